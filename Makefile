@@ -1,0 +1,28 @@
+# `make demo` and `make test` set everything up on a fresh machine.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test test-all bench loc clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m ember demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q -n 2 --dist loadgroup
+
+test-all: $(STAMP)
+	$(PY) -m pytest -q -n 2 --runslow
+
+bench: $(STAMP)
+	$(PY) -m ember bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info

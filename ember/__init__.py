@@ -1,0 +1,95 @@
+"""ember: a small, fast deep-learning framework that speaks PyTorch's API.
+
+``import ember as torch`` runs PyTorch programs; see README.md.
+"""
+__version__ = "0.1.0"
+
+from . import _dtype
+from ._device import device
+from ._dtype import (bfloat16, complex64, complex128, dtype, finfo, float8_e4m3fn,  # noqa: F401
+                     float8_e5m2, float16, float32, float64, get_default_dtype, iinfo, int8,
+                     int16, int32, int64, promote_types, set_default_dtype, uint8)
+from ._storage import UntypedStorage  # noqa: F401
+from ._tensor import Size, Tensor  # noqa: F401
+from ._tensor_str import set_printoptions  # noqa: F401
+
+bool = _dtype.bool_
+half, float, double = float16, float32, float64
+short, int, long = int16, int32, int64
+cfloat, cdouble = complex64, complex128
+
+from . import _ops  # noqa: E402
+from . import _tensor_methods  # noqa: E402
+from ._ops.dispatch import can_cast as _can_cast  # noqa: E402
+
+_tensor_methods.install()
+_ops.install_methods(Tensor)
+globals().update(_ops.public_functions())
+
+from . import autograd  # noqa: E402
+from ._ops.creation import (arange, as_tensor, asarray, empty, empty_like, eye,  # noqa: E402,F401
+                            from_numpy, full, full_like, linspace, logspace, ones, ones_like,
+                            tensor, zeros, zeros_like)
+from ._ops.random import (Generator, bernoulli, default_generator,  # noqa: E402,F401
+                          get_rng_state, initial_seed, manual_seed, multinomial, normal, rand,
+                          rand_like, randint, randint_like, randn, randn_like, randperm, seed,
+                          set_rng_state)
+from ._ops.reduction import std  # noqa: E402,F401
+from ._ops.shape import chunk  # noqa: E402,F401
+from .autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402,F401
+                                 is_grad_enabled, is_inference_mode_enabled, no_grad,
+                                 set_grad_enabled)
+
+
+def is_tensor(obj):
+    """True if ``obj`` is an ember Tensor."""
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(input):
+    return input.is_floating_point()
+
+
+def is_complex(input):
+    return input.is_complex()
+
+
+def numel(input):
+    return input.numel()
+
+
+def result_type(tensor1, tensor2):
+    """The dtype ``tensor1 op tensor2`` would have under torch's promotion rules."""
+    dims, zeros, scalars = [], [], []
+    for x in (tensor1, tensor2):
+        if isinstance(x, Tensor):
+            (dims if x.dim() else zeros).append(x.dtype)
+        else:
+            scalars.append(_dtype._scalar_dtype(x))
+    return _dtype.result_type_of(dims, zeros, scalars)
+
+
+def can_cast(from_, to):
+    """Whether ``from_`` casts to ``to`` under torch's casting rules (no category drop)."""
+    return _can_cast(from_, to)
+
+
+def get_default_device():
+    return device("cpu")
+
+
+def __getattr__(name):
+    # Heavy or optional parts load on first use, so ``import ember`` stays fast.
+    import importlib
+    if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "amp", "testing",
+                "special", "fft", "linalg", "func", "backends", "profiler", "compiler"):
+        try:
+            mod = importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as e:
+            if e.name == f"{__name__}.{name}":
+                raise AttributeError(f"module 'ember' has no attribute '{name}' (not "
+                                     "implemented yet)") from None
+            raise
+        globals()[name] = mod
+        return mod
+    raise AttributeError(f"module 'ember' has no attribute '{name}'")

@@ -1,0 +1,92 @@
+"""Backends: the only code that touches arrays. One per device type.
+
+A backend names its array module (``xp``) and knows how to build arrays on its device and move
+them to and from the host. Op forwards are written once against ``xp``.
+"""
+import numpy as np
+
+from .._device import CPU, META
+
+
+class NumpyBackend:
+    """The cpu device: NumPy arrays."""
+
+    name = "cpu"
+    xp = np
+
+    def asarray(self, obj, np_dtype=None, device=None):
+        return np.asarray(obj, dtype=np_dtype)
+
+    def to_host(self, arr):
+        return arr
+
+    def from_host(self, arr, device):
+        return arr
+
+    def run(self, opdef, arrays, kwargs):
+        return opdef.fwd(np, *arrays, **kwargs)
+
+
+class MetaBackend:
+    """The meta device: arrays with every stride 0 over a single element, so views and shape
+    logic run through NumPy while no memory of the full size is ever allocated."""
+
+    name = "meta"
+    xp = np
+
+    @staticmethod
+    def empty(shape, np_dtype):
+        return np.broadcast_to(np.zeros((), np_dtype), tuple(shape))
+
+    def asarray(self, obj, np_dtype=None, device=None):
+        a = np.asarray(obj, dtype=np_dtype)
+        return self.empty(a.shape, a.dtype)
+
+    def to_host(self, arr):
+        raise NotImplementedError("Cannot copy out of meta tensor; no data!")
+
+    def from_host(self, arr, device):
+        return self.empty(arr.shape, arr.dtype)
+
+    def run(self, opdef, arrays, kwargs):
+        if opdef.meta is not None:
+            return opdef.meta(*arrays, **kwargs)
+        # NOTE: ops without a meta rule run their forward on the stride-0 arrays; the values are
+        # meaningless but shape and dtype are the real ones. Results are re-made as stride 0.
+        with np.errstate(all="ignore"):
+            out = opdef.fwd(np, *arrays, **kwargs)
+        if isinstance(out, tuple):
+            return tuple(self.empty(np.shape(o), np.asarray(o).dtype) for o in out)
+        return self.empty(np.shape(out), np.asarray(out).dtype)
+
+
+_NUMPY, _META = NumpyBackend(), MetaBackend()
+_cuda = None
+
+
+def backend(device):
+    """The backend object of a device."""
+    t = device.type
+    if t == "cpu":
+        return _NUMPY
+    if t == "meta":
+        return _META
+    global _cuda
+    if _cuda is None:
+        from .cupy_backend import CupyBackend   # loads cupy on first use only
+        _cuda = CupyBackend()
+    return _cuda
+
+
+def device_of_array(arr):
+    """The device an array lives on: NumPy arrays are cpu, CuPy arrays cuda:N."""
+    if isinstance(arr, np.ndarray):
+        return CPU
+    dev = getattr(arr, "device", None)
+    if dev is not None and type(arr).__module__.startswith("cupy"):
+        from .._device import device
+        return device("cuda", dev.id)
+    return CPU
+
+
+__all__ = ["backend", "device_of_array", "CPU", "META"]

@@ -1,0 +1,43 @@
+"""The cuda device: CuPy arrays. Imported on first use of a cuda tensor only."""
+
+
+def _import_cupy():
+    try:
+        import cupy
+    except ImportError as e:
+        raise RuntimeError("ember's cuda device needs CuPy: pip install 'ember[cuda]' "
+                           f"(import failed: {e})") from None
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:      # CUDA driver missing or no GPU
+        raise RuntimeError(f"Found no NVIDIA driver or GPU for the cuda device: {e}") from None
+    if n == 0:
+        raise RuntimeError("Found no NVIDIA GPU for the cuda device")
+    return cupy
+
+
+class CupyBackend:
+    """Runs the same op forwards as the cpu backend with ``xp = cupy``."""
+
+    name = "cuda"
+
+    def __init__(self):
+        self.xp = _import_cupy()
+
+    def asarray(self, obj, np_dtype=None, device=None):
+        with self.xp.cuda.Device(device.index or 0):
+            return self.xp.asarray(obj, dtype=np_dtype)
+
+    def to_host(self, arr):
+        return self.xp.asnumpy(arr)
+
+    def from_host(self, arr, device):
+        with self.xp.cuda.Device(device.index or 0):
+            return self.xp.asarray(arr)
+
+    def run(self, opdef, arrays, kwargs):
+        dev = next((a.device for a in arrays if hasattr(a, "device")), None)
+        if dev is None:
+            return opdef.fwd(self.xp, *arrays, **kwargs)
+        with dev:
+            return opdef.fwd(self.xp, *arrays, **kwargs)

@@ -1,0 +1,225 @@
+"""dtypes, the default dtype, and PyTorch's type-promotion rules.
+
+bfloat16 and float8 come from ml_dtypes, so every dtype is a real NumPy dtype and arrays of it
+work with NumPy (and CuPy where it supports them).
+"""
+import ml_dtypes
+import numpy as np
+
+_BOOL, _INT, _FLOAT, _COMPLEX = 0, 1, 2, 3
+
+
+class dtype:
+    """A tensor element type, like ``torch.dtype``. Compare with ``is`` or ``==``."""
+
+    __slots__ = ("name", "np", "itemsize", "category", "is_signed", "_rank", "__weakref__")
+
+    def __init__(self, name, np_dtype, category, rank):
+        self.name, self.np, self.category, self._rank = name, np.dtype(np_dtype), category, rank
+        self.itemsize = self.np.itemsize
+        self.is_signed = name not in ("bool", "uint8")
+
+    @property
+    def is_floating_point(self):
+        return self.category == _FLOAT
+
+    @property
+    def is_complex(self):
+        return self.category == _COMPLEX
+
+    def to_real(self):
+        return {complex64: float32, complex128: float64}.get(self, self)
+
+    def to_complex(self):
+        return complex128 if self in (float64, complex128) else complex64
+
+    def __repr__(self):
+        return "torch." + self.name
+
+    def __reduce__(self):
+        return (_by_name, (self.name,))
+
+
+bool_ = dtype("bool", np.bool_, _BOOL, 0)
+uint8 = dtype("uint8", np.uint8, _INT, 1)
+int8 = dtype("int8", np.int8, _INT, 1)
+int16 = dtype("int16", np.int16, _INT, 2)
+int32 = dtype("int32", np.int32, _INT, 3)
+int64 = dtype("int64", np.int64, _INT, 4)
+float8_e4m3fn = dtype("float8_e4m3fn", ml_dtypes.float8_e4m3fn, _FLOAT, 0)
+float8_e5m2 = dtype("float8_e5m2", ml_dtypes.float8_e5m2, _FLOAT, 0)
+float16 = dtype("float16", np.float16, _FLOAT, 1)
+bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, _FLOAT, 1)
+float32 = dtype("float32", np.float32, _FLOAT, 2)
+float64 = dtype("float64", np.float64, _FLOAT, 3)
+complex64 = dtype("complex64", np.complex64, _COMPLEX, 2)
+complex128 = dtype("complex128", np.complex128, _COMPLEX, 3)
+
+ALL = (bool_, uint8, int8, int16, int32, int64, float8_e4m3fn, float8_e5m2, float16, bfloat16,
+       float32, float64, complex64, complex128)
+ALIASES = {"bool": bool_, "half": float16, "float": float32, "double": float64, "short": int16,
+           "int": int32, "long": int64, "cfloat": complex64, "cdouble": complex128,
+           "float16": float16, "bfloat16": bfloat16, "float32": float32, "float64": float64}
+_BY_NAME = {d.name: d for d in ALL}
+_BY_NP = {d.np: d for d in ALL}
+
+
+def _by_name(name):
+    return _BY_NAME[name]
+
+
+def from_numpy_dtype(np_dtype):
+    """The ember dtype of a NumPy dtype; TypeError for one torch has no twin of."""
+    try:
+        return _BY_NP[np_dtype]
+    except KeyError:
+        d = np.dtype(np_dtype)
+        if d in _BY_NP:
+            return _BY_NP[d]
+        raise TypeError(f"can't convert np.ndarray of type {d}. The only supported types are: "
+                        "float64, float32, float16, complex64, complex128, int64, int32, int16, "
+                        "int8, uint8, and bool.") from None
+
+
+def to_dtype(d):
+    """Accept an ember dtype, a NumPy dtype, a Python type or a name; return an ember dtype."""
+    if isinstance(d, dtype):
+        return d
+    if d is float:
+        return _default[0]
+    if d is int:
+        return int64
+    if d is bool:
+        return bool_
+    if d is complex:
+        return _default[0].to_complex()
+    if isinstance(d, str):
+        d = d.removeprefix("torch.")
+        if d in ALIASES:
+            return ALIASES[d]
+        if d in _BY_NAME:
+            return _BY_NAME[d]
+    return from_numpy_dtype(d)
+
+
+_default = [float32]
+
+
+def get_default_dtype():
+    """The dtype Python floats become (``float32`` unless changed)."""
+    return _default[0]
+
+
+def set_default_dtype(d):
+    """Set the dtype of Python floats in new tensors; only floating dtypes are allowed.
+
+    Example:
+        >>> import ember
+        >>> ember.set_default_dtype(ember.float64); ember.tensor([1.5]).dtype
+        torch.float64
+        >>> ember.set_default_dtype(ember.float32)
+    """
+    d = to_dtype(d)
+    if d not in (float16, bfloat16, float32, float64):
+        raise TypeError(f"only floating-point types are supported as the default type, got {d}")
+    _default[0] = d
+
+
+def promote_types(a, b):
+    """The smallest dtype both ``a`` and ``b`` convert to without losing category.
+
+    Example:
+        >>> import ember
+        >>> ember.promote_types(ember.uint8, ember.int8)
+        torch.int16
+    """
+    if a is b:
+        return a
+    if a.category == _FLOAT and a._rank == 0 or b.category == _FLOAT and b._rank == 0:
+        raise TypeError(f"Promotion for Float8 Types is not supported, attempted to promote "
+                        f"{a.name} and {b.name}")
+    ca, cb = a.category, b.category
+    if ca < cb or (ca == cb and a._rank < b._rank):
+        a, b, ca, cb = b, a, cb, ca                      # a is now the "bigger" one
+    if ca == _COMPLEX:
+        return complex128 if a is complex128 or b is float64 else complex64
+    if ca == _FLOAT:
+        if cb == _FLOAT and a._rank == b._rank:       # float16 with bfloat16
+            return float32
+        return a
+    if ca == _INT and cb == _INT and a._rank == b._rank:  # uint8 with int8
+        return int16
+    return a
+
+
+def _scalar_dtype(x):
+    if isinstance(x, bool):
+        return bool_
+    if isinstance(x, int):
+        return int64
+    if isinstance(x, float):
+        return _default[0]
+    if isinstance(x, complex):
+        return _default[0].to_complex()
+    return None
+
+
+def _combine(higher, lower):
+    # NOTE: torch's category rule: a lower-priority operand (0-dim tensor, Python scalar) only
+    # changes the result when it is of a higher category (bool < int < float < complex).
+    if higher is None:
+        return lower
+    if lower is None or higher.category == _COMPLEX:
+        return higher
+    if lower.category == _COMPLEX:
+        return higher.to_complex() if higher.category == _FLOAT else lower
+    if higher.category == _FLOAT:
+        return higher
+    if higher is bool_ or lower.category == _FLOAT:
+        return promote_types(higher, lower)
+    return higher
+
+
+def result_type_of(dims, zeros, scalars):
+    """Result dtype from the dtypes of >0-dim tensors, 0-dim tensors and Python scalars."""
+    def fold(ds):
+        r = None
+        for d in ds:
+            r = d if r is None else promote_types(r, d)
+        return r
+    return _combine(fold(dims), _combine(fold(zeros), fold(scalars)))
+
+
+class finfo:
+    """Machine limits of a floating dtype, like ``torch.finfo``."""
+
+    def __init__(self, type=None):
+        d = to_dtype(type or _default[0])
+        if d.category == _COMPLEX:
+            d = d.to_real()
+        if d.category != _FLOAT:
+            raise TypeError(f"torch.finfo() requires a floating point input type, got {d}")
+        f = ml_dtypes.finfo(d.np)
+        self.dtype, self.bits = d.name, d.itemsize * 8
+        self.eps, self.max, self.min = float(f.eps), float(f.max), float(f.min)
+        self.tiny = self.smallest_normal = float(f.smallest_normal)
+        self.resolution = float(10.0 ** -f.precision)
+
+    def __repr__(self):
+        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, "
+                f"eps={self.eps:g}, smallest_normal={self.tiny:g}, tiny={self.tiny:g}, "
+                f"dtype={self.dtype})")
+
+
+class iinfo:
+    """Machine limits of an integer dtype, like ``torch.iinfo``."""
+
+    def __init__(self, type):
+        d = to_dtype(type)
+        if d.category not in (_INT, _BOOL):
+            raise TypeError(f"torch.iinfo() requires an integer input type, got {d}")
+        i = np.iinfo(np.uint8 if d is bool_ else d.np)
+        self.dtype, self.bits, self.max, self.min = d.name, d.itemsize * 8, int(i.max), int(i.min)
+
+    def __repr__(self):
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"

@@ -1,0 +1,51 @@
+"""Op families, and the code that turns the registry into ``ember.<op>`` functions and
+``Tensor.<op>`` methods (including in-place ``<op>_`` variants and Python operators)."""
+import functools
+
+from . import creation, indexing, linalg, pointwise, random, reduction, shape  # noqa: F401
+from .dispatch import dispatch, dispatch_inplace
+from .registry import all_ops
+
+
+def _function(opdef, name):
+    def f(*args, **kwargs):
+        return dispatch(opdef, args, kwargs)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = opdef.__doc__
+    f.opdef = opdef
+    return f
+
+
+def _inplace(opdef):
+    def f(self, *args, **kwargs):
+        return dispatch_inplace(opdef, self, args, kwargs)
+    f.__name__ = opdef.name + "_"
+    f.__doc__ = f"In-place version of :meth:`Tensor.{opdef.name}`."
+    return f
+
+
+def public_functions():
+    """``{name: function}`` for every op exposed as ``ember.<name>``."""
+    out = {}
+    for d in all_ops():
+        if d.function:
+            for n in (d.name,) + tuple(d.aliases):
+                out[n] = _function(d, n)
+    return out
+
+
+def install_methods(Tensor):
+    """Attach the registry's ops to ``Tensor`` as methods."""
+    for d in all_ops():
+        names = (d.name,) + tuple(d.aliases)
+        for n in names:
+            if d.method and not hasattr(Tensor, n):
+                setattr(Tensor, n, _function(d, n))
+            if d.inplace and not hasattr(Tensor, n + "_"):
+                setattr(Tensor, n + "_", _inplace(d))
+
+
+@functools.lru_cache(None)
+def get_op(name):
+    from .registry import get
+    return get(name)

@@ -1,0 +1,216 @@
+"""Indexing: ``t[idx]`` reads and writes, gather/scatter, index_add, flip, scans."""
+import numpy as np
+
+import ember
+
+from .registry import op
+from .samples import Sample, make
+
+
+def _check_basic(index):
+    for i in (index if isinstance(index, tuple) else (index,)):
+        if isinstance(i, slice) and i.step is not None and i.step <= 0:
+            raise ValueError("step must be greater than zero")
+
+
+@op("getitem", method=False, function=False, view=True)
+def getitem(xp, input, index):
+    """``input[index]`` for basic indices (ints, slices, None, Ellipsis): a view."""
+    _check_basic(index)
+    return input[index]
+
+
+@getitem.vjp()
+def _(g, input, index):
+    return _index_embed(g, tuple(input.shape), index)
+
+
+@op("index", method=False, function=False)
+def index(xp, input, index):
+    """``input[index]`` with tensor, list or boolean indices: a copy (NumPy's layout rules,
+    which are torch's)."""
+    _check_basic(index)
+    return input[index]
+
+
+@index.vjp()
+def _(g, input, index):
+    return _index_embed(g, tuple(input.shape), index, True)
+
+
+def _index_embed(g, shape, index, accumulate=False):
+    from .shape import _index_embed as embed
+    return embed(g, shape, index, accumulate)
+
+
+@op("_index_put", method=False, function=False, promote="common", promote_args=(0, 1))
+def _index_put(xp, input, values, index, accumulate=False):
+    out = input.copy()
+    if accumulate:
+        xp.add.at(out, index, values)
+    else:
+        out[index] = values
+    return out
+
+
+@_index_put.vjp()
+def _(g, input, values, index, accumulate=False):
+    gi = g if accumulate else g.clone()
+    if not accumulate:
+        gi[index] = 0
+    gv = g[index] if isinstance(values, ember.Tensor) else None
+    return gi, gv
+
+
+def is_basic(index):
+    for i in (index if isinstance(index, tuple) else (index,)):
+        if not (i is None or i is Ellipsis or isinstance(i, (int, slice))) or isinstance(i, bool):
+            return False
+    return True
+
+
+@op("gather")
+def gather(xp, input, dim, index, *, sparse_grad=False):
+    """``out[i][j] = input[i][index[i][j]]`` along ``dim``."""
+    if index.dtype != np.int64:
+        raise RuntimeError("gather(): Expected dtype int64 for index")
+    return xp.take_along_axis(input, index, axis=dim)
+
+
+@gather.vjp(save=("index",))
+def _(g, input, dim, index, *, sparse_grad=False):
+    return ember.zeros(input.shape, dtype=g.dtype, device=g.device).scatter_add(dim, index, g)
+
+
+gather.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1, np.array([[0, 0], [1, 3],
+                                                                         [2, 1]]))]
+
+
+def _scatter_into(xp, out, dim, index, src, reduce):
+    """Write ``src`` at ``index`` along ``dim`` into ``out`` (in place on ``out``)."""
+    idx = list(xp.indices(index.shape, sparse=True))
+    idx[dim] = index
+    idx = tuple(idx)
+    if not hasattr(src, "shape"):
+        src = xp.full(index.shape, src, dtype=out.dtype)
+    else:
+        src = src[tuple(slice(0, s) for s in index.shape)]
+    if reduce is None:
+        out[idx] = src
+    elif reduce in ("add", "sum"):
+        xp.add.at(out, idx, src)
+    elif reduce in ("multiply", "prod"):
+        xp.multiply.at(out, idx, src)
+    else:
+        raise RuntimeError(f"reduce argument must be either add or multiply, got {reduce}")
+    return out
+
+
+@op("scatter", inplace=True)
+def scatter(xp, input, dim, index, src, *, reduce=None):
+    """A copy of ``input`` with ``src`` written at ``index`` along ``dim``."""
+    return _scatter_into(xp, input.copy(), dim, index, src, reduce)
+
+
+@scatter.vjp(save=("index",))
+def _(g, input, dim, index, src, *, reduce=None):
+    gi = g.scatter(dim, index, 0.0)
+    gs = g.gather(dim, index) if isinstance(src, ember.Tensor) else None
+    return gi, None, None, gs
+
+
+@op("scatter_add", inplace=True)
+def scatter_add(xp, input, dim, index, src):
+    """A copy of ``input`` with ``src`` added at ``index`` along ``dim``."""
+    return _scatter_into(xp, input.copy(), dim, index, src, "add")
+
+
+@scatter_add.vjp(save=("index",))
+def _(g, input, dim, index, src):
+    return g, None, None, g.gather(dim, index)
+
+
+@op("index_add", inplace=True, promote="common", promote_args=(0, 3))
+def index_add(xp, input, dim, index, source, *, alpha=1):
+    """A copy of ``input`` with ``alpha * source`` added at ``index`` along ``dim``."""
+    out = input.copy()
+    moved = xp.moveaxis(out, dim, 0)
+    xp.add.at(moved, index, xp.moveaxis(source * alpha if alpha != 1 else source, dim, 0))
+    return out
+
+
+@index_add.vjp(save=("index",))
+def _(g, input, dim, index, source, *, alpha=1):
+    gs = g.index_select(dim, index)
+    return g, None, None, gs * alpha if alpha != 1 else gs
+
+
+@op("index_select")
+def index_select(xp, input, dim, index):
+    """The slices of ``input`` at ``index`` along ``dim``."""
+    return xp.take(input, index, axis=dim)
+
+
+@index_select.vjp(save=("index",))
+def _(g, input, dim, index):
+    z = ember.zeros(input.shape, dtype=g.dtype, device=g.device)
+    return z.index_add(dim, index, g)
+
+
+index_select.samples = lambda dev, dt: [Sample(make((4, 3), dt), 0, np.array([0, 2, 2]))]
+
+
+@op("flip")
+def flip(xp, input, dims):
+    """Reverse the order along ``dims`` (a copy, as in torch)."""
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    return xp.ascontiguousarray(xp.flip(input, dims)) if dims else input.copy()
+
+
+flip.vjp()(lambda g, input, dims: g.flip(dims))
+flip.samples = lambda dev, dt: [Sample(make((3, 4), dt), (0,)), Sample(make((3, 4), dt), [0, 1])]
+
+
+def _scan_dtype(x, dtype):
+    if dtype is not None:
+        return dtype.np
+    return np.int64 if x.dtype.kind in "biu" else x.dtype
+
+
+@op("cumsum")
+def cumsum(xp, input, dim, *, dtype=None):
+    """Running sum along ``dim``."""
+    return xp.cumsum(input, axis=dim % max(input.ndim, 1), dtype=_scan_dtype(input, dtype)) \
+        if input.ndim else input.astype(_scan_dtype(input, dtype))
+
+
+cumsum.vjp()(lambda g, input, dim, *, dtype=None: g.flip(dim).cumsum(dim).flip(dim)
+             if g.dim() else g)
+cumsum.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1), Sample(make((3, 4), dt), 0),
+                                  Sample(make((5,), dt), -1)]
+
+
+@op("cumprod")
+def cumprod(xp, input, dim, *, dtype=None):
+    """Running product along ``dim``."""
+    return xp.cumprod(input, axis=dim % max(input.ndim, 1), dtype=_scan_dtype(input, dtype)) \
+        if input.ndim else input.astype(_scan_dtype(input, dtype))
+
+
+@cumprod.vjp(save=("input", "result"))
+def _(g, input, dim, *, dtype=None, result=None):
+    if not bool((input == 0).any()):
+        return (g * result).flip(dim).cumsum(dim).flip(dim) / input
+    # With zeros, prod/x fails: d out_j / d x_i = prod_{k <= j, k != i} x_k for i <= j, built
+    # densely along dim ([..., i, j, k]); scans are short in practice.
+    n = input.shape[dim]
+    x, gm = input.movedim(dim, -1), g.movedim(dim, -1)
+    ar = ember.arange(n, device=g.device)
+    i, j, k = ar.view(n, 1, 1), ar.view(1, n, 1), ar.view(1, 1, n)
+    m = ember.where((k <= j) * (k != i), x[..., None, None, :], 1.0).prod(-1)
+    m = ember.where(i[..., 0] <= j[..., 0], m, 0.0)
+    return (m * gm[..., None, :]).sum(-1).movedim(-1, dim)
+
+
+cumprod.samples = lambda dev, dt: [Sample(make((3, 4), dt, 0.5, 1.5), 1),
+                                   Sample(make((5,), dt), 0)]

@@ -1,0 +1,438 @@
+"""Pointwise ops: arithmetic, math functions, comparisons, casts and copies."""
+import numpy as np
+
+import ember
+
+from .meta import bool_meta, broadcast_meta, same_meta
+from .registry import op
+from .samples import Sample, binary_samples, compare_samples, make, unary_samples, where_samples
+
+# ---- casts, copies, device moves ----------------------------------------------------------
+
+
+@op("_to_dtype", method=False, function=False)
+def _to_dtype(xp, x, dtype):
+    return x.astype(dtype.np)
+
+
+@_to_dtype.vjp()
+def _(g, x, dtype):
+    return g.to(x.dtype)
+
+
+_to_dtype.meta = lambda x, dtype: broadcast_meta(x).astype(dtype.np)
+
+
+@op("_to_device", method=False, function=False)
+def _to_device(xp, x, device):
+    # Tensor._move copies between backends and records this op for autograd; the backward
+    # moves the gradient back to where the input was.
+    raise AssertionError("_to_device is recorded by Tensor._move, never run by a backend")
+
+
+@_to_device.vjp()
+def _(g, x, device):
+    return g.to(x.device)
+
+
+@op("clone")
+def clone(xp, x, memory_format=None):
+    """A copy of ``input`` with its own memory; gradients flow back to ``input``."""
+    return x.copy()
+
+
+@clone.vjp()
+def _(g, x, memory_format=None):
+    return g
+
+
+clone.meta = same_meta
+clone.samples = unary_samples
+
+
+@op("_copy_from", method=False, function=False)
+def _copy_from(xp, dst, src):
+    # the value of ``dst.copy_(src)``: src broadcast to dst's shape, in dst's dtype
+    return xp.broadcast_to(src, dst.shape).astype(dst.dtype, copy=True)
+
+
+@_copy_from.vjp()
+def _(g, dst, src):
+    return None, g
+
+
+_copy_from.meta = lambda dst, src: same_meta(dst)
+
+
+@op("_fill", method=False, function=False)
+def _fill(xp, dst, value):
+    return xp.full(dst.shape, value, dtype=dst.dtype)
+
+
+@_fill.vjp()
+def _(g, dst, value):
+    return None, (g.sum() if hasattr(value, "shape") else None)
+
+
+_fill.meta = lambda dst, value: same_meta(dst)
+
+# ---- arithmetic ------------------------------------------------------------------------------
+
+
+@op("add", tags=("pointwise",), promote="common", inplace=True)
+def add(xp, input, other, alpha=1):
+    """``input + alpha * other``, broadcast and type-promoted."""
+    return xp.add(input, other) if alpha == 1 else xp.add(input, xp.multiply(other, alpha))
+
+
+@add.vjp()
+def _(g, input, other, alpha=1):
+    return g, (g if alpha == 1 else g * alpha)
+
+
+add.meta = broadcast_meta
+add.samples = binary_samples
+
+
+@op("sub", tags=("pointwise",), promote="common", inplace=True, aliases=("subtract",))
+def sub(xp, input, other, alpha=1):
+    """``input - alpha * other``."""
+    if input.dtype == np.bool_:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                           "supported. Use the `^` or `logical_xor()` operator instead.")
+    return xp.subtract(input, other) if alpha == 1 else xp.subtract(input, xp.multiply(other,
+                                                                                       alpha))
+
+
+@sub.vjp()
+def _(g, input, other, alpha=1):
+    return g, -g if alpha == 1 else g * -alpha
+
+
+sub.meta = broadcast_meta
+sub.samples = lambda dev, dt: binary_samples(dev, dt) if dt is not ember.bool else []
+
+
+@op("rsub", tags=("pointwise",), promote="common", method=False)
+def rsub(xp, input, other, alpha=1):
+    """``other - alpha * input`` (what ``2 - t`` calls)."""
+    return xp.subtract(other, input if alpha == 1 else xp.multiply(input, alpha))
+
+
+@rsub.vjp()
+def _(g, input, other, alpha=1):
+    return -g if alpha == 1 else g * -alpha, g
+
+
+rsub.meta = broadcast_meta
+
+
+@op("mul", tags=("pointwise",), promote="common", inplace=True, aliases=("multiply",))
+def mul(xp, input, other):
+    """``input * other``, broadcast and type-promoted."""
+    if getattr(input, "dtype", None) == np.bool_ and getattr(other, "dtype", None) == np.bool_:
+        return xp.logical_and(input, other)
+    return xp.multiply(input, other)
+
+
+@mul.vjp(save=("input", "other"))
+def _(g, input, other):
+    return g * _conj(other), g * _conj(input)
+
+
+mul.meta = broadcast_meta
+mul.samples = binary_samples
+
+
+@op("div", tags=("pointwise",), promote="float", inplace=True, aliases=("divide", "true_divide"))
+def div(xp, input, other, rounding_mode=None):
+    """``input / other``; ``rounding_mode`` ``"trunc"`` or ``"floor"`` rounds the quotient."""
+    if rounding_mode is None:
+        return xp.true_divide(input, other)
+    raise NotImplementedError("rounding_mode")
+
+
+@div.vjp(save=("input", "other"))
+def _(g, input, other, rounding_mode=None):
+    if rounding_mode is not None:
+        return None, None
+    return g / _conj(other), -g * _conj(input) / _conj(other * other)
+
+
+div.meta = broadcast_meta
+div.samples = lambda dev, dt: binary_samples(dev, dt, nonzero_rhs=True)
+
+
+def _conj(t):
+    return t.conj() if isinstance(t, ember.Tensor) and t.is_complex() else t
+
+
+@op("neg", tags=("pointwise",), inplace=True, aliases=("negative",))
+def neg(xp, input):
+    """``-input``."""
+    if input.dtype == np.bool_:
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If "
+                           "you are trying to invert a mask, use the `~` or `logical_not()` "
+                           "operator instead.")
+    return xp.negative(input)
+
+
+@neg.vjp()
+def _(g, input):
+    return -g
+
+
+neg.meta = same_meta
+neg.samples = lambda dev, dt: unary_samples(dev, dt) if dt is not ember.bool else []
+
+
+@op("pow", tags=("pointwise",), promote="common", inplace=True)
+def pow(xp, input, exponent):
+    """``input ** exponent``."""
+    return xp.power(input, exponent)
+
+
+@pow.vjp(save=("input", "exponent", "result"))
+def _(g, input, exponent, result):
+    gi = ge = None
+    if isinstance(input, ember.Tensor):
+        gi = g * _conj(exponent * input ** (exponent - 1))
+        if not isinstance(exponent, ember.Tensor) and exponent == 0:
+            gi = ember.zeros_like(g)
+    if isinstance(exponent, ember.Tensor):
+        # NOTE: torch defines d/dexp of 0**e as 0 for e >= 0 instead of 0 * log(0) = nan.
+        ge = g * _conj(result * ember.log(input))
+        if isinstance(input, ember.Tensor):
+            ge = ember.where((input == 0) & (exponent >= 0), 0.0, ge)
+        elif input == 0:
+            ge = ember.where(exponent >= 0, 0.0, ge)
+    return gi, ge
+
+
+pow.meta = broadcast_meta
+
+
+@op("abs", tags=("pointwise",), inplace=True, aliases=("absolute",))
+def abs(xp, input):
+    """``|input|``."""
+    if input.dtype == np.bool_:
+        raise NotImplementedError("\"abs_cpu\" not implemented for 'Bool'")
+    return xp.abs(input)
+
+
+@abs.vjp(save=("input",))
+def _(g, input):
+    return g * input.sgn() if input.is_complex() else g * input.sign()
+
+
+abs.meta = lambda x: same_meta(x).real.astype(x.real.dtype) if x.dtype.kind == "c" else same_meta(x)
+abs.samples = unary_samples
+abs.kinks = (0.0,)
+
+# ---- unary math: f(x) and df/dx in ember ops --------------------------------------------------
+
+
+def _unary(name, fwd, deriv, save="input", kinks=(), domain=None, aliases=()):
+    """Register a floating unary op ``fwd`` with derivative ``deriv(x, result)``."""
+    d = op(name, tags=("pointwise",), promote="float", inplace=True, aliases=aliases)(fwd)
+    saves = {"input": ("input",), "result": ("result",), "both": ("input", "result")}[save]
+
+    @d.vjp(save=saves)
+    def _(g, input, result=None):
+        return g * _conj(deriv(input, result))
+
+    d.meta, d.kinks = same_meta, kinks
+    d.samples = lambda dev, dt: unary_samples(dev, dt, domain=domain)
+    return d
+
+
+exp = _unary("exp", lambda xp, input: xp.exp(input), lambda x, r: r, save="result")
+log = _unary("log", lambda xp, input: xp.log(input), lambda x, r: 1 / x, domain=(0.1, 4))
+sqrt = _unary("sqrt", lambda xp, input: xp.sqrt(input), lambda x, r: 0.5 / r, save="result",
+              domain=(0.1, 4))
+sin = _unary("sin", lambda xp, input: xp.sin(input), lambda x, r: x.cos())
+cos = _unary("cos", lambda xp, input: xp.cos(input), lambda x, r: -x.sin())
+tanh = _unary("tanh", lambda xp, input: xp.tanh(input), lambda x, r: 1 - r * r, save="result")
+sigmoid = _unary("sigmoid", lambda xp, input: _sigmoid(xp, input), lambda x, r: r * (1 - r),
+                 save="result")
+
+
+def _sigmoid(xp, x):
+    # NOTE: split by sign so exp never overflows (1/(1+exp(-x)) warns for x < -88 in float32).
+    if x.dtype.kind == "c":
+        return 1 / (1 + xp.exp(-x))
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+
+# ---- comparisons ----------------------------------------------------------------------------
+
+
+def _ordered(name, f):
+    def fwd(xp, input, other):
+        if getattr(input, "dtype", None) is not None and input.dtype.kind == "c":
+            raise NotImplementedError(f"\"{name}_cpu\" not implemented for 'ComplexDouble'")
+        return f(xp, input, other)
+    return fwd
+
+
+def _compare(name, fwd, aliases=()):
+    if name not in ("eq", "ne"):
+        fwd = _ordered(name, fwd)
+    d = op(name, tags=("pointwise", "comparison"), promote="common", differentiable=False,
+           aliases=aliases)(fwd)
+    d.meta, d.samples = bool_meta, compare_samples
+    return d
+
+
+eq = _compare("eq", lambda xp, input, other: xp.equal(input, other))
+ne = _compare("ne", lambda xp, input, other: xp.not_equal(input, other), aliases=("not_equal",))
+lt = _compare("lt", lambda xp, input, other: xp.less(input, other), aliases=("less",))
+le = _compare("le", lambda xp, input, other: xp.less_equal(input, other),
+              aliases=("less_equal",))
+gt = _compare("gt", lambda xp, input, other: xp.greater(input, other), aliases=("greater",))
+ge = _compare("ge", lambda xp, input, other: xp.greater_equal(input, other),
+              aliases=("greater_equal",))
+
+
+@op("where", promote="common", promote_args=(1, 2))
+def where(xp, condition, input, other):
+    """``input`` where ``condition`` holds, else ``other``."""
+    return xp.where(condition, input, other)
+
+
+@where.vjp(save=("condition",))
+def _(g, condition, input, other):
+    zero = ember.zeros((), dtype=g.dtype, device=g.device)
+    return None, ember.where(condition, g, zero), ember.where(condition, zero, g)
+
+
+where.meta = lambda c, a, b: broadcast_meta(c, a, b).astype(np.result_type(
+    *(x for x in (a, b) if hasattr(x, "dtype"))))
+where.samples = lambda dev, dt: where_samples(dev, dt)
+
+
+@op("conj", tags=("pointwise",))
+def conj(xp, input):
+    """Complex conjugate (real tensors are returned unchanged by ``Tensor.conj``)."""
+    return xp.conj(input)
+
+
+conj.vjp()(lambda g, input: g.conj())
+conj.meta = same_meta
+
+
+@op("real", view=True)
+def real(xp, input):
+    """The real part (a view for complex tensors; the tensor itself for real ones)."""
+    return input.real
+
+
+real.vjp()(lambda g, input: g.to(input.dtype) if input.dtype.is_complex else g)
+
+
+@op("imag", view=True)
+def imag(xp, input):
+    """The imaginary part of a complex tensor, as a view."""
+    if input.dtype.kind != "c":
+        raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+    return input.imag
+
+
+imag.vjp()(lambda g, input: g.to(input.dtype) * 1j)
+
+
+@op("sign", tags=("pointwise",), inplace=True)
+def sign(xp, input):
+    """-1, 0 or 1 by the sign of each element."""
+    return xp.sign(input) if input.dtype != np.bool_ else input.copy()
+
+
+sign.vjp()(lambda g, input: g * 0)
+sign.meta = same_meta
+sign.samples = lambda dev, dt: unary_samples(dev, dt) if dt.category < 3 else []
+
+
+@op("sgn", tags=("pointwise",), inplace=True)
+def sgn(xp, input):
+    """``x / |x|`` (0 at 0); the sign for real tensors."""
+    if input.dtype.kind != "c":
+        return sign.fwd(xp, input)
+    a = xp.abs(input)
+    return xp.where(a == 0, 0, input / xp.where(a == 0, 1, a)).astype(input.dtype)
+
+
+@sgn.vjp(save=("input", "result"))
+def _(g, input, result):
+    if not input.is_complex():
+        return g * 0
+    a = input.abs()
+    return ember.where(a == 0, 0.0, (g - (g * result.conj()).real * result) / ember.where(
+        a == 0, 1.0, a))
+
+
+def _logical(name, f):
+    d = op(name, tags=("pointwise",), differentiable=False, inplace=True)(f)
+    d.meta = bool_meta
+    d.samples = lambda dev, dt: compare_samples(dev, dt)[:2]
+    return d
+
+
+logical_and = _logical("logical_and", lambda xp, input, other: xp.logical_and(input, other))
+logical_or = _logical("logical_or", lambda xp, input, other: xp.logical_or(input, other))
+logical_xor = _logical("logical_xor", lambda xp, input, other: xp.logical_xor(input, other))
+logical_not = _logical("logical_not", lambda xp, input: xp.logical_not(input))
+logical_not.samples = unary_samples
+
+
+def _bitwise(name, f):
+    d = op(name, tags=("pointwise",), differentiable=False, promote="common", inplace=True)(f)
+    d.meta = broadcast_meta
+    d.samples = lambda dev, dt: binary_samples(dev, dt) if dt.category <= 1 else []
+    return d
+
+
+def _int_only(name, f):
+    def fwd(xp, input, other):
+        for a in (input, other):
+            if getattr(a, "dtype", np.dtype(np.int64)).kind in "fc":
+                raise RuntimeError(f"\"{name}_cpu\" not implemented for "
+                                   f"'{str(a.dtype).capitalize()}'")
+        return f(xp, input, other)
+    return fwd
+
+
+bitwise_and = _bitwise("bitwise_and", _int_only("bitwise_and", lambda xp, a, b: xp.bitwise_and(a, b)))
+bitwise_or = _bitwise("bitwise_or", _int_only("bitwise_or", lambda xp, a, b: xp.bitwise_or(a, b)))
+bitwise_xor = _bitwise("bitwise_xor", _int_only("bitwise_xor", lambda xp, a, b: xp.bitwise_xor(a, b)))
+
+
+@op("bitwise_not", tags=("pointwise",), differentiable=False, inplace=True)
+def bitwise_not(xp, input):
+    """``~input`` for integer and bool tensors."""
+    if input.dtype.kind in "fc":
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type "
+                        "tensors")
+    return xp.invert(input)
+
+
+bitwise_not.meta = same_meta
+
+
+@op("tril")
+def tril(xp, input, diagonal=0):
+    """The lower triangle (elements on and below the ``diagonal``-th diagonal)."""
+    return xp.tril(input, diagonal)
+
+
+tril.vjp()(lambda g, input, diagonal=0: g.tril(diagonal))
+tril.samples = lambda dev, dt: [Sample(make((4, 4), dt)), Sample(make((2, 3, 4), dt), -1)]
+
+
+@op("triu")
+def triu(xp, input, diagonal=0):
+    """The upper triangle (elements on and above the ``diagonal``-th diagonal)."""
+    return xp.triu(input, diagonal)
+
+
+triu.vjp()(lambda g, input, diagonal=0: g.triu(diagonal))
+triu.samples = lambda dev, dt: [Sample(make((4, 4), dt)), Sample(make((2, 3, 4), dt), 1)]

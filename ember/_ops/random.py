@@ -1,0 +1,246 @@
+"""Random numbers: Generator, the default generator, and random creation functions.
+
+Every generator draws on the host with NumPy's PCG64 and copies to the device, so a seed gives
+the same numbers on every device.
+"""
+import pickle
+import secrets
+
+import numpy as np
+
+from .. import _dtype
+from .creation import _dt, _finish, _size, _T
+
+
+class Generator:
+    """A random number generator, like ``torch.Generator``.
+
+    Example:
+        >>> import ember
+        >>> g = ember.Generator().manual_seed(0)
+        >>> a = ember.rand(3, generator=g); _ = g.manual_seed(0)
+        >>> bool((a == ember.rand(3, generator=g)).all())
+        True
+    """
+
+    def __init__(self, device="cpu"):
+        from .._device import to_device
+        self.device = to_device(device)
+        self.manual_seed(67280421310721)
+
+    def manual_seed(self, seed):
+        seed = int(seed)
+        if seed < 0:
+            seed += 1 << 64
+        if not 0 <= seed < 1 << 64:
+            raise RuntimeError(f"Overflow when unpacking long long: seed {seed} is out of range")
+        self._seed, self.rng = seed, np.random.Generator(np.random.PCG64(seed))
+        return self
+
+    def seed(self):
+        s = secrets.randbits(63)
+        self.manual_seed(s)
+        return s
+
+    def initial_seed(self):
+        return self._seed
+
+    def get_state(self):
+        """The state as a uint8 tensor (to restore with ``set_state``)."""
+        blob = pickle.dumps((self._seed, self.rng.bit_generator.state))
+        return _T()._wrap(np.frombuffer(blob, dtype=np.uint8).copy())
+
+    def set_state(self, new_state):
+        if not isinstance(new_state, _T()) or new_state.dtype is not _dtype.uint8:
+            raise TypeError("expected a torch.ByteTensor as the generator state")
+        self._seed, st = pickle.loads(new_state.numpy().tobytes())
+        self.rng.bit_generator.state = st
+        return self
+
+    def __getstate__(self):
+        return {"device": self.device, "state": self.get_state().numpy()}
+
+    def __setstate__(self, d):
+        self.__init__(d["device"])
+        self.set_state(_T()._wrap(d["state"]))
+
+
+default_generator = Generator()
+
+
+def manual_seed(seed):
+    """Seed the default generator (all devices share it)."""
+    return default_generator.manual_seed(seed)
+
+
+def seed():
+    return default_generator.seed()
+
+
+def initial_seed():
+    return default_generator.initial_seed()
+
+
+def get_rng_state():
+    return default_generator.get_state()
+
+
+def set_rng_state(new_state):
+    default_generator.set_state(new_state)
+
+
+def _rng(generator):
+    return (generator or default_generator).rng
+
+
+def _float_dtype(dtype, name):
+    d = _dtype.to_dtype(dtype) if dtype is not None else _dtype.get_default_dtype()
+    if d.category < _dtype._FLOAT:
+        raise RuntimeError(f"\"{name}\" not implemented for '{d.name}'")
+    return d
+
+
+def _random(name, draw):
+    def f(*size, generator=None, out=None, dtype=None, layout=None, device=None,
+          requires_grad=False, pin_memory=False):
+        d = _float_dtype(dtype, name)
+        arr = draw(_rng(generator), _size(size))
+        if d.category == _dtype._COMPLEX:
+            arr = (arr + 1j * draw(_rng(generator), _size(size))) / np.sqrt(2)
+        return _finish(np.asarray(arr).astype(d.np), device, requires_grad, out)
+    f.__name__ = name
+    return f
+
+
+rand = _random("rand", lambda rng, s: rng.random(s))
+rand.__doc__ = "Uniform samples in [0, 1)."
+randn = _random("randn", lambda rng, s: rng.standard_normal(s))
+randn.__doc__ = "Standard normal samples."
+
+
+def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None, layout=None,
+            device=None, requires_grad=False):
+    """Integers uniform in [low, high)."""
+    if size is None:
+        low, high, size = 0, low, high
+    if high is None:
+        low, high = 0, low
+    if high <= low:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= "
+                           f"to={high}")
+    arr = _rng(generator).integers(low, high, _size((size,) if isinstance(size, int) else size))
+    return _finish(arr.astype(_dt(dtype, _dtype.int64)), device, requires_grad, out)
+
+
+def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=None,
+             requires_grad=False):
+    """A random permutation of 0..n-1."""
+    return _finish(_rng(generator).permutation(n).astype(_dt(dtype, _dtype.int64)), device,
+                   requires_grad, out)
+
+
+def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    return rand(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device,
+                requires_grad=requires_grad)
+
+
+def randn_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    return randn(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device,
+                 requires_grad=requires_grad)
+
+
+def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_grad=False):
+    return randint(low, high, tuple(input.shape), dtype=dtype or input.dtype,
+                   device=device or input.device)
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None, device=None,
+           requires_grad=False):
+    """Normal samples with the given mean and std (numbers or tensors, broadcast)."""
+    T = _T()
+    if isinstance(mean, T) or isinstance(std, T):
+        m = mean if isinstance(mean, T) else None
+        s = std if isinstance(std, T) else None
+        ref = m if m is not None else s
+        shape = np.broadcast_shapes(tuple(getattr(mean, "shape", ())),
+                                    tuple(getattr(std, "shape", ())))
+        z = randn(shape, generator=generator, dtype=ref.dtype, device=ref.device)
+        return z * std + mean
+    if size is None:
+        raise TypeError("normal(): with float mean and std, size is required")
+    return randn(_size((size,) if isinstance(size, int) else tuple(size)), generator=generator,
+                 out=out, dtype=dtype, device=device, requires_grad=requires_grad) * std + mean \
+        if out is None else out.copy_(randn(tuple(size), generator=generator) * std + mean)
+
+
+def bernoulli(input, p=None, *, generator=None, out=None):
+    """1 with probability ``input`` (or ``p``), else 0, in ``input``'s dtype."""
+    probs = input.detach() if p is None else p
+    u = rand(tuple(input.shape), generator=generator, dtype=_dtype.float64, device=input.device)
+    r = (u < probs).to(input.dtype)
+    return r if out is None else out.copy_(r)
+
+
+def multinomial(input, num_samples, replacement=False, *, generator=None, out=None):
+    """Draw ``num_samples`` category indices per row with probabilities ``input``."""
+    probs = np.asarray(input.detach().cpu().double().numpy())
+    rows = probs.reshape(-1, probs.shape[-1])
+    if (rows < 0).any() or not np.isfinite(rows).all():
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    if not replacement and num_samples > rows.shape[1]:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
+                           "replacement")
+    rng = _rng(generator)
+    res = np.stack([rng.choice(r.size, num_samples, replace=replacement, p=r / r.sum())
+                    for r in rows]).astype(np.int64)
+    res = res.reshape(probs.shape[:-1] + (num_samples,))
+    return _finish(res, input.device, False, out)
+
+
+# ---- in-place random fills (Tensor methods) ---------------------------------------------------
+
+def _fill_from(self, arr):
+    from .._backends import backend
+    with _nograd():
+        self._assign(_T()._wrap(backend(self.device).from_host(
+            np.asarray(arr, dtype=self.dtype.np), self.device), self.device), "random_")
+    return self
+
+
+def _nograd():
+    from ..autograd.grad_mode import no_grad
+    return no_grad()
+
+
+def uniform_(self, a=0.0, b=1.0, *, generator=None):
+    """Fill with samples uniform in [a, b)."""
+    return _fill_from(self, _rng(generator).uniform(a, b, tuple(self.shape)))
+
+
+def normal_(self, mean=0.0, std=1.0, *, generator=None):
+    """Fill with normal samples."""
+    return _fill_from(self, _rng(generator).normal(mean, std, tuple(self.shape)))
+
+
+def random_(self, from_=0, to=None, *, generator=None):
+    """Fill with integers uniform in [from, to)."""
+    if to is None:
+        to, from_ = (2 ** 24 + 1 if self.dtype is _dtype.float32 else 2 ** 53 + 1
+                     if self.dtype is _dtype.float64 else
+                     2 if self.dtype is _dtype.bool_ else
+                     int(np.iinfo(self.dtype.np).max) + 1), from_
+    return _fill_from(self, _rng(generator).integers(from_, to, tuple(self.shape)))
+
+
+def bernoulli_(self, p=0.5, *, generator=None):
+    u = _rng(generator).random(tuple(self.shape))
+    pp = p.detach().cpu().numpy() if isinstance(p, _T()) else p
+    return _fill_from(self, u < pp)
+
+
+def exponential_(self, lambd=1.0, *, generator=None):
+    return _fill_from(self, _rng(generator).exponential(1.0 / lambd, tuple(self.shape)))
+
+
+TENSOR_METHODS = {"uniform_": uniform_, "normal_": normal_, "random_": random_,
+                  "bernoulli_": bernoulli_, "exponential_": exponential_}

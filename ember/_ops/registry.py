@@ -1,0 +1,89 @@
+"""The op registry: every op is one ``OpDef`` holding its forward, backward, meta rule and
+test samples. The public functions, Tensor methods, tests and docs are all read off this table.
+"""
+import inspect
+
+
+class OpDef:
+    """One operator.
+
+    Args:
+        name: the torch name (``torch.<name>`` and ``Tensor.<name>``).
+        fwd: ``fwd(xp, *args, **kwargs)`` computing arrays from arrays with array module ``xp``.
+        promote: ``"common"`` casts tensor and scalar operands to their promoted dtype first,
+            ``"float"`` also turns integer results into the default float, None leaves dtypes be.
+        promote_args: positions of the arguments that take part in promotion (default: the
+            required positional parameters).
+        view: the output is a view sharing the first input's storage.
+        differentiable: False for ops whose outputs never carry gradients (comparisons...).
+        nondiff_outputs: indices of outputs that never require grad (e.g. indices of ``max``).
+        method / function: also expose as ``Tensor.<name>`` / ``ember.<name>``.
+        inplace: also define the in-place method ``Tensor.<name>_``.
+        aliases: other public names of the same op.
+    """
+
+    def __init__(self, name, fwd, tags=(), promote=None, view=False, differentiable=True,
+                 nondiff_outputs=(), method=True, function=True, inplace=False, aliases=(),
+                 promote_args=None):
+        self.name, self.fwd, self.tags = name, fwd, tuple(tags)
+        self.promote = promote
+        self.view, self.differentiable = view, differentiable
+        self.nondiff_outputs = tuple(nondiff_outputs)
+        self.method, self.function, self.inplace, self.aliases = method, function, inplace, aliases
+        self.vjp_fn, self.save, self.save_result = None, (), False
+        self.meta, self.samples, self.errors = None, None, ()
+        self.kinks, self.tol, self.skips, self.dtypes = (), {}, {}, None
+        self.grad_name = "".join(p.capitalize() for p in name.strip("_").split("_")) + "Backward0"
+        params = list(inspect.signature(fwd).parameters.values())[1:]
+        self.params = tuple(p.name for p in params)
+        self.defaults = {p.name: p.default for p in params if p.default is not p.empty}
+        # operands are the required positional parameters unless told otherwise
+        self.promote_args = promote_args or tuple(
+            i for i, p in enumerate(params) if p.default is p.empty and
+            p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+        self.__doc__ = fwd.__doc__
+
+    def vjp(self, save=()):
+        """Decorator registering the backward ``vjp(g, *args, **kwargs)``, written in ember ops.
+
+        ``save`` names the arguments the backward reads; the others reach it as metadata
+        (shape, dtype, device) only. ``"result"`` saves the output, passed as ``result=``.
+        """
+        def deco(fn):
+            self.vjp_fn = fn
+            self.save = tuple(self.params.index(s) for s in save if s != "result")
+            self.save_result = "result" in save
+            return fn
+        return deco
+
+    def __call__(self, *args, **kwargs):
+        from .dispatch import dispatch
+        return dispatch(self, args, kwargs)
+
+    def __repr__(self):
+        return f"OpDef({self.name})"
+
+    __str__ = lambda self: self.name  # noqa: E731  (pytest ids)
+
+
+_REGISTRY = {}
+
+
+def op(name, **options):
+    """Decorator: register ``fwd`` as the op ``name`` and return its ``OpDef``."""
+    def deco(fwd):
+        if name in _REGISTRY:
+            raise ValueError(f"op {name!r} is defined twice")
+        d = OpDef(name, fwd, **options)
+        _REGISTRY[name] = d
+        return d
+    return deco
+
+
+def get(name):
+    return _REGISTRY[name]
+
+
+def all_ops():
+    """Every registered OpDef, sorted by name."""
+    return [_REGISTRY[k] for k in sorted(_REGISTRY)]

@@ -1,0 +1,76 @@
+"""Test inputs for ops, as NumPy arrays and Python values. The registry-driven tests turn the
+arrays into ember and torch tensors of the dtype under test and compare the two."""
+import numpy as np
+
+
+class Sample:
+    """One call of an op: ``op(*args, **kwargs)``; NumPy arrays become tensors."""
+
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+    def __repr__(self):
+        def d(a):
+            return f"array{a.shape}:{a.dtype}" if isinstance(a, np.ndarray) else repr(a)
+        return ", ".join([d(a) for a in self.args] + [f"{k}={d(v)}" for k, v in
+                                                      self.kwargs.items()])
+
+
+def make(shape, dt, low=-2.0, high=2.0, seed=0, noncontig=False):
+    """A deterministic array of ``shape`` in ember dtype ``dt`` with values in [low, high)."""
+    rng = np.random.default_rng(seed + 7 * len(shape))
+    if noncontig:
+        return make(tuple(reversed(shape)), dt, low, high, seed).T
+    if dt.name == "bool":
+        return np.asarray(rng.random(shape) > 0.5)
+    if dt.category == 1:
+        lo, hi = (0, 9) if dt.name == "uint8" else (int(min(low, -1) * 2), int(max(high, 1) * 3))
+        return rng.integers(max(lo, 0) if dt.name == "uint8" else lo, hi, shape).astype(dt.np)
+    x = rng.uniform(low, high, shape)
+    if dt.category == 3:
+        x = x + 1j * rng.uniform(low, high, shape)
+    return np.asarray(x).astype(dt.np)
+
+
+def unary_samples(dev, dt, domain=None):
+    lo, hi = domain or (-2.0, 2.0)
+    return [Sample(make(s, dt, lo, hi)) for s in [(), (5,), (3, 4)]] + \
+        [Sample(make((3, 4), dt, lo, hi, noncontig=True))]
+
+
+def binary_samples(dev, dt, nonzero_rhs=False):
+    def rhs(shape, seed):
+        x = make(shape, dt, seed=seed)
+        if nonzero_rhs and dt.category != 0:
+            x = np.where(x == 0, np.ones((), x.dtype), x)
+            if dt.category >= 2:
+                x = np.where(np.abs(x) < 0.2, x + np.asarray(0.5, x.dtype), x)
+        return x
+    scalar = {0: True, 1: 3}.get(dt.category, 1.5)
+    return [Sample(make((3, 4), dt), rhs((3, 4), 1)),
+            Sample(make((3, 4), dt), rhs((4,), 2)),
+            Sample(make((2, 1, 4), dt), rhs((3, 1), 3)),
+            Sample(make((3, 4), dt, noncontig=True), rhs((3, 4), 4)),
+            Sample(make((3,), dt), scalar),
+            Sample(make((), dt), rhs((2, 3), 5))]
+
+
+def compare_samples(dev, dt):
+    a = make((3, 4), dt)
+    b = a.copy()
+    b[0] = make((4,), dt, seed=3)
+    return [Sample(a, b), Sample(a, make((4,), dt, seed=1)),
+            Sample(make((3,), dt), {0: True, 1: 1}.get(dt.category, 0.5))]
+
+
+def where_samples(dev, dt):
+    cond = make((3, 4), type("B", (), {"name": "bool", "category": 0})())
+    return [Sample(cond, make((3, 4), dt), make((3, 4), dt, seed=2)),
+            Sample(cond, make((4,), dt), make((3, 1), dt, seed=2)),
+            Sample(cond, make((3, 4), dt), 0)]
+
+
+def reduce_samples(dev, dt):
+    x = make((3, 4, 5), dt)
+    return [Sample(x), Sample(x, 1), Sample(x, -1, True), Sample(x, (0, 2)),
+            Sample(make((4,), dt), 0), Sample(make((), dt))]

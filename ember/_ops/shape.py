@@ -1,0 +1,576 @@
+"""Shape and view ops. Views share their input's storage exactly where torch's do; their
+forwards return NumPy/CuPy views, and backward maps the gradient back to the input's shape."""
+import numpy as np
+
+import ember
+
+from .meta import empty
+from .registry import op
+from .samples import Sample, make
+
+
+def _dims(dims):
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        return tuple(dims[0])
+    return tuple(dims)
+
+
+def _infer(shape, numel, opname):
+    shape = [int(s) for s in shape]
+    if shape.count(-1) > 1:
+        raise RuntimeError(f"{opname}: only one dimension can be inferred")
+    known = 1
+    for s in shape:
+        if s != -1:
+            if s < 0:
+                raise RuntimeError(f"{opname}: invalid shape dimension {s}")
+            known *= s
+    if -1 in shape:
+        if known == 0 or numel % known:
+            raise RuntimeError(f"{opname}: shape '{shape}' is invalid for input of size {numel}")
+        shape[shape.index(-1)] = numel // known
+    elif known != numel:
+        raise RuntimeError(f"{opname}: shape '{shape}' is invalid for input of size {numel}")
+    return tuple(shape)
+
+
+@op("view", function=False, view=True)
+def view(xp, input, *shape):
+    """A view with a new shape (no copy), or a reinterpretation as another dtype."""
+    if len(shape) == 1 and isinstance(shape[0], ember.dtype):
+        return input.view(shape[0].np)
+    shape = _infer(_dims(shape), input.size, "view")
+    v = input.view()
+    try:
+        v.shape = shape
+    except AttributeError:
+        raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
+                           "least one dimension spans across two contiguous subspaces). Use "
+                           ".reshape(...) instead.") from None
+    return v
+
+
+@view.vjp()
+def _(g, input, *shape):
+    if len(shape) == 1 and isinstance(shape[0], ember.dtype):
+        return None
+    return g.reshape(input.shape)
+
+
+view.samples = lambda dev, dt: [Sample(make((3, 4), dt), 12), Sample(make((3, 4), dt), 2, -1),
+                                Sample(make((2, 3, 4), dt), (4, 6))]
+view.torch_method = True
+
+
+@op("reshape", view=True)
+def reshape(xp, input, *shape):
+    """``input`` with a new shape: a view when the strides allow it, else a copy."""
+    return xp.reshape(input, _infer(_dims(shape), input.size, "reshape"))
+
+
+@reshape.vjp()
+def _(g, input, *shape):
+    return g.reshape(input.shape)
+
+
+reshape.samples = lambda dev, dt: [Sample(make((3, 4), dt), (12,)), Sample(make((3, 4), dt),
+                                   (2, -1)), Sample(make((3, 4), dt, noncontig=True), (-1,))]
+
+
+@op("transpose", view=True, aliases=("swapaxes", "swapdims"))
+def transpose(xp, input, dim0, dim1):
+    """Swap dimensions ``dim0`` and ``dim1``."""
+    return xp.swapaxes(input, dim0, dim1)
+
+
+@transpose.vjp()
+def _(g, input, dim0, dim1):
+    return g.transpose(dim0, dim1)
+
+
+transpose.samples = lambda dev, dt: [Sample(make((3, 4), dt), 0, 1),
+                                     Sample(make((2, 3, 4), dt), -1, 0)]
+
+
+@op("permute", view=True)
+def permute(xp, input, *dims):
+    """Reorder the dimensions."""
+    dims = _dims(dims)
+    if len(dims) != input.ndim:
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
+                           f"not match the length of the desired ordering of dimensions i.e. "
+                           f"input.dim() = {input.ndim} is not equal to len(dims) = {len(dims)}")
+    return xp.transpose(input, dims)
+
+
+@permute.vjp()
+def _(g, input, *dims):
+    return g.permute(tuple(np.argsort([d % max(g.dim(), 1) for d in _dims(dims)])))
+
+
+permute.samples = lambda dev, dt: [Sample(make((2, 3, 4), dt), (2, 0, 1)),
+                                   Sample(make((2, 3, 4), dt), (-1, 0, 1))]
+
+
+@op("t", view=True)
+def t(xp, input):
+    """Transpose a tensor of at most 2 dimensions."""
+    if input.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is "
+                           f"{input.ndim}D")
+    return input.T
+
+
+@t.vjp()
+def _(g, input):
+    return g.t()
+
+
+t.samples = lambda dev, dt: [Sample(make((3, 4), dt)), Sample(make((3,), dt))]
+
+
+@op("expand", function=False, view=True)
+def expand(xp, input, *sizes):
+    """Broadcast to ``sizes`` without copying (-1 keeps a dimension)."""
+    sizes = _dims(sizes)
+    lead = len(sizes) - input.ndim
+    if lead < 0:
+        raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be "
+                           f"greater or equal to the number of dimensions in the tensor "
+                           f"({input.ndim})")
+    shape = tuple(input.shape[i - lead] if s == -1 and i >= lead else s
+                  for i, s in enumerate(sizes))
+    try:
+        return xp.broadcast_to(input, shape)
+    except ValueError:
+        raise RuntimeError(f"expand: the expanded size of the tensor ({list(sizes)}) must match "
+                           f"the existing size ({list(input.shape)}) at each non-singleton "
+                           "dimension") from None
+
+
+@expand.vjp()
+def _(g, input, *sizes):
+    return g      # the engine sums the gradient back to the input's shape
+
+
+expand.samples = lambda dev, dt: [Sample(make((3, 1), dt), 3, 4), Sample(make((4,), dt),
+                                  (2, 3, 4)), Sample(make((3, 1), dt), -1, 5)]
+
+
+@op("broadcast_to", view=True)
+def broadcast_to(xp, input, size):
+    return expand.fwd(xp, input, tuple(size))
+
+
+broadcast_to.vjp()(lambda g, input, size: g)
+
+
+@op("narrow", view=True)
+def narrow(xp, input, dim, start, length):
+    """The slice ``start:start+length`` of dimension ``dim``."""
+    start = int(start)
+    if start < 0:
+        start += input.shape[dim]
+    if start + length > input.shape[dim] or length < 0:
+        raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size "
+                           f"({input.shape[dim]}).")
+    idx = [slice(None)] * input.ndim
+    idx[dim] = slice(start, start + length)
+    return input[tuple(idx)]
+
+
+@narrow.vjp()
+def _(g, input, dim, start, length):
+    return _embed(g, input, _slicer(input.ndim, dim, slice(start % input.shape[dim],
+                                                             start % input.shape[dim] + length)))
+
+
+narrow.samples = lambda dev, dt: [Sample(make((5, 4), dt), 0, 1, 3), Sample(make((5, 4), dt),
+                                  -1, -2, 2)]
+
+
+def _slicer(nd, dim, s):
+    idx = [slice(None)] * nd
+    idx[dim] = s
+    return tuple(idx)
+
+
+def _embed(g, input, index):
+    """Zeros of ``input``'s shape with ``g`` written at ``index`` (differentiable)."""
+    return _index_embed(g, tuple(input.shape), index)
+
+
+@op("_index_embed", method=False, function=False)
+def _index_embed(xp, g, shape, index, accumulate=False):
+    out = xp.zeros(shape, dtype=g.dtype)
+    if accumulate:
+        xp.add.at(out, index, g)
+    else:
+        out[index] = g
+    return out
+
+
+@_index_embed.vjp()
+def _(gg, g, shape, index, accumulate=False):
+    return ember._ops.indexing.getitem(gg, index)
+
+
+@op("select", view=True)
+def select(xp, input, dim, index):
+    """Dimension ``dim`` at ``index``, removing that dimension."""
+    n = input.shape[dim]
+    if not -n <= index < n:
+        raise IndexError(f"select(): index {index} out of range for tensor of size "
+                         f"{list(input.shape)} at dimension {dim}")
+    return input[_slicer(input.ndim, dim, index)]
+
+
+@select.vjp()
+def _(g, input, dim, index):
+    return _embed(g, input, _slicer(len(input.shape), dim, index % input.shape[dim]))
+
+
+select.samples = lambda dev, dt: [Sample(make((3, 4), dt), 0, 1), Sample(make((3, 4), dt), 1,
+                                  -1)]
+
+
+@op("unsqueeze", view=True)
+def unsqueeze(xp, input, dim):
+    """Insert a dimension of size 1 at ``dim``."""
+    return xp.expand_dims(input, dim if dim >= 0 else dim + input.ndim + 1)
+
+
+@unsqueeze.vjp()
+def _(g, input, dim):
+    return g.reshape(input.shape)
+
+
+unsqueeze.samples = lambda dev, dt: [Sample(make((3, 4), dt), 0), Sample(make((3, 4), dt), -1),
+                                     Sample(make((), dt), 0)]
+
+
+@op("squeeze", view=True)
+def squeeze(xp, input, dim=None):
+    """Remove dimensions of size 1 (all, or those in ``dim``)."""
+    if dim is None:
+        return xp.squeeze(input)
+    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+    nd = max(input.ndim, 1)
+    dims = tuple(d % nd for d in dims if input.ndim and input.shape[d % nd] == 1)
+    return xp.squeeze(input, dims) if dims else input.view()
+
+
+@squeeze.vjp()
+def _(g, input, dim=None):
+    return g.reshape(input.shape)
+
+
+squeeze.samples = lambda dev, dt: [Sample(make((3, 1, 4, 1), dt)), Sample(make((3, 1, 4), dt),
+                                   1), Sample(make((3, 1, 4), dt), 0),
+                                   Sample(make((1, 3, 1), dt), (0, 2))]
+
+
+@op("flatten", view=True)
+def flatten(xp, input, start_dim=0, end_dim=-1):
+    """Merge dimensions ``start_dim..end_dim`` into one (a view when possible)."""
+    if input.ndim == 0:
+        return xp.reshape(input, (1,))
+    s, e = start_dim % input.ndim, end_dim % input.ndim
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    shape = input.shape[:s] + (-1 if input.size else int(np.prod(input.shape[s:e + 1])),) + \
+        input.shape[e + 1:]
+    return xp.reshape(input, shape)
+
+
+@flatten.vjp()
+def _(g, input, start_dim=0, end_dim=-1):
+    return g.reshape(input.shape)
+
+
+flatten.samples = lambda dev, dt: [Sample(make((2, 3, 4), dt)), Sample(make((2, 3, 4), dt), 1),
+                                   Sample(make((2, 3, 4), dt, noncontig=True), 0, 1),
+                                   Sample(make((), dt))]
+
+
+@op("unflatten", view=True)
+def unflatten(xp, input, dim, sizes):
+    """Split dimension ``dim`` into ``sizes``."""
+    dim = dim % input.ndim
+    sizes = _infer(sizes, input.shape[dim], "unflatten")
+    return xp.reshape(input, input.shape[:dim] + sizes + input.shape[dim + 1:])
+
+
+@unflatten.vjp()
+def _(g, input, dim, sizes):
+    return g.reshape(input.shape)
+
+
+unflatten.samples = lambda dev, dt: [Sample(make((2, 12), dt), 1, (3, 4)),
+                                     Sample(make((2, 12), dt), -1, (-1, 2))]
+
+
+@op("movedim", view=True, aliases=("moveaxis",))
+def movedim(xp, input, source, destination):
+    """Move dimension(s) ``source`` to position(s) ``destination``."""
+    return xp.moveaxis(input, source, destination)
+
+
+@movedim.vjp()
+def _(g, input, source, destination):
+    return g.movedim(destination, source)
+
+
+movedim.samples = lambda dev, dt: [Sample(make((2, 3, 4), dt), 0, 2),
+                                   Sample(make((2, 3, 4), dt), (0, 1), (2, 0))]
+
+
+@op("diagonal", view=True)
+def diagonal(xp, input, offset=0, dim1=0, dim2=1):
+    """The diagonal over ``dim1``, ``dim2`` as a (writable) view, moved to the last dim."""
+    nd = input.ndim
+    d1, d2 = dim1 % nd, dim2 % nd
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    n = max(0, min(input.shape[d1] - max(-offset, 0), input.shape[d2] - max(offset, 0)))
+    start = [0] * nd
+    if n:
+        start[d1], start[d2] = max(-offset, 0), max(offset, 0)
+    rest = [i for i in range(nd) if i not in (d1, d2)]
+    base = input[tuple(slice(s, None) for s in start)] if n else input
+    shape = tuple(input.shape[i] for i in rest) + (n,)
+    strides = tuple(input.strides[i] for i in rest) + (input.strides[d1] + input.strides[d2],)
+    return xp.lib.stride_tricks.as_strided(base, shape, strides)
+
+
+@diagonal.vjp()
+def _(g, input, offset=0, dim1=0, dim2=1):
+    return _diag_embed_like(g, tuple(input.shape), offset, dim1, dim2)
+
+
+@op("_diag_embed_like", method=False, function=False)
+def _diag_embed_like(xp, g, shape, offset, dim1, dim2):
+    out = xp.zeros(shape, dtype=g.dtype)
+    moved = xp.moveaxis(out, (dim1 % len(shape), dim2 % len(shape)), (-2, -1))
+    i = xp.arange(g.shape[-1])
+    moved[..., i + max(-offset, 0), i + max(offset, 0)] = g
+    return out
+
+
+@_diag_embed_like.vjp()
+def _(gg, g, shape, offset, dim1, dim2):
+    return gg.diagonal(offset, dim1, dim2)
+
+
+diagonal.samples = lambda dev, dt: [Sample(make((4, 4), dt)), Sample(make((3, 5), dt), 1),
+                                    Sample(make((2, 3, 4), dt), -1, 0, 2)]
+
+
+@op("as_strided", view=True)
+def as_strided(xp, input, size, stride, storage_offset=None):
+    """A view of ``input``'s storage with the given size, strides (elements) and offset."""
+    from .._storage import _root
+    root = _root(input).reshape(-1)
+    item = input.itemsize
+    if storage_offset is None:
+        storage_offset = (input.__array_interface__["data"][0] -
+                          root.__array_interface__["data"][0]) // item if xp is np else 0
+    need = storage_offset + sum((s - 1) * st for s, st in zip(size, stride)) + 1
+    if min(size, default=1) > 0 and need > root.size:
+        raise RuntimeError(f"as_strided: setStorage: sizes {list(size)}, strides {list(stride)},"
+                           f" storage offset {storage_offset} require {need * item} bytes but "
+                           f"the storage has {root.size * item}")
+    base = root[storage_offset:]
+    return xp.lib.stride_tricks.as_strided(base, tuple(size), tuple(s * item for s in stride))
+
+
+@as_strided.vjp()
+def _(g, input, size, stride, storage_offset=None):
+    raise NotImplementedError("the derivative for 'as_strided' is not implemented.")
+
+
+@op("unfold", function=False, view=True)
+def unfold(xp, input, dimension, size, step):
+    """Windows of ``size`` every ``step`` along ``dimension``, as a new last dimension."""
+    d = dimension % max(input.ndim, 1)
+    n = (input.shape[d] - size) // step + 1 if input.ndim else 1
+    if input.ndim and (size > input.shape[d] or step <= 0):
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {input.shape[d]} but "
+                           f"size is {size}")
+    shape = input.shape[:d] + (n,) + input.shape[d + 1:] + (size,)
+    strides = input.strides[:d] + (input.strides[d] * step,) + input.strides[d + 1:] + \
+        (input.strides[d],)
+    return xp.lib.stride_tricks.as_strided(input, shape, strides)
+
+
+@unfold.vjp()
+def _(g, input, dimension, size, step):
+    d = dimension % len(input.shape)
+    n = g.shape[d]
+    idx = ember.arange(n, device=g.device)[:, None] * step + ember.arange(size,
+                                                                          device=g.device)
+    gm = g.movedim((d, -1), (0, 1)).reshape((n * size,) + tuple(g.shape[:d]) +
+                                           tuple(g.shape[d + 1:-1]))
+    out = ember.zeros((input.shape[d],) + tuple(gm.shape[1:]), dtype=g.dtype, device=g.device)
+    return out.index_add(0, idx.reshape(-1), gm).movedim(0, d)
+
+
+unfold.samples = lambda dev, dt: [Sample(make((7,), dt), 0, 2, 1), Sample(make((3, 8), dt), 1,
+                                  3, 2)]
+
+
+@op("split", view=True)
+def split(xp, input, split_size_or_sections, dim=0):
+    """Chunks of ``split_size`` along ``dim`` (or of the listed sizes)."""
+    n = input.shape[dim]
+    if isinstance(split_size_or_sections, int):
+        s = split_size_or_sections
+        bounds = list(range(s, n, s)) if s > 0 else []
+    else:
+        if sum(split_size_or_sections) != n:
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} "
+                               f"(input tensor's size at dimension {dim}), but got split_sizes="
+                               f"{list(split_size_or_sections)}")
+        bounds = list(np.cumsum(split_size_or_sections)[:-1])
+    return tuple(xp.split(input, bounds, axis=dim))
+
+
+@split.vjp()
+def _(g, input, split_size_or_sections, dim=0):
+    return ember.cat(list(g), dim)
+
+
+split.samples = lambda dev, dt: [Sample(make((5, 4), dt), 2), Sample(make((5, 4), dt), [1, 3],
+                                 1)]
+
+
+@op("unbind", view=True)
+def unbind(xp, input, dim=0):
+    """The slices along ``dim``, without that dimension."""
+    return tuple(xp.moveaxis(input, dim, 0)) if input.shape[dim] else ()
+
+
+@unbind.vjp()
+def _(g, input, dim=0):
+    return ember.stack(list(g), dim)
+
+
+unbind.samples = lambda dev, dt: [Sample(make((3, 4), dt)), Sample(make((3, 4), dt), 1)]
+
+
+def chunk(input, chunks, dim=0):
+    """Split into ``chunks`` pieces along ``dim`` (the last may be smaller)."""
+    n = input.shape[dim]
+    return split(input, max(-(-n // chunks), 1), dim)
+
+
+@op("view_as_real", view=True)
+def view_as_real(xp, input):
+    """A complex tensor's view as real pairs in a new last dimension."""
+    if input.dtype.kind != "c":
+        raise RuntimeError("view_as_real is only supported for complex tensors")
+    return input.view(input.real.dtype).reshape(input.shape + (2,))
+
+
+@view_as_real.vjp()
+def _(g, input):
+    return ember.view_as_complex(g.contiguous())
+
+
+@op("view_as_complex", view=True)
+def view_as_complex(xp, input):
+    """A real tensor whose last dimension is 2 viewed as complex."""
+    if input.shape[-1:] != (2,) or input.strides[-1] != input.itemsize:
+        raise RuntimeError("Tensor must have a last dimension of size 2 with stride 1")
+    if input.dtype not in (np.float32, np.float64):
+        raise RuntimeError(f"view_as_complex is only supported for float and double tensors, "
+                           f"but got a tensor of scalar type: {input.dtype}")
+    return input.view(np.complex64 if input.dtype == np.float32 else np.complex128)[..., 0]
+
+
+@view_as_complex.vjp()
+def _(g, input):
+    return ember.view_as_real(g)
+
+
+@op("contiguous", function=False)
+def contiguous(xp, input, memory_format=None):
+    """``input`` in C-contiguous memory (itself if it already is)."""
+    return xp.ascontiguousarray(input)
+
+
+@contiguous.vjp()
+def _(g, input, memory_format=None):
+    return g
+
+
+for _d in (view, reshape, transpose, permute, t, expand, narrow, select, unsqueeze, squeeze,
+           flatten, unflatten, movedim, diagonal, unfold, split, unbind):
+    _d.meta = None   # views run through NumPy on the meta device's stride-0 arrays for free
+del _d
+
+
+def _cat_meta(tensors, dim=0):
+    shapes = [t.shape for t in tensors if t.shape != (0,)]
+    d = dim % len(shapes[0])
+    shape = list(shapes[0])
+    shape[d] = builtin_sum(s[d] for s in shapes)
+    return empty(tuple(shape), np.result_type(*tensors))
+
+
+builtin_sum = sum
+
+
+@op("cat", promote="common", aliases=("concat", "concatenate"), method=False)
+def cat(xp, tensors, dim=0):
+    """Join tensors along an existing dimension ``dim``."""
+    # NOTE: like torch, 1-D empty tensors are skipped whatever their dimension count.
+    arrays = [a for a in tensors if a.shape != (0,)] or list(tensors)
+    if len({a.ndim for a in arrays}) > 1:
+        raise RuntimeError(f"cat: Tensors must have same number of dimensions: got "
+                           f"{arrays[0].ndim} and {[a.ndim for a in arrays if a.ndim != arrays[0].ndim][0]}")
+    d = dim % max(arrays[0].ndim, 1)
+    for i, a in enumerate(arrays):
+        bad = [k for k in range(a.ndim) if k != d and a.shape[k] != arrays[0].shape[k]]
+        if bad:
+            raise RuntimeError(f"cat: Sizes of tensors must match except in dimension {d}. "
+                               f"Expected size {arrays[0].shape[bad[0]]} but got size "
+                               f"{a.shape[bad[0]]} for tensor number {i} in the list.")
+    return xp.concatenate(arrays, axis=d)
+
+
+@cat.vjp()
+def _(g, tensors, dim=0):
+    sizes = [t.shape[dim] if tuple(t.shape) != (0,) else 0 for t in tensors]
+    d = dim % g.dim()
+    parts, start = [], 0
+    for t, n in zip(tensors, sizes):
+        parts.append(g.narrow(d, start, n) if tuple(t.shape) != (0,) else None)
+        start += n
+    return (parts,)
+
+
+cat.samples = lambda dev, dt: [Sample([make((2, 3), dt), make((4, 3), dt, seed=1)]),
+                               Sample([make((2, 3), dt), make((2, 1), dt, seed=1)], 1),
+                               Sample([make((2, 3), dt), make((2, 3), dt, seed=2)], -1)]
+cat.meta = _cat_meta
+
+
+@op("stack", promote="common", method=False)
+def stack(xp, tensors, dim=0):
+    """Join tensors of one shape along a new dimension ``dim``."""
+    for i, a in enumerate(tensors):
+        if a.shape != tensors[0].shape:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got "
+                               f"{list(tensors[0].shape)} at entry 0 and {list(a.shape)} at "
+                               f"entry {i}")
+    return xp.stack(tensors, axis=dim)
+
+
+@stack.vjp()
+def _(g, tensors, dim=0):
+    return (list(g.unbind(dim)),)
+
+
+stack.samples = lambda dev, dt: [Sample([make((2, 3), dt), make((2, 3), dt, seed=1)]),
+                                 Sample([make((2, 3), dt), make((2, 3), dt, seed=1)], -1)]

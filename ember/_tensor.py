@@ -1,0 +1,539 @@
+"""Tensor: an array on a device plus dtype, storage (shared by views), version counter and
+autograd state. Math methods are attached from the op registry (see ``_ops/__init__.py``)."""
+import weakref
+
+import numpy as np
+
+from . import _dtype
+from ._backends import backend
+from ._device import CPU, to_device
+from ._storage import UntypedStorage, _ptr
+from .autograd import grad_mode
+
+
+class Size(tuple):
+    """A tensor's shape: a tuple that prints as ``torch.Size([...])``."""
+
+    def __repr__(self):
+        return f"torch.Size({list(self)})"
+
+    def numel(self):
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+    def __getitem__(self, i):
+        r = tuple.__getitem__(self, i)
+        return Size(r) if isinstance(i, slice) else r
+
+    def __reduce__(self):
+        return (Size, (tuple(self),))
+
+
+class Tensor:
+    """A multi-dimensional array with autograd, like ``torch.Tensor``.
+
+    Build one with :func:`ember.tensor`, a creation function, or ``ember.Tensor(data)``.
+
+    Example:
+        >>> import ember
+        >>> x = ember.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+        >>> (x * x).sum().backward()
+        >>> x.grad
+        tensor([[2., 4.],
+                [6., 8.]])
+    """
+
+    # Defaults live on the class so a new tensor only stores what differs.
+    device = CPU
+    grad = None
+    grad_fn = None
+    _requires_grad = False
+    _storage = None
+    _base = None
+    _view_fn = None
+    _output_nr = 0
+    _grad_acc = None
+    _post_acc_hooks = None
+    _retains_grad = False
+    __array_priority__ = 1000          # numpy defers to our reflected operators
+
+    def __new__(cls, *args, **kwargs):
+        return object.__new__(cls)
+
+    def __init__(self, *args, device=None, dtype=None):
+        # Legacy constructor: Tensor(data) copies data as the default dtype; Tensor(2, 3) is
+        # uninitialized of that size.
+        from ._ops.creation import _to_array, empty
+        if len(args) == 1 and not isinstance(args[0], int):
+            d = _dtype.to_dtype(dtype) if dtype else None
+            arr = _to_array(args[0], d)
+            if d is None and arr.dtype.kind in "iub" and not isinstance(args[0], Tensor):
+                arr = arr.astype(_dtype.get_default_dtype().np)
+            elif d is None and arr.dtype.kind == "f":
+                arr = arr.astype(_dtype.get_default_dtype().np)
+            dev = to_device(device)
+            self._data, self.dtype = backend(dev).asarray(arr, device=dev), \
+                _dtype.from_numpy_dtype(arr.dtype)
+        else:
+            t = empty(*args, dtype=dtype, device=device)
+            self._data, self.dtype = t._data, t.dtype
+            dev = t.device
+        if dev is not CPU:
+            self.device = dev
+
+    @staticmethod
+    def _wrap(arr, device=CPU):
+        if type(arr) is not np.ndarray and isinstance(arr, np.generic):
+            arr = np.asarray(arr)      # numpy returns scalars from 0-dim ufuncs and reductions
+        t = object.__new__(Tensor)
+        t._data = arr
+        t.dtype = _dtype._BY_NP.get(arr.dtype) or _dtype.from_numpy_dtype(arr.dtype)
+        if device is not CPU:
+            t.device = device
+        return t
+
+    # ---- storage, views, versions -------------------------------------------------------
+    def _get_storage(self):
+        s = self._storage
+        if s is None:
+            s = self._storage = UntypedStorage(self._data, self.device)
+        return s
+
+    @property
+    def _version(self):
+        s = self._storage
+        return 0 if s is None else s._version
+
+    def _bump_version(self):
+        self._get_storage()._version += 1
+
+    def untyped_storage(self):
+        """The storage this tensor (and every view of it) reads and writes."""
+        return self._get_storage()
+
+    def data_ptr(self):
+        """Address of the first element (0 on the meta device)."""
+        return 0 if self.device.type == "meta" else _ptr(self._data)
+
+    def storage_offset(self):
+        """Offset of the first element into the storage, in elements."""
+        if self.device.type == "meta":
+            return 0
+        return (self.data_ptr() - self._get_storage().data_ptr()) // self._data.itemsize
+
+    def stride(self, dim=None):
+        """Step in elements between neighbours along each dimension."""
+        if self.device.type == "meta":
+            st, acc = [], 1
+            for s in reversed(self._data.shape):
+                st.append(acc)
+                acc *= max(s, 1)
+            st = tuple(reversed(st))
+        else:
+            st = tuple(s // self._data.itemsize for s in self._data.strides)
+        return st if dim is None else st[dim]
+
+    def is_contiguous(self, memory_format=None):
+        return self.device.type == "meta" or bool(self._data.flags.c_contiguous)
+
+    def _alias(self):
+        """Same data and storage, no autograd history (what a saved output keeps)."""
+        t = Tensor._wrap(self._data, self.device)
+        t._storage, t._base, t._view_fn = self._get_storage(), self._base, self._view_fn
+        return t
+
+    def _as_output_of(self, node, nr):
+        t = self._alias()
+        if grad_mode.state.grad_enabled:
+            t.grad_fn, t._output_nr, t._requires_grad = node, nr, True
+        return t
+
+    def _alias_copy(self):
+        """A copy of the data that keeps this tensor's place in the graph."""
+        t = Tensor._wrap(self._data.copy(), self.device)
+        t.grad_fn, t._output_nr, t._requires_grad = self.grad_fn, self._output_nr, \
+            self._requires_grad
+        return t
+
+    def _assign(self, r, name="copy_"):
+        """Write tensor ``r`` (same shape) into this tensor's memory; bump the version and
+        take ``r``'s autograd history."""
+        from ._ops.dispatch import rebase_history
+        if self.device.type != "meta":
+            src = r._data
+            if r.device != self.device:
+                src = backend(self.device).from_host(backend(r.device).to_host(src), self.device)
+            if self._data.ndim == 0 and not self._data.flags.writeable:
+                raise RuntimeError(f"{name}: the tensor's memory is read-only")
+            self._data[...] = src
+        self._bump_version()
+        rebase_history(self, r)
+        return self
+
+    def _inplace_add(self, g):
+        self._data += g._data
+        self._bump_version()
+
+    def _has_nan(self):
+        return self.dtype.category >= _dtype._FLOAT and bool(backend(self.device).xp.isnan(
+            self._data).any())
+
+    # ---- autograd state -----------------------------------------------------------------
+    @property
+    def requires_grad(self):
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        if not value and self.grad_fn is not None:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables. If "
+                               "you want to use a computed variable in a subgraph that doesn't "
+                               "require differentiation use var_no_grad = var.detach().")
+        if value and self.dtype.category < _dtype._FLOAT:
+            raise RuntimeError("only Tensors of floating point and complex dtype can require "
+                               "gradients")
+        self._requires_grad = bool(value)
+
+    def requires_grad_(self, requires_grad=True):
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    def _grad_accumulator(self):
+        acc = self._grad_acc() if self._grad_acc is not None else None
+        if acc is None:
+            from .autograd.graph import AccumulateGrad
+            acc = AccumulateGrad(self)
+            self._grad_acc = weakref.ref(acc)
+        return acc
+
+    def _grad_accumulator_ref(self):
+        return self._grad_acc() if self._grad_acc is not None else None
+
+    def detach(self):
+        """A tensor sharing this one's data, cut off from the graph."""
+        t = self._alias()
+        t._base = t._view_fn = None
+        return t
+
+    def detach_(self):
+        if self._base is not None and self._base._requires_grad:
+            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+        self.grad_fn, self._requires_grad, self._output_nr = None, False, 0
+        return self
+
+    @property
+    def data(self):
+        return self.detach()
+
+    @data.setter
+    def data(self, other):
+        self._data, self.dtype, self._storage = other._data, other.dtype, other._get_storage()
+        self.__dict__.pop("device", None)
+        if other.device is not CPU:
+            self.device = other.device
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Compute the gradient of this tensor w.r.t. graph leaves; see ``autograd.backward``."""
+        from .autograd import backward
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    def register_hook(self, hook):
+        """``hook(grad)`` runs when this tensor's gradient is computed; it may return a
+        replacement."""
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require "
+                               "gradient")
+        if self.grad_fn is not None:
+            return self.grad_fn._register_tensor_hook(self._output_nr, hook)
+        return self._grad_accumulator()._register_tensor_hook(0, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """``hook(tensor)`` runs after the gradient was accumulated into this leaf's
+        ``.grad``."""
+        if self.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
+                               "tensors")
+        if self._post_acc_hooks is None:
+            self._post_acc_hooks = []
+        self._post_acc_hooks.append(hook)
+        from .autograd.graph import _Handle
+        return _Handle(self._post_acc_hooks, hook)
+
+    def retain_grad(self):
+        """Keep this non-leaf tensor's gradient in ``.grad`` after backward."""
+        if not self._requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self.grad_fn is None or self._retains_grad:
+            return
+        ref = weakref.ref(self)
+
+        def keep(g):
+            t = ref()
+            if t is not None:
+                t.grad = g.detach().clone() if t.grad is None else t.grad + g.detach()
+        self.grad_fn._retain_grad_hooks[self._output_nr] = keep
+        self._retains_grad = True
+
+    @property
+    def retains_grad(self):
+        return self._retains_grad
+
+    # ---- metadata ---------------------------------------------------------------------
+    @property
+    def shape(self):
+        return Size(self._data.shape)
+
+    def size(self, dim=None):
+        s = self._data.shape
+        return Size(s) if dim is None else s[dim]
+
+    def dim(self):
+        return self._data.ndim
+
+    ndimension = dim
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    def numel(self):
+        return int(self._data.size)
+
+    nelement = numel
+
+    def element_size(self):
+        return self.dtype.itemsize
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self):
+        return self.numel() * self.dtype.itemsize
+
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"
+
+    @property
+    def is_meta(self):
+        return self.device.type == "meta"
+
+    @property
+    def is_cpu(self):
+        return self.device.type == "cpu"
+
+    @property
+    def is_sparse(self):
+        return False
+
+    @property
+    def layout(self):
+        return "torch.strided"
+
+    def is_floating_point(self):
+        return self.dtype.category == _dtype._FLOAT
+
+    def is_complex(self):
+        return self.dtype.category == _dtype._COMPLEX
+
+    def get_device(self):
+        return -1 if self.device.type == "cpu" else (self.device.index or 0)
+
+    def type(self, dtype=None, non_blocking=False):
+        """Without an argument, the legacy type name (``torch.FloatTensor``); else a cast."""
+        if dtype is None:
+            names = {"float32": "Float", "float64": "Double", "float16": "Half",
+                     "bfloat16": "BFloat16", "int64": "Long", "int32": "Int", "int16": "Short",
+                     "int8": "Char", "uint8": "Byte", "bool": "Bool", "complex64": "ComplexFloat",
+                     "complex128": "ComplexDouble"}
+            n = names.get(self.dtype.name, self.dtype.name)
+            return f"torch.{'cuda.' if self.is_cuda else ''}{n}Tensor"
+        return self.to(dtype)
+
+    # ---- conversion -------------------------------------------------------------------
+    def numpy(self, *, force=False):
+        """The data as a NumPy array sharing memory (cpu tensors without grad only)."""
+        if self._requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
+                               "tensor.detach().numpy() instead.")
+        if self.device.type != "cpu":
+            if not force:
+                raise TypeError(f"can't convert {self.device.type} device type tensor to "
+                                "numpy. Use Tensor.cpu() to copy the tensor to host memory "
+                                "first.")
+            return backend(self.device).to_host(self._data)
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.detach().numpy(force=True)
+        return a if dtype is None else a.astype(dtype)
+
+    def tolist(self):
+        """The data as (nested) Python lists of numbers."""
+        a = backend(self.device).to_host(self._data)
+        if self.dtype in (_dtype.bfloat16, _dtype.float8_e4m3fn, _dtype.float8_e5m2):
+            a = a.astype(np.float32)
+        return a.tolist()
+
+    def item(self):
+        """The value of a one-element tensor as a Python number."""
+        if self._data.size != 1:
+            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted "
+                               "to Scalar")
+        return self.reshape(()).tolist()
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is "
+                               "ambiguous")
+        return bool(self.item())
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __complex__(self):
+        return complex(self.item())
+
+    def __index__(self):
+        if self.dtype.category > _dtype._INT or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an "
+                            "index")
+        return int(self.item())
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __format__(self, spec):
+        if self._data.ndim == 0:
+            return self.item().__format__(spec)
+        return object.__format__(self, spec)
+
+    __hash__ = object.__hash__
+
+    def __repr__(self):
+        from ._tensor_str import tensor_repr
+        return tensor_repr(self)
+
+    def __reduce_ex__(self, protocol):
+        from ._ops.creation import _rebuild
+        return (_rebuild, (backend(self.device).to_host(self._data), self.dtype.name,
+                           str(self.device), self._requires_grad, type(self)))
+
+    def __deepcopy__(self, memo):
+        if self.grad_fn is not None:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
+                               "support the deepcopy protocol at the moment.")
+        if id(self) in memo:
+            return memo[id(self)]
+        t = self.detach().clone()
+        if type(self) is not Tensor:
+            t = type(self)(t, self._requires_grad) if hasattr(type(self), "_is_param") else t
+        t._requires_grad = self._requires_grad
+        if self.grad is not None:
+            t.grad = self.grad.clone()
+        t.__dict__.update({k: v for k, v in self.__dict__.items() if not k.startswith("_")
+                           and k not in ("grad", "dtype", "device", "grad_fn")})
+        memo[id(self)] = t
+        return t
+
+    # ---- device and dtype moves ----------------------------------------------------------
+    def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False,
+           memory_format=None):
+        """Return this tensor on another device and/or dtype (itself when nothing changes).
+
+        Accepts ``to(dtype)``, ``to(device)``, ``to(device, dtype)`` and ``to(other)``.
+        """
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype, device = a.dtype, a.device
+            elif isinstance(a, _dtype.dtype):
+                dtype = a
+            elif a is not None:
+                device = a
+        dt = _dtype.to_dtype(dtype) if dtype is not None else self.dtype
+        dev = to_device(device) if device is not None else self.device
+        if dt is self.dtype and dev == self.device and not copy:
+            return self
+        from ._ops import pointwise
+        t = self if dt is self.dtype else pointwise._to_dtype(self, dtype=dt)
+        if dev != self.device:
+            t = t._move(dev)
+        elif copy and t is self:
+            t = self.clone()
+        return t
+
+    def _move(self, dev):
+        from ._ops import dispatch, pointwise
+        if self.device.type == "meta" and dev.type != "meta":
+            raise NotImplementedError("Cannot copy out of meta tensor; no data! Please use "
+                                      "torch.nn.Module.to_empty() instead of torch.nn.Module.to()"
+                                      " when moving module from meta to a different device.")
+        arr = backend(dev).from_host(backend(self.device).to_host(self._data), dev)
+        out = Tensor._wrap(arr, dev)
+        if self._requires_grad and grad_mode.state.grad_enabled:
+            dispatch._record(pointwise._to_device, (self, str(self.device)), {}, [self], [out])
+        return out
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None, non_blocking=False):
+        return self.to(device if device is not None else "cuda")
+
+    def float(self):
+        return self.to(_dtype.float32)
+
+    def double(self):
+        return self.to(_dtype.float64)
+
+    def half(self):
+        return self.to(_dtype.float16)
+
+    def bfloat16(self):
+        return self.to(_dtype.bfloat16)
+
+    def long(self):
+        return self.to(_dtype.int64)
+
+    def int(self):
+        return self.to(_dtype.int32)
+
+    def short(self):
+        return self.to(_dtype.int16)
+
+    def char(self):
+        return self.to(_dtype.int8)
+
+    def byte(self):
+        return self.to(_dtype.uint8)
+
+    def bool(self):
+        return self.to(_dtype.bool_)
+
+    def cfloat(self):
+        return self.to(_dtype.complex64)
+
+    def cdouble(self):
+        return self.to(_dtype.complex128)
+
+    def type_as(self, other):
+        return self.to(other.dtype)
+

@@ -1,0 +1,226 @@
+"""Tensor methods that are not one op each: Python operators, indexing, copies and fills,
+the ``new_*`` constructors. Attached to ``Tensor`` by ``ember/__init__.py``."""
+import numpy as np
+
+from . import _dtype
+from ._ops import indexing, linalg, pointwise, reduction, shape
+from ._ops import random as _random
+from ._ops.creation import _size, empty, full, ones, zeros
+from ._ops.dispatch import dispatch, dispatch_inplace
+from ._tensor import Tensor
+from .autograd import grad_mode
+
+_add, _sub, _mul, _div, _pow = pointwise.add, pointwise.sub, pointwise.mul, pointwise.div, \
+    pointwise.pow
+_E = {}
+
+
+def _binary(opdef, reflected=False):
+    if reflected:
+        def f(self, other):
+            return dispatch(opdef, (other, self), _E)
+    else:
+        def f(self, other):
+            return dispatch(opdef, (self, other), _E)
+    return f
+
+
+def _inplace(opdef):
+    def f(self, other):
+        return dispatch_inplace(opdef, self, (other,), {})
+    return f
+
+
+def _rsub(self, other):
+    return dispatch(pointwise.rsub, (self, other), _E)
+
+
+OPERATORS = {
+    "__add__": _binary(_add), "__radd__": _binary(_add, True), "__iadd__": _inplace(_add),
+    "__sub__": _binary(_sub), "__rsub__": _rsub, "__isub__": _inplace(_sub),
+    "__mul__": _binary(_mul), "__rmul__": _binary(_mul, True), "__imul__": _inplace(_mul),
+    "__truediv__": _binary(_div), "__rtruediv__": _binary(_div, True),
+    "__itruediv__": _inplace(_div),
+    "__pow__": _binary(_pow), "__rpow__": _binary(_pow, True), "__ipow__": _inplace(_pow),
+    "__matmul__": _binary(linalg.matmul), "__rmatmul__": _binary(linalg.matmul, True),
+    "__eq__": _binary(pointwise.eq), "__ne__": _binary(pointwise.ne),
+    "__lt__": _binary(pointwise.lt), "__le__": _binary(pointwise.le),
+    "__gt__": _binary(pointwise.gt), "__ge__": _binary(pointwise.ge),
+    "__and__": _binary(pointwise.bitwise_and), "__rand__": _binary(pointwise.bitwise_and, True),
+    "__iand__": _inplace(pointwise.bitwise_and),
+    "__or__": _binary(pointwise.bitwise_or), "__ror__": _binary(pointwise.bitwise_or, True),
+    "__ior__": _inplace(pointwise.bitwise_or),
+    "__xor__": _binary(pointwise.bitwise_xor), "__rxor__": _binary(pointwise.bitwise_xor, True),
+    "__ixor__": _inplace(pointwise.bitwise_xor),
+    "__neg__": lambda self: dispatch(pointwise.neg, (self,), _E),
+    "__abs__": lambda self: dispatch(pointwise.abs, (self,), _E),
+    "__invert__": lambda self: dispatch(pointwise.bitwise_not, (self,), _E),
+    "__pos__": lambda self: self,
+}
+
+
+def _bool_ops(self, other, opdef):
+    return dispatch(opdef, (self, other), _E)
+
+
+# ---- indexing -----------------------------------------------------------------------------
+
+def _index_arrays(index):
+    """Tensors and lists inside an index become arrays; returns (index, basic?)."""
+    tup = index if isinstance(index, tuple) else (index,)
+    out = []
+    for i in tup:
+        if isinstance(i, Tensor):
+            if i.dtype.category > _dtype._INT:
+                raise IndexError("tensors used as indices must be long, int, byte or bool "
+                                 "tensors")
+            i = i._data
+        elif isinstance(i, (list, tuple)):
+            i = np.asarray([x._data if isinstance(x, Tensor) else x for x in i])
+            if i.dtype.kind == "f":
+                raise IndexError("tensors used as indices must be long, int, byte or bool "
+                                 "tensors")
+        elif isinstance(i, np.ndarray) or isinstance(i, np.integer):
+            pass
+        out.append(i)
+    idx = tuple(out) if isinstance(index, tuple) else out[0]
+    return idx, indexing.is_basic(idx)
+
+
+def __getitem__(self, index):
+    idx, basic = _index_arrays(index)
+    try:
+        return dispatch(indexing.getitem if basic else indexing.index, (self, idx), _E)
+    except RuntimeError as e:
+        if "out of bounds" in str(e):
+            raise IndexError(str(e)) from None
+        raise
+
+
+def __setitem__(self, index, value):
+    idx, _ = _index_arrays(index)
+    v_rg = isinstance(value, Tensor) and value._requires_grad
+    if grad_mode.state.grad_enabled and (self._requires_grad or v_rg or (
+            self._base is not None and self._base._requires_grad)):
+        dispatch_inplace(indexing._index_put, self, (value, idx), {})
+        return
+    if self.device.type != "meta":
+        v = value._data if isinstance(value, Tensor) else value
+        if isinstance(value, Tensor) and value.device != self.device and value._data.ndim:
+            raise RuntimeError(f"index_put_: expected value on {self.device}, got "
+                               f"{value.device}")
+        try:
+            self._data[idx] = v
+        except (IndexError, ValueError) as e:
+            raise (IndexError if isinstance(e, IndexError) else RuntimeError)(
+                f"index_put_: {e} (tensor {list(self.shape)}, value "
+                f"{list(getattr(value, 'shape', ()))})") from None
+    self._bump_version()
+
+
+# ---- copies, fills, shapes ------------------------------------------------------------------
+
+def copy_(self, src, non_blocking=False):
+    """Copy ``src`` (broadcast, cast, from any device) into this tensor."""
+    if not isinstance(src, Tensor):
+        src = Tensor._wrap(np.asarray(src))
+    if src.device != self.device:
+        src = src.to(self.device)
+    return dispatch_inplace(pointwise._copy_from, self, (src,), {})
+
+
+def fill_(self, value):
+    """Fill with ``value`` (a number or a 0-dim tensor)."""
+    return dispatch_inplace(pointwise._fill, self, (value,), {})
+
+
+def zero_(self):
+    """Fill with zeros."""
+    return dispatch_inplace(pointwise._fill, self, (0,), {})
+
+
+def contiguous(self, memory_format=None):
+    """Itself if C-contiguous, else a contiguous copy."""
+    return self if self.is_contiguous() else dispatch(shape.contiguous, (self,), _E)
+
+
+def conj(self):
+    return self if not self.is_complex() else dispatch(pointwise.conj, (self,), _E)
+
+
+def resize_(self, *sizes):
+    """Resize in place; existing elements are kept in flat order where they fit."""
+    shape_ = _size(sizes)
+    if tuple(shape_) == tuple(self.shape):
+        return self
+    if self._requires_grad:
+        raise RuntimeError("cannot resize variables that require grad")
+    flat = self._data.reshape(-1)
+    new = np.zeros(shape_, self._data.dtype) if self.device.type == "cpu" else \
+        type(self._data)(shape_, self._data.dtype)
+    n = min(flat.size, new.size)
+    new.reshape(-1)[:n] = flat[:n]
+    self._data, self._storage = new, None
+    self._bump_version()
+    return self
+
+
+def view_as(self, other):
+    return self.view(tuple(other.shape))
+
+
+def reshape_as(self, other):
+    return self.reshape(tuple(other.shape))
+
+
+def expand_as(self, other):
+    return self.expand(tuple(other.shape))
+
+
+def chunk(self, chunks, dim=0):
+    return shape.chunk(self, chunks, dim)
+
+
+def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return reduction.std(self, dim, unbiased, keepdim, correction=correction)
+
+
+def _new(fn):
+    def f(self, *size, dtype=None, device=None, requires_grad=False, **kw):
+        return fn(*size, dtype=dtype or self.dtype, device=device or self.device,
+                  requires_grad=requires_grad, **kw)
+    return f
+
+
+def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    return full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device,
+                requires_grad=requires_grad)
+
+
+def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
+    from ._ops.creation import tensor
+    return tensor(data, dtype=dtype or self.dtype, device=device or self.device,
+                  requires_grad=requires_grad)
+
+
+PROPERTIES = {
+    "T": lambda self: self.permute(tuple(range(self.dim() - 1, -1, -1))),
+    "mT": lambda self: self.transpose(-2, -1),
+    "H": lambda self: self.T.conj(),
+    "mH": lambda self: self.mT.conj(),
+    "real": lambda self: self if not self.is_complex() else pointwise.real(self),
+    "imag": lambda self: pointwise.imag(self),
+}
+
+
+def install():
+    for name, f in OPERATORS.items():
+        setattr(Tensor, name, f)
+    for name, f in PROPERTIES.items():
+        setattr(Tensor, name, property(f))
+    for f in (__getitem__, __setitem__, copy_, fill_, zero_, contiguous, conj, resize_, view_as,
+              reshape_as, expand_as, chunk, std, new_full, new_tensor):
+        setattr(Tensor, f.__name__, f)
+    Tensor.new_zeros, Tensor.new_ones, Tensor.new_empty = _new(zeros), _new(ones), _new(empty)
+    for name, f in _random.TENSOR_METHODS.items():
+        setattr(Tensor, name, f)

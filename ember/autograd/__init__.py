@@ -1,0 +1,94 @@
+"""Automatic differentiation: ``backward``, ``grad``, grad modes, anomaly detection."""
+from .anomaly_mode import detect_anomaly, set_detect_anomaly  # noqa: F401
+from .engine import run_backward
+from .grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
+                        no_grad, set_grad_enabled)
+from .graph import Node  # noqa: F401
+
+
+def _tensors(x):
+    if x is None:
+        return None
+    from .._tensor import Tensor
+    return [x] if isinstance(x, Tensor) else list(x)
+
+
+def _seed_grads(outputs, grad_outputs, create_graph):
+    from .._ops.creation import ones_like
+    grads = []
+    for out, g in zip(outputs, grad_outputs):
+        if g is None:
+            if out._data.size != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            if not out.dtype.is_floating_point:
+                raise RuntimeError(f"grad can be implicitly created only for real scalar "
+                                   f"outputs but got {out.dtype}")
+            g = ones_like(out)
+        elif not hasattr(g, "_data"):
+            from .._ops.creation import tensor
+            g = tensor(g, dtype=out.dtype, device=out.device)
+        elif tuple(g.shape) != tuple(out.shape):
+            raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of "
+                               f"{g.shape} and output[0] has a shape of {out.shape}.")
+        grads.append(g if create_graph else g.detach())
+    return grads
+
+
+def _roots(outputs):
+    roots = []
+    for i, out in enumerate(outputs):
+        if not out._requires_grad:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not have "
+                               "a grad_fn")
+        roots.append((out.grad_fn, out._output_nr) if out.grad_fn is not None
+                     else (out._grad_accumulator(), 0))
+    return roots
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulate the gradients of ``tensors`` into the ``.grad`` of the graph's leaves.
+
+    Example:
+        >>> import ember
+        >>> x = ember.tensor([1.0, 2.0], requires_grad=True)
+        >>> ember.autograd.backward((x ** 2).sum())
+        >>> x.grad
+        tensor([2., 4.])
+    """
+    outputs = _tensors(tensors)
+    grads = _tensors(grad_tensors) or [None] * len(outputs)
+    if retain_graph is None:
+        retain_graph = create_graph
+    inputs = _tensors(inputs)
+    if inputs is not None and not inputs:
+        raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+    run_backward(_roots(outputs), _seed_grads(outputs, grads, create_graph), retain_graph,
+                 create_graph, inputs=inputs, accumulate=True)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    """The gradients of ``outputs`` w.r.t. ``inputs``, returned (not accumulated in .grad).
+
+    Example:
+        >>> import ember
+        >>> x = ember.tensor(3.0, requires_grad=True)
+        >>> (g,) = ember.autograd.grad(x ** 3, x, create_graph=True)
+        >>> g, ember.autograd.grad(g, x)[0]
+        (tensor(27., grad_fn=<MulBackward0>), tensor(18.))
+    """
+    outs, ins = _tensors(outputs), _tensors(inputs)
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    for t in ins:
+        if not t._requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    grads = _tensors(grad_outputs) or [None] * len(outs)
+    if retain_graph is None:
+        retain_graph = create_graph
+    res = run_backward(_roots(outs), _seed_grads(outs, grads, create_graph), retain_graph,
+                       create_graph, inputs=ins, allow_unused=allow_unused, accumulate=False)
+    if materialize_grads:
+        from .._ops.creation import zeros_like
+        res = [g if g is not None else zeros_like(t) for g, t in zip(res, ins)]
+    return tuple(res)

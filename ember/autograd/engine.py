@@ -1,0 +1,178 @@
+"""The backward engine: walk the graph from the roots in dependency order, highest sequence
+number first (as torch does), summing gradients that meet at a node."""
+import heapq
+import warnings
+
+from . import grad_mode
+from .anomaly_mode import anomaly
+from .graph import AccumulateGrad
+
+
+def _dependencies(roots):
+    deps, seen, stack = {}, set(), [n for n in roots if n is not None]
+    seen.update(stack)
+    while stack:
+        node = stack.pop()
+        for nxt, _ in node.next_functions:
+            if nxt is None:
+                continue
+            deps[nxt] = deps.get(nxt, 0) + 1
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return deps, seen
+
+
+def _needed(nodes, targets):
+    """Nodes from which a target is reachable (only those need to run for ``grad()``)."""
+    needed = set(targets)
+    changed = True
+    order = sorted(nodes, key=lambda n: n.seq)   # children have smaller seq than parents
+    while changed:
+        changed = False
+        for n in order:
+            if n not in needed and any(c in needed for c, _ in n.next_functions):
+                needed.add(n)
+                changed = True
+    return needed
+
+
+def _sum_to(g, meta):
+    shape = tuple(meta.shape)
+    if tuple(g.shape) != shape:
+        lead = g.dim() - len(shape)
+        dims = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape)
+                                          if s == 1 and g.shape[i + lead] != 1)
+        if dims:
+            g = g.sum(dims, keepdim=True)
+        if lead:
+            g = g.reshape(shape)
+    if g.dtype is not meta.dtype:
+        if g.dtype.is_complex and not meta.dtype.is_complex:
+            g = g.real
+        g = g.to(meta.dtype)
+    return g
+
+
+def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inputs=None,
+                 allow_unused=True, accumulate=True):
+    """Run backward from ``roots`` (list of (node, output_nr)) seeded with ``grad_roots``.
+
+    With ``inputs`` (list of tensors), return the gradient reaching each of them; when
+    ``accumulate`` is False nothing is written into ``.grad``.
+    """
+    buffers = {}
+    for (node, nr), g in zip(roots, grad_roots):
+        if node is None:
+            continue
+        buf = buffers.setdefault(node, [None] * node.n_outputs)
+        buf[nr] = g if buf[nr] is None else buf[nr] + g
+    root_nodes = list(buffers)
+    deps, nodes = _dependencies(root_nodes)
+
+    captures, capture_at = None, {}
+    if inputs is not None:
+        captures = [None] * len(inputs)
+        for i, t in enumerate(inputs):
+            if t.grad_fn is not None:
+                key = (t.grad_fn, t._output_nr)
+            else:
+                acc = t._grad_accumulator_ref()
+                key = (acc, 0) if acc is not None else (None, 0)
+            capture_at.setdefault(key[0], []).append((key[1], i))
+        needed = _needed(nodes, [n for n in capture_at if n is not None])
+    else:
+        needed = None
+
+    heap = [(-n.seq, id(n), n) for n in root_nodes if deps.get(n, 0) == 0]
+    heapq.heapify(heap)
+    prev = grad_mode.state.grad_enabled
+    grad_mode.state.grad_enabled = create_graph
+    try:
+        while heap:
+            _, _, node = heapq.heappop(heap)
+            grads = buffers.pop(node, None) or [None] * node.n_outputs
+            _run_tensor_hooks(node, grads)
+            if node in capture_at:
+                for nr, i in capture_at[node]:
+                    captures[i] = grads[nr]
+            if needed is not None and node not in needed:
+                continue
+            if isinstance(node, AccumulateGrad):
+                if accumulate and inputs is None and grads[0] is not None:
+                    node.accumulate(grads[0], create_graph)
+                continue
+            if needed is not None and not any(c in needed for c, _ in node.next_functions):
+                continue
+            grad_inputs = _apply(node, grads, retain_graph)
+            for (nxt, nr), g, meta in zip(node.next_functions, grad_inputs, node.input_meta):
+                if nxt is None:
+                    continue
+                if g is not None:
+                    g = _sum_to(g, meta)
+                    buf = buffers.setdefault(nxt, [None] * nxt.n_outputs)
+                    buf[nr] = g if buf[nr] is None else buf[nr] + g
+                deps[nxt] -= 1
+                if deps[nxt] == 0:
+                    heapq.heappush(heap, (-nxt.seq, id(nxt), nxt))
+    finally:
+        grad_mode.state.grad_enabled = prev
+    if inputs is None:
+        return None
+    if accumulate:
+        for t, g in zip(inputs, captures):
+            if g is not None:
+                t.grad = g.detach() if not create_graph else g if t.grad is None else t.grad + g
+        return None
+    for i, g in enumerate(captures):
+        if g is None and not allow_unused:
+            raise RuntimeError("One of the differentiated Tensors appears to not have been used "
+                               "in the graph. Set allow_unused=True if this is the desired "
+                               "behavior.")
+    return captures
+
+
+def _run_tensor_hooks(node, grads):
+    for nr, hooks in node._tensor_pre_hooks.items():
+        for h in list(hooks):
+            if grads[nr] is not None:
+                r = h(grads[nr])
+                if r is not None:
+                    grads[nr] = r
+    for nr, h in node._retain_grad_hooks.items():
+        if grads[nr] is not None:
+            h(grads[nr])
+
+
+def _materialize(node, grads):
+    from .._ops.creation import zeros
+    return [g if g is not None else zeros(m.shape, dtype=m.dtype, device=m.device)
+            for g, m in zip(grads, node.out_meta)]
+
+
+def _apply(node, grads, retain_graph):
+    for h in node._pre_hooks:
+        r = h(tuple(grads))
+        if r is not None:
+            grads = list(r)
+    if any(g is None for g in grads) and hasattr(node, "out_meta"):
+        grads = _materialize(node, grads)
+    try:
+        out = node.apply(grads)
+    except Exception as e:
+        if node._trace is not None:
+            warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that "
+                          "caused the error:\n" + "".join(node._trace), stacklevel=2)
+        raise e
+    for h in node._hooks:
+        r = h(tuple(out), tuple(grads))
+        if r is not None:
+            out = list(r)
+    if anomaly.enabled and anomaly.check_nan:
+        for i, g in enumerate(out):
+            if g is not None and g._has_nan():
+                raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th "
+                                   "output.")
+    if not retain_graph:
+        node.release()
+    return out

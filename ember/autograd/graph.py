@@ -1,0 +1,235 @@
+"""Graph nodes. A ``Node`` is the backward of one op call: it keeps what the op's vjp reads
+(each saved tensor with the version it had) and an edge ``(node, output_nr)`` per input."""
+import itertools
+import traceback
+import weakref
+
+from .anomaly_mode import anomaly
+
+_seq = itertools.count()
+
+_FREED_MSG = (
+    "Trying to backward through the graph a second time (or directly access saved tensors after "
+    "they have already been freed). Saved intermediate values of the graph are freed when you "
+    "call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward "
+    "through the graph a second time or if you need to access saved tensors after calling "
+    "backward.")
+
+
+class TensorMeta:
+    """What backward knows of an input it did not save: shape, dtype, device."""
+
+    __slots__ = ("shape", "dtype", "device")
+
+    def __init__(self, t):
+        self.shape, self.dtype, self.device = t.shape, t.dtype, t.device
+
+    def dim(self):
+        return len(self.shape)
+
+    def size(self, d=None):
+        return self.shape if d is None else self.shape[d]
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def numel(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+def edge_of(t):
+    """The (node, output_nr) gradients of tensor ``t`` flow into, or (None, 0)."""
+    if t.grad_fn is not None:
+        return (t.grad_fn, t._output_nr)
+    if t._requires_grad:
+        return (t._grad_accumulator(), 0)
+    return (None, 0)
+
+
+class Node:
+    """Base of backward functions: ``apply(grad_outputs) -> grad_inputs`` (one per edge)."""
+
+    _released = False
+    _has_saved = False
+    _trace = None
+
+    def __init__(self, inputs):
+        self.seq = next(_seq)
+        self.next_functions = tuple(edge_of(t) for t in inputs)
+        self.input_meta = [TensorMeta(t) for t in inputs]
+        self._pre_hooks, self._hooks, self._tensor_pre_hooks = [], [], {}
+        self._retain_grad_hooks = {}
+        self.metadata = {}
+        if anomaly.enabled:
+            self._trace = traceback.format_stack()[:-3]
+
+    def name(self):
+        return type(self).__name__
+
+    def register_hook(self, fn):
+        """``fn(grad_inputs, grad_outputs)`` runs after this node; may return new grad_inputs."""
+        self._hooks.append(fn)
+        return _Handle(self._hooks, fn)
+
+    def register_prehook(self, fn):
+        """``fn(grad_outputs)`` runs before this node; may return new grad_outputs."""
+        self._pre_hooks.append(fn)
+        return _Handle(self._pre_hooks, fn)
+
+    def _register_tensor_hook(self, output_nr, fn):
+        hooks = self._tensor_pre_hooks.setdefault(output_nr, [])
+        hooks.append(fn)
+        return _Handle(hooks, fn)
+
+    def release(self):
+        pass
+
+    def __repr__(self):
+        return f"<{self.name()} object at {hex(id(self))}>"
+
+
+class _Handle:
+    """Removable handle returned by the register_*hook methods."""
+
+    def __init__(self, container, item):
+        self._ref, self.item = weakref.ref(container) if isinstance(container, list) else \
+            (lambda: container), item
+
+    def remove(self):
+        c = self._ref()
+        if c is not None and self.item in c:
+            c.remove(self.item)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+class OpNode(Node):
+    """The backward of one OpDef call."""
+
+    def __init__(self, opdef, args, kwargs, inputs, outputs):
+        super().__init__(inputs)
+        self.opdef, self.kwargs, self.n_outputs = opdef, kwargs, len(outputs)
+        saved, versions, self.tensor_positions = list(args), [], []
+        for i, a in enumerate(args):
+            if hasattr(a, "_data"):
+                self.tensor_positions.append((i, None))
+            elif isinstance(a, (list, tuple)) and a and hasattr(a[0], "_data"):
+                self.tensor_positions.append((i, len(a)))
+            if i in opdef.save:
+                for t in (a if isinstance(a, (list, tuple)) else (a,)):
+                    if hasattr(t, "_version"):
+                        versions.append((t, t._version))
+            elif hasattr(a, "_data"):
+                saved[i] = TensorMeta(a)
+            elif isinstance(a, (list, tuple)) and a and hasattr(a[0], "_data"):
+                saved[i] = [TensorMeta(t) if hasattr(t, "_data") else t for t in a]
+        self.args, self.versions = saved, versions
+        self._has_saved = bool(versions) or opdef.save_result
+        self.out_meta = [TensorMeta(o) for o in outputs]
+        if opdef.save_result:
+            self.results = [(o._alias(), o._version) for o in outputs]
+
+    def name(self):
+        return self.opdef.grad_name
+
+    def release(self):
+        self.args = self.versions = self.results = None
+        self._released = True
+
+    def _check_version(self, t, v, what):
+        if t._version != v:
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: [{t.type()} {list(t.shape)}]{what}, is at version "
+                f"{t._version}; expected version {v} instead. Hint: the backward of "
+                f"{self.name()} needs it unchanged; clone it before modifying it in place.")
+
+    def apply(self, grads):
+        if self._released:
+            raise RuntimeError(_FREED_MSG)
+        for t, v in self.versions:
+            self._check_version(t, v, "")
+        kwargs = self.kwargs
+        if self.opdef.save_result:
+            res = []
+            for i, (r, v) in enumerate(self.results):
+                self._check_version(r, v, f", which is output {i} of {self.name()}")
+                res.append(r._as_output_of(self, i))
+            kwargs = dict(kwargs, result=res[0] if self.n_outputs == 1 else tuple(res))
+        g = grads[0] if self.n_outputs == 1 else grads
+        out = self.opdef.vjp_fn(g, *self.args, **kwargs)
+        if not isinstance(out, tuple):
+            out = (out,)
+        flat = []         # one gradient per tensor input, in the order of the edges
+        for i, n in self.tensor_positions:
+            o = out[i] if i < len(out) else None
+            if n is None:
+                flat.append(o)
+            else:
+                flat.extend(o if o is not None else [None] * n)
+        return flat
+
+
+class NotImplementedNode(Node):
+    """Stands for an op whose derivative is not written; fails only if backward reaches it."""
+
+    def __init__(self, opdef, inputs, outputs):
+        super().__init__(inputs)
+        self.opdef, self.n_outputs = opdef, len(outputs)
+
+    def name(self):
+        return self.opdef.grad_name
+
+    def apply(self, grads):
+        raise NotImplementedError(f"the derivative for '{self.opdef.name}' is not implemented.")
+
+
+class AccumulateGrad(Node):
+    """Sink of a leaf: adds the incoming gradient into ``variable.grad``."""
+
+    def __init__(self, variable):
+        super().__init__(())
+        self.seq = float("inf")          # NOTE: like torch, accumulate as soon as ready
+        self.variable = variable
+        self.n_outputs = 1
+
+    def accumulate(self, g, create_graph):
+        v = self.variable
+        if v.grad is None:
+            if not create_graph:
+                g = g.detach()
+            # NOTE: the same gradient object can reach several leaves (add's backward passes
+            # g twice), so .grad gets its own buffer: accumulating in place must not alias.
+            v.grad = g if create_graph and g.grad_fn is not None else g.clone()
+        elif create_graph or v.grad.requires_grad:
+            v.grad = v.grad + g
+        else:
+            v.grad._inplace_add(g.detach())
+        for h in v._post_acc_hooks or ():
+            h(v)
+
+
+class CopySlices(Node):
+    """Backward of an in-place op on a view: the base's gradient splits into the part outside
+    the view (to the base's old history) and the part inside (to the in-place op)."""
+
+    def __init__(self, base, view_fn, op_node_edge, op_meta):
+        super().__init__((base,))
+        self.next_functions = self.next_functions + (op_node_edge,)
+        self.input_meta.append(op_meta)
+        self.view_fn, self.n_outputs = view_fn, 1
+
+    def apply(self, grads):
+        g = grads[0]
+        inside = self.view_fn(g).clone()
+        outside = g.clone()
+        self.view_fn(outside).zero_()
+        return [outside, inside]
