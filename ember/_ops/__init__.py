@@ -1,10 +1,15 @@
 """Op families, and the code that turns the registry into ``ember.<op>`` functions and
 ``Tensor.<op>`` methods (including in-place ``<op>_`` variants and Python operators)."""
 import functools
+import warnings
 
 from . import creation, indexing, linalg, pointwise, random, reduction, shape  # noqa: F401
 from .dispatch import dispatch, dispatch_inplace
 from .registry import all_ops
+
+# NOTE: torch computes log(0) = -inf, 0/0 = nan silently; NumPy warns. Silence the warnings that
+# NumPy raises inside ember's op code only (an errstate per call would cost ~1 us per op).
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"ember\._ops\.")
 
 
 def _function(opdef, name):

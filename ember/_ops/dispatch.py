@@ -2,11 +2,12 @@
 import numpy as np
 
 from .. import _dtype
-from .._backends import backend
+from .._backends import MetaBackend, backend
 from .._tensor import Tensor
 from ..autograd import grad_mode
 from ..autograd.graph import CopySlices, NotImplementedNode, OpNode
 
+meta_empty = MetaBackend.empty
 _FLOATING = (_dtype._FLOAT, _dtype._COMPLEX)
 _state = grad_mode.state
 
@@ -60,7 +61,7 @@ _WEAK_SCALAR_BROKEN = {_dtype.bfloat16.np.type, _dtype.float8_e4m3fn.np.type,
                        _dtype.float8_e5m2.np.type}
 
 
-def _promote(opdef, args, arrays):
+def _promote(opdef, args, arrays, meta=False):
     """Cast the operands to torch's promoted dtype (scalars stay Python numbers: NumPy treats
     them as weak, as torch does)."""
     idx = opdef.promote_args
@@ -89,12 +90,14 @@ def _promote(opdef, args, arrays):
                 arrays[i] = dt.np.type(args[i])
     if not same or dt is not dt0:
         npdt = dt.np
+        # a cast on the meta device must not materialize the stride-0 array
+        cast = (lambda x: x.astype(npdt)) if not meta else (lambda x: meta_empty(x.shape, npdt))
         for i in idx:
             a = arrays[i] if i < len(arrays) else None
             if hasattr(a, "astype") and a.dtype != npdt:
-                arrays[i] = a.astype(npdt)
+                arrays[i] = cast(a)
             elif type(a) is list:
-                arrays[i] = [x.astype(npdt) if x.dtype != npdt else x for x in a]
+                arrays[i] = [cast(x) if x.dtype != npdt else x for x in a]
     return dt
 
 
@@ -131,7 +134,7 @@ def dispatch(opdef, args, kwargs):
             if isinstance(a, np.ndarray) and a.ndim == 0 and dev.type != "meta":
                 arrays[i] = a.item()
     if opdef.promote is not None:
-        _promote(opdef, args, arrays)
+        _promote(opdef, args, arrays, dev.type == "meta")
     try:
         res = backend(dev).run(opdef, arrays, kwargs)
     except (ValueError, IndexError, TypeError) as e:

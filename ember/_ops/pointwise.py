@@ -3,7 +3,7 @@ import numpy as np
 
 import ember
 
-from .meta import bool_meta, broadcast_meta, same_meta
+from .meta import bool_meta, broadcast_meta, empty, same_meta
 from .registry import op
 from .samples import Sample, binary_samples, compare_samples, make, unary_samples, where_samples
 
@@ -20,7 +20,7 @@ def _(g, x, dtype):
     return g.to(x.dtype)
 
 
-_to_dtype.meta = lambda x, dtype: broadcast_meta(x).astype(dtype.np)
+_to_dtype.meta = lambda x, dtype: empty(x.shape, dtype.np)
 
 
 @op("_to_device", method=False, function=False)
@@ -225,7 +225,7 @@ def _(g, input):
     return g * input.sgn() if input.is_complex() else g * input.sign()
 
 
-abs.meta = lambda x: same_meta(x).real.astype(x.real.dtype) if x.dtype.kind == "c" else same_meta(x)
+abs.meta = lambda x: empty(x.shape, x.real.dtype)
 abs.samples = unary_samples
 abs.kinks = (0.0,)
 
@@ -306,7 +306,7 @@ def _(g, condition, input, other):
     return None, ember.where(condition, g, zero), ember.where(condition, zero, g)
 
 
-where.meta = lambda c, a, b: broadcast_meta(c, a, b).astype(np.result_type(
+where.meta = lambda c, a, b: empty(broadcast_meta(c, a, b).shape, np.result_type(
     *(x for x in (a, b) if hasattr(x, "dtype"))))
 where.samples = lambda dev, dt: where_samples(dev, dt)
 
