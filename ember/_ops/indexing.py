@@ -3,6 +3,7 @@ import numpy as np
 
 import ember
 
+from .._backends import add_at, grid, multiply_at
 from .registry import op
 from .samples import Sample, make
 
@@ -47,7 +48,7 @@ def _index_embed(g, shape, index, accumulate=False):
 def _index_put(xp, input, values, index, accumulate=False):
     out = input.copy()
     if accumulate:
-        xp.add.at(out, index, values)
+        add_at(xp, out, index, values)
     else:
         out[index] = values
     return out
@@ -88,7 +89,7 @@ gather.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1, np.array([[0, 0], 
 
 def _scatter_into(xp, out, dim, index, src, reduce):
     """Write ``src`` at ``index`` along ``dim`` into ``out`` (in place on ``out``)."""
-    idx = list(xp.indices(index.shape, sparse=True))
+    idx = grid(xp, index.shape)
     idx[dim] = index
     idx = tuple(idx)
     if not hasattr(src, "shape"):
@@ -98,9 +99,9 @@ def _scatter_into(xp, out, dim, index, src, reduce):
     if reduce is None:
         out[idx] = src
     elif reduce in ("add", "sum"):
-        xp.add.at(out, idx, src)
+        add_at(xp, out, idx, src)
     elif reduce in ("multiply", "prod"):
-        xp.multiply.at(out, idx, src)
+        multiply_at(xp, out, idx, src)
     else:
         raise RuntimeError(f"reduce argument must be either add or multiply, got {reduce}")
     return out
@@ -135,7 +136,7 @@ def index_add(xp, input, dim, index, source, *, alpha=1):
     """A copy of ``input`` with ``alpha * source`` added at ``index`` along ``dim``."""
     out = input.copy()
     moved = xp.moveaxis(out, dim, 0)
-    xp.add.at(moved, index, xp.moveaxis(source * alpha if alpha != 1 else source, dim, 0))
+    add_at(xp, moved, index, xp.moveaxis(source * alpha if alpha != 1 else source, dim, 0))
     return out
 
 

@@ -4,6 +4,7 @@ import numpy as np
 
 import ember
 
+from .._backends import add_at
 from .meta import empty
 from .registry import op
 from .samples import Sample, make
@@ -204,7 +205,7 @@ def _embed(g, input, index):
 def _index_embed(xp, g, shape, index, accumulate=False):
     out = xp.zeros(shape, dtype=g.dtype)
     if accumulate:
-        xp.add.at(out, index, g)
+        add_at(xp, out, index, g)
     else:
         out[index] = g
     return out
