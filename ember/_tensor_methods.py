@@ -3,7 +3,7 @@ the ``new_*`` constructors. Attached to ``Tensor`` by ``ember/__init__.py``."""
 import numpy as np
 
 from . import _dtype
-from ._ops import indexing, linalg, pointwise, reduction, shape
+from ._ops import indexing, linalg, pointwise, pointwise_binary, reduction, shape
 from ._ops import random as _random
 from ._ops.creation import _size, empty, full, ones, zeros
 from ._ops.dispatch import dispatch, dispatch_inplace
@@ -41,6 +41,12 @@ OPERATORS = {
     "__mul__": _binary(_mul), "__rmul__": _binary(_mul, True), "__imul__": _inplace(_mul),
     "__truediv__": _binary(_div), "__rtruediv__": _binary(_div, True),
     "__itruediv__": _inplace(_div),
+    "__floordiv__": _binary(pointwise_binary.floor_divide),
+    "__rfloordiv__": _binary(pointwise_binary.floor_divide, True),
+    "__ifloordiv__": _inplace(pointwise_binary.floor_divide),
+    "__mod__": _binary(pointwise_binary.remainder),
+    "__rmod__": _binary(pointwise_binary.remainder, True),
+    "__imod__": _inplace(pointwise_binary.remainder),
     "__pow__": _binary(_pow), "__rpow__": _binary(_pow, True), "__ipow__": _inplace(_pow),
     "__matmul__": _binary(linalg.matmul), "__rmatmul__": _binary(linalg.matmul, True),
     "__eq__": _binary(pointwise.eq), "__ne__": _binary(pointwise.ne),

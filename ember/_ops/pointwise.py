@@ -1,4 +1,6 @@
 """Pointwise ops: arithmetic, math functions, comparisons, casts and copies."""
+import functools
+
 import numpy as np
 
 import ember
@@ -144,23 +146,42 @@ mul.meta = broadcast_meta
 mul.samples = binary_samples
 
 
-@op("div", tags=("pointwise",), promote="float", inplace=True, aliases=("divide", "true_divide"))
+@op("div", tags=("pointwise",), promote="common", inplace=True,
+    aliases=("divide", "true_divide"))
 def div(xp, input, other, rounding_mode=None):
     """``input / other``; ``rounding_mode`` ``"trunc"`` or ``"floor"`` rounds the quotient."""
-    if rounding_mode is None:
-        return xp.true_divide(input, other)
-    raise NotImplementedError("rounding_mode")
+    if rounding_mode is not None:
+        from .pointwise_binary import div_rounded
+        return div_rounded(xp, input, other, rounding_mode)
+    # NOTE: promoted as "common", not "float", since rounded integer division stays integer;
+    # true division of integers gives the default float.
+    dt = _true_div_dtype(input, other)
+    return xp.true_divide(input, other).astype(dt, copy=False) if dt is not None else \
+        xp.true_divide(input, other)
+
+
+def _true_div_dtype(input, other):
+    kinds = {a.dtype.kind for a in (input, other) if hasattr(a, "dtype")}
+    return ember.get_default_dtype().np if kinds <= set("biu") else None
 
 
 @div.vjp(save=("input", "other"))
 def _(g, input, other, rounding_mode=None):
     if rounding_mode is not None:
-        return None, None
+        return g * 0, (g * 0 if isinstance(other, ember.Tensor) else None)
     return g / _conj(other), -g * _conj(input) / _conj(other * other)
 
 
-div.meta = broadcast_meta
-div.samples = lambda dev, dt: binary_samples(dev, dt, nonzero_rhs=True)
+def _div_meta(input, other, rounding_mode=None):
+    r = broadcast_meta(input, other)
+    dt = _true_div_dtype(input, other) if rounding_mode is None else None
+    return r if dt is None else r.astype(dt)
+
+
+div.meta = _div_meta
+div.samples = lambda dev, dt: binary_samples(dev, dt, nonzero_rhs=True) + [
+    Sample(*s.args, rounding_mode=m) for s in binary_samples(dev, dt, nonzero_rhs=True)[1:3]
+    for m in ("trunc", "floor") if dt.category in (1, 2)]
 
 
 def _conj(t):
@@ -232,10 +253,40 @@ abs.kinks = (0.0,)
 # ---- unary math: f(x) and df/dx in ember ops --------------------------------------------------
 
 
-def _unary(name, fwd, deriv, save="input", kinks=(), domain=None, aliases=()):
-    """Register a floating unary op ``fwd`` with derivative ``deriv(x, result)``."""
+_TYPE_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
+               "int64": "Long", "float16": "Half", "bfloat16": "BFloat16", "float32": "Float",
+               "float64": "Double", "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
+
+
+def type_name(npdt):
+    """torch's C++ name of a dtype (``Long``, ``ComplexDouble``), as its kernel errors say it."""
+    return _TYPE_NAMES.get(str(npdt), str(npdt))
+
+
+def reject(name, kinds, fwd=None):
+    """Wrap ``fwd`` so array operands of NumPy kinds in ``kinds`` (``"b"`` bool, ``"iu"``
+    integers, ``"c"`` complex) raise torch's NotImplementedError for a missing kernel.
+    Without ``fwd``, a decorator."""
+    if fwd is None:
+        return lambda f: reject(name, kinds, f)
+    @functools.wraps(fwd)
+    def f(xp, *args, **kwargs):
+        for a in args:
+            dt = getattr(a, "dtype", None)
+            if dt is not None and dt.kind in kinds:
+                raise NotImplementedError(f"\"{name}_cpu\" not implemented for "
+                                          f"'{type_name(dt)}'")
+        return fwd(xp, *args, **kwargs)
+    return f
+
+
+def _unary(name, fwd, deriv, save="input", kinks=(), domain=None, aliases=(), kinds=""):
+    """Register a floating unary op ``fwd`` with derivative ``deriv(x, result)``; inputs of the
+    NumPy kinds in ``kinds`` are rejected as torch rejects them."""
+    fwd = reject(name, kinds, fwd) if kinds else fwd
     d = op(name, tags=("pointwise",), promote="float", inplace=True, aliases=aliases)(fwd)
-    saves = {"input": ("input",), "result": ("result",), "both": ("input", "result")}[save]
+    saves = {"input": ("input",), "result": ("result",), "both": ("input", "result"),
+             "none": ()}[save]
 
     @d.vjp(save=saves)
     def _(g, input, result=None):

@@ -1,0 +1,290 @@
+"""Pointwise math functions: logs and exponentials, trigonometry, the error function, rounding,
+floating-point predicates. Arithmetic with two or more operands lives in pointwise_binary.py."""
+import math
+
+import ml_dtypes
+import numpy as np
+
+import ember
+
+from .meta import bool_meta, same_meta
+from .pointwise import _unary, reject
+from .registry import op
+from .samples import Sample, make, unary_samples
+
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+_SQRT_PI = math.sqrt(math.pi)
+
+# ---- exponentials, logs, powers -----------------------------------------------------------
+
+reciprocal = _unary("reciprocal", lambda xp, input: xp.reciprocal(input),
+                    lambda x, r: -r * r, save="result", domain=(0.3, 2.0))
+rsqrt = _unary("rsqrt", lambda xp, input: xp.reciprocal(xp.sqrt(input)),
+               lambda x, r: -0.5 * r * r * r, save="result", domain=(0.1, 4.0))
+exp2 = _unary("exp2", lambda xp, input: xp.exp2(input), lambda x, r: r * _LN2, save="result")
+expm1 = _unary("expm1", lambda xp, input: xp.expm1(input), lambda x, r: r + 1, save="result")
+log1p = _unary("log1p", lambda xp, input: xp.log1p(input), lambda x, r: 1 / (x + 1),
+               domain=(-0.5, 2.0))
+log2 = _unary("log2", lambda xp, input: xp.log2(input), lambda x, r: 1 / (x * _LN2),
+              domain=(0.1, 4.0))
+log10 = _unary("log10", lambda xp, input: xp.log10(input), lambda x, r: 1 / (x * _LN10),
+               domain=(0.1, 4.0))
+
+
+
+def _scale(x, c):
+    # ml_dtypes lets a Python float upcast a 0-dim bfloat16 array: cast back
+    return (x * c).astype(x.dtype, copy=False)
+
+# ---- trigonometric and hyperbolic ---------------------------------------------------------
+# NOTE: complex samples stay inside (-0.9, 0.9)^2 where the inverse functions have branch cuts
+# outside; the derivative formulas are torch's (acosh uses (x^2 - 1)^-1/2, not a product form).
+
+tan = _unary("tan", lambda xp, input: xp.tan(input), lambda x, r: 1 + r * r, save="result")
+asin = _unary("asin", lambda xp, input: xp.arcsin(input), lambda x, r: (1 - x * x).rsqrt(),
+              domain=(-0.9, 0.9), aliases=("arcsin",))
+acos = _unary("acos", lambda xp, input: xp.arccos(input), lambda x, r: -(1 - x * x).rsqrt(),
+              domain=(-0.9, 0.9), aliases=("arccos",))
+atan = _unary("atan", lambda xp, input: xp.arctan(input), lambda x, r: 1 / (1 + x * x),
+              domain=(-0.9, 0.9), aliases=("arctan",))
+sinh = _unary("sinh", lambda xp, input: xp.sinh(input), lambda x, r: x.cosh())
+cosh = _unary("cosh", lambda xp, input: xp.cosh(input), lambda x, r: x.sinh())
+asinh = _unary("asinh", lambda xp, input: xp.arcsinh(input), lambda x, r: (x * x + 1).rsqrt(),
+               domain=(-0.9, 0.9), aliases=("arcsinh",))
+acosh = _unary("acosh", lambda xp, input: xp.arccosh(input), lambda x, r: (x * x - 1).rsqrt(),
+               domain=(1.2, 4.0), aliases=("arccosh",))
+atanh = _unary("atanh", lambda xp, input: xp.arctanh(input), lambda x, r: 1 / (1 - x * x),
+               domain=(-0.9, 0.9), aliases=("arctanh",))
+deg2rad = _unary("deg2rad", lambda xp, input: _scale(input, math.pi / 180),
+                 lambda x, r: math.pi / 180, save="none", kinds="c")
+rad2deg = _unary("rad2deg", lambda xp, input: _scale(input, 180 / math.pi),
+                 lambda x, r: 180 / math.pi, save="none", kinds="c")
+
+# ---- the error function -------------------------------------------------------------------
+# NumPy has no erf, and ember may not use scipy: erf is a series for |x| < 1.5 and erfc a
+# continued fraction above (the split CPython's math module used), both in float64.
+
+
+def _exp_neg_square(xp, a):
+    """``exp(-a*a)`` without the error of rounding ``a*a``: with ``a = h + l`` where ``h`` has
+    few bits, ``h*h`` is exact and ``exp(-h*h) * exp(-l*(a+h))`` keeps full precision."""
+    h = xp.floor(a * 16.0) / 16.0
+    return xp.exp(-h * h) * xp.exp(-(a - h) * (a + h))
+
+
+def _erf_series(xp, a, terms=25):
+    # erf(a) = 2a/sqrt(pi) exp(-a^2) sum_k (2a^2)^k / (1*3*...*(2k+1)): all terms positive
+    s, a2 = xp.ones_like(a), 2.0 * a * a
+    for k in range(terms, 0, -1):
+        s = 1.0 + s * a2 / (2 * k + 1)
+    return 2.0 / _SQRT_PI * a * _exp_neg_square(xp, a) * s
+
+
+def _erfc_fraction(xp, a, terms=90):
+    # erfc(a) = exp(-a^2)/sqrt(pi) / (a + (1/2)/(a + 1/(a + (3/2)/(a + ...)))), for a >= 1.5
+    t = a
+    for k in range(terms, 0, -1):
+        t = a + (k / 2.0) / t
+    return _exp_neg_square(xp, a) / (_SQRT_PI * t)
+
+
+def _erf_erfc(xp, x, want):
+    """``erf(x)`` (want="erf") or ``erfc(x)`` (want="erfc") in float64, computed in the dtype
+    of ``x`` rounded back at the end."""
+    a = xp.abs(x.astype(np.float64))
+    small = a < 1.5
+    s = _erf_series(xp, xp.where(small, a, 0.0))
+    c = _erfc_fraction(xp, xp.clip(a, 1.5, 30.0))
+    c = xp.where(a >= 30.0, 0.0, c)        # erfc(30) ~ 1e-393 underflows; nan stays nan
+    if want == "erf":
+        r = xp.where(small, s, 1.0 - c)
+        r = xp.where(x < 0, -r, r)
+    else:
+        r = xp.where(small, 1.0 - s, c)
+        r = xp.where(x < 0, 2.0 - r, r)
+    return r.astype(x.dtype, copy=False)
+
+
+def _erfinv(xp, y):
+    """Winitzki's closed-form estimate (~2e-3 relative), then three Halley steps on
+    ``erf(x) = y``, or on ``erfc(x) = 1 - y`` near +-1 where ``1 - y`` is exact."""
+    y64 = y.astype(np.float64)
+    a = xp.abs(y64)
+    inside = a < 1
+    a = xp.where(inside, a, 0.5)
+    ln = xp.log((1 - a) * (1 + a))
+    k = 2 / (math.pi * 0.147) + ln / 2
+    x = xp.sqrt(xp.sqrt(k * k - ln / 0.147) - k)
+    tail = a > 0.5
+    for _ in range(3):
+        f = xp.where(tail, (1 - a) - _erf_erfc(xp, x, "erfc"), _erf_erfc(xp, x, "erf") - a)
+        d = 2 / _SQRT_PI * _exp_neg_square(xp, x)      # d/dx erf; d2/dx2 = -2x d
+        x = x - f / (d + x * f)
+    x = xp.where(inside, x, xp.where(xp.abs(y64) == 1, xp.inf, xp.nan))   # nan stays nan
+    return xp.where(y64 < 0, -x, x).astype(y.dtype, copy=False)
+
+
+erf = _unary("erf", lambda xp, input: _erf_erfc(xp, input, "erf"),
+             lambda x, r: 2 / _SQRT_PI * (-x * x).exp(), kinds="c", aliases=("special_erf",))
+erfc = _unary("erfc", lambda xp, input: _erf_erfc(xp, input, "erfc"),
+              lambda x, r: -2 / _SQRT_PI * (-x * x).exp(), kinds="c")
+erfinv = _unary("erfinv", lambda xp, input: _erfinv(xp, input),
+                lambda x, r: _SQRT_PI / 2 * (r * r).exp(), save="result", kinds="c",
+                domain=(-0.9, 0.9))
+erf.__doc__ = "The error function ``2/sqrt(pi) * integral_0^x exp(-t^2) dt``."
+erfc.__doc__ = "``1 - erf(x)``, accurate where erf(x) is close to 1."
+erfinv.__doc__ = "The inverse of :func:`erf` on (-1, 1); +-inf at +-1, nan outside."
+
+# ---- rounding -----------------------------------------------------------------------------
+
+
+def _rounding(name, f, aliases=()):
+    """An op rounding floats by ``f`` that leaves integers as they are; its gradient is 0."""
+    def fwd(xp, input):
+        return input.copy() if input.dtype.kind in "iu" else f(xp, input)
+    fwd.__doc__ = f"``{name}`` of each element (integers are returned unchanged)."
+    d = op(name, tags=("pointwise",), inplace=True, aliases=aliases)(reject(name, "bc", fwd))
+    d.vjp()(lambda g, input: g * 0)
+    d.meta, d.samples = same_meta, _rounding_samples
+    return d
+
+
+def _rounding_samples(dev, dt):
+    return unary_samples(dev, dt, domain=(-4.0, 4.0)) if dt.category in (1, 2) else []
+
+
+floor = _rounding("floor", lambda xp, x: xp.floor(x))
+ceil = _rounding("ceil", lambda xp, x: xp.ceil(x))
+trunc = _rounding("trunc", lambda xp, x: xp.trunc(x), aliases=("fix",))
+
+
+@op("round", tags=("pointwise",), inplace=True)
+@reject("round", "bc")
+def round(xp, input, *, decimals=0):
+    """Round half to even, to ``decimals`` decimal places (negative: to tens, hundreds...)."""
+    if input.dtype.kind in "iu":
+        return input.copy()
+    if decimals == 0:
+        return xp.rint(input)
+    # NOTE: torch scales by 10**|decimals| and divides or multiplies, as NumPy's round does.
+    p = 10.0 ** abs(decimals)
+    if decimals > 0:
+        return (xp.rint(input * p) / p).astype(input.dtype, copy=False)
+    return (xp.rint(input / p) * p).astype(input.dtype, copy=False)
+
+
+round.vjp()(lambda g, input, *, decimals=0: g * 0)
+round.meta = same_meta
+round.samples = lambda dev, dt: _rounding_samples(dev, dt) + (
+    [Sample(make((3, 4), dt, -40, 40), decimals=1), Sample(make((5,), dt, -400, 400),
+                                                            decimals=-1)]
+    if dt.category == 2 else [])
+
+
+@op("frac", tags=("pointwise",), inplace=True)
+@reject("frac", "biuc")
+def frac(xp, input):
+    """``input - trunc(input)``, the fractional part with the sign of ``input``."""
+    return input - xp.trunc(input)
+
+
+frac.vjp()(lambda g, input: g)
+frac.meta = same_meta
+frac.samples = lambda dev, dt: unary_samples(dev, dt, (-4.0, 4.0)) if dt.category == 2 else []
+frac.kinks = tuple(float(k) for k in range(-4, 5))
+
+
+@op("positive", tags=("pointwise",), view=True)
+def positive(xp, input):
+    """``input`` itself (as a view), for ``+tensor``; bool tensors are rejected like torch."""
+    if input.dtype == np.bool_:
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+    return input.view()
+
+
+positive.vjp()(lambda g, input: g)
+positive.samples = unary_samples
+
+
+@op("square", tags=("pointwise",), inplace=True)
+def square(xp, input):
+    """``input * input``; bool tensors square to int64 like torch."""
+    return xp.square(input.astype(np.int64) if input.dtype == np.bool_ else input)
+
+
+square.vjp(save=("input",))(lambda g, input: g * 2 * input.conj())
+square.meta = lambda x: same_meta(x).astype(np.int64) if x.dtype == np.bool_ else same_meta(x)
+square.samples = unary_samples
+
+
+@op("relu", tags=("pointwise",), inplace=True)
+def relu(xp, input):
+    """``max(input, 0)``."""
+    if input.dtype == np.bool_:
+        raise RuntimeError("Boolean inputs not supported for relu")
+    if input.dtype.kind == "c":
+        raise NotImplementedError("clamp is not supported for complex types")
+    return xp.maximum(input, xp.zeros((), input.dtype))
+
+
+# NOTE: sign(result) is the 0/1 mask, written as a function of ``result`` so the gradient is
+# differentiable (with zero second derivative) like torch's threshold_backward.
+relu.vjp(save=("result",))(lambda g, input, result: g * result.sign())
+relu.meta = same_meta
+relu.samples = unary_samples
+relu.kinks = (0.0,)
+
+# ---- floating-point predicates and repairs -----------------------------------------------
+
+
+def _predicate(name, f, complex_ok=True):
+    def fwd(xp, input):
+        if input.dtype.kind == "c" and not complex_ok:
+            raise RuntimeError(f"{name} does not support complex inputs.")
+        if input.dtype.kind in "biu":        # integers are always finite and never nan
+            return f(xp, input.astype(np.float32)) if name == "signbit" else \
+                xp.full(input.shape, name == "isfinite")
+        return f(xp, input)
+    fwd.__doc__ = f"``{name}`` of each element, as a bool tensor."
+    d = op(name, tags=("pointwise",), differentiable=False)(fwd)
+    d.meta, d.samples = bool_meta, _special_samples
+    return d
+
+
+def _special_samples(dev, dt):
+    x = make((3, 4), dt, -3, 3)
+    if dt.category >= 2:
+        x.reshape(-1)[[1, 4, 6, 9]] = [np.inf, -np.inf, np.nan, -0.0]
+    return [Sample(x), Sample(make((), dt))]
+
+
+isnan = _predicate("isnan", lambda xp, x: xp.isnan(x))
+isinf = _predicate("isinf", lambda xp, x: xp.isinf(x))
+isfinite = _predicate("isfinite", lambda xp, x: xp.isfinite(x))
+isposinf = _predicate("isposinf", lambda xp, x: x == xp.inf, complex_ok=False)
+isneginf = _predicate("isneginf", lambda xp, x: x == -xp.inf, complex_ok=False)
+signbit = _predicate("signbit", lambda xp, x: xp.signbit(x), complex_ok=False)
+signbit.skips = {"bfloat16": "the oracle's float32 -> bfloat16 cast sets the sign bit of nan"}
+
+
+@op("nan_to_num", tags=("pointwise",), inplace=True)
+def nan_to_num(xp, input, nan=0.0, posinf=None, neginf=None):
+    """Replace nan by ``nan``, +inf by ``posinf`` and -inf by ``neginf`` (default: the
+    largest and lowest finite values of the dtype)."""
+    if input.dtype.kind in "biu":
+        return input.copy()
+    if input.dtype.kind == "c":
+        parts = (nan_to_num.fwd(xp, p, nan, posinf, neginf) for p in (input.real, input.imag))
+        return xp.asarray(next(parts) + 1j * next(parts), dtype=input.dtype)
+    fi = ml_dtypes.finfo(input.dtype)
+    hi, lo = fi.max if posinf is None else posinf, fi.min if neginf is None else neginf
+    r = xp.where(xp.isnan(input), nan, input)
+    r = xp.where(r == xp.inf, hi, xp.where(r == -xp.inf, lo, r))
+    return r.astype(input.dtype, copy=False)
+
+
+nan_to_num.vjp(save=("input",))(
+    lambda g, input, nan=0.0, posinf=None, neginf=None: g * input.isfinite().to(g.dtype))
+nan_to_num.meta = same_meta
+nan_to_num.samples = lambda dev, dt: _special_samples(dev, dt) + [
+    Sample(_special_samples(dev, dt)[0].args[0], 1.5, 100.0, -100.0)]
