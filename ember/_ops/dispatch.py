@@ -152,7 +152,7 @@ def dispatch(opdef, args, kwargs):
     if _state.grad_enabled and opdef.differentiable:
         for t in tensors:
             if t._requires_grad:
-                _record(opdef, args, kwargs, tensors, outs)
+                _record(opdef, args, kwargs, tensors, outs, multi)
                 break
     if hooks.tracer is not None:
         hooks.tracer(opdef, args, kwargs, outs)
@@ -161,7 +161,7 @@ def dispatch(opdef, args, kwargs):
     return tuple(outs) if multi else outs[0]
 
 
-def _record(opdef, args, kwargs, tensors, outs):
+def _record(opdef, args, kwargs, tensors, outs, multi=False):
     diff = [i for i, o in enumerate(outs) if i not in opdef.nondiff_outputs
             and o.dtype.category in _FLOATING]
     if not diff:
@@ -170,6 +170,7 @@ def _record(opdef, args, kwargs, tensors, outs):
         node = NotImplementedNode(opdef, tensors, outs)
     else:
         node = OpNode(opdef, args, kwargs, tensors, outs)
+        node.multi = multi
     for i in diff:
         o = outs[i]
         o.grad_fn, o._output_nr, o._requires_grad = node, i, True

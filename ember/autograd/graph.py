@@ -114,6 +114,8 @@ class _Handle:
 class OpNode(Node):
     """The backward of one OpDef call."""
 
+    multi = False      # the op returned a tuple: its vjp gets a list of output gradients
+
     def __init__(self, opdef, args, kwargs, inputs, outputs):
         super().__init__(inputs)
         self.opdef, self.kwargs, self.n_outputs = opdef, kwargs, len(outputs)
@@ -164,7 +166,7 @@ class OpNode(Node):
                 self._check_version(r, v, f", which is output {i} of {self.name()}")
                 res.append(r._as_output_of(self, i))
             kwargs = dict(kwargs, result=res[0] if self.n_outputs == 1 else tuple(res))
-        g = grads[0] if self.n_outputs == 1 else grads
+        g = grads if self.multi else grads[0]
         out = self.opdef.vjp_fn(g, *self.args, **kwargs)
         if not isinstance(out, tuple):
             out = (out,)
