@@ -32,7 +32,8 @@ def _activation(name, fn, params=(), inplace=False, doc=""):
         return fn(input, **kw)
 
     def extra_repr(self):
-        parts = [f"{k}={getattr(self, k)}" for k in names]
+        parts = [f"{k}={getattr(self, k)!r}" if isinstance(getattr(self, k), str) else
+                 f"{k}={getattr(self, k)}" for k in names]
         if inplace and self.inplace:
             parts.append("inplace=True")
         return ", ".join(parts)
