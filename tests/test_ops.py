@@ -68,8 +68,12 @@ def test_forward_matches_torch(opdef, dt):
 def test_meta_matches_real(opdef, dt):
     for s in _samples(opdef, dt):
         real = _call(ember, opdef, _convert(s.args, _ember), s.kwargs)
-        meta = _call(ember, opdef, _convert(s.args, lambda x: _ember(x).to("meta")
-                                            if isinstance(x, np.ndarray) else x), s.kwargs)
+        try:
+            meta = _call(ember, opdef, _convert(s.args, lambda x: _ember(x).to("meta")
+                                                if isinstance(x, np.ndarray) else x), s.kwargs)
+        except NotImplementedError as e:
+            assert "depends on the values" in str(e)   # data-dependent shape: meta says so
+            continue
         for r, m in zip(real if isinstance(real, tuple) else (real,),
                         meta if isinstance(meta, tuple) else (meta,)):
             assert m.device.type == "meta"

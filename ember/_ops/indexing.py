@@ -4,6 +4,7 @@ import numpy as np
 import ember
 
 from .._backends import add_at, grid, multiply_at
+from .meta import empty
 from .registry import op
 from .samples import Sample, make
 
@@ -215,3 +216,92 @@ def _(g, input, dim, *, dtype=None, result=None):
 
 cumprod.samples = lambda dev, dt: [Sample(make((3, 4), dt, 0.5, 1.5), 1),
                                    Sample(make((5,), dt), 0)]
+
+
+@op("masked_fill", inplace=True)
+def masked_fill(xp, input, mask, value):
+    """``input`` with ``value`` where the bool ``mask`` (broadcast) is True."""
+    if mask.dtype != np.bool_:
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
+                           f"{mask.dtype}")
+    v = value.astype(input.dtype) if hasattr(value, "astype") else value
+    out = xp.where(mask, v, input)
+    if out.shape != input.shape:
+        raise RuntimeError(f"masked_fill: the mask shape {list(mask.shape)} does not broadcast "
+                           f"to the input shape {list(input.shape)}")
+    return out.astype(input.dtype, copy=False)
+
+
+@masked_fill.vjp(save=("mask",))
+def _(g, input, mask, value):
+    gv = g.masked_fill(~mask, 0).sum() if hasattr(value, "shape") else None   # tensor value
+    return g.masked_fill(mask, 0), None, gv
+
+
+masked_fill.samples = lambda dev, dt: [
+    Sample(make((3, 4), dt), make((3, 4), ember.bool, seed=3), 0.5 if dt.category >= 2 else 1),
+    Sample(make((3, 4), dt), make((4,), ember.bool, seed=4), np.asarray(2, dt.np))] \
+    if dt.category >= 1 else []
+
+
+@op("repeat", function=False)
+def repeat(xp, input, *sizes):
+    """Tile ``input`` ``sizes[i]`` times along each dimension (leading new dims allowed)."""
+    sizes = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
+    if len(sizes) < input.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "
+                           "of dimensions of tensor")
+    return xp.tile(input, sizes) if input.ndim or sizes else input.copy()
+
+
+@repeat.vjp()
+def _(g, input, *sizes):
+    sizes = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
+    shape = tuple(input.shape)
+    lead = len(sizes) - len(shape)
+    full = (1,) * lead + shape
+    split = []
+    for r, s in zip(sizes, full):
+        split += [r, s]
+    return g.reshape(split).sum(tuple(range(0, 2 * len(sizes), 2))).reshape(shape)
+
+
+repeat.samples = lambda dev, dt: [Sample(make((2, 3), dt), 2, 1), Sample(make((3,), dt),
+                                  (2, 2, 1))]
+
+
+@op("repeat_interleave")
+def repeat_interleave(xp, input, repeats, dim=None, *, output_size=None):
+    """Repeat each element ``repeats`` times (an int or a per-element int tensor)."""
+    if dim is None:
+        input, dim = input.reshape(-1), 0
+    return xp.repeat(input, repeats, axis=dim)
+
+
+@repeat_interleave.vjp(save=("repeats",))
+def _(g, input, repeats, dim=None, *, output_size=None):
+    d = 0 if dim is None else dim % len(input.shape)
+    n = input.shape[d] if dim is not None else input.numel()
+    reps = repeats if isinstance(repeats, ember.Tensor) else ember.full((n,), repeats)
+    idx = ember.arange(n, device=g.device).repeat_interleave(reps)
+    gg = g.reshape(-1) if dim is None else g
+    z = ember.zeros((n,) + tuple(gg.shape[d + 1:]) if dim is None else
+                    tuple(input.shape), dtype=g.dtype, device=g.device)
+    return z.index_add(d, idx, gg).reshape(input.shape), None
+
+
+def _repeat_interleave_meta(input, repeats, dim=None, *, output_size=None):
+    if hasattr(repeats, "shape") and output_size is None:
+        raise NotImplementedError("repeat_interleave: the output size depends on the values of "
+                                  "repeats; pass output_size on the meta device")
+    n = (input.size if dim is None else input.shape[dim]) * (repeats if isinstance(
+        repeats, int) else 1)
+    shape = (output_size or n,) if dim is None else \
+        input.shape[:dim % input.ndim] + (output_size or n,) + input.shape[dim % input.ndim + 1:]
+    return empty(shape, input.dtype)
+
+
+repeat_interleave.meta = _repeat_interleave_meta
+repeat_interleave.samples = lambda dev, dt: [Sample(make((2, 3), dt), 2),
+                                             Sample(make((2, 3), dt), 3, 1),
+                                             Sample(make((3,), dt), np.array([1, 0, 2]), 0)]

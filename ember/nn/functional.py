@@ -392,3 +392,129 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     if reduction == "batchmean":
         return loss.sum() / input.shape[0]
     return _reduce(loss, reduction)
+
+
+# ---- attention --------------------------------------------------------------------------------
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    """``softmax(q k^T * scale + mask) v`` over the last two dims; a bool mask keeps True
+    positions, a float mask is added.
+
+    Example:
+        >>> import ember
+        >>> q = ember.ones(2, 4, 8)
+        >>> ember.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True).shape
+        torch.Size([2, 4, 8])
+    """
+    L, S = query.shape[-2], key.shape[-2]
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    if enable_gqa and query.shape[-3] != key.shape[-3]:
+        rep = query.shape[-3] // key.shape[-3]
+        key, value = key.repeat_interleave(rep, -3), value.repeat_interleave(rep, -3)
+    scores = (query @ key.transpose(-2, -1)) * scale
+    if is_causal:
+        if attn_mask is not None:
+            raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be "
+                               "set when is_causal=True")
+        attn_mask = ember.ones(L, S, dtype=ember.bool, device=query.device).tril()
+    if attn_mask is not None:
+        if attn_mask.dtype is ember.bool:
+            scores = scores.masked_fill(attn_mask.logical_not(), float("-inf"))
+        else:
+            scores = scores + attn_mask
+    attn = softmax(scores, -1)
+    if dropout_p > 0:
+        attn = dropout(attn, dropout_p)
+    return attn @ value
+
+
+def _in_projection(q, k, v, w, b, w_q=None, w_k=None, w_v=None):
+    if w is not None:
+        E = q.shape[-1]
+        wq, wk, wv = w[:E], w[E:2 * E], w[2 * E:]
+    else:
+        wq, wk, wv = w_q, w_k, w_v
+        E = wq.shape[0]
+    bq, bk, bv = (b[:E], b[E:2 * E], b[2 * E:]) if b is not None else (None, None, None)
+    return linear(q, wq, bq), linear(k, wk, bk), linear(v, wv, bv)
+
+
+def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads,
+                                 in_proj_weight, in_proj_bias, bias_k, bias_v, add_zero_attn,
+                                 dropout_p, out_proj_weight, out_proj_bias, training=True,
+                                 key_padding_mask=None, need_weights=True, attn_mask=None,
+                                 use_separate_proj_weight=False, q_proj_weight=None,
+                                 k_proj_weight=None, v_proj_weight=None, static_k=None,
+                                 static_v=None, average_attn_weights=True, is_causal=False):
+    """torch's multi-head attention on (L, N, E) inputs (or unbatched (L, E))."""
+    unbatched = query.dim() == 2
+    if unbatched:
+        query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+        if key_padding_mask is not None:
+            key_padding_mask = key_padding_mask.unsqueeze(0)
+    L, N, E = query.shape
+    if E != embed_dim_to_check:
+        raise AssertionError(f"was expecting embedding dimension of {embed_dim_to_check}, but "
+                             f"got {E}")
+    hd = E // num_heads
+    q, k, v = _in_projection(query, key, value, None if use_separate_proj_weight else
+                             in_proj_weight, in_proj_bias, q_proj_weight, k_proj_weight,
+                             v_proj_weight)
+    if is_causal and attn_mask is None:
+        attn_mask = ember.ones(L, key.shape[0], dtype=ember.bool, device=query.device).tril()
+        attn_mask = ~attn_mask
+    if attn_mask is not None and attn_mask.dim() == 2:
+        attn_mask = attn_mask.unsqueeze(0)
+    if bias_k is not None:
+        k = ember.cat([k, bias_k.repeat(1, N, 1)])
+        v = ember.cat([v, bias_v.repeat(1, N, 1)])
+        if attn_mask is not None:
+            attn_mask = pad_last(attn_mask)
+        if key_padding_mask is not None:
+            key_padding_mask = pad_last(key_padding_mask)
+    # (L, N, E) -> (N * heads, L, hd)
+    q = q.reshape(L, N * num_heads, hd).transpose(0, 1)
+    k = k.reshape(k.shape[0], N * num_heads, hd).transpose(0, 1)
+    v = v.reshape(v.shape[0], N * num_heads, hd).transpose(0, 1)
+    if add_zero_attn:
+        k = ember.cat([k, ember.zeros(k.shape[0], 1, hd, dtype=k.dtype)], 1)
+        v = ember.cat([v, ember.zeros(v.shape[0], 1, hd, dtype=v.dtype)], 1)
+        if attn_mask is not None:
+            attn_mask = pad_last(attn_mask)
+        if key_padding_mask is not None:
+            key_padding_mask = pad_last(key_padding_mask)
+    S = k.shape[1]
+    mask = None
+    if attn_mask is not None:
+        mask = ember.zeros(attn_mask.shape, dtype=q.dtype).masked_fill(attn_mask, float("-inf")) \
+            if attn_mask.dtype is ember.bool else attn_mask
+    if key_padding_mask is not None:
+        kpm = key_padding_mask.reshape(N, 1, 1, S).expand(N, num_heads, 1, S).reshape(
+            N * num_heads, 1, S)
+        kpm = ember.zeros(kpm.shape, dtype=q.dtype).masked_fill(kpm, float("-inf")) \
+            if kpm.dtype is ember.bool else kpm
+        mask = kpm if mask is None else mask + kpm
+    scores = (q * (1.0 / math.sqrt(hd))) @ k.transpose(-2, -1)
+    if mask is not None:
+        scores = scores + mask
+    attn = softmax(scores, -1)
+    if dropout_p > 0 and training:
+        attn = dropout(attn, dropout_p)
+    out = (attn @ v).transpose(0, 1).reshape(L * N, E)
+    out = linear(out, out_proj_weight, out_proj_bias).reshape(L, N, E)
+    weights = None
+    if need_weights:
+        weights = attn.reshape(N, num_heads, L, S)
+        if average_attn_weights:
+            weights = weights.mean(1)
+    if unbatched:
+        out = out.squeeze(1)
+        weights = weights.squeeze(0) if weights is not None else None
+    return out, weights
+
+
+def pad_last(t):
+    """Append one zero (False) column on the last dim (for bias_k / add_zero_attn masks)."""
+    return ember.cat([t, ember.zeros(tuple(t.shape[:-1]) + (1,), dtype=t.dtype,
+                                     device=t.device)], -1)
