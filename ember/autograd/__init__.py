@@ -1,9 +1,26 @@
-"""Automatic differentiation: ``backward``, ``grad``, grad modes, anomaly detection."""
+"""Automatic differentiation: ``backward``, ``grad``, ``Function``, grad modes, anomaly
+detection; ``gradcheck`` and ``functional`` load on first use."""
+from . import graph  # noqa: F401
 from .anomaly_mode import detect_anomaly, set_detect_anomaly  # noqa: F401
 from .engine import run_backward
+from .function import Function, FunctionCtx, once_differentiable  # noqa: F401
 from .grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
                         no_grad, set_grad_enabled)
 from .graph import Node  # noqa: F401
+
+_LAZY = {"gradcheck": "gradcheck", "gradgradcheck": "gradcheck", "GradcheckError": "gradcheck",
+         "functional": None}
+
+
+def __getattr__(name):
+    # gradcheck and functional are test/analysis tools: keep them off ``import ember``'s path
+    import importlib
+    if name not in _LAZY:
+        raise AttributeError(f"module 'ember.autograd' has no attribute '{name}'")
+    mod = importlib.import_module(f".{_LAZY[name] or name}", __name__)
+    value = mod if _LAZY[name] is None else getattr(mod, name)
+    globals()[name] = value
+    return value
 
 
 def _tensors(x):

@@ -146,7 +146,7 @@ def _run_tensor_hooks(node, grads):
 
 def _materialize(node, grads):
     from .._ops.creation import zeros
-    return [g if g is not None else zeros(m.shape, dtype=m.dtype, device=m.device)
+    return [g if g is not None or m is None else zeros(m.shape, dtype=m.dtype, device=m.device)
             for g, m in zip(grads, node.out_meta)]
 
 
@@ -155,7 +155,7 @@ def _apply(node, grads, retain_graph):
         r = h(tuple(grads))
         if r is not None:
             grads = list(r)
-    if any(g is None for g in grads) and hasattr(node, "out_meta"):
+    if any(g is None for g in grads) and getattr(node, "out_meta", None) is not None:
         grads = _materialize(node, grads)
     try:
         out = node.apply(grads)

@@ -1,8 +1,8 @@
 """Graph nodes. A ``Node`` is the backward of one op call: it keeps what the op's vjp reads
 (each saved tensor with the version it had) and an edge ``(node, output_nr)`` per input."""
 import itertools
+import re
 import traceback
-import weakref
 
 from .anomaly_mode import anomaly
 
@@ -14,6 +14,26 @@ _FREED_MSG = (
     "call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward "
     "through the graph a second time or if you need to access saved tensors after calling "
     "backward.")
+
+
+_BACKWARD_SUFFIX = r"Backward\d*$"
+
+
+def check_saved_version(t, version, node, output_nr=None):
+    """Raise torch's error if saved tensor ``t`` was modified in place after it was saved for
+    ``node``'s backward; ``output_nr`` is set when ``t`` is an output of ``node``."""
+    if t._version == version:
+        return
+    # NOTE: like torch, name the node that made the tensor (for an input, its current one),
+    # without the "Backward0" suffix.
+    fn, nr = (node, output_nr) if output_nr is not None else (t.grad_fn, t._output_nr)
+    where = "" if fn is None else \
+        f", which is output {nr} of {re.sub(_BACKWARD_SUFFIX, '', fn.name())}"
+    raise RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an inplace "
+        f"operation: [{t.type()} {list(t.shape)}]{where}, is at version {t._version}; expected "
+        f"version {version} instead. Hint: the backward of {node.name()} needs it unchanged; "
+        "clone it before modifying it in place.")
 
 
 class TensorMeta:
@@ -96,13 +116,12 @@ class _Handle:
     """Removable handle returned by the register_*hook methods."""
 
     def __init__(self, container, item):
-        self._ref, self.item = weakref.ref(container) if isinstance(container, list) else \
-            (lambda: container), item
+        self._container, self.item = container, item
 
     def remove(self):
-        c = self._ref()
-        if c is not None and self.item in c:
-            c.remove(self.item)
+        c = self._container
+        if any(h is self.item for h in c):
+            del c[next(i for i, h in enumerate(c) if h is self.item)]
 
     def __enter__(self):
         return self
@@ -144,24 +163,16 @@ class OpNode(Node):
         self.args = self.versions = self.results = None
         self._released = True
 
-    def _check_version(self, t, v, what):
-        if t._version != v:
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified by an "
-                f"inplace operation: [{t.type()} {list(t.shape)}]{what}, is at version "
-                f"{t._version}; expected version {v} instead. Hint: the backward of "
-                f"{self.name()} needs it unchanged; clone it before modifying it in place.")
-
     def apply(self, grads):
         if self._released:
             raise RuntimeError(_FREED_MSG)
         for t, v in self.versions:
-            self._check_version(t, v, "")
+            check_saved_version(t, v, self)
         kwargs = self.kwargs
         if self.opdef.save_result:
             res = []
             for i, (r, v) in enumerate(self.results):
-                self._check_version(r, v, f", which is output {i} of {self.name()}")
+                check_saved_version(r, v, self, i)
                 res.append(r._as_output_of(self, i))
             kwargs = dict(kwargs, result=res[0] if self.n_outputs == 1 else tuple(res))
         g = grads[0] if self.n_outputs == 1 else grads
