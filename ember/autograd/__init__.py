@@ -95,6 +95,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         (tensor(27., grad_fn=<MulBackward0>), tensor(18.))
     """
     outs, ins = _tensors(outputs), _tensors(inputs)
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when materialize_grads="
+                         "True, but got: allow_unused=False.")
     if allow_unused is None:
         allow_unused = materialize_grads
     for t in ins:

@@ -211,6 +211,12 @@ class AccumulateGrad(Node):
         self.seq = float("inf")          # NOTE: like torch, accumulate as soon as ready
         self.variable = variable
         self.n_outputs = 1
+        # NOTE: the tensor holds its accumulator weakly (as torch does), so hooks registered on
+        # a leaf live on the tensor and outlast any one accumulator.
+        self._tensor_pre_hooks = variable.__dict__.setdefault("_leaf_hooks", {})
+
+    def name(self):
+        return "torch::autograd::AccumulateGrad"
 
     def accumulate(self, g, create_graph):
         v = self.variable
@@ -237,6 +243,9 @@ class CopySlices(Node):
         self.next_functions = self.next_functions + (op_node_edge,)
         self.input_meta.append(op_meta)
         self.view_fn, self.n_outputs = view_fn, 1
+
+    def name(self):
+        return "torch::autograd::CopySlices"
 
     def apply(self, grads):
         g = grads[0]
