@@ -762,3 +762,147 @@ def test_once_differentiable():
 def test_function_export():
     assert ember.autograd.Function is ember.autograd.function.Function
     assert ember.autograd.graph.Node is ember.autograd.Node
+
+
+# ---- more engine cases -----------------------------------------------------------------------
+
+
+def test_inputs_accumulate():
+    def f(lib):
+        x = x3(lib, requires_grad=True)
+        seen = []
+        x.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.clone()))
+        for _ in range(2):
+            (x * x).sum().backward(inputs=[x])
+        h = x * 2
+        for _ in range(2):
+            (h * h).sum().backward(inputs=[h], retain_graph=True)
+        return x.grad, seen, h.grad
+    same(f)
+
+
+def test_zero_base_copy():
+    def f(lib):
+        w = x3(lib, requires_grad=True)
+        a = lib.zeros(4, dtype=lib.float64)
+        a[1:].copy_(w * 2)
+        (a * a).sum().backward()
+        return a.requires_grad, w.grad, a.grad_fn.name()
+    same(f)
+
+
+def test_acc_prehook():
+    def f(lib):
+        x = x3(lib, requires_grad=True)
+        y = x * 2
+        acc = y.grad_fn.next_functions[0][0]
+        acc.register_prehook(lambda go: (go[0] * 10,))
+        y.sum().backward()
+        return x.grad
+    same(f)
+
+
+def test_shape_mismatch_msg():
+    def f(lib):
+        x = x3(lib, requires_grad=True)
+        lib.autograd.backward([x * 2], [lib.ones(2, dtype=lib.float64)])
+    same(f, r"Mismatch in shape: grad_output\[0\] has a shape of torch.Size\(\[2\]\) and "
+            r"output\[0\] has a shape of torch.Size\(\[3\]\)")
+
+
+def test_grad_self():
+    same(lambda lib: lib.autograd.grad(x3(lib, requires_grad=True).sum(),
+                                       [x3(lib, requires_grad=True)], allow_unused=True))
+
+    def f(lib):
+        x = x3(lib, requires_grad=True)
+        return lib.autograd.grad(x, x, lib.ones(3, dtype=lib.float64))
+    same(f)
+
+
+def test_hook_create_graph():
+    def f(lib):
+        x = x3(lib, requires_grad=True)
+        y = x * x
+        y.register_hook(lambda g: g * x)
+        (g,) = lib.autograd.grad(y.sum(), x, create_graph=True)
+        (gg,) = lib.autograd.grad(g.sum(), x)
+        return g, gg
+    same(f)
+
+
+def test_nonleaf_grad_capture_hooks():
+    def f(lib):
+        x = x3(lib, requires_grad=True)
+        h = x * 2
+        h.register_hook(lambda g: g * 100)
+        return lib.autograd.grad((h * h).sum(), h)
+    same(f)
+
+
+def test_retain_grad_leaf_and_twice():
+    def f(lib):
+        x = x3(lib, requires_grad=True)
+        x.retain_grad()
+        y = x * 2
+        y.retain_grad()
+        y.retain_grad()
+        (y * y).sum().backward()
+        return x.grad, y.grad, x.retains_grad
+    same(f)
+
+
+def test_grad_accum_create_graph():
+    def f(lib):
+        x = x3(lib, requires_grad=True)
+        (x ** 3).sum().backward(create_graph=True)
+        g = x.grad
+        (x ** 2).sum().backward(create_graph=True)
+        return g.requires_grad, x.grad.requires_grad, x.grad, x.grad is g
+    same(f)
+
+
+def test_nan_anomaly_function():
+    def f(lib):
+        class N(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 1
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * float("nan")
+        with lib.autograd.detect_anomaly():
+            N.apply(x3(lib, requires_grad=True)).sum().backward()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        same(f, "Function 'NBackward' returned nan values in its 0th output.")
+
+
+def test_view_grad_fn_chain():
+    def f(lib):
+        x = x3(lib, requires_grad=True)
+        v = x[1:]
+        return v._base is x, v.is_leaf, v.requires_grad
+    same(f)
+
+
+def test_detach_inplace_view():
+    def f(lib):
+        x = x3(lib, requires_grad=True)
+        y = x * 2
+        z = y.detach()
+        z.mul_(2)
+        y.sum().backward()
+        return x.grad, y
+    same(f)
+
+
+def test_modify_detached_saved():
+    def f(lib):
+        x = x3(lib, requires_grad=True)
+        y = x * 2
+        z = y.exp()
+        y.detach().zero_()
+        z.sum().backward()
+    same(f, "modified by an inplace operation")

@@ -33,7 +33,7 @@ def _tensors(x):
 def _seed_grads(outputs, grad_outputs, create_graph):
     from .._ops.creation import ones_like
     grads = []
-    for out, g in zip(outputs, grad_outputs):
+    for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
         if g is None:
             if out._data.size != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
@@ -45,8 +45,8 @@ def _seed_grads(outputs, grad_outputs, create_graph):
             from .._ops.creation import tensor
             g = tensor(g, dtype=out.dtype, device=out.device)
         elif tuple(g.shape) != tuple(out.shape):
-            raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of "
-                               f"{g.shape} and output[0] has a shape of {out.shape}.")
+            raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
+                               f"{g.shape} and output[{i}] has a shape of {out.shape}.")
         grads.append(g if create_graph else g.detach())
     return grads
 

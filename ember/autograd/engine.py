@@ -99,7 +99,10 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
             if needed is not None and node not in needed:
                 continue
             if isinstance(node, AccumulateGrad):
-                if accumulate and inputs is None and grads[0] is not None:
+                for h in node._pre_hooks:
+                    r = h(tuple(grads))
+                    grads = list(r) if r is not None else grads
+                if accumulate and grads[0] is not None:   # with inputs=, only those get here
                     node.accumulate(grads[0], create_graph)
                 continue
             if needed is not None and not any(c in needed for c, _ in node.next_functions):
@@ -119,10 +122,11 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
         grad_mode.state.grad_enabled = prev
     if inputs is None:
         return None
-    if accumulate:
+    if accumulate:          # leaves were accumulated by their AccumulateGrad above
         for t, g in zip(inputs, captures):
-            if g is not None:
-                t.grad = g.detach() if not create_graph else g if t.grad is None else t.grad + g
+            if g is not None and t.grad_fn is not None:
+                g = g if create_graph else g.detach()
+                t.grad = g.clone() if t.grad is None else t.grad + g
         return None
     for i, g in enumerate(captures):
         if g is None and not allow_unused:
