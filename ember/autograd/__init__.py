@@ -1,26 +1,24 @@
 """Automatic differentiation: ``backward``, ``grad``, ``Function``, grad modes, anomaly
-detection; ``gradcheck`` and ``functional`` load on first use."""
+detection, ``gradcheck``; ``functional`` loads on first use."""
 from . import graph  # noqa: F401
 from .anomaly_mode import detect_anomaly, set_detect_anomaly  # noqa: F401
 from .engine import run_backward
 from .function import Function, FunctionCtx, once_differentiable  # noqa: F401
+# NOTE: imported eagerly (it is light): the function shadows its module's name, as in torch,
+# which a lazy import would undo once someone imports ember.autograd.gradcheck directly.
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
 from .grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
                         no_grad, set_grad_enabled)
 from .graph import Node  # noqa: F401
 
-_LAZY = {"gradcheck": "gradcheck", "gradgradcheck": "gradcheck", "GradcheckError": "gradcheck",
-         "functional": None}
 
 
 def __getattr__(name):
-    # gradcheck and functional are test/analysis tools: keep them off ``import ember``'s path
-    import importlib
-    if name not in _LAZY:
+    # functional is an analysis tool: keep it off ``import ember``'s path
+    if name != "functional":
         raise AttributeError(f"module 'ember.autograd' has no attribute '{name}'")
-    mod = importlib.import_module(f".{_LAZY[name] or name}", __name__)
-    value = mod if _LAZY[name] is None else getattr(mod, name)
-    globals()[name] = value
-    return value
+    import importlib
+    return importlib.import_module(".functional", __name__)
 
 
 def _tensors(x):
