@@ -908,3 +908,87 @@ def test_modify_detached_saved():
         y.detach().zero_()
         z.sum().backward()
     same(f, "modified by an inplace operation")
+
+
+# ---- autograd.functional ----------------------------------------------------------------------
+
+
+def _fn_inputs(lib):
+    return (lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64),
+            lib.tensor([[0.5, -1.0], [2.0, 0.1]], dtype=lib.float64))
+
+
+_FN = {
+    "f1": lambda a: a.sin() * a,
+    "f2": lambda a, b: ((a[:2] * b).sum(0), a.exp()),
+    "s1": lambda a: (a ** 3).sum() * a[0],
+    "s2": lambda a, b: (a[:2] * b.sum(1)).sum() ** 2,
+    "lin": lambda a, b: a * 2,
+}
+
+_FUNCTIONAL_CASES = {
+    "jacobian": lambda F, x, y: F.jacobian(_FN["f1"], x),
+    "jacobian_tuple": lambda F, x, y: F.jacobian(_FN["f2"], (x, y)),
+    "jacobian_vectorize": lambda F, x, y: F.jacobian(_FN["f2"], (x, y), vectorize=True),
+    "jacobian_unused": lambda F, x, y: F.jacobian(_FN["lin"], (x, y)),
+    "jacobian_strict": lambda F, x, y: F.jacobian(_FN["lin"], (x, y), strict=True),
+    "hessian": lambda F, x, y: F.hessian(_FN["s1"], x),
+    "hessian_tuple": lambda F, x, y: F.hessian(_FN["s2"], (x, y)),
+    "hessian_not_scalar": lambda F, x, y: F.hessian(_FN["f1"], x),
+    "vjp": lambda F, x, y: F.vjp(_FN["f1"], x, x * 2),
+    "vjp_tuple": lambda F, x, y: F.vjp(_FN["f2"], (x, y), (x[:2] * 0 + 1, x)),
+    "vjp_v_none": lambda F, x, y: F.vjp(_FN["f1"], x),
+    "vjp_scalar": lambda F, x, y: F.vjp(_FN["s1"], x),
+    "vjp_bad_v": lambda F, x, y: F.vjp(_FN["f1"], x, x[:2]),
+    "vjp_strict": lambda F, x, y: F.vjp(lambda a: x * 2, x, x, strict=True),
+    "vjp_not_tensor": lambda F, x, y: F.vjp(_FN["f1"], 3, x),
+    "vjp_output_not_tensor": lambda F, x, y: F.vjp(lambda a: 3, x, x),
+    "jvp": lambda F, x, y: F.jvp(_FN["f1"], x, x * 2),
+    "jvp_tuple": lambda F, x, y: F.jvp(_FN["f2"], (x, y), (x, y * 3)),
+    "jvp_bad_len": lambda F, x, y: F.jvp(_FN["f2"], (x, y), (x,)),
+    "vhp": lambda F, x, y: F.vhp(_FN["s2"], (x, y), (x, y)),
+    "hvp": lambda F, x, y: F.hvp(_FN["s2"], (x, y), (x, y)),
+    "vhp_single": lambda F, x, y: F.vhp(_FN["s1"], x, x),
+    "hvp_single": lambda F, x, y: F.hvp(_FN["s1"], x, x),
+    "hvp_strict_linear": lambda F, x, y: F.hvp(lambda a: a.sum(), x, x, strict=True),
+}
+
+_MSG = {"jacobian_strict": "Output 0 of the user-provided function is independent of input 1",
+        "hessian_not_scalar": "should contain a single element",
+        "vjp_v_none": "The vector v can only be None if the user-provided function returns a "
+                      "single Tensor with a single element.",
+        "vjp_bad_v": r"v has invalid size: should be torch.Size\(\[3\]\) but got",
+        "vjp_strict": "Output 0 of the user-provided function does not require gradients",
+        "vjp_not_tensor": "The inputs given to vjp must be either a Tensor or a tuple of Tensors "
+                          "but the given inputs has type",
+        "vjp_output_not_tensor": "The outputs of the user-provided function given to vjp must be",
+        "jvp_bad_len": "v is a tuple of invalid length: should be 2 but got 1.",
+        "hvp_strict_linear": "found that the jacobian of the user-provided function with respect "
+                             "to input 0 is independent of the input"}
+
+
+@pytest.mark.parametrize("case", list(_FUNCTIONAL_CASES))
+def test_functional_matches_torch(case):
+    def f(lib):
+        F = torch.autograd.functional if lib is torch else ember.autograd.functional
+        return _FUNCTIONAL_CASES[case](F, *_fn_inputs(lib))
+    same(f, _MSG.get(case))
+
+
+@pytest.mark.parametrize("name", ["vjp", "jvp", "hessian", "hvp", "vhp", "jacobian"])
+def test_functional_create_graph(name):
+    def f(lib):
+        F = torch.autograd.functional if lib is torch else ember.autograd.functional
+        x = _fn_inputs(lib)[0].requires_grad_()
+        v = _fn_inputs(lib)[0] * 0.5
+        call = {"vjp": lambda: F.vjp(_FN["f1"], x, v, create_graph=True)[1],
+                "jvp": lambda: F.jvp(_FN["f1"], x, v, create_graph=True)[1],
+                "hessian": lambda: F.hessian(_FN["s1"], x, create_graph=True),
+                "hvp": lambda: F.hvp(_FN["s1"], x, v, create_graph=True)[1],
+                "vhp": lambda: F.vhp(_FN["s1"], x, v, create_graph=True)[1],
+                "jacobian": lambda: F.jacobian(_FN["f1"], x, create_graph=True)}[name]
+        r = call()
+        no_graph = {"vjp": lambda: F.vjp(_FN["f1"], x, v)[1],
+                    "hessian": lambda: F.hessian(_FN["s1"], x)}.get(name, call)()
+        return r, r.requires_grad, lib.autograd.grad(r.sum(), x), no_graph.requires_grad
+    same(f)
