@@ -992,3 +992,51 @@ def test_functional_create_graph(name):
                     "hessian": lambda: F.hessian(_FN["s1"], x)}.get(name, call)()
         return r, r.requires_grad, lib.autograd.grad(r.sum(), x), no_graph.requires_grad
     same(f)
+
+
+@pytest.mark.parametrize("case", ["view_after_base_write", "view_after_sibling_write",
+                                  "exp_on_view", "double_backward", "view_shape_change",
+                                  "setitem_on_view", "saving_op_on_stale_view",
+                                  "result_saving_op_on_stale_view"])
+def test_views_see_later_inplace_writes(case):
+    # a view taken before an in-place write through its base (or a sibling view) must
+    # differentiate through that write, as torch's regenerated view grad_fn does
+    def f(lib):
+        x, w = x3(lib, requires_grad=True), x3(lib, requires_grad=True)
+        a = x * 1
+        if case == "view_after_base_write":
+            v = a[:2]
+            a.mul_(2)
+            out = v
+        elif case == "view_after_sibling_write":
+            v, v2 = a[:2], a[1:]
+            v.mul_(w[:2])
+            out = v2 * a[:2]
+        elif case == "exp_on_view":
+            a[1:].exp_()
+            out = a
+        elif case == "double_backward":
+            a[:2].mul_(w[:2])
+            (g,) = lib.autograd.grad((a * a).sum(), w, create_graph=True)
+            return lib.autograd.grad(g.sum(), [x, w])
+        elif case == "view_shape_change":
+            b = a.view(3, 1)
+            b.mul_(w.view(3, 1))
+            out = a * b.squeeze()
+        elif case == "setitem_on_view":
+            v = a[1:]
+            v[0] = w[0] * 3
+            out = a
+        elif case == "saving_op_on_stale_view":
+            v = a[:2]
+            a.mul_(2)
+            v.mul_(w[:2])
+            out = a * v.sum()
+        elif case == "result_saving_op_on_stale_view":
+            v = a[:2]
+            a[1:].mul_(w[1:])
+            v.exp_()
+            out = a * v.sum()
+        out.sum().backward()
+        return x.grad, w.grad
+    same(f)

@@ -9,7 +9,7 @@ from .function import Function, FunctionCtx, once_differentiable  # noqa: F401
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
 from .grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
                         no_grad, set_grad_enabled)
-from .graph import Node  # noqa: F401
+from .graph import Node, edge_of  # noqa: F401
 
 
 
@@ -55,8 +55,7 @@ def _roots(outputs):
         if not out._requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have "
                                "a grad_fn")
-        roots.append((out.grad_fn, out._output_nr) if out.grad_fn is not None
-                     else (out._grad_accumulator(), 0))
+        roots.append(edge_of(out))
     return roots
 
 

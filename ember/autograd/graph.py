@@ -63,11 +63,28 @@ class TensorMeta:
 
 def edge_of(t):
     """The (node, output_nr) gradients of tensor ``t`` flow into, or (None, 0)."""
+    if t._base is not None and getattr(t, "_view_version", None) not in (None, t._version) \
+            and t._base._requires_grad:
+        _refresh_view(t)
     if t.grad_fn is not None:
         return (t.grad_fn, t._output_nr)
     if t._requires_grad:
         return (t._grad_accumulator(), 0)
     return (None, 0)
+
+
+def _refresh_view(t):
+    """Give view ``t`` a history through its base's current one: an in-place write through
+    the base or another view (which bumped the shared version) left ``t.grad_fn`` stale.
+
+    NOTE: torch regenerates a view's grad_fn the same way on access; without this, the
+    gradient of ``v = a[:2]; a.mul_(2); v.sum()`` would skip the ``mul_``.
+    """
+    from .grad_mode import enable_grad
+    with enable_grad():
+        r = t._view_fn(t._base)
+    t.grad_fn, t._output_nr, t._requires_grad = r.grad_fn, r._output_nr, r._requires_grad
+    t._view_version = t._version
 
 
 class Node:
@@ -78,8 +95,8 @@ class Node:
     _trace = None
 
     def __init__(self, inputs):
+        self.next_functions = tuple(edge_of(t) for t in inputs)   # may record view refreshes
         self.seq = next(_seq)
-        self.next_functions = tuple(edge_of(t) for t in inputs)
         self.input_meta = [TensorMeta(t) for t in inputs]
         self._pre_hooks, self._hooks, self._tensor_pre_hooks = [], [], {}
         self._retain_grad_hooks = {}
