@@ -1040,3 +1040,53 @@ def test_views_see_later_inplace_writes(case):
         out.sum().backward()
         return x.grad, w.grad
     same(f)
+
+
+def test_function_misuse_errors():
+    def save_int(lib):
+        class S(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x, 3)
+                return x * 2
+        S.apply(x3(lib, requires_grad=True))
+    same(save_int, "save_for_backward can only save variables, but argument 1 is of type int")
+
+    def dirty_not_returned(lib):
+        class D(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                x.mul_(2)
+                ctx.mark_dirty(x)
+                return x * 1
+        D.apply(x3(lib, requires_grad=True) * 1)
+    same(dirty_not_returned, "Some elements marked as dirty during the forward method were not "
+                             "returned as output")
+
+    def view_output_then_inplace(lib):
+        class V(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x[:2]
+
+            @staticmethod
+            def backward(ctx, g):
+                return lib.cat([g * 5, g[:1] * 0])
+        a = x3(lib, requires_grad=True) * 1
+        v = V.apply(a)
+        fine = lib.autograd.grad(v.sum(), a, retain_graph=True)
+        with lib.no_grad():
+            a.add_(1)
+        return fine, v.sum()
+    same(view_output_then_inplace, "Output 0 of V is a view and its base or another view of its "
+                                   "base has been modified inplace")
+
+
+def test_grad_is_grads_batched():
+    def f(lib):
+        x = x3(lib, requires_grad=True)
+        y = x * x
+        z = lib.zeros(2, dtype=lib.float64, requires_grad=True)
+        return lib.autograd.grad(y, [x, z], lib.eye(3, dtype=lib.float64), allow_unused=True,
+                                 is_grads_batched=True)
+    same(f)

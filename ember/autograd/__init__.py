@@ -103,9 +103,23 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     grads = _tensors(grad_outputs) or [None] * len(outs)
     if retain_graph is None:
         retain_graph = create_graph
+    if is_grads_batched:
+        return _batched_grad(outs, ins, grads, retain_graph, create_graph, allow_unused,
+                             materialize_grads)
     res = run_backward(_roots(outs), _seed_grads(outs, grads, create_graph), retain_graph,
                        create_graph, inputs=ins, allow_unused=allow_unused, accumulate=False)
     if materialize_grads:
         from .._ops.creation import zeros_like
         res = [g if g is not None else zeros_like(t) for g, t in zip(res, ins)]
     return tuple(res)
+
+
+def _batched_grad(outs, ins, grads, retain_graph, create_graph, allow_unused, materialize_grads):
+    """``grad(is_grads_batched=True)``: one vjp per slice along the grad_outputs' first dim,
+    stacked (torch vmaps; a loop gives the same values)."""
+    from .._ops.shape import stack
+    n = grads[0].shape[0]
+    rows = [grad(outs, ins, [g[i] for g in grads], retain_graph=True if i < n - 1 else
+                 retain_graph, create_graph=create_graph, allow_unused=allow_unused,
+                 materialize_grads=materialize_grads) for i in range(n)]
+    return tuple(None if col[0] is None else stack(col) for col in zip(*rows))

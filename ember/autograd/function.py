@@ -21,10 +21,10 @@ class FunctionCtx:
 
     def save_for_backward(self, *tensors):
         """Keep ``tensors`` (or None) for ``backward``; read them back via ``saved_tensors``."""
-        for t in tensors:
+        for i, t in enumerate(tensors):
             if t is not None and not _is_tensor(t):
-                raise TypeError("save_for_backward can only save variables, but argument "
-                                f"{len(self.to_save or ())} is of type {type(t).__name__}")
+                raise TypeError(f"save_for_backward can only save variables, but argument {i} "
+                                f"is of type {type(t).__name__}")
         self.to_save = tensors
 
     def save_for_forward(self, *tensors):
@@ -212,6 +212,10 @@ def _wrap_outputs(ctx, inputs, out, executable):
             if t._requires_grad and t.grad_fn is None:
                 raise RuntimeError("a leaf Variable that requires grad has been used in an "
                                    "in-place operation.")
+    if not dirty <= {id(o) for o in outs}:
+        raise RuntimeError("Some elements marked as dirty during the forward method were not "
+                           "returned as output. The inputs that are modified inplace must all "
+                           "be outputs of the Function.")
     for t in ctx.dirty_tensors:
         t._bump_version()
     wrapped = []
@@ -230,6 +234,8 @@ def _wrap_outputs(ctx, inputs, out, executable):
                 o = o._alias()   # NOTE: an input returned as is becomes a new tensor, as in torch
             if diff:
                 o.grad_fn, o._output_nr, o._requires_grad = ctx, i, True
+                if o._base is not None:  # a view: later in-place writes must not bypass us
+                    o._fn_view = f"Output {i} of {ctx._forward_cls.__name__}"
         wrapped.append(o)
     ctx.n_outputs = len(outs)
     ctx.out_meta = [TensorMeta(o) if _is_tensor(o) else None for o in wrapped] \

@@ -81,6 +81,14 @@ def _refresh_view(t):
     gradient of ``v = a[:2]; a.mul_(2); v.sum()`` would skip the ``mul_``.
     """
     from .grad_mode import enable_grad
+    if getattr(t, "_fn_view", None):
+        raise RuntimeError(
+            f"{t._fn_view} is a view and its base or another view of its base has been modified "
+            "inplace. This view was created inside a custom Function (or because an input was "
+            "returned as-is) and the autograd logic to handle view+inplace would override the "
+            "custom backward associated with the custom Function, leading to incorrect "
+            "gradients. This behavior is forbidden. You can fix this by cloning the output of "
+            "the custom Function.")
     with enable_grad():
         r = t._view_fn(t._base)
     t.grad_fn, t._output_nr, t._requires_grad = r.grad_fn, r._output_nr, r._requires_grad
