@@ -5,7 +5,7 @@ from .. import _dtype
 from .._backends import MetaBackend, backend
 from .._tensor import Tensor
 from ..autograd import grad_mode
-from ..autograd.graph import CopySlices, NotImplementedNode, OpNode
+from ..autograd.graph import CopySlices, NotImplementedNode, OpNode, edge_of
 
 meta_empty = MetaBackend.empty
 _FLOATING = (_dtype._FLOAT, _dtype._COMPLEX)
@@ -149,6 +149,7 @@ def dispatch(opdef, args, kwargs):
             (lambda b: opdef(parent_fn(b), *rest[0], **rest[1]))
         for o in outs:
             o._storage, o._base, o._view_fn = storage, base, view_fn
+            o._view_version = storage._version      # see graph.edge_of
     if _state.grad_enabled and opdef.differentiable:
         for t in tensors:
             if t._requires_grad:
@@ -224,6 +225,7 @@ def dispatch_inplace(opdef, self, args, kwargs):
     src = self
     if _state.grad_enabled and 0 in opdef.save and (self._requires_grad or any(
             isinstance(a, Tensor) and a._requires_grad for a in args)):
+        edge_of(self)                   # refresh a stale view's history before copying it
         src = self._alias_copy()        # backward needs the value from before the write
     r = dispatch(opdef, (src,) + tuple(args), kwargs)
     if not can_cast(r.dtype, self.dtype):
@@ -245,6 +247,7 @@ def rebase_history(self, r):
         base.grad_fn = CopySlices(base, self._view_fn, (r.grad_fn, r._output_nr),
                                   _meta_of(self))
         base._output_nr, base._requires_grad = 0, True
+        self._view_version = self._version
     self.grad_fn, self._output_nr, self._requires_grad = r.grad_fn, r._output_nr, True
 
 

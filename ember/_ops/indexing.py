@@ -60,7 +60,8 @@ def _(g, input, values, index, accumulate=False):
     gi = g if accumulate else g.clone()
     if not accumulate:
         gi[index] = 0
-    gv = g[index] if isinstance(values, ember.Tensor) else None
+    # values is not saved, so it arrives as a TensorMeta (shape/dtype), or as a number
+    gv = g[index] if hasattr(values, "shape") else None
     return gi, gv
 
 
@@ -117,7 +118,7 @@ def scatter(xp, input, dim, index, src, *, reduce=None):
 @scatter.vjp(save=("index",))
 def _(g, input, dim, index, src, *, reduce=None):
     gi = g.scatter(dim, index, 0.0)
-    gs = g.gather(dim, index) if isinstance(src, ember.Tensor) else None
+    gs = g.gather(dim, index) if hasattr(src, "shape") else None    # a TensorMeta or a number
     return gi, None, None, gs
 
 

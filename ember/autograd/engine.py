@@ -99,7 +99,10 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
             if needed is not None and node not in needed:
                 continue
             if isinstance(node, AccumulateGrad):
-                if accumulate and inputs is None and grads[0] is not None:
+                for h in node._pre_hooks:
+                    r = h(tuple(grads))
+                    grads = list(r) if r is not None else grads
+                if accumulate and grads[0] is not None:   # with inputs=, only those get here
                     node.accumulate(grads[0], create_graph)
                 continue
             if needed is not None and not any(c in needed for c, _ in node.next_functions):
@@ -119,10 +122,11 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
         grad_mode.state.grad_enabled = prev
     if inputs is None:
         return None
-    if accumulate:
+    if accumulate:          # leaves were accumulated by their AccumulateGrad above
         for t, g in zip(inputs, captures):
-            if g is not None:
-                t.grad = g.detach() if not create_graph else g if t.grad is None else t.grad + g
+            if g is not None and t.grad_fn is not None:
+                g = g if create_graph else g.detach()
+                t.grad = g.clone() if t.grad is None else t.grad + g
         return None
     for i, g in enumerate(captures):
         if g is None and not allow_unused:
@@ -146,7 +150,7 @@ def _run_tensor_hooks(node, grads):
 
 def _materialize(node, grads):
     from .._ops.creation import zeros
-    return [g if g is not None else zeros(m.shape, dtype=m.dtype, device=m.device)
+    return [g if g is not None or m is None else zeros(m.shape, dtype=m.dtype, device=m.device)
             for g, m in zip(grads, node.out_meta)]
 
 
@@ -155,7 +159,7 @@ def _apply(node, grads, retain_graph):
         r = h(tuple(grads))
         if r is not None:
             grads = list(r)
-    if any(g is None for g in grads) and hasattr(node, "out_meta"):
+    if any(g is None for g in grads) and getattr(node, "out_meta", None) is not None:
         grads = _materialize(node, grads)
     try:
         out = node.apply(grads)

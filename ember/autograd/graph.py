@@ -1,8 +1,8 @@
 """Graph nodes. A ``Node`` is the backward of one op call: it keeps what the op's vjp reads
 (each saved tensor with the version it had) and an edge ``(node, output_nr)`` per input."""
 import itertools
+import re
 import traceback
-import weakref
 
 from .anomaly_mode import anomaly
 
@@ -14,6 +14,26 @@ _FREED_MSG = (
     "call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward "
     "through the graph a second time or if you need to access saved tensors after calling "
     "backward.")
+
+
+_BACKWARD_SUFFIX = r"Backward\d*$"
+
+
+def check_saved_version(t, version, node, output_nr=None):
+    """Raise torch's error if saved tensor ``t`` was modified in place after it was saved for
+    ``node``'s backward; ``output_nr`` is set when ``t`` is an output of ``node``."""
+    if t._version == version:
+        return
+    # NOTE: like torch, name the node that made the tensor (for an input, its current one),
+    # without the "Backward0" suffix.
+    fn, nr = (node, output_nr) if output_nr is not None else (t.grad_fn, t._output_nr)
+    where = "" if fn is None else \
+        f", which is output {nr} of {re.sub(_BACKWARD_SUFFIX, '', fn.name())}"
+    raise RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an inplace "
+        f"operation: [{t.type()} {list(t.shape)}]{where}, is at version {t._version}; expected "
+        f"version {version} instead. Hint: the backward of {node.name()} needs it unchanged; "
+        "clone it before modifying it in place.")
 
 
 class TensorMeta:
@@ -43,11 +63,36 @@ class TensorMeta:
 
 def edge_of(t):
     """The (node, output_nr) gradients of tensor ``t`` flow into, or (None, 0)."""
+    if t._base is not None and getattr(t, "_view_version", None) not in (None, t._version) \
+            and t._base._requires_grad:
+        _refresh_view(t)
     if t.grad_fn is not None:
         return (t.grad_fn, t._output_nr)
     if t._requires_grad:
         return (t._grad_accumulator(), 0)
     return (None, 0)
+
+
+def _refresh_view(t):
+    """Give view ``t`` a history through its base's current one: an in-place write through
+    the base or another view (which bumped the shared version) left ``t.grad_fn`` stale.
+
+    NOTE: torch regenerates a view's grad_fn the same way on access; without this, the
+    gradient of ``v = a[:2]; a.mul_(2); v.sum()`` would skip the ``mul_``.
+    """
+    from .grad_mode import enable_grad
+    if getattr(t, "_fn_view", None):
+        raise RuntimeError(
+            f"{t._fn_view} is a view and its base or another view of its base has been modified "
+            "inplace. This view was created inside a custom Function (or because an input was "
+            "returned as-is) and the autograd logic to handle view+inplace would override the "
+            "custom backward associated with the custom Function, leading to incorrect "
+            "gradients. This behavior is forbidden. You can fix this by cloning the output of "
+            "the custom Function.")
+    with enable_grad():
+        r = t._view_fn(t._base)
+    t.grad_fn, t._output_nr, t._requires_grad = r.grad_fn, r._output_nr, r._requires_grad
+    t._view_version = t._version
 
 
 class Node:
@@ -58,8 +103,8 @@ class Node:
     _trace = None
 
     def __init__(self, inputs):
+        self.next_functions = tuple(edge_of(t) for t in inputs)   # may record view refreshes
         self.seq = next(_seq)
-        self.next_functions = tuple(edge_of(t) for t in inputs)
         self.input_meta = [TensorMeta(t) for t in inputs]
         self._pre_hooks, self._hooks, self._tensor_pre_hooks = [], [], {}
         self._retain_grad_hooks = {}
@@ -96,13 +141,12 @@ class _Handle:
     """Removable handle returned by the register_*hook methods."""
 
     def __init__(self, container, item):
-        self._ref, self.item = weakref.ref(container) if isinstance(container, list) else \
-            (lambda: container), item
+        self._container, self.item = container, item
 
     def remove(self):
-        c = self._ref()
-        if c is not None and self.item in c:
-            c.remove(self.item)
+        c = self._container
+        if any(h is self.item for h in c):
+            del c[next(i for i, h in enumerate(c) if h is self.item)]
 
     def __enter__(self):
         return self
@@ -146,24 +190,16 @@ class OpNode(Node):
         self.args = self.versions = self.results = None
         self._released = True
 
-    def _check_version(self, t, v, what):
-        if t._version != v:
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified by an "
-                f"inplace operation: [{t.type()} {list(t.shape)}]{what}, is at version "
-                f"{t._version}; expected version {v} instead. Hint: the backward of "
-                f"{self.name()} needs it unchanged; clone it before modifying it in place.")
-
     def apply(self, grads):
         if self._released:
             raise RuntimeError(_FREED_MSG)
         for t, v in self.versions:
-            self._check_version(t, v, "")
+            check_saved_version(t, v, self)
         kwargs = self.kwargs
         if self.opdef.save_result:
             res = []
             for i, (r, v) in enumerate(self.results):
-                self._check_version(r, v, f", which is output {i} of {self.name()}")
+                check_saved_version(r, v, self, i)
                 res.append(r._as_output_of(self, i))
             kwargs = dict(kwargs, result=res[0] if self.n_outputs == 1 else tuple(res))
         g = grads if self.multi else grads[0]
@@ -202,6 +238,12 @@ class AccumulateGrad(Node):
         self.seq = float("inf")          # NOTE: like torch, accumulate as soon as ready
         self.variable = variable
         self.n_outputs = 1
+        # NOTE: the tensor holds its accumulator weakly (as torch does), so hooks registered on
+        # a leaf live on the tensor and outlast any one accumulator.
+        self._tensor_pre_hooks = variable.__dict__.setdefault("_leaf_hooks", {})
+
+    def name(self):
+        return "torch::autograd::AccumulateGrad"
 
     def accumulate(self, g, create_graph):
         v = self.variable
@@ -228,6 +270,9 @@ class CopySlices(Node):
         self.next_functions = self.next_functions + (op_node_edge,)
         self.input_meta.append(op_meta)
         self.view_fn, self.n_outputs = view_fn, 1
+
+    def name(self):
+        return "torch::autograd::CopySlices"
 
     def apply(self, grads):
         g = grads[0]
