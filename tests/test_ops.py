@@ -13,7 +13,11 @@ OPS = [d for d in all_ops() if d.samples is not None]
 
 
 def _call(lib, opdef, args, kwargs):
-    """Call the op through its public torch name (function, else method)."""
+    """Call the op through its public torch name (function, else method); ember dtypes among
+    the keyword arguments become torch dtypes for torch."""
+    if lib is torch:
+        kwargs = {k: getattr(torch, v.name) if isinstance(v, ember.dtype) else v
+                  for k, v in kwargs.items()}
     if opdef.function and hasattr(lib, opdef.name):
         return getattr(lib, opdef.name)(*args, **kwargs)
     return getattr(args[0], opdef.name)(*args[1:], **kwargs)

@@ -9,8 +9,13 @@ from .registry import all_ops
 
 
 def _function(opdef, name):
-    def f(*args, **kwargs):
-        return dispatch(opdef, args, kwargs)
+    if opdef.return_type is not None:
+        def f(*args, **kwargs):
+            r = dispatch(opdef, args, kwargs)
+            return opdef.return_type(*r) if type(r) is tuple else r
+    else:
+        def f(*args, **kwargs):
+            return dispatch(opdef, args, kwargs)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = opdef.__doc__
     f.opdef = opdef
