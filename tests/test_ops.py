@@ -132,3 +132,13 @@ def test_grad_and_gradgrad_match_torch(opdef):
         t_gg = torch.autograd.grad(t_l, t_in, allow_unused=True)
         e_gg = ember.autograd.grad(e_l, e_in, allow_unused=True)
         assert_close(list(e_gg), list(t_gg), "float64", what=f"gradgrad {opdef.name}({s})")
+
+
+@pytest.mark.parametrize("opdef", [d for d in all_ops() if d.errors], ids=str)
+def test_errors(opdef):
+    """Each error sample raises its type and message in ember, and the same type in torch."""
+    for e in opdef.errors:
+        with pytest.raises(e.exc_type, match=e.match):
+            _call(ember, opdef, _convert(e.sample.args, _ember), e.sample.kwargs)
+        with pytest.raises(e.exc_type):
+            _call(torch, opdef, _convert(e.sample.args, to_torch), e.sample.kwargs)

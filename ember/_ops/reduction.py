@@ -9,7 +9,7 @@ import ember
 from .meta import empty, reduce_dims, reduce_shape
 from .pointwise import type_name
 from .registry import op
-from .samples import Sample, make, reduce_samples
+from .samples import ErrorSample, Sample, const, dim_errors, make, reduce_samples
 
 
 def _axis(dim, nd):
@@ -81,6 +81,10 @@ def _(g, input, dim=None, keepdim=False, *, dtype=None):
     return _keep(g, input, dim, keepdim).expand(input.shape)
 
 
+sum_.errors = dim_errors() + [ErrorSample(Sample(const(3, 4), (0, -2)), RuntimeError,
+                                          "dim 0 appears multiple times in the list of dims")]
+
+
 @nansum.vjp(save=("input",))
 def _(g, input, dim=None, keepdim=False, *, dtype=None):
     return _keep(g, input, dim, keepdim) * input.isnan().logical_not()
@@ -124,6 +128,9 @@ def _(g, input, dim=None, keepdim=False, *, dtype=None):
 
 mean.meta = nanmean.meta = _reduce_meta(lambda x, d: d.np if d is not None else x.dtype)
 mean.samples = lambda dev, dt: _reduce_samples(dev, dt) if dt.category >= 2 else []
+mean.errors = dim_errors() + [ErrorSample(Sample(const(3, dtype=np.int64)), RuntimeError,
+                                           "mean.*could not infer output dtype.*Long")]
+nanmean.errors = [ErrorSample(Sample(const(3, dtype=np.int64)), RuntimeError, "nanmean.*Long")]
 nansum.samples = lambda dev, dt: _reduce_samples(dev, dt) + (
     [Sample(_with_nans(make((3, 4), dt))), Sample(_with_nans(make((3, 4), dt)), 1, True)]
     if dt.category == 2 else [])
@@ -180,6 +187,7 @@ count_nonzero.meta = lambda input, dim=None: empty(reduce_shape(input.shape, dim
 count_nonzero.samples = lambda dev, dt: [Sample(make((3, 4), dt).round()),
                                          Sample(make((3, 4, 2), dt).round(), (0, 2)),
                                          Sample(make((3, 4), dt).round(), -1)]
+count_nonzero.errors = dim_errors()
 
 # ---- extrema -------------------------------------------------------------------------------
 
@@ -187,9 +195,10 @@ count_nonzero.samples = lambda dev, dt: [Sample(make((3, 4), dt).round()),
 def _nonempty(name, input, dim):
     if input.size == 0:
         if dim is None:
-            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
-                               "input.numel() == 0. Specify the reduction dim with the 'dim' "
-                               "argument.")
+            # NOTE: torch raises RuntimeError for max/min but IndexError for argmax/argmin
+            raise (IndexError if name.startswith("arg") else RuntimeError)(
+                f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                "Specify the reduction dim with the 'dim' argument.")
         for a in reduce_dims(dim, input.ndim):
             if input.shape[a] == 0:
                 raise IndexError(f"{name}(): Expected reduction dim {a} to have non-zero size.")
@@ -247,6 +256,10 @@ def _minmax(name, f, argf, binary):
         Sample(make((3, 4, 5), dt)), Sample(make((3, 4, 5), dt), 1), Sample(make((), dt), 0),
         Sample(make((3, 4), dt), -1, True), Sample(make((3, 4), dt), make((4,), dt, seed=1)),
         Sample(make((0, 4), dt), 1)] if dt.category != 3 else []
+    fwd.errors = [ErrorSample(Sample(const(0)), RuntimeError, "Expected reduction dim to be"),
+                  ErrorSample(Sample(const(3, 4), (0, 1)), TypeError, "must be int, not tuple"),
+                  ErrorSample(Sample(const(0, 3), 0), IndexError, "Expected reduction dim 0"),
+                  ErrorSample(Sample(const(3, 4), 2), IndexError, "Dimension out of range")]
     return fwd
 
 
@@ -280,6 +293,8 @@ def _amax(name, f):
 
 amax = _amax("amax", lambda xp, a, **kw: xp.max(a, **kw))
 amin = _amax("amin", lambda xp, a, **kw: xp.min(a, **kw))
+amax.errors = amin.errors = dim_errors() + [ErrorSample(Sample(const(0, 3), 0), IndexError,
+                                                         "Expected reduction dim 0 to have")]
 
 
 @op("aminmax", tags=("reduction",), returns=("min", "max"))
@@ -327,6 +342,8 @@ def _arg(name, f):
 
 argmax = _arg("argmax", lambda a, **kw: a.argmax(**kw))
 argmin = _arg("argmin", lambda a, **kw: a.argmin(**kw))
+argmax.errors = argmin.errors = dim_errors() + [
+    ErrorSample(Sample(const(0)), IndexError, "Expected reduction dim to be specified")]
 
 
 def _truth(name, f):
@@ -410,6 +427,8 @@ var = _moments("var", std=False, with_mean=False)
 std = _moments("std", std=True, with_mean=False)
 var_mean = _moments("var_mean", std=False, with_mean=True)
 std_mean = _moments("std_mean", std=True, with_mean=True)
+var.errors = std.errors = dim_errors() + [
+    ErrorSample(Sample(const(3, dtype=np.int64)), RuntimeError, "only support floating point")]
 
 # ---- logsumexp and norms -------------------------------------------------------------------
 
@@ -441,6 +460,7 @@ logsumexp.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1), Sample(make((3
                                      Sample(make((2, 3, 4), dt, -50, 50), (0, 2)),
                                      Sample(make((3, 4), dt) * 1000, 0)] \
     if dt.category in (1, 2) else []
+logsumexp.errors = dim_errors()
 
 
 @op("norm", tags=("reduction",))
@@ -496,6 +516,9 @@ def _norm_meta(input, p="fro", dim=None, keepdim=False, dtype=None):
 
 
 norm.meta = _norm_meta
+norm.errors = [ErrorSample(Sample(const(3, dtype=np.int64)), RuntimeError,
+                            "Expected a floating point or complex tensor as input. Got Long"),
+               ErrorSample(Sample(const(3, 4), 2, 2), IndexError, "Dimension out of range")]
 norm.samples = lambda dev, dt: [
     Sample(make((3, 4), dt)), Sample(make((3, 4), dt), 2, 1), Sample(make((3, 4), dt), 1, 0),
     Sample(make((3, 4), dt), math.inf, 1, True), Sample(make((3, 4), dt), -math.inf, 1),
