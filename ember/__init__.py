@@ -34,7 +34,6 @@ from ._ops.random import (Generator, bernoulli, default_generator,  # noqa: E402
                           get_rng_state, initial_seed, manual_seed, multinomial, normal, rand,
                           rand_like, randint, randint_like, randn, randn_like, randperm, seed,
                           set_rng_state)
-from ._ops.reduction import std  # noqa: E402,F401
 from ._ops.shape import chunk  # noqa: E402,F401
 from .autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402,F401
                                  is_grad_enabled, is_inference_mode_enabled, no_grad,

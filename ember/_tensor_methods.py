@@ -3,7 +3,7 @@ the ``new_*`` constructors. Attached to ``Tensor`` by ``ember/__init__.py``."""
 import numpy as np
 
 from . import _dtype
-from ._ops import indexing, linalg, pointwise, pointwise_binary, reduction, shape
+from ._ops import indexing, linalg, pointwise, pointwise_binary, shape
 from ._ops import random as _random
 from ._ops.creation import _size, empty, full, ones, zeros
 from ._ops.dispatch import dispatch, dispatch_inplace
@@ -187,10 +187,6 @@ def chunk(self, chunks, dim=0):
     return shape.chunk(self, chunks, dim)
 
 
-def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return reduction.std(self, dim, unbiased, keepdim, correction=correction)
-
-
 def _new(fn):
     def f(self, *size, dtype=None, device=None, requires_grad=False, **kw):
         return fn(*size, dtype=dtype or self.dtype, device=device or self.device,
@@ -225,7 +221,7 @@ def install():
     for name, f in PROPERTIES.items():
         setattr(Tensor, name, property(f))
     for f in (__getitem__, __setitem__, copy_, fill_, zero_, contiguous, conj, resize_, view_as,
-              reshape_as, expand_as, chunk, std, new_full, new_tensor):
+              reshape_as, expand_as, chunk, new_full, new_tensor):
         setattr(Tensor, f.__name__, f)
     Tensor.new_zeros, Tensor.new_ones, Tensor.new_empty = _new(zeros), _new(ones), _new(empty)
     for name, f in _random.TENSOR_METHODS.items():

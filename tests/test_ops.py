@@ -13,7 +13,11 @@ OPS = [d for d in all_ops() if d.samples is not None]
 
 
 def _call(lib, opdef, args, kwargs):
-    """Call the op through its public torch name (function, else method)."""
+    """Call the op through its public torch name (``torch_fn``, else function, else method);
+    ember dtypes among the keyword arguments become torch dtypes for torch."""
+    if lib is torch:
+        kwargs = {k: getattr(torch, v.name) if isinstance(v, ember.dtype) else v
+                  for k, v in kwargs.items()}
     path = getattr(opdef, "torch_fn", None)
     if path:
         fn = lib
@@ -141,3 +145,13 @@ def test_grad_and_gradgrad_match_torch(opdef):
         e_gg = ember.autograd.grad(e_l, e_in, allow_unused=True) if isinstance(
             e_l, ember.Tensor) and e_l.requires_grad else [None] * len(e_in)
         assert_close(list(e_gg), list(t_gg), "float64", what=f"gradgrad {opdef.name}({s})")
+
+
+@pytest.mark.parametrize("opdef", [d for d in all_ops() if d.errors], ids=str)
+def test_errors(opdef):
+    """Each error sample raises its type and message in ember, and the same type in torch."""
+    for e in opdef.errors:
+        with pytest.raises(e.exc_type, match=e.match):
+            _call(ember, opdef, _convert(e.sample.args, _ember), e.sample.kwargs)
+        with pytest.raises(e.exc_type):
+            _call(torch, opdef, _convert(e.sample.args, to_torch), e.sample.kwargs)

@@ -14,8 +14,13 @@ warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"ember\._ops\
 
 
 def _function(opdef, name):
-    def f(*args, **kwargs):
-        return dispatch(opdef, args, kwargs)
+    if opdef.return_type is not None:
+        def f(*args, **kwargs):
+            r = dispatch(opdef, args, kwargs)
+            return opdef.return_type(*r) if type(r) is tuple else r
+    else:
+        def f(*args, **kwargs):
+            return dispatch(opdef, args, kwargs)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = opdef.__doc__
     f.opdef = opdef

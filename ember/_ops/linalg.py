@@ -5,7 +5,7 @@ import ember
 
 from .meta import empty
 from .registry import op
-from .samples import Sample, make
+from .samples import ErrorSample, Sample, make
 
 
 _NO_BLAS = (ember.bfloat16.np, ember.float8_e4m3fn.np, ember.float8_e5m2.np)
@@ -88,6 +88,8 @@ def mm(xp, input, mat2):
 mm.vjp(save=("input", "mat2"))(lambda g, input, mat2: (g @ mat2.mT.conj(),
                                                         input.mT.conj() @ g))
 mm.meta = _matmul_meta
+mm.errors = [ErrorSample(Sample(np.ones((3, 4)), np.ones((5, 2))), RuntimeError,
+                         r"shapes cannot be multiplied \(3x4 and 5x2\)")]
 mm.samples = lambda dev, dt: [Sample(make((3, 4), dt), make((4, 5), dt, seed=1))] \
     if dt.category >= 1 else []
 

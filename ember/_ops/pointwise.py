@@ -7,7 +7,8 @@ import ember
 
 from .meta import bool_meta, broadcast_meta, empty, same_meta
 from .registry import op
-from .samples import Sample, binary_samples, compare_samples, make, unary_samples, where_samples
+from .samples import (ErrorSample, Sample, binary_samples, broadcast_errors, compare_samples,
+                      const, dtype_error, make, unary_samples, where_samples)
 
 # ---- casts, copies, device moves ----------------------------------------------------------
 
@@ -94,6 +95,7 @@ def _(g, input, other, alpha=1):
 
 add.meta = broadcast_meta
 add.samples = binary_samples
+add.errors = broadcast_errors()
 
 
 @op("sub", tags=("pointwise",), promote="common", inplace=True, aliases=("subtract",))
@@ -113,6 +115,8 @@ def _(g, input, other, alpha=1):
 
 sub.meta = broadcast_meta
 sub.samples = lambda dev, dt: binary_samples(dev, dt) if dt is not ember.bool else []
+sub.errors = broadcast_errors() + [ErrorSample(Sample(const(3, dtype=bool), const(3, dtype=bool)),
+                                               RuntimeError, "two bool tensors")]
 
 
 @op("rsub", tags=("pointwise",), promote="common", method=False)
@@ -144,6 +148,7 @@ def _(g, input, other):
 
 mul.meta = broadcast_meta
 mul.samples = binary_samples
+mul.errors = broadcast_errors()
 
 
 @op("div", tags=("pointwise",), promote="common", inplace=True,
@@ -182,6 +187,8 @@ div.meta = _div_meta
 div.samples = lambda dev, dt: binary_samples(dev, dt, nonzero_rhs=True) + [
     Sample(*s.args, rounding_mode=m) for s in binary_samples(dev, dt, nonzero_rhs=True)[1:3]
     for m in ("trunc", "floor") if dt.category in (1, 2)]
+div.errors = broadcast_errors() + [ErrorSample(Sample(const(3), const(3), rounding_mode="round"),
+                                               RuntimeError, "expected rounding_mode")]
 
 
 def _conj(t):
@@ -205,6 +212,7 @@ def _(g, input):
 
 neg.meta = same_meta
 neg.samples = lambda dev, dt: unary_samples(dev, dt) if dt is not ember.bool else []
+neg.errors = [ErrorSample(Sample(const(3, dtype=bool)), RuntimeError, "on a bool tensor")]
 
 
 @op("pow", tags=("pointwise",), promote="common", inplace=True)
@@ -360,6 +368,8 @@ def _(g, condition, input, other):
 where.meta = lambda c, a, b: empty(broadcast_meta(c, a, b).shape, np.result_type(
     *(x for x in (a, b) if hasattr(x, "dtype"))))
 where.samples = lambda dev, dt: where_samples(dev, dt)
+where.errors = [ErrorSample(Sample(const(3, 4, dtype=bool), const(3, 4), const(2, 4)), RuntimeError,
+                            "broadcast")]
 
 
 @op("conj", tags=("pointwise",))
@@ -436,6 +446,7 @@ logical_not.samples = unary_samples
 
 
 def _bitwise(name, f):
+    f = _int_only(name, f)
     d = op(name, tags=("pointwise",), differentiable=False, promote="common", inplace=True)(f)
     d.meta = broadcast_meta
     d.samples = lambda dev, dt: binary_samples(dev, dt) if dt.category <= 1 else []
@@ -445,16 +456,17 @@ def _bitwise(name, f):
 def _int_only(name, f):
     def fwd(xp, input, other):
         for a in (input, other):
-            if getattr(a, "dtype", np.dtype(np.int64)).kind in "fc":
-                raise RuntimeError(f"\"{name}_cpu\" not implemented for "
-                                   f"'{str(a.dtype).capitalize()}'")
+            if getattr(a, "dtype", np.dtype(np.int64)).kind not in "biu":
+                raise NotImplementedError(f"\"{name}_cpu\" not implemented for "
+                                          f"'{type_name(a.dtype)}'")
         return f(xp, input, other)
     return fwd
 
 
-bitwise_and = _bitwise("bitwise_and", _int_only("bitwise_and", lambda xp, a, b: xp.bitwise_and(a, b)))
-bitwise_or = _bitwise("bitwise_or", _int_only("bitwise_or", lambda xp, a, b: xp.bitwise_or(a, b)))
-bitwise_xor = _bitwise("bitwise_xor", _int_only("bitwise_xor", lambda xp, a, b: xp.bitwise_xor(a, b)))
+bitwise_and = _bitwise("bitwise_and", lambda xp, input, other: xp.bitwise_and(input, other))
+bitwise_or = _bitwise("bitwise_or", lambda xp, input, other: xp.bitwise_or(input, other))
+bitwise_xor = _bitwise("bitwise_xor", lambda xp, input, other: xp.bitwise_xor(input, other))
+bitwise_and.errors = [dtype_error("bitwise_and", (3,), (3,), dtype=np.float32)]
 
 
 @op("bitwise_not", tags=("pointwise",), differentiable=False, inplace=True)

@@ -7,7 +7,8 @@ import ember
 from .meta import broadcast_meta, empty
 from .pointwise import _conj, reject
 from .registry import op
-from .samples import Sample, binary_samples, make
+from .samples import (ErrorSample, Sample, binary_samples, broadcast_errors, const, dtype_error,
+                      make)
 
 # ---- rounded division and remainders -------------------------------------------------------
 
@@ -23,7 +24,7 @@ def _check_int_divisor(xp, a, b):
 def div_rounded(xp, a, b, mode):
     """``a / b`` rounded toward zero (``"trunc"``) or down (``"floor"``), integers exact."""
     if mode not in ("trunc", "floor"):
-        raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
                          f"but found '{mode}'")
     _check_int_divisor(xp, a, b)
     q = xp.floor_divide(a, b)
@@ -48,6 +49,7 @@ def floor_divide(xp, input, other):
 floor_divide.vjp()(lambda g, input, other: (g * 0, g * 0))
 floor_divide.meta = broadcast_meta
 floor_divide.samples = _nonzero_binary_samples
+floor_divide.errors = [dtype_error("div_floor", (3,), (3,), dtype=bool)]
 
 
 @op("remainder", tags=("pointwise",), promote="common", inplace=True)
@@ -78,6 +80,9 @@ def _(g, input, other):
 
 remainder.meta = fmod.meta = broadcast_meta
 remainder.samples = fmod.samples = _nonzero_binary_samples
+remainder.errors = fmod.errors = [
+    ErrorSample(Sample(const(3, dtype=np.int64), 0), RuntimeError, "ZeroDivisionError"),
+    dtype_error("", (3,), (3,), dtype=bool)]
 
 # ---- two-argument math ---------------------------------------------------------------------
 
@@ -102,6 +107,7 @@ def _(g, input, other):
 
 atan2.meta = broadcast_meta
 atan2.samples = _tensor_samples
+atan2.errors = broadcast_errors()
 
 
 @op("hypot", tags=("pointwise",), promote="common", inplace=True)
@@ -118,6 +124,7 @@ def _(g, input, other, result):
 
 hypot.meta = broadcast_meta
 hypot.samples = lambda dev, dt: _tensor_samples(dev, dt) if dt.category == 2 else []
+hypot.errors = [dtype_error("hypot", (3,), (3,))]
 
 
 @op("copysign", tags=("pointwise",), promote="float", inplace=True)
@@ -168,6 +175,7 @@ def _(g, input, other, result):
 
 logaddexp.meta = logaddexp2.meta = broadcast_meta
 logaddexp.samples = logaddexp2.samples = hypot.samples
+logaddexp.errors = [dtype_error("logaddexp", (3,), (3,))] + broadcast_errors()
 
 
 @op("xlogy", tags=("pointwise",), promote="float", inplace=True)
@@ -206,6 +214,8 @@ def _extremum(name, f, grads):
     d.vjp(save=("input", "other"))(lambda g, input, other: tuple(
         g * m.to(g.dtype) for m in grads(input, other)))
     d.meta, d.samples = broadcast_meta, _tensor_samples
+    d.errors = broadcast_errors() + [ErrorSample(Sample(const(3, dtype=np.complex64), const(3)),
+                                                 RuntimeError, f"{name} not implemented")]
     return d
 
 
@@ -283,6 +293,10 @@ def _clamp_samples(dev, dt):
 
 
 clamp.meta, clamp.samples = _clamp_meta, _clamp_samples
+clamp.errors = [ErrorSample(Sample(const(3, 4)), RuntimeError, "At least one of 'min' or 'max'"),
+                ErrorSample(Sample(const(3, 4), const(3, 4), const(2, 4)), RuntimeError,
+                            "broadcast"),
+                ErrorSample(Sample(const(3, dtype=np.complex64), 0.5), RuntimeError, "complex")]
 
 
 def _one_sided(name, side):
@@ -330,6 +344,7 @@ lerp.samples = lambda dev, dt: [
     Sample(make((3, 4), dt), make((3, 4), dt, seed=1), make((3, 4), dt, 0, 1, seed=2)),
     Sample(make((2, 1), dt), make((3,), dt, seed=1), make((2, 3), dt, -1, 2, seed=3))] \
     if dt.category >= 2 else []
+lerp.errors = [ErrorSample(Sample(const(3, 4), const(5), 0.5), RuntimeError, "broadcast")]
 
 
 @op("addcmul", tags=("pointwise",), promote="common", inplace=True)
@@ -378,3 +393,6 @@ def _addc_samples(dev, dt):
 addcmul.meta = addcdiv.meta = broadcast_meta
 addcmul.samples = _addc_samples
 addcdiv.samples = lambda dev, dt: _addc_samples(dev, dt) if dt.category >= 2 else []
+addcmul.errors = broadcast_errors(3)
+addcdiv.errors = broadcast_errors(3) + [ErrorSample(
+    Sample(*[const(3, dtype=np.int64)] * 3), RuntimeError, "Integer division with addcdiv")]

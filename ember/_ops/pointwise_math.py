@@ -10,7 +10,7 @@ import ember
 from .meta import bool_meta, same_meta
 from .pointwise import _unary, reject
 from .registry import op
-from .samples import Sample, make, unary_samples
+from .samples import ErrorSample, Sample, const, dtype_error, make, unary_samples
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 _SQRT_PI = math.sqrt(math.pi)
@@ -134,6 +134,8 @@ erfinv = _unary("erfinv", lambda xp, input: _erfinv(xp, input),
 erf.__doc__ = "The error function ``2/sqrt(pi) * integral_0^x exp(-t^2) dt``."
 erfc.__doc__ = "``1 - erf(x)``, accurate where erf(x) is close to 1."
 erfinv.__doc__ = "The inverse of :func:`erf` on (-1, 1); +-inf at +-1, nan outside."
+erf.errors = [dtype_error("erf", (3,), dtype=np.complex64)]
+erfinv.errors = [dtype_error("erfinv", (3,), dtype=np.complex128)]
 
 # ---- rounding -----------------------------------------------------------------------------
 
@@ -179,6 +181,7 @@ round.samples = lambda dev, dt: _rounding_samples(dev, dt) + (
     [Sample(make((3, 4), dt, -40, 40), decimals=1), Sample(make((5,), dt, -400, 400),
                                                             decimals=-1)]
     if dt.category == 2 else [])
+round.errors = [dtype_error("round", (3,), dtype=bool)]
 
 
 @op("frac", tags=("pointwise",), inplace=True)
@@ -192,6 +195,7 @@ frac.vjp()(lambda g, input: g)
 frac.meta = same_meta
 frac.samples = lambda dev, dt: unary_samples(dev, dt, (-4.0, 4.0)) if dt.category == 2 else []
 frac.kinks = tuple(float(k) for k in range(-4, 5))
+frac.errors = [dtype_error("frac", (3,)), dtype_error("frac", (3,), dtype=bool)]
 
 
 @op("positive", tags=("pointwise",), view=True)
@@ -204,6 +208,7 @@ def positive(xp, input):
 
 positive.vjp()(lambda g, input: g)
 positive.samples = unary_samples
+positive.errors = [ErrorSample(Sample(const(3, dtype=bool)), RuntimeError, "on a bool tensor")]
 
 
 @op("square", tags=("pointwise",), inplace=True)
@@ -233,6 +238,8 @@ relu.vjp(save=("result",))(lambda g, input, result: g * result.sign())
 relu.meta = same_meta
 relu.samples = unary_samples
 relu.kinks = (0.0,)
+relu.errors = [ErrorSample(Sample(const(3, dtype=bool)), RuntimeError, "Boolean inputs"),
+               ErrorSample(Sample(const(3, dtype=np.complex64)), NotImplementedError, "complex")]
 
 # ---- floating-point predicates and repairs -----------------------------------------------
 

@@ -1,6 +1,7 @@
 """The op registry: every op is one ``OpDef`` holding its forward, backward, meta rule and
 test samples. The public functions, Tensor methods, tests and docs are all read off this table.
 """
+import collections
 import inspect
 
 
@@ -20,11 +21,13 @@ class OpDef:
         method / function: also expose as ``Tensor.<name>`` / ``ember.<name>``.
         inplace: also define the in-place method ``Tensor.<name>_``.
         aliases: other public names of the same op.
+        returns: field names of a multi-output op's result (``("values", "indices")``): the
+            public function returns a named tuple like ``torch.return_types``.
     """
 
     def __init__(self, name, fwd, tags=(), promote=None, view=False, differentiable=True,
                  nondiff_outputs=(), method=True, function=True, inplace=False, aliases=(),
-                 promote_args=None):
+                 promote_args=None, returns=None):
         self.name, self.fwd, self.tags = name, fwd, tuple(tags)
         self.promote = promote
         self.view, self.differentiable = view, differentiable
@@ -42,6 +45,7 @@ class OpDef:
             i for i, p in enumerate(params) if p.default is p.empty and
             p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
         self.__doc__ = fwd.__doc__
+        self.return_type = collections.namedtuple(name, returns) if returns else None
 
     def vjp(self, save=()):
         """Decorator registering the backward ``vjp(g, *args, **kwargs)``, written in ember ops.
