@@ -87,6 +87,8 @@ def _promote(opdef, args, arrays):
         for i in idx:      # ml_dtypes' ufuncs let Python floats upcast bf16/fp8: pin them
             if i < len(args) and type(args[i]) in (int, float, bool):
                 arrays[i] = dt.np.type(args[i])
+    elif scalars and dt.category == _dtype._INT:
+        _wrap_int_scalars(args, arrays, idx, dt)
     if not same or dt is not dt0:
         npdt = dt.np
         for i in idx:
@@ -96,6 +98,16 @@ def _promote(opdef, args, arrays):
             elif type(a) is list:
                 arrays[i] = [x.astype(npdt) if x.dtype != npdt else x for x in a]
     return dt
+
+
+def _wrap_int_scalars(args, arrays, idx, dt):
+    # NOTE: torch casts an out-of-range Python int to the tensor's dtype with wrap-around
+    # (uint8 + 300 adds 44); NumPy 2 raises OverflowError instead.
+    info = np.iinfo(dt.np)
+    for i in idx:
+        a = args[i] if i < len(args) else None
+        if type(a) is int and not info.min <= a <= info.max:
+            arrays[i] = np.array(a).astype(dt.np)[()]
 
 
 def _device_of(opdef, tensors):
