@@ -3,9 +3,15 @@ import numpy as np
 
 
 def _root(arr):
-    while isinstance(getattr(arr, "base", None), np.ndarray):
-        arr = arr.base
-    return arr
+    """The array that owns the memory ``arr`` views (NumPy or CuPy)."""
+    kinds = (np.ndarray, type(arr))
+    while True:
+        b = getattr(arr, "base", None)
+        if b is not None and not isinstance(b, kinds):
+            b = getattr(b, "base", None)    # as_strided's DummyArray wraps the real base
+        if not isinstance(b, kinds):
+            return arr
+        arr = b
 
 
 def _ptr(arr):

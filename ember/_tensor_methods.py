@@ -6,7 +6,7 @@ from . import _dtype
 from ._ops import indexing, linalg, pointwise, reduction, shape
 from ._ops import random as _random
 from ._ops.creation import _size, empty, full, ones, zeros
-from ._ops.dispatch import dispatch, dispatch_inplace
+from ._ops.dispatch import check_no_overlap, dispatch, dispatch_inplace
 from ._tensor import Tensor
 from .autograd import grad_mode
 
@@ -98,13 +98,15 @@ def __getitem__(self, index):
 
 
 def __setitem__(self, index, value):
-    idx, _ = _index_arrays(index)
+    idx, basic = _index_arrays(index)
     v_rg = isinstance(value, Tensor) and value._requires_grad
     if grad_mode.state.grad_enabled and (self._requires_grad or v_rg or (
             self._base is not None and self._base._requires_grad)):
         dispatch_inplace(indexing._index_put, self, (value, idx), {})
         return
     if self.device.type != "meta":
+        if 0 in self._data.strides:
+            check_no_overlap("index_put_", self._data[idx] if basic else self._data)
         v = value._data if isinstance(value, Tensor) else value
         if isinstance(value, Tensor) and value.device != self.device and value._data.ndim:
             raise RuntimeError(f"index_put_: expected value on {self.device}, got "
@@ -127,6 +129,10 @@ def copy_(self, src, non_blocking=False):
     if src.device != self.device:
         src = src.to(self.device)
     return dispatch_inplace(pointwise._copy_from, self, (src,), {})
+
+
+# NOTE: torch lets fill_ write an expanded view (every element gets the same value anyway).
+pointwise._fill.writes_overlap = True
 
 
 def fill_(self, value):

@@ -3,6 +3,7 @@ import numpy as np
 
 from .. import _dtype
 from .._backends import backend
+from .._storage import _root
 from .._tensor import Tensor
 from ..autograd import grad_mode
 from ..autograd.graph import CopySlices, NotImplementedNode, OpNode
@@ -157,6 +158,11 @@ def dispatch(opdef, args, kwargs):
         view_fn = (lambda b: opdef(b, *rest[0], **rest[1])) if parent_fn is None else \
             (lambda b: opdef(parent_fn(b), *rest[0], **rest[1]))
         for o in outs:
+            # NOTE: reshape and flatten are views only where the strides allow, like torch's;
+            # a copy gets a storage of its own.
+            if opdef.view == "maybe" and dev.type != "meta" and \
+                    _root(o._data) is not storage._array:
+                continue
             o._storage, o._base, o._view_fn = storage, base, view_fn
     if _state.grad_enabled and opdef.differentiable:
         for t in tensors:
@@ -229,6 +235,9 @@ def dispatch_inplace(opdef, self, args, kwargs):
             _state.grad_enabled:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
                            "in-place operation.")
+    if base is not None and 0 in self._data.strides and not opdef.writes_overlap and \
+            self.device.type != "meta":
+        check_no_overlap(opdef.name + "_", self._data)
     src = self
     if _state.grad_enabled and 0 in opdef.save and (self._requires_grad or any(
             isinstance(a, Tensor) and a._requires_grad for a in args)):
@@ -241,6 +250,14 @@ def dispatch_inplace(opdef, self, args, kwargs):
         raise RuntimeError(f"{opdef.name}_: output with shape {list(self.shape)} doesn't match "
                            f"the broadcast shape {list(r.shape)}")
     return self._assign(r, name=opdef.name)
+
+
+def check_no_overlap(name, arr):
+    """Refuse an in-place write into an array where elements share memory (an expand)."""
+    if any(st == 0 and n > 1 for st, n in zip(arr.strides, arr.shape)):
+        raise RuntimeError(f"{name}: unsupported operation: more than one element of the "
+                           "written-to tensor refers to a single memory location. Please clone() "
+                           "the tensor before performing the operation.")
 
 
 def rebase_history(self, r):
