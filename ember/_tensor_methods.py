@@ -3,7 +3,7 @@ the ``new_*`` constructors. Attached to ``Tensor`` by ``ember/__init__.py``."""
 import numpy as np
 
 from . import _dtype
-from ._ops import indexing, linalg, pointwise, reduction, shape
+from ._ops import indexing, linalg, pointwise, reduction, registry, shape
 from ._ops import random as _random
 from ._ops.creation import _size, empty, full, ones, zeros
 from ._ops.dispatch import check_no_overlap, dispatch, dispatch_inplace
@@ -15,24 +15,60 @@ _add, _sub, _mul, _div, _pow = pointwise.add, pointwise.sub, pointwise.mul, poin
 _E = {}
 
 
+# NOTE: like torch, an operand that is no tensor, number or array makes the operator return
+# NotImplemented, so Python raises its TypeError and `t == None` is False.
+_OPERANDS = (Tensor, int, float, complex, np.generic, np.ndarray)
+
+
 def _binary(opdef, reflected=False):
     if reflected:
         def f(self, other):
+            if not isinstance(other, _OPERANDS):
+                return NotImplemented
             return dispatch(opdef, (other, self), _E)
     else:
         def f(self, other):
+            if not isinstance(other, _OPERANDS):
+                return NotImplemented
             return dispatch(opdef, (self, other), _E)
     return f
 
 
 def _inplace(opdef):
     def f(self, other):
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return dispatch_inplace(opdef, self, (other,), {})
     return f
 
 
 def _rsub(self, other):
+    if not isinstance(other, _OPERANDS):
+        return NotImplemented
     return dispatch(pointwise.rsub, (self, other), _E)
+
+
+def _by_name(name, reflected=False, inplace=False):
+    """An operator for the op ``name``, looked up when called (the op may be added later)."""
+    def f(self, other):
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        try:
+            opdef = registry.get(name)
+        except KeyError:
+            raise NotImplementedError(f"{name} is not implemented in ember yet") from None
+        if inplace:
+            return dispatch_inplace(opdef, self, (other,), {})
+        return dispatch(opdef, (other, self) if reflected else (self, other), _E)
+    return f
+
+
+def _matmul(reflected):
+    def f(self, other):
+        if not isinstance(other, Tensor):
+            return NotImplemented       # Python raises TypeError, as torch does
+        return dispatch(linalg.matmul, (other, self) if reflected else (self, other), _E)
+    return f
 
 
 OPERATORS = {
@@ -42,7 +78,17 @@ OPERATORS = {
     "__truediv__": _binary(_div), "__rtruediv__": _binary(_div, True),
     "__itruediv__": _inplace(_div),
     "__pow__": _binary(_pow), "__rpow__": _binary(_pow, True), "__ipow__": _inplace(_pow),
-    "__matmul__": _binary(linalg.matmul), "__rmatmul__": _binary(linalg.matmul, True),
+    "__matmul__": _matmul(False), "__rmatmul__": _matmul(True),
+    "__floordiv__": _by_name("floor_divide"), "__rfloordiv__": _by_name("floor_divide", True),
+    "__ifloordiv__": _by_name("floor_divide", inplace=True),
+    "__mod__": _by_name("remainder"), "__rmod__": _by_name("remainder", True),
+    "__imod__": _by_name("remainder", inplace=True),
+    "__lshift__": _by_name("bitwise_left_shift"),
+    "__rlshift__": _by_name("bitwise_left_shift", True),
+    "__ilshift__": _by_name("bitwise_left_shift", inplace=True),
+    "__rshift__": _by_name("bitwise_right_shift"),
+    "__rrshift__": _by_name("bitwise_right_shift", True),
+    "__irshift__": _by_name("bitwise_right_shift", inplace=True),
     "__eq__": _binary(pointwise.eq), "__ne__": _binary(pointwise.ne),
     "__lt__": _binary(pointwise.lt), "__le__": _binary(pointwise.le),
     "__gt__": _binary(pointwise.gt), "__ge__": _binary(pointwise.ge),
@@ -55,8 +101,12 @@ OPERATORS = {
     "__neg__": lambda self: dispatch(pointwise.neg, (self,), _E),
     "__abs__": lambda self: dispatch(pointwise.abs, (self,), _E),
     "__invert__": lambda self: dispatch(pointwise.bitwise_not, (self,), _E),
-    "__pos__": lambda self: self,
+    "__pos__": lambda self: self if self.dtype is not _dtype.bool_ else _no_bool_pos(),
 }
+
+
+def _no_bool_pos():
+    raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
 
 
 def _bool_ops(self, other, opdef):

@@ -1,4 +1,7 @@
 """The one path every op call takes: normalize, promote, check devices, compute, record."""
+import opcode
+import os
+
 import numpy as np
 
 from .. import _dtype
@@ -76,6 +79,8 @@ def _promote(opdef, args, arrays):
     dt0 = ts[0].dtype
     same = all(t.dtype is dt0 for t in ts)
     scalars = [a for a in ops if type(a) in (int, float, bool, complex)]
+    if len(ts) + len(scalars) < len(ops):
+        scalars += _numpy_scalars(args, arrays, idx)
     if same and not scalars:
         dt = dt0
     else:
@@ -86,8 +91,8 @@ def _promote(opdef, args, arrays):
         dt = _dtype.get_default_dtype()
     if scalars and dt.np.type in _WEAK_SCALAR_BROKEN:
         for i in idx:      # ml_dtypes' ufuncs let Python floats upcast bf16/fp8: pin them
-            if i < len(args) and type(args[i]) in (int, float, bool):
-                arrays[i] = dt.np.type(args[i])
+            if i < len(args) and type(arrays[i]) in (int, float, bool):
+                arrays[i] = dt.np.type(arrays[i])
     elif scalars and dt.category == _dtype._INT:
         _wrap_int_scalars(args, arrays, idx, dt)
     if not same or dt is not dt0:
@@ -101,12 +106,23 @@ def _promote(opdef, args, arrays):
     return dt
 
 
+def _numpy_scalars(args, arrays, idx):
+    # NOTE: torch reads NumPy scalars as Python numbers (t_float32 * np.float64(2) stays
+    # float32); NumPy would let them promote like arrays.
+    out = []
+    for i in idx:
+        if i < len(args) and isinstance(args[i], np.generic):
+            arrays[i] = args[i].item()
+            out.append(arrays[i])
+    return out
+
+
 def _wrap_int_scalars(args, arrays, idx, dt):
     # NOTE: torch casts an out-of-range Python int to the tensor's dtype with wrap-around
     # (uint8 + 300 adds 44); NumPy 2 raises OverflowError instead.
     info = np.iinfo(dt.np)
     for i in idx:
-        a = args[i] if i < len(args) else None
+        a = arrays[i] if i < len(arrays) else None
         if type(a) is int and not info.min <= a <= info.max:
             arrays[i] = np.array(a).astype(dt.np)[()]
 
@@ -161,7 +177,7 @@ def dispatch(opdef, args, kwargs):
             # NOTE: reshape and flatten are views only where the strides allow, like torch's;
             # a copy gets a storage of its own.
             if opdef.view == "maybe" and dev.type != "meta" and \
-                    _root(o._data) is not storage._array:
+                    _root(o._data) is not _root(src._data):
                 continue
             o._storage, o._base, o._view_fn = storage, base, view_fn
     if _state.grad_enabled and opdef.differentiable:
@@ -191,12 +207,46 @@ def _record(opdef, args, kwargs, tensors, outs):
 
 
 def _explain(opdef, tensors, e):
-    """Turn an array-library error into torch's RuntimeError naming the op and operands."""
+    """Turn an array-library error into torch's RuntimeError naming the op and operands; an
+    error an ember op raised on purpose is already torch's and passes unchanged."""
     msg = str(e)
     if isinstance(e, TypeError) and "argument" in msg:
         return TypeError(f"{opdef.name}(): {msg}")
+    if _raised_by_ember(e):
+        return e
+    if "could not be broadcast" in msg:
+        return RuntimeError(f"{opdef.name}: {_broadcast_error(tensors)}")
     kind = IndexError if isinstance(e, IndexError) else RuntimeError
     return kind(f"{opdef.name}: {msg} (got {_describe(tensors)})")
+
+
+_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_RAISE = opcode.opmap["RAISE_VARARGS"]
+
+
+def _raised_by_ember(e):
+    # The innermost frame tells: a `raise` statement in ember's code, or a call into NumPy
+    # (whose C code raised) or a frame inside NumPy's own Python code.
+    tb = e.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    return code.co_filename.startswith(_EMBER_DIR) and code.co_code[tb.tb_lasti] == _RAISE
+
+
+def _broadcast_error(tensors):
+    """torch's text for operands that do not broadcast, naming the first clash."""
+    shape = tensors[0].shape
+    for t in tensors[1:]:
+        a, b = tuple(shape), tuple(t.shape)
+        n = max(len(a), len(b))
+        a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+        for d in range(n - 1, -1, -1):
+            if a[d] != b[d] and 1 not in (a[d], b[d]):
+                return (f"The size of tensor a ({a[d]}) must match the size of tensor b "
+                        f"({b[d]}) at non-singleton dimension {d}")
+        shape = tuple(max(x, y) if 0 not in (x, y) else 0 for x, y in zip(a, b))
+    return f"operands could not be broadcast together (got {_describe(tensors)})"
 
 
 def _write_out(opdef, out, outs):
