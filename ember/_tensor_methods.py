@@ -3,10 +3,10 @@ the ``new_*`` constructors. Attached to ``Tensor`` by ``ember/__init__.py``."""
 import numpy as np
 
 from . import _dtype
-from ._ops import indexing, linalg, pointwise, pointwise_binary, shape
+from ._ops import indexing, linalg, pointwise, reduction, registry, shape
 from ._ops import random as _random
 from ._ops.creation import _size, empty, full, ones, zeros
-from ._ops.dispatch import dispatch, dispatch_inplace
+from ._ops.dispatch import check_no_overlap, dispatch, dispatch_inplace
 from ._tensor import Tensor
 from .autograd import grad_mode
 
@@ -15,24 +15,60 @@ _add, _sub, _mul, _div, _pow = pointwise.add, pointwise.sub, pointwise.mul, poin
 _E = {}
 
 
+# NOTE: like torch, an operand that is no tensor, number or array makes the operator return
+# NotImplemented, so Python raises its TypeError and `t == None` is False.
+_OPERANDS = (Tensor, int, float, complex, np.generic, np.ndarray)
+
+
 def _binary(opdef, reflected=False):
     if reflected:
         def f(self, other):
+            if not isinstance(other, _OPERANDS):
+                return NotImplemented
             return dispatch(opdef, (other, self), _E)
     else:
         def f(self, other):
+            if not isinstance(other, _OPERANDS):
+                return NotImplemented
             return dispatch(opdef, (self, other), _E)
     return f
 
 
 def _inplace(opdef):
     def f(self, other):
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return dispatch_inplace(opdef, self, (other,), {})
     return f
 
 
 def _rsub(self, other):
+    if not isinstance(other, _OPERANDS):
+        return NotImplemented
     return dispatch(pointwise.rsub, (self, other), _E)
+
+
+def _by_name(name, reflected=False, inplace=False):
+    """An operator for the op ``name``, looked up when called (the op may be added later)."""
+    def f(self, other):
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        try:
+            opdef = registry.get(name)
+        except KeyError:
+            raise NotImplementedError(f"{name} is not implemented in ember yet") from None
+        if inplace:
+            return dispatch_inplace(opdef, self, (other,), {})
+        return dispatch(opdef, (other, self) if reflected else (self, other), _E)
+    return f
+
+
+def _matmul(reflected):
+    def f(self, other):
+        if not isinstance(other, Tensor):
+            return NotImplemented       # Python raises TypeError, as torch does
+        return dispatch(linalg.matmul, (other, self) if reflected else (self, other), _E)
+    return f
 
 
 OPERATORS = {
@@ -41,14 +77,18 @@ OPERATORS = {
     "__mul__": _binary(_mul), "__rmul__": _binary(_mul, True), "__imul__": _inplace(_mul),
     "__truediv__": _binary(_div), "__rtruediv__": _binary(_div, True),
     "__itruediv__": _inplace(_div),
-    "__floordiv__": _binary(pointwise_binary.floor_divide),
-    "__rfloordiv__": _binary(pointwise_binary.floor_divide, True),
-    "__ifloordiv__": _inplace(pointwise_binary.floor_divide),
-    "__mod__": _binary(pointwise_binary.remainder),
-    "__rmod__": _binary(pointwise_binary.remainder, True),
-    "__imod__": _inplace(pointwise_binary.remainder),
     "__pow__": _binary(_pow), "__rpow__": _binary(_pow, True), "__ipow__": _inplace(_pow),
-    "__matmul__": _binary(linalg.matmul), "__rmatmul__": _binary(linalg.matmul, True),
+    "__matmul__": _matmul(False), "__rmatmul__": _matmul(True),
+    "__floordiv__": _by_name("floor_divide"), "__rfloordiv__": _by_name("floor_divide", True),
+    "__ifloordiv__": _by_name("floor_divide", inplace=True),
+    "__mod__": _by_name("remainder"), "__rmod__": _by_name("remainder", True),
+    "__imod__": _by_name("remainder", inplace=True),
+    "__lshift__": _by_name("bitwise_left_shift"),
+    "__rlshift__": _by_name("bitwise_left_shift", True),
+    "__ilshift__": _by_name("bitwise_left_shift", inplace=True),
+    "__rshift__": _by_name("bitwise_right_shift"),
+    "__rrshift__": _by_name("bitwise_right_shift", True),
+    "__irshift__": _by_name("bitwise_right_shift", inplace=True),
     "__eq__": _binary(pointwise.eq), "__ne__": _binary(pointwise.ne),
     "__lt__": _binary(pointwise.lt), "__le__": _binary(pointwise.le),
     "__gt__": _binary(pointwise.gt), "__ge__": _binary(pointwise.ge),
@@ -61,8 +101,12 @@ OPERATORS = {
     "__neg__": lambda self: dispatch(pointwise.neg, (self,), _E),
     "__abs__": lambda self: dispatch(pointwise.abs, (self,), _E),
     "__invert__": lambda self: dispatch(pointwise.bitwise_not, (self,), _E),
-    "__pos__": lambda self: self,
+    "__pos__": lambda self: self if self.dtype is not _dtype.bool_ else _no_bool_pos(),
 }
+
+
+def _no_bool_pos():
+    raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
 
 
 def _bool_ops(self, other, opdef):
@@ -104,13 +148,15 @@ def __getitem__(self, index):
 
 
 def __setitem__(self, index, value):
-    idx, _ = _index_arrays(index)
+    idx, basic = _index_arrays(index)
     v_rg = isinstance(value, Tensor) and value._requires_grad
     if grad_mode.state.grad_enabled and (self._requires_grad or v_rg or (
             self._base is not None and self._base._requires_grad)):
         dispatch_inplace(indexing._index_put, self, (value, idx), {})
         return
     if self.device.type != "meta":
+        if 0 in self._data.strides:
+            check_no_overlap("index_put_", self._data[idx] if basic else self._data)
         v = value._data if isinstance(value, Tensor) else value
         if isinstance(value, Tensor) and value.device != self.device and value._data.ndim:
             raise RuntimeError(f"index_put_: expected value on {self.device}, got "
@@ -133,6 +179,10 @@ def copy_(self, src, non_blocking=False):
     if src.device != self.device:
         src = src.to(self.device)
     return dispatch_inplace(pointwise._copy_from, self, (src,), {})
+
+
+# NOTE: torch lets fill_ write an expanded view (every element gets the same value anyway).
+pointwise._fill.writes_overlap = True
 
 
 def fill_(self, value):

@@ -1,8 +1,12 @@
 """The one path every op call takes: normalize, promote, check devices, compute, record."""
+import opcode
+import os
+
 import numpy as np
 
 from .. import _dtype
 from .._backends import MetaBackend, backend
+from .._storage import _root
 from .._tensor import Tensor
 from ..autograd import grad_mode
 from ..autograd.graph import CopySlices, NotImplementedNode, OpNode, edge_of
@@ -76,6 +80,8 @@ def _promote(opdef, args, arrays, meta=False):
     dt0 = ts[0].dtype
     same = all(t.dtype is dt0 for t in ts)
     scalars = [a for a in ops if type(a) in (int, float, bool, complex)]
+    if len(ts) + len(scalars) < len(ops):
+        scalars += _numpy_scalars(args, arrays, idx)
     if same and not scalars:
         dt = dt0
     else:
@@ -86,8 +92,10 @@ def _promote(opdef, args, arrays, meta=False):
         dt = _dtype.get_default_dtype()
     if scalars and dt.np.type in _WEAK_SCALAR_BROKEN:
         for i in idx:      # ml_dtypes' ufuncs let Python floats upcast bf16/fp8: pin them
-            if i < len(args) and type(args[i]) in (int, float, bool):
-                arrays[i] = dt.np.type(args[i])
+            if i < len(args) and type(arrays[i]) in (int, float, bool):
+                arrays[i] = dt.np.type(arrays[i])
+    elif scalars and dt.category == _dtype._INT:
+        _wrap_int_scalars(args, arrays, idx, dt)
     if not same or dt is not dt0:
         npdt = dt.np
         # a cast on the meta device must not materialize the stride-0 array
@@ -99,6 +107,27 @@ def _promote(opdef, args, arrays, meta=False):
             elif type(a) is list:
                 arrays[i] = [cast(x) if x.dtype != npdt else x for x in a]
     return dt
+
+
+def _numpy_scalars(args, arrays, idx):
+    # NOTE: torch reads NumPy scalars as Python numbers (t_float32 * np.float64(2) stays
+    # float32); NumPy would let them promote like arrays.
+    out = []
+    for i in idx:
+        if i < len(args) and isinstance(args[i], np.generic):
+            arrays[i] = args[i].item()
+            out.append(arrays[i])
+    return out
+
+
+def _wrap_int_scalars(args, arrays, idx, dt):
+    # NOTE: torch casts an out-of-range Python int to the tensor's dtype with wrap-around
+    # (uint8 + 300 adds 44); NumPy 2 raises OverflowError instead.
+    info = np.iinfo(dt.np)
+    for i in idx:
+        a = arrays[i] if i < len(arrays) else None
+        if type(a) is int and not info.min <= a <= info.max:
+            arrays[i] = np.array(a).astype(dt.np)[()]
 
 
 def _device_of(opdef, tensors):
@@ -148,6 +177,11 @@ def dispatch(opdef, args, kwargs):
         view_fn = (lambda b: opdef(b, *rest[0], **rest[1])) if parent_fn is None else \
             (lambda b: opdef(parent_fn(b), *rest[0], **rest[1]))
         for o in outs:
+            # NOTE: reshape and flatten are views only where the strides allow, like torch's;
+            # a copy gets a storage of its own.
+            if opdef.view == "maybe" and dev.type != "meta" and \
+                    _root(o._data) is not _root(src._data):
+                continue
             o._storage, o._base, o._view_fn = storage, base, view_fn
             o._view_version = storage._version      # see graph.edge_of
     if _state.grad_enabled and opdef.differentiable:
@@ -178,12 +212,46 @@ def _record(opdef, args, kwargs, tensors, outs, multi=False):
 
 
 def _explain(opdef, tensors, e):
-    """Turn an array-library error into torch's RuntimeError naming the op and operands."""
+    """Turn an array-library error into torch's RuntimeError naming the op and operands; an
+    error an ember op raised on purpose is already torch's and passes unchanged."""
     msg = str(e)
     if isinstance(e, TypeError) and "argument" in msg:
         return TypeError(f"{opdef.name}(): {msg}")
+    if _raised_by_ember(e):
+        return e
+    if "could not be broadcast" in msg:
+        return RuntimeError(f"{opdef.name}: {_broadcast_error(tensors)}")
     kind = IndexError if isinstance(e, IndexError) else RuntimeError
     return kind(f"{opdef.name}: {msg} (got {_describe(tensors)})")
+
+
+_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_RAISE = opcode.opmap["RAISE_VARARGS"]
+
+
+def _raised_by_ember(e):
+    # The innermost frame tells: a `raise` statement in ember's code, or a call into NumPy
+    # (whose C code raised) or a frame inside NumPy's own Python code.
+    tb = e.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    return code.co_filename.startswith(_EMBER_DIR) and code.co_code[tb.tb_lasti] == _RAISE
+
+
+def _broadcast_error(tensors):
+    """torch's text for operands that do not broadcast, naming the first clash."""
+    shape = tensors[0].shape
+    for t in tensors[1:]:
+        a, b = tuple(shape), tuple(t.shape)
+        n = max(len(a), len(b))
+        a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+        for d in range(n - 1, -1, -1):
+            if a[d] != b[d] and 1 not in (a[d], b[d]):
+                return (f"The size of tensor a ({a[d]}) must match the size of tensor b "
+                        f"({b[d]}) at non-singleton dimension {d}")
+        shape = tuple(max(x, y) if 0 not in (x, y) else 0 for x, y in zip(a, b))
+    return f"operands could not be broadcast together (got {_describe(tensors)})"
 
 
 def _write_out(opdef, out, outs):
@@ -222,6 +290,9 @@ def dispatch_inplace(opdef, self, args, kwargs):
             _state.grad_enabled:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
                            "in-place operation.")
+    if base is not None and 0 in self._data.strides and not opdef.writes_overlap and \
+            self.device.type != "meta":
+        check_no_overlap(opdef.name + "_", self._data)
     src = self
     if _state.grad_enabled and 0 in opdef.save and (self._requires_grad or any(
             isinstance(a, Tensor) and a._requires_grad for a in args)):
@@ -235,6 +306,14 @@ def dispatch_inplace(opdef, self, args, kwargs):
         raise RuntimeError(f"{opdef.name}_: output with shape {list(self.shape)} doesn't match "
                            f"the broadcast shape {list(r.shape)}")
     return self._assign(r, name=opdef.name)
+
+
+def check_no_overlap(name, arr):
+    """Refuse an in-place write into an array where elements share memory (an expand)."""
+    if any(st == 0 and n > 1 for st, n in zip(arr.strides, arr.shape)):
+        raise RuntimeError(f"{name}: unsupported operation: more than one element of the "
+                           "written-to tensor refers to a single memory location. Please clone() "
+                           "the tensor before performing the operation.")
 
 
 def rebase_history(self, r):

@@ -19,7 +19,32 @@ def _check_basic(index):
 def getitem(xp, input, index):
     """``input[index]`` for basic indices (ints, slices, None, Ellipsis): a view."""
     _check_basic(index)
-    return input[index]
+    out = input[index]
+    if index is None or type(index) is tuple and None in index:
+        out = _none_strides(xp, input, index, out)
+    return out
+
+
+def _none_strides(xp, input, index, out):
+    # NOTE: torch applies the index left to right and a None is unsqueeze at that point, so
+    # its stride is size * stride of the input dimension that follows it (NumPy gives 0).
+    items = index if type(index) is tuple else (index,)
+    consumed = sum(i is not None and i is not Ellipsis for i in items)
+    shape, strides, out_strides = list(input.shape), list(input.strides), list(out.strides)
+    dim = pos = 0
+    for i in items:
+        if i is None:
+            st = shape[dim] * strides[dim] if dim < len(shape) else input.itemsize
+            shape.insert(dim, 1)
+            strides.insert(dim, st)
+            out_strides[pos] = st
+            dim, pos = dim + 1, pos + 1
+        elif isinstance(i, int):
+            del shape[dim], strides[dim]
+        else:
+            n = input.ndim - consumed if i is Ellipsis else 1
+            dim, pos = dim + n, pos + n
+    return xp.lib.stride_tricks.as_strided(out, out.shape, out_strides)
 
 
 @getitem.vjp()

@@ -12,6 +12,8 @@ _NO_BLAS = (ember.bfloat16.np, ember.float8_e4m3fn.np, ember.float8_e5m2.np)
 
 
 def _check_dtypes(name, a, b):
+    if a.dtype == np.bool_:
+        raise NotImplementedError(f"\"{name}\" not implemented for 'Bool'")
     if a.dtype != b.dtype:
         raise RuntimeError(f"{name}: expected m1 and m2 to have the same dtype, but got: "
                            f"{a.dtype} != {b.dtype}")

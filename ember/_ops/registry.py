@@ -15,7 +15,8 @@ class OpDef:
             ``"float"`` also turns integer results into the default float, None leaves dtypes be.
         promote_args: positions of the arguments that take part in promotion (default: the
             required positional parameters).
-        view: the output is a view sharing the first input's storage.
+        view: the output is a view sharing the first input's storage; ``"maybe"``: a view
+            where the strides allow, else a copy (reshape).
         differentiable: False for ops whose outputs never carry gradients (comparisons...).
         nondiff_outputs: indices of outputs that never require grad (e.g. indices of ``max``).
         method / function: also expose as ``Tensor.<name>`` / ``ember.<name>``.
@@ -36,6 +37,7 @@ class OpDef:
         self.vjp_fn, self.save, self.save_result = None, (), False
         self.meta, self.samples, self.errors = None, None, ()
         self.kinks, self.tol, self.skips, self.dtypes = (), {}, {}, None
+        self.writes_overlap = False     # in place into expanded (overlapping) views, as fill_
         self.grad_name = "".join(p.capitalize() for p in name.strip("_").split("_")) + "Backward0"
         params = list(inspect.signature(fwd).parameters.values())[1:]
         self.params = tuple(p.name for p in params)

@@ -63,7 +63,7 @@ view.samples = lambda dev, dt: [Sample(make((3, 4), dt), 12), Sample(make((3, 4)
 view.torch_method = True
 
 
-@op("reshape", view=True)
+@op("reshape", view="maybe")
 def reshape(xp, input, *shape):
     """``input`` with a new shape: a view when the strides allow it, else a copy."""
     return xp.reshape(input, _infer(_dims(shape), input.size, "reshape"))
@@ -141,12 +141,23 @@ def expand(xp, input, *sizes):
                            f"({input.ndim})")
     shape = tuple(input.shape[i - lead] if s == -1 and i >= lead else s
                   for i, s in enumerate(sizes))
-    try:
-        return xp.broadcast_to(input, shape)
-    except ValueError:
-        raise RuntimeError(f"expand: the expanded size of the tensor ({list(sizes)}) must match "
-                           f"the existing size ({list(input.shape)}) at each non-singleton "
-                           "dimension") from None
+    # NOTE: torch's strides, not broadcast_to's: a size-1 dimension kept at size 1 keeps its
+    # stride, and a new leading one gets size * stride of the next. The view is writable, as
+    # torch's is; in-place ops refuse it where elements overlap (see dispatch_inplace).
+    strides = [0] * len(shape)
+    for i in reversed(range(len(shape))):
+        j = i - lead
+        if j >= 0:
+            n, st = input.shape[j], input.strides[j]
+        else:
+            n, st = 1, shape[i + 1] * strides[i + 1] if i + 1 < len(shape) else input.itemsize
+        if n != shape[i] and (n != 1 or shape[i] < 0):
+            raise RuntimeError(f"expand: the expanded size of the tensor ({sizes[i]}) must "
+                               f"match the existing size ({n}) at non-singleton dimension {i}."
+                               f"  Target sizes: {list(sizes)}.  Tensor sizes: "
+                               f"{list(input.shape)}")
+        strides[i] = st if n == shape[i] else 0
+    return xp.lib.stride_tricks.as_strided(input, shape, strides)
 
 
 @expand.vjp()
@@ -271,7 +282,7 @@ squeeze.samples = lambda dev, dt: [Sample(make((3, 1, 4, 1), dt)), Sample(make((
                                    Sample(make((1, 3, 1), dt), (0, 2))]
 
 
-@op("flatten", view=True)
+@op("flatten", view="maybe")
 def flatten(xp, input, start_dim=0, end_dim=-1):
     """Merge dimensions ``start_dim..end_dim`` into one (a view when possible)."""
     if input.ndim == 0:
