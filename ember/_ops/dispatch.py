@@ -65,9 +65,10 @@ _WEAK_SCALAR_BROKEN = {_dtype.bfloat16.np.type, _dtype.float8_e4m3fn.np.type,
                        _dtype.float8_e5m2.np.type}
 
 
-def _promote(opdef, args, arrays, meta=False):
+def _promote(opdef, args, arrays, meta=False, kwargs=None):
     """Cast the operands to torch's promoted dtype (scalars stay Python numbers: NumPy treats
     them as weak, as torch does)."""
+    mode = opdef.promote if type(opdef.promote) is str else opdef.promote(args, kwargs or {})
     idx = opdef.promote_args
     ops = []
     for i in idx:
@@ -88,7 +89,7 @@ def _promote(opdef, args, arrays, meta=False):
         dims = [t.dtype for t in ts if t._data.ndim]
         zeros = [t.dtype for t in ts if not t._data.ndim]
         dt = _dtype.result_type_of(dims, zeros, [_dtype._scalar_dtype(s) for s in scalars])
-    if opdef.promote == "float" and dt.category < _dtype._FLOAT:
+    if mode == "float" and dt.category < _dtype._FLOAT:
         dt = _dtype.get_default_dtype()
     if scalars and dt.np.type in _WEAK_SCALAR_BROKEN:
         for i in idx:      # ml_dtypes' ufuncs let Python floats upcast bf16/fp8: pin them
@@ -163,7 +164,7 @@ def dispatch(opdef, args, kwargs):
             if isinstance(a, np.ndarray) and a.ndim == 0 and dev.type != "meta":
                 arrays[i] = a.item()
     if opdef.promote is not None:
-        _promote(opdef, args, arrays, dev.type == "meta")
+        _promote(opdef, args, arrays, dev.type == "meta", kwargs)
     try:
         res = backend(dev).run(opdef, arrays, kwargs)
     except (ValueError, IndexError, TypeError) as e:

@@ -144,7 +144,8 @@ def _(g, input, target, weight=None, ignore_index=-100, reduction="mean"):
 nll_loss.samples = lambda dev, dt: [
     Sample(make((4, 3), dt), np.array([0, 2, 1, 2])),
     Sample(make((4, 3), dt), np.array([0, 2, -100, 2]), reduction="sum"),
-    Sample(make((4, 3), dt), np.array([0, 2, 1, 1]), make((3,), dt, 0.5, 2, seed=3)),
+    Sample(make((4, 3), dt), np.array([0, 2, 1, 1]),
+           make((3,), dt, 0.5, 2, seed=3)).differentiable_in(0),
     Sample(make((2, 3, 5), dt), np.random.default_rng(4).integers(0, 3, (2, 5)),
            reduction="none"),
 ] if dt.category == 2 else []

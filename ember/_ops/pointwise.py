@@ -151,7 +151,14 @@ mul.samples = binary_samples
 mul.errors = broadcast_errors()
 
 
-@op("div", tags=("pointwise",), promote="common", inplace=True,
+def _div_promotion(args, kwargs):
+    # NOTE: true division promotes integers to the default float (so -3 is not first wrapped
+    # into uint8); rounded division keeps integer dtypes.
+    mode = kwargs.get("rounding_mode", args[2] if len(args) > 2 else None)
+    return "float" if mode is None else "common"
+
+
+@op("div", tags=("pointwise",), promote=_div_promotion, inplace=True,
     aliases=("divide", "true_divide"))
 def div(xp, input, other, rounding_mode=None):
     """``input / other``; ``rounding_mode`` ``"trunc"`` or ``"floor"`` rounds the quotient."""
@@ -369,7 +376,7 @@ where.meta = lambda c, a, b: empty(broadcast_meta(c, a, b).shape, np.result_type
     *(x for x in (a, b) if hasattr(x, "dtype"))))
 where.samples = lambda dev, dt: where_samples(dev, dt)
 where.errors = [ErrorSample(Sample(const(3, 4, dtype=bool), const(3, 4), const(2, 4)), RuntimeError,
-                            "broadcast")]
+                            "must match the size of tensor b")]
 
 
 @op("conj", tags=("pointwise",))

@@ -295,7 +295,7 @@ def _clamp_samples(dev, dt):
 clamp.meta, clamp.samples = _clamp_meta, _clamp_samples
 clamp.errors = [ErrorSample(Sample(const(3, 4)), RuntimeError, "At least one of 'min' or 'max'"),
                 ErrorSample(Sample(const(3, 4), const(3, 4), const(2, 4)), RuntimeError,
-                            "broadcast"),
+                            "must match the size of tensor b"),
                 ErrorSample(Sample(const(3, dtype=np.complex64), 0.5), RuntimeError, "complex")]
 
 
@@ -344,7 +344,7 @@ lerp.samples = lambda dev, dt: [
     Sample(make((3, 4), dt), make((3, 4), dt, seed=1), make((3, 4), dt, 0, 1, seed=2)),
     Sample(make((2, 1), dt), make((3,), dt, seed=1), make((2, 3), dt, -1, 2, seed=3))] \
     if dt.category >= 2 else []
-lerp.errors = [ErrorSample(Sample(const(3, 4), const(5), 0.5), RuntimeError, "broadcast")]
+lerp.errors = [ErrorSample(Sample(const(3, 4), const(5), 0.5), RuntimeError, "must match the size of tensor b")]
 
 
 @op("addcmul", tags=("pointwise",), promote="common", inplace=True)

@@ -286,7 +286,8 @@ def _amax(name, f):
     fwd.meta = lambda input, dim=(), keepdim=False: empty(reduce_shape(input.shape, dim, keepdim),
                                                           input.dtype)
     fwd.samples = lambda dev, dt: reduce_samples(dev, dt) + [
-        Sample(make((3, 4), dt).round()), Sample(make((4, 3), dt).round(), 1)] \
+        Sample(make((3, 4), dt).round()).at_kink(),
+        Sample(make((4, 3), dt).round(), 1).at_kink()] \
         if dt.category != 3 else []
     return fwd
 

@@ -12,7 +12,8 @@ class OpDef:
         name: the torch name (``torch.<name>`` and ``Tensor.<name>``).
         fwd: ``fwd(xp, *args, **kwargs)`` computing arrays from arrays with array module ``xp``.
         promote: ``"common"`` casts tensor and scalar operands to their promoted dtype first,
-            ``"float"`` also turns integer results into the default float, None leaves dtypes be.
+            ``"float"`` also turns integer results into the default float, None leaves dtypes
+            be; or a function ``(args, kwargs) -> mode`` when the mode depends on the call.
         promote_args: positions of the arguments that take part in promotion (default: the
             required positional parameters).
         view: the output is a view sharing the first input's storage; ``"maybe"``: a view

@@ -4,10 +4,26 @@ import numpy as np
 
 
 class Sample:
-    """One call of an op: ``op(*args, **kwargs)``; NumPy arrays become tensors."""
+    """One call of an op: ``op(*args, **kwargs)``; NumPy arrays become tensors.
+
+    ``smooth=False`` marks a sample at a non-differentiable point (ties, kinks), which finite
+    differences cannot check; ``grad_args`` lists the positions of the float arguments that
+    are differentiable when not all are (e.g. nll_loss's class weights).
+    """
+
+    smooth = True
+    grad_args = None
 
     def __init__(self, *args, **kwargs):
         self.args, self.kwargs = args, kwargs
+
+    def at_kink(self):
+        self.smooth = False
+        return self
+
+    def differentiable_in(self, *positions):
+        self.grad_args = positions
+        return self
 
     def __repr__(self):
         def d(a):
@@ -95,9 +111,9 @@ def const(*shape, dtype=np.float32):
 
 def broadcast_errors(arity=2):
     """Operands whose shapes do not broadcast."""
-    return [ErrorSample(Sample(const(3, 4), *[const(5)] * (arity - 1)), RuntimeError, "broadcast"),
+    return [ErrorSample(Sample(const(3, 4), *[const(5)] * (arity - 1)), RuntimeError, "must match the size of tensor b"),
             ErrorSample(Sample(const(2, 4), *[const(3, 1)] * (arity - 2), const(3, 4)),
-                        RuntimeError, "broadcast")]
+                        RuntimeError, "must match the size of tensor b")]
 
 
 def dim_errors(*extra):
