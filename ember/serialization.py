@@ -113,27 +113,22 @@ class _Storages:
     def _place(self, t):
         """(storage ref, offset, strides) of ``t`` within its storage, adding the storage."""
         st, item = t._get_storage(), t.dtype.itemsize
-        seen = self._seen.get(id(st))
-        if seen is not None and seen[1] is not t.dtype:
-            raise RuntimeError("Cannot save multiple tensors or storages that view the same "
-                               "data as different types")
         offset, rem = divmod(t.data_ptr() - st.data_ptr(), item)
-        stride = t.stride()
-        if seen is None and self._whole_storage_ok(st, t, rem, stride):
-            seen = self._seen[id(st)] = (self._add(backend(t.device).to_host(st._array), t),
-                                         t.dtype, st)
-        if seen is None:
-            # NOTE: a storage numpy cannot hand over as one flat block (a root that is itself
-            # strided, negative strides) is written as a contiguous copy of this tensor alone.
+        stride, root = t.stride(), st._array
+        if rem or min(stride, default=0) < 0 or not root.flags.c_contiguous or root.nbytes % item:
+            # NOTE: what torch cannot express as (storage, offset, strides) over one flat block
+            # (a numpy root that is itself strided, negative strides) is written as a
+            # contiguous copy of this tensor alone.
             host = np.ascontiguousarray(backend(t.device).to_host(t._data))
             return self._add(host, t), 0, _contiguous_strides(t.shape)
+        seen = self._seen.get(id(st))
+        if seen is None:            # keeping ``st`` alive keeps its id unique until we finish
+            seen = self._seen[id(st)] = (self._add(backend(t.device).to_host(root), t),
+                                         t.dtype, st)
+        elif seen[1] is not t.dtype:
+            raise RuntimeError("Cannot save multiple tensors or storages that view the same "
+                               "data as different types")
         return seen[0], offset, stride
-
-    @staticmethod
-    def _whole_storage_ok(st, t, rem, stride):
-        root = st._array
-        return (root.flags.c_contiguous and rem == 0 and root.nbytes % t.dtype.itemsize == 0
-                and min(stride, default=0) >= 0)
 
     def _add(self, host, t):
         key = str(len(self.records))
@@ -402,7 +397,10 @@ def _rebuild_parameter_with_state(data, requires_grad, backward_hooks, state):
 
 
 def _rebuild_from_type_v2(func, new_type, args, state):
-    return _set_state(func(*args), state)
+    t = func(*args)
+    if hasattr(new_type, "_is_param") and not isinstance(t, new_type):
+        t = new_type(t, t.requires_grad)
+    return _set_state(t, state)
 
 
 def _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad):
@@ -423,7 +421,7 @@ class _SavedStorage:
 
     def __init__(self, loader, key, dtype, location, numel):
         self.loader, self.key, self.dtype, self.location = loader, key, dtype, location
-        self.nbytes = numel * (dtype.itemsize if dtype is not None else 1)
+        self.numel, self.nbytes = numel, numel * (dtype.itemsize if dtype is not None else 1)
         self.root = self.storage = self.target = None
 
     def _materialize(self, dtype):
@@ -650,6 +648,9 @@ class _ZipLoader(_Loader):
     def read(self, storage, np_dtype):
         """The bytes of ``storage`` as a flat array that owns (or maps) them."""
         info = self.zf.getinfo(f"{self.prefix}data/{storage.key}")
+        if info.file_size != storage.nbytes:
+            raise RuntimeError(f"ember.load: storage {storage.key} holds {info.file_size} bytes, "
+                               f"the pickle said {storage.nbytes}")
         count = info.file_size // np_dtype.itemsize
         if info.compress_type != zipfile.ZIP_STORED:
             arr = np.frombuffer(self.zf.read(info), np_dtype, count).copy()
@@ -666,17 +667,12 @@ class _ZipLoader(_Loader):
         return arr.byteswap(inplace=True) if self.swap else arr
 
 
-class _LegacyStorage(_SavedStorage):
-    """A storage of a legacy file. Its bytes follow the whole pickle, so it is allocated (on
-    the cpu) while unpickling and filled afterwards; tensors bound elsewhere move after that."""
-
-    def __init__(self, loader, key, dtype, location, numel):
-        super().__init__(loader, key, dtype, location, numel)
-        self.root = np.empty(numel, (dtype or _dtype.uint8).np)
-        self.storage = UntypedStorage(self.root, CPU)
-
-
 class _LegacyLoader(_Loader):
+    """A pre-1.6 file: pickles for a magic number, the protocol version and system info, the
+    object, the list of storage keys, then each storage as an int64 element count and its
+    bytes. The bytes follow the whole object, so storages are allocated on the cpu while
+    unpickling and filled afterwards; tensors bound for another device move after that."""
+
     def __init__(self, *args):
         super().__init__(*args)
         self.pending = {}          # id(tensor) -> (tensor, device) to move once data is read
@@ -690,11 +686,8 @@ class _LegacyLoader(_Loader):
         if id(old) in self.pending:
             self.pending[id(new)] = (new, self.pending.pop(id(old))[1])
 
-    def new_storage(self, key, dtype, location, numel):
-        return _LegacyStorage(self, key, dtype, location, numel)
-
     def read(self, storage, np_dtype):
-        return storage.root
+        return np.empty(storage.nbytes // np_dtype.itemsize, np_dtype)
 
     def load(self):
         def header():
@@ -709,10 +702,11 @@ class _LegacyLoader(_Loader):
         result = self.unpickle(self.fh)
         for key in header():
             s = self.storages[key]
+            s._materialize(_dtype.uint8)           # a storage no tensor used
             (numel,) = struct.unpack("<q", self.fh.read(8))
-            if numel * s.root.itemsize != s.root.nbytes:
+            if numel != s.numel:
                 raise RuntimeError(f"ember.load: storage {key} has {numel} elements in the file, "
-                                   f"the pickle said {s.root.size}")
+                                   f"the pickle said {s.numel}")
             _read_into(self.fh, s.root, f"ember.load: storage {key}")
         for t, target in self.pending.values():
             t.data = _move(t.detach(), target)

@@ -145,6 +145,22 @@ def test_scalar_empty_and_expanded_tensors():
     assert_same(out[2], b)
 
 
+@pytest.mark.parametrize("make", [lambda a: a[::-1], lambda a: a[::-2],
+                                  lambda a: np.lib.stride_tricks.as_strided(a, (2, 2), (16, 8))],
+                         ids=["reversed", "reversed-step", "strided-root"])
+def test_numpy_layouts_torch_cannot_express_are_saved_as_copies(make):
+    x = ember.from_numpy(make(np.arange(6.0)))
+    out = roundtrip([x, x])
+    np.testing.assert_array_equal(out[0].numpy(), x.numpy())
+    assert out[0].is_contiguous() and out[1] is out[0]
+
+
+def test_one_storage_as_two_dtypes_is_refused_like_torch():
+    x = ember.zeros(4)
+    with pytest.raises(RuntimeError, match="view the same data as different types"):
+        ember.save([x, x.view(ember.int32)], io.BytesIO())
+
+
 def test_optimizer_style_state_dict():
     sd = {"state": {0: {"step": ember.tensor(3.0), "exp_avg": ember.zeros(2, 2),
                         "exp_avg_sq": ember.ones(2, 2)}},
@@ -428,6 +444,21 @@ def test_cuda_file_without_cuda_says_how_to_fix():
         pass
     with pytest.raises(RuntimeError, match="map_location='cpu'"):
         ember.load(_saved_on_cuda([ember.ones(2)]))
+
+
+@pytest.mark.cuda
+def test_cuda_tensors_save_and_map_back_and_forth():
+    x = ember.arange(6.0, device="cuda").reshape(2, 3)
+    buf = io.BytesIO()
+    ember.save({"x": x, "row": x[1]}, buf)
+    buf.seek(0)
+    on_cpu = ember.load(buf, map_location="cpu")
+    assert_same(on_cpu["row"], x[1].cpu())
+    assert on_cpu["row"].untyped_storage() is on_cpu["x"].untyped_storage()
+    buf.seek(0)
+    on_gpu = ember.load(buf)
+    assert on_gpu["x"].device == ember.device("cuda:0")
+    assert on_gpu["row"].cpu().tolist() == [3.0, 4.0, 5.0]
 
 
 def test_bad_map_location():
