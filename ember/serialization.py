@@ -410,10 +410,15 @@ def _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad):
 
 def _strided(root, dtype, offset, size, stride):
     """A view of the flat array ``root`` as a (size, stride, offset) tensor of ``dtype``."""
-    arr = root if root.dtype == dtype.np else root.view(dtype.np)
     item = dtype.itemsize
-    return np.ndarray(tuple(size), dtype.np, buffer=arr, offset=offset * item,
-                      strides=tuple(s * item for s in stride))
+    try:
+        arr = root if root.dtype == dtype.np else root.view(dtype.np)
+        return np.ndarray(tuple(size), dtype.np, buffer=arr, offset=offset * item,
+                          strides=tuple(s * item for s in stride))
+    except (TypeError, ValueError):         # numpy's "buffer is too small" and friends
+        raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage "
+                           f"offset {offset}, and itemsize {item} are out of bounds for storage "
+                           f"of size {root.nbytes}") from None
 
 
 class _SavedStorage:

@@ -412,20 +412,23 @@ def test_map_location_callable_sees_location():
     assert seen == ["cpu", "cpu"]
 
 
-def _saved_on_cuda(obj):
-    """An ember file whose storages say they were saved on cuda:0."""
+def _edited_archive(obj, edit):
+    """ember.save(obj), with ``edit(name, data) -> data`` applied to every record."""
     buf = io.BytesIO()
     ember.save(obj, buf)
-    zf = zipfile.ZipFile(buf)
-    out = io.BytesIO()
+    zf, out = zipfile.ZipFile(buf), io.BytesIO()
     with zipfile.ZipFile(out, "w") as dst:
         for name in zf.namelist():
-            data = zf.read(name)
-            if name.endswith("data.pkl"):       # BINUNICODE 'cpu' -> 'cuda:0'
-                data = data.replace(b"X\x03\x00\x00\x00cpu", b"X\x06\x00\x00\x00cuda:0")
-            dst.writestr(name, data)
+            dst.writestr(name, edit(name, zf.read(name)))
     out.seek(0)
     return out
+
+
+def _saved_on_cuda(obj):
+    """An ember file whose storages say they were saved on cuda:0."""
+    # BINUNICODE 'cpu' -> 'cuda:0' in the pickle; protocol 2 has no byte offsets to fix up.
+    return _edited_archive(obj, lambda name, data: data.replace(
+        b"X\x03\x00\x00\x00cpu", b"X\x06\x00\x00\x00cuda:0"))
 
 
 def test_map_location_dict_remaps_cuda_to_cpu():
@@ -525,6 +528,17 @@ def test_legacy_format_map_location_and_weights_only(tmp_path):
     torch.save({"pt": Point(1, 2)}, tmp_path / "e.pt", _use_new_zipfile_serialization=False)
     with pytest.raises(pickle.UnpicklingError, match="Unsupported global"):
         ember.load(tmp_path / "e.pt")
+
+
+def test_corrupt_files_raise_clear_errors():
+    short = _edited_archive([ember.ones(4)], lambda n, d: d[:8] if "/data/" in n else d)
+    with pytest.raises(RuntimeError, match="storage 0 holds 8 bytes, the pickle said 16"):
+        ember.load(short)
+    # storage offset 2 -> 3: a 2-element view that would run past the 4-element storage
+    oob = _edited_archive([ember.ones(4)[2:]],
+                          lambda n, d: d.replace(b"QK\x02K\x02", b"QK\x03K\x02"))
+    with pytest.raises(RuntimeError, match="out of bounds for storage of size 16"):
+        ember.load(oob)
 
 
 def test_not_a_checkpoint():
