@@ -92,9 +92,10 @@ class _Storages:
     """The storages met while pickling: one key each, so views are written once and load
     back sharing."""
 
-    def __init__(self):
-        self.records = {}       # key -> host array holding the storage's bytes
-        self._seen = {}         # id(UntypedStorage) -> (key, dtype, ref, storage)
+    def __init__(self, legacy=False):
+        self.records = {}       # key -> (host array holding the storage's bytes, numel)
+        self._seen = {}         # id(UntypedStorage) -> (ref, dtype, storage)
+        self._legacy = legacy   # legacy ids end with a (always empty) storage view
 
     def reduce(self, t):
         """torch's reduction of tensor ``t``: (rebuild function, args)."""
@@ -132,11 +133,12 @@ class _Storages:
 
     def _add(self, host, t):
         key = str(len(self.records))
-        self.records[key] = host
         name = _STORAGE_NAMES.get(t.dtype.name)
         stype = _g("torch", name) if name else _g("torch.storage", "UntypedStorage")
         numel = host.nbytes // (t.dtype.itemsize if name else 1)
-        return _StorageRef(("storage", stype, key, str(t.device), numel))
+        self.records[key] = (np.ascontiguousarray(host).reshape(-1).view(np.uint8), numel)
+        pid = ("storage", stype, key, str(t.device), numel)
+        return _StorageRef(pid + (None,) if self._legacy else pid)
 
 
 def _contiguous_strides(shape):
@@ -199,15 +201,30 @@ def _write_record(zf, name, data):
             out.write(buf[i:i + step])
 
 
-def _write_archive(fileobj, pkl, records):
-    head = [("data.pkl", pkl), (".format_version", b"1"), (".storage_alignment", b"64"),
-            ("byteorder", sys.byteorder.encode())]
+def _write_archive(fileobj, pkl, records, byteorder=True):
+    head = [("data.pkl", pkl), (".format_version", b"1"), (".storage_alignment", b"64")]
+    head += [("byteorder", sys.byteorder.encode())] if byteorder else []
     tail = [("version", b"3\n"), (".data/serialization_id", f"{uuid.uuid4().int:040d}".encode())]
-    data = [(f"data/{k}", np.ascontiguousarray(a).reshape(-1).view(np.uint8))
-            for k, a in records.items()]
+    data = [(f"data/{k}", a) for k, (a, _) in records.items()]
     with zipfile.ZipFile(fileobj, "w", zipfile.ZIP_STORED) as zf:
         for name, payload in head + data + tail:
             _write_record(zf, "archive/" + name, payload)
+
+
+def _write_legacy(fh, pkl, records):
+    """The pre-1.6 stream (see ``_LegacyLoader``): header pickles, the object, the storage
+    keys, then each storage as its int64 element count and bytes."""
+    info = {"protocol_version": _LEGACY_PROTOCOL, "little_endian": sys.byteorder == "little",
+            "type_sizes": {"short": 2, "int": 4, "long": 4}}
+    for header in (_LEGACY_MAGIC, _LEGACY_PROTOCOL, info):
+        pickle.dump(header, fh, protocol=2)
+    fh.write(pkl)
+    keys = sorted(records)
+    pickle.dump(keys, fh, protocol=2)
+    for key in keys:
+        data, numel = records[key]
+        fh.write(struct.pack("<q", numel))
+        fh.write(memoryview(data))
 
 
 def _atomic_write(path, write):
@@ -234,7 +251,8 @@ def _is_path(f):
     return isinstance(f, (str, os.PathLike))
 
 
-def save(obj, f, pickle_module=None, pickle_protocol=2):
+def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_serialization=True,
+         _disable_byteorder_record=False):
     """Save ``obj`` (tensors, Parameters, state dicts, nested containers) to ``f`` in PyTorch's
     zip format; ``torch.load(f, weights_only=True)`` reads it back.
 
@@ -244,6 +262,8 @@ def save(obj, f, pickle_module=None, pickle_protocol=2):
             written atomically: through a temporary file renamed into place at the end.
         pickle_module: only ``None`` or the standard ``pickle`` module.
         pickle_protocol (int, optional): default 2, as torch.
+        _use_new_zipfile_serialization (bool): False writes torch's pre-1.6 format instead.
+        _disable_byteorder_record (bool): leave out the byteorder record, as torch does.
 
     Example:
         >>> import io, ember
@@ -257,12 +277,15 @@ def save(obj, f, pickle_module=None, pickle_protocol=2):
     """
     if pickle_module not in (None, pickle):
         raise TypeError("ember.save: only the standard pickle module is supported")
-    storages, buf = _Storages(), io.BytesIO()
+    storages, buf = _Storages(legacy=not _use_new_zipfile_serialization), io.BytesIO()
     # Pickling first, in memory, means an unpicklable object fails before a file is touched.
     _Pickler(buf, storages, pickle_protocol).dump(obj)
 
     def write(fh):
-        _write_archive(fh, buf.getbuffer(), storages.records)
+        if _use_new_zipfile_serialization:
+            _write_archive(fh, buf.getbuffer(), storages.records, not _disable_byteorder_record)
+        else:
+            _write_legacy(fh, buf.getbuffer(), storages.records)
     if _is_path(f):
         _atomic_write(f, write)
     else:
