@@ -209,13 +209,31 @@ def test_archive_layout_matches_torch():
     assert len(zf.read("archive/.data/serialization_id")) == 40
 
 
-def test_data_records_are_64_byte_aligned():
+@pytest.mark.parametrize("zip64", [False, True])
+def test_data_records_are_64_byte_aligned(zip64, monkeypatch):
+    if zip64:       # records past 4 GiB get a zip64 header; shrink the limit to test that
+        monkeypatch.setattr(zipfile, "ZIP64_LIMIT", 100)
+    obj = [sample(n, (5, 7)) for n in DTYPES]
     buf = io.BytesIO()
-    ember.save([sample(n) for n in DTYPES], buf)
+    ember.save(obj, buf)
     raw = buf.getvalue()
     for info in zipfile.ZipFile(buf).infolist():
-        n, m = struct.unpack("<HH", raw[info.header_offset + 26:info.header_offset + 30])
-        assert (info.header_offset + 30 + n + m) % 64 == 0, info.filename
+        at = info.header_offset
+        n, m = struct.unpack("<HH", raw[at + 26:at + 30])
+        assert (at + 30 + n + m) % 64 == 0, info.filename
+        extra, ids = raw[at + 30 + n:at + 30 + n + m], []
+        while extra:
+            field, size = struct.unpack("<HH", extra[:4])
+            ids.append(field)
+            extra = extra[4 + size:]
+        assert (1 in ids) == (zip64 and info.file_size * 1.05 > 100), info.filename
+    buf.seek(0)
+    for a, b in zip(ember.load(buf), obj):
+        assert_same(a, b)
+    if torch is not None:
+        buf.seek(0)
+        for a, b in zip(torch.load(buf, weights_only=True), obj):
+            assert_same(b, a)
 
 
 # ---- ember <-> torch ------------------------------------------------------------------------
