@@ -533,6 +533,8 @@ class _Unpickler(pickle._Unpickler):
         self._persistent_load, self.weights_only = persistent_load, weights_only
 
     def persistent_load(self, pid):
+        if self._persistent_load is None:        # the header pickles of a legacy file
+            raise pickle.UnpicklingError("unsupported persistent id encountered")
         return self._persistent_load(pid)
 
     def find_class(self, module, name):
@@ -561,8 +563,8 @@ class _Unpickler(pickle._Unpickler):
         allowed = tuple(g for g in _user_globals.values() if isinstance(g, type))
         if self.weights_only and (isinstance(inst, type) or
                                   not isinstance(inst, (dict, *allowed))):
-            raise _refused("Can only build Tensor, Parameter, OrderedDict or types allowlisted "
-                           f"via `add_safe_globals`, but got {type(inst)}")
+            raise _refused("Can only build dict, OrderedDict or types allowlisted via "
+                           f"`add_safe_globals`, but got {type(inst)}")
         pickle._Unpickler.load_build(self)
 
     dispatch[pickle.BUILD[0]] = _load_build
@@ -618,11 +620,8 @@ class _Loader:
             raise pickle.UnpicklingError(f"ember.load: bad storage type {stype!r}")
         s = self.storages.get(key)
         if s is None:
-            s = self.storages[key] = self.new_storage(key, stype.dtype, location, numel)
+            s = self.storages[key] = _SavedStorage(self, key, stype.dtype, location, numel)
         return s
-
-    def new_storage(self, key, dtype, location, numel):
-        return _SavedStorage(self, key, dtype, location, numel)
 
     def unpickle(self, fh):
         token = _loader.set(self)
