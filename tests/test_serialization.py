@@ -298,6 +298,16 @@ def test_ember_reads_torch_module_and_optimizer_state():
 
 
 @needs_torch
+def test_ember_reads_python_attributes_of_tensors_and_parameters():
+    t = torch.ones(2)
+    t.note = "kept"
+    p = torch.nn.Parameter(torch.zeros(2))
+    p.tag = 3
+    out = torch_roundtrip({"t": t, "p": p})
+    assert out["t"].note == "kept" and out["p"].tag == 3 and out["p"].requires_grad
+
+
+@needs_torch
 def test_ember_state_dict_loads_into_torch_module():
     sd = collections.OrderedDict(weight=ember.randn(2, 3), bias=ember.zeros(2))
     buf = io.BytesIO()
