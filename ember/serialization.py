@@ -849,7 +849,12 @@ def save_safetensors(tensors, path, metadata=None):
 
 
 def load_safetensors(path, device="cpu"):
-    """Read a safetensors file into a dict of tensors on ``device``.
+    """Read a safetensors file (ember's or the ``safetensors`` package's) into a dict of
+    tensors.
+
+    Args:
+        path: file path.
+        device (default ``"cpu"``): where the tensors go; ``"meta"`` gives shapes and dtypes.
 
     Example: see :func:`save_safetensors`.
     """

@@ -587,6 +587,20 @@ def test_legacy_format_map_location_and_weights_only(tmp_path):
         ember.load(tmp_path / "e.pt")
 
 
+def test_big_endian_files_are_swapped_on_load():
+    x = sample("float64")
+
+    def to_big(name, data):
+        if name.endswith("byteorder"):
+            return b"big"
+        if "/data/" in name:
+            return np.frombuffer(data, "<f8").astype(">f8").tobytes()
+        return data
+    out = ember.load(_edited_archive([x, x[1]], to_big))
+    assert_same(out[0], x)
+    assert_same(out[1], x[1])
+
+
 def test_corrupt_files_raise_clear_errors():
     short = _edited_archive([ember.ones(4)], lambda n, d: d[:8] if "/data/" in n else d)
     with pytest.raises(RuntimeError, match="storage 0 holds 8 bytes, the pickle said 16"):
