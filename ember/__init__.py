@@ -81,7 +81,8 @@ def __getattr__(name):
     # Heavy or optional parts load on first use, so ``import ember`` stays fast.
     import importlib
     if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "amp", "testing",
-                "special", "fft", "linalg", "func", "backends", "profiler", "compiler"):
+                "special", "fft", "linalg", "func", "backends", "profiler", "compiler",
+                "serialization"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:
@@ -91,4 +92,9 @@ def __getattr__(name):
             raise
         globals()[name] = mod
         return mod
+    if name in ("save", "load"):
+        # ember.save / ember.load live in serialization.py, which loads zipfile and json.
+        fn = getattr(importlib.import_module(".serialization", __name__), name)
+        globals()[name] = fn
+        return fn
     raise AttributeError(f"module 'ember' has no attribute '{name}'")
