@@ -880,6 +880,9 @@ def load_safetensors(path, device="cpu"):
                 raise ValueError(f"load_safetensors: {name!r}: data_offsets {[begin, end]} do "
                                  f"not fit shape {list(shape)} of {info['dtype']} in "
                                  f"{data_size} bytes of data")
+            if dev.type == "meta":                  # shapes and dtypes only: read nothing
+                out[name] = _rebuild_meta_tensor_no_storage(dt, shape, None, False)
+                continue
             arr = np.empty(shape, dt.np)
             fh.seek(base + begin)
             _read_into(fh, arr, f"load_safetensors: {name!r}")
