@@ -145,9 +145,9 @@ def test_scalar_empty_and_expanded_tensors():
     assert_same(out[2], b)
 
 
-@pytest.mark.parametrize("make", [lambda a: a[::-1], lambda a: a[::-2],
-                                  lambda a: np.lib.stride_tricks.as_strided(a, (2, 2), (16, 8))],
-                         ids=["reversed", "reversed-step", "strided-root"])
+# (negative strides never reach a tensor: from_numpy refuses them, as torch does)
+@pytest.mark.parametrize("make", [lambda a: np.lib.stride_tricks.as_strided(a, (2, 2), (16, 8))],
+                         ids=["strided-root"])
 def test_numpy_layouts_torch_cannot_express_are_saved_as_copies(make):
     x = ember.from_numpy(make(np.arange(6.0)))
     out = roundtrip([x, x])
