@@ -31,6 +31,19 @@ class Size(tuple):
         return (Size, (tuple(self),))
 
 
+def parse_to_args(args, dtype=None, device=None):
+    """``(dtype, device)`` from the positional forms of ``Tensor.to`` / ``Module.to``:
+    a dtype, a device (or its string), both, or a tensor to match."""
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype, device = a.dtype, a.device
+        elif isinstance(a, _dtype.dtype):
+            dtype = a
+        elif a is not None:
+            device = a
+    return dtype, device
+
+
 class Tensor:
     """A multi-dimensional array with autograd, like ``torch.Tensor``.
 
@@ -448,13 +461,7 @@ class Tensor:
 
         Accepts ``to(dtype)``, ``to(device)``, ``to(device, dtype)`` and ``to(other)``.
         """
-        for a in args:
-            if isinstance(a, Tensor):
-                dtype, device = a.dtype, a.device
-            elif isinstance(a, _dtype.dtype):
-                dtype = a
-            elif a is not None:
-                device = a
+        dtype, device = parse_to_args(args, dtype, device)
         dt = _dtype.to_dtype(dtype) if dtype is not None else self.dtype
         dev = to_device(device) if device is not None else self.device
         if dt is self.dtype and dev == self.device and not copy:

@@ -352,15 +352,8 @@ class Module:
         """Move and/or cast parameters and buffers: ``to(device)``, ``to(dtype)``,
         ``to(tensor)``; floating dtypes only change floating tensors."""
         from ... import _dtype
-        dtype = kwargs.get("dtype")
-        device = kwargs.get("device")
-        for a in args:
-            if isinstance(a, Tensor):
-                dtype, device = a.dtype, a.device
-            elif isinstance(a, _dtype.dtype):
-                dtype = a
-            elif a is not None:
-                device = a
+        from ..._tensor import parse_to_args
+        dtype, device = parse_to_args(args, kwargs.get("dtype"), kwargs.get("device"))
         if dtype is not None:
             dtype = _dtype.to_dtype(dtype)
             if dtype.category < _dtype._FLOAT:
