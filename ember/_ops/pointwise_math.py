@@ -31,10 +31,10 @@ log10 = _unary("log10", lambda xp, input: xp.log10(input), lambda x, r: 1 / (x *
                domain=(0.1, 4.0))
 
 
-
 def _scale(x, c):
     # ml_dtypes lets a Python float upcast a 0-dim bfloat16 array: cast back
     return (x * c).astype(x.dtype, copy=False)
+
 
 # ---- trigonometric and hyperbolic ---------------------------------------------------------
 # NOTE: complex samples stay inside (-0.9, 0.9)^2 where the inverse functions have branch cuts
@@ -61,8 +61,13 @@ rad2deg = _unary("rad2deg", lambda xp, input: _scale(input, 180 / math.pi),
                  lambda x, r: 180 / math.pi, save="none", kinds="c")
 
 # ---- the error function -------------------------------------------------------------------
-# NumPy has no erf, and ember may not use scipy: erf is a series for |x| < 1.5 and erfc a
-# continued fraction above (the split CPython's math module used), both in float64.
+# NumPy has no erf, and ember may not use scipy. In float64: erf is a series for |x| < 1.5 and
+# erfc a continued fraction above (the split CPython's math module once used); each runs only
+# on its own elements, with the fewest terms that reach full precision on its band of |x|.
+
+# 2^k / (1 * 3 * ... * (2k + 1)), the series' coefficients, highest first for Horner's rule
+_SERIES = [2.0 ** k / math.prod(range(1, 2 * k + 2, 2)) for k in range(25, -1, -1)]
+_FRACTION_BANDS = ((1.5, 3.0, 120), (3.0, 6.0, 30), (6.0, 30.0, 15))
 
 
 def _exp_neg_square(xp, a):
@@ -72,60 +77,98 @@ def _exp_neg_square(xp, a):
     return xp.exp(-h * h) * xp.exp(-(a - h) * (a + h))
 
 
-def _erf_series(xp, a, terms=25):
+def _erf_series(xp, a):
     # erf(a) = 2a/sqrt(pi) exp(-a^2) sum_k (2a^2)^k / (1*3*...*(2k+1)): all terms positive
-    s, a2 = xp.ones_like(a), 2.0 * a * a
-    for k in range(terms, 0, -1):
-        s = 1.0 + s * a2 / (2 * k + 1)
-    return 2.0 / _SQRT_PI * a * _exp_neg_square(xp, a) * s
+    a2, s = a * a, xp.full(a.shape, _SERIES[0])
+    for c in _SERIES[1:]:
+        s *= a2
+        s += c
+    return (2.0 / _SQRT_PI) * a * _exp_neg_square(xp, a) * s
 
 
-def _erfc_fraction(xp, a, terms=90):
+def _erfc_fraction(xp, a, terms):
     # erfc(a) = exp(-a^2)/sqrt(pi) / (a + (1/2)/(a + 1/(a + (3/2)/(a + ...)))), for a >= 1.5
-    t = a
+    t = a.copy()
     for k in range(terms, 0, -1):
-        t = a + (k / 2.0) / t
+        xp.divide(k / 2.0, t, out=t)
+        t += a
     return _exp_neg_square(xp, a) / (_SQRT_PI * t)
 
 
 def _erf_erfc(xp, x, want):
-    """``erf(x)`` (want="erf") or ``erfc(x)`` (want="erfc") in float64, computed in the dtype
-    of ``x`` rounded back at the end."""
-    a = xp.abs(x.astype(np.float64))
+    """``erf(x)`` (want="erf") or ``erfc(x)`` (want="erfc"), computed in float64 and returned
+    in the dtype of ``x``."""
+    x64 = x.astype(np.float64)
+    a = xp.abs(x64)
+    r = xp.zeros_like(a) if want == "erf" else xp.where(a >= 30.0, 0.0, 1.0)  # |x| >= 30
+    r[xp.isnan(a)] = xp.nan
     small = a < 1.5
-    s = _erf_series(xp, xp.where(small, a, 0.0))
-    c = _erfc_fraction(xp, xp.clip(a, 1.5, 30.0))
-    c = xp.where(a >= 30.0, 0.0, c)        # erfc(30) ~ 1e-393 underflows; nan stays nan
+    s = _erf_series(xp, a[small])
+    r[small] = s if want == "erf" else 1.0 - s
+    for lo, hi, terms in _FRACTION_BANDS:
+        band = (a >= lo) & (a < hi)
+        c = _erfc_fraction(xp, a[band], terms)
+        r[band] = 1.0 - c if want == "erf" else c
     if want == "erf":
-        r = xp.where(small, s, 1.0 - c)
-        r = xp.where(x < 0, -r, r)
+        r[a >= 30.0] = 1.0
+        r = xp.where(x64 < 0, -r, r)
     else:
-        r = xp.where(small, 1.0 - s, c)
-        r = xp.where(x < 0, 2.0 - r, r)
+        r = xp.where(x64 < 0, 2.0 - r, r)
     return r.astype(x.dtype, copy=False)
 
 
+# Giles' single-precision erfinv ("Approximating the erfinv function", 2010): polynomials in
+# w = -log(1 - y^2), about 1e-7 relative; highest coefficient first.
+_GILES_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
+                  0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
+_GILES_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+               -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
+
+
+def _horner(coefs, w):
+    p = coefs[0]
+    for c in coefs[1:]:
+        p = p * w + c
+    return p
+
+
+def _halley(xp, x, a):
+    """One Halley step (cubic convergence) towards ``erf(x) = a`` for ``a`` in [0, 1): on
+    ``erfc(x) = 1 - a`` for a > 0.5, where ``1 - a`` is exact and erf(x) too flat."""
+    tail = a > 0.5
+    f = xp.empty_like(x)
+    f[~tail] = _erf_erfc(xp, x[~tail], "erf") - a[~tail]
+    f[tail] = (1 - a[tail]) - _erf_erfc(xp, x[tail], "erfc")
+    d = 2 / _SQRT_PI * _exp_neg_square(xp, x)      # d/dx erf; d2/dx2 = -2x d
+    return x - f / (d + x * f)
+
+
 def _erfinv(xp, y):
-    """Winitzki's closed-form estimate (~2e-3 relative), then three Halley steps on
-    ``erf(x) = y``, or on ``erfc(x) = 1 - y`` near +-1 where ``1 - y`` is exact."""
+    """Giles' estimate and one Halley step (1e-7 becomes 1e-21); beyond float32's range
+    (1 - |y| < 1e-7), where the estimate is poor, Newton steps on the logarithm."""
     y64 = y.astype(np.float64)
     a = xp.abs(y64)
     inside = a < 1
     a = xp.where(inside, a, 0.5)
-    ln = xp.log((1 - a) * (1 + a))
-    k = 2 / (math.pi * 0.147) + ln / 2
-    x = xp.sqrt(xp.sqrt(k * k - ln / 0.147) - k)
-    tail = a > 0.5
-    for _ in range(3):
-        f = xp.where(tail, (1 - a) - _erf_erfc(xp, x, "erfc"), _erf_erfc(xp, x, "erf") - a)
-        d = 2 / _SQRT_PI * _exp_neg_square(xp, x)      # d/dx erf; d2/dx2 = -2x d
-        x = x - f / (d + x * f)
+    w = -xp.log((1 - a) * (1 + a))
+    x = a * xp.where(w < 5, _horner(_GILES_CENTRAL, w - 2.5),
+                     _horner(_GILES_TAIL, xp.sqrt(w) - 3))
+    x = _halley(xp, x, a)
+    far = w > 16
+    if bool(far.any()):
+        # NOTE: erfc falls like exp(-x^2) out here, so steps on erfc(x) itself crawl in from a
+        # poor start: Newton on log(erfc(x)) = log(1 - a), which is nearly quadratic in x.
+        xf, log_t = x[far], xp.log(1 - a[far])
+        for _ in range(5):
+            c = _erf_erfc(xp, xf, "erfc")
+            xf = xf + c * (xp.log(c) - log_t) / (2 / _SQRT_PI * _exp_neg_square(xp, xf))
+        x[far] = xf
     x = xp.where(inside, x, xp.where(xp.abs(y64) == 1, xp.inf, xp.nan))   # nan stays nan
     return xp.where(y64 < 0, -x, x).astype(y.dtype, copy=False)
 
 
 erf = _unary("erf", lambda xp, input: _erf_erfc(xp, input, "erf"),
-             lambda x, r: 2 / _SQRT_PI * (-x * x).exp(), kinds="c", aliases=("special_erf",))
+             lambda x, r: 2 / _SQRT_PI * (-x * x).exp(), kinds="c")
 erfc = _unary("erfc", lambda xp, input: _erf_erfc(xp, input, "erfc"),
               lambda x, r: -2 / _SQRT_PI * (-x * x).exp(), kinds="c")
 erfinv = _unary("erfinv", lambda xp, input: _erfinv(xp, input),
