@@ -154,7 +154,16 @@ mul.errors = broadcast_errors()
 @op("div", tags=("pointwise",), promote="common", inplace=True,
     aliases=("divide", "true_divide"))
 def div(xp, input, other, rounding_mode=None):
-    """``input / other``; ``rounding_mode`` ``"trunc"`` or ``"floor"`` rounds the quotient."""
+    """``input / other``; ``rounding_mode`` ``"trunc"`` or ``"floor"`` rounds the quotient.
+
+    Example:
+        >>> ember.div(ember.tensor([7, -7]), 2)
+        tensor([ 3.5000, -3.5000])
+        >>> ember.div(ember.tensor([7, -7]), 2, rounding_mode="trunc")
+        tensor([ 3, -3])
+        >>> ember.div(ember.tensor([7, -7]), 2, rounding_mode="floor")
+        tensor([ 3, -4])
+    """
     if rounding_mode is not None:
         from .pointwise_binary import div_rounded
         return div_rounded(xp, input, other, rounding_mode)
@@ -288,11 +297,13 @@ def reject(name, kinds, fwd=None):
     return f
 
 
-def _unary(name, fwd, deriv, save="input", kinks=(), domain=None, aliases=(), kinds=""):
+def _unary(name, fwd, deriv, save="input", kinks=(), domain=None, aliases=(), kinds="",
+           doc=None):
     """Register a floating unary op ``fwd`` with derivative ``deriv(x, result)``; inputs of the
     NumPy kinds in ``kinds`` are rejected as torch rejects them."""
     fwd = reject(name, kinds, fwd) if kinds else fwd
     d = op(name, tags=("pointwise",), promote="float", inplace=True, aliases=aliases)(fwd)
+    d.__doc__ = doc or f"``{name}`` of each element; integers give the default float."
     saves = {"input": ("input",), "result": ("result",), "both": ("input", "result"),
              "none": ()}[save]
 
@@ -339,6 +350,7 @@ def _compare(name, fwd, aliases=()):
         fwd = _ordered(name, fwd)
     d = op(name, tags=("pointwise", "comparison"), promote="common", differentiable=False,
            aliases=aliases)(fwd)
+    d.__doc__ = f"``{name}`` of each pair of elements, broadcast, as a bool tensor."
     d.meta, d.samples = bool_meta, compare_samples
     return d
 
@@ -433,6 +445,7 @@ def _(g, input, result):
 
 def _logical(name, f):
     d = op(name, tags=("pointwise",), differentiable=False, inplace=True)(f)
+    d.__doc__ = f"Elementwise ``{name}``, treating non-zero as True; a bool tensor."
     d.meta = bool_meta
     d.samples = lambda dev, dt: compare_samples(dev, dt)[:2]
     return d
@@ -448,6 +461,7 @@ logical_not.samples = unary_samples
 def _bitwise(name, f):
     f = _int_only(name, f)
     d = op(name, tags=("pointwise",), differentiable=False, promote="common", inplace=True)(f)
+    d.__doc__ = f"Elementwise ``{name}`` of integer or bool tensors."
     d.meta = broadcast_meta
     d.samples = lambda dev, dt: binary_samples(dev, dt) if dt.category <= 1 else []
     return d

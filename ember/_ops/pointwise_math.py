@@ -60,6 +60,44 @@ deg2rad = _unary("deg2rad", lambda xp, input: _scale(input, math.pi / 180),
 rad2deg = _unary("rad2deg", lambda xp, input: _scale(input, 180 / math.pi),
                  lambda x, r: 180 / math.pi, save="none", kinds="c")
 
+def _document(docs):
+    """Set the docstrings of ops made by ``_unary`` (their forwards are lambdas)."""
+    for d, doc in docs.items():
+        d.__doc__ = doc
+
+
+_document({
+    reciprocal: "``1 / input``; integers give the default float.",
+    rsqrt: "``1 / sqrt(input)``.",
+    exp2: """``2 ** input``.
+
+    Example:
+        >>> ember.exp2(ember.tensor([3]))
+        tensor([8.])
+    """,
+    expm1: "``exp(input) - 1``, accurate for small ``input``.",
+    log1p: "``log(1 + input)``, accurate for small ``input``.",
+    log2: """The base-2 logarithm.
+
+    Example:
+        >>> ember.log2(ember.tensor([8.]))
+        tensor([3.])
+    """,
+    log10: "The base-10 logarithm.",
+    tan: "The tangent.", asin: "The arcsine.", acos: "The arccosine.", atan: "The arctangent.",
+    sinh: "The hyperbolic sine.", cosh: "The hyperbolic cosine.",
+    asinh: "The inverse hyperbolic sine.", acosh: "The inverse hyperbolic cosine.",
+    atanh: "The inverse hyperbolic tangent.",
+    deg2rad: """Degrees to radians.
+
+    Example:
+        >>> ember.deg2rad(ember.tensor([180.]))
+        tensor([3.1416])
+    """,
+    rad2deg: "Radians to degrees.",
+})
+
+
 # ---- the error function -------------------------------------------------------------------
 # NumPy has no erf, and ember may not use scipy. In float64: erf is a series for |x| < 1.5 and
 # erfc a continued fraction above (the split CPython's math module once used); each runs only
@@ -174,9 +212,21 @@ erfc = _unary("erfc", lambda xp, input: _erf_erfc(xp, input, "erfc"),
 erfinv = _unary("erfinv", lambda xp, input: _erfinv(xp, input),
                 lambda x, r: _SQRT_PI / 2 * (r * r).exp(), save="result", kinds="c",
                 domain=(-0.9, 0.9))
-erf.__doc__ = "The error function ``2/sqrt(pi) * integral_0^x exp(-t^2) dt``."
-erfc.__doc__ = "``1 - erf(x)``, accurate where erf(x) is close to 1."
-erfinv.__doc__ = "The inverse of :func:`erf` on (-1, 1); +-inf at +-1, nan outside."
+_document({
+    erf: """The error function ``2/sqrt(pi) * integral_0^x exp(-t^2) dt``.
+
+    Example:
+        >>> ember.erf(ember.tensor([0., 0.5, -1.]))
+        tensor([ 0.0000,  0.5205, -0.8427])
+    """,
+    erfc: "``1 - erf(x)``, accurate where erf(x) is close to 1.",
+    erfinv: """The inverse of :func:`erf` on (-1, 1); +-inf at +-1, nan outside.
+
+    Example:
+        >>> ember.erfinv(ember.tensor([0., 0.5, -1.]))
+        tensor([0.0000, 0.4769,   -inf])
+    """,
+})
 erf.errors = [dtype_error("erf", (3,), dtype=np.complex64)]
 erfinv.errors = [dtype_error("erfinv", (3,), dtype=np.complex128)]
 
@@ -206,7 +256,14 @@ trunc = _rounding("trunc", lambda xp, x: xp.trunc(x), aliases=("fix",))
 @op("round", tags=("pointwise",), inplace=True)
 @reject("round", "bc")
 def round(xp, input, *, decimals=0):
-    """Round half to even, to ``decimals`` decimal places (negative: to tens, hundreds...)."""
+    """Round half to even, to ``decimals`` decimal places (negative: to tens, hundreds...).
+
+    Example:
+        >>> ember.round(ember.tensor([0.5, 1.5, 2.5]))
+        tensor([0., 2., 2.])
+        >>> ember.round(ember.tensor([1.2345, -2.5]), decimals=2)
+        tensor([ 1.2300, -2.5000])
+    """
     if input.dtype.kind in "iu":
         return input.copy()
     if decimals == 0:
@@ -230,7 +287,12 @@ round.errors = [dtype_error("round", (3,), dtype=bool)]
 @op("frac", tags=("pointwise",), inplace=True)
 @reject("frac", "biuc")
 def frac(xp, input):
-    """``input - trunc(input)``, the fractional part with the sign of ``input``."""
+    """``input - trunc(input)``, the fractional part with the sign of ``input``.
+
+    Example:
+        >>> ember.frac(ember.tensor([1.5, -2.25]))
+        tensor([ 0.5000, -0.2500])
+    """
     return input - xp.trunc(input)
 
 
@@ -256,7 +318,12 @@ positive.errors = [ErrorSample(Sample(const(3, dtype=bool)), RuntimeError, "on a
 
 @op("square", tags=("pointwise",), inplace=True)
 def square(xp, input):
-    """``input * input``; bool tensors square to int64 like torch."""
+    """``input * input``; bool tensors square to int64 like torch.
+
+    Example:
+        >>> ember.square(ember.tensor([True, False]))
+        tensor([1, 0])
+    """
     return xp.square(input.astype(np.int64) if input.dtype == np.bool_ else input)
 
 
@@ -320,7 +387,12 @@ signbit.skips = {"bfloat16": "the oracle's float32 -> bfloat16 cast sets the sig
 @op("nan_to_num", tags=("pointwise",), inplace=True)
 def nan_to_num(xp, input, nan=0.0, posinf=None, neginf=None):
     """Replace nan by ``nan``, +inf by ``posinf`` and -inf by ``neginf`` (default: the
-    largest and lowest finite values of the dtype)."""
+    largest and lowest finite values of the dtype).
+
+    Example:
+        >>> ember.nan_to_num(ember.tensor([float("nan"), float("inf"), 1.]), posinf=9.)
+        tensor([0., 9., 1.])
+    """
     if input.dtype.kind in "biu":
         return input.copy()
     if input.dtype.kind == "c":

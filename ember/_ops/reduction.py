@@ -71,9 +71,21 @@ def _reduce_samples(dev, dt):
         [Sample(make((3, 4), dt), 1, dtype=ember.float64)] * (dt.category < 3)
 
 
-sum_ = _sum_like("sum", "sum", "Sum over ``dim`` (all dims by default); integers and bools "
-                               "sum as int64, or as ``dtype``.")
-nansum = _sum_like("nansum", "nansum", "Sum over ``dim`` treating nan as zero.")
+sum_ = _sum_like("sum", "sum", """Sum over ``dim`` (all dims or a tuple); integers and bools
+    sum as int64, or as ``dtype``.
+
+    Example:
+        >>> ember.sum(ember.tensor([[1, 2], [3, 4]]), (0, 1), keepdim=True)
+        tensor([[10]])
+        >>> ember.tensor([True, True]).sum()
+        tensor(2)
+    """)
+nansum = _sum_like("nansum", "nansum", """Sum over ``dim`` treating nan as zero.
+
+    Example:
+        >>> ember.nansum(ember.tensor([1., float("nan"), 2.]))
+        tensor(3.)
+    """)
 
 
 @sum_.vjp()
@@ -98,7 +110,12 @@ def _float_input(name, input, dtype):
 
 @op("mean", tags=("reduction",))
 def mean(xp, input, dim=None, keepdim=False, *, dtype=None):
-    """Mean over ``dim`` (floating and complex inputs, or with ``dtype``)."""
+    """Mean over ``dim`` (floating and complex inputs, or with ``dtype``).
+
+    Example:
+        >>> ember.mean(ember.tensor([1, 2]), dtype=ember.float64)
+        tensor(1.5000, dtype=torch.float64)
+    """
     _float_input("mean", input, dtype)
     return _accumulate(xp, xp.mean, input, dtype, axis=_axis(dim, input.ndim), keepdims=keepdim)
 
@@ -111,7 +128,12 @@ def _(g, input, dim=None, keepdim=False, *, dtype=None):
 
 @op("nanmean", tags=("reduction",))
 def nanmean(xp, input, dim=None, keepdim=False, *, dtype=None):
-    """Mean over ``dim`` of the elements that are not nan."""
+    """Mean over ``dim`` of the elements that are not nan.
+
+    Example:
+        >>> ember.nanmean(ember.tensor([1., float("nan"), 2.]))
+        tensor(1.5000)
+    """
     if input.dtype.kind in "biuc":
         raise RuntimeError("nanmean(): expected input to have floating point dtype "
                            f"but got {type_name(input.dtype)}")
@@ -178,7 +200,12 @@ prod.samples = lambda dev, dt: [Sample(make((3, 4), dt, 0.5, 1.5)), Sample(make(
 
 @op("count_nonzero", tags=("reduction",), differentiable=False)
 def count_nonzero(xp, input, dim=None):
-    """How many elements (along ``dim``, an int or tuple) are non-zero, as int64."""
+    """How many elements (along ``dim``, an int or tuple) are non-zero, as int64.
+
+    Example:
+        >>> ember.count_nonzero(ember.tensor([[0, 1], [2, 3]]), 0)
+        tensor([1, 2])
+    """
     return xp.asarray(xp.count_nonzero(input, axis=_axis(dim, input.ndim)), dtype=np.int64)
 
 
@@ -228,8 +255,13 @@ def _minmax(name, f, argf, binary):
             vals, idx = vals.reshape(reduce_shape(input.shape, dim, keepdim)), \
                 idx.reshape(reduce_shape(input.shape, dim, keepdim))
         return vals, idx.astype(np.int64)
-    fwd.__doc__ = (f"The {name}imum of all elements, ``(values, indices)`` along ``dim``, or "
-                   f"with a tensor as second argument, :func:`{name}imum`.")
+    fwd.__doc__ = f"""The {name}imum of all elements, ``(values, indices)`` along ``dim``, or with a
+    tensor as second argument, :func:`{name}imum`.
+
+    Example:
+        >>> ember.{name}(ember.tensor([[1., 5.], [5., 2.]]), 1).indices
+        tensor({[1, 0] if name == "max" else [0, 1]})
+    """
 
     @fwd.vjp(save=("input", "dim", "result"))
     def _(g, input, dim=None, keepdim=False, result=None):
@@ -279,7 +311,13 @@ def _amax(name, f):
     def fwd(xp, input, dim=(), keepdim=False):
         _nonempty(name, input, dim if dim != () else None)
         return f(xp, input, axis=_axis(dim, input.ndim), keepdims=keepdim)
-    fwd.__doc__ = f"The {name[1:]}imum over ``dim`` (an int or tuple; all dims by default)."
+    fwd.__doc__ = f"""The {name[1:]}imum over ``dim`` (an int or tuple; all dims by default); the
+    gradient is shared evenly between tied elements.
+
+    Example:
+        >>> ember.{name}(ember.tensor([[1., 5.], [5., 2.]]), 1)
+        tensor({"[5., 5.]" if name == "amax" else "[1., 2.]"})
+    """
     fwd.vjp(save=("input", "result"))(
         lambda g, input, dim=(), keepdim=False, result=None:
         _even_split(g, input, result, dim, keepdim))
@@ -299,7 +337,12 @@ amax.errors = amin.errors = dim_errors() + [ErrorSample(Sample(const(0, 3), 0), 
 
 @op("aminmax", tags=("reduction",), returns=("min", "max"))
 def aminmax(xp, input, *, dim=None, keepdim=False):
-    """``(amin(input, dim), amax(input, dim))`` in one call (``dim``: an int or None)."""
+    """``(amin(input, dim), amax(input, dim))`` in one call (``dim``: an int or None).
+
+    Example:
+        >>> ember.aminmax(ember.tensor([[1., 5.], [5., 2.]])).max
+        tensor(5.)
+    """
     if input.size == 0:
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the "
                            "operation has no identity.")
@@ -377,6 +420,18 @@ def _moment_args(dim, unbiased, correction):
     return dim, 0 if unbiased is False else 1
 
 
+_MOMENT_EXAMPLE = """
+
+    Example:
+        >>> x = ember.tensor([1., 2., 3., 4.])
+        >>> ember.{name}(x), ember.{name}(x, correction=0)
+"""
+_MOMENT_RESULTS = {
+    "var": "(tensor(1.6667), tensor(1.2500))", "std": "(tensor(1.2910), tensor(1.1180))",
+    "var_mean": "((tensor(1.6667), tensor(2.5000)), (tensor(1.2500), tensor(2.5000)))",
+    "std_mean": "((tensor(1.2910), tensor(2.5000)), (tensor(1.1180), tensor(2.5000)))"}
+
+
 def _moments(name, std, with_mean):
     def fwd(xp, input, dim=None, unbiased=None, keepdim=False, *, correction=None):
         if input.dtype.kind in "biu":
@@ -389,7 +444,8 @@ def _moments(name, std, with_mean):
         v = (xp.sqrt(v) if std else v).astype(input.real.dtype, copy=False)
         return (v, xp.mean(x, axis=ax, keepdims=keepdim).astype(input.dtype)) if with_mean else v
     fwd.__doc__ = (f"{'Standard deviation' if std else 'Variance'} over ``dim`` with "
-                   f"``correction`` (1 by default: Bessel's){', and the mean' * with_mean}.")
+                   f"``correction`` (1 by default: Bessel's){', and the mean' * with_mean}."
+                   + _MOMENT_EXAMPLE.format(name=name) + f"        {_MOMENT_RESULTS[name]}\n    ")
     d = op(name, tags=("reduction",))(fwd)
 
     @d.vjp(save=("input", "result"))
@@ -435,7 +491,12 @@ var.errors = std.errors = dim_errors() + [
 
 @op("logsumexp", tags=("reduction",), promote="float", promote_args=(0,))
 def logsumexp(xp, input, dim, keepdim=False):
-    """``log(sum(exp(input), dim))``, computed without overflow."""
+    """``log(sum(exp(input), dim))``, computed without overflow.
+
+    Example:
+        >>> ember.logsumexp(ember.tensor([1000., 1000.]), 0)
+        tensor(1000.6932)
+    """
     ax = _axis(dim, input.ndim)
     m = xp.max(input, axis=ax, keepdims=True) if input.size else xp.zeros((), input.dtype)
     # NOTE: shift by the maximum so exp cannot overflow; an infinite maximum shifts by 0 so
@@ -466,7 +527,12 @@ logsumexp.errors = dim_errors()
 @op("norm", tags=("reduction",))
 def norm(xp, input, p="fro", dim=None, keepdim=False, dtype=None):
     """The vector ``p``-norm over ``dim`` (all elements by default): ``p`` is a number,
-    ``inf``, ``-inf`` or ``"fro"`` (the 2-norm)."""
+    ``inf``, ``-inf`` or ``"fro"`` (the 2-norm).
+
+    Example:
+        >>> ember.norm(ember.tensor([3., -4.])), ember.norm(ember.tensor([3., -4.]), 1)
+        (tensor(5.), tensor(7.))
+    """
     if input.dtype.kind in "biu":
         raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as "
                            f"input. Got {type_name(input.dtype)}")

@@ -159,6 +159,7 @@ expand.samples = lambda dev, dt: [Sample(make((3, 1), dt), 3, 4), Sample(make((4
 
 @op("broadcast_to", view=True)
 def broadcast_to(xp, input, size):
+    """``input`` broadcast to ``size``, as a view (like :meth:`Tensor.expand`)."""
     return expand.fwd(xp, input, tuple(size))
 
 
