@@ -349,7 +349,7 @@ def _compare(name, fwd, aliases=()):
     if name not in ("eq", "ne"):
         fwd = _ordered(name, fwd)
     d = op(name, tags=("pointwise", "comparison"), promote="common", differentiable=False,
-           aliases=aliases)(fwd)
+           aliases=aliases, inplace=True)(fwd)
     d.__doc__ = f"``{name}`` of each pair of elements, broadcast, as a bool tensor."
     d.meta, d.samples = bool_meta, compare_samples
     return d
@@ -495,7 +495,7 @@ def bitwise_not(xp, input):
 bitwise_not.meta = same_meta
 
 
-@op("tril")
+@op("tril", inplace=True)
 def tril(xp, input, diagonal=0):
     """The lower triangle (elements on and below the ``diagonal``-th diagonal)."""
     return xp.tril(input, diagonal)
@@ -505,7 +505,7 @@ tril.vjp()(lambda g, input, diagonal=0: g.tril(diagonal))
 tril.samples = lambda dev, dt: [Sample(make((4, 4), dt)), Sample(make((2, 3, 4), dt), -1)]
 
 
-@op("triu")
+@op("triu", inplace=True)
 def triu(xp, input, diagonal=0):
     """The upper triangle (elements on and above the ``diagonal``-th diagonal)."""
     return xp.triu(input, diagonal)

@@ -446,7 +446,7 @@ def _moments(name, std, with_mean):
     fwd.__doc__ = (f"{'Standard deviation' if std else 'Variance'} over ``dim`` with "
                    f"``correction`` (1 by default: Bessel's){', and the mean' * with_mean}."
                    + _MOMENT_EXAMPLE.format(name=name) + f"        {_MOMENT_RESULTS[name]}\n    ")
-    d = op(name, tags=("reduction",))(fwd)
+    d = op(name, tags=("reduction",), method=not with_mean)(fwd)
 
     @d.vjp(save=("input", "result"))
     def _(g, input, dim=None, unbiased=None, keepdim=False, *, correction=None, result=None):
