@@ -175,8 +175,9 @@ def div(xp, input, other, rounding_mode=None):
 
 
 def _true_div_dtype(input, other):
-    kinds = {a.dtype.kind for a in (input, other) if hasattr(a, "dtype")}
-    return ember.get_default_dtype().np if kinds <= set("biu") else None
+    # operands arrive promoted to one dtype, so the array among them tells it
+    a = input if hasattr(input, "dtype") else other
+    return ember.get_default_dtype().np if a.dtype.kind in "biu" else None
 
 
 @div.vjp(save=("input", "other"))

@@ -220,6 +220,9 @@ count_nonzero.errors = dim_errors()
 
 
 def _nonempty(name, input, dim):
+    """Extrema need an ordered dtype and something to choose from."""
+    if input.dtype.kind == "c":
+        raise RuntimeError(f"{name}(): does not support complex input")
     if input.size == 0:
         if dim is None:
             # NOTE: torch raises RuntimeError for max/min but IndexError for argmax/argmin
@@ -291,7 +294,8 @@ def _minmax(name, f, argf, binary):
     fwd.errors = [ErrorSample(Sample(const(0)), RuntimeError, "Expected reduction dim to be"),
                   ErrorSample(Sample(const(3, 4), (0, 1)), TypeError, "must be int, not tuple"),
                   ErrorSample(Sample(const(0, 3), 0), IndexError, "Expected reduction dim 0"),
-                  ErrorSample(Sample(const(3, 4), 2), IndexError, "Dimension out of range")]
+                  ErrorSample(Sample(const(3, 4), 2), IndexError, "Dimension out of range"),
+                  ErrorSample(Sample(const(3, dtype=np.complex64)), RuntimeError, "complex")]
     return fwd
 
 
@@ -346,6 +350,7 @@ def aminmax(xp, input, *, dim=None, keepdim=False):
     if input.size == 0:
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the "
                            "operation has no identity.")
+    _nonempty("aminmax", input, dim)
     return amin.fwd(xp, input, dim, keepdim), amax.fwd(xp, input, dim, keepdim)
 
 
@@ -355,6 +360,8 @@ def _(g, input, *, dim=None, keepdim=False, result=None):
     return gs[0] if len(gs) == 1 else gs[0] + gs[1]
 
 
+aminmax.errors = [ErrorSample(Sample(const(0)), RuntimeError, "cannot compute aminmax over an"),
+                  ErrorSample(Sample(const(3, dtype=np.complex64)), RuntimeError, "complex")]
 aminmax.meta = lambda input, *, dim=None, keepdim=False: (amin.meta(input, dim, keepdim),) * 2
 aminmax.samples = lambda dev, dt: [Sample(make((3, 4), dt)), Sample(make((3, 4), dt), dim=1),
                                    Sample(make((3, 4), dt), dim=0, keepdim=True)] \
@@ -386,7 +393,8 @@ def _arg(name, f):
 argmax = _arg("argmax", lambda a, **kw: a.argmax(**kw))
 argmin = _arg("argmin", lambda a, **kw: a.argmin(**kw))
 argmax.errors = argmin.errors = dim_errors() + [
-    ErrorSample(Sample(const(0)), IndexError, "Expected reduction dim to be specified")]
+    ErrorSample(Sample(const(0)), IndexError, "Expected reduction dim to be specified"),
+    ErrorSample(Sample(const(3, dtype=np.complex64), 0), RuntimeError, "complex")]
 
 
 def _truth(name, f):
