@@ -417,8 +417,12 @@ imag.vjp()(lambda g, input: g.to(input.dtype) * 1j)
 
 @op("sign", tags=("pointwise",), inplace=True)
 def sign(xp, input):
-    """-1, 0 or 1 by the sign of each element."""
-    return xp.sign(input) if input.dtype != np.bool_ else input.copy()
+    """-1, 0 or 1 by the sign of each element (0 for nan, as torch)."""
+    if input.dtype == np.bool_:
+        return input.copy()
+    r = xp.sign(input)
+    # NOTE: torch's sign(nan) is 0 (it computes (0 < x) - (x < 0)); NumPy's is nan
+    return xp.where(xp.isnan(r), xp.zeros((), r.dtype), r) if r.dtype.kind != "i" else r
 
 
 sign.vjp()(lambda g, input: g * 0)

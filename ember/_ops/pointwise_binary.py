@@ -121,7 +121,8 @@ def atan2(xp, input, other):
 
 @atan2.vjp(save=("input", "other"))
 def _(g, input, other):
-    d = g / (input * input + other * other)
+    r2 = input * input + other * other
+    d = ember.where(r2 == 0, 0.0, g / r2)         # torch: no gradient at the origin, not nan
     return d * other, -d * input
 
 
