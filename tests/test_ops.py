@@ -174,3 +174,27 @@ def test_inplace_matches_out_of_place(opdef):
             checked += 1
     if not checked:
         pytest.skip(f"no sample of {opdef.name} keeps the input's shape and dtype")
+
+
+SPECIALS = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.7, np.inf, -np.inf, np.nan, 1e-30, 1e30,
+                     7.0, -7.0])
+
+
+@pytest.mark.parametrize("opdef", [d for d in OPS if "pointwise" in d.tags], ids=str)
+def test_special_values_match_torch(opdef):
+    """Pointwise ops on every combination of signed zeros, infinities, nan, tiny and huge
+    values, in float64: the first sample with its arrays replaced by those values."""
+    s = _samples(opdef, ember.float64)[0]
+    pos = [i for i, a in enumerate(s.args) if isinstance(a, np.ndarray)]
+    args = list(s.args)
+    for i, grid in zip(pos, np.meshgrid(*[SPECIALS] * len(pos))):
+        args[i] = grid.ravel()
+    try:
+        expected = _call(torch, opdef, _convert(args, to_torch), s.kwargs)
+    except (RuntimeError, TypeError, NotImplementedError):
+        with pytest.raises((RuntimeError, TypeError, NotImplementedError)):
+            _call(ember, opdef, _convert(args, _ember), s.kwargs)
+        return
+    with np.errstate(all="ignore"):
+        got = _call(ember, opdef, _convert(args, _ember), s.kwargs)
+    assert_close(got, expected, what=f"{opdef.name} on special values")
