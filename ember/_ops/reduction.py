@@ -12,11 +12,6 @@ from .registry import op
 from .samples import ErrorSample, Sample, const, dim_errors, make, reduce_samples
 
 
-def _axis(dim, nd):
-    """NumPy's ``axis`` for a torch ``dim``: a tuple of axes (all of them for None or ``()``)."""
-    return reduce_dims(dim, nd)
-
-
 def _count(shape, dim):
     """How many elements each output of a reduction over ``dim`` gathers."""
     return math.prod(shape[a] for a in reduce_dims(dim, len(shape)))
@@ -43,10 +38,13 @@ def _sum_dtype(x, dtype):
     return np.dtype(np.int64) if x.dtype.kind in "biu" else x.dtype
 
 
-def _accumulate(xp, f, input, dtype, **kw):
+def _accumulate(f, input, dim, keepdim, dtype):
+    """``f(input, axis, keepdims, dtype)`` (a NumPy-style sum, mean, prod) over torch's ``dim``
+    in the dtype torch gives the result."""
+    kw = dict(axis=reduce_dims(dim, input.ndim), keepdims=keepdim)
+    dt = _sum_dtype(input, dtype)
     # NOTE: like torch, half and bfloat16 accumulate in float32 and round once at the end;
     # summing in the 8-bit mantissa loses most digits after a few hundred terms.
-    dt = _sum_dtype(input, dtype)
     if dt.itemsize == 2 and dt.kind in "fV":
         return f(input.astype(np.float32), **kw).astype(dt)
     return f(input, dtype=dt, **kw)
@@ -54,12 +52,11 @@ def _accumulate(xp, f, input, dtype, **kw):
 # ---- sums and means ------------------------------------------------------------------------
 
 
-def _sum_like(name, f, doc):
+def _sum_like(name, f, doc, complex_ok=True):
     def fwd(xp, input, dim=None, keepdim=False, *, dtype=None):
-        if name == "nansum" and input.dtype.kind == "c":
-            raise RuntimeError("nansum does not support complex inputs")
-        return _accumulate(xp, getattr(xp, f), input, dtype, axis=_axis(dim, input.ndim),
-                           keepdims=keepdim)
+        if not complex_ok and input.dtype.kind == "c":
+            raise RuntimeError(f"{name} does not support complex inputs")
+        return _accumulate(getattr(xp, f), input, dim, keepdim, dtype)
     fwd.__doc__ = doc
     d = op(name, tags=("reduction",))(fwd)
     d.meta, d.samples = _reduce_meta(_sum_dtype), _reduce_samples
@@ -85,7 +82,7 @@ nansum = _sum_like("nansum", "nansum", """Sum over ``dim`` treating nan as zero.
     Example:
         >>> ember.nansum(ember.tensor([1., float("nan"), 2.]))
         tensor(3.)
-    """)
+    """, complex_ok=False)
 
 
 @sum_.vjp()
@@ -117,7 +114,7 @@ def mean(xp, input, dim=None, keepdim=False, *, dtype=None):
         tensor(1.5000, dtype=torch.float64)
     """
     _float_input("mean", input, dtype)
-    return _accumulate(xp, xp.mean, input, dtype, axis=_axis(dim, input.ndim), keepdims=keepdim)
+    return _accumulate(xp.mean, input, dim, keepdim, dtype)
 
 
 @mean.vjp()
@@ -137,8 +134,7 @@ def nanmean(xp, input, dim=None, keepdim=False, *, dtype=None):
     if input.dtype.kind in "biuc":
         raise RuntimeError("nanmean(): expected input to have floating point dtype "
                            f"but got {type_name(input.dtype)}")
-    return _accumulate(xp, xp.nanmean, input, dtype, axis=_axis(dim, input.ndim),
-                       keepdims=keepdim)
+    return _accumulate(xp.nanmean, input, dim, keepdim, dtype)
 
 
 @nanmean.vjp(save=("input",))
@@ -169,7 +165,7 @@ def prod(xp, input, dim=None, keepdim=False, *, dtype=None):
     """Product over one ``dim``, or of all elements."""
     if isinstance(dim, (tuple, list)):
         raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
-    return _accumulate(xp, xp.prod, input, dtype, axis=_axis(dim, input.ndim), keepdims=keepdim)
+    return _accumulate(xp.prod, input, dim, keepdim, dtype)
 
 
 @prod.vjp(save=("input", "result"))
@@ -206,7 +202,7 @@ def count_nonzero(xp, input, dim=None):
         >>> ember.count_nonzero(ember.tensor([[0, 1], [2, 3]]), 0)
         tensor([1, 2])
     """
-    return xp.asarray(xp.count_nonzero(input, axis=_axis(dim, input.ndim)), dtype=np.int64)
+    return xp.asarray(xp.count_nonzero(input, axis=reduce_dims(dim, input.ndim)), dtype=np.int64)
 
 
 count_nonzero.meta = lambda input, dim=None: empty(reduce_shape(input.shape, dim, False),
@@ -314,7 +310,7 @@ def _amax(name, f):
     @op(name, tags=("reduction",))
     def fwd(xp, input, dim=(), keepdim=False):
         _nonempty(name, input, dim if dim != () else None)
-        return f(xp, input, axis=_axis(dim, input.ndim), keepdims=keepdim)
+        return f(xp, input, axis=reduce_dims(dim, input.ndim), keepdims=keepdim)
     fwd.__doc__ = f"""The {name[1:]}imum over ``dim`` (an int or tuple; all dims by default); the
     gradient is shared evenly between tied elements.
 
@@ -400,7 +396,7 @@ argmax.errors = argmin.errors = dim_errors() + [
 def _truth(name, f):
     @op(name, tags=("reduction",), differentiable=False)
     def fwd(xp, input, dim=None, keepdim=False):
-        r = f(input, axis=_axis(dim, input.ndim), keepdims=keepdim)
+        r = f(input, axis=reduce_dims(dim, input.ndim), keepdims=keepdim)
         # NOTE: torch keeps uint8 for uint8 inputs (a pre-bool convention), bool otherwise
         return r.astype(np.uint8) if input.dtype == np.uint8 else r
     fwd.__doc__ = f"True where {name} element (along ``dim``) is non-zero."
@@ -445,7 +441,7 @@ def _moments(name, std, with_mean):
         if input.dtype.kind in "biu":
             raise RuntimeError("std and var only support floating point and complex dtypes")
         dim, c = _moment_args(dim, unbiased, correction)
-        ax = _axis(dim, input.ndim)
+        ax = reduce_dims(dim, input.ndim)
         # NOTE: computed in float32 for half precision, as torch's accumulation type
         x = input.astype(np.float32) if input.dtype.itemsize == 2 else input
         v = xp.var(x, axis=ax, ddof=c, keepdims=keepdim)
@@ -505,7 +501,7 @@ def logsumexp(xp, input, dim, keepdim=False):
         >>> ember.logsumexp(ember.tensor([1000., 1000.]), 0)
         tensor(1000.6932)
     """
-    ax = _axis(dim, input.ndim)
+    ax = reduce_dims(dim, input.ndim)
     m = xp.max(input, axis=ax, keepdims=True) if input.size else xp.zeros((), input.dtype)
     # NOTE: shift by the maximum so exp cannot overflow; an infinite maximum shifts by 0 so
     # that inf - inf does not make nan.
@@ -548,7 +544,7 @@ def norm(xp, input, p="fro", dim=None, keepdim=False, dtype=None):
         input = input.astype(dtype.np)
     a = xp.abs(input)
     return _vector_norm(xp, a.astype(np.float32) if a.dtype.itemsize == 2 else a, p,
-                        _axis(dim, input.ndim), keepdim).astype(a.dtype, copy=False)
+                        reduce_dims(dim, input.ndim), keepdim).astype(a.dtype, copy=False)
 
 
 def _vector_norm(xp, a, p, ax, keepdim):
