@@ -24,8 +24,8 @@ def _check_int_divisor(xp, a, b):
 def div_rounded(xp, a, b, mode):
     """``a / b`` rounded toward zero (``"trunc"``) or down (``"floor"``), integers exact."""
     if mode not in ("trunc", "floor"):
-        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
-                         f"but found '{mode}'")
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or "
+                           f"'floor' but found '{mode}'")
     _check_int_divisor(xp, a, b)
     q = xp.floor_divide(a, b)
     if mode == "floor":
@@ -280,11 +280,15 @@ def _split_ties(a, b):
 maximum = _extremum("maximum", lambda xp, a, b: xp.maximum(a, b), _split_ties)
 minimum = _extremum("minimum", lambda xp, a, b: xp.minimum(a, b),
                     lambda a, b: _split_ties(b, a))
-# fmax/fmin ignore nan: the gradient goes to the operand that was chosen (``input`` on ties)
-fmax = _extremum("fmax", lambda xp, a, b: xp.fmax(a, b),
-                 lambda a, b: ((a >= b) | b.isnan(), ~((a >= b) | b.isnan())))
-fmin = _extremum("fmin", lambda xp, a, b: xp.fmin(a, b),
-                 lambda a, b: ((a <= b) | b.isnan(), ~((a <= b) | b.isnan())))
+
+
+def _chosen(first):
+    # fmax/fmin ignore nan: the gradient goes to the operand chosen (``input`` on ties)
+    return first, ~first
+
+
+fmax = _extremum("fmax", lambda xp, a, b: xp.fmax(a, b), lambda a, b: _chosen((a >= b) | b.isnan()))
+fmin = _extremum("fmin", lambda xp, a, b: xp.fmin(a, b), lambda a, b: _chosen((a <= b) | b.isnan()))
 
 # ---- clamping ------------------------------------------------------------------------------
 

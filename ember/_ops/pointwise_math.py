@@ -354,13 +354,14 @@ relu.errors = [ErrorSample(Sample(const(3, dtype=bool)), RuntimeError, "Boolean 
 # ---- floating-point predicates and repairs -----------------------------------------------
 
 
-def _predicate(name, f, complex_ok=True):
+def _predicate(name, f, complex_ok=True, on_int=False):
+    """A bool-valued test of floats; integer (and bool) inputs give ``on_int``: a constant, or
+    a function of the array."""
     def fwd(xp, input):
         if input.dtype.kind == "c" and not complex_ok:
             raise RuntimeError(f"{name} does not support complex inputs.")
-        if input.dtype.kind in "biu":        # integers are always finite and never nan
-            return f(xp, input.astype(np.float32)) if name == "signbit" else \
-                xp.full(input.shape, name == "isfinite")
+        if input.dtype.kind in "biu":
+            return on_int(xp, input) if callable(on_int) else xp.full(input.shape, on_int)
         return f(xp, input)
     fwd.__doc__ = f"``{name}`` of each element, as a bool tensor."
     d = op(name, tags=("pointwise",), differentiable=False)(fwd)
@@ -377,10 +378,11 @@ def _special_samples(dev, dt):
 
 isnan = _predicate("isnan", lambda xp, x: xp.isnan(x))
 isinf = _predicate("isinf", lambda xp, x: xp.isinf(x))
-isfinite = _predicate("isfinite", lambda xp, x: xp.isfinite(x))
+isfinite = _predicate("isfinite", lambda xp, x: xp.isfinite(x), on_int=True)
 isposinf = _predicate("isposinf", lambda xp, x: x == xp.inf, complex_ok=False)
 isneginf = _predicate("isneginf", lambda xp, x: x == -xp.inf, complex_ok=False)
-signbit = _predicate("signbit", lambda xp, x: xp.signbit(x), complex_ok=False)
+signbit = _predicate("signbit", lambda xp, x: xp.signbit(x), complex_ok=False,
+                     on_int=lambda xp, x: x < 0)
 signbit.skips = {"bfloat16": "the oracle's float32 -> bfloat16 cast sets the sign bit of nan"}
 
 
@@ -396,8 +398,8 @@ def nan_to_num(xp, input, nan=0.0, posinf=None, neginf=None):
     if input.dtype.kind in "biu":
         return input.copy()
     if input.dtype.kind == "c":
-        parts = (nan_to_num.fwd(xp, p, nan, posinf, neginf) for p in (input.real, input.imag))
-        return xp.asarray(next(parts) + 1j * next(parts), dtype=input.dtype)
+        re, im = (nan_to_num.fwd(xp, p, nan, posinf, neginf) for p in (input.real, input.imag))
+        return (re + 1j * im).astype(input.dtype, copy=False)
     fi = ml_dtypes.finfo(input.dtype)
     hi, lo = fi.max if posinf is None else posinf, fi.min if neginf is None else neginf
     r = xp.where(xp.isnan(input), nan, input)
