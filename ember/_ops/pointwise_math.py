@@ -100,7 +100,7 @@ _document({
 
 # ---- the error function -------------------------------------------------------------------
 # NumPy has no erf, and ember may not use scipy. In float64: erf is a series for |x| < 1.5 and
-# erfc a continued fraction above (the split CPython's math module once used); each runs only
+# erfc a continued fraction above (the split CPython's math module once used). Each runs only
 # on its own elements, with the fewest terms that reach full precision on its band of |x|.
 
 # 2^k / (1 * 3 * ... * (2k + 1)), the series' coefficients, highest first for Horner's rule
@@ -141,12 +141,14 @@ def _erf_erfc(xp, x, want):
     r = xp.zeros_like(a) if want == "erf" else xp.where(a >= 30.0, 0.0, 1.0)  # |x| >= 30
     r[xp.isnan(a)] = xp.nan
     small = a < 1.5
-    s = _erf_series(xp, a[small])
-    r[small] = s if want == "erf" else 1.0 - s
+    if small.any():
+        s = _erf_series(xp, a[small])
+        r[small] = s if want == "erf" else 1.0 - s
     for lo, hi, terms in _FRACTION_BANDS:
         band = (a >= lo) & (a < hi)
-        c = _erfc_fraction(xp, a[band], terms)
-        r[band] = 1.0 - c if want == "erf" else c
+        if band.any():           # bands are often empty: skip their hundreds of array calls
+            c = _erfc_fraction(xp, a[band], terms)
+            r[band] = 1.0 - c if want == "erf" else c
     if want == "erf":
         r[a >= 30.0] = 1.0
         r = xp.where(x64 < 0, -r, r)
