@@ -127,7 +127,7 @@ mv.vjp(save=("input", "vec"))(lambda g, input, vec: (g.unsqueeze(1) * vec.conj()
 mv.meta = _matmul_meta
 
 
-@op("dot", aliases=("inner_1d",))
+@op("dot")
 def dot(xp, input, other):
     """Inner product of two 1-D tensors."""
     if input.ndim != 1 or other.ndim != 1:

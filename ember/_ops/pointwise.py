@@ -161,7 +161,16 @@ def _div_promotion(args, kwargs):
 @op("div", tags=("pointwise",), promote=_div_promotion, inplace=True,
     aliases=("divide", "true_divide"))
 def div(xp, input, other, rounding_mode=None):
-    """``input / other``; ``rounding_mode`` ``"trunc"`` or ``"floor"`` rounds the quotient."""
+    """``input / other``; ``rounding_mode`` ``"trunc"`` or ``"floor"`` rounds the quotient.
+
+    Example:
+        >>> ember.div(ember.tensor([7, -7]), 2)
+        tensor([ 3.5000, -3.5000])
+        >>> ember.div(ember.tensor([7, -7]), 2, rounding_mode="trunc")
+        tensor([ 3, -3])
+        >>> ember.div(ember.tensor([7, -7]), 2, rounding_mode="floor")
+        tensor([ 3, -4])
+    """
     if rounding_mode is not None:
         from .pointwise_binary import div_rounded
         return div_rounded(xp, input, other, rounding_mode)
@@ -173,8 +182,9 @@ def div(xp, input, other, rounding_mode=None):
 
 
 def _true_div_dtype(input, other):
-    kinds = {a.dtype.kind for a in (input, other) if hasattr(a, "dtype")}
-    return ember.get_default_dtype().np if kinds <= set("biu") else None
+    # operands arrive promoted to one dtype, so the array among them tells it
+    a = input if hasattr(input, "dtype") else other
+    return ember.get_default_dtype().np if a.dtype.kind in "biu" else None
 
 
 @div.vjp(save=("input", "other"))
@@ -295,11 +305,13 @@ def reject(name, kinds, fwd=None):
     return f
 
 
-def _unary(name, fwd, deriv, save="input", kinks=(), domain=None, aliases=(), kinds=""):
+def _unary(name, fwd, deriv, save="input", kinks=(), domain=None, aliases=(), kinds="",
+           doc=None):
     """Register a floating unary op ``fwd`` with derivative ``deriv(x, result)``; inputs of the
     NumPy kinds in ``kinds`` are rejected as torch rejects them."""
     fwd = reject(name, kinds, fwd) if kinds else fwd
     d = op(name, tags=("pointwise",), promote="float", inplace=True, aliases=aliases)(fwd)
+    d.__doc__ = doc or f"``{name}`` of each element; integers give the default float."
     saves = {"input": ("input",), "result": ("result",), "both": ("input", "result"),
              "none": ()}[save]
 
@@ -345,7 +357,8 @@ def _compare(name, fwd, aliases=()):
     if name not in ("eq", "ne"):
         fwd = _ordered(name, fwd)
     d = op(name, tags=("pointwise", "comparison"), promote="common", differentiable=False,
-           aliases=aliases)(fwd)
+           aliases=aliases, inplace=True)(fwd)
+    d.__doc__ = f"``{name}`` of each pair of elements, broadcast, as a bool tensor."
     d.meta, d.samples = bool_meta, compare_samples
     return d
 
@@ -411,8 +424,12 @@ imag.vjp()(lambda g, input: g.to(input.dtype) * 1j)
 
 @op("sign", tags=("pointwise",), inplace=True)
 def sign(xp, input):
-    """-1, 0 or 1 by the sign of each element."""
-    return xp.sign(input) if input.dtype != np.bool_ else input.copy()
+    """-1, 0 or 1 by the sign of each element (0 for nan, as torch)."""
+    if input.dtype == np.bool_:
+        return input.copy()
+    r = xp.sign(input)
+    # NOTE: torch's sign(nan) is 0 (it computes (0 < x) - (x < 0)); NumPy's is nan
+    return xp.where(xp.isnan(r), xp.zeros((), r.dtype), r) if r.dtype.kind != "i" else r
 
 
 sign.vjp()(lambda g, input: g * 0)
@@ -440,6 +457,7 @@ def _(g, input, result):
 
 def _logical(name, f):
     d = op(name, tags=("pointwise",), differentiable=False, inplace=True)(f)
+    d.__doc__ = f"Elementwise ``{name}``, treating non-zero as True; a bool tensor."
     d.meta = bool_meta
     d.samples = lambda dev, dt: compare_samples(dev, dt)[:2]
     return d
@@ -455,6 +473,7 @@ logical_not.samples = unary_samples
 def _bitwise(name, f):
     f = _int_only(name, f)
     d = op(name, tags=("pointwise",), differentiable=False, promote="common", inplace=True)(f)
+    d.__doc__ = f"Elementwise ``{name}`` of integer or bool tensors."
     d.meta = broadcast_meta
     d.samples = lambda dev, dt: binary_samples(dev, dt) if dt.category <= 1 else []
     return d
@@ -488,7 +507,7 @@ def bitwise_not(xp, input):
 bitwise_not.meta = same_meta
 
 
-@op("tril")
+@op("tril", inplace=True)
 def tril(xp, input, diagonal=0):
     """The lower triangle (elements on and below the ``diagonal``-th diagonal)."""
     return xp.tril(input, diagonal)
@@ -498,7 +517,7 @@ tril.vjp()(lambda g, input, diagonal=0: g.tril(diagonal))
 tril.samples = lambda dev, dt: [Sample(make((4, 4), dt)), Sample(make((2, 3, 4), dt), -1)]
 
 
-@op("triu")
+@op("triu", inplace=True)
 def triu(xp, input, diagonal=0):
     """The upper triangle (elements on and above the ``diagonal``-th diagonal)."""
     return xp.triu(input, diagonal)

@@ -24,8 +24,8 @@ def _check_int_divisor(xp, a, b):
 def div_rounded(xp, a, b, mode):
     """``a / b`` rounded toward zero (``"trunc"``) or down (``"floor"``), integers exact."""
     if mode not in ("trunc", "floor"):
-        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
-                         f"but found '{mode}'")
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or "
+                           f"'floor' but found '{mode}'")
     _check_int_divisor(xp, a, b)
     q = xp.floor_divide(a, b)
     if mode == "floor":
@@ -42,7 +42,12 @@ def _nonzero_binary_samples(dev, dt):
 @op("floor_divide", tags=("pointwise",), promote="common", inplace=True)
 @reject("div_floor", "bc")
 def floor_divide(xp, input, other):
-    """``input // other``: the quotient rounded down (as ``div(..., rounding_mode="floor")``)."""
+    """``input // other``: the quotient rounded down (as ``div(..., rounding_mode="floor")``).
+
+    Example:
+        >>> ember.tensor([7, -7]) // 2
+        tensor([ 3, -4])
+    """
     return div_rounded(xp, input, other, "floor")
 
 
@@ -55,7 +60,12 @@ floor_divide.errors = [dtype_error("div_floor", (3,), (3,), dtype=bool)]
 @op("remainder", tags=("pointwise",), promote="common", inplace=True)
 @reject("remainder", "bc")
 def remainder(xp, input, other):
-    """Python's ``%``: the remainder has the sign of ``other``."""
+    """Python's ``%``: the remainder has the sign of ``other``.
+
+    Example:
+        >>> ember.remainder(ember.tensor([-3., 3.]), 2)
+        tensor([1., 1.])
+    """
     _check_int_divisor(xp, input, other)
     return xp.remainder(input, other)
 
@@ -68,7 +78,12 @@ def _(g, input, other):
 @op("fmod", tags=("pointwise",), promote="common", inplace=True)
 @reject("fmod", "bc")
 def fmod(xp, input, other):
-    """C's ``fmod``: the remainder has the sign of ``input``."""
+    """C's ``fmod``: the remainder has the sign of ``input``.
+
+    Example:
+        >>> ember.fmod(ember.tensor([-3., 3.]), 2)
+        tensor([-1.,  1.])
+    """
     _check_int_divisor(xp, input, other)
     return xp.fmod(input, other)
 
@@ -95,13 +110,19 @@ def _tensor_samples(dev, dt):
 @op("atan2", tags=("pointwise",), promote="float", inplace=True, aliases=("arctan2",))
 @reject("atan2", "c")
 def atan2(xp, input, other):
-    """The angle of the point ``(other, input)``, in (-pi, pi]."""
+    """The angle of the point ``(other, input)``, in (-pi, pi].
+
+    Example:
+        >>> ember.atan2(ember.tensor([1.]), ember.tensor([-1.]))
+        tensor([2.3562])
+    """
     return xp.arctan2(input, other)
 
 
 @atan2.vjp(save=("input", "other"))
 def _(g, input, other):
-    d = g / (input * input + other * other)
+    r2 = input * input + other * other
+    d = ember.where(r2 == 0, 0.0, g / r2)         # torch: no gradient at the origin, not nan
     return d * other, -d * input
 
 
@@ -113,7 +134,12 @@ atan2.errors = broadcast_errors()
 @op("hypot", tags=("pointwise",), promote="common", inplace=True)
 @reject("hypot", "biuc")
 def hypot(xp, input, other):
-    """``sqrt(input**2 + other**2)`` without overflow."""
+    """``sqrt(input**2 + other**2)`` without overflow.
+
+    Example:
+        >>> ember.hypot(ember.tensor([3.]), ember.tensor([4.]))
+        tensor([5.])
+    """
     return xp.hypot(input, other)
 
 
@@ -130,7 +156,12 @@ hypot.errors = [dtype_error("hypot", (3,), (3,))]
 @op("copysign", tags=("pointwise",), promote="float", inplace=True)
 @reject("copysign", "c")
 def copysign(xp, input, other):
-    """``|input|`` with the sign (sign bit included) of ``other``."""
+    """``|input|`` with the sign (sign bit included) of ``other``.
+
+    Example:
+        >>> ember.copysign(ember.tensor([1., 2.]), -1)
+        tensor([-1., -2.])
+    """
     return xp.copysign(input, other)
 
 
@@ -148,7 +179,12 @@ copysign.kinks = (0.0,)
 @op("logaddexp", tags=("pointwise",), promote="common", inplace=False)
 @reject("logaddexp", "biu")
 def logaddexp(xp, input, other):
-    """``log(exp(input) + exp(other))`` without overflow."""
+    """``log(exp(input) + exp(other))`` without overflow.
+
+    Example:
+        >>> ember.logaddexp(ember.tensor([1000.]), ember.tensor([1000.]))
+        tensor([1000.6932])
+    """
     if input.dtype.kind != "c":
         return xp.logaddexp(input, other)
     # NumPy's logaddexp is real only: factor out the operand of larger real part
@@ -181,8 +217,14 @@ logaddexp.errors = [dtype_error("logaddexp", (3,), (3,))] + broadcast_errors()
 @op("xlogy", tags=("pointwise",), promote="float", inplace=True)
 @reject("xlogy", "c")
 def xlogy(xp, input, other):
-    """``input * log(other)``, and 0 where ``input == 0`` unless ``other`` is nan."""
-    r = xp.multiply(input, xp.log(other))
+    """``input * log(other)``, and 0 where ``input == 0`` unless ``other`` is nan.
+
+    Example:
+        >>> ember.xlogy(ember.tensor([0., 2.]), ember.tensor([0., 3.]))
+        tensor([0.0000, 2.1972])
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):    # log(0), 0 * inf: as torch, quiet
+        r = xp.multiply(input, xp.log(other))
     r = xp.where((xp.asarray(input) == 0) & ~xp.isnan(other), 0, r)
     return r.astype(xp.result_type(input, other), copy=False)
 
@@ -204,12 +246,22 @@ xlogy.samples = lambda dev, dt: [
 # ---- extrema -------------------------------------------------------------------------------
 
 
+_EXTREMUM_NOTE = {"m": " (nan if either is nan)", "f": " (nan only if both are nan)"}
+_EXTREMUM_RESULTS = {"maximum": "tensor([2., 5.])", "minimum": "tensor([1., 3.])",
+                     "fmax": "tensor([2., 5.])", "fmin": "tensor([1., 3.])"}
+
+
 def _extremum(name, f, grads):
     def fwd(xp, input, other):
         if input.dtype.kind == "c" or getattr(other, "dtype", input.dtype).kind == "c":
             raise RuntimeError(f"{name} not implemented for complex tensors.")
         return f(xp, input, other)
-    fwd.__doc__ = f"Elementwise ``{name}`` of two tensors."
+    fwd.__doc__ = f"""Elementwise ``{name}`` of two tensors{_EXTREMUM_NOTE[name[0]]}.
+
+    Example:
+        >>> ember.{name}(ember.tensor([1., 5.]), ember.tensor([2., 3.]))
+        {_EXTREMUM_RESULTS[name]}
+    """
     d = op(name, tags=("pointwise",), promote="common")(fwd)
     d.vjp(save=("input", "other"))(lambda g, input, other: tuple(
         g * m.to(g.dtype) for m in grads(input, other)))
@@ -228,11 +280,15 @@ def _split_ties(a, b):
 maximum = _extremum("maximum", lambda xp, a, b: xp.maximum(a, b), _split_ties)
 minimum = _extremum("minimum", lambda xp, a, b: xp.minimum(a, b),
                     lambda a, b: _split_ties(b, a))
-# fmax/fmin ignore nan: the gradient goes to the operand that was chosen (``input`` on ties)
-fmax = _extremum("fmax", lambda xp, a, b: xp.fmax(a, b),
-                 lambda a, b: ((a >= b) | b.isnan(), ~((a >= b) | b.isnan())))
-fmin = _extremum("fmin", lambda xp, a, b: xp.fmin(a, b),
-                 lambda a, b: ((a <= b) | b.isnan(), ~((a <= b) | b.isnan())))
+
+
+def _chosen(first):
+    # fmax/fmin ignore nan: the gradient goes to the operand chosen (``input`` on ties)
+    return first, ~first
+
+
+fmax = _extremum("fmax", lambda xp, a, b: xp.fmax(a, b), lambda a, b: _chosen((a >= b) | b.isnan()))
+fmin = _extremum("fmin", lambda xp, a, b: xp.fmin(a, b), lambda a, b: _chosen((a <= b) | b.isnan()))
 
 # ---- clamping ------------------------------------------------------------------------------
 
@@ -251,7 +307,14 @@ def _clamp_dtype(input, lo, hi):
 @op("clamp", tags=("pointwise",), promote="common", promote_args=(0, 1, 2), inplace=True,
     aliases=("clip",))
 def clamp(xp, input, min=None, max=None):
-    """Limit ``input`` to ``[min, max]`` (either may be None; numbers or tensors)."""
+    """Limit ``input`` to ``[min, max]`` (either may be None; numbers or tensors).
+
+    Example:
+        >>> ember.clamp(ember.tensor([-2., 0.5, 3.]), min=-1, max=1)
+        tensor([-1.0000,  0.5000,  1.0000])
+        >>> ember.tensor([1, 5]).clamp(max=2.5)
+        tensor([1.0000, 2.5000])
+    """
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     if input.dtype.kind == "c":
@@ -325,7 +388,12 @@ clamp_max = _one_sided("clamp_max", "max")
 @op("lerp", tags=("pointwise",), promote="common", promote_args=(0, 1, 2), inplace=True)
 @reject("lerp", "biu")
 def lerp(xp, input, end, weight):
-    """``input + weight * (end - input)``, exact at ``weight == 1``."""
+    """``input + weight * (end - input)``, exact at ``weight == 1``.
+
+    Example:
+        >>> ember.lerp(ember.tensor([0., 10.]), ember.tensor([10., 20.]), 0.25)
+        tensor([ 2.5000, 12.5000])
+    """
     # NOTE: torch's formula: from ``end`` backwards when |weight| >= 0.5, so lerp(a, b, 1) == b
     d = xp.subtract(end, input)
     r = xp.where(xp.abs(weight) < 0.5, input + weight * d, end - d * (1 - weight))
@@ -349,7 +417,12 @@ lerp.errors = [ErrorSample(Sample(const(3, 4), const(5), 0.5), RuntimeError, "mu
 
 @op("addcmul", tags=("pointwise",), promote="common", inplace=True)
 def addcmul(xp, input, tensor1, tensor2, *, value=1):
-    """``input + value * tensor1 * tensor2``."""
+    """``input + value * tensor1 * tensor2``.
+
+    Example:
+        >>> ember.addcmul(ember.ones(2), ember.tensor([2., 3.]), ember.tensor([4., 5.]), value=0.5)
+        tensor([5.0000, 8.5000])
+    """
     return xp.add(input, xp.multiply(xp.multiply(tensor1, tensor2), value)).astype(
         xp.result_type(input, tensor1, tensor2), copy=False)
 
@@ -361,7 +434,12 @@ def _(g, input, tensor1, tensor2, *, value=1):
 
 @op("addcdiv", tags=("pointwise",), promote="common", inplace=True)
 def addcdiv(xp, input, tensor1, tensor2, *, value=1):
-    """``input + value * tensor1 / tensor2`` (floating and complex tensors only)."""
+    """``input + value * tensor1 / tensor2`` (floating and complex tensors only).
+
+    Example:
+        >>> ember.addcdiv(ember.ones(2), ember.tensor([2., 3.]), ember.tensor([4., 5.]), value=2)
+        tensor([2.0000, 2.2000])
+    """
     if tensor1.dtype.kind in "biu" and tensor2.dtype.kind in "biu":
         raise RuntimeError("Integer division with addcdiv is no longer supported, and in a "
                            "future release addcdiv will perform a true division of tensor1 and "

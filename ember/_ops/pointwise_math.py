@@ -31,10 +31,10 @@ log10 = _unary("log10", lambda xp, input: xp.log10(input), lambda x, r: 1 / (x *
                domain=(0.1, 4.0))
 
 
-
 def _scale(x, c):
     # ml_dtypes lets a Python float upcast a 0-dim bfloat16 array: cast back
     return (x * c).astype(x.dtype, copy=False)
+
 
 # ---- trigonometric and hyperbolic ---------------------------------------------------------
 # NOTE: complex samples stay inside (-0.9, 0.9)^2 where the inverse functions have branch cuts
@@ -60,9 +60,52 @@ deg2rad = _unary("deg2rad", lambda xp, input: _scale(input, math.pi / 180),
 rad2deg = _unary("rad2deg", lambda xp, input: _scale(input, 180 / math.pi),
                  lambda x, r: 180 / math.pi, save="none", kinds="c")
 
+def _document(docs):
+    """Set the docstrings of ops made by ``_unary`` (their forwards are lambdas)."""
+    for d, doc in docs.items():
+        d.__doc__ = doc
+
+
+_document({
+    reciprocal: "``1 / input``; integers give the default float.",
+    rsqrt: "``1 / sqrt(input)``.",
+    exp2: """``2 ** input``.
+
+    Example:
+        >>> ember.exp2(ember.tensor([3]))
+        tensor([8.])
+    """,
+    expm1: "``exp(input) - 1``, accurate for small ``input``.",
+    log1p: "``log(1 + input)``, accurate for small ``input``.",
+    log2: """The base-2 logarithm.
+
+    Example:
+        >>> ember.log2(ember.tensor([8.]))
+        tensor([3.])
+    """,
+    log10: "The base-10 logarithm.",
+    tan: "The tangent.", asin: "The arcsine.", acos: "The arccosine.", atan: "The arctangent.",
+    sinh: "The hyperbolic sine.", cosh: "The hyperbolic cosine.",
+    asinh: "The inverse hyperbolic sine.", acosh: "The inverse hyperbolic cosine.",
+    atanh: "The inverse hyperbolic tangent.",
+    deg2rad: """Degrees to radians.
+
+    Example:
+        >>> ember.deg2rad(ember.tensor([180.]))
+        tensor([3.1416])
+    """,
+    rad2deg: "Radians to degrees.",
+})
+
+
 # ---- the error function -------------------------------------------------------------------
-# NumPy has no erf, and ember may not use scipy: erf is a series for |x| < 1.5 and erfc a
-# continued fraction above (the split CPython's math module used), both in float64.
+# NumPy has no erf, and ember may not use scipy. In float64: erf is a series for |x| < 1.5 and
+# erfc a continued fraction above (the split CPython's math module once used). Each runs only
+# on its own elements, with the fewest terms that reach full precision on its band of |x|.
+
+# 2^k / (1 * 3 * ... * (2k + 1)), the series' coefficients, highest first for Horner's rule
+_SERIES = [2.0 ** k / math.prod(range(1, 2 * k + 2, 2)) for k in range(25, -1, -1)]
+_FRACTION_BANDS = ((1.5, 3.0, 120), (3.0, 6.0, 30), (6.0, 30.0, 15))
 
 
 def _exp_neg_square(xp, a):
@@ -72,68 +115,120 @@ def _exp_neg_square(xp, a):
     return xp.exp(-h * h) * xp.exp(-(a - h) * (a + h))
 
 
-def _erf_series(xp, a, terms=25):
+def _erf_series(xp, a):
     # erf(a) = 2a/sqrt(pi) exp(-a^2) sum_k (2a^2)^k / (1*3*...*(2k+1)): all terms positive
-    s, a2 = xp.ones_like(a), 2.0 * a * a
-    for k in range(terms, 0, -1):
-        s = 1.0 + s * a2 / (2 * k + 1)
-    return 2.0 / _SQRT_PI * a * _exp_neg_square(xp, a) * s
+    a2, s = a * a, xp.full(a.shape, _SERIES[0])
+    for c in _SERIES[1:]:
+        s *= a2
+        s += c
+    return (2.0 / _SQRT_PI) * a * _exp_neg_square(xp, a) * s
 
 
-def _erfc_fraction(xp, a, terms=90):
+def _erfc_fraction(xp, a, terms):
     # erfc(a) = exp(-a^2)/sqrt(pi) / (a + (1/2)/(a + 1/(a + (3/2)/(a + ...)))), for a >= 1.5
-    t = a
+    t = a.copy()
     for k in range(terms, 0, -1):
-        t = a + (k / 2.0) / t
+        xp.divide(k / 2.0, t, out=t)
+        t += a
     return _exp_neg_square(xp, a) / (_SQRT_PI * t)
 
 
 def _erf_erfc(xp, x, want):
-    """``erf(x)`` (want="erf") or ``erfc(x)`` (want="erfc") in float64, computed in the dtype
-    of ``x`` rounded back at the end."""
-    a = xp.abs(x.astype(np.float64))
+    """``erf(x)`` (want="erf") or ``erfc(x)`` (want="erfc"), computed in float64 and returned
+    in the dtype of ``x``."""
+    x64 = x.astype(np.float64)
+    a = xp.abs(x64)
+    r = xp.zeros_like(a) if want == "erf" else xp.where(a >= 30.0, 0.0, 1.0)  # |x| >= 30
+    r[xp.isnan(a)] = xp.nan
     small = a < 1.5
-    s = _erf_series(xp, xp.where(small, a, 0.0))
-    c = _erfc_fraction(xp, xp.clip(a, 1.5, 30.0))
-    c = xp.where(a >= 30.0, 0.0, c)        # erfc(30) ~ 1e-393 underflows; nan stays nan
+    if small.any():
+        s = _erf_series(xp, a[small])
+        r[small] = s if want == "erf" else 1.0 - s
+    for lo, hi, terms in _FRACTION_BANDS:
+        band = (a >= lo) & (a < hi)
+        if band.any():           # bands are often empty: skip their hundreds of array calls
+            c = _erfc_fraction(xp, a[band], terms)
+            r[band] = 1.0 - c if want == "erf" else c
     if want == "erf":
-        r = xp.where(small, s, 1.0 - c)
-        r = xp.where(x < 0, -r, r)
+        r[a >= 30.0] = 1.0
+        r = xp.where(x64 < 0, -r, r)
     else:
-        r = xp.where(small, 1.0 - s, c)
-        r = xp.where(x < 0, 2.0 - r, r)
+        r = xp.where(x64 < 0, 2.0 - r, r)
     return r.astype(x.dtype, copy=False)
 
 
+# Giles' single-precision erfinv ("Approximating the erfinv function", 2010): polynomials in
+# w = -log(1 - y^2), about 1e-7 relative; highest coefficient first.
+_GILES_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
+                  0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
+_GILES_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+               -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
+
+
+def _horner(coefs, w):
+    p = coefs[0]
+    for c in coefs[1:]:
+        p = p * w + c
+    return p
+
+
+def _halley(xp, x, a):
+    """One Halley step (cubic convergence) towards ``erf(x) = a`` for ``a`` in [0, 1): on
+    ``erfc(x) = 1 - a`` for a > 0.5, where ``1 - a`` is exact and erf(x) too flat."""
+    tail = a > 0.5
+    f = xp.empty_like(x)
+    f[~tail] = _erf_erfc(xp, x[~tail], "erf") - a[~tail]
+    f[tail] = (1 - a[tail]) - _erf_erfc(xp, x[tail], "erfc")
+    d = 2 / _SQRT_PI * _exp_neg_square(xp, x)      # d/dx erf; d2/dx2 = -2x d
+    return x - f / (d + x * f)
+
+
 def _erfinv(xp, y):
-    """Winitzki's closed-form estimate (~2e-3 relative), then three Halley steps on
-    ``erf(x) = y``, or on ``erfc(x) = 1 - y`` near +-1 where ``1 - y`` is exact."""
+    """Giles' estimate and one Halley step (1e-7 becomes 1e-21); beyond float32's range
+    (1 - |y| < 1e-7), where the estimate is poor, Newton steps on the logarithm."""
     y64 = y.astype(np.float64)
     a = xp.abs(y64)
     inside = a < 1
     a = xp.where(inside, a, 0.5)
-    ln = xp.log((1 - a) * (1 + a))
-    k = 2 / (math.pi * 0.147) + ln / 2
-    x = xp.sqrt(xp.sqrt(k * k - ln / 0.147) - k)
-    tail = a > 0.5
-    for _ in range(3):
-        f = xp.where(tail, (1 - a) - _erf_erfc(xp, x, "erfc"), _erf_erfc(xp, x, "erf") - a)
-        d = 2 / _SQRT_PI * _exp_neg_square(xp, x)      # d/dx erf; d2/dx2 = -2x d
-        x = x - f / (d + x * f)
+    w = -xp.log((1 - a) * (1 + a))
+    x = a * xp.where(w < 5, _horner(_GILES_CENTRAL, w - 2.5),
+                     _horner(_GILES_TAIL, xp.sqrt(w) - 3))
+    x = _halley(xp, x, a)
+    far = w > 16
+    if bool(far.any()):
+        # NOTE: erfc falls like exp(-x^2) out here, so steps on erfc(x) itself crawl in from a
+        # poor start: Newton on log(erfc(x)) = log(1 - a), which is nearly quadratic in x.
+        xf, log_t = x[far], xp.log(1 - a[far])
+        for _ in range(5):
+            c = _erf_erfc(xp, xf, "erfc")
+            xf = xf + c * (xp.log(c) - log_t) / (2 / _SQRT_PI * _exp_neg_square(xp, xf))
+        x[far] = xf
     x = xp.where(inside, x, xp.where(xp.abs(y64) == 1, xp.inf, xp.nan))   # nan stays nan
     return xp.where(y64 < 0, -x, x).astype(y.dtype, copy=False)
 
 
 erf = _unary("erf", lambda xp, input: _erf_erfc(xp, input, "erf"),
-             lambda x, r: 2 / _SQRT_PI * (-x * x).exp(), kinds="c", aliases=("special_erf",))
+             lambda x, r: 2 / _SQRT_PI * (-x * x).exp(), kinds="c")
 erfc = _unary("erfc", lambda xp, input: _erf_erfc(xp, input, "erfc"),
               lambda x, r: -2 / _SQRT_PI * (-x * x).exp(), kinds="c")
 erfinv = _unary("erfinv", lambda xp, input: _erfinv(xp, input),
                 lambda x, r: _SQRT_PI / 2 * (r * r).exp(), save="result", kinds="c",
                 domain=(-0.9, 0.9))
-erf.__doc__ = "The error function ``2/sqrt(pi) * integral_0^x exp(-t^2) dt``."
-erfc.__doc__ = "``1 - erf(x)``, accurate where erf(x) is close to 1."
-erfinv.__doc__ = "The inverse of :func:`erf` on (-1, 1); +-inf at +-1, nan outside."
+_document({
+    erf: """The error function ``2/sqrt(pi) * integral_0^x exp(-t^2) dt``.
+
+    Example:
+        >>> ember.erf(ember.tensor([0., 0.5, -1.]))
+        tensor([ 0.0000,  0.5205, -0.8427])
+    """,
+    erfc: "``1 - erf(x)``, accurate where erf(x) is close to 1.",
+    erfinv: """The inverse of :func:`erf` on (-1, 1); +-inf at +-1, nan outside.
+
+    Example:
+        >>> ember.erfinv(ember.tensor([0., 0.5, -1.]))
+        tensor([0.0000, 0.4769,   -inf])
+    """,
+})
 erf.errors = [dtype_error("erf", (3,), dtype=np.complex64)]
 erfinv.errors = [dtype_error("erfinv", (3,), dtype=np.complex128)]
 
@@ -163,7 +258,14 @@ trunc = _rounding("trunc", lambda xp, x: xp.trunc(x), aliases=("fix",))
 @op("round", tags=("pointwise",), inplace=True)
 @reject("round", "bc")
 def round(xp, input, *, decimals=0):
-    """Round half to even, to ``decimals`` decimal places (negative: to tens, hundreds...)."""
+    """Round half to even, to ``decimals`` decimal places (negative: to tens, hundreds...).
+
+    Example:
+        >>> ember.round(ember.tensor([0.5, 1.5, 2.5]))
+        tensor([0., 2., 2.])
+        >>> ember.round(ember.tensor([1.2345, -2.5]), decimals=2)
+        tensor([ 1.2300, -2.5000])
+    """
     if input.dtype.kind in "iu":
         return input.copy()
     if decimals == 0:
@@ -187,7 +289,12 @@ round.errors = [dtype_error("round", (3,), dtype=bool)]
 @op("frac", tags=("pointwise",), inplace=True)
 @reject("frac", "biuc")
 def frac(xp, input):
-    """``input - trunc(input)``, the fractional part with the sign of ``input``."""
+    """``input - trunc(input)``, the fractional part with the sign of ``input``.
+
+    Example:
+        >>> ember.frac(ember.tensor([1.5, -2.25]))
+        tensor([ 0.5000, -0.2500])
+    """
     return input - xp.trunc(input)
 
 
@@ -213,7 +320,12 @@ positive.errors = [ErrorSample(Sample(const(3, dtype=bool)), RuntimeError, "on a
 
 @op("square", tags=("pointwise",), inplace=True)
 def square(xp, input):
-    """``input * input``; bool tensors square to int64 like torch."""
+    """``input * input``; bool tensors square to int64 like torch.
+
+    Example:
+        >>> ember.square(ember.tensor([True, False]))
+        tensor([1, 0])
+    """
     return xp.square(input.astype(np.int64) if input.dtype == np.bool_ else input)
 
 
@@ -244,13 +356,14 @@ relu.errors = [ErrorSample(Sample(const(3, dtype=bool)), RuntimeError, "Boolean 
 # ---- floating-point predicates and repairs -----------------------------------------------
 
 
-def _predicate(name, f, complex_ok=True):
+def _predicate(name, f, complex_ok=True, on_int=False):
+    """A bool-valued test of floats; integer (and bool) inputs give ``on_int``: a constant, or
+    a function of the array."""
     def fwd(xp, input):
         if input.dtype.kind == "c" and not complex_ok:
             raise RuntimeError(f"{name} does not support complex inputs.")
-        if input.dtype.kind in "biu":        # integers are always finite and never nan
-            return f(xp, input.astype(np.float32)) if name == "signbit" else \
-                xp.full(input.shape, name == "isfinite")
+        if input.dtype.kind in "biu":
+            return on_int(xp, input) if callable(on_int) else xp.full(input.shape, on_int)
         return f(xp, input)
     fwd.__doc__ = f"``{name}`` of each element, as a bool tensor."
     d = op(name, tags=("pointwise",), differentiable=False)(fwd)
@@ -267,22 +380,28 @@ def _special_samples(dev, dt):
 
 isnan = _predicate("isnan", lambda xp, x: xp.isnan(x))
 isinf = _predicate("isinf", lambda xp, x: xp.isinf(x))
-isfinite = _predicate("isfinite", lambda xp, x: xp.isfinite(x))
+isfinite = _predicate("isfinite", lambda xp, x: xp.isfinite(x), on_int=True)
 isposinf = _predicate("isposinf", lambda xp, x: x == xp.inf, complex_ok=False)
 isneginf = _predicate("isneginf", lambda xp, x: x == -xp.inf, complex_ok=False)
-signbit = _predicate("signbit", lambda xp, x: xp.signbit(x), complex_ok=False)
+signbit = _predicate("signbit", lambda xp, x: xp.signbit(x), complex_ok=False,
+                     on_int=lambda xp, x: x < 0)
 signbit.skips = {"bfloat16": "the oracle's float32 -> bfloat16 cast sets the sign bit of nan"}
 
 
 @op("nan_to_num", tags=("pointwise",), inplace=True)
 def nan_to_num(xp, input, nan=0.0, posinf=None, neginf=None):
     """Replace nan by ``nan``, +inf by ``posinf`` and -inf by ``neginf`` (default: the
-    largest and lowest finite values of the dtype)."""
+    largest and lowest finite values of the dtype).
+
+    Example:
+        >>> ember.nan_to_num(ember.tensor([float("nan"), float("inf"), 1.]), posinf=9.)
+        tensor([0., 9., 1.])
+    """
     if input.dtype.kind in "biu":
         return input.copy()
     if input.dtype.kind == "c":
-        parts = (nan_to_num.fwd(xp, p, nan, posinf, neginf) for p in (input.real, input.imag))
-        return xp.asarray(next(parts) + 1j * next(parts), dtype=input.dtype)
+        re, im = (nan_to_num.fwd(xp, p, nan, posinf, neginf) for p in (input.real, input.imag))
+        return (re + 1j * im).astype(input.dtype, copy=False)
     fi = ml_dtypes.finfo(input.dtype)
     hi, lo = fi.max if posinf is None else posinf, fi.min if neginf is None else neginf
     r = xp.where(xp.isnan(input), nan, input)

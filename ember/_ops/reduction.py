@@ -12,11 +12,6 @@ from .registry import op
 from .samples import ErrorSample, Sample, const, dim_errors, make, reduce_samples
 
 
-def _axis(dim, nd):
-    """NumPy's ``axis`` for a torch ``dim``: a tuple of axes (all of them for None or ``()``)."""
-    return reduce_dims(dim, nd)
-
-
 def _count(shape, dim):
     """How many elements each output of a reduction over ``dim`` gathers."""
     return math.prod(shape[a] for a in reduce_dims(dim, len(shape)))
@@ -43,10 +38,13 @@ def _sum_dtype(x, dtype):
     return np.dtype(np.int64) if x.dtype.kind in "biu" else x.dtype
 
 
-def _accumulate(xp, f, input, dtype, **kw):
+def _accumulate(f, input, dim, keepdim, dtype):
+    """``f(input, axis, keepdims, dtype)`` (a NumPy-style sum, mean, prod) over torch's ``dim``
+    in the dtype torch gives the result."""
+    kw = dict(axis=reduce_dims(dim, input.ndim), keepdims=keepdim)
+    dt = _sum_dtype(input, dtype)
     # NOTE: like torch, half and bfloat16 accumulate in float32 and round once at the end;
     # summing in the 8-bit mantissa loses most digits after a few hundred terms.
-    dt = _sum_dtype(input, dtype)
     if dt.itemsize == 2 and dt.kind in "fV":
         return f(input.astype(np.float32), **kw).astype(dt)
     return f(input, dtype=dt, **kw)
@@ -54,12 +52,11 @@ def _accumulate(xp, f, input, dtype, **kw):
 # ---- sums and means ------------------------------------------------------------------------
 
 
-def _sum_like(name, f, doc):
+def _sum_like(name, f, doc, complex_ok=True):
     def fwd(xp, input, dim=None, keepdim=False, *, dtype=None):
-        if name == "nansum" and input.dtype.kind == "c":
-            raise RuntimeError("nansum does not support complex inputs")
-        return _accumulate(xp, getattr(xp, f), input, dtype, axis=_axis(dim, input.ndim),
-                           keepdims=keepdim)
+        if not complex_ok and input.dtype.kind == "c":
+            raise RuntimeError(f"{name} does not support complex inputs")
+        return _accumulate(getattr(xp, f), input, dim, keepdim, dtype)
     fwd.__doc__ = doc
     d = op(name, tags=("reduction",))(fwd)
     d.meta, d.samples = _reduce_meta(_sum_dtype), _reduce_samples
@@ -71,9 +68,21 @@ def _reduce_samples(dev, dt):
         [Sample(make((3, 4), dt), 1, dtype=ember.float64)] * (dt.category < 3)
 
 
-sum_ = _sum_like("sum", "sum", "Sum over ``dim`` (all dims by default); integers and bools "
-                               "sum as int64, or as ``dtype``.")
-nansum = _sum_like("nansum", "nansum", "Sum over ``dim`` treating nan as zero.")
+sum_ = _sum_like("sum", "sum", """Sum over ``dim`` (all dims or a tuple); integers and bools
+    sum as int64, or as ``dtype``.
+
+    Example:
+        >>> ember.sum(ember.tensor([[1, 2], [3, 4]]), (0, 1), keepdim=True)
+        tensor([[10]])
+        >>> ember.tensor([True, True]).sum()
+        tensor(2)
+    """)
+nansum = _sum_like("nansum", "nansum", """Sum over ``dim`` treating nan as zero.
+
+    Example:
+        >>> ember.nansum(ember.tensor([1., float("nan"), 2.]))
+        tensor(3.)
+    """, complex_ok=False)
 
 
 @sum_.vjp()
@@ -98,9 +107,14 @@ def _float_input(name, input, dtype):
 
 @op("mean", tags=("reduction",))
 def mean(xp, input, dim=None, keepdim=False, *, dtype=None):
-    """Mean over ``dim`` (floating and complex inputs, or with ``dtype``)."""
+    """Mean over ``dim`` (floating and complex inputs, or with ``dtype``).
+
+    Example:
+        >>> ember.mean(ember.tensor([1, 2]), dtype=ember.float64)
+        tensor(1.5000, dtype=torch.float64)
+    """
     _float_input("mean", input, dtype)
-    return _accumulate(xp, xp.mean, input, dtype, axis=_axis(dim, input.ndim), keepdims=keepdim)
+    return _accumulate(xp.mean, input, dim, keepdim, dtype)
 
 
 @mean.vjp()
@@ -111,12 +125,16 @@ def _(g, input, dim=None, keepdim=False, *, dtype=None):
 
 @op("nanmean", tags=("reduction",))
 def nanmean(xp, input, dim=None, keepdim=False, *, dtype=None):
-    """Mean over ``dim`` of the elements that are not nan."""
+    """Mean over ``dim`` of the elements that are not nan.
+
+    Example:
+        >>> ember.nanmean(ember.tensor([1., float("nan"), 2.]))
+        tensor(1.5000)
+    """
     if input.dtype.kind in "biuc":
         raise RuntimeError("nanmean(): expected input to have floating point dtype "
                            f"but got {type_name(input.dtype)}")
-    return _accumulate(xp, xp.nanmean, input, dtype, axis=_axis(dim, input.ndim),
-                       keepdims=keepdim)
+    return _accumulate(xp.nanmean, input, dim, keepdim, dtype)
 
 
 @nanmean.vjp(save=("input",))
@@ -147,7 +165,7 @@ def prod(xp, input, dim=None, keepdim=False, *, dtype=None):
     """Product over one ``dim``, or of all elements."""
     if isinstance(dim, (tuple, list)):
         raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
-    return _accumulate(xp, xp.prod, input, dtype, axis=_axis(dim, input.ndim), keepdims=keepdim)
+    return _accumulate(xp.prod, input, dim, keepdim, dtype)
 
 
 @prod.vjp(save=("input", "result"))
@@ -178,8 +196,13 @@ prod.samples = lambda dev, dt: [Sample(make((3, 4), dt, 0.5, 1.5)), Sample(make(
 
 @op("count_nonzero", tags=("reduction",), differentiable=False)
 def count_nonzero(xp, input, dim=None):
-    """How many elements (along ``dim``, an int or tuple) are non-zero, as int64."""
-    return xp.asarray(xp.count_nonzero(input, axis=_axis(dim, input.ndim)), dtype=np.int64)
+    """How many elements (along ``dim``, an int or tuple) are non-zero, as int64.
+
+    Example:
+        >>> ember.count_nonzero(ember.tensor([[0, 1], [2, 3]]), 0)
+        tensor([1, 2])
+    """
+    return xp.asarray(xp.count_nonzero(input, axis=reduce_dims(dim, input.ndim)), dtype=np.int64)
 
 
 count_nonzero.meta = lambda input, dim=None: empty(reduce_shape(input.shape, dim, False),
@@ -193,6 +216,9 @@ count_nonzero.errors = dim_errors()
 
 
 def _nonempty(name, input, dim):
+    """Extrema need an ordered dtype and something to choose from."""
+    if input.dtype.kind == "c":
+        raise RuntimeError(f"{name}(): does not support complex input")
     if input.size == 0:
         if dim is None:
             # NOTE: torch raises RuntimeError for max/min but IndexError for argmax/argmin
@@ -228,8 +254,13 @@ def _minmax(name, f, argf, binary):
             vals, idx = vals.reshape(reduce_shape(input.shape, dim, keepdim)), \
                 idx.reshape(reduce_shape(input.shape, dim, keepdim))
         return vals, idx.astype(np.int64)
-    fwd.__doc__ = (f"The {name}imum of all elements, ``(values, indices)`` along ``dim``, or "
-                   f"with a tensor as second argument, :func:`{name}imum`.")
+    fwd.__doc__ = f"""The {name}imum of all elements, ``(values, indices)`` along ``dim``, or with a
+    tensor as second argument, :func:`{name}imum`.
+
+    Example:
+        >>> ember.{name}(ember.tensor([[1., 5.], [5., 2.]]), 1).indices
+        tensor({[1, 0] if name == "max" else [0, 1]})
+    """
 
     @fwd.vjp(save=("input", "dim", "result"))
     def _(g, input, dim=None, keepdim=False, result=None):
@@ -259,7 +290,8 @@ def _minmax(name, f, argf, binary):
     fwd.errors = [ErrorSample(Sample(const(0)), RuntimeError, "Expected reduction dim to be"),
                   ErrorSample(Sample(const(3, 4), (0, 1)), TypeError, "must be int, not tuple"),
                   ErrorSample(Sample(const(0, 3), 0), IndexError, "Expected reduction dim 0"),
-                  ErrorSample(Sample(const(3, 4), 2), IndexError, "Dimension out of range")]
+                  ErrorSample(Sample(const(3, 4), 2), IndexError, "Dimension out of range"),
+                  ErrorSample(Sample(const(3, dtype=np.complex64)), RuntimeError, "complex")]
     return fwd
 
 
@@ -278,8 +310,14 @@ def _amax(name, f):
     @op(name, tags=("reduction",))
     def fwd(xp, input, dim=(), keepdim=False):
         _nonempty(name, input, dim if dim != () else None)
-        return f(xp, input, axis=_axis(dim, input.ndim), keepdims=keepdim)
-    fwd.__doc__ = f"The {name[1:]}imum over ``dim`` (an int or tuple; all dims by default)."
+        return f(xp, input, axis=reduce_dims(dim, input.ndim), keepdims=keepdim)
+    fwd.__doc__ = f"""The {name[1:]}imum over ``dim`` (an int or tuple; all dims by default); the
+    gradient is shared evenly between tied elements.
+
+    Example:
+        >>> ember.{name}(ember.tensor([[1., 5.], [5., 2.]]), 1)
+        tensor({"[5., 5.]" if name == "amax" else "[1., 2.]"})
+    """
     fwd.vjp(save=("input", "result"))(
         lambda g, input, dim=(), keepdim=False, result=None:
         _even_split(g, input, result, dim, keepdim))
@@ -300,10 +338,16 @@ amax.errors = amin.errors = dim_errors() + [ErrorSample(Sample(const(0, 3), 0), 
 
 @op("aminmax", tags=("reduction",), returns=("min", "max"))
 def aminmax(xp, input, *, dim=None, keepdim=False):
-    """``(amin(input, dim), amax(input, dim))`` in one call (``dim``: an int or None)."""
+    """``(amin(input, dim), amax(input, dim))`` in one call (``dim``: an int or None).
+
+    Example:
+        >>> ember.aminmax(ember.tensor([[1., 5.], [5., 2.]])).max
+        tensor(5.)
+    """
     if input.size == 0:
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the "
                            "operation has no identity.")
+    _nonempty("aminmax", input, dim)
     return amin.fwd(xp, input, dim, keepdim), amax.fwd(xp, input, dim, keepdim)
 
 
@@ -313,6 +357,8 @@ def _(g, input, *, dim=None, keepdim=False, result=None):
     return gs[0] if len(gs) == 1 else gs[0] + gs[1]
 
 
+aminmax.errors = [ErrorSample(Sample(const(0)), RuntimeError, "cannot compute aminmax over an"),
+                  ErrorSample(Sample(const(3, dtype=np.complex64)), RuntimeError, "complex")]
 aminmax.meta = lambda input, *, dim=None, keepdim=False: (amin.meta(input, dim, keepdim),) * 2
 aminmax.samples = lambda dev, dt: [Sample(make((3, 4), dt)), Sample(make((3, 4), dt), dim=1),
                                    Sample(make((3, 4), dt), dim=0, keepdim=True)] \
@@ -344,13 +390,14 @@ def _arg(name, f):
 argmax = _arg("argmax", lambda a, **kw: a.argmax(**kw))
 argmin = _arg("argmin", lambda a, **kw: a.argmin(**kw))
 argmax.errors = argmin.errors = dim_errors() + [
-    ErrorSample(Sample(const(0)), IndexError, "Expected reduction dim to be specified")]
+    ErrorSample(Sample(const(0)), IndexError, "Expected reduction dim to be specified"),
+    ErrorSample(Sample(const(3, dtype=np.complex64), 0), RuntimeError, "complex")]
 
 
 def _truth(name, f):
     @op(name, tags=("reduction",), differentiable=False)
     def fwd(xp, input, dim=None, keepdim=False):
-        r = f(input, axis=_axis(dim, input.ndim), keepdims=keepdim)
+        r = f(input, axis=reduce_dims(dim, input.ndim), keepdims=keepdim)
         # NOTE: torch keeps uint8 for uint8 inputs (a pre-bool convention), bool otherwise
         return r.astype(np.uint8) if input.dtype == np.uint8 else r
     fwd.__doc__ = f"True where {name} element (along ``dim``) is non-zero."
@@ -378,20 +425,33 @@ def _moment_args(dim, unbiased, correction):
     return dim, 0 if unbiased is False else 1
 
 
+_MOMENT_EXAMPLE = """
+
+    Example:
+        >>> x = ember.tensor([1., 2., 3., 4.])
+        >>> ember.{name}(x), ember.{name}(x, correction=0)
+"""
+_MOMENT_RESULTS = {
+    "var": "(tensor(1.6667), tensor(1.2500))", "std": "(tensor(1.2910), tensor(1.1180))",
+    "var_mean": "((tensor(1.6667), tensor(2.5000)), (tensor(1.2500), tensor(2.5000)))",
+    "std_mean": "((tensor(1.2910), tensor(2.5000)), (tensor(1.1180), tensor(2.5000)))"}
+
+
 def _moments(name, std, with_mean):
     def fwd(xp, input, dim=None, unbiased=None, keepdim=False, *, correction=None):
         if input.dtype.kind in "biu":
             raise RuntimeError("std and var only support floating point and complex dtypes")
         dim, c = _moment_args(dim, unbiased, correction)
-        ax = _axis(dim, input.ndim)
+        ax = reduce_dims(dim, input.ndim)
         # NOTE: computed in float32 for half precision, as torch's accumulation type
         x = input.astype(np.float32) if input.dtype.itemsize == 2 else input
         v = xp.var(x, axis=ax, ddof=c, keepdims=keepdim)
         v = (xp.sqrt(v) if std else v).astype(input.real.dtype, copy=False)
         return (v, xp.mean(x, axis=ax, keepdims=keepdim).astype(input.dtype)) if with_mean else v
     fwd.__doc__ = (f"{'Standard deviation' if std else 'Variance'} over ``dim`` with "
-                   f"``correction`` (1 by default: Bessel's){', and the mean' * with_mean}.")
-    d = op(name, tags=("reduction",))(fwd)
+                   f"``correction`` (1 by default: Bessel's){', and the mean' * with_mean}."
+                   + _MOMENT_EXAMPLE.format(name=name) + f"        {_MOMENT_RESULTS[name]}\n    ")
+    d = op(name, tags=("reduction",), method=not with_mean)(fwd)
 
     @d.vjp(save=("input", "result"))
     def _(g, input, dim=None, unbiased=None, keepdim=False, *, correction=None, result=None):
@@ -436,8 +496,13 @@ var.errors = std.errors = dim_errors() + [
 
 @op("logsumexp", tags=("reduction",), promote="float", promote_args=(0,))
 def logsumexp(xp, input, dim, keepdim=False):
-    """``log(sum(exp(input), dim))``, computed without overflow."""
-    ax = _axis(dim, input.ndim)
+    """``log(sum(exp(input), dim))``, computed without overflow.
+
+    Example:
+        >>> ember.logsumexp(ember.tensor([1000., 1000.]), 0)
+        tensor(1000.6932)
+    """
+    ax = reduce_dims(dim, input.ndim)
     m = xp.max(input, axis=ax, keepdims=True) if input.size else xp.zeros((), input.dtype)
     # NOTE: shift by the maximum so exp cannot overflow; an infinite maximum shifts by 0 so
     # that inf - inf does not make nan.
@@ -467,7 +532,12 @@ logsumexp.errors = dim_errors()
 @op("norm", tags=("reduction",))
 def norm(xp, input, p="fro", dim=None, keepdim=False, dtype=None):
     """The vector ``p``-norm over ``dim`` (all elements by default): ``p`` is a number,
-    ``inf``, ``-inf`` or ``"fro"`` (the 2-norm)."""
+    ``inf``, ``-inf`` or ``"fro"`` (the 2-norm).
+
+    Example:
+        >>> ember.norm(ember.tensor([3., -4.])), ember.norm(ember.tensor([3., -4.]), 1)
+        (tensor(5.), tensor(7.))
+    """
     if input.dtype.kind in "biu":
         raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as "
                            f"input. Got {type_name(input.dtype)}")
@@ -475,7 +545,7 @@ def norm(xp, input, p="fro", dim=None, keepdim=False, dtype=None):
         input = input.astype(dtype.np)
     a = xp.abs(input)
     return _vector_norm(xp, a.astype(np.float32) if a.dtype.itemsize == 2 else a, p,
-                        _axis(dim, input.ndim), keepdim).astype(a.dtype, copy=False)
+                        reduce_dims(dim, input.ndim), keepdim).astype(a.dtype, copy=False)
 
 
 def _vector_norm(xp, a, p, ax, keepdim):

@@ -171,6 +171,7 @@ expand.samples = lambda dev, dt: [Sample(make((3, 1), dt), 3, 4), Sample(make((4
 
 @op("broadcast_to", view=True)
 def broadcast_to(xp, input, size):
+    """``input`` broadcast to ``size``, as a view (like :meth:`Tensor.expand`)."""
     return expand.fwd(xp, input, tuple(size))
 
 
@@ -476,7 +477,7 @@ def chunk(input, chunks, dim=0):
     return split(input, max(-(-n // chunks), 1), dim)
 
 
-@op("view_as_real", view=True)
+@op("view_as_real", view=True, method=False)
 def view_as_real(xp, input):
     """A complex tensor's view as real pairs in a new last dimension."""
     if input.dtype.kind != "c":
@@ -489,7 +490,7 @@ def _(g, input):
     return ember.view_as_complex(g.contiguous())
 
 
-@op("view_as_complex", view=True)
+@op("view_as_complex", view=True, method=False)
 def view_as_complex(xp, input):
     """A real tensor whose last dimension is 2 viewed as complex."""
     if input.shape[-1:] != (2,) or input.strides[-1] != input.itemsize:
