@@ -265,7 +265,12 @@ PROPERTIES = {
 }
 
 
+RESTRIDE = ("squeeze", "unsqueeze", "t", "transpose", "swapaxes", "swapdims", "as_strided")
+
+
 def install():
+    for name in RESTRIDE:
+        setattr(Tensor, name + "_", _restride(name))
     for name, f in OPERATORS.items():
         setattr(Tensor, name, f)
     for name, f in PROPERTIES.items():
@@ -276,3 +281,20 @@ def install():
     Tensor.new_zeros, Tensor.new_ones, Tensor.new_empty = _new(zeros), _new(ones), _new(empty)
     for name, f in _random.TENSOR_METHODS.items():
         setattr(Tensor, name, f)
+
+
+# ---- in-place view ops: change this tensor's shape/strides, keep its storage --------------------
+
+def _restride(name):
+    def f(self, *args, **kwargs):
+        if self._requires_grad and grad_mode.state.grad_enabled and self.grad_fn is not None:
+            # NOTE: an in-place view op on a non-leaf is recorded like the out-of-place view
+            v = getattr(self, name)(*args, **kwargs)
+            self._data, self.grad_fn, self._output_nr = v._data, v.grad_fn, v._output_nr
+            return self
+        self._data = getattr(self.detach(), name)(*args, **kwargs)._data
+        return self
+    f.__name__ = name + "_"
+    f.__doc__ = f"In-place version of :meth:`Tensor.{name}` (same storage, new shape/strides)."
+    return f
+

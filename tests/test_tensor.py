@@ -373,3 +373,26 @@ def test_size_and_dtype_pickle():
     assert pickle.loads(pickle.dumps(ember.Size([2, 3]))) == ember.Size([2, 3])
     assert pickle.loads(pickle.dumps(ember.float16)) is ember.float16
     assert repr(pickle.loads(pickle.dumps(ember.Size([2])))) == "torch.Size([2])"
+
+
+def test_inplace_view_ops_and_inplace_matrix_scan_ops_match_torch():
+    for lib in (ember, torch):
+        x = lib.arange(6.0).reshape(2, 3)
+        y = x.clone()
+        y.t_()
+        y.unsqueeze_(0)
+        y.squeeze_(0)
+        y.transpose_(0, 1)
+        assert tuple(y.shape) == (2, 3) and y.stride() == (3, 1)
+    ex, tx = ember.arange(6.0).reshape(2, 3), torch.arange(6.0).reshape(2, 3)
+    assert ex.cumsum_(1).tolist() == tx.cumsum_(1).tolist()
+    assert ex.cumprod_(0).tolist() == tx.cumprod_(0).tolist()
+    a, b = ember.ones(2, 2), torch.ones(2, 2)
+    a.addmm_(ember.ones(2, 3), ember.ones(3, 2), beta=0.5)
+    b.addmm_(torch.ones(2, 3), torch.ones(3, 2), beta=0.5)
+    assert a.tolist() == b.tolist()
+    w = ember.ones(2, 3, requires_grad=True)
+    v = w * 2
+    v.t_()
+    v.sum().backward()
+    assert w.grad.tolist() == [[2.0] * 3] * 2

@@ -205,7 +205,7 @@ def _scan_dtype(x, dtype):
     return np.int64 if x.dtype.kind in "biu" else x.dtype
 
 
-@op("cumsum")
+@op("cumsum", inplace=True)
 def cumsum(xp, input, dim, *, dtype=None):
     """Running sum along ``dim``."""
     return xp.cumsum(input, axis=dim % max(input.ndim, 1), dtype=_scan_dtype(input, dtype)) \
@@ -218,7 +218,7 @@ cumsum.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1), Sample(make((3, 4
                                   Sample(make((5,), dt), -1)]
 
 
-@op("cumprod")
+@op("cumprod", inplace=True)
 def cumprod(xp, input, dim, *, dtype=None):
     """Running product along ``dim``."""
     return xp.cumprod(input, axis=dim % max(input.ndim, 1), dtype=_scan_dtype(input, dtype)) \

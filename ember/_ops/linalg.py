@@ -158,7 +158,7 @@ outer.samples = lambda dev, dt: [Sample(make((3,), dt), make((4,), dt, seed=1))]
     if dt.category >= 1 else []
 
 
-@op("addmm", tags=("autocast_lower",), promote="common")
+@op("addmm", tags=("autocast_lower",), promote="common", inplace=True)
 def addmm(xp, input, mat1, mat2, *, beta=1, alpha=1):
     """``beta * input + alpha * (mat1 @ mat2)``."""
     _check_2d("addmm", mat1, mat2)
@@ -185,7 +185,7 @@ addmm.samples = lambda dev, dt: [
            alpha=2)] if dt.category >= 2 else []
 
 
-@op("baddbmm", tags=("autocast_lower",), promote="common")
+@op("baddbmm", tags=("autocast_lower",), promote="common", inplace=True)
 def baddbmm(xp, input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * (batch1 @ batch2)`` over a batch."""
     return _scale_add(bmm.fwd(xp, batch1, batch2), input, beta, alpha)
