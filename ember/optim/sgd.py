@@ -1,0 +1,63 @@
+"""SGD with momentum, dampening and Nesterov momentum (``torch.optim.SGD``)."""
+from .._tensor import Tensor
+from .optimizer import Optimizer, _check
+
+__all__ = ["SGD"]
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent, optionally with momentum.
+
+    ``buf = momentum * buf + (1 - dampening) * g`` (``buf = g`` on the first step), then
+    ``p -= lr * (g + momentum * buf if nesterov else buf)``.
+    See https://pytorch.org/docs/stable/generated/torch.optim.SGD.html.
+
+    Args:
+        params (iterable): parameters or param group dicts.
+        lr (float): learning rate. Default: 1e-3.
+        momentum (float): momentum factor. Default: 0.
+        dampening (float): dampening of the momentum. Default: 0.
+        weight_decay (float): L2 penalty added to the gradient. Default: 0.
+        nesterov (bool): Nesterov momentum. Default: False.
+        maximize (bool): ascend instead of descend. Default: False.
+        foreach, differentiable, fused: accepted for compatibility.
+
+    Example:
+        >>> import ember
+        >>> w = ember.nn.Parameter(ember.tensor([1.0]))
+        >>> opt = ember.optim.SGD([w], lr=0.1, momentum=0.9)
+        >>> for _ in range(2):
+        ...     opt.zero_grad()
+        ...     (w * w).sum().backward()
+        ...     opt.step()
+        >>> round(w.item(), 4)
+        0.46
+    """
+
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
+                 *, maximize=False, foreach=None, differentiable=False, fused=None):
+        _check(0.0 <= lr, "learning rate", lr)
+        _check(0.0 <= momentum, "momentum value", momentum)
+        _check(0.0 <= weight_decay, "weight_decay value", weight_decay)
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                        nesterov=nesterov, maximize=maximize, foreach=foreach,
+                        differentiable=differentiable, fused=fused)
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        super().__init__(params, defaults)
+
+    def _update(self, p, g, state, group):
+        momentum, lr = group["momentum"], group["lr"]
+        if momentum != 0:
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                # NOTE: torch keeps no buffer until the first step, and then it is the gradient
+                # itself (undampened), so a state dict from step 0 has no momentum_buffer key.
+                buf = state["momentum_buffer"] = Tensor._wrap(g.copy())
+                buf = buf._data
+            else:
+                buf = buf._data
+                buf *= momentum
+                buf += (1 - group["dampening"]) * g
+            g = g + momentum * buf if group["nesterov"] else buf
+        p -= lr * g
