@@ -1,7 +1,7 @@
 """Adam, with AMSGrad and decoupled (AdamW) weight decay (``torch.optim.Adam``)."""
 import numpy as np
 
-from .optimizer import Optimizer, _check_common, _scalar, _tick, _zeros_like
+from .optimizer import Optimizer, _check_common, _scalar, _zeros_like
 
 __all__ = ["Adam"]
 
@@ -37,8 +37,6 @@ class Adam(Optimizer):
         ['exp_avg', 'exp_avg_sq', 'step']
     """
 
-    _foreach_ok = True
-
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False):
@@ -61,28 +59,30 @@ class Adam(Optimizer):
         if group["amsgrad"]:
             state["max_exp_avg_sq"] = _zeros_like(p)
 
-    def _update(self, p, g, state, group):
-        step = _tick(state)
-        m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
-        if group["amsgrad"]:
-            vmax = state["max_exp_avg_sq"]._data
-            _adam_math(p, g, m, v, vmax, step, group)
-        else:
-            _adam_math(p, g, m, v, None, step, group)
+    def _state_keys(self, group):
+        return ("exp_avg", "exp_avg_sq", "max_exp_avg_sq") if group["amsgrad"] else \
+            ("exp_avg", "exp_avg_sq")
 
-
-def _adam_math(p, g, m, v, vmax, step, group):
-    """One Adam update on arrays (one parameter, or a flat buffer of many)."""
-    beta1, beta2 = group["betas"]
-    m += (g - m) * (1 - beta1)                          # m.lerp_(g, 1 - beta1)
-    v *= beta2
-    v += (1 - beta2) * g * g
-    if vmax is not None:
-        np.maximum(vmax, v, out=vmax)
-        v = vmax
-    denom = np.sqrt(v)
-    denom /= (1 - beta2 ** step) ** 0.5
-    denom += group["eps"]
-    np.divide(m, denom, out=denom)
-    denom *= group["lr"] / (1 - beta1 ** step)
-    p -= denom
+    @staticmethod
+    def _math(p, g, m, v, *rest, step, group):
+        """One Adam update on arrays: ``rest`` is ``(max_exp_avg_sq, scratch)`` for AMSGrad, else
+        ``(scratch,)``. Written as in-place passes, so it allocates nothing."""
+        beta1, beta2 = group["betas"]
+        tmp = rest[-1]
+        m -= g                                              # m.lerp_(g, 1 - beta1)
+        m *= beta1
+        m += g
+        v *= beta2
+        np.multiply(g, g, out=tmp)
+        tmp *= 1 - beta2
+        v += tmp
+        if len(rest) == 2:
+            np.maximum(rest[0], v, out=rest[0])
+            v = rest[0]
+        # lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps), with sqrt(bc2) moved out of the big arrays
+        bc2_sqrt = (1 - beta2 ** step) ** 0.5
+        np.sqrt(v, out=tmp)
+        tmp += group["eps"] * bc2_sqrt
+        np.divide(m, tmp, out=tmp)
+        tmp *= group["lr"] / (1 - beta1 ** step) * bc2_sqrt
+        p -= tmp

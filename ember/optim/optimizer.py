@@ -90,6 +90,29 @@ def _tick(state):
     return float(s)
 
 
+# Elements per block (256 KiB of float32): the ~12 passes of an update then run on data that is
+# still in cache, instead of streaming every array through memory a dozen times.
+BLOCK = 1 << 16
+
+
+def _blocks(*arrays):
+    """Matching contiguous 1-d blocks of same-shaped arrays, plus a scratch block for each.
+
+    NOTE: NumPy runs an expression as one pass per operator; on a tile that fits in cache those
+    passes cost a fraction of full-array passes (about 1.5x faster for Adam on large weights).
+    Non-contiguous arrays (rare for parameters) are yielded whole.
+    """
+    n = arrays[0].size
+    if n <= BLOCK or not all(a.flags.c_contiguous for a in arrays):
+        yield arrays + (np.empty_like(arrays[0]),)
+        return
+    flat = [a.reshape(-1) for a in arrays]
+    scratch = np.empty(BLOCK, arrays[0].dtype)
+    for i in range(0, n, BLOCK):
+        block = tuple(a[i:i + BLOCK] for a in flat)
+        yield block + (scratch[:block[0].size],)
+
+
 def _hook_step(step):
     """Wrap a subclass's ``step`` so the step pre/post hooks run around it (once per class)."""
     @functools.wraps(step)
@@ -128,8 +151,6 @@ class Optimizer:
         >>> opt.state_dict()["param_groups"][0]["params"]
         [0]
     """
-
-    _foreach_ok = False            # subclasses with a flat-buffer path set True
 
     def __init__(self, params, defaults):
         self.defaults = defaults
@@ -249,38 +270,118 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            if self._foreach_ok and group.get("foreach") and self._step_foreach(group):
-                continue
-            for p in group["params"]:
-                if p.grad is not None:
-                    self._step_param(p, group)
+            params = [p for p in group["params"] if p.grad is not None]
+            if group.get("foreach") and self._math is not None:
+                params = self._step_foreach(params, group)
+            for p in params:
+                self._step_param(p, group)
         return loss
 
     def _step_param(self, p, group):
-        g = p.grad._data
-        if group.get("maximize"):
-            g = -g
+        g = self._grad(p, group)
         state = self.state[p]
         if not state:
             self._init_state(p, state, group)
-        arr = p._data
+        g = self._decay(p._data, g, group)
+        self._update(p._data, g, state, group)
+        p._bump_version()
+
+    @staticmethod
+    def _grad(p, group):
+        return -p.grad._data if group.get("maximize") else p.grad._data
+
+    @staticmethod
+    def _decay(p, g, group):
+        """Apply ``weight_decay``: into ``p`` when decoupled (AdamW), else onto the gradient."""
         wd = group.get("weight_decay", 0)
         if wd:
             if group.get("decoupled_weight_decay"):
-                arr *= 1 - group["lr"] * wd
+                p *= 1 - group["lr"] * wd
             else:
-                g = g + wd * arr
-        self._update(arr, g, state, group)
-        p._bump_version()
+                g = g + wd * p
+        return g
 
     def _init_state(self, p, state, group):
         pass
 
-    def _update(self, p, g, state, group):
-        raise NotImplementedError
+    # An optimizer written as array math sets `_math(p, g, *buffers, scratch, step, group)`
+    # (updating p and the buffers in place) and `_state_keys(group)`, the names of the
+    # per-element state it takes as `buffers`; it then gets blocked and foreach updates for free.
+    _math = None
 
-    def _step_foreach(self, group):
-        return False
+    def _state_keys(self, group):
+        return ()
+
+    def _update(self, p, g, state, group):
+        step = _tick(state) if "step" in state else None
+        for block in _blocks(p, g, *(state[k]._data for k in self._state_keys(group))):
+            self._math(*block, step=step, group=group)
+
+    def _step_foreach(self, params, group):
+        """Update the small parameters of each dtype together over flat buffers; returns the
+        ones left for the per-parameter path.
+
+        NOTE: the win is Python overhead: one pass of ~12 NumPy calls for all the biases and
+        norms instead of one per tensor. Tensors above one block already run near memory speed
+        alone, and flattening them would add three copies, so they stay per-parameter.
+        """
+        keys = self._state_keys(group)
+        rest, buckets = [], {}
+        for p in params:
+            state = self.state[p]
+            if not state:
+                self._init_state(p, state, group)
+            ok = p.numel() <= BLOCK and p._data.flags.c_contiguous and all(
+                state.get(k) is not None for k in keys)
+            (buckets.setdefault(p._data.dtype, []) if ok else rest).append(p)
+        for dtype, ps in buckets.items():
+            steps = {float(self.state[p]["step"]._data) for p in ps if "step" in self.state[p]}
+            if len(ps) < 2 or len(steps) > 1:       # nothing to gain, or per-tensor bias terms
+                rest += ps
+                continue
+            bufs = self._flat_state(ps, keys, group)
+            g = np.concatenate([p.grad._data.reshape(-1) for p in ps])
+            if group.get("maximize"):
+                np.negative(g, out=g)
+            x = np.concatenate([p._data.reshape(-1) for p in ps])
+            g = self._decay(x, g, group)
+            step = None
+            for p in ps:
+                if "step" in self.state[p]:
+                    step = _tick(self.state[p])
+            for block in _blocks(x, g, *bufs):
+                self._math(*block, step=step, group=group)
+            offset = 0
+            for p in ps:
+                n = p._data.size
+                p._data[...] = x[offset:offset + n].reshape(p._data.shape)
+                p._bump_version()
+                offset += n
+        return rest
+
+    def _flat_state(self, ps, keys, group):
+        """One flat array per state key for ``ps``, with each parameter's state tensor a view
+        of it. Rebuilt (from the current state) when the params or the state tensors changed,
+        e.g. after ``load_state_dict``."""
+        cache = self.__dict__.setdefault("_flat_cache", {})
+        ck = (id(group), ps[0]._data.dtype, tuple(id(p) for p in ps))
+        hit = cache.get(ck)
+        if hit is not None and all(self.state[p][k]._data is v for k, views in zip(keys, hit[1])
+                                   for p, v in zip(ps, views)):
+            return hit[0]
+        bufs, all_views = [], []
+        for k in keys:
+            flat = np.concatenate([self.state[p][k]._data.reshape(-1) for p in ps])
+            views, offset = [], 0
+            for p in ps:
+                n = p._data.size
+                views.append(flat[offset:offset + n].reshape(p._data.shape))
+                self.state[p][k] = Tensor._wrap(views[-1])
+                offset += n
+            bufs.append(flat)
+            all_views.append(views)
+        cache[ck] = (bufs, all_views)
+        return bufs
 
     # ---- hooks ----------------------------------------------------------------------------
     def _register(self, hooks, hook, prepend=False):

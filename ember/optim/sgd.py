@@ -1,4 +1,6 @@
 """SGD with momentum, dampening and Nesterov momentum (``torch.optim.SGD``)."""
+import numpy as np
+
 from .._tensor import Tensor
 from .optimizer import Optimizer, _check
 
@@ -46,18 +48,34 @@ class SGD(Optimizer):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, defaults)
 
+    def _state_keys(self, group):
+        return ("momentum_buffer",) if group["momentum"] != 0 else ()
+
     def _update(self, p, g, state, group):
-        momentum, lr = group["momentum"], group["lr"]
-        if momentum != 0:
-            buf = state.get("momentum_buffer")
-            if buf is None:
-                # NOTE: torch keeps no buffer until the first step, and then it is the gradient
-                # itself (undampened), so a state dict from step 0 has no momentum_buffer key.
-                buf = state["momentum_buffer"] = Tensor._wrap(g.copy())
-                buf = buf._data
+        if group["momentum"] != 0 and state.get("momentum_buffer") is None:
+            # NOTE: torch keeps no buffer until the first step, and then it is the gradient
+            # itself (undampened), so a state dict from step 0 has no momentum_buffer key.
+            state["momentum_buffer"] = Tensor._wrap(g.copy())
+            p -= group["lr"] * (1 + group["momentum"]) * g if group["nesterov"] else \
+                group["lr"] * g
+            return
+        super()._update(p, g, state, group)
+
+    @staticmethod
+    def _math(p, g, *rest, step, group):
+        """``rest`` is ``(momentum_buffer, scratch)`` with momentum, else ``(scratch,)``."""
+        tmp, lr, momentum = rest[-1], group["lr"], group["momentum"]
+        if len(rest) == 1:
+            np.multiply(g, lr, out=tmp)
+        else:
+            buf = rest[0]
+            buf *= momentum
+            np.multiply(g, 1 - group["dampening"], out=tmp)
+            buf += tmp
+            if group["nesterov"]:
+                np.multiply(buf, momentum, out=tmp)
+                tmp += g
+                tmp *= lr
             else:
-                buf = buf._data
-                buf *= momentum
-                buf += (1 - group["dampening"]) * g
-            g = g + momentum * buf if group["nesterov"] else buf
-        p -= lr * g
+                np.multiply(buf, lr, out=tmp)
+        p -= tmp
