@@ -341,3 +341,60 @@ def test_repr():
         warnings.simplefilter("error")
         r = repr(opt)
     assert r.startswith("SGD (\nParameter Group 0\n    dampening: 0\n") and "lr: 0.1\n" in r
+
+
+@pytest.mark.parametrize("name,kw", [("SGD", dict(lr=0.1, momentum=0.9)),
+                                     ("Adam", dict(lr=0.05, amsgrad=True)),
+                                     ("Adam", dict(lr=0.05, foreach=True)),
+                                     ("RMSprop", dict(lr=0.01, centered=True, momentum=0.5)),
+                                     ("Adagrad", dict(lr=0.1, initial_accumulator_value=0.1)),
+                                     ("Rprop", dict(lr=0.05))])
+def test_complex_params_match_torch(name, kw):
+    # torch optimizes a complex parameter as its real pairs; fixed gradients of a smooth map
+    z = rng.standard_normal((2, 3, 2))
+    z = [z[0, ..., 0] + 1j * z[0, ..., 1], z[1, ..., 0] + 1j * z[1, ..., 1]]
+    res = {}
+    for lib in (ember, torch):
+        ps = _params(lib, z)
+        opt = getattr(lib.optim, name)(ps, **kw)
+        for _ in range(10):
+            for p in ps:
+                x = p.detach().numpy()
+                p.grad = lib.tensor(x * x.conj() * x + 0.5j)
+            opt.step()
+        res[lib.__name__] = ps
+    assert res["ember"][0].dtype == ember.complex128
+    assert _rel_diff(res["ember"], res["torch"]) < 1e-6
+
+
+def test_group_defaults_match_torch():
+    for name in ["SGD", "Adam", "AdamW", "Adagrad", "RMSprop", "Adamax", "NAdam", "RAdam",
+                 "Adadelta", "Rprop", "ASGD", "LBFGS"]:
+        groups = [getattr(lib.optim, name)(_params(lib)[:1]).state_dict()["param_groups"]
+                  for lib in (ember, torch)]
+        assert groups[0] == groups[1], name
+        assert list(groups[0][0]) == list(groups[1][0]), name
+
+
+def test_custom_optimizer_the_torch_way():
+    # a user optimizer written as in torch tutorials: its own step() over param_groups/state
+    class SignSGD(ember.optim.Optimizer):
+        def __init__(self, params, lr=0.1):
+            super().__init__(params, dict(lr=lr))
+
+        @ember.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        self.state[p]["n"] = self.state[p].get("n", 0) + 1
+                        p.add_(p.grad.sign(), alpha=-group["lr"])
+
+    w = ember.nn.Parameter(ember.tensor([1.0, -1.0]))
+    opt = SignSGD([w])
+    seen = []
+    opt.register_step_post_hook(lambda o, a, k: seen.append(1))
+    (w * 3).sum().backward()
+    opt.step()
+    assert np.allclose(w.tolist(), [0.9, -1.1]) and seen == [1]
+    assert opt.state_dict()["state"] == {0: {"n": 1}}

@@ -80,6 +80,9 @@ def _scalar(value):
 
 
 def _zeros_like(p, fill=0):
+    # a complex parameter is optimized as (real, imag) pairs, so both halves get the fill
+    if fill and p._data.dtype.kind == "c":
+        fill = complex(fill, fill)
     return Tensor._wrap(np.full_like(p._data, fill))
 
 
@@ -282,8 +285,13 @@ class Optimizer:
         state = self.state[p]
         if not state:
             self._init_state(p, state, group)
-        g = self._decay(p._data, g, group)
-        self._update(p._data, g, state, group)
+        arr = p._data
+        if arr.dtype.kind == "c":
+            # NOTE: as torch, a complex parameter is optimized as its (real, imag) pairs, so
+            # Adam's g*g is |re|^2 and |im|^2 per component, not the complex square.
+            arr, g, state = _as_real(arr), _as_real(g), _RealState(state, arr.dtype)
+        g = self._decay(arr, g, group)
+        self._update(arr, g, state, group)
         p._bump_version()
 
     @staticmethod
@@ -331,7 +339,8 @@ class Optimizer:
             state = self.state[p]
             if not state:
                 self._init_state(p, state, group)
-            ok = p.numel() <= BLOCK and p._data.flags.c_contiguous and all(
+            ok = p.numel() <= BLOCK and p._data.flags.c_contiguous and \
+                p._data.dtype.kind != "c" and all(
                 state.get(k) is not None for k in keys)
             (buckets.setdefault(p._data.dtype, []) if ok else rest).append(p)
         for dtype, ps in buckets.items():
@@ -462,6 +471,26 @@ class Optimizer:
         self.__setstate__({"state": state, "param_groups": saved})
         for hook in self._optimizer_load_state_dict_post_hooks.values():
             hook(self)
+
+
+def _as_real(a):
+    return a.view(a.real.dtype) if a.dtype.kind == "c" else a
+
+
+class _RealState(dict):
+    """A complex parameter's state with its buffers viewed as real: in-place updates go through;
+    a buffer the optimizer creates (SGD's momentum) is stored back as a complex view."""
+
+    def __init__(self, state, dtype):
+        super().__init__({k: Tensor._wrap(_as_real(v._data)) if isinstance(v, Tensor) else v
+                          for k, v in state.items()})
+        self._state, self._dtype = state, dtype
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        if isinstance(value, Tensor) and value.dim():
+            value = Tensor._wrap(value._data.view(self._dtype))
+        self._state[key] = value
 
 
 def _group_flags(groups, index):
