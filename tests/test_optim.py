@@ -185,9 +185,10 @@ def test_lbfgs_matches_torch(line_search):
     assert set(e_state) == set(t_state) - {"al"}
 
 
-def test_lbfgs_state_dict_from_torch():
-    t_ps = _params(torch)
-    t_opt = torch.optim.LBFGS(t_ps, max_iter=3)
+@pytest.mark.parametrize("src", [torch, ember], ids=["from_torch", "from_ember"])
+def test_lbfgs_state_dict_crosses(src):
+    dst = ember if src is torch else torch
+    convert = _to_ember if dst is ember else _to_torch
 
     def closure(lib, opt, ps):
         def f():
@@ -196,13 +197,27 @@ def test_lbfgs_state_dict_from_torch():
             loss.backward()
             return loss
         return f
-    t_opt.step(closure(torch, t_opt, t_ps))
-    e_ps = _params(ember, [p.detach().numpy() for p in t_ps])
-    e_opt = ember.optim.LBFGS(e_ps, max_iter=3)
-    e_opt.load_state_dict(_to_ember(t_opt.state_dict()))
-    t_opt.step(closure(torch, t_opt, t_ps))
-    e_opt.step(closure(ember, e_opt, e_ps))
-    assert _rel_diff(e_ps, t_ps) < 1e-6
+    s_ps = _params(src)
+    s_opt = src.optim.LBFGS(s_ps, max_iter=3)
+    s_opt.step(closure(src, s_opt, s_ps))
+    d_ps = _params(dst, [p.detach().numpy() for p in s_ps])
+    d_opt = dst.optim.LBFGS(d_ps, max_iter=3)
+    d_opt.load_state_dict(convert(s_opt.state_dict()))
+    for _ in range(2):
+        s_opt.step(closure(src, s_opt, s_ps))
+        d_opt.step(closure(dst, d_opt, d_ps))
+    assert _rel_diff(*((d_ps, s_ps) if dst is ember else (s_ps, d_ps))) < 1e-6
+
+
+def test_number_step_in_loaded_state():
+    w = ember.nn.Parameter(ember.ones(2))
+    opt = ember.optim.Adam([w], lr=0.1)
+    sd = {"state": {0: {"step": 3, "exp_avg": ember.zeros(2), "exp_avg_sq": ember.zeros(2)}},
+          "param_groups": opt.state_dict()["param_groups"]}
+    opt.load_state_dict(sd)
+    w.grad = ember.ones(2)
+    opt.step()
+    assert float(opt.state[w]["step"]) == 4.0 and opt.state[w]["step"].dtype == ember.float32
 
 
 BAD = [

@@ -192,6 +192,10 @@ class Optimizer:
             self.__dict__.setdefault(f"_optimizer_{name}_hooks", OrderedDict())
         self._patch_step_function()
         self.defaults.setdefault("differentiable", False)
+        for st in self.state.values():
+            # state dicts from torch < 1.12 (or hand-made) keep `step` as a number
+            if isinstance(st, dict) and "step" in st and not isinstance(st["step"], Tensor):
+                st["step"] = _scalar(float(st["step"]))
 
     def __repr__(self):
         s = type(self).__name__ + " ("
@@ -274,7 +278,9 @@ class Optimizer:
                 loss = closure()
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
-            if group.get("foreach") and self._math is not None:
+            # NOTE: foreach=None (torch's "let the library choose") takes the flat path too: it
+            # does the same arithmetic per element, so only the speed differs.
+            if group.get("foreach") is not False and self._math is not None:
                 params = self._step_foreach(params, group)
             for p in params:
                 self._step_param(p, group)
