@@ -92,70 +92,78 @@ def _conv_forward(xp, x, w, stride, padding, dilation, groups):
     # NOTE: im2col copies are slow when their contiguous runs are short (a row of the output).
     # With unit strides, each tap's inputs for all outputs lie in one flat run of the padded
     # input ("wide" rows that include the padding columns, dropped after the matmul); with unit
-    # dilations, each output's taps do. Pick the layout whose runs waste least.
+    # dilations, each output's taps do. Pick the layout whose runs waste least. Every layout
+    # puts the batch inside the matmul: one large GEMM per group is much faster than n small.
     S, K, L = _flat_strides(size), math.prod(k), math.prod(osize)
     span_o, span_k = _span(osize, S), _span(k, S)
+    sp = tuple(range(3, 3 + nd))
     if all(s == 1 for s in stride) and span_o <= 2 * L and (
             span_o * K <= span_k * L or any(d != 1 for d in dilation)):
-        cols = _strided(xp, x, (n, c) + k + (span_o,), tuple(d * s for d, s in zip(
-            dilation, S)) + (1,)).reshape(n, groups, cg * K, span_o)
-        out = xp.matmul(w.reshape(groups, og, cg * K), cols).reshape(n, o, span_o)
-        return xp.ascontiguousarray(_strided(xp, out, (n, o) + osize, S))
+        view = _strided(xp, x, (n, c) + k + (span_o,), tuple(d * s for d, s in zip(
+            dilation, S)) + (1,)).reshape((n, groups, cg) + k + (span_o,))
+        cols = view.transpose((1, 2) + sp + (0, 3 + nd)).reshape(groups, cg * K, n * span_o)
+        out = xp.matmul(w.reshape(groups, og, cg * K), cols)          # (groups, og, n * span)
+        return xp.ascontiguousarray(_strided(xp, out.reshape(o, n, span_o), (n, o) + osize,
+                                             (span_o, n * span_o) + S))
     if all(d == 1 for d in dilation) and span_k <= 2 * K:
         view = _strided(xp, x, (n, c) + osize + (span_k,), tuple(
-            st * s for st, s in zip(stride, S)) + (1,))
-        cols = view.reshape((n, groups, cg) + osize + (span_k,)).transpose(
-            (0, 1) + tuple(range(3, 3 + nd)) + (2, 3 + nd)).reshape(n, groups, L, cg * span_k)
+            st * s for st, s in zip(stride, S)) + (1,)).reshape((n, groups, cg) + osize +
+                                                                (span_k,))
+        cols = view.transpose((1, 0) + sp + (2, 3 + nd)).reshape(groups, n * L, cg * span_k)
         ww = xp.zeros((o, cg, span_k), w.dtype)
         _strided(xp, ww, (o, cg) + k, S)[...] = w
-        out = xp.matmul(cols, ww.reshape(groups, og, -1).transpose(0, 2, 1))  # (n, G, L, og)
-        return out.transpose(0, 1, 3, 2).reshape((n, o) + osize)
-    win = _windows(xp, x, k, stride, dilation, osize)
-    axes = (0, 1, 2) + tuple(range(3 + nd, 3 + 2 * nd)) + tuple(range(3, 3 + nd))
-    cols = win.reshape((n, groups, cg) + osize + k).transpose(axes)
-    cols = cols.reshape(n, groups, cg * K, L)                    # the im2col copy
-    out = xp.matmul(w.reshape(groups, og, -1), cols)             # (n, groups, og, L)
-    return out.reshape((n, o) + osize)
+        out = xp.matmul(cols, ww.reshape(groups, og, -1).transpose(0, 2, 1))  # (G, n L, og)
+        return out.reshape(groups, n, L, og).transpose(1, 0, 3, 2).reshape((n, o) + osize)
+    win = _windows(xp, x, k, stride, dilation, osize).reshape((n, groups, cg) + osize + k)
+    cols = win.transpose((1, 2) + tuple(range(3 + nd, 3 + 2 * nd)) + (0,) + sp).reshape(
+        groups, cg * K, n * L)                                        # the im2col copy
+    out = xp.matmul(w.reshape(groups, og, -1), cols)                  # (groups, og, n * L)
+    return xp.ascontiguousarray(out.reshape(o, n, L).transpose(1, 0, 2)).reshape(
+        (n, o) + osize)
 
 
 def _conv_transpose_forward(xp, x, w, stride, padding, dilation, output_padding, groups):
     nd, (n, c), size = w.ndim - 2, x.shape[:2], x.shape[2:]
     k, cg, og = w.shape[2:], c // groups, w.shape[1]
+    o, K, L = groups * og, math.prod(k), math.prod(size)
     full = tuple((size[i] - 1) * stride[i] + dilation[i] * (k[i] - 1) + 1 + output_padding[i]
                  for i in range(nd))
     if cg == 1:
-        out = xp.zeros((n, groups * og) + full, x.dtype)
+        out = xp.zeros((n, o) + full, x.dtype)
         wk = w.reshape(groups, og, -1)
         xg = x.reshape((n, groups, 1) + size)
         for j, tap in enumerate(_taps(k)):
             dst = tuple(slice(t * d, t * d + (s_ - 1) * st + 1, st)
                         for t, d, s_, st in zip(tap, dilation, size, stride))
             out[(slice(None), slice(None)) + dst] += (xg * wk[:, :, j].reshape(
-                (groups, og) + (1,) * nd)).reshape((n, groups * og) + size)
+                (groups, og) + (1,) * nd)).reshape((n, o) + size)
     else:
-        # col2im: one matmul gives every tap's contribution, then each tap is added in place
-        wt = w.reshape(groups, cg, -1).transpose(0, 2, 1)            # (groups, og * K, cg)
+        # col2im: one matmul per group gives every tap's contribution (the batch inside the
+        # GEMM), then each tap is added in place
+        wt = w.reshape(groups, cg, -1).transpose(0, 2, 1)                # (groups, og K, cg)
         if all(s == 1 for s in stride):
-            # the adjoint of the wide im2col above: each tap adds one contiguous run
+            # the adjoint of the wide im2col: the input laid out in the output's wide rows,
+            # so each tap adds one contiguous run
             S = _flat_strides(full)
             span = _span(size, S)
-            xw = xp.zeros((n, c, span), x.dtype)
-            _strided(xp, xw, (n, c) + size, S)[...] = x
-            cols = xp.matmul(wt, xw.reshape(n, groups, cg, span)).reshape(
-                n, groups * og, -1, span)
-            out = xp.zeros((n, groups * og, math.prod(full)), x.dtype)
+            xw = xp.zeros((c, n, span), x.dtype)
+            _strided(xp, xw, (n, c) + size, (span, n * span) + S)[...] = x
+            cols = xp.matmul(wt, xw.reshape(groups, cg, n * span)).reshape(
+                groups, og, K, n, span)
+            out = xp.zeros((n, o, math.prod(full)), x.dtype)
             for j, tap in enumerate(_taps(k)):
                 off = sum(t * d * s for t, d, s in zip(tap, dilation, S))
-                out[:, :, off:off + span] += cols[:, :, j]
-            out = out.reshape((n, groups * og) + full)
+                out[:, :, off:off + span] += cols[:, :, j].reshape(o, n, span).transpose(1, 0, 2)
+            out = out.reshape((n, o) + full)
         else:
-            out = xp.zeros((n, groups * og) + full, x.dtype)
-            cols = xp.matmul(wt, x.reshape(n, groups, cg, -1)).reshape(
-                (n, groups * og) + k + size)
-            for tap in _taps(k):
+            xg = x.reshape(n, groups, cg, L).transpose(1, 2, 0, 3).reshape(groups, cg, n * L)
+            cols = xp.matmul(wt, xg).reshape((groups, og, K, n) + size)
+            out = xp.zeros((n, o) + full, x.dtype)
+            for j, tap in enumerate(_taps(k)):
                 dst = tuple(slice(t * d, t * d + (s_ - 1) * st + 1, st)
                             for t, d, s_, st in zip(tap, dilation, size, stride))
-                out[(slice(None), slice(None)) + dst] += cols[(slice(None), slice(None)) + tap]
+                out[(slice(None), slice(None)) + dst] += cols[:, :, j].reshape(
+                    (o, n) + size).swapaxes(0, 1)
     if any(padding):
         out = xp.ascontiguousarray(out[(Ellipsis,) + tuple(
             slice(p, f - p) for p, f in zip(padding, full))])
@@ -211,7 +219,8 @@ def convolution(xp, input, weight, bias, stride, padding, dilation, transposed, 
     _check_conv(input, weight, bias, stride, padding, dilation, transposed, output_padding,
                 groups)
     dt = input.dtype
-    x, w = input.astype(_compute_dtype(input)), weight.astype(_compute_dtype(input))
+    cd = _compute_dtype(input)
+    x, w = input.astype(cd, copy=False), weight.astype(cd, copy=False)
     if transposed:
         out = _conv_transpose_forward(xp, x, w, stride, padding, dilation, output_padding,
                                       groups)
@@ -348,6 +357,16 @@ def constant_pad_nd(xp, input, pad, value=0):
 
 
 constant_pad_nd.vjp()(lambda g, input, pad, value=0: constant_pad_nd(g, [-p for p in pad]))
+
+
+def _constant_pad_meta(x, pad, value=0):
+    lo, hi = _pad_pairs(x.ndim, pad)
+    lead = x.shape[:x.ndim - len(lo)]
+    return empty(lead + tuple(s + a + b for s, a, b in zip(x.shape[len(lead):], lo, hi)),
+                 x.dtype)
+
+
+constant_pad_nd.meta = _constant_pad_meta
 constant_pad_nd.samples = lambda dev, dt: [
     Sample(make((3, 4), dt), (1, 2)), Sample(make((2, 3, 4), dt), (0, 1, 2, -1)),
     Sample(make((2, 3, 4), dt), (-1, 1, 0, 0, 1, 1)), Sample(make((3, 4), dt), (2, 2), 1)]
