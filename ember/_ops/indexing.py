@@ -143,7 +143,8 @@ def scatter(xp, input, dim, index, src, *, reduce=None):
 @scatter.vjp(save=("index",))
 def _(g, input, dim, index, src, *, reduce=None):
     gi = g.scatter(dim, index, 0.0)
-    gs = g.gather(dim, index) if hasattr(src, "shape") else None    # a TensorMeta or a number
+    # an unsaved tensor src arrives as its TensorMeta: only a Python scalar has no gradient
+    gs = g.gather(dim, index) if hasattr(src, "shape") else None
     return gi, None, None, gs
 
 

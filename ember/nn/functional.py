@@ -518,3 +518,4 @@ def pad_last(t):
     """Append one zero (False) column on the last dim (for bias_k / add_zero_attn masks)."""
     return ember.cat([t, ember.zeros(tuple(t.shape[:-1]) + (1,), dtype=t.dtype,
                                      device=t.device)], -1)
+from ._conv_functional import *  # noqa
