@@ -445,6 +445,17 @@ def test_detect_anomaly_nan_names_the_op():
         warnings.simplefilter("ignore")
         same(f, "Function 'SqrtBackward0' returned nan values in its 0th output.")
 
+    def warned(lib):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            try:
+                f(lib)
+            except RuntimeError:
+                pass
+        return [str(m.message).split(":")[0].split(".")[0] for m in w
+                if m.category is UserWarning]
+    same(warned)
+
     def off(lib):
         x = lib.tensor([0.0, 1.0], dtype=lib.float64, requires_grad=True)
         with lib.autograd.set_detect_anomaly(True, check_nan=False):
@@ -1089,4 +1100,72 @@ def test_grad_is_grads_batched():
         z = lib.zeros(2, dtype=lib.float64, requires_grad=True)
         return lib.autograd.grad(y, [x, z], lib.eye(3, dtype=lib.float64), allow_unused=True,
                                  is_grads_batched=True)
+    same(f)
+
+
+# ---- end to end ------------------------------------------------------------------------------
+
+
+def test_mlp():
+    def f(lib):
+        rng = np.random.default_rng(0)
+        W1 = lib.tensor(rng.standard_normal((4, 3)), requires_grad=True)
+        W2 = lib.tensor(rng.standard_normal((2, 4)), requires_grad=True)
+        X = lib.tensor(rng.standard_normal((5, 3)))
+        h = (X @ W1.t()).tanh()
+        h.register_hook(lambda g: g * 0.5)
+        out = (h @ W2.t()).sigmoid()
+        loss = ((out - 0.5) ** 2).mean()
+        loss.backward()
+        return loss, W1.grad, W2.grad
+    same(f)
+
+
+def test_checkpoint_like():
+    def f(lib):
+        class Ckpt(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, fn, x):
+                ctx.fn = fn
+                ctx.save_for_backward(x)
+                return fn(x)
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                x = x.detach().requires_grad_()
+                with lib.enable_grad():
+                    y = ctx.fn(x)
+                (gx,) = lib.autograd.grad(y, x, g)
+                return None, gx
+        x = x3(lib, requires_grad=True)
+        y = Ckpt.apply(lambda t: t.sin() * t.exp(), x)
+        y.sum().backward()
+        return y, x.grad
+    same(f)
+
+
+def test_kwargs_and_nested():
+    def f(lib):
+        class Inner(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 3
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 3
+        class Outer(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, scale=1.0):
+                ctx.scale = scale
+                return Inner.apply(x) * scale
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 3 * ctx.scale, None
+        x = x3(lib, requires_grad=True)
+        y = Outer.apply(x, 2.0)
+        y.sum().backward()
+        return y, x.grad, y.grad_fn.name()
     same(f)

@@ -163,20 +163,20 @@ def _apply(node, grads, retain_graph):
         grads = _materialize(node, grads)
     try:
         out = node.apply(grads)
-    except Exception as e:
+        if anomaly.enabled and anomaly.check_nan:
+            for i, g in enumerate(out):
+                if g is not None and g._has_nan():
+                    raise RuntimeError(f"Function '{node.name()}' returned nan values in its "
+                                       f"{i}th output.")
+    except Exception:
         if node._trace is not None:
             warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that "
                           "caused the error:\n" + "".join(node._trace), stacklevel=2)
-        raise e
+        raise
     for h in node._hooks:
         r = h(tuple(out), tuple(grads))
         if r is not None:
             out = list(r)
-    if anomaly.enabled and anomaly.check_nan:
-        for i, g in enumerate(out):
-            if g is not None and g._has_nan():
-                raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th "
-                                   "output.")
     if not retain_graph:
         node.release()
     return out
