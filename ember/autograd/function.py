@@ -258,7 +258,25 @@ class _DelayedError(Node):
 
 def once_differentiable(fn):
     """Decorate a ``backward`` whose own result cannot be differentiated: it runs without
-    recording, and a later attempt to differentiate through it raises."""
+    recording, and a later attempt to differentiate through it raises.
+
+    Example:
+        >>> import ember
+        >>> from ember.autograd.function import once_differentiable
+        >>> class Square(ember.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x):
+        ...         ctx.save_for_backward(x)
+        ...         return x * x
+        ...     @staticmethod
+        ...     @once_differentiable
+        ...     def backward(ctx, g):
+        ...         (x,) = ctx.saved_tensors
+        ...         return 2 * g * x
+        >>> x = ember.tensor([3.0], requires_grad=True)
+        >>> ember.autograd.grad(Square.apply(x).sum(), x)
+        (tensor([6.]),)
+    """
 
     @functools.wraps(fn)
     def wrapper(ctx, *args):
