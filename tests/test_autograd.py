@@ -1169,3 +1169,52 @@ def test_kwargs_and_nested():
         y.sum().backward()
         return y, x.grad, y.grad_fn.name()
     same(f)
+
+
+# ---- saved tensor hooks -----------------------------------------------------------------------
+
+
+def test_saved_tensors_hooks():
+    def f(lib):
+        G = lib.autograd.graph
+        Cube, _ = _functions(lib)
+        packed = []
+
+        def pack(t):
+            packed.append(tuple(t.shape))
+            return t.detach() * 1          # a copy: later in-place writes do not reach it
+
+        x = x3(lib, requires_grad=True)
+        b = x * 1
+        with G.saved_tensors_hooks(pack, lambda t: t):
+            y = (b.sin() * b).exp()
+            c = Cube.apply(b, 2.0)
+        b.add_(1)                          # no version error: the hooks own the saved values
+        y.sum().backward(retain_graph=True)
+        g1 = x.grad.clone()
+        c.sum().backward()
+        return g1, x.grad, len(packed) > 0
+
+    def double_backward(lib):
+        x = x3(lib, requires_grad=True)
+        with lib.autograd.graph.saved_tensors_hooks(lambda t: (t, 0), lambda p: p[0]):
+            y = (x.exp() * x).sum()
+            (g,) = lib.autograd.grad(y, x, create_graph=True)
+        return g, lib.autograd.grad(g.sum(), x)
+
+    def on_cpu(lib):
+        x = x3(lib, requires_grad=True)
+        with lib.autograd.graph.save_on_cpu():
+            y = (x.tanh() * x).sum()
+        y.backward()
+        return x.grad
+
+    def disabled(lib):
+        G = lib.autograd.graph
+        with G.disable_saved_tensors_hooks("no saved tensor hooks in here"):
+            with G.saved_tensors_hooks(lambda t: t, lambda t: t):
+                pass
+    same(f)
+    same(double_backward)
+    same(on_cpu)
+    same(disabled, "no saved tensor hooks in here")

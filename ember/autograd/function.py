@@ -8,7 +8,8 @@ import functools
 
 from . import grad_mode
 from .._dtype import _FLOAT
-from .graph import _FREED_MSG, Node, TensorMeta, check_saved_version
+from .graph import (_FREED_MSG, Node, TensorMeta, _active_hooks, _Packed,
+                    check_saved_version)
 
 
 def _is_tensor(x):
@@ -60,9 +61,11 @@ class BackwardCFunction(FunctionCtx, Node):
     def _pack(self):
         # NOTE: versions are taken once forward is done (as torch does), so in-place edits made
         # by forward itself on dirty inputs are not a later modification.
+        hooks = _active_hooks()
         if self.to_save is not None:
-            self._saved = [None if t is None else (t, t._version, t._output_nr if t.grad_fn is self
-                                                   else None) for t in self.to_save]
+            self._saved = [None if t is None else (
+                _Packed(t, hooks) if hooks else t, None if hooks else t._version,
+                t._output_nr if t.grad_fn is self else None) for t in self.to_save]
             self._has_saved = True
         self.to_save = None
 
@@ -70,10 +73,14 @@ class BackwardCFunction(FunctionCtx, Node):
     def saved_tensors(self):
         if self._released:
             raise RuntimeError(_FREED_MSG)
+        out = []
         for s in self._saved or ():
-            if s is not None:
-                check_saved_version(s[0], s[1], self, s[2])
-        return tuple(None if s is None else s[0] for s in self._saved or ())
+            if s is None or s[1] is None:      # None, or packed by saved_tensors_hooks
+                out.append(s if s is None else s[0].unpack())
+                continue
+            check_saved_version(s[0], s[1], self, s[2])
+            out.append(s[0])
+        return tuple(out)
 
     saved_variables = saved_tensors
 
