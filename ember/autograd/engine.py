@@ -101,10 +101,10 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
             if needed is not None and node not in needed:
                 continue
             if isinstance(node, AccumulateGrad):
-                for h in node._pre_hooks:
-                    r = h(tuple(grads))
-                    grads = list(r) if r is not None else grads
                 if accumulate and grads[0] is not None:   # with inputs=, only those get here
+                    for h in node._pre_hooks:
+                        r = h(tuple(grads))
+                        grads = list(r) if r is not None else grads
                     node.accumulate(grads[0], create_graph)
                 continue
             if needed is not None and not any(c in needed for c, _ in node.next_functions):

@@ -1,5 +1,6 @@
-"""Graph nodes. A ``Node`` is the backward of one op call: it keeps what the op's vjp reads
-(each saved tensor with the version it had) and an edge ``(node, output_nr)`` per input."""
+"""Graph nodes (``torch.autograd.graph``). A ``Node`` is the backward of one op call: it keeps
+what the op's vjp reads (each saved tensor with the version it had, or as packed by
+``saved_tensors_hooks``) and an edge ``(node, output_nr)`` per input."""
 import itertools
 import re
 import traceback
