@@ -1218,3 +1218,33 @@ def test_saved_tensors_hooks():
     same(double_backward)
     same(on_cpu)
     same(disabled, "no saved tensor hooks in here")
+
+
+@pytest.mark.parametrize("expr", ["(x.abs() ** 2).sum()", "(x * x.conj()).real.sum()",
+                                  "(x * w).abs().sum()", "(x.exp() * w).imag.sum()",
+                                  "(x / w).abs().sum()"])
+def test_complex_gradients(expr):
+    def f(lib):
+        x = lib.tensor([1 + 2j, -0.5 + 1j], dtype=lib.complex128, requires_grad=True)
+        w = lib.tensor([0.3, 2.0], dtype=lib.float64, requires_grad=True)
+        y = eval(expr)
+        y.backward()
+        return x.grad, w.grad
+    same(f)
+
+
+def test_function_returning_a_one_tuple():
+    def f(lib):
+        class T(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return (x * 2,)
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2
+        x = x3(lib, requires_grad=True)
+        (y,) = T.apply(x)
+        y.sum().backward()
+        return x.grad
+    same(f)
