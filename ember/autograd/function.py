@@ -63,11 +63,19 @@ class BackwardCFunction(FunctionCtx, Node):
         # by forward itself on dirty inputs are not a later modification.
         hooks = _active_hooks()
         if self.to_save is not None:
-            self._saved = [None if t is None else (
-                _Packed(t, hooks) if hooks else t, None if hooks else t._version,
-                t._output_nr if t.grad_fn is self else None) for t in self.to_save]
+            self._saved = [None if t is None else self._saved_entry(t, hooks)
+                           for t in self.to_save]
             self._has_saved = True
         self.to_save = None
+
+    def _saved_entry(self, t, hooks):
+        """(what is kept, its version or None when packed by hooks, output index or None)."""
+        nr = t._output_nr if t.grad_fn is self else None
+        if hooks:
+            return _Packed(t, hooks), None, nr
+        # NOTE: an output is kept as a history-less alias (as OpNode keeps results): holding
+        # the output itself would make a node <-> tensor reference cycle.
+        return (t if nr is None else t._alias()), t._version, nr
 
     @property
     def saved_tensors(self):
@@ -79,7 +87,7 @@ class BackwardCFunction(FunctionCtx, Node):
                 out.append(s if s is None else s[0].unpack())
                 continue
             check_saved_version(s[0], s[1], self, s[2])
-            out.append(s[0])
+            out.append(s[0] if s[2] is None else s[0]._as_output_of(self, s[2]))
         return tuple(out)
 
     saved_variables = saved_tensors
