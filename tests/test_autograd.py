@@ -1248,3 +1248,23 @@ def test_function_returning_a_one_tuple():
         y.sum().backward()
         return x.grad
     same(f)
+
+
+def test_function_input_returned_as_is_then_modified():
+    def f(lib):
+        class Ident(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 3
+        a = x3(lib, requires_grad=True) * 1
+        y = Ident.apply(a)
+        fine = lib.autograd.grad(y.sum(), a, retain_graph=True)
+        with lib.no_grad():
+            a.mul_(2)
+        return fine, y, (y * 1).sum()
+    same(f, "Output 0 of Ident is a view and its base or another view of its base has been "
+            "modified inplace")

@@ -245,8 +245,10 @@ def _wrap_outputs(ctx, inputs, out, executable):
                 alias.grad_fn, alias._output_nr = ctx, i
                 rebase_history(o, alias)
         else:
-            if id(o) in ids:
-                o = o._alias()   # NOTE: an input returned as is becomes a new tensor, as in torch
+            if id(o) in ids:     # NOTE: an input returned as is becomes a view of it, as in torch
+                src, o = o, o._alias()
+                if o._base is None:
+                    o._base, o._view_fn, o._view_version = src, _identity, src._version
             if diff:
                 o.grad_fn, o._output_nr, o._requires_grad = ctx, i, True
                 if o._base is not None:  # a view: later in-place writes must not bypass us
@@ -257,6 +259,10 @@ def _wrap_outputs(ctx, inputs, out, executable):
         if ctx.materialize_grads else None
     ctx._pack()
     return wrapped[0] if single else tuple(wrapped)
+
+
+def _identity(t):
+    return t
 
 
 class _DelayedError(Node):
