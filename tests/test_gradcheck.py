@@ -7,8 +7,7 @@ import pytest
 import ember
 from ember._ops.registry import all_ops
 from ember.autograd.gradcheck import GradcheckError
-from oracle import torch  # noqa: F401  (skips this file where torch is not installed)
-from test_autograd import same
+from oracle import same
 from test_ops import _call, _samples
 
 DIFF_OPS = [d for d in all_ops() if d.samples is not None and d.differentiable]
