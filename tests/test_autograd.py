@@ -1218,3 +1218,41 @@ def test_function_input_returned_as_is_then_modified():
         return fine, y, (y * 1).sum()
     same(f, "Output 0 of Ident is a view and its base or another view of its base has been "
             "modified inplace")
+
+
+_SAVED_BY_NEED = {
+    "mul_scalar": lambda lib, a: a * 2, "rmul": lambda lib, a: 3 * a,
+    "div_scalar": lambda lib, a: a / 2,
+    "mul_const": lambda lib, a: a * lib.ones(3, 3, dtype=lib.float64),
+    "div_by_self": lambda lib, a: lib.ones(3, 3, dtype=lib.float64) / a,
+    "mm_const_right": lambda lib, a: a @ lib.ones(3, 2, dtype=lib.float64),
+    "mm_const_left": lambda lib, a: lib.ones(2, 3, dtype=lib.float64) @ a,
+    "mm_both": lambda lib, a: a @ a.t(),
+    "addmm": lambda lib, a: lib.addmm(lib.zeros(3, 3, dtype=lib.float64), a,
+                                      lib.ones(3, 3, dtype=lib.float64)),
+}
+
+
+@pytest.mark.parametrize("case", list(_SAVED_BY_NEED))
+def test_inplace_after_save_only_errors_when_the_value_is_needed(case):
+    # torch saves an operand only for the gradients that read it: a * 2 keeps nothing of a
+    def f(lib):
+        x = lib.tensor(np.arange(9.0).reshape(3, 3) / 4, requires_grad=True)
+        a = x * 1
+        y = _SAVED_BY_NEED[case](lib, a)
+        a.add_(1)
+        y.sum().backward()
+        return x.grad
+    same(f, "modified by an inplace operation")
+
+
+@pytest.mark.parametrize("expr", ["(x + 1).sum()", "(x * 2).sum()", "(x * lib.ones(3)).sum()",
+                                  "x.exp().sum()", "x.view(3, 1).t().sum()"])
+def test_second_backward_only_fails_where_something_was_saved(expr):
+    def f(lib):
+        x = lib.ones(3, requires_grad=True)
+        y = eval(expr, {"x": x, "lib": lib})
+        y.backward()
+        y.backward()
+        return x.grad
+    same(f, "Trying to backward through the graph a second time")

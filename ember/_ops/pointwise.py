@@ -135,7 +135,7 @@ def mul(xp, input, other):
     return xp.multiply(input, other)
 
 
-@mul.vjp(save=("input", "other"))
+@mul.vjp(save=("input", "other"), needed_by="cross")
 def _(g, input, other):
     return g * _conj(other), g * _conj(input)
 
@@ -152,7 +152,7 @@ def div(xp, input, other, rounding_mode=None):
     raise NotImplementedError("rounding_mode")
 
 
-@div.vjp(save=("input", "other"))
+@div.vjp(save=("input", "other"), needed_by={"input": "other"})
 def _(g, input, other, rounding_mode=None):
     if rounding_mode is not None:
         return None, None

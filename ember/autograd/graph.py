@@ -243,6 +243,14 @@ def _unpack(a):
     return a
 
 
+def _needed(opdef, i, args):
+    """Whether saved argument ``i`` feeds a gradient that will be computed (see
+    ``OpDef.vjp(needed_by=)``); if not, it is kept without a version check."""
+    users = opdef.needed_by.get(i)
+    return users is None or any(getattr(args[j], "_requires_grad", False) for j in users
+                                if j < len(args))
+
+
 class OpNode(Node):
     """The backward of one OpDef call."""
 
@@ -262,6 +270,8 @@ class OpNode(Node):
                 saved[i] = _pack(a, hooks)
                 self._packed = True
             elif i in opdef.save:
+                if not _needed(opdef, i, args):
+                    continue        # kept for the vjp to run, but its gradient is dropped
                 for t in (a if isinstance(a, (list, tuple)) else (a,)):
                     if hasattr(t, "_version"):
                         versions.append((t, t._version))
@@ -270,7 +280,10 @@ class OpNode(Node):
             elif isinstance(a, (list, tuple)) and a and hasattr(a[0], "_data"):
                 saved[i] = [TensorMeta(t) if hasattr(t, "_data") else t for t in a]
         self.args, self.versions = saved, versions
-        self._has_saved = bool(versions) or opdef.save_result or self._packed
+        # NOTE: as in torch, only a node that saved something refuses a second backward (a
+        # Python scalar counts: torch saves it as a wrapped tensor)
+        self._has_saved = opdef.save_result or self._packed or any(
+            i < len(args) and _needed(opdef, i, args) for i in opdef.save)
         self.out_meta = [TensorMeta(o) for o in outputs]
         if opdef.save_result:
             self.results = [(_Packed(o, hooks), None) if hooks is not None else
@@ -280,8 +293,9 @@ class OpNode(Node):
         return self.opdef.grad_name
 
     def release(self):
-        self.args = self.versions = self.results = None
-        self._released = True
+        if self._has_saved:
+            self.args = self.versions = self.results = None
+            self._released = True
 
     def apply(self, grads):
         if self._released:
