@@ -1237,7 +1237,7 @@ _SAVED_BY_NEED = {
 def test_inplace_after_save_only_errors_when_the_value_is_needed(case):
     # torch saves an operand only for the gradients that read it: a * 2 keeps nothing of a
     def f(lib):
-        x = lib.tensor(np.arange(9.0).reshape(3, 3) / 4, requires_grad=True)
+        x = lib.tensor(np.arange(1.0, 10.0).reshape(3, 3) / 4, requires_grad=True)
         a = x * 1
         y = _SAVED_BY_NEED[case](lib, a)
         a.add_(1)
