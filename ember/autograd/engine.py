@@ -132,8 +132,8 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
         return None
     for i, g in enumerate(captures):
         if g is None and not allow_unused:
-            raise RuntimeError("One of the differentiated Tensors appears to not have been used "
-                               "in the graph. Set allow_unused=True if this is the desired "
+            raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been "
+                               "used in the graph. Set allow_unused=True if this is the desired "
                                "behavior.")
     return captures
 
