@@ -1,6 +1,7 @@
 """The autograd engine, hooks, grad modes, anomaly mode and custom ``Function``s, each scenario
 run once with torch and once with ember (``lib`` is the module) and compared: same values,
 same error types, same key part of the message."""
+import random
 import re
 import warnings
 
@@ -1257,3 +1258,71 @@ def test_second_backward_only_fails_where_something_was_saved(expr):
         y.backward()
         return x.grad
     same(f, "Trying to backward through the graph a second time")
+
+
+# ---- random graphs ------------------------------------------------------------------------------
+
+
+def _random_graph(lib, seed):
+    """A seeded random program over two leaves: pointwise ops, products, views, in-place writes
+    through views, custom Functions, tensor hooks and retain_grad; returns the loss."""
+    rnd, rng = random.Random(seed), np.random.default_rng(seed)
+    Cube, MulAdd = _functions(lib)
+    x = lib.tensor(rng.uniform(-1, 1, (4, 4)), requires_grad=True)
+    w = lib.tensor(rng.uniform(-1, 1, (4,)), requires_grad=True)
+    vals, kept = [x * 1, x.sin()], []
+    steps = [
+        lambda a, b: a * b, lambda a, b: a / (b * b + 1), lambda a, b: (a * w).tanh(),
+        lambda a, b: a.t() @ b * 0.1, lambda a, b: a.sum(0, keepdim=True) * b,
+        lambda a, b: Cube.apply(a * 0.5, 2.0), lambda a, b: MulAdd.apply(a, b, 0.5)[0],
+        lambda a, b: MulAdd.apply(a, b * 0.5, 2.0)[1].exp(),
+    ]
+    writes = [lambda t: t.mul_(1.5), lambda t: t[1:].add_(w[1:]), lambda t: t[:, 0].mul_(w[0]),
+              lambda t: t[0].copy_(w.exp()), lambda t: t.t()[1].sub_(w.sin())]
+    for _ in range(10):
+        r, a, b = rnd.random(), rnd.choice(vals), rnd.choice(vals)
+        if r < 0.55:
+            vals.append(rnd.choice(steps)(a, b))
+        elif r < 0.65:
+            vals.append(a[rnd.randrange(4)])            # a view, maybe stale later
+        elif r < 0.75:
+            v = a * w
+            v.retain_grad()
+            kept.append(v)
+            vals.append(v)
+        elif r < 0.85:
+            v = (a + b).tanh()
+            v.register_hook(lambda g: g * 0.5)
+            vals.append(v)
+        elif a.grad_fn is not None and a._base is None:
+            rnd.choice(writes)(a)
+    return x, w, kept, sum((v * v).sum() for v in vals)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_graphs_match_torch(seed):
+    def f(lib):
+        x, w, kept, loss = _random_graph(lib, seed)
+        gx, gw = lib.autograd.grad(loss, [x, w], create_graph=True, retain_graph=True)
+        gg = lib.autograd.grad(gx.cos().sum() + (gw ** 2).sum(), [x, w], allow_unused=True,
+                               retain_graph=True)
+        loss.backward()
+        return loss, gx, gw, gg, x.grad, w.grad, [k.grad for k in kept]
+    same(f)
+
+
+def test_retain_grad_follows_inplace_writes():
+    def f(lib):
+        seen = []
+        x = x3(lib, requires_grad=True)
+        a = x * 2
+        a.retain_grad()
+        a.register_hook(lambda g: seen.append(g))    # stays with the value before mul_
+        a.mul_(3)
+        b = x * 1
+        b.retain_grad()
+        b[1:].mul_(5)
+        (a * a).sum().backward(retain_graph=True)
+        (b * b).sum().backward()
+        return a.grad, b.grad, x.grad, seen
+    same(f)

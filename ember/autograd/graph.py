@@ -74,6 +74,16 @@ def edge_of(t):
     return (None, 0)
 
 
+def move_retain_grad(t, node, output_nr):
+    """``t`` is about to get the history ``(node, output_nr)`` (an in-place write): its
+    ``retain_grad`` hook moves along. NOTE: as in torch, ``.grad`` then holds the gradient of
+    the newest value; hooks from ``register_hook`` stay with the old one."""
+    if t._retains_grad and t.grad_fn is not None:
+        hook = t.grad_fn._retain_grad_hooks.pop(t._output_nr, None)
+        if hook is not None:
+            node._retain_grad_hooks[output_nr] = hook
+
+
 def _refresh_view(t):
     """Give view ``t`` a history through its base's current one: an in-place write through
     the base or another view (which bumped the shared version) left ``t.grad_fn`` stale.
