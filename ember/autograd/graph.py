@@ -253,7 +253,7 @@ def _unpack(a):
     return a
 
 
-def _needed(opdef, i, args):
+def _saved_is_read(opdef, i, args):
     """Whether saved argument ``i`` feeds a gradient that will be computed (see
     ``OpDef.vjp(needed_by=)``); if not, it is kept without a version check."""
     users = opdef.needed_by.get(i)
@@ -280,7 +280,7 @@ class OpNode(Node):
                 saved[i] = _pack(a, hooks)
                 self._packed = True
             elif i in opdef.save:
-                if not _needed(opdef, i, args):
+                if not _saved_is_read(opdef, i, args):
                     continue        # kept for the vjp to run, but its gradient is dropped
                 for t in (a if isinstance(a, (list, tuple)) else (a,)):
                     if hasattr(t, "_version"):
@@ -293,7 +293,7 @@ class OpNode(Node):
         # NOTE: as in torch, only a node that saved something refuses a second backward (a
         # Python scalar counts: torch saves it as a wrapped tensor)
         self._has_saved = opdef.save_result or self._packed or any(
-            i < len(args) and _needed(opdef, i, args) for i in opdef.save)
+            i < len(args) and _saved_is_read(opdef, i, args) for i in opdef.save)
         self.out_meta = [TensorMeta(o) for o in outputs]
         if opdef.save_result:
             self.results = [(_Packed(o, hooks), None) if hooks is not None else
