@@ -1,6 +1,7 @@
 """The autograd engine, hooks, grad modes, anomaly mode and custom ``Function``s, each scenario
 run once with torch and once with ember (``lib`` is the module) and compared: same values,
 same error types, same key part of the message."""
+import random
 import re
 import warnings
 
@@ -8,57 +9,7 @@ import numpy as np
 import pytest
 
 import ember
-from oracle import assert_close, torch
-
-LIBS = {"torch": torch, "ember": ember}
-
-
-def _convert(x):
-    """Results of a scenario as NumPy/Python values, so torch's and ember's compare."""
-    if isinstance(x, (torch.Tensor, ember.Tensor)):
-        return x.detach().numpy() if x.dtype.is_floating_point or x.dtype.is_complex else \
-            x.numpy()
-    if isinstance(x, (list, tuple)):
-        return [_convert(v) for v in x]
-    return x
-
-
-def _run(fn, lib):
-    try:
-        return fn(lib), None
-    except Exception as e:          # noqa: BLE001  (the error is the result to compare)
-        return None, e
-
-
-def same(fn, match=None):
-    """Run ``fn(lib)`` with torch and ember: both raise the same type with ``match`` in both
-    messages, or both return equal values (tensors, numbers, strings, nested lists)."""
-    (t, te), (e, ee) = _run(fn, torch), _run(fn, ember)
-    if te is not None or ee is not None:
-        assert te is not None and ee is not None, f"torch: {te!r}, ember: {ee!r}"
-        # a library's own error class (GradcheckError) matches by name and builtin base
-        assert isinstance(ee, type(te)) or type(ee).__name__ == type(te).__name__ and \
-            type(ee).__mro__[1:] == type(te).__mro__[1:], f"{te!r} vs {ee!r}"
-        if match is not None:
-            assert re.search(match, str(te)), f"torch: {te}"
-            assert re.search(match, str(ee)), f"ember: {ee}"
-        return None
-    _compare(_convert(e), _convert(t))
-    return e
-
-
-def _compare(e, t, what="result"):
-    if isinstance(t, list):
-        assert isinstance(e, list) and len(e) == len(t), f"{what}: {e!r} vs {t!r}"
-        for i, (a, b) in enumerate(zip(e, t)):
-            _compare(a, b, f"{what}[{i}]")
-    elif isinstance(t, np.ndarray):
-        assert isinstance(e, np.ndarray), f"{what}: {e!r} vs {t!r}"
-        assert e.shape == t.shape and e.dtype == t.dtype, f"{what}: {e!r} vs {t!r}"
-        np.testing.assert_allclose(e, t, rtol=1e-6, atol=1e-8, err_msg=what)
-    else:
-        assert e == t, f"{what}: ember {e!r} vs torch {t!r}"
-
+from oracle import same, torch
 
 def x3(lib, **kw):
     return lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64, **kw)
@@ -114,7 +65,8 @@ def test_grad_allow_unused_and_materialize():
     def f(lib, **kw):
         x, z = x3(lib, requires_grad=True), x3(lib, requires_grad=True)
         return lib.autograd.grad((x * 2).sum(), [x, z], **kw)
-    same(lambda lib: f(lib), "appears to not have been used in the graph")
+    same(lambda lib: f(lib), "The differentiated Tensor at index 1 appears to not have been used "
+                             "in the graph")
     e = same(lambda lib: f(lib, allow_unused=True))
     assert e[1] is None
     same(lambda lib: f(lib, materialize_grads=True))
@@ -444,6 +396,17 @@ def test_detect_anomaly_nan_names_the_op():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         same(f, "Function 'SqrtBackward0' returned nan values in its 0th output.")
+
+    def warned(lib):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            try:
+                f(lib)
+            except RuntimeError:
+                pass
+        return [str(m.message).split(":")[0].split(".")[0] for m in w
+                if m.category is UserWarning]
+    same(warned)
 
     def off(lib):
         x = lib.tensor([0.0, 1.0], dtype=lib.float64, requires_grad=True)
@@ -1089,4 +1052,277 @@ def test_grad_is_grads_batched():
         z = lib.zeros(2, dtype=lib.float64, requires_grad=True)
         return lib.autograd.grad(y, [x, z], lib.eye(3, dtype=lib.float64), allow_unused=True,
                                  is_grads_batched=True)
+    same(f)
+
+
+# ---- end to end ------------------------------------------------------------------------------
+
+
+def test_mlp():
+    def f(lib):
+        rng = np.random.default_rng(0)
+        W1 = lib.tensor(rng.standard_normal((4, 3)), requires_grad=True)
+        W2 = lib.tensor(rng.standard_normal((2, 4)), requires_grad=True)
+        X = lib.tensor(rng.standard_normal((5, 3)))
+        h = (X @ W1.t()).tanh()
+        h.register_hook(lambda g: g * 0.5)
+        out = (h @ W2.t()).sigmoid()
+        loss = ((out - 0.5) ** 2).mean()
+        loss.backward()
+        return loss, W1.grad, W2.grad
+    same(f)
+
+
+def test_checkpoint_like():
+    def f(lib):
+        class Ckpt(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, fn, x):
+                ctx.fn = fn
+                ctx.save_for_backward(x)
+                return fn(x)
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                x = x.detach().requires_grad_()
+                with lib.enable_grad():
+                    y = ctx.fn(x)
+                (gx,) = lib.autograd.grad(y, x, g)
+                return None, gx
+        x = x3(lib, requires_grad=True)
+        y = Ckpt.apply(lambda t: t.sin() * t.exp(), x)
+        y.sum().backward()
+        return y, x.grad
+    same(f)
+
+
+def test_kwargs_and_nested():
+    def f(lib):
+        class Inner(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 3
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 3
+        class Outer(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, scale=1.0):
+                ctx.scale = scale
+                return Inner.apply(x) * scale
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 3 * ctx.scale, None
+        x = x3(lib, requires_grad=True)
+        y = Outer.apply(x, 2.0)
+        y.sum().backward()
+        return y, x.grad, y.grad_fn.name()
+    same(f)
+
+
+# ---- saved tensor hooks -----------------------------------------------------------------------
+
+
+def test_saved_tensors_hooks():
+    def f(lib):
+        G = lib.autograd.graph
+        Cube, _ = _functions(lib)
+        packed = []
+
+        def pack(t):
+            packed.append(tuple(t.shape))
+            return t.detach() * 1          # a copy: later in-place writes do not reach it
+
+        x = x3(lib, requires_grad=True)
+        b = x * 1
+        with G.saved_tensors_hooks(pack, lambda t: t):
+            y = (b.sin() * b).exp()
+            c = Cube.apply(b, 2.0)
+        b.add_(1)                          # no version error: the hooks own the saved values
+        y.sum().backward(retain_graph=True)
+        g1 = x.grad.clone()
+        c.sum().backward()
+        return g1, x.grad, len(packed) > 0
+
+    def double_backward(lib):
+        x = x3(lib, requires_grad=True)
+        with lib.autograd.graph.saved_tensors_hooks(lambda t: (t, 0), lambda p: p[0]):
+            y = (x.exp() * x).sum()
+            (g,) = lib.autograd.grad(y, x, create_graph=True)
+        return g, lib.autograd.grad(g.sum(), x)
+
+    def on_cpu(lib):
+        x = x3(lib, requires_grad=True)
+        with lib.autograd.graph.save_on_cpu():
+            y = (x.tanh() * x).sum()
+        y.backward()
+        return x.grad
+
+    def disabled(lib):
+        G = lib.autograd.graph
+        with G.disable_saved_tensors_hooks("no saved tensor hooks in here"):
+            with G.saved_tensors_hooks(lambda t: t, lambda t: t):
+                pass
+    same(f)
+    same(double_backward)
+    same(on_cpu)
+    same(disabled, "no saved tensor hooks in here")
+
+
+@pytest.mark.parametrize("expr", ["(x.abs() ** 2).sum()", "(x * x.conj()).real.sum()",
+                                  "(x * w).abs().sum()", "(x.exp() * w).imag.sum()",
+                                  "(x / w).abs().sum()"])
+def test_complex_gradients(expr):
+    def f(lib):
+        x = lib.tensor([1 + 2j, -0.5 + 1j], dtype=lib.complex128, requires_grad=True)
+        w = lib.tensor([0.3, 2.0], dtype=lib.float64, requires_grad=True)
+        y = eval(expr)
+        y.backward()
+        return x.grad, w.grad
+    same(f)
+
+
+def test_function_returning_a_one_tuple():
+    def f(lib):
+        class T(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return (x * 2,)
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2
+        x = x3(lib, requires_grad=True)
+        (y,) = T.apply(x)
+        y.sum().backward()
+        return x.grad
+    same(f)
+
+
+def test_function_input_returned_as_is_then_modified():
+    def f(lib):
+        class Ident(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 3
+        a = x3(lib, requires_grad=True) * 1
+        y = Ident.apply(a)
+        fine = lib.autograd.grad(y.sum(), a, retain_graph=True)
+        with lib.no_grad():
+            a.mul_(2)
+        return fine, y, (y * 1).sum()
+    same(f, "Output 0 of Ident is a view and its base or another view of its base has been "
+            "modified inplace")
+
+
+_SAVED_BY_NEED = {
+    "mul_scalar": lambda lib, a: a * 2, "rmul": lambda lib, a: 3 * a,
+    "div_scalar": lambda lib, a: a / 2,
+    "mul_const": lambda lib, a: a * lib.ones(3, 3, dtype=lib.float64),
+    "div_by_self": lambda lib, a: lib.ones(3, 3, dtype=lib.float64) / a,
+    "mm_const_right": lambda lib, a: a @ lib.ones(3, 2, dtype=lib.float64),
+    "mm_const_left": lambda lib, a: lib.ones(2, 3, dtype=lib.float64) @ a,
+    "mm_both": lambda lib, a: a @ a.t(),
+    "addmm": lambda lib, a: lib.addmm(lib.zeros(3, 3, dtype=lib.float64), a,
+                                      lib.ones(3, 3, dtype=lib.float64)),
+}
+
+
+@pytest.mark.parametrize("case", list(_SAVED_BY_NEED))
+def test_inplace_after_save_only_errors_when_the_value_is_needed(case):
+    # torch saves an operand only for the gradients that read it: a * 2 keeps nothing of a
+    def f(lib):
+        x = lib.tensor(np.arange(1.0, 10.0).reshape(3, 3) / 4, requires_grad=True)
+        a = x * 1
+        y = _SAVED_BY_NEED[case](lib, a)
+        a.add_(1)
+        y.sum().backward()
+        return x.grad
+    same(f, "modified by an inplace operation")
+
+
+@pytest.mark.parametrize("expr", ["(x + 1).sum()", "(x * 2).sum()", "(x * lib.ones(3)).sum()",
+                                  "x.exp().sum()", "x.view(3, 1).t().sum()"])
+def test_second_backward_only_fails_where_something_was_saved(expr):
+    def f(lib):
+        x = lib.ones(3, requires_grad=True)
+        y = eval(expr, {"x": x, "lib": lib})
+        y.backward()
+        y.backward()
+        return x.grad
+    same(f, "Trying to backward through the graph a second time")
+
+
+# ---- random graphs ------------------------------------------------------------------------------
+
+
+def _random_graph(lib, seed):
+    """A seeded random program over two leaves: pointwise ops, products, views, in-place writes
+    through views, custom Functions, tensor hooks and retain_grad; returns the loss."""
+    rnd, rng = random.Random(seed), np.random.default_rng(seed)
+    Cube, MulAdd = _functions(lib)
+    x = lib.tensor(rng.uniform(-1, 1, (4, 4)), requires_grad=True)
+    w = lib.tensor(rng.uniform(-1, 1, (4,)), requires_grad=True)
+    vals, kept = [x * 1, x.sin()], []
+    steps = [
+        lambda a, b: a * b, lambda a, b: a / (b * b + 1), lambda a, b: (a * w).tanh(),
+        lambda a, b: a.t() @ b * 0.1, lambda a, b: a.sum(0, keepdim=True) * b,
+        lambda a, b: Cube.apply(a * 0.5, 2.0), lambda a, b: MulAdd.apply(a, b, 0.5)[0],
+        lambda a, b: MulAdd.apply(a, b * 0.5, 2.0)[1].exp(),
+    ]
+    writes = [lambda t: t.mul_(1.5), lambda t: t[1:].add_(w[1:]), lambda t: t[:, 0].mul_(w[0]),
+              lambda t: t[0].copy_(w.exp()), lambda t: t.t()[1].sub_(w.sin())]
+    for _ in range(10):
+        r, a, b = rnd.random(), rnd.choice(vals), rnd.choice(vals)
+        if r < 0.55:
+            vals.append(rnd.choice(steps)(a, b))
+        elif r < 0.65:
+            vals.append(a[rnd.randrange(4)])            # a view, maybe stale later
+        elif r < 0.75:
+            v = a * w
+            v.retain_grad()
+            kept.append(v)
+            vals.append(v)
+        elif r < 0.85:
+            v = (a + b).tanh()
+            v.register_hook(lambda g: g * 0.5)
+            vals.append(v)
+        elif a.grad_fn is not None and a._base is None:
+            rnd.choice(writes)(a)
+    return x, w, kept, sum((v * v).sum() for v in vals)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_graphs_match_torch(seed):
+    def f(lib):
+        x, w, kept, loss = _random_graph(lib, seed)
+        gx, gw = lib.autograd.grad(loss, [x, w], create_graph=True, retain_graph=True)
+        gg = lib.autograd.grad(gx.cos().sum() + (gw ** 2).sum(), [x, w], allow_unused=True,
+                               retain_graph=True)
+        loss.backward()
+        return loss, gx, gw, gg, x.grad, w.grad, [k.grad for k in kept]
+    same(f)
+
+
+def test_retain_grad_follows_inplace_writes():
+    def f(lib):
+        seen = []
+        x = x3(lib, requires_grad=True)
+        a = x * 2
+        a.retain_grad()
+        a.register_hook(lambda g: seen.append(g))    # stays with the value before mul_
+        a.mul_(3)
+        b = x * 1
+        b.retain_grad()
+        b[1:].mul_(5)
+        (a * a).sum().backward(retain_graph=True)
+        (b * b).sum().backward()
+        return a.grad, b.grad, x.grad, seen
     same(f)

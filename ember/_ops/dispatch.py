@@ -9,7 +9,8 @@ from .._backends import MetaBackend, backend
 from .._storage import _root
 from .._tensor import Tensor
 from ..autograd import grad_mode
-from ..autograd.graph import CopySlices, NotImplementedNode, OpNode, edge_of
+from ..autograd.graph import (CopySlices, NotImplementedNode, OpNode, edge_of,
+                              move_retain_grad)
 
 meta_empty = MetaBackend.empty
 _FLOATING = (_dtype._FLOAT, _dtype._COMPLEX)
@@ -324,10 +325,11 @@ def rebase_history(self, r):
         return
     base = self._base
     if base is not None and self._view_fn is not None:
-        base.grad_fn = CopySlices(base, self._view_fn, (r.grad_fn, r._output_nr),
-                                  _meta_of(self))
-        base._output_nr, base._requires_grad = 0, True
+        node = CopySlices(base, self._view_fn, (r.grad_fn, r._output_nr), _meta_of(self))
+        move_retain_grad(base, node, 0)
+        base.grad_fn, base._output_nr, base._requires_grad = node, 0, True
         self._view_version = self._version
+    move_retain_grad(self, r.grad_fn, r._output_nr)
     self.grad_fn, self._output_nr, self._requires_grad = r.grad_fn, r._output_nr, True
 
 

@@ -229,7 +229,7 @@ def cumprod(xp, input, dim, *, dtype=None):
 @cumprod.vjp(save=("input", "result"))
 def _(g, input, dim, *, dtype=None, result=None):
     if not bool((input == 0).any()):
-        return (g * result).flip(dim).cumsum(dim).flip(dim) / input
+        return (g * result.conj()).flip(dim).cumsum(dim).flip(dim) / input.conj()
     # With zeros, prod/x fails: d out_j / d x_i = prod_{k <= j, k != i} x_k for i <= j, built
     # densely along dim ([..., i, j, k]); scans are short in practice.
     n = input.shape[dim]
@@ -238,7 +238,7 @@ def _(g, input, dim, *, dtype=None, result=None):
     i, j, k = ar.view(n, 1, 1), ar.view(1, n, 1), ar.view(1, 1, n)
     m = ember.where((k <= j) * (k != i), x[..., None, None, :], 1.0).prod(-1)
     m = ember.where(i[..., 0] <= j[..., 0], m, 0.0)
-    return (m * gm[..., None, :]).sum(-1).movedim(-1, dim)
+    return (m.conj() * gm[..., None, :]).sum(-1).movedim(-1, dim)
 
 
 cumprod.samples = lambda dev, dt: [Sample(make((3, 4), dt, 0.5, 1.5), 1),

@@ -141,7 +141,7 @@ def mul(xp, input, other):
     return xp.multiply(input, other)
 
 
-@mul.vjp(save=("input", "other"))
+@mul.vjp(save=("input", "other"), needed_by="cross")
 def _(g, input, other):
     return g * _conj(other), g * _conj(input)
 
@@ -187,7 +187,7 @@ def _true_div_dtype(input, other):
     return ember.get_default_dtype().np if a.dtype.kind in "biu" else None
 
 
-@div.vjp(save=("input", "other"))
+@div.vjp(save=("input", "other"), needed_by={"input": "other"})
 def _(g, input, other, rounding_mode=None):
     if rounding_mode is not None:
         return g * 0, (g * 0 if isinstance(other, ember.Tensor) else None)

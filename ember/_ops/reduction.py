@@ -173,10 +173,12 @@ def _(g, input, dim=None, keepdim=False, *, dtype=None, result=None):
     # NOTE: prod/x is wrong where x == 0; the product of the others is exact there.
     g, r = _keep(g, input, dim, keepdim), _keep(result, input, dim, keepdim)
     if not bool((input == 0).any()):
-        return g * r / input
-    if dim is None:
-        return g * _prod_others(input.reshape(-1), 0).reshape(input.shape)
-    return g * _prod_others(input, dim)
+        return g * (r / input).conj()
+    ax = _axis(dim, input.dim())
+    if ax is None:
+        flat = input.reshape(-1)
+        return (g * _prod_others(flat, 0).reshape(input.shape).conj())
+    return g * _prod_others(input, ax).conj()
 
 
 def _prod_others(x, dim):

@@ -35,7 +35,7 @@ class OpDef:
         self.view, self.differentiable = view, differentiable
         self.nondiff_outputs = tuple(nondiff_outputs)
         self.method, self.function, self.inplace, self.aliases = method, function, inplace, aliases
-        self.vjp_fn, self.save, self.save_result = None, (), False
+        self.vjp_fn, self.save, self.save_result, self.needed_by = None, (), False, {}
         self.meta, self.samples, self.errors = None, None, ()
         self.kinks, self.tol, self.skips, self.dtypes = (), {}, {}, None
         self.writes_overlap = False     # in place into expanded (overlapping) views, as fill_
@@ -50,16 +50,25 @@ class OpDef:
         self.__doc__ = fwd.__doc__
         self.return_type = collections.namedtuple(name, returns) if returns else None
 
-    def vjp(self, save=()):
+    def vjp(self, save=(), needed_by=None):
         """Decorator registering the backward ``vjp(g, *args, **kwargs)``, written in ember ops.
 
         ``save`` names the arguments the backward reads; the others reach it as metadata
         (shape, dtype, device) only. ``"result"`` saves the output, passed as ``result=``.
+        ``needed_by`` maps a saved argument to the arguments whose gradients read it (e.g.
+        ``mul``'s ``input`` only matters for ``other``'s gradient): when none of those requires
+        grad, an in-place change to it is no error, as in torch. ``"cross"`` says each saved
+        argument is read only by the others' gradients (products: mul, mm, dot...).
         """
         def deco(fn):
             self.vjp_fn = fn
             self.save = tuple(self.params.index(s) for s in save if s != "result")
             self.save_result = "result" in save
+            if needed_by == "cross":
+                self.needed_by = {i: tuple(j for j in self.save if j != i) for i in self.save}
+            else:
+                self.needed_by = {self.params.index(k): tuple(self.params.index(v) for v in (
+                    (vs,) if isinstance(vs, str) else vs)) for k, vs in (needed_by or {}).items()}
             return fn
         return deco
 

@@ -12,7 +12,6 @@ from .grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F
 from .graph import Node, edge_of  # noqa: F401
 
 
-
 def __getattr__(name):
     # functional is an analysis tool: keep it off ``import ember``'s path
     if name != "functional":

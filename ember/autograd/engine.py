@@ -38,6 +38,8 @@ def _needed(nodes, targets):
 
 
 def _sum_to(g, meta):
+    if g._data.shape == meta.shape and g.dtype is meta.dtype:     # the common case, cheaply
+        return g
     shape = tuple(meta.shape)
     if tuple(g.shape) != shape:
         lead = g.dim() - len(shape)
@@ -99,10 +101,10 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
             if needed is not None and node not in needed:
                 continue
             if isinstance(node, AccumulateGrad):
-                for h in node._pre_hooks:
-                    r = h(tuple(grads))
-                    grads = list(r) if r is not None else grads
                 if accumulate and grads[0] is not None:   # with inputs=, only those get here
+                    for h in node._pre_hooks:
+                        r = h(tuple(grads))
+                        grads = list(r) if r is not None else grads
                     node.accumulate(grads[0], create_graph)
                 continue
             if needed is not None and not any(c in needed for c, _ in node.next_functions):
@@ -130,8 +132,8 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
         return None
     for i, g in enumerate(captures):
         if g is None and not allow_unused:
-            raise RuntimeError("One of the differentiated Tensors appears to not have been used "
-                               "in the graph. Set allow_unused=True if this is the desired "
+            raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been "
+                               "used in the graph. Set allow_unused=True if this is the desired "
                                "behavior.")
     return captures
 
@@ -163,20 +165,20 @@ def _apply(node, grads, retain_graph):
         grads = _materialize(node, grads)
     try:
         out = node.apply(grads)
-    except Exception as e:
+        if anomaly.enabled and anomaly.check_nan:
+            for i, g in enumerate(out):
+                if g is not None and g._has_nan():
+                    raise RuntimeError(f"Function '{node.name()}' returned nan values in its "
+                                       f"{i}th output.")
+    except Exception:
         if node._trace is not None:
             warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that "
                           "caused the error:\n" + "".join(node._trace), stacklevel=2)
-        raise e
+        raise
     for h in node._hooks:
         r = h(tuple(out), tuple(grads))
         if r is not None:
             out = list(r)
-    if anomaly.enabled and anomaly.check_nan:
-        for i, g in enumerate(out):
-            if g is not None and g._has_nan():
-                raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th "
-                                   "output.")
     if not retain_graph:
         node.release()
     return out

@@ -8,7 +8,8 @@ import functools
 
 from . import grad_mode
 from .._dtype import _FLOAT
-from .graph import _FREED_MSG, Node, TensorMeta, check_saved_version
+from .graph import (_FREED_MSG, Node, TensorMeta, _active_hooks, _Packed,
+                    check_saved_version)
 
 
 def _is_tensor(x):
@@ -60,20 +61,34 @@ class BackwardCFunction(FunctionCtx, Node):
     def _pack(self):
         # NOTE: versions are taken once forward is done (as torch does), so in-place edits made
         # by forward itself on dirty inputs are not a later modification.
+        hooks = _active_hooks()
         if self.to_save is not None:
-            self._saved = [None if t is None else (t, t._version, t._output_nr if t.grad_fn is self
-                                                   else None) for t in self.to_save]
+            self._saved = [None if t is None else self._saved_entry(t, hooks)
+                           for t in self.to_save]
             self._has_saved = True
         self.to_save = None
+
+    def _saved_entry(self, t, hooks):
+        """(what is kept, its version or None when packed by hooks, output index or None)."""
+        nr = t._output_nr if t.grad_fn is self else None
+        if hooks:
+            return _Packed(t, hooks), None, nr
+        # NOTE: an output is kept as a history-less alias (as OpNode keeps results): holding
+        # the output itself would make a node <-> tensor reference cycle.
+        return (t if nr is None else t._alias()), t._version, nr
 
     @property
     def saved_tensors(self):
         if self._released:
             raise RuntimeError(_FREED_MSG)
+        out = []
         for s in self._saved or ():
-            if s is not None:
-                check_saved_version(s[0], s[1], self, s[2])
-        return tuple(None if s is None else s[0] for s in self._saved or ())
+            if s is None or s[1] is None:      # None, or packed by saved_tensors_hooks
+                out.append(s if s is None else s[0].unpack())
+                continue
+            check_saved_version(s[0], s[1], self, s[2])
+            out.append(s[0] if s[2] is None else s[0]._as_output_of(self, s[2]))
+        return tuple(out)
 
     saved_variables = saved_tensors
 
@@ -230,8 +245,10 @@ def _wrap_outputs(ctx, inputs, out, executable):
                 alias.grad_fn, alias._output_nr = ctx, i
                 rebase_history(o, alias)
         else:
-            if id(o) in ids:
-                o = o._alias()   # NOTE: an input returned as is becomes a new tensor, as in torch
+            if id(o) in ids:     # NOTE: an input returned as is becomes a view of it, as in torch
+                src, o = o, o._alias()
+                if o._base is None:
+                    o._base, o._view_fn, o._view_version = src, _identity, src._version
             if diff:
                 o.grad_fn, o._output_nr, o._requires_grad = ctx, i, True
                 if o._base is not None:  # a view: later in-place writes must not bypass us
@@ -242,6 +259,10 @@ def _wrap_outputs(ctx, inputs, out, executable):
         if ctx.materialize_grads else None
     ctx._pack()
     return wrapped[0] if single else tuple(wrapped)
+
+
+def _identity(t):
+    return t
 
 
 class _DelayedError(Node):
@@ -258,7 +279,25 @@ class _DelayedError(Node):
 
 def once_differentiable(fn):
     """Decorate a ``backward`` whose own result cannot be differentiated: it runs without
-    recording, and a later attempt to differentiate through it raises."""
+    recording, and a later attempt to differentiate through it raises.
+
+    Example:
+        >>> import ember
+        >>> from ember.autograd.function import once_differentiable
+        >>> class Square(ember.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x):
+        ...         ctx.save_for_backward(x)
+        ...         return x * x
+        ...     @staticmethod
+        ...     @once_differentiable
+        ...     def backward(ctx, g):
+        ...         (x,) = ctx.saved_tensors
+        ...         return 2 * g * x
+        >>> x = ember.tensor([3.0], requires_grad=True)
+        >>> ember.autograd.grad(Square.apply(x).sum(), x)
+        (tensor([6.]),)
+    """
 
     @functools.wraps(fn)
     def wrapper(ctx, *args):

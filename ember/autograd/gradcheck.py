@@ -2,7 +2,8 @@
 
 The numerical Jacobian perturbs one input element at a time by ``±eps`` and re-runs ``func``;
 the analytic one runs backward once per output element with a one-hot ``grad_output``.
-Both are ``(input numel, output numel)`` float64 matrices, like torch's.
+Both are ``(input numel, output numel)`` float64 matrices, like torch's (complex values count
+as (real, imaginary) pairs).
 See https://pytorch.org/docs/stable/autograd.html#numerical-gradient-checking
 """
 import warnings
@@ -36,45 +37,62 @@ def _diff_outputs(func, inputs):
     return [o for o in outs if _is_tensor(o) and o.requires_grad], outs
 
 
+def _real_view(a):
+    """Values flattened, complex ones as interleaved (real, imag) pairs: every Jacobian is
+    then the real one of the map on R^n."""
+    a = a.reshape(-1)
+    return np.stack([a.real, a.imag], -1).reshape(-1) if a.dtype.kind == "c" else a
+
+
 def _numerical(func, inputs, diff_idx, eps):
-    """Per differentiable input: d(all outputs)/d(input) by central differences."""
+    """Per differentiable input: d(all outputs)/d(input) by central differences (a complex
+    element is stepped along its real and then its imaginary axis)."""
     def evaluate():
-        return [_host(o) for o in _as_tuple(func(*inputs))
+        return [_real_view(_host(o)) for o in _as_tuple(func(*inputs))
                 if _is_tensor(o) and o.dtype.category >= _dtype._FLOAT]
     sizes = [o.size for o in evaluate()]
     jac = []
     for i in diff_idx:
         arr = inputs[i]._data
-        J = [np.zeros((arr.size, n)) for n in sizes]
+        steps = (eps, eps * 1j) if arr.dtype.kind == "c" else (eps,)
+        J = [np.zeros((arr.size * len(steps), n)) for n in sizes]
         for j in range(arr.size):
             idx = np.unravel_index(j, arr.shape)
             orig = arr[idx].item()
-            # NOTE: written into the array itself (no version bump): func must see the
-            # perturbed value through every view of the input, and the graph is not kept.
-            arr[idx] = orig - eps
-            lo = evaluate()
-            arr[idx] = orig + eps
-            hi = evaluate()
-            arr[idx] = orig
-            for k, (a, b) in enumerate(zip(lo, hi)):
-                J[k][j] = ((b - a) / (2 * eps)).reshape(-1)
+            for s, step in enumerate(steps):
+                # NOTE: written into the array itself (no version bump): func must see the
+                # perturbed value through every view of the input, and the graph is not kept.
+                arr[idx] = orig - step
+                lo = evaluate()
+                arr[idx] = orig + step
+                hi = evaluate()
+                arr[idx] = orig
+                for k, (a, b) in enumerate(zip(lo, hi)):
+                    J[k][j * len(steps) + s] = (b - a) / (2 * eps)
         jac.append(J)
-    return jac          # jac[input][output] is (input numel, output numel)
+    return jac          # jac[input][output] is (input numel, output numel), complex doubled
 
 
 def _analytical(outputs, inputs, diff_idx):
+    """The same Jacobians from backward. NOTE: with torch's convention the gradient of a real
+    L reaching z = a + ib is dL/da + i dL/db, and grad_output u gives L = Re(conj(u) * y):
+    u = 1 yields the column of Re(y), u = 1j the column of Im(y)."""
     from .. import autograd
     from .._ops.creation import zeros_like
     diff_in = [inputs[i] for i in diff_idx]
-    jac = [[np.zeros((inputs[i].numel(), o.numel())) for o in outputs] for i in diff_idx]
+    width = [2 if t.dtype.is_complex else 1 for t in diff_in]
+    jac = [[np.zeros((t.numel() * w, o.numel() * (2 if o.dtype.is_complex else 1)))
+            for o in outputs] for t, w in zip(diff_in, width)]
     for k, o in enumerate(outputs):
+        units = (1, 1j) if o.dtype.is_complex else (1,)
         for j in range(o.numel()):
-            g = zeros_like(o)
-            g._data.reshape(-1)[j] = 1
-            grads = autograd.grad(o, diff_in, g, retain_graph=True, allow_unused=True)
-            for n, gi in enumerate(grads):
-                if gi is not None:
-                    jac[n][k][:, j] = _host(gi).reshape(-1)
+            for u, unit in enumerate(units):
+                g = zeros_like(o)
+                g._data.reshape(-1)[j] = unit
+                grads = autograd.grad(o, diff_in, g, retain_graph=True, allow_unused=True)
+                for n, gi in enumerate(grads):
+                    if gi is not None:
+                        jac[n][k][:, j * len(units) + u] = _real_view(_host(gi))
     return jac
 
 
@@ -106,9 +124,7 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
         raise ValueError("gradcheck expects at least one input tensor to require gradient, but "
                          "none of them have requires_grad=True.")
     for i in diff_idx:
-        if inputs[i].dtype is not _dtype.float64:
-            if inputs[i].dtype.is_complex:
-                raise NotImplementedError("gradcheck: complex inputs are not supported")
+        if inputs[i].dtype not in (_dtype.float64, _dtype.complex128):
             warnings.warn(f"Input #{i} requires gradient and is not a double precision floating "
                           "point or complex. This check will likely fail if all the inputs are "
                           "not of double precision floating point or complex.", stacklevel=2)
@@ -120,8 +136,6 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
                 return _fail(f"Numerical gradient for function expected to be zero (input {n})",
                              raise_exception)
         return True
-    if any(o.dtype.is_complex for o in outputs):
-        raise NotImplementedError("gradcheck: complex outputs are not supported")
     analytical = _analytical(outputs, inputs, diff_idx)
     for n, (i, Jn, Ja) in enumerate(zip(diff_idx, numerical, analytical)):
         for k, (num, ana) in enumerate(zip(Jn, Ja)):

@@ -1,5 +1,6 @@
-"""Graph nodes. A ``Node`` is the backward of one op call: it keeps what the op's vjp reads
-(each saved tensor with the version it had) and an edge ``(node, output_nr)`` per input."""
+"""Graph nodes (``torch.autograd.graph``). A ``Node`` is the backward of one op call: it keeps
+what the op's vjp reads (each saved tensor with the version it had, or as packed by
+``saved_tensors_hooks``) and an edge ``(node, output_nr)`` per input."""
 import itertools
 import re
 import traceback
@@ -71,6 +72,16 @@ def edge_of(t):
     if t._requires_grad:
         return (t._grad_accumulator(), 0)
     return (None, 0)
+
+
+def move_retain_grad(t, node, output_nr):
+    """``t`` is about to get the history ``(node, output_nr)`` (an in-place write): its
+    ``retain_grad`` hook moves along. NOTE: as in torch, ``.grad`` then holds the gradient of
+    the newest value; hooks from ``register_hook`` stay with the old one."""
+    if t._retains_grad and t.grad_fn is not None:
+        hook = t.grad_fn._retain_grad_hooks.pop(t._output_nr, None)
+        if hook is not None:
+            node._retain_grad_hooks[output_nr] = hook
 
 
 def _refresh_view(t):
@@ -155,21 +166,123 @@ class _Handle:
         self.remove()
 
 
+# ---- saved tensor hooks -----------------------------------------------------------------------
+
+_saved_hooks = []     # stack of (pack_hook, unpack_hook), or a str: hooks disabled, the reason
+
+
+class saved_tensors_hooks:
+    """Within the block, each tensor saved for backward is stored as ``pack_hook(tensor)`` and
+    given back to backward as ``unpack_hook(packed)`` (e.g. to offload or recompute it). Saved
+    through hooks, a tensor is not checked for later in-place changes, as in torch.
+
+    Example:
+        >>> import ember
+        >>> x = ember.tensor([1.0, 2.0], requires_grad=True)
+        >>> with ember.autograd.graph.saved_tensors_hooks(lambda t: t.tolist(),
+        ...                                               lambda v: ember.tensor(v)):
+        ...     y = (x * x).sum()
+        >>> y.backward()
+        >>> x.grad
+        tensor([2., 4.])
+    """
+
+    def __init__(self, pack_hook, unpack_hook):
+        self.pack_hook, self.unpack_hook = pack_hook, unpack_hook
+
+    def __enter__(self):
+        if _saved_hooks and isinstance(_saved_hooks[-1], str):
+            raise RuntimeError(_saved_hooks[-1])
+        _saved_hooks.append((self.pack_hook, self.unpack_hook))
+        return self
+
+    def __exit__(self, *exc):
+        _saved_hooks.pop()
+
+
+class save_on_cpu(saved_tensors_hooks):
+    """Keep tensors saved for backward in cpu memory, moving them back when backward runs."""
+
+    def __init__(self, pin_memory=False, device_type="cuda"):
+        super().__init__(lambda t: (t.device, t.to("cpu")), lambda p: p[1].to(p[0]))
+
+
+class disable_saved_tensors_hooks:
+    """Within the block, entering ``saved_tensors_hooks`` raises ``RuntimeError(error_message)``.
+    """
+
+    def __init__(self, error_message):
+        self.error_message = error_message
+
+    def __enter__(self):
+        _saved_hooks.append(self.error_message)
+
+    def __exit__(self, *exc):
+        _saved_hooks.pop()
+
+
+class _Packed:
+    """A saved tensor as its pack hook left it."""
+
+    __slots__ = ("value", "unpack_hook")
+
+    def __init__(self, t, hooks):
+        self.value, self.unpack_hook = hooks[0](t), hooks[1]
+
+    def unpack(self):
+        return self.unpack_hook(self.value)
+
+
+def _active_hooks():
+    return _saved_hooks[-1] if _saved_hooks and not isinstance(_saved_hooks[-1], str) else None
+
+
+def _pack(a, hooks):
+    if hasattr(a, "_data"):
+        return _Packed(a, hooks)
+    if isinstance(a, (list, tuple)):
+        return [_Packed(t, hooks) if hasattr(t, "_data") else t for t in a]
+    return a
+
+
+def _unpack(a):
+    if isinstance(a, _Packed):
+        return a.unpack()
+    if isinstance(a, list) and any(isinstance(t, _Packed) for t in a):
+        return [t.unpack() if isinstance(t, _Packed) else t for t in a]
+    return a
+
+
+def _saved_is_read(opdef, i, args):
+    """Whether saved argument ``i`` feeds a gradient that will be computed (see
+    ``OpDef.vjp(needed_by=)``); if not, it is kept without a version check."""
+    users = opdef.needed_by.get(i)
+    return users is None or any(getattr(args[j], "_requires_grad", False) for j in users
+                                if j < len(args))
+
+
 class OpNode(Node):
     """The backward of one OpDef call."""
 
     multi = False      # the op returned a tuple: its vjp gets a list of output gradients
+    _packed = False
 
     def __init__(self, opdef, args, kwargs, inputs, outputs):
         super().__init__(inputs)
         self.opdef, self.kwargs, self.n_outputs = opdef, kwargs, len(outputs)
         saved, versions, self.tensor_positions = list(args), [], []
+        hooks = _active_hooks() if _saved_hooks else None
         for i, a in enumerate(args):
             if hasattr(a, "_data"):
                 self.tensor_positions.append((i, None))
             elif isinstance(a, (list, tuple)) and a and hasattr(a[0], "_data"):
                 self.tensor_positions.append((i, len(a)))
-            if i in opdef.save:
+            if i in opdef.save and hooks is not None:
+                saved[i] = _pack(a, hooks)
+                self._packed = True
+            elif i in opdef.save:
+                if not _saved_is_read(opdef, i, args):
+                    continue        # kept for the vjp to run, but its gradient is dropped
                 for t in (a if isinstance(a, (list, tuple)) else (a,)):
                     if hasattr(t, "_version"):
                         versions.append((t, t._version))
@@ -178,17 +291,22 @@ class OpNode(Node):
             elif isinstance(a, (list, tuple)) and a and hasattr(a[0], "_data"):
                 saved[i] = [TensorMeta(t) if hasattr(t, "_data") else t for t in a]
         self.args, self.versions = saved, versions
-        self._has_saved = bool(versions) or opdef.save_result
+        # NOTE: as in torch, only a node that saved something refuses a second backward (a
+        # Python scalar counts: torch saves it as a wrapped tensor)
+        self._has_saved = opdef.save_result or self._packed or any(
+            i < len(args) and _saved_is_read(opdef, i, args) for i in opdef.save)
         self.out_meta = [TensorMeta(o) for o in outputs]
         if opdef.save_result:
-            self.results = [(o._alias(), o._version) for o in outputs]
+            self.results = [(_Packed(o, hooks), None) if hooks is not None else
+                            (o._alias(), o._version) for o in outputs]
 
     def name(self):
         return self.opdef.grad_name
 
     def release(self):
-        self.args = self.versions = self.results = None
-        self._released = True
+        if self._has_saved:
+            self.args = self.versions = self.results = None
+            self._released = True
 
     def apply(self, grads):
         if self._released:
@@ -199,11 +317,15 @@ class OpNode(Node):
         if self.opdef.save_result:
             res = []
             for i, (r, v) in enumerate(self.results):
-                check_saved_version(r, v, self, i)
+                if v is None:
+                    r = r.unpack()
+                else:
+                    check_saved_version(r, v, self, i)
                 res.append(r._as_output_of(self, i))
             kwargs = dict(kwargs, result=res[0] if self.n_outputs == 1 else tuple(res))
         g = grads if self.multi else grads[0]
-        out = self.opdef.vjp_fn(g, *self.args, **kwargs)
+        args = [_unpack(a) for a in self.args] if self._packed else self.args
+        out = self.opdef.vjp_fn(g, *args, **kwargs)
         if not isinstance(out, tuple):
             out = (out,)
         flat = []         # one gradient per tensor input, in the order of the edges
