@@ -75,7 +75,8 @@ CASES = {
 # Writes into these overlap (several elements, one address): torch refuses most in-place ops
 # there (checked in test_write_into_expanded_view), and an unfold write's result depends on
 # torch's element order.
-OVERLAPPING = {"expand", "expand_new_dims", "expand_keep_size1", "expand_as", "broadcast_to", "unfold"}
+OVERLAPPING = {"expand", "expand_new_dims", "expand_keep_size1", "expand_as", "broadcast_to",
+               "unfold"}
 
 
 def _base(L):
