@@ -164,9 +164,18 @@ def __setitem__(self, index, value):
         try:
             self._data[idx] = v
         except (IndexError, ValueError) as e:
-            raise (IndexError if isinstance(e, IndexError) else RuntimeError)(
-                f"index_put_: {e} (tensor {list(self.shape)}, value "
-                f"{list(getattr(value, 'shape', ()))})") from None
+            if isinstance(e, IndexError):
+                raise IndexError(f"index_put_: {e}".replace("for axis", "for dimension")) \
+                    from None
+            target, got = list(np.shape(self._data[idx])), list(np.shape(v))
+            for d in range(1, min(len(target), len(got)) + 1):
+                if got[-d] not in (1, target[-d]):
+                    raise RuntimeError(
+                        f"index_put_: The expanded size of the tensor ({target[-d]}) must match "
+                        f"the existing size ({got[-d]}) at non-singleton dimension "
+                        f"{len(target) - d}.  Target sizes: {target}.  Tensor sizes: {got}"
+                    ) from None
+            raise RuntimeError(f"index_put_: {e} (tensor {target}, value {got})") from None
     self._bump_version()
 
 
@@ -176,9 +185,29 @@ def copy_(self, src, non_blocking=False):
     """Copy ``src`` (broadcast, cast, from any device) into this tensor."""
     if not isinstance(src, Tensor):
         src = Tensor._wrap(np.asarray(src))
+    if src.shape != self.shape:
+        _check_broadcasts_to("copy_", src.shape, self.shape)
     if src.device != self.device:
         src = src.to(self.device)
     return dispatch_inplace(pointwise._copy_from, self, (src,), {})
+
+
+def _check_broadcasts_to(name, src, dst):
+    """torch's errors for a source of shape ``src`` written into a tensor of shape ``dst``."""
+    n = max(len(src), len(dst))
+    a, b = (1,) * (n - len(dst)) + tuple(dst), (1,) * (n - len(src)) + tuple(src)
+    for d in range(n - 1, -1, -1):
+        if a[d] != b[d] and b[d] != 1:
+            if a[d] == 1 or len(src) > len(dst):
+                break
+            raise RuntimeError(f"{name}: The size of tensor a ({a[d]}) must match the size of "
+                               f"tensor b ({b[d]}) at non-singleton dimension {d}")
+    else:
+        if len(src) <= len(dst):
+            return
+    shape = [max(x, y) for x, y in zip(a, b)]
+    raise RuntimeError(f"{name}: output with shape {list(dst)} doesn't match the broadcast "
+                       f"shape {shape}")
 
 
 # NOTE: torch lets fill_ write an expanded view (every element gets the same value anyway).

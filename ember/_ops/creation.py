@@ -265,7 +265,7 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
     if vals[2] == 0:
         raise RuntimeError("step must be nonzero")
     if (vals[1] - vals[0]) / vals[2] < 0:
-        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     if dtype is None:
         dtype = _dtype.int64 if all(isinstance(v, (int, np.integer)) for v in vals) else None
     # NOTE: torch computes the length in double, then each value as start + i * step.

@@ -215,9 +215,18 @@ def _explain(opdef, tensors, e):
     if _raised_by_ember(e):
         return e
     if "could not be broadcast" in msg:
-        return RuntimeError(f"{opdef.name}: {_broadcast_error(tensors)}")
-    kind = IndexError if isinstance(e, IndexError) else RuntimeError
-    return kind(f"{opdef.name}: {msg} (got {_describe(tensors)})")
+        return RuntimeError(f"{opdef.name}: {_broadcast_error(msg, tensors)}")
+    if isinstance(e, np.exceptions.AxisError) and e.ndim is not None:
+        n = max(e.ndim, 1)
+        return IndexError(f"{opdef.name}: Dimension out of range (expected to be in range of "
+                          f"[{-n}, {n - 1}], but got {e.axis})")
+    if isinstance(e, IndexError):       # NumPy's words for torch's
+        import re
+        msg = re.sub(r"too many indices for array: array is (\d+)-dimensional, but \d+ were "
+                     r"indexed", r"too many indices for tensor of dimension \1",
+                     msg.replace("for axis", "for dimension"))
+        return IndexError(f"{opdef.name}: {msg}")
+    return RuntimeError(f"{opdef.name}: {msg} (got {_describe(tensors)})")
 
 
 _EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -234,11 +243,17 @@ def _raised_by_ember(e):
     return code.co_filename.startswith(_EMBER_DIR) and code.co_code[tb.tb_lasti] == _RAISE
 
 
-def _broadcast_error(tensors):
-    """torch's text for operands that do not broadcast, naming the first clash."""
-    shape = tensors[0].shape
-    for t in tensors[1:]:
-        a, b = tuple(shape), tuple(t.shape)
+def _broadcast_error(msg, tensors):
+    """torch's text for operands that do not broadcast, naming the first clash. The shapes
+    come from NumPy's message (batch shapes only, for matmul), else from the tensors."""
+    import re
+    groups = re.findall(r"->\(([^)]*)\)", msg) or re.findall(r"\(([^)]*)\)",
+                                                          msg.partition("shapes")[2])
+    shapes = [tuple(int(x) for x in g.split(",") if x.strip().isdigit()) for g in groups] or \
+        [tuple(t.shape) for t in tensors]
+    shape = shapes[0]
+    for other in shapes[1:]:
+        a, b = tuple(shape), other
         n = max(len(a), len(b))
         a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
         for d in range(n - 1, -1, -1):
@@ -294,8 +309,9 @@ def dispatch_inplace(opdef, self, args, kwargs):
         src = self._alias_copy()        # backward needs the value from before the write
     r = dispatch(opdef, (src,) + tuple(args), kwargs)
     if not can_cast(r.dtype, self.dtype):
-        raise RuntimeError(f"{opdef.name}_: result type {r.dtype.name} can't be cast to the "
-                           f"desired output type {self.dtype.name}")
+        names = _dtype._SCALAR_NAMES
+        raise RuntimeError(f"{opdef.name}_: result type {names[r.dtype.name]} can't be cast to "
+                           f"the desired output type {names[self.dtype.name]}")
     if tuple(r.shape) != tuple(self.shape):
         raise RuntimeError(f"{opdef.name}_: output with shape {list(self.shape)} doesn't match "
                            f"the broadcast shape {list(r.shape)}")

@@ -267,6 +267,10 @@ def squeeze(xp, input, dim=None):
         return xp.squeeze(input)
     dims = dim if isinstance(dim, (tuple, list)) else (dim,)
     nd = max(input.ndim, 1)
+    for d in dims:
+        if not -nd <= d < nd:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, "
+                             f"{nd - 1}], but got {d})")
     dims = tuple(d % nd for d in dims if input.ndim and input.shape[d % nd] == 1)
     return xp.squeeze(input, dims) if dims else input.view()
 
