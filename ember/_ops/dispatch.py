@@ -117,13 +117,17 @@ def _numpy_scalars(args, arrays, idx):
     return out
 
 
+_INT_BOUNDS = {d: (int(np.iinfo(d.np).min), int(np.iinfo(d.np).max)) for d in _dtype.ALL
+               if d.category == _dtype._INT}
+
+
 def _wrap_int_scalars(args, arrays, idx, dt):
     # NOTE: torch casts an out-of-range Python int to the tensor's dtype with wrap-around
     # (uint8 + 300 adds 44); NumPy 2 raises OverflowError instead.
-    info = np.iinfo(dt.np)
+    lo, hi = _INT_BOUNDS[dt]
     for i in idx:
         a = arrays[i] if i < len(arrays) else None
-        if type(a) is int and not info.min <= a <= info.max:
+        if type(a) is int and not lo <= a <= hi:
             arrays[i] = np.array(a).astype(dt.np)[()]
 
 
