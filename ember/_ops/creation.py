@@ -123,7 +123,25 @@ def _to_array(data, dtype=None):
             raise ValueError("Overflow when unpacking long long")
         raise ValueError(_ragged(data))
     target = (dtype or inferred).np
-    return arr if arr.dtype == target else arr.astype(target)
+    if arr.dtype == target:
+        return arr
+    if dtype is not None and dtype.category == _dtype._INT and arr.size and \
+            not isinstance(data, np.ndarray):
+        _check_fits(arr, dtype)
+    with np.errstate(over="ignore"):    # float64 data beyond float16's range becomes inf
+        return arr.astype(target)
+
+
+def _check_fits(arr, dtype):
+    # NOTE: torch refuses Python numbers that overflow an integer dtype (NaN and inf too), but
+    # lets negative ints wrap into unsigned ones down to -max (uint8 takes -255, not -256).
+    info = np.iinfo(dtype.np)
+    lo = info.min if dtype.is_signed else -int(info.max)
+    with np.errstate(invalid="ignore"):
+        bad = (arr.dtype.kind in "fc" and not np.isfinite(arr).all()) or \
+            arr.real.min() < lo or arr.real.max() > info.max
+    if bad:
+        raise RuntimeError(f"value cannot be converted to type {dtype.name} without overflow")
 
 
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
@@ -230,7 +248,12 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
     dev = to_device(device)
     t = zeros(shape, dtype=dtype, device=dev)
     if dev.type != "meta":
-        t._data[...] = fill_value.item() if hasattr(fill_value, "item") else fill_value
+        v = fill_value.item() if hasattr(fill_value, "item") else fill_value
+        if t.dtype.category == _dtype._INT:
+            v = np.asarray(v)
+            _check_fits(v, t.dtype)
+            v = v.astype(t.dtype.np)
+        t._data[...] = v
     if out is not None:
         return out.resize_(shape).copy_(t)
     return t.requires_grad_(True) if requires_grad else t
