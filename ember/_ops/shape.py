@@ -233,7 +233,9 @@ def select(xp, input, dim, index):
     if not -n <= index < n:
         raise IndexError(f"select(): index {index} out of range for tensor of size "
                          f"{list(input.shape)} at dimension {dim}")
-    return input[_slicer(input.ndim, dim, index)]
+    # NOTE: the trailing Ellipsis keeps a 0-dim result a view; NumPy returns a scalar copy
+    # for an all-integer index, and writes to it would be lost.
+    return input[_slicer(input.ndim, dim, index) + (Ellipsis,)]
 
 
 @select.vjp()
@@ -462,7 +464,8 @@ split.samples = lambda dev, dt: [Sample(make((5, 4), dt), 2), Sample(make((5, 4)
 @op("unbind", view=True)
 def unbind(xp, input, dim=0):
     """The slices along ``dim``, without that dimension."""
-    return tuple(xp.moveaxis(input, dim, 0)) if input.shape[dim] else ()
+    moved = xp.moveaxis(input, dim, 0)
+    return tuple(moved[i, ...] for i in range(moved.shape[0]))   # [i, ...]: 0-dim views too
 
 
 @unbind.vjp()
