@@ -113,6 +113,14 @@ def _bool_ops(self, other, opdef):
     return dispatch(opdef, (self, other), _E)
 
 
+def __contains__(self, element):
+    """``element in t``: whether any entry equals ``element`` (a number or tensor)."""
+    if isinstance(element, (Tensor, int, float, complex, np.generic)):
+        return bool((element == self).any().item())
+    raise RuntimeError(f"Tensor.__contains__ only supports Tensor or scalar, but you passed in "
+                       f"a {type(element)}.")
+
+
 # ---- indexing -----------------------------------------------------------------------------
 
 def _index_arrays(index):
@@ -303,7 +311,7 @@ def install():
         setattr(Tensor, name, f)
     for name, f in PROPERTIES.items():
         setattr(Tensor, name, property(f))
-    for f in (__getitem__, __setitem__, copy_, fill_, zero_, contiguous, conj, resize_, view_as,
+    for f in (__contains__, __getitem__, __setitem__, copy_, fill_, zero_, contiguous, conj, resize_, view_as,
               reshape_as, expand_as, chunk, std, new_full, new_tensor):
         setattr(Tensor, f.__name__, f)
     Tensor.new_zeros, Tensor.new_ones, Tensor.new_empty = _new(zeros), _new(ones), _new(empty)
