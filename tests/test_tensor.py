@@ -260,6 +260,10 @@ CONVERT = {
     "complex": lambda L: complex(L.tensor(1 + 2j)),
     "complex_int": lambda L: complex(L.tensor(2)),
     "complex_many": lambda L: complex(L.tensor([1.0, 2.0])),
+    "item_meta": lambda L: L.ones((), device="meta").item(),
+    "bool_meta": lambda L: bool(L.ones((), device="meta")),
+    "tolist_meta": lambda L: L.ones(2, device="meta").tolist(),
+    "numpy_meta": lambda L: L.ones(2, device="meta").numpy(),
 }
 
 
