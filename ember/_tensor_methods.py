@@ -6,7 +6,7 @@ from . import _dtype
 from ._ops import indexing, linalg, pointwise, reduction, registry, shape
 from ._ops import random as _random
 from ._ops.creation import _size, empty, full, ones, zeros
-from ._ops.dispatch import check_no_overlap, dispatch, dispatch_inplace
+from ._ops.dispatch import broadcast_clash, check_no_overlap, dispatch, dispatch_inplace
 from ._tensor import Tensor
 from .autograd import grad_mode
 
@@ -202,20 +202,13 @@ def copy_(self, src, non_blocking=False):
 
 def _check_broadcasts_to(name, src, dst):
     """torch's errors for a source of shape ``src`` written into a tensor of shape ``dst``."""
-    n = max(len(src), len(dst))
-    a, b = (1,) * (n - len(dst)) + tuple(dst), (1,) * (n - len(src)) + tuple(src)
-    for d in range(n - 1, -1, -1):
-        if a[d] != b[d] and b[d] != 1:
-            if a[d] == 1 or len(src) > len(dst):
-                break
-            raise RuntimeError(f"{name}: The size of tensor a ({a[d]}) must match the size of "
-                               f"tensor b ({b[d]}) at non-singleton dimension {d}")
-    else:
-        if len(src) <= len(dst):
-            return
-    shape = [max(x, y) for x, y in zip(a, b)]
-    raise RuntimeError(f"{name}: output with shape {list(dst)} doesn't match the broadcast "
-                       f"shape {shape}")
+    clash = broadcast_clash(dst, src)
+    if clash:
+        raise RuntimeError(f"{name}: {clash}")
+    shape = np.broadcast_shapes(tuple(dst), tuple(src))
+    if shape != tuple(dst):
+        raise RuntimeError(f"{name}: output with shape {list(dst)} doesn't match the broadcast "
+                           f"shape {list(shape)}")
 
 
 # NOTE: torch lets fill_ write an expanded view (every element gets the same value anyway).
@@ -311,8 +304,8 @@ def install():
         setattr(Tensor, name, f)
     for name, f in PROPERTIES.items():
         setattr(Tensor, name, property(f))
-    for f in (__contains__, __getitem__, __setitem__, copy_, fill_, zero_, contiguous, conj, resize_, view_as,
-              reshape_as, expand_as, chunk, std, new_full, new_tensor):
+    for f in (__contains__, __getitem__, __setitem__, copy_, fill_, zero_, contiguous, conj,
+              resize_, view_as, reshape_as, expand_as, chunk, std, new_full, new_tensor):
         setattr(Tensor, f.__name__, f)
     Tensor.new_zeros, Tensor.new_ones, Tensor.new_empty = _new(zeros), _new(ones), _new(empty)
     for name, f in _random.TENSOR_METHODS.items():

@@ -52,14 +52,27 @@ def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=N
 
 
 def get_printoptions():
-    """The current print options as a dict (see :func:`set_printoptions`)."""
+    """The current print options as a dict (see :func:`set_printoptions`).
+
+    Example:
+        >>> from ember._tensor_str import get_printoptions
+        >>> get_printoptions()["precision"]
+        4
+    """
     return {k: getattr(PRINT_OPTS, k) for k in ("precision", "threshold", "edgeitems",
                                                   "linewidth", "sci_mode")}
 
 
 @contextlib.contextmanager
 def printoptions(**kwargs):
-    """Print options set for the ``with`` block only."""
+    """Print options set for the ``with`` block only.
+
+    Example:
+        >>> import ember
+        >>> with ember._tensor_str.printoptions(precision=1):
+        ...     print(ember.tensor([1.25]))
+        tensor([1.2])
+    """
     old = get_printoptions()
     set_printoptions(**kwargs)
     try:

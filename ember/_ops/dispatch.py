@@ -94,7 +94,7 @@ def _promote(opdef, args, arrays):
             if i < len(args) and type(arrays[i]) in (int, float, bool):
                 arrays[i] = dt.np.type(arrays[i])
     elif scalars and dt.category == _dtype._INT:
-        _wrap_int_scalars(args, arrays, idx, dt)
+        _wrap_int_scalars(arrays, idx, dt)
     if not same or dt is not dt0:
         npdt = dt.np
         for i in idx:
@@ -121,7 +121,7 @@ _INT_BOUNDS = {d: (int(np.iinfo(d.np).min), int(np.iinfo(d.np).max)) for d in _d
                if d.category == _dtype._INT}
 
 
-def _wrap_int_scalars(args, arrays, idx, dt):
+def _wrap_int_scalars(arrays, idx, dt):
     # NOTE: torch casts an out-of-range Python int to the tensor's dtype with wrap-around
     # (uint8 + 300 adds 44); NumPy 2 raises OverflowError instead.
     lo, hi = _INT_BOUNDS[dt]
@@ -257,15 +257,23 @@ def _broadcast_error(msg, tensors):
         [tuple(t.shape) for t in tensors]
     shape = shapes[0]
     for other in shapes[1:]:
-        a, b = tuple(shape), other
-        n = max(len(a), len(b))
-        a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
-        for d in range(n - 1, -1, -1):
-            if a[d] != b[d] and 1 not in (a[d], b[d]):
-                return (f"The size of tensor a ({a[d]}) must match the size of tensor b "
-                        f"({b[d]}) at non-singleton dimension {d}")
-        shape = tuple(max(x, y) if 0 not in (x, y) else 0 for x, y in zip(a, b))
+        clash = broadcast_clash(shape, other)
+        if clash:
+            return clash
+        shape = np.broadcast_shapes(shape, other)
     return f"operands could not be broadcast together (got {_describe(tensors)})"
+
+
+def broadcast_clash(a, b):
+    """torch's text for the last dimension where shapes ``a`` and ``b`` do not broadcast, or
+    None when they do."""
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+    for d in range(n - 1, -1, -1):
+        if a[d] != b[d] and 1 not in (a[d], b[d]):
+            return (f"The size of tensor a ({a[d]}) must match the size of tensor b ({b[d]}) "
+                    f"at non-singleton dimension {d}")
+    return None
 
 
 def _write_out(opdef, out, outs):
