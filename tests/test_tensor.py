@@ -143,6 +143,20 @@ def test_ragged_and_overflow_messages():
             L.Tensor(2.5)
 
 
+def test_asarray_copy_argument():
+    for L in (ember, torch):
+        a = np.arange(3.0)
+        assert L.asarray(a, copy=True).data_ptr() != a.ctypes.data
+        assert L.asarray(a, copy=False).data_ptr() == a.ctypes.data
+        with pytest.raises(ValueError, match="can't alias tensor with dtype 'Double' into "
+                                             "dtype 'Float'"):
+            L.asarray(a, dtype=L.float32, copy=False)
+        t = L.ones(2)
+        assert L.asarray(t) is t and L.asarray(t, copy=True).data_ptr() != t.data_ptr()
+        assert L.asarray([1.5], requires_grad=True).requires_grad
+        assert L.asarray([1, 2]).dtype == L.int64
+
+
 def test_tensor_copies_and_as_tensor_shares():
     for L in (ember, torch):
         a = np.arange(4.0)

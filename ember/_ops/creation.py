@@ -191,7 +191,27 @@ def as_tensor(data, dtype=None, device=None):
     return tensor(data, dtype=dtype, device=device)
 
 
-asarray = as_tensor
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
+    """``obj`` as a tensor: shares memory with a tensor or NumPy array where it can, copies
+    when ``copy=True``, and refuses to copy when ``copy=False``.
+
+    Example:
+        >>> import ember, numpy as np
+        >>> a = np.arange(3.0)
+        >>> ember.asarray(a).data_ptr() == a.ctypes.data
+        True
+    """
+    if copy:
+        t = tensor(obj, dtype=dtype, device=device)
+    else:
+        t = as_tensor(obj, dtype=dtype, device=device)
+        src = obj._data if isinstance(obj, _T()) else obj
+        if copy is False and isinstance(src, np.ndarray) and t.data_ptr() != _ptr(src):
+            names = _dtype._SCALAR_NAMES
+            raise ValueError(f"can't alias tensor with dtype "
+                             f"'{names[_dtype.from_numpy_dtype(src.dtype).name]}' into dtype "
+                             f"'{names[t.dtype.name]}'.")
+    return t.requires_grad_() if requires_grad else t
 
 
 def from_numpy(ndarray):
