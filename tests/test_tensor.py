@@ -143,6 +143,12 @@ def test_ragged_and_overflow_messages():
             L.Tensor(2.5)
 
 
+def test_tensor_of_tensor_warns():
+    for L in (ember, torch):
+        with pytest.warns(UserWarning, match="To copy construct from a tensor"):
+            L.tensor(L.ones(2))
+
+
 def test_asarray_copy_argument():
     for L in (ember, torch):
         a = np.arange(3.0)
@@ -166,7 +172,8 @@ def test_tensor_copies_and_as_tensor_shares():
         assert L.as_tensor(a, dtype=L.float32).data_ptr() != a.ctypes.data
         x = L.ones(3)
         assert L.as_tensor(x) is x and L.as_tensor(x, dtype=L.float64) is not x
-        y = L.tensor(x)
+        with pytest.warns(UserWarning):
+            y = L.tensor(x)
         y[0] = 5
         assert x[0].item() == 1
         alias = L.Tensor(x)

@@ -153,6 +153,12 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
         (torch.int64, torch.float32)
     """
     d = _dtype.to_dtype(dtype) if dtype is not None else None
+    if isinstance(data, _T()):
+        import warnings
+        warnings.warn("To copy construct from a tensor, it is recommended to use "
+                      "sourceTensor.detach().clone() or sourceTensor.detach().clone()"
+                      ".requires_grad_(True), rather than torch.tensor(sourceTensor).",
+                      UserWarning, stacklevel=2)
     arr = _to_array(data, d)
     src = data._data if isinstance(data, _T()) else data
     if isinstance(src, np.ndarray) and np.may_share_memory(arr, src):
