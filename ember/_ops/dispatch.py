@@ -259,7 +259,7 @@ def _broadcast_error(msg, tensors):
     for other in shapes[1:]:
         clash = broadcast_clash(shape, other)
         if clash:
-            return clash
+            return f"{clash} (shapes {', '.join(map(str, shapes))} do not broadcast)"
         shape = np.broadcast_shapes(shape, other)
     return f"operands could not be broadcast together (got {_describe(tensors)})"
 
