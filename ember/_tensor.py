@@ -349,11 +349,7 @@ class Tensor:
     def type(self, dtype=None, non_blocking=False):
         """Without an argument, the legacy type name (``torch.FloatTensor``); else a cast."""
         if dtype is None:
-            names = {"float32": "Float", "float64": "Double", "float16": "Half",
-                     "bfloat16": "BFloat16", "int64": "Long", "int32": "Int", "int16": "Short",
-                     "int8": "Char", "uint8": "Byte", "bool": "Bool", "complex64": "ComplexFloat",
-                     "complex128": "ComplexDouble"}
-            n = names.get(self.dtype.name, self.dtype.name)
+            n = _dtype._SCALAR_NAMES[self.dtype.name]
             return f"torch.{'cuda.' if self.is_cuda else ''}{n}Tensor"
         return self.to(dtype)
 
@@ -387,6 +383,8 @@ class Tensor:
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted "
                                "to Scalar")
+        if self.device.type == "meta":
+            raise RuntimeError("Tensor.item() cannot be called on meta tensors")
         return self.reshape(()).tolist()
 
     def __bool__(self):

@@ -6,7 +6,7 @@ from . import _dtype
 from ._ops import indexing, linalg, pointwise, reduction, registry, shape
 from ._ops import random as _random
 from ._ops.creation import _size, empty, full, ones, zeros
-from ._ops.dispatch import check_no_overlap, dispatch, dispatch_inplace
+from ._ops.dispatch import broadcast_clash, check_no_overlap, dispatch, dispatch_inplace
 from ._tensor import Tensor
 from .autograd import grad_mode
 
@@ -113,6 +113,14 @@ def _bool_ops(self, other, opdef):
     return dispatch(opdef, (self, other), _E)
 
 
+def __contains__(self, element):
+    """``element in t``: whether any entry equals ``element`` (a number or tensor)."""
+    if isinstance(element, (Tensor, int, float, complex, np.generic)):
+        return bool((element == self).any().item())
+    raise RuntimeError(f"Tensor.__contains__ only supports Tensor or scalar, but you passed in "
+                       f"a {type(element)}.")
+
+
 # ---- indexing -----------------------------------------------------------------------------
 
 def _index_arrays(index):
@@ -164,9 +172,18 @@ def __setitem__(self, index, value):
         try:
             self._data[idx] = v
         except (IndexError, ValueError) as e:
-            raise (IndexError if isinstance(e, IndexError) else RuntimeError)(
-                f"index_put_: {e} (tensor {list(self.shape)}, value "
-                f"{list(getattr(value, 'shape', ()))})") from None
+            if isinstance(e, IndexError):
+                raise IndexError(f"index_put_: {e}".replace("for axis", "for dimension")) \
+                    from None
+            target, got = list(np.shape(self._data[idx])), list(np.shape(v))
+            for d in range(1, min(len(target), len(got)) + 1):
+                if got[-d] not in (1, target[-d]):
+                    raise RuntimeError(
+                        f"index_put_: The expanded size of the tensor ({target[-d]}) must match "
+                        f"the existing size ({got[-d]}) at non-singleton dimension "
+                        f"{len(target) - d}.  Target sizes: {target}.  Tensor sizes: {got}"
+                    ) from None
+            raise RuntimeError(f"index_put_: {e} (tensor {target}, value {got})") from None
     self._bump_version()
 
 
@@ -176,9 +193,22 @@ def copy_(self, src, non_blocking=False):
     """Copy ``src`` (broadcast, cast, from any device) into this tensor."""
     if not isinstance(src, Tensor):
         src = Tensor._wrap(np.asarray(src))
+    if src.shape != self.shape:
+        _check_broadcasts_to("copy_", src.shape, self.shape)
     if src.device != self.device:
         src = src.to(self.device)
     return dispatch_inplace(pointwise._copy_from, self, (src,), {})
+
+
+def _check_broadcasts_to(name, src, dst):
+    """torch's errors for a source of shape ``src`` written into a tensor of shape ``dst``."""
+    clash = broadcast_clash(dst, src)
+    if clash:
+        raise RuntimeError(f"{name}: {clash}")
+    shape = np.broadcast_shapes(tuple(dst), tuple(src))
+    if shape != tuple(dst):
+        raise RuntimeError(f"{name}: output with shape {list(dst)} doesn't match the broadcast "
+                           f"shape {list(shape)}")
 
 
 # NOTE: torch lets fill_ write an expanded view (every element gets the same value anyway).
@@ -275,8 +305,8 @@ def install():
         setattr(Tensor, name, f)
     for name, f in PROPERTIES.items():
         setattr(Tensor, name, property(f))
-    for f in (__getitem__, __setitem__, copy_, fill_, zero_, contiguous, conj, resize_, view_as,
-              reshape_as, expand_as, chunk, new_full, new_tensor):
+    for f in (__contains__, __getitem__, __setitem__, copy_, fill_, zero_, contiguous, conj,
+              resize_, view_as, reshape_as, expand_as, chunk, new_full, new_tensor):
         setattr(Tensor, f.__name__, f)
     Tensor.new_zeros, Tensor.new_ones, Tensor.new_empty = _new(zeros), _new(ones), _new(empty)
     for name, f in _random.TENSOR_METHODS.items():

@@ -131,6 +131,8 @@ class _Const:
 @pytest.mark.parametrize("dt", [ember.float64, ember.complex128], ids=lambda d: d.name)
 @pytest.mark.parametrize("opdef", DIFF_OPS, ids=str)
 def test_op_gradcheck_and_gradgradcheck(opdef, dt):
+    if f"grad-{dt.name}" in opdef.skips:
+        pytest.skip(opdef.skips[f"grad-{dt.name}"])
     checked = 0
     for s in _samples(opdef, dt):
         arrays = [x for a in s.args for x in (a if isinstance(a, list) else [a])

@@ -86,6 +86,19 @@ CONSTRUCT = {
     "float_to_int_dtype": lambda L: L.tensor([1.7, -1.7], dtype=L.int32),
     "int_to_bool_dtype": lambda L: L.tensor([0, 2], dtype=L.bool),
     "float64_to_bf16": lambda L: L.tensor([0.1, 1e10], dtype=L.bfloat16),
+    "overflow_float16": lambda L: L.tensor([1e10], dtype=L.float16),
+    "overflow_int32": lambda L: L.tensor(2 ** 31, dtype=L.int32),
+    "overflow_uint8": lambda L: L.tensor([300], dtype=L.uint8),
+    "uint8_wraps_negative": lambda L: L.tensor([-1, -255], dtype=L.uint8),
+    "uint8_too_negative": lambda L: L.tensor([-256], dtype=L.uint8),
+    "float_overflows_int": lambda L: L.tensor([1.5, 2 ** 31], dtype=L.int32),
+    "nan_to_int": lambda L: L.tensor(float("nan"), dtype=L.int64),
+    "inf_to_int": lambda L: L.tensor([float("inf")], dtype=L.int32),
+    "np_array_wraps": lambda L: L.tensor(np.array([300]), dtype=L.uint8),
+    "np_scalar_in_list_overflow": lambda L: L.tensor([np.int64(300)], dtype=L.uint8),
+    "full_overflow": lambda L: L.full((1,), 300, dtype=L.uint8),
+    "full_wraps": lambda L: L.full((2,), -1, dtype=L.uint8),
+    "full_float_to_int": lambda L: L.full((2,), 2.7, dtype=L.int32),
     "large_float_default": lambda L: L.tensor([1e40]),
     "requires_grad_int": lambda L: L.tensor([1], requires_grad=True),
     "requires_grad": lambda L: L.tensor([1.0], requires_grad=True).requires_grad,
@@ -130,6 +143,26 @@ def test_ragged_and_overflow_messages():
             L.Tensor(2.5)
 
 
+def test_tensor_of_tensor_warns():
+    for L in (ember, torch):
+        with pytest.warns(UserWarning, match="To copy construct from a tensor"):
+            L.tensor(L.ones(2))
+
+
+def test_asarray_copy_argument():
+    for L in (ember, torch):
+        a = np.arange(3.0)
+        assert L.asarray(a, copy=True).data_ptr() != a.ctypes.data
+        assert L.asarray(a, copy=False).data_ptr() == a.ctypes.data
+        with pytest.raises(ValueError, match="can't alias tensor with dtype 'Double' into "
+                                             "dtype 'Float'"):
+            L.asarray(a, dtype=L.float32, copy=False)
+        t = L.ones(2)
+        assert L.asarray(t) is t and L.asarray(t, copy=True).data_ptr() != t.data_ptr()
+        assert L.asarray([1.5], requires_grad=True).requires_grad
+        assert L.asarray([1, 2]).dtype == L.int64
+
+
 def test_tensor_copies_and_as_tensor_shares():
     for L in (ember, torch):
         a = np.arange(4.0)
@@ -139,7 +172,8 @@ def test_tensor_copies_and_as_tensor_shares():
         assert L.as_tensor(a, dtype=L.float32).data_ptr() != a.ctypes.data
         x = L.ones(3)
         assert L.as_tensor(x) is x and L.as_tensor(x, dtype=L.float64) is not x
-        y = L.tensor(x)
+        with pytest.warns(UserWarning):
+            y = L.tensor(x)
         y[0] = 5
         assert x[0].item() == 1
         alias = L.Tensor(x)
@@ -222,6 +256,11 @@ CONVERT = {
     "index_bool": lambda L: [10, 20, 30][L.tensor(True)],
     "index_many": lambda L: [10, 20, 30][L.tensor([1, 2])],
     "index_range": lambda L: list(range(L.tensor(3))),
+    "contains": lambda L: (2 in L.tensor([[1, 2], [3, 4]]), 5 in L.tensor([[1, 2]])),
+    "contains_tensor": lambda L: L.tensor([3]) in L.tensor([[1, 2], [3, 4]]),
+    "contains_float": lambda L: 2.0 in L.tensor([1, 2]),
+    "contains_str": lambda L: "a" in L.tensor([1, 2]),
+    "reversed": lambda L: [t.tolist() for t in reversed(L.tensor([[1, 2], [3, 4]]))],
     "hex": lambda L: hex(L.tensor(17)),
     "format_2f": lambda L: f"{L.tensor(3.14159):.2f}",
     "format_int": lambda L: f"{L.tensor(3):04d}",
@@ -242,6 +281,10 @@ CONVERT = {
     "complex": lambda L: complex(L.tensor(1 + 2j)),
     "complex_int": lambda L: complex(L.tensor(2)),
     "complex_many": lambda L: complex(L.tensor([1.0, 2.0])),
+    "item_meta": lambda L: L.ones((), device="meta").item(),
+    "bool_meta": lambda L: bool(L.ones((), device="meta")),
+    "tolist_meta": lambda L: L.ones(2, device="meta").tolist(),
+    "numpy_meta": lambda L: L.ones(2, device="meta").numpy(),
 }
 
 

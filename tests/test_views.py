@@ -36,6 +36,10 @@ CASES = {
     "slice": lambda L, x: x[1:, ::2, 1:4],
     "slice_neg": lambda L, x: x[-1, 1::3],
     "int_index": lambda L, x: x[1],
+    "int_index_0d": lambda L, x: x[1, 2, 3],
+    "int_index_0d_negative": lambda L, x: x[-1][-1][-1],
+    "select_0d": lambda L, x: x[0, 0].select(0, 1),
+    "unbind_0d": lambda L, x: x[2, 1].unbind(0)[4],
     "ellipsis": lambda L, x: x[..., 1],
     "none": lambda L, x: x[None, 1, :, None],
     "none_ellipsis": lambda L, x: x[None, ..., None, 1],
@@ -75,7 +79,8 @@ CASES = {
 # Writes into these overlap (several elements, one address): torch refuses most in-place ops
 # there (checked in test_write_into_expanded_view), and an unfold write's result depends on
 # torch's element order.
-OVERLAPPING = {"expand", "expand_new_dims", "expand_keep_size1", "expand_as", "broadcast_to", "unfold"}
+OVERLAPPING = {"expand", "expand_new_dims", "expand_keep_size1", "expand_as", "broadcast_to",
+               "unfold"}
 
 
 def _base(L):
@@ -84,7 +89,10 @@ def _base(L):
 
 def _layout(r, x):
     shares = r.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
-    return dict(shape=tuple(r.shape), stride=tuple(r.stride()), offset=r.storage_offset(),
+    # NOTE: an empty slice's offset is not compared: NumPy does not advance the data pointer
+    # of an empty result (x[1:] of one element has offset 0, torch's is 1).
+    offset = r.storage_offset() if r.numel() else None
+    return dict(shape=tuple(r.shape), stride=tuple(r.stride()), offset=offset,
                 contiguous=r.is_contiguous(), shares=shares, base_is_x=r._base is x,
                 dtype=str(r.dtype).removeprefix("torch."))
 
@@ -200,3 +208,96 @@ def test_split_chunk_unbind_share_storage():
         assert all(p._base is x and p.untyped_storage() is x.untyped_storage() for p in parts)
     ptr = x.untyped_storage().data_ptr()
     assert [p.data_ptr() - ptr for p in x.split(3)] == [0, 12, 24, 36]
+
+
+# ---- random chains of views (hypothesis) ----------------------------------------------------
+
+hypothesis = pytest.importorskip("hypothesis")
+st = hypothesis.strategies
+
+
+def _step(draw, shape):
+    """One random view op valid for ``shape``, as f(L, x)."""
+    nd = len(shape)
+    kinds = ["unsqueeze", "reshape", "flatten"] + (["transpose", "slice", "narrow", "select",
+                                                   "permute", "movedim", "diagonal", "unfold"]
+                                                  if nd else []) + \
+        (["squeeze"] if 1 in shape else []) + (["expand"] if 1 in shape else [])
+    k = draw(st.sampled_from(kinds))
+    d = draw(st.integers(0, max(nd - 1, 0)))
+    if k == "unsqueeze":
+        i = draw(st.integers(-nd - 1, nd))
+        return k, lambda L, x: x.unsqueeze(i)
+    if k == "reshape":
+        new = (-1,) + shape[1:] if nd and 0 not in shape else shape[::-1] or (1,)
+        return k, lambda L, x: x.reshape(new)
+    if k == "flatten":
+        return k, lambda L, x: x.flatten(d) if nd else x.flatten()
+    if k == "transpose":
+        e = draw(st.integers(0, nd - 1))
+        return k, lambda L, x: x.transpose(d, e)
+    if k == "slice":
+        a = draw(st.integers(0, shape[d]))
+        step = draw(st.integers(1, 3))
+        return k, lambda L, x: x[(slice(None),) * d + (slice(a, None, step),)]
+    if k == "narrow":
+        a = draw(st.integers(0, shape[d]))
+        n = draw(st.integers(0, shape[d] - a))
+        return k, lambda L, x: x.narrow(d, a, n)
+    if k == "select":
+        if shape[d] == 0:
+            return k, lambda L, x: x
+        i = draw(st.integers(-shape[d], shape[d] - 1))
+        return k, lambda L, x: x.select(d, i)
+    if k == "permute":
+        p = draw(st.permutations(range(nd)))
+        return k, lambda L, x: x.permute(*p)
+    if k == "movedim":
+        e = draw(st.integers(-nd, nd - 1))
+        return k, lambda L, x: x.movedim(d, e)
+    if k == "diagonal":
+        if nd < 2:
+            return k, lambda L, x: x
+        off = draw(st.integers(-2, 2))
+        return k, lambda L, x: x.diagonal(off, 0, -1)
+    if k == "unfold":
+        size = draw(st.integers(1, max(shape[d], 1)))
+        if size > shape[d]:
+            return k, lambda L, x: x
+        step = draw(st.integers(1, 2))
+        return k, lambda L, x: x.unfold(d, size, step)
+    if k == "squeeze":
+        return k, lambda L, x: x.squeeze(shape.index(1))
+    sizes = [draw(st.integers(1, 3)) if s == 1 else s for s in shape]
+    return k, lambda L, x: x.expand(*sizes)
+
+
+def _loose(layout):
+    # NOTE: the stride of a size-1 dimension, or of any in an empty tensor, never addresses
+    # memory; torch and NumPy pick different values there, so only the others are compared.
+    empty = 0 in layout["shape"]
+    layout["stride"] = tuple(st_ if n != 1 and not empty else None
+                             for n, st_ in zip(layout["shape"], layout["stride"]))
+    return layout
+
+
+@hypothesis.settings(max_examples=150, deadline=None, derandomize=True)
+@hypothesis.given(st.data())
+def test_random_view_chains_match_torch(data):
+    shape = tuple(data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=4)))
+    xe = ember.arange(int(np.prod(shape)), dtype=ember.float32).reshape(shape)
+    xt = torch.arange(int(np.prod(shape)), dtype=torch.float32).reshape(shape)
+    re, rt, names = xe, xt, []
+    for _ in range(data.draw(st.integers(1, 5))):
+        name, f = _step(data.draw, tuple(rt.shape))
+        names.append(name)
+        re, rt = f(ember, re), f(torch, rt)
+        assert _loose(_layout(re, xe)) == _loose(_layout(rt, xt)), names
+        np.testing.assert_array_equal(re.numpy(), rt.numpy())
+    if 0 not in [s for s, st_ in zip(rt.shape, rt.stride()) if st_ == 0 and s > 1] and \
+            not any(st_ == 0 and s > 1 for s, st_ in zip(rt.shape, rt.stride())) and \
+            "unfold" not in names:
+        re.mul_(2).add_(1)
+        rt.mul_(2).add_(1)
+        np.testing.assert_array_equal(xe.numpy(), xt.numpy())
+        assert (xe._version, re._version) == (xt._version, rt._version), names

@@ -123,7 +123,25 @@ def _to_array(data, dtype=None):
             raise ValueError("Overflow when unpacking long long")
         raise ValueError(_ragged(data))
     target = (dtype or inferred).np
-    return arr if arr.dtype == target else arr.astype(target)
+    if arr.dtype == target:
+        return arr
+    if dtype is not None and dtype.category == _dtype._INT and arr.size and \
+            not isinstance(data, np.ndarray):
+        _check_fits(arr, dtype)
+    with np.errstate(over="ignore"):    # float64 data beyond float16's range becomes inf
+        return arr.astype(target)
+
+
+def _check_fits(arr, dtype):
+    # NOTE: torch refuses Python numbers that overflow an integer dtype (NaN and inf too), but
+    # lets negative ints wrap into unsigned ones down to -max (uint8 takes -255, not -256).
+    info = np.iinfo(dtype.np)
+    lo = info.min if dtype.is_signed else -int(info.max)
+    with np.errstate(invalid="ignore"):
+        bad = (arr.dtype.kind in "fc" and not np.isfinite(arr).all()) or \
+            arr.real.min() < lo or arr.real.max() > info.max
+    if bad:
+        raise RuntimeError(f"value cannot be converted to type {dtype.name} without overflow")
 
 
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
@@ -135,6 +153,12 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
         (torch.int64, torch.float32)
     """
     d = _dtype.to_dtype(dtype) if dtype is not None else None
+    if isinstance(data, _T()):
+        import warnings
+        warnings.warn("To copy construct from a tensor, it is recommended to use "
+                      "sourceTensor.detach().clone() or sourceTensor.detach().clone()"
+                      ".requires_grad_(True), rather than torch.tensor(sourceTensor).",
+                      UserWarning, stacklevel=2)
     arr = _to_array(data, d)
     src = data._data if isinstance(data, _T()) else data
     if isinstance(src, np.ndarray) and np.may_share_memory(arr, src):
@@ -173,7 +197,27 @@ def as_tensor(data, dtype=None, device=None):
     return tensor(data, dtype=dtype, device=device)
 
 
-asarray = as_tensor
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
+    """``obj`` as a tensor: shares memory with a tensor or NumPy array where it can, copies
+    when ``copy=True``, and refuses to copy when ``copy=False``.
+
+    Example:
+        >>> import ember, numpy as np
+        >>> a = np.arange(3.0)
+        >>> ember.asarray(a).data_ptr() == a.ctypes.data
+        True
+    """
+    if copy:
+        t = tensor(obj, dtype=dtype, device=device)
+    else:
+        t = as_tensor(obj, dtype=dtype, device=device)
+        src = obj._data if isinstance(obj, _T()) else obj
+        if copy is False and isinstance(src, np.ndarray) and t.data_ptr() != _ptr(src):
+            names = _dtype._SCALAR_NAMES
+            raise ValueError(f"can't alias tensor with dtype "
+                             f"'{names[_dtype.from_numpy_dtype(src.dtype).name]}' into dtype "
+                             f"'{names[t.dtype.name]}'.")
+    return t.requires_grad_() if requires_grad else t
 
 
 def from_numpy(ndarray):
@@ -230,7 +274,12 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
     dev = to_device(device)
     t = zeros(shape, dtype=dtype, device=dev)
     if dev.type != "meta":
-        t._data[...] = fill_value.item() if hasattr(fill_value, "item") else fill_value
+        v = fill_value.item() if hasattr(fill_value, "item") else fill_value
+        if t.dtype.category == _dtype._INT:
+            v = np.asarray(v)
+            _check_fits(v, t.dtype)
+            v = v.astype(t.dtype.np)
+        t._data[...] = v
     if out is not None:
         return out.resize_(shape).copy_(t)
     return t.requires_grad_(True) if requires_grad else t
@@ -265,7 +314,7 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
     if vals[2] == 0:
         raise RuntimeError("step must be nonzero")
     if (vals[1] - vals[0]) / vals[2] < 0:
-        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     if dtype is None:
         dtype = _dtype.int64 if all(isinstance(v, (int, np.integer)) for v in vals) else None
     # NOTE: torch computes the length in double, then each value as start + i * step.

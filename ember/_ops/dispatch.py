@@ -97,7 +97,7 @@ def _promote(opdef, args, arrays, meta=False, kwargs=None):
             if i < len(args) and type(arrays[i]) in (int, float, bool):
                 arrays[i] = dt.np.type(arrays[i])
     elif scalars and dt.category == _dtype._INT:
-        _wrap_int_scalars(args, arrays, idx, dt)
+        _wrap_int_scalars(arrays, idx, dt)
     if not same or dt is not dt0:
         npdt = dt.np
         # a cast on the meta device must not materialize the stride-0 array
@@ -122,13 +122,17 @@ def _numpy_scalars(args, arrays, idx):
     return out
 
 
-def _wrap_int_scalars(args, arrays, idx, dt):
+_INT_BOUNDS = {d: (int(np.iinfo(d.np).min), int(np.iinfo(d.np).max)) for d in _dtype.ALL
+               if d.category == _dtype._INT}
+
+
+def _wrap_int_scalars(arrays, idx, dt):
     # NOTE: torch casts an out-of-range Python int to the tensor's dtype with wrap-around
     # (uint8 + 300 adds 44); NumPy 2 raises OverflowError instead.
-    info = np.iinfo(dt.np)
+    lo, hi = _INT_BOUNDS[dt]
     for i in idx:
         a = arrays[i] if i < len(arrays) else None
-        if type(a) is int and not info.min <= a <= info.max:
+        if type(a) is int and not lo <= a <= hi:
             arrays[i] = np.array(a).astype(dt.np)[()]
 
 
@@ -222,9 +226,18 @@ def _explain(opdef, tensors, e):
     if _raised_by_ember(e):
         return e
     if "could not be broadcast" in msg:
-        return RuntimeError(f"{opdef.name}: {_broadcast_error(tensors)}")
-    kind = IndexError if isinstance(e, IndexError) else RuntimeError
-    return kind(f"{opdef.name}: {msg} (got {_describe(tensors)})")
+        return RuntimeError(f"{opdef.name}: {_broadcast_error(msg, tensors)}")
+    if isinstance(e, np.exceptions.AxisError) and e.ndim is not None:
+        n = max(e.ndim, 1)
+        return IndexError(f"{opdef.name}: Dimension out of range (expected to be in range of "
+                          f"[{-n}, {n - 1}], but got {e.axis})")
+    if isinstance(e, IndexError):       # NumPy's words for torch's
+        import re
+        msg = re.sub(r"too many indices for array: array is (\d+)-dimensional, but \d+ were "
+                     r"indexed", r"too many indices for tensor of dimension \1",
+                     msg.replace("for axis", "for dimension"))
+        return IndexError(f"{opdef.name}: {msg}")
+    return RuntimeError(f"{opdef.name}: {msg} (got {_describe(tensors)})")
 
 
 _EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -241,19 +254,33 @@ def _raised_by_ember(e):
     return code.co_filename.startswith(_EMBER_DIR) and code.co_code[tb.tb_lasti] == _RAISE
 
 
-def _broadcast_error(tensors):
-    """torch's text for operands that do not broadcast, naming the first clash."""
-    shape = tensors[0].shape
-    for t in tensors[1:]:
-        a, b = tuple(shape), tuple(t.shape)
-        n = max(len(a), len(b))
-        a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
-        for d in range(n - 1, -1, -1):
-            if a[d] != b[d] and 1 not in (a[d], b[d]):
-                return (f"The size of tensor a ({a[d]}) must match the size of tensor b "
-                        f"({b[d]}) at non-singleton dimension {d}")
-        shape = tuple(max(x, y) if 0 not in (x, y) else 0 for x, y in zip(a, b))
+def _broadcast_error(msg, tensors):
+    """torch's text for operands that do not broadcast, naming the first clash. The shapes
+    come from NumPy's message (batch shapes only, for matmul), else from the tensors."""
+    import re
+    groups = re.findall(r"->\(([^)]*)\)", msg) or re.findall(r"\(([^)]*)\)",
+                                                          msg.partition("shapes")[2])
+    shapes = [tuple(int(x) for x in g.split(",") if x.strip().isdigit()) for g in groups] or \
+        [tuple(t.shape) for t in tensors]
+    shape = shapes[0]
+    for other in shapes[1:]:
+        clash = broadcast_clash(shape, other)
+        if clash:
+            return f"{clash} (shapes {', '.join(map(str, shapes))} do not broadcast)"
+        shape = np.broadcast_shapes(shape, other)
     return f"operands could not be broadcast together (got {_describe(tensors)})"
+
+
+def broadcast_clash(a, b):
+    """torch's text for the last dimension where shapes ``a`` and ``b`` do not broadcast, or
+    None when they do."""
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+    for d in range(n - 1, -1, -1):
+        if a[d] != b[d] and 1 not in (a[d], b[d]):
+            return (f"The size of tensor a ({a[d]}) must match the size of tensor b ({b[d]}) "
+                    f"at non-singleton dimension {d}")
+    return None
 
 
 def _write_out(opdef, out, outs):
@@ -302,8 +329,9 @@ def dispatch_inplace(opdef, self, args, kwargs):
         src = self._alias_copy()        # backward needs the value from before the write
     r = dispatch(opdef, (src,) + tuple(args), kwargs)
     if not can_cast(r.dtype, self.dtype):
-        raise RuntimeError(f"{opdef.name}_: result type {r.dtype.name} can't be cast to the "
-                           f"desired output type {self.dtype.name}")
+        names = _dtype._SCALAR_NAMES
+        raise RuntimeError(f"{opdef.name}_: result type {names[r.dtype.name]} can't be cast to "
+                           f"the desired output type {names[self.dtype.name]}")
     if tuple(r.shape) != tuple(self.shape):
         raise RuntimeError(f"{opdef.name}_: output with shape {list(self.shape)} doesn't match "
                            f"the broadcast shape {list(r.shape)}")

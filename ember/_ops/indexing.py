@@ -20,6 +20,8 @@ def getitem(xp, input, index):
     """``input[index]`` for basic indices (ints, slices, None, Ellipsis): a view."""
     _check_basic(index)
     out = input[index]
+    if not isinstance(out, xp.ndarray):     # all-integer index: NumPy gave a scalar copy
+        out = input[(index if type(index) is tuple else (index,)) + (Ellipsis,)]
     if index is None or type(index) is tuple and None in index:
         out = _none_strides(xp, input, index, out)
     return out

@@ -235,7 +235,9 @@ def select(xp, input, dim, index):
     if not -n <= index < n:
         raise IndexError(f"select(): index {index} out of range for tensor of size "
                          f"{list(input.shape)} at dimension {dim}")
-    return input[_slicer(input.ndim, dim, index)]
+    # NOTE: the trailing Ellipsis keeps a 0-dim result a view; NumPy returns a scalar copy
+    # for an all-integer index, and writes to it would be lost.
+    return input[_slicer(input.ndim, dim, index) + (Ellipsis,)]
 
 
 @select.vjp()
@@ -269,6 +271,10 @@ def squeeze(xp, input, dim=None):
         return xp.squeeze(input)
     dims = dim if isinstance(dim, (tuple, list)) else (dim,)
     nd = max(input.ndim, 1)
+    for d in dims:
+        if not -nd <= d < nd:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, "
+                             f"{nd - 1}], but got {d})")
     dims = tuple(d % nd for d in dims if input.ndim and input.shape[d % nd] == 1)
     return xp.squeeze(input, dims) if dims else input.view()
 
@@ -460,7 +466,8 @@ split.samples = lambda dev, dt: [Sample(make((5, 4), dt), 2), Sample(make((5, 4)
 @op("unbind", view=True)
 def unbind(xp, input, dim=0):
     """The slices along ``dim``, without that dimension."""
-    return tuple(xp.moveaxis(input, dim, 0)) if input.shape[dim] else ()
+    moved = xp.moveaxis(input, dim, 0)
+    return tuple(moved[i, ...] for i in range(moved.shape[0]))   # [i, ...]: 0-dim views too
 
 
 @unbind.vjp()
