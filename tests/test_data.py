@@ -733,3 +733,28 @@ def test_unpicklable_batch_or_exception_is_reported(clean_processes):
             return 4
     with pytest.raises(RuntimeError, match="(?s)in DataLoader worker process 0 .*Local: boom"):
         next(iter(ed.DataLoader(Failing(), num_workers=1)))
+
+
+@pytest.mark.parametrize("n,replicas,drop", [(10, 3, False), (10, 3, True), (9, 3, True),
+                                             (2, 5, False), (7, 2, False)])
+def test_distributed_sampler_matches_torch(n, replicas, drop):
+    from ember.utils.data.distributed import DistributedSampler
+    from torch.utils.data.distributed import DistributedSampler as TorchDS
+    shares = []
+    for rank in range(replicas):
+        e = DistributedSampler(range(n), replicas, rank, shuffle=False, drop_last=drop)
+        t = TorchDS(range(n), replicas, rank, shuffle=False, drop_last=drop)
+        assert list(e) == list(t) and len(e) == len(t)
+        s = DistributedSampler(range(n), replicas, rank, seed=4, drop_last=drop)
+        s.set_epoch(1)
+        shares.append(list(s))
+        again = DistributedSampler(range(n), replicas, rank, seed=4, drop_last=drop)
+        again.set_epoch(1)
+        assert list(again) == shares[-1]
+    flat = sorted(i for share in shares for i in share)
+    assert len(flat) == len(t) * replicas and (drop or set(flat) == set(range(n)))
+    with pytest.raises(ValueError, match=r"Invalid rank 3, rank should be in the interval "
+                                         r"\[0, 2\]"):
+        DistributedSampler(range(n), 3, 3)
+    with pytest.raises(RuntimeError, match="Requires distributed package"):
+        DistributedSampler(range(n))

@@ -143,12 +143,12 @@ class MultiProcessIter(_BaseIter):
         # that pipe, hold up interpreter exit.
         q.cancel_join_thread()
         reader, writer = ctx.Pipe(duplex=False)
-        w = ctx.Process(target=_worker_loop, daemon=True, args=(
-            self._iterable, self._dataset, q, writer, self._auto_collation, self._collate_fn,
-            self._drop_last, self._base_seed, loader.worker_init_fn, wid, self._num_workers,
-            self._shm_prefix, os.getpid()))
         self._index_queues.append(q)
         self._conns.append(reader)
+        w = ctx.Process(target=_worker_loop, daemon=True, args=(
+            self._iterable, self._dataset, q, writer, list(self._conns), self._auto_collation,
+            self._collate_fn, self._drop_last, self._base_seed, loader.worker_init_fn, wid,
+            self._num_workers, self._shm_prefix, os.getpid()))
         w.start()
         self._workers.append(w)
         writer.close()        # the worker holds the only write end: EOF when it dies

@@ -119,22 +119,30 @@ def _seed_everything(base_seed, worker_id):
     return seed
 
 
-def _worker_loop(iterable, dataset, index_queue, conn, auto_collation, collate_fn, drop_last,
-                 base_seed, init_fn, worker_id, num_workers, shm_prefix, parent_pid):
+def _worker_loop(iterable, dataset, index_queue, conn, readers, auto_collation, collate_fn,
+                 drop_last, base_seed, init_fn, worker_id, num_workers, shm_prefix, parent_pid):
     """Serve (task index, sampler index) pairs from ``index_queue`` until ``None`` arrives,
     sending (task index, batch) pairs on ``conn``."""
     global _worker_info, _writer
     # Ctrl-C reaches the whole process group; the main process handles it and stops us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # NOTE: a forked worker inherits the main process's read ends of the result pipes, its
+    # own included; holding them, a send to a dead main process would block forever on a
+    # full pipe instead of failing.
+    for r in readers:
+        r.close()
     seed = _seed_everything(base_seed, worker_id)
     _worker_info = WorkerInfo(id=worker_id, num_workers=num_workers, seed=seed, dataset=dataset)
     _writer = _shm.Writer(f"{shm_prefix}w{worker_id}_") if shm_prefix else None
     where = f"in DataLoader worker process {worker_id}"
+
+    def new_fetcher():
+        return create_fetcher(iterable, dataset, auto_collation, collate_fn, drop_last)
     init_error = fetcher = None
     try:
         if init_fn is not None:
             init_fn(worker_id)
-        fetcher = create_fetcher(iterable, dataset, auto_collation, collate_fn, drop_last)
+        fetcher = new_fetcher()
     except Exception:
         init_error = ExceptionWrapper(where=where)
     ended = False
@@ -144,15 +152,11 @@ def _worker_loop(iterable, dataset, index_queue, conn, auto_collation, collate_f
         except queue.Empty:
             if os.getppid() == parent_pid:
                 continue
-            if _writer is not None:        # orphaned: nobody will read what we sent
-                _shm.unlink_prefix(_writer.prefix)
             break
         if r is None:
             break
         if isinstance(r, _ResumeIteration):
-            fetcher, ended = create_fetcher(iterable, dataset, auto_collation, collate_fn,
-                                            drop_last), False
-            data, idx = r, None
+            fetcher, ended, idx, data = new_fetcher(), False, None, r
         elif ended:
             continue
         else:
@@ -165,6 +169,8 @@ def _worker_loop(iterable, dataset, index_queue, conn, auto_collation, collate_f
         except (OSError, EOFError):        # the main process is gone or stopped listening
             break
         del data, r
+    if _writer is not None and os.getppid() != parent_pid:
+        _shm.unlink_prefix(_writer.prefix)  # orphaned: nobody will read what we sent
 
 
 def _send(conn, idx, data, where):
