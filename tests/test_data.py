@@ -472,7 +472,7 @@ def _mapped_root(t):
     arr = t._data
     while isinstance(arr.base, np.ndarray):
         arr = arr.base
-    return arr.base
+    return arr.base.obj if isinstance(arr.base, memoryview) else arr.base
 
 
 def test_batches_arrive_in_shared_memory(clean_processes):
@@ -505,12 +505,27 @@ def test_shared_memory_message_is_small_and_unlinked():
     writer.empty((4,), np.int64)                 # made but not sent: unlinked by encode
     msg = writer.encode(batch)
     assert len(msg.payload) < 2000               # metadata only, not 1 MB of floats
-    out = msg.decode()
-    assert _shm_blocks(prefix) == []
+    out = msg.decode()                           # unlinks the blocks it maps
+    assert _shm_blocks(prefix) == writer.free == [f"{prefix}1"]    # the unsent one, kept
+    _shm.unlink_prefix(prefix)
     assert out["big"].tolist() == batch["big"].tolist() and out["n"] == 3
     assert out["view"].tolist() == [[1.0, 1.0], [1.0, 1.0]]
     assert out["bf16"].dtype is ember.bfloat16 and out["grad"].requires_grad
     assert out["empty"].shape == (0,) and out["arr"].tolist() == [0, 1, 2, 3, 4]
+
+
+def test_shared_blocks_are_recycled_once_batches_die(clean_processes):
+    loader = ed.DataLoader(Records(n=40), batch_size=2, num_workers=2)
+    it = iter(loader)
+    kept, seen = [], set()
+    for i, batch in enumerate(it):
+        seen.add(id(_mapped_root(batch["x"])))
+        if i % 3 == 0:
+            kept.append((i, batch))              # these must never be overwritten
+    assert len(it._reader.maps) < 20 and len(seen) < 20      # 20 batches, fewer blocks
+    for i, batch in kept:
+        assert batch["i"].tolist() == [2 * i, 2 * i + 1]
+        assert batch["x"][:, 0, 0].tolist() == [2.0 * i, 2.0 * i + 1]
 
 
 def test_iterable_dataset_workers_shard_or_duplicate(clean_processes):

@@ -2,9 +2,13 @@
 
 A worker writes every array of a batch into POSIX shared-memory blocks and sends only a small
 pickle in which each tensor or array is replaced by (block name, offset, shape, strides,
-dtype). The main process maps the blocks, unlinks their names at once (the mapping outlives
-the name, so nothing is left in /dev/shm however long the batch lives) and wraps the memory
-without copying.
+dtype). The main process maps the blocks and wraps the memory without copying.
+
+Blocks are recycled: when the last array of a batch dies in the main process, its blocks go
+back to the worker (named in its next task), which writes a later batch into them. Fresh
+shared pages cost a page fault each, several times what stacking the batch costs, so a
+warm pool is what makes large batches cheap. A worker keeps a few free blocks and unlinks
+the rest; the main process unlinks whatever is left when the iterator shuts down.
 
 NOTE: we call ``_posixshmem`` (the module behind ``multiprocessing.shared_memory``) instead of
 ``SharedMemory``: a SharedMemory cannot hand its mapping to NumPy for good (its ``close()``
@@ -15,6 +19,8 @@ import io
 import mmap
 import os
 import pickle
+import sys
+import weakref
 
 import numpy as np
 
@@ -39,13 +45,14 @@ def _create(name, nbytes):
         os.close(fd)
 
 
-def _attach(name):
+def _attach(name, keep_name):
     fd = _posixshmem.shm_open("/" + name, os.O_RDWR, mode=0o600)
     try:
         return mmap.mmap(fd, 0)
     finally:
         os.close(fd)
-        unlink(name)
+        if not keep_name:          # the mapping outlives the name
+            unlink(name)
 
 
 def unlink(name):
@@ -84,21 +91,47 @@ def _ptr(arr):
 
 
 class Writer:
-    """A worker's side: makes blocks named ``prefix + n`` and encodes batches."""
+    """A worker's side: keeps its blocks (named ``prefix + n``) and encodes batches."""
 
-    def __init__(self, prefix):
-        self.prefix, self.count, self.blocks = prefix, 0, []    # blocks: (name, start, size)
+    def __init__(self, prefix, keep=8):
+        self.prefix, self.count, self.keep = prefix, 0, keep
+        self.pool = {}          # name -> uint8 array over the block, for every block we own
+        self.free = []          # names given back by the main process, ready for reuse
+        self.blocks = []        # (name, start, size) of the blocks of the batch being built
+        self.dropped = []       # names unlinked since the last message: the main forgets them
 
     def _new_block(self, nbytes):
-        name = f"{self.prefix}{self.count}"
-        self.count += 1
-        mm = _create(name, nbytes)
-        arr = np.frombuffer(mm, np.uint8)
-        self.blocks.append((name, _ptr(arr), nbytes))
-        return arr
+        name = self._reusable(nbytes)
+        if name is None:
+            name = f"{self.prefix}{self.count}"
+            self.count += 1
+            self.pool[name] = np.frombuffer(_create(name, nbytes), np.uint8)
+        block = self.pool[name]
+        self.blocks.append((name, _ptr(block), block.nbytes))
+        return block[:nbytes]
+
+    def _reusable(self, nbytes):
+        # NOTE: a block that worker code still references (refcount above the pool's own and
+        # getrefcount's) could be read after we overwrite it; skip it.
+        fits = [n for n in self.free if nbytes <= self.pool[n].nbytes <= 2 * nbytes and
+                sys.getrefcount(self.pool[n]) <= 2]
+        if not fits:
+            return None
+        name = min(fits, key=lambda n: self.pool[n].nbytes)
+        self.free.remove(name)
+        return name
+
+    def give_back(self, names):
+        """Blocks no longer in use: keep ``keep`` of them for reuse, unlink the rest."""
+        self.free.extend(n for n in names if n in self.pool)
+        while len(self.free) > self.keep:
+            name = self.free.pop(0)
+            unlink(name)
+            del self.pool[name]
+            self.dropped.append(name)
 
     def empty(self, shape, dtype):
-        """An uninitialized array in a new block (collate stacks into it)."""
+        """An uninitialized array in a block of its own (collate stacks into it)."""
         dtype = np.dtype(dtype)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         if nbytes == 0:
@@ -151,55 +184,97 @@ class Writer:
                 np.copyto(dst, arr)
             names.append(self.blocks[-1][0])
         self.discard(keep=names)
-        return _Message(buf.getvalue(), names, offsets)
+        msg = _Message(buf.getvalue(), names, offsets, self.dropped)
+        self.dropped = []
+        return msg
 
     def discard(self, keep=()):
-        """Unlink this batch's blocks not in ``keep`` (made by collate, then not sent)."""
-        for name, _, _ in self.blocks:
-            if name not in keep:
-                unlink(name)
+        """End the batch: its blocks not in ``keep`` (made, then not sent) are free again."""
+        self.give_back([name for name, _, _ in self.blocks if name not in keep])
         self.blocks = []
 
 
+class Reader:
+    """The main process's side for one iterator: the blocks it has mapped, and the blocks
+    whose batches died, per worker, waiting to be given back."""
+
+    def __init__(self, num_workers):
+        self.maps, self.freed = {}, [[] for _ in range(num_workers)]
+
+    def take_freed(self, worker_id):
+        names = self.freed[worker_id]
+        out = names[:]
+        del names[:len(out)]           # a finalizer may append meanwhile; keep those
+        return out
+
+    def mapping(self, name, worker_id, roots):
+        """A fresh root array over block ``name``; when it (and so every array of this batch
+        in the block) dies, the block is queued to go back to ``worker_id``."""
+        mm = self.maps.get(name)
+        if mm is None:
+            mm = self.maps[name] = _attach(name, keep_name=True)
+        root = roots[name] = np.frombuffer(mm, np.uint8)
+        weakref.finalize(root, self.freed[worker_id].append, name).atexit = False
+        return root
+
+
 class _Message:
-    """What crosses the pipe: the pickle, the blocks it uses (the pack last), pack offsets."""
+    """What crosses the pipe: the pickle, the blocks it uses (the pack last), pack offsets,
+    and the blocks the worker unlinked since its last message."""
 
-    __slots__ = ("payload", "names", "offsets")
+    __slots__ = ("payload", "names", "offsets", "dropped")
 
-    def __init__(self, payload, names, offsets):
-        self.payload, self.names, self.offsets = payload, names, offsets
+    def __init__(self, payload, names, offsets, dropped=()):
+        self.payload, self.names, self.offsets, self.dropped = payload, names, offsets, dropped
 
     def __reduce__(self):
-        return _Message, (self.payload, self.names, self.offsets)
+        return _Message, (self.payload, self.names, self.offsets, self.dropped)
 
     def release(self):
         """Unlink the blocks without reading them (a batch nobody will take)."""
         for name in self.names:
             unlink(name)
 
-    def decode(self):
-        """The batch, its arrays wrapping the shared blocks; unlinks every block first."""
-        from ..._tensor import Tensor
-        maps, failed = {}, None
-        for name in self.names:                  # attach (and unlink) all, even on error
-            try:
-                maps[name] = _attach(name)
-            except OSError as e:
-                failed = failed or e
-        if failed is not None:
-            raise RuntimeError(f"DataLoader: lost a shared-memory block of a batch: {failed}")
+    def decode(self, reader=None, worker_id=None):
+        """The batch, its arrays wrapping the shared blocks. Without a ``reader`` the blocks
+        are mapped once and unlinked; with one they stay for the worker to reuse."""
+        roots = {}
+        if reader is not None:
+            for name in self.dropped:
+                reader.maps.pop(name, None)
+        try:
+            for name in self.names:
+                if reader is None:
+                    roots[name] = np.frombuffer(_attach(name, keep_name=False), np.uint8)
+                else:
+                    reader.mapping(name, worker_id, roots)
+        except OSError as e:
+            self.release()
+            raise RuntimeError(f"DataLoader: lost a shared-memory block of a batch: {e}") \
+                from None
         pack = self.names[-1] if self.offsets else None
-        msg = self
+        return _Unpickler(self.payload, roots, pack, self.offsets).load()
 
-        class _Unpickler(pickle.Unpickler):
-            def persistent_load(self, pid):
-                is_array, (name, off), shape, strides, dtype, grad = pid
-                if name is None:
-                    name, off = pack, msg.offsets[off]
-                arr = np.ndarray(shape, dtype, buffer=maps[name], offset=off, strides=strides)
-                if is_array:
-                    return arr
-                t = Tensor._wrap(arr)
-                return t.requires_grad_() if grad else t
 
-        return _Unpickler(io.BytesIO(self.payload)).load()
+class _Unpickler(pickle.Unpickler):
+    """Unpickles a batch, wrapping each array's place in a block as a NumPy array (or a
+    tensor) over that memory."""
+
+    # NOTE: a class at module level, not one made per call: a class defined inside decode()
+    # would sit in a reference cycle holding the roots, so blocks would wait for the garbage
+    # collector instead of going back to their worker as soon as the batch dies.
+
+    def __init__(self, payload, roots, pack, offsets):
+        super().__init__(io.BytesIO(payload))
+        self.roots, self.pack, self.offsets = roots, pack, offsets
+
+    def persistent_load(self, pid):
+        from ..._tensor import Tensor
+        is_array, (name, off), shape, strides, dtype, grad = pid
+        if name is None:
+            name, off = self.pack, self.offsets[off]
+        arr = np.ndarray(shape, dtype, buffer=self.roots[name], offset=off, strides=strides)
+        if is_array:
+            return arr
+        t = Tensor._wrap(arr)
+        return t.requires_grad_() if grad else t

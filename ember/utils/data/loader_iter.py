@@ -127,6 +127,7 @@ class MultiProcessIter(_BaseIter):
         self._shutdown = False
         self._shm_prefix = (f"ember_{os.getpid()}_{secrets.token_hex(4)}_"
                             if _shm.available() else None)
+        self._reader = _shm.Reader(self._num_workers)
         ctx = loader.multiprocessing_context or _default_context()
         _live_iterators.add(self)
         try:
@@ -182,7 +183,7 @@ class MultiProcessIter(_BaseIter):
                 break
         else:
             return                         # every worker's IterableDataset has ended
-        self._index_queues[wid].put((self._send_idx, index))
+        self._index_queues[wid].put((self._send_idx, index, self._reader.take_freed(wid)))
         self._task_info[self._send_idx] = (wid,)
         self._tasks_outstanding += 1
         self._send_idx += 1
@@ -251,7 +252,7 @@ class MultiProcessIter(_BaseIter):
                         dead.append(conns[conn])
                         continue
                     if isinstance(data, _shm._Message):
-                        data = data.decode()
+                        data = data.decode(self._reader, conns[conn])
                     return idx, data, conns[conn]
             if dead:                                 # exited with nothing left to read
                 self._raise_dead(sorted(set(dead)))
@@ -289,6 +290,7 @@ class MultiProcessIter(_BaseIter):
                 c.close()
             for q in self._index_queues:
                 q.close()
+            self._reader.maps.clear()       # batches still alive keep their own mappings
             if self._shm_prefix:
                 _shm.unlink_prefix(self._shm_prefix)
 

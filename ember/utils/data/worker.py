@@ -121,8 +121,8 @@ def _seed_everything(base_seed, worker_id):
 
 def _worker_loop(iterable, dataset, index_queue, conn, readers, auto_collation, collate_fn,
                  drop_last, base_seed, init_fn, worker_id, num_workers, shm_prefix, parent_pid):
-    """Serve (task index, sampler index) pairs from ``index_queue`` until ``None`` arrives,
-    sending (task index, batch) pairs on ``conn``."""
+    """Serve (task index, sampler index, freed blocks) tasks from ``index_queue`` until
+    ``None`` arrives, sending (task index, batch) pairs on ``conn``."""
     global _worker_info, _writer
     # Ctrl-C reaches the whole process group; the main process handles it and stops us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -160,7 +160,9 @@ def _worker_loop(iterable, dataset, index_queue, conn, readers, auto_collation, 
         elif ended:
             continue
         else:
-            idx, index = r
+            idx, index, freed = r
+            if freed and _writer is not None:
+                _writer.give_back(freed)
             data = init_error or _fetch(fetcher, index, iterable, worker_id, where)
             init_error = None
             ended = isinstance(data, _IterableDatasetStopIteration)
