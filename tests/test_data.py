@@ -773,3 +773,17 @@ def test_distributed_sampler_matches_torch(n, replicas, drop):
         DistributedSampler(range(n), 3, 3)
     with pytest.raises(RuntimeError, match="Requires distributed package"):
         DistributedSampler(range(n))
+
+
+def test_full_shared_memory_is_an_error_not_a_crash(monkeypatch):
+    if not _shm.available():
+        pytest.skip("no POSIX shared memory")
+
+    def full(fd, offset, length):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    prefix = f"ember_test_{os.getpid()}_"
+    with pytest.raises(OSError, match=r"No space left on device: shared memory \(/dev/shm\) "
+                                      r"has no room for a 64-byte batch block; enlarge it"):
+        _shm.Writer(prefix).empty((8,), np.float64)
+    assert _shm_blocks(prefix) == []

@@ -15,6 +15,7 @@ NOTE: we call ``_posixshmem`` (the module behind ``multiprocessing.shared_memory
 raises BufferError while an array still points into it), and its resource tracker would
 unlink, and warn about, blocks that the main process already owns.
 """
+import errno
 import io
 import mmap
 import os
@@ -40,9 +41,27 @@ def _create(name, nbytes):
     fd = _posixshmem.shm_open("/" + name, os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=0o600)
     try:
         os.ftruncate(fd, nbytes)
+        _reserve(fd, nbytes)
         return mmap.mmap(fd, nbytes)
+    except BaseException:
+        unlink(name)
+        raise
     finally:
         os.close(fd)
+
+
+def _reserve(fd, nbytes):
+    # NOTE: ftruncate alone makes a sparse block: with /dev/shm too small (64 MB in a default
+    # docker container) the first write past its end would kill the worker with SIGBUS.
+    # Reserving the pages now turns that into an error that says what to change.
+    try:
+        os.posix_fallocate(fd, 0, nbytes)
+    except OSError as e:
+        if e.errno == errno.ENOSPC:
+            raise OSError(e.errno, f"{e.strerror}: shared memory (/dev/shm) has no room for "
+                          f"a {nbytes}-byte batch block; enlarge it (docker: --shm-size) or "
+                          "lower batch_size or num_workers") from None
+        # any other error (no fallocate on this filesystem): keep the sparse block
 
 
 def _attach(name, keep_name):
