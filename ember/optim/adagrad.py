@@ -1,7 +1,7 @@
 """Adagrad (``torch.optim.Adagrad``)."""
 import numpy as np
 
-from .optimizer import Optimizer, _check, _scalar, _tick, _zeros_like
+from .optimizer import Optimizer, _check, _scalar, _zeros_like
 
 __all__ = ["Adagrad"]
 
@@ -54,11 +54,16 @@ class Adagrad(Optimizer):
         state["step"] = _scalar(0.0)
         state["sum"] = _zeros_like(p, group["initial_accumulator_value"])
 
-    def _update(self, p, g, state, group):
-        step = _tick(state)
+    def _state_keys(self, group):
+        return ("sum",)
+
+    @staticmethod
+    def _math(p, g, total, tmp, *, step, group):
         clr = group["lr"] / (1 + (step - 1) * group["lr_decay"])
-        s = state["sum"]._data
-        s += g * g
-        std = np.sqrt(s)
-        std += group["eps"]
-        p -= clr * g / std
+        np.multiply(g, g, out=tmp)
+        total += tmp
+        np.sqrt(total, out=tmp)
+        tmp += group["eps"]
+        np.divide(g, tmp, out=tmp)
+        tmp *= clr
+        p -= tmp

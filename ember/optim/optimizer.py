@@ -1,13 +1,20 @@
 """``Optimizer``: the base class. It owns param groups, per-parameter state, hooks and the
 torch-compatible ``state_dict``; a subclass is only its math (the MLX pattern).
 
-A subclass sets ``defaults`` and writes two methods over one parameter's arrays:
+A subclass sets ``defaults``, fills a parameter's state on first use in
+``_init_state(p, state, group)`` (ember Tensors under torch's keys), and writes its update
+one of two ways:
 
-- ``_init_state(p, state, group)``: fill ``state`` (ember Tensors, torch's keys) on first use;
-- ``_update(p, g, state, group)``: update the array ``p`` in place from the gradient ``g``.
+- ``_math(p, g, *buffers, scratch, step, group)`` over arrays, updating ``p`` and the per-element
+  state ``buffers`` (named by ``_state_keys(group)``) in place. The base class ticks ``step``
+  and runs it over cache-sized blocks, and for ``foreach`` over flat buffers holding many
+  parameters at once (SGD, Adam/AdamW, Adagrad, RMSprop, Adamax, RAdam, Adadelta, Rprop);
+- ``_update(p, g, state, group)`` when the state holds per-parameter scalars that change every
+  step (NAdam's ``mu_product``, ASGD's ``eta`` and ``mu``).
 
-The base class has already negated ``g`` for ``maximize`` and applied ``weight_decay`` (added to
-``g``, or for ``decoupled_weight_decay`` multiplied into ``p``), so those options are written once.
+Either way the base class has already negated ``g`` for ``maximize``, applied
+``weight_decay`` (added to ``g``, or for ``decoupled_weight_decay`` multiplied into ``p``) and
+viewed complex parameters as real pairs, so those options are written once.
 See https://pytorch.org/docs/stable/optim.html.
 """
 import functools

@@ -1,7 +1,7 @@
 """Rprop: resilient backpropagation (``torch.optim.Rprop``)."""
 import numpy as np
 
-from .optimizer import Optimizer, _check, _scalar, _tick, _zeros_like
+from .optimizer import Optimizer, _check, _scalar, _zeros_like
 
 __all__ = ["Rprop"]
 
@@ -45,16 +45,20 @@ class Rprop(Optimizer):
         state["prev"] = _zeros_like(p)
         state["step_size"] = _zeros_like(p, group["lr"])
 
-    def _update(self, p, g, state, group):
-        _tick(state)
+    def _state_keys(self, group):
+        return ("prev", "step_size")
+
+    @staticmethod
+    def _math(p, g, prev, size, tmp, *, step, group):
         etaminus, etaplus = group["etas"]
-        prev, size = state["prev"]._data, state["step_size"]._data
-        sign = np.sign(g * prev)
-        factor = np.where(sign > 0, etaplus, np.where(sign < 0, etaminus, 1.0))
-        size *= factor
+        np.multiply(g, prev, out=tmp)
+        np.sign(tmp, out=tmp)
+        size *= np.where(tmp > 0, etaplus, np.where(tmp < 0, etaminus, 1.0))
         np.clip(size, *group["step_sizes"], out=size)
         # NOTE: where the gradient changed sign the update is skipped and the gradient is
         # remembered as 0, so the next step neither grows nor shrinks that step size.
-        g = np.where(sign < 0, 0, g)
-        p -= np.sign(g) * size
+        g = np.where(tmp < 0, 0, g)
+        np.sign(g, out=tmp)
+        tmp *= size
+        p -= tmp
         prev[...] = g
