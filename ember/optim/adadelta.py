@@ -1,7 +1,7 @@
 """Adadelta (``torch.optim.Adadelta``)."""
 import numpy as np
 
-from .optimizer import Optimizer, _check, _scalar, _zeros_like
+from .optimizer import Optimizer, _check, _check_lr, _scalar, _zeros_like
 
 __all__ = ["Adadelta"]
 
@@ -33,7 +33,7 @@ class Adadelta(Optimizer):
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
                  capturable=False, maximize=False, differentiable=False):
-        _check(0.0 <= lr, "learning rate", lr)
+        _check_lr(lr)
         _check(0.0 <= rho <= 1.0, "rho value", rho)
         _check(0.0 <= eps, "epsilon value", eps)
         _check(0.0 <= weight_decay, "weight_decay value", weight_decay)

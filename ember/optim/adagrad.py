@@ -1,7 +1,7 @@
 """Adagrad (``torch.optim.Adagrad``)."""
 import numpy as np
 
-from .optimizer import Optimizer, _check, _scalar, _zeros_like
+from .optimizer import Optimizer, _check, _check_lr, _scalar, _zeros_like
 
 __all__ = ["Adagrad"]
 
@@ -34,7 +34,7 @@ class Adagrad(Optimizer):
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
                  eps=1e-10, foreach=None, *, maximize=False, differentiable=False, fused=None):
-        _check(0.0 <= lr, "learning rate", lr)
+        _check_lr(lr)
         _check(0.0 <= lr_decay, "lr_decay value", lr_decay)
         _check(0.0 <= weight_decay, "weight_decay value", weight_decay)
         _check(0.0 <= initial_accumulator_value, "initial_accumulator_value value",

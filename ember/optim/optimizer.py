@@ -65,9 +65,19 @@ def _check(ok, what, value):
         raise ValueError(f"Invalid {what}: {value}")
 
 
+def _check_lr(lr, foreach=None, capturable=False):
+    if isinstance(lr, Tensor):
+        if foreach and not capturable:
+            raise ValueError("lr as a Tensor is not supported for capturable=False and "
+                             "foreach=True")
+        if lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+    _check(0.0 <= lr, "learning rate", lr)
+
+
 def _check_common(lr, eps=0.0, betas=None, weight_decay=0.0):
     """The checks most optimizers share, in torch's order."""
-    _check(0.0 <= lr, "learning rate", lr)
+    _check_lr(lr)
     _check(0.0 <= eps, "epsilon value", eps)
     if betas is not None:
         for i, b in enumerate(betas):
@@ -285,6 +295,8 @@ class Optimizer:
                 loss = closure()
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
+            if isinstance(group["lr"], Tensor):             # the math takes Python scalars
+                group = dict(group, lr=group["lr"].item())
             # NOTE: foreach=None (torch's "let the library choose") takes the flat path too: it
             # does the same arithmetic per element, so only the speed differs.
             if group.get("foreach") is not False and self._math is not None:
@@ -361,7 +373,7 @@ class Optimizer:
             if len(ps) < 2 or len(steps) > 1:       # nothing to gain, or per-tensor bias terms
                 rest += ps
                 continue
-            bufs = self._flat_state(ps, keys, group)
+            bufs = self._flat_state(ps, keys)
             g = np.concatenate([p.grad._data.reshape(-1) for p in ps])
             if group.get("maximize"):
                 np.negative(g, out=g)
@@ -381,12 +393,12 @@ class Optimizer:
                 offset += n
         return rest
 
-    def _flat_state(self, ps, keys, group):
+    def _flat_state(self, ps, keys):
         """One flat array per state key for ``ps``, with each parameter's state tensor a view
         of it. Rebuilt (from the current state) when the params or the state tensors changed,
         e.g. after ``load_state_dict``."""
         cache = self.__dict__.setdefault("_flat_cache", {})
-        ck = (id(group), ps[0]._data.dtype, tuple(id(p) for p in ps))
+        ck = (ps[0]._data.dtype, tuple(id(p) for p in ps))
         hit = cache.get(ck)
         if hit is not None and all(self.state[p][k]._data is v for k, views in zip(keys, hit[1])
                                    for p, v in zip(ps, views)):

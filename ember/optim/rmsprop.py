@@ -1,7 +1,7 @@
 """RMSprop, centered or not, with momentum (``torch.optim.RMSprop``)."""
 import numpy as np
 
-from .optimizer import Optimizer, _check, _scalar, _zeros_like
+from .optimizer import Optimizer, _check, _check_lr, _scalar, _zeros_like
 
 __all__ = ["RMSprop"]
 
@@ -36,7 +36,7 @@ class RMSprop(Optimizer):
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, capturable=False, foreach=None, maximize=False,
                  differentiable=False):
-        _check(0.0 <= lr, "learning rate", lr)
+        _check_lr(lr)
         _check(0.0 <= eps, "epsilon value", eps)
         _check(0.0 <= momentum, "momentum value", momentum)
         _check(0.0 <= weight_decay, "weight_decay value", weight_decay)

@@ -1,7 +1,7 @@
 """Rprop: resilient backpropagation (``torch.optim.Rprop``)."""
 import numpy as np
 
-from .optimizer import Optimizer, _check, _scalar, _zeros_like
+from .optimizer import Optimizer, _check_lr, _scalar, _zeros_like
 
 __all__ = ["Rprop"]
 
@@ -33,7 +33,7 @@ class Rprop(Optimizer):
 
     def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *,
                  capturable=False, foreach=None, maximize=False, differentiable=False):
-        _check(0.0 <= lr, "learning rate", lr)
+        _check_lr(lr)
         if not 0.0 < etas[0] < 1.0 < etas[1]:
             raise ValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
         defaults = dict(lr=lr, etas=etas, step_sizes=step_sizes, foreach=foreach,
