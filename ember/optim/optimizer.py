@@ -116,7 +116,8 @@ BLOCK = 1 << 16
 
 
 def _blocks(*arrays):
-    """Matching contiguous 1-d blocks of same-shaped arrays, plus a scratch block for each.
+    """Matching 1-d blocks of same-shaped contiguous arrays, each tuple ending in a scratch
+    array of the block's size.
 
     NOTE: NumPy runs an expression as one pass per operator; on a tile that fits in cache those
     passes cost a fraction of full-array passes (about 1.5x faster for Adam on large weights).
