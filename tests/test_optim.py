@@ -340,6 +340,7 @@ def test_foreach_with_uneven_steps_and_reload():
         if step == 6:
             e_opt.load_state_dict(_to_ember(t_opt.state_dict()))
         assert _rel_diff(e_ps, t_ps) < 1e-6, f"step {step + 1}"
+        assert len(e_opt.__dict__.get("_flat_cache", {})) <= 1       # stale buffers dropped
 
 
 def test_adamw_always_decoupled_after_load():

@@ -399,11 +399,14 @@ class Optimizer:
         of it. Rebuilt (from the current state) when the params or the state tensors changed,
         e.g. after ``load_state_dict``."""
         cache = self.__dict__.setdefault("_flat_cache", {})
-        ck = (ps[0]._data.dtype, tuple(id(p) for p in ps))
-        hit = cache.get(ck)
+        ids = tuple(id(p) for p in ps)
+        hit = cache.get((ids, keys))
         if hit is not None and all(self.state[p][k]._data is v for k, views in zip(keys, hit[1])
                                    for p, v in zip(ps, views)):
             return hit[0]
+        # drop buffers this one replaces (a param that missed a step changes the set)
+        for old in [c for c in cache if not set(c[0]).isdisjoint(ids)]:
+            del cache[old]
         bufs, all_views = [], []
         for k in keys:
             flat = np.concatenate([self.state[p][k]._data.reshape(-1) for p in ps])
@@ -415,7 +418,7 @@ class Optimizer:
                 offset += n
             bufs.append(flat)
             all_views.append(views)
-        cache[ck] = (bufs, all_views)
+        cache[ids, keys] = (bufs, all_views)
         return bufs
 
     # ---- hooks ----------------------------------------------------------------------------
