@@ -340,6 +340,7 @@ def test_foreach_with_uneven_steps_and_reload():
         if step == 6:
             e_opt.load_state_dict(_to_ember(t_opt.state_dict()))
         assert _rel_diff(e_ps, t_ps) < 1e-6, f"step {step + 1}"
+        assert len(e_opt.__dict__.get("_flat_cache", {})) <= 1       # stale buffers dropped
 
 
 def test_adamw_always_decoupled_after_load():
@@ -413,3 +414,23 @@ def test_custom_optimizer_the_torch_way():
     opt.step()
     assert np.allclose(w.tolist(), [0.9, -1.1]) and seen == [1]
     assert opt.state_dict()["state"] == {0: {"n": 1}}
+
+
+def test_tensor_lr_with_a_scheduler_matches_torch():
+    res = {}
+    for lib in (ember, torch):
+        ps = _params(lib)
+        opt = lib.optim.Adam(ps, lr=lib.tensor(0.05))
+        sched = lib.optim.lr_scheduler.ExponentialLR(opt, gamma=0.9)
+        lr = opt.param_groups[0]["lr"]
+        for _ in range(5):
+            _run(lib, opt, ps, 1)
+            sched.step()
+        assert opt.param_groups[0]["lr"] is lr and abs(lr.item() - 0.05 * 0.9 ** 5) < 1e-7
+        res[lib.__name__] = ps
+    assert _rel_diff(res["ember"], res["torch"]) < 1e-6
+    for lib in (ember, torch):
+        with pytest.raises(ValueError, match="lr as a Tensor is not supported"):
+            lib.optim.Adam(_params(lib), lr=lib.tensor(0.1), foreach=True)
+        with pytest.raises(ValueError, match="Tensor lr must be 1-element"):
+            lib.optim.SGD(_params(lib), lr=lib.tensor([0.1, 0.2]))

@@ -1,7 +1,7 @@
 """Adadelta (``torch.optim.Adadelta``)."""
 import numpy as np
 
-from .optimizer import Optimizer, _check, _scalar, _tick, _zeros_like
+from .optimizer import Optimizer, _check, _check_lr, _scalar, _zeros_like
 
 __all__ = ["Adadelta"]
 
@@ -33,7 +33,7 @@ class Adadelta(Optimizer):
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
                  capturable=False, maximize=False, differentiable=False):
-        _check(0.0 <= lr, "learning rate", lr)
+        _check_lr(lr)
         _check(0.0 <= rho <= 1.0, "rho value", rho)
         _check(0.0 <= eps, "epsilon value", eps)
         _check(0.0 <= weight_decay, "weight_decay value", weight_decay)
@@ -46,13 +46,24 @@ class Adadelta(Optimizer):
         state["square_avg"] = _zeros_like(p)
         state["acc_delta"] = _zeros_like(p)
 
-    def _update(self, p, g, state, group):
-        _tick(state)
+    def _state_keys(self, group):
+        return ("square_avg", "acc_delta")
+
+    @staticmethod
+    def _math(p, g, v, u, tmp, *, step, group):
         rho, eps = group["rho"], group["eps"]
-        v, u = state["square_avg"]._data, state["acc_delta"]._data
         v *= rho
-        v += (1 - rho) * g * g
-        delta = np.sqrt(u + eps) / np.sqrt(v + eps) * g
+        np.multiply(g, g, out=tmp)
+        tmp *= 1 - rho
+        v += tmp
+        np.add(v, eps, out=tmp)
+        np.sqrt(tmp, out=tmp)
+        np.divide(g, tmp, out=tmp)
+        delta = np.sqrt(u + eps)
+        delta *= tmp                                    # sqrt(u + eps) / sqrt(v + eps) * g
         u *= rho
-        u += (1 - rho) * delta * delta
-        p -= group["lr"] * delta
+        np.multiply(delta, delta, out=tmp)
+        tmp *= 1 - rho
+        u += tmp
+        delta *= group["lr"]
+        p -= delta

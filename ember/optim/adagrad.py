@@ -1,7 +1,7 @@
 """Adagrad (``torch.optim.Adagrad``)."""
 import numpy as np
 
-from .optimizer import Optimizer, _check, _scalar, _tick, _zeros_like
+from .optimizer import Optimizer, _check, _check_lr, _scalar, _zeros_like
 
 __all__ = ["Adagrad"]
 
@@ -34,7 +34,7 @@ class Adagrad(Optimizer):
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
                  eps=1e-10, foreach=None, *, maximize=False, differentiable=False, fused=None):
-        _check(0.0 <= lr, "learning rate", lr)
+        _check_lr(lr)
         _check(0.0 <= lr_decay, "lr_decay value", lr_decay)
         _check(0.0 <= weight_decay, "weight_decay value", weight_decay)
         _check(0.0 <= initial_accumulator_value, "initial_accumulator_value value",
@@ -54,11 +54,16 @@ class Adagrad(Optimizer):
         state["step"] = _scalar(0.0)
         state["sum"] = _zeros_like(p, group["initial_accumulator_value"])
 
-    def _update(self, p, g, state, group):
-        step = _tick(state)
+    def _state_keys(self, group):
+        return ("sum",)
+
+    @staticmethod
+    def _math(p, g, total, tmp, *, step, group):
         clr = group["lr"] / (1 + (step - 1) * group["lr_decay"])
-        s = state["sum"]._data
-        s += g * g
-        std = np.sqrt(s)
-        std += group["eps"]
-        p -= clr * g / std
+        np.multiply(g, g, out=tmp)
+        total += tmp
+        np.sqrt(total, out=tmp)
+        tmp += group["eps"]
+        np.divide(g, tmp, out=tmp)
+        tmp *= clr
+        p -= tmp

@@ -1,7 +1,7 @@
 """Adam, with AMSGrad and decoupled (AdamW) weight decay (``torch.optim.Adam``)."""
 import numpy as np
 
-from .optimizer import Optimizer, _check_common, _scalar, _zeros_like
+from .optimizer import Optimizer, _check_common, _check_lr, _scalar, _zeros_like
 
 __all__ = ["Adam"]
 
@@ -40,6 +40,7 @@ class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False):
+        _check_lr(lr, foreach, capturable)
         _check_common(lr, eps, betas, weight_decay)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                         maximize=maximize, foreach=foreach, capturable=capturable,

@@ -1,7 +1,7 @@
 """Adamax: Adam with the infinity norm (``torch.optim.Adamax``)."""
 import numpy as np
 
-from .optimizer import Optimizer, _check_common, _scalar, _tick, _zeros_like
+from .optimizer import Optimizer, _check_common, _scalar, _zeros_like
 
 __all__ = ["Adamax"]
 
@@ -42,11 +42,19 @@ class Adamax(Optimizer):
         state["exp_avg"] = _zeros_like(p)
         state["exp_inf"] = _zeros_like(p)
 
-    def _update(self, p, g, state, group):
-        step = _tick(state)
+    def _state_keys(self, group):
+        return ("exp_avg", "exp_inf")
+
+    @staticmethod
+    def _math(p, g, m, u, tmp, *, step, group):
         beta1, beta2 = group["betas"]
-        m, u = state["exp_avg"]._data, state["exp_inf"]._data
-        m += (g - m) * (1 - beta1)
+        m -= g                                          # m.lerp_(g, 1 - beta1)
+        m *= beta1
+        m += g
         u *= beta2
-        np.maximum(u, np.abs(g) + group["eps"], out=u)
-        p -= group["lr"] / (1 - beta1 ** step) * m / u
+        np.abs(g, out=tmp)
+        tmp += group["eps"]
+        np.maximum(u, tmp, out=u)
+        np.divide(m, u, out=tmp)
+        tmp *= group["lr"] / (1 - beta1 ** step)
+        p -= tmp

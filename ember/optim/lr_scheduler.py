@@ -13,6 +13,7 @@ from collections import Counter
 from functools import partial, wraps
 from weakref import ref
 
+from .._tensor import Tensor
 from .optimizer import Optimizer
 
 __all__ = ["LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR",
@@ -40,7 +41,19 @@ def _format_param(name, optimizer, param):
 
 
 def _group_lrs(optimizer, key="lr"):
-    return [group[key] for group in optimizer.param_groups]
+    return [_copy(group[key]) for group in optimizer.param_groups]
+
+
+def _copy(value):
+    return value.clone() if isinstance(value, Tensor) else value
+
+
+def _set_lr(group, lr):
+    # a Tensor lr (torch allows one) is updated in place, so whoever holds it sees the change
+    if isinstance(group["lr"], Tensor):
+        group["lr"].fill_(float(lr))
+    else:
+        group["lr"] = lr
 
 
 def _check_optimizer(optimizer):
@@ -81,7 +94,7 @@ class LRScheduler:
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in optimizer.param_groups:
-                group.setdefault("initial_lr", group["lr"])
+                group.setdefault("initial_lr", _copy(group["lr"]))
         else:
             for i, group in enumerate(optimizer.param_groups):
                 if "initial_lr" not in group:
@@ -153,7 +166,7 @@ class LRScheduler:
         finally:
             self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, values):
-            group["lr"] = lr
+            _set_lr(group, lr)
         self._last_lr = _group_lrs(self.optimizer)
 
     def _warn_direct_get_lr(self):
@@ -552,7 +565,7 @@ class SequentialLR(_Composite, LRScheduler):
         # NOTE: each sub-scheduler already took its initial step when built; torch undoes
         # those and restarts the first one, so the sequence starts from the initial lr.
         for group in optimizer.param_groups:
-            group["lr"] = group["initial_lr"]
+            _set_lr(group, group["initial_lr"])
         self.recursive_undo()
         idx = bisect_right(milestones, 0)
         schedulers[idx]._initial_step()
@@ -675,7 +688,7 @@ class ReduceLROnPlateau(LRScheduler):
             old_lr = float(group["lr"])
             new_lr = max(old_lr * self.factor, self.min_lrs[i])
             if old_lr - new_lr > self.eps:
-                group["lr"] = new_lr
+                _set_lr(group, new_lr)
 
     @property
     def in_cooldown(self):
@@ -740,7 +753,7 @@ class CyclicLR(LRScheduler):
         base_lrs = _format_param("base_lr", optimizer, base_lr)
         if last_epoch == -1:
             for lr, group in zip(base_lrs, optimizer.param_groups):
-                group["lr"] = lr
+                _set_lr(group, lr)
         self.max_lrs = _format_param("max_lr", optimizer, max_lr)
         step_size_up = float(step_size_up)
         step_size_down = float(step_size_down) if step_size_down is not None else step_size_up
@@ -868,7 +881,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         self._get_lr_called_within_step = True
         try:
             for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
-                group["lr"] = lr
+                _set_lr(group, lr)
         finally:
             self._get_lr_called_within_step = False
         self._last_lr = _group_lrs(self.optimizer)

@@ -1,13 +1,20 @@
 """``Optimizer``: the base class. It owns param groups, per-parameter state, hooks and the
 torch-compatible ``state_dict``; a subclass is only its math (the MLX pattern).
 
-A subclass sets ``defaults`` and writes two methods over one parameter's arrays:
+A subclass sets ``defaults``, fills a parameter's state on first use in
+``_init_state(p, state, group)`` (ember Tensors under torch's keys), and writes its update
+one of two ways:
 
-- ``_init_state(p, state, group)``: fill ``state`` (ember Tensors, torch's keys) on first use;
-- ``_update(p, g, state, group)``: update the array ``p`` in place from the gradient ``g``.
+- ``_math(p, g, *buffers, scratch, step, group)`` over arrays, updating ``p`` and the per-element
+  state ``buffers`` (named by ``_state_keys(group)``) in place. The base class ticks ``step``
+  and runs it over cache-sized blocks, and for ``foreach`` over flat buffers holding many
+  parameters at once (SGD, Adam/AdamW, Adagrad, RMSprop, Adamax, RAdam, Adadelta, Rprop);
+- ``_update(p, g, state, group)`` when the state holds per-parameter scalars that change every
+  step (NAdam's ``mu_product``, ASGD's ``eta`` and ``mu``).
 
-The base class has already negated ``g`` for ``maximize`` and applied ``weight_decay`` (added to
-``g``, or for ``decoupled_weight_decay`` multiplied into ``p``), so those options are written once.
+Either way the base class has already negated ``g`` for ``maximize``, applied
+``weight_decay`` (added to ``g``, or for ``decoupled_weight_decay`` multiplied into ``p``) and
+viewed complex parameters as real pairs, so those options are written once.
 See https://pytorch.org/docs/stable/optim.html.
 """
 import functools
@@ -58,9 +65,19 @@ def _check(ok, what, value):
         raise ValueError(f"Invalid {what}: {value}")
 
 
+def _check_lr(lr, foreach=None, capturable=False):
+    if isinstance(lr, Tensor):
+        if foreach and not capturable:
+            raise ValueError("lr as a Tensor is not supported for capturable=False and "
+                             "foreach=True")
+        if lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+    _check(0.0 <= lr, "learning rate", lr)
+
+
 def _check_common(lr, eps=0.0, betas=None, weight_decay=0.0):
     """The checks most optimizers share, in torch's order."""
-    _check(0.0 <= lr, "learning rate", lr)
+    _check_lr(lr)
     _check(0.0 <= eps, "epsilon value", eps)
     if betas is not None:
         for i, b in enumerate(betas):
@@ -99,7 +116,8 @@ BLOCK = 1 << 16
 
 
 def _blocks(*arrays):
-    """Matching contiguous 1-d blocks of same-shaped arrays, plus a scratch block for each.
+    """Matching 1-d blocks of same-shaped contiguous arrays, each tuple ending in a scratch
+    array of the block's size.
 
     NOTE: NumPy runs an expression as one pass per operator; on a tile that fits in cache those
     passes cost a fraction of full-array passes (about 1.5x faster for Adam on large weights).
@@ -278,6 +296,8 @@ class Optimizer:
                 loss = closure()
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
+            if isinstance(group["lr"], Tensor):             # the math takes Python scalars
+                group = dict(group, lr=group["lr"].item())
             # NOTE: foreach=None (torch's "let the library choose") takes the flat path too: it
             # does the same arithmetic per element, so only the speed differs.
             if group.get("foreach") is not False and self._math is not None:
@@ -354,7 +374,7 @@ class Optimizer:
             if len(ps) < 2 or len(steps) > 1:       # nothing to gain, or per-tensor bias terms
                 rest += ps
                 continue
-            bufs = self._flat_state(ps, keys, group)
+            bufs = self._flat_state(ps, keys)
             g = np.concatenate([p.grad._data.reshape(-1) for p in ps])
             if group.get("maximize"):
                 np.negative(g, out=g)
@@ -374,16 +394,19 @@ class Optimizer:
                 offset += n
         return rest
 
-    def _flat_state(self, ps, keys, group):
+    def _flat_state(self, ps, keys):
         """One flat array per state key for ``ps``, with each parameter's state tensor a view
         of it. Rebuilt (from the current state) when the params or the state tensors changed,
         e.g. after ``load_state_dict``."""
         cache = self.__dict__.setdefault("_flat_cache", {})
-        ck = (id(group), ps[0]._data.dtype, tuple(id(p) for p in ps))
-        hit = cache.get(ck)
+        ids = tuple(id(p) for p in ps)
+        hit = cache.get((ids, keys))
         if hit is not None and all(self.state[p][k]._data is v for k, views in zip(keys, hit[1])
                                    for p, v in zip(ps, views)):
             return hit[0]
+        # drop buffers this one replaces (a param that missed a step changes the set)
+        for old in [c for c in cache if not set(c[0]).isdisjoint(ids)]:
+            del cache[old]
         bufs, all_views = [], []
         for k in keys:
             flat = np.concatenate([self.state[p][k]._data.reshape(-1) for p in ps])
@@ -395,7 +418,7 @@ class Optimizer:
                 offset += n
             bufs.append(flat)
             all_views.append(views)
-        cache[ck] = (bufs, all_views)
+        cache[ids, keys] = (bufs, all_views)
         return bufs
 
     # ---- hooks ----------------------------------------------------------------------------

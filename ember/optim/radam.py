@@ -1,7 +1,7 @@
 """RAdam: rectified Adam (``torch.optim.RAdam``)."""
 import numpy as np
 
-from .optimizer import Optimizer, _check_common, _scalar, _tick, _zeros_like
+from .optimizer import Optimizer, _check_common, _scalar, _zeros_like
 
 __all__ = ["RAdam"]
 
@@ -47,20 +47,29 @@ class RAdam(Optimizer):
         state["exp_avg"] = _zeros_like(p)
         state["exp_avg_sq"] = _zeros_like(p)
 
-    def _update(self, p, g, state, group):
-        step = _tick(state)
+    def _state_keys(self, group):
+        return ("exp_avg", "exp_avg_sq")
+
+    @staticmethod
+    def _math(p, g, m, v, tmp, *, step, group):
         beta1, beta2 = group["betas"]
-        m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
-        m += (g - m) * (1 - beta1)
+        m -= g                                          # m.lerp_(g, 1 - beta1)
+        m *= beta1
+        m += g
         v *= beta2
-        v += (1 - beta2) * g * g
+        np.multiply(g, g, out=tmp)
+        tmp *= 1 - beta2
+        v += tmp
         bc1, bc2 = 1 - beta1 ** step, 1 - beta2 ** step
-        update = m * (group["lr"] / bc1)
         rho_inf = 2 / (1 - beta2) - 1
         rho_t = rho_inf - 2 * step * beta2 ** step / bc2
         if rho_t > 5.0:
             rect = ((rho_t - 4) * (rho_t - 2) * rho_inf
                     / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
-            update *= bc2 ** 0.5 / (np.sqrt(v) + group["eps"])
-            update *= rect
-        p -= update
+            np.sqrt(v, out=tmp)
+            tmp += group["eps"]
+            np.divide(m, tmp, out=tmp)
+            tmp *= group["lr"] / bc1 * bc2 ** 0.5 * rect
+        else:
+            np.multiply(m, group["lr"] / bc1, out=tmp)
+        p -= tmp

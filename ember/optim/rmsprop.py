@@ -1,7 +1,7 @@
 """RMSprop, centered or not, with momentum (``torch.optim.RMSprop``)."""
 import numpy as np
 
-from .optimizer import Optimizer, _check, _scalar, _tick, _zeros_like
+from .optimizer import Optimizer, _check, _check_lr, _scalar, _zeros_like
 
 __all__ = ["RMSprop"]
 
@@ -36,7 +36,7 @@ class RMSprop(Optimizer):
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, capturable=False, foreach=None, maximize=False,
                  differentiable=False):
-        _check(0.0 <= lr, "learning rate", lr)
+        _check_lr(lr)
         _check(0.0 <= eps, "epsilon value", eps)
         _check(0.0 <= momentum, "momentum value", momentum)
         _check(0.0 <= weight_decay, "weight_decay value", weight_decay)
@@ -54,23 +54,35 @@ class RMSprop(Optimizer):
         if group["centered"]:
             state["grad_avg"] = _zeros_like(p)
 
-    def _update(self, p, g, state, group):
-        _tick(state)
-        alpha = group["alpha"]
-        v = state["square_avg"]._data
+    def _state_keys(self, group):
+        return ("square_avg",) + ("momentum_buffer",) * (group["momentum"] > 0) + \
+            ("grad_avg",) * bool(group["centered"])
+
+    @staticmethod
+    def _math(p, g, v, *rest, step, group):
+        """``rest`` is ``([momentum_buffer], [grad_avg], scratch)`` as the options ask."""
+        alpha, tmp = group["alpha"], rest[-1]
         v *= alpha
-        v += (1 - alpha) * g * g
+        np.multiply(g, g, out=tmp)
+        tmp *= 1 - alpha
+        v += tmp
         if group["centered"]:
-            ga = state["grad_avg"]._data
-            ga += (g - ga) * (1 - alpha)
-            avg = np.sqrt(v - ga * ga)
+            ga = rest[-2]
+            ga -= g                                     # ga.lerp_(g, 1 - alpha)
+            ga *= alpha
+            ga += g
+            np.multiply(ga, ga, out=tmp)
+            np.subtract(v, tmp, out=tmp)
+            np.sqrt(tmp, out=tmp)
         else:
-            avg = np.sqrt(v)
-        avg += group["eps"]
+            np.sqrt(v, out=tmp)
+        tmp += group["eps"]
+        np.divide(g, tmp, out=tmp)
         if group["momentum"] > 0:
-            buf = state["momentum_buffer"]._data
+            buf = rest[0]
             buf *= group["momentum"]
-            buf += g / avg
-            p -= group["lr"] * buf
+            buf += tmp
+            np.multiply(buf, group["lr"], out=tmp)
         else:
-            p -= group["lr"] * g / avg
+            tmp *= group["lr"]
+        p -= tmp

@@ -1,7 +1,7 @@
 """Rprop: resilient backpropagation (``torch.optim.Rprop``)."""
 import numpy as np
 
-from .optimizer import Optimizer, _check, _scalar, _tick, _zeros_like
+from .optimizer import Optimizer, _check_lr, _scalar, _zeros_like
 
 __all__ = ["Rprop"]
 
@@ -33,7 +33,7 @@ class Rprop(Optimizer):
 
     def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *,
                  capturable=False, foreach=None, maximize=False, differentiable=False):
-        _check(0.0 <= lr, "learning rate", lr)
+        _check_lr(lr)
         if not 0.0 < etas[0] < 1.0 < etas[1]:
             raise ValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
         defaults = dict(lr=lr, etas=etas, step_sizes=step_sizes, foreach=foreach,
@@ -45,16 +45,20 @@ class Rprop(Optimizer):
         state["prev"] = _zeros_like(p)
         state["step_size"] = _zeros_like(p, group["lr"])
 
-    def _update(self, p, g, state, group):
-        _tick(state)
+    def _state_keys(self, group):
+        return ("prev", "step_size")
+
+    @staticmethod
+    def _math(p, g, prev, size, tmp, *, step, group):
         etaminus, etaplus = group["etas"]
-        prev, size = state["prev"]._data, state["step_size"]._data
-        sign = np.sign(g * prev)
-        factor = np.where(sign > 0, etaplus, np.where(sign < 0, etaminus, 1.0))
-        size *= factor
+        np.multiply(g, prev, out=tmp)
+        np.sign(tmp, out=tmp)
+        size *= np.where(tmp > 0, etaplus, np.where(tmp < 0, etaminus, 1.0))
         np.clip(size, *group["step_sizes"], out=size)
         # NOTE: where the gradient changed sign the update is skipped and the gradient is
         # remembered as 0, so the next step neither grows nor shrinks that step size.
-        g = np.where(sign < 0, 0, g)
-        p -= np.sign(g) * size
+        g = np.where(tmp < 0, 0, g)
+        np.sign(g, out=tmp)
+        tmp *= size
+        p -= tmp
         prev[...] = g

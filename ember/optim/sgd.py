@@ -2,7 +2,7 @@
 import numpy as np
 
 from .._tensor import Tensor
-from .optimizer import Optimizer, _check
+from .optimizer import Optimizer, _check, _check_lr
 
 __all__ = ["SGD"]
 
@@ -38,7 +38,7 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
                  *, maximize=False, foreach=None, differentiable=False, fused=None):
-        _check(0.0 <= lr, "learning rate", lr)
+        _check_lr(lr)
         _check(0.0 <= momentum, "momentum value", momentum)
         _check(0.0 <= weight_decay, "weight_decay value", weight_decay)
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
