@@ -5,48 +5,18 @@ import time
 
 
 def _demo(args):
-    """Train a 2-layer MLP on a generated two-spirals problem with plain ember tensors."""
-    import math
-
-    import ember
-    ember.manual_seed(args.seed)
-    n = 1024
-    t = ember.rand(n) * 3 * math.pi
-    label = ember.randint(0, 2, (n,))
-    sign = label * 2 - 1
-    x = ember.stack([t.cos() * t * sign, t.sin() * t * sign], 1) / 10
-    x = x + ember.randn(n, 2) * 0.05
-    y = label.float()
-
-    def param(*shape, scale):
-        return (ember.randn(*shape) * scale).requires_grad_()
-
-    w1, b1 = param(2, 64, scale=1.0), ember.zeros(64, requires_grad=True)
-    w2, b2 = param(64, 64, scale=64 ** -0.5), ember.zeros(64, requires_grad=True)
-    w3, b3 = param(64, 1, scale=64 ** -0.5), ember.zeros(1, requires_grad=True)
-    params = [w1, b1, w2, b2, w3, b3]
-    lr, start = 0.3, time.perf_counter()
-    for epoch in range(args.epochs):
-        perm = ember.randperm(n)
-        for i in range(0, n, 64):
-            idx = perm[i:i + 64]
-            h = (x[idx] @ w1 + b1).tanh()
-            h = (h @ w2 + b2).tanh()
-            p = (h @ w3 + b3).squeeze(1).sigmoid()
-            yb = y[idx]
-            loss = -(yb * (p + 1e-7).log() + (1 - yb) * (1 - p + 1e-7).log()).mean()
-            for q in params:
-                q.grad = None
-            loss.backward()
-            with ember.no_grad():
-                for q in params:
-                    q -= lr * q.grad
-        with ember.no_grad():
-            h = ((x @ w1 + b1).tanh() @ w2 + b2).tanh()
-            acc = (((h @ w3 + b3).squeeze(1) > 0).float() == y).float().mean().item()
-        print(f"epoch {epoch + 1:3d}/{args.epochs}  loss {loss.item():.4f}  "
-              f"train accuracy {acc:.3f}  {time.perf_counter() - start:.1f}s", flush=True)
-    return 0
+    """Train the chosen demo model end to end (see ember/demo/)."""
+    if args.model == "digits":
+        from .demo import digits
+        try:
+            acc = digits.run(epochs=args.epochs or 12, device=args.device, out=args.out,
+                             seed=args.seed)
+        except KeyboardInterrupt:
+            print("\ninterrupted: no checkpoint written", file=sys.stderr)
+            return 130
+        return 0 if acc >= 0.95 else 1
+    print(f"ember demo: unknown model {args.model!r}", file=sys.stderr)
+    return 2
 
 
 def _run(args):
@@ -73,8 +43,12 @@ def _info(args):
 def main(argv=None):
     p = argparse.ArgumentParser(prog="ember", description="ember: PyTorch's API, lighter.")
     sub = p.add_subparsers(dest="cmd", required=True)
-    d = sub.add_parser("demo", help="train a small model end to end")
-    d.add_argument("--epochs", type=int, default=100)
+    d = sub.add_parser("demo", help="train a small model end to end on bundled data")
+    d.add_argument("model", nargs="?", default="digits", choices=["digits"],
+                   help="digits: a CNN on the 1,797 handwritten digits ember ships")
+    d.add_argument("--epochs", type=int, default=None, help="passes over the training data")
+    d.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    d.add_argument("--out", default="ember-demo-out", help="folder for checkpoint and plot")
     d.add_argument("--seed", type=int, default=0)
     d.set_defaults(fn=_demo)
     r = sub.add_parser("run", help="run an unmodified PyTorch script on ember")

@@ -85,6 +85,9 @@ def run(epochs=12, device="cpu", out="ember-demo-out", seed=0, batch_size=32, lr
     ckpt = os.path.join(out, "digits_cnn.pt")
     ember.save({"model": model.state_dict(), "epochs": epochs, "test_accuracy": test_acc[-1]},
                ckpt)
+    per_step = history["train loss"]
+    means = [float(np.mean(per_step[i:i + steps])) for i in range(0, len(per_step), steps)]
+    history["epoch mean"] = [m for m in means for _ in range(steps)][:len(per_step)]
     png = save_curves(os.path.join(out, "digits_loss.png"), history)
     print(f"test accuracy {test_acc[-1]:.4f} after {epochs} epochs in "
           f"{time.perf_counter() - start:.1f}s; checkpoint {ckpt}; loss curve {png}")
