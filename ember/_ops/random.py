@@ -3,9 +3,6 @@
 Every generator draws on the host with NumPy's PCG64 and copies to the device, so a seed gives
 the same numbers on every device.
 """
-import pickle
-import secrets
-
 import numpy as np
 
 from .. import _dtype
@@ -38,6 +35,7 @@ class Generator:
         return self
 
     def seed(self):
+        import secrets        # imported here: it pulls in hashlib and friends at startup
         s = secrets.randbits(63)
         self.manual_seed(s)
         return s
@@ -47,12 +45,14 @@ class Generator:
 
     def get_state(self):
         """The state as a uint8 tensor (to restore with ``set_state``)."""
+        import pickle
         blob = pickle.dumps((self._seed, self.rng.bit_generator.state))
         return _T()._wrap(np.frombuffer(blob, dtype=np.uint8).copy())
 
     def set_state(self, new_state):
         if not isinstance(new_state, _T()) or new_state.dtype is not _dtype.uint8:
             raise TypeError("expected a torch.ByteTensor as the generator state")
+        import pickle
         self._seed, st = pickle.loads(new_state.numpy().tobytes())
         self.rng.bit_generator.state = st
         return self
