@@ -36,6 +36,7 @@ CASES = [
                                                      dilation=(2, 1), output_padding=(1, 2))),
     ("conv_transpose2d", [X2, arr(4, 1, 2, 2), B6[:4]], dict(groups=4)),
     ("conv_transpose3d", [X3, arr(2, 3, 2, 2, 3)], dict(stride=2, padding=(1, 0, 1))),
+    ("conv_transpose1d", [X1, arr(4, 2, 3)], dict(dilation=3, output_padding=2)),
     ("max_pool1d", [X1], dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
     ("max_pool2d", [X2], dict(kernel_size=(3, 2), stride=2, dilation=(1, 2), padding=1)),
     ("max_pool2d", [X2], dict(kernel_size=3, ceil_mode=True)),
@@ -76,6 +77,10 @@ CASES = [
     ("interpolate", [X2], dict(scale_factor=1.6, mode="bicubic", align_corners=True)),
     ("interpolate", [X3], dict(size=(3, 7, 5), mode="trilinear")),
     ("interpolate", [X2], dict(size=(3, 5), mode="area")),
+    # torch ignores the scale factor of a dim that keeps its size, or doubles in 2-d nearest
+    ("interpolate", [X2], dict(scale_factor=(1.1, 2.2), mode="bilinear")),
+    ("interpolate", [X2], dict(scale_factor=(2.1, 1.05), mode="nearest")),
+    ("interpolate", [X1], dict(scale_factor=2.1, mode="nearest-exact")),
     ("pixel_shuffle", [arr(2, 8, 3, 2)], dict(upscale_factor=2)),
     ("pixel_unshuffle", [arr(1, 2, 6, 4)], dict(downscale_factor=2)),
     (lambda F, x, w, b: F.batch_norm(x, None, None, w, b, True), [X2, arr(4), arr(4)], {}),
@@ -176,6 +181,8 @@ def test_return_indices_match_torch():
     (lambda F, t: F.pixel_shuffle(t(1, 5, 2, 2), 2), RuntimeError, r"divisible"),
     (lambda F, t: F.interpolate(t(1, 1, 4), size=3, mode="bilinear"), NotImplementedError,
      r"bilinear mode needs 4D input"),
+    (lambda F, t: F.conv_transpose1d(t(1, 1, 3), t(1, 1, 2), padding=2), RuntimeError,
+     r"Output size is too small"),
 ])
 def test_errors_match_torch(call, error, match):
     for lib in (ember, torch):

@@ -193,7 +193,15 @@ def _check_conv(x, w, bias, stride, padding, dilation, transposed, output_paddin
         raise RuntimeError(f"Given {what}, weight of size {list(w.shape)}, expected "
                            f"input{list(x.shape)} to have {chan} channels, but got "
                            f"{x.shape[1]} channels instead")
-    if not transposed:
+    if transposed:
+        out = [conv_output_size(x.shape[2 + i], w.shape[2 + i], stride[i], padding[i],
+                                dilation[i], True, output_padding[i]) for i in range(nd)]
+        if min(out) <= 0:
+            raise RuntimeError(f"Given input size per channel: "
+                               f"({' x '.join(map(str, x.shape[2:]))}). Calculated output "
+                               f"size per channel: ({' x '.join(map(str, out))}). Output size "
+                               "is too small")
+    else:
         padded = [x.shape[2 + i] + 2 * padding[i] for i in range(nd)]
         ext = [dilation[i] * (w.shape[2 + i] - 1) + 1 for i in range(nd)]
         if any(p < e for p, e in zip(padded, ext)):
@@ -257,6 +265,11 @@ def _(g, input, weight, bias, stride, padding, dilation, transposed, output_padd
         if input.requires_grad:
             gi = convolution(g, weight, None, stride, padding, dilation, False, (0,) * nd,
                              groups)
+            # an output_padding of at least the stride (allowed below the dilation) adds
+            # windows past the input's last cell
+            if tuple(gi.shape) != tuple(input.shape):
+                gi = gi[(slice(None), slice(None)) + tuple(slice(0, s) for s in
+                                                           input.shape[2:])]
         if weight.requires_grad:
             gw = _weight_grad(g, input, k, stride, padding, dilation, groups)
     else:

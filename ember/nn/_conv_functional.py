@@ -532,7 +532,7 @@ def _source(mode, n, o, scale, align_corners):
     area_pixel_compute_source_index / nearest index rules)."""
     i = np.arange(o, dtype=np.float64)
     if mode == "nearest":
-        # NOTE: torch computes nearest indices in float32; matching it matters at x.5 edges
+        # NOTE: torch computes nearest indices in float32 (matching it matters at x.5 edges)
         s = np.float32(scale if scale else n / o)
         return np.minimum(np.floor(i.astype(np.float32) * s), n - 1).astype(np.int64)
     if mode == "nearest-exact":
@@ -622,9 +622,17 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                 3: adaptive_avg_pool3d}[nd](input, osize)
     x = input
     for i in range(nd):
-        if mode in ("nearest", "nearest-exact") and osize[i] == in_size[i]:
+        n, o = in_size[i], osize[i]
+        # NOTE: torch's CPU kernels ignore the scale factor in a few cases: the linear modes
+        # copy a dim whose size does not change, 2-d nearest also repeats each cell when the
+        # size doubles. We match them.
+        if o == n and (mode in ("linear", "bilinear", "trilinear") or
+                       mode == "nearest" and nd == 2):
             continue
-        x = _resample_dim(x, 2 + i, mode, osize[i], scales[i], bool(align_corners))
+        if o == 2 * n and mode == "nearest" and nd == 2:
+            x = x.index_select(2 + i, ember.tensor(np.arange(o) // 2, device=x.device))
+            continue
+        x = _resample_dim(x, 2 + i, mode, o, scales[i], bool(align_corners))
     return x
 
 
