@@ -164,6 +164,14 @@ def test_return_indices_match_torch():
         assert_close(list(e), list(t), what=name)
 
 
+def test_max_pool_propagates_nan_like_torch():
+    x = np.arange(16.0).reshape(1, 1, 4, 4)
+    x[0, 0, 0, 1] = x[0, 0, 1, 0] = x[0, 0, 3, 3] = np.nan
+    e = ember.nn.functional.max_pool2d(ember.tensor(x), 2, return_indices=True)
+    t = torch.nn.functional.max_pool2d(torch.tensor(x), 2, return_indices=True)
+    assert_close(list(e), list(t))
+
+
 @pytest.mark.parametrize("call,error,match", [
     (lambda F, t: F.conv2d(t(2, 3, 5, 5), t(4, 2, 3, 3)), RuntimeError,
      r"expected input\[2, 3, 5, 5\] to have 2 channels, but got 3"),
@@ -174,6 +182,8 @@ def test_return_indices_match_torch():
     (lambda F, t: F.conv1d(t(5, 5), t(1, 1, 3, 3)), RuntimeError, r"Expected"),
     (lambda F, t: F.max_pool2d(t(1, 1, 5, 5), 2, padding=2), RuntimeError,
      r"pad should be at most half of effective kernel size"),
+    (lambda F, t: F.max_pool2d(t(1, 1, 3, 3), 2, dilation=3), RuntimeError,
+     r"[Oo]utput size"),
     (lambda F, t: F.group_norm(t(2, 5, 3), 2), RuntimeError,
      r"divisible by num_groups"),
     (lambda F, t: F.batch_norm(t(1, 3), None, None, training=True), ValueError,

@@ -397,6 +397,16 @@ def pool_output_size(size, k, stride, padding, dilation, ceil_mode):
     return out
 
 
+def check_pool_output(name, shape, osize):
+    """torch's error for a pooling whose output would be empty."""
+    if min(osize, default=1) <= 0:
+        shape = tuple(shape[len(shape) - len(osize) - 1:])       # torch leaves out the batch
+        lead = shape[:1]
+        raise RuntimeError(f"{name}: Given input size: ({'x'.join(map(str, shape))}). "
+                           f"Calculated output size: ({'x'.join(map(str, lead + osize))}). "
+                           "Output size is too small")
+
+
 def _lowest(x):
     return -np.inf if x.dtype.kind in "fc" or x.dtype.itemsize < 4 and x.dtype.kind not in \
         "iub" else np.iinfo(x.dtype).min
@@ -405,7 +415,8 @@ def _lowest(x):
 def _argmax_windows(xp, flat, osize, positions):
     """Values and flat input indices of each window's max: ``flat`` is (*lead, *osize, taps);
     ``positions(arg)`` maps the tap numbers to per-dim input coordinates."""
-    # NOTE: argmax picks the first maximum and any NaN, as torch's kernels do
+    # NOTE: argmax picks the first maximum, as torch does, but the first NaN where torch's
+    # kernels keep the last one (only the index differs)
     arg = flat.argmax(-1)
     out = xp.take_along_axis(flat, arg[..., None], -1)[..., 0]
     return out, positions(arg)
@@ -426,18 +437,32 @@ def max_pool_nd(xp, input, kernel_size, stride, padding, dilation, ceil_mode):
     size = input.shape[input.ndim - nd:]
     osize = tuple(pool_output_size(n, k, s, p, d, ceil_mode) for n, k, s, p, d in zip(
         size, kernel_size, stride, padding, dilation))
+    check_pool_output(f"max_pool{nd}d", input.shape, osize)
     hi = tuple(max(p, (o - 1) * s + d * (k - 1) + 1 - n - p) for o, s, d, k, n, p in zip(
         osize, stride, dilation, kernel_size, size, padding))
     x = _pad(xp, input, padding, hi, _lowest(input))
-    win = _windows(xp, x, kernel_size, stride, dilation, osize)
-    flat = win.reshape(win.shape[:win.ndim - nd] + (-1,))
-
-    def positions(arg):
-        taps = xp.unravel_index(arg, kernel_size)
-        return _flat_index([xp.arange(o).reshape((o,) + (1,) * (nd - 1 - i)) * s + t * d - p
-                            for i, (o, s, t, d, p) in enumerate(zip(osize, stride, taps,
-                                                                    dilation, padding))], size)
-    return _argmax_windows(xp, flat, osize, positions)
+    win = _windows(xp, x, kernel_size, stride, dilation, osize)       # (*lead, *osize, *k)
+    lead = (slice(None),) * (win.ndim - nd)
+    # a running max over the taps: a few passes over the output instead of an argmax along a
+    # short copied axis
+    best = arg = None
+    for j, tap in enumerate(_taps(kernel_size)):
+        v = win[lead + tap]
+        if best is None:
+            best, arg = v.copy(), xp.zeros(v.shape, np.int64)
+            continue
+        # NOTE: torch's rule: a later value wins if greater, or if it is NaN
+        better = v > best
+        if v.dtype.kind not in "iub":
+            better |= v != v
+        xp.copyto(best, v, where=better)
+        xp.copyto(arg, j, where=better)
+    strides = _flat_strides(size)
+    offsets = xp.asarray([sum(t * d * st for t, d, st in zip(tap, dilation, strides))
+                          for tap in _taps(kernel_size)])
+    base = sum(xp.arange(o).reshape((o,) + (1,) * (nd - 1 - i)) * (s * st) - p * st
+               for i, (o, s, p, st) in enumerate(zip(osize, stride, padding, strides)))
+    return best, base + offsets[arg]
 
 
 def _adaptive_windows(size, out):
@@ -483,8 +508,10 @@ def max_unpool_grad(g, indices, in_shape, nd, accumulate=True):
 
 
 @max_pool_nd.vjp(save=("result",))
-def _(g, input, kernel_size, *args, result=None):
-    return max_unpool_grad(g[0], result[1], input.shape, len(kernel_size))
+def _(g, input, kernel_size, stride, padding, dilation, ceil_mode, result=None):
+    # windows that cannot overlap give unique indices: a plain scatter, no accumulation
+    overlap = any(s < d * (k - 1) + 1 for s, d, k in zip(stride, dilation, kernel_size))
+    return max_unpool_grad(g[0], result[1], input.shape, len(kernel_size), overlap)
 
 
 @adaptive_max_pool_nd.vjp(save=("result",))
@@ -496,6 +523,7 @@ def _pool_meta(x, kernel_size, stride, padding, dilation, ceil_mode):
     nd = len(kernel_size)
     osize = tuple(pool_output_size(*a, ceil_mode) for a in zip(
         x.shape[x.ndim - nd:], kernel_size, stride, padding, dilation))
+    check_pool_output(f"max_pool{nd}d", x.shape, osize)
     shape = x.shape[:x.ndim - nd] + osize
     return empty(shape, x.dtype), empty(shape, np.int64)
 

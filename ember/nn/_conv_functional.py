@@ -273,6 +273,7 @@ def _avg_pool_nd(input, kernel_size, stride, padding, ceil_mode, count_include_p
     lead, size = tuple(input.shape[:-nd]), tuple(input.shape[-nd:])
     osize = tuple(_C.pool_output_size(n, kk, ss, pp, 1, ceil_mode)
                   for n, kk, ss, pp in zip(size, k, s, p))
+    _C.check_pool_output(name, tuple(input.shape), osize)
     # window sums are a convolution with a ones kernel (channels folded into the batch)
     x = input.reshape((-1, 1) + size)
     extra = [max(0, (o - 1) * ss + kk - (n + 2 * pp)) for o, ss, kk, n, pp in zip(
