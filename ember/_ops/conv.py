@@ -443,26 +443,25 @@ def max_pool_nd(xp, input, kernel_size, stride, padding, dilation, ceil_mode):
     x = _pad(xp, input, padding, hi, _lowest(input))
     win = _windows(xp, x, kernel_size, stride, dilation, osize)       # (*lead, *osize, *k)
     lead = (slice(None),) * (win.ndim - nd)
-    # a running max over the taps: a few passes over the output instead of an argmax along a
-    # short copied axis
-    best = arg = None
-    for j, tap in enumerate(_taps(kernel_size)):
-        v = win[lead + tap]
-        if best is None:
-            best, arg = v.copy(), xp.zeros(v.shape, np.int64)
-            continue
-        # NOTE: torch's rule: a later value wins if greater, or if it is NaN
-        better = v > best
-        if v.dtype.kind not in "iub":
-            better |= v != v
-        xp.copyto(best, v, where=better)
-        xp.copyto(arg, j, where=better)
+    # NOTE: branch-free passes over the output (a masked copy per tap is several times slower):
+    # the max first, then the tap index by torch's rule, a later value wins if greater or NaN,
+    # so the first maximum, or the last NaN
+    views = [win[lead + tap] for tap in _taps(kernel_size)]
+    best = views[0].copy()
+    for v in views[1:]:
+        xp.maximum(best, v, out=best)
+    arg = xp.zeros(best.shape, np.int64)
+    for j in range(len(views) - 1, -1, -1):
+        arg += (views[j] == best) * (j - arg)
+    if best.dtype.kind not in "iub" and xp.isnan(best).any():
+        for j, v in enumerate(views):
+            arg += (v != v) * (j - arg)
     strides = _flat_strides(size)
     offsets = xp.asarray([sum(t * d * st for t, d, st in zip(tap, dilation, strides))
                           for tap in _taps(kernel_size)])
     base = sum(xp.arange(o).reshape((o,) + (1,) * (nd - 1 - i)) * (s * st) - p * st
                for i, (o, s, p, st) in enumerate(zip(osize, stride, padding, strides)))
-    return best, base + offsets[arg]
+    return best, base + xp.take(offsets, arg)
 
 
 def _adaptive_windows(size, out):
