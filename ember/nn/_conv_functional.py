@@ -248,7 +248,14 @@ def _max_pool(nd):
         >>> ember.nn.functional.max_pool{nd}d(x, 2).flatten().tolist()[:2]
         {[[1.0, 3.0], [5.0, 7.0], [21.0, 23.0]][nd - 1]}
     """
-    with_indices.__doc__ = f"``max_pool{nd}d`` returning (values, indices)."
+    with_indices.__doc__ = f"""``max_pool{nd}d`` returning (values, flat indices).
+
+    Example:
+        >>> import ember
+        >>> x = ember.arange({4.0 ** nd}).reshape({(1, 1) + (4,) * nd})
+        >>> ember.nn.functional.max_pool{nd}d_with_indices(x, 4)[1].flatten().tolist()
+        [{4 ** nd - 1}]
+    """
     return with_indices, max_pool
 
 
@@ -415,7 +422,14 @@ def _adaptive_max(nd):
         out, idx = with_indices(input, output_size)
         return (out, idx) if return_indices else out
     with_indices.__name__ = f"adaptive_max_pool{nd}d_with_indices"
-    with_indices.__doc__ = f"``adaptive_max_pool{nd}d`` returning (values, indices)."
+    with_indices.__doc__ = f"""``adaptive_max_pool{nd}d`` returning (values, flat indices).
+
+    Example:
+        >>> import ember
+        >>> x = ember.arange({4.0 ** nd}).reshape({(1, 1) + (4,) * nd})
+        >>> ember.nn.functional.adaptive_max_pool{nd}d_with_indices(x, 1)[1].flatten().tolist()
+        [{4 ** nd - 1}]
+    """
     adaptive_max_pool.__name__ = f"adaptive_max_pool{nd}d"
     adaptive_max_pool.__doc__ = f"""{nd}-d max pooling to a fixed ``output_size``.
 
@@ -638,7 +652,13 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
-    """Deprecated alias of :func:`interpolate`."""
+    """Deprecated alias of :func:`interpolate`.
+
+    Example:
+        >>> import ember
+        >>> ember.nn.functional.upsample(ember.ones(1, 1, 2), scale_factor=2).shape
+        torch.Size([1, 1, 4])
+    """
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
