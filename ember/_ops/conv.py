@@ -92,19 +92,19 @@ def _conv_forward(xp, x, w, stride, padding, dilation, groups):
     # NOTE: im2col copies are slow when their contiguous runs are short (a row of the output).
     # With unit strides, each tap's inputs for all outputs lie in one flat run of the padded
     # input ("wide" rows that include the padding columns, dropped after the matmul); with unit
-    # dilations, each output's taps do. Pick the layout whose runs waste least. Every layout
-    # puts the batch inside the matmul: one large GEMM per group is much faster than n small.
+    # dilations, each output's taps do. Pick the layout whose runs waste least. Where the
+    # windows are few (a weight gradient's), the batch goes inside the matmul: one large GEMM
+    # per group is then much faster than n thin ones.
     S, K, L = _flat_strides(size), math.prod(k), math.prod(osize)
     span_o, span_k = _span(osize, S), _span(k, S)
     sp = tuple(range(3, 3 + nd))
     if all(s == 1 for s in stride) and span_o <= 2 * L and (
             span_o * K <= span_k * L or any(d != 1 for d in dilation)):
-        view = _strided(xp, x, (n, c) + k + (span_o,), tuple(d * s for d, s in zip(
-            dilation, S)) + (1,)).reshape((n, groups, cg) + k + (span_o,))
-        cols = view.transpose((1, 2) + sp + (0, 3 + nd)).reshape(groups, cg * K, n * span_o)
-        out = xp.matmul(w.reshape(groups, og, cg * K), cols)          # (groups, og, n * span)
-        return xp.ascontiguousarray(_strided(xp, out.reshape(o, n, span_o), (n, o) + osize,
-                                             (span_o, n * span_o) + S))
+        # (a GEMM per sample here: the batch-major copies cost less than a bigger GEMM gains)
+        cols = _strided(xp, x, (n, c) + k + (span_o,), tuple(d * s for d, s in zip(
+            dilation, S)) + (1,)).reshape(n, groups, cg * K, span_o)
+        out = xp.matmul(w.reshape(groups, og, cg * K), cols)          # (n, groups, og, span)
+        return xp.ascontiguousarray(_strided(xp, out.reshape(n, o, span_o), (n, o) + osize, S))
     if all(d == 1 for d in dilation) and span_k <= 2 * K:
         view = _strided(xp, x, (n, c) + osize + (span_k,), tuple(
             st * s for st, s in zip(stride, S)) + (1,)).reshape((n, groups, cg) + osize +
