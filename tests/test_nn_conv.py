@@ -36,6 +36,7 @@ CASES = [
                                                      dilation=(2, 1), output_padding=(1, 2))),
     ("conv_transpose2d", [X2, arr(4, 1, 2, 2), B6[:4]], dict(groups=4)),
     ("conv_transpose3d", [X3, arr(2, 3, 2, 2, 3)], dict(stride=2, padding=(1, 0, 1))),
+    ("conv_transpose1d", [X1, arr(4, 2, 3)], dict(dilation=3, output_padding=2)),
     ("max_pool1d", [X1], dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
     ("max_pool2d", [X2], dict(kernel_size=(3, 2), stride=2, dilation=(1, 2), padding=1)),
     ("max_pool2d", [X2], dict(kernel_size=3, ceil_mode=True)),
@@ -76,6 +77,10 @@ CASES = [
     ("interpolate", [X2], dict(scale_factor=1.6, mode="bicubic", align_corners=True)),
     ("interpolate", [X3], dict(size=(3, 7, 5), mode="trilinear")),
     ("interpolate", [X2], dict(size=(3, 5), mode="area")),
+    # torch ignores the scale factor of a dim that keeps its size, or doubles in 2-d nearest
+    ("interpolate", [X2], dict(scale_factor=(1.1, 2.2), mode="bilinear")),
+    ("interpolate", [X2], dict(scale_factor=(2.1, 1.05), mode="nearest")),
+    ("interpolate", [X1], dict(scale_factor=2.1, mode="nearest-exact")),
     ("pixel_shuffle", [arr(2, 8, 3, 2)], dict(upscale_factor=2)),
     ("pixel_unshuffle", [arr(1, 2, 6, 4)], dict(downscale_factor=2)),
     (lambda F, x, w, b: F.batch_norm(x, None, None, w, b, True), [X2, arr(4), arr(4)], {}),
@@ -159,6 +164,14 @@ def test_return_indices_match_torch():
         assert_close(list(e), list(t), what=name)
 
 
+def test_max_pool_propagates_nan_like_torch():
+    x = np.arange(16.0).reshape(1, 1, 4, 4)
+    x[0, 0, 0, 1] = x[0, 0, 1, 0] = x[0, 0, 3, 3] = np.nan
+    e = ember.nn.functional.max_pool2d(ember.tensor(x), 2, return_indices=True)
+    t = torch.nn.functional.max_pool2d(torch.tensor(x), 2, return_indices=True)
+    assert_close(list(e), list(t))
+
+
 @pytest.mark.parametrize("call,error,match", [
     (lambda F, t: F.conv2d(t(2, 3, 5, 5), t(4, 2, 3, 3)), RuntimeError,
      r"expected input\[2, 3, 5, 5\] to have 2 channels, but got 3"),
@@ -169,6 +182,8 @@ def test_return_indices_match_torch():
     (lambda F, t: F.conv1d(t(5, 5), t(1, 1, 3, 3)), RuntimeError, r"Expected"),
     (lambda F, t: F.max_pool2d(t(1, 1, 5, 5), 2, padding=2), RuntimeError,
      r"pad should be at most half of effective kernel size"),
+    (lambda F, t: F.max_pool2d(t(1, 1, 3, 3), 2, dilation=3), RuntimeError,
+     r"[Oo]utput size"),
     (lambda F, t: F.group_norm(t(2, 5, 3), 2), RuntimeError,
      r"divisible by num_groups"),
     (lambda F, t: F.batch_norm(t(1, 3), None, None, training=True), ValueError,
@@ -176,6 +191,8 @@ def test_return_indices_match_torch():
     (lambda F, t: F.pixel_shuffle(t(1, 5, 2, 2), 2), RuntimeError, r"divisible"),
     (lambda F, t: F.interpolate(t(1, 1, 4), size=3, mode="bilinear"), NotImplementedError,
      r"bilinear mode needs 4D input"),
+    (lambda F, t: F.conv_transpose1d(t(1, 1, 3), t(1, 1, 2), padding=2), RuntimeError,
+     r"Output size is too small"),
 ])
 def test_errors_match_torch(call, error, match):
     for lib in (ember, torch):

@@ -92,19 +92,19 @@ def _conv_forward(xp, x, w, stride, padding, dilation, groups):
     # NOTE: im2col copies are slow when their contiguous runs are short (a row of the output).
     # With unit strides, each tap's inputs for all outputs lie in one flat run of the padded
     # input ("wide" rows that include the padding columns, dropped after the matmul); with unit
-    # dilations, each output's taps do. Pick the layout whose runs waste least. Every layout
-    # puts the batch inside the matmul: one large GEMM per group is much faster than n small.
+    # dilations, each output's taps do. Pick the layout whose runs waste least. Where the
+    # windows are few (a weight gradient's), the batch goes inside the matmul: one large GEMM
+    # per group is then much faster than n thin ones.
     S, K, L = _flat_strides(size), math.prod(k), math.prod(osize)
     span_o, span_k = _span(osize, S), _span(k, S)
     sp = tuple(range(3, 3 + nd))
     if all(s == 1 for s in stride) and span_o <= 2 * L and (
             span_o * K <= span_k * L or any(d != 1 for d in dilation)):
-        view = _strided(xp, x, (n, c) + k + (span_o,), tuple(d * s for d, s in zip(
-            dilation, S)) + (1,)).reshape((n, groups, cg) + k + (span_o,))
-        cols = view.transpose((1, 2) + sp + (0, 3 + nd)).reshape(groups, cg * K, n * span_o)
-        out = xp.matmul(w.reshape(groups, og, cg * K), cols)          # (groups, og, n * span)
-        return xp.ascontiguousarray(_strided(xp, out.reshape(o, n, span_o), (n, o) + osize,
-                                             (span_o, n * span_o) + S))
+        # (a GEMM per sample here: the batch-major copies cost less than a bigger GEMM gains)
+        cols = _strided(xp, x, (n, c) + k + (span_o,), tuple(d * s for d, s in zip(
+            dilation, S)) + (1,)).reshape(n, groups, cg * K, span_o)
+        out = xp.matmul(w.reshape(groups, og, cg * K), cols)          # (n, groups, og, span)
+        return xp.ascontiguousarray(_strided(xp, out.reshape(n, o, span_o), (n, o) + osize, S))
     if all(d == 1 for d in dilation) and span_k <= 2 * K:
         view = _strided(xp, x, (n, c) + osize + (span_k,), tuple(
             st * s for st, s in zip(stride, S)) + (1,)).reshape((n, groups, cg) + osize +
@@ -128,6 +128,17 @@ def _conv_transpose_forward(xp, x, w, stride, padding, dilation, output_padding,
     o, K, L = groups * og, math.prod(k), math.prod(size)
     full = tuple((size[i] - 1) * stride[i] + dilation[i] * (k[i] - 1) + 1 + output_padding[i]
                  for i in range(nd))
+    if 1 < cg <= og and all(s == 1 for s in stride) and all(
+            p <= d * (kk - 1) for p, d, kk in zip(padding, dilation, k)):
+        # NOTE: with unit strides the transposed convolution is a plain one with the kernel
+        # flipped and its channel axes swapped, over the input padded by the kernel's reach.
+        # Its im2col copies grow with the input channels, col2im's adds with the output ones:
+        # with no more inputs than outputs per group this is up to 2x faster.
+        wf = w.reshape((groups, cg, og) + k).swapaxes(1, 2).reshape((o, cg) + k)
+        wf = wf[(slice(None), slice(None)) + (slice(None, None, -1),) * nd]
+        lo = tuple(d * (kk - 1) - p for p, d, kk in zip(padding, dilation, k))
+        return _conv_forward(xp, _pad(xp, x, lo, tuple(a + b for a, b in zip(
+            lo, output_padding))), wf, stride, (0,) * nd, dilation, groups)
     if cg == 1:
         out = xp.zeros((n, o) + full, x.dtype)
         wk = w.reshape(groups, og, -1)
@@ -193,7 +204,15 @@ def _check_conv(x, w, bias, stride, padding, dilation, transposed, output_paddin
         raise RuntimeError(f"Given {what}, weight of size {list(w.shape)}, expected "
                            f"input{list(x.shape)} to have {chan} channels, but got "
                            f"{x.shape[1]} channels instead")
-    if not transposed:
+    if transposed:
+        out = [conv_output_size(x.shape[2 + i], w.shape[2 + i], stride[i], padding[i],
+                                dilation[i], True, output_padding[i]) for i in range(nd)]
+        if min(out) <= 0:
+            raise RuntimeError(f"Given input size per channel: "
+                               f"({' x '.join(map(str, x.shape[2:]))}). Calculated output "
+                               f"size per channel: ({' x '.join(map(str, out))}). Output size "
+                               "is too small")
+    else:
         padded = [x.shape[2 + i] + 2 * padding[i] for i in range(nd)]
         ext = [dilation[i] * (w.shape[2 + i] - 1) + 1 for i in range(nd)]
         if any(p < e for p, e in zip(padded, ext)):
@@ -257,6 +276,11 @@ def _(g, input, weight, bias, stride, padding, dilation, transposed, output_padd
         if input.requires_grad:
             gi = convolution(g, weight, None, stride, padding, dilation, False, (0,) * nd,
                              groups)
+            # an output_padding of at least the stride (allowed below the dilation) adds
+            # windows past the input's last cell
+            if tuple(gi.shape) != tuple(input.shape):
+                gi = gi[(slice(None), slice(None)) + tuple(slice(0, s) for s in
+                                                           input.shape[2:])]
         if weight.requires_grad:
             gw = _weight_grad(g, input, k, stride, padding, dilation, groups)
     else:
@@ -384,6 +408,16 @@ def pool_output_size(size, k, stride, padding, dilation, ceil_mode):
     return out
 
 
+def check_pool_output(name, shape, osize):
+    """torch's error for a pooling whose output would be empty."""
+    if min(osize, default=1) <= 0:
+        shape = tuple(shape[len(shape) - len(osize) - 1:])       # torch leaves out the batch
+        lead = shape[:1]
+        raise RuntimeError(f"{name}: Given input size: ({'x'.join(map(str, shape))}). "
+                           f"Calculated output size: ({'x'.join(map(str, lead + osize))}). "
+                           "Output size is too small")
+
+
 def _lowest(x):
     return -np.inf if x.dtype.kind in "fc" or x.dtype.itemsize < 4 and x.dtype.kind not in \
         "iub" else np.iinfo(x.dtype).min
@@ -392,7 +426,8 @@ def _lowest(x):
 def _argmax_windows(xp, flat, osize, positions):
     """Values and flat input indices of each window's max: ``flat`` is (*lead, *osize, taps);
     ``positions(arg)`` maps the tap numbers to per-dim input coordinates."""
-    # NOTE: argmax picks the first maximum and any NaN, as torch's kernels do
+    # NOTE: argmax picks the first maximum, as torch does, but the first NaN where torch's
+    # kernels keep the last one (only the index differs)
     arg = flat.argmax(-1)
     out = xp.take_along_axis(flat, arg[..., None], -1)[..., 0]
     return out, positions(arg)
@@ -413,18 +448,31 @@ def max_pool_nd(xp, input, kernel_size, stride, padding, dilation, ceil_mode):
     size = input.shape[input.ndim - nd:]
     osize = tuple(pool_output_size(n, k, s, p, d, ceil_mode) for n, k, s, p, d in zip(
         size, kernel_size, stride, padding, dilation))
+    check_pool_output(f"max_pool{nd}d", input.shape, osize)
     hi = tuple(max(p, (o - 1) * s + d * (k - 1) + 1 - n - p) for o, s, d, k, n, p in zip(
         osize, stride, dilation, kernel_size, size, padding))
     x = _pad(xp, input, padding, hi, _lowest(input))
-    win = _windows(xp, x, kernel_size, stride, dilation, osize)
-    flat = win.reshape(win.shape[:win.ndim - nd] + (-1,))
-
-    def positions(arg):
-        taps = xp.unravel_index(arg, kernel_size)
-        return _flat_index([xp.arange(o).reshape((o,) + (1,) * (nd - 1 - i)) * s + t * d - p
-                            for i, (o, s, t, d, p) in enumerate(zip(osize, stride, taps,
-                                                                    dilation, padding))], size)
-    return _argmax_windows(xp, flat, osize, positions)
+    win = _windows(xp, x, kernel_size, stride, dilation, osize)       # (*lead, *osize, *k)
+    lead = (slice(None),) * (win.ndim - nd)
+    # NOTE: branch-free passes over the output (a masked copy per tap is several times slower):
+    # the max first, then the tap index by torch's rule, a later value wins if greater or NaN,
+    # so the first maximum, or the last NaN
+    views = [win[lead + tap] for tap in _taps(kernel_size)]
+    best = views[0].copy()
+    for v in views[1:]:
+        xp.maximum(best, v, out=best)
+    arg = xp.zeros(best.shape, np.int64)
+    for j in range(len(views) - 1, -1, -1):
+        arg += (views[j] == best) * (j - arg)
+    if best.dtype.kind not in "iub" and xp.isnan(best).any():
+        for j, v in enumerate(views):
+            arg += (v != v) * (j - arg)
+    strides = _flat_strides(size)
+    offsets = xp.asarray([sum(t * d * st for t, d, st in zip(tap, dilation, strides))
+                          for tap in _taps(kernel_size)])
+    base = sum(xp.arange(o).reshape((o,) + (1,) * (nd - 1 - i)) * (s * st) - p * st
+               for i, (o, s, p, st) in enumerate(zip(osize, stride, padding, strides)))
+    return best, base + xp.take(offsets, arg)
 
 
 def _adaptive_windows(size, out):
@@ -470,8 +518,10 @@ def max_unpool_grad(g, indices, in_shape, nd, accumulate=True):
 
 
 @max_pool_nd.vjp(save=("result",))
-def _(g, input, kernel_size, *args, result=None):
-    return max_unpool_grad(g[0], result[1], input.shape, len(kernel_size))
+def _(g, input, kernel_size, stride, padding, dilation, ceil_mode, result=None):
+    # windows that cannot overlap give unique indices: a plain scatter, no accumulation
+    overlap = any(s < d * (k - 1) + 1 for s, d, k in zip(stride, dilation, kernel_size))
+    return max_unpool_grad(g[0], result[1], input.shape, len(kernel_size), overlap)
 
 
 @adaptive_max_pool_nd.vjp(save=("result",))
@@ -483,6 +533,7 @@ def _pool_meta(x, kernel_size, stride, padding, dilation, ceil_mode):
     nd = len(kernel_size)
     osize = tuple(pool_output_size(*a, ceil_mode) for a in zip(
         x.shape[x.ndim - nd:], kernel_size, stride, padding, dilation))
+    check_pool_output(f"max_pool{nd}d", x.shape, osize)
     shape = x.shape[:x.ndim - nd] + osize
     return empty(shape, x.dtype), empty(shape, np.int64)
 

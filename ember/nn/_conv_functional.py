@@ -248,7 +248,14 @@ def _max_pool(nd):
         >>> ember.nn.functional.max_pool{nd}d(x, 2).flatten().tolist()[:2]
         {[[1.0, 3.0], [5.0, 7.0], [21.0, 23.0]][nd - 1]}
     """
-    with_indices.__doc__ = f"``max_pool{nd}d`` returning (values, indices)."
+    with_indices.__doc__ = f"""``max_pool{nd}d`` returning (values, flat indices).
+
+    Example:
+        >>> import ember
+        >>> x = ember.arange({4.0 ** nd}).reshape({(1, 1) + (4,) * nd})
+        >>> ember.nn.functional.max_pool{nd}d_with_indices(x, 4)[1].flatten().tolist()
+        [{4 ** nd - 1}]
+    """
     return with_indices, max_pool
 
 
@@ -273,6 +280,7 @@ def _avg_pool_nd(input, kernel_size, stride, padding, ceil_mode, count_include_p
     lead, size = tuple(input.shape[:-nd]), tuple(input.shape[-nd:])
     osize = tuple(_C.pool_output_size(n, kk, ss, pp, 1, ceil_mode)
                   for n, kk, ss, pp in zip(size, k, s, p))
+    _C.check_pool_output(name, tuple(input.shape), osize)
     # window sums are a convolution with a ones kernel (channels folded into the batch)
     x = input.reshape((-1, 1) + size)
     extra = [max(0, (o - 1) * ss + kk - (n + 2 * pp)) for o, ss, kk, n, pp in zip(
@@ -414,7 +422,14 @@ def _adaptive_max(nd):
         out, idx = with_indices(input, output_size)
         return (out, idx) if return_indices else out
     with_indices.__name__ = f"adaptive_max_pool{nd}d_with_indices"
-    with_indices.__doc__ = f"``adaptive_max_pool{nd}d`` returning (values, indices)."
+    with_indices.__doc__ = f"""``adaptive_max_pool{nd}d`` returning (values, flat indices).
+
+    Example:
+        >>> import ember
+        >>> x = ember.arange({4.0 ** nd}).reshape({(1, 1) + (4,) * nd})
+        >>> ember.nn.functional.adaptive_max_pool{nd}d_with_indices(x, 1)[1].flatten().tolist()
+        [{4 ** nd - 1}]
+    """
     adaptive_max_pool.__name__ = f"adaptive_max_pool{nd}d"
     adaptive_max_pool.__doc__ = f"""{nd}-d max pooling to a fixed ``output_size``.
 
@@ -532,7 +547,7 @@ def _source(mode, n, o, scale, align_corners):
     area_pixel_compute_source_index / nearest index rules)."""
     i = np.arange(o, dtype=np.float64)
     if mode == "nearest":
-        # NOTE: torch computes nearest indices in float32; matching it matters at x.5 edges
+        # NOTE: torch computes nearest indices in float32 (matching it matters at x.5 edges)
         s = np.float32(scale if scale else n / o)
         return np.minimum(np.floor(i.astype(np.float32) * s), n - 1).astype(np.int64)
     if mode == "nearest-exact":
@@ -622,14 +637,28 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                 3: adaptive_avg_pool3d}[nd](input, osize)
     x = input
     for i in range(nd):
-        if mode in ("nearest", "nearest-exact") and osize[i] == in_size[i]:
+        n, o = in_size[i], osize[i]
+        # NOTE: torch's CPU kernels ignore the scale factor in a few cases: the linear modes
+        # copy a dim whose size does not change, 2-d nearest also repeats each cell when the
+        # size doubles. We match them.
+        if o == n and (mode in ("linear", "bilinear", "trilinear") or
+                       mode == "nearest" and nd == 2):
             continue
-        x = _resample_dim(x, 2 + i, mode, osize[i], scales[i], bool(align_corners))
+        if o == 2 * n and mode == "nearest" and nd == 2:
+            x = x.index_select(2 + i, ember.tensor(np.arange(o) // 2, device=x.device))
+            continue
+        x = _resample_dim(x, 2 + i, mode, o, scales[i], bool(align_corners))
     return x
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
-    """Deprecated alias of :func:`interpolate`."""
+    """Deprecated alias of :func:`interpolate`.
+
+    Example:
+        >>> import ember
+        >>> ember.nn.functional.upsample(ember.ones(1, 1, 2), scale_factor=2).shape
+        torch.Size([1, 1, 4])
+    """
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
