@@ -3,11 +3,11 @@ import numpy as np
 
 from .. import _dtype
 from .._backends import backend
+from .._device import CPU
 from .._tensor import Tensor
 from ..autograd import grad_mode
 from ..autograd.graph import CopySlices, NotImplementedNode, OpNode
 
-_FLOATING = (_dtype._FLOAT, _dtype._COMPLEX)
 _state = grad_mode.state
 
 
@@ -114,8 +114,73 @@ def _device_of(opdef, tensors):
     return dev
 
 
+# Tensor dtypes a Python int/float operand never changes (bfloat16/fp8 are out: see _promote)
+_SCALAR_KEEPS = frozenset((_dtype.float16, _dtype.float32, _dtype.float64, _dtype.complex64,
+                           _dtype.complex128))
+_SCALARS = (int, float)
+_new = object.__new__
+
+
 def dispatch(opdef, args, kwargs):
-    """Run ``opdef`` on ``args``/``kwargs`` (tensors, scalars, options); return Tensor(s)."""
+    """Run ``opdef`` on ``args``/``kwargs`` (tensors, scalars, options); return Tensor(s).
+
+    The common call (one or two cpu tensors of one dtype, or a float tensor and a Python
+    number; no keywords, view, autocast or tracer) takes the fast path below, which needs no
+    promotion or device resolution; everything else goes through ``_dispatch``.
+    """
+    if kwargs or opdef.view or hooks.autocast is not None or hooks.tracer is not None:
+        return _dispatch(opdef, args, kwargs)
+    n = len(args)
+    if n == 2:
+        a, b = args
+        if isinstance(a, Tensor):
+            dt = a.dtype
+            if isinstance(b, Tensor):
+                if b.dtype is not dt or b.device is not CPU:
+                    return _dispatch(opdef, args, kwargs)
+                tensors, x, y = args, a._data, b._data
+            elif type(b) in _SCALARS and dt in _SCALAR_KEEPS:
+                tensors, x, y = (a,), a._data, b
+            else:
+                return _dispatch(opdef, args, kwargs)
+        elif type(a) in _SCALARS and isinstance(b, Tensor) and b.dtype in _SCALAR_KEEPS:
+            a, dt, tensors, x, y = b, b.dtype, (b,), a, b._data
+        else:
+            return _dispatch(opdef, args, kwargs)
+        if a.device is not CPU or (opdef.promote == "float" and dt.category < _dtype._FLOAT):
+            return _dispatch(opdef, args, kwargs)
+        try:
+            res = opdef.fwd(np, x, y)        # the cpu backend's run(), without the hop
+        except (ValueError, IndexError, TypeError) as e:
+            raise _explain(opdef, tensors, e) from None
+    elif n == 1:
+        a = args[0]
+        if not isinstance(a, Tensor) or a.device is not CPU:
+            return _dispatch(opdef, args, kwargs)
+        dt, tensors = a.dtype, args
+        if opdef.promote == "float" and dt.category < _dtype._FLOAT:
+            return _dispatch(opdef, args, kwargs)
+        try:
+            res = opdef.fwd(np, a._data)
+        except (ValueError, IndexError, TypeError) as e:
+            raise _explain(opdef, tensors, e) from None
+    else:
+        return _dispatch(opdef, args, kwargs)
+    if type(res) is not np.ndarray:
+        return _finish(opdef, args, kwargs, tensors, res, CPU, None)
+    out = _new(Tensor)                   # Tensor._wrap, inlined
+    out._data = res
+    out.dtype = dt if res.dtype is dt.np else Tensor._dtype_of(res)
+    if _state.grad_enabled and opdef.differentiable:
+        for t in tensors:
+            if t._requires_grad:
+                _record(opdef, args, {}, tensors, (out,))
+                break
+    return out
+
+
+def _dispatch(opdef, args, kwargs):
+    """The general path: keywords, lists of tensors, promotion, devices, views, hooks."""
     out = kwargs.pop("out", None) if kwargs else None
     if kwargs:
         args, kwargs = _kwargs_to_positional(opdef, args, kwargs)
@@ -136,6 +201,11 @@ def dispatch(opdef, args, kwargs):
         res = backend(dev).run(opdef, arrays, kwargs)
     except (ValueError, IndexError, TypeError) as e:
         raise _explain(opdef, tensors, e) from None
+    return _finish(opdef, args, kwargs, tensors, res, dev, out)
+
+
+def _finish(opdef, args, kwargs, tensors, res, dev, out):
+    """Wrap the result array(s), link views to their base, record autograd, call the tracer."""
     multi = type(res) is tuple
     outs = [Tensor._wrap(r, dev) for r in res] if multi else [Tensor._wrap(res, dev)]
     if opdef.view:
@@ -159,8 +229,9 @@ def dispatch(opdef, args, kwargs):
 
 
 def _record(opdef, args, kwargs, tensors, outs):
-    diff = [i for i, o in enumerate(outs) if i not in opdef.nondiff_outputs
-            and o.dtype.category in _FLOATING]
+    nondiff = opdef.nondiff_outputs
+    diff = [i for i, o in enumerate(outs) if o.dtype.category >= _dtype._FLOAT and
+            (not nondiff or i not in nondiff)]
     if not diff:
         return
     if opdef.vjp_fn is None:

@@ -2,8 +2,10 @@
 (each saved tensor with the version it had) and an edge ``(node, output_nr)`` per input."""
 import itertools
 import traceback
+import types
 import weakref
 
+from .._size import Size
 from .anomaly_mode import anomaly
 
 _seq = itertools.count()
@@ -19,24 +21,29 @@ _FREED_MSG = (
 class TensorMeta:
     """What backward knows of an input it did not save: shape, dtype, device."""
 
-    __slots__ = ("shape", "dtype", "device")
+    __slots__ = ("_shape", "dtype", "device")
 
     def __init__(self, t):
-        self.shape, self.dtype, self.device = t.shape, t.dtype, t.device
+        # the array's plain shape tuple: a Size is only built if a backward asks for it
+        self._shape, self.dtype, self.device = t._data.shape, t.dtype, t.device
+
+    @property
+    def shape(self):
+        return Size(self._shape)
 
     def dim(self):
-        return len(self.shape)
+        return len(self._shape)
 
     def size(self, d=None):
-        return self.shape if d is None else self.shape[d]
+        return self.shape if d is None else self._shape[d]
 
     @property
     def ndim(self):
-        return len(self.shape)
+        return len(self._shape)
 
     def numel(self):
         n = 1
-        for s in self.shape:
+        for s in self._shape:
             n *= s
         return n
 
@@ -50,40 +57,62 @@ def edge_of(t):
     return (None, 0)
 
 
+# Hook containers start as these shared empty ones and become a node's own on first
+# registration, so the common node (no hooks) allocates nothing for them.
+_NO_HOOKS = types.MappingProxyType({})
+
+
 class Node:
     """Base of backward functions: ``apply(grad_outputs) -> grad_inputs`` (one per edge)."""
 
     _released = False
     _has_saved = False
     _trace = None
+    _pre_hooks = _hooks = ()
+    _tensor_pre_hooks = _retain_grad_hooks = _NO_HOOKS
 
     def __init__(self, inputs):
         self.seq = next(_seq)
-        self.next_functions = tuple(edge_of(t) for t in inputs)
+        self.next_functions = tuple([edge_of(t) for t in inputs])
         self.input_meta = [TensorMeta(t) for t in inputs]
-        self._pre_hooks, self._hooks, self._tensor_pre_hooks = [], [], {}
-        self._retain_grad_hooks = {}
-        self.metadata = {}
         if anomaly.enabled:
             self._trace = traceback.format_stack()[:-3]
+
+    @property
+    def metadata(self):
+        d = self.__dict__.get("_metadata")
+        if d is None:
+            d = self._metadata = {}
+        return d
 
     def name(self):
         return type(self).__name__
 
     def register_hook(self, fn):
         """``fn(grad_inputs, grad_outputs)`` runs after this node; may return new grad_inputs."""
+        if type(self._hooks) is tuple:
+            self._hooks = []
         self._hooks.append(fn)
         return _Handle(self._hooks, fn)
 
     def register_prehook(self, fn):
         """``fn(grad_outputs)`` runs before this node; may return new grad_outputs."""
+        if type(self._pre_hooks) is tuple:
+            self._pre_hooks = []
         self._pre_hooks.append(fn)
         return _Handle(self._pre_hooks, fn)
 
     def _register_tensor_hook(self, output_nr, fn):
+        if self._tensor_pre_hooks is _NO_HOOKS:
+            self._tensor_pre_hooks = {}
         hooks = self._tensor_pre_hooks.setdefault(output_nr, [])
         hooks.append(fn)
         return _Handle(hooks, fn)
+
+    def _set_retain_grad_hook(self, output_nr, fn):
+        if self._retain_grad_hooks is _NO_HOOKS:
+            self._retain_grad_hooks = {}
+        self._retain_grad_hooks[output_nr] = fn
 
     def release(self):
         pass
@@ -115,23 +144,28 @@ class OpNode(Node):
     """The backward of one OpDef call."""
 
     def __init__(self, opdef, args, kwargs, inputs, outputs):
-        super().__init__(inputs)
+        Node.__init__(self, inputs)
         self.opdef, self.kwargs, self.n_outputs = opdef, kwargs, len(outputs)
-        saved, versions, self.tensor_positions = list(args), [], []
+        save, metas, n_in = opdef.save, self.input_meta, len(inputs)
+        saved, versions, positions, k = list(args), [], [], 0
+        # ``inputs`` are the tensors among ``args`` in order (lists of tensors spread out), so
+        # an identity test against the next one finds them without type checks.
         for i, a in enumerate(args):
-            if hasattr(a, "_data"):
-                self.tensor_positions.append((i, None))
-            elif isinstance(a, (list, tuple)) and a and hasattr(a[0], "_data"):
-                self.tensor_positions.append((i, len(a)))
-            if i in opdef.save:
-                for t in (a if isinstance(a, (list, tuple)) else (a,)):
-                    if hasattr(t, "_version"):
-                        versions.append((t, t._version))
-            elif hasattr(a, "_data"):
-                saved[i] = TensorMeta(a)
-            elif isinstance(a, (list, tuple)) and a and hasattr(a[0], "_data"):
-                saved[i] = [TensorMeta(t) if hasattr(t, "_data") else t for t in a]
-        self.args, self.versions = saved, versions
+            if k == n_in:
+                break
+            if a is inputs[k]:
+                n, ts = None, (a,)
+            elif type(a) in (list, tuple) and a and a[0] is inputs[k]:
+                n, ts = len(a), a
+            else:
+                continue
+            positions.append((i, n))
+            if i in save:
+                versions.extend([(t, t._version) for t in ts])
+            else:           # backward sees only the metadata of what it did not save
+                saved[i] = metas[k] if n is None else metas[k:k + n]
+            k += len(ts)
+        self.args, self.versions, self.tensor_positions = saved, versions, positions
         self._has_saved = bool(versions) or opdef.save_result
         self.out_meta = [TensorMeta(o) for o in outputs]
         if opdef.save_result:
@@ -156,7 +190,8 @@ class OpNode(Node):
         if self._released:
             raise RuntimeError(_FREED_MSG)
         for t, v in self.versions:
-            self._check_version(t, v, "")
+            if t._version != v:
+                self._check_version(t, v, "")
         kwargs = self.kwargs
         if self.opdef.save_result:
             res = []
@@ -195,17 +230,17 @@ class NotImplementedNode(Node):
 class AccumulateGrad(Node):
     """Sink of a leaf: adds the incoming gradient into ``variable.grad``."""
 
+    seq = float("inf")                   # NOTE: like torch, accumulate as soon as ready
+    next_functions, input_meta, n_outputs = (), (), 1
+
     def __init__(self, variable):
-        super().__init__(())
-        self.seq = float("inf")          # NOTE: like torch, accumulate as soon as ready
+        # a sink has no edges or metadata: skip Node.__init__, it is made once per leaf use
         self.variable = variable
-        self.n_outputs = 1
 
     def accumulate(self, g, create_graph):
         v = self.variable
         if v.grad is None:
-            if not create_graph:
-                g = g.detach()
+            # without create_graph the engine runs in no_grad, so the clone has no history.
             # NOTE: the same gradient object can reach several leaves (add's backward passes
             # g twice), so .grad gets its own buffer: accumulating in place must not alias.
             v.grad = g if create_graph and g.grad_fn is not None else g.clone()
