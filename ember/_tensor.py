@@ -73,7 +73,7 @@ class Tensor:
             arr = np.asarray(arr)      # numpy returns scalars from 0-dim ufuncs and reductions
         t = object.__new__(Tensor)
         t._data = arr
-        t.dtype = Tensor._dtype_of(arr)
+        t.dtype = _BY_NP.get(arr.dtype) or _dtype.from_numpy_dtype(arr.dtype)
         if device is not CPU:
             t.device = device
         return t
@@ -265,7 +265,7 @@ class Tensor:
             t = ref()
             if t is not None:
                 t.grad = g.detach().clone() if t.grad is None else t.grad + g.detach()
-        self.grad_fn._set_retain_grad_hook(self._output_nr, keep)
+        self.grad_fn._retain_grad_hooks[self._output_nr] = keep
         self._retains_grad = True
 
     @property

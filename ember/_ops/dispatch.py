@@ -229,9 +229,12 @@ def _finish(opdef, args, kwargs, tensors, res, dev, out):
 
 
 def _record(opdef, args, kwargs, tensors, outs):
-    nondiff = opdef.nondiff_outputs
-    diff = [i for i, o in enumerate(outs) if o.dtype.category >= _dtype._FLOAT and
-            (not nondiff or i not in nondiff)]
+    if len(outs) == 1:
+        diff = () if outs[0].dtype.category < _dtype._FLOAT or 0 in opdef.nondiff_outputs \
+            else (0,)
+    else:
+        diff = [i for i, o in enumerate(outs) if o.dtype.category >= _dtype._FLOAT and
+                i not in opdef.nondiff_outputs]
     if not diff:
         return
     if opdef.vjp_fn is None:

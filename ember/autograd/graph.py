@@ -1,11 +1,12 @@
 """Graph nodes. A ``Node`` is the backward of one op call: it keeps what the op's vjp reads
 (each saved tensor with the version it had) and an edge ``(node, output_nr)`` per input."""
 import itertools
+import operator
 import traceback
-import types
 import weakref
 
 from .._size import Size
+from . import grad_mode
 from .anomaly_mode import anomaly
 
 _seq = itertools.count()
@@ -18,34 +19,46 @@ _FREED_MSG = (
     "backward.")
 
 
-class TensorMeta:
-    """What backward knows of an input it did not save: shape, dtype, device."""
+class TensorMeta(tuple):
+    """What backward knows of an input it did not save: shape, dtype, device.
 
-    __slots__ = ("_shape", "dtype", "device")
+    A tuple ``(shape, dtype, device)`` underneath, so the graph can make one without running
+    Python code (``_TUPLE(TensorMeta, (shape, dtype, device))``); ``TensorMeta(t)`` also works.
+    """
 
-    def __init__(self, t):
-        # the array's plain shape tuple: a Size is only built if a backward asks for it
-        self._shape, self.dtype, self.device = t._data.shape, t.dtype, t.device
+    __slots__ = ()
+    _shape = property(operator.itemgetter(0))      # the plain tuple; ``shape`` is a Size
+    dtype = property(operator.itemgetter(1))
+    device = property(operator.itemgetter(2))
+
+    def __new__(cls, t):
+        return tuple.__new__(cls, (t._data.shape, t.dtype, t.device))
 
     @property
     def shape(self):
-        return Size(self._shape)
+        return Size(self[0])
 
     def dim(self):
-        return len(self._shape)
+        return len(self[0])
 
     def size(self, d=None):
-        return self.shape if d is None else self._shape[d]
+        return self.shape if d is None else self[0][d]
 
     @property
     def ndim(self):
-        return len(self._shape)
+        return len(self[0])
 
     def numel(self):
         n = 1
-        for s in self._shape:
+        for s in self[0]:
             n *= s
         return n
+
+    def __repr__(self):
+        return f"TensorMeta(shape={list(self[0])}, dtype={self[1]}, device={self[2]})"
+
+
+_TUPLE = tuple.__new__
 
 
 def edge_of(t):
@@ -57,24 +70,23 @@ def edge_of(t):
     return (None, 0)
 
 
-# Hook containers start as these shared empty ones and become a node's own on first
-# registration, so the common node (no hooks) allocates nothing for them.
-_NO_HOOKS = types.MappingProxyType({})
-
-
 class Node:
     """Base of backward functions: ``apply(grad_outputs) -> grad_inputs`` (one per edge)."""
 
     _released = False
     _has_saved = False
     _trace = None
-    _pre_hooks = _hooks = ()
-    _tensor_pre_hooks = _retain_grad_hooks = _NO_HOOKS
+    _pre_hooks = _hooks = ()        # made a list on the first registration
 
     def __init__(self, inputs):
         self.seq = next(_seq)
-        self.next_functions = tuple([edge_of(t) for t in inputs])
-        self.input_meta = [TensorMeta(t) for t in inputs]
+        # plain loops: a comprehension costs a function object per call (Python 3.11)
+        edges, metas = [], []
+        for t in inputs:
+            edges.append((t.grad_fn, t._output_nr) if t.grad_fn is not None else edge_of(t))
+            metas.append(_TUPLE(TensorMeta, (t._data.shape, t.dtype, t.device)))
+        self.next_functions, self.input_meta = tuple(edges), metas
+        self._tensor_pre_hooks, self._retain_grad_hooks = {}, {}
         if anomaly.enabled:
             self._trace = traceback.format_stack()[:-3]
 
@@ -103,16 +115,9 @@ class Node:
         return _Handle(self._pre_hooks, fn)
 
     def _register_tensor_hook(self, output_nr, fn):
-        if self._tensor_pre_hooks is _NO_HOOKS:
-            self._tensor_pre_hooks = {}
         hooks = self._tensor_pre_hooks.setdefault(output_nr, [])
         hooks.append(fn)
         return _Handle(hooks, fn)
-
-    def _set_retain_grad_hook(self, output_nr, fn):
-        if self._retain_grad_hooks is _NO_HOOKS:
-            self._retain_grad_hooks = {}
-        self._retain_grad_hooks[output_nr] = fn
 
     def release(self):
         pass
@@ -161,13 +166,16 @@ class OpNode(Node):
                 continue
             positions.append((i, n))
             if i in save:
-                versions.extend([(t, t._version) for t in ts])
+                for t in ts:
+                    versions.append((t, t._version))
             else:           # backward sees only the metadata of what it did not save
                 saved[i] = metas[k] if n is None else metas[k:k + n]
             k += len(ts)
         self.args, self.versions, self.tensor_positions = saved, versions, positions
         self._has_saved = bool(versions) or opdef.save_result
-        self.out_meta = [TensorMeta(o) for o in outputs]
+        self.out_meta = metas = []
+        for o in outputs:
+            metas.append(_TUPLE(TensorMeta, (o._data.shape, o.dtype, o.device)))
         if opdef.save_result:
             self.results = [(o._alias(), o._version) for o in outputs]
 
@@ -194,10 +202,12 @@ class OpNode(Node):
                 self._check_version(t, v, "")
         kwargs = self.kwargs
         if self.opdef.save_result:
-            res = []
+            res, graph = [], grad_mode.state.grad_enabled
             for i, (r, v) in enumerate(self.results):
-                self._check_version(r, v, f", which is output {i} of {self.name()}")
-                res.append(r._as_output_of(self, i))
+                if r._version != v:
+                    self._check_version(r, v, f", which is output {i} of {self.name()}")
+                # only a differentiable backward (create_graph) needs the output in the graph
+                res.append(r._as_output_of(self, i) if graph else r)
             kwargs = dict(kwargs, result=res[0] if self.n_outputs == 1 else tuple(res))
         g = grads[0] if self.n_outputs == 1 else grads
         out = self.opdef.vjp_fn(g, *self.args, **kwargs)
@@ -236,6 +246,7 @@ class AccumulateGrad(Node):
     def __init__(self, variable):
         # a sink has no edges or metadata: skip Node.__init__, it is made once per leaf use
         self.variable = variable
+        self._tensor_pre_hooks, self._retain_grad_hooks = {}, {}
 
     def accumulate(self, g, create_graph):
         v = self.variable
