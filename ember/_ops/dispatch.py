@@ -174,7 +174,7 @@ def dispatch(opdef, args, kwargs):
     if _state.grad_enabled and opdef.differentiable:
         for t in tensors:
             if t._requires_grad:
-                _record(opdef, args, {}, tensors, (out,))
+                _record(opdef, args, kwargs, tensors, (out,))
                 break
     return out
 
