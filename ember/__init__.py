@@ -34,7 +34,6 @@ from ._ops.random import (Generator, bernoulli, default_generator,  # noqa: E402
                           get_rng_state, initial_seed, manual_seed, multinomial, normal, rand,
                           rand_like, randint, randint_like, randn, randn_like, randperm, seed,
                           set_rng_state)
-from ._ops.reduction import std  # noqa: E402,F401
 from ._ops.shape import chunk  # noqa: E402,F401
 from .autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402,F401
                                  is_grad_enabled, is_inference_mode_enabled, no_grad,
@@ -82,7 +81,8 @@ def __getattr__(name):
     # Heavy or optional parts load on first use, so ``import ember`` stays fast.
     import importlib
     if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "amp", "testing",
-                "special", "fft", "linalg", "func", "backends", "profiler", "compiler"):
+                "special", "fft", "linalg", "func", "backends", "profiler", "compiler",
+                "serialization"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:
@@ -92,4 +92,9 @@ def __getattr__(name):
             raise
         globals()[name] = mod
         return mod
+    if name in ("save", "load"):
+        # ember.save / ember.load live in serialization.py, which loads zipfile and json.
+        fn = getattr(importlib.import_module(".serialization", __name__), name)
+        globals()[name] = fn
+        return fn
     raise AttributeError(f"module 'ember' has no attribute '{name}'")

@@ -31,6 +31,8 @@ class dtype:
         return {complex64: float32, complex128: float64}.get(self, self)
 
     def to_complex(self):
+        if self.category == _FLOAT and self._rank == 0:
+            raise RuntimeError(f"Unknown Complex ScalarType for {_SCALAR_NAMES[self.name]}")
         return complex128 if self in (float64, complex128) else complex64
 
     def __repr__(self):
@@ -60,6 +62,12 @@ ALL = (bool_, uint8, int8, int16, int32, int64, float8_e4m3fn, float8_e5m2, floa
 ALIASES = {"bool": bool_, "half": float16, "float": float32, "double": float64, "short": int16,
            "int": int32, "long": int64, "cfloat": complex64, "cdouble": complex128,
            "float16": float16, "bfloat16": bfloat16, "float32": float32, "float64": float64}
+# torch's C++ ScalarType names, which its error messages use ("Float", "Char", ...)
+_SCALAR_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short",
+                 "int32": "Int", "int64": "Long", "float8_e4m3fn": "Float8_e4m3fn",
+                 "float8_e5m2": "Float8_e5m2", "float16": "Half", "bfloat16": "BFloat16",
+                 "float32": "Float", "float64": "Double", "complex64": "ComplexFloat",
+                 "complex128": "ComplexDouble"}
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NP = {d.np: d for d in ALL}
 
@@ -76,7 +84,8 @@ def from_numpy_dtype(np_dtype):
         d = np.dtype(np_dtype)
         if d in _BY_NP:
             return _BY_NP[d]
-        raise TypeError(f"can't convert np.ndarray of type {d}. The only supported types are: "
+        raise TypeError(f"can't convert np.ndarray of type numpy.{d.type.__name__}. The only "
+                        "supported types are: "
                         "float64, float32, float16, complex64, complex128, int64, int32, int16, "
                         "int8, uint8, and bool.") from None
 
@@ -136,8 +145,8 @@ def promote_types(a, b):
     if a is b:
         return a
     if a.category == _FLOAT and a._rank == 0 or b.category == _FLOAT and b._rank == 0:
-        raise TypeError(f"Promotion for Float8 Types is not supported, attempted to promote "
-                        f"{a.name} and {b.name}")
+        raise RuntimeError(f"Promotion for Float8 Types is not supported, attempted to promote "
+                           f"{_SCALAR_NAMES[a.name]} and {_SCALAR_NAMES[b.name]}")
     ca, cb = a.category, b.category
     if ca < cb or (ca == cb and a._rank < b._rank):
         a, b, ca, cb = b, a, cb, ca                      # a is now the "bigger" one
@@ -198,12 +207,15 @@ class finfo:
         if d.category == _COMPLEX:
             d = d.to_real()
         if d.category != _FLOAT:
-            raise TypeError(f"torch.finfo() requires a floating point input type, got {d}")
+            raise TypeError("torch.finfo() requires a floating point input type. Use torch.iinfo "
+                            "to handle 'torch.finfo'")
         f = ml_dtypes.finfo(d.np)
         self.dtype, self.bits = d.name, d.itemsize * 8
         self.eps, self.max, self.min = float(f.eps), float(f.max), float(f.min)
         self.tiny = self.smallest_normal = float(f.smallest_normal)
-        self.resolution = float(10.0 ** -f.precision)
+        # NOTE: torch's resolution is 10 ** -digits10 (std::numeric_limits), which is 1 for
+        # float8 where ml_dtypes' ``precision`` says 0.1.
+        self.resolution = 10.0 ** -int(np.floor(-np.log10(self.eps)))
 
     def __repr__(self):
         return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, "
@@ -216,10 +228,13 @@ class iinfo:
 
     def __init__(self, type):
         d = to_dtype(type)
-        if d.category not in (_INT, _BOOL):
-            raise TypeError(f"torch.iinfo() requires an integer input type, got {d}")
-        i = np.iinfo(np.uint8 if d is bool_ else d.np)
+        if d is bool_:
+            raise TypeError("torch.bool is not supported by torch.iinfo")
+        if d.category != _INT:
+            raise TypeError("torch.iinfo() requires an integer input type. Use torch.finfo to "
+                            "handle 'torch.iinfo'")
+        i = np.iinfo(d.np)
         self.dtype, self.bits, self.max, self.min = d.name, d.itemsize * 8, int(i.max), int(i.min)
 
     def __repr__(self):
-        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
+        return f"iinfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})"

@@ -15,6 +15,19 @@ from .autograd.graph import AccumulateGrad
 _BY_NP = _dtype._BY_NP
 
 
+def parse_to_args(args, dtype=None, device=None):
+    """``(dtype, device)`` from the positional forms of ``Tensor.to`` / ``Module.to``:
+    a dtype, a device (or its string), both, or a tensor to match."""
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype, device = a.dtype, a.device
+        elif isinstance(a, _dtype.dtype):
+            dtype = a
+        elif a is not None:
+            device = a
+    return dtype, device
+
+
 class Tensor:
     """A multi-dimensional array with autograd, like ``torch.Tensor``.
 
@@ -47,25 +60,11 @@ class Tensor:
         return object.__new__(cls)
 
     def __init__(self, *args, device=None, dtype=None):
-        # Legacy constructor: Tensor(data) copies data as the default dtype; Tensor(2, 3) is
-        # uninitialized of that size.
-        from ._ops.creation import _to_array, empty
-        if len(args) == 1 and not isinstance(args[0], int):
-            d = _dtype.to_dtype(dtype) if dtype else None
-            arr = _to_array(args[0], d)
-            if d is None and arr.dtype.kind in "iub" and not isinstance(args[0], Tensor):
-                arr = arr.astype(_dtype.get_default_dtype().np)
-            elif d is None and arr.dtype.kind == "f":
-                arr = arr.astype(_dtype.get_default_dtype().np)
-            dev = to_device(device)
-            self._data, self.dtype = backend(dev).asarray(arr, device=dev), \
-                _dtype.from_numpy_dtype(arr.dtype)
-        else:
-            t = empty(*args, dtype=dtype, device=device)
-            self._data, self.dtype = t._data, t.dtype
-            dev = t.device
-        if dev is not CPU:
-            self.device = dev
+        from ._ops.creation import _legacy_new
+        t = _legacy_new(args, device, dtype)
+        self._data, self.dtype, self._storage = t._data, t.dtype, t._storage
+        if t.device is not CPU:
+            self.device = t.device
 
     @staticmethod
     def _wrap(arr, device=CPU):
@@ -180,7 +179,7 @@ class Tensor:
                                "you want to use a computed variable in a subgraph that doesn't "
                                "require differentiation use var_no_grad = var.detach().")
         if value and self.dtype.category < _dtype._FLOAT:
-            raise RuntimeError("only Tensors of floating point and complex dtype can require "
+            raise RuntimeError("Only Tensors of floating point and complex dtype can require "
                                "gradients")
         self._requires_grad = bool(value)
 
@@ -338,11 +337,7 @@ class Tensor:
     def type(self, dtype=None, non_blocking=False):
         """Without an argument, the legacy type name (``torch.FloatTensor``); else a cast."""
         if dtype is None:
-            names = {"float32": "Float", "float64": "Double", "float16": "Half",
-                     "bfloat16": "BFloat16", "int64": "Long", "int32": "Int", "int16": "Short",
-                     "int8": "Char", "uint8": "Byte", "bool": "Bool", "complex64": "ComplexFloat",
-                     "complex128": "ComplexDouble"}
-            n = names.get(self.dtype.name, self.dtype.name)
+            n = _dtype._SCALAR_NAMES[self.dtype.name]
             return f"torch.{'cuda.' if self.is_cuda else ''}{n}Tensor"
         return self.to(dtype)
 
@@ -361,8 +356,8 @@ class Tensor:
         return self._data
 
     def __array__(self, dtype=None, copy=None):
-        a = self.detach().numpy(force=True)
-        return a if dtype is None else a.astype(dtype)
+        a = self.numpy()      # refuses tensors that require grad or live off the cpu, as torch
+        return a if dtype is None else a.astype(dtype, copy=False)
 
     def tolist(self):
         """The data as (nested) Python lists of numbers."""
@@ -376,22 +371,34 @@ class Tensor:
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted "
                                "to Scalar")
+        if self.device.type == "meta":
+            raise RuntimeError("Tensor.item() cannot be called on meta tensors")
         return self.reshape(()).tolist()
 
     def __bool__(self):
         if self._data.size != 1:
-            raise RuntimeError(f"Boolean value of Tensor with more than one value is "
-                               "ambiguous")
+            raise RuntimeError(f"Boolean value of Tensor with "
+                               f"{'no values' if self._data.size == 0 else 'more than one value'}"
+                               f" is ambiguous")
         return bool(self.item())
 
+    def _scalar(self, kind):
+        if self._data.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        v = self.item()
+        if type(v) is complex and kind is not complex:
+            raise RuntimeError(f"value cannot be converted to type "
+                               f"{'double' if kind is float else 'int64_t'} without overflow")
+        return kind(v)
+
     def __float__(self):
-        return float(self.item())
+        return self._scalar(float)
 
     def __int__(self):
-        return int(self.item())
+        return self._scalar(int)
 
     def __complex__(self):
-        return complex(self.item())
+        return self._scalar(complex)
 
     def __index__(self):
         if self.dtype.category > _dtype._INT or self._data.size != 1:
@@ -421,26 +428,17 @@ class Tensor:
         return tensor_repr(self)
 
     def __reduce_ex__(self, protocol):
-        from ._ops.creation import _rebuild
-        return (_rebuild, (backend(self.device).to_host(self._data), self.dtype.name,
-                           str(self.device), self._requires_grad, type(self)))
+        from ._ops.creation import _reduce
+        return _reduce(self)
 
     def __deepcopy__(self, memo):
         if self.grad_fn is not None:
             raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
                                "support the deepcopy protocol at the moment.")
-        if id(self) in memo:
-            return memo[id(self)]
-        t = self.detach().clone()
-        if type(self) is not Tensor:
-            t = type(self)(t, self._requires_grad) if hasattr(type(self), "_is_param") else t
-        t._requires_grad = self._requires_grad
-        if self.grad is not None:
-            t.grad = self.grad.clone()
-        t.__dict__.update({k: v for k, v in self.__dict__.items() if not k.startswith("_")
-                           and k not in ("grad", "dtype", "device", "grad_fn")})
-        memo[id(self)] = t
-        return t
+        if id(self) not in memo:
+            from ._ops.creation import _deepcopy
+            memo[id(self)] = _deepcopy(self, memo)
+        return memo[id(self)]
 
     # ---- device and dtype moves ----------------------------------------------------------
     def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False,
@@ -449,13 +447,7 @@ class Tensor:
 
         Accepts ``to(dtype)``, ``to(device)``, ``to(device, dtype)`` and ``to(other)``.
         """
-        for a in args:
-            if isinstance(a, Tensor):
-                dtype, device = a.dtype, a.device
-            elif isinstance(a, _dtype.dtype):
-                dtype = a
-            elif a is not None:
-                device = a
+        dtype, device = parse_to_args(args, dtype, device)
         dt = _dtype.to_dtype(dtype) if dtype is not None else self.dtype
         dev = to_device(device) if device is not None else self.device
         if dt is self.dtype and dev == self.device and not copy:

@@ -3,10 +3,10 @@ the ``new_*`` constructors. Attached to ``Tensor`` by ``ember/__init__.py``."""
 import numpy as np
 
 from . import _dtype
-from ._ops import indexing, linalg, pointwise, reduction, shape
+from ._ops import indexing, linalg, pointwise, reduction, registry, shape
 from ._ops import random as _random
 from ._ops.creation import _size, empty, full, ones, zeros
-from ._ops.dispatch import dispatch, dispatch_inplace
+from ._ops.dispatch import broadcast_clash, check_no_overlap, dispatch, dispatch_inplace
 from ._tensor import Tensor
 from .autograd import grad_mode
 
@@ -15,24 +15,60 @@ _add, _sub, _mul, _div, _pow = pointwise.add, pointwise.sub, pointwise.mul, poin
 _E = {}
 
 
+# NOTE: like torch, an operand that is no tensor, number or array makes the operator return
+# NotImplemented, so Python raises its TypeError and `t == None` is False.
+_OPERANDS = (Tensor, int, float, complex, np.generic, np.ndarray)
+
+
 def _binary(opdef, reflected=False):
     if reflected:
         def f(self, other):
+            if not isinstance(other, _OPERANDS):
+                return NotImplemented
             return dispatch(opdef, (other, self), _E)
     else:
         def f(self, other):
+            if not isinstance(other, _OPERANDS):
+                return NotImplemented
             return dispatch(opdef, (self, other), _E)
     return f
 
 
 def _inplace(opdef):
     def f(self, other):
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return dispatch_inplace(opdef, self, (other,), {})
     return f
 
 
 def _rsub(self, other):
+    if not isinstance(other, _OPERANDS):
+        return NotImplemented
     return dispatch(pointwise.rsub, (self, other), _E)
+
+
+def _by_name(name, reflected=False, inplace=False):
+    """An operator for the op ``name``, looked up when called (the op may be added later)."""
+    def f(self, other):
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        try:
+            opdef = registry.get(name)
+        except KeyError:
+            raise NotImplementedError(f"{name} is not implemented in ember yet") from None
+        if inplace:
+            return dispatch_inplace(opdef, self, (other,), {})
+        return dispatch(opdef, (other, self) if reflected else (self, other), _E)
+    return f
+
+
+def _matmul(reflected):
+    def f(self, other):
+        if not isinstance(other, Tensor):
+            return NotImplemented       # Python raises TypeError, as torch does
+        return dispatch(linalg.matmul, (other, self) if reflected else (self, other), _E)
+    return f
 
 
 OPERATORS = {
@@ -42,7 +78,17 @@ OPERATORS = {
     "__truediv__": _binary(_div), "__rtruediv__": _binary(_div, True),
     "__itruediv__": _inplace(_div),
     "__pow__": _binary(_pow), "__rpow__": _binary(_pow, True), "__ipow__": _inplace(_pow),
-    "__matmul__": _binary(linalg.matmul), "__rmatmul__": _binary(linalg.matmul, True),
+    "__matmul__": _matmul(False), "__rmatmul__": _matmul(True),
+    "__floordiv__": _by_name("floor_divide"), "__rfloordiv__": _by_name("floor_divide", True),
+    "__ifloordiv__": _by_name("floor_divide", inplace=True),
+    "__mod__": _by_name("remainder"), "__rmod__": _by_name("remainder", True),
+    "__imod__": _by_name("remainder", inplace=True),
+    "__lshift__": _by_name("bitwise_left_shift"),
+    "__rlshift__": _by_name("bitwise_left_shift", True),
+    "__ilshift__": _by_name("bitwise_left_shift", inplace=True),
+    "__rshift__": _by_name("bitwise_right_shift"),
+    "__rrshift__": _by_name("bitwise_right_shift", True),
+    "__irshift__": _by_name("bitwise_right_shift", inplace=True),
     "__eq__": _binary(pointwise.eq), "__ne__": _binary(pointwise.ne),
     "__lt__": _binary(pointwise.lt), "__le__": _binary(pointwise.le),
     "__gt__": _binary(pointwise.gt), "__ge__": _binary(pointwise.ge),
@@ -55,12 +101,24 @@ OPERATORS = {
     "__neg__": lambda self: dispatch(pointwise.neg, (self,), _E),
     "__abs__": lambda self: dispatch(pointwise.abs, (self,), _E),
     "__invert__": lambda self: dispatch(pointwise.bitwise_not, (self,), _E),
-    "__pos__": lambda self: self,
+    "__pos__": lambda self: self if self.dtype is not _dtype.bool_ else _no_bool_pos(),
 }
+
+
+def _no_bool_pos():
+    raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
 
 
 def _bool_ops(self, other, opdef):
     return dispatch(opdef, (self, other), _E)
+
+
+def __contains__(self, element):
+    """``element in t``: whether any entry equals ``element`` (a number or tensor)."""
+    if isinstance(element, (Tensor, int, float, complex, np.generic)):
+        return bool((element == self).any().item())
+    raise RuntimeError(f"Tensor.__contains__ only supports Tensor or scalar, but you passed in "
+                       f"a {type(element)}.")
 
 
 # ---- indexing -----------------------------------------------------------------------------
@@ -98,13 +156,15 @@ def __getitem__(self, index):
 
 
 def __setitem__(self, index, value):
-    idx, _ = _index_arrays(index)
+    idx, basic = _index_arrays(index)
     v_rg = isinstance(value, Tensor) and value._requires_grad
     if grad_mode.state.grad_enabled and (self._requires_grad or v_rg or (
             self._base is not None and self._base._requires_grad)):
         dispatch_inplace(indexing._index_put, self, (value, idx), {})
         return
     if self.device.type != "meta":
+        if 0 in self._data.strides:
+            check_no_overlap("index_put_", self._data[idx] if basic else self._data)
         v = value._data if isinstance(value, Tensor) else value
         if isinstance(value, Tensor) and value.device != self.device and value._data.ndim:
             raise RuntimeError(f"index_put_: expected value on {self.device}, got "
@@ -112,9 +172,18 @@ def __setitem__(self, index, value):
         try:
             self._data[idx] = v
         except (IndexError, ValueError) as e:
-            raise (IndexError if isinstance(e, IndexError) else RuntimeError)(
-                f"index_put_: {e} (tensor {list(self.shape)}, value "
-                f"{list(getattr(value, 'shape', ()))})") from None
+            if isinstance(e, IndexError):
+                raise IndexError(f"index_put_: {e}".replace("for axis", "for dimension")) \
+                    from None
+            target, got = list(np.shape(self._data[idx])), list(np.shape(v))
+            for d in range(1, min(len(target), len(got)) + 1):
+                if got[-d] not in (1, target[-d]):
+                    raise RuntimeError(
+                        f"index_put_: The expanded size of the tensor ({target[-d]}) must match "
+                        f"the existing size ({got[-d]}) at non-singleton dimension "
+                        f"{len(target) - d}.  Target sizes: {target}.  Tensor sizes: {got}"
+                    ) from None
+            raise RuntimeError(f"index_put_: {e} (tensor {target}, value {got})") from None
     self._bump_version()
 
 
@@ -124,9 +193,26 @@ def copy_(self, src, non_blocking=False):
     """Copy ``src`` (broadcast, cast, from any device) into this tensor."""
     if not isinstance(src, Tensor):
         src = Tensor._wrap(np.asarray(src))
+    if src.shape != self.shape:
+        _check_broadcasts_to("copy_", src.shape, self.shape)
     if src.device != self.device:
         src = src.to(self.device)
     return dispatch_inplace(pointwise._copy_from, self, (src,), {})
+
+
+def _check_broadcasts_to(name, src, dst):
+    """torch's errors for a source of shape ``src`` written into a tensor of shape ``dst``."""
+    clash = broadcast_clash(dst, src)
+    if clash:
+        raise RuntimeError(f"{name}: {clash}")
+    shape = np.broadcast_shapes(tuple(dst), tuple(src))
+    if shape != tuple(dst):
+        raise RuntimeError(f"{name}: output with shape {list(dst)} doesn't match the broadcast "
+                           f"shape {list(shape)}")
+
+
+# NOTE: torch lets fill_ write an expanded view (every element gets the same value anyway).
+pointwise._fill.writes_overlap = True
 
 
 def fill_(self, value):
@@ -181,10 +267,6 @@ def chunk(self, chunks, dim=0):
     return shape.chunk(self, chunks, dim)
 
 
-def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return reduction.std(self, dim, unbiased, keepdim, correction=correction)
-
-
 def _new(fn):
     def f(self, *size, dtype=None, device=None, requires_grad=False, **kw):
         return fn(*size, dtype=dtype or self.dtype, device=device or self.device,
@@ -213,14 +295,36 @@ PROPERTIES = {
 }
 
 
+RESTRIDE = ("squeeze", "unsqueeze", "t", "transpose", "swapaxes", "swapdims", "as_strided")
+
+
 def install():
+    for name in RESTRIDE:
+        setattr(Tensor, name + "_", _restride(name))
     for name, f in OPERATORS.items():
         setattr(Tensor, name, f)
     for name, f in PROPERTIES.items():
         setattr(Tensor, name, property(f))
-    for f in (__getitem__, __setitem__, copy_, fill_, zero_, contiguous, conj, resize_, view_as,
-              reshape_as, expand_as, chunk, std, new_full, new_tensor):
+    for f in (__contains__, __getitem__, __setitem__, copy_, fill_, zero_, contiguous, conj,
+              resize_, view_as, reshape_as, expand_as, chunk, new_full, new_tensor):
         setattr(Tensor, f.__name__, f)
     Tensor.new_zeros, Tensor.new_ones, Tensor.new_empty = _new(zeros), _new(ones), _new(empty)
     for name, f in _random.TENSOR_METHODS.items():
         setattr(Tensor, name, f)
+
+
+# ---- in-place view ops: change this tensor's shape/strides, keep its storage --------------------
+
+def _restride(name):
+    def f(self, *args, **kwargs):
+        if self._requires_grad and grad_mode.state.grad_enabled and self.grad_fn is not None:
+            # NOTE: an in-place view op on a non-leaf is recorded like the out-of-place view
+            v = getattr(self, name)(*args, **kwargs)
+            self._data, self.grad_fn, self._output_nr = v._data, v.grad_fn, v._output_nr
+            return self
+        self._data = getattr(self.detach(), name)(*args, **kwargs)._data
+        return self
+    f.__name__ = name + "_"
+    f.__doc__ = f"In-place version of :meth:`Tensor.{name}` (same storage, new shape/strides)."
+    return f
+

@@ -1,4 +1,4 @@
-"""The ``ember`` command line: ``ember demo | bench | info``."""
+"""The ``ember`` command line: ``ember demo | run | bench | info``."""
 import argparse
 import sys
 import time
@@ -49,6 +49,11 @@ def _demo(args):
     return 0
 
 
+def _run(args):
+    from .runner import run
+    return run(args.script, args.args)
+
+
 def _info(args):
     import platform
 
@@ -85,6 +90,10 @@ def main(argv=None):
     d.add_argument("--epochs", type=int, default=100)
     d.add_argument("--seed", type=int, default=0)
     d.set_defaults(fn=_demo)
+    r = sub.add_parser("run", help="run an unmodified PyTorch script on ember")
+    r.add_argument("script", help="the Python script (it may say `import torch`)")
+    r.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+    r.set_defaults(fn=_run)
     b = sub.add_parser("bench", help="quick benchmarks against PyTorch and NumPy")
     b.set_defaults(fn=_bench)
     i = sub.add_parser("info", help="versions and available backends")

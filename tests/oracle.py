@@ -1,4 +1,6 @@
 """Helpers to run the same computation in ember and in PyTorch (the test oracle)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -69,3 +71,53 @@ def assert_close(e, t, dtype_name=None, rtol=None, atol=None, what=""):
 
 def _all_zero(x):
     return bool((to_numpy(x) == 0).all())
+
+
+# ---- one scenario, both libraries -----------------------------------------------------------
+
+
+def _as_values(x):
+    """Results of a scenario as NumPy/Python values, so torch's and ember's compare."""
+    if isinstance(x, (torch.Tensor, ember.Tensor)):
+        return x.detach().numpy() if x.dtype.is_floating_point or x.dtype.is_complex else \
+            x.numpy()
+    if isinstance(x, (list, tuple)):
+        return [_as_values(v) for v in x]
+    return x
+
+
+def _run(fn, lib):
+    try:
+        return fn(lib), None
+    except Exception as e:          # noqa: BLE001  (the error is the result to compare)
+        return None, e
+
+
+def same(fn, match=None):
+    """Run ``fn(lib)`` with torch and ember: both raise the same type with ``match`` in both
+    messages, or both return equal values (tensors, numbers, strings, nested lists)."""
+    (t, te), (e, ee) = _run(fn, torch), _run(fn, ember)
+    if te is not None or ee is not None:
+        assert te is not None and ee is not None, f"torch: {te!r}, ember: {ee!r}"
+        # a library's own error class (GradcheckError) matches by name and builtin base
+        assert isinstance(ee, type(te)) or type(ee).__name__ == type(te).__name__ and \
+            type(ee).__mro__[1:] == type(te).__mro__[1:], f"{te!r} vs {ee!r}"
+        if match is not None:
+            assert re.search(match, str(te)), f"torch: {te}"
+            assert re.search(match, str(ee)), f"ember: {ee}"
+        return None
+    _compare(_as_values(e), _as_values(t))
+    return e
+
+
+def _compare(e, t, what="result"):
+    if isinstance(t, list):
+        assert isinstance(e, list) and len(e) == len(t), f"{what}: {e!r} vs {t!r}"
+        for i, (a, b) in enumerate(zip(e, t)):
+            _compare(a, b, f"{what}[{i}]")
+    elif isinstance(t, np.ndarray):
+        assert isinstance(e, np.ndarray), f"{what}: {e!r} vs {t!r}"
+        assert e.shape == t.shape and e.dtype == t.dtype, f"{what}: {e!r} vs {t!r}"
+        np.testing.assert_allclose(e, t, rtol=1e-6, atol=1e-8, err_msg=what)
+    else:
+        assert e == t, f"{what}: ember {e!r} vs torch {t!r}"

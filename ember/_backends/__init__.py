@@ -90,3 +90,27 @@ def device_of_array(arr):
 
 
 __all__ = ["backend", "device_of_array", "CPU", "META"]
+
+
+def add_at(xp, out, index, values):
+    """``out[index] += values`` with repeated indices accumulating (np.add.at; CuPy spells it
+    cupyx.scatter_add)."""
+    if xp is np:
+        np.add.at(out, index, values)
+    else:
+        import cupyx
+        cupyx.scatter_add(out, index, values)
+
+
+def multiply_at(xp, out, index, values):
+    """``out[index] *= values`` with repeated indices all applied."""
+    if xp is not np:
+        raise NotImplementedError("scatter with reduce='multiply' is not implemented on cuda")
+    np.multiply.at(out, index, values)
+
+
+def grid(xp, shape):
+    """Open index grids for ``shape`` (like np.indices(shape, sparse=True), on any xp)."""
+    nd = len(shape)
+    return [xp.arange(n).reshape((1,) * i + (n,) + (1,) * (nd - i - 1))
+            for i, n in enumerate(shape)]

@@ -1,15 +1,26 @@
 """Op families, and the code that turns the registry into ``ember.<op>`` functions and
 ``Tensor.<op>`` methods (including in-place ``<op>_`` variants and Python operators)."""
 import functools
+import warnings
 
-from . import creation, indexing, linalg, pointwise, random, reduction, shape  # noqa: F401
+from . import (conv, creation, indexing, linalg, nn, pointwise, pointwise_binary,  # noqa: F401
+               pointwise_math, random, reduction, shape)
 from .dispatch import dispatch, dispatch_inplace
 from .registry import all_ops
 
+# NOTE: torch computes log(0) = -inf, 0/0 = nan silently; NumPy warns. Silence the warnings that
+# NumPy raises inside ember's op code only (an errstate per call would cost ~1 us per op).
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"ember\._ops\.")
+
 
 def _function(opdef, name):
-    def f(*args, **kwargs):
-        return dispatch(opdef, args, kwargs)
+    if opdef.return_type is not None:
+        def f(*args, **kwargs):
+            r = dispatch(opdef, args, kwargs)
+            return opdef.return_type(*r) if type(r) is tuple else r
+    else:
+        def f(*args, **kwargs):
+            return dispatch(opdef, args, kwargs)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = opdef.__doc__
     f.opdef = opdef

@@ -4,6 +4,7 @@ import numpy as np
 from .. import _dtype
 from .._backends import backend
 from .._device import CPU, to_device
+from .._storage import UntypedStorage, _ptr
 
 
 def _T():
@@ -37,44 +38,110 @@ def _make(arr, device, requires_grad=False):
     return t
 
 
-def _infer_np(data):
-    """NumPy array of Python data with torch's dtype inference (floats -> default dtype)."""
-    arr = np.asarray(data)
-    if arr.dtype == np.float64 and not _has_np_float64(data):
-        arr = arr.astype(_dtype.get_default_dtype().np)
-    elif arr.dtype == np.complex128 and not isinstance(data, np.ndarray):
-        arr = arr.astype(_dtype.get_default_dtype().to_complex().np)
-    elif arr.dtype.kind in "iu" and not isinstance(data, np.ndarray) and arr.dtype != np.uint8:
-        arr = arr.astype(np.int64)
-    elif arr.dtype == object:
-        raise TypeError(f"tensor(): could not infer dtype of {type(data).__name__}: ragged "
-                        "or non-numeric data")
-    return arr
+_PY_SCALARS = (bool, int, float, complex)
 
 
-def _has_np_float64(data):
-    if isinstance(data, np.ndarray):
-        return data.dtype == np.float64
-    if isinstance(data, np.floating):
-        return isinstance(data, np.float64)
-    if isinstance(data, (list, tuple)) and data:
-        return _has_np_float64(data[0])
-    return hasattr(data, "dtype") and getattr(data.dtype, "name", "") == "float64"
+def _infer_dtype(data):
+    """torch's dtype inference for ``tensor(data)``: Python floats take the default dtype, ints
+    int64; NumPy values and tensors keep their dtype; a sequence promotes over its items.
+    Returns (dtype or None for an empty sequence, whether a tensor sits inside a sequence)."""
+    T = _T()
+    if isinstance(data, T):
+        return data.dtype, False
+    if isinstance(data, (np.ndarray, np.generic)):
+        return _dtype.from_numpy_dtype(data.dtype), False
+    if type(data) in _PY_SCALARS:
+        return _dtype._scalar_dtype(data), False
+    if not isinstance(data, (list, tuple, range)):
+        raise RuntimeError(f"Could not infer dtype of {type(data).__name__}")
+    types = set(map(type, data))
+    if types <= set(_PY_SCALARS):       # the common case: a flat list of Python numbers
+        return _promote_all(_dtype._scalar_dtype(t()) for t in types), False
+    dts, has_tensor = [], False
+    for x in data:
+        if isinstance(x, T):
+            if x.numel() != 1:
+                raise TypeError("only integer tensors of a single element can be converted to "
+                                "an index")
+            dts.append(x.dtype)
+            has_tensor = True
+        elif isinstance(x, str):
+            raise TypeError(f"new(): invalid data type '{type(x).__name__}'")
+        else:
+            d, t = _infer_dtype(x)
+            dts.append(d)
+            has_tensor |= t
+    return _promote_all(dts), has_tensor
+
+
+def _promote_all(dts):
+    r = None
+    for d in dts:
+        r = d if r is None else r if d is None else _dtype.promote_types(r, d)
+    return r
+
+
+def _items(data):
+    """Nested lists with every one-element tensor replaced by its value, as torch reads
+    them."""
+    if isinstance(data, _T()):
+        return data.item()
+    if isinstance(data, (list, tuple)):
+        return [_items(x) for x in data]
+    return data
+
+
+def _ragged(data, dim=0):
+    """torch's message for a ragged nested list: the first length that differs."""
+    subs = [x for x in data if isinstance(x, (list, tuple))]
+    for x in subs:
+        if len(x) != len(subs[0]):
+            return f"expected sequence of length {len(subs[0])} at dim {dim + 1} (got {len(x)})"
+    for x in subs:
+        m = _ragged(x, dim + 1)
+        if m:
+            return m
+    return "tensor(): nested sequences of different depths"
 
 
 def _to_array(data, dtype=None):
-    T = _T()
-    if isinstance(data, T):
-        arr = backend(data.device).to_host(data._data).copy()
-    elif isinstance(data, (list, tuple)) and any(isinstance(x, T) for x in data):
-        arr = np.stack([_to_array(x) for x in data]) if data else np.zeros(0)
-    elif isinstance(data, str):
+    """A host array of ``data`` (numbers, nested lists, NumPy values, tensors) with torch's
+    inferred dtype, or ``dtype`` when given. May share memory with ``data``."""
+    if isinstance(data, _T()):
+        arr = backend(data.device).to_host(data._data)
+        return arr if dtype is None or arr.dtype == dtype.np else arr.astype(dtype.np)
+    if isinstance(data, str):
         raise TypeError(f"new(): invalid data type '{type(data).__name__}'")
-    else:
-        arr = _infer_np(data)
-    if dtype is not None and arr.dtype != dtype.np:
-        arr = arr.astype(dtype.np)
-    return arr
+    inferred, has_tensor = _infer_dtype(data)
+    inferred = inferred or _dtype.get_default_dtype()
+    try:
+        arr = np.asarray(_items(data) if has_tensor else data)
+    except ValueError:
+        raise ValueError(_ragged(data)) from None
+    if arr.dtype == object or inferred is _dtype.int64 and arr.dtype == np.uint64:
+        if inferred is _dtype.int64:        # ints beyond int64 (NumPy made uint64 or object)
+            raise ValueError("Overflow when unpacking long long")
+        raise ValueError(_ragged(data))
+    target = (dtype or inferred).np
+    if arr.dtype == target:
+        return arr
+    if dtype is not None and dtype.category == _dtype._INT and arr.size and \
+            not isinstance(data, np.ndarray):
+        _check_fits(arr, dtype)
+    with np.errstate(over="ignore"):    # float64 data beyond float16's range becomes inf
+        return arr.astype(target)
+
+
+def _check_fits(arr, dtype):
+    # NOTE: torch refuses Python numbers that overflow an integer dtype (NaN and inf too), but
+    # lets negative ints wrap into unsigned ones down to -max (uint8 takes -255, not -256).
+    info = np.iinfo(dtype.np)
+    lo = info.min if dtype.is_signed else -int(info.max)
+    with np.errstate(invalid="ignore"):
+        bad = (arr.dtype.kind in "fc" and not np.isfinite(arr).all()) or \
+            arr.real.min() < lo or arr.real.max() > info.max
+    if bad:
+        raise RuntimeError(f"value cannot be converted to type {dtype.name} without overflow")
 
 
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
@@ -86,13 +153,37 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
         (torch.int64, torch.float32)
     """
     d = _dtype.to_dtype(dtype) if dtype is not None else None
+    if isinstance(data, _T()):
+        import warnings
+        warnings.warn("To copy construct from a tensor, it is recommended to use "
+                      "sourceTensor.detach().clone() or sourceTensor.detach().clone()"
+                      ".requires_grad_(True), rather than torch.tensor(sourceTensor).",
+                      UserWarning, stacklevel=2)
     arr = _to_array(data, d)
-    if arr.base is not None or not arr.flags.owndata or arr is data:
+    src = data._data if isinstance(data, _T()) else data
+    if isinstance(src, np.ndarray) and np.may_share_memory(arr, src):
         arr = arr.copy()
     if device is not None and to_device(device).type == "meta":
         return _make(arr, device, requires_grad)
     return _make(arr, device if device is not None else
                  (data.device if isinstance(data, _T()) else None), requires_grad)
+
+
+def _legacy_new(args, device=None, dtype=None):
+    """What ``Tensor(*args)`` holds, by torch's legacy rules: a tensor is itself (an alias);
+    ints or one ``Size`` are a size (uninitialized data); a sequence or array is data copied
+    as the default dtype; nothing is an empty 1-D tensor."""
+    from .._tensor import Size
+    T, dt = _T(), _dtype.to_dtype(dtype) if dtype is not None else _dtype.get_default_dtype()
+    if len(args) == 1 and isinstance(args[0], T):
+        args[0]._get_storage()
+        return args[0]
+    if len(args) == 1 and isinstance(args[0], (list, tuple, range, np.ndarray)) and \
+            not isinstance(args[0], Size):
+        return _make(_to_array(args[0], dt).copy(), device)
+    if all(isinstance(a, (int, np.integer, Size)) and not isinstance(a, bool) for a in args):
+        return empty(*(args or (0,)), dtype=dt, device=device)
+    raise TypeError(f"new(): data must be a sequence (got {type(args[0]).__name__})")
 
 
 def as_tensor(data, dtype=None, device=None):
@@ -106,7 +197,27 @@ def as_tensor(data, dtype=None, device=None):
     return tensor(data, dtype=dtype, device=device)
 
 
-asarray = as_tensor
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
+    """``obj`` as a tensor: shares memory with a tensor or NumPy array where it can, copies
+    when ``copy=True``, and refuses to copy when ``copy=False``.
+
+    Example:
+        >>> import ember, numpy as np
+        >>> a = np.arange(3.0)
+        >>> ember.asarray(a).data_ptr() == a.ctypes.data
+        True
+    """
+    if copy:
+        t = tensor(obj, dtype=dtype, device=device)
+    else:
+        t = as_tensor(obj, dtype=dtype, device=device)
+        src = obj._data if isinstance(obj, _T()) else obj
+        if copy is False and isinstance(src, np.ndarray) and t.data_ptr() != _ptr(src):
+            names = _dtype._SCALAR_NAMES
+            raise ValueError(f"can't alias tensor with dtype "
+                             f"'{names[_dtype.from_numpy_dtype(src.dtype).name]}' into dtype "
+                             f"'{names[t.dtype.name]}'.")
+    return t.requires_grad_() if requires_grad else t
 
 
 def from_numpy(ndarray):
@@ -114,7 +225,13 @@ def from_numpy(ndarray):
     if not isinstance(ndarray, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
     _dtype.from_numpy_dtype(ndarray.dtype)
-    return _T()._wrap(ndarray)
+    if any(s < 0 for s in ndarray.strides):
+        raise ValueError("At least one stride in the given numpy array is negative, and tensors "
+                         "with negative strides are not currently supported. (You can probably "
+                         "work around this by making a copy of your array  with array.copy().) ")
+    t = _T()._wrap(ndarray)
+    t._storage = UntypedStorage(ndarray, CPU, root=False)
+    return t
 
 
 def _dt(dtype, default=None):
@@ -157,7 +274,12 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
     dev = to_device(device)
     t = zeros(shape, dtype=dtype, device=dev)
     if dev.type != "meta":
-        t._data[...] = fill_value.item() if hasattr(fill_value, "item") else fill_value
+        v = fill_value.item() if hasattr(fill_value, "item") else fill_value
+        if t.dtype.category == _dtype._INT:
+            v = np.asarray(v)
+            _check_fits(v, t.dtype)
+            v = v.astype(t.dtype.np)
+        t._data[...] = v
     if out is not None:
         return out.resize_(shape).copy_(t)
     return t.requires_grad_(True) if requires_grad else t
@@ -192,7 +314,7 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
     if vals[2] == 0:
         raise RuntimeError("step must be nonzero")
     if (vals[1] - vals[0]) / vals[2] < 0:
-        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     if dtype is None:
         dtype = _dtype.int64 if all(isinstance(v, (int, np.integer)) for v in vals) else None
     # NOTE: torch computes the length in double, then each value as start + i * step.
@@ -231,9 +353,59 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_g
                    requires_grad, out)
 
 
-def _rebuild(arr, dtype_name, device, requires_grad, cls):
-    t = _make(np.array(arr, dtype=_dtype._by_name(dtype_name).np), device)
+# Attributes that are the tensor itself, not user state, and so are not pickled as state.
+_NOT_STATE = ("grad", "dtype", "device", "grad_fn", "data")
+
+
+def _reduce(t):
+    """``pickle`` support, as torch's: the storage (pickled once, so tensors sharing it still
+    share it after loading), the byte offset, shape and strides; then dtype, device,
+    requires_grad, class and the tensor's ``__dict__``. Off the cpu, a copy of the data."""
+    state = {k: v for k, v in t.__dict__.items() if not k.startswith("_") and k not in
+             _NOT_STATE}
+    tail = (t.dtype.name, str(t.device), t._requires_grad, type(t), state)
+    if t.device.type == "cpu":
+        st = t._get_storage()
+        b = st._bytes()
+        if b is not None:
+            off = _ptr(t._data) - _ptr(b[0])
+            return (_rebuild_view, (st, off, t._data.shape, t._data.strides) + tail)
+    host = None if t.device.type == "meta" else backend(t.device).to_host(t._data)
+    return (_rebuild, (host, tuple(t.shape)) + tail)
+
+
+def _rebuild_view(storage, offset, shape, strides, dtype_name, device, requires_grad, cls,
+                  state):
+    arr = np.ndarray(shape, _dtype._by_name(dtype_name).np, buffer=storage._array,
+                     offset=offset, strides=strides)
+    t = _T()._wrap(arr)
+    t._storage = storage
+    return _restore(t, requires_grad, cls, state)
+
+
+def _rebuild(arr, shape, dtype_name, device, requires_grad, cls, state):
+    d = _dtype._by_name(dtype_name)
+    if arr is None:
+        t = empty(shape, dtype=d, device=device)
+    else:
+        t = _make(np.array(arr, dtype=d.np), device)
+    return _restore(t, requires_grad, cls, state)
+
+
+def _restore(t, requires_grad, cls, state):
     if cls is not _T():
         t = cls(t, requires_grad) if hasattr(cls, "_is_param") else t
     t._requires_grad = requires_grad
+    t.__dict__.update(state)
     return t
+
+
+def _deepcopy(t, memo):
+    """``copy.deepcopy`` of a leaf tensor: the pickle recipe copied with ``memo`` (so shared
+    storages stay shared), plus a copy of ``.grad``."""
+    import copy
+    fn, args = _reduce(t)
+    new = fn(*copy.deepcopy(args, memo))
+    if t.grad is not None:
+        new.grad = copy.deepcopy(t.grad, memo)
+    return new

@@ -1,13 +1,19 @@
 """The one path every op call takes: normalize, promote, check devices, compute, record."""
+import opcode
+import os
+
 import numpy as np
 
 from .. import _dtype
-from .._backends import backend
+from .._backends import MetaBackend, backend
 from .._device import CPU
+from .._storage import _root
 from .._tensor import Tensor
 from ..autograd import grad_mode
-from ..autograd.graph import CopySlices, NotImplementedNode, OpNode
+from ..autograd.graph import (CopySlices, NotImplementedNode, OpNode, edge_of,
+                              move_retain_grad)
 
+meta_empty = MetaBackend.empty
 _state = grad_mode.state
 
 
@@ -60,9 +66,10 @@ _WEAK_SCALAR_BROKEN = {_dtype.bfloat16.np.type, _dtype.float8_e4m3fn.np.type,
                        _dtype.float8_e5m2.np.type}
 
 
-def _promote(opdef, args, arrays):
+def _promote(opdef, args, arrays, meta=False, kwargs=None):
     """Cast the operands to torch's promoted dtype (scalars stay Python numbers: NumPy treats
     them as weak, as torch does)."""
+    mode = opdef.promote if type(opdef.promote) is str else opdef.promote(args, kwargs or {})
     idx = opdef.promote_args
     ops = []
     for i in idx:
@@ -75,27 +82,58 @@ def _promote(opdef, args, arrays):
     dt0 = ts[0].dtype
     same = all(t.dtype is dt0 for t in ts)
     scalars = [a for a in ops if type(a) in (int, float, bool, complex)]
+    if len(ts) + len(scalars) < len(ops):
+        scalars += _numpy_scalars(args, arrays, idx)
     if same and not scalars:
         dt = dt0
     else:
         dims = [t.dtype for t in ts if t._data.ndim]
         zeros = [t.dtype for t in ts if not t._data.ndim]
         dt = _dtype.result_type_of(dims, zeros, [_dtype._scalar_dtype(s) for s in scalars])
-    if opdef.promote == "float" and dt.category < _dtype._FLOAT:
+    if mode == "float" and dt.category < _dtype._FLOAT:
         dt = _dtype.get_default_dtype()
     if scalars and dt.np.type in _WEAK_SCALAR_BROKEN:
         for i in idx:      # ml_dtypes' ufuncs let Python floats upcast bf16/fp8: pin them
-            if i < len(args) and type(args[i]) in (int, float, bool):
-                arrays[i] = dt.np.type(args[i])
+            if i < len(args) and type(arrays[i]) in (int, float, bool):
+                arrays[i] = dt.np.type(arrays[i])
+    elif scalars and dt.category == _dtype._INT:
+        _wrap_int_scalars(arrays, idx, dt)
     if not same or dt is not dt0:
         npdt = dt.np
+        # a cast on the meta device must not materialize the stride-0 array
+        cast = (lambda x: x.astype(npdt)) if not meta else (lambda x: meta_empty(x.shape, npdt))
         for i in idx:
             a = arrays[i] if i < len(arrays) else None
             if hasattr(a, "astype") and a.dtype != npdt:
-                arrays[i] = a.astype(npdt)
+                arrays[i] = cast(a)
             elif type(a) is list:
-                arrays[i] = [x.astype(npdt) if x.dtype != npdt else x for x in a]
+                arrays[i] = [cast(x) if x.dtype != npdt else x for x in a]
     return dt
+
+
+def _numpy_scalars(args, arrays, idx):
+    # NOTE: torch reads NumPy scalars as Python numbers (t_float32 * np.float64(2) stays
+    # float32); NumPy would let them promote like arrays.
+    out = []
+    for i in idx:
+        if i < len(args) and isinstance(args[i], np.generic):
+            arrays[i] = args[i].item()
+            out.append(arrays[i])
+    return out
+
+
+_INT_BOUNDS = {d: (int(np.iinfo(d.np).min), int(np.iinfo(d.np).max)) for d in _dtype.ALL
+               if d.category == _dtype._INT}
+
+
+def _wrap_int_scalars(arrays, idx, dt):
+    # NOTE: torch casts an out-of-range Python int to the tensor's dtype with wrap-around
+    # (uint8 + 300 adds 44); NumPy 2 raises OverflowError instead.
+    lo, hi = _INT_BOUNDS[dt]
+    for i in idx:
+        a = arrays[i] if i < len(arrays) else None
+        if type(a) is int and not lo <= a <= hi:
+            arrays[i] = np.array(a).astype(dt.np)[()]
 
 
 def _device_of(opdef, tensors):
@@ -118,6 +156,9 @@ def _device_of(opdef, tensors):
 _SCALAR_KEEPS = frozenset((_dtype.float16, _dtype.float32, _dtype.float64, _dtype.complex64,
                            _dtype.complex128))
 _SCALARS = (int, float)
+# promote modes that leave an integer/bool operand's dtype alone when there are no scalars
+# ("float" turns it into the default float; a callable mode may say either)
+_INT_KEEPS = (None, "common")
 _new = object.__new__
 
 
@@ -147,7 +188,8 @@ def dispatch(opdef, args, kwargs):
             a, dt, tensors, x, y = b, b.dtype, (b,), a, b._data
         else:
             return _dispatch(opdef, args, kwargs)
-        if a.device is not CPU or (opdef.promote == "float" and dt.category < _dtype._FLOAT):
+        if a.device is not CPU or (dt.category < _dtype._FLOAT and
+                                   opdef.promote not in _INT_KEEPS):
             return _dispatch(opdef, args, kwargs)
         try:
             res = opdef.fwd(np, x, y)        # the cpu backend's run(), without the hop
@@ -158,7 +200,7 @@ def dispatch(opdef, args, kwargs):
         if not isinstance(a, Tensor) or a.device is not CPU:
             return _dispatch(opdef, args, kwargs)
         dt, tensors = a.dtype, args
-        if opdef.promote == "float" and dt.category < _dtype._FLOAT:
+        if dt.category < _dtype._FLOAT and opdef.promote not in _INT_KEEPS:
             return _dispatch(opdef, args, kwargs)
         try:
             res = opdef.fwd(np, a._data)
@@ -196,7 +238,7 @@ def _dispatch(opdef, args, kwargs):
             if isinstance(a, np.ndarray) and a.ndim == 0 and dev.type != "meta":
                 arrays[i] = a.item()
     if opdef.promote is not None:
-        _promote(opdef, args, arrays)
+        _promote(opdef, args, arrays, dev.type == "meta", kwargs)
     try:
         res = backend(dev).run(opdef, arrays, kwargs)
     except (ValueError, IndexError, TypeError) as e:
@@ -215,11 +257,17 @@ def _finish(opdef, args, kwargs, tensors, res, dev, out):
         view_fn = (lambda b: opdef(b, *rest[0], **rest[1])) if parent_fn is None else \
             (lambda b: opdef(parent_fn(b), *rest[0], **rest[1]))
         for o in outs:
+            # NOTE: reshape and flatten are views only where the strides allow, like torch's;
+            # a copy gets a storage of its own.
+            if opdef.view == "maybe" and dev.type != "meta" and \
+                    _root(o._data) is not _root(src._data):
+                continue
             o._storage, o._base, o._view_fn = storage, base, view_fn
+            o._view_version = storage._version      # see graph.edge_of
     if _state.grad_enabled and opdef.differentiable:
         for t in tensors:
             if t._requires_grad:
-                _record(opdef, args, kwargs, tensors, outs)
+                _record(opdef, args, kwargs, tensors, outs, multi)
                 break
     if hooks.tracer is not None:
         hooks.tracer(opdef, args, kwargs, outs)
@@ -228,7 +276,7 @@ def _finish(opdef, args, kwargs, tensors, res, dev, out):
     return tuple(outs) if multi else outs[0]
 
 
-def _record(opdef, args, kwargs, tensors, outs):
+def _record(opdef, args, kwargs, tensors, outs, multi=False):
     if len(outs) == 1:
         diff = () if outs[0].dtype.category < _dtype._FLOAT or 0 in opdef.nondiff_outputs \
             else (0,)
@@ -241,18 +289,76 @@ def _record(opdef, args, kwargs, tensors, outs):
         node = NotImplementedNode(opdef, tensors, outs)
     else:
         node = OpNode(opdef, args, kwargs, tensors, outs)
+        node.multi = multi
     for i in diff:
         o = outs[i]
         o.grad_fn, o._output_nr, o._requires_grad = node, i, True
 
 
 def _explain(opdef, tensors, e):
-    """Turn an array-library error into torch's RuntimeError naming the op and operands."""
+    """Turn an array-library error into torch's RuntimeError naming the op and operands; an
+    error an ember op raised on purpose is already torch's and passes unchanged."""
     msg = str(e)
     if isinstance(e, TypeError) and "argument" in msg:
         return TypeError(f"{opdef.name}(): {msg}")
-    kind = IndexError if isinstance(e, IndexError) else RuntimeError
-    return kind(f"{opdef.name}: {msg} (got {_describe(tensors)})")
+    if _raised_by_ember(e):
+        return e
+    if "could not be broadcast" in msg:
+        return RuntimeError(f"{opdef.name}: {_broadcast_error(msg, tensors)}")
+    if isinstance(e, np.exceptions.AxisError) and e.ndim is not None:
+        n = max(e.ndim, 1)
+        return IndexError(f"{opdef.name}: Dimension out of range (expected to be in range of "
+                          f"[{-n}, {n - 1}], but got {e.axis})")
+    if isinstance(e, IndexError):       # NumPy's words for torch's
+        import re
+        msg = re.sub(r"too many indices for array: array is (\d+)-dimensional, but \d+ were "
+                     r"indexed", r"too many indices for tensor of dimension \1",
+                     msg.replace("for axis", "for dimension"))
+        return IndexError(f"{opdef.name}: {msg}")
+    return RuntimeError(f"{opdef.name}: {msg} (got {_describe(tensors)})")
+
+
+_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_RAISE = opcode.opmap["RAISE_VARARGS"]
+
+
+def _raised_by_ember(e):
+    # The innermost frame tells: a `raise` statement in ember's code, or a call into NumPy
+    # (whose C code raised) or a frame inside NumPy's own Python code.
+    tb = e.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    return code.co_filename.startswith(_EMBER_DIR) and code.co_code[tb.tb_lasti] == _RAISE
+
+
+def _broadcast_error(msg, tensors):
+    """torch's text for operands that do not broadcast, naming the first clash. The shapes
+    come from NumPy's message (batch shapes only, for matmul), else from the tensors."""
+    import re
+    groups = re.findall(r"->\(([^)]*)\)", msg) or re.findall(r"\(([^)]*)\)",
+                                                          msg.partition("shapes")[2])
+    shapes = [tuple(int(x) for x in g.split(",") if x.strip().isdigit()) for g in groups] or \
+        [tuple(t.shape) for t in tensors]
+    shape = shapes[0]
+    for other in shapes[1:]:
+        clash = broadcast_clash(shape, other)
+        if clash:
+            return f"{clash} (shapes {', '.join(map(str, shapes))} do not broadcast)"
+        shape = np.broadcast_shapes(shape, other)
+    return f"operands could not be broadcast together (got {_describe(tensors)})"
+
+
+def broadcast_clash(a, b):
+    """torch's text for the last dimension where shapes ``a`` and ``b`` do not broadcast, or
+    None when they do."""
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+    for d in range(n - 1, -1, -1):
+        if a[d] != b[d] and 1 not in (a[d], b[d]):
+            return (f"The size of tensor a ({a[d]}) must match the size of tensor b ({b[d]}) "
+                    f"at non-singleton dimension {d}")
+    return None
 
 
 def _write_out(opdef, out, outs):
@@ -291,18 +397,31 @@ def dispatch_inplace(opdef, self, args, kwargs):
             _state.grad_enabled:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
                            "in-place operation.")
+    if base is not None and 0 in self._data.strides and not opdef.writes_overlap and \
+            self.device.type != "meta":
+        check_no_overlap(opdef.name + "_", self._data)
     src = self
     if _state.grad_enabled and 0 in opdef.save and (self._requires_grad or any(
             isinstance(a, Tensor) and a._requires_grad for a in args)):
+        edge_of(self)                   # refresh a stale view's history before copying it
         src = self._alias_copy()        # backward needs the value from before the write
     r = dispatch(opdef, (src,) + tuple(args), kwargs)
     if not can_cast(r.dtype, self.dtype):
-        raise RuntimeError(f"{opdef.name}_: result type {r.dtype.name} can't be cast to the "
-                           f"desired output type {self.dtype.name}")
+        names = _dtype._SCALAR_NAMES
+        raise RuntimeError(f"{opdef.name}_: result type {names[r.dtype.name]} can't be cast to "
+                           f"the desired output type {names[self.dtype.name]}")
     if tuple(r.shape) != tuple(self.shape):
         raise RuntimeError(f"{opdef.name}_: output with shape {list(self.shape)} doesn't match "
                            f"the broadcast shape {list(r.shape)}")
     return self._assign(r, name=opdef.name)
+
+
+def check_no_overlap(name, arr):
+    """Refuse an in-place write into an array where elements share memory (an expand)."""
+    if any(st == 0 and n > 1 for st, n in zip(arr.strides, arr.shape)):
+        raise RuntimeError(f"{name}: unsupported operation: more than one element of the "
+                           "written-to tensor refers to a single memory location. Please clone() "
+                           "the tensor before performing the operation.")
 
 
 def rebase_history(self, r):
@@ -312,9 +431,11 @@ def rebase_history(self, r):
         return
     base = self._base
     if base is not None and self._view_fn is not None:
-        base.grad_fn = CopySlices(base, self._view_fn, (r.grad_fn, r._output_nr),
-                                  _meta_of(self))
-        base._output_nr, base._requires_grad = 0, True
+        node = CopySlices(base, self._view_fn, (r.grad_fn, r._output_nr), _meta_of(self))
+        move_retain_grad(base, node, 0)
+        base.grad_fn, base._output_nr, base._requires_grad = node, 0, True
+        self._view_version = self._version
+    move_retain_grad(self, r.grad_fn, r._output_nr)
     self.grad_fn, self._output_nr, self._requires_grad = r.grad_fn, r._output_nr, True
 
 

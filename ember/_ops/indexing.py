@@ -3,6 +3,8 @@ import numpy as np
 
 import ember
 
+from .._backends import add_at, grid, multiply_at
+from .meta import empty
 from .registry import op
 from .samples import Sample, make
 
@@ -17,7 +19,34 @@ def _check_basic(index):
 def getitem(xp, input, index):
     """``input[index]`` for basic indices (ints, slices, None, Ellipsis): a view."""
     _check_basic(index)
-    return input[index]
+    out = input[index]
+    if not isinstance(out, xp.ndarray):     # all-integer index: NumPy gave a scalar copy
+        out = input[(index if type(index) is tuple else (index,)) + (Ellipsis,)]
+    if index is None or type(index) is tuple and None in index:
+        out = _none_strides(xp, input, index, out)
+    return out
+
+
+def _none_strides(xp, input, index, out):
+    # NOTE: torch applies the index left to right and a None is unsqueeze at that point, so
+    # its stride is size * stride of the input dimension that follows it (NumPy gives 0).
+    items = index if type(index) is tuple else (index,)
+    consumed = sum(i is not None and i is not Ellipsis for i in items)
+    shape, strides, out_strides = list(input.shape), list(input.strides), list(out.strides)
+    dim = pos = 0
+    for i in items:
+        if i is None:
+            st = shape[dim] * strides[dim] if dim < len(shape) else input.itemsize
+            shape.insert(dim, 1)
+            strides.insert(dim, st)
+            out_strides[pos] = st
+            dim, pos = dim + 1, pos + 1
+        elif isinstance(i, int):
+            del shape[dim], strides[dim]
+        else:
+            n = input.ndim - consumed if i is Ellipsis else 1
+            dim, pos = dim + n, pos + n
+    return xp.lib.stride_tricks.as_strided(out, out.shape, out_strides)
 
 
 @getitem.vjp()
@@ -47,7 +76,7 @@ def _index_embed(g, shape, index, accumulate=False):
 def _index_put(xp, input, values, index, accumulate=False):
     out = input.copy()
     if accumulate:
-        xp.add.at(out, index, values)
+        add_at(xp, out, index, values)
     else:
         out[index] = values
     return out
@@ -58,7 +87,8 @@ def _(g, input, values, index, accumulate=False):
     gi = g if accumulate else g.clone()
     if not accumulate:
         gi[index] = 0
-    gv = g[index] if isinstance(values, ember.Tensor) else None
+    # values is not saved, so it arrives as a TensorMeta (shape/dtype), or as a number
+    gv = g[index] if hasattr(values, "shape") else None
     return gi, gv
 
 
@@ -88,7 +118,7 @@ gather.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1, np.array([[0, 0], 
 
 def _scatter_into(xp, out, dim, index, src, reduce):
     """Write ``src`` at ``index`` along ``dim`` into ``out`` (in place on ``out``)."""
-    idx = list(xp.indices(index.shape, sparse=True))
+    idx = grid(xp, index.shape)
     idx[dim] = index
     idx = tuple(idx)
     if not hasattr(src, "shape"):
@@ -98,9 +128,9 @@ def _scatter_into(xp, out, dim, index, src, reduce):
     if reduce is None:
         out[idx] = src
     elif reduce in ("add", "sum"):
-        xp.add.at(out, idx, src)
+        add_at(xp, out, idx, src)
     elif reduce in ("multiply", "prod"):
-        xp.multiply.at(out, idx, src)
+        multiply_at(xp, out, idx, src)
     else:
         raise RuntimeError(f"reduce argument must be either add or multiply, got {reduce}")
     return out
@@ -115,7 +145,8 @@ def scatter(xp, input, dim, index, src, *, reduce=None):
 @scatter.vjp(save=("index",))
 def _(g, input, dim, index, src, *, reduce=None):
     gi = g.scatter(dim, index, 0.0)
-    gs = g.gather(dim, index) if isinstance(src, ember.Tensor) else None
+    # an unsaved tensor src arrives as its TensorMeta: only a Python scalar has no gradient
+    gs = g.gather(dim, index) if hasattr(src, "shape") else None
     return gi, None, None, gs
 
 
@@ -135,7 +166,7 @@ def index_add(xp, input, dim, index, source, *, alpha=1):
     """A copy of ``input`` with ``alpha * source`` added at ``index`` along ``dim``."""
     out = input.copy()
     moved = xp.moveaxis(out, dim, 0)
-    xp.add.at(moved, index, xp.moveaxis(source * alpha if alpha != 1 else source, dim, 0))
+    add_at(xp, moved, index, xp.moveaxis(source * alpha if alpha != 1 else source, dim, 0))
     return out
 
 
@@ -177,7 +208,7 @@ def _scan_dtype(x, dtype):
     return np.int64 if x.dtype.kind in "biu" else x.dtype
 
 
-@op("cumsum")
+@op("cumsum", inplace=True)
 def cumsum(xp, input, dim, *, dtype=None):
     """Running sum along ``dim``."""
     return xp.cumsum(input, axis=dim % max(input.ndim, 1), dtype=_scan_dtype(input, dtype)) \
@@ -190,7 +221,7 @@ cumsum.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1), Sample(make((3, 4
                                   Sample(make((5,), dt), -1)]
 
 
-@op("cumprod")
+@op("cumprod", inplace=True)
 def cumprod(xp, input, dim, *, dtype=None):
     """Running product along ``dim``."""
     return xp.cumprod(input, axis=dim % max(input.ndim, 1), dtype=_scan_dtype(input, dtype)) \
@@ -200,7 +231,7 @@ def cumprod(xp, input, dim, *, dtype=None):
 @cumprod.vjp(save=("input", "result"))
 def _(g, input, dim, *, dtype=None, result=None):
     if not bool((input == 0).any()):
-        return (g * result).flip(dim).cumsum(dim).flip(dim) / input
+        return (g * result.conj()).flip(dim).cumsum(dim).flip(dim) / input.conj()
     # With zeros, prod/x fails: d out_j / d x_i = prod_{k <= j, k != i} x_k for i <= j, built
     # densely along dim ([..., i, j, k]); scans are short in practice.
     n = input.shape[dim]
@@ -209,8 +240,97 @@ def _(g, input, dim, *, dtype=None, result=None):
     i, j, k = ar.view(n, 1, 1), ar.view(1, n, 1), ar.view(1, 1, n)
     m = ember.where((k <= j) * (k != i), x[..., None, None, :], 1.0).prod(-1)
     m = ember.where(i[..., 0] <= j[..., 0], m, 0.0)
-    return (m * gm[..., None, :]).sum(-1).movedim(-1, dim)
+    return (m.conj() * gm[..., None, :]).sum(-1).movedim(-1, dim)
 
 
 cumprod.samples = lambda dev, dt: [Sample(make((3, 4), dt, 0.5, 1.5), 1),
                                    Sample(make((5,), dt), 0)]
+
+
+@op("masked_fill", inplace=True)
+def masked_fill(xp, input, mask, value):
+    """``input`` with ``value`` where the bool ``mask`` (broadcast) is True."""
+    if mask.dtype != np.bool_:
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
+                           f"{mask.dtype}")
+    v = value.astype(input.dtype) if hasattr(value, "astype") else value
+    out = xp.where(mask, v, input)
+    if out.shape != input.shape:
+        raise RuntimeError(f"masked_fill: the mask shape {list(mask.shape)} does not broadcast "
+                           f"to the input shape {list(input.shape)}")
+    return out.astype(input.dtype, copy=False)
+
+
+@masked_fill.vjp(save=("mask",))
+def _(g, input, mask, value):
+    gv = g.masked_fill(~mask, 0).sum() if hasattr(value, "shape") else None   # tensor value
+    return g.masked_fill(mask, 0), None, gv
+
+
+masked_fill.samples = lambda dev, dt: [
+    Sample(make((3, 4), dt), make((3, 4), ember.bool, seed=3), 0.5 if dt.category >= 2 else 1),
+    Sample(make((3, 4), dt), make((4,), ember.bool, seed=4), np.asarray(2, dt.np))] \
+    if dt.category >= 1 else []
+
+
+@op("repeat", function=False)
+def repeat(xp, input, *sizes):
+    """Tile ``input`` ``sizes[i]`` times along each dimension (leading new dims allowed)."""
+    sizes = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
+    if len(sizes) < input.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "
+                           "of dimensions of tensor")
+    return xp.tile(input, sizes) if input.ndim or sizes else input.copy()
+
+
+@repeat.vjp()
+def _(g, input, *sizes):
+    sizes = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
+    shape = tuple(input.shape)
+    lead = len(sizes) - len(shape)
+    full = (1,) * lead + shape
+    split = []
+    for r, s in zip(sizes, full):
+        split += [r, s]
+    return g.reshape(split).sum(tuple(range(0, 2 * len(sizes), 2))).reshape(shape)
+
+
+repeat.samples = lambda dev, dt: [Sample(make((2, 3), dt), 2, 1), Sample(make((3,), dt),
+                                  (2, 2, 1))]
+
+
+@op("repeat_interleave")
+def repeat_interleave(xp, input, repeats, dim=None, *, output_size=None):
+    """Repeat each element ``repeats`` times (an int or a per-element int tensor)."""
+    if dim is None:
+        input, dim = input.reshape(-1), 0
+    return xp.repeat(input, repeats, axis=dim)
+
+
+@repeat_interleave.vjp(save=("repeats",))
+def _(g, input, repeats, dim=None, *, output_size=None):
+    d = 0 if dim is None else dim % len(input.shape)
+    n = input.shape[d] if dim is not None else input.numel()
+    reps = repeats if isinstance(repeats, ember.Tensor) else ember.full((n,), repeats)
+    idx = ember.arange(n, device=g.device).repeat_interleave(reps)
+    gg = g.reshape(-1) if dim is None else g
+    z = ember.zeros((n,) + tuple(gg.shape[d + 1:]) if dim is None else
+                    tuple(input.shape), dtype=g.dtype, device=g.device)
+    return z.index_add(d, idx, gg).reshape(input.shape), None
+
+
+def _repeat_interleave_meta(input, repeats, dim=None, *, output_size=None):
+    if hasattr(repeats, "shape") and output_size is None:
+        raise NotImplementedError("repeat_interleave: the output size depends on the values of "
+                                  "repeats; pass output_size on the meta device")
+    n = (input.size if dim is None else input.shape[dim]) * (repeats if isinstance(
+        repeats, int) else 1)
+    shape = (output_size or n,) if dim is None else \
+        input.shape[:dim % input.ndim] + (output_size or n,) + input.shape[dim % input.ndim + 1:]
+    return empty(shape, input.dtype)
+
+
+repeat_interleave.meta = _repeat_interleave_meta
+repeat_interleave.samples = lambda dev, dt: [Sample(make((2, 3), dt), 2),
+                                             Sample(make((2, 3), dt), 3, 1),
+                                             Sample(make((3,), dt), np.array([1, 0, 2]), 0)]

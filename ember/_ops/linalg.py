@@ -5,13 +5,15 @@ import ember
 
 from .meta import empty
 from .registry import op
-from .samples import Sample, make
+from .samples import ErrorSample, Sample, make
 
 
 _NO_BLAS = (ember.bfloat16.np, ember.float8_e4m3fn.np, ember.float8_e5m2.np)
 
 
 def _check_dtypes(name, a, b):
+    if a.dtype == np.bool_:
+        raise NotImplementedError(f"\"{name}\" not implemented for 'Bool'")
     if a.dtype != b.dtype:
         raise RuntimeError(f"{name}: expected m1 and m2 to have the same dtype, but got: "
                            f"{a.dtype} != {b.dtype}")
@@ -36,7 +38,7 @@ def matmul(xp, input, other):
     return xp.matmul(input, other)
 
 
-@matmul.vjp(save=("input", "other"))
+@matmul.vjp(save=("input", "other"), needed_by="cross")
 def _(g, input, other):
     a, b = input, other
     if a.dim() == 1 and b.dim() == 1:
@@ -85,9 +87,11 @@ def mm(xp, input, mat2):
     return matmul.fwd(xp, input, mat2)
 
 
-mm.vjp(save=("input", "mat2"))(lambda g, input, mat2: (g @ mat2.mT.conj(),
+mm.vjp(save=("input", "mat2"), needed_by="cross")(lambda g, input, mat2: (g @ mat2.mT.conj(),
                                                         input.mT.conj() @ g))
 mm.meta = _matmul_meta
+mm.errors = [ErrorSample(Sample(np.ones((3, 4)), np.ones((5, 2))), RuntimeError,
+                         r"shapes cannot be multiplied \(3x4 and 5x2\)")]
 mm.samples = lambda dev, dt: [Sample(make((3, 4), dt), make((4, 5), dt, seed=1))] \
     if dt.category >= 1 else []
 
@@ -103,7 +107,7 @@ def bmm(xp, input, mat2):
     return matmul.fwd(xp, input, mat2)
 
 
-bmm.vjp(save=("input", "mat2"))(lambda g, input, mat2: (g @ mat2.mT.conj(),
+bmm.vjp(save=("input", "mat2"), needed_by="cross")(lambda g, input, mat2: (g @ mat2.mT.conj(),
                                                          input.mT.conj() @ g))
 bmm.meta = _matmul_meta
 bmm.samples = lambda dev, dt: [Sample(make((2, 3, 4), dt), make((2, 4, 5), dt, seed=1))] \
@@ -118,12 +122,12 @@ def mv(xp, input, vec):
     return matmul.fwd(xp, input, vec)
 
 
-mv.vjp(save=("input", "vec"))(lambda g, input, vec: (g.unsqueeze(1) * vec.conj(),
+mv.vjp(save=("input", "vec"), needed_by="cross")(lambda g, input, vec: (g.unsqueeze(1) * vec.conj(),
                                                       input.mT.conj() @ g))
 mv.meta = _matmul_meta
 
 
-@op("dot", aliases=("inner_1d",))
+@op("dot")
 def dot(xp, input, other):
     """Inner product of two 1-D tensors."""
     if input.ndim != 1 or other.ndim != 1:
@@ -137,7 +141,8 @@ def dot(xp, input, other):
     return xp.asarray(xp.dot(input, other))
 
 
-dot.vjp(save=("input", "other"))(lambda g, input, other: (g * other.conj(), g * input.conj()))
+dot.vjp(save=("input", "other"), needed_by="cross")(
+    lambda g, input, other: (g * other.conj(), g * input.conj()))
 dot.meta = lambda a, b: empty((), np.result_type(a, b))
 dot.samples = lambda dev, dt: [Sample(make((4,), dt), make((4,), dt, seed=1))] \
     if dt.category >= 1 else []
@@ -149,12 +154,13 @@ def outer(xp, input, vec2):
     return xp.multiply.outer(input, vec2) if xp is np else input[:, None] * vec2[None, :]
 
 
-outer.vjp(save=("input", "vec2"))(lambda g, input, vec2: (g @ vec2.conj(), g.mT @ input.conj()))
+outer.vjp(save=("input", "vec2"), needed_by="cross")(
+    lambda g, input, vec2: (g @ vec2.conj(), g.mT @ input.conj()))
 outer.samples = lambda dev, dt: [Sample(make((3,), dt), make((4,), dt, seed=1))] \
     if dt.category >= 1 else []
 
 
-@op("addmm", tags=("autocast_lower",), promote="common")
+@op("addmm", tags=("autocast_lower",), promote="common", inplace=True)
 def addmm(xp, input, mat1, mat2, *, beta=1, alpha=1):
     """``beta * input + alpha * (mat1 @ mat2)``."""
     _check_2d("addmm", mat1, mat2)
@@ -169,7 +175,7 @@ def _scale_add(p, input, beta, alpha):
     return out.astype(p.dtype, copy=False)
 
 
-@addmm.vjp(save=("mat1", "mat2"))
+@addmm.vjp(save=("mat1", "mat2"), needed_by="cross")
 def _(g, input, mat1, mat2, *, beta=1, alpha=1):
     ga = g if alpha == 1 else g * alpha
     return (g if beta == 1 else g * beta), ga @ mat2.mT.conj(), mat1.mT.conj() @ ga
@@ -181,13 +187,13 @@ addmm.samples = lambda dev, dt: [
            alpha=2)] if dt.category >= 2 else []
 
 
-@op("baddbmm", tags=("autocast_lower",), promote="common")
+@op("baddbmm", tags=("autocast_lower",), promote="common", inplace=True)
 def baddbmm(xp, input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * (batch1 @ batch2)`` over a batch."""
     return _scale_add(bmm.fwd(xp, batch1, batch2), input, beta, alpha)
 
 
-@baddbmm.vjp(save=("batch1", "batch2"))
+@baddbmm.vjp(save=("batch1", "batch2"), needed_by="cross")
 def _(g, input, batch1, batch2, *, beta=1, alpha=1):
     ga = g if alpha == 1 else g * alpha
     return (g if beta == 1 else g * beta), ga @ batch2.mT.conj(), batch1.mT.conj() @ ga

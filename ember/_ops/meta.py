@@ -24,12 +24,24 @@ def bool_meta(*args, **kwargs):
     return empty(np.broadcast_shapes(*(a.shape for a in arrays)), np.bool_)
 
 
+def reduce_dims(dim, nd):
+    """The sorted tuple of axes a reduction over ``dim`` (int, sequence, None or ``()`` for all)
+    removes from an ``nd``-dim shape, with torch's errors for bad dims."""
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        return tuple(range(nd))
+    n, out = max(nd, 1), []
+    for d in (dim if isinstance(dim, (tuple, list)) else (dim,)):
+        if not -n <= d < n:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, "
+                             f"{n - 1}], but got {d})")
+        if d % n in out:
+            raise RuntimeError(f"dim {d % n} appears multiple times in the list of dims")
+        out.append(d % n)
+    return tuple(sorted(out)) if nd else ()
+
+
 def reduce_shape(shape, dim, keepdim):
-    nd = len(shape)
-    if dim is None or dim == ():
-        dims = set(range(nd))
-    else:
-        dims = {d % max(nd, 1) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}
+    dims = reduce_dims(dim, len(shape))
     if keepdim:
         return tuple(1 if i in dims else s for i, s in enumerate(shape))
     return tuple(s for i, s in enumerate(shape) if i not in dims)

@@ -1,11 +1,14 @@
 """Pointwise ops: arithmetic, math functions, comparisons, casts and copies."""
+import functools
+
 import numpy as np
 
 import ember
 
-from .meta import bool_meta, broadcast_meta, same_meta
+from .meta import bool_meta, broadcast_meta, empty, same_meta
 from .registry import op
-from .samples import Sample, binary_samples, compare_samples, make, unary_samples, where_samples
+from .samples import (ErrorSample, Sample, binary_samples, broadcast_errors, compare_samples,
+                      const, dtype_error, make, unary_samples, where_samples)
 
 # ---- casts, copies, device moves ----------------------------------------------------------
 
@@ -20,7 +23,7 @@ def _(g, x, dtype):
     return g.to(x.dtype)
 
 
-_to_dtype.meta = lambda x, dtype: broadcast_meta(x).astype(dtype.np)
+_to_dtype.meta = lambda x, dtype: empty(x.shape, dtype.np)
 
 
 @op("_to_device", method=False, function=False)
@@ -92,6 +95,7 @@ def _(g, input, other, alpha=1):
 
 add.meta = broadcast_meta
 add.samples = binary_samples
+add.errors = broadcast_errors()
 
 
 @op("sub", tags=("pointwise",), promote="common", inplace=True, aliases=("subtract",))
@@ -111,6 +115,8 @@ def _(g, input, other, alpha=1):
 
 sub.meta = broadcast_meta
 sub.samples = lambda dev, dt: binary_samples(dev, dt) if dt is not ember.bool else []
+sub.errors = broadcast_errors() + [ErrorSample(Sample(const(3, dtype=bool), const(3, dtype=bool)),
+                                               RuntimeError, "two bool tensors")]
 
 
 @op("rsub", tags=("pointwise",), promote="common", method=False)
@@ -135,32 +141,71 @@ def mul(xp, input, other):
     return xp.multiply(input, other)
 
 
-@mul.vjp(save=("input", "other"))
+@mul.vjp(save=("input", "other"), needed_by="cross")
 def _(g, input, other):
     return g * _conj(other), g * _conj(input)
 
 
 mul.meta = broadcast_meta
 mul.samples = binary_samples
+mul.errors = broadcast_errors()
 
 
-@op("div", tags=("pointwise",), promote="float", inplace=True, aliases=("divide", "true_divide"))
+def _div_promotion(args, kwargs):
+    # NOTE: true division promotes integers to the default float (so -3 is not first wrapped
+    # into uint8); rounded division keeps integer dtypes.
+    mode = kwargs.get("rounding_mode", args[2] if len(args) > 2 else None)
+    return "float" if mode is None else "common"
+
+
+@op("div", tags=("pointwise",), promote=_div_promotion, inplace=True,
+    aliases=("divide", "true_divide"))
 def div(xp, input, other, rounding_mode=None):
-    """``input / other``; ``rounding_mode`` ``"trunc"`` or ``"floor"`` rounds the quotient."""
-    if rounding_mode is None:
-        return xp.true_divide(input, other)
-    raise NotImplementedError("rounding_mode")
+    """``input / other``; ``rounding_mode`` ``"trunc"`` or ``"floor"`` rounds the quotient.
+
+    Example:
+        >>> ember.div(ember.tensor([7, -7]), 2)
+        tensor([ 3.5000, -3.5000])
+        >>> ember.div(ember.tensor([7, -7]), 2, rounding_mode="trunc")
+        tensor([ 3, -3])
+        >>> ember.div(ember.tensor([7, -7]), 2, rounding_mode="floor")
+        tensor([ 3, -4])
+    """
+    if rounding_mode is not None:
+        from .pointwise_binary import div_rounded
+        return div_rounded(xp, input, other, rounding_mode)
+    # NOTE: promoted as "common", not "float", since rounded integer division stays integer;
+    # true division of integers gives the default float.
+    dt = _true_div_dtype(input, other)
+    return xp.true_divide(input, other).astype(dt, copy=False) if dt is not None else \
+        xp.true_divide(input, other)
 
 
-@div.vjp(save=("input", "other"))
+def _true_div_dtype(input, other):
+    # operands arrive promoted to one dtype, so the array among them tells it
+    a = input if hasattr(input, "dtype") else other
+    return ember.get_default_dtype().np if a.dtype.kind in "biu" else None
+
+
+@div.vjp(save=("input", "other"), needed_by={"input": "other"})
 def _(g, input, other, rounding_mode=None):
     if rounding_mode is not None:
-        return None, None
+        return g * 0, (g * 0 if isinstance(other, ember.Tensor) else None)
     return g / _conj(other), -g * _conj(input) / _conj(other * other)
 
 
-div.meta = broadcast_meta
-div.samples = lambda dev, dt: binary_samples(dev, dt, nonzero_rhs=True)
+def _div_meta(input, other, rounding_mode=None):
+    r = broadcast_meta(input, other)
+    dt = _true_div_dtype(input, other) if rounding_mode is None else None
+    return r if dt is None else r.astype(dt)
+
+
+div.meta = _div_meta
+div.samples = lambda dev, dt: binary_samples(dev, dt, nonzero_rhs=True) + [
+    Sample(*s.args, rounding_mode=m) for s in binary_samples(dev, dt, nonzero_rhs=True)[1:3]
+    for m in ("trunc", "floor") if dt.category in (1, 2)]
+div.errors = broadcast_errors() + [ErrorSample(Sample(const(3), const(3), rounding_mode="round"),
+                                               RuntimeError, "expected rounding_mode")]
 
 
 def _conj(t):
@@ -184,6 +229,7 @@ def _(g, input):
 
 neg.meta = same_meta
 neg.samples = lambda dev, dt: unary_samples(dev, dt) if dt is not ember.bool else []
+neg.errors = [ErrorSample(Sample(const(3, dtype=bool)), RuntimeError, "on a bool tensor")]
 
 
 @op("pow", tags=("pointwise",), promote="common", inplace=True)
@@ -225,17 +271,49 @@ def _(g, input):
     return g * input.sgn() if input.is_complex() else g * input.sign()
 
 
-abs.meta = lambda x: same_meta(x).real.astype(x.real.dtype) if x.dtype.kind == "c" else same_meta(x)
+abs.meta = lambda x: empty(x.shape, x.real.dtype)
 abs.samples = unary_samples
 abs.kinks = (0.0,)
 
 # ---- unary math: f(x) and df/dx in ember ops --------------------------------------------------
 
 
-def _unary(name, fwd, deriv, save="input", kinks=(), domain=None, aliases=()):
-    """Register a floating unary op ``fwd`` with derivative ``deriv(x, result)``."""
+_TYPE_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
+               "int64": "Long", "float16": "Half", "bfloat16": "BFloat16", "float32": "Float",
+               "float64": "Double", "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
+
+
+def type_name(npdt):
+    """torch's C++ name of a dtype (``Long``, ``ComplexDouble``), as its kernel errors say it."""
+    return _TYPE_NAMES.get(str(npdt), str(npdt))
+
+
+def reject(name, kinds, fwd=None):
+    """Wrap ``fwd`` so array operands of NumPy kinds in ``kinds`` (``"b"`` bool, ``"iu"``
+    integers, ``"c"`` complex) raise torch's NotImplementedError for a missing kernel.
+    Without ``fwd``, a decorator."""
+    if fwd is None:
+        return lambda f: reject(name, kinds, f)
+    @functools.wraps(fwd)
+    def f(xp, *args, **kwargs):
+        for a in args:
+            dt = getattr(a, "dtype", None)
+            if dt is not None and dt.kind in kinds:
+                raise NotImplementedError(f"\"{name}_cpu\" not implemented for "
+                                          f"'{type_name(dt)}'")
+        return fwd(xp, *args, **kwargs)
+    return f
+
+
+def _unary(name, fwd, deriv, save="input", kinks=(), domain=None, aliases=(), kinds="",
+           doc=None):
+    """Register a floating unary op ``fwd`` with derivative ``deriv(x, result)``; inputs of the
+    NumPy kinds in ``kinds`` are rejected as torch rejects them."""
+    fwd = reject(name, kinds, fwd) if kinds else fwd
     d = op(name, tags=("pointwise",), promote="float", inplace=True, aliases=aliases)(fwd)
-    saves = {"input": ("input",), "result": ("result",), "both": ("input", "result")}[save]
+    d.__doc__ = doc or f"``{name}`` of each element; integers give the default float."
+    saves = {"input": ("input",), "result": ("result",), "both": ("input", "result"),
+             "none": ()}[save]
 
     @d.vjp(save=saves)
     def _(g, input, result=None):
@@ -279,7 +357,8 @@ def _compare(name, fwd, aliases=()):
     if name not in ("eq", "ne"):
         fwd = _ordered(name, fwd)
     d = op(name, tags=("pointwise", "comparison"), promote="common", differentiable=False,
-           aliases=aliases)(fwd)
+           aliases=aliases, inplace=True)(fwd)
+    d.__doc__ = f"``{name}`` of each pair of elements, broadcast, as a bool tensor."
     d.meta, d.samples = bool_meta, compare_samples
     return d
 
@@ -306,9 +385,11 @@ def _(g, condition, input, other):
     return None, ember.where(condition, g, zero), ember.where(condition, zero, g)
 
 
-where.meta = lambda c, a, b: broadcast_meta(c, a, b).astype(np.result_type(
+where.meta = lambda c, a, b: empty(broadcast_meta(c, a, b).shape, np.result_type(
     *(x for x in (a, b) if hasattr(x, "dtype"))))
 where.samples = lambda dev, dt: where_samples(dev, dt)
+where.errors = [ErrorSample(Sample(const(3, 4, dtype=bool), const(3, 4), const(2, 4)), RuntimeError,
+                            "must match the size of tensor b")]
 
 
 @op("conj", tags=("pointwise",))
@@ -343,8 +424,12 @@ imag.vjp()(lambda g, input: g.to(input.dtype) * 1j)
 
 @op("sign", tags=("pointwise",), inplace=True)
 def sign(xp, input):
-    """-1, 0 or 1 by the sign of each element."""
-    return xp.sign(input) if input.dtype != np.bool_ else input.copy()
+    """-1, 0 or 1 by the sign of each element (0 for nan, as torch)."""
+    if input.dtype == np.bool_:
+        return input.copy()
+    r = xp.sign(input)
+    # NOTE: torch's sign(nan) is 0 (it computes (0 < x) - (x < 0)); NumPy's is nan
+    return xp.where(xp.isnan(r), xp.zeros((), r.dtype), r) if r.dtype.kind != "i" else r
 
 
 sign.vjp()(lambda g, input: g * 0)
@@ -372,6 +457,7 @@ def _(g, input, result):
 
 def _logical(name, f):
     d = op(name, tags=("pointwise",), differentiable=False, inplace=True)(f)
+    d.__doc__ = f"Elementwise ``{name}``, treating non-zero as True; a bool tensor."
     d.meta = bool_meta
     d.samples = lambda dev, dt: compare_samples(dev, dt)[:2]
     return d
@@ -385,7 +471,9 @@ logical_not.samples = unary_samples
 
 
 def _bitwise(name, f):
+    f = _int_only(name, f)
     d = op(name, tags=("pointwise",), differentiable=False, promote="common", inplace=True)(f)
+    d.__doc__ = f"Elementwise ``{name}`` of integer or bool tensors."
     d.meta = broadcast_meta
     d.samples = lambda dev, dt: binary_samples(dev, dt) if dt.category <= 1 else []
     return d
@@ -394,16 +482,17 @@ def _bitwise(name, f):
 def _int_only(name, f):
     def fwd(xp, input, other):
         for a in (input, other):
-            if getattr(a, "dtype", np.dtype(np.int64)).kind in "fc":
-                raise RuntimeError(f"\"{name}_cpu\" not implemented for "
-                                   f"'{str(a.dtype).capitalize()}'")
+            if getattr(a, "dtype", np.dtype(np.int64)).kind not in "biu":
+                raise NotImplementedError(f"\"{name}_cpu\" not implemented for "
+                                          f"'{type_name(a.dtype)}'")
         return f(xp, input, other)
     return fwd
 
 
-bitwise_and = _bitwise("bitwise_and", _int_only("bitwise_and", lambda xp, a, b: xp.bitwise_and(a, b)))
-bitwise_or = _bitwise("bitwise_or", _int_only("bitwise_or", lambda xp, a, b: xp.bitwise_or(a, b)))
-bitwise_xor = _bitwise("bitwise_xor", _int_only("bitwise_xor", lambda xp, a, b: xp.bitwise_xor(a, b)))
+bitwise_and = _bitwise("bitwise_and", lambda xp, input, other: xp.bitwise_and(input, other))
+bitwise_or = _bitwise("bitwise_or", lambda xp, input, other: xp.bitwise_or(input, other))
+bitwise_xor = _bitwise("bitwise_xor", lambda xp, input, other: xp.bitwise_xor(input, other))
+bitwise_and.errors = [dtype_error("bitwise_and", (3,), (3,), dtype=np.float32)]
 
 
 @op("bitwise_not", tags=("pointwise",), differentiable=False, inplace=True)
@@ -418,7 +507,7 @@ def bitwise_not(xp, input):
 bitwise_not.meta = same_meta
 
 
-@op("tril")
+@op("tril", inplace=True)
 def tril(xp, input, diagonal=0):
     """The lower triangle (elements on and below the ``diagonal``-th diagonal)."""
     return xp.tril(input, diagonal)
@@ -428,7 +517,7 @@ tril.vjp()(lambda g, input, diagonal=0: g.tril(diagonal))
 tril.samples = lambda dev, dt: [Sample(make((4, 4), dt)), Sample(make((2, 3, 4), dt), -1)]
 
 
-@op("triu")
+@op("triu", inplace=True)
 def triu(xp, input, diagonal=0):
     """The upper triangle (elements on and above the ``diagonal``-th diagonal)."""
     return xp.triu(input, diagonal)

@@ -1,31 +1,27 @@
-"""Reductions: sum, mean, prod, max/min, var/std, ..."""
+"""Reductions: sums and means, products, extrema, moments, norms, counts."""
 import builtins
+import math
 
 import numpy as np
 
 import ember
 
-from .meta import empty, reduce_shape
+from .meta import empty, reduce_dims, reduce_shape
+from .pointwise import type_name
 from .registry import op
-from .samples import Sample, make, reduce_samples
+from .samples import ErrorSample, Sample, const, dim_errors, make, reduce_samples
 
 
-def _axis(dim, nd):
-    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
-        return None
-    if isinstance(dim, (tuple, list)):
-        return tuple(d % max(nd, 1) for d in dim)
-    return dim % max(nd, 1)
+def _count(shape, dim):
+    """How many elements each output of a reduction over ``dim`` gathers."""
+    return math.prod(shape[a] for a in reduce_dims(dim, len(shape)))
 
 
 def _keep(g, input, dim, keepdim):
     """Re-insert reduced dimensions into ``g`` so it broadcasts against ``input``."""
-    nd = len(input.shape)
-    if keepdim or nd == 0:
+    if keepdim or g is None or len(input.shape) == 0:
         return g
-    ax = _axis(dim, nd)
-    axes = range(nd) if ax is None else (ax if isinstance(ax, tuple) else (ax,))
-    for a in sorted(axes):
+    for a in reduce_dims(dim, len(input.shape)):
         g = g.unsqueeze(a)
     return g
 
@@ -38,58 +34,138 @@ def _reduce_meta(dtype_fn):
 
 def _sum_dtype(x, dtype):
     if dtype is not None:
-        return dtype.np
-    return np.int64 if x.dtype.kind in "biu" else x.dtype
+        return np.dtype(dtype.np)
+    return np.dtype(np.int64) if x.dtype.kind in "biu" else x.dtype
 
 
-@op("sum", tags=("reduction",))
-def sum_(xp, input, dim=None, keepdim=False, *, dtype=None):
-    """Sum over ``dim`` (all dims by default); integers and bools sum as int64."""
-    return xp.sum(input, axis=_axis(dim, input.ndim), keepdims=keepdim,
-                  dtype=_sum_dtype(input, dtype))
+def _accumulate(f, input, dim, keepdim, dtype):
+    """``f(input, axis, keepdims, dtype)`` (a NumPy-style sum, mean, prod) over torch's ``dim``
+    in the dtype torch gives the result."""
+    kw = dict(axis=reduce_dims(dim, input.ndim), keepdims=keepdim)
+    dt = _sum_dtype(input, dtype)
+    # NOTE: like torch, half and bfloat16 accumulate in float32 and round once at the end;
+    # summing in the 8-bit mantissa loses most digits after a few hundred terms.
+    if dt.itemsize == 2 and dt.kind in "fV":
+        return f(input.astype(np.float32), **kw).astype(dt)
+    return f(input, dtype=dt, **kw)
+
+# ---- sums and means ------------------------------------------------------------------------
+
+
+def _sum_like(name, f, doc, complex_ok=True):
+    def fwd(xp, input, dim=None, keepdim=False, *, dtype=None):
+        if not complex_ok and input.dtype.kind == "c":
+            raise RuntimeError(f"{name} does not support complex inputs")
+        return _accumulate(getattr(xp, f), input, dim, keepdim, dtype)
+    fwd.__doc__ = doc
+    d = op(name, tags=("reduction",))(fwd)
+    d.meta, d.samples = _reduce_meta(_sum_dtype), _reduce_samples
+    return d
+
+
+def _reduce_samples(dev, dt):
+    return reduce_samples(dev, dt) + [Sample(make((0, 3), dt), 1), Sample(make((0, 3), dt))] + \
+        [Sample(make((3, 4), dt), 1, dtype=ember.float64)] * (dt.category < 3)
+
+
+sum_ = _sum_like("sum", "sum", """Sum over ``dim`` (all dims or a tuple); integers and bools
+    sum as int64, or as ``dtype``.
+
+    Example:
+        >>> ember.sum(ember.tensor([[1, 2], [3, 4]]), (0, 1), keepdim=True)
+        tensor([[10]])
+        >>> ember.tensor([True, True]).sum()
+        tensor(2)
+    """)
+nansum = _sum_like("nansum", "nansum", """Sum over ``dim`` treating nan as zero.
+
+    Example:
+        >>> ember.nansum(ember.tensor([1., float("nan"), 2.]))
+        tensor(3.)
+    """, complex_ok=False)
 
 
 @sum_.vjp()
 def _(g, input, dim=None, keepdim=False, *, dtype=None):
-    return _keep(g, input, dim, keepdim).expand(input.shape).to(input.dtype)
+    return _keep(g, input, dim, keepdim).expand(input.shape)
 
 
-sum_.meta = _reduce_meta(_sum_dtype)
-sum_.samples = reduce_samples
+sum_.errors = dim_errors() + [ErrorSample(Sample(const(3, 4), (0, -2)), RuntimeError,
+                                          "dim 0 appears multiple times in the list of dims")]
+
+
+@nansum.vjp(save=("input",))
+def _(g, input, dim=None, keepdim=False, *, dtype=None):
+    return _keep(g, input, dim, keepdim) * input.isnan().logical_not()
+
+
+def _float_input(name, input, dtype):
+    if dtype is None and input.dtype.kind in "biu":
+        raise RuntimeError(f"{name}(): could not infer output dtype. Input dtype must be either "
+                           f"a floating point or complex dtype. Got: {type_name(input.dtype)}")
 
 
 @op("mean", tags=("reduction",))
 def mean(xp, input, dim=None, keepdim=False, *, dtype=None):
-    """Mean over ``dim`` (floating and complex inputs, or with ``dtype``)."""
-    if dtype is None and input.dtype.kind in "biu":
-        raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a "
-                           f"floating point or complex dtype. Got: {_tname(input.dtype)}")
-    dt = dtype.np if dtype is not None else input.dtype
-    r = xp.mean(input, axis=_axis(dim, input.ndim), keepdims=keepdim, dtype=dt)
-    return r
+    """Mean over ``dim`` (floating and complex inputs, or with ``dtype``).
+
+    Example:
+        >>> ember.mean(ember.tensor([1, 2]), dtype=ember.float64)
+        tensor(1.5000, dtype=torch.float64)
+    """
+    _float_input("mean", input, dtype)
+    return _accumulate(xp.mean, input, dim, keepdim, dtype)
 
 
 @mean.vjp()
 def _(g, input, dim=None, keepdim=False, *, dtype=None):
-    shape = input.shape
-    n = ember.Size(shape).numel() // builtins.max(ember.Size(reduce_shape(shape, dim, True)).numel(), 1)
-    return _keep(g, input, dim, keepdim).expand(shape) / builtins.max(n, 1)
+    n = builtins.max(_count(input.shape, dim), 1)
+    return _keep(g, input, dim, keepdim).expand(input.shape) / n
 
 
-mean.meta = _reduce_meta(lambda x, d: d.np if d is not None else x.dtype)
-mean.samples = lambda dev, dt: reduce_samples(dev, dt) if dt.category >= 2 else []
+@op("nanmean", tags=("reduction",))
+def nanmean(xp, input, dim=None, keepdim=False, *, dtype=None):
+    """Mean over ``dim`` of the elements that are not nan.
+
+    Example:
+        >>> ember.nanmean(ember.tensor([1., float("nan"), 2.]))
+        tensor(1.5000)
+    """
+    if input.dtype.kind in "biuc":
+        raise RuntimeError("nanmean(): expected input to have floating point dtype "
+                           f"but got {type_name(input.dtype)}")
+    return _accumulate(xp.nanmean, input, dim, keepdim, dtype)
 
 
-def _tname(npdt):
-    return {"int64": "Long", "int32": "Int", "bool": "Bool", "uint8": "Byte", "int16": "Short",
-            "int8": "Char"}.get(str(npdt), str(npdt))
+@nanmean.vjp(save=("input",))
+def _(g, input, dim=None, keepdim=False, *, dtype=None):
+    keep = input.isnan().logical_not()
+    n = keep.sum(reduce_dims(dim, input.dim()), keepdim=True)
+    return _keep(g, input, dim, keepdim) * keep / n
+
+
+mean.meta = nanmean.meta = _reduce_meta(lambda x, d: d.np if d is not None else x.dtype)
+mean.samples = lambda dev, dt: _reduce_samples(dev, dt) if dt.category >= 2 else []
+mean.errors = dim_errors() + [ErrorSample(Sample(const(3, dtype=np.int64)), RuntimeError,
+                                           "mean.*could not infer output dtype.*Long")]
+nanmean.errors = [ErrorSample(Sample(const(3, dtype=np.int64)), RuntimeError, "nanmean.*Long")]
+nansum.samples = lambda dev, dt: _reduce_samples(dev, dt) + (
+    [Sample(_with_nans(make((3, 4), dt))), Sample(_with_nans(make((3, 4), dt)), 1, True)]
+    if dt.category == 2 else [])
+nanmean.samples = lambda dev, dt: nansum.samples(dev, dt) if dt.category == 2 else []
+
+
+def _with_nans(x):
+    x.reshape(-1)[[0, 5, 6]] = np.nan
+    return x
 
 
 @op("prod", tags=("reduction",))
 def prod(xp, input, dim=None, keepdim=False, *, dtype=None):
-    """Product over ``dim`` (one dim or all)."""
-    return xp.prod(input, axis=_axis(dim, input.ndim), keepdims=keepdim,
-                   dtype=_sum_dtype(input, dtype))
+    """Product over one ``dim``, or of all elements."""
+    if isinstance(dim, (tuple, list)):
+        raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
+    return _accumulate(xp.prod, input, dim, keepdim, dtype)
 
 
 @prod.vjp(save=("input", "result"))
@@ -97,12 +173,10 @@ def _(g, input, dim=None, keepdim=False, *, dtype=None, result=None):
     # NOTE: prod/x is wrong where x == 0; the product of the others is exact there.
     g, r = _keep(g, input, dim, keepdim), _keep(result, input, dim, keepdim)
     if not bool((input == 0).any()):
-        return g * r / input
-    ax = _axis(dim, input.dim())
-    if ax is None:
-        flat = input.reshape(-1)
-        return (g * _prod_others(flat, 0).reshape(input.shape))
-    return g * _prod_others(input, ax)
+        return g * (r / input).conj()
+    if dim is None:
+        return g * _prod_others(input.reshape(-1), 0).reshape(input.shape).conj()
+    return g * _prod_others(input, dim).conj()
 
 
 def _prod_others(x, dim):
@@ -116,126 +190,408 @@ def _prod_others(x, dim):
 
 prod.meta = _reduce_meta(_sum_dtype)
 prod.samples = lambda dev, dt: [Sample(make((3, 4), dt, 0.5, 1.5)), Sample(make((3, 4), dt), 1),
-                                Sample(make((2, 3), dt), -1, True)]
+                                Sample(make((2, 3), dt), -1, True), Sample(make((0, 2), dt))] + \
+    ([Sample(make((2, 3), dt), dtype=ember.float64)] if dt.category != 3 else [])
 
 
-def _minmax(name, f, argf):
-    @op(name, tags=("reduction",), nondiff_outputs=(1,))
-    def fwd(xp, input, dim=None, keepdim=False):
+@op("count_nonzero", tags=("reduction",), differentiable=False)
+def count_nonzero(xp, input, dim=None):
+    """How many elements (along ``dim``, an int or tuple) are non-zero, as int64.
+
+    Example:
+        >>> ember.count_nonzero(ember.tensor([[0, 1], [2, 3]]), 0)
+        tensor([1, 2])
+    """
+    return xp.asarray(xp.count_nonzero(input, axis=reduce_dims(dim, input.ndim)), dtype=np.int64)
+
+
+count_nonzero.meta = lambda input, dim=None: empty(reduce_shape(input.shape, dim, False),
+                                                   np.int64)
+count_nonzero.samples = lambda dev, dt: [Sample(make((3, 4), dt).round()),
+                                         Sample(make((3, 4, 2), dt).round(), (0, 2)),
+                                         Sample(make((3, 4), dt).round(), -1)]
+count_nonzero.errors = dim_errors()
+
+# ---- extrema -------------------------------------------------------------------------------
+
+
+def _nonempty(name, input, dim):
+    """Extrema need an ordered dtype and something to choose from."""
+    if input.dtype.kind == "c":
+        raise RuntimeError(f"{name}(): does not support complex input")
+    if input.size == 0:
         if dim is None:
-            if input.size == 0:
-                raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
-                                   "input.numel() == 0. Specify the reduction dim with the "
-                                   "'dim' argument.")
+            # NOTE: torch raises RuntimeError for max/min but IndexError for argmax/argmin
+            raise (IndexError if name.startswith("arg") else RuntimeError)(
+                f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                "Specify the reduction dim with the 'dim' argument.")
+        for a in reduce_dims(dim, input.ndim):
+            if input.shape[a] == 0:
+                raise IndexError(f"{name}(): Expected reduction dim {a} to have non-zero size.")
+
+
+def _even_split(g, input, result, dim, keepdim):
+    # NOTE: torch splits the gradient evenly between tied extrema.
+    r = _keep(result, input, dim, keepdim)
+    mask = (input == r).to(g.dtype)
+    return _keep(g, input, dim, keepdim) * mask / mask.sum(reduce_dims(dim, input.dim()), True)
+
+
+def _minmax(name, f, argf, binary):
+    @op(name, tags=("reduction",), nondiff_outputs=(1,), returns=("values", "indices"))
+    def fwd(xp, input, dim=None, keepdim=False):
+        if hasattr(dim, "shape"):            # torch.max(a, b) is torch.maximum(a, b)
+            return binary.fwd(xp, input, dim)
+        _nonempty(name, input, dim)
+        if dim is None:
             return f(input)
         if isinstance(dim, (tuple, list)):
-            raise TypeError(f"{name}(): dim must be an int, got {type(dim).__name__}")
-        idx = argf(input, axis=dim, keepdims=True)
-        vals = xp.take_along_axis(input, idx, axis=dim)
-        if not keepdim:
-            vals, idx = xp.squeeze(vals, dim), xp.squeeze(idx, dim)
+            raise TypeError(f"{name}(): argument 'dim' must be int, not {type(dim).__name__}")
+        dim = reduce_dims(dim, input.ndim)[0] if input.ndim else 0
+        idx = argf(input.reshape(input.shape or (1,)), axis=dim, keepdims=True)
+        vals = xp.take_along_axis(input.reshape(input.shape or (1,)), idx, axis=dim)
+        if not keepdim or not input.ndim:
+            vals, idx = vals.reshape(reduce_shape(input.shape, dim, keepdim)), \
+                idx.reshape(reduce_shape(input.shape, dim, keepdim))
         return vals, idx.astype(np.int64)
-    fwd.__doc__ = f"The {name}imum of all elements, or ``(values, indices)`` along ``dim``."
+    fwd.__doc__ = f"""The {name}imum of all elements, ``(values, indices)`` along ``dim``, or with a
+    tensor as second argument, :func:`{name}imum`.
 
-    @fwd.vjp(save=("input", "result"))
+    Example:
+        >>> ember.{name}(ember.tensor([[1., 5.], [5., 2.]]), 1).indices
+        tensor({[1, 0] if name == "max" else [0, 1]})
+    """
+
+    @fwd.vjp(save=("input", "dim", "result"))
     def _(g, input, dim=None, keepdim=False, result=None):
+        if isinstance(dim, ember.Tensor):
+            return binary.vjp_fn(g, input, dim)
         if dim is None:
-            # NOTE: torch splits the gradient evenly between tied extrema.
-            mask = (input == result).to(g.dtype)
-            return g * mask / mask.sum()
+            return _even_split(g, input, result, None, False)
+        if input.dim() == 0:
+            return g[0]
         vals, idx = result
         gk, ik = _keep(g[0], input, dim, keepdim), _keep(idx, input, dim, keepdim)
         return ember.zeros(input.shape, dtype=gk.dtype, device=gk.device).scatter(dim, ik, gk)
 
     def meta(input, dim=None, keepdim=False):
+        if hasattr(dim, "shape"):
+            return binary.meta(input, dim)
         if dim is None:
             return empty((), input.dtype)
         s = reduce_shape(input.shape, dim, keepdim)
         return empty(s, input.dtype), empty(s, np.int64)
 
     fwd.meta = meta
-    fwd.samples = lambda dev, dt: [Sample(make((3, 4, 5), dt)), Sample(make((3, 4, 5), dt), 1),
-                                   Sample(make((3, 4), dt), -1, True)] if dt.category != 3 else []
+    fwd.samples = lambda dev, dt: [
+        Sample(make((3, 4, 5), dt)), Sample(make((3, 4, 5), dt), 1), Sample(make((), dt), 0),
+        Sample(make((3, 4), dt), -1, True), Sample(make((3, 4), dt), make((4,), dt, seed=1)),
+        Sample(make((0, 4), dt), 1)] if dt.category != 3 else []
+    fwd.errors = [ErrorSample(Sample(const(0)), RuntimeError, "Expected reduction dim to be"),
+                  ErrorSample(Sample(const(3, 4), (0, 1)), TypeError, "must be int, not tuple"),
+                  ErrorSample(Sample(const(0, 3), 0), IndexError, "Expected reduction dim 0"),
+                  ErrorSample(Sample(const(3, 4), 2), IndexError, "Dimension out of range"),
+                  ErrorSample(Sample(const(3, dtype=np.complex64)), RuntimeError, "complex")]
     return fwd
 
 
-max_ = _minmax("max", lambda a: a.max(), lambda a, axis, keepdims: a.argmax(axis, keepdims=True))
-min_ = _minmax("min", lambda a: a.min(), lambda a, axis, keepdims: a.argmin(axis, keepdims=True))
+def _binary_extremum(name):
+    from . import pointwise_binary
+    return getattr(pointwise_binary, name)
 
 
-@op("var", tags=("reduction",))
-def var(xp, input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    """Variance over ``dim`` with ``correction`` (1 by default: Bessel's)."""
-    c = _correction(unbiased, correction)
-    return xp.var(input, axis=_axis(dim, input.ndim), ddof=c, keepdims=keepdim)
+max_ = _minmax("max", lambda a: a.max(), lambda a, axis, keepdims: a.argmax(axis, keepdims=True),
+               _binary_extremum("maximum"))
+min_ = _minmax("min", lambda a: a.min(), lambda a, axis, keepdims: a.argmin(axis, keepdims=True),
+               _binary_extremum("minimum"))
 
 
-def _correction(unbiased, correction):
-    if isinstance(unbiased, (int, tuple, list)) and not isinstance(unbiased, bool):
-        raise TypeError("var(): unbiased must be a bool; pass dims as dim=")
+def _amax(name, f):
+    @op(name, tags=("reduction",))
+    def fwd(xp, input, dim=(), keepdim=False):
+        _nonempty(name, input, dim if dim != () else None)
+        return f(xp, input, axis=reduce_dims(dim, input.ndim), keepdims=keepdim)
+    fwd.__doc__ = f"""The {name[1:]}imum over ``dim`` (an int or tuple; all dims by default); the
+    gradient is shared evenly between tied elements.
+
+    Example:
+        >>> ember.{name}(ember.tensor([[1., 5.], [5., 2.]]), 1)
+        tensor({"[5., 5.]" if name == "amax" else "[1., 2.]"})
+    """
+    fwd.vjp(save=("input", "result"))(
+        lambda g, input, dim=(), keepdim=False, result=None:
+        _even_split(g, input, result, dim, keepdim))
+    fwd.meta = lambda input, dim=(), keepdim=False: empty(reduce_shape(input.shape, dim, keepdim),
+                                                          input.dtype)
+    fwd.samples = lambda dev, dt: reduce_samples(dev, dt) + [
+        Sample(make((3, 4), dt).round()).at_kink(),
+        Sample(make((4, 3), dt).round(), 1).at_kink()] \
+        if dt.category != 3 else []
+    return fwd
+
+
+amax = _amax("amax", lambda xp, a, **kw: xp.max(a, **kw))
+amin = _amax("amin", lambda xp, a, **kw: xp.min(a, **kw))
+amax.errors = amin.errors = dim_errors() + [ErrorSample(Sample(const(0, 3), 0), IndexError,
+                                                         "Expected reduction dim 0 to have")]
+
+
+@op("aminmax", tags=("reduction",), returns=("min", "max"))
+def aminmax(xp, input, *, dim=None, keepdim=False):
+    """``(amin(input, dim), amax(input, dim))`` in one call (``dim``: an int or None).
+
+    Example:
+        >>> ember.aminmax(ember.tensor([[1., 5.], [5., 2.]])).max
+        tensor(5.)
+    """
+    if input.size == 0:
+        raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the "
+                           "operation has no identity.")
+    _nonempty("aminmax", input, dim)
+    return amin.fwd(xp, input, dim, keepdim), amax.fwd(xp, input, dim, keepdim)
+
+
+@aminmax.vjp(save=("input", "result"))
+def _(g, input, *, dim=None, keepdim=False, result=None):
+    gs = [_even_split(gi, input, r, dim, keepdim) for gi, r in zip(g, result) if gi is not None]
+    return gs[0] if len(gs) == 1 else gs[0] + gs[1]
+
+
+aminmax.errors = [ErrorSample(Sample(const(0)), RuntimeError, "cannot compute aminmax over an"),
+                  ErrorSample(Sample(const(3, dtype=np.complex64)), RuntimeError, "complex")]
+aminmax.meta = lambda input, *, dim=None, keepdim=False: (amin.meta(input, dim, keepdim),) * 2
+aminmax.samples = lambda dev, dt: [Sample(make((3, 4), dt)), Sample(make((3, 4), dt), dim=1),
+                                   Sample(make((3, 4), dt), dim=0, keepdim=True)] \
+    if dt.category != 3 else []
+
+
+def _arg(name, f):
+    @op(name, tags=("reduction",), differentiable=False)
+    def fwd(xp, input, dim=None, keepdim=False):
+        _nonempty(name, input, dim)
+        if dim is None:
+            r = f(input.reshape(-1), axis=0)
+            return xp.asarray(r, dtype=np.int64).reshape((1,) * input.ndim if keepdim else ())
+        if input.ndim == 0:
+            reduce_dims(dim, 0)
+            return xp.zeros((), np.int64)
+        return f(input, axis=reduce_dims(dim, input.ndim)[0], keepdims=keepdim).astype(np.int64)
+    fwd.__doc__ = f"Index of the {name[3:]}imum (of the flattened input when ``dim`` is None)."
+    fwd.meta = lambda input, dim=None, keepdim=False: empty(
+        reduce_shape(input.shape, dim, keepdim), np.int64)
+    fwd.samples = lambda dev, dt: [Sample(make((3, 4), dt, seed=5)),
+                                   Sample(make((3, 4), dt, seed=5), 1),
+                                   Sample(make((3, 4), dt, seed=5), 0, True),
+                                   Sample(make((3, 4), dt, seed=5), None, True)] \
+        if dt.category in (1, 2) else []
+    return fwd
+
+
+argmax = _arg("argmax", lambda a, **kw: a.argmax(**kw))
+argmin = _arg("argmin", lambda a, **kw: a.argmin(**kw))
+argmax.errors = argmin.errors = dim_errors() + [
+    ErrorSample(Sample(const(0)), IndexError, "Expected reduction dim to be specified"),
+    ErrorSample(Sample(const(3, dtype=np.complex64), 0), RuntimeError, "complex")]
+
+
+def _truth(name, f):
+    @op(name, tags=("reduction",), differentiable=False)
+    def fwd(xp, input, dim=None, keepdim=False):
+        r = f(input, axis=reduce_dims(dim, input.ndim), keepdims=keepdim)
+        # NOTE: torch keeps uint8 for uint8 inputs (a pre-bool convention), bool otherwise
+        return r.astype(np.uint8) if input.dtype == np.uint8 else r
+    fwd.__doc__ = f"True where {name} element (along ``dim``) is non-zero."
+    fwd.meta = lambda input, dim=None, keepdim=False: empty(
+        reduce_shape(input.shape, dim, keepdim), np.uint8 if input.dtype == np.uint8 else bool)
+    fwd.samples = lambda dev, dt: reduce_samples(dev, dt) + [Sample(make((0, 3), dt), 1)]
+    return fwd
+
+
+all_ = _truth("all", lambda a, **kw: a.all(**kw))
+any_ = _truth("any", lambda a, **kw: a.any(**kw))
+
+# ---- moments -------------------------------------------------------------------------------
+
+
+def _moment_args(dim, unbiased, correction):
+    """``(dim, correction)`` from torch's two signatures: ``var(input, dim, unbiased, keepdim)``
+    (also ``var(input, unbiased)``) and ``var(input, dim, *, correction, keepdim)``."""
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    if unbiased is not None and not isinstance(unbiased, bool):
+        raise TypeError("var(): argument 'unbiased' must be bool; pass dims as dim=")
     if correction is not None:
-        return correction
-    return 0 if unbiased is False else 1
+        return dim, correction
+    return dim, 0 if unbiased is False else 1
 
 
-@var.vjp(save=("input",))
-def _(g, input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    c = _correction(unbiased, correction)
-    ax = _axis(dim, input.dim())
-    axes = range(input.dim()) if ax is None else ax if isinstance(ax, tuple) else (ax,)
-    n = 1
-    for a in axes:
-        n *= input.shape[a]
-    centered = input - input.mean(ax, keepdim=True)
-    return _keep(g, input, dim, keepdim) * 2 * centered / builtins.max(n - c, 0)
+_MOMENT_EXAMPLE = """
+
+    Example:
+        >>> x = ember.tensor([1., 2., 3., 4.])
+        >>> ember.{name}(x), ember.{name}(x, correction=0)
+"""
+_MOMENT_RESULTS = {
+    "var": "(tensor(1.6667), tensor(1.2500))", "std": "(tensor(1.2910), tensor(1.1180))",
+    "var_mean": "((tensor(1.6667), tensor(2.5000)), (tensor(1.2500), tensor(2.5000)))",
+    "std_mean": "((tensor(1.2910), tensor(2.5000)), (tensor(1.1180), tensor(2.5000)))"}
 
 
-var.meta = lambda input, dim=None, unbiased=None, keepdim=False, *, correction=None: empty(
-    reduce_shape(input.shape, dim, keepdim), input.real.dtype)
-var.samples = lambda dev, dt: [Sample(make((3, 4), dt)), Sample(make((3, 4), dt), 1),
-                               Sample(make((3, 4), dt), 0, False, True),
-                               Sample(make((3, 4, 2), dt), (0, 2), correction=0)] \
-    if dt.category == 2 else []
+def _moments(name, std, with_mean):
+    def fwd(xp, input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        if input.dtype.kind in "biu":
+            raise RuntimeError("std and var only support floating point and complex dtypes")
+        dim, c = _moment_args(dim, unbiased, correction)
+        ax = reduce_dims(dim, input.ndim)
+        # NOTE: computed in float32 for half precision, as torch's accumulation type
+        x = input.astype(np.float32) if input.dtype.itemsize == 2 else input
+        v = xp.var(x, axis=ax, ddof=c, keepdims=keepdim)
+        v = (xp.sqrt(v) if std else v).astype(input.real.dtype, copy=False)
+        return (v, xp.mean(x, axis=ax, keepdims=keepdim).astype(input.dtype)) if with_mean else v
+    fwd.__doc__ = (f"{'Standard deviation' if std else 'Variance'} over ``dim`` with "
+                   f"``correction`` (1 by default: Bessel's){', and the mean' * with_mean}."
+                   + _MOMENT_EXAMPLE.format(name=name) + f"        {_MOMENT_RESULTS[name]}\n    ")
+    d = op(name, tags=("reduction",), method=not with_mean)(fwd)
+
+    @d.vjp(save=("input", "result"))
+    def _(g, input, dim=None, unbiased=None, keepdim=False, *, correction=None, result=None):
+        dim, c = _moment_args(dim, unbiased, correction)
+        gv, gm = (g if with_mean else (g, None))
+        r = result[0] if with_mean else result
+        out = None
+        if gv is not None:
+            if std:     # d std = d var / (2 std), which torch sets to 0 where std == 0
+                gv = ember.where(r == 0, 0.0, gv / (2 * r))
+            n = _count(input.shape, dim)
+            centered = input - input.mean(reduce_dims(dim, input.dim()), keepdim=True)
+            out = _keep(gv, input, dim, keepdim) * 2 * centered / builtins.max(n - c, 0)
+        if gm is not None:
+            gm = _keep(gm, input, dim, keepdim) / builtins.max(_count(input.shape, dim), 1)
+            out = gm if out is None else out + gm
+        return out
+
+    def meta(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        dim, _ = _moment_args(dim, unbiased, correction)
+        v = empty(reduce_shape(input.shape, dim, keepdim), input.real.dtype)
+        return (v, empty(v.shape, input.dtype)) if with_mean else v
+
+    d.meta = meta
+    d.samples = lambda dev, dt: [
+        Sample(make((3, 4), dt)), Sample(make((3, 4), dt), 1), Sample(make((3, 4), dt), False),
+        Sample(make((3, 4), dt), 0, False, True), Sample(make((3, 4, 2), dt), (0, 2),
+                                                         correction=0),
+        Sample(make((3, 4), dt), 1, keepdim=True, correction=2)] if dt.category >= 2 else []
+    return d
 
 
-def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    """Standard deviation: ``var(...).sqrt()``."""
-    return var(input, dim, unbiased, keepdim, correction=correction).sqrt()
+var = _moments("var", std=False, with_mean=False)
+std = _moments("std", std=True, with_mean=False)
+var_mean = _moments("var_mean", std=False, with_mean=True)
+std_mean = _moments("std_mean", std=True, with_mean=True)
+var.errors = std.errors = dim_errors() + [
+    ErrorSample(Sample(const(3, dtype=np.int64)), RuntimeError, "only support floating point")]
+
+# ---- logsumexp and norms -------------------------------------------------------------------
 
 
-@op("argmax", tags=("reduction",), differentiable=False)
-def argmax(xp, input, dim=None, keepdim=False):
-    """Index of the maximum (of the flattened input when ``dim`` is None)."""
-    if dim is None:
-        r = xp.argmax(input)
-        return xp.asarray(r, dtype=np.int64).reshape((1,) * input.ndim if keepdim else ())
-    return xp.argmax(input, axis=dim, keepdims=keepdim).astype(np.int64)
+@op("logsumexp", tags=("reduction",), promote="float", promote_args=(0,))
+def logsumexp(xp, input, dim, keepdim=False):
+    """``log(sum(exp(input), dim))``, computed without overflow.
+
+    Example:
+        >>> ember.logsumexp(ember.tensor([1000., 1000.]), 0)
+        tensor(1000.6932)
+    """
+    ax = reduce_dims(dim, input.ndim)
+    m = xp.max(input, axis=ax, keepdims=True) if input.size else xp.zeros((), input.dtype)
+    # NOTE: shift by the maximum so exp cannot overflow; an infinite maximum shifts by 0 so
+    # that inf - inf does not make nan.
+    m = xp.where(xp.isfinite(m), m, xp.zeros((), m.dtype))
+    s = xp.sum(xp.exp(input - m), axis=ax, keepdims=True)
+    with np.errstate(divide="ignore"):
+        r = xp.log(s) + m
+    return (r if keepdim else r.reshape(reduce_shape(input.shape, dim, False))).astype(
+        input.dtype, copy=False)
 
 
-@op("argmin", tags=("reduction",), differentiable=False)
-def argmin(xp, input, dim=None, keepdim=False):
-    """Index of the minimum (of the flattened input when ``dim`` is None)."""
-    if dim is None:
-        r = xp.argmin(input)
-        return xp.asarray(r, dtype=np.int64).reshape((1,) * input.ndim if keepdim else ())
-    return xp.argmin(input, axis=dim, keepdims=keepdim).astype(np.int64)
+@logsumexp.vjp(save=("input", "result"))
+def _(g, input, dim, keepdim=False, result=None):
+    return _keep(g, input, dim, keepdim) * (input - _keep(result, input, dim, keepdim)).exp()
 
 
-argmax.samples = argmin.samples = lambda dev, dt: [Sample(make((3, 4), dt, seed=5)),
-                                                   Sample(make((3, 4), dt, seed=5), 1)] \
+logsumexp.meta = lambda input, dim, keepdim=False: empty(reduce_shape(input.shape, dim, keepdim),
+                                                         input.dtype)
+logsumexp.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1), Sample(make((3, 4), dt), -1,
+                                                                          True),
+                                     Sample(make((2, 3, 4), dt, -50, 50), (0, 2)),
+                                     Sample(make((3, 4), dt) * 1000, 0)] \
     if dt.category in (1, 2) else []
+logsumexp.errors = dim_errors()
 
 
-@op("all", tags=("reduction",), differentiable=False)
-def all_(xp, input, dim=None, keepdim=False):
-    """True where every element (along ``dim``) is non-zero."""
-    return xp.all(input, axis=_axis(dim, input.ndim), keepdims=keepdim)
+@op("norm", tags=("reduction",))
+def norm(xp, input, p="fro", dim=None, keepdim=False, dtype=None):
+    """The vector ``p``-norm over ``dim`` (all elements by default): ``p`` is a number,
+    ``inf``, ``-inf`` or ``"fro"`` (the 2-norm).
+
+    Example:
+        >>> ember.norm(ember.tensor([3., -4.])), ember.norm(ember.tensor([3., -4.]), 1)
+        (tensor(5.), tensor(7.))
+    """
+    if input.dtype.kind in "biu":
+        raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as "
+                           f"input. Got {type_name(input.dtype)}")
+    if dtype is not None:
+        input = input.astype(dtype.np)
+    a = xp.abs(input)
+    return _vector_norm(xp, a.astype(np.float32) if a.dtype.itemsize == 2 else a, p,
+                        reduce_dims(dim, input.ndim), keepdim).astype(a.dtype, copy=False)
 
 
-@op("any", tags=("reduction",), differentiable=False)
-def any_(xp, input, dim=None, keepdim=False):
-    """True where some element (along ``dim``) is non-zero."""
-    return xp.any(input, axis=_axis(dim, input.ndim), keepdims=keepdim)
+def _vector_norm(xp, a, p, ax, keepdim):
+    if p in ("fro", 2, 2.0):
+        return xp.sqrt(xp.sum(a * a, axis=ax, keepdims=keepdim))
+    if not isinstance(p, (int, float)):
+        raise NotImplementedError(f"norm: p={p!r} is not supported (matrix norms: use "
+                                  "torch.linalg.matrix_norm)")
+    if p == math.inf:
+        return xp.max(a, axis=ax, keepdims=keepdim)
+    if p == -math.inf:
+        return xp.min(a, axis=ax, keepdims=keepdim)
+    if p == 0:
+        return xp.sum(a != 0, axis=ax, keepdims=keepdim).astype(a.dtype)
+    if p == 1:
+        return xp.sum(a, axis=ax, keepdims=keepdim)
+    return xp.sum(a ** p, axis=ax, keepdims=keepdim) ** (1.0 / p)
 
 
-all_.samples = any_.samples = reduce_samples
+@norm.vjp(save=("input", "result"))
+def _(g, input, p="fro", dim=None, keepdim=False, dtype=None, result=None):
+    g, r = _keep(g, input, dim, keepdim), _keep(result, input, dim, keepdim)
+    sgn = input.sgn()
+    if p in ("fro", 2, 2.0):
+        return ember.where(r == 0, 0.0, g / r) * input
+    if p in (math.inf, -math.inf):
+        return sgn * _even_split(g, input.abs(), r, dim, True)
+    if p == 0:
+        return g * 0
+    if p == 1:
+        return g * sgn
+    # d/dx (sum |x|^p)^(1/p) = sgn(x) |x|^(p-1) / norm^(p-1)
+    return ember.where(r == 0, 0.0, g / r ** (p - 1)) * sgn * input.abs() ** (p - 1)
+
+
+def _norm_meta(input, p="fro", dim=None, keepdim=False, dtype=None):
+    dt = np.dtype(dtype.np) if dtype is not None else input.dtype
+    return empty(reduce_shape(input.shape, dim, keepdim), np.abs(np.zeros((), dt)).dtype)
+
+
+norm.meta = _norm_meta
+norm.errors = [ErrorSample(Sample(const(3, dtype=np.int64)), RuntimeError,
+                            "Expected a floating point or complex tensor as input. Got Long"),
+               ErrorSample(Sample(const(3, 4), 2, 2), IndexError, "Dimension out of range")]
+norm.samples = lambda dev, dt: [
+    Sample(make((3, 4), dt)), Sample(make((3, 4), dt), 2, 1), Sample(make((3, 4), dt), 1, 0),
+    Sample(make((3, 4), dt), math.inf, 1, True), Sample(make((3, 4), dt), -math.inf, 1),
+    Sample(make((3, 4), dt), 3, (0, 1)), Sample(make((3, 4), dt), "fro", (0, 1), True),
+    Sample(make((3, 4), dt), 0.5, 1)] if dt.category >= 2 else []

@@ -1,6 +1,7 @@
 """The op registry: every op is one ``OpDef`` holding its forward, backward, meta rule and
 test samples. The public functions, Tensor methods, tests and docs are all read off this table.
 """
+import collections
 import inspect
 
 
@@ -11,28 +12,33 @@ class OpDef:
         name: the torch name (``torch.<name>`` and ``Tensor.<name>``).
         fwd: ``fwd(xp, *args, **kwargs)`` computing arrays from arrays with array module ``xp``.
         promote: ``"common"`` casts tensor and scalar operands to their promoted dtype first,
-            ``"float"`` also turns integer results into the default float, None leaves dtypes be.
+            ``"float"`` also turns integer results into the default float, None leaves dtypes
+            be; or a function ``(args, kwargs) -> mode`` when the mode depends on the call.
         promote_args: positions of the arguments that take part in promotion (default: the
             required positional parameters).
-        view: the output is a view sharing the first input's storage.
+        view: the output is a view sharing the first input's storage; ``"maybe"``: a view
+            where the strides allow, else a copy (reshape).
         differentiable: False for ops whose outputs never carry gradients (comparisons...).
         nondiff_outputs: indices of outputs that never require grad (e.g. indices of ``max``).
         method / function: also expose as ``Tensor.<name>`` / ``ember.<name>``.
         inplace: also define the in-place method ``Tensor.<name>_``.
         aliases: other public names of the same op.
+        returns: field names of a multi-output op's result (``("values", "indices")``): the
+            public function returns a named tuple like ``torch.return_types``.
     """
 
     def __init__(self, name, fwd, tags=(), promote=None, view=False, differentiable=True,
                  nondiff_outputs=(), method=True, function=True, inplace=False, aliases=(),
-                 promote_args=None):
+                 promote_args=None, returns=None):
         self.name, self.fwd, self.tags = name, fwd, tuple(tags)
         self.promote = promote
         self.view, self.differentiable = view, differentiable
         self.nondiff_outputs = tuple(nondiff_outputs)
         self.method, self.function, self.inplace, self.aliases = method, function, inplace, aliases
-        self.vjp_fn, self.save, self.save_result = None, (), False
+        self.vjp_fn, self.save, self.save_result, self.needed_by = None, (), False, {}
         self.meta, self.samples, self.errors = None, None, ()
         self.kinks, self.tol, self.skips, self.dtypes = (), {}, {}, None
+        self.writes_overlap = False     # in place into expanded (overlapping) views, as fill_
         self.grad_name = "".join(p.capitalize() for p in name.strip("_").split("_")) + "Backward0"
         params = list(inspect.signature(fwd).parameters.values())[1:]
         self.params = tuple(p.name for p in params)
@@ -42,17 +48,27 @@ class OpDef:
             i for i, p in enumerate(params) if p.default is p.empty and
             p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
         self.__doc__ = fwd.__doc__
+        self.return_type = collections.namedtuple(name, returns) if returns else None
 
-    def vjp(self, save=()):
+    def vjp(self, save=(), needed_by=None):
         """Decorator registering the backward ``vjp(g, *args, **kwargs)``, written in ember ops.
 
         ``save`` names the arguments the backward reads; the others reach it as metadata
         (shape, dtype, device) only. ``"result"`` saves the output, passed as ``result=``.
+        ``needed_by`` maps a saved argument to the arguments whose gradients read it (e.g.
+        ``mul``'s ``input`` only matters for ``other``'s gradient): when none of those requires
+        grad, an in-place change to it is no error, as in torch. ``"cross"`` says each saved
+        argument is read only by the others' gradients (products: mul, mm, dot...).
         """
         def deco(fn):
             self.vjp_fn = fn
             self.save = tuple(self.params.index(s) for s in save if s != "result")
             self.save_result = "result" in save
+            if needed_by == "cross":
+                self.needed_by = {i: tuple(j for j in self.save if j != i) for i in self.save}
+            else:
+                self.needed_by = {self.params.index(k): tuple(self.params.index(v) for v in (
+                    (vs,) if isinstance(vs, str) else vs)) for k, vs in (needed_by or {}).items()}
             return fn
         return deco
 

@@ -4,10 +4,26 @@ import numpy as np
 
 
 class Sample:
-    """One call of an op: ``op(*args, **kwargs)``; NumPy arrays become tensors."""
+    """One call of an op: ``op(*args, **kwargs)``; NumPy arrays become tensors.
+
+    ``smooth=False`` marks a sample at a non-differentiable point (ties, kinks), which finite
+    differences cannot check; ``grad_args`` lists the positions of the float arguments that
+    are differentiable when not all are (e.g. nll_loss's class weights).
+    """
+
+    smooth = True
+    grad_args = None
 
     def __init__(self, *args, **kwargs):
         self.args, self.kwargs = args, kwargs
+
+    def at_kink(self):
+        self.smooth = False
+        return self
+
+    def differentiable_in(self, *positions):
+        self.grad_args = positions
+        return self
 
     def __repr__(self):
         def d(a):
@@ -74,3 +90,40 @@ def reduce_samples(dev, dt):
     x = make((3, 4, 5), dt)
     return [Sample(x), Sample(x, 1), Sample(x, -1, True), Sample(x, (0, 2)),
             Sample(make((4,), dt), 0), Sample(make((), dt))]
+
+
+class ErrorSample:
+    """A call that must fail: ``op(*sample.args, **sample.kwargs)`` raises ``exc_type`` with a
+    message matching the regex ``match`` (PyTorch's OpInfo ``ErrorInput``). The tests also
+    check that PyTorch raises the same type for the same call."""
+
+    def __init__(self, sample, exc_type, match):
+        self.sample, self.exc_type, self.match = sample, exc_type, match
+
+    def __repr__(self):
+        return f"ErrorSample({self.sample!r} -> {self.exc_type.__name__}: {self.match})"
+
+
+def const(*shape, dtype=np.float32):
+    """A constant array for error samples, where the values do not matter."""
+    return np.ones(shape, dtype)
+
+
+def broadcast_errors(arity=2):
+    """Operands whose shapes do not broadcast."""
+    return [ErrorSample(Sample(const(3, 4), *[const(5)] * (arity - 1)), RuntimeError, "must match the size of tensor b"),
+            ErrorSample(Sample(const(2, 4), *[const(3, 1)] * (arity - 2), const(3, 4)),
+                        RuntimeError, "must match the size of tensor b")]
+
+
+def dim_errors(*extra):
+    """A dim out of range and a repeated dim, for reductions over ``dim``."""
+    return [ErrorSample(Sample(const(3, 4), 2, *extra), IndexError, r"Dimension out of range "
+                        r"\(expected to be in range of \[-2, 1\], but got 2\)"),
+            ErrorSample(Sample(const(3, 4), -3, *extra), IndexError, "Dimension out of range")]
+
+
+def dtype_error(name, *shapes, dtype=np.int64, exc=NotImplementedError, match=None, **kwargs):
+    """The op rejects ``dtype`` operands (by default with a missing-kernel error)."""
+    return ErrorSample(Sample(*[const(*s, dtype=dtype) for s in shapes or [(3,)]], **kwargs), exc,
+                       match or f"{name}.*not implemented for")

@@ -4,6 +4,7 @@ import numpy as np
 
 import ember
 
+from .._backends import add_at
 from .meta import empty
 from .registry import op
 from .samples import Sample, make
@@ -62,7 +63,7 @@ view.samples = lambda dev, dt: [Sample(make((3, 4), dt), 12), Sample(make((3, 4)
 view.torch_method = True
 
 
-@op("reshape", view=True)
+@op("reshape", view="maybe")
 def reshape(xp, input, *shape):
     """``input`` with a new shape: a view when the strides allow it, else a copy."""
     return xp.reshape(input, _infer(_dims(shape), input.size, "reshape"))
@@ -140,12 +141,23 @@ def expand(xp, input, *sizes):
                            f"({input.ndim})")
     shape = tuple(input.shape[i - lead] if s == -1 and i >= lead else s
                   for i, s in enumerate(sizes))
-    try:
-        return xp.broadcast_to(input, shape)
-    except ValueError:
-        raise RuntimeError(f"expand: the expanded size of the tensor ({list(sizes)}) must match "
-                           f"the existing size ({list(input.shape)}) at each non-singleton "
-                           "dimension") from None
+    # NOTE: torch's strides, not broadcast_to's: a size-1 dimension kept at size 1 keeps its
+    # stride, and a new leading one gets size * stride of the next. The view is writable, as
+    # torch's is; in-place ops refuse it where elements overlap (see dispatch_inplace).
+    strides = [0] * len(shape)
+    for i in reversed(range(len(shape))):
+        j = i - lead
+        if j >= 0:
+            n, st = input.shape[j], input.strides[j]
+        else:
+            n, st = 1, shape[i + 1] * strides[i + 1] if i + 1 < len(shape) else input.itemsize
+        if n != shape[i] and (n != 1 or shape[i] < 0):
+            raise RuntimeError(f"expand: the expanded size of the tensor ({sizes[i]}) must "
+                               f"match the existing size ({n}) at non-singleton dimension {i}."
+                               f"  Target sizes: {list(sizes)}.  Tensor sizes: "
+                               f"{list(input.shape)}")
+        strides[i] = st if n == shape[i] else 0
+    return xp.lib.stride_tricks.as_strided(input, shape, strides)
 
 
 @expand.vjp()
@@ -159,6 +171,7 @@ expand.samples = lambda dev, dt: [Sample(make((3, 1), dt), 3, 4), Sample(make((4
 
 @op("broadcast_to", view=True)
 def broadcast_to(xp, input, size):
+    """``input`` broadcast to ``size``, as a view (like :meth:`Tensor.expand`)."""
     return expand.fwd(xp, input, tuple(size))
 
 
@@ -204,7 +217,7 @@ def _embed(g, input, index):
 def _index_embed(xp, g, shape, index, accumulate=False):
     out = xp.zeros(shape, dtype=g.dtype)
     if accumulate:
-        xp.add.at(out, index, g)
+        add_at(xp, out, index, g)
     else:
         out[index] = g
     return out
@@ -222,7 +235,9 @@ def select(xp, input, dim, index):
     if not -n <= index < n:
         raise IndexError(f"select(): index {index} out of range for tensor of size "
                          f"{list(input.shape)} at dimension {dim}")
-    return input[_slicer(input.ndim, dim, index)]
+    # NOTE: the trailing Ellipsis keeps a 0-dim result a view; NumPy returns a scalar copy
+    # for an all-integer index, and writes to it would be lost.
+    return input[_slicer(input.ndim, dim, index) + (Ellipsis,)]
 
 
 @select.vjp()
@@ -256,6 +271,10 @@ def squeeze(xp, input, dim=None):
         return xp.squeeze(input)
     dims = dim if isinstance(dim, (tuple, list)) else (dim,)
     nd = max(input.ndim, 1)
+    for d in dims:
+        if not -nd <= d < nd:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, "
+                             f"{nd - 1}], but got {d})")
     dims = tuple(d % nd for d in dims if input.ndim and input.shape[d % nd] == 1)
     return xp.squeeze(input, dims) if dims else input.view()
 
@@ -270,7 +289,7 @@ squeeze.samples = lambda dev, dt: [Sample(make((3, 1, 4, 1), dt)), Sample(make((
                                    Sample(make((1, 3, 1), dt), (0, 2))]
 
 
-@op("flatten", view=True)
+@op("flatten", view="maybe")
 def flatten(xp, input, start_dim=0, end_dim=-1):
     """Merge dimensions ``start_dim..end_dim`` into one (a view when possible)."""
     if input.ndim == 0:
@@ -447,7 +466,8 @@ split.samples = lambda dev, dt: [Sample(make((5, 4), dt), 2), Sample(make((5, 4)
 @op("unbind", view=True)
 def unbind(xp, input, dim=0):
     """The slices along ``dim``, without that dimension."""
-    return tuple(xp.moveaxis(input, dim, 0)) if input.shape[dim] else ()
+    moved = xp.moveaxis(input, dim, 0)
+    return tuple(moved[i, ...] for i in range(moved.shape[0]))   # [i, ...]: 0-dim views too
 
 
 @unbind.vjp()
@@ -464,7 +484,7 @@ def chunk(input, chunks, dim=0):
     return split(input, max(-(-n // chunks), 1), dim)
 
 
-@op("view_as_real", view=True)
+@op("view_as_real", view=True, method=False)
 def view_as_real(xp, input):
     """A complex tensor's view as real pairs in a new last dimension."""
     if input.dtype.kind != "c":
@@ -477,7 +497,7 @@ def _(g, input):
     return ember.view_as_complex(g.contiguous())
 
 
-@op("view_as_complex", view=True)
+@op("view_as_complex", view=True, method=False)
 def view_as_complex(xp, input):
     """A real tensor whose last dimension is 2 viewed as complex."""
     if input.shape[-1:] != (2,) or input.strides[-1] != input.itemsize:

@@ -1,9 +1,23 @@
-"""Automatic differentiation: ``backward``, ``grad``, grad modes, anomaly detection."""
+"""Automatic differentiation: ``backward``, ``grad``, ``Function``, grad modes, anomaly
+detection, ``gradcheck``; ``functional`` loads on first use."""
+from . import graph  # noqa: F401
 from .anomaly_mode import detect_anomaly, set_detect_anomaly  # noqa: F401
 from .engine import run_backward
+from .function import Function, FunctionCtx, once_differentiable  # noqa: F401
+# NOTE: imported eagerly (it is light): the function shadows its module's name, as in torch,
+# which a lazy import would undo once someone imports ember.autograd.gradcheck directly.
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
 from .grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
                         no_grad, set_grad_enabled)
-from .graph import Node  # noqa: F401
+from .graph import Node, edge_of  # noqa: F401
+
+
+def __getattr__(name):
+    # functional is an analysis tool: keep it off ``import ember``'s path
+    if name != "functional":
+        raise AttributeError(f"module 'ember.autograd' has no attribute '{name}'")
+    import importlib
+    return importlib.import_module(".functional", __name__)
 
 
 def _tensors(x):
@@ -16,7 +30,7 @@ def _tensors(x):
 def _seed_grads(outputs, grad_outputs, create_graph):
     from .._ops.creation import ones_like
     grads = []
-    for out, g in zip(outputs, grad_outputs):
+    for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
         if g is None:
             if out._data.size != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
@@ -28,8 +42,8 @@ def _seed_grads(outputs, grad_outputs, create_graph):
             from .._ops.creation import tensor
             g = tensor(g, dtype=out.dtype, device=out.device)
         elif tuple(g.shape) != tuple(out.shape):
-            raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of "
-                               f"{g.shape} and output[0] has a shape of {out.shape}.")
+            raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
+                               f"{g.shape} and output[{i}] has a shape of {out.shape}.")
         grads.append(g if create_graph else g.detach())
     return grads
 
@@ -40,8 +54,7 @@ def _roots(outputs):
         if not out._requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have "
                                "a grad_fn")
-        roots.append((out.grad_fn, out._output_nr) if out.grad_fn is not None
-                     else (out._grad_accumulator(), 0))
+        roots.append(edge_of(out))
     return roots
 
 
@@ -78,6 +91,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         (tensor(27., grad_fn=<MulBackward0>), tensor(18.))
     """
     outs, ins = _tensors(outputs), _tensors(inputs)
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when materialize_grads="
+                         "True, but got: allow_unused=False.")
     if allow_unused is None:
         allow_unused = materialize_grads
     for t in ins:
@@ -86,9 +102,23 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     grads = _tensors(grad_outputs) or [None] * len(outs)
     if retain_graph is None:
         retain_graph = create_graph
+    if is_grads_batched:
+        return _batched_grad(outs, ins, grads, retain_graph, create_graph, allow_unused,
+                             materialize_grads)
     res = run_backward(_roots(outs), _seed_grads(outs, grads, create_graph), retain_graph,
                        create_graph, inputs=ins, allow_unused=allow_unused, accumulate=False)
     if materialize_grads:
         from .._ops.creation import zeros_like
         res = [g if g is not None else zeros_like(t) for g, t in zip(res, ins)]
     return tuple(res)
+
+
+def _batched_grad(outs, ins, grads, retain_graph, create_graph, allow_unused, materialize_grads):
+    """``grad(is_grads_batched=True)``: one vjp per slice along the grad_outputs' first dim,
+    stacked (torch vmaps; a loop gives the same values)."""
+    from .._ops.shape import stack
+    n = grads[0].shape[0]
+    rows = [grad(outs, ins, [g[i] for g in grads], retain_graph=True if i < n - 1 else
+                 retain_graph, create_graph=create_graph, allow_unused=allow_unused,
+                 materialize_grads=materialize_grads) for i in range(n)]
+    return tuple(None if col[0] is None else stack(col) for col in zip(*rows))

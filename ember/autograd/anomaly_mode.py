@@ -1,4 +1,6 @@
 """Anomaly mode: remember each op's forward traceback, and fail on NaN gradients."""
+import warnings
+
 from .grad_mode import _Mode
 
 
@@ -52,6 +54,8 @@ class detect_anomaly(_Mode):
 
     def __init__(self, check_nan=True):
         self.check_nan = check_nan
+        warnings.warn("Anomaly Detection has been enabled. This mode will increase the runtime "
+                      "and should only be enabled for debugging.", stacklevel=2)
 
     def clone(self):
         return self.__class__(self.check_nan)

@@ -40,6 +40,8 @@ def _needed(nodes, targets):
 def _sum_to(g, meta):
     """Reduce gradient ``g`` to the shape and dtype of the input described by ``meta``."""
     shape = meta._shape
+    if g._data.shape == shape and g.dtype is meta.dtype:     # the common case, cheaply
+        return g
     if g._data.shape != shape:
         lead = g.dim() - len(shape)
         dims = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape)
@@ -102,7 +104,10 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
             if needed is not None and node not in needed:
                 continue
             if isinstance(node, AccumulateGrad):
-                if accumulate and inputs is None and grads[0] is not None:
+                if accumulate and grads[0] is not None:   # with inputs=, only those get here
+                    for h in node._pre_hooks:
+                        r = h(tuple(grads))
+                        grads = list(r) if r is not None else grads
                     node.accumulate(grads[0], create_graph)
                 continue
             if needed is not None and not any(c in needed for c, _ in node.next_functions):
@@ -126,15 +131,16 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
         grad_mode.state.grad_enabled = prev
     if inputs is None:
         return None
-    if accumulate:
+    if accumulate:          # leaves were accumulated by their AccumulateGrad above
         for t, g in zip(inputs, captures):
-            if g is not None:
-                t.grad = g.detach() if not create_graph else g if t.grad is None else t.grad + g
+            if g is not None and t.grad_fn is not None:
+                g = g if create_graph else g.detach()
+                t.grad = g.clone() if t.grad is None else t.grad + g
         return None
     for i, g in enumerate(captures):
         if g is None and not allow_unused:
-            raise RuntimeError("One of the differentiated Tensors appears to not have been used "
-                               "in the graph. Set allow_unused=True if this is the desired "
+            raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been "
+                               "used in the graph. Set allow_unused=True if this is the desired "
                                "behavior.")
     return captures
 
@@ -153,7 +159,7 @@ def _run_tensor_hooks(node, grads):
 
 def _materialize(node, grads):
     from .._ops.creation import zeros
-    return [g if g is not None else zeros(m.shape, dtype=m.dtype, device=m.device)
+    return [g if g is not None or m is None else zeros(m.shape, dtype=m.dtype, device=m.device)
             for g, m in zip(grads, node.out_meta)]
 
 
@@ -164,25 +170,25 @@ def _apply(node, grads, retain_graph):
             grads = list(r)
     for g in grads:
         if g is None:
-            if hasattr(node, "out_meta"):
+            if getattr(node, "out_meta", None) is not None:
                 grads = _materialize(node, grads)
             break
     try:
         out = node.apply(grads)
-    except Exception as e:
+        if anomaly.enabled and anomaly.check_nan:
+            for i, g in enumerate(out):
+                if g is not None and g._has_nan():
+                    raise RuntimeError(f"Function '{node.name()}' returned nan values in its "
+                                       f"{i}th output.")
+    except Exception:
         if node._trace is not None:
             warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that "
                           "caused the error:\n" + "".join(node._trace), stacklevel=2)
-        raise e
+        raise
     for h in node._hooks:
         r = h(tuple(out), tuple(grads))
         if r is not None:
             out = list(r)
-    if anomaly.enabled and anomaly.check_nan:
-        for i, g in enumerate(out):
-            if g is not None and g._has_nan():
-                raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th "
-                                   "output.")
     if not retain_graph:
         node.release()
     return out

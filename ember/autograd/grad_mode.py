@@ -84,6 +84,11 @@ class set_grad_enabled(_Mode):
         self._prev = state.grad_enabled
         state.grad_enabled = self._mode
 
+    def __call__(self, fn):
+        # NOTE: as a decorator, construction must not have switched the mode for the caller
+        state.grad_enabled = self._prev
+        return super().__call__(fn)
+
     def clone(self):
         return self.__class__(self._mode)
 

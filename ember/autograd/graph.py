@@ -1,9 +1,10 @@
-"""Graph nodes. A ``Node`` is the backward of one op call: it keeps what the op's vjp reads
-(each saved tensor with the version it had) and an edge ``(node, output_nr)`` per input."""
+"""Graph nodes (``torch.autograd.graph``). A ``Node`` is the backward of one op call: it keeps
+what the op's vjp reads (each saved tensor with the version it had, or as packed by
+``saved_tensors_hooks``) and an edge ``(node, output_nr)`` per input."""
 import itertools
 import operator
+import re
 import traceback
-import weakref
 
 from .._size import Size
 from . import grad_mode
@@ -17,6 +18,26 @@ _FREED_MSG = (
     "call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward "
     "through the graph a second time or if you need to access saved tensors after calling "
     "backward.")
+
+
+_BACKWARD_SUFFIX = r"Backward\d*$"
+
+
+def check_saved_version(t, version, node, output_nr=None):
+    """Raise torch's error if saved tensor ``t`` was modified in place after it was saved for
+    ``node``'s backward; ``output_nr`` is set when ``t`` is an output of ``node``."""
+    if t._version == version:
+        return
+    # NOTE: like torch, name the node that made the tensor (for an input, its current one),
+    # without the "Backward0" suffix.
+    fn, nr = (node, output_nr) if output_nr is not None else (t.grad_fn, t._output_nr)
+    where = "" if fn is None else \
+        f", which is output {nr} of {re.sub(_BACKWARD_SUFFIX, '', fn.name())}"
+    raise RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an inplace "
+        f"operation: [{t.type()} {list(t.shape)}]{where}, is at version {t._version}; expected "
+        f"version {version} instead. Hint: the backward of {node.name()} needs it unchanged; "
+        "clone it before modifying it in place.")
 
 
 class TensorMeta(tuple):
@@ -63,11 +84,46 @@ _TUPLE = tuple.__new__
 
 def edge_of(t):
     """The (node, output_nr) gradients of tensor ``t`` flow into, or (None, 0)."""
+    if t._base is not None and getattr(t, "_view_version", None) not in (None, t._version) \
+            and t._base._requires_grad:
+        _refresh_view(t)
     if t.grad_fn is not None:
         return (t.grad_fn, t._output_nr)
     if t._requires_grad:
         return (t._grad_accumulator(), 0)
     return (None, 0)
+
+
+def move_retain_grad(t, node, output_nr):
+    """``t`` is about to get the history ``(node, output_nr)`` (an in-place write): its
+    ``retain_grad`` hook moves along. NOTE: as in torch, ``.grad`` then holds the gradient of
+    the newest value; hooks from ``register_hook`` stay with the old one."""
+    if t._retains_grad and t.grad_fn is not None:
+        hook = t.grad_fn._retain_grad_hooks.pop(t._output_nr, None)
+        if hook is not None:
+            node._retain_grad_hooks[output_nr] = hook
+
+
+def _refresh_view(t):
+    """Give view ``t`` a history through its base's current one: an in-place write through
+    the base or another view (which bumped the shared version) left ``t.grad_fn`` stale.
+
+    NOTE: torch regenerates a view's grad_fn the same way on access; without this, the
+    gradient of ``v = a[:2]; a.mul_(2); v.sum()`` would skip the ``mul_``.
+    """
+    from .grad_mode import enable_grad
+    if getattr(t, "_fn_view", None):
+        raise RuntimeError(
+            f"{t._fn_view} is a view and its base or another view of its base has been modified "
+            "inplace. This view was created inside a custom Function (or because an input was "
+            "returned as-is) and the autograd logic to handle view+inplace would override the "
+            "custom backward associated with the custom Function, leading to incorrect "
+            "gradients. This behavior is forbidden. You can fix this by cloning the output of "
+            "the custom Function.")
+    with enable_grad():
+        r = t._view_fn(t._base)
+    t.grad_fn, t._output_nr, t._requires_grad = r.grad_fn, r._output_nr, r._requires_grad
+    t._view_version = t._version
 
 
 class Node:
@@ -79,13 +135,16 @@ class Node:
     _pre_hooks = _hooks = ()        # made a list on the first registration
 
     def __init__(self, inputs):
-        self.seq = next(_seq)
         # plain loops: a comprehension costs a function object per call (Python 3.11)
         edges, metas = [], []
         for t in inputs:
-            edges.append((t.grad_fn, t._output_nr) if t.grad_fn is not None else edge_of(t))
+            # a view may need its history refreshed (edge_of); anything else with a grad_fn
+            # takes the shortcut
+            edges.append((t.grad_fn, t._output_nr) if t.grad_fn is not None and t._base is None
+                         else edge_of(t))
             metas.append(_TUPLE(TensorMeta, (t._data.shape, t.dtype, t.device)))
         self.next_functions, self.input_meta = tuple(edges), metas
+        self.seq = next(_seq)       # after the edges: a view refresh above records nodes
         self._tensor_pre_hooks, self._retain_grad_hooks = {}, {}
         if anomaly.enabled:
             self._trace = traceback.format_stack()[:-3]
@@ -130,13 +189,12 @@ class _Handle:
     """Removable handle returned by the register_*hook methods."""
 
     def __init__(self, container, item):
-        self._ref, self.item = weakref.ref(container) if isinstance(container, list) else \
-            (lambda: container), item
+        self._container, self.item = container, item
 
     def remove(self):
-        c = self._ref()
-        if c is not None and self.item in c:
-            c.remove(self.item)
+        c = self._container
+        if any(h is self.item for h in c):
+            del c[next(i for i, h in enumerate(c) if h is self.item)]
 
     def __enter__(self):
         return self
@@ -145,13 +203,125 @@ class _Handle:
         self.remove()
 
 
+# ---- saved tensor hooks -----------------------------------------------------------------------
+
+_saved_hooks = []     # stack of (pack_hook, unpack_hook), or a str: hooks disabled, the reason
+
+
+class saved_tensors_hooks:
+    """Within the block, each tensor saved for backward is stored as ``pack_hook(tensor)`` and
+    given back to backward as ``unpack_hook(packed)`` (e.g. to offload or recompute it). Saved
+    through hooks, a tensor is not checked for later in-place changes, as in torch.
+
+    Example:
+        >>> import ember
+        >>> x = ember.tensor([1.0, 2.0], requires_grad=True)
+        >>> with ember.autograd.graph.saved_tensors_hooks(lambda t: t.tolist(),
+        ...                                               lambda v: ember.tensor(v)):
+        ...     y = (x * x).sum()
+        >>> y.backward()
+        >>> x.grad
+        tensor([2., 4.])
+    """
+
+    def __init__(self, pack_hook, unpack_hook):
+        self.pack_hook, self.unpack_hook = pack_hook, unpack_hook
+
+    def __enter__(self):
+        if _saved_hooks and isinstance(_saved_hooks[-1], str):
+            raise RuntimeError(_saved_hooks[-1])
+        _saved_hooks.append((self.pack_hook, self.unpack_hook))
+        return self
+
+    def __exit__(self, *exc):
+        _saved_hooks.pop()
+
+
+class save_on_cpu(saved_tensors_hooks):
+    """Keep tensors saved for backward in cpu memory, moving them back when backward runs."""
+
+    def __init__(self, pin_memory=False, device_type="cuda"):
+        super().__init__(lambda t: (t.device, t.to("cpu")), lambda p: p[1].to(p[0]))
+
+
+class disable_saved_tensors_hooks:
+    """Within the block, entering ``saved_tensors_hooks`` raises ``RuntimeError(error_message)``.
+    """
+
+    def __init__(self, error_message):
+        self.error_message = error_message
+
+    def __enter__(self):
+        _saved_hooks.append(self.error_message)
+
+    def __exit__(self, *exc):
+        _saved_hooks.pop()
+
+
+class _Packed:
+    """A saved tensor as its pack hook left it."""
+
+    __slots__ = ("value", "unpack_hook")
+
+    def __init__(self, t, hooks):
+        self.value, self.unpack_hook = hooks[0](t), hooks[1]
+
+    def unpack(self):
+        return self.unpack_hook(self.value)
+
+
+def _active_hooks():
+    return _saved_hooks[-1] if _saved_hooks and not isinstance(_saved_hooks[-1], str) else None
+
+
+def _pack(a, hooks):
+    if hasattr(a, "_data"):
+        return _Packed(a, hooks)
+    if isinstance(a, (list, tuple)):
+        return [_Packed(t, hooks) if hasattr(t, "_data") else t for t in a]
+    return a
+
+
+def _unpack(a):
+    if isinstance(a, _Packed):
+        return a.unpack()
+    if isinstance(a, list) and any(isinstance(t, _Packed) for t in a):
+        return [t.unpack() if isinstance(t, _Packed) else t for t in a]
+    return a
+
+
+def _saved_is_read(opdef, i, args):
+    """Whether saved argument ``i`` feeds a gradient that will be computed (see
+    ``OpDef.vjp(needed_by=)``); if not, it is kept without a version check."""
+    users = opdef.needed_by.get(i)
+    return users is None or any(getattr(args[j], "_requires_grad", False) for j in users
+                                if j < len(args))
+
+
 class OpNode(Node):
     """The backward of one OpDef call."""
+
+    multi = False      # the op returned a tuple: its vjp gets a list of output gradients
+    _packed = False
 
     def __init__(self, opdef, args, kwargs, inputs, outputs):
         Node.__init__(self, inputs)
         self.opdef, self.kwargs, self.n_outputs = opdef, kwargs, len(outputs)
-        save, metas, n_in = opdef.save, self.input_meta, len(inputs)
+        hooks = _active_hooks() if _saved_hooks else None
+        if hooks is not None:
+            self._save_packed(opdef, args, hooks)
+        else:
+            self._save(opdef, args, inputs)
+        self.out_meta = metas = []
+        for o in outputs:
+            metas.append(_TUPLE(TensorMeta, (o._data.shape, o.dtype, o.device)))
+        if opdef.save_result:
+            self.results = [(_Packed(o, hooks), None) if hooks is not None else
+                            (o._alias(), o._version) for o in outputs]
+
+    def _save(self, opdef, args, inputs):
+        """Keep the saved arguments (with their versions) and the metadata of the others."""
+        save, needed_by, metas, n_in = opdef.save, opdef.needed_by, self.input_meta, len(inputs)
         saved, versions, positions, k = list(args), [], [], 0
         # ``inputs`` are the tensors among ``args`` in order (lists of tensors spread out), so
         # an identity test against the next one finds them without type checks.
@@ -166,51 +336,71 @@ class OpNode(Node):
                 continue
             positions.append((i, n))
             if i in save:
-                for t in ts:
-                    versions.append((t, t._version))
+                if not needed_by or _saved_is_read(opdef, i, args):
+                    for t in ts:
+                        versions.append((t, t._version))
+                # else: kept for the vjp to run, but its gradient is dropped
             else:           # backward sees only the metadata of what it did not save
                 saved[i] = metas[k] if n is None else metas[k:k + n]
             k += len(ts)
         self.args, self.versions, self.tensor_positions = saved, versions, positions
-        self._has_saved = bool(versions) or opdef.save_result
-        self.out_meta = metas = []
-        for o in outputs:
-            metas.append(_TUPLE(TensorMeta, (o._data.shape, o.dtype, o.device)))
-        if opdef.save_result:
-            self.results = [(o._alias(), o._version) for o in outputs]
+        # NOTE: as in torch, only a node that saved something refuses a second backward (a
+        # Python scalar counts: torch saves it as a wrapped tensor)
+        has, n_args = opdef.save_result, len(args)
+        if not has:
+            for i in save:
+                if i < n_args and (not needed_by or _saved_is_read(opdef, i, args)):
+                    has = True
+                    break
+        self._has_saved = has
+
+    def _save_packed(self, opdef, args, hooks):
+        """``_save`` inside ``saved_tensors_hooks``: saved arguments are kept as packed."""
+        saved, self.tensor_positions = list(args), []
+        for i, a in enumerate(args):
+            if hasattr(a, "_data"):
+                self.tensor_positions.append((i, None))
+            elif isinstance(a, (list, tuple)) and a and hasattr(a[0], "_data"):
+                self.tensor_positions.append((i, len(a)))
+            if i in opdef.save:
+                saved[i] = _pack(a, hooks)
+                self._packed = True
+            elif hasattr(a, "_data"):
+                saved[i] = TensorMeta(a)
+            elif isinstance(a, (list, tuple)) and a and hasattr(a[0], "_data"):
+                saved[i] = [TensorMeta(t) if hasattr(t, "_data") else t for t in a]
+        self.args, self.versions = saved, []
+        self._has_saved = opdef.save_result or self._packed or any(
+            i < len(args) and _saved_is_read(opdef, i, args) for i in opdef.save)
 
     def name(self):
         return self.opdef.grad_name
 
     def release(self):
-        self.args = self.versions = self.results = None
-        self._released = True
-
-    def _check_version(self, t, v, what):
-        if t._version != v:
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified by an "
-                f"inplace operation: [{t.type()} {list(t.shape)}]{what}, is at version "
-                f"{t._version}; expected version {v} instead. Hint: the backward of "
-                f"{self.name()} needs it unchanged; clone it before modifying it in place.")
+        if self._has_saved:
+            self.args = self.versions = self.results = None
+            self._released = True
 
     def apply(self, grads):
         if self._released:
             raise RuntimeError(_FREED_MSG)
         for t, v in self.versions:
             if t._version != v:
-                self._check_version(t, v, "")
+                check_saved_version(t, v, self)
         kwargs = self.kwargs
         if self.opdef.save_result:
             res, graph = [], grad_mode.state.grad_enabled
             for i, (r, v) in enumerate(self.results):
-                if r._version != v:
-                    self._check_version(r, v, f", which is output {i} of {self.name()}")
+                if v is None:
+                    r = r.unpack()
+                elif r._version != v:
+                    check_saved_version(r, v, self, i)
                 # only a differentiable backward (create_graph) needs the output in the graph
                 res.append(r._as_output_of(self, i) if graph else r)
             kwargs = dict(kwargs, result=res[0] if self.n_outputs == 1 else tuple(res))
-        g = grads[0] if self.n_outputs == 1 else grads
-        out = self.opdef.vjp_fn(g, *self.args, **kwargs)
+        g = grads if self.multi else grads[0]
+        args = [_unpack(a) for a in self.args] if self._packed else self.args
+        out = self.opdef.vjp_fn(g, *args, **kwargs)
         if not isinstance(out, tuple):
             out = (out,)
         flat = []         # one gradient per tensor input, in the order of the edges
@@ -246,7 +436,13 @@ class AccumulateGrad(Node):
     def __init__(self, variable):
         # a sink has no edges or metadata: skip Node.__init__, it is made once per leaf use
         self.variable = variable
-        self._tensor_pre_hooks, self._retain_grad_hooks = {}, {}
+        self._retain_grad_hooks = {}
+        # NOTE: the tensor holds its accumulator weakly (as torch does), so hooks registered on
+        # a leaf live on the tensor and outlast any one accumulator.
+        self._tensor_pre_hooks = variable.__dict__.setdefault("_leaf_hooks", {})
+
+    def name(self):
+        return "torch::autograd::AccumulateGrad"
 
     def accumulate(self, g, create_graph):
         v = self.variable
@@ -272,6 +468,9 @@ class CopySlices(Node):
         self.next_functions = self.next_functions + (op_node_edge,)
         self.input_meta.append(op_meta)
         self.view_fn, self.n_outputs = view_fn, 1
+
+    def name(self):
+        return "torch::autograd::CopySlices"
 
     def apply(self, grads):
         g = grads[0]

@@ -1,0 +1,511 @@
+"""Convolution, constant padding and max pooling: the ops with a windowed NumPy forward.
+
+``convolution`` is torch's N-d primitive (plain and transposed, with groups). Its forward is
+im2col on a strided window view plus one batched matmul over the groups; its backward is
+``convolution`` again (the input gradient of a convolution is a transposed convolution and the
+other way round, the weight gradient is a convolution of the input with the output gradient),
+so gradients of any order come from this one op. Pooling by averaging, fold/unfold, padding
+modes and interpolation are compositions in ember/nn/_conv_functional.py.
+"""
+import math
+
+import numpy as np
+
+import ember
+
+from .meta import empty
+from .registry import op
+from .samples import Sample, make
+
+
+def _windows(xp, x, ksize, stride, dilation, osize):
+    """A view ``(*lead, *osize, *ksize)`` of the trailing ``len(ksize)`` dims of ``x``: window
+    ``o``, tap ``k`` reads ``x[..., o * stride + k * dilation]`` (sliding_window_view with the
+    stride and dilation folded into the view, so nothing is copied)."""
+    nd = len(ksize)
+    st = x.strides[-nd:]
+    return xp.lib.stride_tricks.as_strided(
+        x, x.shape[:-nd] + tuple(osize) + tuple(ksize),
+        x.strides[:-nd] + tuple(a * s for a, s in zip(st, stride)) +
+        tuple(a * d for a, d in zip(st, dilation)))
+
+
+def _pad(xp, x, lo, hi, value=0):
+    """``x`` with its trailing ``len(lo)`` dims grown by ``lo``/``hi`` (>= 0) cells of
+    ``value``."""
+    if not any(lo) and not any(hi):
+        return x
+    nd = len(lo)
+    shape = x.shape[:-nd] + tuple(s + a + b for s, a, b in zip(x.shape[-nd:], lo, hi))
+    out = xp.full(shape, value, x.dtype)
+    out[(Ellipsis,) + tuple(slice(a, a + s) for a, s in zip(lo, x.shape[-nd:]))] = x
+    return out
+
+
+def _compute_dtype(x):
+    # NOTE: NumPy has no BLAS for bfloat16/float16: accumulate in float32 as torch's CPU does.
+    return np.float32 if x.dtype.itemsize < 4 and x.dtype.kind not in "iub" else x.dtype
+
+
+def _taps(ksize):
+    return list(np.ndindex(*ksize))
+
+
+def _flat_strides(size):
+    """Element strides of a C-contiguous array of ``size``."""
+    out, s = [], 1
+    for n in reversed(size):
+        out.append(s)
+        s *= n
+    return tuple(reversed(out))
+
+
+def _span(size, strides):
+    """How many flat elements a block of ``size`` covers in an array with ``strides``: the
+    length of its "wide" run, garbage cells between its rows included."""
+    return sum((n - 1) * s for n, s in zip(size, strides)) + 1
+
+
+def _strided(xp, a, shape, strides):
+    """``as_strided`` on the leading dims of ``a`` kept, with element ``strides`` after them."""
+    lead = len(shape) - len(strides)
+    return xp.lib.stride_tricks.as_strided(
+        a, shape, a.strides[:lead] + tuple(s * a.itemsize for s in strides))
+
+
+def _conv_forward(xp, x, w, stride, padding, dilation, groups):
+    nd, (n, c), o = w.ndim - 2, x.shape[:2], w.shape[0]
+    x = xp.ascontiguousarray(_pad(xp, x, padding, padding))
+    k, size = w.shape[2:], x.shape[2:]
+    osize = tuple((size[i] - dilation[i] * (k[i] - 1) - 1) // stride[i] + 1 for i in range(nd))
+    cg, og = c // groups, o // groups
+    if cg == 1:
+        # NOTE: depthwise convolutions (and average pooling) would be a matmul with an inner
+        # dim of 1 per group; summing the shifted views is several times faster.
+        win = _windows(xp, x, k, stride, dilation, osize)        # (n, c, *osize, *k)
+        wk = w.reshape(groups, og, -1)
+        out = xp.zeros((n, groups, og) + osize, x.dtype)
+        for j, tap in enumerate(_taps(k)):
+            xs = win[(slice(None),) * (2 + nd) + tap]            # (n, c, *osize)
+            out += xs[:, :, None] * wk[:, :, j].reshape((groups, og) + (1,) * nd)
+        return out.reshape((n, o) + osize)
+    # NOTE: im2col copies are slow when their contiguous runs are short (a row of the output).
+    # With unit strides, each tap's inputs for all outputs lie in one flat run of the padded
+    # input ("wide" rows that include the padding columns, dropped after the matmul); with unit
+    # dilations, each output's taps do. Pick the layout whose runs waste least. Every layout
+    # puts the batch inside the matmul: one large GEMM per group is much faster than n small.
+    S, K, L = _flat_strides(size), math.prod(k), math.prod(osize)
+    span_o, span_k = _span(osize, S), _span(k, S)
+    sp = tuple(range(3, 3 + nd))
+    if all(s == 1 for s in stride) and span_o <= 2 * L and (
+            span_o * K <= span_k * L or any(d != 1 for d in dilation)):
+        view = _strided(xp, x, (n, c) + k + (span_o,), tuple(d * s for d, s in zip(
+            dilation, S)) + (1,)).reshape((n, groups, cg) + k + (span_o,))
+        cols = view.transpose((1, 2) + sp + (0, 3 + nd)).reshape(groups, cg * K, n * span_o)
+        out = xp.matmul(w.reshape(groups, og, cg * K), cols)          # (groups, og, n * span)
+        return xp.ascontiguousarray(_strided(xp, out.reshape(o, n, span_o), (n, o) + osize,
+                                             (span_o, n * span_o) + S))
+    if all(d == 1 for d in dilation) and span_k <= 2 * K:
+        view = _strided(xp, x, (n, c) + osize + (span_k,), tuple(
+            st * s for st, s in zip(stride, S)) + (1,)).reshape((n, groups, cg) + osize +
+                                                                (span_k,))
+        cols = view.transpose((1, 0) + sp + (2, 3 + nd)).reshape(groups, n * L, cg * span_k)
+        ww = xp.zeros((o, cg, span_k), w.dtype)
+        _strided(xp, ww, (o, cg) + k, S)[...] = w
+        out = xp.matmul(cols, ww.reshape(groups, og, -1).transpose(0, 2, 1))  # (G, n L, og)
+        return out.reshape(groups, n, L, og).transpose(1, 0, 3, 2).reshape((n, o) + osize)
+    win = _windows(xp, x, k, stride, dilation, osize).reshape((n, groups, cg) + osize + k)
+    cols = win.transpose((1, 2) + tuple(range(3 + nd, 3 + 2 * nd)) + (0,) + sp).reshape(
+        groups, cg * K, n * L)                                        # the im2col copy
+    out = xp.matmul(w.reshape(groups, og, -1), cols)                  # (groups, og, n * L)
+    return xp.ascontiguousarray(out.reshape(o, n, L).transpose(1, 0, 2)).reshape(
+        (n, o) + osize)
+
+
+def _conv_transpose_forward(xp, x, w, stride, padding, dilation, output_padding, groups):
+    nd, (n, c), size = w.ndim - 2, x.shape[:2], x.shape[2:]
+    k, cg, og = w.shape[2:], c // groups, w.shape[1]
+    o, K, L = groups * og, math.prod(k), math.prod(size)
+    full = tuple((size[i] - 1) * stride[i] + dilation[i] * (k[i] - 1) + 1 + output_padding[i]
+                 for i in range(nd))
+    if cg == 1:
+        out = xp.zeros((n, o) + full, x.dtype)
+        wk = w.reshape(groups, og, -1)
+        xg = x.reshape((n, groups, 1) + size)
+        for j, tap in enumerate(_taps(k)):
+            dst = tuple(slice(t * d, t * d + (s_ - 1) * st + 1, st)
+                        for t, d, s_, st in zip(tap, dilation, size, stride))
+            out[(slice(None), slice(None)) + dst] += (xg * wk[:, :, j].reshape(
+                (groups, og) + (1,) * nd)).reshape((n, o) + size)
+    else:
+        # col2im: one matmul per group gives every tap's contribution (the batch inside the
+        # GEMM), then each tap is added in place
+        wt = w.reshape(groups, cg, -1).transpose(0, 2, 1)                # (groups, og K, cg)
+        if all(s == 1 for s in stride):
+            # the adjoint of the wide im2col: the input laid out in the output's wide rows,
+            # so each tap adds one contiguous run
+            S = _flat_strides(full)
+            span = _span(size, S)
+            xw = xp.zeros((c, n, span), x.dtype)
+            _strided(xp, xw, (n, c) + size, (span, n * span) + S)[...] = x
+            cols = xp.matmul(wt, xw.reshape(groups, cg, n * span)).reshape(
+                groups, og, K, n, span)
+            out = xp.zeros((n, o, math.prod(full)), x.dtype)
+            for j, tap in enumerate(_taps(k)):
+                off = sum(t * d * s for t, d, s in zip(tap, dilation, S))
+                out[:, :, off:off + span] += cols[:, :, j].reshape(o, n, span).transpose(1, 0, 2)
+            out = out.reshape((n, o) + full)
+        else:
+            xg = x.reshape(n, groups, cg, L).transpose(1, 2, 0, 3).reshape(groups, cg, n * L)
+            cols = xp.matmul(wt, xg).reshape((groups, og, K, n) + size)
+            out = xp.zeros((n, o) + full, x.dtype)
+            for j, tap in enumerate(_taps(k)):
+                dst = tuple(slice(t * d, t * d + (s_ - 1) * st + 1, st)
+                            for t, d, s_, st in zip(tap, dilation, size, stride))
+                out[(slice(None), slice(None)) + dst] += cols[:, :, j].reshape(
+                    (o, n) + size).swapaxes(0, 1)
+    if any(padding):
+        out = xp.ascontiguousarray(out[(Ellipsis,) + tuple(
+            slice(p, f - p) for p, f in zip(padding, full))])
+    return out
+
+
+def _check_conv(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
+    """torch's argument checks, with its messages."""
+    nd = w.ndim - 2
+    if x.ndim != w.ndim:
+        raise RuntimeError(f"Expected {w.ndim}-dimensional input for {w.ndim}-dimensional "
+                           f"weight {list(w.shape)}, but got {x.ndim}-dimensional input of "
+                           f"size {list(x.shape)} instead")
+    if x.dtype != w.dtype or (bias is not None and bias.dtype != x.dtype):
+        other = w if x.dtype != w.dtype else bias
+        raise RuntimeError(f"convolution: input type ({x.dtype}) and "
+                           f"{'weight' if other is w else 'bias'} type ({other.dtype}) should "
+                           "be the same")
+    if groups <= 0 or any(s <= 0 for s in stride) or any(d <= 0 for d in dilation) or \
+            any(p < 0 for p in padding):
+        raise RuntimeError(f"convolution: expected positive groups, stride and dilation and "
+                           f"non-negative padding, got groups={groups}, stride={list(stride)}, "
+                           f"dilation={list(dilation)}, padding={list(padding)}")
+    chan = w.shape[0] if transposed else w.shape[1] * groups
+    if x.shape[1] != chan or w.shape[0] % groups:
+        what = "transposed=1" if transposed else f"groups={groups}"
+        raise RuntimeError(f"Given {what}, weight of size {list(w.shape)}, expected "
+                           f"input{list(x.shape)} to have {chan} channels, but got "
+                           f"{x.shape[1]} channels instead")
+    if not transposed:
+        padded = [x.shape[2 + i] + 2 * padding[i] for i in range(nd)]
+        ext = [dilation[i] * (w.shape[2 + i] - 1) + 1 for i in range(nd)]
+        if any(p < e for p, e in zip(padded, ext)):
+            raise RuntimeError(f"Calculated padded input size per channel: "
+                               f"({' x '.join(map(str, padded))}). Kernel size: "
+                               f"({' x '.join(map(str, ext))}). Kernel size can't be greater "
+                               "than actual input size")
+
+
+@op("convolution", method=False)
+def convolution(xp, input, weight, bias, stride, padding, dilation, transposed, output_padding,
+                groups):
+    """N-d convolution (or transposed convolution) of batched ``input`` (N, C, *spatial) with
+    ``weight`` ((out, in/groups, *k), or (in, out/groups, *k) when transposed); every
+    per-dim option is a tuple of ints. The public entry points are ``nn.functional.conv*``.
+
+    Example:
+        >>> import ember
+        >>> ember.convolution(ember.ones(1, 1, 4), ember.ones(1, 1, 3), None, (1,), (0,), (1,),
+        ...                   False, (0,), 1)
+        tensor([[[3., 3.]]])
+    """
+    _check_conv(input, weight, bias, stride, padding, dilation, transposed, output_padding,
+                groups)
+    dt = input.dtype
+    cd = _compute_dtype(input)
+    x, w = input.astype(cd, copy=False), weight.astype(cd, copy=False)
+    if transposed:
+        out = _conv_transpose_forward(xp, x, w, stride, padding, dilation, output_padding,
+                                      groups)
+    else:
+        out = _conv_forward(xp, x, w, stride, padding, dilation, groups)
+    if bias is not None:
+        out += bias.astype(out.dtype).reshape((-1,) + (1,) * (out.ndim - 2))
+    return out.astype(dt, copy=False)
+
+
+def _weight_grad(x, g, k, stride, padding, dilation, groups):
+    """``dL/dweight`` of ``y = conv(x, weight)`` given ``g = dL/dy``, as a convolution of the
+    input (channels as batch) with the output gradient (batch as channels):
+    ``gw[go, c, k] = sum_{n,l} x_pad[n, gc, l * stride + k * dilation] * g[n, go, l]``."""
+    nd, n = len(k), x.shape[0]
+    cg, og = x.shape[1] // groups, g.shape[1] // groups
+    sp = tuple(range(3, 3 + nd))
+    xb = x.reshape((n, groups, cg) + tuple(x.shape[2:])).permute((2, 1, 0) + sp)
+    gk = g.reshape((n, groups, og) + tuple(g.shape[2:])).permute((1, 2, 0) + sp)
+    r = convolution(xb.reshape((cg, groups * n) + tuple(x.shape[2:])),
+                    gk.reshape((groups * og, n) + tuple(g.shape[2:])), None, dilation, padding,
+                    stride, False, (0,) * nd, groups)        # (cg, groups * og, *k')
+    # the last windows may reach past the kernel when stride does not divide the input
+    if tuple(r.shape[2:]) != tuple(k):
+        r = r[(slice(None), slice(None)) + tuple(slice(0, s) for s in k)]
+    return r.transpose(0, 1)
+
+
+@convolution.vjp(save=("input", "weight"))
+def _(g, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    nd, k = weight.dim() - 2, tuple(weight.shape[2:])
+    gi = gw = None
+    if transposed:       # y = conv^T(x): dx = conv(g), dweight from (g, x) with roles swapped
+        if input.requires_grad:
+            gi = convolution(g, weight, None, stride, padding, dilation, False, (0,) * nd,
+                             groups)
+        if weight.requires_grad:
+            gw = _weight_grad(g, input, k, stride, padding, dilation, groups)
+    else:
+        if input.requires_grad:
+            # output_padding recovers the input rows the forward's last window skipped
+            fit = tuple(input.shape[2 + i] - ((g.shape[2 + i] - 1) * stride[i] - 2 * padding[i]
+                                              + dilation[i] * (k[i] - 1) + 1)
+                        for i in range(nd))
+            gi = convolution(g, weight, None, stride, padding, dilation, True, fit, groups)
+        if weight.requires_grad:
+            gw = _weight_grad(input, g, k, stride, padding, dilation, groups)
+    gb = g.sum((0,) + tuple(range(2, 2 + nd))) if bias is not None else None
+    return gi, gw, gb
+
+
+def conv_output_size(size, k, stride, padding, dilation, transposed=False, output_padding=0):
+    """Length of one spatial dim of a (transposed) convolution's output."""
+    if transposed:
+        return (size - 1) * stride - 2 * padding + dilation * (k - 1) + 1 + output_padding
+    return (size + 2 * padding - dilation * (k - 1) - 1) // stride + 1
+
+
+def _convolution_meta(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    _check_conv(x, w, b, stride, padding, dilation, transposed, output_padding, groups)
+    c = w.shape[1] * groups if transposed else w.shape[0]
+    size = tuple(conv_output_size(x.shape[2 + i], w.shape[2 + i], stride[i], padding[i],
+                                  dilation[i], transposed, output_padding[i])
+                 for i in range(w.ndim - 2))
+    return empty((x.shape[0], c) + size, x.dtype)
+
+
+convolution.meta = _convolution_meta
+
+
+def _conv_samples(dev, dt):
+    if dt.category != 2:
+        return []
+
+    def s(x, w, b, *opts):
+        return Sample(make(x, dt), make(w, dt, seed=1), make(b, dt, seed=2) if b else None,
+                      *opts)
+    return [
+        s((2, 3, 7), (4, 3, 3), (4,), (2,), (1,), (1,), False, (0,), 1),
+        s((1, 4, 6, 5), (6, 2, 3, 2), (6,), (1, 2), (1, 0), (2, 1), False, (0, 0), 2),
+        s((1, 2, 4, 4), (2, 1, 3, 3), None, (1, 1), (1, 1), (1, 1), False, (0, 0), 2),
+        s((1, 2, 3, 4, 3), (2, 2, 2, 2, 2), (2,), (1, 1, 1), (0, 1, 0), (1, 1, 1), False,
+          (0, 0, 0), 1),
+        s((2, 4, 5), (4, 3, 3), (6,), (2,), (1,), (1,), True, (1,), 2),
+        s((1, 2, 3, 3), (2, 3, 2, 3), None, (2, 1), (0, 1), (1, 2), True, (1, 0), 1),
+        s((1, 2, 3, 3), (2, 1, 2, 2), None, (2, 2), (0, 0), (1, 1), True, (0, 0), 2),
+    ]
+
+
+convolution.samples = _conv_samples
+convolution.tol = {"bfloat16": (2e-2, 5e-2)}
+
+
+# ---- constant padding ----------------------------------------------------------------------
+
+def _pad_pairs(ndim, pad):
+    """torch's pad list (last dim first, (before, after) pairs) as per-dim (lo, hi) over the
+    trailing dims."""
+    if len(pad) % 2:
+        raise RuntimeError(f"Padding length must be divisible by 2, got {len(pad)}")
+    n = len(pad) // 2
+    if n > ndim:
+        raise RuntimeError(f"Padding length should be less than or equal to two times the "
+                           f"input dimension but got padding length {len(pad)} and input of "
+                           f"dimension {ndim}")
+    lo = tuple(pad[2 * (n - 1 - i)] for i in range(n))
+    hi = tuple(pad[2 * (n - 1 - i) + 1] for i in range(n))
+    return lo, hi
+
+
+@op("constant_pad_nd", method=False)
+def constant_pad_nd(xp, input, pad, value=0):
+    """``input`` with its last ``len(pad) // 2`` dims padded by ``value`` (negative pads crop).
+
+    Example:
+        >>> import ember
+        >>> ember.constant_pad_nd(ember.ones(2), (1, 2))
+        tensor([0., 1., 1., 0., 0.])
+    """
+    lo, hi = _pad_pairs(input.ndim, pad)
+    nd = len(lo)
+    size = input.shape[input.ndim - nd:]
+    new = tuple(s + a + b for s, a, b in zip(size, lo, hi))
+    for s, a, b, m in zip(size, lo, hi, new):
+        if m < 0:
+            raise RuntimeError(f"The input size {s}, plus negative padding {a} and {b} "
+                               f"resulted in a negative output size, which is invalid. Check "
+                               f"dimension of your input.")
+    out = xp.full(input.shape[:input.ndim - nd] + new, value, input.dtype)
+    src = tuple(slice(max(-a, 0), s - max(-b, 0)) for s, a, b in zip(size, lo, hi))
+    dst = tuple(slice(max(a, 0), m - max(b, 0)) for m, a, b in zip(new, lo, hi))
+    out[(Ellipsis,) + dst] = input[(Ellipsis,) + src]
+    return out
+
+
+constant_pad_nd.vjp()(lambda g, input, pad, value=0: constant_pad_nd(g, [-p for p in pad]))
+
+
+def _constant_pad_meta(x, pad, value=0):
+    lo, hi = _pad_pairs(x.ndim, pad)
+    lead = x.shape[:x.ndim - len(lo)]
+    return empty(lead + tuple(s + a + b for s, a, b in zip(x.shape[len(lead):], lo, hi)),
+                 x.dtype)
+
+
+constant_pad_nd.meta = _constant_pad_meta
+constant_pad_nd.samples = lambda dev, dt: [
+    Sample(make((3, 4), dt), (1, 2)), Sample(make((2, 3, 4), dt), (0, 1, 2, -1)),
+    Sample(make((2, 3, 4), dt), (-1, 1, 0, 0, 1, 1)), Sample(make((3, 4), dt), (2, 2), 1)]
+
+
+# ---- max pooling ---------------------------------------------------------------------------
+
+def pool_output_size(size, k, stride, padding, dilation, ceil_mode):
+    """torch's pooling output length: the last window must start inside the (left-padded)
+    input when ``ceil_mode`` rounds up."""
+    num = size + 2 * padding - dilation * (k - 1) - 1
+    out = (-(-num // stride) if ceil_mode else num // stride) + 1
+    if ceil_mode and (out - 1) * stride >= size + padding:
+        out -= 1
+    return out
+
+
+def _lowest(x):
+    return -np.inf if x.dtype.kind in "fc" or x.dtype.itemsize < 4 and x.dtype.kind not in \
+        "iub" else np.iinfo(x.dtype).min
+
+
+def _argmax_windows(xp, flat, osize, positions):
+    """Values and flat input indices of each window's max: ``flat`` is (*lead, *osize, taps);
+    ``positions(arg)`` maps the tap numbers to per-dim input coordinates."""
+    # NOTE: argmax picks the first maximum and any NaN, as torch's kernels do
+    arg = flat.argmax(-1)
+    out = xp.take_along_axis(flat, arg[..., None], -1)[..., 0]
+    return out, positions(arg)
+
+
+def _flat_index(coords, size):
+    idx = 0
+    for c, s in zip(coords, size):
+        idx = idx * s + c
+    return idx.astype(np.int64)
+
+
+@op("_max_pool_nd", method=False, function=False, nondiff_outputs=(1,))
+def max_pool_nd(xp, input, kernel_size, stride, padding, dilation, ceil_mode):
+    """Max pooling over the trailing ``len(kernel_size)`` dims: (values, flat indices into the
+    pooled dims of the input), as ``nn.functional.max_pool*d(..., return_indices=True)``."""
+    nd = len(kernel_size)
+    size = input.shape[input.ndim - nd:]
+    osize = tuple(pool_output_size(n, k, s, p, d, ceil_mode) for n, k, s, p, d in zip(
+        size, kernel_size, stride, padding, dilation))
+    hi = tuple(max(p, (o - 1) * s + d * (k - 1) + 1 - n - p) for o, s, d, k, n, p in zip(
+        osize, stride, dilation, kernel_size, size, padding))
+    x = _pad(xp, input, padding, hi, _lowest(input))
+    win = _windows(xp, x, kernel_size, stride, dilation, osize)
+    flat = win.reshape(win.shape[:win.ndim - nd] + (-1,))
+
+    def positions(arg):
+        taps = xp.unravel_index(arg, kernel_size)
+        return _flat_index([xp.arange(o).reshape((o,) + (1,) * (nd - 1 - i)) * s + t * d - p
+                            for i, (o, s, t, d, p) in enumerate(zip(osize, stride, taps,
+                                                                    dilation, padding))], size)
+    return _argmax_windows(xp, flat, osize, positions)
+
+
+def _adaptive_windows(size, out):
+    """Per-output-cell input indices of adaptive pooling along one dim, (out, longest window);
+    short windows repeat their last index (harmless for a max)."""
+    o = np.arange(out)
+    start, end = (o * size) // out, -((-(o + 1) * size) // out)
+    return np.minimum(start[:, None] + np.arange((end - start).max()), end[:, None] - 1)
+
+
+@op("_adaptive_max_pool_nd", method=False, function=False, nondiff_outputs=(1,))
+def adaptive_max_pool_nd(xp, input, output_size):
+    """Adaptive max pooling over the trailing ``len(output_size)`` dims: (values, flat
+    indices), as ``nn.functional.adaptive_max_pool*d(..., return_indices=True)``."""
+    nd = len(output_size)
+    size = input.shape[input.ndim - nd:]
+    idx = [_adaptive_windows(s, o) for s, o in zip(size, output_size)]
+    # input[..., i0[:, :, None, None], i1[None, None]] is (*lead, o0, k0, o1, k1)
+    g = input[(Ellipsis,) + tuple(xp.asarray(a.reshape((1, 1) * i + a.shape + (1, 1) * (
+        nd - 1 - i))) for i, a in enumerate(idx))]
+    lead = input.ndim - nd
+    g = g.transpose(tuple(range(lead)) + tuple(range(lead, lead + 2 * nd, 2)) +
+                    tuple(range(lead + 1, lead + 2 * nd, 2)))
+    flat = g.reshape(g.shape[:lead + nd] + (-1,))
+
+    def positions(arg):
+        taps = xp.unravel_index(arg, tuple(a.shape[1] for a in idx))
+        return _flat_index([xp.asarray(a)[xp.arange(a.shape[0]).reshape(
+            (-1,) + (1,) * (nd - 1 - i)), t] for i, (a, t) in enumerate(zip(idx, taps))], size)
+    return _argmax_windows(xp, flat, tuple(output_size), positions)
+
+
+def max_unpool_grad(g, indices, in_shape, nd, accumulate=True):
+    """Scatter ``g`` (*lead, *out) into zeros of ``in_shape`` at the flat ``indices`` of the
+    trailing ``nd`` dims (adding where windows overlap); the backward of max pooling and the
+    forward of max unpooling."""
+    lead = tuple(in_shape[:len(in_shape) - nd])
+    m = math.prod(lead)
+    z = ember.zeros((m, math.prod(in_shape[len(lead):])), dtype=g.dtype, device=g.device)
+    src, idx = g.reshape(m, -1), indices.reshape(m, -1)
+    out = z.scatter_add(1, idx, src) if accumulate else z.scatter(1, idx, src)
+    return out.reshape(tuple(in_shape))
+
+
+@max_pool_nd.vjp(save=("result",))
+def _(g, input, kernel_size, *args, result=None):
+    return max_unpool_grad(g[0], result[1], input.shape, len(kernel_size))
+
+
+@adaptive_max_pool_nd.vjp(save=("result",))
+def _(g, input, output_size, result=None):
+    return max_unpool_grad(g[0], result[1], input.shape, len(output_size))
+
+
+def _pool_meta(x, kernel_size, stride, padding, dilation, ceil_mode):
+    nd = len(kernel_size)
+    osize = tuple(pool_output_size(*a, ceil_mode) for a in zip(
+        x.shape[x.ndim - nd:], kernel_size, stride, padding, dilation))
+    shape = x.shape[:x.ndim - nd] + osize
+    return empty(shape, x.dtype), empty(shape, np.int64)
+
+
+def _adaptive_meta(x, output_size):
+    shape = x.shape[:x.ndim - len(output_size)] + tuple(output_size)
+    return empty(shape, x.dtype), empty(shape, np.int64)
+
+
+max_pool_nd.meta, adaptive_max_pool_nd.meta = _pool_meta, _adaptive_meta
+max_pool_nd.torch_fn = "nn.functional.max_pool2d_with_indices"
+adaptive_max_pool_nd.torch_fn = "nn.functional.adaptive_max_pool2d_with_indices"
+# distinct values keep the argmax (and so the gradient) away from ties
+max_pool_nd.samples = lambda dev, dt: [
+    Sample(_distinct((2, 3, 7, 6), dt), (3, 2), (2, 1), (1, 0), (1, 2), False),
+    Sample(_distinct((3, 5, 5), dt), (2, 2), (2, 2), (1, 1), (1, 1), True),
+    Sample(_distinct((1, 2, 8, 7), dt), (3, 3), (3, 2), (1, 1), (2, 1), True)] \
+    if dt.name in ("float32", "float64") else []
+adaptive_max_pool_nd.samples = lambda dev, dt: [
+    Sample(_distinct((2, 3, 7, 6), dt), (3, 4)), Sample(_distinct((3, 5, 5), dt), (5, 2)),
+    Sample(_distinct((1, 2, 4, 9), dt), (1, 1))] if dt.name in ("float32", "float64") else []
+
+
+def _distinct(shape, dt):
+    n = math.prod(shape)
+    return (np.random.default_rng(len(shape)).permutation(n).reshape(shape) / n).astype(dt.np)

@@ -1,0 +1,152 @@
+"""Neural-network ops with fused forwards and hand-written backwards: linear, softmax,
+log_softmax, nll_loss. Composite layers live in ember/nn/functional.py."""
+import numpy as np
+
+import ember
+
+from .linalg import matmul
+from .meta import empty
+from .registry import op
+from .samples import Sample, make
+
+
+@op("linear", tags=("autocast_lower",), method=False, function=False)
+def linear(xp, input, weight, bias=None):
+    """``input @ weight.T + bias`` (weight is (out_features, in_features))."""
+    if input.shape[-1:] != weight.shape[-1:]:
+        a = input.reshape(-1, input.shape[-1]).shape if input.ndim else (1, 1)
+        raise RuntimeError(f"linear: mat1 and mat2 shapes cannot be multiplied ({a[0]}x{a[1]} "
+                           f"and {weight.shape[-1]}x{weight.shape[0]})")
+    out = matmul.fwd(xp, input, weight.T)
+    if bias is not None:
+        out += bias.astype(out.dtype, copy=False)
+    return out
+
+
+@linear.vjp(save=("input", "weight"))
+def _(g, input, weight, bias=None):
+    gi = g @ weight.conj()
+    g2 = g.reshape(-1, g.shape[-1]) if g.dim() != 2 else g
+    x2 = input.reshape(-1, input.shape[-1]) if input.dim() != 2 else input
+    gw = g2.mT @ x2.conj() if weight.dim() == 2 else None
+    gb = g2.sum(0) if bias is not None else None
+    return gi, gw, gb
+
+
+linear.meta = lambda x, w, b=None: empty(x.shape[:-1] + w.shape[:-1], np.result_type(x, w))
+linear.samples = lambda dev, dt: [
+    Sample(make((3, 4), dt), make((5, 4), dt, seed=1), make((5,), dt, seed=2)),
+    Sample(make((2, 3, 4), dt), make((5, 4), dt, seed=1)),
+    Sample(make((4,), dt), make((5, 4), dt, seed=1), make((5,), dt, seed=2))] \
+    if dt.category >= 2 else []
+linear.torch_fn = "nn.functional.linear"
+
+
+def _softmax_dtype(x, dtype):
+    if dtype is not None:
+        return dtype.np
+    if x.dtype.kind in "biu":
+        raise RuntimeError("softmax: expected a floating point input, got an integer tensor")
+    return x.dtype
+
+
+@op("softmax", tags=("autocast_fp32",))
+def softmax(xp, input, dim, dtype=None):
+    """``exp(x) / sum(exp(x))`` along ``dim``, computed stably."""
+    x = input.astype(_softmax_dtype(input, dtype), copy=False)
+    if x.ndim == 0:
+        return xp.ones_like(x)
+    e = xp.exp(x - x.max(axis=dim, keepdims=True))
+    return e / e.sum(axis=dim, keepdims=True)
+
+
+@softmax.vjp(save=("result",))
+def _(g, input, dim, dtype=None, result=None):
+    if result.dim() == 0:
+        return g * 0
+    return result * (g - (g * result).sum(dim, keepdim=True))
+
+
+softmax.meta = lambda x, dim, dtype=None: empty(x.shape, _softmax_dtype(x, dtype))
+softmax.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1), Sample(make((3, 4), dt), 0),
+                                   Sample(make((2, 3, 4), dt), -1)] if dt.category == 2 else []
+
+
+@op("log_softmax", tags=("autocast_fp32",))
+def log_softmax(xp, input, dim, dtype=None):
+    """``log(softmax(x))`` along ``dim``, computed stably."""
+    x = input.astype(_softmax_dtype(input, dtype), copy=False)
+    if x.ndim == 0:
+        return xp.zeros_like(x)
+    s = x - x.max(axis=dim, keepdims=True)
+    return s - xp.log(xp.exp(s).sum(axis=dim, keepdims=True))
+
+
+@log_softmax.vjp(save=("result",))
+def _(g, input, dim, dtype=None, result=None):
+    if result.dim() == 0:
+        return g * 0
+    return g - result.exp() * g.sum(dim, keepdim=True)
+
+
+log_softmax.meta = softmax.meta
+log_softmax.samples = softmax.samples
+
+
+@op("nll_loss", tags=("autocast_fp32",), method=False, function=False)
+def nll_loss(xp, input, target, weight=None, ignore_index=-100, reduction="mean"):
+    """Negative log-likelihood of ``target`` classes under log-probabilities ``input``
+    ((N, C) or (N, C, d1, ...), or (C,) with a 0-dim target)."""
+    if target.dtype.kind not in "iu":
+        raise RuntimeError(f"nll_loss: expected target of integer dtype, got {target.dtype}")
+    x = input if input.ndim > 1 else input[None]
+    t = target if input.ndim > 1 else target[None]
+    if x.shape[:1] + x.shape[2:] != t.shape:
+        raise ValueError(f"Expected input batch_size ({x.shape[0]}) to match target batch_size "
+                         f"({t.shape[0] if t.ndim else 1}).")
+    c = x.shape[1]
+    valid = t != ignore_index
+    safe = xp.where(valid, t, 0)
+    if valid.any() and (safe.min() < 0 or safe.max() >= c):
+        raise IndexError(f"Target {int(safe.max() if safe.max() >= c else safe.min())} is out "
+                         f"of bounds.")
+    picked = xp.take_along_axis(x, xp.expand_dims(safe, 1), axis=1).squeeze(1)
+    w = (weight[safe] if weight is not None else xp.ones_like(picked)) * valid
+    w = w.astype(x.dtype, copy=False)
+    losses = -picked * w
+    if reduction == "none":
+        return losses if input.ndim > 1 else losses[0]
+    if reduction == "sum":
+        return losses.sum()
+    return losses.sum() / w.sum()
+
+
+@nll_loss.vjp(save=("target", "weight"))
+def _(g, input, target, weight=None, ignore_index=-100, reduction="mean"):
+    x_shape = tuple(input.shape) if len(input.shape) > 1 else (1,) + tuple(input.shape)
+    t = target if target.dim() == len(x_shape) - 1 else target.reshape(1)
+    valid = t != ignore_index
+    safe = ember.where(valid, t, 0)
+    w = (weight[safe] if weight is not None else ember.ones(t.shape, dtype=g.dtype,
+                                                            device=g.device)) * valid
+    w = w.to(g.dtype)
+    if reduction == "none":
+        coef = -w * (g if len(input.shape) > 1 else g.reshape(1))
+    elif reduction == "sum":
+        coef = -w * g
+    else:
+        coef = -w * g / w.sum()
+    gx = ember.zeros(x_shape, dtype=g.dtype, device=g.device).scatter(
+        1, safe.unsqueeze(1), coef.unsqueeze(1))
+    return gx.reshape(input.shape), None
+
+
+nll_loss.samples = lambda dev, dt: [
+    Sample(make((4, 3), dt), np.array([0, 2, 1, 2])),
+    Sample(make((4, 3), dt), np.array([0, 2, -100, 2]), reduction="sum"),
+    Sample(make((4, 3), dt), np.array([0, 2, 1, 1]),
+           make((3,), dt, 0.5, 2, seed=3)).differentiable_in(0),
+    Sample(make((2, 3, 5), dt), np.random.default_rng(4).integers(0, 3, (2, 5)),
+           reduction="none"),
+] if dt.category == 2 else []
+nll_loss.torch_fn = "nn.functional.nll_loss"

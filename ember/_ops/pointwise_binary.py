@@ -1,0 +1,476 @@
+"""Pointwise ops of two or three operands: rounded division and remainders, two-argument math,
+extrema, clamping, interpolation and the fused ``addc*`` updates."""
+import numpy as np
+
+import ember
+
+from .meta import broadcast_meta, empty
+from .pointwise import _conj, reject
+from .registry import op
+from .samples import (ErrorSample, Sample, binary_samples, broadcast_errors, const, dtype_error,
+                      make)
+
+# ---- rounded division and remainders -------------------------------------------------------
+
+
+def _check_int_divisor(xp, a, b):
+    # NOTE: NumPy returns 0 (with a warning) for an integer division by zero; torch raises.
+    if getattr(a, "dtype", np.dtype(np.int64)).kind in "iu" and \
+            getattr(b, "dtype", np.dtype(np.int64)).kind in "iu" and \
+            bool(xp.any(xp.asarray(b) == 0)):
+        raise RuntimeError("ZeroDivisionError")
+
+
+def div_rounded(xp, a, b, mode):
+    """``a / b`` rounded toward zero (``"trunc"``) or down (``"floor"``), integers exact."""
+    if mode not in ("trunc", "floor"):
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or "
+                           f"'floor' but found '{mode}'")
+    _check_int_divisor(xp, a, b)
+    q = xp.floor_divide(a, b)
+    if mode == "floor":
+        return q
+    if q.dtype.kind in "iu":     # floor and trunc differ where the exact quotient is negative
+        return q + ((q < 0) & (xp.remainder(a, b) != 0)).astype(q.dtype)
+    return xp.trunc(xp.true_divide(a, b)).astype(q.dtype, copy=False)
+
+
+def _nonzero_binary_samples(dev, dt):
+    return binary_samples(dev, dt, nonzero_rhs=True) if dt.category in (1, 2) else []
+
+
+@op("floor_divide", tags=("pointwise",), promote="common", inplace=True)
+@reject("div_floor", "bc")
+def floor_divide(xp, input, other):
+    """``input // other``: the quotient rounded down (as ``div(..., rounding_mode="floor")``).
+
+    Example:
+        >>> ember.tensor([7, -7]) // 2
+        tensor([ 3, -4])
+    """
+    return div_rounded(xp, input, other, "floor")
+
+
+floor_divide.vjp()(lambda g, input, other: (g * 0, g * 0))
+floor_divide.meta = broadcast_meta
+floor_divide.samples = _nonzero_binary_samples
+floor_divide.errors = [dtype_error("div_floor", (3,), (3,), dtype=bool)]
+
+
+@op("remainder", tags=("pointwise",), promote="common", inplace=True)
+@reject("remainder", "bc")
+def remainder(xp, input, other):
+    """Python's ``%``: the remainder has the sign of ``other``.
+
+    Example:
+        >>> ember.remainder(ember.tensor([-3., 3.]), 2)
+        tensor([1., 1.])
+    """
+    _check_int_divisor(xp, input, other)
+    return xp.remainder(input, other)
+
+
+@remainder.vjp(save=("input", "other"))
+def _(g, input, other):
+    return g, -g * ember.div(input, other, rounding_mode="floor")
+
+
+@op("fmod", tags=("pointwise",), promote="common", inplace=True)
+@reject("fmod", "bc")
+def fmod(xp, input, other):
+    """C's ``fmod``: the remainder has the sign of ``input``.
+
+    Example:
+        >>> ember.fmod(ember.tensor([-3., 3.]), 2)
+        tensor([-1.,  1.])
+    """
+    _check_int_divisor(xp, input, other)
+    return xp.fmod(input, other)
+
+
+@fmod.vjp(save=("input", "other"))
+def _(g, input, other):
+    return g, -g * ember.div(input, other, rounding_mode="trunc")
+
+
+remainder.meta = fmod.meta = broadcast_meta
+remainder.samples = fmod.samples = _nonzero_binary_samples
+remainder.errors = fmod.errors = [
+    ErrorSample(Sample(const(3, dtype=np.int64), 0), RuntimeError, "ZeroDivisionError"),
+    dtype_error("", (3,), (3,), dtype=bool)]
+
+# ---- two-argument math ---------------------------------------------------------------------
+
+
+def _tensor_samples(dev, dt):
+    """binary_samples without a Python-number operand (these torch ops take tensors only)."""
+    return [s for s in binary_samples(dev, dt) if all(isinstance(a, np.ndarray) for a in s.args)]
+
+
+@op("atan2", tags=("pointwise",), promote="float", inplace=True, aliases=("arctan2",))
+@reject("atan2", "c")
+def atan2(xp, input, other):
+    """The angle of the point ``(other, input)``, in (-pi, pi].
+
+    Example:
+        >>> ember.atan2(ember.tensor([1.]), ember.tensor([-1.]))
+        tensor([2.3562])
+    """
+    return xp.arctan2(input, other)
+
+
+@atan2.vjp(save=("input", "other"))
+def _(g, input, other):
+    r2 = input * input + other * other
+    d = ember.where(r2 == 0, 0.0, g / r2)         # torch: no gradient at the origin, not nan
+    return d * other, -d * input
+
+
+atan2.meta = broadcast_meta
+atan2.samples = _tensor_samples
+atan2.errors = broadcast_errors()
+
+
+@op("hypot", tags=("pointwise",), promote="common", inplace=True)
+@reject("hypot", "biuc")
+def hypot(xp, input, other):
+    """``sqrt(input**2 + other**2)`` without overflow.
+
+    Example:
+        >>> ember.hypot(ember.tensor([3.]), ember.tensor([4.]))
+        tensor([5.])
+    """
+    return xp.hypot(input, other)
+
+
+@hypot.vjp(save=("input", "other", "result"))
+def _(g, input, other, result):
+    return g * input / result, g * other / result
+
+
+hypot.meta = broadcast_meta
+hypot.samples = lambda dev, dt: _tensor_samples(dev, dt) if dt.category == 2 else []
+hypot.errors = [dtype_error("hypot", (3,), (3,))]
+
+
+@op("copysign", tags=("pointwise",), promote="float", inplace=True)
+@reject("copysign", "c")
+def copysign(xp, input, other):
+    """``|input|`` with the sign (sign bit included) of ``other``.
+
+    Example:
+        >>> ember.copysign(ember.tensor([1., 2.]), -1)
+        tensor([-1., -2.])
+    """
+    return xp.copysign(input, other)
+
+
+@copysign.vjp(save=("input", "result"))
+def _(g, input, other, result):
+    # d/dx copysign(x, y) = sign(x) * sign(y) = result / x, which torch makes 0 at x == 0
+    return g * ember.where(input == 0, 0.0, result / input), g * 0
+
+
+copysign.meta = broadcast_meta
+copysign.samples = binary_samples
+copysign.kinks = (0.0,)
+
+
+@op("logaddexp", tags=("pointwise",), promote="common", inplace=False)
+@reject("logaddexp", "biu")
+def logaddexp(xp, input, other):
+    """``log(exp(input) + exp(other))`` without overflow.
+
+    Example:
+        >>> ember.logaddexp(ember.tensor([1000.]), ember.tensor([1000.]))
+        tensor([1000.6932])
+    """
+    if input.dtype.kind != "c":
+        return xp.logaddexp(input, other)
+    # NumPy's logaddexp is real only: factor out the operand of larger real part
+    m = xp.where(input.real >= other.real, input, other)
+    return m + xp.log(xp.exp(input - m) + xp.exp(other - m))
+
+
+@logaddexp.vjp(save=("input", "other", "result"))
+def _(g, input, other, result):
+    return g * _conj((input - result).exp()), g * _conj((other - result).exp())
+
+
+@op("logaddexp2", tags=("pointwise",), promote="common")
+@reject("logaddexp2", "biuc")
+def logaddexp2(xp, input, other):
+    """``log2(2**input + 2**other)`` without overflow."""
+    return xp.logaddexp2(input, other)
+
+
+@logaddexp2.vjp(save=("input", "other", "result"))
+def _(g, input, other, result):
+    return g * (input - result).exp2(), g * (other - result).exp2()
+
+
+logaddexp.meta = logaddexp2.meta = broadcast_meta
+logaddexp.samples = logaddexp2.samples = hypot.samples
+logaddexp.errors = [dtype_error("logaddexp", (3,), (3,))] + broadcast_errors()
+
+
+@op("xlogy", tags=("pointwise",), promote="float", inplace=True)
+@reject("xlogy", "c")
+def xlogy(xp, input, other):
+    """``input * log(other)``, and 0 where ``input == 0`` unless ``other`` is nan.
+
+    Example:
+        >>> ember.xlogy(ember.tensor([0., 2.]), ember.tensor([0., 3.]))
+        tensor([0.0000, 2.1972])
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):    # log(0), 0 * inf: as torch, quiet
+        r = xp.multiply(input, xp.log(other))
+    r = xp.where((xp.asarray(input) == 0) & ~xp.isnan(other), 0, r)
+    return r.astype(xp.result_type(input, other), copy=False)
+
+
+@xlogy.vjp(save=("input", "other"))
+def _(g, input, other):
+    gx = ember.where((input == 0) & (other <= 0), 0.0, ember.xlogy(g, other))
+    return gx, g * input / other
+
+
+xlogy.meta = broadcast_meta
+xlogy.samples = lambda dev, dt: [
+    Sample(make((3, 4), dt), make((3, 4), dt, 0.1, 3, seed=1)),
+    Sample(make((3, 4), dt), make((4,), dt, 0.1, 3, seed=2)),
+    Sample(np.array([0.0, 1.0, 0.0, 2.0]).astype(make((1,), dt).dtype),
+           make((4,), dt, 0.1, 3, seed=3)),
+    Sample(make((3,), dt), 2.5)] if dt.category in (1, 2) else []
+
+# ---- extrema -------------------------------------------------------------------------------
+
+
+_EXTREMUM_NOTE = {"m": " (nan if either is nan)", "f": " (nan only if both are nan)"}
+_EXTREMUM_RESULTS = {"maximum": "tensor([2., 5.])", "minimum": "tensor([1., 3.])",
+                     "fmax": "tensor([2., 5.])", "fmin": "tensor([1., 3.])"}
+
+
+def _extremum(name, f, grads):
+    def fwd(xp, input, other):
+        if input.dtype.kind == "c" or getattr(other, "dtype", input.dtype).kind == "c":
+            raise RuntimeError(f"{name} not implemented for complex tensors.")
+        return f(xp, input, other)
+    fwd.__doc__ = f"""Elementwise ``{name}`` of two tensors{_EXTREMUM_NOTE[name[0]]}.
+
+    Example:
+        >>> ember.{name}(ember.tensor([1., 5.]), ember.tensor([2., 3.]))
+        {_EXTREMUM_RESULTS[name]}
+    """
+    d = op(name, tags=("pointwise",), promote="common")(fwd)
+    d.vjp(save=("input", "other"))(lambda g, input, other: tuple(
+        g * m.to(g.dtype) for m in grads(input, other)))
+    d.meta, d.samples = broadcast_meta, _tensor_samples
+    d.errors = broadcast_errors() + [ErrorSample(Sample(const(3, dtype=np.complex64), const(3)),
+                                                 RuntimeError, f"{name} not implemented")]
+    return d
+
+
+def _split_ties(a, b):
+    # NOTE: torch gives each operand half of the gradient where they are equal
+    half = (a == b).to(ember.get_default_dtype()) / 2
+    return (a > b) + half, (b > a) + half
+
+
+maximum = _extremum("maximum", lambda xp, a, b: xp.maximum(a, b), _split_ties)
+minimum = _extremum("minimum", lambda xp, a, b: xp.minimum(a, b),
+                    lambda a, b: _split_ties(b, a))
+
+
+def _chosen(first):
+    # fmax/fmin ignore nan: the gradient goes to the operand chosen (``input`` on ties)
+    return first, ~first
+
+
+fmax = _extremum("fmax", lambda xp, a, b: xp.fmax(a, b), lambda a, b: _chosen((a >= b) | b.isnan()))
+fmin = _extremum("fmin", lambda xp, a, b: xp.fmin(a, b), lambda a, b: _chosen((a <= b) | b.isnan()))
+
+# ---- clamping ------------------------------------------------------------------------------
+
+
+def _clamp_dtype(input, lo, hi):
+    # NOTE: keyword bounds reach the forward as Python numbers, outside dispatch's promotion;
+    # torch still promotes an integer tensor clamped by a float to the default float.
+    if input.dtype.kind in "biu":
+        if any(isinstance(v, float) for v in (lo, hi)):
+            return ember.get_default_dtype().np
+        if input.dtype.kind == "b" and any(type(v) is int for v in (lo, hi)):
+            return np.dtype(np.int64)
+    return input.dtype
+
+
+@op("clamp", tags=("pointwise",), promote="common", promote_args=(0, 1, 2), inplace=True,
+    aliases=("clip",))
+def clamp(xp, input, min=None, max=None):
+    """Limit ``input`` to ``[min, max]`` (either may be None; numbers or tensors).
+
+    Example:
+        >>> ember.clamp(ember.tensor([-2., 0.5, 3.]), min=-1, max=1)
+        tensor([-1.0000,  0.5000,  1.0000])
+        >>> ember.tensor([1, 5]).clamp(max=2.5)
+        tensor([1.0000, 2.5000])
+    """
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if input.dtype.kind == "c":
+        raise NotImplementedError("clamp is not supported for complex types")
+    dt = _clamp_dtype(input, min, max)
+    r = input.astype(dt, copy=False)
+    if min is not None:
+        r = xp.maximum(r, min)
+    if max is not None:
+        r = xp.minimum(r, max)
+    return r.astype(dt, copy=False)
+
+
+@clamp.vjp(save=("input", "min", "max"))
+def _(g, input, min=None, max=None):
+    inside = ember.ones((), dtype=ember.bool, device=g.device)
+    gmin = gmax = None
+    if min is not None:
+        inside = inside & (input >= min)
+        gmin = g * (input < min).to(g.dtype)
+    if max is not None:
+        inside = inside & (input <= max)
+        gmax = g * (input > max).to(g.dtype)
+    return g * inside.to(g.dtype), gmin, gmax
+
+
+def _clamp_meta(input, min=None, max=None):
+    arrays = [a for a in (input, min, max) if isinstance(a, np.ndarray)]
+    return empty(np.broadcast_shapes(*(a.shape for a in arrays)), _clamp_dtype(input, min, max))
+
+
+def _clamp_samples(dev, dt):
+    if dt.category not in (1, 2):
+        return []
+    x = make((3, 4), dt, -3, 3)
+    lo, hi = make((3, 4), dt, -2, -0.5, seed=1), make((4,), dt, 0.5, 2, seed=2)
+    return [Sample(x, -0.5, 0.5), Sample(x, min=-1), Sample(x, max=0.75), Sample(x, lo, hi),
+            Sample(x, None, hi), Sample(x, lo), Sample(make((), dt), -0.5, 0.5)]
+
+
+clamp.meta, clamp.samples = _clamp_meta, _clamp_samples
+clamp.errors = [ErrorSample(Sample(const(3, 4)), RuntimeError, "At least one of 'min' or 'max'"),
+                ErrorSample(Sample(const(3, 4), const(3, 4), const(2, 4)), RuntimeError,
+                            "must match the size of tensor b"),
+                ErrorSample(Sample(const(3, dtype=np.complex64), 0.5), RuntimeError, "complex")]
+
+
+def _one_sided(name, side):
+    def fwd(xp, input, bound):
+        return clamp.fwd(xp, input, **{side: bound})
+    fwd.__doc__ = f"``clamp(input, {side}={side})``."
+    d = op(name, tags=("pointwise",), promote="common", inplace=True)(fwd)
+
+    @d.vjp(save=("input", "bound"))
+    def _(g, input, bound):
+        gi, gmin, gmax = clamp.vjp_fn(g, input, **{side: bound})
+        return gi, gmin if side == "min" else gmax
+
+    d.meta = lambda input, bound: _clamp_meta(input, **{side: bound})
+    d.samples = lambda dev, dt: [Sample(*s.args[:2]) for s in _clamp_samples(dev, dt)
+                                 if len(s.args) > 1 and s.args[1] is not None]
+    return d
+
+
+clamp_min = _one_sided("clamp_min", "min")
+clamp_max = _one_sided("clamp_max", "max")
+
+# ---- interpolation and fused updates -------------------------------------------------------
+
+
+@op("lerp", tags=("pointwise",), promote="common", promote_args=(0, 1, 2), inplace=True)
+@reject("lerp", "biu")
+def lerp(xp, input, end, weight):
+    """``input + weight * (end - input)``, exact at ``weight == 1``.
+
+    Example:
+        >>> ember.lerp(ember.tensor([0., 10.]), ember.tensor([10., 20.]), 0.25)
+        tensor([ 2.5000, 12.5000])
+    """
+    # NOTE: torch's formula: from ``end`` backwards when |weight| >= 0.5, so lerp(a, b, 1) == b
+    d = xp.subtract(end, input)
+    r = xp.where(xp.abs(weight) < 0.5, input + weight * d, end - d * (1 - weight))
+    return r.astype(xp.result_type(input, end), copy=False)
+
+
+@lerp.vjp(save=("input", "end", "weight"))
+def _(g, input, end, weight):
+    return g * _conj(1 - weight), g * _conj(weight), g * _conj(end - input)
+
+
+lerp.meta = broadcast_meta
+lerp.samples = lambda dev, dt: [
+    Sample(make((3, 4), dt), make((3, 4), dt, seed=1), 0.3),
+    Sample(make((3, 4), dt), make((4,), dt, seed=1), 0.8),
+    Sample(make((3, 4), dt), make((3, 4), dt, seed=1), make((3, 4), dt, 0, 1, seed=2)),
+    Sample(make((2, 1), dt), make((3,), dt, seed=1), make((2, 3), dt, -1, 2, seed=3))] \
+    if dt.category >= 2 else []
+lerp.errors = [ErrorSample(Sample(const(3, 4), const(5), 0.5), RuntimeError, "must match the size of tensor b")]
+
+
+@op("addcmul", tags=("pointwise",), promote="common", inplace=True)
+def addcmul(xp, input, tensor1, tensor2, *, value=1):
+    """``input + value * tensor1 * tensor2``.
+
+    Example:
+        >>> ember.addcmul(ember.ones(2), ember.tensor([2., 3.]), ember.tensor([4., 5.]), value=0.5)
+        tensor([5.0000, 8.5000])
+    """
+    return xp.add(input, xp.multiply(xp.multiply(tensor1, tensor2), value)).astype(
+        xp.result_type(input, tensor1, tensor2), copy=False)
+
+
+@addcmul.vjp(save=("tensor1", "tensor2"))
+def _(g, input, tensor1, tensor2, *, value=1):
+    return g, g * value * _conj(tensor2), g * value * _conj(tensor1)
+
+
+@op("addcdiv", tags=("pointwise",), promote="common", inplace=True)
+def addcdiv(xp, input, tensor1, tensor2, *, value=1):
+    """``input + value * tensor1 / tensor2`` (floating and complex tensors only).
+
+    Example:
+        >>> ember.addcdiv(ember.ones(2), ember.tensor([2., 3.]), ember.tensor([4., 5.]), value=2)
+        tensor([2.0000, 2.2000])
+    """
+    if tensor1.dtype.kind in "biu" and tensor2.dtype.kind in "biu":
+        raise RuntimeError("Integer division with addcdiv is no longer supported, and in a "
+                           "future release addcdiv will perform a true division of tensor1 and "
+                           "tensor2. The current addcdiv behavior can be replicated using "
+                           "floor_divide for integral inputs (self + value * tensor1 // tensor2)"
+                           " and division for float inputs (self + value * tensor1 / tensor2)."
+                           " The new addcdiv behavior can be implemented with true_divide "
+                           "(self + value * torch.true_divide(tensor1, tensor2).")
+    return xp.add(input, xp.multiply(xp.true_divide(tensor1, tensor2), value)).astype(
+        xp.result_type(input, tensor1, tensor2), copy=False)
+
+
+@addcdiv.vjp(save=("tensor1", "tensor2"))
+def _(g, input, tensor1, tensor2, *, value=1):
+    t2 = _conj(tensor2)
+    return g, g * value / t2, -g * value * _conj(tensor1) / (t2 * t2)
+
+
+def _addc_samples(dev, dt):
+    if dt.category == 0:
+        return []
+    t2 = make((3, 4), dt, 0.5, 2, seed=2)
+    return [Sample(make((3, 4), dt), make((3, 4), dt, seed=1), t2),
+            Sample(make((4,), dt), make((3, 1), dt, seed=1), t2, value=0.5 if dt.category >= 2
+                   else 2),
+            Sample(make((3, 4), dt, noncontig=True), make((3, 4), dt, seed=1), t2, value=-1)]
+
+
+addcmul.meta = addcdiv.meta = broadcast_meta
+addcmul.samples = _addc_samples
+addcdiv.samples = lambda dev, dt: _addc_samples(dev, dt) if dt.category >= 2 else []
+addcmul.errors = broadcast_errors(3)
+addcdiv.errors = broadcast_errors(3) + [ErrorSample(
+    Sample(*[const(3, dtype=np.int64)] * 3), RuntimeError, "Integer division with addcdiv")]

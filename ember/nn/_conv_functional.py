@@ -1,0 +1,856 @@
+"""``torch.nn.functional``: convolution, pooling, padding, resampling, normalization layers
+and distances.
+
+The windowed ops (``convolution``, ``constant_pad_nd``, max pooling) are OpDefs in
+ember/_ops/conv.py; everything here is a composition of ember ops, so autograd (double
+backward included) needs no new rules.
+"""
+import math
+import numbers
+
+import numpy as np
+
+import ember
+
+from .._ops import conv as _C
+from .._ops.dispatch import dispatch
+
+_E = {}
+
+__all__ = [
+    "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+    "max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices",
+    "max_pool2d_with_indices", "max_pool3d_with_indices", "avg_pool1d", "avg_pool2d",
+    "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
+    "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d",
+    "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
+    "adaptive_max_pool3d_with_indices", "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_unpool1d",
+    "max_unpool2d", "max_unpool3d", "fold", "unfold", "pad", "interpolate", "upsample",
+    "pixel_shuffle", "pixel_unshuffle", "batch_norm", "group_norm", "instance_norm",
+    "local_response_norm", "normalize", "cosine_similarity", "pairwise_distance"]
+
+
+def _ntuple(v, n):
+    if isinstance(v, numbers.Integral):
+        return (int(v),) * n
+    v = tuple(int(a) for a in v)
+    return v * n if len(v) == 1 else v
+
+
+def _check_dims(input, nd, name):
+    if input.dim() not in (nd + 1, nd + 2):
+        raise RuntimeError(f"{name}: Expected {nd + 1}D (unbatched) or {nd + 2}D (batched) "
+                           f"input, but got input of size: {list(input.shape)}")
+    return input.dim() == nd + 2
+
+
+# ---- convolution -------------------------------------------------------------------------------
+
+def _conv(input, weight, bias, stride, padding, dilation, groups, nd, name):
+    batched = _check_dims(input, nd, name)
+    x = input if batched else input.unsqueeze(0)
+    stride, dilation = _ntuple(stride, nd), _ntuple(dilation, nd)
+    if isinstance(padding, str):
+        if padding not in ("same", "valid"):
+            raise ValueError(f"Invalid padding string '{padding}', should be one of "
+                             "{'valid', 'same'}")
+        if padding == "same" and any(s != 1 for s in stride):
+            raise RuntimeError("padding='same' is not supported for strided convolutions")
+        total = [d * (k - 1) if padding == "same" else 0
+                 for d, k in zip(dilation, weight.shape[2:])]
+        padding = tuple(t // 2 for t in total)
+        # NOTE: an odd total padding goes one more on the right, as torch does
+        if any(t % 2 for t in total):
+            x = pad(x, [a for t in reversed(total) for a in (0, t % 2)])
+    out = dispatch(_C.convolution, (x, weight, bias, stride, _ntuple(padding, nd), dilation,
+                                    False, (0,) * nd, groups), _E)
+    return out if batched else out.squeeze(0)
+
+
+def _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation,
+                    nd, name, output_size=None):
+    batched = _check_dims(input, nd, name)
+    x = input if batched else input.unsqueeze(0)
+    stride, padding = _ntuple(stride, nd), _ntuple(padding, nd)
+    dilation, output_padding = _ntuple(dilation, nd), _ntuple(output_padding, nd)
+    if any(o >= s and o >= d for o, s, d in zip(output_padding, stride, dilation)):
+        raise RuntimeError(f"{name}: output padding must be smaller than either stride or "
+                           f"dilation, but got output_padding={list(output_padding)}, "
+                           f"stride={list(stride)}, dilation={list(dilation)}")
+    out = dispatch(_C.convolution, (x, weight, bias, stride, padding, dilation, True,
+                                    output_padding, groups), _E)
+    return out if batched else out.squeeze(0)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-d convolution of (N, C, H, W) ``input`` with (out, C / groups, kH, kW) ``weight``;
+    ``padding`` may be ints or ``'valid'`` / ``'same'``. See torch.nn.functional.conv2d.
+
+    Example:
+        >>> import ember
+        >>> F = ember.nn.functional
+        >>> F.conv2d(ember.ones(1, 2, 5, 5), ember.ones(3, 2, 3, 3), padding=1).shape
+        torch.Size([1, 3, 5, 5])
+        >>> F.conv2d(ember.ones(1, 1, 3, 3), ember.ones(1, 1, 2, 2))
+        tensor([[[[4., 4.],
+                  [4., 4.]]]])
+    """
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-d convolution of (N, C, L) ``input``; see :func:`conv2d`.
+
+    Example:
+        >>> import ember
+        >>> ember.nn.functional.conv1d(ember.ones(1, 1, 4), ember.ones(1, 1, 2), stride=2)
+        tensor([[[2., 2.]]])
+    """
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 1, "conv1d")
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """3-d convolution of (N, C, D, H, W) ``input``; see :func:`conv2d`.
+
+    Example:
+        >>> import ember
+        >>> ember.nn.functional.conv3d(ember.ones(1, 1, 3, 3, 3), ember.ones(2, 1, 2, 2, 2)).shape
+        torch.Size([1, 2, 2, 2, 2])
+    """
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d")
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups=1, dilation=1):
+    """Transposed 2-d convolution (the gradient of conv2d with respect to its input);
+    ``weight`` is (in, out / groups, kH, kW).
+
+    Example:
+        >>> import ember
+        >>> F = ember.nn.functional
+        >>> F.conv_transpose2d(ember.ones(1, 4, 3, 3), ember.ones(4, 2, 3, 3), stride=2,
+        ...                    padding=1, output_padding=1).shape
+        torch.Size([1, 2, 6, 6])
+    """
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, 2, "conv_transpose2d")
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups=1, dilation=1):
+    """Transposed 1-d convolution; see :func:`conv_transpose2d`.
+
+    Example:
+        >>> import ember
+        >>> ember.nn.functional.conv_transpose1d(ember.ones(1, 1, 2), ember.ones(1, 1, 2))
+        tensor([[[1., 2., 1.]]])
+    """
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, 1, "conv_transpose1d")
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups=1, dilation=1):
+    """Transposed 3-d convolution; see :func:`conv_transpose2d`.
+
+    Example:
+        >>> import ember
+        >>> F = ember.nn.functional
+        >>> F.conv_transpose3d(ember.ones(1, 2, 2, 2, 2), ember.ones(2, 1, 2, 2, 2)).shape
+        torch.Size([1, 1, 3, 3, 3])
+    """
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, 3, "conv_transpose3d")
+
+
+# ---- padding -----------------------------------------------------------------------------------
+
+def _pad_index(mode, n, lo, hi):
+    """Source index of each padded position along one dim (negative pads crop)."""
+    i = np.arange(-lo, n + hi)
+    if mode == "replicate":
+        return np.clip(i, 0, n - 1)
+    if mode == "circular":
+        return i % n
+    i = np.abs(i)                                              # reflect
+    return np.where(i >= n, 2 * (n - 1) - i, i)
+
+
+def pad(input, pad, mode="constant", value=None):
+    """Pad the last ``len(pad) // 2`` dims: ``pad`` is (left, right, top, bottom, ...) from the
+    last dim backwards; ``mode`` is constant, reflect, replicate or circular.
+
+    Example:
+        >>> import ember
+        >>> x = ember.arange(3.).reshape(1, 1, 3)
+        >>> ember.nn.functional.pad(x, (2, 1), mode="reflect")
+        tensor([[[2., 1., 0., 1., 2., 1.]]])
+        >>> ember.nn.functional.pad(x, (1, 1), value=-1.0)
+        tensor([[[-1.,  0.,  1.,  2., -1.]]])
+    """
+    if mode == "constant":
+        return dispatch(_C.constant_pad_nd, (input, tuple(pad), 0 if value is None else value),
+                        _E)
+    if mode not in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    lo, hi = _C._pad_pairs(input.dim(), pad)
+    nd = len(lo)
+    if input.dim() not in (nd + 1, nd + 2) or nd > 3:
+        raise NotImplementedError(f"Only 2D, 3D, 4D, 5D padding with non-constant padding are "
+                                  f"supported for now (got {input.dim()}D input and padding "
+                                  f"{list(pad)} in mode {mode})")
+    x = input
+    for i, (a, b) in enumerate(zip(lo, hi)):
+        d = input.dim() - nd + i
+        n = input.shape[d]
+        if mode == "reflect" and (a >= n or b >= n) or mode == "circular" and (a > n or b > n):
+            raise RuntimeError(f"pad: padding ({a}, {b}) at dimension {d} of input "
+                               f"{list(input.shape)} is too large for mode '{mode}'")
+        idx = ember.tensor(_pad_index(mode, n, a, b), device=input.device)
+        x = x.index_select(d, idx)
+    return x
+
+
+# ---- pooling -----------------------------------------------------------------------------------
+
+def _pool_args(input, kernel_size, stride, padding, dilation, nd, name):
+    _check_dims(input, nd, name)
+    k = _ntuple(kernel_size, nd)
+    s = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else \
+        _ntuple(stride, nd)
+    p, d = _ntuple(padding, nd), _ntuple(dilation, nd)
+    for a, kk, dd in zip(p, k, d):
+        if a > (dd * (kk - 1) + 1) // 2:
+            raise RuntimeError(f"{name}: pad should be at most half of effective kernel size, "
+                               f"but got pad={a}, kernel_size={kk} and dilation={dd}")
+    return k, s, p, d
+
+
+def _max_pool(nd):
+    def with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                     return_indices=False):
+        k, s, p, d = _pool_args(input, kernel_size, stride, padding, dilation, nd,
+                                f"max_pool{nd}d")
+        return dispatch(_C.max_pool_nd, (input, k, s, p, d, bool(ceil_mode)), _E)
+
+    def max_pool(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                 return_indices=False):
+        out, idx = with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
+        return (out, idx) if return_indices else out
+    with_indices.__name__ = f"max_pool{nd}d_with_indices"
+    max_pool.__name__ = f"max_pool{nd}d"
+    max_pool.__doc__ = f"""{nd}-d max pooling (padding with -inf); ``return_indices`` also gives
+    each maximum's flat index in the pooled dims of the input (for max_unpool{nd}d).
+
+    Example:
+        >>> import ember
+        >>> x = ember.arange({4.0 ** nd}).reshape({(1, 1) + (4,) * nd})
+        >>> ember.nn.functional.max_pool{nd}d(x, 2).flatten().tolist()[:2]
+        {[[1.0, 3.0], [5.0, 7.0], [21.0, 23.0]][nd - 1]}
+    """
+    with_indices.__doc__ = f"``max_pool{nd}d`` returning (values, indices)."
+    return with_indices, max_pool
+
+
+max_pool1d_with_indices, max_pool1d = _max_pool(1)
+max_pool2d_with_indices, max_pool2d = _max_pool(2)
+max_pool3d_with_indices, max_pool3d = _max_pool(3)
+
+
+def _avg_divisor(size, k, s, p, o, count_include_pad):
+    """torch's per-window divisor along one dim: the window clipped to the padded input, or to
+    the input itself when padding does not count."""
+    start = np.arange(o) * s - p
+    end = np.minimum(start + k, size + p)
+    if count_include_pad:
+        return end - start
+    return np.minimum(end, size) - np.maximum(start, 0)
+
+
+def _avg_pool_nd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                 divisor_override, nd, name):
+    k, s, p, _ = _pool_args(input, kernel_size, stride, padding, 1, nd, name)
+    lead, size = tuple(input.shape[:-nd]), tuple(input.shape[-nd:])
+    osize = tuple(_C.pool_output_size(n, kk, ss, pp, 1, ceil_mode)
+                  for n, kk, ss, pp in zip(size, k, s, p))
+    # window sums are a convolution with a ones kernel (channels folded into the batch)
+    x = input.reshape((-1, 1) + size)
+    extra = [max(0, (o - 1) * ss + kk - (n + 2 * pp)) for o, ss, kk, n, pp in zip(
+        osize, s, k, size, p)]
+    if any(extra):
+        x = pad(x, [a for e, pp in zip(reversed(extra), reversed(p)) for a in (pp, pp + e)])
+    ones = ember.ones((1, 1) + k, dtype=input.dtype, device=input.device)
+    sums = dispatch(_C.convolution, (x, ones, None, s, (0,) * nd if any(extra) else p,
+                                     (1,) * nd, False, (0,) * nd, 1), _E)
+    if divisor_override:
+        div = float(divisor_override)
+    else:
+        div = 1
+        for n, kk, ss, pp, o in zip(size, k, s, p, osize):
+            div = np.multiply.outer(div, _avg_divisor(n, kk, ss, pp, o, count_include_pad))
+        div = ember.tensor(div, dtype=input.dtype, device=input.device)
+    return (sums / div).reshape(lead + osize)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """2-d average pooling; see torch.nn.functional.avg_pool2d for the divisor options.
+
+    Example:
+        >>> import ember
+        >>> x = ember.arange(16.).reshape(1, 1, 4, 4)
+        >>> ember.nn.functional.avg_pool2d(x, 2)
+        tensor([[[[ 2.5000,  4.5000],
+                  [10.5000, 12.5000]]]])
+    """
+    return _avg_pool_nd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                        divisor_override, 2, "avg_pool2d")
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True):
+    """1-d average pooling; see :func:`avg_pool2d`.
+
+    Example:
+        >>> import ember
+        >>> ember.nn.functional.avg_pool1d(ember.arange(4.).reshape(1, 1, 4), 2)
+        tensor([[[0.5000, 2.5000]]])
+    """
+    return _avg_pool_nd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                        None, 1, "avg_pool1d")
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """3-d average pooling; see :func:`avg_pool2d`.
+
+    Example:
+        >>> import ember
+        >>> ember.nn.functional.avg_pool3d(ember.ones(1, 1, 4, 4, 4), 2).shape
+        torch.Size([1, 1, 2, 2, 2])
+    """
+    return _avg_pool_nd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                        divisor_override, 3, "avg_pool3d")
+
+
+def _lp_pool(nd):
+    avg = {1: avg_pool1d, 2: avg_pool2d, 3: avg_pool3d}[nd]
+
+    def lp_pool(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+        k = _ntuple(kernel_size, nd)
+        out = avg(input.pow(norm_type), k, stride, 0, ceil_mode)
+        # NOTE: torch's formula: sign(out) * relu(|out|) keeps odd powers' sign through pow
+        return (ember.sign(out) * (out.abs().relu())).mul(math.prod(k)).pow(1.0 / norm_type)
+    lp_pool.__name__ = f"lp_pool{nd}d"
+    lp_pool.__doc__ = f"""{nd}-d power-average pooling: ``(sum over window of x^p)^(1/p)``.
+
+    Example:
+        >>> import ember
+        >>> x = ember.ones({", ".join(["1", "1"] + ["2"] * nd)})
+        >>> ember.nn.functional.lp_pool{nd}d(x, 1, 2).flatten().tolist()
+        [{2.0 ** nd}]
+    """
+    return lp_pool
+
+
+lp_pool1d, lp_pool2d, lp_pool3d = _lp_pool(1), _lp_pool(2), _lp_pool(3)
+
+
+def _adaptive_size(input, output_size, nd, name):
+    _check_dims(input, nd, name)
+    out = (output_size,) * nd if isinstance(output_size, numbers.Integral) or \
+        output_size is None else tuple(output_size)
+    return tuple(int(input.shape[input.dim() - nd + i]) if o is None else int(o)
+                 for i, o in enumerate(out))
+
+
+def _adaptive_matrix(n, o):
+    """(o, n) matrix averaging torch's adaptive windows: [floor(i n / o), ceil((i+1) n / o))."""
+    i = np.arange(o)
+    start, end = (i * n) // o, -((-(i + 1) * n) // o)
+    j = np.arange(n)
+    m = (j >= start[:, None]) & (j < end[:, None])
+    return m / m.sum(1, keepdims=True)
+
+
+def _adaptive_avg(nd):
+    def adaptive_avg_pool(input, output_size):
+        osize = _adaptive_size(input, output_size, nd, f"adaptive_avg_pool{nd}d")
+        x = input
+        for i, o in enumerate(osize):          # the windows are separable: one dim at a time
+            d = input.dim() - nd + i
+            n = x.shape[d]
+            if n == o:
+                continue
+            if o == 1:
+                x = x.mean(d, keepdim=True)
+                continue
+            a = ember.tensor(_adaptive_matrix(n, o).T, dtype=x.dtype, device=x.device)
+            x = (x.movedim(d, -1) @ a).movedim(-1, d)
+        return x
+    adaptive_avg_pool.__name__ = f"adaptive_avg_pool{nd}d"
+    adaptive_avg_pool.__doc__ = f"""{nd}-d average pooling to a fixed ``output_size`` (None
+    keeps a dim's size).
+
+    Example:
+        >>> import ember
+        >>> x = ember.ones({", ".join(["2", "3"] + ["5"] * nd)})
+        >>> ember.nn.functional.adaptive_avg_pool{nd}d(x, 2).shape
+        torch.Size({[2, 3] + [2] * nd})
+    """
+    return adaptive_avg_pool
+
+
+adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d = (
+    _adaptive_avg(1), _adaptive_avg(2), _adaptive_avg(3))
+
+
+def _adaptive_max(nd):
+    def with_indices(input, output_size, return_indices=False):
+        osize = _adaptive_size(input, output_size, nd, f"adaptive_max_pool{nd}d")
+        return dispatch(_C.adaptive_max_pool_nd, (input, osize), _E)
+
+    def adaptive_max_pool(input, output_size, return_indices=False):
+        out, idx = with_indices(input, output_size)
+        return (out, idx) if return_indices else out
+    with_indices.__name__ = f"adaptive_max_pool{nd}d_with_indices"
+    with_indices.__doc__ = f"``adaptive_max_pool{nd}d`` returning (values, indices)."
+    adaptive_max_pool.__name__ = f"adaptive_max_pool{nd}d"
+    adaptive_max_pool.__doc__ = f"""{nd}-d max pooling to a fixed ``output_size``.
+
+    Example:
+        >>> import ember
+        >>> x = ember.arange({4.0 ** nd}).reshape({(1, 1) + (4,) * nd})
+        >>> ember.nn.functional.adaptive_max_pool{nd}d(x, 1).flatten().tolist()
+        [{4.0 ** nd - 1}]
+    """
+    return with_indices, adaptive_max_pool
+
+
+adaptive_max_pool1d_with_indices, adaptive_max_pool1d = _adaptive_max(1)
+adaptive_max_pool2d_with_indices, adaptive_max_pool2d = _adaptive_max(2)
+adaptive_max_pool3d_with_indices, adaptive_max_pool3d = _adaptive_max(3)
+
+
+def _max_unpool(nd):
+    def max_unpool(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+        k, s, p, _ = _pool_args(input, kernel_size, stride, padding, 1, nd, f"max_unpool{nd}d")
+        size = tuple(input.shape[-nd:])
+        if output_size is None:
+            osize = tuple((n - 1) * ss - 2 * pp + kk for n, ss, pp, kk in zip(size, s, p, k))
+        else:
+            osize = tuple(output_size)[-nd:]
+        return _C.max_unpool_grad(input, indices, tuple(input.shape[:-nd]) + osize, nd,
+                                  accumulate=False)
+    max_unpool.__name__ = f"max_unpool{nd}d"
+    max_unpool.__doc__ = f"""Inverse of ``max_pool{nd}d``: each value goes to its index, the
+    rest is zero.
+
+    Example:
+        >>> import ember
+        >>> F = ember.nn.functional
+        >>> x = ember.tensor([[[1., 5., 2., 3.]]])
+        >>> F.max_unpool1d(*F.max_pool1d(x, 2, return_indices=True), 2)
+        tensor([[[0., 5., 0., 3.]]])
+    """
+    return max_unpool
+
+
+max_unpool1d, max_unpool2d, max_unpool3d = _max_unpool(1), _max_unpool(2), _max_unpool(3)
+
+
+# ---- fold / unfold -----------------------------------------------------------------------------
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """Extract sliding blocks (im2col): (N, C, *spatial) -> (N, C * prod(kernel), blocks).
+
+    Example:
+        >>> import ember
+        >>> ember.nn.functional.unfold(ember.ones(2, 3, 4, 5), (2, 3)).shape
+        torch.Size([2, 18, 9])
+    """
+    nd = input.dim() - 2 if input.dim() == 4 else 2
+    batched = _check_dims(input, nd, "unfold")
+    x = input if batched else input.unsqueeze(0)
+    k, d = _ntuple(kernel_size, nd), _ntuple(dilation, nd)
+    p, s = _ntuple(padding, nd), _ntuple(stride, nd)
+    if any(p):
+        x = pad(x, [a for pp in reversed(p) for a in (pp, pp)])
+    for i in range(nd):                     # windows as trailing dims, then the dilation step
+        x = x.unfold(2 + i, d[i] * (k[i] - 1) + 1, s[i])
+    if any(dd > 1 for dd in d):
+        x = x[(Ellipsis,) + tuple(slice(None, None, dd) for dd in d)]
+    n, c, blocks = x.shape[0], x.shape[1], x.shape[2:2 + nd]
+    x = x.permute((0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd)))
+    out = x.reshape(n, c * math.prod(k), math.prod(blocks))
+    return out if batched else out.squeeze(0)
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """Sum sliding blocks back into an image (col2im), the adjoint of :func:`unfold`:
+    (N, C * prod(kernel), blocks) -> (N, C, *output_size).
+
+    Example:
+        >>> import ember
+        >>> F = ember.nn.functional
+        >>> F.fold(F.unfold(ember.ones(1, 1, 3, 3), 2), (3, 3), 2)
+        tensor([[[[1., 2., 1.],
+                  [2., 4., 2.],
+                  [1., 2., 1.]]]])
+    """
+    nd = 2
+    batched = input.dim() == 3
+    if input.dim() not in (2, 3):
+        raise RuntimeError(f"fold: Expected 2D or 3D (batch mode) tensor for input with "
+                           f"possibly 0 batch size and non-zero dimensions for input, but got: "
+                           f"{list(input.shape)}")
+    x = input if batched else input.unsqueeze(0)
+    osize, k = _ntuple(output_size, nd), _ntuple(kernel_size, nd)
+    d, p, s = _ntuple(dilation, nd), _ntuple(padding, nd), _ntuple(stride, nd)
+    kk = math.prod(k)
+    blocks = tuple(_C.conv_output_size(o, a, b, c, e) for o, a, b, c, e in zip(
+        osize, k, s, p, d))
+    if x.shape[1] % kk or x.shape[2] != math.prod(blocks):
+        raise RuntimeError(f"fold: expected input of shape (N, C * {kk}, {math.prod(blocks)}) "
+                           f"for output_size={list(osize)}, kernel_size={list(k)}, got "
+                           f"{list(input.shape)}")
+    c = x.shape[1] // kk
+    # a transposed convolution whose weight routes channel (c, tap) to tap of channel c
+    w = ember.tensor(np.tile(np.eye(kk).reshape((kk, 1) + k), (c, 1) + (1,) * nd),
+                     dtype=x.dtype, device=x.device)
+    fit = tuple(o - _C.conv_output_size(b, a, ss, pp, dd, True) for o, b, a, ss, pp, dd in zip(
+        osize, blocks, k, s, p, d))
+    out = dispatch(_C.convolution, (x.reshape((x.shape[0], x.shape[1]) + blocks), w, None, s,
+                                    p, d, True, fit, c), _E)
+    return out if batched else out.squeeze(0)
+
+
+# ---- resampling -------------------------------------------------------------------------------
+
+def _source(mode, n, o, scale, align_corners):
+    """Source coordinate of each of ``o`` output cells along a dim of ``n`` (torch's
+    area_pixel_compute_source_index / nearest index rules)."""
+    i = np.arange(o, dtype=np.float64)
+    if mode == "nearest":
+        # NOTE: torch computes nearest indices in float32; matching it matters at x.5 edges
+        s = np.float32(scale if scale else n / o)
+        return np.minimum(np.floor(i.astype(np.float32) * s), n - 1).astype(np.int64)
+    if mode == "nearest-exact":
+        s = np.float32(scale if scale else n / o)
+        return np.minimum(np.floor(((i + 0.5) * s).astype(np.float32)), n - 1).astype(np.int64)
+    if align_corners:
+        return i * ((n - 1) / (o - 1) if o > 1 else 0.0)
+    src = (i + 0.5) * (scale if scale else n / o) - 0.5
+    return src if mode == "bicubic" else np.maximum(src, 0.0)
+
+
+def _cubic_weights(t, a=-0.75):
+    def near(x):
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
+def _resample_dim(x, d, mode, o, scale, align_corners):
+    """Interpolate ``x`` along dim ``d`` to ``o`` cells: a weighted sum of gathered taps."""
+    n = x.shape[d]
+    src = _source(mode, n, o, scale, align_corners)
+
+    def take(idx):
+        return x.index_select(d, ember.tensor(np.clip(idx, 0, n - 1), device=x.device))
+
+    def weight(w):
+        return ember.tensor(w.reshape((-1,) + (1,) * (x.dim() - 1 - d)), dtype=x.dtype,
+                            device=x.device)
+    if mode in ("nearest", "nearest-exact"):
+        return take(src)
+    i0 = np.floor(src).astype(np.int64)
+    t = src - i0
+    if mode == "bicubic":
+        return sum(take(i0 - 1 + j) * weight(w) for j, w in enumerate(_cubic_weights(t)))
+    return take(i0) * weight(1 - t) + take(i0 + 1) * weight(t)
+
+
+_MODE_DIMS = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """Resize the spatial dims of (N, C, *spatial) ``input`` to ``size`` or by
+    ``scale_factor``; modes nearest, nearest-exact, linear, bilinear, bicubic, trilinear, area.
+
+    Example:
+        >>> import ember
+        >>> x = ember.tensor([[[0., 1.]]])
+        >>> ember.nn.functional.interpolate(x, scale_factor=2, mode="linear")
+        tensor([[[0.0000, 0.2500, 0.7500, 1.0000]]])
+        >>> ember.nn.functional.interpolate(x, size=3)
+        tensor([[[0., 0., 1.]]])
+    """
+    nd = input.dim() - 2
+    if nd < 1:
+        raise ValueError(f"interpolate: expected a batched input with spatial dims, got input "
+                         f"of size {list(input.shape)}")
+    want = _MODE_DIMS.get(mode)
+    if want is not None and want != nd:
+        raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs "
+                                  f"{want + 2}D input")
+    if mode not in ("nearest", "nearest-exact", "area") and want is None:
+        raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported "
+                                  f"(got {input.dim()}D) for the modes: nearest | linear | "
+                                  f"bilinear | bicubic | trilinear | area | nearest-exact "
+                                  f"(got {mode})")
+    if align_corners is not None and want is None:
+        raise ValueError("align_corners option can only be set with the interpolating modes: "
+                         "linear | bilinear | bicubic | trilinear")
+    if antialias:
+        raise NotImplementedError("interpolate: antialias=True is not supported")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("only one of size or scale_factor should be defined")
+    in_size = tuple(input.shape[2:])
+    if size is not None:
+        osize, scales = _ntuple(size, nd), (None,) * nd
+    else:
+        sf = (float(scale_factor),) * nd if isinstance(scale_factor, numbers.Number) else \
+            tuple(float(f) for f in scale_factor)
+        osize = tuple(int(math.floor(n * f)) for n, f in zip(in_size, sf))
+        scales = (None,) * nd if recompute_scale_factor else tuple(1.0 / f for f in sf)
+    if mode == "area":
+        return {1: adaptive_avg_pool1d, 2: adaptive_avg_pool2d,
+                3: adaptive_avg_pool3d}[nd](input, osize)
+    x = input
+    for i in range(nd):
+        if mode in ("nearest", "nearest-exact") and osize[i] == in_size[i]:
+            continue
+        x = _resample_dim(x, 2 + i, mode, osize[i], scales[i], bool(align_corners))
+    return x
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """Deprecated alias of :func:`interpolate`."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def pixel_shuffle(input, upscale_factor):
+    """(*, C r^2, H, W) -> (*, C, H r, W r).
+
+    Example:
+        >>> import ember
+        >>> ember.nn.functional.pixel_shuffle(ember.ones(1, 8, 2, 3), 2).shape
+        torch.Size([1, 2, 4, 6])
+    """
+    r = upscale_factor
+    *lead, c, h, w = input.shape
+    if c % (r * r):
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be "
+                           f"divisible by the square of upscale_factor, but input.size(-3)={c} "
+                           f"is not divisible by {r * r}")
+    n = len(lead)
+    x = input.reshape(tuple(lead) + (c // (r * r), r, r, h, w))
+    x = x.permute(tuple(range(n)) + tuple(n + a for a in (0, 3, 1, 4, 2)))
+    return x.reshape(tuple(lead) + (c // (r * r), h * r, w * r))
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """(*, C, H r, W r) -> (*, C r^2, H, W), the inverse of :func:`pixel_shuffle`.
+
+    Example:
+        >>> import ember
+        >>> ember.nn.functional.pixel_unshuffle(ember.ones(1, 2, 4, 6), 2).shape
+        torch.Size([1, 8, 2, 3])
+    """
+    r = downscale_factor
+    *lead, c, h, w = input.shape
+    if h % r or w % r:
+        raise RuntimeError(f"pixel_unshuffle expects height and width to be divisible by "
+                           f"downscale_factor, but got {h}x{w} and factor {r}")
+    n = len(lead)
+    x = input.reshape(tuple(lead) + (c, h // r, r, w // r, r))
+    x = x.permute(tuple(range(n)) + tuple(n + a for a in (0, 2, 4, 1, 3)))
+    return x.reshape(tuple(lead) + (c * r * r, h // r, w // r))
+
+
+# ---- normalization -----------------------------------------------------------------------------
+
+def _channel(t, ndim):
+    """A per-channel (C,) tensor shaped to broadcast against (N, C, *spatial)."""
+    return t.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def _affine(out, weight, bias):
+    if weight is not None:
+        out = out * _channel(weight, out.dim())
+    if bias is not None:
+        out = out + _channel(bias, out.dim())
+    return out
+
+
+def _update_running(running, value, momentum):
+    with ember.no_grad():
+        running.mul_(1 - momentum).add_(value.detach().to(running.dtype) * momentum)
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """Normalize each channel of (N, C, *) ``input`` by batch statistics (training, which also
+    updates the running stats in place with the unbiased variance) or by the running stats.
+
+    Example:
+        >>> import ember
+        >>> x = ember.tensor([[1.], [3.]])
+        >>> rm, rv = ember.zeros(1), ember.ones(1)
+        >>> ember.nn.functional.batch_norm(x, rm, rv, training=True).flatten().tolist()
+        [-0.99999..., 0.99999...]
+        >>> rm.tolist(), rv.tolist()
+        ([0.2...], [1.1...])
+    """
+    dims = (0,) + tuple(range(2, input.dim()))
+    if training:
+        n = input.numel() // input.shape[1]
+        if n <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input "
+                             f"size {input.shape}")
+        mean, var = input.mean(dims), input.var(dims, correction=0)
+        if running_mean is not None:
+            _update_running(running_mean, mean, momentum)
+        if running_var is not None:
+            _update_running(running_var, var * (n / (n - 1)), momentum)
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("batch_norm: running_mean and running_var must be defined in "
+                               "evaluation mode")
+        mean, var = running_mean, running_var
+    out = (input - _channel(mean, input.dim())) * _channel((var + eps).rsqrt(), input.dim())
+    return _affine(out, weight, bias)
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    """Normalize each (sample, channel) over its spatial dims.
+
+    Example:
+        >>> import ember
+        >>> x = ember.tensor([[[1., 3.], [2., 2.]]])
+        >>> ember.nn.functional.instance_norm(x).tolist()
+        [[[-0.99999..., 0.99999...], [0.0, 0.0]]]
+    """
+    if not use_input_stats:
+        return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+    dims = tuple(range(2, input.dim()))
+    n = math.prod(input.shape[2:])
+    if n <= 1:
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size "
+                         f"{input.shape}")
+    mean = input.mean(dims, keepdim=True)
+    var = input.var(dims, keepdim=True, correction=0)
+    if running_mean is not None:   # the batch average of the per-instance statistics
+        _update_running(running_mean, mean.mean(0).flatten(), momentum)
+    if running_var is not None:
+        _update_running(running_var, var.mean(0).flatten() * (n / (n - 1)), momentum)
+    return _affine((input - mean) * (var + eps).rsqrt(), weight, bias)
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Normalize groups of ``num_groups`` channels over (channels in group, *spatial).
+
+    Example:
+        >>> import ember
+        >>> x = ember.tensor([[1., 3., 5., 5.]])
+        >>> ember.nn.functional.group_norm(x, 2).tolist()
+        [[-0.99999..., 0.99999..., 0.0, 0.0]]
+    """
+    n, c = input.shape[0], input.shape[1]
+    if c % num_groups:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by "
+                           f"num_groups, but got input of shape {list(input.shape)} and "
+                           f"num_groups={num_groups}")
+    x = input.reshape(n, num_groups, -1)
+    mean, var = x.mean(-1, keepdim=True), x.var(-1, keepdim=True, correction=0)
+    out = ((x - mean) * (var + eps).rsqrt()).reshape(input.shape)
+    return _affine(out, weight, bias)
+
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """Divide each value by a power of the summed squares of its ``size`` neighbouring channels
+    (torch's composite, which averages then rescales).
+
+    Example:
+        >>> import ember
+        >>> ember.nn.functional.local_response_norm(ember.ones(1, 3, 2), 2).shape
+        torch.Size([1, 3, 2])
+    """
+    dim = input.dim()
+    if dim < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality input (got {dim} dimensions)")
+    if input.numel() == 0:
+        return input
+    div = input * input
+    if dim == 3:
+        div = pad(div.unsqueeze(1), (0, 0, size // 2, (size - 1) // 2))
+        div = avg_pool2d(div, (size, 1), stride=1).squeeze(1)
+    else:
+        sizes = tuple(input.shape)
+        div = div.reshape(sizes[0], 1, sizes[1], sizes[2], -1)
+        div = pad(div, (0, 0, 0, 0, size // 2, (size - 1) // 2))
+        div = avg_pool3d(div, (size, 1, 1), stride=1).squeeze(1).reshape(sizes)
+    return input / (div * alpha + k).pow(beta)
+
+
+# ---- distances --------------------------------------------------------------------------------
+
+def _vector_norm(x, p, dim, keepdim=False):
+    """p-norm along ``dim`` whose gradient at a zero vector is 0, as torch's norm."""
+    if p == float("inf"):
+        return x.abs().amax(dim, keepdim=keepdim) if hasattr(x, "amax") else \
+            x.abs().max(dim, keepdim=keepdim)[0]
+    s = (x * x).sum(dim, keepdim=keepdim) if p == 2 else x.abs().pow(p).sum(dim, keepdim=keepdim)
+    nz = s > 0
+    # NOTE: where() keeps pow's infinite slope at 0 out of the gradient
+    return ember.where(nz, ember.where(nz, s, 1.0).pow(1.0 / p), 0.0)
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """``input / max(||input||_p, eps)`` along ``dim``.
+
+    Example:
+        >>> import ember
+        >>> ember.nn.functional.normalize(ember.tensor([[3., 4.]]))
+        tensor([[0.6000, 0.8000]])
+    """
+    r = input / _vector_norm(input, p, dim, keepdim=True).clamp_min(eps)
+    return out.copy_(r) if out is not None else r
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """Cosine of the angle between ``x1`` and ``x2`` along ``dim`` (each norm clamped to
+    ``eps``).
+
+    Example:
+        >>> import ember
+        >>> ember.nn.functional.cosine_similarity(ember.tensor([[1., 0.]]),
+        ...                                       ember.tensor([[1., 1.]])).tolist()
+        [0.7071067...]
+    """
+    shape = tuple(np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape)))
+
+    def unit(x):
+        x = x.expand(shape)         # NOTE: torch takes the norms after broadcasting
+        n = _vector_norm(x, 2, dim, keepdim=True)
+        # NOTE: torch clamps the norms in place under no_grad: the clamp has no gradient
+        return x / (n + (n.clamp_min(eps) - n).detach())
+    return (unit(x1) * unit(x2)).sum(dim)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """``||x1 - x2 + eps||_p`` over the last dim.
+
+    Example:
+        >>> import ember
+        >>> ember.nn.functional.pairwise_distance(ember.tensor([[0., 0.]]),
+        ...                                       ember.tensor([[3., 4.]])).tolist()
+        [4.99999...]
+    """
+    d = max(x1.dim(), x2.dim()) - 1
+    return _vector_norm(x1 - x2 + eps, p, d, keepdim)

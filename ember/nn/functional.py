@@ -1,0 +1,521 @@
+"""``torch.nn.functional``: activations, linear layers, losses, dropout, normalization.
+
+Fused ops with their own backward (linear, softmax, log_softmax, nll_loss) live in
+ember/_ops/nn.py; the rest are compositions of ember ops, so autograd needs no new rules.
+"""
+import math
+
+import ember
+
+from .._ops import nn as _nn
+from .._ops.dispatch import dispatch
+
+_E = {}
+
+
+def linear(input, weight, bias=None):
+    """``input @ weight.T + bias``.
+
+    Example:
+        >>> import ember
+        >>> ember.nn.functional.linear(ember.ones(2, 3), ember.ones(4, 3)).shape
+        torch.Size([2, 4])
+    """
+    return dispatch(_nn.linear, (input, weight, bias), _E)
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """``x1^T A x2 + b`` for each output feature (weight is (out, in1, in2))."""
+    # (..., 1, 1, i) @ (o, i, j) -> (..., o, 1, j); then contract j with input2
+    out = ((input1.unsqueeze(-2).unsqueeze(-2) @ weight).squeeze(-2) *
+           input2.unsqueeze(-2)).sum(-1)
+    return out + bias if bias is not None else out
+
+
+# ---- activations --------------------------------------------------------------------------
+
+def _inplace(input, result, inplace):
+    return input.copy_(result) if inplace else result
+
+
+def relu(input, inplace=False):
+    """``max(x, 0)``."""
+    return input.relu_() if inplace else input.relu()
+
+
+def relu6(input, inplace=False):
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    return _inplace(input, ember.where(input > 0, input, input * negative_slope), inplace)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    return _inplace(input, ember.where(input > 0, input, alpha * ember.expm1(input)), inplace)
+
+
+def selu(input, inplace=False):
+    alpha, scale = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+    return _inplace(input, scale * ember.where(input > 0, input, alpha * ember.expm1(input)),
+                    inplace)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    return _inplace(input, ember.where(input > 0, input, alpha * ember.expm1(input / alpha)),
+                    inplace)
+
+
+def gelu(input, approximate="none"):
+    """Gaussian error linear unit: exact (erf) or the ``"tanh"`` approximation."""
+    if approximate == "tanh":
+        c = math.sqrt(2.0 / math.pi)
+        return 0.5 * input * (1.0 + ember.tanh(c * (input + 0.044715 * input ** 3)))
+    if approximate != "none":
+        raise RuntimeError(f"approximate argument must be either none or tanh, got "
+                           f"{approximate}")
+    return 0.5 * input * (1.0 + ember.erf(input * (1.0 / math.sqrt(2.0))))
+
+
+def silu(input, inplace=False):
+    return _inplace(input, input * ember.sigmoid(input), inplace)
+
+
+def mish(input, inplace=False):
+    return _inplace(input, input * ember.tanh(softplus(input)), inplace)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """``log(1 + exp(beta x)) / beta``, the identity where ``beta x > threshold``."""
+    z = input * beta
+    # NOTE: torch switches to the identity above threshold; clamp before exp so where()'s
+    # untaken branch cannot overflow.
+    return ember.where(z > threshold, input, ember.log1p(ember.exp(ember.clamp(
+        z, max=threshold))) / beta)
+
+
+def softsign(input):
+    return input / (1 + input.abs())
+
+
+def softshrink(input, lambd=0.5):
+    return ember.where(input > lambd, input - lambd, ember.where(input < -lambd, input + lambd,
+                                                                 input * 0))
+
+
+def hardshrink(input, lambd=0.5):
+    return ember.where((input > lambd) | (input < -lambd), input, input * 0)
+
+
+def tanhshrink(input):
+    return input - input.tanh()
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    return _inplace(input, ember.clamp(input, min_val, max_val), inplace)
+
+
+def hardsigmoid(input, inplace=False):
+    return _inplace(input, ember.clamp(input / 6 + 0.5, 0.0, 1.0), inplace)
+
+
+def hardswish(input, inplace=False):
+    return _inplace(input, input * ember.clamp(input + 3, 0.0, 6.0) / 6, inplace)
+
+
+def logsigmoid(input):
+    """``log(sigmoid(x))`` computed stably."""
+    return -softplus(-input)
+
+
+def sigmoid(input):
+    return input.sigmoid()
+
+
+def tanh(input):
+    return input.tanh()
+
+
+def threshold(input, threshold, value, inplace=False):
+    return _inplace(input, ember.where(input > threshold, input, value), inplace)
+
+
+def glu(input, dim=-1):
+    a, b = input.chunk(2, dim)
+    return a * b.sigmoid()
+
+
+def prelu(input, weight):
+    w = weight if weight.numel() == 1 or input.dim() < 2 else \
+        weight.reshape((1, -1) + (1,) * (input.dim() - 2))
+    return ember.where(input > 0, input, w * input)
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2, inplace)
+    a = ember.rand(tuple(input.shape), dtype=input.dtype) * (upper - lower) + lower
+    return _inplace(input, ember.where(input >= 0, input, input * a), inplace)
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """``exp(x_i) / sum_j exp(x_j)`` along ``dim``."""
+    return dispatch(_nn.softmax, (input, _dim(input, dim), dtype), _E)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    return dispatch(_nn.log_softmax, (input, _dim(input, dim), dtype), _E)
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    return softmax(-input, dim, dtype=dtype)
+
+
+def _dim(input, dim):
+    if dim is None:
+        # NOTE: torch's legacy implicit dim choice (with a warning there).
+        dim = 0 if input.dim() in (0, 1, 3) else 1
+    return dim
+
+
+# ---- dropout -------------------------------------------------------------------------------
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)``."""
+    if not 0 <= p <= 1:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0:
+        return input
+    if p == 1:
+        return _inplace(input, input * 0, inplace)
+    keep = (ember.rand(tuple(input.shape), device=input.device) >= p).to(input.dtype)
+    return _inplace(input, input * keep * (1.0 / (1 - p)), inplace)
+
+
+def _feature_dropout(input, p, training, inplace, batched_dims):
+    if not training or p == 0:
+        return input
+    shape = tuple(input.shape[:batched_dims]) + (1,) * (input.dim() - batched_dims)
+    keep = (ember.rand(shape, device=input.device) >= p).to(input.dtype)
+    return _inplace(input, input * keep * (1.0 / (1 - p)) if p < 1 else input * 0, inplace)
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    return _feature_dropout(input, p, training, inplace, input.dim() - 1)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    return _feature_dropout(input, p, training, inplace, input.dim() - 2)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    return _feature_dropout(input, p, training, inplace, input.dim() - 3)
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    if not training or p == 0:
+        return input
+    alpha = -1.7580993408473766
+    keep = (ember.rand(tuple(input.shape), device=input.device) >= p).to(input.dtype)
+    a = (1 / math.sqrt((alpha ** 2 * p + 1) * (1 - p)))
+    b = -a * alpha * p
+    return _inplace(input, a * (input * keep + alpha * (1 - keep)) + b, inplace)
+
+
+# ---- normalization, embedding ----------------------------------------------------------------
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalize over the last ``len(normalized_shape)`` dims, then scale and shift."""
+    n = len(normalized_shape) if not isinstance(normalized_shape, int) else 1
+    if tuple(input.shape[-n:]) != tuple(normalized_shape if n > 1 or not isinstance(
+            normalized_shape, int) else (normalized_shape,)):
+        raise RuntimeError(f"layer_norm: input shape {list(input.shape)} does not end with "
+                           f"normalized_shape {list(normalized_shape)}")
+    dims = tuple(range(-n, 0))
+    mean = input.mean(dims, keepdim=True)
+    var = input.var(dims, keepdim=True, correction=0)
+    out = (input - mean) / (var + eps).sqrt()
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    n = len(normalized_shape)
+    dims = tuple(range(-n, 0))
+    if eps is None:
+        eps = ember.finfo(input.dtype).eps
+    out = input / ((input * input).mean(dims, keepdim=True) + eps).sqrt()
+    return out * weight if weight is not None else out
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    """Rows of ``weight`` at the integer indices ``input``."""
+    if input.dtype.category != 1:
+        raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the "
+                           f"following scalar types: Long, Int; but got {input.type()} instead")
+    if padding_idx is not None:
+        if padding_idx < 0:
+            padding_idx += weight.shape[0]
+        mask = (input != padding_idx).unsqueeze(-1).to(weight.dtype)
+        return weight[input] * mask + (weight[input] * (1 - mask)).detach()
+    return weight[input]
+
+
+def one_hot(tensor, num_classes=-1):
+    """int64 one-hot encoding with ``num_classes`` (max + 1 by default)."""
+    if tensor.dtype is not ember.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    n = int(tensor.max().item()) + 1 if num_classes == -1 else num_classes
+    return (tensor.unsqueeze(-1) == ember.arange(n, device=tensor.device)).long()
+
+
+# ---- losses -----------------------------------------------------------------------------------
+
+def _reduce(loss, reduction):
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _legacy(size_average, reduce, reduction):
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    return "none" if not reduce else "mean" if size_average else "sum"
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean"):
+    """Negative log-likelihood loss over log-probabilities ``input``."""
+    reduction = _legacy(size_average, reduce, reduction)
+    return dispatch(_nn.nll_loss, (input, target, weight, ignore_index, reduction), _E)
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
+                  reduce=None, reduction="mean", label_smoothing=0.0):
+    """Cross entropy of logits ``input`` against class indices or class probabilities.
+
+    Example:
+        >>> import ember
+        >>> F = ember.nn.functional
+        >>> round(F.cross_entropy(ember.zeros(2, 4), ember.tensor([0, 3])).item(), 4)
+        1.3863
+    """
+    reduction = _legacy(size_average, reduce, reduction)
+    logp = log_softmax(input, 1 if input.dim() > 1 else 0)
+    if target.dtype.is_floating_point:           # class probabilities
+        w = 1 if weight is None else weight.reshape((-1,) + (1,) * (input.dim() - 2))
+        t = target * (1 - label_smoothing) + label_smoothing / input.shape[1 if
+                                                                          input.dim() > 1 else 0]
+        loss = -(t * logp * w).sum(1 if input.dim() > 1 else 0)
+        return _reduce(loss, reduction)
+    nll = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
+    if label_smoothing == 0:
+        return nll
+    c = input.shape[1 if input.dim() > 1 else 0]
+    w = 1 if weight is None else weight.reshape((-1,) + (1,) * (input.dim() - 2))
+    valid = (target != ignore_index).to(input.dtype)
+    smooth = -(logp * w).sum(1 if input.dim() > 1 else 0) * valid
+    if reduction == "mean":
+        denom = valid.sum() if weight is None else (weight[ember.where(
+            target != ignore_index, target, 0)] * valid).sum()
+        smooth = smooth.sum() / denom
+    else:
+        smooth = _reduce(smooth, reduction)
+    return (1 - label_smoothing) * nll + label_smoothing / c * smooth
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    d = input - target
+    return _reduce(d * d, _legacy(size_average, reduce, reduction))
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    return _reduce((input - target).abs(), _legacy(size_average, reduce, reduction))
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    d = (input - target).abs()
+    loss = d - 0.5 * beta if beta == 0 else ember.where(d < beta, 0.5 * d * d / beta,
+                                                        d - 0.5 * beta)
+    return _reduce(loss, _legacy(size_average, reduce, reduction))
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    d = (input - target).abs()
+    return _reduce(ember.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction="mean"):
+    """BCE on probabilities; like torch, each log term is clamped at -100."""
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Using a target size ({target.shape}) that is different to the input "
+                         f"size ({input.shape}) is deprecated. Please ensure they have the same "
+                         "size.")
+    loss = -(target * ember.clamp(input.log(), min=-100) +
+             (1 - target) * ember.clamp((1 - input).log(), min=-100))
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, _legacy(size_average, reduce, reduction))
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
+                                     reduction="mean", pos_weight=None):
+    """BCE on logits, computed stably: ``(1 - y) x + (1 + (pw - 1) y) softplus(-x)``."""
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Target size ({target.shape}) must be the same as input size "
+                         f"({input.shape})")
+    sp = ember.clamp(-input, min=0) + ember.log1p(ember.exp(-input.abs()))   # softplus(-x)
+    if pos_weight is not None:
+        loss = (1 - target) * input + (1 + (pos_weight - 1) * target) * sp
+    else:
+        loss = (1 - target) * input + sp
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, _legacy(size_average, reduce, reduction))
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    loss = target.exp() * (target - input) if log_target else \
+        ember.xlogy(target, target) - target * input
+    reduction = _legacy(size_average, reduce, reduction)
+    if reduction == "batchmean":
+        return loss.sum() / input.shape[0]
+    return _reduce(loss, reduction)
+
+
+# ---- attention --------------------------------------------------------------------------------
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    """``softmax(q k^T * scale + mask) v`` over the last two dims; a bool mask keeps True
+    positions, a float mask is added.
+
+    Example:
+        >>> import ember
+        >>> q = ember.ones(2, 4, 8)
+        >>> ember.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True).shape
+        torch.Size([2, 4, 8])
+    """
+    L, S = query.shape[-2], key.shape[-2]
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    if enable_gqa and query.shape[-3] != key.shape[-3]:
+        rep = query.shape[-3] // key.shape[-3]
+        key, value = key.repeat_interleave(rep, -3), value.repeat_interleave(rep, -3)
+    scores = (query @ key.transpose(-2, -1)) * scale
+    if is_causal:
+        if attn_mask is not None:
+            raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be "
+                               "set when is_causal=True")
+        attn_mask = ember.ones(L, S, dtype=ember.bool, device=query.device).tril()
+    if attn_mask is not None:
+        if attn_mask.dtype is ember.bool:
+            scores = scores.masked_fill(attn_mask.logical_not(), float("-inf"))
+        else:
+            scores = scores + attn_mask
+    attn = softmax(scores, -1)
+    if dropout_p > 0:
+        attn = dropout(attn, dropout_p)
+    return attn @ value
+
+
+def _in_projection(q, k, v, w, b, w_q=None, w_k=None, w_v=None):
+    if w is not None:
+        E = q.shape[-1]
+        wq, wk, wv = w[:E], w[E:2 * E], w[2 * E:]
+    else:
+        wq, wk, wv = w_q, w_k, w_v
+        E = wq.shape[0]
+    bq, bk, bv = (b[:E], b[E:2 * E], b[2 * E:]) if b is not None else (None, None, None)
+    return linear(q, wq, bq), linear(k, wk, bk), linear(v, wv, bv)
+
+
+def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads,
+                                 in_proj_weight, in_proj_bias, bias_k, bias_v, add_zero_attn,
+                                 dropout_p, out_proj_weight, out_proj_bias, training=True,
+                                 key_padding_mask=None, need_weights=True, attn_mask=None,
+                                 use_separate_proj_weight=False, q_proj_weight=None,
+                                 k_proj_weight=None, v_proj_weight=None, static_k=None,
+                                 static_v=None, average_attn_weights=True, is_causal=False):
+    """torch's multi-head attention on (L, N, E) inputs (or unbatched (L, E))."""
+    unbatched = query.dim() == 2
+    if unbatched:
+        query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+        if key_padding_mask is not None:
+            key_padding_mask = key_padding_mask.unsqueeze(0)
+    L, N, E = query.shape
+    if E != embed_dim_to_check:
+        raise AssertionError(f"was expecting embedding dimension of {embed_dim_to_check}, but "
+                             f"got {E}")
+    hd = E // num_heads
+    q, k, v = _in_projection(query, key, value, None if use_separate_proj_weight else
+                             in_proj_weight, in_proj_bias, q_proj_weight, k_proj_weight,
+                             v_proj_weight)
+    if is_causal and attn_mask is None:
+        attn_mask = ember.ones(L, key.shape[0], dtype=ember.bool, device=query.device).tril()
+        attn_mask = ~attn_mask
+    if attn_mask is not None and attn_mask.dim() == 2:
+        attn_mask = attn_mask.unsqueeze(0)
+    if bias_k is not None:
+        k = ember.cat([k, bias_k.repeat(1, N, 1)])
+        v = ember.cat([v, bias_v.repeat(1, N, 1)])
+        if attn_mask is not None:
+            attn_mask = pad_last(attn_mask)
+        if key_padding_mask is not None:
+            key_padding_mask = pad_last(key_padding_mask)
+    # (L, N, E) -> (N * heads, L, hd)
+    q = q.reshape(L, N * num_heads, hd).transpose(0, 1)
+    k = k.reshape(k.shape[0], N * num_heads, hd).transpose(0, 1)
+    v = v.reshape(v.shape[0], N * num_heads, hd).transpose(0, 1)
+    if add_zero_attn:
+        k = ember.cat([k, ember.zeros(k.shape[0], 1, hd, dtype=k.dtype)], 1)
+        v = ember.cat([v, ember.zeros(v.shape[0], 1, hd, dtype=v.dtype)], 1)
+        if attn_mask is not None:
+            attn_mask = pad_last(attn_mask)
+        if key_padding_mask is not None:
+            key_padding_mask = pad_last(key_padding_mask)
+    S = k.shape[1]
+    mask = None
+    if attn_mask is not None:
+        mask = ember.zeros(attn_mask.shape, dtype=q.dtype).masked_fill(attn_mask, float("-inf")) \
+            if attn_mask.dtype is ember.bool else attn_mask
+    if key_padding_mask is not None:
+        kpm = key_padding_mask.reshape(N, 1, 1, S).expand(N, num_heads, 1, S).reshape(
+            N * num_heads, 1, S)
+        kpm = ember.zeros(kpm.shape, dtype=q.dtype).masked_fill(kpm, float("-inf")) \
+            if kpm.dtype is ember.bool else kpm
+        mask = kpm if mask is None else mask + kpm
+    scores = (q * (1.0 / math.sqrt(hd))) @ k.transpose(-2, -1)
+    if mask is not None:
+        scores = scores + mask
+    attn = softmax(scores, -1)
+    if dropout_p > 0 and training:
+        attn = dropout(attn, dropout_p)
+    out = (attn @ v).transpose(0, 1).reshape(L * N, E)
+    out = linear(out, out_proj_weight, out_proj_bias).reshape(L, N, E)
+    weights = None
+    if need_weights:
+        weights = attn.reshape(N, num_heads, L, S)
+        if average_attn_weights:
+            weights = weights.mean(1)
+    if unbatched:
+        out = out.squeeze(1)
+        weights = weights.squeeze(0) if weights is not None else None
+    return out, weights
+
+
+def pad_last(t):
+    """Append one zero (False) column on the last dim (for bias_k / add_zero_attn masks)."""
+    return ember.cat([t, ember.zeros(tuple(t.shape[:-1]) + (1,), dtype=t.dtype,
+                                     device=t.device)], -1)
+from ._conv_functional import *  # noqa

@@ -1,0 +1,27 @@
+"""Layer modules, by family."""
+from .activation import *  # noqa: F401,F403
+from .activation import PReLU, Softmax2d  # noqa: F401
+from .batchnorm import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm,  # noqa: F401
+                        InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm)
+from .conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,  # noqa: F401
+                   ConvTranspose3d, LazyConv1d, LazyConv2d, LazyConv3d)
+from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential  # noqa
+from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d  # noqa: F401
+from .linear import Bilinear, Flatten, Identity, LazyLinear, Linear, Unflatten  # noqa: F401
+from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss,  # noqa: F401
+                   KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
+from .module import Module  # noqa: F401
+from .normalization import LayerNorm, RMSNorm  # noqa: F401
+from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d,  # noqa: F401
+                      AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d,
+                      AvgPool2d, AvgPool3d, CircularPad1d, CircularPad2d, CircularPad3d,
+                      ConstantPad1d, ConstantPad2d, ConstantPad3d, Fold, LPPool1d, LPPool2d,
+                      LPPool3d, MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool1d, MaxUnpool2d,
+                      MaxUnpool3d, PixelShuffle, PixelUnshuffle, ReflectionPad1d,
+                      ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d,
+                      ReplicationPad3d, Unfold, Upsample, UpsamplingBilinear2d,
+                      UpsamplingNearest2d, ZeroPad1d, ZeroPad2d, ZeroPad3d)
+from .sparse import Embedding  # noqa: F401
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: F401
+from .transformer import (MultiheadAttention, Transformer, TransformerDecoder,  # noqa: F401
+                          TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)

@@ -1,0 +1,286 @@
+"""Recurrent layers: RNN, LSTM, GRU and their cells, with torch's parameter names and gate
+order, so checkpoints load both ways."""
+import math
+
+import ember
+
+from ..._ops.creation import empty, zeros
+from .. import functional as F
+from .. import init
+from ..parameter import Parameter
+from .module import Module
+
+_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+
+def _lstm_cell(x_proj, h, c, w_hh, b_hh, w_hr=None):
+    gates = x_proj + F.linear(h, w_hh, b_hh)
+    i, f, g, o = gates.chunk(4, -1)
+    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    h = o.sigmoid() * c.tanh()
+    if w_hr is not None:
+        h = F.linear(h, w_hr)
+    return h, c
+
+
+def _gru_cell(x_proj, h, w_hh, b_hh):
+    xr, xz, xn = x_proj.chunk(3, -1)
+    hr, hz, hn = F.linear(h, w_hh, b_hh).chunk(3, -1)
+    r, z = (xr + hr).sigmoid(), (xz + hz).sigmoid()
+    n = (xn + r * hn).tanh()
+    return (1 - z) * n + z * h
+
+
+def _rnn_cell(x_proj, h, w_hh, b_hh, relu):
+    pre = x_proj + F.linear(h, w_hh, b_hh)
+    return pre.relu() if relu else pre.tanh()
+
+
+class RNNBase(Module):
+    """Shared machinery of RNN, LSTM and GRU: parameters per layer and direction, the time
+    loop, batch_first, bidirectional, inter-layer dropout, unbatched input."""
+
+    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True,
+                 batch_first=False, dropout=0.0, bidirectional=False, proj_size=0,
+                 device=None, dtype=None):
+        super().__init__()
+        if not 0 <= dropout <= 1 or isinstance(dropout, bool):
+            raise ValueError("dropout should be a number in range [0, 1] representing the "
+                             "probability of an element being zeroed")
+        if hidden_size <= 0 or num_layers <= 0:
+            raise ValueError("hidden_size and num_layers must be greater than zero")
+        if proj_size < 0 or (proj_size and proj_size >= hidden_size):
+            raise ValueError("proj_size has to be a positive integer smaller than hidden_size")
+        if proj_size and mode != "LSTM":
+            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
+        self.mode, self.input_size, self.hidden_size = mode, input_size, hidden_size
+        self.num_layers, self.bias, self.batch_first = num_layers, bias, batch_first
+        self.dropout, self.bidirectional, self.proj_size = float(dropout), bidirectional, \
+            proj_size
+        g, dirs = _GATES[mode] * hidden_size, 2 if bidirectional else 1
+        real_h = proj_size or hidden_size
+        self._flat_weights_names = []
+        kw = dict(device=device, dtype=dtype)
+        for layer in range(num_layers):
+            for d in range(dirs):
+                sfx = f"_l{layer}" + ("_reverse" if d else "")
+                in_size = input_size if layer == 0 else real_h * dirs
+                names = [("weight_ih" + sfx, (g, in_size)), ("weight_hh" + sfx, (g, real_h))]
+                if bias:
+                    names += [("bias_ih" + sfx, (g,)), ("bias_hh" + sfx, (g,))]
+                if proj_size:
+                    names.append(("weight_hr" + sfx, (proj_size, hidden_size)))
+                for name, shape in names:
+                    setattr(self, name, Parameter(empty(*shape, **kw)))
+                    self._flat_weights_names.append(name)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for p in self.parameters():
+            init.uniform_(p, -stdv, stdv)
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size != 0:
+            s += f", proj_size={self.proj_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        if self.batch_first is not False:
+            s += f", batch_first={self.batch_first}"
+        if self.dropout != 0:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional is not False:
+            s += f", bidirectional={self.bidirectional}"
+        return s
+
+    def _weights(self, layer, d):
+        sfx = f"_l{layer}" + ("_reverse" if d else "")
+        get = lambda n: getattr(self, n + sfx, None)  # noqa: E731
+        return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh"), \
+            get("weight_hr")
+
+    def _check_input(self, input):
+        if input.dim() not in (2, 3):
+            raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got "
+                             f"{input.dim()}D instead")
+        if input.shape[-1] != self.input_size:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected "
+                               f"{self.input_size}, got {input.shape[-1]}")
+
+    def _run(self, input, hx):
+        """Returns (output (T, B, H*dirs), list of final states per layer*dir)."""
+        self._check_input(input)
+        unbatched = input.dim() == 2
+        x = input.unsqueeze(1) if unbatched else (input.transpose(0, 1) if self.batch_first
+                                                  else input)
+        dirs = 2 if self.bidirectional else 1
+        batch = x.shape[1]
+        real_h = self.proj_size or self.hidden_size
+        lstm = self.mode == "LSTM"
+        if hx is None:
+            h0 = zeros(self.num_layers * dirs, batch, real_h, dtype=x.dtype, device=x.device)
+            c0 = zeros(self.num_layers * dirs, batch, self.hidden_size, dtype=x.dtype,
+                       device=x.device) if lstm else None
+        else:
+            h0, c0 = hx if lstm else (hx, None)
+            if unbatched:
+                h0, c0 = h0.unsqueeze(1), (c0.unsqueeze(1) if c0 is not None else None)
+            expect = (self.num_layers * dirs, batch, real_h)
+            if tuple(h0.shape) != expect:
+                raise RuntimeError(f"Expected hidden size {expect}, got {tuple(h0.shape)}")
+        finals_h, finals_c = [], []
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(dirs):
+                w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, d)
+                proj = F.linear(x, w_ih, b_ih)          # all time steps at once
+                k = layer * dirs + d
+                h, c = h0[k], (c0[k] if lstm else None)
+                steps = range(x.shape[0] - 1, -1, -1) if d else range(x.shape[0])
+                seq = [None] * x.shape[0]
+                for t in steps:
+                    if lstm:
+                        h, c = _lstm_cell(proj[t], h, c, w_hh, b_hh, w_hr)
+                    elif self.mode == "GRU":
+                        h = _gru_cell(proj[t], h, w_hh, b_hh)
+                    else:
+                        h = _rnn_cell(proj[t], h, w_hh, b_hh, self.mode == "RNN_RELU")
+                    seq[t] = h
+                outs.append(ember.stack(seq, 0))
+                finals_h.append(h)
+                finals_c.append(c)
+            x = outs[0] if dirs == 1 else ember.cat(outs, -1)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True)
+        out = x.squeeze(1) if unbatched else (x.transpose(0, 1) if self.batch_first else x)
+        hn = ember.stack(finals_h, 0)
+        cn = ember.stack(finals_c, 0) if lstm else None
+        if unbatched:
+            hn, cn = hn.squeeze(1), (cn.squeeze(1) if cn is not None else None)
+        return out, (hn, cn)
+
+    def flatten_parameters(self):
+        pass
+
+    @property
+    def all_weights(self):
+        dirs = 2 if self.bidirectional else 1
+        return [[p for p in self._weights(layer, d) if p is not None]
+                for layer in range(self.num_layers) for d in range(dirs)]
+
+
+class RNN(RNNBase):
+    """Elman RNN: ``h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)`` (or relu).
+
+    Example:
+        >>> import ember
+        >>> rnn = ember.nn.RNN(10, 20, 2)
+        >>> out, h = rnn(ember.randn(5, 3, 10))
+        >>> out.shape, h.shape
+        (torch.Size([5, 3, 20]), torch.Size([2, 3, 20]))
+    """
+
+    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
+                 batch_first=False, dropout=0.0, bidirectional=False, device=None, dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or "
+                             "'relu'.")
+        self.nonlinearity = nonlinearity
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size,
+                         hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         device=device, dtype=dtype)
+
+    def forward(self, input, hx=None):
+        out, (h, _) = self._run(input, hx)
+        return out, h
+
+
+class LSTM(RNNBase):
+    """Long short-term memory (gates i, f, g, o as torch), optional ``proj_size``."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None):
+        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first,
+                         dropout, bidirectional, proj_size, device, dtype)
+
+    def forward(self, input, hx=None):
+        out, (h, c) = self._run(input, hx)
+        return out, (h, c)
+
+
+class GRU(RNNBase):
+    """Gated recurrent unit (gates r, z, n as torch)."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, device=None, dtype=None):
+        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first,
+                         dropout, bidirectional, device=device, dtype=dtype)
+
+    def forward(self, input, hx=None):
+        out, (h, _) = self._run(input, hx)
+        return out, h
+
+
+class RNNCellBase(Module):
+    def __init__(self, input_size, hidden_size, bias, num_chunks, device=None, dtype=None):
+        super().__init__()
+        self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
+        kw = dict(device=device, dtype=dtype)
+        self.weight_ih = Parameter(empty(num_chunks * hidden_size, input_size, **kw))
+        self.weight_hh = Parameter(empty(num_chunks * hidden_size, hidden_size, **kw))
+        if bias:
+            self.bias_ih = Parameter(empty(num_chunks * hidden_size, **kw))
+            self.bias_hh = Parameter(empty(num_chunks * hidden_size, **kw))
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        self.reset_parameters()
+
+    reset_parameters = RNNBase.reset_parameters
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        if getattr(self, "nonlinearity", "tanh") != "tanh":
+            s += f", nonlinearity={self.nonlinearity}"
+        return s
+
+    def _h0(self, input, hx):
+        if hx is not None:
+            return hx
+        shape = (input.shape[0], self.hidden_size) if input.dim() == 2 else (self.hidden_size,)
+        return zeros(*shape, dtype=input.dtype, device=input.device)
+
+
+class RNNCell(RNNCellBase):
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None,
+                 dtype=None):
+        self.nonlinearity = nonlinearity
+        super().__init__(input_size, hidden_size, bias, 1, device, dtype)
+
+    def forward(self, input, hx=None):
+        return _rnn_cell(F.linear(input, self.weight_ih, self.bias_ih), self._h0(input, hx),
+                         self.weight_hh, self.bias_hh, self.nonlinearity == "relu")
+
+
+class LSTMCell(RNNCellBase):
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 4, device, dtype)
+
+    def forward(self, input, hx=None):
+        h, c = hx if hx is not None else (self._h0(input, None), self._h0(input, None))
+        return _lstm_cell(F.linear(input, self.weight_ih, self.bias_ih), h, c, self.weight_hh,
+                          self.bias_hh)
+
+
+class GRUCell(RNNCellBase):
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 3, device, dtype)
+
+    def forward(self, input, hx=None):
+        return _gru_cell(F.linear(input, self.weight_ih, self.bias_ih), self._h0(input, hx),
+                         self.weight_hh, self.bias_hh)

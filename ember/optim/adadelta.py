@@ -1,0 +1,69 @@
+"""Adadelta (``torch.optim.Adadelta``)."""
+import numpy as np
+
+from .optimizer import Optimizer, _check, _check_lr, _scalar, _zeros_like
+
+__all__ = ["Adadelta"]
+
+
+class Adadelta(Optimizer):
+    """Adadelta: ``delta = sqrt(u + eps) / sqrt(v + eps) * g`` from running averages ``v`` of
+    ``g**2`` and ``u`` of ``delta**2``; ``p -= lr * delta``.
+
+    See https://pytorch.org/docs/stable/generated/torch.optim.Adadelta.html.
+
+    Args:
+        params (iterable): parameters or param group dicts.
+        lr (float): scale of ``delta``. Default: 1.0.
+        rho (float): running-average coefficient, in [0, 1]. Default: 0.9.
+        eps (float): added inside the square roots. Default: 1e-6.
+        weight_decay (float): L2 penalty. Default: 0.
+        maximize (bool): ascend instead of descend. Default: False.
+        foreach, capturable, differentiable: accepted for compatibility.
+
+    Example:
+        >>> import ember
+        >>> w = ember.nn.Parameter(ember.tensor([1.0]))
+        >>> opt = ember.optim.Adadelta([w])
+        >>> (w * w).sum().backward()
+        >>> opt.step()
+        >>> round(w.item(), 4)
+        0.9968
+    """
+
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
+                 capturable=False, maximize=False, differentiable=False):
+        _check_lr(lr)
+        _check(0.0 <= rho <= 1.0, "rho value", rho)
+        _check(0.0 <= eps, "epsilon value", eps)
+        _check(0.0 <= weight_decay, "weight_decay value", weight_decay)
+        defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
+                        capturable=capturable, foreach=foreach, differentiable=differentiable)
+        super().__init__(params, defaults)
+
+    def _init_state(self, p, state, group):
+        state["step"] = _scalar(0.0)
+        state["square_avg"] = _zeros_like(p)
+        state["acc_delta"] = _zeros_like(p)
+
+    def _state_keys(self, group):
+        return ("square_avg", "acc_delta")
+
+    @staticmethod
+    def _math(p, g, v, u, tmp, *, step, group):
+        rho, eps = group["rho"], group["eps"]
+        v *= rho
+        np.multiply(g, g, out=tmp)
+        tmp *= 1 - rho
+        v += tmp
+        np.add(v, eps, out=tmp)
+        np.sqrt(tmp, out=tmp)
+        np.divide(g, tmp, out=tmp)
+        delta = np.sqrt(u + eps)
+        delta *= tmp                                    # sqrt(u + eps) / sqrt(v + eps) * g
+        u *= rho
+        np.multiply(delta, delta, out=tmp)
+        tmp *= 1 - rho
+        u += tmp
+        delta *= group["lr"]
+        p -= delta

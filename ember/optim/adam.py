@@ -1,0 +1,89 @@
+"""Adam, with AMSGrad and decoupled (AdamW) weight decay (``torch.optim.Adam``)."""
+import numpy as np
+
+from .optimizer import Optimizer, _check_common, _check_lr, _scalar, _zeros_like
+
+__all__ = ["Adam"]
+
+
+class Adam(Optimizer):
+    """Adam: ``p -= lr * m_hat / (sqrt(v_hat) + eps)`` with bias-corrected moments.
+
+    See https://pytorch.org/docs/stable/generated/torch.optim.Adam.html.
+
+    Args:
+        params (iterable): parameters or param group dicts.
+        lr (float): learning rate. Default: 1e-3.
+        betas (tuple[float, float]): decay rates of the moments, each in [0, 1).
+            Default: (0.9, 0.999).
+        eps (float): added to the denominator. Default: 1e-8.
+        weight_decay (float): L2 penalty (or decoupled decay, see below). Default: 0.
+        amsgrad (bool): use the running maximum of ``v`` (AMSGrad). Default: False.
+        maximize (bool): ascend instead of descend. Default: False.
+        decoupled_weight_decay (bool): decay ``p`` directly, as AdamW. Default: False.
+        foreach (bool): update all parameters of a dtype at once over flat buffers.
+        capturable, differentiable, fused: accepted for compatibility.
+
+    Example:
+        >>> import ember
+        >>> w = ember.nn.Parameter(ember.tensor([1.0, -1.0]))
+        >>> opt = ember.optim.Adam([w], lr=0.1)
+        >>> (w * w).sum().backward()
+        >>> opt.step()
+        >>> w
+        Parameter containing:
+        tensor([ 0.9000, -0.9000], requires_grad=True)
+        >>> sorted(opt.state[w])
+        ['exp_avg', 'exp_avg_sq', 'step']
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 amsgrad=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False, fused=None, decoupled_weight_decay=False):
+        _check_lr(lr, foreach, capturable)
+        _check_common(lr, eps, betas, weight_decay)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                        maximize=maximize, foreach=foreach, capturable=capturable,
+                        differentiable=differentiable, fused=fused,
+                        decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+        if fused:
+            if differentiable:
+                raise RuntimeError("`fused` does not support `differentiable`")
+            if foreach:
+                raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+
+    def _init_state(self, p, state, group):
+        state["step"] = _scalar(0.0)
+        state["exp_avg"] = _zeros_like(p)
+        state["exp_avg_sq"] = _zeros_like(p)
+        if group["amsgrad"]:
+            state["max_exp_avg_sq"] = _zeros_like(p)
+
+    def _state_keys(self, group):
+        return ("exp_avg", "exp_avg_sq", "max_exp_avg_sq") if group["amsgrad"] else \
+            ("exp_avg", "exp_avg_sq")
+
+    @staticmethod
+    def _math(p, g, m, v, *rest, step, group):
+        """One Adam update on arrays: ``rest`` is ``(max_exp_avg_sq, scratch)`` for AMSGrad, else
+        ``(scratch,)``. Written as in-place passes, so it allocates nothing."""
+        beta1, beta2 = group["betas"]
+        tmp = rest[-1]
+        m -= g                                              # m.lerp_(g, 1 - beta1)
+        m *= beta1
+        m += g
+        v *= beta2
+        np.multiply(g, g, out=tmp)
+        tmp *= 1 - beta2
+        v += tmp
+        if len(rest) == 2:
+            np.maximum(rest[0], v, out=rest[0])
+            v = rest[0]
+        # lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps), with sqrt(bc2) moved out of the big arrays
+        bc2_sqrt = (1 - beta2 ** step) ** 0.5
+        np.sqrt(v, out=tmp)
+        tmp += group["eps"] * bc2_sqrt
+        np.divide(m, tmp, out=tmp)
+        tmp *= group["lr"] / (1 - beta1 ** step) * bc2_sqrt
+        p -= tmp

@@ -1,0 +1,60 @@
+"""Adamax: Adam with the infinity norm (``torch.optim.Adamax``)."""
+import numpy as np
+
+from .optimizer import Optimizer, _check_common, _scalar, _zeros_like
+
+__all__ = ["Adamax"]
+
+
+class Adamax(Optimizer):
+    """Adamax: ``u = max(beta2 * u, |g| + eps)``, ``p -= lr / (1 - beta1**t) * m / u``.
+
+    See https://pytorch.org/docs/stable/generated/torch.optim.Adamax.html.
+
+    Args:
+        params (iterable): parameters or param group dicts.
+        lr (float): learning rate. Default: 2e-3.
+        betas (tuple[float, float]): decay rates, each in [0, 1). Default: (0.9, 0.999).
+        eps (float): added to ``|g|``. Default: 1e-8.
+        weight_decay (float): L2 penalty. Default: 0.
+        maximize (bool): ascend instead of descend. Default: False.
+        foreach, differentiable, capturable: accepted for compatibility.
+
+    Example:
+        >>> import ember
+        >>> w = ember.nn.Parameter(ember.tensor([1.0]))
+        >>> opt = ember.optim.Adamax([w], lr=0.1)
+        >>> (w * w).sum().backward()
+        >>> opt.step()
+        >>> round(w.item(), 4)
+        0.9
+    """
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 foreach=None, *, maximize=False, differentiable=False, capturable=False):
+        _check_common(lr, eps, betas, weight_decay)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=foreach,
+                        maximize=maximize, differentiable=differentiable, capturable=capturable)
+        super().__init__(params, defaults)
+
+    def _init_state(self, p, state, group):
+        state["step"] = _scalar(0.0)
+        state["exp_avg"] = _zeros_like(p)
+        state["exp_inf"] = _zeros_like(p)
+
+    def _state_keys(self, group):
+        return ("exp_avg", "exp_inf")
+
+    @staticmethod
+    def _math(p, g, m, u, tmp, *, step, group):
+        beta1, beta2 = group["betas"]
+        m -= g                                          # m.lerp_(g, 1 - beta1)
+        m *= beta1
+        m += g
+        u *= beta2
+        np.abs(g, out=tmp)
+        tmp += group["eps"]
+        np.maximum(u, tmp, out=u)
+        np.divide(m, u, out=tmp)
+        tmp *= group["lr"] / (1 - beta1 ** step)
+        p -= tmp
