@@ -143,7 +143,9 @@ def mul(xp, input, other):
 
 @mul.vjp(save=("input", "other"), needed_by="cross")
 def _(g, input, other):
-    return g * _conj(other), g * _conj(input)
+    # a Python number gets no gradient: skip computing one only to drop it
+    return (g * _conj(other) if isinstance(input, ember.Tensor) else None,
+            g * _conj(input) if isinstance(other, ember.Tensor) else None)
 
 
 mul.meta = broadcast_meta

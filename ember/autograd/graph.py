@@ -294,8 +294,12 @@ def _saved_is_read(opdef, i, args):
     """Whether saved argument ``i`` feeds a gradient that will be computed (see
     ``OpDef.vjp(needed_by=)``); if not, it is kept without a version check."""
     users = opdef.needed_by.get(i)
-    return users is None or any(getattr(args[j], "_requires_grad", False) for j in users
-                                if j < len(args))
+    if users is None:
+        return True
+    for j in users:         # a loop, not any(): this runs for every recorded mul
+        if j < len(args) and getattr(args[j], "_requires_grad", False):
+            return True
+    return False
 
 
 class OpNode(Node):
@@ -311,48 +315,45 @@ class OpNode(Node):
         if hooks is not None:
             self._save_packed(opdef, args, hooks)
         else:
-            self._save(opdef, args, inputs)
+            save, needed_by, metas, n_in = opdef.save, opdef.needed_by, self.input_meta, len(inputs)
+            saved, versions, positions, k = list(args), [], [], 0
+            # ``inputs`` are the tensors among ``args`` in order (lists of tensors spread out),
+            # so an identity test against the next one finds them without type checks.
+            for i, a in enumerate(args):
+                if k == n_in:
+                    break
+                if a is inputs[k]:
+                    n, ts = None, (a,)
+                elif type(a) in (list, tuple) and a and a[0] is inputs[k]:
+                    n, ts = len(a), a
+                else:
+                    continue
+                positions.append((i, n))
+                if i in save:
+                    # (an argument no computed gradient reads is kept, but not version-checked)
+                    if not needed_by or _saved_is_read(opdef, i, args):
+                        for t in ts:
+                            versions.append((t, t._version))
+                else:       # backward sees only the metadata of what it did not save
+                    saved[i] = metas[k] if n is None else metas[k:k + n]
+                k += len(ts)
+            self.args, self.versions, self.tensor_positions = saved, versions, positions
+            # NOTE: as in torch, only a node that saved something refuses a second backward (a
+            # Python scalar counts: torch saves it as a wrapped tensor)
+            has = opdef.save_result or bool(versions)
+            if not has and save:
+                n_args = len(args)
+                for i in save:
+                    if i < n_args and (not needed_by or _saved_is_read(opdef, i, args)):
+                        has = True
+                        break
+            self._has_saved = has
         self.out_meta = metas = []
         for o in outputs:
             metas.append(_TUPLE(TensorMeta, (o._data.shape, o.dtype, o.device)))
         if opdef.save_result:
             self.results = [(_Packed(o, hooks), None) if hooks is not None else
                             (o._alias(), o._version) for o in outputs]
-
-    def _save(self, opdef, args, inputs):
-        """Keep the saved arguments (with their versions) and the metadata of the others."""
-        save, needed_by, metas, n_in = opdef.save, opdef.needed_by, self.input_meta, len(inputs)
-        saved, versions, positions, k = list(args), [], [], 0
-        # ``inputs`` are the tensors among ``args`` in order (lists of tensors spread out), so
-        # an identity test against the next one finds them without type checks.
-        for i, a in enumerate(args):
-            if k == n_in:
-                break
-            if a is inputs[k]:
-                n, ts = None, (a,)
-            elif type(a) in (list, tuple) and a and a[0] is inputs[k]:
-                n, ts = len(a), a
-            else:
-                continue
-            positions.append((i, n))
-            if i in save:
-                if not needed_by or _saved_is_read(opdef, i, args):
-                    for t in ts:
-                        versions.append((t, t._version))
-                # else: kept for the vjp to run, but its gradient is dropped
-            else:           # backward sees only the metadata of what it did not save
-                saved[i] = metas[k] if n is None else metas[k:k + n]
-            k += len(ts)
-        self.args, self.versions, self.tensor_positions = saved, versions, positions
-        # NOTE: as in torch, only a node that saved something refuses a second backward (a
-        # Python scalar counts: torch saves it as a wrapped tensor)
-        has, n_args = opdef.save_result, len(args)
-        if not has:
-            for i in save:
-                if i < n_args and (not needed_by or _saved_is_read(opdef, i, args)):
-                    has = True
-                    break
-        self._has_saved = has
 
     def _save_packed(self, opdef, args, hooks):
         """``_save`` inside ``saved_tensors_hooks``: saved arguments are kept as packed."""
