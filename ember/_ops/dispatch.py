@@ -289,7 +289,8 @@ def _record(opdef, args, kwargs, tensors, outs, multi=False):
         node = NotImplementedNode(opdef, tensors, outs)
     else:
         node = OpNode(opdef, args, kwargs, tensors, outs)
-        node.multi = multi
+        if multi:           # (the class default is False: no instance write on the common call)
+            node.multi = True
     for i in diff:
         o = outs[i]
         o.grad_fn, o._output_nr, o._requires_grad = node, i, True

@@ -5,6 +5,7 @@ import itertools
 import operator
 import re
 import traceback
+import types
 
 from .._size import Size
 from . import grad_mode
@@ -433,14 +434,21 @@ class AccumulateGrad(Node):
 
     seq = float("inf")                   # NOTE: like torch, accumulate as soon as ready
     next_functions, input_meta, n_outputs = (), (), 1
+    # read-only and shared until a hook is registered (a leaf never retains grad)
+    _tensor_pre_hooks = _retain_grad_hooks = types.MappingProxyType({})
 
     def __init__(self, variable):
         # a sink has no edges or metadata: skip Node.__init__, it is made once per leaf use
         self.variable = variable
-        self._retain_grad_hooks = {}
         # NOTE: the tensor holds its accumulator weakly (as torch does), so hooks registered on
         # a leaf live on the tensor and outlast any one accumulator.
-        self._tensor_pre_hooks = variable.__dict__.setdefault("_leaf_hooks", {})
+        hooks = variable.__dict__.get("_leaf_hooks")
+        if hooks is not None:
+            self._tensor_pre_hooks = hooks
+
+    def _register_tensor_hook(self, output_nr, fn):
+        self._tensor_pre_hooks = self.variable.__dict__.setdefault("_leaf_hooks", {})
+        return Node._register_tensor_hook(self, output_nr, fn)
 
     def name(self):
         return "torch::autograd::AccumulateGrad"
