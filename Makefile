@@ -24,5 +24,8 @@ test-all: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m ember bench
 
+loc: $(STAMP)
+	$(PY) tools/loc.py
+
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -7,28 +7,12 @@ import numpy as np
 from . import _dtype
 from ._backends import backend
 from ._device import CPU, to_device
+from ._size import Size
 from ._storage import UntypedStorage, _ptr
 from .autograd import grad_mode
+from .autograd.graph import AccumulateGrad
 
-
-class Size(tuple):
-    """A tensor's shape: a tuple that prints as ``torch.Size([...])``."""
-
-    def __repr__(self):
-        return f"torch.Size({list(self)})"
-
-    def numel(self):
-        n = 1
-        for s in self:
-            n *= s
-        return n
-
-    def __getitem__(self, i):
-        r = tuple.__getitem__(self, i)
-        return Size(r) if isinstance(i, slice) else r
-
-    def __reduce__(self):
-        return (Size, (tuple(self),))
+_BY_NP = _dtype._BY_NP
 
 
 def parse_to_args(args, dtype=None, device=None):
@@ -88,10 +72,14 @@ class Tensor:
             arr = np.asarray(arr)      # numpy returns scalars from 0-dim ufuncs and reductions
         t = object.__new__(Tensor)
         t._data = arr
-        t.dtype = _dtype._BY_NP.get(arr.dtype) or _dtype.from_numpy_dtype(arr.dtype)
+        t.dtype = _BY_NP.get(arr.dtype) or _dtype.from_numpy_dtype(arr.dtype)
         if device is not CPU:
             t.device = device
         return t
+
+    @staticmethod
+    def _dtype_of(arr):
+        return _BY_NP.get(arr.dtype) or _dtype.from_numpy_dtype(arr.dtype)
 
     # ---- storage, views, versions -------------------------------------------------------
     def _get_storage(self):
@@ -204,9 +192,9 @@ class Tensor:
         return self.grad_fn is None
 
     def _grad_accumulator(self):
-        acc = self._grad_acc() if self._grad_acc is not None else None
+        ref = self._grad_acc
+        acc = ref() if ref is not None else None
         if acc is None:
-            from .autograd.graph import AccumulateGrad
             acc = AccumulateGrad(self)
             self._grad_acc = weakref.ref(acc)
         return acc

@@ -1,4 +1,4 @@
-"""The ``ember`` command line: ``ember demo | info``."""
+"""The ``ember`` command line: ``ember demo | run | bench | info``."""
 import argparse
 import sys
 import time
@@ -40,6 +40,19 @@ def _info(args):
     return 0
 
 
+def _bench(args):
+    """Run the benchmark suite's quick mode; it lives in the source tree, not the package."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    if not (root / "benchmarks" / "run.py").is_file():
+        print(f"ember bench: no benchmarks/ next to the ember package (looked in {root}); "
+              "it needs a source checkout", file=sys.stderr)
+        return 1
+    sys.path.insert(0, str(root))
+    from benchmarks import run
+    return run.main(["--quick"] + args.rest)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="ember", description="ember: PyTorch's API, lighter.")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -55,9 +68,14 @@ def main(argv=None):
     r.add_argument("script", help="the Python script (it may say `import torch`)")
     r.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
     r.set_defaults(fn=_run)
+    b = sub.add_parser("bench", help="quick benchmarks against PyTorch and NumPy")
+    b.set_defaults(fn=_bench)
     i = sub.add_parser("info", help="versions and available backends")
     i.set_defaults(fn=_info)
-    args = p.parse_args(argv)
+    # `ember bench` hands options it does not know to benchmarks.run (--threads, --json...)
+    args, args.rest = p.parse_known_args(argv)
+    if args.rest and args.cmd != "bench":
+        p.error(f"unrecognized arguments: {' '.join(args.rest)}")
     return args.fn(args)
 
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from .. import _dtype
 from .._backends import MetaBackend, backend
+from .._device import CPU
 from .._storage import _root
 from .._tensor import Tensor
 from ..autograd import grad_mode
@@ -13,7 +14,6 @@ from ..autograd.graph import (CopySlices, NotImplementedNode, OpNode, edge_of,
                               move_retain_grad)
 
 meta_empty = MetaBackend.empty
-_FLOATING = (_dtype._FLOAT, _dtype._COMPLEX)
 _state = grad_mode.state
 
 
@@ -152,8 +152,77 @@ def _device_of(opdef, tensors):
     return dev
 
 
+# Tensor dtypes a Python int/float operand never changes (bfloat16/fp8 are out: see _promote)
+_SCALAR_KEEPS = frozenset((_dtype.float16, _dtype.float32, _dtype.float64, _dtype.complex64,
+                           _dtype.complex128))
+_SCALARS = (int, float)
+# promote modes that leave an integer/bool operand's dtype alone when there are no scalars
+# ("float" turns it into the default float; a callable mode may say either)
+_INT_KEEPS = (None, "common")
+_new = object.__new__
+
+
 def dispatch(opdef, args, kwargs):
-    """Run ``opdef`` on ``args``/``kwargs`` (tensors, scalars, options); return Tensor(s)."""
+    """Run ``opdef`` on ``args``/``kwargs`` (tensors, scalars, options); return Tensor(s).
+
+    The common call (one or two cpu tensors of one dtype, or a float tensor and a Python
+    number; no keywords, view, autocast or tracer) takes the fast path below, which needs no
+    promotion or device resolution; everything else goes through ``_dispatch``.
+    """
+    if kwargs or opdef.view or hooks.autocast is not None or hooks.tracer is not None:
+        return _dispatch(opdef, args, kwargs)
+    n = len(args)
+    if n == 2:
+        a, b = args
+        if isinstance(a, Tensor):
+            dt = a.dtype
+            if isinstance(b, Tensor):
+                if b.dtype is not dt or b.device is not CPU:
+                    return _dispatch(opdef, args, kwargs)
+                tensors, x, y = args, a._data, b._data
+            elif type(b) in _SCALARS and dt in _SCALAR_KEEPS:
+                tensors, x, y = (a,), a._data, b
+            else:
+                return _dispatch(opdef, args, kwargs)
+        elif type(a) in _SCALARS and isinstance(b, Tensor) and b.dtype in _SCALAR_KEEPS:
+            a, dt, tensors, x, y = b, b.dtype, (b,), a, b._data
+        else:
+            return _dispatch(opdef, args, kwargs)
+        if a.device is not CPU or (dt.category < _dtype._FLOAT and
+                                   opdef.promote not in _INT_KEEPS):
+            return _dispatch(opdef, args, kwargs)
+        try:
+            res = opdef.fwd(np, x, y)        # the cpu backend's run(), without the hop
+        except (ValueError, IndexError, TypeError) as e:
+            raise _explain(opdef, tensors, e) from None
+    elif n == 1:
+        a = args[0]
+        if not isinstance(a, Tensor) or a.device is not CPU:
+            return _dispatch(opdef, args, kwargs)
+        dt, tensors = a.dtype, args
+        if dt.category < _dtype._FLOAT and opdef.promote not in _INT_KEEPS:
+            return _dispatch(opdef, args, kwargs)
+        try:
+            res = opdef.fwd(np, a._data)
+        except (ValueError, IndexError, TypeError) as e:
+            raise _explain(opdef, tensors, e) from None
+    else:
+        return _dispatch(opdef, args, kwargs)
+    if type(res) is not np.ndarray:
+        return _finish(opdef, args, kwargs, tensors, res, CPU, None)
+    out = _new(Tensor)                   # Tensor._wrap, inlined
+    out._data = res
+    out.dtype = dt if res.dtype is dt.np else Tensor._dtype_of(res)
+    if _state.grad_enabled and opdef.differentiable:
+        for t in tensors:
+            if t._requires_grad:
+                _record(opdef, args, kwargs, tensors, (out,))
+                break
+    return out
+
+
+def _dispatch(opdef, args, kwargs):
+    """The general path: keywords, lists of tensors, promotion, devices, views, hooks."""
     out = kwargs.pop("out", None) if kwargs else None
     if kwargs:
         args, kwargs = _kwargs_to_positional(opdef, args, kwargs)
@@ -174,6 +243,11 @@ def dispatch(opdef, args, kwargs):
         res = backend(dev).run(opdef, arrays, kwargs)
     except (ValueError, IndexError, TypeError) as e:
         raise _explain(opdef, tensors, e) from None
+    return _finish(opdef, args, kwargs, tensors, res, dev, out)
+
+
+def _finish(opdef, args, kwargs, tensors, res, dev, out):
+    """Wrap the result array(s), link views to their base, record autograd, call the tracer."""
     multi = type(res) is tuple
     outs = [Tensor._wrap(r, dev) for r in res] if multi else [Tensor._wrap(res, dev)]
     if opdef.view:
@@ -203,15 +277,20 @@ def dispatch(opdef, args, kwargs):
 
 
 def _record(opdef, args, kwargs, tensors, outs, multi=False):
-    diff = [i for i, o in enumerate(outs) if i not in opdef.nondiff_outputs
-            and o.dtype.category in _FLOATING]
+    if len(outs) == 1:
+        diff = () if outs[0].dtype.category < _dtype._FLOAT or 0 in opdef.nondiff_outputs \
+            else (0,)
+    else:
+        diff = [i for i, o in enumerate(outs) if o.dtype.category >= _dtype._FLOAT and
+                i not in opdef.nondiff_outputs]
     if not diff:
         return
     if opdef.vjp_fn is None:
         node = NotImplementedNode(opdef, tensors, outs)
     else:
         node = OpNode(opdef, args, kwargs, tensors, outs)
-        node.multi = multi
+        if multi:           # (the class default is False: no instance write on the common call)
+            node.multi = True
     for i in diff:
         o = outs[i]
         o.grad_fn, o._output_nr, o._requires_grad = node, i, True

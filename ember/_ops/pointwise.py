@@ -143,7 +143,9 @@ def mul(xp, input, other):
 
 @mul.vjp(save=("input", "other"), needed_by="cross")
 def _(g, input, other):
-    return g * _conj(other), g * _conj(input)
+    # a Python number gets no gradient: skip computing one only to drop it
+    return (g * _conj(other) if isinstance(input, ember.Tensor) else None,
+            g * _conj(input) if isinstance(other, ember.Tensor) else None)
 
 
 mul.meta = broadcast_meta
@@ -331,6 +333,29 @@ sqrt = _unary("sqrt", lambda xp, input: xp.sqrt(input), lambda x, r: 0.5 / r, sa
 sin = _unary("sin", lambda xp, input: xp.sin(input), lambda x, r: x.cos())
 cos = _unary("cos", lambda xp, input: xp.cos(input), lambda x, r: -x.sin())
 tanh = _unary("tanh", lambda xp, input: xp.tanh(input), lambda x, r: 1 - r * r, save="result")
+
+
+@tanh.vjp(save=("result",))
+def _(g, input, result=None):
+    if result.is_complex():
+        return g * (1 - result * result).conj()
+    return tanh_backward(g, result)       # one op instead of three
+
+
+@op("tanh_backward", tags=("pointwise",), promote="common", method=False, function=False)
+def tanh_backward(xp, grad_output, output):
+    """tanh's gradient ``grad_output * (1 - output**2)`` for real dtypes, as one op (torch's
+    ``aten::tanh_backward``)."""
+    # NOTE: the 1 has the array's dtype: ml_dtypes would let a Python 1 upcast bfloat16
+    return grad_output * (output.dtype.type(1) - output * output)
+
+
+@tanh_backward.vjp(save=("grad_output", "output"))
+def _(g, grad_output, output):
+    return tanh_backward(g, output), g * grad_output * output * -2
+
+
+tanh_backward.meta = broadcast_meta
 sigmoid = _unary("sigmoid", lambda xp, input: _sigmoid(xp, input), lambda x, r: r * (1 - r),
                  save="result")
 

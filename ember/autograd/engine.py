@@ -38,10 +38,11 @@ def _needed(nodes, targets):
 
 
 def _sum_to(g, meta):
-    if g._data.shape == meta.shape and g.dtype is meta.dtype:     # the common case, cheaply
+    """Reduce gradient ``g`` to the shape and dtype of the input described by ``meta``."""
+    shape = meta._shape
+    if g._data.shape == shape and g.dtype is meta.dtype:     # the common case, cheaply
         return g
-    shape = tuple(meta.shape)
-    if tuple(g.shape) != shape:
+    if g._data.shape != shape:
         lead = g.dim() - len(shape)
         dims = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape)
                                           if s == 1 and g.shape[i + lead] != 1)
@@ -90,12 +91,14 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
     heapq.heapify(heap)
     prev = grad_mode.state.grad_enabled
     grad_mode.state.grad_enabled = create_graph
+    pop, push = heapq.heappop, heapq.heappush
     try:
         while heap:
-            _, _, node = heapq.heappop(heap)
+            node = pop(heap)[2]
             grads = buffers.pop(node, None) or [None] * node.n_outputs
-            _run_tensor_hooks(node, grads)
-            if node in capture_at:
+            if node._tensor_pre_hooks or node._retain_grad_hooks:
+                _run_tensor_hooks(node, grads)
+            if capture_at and node in capture_at:
                 for nr, i in capture_at[node]:
                     captures[i] = grads[nr]
             if needed is not None and node not in needed:
@@ -114,12 +117,16 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                 if nxt is None:
                     continue
                 if g is not None:
-                    g = _sum_to(g, meta)
-                    buf = buffers.setdefault(nxt, [None] * nxt.n_outputs)
+                    if g._data.shape != meta._shape or g.dtype is not meta.dtype:
+                        g = _sum_to(g, meta)
+                    buf = buffers.get(nxt)
+                    if buf is None:
+                        buf = buffers[nxt] = [None] * nxt.n_outputs
                     buf[nr] = g if buf[nr] is None else buf[nr] + g
-                deps[nxt] -= 1
-                if deps[nxt] == 0:
-                    heapq.heappush(heap, (-nxt.seq, id(nxt), nxt))
+                left = deps[nxt] - 1
+                deps[nxt] = left
+                if left == 0:
+                    push(heap, (-nxt.seq, id(nxt), nxt))
     finally:
         grad_mode.state.grad_enabled = prev
     if inputs is None:
@@ -161,8 +168,11 @@ def _apply(node, grads, retain_graph):
         r = h(tuple(grads))
         if r is not None:
             grads = list(r)
-    if any(g is None for g in grads) and getattr(node, "out_meta", None) is not None:
-        grads = _materialize(node, grads)
+    for g in grads:
+        if g is None:
+            if getattr(node, "out_meta", None) is not None:
+                grads = _materialize(node, grads)
+            break
     try:
         out = node.apply(grads)
         if anomaly.enabled and anomaly.check_nan:

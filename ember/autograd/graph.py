@@ -2,9 +2,13 @@
 what the op's vjp reads (each saved tensor with the version it had, or as packed by
 ``saved_tensors_hooks``) and an edge ``(node, output_nr)`` per input."""
 import itertools
+import operator
 import re
 import traceback
+import types
 
+from .._size import Size
+from . import grad_mode
 from .anomaly_mode import anomaly
 
 _seq = itertools.count()
@@ -37,29 +41,46 @@ def check_saved_version(t, version, node, output_nr=None):
         "clone it before modifying it in place.")
 
 
-class TensorMeta:
-    """What backward knows of an input it did not save: shape, dtype, device."""
+class TensorMeta(tuple):
+    """What backward knows of an input it did not save: shape, dtype, device.
 
-    __slots__ = ("shape", "dtype", "device")
+    A tuple ``(shape, dtype, device)`` underneath, so the graph can make one without running
+    Python code (``_TUPLE(TensorMeta, (shape, dtype, device))``); ``TensorMeta(t)`` also works.
+    """
 
-    def __init__(self, t):
-        self.shape, self.dtype, self.device = t.shape, t.dtype, t.device
+    __slots__ = ()
+    _shape = property(operator.itemgetter(0))      # the plain tuple; ``shape`` is a Size
+    dtype = property(operator.itemgetter(1))
+    device = property(operator.itemgetter(2))
+
+    def __new__(cls, t):
+        return tuple.__new__(cls, (t._data.shape, t.dtype, t.device))
+
+    @property
+    def shape(self):
+        return Size(self[0])
 
     def dim(self):
-        return len(self.shape)
+        return len(self[0])
 
     def size(self, d=None):
-        return self.shape if d is None else self.shape[d]
+        return self.shape if d is None else self[0][d]
 
     @property
     def ndim(self):
-        return len(self.shape)
+        return len(self[0])
 
     def numel(self):
         n = 1
-        for s in self.shape:
+        for s in self[0]:
             n *= s
         return n
+
+    def __repr__(self):
+        return f"TensorMeta(shape={list(self[0])}, dtype={self[1]}, device={self[2]})"
+
+
+_TUPLE = tuple.__new__
 
 
 def edge_of(t):
@@ -112,27 +133,44 @@ class Node:
     _released = False
     _has_saved = False
     _trace = None
+    _pre_hooks = _hooks = ()        # made a list on the first registration
 
     def __init__(self, inputs):
-        self.next_functions = tuple(edge_of(t) for t in inputs)   # may record view refreshes
-        self.seq = next(_seq)
-        self.input_meta = [TensorMeta(t) for t in inputs]
-        self._pre_hooks, self._hooks, self._tensor_pre_hooks = [], [], {}
-        self._retain_grad_hooks = {}
-        self.metadata = {}
+        # plain loops: a comprehension costs a function object per call (Python 3.11)
+        edges, metas = [], []
+        for t in inputs:
+            # a view may need its history refreshed (edge_of); anything else with a grad_fn
+            # takes the shortcut
+            edges.append((t.grad_fn, t._output_nr) if t.grad_fn is not None and t._base is None
+                         else edge_of(t))
+            metas.append(_TUPLE(TensorMeta, (t._data.shape, t.dtype, t.device)))
+        self.next_functions, self.input_meta = tuple(edges), metas
+        self.seq = next(_seq)       # after the edges: a view refresh above records nodes
+        self._tensor_pre_hooks, self._retain_grad_hooks = {}, {}
         if anomaly.enabled:
             self._trace = traceback.format_stack()[:-3]
+
+    @property
+    def metadata(self):
+        d = self.__dict__.get("_metadata")
+        if d is None:
+            d = self._metadata = {}
+        return d
 
     def name(self):
         return type(self).__name__
 
     def register_hook(self, fn):
         """``fn(grad_inputs, grad_outputs)`` runs after this node; may return new grad_inputs."""
+        if type(self._hooks) is tuple:
+            self._hooks = []
         self._hooks.append(fn)
         return _Handle(self._hooks, fn)
 
     def register_prehook(self, fn):
         """``fn(grad_outputs)`` runs before this node; may return new grad_outputs."""
+        if type(self._pre_hooks) is tuple:
+            self._pre_hooks = []
         self._pre_hooks.append(fn)
         return _Handle(self._pre_hooks, fn)
 
@@ -257,8 +295,12 @@ def _saved_is_read(opdef, i, args):
     """Whether saved argument ``i`` feeds a gradient that will be computed (see
     ``OpDef.vjp(needed_by=)``); if not, it is kept without a version check."""
     users = opdef.needed_by.get(i)
-    return users is None or any(getattr(args[j], "_requires_grad", False) for j in users
-                                if j < len(args))
+    if users is None:
+        return True
+    for j in users:         # a loop, not any(): this runs for every recorded mul
+        if j < len(args) and getattr(args[j], "_requires_grad", False):
+            return True
+    return False
 
 
 class OpNode(Node):
@@ -268,37 +310,70 @@ class OpNode(Node):
     _packed = False
 
     def __init__(self, opdef, args, kwargs, inputs, outputs):
-        super().__init__(inputs)
+        Node.__init__(self, inputs)
         self.opdef, self.kwargs, self.n_outputs = opdef, kwargs, len(outputs)
-        saved, versions, self.tensor_positions = list(args), [], []
         hooks = _active_hooks() if _saved_hooks else None
+        if hooks is not None:
+            self._save_packed(opdef, args, hooks)
+        else:
+            save, needed_by, metas, n_in = opdef.save, opdef.needed_by, self.input_meta, len(inputs)
+            saved, versions, positions, k = list(args), [], [], 0
+            # ``inputs`` are the tensors among ``args`` in order (lists of tensors spread out),
+            # so an identity test against the next one finds them without type checks.
+            for i, a in enumerate(args):
+                if k == n_in:
+                    break
+                if a is inputs[k]:
+                    n, ts = None, (a,)
+                elif type(a) in (list, tuple) and a and a[0] is inputs[k]:
+                    n, ts = len(a), a
+                else:
+                    continue
+                positions.append((i, n))
+                if i in save:
+                    # (an argument no computed gradient reads is kept, but not version-checked)
+                    if not needed_by or _saved_is_read(opdef, i, args):
+                        for t in ts:
+                            versions.append((t, t._version))
+                else:       # backward sees only the metadata of what it did not save
+                    saved[i] = metas[k] if n is None else metas[k:k + n]
+                k += len(ts)
+            self.args, self.versions, self.tensor_positions = saved, versions, positions
+            # NOTE: as in torch, only a node that saved something refuses a second backward (a
+            # Python scalar counts: torch saves it as a wrapped tensor)
+            has = opdef.save_result or bool(versions)
+            if not has and save:
+                n_args = len(args)
+                for i in save:
+                    if i < n_args and (not needed_by or _saved_is_read(opdef, i, args)):
+                        has = True
+                        break
+            self._has_saved = has
+        self.out_meta = metas = []
+        for o in outputs:
+            metas.append(_TUPLE(TensorMeta, (o._data.shape, o.dtype, o.device)))
+        if opdef.save_result:
+            self.results = [(_Packed(o, hooks), None) if hooks is not None else
+                            (o._alias(), o._version) for o in outputs]
+
+    def _save_packed(self, opdef, args, hooks):
+        """``_save`` inside ``saved_tensors_hooks``: saved arguments are kept as packed."""
+        saved, self.tensor_positions = list(args), []
         for i, a in enumerate(args):
             if hasattr(a, "_data"):
                 self.tensor_positions.append((i, None))
             elif isinstance(a, (list, tuple)) and a and hasattr(a[0], "_data"):
                 self.tensor_positions.append((i, len(a)))
-            if i in opdef.save and hooks is not None:
+            if i in opdef.save:
                 saved[i] = _pack(a, hooks)
                 self._packed = True
-            elif i in opdef.save:
-                if not _saved_is_read(opdef, i, args):
-                    continue        # kept for the vjp to run, but its gradient is dropped
-                for t in (a if isinstance(a, (list, tuple)) else (a,)):
-                    if hasattr(t, "_version"):
-                        versions.append((t, t._version))
             elif hasattr(a, "_data"):
                 saved[i] = TensorMeta(a)
             elif isinstance(a, (list, tuple)) and a and hasattr(a[0], "_data"):
                 saved[i] = [TensorMeta(t) if hasattr(t, "_data") else t for t in a]
-        self.args, self.versions = saved, versions
-        # NOTE: as in torch, only a node that saved something refuses a second backward (a
-        # Python scalar counts: torch saves it as a wrapped tensor)
+        self.args, self.versions = saved, []
         self._has_saved = opdef.save_result or self._packed or any(
             i < len(args) and _saved_is_read(opdef, i, args) for i in opdef.save)
-        self.out_meta = [TensorMeta(o) for o in outputs]
-        if opdef.save_result:
-            self.results = [(_Packed(o, hooks), None) if hooks is not None else
-                            (o._alias(), o._version) for o in outputs]
 
     def name(self):
         return self.opdef.grad_name
@@ -312,16 +387,18 @@ class OpNode(Node):
         if self._released:
             raise RuntimeError(_FREED_MSG)
         for t, v in self.versions:
-            check_saved_version(t, v, self)
+            if t._version != v:
+                check_saved_version(t, v, self)
         kwargs = self.kwargs
         if self.opdef.save_result:
-            res = []
+            res, graph = [], grad_mode.state.grad_enabled
             for i, (r, v) in enumerate(self.results):
                 if v is None:
                     r = r.unpack()
-                else:
+                elif r._version != v:
                     check_saved_version(r, v, self, i)
-                res.append(r._as_output_of(self, i))
+                # only a differentiable backward (create_graph) needs the output in the graph
+                res.append(r._as_output_of(self, i) if graph else r)
             kwargs = dict(kwargs, result=res[0] if self.n_outputs == 1 else tuple(res))
         g = grads if self.multi else grads[0]
         args = [_unpack(a) for a in self.args] if self._packed else self.args
@@ -355,14 +432,23 @@ class NotImplementedNode(Node):
 class AccumulateGrad(Node):
     """Sink of a leaf: adds the incoming gradient into ``variable.grad``."""
 
+    seq = float("inf")                   # NOTE: like torch, accumulate as soon as ready
+    next_functions, input_meta, n_outputs = (), (), 1
+    # read-only and shared until a hook is registered (a leaf never retains grad)
+    _tensor_pre_hooks = _retain_grad_hooks = types.MappingProxyType({})
+
     def __init__(self, variable):
-        super().__init__(())
-        self.seq = float("inf")          # NOTE: like torch, accumulate as soon as ready
+        # a sink has no edges or metadata: skip Node.__init__, it is made once per leaf use
         self.variable = variable
-        self.n_outputs = 1
         # NOTE: the tensor holds its accumulator weakly (as torch does), so hooks registered on
         # a leaf live on the tensor and outlast any one accumulator.
-        self._tensor_pre_hooks = variable.__dict__.setdefault("_leaf_hooks", {})
+        hooks = variable.__dict__.get("_leaf_hooks")
+        if hooks is not None:
+            self._tensor_pre_hooks = hooks
+
+    def _register_tensor_hook(self, output_nr, fn):
+        self._tensor_pre_hooks = self.variable.__dict__.setdefault("_leaf_hooks", {})
+        return Node._register_tensor_hook(self, output_nr, fn)
 
     def name(self):
         return "torch::autograd::AccumulateGrad"
@@ -370,8 +456,7 @@ class AccumulateGrad(Node):
     def accumulate(self, g, create_graph):
         v = self.variable
         if v.grad is None:
-            if not create_graph:
-                g = g.detach()
+            # without create_graph the engine runs in no_grad, so the clone has no history.
             # NOTE: the same gradient object can reach several leaves (add's backward passes
             # g twice), so .grad gets its own buffer: accumulating in place must not alias.
             v.grad = g if create_graph and g.grad_fn is not None else g.clone()

@@ -1,0 +1,31 @@
+"""The benchmark workloads run on ember and agree with their NumPy twins (so the suite cannot
+rot into timing something broken), and the report renders."""
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ember
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks import run  # noqa: E402
+from benchmarks.workloads import WORKLOADS  # noqa: E402
+
+
+@pytest.mark.parametrize("w", WORKLOADS, ids=lambda w: w.name)
+def test_workload_runs_and_matches_numpy(w):
+    r = w.build(ember)()
+    if w.numpy is not None and r is not None:
+        ref = w.numpy(np)()
+        ref = ref[0] if isinstance(ref, tuple) else ref
+        np.testing.assert_allclose(r.detach().numpy(), ref, rtol=1e-4)
+
+
+def test_table_renders():
+    data = {"results": {"1": {w.name: {"ember": 2.0, "torch": 1.0} for w in WORKLOADS}},
+            "import_s": {"ember": 0.1, "torch": 1.0, "numpy": 0.05}}
+    out = run.table(data)
+    assert "| add 1 elem | us | 2 | 1 | - | 2.00 |" in out
+    assert "| matmul 256 f32 | GFLOP/s | 2 | 1 | - | 0.50 |" in out
+    assert "| import | ms | 100 | 1000 | 50 | 0.10 |" in out
