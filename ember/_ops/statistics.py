@@ -44,8 +44,11 @@ def _median(name, ignore_nan):
         x, axis = _along(input, dim)
         n = x.shape[axis]
         if n == 0:
-            if dim is None:     # NOTE: torch gives nan for the median of nothing
-                return xp.full((), np.nan, input.dtype)
+            if dim is None:
+                # NOTE: torch gives nan for the median of nothing, cast to the dtype
+                # (INT64_MIN for int64, as x86 casts nan)
+                return xp.full((), np.nan if input.dtype.kind in "fV" else
+                               np.iinfo(input.dtype).min, input.dtype)
             raise IndexError(f"{name}(): Expected reduction dim {axis} to have non-zero size.")
         nans = _nan_count(xp, x, axis)
         if ignore_nan:      # the lower median of the others; all nan: the first nan
@@ -366,7 +369,11 @@ def _unique_rows(xp, x, dim):
     """``(x, moved)``: ``x`` as a 2-d array of rows along ``dim`` (elements when None)."""
     if dim is None:
         return x.reshape(-1, 1)
-    return xp.moveaxis(x, axis_of(dim, x.ndim), 0).reshape(x.shape[dim] if x.ndim else 1, -1)
+    moved = xp.moveaxis(x.reshape(x.shape or (1,)), axis_of(dim, x.ndim), 0)
+    if moved.size == 0 and moved.shape[0]:
+        raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique "
+                           "cannot be applied")
+    return moved.reshape(moved.shape[0], moved[:1].size)
 
 
 def _unique_result(xp, input, rows, keep, inverse, counts, dim, return_inverse, return_counts):
@@ -445,7 +452,8 @@ def _unique_samples(dev, dt):
     rows = x[[0, 1, 0, 2, 1]]
     return [Sample(x), Sample(x, return_inverse=True, return_counts=True),
             Sample(rows, dim=0, return_inverse=True, return_counts=True), Sample(rows.T, dim=1),
-            Sample(make((), dt)), Sample(make((0, 3), dt), return_counts=True)]
+            Sample(make((), dt)), Sample(make((0, 3), dt), return_counts=True),
+            Sample(make((0, 3), dt), dim=0, return_inverse=True)]
 
 
 unique.meta = unique_consecutive.meta = _values_meta
@@ -455,7 +463,8 @@ unique_consecutive.samples = lambda dev, dt: [
     for s in _unique_samples(dev, dt)]
 unique.errors = unique_consecutive.errors = [
     ErrorSample(Sample(const(3, dtype=np.complex64)), NotImplementedError, "Complex"),
-    ErrorSample(Sample(const(3, 4), dim=2), IndexError, "Dimension out of range")]
+    ErrorSample(Sample(const(3, 4), dim=2), IndexError, "Dimension out of range"),
+    ErrorSample(Sample(const(0, 3), dim=1), RuntimeError, "0 sized dimensions")]
 
 # ---- counting --------------------------------------------------------------------------------
 
