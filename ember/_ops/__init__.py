@@ -4,7 +4,7 @@ import functools
 import warnings
 
 from . import (conv, creation, indexing, linalg, nn, pointwise, pointwise_binary,  # noqa: F401
-               pointwise_math, random, reduction, shape)
+               pointwise_math, random, reduction, shape, sorting, statistics)
 from .dispatch import dispatch, dispatch_inplace
 from .registry import all_ops
 

@@ -1,0 +1,344 @@
+"""Sorting and selection: sort, argsort, msort, topk, kthvalue, searchsorted, bucketize.
+
+Everything orders through one stable argsort (``stable_order``), so ties keep their input order in
+every op, as torch's CPU kernels do.
+"""
+import numpy as np
+
+import ember
+
+from .meta import empty, reduce_dims, reduce_shape
+from .pointwise import reject, type_name
+from .registry import op
+from .samples import ErrorSample, Sample, const, make
+
+
+def sort_key(x):
+    # NOTE: ml_dtypes' bfloat16/float8 sort wrongly in NumPy (and put nan anywhere); their
+    # values are exact in float32, so order by that.
+    return x.astype(np.float32) if x.dtype.kind == "V" else x
+
+
+def axis_of(dim, ndim):
+    """``dim`` as an axis of an ``ndim``-dim array, with torch's range error (a 0-dim tensor
+    takes dims 0 and -1)."""
+    axes = reduce_dims(dim, ndim)
+    return axes[0] if ndim else 0
+
+
+def stable_order(xp, x, axis, descending=False):
+    """Stable argsort along ``axis`` (nan last ascending, first descending, as torch)."""
+    k = sort_key(x)
+    if not descending:
+        return xp.argsort(k, axis=axis, kind="stable")
+    # NOTE: sorting the reversed array and reversing back keeps equal elements in input order
+    # (negating would not do for unsigned ints, bools or nan).
+    n = x.shape[axis]
+    return xp.flip(n - 1 - xp.argsort(xp.flip(k, axis), axis=axis, kind="stable"), axis)
+
+
+def _no_complex(name, x):
+    if x.dtype.kind == "c":
+        raise RuntimeError(f"{name} does not support complex dtypes on CPU")
+
+
+def scatter_back(g, input, dim, indices):
+    """The gradient of values picked from ``input`` at ``indices`` along ``dim``."""
+    if len(input.shape) == 0:
+        return g.reshape(())
+    z = ember.zeros(input.shape, dtype=g.dtype, device=g.device)
+    return z.scatter_add(dim, indices, g)
+
+
+# ---- sort ------------------------------------------------------------------------------------
+
+
+@op("sort", nondiff_outputs=(1,), returns=("values", "indices"))
+def sort(xp, input, dim=-1, descending=False, *, stable=False):
+    """Sorted values along ``dim`` and the indices they came from; the sort is always stable.
+
+    Example:
+        >>> tuple(ember.sort(ember.tensor([3, 1, 3, 2]), descending=True))
+        (tensor([3, 3, 2, 1]), tensor([0, 2, 3, 1]))
+    """
+    _no_complex("Sort", input)
+    axis = axis_of(dim, input.ndim)
+    x = input.reshape(input.shape or (1,))
+    idx = stable_order(xp, x, axis, descending)
+    return xp.take_along_axis(x, idx, axis).reshape(input.shape), idx.reshape(input.shape)
+
+
+@sort.vjp(save=("result",))
+def _(g, input, dim=-1, descending=False, *, stable=False, result=None):
+    return scatter_back(g[0], input, dim, result[1])
+
+
+sort.meta = lambda input, dim=-1, descending=False, *, stable=False: (
+    empty(input.shape, input.dtype), empty(input.shape, np.int64))
+
+
+def distinct(dt):
+    """Distinct values (no ties), so every op picks the same index as torch's."""
+    def f(shape, seed=0):
+        n = int(np.prod(shape))
+        v = np.random.default_rng(seed).permutation(n) - n // 3
+        v = (v > n // 2) if dt.name == "bool" else v * (0.25 if dt.category >= 2 else 1)
+        return np.asarray(v).astype(dt.np).reshape(shape)
+    return f
+
+
+def _sort_samples(dev, dt):
+    if dt.category == 3:
+        return []
+    u = distinct(dt)
+    return [Sample(make((3, 4), dt)), Sample(make((3, 4), dt), 0),
+            Sample(make((3, 4), dt), 1, True), Sample(make((2, 3, 4), dt), -2, True),
+            Sample(make((5,), dt), stable=True, descending=True), Sample(make((), dt), 0),
+            Sample(u((4, 5)), dim=0, descending=True, stable=True), Sample(make((0, 3), dt), 0)]
+
+
+sort.samples = _sort_samples
+_SORT_ERRORS = [ErrorSample(Sample(const(3, 4), 2), IndexError, "Dimension out of range"),
+                ErrorSample(Sample(const(3, dtype=np.complex64)), RuntimeError,
+                            "does not support complex")]
+sort.errors = _SORT_ERRORS
+
+
+@op("argsort", differentiable=False)
+def argsort(xp, input, dim=-1, descending=False, *, stable=False):
+    """The indices that sort ``input`` along ``dim`` (see :func:`sort`).
+
+    Example:
+        >>> ember.argsort(ember.tensor([3, 1, 2]))
+        tensor([1, 2, 0])
+    """
+    return sort.fwd(xp, input, dim, descending)[1]
+
+
+argsort.meta = lambda input, dim=-1, descending=False, *, stable=False: empty(input.shape, np.int64)
+argsort.samples = _sort_samples
+argsort.errors = _SORT_ERRORS
+
+
+@op("msort")
+def msort(xp, input):
+    """``sort(input, dim=0).values``.
+
+    Example:
+        >>> ember.msort(ember.tensor([[1, 2], [0, 3]]))
+        tensor([[0, 2],
+                [1, 3]])
+    """
+    return sort.fwd(xp, input, 0)[0]
+
+
+@msort.vjp(save=("input",))
+def _(g, input):
+    return scatter_back(g, input, 0, input.argsort(0, stable=True))
+
+
+msort.meta = lambda input: empty(input.shape, input.dtype)
+msort.samples = lambda dev, dt: [Sample(make((3, 4), dt)), Sample(make((5,), dt))] \
+    if dt.category != 3 else []
+
+# ---- selection -------------------------------------------------------------------------------
+
+
+@op("topk", nondiff_outputs=(1,), returns=("values", "indices"))
+def topk(xp, input, k, dim=-1, largest=True, sorted=True):
+    """The ``k`` largest (or smallest) elements along ``dim`` and their indices. Unsorted
+    results come sorted too (torch leaves their order unspecified).
+
+    Example:
+        >>> tuple(ember.topk(ember.tensor([3., 1., 2., 5.]), 2))
+        (tensor([5., 3.]), tensor([3, 0]))
+    """
+    if input.dtype.kind == "b":
+        raise RuntimeError("topk does not support bool dtypes on CPU")
+    _no_complex("topk", input)
+    axis = axis_of(dim, input.ndim)
+    x = input.reshape(input.shape or (1,))
+    if not 0 <= k <= x.shape[axis]:
+        raise RuntimeError(f"selected index k out of range (k = {k}, size along dim = "
+                           f"{x.shape[axis]})")
+    idx = xp.take(stable_order(xp, x, axis, largest), xp.arange(k), axis=axis)
+    shape = input.shape if input.ndim else ()
+    out = xp.take_along_axis(x, idx, axis)
+    return (out, idx) if input.ndim else (out.reshape(shape), idx.reshape(shape))
+
+
+@topk.vjp(save=("result",))
+def _(g, input, k, dim=-1, largest=True, sorted=True, result=None):
+    return scatter_back(g[0], input, dim, result[1])
+
+
+def _topk_meta(input, k, dim=-1, largest=True, sorted=True):
+    shape = list(input.shape)
+    if shape:
+        shape[axis_of(dim, input.ndim)] = k
+    return empty(shape, input.dtype), empty(shape, np.int64)
+
+
+topk.meta = _topk_meta
+topk.samples = lambda dev, dt: [
+    Sample(distinct(dt)((3, 5)), 2), Sample(distinct(dt)((3, 5)), 3, 0),
+    Sample(distinct(dt)((3, 5)), 2, largest=False), Sample(distinct(dt)((4,)), 1, sorted=False),
+    Sample(distinct(dt)((3, 5)), 0, 1), Sample(make((), dt), 1)] if dt.category in (1, 2) else []
+topk.errors = [ErrorSample(Sample(const(3, 4), 5), RuntimeError, "selected index k out of range"),
+               ErrorSample(Sample(const(3, 4), 1, 2), IndexError, "Dimension out of range"),
+               ErrorSample(Sample(const(3, dtype=np.bool_), 1), RuntimeError, "bool dtypes")]
+
+
+@op("kthvalue", nondiff_outputs=(1,), returns=("values", "indices"))
+@reject("kthvalue", "bc")
+def kthvalue(xp, input, k, dim=-1, keepdim=False):
+    """The ``k``-th smallest element along ``dim`` (``k`` counts from 1) and its index.
+
+    Example:
+        >>> tuple(ember.kthvalue(ember.tensor([3., 1., 2.]), 2))
+        (tensor(2.), tensor(2))
+    """
+    axis = axis_of(dim, input.ndim)
+    x = input.reshape(input.shape or (1,))
+    if not 1 <= k <= x.shape[axis]:
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {axis}")
+    return pick(xp, x, stable_order(xp, x, axis), axis, k - 1, input.ndim, keepdim)
+
+
+def pick(xp, x, order, axis, rank, ndim, keepdim):
+    """``(values, indices)`` at sorted position ``rank`` (an int, or an array with size 1
+    along ``axis``) of ``x`` along ``axis``, given the sorting ``order``."""
+    if isinstance(rank, int):
+        rank = xp.full(x.shape[:axis] + (1,) + x.shape[axis + 1:], rank, np.int64)
+    idx = xp.take_along_axis(order, rank, axis).astype(np.int64)
+    vals = xp.take_along_axis(x, idx, axis)
+    if keepdim and ndim:
+        return vals, idx
+    shape = x.shape[:axis] + x.shape[axis + 1:] if ndim else ()
+    return vals.reshape(shape), idx.reshape(shape)
+
+
+@kthvalue.vjp(save=("result",))
+def _(g, input, k, dim=-1, keepdim=False, result=None):
+    return select_backward(g[0], input, dim, keepdim, result[1])
+
+
+def select_backward(g, input, dim, keepdim, indices):
+    """Gradient of a reduction that picks one element per slice along ``dim`` (kthvalue,
+    median, mode)."""
+    if len(input.shape) == 0:
+        return g.reshape(())
+    if not keepdim:
+        g, indices = g.unsqueeze(dim), indices.unsqueeze(dim)
+    return scatter_back(g, input, dim, indices)
+
+
+def select_meta(input, dim=-1, keepdim=False):
+    s = reduce_shape(input.shape, axis_of(dim, input.ndim), keepdim) if input.ndim else ()
+    return empty(s, input.dtype), empty(s, np.int64)
+
+
+kthvalue.meta = lambda input, k, dim=-1, keepdim=False: select_meta(input, dim, keepdim)
+kthvalue.samples = lambda dev, dt: [
+    Sample(distinct(dt)((3, 5)), 2), Sample(distinct(dt)((3, 5)), 3, 0),
+    Sample(distinct(dt)((3, 5)), 5, 1, True), Sample(make((), dt), 1),
+    Sample(make((7,), dt), 4)] if dt.category in (1, 2) else []
+kthvalue.errors = [ErrorSample(Sample(const(3, 4), 5), RuntimeError, "k out of range"),
+                   ErrorSample(Sample(const(3, 4), 1, 2), IndexError, "Dimension out of range"),
+                   ErrorSample(Sample(const(3, dtype=np.bool_), 1), NotImplementedError,
+                               "not implemented for 'Bool'")]
+
+# ---- searching -------------------------------------------------------------------------------
+
+
+@op("searchsorted", differentiable=False, method=False)
+def searchsorted(xp, sorted_sequence, input, out_int32=False, right=False, side=None,
+                 sorter=None):
+    """For each value of ``input``, the index where it would go in ``sorted_sequence`` (the
+    last dim of an N-d sequence, matched row by row with ``input``'s leading dims).
+
+    Example:
+        >>> ember.searchsorted(ember.tensor([1, 3, 5]), ember.tensor([3, 6]), right=True)
+        tensor([2, 3])
+    """
+    seq = sorted_sequence
+    if side is not None:
+        if side not in ("left", "right"):
+            raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but "
+                               f"got {side}")
+        if right and side == "left":
+            raise RuntimeError("torch.searchsorted(): side and right can't be set to opposites, "
+                               "got side of left while right was True")
+        right = side == "right"
+    values = input if hasattr(input, "dtype") else xp.asarray(input)
+    for a in (seq, values):
+        if a.dtype.kind in "bc":
+            raise NotImplementedError(f"\"searchsorted_out_cpu\" not implemented for "
+                                      f"'{type_name(a.dtype)}'")
+    if seq.ndim > 1 and seq.shape[:-1] != values.shape[:-1]:
+        raise RuntimeError(f"torch.searchsorted(): boundaries tensor should be 1 dimension or the "
+                           f"first N-1 dimensions of boundaries tensor and input value tensor "
+                           f"must match, but we got boundaries tensor {list(seq.shape)} and "
+                           f"input value tensor {list(values.shape)}")
+    if sorter is not None:
+        seq = xp.take_along_axis(seq, sorter, -1)
+    # NOTE: compare in the promoted dtype (an int sequence against float values), in float32
+    # for bfloat16 (see sort_key).
+    common = np.result_type(sort_key(seq).dtype, sort_key(values).dtype)
+    seq, values = seq.astype(common), values.astype(common)
+    how = "right" if right else "left"
+    if seq.ndim <= 1:
+        out = xp.searchsorted(seq, values, side=how)
+    else:
+        rows = [xp.searchsorted(s, v, side=how) for s, v in
+                zip(seq.reshape(-1, seq.shape[-1]), values.reshape(-1, values.shape[-1]))]
+        out = xp.stack(rows).reshape(values.shape) if rows else xp.zeros(values.shape)
+    return xp.asarray(out).astype(np.int32 if out_int32 else np.int64)
+
+
+searchsorted.meta = lambda seq, input, out_int32=False, right=False, side=None, sorter=None: \
+    empty(np.shape(input), np.int32 if out_int32 else np.int64)
+
+
+def _search_samples(dev, dt):
+    if dt.category not in (1, 2):
+        return []
+    seq = np.sort(make((6,), dt), kind="stable")
+    rows = np.sort(make((2, 5), dt, seed=1), -1, kind="stable")
+    return [Sample(seq, make((3, 4), dt, seed=2)), Sample(seq, make((4,), dt, seed=3), right=True),
+            Sample(seq, seq, side="right"), Sample(seq, seq, out_int32=True),
+            Sample(rows, make((2, 3), dt, seed=4)), Sample(seq, 1)]
+
+
+searchsorted.samples = _search_samples
+searchsorted.errors = [
+    ErrorSample(Sample(const(3), const(2), right=True, side="left"), RuntimeError,
+                "side and right can't be set to opposites"),
+    ErrorSample(Sample(const(2, 3), const(3, 3)), RuntimeError, "first N-1 dimensions"),
+    ErrorSample(Sample(const(3), const(2), side="up"), RuntimeError, "side can only be"),
+    ErrorSample(Sample(const(3, dtype=np.bool_), const(2, dtype=np.bool_)), NotImplementedError,
+                "not implemented for 'Bool'")]
+
+
+@op("bucketize", differentiable=False, method=False)
+def bucketize(xp, input, boundaries, *, out_int32=False, right=False):
+    """The bucket of each value of ``input`` between the 1-d ``boundaries``:
+    ``searchsorted(boundaries, input, right=right)``.
+
+    Example:
+        >>> ember.bucketize(ember.tensor([1, 5, 9]), ember.tensor([1, 3, 5, 7]))
+        tensor([0, 2, 4])
+    """
+    if boundaries.ndim != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim("
+                           f"{boundaries.ndim})")
+    return searchsorted.fwd(xp, boundaries, input, out_int32=out_int32, right=right)
+
+
+bucketize.meta = lambda input, boundaries, *, out_int32=False, right=False: empty(
+    np.shape(input), np.int32 if out_int32 else np.int64)
+bucketize.samples = lambda dev, dt: [
+    Sample(s.args[1], s.args[0], **{k: v for k, v in s.kwargs.items() if k != "side"})
+    for s in _search_samples(dev, dt)[:4]]
+bucketize.errors = [ErrorSample(Sample(const(3), const(2, 2)), RuntimeError,
+                                "boundaries tensor must be 1 dimension")]
