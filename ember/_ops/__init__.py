@@ -5,6 +5,7 @@ import warnings
 
 from . import (creation, indexing, linalg, nn, pointwise, pointwise_binary,  # noqa: F401
                pointwise_math, random, reduction, shape)
+from . import joining, mutation  # noqa: F401,E402
 from .dispatch import dispatch, dispatch_inplace
 from .registry import all_ops
 

@@ -114,11 +114,16 @@ gather.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1, np.array([[0, 0], 
                                                                          [2, 1]]))]
 
 
-def _scatter_into(xp, out, dim, index, src, reduce):
-    """Write ``src`` at ``index`` along ``dim`` into ``out`` (in place on ``out``)."""
+def scatter_positions(xp, dim, index):
+    """The index tuple addressing ``out[i][index[i][j]]`` along ``dim`` (gather/scatter)."""
     idx = grid(xp, index.shape)
     idx[dim] = index
-    idx = tuple(idx)
+    return tuple(idx)
+
+
+def _scatter_into(xp, out, dim, index, src, reduce):
+    """Write ``src`` at ``index`` along ``dim`` into ``out`` (in place on ``out``)."""
+    idx = scatter_positions(xp, dim, index)
     if not hasattr(src, "shape"):
         src = xp.full(index.shape, src, dtype=out.dtype)
     else:
