@@ -147,9 +147,33 @@ def scatter(xp, input, dim, index, src, *, reduce=None):
 
 @scatter.vjp(save=("index",))
 def _(g, input, dim, index, src, *, reduce=None):
+    if reduce is not None:
+        raise RuntimeError("derivative for aten::scatter is not implemented")   # as in torch
     gi = g.scatter(dim, index, 0.0)
-    gs = g.gather(dim, index) if hasattr(src, "shape") else None    # a TensorMeta or a number
+    gs = src_grad(g.gather(dim, index), src) if hasattr(src, "shape") else None   # or a number
     return gi, None, None, gs
+
+
+def src_grad(gs, src):
+    """The gradient of a scatter's ``src`` from ``gs`` of the index's shape: scatter reads only
+    the leading ``index.shape`` block of ``src``, the rest gets zeros."""
+    if tuple(gs.shape) == tuple(src.shape):
+        return gs
+    from .shape import _index_embed
+    return _index_embed(gs, tuple(src.shape), tuple(slice(0, n) for n in gs.shape))
+
+
+def _scatter_samples(dev, dt, reduces=(None,)):
+    x, i = make((3, 4), dt), np.array([[0, 1, 2, 0], [2, 0, 1, 1]])
+    out = [Sample(x, 0, i, make((2, 4), dt, seed=1), **({"reduce": r} if r else {}))
+           for r in reduces]
+    return out + [Sample(x, 1, np.array([[3, 0], [1, 2], [0, 0]])[:, :1], make((3, 2), dt,
+                                                                               seed=2))]
+
+
+scatter.samples = lambda dev, dt: _scatter_samples(dev, dt) + [
+    Sample(make((3, 4), dt), -1, np.array([[2], [0], [3]]), 2)] + [
+    s.forward_only() for s in _scatter_samples(dev, dt, ("add", "multiply"))[:2]]
 
 
 @op("scatter_add", inplace=True)
@@ -160,7 +184,10 @@ def scatter_add(xp, input, dim, index, src):
 
 @scatter_add.vjp(save=("index",))
 def _(g, input, dim, index, src):
-    return g, None, None, g.gather(dim, index)
+    return g, None, None, src_grad(g.gather(dim, index), src)
+
+
+scatter_add.samples = _scatter_samples
 
 
 @op("index_add", inplace=True, promote="common", promote_args=(0, 3))

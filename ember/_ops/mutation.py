@@ -10,7 +10,7 @@ import ember
 
 from .. import _dtype
 from .._backends import add_at, max_at, min_at, multiply_at
-from .indexing import flip, repeat, scatter_positions
+from .indexing import flip, repeat, scatter_positions, src_grad
 from .meta import empty
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
@@ -187,9 +187,7 @@ def _(g, input, dim, index, src, reduce, *, include_self=True, result=None):
         src_is = s == result.gather(dim, index)
         n = self_is.to(g.dtype).scatter_add(dim, index, src_is.to(g.dtype))
         gi, gs = g * self_is / n, (g / n).gather(dim, index) * src_is
-    if tuple(src.shape) != tuple(index.shape):
-        gs = _index_embed(gs, tuple(src.shape), _corner(index.shape))
-    return gi, None, None, gs
+    return gi, None, None, src_grad(gs, src)
 
 
 def _reduce_samples(dev, dt):
