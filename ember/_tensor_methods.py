@@ -139,9 +139,16 @@ def _index_arrays(index):
 
 def __getitem__(self, index):
     idx, basic = _index_arrays(index)
+    if not basic:
+        steps = indexing.split_ints(idx)
+        if steps is not None:
+            return self[steps[0]][steps[1]]
     try:
         return dispatch(indexing.getitem if basic else indexing.index, (self, idx), _E)
-    except RuntimeError as e:
+    except (IndexError, RuntimeError) as e:
+        err = indexing.index_error(tuple(self.shape), idx)
+        if err is not None:
+            raise err from None
         if "out of bounds" in str(e):
             raise IndexError(str(e)) from None
         raise
@@ -149,6 +156,23 @@ def __getitem__(self, index):
 
 def __setitem__(self, index, value):
     idx, basic = _index_arrays(index)
+    indexing._check_basic(idx)
+    if not basic:
+        steps = indexing.split_ints(idx)
+        if steps is not None:
+            return __setitem__(self[steps[0]], steps[1], value)
+    err = None
+    try:
+        _setitem(self, idx, basic, value)
+    except (IndexError, RuntimeError):
+        err = indexing.index_error(tuple(self.shape), idx)
+        if err is None:
+            raise
+    if err is not None:
+        raise err
+
+
+def _setitem(self, idx, basic, value):
     v_rg = isinstance(value, Tensor) and value._requires_grad
     if grad_mode.state.grad_enabled and (self._requires_grad or v_rg or (
             self._base is not None and self._base._requires_grad)):
@@ -161,12 +185,7 @@ def __setitem__(self, index, value):
         if isinstance(value, Tensor) and value.device != self.device and value._data.ndim:
             raise RuntimeError(f"index_put_: expected value on {self.device}, got "
                                f"{value.device}")
-        try:
-            self._data[idx] = v
-        except (IndexError, ValueError) as e:
-            raise (IndexError if isinstance(e, IndexError) else RuntimeError)(
-                f"index_put_: {e} (tensor {list(self.shape)}, value "
-                f"{list(getattr(value, 'shape', ()))})") from None
+        indexing.put_values(self._data, idx, v)
     self._bump_version()
 
 

@@ -10,7 +10,7 @@ import ember
 
 from .. import _dtype
 from .._backends import add_at, max_at, min_at, multiply_at
-from .indexing import flip, repeat, scatter_positions, src_grad
+from .indexing import flip, put_values, repeat, scatter_positions, src_grad
 from .meta import empty
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
@@ -81,12 +81,7 @@ def index_put(xp, input, indices, values, accumulate=False):
     if accumulate:
         add_at(xp, out, idx, values)
     else:
-        try:
-            out[idx] = values
-        except ValueError:
-            raise RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} "
-                               "cannot be broadcast to indexing result of shape "
-                               f"{list(input[idx].shape)}") from None
+        put_values(out, idx, values)
     return out
 
 
