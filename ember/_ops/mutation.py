@@ -177,11 +177,14 @@ def _(g, input, dim, index, src, reduce, *, include_self=True, result=None):
         gi = g * result / input if include_self else g * alone
         gs = (g * result).gather(dim, index) / s
     else:
-        # ties share the gradient evenly, as in torch
-        self_is = (input == result) if include_self else (input == result) * alone
+        # ties share the gradient evenly, as in torch. NOTE: torch counts an input equal to
+        # the result among the ties even with include_self=False (then drops its share), so
+        # the shares do not add up to g there; we match it.
+        self_is = input == result
         src_is = s == result.gather(dim, index)
         n = self_is.to(g.dtype).scatter_add(dim, index, src_is.to(g.dtype))
         gi, gs = g * self_is / n, (g / n).gather(dim, index) * src_is
+        gi = gi if include_self else gi * alone
     return gi, None, None, src_grad(gs, src)
 
 
@@ -192,8 +195,11 @@ def _reduce_samples(dev, dt):
     src = make((2, 4), dt, 0.5, 2.0, seed=1)
     out = [Sample(x, 0, i, src, r, include_self=inc) for r in _AT for inc in (True, False)
            if dt.category < 3 or r in ("sum", "mean")]
-    return out + [Sample(x, 1, np.array([[3, 3], [0, 1], [2, 2]]), make((3, 5), dt, 0.5, 2.0),
-                         "sum")]
+    ties = [Sample(np.array([[1, 2, 2], [3, 1, 0]], dt.np), 0, np.array([[0, 0, 0], [1, 1, 1]]),
+                   np.array([[2, 2, 1], [3, 0, 0]], dt.np), r, include_self=inc).at_kink()
+            for r in ("amax", "amin") for inc in (True, False)] if dt.category < 3 else []
+    return out + ties + [Sample(x, 1, np.array([[3, 3], [0, 1], [2, 2]]),
+                                make((3, 5), dt, 0.5, 2.0), "sum")]
 
 
 scatter_reduce.samples = _reduce_samples
@@ -714,12 +720,12 @@ rot90.errors = [
 
 
 def _tile_sizes(input, dims):
-    dims = _tuple(dims)
+    dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
     return (1,) * (len(input.shape) - len(dims)) + dims
 
 
 @op("tile")
-def tile(xp, input, dims):
+def tile(xp, input, *dims):
     """Repeat ``input`` ``dims[i]`` times along each dimension; missing leading ``dims`` count
     as 1 (unlike :meth:`Tensor.repeat`).
 
@@ -730,8 +736,9 @@ def tile(xp, input, dims):
     return repeat.fwd(xp, input, _tile_sizes(input, dims))
 
 
-tile.vjp()(lambda g, input, dims: repeat.vjp_fn(g, input, _tile_sizes(input, dims)))
+tile.vjp()(lambda g, input, *dims: repeat.vjp_fn(g, input, _tile_sizes(input, dims)))
 tile.samples = lambda dev, dt: [Sample(make((2, 3), dt), (2,)), Sample(make((2, 3), dt), (2, 1)),
+                                Sample(make((2, 3), dt), [1, 2, 2]),
                                 Sample(make((3,), dt), (2, 1, 2)), Sample(make((), dt), (3,))]
 
 
