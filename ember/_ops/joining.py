@@ -1,5 +1,5 @@
-"""Joining and diagonal ops: hstack/vstack/dstack/column_stack, block_diag, cartesian_prod,
-combinations, diag/diag_embed/diagflat/trace; and the plain functions that only reshape and
+"""Joining, splitting and diagonal ops: hstack/vstack/dstack/column_stack, tensor_split and
+hsplit/vsplit/dsplit, block_diag, cartesian_prod, combinations, diag/diag_embed/diagflat/trace; and the plain functions that only reshape and
 expand (broadcast_tensors, atleast_*d, meshgrid) or build index tensors (tril/triu_indices).
 """
 import itertools
@@ -10,9 +10,11 @@ import numpy as np
 import ember
 
 from .dispatch import _broadcast_error
+from .meta import empty
+from .mutation import _tname
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
-from .shape import _diag_embed_like, cat
+from .shape import _diag_embed_like, _index_embed, cat
 
 _ANY = tuple(range(64))     # promote_args for ops taking any number of tensors (*tensors)
 
@@ -73,6 +75,109 @@ dstack.fwd.__doc__ = dstack.__doc__ = "Join tensors depth-wise (dim 2) after atl
 column_stack.fwd.__doc__ = column_stack.__doc__ = "Join tensors as columns: 1-D ones as (n, 1)."
 column_stack.samples = lambda dev, dt: [Sample([make((3,), dt), make((3, 2), dt, seed=1)]),
                                         Sample([make((), dt), make((1,), dt, seed=1)])]
+
+
+# ---- tensor_split, hsplit, vsplit, dsplit ---------------------------------------------------
+
+def _split_bounds(input, sections, dim):
+    """The start of every piece after the first, for ``tensor_split``."""
+    if input.ndim == 0:
+        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a "
+                           "tensor with 0 dims")
+    if hasattr(sections, "dtype"):
+        if sections.dtype != np.int64:
+            raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to have dtype "
+                               f"of long, but got {_tname(sections)}")
+        sections = int(sections) if sections.ndim == 0 else [int(i) for i in sections]
+    n = input.shape[dim]
+    if isinstance(sections, int):
+        if sections <= 0:
+            raise RuntimeError(f"number of sections must be larger than 0, got {sections}")
+        q, r = divmod(n, sections)
+        return [i * q + min(i, r) for i in range(1, sections)]
+    return [min(max(i + n if i < 0 else i, 0), n) for i in sections]
+
+
+@op("tensor_split", view=True)
+def tensor_split(xp, input, indices_or_sections, dim=0):
+    """Views of ``input`` split along ``dim`` into ``n`` near-equal pieces (the first ``size %
+    n`` one longer), or at the given indices.
+
+    Example:
+        >>> [t.tolist() for t in ember.arange(5).tensor_split(2)]
+        [[0, 1, 2], [3, 4]]
+    """
+    d = dim % max(input.ndim, 1)
+    bounds = _split_bounds(input, indices_or_sections, d)
+    starts, stops = [0] + bounds, bounds + [input.shape[d]]
+    return tuple(input[(slice(None),) * d + (slice(a, max(a, b)),)] for a, b in zip(starts,
+                                                                                       stops))
+
+
+def _split_meta(input, indices_or_sections, dim=0):
+    if hasattr(indices_or_sections, "dtype"):
+        raise NotImplementedError("tensor_split: the output depends on the values of the "
+                                  "indices tensor, which the meta device does not have")
+    return tensor_split.fwd(np, input, indices_or_sections, dim)
+
+
+@tensor_split.vjp(save=("indices_or_sections",))
+def _(g, input, indices_or_sections, dim=0):
+    # NOTE: pieces may overlap (indices need not increase), so their gradients add up
+    d = dim % len(input.shape)
+    if isinstance(indices_or_sections, ember.Tensor):
+        indices_or_sections = indices_or_sections.tolist()
+    bounds = _split_bounds(empty(input.shape, np.bool_), indices_or_sections, d)
+    total = None
+    for x, a, b in zip(g, [0] + bounds, bounds + [input.shape[d]]):
+        if x is not None:
+            x = _index_embed(x, tuple(input.shape), (slice(None),) * d + (slice(a, max(a, b)),))
+            total = x if total is None else total + x
+    return total
+
+
+tensor_split.meta = _split_meta
+tensor_split.samples = lambda dev, dt: [
+    Sample(make((7, 2), dt), 3), Sample(make((2, 7), dt), [1, 4], 1),
+    Sample(make((5,), dt), [3, 1, 9]), Sample(make((4, 3), dt), np.array(2), -1),
+    Sample(make((6,), dt), np.array([-2, 2]))]
+tensor_split.errors = [
+    ErrorSample(Sample(const(3, 4), 0), RuntimeError,
+                "number of sections must be larger than 0, got 0"),
+    ErrorSample(Sample(const(), 1), RuntimeError, "tensor_split expected at least a "
+                "1-dimensional tensor, but got a tensor with 0 dims"),
+    ErrorSample(Sample(const(3, 4), np.array([1.5])), RuntimeError,
+                "tensor_split expected tensor_indices_or_sections to have dtype of long")]
+
+
+def _split_op(name, least, dim_of):
+    @op(name, view=True)
+    def f(xp, input, indices_or_sections):
+        if input.ndim < least:
+            raise RuntimeError(f"torch.{name} requires a tensor with at least {least} dimension, "
+                               f"but got a tensor with {input.ndim} dimensions!")
+        d = dim_of(input.ndim)
+        if isinstance(indices_or_sections, int) and (
+                indices_or_sections == 0 or input.shape[d] % indices_or_sections):
+            raise RuntimeError(f"torch.{name} attempted to split along dimension {d}, but the "
+                               f"size of the dimension {input.shape[d]} is not divisible by the "
+                               f"split_size {indices_or_sections}!")
+        return tensor_split.fwd(xp, input, indices_or_sections, d)
+    f.fwd.__doc__ = f.__doc__ = (f"Split along dimension {dim_of(3)} (``tensor_split``), into "
+                                 "equal pieces or at the given indices.")
+    f.vjp()(lambda g, input, ios: tensor_split.vjp_fn(g, input, ios, dim_of(len(input.shape))))
+    f.samples = lambda dev, dt: [Sample(make((4, 6, 2), dt), 2), Sample(make((4, 6, 2), dt),
+                                                                       [1, 3])]
+    f.errors = [ErrorSample(Sample(const(*(3,) * (least - 1)), 1), RuntimeError,
+                            f"torch.{name} requires a tensor with at least {least} dimension")
+                if least > 1 else ErrorSample(Sample(const(4, 6), 5), RuntimeError,
+                                              "is not divisible by the split_size 5")]
+    return f
+
+
+hsplit = _split_op("hsplit", 1, lambda nd: 1 if nd > 1 else 0)
+vsplit = _split_op("vsplit", 2, lambda nd: 0)
+dsplit = _split_op("dsplit", 3, lambda nd: 2)
 
 
 # ---- block_diag, cartesian_prod, combinations -----------------------------------------------
