@@ -174,9 +174,20 @@ def _(g, input, dim, index, src, reduce, *, include_self=True, result=None):
         n = (hit + 1 if include_self else hit.clamp(min=1)) if reduce == "mean" else 1
         gi, gs = (g / n if include_self else g * alone), (g / n).gather(dim, index)
     elif reduce == "prod":
-        # NOTE: result / x is not safe where x is 0 (torch treats zeros apart); samples avoid it
-        gi = g * result / input if include_self else g * alone
-        gs = (g * result).gather(dim, index) / s
+        # NOTE: result / x fails where x is 0; as torch does, a zero input's share is the
+        # product of the others (zeros set to 1 first), and so is a zero src's where it is
+        # the only zero reduced into its place (two zeros make every share 0).
+        kw = {"include_self": include_self}
+        ones_in = input.masked_fill(input == 0, 1)
+        gi = g * ones_in.scatter_reduce(dim, index, s, "prod", **kw) / ones_in \
+            if include_self else g * alone
+        zero = s == 0
+        zeros_at = ember.zeros(input.shape, dtype=g.dtype, device=g.device).scatter_add(
+            dim, index, zero.to(g.dtype)).gather(dim, index)
+        single = zero * (zeros_at == 1)
+        others = input.scatter_reduce(dim, index, s.masked_fill(single, 1), "prod", **kw)
+        gs = ember.where(single, (g * others).gather(dim, index),
+                         (g * result).gather(dim, index) / s.masked_fill(zero, 1))
     else:
         # ties share the gradient evenly, as in torch. NOTE: torch counts an input equal to
         # the result among the ties even with include_self=False (then drops its share), so
@@ -198,7 +209,7 @@ def _reduce_samples(dev, dt):
            if dt.category < 3 or r in ("sum", "mean")]
     ties = [Sample(np.array([[1, 2, 2], [3, 1, 0]], dt.np), 0, np.array([[0, 0, 0], [1, 1, 1]]),
                    np.array([[2, 2, 1], [3, 0, 0]], dt.np), r, include_self=inc).at_kink()
-            for r in ("amax", "amin") for inc in (True, False)] if dt.category < 3 else []
+            for r in ("amax", "amin", "prod") for inc in (True, False)] if dt.category < 3 else []
     return out + ties + [Sample(x, 1, np.array([[3, 3], [0, 1], [2, 2]]),
                                 make((3, 5), dt, 0.5, 2.0), "sum")]
 
