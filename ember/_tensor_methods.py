@@ -1,5 +1,7 @@
 """Tensor methods that are not one op each: Python operators, indexing, copies and fills,
 the ``new_*`` constructors. Attached to ``Tensor`` by ``ember/__init__.py``."""
+import warnings
+
 import numpy as np
 
 from . import _dtype
@@ -117,6 +119,8 @@ def _bool_ops(self, other, opdef):
 
 def _index_arrays(index):
     """Tensors and lists inside an index become arrays; returns (index, basic?)."""
+    if type(index) is list and _sequence_as_tuple(index):
+        index = tuple(index)
     tup = index if isinstance(index, tuple) else (index,)
     out = []
     for i in tup:
@@ -124,6 +128,11 @@ def _index_arrays(index):
             if i.dtype.category > _dtype._INT:
                 raise IndexError("tensors used as indices must be long, int, byte or bool "
                                  "tensors")
+            if i.dtype is _dtype.uint8:
+                # NOTE: torch still reads a uint8 index as a mask (deprecated), not as integers
+                warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a "
+                              "dtype torch.bool instead.", UserWarning, stacklevel=3)
+                i = i.bool()
             i = i._data
         elif isinstance(i, (list, tuple)):
             i = np.asarray([x._data if isinstance(x, Tensor) else x for x in i])
@@ -135,6 +144,14 @@ def _index_arrays(index):
         out.append(i)
     idx = tuple(out) if isinstance(index, tuple) else out[0]
     return idx, indexing.is_basic(idx)
+
+
+def _sequence_as_tuple(index):
+    # NOTE: torch reads a short list holding tensors, sequences, slices, None or Ellipsis as a
+    # tuple of indices (x[[t0, t1]] is x[t0, t1]), where NumPy makes it one array index.
+    return len(index) < 32 and any(
+        isinstance(x, (Tensor, list, tuple, slice, np.ndarray)) or x is None or x is Ellipsis
+        for x in index)
 
 
 def __getitem__(self, index):
@@ -155,6 +172,11 @@ def __getitem__(self, index):
 
 
 def __setitem__(self, index, value):
+    if isinstance(index, Tensor) and index.dtype is _dtype.uint8 and not isinstance(value,
+                                                                                   Tensor):
+        # NOTE: torch writes a number through a lone mask with masked_fill_, which refuses uint8
+        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
+                           "unsigned char")
     idx, basic = _index_arrays(index)
     indexing._check_basic(idx)
     if not basic:

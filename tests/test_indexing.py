@@ -3,6 +3,8 @@ None/Ellipsis mixes and the layout rules for where advanced-indexed dimensions l
 shapes, dtypes, gradients and the errors for bad indices."""
 import pytest
 
+pytestmark = pytest.mark.filterwarnings("ignore:indexing with dtype torch.uint8")
+
 from oracle import torch  # noqa: F401  (skips this file where torch is not installed)
 from test_autograd import same
 
@@ -54,6 +56,11 @@ INDICES = [
     ("true-slice", lambda L: (True, slice(1, 3))),
     ("ellipsis-mask", lambda L: (..., L.tensor([True, False, False, True, True, False]))),
     ("empty-array", lambda L: L.tensor([], dtype=L.int64)),
+    ("uint8-mask", lambda L: L.tensor([1, 0, 1, 1], dtype=L.uint8)),
+    ("nested-list", lambda L: [[0, 1], [1, 2]]), ("list-of-tensors", lambda L: [_i(L, 0, 1),
+                                                                            _i(L, 1, 2)]),
+    ("list-with-slice", lambda L: [0, slice(1, 3)]), ("list-with-none", lambda L: [None, 1]),
+    ("numpy-int", lambda L: __import__("numpy").int64(2)),
 ]
 
 BAD_INDICES = [
