@@ -1,6 +1,7 @@
 """Joining, splitting and diagonal ops: hstack/vstack/dstack/column_stack, tensor_split and
-hsplit/vsplit/dsplit, block_diag, cartesian_prod, combinations, diag/diag_embed/diagflat/trace; and the plain functions that only reshape and
-expand (broadcast_tensors, atleast_*d, meshgrid) or build index tensors (tril/triu_indices).
+hsplit/vsplit/dsplit, block_diag, cartesian_prod, combinations, diag/diag_embed/diagflat/trace;
+and the plain functions that only reshape and expand (broadcast_tensors, atleast_*d, meshgrid)
+or build index tensors (tril/triu_indices).
 """
 import itertools
 import warnings
@@ -13,7 +14,7 @@ from .dispatch import _broadcast_error
 from .meta import empty
 from .mutation import _tname
 from .registry import op
-from .samples import ErrorSample, Sample, const, make
+from .samples import ErrorSample, Sample, const, dtype_error, make
 from .shape import _diag_embed_like, _index_embed, cat
 
 _ANY = tuple(range(64))     # promote_args for ops taking any number of tensors (*tensors)
@@ -266,8 +267,11 @@ cartesian_prod.samples = lambda dev, dt: [
     Sample(make((2,), dt), make((3,), dt, seed=1)),
     Sample(make((2,), dt), make((1,), dt, seed=1), make((3,), dt, seed=2)),
     Sample(make((4,), dt))]
-cartesian_prod.errors = [ErrorSample(Sample(const(2, 2), const(3)), RuntimeError,
-                                     r"Expect a 1D vector, but got shape \[2, 2\]")]
+cartesian_prod.errors = [
+    ErrorSample(Sample(const(2, 2), const(3)), RuntimeError,
+                r"Expect a 1D vector, but got shape \[2, 2\]"),
+    ErrorSample(Sample(const(2), const(3, dtype=np.int64)), RuntimeError,
+                "meshgrid expects all tensors to have the same dtype")]
 
 
 def _combination_index(n, r, with_replacement):
@@ -307,8 +311,9 @@ def _(g, input, r=2, with_replacement=False):
 combinations.samples = lambda dev, dt: [
     Sample(make((4,), dt)), Sample(make((4,), dt), 3), Sample(make((3,), dt), 2, True),
     Sample(make((3,), dt), 0), Sample(make((2,), dt), 3)]
-combinations.errors = [ErrorSample(Sample(const(3, 4)), RuntimeError,
-                                   r"Expect a 1D vector, but got shape \[3, 4\]")]
+combinations.errors = [
+    ErrorSample(Sample(const(3, 4)), RuntimeError, r"Expect a 1D vector, but got shape \[3, 4\]"),
+    ErrorSample(Sample(const(3), -1), RuntimeError, "Expect a non-negative number, but got -1")]
 
 
 # ---- diag, diag_embed, diagflat, trace ------------------------------------------------------
@@ -413,7 +418,9 @@ def _(g, input):
 trace.samples = lambda dev, dt: [Sample(make((3, 3), dt)), Sample(make((2, 4), dt)),
                                  Sample(make((4, 2), dt))]
 trace.errors = [ErrorSample(Sample(const(2, 2, 2)), RuntimeError,
-                            "trace: expected a matrix, but got tensor with dim 3")]
+                            "trace: expected a matrix, but got tensor with dim 3"),
+                dtype_error("trace", (2, 2), dtype=bool, match="\"trace\" not implemented for "
+                            "'Bool'")]
 
 
 # ---- functions of other ops: broadcast_*, atleast_*d, meshgrid, tril/triu_indices -----------

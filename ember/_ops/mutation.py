@@ -111,7 +111,9 @@ index_put.errors = [
                 "Index put requires the source and destination dtypes match, got Float for the "
                 "destination and Double for the source"),
     ErrorSample(Sample(const(3, 4), [np.array([0])], const(2)), RuntimeError,
-                r"shape mismatch: value tensor of shape \[2\] cannot be broadcast")]
+                r"shape mismatch: value tensor of shape \[2\] cannot be broadcast"),
+    ErrorSample(Sample(const(3, 4), [None, np.array([0])], const()), TypeError,
+                "expected Tensor as element 0 in argument 1, but got NoneType")]
 
 
 # ---- scatter_reduce, index_reduce -----------------------------------------------------------
@@ -223,7 +225,9 @@ scatter_reduce.errors = [
     ErrorSample(Sample(const(3, 4), 0, np.array([[0]]), const(1, 1, dtype=np.float64), "sum"),
                 RuntimeError, r"scatter\(\): Expected self.dtype to be equal to src.dtype"),
     ErrorSample(Sample(const(3, 4), 0, np.array([[0.0]]), const(1, 1), "sum"), RuntimeError,
-                r"scatter\(\): Expected dtype int32/int64 for index")]
+                r"scatter\(\): Expected dtype int32/int64 for index"),
+    ErrorSample(Sample(const(3, 4), 0, np.array([0]), const(1), "sum"), RuntimeError,
+                "Index tensor must have the same number of dimensions as self tensor")]
 
 
 def _check_index(name, input, dim, index, exc=IndexError):
@@ -667,7 +671,9 @@ roll.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1), Sample(make((3, 4),
 roll.errors = [
     ErrorSample(Sample(const(3, 4), (1, 2), (0,)), RuntimeError,
                 "shifts and dimensions must align. shifts: 2, dims:1"),
-    ErrorSample(Sample(const(3, 4), 1, 3), IndexError, "Dimension out of range")]
+    ErrorSample(Sample(const(3, 4), 1, 3), IndexError, "Dimension out of range"),
+    ErrorSample(Sample(const(3, 4), (1, 2)), RuntimeError,
+                "shifts and dimensions must align. shifts: 2, dims:0")]
 
 
 def _flip_op(name, axis, least):
@@ -723,7 +729,9 @@ rot90.errors = [
     ErrorSample(Sample(const(3, 4), 1, [0, 0]), RuntimeError,
                 "expected rotation dims to be different, but got dim0 = 0 and dim1 = 0"),
     ErrorSample(Sample(const(3), 1, [0, 1]), RuntimeError,
-                "expected total dims >= 2, but got total dims = 1")]
+                "expected total dims >= 2, but got total dims = 1"),
+    ErrorSample(Sample(const(3, 4), 1, [0, 2]), IndexError, r"Dimension out of range \(expected "
+                r"to be in range of \[-2, 1\], but got 2\)")]
 
 
 def _tile_sizes(input, dims):

@@ -404,7 +404,9 @@ def _where_meta(c, a=None, b=None):
 where.meta = _where_meta
 where.samples = lambda dev, dt: where_samples(dev, dt)
 where.errors = [ErrorSample(Sample(const(3, 4, dtype=bool), const(3, 4), const(2, 4)), RuntimeError,
-                            "must match the size of tensor b")]
+                            "must match the size of tensor b"),
+                ErrorSample(Sample(const(3, 4, dtype=bool), const(3, 4)), TypeError,
+                            "missing required argument 'other'")]
 
 
 @op("conj", tags=("pointwise",))
