@@ -12,7 +12,7 @@ from .. import _dtype
 from .._backends import add_at, max_at, min_at, multiply_at
 from .dispatch import _broadcast_error
 from .indexing import flip, put_values, repeat, scatter_positions, src_grad
-from .meta import empty
+from .meta import empty, same_meta
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
 from .shape import narrow
@@ -767,3 +767,12 @@ narrow_copy.vjp()(narrow.vjp_fn)
 narrow_copy.samples = narrow.samples
 narrow_copy.errors = [ErrorSample(Sample(const(3, 4), 0, 2, 3), RuntimeError,
                                   r"start \(2\) \+ length \(3\) exceeds dimension size \(3\)")]
+
+
+# NOTE: these forwards copy their input, which on the meta device would allocate the full size;
+# their output is shaped like the input, so the meta rule says just that.
+for _d in (index_put, scatter_reduce, index_reduce, index_copy, index_fill, put, roll, fliplr,
+           flipud):
+    _d.meta = same_meta
+narrow_copy.meta = lambda input, *args: narrow.fwd(np, input, *args)
+del _d
