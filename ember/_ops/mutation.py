@@ -11,7 +11,7 @@ import ember
 from .. import _dtype
 from .._backends import add_at, max_at, min_at, multiply_at
 from .dispatch import _broadcast_error
-from .indexing import flip, put_values, repeat, scatter_positions, src_grad
+from .indexing import flip, index_error, put_values, repeat, scatter_positions, src_grad
 from .meta import empty, same_meta
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
@@ -59,11 +59,9 @@ def _index_tuple(input, indices, values):
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
                            f"{_tname(input)} for the destination and {_tname(values)} for the "
                            "source.")
-    dim = 0
-    for t in idx:
-        if t.dtype != np.bool_:
-            _check_bounds(t, input.shape[dim], dim)
-        dim += t.ndim if t.dtype == np.bool_ else 1
+    err = index_error(input.shape, idx)       # out-of-range indices, mask shapes
+    if err is not None:
+        raise err
     return idx
 
 
@@ -105,6 +103,9 @@ index_put.errors = [
                 "index 5 is out of bounds for dimension 0 with size 3"),
     ErrorSample(Sample(const(3, 4), [np.array([0.0])], const()), IndexError,
                 "tensors used as indices must be long, int, byte or bool tensors"),
+    ErrorSample(Sample(const(3, 4), [np.ones(2, bool)], const()), IndexError,
+                r"The shape of the mask \[2\] at index 0 does not match the shape of the indexed "
+                r"tensor \[3, 4\] at index 0"),
     ErrorSample(Sample(const(3, 4), [np.array([0])] * 3, const()), IndexError,
                 r"too many indices for tensor of dimension 2 \(got 3\)"),
     ErrorSample(Sample(const(3, 4), [np.array([0])], const(dtype=np.float64)), RuntimeError,
