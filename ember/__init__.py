@@ -34,6 +34,9 @@ from ._ops.random import (Generator, bernoulli, default_generator,  # noqa: E402
                           get_rng_state, initial_seed, manual_seed, multinomial, normal, rand,
                           rand_like, randint, randint_like, randn, randn_like, randperm, seed,
                           set_rng_state)
+from ._ops.joining import (atleast_1d, atleast_2d, atleast_3d,  # noqa: E402,F401
+                           broadcast_shapes, broadcast_tensors, meshgrid, tril_indices,
+                           triu_indices)
 from ._ops.shape import chunk  # noqa: E402,F401
 from .autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402,F401
                                  is_grad_enabled, is_inference_mode_enabled, no_grad,

@@ -1,5 +1,7 @@
 """Tensor methods that are not one op each: Python operators, indexing, copies and fills,
 the ``new_*`` constructors. Attached to ``Tensor`` by ``ember/__init__.py``."""
+import warnings
+
 import numpy as np
 
 from . import _dtype
@@ -125,6 +127,8 @@ def __contains__(self, element):
 
 def _index_arrays(index):
     """Tensors and lists inside an index become arrays; returns (index, basic?)."""
+    if type(index) is list and _sequence_as_tuple(index):
+        index = tuple(index)
     tup = index if isinstance(index, tuple) else (index,)
     out = []
     for i in tup:
@@ -132,6 +136,11 @@ def _index_arrays(index):
             if i.dtype.category > _dtype._INT:
                 raise IndexError("tensors used as indices must be long, int, byte or bool "
                                  "tensors")
+            if i.dtype is _dtype.uint8:
+                # NOTE: torch still reads a uint8 index as a mask (deprecated), not as integers
+                warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a "
+                              "dtype torch.bool instead.", UserWarning, stacklevel=3)
+                i = i.bool()
             i = i._data
         elif isinstance(i, (list, tuple)):
             i = np.asarray([x._data if isinstance(x, Tensor) else x for x in i])
@@ -145,18 +154,55 @@ def _index_arrays(index):
     return idx, indexing.is_basic(idx)
 
 
+def _sequence_as_tuple(index):
+    # NOTE: torch reads a short list holding tensors, sequences, slices, None or Ellipsis as a
+    # tuple of indices (x[[t0, t1]] is x[t0, t1]), where NumPy makes it one array index.
+    return len(index) < 32 and any(
+        isinstance(x, (Tensor, list, tuple, slice, np.ndarray)) or x is None or x is Ellipsis
+        for x in index)
+
+
 def __getitem__(self, index):
     idx, basic = _index_arrays(index)
+    if not basic:
+        steps = indexing.split_ints(idx)
+        if steps is not None:
+            return self[steps[0]][steps[1]]
     try:
         return dispatch(indexing.getitem if basic else indexing.index, (self, idx), _E)
-    except RuntimeError as e:
+    except (IndexError, RuntimeError) as e:
+        err = indexing.index_error(tuple(self.shape), idx)
+        if err is not None:
+            raise err from None
         if "out of bounds" in str(e):
             raise IndexError(str(e)) from None
         raise
 
 
 def __setitem__(self, index, value):
+    if isinstance(index, Tensor) and index.dtype is _dtype.uint8 and not isinstance(value,
+                                                                                   Tensor):
+        # NOTE: torch writes a number through a lone mask with masked_fill_, which refuses uint8
+        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
+                           "unsigned char")
     idx, basic = _index_arrays(index)
+    indexing._check_basic(idx)
+    if not basic:
+        steps = indexing.split_ints(idx)
+        if steps is not None:
+            return __setitem__(self[steps[0]], steps[1], value)
+    err = None
+    try:
+        _setitem(self, idx, basic, value)
+    except (IndexError, RuntimeError):
+        err = indexing.index_error(tuple(self.shape), idx)
+        if err is None:
+            raise
+    if err is not None:
+        raise err
+
+
+def _setitem(self, idx, basic, value):
     v_rg = isinstance(value, Tensor) and value._requires_grad
     if grad_mode.state.grad_enabled and (self._requires_grad or v_rg or (
             self._base is not None and self._base._requires_grad)):
@@ -169,21 +215,7 @@ def __setitem__(self, index, value):
         if isinstance(value, Tensor) and value.device != self.device and value._data.ndim:
             raise RuntimeError(f"index_put_: expected value on {self.device}, got "
                                f"{value.device}")
-        try:
-            self._data[idx] = v
-        except (IndexError, ValueError) as e:
-            if isinstance(e, IndexError):
-                raise IndexError(f"index_put_: {e}".replace("for axis", "for dimension")) \
-                    from None
-            target, got = list(np.shape(self._data[idx])), list(np.shape(v))
-            for d in range(1, min(len(target), len(got)) + 1):
-                if got[-d] not in (1, target[-d]):
-                    raise RuntimeError(
-                        f"index_put_: The expanded size of the tensor ({target[-d]}) must match "
-                        f"the existing size ({got[-d]}) at non-singleton dimension "
-                        f"{len(target) - d}.  Target sizes: {target}.  Tensor sizes: {got}"
-                    ) from None
-            raise RuntimeError(f"index_put_: {e} (tensor {target}, value {got})") from None
+        indexing.put_values(self._data, idx, v)
     self._bump_version()
 
 

@@ -109,6 +109,24 @@ def multiply_at(xp, out, index, values):
     np.multiply.at(out, index, values)
 
 
+def max_at(xp, out, index, values):
+    """``out[index] = max(out[index], values)`` with repeated indices all applied."""
+    if xp is np:
+        np.maximum.at(out, index, values)
+    else:
+        import cupyx
+        cupyx.scatter_max(out, index, values)
+
+
+def min_at(xp, out, index, values):
+    """``out[index] = min(out[index], values)`` with repeated indices all applied."""
+    if xp is np:
+        np.minimum.at(out, index, values)
+    else:
+        import cupyx
+        cupyx.scatter_min(out, index, values)
+
+
 def grid(xp, shape):
     """Open index grids for ``shape`` (like np.indices(shape, sparse=True), on any xp)."""
     nd = len(shape)

@@ -72,13 +72,23 @@ def _index_embed(g, shape, index, accumulate=False):
     return embed(g, shape, index, accumulate)
 
 
+def put_values(out, index, values):
+    """``out[index] = values``, with torch's error where ``values`` does not broadcast."""
+    try:
+        out[index] = values
+    except ValueError:
+        raise RuntimeError(f"shape mismatch: value tensor of shape "
+                           f"{list(getattr(values, 'shape', ()))} cannot be broadcast to indexing "
+                           f"result of shape {list(out[index].shape)}") from None
+
+
 @op("_index_put", method=False, function=False, promote="common", promote_args=(0, 1))
 def _index_put(xp, input, values, index, accumulate=False):
     out = input.copy()
     if accumulate:
         add_at(xp, out, index, values)
     else:
-        out[index] = values
+        put_values(out, index, values)
     return out
 
 
@@ -90,6 +100,72 @@ def _(g, input, values, index, accumulate=False):
     # values is not saved, so it arrives as a TensorMeta (shape/dtype), or as a number
     gv = g[index] if hasattr(values, "shape") else None
     return gi, gv
+
+
+def split_ints(index):
+    """``(first, then)`` indices to apply one after the other, or None where one step is right.
+
+    NOTE: torch applies integer indices first (as ``select``) and the tensor indices to what
+    remains; NumPy counts an int beside an array as one more advanced index, which moves the
+    result's dimensions elsewhere: ``x[0, :, [1, 2]]`` of a 4x5x6 ``x`` is 5x2 in torch, 2x5 in
+    NumPy. 0-dim integer tensors count as ints, as in torch.
+    """
+    if type(index) is not tuple or not any(_is_int(i) for i in index):
+        return None
+    first, then = [], []
+    for i in index:
+        if i is None:
+            then.append(None)
+        elif i is Ellipsis:
+            first.append(i)
+            then.append(i)
+        elif _is_int(i):
+            first.append(int(i))
+        elif isinstance(i, slice):
+            first.append(i)
+            then.append(slice(None))
+        else:
+            first += [slice(None)] * (i.ndim if i.dtype == np.bool_ else 1)
+            then.append(i)
+    return tuple(first), tuple(then)
+
+
+def _is_int(i):
+    if isinstance(i, (int, np.integer)):
+        return not isinstance(i, (bool, np.bool_))
+    return getattr(i, "ndim", None) == 0 and i.dtype.kind in "iu"
+
+
+def index_error(shape, index):
+    """torch's IndexError for an ``index`` that does not fit ``shape``, or None. Called only
+    once indexing failed, so the common path pays nothing for torch's wording."""
+    items = index if type(index) is tuple else (index,)
+    arrays = [i.get() if hasattr(i, "get") else np.asarray(i) for i in items]
+    used = sum(0 if i is None or i is Ellipsis else a.ndim if a.dtype == np.bool_ else 1
+               for i, a in zip(items, arrays))
+    if used > len(shape):
+        return IndexError(f"too many indices for tensor of dimension {len(shape)}")
+    d = adv = 0         # dimension of the input; torch numbers tensor indices' dims apart
+    for i, a in zip(items, arrays):
+        if i is None or isinstance(i, slice):
+            d += i is not None
+        elif i is Ellipsis:
+            d += len(shape) - used
+        elif a.dtype == np.bool_:
+            for k in range(a.ndim):
+                if a.shape[k] != shape[d + k]:
+                    return IndexError(f"The shape of the mask {list(a.shape)} at index {k} does "
+                                      f"not match the shape of the indexed tensor {list(shape)} "
+                                      f"at index {d + k}")
+            d, adv = d + a.ndim, adv + a.ndim
+        else:
+            bad = a[(a >= shape[d]) | (a < -shape[d])]
+            if bad.size:
+                where = d if isinstance(i, (int, np.integer)) else adv
+                return IndexError(f"index {int(bad.ravel()[0])} is out of bounds for dimension "
+                                  f"{where} with size {shape[d]}")
+            d, adv = d + 1, adv + 1
+    return None
 
 
 def is_basic(index):
@@ -116,11 +192,16 @@ gather.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1, np.array([[0, 0], 
                                                                          [2, 1]]))]
 
 
-def _scatter_into(xp, out, dim, index, src, reduce):
-    """Write ``src`` at ``index`` along ``dim`` into ``out`` (in place on ``out``)."""
+def scatter_positions(xp, dim, index):
+    """The index tuple addressing ``out[i][index[i][j]]`` along ``dim`` (gather/scatter)."""
     idx = grid(xp, index.shape)
     idx[dim] = index
-    idx = tuple(idx)
+    return tuple(idx)
+
+
+def _scatter_into(xp, out, dim, index, src, reduce):
+    """Write ``src`` at ``index`` along ``dim`` into ``out`` (in place on ``out``)."""
+    idx = scatter_positions(xp, dim, index)
     if not hasattr(src, "shape"):
         src = xp.full(index.shape, src, dtype=out.dtype)
     else:
@@ -144,10 +225,33 @@ def scatter(xp, input, dim, index, src, *, reduce=None):
 
 @scatter.vjp(save=("index",))
 def _(g, input, dim, index, src, *, reduce=None):
+    if reduce is not None:
+        raise RuntimeError("derivative for aten::scatter is not implemented")   # as in torch
     gi = g.scatter(dim, index, 0.0)
-    # an unsaved tensor src arrives as its TensorMeta: only a Python scalar has no gradient
-    gs = g.gather(dim, index) if hasattr(src, "shape") else None
+    gs = src_grad(g.gather(dim, index), src) if hasattr(src, "shape") else None   # or a number
     return gi, None, None, gs
+
+
+def src_grad(gs, src):
+    """The gradient of a scatter's ``src`` from ``gs`` of the index's shape: scatter reads only
+    the leading ``index.shape`` block of ``src``, the rest gets zeros."""
+    if tuple(gs.shape) == tuple(src.shape):
+        return gs
+    from .shape import _index_embed
+    return _index_embed(gs, tuple(src.shape), tuple(slice(0, n) for n in gs.shape))
+
+
+def _scatter_samples(dev, dt, reduces=(None,)):
+    x, i = make((3, 4), dt), np.array([[0, 1, 2, 0], [2, 0, 1, 1]])
+    out = [Sample(x, 0, i, make((2, 4), dt, seed=1), **({"reduce": r} if r else {}))
+           for r in reduces]
+    return out + [Sample(x, 1, np.array([[3, 0], [1, 2], [0, 0]])[:, :1], make((3, 2), dt,
+                                                                               seed=2))]
+
+
+scatter.samples = lambda dev, dt: _scatter_samples(dev, dt) + [
+    Sample(make((3, 4), dt), -1, np.array([[2], [0], [3]]), 2)] + [
+    s.forward_only() for s in _scatter_samples(dev, dt, ("add", "multiply"))[:2]]
 
 
 @op("scatter_add", inplace=True)
@@ -158,7 +262,10 @@ def scatter_add(xp, input, dim, index, src):
 
 @scatter_add.vjp(save=("index",))
 def _(g, input, dim, index, src):
-    return g, None, None, g.gather(dim, index)
+    return g, None, None, src_grad(g.gather(dim, index), src)
+
+
+scatter_add.samples = _scatter_samples
 
 
 @op("index_add", inplace=True, promote="common", promote_args=(0, 3))

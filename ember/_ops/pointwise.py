@@ -399,8 +399,14 @@ ge = _compare("ge", lambda xp, input, other: xp.greater_equal(input, other),
 
 
 @op("where", promote="common", promote_args=(1, 2))
-def where(xp, condition, input, other):
-    """``input`` where ``condition`` holds, else ``other``."""
+def where(xp, condition, input=None, other=None):
+    """``input`` where ``condition`` holds, else ``other``; ``where(condition)`` alone is
+    ``condition.nonzero(as_tuple=True)``."""
+    if input is None and other is None:
+        from .mutation import nonzero
+        return nonzero.fwd(xp, condition, as_tuple=True)
+    if input is None or other is None:
+        raise TypeError("missing required argument 'other' (pos 3)")
     return xp.where(condition, input, other)
 
 
@@ -410,11 +416,22 @@ def _(g, condition, input, other):
     return None, ember.where(condition, g, zero), ember.where(condition, zero, g)
 
 
-where.meta = lambda c, a, b: empty(broadcast_meta(c, a, b).shape, np.result_type(
-    *(x for x in (a, b) if hasattr(x, "dtype"))))
+
+
+def _where_meta(c, a=None, b=None):
+    if a is None and b is None:
+        raise NotImplementedError("where(condition): the output shape depends on the values of "
+                                  "condition, which the meta device does not have")
+    return empty(broadcast_meta(c, a, b).shape, np.result_type(
+        *(x for x in (a, b) if hasattr(x, "dtype"))))
+
+
+where.meta = _where_meta
 where.samples = lambda dev, dt: where_samples(dev, dt)
 where.errors = [ErrorSample(Sample(const(3, 4, dtype=bool), const(3, 4), const(2, 4)), RuntimeError,
-                            "must match the size of tensor b")]
+                            "must match the size of tensor b"),
+                ErrorSample(Sample(const(3, 4, dtype=bool), const(3, 4)), TypeError,
+                            "missing required argument 'other'")]
 
 
 @op("conj", tags=("pointwise",))

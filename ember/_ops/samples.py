@@ -12,6 +12,7 @@ class Sample:
     """
 
     smooth = True
+    grad = True
     grad_args = None
 
     def __init__(self, *args, **kwargs):
@@ -19,6 +20,11 @@ class Sample:
 
     def at_kink(self):
         self.smooth = False
+        return self
+
+    def forward_only(self):
+        """A call with no derivative in torch (e.g. scatter with ``reduce=``): grads unchecked."""
+        self.grad = False
         return self
 
     def differentiable_in(self, *positions):
@@ -83,7 +89,8 @@ def where_samples(dev, dt):
     cond = make((3, 4), type("B", (), {"name": "bool", "category": 0})())
     return [Sample(cond, make((3, 4), dt), make((3, 4), dt, seed=2)),
             Sample(cond, make((4,), dt), make((3, 1), dt, seed=2)),
-            Sample(cond, make((3, 4), dt), 0)]
+            Sample(cond, make((3, 4), dt), 0),
+            Sample(make((3, 4), dt))]                # where(condition): nonzero's indices
 
 
 def reduce_samples(dev, dt):

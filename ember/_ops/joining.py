@@ -1,0 +1,539 @@
+"""Joining, splitting and diagonal ops: hstack/vstack/dstack/column_stack, tensor_split and
+hsplit/vsplit/dsplit, block_diag, cartesian_prod, combinations, diag/diag_embed/diagflat/trace;
+and the plain functions that only reshape and expand (broadcast_tensors, atleast_*d, meshgrid)
+or build index tensors (tril/triu_indices).
+"""
+import itertools
+import warnings
+
+import numpy as np
+
+import ember
+
+from .dispatch import _broadcast_error
+from .meta import empty
+from .mutation import _tname
+from .registry import op
+from .samples import ErrorSample, Sample, const, dtype_error, make
+from .shape import _diag_embed_like, _index_embed, cat
+
+_ANY = tuple(range(64))     # promote_args for ops taking any number of tensors (*tensors)
+
+
+def _atleast_shape(shape, n):
+    """``shape`` as torch.atleast_{n}d makes it: (k,) -> (1, k) for 2-D, (1, k, 1) for 3-D."""
+    shape = tuple(shape)
+    if len(shape) >= n:
+        return shape
+    if n == 3 and len(shape) == 2:
+        return shape + (1,)
+    return ((1,) + shape + (1,))[:n] if shape else (1,) * n
+
+
+def _column_shape(shape):
+    return tuple(shape) if len(shape) > 1 else (int(np.prod(shape)), 1)
+
+
+# ---- hstack, vstack, dstack, column_stack ---------------------------------------------------
+
+def _stack_op(name, shape_of, axis, aliases=()):
+    """An op that reshapes each tensor by ``shape_of`` and joins them along ``axis(ndim)``."""
+    @op(name, promote="common", method=False, aliases=aliases)
+    def f(xp, tensors):
+        if not tensors:
+            raise RuntimeError(f"{name} expects a non-empty TensorList")
+        arrays = [a.reshape(shape_of(a.shape)) for a in tensors]
+        return cat.fwd(xp, arrays, axis(arrays[0].ndim))
+
+    @f.vjp()
+    def _(g, tensors):
+        shapes = [shape_of(t.shape) for t in tensors]
+        d = axis(len(shapes[0]))
+        sizes = [s[d] if s != (0,) else 0 for s in shapes]
+        return ([p.reshape(t.shape) for p, t in zip(g.split(sizes, d), tensors)],)
+
+    f.samples = lambda dev, dt: [
+        Sample([make((3,), dt), make((3,), dt, seed=1)]),
+        Sample([make((2, 3), dt), make((2, 3), dt, seed=1), make((2, 3), dt, seed=2)]),
+        Sample([make((), dt), make((), dt, seed=1)]),
+        Sample([make((2, 3, 2), dt), make((2, 3, 2), dt, seed=1)])]
+    return f
+
+
+hstack = _stack_op("hstack", lambda s: _atleast_shape(s, 1), lambda nd: 0 if nd == 1 else 1)
+vstack = _stack_op("vstack", lambda s: _atleast_shape(s, 2), lambda nd: 0,
+                   aliases=("row_stack",))
+dstack = _stack_op("dstack", lambda s: _atleast_shape(s, 3), lambda nd: 2)
+column_stack = _stack_op("column_stack", _column_shape, lambda nd: 1)
+hstack.fwd.__doc__ = hstack.__doc__ = """Join tensors column-wise: along dim 1, or dim 0 for 1-D.
+
+    Example:
+        >>> ember.hstack([ember.tensor([1, 2]), ember.tensor([3])])
+        tensor([1, 2, 3])
+    """
+vstack.fwd.__doc__ = vstack.__doc__ = "Join tensors row-wise (dim 0), 1-D ones as rows."
+dstack.fwd.__doc__ = dstack.__doc__ = "Join tensors depth-wise (dim 2) after atleast_3d."
+column_stack.fwd.__doc__ = column_stack.__doc__ = "Join tensors as columns: 1-D ones as (n, 1)."
+column_stack.samples = lambda dev, dt: [Sample([make((3,), dt), make((3, 2), dt, seed=1)]),
+                                        Sample([make((), dt), make((1,), dt, seed=1)])]
+
+
+# ---- tensor_split, hsplit, vsplit, dsplit ---------------------------------------------------
+
+def _split_bounds(input, sections, dim):
+    """The start of every piece after the first, for ``tensor_split``."""
+    if input.ndim == 0:
+        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a "
+                           "tensor with 0 dims")
+    if hasattr(sections, "dtype"):
+        if sections.dtype != np.int64:
+            raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to have dtype "
+                               f"of long, but got {_tname(sections)}")
+        sections = int(sections) if sections.ndim == 0 else [int(i) for i in sections]
+    n = input.shape[dim]
+    if isinstance(sections, int):
+        if sections <= 0:
+            raise RuntimeError(f"number of sections must be larger than 0, got {sections}")
+        q, r = divmod(n, sections)
+        return [i * q + min(i, r) for i in range(1, sections)]
+    return [min(max(i + n if i < 0 else i, 0), n) for i in sections]
+
+
+@op("tensor_split", view=True)
+def tensor_split(xp, input, indices_or_sections, dim=0):
+    """Views of ``input`` split along ``dim`` into ``n`` near-equal pieces (the first ``size %
+    n`` one longer), or at the given indices.
+
+    Example:
+        >>> [t.tolist() for t in ember.arange(5).tensor_split(2)]
+        [[0, 1, 2], [3, 4]]
+    """
+    d = dim % max(input.ndim, 1)
+    bounds = _split_bounds(input, indices_or_sections, d)
+    starts, stops = [0] + bounds, bounds + [input.shape[d]]
+    return tuple(input[(slice(None),) * d + (slice(a, max(a, b)),)] for a, b in zip(starts,
+                                                                                       stops))
+
+
+def _split_meta(input, indices_or_sections, dim=0):
+    if hasattr(indices_or_sections, "dtype"):
+        raise NotImplementedError("tensor_split: the output depends on the values of the "
+                                  "indices tensor, which the meta device does not have")
+    return tensor_split.fwd(np, input, indices_or_sections, dim)
+
+
+@tensor_split.vjp(save=("indices_or_sections",))
+def _(g, input, indices_or_sections, dim=0):
+    # NOTE: pieces may overlap (indices need not increase), so their gradients add up
+    d = dim % len(input.shape)
+    if isinstance(indices_or_sections, ember.Tensor):
+        indices_or_sections = indices_or_sections.tolist()
+    bounds = _split_bounds(empty(input.shape, np.bool_), indices_or_sections, d)
+    total = None
+    for x, a, b in zip(g, [0] + bounds, bounds + [input.shape[d]]):
+        if x is not None:
+            x = _index_embed(x, tuple(input.shape), (slice(None),) * d + (slice(a, max(a, b)),))
+            total = x if total is None else total + x
+    return total
+
+
+tensor_split.meta = _split_meta
+tensor_split.samples = lambda dev, dt: [
+    Sample(make((7, 2), dt), 3), Sample(make((2, 7), dt), [1, 4], 1),
+    Sample(make((5,), dt), [3, 1, 9]), Sample(make((4, 3), dt), np.array(2), -1),
+    Sample(make((6,), dt), np.array([-2, 2]))]
+tensor_split.errors = [
+    ErrorSample(Sample(const(3, 4), 0), RuntimeError,
+                "number of sections must be larger than 0, got 0"),
+    ErrorSample(Sample(const(), 1), RuntimeError, "tensor_split expected at least a "
+                "1-dimensional tensor, but got a tensor with 0 dims"),
+    ErrorSample(Sample(const(3, 4), np.array([1.5])), RuntimeError,
+                "tensor_split expected tensor_indices_or_sections to have dtype of long")]
+
+
+def _split_op(name, least, dim_of):
+    @op(name, view=True)
+    def f(xp, input, indices_or_sections):
+        if input.ndim < least:
+            raise RuntimeError(f"torch.{name} requires a tensor with at least {least} dimension, "
+                               f"but got a tensor with {input.ndim} dimensions!")
+        d = dim_of(input.ndim)
+        if isinstance(indices_or_sections, int) and (
+                indices_or_sections == 0 or input.shape[d] % indices_or_sections):
+            raise RuntimeError(f"torch.{name} attempted to split along dimension {d}, but the "
+                               f"size of the dimension {input.shape[d]} is not divisible by the "
+                               f"split_size {indices_or_sections}!")
+        return tensor_split.fwd(xp, input, indices_or_sections, d)
+    f.fwd.__doc__ = f.__doc__ = (f"Split along dimension {dim_of(3)} (``tensor_split``), into "
+                                 "equal pieces or at the given indices.")
+    f.vjp()(lambda g, input, ios: tensor_split.vjp_fn(g, input, ios, dim_of(len(input.shape))))
+    f.samples = lambda dev, dt: [Sample(make((4, 6, 2), dt), 2), Sample(make((4, 6, 2), dt),
+                                                                       [1, 3])]
+    f.errors = [ErrorSample(Sample(const(*(3,) * (least - 1)), 1), RuntimeError,
+                            f"torch.{name} requires a tensor with at least {least} dimension")
+                if least > 1 else ErrorSample(Sample(const(4, 6), 5), RuntimeError,
+                                              "is not divisible by the split_size 5")]
+    return f
+
+
+hsplit = _split_op("hsplit", 1, lambda nd: 1 if nd > 1 else 0)
+vsplit = _split_op("vsplit", 2, lambda nd: 0)
+dsplit = _split_op("dsplit", 3, lambda nd: 2)
+
+
+# ---- block_diag, cartesian_prod, combinations -----------------------------------------------
+
+def _block_shape(shape):
+    return (1,) * (2 - len(shape)) + tuple(shape)
+
+
+@op("block_diag", promote="common", promote_args=_ANY, method=False)
+def block_diag(xp, *tensors):
+    """A block-diagonal matrix of the given tensors (0-D and 1-D ones as one-row blocks).
+
+    Example:
+        >>> ember.block_diag(ember.tensor([[1, 2]]), ember.tensor(3))
+        tensor([[1, 2, 0],
+                [0, 0, 3]])
+    """
+    for i, t in enumerate(tensors):
+        if t.ndim > 2:
+            raise RuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer "
+                               f"dimensions. Input {i} has {t.ndim} dimensions")
+    mats = [t.reshape(_block_shape(t.shape)) for t in tensors]
+    out = xp.zeros((sum(m.shape[0] for m in mats), sum(m.shape[1] for m in mats)),
+                   dtype=mats[0].dtype)
+    r = c = 0
+    for m in mats:
+        out[r:r + m.shape[0], c:c + m.shape[1]] = m
+        r, c = r + m.shape[0], c + m.shape[1]
+    return out
+
+
+@block_diag.vjp()
+def _(g, *tensors):
+    out, r, c = [], 0, 0
+    for t in tensors:
+        h, w = _block_shape(t.shape)
+        out.append(g[r:r + h, c:c + w].reshape(t.shape))
+        r, c = r + h, c + w
+    return tuple(out)
+
+
+block_diag.samples = lambda dev, dt: [
+    Sample(make((2, 2), dt), make((1, 3), dt, seed=1)),
+    Sample(make((2,), dt), make((), dt, seed=1), make((3, 1), dt, seed=2))]
+block_diag.errors = [ErrorSample(Sample(const(2, 2, 2)), RuntimeError,
+                                 "Input tensors must have 2 or fewer dimensions. Input 0 has 3")]
+
+
+def _check_vectors(tensors):
+    for t in tensors:
+        if t.ndim != 1:
+            raise RuntimeError(f"Expect a 1D vector, but got shape {list(t.shape)}")
+
+
+@op("cartesian_prod", method=False)
+def cartesian_prod(xp, *tensors):
+    """Every tuple of one element from each 1-D tensor, as the rows of a matrix (one tensor:
+    itself).
+
+    Example:
+        >>> ember.cartesian_prod(ember.tensor([1, 2]), ember.tensor([3, 4]))
+        tensor([[1, 3],
+                [1, 4],
+                [2, 3],
+                [2, 4]])
+    """
+    _check_vectors(tensors)
+    if len({t.dtype for t in tensors}) > 1:
+        raise RuntimeError("meshgrid expects all tensors to have the same dtype")
+    if len(tensors) == 1:
+        return tensors[0].copy()
+    grids = xp.meshgrid(*tensors, indexing="ij")
+    return xp.stack([x.reshape(-1) for x in grids], 1)
+
+
+@cartesian_prod.vjp()
+def _(g, *tensors):
+    if len(tensors) == 1:
+        return (g,)
+    n = len(tensors)
+    gg = g.reshape([t.shape[0] for t in tensors] + [n])
+    return tuple(gg[..., i].sum(tuple(j for j in range(n) if j != i)) for i in range(n))
+
+
+cartesian_prod.samples = lambda dev, dt: [
+    Sample(make((2,), dt), make((3,), dt, seed=1)),
+    Sample(make((2,), dt), make((1,), dt, seed=1), make((3,), dt, seed=2)),
+    Sample(make((4,), dt))]
+cartesian_prod.errors = [
+    ErrorSample(Sample(const(2, 2), const(3)), RuntimeError,
+                r"Expect a 1D vector, but got shape \[2, 2\]"),
+    ErrorSample(Sample(const(2), const(3, dtype=np.int64)), RuntimeError,
+                "meshgrid expects all tensors to have the same dtype")]
+
+
+def _combination_index(n, r, with_replacement):
+    pick = itertools.combinations_with_replacement if with_replacement else \
+        itertools.combinations
+    return np.array(list(pick(range(n), r)), dtype=np.int64).reshape(-1, r)
+
+
+@op("combinations", method=False)
+def combinations(xp, input, r=2, with_replacement=False):
+    """The length-``r`` combinations of a 1-D tensor's elements, as rows (Python's
+    ``itertools.combinations`` order).
+
+    Example:
+        >>> ember.combinations(ember.tensor([1, 2, 3]))
+        tensor([[1, 2],
+                [1, 3],
+                [2, 3]])
+    """
+    _check_vectors((input,))
+    if r < 0:
+        raise RuntimeError(f"Expect a non-negative number, but got {r}")
+    if r == 0:
+        return xp.empty((0,), input.dtype)
+    return input[xp.asarray(_combination_index(input.shape[0], r, with_replacement))]
+
+
+@combinations.vjp()
+def _(g, input, r=2, with_replacement=False):
+    if r == 0:
+        return None
+    idx = ember.tensor(_combination_index(input.shape[0], r, with_replacement), device=g.device)
+    z = ember.zeros(input.shape, dtype=g.dtype, device=g.device)
+    return z.index_add(0, idx.reshape(-1), g.reshape(-1))
+
+
+combinations.samples = lambda dev, dt: [
+    Sample(make((4,), dt)), Sample(make((4,), dt), 3), Sample(make((3,), dt), 2, True),
+    Sample(make((3,), dt), 0), Sample(make((2,), dt), 3)]
+combinations.errors = [
+    ErrorSample(Sample(const(3, 4)), RuntimeError, r"Expect a 1D vector, but got shape \[3, 4\]"),
+    ErrorSample(Sample(const(3), -1), RuntimeError, "Expect a non-negative number, but got -1")]
+
+
+# ---- diag, diag_embed, diagflat, trace ------------------------------------------------------
+
+def _dim(d, nd):
+    if not -nd <= d < nd:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, "
+                         f"{nd - 1}], but got {d})")
+    return d % nd
+
+
+@op("diag")
+def diag(xp, input, diagonal=0):
+    """A 1-D tensor as the ``diagonal``-th diagonal of a square matrix, or a matrix's
+    ``diagonal``-th diagonal as a 1-D tensor.
+
+    Example:
+        >>> ember.diag(ember.tensor([1, 2]))
+        tensor([[1, 0],
+                [0, 2]])
+    """
+    if input.ndim == 1:
+        n = input.shape[0] + abs(diagonal)
+        return _diag_embed_like.fwd(xp, input, (n, n), diagonal, 0, 1)
+    if input.ndim != 2:
+        raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.ndim}D")
+    return xp.diagonal(input, diagonal).copy()
+
+
+@diag.vjp()
+def _(g, input, diagonal=0):
+    if len(input.shape) == 1:
+        return g.diagonal(diagonal)
+    return _diag_embed_like(g, tuple(input.shape), diagonal, 0, 1)
+
+
+diag.samples = lambda dev, dt: [Sample(make((3,), dt)), Sample(make((3,), dt), -1),
+                                Sample(make((3, 4), dt)), Sample(make((3, 4), dt), 2),
+                                Sample(make((3, 4), dt), -1)]
+diag.errors = [ErrorSample(Sample(const(2, 2, 2)), RuntimeError,
+                           r"diag\(\): Supports 1D or 2D tensors. Got 3D")]
+
+
+@op("diag_embed")
+def diag_embed(xp, input, offset=0, dim1=-2, dim2=-1):
+    """A tensor whose diagonals (``offset``, over ``dim1`` and ``dim2``) are the last dimension
+    of ``input``; zeros elsewhere."""
+    nd = input.ndim + 1
+    d1, d2 = _dim(dim1, nd), _dim(dim2, nd)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    shape = list(input.shape[:-1])
+    for d in sorted((d1, d2)):
+        shape.insert(d, input.shape[-1] + abs(offset))
+    return _diag_embed_like.fwd(xp, input, tuple(shape), offset, d1, d2)
+
+
+diag_embed.vjp()(lambda g, input, offset=0, dim1=-2, dim2=-1: g.diagonal(offset, dim1, dim2))
+diag_embed.samples = lambda dev, dt: [
+    Sample(make((2, 3), dt)), Sample(make((2, 3), dt), 1), Sample(make((3,), dt), -2),
+    Sample(make((2, 3), dt), 0, 0, 2), Sample(make((2, 3), dt), -1, 2, 0)]
+diag_embed.errors = [
+    ErrorSample(Sample(const(2, 2), 0, 0, 0), RuntimeError,
+                "diagonal dimensions cannot be identical 0, 0"),
+    ErrorSample(Sample(const(2, 2), 0, 0, 3), IndexError, r"expected to be in range of "
+                r"\[-3, 2\], but got 3")]
+
+
+@op("diagflat")
+def diagflat(xp, input, offset=0):
+    """The flattened ``input`` as the ``offset``-th diagonal of a square matrix."""
+    return diag.fwd(xp, input.reshape(-1), offset)
+
+
+diagflat.vjp()(lambda g, input, offset=0: g.diagonal(offset).reshape(input.shape))
+diagflat.samples = lambda dev, dt: [Sample(make((2, 2), dt)), Sample(make((3,), dt), 1),
+                                    Sample(make((), dt), -2)]
+
+
+@op("trace")
+def trace(xp, input):
+    """The sum of a matrix's main diagonal (integers sum as int64).
+
+    Example:
+        >>> ember.tensor([[1, 2], [3, 4]]).trace()
+        tensor(5)
+    """
+    if input.ndim != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim}")
+    if input.dtype == np.bool_:
+        raise NotImplementedError("\"trace\" not implemented for 'Bool'")
+    dtype = np.int64 if input.dtype.kind in "biu" else input.dtype
+    return xp.asarray(xp.diagonal(input).sum(dtype=dtype))
+
+
+@trace.vjp()
+def _(g, input):
+    n = min(input.shape)
+    return _diag_embed_like(g.expand(n), tuple(input.shape), 0, 0, 1)
+
+
+trace.samples = lambda dev, dt: [Sample(make((3, 3), dt)), Sample(make((2, 4), dt)),
+                                 Sample(make((4, 2), dt))]
+trace.errors = [ErrorSample(Sample(const(2, 2, 2)), RuntimeError,
+                            "trace: expected a matrix, but got tensor with dim 3"),
+                dtype_error("trace", (2, 2), dtype=bool, match="\"trace\" not implemented for "
+                            "'Bool'")]
+
+
+# ---- functions of other ops: broadcast_*, atleast_*d, meshgrid, tril/triu_indices -----------
+
+def broadcast_shapes(*shapes):
+    """The shape tensors of ``shapes`` broadcast to (ints count as 1-D shapes).
+
+    Example:
+        >>> ember.broadcast_shapes((2, 1), (3,))
+        torch.Size([2, 3])
+    """
+    out = []
+    for i, s in enumerate(shapes):
+        s = (s,) if isinstance(s, int) else tuple(s)
+        out = [1] * (len(s) - len(out)) + out
+        for k in range(1, len(s) + 1):
+            if s[-k] != out[-k] and 1 not in (s[-k], out[-k]):
+                raise RuntimeError(f"Attempting to broadcast a dimension of length {s[-k]} at "
+                                   f"{-k}! Mismatching argument at index {i} had {s}; but "
+                                   f"expected shape should be broadcastable to {out}")
+            out[-k] = out[-k] if s[-k] == 1 else s[-k]
+    return ember.Size(out)
+
+
+def broadcast_tensors(*tensors):
+    """Views of ``tensors`` expanded to their common broadcast shape.
+
+    Example:
+        >>> [tuple(t.shape) for t in ember.broadcast_tensors(ember.ones(2, 1), ember.ones(3))]
+        [(2, 3), (2, 3)]
+    """
+    try:
+        shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))
+    except ValueError:
+        raise RuntimeError(_broadcast_error(tensors)) from None
+    return tuple(t.expand(shape) for t in tensors)
+
+
+def _atleast(n):
+    def f(*tensors):
+        one = len(tensors) == 1 and not isinstance(tensors[0], (list, tuple))
+        ts = tensors if len(tensors) != 1 or one else tuple(tensors[0])
+        out = tuple(t.reshape(_atleast_shape(t.shape, n)) for t in ts)
+        return out[0] if one else out
+    f.__name__ = f.__qualname__ = f"atleast_{n}d"
+    f.__doc__ = (f"Each tensor viewed with at least {n} dimensions (a tuple for several).\n\n"
+                 f"    Example:\n        >>> ember.atleast_{n}d(ember.tensor(1.)).shape\n"
+                 f"        torch.Size([{', '.join(['1'] * n)}])\n")
+    return f
+
+
+atleast_1d, atleast_2d, atleast_3d = _atleast(1), _atleast(2), _atleast(3)
+
+
+def meshgrid(*tensors, indexing=None):
+    """Coordinate grids from 0-D or 1-D tensors, as expanded views: ``indexing="ij"`` (the
+    default) puts tensor i on dimension i, ``"xy"`` swaps the first two.
+
+    Example:
+        >>> x, y = ember.meshgrid(ember.tensor([1, 2]), ember.tensor([3, 4, 5]), indexing="ij")
+        >>> x.shape, y[0]
+        (torch.Size([2, 3]), tensor([3, 4, 5]))
+    """
+    ts = tuple(tensors[0]) if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) \
+        else tensors
+    if indexing is None:
+        # NOTE: torch warns that the argument will become required, and so do we
+        warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass the "
+                      "indexing argument.", UserWarning, stacklevel=2)
+        indexing = "ij"
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f'torch.meshgrid: indexing must be one of "xy" or "ij", but '
+                           f"received: {indexing}")
+    for t in ts:
+        if t.dim() > 1:
+            raise RuntimeError(f"torch.meshgrid: Expected 0D or 1D tensor in the tensor list "
+                               f"but got: {t}")
+        if t.dtype != ts[0].dtype:
+            raise RuntimeError("meshgrid expects all tensors to have the same dtype")
+    order = list(range(len(ts)))
+    if indexing == "xy" and len(ts) > 1:
+        order[0], order[1] = 1, 0
+    shape = [0] * len(ts)
+    for i, t in enumerate(ts):
+        shape[order[i]] = t.numel()
+    out = []
+    for i, t in enumerate(ts):
+        view = [1] * len(ts)
+        view[order[i]] = -1
+        out.append(t.reshape(view).expand(shape))
+    return tuple(out)
+
+
+def _tri_indices(name, np_fn):
+    def f(row, col, offset=0, *, dtype=None, device=None, layout=None):
+        dtype = dtype or ember.int64
+        if dtype.category != 1:
+            raise NotImplementedError(f'"{name}" not implemented for '
+                                      f"'{ember._dtype._SCALAR_NAMES[dtype.name]}'")
+        for what, n in (("row", row), ("col", col)):
+            if n < 0:
+                raise RuntimeError(f"{what} must be non-negative, got{n}")
+        idx = np.stack(np_fn(row, offset, col)) if row and col else np.zeros((2, 0), np.int64)
+        return ember.tensor(idx, dtype=dtype, device=device)
+    f.__name__ = f.__qualname__ = name
+    part = "lower" if name == "tril_indices" else "upper"
+    f.__doc__ = (f"The (row, column) indices of the {part} triangle of a ``row`` x ``col`` "
+                 "matrix (``offset``: which diagonal bounds it), as a 2 x N tensor.\n\n"
+                 f"    Example:\n        >>> ember.{name}(2, 2)\n        tensor("
+                 + ("[[0, 1, 1],\n                [0, 0, 1]])\n" if part == "lower" else
+                    "[[0, 0, 1],\n                [0, 1, 1]])\n"))
+    return f
+
+
+tril_indices = _tri_indices("tril_indices", np.tril_indices)
+triu_indices = _tri_indices("triu_indices", np.triu_indices)
