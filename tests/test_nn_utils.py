@@ -9,6 +9,7 @@ import pytest
 import ember
 from oracle import assert_close, torch
 
+from ember.nn.utils import parametrize
 from ember.nn.utils import rnn as ernn
 
 trnn = torch.nn.utils.rnn
@@ -276,3 +277,272 @@ def test_packed_output_pads_like_padded_run():
         oi, hi = e(ember.tensor(a[:n, i:i + 1]))
         assert_close(padded[:n, i:i + 1], oi, rtol=1e-12, atol=1e-12)
         assert_close(h[:, i:i + 1], hi, rtol=1e-12, atol=1e-12)
+
+
+# ---- parametrize ------------------------------------------------------------------------------
+
+class _Symmetric:
+    def __init__(self, nn):
+        class Symmetric(nn.Module):
+            def forward(self, X):
+                return X.triu() + X.triu(1).mT
+
+            def right_inverse(self, A):
+                return A.triu()
+        self.cls = Symmetric
+
+
+class _RankOne:
+    def __init__(self, nn):
+        class RankOne(nn.Module):
+            def forward(self, x, y):
+                return x.unsqueeze(-1) @ y.unsqueeze(-2)
+
+            def right_inverse(self, Z):
+                return Z[:, 0].clone(), Z[0].clone() / Z[0, 0]
+        self.cls = RankOne
+
+
+def _with(lib, build, param_cls, *param_args):
+    m = build(lib.nn)
+    lib.nn.utils.parametrize.register_parametrization(m, "weight", param_cls(lib.nn).cls(),
+                                                      *param_args)
+    return m
+
+
+def test_register_parametrization_matches_torch():
+    build = lambda nn: nn.Linear(3, 3).double()  # noqa: E731
+    t = _with(torch, build, _Symmetric)
+    e = _with(ember, build, _Symmetric)
+    assert type(e).__name__ == type(t).__name__ == "ParametrizedLinear"
+    _load_from(e, t)
+    assert_close(e.weight, t.weight)
+    x = rng.standard_normal((2, 3))
+    e(ember.tensor(x)).sum().backward()
+    t(torch.tensor(x)).sum().backward()
+    assert_close(e.parametrizations.weight.original.grad, t.parametrizations.weight.original.grad)
+    orig = e.parametrizations.weight.original
+    sym = rng.standard_normal((3, 3))
+    sym = sym + sym.T
+    e.weight, t.weight = ember.tensor(sym), torch.tensor(sym)
+    assert e.parametrizations.weight.original is orig
+    assert_close(e.weight, t.weight)
+    assert parametrize.is_parametrized(e) and parametrize.is_parametrized(e, "weight")
+    assert not parametrize.is_parametrized(e, "bias")
+    assert parametrize.type_before_parametrizations(e) is ember.nn.Linear
+    with parametrize.cached():
+        assert e.weight is e.weight
+    assert e.weight is not e.weight
+    with pytest.raises(RuntimeError, match="Serialization of parametrized modules"):
+        __import__("pickle").dumps(e)
+
+
+@pytest.mark.parametrize("leave", [True, False])
+def test_remove_parametrizations(leave):
+    ms = [_with(lib, lambda nn: nn.Linear(3, 3).double(), _Symmetric) for lib in (torch, ember)]
+    t, e = ms
+    _load_from(e, t)
+    torch.nn.utils.parametrize.remove_parametrizations(t, "weight", leave_parametrized=leave)
+    ember.nn.utils.parametrize.remove_parametrizations(e, "weight", leave_parametrized=leave)
+    assert type(e) is ember.nn.Linear and not hasattr(e, "parametrizations")
+    assert list(e.state_dict()) == list(t.state_dict())
+    assert isinstance(e.weight, ember.nn.Parameter)
+    assert_close(e.weight, t.weight)
+    with pytest.raises(ValueError, match="does not have a parametrization on weight"):
+        parametrize.remove_parametrizations(e, "weight")
+
+
+def test_multi_tensor_and_chained_parametrizations():
+    build = lambda nn: nn.Linear(3, 3).double()  # noqa: E731
+    t, e = _with(torch, build, _RankOne), _with(ember, build, _RankOne)
+    assert list(e.state_dict()) == list(t.state_dict())
+    _load_from(e, t)
+    assert_close(e.weight, t.weight)
+    with pytest.raises(ValueError, match="Cannot leave unparametrized"):
+        parametrize.remove_parametrizations(e, "weight", leave_parametrized=False)
+    for lib, m in ((torch, t), (ember, e)):
+        lib.nn.utils.parametrize.register_parametrization(m, "weight", _Symmetric(lib.nn).cls())
+    assert list(e.state_dict()) == list(t.state_dict())
+    assert_close(e.weight, t.weight)
+    parametrize.remove_parametrizations(e, "weight")
+    torch.nn.utils.parametrize.remove_parametrizations(t, "weight")
+    assert_close(e.weight, t.weight)
+
+
+def test_register_parametrization_errors():
+    class Twice(ember.nn.Module):
+        def forward(self, x):
+            return ember.cat([x, x])
+    with pytest.raises(ValueError, match="may not change the shape of the tensor"):
+        parametrize.register_parametrization(ember.nn.Linear(2, 2), "weight", Twice())
+    m = parametrize.register_parametrization(ember.nn.Linear(2, 2), "weight", Twice(),
+                                             unsafe=True)
+    assert m.weight.shape == (4, 2)
+    with pytest.raises(ValueError, match="does not have a parameter, a buffer, or a"):
+        parametrize.register_parametrization(ember.nn.Linear(2, 2), "nope", Twice())
+
+
+# ---- weight norm, spectral norm, orthogonal -------------------------------------------------
+
+def _check_grads(e, t, x, names):
+    ye, yt = e(ember.tensor(x)), t(torch.tensor(x))
+    assert_close(ye, yt, rtol=1e-9, atol=1e-10)
+    w = rng.standard_normal(tuple(yt.shape))
+    (ye * ember.tensor(w)).sum().backward()
+    (yt * torch.tensor(w)).sum().backward()
+    pe, pt = dict(e.named_parameters()), dict(t.named_parameters())
+    assert list(pe) == list(pt)
+    for n in names or pt:
+        assert_close(pe[n].grad, pt[n].grad, rtol=1e-8, atol=1e-10, what=n)
+
+
+@pytest.mark.parametrize("dim", [0, 1, None, -1])
+@pytest.mark.parametrize("legacy", [False, True])
+def test_weight_norm_matches_torch(dim, legacy):
+    def build(nn):
+        m = nn.Conv1d(3, 4, 2).double()
+        return (nn.utils.weight_norm if legacy else nn.utils.parametrizations.weight_norm)(
+            m, dim=dim)
+    e, t = _pair(build)
+    _check_grads(e, t, rng.standard_normal((2, 3, 5)), None)
+    assert_close(e.weight, t.weight, rtol=1e-12, atol=1e-12)   # legacy: set by the forward
+    if legacy:
+        ember.nn.utils.remove_weight_norm(e)
+        torch.nn.utils.remove_weight_norm(t)
+        assert list(e.state_dict()) == list(t.state_dict())
+        assert_close(e.weight, t.weight, rtol=1e-12, atol=1e-12)
+        with pytest.raises(ValueError, match="weight_norm of 'weight' not found in"):
+            ember.nn.utils.remove_weight_norm(e)
+
+
+def test_weight_norm_loads_legacy_checkpoint():
+    old = torch.nn.utils.weight_norm(torch.nn.Linear(3, 2).double())
+    new = ember.nn.utils.parametrizations.weight_norm(ember.nn.Linear(3, 2).double())
+    new.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in old.state_dict().items()})
+    assert_close(new.weight, old.weight, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+@pytest.mark.parametrize("layer", ["linear", "conv", "convT"])
+def test_spectral_norm_matches_torch(legacy, layer):
+    def build(nn):
+        m = {"linear": lambda: nn.Linear(5, 4), "conv": lambda: nn.Conv2d(2, 3, 2),
+             "convT": lambda: nn.ConvTranspose2d(2, 3, 2)}[layer]().double()
+        return (nn.utils.spectral_norm if legacy else nn.utils.parametrizations.spectral_norm)(
+            m, n_power_iterations=2)
+    e, t = _pair(build)     # copies u and v too, so power iteration starts the same
+    x = rng.standard_normal((2, 5) if layer == "linear" else (2, 2, 4, 4))
+    _check_grads(e, t, x, None)                 # training: power iteration runs
+    assert_close(list(e.state_dict().values()), list(t.state_dict().values()),
+                 rtol=1e-10, atol=1e-12)
+    e.eval(), t.eval()
+    assert_close(e(ember.tensor(x)), t(torch.tensor(x)), rtol=1e-9, atol=1e-10)
+    if legacy:
+        ember.nn.utils.remove_spectral_norm(e)
+        torch.nn.utils.remove_spectral_norm(t)
+        assert list(e.state_dict()) == list(t.state_dict())
+        assert_close(e.weight, t.weight, rtol=1e-10, atol=1e-12)
+
+
+def test_spectral_norm_sigma_is_largest_singular_value():
+    m = ember.nn.utils.parametrizations.spectral_norm(ember.nn.Linear(6, 5).double())
+    for _ in range(30):
+        m(ember.zeros(1, 6, dtype=ember.float64))
+    assert abs(np.linalg.svd(m.weight.detach().numpy(), compute_uv=False)[0] - 1) < 1e-6
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        ember.nn.utils.parametrizations.spectral_norm(ember.nn.Linear(2, 2), dim=2)
+
+
+@pytest.mark.parametrize("shape,orth_map", [((4, 4), None), ((5, 3), None), ((3, 5), None),
+                                            ((4, 4), "householder"), ((5, 3), "matrix_exp")])
+def test_orthogonal_matches_torch(shape, orth_map):
+    def build(nn):
+        m = nn.Linear(shape[1], shape[0]).double()
+        return nn.utils.parametrizations.orthogonal(m, orthogonal_map=orth_map)
+    e, t = _pair(build)
+    w = e.weight.detach().numpy()
+    small = w if shape[0] >= shape[1] else w.T
+    np.testing.assert_allclose(small.T @ small, np.eye(min(shape)), atol=1e-12)
+    assert_close(e.weight, t.weight, rtol=1e-10, atol=1e-12)
+    # Move the original away from -Id so the maps' gradients are exercised off the identity.
+    o = t.parametrizations.weight.original
+    with torch.no_grad():
+        o.add_(torch.tensor(rng.standard_normal(tuple(o.shape)) * 0.3))
+    _load_from(e, t)
+    assert_close(e.weight, t.weight, rtol=1e-9, atol=1e-11)
+    _check_grads(e, t, rng.standard_normal((2, shape[1])), None)
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5)])
+def test_orthogonal_householder_without_trivialization(shape):
+    def build(nn):
+        m = nn.Linear(shape[1], shape[0]).double()
+        return nn.utils.parametrizations.orthogonal(m, orthogonal_map="householder",
+                                                    use_trivialization=False)
+    t = build(torch.nn)
+    e = build(ember.nn)
+    assert list(e.state_dict()) == list(t.state_dict())
+    w = rng.standard_normal(shape)
+    t.weight, e.weight = torch.tensor(w), ember.tensor(w)   # right_inverse by geqrf
+    assert_close(e.parametrizations.weight.original, t.parametrizations.weight.original,
+                 rtol=1e-9, atol=1e-12)
+    assert_close(e.weight, t.weight, rtol=1e-9, atol=1e-12)
+    _load_from(e, t)                                         # the bias
+    _check_grads(e, t, rng.standard_normal((2, shape[1])), None)
+
+
+def test_orthogonal_assignment_and_errors():
+    m = ember.nn.utils.parametrizations.orthogonal(ember.nn.Linear(3, 3).double())
+    q = np.linalg.qr(rng.standard_normal((3, 3)))[0]
+    m.weight = ember.tensor(q)
+    assert_close(m.weight, ember.tensor(q), rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="Expected a matrix or batch of matrices. Got a tensor"):
+        ember.nn.utils.parametrizations.orthogonal(ember.nn.Linear(3, 3), "bias")
+    with pytest.raises(ValueError, match='orthogonal_map has to be one of'):
+        ember.nn.utils.parametrizations.orthogonal(ember.nn.Linear(3, 3), orthogonal_map="x")
+
+
+# ---- functional_call -------------------------------------------------------------------------
+
+def test_functional_call_matches_torch():
+    e, t = _pair(lambda nn: nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Linear(4, 2)))
+    names = [n for n, _ in t.named_parameters()]
+    arrays = {n: rng.standard_normal(tuple(p.shape)) for n, p in t.named_parameters()}
+    pe = {n: ember.tensor(a, requires_grad=True) for n, a in arrays.items()}
+    pt = {n: torch.tensor(a, requires_grad=True) for n, a in arrays.items()}
+    x = rng.standard_normal((5, 3))
+    be = {"1.running_mean": ember.zeros(4, dtype=ember.float64)}
+    bt = {"1.running_mean": torch.zeros(4, dtype=torch.float64)}
+    ye = ember.func.functional_call(e, (pe, be), (ember.tensor(x),))
+    yt = torch.func.functional_call(t, (pt, bt), (torch.tensor(x),))
+    assert_close(ye, yt)
+    ye.pow(2).sum().backward()
+    yt.pow(2).sum().backward()
+    assert_close([pe[n].grad for n in names], [pt[n].grad for n in names])
+    assert all(p.grad is None for p in e.parameters())     # module's own weights untouched
+    # buffers updated like torch's
+    assert_close(list(e.state_dict().values()), list(t.state_dict().values()))
+    assert_close(be["1.running_mean"], bt["1.running_mean"])
+
+
+def test_functional_call_tied_weights_and_strict():
+    def build(nn):
+        m = nn.Sequential(nn.Linear(2, 2, bias=False), nn.Linear(2, 2, bias=False))
+        m[1].weight = m[0].weight
+        return m.double()
+    e, t = _pair(build)
+    w, x = rng.standard_normal((2, 2)), rng.standard_normal((1, 2))
+    for tie in (True, False):
+        ye = ember.func.functional_call(e, {"0.weight": ember.tensor(w)}, ember.tensor(x),
+                                        tie_weights=tie)
+        yt = torch.func.functional_call(t, {"0.weight": torch.tensor(w)}, torch.tensor(x),
+                                        tie_weights=tie)
+        assert_close(ye, yt)
+    models = {ember: e, torch: t}
+    _same_error(lambda lib, _: lib.func.functional_call(
+        models[lib], {"0.weight": lib.tensor(w), "1.weight": lib.tensor(w + 1)}, lib.tensor(x)))
+    _same_error(lambda lib, _: lib.func.functional_call(
+        models[lib], {"0.weight": lib.tensor(w), "x": lib.ones(1)}, lib.tensor(x),
+        tie_weights=False, strict=True))
+    _same_error(lambda lib, _: lib.func.functional_call(
+        models[lib], ({"a": lib.ones(1)}, {"a": lib.ones(1)}), lib.tensor(x)))
