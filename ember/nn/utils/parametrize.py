@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from ..._tensor import Tensor
 from ...autograd.grad_mode import no_grad
 from ..modules.container import ModuleDict, ModuleList
-from ..modules.module import Module
 from ..parameter import Parameter
 
 _cache_enabled = 0
