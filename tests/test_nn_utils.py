@@ -546,3 +546,11 @@ def test_functional_call_tied_weights_and_strict():
         tie_weights=False, strict=True))
     _same_error(lambda lib, _: lib.func.functional_call(
         models[lib], ({"a": lib.ones(1)}, {"a": lib.ones(1)}), lib.tensor(x)))
+
+
+def test_stateless_functional_call_is_deprecated():
+    lin = ember.nn.Linear(2, 1)
+    params = {"weight": ember.ones(1, 2), "bias": ember.zeros(1)}
+    with pytest.warns(FutureWarning, match="stateless.functional_call` is deprecated"):
+        y = ember.nn.utils.stateless.functional_call(lin, params, ember.ones(1, 2))
+    assert y.tolist() == [[2.0]]

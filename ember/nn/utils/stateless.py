@@ -1,6 +1,7 @@
 """Call a module with parameters and buffers swapped in for one call (``functional_call``),
 as ``torch.nn.utils.stateless`` and ``torch.func``."""
 import contextlib
+import warnings
 
 from ..._tensor import Tensor
 
@@ -96,5 +97,9 @@ def _functional_call(module, parameters_and_buffers, args=None, kwargs=None, *,
 def functional_call(module, parameters_and_buffers, args=None, kwargs=None, *,
                     tie_weights=True, strict=False):
     """Deprecated spelling of :func:`ember.func.functional_call` with one dict."""
+    warnings.warn("`torch.nn.utils.stateless.functional_call` is deprecated as of PyTorch 2.0 "
+                  "and will be removed in a future version of PyTorch. Please use "
+                  "`torch.func.functional_call` instead which is a drop-in replacement.",
+                  FutureWarning, stacklevel=2)
     return _functional_call(module, parameters_and_buffers, args, kwargs,
                             tie_weights=tie_weights, strict=strict)
