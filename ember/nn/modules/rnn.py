@@ -8,6 +8,7 @@ from ..._ops.creation import empty, zeros
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
+from ..utils.rnn import PackedSequence
 from .module import Module
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
@@ -111,56 +112,99 @@ class RNNBase(Module):
                                f"{self.input_size}, got {input.shape[-1]}")
 
     def _run(self, input, hx):
-        """Returns (output (T, B, H*dirs), list of final states per layer*dir)."""
-        self._check_input(input)
-        unbatched = input.dim() == 2
-        x = input.unsqueeze(1) if unbatched else (input.transpose(0, 1) if self.batch_first
-                                                  else input)
-        dirs = 2 if self.bidirectional else 1
-        batch = x.shape[1]
-        real_h = self.proj_size or self.hidden_size
-        lstm = self.mode == "LSTM"
-        if hx is None:
-            h0 = zeros(self.num_layers * dirs, batch, real_h, dtype=x.dtype, device=x.device)
-            c0 = zeros(self.num_layers * dirs, batch, self.hidden_size, dtype=x.dtype,
-                       device=x.device) if lstm else None
+        """Returns (output, (h_n, c_n)); a PackedSequence input gives a PackedSequence output
+        and final states taken at each sequence's own last step."""
+        packed = isinstance(input, PackedSequence)
+        if packed:
+            if input.data.shape[-1] != self.input_size:
+                raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected "
+                                   f"{self.input_size}, got {input.data.shape[-1]}")
+            x, batch_sizes = input.data, input.batch_sizes.tolist()
+            steps, batch, unbatched = len(batch_sizes), batch_sizes[0], False
         else:
-            h0, c0 = hx if lstm else (hx, None)
-            if unbatched:
-                h0, c0 = h0.unsqueeze(1), (c0.unsqueeze(1) if c0 is not None else None)
-            expect = (self.num_layers * dirs, batch, real_h)
-            if tuple(h0.shape) != expect:
-                raise RuntimeError(f"Expected hidden size {expect}, got {tuple(h0.shape)}")
+            self._check_input(input)
+            unbatched = input.dim() == 2
+            x = input.unsqueeze(1) if unbatched else (input.transpose(0, 1) if self.batch_first
+                                                      else input)
+            steps, batch = x.shape[0], x.shape[1]
+            # Time-major rows, as a packed batch where every sequence runs every step.
+            x, batch_sizes = x.reshape(steps * batch, -1), [batch] * steps
+        h0, c0 = self._initial_states(x, hx, batch, unbatched)
+        if packed and input.sorted_indices is not None:
+            h0 = h0.index_select(1, input.sorted_indices)
+            c0 = c0.index_select(1, input.sorted_indices) if c0 is not None else None
+        dirs = 2 if self.bidirectional else 1
         finals_h, finals_c = [], []
         for layer in range(self.num_layers):
             outs = []
             for d in range(dirs):
-                w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, d)
-                proj = F.linear(x, w_ih, b_ih)          # all time steps at once
                 k = layer * dirs + d
-                h, c = h0[k], (c0[k] if lstm else None)
-                steps = range(x.shape[0] - 1, -1, -1) if d else range(x.shape[0])
-                seq = [None] * x.shape[0]
-                for t in steps:
-                    if lstm:
-                        h, c = _lstm_cell(proj[t], h, c, w_hh, b_hh, w_hr)
-                    elif self.mode == "GRU":
-                        h = _gru_cell(proj[t], h, w_hh, b_hh)
-                    else:
-                        h = _rnn_cell(proj[t], h, w_hh, b_hh, self.mode == "RNN_RELU")
-                    seq[t] = h
-                outs.append(ember.stack(seq, 0))
+                out, h, c = self._scan(x, batch_sizes, layer, d, h0[k],
+                                       c0[k] if c0 is not None else None)
+                outs.append(out)
                 finals_h.append(h)
                 finals_c.append(c)
             x = outs[0] if dirs == 1 else ember.cat(outs, -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True)
-        out = x.squeeze(1) if unbatched else (x.transpose(0, 1) if self.batch_first else x)
         hn = ember.stack(finals_h, 0)
-        cn = ember.stack(finals_c, 0) if lstm else None
+        cn = ember.stack(finals_c, 0) if c0 is not None else None
+        if packed:
+            if input.unsorted_indices is not None:
+                hn = hn.index_select(1, input.unsorted_indices)
+                cn = cn.index_select(1, input.unsorted_indices) if cn is not None else None
+            return PackedSequence(x, input.batch_sizes, input.sorted_indices,
+                                  input.unsorted_indices), (hn, cn)
+        x = x.reshape(steps, batch, -1)
+        out = x.squeeze(1) if unbatched else (x.transpose(0, 1) if self.batch_first else x)
         if unbatched:
             hn, cn = hn.squeeze(1), (cn.squeeze(1) if cn is not None else None)
         return out, (hn, cn)
+
+    def _initial_states(self, x, hx, batch, unbatched):
+        dirs = 2 if self.bidirectional else 1
+        real_h = self.proj_size or self.hidden_size
+        lstm = self.mode == "LSTM"
+        if hx is None:
+            kw = dict(dtype=x.dtype, device=x.device)
+            h0 = zeros(self.num_layers * dirs, batch, real_h, **kw)
+            return h0, (zeros(self.num_layers * dirs, batch, self.hidden_size, **kw) if lstm
+                        else None)
+        h0, c0 = hx if lstm else (hx, None)
+        if unbatched:
+            h0, c0 = h0.unsqueeze(1), (c0.unsqueeze(1) if c0 is not None else None)
+        expect = (self.num_layers * dirs, batch, real_h)
+        if tuple(h0.shape) != expect:
+            raise RuntimeError(f"Expected hidden size {expect}, got {tuple(h0.shape)}")
+        return h0, c0
+
+    def _scan(self, x, batch_sizes, layer, d, h, c):
+        """One direction of one layer over time-major rows ``x``: step ``t`` owns the next
+        ``batch_sizes[t]`` rows. Rows past a sequence's end keep their state, so the final
+        state of each sequence is the one at its own last step (first step when reversed).
+        Returns (outputs in x's row order, final h, final c)."""
+        w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, d)
+        proj = F.linear(x, w_ih, b_ih)              # all time steps at once
+        starts = [0]
+        for bs in batch_sizes[:-1]:
+            starts.append(starts[-1] + bs)
+        seq = [None] * len(batch_sizes)
+        for t in (reversed(range(len(batch_sizes))) if d else range(len(batch_sizes))):
+            bs = batch_sizes[t]
+            xt = proj[starts[t]:starts[t] + bs]
+            full = bs == h.shape[0]
+            ht, ct = (h, c) if full else (h[:bs], c[:bs] if c is not None else None)
+            if self.mode == "LSTM":
+                ht, ct = _lstm_cell(xt, ht, ct, w_hh, b_hh, w_hr)
+            elif self.mode == "GRU":
+                ht = _gru_cell(xt, ht, w_hh, b_hh)
+            else:
+                ht = _rnn_cell(xt, ht, w_hh, b_hh, self.mode == "RNN_RELU")
+            seq[t] = ht
+            h = ht if full else ember.cat([ht, h[bs:]])
+            if c is not None:
+                c = ct if full else ember.cat([ct, c[bs:]])
+        return ember.cat(seq, 0), h, c
 
     def flatten_parameters(self):
         pass
