@@ -519,3 +519,4 @@ def pad_last(t):
     return ember.cat([t, ember.zeros(tuple(t.shape[:-1]) + (1,), dtype=t.dtype,
                                      device=t.device)], -1)
 from ._conv_functional import *  # noqa
+from ._loss_functional import *  # noqa
