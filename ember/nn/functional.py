@@ -251,20 +251,6 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     return out * weight if weight is not None else out
 
 
-def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
-              scale_grad_by_freq=False, sparse=False):
-    """Rows of ``weight`` at the integer indices ``input``."""
-    if input.dtype.category != 1:
-        raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the "
-                           f"following scalar types: Long, Int; but got {input.type()} instead")
-    if padding_idx is not None:
-        if padding_idx < 0:
-            padding_idx += weight.shape[0]
-        mask = (input != padding_idx).unsqueeze(-1).to(weight.dtype)
-        return weight[input] * mask + (weight[input] * (1 - mask)).detach()
-    return weight[input]
-
-
 def one_hot(tensor, num_classes=-1):
     """int64 one-hot encoding with ``num_classes`` (max + 1 by default)."""
     if tensor.dtype is not ember.int64:
@@ -520,3 +506,4 @@ def pad_last(t):
                                      device=t.device)], -1)
 from ._conv_functional import *  # noqa
 from ._loss_functional import *  # noqa
+from ._embedding_functional import *  # noqa
