@@ -8,6 +8,7 @@ import math
 import ember
 
 from .._ops import nn as _nn
+from . import _attention
 from .._ops.dispatch import dispatch
 
 _E = {}
@@ -398,11 +399,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if enable_gqa and query.shape[-3] != key.shape[-3]:
         rep = query.shape[-3] // key.shape[-3]
         key, value = key.repeat_interleave(rep, -3), value.repeat_interleave(rep, -3)
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be "
+                           "set when is_causal=True")
+    if _attention.use_flash(query, key, value, attn_mask, dropout_p):
+        # long sequences: blockwise online softmax, memory linear in the sequence length
+        return _attention.flash_attention(query, key, value, is_causal, scale)
     scores = (query @ key.transpose(-2, -1)) * scale
     if is_causal:
-        if attn_mask is not None:
-            raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be "
-                               "set when is_causal=True")
         attn_mask = ember.ones(L, S, dtype=ember.bool, device=query.device).tril()
     if attn_mask is not None:
         if attn_mask.dtype is ember.bool:
