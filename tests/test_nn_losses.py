@@ -175,6 +175,9 @@ F_ERRORS = [
      {"margin": -1.0}),
     ("triplet_margin_with_distance_loss", lambda lib: (lib.ones(2, 3),) * 3,
      {"reduction": "avg"}),
+    ("cross_entropy", lambda lib: (lib.ones(2, 4, 3), lib.zeros(2, 4).long()), {}),
+    ("cross_entropy", lambda lib: (lib.ones(2, 4, 3), lib.zeros(3, 3).long()), {}),
+    ("cross_entropy", lambda lib: (lib.ones(2, 4, 3), lib.ones(2, 4, 2)), {}),
 ]
 
 

@@ -348,7 +348,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
         raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
                            f"{list(input.shape)}")
     n, c = x.shape
-    tn = t.numpy()
+    tn = t.detach().cpu().numpy()
     if tn.size and (tn.min() < -1 or tn.max() >= c):
         raise RuntimeError("target out of range")
     # slots before the first -1 hold targets; a class listed there is not a negative

@@ -300,6 +300,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     reduction = _legacy(size_average, reduce, reduction)
     logp = log_softmax(input, 1 if input.dim() > 1 else 0)
     if target.dtype.is_floating_point:           # class probabilities
+        if tuple(target.shape) != tuple(input.shape):
+            raise RuntimeError(f"Expected target size {list(input.shape[:1] + input.shape[2:])}"
+                               f", got {list(target.shape)}")
         w = 1 if weight is None else weight.reshape((-1,) + (1,) * (input.dim() - 2))
         t = target * (1 - label_smoothing) + label_smoothing / input.shape[1 if
                                                                           input.dim() > 1 else 0]
