@@ -236,3 +236,18 @@ def test_loss_modules_match_torch(cls, kwargs, inputs):
 ])
 def test_loss_module_constructor_errors(case):
     same(case, match="margin|p ==|weight")
+
+
+def test_ctc_float32_long_sequences():
+    r = np.random.default_rng(3)
+    t, n, c, s = 60, 8, 12, 20
+    x = r.standard_normal((t, n, c)).astype(np.float32)
+    tg, il, tl = r.integers(1, c, (n, s)), r.integers(45, t + 1, n), r.integers(5, s + 1, n)
+    res = []
+    for lib in (ember, torch):
+        xt = lib.tensor(x, requires_grad=True)
+        loss = lib.nn.functional.ctc_loss(xt.log_softmax(-1), lib.tensor(tg), lib.tensor(il),
+                                          lib.tensor(tl))
+        loss.backward()
+        res.append((loss, xt.grad))
+    assert_close(res[0], res[1], rtol=1e-5, atol=1e-6)
