@@ -101,9 +101,12 @@ def nll_loss(xp, input, target, weight=None, ignore_index=-100, reduction="mean"
         raise RuntimeError(f"nll_loss: expected target of integer dtype, got {target.dtype}")
     x = input if input.ndim > 1 else input[None]
     t = target if input.ndim > 1 else target[None]
-    if x.shape[:1] + x.shape[2:] != t.shape:
+    if t.ndim == 0 or x.shape[0] != t.shape[0]:
         raise ValueError(f"Expected input batch_size ({x.shape[0]}) to match target batch_size "
                          f"({t.shape[0] if t.ndim else 1}).")
+    if x.shape[:1] + x.shape[2:] != t.shape:
+        raise RuntimeError(f"Expected target size {list(x.shape[:1] + x.shape[2:])}, got "
+                           f"{list(t.shape)}")
     c = x.shape[1]
     valid = t != ignore_index
     safe = xp.where(valid, t, 0)

@@ -8,6 +8,7 @@ import math
 import ember
 
 from .._ops import nn as _nn
+from . import _attention
 from .._ops.dispatch import dispatch
 
 _E = {}
@@ -251,20 +252,6 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     return out * weight if weight is not None else out
 
 
-def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
-              scale_grad_by_freq=False, sparse=False):
-    """Rows of ``weight`` at the integer indices ``input``."""
-    if input.dtype.category != 1:
-        raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the "
-                           f"following scalar types: Long, Int; but got {input.type()} instead")
-    if padding_idx is not None:
-        if padding_idx < 0:
-            padding_idx += weight.shape[0]
-        mask = (input != padding_idx).unsqueeze(-1).to(weight.dtype)
-        return weight[input] * mask + (weight[input] * (1 - mask)).detach()
-    return weight[input]
-
-
 def one_hot(tensor, num_classes=-1):
     """int64 one-hot encoding with ``num_classes`` (max + 1 by default)."""
     if tensor.dtype is not ember.int64:
@@ -313,6 +300,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     reduction = _legacy(size_average, reduce, reduction)
     logp = log_softmax(input, 1 if input.dim() > 1 else 0)
     if target.dtype.is_floating_point:           # class probabilities
+        if tuple(target.shape) != tuple(input.shape):
+            raise RuntimeError(f"Expected target size {list(input.shape[:1] + input.shape[2:])}"
+                               f", got {list(target.shape)}")
         w = 1 if weight is None else weight.reshape((-1,) + (1,) * (input.dim() - 2))
         t = target * (1 - label_smoothing) + label_smoothing / input.shape[1 if
                                                                           input.dim() > 1 else 0]
@@ -412,11 +402,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if enable_gqa and query.shape[-3] != key.shape[-3]:
         rep = query.shape[-3] // key.shape[-3]
         key, value = key.repeat_interleave(rep, -3), value.repeat_interleave(rep, -3)
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be "
+                           "set when is_causal=True")
+    if _attention.use_flash(query, key, value, attn_mask, dropout_p):
+        # long sequences: blockwise online softmax, memory linear in the sequence length
+        return _attention.flash_attention(query, key, value, is_causal, scale)
     scores = (query @ key.transpose(-2, -1)) * scale
     if is_causal:
-        if attn_mask is not None:
-            raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be "
-                               "set when is_causal=True")
         attn_mask = ember.ones(L, S, dtype=ember.bool, device=query.device).tril()
     if attn_mask is not None:
         if attn_mask.dtype is ember.bool:
@@ -519,3 +512,5 @@ def pad_last(t):
     return ember.cat([t, ember.zeros(tuple(t.shape[:-1]) + (1,), dtype=t.dtype,
                                      device=t.device)], -1)
 from ._conv_functional import *  # noqa
+from ._loss_functional import *  # noqa
+from ._embedding_functional import *  # noqa

@@ -58,6 +58,9 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input):
+        if input.shape[-1:] != (self.in_features,):
+            raise RuntimeError(f"expected input with last dimension {self.in_features}, got "
+                               f"shape {tuple(input.shape)}")
         return F.linear(input, self.weight, self.bias)
 
     def extra_repr(self):

@@ -39,6 +39,31 @@ class _HookHandle(_Handle):
                 d.pop(self.id, None)
 
 
+def _name_failing_module(e, module):
+    """Prefix ``e``'s message with the path of the module whose forward raised it, as seen
+    from ``module``: ``model.encoder.layers.3.linear1 (Linear(...)): <message>``.
+
+    Each enclosing module call adds itself to the chain kept on the exception and rewrites the
+    message from the original, so the outermost call (the model the user called) has the last
+    word. Exceptions whose args are not one string keep their message."""
+    chain = getattr(e, "_ember_modules", None)
+    if chain is None:
+        if len(e.args) != 1 or not isinstance(e.args[0], str):
+            return
+        chain = e._ember_modules = []
+        e._ember_message = e.args[0]
+    chain.append(module)
+    leaf = chain[0]
+    where = f"{leaf._get_name()}({leaf.extra_repr()})"
+    if len(chain) > 1:
+        names = []
+        for outer, inner in zip(chain[:0:-1], chain[-2::-1]):
+            names.append(next((n for n, m in outer.named_modules() if m is inner),
+                              inner._get_name()))
+        where = f"model.{'.'.join(names)} ({where})"
+    e.args = (f"{where}: {e._ember_message}",)
+
+
 class Module:
     """Base class for all neural network modules; subclasses define ``forward``.
 
@@ -593,10 +618,17 @@ class Module:
         if forward is None:
             raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
                                       '"forward" function')
-        if not (self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or
-                self._backward_pre_hooks or _global_forward_hooks or _global_forward_pre_hooks):
-            return forward(*args, **kwargs)
-        return self._call_with_hooks(forward, args, kwargs)
+        # NOTE: a try block costs nothing until something raises (Python >= 3.11), so the
+        # module path in error messages is free on the success path.
+        try:
+            if not (self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or
+                    self._backward_pre_hooks or _global_forward_hooks or
+                    _global_forward_pre_hooks):
+                return forward(*args, **kwargs)
+            return self._call_with_hooks(forward, args, kwargs)
+        except Exception as e:
+            _name_failing_module(e, self)
+            raise
 
     __call__ = _call_impl
 

@@ -41,6 +41,10 @@ class LayerNorm(Module):
                 init.zeros_(self.bias)
 
     def forward(self, input):
+        n = self.normalized_shape
+        if tuple(input.shape[input.dim() - len(n):]) != n or input.dim() < len(n):
+            raise RuntimeError(f"expected input with last dimension{'s' * (len(n) > 1)} "
+                               f"{', '.join(map(str, n))}, got shape {tuple(input.shape)}")
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
