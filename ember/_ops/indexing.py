@@ -72,7 +72,8 @@ def _index_embed(g, shape, index, accumulate=False):
     return embed(g, shape, index, accumulate)
 
 
-@op("_index_put", method=False, function=False, promote="common", promote_args=(0, 1))
+@op("_index_put", tags=("autocast_promote_cuda",), method=False, function=False, promote="common",
+    promote_args=(0, 1))
 def _index_put(xp, input, values, index, accumulate=False):
     out = input.copy()
     if accumulate:
@@ -150,7 +151,7 @@ def _(g, input, dim, index, src, *, reduce=None):
     return gi, None, None, gs
 
 
-@op("scatter_add", inplace=True)
+@op("scatter_add", tags=("autocast_promote_cuda",), inplace=True)
 def scatter_add(xp, input, dim, index, src):
     """A copy of ``input`` with ``src`` added at ``index`` along ``dim``."""
     return _scatter_into(xp, input.copy(), dim, index, src, "add")
@@ -208,7 +209,7 @@ def _scan_dtype(x, dtype):
     return np.int64 if x.dtype.kind in "biu" else x.dtype
 
 
-@op("cumsum", inplace=True)
+@op("cumsum", tags=("autocast_fp32_cuda",), inplace=True)
 def cumsum(xp, input, dim, *, dtype=None):
     """Running sum along ``dim``."""
     return xp.cumsum(input, axis=dim % max(input.ndim, 1), dtype=_scan_dtype(input, dtype)) \
@@ -221,7 +222,7 @@ cumsum.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1), Sample(make((3, 4
                                   Sample(make((5,), dt), -1)]
 
 
-@op("cumprod", inplace=True)
+@op("cumprod", tags=("autocast_fp32_cuda",), inplace=True)
 def cumprod(xp, input, dim, *, dtype=None):
     """Running product along ``dim``."""
     return xp.cumprod(input, axis=dim % max(input.ndim, 1), dtype=_scan_dtype(input, dtype)) \
