@@ -186,10 +186,18 @@ OPTIMS = ["SGD", "Adam", "AdamW", "Adagrad", "RMSprop", "Adamax", "NAdam", "RAda
           "Rprop", "ASGD"]
 
 
+try:
+    from ember.nn.utils import clip_grad_norm_ as _ember_clip
+except ImportError:         # nn.utils arrives on another branch
+    _ember_clip = None
+
+
 def _clip_grad_norm_(lib, params, max_norm):
     if lib is torch:
         return torch.nn.utils.clip_grad_norm_(params, max_norm)
-    # NOTE: ember has no nn.utils yet; this is clip_grad_norm_'s arithmetic, on the unscaled grads
+    if _ember_clip is not None:
+        return _ember_clip(params, max_norm)
+    # clip_grad_norm_'s arithmetic, on the unscaled grads
     total = sum(float(p.grad.double().pow(2).sum()) for p in params) ** 0.5
     coef = min(max_norm / (total + 1e-6), 1.0)
     for p in params:
