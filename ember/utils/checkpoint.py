@@ -120,14 +120,31 @@ class _Recompute(Function):
     @staticmethod
     def backward(ctx, *grads):
         run = ctx.run
-        outs, detached = run.recompute()
-        pairs = [(o, g) for o, g in zip(outs, grads) if o.requires_grad and g is not None]
-        ins = [t for t in detached + run.captured if t.requires_grad]
-        res = ember.autograd.grad([o for o, _ in pairs], ins, [g for _, g in pairs],
-                                  allow_unused=True) if pairs and ins else [None] * len(ins)
+        with _as_leaves(run.captured):
+            outs, detached = run.recompute()
+            pairs = [(o, g) for o, g in zip(outs, grads) if o.requires_grad and g is not None]
+            ins = [t for t in detached + run.captured if t.requires_grad]
+            res = ember.autograd.grad([o for o, _ in pairs], ins, [g for _, g in pairs],
+                                      allow_unused=True) if pairs and ins else [None] * len(ins)
         res = iter(res)
         return (None,) + tuple(next(res) if t.requires_grad else None
                                for t in detached + run.captured)
+
+
+@contextlib.contextmanager
+def _as_leaves(tensors):
+    """Let the captured tensors that have a history act as leaves while the recomputed graph
+    is built and differentiated: the gradient stops at them and this node hands it on, and
+    the engine runs their own history once, from outside (not twice, the second time freed).
+    """
+    stash = [(t, t.grad_fn, t._output_nr, t._grad_acc) for t in tensors if t.grad_fn is not None]
+    for t, *_ in stash:
+        t.grad_fn, t._grad_acc = None, None
+    try:
+        yield
+    finally:
+        for t, fn, nr, acc in stash:
+            t.grad_fn, t._output_nr, t._grad_acc = fn, nr, acc
 
 
 class _Run:
