@@ -80,6 +80,11 @@ def get_default_device():
     return device("cpu")
 
 
+_AUTOCAST_NAMES = ("autocast", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
+                   "set_autocast_dtype", "is_autocast_cache_enabled",
+                   "set_autocast_cache_enabled", "clear_autocast_cache")
+
+
 def __getattr__(name):
     # Heavy or optional parts load on first use, so ``import ember`` stays fast.
     import importlib
@@ -95,6 +100,11 @@ def __getattr__(name):
             raise
         globals()[name] = mod
         return mod
+    if name in _AUTOCAST_NAMES:
+        # ember.autocast & co. live in amp/, loaded on first use
+        fn = getattr(importlib.import_module(".amp.autocast_mode", __name__), name)
+        globals()[name] = fn
+        return fn
     if name in ("save", "load"):
         # ember.save / ember.load live in serialization.py, which loads zipfile and json.
         fn = getattr(importlib.import_module(".serialization", __name__), name)

@@ -222,7 +222,7 @@ def _check_conv(x, w, bias, stride, padding, dilation, transposed, output_paddin
                                "than actual input size")
 
 
-@op("convolution", method=False)
+@op("convolution", tags=("autocast_lower",), method=False)
 def convolution(xp, input, weight, bias, stride, padding, dilation, transposed, output_padding,
                 groups):
     """N-d convolution (or transposed convolution) of batched ``input`` (N, C, *spatial) with

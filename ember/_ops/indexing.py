@@ -82,7 +82,8 @@ def put_values(out, index, values):
                            f"result of shape {list(out[index].shape)}") from None
 
 
-@op("_index_put", method=False, function=False, promote="common", promote_args=(0, 1))
+@op("_index_put", tags=("autocast_promote_cuda",), method=False, function=False, promote="common",
+    promote_args=(0, 1))
 def _index_put(xp, input, values, index, accumulate=False):
     out = input.copy()
     if accumulate:
@@ -254,7 +255,7 @@ scatter.samples = lambda dev, dt: _scatter_samples(dev, dt) + [
     s.forward_only() for s in _scatter_samples(dev, dt, ("add", "multiply"))[:2]]
 
 
-@op("scatter_add", inplace=True)
+@op("scatter_add", tags=("autocast_promote_cuda",), inplace=True)
 def scatter_add(xp, input, dim, index, src):
     """A copy of ``input`` with ``src`` added at ``index`` along ``dim``."""
     return _scatter_into(xp, input.copy(), dim, index, src, "add")
@@ -315,7 +316,7 @@ def _scan_dtype(x, dtype):
     return np.int64 if x.dtype.kind in "biu" else x.dtype
 
 
-@op("cumsum", inplace=True)
+@op("cumsum", tags=("autocast_fp32_cuda",), inplace=True)
 def cumsum(xp, input, dim, *, dtype=None):
     """Running sum along ``dim``."""
     return xp.cumsum(input, axis=dim % max(input.ndim, 1), dtype=_scan_dtype(input, dtype)) \
@@ -328,7 +329,7 @@ cumsum.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1), Sample(make((3, 4
                                   Sample(make((5,), dt), -1)]
 
 
-@op("cumprod", inplace=True)
+@op("cumprod", tags=("autocast_fp32_cuda",), inplace=True)
 def cumprod(xp, input, dim, *, dtype=None):
     """Running product along ``dim``."""
     return xp.cumprod(input, axis=dim % max(input.ndim, 1), dtype=_scan_dtype(input, dtype)) \

@@ -114,7 +114,7 @@ bmm.samples = lambda dev, dt: [Sample(make((2, 3, 4), dt), make((2, 4, 5), dt, s
     if dt.category >= 1 else []
 
 
-@op("mv")
+@op("mv", tags=("autocast_lower_cuda",))
 def mv(xp, input, vec):
     """Matrix-vector product."""
     if input.ndim != 2 or vec.ndim != 1:
@@ -127,7 +127,7 @@ mv.vjp(save=("input", "vec"), needed_by="cross")(lambda g, input, vec: (g.unsque
 mv.meta = _matmul_meta
 
 
-@op("dot")
+@op("dot", tags=("autocast_promote_cuda",))
 def dot(xp, input, other):
     """Inner product of two 1-D tensors."""
     if input.ndim != 1 or other.ndim != 1:

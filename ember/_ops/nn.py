@@ -50,7 +50,7 @@ def _softmax_dtype(x, dtype):
     return x.dtype
 
 
-@op("softmax", tags=("autocast_fp32",))
+@op("softmax", tags=("autocast_fp32_cuda",))
 def softmax(xp, input, dim, dtype=None):
     """``exp(x) / sum(exp(x))`` along ``dim``, computed stably."""
     x = input.astype(_softmax_dtype(input, dtype), copy=False)
@@ -72,7 +72,7 @@ softmax.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1), Sample(make((3, 
                                    Sample(make((2, 3, 4), dt), -1)] if dt.category == 2 else []
 
 
-@op("log_softmax", tags=("autocast_fp32",))
+@op("log_softmax", tags=("autocast_fp32_cuda",))
 def log_softmax(xp, input, dim, dtype=None):
     """``log(softmax(x))`` along ``dim``, computed stably."""
     x = input.astype(_softmax_dtype(input, dtype), copy=False)

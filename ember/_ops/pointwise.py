@@ -234,7 +234,7 @@ neg.samples = lambda dev, dt: unary_samples(dev, dt) if dt is not ember.bool els
 neg.errors = [ErrorSample(Sample(const(3, dtype=bool)), RuntimeError, "on a bool tensor")]
 
 
-@op("pow", tags=("pointwise",), promote="common", inplace=True)
+@op("pow", tags=("pointwise", "autocast_fp32_cuda"), promote="common", inplace=True)
 def pow(xp, input, exponent):
     """``input ** exponent``."""
     return xp.power(input, exponent)
@@ -308,11 +308,11 @@ def reject(name, kinds, fwd=None):
 
 
 def _unary(name, fwd, deriv, save="input", kinks=(), domain=None, aliases=(), kinds="",
-           doc=None):
+           doc=None, tags=()):
     """Register a floating unary op ``fwd`` with derivative ``deriv(x, result)``; inputs of the
     NumPy kinds in ``kinds`` are rejected as torch rejects them."""
     fwd = reject(name, kinds, fwd) if kinds else fwd
-    d = op(name, tags=("pointwise",), promote="float", inplace=True, aliases=aliases)(fwd)
+    d = op(name, tags=("pointwise",) + tags, promote="float", inplace=True, aliases=aliases)(fwd)
     d.__doc__ = doc or f"``{name}`` of each element; integers give the default float."
     saves = {"input": ("input",), "result": ("result",), "both": ("input", "result"),
              "none": ()}[save]
@@ -326,8 +326,10 @@ def _unary(name, fwd, deriv, save="input", kinks=(), domain=None, aliases=(), ki
     return d
 
 
-exp = _unary("exp", lambda xp, input: xp.exp(input), lambda x, r: r, save="result")
-log = _unary("log", lambda xp, input: xp.log(input), lambda x, r: 1 / x, domain=(0.1, 4))
+exp = _unary("exp", lambda xp, input: xp.exp(input), lambda x, r: r, save="result",
+            tags=("autocast_fp32_cuda",))
+log = _unary("log", lambda xp, input: xp.log(input), lambda x, r: 1 / x, domain=(0.1, 4),
+            tags=("autocast_fp32_cuda",))
 sqrt = _unary("sqrt", lambda xp, input: xp.sqrt(input), lambda x, r: 0.5 / r, save="result",
               domain=(0.1, 4))
 sin = _unary("sin", lambda xp, input: xp.sin(input), lambda x, r: x.cos())

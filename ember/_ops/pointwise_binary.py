@@ -107,7 +107,8 @@ def _tensor_samples(dev, dt):
     return [s for s in binary_samples(dev, dt) if all(isinstance(a, np.ndarray) for a in s.args)]
 
 
-@op("atan2", tags=("pointwise",), promote="float", inplace=True, aliases=("arctan2",))
+@op("atan2", tags=("pointwise", "autocast_promote_cuda"), promote="float", inplace=True,
+     aliases=("arctan2",))
 @reject("atan2", "c")
 def atan2(xp, input, other):
     """The angle of the point ``(other, input)``, in (-pi, pi].
@@ -415,7 +416,7 @@ lerp.samples = lambda dev, dt: [
 lerp.errors = [ErrorSample(Sample(const(3, 4), const(5), 0.5), RuntimeError, "must match the size of tensor b")]
 
 
-@op("addcmul", tags=("pointwise",), promote="common", inplace=True)
+@op("addcmul", tags=("pointwise", "autocast_promote_cuda"), promote="common", inplace=True)
 def addcmul(xp, input, tensor1, tensor2, *, value=1):
     """``input + value * tensor1 * tensor2``.
 
@@ -432,7 +433,7 @@ def _(g, input, tensor1, tensor2, *, value=1):
     return g, g * value * _conj(tensor2), g * value * _conj(tensor1)
 
 
-@op("addcdiv", tags=("pointwise",), promote="common", inplace=True)
+@op("addcdiv", tags=("pointwise", "autocast_promote_cuda"), promote="common", inplace=True)
 def addcdiv(xp, input, tensor1, tensor2, *, value=1):
     """``input + value * tensor1 / tensor2`` (floating and complex tensors only).
 

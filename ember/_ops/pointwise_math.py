@@ -15,20 +15,24 @@ from .samples import ErrorSample, Sample, const, dtype_error, make, unary_sample
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 _SQRT_PI = math.sqrt(math.pi)
 
+# torch's CUDA autocast runs these in float32 (ember.amp)
+_FP32_CUDA = ("autocast_fp32_cuda",)
+
 # ---- exponentials, logs, powers -----------------------------------------------------------
 
 reciprocal = _unary("reciprocal", lambda xp, input: xp.reciprocal(input),
-                    lambda x, r: -r * r, save="result", domain=(0.3, 2.0))
+                    lambda x, r: -r * r, save="result", domain=(0.3, 2.0), tags=_FP32_CUDA)
 rsqrt = _unary("rsqrt", lambda xp, input: xp.reciprocal(xp.sqrt(input)),
-               lambda x, r: -0.5 * r * r * r, save="result", domain=(0.1, 4.0))
+               lambda x, r: -0.5 * r * r * r, save="result", domain=(0.1, 4.0), tags=_FP32_CUDA)
 exp2 = _unary("exp2", lambda xp, input: xp.exp2(input), lambda x, r: r * _LN2, save="result")
-expm1 = _unary("expm1", lambda xp, input: xp.expm1(input), lambda x, r: r + 1, save="result")
+expm1 = _unary("expm1", lambda xp, input: xp.expm1(input), lambda x, r: r + 1, save="result",
+               tags=_FP32_CUDA)
 log1p = _unary("log1p", lambda xp, input: xp.log1p(input), lambda x, r: 1 / (x + 1),
-               domain=(-0.5, 2.0))
+               domain=(-0.5, 2.0), tags=_FP32_CUDA)
 log2 = _unary("log2", lambda xp, input: xp.log2(input), lambda x, r: 1 / (x * _LN2),
-              domain=(0.1, 4.0))
+              domain=(0.1, 4.0), tags=_FP32_CUDA)
 log10 = _unary("log10", lambda xp, input: xp.log10(input), lambda x, r: 1 / (x * _LN10),
-               domain=(0.1, 4.0))
+               domain=(0.1, 4.0), tags=_FP32_CUDA)
 
 
 def _scale(x, c):
@@ -40,15 +44,16 @@ def _scale(x, c):
 # NOTE: complex samples stay inside (-0.9, 0.9)^2 where the inverse functions have branch cuts
 # outside; the derivative formulas are torch's (acosh uses (x^2 - 1)^-1/2, not a product form).
 
-tan = _unary("tan", lambda xp, input: xp.tan(input), lambda x, r: 1 + r * r, save="result")
+tan = _unary("tan", lambda xp, input: xp.tan(input), lambda x, r: 1 + r * r, save="result",
+             tags=_FP32_CUDA)
 asin = _unary("asin", lambda xp, input: xp.arcsin(input), lambda x, r: (1 - x * x).rsqrt(),
-              domain=(-0.9, 0.9), aliases=("arcsin",))
+              domain=(-0.9, 0.9), aliases=("arcsin",), tags=_FP32_CUDA)
 acos = _unary("acos", lambda xp, input: xp.arccos(input), lambda x, r: -(1 - x * x).rsqrt(),
-              domain=(-0.9, 0.9), aliases=("arccos",))
+              domain=(-0.9, 0.9), aliases=("arccos",), tags=_FP32_CUDA)
 atan = _unary("atan", lambda xp, input: xp.arctan(input), lambda x, r: 1 / (1 + x * x),
               domain=(-0.9, 0.9), aliases=("arctan",))
-sinh = _unary("sinh", lambda xp, input: xp.sinh(input), lambda x, r: x.cosh())
-cosh = _unary("cosh", lambda xp, input: xp.cosh(input), lambda x, r: x.sinh())
+sinh = _unary("sinh", lambda xp, input: xp.sinh(input), lambda x, r: x.cosh(), tags=_FP32_CUDA)
+cosh = _unary("cosh", lambda xp, input: xp.cosh(input), lambda x, r: x.sinh(), tags=_FP32_CUDA)
 asinh = _unary("asinh", lambda xp, input: xp.arcsinh(input), lambda x, r: (x * x + 1).rsqrt(),
                domain=(-0.9, 0.9), aliases=("arcsinh",))
 acosh = _unary("acosh", lambda xp, input: xp.arccosh(input), lambda x, r: (x * x - 1).rsqrt(),
@@ -213,7 +218,7 @@ erfc = _unary("erfc", lambda xp, input: _erf_erfc(xp, input, "erfc"),
               lambda x, r: -2 / _SQRT_PI * (-x * x).exp(), kinds="c")
 erfinv = _unary("erfinv", lambda xp, input: _erfinv(xp, input),
                 lambda x, r: _SQRT_PI / 2 * (r * r).exp(), save="result", kinds="c",
-                domain=(-0.9, 0.9))
+                domain=(-0.9, 0.9), tags=_FP32_CUDA)
 _document({
     erf: """The error function ``2/sqrt(pi) * integral_0^x exp(-t^2) dt``.
 

@@ -52,13 +52,13 @@ def _accumulate(f, input, dim, keepdim, dtype):
 # ---- sums and means ------------------------------------------------------------------------
 
 
-def _sum_like(name, f, doc, complex_ok=True):
+def _sum_like(name, f, doc, complex_ok=True, tags=()):
     def fwd(xp, input, dim=None, keepdim=False, *, dtype=None):
         if not complex_ok and input.dtype.kind == "c":
             raise RuntimeError(f"{name} does not support complex inputs")
         return _accumulate(getattr(xp, f), input, dim, keepdim, dtype)
     fwd.__doc__ = doc
-    d = op(name, tags=("reduction",))(fwd)
+    d = op(name, tags=("reduction",) + tags)(fwd)
     d.meta, d.samples = _reduce_meta(_sum_dtype), _reduce_samples
     return d
 
@@ -76,7 +76,7 @@ sum_ = _sum_like("sum", "sum", """Sum over ``dim`` (all dims or a tuple); intege
         tensor([[10]])
         >>> ember.tensor([True, True]).sum()
         tensor(2)
-    """)
+    """, tags=("autocast_fp32_cuda",))
 nansum = _sum_like("nansum", "nansum", """Sum over ``dim`` treating nan as zero.
 
     Example:
@@ -160,7 +160,7 @@ def _with_nans(x):
     return x
 
 
-@op("prod", tags=("reduction",))
+@op("prod", tags=("reduction", "autocast_fp32"))
 def prod(xp, input, dim=None, keepdim=False, *, dtype=None):
     """Product over one ``dim``, or of all elements."""
     if isinstance(dim, (tuple, list)):
@@ -494,7 +494,7 @@ var.errors = std.errors = dim_errors() + [
 # ---- logsumexp and norms -------------------------------------------------------------------
 
 
-@op("logsumexp", tags=("reduction",), promote="float", promote_args=(0,))
+@op("logsumexp", tags=("reduction", "autocast_fp32_cuda"), promote="float", promote_args=(0,))
 def logsumexp(xp, input, dim, keepdim=False):
     """``log(sum(exp(input), dim))``, computed without overflow.
 
@@ -529,7 +529,7 @@ logsumexp.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1), Sample(make((3
 logsumexp.errors = dim_errors()
 
 
-@op("norm", tags=("reduction",))
+@op("norm", tags=("reduction", "autocast_fp32_cuda"))
 def norm(xp, input, p="fro", dim=None, keepdim=False, dtype=None):
     """The vector ``p``-norm over ``dim`` (all elements by default): ``p`` is a number,
     ``inf``, ``-inf`` or ``"fro"`` (the 2-norm).

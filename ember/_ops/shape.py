@@ -541,7 +541,8 @@ def _cat_meta(tensors, dim=0):
 builtin_sum = sum
 
 
-@op("cat", promote="common", aliases=("concat", "concatenate"), method=False)
+@op("cat", tags=("autocast_promote",), promote="common", aliases=("concat", "concatenate"),
+    method=False)
 def cat(xp, tensors, dim=0):
     """Join tensors along an existing dimension ``dim``."""
     # NOTE: like torch, 1-D empty tensors are skipped whatever their dimension count.
@@ -576,7 +577,7 @@ cat.samples = lambda dev, dt: [Sample([make((2, 3), dt), make((4, 3), dt, seed=1
 cat.meta = _cat_meta
 
 
-@op("stack", promote="common", method=False)
+@op("stack", tags=("autocast_promote",), promote="common", method=False)
 def stack(xp, tensors, dim=0):
     """Join tensors of one shape along a new dimension ``dim``."""
     for i, a in enumerate(tensors):

@@ -14,6 +14,7 @@ import ember
 
 from .._ops import conv as _C
 from .._ops.dispatch import dispatch
+from ..amp.autocast_mode import autocast_policy
 
 _E = {}
 
@@ -274,6 +275,7 @@ def _avg_divisor(size, k, s, p, o, count_include_pad):
     return np.minimum(end, size) - np.maximum(start, 0)
 
 
+@autocast_policy("autocast_keep")
 def _avg_pool_nd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                  divisor_override, nd, name):
     k, s, p, _ = _pool_args(input, kernel_size, stride, padding, 1, nd, name)
@@ -328,6 +330,7 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                         None, 1, "avg_pool1d")
 
 
+@autocast_policy("autocast_fp32_cpu")
 def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """3-d average pooling; see :func:`avg_pool2d`.
@@ -381,7 +384,13 @@ def _adaptive_matrix(n, o):
     return m / m.sum(1, keepdims=True)
 
 
+# adaptive average pooling is one matmul per dim: keep it out of autocast's lower precision
+_ADAPTIVE_AVG_POLICY = {1: ("autocast_keep",), 2: ("autocast_keep",),
+                        3: ("autocast_fp32_cpu", "autocast_keep_cuda")}
+
+
 def _adaptive_avg(nd):
+    @autocast_policy(*_ADAPTIVE_AVG_POLICY[nd])
     def adaptive_avg_pool(input, output_size):
         osize = _adaptive_size(input, output_size, nd, f"adaptive_avg_pool{nd}d")
         x = input
@@ -501,6 +510,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     return out if batched else out.squeeze(0)
 
 
+@autocast_policy("autocast_keep")
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     """Sum sliding blocks back into an image (col2im), the adjoint of :func:`unfold`:
     (N, C * prod(kernel), blocks) -> (N, C, *output_size).
@@ -591,6 +601,7 @@ def _resample_dim(x, d, mode, o, scale, align_corners):
 _MODE_DIMS = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
 
 
+@autocast_policy("autocast_keep_cpu", "autocast_fp32_cuda")
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     """Resize the spatial dims of (N, C, *spatial) ``input`` to ``size`` or by
@@ -781,6 +792,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     return _affine((input - mean) * (var + eps).rsqrt(), weight, bias)
 
 
+@autocast_policy("autocast_fp32_cuda")
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """Normalize groups of ``num_groups`` channels over (channels in group, *spatial).
 
@@ -852,6 +864,7 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     return out.copy_(r) if out is not None else r
 
 
+@autocast_policy("autocast_fp32_cuda")
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """Cosine of the angle between ``x1`` and ``x2`` along ``dim`` (each norm clamped to
     ``eps``).

@@ -10,6 +10,7 @@ import ember
 from .._ops import nn as _nn
 from . import _attention
 from .._ops.dispatch import dispatch
+from ..amp.autocast_mode import autocast_policy
 
 _E = {}
 
@@ -25,6 +26,7 @@ def linear(input, weight, bias=None):
     return dispatch(_nn.linear, (input, weight, bias), _E)
 
 
+@autocast_policy("autocast_keep_cpu", "autocast_promote_cuda")
 def bilinear(input1, input2, weight, bias=None):
     """``x1^T A x2 + b`` for each output feature (weight is (out, in1, in2))."""
     # (..., 1, 1, i) @ (o, i, j) -> (..., o, 1, j); then contract j with input2
@@ -86,6 +88,7 @@ def mish(input, inplace=False):
     return _inplace(input, input * ember.tanh(softplus(input)), inplace)
 
 
+@autocast_policy("autocast_fp32_cuda")
 def softplus(input, beta=1.0, threshold=20.0):
     """``log(1 + exp(beta x)) / beta``, the identity where ``beta x > threshold``."""
     z = input * beta
@@ -146,6 +149,7 @@ def glu(input, dim=-1):
     return a * b.sigmoid()
 
 
+@autocast_policy("autocast_lower")
 def prelu(input, weight):
     w = weight if weight.numel() == 1 or input.dim() < 2 else \
         weight.reshape((1, -1) + (1,) * (input.dim() - 2))
@@ -225,6 +229,7 @@ def alpha_dropout(input, p=0.5, training=False, inplace=False):
 
 # ---- normalization, embedding ----------------------------------------------------------------
 
+@autocast_policy("autocast_fp32_cuda")
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalize over the last ``len(normalized_shape)`` dims, then scale and shift."""
     n = len(normalized_shape) if not isinstance(normalized_shape, int) else 1
@@ -287,6 +292,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     return dispatch(_nn.nll_loss, (input, target, weight, ignore_index, reduction), _E)
 
 
+@autocast_policy("autocast_fp32")
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
                   reduce=None, reduction="mean", label_smoothing=0.0):
     """Cross entropy of logits ``input`` against class indices or class probabilities.
@@ -324,15 +330,18 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     return (1 - label_smoothing) * nll + label_smoothing / c * smooth
 
 
+@autocast_policy("autocast_fp32")
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     d = input - target
     return _reduce(d * d, _legacy(size_average, reduce, reduction))
 
 
+@autocast_policy("autocast_fp32")
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     return _reduce((input - target).abs(), _legacy(size_average, reduce, reduction))
 
 
+@autocast_policy("autocast_fp32")
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     d = (input - target).abs()
     loss = d - 0.5 * beta if beta == 0 else ember.where(d < beta, 0.5 * d * d / beta,
@@ -340,11 +349,13 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     return _reduce(loss, _legacy(size_average, reduce, reduction))
 
 
+@autocast_policy("autocast_fp32")
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     d = (input - target).abs()
     return _reduce(ember.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction)
 
 
+@autocast_policy("autocast_fp32_cpu", "autocast_banned_cuda")
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction="mean"):
     """BCE on probabilities; like torch, each log term is clamped at -100."""
@@ -359,6 +370,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     return _reduce(loss, _legacy(size_average, reduce, reduction))
 
 
+@autocast_policy("autocast_fp32")
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None):
     """BCE on logits, computed stably: ``(1 - y) x + (1 + (pw - 1) y) softplus(-x)``."""
@@ -375,6 +387,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     return _reduce(loss, _legacy(size_average, reduce, reduction))
 
 
+@autocast_policy("autocast_fp32")
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     loss = target.exp() * (target - input) if log_target else \
         ember.xlogy(target, target) - target * input
@@ -386,6 +399,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
 
 # ---- attention --------------------------------------------------------------------------------
 
+@autocast_policy("autocast_lower")
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
     """``softmax(q k^T * scale + mask) v`` over the last two dims; a bool mask keeps True

@@ -8,7 +8,7 @@ Example:
     >>> type(opt).__name__, sched.get_last_lr()
     ('AdamW', [0.001])
 """
-from . import lr_scheduler  # noqa: F401
+from . import lr_scheduler, swa_utils  # noqa: F401
 from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adam import Adam
