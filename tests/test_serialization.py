@@ -7,6 +7,7 @@ import os
 import pickle
 import struct
 import zipfile
+import zlib
 
 import numpy as np
 import pytest
@@ -400,14 +401,66 @@ def test_save_failing_while_writing_data_keeps_previous_file(tmp_path, monkeypat
     before = path.read_bytes()
     real = serialization._write_record
 
-    def fail_on_data(zf, name, data):
+    def fail_on_data(zf, name, data, *crc):
         if "/data/" in name:
             raise OSError("disk full")
-        real(zf, name, data)
+        return real(zf, name, data, *crc)
     monkeypatch.setattr(serialization, "_write_record", fail_on_data)
     with pytest.raises(OSError, match="disk full"):
         ember.save({"x": ember.zeros(3)}, path)
     assert path.read_bytes() == before and os.listdir(tmp_path) == ["ck.pt"]
+
+
+class _LateCrc:
+    """A CRC that is never ready when asked: the writer must patch the header later."""
+
+    def __init__(self, view):
+        self.view = view
+
+    def done(self):
+        return False
+
+    def result(self):
+        return zlib.crc32(self.view)
+
+
+@pytest.mark.parametrize("late", [False, True])
+@pytest.mark.parametrize("zip64", [False, True])
+def test_record_crcs_are_right_when_computed_aside(late, zip64, tmp_path, monkeypatch):
+    if zip64:
+        monkeypatch.setattr(zipfile, "ZIP64_LIMIT", 100)
+    if late:
+        monkeypatch.setattr(serialization, "_crcs", lambda arrays: (
+            [_LateCrc(memoryview(a).cast("B")) for a in arrays], None))
+    obj = {"big": ember.randn(1100, 1000), "small": ember.arange(5.0), "b": ember.ones(3) > 0}
+    path = tmp_path / "ck.pt"
+    ember.save(obj, path)
+    with zipfile.ZipFile(path) as zf:
+        assert zf.testzip() is None                # every CRC checks out
+    out = ember.load(path)
+    for k, v in obj.items():
+        assert_same(out[k], v)
+    if torch is not None:
+        np.testing.assert_array_equal(torch.load(path, weights_only=True)["big"].numpy(),
+                                      obj["big"].numpy())
+
+
+def test_big_storages_read_aside_come_back_whole_and_shared(tmp_path):
+    x = ember.randn(600, 1000)                      # 2.4 MB: read by the loader's threads
+    obj = {"x": x, "col": x[:, 3], "t": x.t(), "y": ember.randn(700, 500).double(),
+           "small": ember.arange(4)}
+    path = tmp_path / "big.pt"
+    ember.save(obj, path)
+    out = ember.load(path)
+    for k, v in obj.items():
+        assert_same(out[k], v)
+    assert out["col"].untyped_storage() is out["x"].untyped_storage()
+    ember.save({"x": x, "pt": Point(1, 2)}, path)   # refused half-way: no reader left behind
+    with pytest.raises(pickle.UnpicklingError, match="Point"):
+        ember.load(path)
+    out = ember.load(path, map_location="cpu", weights_only=False)  # read in line
+    assert_same(out["x"], x)
+    assert out["pt"].x == 1
 
 
 def test_save_into_missing_directory(tmp_path):
