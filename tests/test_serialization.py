@@ -7,6 +7,7 @@ import os
 import pickle
 import struct
 import zipfile
+import zlib
 
 import numpy as np
 import pytest
@@ -400,14 +401,66 @@ def test_save_failing_while_writing_data_keeps_previous_file(tmp_path, monkeypat
     before = path.read_bytes()
     real = serialization._write_record
 
-    def fail_on_data(zf, name, data):
+    def fail_on_data(zf, name, data, *crc):
         if "/data/" in name:
             raise OSError("disk full")
-        real(zf, name, data)
+        return real(zf, name, data, *crc)
     monkeypatch.setattr(serialization, "_write_record", fail_on_data)
     with pytest.raises(OSError, match="disk full"):
         ember.save({"x": ember.zeros(3)}, path)
     assert path.read_bytes() == before and os.listdir(tmp_path) == ["ck.pt"]
+
+
+class _LateCrc:
+    """A CRC that is never ready when asked: the writer must patch the header later."""
+
+    def __init__(self, view):
+        self.view = view
+
+    def done(self):
+        return False
+
+    def result(self):
+        return zlib.crc32(self.view)
+
+
+@pytest.mark.parametrize("late", [False, True])
+@pytest.mark.parametrize("zip64", [False, True])
+def test_record_crcs_are_right_when_computed_aside(late, zip64, tmp_path, monkeypatch):
+    if zip64:
+        monkeypatch.setattr(zipfile, "ZIP64_LIMIT", 100)
+    if late:
+        monkeypatch.setattr(serialization, "_crcs", lambda arrays: (
+            [_LateCrc(memoryview(a).cast("B")) for a in arrays], None))
+    obj = {"big": ember.randn(1100, 1000), "small": ember.arange(5.0), "b": ember.ones(3) > 0}
+    path = tmp_path / "ck.pt"
+    ember.save(obj, path)
+    with zipfile.ZipFile(path) as zf:
+        assert zf.testzip() is None                # every CRC checks out
+    out = ember.load(path)
+    for k, v in obj.items():
+        assert_same(out[k], v)
+    if torch is not None:
+        np.testing.assert_array_equal(torch.load(path, weights_only=True)["big"].numpy(),
+                                      obj["big"].numpy())
+
+
+def test_big_storages_read_aside_come_back_whole_and_shared(tmp_path):
+    x = ember.randn(600, 1000)                      # 2.4 MB: read by the loader's threads
+    obj = {"x": x, "col": x[:, 3], "t": x.t(), "y": ember.randn(700, 500).double(),
+           "small": ember.arange(4)}
+    path = tmp_path / "big.pt"
+    ember.save(obj, path)
+    out = ember.load(path)
+    for k, v in obj.items():
+        assert_same(out[k], v)
+    assert out["col"].untyped_storage() is out["x"].untyped_storage()
+    ember.save({"x": x, "pt": Point(1, 2)}, path)   # refused half-way: no reader left behind
+    with pytest.raises(pickle.UnpicklingError, match="Point"):
+        ember.load(path)
+    out = ember.load(path, map_location="cpu", weights_only=False)  # read in line
+    assert_same(out["x"], x)
+    assert out["pt"].x == 1
 
 
 def test_save_into_missing_directory(tmp_path):
@@ -684,3 +737,120 @@ def test_safetensors_torch_interop(tmp_path):
     for n in names:
         assert_same(sample(n), theirs[n])
         assert_same(ours[n], torch_sample(n))
+
+
+# ---- training state through files, both ways ---------------------------------------------------
+def _net(lib):
+    lib.manual_seed(0)
+    return lib.nn.Sequential(lib.nn.Linear(4, 8), lib.nn.Tanh(), lib.nn.Linear(8, 1)).double()
+
+
+def _train(lib, model, opt, data, steps):
+    """Losses of ``steps`` optimizer steps on ``data`` (float64 numpy arrays x, y)."""
+    x, y = (lib.from_numpy(a) for a in data)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+_OPTIMIZERS = {"adamw": lambda lib, p: lib.optim.AdamW(p, lr=0.05, weight_decay=0.1),
+               "sgd_momentum": lambda lib, p: lib.optim.SGD(p, lr=0.1, momentum=0.9,
+                                                            nesterov=True)}
+
+
+@needs_torch
+@pytest.mark.parametrize("opt_name", sorted(_OPTIMIZERS))
+@pytest.mark.parametrize("src_name", ["torch", "ember"])
+def test_training_continues_identically_after_a_checkpoint(src_name, opt_name, tmp_path):
+    """One library trains, checkpoints model and optimizer to a file; the other loads both
+    and continues: its losses match the first library continuing on its own."""
+    libs = {"torch": torch, "ember": ember}
+    src, dst = libs[src_name], libs["ember" if src_name == "torch" else "torch"]
+    make_opt = _OPTIMIZERS[opt_name]
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((16, 4)), rng.standard_normal((16, 1))
+    model = _net(src)
+    opt = make_opt(src, model.parameters())
+    _train(src, model, opt, data, 3)
+    path = tmp_path / "ck.pt"
+    src.save({"model": model.state_dict(), "optim": opt.state_dict(), "epoch": 3}, path)
+    expected = _train(src, model, opt, data, 4)
+
+    ck = dst.load(path, weights_only=True)
+    other = _net(dst)
+    other.load_state_dict(ck["model"])
+    other_opt = make_opt(dst, other.parameters())
+    other_opt.load_state_dict(ck["optim"])
+    assert ck["epoch"] == 3
+    np.testing.assert_allclose(_train(dst, other, other_opt, data, 4), expected, rtol=1e-12)
+    for (name, a), b in zip(model.state_dict().items(), other.state_dict().values()):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-12,
+                                   atol=1e-15, err_msg=name)
+
+
+# ---- weights_only refuses crafted pickles without running them -------------------------------
+def _touch(path):
+    """What a malicious pickle would call; the tests check it never runs."""
+    open(path, "w").close()
+
+
+class _Reducer:
+    """A custom class whose ``__reduce__`` calls a module function."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (_touch, (self.path,))
+
+
+def _crafted(kind, marker):
+    cmd = f"touch {marker}".encode()
+    if kind == "os_system_reduce":          # GLOBAL os system, an argument tuple, REDUCE
+        return b"cos\nsystem\n(X" + struct.pack("<I", len(cmd)) + cmd + b"tR."
+    if kind == "builtins_eval":
+        src = f"__import__('os').system('touch {marker}')".encode()
+        return b"\x80\x02c__builtin__\neval\nX" + struct.pack("<I", len(src)) + src + b"\x85R."
+    if kind == "stack_global":              # protocol 4 names the global with STACK_GLOBAL
+        return pickle.dumps({"a": _Reducer(str(marker))}, protocol=4)
+    if kind == "custom_reduce_nested":
+        return pickle.dumps({"model": {"layers": [1, {"w": _Reducer(str(marker))}]}},
+                            protocol=2)
+    raise ValueError(kind)
+
+
+_REFUSED = {"os_system_reduce": r"GLOBAL (os|posix|nt)\.system",
+            "builtins_eval": r"GLOBAL builtins\.eval",
+            "stack_global": r"GLOBAL test_serialization\._touch",
+            "custom_reduce_nested": r"GLOBAL test_serialization\._touch"}
+
+
+@pytest.mark.parametrize("kind", sorted(_REFUSED))
+@pytest.mark.parametrize("layout", ["zip", "legacy"])
+def test_crafted_pickles_are_refused_without_running(kind, layout, tmp_path):
+    marker = tmp_path / "pwned"
+    pkl = _crafted(kind, marker)
+    if layout == "zip":
+        f = _archive_with(pkl)
+    else:
+        f = io.BytesIO()
+        for header in (serialization._LEGACY_MAGIC, serialization._LEGACY_PROTOCOL,
+                       {"protocol_version": serialization._LEGACY_PROTOCOL,
+                        "little_endian": True, "type_sizes": {}}):
+            pickle.dump(header, f, protocol=2)
+        f.write(pkl)
+        pickle.dump([], f, protocol=2)
+        f.seek(0)
+    with pytest.raises(pickle.UnpicklingError, match=r"Weights only load failed(.|\n)*"
+                                                     r"Unsupported global: " + _REFUSED[kind]):
+        ember.load(f)
+    assert not marker.exists()
+    if kind == "custom_reduce_nested":      # the same bytes do run without weights_only
+        f.seek(0)
+        ember.load(f, weights_only=False)
+        assert marker.exists()
