@@ -77,9 +77,17 @@ def put_values(out, index, values):
     try:
         out[index] = values
     except ValueError:
-        raise RuntimeError(f"shape mismatch: value tensor of shape "
-                           f"{list(getattr(values, 'shape', ()))} cannot be broadcast to indexing "
-                           f"result of shape {list(out[index].shape)}") from None
+        target, got = list(out[index].shape), list(getattr(values, "shape", ()))
+        if is_basic(index):     # NOTE: torch words a basic-index write as an expand (copy_)
+            for d in range(1, min(len(target), len(got)) + 1):
+                if got[-d] not in (1, target[-d]):
+                    raise RuntimeError(
+                        f"The expanded size of the tensor ({target[-d]}) must match the "
+                        f"existing size ({got[-d]}) at non-singleton dimension "
+                        f"{len(target) - d}.  Target sizes: {target}.  Tensor sizes: {got}"
+                    ) from None
+        raise RuntimeError(f"shape mismatch: value tensor of shape {got} cannot be broadcast "
+                           f"to indexing result of shape {target}") from None
 
 
 @op("_index_put", tags=("autocast_promote_cuda",), method=False, function=False, promote="common",

@@ -455,7 +455,7 @@ def broadcast_tensors(*tensors):
     try:
         shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))
     except ValueError:
-        raise RuntimeError(_broadcast_error(tensors)) from None
+        raise RuntimeError(_broadcast_error("", tensors)) from None
     return tuple(t.expand(shape) for t in tensors)
 
 

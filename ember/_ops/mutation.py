@@ -218,6 +218,7 @@ def _reduce_samples(dev, dt):
 
 
 scatter_reduce.samples = _reduce_samples
+scatter_reduce.skips = {"grad-complex128": "torch has no gradient for complex scatter_reduce either"}
 scatter_reduce.errors = [
     ErrorSample(Sample(const(3, 4), 0, np.array([[0]]), const(1, 1), "foo"), RuntimeError,
                 "reduce argument must be either sum, prod, mean, amax or amin, got foo"),
@@ -380,7 +381,7 @@ def _broadcast_shape(name, *arrays):
     try:
         return np.broadcast_shapes(*(a.shape for a in arrays))
     except ValueError:
-        raise RuntimeError(f"{name}: {_broadcast_error(arrays)}") from None
+        raise RuntimeError(f"{name}: {_broadcast_error('', arrays)}") from None
 
 
 def _check_mask(name, mask, message):
