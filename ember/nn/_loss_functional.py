@@ -8,6 +8,7 @@ import numpy as np
 
 import ember
 
+from ..amp.autocast_mode import autocast_policy
 from ..autograd.function import Function
 from . import functional as _F
 from ._conv_functional import pairwise_distance
@@ -25,6 +26,7 @@ def _reduction(size_average, reduce, reduction, valid=("none", "mean", "sum"), m
     return reduction
 
 
+@autocast_policy("autocast_fp32")
 def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8,
                      reduce=None, reduction="mean"):
     """Negative log-likelihood of ``target`` under a Poisson with rate ``exp(input)`` (or
@@ -47,6 +49,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     return _F._reduce(loss, reduction)
 
 
+@autocast_policy("autocast_fp32")
 def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
     """``0.5 (log var + (input - target)^2 / var)``, var clamped to ``eps`` (the clamp passes
     the gradient through, as torch's in-place clamp under no_grad); ``var`` may be one dim
@@ -180,6 +183,7 @@ def _as_lengths(x, name):
     return a.astype(np.int64).reshape(-1)
 
 
+@autocast_policy("autocast_fp32")
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean",
              zero_infinity=False):
     """Connectionist Temporal Classification loss of (T, N, C) log-probabilities (or
@@ -233,6 +237,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
 
 # ---- margin losses --------------------------------------------------------------------------
 
+@autocast_policy("autocast_fp32")
 def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
                         reduction="mean"):
     """``max(0, -y (x1 - x2) + margin)``.
@@ -251,6 +256,7 @@ def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, red
     return _F._reduce((-target * (input1 - input2) + margin).clamp_min(0), reduction)
 
 
+@autocast_policy("autocast_fp32")
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
                          reduction="mean"):
     """``x`` where ``y == 1``, ``max(0, margin - x)`` where ``y == -1``.
@@ -268,6 +274,7 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
     return _F._reduce(loss, reduction)
 
 
+@autocast_policy("autocast_fp32")
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """``log(1 + exp(-y x))``, the two-class logistic loss.
 
@@ -296,6 +303,7 @@ def _per_sample(loss, reduction, unbatched, shape=()):
     return _F._reduce(loss, reduction)
 
 
+@autocast_policy("autocast_fp32")
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
                       reduce=None, reduction="mean"):
     """Multi-class hinge loss: ``sum_{i != y} w[y] max(0, margin - x[y] + x[i])^p / C``.
@@ -331,6 +339,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     return _per_sample(h.sum(1) / c, reduction, input.dim() == 1, tuple(target.shape))
 
 
+@autocast_policy("autocast_fp32")
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Multi-label hinge loss: each row of ``target`` lists class indices, ended by -1;
     ``sum_{j in targets} sum_{i not in targets} max(0, 1 - (x[j] - x[i])) / C``.
@@ -363,6 +372,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     return _per_sample(ember.where(keep, z, 0.0).sum((1, 2)) / c, reduction, input.dim() == 1)
 
 
+@autocast_policy("autocast_fp32")
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
                                 reduction="mean"):
     """Per-class logistic loss averaged over the classes (last dim).
@@ -380,6 +390,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     return _F._reduce(loss.sum(input.dim() - 1) / input.shape[-1], reduction)
 
 
+@autocast_policy("autocast_fp32")
 def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
                           reduction="mean"):
     """``1 - cos(x1, x2)`` where ``y == 1``, ``max(0, cos(x1, x2) - margin)`` where ``y == -1``.
@@ -421,6 +432,7 @@ def _triplet(anchor, positive, negative, distance, margin, swap, reduction):
     return _F._reduce((margin + d_pos - d_neg).clamp_min(0), reduction)
 
 
+@autocast_policy("autocast_fp32")
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
                         size_average=None, reduce=None, reduction="mean"):
     """``max(0, margin + d(a, p) - d(a, n))`` with ``d`` the p-norm pairwise distance.
@@ -437,6 +449,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
                     lambda x, y: pairwise_distance(x, y, p, eps), margin, swap, reduction)
 
 
+@autocast_policy("autocast_fp32")
 def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None,
                                       margin=1.0, swap=False, reduction="mean"):
     """Triplet loss with any ``distance_function(x, y)`` (pairwise_distance by default).
