@@ -283,3 +283,13 @@ def test_grad_scaler_scales_iterables():
     s = ember.amp.GradScaler("cpu", init_scale=4.0)
     a, b = s.scale([ember.ones(1), (ember.ones(1) * 2,)])
     assert float(a) == 4.0 and float(b[0]) == 8.0
+
+
+def test_inplace_ops_are_not_autocast_like_torch():
+    out = []
+    for lib in (ember, torch):
+        a = lib.ones(2, 2) * 0.1
+        with lib.autocast("cpu"):
+            a.addmm_(lib.full((2, 3), 1 / 3), lib.full((3, 2), 1 / 3))
+        out.append((str(a.dtype), a[0, 0].item()))
+    assert out[0] == out[1]

@@ -406,7 +406,11 @@ def dispatch_inplace(opdef, self, args, kwargs):
             isinstance(a, Tensor) and a._requires_grad for a in args)):
         edge_of(self)                   # refresh a stale view's history before copying it
         src = self._alias_copy()        # backward needs the value from before the write
-    r = dispatch(opdef, (src,) + tuple(args), kwargs)
+    cast, hooks.autocast = hooks.autocast, None     # NOTE: autocast leaves in-place ops alone,
+    try:                                            # as torch's does
+        r = dispatch(opdef, (src,) + tuple(args), kwargs)
+    finally:
+        hooks.autocast = cast
     if not can_cast(r.dtype, self.dtype):
         names = _dtype._SCALAR_NAMES
         raise RuntimeError(f"{opdef.name}_: result type {names[r.dtype.name]} can't be cast to "
