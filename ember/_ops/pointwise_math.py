@@ -138,9 +138,37 @@ def _erfc_fraction(xp, a, terms):
     return _exp_neg_square(xp, a) / (_SQRT_PI * t)
 
 
+# Numerical Recipes' erfc (Chebyshev fit, relative error < 1.2e-7), highest power of t last.
+_NR_ERFC = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
+            -1.13520398, 1.48851587, -0.82215223, 0.17087277)
+
+
+def _erf_erfc_single(xp, x, want):
+    """erf/erfc for float32 and narrower: a fixed ~25 array operations instead of the float64
+    path's band-by-band series. Accurate to float32 rounding: a Taylor series for |x| < 0.5
+    (where 1 - erfc would lose erf's relative precision), the Chebyshev fit elsewhere."""
+    x64 = x.astype(np.float64)
+    a = xp.abs(x64)
+    t = 1.0 / (1.0 + 0.5 * a)
+    poly = _NR_ERFC[-1]
+    for c in _NR_ERFC[-2::-1]:
+        poly = poly * t + c
+    erfc_a = t * xp.exp(-a * a + poly)                      # erfc(|x|)
+    z = x64 * x64                                          # erf(x) = 2/sqrt(pi) sum ...
+    series = x64 * (1.1283791670955126 * (1 + z * (-1 / 3 + z * (1 / 10 + z * (
+        -1 / 42 + z * (1 / 216 + z * (-1 / 1320 + z / 9360)))))))
+    erf = xp.where(a < 0.5, series, xp.where(x64 < 0, erfc_a - 1.0, 1.0 - erfc_a))
+    if want == "erf":
+        return erf.astype(x.dtype)
+    return xp.where(a < 0.5, 1.0 - series, xp.where(x64 < 0, 2.0 - erfc_a, erfc_a)).astype(
+        x.dtype)
+
+
 def _erf_erfc(xp, x, want):
     """``erf(x)`` (want="erf") or ``erfc(x)`` (want="erfc"), computed in float64 and returned
     in the dtype of ``x``."""
+    if x.dtype.itemsize <= 4 and x.dtype.kind != "c":
+        return _erf_erfc_single(xp, x, want)
     x64 = x.astype(np.float64)
     a = xp.abs(x64)
     r = xp.zeros_like(a) if want == "erf" else xp.where(a >= 30.0, 0.0, 1.0)  # |x| >= 30
