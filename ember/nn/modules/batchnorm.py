@@ -1,12 +1,11 @@
 """Normalization over batch, instance and channel groups: BatchNorm1d/2d/3d,
 InstanceNorm1d/2d/3d, GroupNorm, LocalResponseNorm. Buffer names and shapes are torch's, so
 state_dicts load both ways."""
-from ..._ops.creation import empty, ones, tensor, zeros
+from ..._ops.creation import ones, tensor, zeros
 from ... import _dtype
 from .. import functional as F
-from .. import init
-from ..parameter import Parameter
 from .module import Module
+from .normalization import register_affine, reset_affine
 
 
 class _NormBase(Module):
@@ -22,15 +21,7 @@ class _NormBase(Module):
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         factory = dict(device=device, dtype=dtype)
-        if affine:
-            self.weight = Parameter(empty(num_features, **factory))
-            if bias:
-                self.bias = Parameter(empty(num_features, **factory))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        register_affine(self, (num_features,), affine, bias, device, dtype)
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features, **factory))
             self.register_buffer("running_var", ones(num_features, **factory))
@@ -49,10 +40,7 @@ class _NormBase(Module):
 
     def reset_parameters(self):
         self.reset_running_stats()
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        reset_affine(self)
 
     def _check_input_dim(self, input):
         dims = (2, 3) if self.nd == 0 else (self.nd + 2,)      # BatchNorm1d: (N, C) or (N, C, L)
@@ -197,23 +185,11 @@ class GroupNorm(Module):
                              f"({num_groups})")
         self.num_groups, self.num_channels, self.eps, self.affine = (num_groups, num_channels,
                                                                      eps, affine)
-        factory = dict(device=device, dtype=dtype)
-        if affine:
-            self.weight = Parameter(empty(num_channels, **factory))
-            if bias:
-                self.bias = Parameter(empty(num_channels, **factory))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        register_affine(self, (num_channels,), affine, bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        reset_affine(self)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)

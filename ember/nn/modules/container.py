@@ -6,6 +6,13 @@ from ..parameter import Parameter
 from .module import Module, _addindent
 
 
+def _as_parameter(value):
+    """Plain tensors put into a ParameterList/ParameterDict become Parameters, as in torch."""
+    from ..._tensor import Tensor
+    return Parameter(value) if isinstance(value, Tensor) and \
+        not isinstance(value, Parameter) else value
+
+
 def _index(i, n, what):
     i = operator.index(i)
     if not -n <= i < n:
@@ -219,17 +226,13 @@ class ParameterList(Module):
         if values is not None:
             self.extend(values)
 
-    def _wrap(self, v):
-        from ..._tensor import Tensor
-        return Parameter(v) if isinstance(v, Tensor) and not isinstance(v, Parameter) else v
-
     def __getitem__(self, idx):
         if isinstance(idx, slice):
             return ParameterList([self[i] for i in range(len(self))[idx]])
         return getattr(self, str(_index(idx, len(self), "ParameterList")))
 
     def __setitem__(self, idx, value):
-        setattr(self, str(_index(idx, len(self), "ParameterList")), self._wrap(value))
+        setattr(self, str(_index(idx, len(self), "ParameterList")), _as_parameter(value))
 
     def __len__(self):
         return self._size
@@ -242,7 +245,7 @@ class ParameterList(Module):
 
     def append(self, value):
         self._size += 1
-        setattr(self, str(self._size - 1), self._wrap(value))
+        setattr(self, str(self._size - 1), _as_parameter(value))
         return self
 
     def extend(self, values):
@@ -268,10 +271,8 @@ class ParameterDict(Module):
         return getattr(self, key)
 
     def __setitem__(self, key, value):
-        from ..._tensor import Tensor
         self._keys[key] = None
-        setattr(self, key, Parameter(value) if isinstance(value, Tensor) and
-                not isinstance(value, Parameter) else value)
+        setattr(self, key, _as_parameter(value))
 
     def __delitem__(self, key):
         del self._keys[key]

@@ -8,6 +8,22 @@ from ..parameter import Parameter
 from .module import Module
 
 
+def register_affine(module, shape, affine=True, bias=True, device=None, dtype=None):
+    """Register ``weight`` and ``bias`` of ``shape`` (or None where switched off), in torch's
+    order; ``reset_affine`` fills them."""
+    make = lambda: Parameter(empty(shape, device=device, dtype=dtype))  # noqa: E731
+    module.register_parameter("weight", make() if affine else None)
+    module.register_parameter("bias", make() if affine and bias else None)
+
+
+def reset_affine(module):
+    """The usual normalization init: weight 1, bias 0."""
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
+
+
 def _shape(normalized_shape):
     if isinstance(normalized_shape, numbers.Integral):
         return (int(normalized_shape),)
@@ -23,22 +39,11 @@ class LayerNorm(Module):
         super().__init__()
         self.normalized_shape, self.eps = _shape(normalized_shape), eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(empty(self.normalized_shape, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(empty(self.normalized_shape, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        register_affine(self, self.normalized_shape, elementwise_affine, bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        reset_affine(self)
 
     def forward(self, input):
         n = self.normalized_shape
