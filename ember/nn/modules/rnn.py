@@ -184,14 +184,13 @@ class RNNBase(Module):
         state of each sequence is the one at its own last step (first step when reversed).
         Returns (outputs in x's row order, final h, final c)."""
         w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, d)
-        proj = F.linear(x, w_ih, b_ih)              # all time steps at once
-        starts = [0]
-        for bs in batch_sizes[:-1]:
-            starts.append(starts[-1] + bs)
+        # all time steps' input projections at once, split in one op: per-step slicing would
+        # give each step a backward that scatters into a zeros array the size of all steps
+        proj = F.linear(x, w_ih, b_ih).split(batch_sizes)
         seq = [None] * len(batch_sizes)
         for t in (reversed(range(len(batch_sizes))) if d else range(len(batch_sizes))):
             bs = batch_sizes[t]
-            xt = proj[starts[t]:starts[t] + bs]
+            xt = proj[t]
             full = bs == h.shape[0]
             ht, ct = (h, c) if full else (h[:bs], c[:bs] if c is not None else None)
             if self.mode == "LSTM":
