@@ -13,11 +13,15 @@ OPS = [d for d in all_ops() if d.samples is not None]
 
 
 def _call(lib, opdef, args, kwargs):
-    """Call the op through its public torch name (``torch_fn``, else function, else method);
+    """Call the op through its public torch name (``torch_ref``, ``torch_fn``, else function,
+    else method);
     ember dtypes among the keyword arguments become torch dtypes for torch."""
     if lib is torch:
         kwargs = {k: getattr(torch, v.name) if isinstance(v, ember.dtype) else v
                   for k, v in kwargs.items()}
+    ref = getattr(opdef, "torch_ref", None)     # a private op: torch's composite as oracle
+    if ref:
+        return ref(torch, *args, **kwargs) if lib is torch else opdef(*args, **kwargs)
     path = getattr(opdef, "torch_fn", None)
     if path:
         fn = lib
