@@ -37,7 +37,8 @@ def _seed_grads(outputs, grad_outputs, create_graph):
             if not out.dtype.is_floating_point:
                 raise RuntimeError(f"grad can be implicitly created only for real scalar "
                                    f"outputs but got {out.dtype}")
-            g = ones_like(out)
+            grads.append(ones_like(out))       # new and history-less: no detach needed
+            continue
         elif not hasattr(g, "_data"):
             from .._ops.creation import tensor
             g = tensor(g, dtype=out.dtype, device=out.device)
