@@ -87,6 +87,8 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
     else:
         needed = None
 
+    from .._ops.dispatch import hooks   # (not at the top: dispatch imports autograd)
+    prof = hooks.profiler
     heap = [(-n.seq, id(n), n) for n in root_nodes if deps.get(n, 0) == 0]
     heapq.heapify(heap)
     prev = grad_mode.state.grad_enabled
@@ -108,11 +110,17 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                     for h in node._pre_hooks:
                         r = h(tuple(grads))
                         grads = list(r) if r is not None else grads
-                    node.accumulate(grads[0], create_graph)
+                    if prof is None:
+                        node.accumulate(grads[0], create_graph)
+                    else:
+                        prof.backward(node, node.accumulate, grads[0], create_graph)
                 continue
             if needed is not None and not any(c in needed for c, _ in node.next_functions):
                 continue
-            grad_inputs = _apply(node, grads, retain_graph)
+            if prof is None:
+                grad_inputs = _apply(node, grads, retain_graph)
+            else:
+                grad_inputs = prof.backward(node, _apply, node, grads, retain_graph)
             for (nxt, nr), g, meta in zip(node.next_functions, grad_inputs, node.input_meta):
                 if nxt is None:
                     continue
