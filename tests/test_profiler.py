@@ -169,3 +169,14 @@ def test_profiles_do_not_nest_and_hook_is_cleared():
     assert hooks.profiler is None
     with pytest.raises(ValueError, match="ProfilerActivity"):
         profile(activities=["cpu"])
+
+
+def test_autograd_profiler_spelling():
+    with ember.autograd.profiler.profile(record_shapes=True) as prof:
+        with ember.autograd.profiler.record_function("block"):
+            ember.ones(2) * 2
+    assert [e.name for e in prof.function_events] == ["block", "aten::mul"]
+    assert "aten::mul" in prof.table()
+    with ember.autograd.profiler.profile(enabled=False) as off:
+        ember.ones(2) * 2
+    assert len(off.function_events) == 0 and hooks.profiler is None
