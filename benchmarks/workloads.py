@@ -9,13 +9,19 @@ the time of one call (a 10-op chain reports time per op); ``flops`` turns time i
 class Workload:
     """One timed thing: ``build(T) -> fn`` for ember/torch, ``numpy(np) -> fn`` or None."""
 
-    def __init__(self, name, build, numpy=None, per=1, flops=None):
+    def __init__(self, name, build, numpy=None, per=1, flops=None, unit=None):
         self.name, self.build, self.numpy = name, build, numpy
-        self.per, self.flops = per, flops
+        self.per, self.flops, self._unit = per, flops, unit
 
     @property
     def unit(self):
-        return "GFLOP/s" if self.flops else ("us/op" if self.per > 1 else "us")
+        return self._unit or ("GFLOP/s" if self.flops else ("us/op" if self.per > 1 else "us"))
+
+    def value(self, seconds):
+        """What the table shows for one call taking ``seconds``: GFLOP/s, or time per op."""
+        if self.flops:
+            return self.flops / seconds / 1e9
+        return seconds / self.per * (1e3 if self.unit == "ms" else 1e6)
 
 
 # ---- per-op overhead: a + b ------------------------------------------------------------------

@@ -85,6 +85,14 @@ _AUTOCAST_NAMES = ("autocast", "is_autocast_enabled", "get_autocast_dtype", "set
                    "set_autocast_cache_enabled", "clear_autocast_cache")
 
 
+_CONFIG_NAMES = ("set_num_threads", "get_num_threads", "set_num_interop_threads",
+                 "get_num_interop_threads", "use_deterministic_algorithms",
+                 "are_deterministic_algorithms_enabled",
+                 "is_deterministic_algorithms_warn_only_enabled",
+                 "set_deterministic_debug_mode", "get_deterministic_debug_mode",
+                 "set_float32_matmul_precision", "get_float32_matmul_precision")
+
+
 def __getattr__(name):
     # Heavy or optional parts load on first use, so ``import ember`` stays fast.
     import importlib
@@ -103,6 +111,11 @@ def __getattr__(name):
     if name in _AUTOCAST_NAMES:
         # ember.autocast & co. live in amp/, loaded on first use
         fn = getattr(importlib.import_module(".amp.autocast_mode", __name__), name)
+        globals()[name] = fn
+        return fn
+    if name in _CONFIG_NAMES:
+        # thread counts and deterministic mode: ctypes loads only when asked
+        fn = getattr(importlib.import_module("._config", __name__), name)
         globals()[name] = fn
         return fn
     if name in ("save", "load"):

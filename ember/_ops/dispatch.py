@@ -18,9 +18,10 @@ _state = grad_mode.state
 
 
 class hooks:
-    """Extension points on the dispatch path (autocast, tracers). None means off."""
+    """Extension points on the dispatch path (autocast, tracers, profiler). None means off."""
     autocast = None
     tracer = None
+    profiler = None     # profiler(opdef, args, kwargs, run) times run(opdef, args, kwargs)
 
 
 def _describe(tensors):
@@ -169,7 +170,10 @@ def dispatch(opdef, args, kwargs):
     number; no keywords, view, autocast or tracer) takes the fast path below, which needs no
     promotion or device resolution; everything else goes through ``_dispatch``.
     """
-    if kwargs or opdef.view or hooks.autocast is not None or hooks.tracer is not None:
+    if kwargs or opdef.view or hooks.autocast is not None or hooks.tracer is not None or \
+            hooks.profiler is not None:
+        if hooks.profiler is not None:
+            return hooks.profiler(opdef, args, kwargs, _dispatch)
         return _dispatch(opdef, args, kwargs)
     n = len(args)
     if n == 2:

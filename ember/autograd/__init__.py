@@ -13,11 +13,11 @@ from .graph import Node, edge_of  # noqa: F401
 
 
 def __getattr__(name):
-    # functional is an analysis tool: keep it off ``import ember``'s path
-    if name != "functional":
+    # functional and profiler are analysis tools: keep them off ``import ember``'s path
+    if name not in ("functional", "profiler"):
         raise AttributeError(f"module 'ember.autograd' has no attribute '{name}'")
     import importlib
-    return importlib.import_module(".functional", __name__)
+    return importlib.import_module(f".{name}", __name__)
 
 
 def _tensors(x):

@@ -87,6 +87,8 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
     else:
         needed = None
 
+    from .._ops.dispatch import hooks   # (not at the top: dispatch imports autograd)
+    prof = hooks.profiler
     heap = [(-n.seq, id(n), n) for n in root_nodes if deps.get(n, 0) == 0]
     heapq.heapify(heap)
     prev = grad_mode.state.grad_enabled
@@ -108,12 +110,15 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                     for h in node._pre_hooks:
                         r = h(tuple(grads))
                         grads = list(r) if r is not None else grads
-                    node.accumulate(grads[0], create_graph)
+                    if prof is None:
+                        node.accumulate(grads[0], create_graph)
+                    else:
+                        prof.backward(node, node.accumulate, grads[0], create_graph)
                 continue
             if needed is not None and not any(c in needed for c, _ in node.next_functions):
                 continue
-            plain = not (node._pre_hooks or node._hooks or node._trace is not None or
-                         anomaly.enabled)
+            plain = prof is None and not (node._pre_hooks or node._hooks or
+                                          node._trace is not None or anomaly.enabled)
             for g in grads:             # (``None in grads`` would call Tensor.__eq__)
                 if g is None:
                     plain = False
@@ -122,8 +127,10 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                 grad_inputs = node.apply(grads)
                 if not retain_graph:
                     node.release()
-            else:
+            elif prof is None:
                 grad_inputs = _apply(node, grads, retain_graph)
+            else:
+                grad_inputs = prof.backward(node, _apply, node, grads, retain_graph)
             for (nxt, nr), g, meta in zip(node.next_functions, grad_inputs, node.input_meta):
                 if nxt is None:
                     continue
