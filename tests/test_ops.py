@@ -20,7 +20,8 @@ def _call(lib, opdef, args, kwargs):
     if lib is torch:
         kwargs = {k: getattr(torch, v.name) if isinstance(v, ember.dtype) else v
                   for k, v in kwargs.items()}
-    if opdef.hermitian_input and hasattr(args[0], "mH"):
+    if opdef.hermitian_input and hasattr(args[0], "mH") and args[0].dim() >= 2 and \
+            args[0].shape[-1] == args[0].shape[-2]:
         args = ((args[0] + args[0].mH) / 2,) + tuple(args[1:])
     path = getattr(opdef, "torch_fn", None)
     if path:
@@ -135,7 +136,8 @@ def test_grad_and_gradgrad_match_torch(opdef):
         e_in, e_g = _grads(ember, opdef, e_args, s.kwargs, True)
         if t_in is None:
             continue
-        assert_close(list(e_g), list(t_g), "float64", what=f"grad {opdef.name}({s})")
+        r, a = opdef.tol.get("grad", (None, None))
+        assert_close(list(e_g), list(t_g), "float64", r, a, what=f"grad {opdef.name}({s})")
         # double backward: d/dinputs of sum(grad * v)
         t_sel = [g for g in t_g if g is not None and g.requires_grad]
         if not t_sel:
@@ -153,7 +155,8 @@ def test_grad_and_gradgrad_match_torch(opdef):
         # record one that yields zeros)
         e_gg = ember.autograd.grad(e_l, e_in, allow_unused=True) if isinstance(
             e_l, ember.Tensor) and e_l.requires_grad else [None] * len(e_in)
-        assert_close(list(e_gg), list(t_gg), "float64", what=f"gradgrad {opdef.name}({s})")
+        assert_close(list(e_gg), list(t_gg), "float64", r, a,
+                     what=f"gradgrad {opdef.name}({s})")
 
 
 @pytest.mark.parametrize("opdef", [d for d in all_ops() if d.errors], ids=str)

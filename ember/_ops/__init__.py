@@ -3,9 +3,9 @@
 import functools
 import warnings
 
-from . import (conv, creation, einsum, indexing, joining, linalg, mutation, nn,  # noqa: F401
-               pointwise, pointwise_binary, pointwise_math, random, reduction, shape, sorting,
-               statistics)
+from . import (conv, creation, decompositions, einsum, indexing, joining,  # noqa: F401
+               linalg, linalg_functions, mutation, nn, pointwise, pointwise_binary,
+               pointwise_math, random, reduction, shape, solvers, sorting, statistics)
 from .dispatch import dispatch, dispatch_inplace
 from .registry import all_ops
 
