@@ -14,9 +14,12 @@ from .registry import op
 from .samples import ErrorSample, Sample, const, dtype_error, make
 
 
-class LinAlgError(RuntimeError):
+class _LinAlgError(RuntimeError):
     """A linear-algebra routine failed on its input (singular, not positive-definite): torch's
-    ``torch.linalg.LinAlgError``, a RuntimeError."""
+    ``torch.linalg.LinAlgError``, a RuntimeError (named ``_LinAlgError`` as torch's class)."""
+
+
+LinAlgError = _LinAlgError
 
 
 def check_matrix(name, a, square=True):
