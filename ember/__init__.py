@@ -38,6 +38,10 @@ from ._ops.joining import (atleast_1d, atleast_2d, atleast_3d,  # noqa: E402,F40
                            broadcast_shapes, broadcast_tensors, meshgrid, tril_indices,
                            triu_indices)
 from ._ops.shape import chunk  # noqa: E402,F401
+from ._ops.einsum import einsum  # noqa: E402,F401
+from ._ops.linalg_functions import FUNCTIONS as _LINALG_FUNCTIONS  # noqa: E402
+
+globals().update(_LINALG_FUNCTIONS)
 from .autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402,F401
                                  is_grad_enabled, is_inference_mode_enabled, no_grad,
                                  set_grad_enabled)

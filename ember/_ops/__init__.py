@@ -3,8 +3,9 @@
 import functools
 import warnings
 
-from . import (conv, creation, indexing, joining, linalg, mutation, nn, pointwise,  # noqa: F401
-               pointwise_binary, pointwise_math, random, recurrent, reduction, shape, sorting,
+from . import (conv, creation, decompositions, einsum, indexing, joining,  # noqa: F401
+               linalg, linalg_functions, mutation, nn, pointwise, pointwise_binary,
+               pointwise_math, random, recurrent, reduction, shape, solvers, sorting,
                statistics)
 from .dispatch import dispatch, dispatch_inplace
 from .registry import all_ops
