@@ -38,6 +38,8 @@ from ._ops.joining import (atleast_1d, atleast_2d, atleast_3d,  # noqa: E402,F40
                            broadcast_shapes, broadcast_tensors, meshgrid, tril_indices,
                            triu_indices)
 from ._ops.shape import chunk  # noqa: E402,F401
+from ._ops.sparse import sparse_coo_tensor  # noqa: E402,F401
+from ._sparse import layout, sparse_coo, strided  # noqa: E402,F401
 from .autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402,F401
                                  is_grad_enabled, is_inference_mode_enabled, no_grad,
                                  set_grad_enabled)
@@ -90,7 +92,7 @@ def __getattr__(name):
     import importlib
     if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "amp", "testing",
                 "special", "fft", "linalg", "func", "backends", "profiler", "compiler",
-                "serialization"):
+                "serialization", "sparse"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:

@@ -39,6 +39,7 @@ class OpDef:
         self.meta, self.samples, self.errors = None, None, ()
         self.kinks, self.tol, self.skips, self.dtypes = (), {}, {}, None
         self.writes_overlap = False     # in place into expanded (overlapping) views, as fill_
+        self.sparse = None              # rule for sparse COO operands: see _ops/sparse.py
         self.grad_name = "".join(p.capitalize() for p in name.strip("_").split("_")) + "Backward0"
         params = list(inspect.signature(fwd).parameters.values())[1:]
         self.params = tuple(p.name for p in params)

@@ -1,0 +1,592 @@
+"""Sparse COO tensors: construction, coalescing, conversion, and the sparse rules of the ops
+that take them (``OpDef.sparse``, run by ``dispatch.sparse_dispatch``).
+
+A sparse tensor's ``_data`` is a :class:`~ember._sparse.SparseCOO` holding an ``indices``
+tensor (int64, ``sparse_dim x nnz``) and a ``values`` tensor (``nnz x *dense_shape``); see
+``_sparse.py``. Rules come in two kinds:
+
+- *pattern rules* (neg, mul by a scalar, clone, transpose, add of two sparse tensors, mm...)
+  build the result from the parts without autograd, then record the op's own node, whose vjp
+  (written in ember ops) handles sparse gradients through these same rules;
+- *compositions* (to_dense, coalesce, sparse.mm, sparse.sum, sparse * dense) are written in
+  ember ops on the coalesced parts from :func:`_parts`, whose values are linked to the sparse
+  tensor by a ``ValuesBackward0`` node: the gradient reaching the sparse tensor is then sparse
+  and coalesced, masked to its pattern, as torch's is.
+
+A sparse tensor built from values that require grad has a
+``SparseCooTensorWithDimsAndTensorsBackward0`` node mapping its (sparse or dense) gradient
+back onto the values, one entry per stored index, duplicates included.
+"""
+import math
+
+import numpy as np
+
+from .. import _dtype
+from .._backends import MetaBackend, add_at
+from .._sparse import SparseCOO
+from .._tensor import Tensor
+from ..autograd import grad_mode
+from . import creation, dispatch, linalg, pointwise, reduction, shape
+from .registry import OpDef, op
+
+_int64 = _dtype.int64
+
+
+def _is_sparse(x):
+    return isinstance(x, Tensor) and type(x._data) is SparseCOO
+
+
+def _wrap(indices, values, size, coalesced):
+    """A sparse tensor from its parts, without autograd history."""
+    return Tensor._wrap(SparseCOO(indices, values, size, coalesced), values.device)
+
+
+# ---- kernels ------------------------------------------------------------------------------------
+
+def _keys(xp, indices, sparse_shape):
+    """Row-major linear position of each index column (int64)."""
+    if indices.shape[0] == 0:
+        return xp.zeros(indices.shape[1], np.int64)
+    return xp.ravel_multi_index(tuple(indices), sparse_shape)
+
+
+@op("_sparse_coo_coalesce", function=False, method=False, differentiable=False)
+def _coalesce(xp, indices, values, size):
+    """Indices sorted row-major without repeats, and the values of repeated indices summed."""
+    sparse_shape = tuple(size[:indices.shape[0]])
+    uniq, inv = xp.unique(_keys(xp, indices, sparse_shape), return_inverse=True)
+    out = xp.zeros((uniq.size,) + values.shape[1:], values.dtype)
+    add_at(xp, out, inv.reshape(-1), values)
+    idx = xp.stack(xp.unravel_index(uniq, sparse_shape)) if sparse_shape else \
+        xp.zeros((0, uniq.size), np.int64)
+    return idx.astype(np.int64).reshape(len(sparse_shape), -1), out
+
+
+# NOTE: the number of distinct indices depends on the values; on the meta device the result
+# keeps nnz (an upper bound) rather than failing.
+_coalesce.meta = lambda indices, values, size: (indices, values)
+
+
+@op("_sparse_coo_find", function=False, method=False, differentiable=False)
+def _find(xp, indices, query, size):
+    """Position of each column of ``query`` among the coalesced ``indices`` (``nnz`` where it
+    is absent)."""
+    sparse_shape = tuple(size[:indices.shape[0]])
+    keys, q = _keys(xp, indices, sparse_shape), _keys(xp, query, sparse_shape)
+    pos = xp.searchsorted(keys, q)
+    hit = pos < keys.size
+    hit[hit] = keys[pos[hit]] == q[hit]
+    return xp.where(hit, pos, keys.size).astype(np.int64)
+
+
+_find.meta = lambda indices, query, size: MetaBackend.empty((query.shape[1],), np.int64)
+
+
+# ---- autograd between a sparse tensor and its values ----------------------------------------
+
+def _sparse_from_values(xp, indices, values, size):
+    """(graph node only: the sparse tensor with these parts)"""
+
+
+_from_values = OpDef("sparse_coo_tensor_with_dims_and_tensors", _sparse_from_values)
+
+
+@_from_values.vjp()
+def _(g, indices, values, size):
+    return None, _gather(g, indices, size), None
+
+
+def _values_fwd(xp, input, indices):
+    """(graph node only: the coalesced values of ``input``)"""
+
+
+_values_op = OpDef("values", _values_fwd)
+
+
+@_values_op.vjp()
+def _(g, input, indices):
+    return _make(indices, g, input.shape, True), None
+
+
+def _make(indices, values, size, coalesced=False):
+    """A sparse tensor from its parts; differentiable in ``values``."""
+    t = _wrap(indices, values.detach(), size, coalesced)
+    if values._requires_grad and grad_mode.state.grad_enabled:
+        dispatch._record(_from_values, (indices, values, tuple(size)), {}, [values], [t])
+    return t
+
+
+def _raw(t):
+    sp = t._data
+    return sp.indices, sp.values
+
+
+def _parts(t, coalesced=True):
+    """``(indices, values)`` of sparse ``t`` (coalesced unless ``coalesced=False`` and ``t``
+    needs no gradient); the values carry ``t``'s gradient, as torch's ``values()`` does."""
+    sp = t._data
+    idx, val = sp.indices, sp.values
+    grad = t._requires_grad and grad_mode.state.grad_enabled
+    if not sp.coalesced and (coalesced or grad):
+        idx, val = _coalesce(idx, val, sp.shape)
+    if grad:
+        val = val._alias()
+        dispatch._record(_values_op, (t, idx), {}, [t], [val])
+    return idx, val
+
+
+def _linear(indices, size):
+    """The row-major position of each index column, as an ember tensor (for index_select)."""
+    sd = indices.shape[0]
+    strides = [math.prod(size[i + 1:sd]) for i in range(sd)]
+    w = creation.tensor(strides, dtype=_int64, device=indices.device)
+    return (indices * w.unsqueeze(1)).sum(0)
+
+
+def _gather(g, indices, size):
+    """The entries of ``g`` (dense or sparse, shaped ``size``) at each index column."""
+    sd = indices.shape[0]
+    if _is_sparse(g):
+        if g._data.indices is indices and g.grad_fn is None:
+            return g._data.values
+        gi, gv = _parts(g)
+        pad = shape.cat([gv, creation.zeros((1,) + tuple(gv.shape[1:]), dtype=gv.dtype,
+                                            device=gv.device)])
+        return pad.index_select(0, _find(gi, indices, tuple(size)))
+    flat = g.reshape((math.prod(size[:sd]),) + tuple(size[sd:]))
+    return flat.index_select(0, _linear(indices, size))
+
+
+def _record_as(opdef, args, out, kwargs=None):
+    """Give ``out`` (computed without autograd) the history of ``opdef(*args)``."""
+    if not grad_mode.state.grad_enabled:
+        return out
+    tensors = list(dispatch._flat_tensors(args))
+    if any(t._requires_grad for t in tensors):
+        dispatch._record(opdef, args, kwargs or {}, tensors, [out])
+    return out
+
+
+# ---- construction ---------------------------------------------------------------------------
+
+def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pin_memory=False,
+                      requires_grad=False, check_invariants=None, is_coalesced=None):
+    """A sparse tensor in COO format: ``values[k]`` sits at ``indices[:, k]``.
+
+    Args:
+        indices: int tensor (or nested list) of shape ``(sparse_dim, nnz)``.
+        values: tensor of shape ``(nnz, *dense_shape)``.
+        size: the full shape; by default the smallest that holds every index.
+        dtype, device, requires_grad: as for :func:`ember.tensor`.
+        is_coalesced: promise the indices are sorted and unique (not checked).
+
+    Example:
+        >>> import ember
+        >>> s = ember.sparse_coo_tensor([[0, 1, 1], [2, 0, 2]], [3., 4., 5.], (2, 3))
+        >>> s.to_dense()
+        tensor([[0., 0., 3.],
+                [4., 0., 5.]])
+    """
+    if not isinstance(indices, Tensor):
+        indices = creation.tensor(indices, dtype=_int64, device=device)
+    if not isinstance(values, Tensor):
+        values = creation.tensor(values, dtype=dtype, device=device)
+    if device is not None:
+        indices, values = indices.to(device), values.to(device)
+    if dtype is not None:
+        values = values.to(dtype)
+    indices = indices.to(_int64)
+    if indices.dim() != 2:
+        raise RuntimeError(f"indices must be sparse_dim x nnz, but got: {list(indices.shape)}")
+    sd, nnz = indices.shape
+    if values.dim() == 0 or values.shape[0] != nnz:
+        raise RuntimeError(f"indices and values must have same nnz, but got nnz from indices: "
+                           f"{nnz}, nnz from values: {values.shape[0] if values.dim() else 0}")
+    dense = tuple(values.shape[1:])
+    if size is None:
+        top = indices.amax(1) + 1 if nnz and indices.device.type != "meta" else None
+        size = (tuple(top.tolist()) if top is not None else (0,) * sd) + dense
+    size = tuple(creation._size((size,)) if not isinstance(size, int) else (size,))
+    _check_size(indices, values, size)
+    if indices.device != values.device:
+        raise RuntimeError(f"sparse_coo_tensor: expected indices and values on one device, got "
+                           f"{indices.device} and {values.device}")
+    t = _make(indices, values, size, bool(is_coalesced) or nnz <= 1)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _check_size(indices, values, size):
+    sd, dd = indices.shape[0], values.dim() - 1
+    if len(size) != sd + dd:
+        raise RuntimeError(f"'len(size) == sparse_dim + dense_dim' is not satisfied: len(size) = "
+                           f"{len(size)}, sparse_dim = {sd}, dense_dim = {dd}")
+    if tuple(values.shape[1:]) != tuple(size[sd:]):
+        raise RuntimeError(f"values has incorrect size, expected {[values.shape[0]] + list(size[sd:])}"
+                           f", got {list(values.shape)}")
+    if indices.shape[1] and indices.device.type != "meta":
+        lo, hi = indices.amin(1).tolist(), indices.amax(1).tolist()
+        for d in range(sd):
+            if lo[d] < 0:
+                raise RuntimeError(f"found negative index {lo[d]} for dim {d}")
+            if hi[d] >= size[d]:
+                raise RuntimeError(f"size is inconsistent with indices: for dim {d}, size is "
+                                   f"{size[d]} but found index {hi[d]}")
+
+
+# ---- Tensor methods ---------------------------------------------------------------------------
+
+def _expect_sparse(t, name, what="sparse coordinate tensor"):
+    if not _is_sparse(t):
+        raise RuntimeError(f"{name} expected {what} layout but got Strided")
+
+
+def _no_kernel(t, name):
+    if not _is_sparse(t):
+        raise NotImplementedError(f"Could not run 'aten::{name}' with arguments from the "
+                                  f"'{t.device.type.upper()}' backend.")
+
+
+def coalesce(self):
+    """This sparse tensor with indices sorted and unique (repeats summed); itself if already
+    coalesced."""
+    _expect_sparse(self, "coalesce")
+    if self._data.coalesced:
+        return self
+    idx, val = _parts(self)
+    return _make(idx, val, self.shape, True)
+
+
+def is_coalesced(self):
+    """Whether the indices are known to be sorted and unique."""
+    _expect_sparse(self, "is_coalesced")
+    return self._data.coalesced
+
+
+def indices(self):
+    """The indices of a coalesced sparse tensor (``sparse_dim x nnz``)."""
+    _expect_sparse(self, "indices")
+    if not self._data.coalesced:
+        raise RuntimeError("Cannot get indices on an uncoalesced tensor, please call .coalesce() "
+                           "first")
+    return self._data.indices._alias()
+
+
+def values(self):
+    """The values of a coalesced sparse tensor (``nnz x *dense_shape``), differentiable."""
+    _expect_sparse(self, "values", "sparse tensor")
+    if not self._data.coalesced:
+        raise RuntimeError("Cannot get values on an uncoalesced tensor, please call .coalesce() "
+                           "first")
+    return _parts(self)[1] if self._requires_grad else self._data.values._alias()
+
+
+def _indices(self):
+    """The stored indices, coalesced or not (shares memory with the sparse tensor)."""
+    _no_kernel(self, "_indices")
+    return self._data.indices
+
+
+def _values(self):
+    """The stored values, coalesced or not (shares memory; no autograd)."""
+    _no_kernel(self, "_values")
+    return self._data.values
+
+
+def _nnz(self):
+    """The number of stored entries (repeats counted)."""
+    _no_kernel(self, "_nnz")
+    return self._data.indices.shape[1]
+
+
+def sparse_dim(self):
+    return self._data.indices.shape[0] if _is_sparse(self) else 0
+
+
+def dense_dim(self):
+    return self._data.values.dim() - 1 if _is_sparse(self) else self.dim()
+
+
+def to_dense(self, dtype=None, *, masked_grad=None):
+    """A strided tensor with the same elements (repeated indices summed).
+
+    Example:
+        >>> import ember
+        >>> ember.sparse_coo_tensor([[0, 0]], [1., 2.], (3,)).to_dense()
+        tensor([3., 0., 0.])
+    """
+    if not _is_sparse(self):
+        return self if dtype is None else self.to(dtype)
+    idx, val = _parts(self, coalesced=False)
+    size, sd = tuple(self.shape), idx.shape[0]
+    flat = creation.zeros((math.prod(size[:sd]),) + size[sd:], dtype=val.dtype,
+                          device=val.device)
+    out = flat.index_add(0, _linear(idx, size), val).reshape(size)
+    return out if dtype is None else out.to(dtype)
+
+
+def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
+    """This tensor in sparse COO layout; the first ``sparse_dim`` dimensions (default all)
+    become sparse, a block of the rest is stored when any of its elements is non-zero."""
+    if layout is not None and repr(layout) != "torch.sparse_coo":
+        raise NotImplementedError(f"to_sparse: layout {layout} is not supported")
+    if _is_sparse(self):
+        if sparse_dim is not None and sparse_dim != self.sparse_dim():
+            raise RuntimeError(f"to_sparse: conversion from Sparse to Sparse with sparse_dim "
+                               f"argument !=self.sparse_dim() is not supported")
+        return self
+    sd = self.dim() if sparse_dim is None else sparse_dim
+    if not 0 <= sd <= self.dim():
+        raise RuntimeError(f"sparse_dim must be in [0, {self.dim()}], got {sd}")
+    nz = self.detach() != 0
+    if sd < self.dim():
+        nz = nz.reshape(tuple(self.shape[:sd]) + (-1,)).any(-1)
+    idx = nz.nonzero().t().contiguous() if sd else creation.zeros((0, 1), dtype=_int64)
+    if not sd and not bool(nz):
+        idx = creation.zeros((0, 0), dtype=_int64)
+    val = _gather(self, idx, tuple(self.shape))
+    return _make(idx, val, self.shape, True)
+
+
+def sparse_mask(self, mask):
+    """The entries of this dense tensor at the (coalesced) indices of sparse ``mask``."""
+    _expect_sparse(mask, "sparse_mask")
+    idx = _parts(mask.detach())[0]
+    return _make(idx, _gather(self, idx, tuple(self.shape)), self.shape, True)
+
+
+# ---- rules of the ops that take sparse operands ------------------------------------------------
+
+_NUMBERS = (int, float, bool, complex)
+no_grad = grad_mode.no_grad
+
+
+def _map_values(opdef, fn, keeps_coalesced=True):
+    """A pattern rule: ``fn`` applied to the values (indices kept), recorded as ``opdef``."""
+    def rule(input, *args, **kwargs):
+        if not _is_sparse(input) or any(_is_sparse(a) for a in args):
+            raise NotImplementedError(f"{opdef.name}: unsupported mix of sparse and dense "
+                                      "operands")
+        i, v = _raw(input)
+        with no_grad():
+            out = _wrap(i, fn(v, *args, **kwargs), input.shape,
+                        input._data.coalesced and keeps_coalesced)
+        return _record_as(opdef, (input,) + args, out, kwargs)
+    return rule
+
+
+def _scale_rule(opdef, fn):
+    """mul/div: by a number keeps the pattern; mul by a tensor is a composition."""
+    scaled = _map_values(opdef, fn)
+
+    def rule(input, other, *args, **kwargs):
+        if _is_sparse(input) and isinstance(other, _NUMBERS):
+            return scaled(input, other, *args, **kwargs)
+        if opdef is pointwise.mul and isinstance(input, _NUMBERS):
+            return rule(other, input)
+        if opdef is pointwise.mul:
+            return _mul_tensor(input, other)
+        raise NotImplementedError(f"{opdef.name}: a sparse tensor may only be divided by a "
+                                  f"number, got {type(other).__name__}")
+    return rule
+
+
+def _mul_tensor(a, b):
+    if _is_sparse(a) and _is_sparse(b):
+        _same_shape("mul", a, b)
+        ia, va = _parts(a)
+        ib, vb = _parts(b)
+        # NOTE: the product keeps only the indices both share (torch keeps the pattern of one
+        # operand with explicit zeros elsewhere; the dense value is the same).
+        pos = _find(ib, ia, tuple(a.shape))
+        hit = (pos < ib.shape[1]).nonzero().reshape(-1)
+        vb = shape.cat([vb, creation.zeros((1,) + tuple(vb.shape[1:]), dtype=vb.dtype,
+                                           device=vb.device)])
+        val = va.index_select(0, hit) * vb.index_select(0, pos.index_select(0, hit))
+        return _make(ia.index_select(1, hit), val, a.shape, True)
+    s, d = (a, b) if _is_sparse(a) else (b, a)
+    idx, val = _parts(s, coalesced=d.dim() == 0 and not s._requires_grad)
+    if d.dim():
+        _same_shape("mul", s, d)
+        d = _gather(d, idx, tuple(s.shape))
+    return _make(idx, val * d, s.shape, s._data.coalesced or d.dim() > 0)
+
+
+def _same_shape(name, a, b):
+    if tuple(a.shape) != tuple(b.shape):
+        raise RuntimeError(f"{name}: expected sizes of 'self' and 'other' to match, but "
+                           f"{list(a.shape)} != {list(b.shape)}")
+
+
+def _add_rule(opdef, sign):
+    def rule(input, other, alpha=1):
+        if not (_is_sparse(input) and _is_sparse(other)):
+            # a dense operand makes the result dense
+            a = to_dense(input) if _is_sparse(input) else input
+            b = to_dense(other) if _is_sparse(other) else other
+            return opdef(a, b, alpha=alpha)
+        _same_shape(opdef.name, input, other)
+        dt = _dtype.promote_types(input.dtype, other.dtype)
+        (ia, va), (ib, vb) = _raw(input), _raw(other)
+        scale = sign * alpha
+        with no_grad():
+            if input is other:
+                # NOTE: torch adds a tensor to itself by scaling its values, indices untouched
+                out = _wrap(ia, (va * (1 + scale)).to(dt), input.shape, input._data.coalesced)
+            else:
+                vb = vb * scale if scale != 1 else vb
+                out = _wrap(shape.cat([ia, ib], 1), shape.cat([va.to(dt), vb.to(dt)]),
+                            input.shape, False)
+                if input._data.coalesced and other._data.coalesced:
+                    out = coalesce(out)
+        return _record_as(opdef, (input, other), out, {"alpha": alpha} if alpha != 1 else None)
+    return rule
+
+
+def _spmm(s, d, coalesced):
+    """``s @ d`` for 2-d sparse ``s`` (no dense dims) and a dense matrix ``d``."""
+    idx, val = _parts(s, coalesced)
+    dt = _dtype.promote_types(val.dtype, d.dtype)
+    out = creation.zeros((s.shape[0], d.shape[1]), dtype=dt, device=d.device)
+    return out.index_add(0, idx[0], val.unsqueeze(1) * d.index_select(0, idx[1]))
+
+
+def _check_mm(name, a, b):
+    if a.dim() != 2 or b.dim() != 2:
+        raise RuntimeError(f"{name}: expected 2-D matrices, got {a.dim()}-D and {b.dim()}-D")
+    if any(_is_sparse(x) and x.dense_dim() for x in (a, b)):
+        raise RuntimeError(f"{name}: sparse matrices with dense dimensions are not supported")
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x"
+                           f"{a.shape[1]} and {b.shape[0]}x{b.shape[1]})")
+
+
+def _mm_rule(input, mat2):
+    """torch.mm / matmul with one sparse operand: a dense result, and (as torch) a dense
+    gradient for the sparse operand."""
+    _check_mm("mm", input, mat2)
+    if _is_sparse(input) and _is_sparse(mat2):
+        raise NotImplementedError("mm: the product of two sparse tensors is not supported")
+    with no_grad():
+        out = _spmm(input, mat2, False) if _is_sparse(input) else \
+            _spmm(mat2.t(), input.t(), False).t().contiguous()
+    return _record_as(linalg.mm, (input, mat2), out)
+
+
+def _addmm_rule(input, mat1, mat2, *, beta=1, alpha=1):
+    if _is_sparse(input):
+        raise NotImplementedError("addmm: a sparse input matrix is not supported")
+    with no_grad():
+        out = _mm_rule(mat1, mat2)
+        out = out * alpha if alpha != 1 else out
+        if beta != 0:       # NOTE: as dense addmm, beta == 0 ignores input (nan included)
+            out = out + (input * beta if beta != 1 else input)
+    return _record_as(linalg.addmm, (input, mat1, mat2), out, dict(beta=beta, alpha=alpha))
+
+
+def _transpose_rule(input, dim0, dim1):
+    n, sd = input.dim(), input.sparse_dim()
+    d0, d1 = dim0 % n if n else 0, dim1 % n if n else 0
+    if d0 >= sd or d1 >= sd:
+        raise RuntimeError(f"sparse transpose: transposed dimensions must be sparse Got "
+                           f"sparse_dim: {sd}, d0: {d0}, d1: {d1}")
+    perm = list(range(sd))
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    size = list(input.shape)
+    size[d0], size[d1] = size[d1], size[d0]
+    i, v = _raw(input)
+    with no_grad():
+        out = _wrap(i[perm], v, size, input._data.coalesced and d0 == d1)
+    return _record_as(shape.transpose, (input, dim0, dim1), out)
+
+
+def _t_rule(input):
+    sd, dd = input.sparse_dim(), input.dense_dim()
+    if sd > 2 or dd:
+        raise RuntimeError(f"t() expects a tensor with <= 2 sparse and 0 dense dimensions, but "
+                           f"got {sd} sparse and {dd} dense dimensions")
+    if input.dim() < 2:
+        return _map_values(shape.t, lambda v: v)(input)
+    out = _transpose_rule(input.detach(), 0, 1)
+    return _record_as(shape.t, (input,), out)
+
+
+def sparse_sum(input, dim=None, dtype=None):
+    """Sum of a sparse tensor over ``dim`` (all by default): dense when every sparse dim is
+    summed, else sparse and coalesced (see ``torch.sparse.sum``)."""
+    idx, val = _parts(input, coalesced=False)
+    if dtype is not None:
+        val = val.to(dtype)
+    if dim is None:
+        return val.sum()
+    n, sd = input.dim(), input.sparse_dim()
+    dims = sorted({d % n for d in ((dim,) if isinstance(dim, int) else dim)})
+    dense = [d - sd + 1 for d in dims if d >= sd]
+    if dense:
+        val = val.sum(dense)
+    keep = [d for d in range(sd) if d not in dims]
+    if not keep:
+        return val.sum(0)
+    size = [s for d, s in enumerate(input.shape) if d not in dims]
+    return coalesce(_make(idx[keep], val, size, False))
+
+
+def sparse_softmax(input, dim, dtype=None, log=False):
+    """(Log-)softmax over ``dim`` of the stored entries of sparse ``input``; entries that are
+    not stored count as -inf, so they stay absent (``torch.sparse.softmax``)."""
+    idx, val = _parts(input)
+    if dtype is not None:
+        val = val.to(dtype)
+    n, sd = input.dim(), input.sparse_dim()
+    d = dim % n
+    if d >= sd:                 # over a dense dim: each stored block on its own
+        out = val.log_softmax(d - sd + 1) if log else val.softmax(d - sd + 1)
+        return _make(idx, out, input.shape, True)
+    others = [k for k in range(sd) if k != d]
+    groups = [input.shape[k] for k in others]
+    key = _linear(idx[others], groups) if others else creation.zeros(idx.shape[1], dtype=_int64)
+    rows = (math.prod(groups),) + tuple(val.shape[1:])
+    # the max of each group only shifts the exponent (no gradient flows through it)
+    top = creation.full(rows, float("-inf"), dtype=val.dtype, device=val.device).index_reduce(
+        0, key, val.detach(), "amax", include_self=False)
+    z = val - top.index_select(0, key)
+    e = z.exp()
+    total = creation.zeros(rows, dtype=val.dtype, device=val.device).index_add(0, key, e)
+    out = z - total.log().index_select(0, key) if log else e / total.index_select(0, key)
+    return _make(idx, out, input.shape, True)
+
+
+def _sum_rule(input, dim=None, keepdim=False, *, dtype=None):
+    if keepdim:
+        raise NotImplementedError("sum: keepdim=True is not supported for sparse tensors")
+    return sparse_sum(input, dim, dtype)
+
+
+def _move(t, dev):
+    """``t.to(dev)`` for a sparse tensor (no device copy of the placeholder)."""
+    i, v = _raw(t)
+    out = _wrap(i._move(dev), v._move(dev), t.shape, t._data.coalesced)
+    return _record_as(pointwise._to_device, (t, str(t.device)), out)
+
+
+pointwise.neg.sparse = _map_values(pointwise.neg, lambda v: -v)
+pointwise.clone.sparse = _map_values(pointwise.clone, lambda v, memory_format=None: v.clone())
+pointwise._to_dtype.sparse = _map_values(pointwise._to_dtype, lambda v, dtype: v.to(dtype))
+pointwise.mul.sparse = _scale_rule(pointwise.mul, lambda v, o: v * o)
+pointwise.div.sparse = _scale_rule(pointwise.div, lambda v, o, rounding_mode=None:
+                                   pointwise.div(v, o, rounding_mode=rounding_mode))
+pointwise.add.sparse = _add_rule(pointwise.add, 1)
+pointwise.sub.sparse = _add_rule(pointwise.sub, -1)
+linalg.mm.sparse = linalg.matmul.sparse = _mm_rule
+linalg.addmm.sparse = _addmm_rule
+shape.transpose.sparse = _transpose_rule
+shape.t.sparse = _t_rule
+reduction.sum_.sparse = _sum_rule
+
+
+METHODS = (coalesce, is_coalesced, indices, values, _indices, _values, _nnz, sparse_dim,
+           dense_dim, to_dense, to_sparse, sparse_mask)
+for _f in METHODS:
+    setattr(Tensor, _f.__name__, _f)
+del _f
