@@ -158,9 +158,11 @@ class Tensor:
             try:
                 self._data[...] = src
             except SparseOperand:
-                if not (self.is_sparse and r.is_sparse):
+                if not self.is_sparse:
                     raise
-                self._data = r._data        # a sparse tensor's parts are replaced whole
+                # a sparse tensor's parts are replaced whole (a dense result, as zero_'s,
+                # is stored in sparse form)
+                self._data = (r if r.is_sparse else r.to_sparse(self.sparse_dim()))._data
         self._bump_version()
         rebase_history(self, r)
         return self
@@ -477,7 +479,7 @@ class Tensor:
     def _move(self, dev):
         from ._ops import dispatch, pointwise
         if type(self._data) is SparseCOO:
-            from ._ops.sparse import _move
+            from ._ops.sparse_rules import _move
             return _move(self, dev)
         if self.device.type == "meta" and dev.type != "meta":
             raise NotImplementedError("Cannot copy out of meta tensor; no data! Please use "

@@ -188,9 +188,8 @@ def test_values_gradient_through_construction():
 
 
 def test_type_conversion_and_clone():
-    for f in (lambda s: s.to(s.dtype.__class__ and (ember.float32 if isinstance(s, ember.Tensor)
-                                                     else torch.float32)),
-              lambda s: s.clone(), lambda s: s.detach(), lambda s: s.coalesce().clone()):
+    for f in (lambda s: s.float(), lambda s: s.clone(), lambda s: s.detach(),
+              lambda s: s.coalesce().clone()):
         assert_sparse(f(_sp(ember)), f(_sp(torch)))
 
 
@@ -266,6 +265,41 @@ def test_unsupported_dense_op_names_op_and_backend():
         ember.cumsum(_sp(ember).to("meta"), 0)
 
 
+@pytest.mark.parametrize("name", ["abs", "sqrt", "sin", "tanh", "expm1", "floor", "sign",
+                                  "relu", "square", "erf"])
+def test_zero_preserving_functions_stay_sparse(name):
+    def run(lib):
+        s = _sp(lib).abs() if name == "sqrt" else _sp(lib)
+        return getattr(s, name)()
+    assert_sparse(*both(run), coalesced=False)
+
+
+def test_pow_norm_and_in_place_ops():
+    assert_sparse(*both(lambda lib: _sp(lib) ** 2), coalesced=False)
+    for p in (2, 1, float("inf")):
+        assert_close(*both(lambda lib: _sp(lib).norm(p)))
+
+    def in_place(lib):
+        s = _sp(lib)
+        s.mul_(lib.tensor(0.5, dtype=lib.float64))
+        s.add_(_sp(lib, IDX2, VAL2))
+        return s
+    assert_sparse(*both(in_place))
+
+    def zeroed(lib):
+        s = _sp(lib)
+        s.zero_()
+        return s
+    e, t = both(zeroed)
+    assert_sparse(e, t)
+    assert e._nnz() == t._nnz() == 0
+
+
+def test_pow_with_non_positive_exponent_raises():
+    with pytest.raises(NotImplementedError, match="positive number"):
+        _sp(ember) ** 0
+
+
 # ---- transpose ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("fn", [lambda s: s.t(), lambda s: s.transpose(0, 1),
@@ -283,6 +317,10 @@ def test_transpose_of_dense_dims_raises():
 
 
 # ---- products ---------------------------------------------------------------------------------
+
+def _ones(lib):
+    return lib.ones(3, 2, dtype=lib.float64)
+
 
 def _grads(fn, coalesce=False):
     """fn(lib, s, d) -> output; returns (out, s.grad, d.grad) for both libraries."""
@@ -303,9 +341,8 @@ def _grads(fn, coalesce=False):
     ("sparse.mm", lambda lib, s, d: lib.sparse.mm(s, d)),
     ("mm", lambda lib, s, d: lib.mm(s, d)),
     ("matmul", lambda lib, s, d: s @ d),
-    ("sparse.addmm", lambda lib, s, d: lib.sparse.addmm(lib.ones(3, 2, dtype=lib.float64), s, d, beta=0.5,
-                                                         alpha=2.0)),
-    ("addmm", lambda lib, s, d: lib.addmm(lib.ones(3, 2, dtype=lib.float64), s, d, beta=0.5, alpha=2.0)),
+    ("sparse.addmm", lambda lib, s, d: lib.sparse.addmm(_ones(lib), s, d, beta=0.5, alpha=2.0)),
+    ("addmm", lambda lib, s, d: lib.addmm(_ones(lib), s, d, beta=0.5, alpha=2.0)),
     ("dense@sparse.t", lambda lib, s, d: d.t() @ s.t()),
 ])
 def test_products_and_gradients(name, fn, coalesce):

@@ -139,3 +139,21 @@ def test_adam_rejects_sparse_gradients():
         emb(lib.tensor([1])).sum().backward()
         opt.step()
     same(run, "Adam does not support sparse gradients")
+
+
+def test_clip_grad_norm_with_sparse_gradients():
+    # NOTE: torch's foreach norm has no sparse kernel; ember clips the stored values, which
+    # gives the clipping of the dense gradient
+    grads = []
+    for dense in (False, True):
+        emb = ember.nn.Embedding(10, 3, sparse=True)
+        with ember.no_grad():
+            emb.weight.copy_(ember.tensor(W))
+        (emb(ember.tensor(IDX)) ** 2).sum().backward()
+        if dense:
+            emb.weight.grad = emb.weight.grad.to_dense()
+        total = ember.nn.utils.clip_grad_norm_(emb.parameters(), 1.0)
+        grads.append((total, emb.weight.grad.to_dense()))
+    assert_close(grads[0][0], grads[1][0])
+    assert_close(grads[0][1], grads[1][1])
+    assert grads[0][1].norm().item() == pytest.approx(1.0, rel=1e-6)

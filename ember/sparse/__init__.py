@@ -3,8 +3,8 @@
 The sparse tensor itself and the rules of the ops that take it live in ``ember/_ops/sparse.py``.
 See https://pytorch.org/docs/stable/sparse.html.
 """
-from .._ops import sparse as _sp
-from .._ops.sparse import sparse_sum as sum  # noqa: F401,A001
+from .._ops import sparse_rules as _sp
+from .._ops.sparse_rules import sparse_sum as sum  # noqa: F401,A001
 
 __all__ = ["mm", "addmm", "sum", "softmax", "log_softmax"]
 
