@@ -416,8 +416,11 @@ def test_gradcheck_through_values():
 
     def f(v, d):
         s = ember.sparse_coo_tensor(idx, v, SIZE)
+        other = ember.sparse_coo_tensor(ember.tensor(IDX2), v[:4] * 3, SIZE)
         return (ember.sparse.mm(s, d) + ember.sparse.sum(s * 2.0, 1).to_dense().unsqueeze(1),
-                (s.t() @ ember.ones(3, 2, dtype=ember.float64)).sin())
+                (s.t() @ ember.ones(3, 2, dtype=ember.float64)).sin(),
+                ember.mm(s.coalesce().sin(), d), (s + other - s.neg()).to_dense(),
+                (s * other).to_dense(), ember.sparse.softmax(s, 1).to_dense())
     assert ember.autograd.gradcheck(f, (v, d))
 
 
@@ -455,3 +458,13 @@ def test_save_load_round_trip(tmp_path):
     assert_sparse(back["s"], loaded["s"])
     torch.save({"s": _sp(torch)}, tmp_path / "t.pt")
     assert_sparse(ember.load(tmp_path / "t.pt")["s"], _sp(torch))
+
+
+def test_pickle_and_deepcopy():
+    import copy
+    import pickle
+    s = _sp(ember).requires_grad_()
+    for back in (pickle.loads(pickle.dumps(s)), copy.deepcopy(s)):
+        assert back.requires_grad and not back.is_coalesced()
+        assert_sparse(back, _sp(torch))
+        assert back._values() is not s._values()

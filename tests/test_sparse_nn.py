@@ -157,3 +157,15 @@ def test_clip_grad_norm_with_sparse_gradients():
     assert_close(grads[0][0], grads[1][0])
     assert_close(grads[0][1], grads[1][1])
     assert grads[0][1].norm().item() == pytest.approx(1.0, rel=1e-6)
+
+
+def test_sparse_adam_state_dict_round_trip_keeps_an_int_step(tmp_path):
+    _, opt = _train(ember, "SparseAdam", dict(lr=0.05), steps=3)
+    ember.save(opt.state_dict(), tmp_path / "opt.pt")
+    assert torch.load(tmp_path / "opt.pt")["state"][0]["step"] == 3
+    emb = ember.nn.Embedding(10, 3, sparse=True)
+    again = ember.optim.SparseAdam(emb.parameters(), lr=0.05)
+    again.load_state_dict(ember.load(tmp_path / "opt.pt"))
+    st = again.state[emb.weight]
+    assert st["step"] == 3 and type(st["step"]) is int
+    assert_close(st["exp_avg"], opt.state[next(iter(opt.state))]["exp_avg"])

@@ -357,6 +357,16 @@ def sparse_mask(self, mask):
     return _make(idx, _gather(self, idx, tuple(self.shape)), self.shape, True)
 
 
+def _reduce_sparse(t):
+    """``pickle`` / ``deepcopy`` recipe of a sparse tensor: its parts."""
+    i, v = _raw(t)
+    return _rebuild_sparse, (i, v, tuple(t.shape), t._data.coalesced, t._requires_grad)
+
+
+def _rebuild_sparse(indices, values, size, coalesced, requires_grad):
+    return _wrap(indices, values, size, coalesced).requires_grad_(requires_grad)
+
+
 METHODS = (coalesce, is_coalesced, indices, values, _indices, _values, _nnz, sparse_dim,
            dense_dim, to_dense, to_sparse, sparse_mask)
 for _f in METHODS:

@@ -12,10 +12,13 @@ Two kinds of rule (see ``_ops/sparse.py`` for the tensor itself):
 """
 import math
 
+import numpy as np
+
 from .. import _dtype
+from .._backends import MetaBackend, add_at
 from ..autograd import grad_mode
 from . import creation, linalg, pointwise, reduction, shape
-from .registry import get
+from .registry import get, op
 from .sparse import (_find, _gather, _int64, _is_sparse, _linear, _make, _parts, _raw,
                      _record_as, _wrap, coalesce, to_dense)
 
@@ -106,12 +109,41 @@ def _add_rule(opdef, sign):
     return rule
 
 
+@op("_sparse_coo_mm", function=False, method=False, promote="common", promote_args=(2, 3))
+def _coo_mm(xp, rows, cols, values, dense, nrows):
+    """``S @ dense`` for the 2-d sparse ``S`` with entries ``values`` at (``rows``, ``cols``)
+    and ``nrows`` rows."""
+    prod = values[:, None] * dense[cols]
+    out = xp.zeros((nrows, dense.shape[1]), prod.dtype)
+    if rows.size == 0:
+        return out
+    if xp is not np:
+        add_at(xp, out, rows, prod)
+        return out
+    # NOTE: a segmented sum over rows in order (np.add.reduceat) is ~5x faster than the
+    # scattered np.add.at; coalesced indices are already in row order.
+    if rows.size > 1 and not (rows[1:] >= rows[:-1]).all():
+        order = np.argsort(rows, kind="stable")
+        rows, prod = rows[order], prod[order]
+    starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+    out[rows[starts]] = np.add.reduceat(prod, starts, axis=0)
+    return out
+
+
+@_coo_mm.vjp(save=("rows", "cols", "values", "dense"))
+def _(g, rows, cols, values, dense, nrows):
+    gv = (g.index_select(0, rows) * dense.index_select(0, cols)).sum(1)
+    return None, None, gv, _coo_mm(cols, rows, values, g, dense.shape[0]), None
+
+
+_coo_mm.meta = lambda rows, cols, values, dense, nrows: MetaBackend.empty(
+    (nrows, dense.shape[1]), np.result_type(values.dtype, dense.dtype))
+
+
 def _spmm(s, d, coalesced):
     """``s @ d`` for 2-d sparse ``s`` (no dense dims) and a dense matrix ``d``."""
     idx, val = _parts(s, coalesced)
-    dt = _dtype.promote_types(val.dtype, d.dtype)
-    out = creation.zeros((s.shape[0], d.shape[1]), dtype=dt, device=d.device)
-    return out.index_add(0, idx[0], val.unsqueeze(1) * d.index_select(0, idx[1]))
+    return _coo_mm(idx[0], idx[1], val, d, s.shape[0])
 
 
 def _check_mm(name, a, b):

@@ -55,6 +55,12 @@ class SparseAdam(Optimizer):
             if bad:
                 raise ValueError(f"{kind} params at indices {bad}: {why}")
 
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for st in self.state.values():      # NOTE: torch's SparseAdam counts steps in an int
+            if isinstance(st, dict) and isinstance(st.get("step"), Tensor):
+                st["step"] = int(st["step"].item())
+
     def step(self, closure=None):
         """Update every parameter that has a (sparse) gradient; returns ``closure()`` if
         given."""
