@@ -1,5 +1,6 @@
-"""Sparse COO tensors: construction, coalescing, conversion, and the sparse rules of the ops
-that take them (``OpDef.sparse``, run by ``dispatch.sparse_dispatch``).
+"""Sparse COO tensors: construction, coalescing, conversion, the Tensor methods, and the
+autograd link between a sparse tensor and its values. The rules of the ops that take sparse
+operands (``OpDef.sparse``, run by ``dispatch.sparse_dispatch``) are in ``sparse_rules.py``.
 
 A sparse tensor's ``_data`` is a :class:`~ember._sparse.SparseCOO` holding an ``indices``
 tensor (int64, ``sparse_dim x nnz``) and a ``values`` tensor (``nnz x *dense_shape``); see
