@@ -42,6 +42,8 @@ from ._ops.einsum import einsum  # noqa: E402,F401
 from ._ops.linalg_functions import FUNCTIONS as _LINALG_FUNCTIONS  # noqa: E402
 
 globals().update(_LINALG_FUNCTIONS)
+from ._ops.sparse import sparse_coo_tensor  # noqa: E402,F401
+from ._sparse import layout, sparse_coo, strided  # noqa: E402,F401
 from .autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402,F401
                                  is_grad_enabled, is_inference_mode_enabled, no_grad,
                                  set_grad_enabled)
@@ -102,7 +104,7 @@ def __getattr__(name):
     import importlib
     if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "amp", "testing",
                 "special", "fft", "linalg", "func", "backends", "profiler", "compiler",
-                "serialization"):
+                "serialization", "sparse"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:

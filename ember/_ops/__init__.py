@@ -5,7 +5,7 @@ import warnings
 
 from . import (conv, creation, decompositions, einsum, indexing, joining,  # noqa: F401
                linalg, linalg_functions, mutation, nn, pointwise, pointwise_binary,
-               pointwise_math, random, recurrent, reduction, shape, solvers, sorting,
+               pointwise_math, random, recurrent, reduction, shape, solvers, sorting, sparse,
                statistics)
 from .dispatch import dispatch, dispatch_inplace
 from .registry import all_ops
