@@ -3,7 +3,7 @@
 import functools
 import warnings
 
-from . import (conv, creation, indexing, joining, linalg, mutation, nn, pointwise,  # noqa: F401
+from . import (closeness, conv, creation, indexing, joining, linalg, mutation, nn, pointwise,  # noqa: F401
                pointwise_binary, pointwise_math, pointwise_numeric, random, reduction, shape,
                sorting, statistics)
 from .dispatch import dispatch, dispatch_inplace
