@@ -323,11 +323,12 @@ METHODS.update(is_pinned=_false, is_shared=_false, pin_memory=_same, share_memor
                storage=lambda self: self.untyped_storage())
 
 
-def install(namespace):
-    """Add ``FUNCTIONS`` to ``namespace`` (ember's globals) and ``METHODS`` to Tensor, leaving
-    names that are already defined alone."""
-    for name, f in FUNCTIONS.items():
-        namespace.setdefault(name, f)
-    for name, f in METHODS.items():
-        if not hasattr(Tensor, name):
-            setattr(Tensor, name, f)
+def install(namespace, *more):
+    """Add ``FUNCTIONS`` to ``namespace`` (ember's globals) and ``METHODS`` to Tensor, and those
+    of the modules ``more``, leaving names that are already defined alone."""
+    for mod in (None,) + more:
+        for name, f in (mod.FUNCTIONS if mod else FUNCTIONS).items():
+            namespace.setdefault(name, f)
+        for name, f in (mod.METHODS if mod else METHODS).items():
+            if not hasattr(Tensor, name):
+                setattr(Tensor, name, f)
