@@ -38,9 +38,9 @@ from ._ops.joining import (atleast_1d, atleast_2d, atleast_3d,  # noqa: E402,F40
                            broadcast_shapes, broadcast_tensors, meshgrid, tril_indices,
                            triu_indices)
 from ._ops.shape import chunk  # noqa: E402,F401
-from . import _aten_nn, _composites  # noqa: E402
+from . import _aten_nn, _composites, _numerics  # noqa: E402
 
-_composites.install(globals(), _aten_nn)
+_composites.install(globals(), _aten_nn, _numerics)
 from .autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402,F401
                                  is_grad_enabled, is_inference_mode_enabled, no_grad,
                                  set_grad_enabled)

@@ -25,6 +25,11 @@ def is_distributed(input):
     return False
 
 
+def get_device(input):
+    """The CUDA device index of ``input``, -1 on the CPU."""
+    return input.get_device()
+
+
 def detach(input):
     """A tensor sharing ``input``'s data with no autograd history."""
     return input.detach()
@@ -132,6 +137,14 @@ def _scatter_into(name, view):
 
 
 # ---- Tensor plumbing ----------------------------------------------------------------------------
+
+
+def where(self, condition, other):
+    """``self`` where ``condition`` holds, else ``other`` (``ember.where(condition, self,
+    other)``: the tensor is the value, not the condition)."""
+    from ._ops.pointwise import where as _where
+    return _where(condition, self, other)
+
 
 
 def new(self, *args, **kwargs):
@@ -280,7 +293,7 @@ def fill_diagonal_(self, fill_value, wrap=False):
 
 FUNCTIONS = {f.__name__: f for f in (
     closeness.allclose, closeness.equal, closeness.is_same_size, closeness.is_nonzero,
-    is_signed, is_inference, is_distributed, detach, ravel, split_with_sizes, unravel_index,
+    is_signed, is_inference, is_distributed, get_device, detach, ravel, split_with_sizes, unravel_index,
     nonzero_static)}
 FUNCTIONS.update(unsafe_chunk=shape.chunk, unsafe_split=shape.split,
                  unsafe_split_with_sizes=split_with_sizes)
@@ -315,7 +328,7 @@ METHODS = {n: FUNCTIONS[n] for n in (
     "unsafe_split", "unsafe_split_with_sizes", "as_strided_scatter", "diagonal_scatter",
     "select_scatter", "slice_scatter")}
 METHODS.update({f.__name__: f for f in (
-    new, new_empty_strided, dim_order, storage_type, apply_, map_, map2_, as_subclass,
+    where, new, new_empty_strided, dim_order, storage_type, apply_, map_, map2_, as_subclass,
     module_load, sum_to_size, resize, resize_as, resize_as_, fill_diagonal_)})
 METHODS.update(is_pinned=_false, is_shared=_false, pin_memory=_same, share_memory_=_same,
                record_stream=lambda self, stream: None,
