@@ -216,6 +216,77 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
     return tuple(_grad_along(input, d, h, edge_order) for d, h in zip(dims, steps))
 
 
+def histogramdd(input, bins, *, range=None, weight=None, density=False):
+    """The histogram of the points in the rows of ``input`` (..., D): counts (or summed
+    ``weight``) in a D-dimensional grid of bins, ``bins`` per dim (an int, one int per dim, or
+    one tensor of edges per dim) over ``range`` ([min0, max0, min1, max1, ...], the data's by
+    default). Returns ``(hist, bin_edges)``.
+
+    Example:
+        >>> h = ember.histogramdd(ember.tensor([[0., 1.], [1., 1.], [2., 3.]]), bins=[2, 2])
+        >>> h.hist
+        tensor([[1., 0.],
+                [1., 1.]])
+    """
+    import collections
+
+    import numpy as np
+
+    from ._ops.pointwise import type_name
+    from ._ops.statistics import _linspace, sort_key
+    if input.dtype.category != _dtype._FLOAT:
+        raise NotImplementedError(f"\"histogramdd\" not implemented for "
+                                  f"'{type_name(input.dtype.name)}'")
+    if input.dim() < 2:
+        raise RuntimeError("torch.histogramdd: input tensor should have at least 2 dimensions")
+    d = input.shape[-1]
+    bins = [bins] * d if isinstance(bins, int) else list(bins)
+    if len(bins) != d:
+        raise RuntimeError("histogramdd: The size of bins must be equal to the innermost "
+                           "dimension of the input.")
+    pts = input.detach().cpu().numpy().reshape(-1, d)
+    keys = sort_key(pts)
+    edges = []
+    for k, b in enumerate(bins):
+        if hasattr(b, "shape"):
+            edges.append(b.detach().cpu().numpy())
+            continue
+        if b <= 0:
+            raise RuntimeError(f"torch.histogramdd(): bins must be > 0, but got {b} for "
+                               f"dimension {k}")
+        lo, hi = (range[2 * k], range[2 * k + 1]) if range is not None else (
+            (float(keys[:, k].min()), float(keys[:, k].max())) if len(pts) else (0.0, 0.0))
+        if lo > hi:
+            raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min {lo} "
+                               f"max {hi} for dimension {k}")
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        kt = keys.dtype.type
+        edges.append(_linspace(np, kt(lo), kt(hi), b + 1, pts.dtype))
+    ekeys = [sort_key(e) for e in edges]
+    inside = np.ones(len(pts), bool)
+    for k, e in enumerate(ekeys):
+        inside &= (keys[:, k] >= e[0]) & (keys[:, k] <= e[-1])
+    shape = tuple(len(e) - 1 for e in edges)
+    # NOTE: searchsorted finds the bin torch's local search finds; the last bin is closed
+    pos = [np.minimum(np.searchsorted(e, keys[inside, k], side="right") - 1, n - 1)
+           for k, (e, n) in enumerate(zip(ekeys, shape))]
+    w = None if weight is None else \
+        sort_key(weight.detach().cpu().numpy()).reshape(-1)[inside].astype(np.float64)
+    flat = np.ravel_multi_index(pos, shape) if pos and len(pos[0]) else np.zeros(0, np.int64)
+    hist = np.bincount(flat, w, minlength=int(np.prod(shape))).reshape(shape)
+    if density:
+        widths = np.ix_(*[np.diff(e.astype(np.float64)) for e in edges])
+        vol = np.ones(shape)
+        for wk in widths:
+            vol = vol * wk
+        hist = hist / (hist.sum() * vol)
+    T = type(input)
+    out = collections.namedtuple("histogramdd", ("hist", "bin_edges"))
+    return out(T._wrap(hist.astype(pts.dtype)).to(input.device),
+               tuple(T._wrap(np.array(e, pts.dtype)).to(input.device) for e in edges))
+
+
 FUNCTIONS = {f.__name__: f for f in (cov, corrcoef, dist, renorm, trapezoid, trapz,
-                                     cumulative_trapezoid, gradient)}
+                                     cumulative_trapezoid, gradient, histogramdd)}
 METHODS = {f.__name__: f for f in (cov, corrcoef, dist, renorm, renorm_)}

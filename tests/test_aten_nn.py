@@ -164,3 +164,35 @@ def test_gumbel_softmax_and_feature_alpha_dropout():
     per_channel = d.numpy().reshape(8 * 16, 5)
     assert (per_channel == per_channel[:, :1]).all()     # whole channels kept or dropped
     assert len(np.unique(per_channel)) == 2
+
+
+@pytest.mark.parametrize("n, shape, kernel, out", [
+    (2, (2, 3, 9, 7), 2, (4, 5)), (2, (3, 8, 8), (3, 2), None), (3, (1, 2, 6, 7, 5), 2, 3)])
+def test_fractional_max_pool_with_fixed_samples(n, shape, kernel, out):
+    x = RNG.standard_normal(shape)
+    nb = shape[0] if len(shape) == n + 2 else 1
+    u = RNG.uniform(0, 1, (nb, shape[-n - 1], n))
+
+    def run(lib):
+        t = _t(lib, x, True)
+        f = getattr(lib.nn.functional, f"fractional_max_pool{n}d")
+        y, i = f(t, kernel, output_size=out, output_ratio=None if out else (0.5, 0.5),
+                 return_indices=True, _random_samples=_t(lib, u))
+        (y * y).sum().backward()
+        return [y, i, t.grad]
+    for e, t in zip(run(ember), run(torch)):
+        assert_close(e, t)
+    y = ember.nn.functional.fractional_max_pool2d(ember.ones(1, 1, 5, 5), 2, output_ratio=0.5)
+    assert tuple(y.shape) == (1, 1, 2, 2)
+
+
+def test_linear_cross_entropy():
+    x, w, b = RNG.standard_normal((4, 3)), RNG.standard_normal((5, 3)), RNG.standard_normal(5)
+    w3 = RNG.standard_normal((5, 2, 3))
+    same(lambda lib: [
+        lib.nn.functional.linear_cross_entropy(_t(lib, x), _t(lib, w), lib.tensor([0, 4, 2, 1])),
+        lib.nn.functional.linear_cross_entropy(_t(lib, x), _t(lib, w), lib.tensor([0, 4, 2, 1]),
+                                               linear_bias=_t(lib, b), reduction="sum",
+                                               label_smoothing=0.1, ignore_index=2),
+        lib.nn.functional.linear_cross_entropy(_t(lib, x), _t(lib, w3),
+                                               lib.tensor([[0, 1]] * 4), reduction="none")])

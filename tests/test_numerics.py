@@ -11,6 +11,7 @@ M = RNG.standard_normal((3, 5))
 V = RNG.standard_normal(6)
 X = np.cumsum(RNG.uniform(0.2, 1.0, 5))
 C = M + 1j * RNG.standard_normal((3, 5))
+P3 = RNG.standard_normal((2, 10, 2))
 
 
 def _t(lib, a, grad=False):
@@ -33,8 +34,7 @@ CALLS = {
                          lib.dist(_t(lib, M), _t(lib, M + 1), 0)],
     "renorm": lambda lib: [lib.renorm(_t(lib, M), 2, 0, 1.5), _t(lib, M).renorm(1, 1, 1.0),
                            _t(lib, M).renorm_(3, -1, 0.5),
-                           lib.renorm(_t(lib, RNG.standard_normal((2, 3, 4)) if False else
-                                         M.reshape(3, 5, 1)), 2, 1, 2.0)],
+                           lib.renorm(_t(lib, M.reshape(3, 5, 1)), 2, 1, 2.0)],
     "renorm_errors": lambda lib: lib.renorm(_t(lib, V), 2, 0, 1.0),
     "trapezoid_positional_dx": lambda lib: lib.trapezoid(_t(lib, V), 0.25),
     "trapezoid": lambda lib: [lib.trapezoid(_t(lib, M)), lib.trapezoid(_t(lib, M), dx=0.5, dim=0),
@@ -56,6 +56,18 @@ CALLS = {
     "gradient_errors": lambda lib: lib.gradient(_t(lib, M), edge_order=3),
     "gradient_too_short": lambda lib: lib.gradient(_t(lib, M[:, :2]), dim=1, edge_order=2),
     "get_device": lambda lib: lib.get_device(_t(lib, M)),
+    "histogramdd": lambda lib: [
+        list(lib.histogramdd(_t(lib, M.T), bins=[2, 3, 4])),
+        list(lib.histogramdd(_t(lib, M.T.astype(np.float32)), 2, range=[-1., 1.] * 3,
+                             density=True)),
+        list(lib.histogramdd(_t(lib, M[:2].T), bins=[_t(lib, np.array([-2., 0., 2.])),
+                                                      _t(lib, np.array([-1., 0., 0.5, 3.]))],
+                             weight=_t(lib, np.arange(5.0)))),
+        list(lib.histogramdd(_t(lib, np.ones((3, 2))), 2)),
+        list(lib.histogramdd(_t(lib, P3), 3))],
+    "histogramdd_int": lambda lib: lib.histogramdd(lib.ones(3, 2, dtype=lib.int64), 2),
+    "histogramdd_bins": lambda lib: lib.histogramdd(lib.ones(3, 2), [2, 2, 2]),
+    "histogramdd_1d": lambda lib: lib.histogramdd(lib.ones(3), 2),
 }
 
 

@@ -45,6 +45,8 @@ EXCLUDE = [
     (r"^sym_|^(is_)?(compil|fork$|wait$)", "symbolic shapes and TorchScript plumbing"),
     (r"^(volatile|output_nr|is_set_to|set_$|storage_offset_|untyped_storage_)$",
      "legacy or storage-swapping internals"),
+    (r"^index$", "functorch first-class dimensions (Tensor.index binds Dim objects; prototype)",
+     ("torch.Tensor",)),
     (r"^(eig|symeig|lstsq|solve|reinforce)$",
      "removed from torch: the Tensor methods only raise, pointing to torch.linalg",
      ("torch.Tensor",)),

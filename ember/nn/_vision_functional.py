@@ -1,10 +1,14 @@
-"""Spatial sampling (affine_grid, grid_sample) and channel_shuffle: compositions of ember ops,
-so gradients reach the input and the sampling grid."""
+"""Spatial sampling (affine_grid, grid_sample), fractional max pooling and channel_shuffle:
+compositions of ember ops, so gradients reach the input and the sampling grid."""
 import itertools
+
+import numpy as np
 
 import ember
 
-__all__ = ["affine_grid", "channel_shuffle", "grid_sample"]
+__all__ = ["affine_grid", "channel_shuffle", "grid_sample", "fractional_max_pool2d",
+           "fractional_max_pool3d", "fractional_max_pool2d_with_indices",
+           "fractional_max_pool3d_with_indices"]
 
 
 def channel_shuffle(input, groups):
@@ -147,3 +151,92 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         term = vals * (w.unsqueeze(1) * inside.to(w.dtype))
         out = term if out is None else out + term
     return out
+
+
+def _intervals(u, size, out, pool, dt):
+    """Start of each of ``out`` pooling windows of width ``pool`` over ``size`` for random
+    samples ``u`` (..., ) in [0, 1), in the input's float type as torch computes them."""
+    starts = np.empty(u.shape + (out,), np.int64)
+    if out > 1:
+        alpha = dt(size - pool) / dt(out - 1)
+        i = np.arange(out - 1, dtype=dt)
+        starts[..., :-1] = ((i + u[..., None]) * alpha).astype(np.int64) - \
+            (u[..., None] * alpha).astype(np.int64)
+    starts[..., -1] = size - pool
+    return starts
+
+
+def _fractional_max_pool(input, n, kernel_size, output_size, output_ratio, return_indices,
+                         _random_samples):
+    name = f"fractional_max_pool{n}d"
+    tup = lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v,) * n  # noqa: E731
+    if output_size is None and output_ratio is None:
+        raise ValueError(f"{name} requires specifying either an output_size or an output_ratio")
+    unbatched = input.dim() == n + 1
+    x = input.unsqueeze(0) if unbatched else input
+    spatial, pool = tuple(x.shape[2:]), tup(kernel_size)
+    out = tup(output_size) if output_size is not None else tuple(
+        int(s * r) for s, r in zip(spatial, tup(output_ratio)))
+    for s, o, k in zip(spatial, out, pool):
+        if o + k - 1 > s:
+            raise RuntimeError(f"{name}(): pool size {k} too large relative to input size {s} "
+                               f"for output size {o}")
+    nb, ch = x.shape[0], x.shape[1]
+    u = _random_samples if _random_samples is not None else ember.rand(nb, ch, n,
+                                                                       dtype=x.dtype)
+    dt = np.float64 if x.dtype is ember.float64 else np.float32
+    u = u.detach().cpu().numpy().astype(dt)
+    # NOTE: torch's 2-d kernel draws the width's windows from sample 0 and the height's from 1
+    order = (1, 0) if n == 2 else (0, 1, 2)
+    flat = np.zeros((nb, ch) + out + pool, np.int64)
+    stride = 1
+    for k in reversed(range(n)):
+        st = _intervals(u[..., order[k]], spatial[k], out[k], pool[k], dt)
+        pos = st.reshape((nb, ch) + (1,) * k + (out[k],) + (1,) * (n - 1 - k) + (1,) * n) + \
+            np.arange(pool[k]).reshape((1,) * (2 + n + k) + (pool[k],) + (1,) * (n - 1 - k))
+        flat = flat + pos * stride
+        stride *= spatial[k]
+    idx = ember.tensor(flat.reshape(nb, ch, -1), device=x.device)
+    vals = x.reshape(nb, ch, -1).gather(2, idx).reshape((nb, ch) + out + (-1,))
+    result, arg = vals.max(-1)
+    if unbatched:
+        result = result.squeeze(0)
+    if not return_indices:
+        return result
+    indices = idx.reshape((nb, ch) + out + (-1,)).gather(-1, arg.unsqueeze(-1)).squeeze(-1)
+    return result, indices.squeeze(0) if unbatched else indices
+
+
+def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=None,
+                          return_indices=False, _random_samples=None):
+    """Max pooling over pseudo-random windows (Graham, 2014) to ``output_size`` or
+    ``output_ratio`` of the input size; ``_random_samples`` (N, C, 2) in [0, 1) fixes them.
+
+    Example:
+        >>> x = ember.arange(16.).reshape(1, 1, 4, 4)
+        >>> ember.nn.functional.fractional_max_pool2d(x, 2, output_size=2,
+        ...     _random_samples=ember.zeros(1, 1, 2))
+        tensor([[[[ 5.,  7.],
+                  [13., 15.]]]])
+    """
+    return _fractional_max_pool(input, 2, kernel_size, output_size, output_ratio,
+                                return_indices, _random_samples)
+
+
+def fractional_max_pool3d(input, kernel_size, output_size=None, output_ratio=None,
+                          return_indices=False, _random_samples=None):
+    """3-D :func:`fractional_max_pool2d`: samples (N, C, 3) for depth, height and width."""
+    return _fractional_max_pool(input, 3, kernel_size, output_size, output_ratio,
+                                return_indices, _random_samples)
+
+
+def fractional_max_pool2d_with_indices(input, kernel_size, output_size=None, output_ratio=None,
+                                       return_indices=False, _random_samples=None):
+    return fractional_max_pool2d(input, kernel_size, output_size, output_ratio, True,
+                                 _random_samples)
+
+
+def fractional_max_pool3d_with_indices(input, kernel_size, output_size=None, output_ratio=None,
+                                       return_indices=False, _random_samples=None):
+    return fractional_max_pool3d(input, kernel_size, output_size, output_ratio, True,
+                                 _random_samples)
