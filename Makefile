@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all bench loc clean
+.PHONY: demo test test-all bench bench-full loc clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,9 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m ember bench
+
+bench-full: $(STAMP)
+	$(PY) -m ember bench --full
 
 loc: $(STAMP)
 	$(PY) tools/loc.py

@@ -38,6 +38,10 @@ from ._ops.joining import (atleast_1d, atleast_2d, atleast_3d,  # noqa: E402,F40
                            broadcast_shapes, broadcast_tensors, meshgrid, tril_indices,
                            triu_indices)
 from ._ops.shape import chunk  # noqa: E402,F401
+from ._ops.einsum import einsum  # noqa: E402,F401
+from ._ops.linalg_functions import FUNCTIONS as _LINALG_FUNCTIONS  # noqa: E402
+
+globals().update(_LINALG_FUNCTIONS)
 from . import _aten_nn, _composites, _numerics  # noqa: E402
 
 _composites.install(globals(), _aten_nn, _numerics)
@@ -88,6 +92,14 @@ _AUTOCAST_NAMES = ("autocast", "is_autocast_enabled", "get_autocast_dtype", "set
                    "set_autocast_cache_enabled", "clear_autocast_cache")
 
 
+_CONFIG_NAMES = ("set_num_threads", "get_num_threads", "set_num_interop_threads",
+                 "get_num_interop_threads", "use_deterministic_algorithms",
+                 "are_deterministic_algorithms_enabled",
+                 "is_deterministic_algorithms_warn_only_enabled",
+                 "set_deterministic_debug_mode", "get_deterministic_debug_mode",
+                 "set_float32_matmul_precision", "get_float32_matmul_precision")
+
+
 def __getattr__(name):
     # Heavy or optional parts load on first use, so ``import ember`` stays fast.
     import importlib
@@ -106,6 +118,11 @@ def __getattr__(name):
     if name in _AUTOCAST_NAMES:
         # ember.autocast & co. live in amp/, loaded on first use
         fn = getattr(importlib.import_module(".amp.autocast_mode", __name__), name)
+        globals()[name] = fn
+        return fn
+    if name in _CONFIG_NAMES:
+        # thread counts and deterministic mode: ctypes loads only when asked
+        fn = getattr(importlib.import_module("._config", __name__), name)
         globals()[name] = fn
         return fn
     if name in ("save", "load"):

@@ -192,15 +192,13 @@ class Tensor:
         return self.grad_fn is None
 
     def _grad_accumulator(self):
-        ref = self._grad_acc
-        acc = ref() if ref is not None else None
+        acc = self._grad_acc
         if acc is None:
-            acc = AccumulateGrad(self)
-            self._grad_acc = weakref.ref(acc)
+            acc = self._grad_acc = AccumulateGrad(self)
         return acc
 
     def _grad_accumulator_ref(self):
-        return self._grad_acc() if self._grad_acc is not None else None
+        return self._grad_acc
 
     def detach(self):
         """A tensor sharing this one's data, cut off from the graph."""
@@ -264,7 +262,7 @@ class Tensor:
             t = ref()
             if t is not None:
                 t.grad = g.detach().clone() if t.grad is None else t.grad + g.detach()
-        self.grad_fn._retain_grad_hooks[self._output_nr] = keep
+        self.grad_fn._retain_hooks()[self._output_nr] = keep
         self._retains_grad = True
 
     @property

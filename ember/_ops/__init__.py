@@ -3,8 +3,9 @@
 import functools
 import warnings
 
-from . import (closeness, conv, creation, indexing, joining, linalg, mutation, nn, pointwise,  # noqa: F401
-               pointwise_binary, pointwise_math, pointwise_numeric, random, reduction, shape,
+from . import (closeness, conv, creation, decompositions, einsum, indexing,  # noqa: F401
+               joining, linalg, linalg_functions, mutation, nn, pointwise, pointwise_binary,
+               pointwise_math, pointwise_numeric, random, recurrent, reduction, shape, solvers,
                sorting, statistics)
 from .dispatch import dispatch, dispatch_inplace
 from .registry import all_ops

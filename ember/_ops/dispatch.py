@@ -10,17 +10,18 @@ from .._device import CPU
 from .._storage import _root
 from .._tensor import Tensor
 from ..autograd import grad_mode
-from ..autograd.graph import (CopySlices, NotImplementedNode, OpNode, edge_of,
-                              move_retain_grad)
+from ..autograd.graph import (AT0, AT01, AT1, CopySlices, NotImplementedNode, OpNode,
+                              edge_of, move_retain_grad, simple_node)
 
 meta_empty = MetaBackend.empty
 _state = grad_mode.state
 
 
 class hooks:
-    """Extension points on the dispatch path (autocast, tracers). None means off."""
+    """Extension points on the dispatch path (autocast, tracers, profiler). None means off."""
     autocast = None
     tracer = None
+    profiler = None     # profiler(opdef, args, kwargs, run) times run(opdef, args, kwargs)
 
 
 def _describe(tensors):
@@ -169,7 +170,10 @@ def dispatch(opdef, args, kwargs):
     number; no keywords, view, autocast or tracer) takes the fast path below, which needs no
     promotion or device resolution; everything else goes through ``_dispatch``.
     """
-    if kwargs or opdef.view or hooks.autocast is not None or hooks.tracer is not None:
+    if kwargs or opdef.view or hooks.autocast is not None or hooks.tracer is not None or \
+            hooks.profiler is not None:
+        if hooks.profiler is not None:
+            return hooks.profiler(opdef, args, kwargs, _dispatch)
         return _dispatch(opdef, args, kwargs)
     n = len(args)
     if n == 2:
@@ -179,13 +183,13 @@ def dispatch(opdef, args, kwargs):
             if isinstance(b, Tensor):
                 if b.dtype is not dt or b.device is not CPU:
                     return _dispatch(opdef, args, kwargs)
-                tensors, x, y = args, a._data, b._data
+                tensors, pos, x, y = args, AT01, a._data, b._data
             elif type(b) in _SCALARS and dt in _SCALAR_KEEPS:
-                tensors, x, y = (a,), a._data, b
+                tensors, pos, x, y = (a,), AT0, a._data, b
             else:
                 return _dispatch(opdef, args, kwargs)
         elif type(a) in _SCALARS and isinstance(b, Tensor) and b.dtype in _SCALAR_KEEPS:
-            a, dt, tensors, x, y = b, b.dtype, (b,), a, b._data
+            a, dt, tensors, pos, x, y = b, b.dtype, (b,), AT1, a, b._data
         else:
             return _dispatch(opdef, args, kwargs)
         if a.device is not CPU or (dt.category < _dtype._FLOAT and
@@ -199,7 +203,7 @@ def dispatch(opdef, args, kwargs):
         a = args[0]
         if not isinstance(a, Tensor) or a.device is not CPU:
             return _dispatch(opdef, args, kwargs)
-        dt, tensors = a.dtype, args
+        dt, tensors, pos = a.dtype, args, AT0
         if dt.category < _dtype._FLOAT and opdef.promote not in _INT_KEEPS:
             return _dispatch(opdef, args, kwargs)
         try:
@@ -216,7 +220,12 @@ def dispatch(opdef, args, kwargs):
     if _state.grad_enabled and opdef.differentiable:
         for t in tensors:
             if t._requires_grad:
-                _record(opdef, args, kwargs, tensors, (out,))
+                if opdef.vjp_fn is None or opdef.nondiff_outputs or \
+                        out.dtype.category < _dtype._FLOAT:
+                    _record(opdef, args, kwargs, tensors, (out,))
+                else:
+                    node = simple_node(opdef, args, tensors, pos, out)
+                    out.grad_fn, out._requires_grad = node, True
                 break
     return out
 

@@ -31,8 +31,17 @@ class Generator:
             seed += 1 << 64
         if not 0 <= seed < 1 << 64:
             raise RuntimeError(f"Overflow when unpacking long long: seed {seed} is out of range")
-        self._seed, self.rng = seed, np.random.Generator(np.random.PCG64(seed))
+        self._seed, self._rng = seed, None
         return self
+
+    @property
+    def rng(self):
+        """NumPy's PCG64 generator for the seed, made on first draw: ``numpy.random`` takes
+        ~15 ms to import, too much for ``import ember``."""
+        r = self._rng
+        if r is None:
+            r = self._rng = np.random.Generator(np.random.PCG64(self._seed))
+        return r
 
     def seed(self):
         import secrets        # imported here: it pulls in hashlib and friends at startup

@@ -39,6 +39,10 @@ class OpDef:
         self.meta, self.samples, self.errors = None, None, ()
         self.kinks, self.tol, self.skips, self.dtypes = (), {}, {}, None
         self.writes_overlap = False     # in place into expanded (overlapping) views, as fill_
+        # For the tests: the op reads one triangle of a Hermitian input (eigh, cholesky), so
+        # finite differences need (A + A^H) / 2; ``gauge(*outputs)`` picks one representative
+        # of outputs defined up to sign or phase (singular vectors, eigenvectors, QR).
+        self.hermitian_input, self.gauge = False, None
         self.grad_name = "".join(p.capitalize() for p in name.strip("_").split("_")) + "Backward0"
         params = list(inspect.signature(fwd).parameters.values())[1:]
         self.params = tuple(p.name for p in params)

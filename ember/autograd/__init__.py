@@ -13,11 +13,11 @@ from .graph import Node, edge_of  # noqa: F401
 
 
 def __getattr__(name):
-    # functional is an analysis tool: keep it off ``import ember``'s path
-    if name != "functional":
+    # functional and profiler are analysis tools: keep them off ``import ember``'s path
+    if name not in ("functional", "profiler"):
         raise AttributeError(f"module 'ember.autograd' has no attribute '{name}'")
     import importlib
-    return importlib.import_module(".functional", __name__)
+    return importlib.import_module(f".{name}", __name__)
 
 
 def _tensors(x):
@@ -37,7 +37,8 @@ def _seed_grads(outputs, grad_outputs, create_graph):
             if not out.dtype.is_floating_point:
                 raise RuntimeError(f"grad can be implicitly created only for real scalar "
                                    f"outputs but got {out.dtype}")
-            g = ones_like(out)
+            grads.append(ones_like(out))       # new and history-less: no detach needed
+            continue
         elif not hasattr(g, "_data"):
             from .._ops.creation import tensor
             g = tensor(g, dtype=out.dtype, device=out.device)

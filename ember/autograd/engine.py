@@ -87,6 +87,8 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
     else:
         needed = None
 
+    from .._ops.dispatch import hooks   # (not at the top: dispatch imports autograd)
+    prof = hooks.profiler
     heap = [(-n.seq, id(n), n) for n in root_nodes if deps.get(n, 0) == 0]
     heapq.heapify(heap)
     prev = grad_mode.state.grad_enabled
@@ -103,21 +105,38 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                     captures[i] = grads[nr]
             if needed is not None and node not in needed:
                 continue
-            if isinstance(node, AccumulateGrad):
+            if type(node) is AccumulateGrad:
                 if accumulate and grads[0] is not None:   # with inputs=, only those get here
                     for h in node._pre_hooks:
                         r = h(tuple(grads))
                         grads = list(r) if r is not None else grads
-                    node.accumulate(grads[0], create_graph)
+                    if prof is None:
+                        node.accumulate(grads[0], create_graph)
+                    else:
+                        prof.backward(node, node.accumulate, grads[0], create_graph)
                 continue
             if needed is not None and not any(c in needed for c, _ in node.next_functions):
                 continue
-            grad_inputs = _apply(node, grads, retain_graph)
+            plain = prof is None and not (node._pre_hooks or node._hooks or
+                                          node._trace is not None or anomaly.enabled)
+            for g in grads:             # (``None in grads`` would call Tensor.__eq__)
+                if g is None:
+                    plain = False
+                    break
+            if plain:                   # the common case of _apply, inlined
+                grad_inputs = node.apply(grads)
+                if not retain_graph:
+                    node.release()
+            elif prof is None:
+                grad_inputs = _apply(node, grads, retain_graph)
+            else:
+                grad_inputs = prof.backward(node, _apply, node, grads, retain_graph)
             for (nxt, nr), g, meta in zip(node.next_functions, grad_inputs, node.input_meta):
                 if nxt is None:
                     continue
                 if g is not None:
-                    if g._data.shape != meta._shape or g.dtype is not meta.dtype:
+                    # (TensorMeta is a tuple (shape, dtype, device): index it, no properties)
+                    if g._data.shape != meta[0] or g.dtype is not meta[1]:
                         g = _sum_to(g, meta)
                     buf = buffers.get(nxt)
                     if buf is None:
