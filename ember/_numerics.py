@@ -5,6 +5,8 @@ trapezoid / trapz / cumulative_trapezoid and gradient. ``ember/__init__.py`` ins
 """
 import warnings
 
+import numpy as np
+
 from . import _dtype
 
 
@@ -230,8 +232,6 @@ def histogramdd(input, bins, *, range=None, weight=None, density=False):
     """
     import collections
 
-    import numpy as np
-
     from ._ops.pointwise import type_name
     from ._ops.statistics import _linspace, sort_key
     if input.dtype.category != _dtype._FLOAT:
@@ -287,6 +287,70 @@ def histogramdd(input, bins, *, range=None, weight=None, density=False):
                tuple(T._wrap(np.array(e, pts.dtype)).to(input.device) for e in edges))
 
 
+_SEGMENT_REDUCE = {"sum": "sum", "prod": "prod", "mean": "mean", "max": "amax", "amax": "amax",
+                   "min": "amin", "amin": "amin"}
+
+
+def _reduce_segment(part, how, ax, initial):
+    n = part.shape[ax]
+    if how in ("amax", "amin"):
+        if n == 0:
+            fill = initial if initial is not None else \
+                (-float("inf") if how == "amax" else float("inf"))
+            return part.sum(ax) * 0 + fill
+        r = getattr(part, how)(ax)
+        if initial is not None:
+            r = r.clamp(min=initial) if how == "amax" else r.clamp(max=initial)
+        return r
+    if how == "prod":
+        return part.prod(ax) * (1 if initial is None else initial)
+    total = part.sum(ax) + (0 if initial is None else initial)
+    if how == "sum":
+        return total
+    if n == 0:      # NOTE: torch's mean of an empty segment is ``initial``, else nan
+        return total * 0 + (float("nan") if initial is None else initial)
+    return total / n
+
+
+def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
+                   unsafe=False, initial=None):
+    """Reduce consecutive segments of ``data`` along ``axis``, of sizes ``lengths`` (or between
+    ``offsets``), by ``"sum"``, ``"prod"``, ``"mean"``, ``"amax"`` or ``"amin"``, starting from
+    ``initial``. ``lengths`` with more dims gives each leading index its own segments.
+
+    Example:
+        >>> ember.segment_reduce(ember.tensor([1., 2., 3., 4.]), "sum",
+        ...                      lengths=ember.tensor([1, 0, 3]))
+        tensor([1., 0., 9.])
+    """
+    import ember
+    stack = ember.stack
+    if reduce not in _SEGMENT_REDUCE:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got "
+                           f"{reduce}")
+    if lengths is None and offsets is None:
+        raise RuntimeError("segment_reduce(): Either lengths or offsets must be defined.")
+    how, axis = _SEGMENT_REDUCE[reduce], axis % max(data.dim(), 1)
+    sizes = (lengths if lengths is not None else offsets.diff(dim=-1)).cpu().numpy()
+    if axis != sizes.ndim - 1:
+        raise RuntimeError(f"segment_reduce(): Expected axis to be the last dimension of "
+                           f"lengths but got {axis}.")
+    if not unsafe and (sizes.sum(-1) != data.shape[sizes.ndim - 1]).any():
+        raise RuntimeError("segment_reduce(): Expected all rows of lengths along axis to sum to "
+                           "data.size(lengths.dim()-1) when !unsafe.")
+
+    def segments(x, ls, ax):
+        starts = [0] + list(ls.cumsum()[:-1])
+        return stack([_reduce_segment(x.narrow(ax, int(a), int(n)), how, ax, initial)
+                      for a, n in zip(starts, ls)], ax)
+    if sizes.ndim == 1:
+        return segments(data, sizes, axis)
+    lead = sizes.shape[:-1]
+    rows = [segments(data[i], sizes[i], axis - len(lead)) for i in np.ndindex(*lead)]
+    return stack(rows).reshape(tuple(lead) + tuple(rows[0].shape))
+
+
 FUNCTIONS = {f.__name__: f for f in (cov, corrcoef, dist, renorm, trapezoid, trapz,
-                                     cumulative_trapezoid, gradient, histogramdd)}
+                                     cumulative_trapezoid, gradient, histogramdd,
+                                     segment_reduce)}
 METHODS = {f.__name__: f for f in (cov, corrcoef, dist, renorm, renorm_)}

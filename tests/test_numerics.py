@@ -65,6 +65,19 @@ CALLS = {
                              weight=_t(lib, np.arange(5.0)))),
         list(lib.histogramdd(_t(lib, np.ones((3, 2))), 2)),
         list(lib.histogramdd(_t(lib, P3), 3))],
+    "segment_reduce": lambda lib: [
+        lib.segment_reduce(_t(lib, V), r, lengths=lib.tensor([2, 0, 3, 1]), initial=i)
+        for r in ("sum", "mean", "max", "min", "prod", "amax") for i in (None, 0.5)] + [
+        lib.segment_reduce(_t(lib, V), "sum", offsets=lib.tensor([0, 2, 2, 5, 6])),
+        lib.segment_reduce(_t(lib, M), "mean", lengths=lib.tensor([2, 1])),
+        lib.segment_reduce(_t(lib, M), "amax", lengths=lib.tensor([[1, 4], [5, 0], [2, 3]]),
+                           axis=1)],
+    "segment_reduce_bad_axis": lambda lib: lib.segment_reduce(_t(lib, M), "sum", axis=1,
+                                                              lengths=lib.tensor([3, 2])),
+    "segment_reduce_bad_lengths": lambda lib: lib.segment_reduce(_t(lib, V), "sum",
+                                                                 lengths=lib.tensor([2, 2])),
+    "segment_reduce_bad_reduce": lambda lib: lib.segment_reduce(_t(lib, V), "std",
+                                                                lengths=lib.tensor([6])),
     "histogramdd_int": lambda lib: lib.histogramdd(lib.ones(3, 2, dtype=lib.int64), 2),
     "histogramdd_bins": lambda lib: lib.histogramdd(lib.ones(3, 2), [2, 2, 2]),
     "histogramdd_1d": lambda lib: lib.histogramdd(lib.ones(3), 2),
@@ -84,7 +97,10 @@ def test_matches_torch(name):
     lambda lib, a: lib.trapezoid(a, _t(lib, X)),
     lambda lib, a: lib.cumulative_trapezoid(a, dim=0),
     lambda lib, a: lib.gradient(a, spacing=[_t(lib, X[:3]), _t(lib, X)], edge_order=2)[1],
-], ids=["cov", "corrcoef", "dist", "renorm", "trapezoid", "cumulative_trapezoid", "gradient"])
+    lambda lib, a: lib.segment_reduce(a, "mean", lengths=lib.tensor([1, 0, 2]), initial=1.0),
+    lambda lib, a: lib.segment_reduce(a, "sum", lengths=lib.tensor([[4, 1]] * 3), axis=1),
+], ids=["cov", "corrcoef", "dist", "renorm", "trapezoid", "cumulative_trapezoid", "gradient",
+        "segment_mean", "segment_sum"])
 def test_grads_match_torch(fn):
     def run(lib):
         a = _t(lib, M, True)

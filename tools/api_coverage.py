@@ -127,7 +127,7 @@ def _ember_namespace(path):
     for part in filter(None, path.split(".")):
         try:
             obj = getattr(obj, part)
-        except AttributeError:
+        except (AttributeError, ImportError):   # a namespace ember lacks, or fails to load
             return None
     return obj
 
