@@ -30,10 +30,10 @@ from . import autograd  # noqa: E402
 from ._ops.creation import (arange, as_tensor, asarray, empty, empty_like, eye,  # noqa: E402,F401
                             from_numpy, full, full_like, linspace, logspace, ones, ones_like,
                             tensor, zeros, zeros_like)
-from ._ops.random import (Generator, bernoulli, default_generator,  # noqa: E402,F401
-                          get_rng_state, initial_seed, manual_seed, multinomial, normal, rand,
-                          rand_like, randint, randint_like, randn, randn_like, randperm, seed,
-                          set_rng_state)
+from ._ops.random import (Generator, bernoulli, binomial, default_generator,  # noqa: E402,F401
+                          get_rng_state, initial_seed, manual_seed, multinomial, normal, poisson,
+                          rand, rand_like, randint, randint_like, randn, randn_like, randperm,
+                          seed, set_rng_state)
 from ._ops.joining import (atleast_1d, atleast_2d, atleast_3d,  # noqa: E402,F401
                            broadcast_shapes, broadcast_tensors, meshgrid, tril_indices,
                            triu_indices)
@@ -44,6 +44,9 @@ from ._ops.linalg_functions import FUNCTIONS as _LINALG_FUNCTIONS  # noqa: E402
 globals().update(_LINALG_FUNCTIONS)
 from ._ops.sparse import sparse_coo_tensor  # noqa: E402,F401
 from ._sparse import layout, sparse_coo, strided  # noqa: E402,F401
+from . import _aten_nn, _composites, _numerics  # noqa: E402
+
+_composites.install(globals(), _aten_nn, _numerics)
 from .autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402,F401
                                  is_grad_enabled, is_inference_mode_enabled, no_grad,
                                  set_grad_enabled)
@@ -104,7 +107,7 @@ def __getattr__(name):
     import importlib
     if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "amp", "testing",
                 "special", "fft", "linalg", "func", "backends", "profiler", "compiler",
-                "serialization", "sparse"):
+                "serialization", "sparse", "random"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:

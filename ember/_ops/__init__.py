@@ -3,10 +3,10 @@
 import functools
 import warnings
 
-from . import (conv, creation, decompositions, einsum, indexing, joining,  # noqa: F401
-               linalg, linalg_functions, mutation, nn, pointwise, pointwise_binary,
-               pointwise_math, random, recurrent, reduction, shape, solvers, sorting, sparse,
-               statistics)
+from . import (closeness, conv, creation, decompositions, einsum, indexing,  # noqa: F401
+               joining, linalg, linalg_functions, mutation, nn, pointwise, pointwise_binary,
+               pointwise_math, pointwise_numeric, random, recurrent, reduction, shape, solvers,
+               sorting, sparse, statistics)
 from .dispatch import dispatch, dispatch_inplace
 from .registry import all_ops
 

@@ -400,7 +400,7 @@ ge = _compare("ge", lambda xp, input, other: xp.greater_equal(input, other),
               aliases=("greater_equal",))
 
 
-@op("where", promote="common", promote_args=(1, 2))
+@op("where", promote="common", promote_args=(1, 2), method=False)   # Tensor.where: _composites
 def where(xp, condition, input=None, other=None):
     """``input`` where ``condition`` holds, else ``other``; ``where(condition)`` alone is
     ``condition.nonzero(as_tuple=True)``."""
