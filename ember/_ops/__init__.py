@@ -3,7 +3,7 @@
 import functools
 import warnings
 
-from . import (conv, creation, fft, indexing, joining, linalg, mutation, nn, pointwise,  # noqa: F401
+from . import (complex, conv, creation, fft, indexing, joining, linalg, mutation, nn, pointwise,  # noqa: F401
                pointwise_binary, pointwise_math, random, reduction, shape, sorting, statistics)
 from .dispatch import dispatch, dispatch_inplace
 from .registry import all_ops
