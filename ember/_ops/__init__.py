@@ -3,8 +3,9 @@
 import functools
 import warnings
 
-from . import (complex, conv, creation, fft, indexing, joining, linalg, mutation, nn, pointwise,  # noqa: F401
-               pointwise_binary, pointwise_math, random, reduction, shape, sorting, statistics)
+from . import (complex, conv, creation, fft, indexing, joining, linalg, mutation, nn,  # noqa: F401
+               pointwise, pointwise_binary, pointwise_math, random, reduction, shape, sorting,
+               special, statistics)
 from .dispatch import dispatch, dispatch_inplace
 from .registry import all_ops
 
