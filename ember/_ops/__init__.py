@@ -4,8 +4,8 @@ import functools
 import warnings
 
 from . import (complex, conv, creation, fft, indexing, joining, linalg, mutation, nn,  # noqa: F401
-               pointwise, pointwise_binary, pointwise_math, random, reduction, shape, sorting,
-               special, statistics)
+               pointwise, pointwise_binary, pointwise_math, polynomials, random, reduction, shape,
+               sorting, special, statistics)
 from .dispatch import dispatch, dispatch_inplace
 from .registry import all_ops
 

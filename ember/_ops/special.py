@@ -183,6 +183,18 @@ lgamma.samples = lambda dev, dt: unary_samples(dev, dt, (-3.7, 4.0)) + (
 digamma = _special("digamma", _digamma, lambda g, input: g * ember.polygamma(1, input),
                    kinks=_POLES)
 digamma.samples = lgamma.samples
+lgamma.__doc__ = """``log |Gamma(input)|`` (inf at 0 and the negative integers).
+
+    Example:
+        >>> ember.lgamma(ember.tensor([0.5, 3., -1.5]))
+        tensor([0.5724, 0.6931, 0.8600])
+    """
+digamma.__doc__ = """The logarithmic derivative of Gamma, ``Gamma'(x) / Gamma(x)``.
+
+    Example:
+        >>> ember.digamma(ember.tensor([1., 0.5]))
+        tensor([-0.5772, -1.9635])
+    """
 
 
 @op("polygamma", tags=("pointwise",), promote="float", promote_args=(1,))
