@@ -25,6 +25,9 @@ from ._ops.dispatch import can_cast as _can_cast  # noqa: E402
 _tensor_methods.install()
 _ops.install_methods(Tensor)
 globals().update(_ops.public_functions())
+globals().update(_ops.complex.LAZY_BITS)            # is_conj, resolve_conj, ...: functions
+for _name, _fn in _ops.complex.LAZY_BITS.items():   # and methods
+    setattr(Tensor, _name, _fn)
 
 from . import autograd  # noqa: E402
 from ._ops.creation import (arange, as_tensor, asarray, empty, empty_like, eye,  # noqa: E402,F401

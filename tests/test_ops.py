@@ -100,7 +100,10 @@ def _weights(outs, lib):
     ws = []
     for o in outs:
         w = rng.standard_normal(tuple(o.shape))
-        ws.append(lib.tensor(w, dtype=o.dtype) if o.dtype.is_floating_point else None)
+        if o.dtype.is_complex:
+            w = w + 1j * rng.standard_normal(tuple(o.shape))
+        ws.append(lib.tensor(w, dtype=o.dtype) if o.dtype.is_floating_point or o.dtype.is_complex
+                  else None)
     return ws
 
 
@@ -113,7 +116,7 @@ def _grads(lib, opdef, args, kwargs, create_graph):
     if not outs or not inputs:
         return None, None
     ws = _weights(outs, lib)
-    loss = sum((o * w).sum() for o, w in zip(outs, ws))
+    loss = sum((o * w).sum().real for o, w in zip(outs, ws))     # real, for complex outputs
     g = lib.autograd.grad(loss, inputs, create_graph=create_graph, allow_unused=True)
     return inputs, g
 
@@ -131,7 +134,7 @@ def test_grad_and_gradgrad_match_torch(opdef):
     dt = ember.float64
     for s in _samples(opdef, dt):
         e_args = _convert(s.args, lambda x: _ember(x, True))
-        t_args = _convert(s.args, lambda x: to_torch(x, x.dtype.kind == "f")
+        t_args = _convert(s.args, lambda x: to_torch(x, x.dtype.kind in "fc")
                           if isinstance(x, np.ndarray) else x)
         try:
             t_in, t_g = _grads(torch, opdef, t_args, s.kwargs, True)

@@ -3,10 +3,10 @@
 import functools
 import warnings
 
-from . import (closeness, conv, creation, decompositions, einsum, indexing,  # noqa: F401
-               joining, linalg, linalg_functions, mutation, nn, pointwise, pointwise_binary,
-               pointwise_math, pointwise_numeric, random, recurrent, reduction, shape, solvers,
-               sorting, sparse, statistics)
+from . import (closeness, complex, conv, creation, decompositions, einsum,  # noqa: F401
+               fft, indexing, joining, linalg, linalg_functions, mutation, nn, pointwise,
+               pointwise_binary, pointwise_math, pointwise_numeric, polynomials, random,
+               recurrent, reduction, shape, solvers, sorting, sparse, special, statistics)
 from .dispatch import dispatch, dispatch_inplace
 from .registry import all_ops
 

@@ -1,5 +1,7 @@
 """Pointwise ops: arithmetic, math functions, comparisons, casts and copies."""
+import cmath
 import functools
+import math
 
 import numpy as np
 
@@ -131,6 +133,7 @@ def _(g, input, other, alpha=1):
 
 
 rsub.meta = broadcast_meta
+rsub.samples = lambda dev, dt: binary_samples(dev, dt) if dt is not ember.bool else []
 
 
 @op("mul", tags=("pointwise",), promote="common", inplace=True, aliases=("multiply",))
@@ -211,6 +214,8 @@ div.errors = broadcast_errors() + [ErrorSample(Sample(const(3), const(3), roundi
 
 
 def _conj(t):
+    if type(t) is complex:              # a Python complex operand: x * 2j has gradient g * -2j
+        return t.conjugate()
     return t.conj() if isinstance(t, ember.Tensor) and t.is_complex() else t
 
 
@@ -249,15 +254,41 @@ def _(g, input, exponent, result):
             gi = ember.zeros_like(g)
     if isinstance(exponent, ember.Tensor):
         # NOTE: torch defines d/dexp of 0**e as 0 for e >= 0 instead of 0 * log(0) = nan.
-        ge = g * _conj(result * ember.log(input))
+        ge = g * _conj(result * _log_of(input))
+        # (a complex exponent counts as >= 0 when it is real and >= 0, as in torch)
+        nonneg = exponent >= 0 if not exponent.is_complex() else \
+            (exponent.imag == 0) & (exponent.real >= 0)
         if isinstance(input, ember.Tensor):
-            ge = ember.where((input == 0) & (exponent >= 0), 0.0, ge)
+            ge = ember.where((input == 0) & nonneg, 0.0, ge)
         elif input == 0:
-            ge = ember.where(exponent >= 0, 0.0, ge)
+            ge = ember.where(nonneg, 0.0, ge)
     return gi, ge
 
 
 pow.meta = broadcast_meta
+
+
+def _pow_samples(dev, dt):
+    if dt is ember.bool:
+        return []
+    if dt.category < 2:
+        return [Sample(make((3, 4), dt), 2), Sample(make((3, 4), dt), make((4,), dt, 0, 3))]
+    base = make((3, 4), dt, 0.5, 2.0)      # positive real part: off log's branch cut
+    return [Sample(base, make((3, 4), dt, -2.0, 2.0, seed=1)), Sample(base, 2.5),
+            Sample(base, make((4,), dt, -1.0, 1.0, seed=2)), Sample(make((3,), dt), 2),
+            Sample(base, 0)]
+
+
+pow.samples = _pow_samples
+
+
+def _log_of(v):
+    """log of a tensor, or of a Python number base (``2 ** t``, ``1j ** t``)."""
+    if isinstance(v, ember.Tensor):
+        return ember.log(v)
+    if type(v) is complex:
+        return cmath.log(v) if v else complex(-math.inf)
+    return math.log(v) if v > 0 else -math.inf if v == 0 else math.nan
 
 
 @op("abs", tags=("pointwise",), inplace=True, aliases=("absolute",))
@@ -436,14 +467,15 @@ where.errors = [ErrorSample(Sample(const(3, 4, dtype=bool), const(3, 4), const(2
                             "missing required argument 'other'")]
 
 
-@op("conj", tags=("pointwise",))
+@op("conj", tags=("pointwise",), aliases=("conj_physical",))
 def conj(xp, input):
     """Complex conjugate (real tensors are returned unchanged by ``Tensor.conj``)."""
-    return xp.conj(input)
+    return xp.conj(input) if input.dtype.kind == "c" else input.copy()   # (bool stays bool)
 
 
 conj.vjp()(lambda g, input: g.conj())
 conj.meta = same_meta
+conj.samples = unary_samples
 
 
 @op("real", view=True)
@@ -453,6 +485,7 @@ def real(xp, input):
 
 
 real.vjp()(lambda g, input: g.to(input.dtype) if input.dtype.is_complex else g)
+real.samples = unary_samples
 
 
 @op("imag", view=True)
@@ -464,6 +497,8 @@ def imag(xp, input):
 
 
 imag.vjp()(lambda g, input: g.to(input.dtype) * 1j)
+imag.samples = lambda dev, dt: unary_samples(dev, dt) if dt.category == 3 else []
+imag.errors = [ErrorSample(Sample(const(3)), RuntimeError, "non-complex dtypes")]
 
 
 @op("sign", tags=("pointwise",), inplace=True)
@@ -497,6 +532,11 @@ def _(g, input, result):
     a = input.abs()
     return ember.where(a == 0, 0.0, (g - (g * result.conj()).real * result) / ember.where(
         a == 0, 1.0, a))
+
+
+sgn.meta = same_meta
+sgn.samples = unary_samples
+sgn.kinks = (0.0,)
 
 
 def _logical(name, f):
