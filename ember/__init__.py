@@ -42,6 +42,8 @@ from ._ops.einsum import einsum  # noqa: E402,F401
 from ._ops.linalg_functions import FUNCTIONS as _LINALG_FUNCTIONS  # noqa: E402
 
 globals().update(_LINALG_FUNCTIONS)
+from ._ops.sparse import sparse_coo_tensor  # noqa: E402,F401
+from ._sparse import layout, sparse_coo, strided  # noqa: E402,F401
 from . import _aten_nn, _composites, _numerics  # noqa: E402
 
 _composites.install(globals(), _aten_nn, _numerics)
@@ -105,7 +107,7 @@ def __getattr__(name):
     import importlib
     if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "amp", "testing",
                 "special", "fft", "linalg", "func", "backends", "profiler", "compiler",
-                "serialization", "random"):
+                "serialization", "sparse", "random"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:

@@ -8,6 +8,7 @@ from . import _dtype
 from ._backends import backend
 from ._device import CPU, to_device
 from ._size import Size
+from ._sparse import SparseCOO, SparseOperand, sparse_coo, strided
 from ._storage import UntypedStorage, _ptr
 from .autograd import grad_mode
 from .autograd.graph import AccumulateGrad
@@ -154,13 +155,28 @@ class Tensor:
                 src = backend(self.device).from_host(backend(r.device).to_host(src), self.device)
             if self._data.ndim == 0 and not self._data.flags.writeable:
                 raise RuntimeError(f"{name}: the tensor's memory is read-only")
-            self._data[...] = src
+            try:
+                self._data[...] = src
+            except SparseOperand:
+                if not self.is_sparse:
+                    raise
+                # a sparse tensor's parts are replaced whole (a dense result, as zero_'s,
+                # is stored in sparse form)
+                self._data = (r if r.is_sparse else r.to_sparse(self.sparse_dim()))._data
         self._bump_version()
         rebase_history(self, r)
         return self
 
     def _inplace_add(self, g):
-        self._data += g._data
+        try:
+            self._data += g._data
+        except SparseOperand:
+            # NOTE: as torch's AccumulateGrad: sparse + sparse concatenates the entries, and a
+            # dense gradient meeting a sparse one makes the sum dense.
+            if self.is_sparse:
+                self._data = (self + g)._data
+            else:
+                self._data += g.to_dense()._data
         self._bump_version()
 
     def _has_nan(self):
@@ -317,11 +333,11 @@ class Tensor:
 
     @property
     def is_sparse(self):
-        return False
+        return type(self._data) is SparseCOO
 
     @property
     def layout(self):
-        return "torch.strided"
+        return sparse_coo if type(self._data) is SparseCOO else strided
 
     def is_floating_point(self):
         return self.dtype.category == _dtype._FLOAT
@@ -460,6 +476,9 @@ class Tensor:
 
     def _move(self, dev):
         from ._ops import dispatch, pointwise
+        if type(self._data) is SparseCOO:
+            from ._ops.sparse_rules import _move
+            return _move(self, dev)
         if self.device.type == "meta" and dev.type != "meta":
             raise NotImplementedError("Cannot copy out of meta tensor; no data! Please use "
                                       "torch.nn.Module.to_empty() instead of torch.nn.Module.to()"

@@ -6,7 +6,7 @@ import warnings
 from . import (closeness, conv, creation, decompositions, einsum, indexing,  # noqa: F401
                joining, linalg, linalg_functions, mutation, nn, pointwise, pointwise_binary,
                pointwise_math, pointwise_numeric, random, recurrent, reduction, shape, solvers,
-               sorting, statistics)
+               sorting, sparse, statistics)
 from .dispatch import dispatch, dispatch_inplace
 from .registry import all_ops
 

@@ -7,6 +7,7 @@ import numpy as np
 from .. import _dtype
 from .._backends import MetaBackend, backend
 from .._device import CPU
+from .._sparse import SparseOperand
 from .._storage import _root
 from .._tensor import Tensor
 from ..autograd import grad_mode
@@ -199,6 +200,8 @@ def dispatch(opdef, args, kwargs):
             res = opdef.fwd(np, x, y)        # the cpu backend's run(), without the hop
         except (ValueError, IndexError, TypeError) as e:
             raise _explain(opdef, tensors, e) from None
+        except SparseOperand:
+            return sparse_dispatch(opdef, args, kwargs)
     elif n == 1:
         a = args[0]
         if not isinstance(a, Tensor) or a.device is not CPU:
@@ -210,6 +213,8 @@ def dispatch(opdef, args, kwargs):
             res = opdef.fwd(np, a._data)
         except (ValueError, IndexError, TypeError) as e:
             raise _explain(opdef, tensors, e) from None
+        except SparseOperand:
+            return sparse_dispatch(opdef, args, kwargs)
     else:
         return _dispatch(opdef, args, kwargs)
     if type(res) is not np.ndarray:
@@ -246,13 +251,39 @@ def _dispatch(opdef, args, kwargs):
         for i, a in enumerate(arrays):      # cpu 0-dim tensors ride along as scalars
             if isinstance(a, np.ndarray) and a.ndim == 0 and dev.type != "meta":
                 arrays[i] = a.item()
-    if opdef.promote is not None:
-        _promote(opdef, args, arrays, dev.type == "meta", kwargs)
     try:
+        if opdef.promote is not None:
+            _promote(opdef, args, arrays, dev.type == "meta", kwargs)
         res = backend(dev).run(opdef, arrays, kwargs)
     except (ValueError, IndexError, TypeError) as e:
         raise _explain(opdef, tensors, e) from None
+    except SparseOperand:
+        if out is not None:
+            raise NotImplementedError(f"{opdef.name}(): out= is not supported for sparse "
+                                      "tensors") from None
+        return sparse_dispatch(opdef, args, kwargs)
     return _finish(opdef, args, kwargs, tensors, res, dev, out)
+
+
+def sparse_dispatch(opdef, args, kwargs):
+    """A sparse tensor is among the operands (its ``_data`` refused to act as an array): run
+    the op's sparse rule, or raise torch's error for an op without a sparse kernel."""
+    from . import sparse    # noqa: F401  (attaches the rules; loaded with the first sparse tensor)
+    if opdef.sparse is None:
+        dev = next(a.device for a in _flat_tensors(args) if a.is_sparse)
+        raise NotImplementedError(
+            f"Could not run 'aten::{opdef.name}' with arguments from the "
+            f"'Sparse{dev.type.upper() if dev.type != 'meta' else 'Meta'}' backend. This could "
+            "be because the operator doesn't exist for this backend.") from None
+    return opdef.sparse(*args, **kwargs)
+
+
+def _flat_tensors(args):
+    for a in args:
+        if isinstance(a, Tensor):
+            yield a
+        elif type(a) in (list, tuple):
+            yield from (t for t in a if isinstance(t, Tensor))
 
 
 def _finish(opdef, args, kwargs, tensors, res, dev, out):

@@ -43,6 +43,7 @@ class OpDef:
         # finite differences need (A + A^H) / 2; ``gauge(*outputs)`` picks one representative
         # of outputs defined up to sign or phase (singular vectors, eigenvectors, QR).
         self.hermitian_input, self.gauge = False, None
+        self.sparse = None              # rule for sparse COO operands: see _ops/sparse.py
         self.grad_name = "".join(p.capitalize() for p in name.strip("_").split("_")) + "Backward0"
         params = list(inspect.signature(fwd).parameters.values())[1:]
         self.params = tuple(p.name for p in params)

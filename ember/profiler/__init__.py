@@ -382,6 +382,11 @@ def tensorboard_trace_handler(dir_name, worker_name=None, use_gzip=False):
     def handler(prof):
         os.makedirs(dir_name, exist_ok=True)
         name = worker_name or f"{socket.gethostname()}_{os.getpid()}"
-        path = os.path.join(dir_name, f"{name}.{time.time_ns() // 1_000_000}.pt.trace.json")
+        ms = time.time_ns() // 1_000_000
+        while True:     # two traces within one millisecond must not overwrite each other
+            path = os.path.join(dir_name, f"{name}.{ms}.pt.trace.json")
+            if not os.path.exists(path) and not os.path.exists(path + ".gz"):
+                break
+            ms += 1
         prof.export_chrome_trace(path + ".gz" if use_gzip else path)
     return handler
