@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all bench bench-full loc clean
+.PHONY: demo test test-all bench bench-full loc coverage clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,9 @@ bench-full: $(STAMP)
 
 loc: $(STAMP)
 	$(PY) tools/loc.py
+
+coverage: $(STAMP)
+	$(PY) tools/api_coverage.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

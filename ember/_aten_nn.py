@@ -1,8 +1,8 @@
 """``torch.<name>`` spellings of neural-network functions: torch exposes its aten kernels at the
 top level with their own argument order (``torch.embedding(weight, indices)``,
 ``torch.batch_norm(input, weight, bias, running_mean, ...)``) and integer reductions
-(1 mean, 2 sum, anything else none). Each one here calls ``ember.nn.functional``, loaded on first use so
-``import ember`` stays cheap.
+(1 mean, 2 sum, anything else none). Each one here calls ``ember.nn.functional``, loaded on
+first use so ``import ember`` stays cheap.
 """
 import importlib
 

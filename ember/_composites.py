@@ -4,7 +4,6 @@ autograd flows through the ops they call) and Python-level plumbing. ``FUNCTIONS
 """
 import numpy as np
 
-from . import _dtype
 from ._ops import closeness, shape
 from ._tensor import Tensor
 
@@ -293,7 +292,8 @@ def fill_diagonal_(self, fill_value, wrap=False):
 
 FUNCTIONS = {f.__name__: f for f in (
     closeness.allclose, closeness.equal, closeness.is_same_size, closeness.is_nonzero,
-    is_signed, is_inference, is_distributed, get_device, detach, ravel, split_with_sizes, unravel_index,
+    is_signed, is_inference, is_distributed, get_device, detach, ravel, split_with_sizes,
+    unravel_index,
     nonzero_static)}
 FUNCTIONS.update(unsafe_chunk=shape.chunk, unsafe_split=shape.split,
                  unsafe_split_with_sizes=split_with_sizes)

@@ -69,7 +69,8 @@ AREAS = [
                         r"lgamma_?|digamma_?|polygamma_?|mvlgamma_?|i0_?|igammac?_?|sinc_?|"
                         r"logit_?|erfinv_?|xlogy_?|erfc?_?|expit|ndtri|log_ndtr)$"),
     ("sparse", r"sparse|^(coalesce|is_coalesced|indices|values|_?nnz|dense_dim|sparse_dim|"
-               r"smm|dsmm|hsmm|spmm|saddmm|sspaddmm|hspmm|to_dense|indices_copy|values_copy|sparse_resize_?.*)$"),
+               r"smm|dsmm|hsmm|spmm|saddmm|sspaddmm|hspmm|to_dense|indices_copy|values_copy|"
+               r"sparse_resize_?.*)$"),
 ]
 
 # ember's namespace for each torch namespace, as a dotted path under ``ember``.
