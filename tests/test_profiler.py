@@ -83,7 +83,8 @@ def test_table_looks_like_torchs():
                     key=lambda a: a.cpu_time_total, reverse=True)[:5]
     for row, avg in zip(lines[3:-2], expect):
         assert row.strip().startswith(avg.key[:40])
-    assert "forward" in table
+    # (not in the top five for sure: on a loaded machine a backward node can outlast it)
+    assert "forward" in prof.key_averages().table(sort_by="cpu_time_total")
 
 
 def test_profile_memory_counts_new_tensors():
