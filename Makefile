@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all bench loc clean
+.PHONY: demo test test-all bench loc docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,13 @@ bench: $(STAMP)
 
 loc: $(STAMP)
 	$(PY) tools/loc.py
+
+# The API reference from the docstrings, by pdoc (tools/apidocs.py says how). docs/api/ is
+# generated: it is not committed (.gitignore).
+docs: $(STAMP)
+	$(PY) -m pip install -q -e '.[docs]'
+	rm -rf docs/api
+	$(PY) tools/apidocs.py docs/api
 
 clean:
 	rm -rf $(VENV) build *.egg-info
