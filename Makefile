@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all bench bench-full loc coverage clean
+.PHONY: demo test test-all bench bench-full loc coverage docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,13 @@ loc: $(STAMP)
 
 coverage: $(STAMP)
 	$(PY) tools/api_coverage.py
+
+# The API reference from the docstrings, by pdoc (tools/apidocs.py says how). docs/api/ is
+# generated: it is not committed (.gitignore).
+docs: $(STAMP)
+	$(PY) -m pip install -q -e '.[docs]'
+	rm -rf docs/api
+	$(PY) tools/apidocs.py docs/api
 
 clean:
 	rm -rf $(VENV) build *.egg-info
