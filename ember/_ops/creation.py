@@ -5,10 +5,10 @@ from .. import _dtype
 from .._backends import backend
 from .._device import CPU, to_device
 from .._storage import UntypedStorage, _ptr
+from .._tensor import Tensor
 
 
 def _T():
-    from .._tensor import Tensor
     return Tensor
 
 

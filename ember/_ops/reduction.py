@@ -87,7 +87,8 @@ nansum = _sum_like("nansum", "nansum", """Sum over ``dim`` treating nan as zero.
 
 @sum_.vjp()
 def _(g, input, dim=None, keepdim=False, *, dtype=None):
-    return _keep(g, input, dim, keepdim).expand(input.shape)
+    # a full sum's 0-dim gradient expands as it is (no unsqueeze view per dim)
+    return (g if g._data.ndim == 0 else _keep(g, input, dim, keepdim)).expand(input._shape)
 
 
 sum_.errors = dim_errors() + [ErrorSample(Sample(const(3, 4), (0, -2)), RuntimeError,

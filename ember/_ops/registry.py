@@ -73,8 +73,9 @@ class OpDef:
         return deco
 
     def __call__(self, *args, **kwargs):
-        from .dispatch import dispatch
-        return dispatch(self, args, kwargs)
+        if _dispatch is None:
+            _bind_dispatch()
+        return _dispatch(self, args, kwargs)
 
     def __repr__(self):
         return f"OpDef({self.name})"
@@ -83,6 +84,13 @@ class OpDef:
 
 
 _REGISTRY = {}
+_dispatch = None        # dispatch.dispatch, bound on the first call (dispatch imports this module)
+
+
+def _bind_dispatch():
+    global _dispatch
+    from .dispatch import dispatch
+    _dispatch = dispatch
 
 
 def op(name, **options):
