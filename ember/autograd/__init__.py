@@ -25,8 +25,8 @@ def _tensors(x):
         return None
     if type(x) in (list, tuple):
         return list(x)
-    from .._tensor import Tensor
-    return [x] if isinstance(x, Tensor) else list(x)
+    from .. import _tensor      # (a package import: no failed ``__path__`` lookup per call)
+    return [x] if isinstance(x, _tensor.Tensor) else list(x)
 
 
 def _seed_grads(outputs, grad_outputs, create_graph):
