@@ -56,7 +56,9 @@ def _sum_like(name, f, doc, complex_ok=True, tags=()):
     def fwd(xp, input, dim=None, keepdim=False, *, dtype=None):
         if not complex_ok and input.dtype.kind == "c":
             raise RuntimeError(f"{name} does not support complex inputs")
-        return _accumulate(getattr(xp, f), input, dim, keepdim, dtype)
+        # (np.sum is Python around add.reduce: call that directly, as np.sum does)
+        return _accumulate(np.add.reduce if f == "sum" and xp is np else getattr(xp, f), input,
+                           dim, keepdim, dtype)
     fwd.__doc__ = doc
     d = op(name, tags=("reduction",) + tags)(fwd)
     d.meta, d.samples = _reduce_meta(_sum_dtype), _reduce_samples
