@@ -558,8 +558,8 @@ class AccumulateGrad(Node):
             # array that owns its memory held by ``g`` alone (a view or alias would add one).
             if create_graph and g.grad_fn is not None:
                 v.grad = g
-            elif not create_graph and sys.getrefcount(g) <= 3 and g._data.base is None and sys.getrefcount(g._data) <= 2 and \
-                    g._storage is None and g._base is None:
+            elif not create_graph and sys.getrefcount(g) <= 3 and g._data.base is None and \
+                    sys.getrefcount(g._data) <= 2 and g._storage is None and g._base is None:
                 v.grad = g
             else:
                 v.grad = g.clone()
