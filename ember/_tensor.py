@@ -14,6 +14,7 @@ from .autograd import grad_mode
 from .autograd.graph import AccumulateGrad
 
 _BY_NP = _dtype._BY_NP
+_new = object.__new__
 
 
 def parse_to_args(args, dtype=None, device=None):
@@ -128,8 +129,12 @@ class Tensor:
 
     def _alias(self):
         """Same data and storage, no autograd history (what a saved output keeps)."""
-        t = Tensor._wrap(self._data, self.device)
-        t._storage, t._base, t._view_fn = self._get_storage(), self._base, self._view_fn
+        t = _new(Tensor)            # (made field by field: every tanh/exp/sigmoid records one)
+        t._data, t.dtype, t._storage = self._data, self.dtype, self._get_storage()
+        if self.device is not CPU:
+            t.device = self.device
+        if self._base is not None:
+            t._base, t._view_fn = self._base, self._view_fn
         return t
 
     def _as_output_of(self, node, nr):

@@ -218,7 +218,9 @@ def dispatch(opdef, args, kwargs):
     else:
         return _dispatch(opdef, args, kwargs)
     if type(res) is not np.ndarray:
-        return _finish(opdef, args, kwargs, tensors, res, CPU, None)
+        if not isinstance(res, np.generic):
+            return _finish(opdef, args, kwargs, tensors, res, CPU, None)
+        res = np.asarray(res)       # NumPy's 0-dim ufuncs and full reductions give scalars
     out = _new(Tensor)                   # Tensor._wrap, inlined
     out._data = res
     out.dtype = dt if res.dtype is dt.np else Tensor._dtype_of(res)

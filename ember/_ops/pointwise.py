@@ -103,7 +103,7 @@ add.errors = broadcast_errors()
 @op("sub", tags=("pointwise",), promote="common", inplace=True, aliases=("subtract",))
 def sub(xp, input, other, alpha=1):
     """``input - alpha * other``."""
-    if input.dtype == np.bool_:
+    if input.dtype.kind == "b":          # (cheaper than == np.bool_, which converts)
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
                            "supported. Use the `^` or `logical_xor()` operator instead.")
     return xp.subtract(input, other) if alpha == 1 else xp.subtract(input, xp.multiply(other,
@@ -136,10 +136,13 @@ rsub.meta = broadcast_meta
 rsub.samples = lambda dev, dt: binary_samples(dev, dt) if dt is not ember.bool else []
 
 
+_NO_DT = np.dtype(np.float64)      # stands for a Python number's dtype in mul's bool test
+
+
 @op("mul", tags=("pointwise",), promote="common", inplace=True, aliases=("multiply",))
 def mul(xp, input, other):
     """``input * other``, broadcast and type-promoted."""
-    if getattr(input, "dtype", None) == np.bool_ and getattr(other, "dtype", None) == np.bool_:
+    if getattr(input, "dtype", _NO_DT).kind == "b" and getattr(other, "dtype", _NO_DT).kind == "b":
         return xp.logical_and(input, other)
     return xp.multiply(input, other)
 
@@ -222,7 +225,7 @@ def _conj(t):
 @op("neg", tags=("pointwise",), inplace=True, aliases=("negative",))
 def neg(xp, input):
     """``-input``."""
-    if input.dtype == np.bool_:
+    if input.dtype.kind == "b":
         raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If "
                            "you are trying to invert a mask, use the `~` or `logical_not()` "
                            "operator instead.")
@@ -294,7 +297,7 @@ def _log_of(v):
 @op("abs", tags=("pointwise",), inplace=True, aliases=("absolute",))
 def abs(xp, input):
     """``|input|``."""
-    if input.dtype == np.bool_:
+    if input.dtype.kind == "b":
         raise NotImplementedError("\"abs_cpu\" not implemented for 'Bool'")
     return xp.abs(input)
 
@@ -504,7 +507,7 @@ imag.errors = [ErrorSample(Sample(const(3)), RuntimeError, "non-complex dtypes")
 @op("sign", tags=("pointwise",), inplace=True)
 def sign(xp, input):
     """-1, 0 or 1 by the sign of each element (0 for nan, as torch)."""
-    if input.dtype == np.bool_:
+    if input.dtype.kind == "b":
         return input.copy()
     r = xp.sign(input)
     # NOTE: torch's sign(nan) is 0 (it computes (0 < x) - (x < 0)); NumPy's is nan

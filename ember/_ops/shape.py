@@ -157,6 +157,10 @@ def expand(xp, input, *sizes):
                                f"  Target sizes: {list(sizes)}.  Tensor sizes: "
                                f"{list(input.shape)}")
         strides[i] = st if n == shape[i] else 0
+    if type(input) is np.ndarray and input.flags.c_contiguous and input.flags.writeable:
+        # the same view as as_strided's, made in C: as_strided is ~2 us of Python (and every
+        # full sum's backward expands)
+        return np.ndarray(shape, input.dtype, buffer=input, strides=strides)
     return xp.lib.stride_tricks.as_strided(input, shape, strides)
 
 

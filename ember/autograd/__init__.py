@@ -23,12 +23,14 @@ def __getattr__(name):
 def _tensors(x):
     if x is None:
         return None
-    from .._tensor import Tensor
-    return [x] if isinstance(x, Tensor) else list(x)
+    if type(x) in (list, tuple):
+        return list(x)
+    from .. import _tensor      # (a package import: no failed ``__path__`` lookup per call)
+    return [x] if isinstance(x, _tensor.Tensor) else list(x)
 
 
 def _seed_grads(outputs, grad_outputs, create_graph):
-    from .._ops.creation import ones_like
+    from .._ops import creation     # (a package: no failed ``__path__`` lookup per call)
     grads = []
     for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
         if g is None:
@@ -37,7 +39,7 @@ def _seed_grads(outputs, grad_outputs, create_graph):
             if not out.dtype.is_floating_point:
                 raise RuntimeError(f"grad can be implicitly created only for real scalar "
                                    f"outputs but got {out.dtype}")
-            grads.append(ones_like(out))       # new and history-less: no detach needed
+            grads.append(creation.ones_like(out))       # new and history-less: no detach needed
             continue
         elif not hasattr(g, "_data"):
             from .._ops.creation import tensor

@@ -9,18 +9,20 @@ from .graph import AccumulateGrad
 
 
 def _dependencies(roots):
-    deps, seen, stack = {}, set(), [n for n in roots if n is not None]
-    seen.update(stack)
+    """``{node: number of edges into it}`` over the graph below ``roots``."""
+    deps, stack = {}, [n for n in roots if n is not None]
+    roots = set(stack)
     while stack:
-        node = stack.pop()
-        for nxt, _ in node.next_functions:
+        for nxt, _ in stack.pop().next_functions:
             if nxt is None:
                 continue
-            deps[nxt] = deps.get(nxt, 0) + 1
-            if nxt not in seen:
-                seen.add(nxt)
-                stack.append(nxt)
-    return deps, seen
+            if nxt in deps:
+                deps[nxt] += 1
+            else:               # first reached: walk below it (a root already is walked)
+                deps[nxt] = 1
+                if nxt not in roots:
+                    stack.append(nxt)
+    return deps
 
 
 def _needed(nodes, targets):
@@ -71,7 +73,7 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
         buf = buffers.setdefault(node, [None] * node.n_outputs)
         buf[nr] = g if buf[nr] is None else buf[nr] + g
     root_nodes = list(buffers)
-    deps, nodes = _dependencies(root_nodes)
+    deps = _dependencies(root_nodes)
 
     captures, capture_at = None, {}
     if inputs is not None:
@@ -83,7 +85,7 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                 acc = t._grad_accumulator_ref()
                 key = (acc, 0) if acc is not None else (None, 0)
             capture_at.setdefault(key[0], []).append((key[1], i))
-        needed = _needed(nodes, [n for n in capture_at if n is not None])
+        needed = _needed(set(deps).union(root_nodes), [n for n in capture_at if n is not None])
     else:
         needed = None
 

@@ -4,6 +4,7 @@ what the op's vjp reads (each saved tensor with the version it had, or as packed
 import itertools
 import operator
 import re
+import sys
 import types
 import weakref
 
@@ -552,7 +553,16 @@ class AccumulateGrad(Node):
             # without create_graph the engine runs in no_grad, so the clone has no history.
             # NOTE: the same gradient object can reach several leaves (add's backward passes
             # g twice), so .grad gets its own buffer: accumulating in place must not alias.
-            v.grad = g if create_graph and g.grad_fn is not None else g.clone()
+            # Like torch, a gradient nothing else can reach is taken as it is: references
+            # from the engine's list and this frame only (3 with getrefcount's own), and an
+            # array that owns its memory held by ``g`` alone (a view or alias would add one).
+            if create_graph and g.grad_fn is not None:
+                v.grad = g
+            elif not create_graph and sys.getrefcount(g) <= 3 and g._data.base is None and \
+                    sys.getrefcount(g._data) <= 2 and g._storage is None and g._base is None:
+                v.grad = g
+            else:
+                v.grad = g.clone()
         elif create_graph or v.grad.requires_grad:
             v.grad = v.grad + g
         else:
