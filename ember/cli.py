@@ -1,5 +1,6 @@
 """The ``ember`` command line: ``ember demo | run | bench | info``."""
 import argparse
+import os
 import sys
 import time
 
@@ -29,19 +30,37 @@ def _run(args):
     return run(args.script, args.args)
 
 
+def _optional(module, what):
+    """One ``ember info`` line for an optional package: its version, or why it is missing."""
+    import importlib
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as e:
+        return f"{what}: unavailable ({e.name or module} is not installed)"
+    return f"{what}: available ({module} {getattr(mod, '__version__', '?')})"
+
+
 def _info(args):
+    """Versions, the BLAS and threads in use, and which optional backends load (and why not)."""
     import platform
 
     import numpy as np
 
     import ember
-    print(f"ember {ember.__version__}, numpy {np.__version__}, python {platform.python_version()}")
-    try:
-        import cupy  # noqa: F401
-        cuda = f"available (CuPy {cupy.__version__})"
-    except ImportError:
-        cuda = "unavailable: CuPy is not installed (pip install 'ember[cuda]')"
-    print(f"cuda: {cuda}")
+    from ember._backends import blas
+    print(f"ember {ember.__version__}, numpy {np.__version__}, python "
+          f"{platform.python_version()} ({platform.system()} {platform.machine()})")
+    lib = blas.library if blas.available() else None
+    print(f"BLAS: {lib or 'not reachable directly (NumPy matmul only)'}")
+    print(f"threads: {ember.get_num_threads()} (interop {ember.get_num_interop_threads()}), "
+          f"{os.cpu_count()} CPUs")
+    from ember import cuda
+    n, why = cuda.device_count(), cuda._cupy()[2]
+    print(f"cuda: {n} GPU{'s' * (n != 1)} through CuPy" if n else f"cuda: unavailable ({why})")
+    # (no extra to suggest: these parts of ember are not written yet)
+    print("distributed (MPI/NCCL): not implemented in ember yet")
+    print("ONNX export: not implemented in ember yet")
+    print(_optional("safetensors", "safetensors"))
     return 0
 
 

@@ -8,7 +8,6 @@ ctypes. Where no such library is found (NumPy on Accelerate, say) ``gemm`` is ``
 callers keep their NumPy path.
 """
 import ctypes
-import glob
 import os
 
 import numpy as np
@@ -20,14 +19,10 @@ _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 
 def _candidates():
-    libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
-    yield from sorted(glob.glob(os.path.join(libs, "*openblas*")))
-    try:        # whatever BLAS the process has mapped already (conda's MKL or OpenBLAS)
-        with open("/proc/self/maps") as f:
-            seen = {line.split()[-1] for line in f if ".so" in line}
-        yield from sorted(p for p in seen if "blas" in p or "mkl_rt" in p)
-    except OSError:
-        pass
+    from .._config import _loaded_libraries     # (what the thread settings look through too)
+    libs = _loaded_libraries()
+    yield from sorted(p for p in libs if "blas" in os.path.basename(p).lower() or
+                      "mkl_rt" in os.path.basename(p).lower())
 
 
 def _load():
@@ -48,11 +43,14 @@ def _load():
                     ctypes.c_void_p, int_t]
                 fns[np.dtype(ch.replace("s", "f4").replace("d", "f8"))] = fn
             if len(fns) == 2:
+                global library
+                library = path
                 return fns
     return None
 
 
 _fns = False
+library = None      # the path of the library ``gemm`` calls into, once found
 
 
 def _row_major(a):
