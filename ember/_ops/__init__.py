@@ -3,8 +3,8 @@
 import functools
 import warnings
 
-from . import (conv, creation, indexing, joining, linalg, mutation, nn, pointwise,  # noqa: F401
-               pointwise_binary, pointwise_math, random, reduction, shape, sorting, statistics)
+from . import (conv, creation, indexing, joining, linalg, mutation, nn, nn_rows,  # noqa: F401
+               pointwise, pointwise_binary, pointwise_math, random, reduction, shape, sorting, statistics)
 from .dispatch import dispatch, dispatch_inplace
 from .registry import all_ops
 
