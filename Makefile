@@ -4,9 +4,10 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all bench loc clean
+.PHONY: demo test test-all bench loc kernels clean
 
-$(STAMP): pyproject.toml
+# setup.py compiles ember's optional C kernels (docs/kernels.md) during the editable install
+$(STAMP): pyproject.toml setup.py ember/_C/kernels.c ember/_C/rowops.h ember/_C/vecmath.h
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
@@ -24,8 +25,11 @@ test-all: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m ember bench
 
+kernels: $(STAMP)
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+
 loc: $(STAMP)
 	$(PY) tools/loc.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info ember/_C/libember_kernels.so.1

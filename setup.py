@@ -5,6 +5,7 @@ The kernels are a plain C shared library that ember loads with ctypes. Building 
 effort: without OpenMP they build single-threaded, and without a working C compiler the install
 goes on and ember runs its NumPy path (the reference the kernels are tested against).
 """
+import os
 import sys
 
 from setuptools import Extension, setup
@@ -18,8 +19,18 @@ from setuptools.command.build_ext import build_ext
 FLAGS = ["-O3", "-std=c99", "-fno-trapping-math", "-fno-math-errno", "-ffp-contract=off",
          "-fvisibility=hidden"]
 
+LIB = "ember._C._kernels"
+
 
 class OptionalBuildExt(build_ext):
+    def get_ext_filename(self, fullname):
+        # NOTE: a conventional shared-library name, not a Python module suffix (.so, .pyd), so
+        # import machinery and pkgutil.walk_packages never take it for an importable module.
+        # (distutils asks with the last name part, setuptools with the full dotted name)
+        if fullname in (LIB, LIB.rpartition(".")[2]):
+            return os.path.join(*fullname.split(".")[:-1], "libember_kernels.so.1")
+        return super().get_ext_filename(fullname)
+
     def build_extension(self, ext):
         base = list(ext.extra_compile_args)
         for omp in (["-fopenmp"], ["-fopenmp-simd"], []):
@@ -34,7 +45,7 @@ class OptionalBuildExt(build_ext):
 
 
 setup(
-    ext_modules=[Extension("ember._C._kernels", ["ember/_C/kernels.c"], extra_compile_args=FLAGS,
+    ext_modules=[Extension(LIB, ["ember/_C/kernels.c"], extra_compile_args=FLAGS,
                            depends=["ember/_C/rowops.h", "ember/_C/vecmath.h"],
                            libraries=["m"])],
     cmdclass={"build_ext": OptionalBuildExt},

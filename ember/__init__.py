@@ -18,7 +18,7 @@ half, float, double = float16, float32, float64
 short, int, long = int16, int32, int64
 cfloat, cdouble = complex64, complex128
 
-from . import _ops  # noqa: E402
+from . import _C, _ops  # noqa: E402
 from . import _tensor_methods  # noqa: E402
 from ._ops.dispatch import can_cast as _can_cast  # noqa: E402
 
@@ -74,6 +74,24 @@ def result_type(tensor1, tensor2):
 def can_cast(from_, to):
     """Whether ``from_`` casts to ``to`` under torch's casting rules (no category drop)."""
     return _can_cast(from_, to)
+
+
+def set_num_threads(n):
+    """Set the number of threads ember's CPU kernels split rows over (default:
+    ``OMP_NUM_THREADS``, else the CPUs available). NumPy's BLAS keeps its own setting.
+
+    Example:
+        >>> import ember
+        >>> ember.set_num_threads(1)
+        >>> ember.get_num_threads()
+        1
+    """
+    _C.set_num_threads(n)
+
+
+def get_num_threads():
+    """The number of threads ember's CPU kernels use (see :func:`set_num_threads`)."""
+    return _C.num_threads()
 
 
 def get_default_device():

@@ -6,8 +6,6 @@ back to that code when it gets None: the library was not built, ``EMBER_NO_C=1``
 against (tests/test_kernels.py); docs/kernels.md says how the library is built and why.
 """
 import contextlib
-import ctypes
-import importlib.machinery
 import os
 
 import numpy as np
@@ -18,20 +16,18 @@ _threads = None
 
 
 def _load():
-    here = os.path.dirname(os.path.abspath(__file__))
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        path = os.path.join(here, "_kernels" + suffix)
-        if os.path.exists(path):
-            try:
-                lib = ctypes.CDLL(path)
-            except OSError:
-                return False
-            _declare(lib)
-            return lib
-    return False
+    import ctypes          # here, not at import: ``import ember`` stays cheap
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libember_kernels.so.1")
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError:        # not built (or built for another machine): the NumPy path runs
+        return False
+    _declare(lib)
+    return lib
 
 
 def _declare(lib):
+    import ctypes
     p, i64, i, d = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_double
     sigs = {"softmax": [p, p, p, i64, i64, i64, i, i, i],
             "gelu": [p, p, p, i64, i, i],
@@ -101,6 +97,8 @@ def num_threads():
 
 def set_num_threads(n):
     global _threads
+    if int(n) < 1:
+        raise RuntimeError(f"set_num_threads: expected a positive number of threads, got {n}")
     _threads = int(n)
 
 

@@ -1,5 +1,5 @@
-"""Activation and normalization ops with a C kernel beside their NumPy code: gelu, layer_norm,
-rms_norm. The NumPy forward is the reference (and the path on cuda, for other dtypes, or with
+"""Activation, normalization and loss ops with a C kernel beside their NumPy code: gelu,
+layer_norm, rms_norm, cross_entropy_loss (class indices). The NumPy forward is the reference (and the path on cuda, for other dtypes, or with
 ``EMBER_NO_C=1``); the backward runs the kernel when nothing differentiates it, else ember ops,
 so double backward works. See docs/kernels.md."""
 import math
@@ -10,8 +10,8 @@ import ember
 
 from .. import _C
 from .._tensor import Tensor
-from .meta import same_meta
-from .nn import kernel_grads
+from .meta import empty, same_meta
+from .nn import kernel_grads, log_softmax, nll_loss
 from .pointwise_math import _erf_erfc
 from .registry import op
 from .samples import ErrorSample, Sample, make
@@ -228,3 +228,79 @@ layer_norm.errors = [ErrorSample(Sample(make((3, 4), ember.float32), (3,)), Runt
                                  r"layer_norm: input shape \[3, 4\] does not end with")]
 layer_norm.torch_fn = "nn.functional.layer_norm"
 rms_norm.torch_fn = "nn.functional.rms_norm"
+
+
+# ---- cross_entropy over class indices: log_softmax + nll_loss fused ------------------------
+
+def _ce_kernel_args(input, target, ignore_index):
+    """The C kernel and contiguous (logits, targets) when the fused kernel applies: (N, C)
+    logits of float32/64 with (N,) int64 targets all in range; else None (the reference path,
+    which also raises the errors)."""
+    if input.ndim != 2 or target.shape != input.shape[:1] or target.dtype != np.int64:
+        return None
+    fn = _C.kernel("cross_entropy", input.dtype)
+    if fn is None or not input.size:
+        return None
+    valid = target[target != ignore_index]
+    if valid.size and (valid.min() < 0 or valid.max() >= input.shape[1]):
+        return None
+    return fn, _C.contiguous(input), _C.contiguous(target)
+
+
+@op("cross_entropy_loss", tags=("autocast_fp32",), method=False, function=False)
+def cross_entropy_loss(xp, input, target, ignore_index=-100, reduction="mean"):
+    """Cross entropy of logits ``input`` ((N, C), (N, C, d1, ...) or (C,)) against class
+    indices ``target``: ``nll_loss(log_softmax(input, 1), target)``, fused on the cpu."""
+    fused = _ce_kernel_args(input, target, ignore_index) if xp is np else None
+    if fused is None:
+        dim = 1 if input.ndim > 1 else 0
+        return nll_loss.fwd(xp, log_softmax.fwd(xp, input, dim), target, None, ignore_index,
+                            reduction)
+    fn, x, t = fused
+    losses = np.empty(x.shape[0], x.dtype)
+    fn(x.ctypes.data, t.ctypes.data, None, losses.ctypes.data, x.shape[0], x.shape[1],
+       ignore_index, _C.num_threads())
+    if reduction == "none":
+        return losses
+    total = losses.sum()
+    return total if reduction == "sum" else total / x.dtype.type(np.count_nonzero(
+        t != ignore_index))
+
+
+@cross_entropy_loss.vjp(save=("input", "target"))
+def _(g, input, target, ignore_index=-100, reduction="mean"):
+    arrays = kernel_grads(g, input)
+    fused = _ce_kernel_args(arrays[1], target._data, ignore_index) if arrays else None
+    if fused is not None:
+        fn, x, t = fused
+        valid = t != ignore_index
+        coef = np.broadcast_to(arrays[0], t.shape) if reduction != "mean" else \
+            np.full(t.shape, arrays[0] / x.dtype.type(np.count_nonzero(valid)), x.dtype)
+        coef = _C.contiguous(coef)
+        gx = np.empty(x.shape, x.dtype)
+        fn(x.ctypes.data, t.ctypes.data, coef.ctypes.data, gx.ctypes.data, x.shape[0],
+           x.shape[1], ignore_index, _C.num_threads())
+        return Tensor._wrap(gx), None
+    # the reference: the backwards of nll_loss and log_softmax, on a recomputed log_softmax
+    dim = 1 if input.dim() > 1 else 0
+    logp = log_softmax(input, dim)
+    glogp = nll_loss.vjp_fn(g, logp, target, None, ignore_index, reduction)[0]
+    return log_softmax.vjp_fn(glogp, input, dim, result=logp), None
+
+
+def _ce_meta(input, target, ignore_index=-100, reduction="mean"):
+    return empty(target.shape if reduction == "none" else (), input.dtype)
+
+
+cross_entropy_loss.meta = _ce_meta
+cross_entropy_loss.samples = lambda dev, dt: [
+    Sample(make((4, 3), dt), np.array([0, 2, 1, 2])),
+    Sample(make((5, 7), dt, -4, 4), np.array([0, 6, -100, 2, 6]), reduction="sum"),
+    Sample(make((5, 7), dt, noncontig=True), np.array([0, 6, 3, 2, 6]), reduction="none"),
+    Sample(make((3, 4), dt), np.array([0, 9, 1]), ignore_index=9),
+    Sample(make((2, 3, 5), dt), np.random.default_rng(4).integers(0, 3, (2, 5))),
+    Sample(make((3,), dt), np.array(1)),
+] if dt.category == 2 else []
+cross_entropy_loss.errors = [ErrorSample(Sample(make((2, 3), ember.float32), np.array([0, 3])),
+                                         IndexError, "Target 3 is out of bounds")]
+cross_entropy_loss.torch_fn = "nn.functional.cross_entropy"

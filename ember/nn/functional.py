@@ -299,6 +299,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         1.3863
     """
     reduction = _legacy(size_average, reduce, reduction)
+    if not target.dtype.is_floating_point and weight is None and label_smoothing == 0:
+        return dispatch(_rows.cross_entropy_loss, (input, target, ignore_index, reduction), _E)
     logp = log_softmax(input, 1 if input.dim() > 1 else 0)
     if target.dtype.is_floating_point:           # class probabilities
         if tuple(target.shape) != tuple(input.shape):

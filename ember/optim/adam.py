@@ -1,6 +1,8 @@
 """Adam, with AMSGrad and decoupled (AdamW) weight decay (``torch.optim.Adam``)."""
 import numpy as np
 
+from .. import _C
+
 from .optimizer import Optimizer, _check_common, _check_lr, _scalar, _zeros_like
 
 __all__ = ["Adam"]
@@ -69,6 +71,15 @@ class Adam(Optimizer):
         """One Adam update on arrays: ``rest`` is ``(max_exp_avg_sq, scratch)`` for AMSGrad, else
         ``(scratch,)``. Written as in-place passes, so it allocates nothing."""
         beta1, beta2 = group["betas"]
+        bc2_sqrt = (1 - beta2 ** step) ** 0.5
+        step_size = group["lr"] / (1 - beta1 ** step) * bc2_sqrt
+        fn = _C.kernel("adam", p.dtype)
+        if fn is not None and g.dtype == p.dtype and g.flags.c_contiguous and p.flags.c_contiguous:
+            # one pass instead of ~12, with the same operations in the same order (bit-equal)
+            vmax = rest[0] if len(rest) == 2 else None
+            fn(p.ctypes.data, g.ctypes.data, m.ctypes.data, v.ctypes.data, _C.ptr(vmax), p.size,
+               beta1, beta2, 1 - beta2, group["eps"] * bc2_sqrt, step_size, _C.num_threads())
+            return
         tmp = rest[-1]
         m -= g                                              # m.lerp_(g, 1 - beta1)
         m *= beta1
@@ -81,9 +92,8 @@ class Adam(Optimizer):
             np.maximum(rest[0], v, out=rest[0])
             v = rest[0]
         # lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps), with sqrt(bc2) moved out of the big arrays
-        bc2_sqrt = (1 - beta2 ** step) ** 0.5
         np.sqrt(v, out=tmp)
         tmp += group["eps"] * bc2_sqrt
         np.divide(m, tmp, out=tmp)
-        tmp *= group["lr"] / (1 - beta1 ** step) * bc2_sqrt
+        tmp *= step_size
         p -= tmp
