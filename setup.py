@@ -16,7 +16,7 @@ from setuptools.command.build_ext import build_ext
 # rounding, and the NumPy path is the reference. -fno-trapping-math and -fno-math-errno change
 # no result; they let gcc if-convert the branch-free selects and inline sqrt, i.e. vectorise.
 # -ffp-contract=off keeps Adam's update bit-identical to the NumPy passes.
-FLAGS = ["-O3", "-std=c99", "-fno-trapping-math", "-fno-math-errno", "-ffp-contract=off",
+FLAGS = ["-O3", "-g0", "-std=c99", "-fno-trapping-math", "-fno-math-errno", "-ffp-contract=off",
          "-fvisibility=hidden"]
 
 LIB = "ember._C._kernels"

@@ -34,7 +34,7 @@ def _declare(lib):
             "layer_norm": [p, p, p, p, p, p, i64, i64, d, i, i],
             "layer_norm_bwd": [p, p, p, p, p, p, i64, i64, d, i, i],
             "cross_entropy": [p, p, p, p, i64, i64, i64, i],
-            "adam": [p, p, p, p, p, i64, d, d, d, d, d, i]}
+            "adam": [p, p, p, p, p, i64, d, d, d, d, d, d, i]}
     for name, args in sigs.items():
         for suffix in ("_f32", "_f64"):
             fn = getattr(lib, name + suffix)

@@ -204,12 +204,12 @@ TC static void S(norm_bwd_rows)(const T *g, const T *x, const T *w, T *gx, doubl
         }
         a = rms ? 0 : a / (T)n;
         c /= (T)n;
-        for (int64_t j = 0; j < n; j++)
-            o[j] = rs * (gr[j] * w[j] - a - ((xr[j] - mu) * rs) * c);
-        if (gw)
-            for (int64_t j = 0; j < n; j++) gw[j] += (double)(gr[j] * ((xr[j] - mu) * rs));
-        if (gb)
-            for (int64_t j = 0; j < n; j++) gb[j] += (double)gr[j];
+        for (int64_t j = 0; j < n; j++) {     /* gcc unswitches the gw/gb tests */
+            T xh = (xr[j] - mu) * rs;
+            o[j] = rs * (gr[j] * w[j] - a - xh * c);
+            if (gw) gw[j] += (double)(gr[j] * xh);
+            if (gb) gb[j] += (double)gr[j];
+        }
     }
 }
 
@@ -268,11 +268,12 @@ EXPORT void S(cross_entropy)(const T *x, const int64_t *t, const T *coef, T *out
 
 /* ---- Adam / AdamW over a flat buffer --------------------------------------------------- */
 
-/* The same operations in the same order (and roundings) as Adam._math's NumPy passes, so the
- * result is bit-identical: m = (m - g) beta1 + g; v = v beta2 + g g (1 - beta2);
- * p -= m / (sqrt(v) + eps_c) * step_size. vmax (AMSGrad) may be NULL. */
+/* The same operations in the same order (and roundings) as Adam's NumPy passes, so the
+ * result is bit-identical: p *= decay (AdamW); m = (m - g) beta1 + g;
+ * v = v beta2 + g g (1 - beta2); p -= m / (sqrt(v) + eps_c) * step_size.
+ * vmax (AMSGrad) may be NULL. */
 TC static void S(adam_block)(T *p, const T *g, T *m, T *v, T *vmax, int64_t n, T b1, T b2,
-                             T omb2, T eps_c, T step_size) {
+                             T omb2, T eps_c, T step_size, T decay) {
     for (int64_t i = 0; i < n; i++) {
         T gi = g[i];
         T mi = (m[i] - gi) * b1 + gi;
@@ -283,16 +284,16 @@ TC static void S(adam_block)(T *p, const T *g, T *m, T *v, T *vmax, int64_t n, T
             vi = vmax[i] > vi ? vmax[i] : vi;
             vmax[i] = vi;
         }
-        p[i] -= (mi / (SQRT(vi) + eps_c)) * step_size;
+        p[i] = p[i] * decay - (mi / (SQRT(vi) + eps_c)) * step_size;
     }
 }
 
 EXPORT void S(adam)(T *p, const T *g, T *m, T *v, T *vmax, int64_t n, double b1, double b2,
-                    double omb2, double eps_c, double step_size, int nt) {
+                    double omb2, double eps_c, double step_size, double decay, int nt) {
     const int64_t B = 16384;
     nt = threads_for(n * 4, nt);
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t i = 0; i < n; i += B)
         S(adam_block)(p + i, g + i, m + i, v + i, vmax ? vmax + i : NULL, n - i < B ? n - i : B,
-                      (T)b1, (T)b2, (T)omb2, (T)eps_c, (T)step_size);
+                      (T)b1, (T)b2, (T)omb2, (T)eps_c, (T)step_size, (T)decay);
 }

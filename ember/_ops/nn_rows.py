@@ -1,7 +1,8 @@
 """Activation, normalization and loss ops with a C kernel beside their NumPy code: gelu,
-layer_norm, rms_norm, cross_entropy_loss (class indices). The NumPy forward is the reference (and the path on cuda, for other dtypes, or with
-``EMBER_NO_C=1``); the backward runs the kernel when nothing differentiates it, else ember ops,
-so double backward works. See docs/kernels.md."""
+layer_norm, rms_norm, cross_entropy_loss (class indices). The NumPy forward is the reference
+(and the path on cuda, for other dtypes, or with ``EMBER_NO_C=1``); the backward runs the
+kernel when nothing differentiates it, else ember ops, so double backward works. See
+docs/kernels.md."""
 import math
 
 import numpy as np

@@ -108,6 +108,7 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                     for h in node._pre_hooks:
                         r = h(tuple(grads))
                         grads = list(r) if r is not None else grads
+                    g = grad_inputs = None     # drop stale references: see accumulate()
                     node.accumulate(grads[0], create_graph)
                 continue
             if needed is not None and not any(c in needed for c, _ in node.next_functions):

@@ -2,10 +2,13 @@
 what the op's vjp reads (each saved tensor with the version it had, or as packed by
 ``saved_tensors_hooks``) and an edge ``(node, output_nr)`` per input."""
 import itertools
+import sys
 import operator
 import re
 import traceback
 import types
+
+import numpy as np
 
 from .._size import Size
 from . import grad_mode
@@ -459,13 +462,25 @@ class AccumulateGrad(Node):
             # without create_graph the engine runs in no_grad, so the clone has no history.
             # NOTE: the same gradient object can reach several leaves (add's backward passes
             # g twice), so .grad gets its own buffer: accumulating in place must not alias.
-            v.grad = g if create_graph and g.grad_fn is not None else g.clone()
+            v.grad = g if create_graph and g.grad_fn is not None or _unshared(g) else g.clone()
         elif create_graph or v.grad.requires_grad:
             v.grad = v.grad + g
         else:
             v.grad._inplace_add(g.detach())
         for h in v._post_acc_hooks or ():
             h(v)
+
+
+def _unshared(g):
+    """True when nothing but the engine holds gradient ``g`` and its array: .grad may take it
+    without the copy (as torch steals a gradient whose use count is 1). The engine's list,
+    accumulate's and this frame's names and getrefcount's argument make 4 references to g; the
+    array must own its memory (not a view or broadcast) and be held by g alone (3: g, ``a``,
+    getrefcount's argument). Any other holder (the user, a second leaf, a retained grad) makes
+    the count higher, and .grad then gets its own copy."""
+    a = g._data
+    return (type(a) is np.ndarray and a.flags.owndata and a.flags.writeable and
+            g._storage is None and sys.getrefcount(g) <= 4 and sys.getrefcount(a) <= 3)
 
 
 class CopySlices(Node):
