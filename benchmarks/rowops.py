@@ -52,7 +52,7 @@ def _cases(T):
     return cases
 
 
-def _worker(threads, rounds):
+def _worker(threads, rounds, clock):
     import torch
 
     import ember
@@ -61,15 +61,16 @@ def _worker(threads, rounds):
         ember.set_num_threads(threads)
     libs = {"ember": _cases(ember), "torch": _cases(torch)}
     best = {lib: dict.fromkeys(c, float("inf")) for lib, c in libs.items()}
+    now = time.process_time if clock == "cpu" else time.perf_counter
     for _ in range(rounds):
         for name in libs["ember"]:
             for lib, cases in libs.items():
                 fn = cases[name]
                 fn()                                        # warm-up
-                t = time.perf_counter()
+                t = now()
                 for _ in range(3):
                     fn()
-                best[lib][name] = min(best[lib][name], (time.perf_counter() - t) / 3)
+                best[lib][name] = min(best[lib][name], (now() - t) / 3)
     json.dump(best, sys.stdout)
 
 
@@ -77,19 +78,21 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="cpu: process CPU time, steadier on a busy machine (1 thread only)")
     ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
-        return _worker(args.worker, args.rounds)
-    print(f"row ops on {SHAPE} float32, best of {args.rounds} rounds, times in ms"
+        return _worker(args.worker, args.rounds, args.clock)
+    print(f"row ops on {SHAPE} float32, best of {args.rounds} rounds, {args.clock} ms"
           + (" (EMBER_NO_C=1: NumPy path)" if os.environ.get("EMBER_NO_C") else ""))
     print("| op | threads | ember | torch | ember/torch |\n|---|---|---|---|---|")
     for n in args.threads:
         env = dict(os.environ, OMP_NUM_THREADS=str(n), OPENBLAS_NUM_THREADS=str(n),
                    MKL_NUM_THREADS=str(n))
-        out = subprocess.run([sys.executable, "-m", "benchmarks.rowops", "--worker", str(n),
-                              "--rounds", str(args.rounds)], env=env, check=True,
-                             capture_output=True, text=True).stdout
+        cmd = [sys.executable, "-m", "benchmarks.rowops", "--worker", str(n), "--rounds",
+               str(args.rounds), "--clock", args.clock]
+        out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
         res = json.loads(out)
         for name, e in res["ember"].items():
             t = res["torch"][name]
