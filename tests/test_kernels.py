@@ -1,6 +1,8 @@
 """The C kernels (ember/_C) against the NumPy reference path they replace: forward and
 backward, float32 and float64, odd and 3-D shapes, non-contiguous inputs, 1 and 2 threads."""
 import contextlib
+import multiprocessing
+import os
 
 import numpy as np
 import pytest
@@ -160,3 +162,22 @@ def test_double_backward_uses_ember_ops():
 def test_num_threads_rejects_zero():
     with pytest.raises(RuntimeError, match="set_num_threads"):
         ember.set_num_threads(0)
+
+
+def _softmax_in_child():
+    assert ember.get_num_threads() == 1
+    ember.softmax(ember.randn(512, 1024), -1)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_forked_child_runs_kernels(threads):
+    """OpenMP's pool does not survive fork; a child falls back to one thread instead of
+    hanging (DataLoader workers are forked)."""
+    ember.softmax(ember.randn(512, 1024), -1)          # the parent's pool exists now
+    p = multiprocessing.get_context("fork").Process(target=_softmax_in_child)
+    p.start()
+    p.join(60)
+    hung = p.is_alive()
+    if hung:
+        p.kill()
+    assert not hung and p.exitcode == 0

@@ -23,6 +23,10 @@ def _load():
     except OSError:        # not built (or built for another machine): the NumPy path runs
         return False
     _declare(lib)
+    # NOTE: OpenMP's thread pool does not survive fork: a child that ran a kernel on more than
+    # one thread would hang. Children (DataLoader workers...) use one thread, as in torch.
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=lambda: set_num_threads(1))
     return lib
 
 
