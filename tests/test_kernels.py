@@ -181,3 +181,20 @@ def test_forked_child_runs_kernels(threads):
     if hung:
         p.kill()
     assert not hung and p.exitcode == 0
+
+
+@pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])
+@pytest.mark.parametrize("name", ["erf", "erfc"])
+def test_erf_float32(name, noncontig):
+    """A few ulp from the float64-evaluated reference (which is within ~2 ulp of exact)."""
+    x = _input((3, 1023), "float32", noncontig)
+    x.reshape(-1)[:6] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30]
+    fast = getattr(ember, name)(ember.tensor(x)).numpy()
+    with _C.disabled():
+        ref = getattr(ember, name)(ember.tensor(x)).numpy()
+    np.testing.assert_allclose(fast, ref, rtol=1e-6, atol=1e-37)
+    grid = np.linspace(-9, 9, 100001, dtype=np.float32)
+    fast = getattr(ember, name)(ember.tensor(grid)).numpy()
+    with _C.disabled():
+        ref = getattr(ember, name)(ember.tensor(grid)).numpy()
+    np.testing.assert_allclose(fast, ref, rtol=1e-6, atol=1e-36)

@@ -38,11 +38,13 @@ def _declare(lib):
             "layer_norm": [p, p, p, p, p, p, i64, i64, d, i, i],
             "layer_norm_bwd": [p, p, p, p, p, p, i64, i64, d, i, i],
             "cross_entropy": [p, p, p, p, i64, i64, i64, i],
-            "adam": [p, p, p, p, p, i64, d, d, d, d, d, d, i]}
+            "adam": [p, p, p, p, p, i64, d, d, d, d, d, d, i],
+            "erf": [p, p, i64, i, i]}                  # float32 only: float64 has libm's
     for name, args in sigs.items():
         for suffix in ("_f32", "_f64"):
-            fn = getattr(lib, name + suffix)
-            fn.argtypes, fn.restype = args, None
+            fn = getattr(lib, name + suffix, None)
+            if fn is not None:
+                fn.argtypes, fn.restype = args, None
 
 
 _SUFFIX = {np.dtype(np.float32): "_f32", np.dtype(np.float64): "_f64"}
@@ -59,7 +61,7 @@ def kernel(name, dtype):
         return None
     if _lib is None:
         _lib = _load()
-    return getattr(_lib, name + suffix) if _lib else None
+    return getattr(_lib, name + suffix, None) if _lib else None
 
 
 def available():
