@@ -3,7 +3,7 @@ else about the package is in pyproject.toml.
 
 The kernels are a plain C shared library that ember loads with ctypes. Building them is best
 effort: without OpenMP they build single-threaded, and without a working C compiler the install
-goes on and ember runs its NumPy path (the reference the kernels are tested against).
+goes on (the extension is ``optional``) and ember runs its NumPy path (the reference the kernels are tested against).
 """
 import os
 import sys
@@ -47,6 +47,6 @@ class OptionalBuildExt(build_ext):
 setup(
     ext_modules=[Extension(LIB, ["ember/_C/kernels.c"], extra_compile_args=FLAGS,
                            depends=["ember/_C/rowops.h", "ember/_C/vecmath.h"],
-                           libraries=["m"])],
+                           libraries=["m"], optional=True)],
     cmdclass={"build_ext": OptionalBuildExt},
 )
