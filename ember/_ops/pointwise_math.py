@@ -172,7 +172,7 @@ def _erf_erfc(xp, x, want):
         fn = _C.kernel("erf", x.dtype) if xp is np and x.size else None
         if fn is None:
             return _erf_erfc_single(xp, x, want)
-        x = _C.contiguous(x)             # the same method in one float32 pass (ember/_C)
+        x = _C.contiguous(np.asarray(x))     # the same method in one float32 pass (ember/_C)
         out = np.empty(x.shape, x.dtype)
         fn(x.ctypes.data, out.ctypes.data, x.size, want == "erfc", _C.num_threads())
         return out
