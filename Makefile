@@ -4,9 +4,10 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all bench bench-full loc coverage docs clean
+.PHONY: demo test test-all bench bench-full loc coverage docs kernels clean
 
-$(STAMP): pyproject.toml
+# setup.py compiles ember's optional C kernels (docs/kernels.md) during the editable install
+$(STAMP): pyproject.toml setup.py ember/_C/kernels.c ember/_C/rowops.h ember/_C/vecmath.h
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
@@ -29,6 +30,9 @@ bench: $(STAMP)
 bench-full: $(STAMP)
 	$(PY) -m ember bench --full
 
+kernels: $(STAMP)
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+
 loc: $(STAMP)
 	$(PY) tools/loc.py
 
@@ -43,4 +47,4 @@ docs: $(STAMP)
 	$(PY) tools/apidocs.py docs/api
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info ember/_C/libember_kernels.so.1

@@ -33,6 +33,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    ember.set_num_threads(args.threads)
     for name, shapes in SHAPES.items():
         cfgs = {"torch (default)": _optimizer(torch, shapes),
                 "torch foreach=True": _optimizer(torch, shapes, foreach=True),
@@ -47,7 +48,7 @@ def main():
                     opt.step()
                 best[k] = min(best[k], (time.perf_counter() - t) / 10)
         n = sum(int(np.prod(s)) for s in shapes)
-        print(f"AdamW step, {name} ({n} params), torch threads {torch.get_num_threads()}")
+        print(f"AdamW step, {name} ({n} params), threads {torch.get_num_threads()}")
         for k, v in best.items():
             print(f"  {k:24s} {v * 1e3:7.3f} ms")
 

@@ -18,7 +18,7 @@ half, float, double = float16, float32, float64
 short, int, long = int16, int32, int64
 cfloat, cdouble = complex64, complex128
 
-from . import _ops  # noqa: E402
+from . import _C, _ops  # noqa: E402
 from . import _tensor_methods  # noqa: E402
 from ._ops.dispatch import can_cast as _can_cast  # noqa: E402
 

@@ -1,9 +1,14 @@
 """Neural-network ops with fused forwards and hand-written backwards: linear, softmax,
 log_softmax, nll_loss. Composite layers live in ember/nn/functional.py."""
+import math
+
 import numpy as np
 
 import ember
 
+from .. import _C
+from .._tensor import Tensor
+from ..autograd.grad_mode import state as _grad_state
 from .linalg import matmul
 from .meta import empty
 from .registry import op
@@ -50,12 +55,50 @@ def _softmax_dtype(x, dtype):
     return x.dtype
 
 
+def kernel_grads(*tensors):
+    """The arrays of ``tensors`` when a backward may run a C kernel on them instead of ember
+    ops: grad mode is off (no ``create_graph``, so nothing differentiates the result) and all
+    are NumPy arrays of one dtype; else None."""
+    if _grad_state.grad_enabled:
+        return None
+    arrays = [t._data for t in tensors]
+    if any(type(a) is not np.ndarray or a.dtype != arrays[0].dtype for a in arrays):
+        return None
+    return arrays
+
+
+def _softmax_kernel(xp, a, b, dim, log):
+    """softmax (log=0) or log_softmax (1) along ``dim`` by the C kernel: forward of ``a``, or
+    with ``b`` the result, the backward of gradient ``a``. Tensors in, a Tensor out (backward);
+    arrays in, an array out (forward); None when no kernel applies."""
+    wrap = isinstance(a, Tensor)
+    if wrap:
+        arrays = kernel_grads(a, b)
+        if arrays is None:
+            return None
+        a, b = arrays
+    fn = _C.kernel("softmax", a.dtype) if xp is np and a.size else None
+    if fn is None:
+        return None
+    a, b = _C.contiguous(a), None if b is None else _C.contiguous(b)
+    dim %= a.ndim
+    d = a.shape[dim]
+    outer = math.prod(a.shape[:dim])
+    out = np.empty(a.shape, a.dtype)
+    fn(a.ctypes.data, _C.ptr(b), out.ctypes.data, outer, d, a.size // (outer * d), log,
+       b is not None, _C.num_threads())
+    return Tensor._wrap(out) if wrap else out
+
+
 @op("softmax", tags=("autocast_fp32_cuda",))
 def softmax(xp, input, dim, dtype=None):
     """``exp(x) / sum(exp(x))`` along ``dim``, computed stably."""
     x = input.astype(_softmax_dtype(input, dtype), copy=False)
     if x.ndim == 0:
         return xp.ones_like(x)
+    y = _softmax_kernel(xp, x, None, dim, 0)
+    if y is not None:
+        return y
     e = xp.exp(x - x.max(axis=dim, keepdims=True))
     return e / e.sum(axis=dim, keepdims=True)
 
@@ -64,6 +107,9 @@ def softmax(xp, input, dim, dtype=None):
 def _(g, input, dim, dtype=None, result=None):
     if result.dim() == 0:
         return g * 0
+    gx = _softmax_kernel(np, g, result, dim, 0)
+    if gx is not None:
+        return gx
     return result * (g - (g * result).sum(dim, keepdim=True))
 
 
@@ -78,6 +124,9 @@ def log_softmax(xp, input, dim, dtype=None):
     x = input.astype(_softmax_dtype(input, dtype), copy=False)
     if x.ndim == 0:
         return xp.zeros_like(x)
+    y = _softmax_kernel(xp, x, None, dim, 1)
+    if y is not None:
+        return y
     s = x - x.max(axis=dim, keepdims=True)
     return s - xp.log(xp.exp(s).sum(axis=dim, keepdims=True))
 
@@ -86,6 +135,9 @@ def log_softmax(xp, input, dim, dtype=None):
 def _(g, input, dim, dtype=None, result=None):
     if result.dim() == 0:
         return g * 0
+    gx = _softmax_kernel(np, g, result, dim, 1)
+    if gx is not None:
+        return gx
     return g - result.exp() * g.sum(dim, keepdim=True)
 
 

@@ -7,6 +7,7 @@ import numpy as np
 
 import ember
 
+from .. import _C
 from .meta import bool_meta, same_meta
 from .pointwise import _unary, reject
 from .registry import op
@@ -168,7 +169,13 @@ def _erf_erfc(xp, x, want):
     """``erf(x)`` (want="erf") or ``erfc(x)`` (want="erfc"), computed in float64 and returned
     in the dtype of ``x``."""
     if x.dtype.itemsize <= 4 and x.dtype.kind != "c":
-        return _erf_erfc_single(xp, x, want)
+        fn = _C.kernel("erf", x.dtype) if xp is np and x.size else None
+        if fn is None:
+            return _erf_erfc_single(xp, x, want)
+        x = _C.contiguous(np.asarray(x))     # the same method in one float32 pass (ember/_C)
+        out = np.empty(x.shape, x.dtype)
+        fn(x.ctypes.data, out.ctypes.data, x.size, want == "erfc", _C.num_threads())
+        return out
     x64 = x.astype(np.float64)
     a = xp.abs(x64)
     r = xp.zeros_like(a) if want == "erf" else xp.where(a >= 30.0, 0.0, 1.0)  # |x| >= 30

@@ -8,6 +8,7 @@ import math
 import ember
 
 from .._ops import nn as _nn
+from .._ops import nn_rows as _rows
 from . import _attention
 from .._ops.dispatch import dispatch
 from ..amp.autocast_mode import autocast_policy
@@ -70,14 +71,14 @@ def celu(input, alpha=1.0, inplace=False):
 
 
 def gelu(input, approximate="none"):
-    """Gaussian error linear unit: exact (erf) or the ``"tanh"`` approximation."""
-    if approximate == "tanh":
-        c = math.sqrt(2.0 / math.pi)
-        return 0.5 * input * (1.0 + ember.tanh(c * (input + 0.044715 * input ** 3)))
-    if approximate != "none":
-        raise RuntimeError(f"approximate argument must be either none or tanh, got "
-                           f"{approximate}")
-    return 0.5 * input * (1.0 + ember.erf(input * (1.0 / math.sqrt(2.0))))
+    """Gaussian error linear unit: exact (erf) or the ``"tanh"`` approximation.
+
+    Example:
+        >>> import ember
+        >>> ember.nn.functional.gelu(ember.tensor([-1.0, 0.0, 1.0]))
+        tensor([-0.1587,  0.0000,  0.8413])
+    """
+    return dispatch(_rows.gelu, (input, approximate), _E)
 
 
 def silu(input, inplace=False):
@@ -274,32 +275,26 @@ def pdist(input, p=2):
 
 # ---- normalization, embedding ----------------------------------------------------------------
 
-@autocast_policy("autocast_fp32_cuda")
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """Normalize over the last ``len(normalized_shape)`` dims, then scale and shift."""
-    n = len(normalized_shape) if not isinstance(normalized_shape, int) else 1
-    if tuple(input.shape[-n:]) != tuple(normalized_shape if n > 1 or not isinstance(
-            normalized_shape, int) else (normalized_shape,)):
-        raise RuntimeError(f"layer_norm: input shape {list(input.shape)} does not end with "
-                           f"normalized_shape {list(normalized_shape)}")
-    dims = tuple(range(-n, 0))
-    mean = input.mean(dims, keepdim=True)
-    var = input.var(dims, keepdim=True, correction=0)
-    out = (input - mean) / (var + eps).sqrt()
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out
+    """Normalize over the last ``len(normalized_shape)`` dims, then scale and shift.
+
+    Example:
+        >>> import ember
+        >>> ember.nn.functional.layer_norm(ember.tensor([[1.0, 3.0]]), (2,))
+        tensor([[-1.0000,  1.0000]])
+    """
+    return dispatch(_rows.layer_norm, (input, normalized_shape, weight, bias, eps), _E)
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
-    n = len(normalized_shape)
-    dims = tuple(range(-n, 0))
-    if eps is None:
-        eps = ember.finfo(input.dtype).eps
-    out = input / ((input * input).mean(dims, keepdim=True) + eps).sqrt()
-    return out * weight if weight is not None else out
+    """Divide by the root mean square over the last ``len(normalized_shape)`` dims, then scale.
+
+    Example:
+        >>> import ember
+        >>> ember.nn.functional.rms_norm(ember.tensor([[3.0, 4.0]]), (2,))
+        tensor([[0.8485, 1.1314]])
+    """
+    return dispatch(_rows.rms_norm, (input, normalized_shape, weight, eps), _E)
 
 
 def one_hot(tensor, num_classes=-1):
@@ -349,6 +344,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         1.3863
     """
     reduction = _legacy(size_average, reduce, reduction)
+    if not target.dtype.is_floating_point and weight is None and label_smoothing == 0:
+        return dispatch(_rows.cross_entropy_loss, (input, target, ignore_index, reduction), _E)
     logp = log_softmax(input, 1 if input.dim() > 1 else 0)
     if target.dtype.is_floating_point:           # class probabilities
         if tuple(target.shape) != tuple(input.shape):

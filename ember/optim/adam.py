@@ -1,9 +1,19 @@
 """Adam, with AMSGrad and decoupled (AdamW) weight decay (``torch.optim.Adam``)."""
 import numpy as np
 
-from .optimizer import Optimizer, _check_common, _check_lr, _scalar, _zeros_like
+from .. import _C
+
+from .optimizer import Optimizer, _check_common, _check_lr, _scalar, _tick, _zeros_like
 
 __all__ = ["Adam"]
+
+
+def _kernel(p, g):
+    """The C Adam update for ``p`` and its gradient ``g`` (same float dtype, contiguous), or
+    None."""
+    fn = _C.kernel("adam", p.dtype)
+    ok = fn is not None and g.dtype == p.dtype and p.flags.c_contiguous and g.flags.c_contiguous
+    return fn if ok else None
 
 
 class Adam(Optimizer):
@@ -64,12 +74,41 @@ class Adam(Optimizer):
         return ("exp_avg", "exp_avg_sq", "max_exp_avg_sq") if group["amsgrad"] else \
             ("exp_avg", "exp_avg_sq")
 
+    def _decay(self, p, g, group):
+        # NOTE: with the C kernel, AdamW's ``p *= 1 - lr * weight_decay`` runs inside its one
+        # pass (same rounding), so it is not a pass of its own here.
+        if group.get("decoupled_weight_decay") and _kernel(p, g) is not None:
+            return g
+        return super()._decay(p, g, group)
+
+    def _update(self, p, g, state, group):
+        if _kernel(p, g) is None:
+            return super()._update(p, g, state, group)
+        # one kernel call over the whole arrays: it needs no cache-sized blocks nor scratch
+        self._math(p, g, *(state[k]._data for k in self._state_keys(group)), None,
+                   step=_tick(state), group=group)
+
     @staticmethod
     def _math(p, g, m, v, *rest, step, group):
         """One Adam update on arrays: ``rest`` is ``(max_exp_avg_sq, scratch)`` for AMSGrad, else
-        ``(scratch,)``. Written as in-place passes, so it allocates nothing."""
+        ``(scratch,)``. The C kernel does it in one pass; the NumPy code below is the
+        reference, written as in-place passes so it allocates nothing."""
         beta1, beta2 = group["betas"]
-        tmp = rest[-1]
+        bc2_sqrt = (1 - beta2 ** step) ** 0.5
+        step_size = group["lr"] / (1 - beta1 ** step) * bc2_sqrt
+        fn = _kernel(p, g)
+        decay = 1 - group["lr"] * group["weight_decay"] if fn and group.get(
+            "decoupled_weight_decay") else None
+        if fn and all(a.flags.c_contiguous for a in (m, v) + rest[:-1]):
+            # the same operations in the same order as below: bit-equal results
+            fn(p.ctypes.data, g.ctypes.data, m.ctypes.data, v.ctypes.data,
+               _C.ptr(rest[0] if len(rest) == 2 else None), p.size, beta1, beta2, 1 - beta2,
+               group["eps"] * bc2_sqrt, step_size, 1.0 if decay is None else decay,
+               _C.num_threads())
+            return
+        if decay is not None:                   # skipped by _decay for the kernel
+            p *= decay
+        tmp = rest[-1] if rest[-1] is not None else np.empty_like(p)
         m -= g                                              # m.lerp_(g, 1 - beta1)
         m *= beta1
         m += g
@@ -81,9 +120,8 @@ class Adam(Optimizer):
             np.maximum(rest[0], v, out=rest[0])
             v = rest[0]
         # lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps), with sqrt(bc2) moved out of the big arrays
-        bc2_sqrt = (1 - beta2 ** step) ** 0.5
         np.sqrt(v, out=tmp)
         tmp += group["eps"] * bc2_sqrt
         np.divide(m, tmp, out=tmp)
-        tmp *= group["lr"] / (1 - beta1 ** step) * bc2_sqrt
+        tmp *= step_size
         p -= tmp

@@ -1,0 +1,109 @@
+"""ember's optional compiled CPU kernels (kernels.c), loaded with ctypes on first use.
+
+An op's forward (or backward) asks :func:`kernel` for a kernel beside its NumPy code and falls
+back to that code when it gets None: the library was not built, ``EMBER_NO_C=1`` is set, or a
+:func:`disabled` block is active. The NumPy code is the reference the kernels are tested
+against (tests/test_kernels.py); docs/kernels.md says how the library is built and why.
+"""
+import contextlib
+import os
+
+import numpy as np
+
+_lib = None              # the CDLL once loaded; False when it cannot be
+_off = os.environ.get("EMBER_NO_C", "") not in ("", "0")
+
+
+def _load():
+    import ctypes          # here, not at import: ``import ember`` stays cheap
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libember_kernels.so.1")
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError:        # not built (or built for another machine): the NumPy path runs
+        return False
+    _declare(lib)
+    # NOTE: OpenMP's thread pool does not survive fork: a child that ran a kernel on more than
+    # one thread would hang. Children (DataLoader workers...) use one thread, as in torch.
+    if hasattr(os, "register_at_fork"):
+        from .. import _config
+        os.register_at_fork(after_in_child=lambda: _config._state.update(threads=1))
+    return lib
+
+
+def _declare(lib):
+    import ctypes
+    p, i64, i, d = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_double
+    sigs = {"softmax": [p, p, p, i64, i64, i64, i, i, i],
+            "gelu": [p, p, p, i64, i, i],
+            "layer_norm": [p, p, p, p, p, p, i64, i64, d, i, i],
+            "layer_norm_bwd": [p, p, p, p, p, p, i64, i64, d, i, i],
+            "cross_entropy": [p, p, p, p, i64, i64, i64, i],
+            "adam": [p, p, p, p, p, i64, d, d, d, d, d, d, i],
+            "erf": [p, p, i64, i, i]}                  # float32 only: float64 has libm's
+    for name, args in sigs.items():
+        for suffix in ("_f32", "_f64"):
+            fn = getattr(lib, name + suffix, None)
+            if fn is not None:
+                fn.argtypes, fn.restype = args, None
+
+
+_SUFFIX = {np.dtype(np.float32): "_f32", np.dtype(np.float64): "_f64"}
+
+
+def kernel(name, dtype):
+    """The C function ``name`` for arrays of ``dtype``, or None (not built, turned off, or a
+    dtype without a kernel: the caller then runs its NumPy code)."""
+    global _lib
+    if _off:
+        return None
+    suffix = _SUFFIX.get(dtype)
+    if suffix is None:
+        return None
+    if _lib is None:
+        _lib = _load()
+    return getattr(_lib, name + suffix, None) if _lib else None
+
+
+def available():
+    """True when the compiled kernels are built and loadable (whatever ``EMBER_NO_C`` says)."""
+    global _lib
+    if _lib is None:
+        _lib = _load()
+    return bool(_lib)
+
+
+@contextlib.contextmanager
+def disabled():
+    """Run the NumPy reference path inside the block, as ``EMBER_NO_C=1`` does for a process.
+
+    Example:
+        >>> import ember
+        >>> with ember._C.disabled():
+        ...     ember.softmax(ember.zeros(2), 0)
+        tensor([0.5000, 0.5000])
+    """
+    global _off
+    prev, _off = _off, True
+    try:
+        yield
+    finally:
+        _off = prev
+
+
+def num_threads():
+    """Threads a kernel splits its rows over: ``ember.get_num_threads()``."""
+    from .. import _config      # (ctypes and the BLAS search load on first kernel use only)
+    return _config._state["threads"] or _config.get_num_threads()
+
+
+def ptr(a):
+    """The data address of a NumPy array (or None), for a ctypes call."""
+    return None if a is None else a.ctypes.data
+
+
+def contiguous(a, dtype=None):
+    """``a`` as a C-contiguous array of ``dtype`` (copied only when it must be); unlike
+    np.ascontiguousarray, a 0-dim array stays 0-dim."""
+    if dtype is not None:
+        a = a.astype(dtype, copy=False)
+    return a if a.flags.c_contiguous else a.copy(order="C")

@@ -1,0 +1,84 @@
+/* ember's CPU kernels: one pass over memory per row op, SIMD loops, rows split over OpenMP
+ * threads. A plain C shared library (no Python or NumPy headers), loaded with ctypes by
+ * ember/_C/__init__.py; see docs/kernels.md for why, and for the rules every kernel follows.
+ *
+ * Built by setup.py with -O3 and no -march (the library must run on any x86_64 / aarch64);
+ * on x86_64 the hot workers are also compiled for AVX2 (target_clones) and picked at load.
+ * Never -ffast-math: the NumPy path is the reference and vecmath.h relies on IEEE rounding.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vecmath.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static int omp_get_thread_num(void) { return 0; }
+static int omp_get_num_threads(void) { return 1; }
+#endif
+
+#define EXPORT __attribute__((visibility("default")))
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define TC __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TC
+#endif
+
+/* A thread costs a few microseconds to wake: small problems run on one. */
+static int threads_for(int64_t work, int nt) {
+    int64_t most = work / 32768 + 1;
+    return nt < 1 ? 1 : (most < nt ? (int)most : nt);
+}
+
+EXPORT int ember_kernels_version(void) { return 1; }
+
+EXPORT int ember_kernels_openmp(void) {
+#ifdef _OPENMP
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+TC static void erf_block_f32(const float *x, float *out, int64_t n, int want_erfc) {
+    if (want_erfc)
+        for (int64_t i = 0; i < n; i++) out[i] = erf_erfc_f32(x[i], 1);
+    else
+        for (int64_t i = 0; i < n; i++) out[i] = erf_erfc_f32(x[i], 0);
+}
+
+/* erf (want_erfc 0) or erfc (1) of n contiguous floats */
+EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt) {
+    const int64_t B = 16384;
+    nt = threads_for(n * 8, nt);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t i = 0; i < n; i += B)
+        erf_block_f32(x + i, out + i, n - i < B ? n - i : B, want_erfc);
+}
+
+#define T float
+#define S(name) name##_f32
+#define EXP exp_f32
+#define LOG logf
+#define SQRT sqrtf
+#define PHI phi_cdf_f32
+#define SIGMOID sigmoid_f32
+#include "rowops.h"
+#undef T
+#undef S
+#undef EXP
+#undef LOG
+#undef SQRT
+#undef PHI
+#undef SIGMOID
+
+#define T double
+#define S(name) name##_f64
+#define EXP exp
+#define LOG log
+#define SQRT sqrt
+#define PHI phi_cdf_f64
+#define SIGMOID sigmoid_f64
+#include "rowops.h"

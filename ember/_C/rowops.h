@@ -1,0 +1,299 @@
+/* The kernels, written once and included by kernels.c for float (T=float, S(x)=x##_f32) and
+ * double (S(x)=x##_f64). Each exported function splits its rows (or elements) over `nt`
+ * OpenMP threads and calls a per-block worker; the worker is where the SIMD loops are, and
+ * carries TC (target clones: an AVX2 copy picked at load time on x86_64, baseline elsewhere).
+ *
+ * Reductions use `omp simd reduction`, which lets gcc keep one partial sum per lane without
+ * -ffast-math; everything else is plain loops the auto-vectoriser handles.
+ */
+
+/* ---- softmax / log_softmax over the middle axis of (outer, d, inner) ------------------ */
+
+TC static void S(softmax_rows)(const T *x, T *y, int64_t r0, int64_t r1, int64_t d, int lg) {
+    for (int64_t r = r0; r < r1; r++) {
+        const T *xr = x + r * d;
+        T *yr = y + r * d;
+        T m = -INFINITY, s = 0;
+#pragma omp simd reduction(max : m)
+        for (int64_t j = 0; j < d; j++) m = xr[j] > m ? xr[j] : m;
+        if (lg) {
+#pragma omp simd reduction(+ : s)
+            for (int64_t j = 0; j < d; j++) s += EXP(xr[j] - m);
+            T ls = LOG(s);
+            for (int64_t j = 0; j < d; j++) yr[j] = (xr[j] - m) - ls;
+        } else {
+#pragma omp simd reduction(+ : s)
+            for (int64_t j = 0; j < d; j++) {
+                T e = EXP(xr[j] - m);
+                yr[j] = e;
+                s += e;
+            }
+            T inv = 1 / s;
+            for (int64_t j = 0; j < d; j++) yr[j] *= inv;
+        }
+    }
+}
+
+/* Columns c0..c0+w of one outer slice, all d rows: accumulators per column, so the loops run
+ * along the contiguous inner axis and nothing is transposed. */
+#define CHUNK 64
+TC static void S(softmax_cols)(const T *x, T *y, int64_t d, int64_t inner, int64_t w, int lg) {
+    T m[CHUNK], s[CHUNK];
+    for (int64_t j = 0; j < w; j++) { m[j] = -INFINITY; s[j] = 0; }
+    for (int64_t k = 0; k < d; k++)
+        for (int64_t j = 0; j < w; j++) m[j] = x[k * inner + j] > m[j] ? x[k * inner + j] : m[j];
+    for (int64_t k = 0; k < d; k++)
+        for (int64_t j = 0; j < w; j++) {
+            T e = EXP(x[k * inner + j] - m[j]);
+            if (!lg) y[k * inner + j] = e;
+            s[j] += e;
+        }
+    for (int64_t j = 0; j < w; j++) s[j] = lg ? LOG(s[j]) : 1 / s[j];
+    for (int64_t k = 0; k < d; k++)
+        for (int64_t j = 0; j < w; j++)
+            y[k * inner + j] = lg ? (x[k * inner + j] - m[j]) - s[j] : y[k * inner + j] * s[j];
+}
+
+/* gx = y * (g - sum(g * y)) for softmax; gx = g - exp(y) * sum(g) for log_softmax */
+TC static void S(softmax_bwd_rows)(const T *g, const T *y, T *gx, int64_t r0, int64_t r1,
+                                   int64_t d, int lg) {
+    for (int64_t r = r0; r < r1; r++) {
+        const T *gr = g + r * d, *yr = y + r * d;
+        T *o = gx + r * d;
+        T s = 0;
+        if (lg) {
+#pragma omp simd reduction(+ : s)
+            for (int64_t j = 0; j < d; j++) s += gr[j];
+            for (int64_t j = 0; j < d; j++) o[j] = gr[j] - EXP(yr[j]) * s;
+        } else {
+#pragma omp simd reduction(+ : s)
+            for (int64_t j = 0; j < d; j++) s += gr[j] * yr[j];
+            for (int64_t j = 0; j < d; j++) o[j] = yr[j] * (gr[j] - s);
+        }
+    }
+}
+
+TC static void S(softmax_bwd_cols)(const T *g, const T *y, T *gx, int64_t d, int64_t inner,
+                                   int64_t w, int lg) {
+    T s[CHUNK];
+    for (int64_t j = 0; j < w; j++) s[j] = 0;
+    for (int64_t k = 0; k < d; k++)
+        for (int64_t j = 0; j < w; j++)
+            s[j] += lg ? g[k * inner + j] : g[k * inner + j] * y[k * inner + j];
+    for (int64_t k = 0; k < d; k++)
+        for (int64_t j = 0; j < w; j++) {
+            int64_t i = k * inner + j;
+            gx[i] = lg ? g[i] - EXP(y[i]) * s[j] : y[i] * (g[i] - s[j]);
+        }
+}
+
+/* a: x (forward) or g (backward); b: unused (forward) or y (backward) */
+EXPORT void S(softmax)(const T *a, const T *b, T *out, int64_t outer, int64_t d, int64_t inner,
+                       int lg, int backward, int nt) {
+    if (inner == 1) {
+        nt = threads_for(outer * d, nt);
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (int64_t r = 0; r < outer; r += 16) {
+            int64_t r1 = r + 16 < outer ? r + 16 : outer;
+            if (backward) S(softmax_bwd_rows)(a, b, out, r, r1, d, lg);
+            else S(softmax_rows)(a, out, r, r1, d, lg);
+        }
+        return;
+    }
+    int64_t chunks = (inner + CHUNK - 1) / CHUNK;
+    nt = threads_for(outer * d * inner, nt);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t t = 0; t < outer * chunks; t++) {
+        int64_t o = t / chunks, c0 = (t % chunks) * CHUNK;
+        int64_t w = inner - c0 < CHUNK ? inner - c0 : CHUNK;
+        int64_t off = o * d * inner + c0;
+        if (backward) S(softmax_bwd_cols)(a + off, b + off, out + off, d, inner, w, lg);
+        else S(softmax_cols)(a + off, out + off, d, inner, w, lg);
+    }
+}
+
+/* ---- GELU, exact (x * Phi(x)) and tanh (x * sigmoid(2 * sqrt(2/pi) (x + 0.044715 x^3))) --- */
+
+#define GELU_K 0.7978845608028654
+#define GELU_C 0.044715
+
+TC static void S(gelu_block)(const T *x, const T *g, T *out, int64_t n, int tanh_mode) {
+    T e;
+    if (!g && !tanh_mode)
+        for (int64_t i = 0; i < n; i++) out[i] = x[i] * PHI(x[i], &e);
+    else if (!g)
+        for (int64_t i = 0; i < n; i++) {
+            T v = x[i];
+            out[i] = v * SIGMOID((T)(2 * GELU_K) * (v + (T)GELU_C * v * v * v));
+        }
+    else if (!tanh_mode)    /* Phi(x) + x phi(x) */
+        for (int64_t i = 0; i < n; i++) {
+            T v = x[i];
+            T c = PHI(v, &e);
+            out[i] = g[i] * (c + v * e * (T)0.3989422804014327);
+        }
+    else                    /* s + 2 x s (1 - s) k (1 + 3 c x^2), s = sigmoid(2 k (x + c x^3)) */
+        for (int64_t i = 0; i < n; i++) {
+            T v = x[i];
+            T s = SIGMOID((T)(2 * GELU_K) * (v + (T)GELU_C * v * v * v));
+            out[i] = g[i] * (s + 2 * v * s * (1 - s) * (T)GELU_K * (1 + (T)(3 * GELU_C) * v * v));
+        }
+}
+
+/* g NULL: out = gelu(x); else out = g * gelu'(x) */
+EXPORT void S(gelu)(const T *x, const T *g, T *out, int64_t n, int tanh_mode, int nt) {
+    const int64_t B = 16384;
+    nt = threads_for(n * 8, nt);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t i = 0; i < n; i += B)
+        S(gelu_block)(x + i, g ? g + i : NULL, out + i, n - i < B ? n - i : B, tanh_mode);
+}
+
+/* ---- layer_norm / rms_norm over rows of length n -------------------------------------- */
+
+/* mean and 1/sqrt(var + eps) of one row (rms: mean 0 and the mean square for var) */
+static inline void S(row_stats)(const T *xr, int64_t n, T eps, int rms, T *mean, T *rstd) {
+    T mu = 0, v = 0;
+    if (!rms) {
+#pragma omp simd reduction(+ : mu)
+        for (int64_t j = 0; j < n; j++) mu += xr[j];
+        mu /= (T)n;
+    }
+#pragma omp simd reduction(+ : v)
+    for (int64_t j = 0; j < n; j++) v += (xr[j] - mu) * (xr[j] - mu);
+    *mean = mu;
+    *rstd = 1 / SQRT(v / (T)n + eps);
+}
+
+TC static void S(norm_rows)(const T *x, const T *w, const T *b, T *y, T *mean, T *rstd,
+                            int64_t r0, int64_t r1, int64_t n, T eps, int rms) {
+    for (int64_t r = r0; r < r1; r++) {
+        const T *xr = x + r * n;
+        T *yr = y + r * n;
+        T mu, rs;
+        S(row_stats)(xr, n, eps, rms, &mu, &rs);
+        if (mean) { mean[r] = mu; rstd[r] = rs; }
+        for (int64_t j = 0; j < n; j++) yr[j] = (xr[j] - mu) * rs * w[j] + b[j];
+    }
+}
+
+/* w, b: never NULL (the caller passes ones / zeros); mean, rstd: NULL or one per row */
+EXPORT void S(layer_norm)(const T *x, const T *w, const T *b, T *y, T *mean, T *rstd,
+                          int64_t m, int64_t n, double eps, int rms, int nt) {
+    nt = threads_for(m * n, nt);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t r = 0; r < m; r += 8)
+        S(norm_rows)(x, w, b, y, mean, rstd, r, r + 8 < m ? r + 8 : m, n, (T)eps, rms);
+}
+
+/* gx = rstd (g w - mean(g w) - xhat mean(g w xhat)) with the mean term dropped for rms; the
+ * row statistics are recomputed (one pass over a row already in L1). gw/gb (may be NULL) are
+ * per-thread double partial sums, nt rows of n, summed by the caller. */
+TC static void S(norm_bwd_rows)(const T *g, const T *x, const T *w, T *gx, double *gw,
+                                double *gb, int64_t r0, int64_t r1, int64_t n, T eps, int rms) {
+    for (int64_t r = r0; r < r1; r++) {
+        const T *xr = x + r * n, *gr = g + r * n;
+        T *o = gx + r * n;
+        T mu, rs, a = 0, c = 0;
+        S(row_stats)(xr, n, eps, rms, &mu, &rs);
+#pragma omp simd reduction(+ : a, c)
+        for (int64_t j = 0; j < n; j++) {
+            T gh = gr[j] * w[j];
+            a += gh;
+            c += gh * ((xr[j] - mu) * rs);
+        }
+        a = rms ? 0 : a / (T)n;
+        c /= (T)n;
+        for (int64_t j = 0; j < n; j++) {     /* gcc unswitches the gw/gb tests */
+            T xh = (xr[j] - mu) * rs;
+            o[j] = rs * (gr[j] * w[j] - a - xh * c);
+            if (gw) gw[j] += (double)(gr[j] * xh);
+            if (gb) gb[j] += (double)gr[j];
+        }
+    }
+}
+
+EXPORT void S(layer_norm_bwd)(const T *g, const T *x, const T *w, T *gx, double *gw, double *gb,
+                              int64_t m, int64_t n, double eps, int rms, int nt) {
+    nt = threads_for(m * n, nt);
+#pragma omp parallel num_threads(nt)
+    {
+        int t = omp_get_thread_num(), k = omp_get_num_threads();
+        int64_t r0 = m * t / k, r1 = m * (t + 1) / k;
+        S(norm_bwd_rows)(g, x, w, gx, gw ? gw + t * n : NULL, gb ? gb + t * n : NULL, r0, r1, n,
+                         (T)eps, rms);
+    }
+}
+
+/* ---- cross-entropy over class indices: fused log_softmax + nll ------------------------- */
+
+/* m and log(sum(exp(x - m))) of one row */
+static inline void S(row_lse)(const T *xr, int64_t c, T *m_out, T *ls_out) {
+    T m = -INFINITY, s = 0;
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 0; j < c; j++) m = xr[j] > m ? xr[j] : m;
+#pragma omp simd reduction(+ : s)
+    for (int64_t j = 0; j < c; j++) s += EXP(xr[j] - m);
+    *m_out = m;
+    *ls_out = LOG(s);
+}
+
+/* coef NULL: loss[r] = -log_softmax(x)[r, t[r]] (0 where t[r] == ignore). Else the backward:
+ * gx[r] = coef[r] * (softmax(x[r]) - onehot(t[r])). */
+TC static void S(ce_rows)(const T *x, const int64_t *t, const T *coef, T *out, int64_t r0,
+                          int64_t r1, int64_t c, int64_t ignore) {
+    for (int64_t r = r0; r < r1; r++) {
+        const T *xr = x + r * c;
+        T m, ls;
+        S(row_lse)(xr, c, &m, &ls);
+        int64_t k = t[r];
+        if (!coef) {
+            out[r] = k == ignore ? 0 : ls - (xr[k] - m);
+            continue;
+        }
+        T cr = k == ignore ? 0 : coef[r];
+        T *o = out + r * c;
+        for (int64_t j = 0; j < c; j++) o[j] = EXP((xr[j] - m) - ls) * cr;
+        if (k != ignore) o[k] -= cr;
+    }
+}
+
+EXPORT void S(cross_entropy)(const T *x, const int64_t *t, const T *coef, T *out, int64_t m,
+                             int64_t c, int64_t ignore, int nt) {
+    nt = threads_for(m * c, nt);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t r = 0; r < m; r += 8)
+        S(ce_rows)(x, t, coef, out, r, r + 8 < m ? r + 8 : m, c, ignore);
+}
+
+/* ---- Adam / AdamW over a flat buffer --------------------------------------------------- */
+
+/* The same operations in the same order (and roundings) as Adam's NumPy passes, so the
+ * result is bit-identical: p *= decay (AdamW); m = (m - g) beta1 + g;
+ * v = v beta2 + g g (1 - beta2); p -= m / (sqrt(v) + eps_c) * step_size.
+ * vmax (AMSGrad) may be NULL. */
+TC static void S(adam_block)(T *p, const T *g, T *m, T *v, T *vmax, int64_t n, T b1, T b2,
+                             T omb2, T eps_c, T step_size, T decay) {
+    for (int64_t i = 0; i < n; i++) {
+        T gi = g[i];
+        T mi = (m[i] - gi) * b1 + gi;
+        T vi = v[i] * b2 + (gi * gi) * omb2;
+        m[i] = mi;
+        v[i] = vi;
+        if (vmax) {
+            vi = vmax[i] > vi ? vmax[i] : vi;
+            vmax[i] = vi;
+        }
+        p[i] = p[i] * decay - (mi / (SQRT(vi) + eps_c)) * step_size;
+    }
+}
+
+EXPORT void S(adam)(T *p, const T *g, T *m, T *v, T *vmax, int64_t n, double b1, double b2,
+                    double omb2, double eps_c, double step_size, double decay, int nt) {
+    const int64_t B = 16384;
+    nt = threads_for(n * 4, nt);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t i = 0; i < n; i += B)
+        S(adam_block)(p + i, g + i, m + i, v + i, vmax ? vmax + i : NULL, n - i < B ? n - i : B,
+                      (T)b1, (T)b2, (T)omb2, (T)eps_c, (T)step_size, (T)decay);
+}

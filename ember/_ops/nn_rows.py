@@ -1,0 +1,307 @@
+"""Activation, normalization and loss ops with a C kernel beside their NumPy code: gelu,
+layer_norm, rms_norm, cross_entropy_loss (class indices). The NumPy forward is the reference
+(and the path on cuda, for other dtypes, or with ``EMBER_NO_C=1``); the backward runs the
+kernel when nothing differentiates it, else ember ops, so double backward works. See
+docs/kernels.md."""
+import math
+
+import numpy as np
+
+import ember
+
+from .. import _C
+from .._tensor import Tensor
+from .meta import empty, same_meta
+from .nn import kernel_grads, log_softmax, nll_loss
+from .pointwise_math import _erf_erfc
+from .registry import op
+from .samples import ErrorSample, Sample, make
+
+_GELU_K, _GELU_C = math.sqrt(2.0 / math.pi), 0.044715
+
+
+def _wide(x):
+    """float32 for half-width floats (bfloat16...), as torch computes them."""
+    return x.astype(np.float32) if x.dtype.itemsize < 4 else x
+
+
+# ---- gelu -------------------------------------------------------------------------------
+
+def _gelu_kernel(xp, x, g, approximate):
+    """gelu(x), or with ``g`` its backward ``g * gelu'(x)``, by the C kernel; None if none
+    applies. Arrays in (forward) give an array; Tensors in (backward) give a Tensor."""
+    wrap = isinstance(x, Tensor)
+    if wrap:
+        arrays = kernel_grads(x, g)
+        if arrays is None:
+            return None
+        x, g = arrays
+    fn = _C.kernel("gelu", x.dtype) if xp is np else None
+    if fn is None:
+        return None
+    x, g = _C.contiguous(x), None if g is None else _C.contiguous(g)
+    out = np.empty(x.shape, x.dtype)
+    fn(x.ctypes.data, _C.ptr(g), out.ctypes.data, x.size, approximate == "tanh",
+       _C.num_threads())
+    return Tensor._wrap(out) if wrap else out
+
+
+@op("gelu", tags=("pointwise",), method=False, function=False)
+def gelu(xp, input, approximate="none"):
+    """Gaussian error linear unit ``x * Phi(x)``, exact (erf) or the ``"tanh"`` approximation
+    ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError(f"approximate argument must be either none or tanh, got "
+                           f"{approximate}")
+    dt = Tensor._dtype_of(input)
+    if dt.category < 2:
+        raise NotImplementedError(f"\"GeluKernelImpl\" not implemented for '{dt.name}'")
+    y = _gelu_kernel(xp, input, None, approximate)
+    if y is not None:
+        return y
+    x = _wide(input)
+    if approximate == "tanh":
+        y = 0.5 * x * (1.0 + xp.tanh(_GELU_K * (x + _GELU_C * (x * x * x))))
+    else:
+        y = 0.5 * x * (1.0 + _erf_erfc(xp, x * (1.0 / math.sqrt(2.0)), "erf"))
+    return y.astype(input.dtype, copy=False)
+
+
+@gelu.vjp(save=("input",))
+def _(g, input, approximate="none"):
+    gx = _gelu_kernel(np, input, g, approximate)
+    if gx is not None:
+        return gx
+    x = input
+    if approximate == "tanh":
+        t = ember.tanh(_GELU_K * (x + _GELU_C * x * x * x))
+        return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _GELU_K * (1 + 3 * _GELU_C * x * x))
+    cdf = 0.5 * (1 + ember.erf(x * (1 / math.sqrt(2.0))))
+    return g * (cdf + x * ember.exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi)))
+
+
+gelu.meta = same_meta
+gelu.samples = lambda dev, dt: [
+    Sample(make((3, 4), dt, -4, 4)), Sample(make((2, 3, 5), dt, -4, 4), approximate="tanh"),
+    Sample(make((3, 4), dt, noncontig=True)), Sample(make((), dt))] if dt.category == 2 else []
+gelu.errors = [ErrorSample(Sample(make((3,), ember.float32), approximate="bad"), RuntimeError,
+                           "approximate argument must be either none or tanh")]
+gelu.torch_fn = "nn.functional.gelu"
+
+
+# ---- layer_norm, rms_norm -------------------------------------------------------------------
+
+def _norm_rows(name, input, normalized_shape):
+    """The number of trailing elements normalized, checking ``normalized_shape``."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if len(shape) == 0 or tuple(input.shape[len(input.shape) - len(shape):]) != shape:
+        raise RuntimeError(f"{name}: input shape {list(input.shape)} does not end with "
+                           f"normalized_shape {list(shape)}")
+    return len(shape), math.prod(shape)
+
+
+def _norm_kernel(xp, x, weight, bias, n, eps, rms):
+    fn = _C.kernel("layer_norm", x.dtype) if xp is np and x.size else None
+    if fn is None:
+        return None
+    x = _C.contiguous(x)
+    w = np.ones(n, x.dtype) if weight is None else _C.contiguous(weight, x.dtype)
+    b = np.zeros(n, x.dtype) if bias is None else _C.contiguous(bias, x.dtype)
+    out = np.empty(x.shape, x.dtype)
+    fn(x.ctypes.data, w.ctypes.data, b.ctypes.data, out.ctypes.data, None, None, x.size // n, n,
+       eps, rms, _C.num_threads())
+    return out
+
+
+def _norm_backward_kernel(g, input, weight, k, eps, rms, want_bias):
+    """(gx, gw, gb) of layer_norm (rms=0) or rms_norm (1) by the C kernel, or None."""
+    arrays = kernel_grads(g, input, *(() if weight is None else (weight,)))
+    fn = _C.kernel("layer_norm_bwd", arrays[0].dtype) if arrays else None
+    if fn is None or not arrays[1].size:
+        return None
+    g, x = _C.contiguous(arrays[0]), _C.contiguous(arrays[1])
+    shape = x.shape[x.ndim - k:]
+    n = math.prod(shape)
+    w = np.ones(n, x.dtype) if weight is None else _C.contiguous(arrays[2])
+    nt = _C.num_threads()
+    gx = np.empty(x.shape, x.dtype)
+    gw = np.zeros((nt, n)) if weight is not None else None
+    gb = np.zeros((nt, n)) if want_bias else None
+    fn(g.ctypes.data, x.ctypes.data, w.ctypes.data, gx.ctypes.data, _C.ptr(gw), _C.ptr(gb),
+       x.size // n, n, eps, rms, nt)
+
+    def total(part):
+        return None if part is None else Tensor._wrap(
+            part.sum(0).astype(x.dtype).reshape(shape))
+    return Tensor._wrap(gx), total(gw), total(gb)
+
+
+def _norm_backward(g, input, weight, k, eps, rms, want_bias):
+    """The same gradients in ember ops (differentiable: double backward runs through here)."""
+    dims = tuple(range(-k, 0))
+    if rms:
+        mean = 0
+        rstd = ((input * input).mean(dims, keepdim=True) + eps).rsqrt()
+    else:
+        mean = input.mean(dims, keepdim=True)
+        rstd = (input.var(dims, keepdim=True, correction=0) + eps).rsqrt()
+    xhat = (input - mean) * rstd
+    gh = g * weight if weight is not None else g
+    inner = gh - xhat * (gh * xhat).mean(dims, keepdim=True)
+    gx = rstd * (inner if rms else inner - gh.mean(dims, keepdim=True))
+    lead = tuple(range(g.dim() - k))
+
+    def total(t):
+        return t.sum(lead) if lead else t
+    return (gx, total(g * xhat) if weight is not None else None,
+            total(g) if want_bias else None)
+
+
+@op("layer_norm", tags=("autocast_fp32_cuda",), method=False, function=False)
+def layer_norm(xp, input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalize over the last ``len(normalized_shape)`` dims to mean 0 and variance 1 (biased),
+    then scale by ``weight`` and shift by ``bias``."""
+    k, n = _norm_rows("layer_norm", input, normalized_shape)
+    y = _norm_kernel(xp, input, weight, bias, n, eps, 0)
+    if y is not None:
+        return y
+    x, dims = _wide(input), tuple(range(-k, 0))
+    y = (x - x.mean(axis=dims, keepdims=True)) / xp.sqrt(x.var(axis=dims, keepdims=True) + eps)
+    if weight is not None:
+        y = y * _wide(weight)
+    if bias is not None:
+        y = y + _wide(bias)
+    return y.astype(input.dtype, copy=False)
+
+
+@layer_norm.vjp(save=("input", "weight"))
+def _(g, input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    k, _ = _norm_rows("layer_norm", input, normalized_shape)
+    grads = _norm_backward_kernel(g, input, weight, k, eps, 0, bias is not None) or \
+        _norm_backward(g, input, weight, k, eps, 0, bias is not None)
+    return grads[0], None, grads[1], grads[2], None
+
+
+def _rms_eps(dtype, eps):
+    return ember.finfo(dtype).eps if eps is None else eps
+
+
+@op("rms_norm", tags=("autocast_fp32_cuda",), method=False, function=False)
+def rms_norm(xp, input, normalized_shape, weight=None, eps=None):
+    """Divide by the root mean square over the last ``len(normalized_shape)`` dims (plus
+    ``eps``, by default the dtype's machine epsilon), then scale by ``weight``."""
+    k, n = _norm_rows("rms_norm", input, normalized_shape)
+    eps = _rms_eps(Tensor._dtype_of(input), eps)
+    y = _norm_kernel(xp, input, weight, None, n, eps, 1)
+    if y is not None:
+        return y
+    x = _wide(input)
+    y = x / xp.sqrt((x * x).mean(axis=tuple(range(-k, 0)), keepdims=True) + eps)
+    return (y * _wide(weight) if weight is not None else y).astype(input.dtype, copy=False)
+
+
+@rms_norm.vjp(save=("input", "weight"))
+def _(g, input, normalized_shape, weight=None, eps=None):
+    k, _ = _norm_rows("rms_norm", input, normalized_shape)
+    eps = _rms_eps(input.dtype, eps)
+    grads = _norm_backward_kernel(g, input, weight, k, eps, 1, False) or \
+        _norm_backward(g, input, weight, k, eps, 1, False)
+    return grads[0], None, grads[1], None
+
+
+def _norm_samples(with_bias):
+    def samples(dev, dt):
+        if dt.category != 2:
+            return []
+        def b(n):
+            return (make((n,), dt, seed=2),) if with_bias else ()
+        return [Sample(make((3, 4), dt), (4,), make((4,), dt, seed=1), *b(4)),
+                Sample(make((2, 3, 4), dt), (3, 4)),
+                Sample(make((2, 3, 5), dt, noncontig=True), [5], make((5,), dt, seed=1)),
+                Sample(make((5,), dt), (5,), make((5,), dt, seed=1), *b(5), 1e-3)]
+    return samples
+
+
+layer_norm.meta = rms_norm.meta = same_meta
+layer_norm.samples = _norm_samples(True)
+rms_norm.samples = _norm_samples(False)
+layer_norm.errors = [ErrorSample(Sample(make((3, 4), ember.float32), (3,)), RuntimeError,
+                                 r"layer_norm: input shape \[3, 4\] does not end with")]
+layer_norm.torch_fn = "nn.functional.layer_norm"
+rms_norm.torch_fn = "nn.functional.rms_norm"
+
+
+# ---- cross_entropy over class indices: log_softmax + nll_loss fused ------------------------
+
+def _ce_kernel_args(input, target, ignore_index):
+    """The C kernel and contiguous (logits, targets) when the fused kernel applies: (N, C)
+    logits of float32/64 with (N,) int64 targets all in range; else None (the reference path,
+    which also raises the errors)."""
+    if input.ndim != 2 or target.shape != input.shape[:1] or target.dtype != np.int64:
+        return None
+    fn = _C.kernel("cross_entropy", input.dtype)
+    if fn is None or not input.size:
+        return None
+    valid = target[target != ignore_index]
+    if valid.size and (valid.min() < 0 or valid.max() >= input.shape[1]):
+        return None
+    return fn, _C.contiguous(input), _C.contiguous(target)
+
+
+@op("cross_entropy_loss", tags=("autocast_fp32",), method=False, function=False)
+def cross_entropy_loss(xp, input, target, ignore_index=-100, reduction="mean"):
+    """Cross entropy of logits ``input`` ((N, C), (N, C, d1, ...) or (C,)) against class
+    indices ``target``: ``nll_loss(log_softmax(input, 1), target)``, fused on the cpu."""
+    fused = _ce_kernel_args(input, target, ignore_index) if xp is np else None
+    if fused is None:
+        dim = 1 if input.ndim > 1 else 0
+        return nll_loss.fwd(xp, log_softmax.fwd(xp, input, dim), target, None, ignore_index,
+                            reduction)
+    fn, x, t = fused
+    losses = np.empty(x.shape[0], x.dtype)
+    fn(x.ctypes.data, t.ctypes.data, None, losses.ctypes.data, x.shape[0], x.shape[1],
+       ignore_index, _C.num_threads())
+    if reduction == "none":
+        return losses
+    total = losses.sum()
+    return total if reduction == "sum" else total / x.dtype.type(np.count_nonzero(
+        t != ignore_index))
+
+
+@cross_entropy_loss.vjp(save=("input", "target"))
+def _(g, input, target, ignore_index=-100, reduction="mean"):
+    arrays = kernel_grads(g, input)
+    fused = _ce_kernel_args(arrays[1], target._data, ignore_index) if arrays else None
+    if fused is not None:
+        fn, x, t = fused
+        valid = t != ignore_index
+        coef = np.broadcast_to(arrays[0], t.shape) if reduction != "mean" else \
+            np.full(t.shape, arrays[0] / x.dtype.type(np.count_nonzero(valid)), x.dtype)
+        coef = _C.contiguous(coef)
+        gx = np.empty(x.shape, x.dtype)
+        fn(x.ctypes.data, t.ctypes.data, coef.ctypes.data, gx.ctypes.data, x.shape[0],
+           x.shape[1], ignore_index, _C.num_threads())
+        return Tensor._wrap(gx), None
+    # the reference: the backwards of nll_loss and log_softmax, on a recomputed log_softmax
+    dim = 1 if input.dim() > 1 else 0
+    logp = log_softmax(input, dim)
+    glogp = nll_loss.vjp_fn(g, logp, target, None, ignore_index, reduction)[0]
+    return log_softmax.vjp_fn(glogp, input, dim, result=logp), None
+
+
+def _ce_meta(input, target, ignore_index=-100, reduction="mean"):
+    return empty(target.shape if reduction == "none" else (), input.dtype)
+
+
+cross_entropy_loss.meta = _ce_meta
+cross_entropy_loss.samples = lambda dev, dt: [
+    Sample(make((4, 3), dt), np.array([0, 2, 1, 2])),
+    Sample(make((5, 7), dt, -4, 4), np.array([0, 6, -100, 2, 6]), reduction="sum"),
+    Sample(make((5, 7), dt, noncontig=True), np.array([0, 6, 3, 2, 6]), reduction="none"),
+    Sample(make((3, 4), dt), np.array([0, 9, 1]), ignore_index=9),
+    Sample(make((2, 3, 5), dt), np.random.default_rng(4).integers(0, 3, (2, 5))),
+    Sample(make((3,), dt), np.array(1)),
+] if dt.category == 2 else []
+cross_entropy_loss.errors = [ErrorSample(Sample(make((2, 3), ember.float32), np.array([0, 3])),
+                                         IndexError, "Target 3 is out of bounds")]
+cross_entropy_loss.torch_fn = "nn.functional.cross_entropy"

@@ -1,0 +1,200 @@
+"""The C kernels (ember/_C) against the NumPy reference path they replace: forward and
+backward, float32 and float64, odd and 3-D shapes, non-contiguous inputs, 1 and 2 threads."""
+import contextlib
+import multiprocessing
+import os
+
+import numpy as np
+import pytest
+
+import ember
+from ember import _C
+
+F = ember.nn.functional
+pytestmark = pytest.mark.skipif(_C.kernel("softmax", np.dtype(np.float32)) is None,
+                                reason="C kernels not built, or EMBER_NO_C set")
+
+SHAPES = [(1,), (7,), (3, 1023), (2, 5, 7), (33, 64)]
+TOL = {"float32": dict(rtol=2e-5, atol=2e-6), "float64": dict(rtol=1e-12, atol=1e-13)}
+
+
+@pytest.fixture(params=[1, 2], ids=lambda n: f"threads{n}", autouse=True)
+def threads(request):
+    before = ember.get_num_threads()
+    ember.set_num_threads(request.param)
+    yield request.param
+    ember.set_num_threads(before)
+
+
+def _input(shape, dtype, noncontig, seed=0, scale=3.0):
+    rng = np.random.default_rng(seed)
+    if noncontig:
+        return (rng.standard_normal(tuple(reversed(shape))) * scale).astype(dtype).T
+    return (rng.standard_normal(shape) * scale).astype(dtype)
+
+
+def _run(fn, arrays, grad_index=(0,)):
+    """fn's output and the gradients of the arrays at ``grad_index`` (random output grad)."""
+    ts = [ember.tensor(a, requires_grad=i in grad_index) for i, a in enumerate(arrays)]
+    out = fn(*ts)
+    g = np.random.default_rng(9).standard_normal(tuple(out.shape)).astype(out.dtype.np)
+    out.backward(ember.tensor(g))
+    return [out.detach().numpy()] + [ts[i].grad.numpy() for i in grad_index]
+
+
+def check(fn, arrays, grad_index=(0,)):
+    """fn with kernels against fn on the NumPy path: values and gradients."""
+    assert _C.kernel("softmax", np.dtype(np.float32)) is not None
+    fast = _run(fn, arrays, grad_index)
+    with _C.disabled():
+        assert _C.kernel("softmax", np.dtype(np.float32)) is None
+        ref = _run(fn, arrays, grad_index)
+    for what, a, b in zip(["value"] + [f"grad {i}" for i in grad_index], fast, ref):
+        assert a.dtype == b.dtype and a.shape == b.shape, what
+        np.testing.assert_allclose(a, b, err_msg=what, **TOL[a.dtype.name])
+
+
+DTYPES = ["float32", "float64"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_every_dim(name, shape, dtype, noncontig):
+    x = _input(shape, dtype, noncontig)
+    for dim in range(-len(shape), len(shape)):
+        check(lambda t: getattr(ember, name)(t, dim), [x])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_infinities(name, dtype):
+    x = _input((4, 9), dtype, False)
+    x[0, :4] = -np.inf                           # a masked row, as in attention
+    x[1, 2] = np.inf
+    fast = getattr(ember, name)(ember.tensor(x), -1).numpy()
+    with _C.disabled():
+        ref = getattr(ember, name)(ember.tensor(x), -1).numpy()
+    np.testing.assert_allclose(fast, ref, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu(approximate, shape, dtype, noncontig):
+    x = _input(shape, dtype, noncontig)
+    x.reshape(-1)[:3] = [-12.0, 0.0, 12.0] if x.size >= 3 else x.reshape(-1)[:3]
+    check(lambda t: F.gelu(t, approximate=approximate), [x])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1,), (7,), (3, 1023), (2, 5, 7)], ids=str)
+@pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])
+@pytest.mark.parametrize("affine", ["none", "weight", "both"])
+def test_layer_norm(affine, shape, dtype, noncontig):
+    n = shape[-1]
+    x = _input(shape, dtype, noncontig) + 1.5
+    w, b = _input((n,), dtype, False, 1), _input((n,), dtype, False, 2)
+    if affine == "none":
+        check(lambda t: F.layer_norm(t, (n,)), [x])
+    elif affine == "weight":
+        check(lambda t, tw: F.layer_norm(t, (n,), tw), [x, w], (0, 1))
+    else:
+        check(lambda t, tw, tb: F.layer_norm(t, (n,), tw, tb), [x, w, b], (0, 1, 2))
+    if len(shape) == 3:        # normalized over the last two dims
+        check(lambda t: F.layer_norm(t, shape[1:], eps=1e-3), [x])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1,), (7,), (3, 1023), (2, 5, 7)], ids=str)
+@pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])
+def test_rms_norm(shape, dtype, noncontig):
+    n = shape[-1]
+    x = _input(shape, dtype, noncontig)
+    w = _input((n,), dtype, False, 1)
+    check(lambda t, tw: F.rms_norm(t, (n,), tw), [x, w], (0, 1))
+    check(lambda t: F.rms_norm(t, (n,), eps=1e-2), [x])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 1), (7, 3), (5, 1023), (64, 10)], ids=str)
+@pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy(reduction, shape, dtype, noncontig):
+    x = _input(shape, dtype, noncontig)
+    t = np.random.default_rng(3).integers(0, shape[1], shape[0])
+    t[1::3] = -100                               # ignored rows
+    check(lambda a, b: F.cross_entropy(a, b, reduction=reduction), [x, t])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("amsgrad", [False, True])
+@pytest.mark.parametrize("foreach", [None, False])
+def test_adamw_bit_identical(amsgrad, foreach, dtype):
+    """The fused update does the NumPy passes' operations in their order: equal bits."""
+    def run(ctx):
+        rng = np.random.default_rng(0)
+        ps = [ember.nn.Parameter(ember.tensor(rng.standard_normal(s).astype(dtype)))
+              for s in [(300, 400), (7,), (70000,), (3, 5)]]
+        opt = ember.optim.AdamW(ps, lr=1e-2, amsgrad=amsgrad, foreach=foreach)
+        with ctx:
+            for _ in range(4):
+                for p in ps:
+                    p.grad = ember.tensor(rng.standard_normal(tuple(p.shape)).astype(dtype))
+                opt.step()
+        return [p.detach().numpy() for p in ps]
+    for a, b in zip(run(contextlib.nullcontext()), run(_C.disabled())):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_double_backward_uses_ember_ops():
+    """With create_graph the backward runs in ember ops, so gradients of gradients exist."""
+    x = ember.tensor(_input((3, 8), "float64", False), requires_grad=True)
+    for f in (lambda t: F.gelu(t), lambda t: F.layer_norm(t, (8,)), lambda t: t.softmax(-1)):
+        (g,) = ember.autograd.grad((f(x) ** 2).sum(), x, create_graph=True)
+        assert g.requires_grad
+        (gg,) = ember.autograd.grad(g.sum(), x)
+        assert np.isfinite(gg.numpy()).all()
+
+
+def test_num_threads_rejects_zero():
+    with pytest.raises(RuntimeError, match="set_num_threads"):
+        ember.set_num_threads(0)
+
+
+def _softmax_in_child():
+    assert ember.get_num_threads() == 1
+    ember.softmax(ember.randn(512, 1024), -1)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_forked_child_runs_kernels(threads):
+    """OpenMP's pool does not survive fork; a child falls back to one thread instead of
+    hanging (DataLoader workers are forked)."""
+    ember.softmax(ember.randn(512, 1024), -1)          # the parent's pool exists now
+    p = multiprocessing.get_context("fork").Process(target=_softmax_in_child)
+    p.start()
+    p.join(60)
+    hung = p.is_alive()
+    if hung:
+        p.kill()
+    assert not hung and p.exitcode == 0
+
+
+@pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])
+@pytest.mark.parametrize("name", ["erf", "erfc"])
+def test_erf_float32(name, noncontig):
+    """A few ulp from the float64-evaluated reference (which is within ~2 ulp of exact)."""
+    x = _input((3, 1023), "float32", noncontig)
+    x.reshape(-1)[:6] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30]
+    fast = getattr(ember, name)(ember.tensor(x)).numpy()
+    with _C.disabled():
+        ref = getattr(ember, name)(ember.tensor(x)).numpy()
+    np.testing.assert_allclose(fast, ref, rtol=1e-6, atol=1e-37)
+    grid = np.linspace(-9, 9, 100001, dtype=np.float32)
+    fast = getattr(ember, name)(ember.tensor(grid)).numpy()
+    with _C.disabled():
+        ref = getattr(ember, name)(ember.tensor(grid)).numpy()
+    np.testing.assert_allclose(fast, ref, rtol=1e-6, atol=1e-36)
