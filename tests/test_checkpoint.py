@@ -202,3 +202,56 @@ def test_non_reentrant_closure_over_non_leaf():
         assert h.grad_fn is not None and not h.is_leaf
     for a, b in zip(*res):
         np.testing.assert_allclose(a, b)
+
+
+def _deep_mlp(width=32, depth=32):
+    # each layer keeps two activations (the Linear output LayerNorm saves and Tanh's output),
+    # so checkpointing every layer can halve what the plain run keeps
+    ember.manual_seed(0)
+    nn = ember.nn
+    return nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.LayerNorm(width), nn.Tanh())
+                           for _ in range(depth)])
+
+
+def _train_step(model, x, mode):
+    if mode == "plain":
+        y = model(x)
+    elif mode == "sequential":
+        y = eck.checkpoint_sequential(model, 6, x, use_reentrant=False)
+    else:
+        y = x
+        for layer in model:
+            y = eck.checkpoint(layer, y, use_reentrant=mode == "per-layer-reentrant")
+    y.pow(2).mean().backward()
+
+
+def _peak_and_grads(model, x, mode):
+    import tracemalloc
+    model.zero_grad()
+    x.grad = None
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        _train_step(model, x, mode)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    return peak, [p.grad.numpy().copy() for p in model.parameters()] + [x.grad.numpy().copy()]
+
+
+def test_checkpointing_a_32_layer_mlp_cuts_peak_memory():
+    # numpy reports its buffers to tracemalloc, so the peak counts every saved activation
+    modes = ("plain", "sequential", "per-layer", "per-layer-reentrant")
+    warm = _deep_mlp(depth=6)                     # lazy imports must not count in a peak
+    for mode in modes:
+        _train_step(warm, ember.randn(4, 32, requires_grad=True), mode)
+    model = _deep_mlp()
+    x = ember.randn(512, 32, requires_grad=True)
+    runs = {mode: _peak_and_grads(model, x, mode) for mode in modes}
+    plain_peak, plain_grads = runs["plain"]
+    assert plain_peak > 32 * 2 * x.numel() * 4          # two float32 activations a layer
+    for mode in modes[1:]:
+        peak, grads = runs[mode]
+        assert peak <= 0.6 * plain_peak, f"{mode}: peak {peak:,} B vs plain {plain_peak:,} B"
+        for a, b in zip(grads, plain_grads):
+            np.testing.assert_array_equal(a, b)

@@ -24,6 +24,11 @@ POS = arr(2, 3, 6, 5, low=0.1, high=2.0)
 # (name or fn(F, *tensors), arrays (all differentiable), kwargs)
 CASES = [
     ("conv1d", [X1, W1, B6], dict(stride=2, padding=1, groups=2)),
+    # >= 16 channels per group on both sides with unit strides: one BLAS GEMM per kernel tap
+    ("conv2d", [arr(2, 32, 10, 9), arr(32, 16, 3, 2), arr(32)], dict(padding=1, groups=2)),
+    ("conv1d", [arr(2, 16, 60), arr(16, 16, 3)], dict(padding=2, dilation=2)),
+    ("conv3d", [arr(1, 16, 4, 5, 6), arr(16, 16, 2, 1, 2)], dict(padding=(1, 0, 1))),
+    ("conv_transpose2d", [arr(2, 16, 12, 13), arr(16, 16, 3, 3), arr(16)], dict(padding=1)),
     ("conv1d", [X1, arr(8, 1, 3)], dict(padding="same", dilation=2, groups=4)),
     ("conv2d", [X2, W2, B6], dict(stride=(2, 1), padding=(1, 0), dilation=(1, 2))),
     ("conv2d", [X2, W2[:, :2]], dict(padding="same", groups=2)),

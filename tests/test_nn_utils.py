@@ -454,7 +454,9 @@ def test_spectral_norm_sigma_is_largest_singular_value():
 
 
 @pytest.mark.parametrize("shape,orth_map", [((4, 4), None), ((5, 3), None), ((3, 5), None),
-                                            ((4, 4), "householder"), ((5, 3), "matrix_exp")])
+                                            ((4, 4), "householder"), ((5, 3), "matrix_exp"),
+                                            ((4, 4), "cayley"), ((5, 3), "cayley"),
+                                            ((3, 5), "cayley")])
 def test_orthogonal_matches_torch(shape, orth_map):
     def build(nn):
         m = nn.Linear(shape[1], shape[0]).double()

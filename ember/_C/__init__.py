@@ -12,7 +12,6 @@ import numpy as np
 
 _lib = None              # the CDLL once loaded; False when it cannot be
 _off = os.environ.get("EMBER_NO_C", "") not in ("", "0")
-_threads = None
 
 
 def _load():
@@ -26,7 +25,8 @@ def _load():
     # NOTE: OpenMP's thread pool does not survive fork: a child that ran a kernel on more than
     # one thread would hang. Children (DataLoader workers...) use one thread, as in torch.
     if hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=lambda: set_num_threads(1))
+        from .. import _config
+        os.register_at_fork(after_in_child=lambda: _config._state.update(threads=1))
     return lib
 
 
@@ -91,21 +91,9 @@ def disabled():
 
 
 def num_threads():
-    """Threads a kernel splits its rows over: ``set_num_threads``, else ``OMP_NUM_THREADS``,
-    else the CPUs this process may run on."""
-    global _threads
-    if _threads is None:
-        env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0]
-        _threads = int(env) if env.isdigit() and int(env) > 0 else (
-            len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
-    return _threads
-
-
-def set_num_threads(n):
-    global _threads
-    if int(n) < 1:
-        raise RuntimeError(f"set_num_threads: expected a positive number of threads, got {n}")
-    _threads = int(n)
+    """Threads a kernel splits its rows over: ``ember.get_num_threads()``."""
+    from .. import _config      # (ctypes and the BLAS search load on first kernel use only)
+    return _config._state["threads"] or _config.get_num_threads()
 
 
 def ptr(a):

@@ -6,6 +6,7 @@ them to and from the host. Op forwards are written once against ``xp``.
 import numpy as np
 
 from .._device import CPU, META
+from .._sparse import SparseCOO, SparseOperand
 
 
 class NumpyBackend:
@@ -49,6 +50,9 @@ class MetaBackend:
         return self.empty(arr.shape, arr.dtype)
 
     def run(self, opdef, arrays, kwargs):
+        for a in arrays:      # a meta rule reads only shapes: it would take a sparse operand
+            if type(a) is SparseCOO:
+                raise SparseOperand()
         if opdef.meta is not None:
             return opdef.meta(*arrays, **kwargs)
         # NOTE: ops without a meta rule run their forward on the stride-0 arrays; the values are

@@ -3,8 +3,11 @@
 import functools
 import warnings
 
-from . import (conv, creation, indexing, joining, linalg, mutation, nn, nn_rows,  # noqa: F401
-               pointwise, pointwise_binary, pointwise_math, random, reduction, shape, sorting, statistics)
+from . import (closeness, complex, conv, creation, decompositions, einsum,  # noqa: F401
+               fft, indexing, joining, linalg, linalg_functions, mutation, nn, nn_rows,
+               pointwise, pointwise_binary, pointwise_math, pointwise_numeric, polynomials,
+               random, recurrent, reduction, shape, solvers, sorting, sparse, special,
+               statistics)
 from .dispatch import dispatch, dispatch_inplace
 from .registry import all_ops
 

@@ -13,6 +13,7 @@ import numpy as np
 
 import ember
 
+from .._backends import blas
 from .meta import empty
 from .registry import op
 from .samples import Sample, make
@@ -73,12 +74,46 @@ def _strided(xp, a, shape, strides):
         a, shape, a.strides[:lead] + tuple(s * a.itemsize for s in strides))
 
 
+def _conv_taps(x, w, dilation, groups, osize):
+    """A stride-1 convolution of the padded ``x`` as one GEMM per kernel tap, accumulated by
+    BLAS: with the input channel-major and the samples laid end to end ("wide" rows that keep
+    the padding cells), each tap reads one shifted view of it and nothing is copied per tap.
+    None where BLAS cannot be called directly."""
+    (n, c), size, k, o = x.shape[:2], x.shape[2:], w.shape[2:], w.shape[0]
+    cg, og, S, P = c // groups, o // groups, _flat_strides(size), math.prod(size)
+    offs = [sum(t * d * s for t, d, s in zip(tap, dilation, S)) for tap in _taps(k)]
+    cols = np.empty((c, n * P + offs[-1]), x.dtype)
+    cols[:, :n * P].reshape(c, n, P)[...] = x.reshape(n, c, P).transpose(1, 0, 2)
+    cols[:, n * P:] = 0
+    wt = np.ascontiguousarray(w.reshape(groups, og, cg, len(offs)).transpose(0, 3, 1, 2))
+    out = np.empty((o, n * P), x.dtype)
+    for g in range(groups):
+        dst, src = out[g * og:(g + 1) * og], cols[g * cg:(g + 1) * cg]
+        for j, off in enumerate(offs):
+            if not blas.gemm(wt[g, j], src[:, off:off + n * P], dst, beta=float(j > 0)):
+                return None
+    return np.ascontiguousarray(_strided(np, out, (n, o) + osize, (P, n * P) + S))
+
+
+def _use_taps(xp, x, cg, og, stride, k):
+    # per-tap GEMMs are (og x cg) @ (cg x windows): with fewer than ~16 channels per group on
+    # either side they are too thin and the im2col paths win; a weight gradient's many taps
+    # over few windows are one big GEMM there too
+    return (xp is np and min(cg, og) >= 16 and all(s == 1 for s in stride)
+            and math.prod(k) * 16 <= math.prod(x.shape[2:])
+            and x.dtype in (np.float32, np.float64) and blas.available())
+
+
 def _conv_forward(xp, x, w, stride, padding, dilation, groups):
     nd, (n, c), o = w.ndim - 2, x.shape[:2], w.shape[0]
     x = xp.ascontiguousarray(_pad(xp, x, padding, padding))
     k, size = w.shape[2:], x.shape[2:]
     osize = tuple((size[i] - dilation[i] * (k[i] - 1) - 1) // stride[i] + 1 for i in range(nd))
     cg, og = c // groups, o // groups
+    if _use_taps(xp, x, cg, og, stride, k):
+        out = _conv_taps(x, w, dilation, groups, osize)
+        if out is not None:
+            return out
     if cg == 1:
         # NOTE: depthwise convolutions (and average pooling) would be a matmul with an inner
         # dim of 1 per group; summing the shifted views is several times faster.
@@ -128,12 +163,13 @@ def _conv_transpose_forward(xp, x, w, stride, padding, dilation, output_padding,
     o, K, L = groups * og, math.prod(k), math.prod(size)
     full = tuple((size[i] - 1) * stride[i] + dilation[i] * (k[i] - 1) + 1 + output_padding[i]
                  for i in range(nd))
-    if 1 < cg <= og and all(s == 1 for s in stride) and all(
+    if (1 < cg <= og or _use_taps(xp, x, cg, og, stride, k)) and all(s == 1 for s in stride) and all(
             p <= d * (kk - 1) for p, d, kk in zip(padding, dilation, k)):
         # NOTE: with unit strides the transposed convolution is a plain one with the kernel
         # flipped and its channel axes swapped, over the input padded by the kernel's reach.
         # Its im2col copies grow with the input channels, col2im's adds with the output ones:
-        # with no more inputs than outputs per group this is up to 2x faster.
+        # with no more inputs than outputs per group this is up to 2x faster, and with the
+        # per-tap GEMMs (no copies at all) it always is.
         wf = w.reshape((groups, cg, og) + k).swapaxes(1, 2).reshape((o, cg) + k)
         wf = wf[(slice(None), slice(None)) + (slice(None, None, -1),) * nd]
         lo = tuple(d * (kk - 1) - p for p, d, kk in zip(padding, dilation, k))

@@ -5,10 +5,10 @@ from .. import _dtype
 from .._backends import backend
 from .._device import CPU, to_device
 from .._storage import UntypedStorage, _ptr
+from .._tensor import Tensor
 
 
 def _T():
-    from .._tensor import Tensor
     return Tensor
 
 
@@ -248,9 +248,13 @@ def _const(fn_name, fill):
             from .meta import empty as meta_empty
             t = _T()._wrap(meta_empty(shape, _dt(dtype)), dev)
         else:
-            t = _T()._wrap(backend(dev).xp.full(shape, fill, dtype=_dt(dtype))
-                           if dev.type != "cpu" or fill is not None else
-                           np.empty(shape, _dt(dtype)), dev)
+            if dev.type != "cpu":
+                arr = backend(dev).xp.full(shape, fill, dtype=_dt(dtype))
+            else:       # (np.full is Python code around these two calls)
+                arr = np.empty(shape, _dt(dtype))
+                if fill is not None:
+                    arr.fill(fill)
+            t = _T()._wrap(arr, dev)
         if out is not None:
             return out.resize_(shape).copy_(t)
         return t.requires_grad_(True) if requires_grad else t
@@ -288,7 +292,7 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
 def _like(fn):
     def f(input, *args, dtype=None, layout=None, device=None, requires_grad=False,
           memory_format=None, **kw):
-        return fn(tuple(input.shape), *args, dtype=dtype or input.dtype,
+        return fn(input._data.shape, *args, dtype=dtype or input.dtype,
                   device=device or input.device, requires_grad=requires_grad, **kw)
     f.__name__ = fn.__name__ + "_like"
     f.__doc__ = f"Like ``{fn.__name__}`` with the size (and by default dtype, device) of input."
@@ -361,6 +365,9 @@ def _reduce(t):
     """``pickle`` support, as torch's: the storage (pickled once, so tensors sharing it still
     share it after loading), the byte offset, shape and strides; then dtype, device,
     requires_grad, class and the tensor's ``__dict__``. Off the cpu, a copy of the data."""
+    if t.is_sparse:
+        from .sparse import _reduce_sparse
+        return _reduce_sparse(t)
     state = {k: v for k, v in t.__dict__.items() if not k.startswith("_") and k not in
              _NOT_STATE}
     tail = (t.dtype.name, str(t.device), t._requires_grad, type(t), state)

@@ -7,20 +7,22 @@ import numpy as np
 from .. import _dtype
 from .._backends import MetaBackend, backend
 from .._device import CPU
+from .._sparse import SparseOperand
 from .._storage import _root
 from .._tensor import Tensor
 from ..autograd import grad_mode
-from ..autograd.graph import (CopySlices, NotImplementedNode, OpNode, edge_of,
-                              move_retain_grad)
+from ..autograd.graph import (AT0, AT01, AT1, CopySlices, NotImplementedNode, OpNode,
+                              edge_of, move_retain_grad, simple_node)
 
 meta_empty = MetaBackend.empty
 _state = grad_mode.state
 
 
 class hooks:
-    """Extension points on the dispatch path (autocast, tracers). None means off."""
+    """Extension points on the dispatch path (autocast, tracers, profiler). None means off."""
     autocast = None
     tracer = None
+    profiler = None     # profiler(opdef, args, kwargs, run) times run(opdef, args, kwargs)
 
 
 def _describe(tensors):
@@ -169,7 +171,10 @@ def dispatch(opdef, args, kwargs):
     number; no keywords, view, autocast or tracer) takes the fast path below, which needs no
     promotion or device resolution; everything else goes through ``_dispatch``.
     """
-    if kwargs or opdef.view or hooks.autocast is not None or hooks.tracer is not None:
+    if kwargs or opdef.view or hooks.autocast is not None or hooks.tracer is not None or \
+            hooks.profiler is not None:
+        if hooks.profiler is not None:
+            return hooks.profiler(opdef, args, kwargs, _dispatch)
         return _dispatch(opdef, args, kwargs)
     n = len(args)
     if n == 2:
@@ -179,13 +184,13 @@ def dispatch(opdef, args, kwargs):
             if isinstance(b, Tensor):
                 if b.dtype is not dt or b.device is not CPU:
                     return _dispatch(opdef, args, kwargs)
-                tensors, x, y = args, a._data, b._data
+                tensors, pos, x, y = args, AT01, a._data, b._data
             elif type(b) in _SCALARS and dt in _SCALAR_KEEPS:
-                tensors, x, y = (a,), a._data, b
+                tensors, pos, x, y = (a,), AT0, a._data, b
             else:
                 return _dispatch(opdef, args, kwargs)
         elif type(a) in _SCALARS and isinstance(b, Tensor) and b.dtype in _SCALAR_KEEPS:
-            a, dt, tensors, x, y = b, b.dtype, (b,), a, b._data
+            a, dt, tensors, pos, x, y = b, b.dtype, (b,), AT1, a, b._data
         else:
             return _dispatch(opdef, args, kwargs)
         if a.device is not CPU or (dt.category < _dtype._FLOAT and
@@ -195,28 +200,39 @@ def dispatch(opdef, args, kwargs):
             res = opdef.fwd(np, x, y)        # the cpu backend's run(), without the hop
         except (ValueError, IndexError, TypeError) as e:
             raise _explain(opdef, tensors, e) from None
+        except SparseOperand:
+            return sparse_dispatch(opdef, args, kwargs)
     elif n == 1:
         a = args[0]
         if not isinstance(a, Tensor) or a.device is not CPU:
             return _dispatch(opdef, args, kwargs)
-        dt, tensors = a.dtype, args
+        dt, tensors, pos = a.dtype, args, AT0
         if dt.category < _dtype._FLOAT and opdef.promote not in _INT_KEEPS:
             return _dispatch(opdef, args, kwargs)
         try:
             res = opdef.fwd(np, a._data)
         except (ValueError, IndexError, TypeError) as e:
             raise _explain(opdef, tensors, e) from None
+        except SparseOperand:
+            return sparse_dispatch(opdef, args, kwargs)
     else:
         return _dispatch(opdef, args, kwargs)
     if type(res) is not np.ndarray:
-        return _finish(opdef, args, kwargs, tensors, res, CPU, None)
+        if not isinstance(res, np.generic):
+            return _finish(opdef, args, kwargs, tensors, res, CPU, None)
+        res = np.asarray(res)       # NumPy's 0-dim ufuncs and full reductions give scalars
     out = _new(Tensor)                   # Tensor._wrap, inlined
     out._data = res
     out.dtype = dt if res.dtype is dt.np else Tensor._dtype_of(res)
     if _state.grad_enabled and opdef.differentiable:
         for t in tensors:
             if t._requires_grad:
-                _record(opdef, args, kwargs, tensors, (out,))
+                if opdef.vjp_fn is None or opdef.nondiff_outputs or \
+                        out.dtype.category < _dtype._FLOAT:
+                    _record(opdef, args, kwargs, tensors, (out,))
+                else:
+                    node = simple_node(opdef, args, tensors, pos, out)
+                    out.grad_fn, out._requires_grad = node, True
                 break
     return out
 
@@ -237,13 +253,39 @@ def _dispatch(opdef, args, kwargs):
         for i, a in enumerate(arrays):      # cpu 0-dim tensors ride along as scalars
             if isinstance(a, np.ndarray) and a.ndim == 0 and dev.type != "meta":
                 arrays[i] = a.item()
-    if opdef.promote is not None:
-        _promote(opdef, args, arrays, dev.type == "meta", kwargs)
     try:
+        if opdef.promote is not None:
+            _promote(opdef, args, arrays, dev.type == "meta", kwargs)
         res = backend(dev).run(opdef, arrays, kwargs)
     except (ValueError, IndexError, TypeError) as e:
         raise _explain(opdef, tensors, e) from None
+    except SparseOperand:
+        if out is not None:
+            raise NotImplementedError(f"{opdef.name}(): out= is not supported for sparse "
+                                      "tensors") from None
+        return sparse_dispatch(opdef, args, kwargs)
     return _finish(opdef, args, kwargs, tensors, res, dev, out)
+
+
+def sparse_dispatch(opdef, args, kwargs):
+    """A sparse tensor is among the operands (its ``_data`` refused to act as an array): run
+    the op's sparse rule, or raise torch's error for an op without a sparse kernel."""
+    from . import sparse    # noqa: F401  (attaches the rules; loaded with the first sparse tensor)
+    if opdef.sparse is None:
+        dev = next(a.device for a in _flat_tensors(args) if a.is_sparse)
+        raise NotImplementedError(
+            f"Could not run 'aten::{opdef.name}' with arguments from the "
+            f"'Sparse{dev.type.upper() if dev.type != 'meta' else 'Meta'}' backend. This could "
+            "be because the operator doesn't exist for this backend.") from None
+    return opdef.sparse(*args, **kwargs)
+
+
+def _flat_tensors(args):
+    for a in args:
+        if isinstance(a, Tensor):
+            yield a
+        elif type(a) in (list, tuple):
+            yield from (t for t in a if isinstance(t, Tensor))
 
 
 def _finish(opdef, args, kwargs, tensors, res, dev, out):

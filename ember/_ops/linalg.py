@@ -1,11 +1,15 @@
-"""Matrix products: matmul, mm, bmm, mv, dot, outer, addmm, baddbmm."""
+"""Matrix products: matmul, mm, bmm, mv, dot, outer, addmm, baddbmm, addbmm, addmv, addr, vdot,
+tensordot, inner, kron, cdist, cross."""
+import math
+
 import numpy as np
 
 import ember
 
 from .meta import empty
+from .pointwise import type_name
 from .registry import op
-from .samples import ErrorSample, Sample, make
+from .samples import ErrorSample, Sample, const, dtype_error, make
 
 
 _NO_BLAS = (ember.bfloat16.np, ember.float8_e4m3fn.np, ember.float8_e5m2.np)
@@ -202,3 +206,334 @@ def _(g, input, batch1, batch2, *, beta=1, alpha=1):
 baddbmm.samples = lambda dev, dt: [
     Sample(make((2, 3, 5), dt), make((2, 3, 4), dt, seed=1), make((2, 4, 5), dt, seed=2),
            beta=0.5, alpha=2)] if dt.category >= 2 else []
+
+
+def _scaled(g, alpha):
+    return g if alpha == 1 else g * alpha
+
+
+@op("addbmm", tags=("autocast_lower",), promote="common", inplace=True)
+def addbmm(xp, input, batch1, batch2, *, beta=1, alpha=1):
+    """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])``: the batch is reduced."""
+    if batch1.ndim != 3 or batch2.ndim != 3:
+        raise RuntimeError(f"addbmm: batch1 must be a 3D tensor, got {batch1.ndim}D and "
+                           f"{batch2.ndim}D")
+    if batch1.shape[0] != batch2.shape[0]:
+        raise RuntimeError("batch1 and batch2 must have same number of batches, got "
+                           f"{batch1.shape[0]} and {batch2.shape[0]}")
+    # one GEMM over the concatenated batch: (n, b*k) @ (b*k, p) sums the products for free
+    b, n, k = batch1.shape
+    a2 = xp.moveaxis(batch1, 0, 1).reshape(n, b * k)
+    return _scale_add(matmul.fwd(xp, a2, batch2.reshape(b * k, -1)), input, beta, alpha)
+
+
+@addbmm.vjp(save=("batch1", "batch2"), needed_by="cross")
+def _(g, input, batch1, batch2, *, beta=1, alpha=1):
+    ga = _scaled(g, alpha).unsqueeze(0)
+    return _scaled(g, beta), ga @ batch2.mT.conj(), batch1.mT.conj() @ ga
+
+
+addbmm.samples = lambda dev, dt: [
+    Sample(make((3, 5), dt), make((2, 3, 4), dt, seed=1), make((2, 4, 5), dt, seed=2)),
+    Sample(make((5,), dt), make((2, 3, 4), dt, seed=1), make((2, 4, 5), dt, seed=2),
+           beta=0.5, alpha=2)] if dt.category >= 2 else []
+addbmm.errors = [ErrorSample(Sample(const(2, 2), const(2, 2, 3), const(3, 3, 2)), RuntimeError,
+                             "batch1 and batch2 must have same number of batches, got 2 and 3")]
+
+
+@op("addmv", tags=("autocast_lower_cuda",), promote="common", inplace=True)
+def addmv(xp, input, mat, vec, *, beta=1, alpha=1):
+    """``beta * input + alpha * (mat @ vec)``."""
+    if mat.ndim != 2 or vec.ndim != 1 or mat.shape[1] != vec.shape[0] or \
+            input.shape not in ((), (1,), mat.shape[:1]):
+        raise RuntimeError(f"size mismatch, got input ({', '.join(map(str, input.shape))}), "
+                           f"mat ({'x'.join(map(str, mat.shape))}), vec "
+                           f"({'x'.join(map(str, vec.shape))})")
+    return _scale_add(matmul.fwd(xp, mat, vec), input, beta, alpha)
+
+
+@addmv.vjp(save=("mat", "vec"), needed_by="cross")
+def _(g, input, mat, vec, *, beta=1, alpha=1):
+    ga = _scaled(g, alpha)
+    return _scaled(g, beta), ga.unsqueeze(1) * vec.conj(), mat.mT.conj() @ ga
+
+
+addmv.samples = lambda dev, dt: [
+    Sample(make((3,), dt), make((3, 4), dt, seed=1), make((4,), dt, seed=2)),
+    Sample(make((1,), dt), make((3, 4), dt, seed=1), make((4,), dt, seed=2), beta=0.5,
+           alpha=2)] if dt.category >= 2 else []
+addmv.errors = [ErrorSample(Sample(const(2), const(2, 3), const(4)), RuntimeError,
+                            r"size mismatch, got input \(2\), mat \(2x3\), vec \(4\)")]
+
+
+@op("addr", promote="common", inplace=True)
+def addr(xp, input, vec1, vec2, *, beta=1, alpha=1):
+    """``beta * input + alpha * outer(vec1, vec2)``."""
+    if vec1.ndim != 1 or vec2.ndim != 1:
+        raise RuntimeError(f"addr: Expected 1-D argument vec1, but got {vec1.ndim}-D")
+    return _scale_add(outer.fwd(xp, vec1, vec2), input, beta, alpha)
+
+
+@addr.vjp(save=("vec1", "vec2"), needed_by="cross")
+def _(g, input, vec1, vec2, *, beta=1, alpha=1):
+    ga = _scaled(g, alpha)
+    return _scaled(g, beta), ga @ vec2.conj(), ga.mT @ vec1.conj()
+
+
+addr.samples = lambda dev, dt: [
+    Sample(make((3, 4), dt), make((3,), dt, seed=1), make((4,), dt, seed=2)),
+    Sample(make((4,), dt), make((3,), dt, seed=1), make((4,), dt, seed=2), beta=0.5,
+           alpha=2)] if dt.category >= 2 else []
+
+
+@op("vdot")
+def vdot(xp, input, other):
+    """``sum(conj(input) * other)`` of two 1-D tensors."""
+    dot.fwd(xp, input, other)       # (only for its checks)
+    return xp.asarray(xp.vdot(input, other))
+
+
+vdot.vjp(save=("input", "other"), needed_by="cross")(
+    lambda g, input, other: (g.conj() * other, g * input))
+vdot.meta = dot.meta
+vdot.samples = dot.samples
+vdot.errors = [ErrorSample(Sample(const(2), const(3)), RuntimeError,
+                           r"inconsistent tensor size, expected tensor \[2\] and src \[3\]")]
+
+
+# ---- tensordot, inner, kron -----------------------------------------------------------------
+
+def _tensordot_axes(a, b, dims):
+    """(contracted axes of a, of b) from torch's ``dims``: a count or two lists of axes."""
+    if isinstance(dims, int):
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
+        return list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    ca, cb = ([d] if isinstance(d, int) else list(d) for d in dims)
+    if len(ca) != len(cb):
+        raise RuntimeError(f"both dimension lists should have same length, got {len(ca)} "
+                           f"and {len(cb)}")
+    ca, cb = [d % a.ndim for d in ca], [d % b.ndim for d in cb]
+    for x, y in zip(ca, cb):
+        if a.shape[x] != b.shape[y]:
+            raise RuntimeError(f"contracted dimensions need to match, but first has size "
+                               f"{a.shape[x]} in dim {x} and second has size {b.shape[y]} in "
+                               f"dim {y}")
+    return ca, cb
+
+
+@op("tensordot", method=False)
+def tensordot(xp, a, b, dims=2):
+    """Sum of products over ``dims`` (a count of trailing/leading dims, or two axis lists).
+
+    Example:
+        >>> ember.tensordot(ember.ones(2, 3, 4), ember.ones(3, 4, 5), dims=2).shape
+        torch.Size([2, 5])
+    """
+    _check_dtypes("tensordot", a, b)
+    ca, cb = _tensordot_axes(a, b, dims)
+    fa = [i for i in range(a.ndim) if i not in ca]
+    fb = [i for i in range(b.ndim) if i not in cb]
+    n = int(np.prod([a.shape[i] for i in ca]))
+    # NOTE: contract as one (free_a, n) @ (n, free_b) GEMM, so BLAS does the work
+    a2 = xp.transpose(a, fa + ca).reshape(-1, n)
+    b2 = xp.transpose(b, cb + fb).reshape(n, -1)
+    shape = tuple(a.shape[i] for i in fa) + tuple(b.shape[i] for i in fb)
+    return matmul.fwd(xp, a2, b2).reshape(shape)
+
+
+def _inverse(perm):
+    return [perm.index(i) for i in range(len(perm))]
+
+
+@tensordot.vjp(save=("a", "b"), needed_by="cross")
+def _(g, a, b, dims=2):
+    ca, cb = _tensordot_axes(a, b, dims)
+    fa = [i for i in range(a.dim()) if i not in ca]
+    fb = [i for i in range(b.dim()) if i not in cb]
+    ga = gb = None
+    if a.requires_grad:
+        # g (fa, fb) . conj(b) over fb leaves b's contracted axes in ascending order
+        order = sorted(cb)
+        ga = ember.tensordot(g, b.conj(), ([len(fa) + i for i in range(len(fb))], fb))
+        ga = ga.permute(_inverse(fa + [ca[cb.index(c)] for c in order]))
+    if b.requires_grad:
+        order = sorted(ca)
+        gb = ember.tensordot(a.conj(), g, (fa, list(range(len(fa)))))
+        gb = gb.permute(_inverse([cb[ca.index(c)] for c in order] + fb))
+    return ga, gb
+
+
+tensordot.meta = lambda a, b, dims=2: empty(
+    tuple(s for i, s in enumerate(a.shape) if i not in _tensordot_axes(a, b, dims)[0]) +
+    tuple(s for i, s in enumerate(b.shape) if i not in _tensordot_axes(a, b, dims)[1]),
+    np.result_type(a, b))
+tensordot.samples = lambda dev, dt: [
+    Sample(make((2, 3, 4), dt), make((3, 4, 5), dt, seed=1)),
+    Sample(make((2, 3, 4), dt), make((4, 2), dt, seed=1), dims=([0, 2], [1, 0])),
+    Sample(make((3, 4), dt), make((2, 5), dt, seed=1), dims=0),
+    Sample(make((4, 3), dt, noncontig=True), make((3, 4), dt, seed=1), 1)] \
+    if dt.category >= 1 else []
+tensordot.errors = [ErrorSample(Sample(const(2, 3), const(2, 4), dims=([1], [1])), RuntimeError,
+                                "contracted dimensions need to match, but first has size 3 in "
+                                "dim 1 and second has size 4 in dim 1")]
+
+
+@op("inner")
+def inner(xp, input, other):
+    """Sum of products over the last dim of both (a product when one is a scalar)."""
+    if input.ndim == 0 or other.ndim == 0:
+        return xp.multiply(input, other)
+    if input.shape[-1] != other.shape[-1]:
+        raise RuntimeError("inner() the last dimension must match on both input tensors but "
+                           f"got shapes {list(input.shape)} and {list(other.shape)}")
+    return tensordot.fwd(xp, input, other, ([-1], [-1]))
+
+
+@inner.vjp(save=("input", "other"), needed_by="cross")
+def _(g, input, other):
+    if input.dim() == 0 or other.dim() == 0:
+        return g * other.conj(), g * input.conj()
+    return tensordot.vjp_fn(g, input, other, ([-1], [-1]))
+
+
+inner.meta = lambda a, b: empty(a.shape[:-1] + b.shape[:-1] if a.ndim and b.ndim else
+                                np.broadcast_shapes(a.shape, b.shape), np.result_type(a, b))
+inner.samples = lambda dev, dt: [
+    Sample(make((2, 4), dt), make((3, 4), dt, seed=1)),
+    Sample(make((4,), dt), make((2, 3, 4), dt, seed=1)),
+    Sample(make((), dt), make((2, 3), dt, seed=1))] if dt.category >= 1 else []
+inner.errors = [ErrorSample(Sample(const(2, 3), const(2, 4)), RuntimeError,
+                            r"last dimension must match on both input tensors but got shapes "
+                            r"\[2, 3\] and \[2, 4\]")]
+
+
+@op("kron", promote="common")
+def kron(xp, input, other):
+    """Kronecker product: block ``(i, j, ...)`` is ``input[i, j, ...] * other``."""
+    return xp.kron(input, other)
+
+
+@kron.vjp(save=("input", "other"), needed_by="cross")
+def _(g, input, other):
+    # view g as interleaved (a0, b0, a1, b1, ...) dims; each factor's grad sums out the other's
+    nd = max(input.dim(), other.dim())
+    sa = (1,) * (nd - input.dim()) + tuple(input.shape)
+    sb = (1,) * (nd - other.dim()) + tuple(other.shape)
+    gr = g.reshape([s for pair in zip(sa, sb) for s in pair])
+    a = input.reshape([s for x in sa for s in (x, 1)])
+    b = other.reshape([s for x in sb for s in (1, x)])
+    ga = (gr * b.conj()).sum(tuple(range(1, 2 * nd, 2))).reshape(input.shape) \
+        if input.requires_grad else None
+    gb = (gr * a.conj()).sum(tuple(range(0, 2 * nd, 2))).reshape(other.shape) \
+        if other.requires_grad else None
+    return ga, gb
+
+
+kron.samples = lambda dev, dt: [
+    Sample(make((2, 3), dt), make((3, 2), dt, seed=1)),
+    Sample(make((2,), dt), make((2, 3, 2), dt, seed=1))] if dt.category >= 1 else []
+
+
+# ---- cdist, cross -----------------------------------------------------------------------------
+
+def _check_cdist(x1, x2, p):
+    if x1.dtype.kind not in "fc" or x2.dtype.kind not in "fc":
+        bad = x1 if x1.dtype.kind not in "fc" else x2
+        raise RuntimeError("cdist only supports floating-point dtypes, X1 got: "
+                           f"{type_name(bad.dtype)}")
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError("X1 and X2 must have the same number of columns. X1: "
+                           f"{x1.shape[-1]} X2: {x2.shape[-1]}")
+    if p < 0:
+        raise RuntimeError("cdist only supports non-negative p values")
+
+
+@op("cdist", method=False, promote="common")
+def cdist(xp, x1, x2, p=2.0, compute_mode=None):
+    """p-norm distances between the rows of ``x1`` (..., P, M) and ``x2`` (..., R, M)."""
+    _check_cdist(x1, x2, p)
+    d = xp.abs(x1[..., :, None, :] - x2[..., None, :, :])
+    if p == 2:
+        return xp.sqrt(xp.sum(d * d, axis=-1))
+    if p == math.inf:
+        return xp.max(d, axis=-1) if d.shape[-1] else xp.zeros(d.shape[:-1], d.dtype)
+    if p == 0:
+        return xp.sum(d != 0, axis=-1).astype(d.dtype)
+    return xp.sum(d if p == 1 else d ** p, axis=-1) ** (1.0 / p)
+
+
+@cdist.vjp(save=("x1", "x2", "result"))
+def _(g, x1, x2, p=2.0, compute_mode=None, result=None):
+    d = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    r = result.unsqueeze(-1)
+    if p == 0:
+        dd = d * 0
+    elif p == 1:
+        dd = d.sign()
+    elif p == math.inf:
+        dd = d.sign() * (d.abs() == r)
+    else:       # d/dd ||d||_p = sign(d) |d|^(p-1) / ||d||^(p-1), 0 where the distance is 0
+        dd = d * d.abs() ** (p - 2) if p != 2 else d
+        dd = ember.where(r == 0, 0.0, dd / (r if p == 2 else r ** (p - 1)))
+    gd = g.unsqueeze(-1) * dd
+    return gd.sum(-2), -gd.sum(-3)
+
+
+cdist.meta = lambda x1, x2, p=2.0, compute_mode=None: empty(
+    np.broadcast_shapes(x1.shape[:-2], x2.shape[:-2]) + (x1.shape[-2], x2.shape[-2]),
+    x1.dtype)
+cdist.kinks = (0.0,)
+cdist.samples = lambda dev, dt: [
+    Sample(make((3, 4), dt), make((5, 4), dt, seed=1), p)
+    for p in (2.0, 1.0, 0.0, math.inf, 3.0, 0.5)] + [
+    Sample(make((2, 3, 4), dt), make((1, 2, 4), dt, seed=1))] if dt.category == 2 else []
+cdist.errors = [
+    ErrorSample(Sample(const(2, 3), const(2, 4)), RuntimeError,
+                "X1 and X2 must have the same number of columns. X1: 3 X2: 4"),
+    ErrorSample(Sample(const(2, 3), const(2, 3), -1.0), RuntimeError,
+                "cdist only supports non-negative p values"),
+    dtype_error("cdist", (2, 3), (2, 3), exc=RuntimeError,
+                match="cdist only supports floating-point dtypes, X1 got: Long")]
+
+
+def _cross_dim(a, b, dim):
+    if a.ndim != b.ndim:
+        raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
+    if dim is None:
+        # NOTE: torch.cross without dim takes the first dim of size 3 (deprecated in torch)
+        dim = next((i for i, s in enumerate(np.broadcast_shapes(a.shape, b.shape)) if s == 3),
+                   None)
+        if dim is None:
+            raise RuntimeError("no dimension of size 3 in input")
+        return dim
+    if a.shape[dim] != 3 or b.shape[dim] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
+                           f"{a.shape[dim]} and {b.shape[dim]}")
+    return dim
+
+
+@op("cross", promote="common")
+def cross(xp, input, other, dim=None):
+    """Cross product of 3-vectors along ``dim`` (default: the first dim of size 3)."""
+    dim = _cross_dim(input, other, dim)
+    a, b = xp.broadcast_arrays(input, other)
+    return xp.cross(a, b, axis=dim)
+
+
+@cross.vjp(save=("input", "other"), needed_by="cross")
+def _(g, input, other, dim=None):
+    dim = _cross_dim(input, other, dim)
+    return ember.cross(other.conj(), g, dim), ember.cross(g, input.conj(), dim)
+
+
+cross.samples = lambda dev, dt: [
+    Sample(make((4, 3), dt), make((4, 3), dt, seed=1), 1),
+    Sample(make((3, 2), dt), make((3, 1), dt, seed=1)),
+    Sample(make((2, 3), dt), make((1, 3), dt, seed=1), dim=-1)] if dt.category >= 1 else []
+cross.errors = [ErrorSample(Sample(const(2, 4), const(2, 4), -1), RuntimeError,
+                            "inputs dimension -1 must have length 3. Got 4 and 4"),
+                ErrorSample(Sample(const(2, 4), const(2, 4)), RuntimeError,
+                            "no dimension of size 3 in input"),
+                ErrorSample(Sample(const(2, 3), const(3), -1), RuntimeError,
+                            "inputs must have the same number of dimensions")]

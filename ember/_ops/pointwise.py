@@ -1,5 +1,7 @@
 """Pointwise ops: arithmetic, math functions, comparisons, casts and copies."""
+import cmath
 import functools
+import math
 
 import numpy as np
 
@@ -101,7 +103,7 @@ add.errors = broadcast_errors()
 @op("sub", tags=("pointwise",), promote="common", inplace=True, aliases=("subtract",))
 def sub(xp, input, other, alpha=1):
     """``input - alpha * other``."""
-    if input.dtype == np.bool_:
+    if input.dtype.kind == "b":          # (cheaper than == np.bool_, which converts)
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
                            "supported. Use the `^` or `logical_xor()` operator instead.")
     return xp.subtract(input, other) if alpha == 1 else xp.subtract(input, xp.multiply(other,
@@ -131,12 +133,16 @@ def _(g, input, other, alpha=1):
 
 
 rsub.meta = broadcast_meta
+rsub.samples = lambda dev, dt: binary_samples(dev, dt) if dt is not ember.bool else []
+
+
+_NO_DT = np.dtype(np.float64)      # stands for a Python number's dtype in mul's bool test
 
 
 @op("mul", tags=("pointwise",), promote="common", inplace=True, aliases=("multiply",))
 def mul(xp, input, other):
     """``input * other``, broadcast and type-promoted."""
-    if getattr(input, "dtype", None) == np.bool_ and getattr(other, "dtype", None) == np.bool_:
+    if getattr(input, "dtype", _NO_DT).kind == "b" and getattr(other, "dtype", _NO_DT).kind == "b":
         return xp.logical_and(input, other)
     return xp.multiply(input, other)
 
@@ -211,13 +217,15 @@ div.errors = broadcast_errors() + [ErrorSample(Sample(const(3), const(3), roundi
 
 
 def _conj(t):
+    if type(t) is complex:              # a Python complex operand: x * 2j has gradient g * -2j
+        return t.conjugate()
     return t.conj() if isinstance(t, ember.Tensor) and t.is_complex() else t
 
 
 @op("neg", tags=("pointwise",), inplace=True, aliases=("negative",))
 def neg(xp, input):
     """``-input``."""
-    if input.dtype == np.bool_:
+    if input.dtype.kind == "b":
         raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If "
                            "you are trying to invert a mask, use the `~` or `logical_not()` "
                            "operator instead.")
@@ -249,21 +257,47 @@ def _(g, input, exponent, result):
             gi = ember.zeros_like(g)
     if isinstance(exponent, ember.Tensor):
         # NOTE: torch defines d/dexp of 0**e as 0 for e >= 0 instead of 0 * log(0) = nan.
-        ge = g * _conj(result * ember.log(input))
+        ge = g * _conj(result * _log_of(input))
+        # (a complex exponent counts as >= 0 when it is real and >= 0, as in torch)
+        nonneg = exponent >= 0 if not exponent.is_complex() else \
+            (exponent.imag == 0) & (exponent.real >= 0)
         if isinstance(input, ember.Tensor):
-            ge = ember.where((input == 0) & (exponent >= 0), 0.0, ge)
+            ge = ember.where((input == 0) & nonneg, 0.0, ge)
         elif input == 0:
-            ge = ember.where(exponent >= 0, 0.0, ge)
+            ge = ember.where(nonneg, 0.0, ge)
     return gi, ge
 
 
 pow.meta = broadcast_meta
 
 
+def _pow_samples(dev, dt):
+    if dt is ember.bool:
+        return []
+    if dt.category < 2:
+        return [Sample(make((3, 4), dt), 2), Sample(make((3, 4), dt), make((4,), dt, 0, 3))]
+    base = make((3, 4), dt, 0.5, 2.0)      # positive real part: off log's branch cut
+    return [Sample(base, make((3, 4), dt, -2.0, 2.0, seed=1)), Sample(base, 2.5),
+            Sample(base, make((4,), dt, -1.0, 1.0, seed=2)), Sample(make((3,), dt), 2),
+            Sample(base, 0)]
+
+
+pow.samples = _pow_samples
+
+
+def _log_of(v):
+    """log of a tensor, or of a Python number base (``2 ** t``, ``1j ** t``)."""
+    if isinstance(v, ember.Tensor):
+        return ember.log(v)
+    if type(v) is complex:
+        return cmath.log(v) if v else complex(-math.inf)
+    return math.log(v) if v > 0 else -math.inf if v == 0 else math.nan
+
+
 @op("abs", tags=("pointwise",), inplace=True, aliases=("absolute",))
 def abs(xp, input):
     """``|input|``."""
-    if input.dtype == np.bool_:
+    if input.dtype.kind == "b":
         raise NotImplementedError("\"abs_cpu\" not implemented for 'Bool'")
     return xp.abs(input)
 
@@ -400,7 +434,7 @@ ge = _compare("ge", lambda xp, input, other: xp.greater_equal(input, other),
               aliases=("greater_equal",))
 
 
-@op("where", promote="common", promote_args=(1, 2))
+@op("where", promote="common", promote_args=(1, 2), method=False)   # Tensor.where: _composites
 def where(xp, condition, input=None, other=None):
     """``input`` where ``condition`` holds, else ``other``; ``where(condition)`` alone is
     ``condition.nonzero(as_tuple=True)``."""
@@ -436,14 +470,15 @@ where.errors = [ErrorSample(Sample(const(3, 4, dtype=bool), const(3, 4), const(2
                             "missing required argument 'other'")]
 
 
-@op("conj", tags=("pointwise",))
+@op("conj", tags=("pointwise",), aliases=("conj_physical",))
 def conj(xp, input):
     """Complex conjugate (real tensors are returned unchanged by ``Tensor.conj``)."""
-    return xp.conj(input)
+    return xp.conj(input) if input.dtype.kind == "c" else input.copy()   # (bool stays bool)
 
 
 conj.vjp()(lambda g, input: g.conj())
 conj.meta = same_meta
+conj.samples = unary_samples
 
 
 @op("real", view=True)
@@ -453,6 +488,7 @@ def real(xp, input):
 
 
 real.vjp()(lambda g, input: g.to(input.dtype) if input.dtype.is_complex else g)
+real.samples = unary_samples
 
 
 @op("imag", view=True)
@@ -464,12 +500,14 @@ def imag(xp, input):
 
 
 imag.vjp()(lambda g, input: g.to(input.dtype) * 1j)
+imag.samples = lambda dev, dt: unary_samples(dev, dt) if dt.category == 3 else []
+imag.errors = [ErrorSample(Sample(const(3)), RuntimeError, "non-complex dtypes")]
 
 
 @op("sign", tags=("pointwise",), inplace=True)
 def sign(xp, input):
     """-1, 0 or 1 by the sign of each element (0 for nan, as torch)."""
-    if input.dtype == np.bool_:
+    if input.dtype.kind == "b":
         return input.copy()
     r = xp.sign(input)
     # NOTE: torch's sign(nan) is 0 (it computes (0 < x) - (x < 0)); NumPy's is nan
@@ -497,6 +535,11 @@ def _(g, input, result):
     a = input.abs()
     return ember.where(a == 0, 0.0, (g - (g * result.conj()).real * result) / ember.where(
         a == 0, 1.0, a))
+
+
+sgn.meta = same_meta
+sgn.samples = unary_samples
+sgn.kinks = (0.0,)
 
 
 def _logical(name, f):

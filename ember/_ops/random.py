@@ -31,8 +31,17 @@ class Generator:
             seed += 1 << 64
         if not 0 <= seed < 1 << 64:
             raise RuntimeError(f"Overflow when unpacking long long: seed {seed} is out of range")
-        self._seed, self.rng = seed, np.random.Generator(np.random.PCG64(seed))
+        self._seed, self._rng = seed, None
         return self
+
+    @property
+    def rng(self):
+        """NumPy's PCG64 generator for the seed, made on first draw: ``numpy.random`` takes
+        ~15 ms to import, too much for ``import ember``."""
+        r = self._rng
+        if r is None:
+            r = self._rng = np.random.Generator(np.random.PCG64(self._seed))
+        return r
 
     def seed(self):
         import secrets        # imported here: it pulls in hashlib and friends at startup
@@ -223,12 +232,18 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
 
 
 def random_(self, from_=0, to=None, *, generator=None):
-    """Fill with integers uniform in [from, to)."""
+    """Fill with integers uniform in [from, to); ``random_(to)`` is [0, to), and ``random_()``
+    spans the integers the dtype holds exactly."""
+    if to is None and from_ != 0:
+        from_, to = 0, from_
     if to is None:
-        to, from_ = (2 ** 24 + 1 if self.dtype is _dtype.float32 else 2 ** 53 + 1
-                     if self.dtype is _dtype.float64 else
-                     2 if self.dtype is _dtype.bool_ else
-                     int(np.iinfo(self.dtype.np).max) + 1), from_
+        to = (2 ** 24 + 1 if self.dtype is _dtype.float32 else 2 ** 53 + 1
+              if self.dtype is _dtype.float64 else 2 ** 8 + 1 if self.dtype is _dtype.bfloat16
+              else 2 ** 11 + 1 if self.dtype is _dtype.float16 else
+              2 if self.dtype is _dtype.bool_ else int(np.iinfo(self.dtype.np).max) + 1)
+    if from_ >= to:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} "
+                           f">= to={to}")
     return _fill_from(self, _rng(generator).integers(from_, to, tuple(self.shape)))
 
 
@@ -242,5 +257,77 @@ def exponential_(self, lambd=1.0, *, generator=None):
     return _fill_from(self, _rng(generator).exponential(1.0 / lambd, tuple(self.shape)))
 
 
+def _float_fill(self, name, what="a floating point"):
+    if self.dtype.category != _dtype._FLOAT:
+        raise RuntimeError(f"{name}_ expects {what} dtype, got {self.dtype}")
+
+
+def _positive(name, what, value):
+    if not value > 0:
+        raise RuntimeError(f"{name}_ expects {what} > 0.0, but found {what}={value}")
+
+
+def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
+    """Fill with samples of the Cauchy distribution ``median + sigma * tan(pi * (u - 1/2))``."""
+    _float_fill(self, "cauchy")
+    _positive("cauchy", "sigma", sigma)
+    return _fill_from(self, median + sigma * _rng(generator).standard_cauchy(tuple(self.shape)))
+
+
+def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
+    """Fill with ``exp(N(mean, std))`` samples."""
+    _float_fill(self, "log_normal")
+    _positive("log_normal", "std", std)
+    return _fill_from(self, _rng(generator).lognormal(mean, std, tuple(self.shape)))
+
+
+def geometric_(self, p, *, generator=None):
+    """Fill with the number of Bernoulli(p) trials up to the first success (1, 2, ...)."""
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+    return _fill_from(self, _rng(generator).geometric(p, tuple(self.shape)))
+
+
+def poisson(input, generator=None):
+    """Poisson samples with rates ``input`` (non-negative floats), in ``input``'s dtype.
+
+    Example:
+        >>> ember.poisson(ember.zeros(3))
+        tensor([0., 0., 0.])
+    """
+    if input.dtype.category != _dtype._FLOAT:
+        raise NotImplementedError(f"\"poisson_cpu\" not implemented for "
+                                  f"'{_type_name(input.dtype)}'")
+    rates = input.detach().cpu().double().numpy()
+    if (rates < 0).any() or np.isnan(rates).any():
+        raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
+    return _finish(_rng(generator).poisson(rates).astype(input.dtype.np), input.device, False,
+                   None)
+
+
+def binomial(count, prob, generator=None):
+    """Binomial samples: successes in ``count`` trials of probability ``prob`` (float tensors,
+    broadcast), in ``count``'s dtype.
+
+    Example:
+        >>> ember.binomial(ember.tensor([5., 3.]), ember.tensor([1., 0.]))
+        tensor([5., 0.])
+    """
+    if count.dtype.category != _dtype._FLOAT:
+        raise ValueError(f"binomial only supports floating-point dtypes for count, got: "
+                         f"{_type_name(count.dtype)}")
+    n = count.detach().cpu().double().numpy()
+    p = prob.detach().cpu().double().numpy()
+    return _finish(_rng(generator).binomial(n.astype(np.int64), p).astype(count.dtype.np),
+                   count.device, False, None)
+
+
+def _type_name(dt):
+    from .pointwise import type_name
+    return type_name(dt.name)
+
+
 TENSOR_METHODS = {"uniform_": uniform_, "normal_": normal_, "random_": random_,
-                  "bernoulli_": bernoulli_, "exponential_": exponential_}
+                  "bernoulli_": bernoulli_, "exponential_": exponential_, "cauchy_": cauchy_,
+                  "log_normal_": log_normal_, "geometric_": geometric_, "bernoulli": bernoulli,
+                  "multinomial": multinomial}

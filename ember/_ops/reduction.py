@@ -56,7 +56,9 @@ def _sum_like(name, f, doc, complex_ok=True, tags=()):
     def fwd(xp, input, dim=None, keepdim=False, *, dtype=None):
         if not complex_ok and input.dtype.kind == "c":
             raise RuntimeError(f"{name} does not support complex inputs")
-        return _accumulate(getattr(xp, f), input, dim, keepdim, dtype)
+        # (np.sum is Python around add.reduce: call that directly, as np.sum does)
+        return _accumulate(np.add.reduce if f == "sum" and xp is np else getattr(xp, f), input,
+                           dim, keepdim, dtype)
     fwd.__doc__ = doc
     d = op(name, tags=("reduction",) + tags)(fwd)
     d.meta, d.samples = _reduce_meta(_sum_dtype), _reduce_samples
@@ -87,7 +89,8 @@ nansum = _sum_like("nansum", "nansum", """Sum over ``dim`` treating nan as zero.
 
 @sum_.vjp()
 def _(g, input, dim=None, keepdim=False, *, dtype=None):
-    return _keep(g, input, dim, keepdim).expand(input.shape)
+    # a full sum's 0-dim gradient expands as it is (no unsqueeze view per dim)
+    return (g if g._data.ndim == 0 else _keep(g, input, dim, keepdim)).expand(input._shape)
 
 
 sum_.errors = dim_errors() + [ErrorSample(Sample(const(3, 4), (0, -2)), RuntimeError,

@@ -3,6 +3,31 @@ test samples. The public functions, Tensor methods, tests and docs are all read 
 """
 import collections
 import inspect
+import types
+
+
+def _parameters(fwd):
+    """``(names, {name: default}, indices of the required positional ones)`` of ``fwd``'s
+    parameters after ``xp``. Read off the code object of a plain function: inspect.signature
+    would cost ~20% of ``import ember`` over the whole registry."""
+    code = fwd.__code__ if type(fwd) is types.FunctionType else None
+    if code is None or hasattr(fwd, "__wrapped__") or hasattr(fwd, "__signature__"):
+        params = list(inspect.signature(fwd).parameters.values())[1:]
+        return (tuple(p.name for p in params),
+                {p.name: p.default for p in params if p.default is not p.empty},
+                tuple(i for i, p in enumerate(params) if p.default is p.empty and
+                      p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)))
+    n_pos, n_kw, names = code.co_argcount, code.co_kwonlyargcount, code.co_varnames
+    pos, kwonly, rest = names[:n_pos], names[n_pos:n_pos + n_kw], n_pos + n_kw
+    var = ()                    # *args sits between the positional and keyword-only names
+    if code.co_flags & inspect.CO_VARARGS:
+        var, rest = (names[rest],), rest + 1
+    varkw = (names[rest],) if code.co_flags & inspect.CO_VARKEYWORDS else ()
+    pos_defaults = fwd.__defaults__ or ()
+    defaults = dict(zip(pos[n_pos - len(pos_defaults):], pos_defaults))
+    defaults.update(fwd.__kwdefaults__ or {})
+    return (pos[1:] + var + kwonly + varkw, defaults,
+            tuple(range(n_pos - 1 - len(pos_defaults))))
 
 
 class OpDef:
@@ -39,14 +64,15 @@ class OpDef:
         self.meta, self.samples, self.errors = None, None, ()
         self.kinks, self.tol, self.skips, self.dtypes = (), {}, {}, None
         self.writes_overlap = False     # in place into expanded (overlapping) views, as fill_
+        # For the tests: the op reads one triangle of a Hermitian input (eigh, cholesky), so
+        # finite differences need (A + A^H) / 2; ``gauge(*outputs)`` picks one representative
+        # of outputs defined up to sign or phase (singular vectors, eigenvectors, QR).
+        self.hermitian_input, self.gauge = False, None
+        self.sparse = None              # rule for sparse COO operands: see _ops/sparse.py
         self.grad_name = "".join(p.capitalize() for p in name.strip("_").split("_")) + "Backward0"
-        params = list(inspect.signature(fwd).parameters.values())[1:]
-        self.params = tuple(p.name for p in params)
-        self.defaults = {p.name: p.default for p in params if p.default is not p.empty}
+        self.params, self.defaults, required = _parameters(fwd)
         # operands are the required positional parameters unless told otherwise
-        self.promote_args = promote_args or tuple(
-            i for i, p in enumerate(params) if p.default is p.empty and
-            p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+        self.promote_args = promote_args or required
         self.__doc__ = fwd.__doc__
         self.return_type = collections.namedtuple(name, returns) if returns else None
 
@@ -73,8 +99,9 @@ class OpDef:
         return deco
 
     def __call__(self, *args, **kwargs):
-        from .dispatch import dispatch
-        return dispatch(self, args, kwargs)
+        if _dispatch is None:
+            _bind_dispatch()
+        return _dispatch(self, args, kwargs)
 
     def __repr__(self):
         return f"OpDef({self.name})"
@@ -83,6 +110,13 @@ class OpDef:
 
 
 _REGISTRY = {}
+_dispatch = None        # dispatch.dispatch, bound on the first call (dispatch imports this module)
+
+
+def _bind_dispatch():
+    global _dispatch
+    from .dispatch import dispatch
+    _dispatch = dispatch
 
 
 def op(name, **options):

@@ -13,22 +13,24 @@ from .graph import Node, edge_of  # noqa: F401
 
 
 def __getattr__(name):
-    # functional is an analysis tool: keep it off ``import ember``'s path
-    if name != "functional":
+    # functional and profiler are analysis tools: keep them off ``import ember``'s path
+    if name not in ("functional", "profiler"):
         raise AttributeError(f"module 'ember.autograd' has no attribute '{name}'")
     import importlib
-    return importlib.import_module(".functional", __name__)
+    return importlib.import_module(f".{name}", __name__)
 
 
 def _tensors(x):
     if x is None:
         return None
-    from .._tensor import Tensor
-    return [x] if isinstance(x, Tensor) else list(x)
+    if type(x) in (list, tuple):
+        return list(x)
+    from .. import _tensor      # (a package import: no failed ``__path__`` lookup per call)
+    return [x] if isinstance(x, _tensor.Tensor) else list(x)
 
 
 def _seed_grads(outputs, grad_outputs, create_graph):
-    from .._ops.creation import ones_like
+    from .._ops import creation     # (a package: no failed ``__path__`` lookup per call)
     grads = []
     for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
         if g is None:
@@ -37,7 +39,8 @@ def _seed_grads(outputs, grad_outputs, create_graph):
             if not out.dtype.is_floating_point:
                 raise RuntimeError(f"grad can be implicitly created only for real scalar "
                                    f"outputs but got {out.dtype}")
-            g = ones_like(out)
+            grads.append(creation.ones_like(out))       # new and history-less: no detach needed
+            continue
         elif not hasattr(g, "_data"):
             from .._ops.creation import tensor
             g = tensor(g, dtype=out.dtype, device=out.device)

@@ -9,18 +9,20 @@ from .graph import AccumulateGrad
 
 
 def _dependencies(roots):
-    deps, seen, stack = {}, set(), [n for n in roots if n is not None]
-    seen.update(stack)
+    """``{node: number of edges into it}`` over the graph below ``roots``."""
+    deps, stack = {}, [n for n in roots if n is not None]
+    roots = set(stack)
     while stack:
-        node = stack.pop()
-        for nxt, _ in node.next_functions:
+        for nxt, _ in stack.pop().next_functions:
             if nxt is None:
                 continue
-            deps[nxt] = deps.get(nxt, 0) + 1
-            if nxt not in seen:
-                seen.add(nxt)
-                stack.append(nxt)
-    return deps, seen
+            if nxt in deps:
+                deps[nxt] += 1
+            else:               # first reached: walk below it (a root already is walked)
+                deps[nxt] = 1
+                if nxt not in roots:
+                    stack.append(nxt)
+    return deps
 
 
 def _needed(nodes, targets):
@@ -71,7 +73,7 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
         buf = buffers.setdefault(node, [None] * node.n_outputs)
         buf[nr] = g if buf[nr] is None else buf[nr] + g
     root_nodes = list(buffers)
-    deps, nodes = _dependencies(root_nodes)
+    deps = _dependencies(root_nodes)
 
     captures, capture_at = None, {}
     if inputs is not None:
@@ -83,10 +85,12 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                 acc = t._grad_accumulator_ref()
                 key = (acc, 0) if acc is not None else (None, 0)
             capture_at.setdefault(key[0], []).append((key[1], i))
-        needed = _needed(nodes, [n for n in capture_at if n is not None])
+        needed = _needed(set(deps).union(root_nodes), [n for n in capture_at if n is not None])
     else:
         needed = None
 
+    from .._ops.dispatch import hooks   # (not at the top: dispatch imports autograd)
+    prof = hooks.profiler
     heap = [(-n.seq, id(n), n) for n in root_nodes if deps.get(n, 0) == 0]
     heapq.heapify(heap)
     prev = grad_mode.state.grad_enabled
@@ -103,22 +107,38 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                     captures[i] = grads[nr]
             if needed is not None and node not in needed:
                 continue
-            if isinstance(node, AccumulateGrad):
+            if type(node) is AccumulateGrad:
                 if accumulate and grads[0] is not None:   # with inputs=, only those get here
                     for h in node._pre_hooks:
                         r = h(tuple(grads))
                         grads = list(r) if r is not None else grads
-                    g = grad_inputs = None     # drop stale references: see accumulate()
-                    node.accumulate(grads[0], create_graph)
+                    if prof is None:
+                        node.accumulate(grads[0], create_graph)
+                    else:
+                        prof.backward(node, node.accumulate, grads[0], create_graph)
                 continue
             if needed is not None and not any(c in needed for c, _ in node.next_functions):
                 continue
-            grad_inputs = _apply(node, grads, retain_graph)
+            plain = prof is None and not (node._pre_hooks or node._hooks or
+                                          node._trace is not None or anomaly.enabled)
+            for g in grads:             # (``None in grads`` would call Tensor.__eq__)
+                if g is None:
+                    plain = False
+                    break
+            if plain:                   # the common case of _apply, inlined
+                grad_inputs = node.apply(grads)
+                if not retain_graph:
+                    node.release()
+            elif prof is None:
+                grad_inputs = _apply(node, grads, retain_graph)
+            else:
+                grad_inputs = prof.backward(node, _apply, node, grads, retain_graph)
             for (nxt, nr), g, meta in zip(node.next_functions, grad_inputs, node.input_meta):
                 if nxt is None:
                     continue
                 if g is not None:
-                    if g._data.shape != meta._shape or g.dtype is not meta.dtype:
+                    # (TensorMeta is a tuple (shape, dtype, device): index it, no properties)
+                    if g._data.shape != meta[0] or g.dtype is not meta[1]:
                         g = _sum_to(g, meta)
                     buf = buffers.get(nxt)
                     if buf is None:

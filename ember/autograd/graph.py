@@ -2,13 +2,11 @@
 what the op's vjp reads (each saved tensor with the version it had, or as packed by
 ``saved_tensors_hooks``) and an edge ``(node, output_nr)`` per input."""
 import itertools
-import sys
 import operator
 import re
-import traceback
+import sys
 import types
-
-import numpy as np
+import weakref
 
 from .._size import Size
 from . import grad_mode
@@ -103,9 +101,10 @@ def move_retain_grad(t, node, output_nr):
     ``retain_grad`` hook moves along. NOTE: as in torch, ``.grad`` then holds the gradient of
     the newest value; hooks from ``register_hook`` stay with the old one."""
     if t._retains_grad and t.grad_fn is not None:
-        hook = t.grad_fn._retain_grad_hooks.pop(t._output_nr, None)
+        hook = t.grad_fn._retain_grad_hooks.get(t._output_nr)
         if hook is not None:
-            node._retain_grad_hooks[output_nr] = hook
+            del t.grad_fn._retain_grad_hooks[t._output_nr]
+            node._retain_hooks()[output_nr] = hook
 
 
 def _refresh_view(t):
@@ -130,13 +129,20 @@ def _refresh_view(t):
     t._view_version = t._version
 
 
+_NO_HOOKS = types.MappingProxyType({})
+
+
 class Node:
     """Base of backward functions: ``apply(grad_outputs) -> grad_inputs`` (one per edge)."""
 
     _released = False
     _has_saved = False
     _trace = None
+    n_outputs = 1
     _pre_hooks = _hooks = ()        # made a list on the first registration
+    # {output_nr: [hook]} and {output_nr: hook}: read-only and shared until a first
+    # registration, so recording a node allocates no dicts
+    _tensor_pre_hooks = _retain_grad_hooks = _NO_HOOKS
 
     def __init__(self, inputs):
         # plain loops: a comprehension costs a function object per call (Python 3.11)
@@ -149,8 +155,8 @@ class Node:
             metas.append(_TUPLE(TensorMeta, (t._data.shape, t.dtype, t.device)))
         self.next_functions, self.input_meta = tuple(edges), metas
         self.seq = next(_seq)       # after the edges: a view refresh above records nodes
-        self._tensor_pre_hooks, self._retain_grad_hooks = {}, {}
         if anomaly.enabled:
+            import traceback        # anomaly mode only: kept off ``import ember``
             self._trace = traceback.format_stack()[:-3]
 
     @property
@@ -178,9 +184,17 @@ class Node:
         return _Handle(self._pre_hooks, fn)
 
     def _register_tensor_hook(self, output_nr, fn):
+        if self._tensor_pre_hooks is _NO_HOOKS:
+            self._tensor_pre_hooks = {}
         hooks = self._tensor_pre_hooks.setdefault(output_nr, [])
         hooks.append(fn)
         return _Handle(hooks, fn)
+
+    def _retain_hooks(self):
+        """The writable ``{output_nr: hook}`` of ``retain_grad`` (made on first use)."""
+        if self._retain_grad_hooks is _NO_HOOKS:
+            self._retain_grad_hooks = {}
+        return self._retain_grad_hooks
 
     def release(self):
         pass
@@ -352,9 +366,7 @@ class OpNode(Node):
                         has = True
                         break
             self._has_saved = has
-        self.out_meta = metas = []
-        for o in outputs:
-            metas.append(_TUPLE(TensorMeta, (o._data.shape, o.dtype, o.device)))
+        self._outs = [(o._data.shape, o.dtype, o.device) for o in outputs]
         if opdef.save_result:
             self.results = [(_Packed(o, hooks), None) if hooks is not None else
                             (o._alias(), o._version) for o in outputs]
@@ -377,6 +389,12 @@ class OpNode(Node):
         self.args, self.versions = saved, []
         self._has_saved = opdef.save_result or self._packed or any(
             i < len(args) and _saved_is_read(opdef, i, args) for i in opdef.save)
+
+    @property
+    def out_meta(self):
+        # made when the engine needs it (a missing output gradient to fill with zeros): the
+        # node keeps plain tuples, cheaper to record
+        return [_TUPLE(TensorMeta, m) for m in self._outs]
 
     def name(self):
         return self.opdef.grad_name
@@ -408,6 +426,11 @@ class OpNode(Node):
         out = self.opdef.vjp_fn(g, *args, **kwargs)
         if not isinstance(out, tuple):
             out = (out,)
+        pos = self.tensor_positions
+        if pos is AT01 and len(out) >= 2:      # dispatch's fast path: the edges' gradients as
+            return out                          # they are (the engine zips to the edges)
+        if pos is AT0:
+            return out
         flat = []         # one gradient per tensor input, in the order of the edges
         for i, n in self.tensor_positions:
             o = out[i] if i < len(out) else None
@@ -416,6 +439,65 @@ class OpNode(Node):
             else:
                 flat.extend(o if o is not None else [None] * n)
         return flat
+
+
+_new = object.__new__
+_NO_KWARGS = {}
+_NO_EDGE = (None, 0)
+# the ``tensor_positions`` of dispatch's fast path: one tensor first, one second, or both
+AT0, AT1, AT01 = ((0, None),), ((1, None),), ((0, None), (1, None))
+
+
+def simple_node(opdef, args, tensors, positions, out):
+    """``OpNode(opdef, args, {}, tensors, (out,))`` for dispatch's fast path: no keywords, one
+    output, each tensor an argument of its own (``positions`` as in ``tensor_positions``).
+    The same fields, set without the general path's searches and with no per-call dicts."""
+    if _saved_hooks or anomaly.enabled:
+        return OpNode(opdef, args, _NO_KWARGS, tensors, (out,))
+    node = _new(OpNode)
+    edges, metas = [], []
+    for t in tensors:
+        fn = t.grad_fn
+        if t._base is not None:
+            edges.append(edge_of(t))
+        elif fn is not None:
+            edges.append((fn, t._output_nr))
+        elif t._requires_grad:      # a leaf: its accumulator (made on the first use)
+            acc = t._grad_acc
+            edges.append((acc if acc is not None else t._grad_accumulator(), 0))
+        else:
+            edges.append(_NO_EDGE)
+        metas.append(_TUPLE(TensorMeta, (t._data.shape, t.dtype, t.device)))
+    node.next_functions, node.input_meta = tuple(edges), metas
+    node.seq = next(_seq)
+    node.opdef, node.kwargs, node.tensor_positions = opdef, _NO_KWARGS, positions
+    save = opdef.save
+    if save:
+        needed_by, saved, versions, k = opdef.needed_by, list(args), [], 0
+        for i, _ in positions:
+            if i in save:
+                if not needed_by or _saved_is_read(opdef, i, args):
+                    t = tensors[k]
+                    versions.append((t, t._version))
+            else:
+                saved[i] = metas[k]
+            k += 1
+        has = opdef.save_result or bool(versions)
+        if not has:     # a saved Python scalar counts (see OpNode)
+            for i in save:
+                if i < len(args) and (not needed_by or _saved_is_read(opdef, i, args)):
+                    has = True
+                    break
+        node.args, node.versions, node._has_saved = saved, versions, has
+    else:
+        saved = list(args)
+        for (i, _), m in zip(positions, metas):
+            saved[i] = m
+        node.args, node.versions, node._has_saved = saved, (), opdef.save_result
+    node._outs = ((out._data.shape, out.dtype, out.device),)
+    if opdef.save_result:
+        node.results = [(out._alias(), out._version)]
+    return node
 
 
 class NotImplementedNode(Node):
@@ -437,17 +519,24 @@ class AccumulateGrad(Node):
 
     seq = float("inf")                   # NOTE: like torch, accumulate as soon as ready
     next_functions, input_meta, n_outputs = (), (), 1
-    # read-only and shared until a hook is registered (a leaf never retains grad)
-    _tensor_pre_hooks = _retain_grad_hooks = types.MappingProxyType({})
+    # (the hook dicts stay read-only and shared until a hook is registered: a leaf never
+    # retains grad)
 
     def __init__(self, variable):
-        # a sink has no edges or metadata: skip Node.__init__, it is made once per leaf use
-        self.variable = variable
-        # NOTE: the tensor holds its accumulator weakly (as torch does), so hooks registered on
-        # a leaf live on the tensor and outlast any one accumulator.
+        # a sink has no edges or metadata: skip Node.__init__.
+        # NOTE: torch's tensor holds its accumulator weakly and the accumulator holds the
+        # tensor; here it is the other way round, so a leaf makes one accumulator in its life,
+        # not one per graph (recording an op on leaves costs no allocation). What differs:
+        # once the leaf itself is gone, backward has nothing to accumulate into, and
+        # ``variable`` is None. Hooks registered on a leaf live on the tensor.
+        self._variable = weakref.ref(variable)
         hooks = variable.__dict__.get("_leaf_hooks")
         if hooks is not None:
             self._tensor_pre_hooks = hooks
+
+    @property
+    def variable(self):
+        return self._variable()
 
     def _register_tensor_hook(self, output_nr, fn):
         self._tensor_pre_hooks = self.variable.__dict__.setdefault("_leaf_hooks", {})
@@ -457,30 +546,29 @@ class AccumulateGrad(Node):
         return "torch::autograd::AccumulateGrad"
 
     def accumulate(self, g, create_graph):
-        v = self.variable
+        v = self._variable()
+        if v is None:
+            return
         if v.grad is None:
             # without create_graph the engine runs in no_grad, so the clone has no history.
             # NOTE: the same gradient object can reach several leaves (add's backward passes
             # g twice), so .grad gets its own buffer: accumulating in place must not alias.
-            v.grad = g if create_graph and g.grad_fn is not None or _unshared(g) else g.clone()
+            # Like torch, a gradient nothing else can reach is taken as it is: references
+            # from the engine's list and this frame only (3 with getrefcount's own), and an
+            # array that owns its memory held by ``g`` alone (a view or alias would add one).
+            if create_graph and g.grad_fn is not None:
+                v.grad = g
+            elif not create_graph and sys.getrefcount(g) <= 3 and g._data.base is None and \
+                    sys.getrefcount(g._data) <= 2 and g._storage is None and g._base is None:
+                v.grad = g
+            else:
+                v.grad = g.clone()
         elif create_graph or v.grad.requires_grad:
             v.grad = v.grad + g
         else:
             v.grad._inplace_add(g.detach())
         for h in v._post_acc_hooks or ():
             h(v)
-
-
-def _unshared(g):
-    """True when nothing but the engine holds gradient ``g`` and its array: .grad may take it
-    without the copy (as torch steals a gradient whose use count is 1). The engine's list,
-    accumulate's and this frame's names and getrefcount's argument make 4 references to g; the
-    array must own its memory (not a view or broadcast) and be held by g alone (3: g, ``a``,
-    getrefcount's argument). Any other holder (the user, a second leaf, a retained grad) makes
-    the count higher, and .grad then gets its own copy."""
-    a = g._data
-    return (type(a) is np.ndarray and a.flags.owndata and a.flags.writeable and
-            g._storage is None and sys.getrefcount(g) <= 4 and sys.getrefcount(a) <= 3)
 
 
 class CopySlices(Node):

@@ -13,24 +13,42 @@ __all__ = ["embedding", "embedding_bag"]
 
 class _GatherRows(Function):
     """``weight[index]`` (flat index) whose backward weighs each row's gradient by ``scale``
-    (0 at padding_idx, 1/count with scale_grad_by_freq) before adding it into place."""
+    (0 at padding_idx, 1/count with scale_grad_by_freq) before adding it into place; with
+    ``sparse`` the weight's gradient is a sparse COO tensor of those rows instead."""
 
     @staticmethod
-    def forward(ctx, weight, index, scale):
+    def forward(ctx, weight, index, scale, sparse=False, padding_idx=None):
         ctx.save_for_backward(index, scale)
-        ctx.rows = weight.shape[0]
+        ctx.rows, ctx.sparse, ctx.padding_idx = weight.shape[0], sparse, padding_idx
         return weight[index]
 
     @staticmethod
     def backward(ctx, g):
         index, scale = ctx.saved_tensors
+        if ctx.sparse:
+            return _sparse_grad(ctx, g, index, scale), None, None, None, None
         gw = ember.zeros((ctx.rows,) + tuple(g.shape[1:]), dtype=g.dtype, device=g.device)
-        return gw.index_add(0, index, g * scale.unsqueeze(1)), None, None
+        return gw.index_add(0, index, g * scale.unsqueeze(1)), None, None, None, None
 
 
-def _rows(weight, flat, padding_idx, scale_grad_by_freq):
+def _sparse_grad(ctx, g, index, scale):
+    """torch's ``embedding_sparse_backward``: one uncoalesced entry per looked-up row (padding
+    rows left out), holding that row's gradient."""
+    if scale is not None:
+        raise RuntimeError("embedding_backward: scale_grad_by_freq not supported with sparse "
+                           "gradients")
+    if ctx.padding_idx is not None:
+        keep = (index != ctx.padding_idx).nonzero().reshape(-1)
+        index, g = index.index_select(0, keep), g.index_select(0, keep)
+    return ember.sparse_coo_tensor(index.unsqueeze(0), g, (ctx.rows,) + tuple(g.shape[1:]))
+
+
+def _rows(weight, flat, padding_idx, scale_grad_by_freq, sparse=False):
     """The rows of ``weight`` at the int64 array ``flat``, with torch's gradient rules."""
     index = ember.tensor(flat, device=weight.device)
+    if sparse:
+        scale = None if not scale_grad_by_freq else ember.ones(flat.shape)
+        return _GatherRows.apply(weight, index, scale, True, padding_idx)
     if padding_idx is None and not scale_grad_by_freq:
         return weight[index]
     scale = np.ones(flat.shape)
@@ -96,9 +114,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     _check_range(flat, weight.shape[0])
     if max_norm is not None:
         _renorm_(weight, flat, max_norm, norm_type)
-    if padding_idx is None and not scale_grad_by_freq:
+    if padding_idx is None and not scale_grad_by_freq and not sparse:
         return weight[input]
-    out = _rows(weight, flat, padding_idx, scale_grad_by_freq)
+    out = _rows(weight, flat, padding_idx, scale_grad_by_freq, sparse)
     return out.reshape(tuple(input.shape) + (weight.shape[1],))
 
 
@@ -176,7 +194,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     flat, bag = flat[keep], bag[keep]
     if mode == "max":
         return _bag_max(weight, flat, bag, n)
-    rows = _rows(weight, flat, None, scale_grad_by_freq)
+    rows = _rows(weight, flat, None, scale_grad_by_freq, sparse)
     if psw is not None:
         rows = rows * psw[ember.tensor(np.nonzero(keep)[0], device=weight.device)].unsqueeze(1)
     out = ember.zeros(n, weight.shape[1], dtype=rows.dtype, device=weight.device).index_add(

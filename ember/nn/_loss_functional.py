@@ -16,7 +16,7 @@ from ._conv_functional import pairwise_distance
 __all__ = ["poisson_nll_loss", "gaussian_nll_loss", "ctc_loss", "margin_ranking_loss",
            "hinge_embedding_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
            "soft_margin_loss", "multi_margin_loss", "cosine_embedding_loss",
-           "triplet_margin_loss", "triplet_margin_with_distance_loss"]
+           "triplet_margin_loss", "triplet_margin_with_distance_loss", "linear_cross_entropy"]
 
 
 def _reduction(size_average, reduce, reduction, valid=("none", "mean", "sum"), msg=None):
@@ -465,3 +465,25 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
     reduction = _reduction(None, None, reduction)
     return _triplet(anchor, positive, negative, distance_function or pairwise_distance, margin,
                     swap, reduction)
+
+
+def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weight=None,
+                         reduction="mean", ignore_index=None, label_smoothing=0.0, options=None):
+    """``cross_entropy(linear(input, linear_weight, linear_bias), target, ...)``; a weight of
+    shape (C, d1, ..., dK, in_features) gives K-dimensional logits (N, C, d1, ..., dK).
+    ``options`` (torch's chunking strategy) is accepted; ember computes the reference path.
+
+    Example:
+        >>> F = ember.nn.functional
+        >>> round(F.linear_cross_entropy(ember.ones(2, 3), ember.zeros(4, 3),
+        ...                              ember.tensor([0, 1])).item(), 4)
+        1.3863
+    """
+    w = linear_weight
+    logits = _F.linear(input, w.reshape(-1, w.shape[-1]),
+                       None if linear_bias is None else linear_bias.reshape(-1))
+    if w.dim() > 2:
+        logits = logits.reshape(tuple(input.shape[:-1]) + tuple(w.shape[:-1]))
+    return _F.cross_entropy(logits, target, weight,
+                            ignore_index=-100 if ignore_index is None else ignore_index,
+                            reduction=reduction, label_smoothing=label_smoothing)

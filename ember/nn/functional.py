@@ -219,13 +219,58 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
 
 
 def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    return _alpha_dropout(input, p, training, inplace, tuple(input.shape))
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Alpha dropout of whole channels (dim 1): a dropped channel takes SELU's saturation
+    value everywhere, then the affine map keeps mean 0 and variance 1."""
+    return _alpha_dropout(input, p, training, inplace,
+                          tuple(input.shape[:2]) + (1,) * (input.dim() - 2))
+
+
+def _alpha_dropout(input, p, training, inplace, mask_shape):
     if not training or p == 0:
         return input
     alpha = -1.7580993408473766
-    keep = (ember.rand(tuple(input.shape), device=input.device) >= p).to(input.dtype)
+    keep = (ember.rand(mask_shape, device=input.device) >= p).to(input.dtype)
     a = (1 / math.sqrt((alpha ** 2 * p + 1) * (1 - p)))
     b = -a * alpha * p
     return _inplace(input, a * (input * keep + alpha * (1 - keep)) + b, inplace)
+
+
+def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
+    """Samples of the Gumbel-softmax distribution: ``softmax((logits + g) / tau)`` with Gumbel
+    noise ``g``; ``hard`` returns one-hot vectors with the soft sample's gradient
+    (straight-through)."""
+    gumbels = -ember.empty_like(logits).exponential_().log()
+    y = ((logits + gumbels) / tau).softmax(dim)
+    if not hard:
+        return y
+    index = y.argmax(dim, keepdim=True)
+    y_hard = ember.zeros_like(logits).scatter_(dim, index, 1.0)
+    return y_hard - y.detach() + y
+
+
+def pdist(input, p=2):
+    """The ``p``-norm distances between each pair of rows of an (N, M) input, as the
+    N * (N - 1) / 2 entries above the diagonal of ``cdist(input, input)``, row by row.
+
+    Example:
+        >>> ember.nn.functional.pdist(ember.tensor([[0., 0.], [3., 4.], [6., 8.]]))
+        tensor([ 5., 10.,  5.])
+    """
+    if input.dim() != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.dim()}D")
+    if p < 0:
+        raise RuntimeError("pdist only supports non-negative p values")
+    i, j = ember.triu_indices(input.shape[0], input.shape[0], 1, device=input.device)
+    diff = (input[i] - input[j]).abs()
+    if p == 0:
+        return (diff != 0).to(input.dtype).sum(-1)
+    if p == math.inf:
+        return diff.amax(-1) if diff.shape[0] else diff.sum(-1)
+    return diff.pow(p).sum(-1).pow(1.0 / p)
 
 
 # ---- normalization, embedding ----------------------------------------------------------------
@@ -525,3 +570,5 @@ def pad_last(t):
 from ._conv_functional import *  # noqa
 from ._loss_functional import *  # noqa
 from ._embedding_functional import *  # noqa
+from ._vision_functional import *  # noqa
+from .._aten_nn import conv_tbc  # noqa: E402,F401  (torch.nn.functional re-exports torch's)

@@ -301,7 +301,10 @@ class Optimizer:
             # NOTE: foreach=None (torch's "let the library choose") takes the flat path too: it
             # does the same arithmetic per element, so only the speed differs.
             if group.get("foreach") is not False and self._math is not None:
-                params = self._step_foreach(params, group)
+                # NOTE: as torch, a sparse gradient turns the foreach path off (for its param)
+                sparse = [p for p in params if p.grad.is_sparse]
+                params = self._step_foreach([p for p in params if not p.grad.is_sparse],
+                                            group) + sparse
             for p in params:
                 self._step_param(p, group)
         return loss
@@ -320,9 +323,18 @@ class Optimizer:
         self._update(arr, g, state, group)
         p._bump_version()
 
-    @staticmethod
-    def _grad(p, group):
-        return -p.grad._data if group.get("maximize") else p.grad._data
+    def _grad(self, p, group):
+        g = p.grad
+        if g.is_sparse:
+            g = self._sparse_grad(g)
+        return -g._data if group.get("maximize") else g._data
+
+    def _sparse_grad(self, g):
+        """A sparse gradient as the dense one this optimizer's math takes; torch's error for
+        optimizers without sparse support."""
+        name = type(self).__name__
+        hint = ", please consider SparseAdam instead" if name in ("Adam", "AdamW") else ""
+        raise RuntimeError(f"{name} does not support sparse gradients{hint}")
 
     @staticmethod
     def _decay(p, g, group):

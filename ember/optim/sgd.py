@@ -1,6 +1,7 @@
 """SGD with momentum, dampening and Nesterov momentum (``torch.optim.SGD``)."""
 import numpy as np
 
+from .._backends import add_at, backend
 from .._tensor import Tensor
 from .optimizer import Optimizer, _check, _check_lr
 
@@ -47,6 +48,23 @@ class SGD(Optimizer):
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, defaults)
+
+    def _step_param(self, p, group):
+        g = p.grad
+        if g.is_sparse and group["momentum"] == 0 and not group["weight_decay"]:
+            # NOTE: torch adds a sparse gradient entry by entry (param.add_(grad, alpha=-lr)),
+            # repeated indices one after another; so does add_at, touching only those rows.
+            idx, val = g._indices(), g._values()
+            lr = -group["lr"] if not group["maximize"] else group["lr"]
+            add_at(backend(p.device).xp, p._data, tuple(idx._data), val._data * lr)
+            p._bump_version()
+            return
+        super()._step_param(p, group)
+
+    def _sparse_grad(self, g):
+        # with momentum or weight decay the math is the dense one (torch's sparse buffer holds
+        # the same numbers)
+        return g.to_dense()
 
     def _state_keys(self, group):
         return ("momentum_buffer",) if group["momentum"] != 0 else ()

@@ -3,8 +3,8 @@ from . import data  # noqa: F401
 
 
 def __getattr__(name):
-    # checkpoint loads amp and autograd.Function: only on first use
-    if name == "checkpoint":
+    # checkpoint loads amp and autograd.Function, benchmark timeit: only on first use
+    if name in ("checkpoint", "benchmark"):
         import importlib
         mod = importlib.import_module(".checkpoint", __name__)
         globals()[name] = mod

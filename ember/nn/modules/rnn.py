@@ -5,6 +5,7 @@ import math
 import ember
 
 from ..._ops.creation import empty, zeros
+from ..._ops.recurrent import lstm_cell, lstm_layer
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
@@ -15,10 +16,7 @@ _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
 def _lstm_cell(x_proj, h, c, w_hh, b_hh, w_hr=None):
-    gates = x_proj + F.linear(h, w_hh, b_hh)
-    i, f, g, o = gates.chunk(4, -1)
-    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
-    h = o.sigmoid() * c.tanh()
+    h, c = lstm_cell(x_proj, F.linear(h, w_hh, b_hh), c)    # one fused op per step
     if w_hr is not None:
         h = F.linear(h, w_hr)
     return h, c
@@ -184,14 +182,19 @@ class RNNBase(Module):
         state of each sequence is the one at its own last step (first step when reversed).
         Returns (outputs in x's row order, final h, final c)."""
         w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, d)
-        proj = F.linear(x, w_ih, b_ih)              # all time steps at once
-        starts = [0]
-        for bs in batch_sizes[:-1]:
-            starts.append(starts[-1] + bs)
+        if self.mode == "LSTM" and w_hr is None and min(batch_sizes) == max(batch_sizes):
+            # every sequence runs every step: the whole time loop is one op
+            steps, batch = len(batch_sizes), batch_sizes[0]
+            proj = F.linear(x, w_ih, b_ih).reshape(steps, batch, -1)
+            out, h, c, _, _ = lstm_layer(proj, h, c, w_hh, b_hh, bool(d))
+            return out.reshape(steps * batch, -1), h, c
+        # all time steps' input projections at once, split in one op: per-step slicing would
+        # give each step a backward that scatters into a zeros array the size of all steps
+        proj = F.linear(x, w_ih, b_ih).split(batch_sizes)
         seq = [None] * len(batch_sizes)
         for t in (reversed(range(len(batch_sizes))) if d else range(len(batch_sizes))):
             bs = batch_sizes[t]
-            xt = proj[starts[t]:starts[t] + bs]
+            xt = proj[t]
             full = bs == h.shape[0]
             ht, ct = (h, c) if full else (h[:bs], c[:bs] if c is not None else None)
             if self.mode == "LSTM":

@@ -1,6 +1,5 @@
 """Ready-made parametrizations: ``weight_norm``, ``spectral_norm`` and ``orthogonal``, as
 ``torch.nn.utils.parametrizations`` (same state_dict keys)."""
-import math
 from enum import Enum, auto
 
 import numpy as np
@@ -159,37 +158,6 @@ class _OrthMaps(Enum):
     householder = auto()
 
 
-def _matrix_exp(a):
-    """exp(a) by scaling and squaring a Taylor series, in ember ops so autograd follows it."""
-    norm = float(a.detach().abs().sum(-2).max()) if a.numel() else 0.0
-    squarings = max(0, math.ceil(math.log2(norm / 0.25))) if norm > 0.25 else 0
-    a = a / 2 ** squarings
-    eye = ember.eye(a.shape[-1], dtype=a.dtype, device=a.device)
-    # Horner form of sum_k a^k / k! up to degree 18: past float64's eps for ||a|| <= 1/4.
-    out = eye
-    for k in range(18, 0, -1):
-        out = eye + (a @ out) / k
-    for _ in range(squarings):
-        out = out @ out
-    return out
-
-
-def _householder_product(a, tau):
-    """The first ``k`` columns of H_1 ... H_k, ``H_i = I - tau_i v_i v_i^H`` with ``v_i`` the
-    unit-diagonal lower part of column ``i`` of ``a`` (LAPACK's orgqr)."""
-    n, k = a.shape[-2], a.shape[-1]
-    eye = ember.eye(n, dtype=a.dtype, device=a.device)
-    q = eye.expand(*a.shape[:-2], n, n)
-    for i in range(k):
-        unit = ember.zeros(n, dtype=a.dtype, device=a.device)
-        unit[i] = 1
-        mask = (ember.arange(n, device=a.device) > i).to(a.dtype)
-        v = a[..., :, i] * mask + unit
-        h = eye - tau[..., i, None, None] * (v.unsqueeze(-1) * v.conj().unsqueeze(-2))
-        q = q @ h
-    return q[..., :, :k]
-
-
 def _make_orthogonal(a):
     """The Q of a QR decomposition of ``a`` with diag(R) > 0 (so it is unique)."""
     q, r = np.linalg.qr(a.detach().cpu().numpy())
@@ -237,7 +205,7 @@ class _Orthogonal(Module):
         if self.orthogonal_map == _OrthMaps.householder:
             A = X.tril(-1)
             tau = 2.0 / (1.0 + (A * A).sum(-2))
-            Q = _householder_product(A, tau)
+            Q = ember.linalg.householder_product(A, tau)
             # The diagonal of X holds the signs +-1; torch casts it to int so no gradient
             # flows into it.
             Q = Q * X.diagonal(dim1=-2, dim2=-1).int().unsqueeze(-2)
@@ -247,14 +215,10 @@ class _Orthogonal(Module):
                 X = ember.cat([X, X.new_zeros(n, n - k).expand(*X.shape[:-2], -1, -1)], -1)
             A = X - X.mH
             if self.orthogonal_map == _OrthMaps.matrix_exp:
-                Q = _matrix_exp(A)
-            else:
-                solve = getattr(getattr(ember, "linalg", None), "solve", None)
-                if solve is None:
-                    raise NotImplementedError("orthogonal: orthogonal_map='cayley' needs "
-                                              "linalg.solve, which ember does not have yet")
+                Q = ember.linalg.matrix_exp(A)
+            else:       # Cayley: (I - A/2)^-1 (I + A/2)
                 eye = ember.eye(n, dtype=A.dtype, device=A.device)
-                Q = solve(eye - A * 0.5, eye + A * 0.5)
+                Q = ember.linalg.solve(eye - A * 0.5, eye + A * 0.5)
             if n != k:
                 Q = Q[..., :k]
         if getattr(self, "base", None) is not None:

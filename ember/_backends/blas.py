@@ -1,0 +1,90 @@
+"""Direct calls into the BLAS NumPy already loaded, for what ``numpy.matmul`` cannot say.
+
+``matmul`` always overwrites its output. A stride-1 convolution is a sum of one small GEMM per
+kernel tap over shifted views of the same input (no im2col copy), and summing those in NumPy
+costs a full pass over the output per tap; BLAS's ``beta=1`` accumulates for free. This module
+finds ``cblas_?gemm`` in NumPy's own OpenBLAS (or MKL, when that is what NumPy links) with
+ctypes. Where no such library is found (NumPy on Accelerate, say) ``gemm`` is ``None`` and
+callers keep their NumPy path.
+"""
+import ctypes
+import os
+
+import numpy as np
+
+# symbol names used by NumPy's wheels (scipy-openblas, ILP64), older wheels, and plain builds
+_SYMBOLS = (("scipy_cblas_{}gemm64_", ctypes.c_int64), ("cblas_{}gemm64_", ctypes.c_int64),
+            ("cblas_{}gemm", ctypes.c_int))
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+
+
+def _candidates():
+    from .._config import _loaded_libraries     # (what the thread settings look through too)
+    libs = _loaded_libraries()
+    yield from sorted(p for p in libs if "blas" in os.path.basename(p).lower() or
+                      "mkl_rt" in os.path.basename(p).lower())
+
+
+def _load():
+    for path in _candidates():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for pattern, int_t in _SYMBOLS:
+            fns = {}
+            for ch, scalar in (("s", ctypes.c_float), ("d", ctypes.c_double)):
+                fn = getattr(lib, pattern.format(ch), None)
+                if fn is None:
+                    break
+                fn.restype = None
+                fn.argtypes = [ctypes.c_int] * 3 + [int_t] * 3 + [
+                    scalar, ctypes.c_void_p, int_t, ctypes.c_void_p, int_t, scalar,
+                    ctypes.c_void_p, int_t]
+                fns[np.dtype(ch.replace("s", "f4").replace("d", "f8"))] = fn
+            if len(fns) == 2:
+                global library
+                library = path
+                return fns
+    return None
+
+
+_fns = False
+library = None      # the path of the library ``gemm`` calls into, once found
+
+
+def _row_major(a):
+    """(transposed?, leading dim) to pass ``a`` as a row-major BLAS matrix, or None."""
+    s0, s1 = (s // a.itemsize for s in a.strides)
+    if s1 == 1 and s0 >= max(1, a.shape[1]):
+        return _NO_TRANS, s0
+    if s0 == 1 and s1 >= max(1, a.shape[0]):
+        return _TRANS, s1
+    return None
+
+
+def gemm(a, b, out, beta=0.0):
+    """``out = a @ b + beta * out`` for 2-D float32/float64 NumPy arrays of one dtype, where
+    ``a`` and ``b`` may be any views with one unit stride and ``out`` is C-contiguous.
+    Returns False (touching nothing) where BLAS is not available for them."""
+    global _fns
+    if _fns is False:
+        _fns = _load()
+    fn = _fns and _fns.get(out.dtype)
+    if not fn or a.dtype != out.dtype or b.dtype != out.dtype or not out.flags.c_contiguous:
+        return False
+    la, lb = _row_major(a), _row_major(b)
+    if la is None or lb is None:
+        return False
+    (m, k), n = a.shape, b.shape[1]
+    fn(_ROW_MAJOR, la[0], lb[0], m, n, k, 1.0, a.ctypes.data, la[1], b.ctypes.data, lb[1],
+       beta, out.ctypes.data, max(1, n))
+    return True
+
+
+def available():
+    """Whether ``gemm`` reaches a BLAS in this process."""
+    global _fns
+    if _fns is False:
+        _fns = _load()
+    return bool(_fns)

@@ -1,0 +1,182 @@
+"""Complex numbers: build them (complex, polar), take them apart (angle; real, imag and conj
+live with the pointwise ops), test them (isreal), and torch's lazy-conjugate API.
+
+Gradients follow torch's convention for complex values: the gradient reaching ``z = a + ib``
+of a real loss L is ``dL/da + i dL/db`` (the conjugate Wirtinger derivative, doubled).
+"""
+import math
+
+import numpy as np
+
+import ember
+
+from .dispatch import broadcast_clash
+from .meta import bool_meta, broadcast_meta, empty
+from .pointwise import type_name
+from .registry import op
+from .samples import ErrorSample, Sample, const, make, unary_samples
+
+
+@op("angle", tags=("pointwise",), promote="float")
+def angle(xp, input):
+    """The argument of each element in radians, in (-pi, pi]; for real inputs pi where
+    negative, else 0 (nan stays nan).
+
+    Example:
+        >>> ember.angle(ember.tensor([1j, -1 + 0j, 1 + 1j]))
+        tensor([1.5708, 3.1416, 0.7854])
+    """
+    if input.dtype.kind == "c":
+        return xp.arctan2(input.imag, input.real)
+    # NOTE: torch's real angle is pi only for x < 0: -0.0 gives 0 (NumPy's angle gives pi)
+    r = xp.where(input < 0, input.dtype.type(math.pi), input.dtype.type(0))
+    return xp.where(xp.isnan(input), input, r)
+
+
+@angle.vjp(save=("input",))
+def _(g, input):
+    if not input.is_complex():
+        return g * 0
+    # d angle = (a db - b da) / |z|^2, so the gradient is g * i z / |z|^2 (0 at z = 0)
+    a2 = input.abs().square()
+    return ember.where(a2 == 0, 0.0, g * 1j * input / ember.where(a2 == 0, 1.0, a2))
+
+
+angle.meta = lambda x: empty(x.shape, x.real.dtype)
+angle.samples = lambda dev, dt: unary_samples(dev, dt) + (
+    [Sample(np.array([-1.0, 0.0, -0.0, 2.0], dt.np))] if dt.category == 2 else [])
+angle.kinks = (0.0,)
+
+
+def _parts_check(name, a, b):
+    """torch's dtype checks for two real parts of a complex number."""
+    ok = (np.float16, np.float32, np.float64)
+    if a.dtype not in ok or b.dtype not in ok:
+        raise RuntimeError(f"{name}: Expected both inputs to be Half, Float or Double tensors "
+                           f"but got {type_name(a.dtype)} and {type_name(b.dtype)}")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"{name}: Expected object of scalar type {type_name(a.dtype)} but got "
+                           f"scalar type {type_name(b.dtype)} for second argument")
+    if a.dtype == np.float16:
+        raise NotImplementedError(f"\"{name}_cpu\" not implemented for 'Half'")
+    clash = broadcast_clash(a.shape, b.shape)
+    if clash:
+        raise RuntimeError(f"{name}: {clash}")
+
+
+def _complex_of(a):
+    return np.complex64 if a.dtype == np.float32 else np.complex128
+
+
+@op("complex", method=False)
+def complex_(xp, real, imag):
+    """The complex tensor ``real + i * imag`` (broadcast; float32 parts give complex64).
+
+    Example:
+        >>> ember.complex(ember.tensor([1., 2.]), ember.tensor([0.5, -1.]))
+        tensor([1.+0.5000j, 2.-1.0000j])
+    """
+    _parts_check("complex", real, imag)
+    shape = np.broadcast_shapes(real.shape, imag.shape)
+    out = xp.empty(shape, _complex_of(real))
+    out.real, out.imag = real, imag
+    return out
+
+
+complex_.vjp()(lambda g, real, imag: (g.real, g.imag))
+
+
+@op("polar", method=False)
+def polar(xp, abs, angle):
+    """The complex tensor with modulus ``abs`` and argument ``angle``:
+    ``abs * (cos(angle) + i sin(angle))``.
+
+    Example:
+        >>> ember.polar(ember.tensor([2.]), ember.tensor([0.]))
+        tensor([2.+0.j])
+    """
+    _parts_check("polar", abs, angle)
+    shape = np.broadcast_shapes(abs.shape, angle.shape)
+    out = xp.empty(shape, _complex_of(abs))
+    out.real, out.imag = abs * xp.cos(angle), abs * xp.sin(angle)
+    return out
+
+
+@polar.vjp(save=("result",))
+def _(g, abs, angle, result):
+    # dz/d abs = e^(i angle), dz/d angle = i z; a real input's gradient is Re(conj(g) * dz).
+    # NOTE: torch writes e^(i angle) as sgn(z), which flips the sign for abs < 0 and gives 0
+    # at abs = 0; we match it (the samples keep abs > 0, where both agree).
+    gc = g.conj()
+    return (gc * result.sgn()).real, (gc * result * 1j).real
+
+
+def _parts_meta(a, b):
+    return empty(broadcast_meta(a, b).shape, _complex_of(a))
+
+
+def _parts_samples(dev, dt):
+    if dt.category != 2:
+        return []           # refused, as in torch: see the error samples
+    return [Sample(make(a, dt, 0.1, 2.0), make(b, dt, -3.0, 3.0, seed=1))
+            for a, b in [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((), (5,))]]
+
+
+def _parts_errors(name):
+    return [ErrorSample(Sample(const(3, dtype=np.int64), const(3, dtype=np.int64)),
+                        RuntimeError, "Expected both inputs to be Half, Float or Double tensors "
+                                      "but got Long and Long"),
+            ErrorSample(Sample(const(3), const(3, dtype=np.float64)), RuntimeError,
+                        "Expected object of scalar type Float but got scalar type Double"),
+            ErrorSample(Sample(const(2, 3), const(4)), RuntimeError, "must match the size")]
+
+
+for _d in (complex_, polar):
+    _d.meta, _d.samples, _d.errors = _parts_meta, _parts_samples, _parts_errors(_d.name)
+
+
+@op("isreal", tags=("pointwise",), differentiable=False)
+def isreal(xp, input):
+    """True where an element has no imaginary part (every element of a real tensor).
+
+    Example:
+        >>> ember.isreal(ember.tensor([1 + 0j, 1j]))
+        tensor([ True, False])
+    """
+    if input.dtype.kind != "c":
+        return xp.ones(input.shape, np.bool_)
+    return input.imag == 0
+
+
+isreal.meta = bool_meta
+isreal.samples = lambda dev, dt: unary_samples(dev, dt) + (
+    [Sample(np.array([1 + 0j, 1j, -0.0 + 0j, 2 - 3j], dt.np))] if dt.category == 3 else [])
+
+
+# ---- torch's lazy conjugate and negative bits -------------------------------------------------
+# NOTE: ember's conj() computes the conjugate (torch returns a view with a conjugate bit that
+# later ops resolve). No tensor carries a conj or neg bit, so is_conj/is_neg are False and the
+# resolve functions return the tensor itself, which is what torch gives for a resolved tensor.
+
+
+def is_conj(input):
+    """False: ember never defers a conjugation (see torch.is_conj)."""
+    return False
+
+
+def is_neg(input):
+    """False: ember never defers a negation (see torch.is_neg)."""
+    return False
+
+
+def resolve_conj(input):
+    """``input`` itself: its conjugation, if any, was computed when asked for."""
+    return input
+
+
+def resolve_neg(input):
+    """``input`` itself: its negation, if any, was computed when asked for."""
+    return input
+
+
+LAZY_BITS = {f.__name__: f for f in (is_conj, is_neg, resolve_conj, resolve_neg)}

@@ -1,0 +1,482 @@
+"""Factorizations: linalg.cholesky_ex, linalg.qr, linalg.svd, linalg.svdvals, linalg.eigh,
+linalg.eigvalsh, linalg.eig, linalg.eigvals, linalg.lu_factor_ex. Backwards are torch's
+(gauge-invariant for singular and eigen vectors), written in ember ops."""
+import numpy as np
+
+import ember
+
+from .meta import empty
+from .registry import op
+from .samples import ErrorSample, Sample, const, make
+from .solvers import LinAlgError, check_matrix, linalg_samples
+
+_CHOL = ("{}The factorization could not be completed because the input is not "
+         "positive-definite (the leading minor of order {} is not positive-definite).")
+
+
+def _real(dtype):
+    return np.abs(np.zeros((), dtype)).dtype
+
+
+def _spd_samples(dev, dt):
+    """Hermitian positive-definite matrices: cholesky and eigh read one triangle only, and
+    their tests symmetrize (``hermitian_input``), so any well-conditioned A works."""
+    out = []
+    for s in linalg_samples((3, 3), (2, 4, 4))(dev, dt):
+        a = s.args[0]
+        out.append(Sample(a @ np.conj(np.swapaxes(a, -1, -2))))
+    return out
+
+
+def _phase_columns(x, *others):
+    """Torch-and-ember code: multiply column j of ``x`` by the conjugate phase of its entry
+    of largest modulus (so that entry is real positive), and undo it on ``others``' rows."""
+    idx = x.abs().argmax(-2, keepdim=True)
+    p = x.gather(-2, idx)
+    p = p / p.abs()
+    return (x * p.conj(),) + tuple(o * p.mT for o in others)
+
+
+# ---- cholesky ---------------------------------------------------------------------------------
+
+@op("linalg_cholesky_ex", function=False, method=False, nondiff_outputs=(1,),
+    returns=("L", "info"))
+def linalg_cholesky_ex(xp, A, *, upper=False, check_errors=False):
+    """(L, info): ``A = L L^H`` from A's lower triangle; info is 0, or the order of the first
+    leading minor that is not positive-definite (L is then unspecified)."""
+    check_matrix("linalg.cholesky", A)
+    batch = A.shape[:-2]
+    flat = A.reshape((-1,) + A.shape[-2:])
+    info = np.zeros(flat.shape[0], np.int32)
+    try:
+        L = xp.linalg.cholesky(flat)
+    except xp.linalg.LinAlgError:
+        L = xp.full_like(flat, np.nan)
+        for b in range(flat.shape[0]):
+            try:
+                L[b] = xp.linalg.cholesky(flat[b])
+            except xp.linalg.LinAlgError:
+                info[b] = next(k for k in range(1, A.shape[-1] + 1) if not _is_pd(
+                    xp, flat[b, :k, :k]))
+    if check_errors and info.any():
+        b = int(np.nonzero(info)[0][0])
+        where = f"(Batch element {b}): " if batch else ""
+        raise LinAlgError("linalg.cholesky: " + _CHOL.format(where, info[b]))
+    L = L.reshape(A.shape)
+    return (L.conj().swapaxes(-1, -2) if upper else L), xp.asarray(info.reshape(batch))
+
+
+def _is_pd(xp, a):
+    try:
+        xp.linalg.cholesky(a)
+        return True
+    except xp.linalg.LinAlgError:
+        return False
+
+
+@linalg_cholesky_ex.vjp(save=("result",))
+def _(grads, A, *, upper=False, check_errors=False, result=None):
+    gL, L = grads[0], result[0]
+    if upper:
+        L, gL = L.mH, gL.mH
+    # torch's cholesky_backward: gA = L^-H Phi(L^H gL) L^-1, Phi taking the Hermitian part
+    gA = (L.mH @ gL).tril()
+    gA = 0.5 * (gA + gA.tril(-1).mH)
+    solve = ember.linalg.solve_triangular
+    gA = solve(L.mH, gA, upper=True, left=True)
+    return solve(L, gA, upper=False, left=False)
+
+
+linalg_cholesky_ex.torch_fn = "linalg.cholesky_ex"
+linalg_cholesky_ex.hermitian_input = True
+linalg_cholesky_ex.meta = lambda A, **kw: (empty(A.shape, A.dtype),
+                                           empty(A.shape[:-2], np.int32))
+linalg_cholesky_ex.samples = lambda dev, dt: _spd_samples(dev, dt) + [
+    Sample(s.args[0], upper=True) for s in _spd_samples(dev, dt)[:1]]
+linalg_cholesky_ex.errors = [
+    ErrorSample(Sample(-np.eye(2), check_errors=True), RuntimeError,
+                r"linalg.cholesky: The factorization could not be completed because the input "
+                r"is not positive-definite \(the leading minor of order 1 is not "
+                r"positive-definite\)"),
+    ErrorSample(Sample(const(2, 3)), RuntimeError,
+                "linalg.cholesky: A must be batches of square matrices")]
+
+
+# ---- qr ---------------------------------------------------------------------------------------
+
+@op("linalg_qr", function=False, method=False, returns=("Q", "R"))
+def linalg_qr(xp, A, mode="reduced"):
+    """(Q, R) with ``A = Q R``, Q with orthonormal columns, R upper triangular. ``mode``:
+    ``"reduced"`` (k = min(m, n) columns), ``"complete"`` (Q square) or ``"r"`` (Q empty)."""
+    check_matrix("linalg.qr", A, square=False)
+    if mode not in ("reduced", "complete", "r"):
+        raise RuntimeError("qr received unrecognized mode '" + str(mode) +
+                           "' but expected one of 'reduced' (default), 'r', or 'complete'")
+    if mode == "r":
+        return xp.zeros((0,), A.dtype), xp.linalg.qr(A, mode="r")
+    return tuple(xp.linalg.qr(A, mode=mode))
+
+
+def _qr_backward(gQ, gR, Q, R):
+    """gA = [gQ + Q S(M)] R^-H for m >= n, M = gR R^H - Q^H gQ, where S(M) copies M's strict
+    upper triangle onto the lower one (conjugated) and keeps the real part of its diagonal:
+    the derivative of Q^H dQ (skew-Hermitian) and dR R^-1 (upper, real diagonal)."""
+    M = gR @ R.mH if gR is not None else None
+    if gQ is not None:
+        M = -(Q.mH @ gQ) if M is None else M - Q.mH @ gQ
+    upper = M.triu(1)
+    d = M.diagonal(dim1=-2, dim2=-1)
+    S = upper + upper.mH + ember.diag_embed(d.real if d.is_complex() else d).to(M.dtype)
+    gA = Q @ S
+    if gQ is not None:
+        gA = gA + gQ
+    return ember.linalg.solve_triangular(R.mH, gA, upper=False, left=False)
+
+
+@linalg_qr.vjp(save=("A", "result"))
+def _(grads, A, mode="reduced", result=None):
+    gQ, gR = grads
+    Q, R = result
+    m, n = A.shape[-2], A.shape[-1]
+    if mode == "r":
+        raise RuntimeError("The derivative of linalg.qr depends on Q, which is not computed "
+                           "when mode='r'. Please use linalg.qr(A, mode='reduced') if you are "
+                           "going to differentiate through linalg.qr.")
+    if mode == "complete" and m > n:
+        raise RuntimeError("The QR decomposition is not differentiable when mode='complete' "
+                           "and nrows > ncols.")
+    if m >= n:
+        return _qr_backward(gQ, gR, Q, R)
+    # wide: A = [X | Y], R = [U | V]; X = Q U is a square QR, Y = Q V
+    X, Y = A[..., :m], A[..., m:]
+    U = R[..., :m]
+    gV = gR[..., m:] if gR is not None else None
+    gU = gR[..., :m] if gR is not None else None
+    gY = Q @ gV if gV is not None else ember.zeros_like(Y)
+    gQ2 = gQ if gV is None else (Y @ gV.mH if gQ is None else gQ + Y @ gV.mH)
+    return ember.cat([_qr_backward(gQ2, gU, Q, U), gY], -1)
+
+
+linalg_qr.torch_fn = "linalg.qr"
+# (triangular solves go through LU here, torch's through trsm: last digits differ)
+linalg_qr.tol = {"grad": (1e-8, 1e-10)}
+linalg_qr.gauge = lambda out: _phase_diag(*out)
+
+
+def _phase_diag(Q, R):
+    # Q D, D^H R with D the phases of diag(R): R's diagonal becomes real positive
+    d = R.diagonal(dim1=-2, dim2=-1)
+    p = d / d.abs()
+    return (Q[..., :, :p.shape[-1]] * p.unsqueeze(-2) if Q.numel() else Q,
+            R * p.conj().unsqueeze(-1))
+
+
+def _qr_meta(A, mode="reduced"):
+    m, n = A.shape[-2:]
+    k = m if mode == "complete" else min(m, n)
+    q = empty((0,), A.dtype) if mode == "r" else empty(A.shape[:-2] + (m, k), A.dtype)
+    return q, empty(A.shape[:-2] + ((m if mode == "complete" else k), n), A.dtype)
+
+
+linalg_qr.meta = _qr_meta
+linalg_qr.samples = lambda dev, dt: [
+    Sample(make((4, 3), dt)), Sample(make((2, 3, 3), dt)), Sample(make((3, 5), dt)),
+    Sample(make((3, 3), dt), "complete"), Sample(make((4, 3), dt), "r").forward_only()] \
+    if dt.category >= 2 and dt.name != "bfloat16" else []
+linalg_qr.errors = [ErrorSample(Sample(const(3)), RuntimeError,
+                                "linalg.qr: The input tensor A must have at least 2 dimensions")]
+
+
+# ---- svd, svdvals -----------------------------------------------------------------------------
+
+@op("linalg_svd", function=False, method=False, returns=("U", "S", "Vh"))
+def linalg_svd(xp, A, full_matrices=True, *, driver=None):
+    """(U, S, Vh) with ``A = U diag(S) Vh``, S descending."""
+    check_matrix("linalg.svd", A, square=False)
+    return tuple(xp.linalg.svd(A, full_matrices=full_matrices))
+
+
+@linalg_svd.vjp(save=("result",))
+def _(grads, A, full_matrices=True, *, driver=None, result=None):
+    return svd_backward(*grads, *result)
+
+
+def svd_backward(gU, gS, gVh, U, S, Vh):
+    """torch's svd_backward (gauge invariant; defined for distinct nonzero singular values)."""
+    m, n, k = U.shape[-2], Vh.shape[-1], S.shape[-1]
+    U, Vh = U[..., :k], Vh[..., :k, :]
+    gU = gU[..., :k] if gU is not None else None
+    gVh = gVh[..., :k, :] if gVh is not None else None
+    if gU is None and gVh is None:
+        return U @ (gS.unsqueeze(-1) * Vh)
+    UhgU = (U.mH @ gU) - (U.mH @ gU).mH if gU is not None else None
+    VhgV = (Vh @ gVh.mH) - (Vh @ gVh.mH).mH if gVh is not None else None
+    S2 = S * S
+    E = S2.unsqueeze(-2) - S2.unsqueeze(-1)
+    E = E + ember.eye(k, dtype=E.dtype)     # diagonal: 1 (the numerators are 0 there)
+    if UhgU is not None and VhgV is not None:
+        gA = (UhgU * S.unsqueeze(-2) + S.unsqueeze(-1) * VhgV) / E
+    elif UhgU is not None:
+        gA = (UhgU / E) * S.unsqueeze(-2)
+    else:
+        gA = S.unsqueeze(-1) * (VhgV / E)
+    if gS is not None:
+        gA = gA + ember.diag_embed(gS)
+    if U.is_complex() and UhgU is not None:
+        gA = gA + ember.diag_embed(UhgU.diagonal(dim1=-2, dim2=-1) / (2 * S))
+    if m > n and gU is not None:
+        gA = U @ gA
+        gUSinv = gU / S.unsqueeze(-2)
+        gA = (gA + gUSinv - U @ (U.mH @ gUSinv)) @ Vh
+    elif m < n and gVh is not None:
+        gA = gA @ Vh
+        SinvgVh = gVh / S.unsqueeze(-1)
+        gA = U @ (gA + SinvgVh - (SinvgVh @ Vh.mH) @ Vh)
+    else:
+        gA = U @ gA @ Vh
+    return gA
+
+
+def _svd_meta(A, full_matrices=True, driver=None):
+    m, n = A.shape[-2:]
+    k, b = min(m, n), A.shape[:-2]
+    return (empty(b + (m, m if full_matrices else k), A.dtype), empty(b + (k,), _real(A.dtype)),
+            empty(b + (n if full_matrices else k, n), A.dtype))
+
+
+linalg_svd.torch_fn = "linalg.svd"
+linalg_svd.meta = _svd_meta
+linalg_svd.gauge = lambda out: (lambda U, Vh: (U, out[1], Vh))(*_phase_columns(out[0], out[2]))
+linalg_svd.samples = lambda dev, dt: [
+    Sample(make((4, 3), dt), False), Sample(make((2, 3, 5), dt), full_matrices=False),
+    Sample(make((3, 3), dt))] if dt.category >= 2 and dt.name != "bfloat16" else []
+linalg_svd.errors = [ErrorSample(Sample(const(3)), RuntimeError,
+                                 "linalg.svd: The input tensor A must have at least 2 dimensions")]
+
+
+@op("linalg_svdvals", function=False, method=False)
+def linalg_svdvals(xp, A, *, driver=None):
+    """The singular values of A, descending."""
+    check_matrix("linalg.svdvals", A, square=False)
+    return xp.linalg.svd(A, compute_uv=False)
+
+
+@linalg_svdvals.vjp(save=("A",))
+def _(g, A, *, driver=None):
+    U, _, Vh = linalg_svd(A, False)
+    return U @ (g.unsqueeze(-1).to(U.dtype) * Vh)
+
+
+linalg_svdvals.torch_fn = "linalg.svdvals"
+linalg_svdvals.meta = lambda A, **kw: _svd_meta(A, False)[1]
+linalg_svdvals.samples = lambda dev, dt: [Sample(s.args[0]) for s in linalg_svd.samples(dev, dt)]
+
+
+# ---- eigh, eigvalsh, eig, eigvals -------------------------------------------------------------
+
+@op("linalg_eigh", function=False, method=False, returns=("eigenvalues", "eigenvectors"))
+def linalg_eigh(xp, A, UPLO="L"):
+    """(L, V) of a Hermitian A (only the ``UPLO`` triangle is read), L ascending."""
+    check_matrix("linalg.eigh", A)
+    if UPLO not in ("L", "U"):
+        raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
+    return tuple(xp.linalg.eigh(A, UPLO=UPLO))
+
+
+def eig_backward(gL, gV, L, V, hermitian):
+    """torch's linalg_eig_backward: gA = V^-H (diag(gL) + (V^H gV)' / conj(E)) V^H, the prime
+    projecting out the gauge; E_ij = L_j - L_i."""
+    n = L.shape[-1]
+    if gV is None:
+        ret = ember.diag_embed(gL.to(V.dtype))
+    else:
+        VhgV = V.mH @ gV
+        if hermitian:
+            VhgV = 0.5 * (VhgV - VhgV.mH)
+        else:
+            VhgV = VhgV - V.mH @ (V * VhgV.diagonal(dim1=-2, dim2=-1).real.unsqueeze(-2))
+        Lc = L.conj()
+        E = Lc.unsqueeze(-2) - Lc.unsqueeze(-1) + ember.eye(n, dtype=L.dtype)
+        ret = VhgV / E
+        off = 1 - ember.eye(n, dtype=ret.real.dtype if ret.is_complex() else ret.dtype)
+        ret = ret * off + (ember.diag_embed(gL.to(ret.dtype)) if gL is not None else 0)
+    if hermitian:
+        return V @ (ret @ V.mH)
+    return ember.linalg.solve(V.mH, ret @ V.mH)
+
+
+@linalg_eigh.vjp(save=("result",))
+def _(grads, A, UPLO="L", result=None):
+    return eig_backward(*grads, *result, hermitian=True)
+
+
+linalg_eigh.torch_fn = "linalg.eigh"
+linalg_eigh.hermitian_input = True
+linalg_eigh.meta = lambda A, UPLO="L": (empty(A.shape[:-1], _real(A.dtype)),
+                                        empty(A.shape, A.dtype))
+linalg_eigh.gauge = lambda out: (out[0], _phase_columns(out[1])[0])
+linalg_eigh.samples = lambda dev, dt: [Sample(make((3, 3), dt)), Sample(make((2, 4, 4), dt)),
+                                       Sample(make((3, 3), dt, seed=1), "U")] \
+    if dt.category >= 2 and dt.name != "bfloat16" else []
+linalg_eigh.errors = [ErrorSample(Sample(const(2, 3)), RuntimeError,
+                                  "linalg.eigh: A must be batches of square matrices")]
+
+
+@op("linalg_eigvalsh", function=False, method=False)
+def linalg_eigvalsh(xp, A, UPLO="L"):
+    """The eigenvalues of a Hermitian A, ascending."""
+    check_matrix("linalg.eigvalsh", A)
+    return xp.linalg.eigvalsh(A, UPLO=UPLO)
+
+
+@linalg_eigvalsh.vjp(save=("A",))
+def _(g, A, UPLO="L"):
+    _, V = linalg_eigh(A, UPLO)
+    return V @ (g.unsqueeze(-1).to(V.dtype) * V.mH)
+
+
+linalg_eigvalsh.torch_fn = "linalg.eigvalsh"
+linalg_eigvalsh.hermitian_input = True
+linalg_eigvalsh.meta = lambda A, UPLO="L": empty(A.shape[:-1], _real(A.dtype))
+linalg_eigvalsh.samples = lambda dev, dt: [Sample(*s.args) for s in linalg_eigh.samples(dev, dt)]
+
+
+def _complex(dtype):
+    return np.result_type(dtype, np.complex64)
+
+
+@op("linalg_eig", function=False, method=False, returns=("eigenvalues", "eigenvectors"))
+def linalg_eig(xp, A):
+    """(L, V) with ``A V = V diag(L)``, always complex; columns of V have unit norm."""
+    check_matrix("linalg.eig", A)
+    w, v = xp.linalg.eig(A)
+    c = _complex(A.dtype)
+    return w.astype(c, copy=False), v.astype(c, copy=False)
+
+
+@linalg_eig.vjp(save=("result",))
+def _(grads, A, result=None):
+    return eig_backward(*grads, *result, hermitian=False)
+
+
+linalg_eig.torch_fn = "linalg.eig"
+linalg_eig.meta = lambda A: (empty(A.shape[:-1], _complex(A.dtype)),
+                             empty(A.shape, _complex(A.dtype)))
+linalg_eig.gauge = lambda out: (out[0], _phase_columns(out[1])[0])
+linalg_eig.samples = lambda dev, dt: [Sample(make((3, 3), dt)), Sample(make((2, 4, 4), dt))] \
+    if dt.category >= 2 and dt.name != "bfloat16" else []
+linalg_eig.errors = [ErrorSample(Sample(const(2, 3)), RuntimeError,
+                                 "linalg.eig: A must be batches of square matrices")]
+
+
+@op("linalg_eigvals", function=False, method=False)
+def linalg_eigvals(xp, A):
+    """The eigenvalues of A, complex."""
+    check_matrix("linalg.eigvals", A)
+    return xp.linalg.eigvals(A).astype(_complex(A.dtype), copy=False)
+
+
+@linalg_eigvals.vjp(save=("A",))
+def _(g, A):
+    L, V = linalg_eig(A)
+    return eig_backward(g, None, L, V, hermitian=False)
+
+
+linalg_eigvals.torch_fn = "linalg.eigvals"
+linalg_eigvals.meta = lambda A: empty(A.shape[:-1], _complex(A.dtype))
+linalg_eigvals.samples = linalg_eig.samples
+
+
+# ---- LU ---------------------------------------------------------------------------------------
+
+@op("linalg_lu_factor_ex", function=False, method=False, nondiff_outputs=(1, 2),
+    returns=("LU", "pivots", "info"))
+def linalg_lu_factor_ex(xp, A, *, pivot=True, check_errors=False):
+    """LAPACK's getrf: (LU, pivots, info) with ``A = P L U``, L unit lower triangular packed
+    below U; pivots are 1-based row swaps (int32); info the first zero pivot (1-based) or 0."""
+    if A.ndim < 2:
+        raise RuntimeError("torch.lu_factor: Expected tensor with 2 or more dimensions. Got "
+                           f"size: {list(A.shape)} instead")
+    check_matrix("linalg.lu_factor", A, square=False)
+    if not pivot:
+        raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the "
+                           "CPU")
+    m, n = A.shape[-2:]
+    k = min(m, n)
+    a = A.reshape((-1, m, n)).copy()
+    rows = xp.arange(a.shape[0])
+    piv = xp.zeros((a.shape[0], k), np.int32)
+    info = xp.zeros(a.shape[0], np.int32)
+    for j in range(k):
+        col = a[:, j:, j]
+        # NOTE: LAPACK's i?amax ranks complex entries by |re| + |im|, not the modulus
+        mag = xp.abs(col.real) + xp.abs(col.imag) if a.dtype.kind == "c" else xp.abs(col)
+        p = j + xp.argmax(mag, axis=1)
+        piv[:, j] = p + 1
+        row_j, row_p = a[rows, j].copy(), a[rows, p].copy()
+        a[rows, j], a[rows, p] = row_p, row_j
+        d = a[:, j, j]
+        zero = d == 0
+        info = xp.where(zero & (info == 0), j + 1, info)
+        a[:, j + 1:, j] /= xp.where(zero, 1, d)[:, None]
+        a[:, j + 1:, j + 1:] -= a[:, j + 1:, j, None] * a[:, j, None, j + 1:]
+    batch = A.shape[:-2]
+    if check_errors and bool(info.any()):
+        raise LinAlgError(f"torch.linalg.lu_factor_ex: U[{int(info.max())},"
+                          f"{int(info.max())}] is zero and using it on lu_solve would result "
+                          "in a division by zero.")
+    return a.reshape(A.shape), piv.reshape(batch + (k,)), info.reshape(batch)
+
+
+def permutation(pivots, m, like):
+    """P (m x m) from LAPACK pivots, so that A = P L U."""
+    piv = pivots.detach().cpu().numpy().reshape(-1, pivots.shape[-1]) - 1
+    perm = np.tile(np.arange(m), (piv.shape[0], 1))
+    for b in range(piv.shape[0]):
+        for j, p in enumerate(piv[b]):
+            perm[b, [j, p]] = perm[b, [p, j]]
+    P = np.zeros(perm.shape + (m,), np.float64)
+    np.put_along_axis(P, perm[..., None], 1.0, axis=-1)     # row i of P^T is e_perm[i]
+    P = np.swapaxes(P, -1, -2).reshape(tuple(pivots.shape[:-1]) + (m, m))
+    return ember.tensor(P, dtype=like.dtype, device=like.device)
+
+
+@linalg_lu_factor_ex.vjp(save=("result",))
+def _(grads, A, *, pivot=True, check_errors=False, result=None):
+    g, (LU, pivots, _) = grads[0], result
+    m, n = LU.shape[-2:]
+    k = min(m, n)
+    L = LU[..., :, :k].tril(-1) + ember.eye(m, k, dtype=LU.dtype, device=LU.device)
+    U = LU[..., :k, :].triu()
+    gL, gU = g[..., :, :k].tril(-1), g[..., :k, :].triu()
+    return permutation(pivots, m, LU) @ lu_backward(gL, gU, L, U)
+
+
+def lu_backward(gL, gU, L, U):
+    """torch's linalg_lu_backward for A = P L U without P: square, wide and tall."""
+    m, n = L.shape[-2], U.shape[-1]
+    st = ember.linalg.solve_triangular
+    if m == n:      # L^-H (tril(L^H gL, -1) + triu(gU U^H)) U^-H
+        phi = (L.mH @ gL).tril(-1) + (gU @ U.mH).triu()
+        phi = st(L.mH, phi, upper=True, unitriangular=True)
+        return st(U.mH, phi, upper=False, left=False)
+    if m < n:       # wide: U = [U1 | U2]
+        U1 = U[..., :m]
+        gA = st(U1.mH, (L.mH @ gL - gU @ U.mH).tril(-1), upper=False, left=False)
+        gA = ember.cat([gA + gU[..., :m].triu(), gU[..., m:]], -1)
+        return st(L.mH, gA, upper=True, unitriangular=True)
+    L1 = L[..., :n, :]      # tall: L = [L1; L2]
+    gA = st(L1.mH, (gU @ U.mH - L.mH @ gL).triu(), upper=True, unitriangular=True)
+    gA = ember.cat([gA + gL[..., :n, :].tril(-1), gL[..., n:, :]], -2)
+    return st(U.mH, gA, upper=False, left=False)
+
+
+linalg_lu_factor_ex.torch_fn = "linalg.lu_factor_ex"
+linalg_lu_factor_ex.meta = lambda A, **kw: (
+    empty(A.shape, A.dtype), empty(A.shape[:-2] + (min(A.shape[-2:]),), np.int32),
+    empty(A.shape[:-2], np.int32))
+linalg_lu_factor_ex.samples = lambda dev, dt: linalg_samples((3, 3), (2, 4, 4))(dev, dt) + (
+    [Sample(make((4, 3), dt)), Sample(make((2, 5), dt))]
+    if dt.category >= 2 and dt.name != "bfloat16" else [])
+linalg_lu_factor_ex.errors = [ErrorSample(Sample(const(3)), RuntimeError,
+                                          "Expected tensor with 2 or more dimensions")]

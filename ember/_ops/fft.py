@@ -1,0 +1,363 @@
+"""Discrete Fourier transforms: the ops behind ``ember.fft`` (torch.fft).
+
+Three kinds of transform, each over a set of dims with torch's ``n``/``s``, ``dim`` and
+``norm`` arguments: complex-to-complex (fft, ifft, fftn...), real-to-complex one-sided (rfft,
+ihfft) and complex-to-real (irfft, hfft). The forward is NumPy's pocketfft; every backward is
+the adjoint transform written in ember ops, so gradients of gradients work:
+
+- c2c: the opposite-direction transform with the dual norm ("backward" <-> "forward"), then the
+  zero padding or trimming of ``n``/``s`` undone;
+- r2c: the one-sided gradient zero-padded to the full length, then as c2c, real part;
+- c2r: the r2c of the gradient with the bins that stand for two (Hermitian pairs) doubled.
+
+hfft and ihfft are c2r and r2c of the conjugate with the dual norm, as in torch.
+"""
+import numpy as np
+
+import ember
+
+from .meta import empty
+from .registry import op
+from .samples import ErrorSample, Sample, const, make
+
+_DUAL = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
+_KINDS = {"c2c", "r2c", "c2r"}
+
+
+def _norm(norm):
+    if norm is None:
+        return "backward"
+    if norm not in _DUAL:
+        raise RuntimeError(f'Invalid normalization mode: "{norm}"')
+    return norm
+
+
+def _dims(name, ndim, dim, unique=True):
+    """``dim`` (int or sequence) as a tuple of non-negative axes, with torch's errors."""
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    out = []
+    for d in dims:
+        if ndim == 0:
+            raise IndexError(f"{name}: Dimension specified as {d} but tensor has no dimensions")
+        if not -ndim <= d < ndim:
+            raise IndexError(f"{name}: Dimension out of range (expected to be in range of "
+                             f"[{-ndim}, {ndim - 1}], but got {d})")
+        out.append(d % ndim)
+    if unique and len(set(out)) != len(out):
+        raise RuntimeError(f"{name}: FFT dims must be unique")
+    return tuple(out)
+
+
+def _plan(name, kind, shape, s, dim, one_dim):
+    """``(dims, sizes)``: the transformed axes and the signal length along each (for c2r the
+    last is the real output's length), as torch's ``_canonicalize_fft_shape_and_dim_args``."""
+    ndim = len(shape)
+    if one_dim:                       # fft(input, n, dim): one axis
+        dims = _dims(name, ndim, dim)
+        s = None if s is None else (s,)
+    else:
+        dims = None if dim is None else _dims(name, ndim, dim)
+        if s is not None:
+            s = tuple(s)
+            if dims is not None and len(dims) != len(s):
+                raise RuntimeError(f"{name}: When given, dim and shape arguments must have the "
+                                   "same length")
+            if len(s) > ndim:
+                raise RuntimeError(f"{name}: Got shape with {len(s)} values but input tensor "
+                                   f"only has {ndim} dimensions.")
+            dims = dims if dims is not None else tuple(range(ndim - len(s), ndim))
+        elif dims is None:
+            dims = tuple(range(ndim))
+    sizes = [shape[d] if s is None or s[i] == -1 else s[i] for i, d in enumerate(dims)]
+    if kind != "c2c" and not dims:
+        raise RuntimeError(f"{name} must transform at least one axis")
+    if kind == "c2r" and (s is None or s[-1] == -1):
+        sizes[-1] = 2 * (shape[dims[-1]] - 1)
+    for n in sizes:
+        if n < 1:
+            raise RuntimeError(f"{name}: Invalid number of data points ({n}) specified")
+    return dims, tuple(sizes)
+
+
+_UNSUPPORTED = {"float16": "Half", "bfloat16": "BFloat16"}
+
+
+def _input(name, kind, x):
+    """The array the transform reads: integers and bools in the default float, complex where
+    the transform is c2c or c2r; half precision is refused as on torch's CPU."""
+    if str(x.dtype) in _UNSUPPORTED:
+        raise RuntimeError(f"{name}: Unsupported dtype {_UNSUPPORTED[str(x.dtype)]}")
+    if x.dtype.kind in "biu":
+        x = x.astype(ember.get_default_dtype().np)
+    if kind == "r2c" and x.dtype.kind == "c":
+        names = {"complex64": "ComplexFloat", "complex128": "ComplexDouble"}
+        raise RuntimeError(f"{name} expects a real input tensor, but got {names[str(x.dtype)]}")
+    return x
+
+
+def _compute(xp, name, kind, inverse, conj, x, s, dim, norm, one_dim):
+    norm = _norm(norm)
+    x = _input(name, kind, x)
+    dims, sizes = _plan(name, kind, x.shape, s, dim, one_dim)
+    if conj:                          # hfft / ihfft: the dual norm, and a conjugate
+        norm = _DUAL[norm]
+        x = xp.conj(x) if kind == "c2r" else x
+    if kind == "c2c":
+        if not dims:                  # fftn of a 0-dim tensor: the value itself
+            return x.astype(np.result_type(x.dtype, np.complex64), copy=True)
+        f = xp.fft.ifftn if inverse else xp.fft.fftn
+    else:
+        f = xp.fft.rfftn if kind == "r2c" else xp.fft.irfftn
+    out = f(x, s=sizes, axes=dims, norm=norm)
+    return xp.conj(out) if conj and kind == "r2c" else out
+
+
+def _meta(name, kind, x, s, dim, one_dim):
+    x = _input(name, kind, x)
+    dims, sizes = _plan(name, kind, x.shape, s, dim, one_dim)
+    shape = list(x.shape)
+    for d, n in zip(dims, sizes):
+        shape[d] = n
+    if kind == "r2c":
+        shape[dims[-1]] = sizes[-1] // 2 + 1
+    dt = np.result_type(x.dtype, np.complex64)
+    return empty(shape, dt.type(0).real.dtype if kind == "c2r" else dt)
+
+
+# ---- backward: adjoint transforms in ember ops ------------------------------------------------
+
+
+def _fit(t, dims, sizes):
+    """``t`` zero-padded or trimmed along ``dims`` to ``sizes`` (undoes the forward's fit)."""
+    want = list(t.shape)
+    for d, n in zip(dims, sizes):
+        want[d] = n
+    if list(t.shape) == want:
+        return t
+    first = min(dims)
+    pad = []
+    for d in range(t.dim() - 1, first - 1, -1):
+        pad += [0, want[d] - t.shape[d]]
+    return ember.constant_pad_nd(t, pad)
+
+
+def _grad(name, kind, inverse, conj, g, input, s, dim, norm, one_dim):
+    dims, sizes = _plan(name, kind, tuple(input.shape), s, dim, one_dim)
+    norm = _norm(norm)
+    if conj:                          # d conj(y) = conj(dy): conjugate around the plain kind
+        norm = _DUAL[norm]
+        g = g.conj() if kind == "r2c" else g
+    dual, fft = _DUAL[norm], ember.fft
+    in_sizes = [input.shape[d] for d in dims]
+    if kind == "c2c":
+        gi = (fft.fftn if inverse else fft.ifftn)(g, dim=dims, norm=dual)
+    elif kind == "r2c":
+        full = _fit(g, dims[-1:], sizes[-1:])
+        gi = fft.ifftn(full, dim=dims, norm=dual).real
+    else:
+        # NOTE: as torch's fft_c2r_backward: each one-sided bin other than 0 (and the middle one
+        # for even n) stands for itself and its conjugate partner, so its gradient counts twice.
+        gi = fft.rfftn(g, dim=dims, norm=dual)
+        n, m = sizes[-1], gi.shape[dims[-1]]
+        w = np.ones(m)
+        w[1:1 + n - m] = 2
+        shape = [1] * gi.dim()
+        shape[dims[-1]] = m
+        gi = gi * ember.tensor(w.reshape(shape), dtype=gi.real.dtype, device=gi.device)
+        gi = gi.conj() if conj else gi
+    return _fit(gi, dims, in_sizes)
+
+
+# ---- the ops ----------------------------------------------------------------------------------
+
+# (torch name, kind, inverse, conjugate-and-dual-norm)
+_FAMILY = {"fft": ("c2c", False, False), "ifft": ("c2c", True, False),
+           "rfft": ("r2c", False, False), "irfft": ("c2r", True, False),
+           "hfft": ("c2r", False, True), "ihfft": ("r2c", True, True)}
+
+
+def _make(base, arity):
+    kind, inverse, conj = _FAMILY[base]
+    name = base if arity == 1 else f"{base}2" if arity == 2 else f"{base}n"
+    one = arity == 1
+
+    def compute(xp, input, s, dim, norm):
+        return _compute(xp, name, kind, inverse, conj, input, s, dim, norm, one)
+
+    # three signatures, as torch's: fft(input, n, dim=-1), fft2(input, s, dim=(-2, -1)),
+    # fftn(input, s, dim=None); the OpDef reads its parameters off the forward's signature
+    if arity == 1:
+        def fwd(xp, input, n=None, dim=-1, norm=None):
+            return compute(xp, input, n, dim, norm)
+    elif arity == 2:
+        def fwd(xp, input, s=None, dim=(-2, -1), norm=None):
+            return compute(xp, input, s, dim, norm)
+    else:
+        def fwd(xp, input, s=None, dim=None, norm=None):
+            return compute(xp, input, s, dim, norm)
+    fwd.__doc__ = _doc(base, name, arity)
+    d = op(f"fft_{name}", method=False, function=False)(fwd)
+    d.torch_fn = f"fft.{name}"
+    d.public_name = name
+
+    @d.vjp()
+    def _(g, input, *args, **kwargs):
+        s, dim, norm = _args(d, args, kwargs)
+        return _grad(name, kind, inverse, conj, g, input, s, dim, norm, one)
+
+    def meta(x, *args, **kwargs):
+        s, dim, _ = _args(d, args, kwargs)
+        return _meta(name, kind, x, s, dim, one)
+
+    d.meta = meta
+    d.samples = lambda dev, dt: _samples(kind, arity, dt)
+    d.errors = _errors(name, kind, arity)
+    return d
+
+
+def _args(d, args, kwargs):
+    """``(s, dim, norm)`` of a call, positional or by keyword, defaults filled in."""
+    vals = dict(zip(d.params[1:], args))
+    vals.update(kwargs)
+    p = d.params
+    return (vals.get(p[1], d.defaults[p[1]]), vals.get(p[2], d.defaults[p[2]]),
+            vals.get("norm"))
+
+
+_DOCS = {
+    "fft": """The discrete Fourier transform of ``input`` over {dims}.
+
+    ``n``/``s`` zero-pads or trims each transformed dim first; ``norm`` is ``"backward"`` (no
+    scaling, the default), ``"ortho"`` (1/sqrt(n)) or ``"forward"`` (1/n). Real inputs give
+    complex64 from float32 and complex128 from float64. See torch.fft.{name}.
+""",
+    "ifft": """The inverse discrete Fourier transform of ``input`` over {dims}; ``norm``
+    ``"backward"`` (the default) scales by 1/n. See torch.fft.{name}.
+""",
+    "rfft": """The Fourier transform of a real ``input`` over {dims}, keeping the
+    ``n // 2 + 1`` non-redundant bins of the last transformed dim. See torch.fft.{name}.
+""",
+    "irfft": """The inverse of rfft over {dims}: a one-sided Hermitian spectrum to a real
+    signal, of length ``n`` along the last dim (default ``2 * (m - 1)`` for ``m`` input bins).
+    See torch.fft.{name}.
+""",
+    "hfft": """The Fourier transform over {dims} of a Hermitian-symmetric signal given by its
+    one-sided half: a real output, of length ``n`` along the last dim (default ``2 * (m - 1)``).
+    See torch.fft.{name}.
+""",
+    "ihfft": """The inverse of hfft over {dims}: a real ``input`` to the one-sided half of its
+    inverse transform. See torch.fft.{name}.
+""",
+}
+
+# examples: (input, printed result) for the 1-D function and for the 2-D/n-D ones
+_REAL1, _REAL2 = "[1., 2., 3., 4.]", "[[1., 2.], [3., 4.]]"
+_HALF1, _HALF2 = "[10.+0.j, -2.+2.j, -2.+0.j]", "[[4.+0.j, 2.+0.j], [1.+0.j, 0.+0.j]]"
+_EXAMPLES = {
+    "fft": ("tensor([10.+0.j, -2.+2.j, -2.+0.j, -2.-2.j])",
+            "tensor([[10.+0.j, -2.+0.j],\n                [-4.+0.j,  0.+0.j]])"),
+    "ifft": ("tensor([ 2.5000+0.0000j, -0.5000-0.5000j, -0.5000+0.0000j, -0.5000+0.5000j])",
+             "tensor([[ 2.5000+0.j, -0.5000+0.j],\n                [-1.0000+0.j,  0.0000+0.j]])"),
+    "rfft": ("tensor([10.+0.j, -2.+2.j, -2.+0.j])",
+             "tensor([[10.+0.j, -2.+0.j],\n                [-4.+0.j,  0.+0.j]])"),
+    "irfft": ("tensor([1., 2., 3., 4.])",
+              "tensor([[1.7500, 0.7500],\n                [1.2500, 0.2500]])"),
+    "hfft": ("tensor([ 4., 16., 12.,  8.])", "tensor([[7., 3.],\n                [5., 1.]])"),
+    "ihfft": ("tensor([ 2.5000-0.0000j, -0.5000-0.5000j, -0.5000-0.0000j])",
+              "tensor([[ 2.5000-0.j, -0.5000-0.j],\n                [-1.0000-0.j,  0.0000-0.j]])"),
+}
+
+
+def _doc(base, name, arity):
+    dims = {1: "``dim``", 2: "the two dims ``dim``", 3: "the dims ``dim`` (all by default)"}
+    half = base in ("irfft", "hfft")
+    x = (_HALF1 if half else _REAL1) if arity == 1 else (_HALF2 if half else _REAL2)
+    return _DOCS[base].format(dims=dims[arity], name=name) + f"""
+    Example:
+        >>> ember.fft.{name}(ember.tensor({x}))
+        {_EXAMPLES[base][arity > 1]}
+    """
+
+
+# ---- samples ----------------------------------------------------------------------------------
+
+
+def _samples(kind, arity, dt):
+    if dt.name in ("float16", "bfloat16"):
+        return [Sample(make((3, 4), dt))]          # refused, as torch's CPU refuses them
+    cx = dt.to_complex() if dt.category == 2 else dt
+    x = (lambda shape, seed=0: make(shape, cx, seed=seed)) if kind == "c2r" else \
+        (lambda shape, seed=0: make(shape, dt, seed=seed))
+    norms = [Sample(x((5,)), norm=m) for m in ("ortho", "forward")]
+    if arity == 1:
+        return [Sample(x((6,))), Sample(x((3, 5)), 4, 0), Sample(x((2, 5)), 8),
+                Sample(x((4, 3), 1), dim=0, norm="ortho"),
+                Sample(x((5, 4), 2).T, n=7, norm="forward")] + norms
+    if arity == 2:
+        return [Sample(x((4, 6))), Sample(x((2, 3, 5)), (4, 4)),
+                Sample(x((3, 4, 2), 1), dim=(0, 2), norm="ortho"),
+                Sample(x((5, 3), 2), s=(3, 7), norm="forward")]
+    return [Sample(x((4, 5))), Sample(x((2, 3, 4)), (3, 5)),
+            Sample(x((3, 4, 2), 1), dim=(2, 0), norm="ortho"),
+            Sample(x((3, 4, 5), 2), s=(-1, 6), dim=(0, 1), norm="forward"),
+            Sample(x((6,), 3), norm="forward")]
+
+
+def _errors(name, kind, arity):
+    one = arity == 1
+    x = const(3, 4)
+    out = [ErrorSample(Sample(x, norm="bad"), RuntimeError, "Invalid normalization mode"),
+           ErrorSample(Sample(x, **({"n": 0} if one else {"s": (0, 4)})), RuntimeError,
+                       r"Invalid number of data points \(0\) specified"),
+           ErrorSample(Sample(x, dim=2 if one else (0, 2)), IndexError,
+                       "Dimension out of range"),
+           ErrorSample(Sample(const(3, 4, dtype=np.float16)), RuntimeError,
+                       "Unsupported dtype Half")]
+    if arity == 3:
+        out.append(ErrorSample(Sample(x, s=(2, 2, 2)), RuntimeError,
+                               "Got shape with 3 values but input tensor only has 2 dimensions"))
+    if not one:
+        out += [ErrorSample(Sample(const(3, 4), s=(2, 2), dim=(0,)), RuntimeError,
+                            "dim and shape arguments must have the same length"),
+                ErrorSample(Sample(const(3, 4), dim=(0, 0)), RuntimeError,
+                            "FFT dims must be unique")]
+    if kind == "r2c":
+        out.append(ErrorSample(Sample(const(3, 4, dtype=np.complex64)), RuntimeError,
+                               "expects a real input tensor, but got ComplexFloat"))
+    return out
+
+
+TRANSFORMS = {d.public_name: d for d in (_make(b, a) for b in _FAMILY for a in (1, 2, 3))}
+
+
+# ---- shifts -----------------------------------------------------------------------------------
+
+
+def _shift(name, sign):
+    def fwd(xp, input, dim=None):
+        # NOTE: as torch's (a roll per listed dim), a repeated dim shifts twice
+        dims = tuple(range(input.ndim)) if dim is None else _dims(name, input.ndim, dim, False)
+        if not dims:
+            raise RuntimeError(f"{name}: `shifts` required")
+        return xp.roll(input, [sign * (input.shape[d] // 2) for d in dims], dims)
+    fwd.__doc__ = f"""``input`` rolled by ``{'' if sign > 0 else '-'}n // 2`` along each dim of
+    ``dim`` (all by default): {"the zero frequency moves to the centre"
+                               if sign > 0 else "undoes fftshift"}. See torch.fft.{name}.
+
+    Example:
+        >>> ember.fft.{name}(ember.arange(5))
+        tensor([{"3, 4, 0, 1, 2" if sign > 0 else "2, 3, 4, 0, 1"}])
+    """
+    d = op(f"fft_{name}", method=False, function=False)(fwd)
+    d.torch_fn, d.public_name = f"fft.{name}", name
+    d.samples = lambda dev, dt: [Sample(make((5,), dt)), Sample(make((4, 5), dt)),
+                                 Sample(make((3, 4, 5), dt), (0, 2)),
+                                 Sample(make((3, 4), dt), dim=-1)]
+    d.errors = [ErrorSample(Sample(const(3, 4), dim=2), IndexError, "Dimension out of range"),
+                ErrorSample(Sample(const()), RuntimeError, "`shifts` required")]
+    return d
+
+
+fftshift, ifftshift = _shift("fftshift", 1), _shift("ifftshift", -1)
+fftshift.vjp()(lambda g, input, dim=None: ifftshift(g, dim))
+ifftshift.vjp()(lambda g, input, dim=None: fftshift(g, dim))

@@ -1,0 +1,256 @@
+"""Fused recurrent cells: one LSTM step's gate nonlinearities and state update as one op.
+
+An LSTM step written with ember ops is about a dozen dispatches forward and twice that
+backward, per layer and time step; over a sequence the per-op overhead, not the arithmetic,
+is the cost. ``_lstm_cell`` does the step's pointwise work in one forward and one fused
+backward (``_lstm_cell_backward``). When the backward itself must be differentiable
+(``create_graph``), the vjp is the same maths written in ember ops instead.
+"""
+import ember
+
+from .meta import empty
+from .registry import op
+from .samples import Sample, make
+
+
+def _check(name, igates, hgates, cx):
+    if igates.shape != hgates.shape or igates.shape[-1] != 4 * cx.shape[-1] or \
+            igates.shape[:-1] != cx.shape[:-1]:
+        raise RuntimeError(f"{name}: expected input gates and hidden gates of shape "
+                           f"(*, 4 * hidden) and a cell state of shape (*, hidden), got "
+                           f"{tuple(igates.shape)}, {tuple(hgates.shape)} and "
+                           f"{tuple(cx.shape)}")
+
+
+def _activate(xp, act):
+    """In place on summed gate pre-activations: sigmoid(i), sigmoid(f), tanh(g), sigmoid(o),
+    with one tanh pass (sigmoid(x) = (1 + tanh(x / 2)) / 2, which never overflows).
+    Returns the four gate views."""
+    h = act.shape[-1] // 4
+    sig = (act[..., :2 * h], act[..., 3 * h:])
+    for s in sig:
+        s *= 0.5
+    xp.tanh(act, out=act)
+    for s in sig:
+        s *= 0.5
+        s += 0.5
+    return act[..., :h], act[..., h:2 * h], act[..., 2 * h:3 * h], act[..., 3 * h:]
+
+
+@op("_lstm_cell", method=False, function=False)
+def lstm_cell(xp, igates, hgates, cx):
+    """One LSTM step: gates ``igates + hgates`` in torch's (input, forget, cell, output) order
+    and cell state ``cx`` give ``(hy, cy)`` with ``cy = f * cx + i * g``, ``hy = o * tanh(cy)``.
+    """
+    _check("_lstm_cell", igates, hgates, cx)
+    i, f, g, o = _activate(xp, igates + hgates)
+    cy = f * cx + i * g
+    return o * xp.tanh(cy), cy
+
+
+def _lstm_cell_grads(ghy, gcy, igates, hgates, cx):
+    """(dgates, dcx) of ``_lstm_cell`` in ember ops: the differentiable backward."""
+    i, f, g, o = (igates + hgates).chunk(4, -1)
+    i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
+    tc = (f * cx + i * g).tanh()
+    dcy = ghy * o * (1 - tc * tc) + gcy
+    return ember.cat([dcy * g * i * (1 - i), dcy * cx * f * (1 - f), dcy * i * (1 - g * g),
+                      ghy * tc * o * (1 - o)], -1), dcy * f
+
+
+@lstm_cell.vjp(save=("igates", "hgates", "cx"))
+def _(grads, igates, hgates, cx):
+    ghy, gcy = grads
+    if ghy is None:
+        ghy = ember.zeros_like(cx)
+    if gcy is None:
+        gcy = ember.zeros_like(cx)
+    if ember.is_grad_enabled():
+        dgates, dcx = _lstm_cell_grads(ghy, gcy, igates, hgates, cx)
+    else:
+        dgates, dcx = lstm_cell_backward(ghy, gcy, igates, hgates, cx)
+    return dgates, dgates, dcx
+
+
+# (not differentiable: it runs only where the backward is not recorded; a differentiable
+# backward takes _lstm_cell_grads)
+@op("_lstm_cell_backward", method=False, function=False, differentiable=False)
+def lstm_cell_backward(xp, grad_hy, grad_cy, igates, hgates, cx):
+    """``_lstm_cell``'s gradients (d gates, d cx) in one pass, the activations recomputed
+    from the inputs (cheaper than keeping them)."""
+    _check("_lstm_cell_backward", igates, hgates, cx)
+    i, f, g, o = _activate(xp, igates + hgates)
+    tc = xp.tanh(f * cx + i * g)
+    dcy = grad_hy * o * (1 - tc * tc) + grad_cy
+    out = xp.empty(igates.shape, igates.dtype)
+    h = cx.shape[-1]
+    out[..., :h] = dcy * g * i * (1 - i)
+    out[..., h:2 * h] = dcy * cx * f * (1 - f)
+    out[..., 2 * h:3 * h] = dcy * i * (1 - g * g)
+    out[..., 3 * h:] = grad_hy * tc * o * (1 - o)
+    return out, dcy * f
+
+
+def _torch_cell(torch, igates, hgates, cx):
+    i, f, g, o = (igates + hgates).chunk(4, -1)
+    cy = f.sigmoid() * cx + i.sigmoid() * g.tanh()
+    return o.sigmoid() * cy.tanh(), cy
+
+
+def _torch_cell_backward(torch, ghy, gcy, igates, hgates, cx):
+    with torch.enable_grad():
+        leaves = [t.detach().requires_grad_() for t in (igates, hgates, cx)]
+        hy, cy = _torch_cell(torch, *leaves)
+        d = torch.autograd.grad((hy, cy), leaves, (ghy, gcy))
+    return d[0], d[2]
+
+
+def _cell_samples(shape, dt, n):
+    lead, h = shape[:-1], shape[-1]
+    gates = [make(lead + (4 * h,), dt, seed=k) for k in range(2)]
+    return [make(shape, dt, seed=10 + k) for k in range(n)] + gates + [make(shape, dt, seed=3)]
+
+
+lstm_cell.meta = lambda ig, hg, cx: (empty(cx.shape, cx.dtype), empty(cx.shape, cx.dtype))
+lstm_cell.torch_ref = _torch_cell
+lstm_cell.samples = lambda dev, dt: [] if dt.category != 2 else [
+    Sample(*_cell_samples((3, 2), dt, 0)), Sample(*_cell_samples((2, 3, 4), dt, 0))]
+lstm_cell_backward.meta = lambda gh, gc, ig, hg, cx: (empty(ig.shape, ig.dtype),
+                                                      empty(cx.shape, cx.dtype))
+lstm_cell_backward.torch_ref = _torch_cell_backward
+lstm_cell_backward.samples = lambda dev, dt: [] if dt.category != 2 else [
+    Sample(*_cell_samples((3, 2), dt, 2)), Sample(*_cell_samples((2, 3, 4), dt, 2))]
+
+
+# ---- a whole LSTM layer (one direction) over a sequence ---------------------------------------
+# Per step, even the fused cell leaves a linear, a cell and their backwards to dispatch and
+# record; over a sequence that overhead rivals the GEMMs. ``_lstm_layer`` runs the time loop
+# inside one op (its outputs include the activations and cell states, which its backward
+# reads), and its backward computes the recurrent weight's gradient as one GEMM over all steps.
+
+def _steps(T, reverse):
+    return range(T - 1, -1, -1) if reverse else range(T)
+
+
+@op("_lstm_layer", method=False, function=False, nondiff_outputs=(3, 4))
+def lstm_layer(xp, xproj, h0, c0, w_hh, b_hh, reverse=False):
+    """One direction of an LSTM layer: ``xproj`` (T, B, 4H) holds every step's input
+    projection; returns (outputs (T, B, H), h_n, c_n, activated gates (T, B, 4H), cell states
+    in processing order (T + 1, B, H))."""
+    T, B, G = xproj.shape
+    if h0.shape != c0.shape or h0.shape != (B, G // 4) or w_hh.shape != (G, G // 4) or G % 4:
+        raise RuntimeError(f"_lstm_layer: expected input projections (T, B, 4H), states (B, H)"
+                           f" and a hidden weight (4H, H), got {tuple(xproj.shape)}, "
+                           f"{tuple(h0.shape)}, {tuple(c0.shape)} and {tuple(w_hh.shape)}")
+    dt = xproj.dtype
+    cd = xp.float32 if dt.itemsize < 4 else dt      # (no BLAS below float32)
+    w_t = xp.ascontiguousarray(w_hh.T, dtype=cd)     # (BLAS runs faster on it than a view)
+    out, act = xp.empty((T, B, G // 4), cd), xp.empty((T, B, G), cd)
+    cs = xp.empty((T + 1, B, G // 4), cd)
+    cs[0], h, H = c0, h0.astype(cd, copy=False), G // 4
+    for k, t in enumerate(_steps(T, reverse)):
+        a = act[t]
+        xp.matmul(h, w_t, out=a)
+        a += xproj[t]
+        if b_hh is not None:
+            a += b_hh
+        i, f, g, o = _activate(xp, a)
+        c = cs[k + 1]
+        xp.multiply(f, cs[k], out=c)
+        c += i * g
+        h = out[t]
+        xp.tanh(c, out=h)
+        h *= o
+    last = out[_steps(T, reverse)[-1]] if T else h0
+    return tuple(r.astype(dt, copy=False) for r in (out, last.copy(), cs[T].copy(), act, cs))
+
+
+@lstm_layer.vjp(save=("xproj", "h0", "c0", "w_hh", "b_hh", "result"))
+def _(grads, xproj, h0, c0, w_hh, b_hh, reverse=False, result=None):
+    gout, ghn, gcn = grads[:3]
+    if ember.is_grad_enabled():
+        return _lstm_layer_graph_vjp(gout, ghn, gcn, xproj, h0, c0, w_hh, b_hh, reverse)
+    out, _, _, act, cs = result
+    dx, dh0, dc0, dw = lstm_layer_backward(gout, ghn, gcn, h0, w_hh, out, act, cs, reverse)
+    return dx, dh0, dc0, dw, (dx.sum((0, 1)) if b_hh is not None else None)
+
+
+def _lstm_layer_graph_vjp(gout, ghn, gcn, xproj, h0, c0, w_hh, b_hh, reverse):
+    """A differentiable vjp (``create_graph``): the layer replayed step by step with ember ops
+    and differentiated by autograd."""
+    ins = [t for t in (xproj, h0, c0, w_hh, b_hh) if t is not None and t.requires_grad]
+    h, c, outs = h0, c0, [None] * xproj.shape[0]
+    for t in _steps(xproj.shape[0], reverse):
+        hg = h @ w_hh.T + (b_hh if b_hh is not None else 0)
+        h, c = lstm_cell(xproj[t], hg, c)
+        outs[t] = h
+    pairs = [(o, g) for o, g in ((ember.stack(outs) if outs else None, gout), (h, ghn),
+                                 (c, gcn)) if g is not None and o is not None]
+    got = iter(ember.autograd.grad([o for o, _ in pairs], ins, [g for _, g in pairs],
+                                   create_graph=True, allow_unused=True) if ins and pairs
+               else [None] * len(ins))
+    return tuple(next(got) if t is not None and t.requires_grad else None
+                 for t in (xproj, h0, c0, w_hh, b_hh))
+
+
+@op("_lstm_layer_backward", method=False, function=False, differentiable=False)
+def lstm_layer_backward(xp, grad_out, grad_hn, grad_cn, h0, w_hh, out, act, cs, reverse=False):
+    """``_lstm_layer``'s gradients (xproj, h0, c0, w_hh) by backpropagation through time over
+    the saved activations (the hidden bias's is the xproj one summed)."""
+    T, B, G = act.shape
+    H, dt = G // 4, (xp.float32 if act.dtype.itemsize < 4 else act.dtype)
+    act, cs, out = (a.astype(dt, copy=False) for a in (act, cs, out))
+    zeros = xp.zeros((B, H), dt)
+    dh = zeros.copy() if grad_hn is None else grad_hn.astype(dt, copy=True)
+    dc = zeros.copy() if grad_cn is None else grad_cn.astype(dt, copy=True)
+    dgates, w = xp.empty_like(act), w_hh.astype(dt, copy=False)
+    order = list(_steps(T, reverse))
+    for k in range(T - 1, -1, -1):
+        t = order[k]
+        if grad_out is not None:
+            dh += grad_out[t]
+        a, d = act[t], dgates[t]
+        i, f, g, o = a[:, :H], a[:, H:2 * H], a[:, 2 * H:3 * H], a[:, 3 * H:]
+        tc = xp.tanh(cs[k + 1])
+        xp.multiply(dh * tc, o * (1 - o), out=d[:, 3 * H:])
+        dcy = dh * o * (1 - tc * tc) + dc
+        xp.multiply(dcy * g, i * (1 - i), out=d[:, :H])
+        xp.multiply(dcy * cs[k], f * (1 - f), out=d[:, H:2 * H])
+        xp.multiply(dcy * i, 1 - g * g, out=d[:, 2 * H:3 * H])
+        dc = dcy * f
+        dh = d @ w
+    hprev = xp.empty((T, B, H), dt)          # each step's incoming hidden state
+    for k, t in enumerate(order):
+        hprev[t] = h0 if k == 0 else out[order[k - 1]]
+    dw = dgates.reshape(T * B, G).T @ hprev.reshape(T * B, H)
+    back = h0.dtype
+    return (dgates.astype(back, copy=False), dh.astype(back, copy=False),
+            dc.astype(back, copy=False), dw.astype(back, copy=False))
+
+
+def _torch_layer(torch, xproj, h0, c0, w_hh, b_hh, reverse=False):
+    h, c, outs, acts, cs = h0, c0, [None] * xproj.shape[0], [None] * xproj.shape[0], [c0]
+    for t in _steps(xproj.shape[0], reverse):
+        gates = xproj[t] + h @ w_hh.T + (b_hh if b_hh is not None else 0)
+        i, f, g, o = gates.chunk(4, -1)
+        i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
+        c = f * c + i * g
+        h = outs[t] = o * c.tanh()
+        acts[t] = torch.cat([i, f, g, o], -1)
+        cs.append(c)
+    return (torch.stack(outs), h, c, torch.stack(acts).detach(), torch.stack(cs).detach())
+
+
+def _layer_sample(dt, T, B, H, bias, reverse):
+    return Sample(make((T, B, 4 * H), dt), make((B, H), dt, seed=1), make((B, H), dt, seed=2),
+                  make((4 * H, H), dt, seed=3, low=-1, high=1),
+                  make((4 * H,), dt, seed=4) if bias else None, reverse)
+
+
+lstm_layer.meta = lambda x, h0, c0, w, b, reverse=False: (
+    empty(x.shape[:2] + h0.shape[-1:], x.dtype), empty(h0.shape, x.dtype),
+    empty(h0.shape, x.dtype), empty(x.shape, x.dtype),
+    empty((x.shape[0] + 1,) + h0.shape, x.dtype))
+lstm_layer.torch_ref = _torch_layer
+lstm_layer.samples = lambda dev, dt: [] if dt.category != 2 else [
+    _layer_sample(dt, 3, 2, 2, True, False), _layer_sample(dt, 4, 1, 3, False, True)]

@@ -1,0 +1,503 @@
+"""Special functions (torch.special and their torch.* names): gamma and its logarithmic
+derivatives, Hurwitz zeta, incomplete gamma, modified Bessel functions of order 0 and 1, the
+normal distribution's functions, and a few elementary ones (sinc, logit, entr, xlog1py).
+
+NumPy has none of these and ember may not use scipy: each is a series, recurrence or
+asymptotic expansion evaluated in float64 (torch's own algorithms where its results depend on
+them, e.g. Cephes' digamma, trigamma and zeta) and rounded to the input's dtype.
+"""
+import math
+
+import numpy as np
+
+import ember
+
+from .meta import broadcast_meta, same_meta
+from .pointwise import _conj, reject
+from .pointwise_math import _erf_erfc, _erfinv
+from .registry import op
+from .samples import ErrorSample, Sample, const, make, unary_samples
+
+_SQRT_2PI = math.sqrt(2 * math.pi)
+_MACHEP = 1.11022302462515654042e-16
+
+
+def _in_f64(f, bf16=True):
+    """A forward computed on float64 copies of the array operands (at least 1-d, so the
+    algorithms may index them) and rounded back to the (promoted) dtype of the first;
+    ``bf16=False`` refuses bfloat16 as torch's CPU kernels do."""
+    def fwd(xp, *args, **kwargs):
+        dt = next(a.dtype for a in args if hasattr(a, "dtype"))
+        if not bf16 and dt == ember.bfloat16.np:
+            raise NotImplementedError(f"\"{f.__name__.strip('_')}_cpu\" not implemented for "
+                                      "'BFloat16'")
+        shape = np.broadcast_shapes(*(a.shape for a in args if hasattr(a, "shape")))
+        args = [xp.atleast_1d(a.astype(np.float64)) if hasattr(a, "dtype") else a for a in args]
+        with np.errstate(all="ignore"):
+            r = xp.asarray(f(xp, *args, **kwargs))
+        return r.reshape(shape).astype(dt, copy=False)
+    fwd.__doc__ = f.__doc__
+    return fwd
+
+
+def _special(name, f, deriv=None, save=("input",), domain=None, method=True, kinks=(),
+             aliases=(), binary=False, complex_ok=False, bf16=True):
+    """Register a pointwise special function. ``deriv(g, *saved)`` gives the gradient(s);
+    ``method=False`` for the ones torch has only as ``torch.special.<name>``."""
+    inner = _in_f64(f, bf16) if not complex_ok else f
+    if binary:
+        def fwd(xp, input, other):
+            return inner(xp, input, other)
+    else:
+        def fwd(xp, input):
+            return inner(xp, input)
+    fwd.__doc__ = f.__doc__
+    fwd = reject(name, "b" if complex_ok else "c", fwd)
+    d = op(name if method else f"special_{name}", tags=("pointwise",), promote="float",
+           method=method, function=method, inplace=method and not binary,
+           aliases=aliases)(fwd)
+    d.public_name = name
+    if not method:
+        d.torch_fn = f"special.{name}"
+    if deriv is not None:
+        d.vjp(save=save)(deriv)
+    d.meta = broadcast_meta if binary else same_meta
+    d.kinks = kinks
+    if not binary:
+        d.samples = lambda dev, dt: unary_samples(dev, dt, domain) if dt.category != 3 or \
+            complex_ok else []
+    return d
+
+
+# ---- gamma and friends ------------------------------------------------------------------------
+
+_LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313,
+            -176.61502916214059, 12.507343278686905, -0.13857109526572012,
+            9.9843695780195716e-6, 1.5056327351493116e-7)
+
+
+def _sinpi(xp, x):
+    """sin(pi x), exact at integers (x reduced mod 2 first)."""
+    r = x - 2.0 * xp.floor(x / 2.0)
+    return xp.sin(math.pi * r)
+
+
+def _lgamma(xp, x):
+    # Lanczos (g = 7) for x >= 0.5, the reflection log(pi / |sin(pi x)|) - lgamma(1 - x) below
+    z = xp.where(x < 0.5, 1.0 - x, x) - 1.0
+    a = xp.full(x.shape, _LANCZOS[0])
+    for i, c in enumerate(_LANCZOS[1:], 1):
+        a = a + c / (z + i)
+    t = z + 7.5
+    r = 0.5 * math.log(2 * math.pi) + (z + 0.5) * xp.log(t) - t + xp.log(a)
+    r = xp.where(x < 0.5, math.log(math.pi) - xp.log(xp.abs(_sinpi(xp, x))) - r, r)
+    return xp.where(xp.isinf(x) | ((x <= 0) & (x == xp.floor(x))), xp.inf, r)
+
+
+_PSI_10 = 2.25175258906672110764
+_DIGAMMA_A = (8.33333333333333333333e-2, -2.10927960927960927961e-2, 7.57575757575757575758e-3,
+              -4.16666666666666666667e-3, 3.96825396825396825397e-3,
+              -8.33333333333333333333e-3, 8.33333333333333333333e-2)
+
+
+def _digamma(xp, x):
+    # NOTE: torch's calc_digamma (Cephes): digamma(+-0) = -+inf, nan at negative integers, the
+    # reflection through tan(pi * frac(x)) below 0, then pushed to x >= 10 for the series.
+    neg = x < 0
+    frac = x - xp.trunc(x)
+    y = xp.where(neg, 1 - x, x)
+    res = xp.zeros(x.shape)
+    for _ in range(10):
+        small = y < 10
+        res = res - xp.where(small, 1 / xp.where(small, y, 1), 0)
+        y = xp.where(small, y + 1, y)
+    z = 1 / (y * y)
+    poly = _DIGAMMA_A[0]
+    for c in _DIGAMMA_A[1:]:
+        poly = poly * z + c
+    tail = xp.where(y < 1e17, z * poly, 0.0)
+    r = xp.where(y == 10, res + _PSI_10, res + xp.log(y) - 0.5 / y - tail)
+    r = xp.where(neg, r - math.pi / xp.tan(math.pi * frac), r)
+    r = xp.where(neg & (frac == 0), xp.nan, r)
+    return xp.where(x == 0, xp.copysign(xp.inf, -x), r)
+
+
+def _trigamma(xp, x):
+    # NOTE: torch's calc_trigamma, term for term (its truncated series sets the last digits)
+    refl = x < 0.5
+    res = xp.where(refl, -(math.pi ** 2) / _sinpi(xp, x) ** 2, 0.0)
+    y = xp.where(refl, 1 - x, x)
+    for _ in range(6):
+        res = res + 1 / (y * y)
+        y = y + 1
+    ixx = 1 / (y * y)
+    res = res + (1 + 1 / (2 * y) + ixx * (1 / 6 - ixx * (1 / 30 - ixx * (1 / 42)))) / y
+    return xp.where(refl, -res, res)
+
+
+_ZETA_A = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9,
+           7.47242496e10, -2.950130727918164224e12, 1.1646782814350067249e14,
+           -4.5979787224074726105e15, 1.8152105401943546773e17, -7.1661652561756670113e18)
+
+
+def _zeta(xp, x, q):
+    """Hurwitz zeta(x, q) = sum_k (k + q)^-x, Cephes' Euler-Maclaurin summation as torch's."""
+    x, q = xp.broadcast_arrays(x, q)
+    s = xp.power(q, -x)
+    a, b = q.copy(), xp.zeros(x.shape)
+    done = xp.zeros(x.shape, bool)
+    i = 0
+    while True:
+        go = ~done & ((i < 9) | (a <= 9.0))
+        if not go.any():
+            break
+        i += 1
+        a = xp.where(go, a + 1.0, a)
+        b = xp.where(go, xp.power(a, -x), b)
+        s = xp.where(go, s + b, s)
+        done |= go & (xp.abs(b / s) < _MACHEP)
+        if i > 10000:
+            break
+    w = a
+    s = xp.where(done, s, s + b * w / (x - 1.0) - 0.5 * b)
+    a, k = xp.ones(x.shape), 0.0
+    for c in _ZETA_A:
+        a = a * (x + k)
+        b = b / w
+        t = a * b / c
+        s = xp.where(done, s, s + t)
+        done |= xp.abs(t / s) < _MACHEP
+        k += 1.0
+        a = a * (x + k)
+        b = b / w
+        k += 1.0
+    s = xp.where((q <= 0) & (x != xp.floor(x)), xp.nan, s)
+    s = xp.where((q <= 0) & (q == xp.floor(q)), xp.inf, s)
+    return xp.where(x == 1, xp.inf, xp.where(x < 1, xp.nan, s))
+
+
+_POLES = (-4.0, -3.0, -2.0, -1.0, 0.0)
+lgamma = _special("lgamma", _lgamma, lambda g, input: g * ember.digamma(input), kinks=_POLES)
+lgamma.samples = lambda dev, dt: unary_samples(dev, dt, (-3.7, 4.0)) + (
+    [Sample(make((6,), dt, 0.5, 30.0, seed=4))] if dt.category == 2 else [])
+digamma = _special("digamma", _digamma, lambda g, input: g * ember.polygamma(1, input),
+                   kinks=_POLES)
+digamma.samples = lgamma.samples
+lgamma.__doc__ = """``log |Gamma(input)|`` (inf at 0 and the negative integers).
+
+    Example:
+        >>> ember.lgamma(ember.tensor([0.5, 3., -1.5]))
+        tensor([0.5724, 0.6931, 0.8600])
+    """
+digamma.__doc__ = """The logarithmic derivative of Gamma, ``Gamma'(x) / Gamma(x)``.
+
+    Example:
+        >>> ember.digamma(ember.tensor([1., 0.5]))
+        tensor([-0.5772, -1.9635])
+    """
+
+
+@op("polygamma", tags=("pointwise",), promote="float", promote_args=(1,))
+def polygamma(xp, n, input):
+    """The ``n``-th derivative of :func:`digamma` (``n = 0`` is digamma itself).
+
+    Example:
+        >>> ember.polygamma(1, ember.tensor([1., 2.]))
+        tensor([1.6449, 0.6449])
+    """
+    if n < 0:
+        raise RuntimeError("polygamma(n, x) does not support negative n.")
+    return _in_f64(lambda xp, x: _polygamma(xp, n, x))(xp, input)
+
+
+def _polygamma(xp, n, x):
+    if n == 0:
+        return _digamma(xp, x)
+    if n == 1:
+        return _trigamma(xp, x)
+    return (1.0 if n % 2 else -1.0) * math.exp(math.lgamma(n + 1.0)) * _zeta(xp, n + 1.0, x)
+
+
+polygamma.vjp(save=("input",))(lambda g, n, input: (None, g * ember.polygamma(n + 1, input)))
+polygamma.meta = lambda n, x: same_meta(x)
+polygamma.samples = lambda dev, dt: [Sample(n, make((3, 4), dt, 0.2, 4.0, seed=n))
+                                     for n in (0, 1, 2, 3)] if dt.category == 2 else []
+polygamma.errors = [ErrorSample(Sample(-1, const(3)), RuntimeError, "negative n")]
+
+
+@op("mvlgamma", tags=("pointwise",), promote="float", inplace=True, promote_args=(0,))
+@reject("mvlgamma", "c")
+def mvlgamma(xp, input, p):
+    """The log of the multivariate gamma function of dimension ``p``:
+    ``p(p-1)/4 log(pi) + sum_j lgamma(input - j/2)``.
+
+    Example:
+        >>> ember.mvlgamma(ember.tensor([2.5]), 2)
+        tensor([0.8570])
+    """
+    # NOTE: torch no longer checks input > (p - 1) / 2: lgamma's poles give inf there
+    return _in_f64(lambda xp, x: p * (p - 1) / 4 * math.log(math.pi) + sum(
+        _lgamma(xp, x - j / 2) for j in range(p)))(xp, input)
+
+
+mvlgamma.vjp(save=("input",))(lambda g, input, p: g * sum(
+    ember.digamma(input - j / 2) for j in range(p)))
+mvlgamma.meta = same_meta
+mvlgamma.samples = lambda dev, dt: [Sample(make((3, 4), dt, 2.0, 5.0), 3),
+                                    Sample(make((5,), dt, 0.5, 3.0), 1)] \
+    if dt.category == 2 else []
+
+
+@op("special_zeta", tags=("pointwise",), promote="float", method=False, function=False)
+def zeta(xp, input, other):
+    """The Hurwitz zeta function ``sum_k (k + other)^-input`` (Riemann's at other = 1).
+    See torch.special.zeta."""
+    return _in_f64(_zeta, bf16=False)(xp, input, other)
+
+
+zeta.torch_fn, zeta.public_name, zeta.meta = "special.zeta", "zeta", broadcast_meta
+zeta.samples = lambda dev, dt: [s.forward_only() for s in _zeta_samples(dev, dt)]
+_zeta_samples = lambda dev, dt: [  # noqa: E731  (torch has no derivative for zeta)
+    Sample(make((3, 4), dt, 1.1, 6.0), make((3, 4), dt, 0.2, 5.0, seed=1)),
+    Sample(make((4,), dt, 1.5, 4.0), make((3, 1), dt, -2.5, 3.0, seed=2)),
+    Sample(np.array([1.0, 0.5, 2.0, 3.0, 2.0]).astype(dt.np), np.array(
+        [1.0, 1.0, 0.0, -2.0, -1.5]).astype(dt.np))] if dt.category == 2 else []
+
+
+def _igamma(xp, a, x, upper):
+    """Regularized incomplete gamma P(a, x) (``upper``: Q = 1 - P): the series where
+    x < a + 1, Lentz's continued fraction for Q elsewhere."""
+    a, x = xp.broadcast_arrays(a, x)
+    pref = xp.exp(a * xp.log(xp.where(x > 0, x, 1.0)) - x - _lgamma(xp, a))
+    use_series = x < a + 1
+    # series: P = x^a e^-x / Gamma(a + 1) * sum_n x^n / ((a + 1)...(a + n))
+    term, total, ap = 1.0 / a, 1.0 / a, a.copy()
+    for _ in range(500):
+        ap = ap + 1
+        term = term * x / ap
+        total = total + term
+        if bool((xp.abs(term) <= xp.abs(total) * 1e-17)[use_series].all()):
+            break
+    p_series = total * pref
+    # continued fraction for Q (modified Lentz)
+    tiny = 1e-300
+    b = x + 1 - a
+    c = xp.full(x.shape, 1 / tiny)
+    d = 1 / xp.where(b == 0, tiny, b)
+    h = d.copy()
+    for i in range(1, 500):
+        an = -i * (i - a)
+        b = b + 2
+        d = an * d + b
+        d = 1 / xp.where(xp.abs(d) < tiny, tiny, d)
+        c = b + an / c
+        c = xp.where(xp.abs(c) < tiny, tiny, c)
+        delta = d * c
+        h = h * delta
+        if bool((xp.abs(delta - 1) < 1e-16)[~use_series].all()):
+            break
+    q_frac = pref * h
+    r = xp.where(use_series, 1 - p_series if upper else p_series,
+                 q_frac if upper else 1 - q_frac)
+    # Temme's uniform expansion to first order for huge a, where the loops above would need
+    # ~sqrt(a) steps: Q = erfc(eta sqrt(a/2)) / 2 + exp(-a eta^2/2) / sqrt(2 pi a) * c0
+    lam = x / xp.where(a > 0, a, 1.0)
+    eta = xp.sign(lam - 1) * xp.sqrt(2 * xp.abs(lam - 1 - xp.log(lam)))
+    near = xp.abs(lam - 1) < 1e-6
+    c0 = xp.where(near, -1 / 3, 1 / xp.where(near, 1, lam - 1) - 1 / xp.where(near, 1, eta))
+    q_big = 0.5 * _erf_erfc(xp, eta * xp.sqrt(a / 2), "erfc") + xp.exp(-a * eta * eta / 2) / \
+        xp.sqrt(2 * math.pi * a) * c0
+    r = xp.where(a > 1e6, q_big if upper else 1 - q_big, r)
+    # NOTE: torch's edge values (calc_igamma): a = 0 is a step at x = 0, infinite a gives 0
+    lo, hi = (1.0, 0.0) if upper else (0.0, 1.0)
+    r = xp.where(xp.isinf(x), hi, r)
+    r = xp.where(xp.isinf(a), xp.where(xp.isinf(x), xp.nan, lo), r)
+    r = xp.where(x == 0, lo, r)
+    r = xp.where(a == 0, xp.where(x > 0, hi, xp.nan), r)
+    return xp.where((a < 0) | (x < 0), xp.nan, r)
+
+
+def _igamma_op(name, upper):
+    def fwd(xp, input, other):
+        return _in_f64(lambda xp, a, x: _igamma(xp, a, x, upper))(xp, input, other)
+    fwd.__doc__ = f"""The regularized {"upper" if upper else "lower"} incomplete gamma function
+    {"Q" if upper else "P"}(input, other).
+
+    Example:
+        >>> ember.{name}(ember.tensor([1.]), ember.tensor([2.]))
+        tensor([{"0.1353" if upper else "0.8647"}])
+    """
+    d = op(name, tags=("pointwise",), promote="float", inplace=True)(reject(name, "c", fwd))
+
+    # NOTE: as torch, only ``other`` (x) has a gradient: d/dx P(a, x) = x^(a-1) e^-x / Gamma(a)
+    @d.vjp(save=("input", "other"))
+    def _(g, input, other):
+        dx = ((input - 1) * other.log() - other - input.lgamma()).exp()
+        return None, g * (-dx if upper else dx)
+
+    d.meta = broadcast_meta
+    d.samples = lambda dev, dt: [
+        Sample(make((3, 4), dt, 0.5, 5.0), make((3, 4), dt, 0.1, 8.0, seed=1)),
+        Sample(make((4,), dt, 0.5, 3.0), make((3, 1), dt, 0.1, 3.0, seed=2)),
+        Sample(make((5,), dt, 20.0, 40.0), make((5,), dt, 10.0, 50.0, seed=3))] \
+        if dt.category == 2 else []
+    d.samples = _x_only(d.samples)
+    # NOTE: torch switches to Temme's asymptotic expansion for large a and x, good to ~3e-10
+    # there; the series and continued fraction here are closer to the true value.
+    d.tol = {"float64": (5e-9, 1e-12)}
+    return d
+
+
+def _x_only(samples):
+    return lambda dev, dt: [s.differentiable_in(1) for s in samples(dev, dt)]
+
+
+igamma, igammac = _igamma_op("igamma", False), _igamma_op("igammac", True)
+
+
+# ---- elementary ones --------------------------------------------------------------------------
+
+
+def _sinc(xp, input):
+    # NOTE: in the input's precision, as torch's (a float64 detour would round differently)
+    px = input * input.dtype.type(math.pi) if input.dtype.kind in "fc" else input * math.pi
+    safe = xp.where(input == 0, input.dtype.type(1), px)
+    return xp.where(input == 0, input.dtype.type(1), xp.sin(safe) / safe).astype(input.dtype)
+
+
+def _sinc_grad(g, input):
+    px = input * math.pi
+    d = (px.cos() * px - px.sin()) / (px * input)
+    return g * _conj(ember.where(input == 0, 0.0, d))
+
+
+sinc = _special("sinc", _sinc, _sinc_grad, complex_ok=True, kinks=(0.0,))
+sinc.__doc__ = """``sin(pi x) / (pi x)``, 1 at 0.
+
+    Example:
+        >>> ember.sinc(ember.tensor([0., 0.5, 1.]))
+        tensor([ 1.0000e+00,  6.3662e-01, -2.7828e-08])
+    """
+
+
+def _entr(xp, x):
+    r = -x * xp.log(xp.where(x > 0, x, 1.0))
+    return xp.where(x < 0, -xp.inf, xp.where(x == 0, 0.0, r))
+
+
+entr = _special("entr", _entr, lambda g, input: g * -(1 + input.log()), method=False)
+entr.__doc__ = """``-x log(x)``, 0 at 0 and -inf below. See torch.special.entr."""
+entr.samples = lambda dev, dt: unary_samples(dev, dt, (0.1, 3.0)) if dt.category < 3 else []
+
+
+def _xlog1py(xp, input, other):
+    r = input * xp.log1p(other)
+    return xp.where((input == 0) & ~xp.isnan(other), 0.0, r)
+
+
+def _xlog1py_grad(g, input, other):
+    if not isinstance(other, ember.Tensor):
+        return g * math.log1p(other), None
+    return (ember.where((input == 0) & (other <= -1), 0.0, g * other.log1p()),
+            g * input / (other + 1))
+
+
+xlog1py = _special("xlog1py", _xlog1py, _xlog1py_grad, save=("input", "other"), method=False,
+                   binary=True)
+xlog1py.__doc__ = """``input * log1p(other)``, 0 where ``input == 0`` unless ``other`` is nan.
+    See torch.special.xlog1py."""
+xlog1py.samples = lambda dev, dt: [
+    Sample(make((3, 4), dt), make((3, 4), dt, -0.5, 3, seed=1)),
+    Sample(make((3, 4), dt), make((4,), dt, -0.5, 3, seed=2)),
+    Sample(np.array([0.0, 1.0, 0.0, 2.0]).astype(dt.np), make((4,), dt, -0.5, 3, seed=3)),
+    Sample(make((3,), dt), 2.5)] if dt.category == 2 else []
+
+
+@op("logit", tags=("pointwise",), promote="float", inplace=True)
+@reject("logit", "c")
+def logit(xp, input, eps=None):
+    """``log(x / (1 - x))``, with ``x`` clamped to ``[eps, 1 - eps]`` when ``eps`` is given.
+
+    Example:
+        >>> ember.logit(ember.tensor([0.25, 0.5]))
+        tensor([-1.0986,  0.0000])
+    """
+    x = input if eps is None else xp.clip(input, eps, 1 - eps).astype(input.dtype)
+    return xp.log(x / (1 - x)).astype(input.dtype, copy=False)
+
+
+@logit.vjp(save=("input",))
+def _(g, input, eps=None):
+    d = g / (input * (1 - input))
+    if eps is None:
+        return d
+    return ember.where((input < eps) | (input > 1 - eps), 0.0, d)
+
+
+logit.meta = same_meta
+logit.samples = lambda dev, dt: unary_samples(dev, dt, (0.05, 0.95)) + [
+    Sample(make((3, 4), dt, -0.2, 1.2), 0.1)] if dt.category < 3 else []
+logit.kinks = (0.1, 0.9)
+
+# ---- the normal distribution ------------------------------------------------------------------
+
+
+def _erfcx(xp, x):
+    """``exp(x^2) erfc(x)``: a continued fraction where exp(x^2) would overflow."""
+    a = xp.abs(x)
+    small = xp.exp(a * a) * _erf_erfc(xp, xp.minimum(a, 5.0), "erfc")
+    t = a.copy()                      # exp(a^2) erfc(a) = 1/sqrt(pi) / (a + (1/2)/(a + ...))
+    for k in range(60, 0, -1):
+        t = a + (k / 2.0) / t
+    big = xp.where(a > 1e8, 1 / (a * math.sqrt(math.pi)), 1 / (math.sqrt(math.pi) * t))
+    pos = xp.where(a < 5.0, small, big)
+    return xp.where(x < 0, 2 * xp.exp(x * x) - pos, pos)
+
+
+erfcx = _special("erfcx", _erfcx, lambda g, input, result: g * (
+    2 * input * result - 2 / math.sqrt(math.pi)), save=("input", "result"), method=False,
+                bf16=False)
+erfcx.__doc__ = """The scaled complementary error function ``exp(x^2) erfc(x)``.
+    See torch.special.erfcx."""
+
+
+def _ndtr(xp, x):
+    return 0.5 * _erf_erfc(xp, -x / math.sqrt(2), "erfc")
+
+
+def _log_ndtr(xp, x):
+    low = xp.log(_erfcx(xp, -x / math.sqrt(2)) / 2) - x * x / 2
+    return xp.where(x < -1, low, xp.log1p(-0.5 * _erf_erfc(xp, x / math.sqrt(2), "erfc")))
+
+
+def _ndtri(xp, p):
+    """The inverse of ndtr: Newton steps on log_ndtr from erfinv's estimate, so tiny ``p``
+    keep their precision (2p - 1 would round them away)."""
+    q = xp.where(p > 0.5, 1 - p, p)               # solve for the lower tail, mirror the rest
+    qs = xp.clip(q, 1e-300, 0.5)
+    guess = math.sqrt(2) * _erfinv(xp, xp.maximum(2 * qs - 1, -1 + 1e-16))
+    lq = xp.log(-2 * xp.log(qs))
+    tail = -xp.sqrt(-2 * xp.log(qs) - lq - math.log(2 * math.pi) + lq / (-2 * xp.log(qs)))
+    x = xp.where(qs < 1e-10, tail, guess)
+    logq = xp.log(qs)
+    for _ in range(6):
+        # d/dx log ndtr(x) = pdf(x) / ndtr(x) = sqrt(2/pi) / erfcx(-x / sqrt(2))
+        step = (_log_ndtr(xp, x) - logq) * _erfcx(xp, -x / math.sqrt(2)) / math.sqrt(2 / math.pi)
+        x = x - xp.where(xp.isfinite(step), step, 0.0)
+    x = xp.where(p > 0.5, -x, x)
+    x = xp.where(p == 0, -xp.inf, xp.where(p == 1, xp.inf, x))
+    return xp.where((p < 0) | (p > 1) | xp.isnan(p), xp.nan, x)
+
+
+ndtr = _special("ndtr", _ndtr, lambda g, input: g * (-input * input / 2).exp() / _SQRT_2PI,
+                method=False)
+ndtr.__doc__ = "The standard normal CDF. See torch.special.ndtr."
+log_ndtr = _special("log_ndtr", _log_ndtr, lambda g, input, result: g * (
+    -input * input / 2 - result).exp() / _SQRT_2PI, save=("input", "result"), method=False,
+                    bf16=False)
+log_ndtr.__doc__ = "The log of the standard normal CDF, accurate far in the lower tail. " \
+    "See torch.special.log_ndtr."
+log_ndtr.samples = lambda dev, dt: unary_samples(dev, dt, (-8.0, 4.0)) if dt.category < 3 else []
+ndtri = _special("ndtri", _ndtri, lambda g, input, result: g * _SQRT_2PI * (
+    result * result / 2).exp(), save=("result",), method=False, domain=(0.02, 0.98), bf16=False)
+ndtri.__doc__ = "The inverse of the standard normal CDF. See torch.special.ndtri."

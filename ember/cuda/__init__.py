@@ -1,0 +1,163 @@
+"""``ember.cuda``: what a PyTorch script asks of the GPU, answered through CuPy.
+
+Every query works without CuPy or a GPU (``is_available()`` is then False and
+``device_count()`` 0), so ``device = "cuda" if ember.cuda.is_available() else "cpu"`` runs
+anywhere; calls that need a GPU raise torch's error when there is none.
+
+Example:
+    >>> import ember
+    >>> ember.cuda.is_available() in (True, False)
+    True
+"""
+import functools
+
+from . import amp  # noqa: F401
+
+_seed = None
+
+
+@functools.lru_cache(maxsize=1)
+def _cupy():
+    """CuPy and its device count, or (None, 0) and why not."""
+    try:
+        import cupy
+    except ImportError as e:
+        return None, 0, f"CuPy is not installed ({e}): pip install 'ember[cuda]'"
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:          # no driver, or a driver too old for this CuPy
+        return None, 0, f"CuPy found no working CUDA driver: {e}"
+    return (cupy, n, None) if n else (None, 0, "CuPy found no GPU")
+
+
+def is_available():
+    """Whether a CUDA GPU can run ember's cuda tensors (CuPy installed, a GPU visible)."""
+    return _cupy()[1] > 0
+
+
+def device_count():
+    """How many CUDA GPUs are visible (0 without CuPy or a GPU)."""
+    return _cupy()[1]
+
+
+def _lazy_init():
+    cupy, _, why = _cupy()
+    if cupy is None:
+        raise RuntimeError(f"Found no NVIDIA driver on your system or no usable GPU: {why}")
+    return cupy
+
+
+def _index(device):
+    if device is None:
+        return current_device()
+    if isinstance(device, int):
+        return device
+    from .._device import device as as_device
+    d = as_device(device)
+    if d.type != "cuda":
+        raise ValueError(f"Expected a cuda device, but got: {d}")
+    return d.index if d.index is not None else current_device()
+
+
+def current_device():
+    """The index of the GPU new cuda tensors go to by default."""
+    return _lazy_init().cuda.runtime.getDevice()
+
+
+def set_device(device):
+    """Make ``device`` (an index, ``"cuda:N"`` or an ``ember.device``) the current GPU."""
+    idx = _index(device)
+    if idx >= 0:
+        _lazy_init().cuda.runtime.setDevice(idx)
+
+
+class device:
+    """Context manager that makes a GPU current inside its block."""
+
+    def __init__(self, device):
+        self.idx, self.prev = _index(device) if device is not None else -1, -1
+
+    def __enter__(self):
+        if self.idx >= 0:
+            self.prev = current_device()
+            set_device(self.idx)
+
+    def __exit__(self, *exc):
+        if self.prev >= 0:
+            set_device(self.prev)
+        return False
+
+
+def get_device_properties(device=None):
+    """The GPU's properties: ``name``, ``total_memory``, ``major``, ``minor``,
+    ``multi_processor_count``."""
+    import types
+    p = _lazy_init().cuda.runtime.getDeviceProperties(_index(device))
+    name = p["name"].decode() if isinstance(p["name"], bytes) else p["name"]
+    return types.SimpleNamespace(name=name, total_memory=p["totalGlobalMem"],
+                                 major=p["major"], minor=p["minor"],
+                                 multi_processor_count=p["multiProcessorCount"])
+
+
+def get_device_name(device=None):
+    """The GPU's name, e.g. ``"NVIDIA H100 80GB HBM3"``."""
+    return get_device_properties(device).name
+
+
+def get_device_capability(device=None):
+    """The GPU's compute capability as ``(major, minor)``."""
+    p = get_device_properties(device)
+    return p.major, p.minor
+
+
+def is_bf16_supported(including_emulation=True):
+    """bfloat16 runs on any GPU through CuPy (as ml_dtypes arrays); natively from sm_80."""
+    return is_available() and (including_emulation or get_device_capability()[0] >= 8)
+
+
+def synchronize(device=None):
+    """Wait for every kernel queued on the GPU to finish."""
+    cupy = _lazy_init()
+    with cupy.cuda.Device(_index(device)):
+        cupy.cuda.runtime.deviceSynchronize()
+
+
+def _pool():
+    return _lazy_init().get_default_memory_pool()
+
+
+def memory_allocated(device=None):
+    """Bytes held by live cuda tensors (CuPy's memory pool in use)."""
+    return _pool().used_bytes() if is_available() else 0
+
+
+def memory_reserved(device=None):
+    """Bytes the memory pool holds from the driver (used and cached)."""
+    return _pool().total_bytes() if is_available() else 0
+
+
+def empty_cache():
+    """Return the memory pool's unused blocks to the driver."""
+    if is_available():
+        _pool().free_all_blocks()
+
+
+def manual_seed(seed):
+    """Accepted for compatibility.
+
+    NOTE: ember draws random numbers for cuda tensors from the default generator, which
+    ``ember.manual_seed`` seeds (as torch's does for every device); this call records the seed
+    for ``initial_seed()`` and changes no stream."""
+    global _seed
+    _seed = int(seed)
+
+
+manual_seed_all = manual_seed
+
+
+def initial_seed():
+    """The seed given to ``manual_seed``, else the default generator's."""
+    if _seed is not None:
+        return _seed
+    from .._ops.random import initial_seed as default_initial_seed
+    return default_initial_seed()

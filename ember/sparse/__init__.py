@@ -1,0 +1,54 @@
+"""``torch.sparse``: products and reductions of sparse COO tensors whose gradients stay sparse.
+
+The sparse tensor itself and the rules of the ops that take it live in ``ember/_ops/sparse.py``.
+See https://pytorch.org/docs/stable/sparse.html.
+"""
+from .._ops import sparse_rules as _sp
+from .._ops.sparse_rules import sparse_sum as sum  # noqa: F401,A001
+
+__all__ = ["mm", "addmm", "sum", "softmax", "log_softmax"]
+
+
+def _check_sparse(name, x):
+    if not _sp._is_sparse(x):
+        raise RuntimeError(f"{name}: expected a sparse COO tensor as mat1, got layout "
+                           f"{x.layout}")
+
+
+def mm(mat1, mat2, reduce="sum"):
+    """``mat1 @ mat2`` for a sparse ``mat1`` and a dense ``mat2``; the gradient of ``mat1`` is
+    sparse with ``mat1``'s (coalesced) pattern, unlike ``torch.mm``'s dense one.
+
+    Example:
+        >>> import ember
+        >>> s = ember.sparse_coo_tensor([[0, 1], [1, 0]], [2., 3.], (2, 2))
+        >>> ember.sparse.mm(s, ember.ones(2, 1))
+        tensor([[2.],
+                [3.]])
+    """
+    if reduce != "sum":
+        raise NotImplementedError(f"sparse.mm: reduce={reduce!r} is not supported")
+    _check_sparse("sparse.mm", mat1)
+    _sp._check_mm("sparse.mm", mat1, mat2)
+    if _sp._is_sparse(mat2):
+        raise NotImplementedError("sparse.mm: the product of two sparse tensors is not supported")
+    return _sp._spmm(mat1, mat2, True)
+
+
+def addmm(mat, mat1, mat2, *, beta=1.0, alpha=1.0):
+    """``beta * mat + alpha * (mat1 @ mat2)`` for sparse ``mat1``, with sparse gradients for
+    ``mat1`` as :func:`mm`."""
+    p = mm(mat1, mat2)
+    p = p * alpha if alpha != 1 else p
+    return p if beta == 0 else p + (mat * beta if beta != 1 else mat)
+
+
+def softmax(input, dim, *, dtype=None):
+    """Softmax over ``dim`` of the stored entries only (absent entries count as -inf), a sparse
+    tensor with ``input``'s coalesced pattern."""
+    return _sp.sparse_softmax(input, dim, dtype, log=False)
+
+
+def log_softmax(input, dim, *, dtype=None):
+    """Log-softmax over ``dim`` of the stored entries (see :func:`softmax`)."""
+    return _sp.sparse_softmax(input, dim, dtype, log=True)

@@ -1,0 +1,53 @@
+"""ember.cuda answers a PyTorch script's questions about the GPU on any machine."""
+import contextlib
+
+import pytest
+
+import ember
+
+HAS_GPU = ember.cuda.is_available()
+
+
+def test_queries_work_without_a_gpu():
+    assert isinstance(ember.cuda.is_available(), bool)
+    assert ember.cuda.device_count() == (ember.cuda.device_count() if HAS_GPU else 0)
+    device = "cuda" if ember.cuda.is_available() else "cpu"
+    assert ember.ones(2, device=device).device.type == device
+    ember.cuda.manual_seed_all(3)
+    assert ember.cuda.initial_seed() == 3
+    ember.cuda.empty_cache()
+    if not HAS_GPU:
+        assert ember.cuda.memory_allocated() == ember.cuda.memory_reserved() == 0
+        assert not ember.cuda.is_bf16_supported()
+
+
+@pytest.mark.skipif(HAS_GPU, reason="checks the no-GPU error")
+def test_gpu_calls_raise_torchs_error_without_one():
+    with pytest.raises(RuntimeError, match="Found no NVIDIA driver"):
+        ember.cuda.current_device()
+    with pytest.raises(RuntimeError, match="Found no NVIDIA driver"):
+        ember.cuda.synchronize()
+
+
+def test_cuda_amp_spellings():
+    scaler = ember.cuda.amp.GradScaler(init_scale=8.0, enabled=HAS_GPU)
+    assert scaler.is_enabled() == HAS_GPU
+    if HAS_GPU:
+        assert scaler.get_scale() == 8.0
+    with pytest.warns(UserWarning) if not HAS_GPU else contextlib.nullcontext():
+        with ember.cuda.amp.autocast():
+            assert ember.is_autocast_enabled("cuda") == HAS_GPU
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA GPU with CuPy")
+def test_device_properties_and_memory():
+    props = ember.cuda.get_device_properties(0)
+    assert props.total_memory > 0 and ember.cuda.get_device_name(0) == props.name
+    before = ember.cuda.memory_allocated()
+    x = ember.ones(1 << 20, device="cuda")
+    assert ember.cuda.memory_allocated() >= before + 4 * (1 << 20)
+    with ember.cuda.device(0):
+        ember.cuda.synchronize()
+    assert ember.cuda.current_device() == 0
+    del x

@@ -1,0 +1,117 @@
+"""torch.linalg's compositions and torch's older linear-algebra APIs against torch (the OpDefs
+themselves are covered by the registry tests)."""
+import math
+
+import numpy as np
+import pytest
+
+import ember
+from oracle import same, torch
+
+rng = np.random.default_rng(0)
+A = rng.uniform(-1, 1, (3, 3)) + 3 * np.eye(3)
+SPD = A @ A.T
+BATCH = rng.uniform(-1, 1, (2, 3, 3)) + 3 * np.eye(3)
+B = rng.uniform(-1, 1, (3, 2))
+RECT = rng.uniform(-1, 1, (4, 3))
+
+
+def t(lib, x, grad=False):
+    return lib.tensor(x, dtype=lib.float64, requires_grad=grad)
+
+
+CASES = {
+    "vector_norm": lambda L: [L.linalg.vector_norm(t(L, RECT), o) for o in (2, 1, math.inf, 0)],
+    "vector_norm_dim": lambda L: L.linalg.vector_norm(t(L, RECT), 3, dim=1, keepdim=True),
+    "matrix_norm": lambda L: [L.linalg.matrix_norm(t(L, BATCH), o)
+                              for o in ("fro", "nuc", 1, -1, 2, -2, math.inf, -math.inf)],
+    "matrix_norm_keepdim": lambda L: L.linalg.matrix_norm(t(L, RECT), 1, keepdim=True),
+    "norm": lambda L: [L.linalg.norm(t(L, RECT)), L.linalg.norm(t(L, RECT), "nuc"),
+                       L.linalg.norm(t(L, RECT), 1), L.linalg.norm(t(L, RECT), 3, dim=0)],
+    "cond": lambda L: [L.linalg.cond(t(L, A)), L.linalg.cond(t(L, A), "fro"),
+                       L.linalg.cond(t(L, BATCH), 1)],
+    "matrix_rank": lambda L: [L.linalg.matrix_rank(t(L, RECT @ np.diag([1, 1, 0]))),
+                              L.linalg.matrix_rank(t(L, SPD), hermitian=True)],
+    "inv_ex": lambda L: L.linalg.inv_ex(t(L, BATCH)),
+    "inv_ex_singular": lambda L: L.linalg.inv_ex(t(L, np.stack([A, np.zeros((3, 3))])))[1],
+    "solve_ex": lambda L: L.linalg.solve_ex(t(L, A), t(L, B)),
+    "cholesky": lambda L: [L.linalg.cholesky(t(L, SPD)), L.linalg.cholesky(t(L, SPD), upper=True)],
+    "cholesky_not_pd": lambda L: L.linalg.cholesky(t(L, -np.eye(2))),
+    "cholesky_ex_info": lambda L: L.linalg.cholesky_ex(t(L, np.stack([SPD, -SPD])))[1],
+    "inv_singular": lambda L: L.linalg.inv(t(L, np.zeros((2, 2)))),
+    "lu": lambda L: L.linalg.lu(t(L, RECT)),
+    "lu_factor": lambda L: L.linalg.lu_factor(t(L, BATCH)),
+    "lu_factor_singular": lambda L: L.linalg.lu_factor(t(L, np.zeros((2, 2)))),
+    "lu_solve": lambda L: [L.linalg.lu_solve(*L.linalg.lu_factor(t(L, A)), t(L, x), left=lf,
+                                             adjoint=adj)
+                           for x, lf in ((B, True), (B.T, False)) for adj in (False, True)],
+    "householder_product": lambda L: L.linalg.householder_product(
+        t(L, RECT), t(L, np.array([1.2, 0.5, 1.7]))),
+    "tensorinv": lambda L: L.linalg.tensorinv(t(L, A.reshape(3, 3, 1)[:, :, 0].reshape(3, 3)
+                                                  ).reshape(3, 3), ind=1),
+    "tensorsolve": lambda L: L.linalg.tensorsolve(t(L, np.kron(A, A).reshape(3, 3, 3, 3)),
+                                                  t(L, A)),
+    "vecdot": lambda L: L.linalg.vecdot(t(L, RECT), t(L, RECT[::-1].copy())),
+    "cross": lambda L: L.linalg.cross(t(L, RECT[:, :3]), t(L, RECT[::-1, :3].copy())),
+    "diagonal": lambda L: L.linalg.diagonal(t(L, BATCH)),
+    "logdet": lambda L: [L.logdet(t(L, A)), L.logdet(t(L, -np.eye(3))),
+                         L.logdet(t(L, np.zeros((2, 2))))],
+    "cholesky_solve": lambda L: [L.cholesky_solve(t(L, B), L.linalg.cholesky(t(L, SPD))),
+                                 t(L, B).cholesky_solve(L.linalg.cholesky(t(L, SPD)).mT, True)],
+    "cholesky_inverse": lambda L: L.cholesky_inverse(L.linalg.cholesky(t(L, SPD))),
+    "old_cholesky": lambda L: t(L, SPD).cholesky(upper=True),
+    "pinverse": lambda L: [L.pinverse(t(L, RECT)), t(L, RECT).pinverse()],
+    "svd_old": lambda L: [x.abs() for x in L.svd(t(L, RECT))],
+    "svd_no_uv": lambda L: L.svd(t(L, RECT), compute_uv=False),
+    "qr_old": lambda L: [x.abs() for x in t(L, RECT).qr(some=False)],
+    "lu_unpack": lambda L: L.lu_unpack(*L.linalg.lu_factor(t(L, BATCH))),
+    "triangular_solve": lambda L: [L.triangular_solve(t(L, B), t(L, A), upper=u, transpose=tr)
+                                   for u in (True, False) for tr in (False, True)],
+    "chain_matmul": lambda L: L.chain_matmul(t(L, RECT), t(L, A), t(L, B)),
+    "methods": lambda L: [t(L, A).det(), t(L, A).inverse(), t(L, A).slogdet(),
+                          t(L, A).matrix_exp(), t(L, A).matrix_power(-2), t(L, A).logdet()],
+    "einsum_list_and_implicit": lambda L: [L.einsum("ij,jk", [t(L, A), t(L, B)]),
+                                           L.einsum("ii->", t(L, A)),
+                                           L.einsum("...j,j", t(L, BATCH), t(L, A[0]))],
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_linalg_matches_torch(name):
+    same(CASES[name])
+
+
+def test_errors_are_linalg_errors():
+    assert issubclass(ember.linalg.LinAlgError, RuntimeError)
+    for fn in (lambda: ember.linalg.inv(ember.zeros(2, 2)),
+               lambda: ember.linalg.solve(ember.zeros(2, 2), ember.ones(2)),
+               lambda: ember.linalg.cholesky(-ember.eye(2)),
+               lambda: ember.linalg.lu_factor(ember.zeros(2, 2))):
+        with pytest.raises(ember.linalg.LinAlgError):
+            fn()
+    with pytest.raises(RuntimeError, match=r"linalg.cholesky: \(Batch element 1\): The "
+                       r"factorization could not be completed .* order 1"):
+        ember.linalg.cholesky(ember.stack([ember.eye(2), -ember.eye(2)]))
+
+
+def _grads(lib, fn, *arrays):
+    xs = [t(lib, a, True) for a in arrays]
+    out = fn(lib, *xs)
+    w = np.random.default_rng(1).standard_normal(tuple(out.shape))
+    return lib.autograd.grad((out * lib.tensor(w)).sum(), xs)
+
+
+@pytest.mark.parametrize("name,fn,arrays", [
+    ("lu_solve", lambda L, a, b: L.linalg.lu_solve(*L.linalg.lu_factor(a), b), (A, B)),
+    ("lu", lambda L, a: sum((x * x).sum() for x in L.linalg.lu(a)[1:]), (RECT,)),
+    ("cholesky_solve", lambda L, a, b: L.cholesky_solve(b, L.linalg.cholesky(a @ a.mT)),
+     (A, B)),
+    ("cond", lambda L, a: L.linalg.cond(a), (A,)),
+    ("matrix_norm_nuc", lambda L, a: L.linalg.matrix_norm(a, "nuc"), (RECT,)),
+    ("householder_product", lambda L, a, tau: L.linalg.householder_product(a, tau),
+     (RECT, np.array([1.2, 0.5, 1.7]))),
+])
+def test_composite_gradients_match_torch(name, fn, arrays):
+    e, tg = _grads(ember, fn, *arrays), _grads(torch, fn, *arrays)
+    for a, b in zip(e, tg):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-8, atol=1e-10)

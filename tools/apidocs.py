@@ -1,0 +1,43 @@
+"""Write the API reference to docs/api/ with pdoc (``make docs``).
+
+Most of ember's public names are defined in private modules (ops generated from the registry
+in ``ember._ops``, layers in ``ember.nn.modules.*``) and re-exported. pdoc documents a
+re-exported name only when the module lists it in ``__all__``, so this script gives each public
+namespace an ``__all__`` of its public names (for the docs build only; the package is left
+alone) and leaves private modules out.
+"""
+import importlib
+import pkgutil
+import sys
+import types
+from pathlib import Path
+
+NAMESPACES = ["ember", "ember.nn", "ember.nn.functional", "ember.nn.init", "ember.autograd",
+              "ember.amp", "ember.optim", "ember.optim.lr_scheduler", "ember.utils.data",
+              "ember.utils.checkpoint", "ember.serialization"]
+
+
+def _public(mod):
+    """Public names, public submodules included (pdoc lists only those in ``__all__``)."""
+    names = {n for n in dir(mod) if not n.startswith("_")
+             and not isinstance(getattr(mod, n), types.ModuleType)}
+    for sub in pkgutil.iter_modules(getattr(mod, "__path__", [])):
+        if not sub.name.startswith("_"):
+            importlib.import_module(f"{mod.__name__}.{sub.name}")
+            names.add(sub.name)
+    return sorted(names)
+
+
+def main(out="docs/api"):
+    import pdoc
+    for name in NAMESPACES:
+        mod = importlib.import_module(name)
+        if not hasattr(mod, "__all__"):
+            mod.__all__ = _public(mod)
+    pdoc.render.configure(docformat="google", search=True)
+    pdoc.pdoc("ember", r"!.*\._.*", output_directory=Path(out))
+    print(f"API reference: {out}/index.html")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
