@@ -3,7 +3,8 @@
  * ember/_C/__init__.py; see docs/kernels.md for why, and for the rules every kernel follows.
  *
  * Built by setup.py with -O3 and no -march (the library must run on any x86_64 / aarch64);
- * on x86_64 the hot workers are also compiled for AVX2 (target_clones) and picked at load.
+ * on x86_64 the hot workers are also compiled for AVX-512 (with fma) and AVX2 (target_clones)
+ * and the best copy is picked at load.
  * Never -ffast-math: the NumPy path is the reference and vecmath.h relies on IEEE rounding.
  */
 #include <stddef.h>
@@ -24,6 +25,13 @@ static int omp_get_num_threads(void) { return 1; }
 #define TC __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define TC
+#endif
+
+/* Adam must round as its NumPy passes do, so its loop never fuses a*b+c into an fma. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define NOCONTRACT __attribute__((optimize("fp-contract=off")))
+#else
+#define NOCONTRACT
 #endif
 
 /* A thread costs a few microseconds to wake: small problems run on one. */

@@ -272,8 +272,8 @@ EXPORT void S(cross_entropy)(const T *x, const int64_t *t, const T *coef, T *out
  * result is bit-identical: p *= decay (AdamW); m = (m - g) beta1 + g;
  * v = v beta2 + g g (1 - beta2); p -= m / (sqrt(v) + eps_c) * step_size.
  * vmax (AMSGrad) may be NULL. */
-TC static void S(adam_block)(T *p, const T *g, T *m, T *v, T *vmax, int64_t n, T b1, T b2,
-                             T omb2, T eps_c, T step_size, T decay) {
+TC NOCONTRACT static void S(adam_block)(T *p, const T *g, T *m, T *v, T *vmax, int64_t n,
+                                        T b1, T b2, T omb2, T eps_c, T step_size, T decay) {
     for (int64_t i = 0; i < n; i++) {
         T gi = g[i];
         T mi = (m[i] - gi) * b1 + gi;
