@@ -266,6 +266,11 @@ def conj(self):
     return self if not self.is_complex() else dispatch(pointwise.conj, (self,), _E)
 
 
+def conj_physical_(self):
+    """Conjugate the elements of a complex tensor in place (a real tensor is left as it is)."""
+    return self if not self.is_complex() else dispatch_inplace(pointwise.conj, self, (), _E)
+
+
 def resize_(self, *sizes):
     """Resize in place; existing elements are kept in flat order where they fit."""
     shape_ = _size(sizes)
@@ -325,6 +330,8 @@ PROPERTIES = {
     "real": lambda self: self if not self.is_complex() else pointwise.real(self),
     "imag": lambda self: pointwise.imag(self),
 }
+# ``t.real = v`` and ``t.imag = v`` copy ``v`` (broadcast) into that view of ``t``, as torch's
+SETTERS = {"real": lambda self, v: self.real.copy_(v), "imag": lambda self, v: self.imag.copy_(v)}
 
 
 RESTRIDE = ("squeeze", "unsqueeze", "t", "transpose", "swapaxes", "swapdims", "as_strided")
@@ -336,9 +343,10 @@ def install():
     for name, f in OPERATORS.items():
         setattr(Tensor, name, f)
     for name, f in PROPERTIES.items():
-        setattr(Tensor, name, property(f))
+        setattr(Tensor, name, property(f, SETTERS.get(name)))
     for f in (__contains__, __getitem__, __setitem__, copy_, fill_, zero_, contiguous, conj,
-              resize_, view_as, reshape_as, expand_as, chunk, new_full, new_tensor):
+              conj_physical_, resize_, view_as, reshape_as, expand_as, chunk, new_full,
+              new_tensor):
         setattr(Tensor, f.__name__, f)
     Tensor.new_zeros, Tensor.new_ones, Tensor.new_empty = _new(zeros), _new(ones), _new(empty)
     for name, f in _random.TENSOR_METHODS.items():

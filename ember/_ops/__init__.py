@@ -3,7 +3,7 @@
 import functools
 import warnings
 
-from . import (closeness, complex, conv, creation, decompositions, einsum,  # noqa: F401
+from . import (bessel, closeness, complex, conv, creation, decompositions, einsum,  # noqa: F401
                fft, indexing, joining, linalg, linalg_functions, mutation, nn, nn_rows,
                pointwise, pointwise_binary, pointwise_math, pointwise_numeric, polynomials,
                random, recurrent, reduction, shape, solvers, sorting, sparse, special,

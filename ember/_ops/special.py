@@ -1,6 +1,6 @@
 """Special functions (torch.special and their torch.* names): gamma and its logarithmic
-derivatives, Hurwitz zeta, incomplete gamma, modified Bessel functions of order 0 and 1, the
-normal distribution's functions, and a few elementary ones (sinc, logit, entr, xlog1py).
+derivatives, Hurwitz zeta, incomplete gamma, the normal distribution's functions, and a few
+elementary ones (sinc, logit, entr, xlog1py). The Bessel and Airy functions are in bessel.py.
 
 NumPy has none of these and ember may not use scipy: each is a series, recurrence or
 asymptotic expansion evaluated in float64 (torch's own algorithms where its results depend on
@@ -13,24 +13,25 @@ import numpy as np
 import ember
 
 from .meta import broadcast_meta, same_meta
-from .pointwise import _conj, reject
+from .pointwise import _conj, reject, type_name
 from .pointwise_math import _erf_erfc, _erfinv
 from .registry import op
 from .samples import ErrorSample, Sample, const, make, unary_samples
 
 _SQRT_2PI = math.sqrt(2 * math.pi)
 _MACHEP = 1.11022302462515654042e-16
+_HALVES = (ember.bfloat16.np, np.dtype(np.float16))
 
 
 def _in_f64(f, bf16=True):
     """A forward computed on float64 copies of the array operands (at least 1-d, so the
     algorithms may index them) and rounded back to the (promoted) dtype of the first;
-    ``bf16=False`` refuses bfloat16 as torch's CPU kernels do."""
+    ``bf16=False`` refuses bfloat16 and float16 as torch's CPU kernels do."""
     def fwd(xp, *args, **kwargs):
         dt = next(a.dtype for a in args if hasattr(a, "dtype"))
-        if not bf16 and dt == ember.bfloat16.np:
+        if not bf16 and dt in _HALVES:
             raise NotImplementedError(f"\"{f.__name__.strip('_')}_cpu\" not implemented for "
-                                      "'BFloat16'")
+                                      f"'{type_name(dt)}'")
         shape = np.broadcast_shapes(*(a.shape for a in args if hasattr(a, "shape")))
         args = [xp.atleast_1d(a.astype(np.float64)) if hasattr(a, "dtype") else a for a in args]
         with np.errstate(all="ignore"):
@@ -41,9 +42,10 @@ def _in_f64(f, bf16=True):
 
 
 def _special(name, f, deriv=None, save=("input",), domain=None, method=True, kinks=(),
-             aliases=(), binary=False, complex_ok=False, bf16=True):
+             aliases=(), binary=False, complex_ok=False, bf16=True, differentiable=True):
     """Register a pointwise special function. ``deriv(g, *saved)`` gives the gradient(s);
-    ``method=False`` for the ones torch has only as ``torch.special.<name>``."""
+    ``method=False`` for the ones torch has only as ``torch.special.<name>``;
+    ``differentiable=False`` for those whose results torch never tracks for autograd."""
     inner = _in_f64(f, bf16) if not complex_ok else f
     if binary:
         def fwd(xp, input, other):
@@ -55,7 +57,7 @@ def _special(name, f, deriv=None, save=("input",), domain=None, method=True, kin
     fwd = reject(name, "b" if complex_ok else "c", fwd)
     d = op(name if method else f"special_{name}", tags=("pointwise",), promote="float",
            method=method, function=method, inplace=method and not binary,
-           aliases=aliases)(fwd)
+           aliases=aliases, differentiable=differentiable)(fwd)
     d.public_name = name
     if not method:
         d.torch_fn = f"special.{name}"
