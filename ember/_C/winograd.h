@@ -152,6 +152,10 @@ TC static void S(wino_grad)(const T *g, int64_t plane, int64_t Ho, int64_t Wo, i
  * elements so the 16 planes do not sit a multiple of 4 KiB apart (they would share L1 sets). */
 #define WINO_PAD 32
 
+/* Threads: each takes whole blocks, with its own buffers, and calls BLAS itself (the caller
+ * keeps BLAS to one thread meanwhile): hundreds of small GEMMs each split over BLAS threads,
+ * between OpenMP regions, cost several times their work in wake-ups and spinning. */
+
 /* y (n, o, Ho, Wo) = conv(x (n, c, 2 th + 2, 2 tw + 2), w) with u (16, o, c / groups) the
  * transformed filter G w G^T; rb tile rows per block. Returns 0, or -1 when out of memory. */
 EXPORT int S(winograd_fwd)(const T *x, int64_t n, int64_t c, int64_t th, int64_t tw,
@@ -159,53 +163,70 @@ EXPORT int S(winograd_fwd)(const T *x, int64_t n, int64_t c, int64_t th, int64_t
                            int64_t rb, void *gemm, int ilp64, int nt) {
     int64_t Wp = 2 * tw + 2, xplane = (2 * th + 2) * Wp, rows = n * th, tb = rb * tw;
     int64_t cg = c / groups, og = o / groups, vs = c * tb + WINO_PAD, ms = o * tb + WINO_PAD;
-    T *v = malloc(sizeof(T) * 16 * (vs + ms)), *m = v + 16 * vs;
-    if (!v) return -1;
-    for (int64_t r0 = 0; r0 < rows; r0 += rb) {
-        int64_t r1 = r0 + rb < rows ? r0 + rb : rows, t = (r1 - r0) * tw;
-        int nth = threads_for(16 * c * t, nt);
-#pragma omp parallel for num_threads(nth) schedule(static)
-        for (int64_t ch = 0; ch < c; ch++)
-            S(wino_in)(x + ch * xplane, Wp, c * xplane, th, tw, r0, r1, v + ch * tb, vs);
-        for (int xi = 0; xi < 16; xi++)
-            for (int64_t g = 0; g < groups; g++)
-                S(wino_gemm)(gemm, ilp64, 111, 111, og, t, cg, u + (xi * o + g * og) * cg, cg,
-                             v + xi * vs + g * cg * tb, tb, 0, m + xi * ms + g * og * tb, tb);
-        nth = threads_for(16 * o * t, nt);
-#pragma omp parallel for num_threads(nth) schedule(static)
-        for (int64_t oc = 0; oc < o; oc++)
-            S(wino_out)(m + oc * tb, ms, th, tw, r0, r1, y + oc * Ho * Wo, o * Ho * Wo, Ho, Wo);
+    int64_t blocks = (rows + rb - 1) / rb;
+    int fail = 0;
+    nt = nt < 1 ? 1 : nt < blocks ? nt : (int)blocks;
+#pragma omp parallel num_threads(nt) reduction(| : fail)
+    {
+        T *v = malloc(sizeof(T) * 16 * (vs + ms)), *m = v + 16 * vs;
+        fail = !v;
+#pragma omp for schedule(dynamic)
+        for (int64_t blk = 0; blk < blocks; blk++) {
+            if (!v) continue;
+            int64_t r0 = blk * rb, r1 = r0 + rb < rows ? r0 + rb : rows, t = (r1 - r0) * tw;
+            for (int64_t ch = 0; ch < c; ch++)
+                S(wino_in)(x + ch * xplane, Wp, c * xplane, th, tw, r0, r1, v + ch * tb, vs);
+            for (int xi = 0; xi < 16; xi++)
+                for (int64_t g = 0; g < groups; g++)
+                    S(wino_gemm)(gemm, ilp64, 111, 111, og, t, cg, u + (xi * o + g * og) * cg,
+                                 cg, v + xi * vs + g * cg * tb, tb, 0,
+                                 m + xi * ms + g * og * tb, tb);
+            for (int64_t oc = 0; oc < o; oc++)
+                S(wino_out)(m + oc * tb, ms, th, tw, r0, r1, y + oc * Ho * Wo, o * Ho * Wo, Ho,
+                            Wo);
+        }
+        free(v);
     }
-    free(v);
-    return 0;
+    return fail ? -1 : 0;
 }
 
-/* du (16, o, c / groups) = sum over tiles of (A g A^T) (B^T x B): the weight gradient of the
- * convolution above before G^T du G; g is the output gradient (n, o, Ho, Wo). */
+/* du (16, o, c / groups), zeroed by the caller, += sum over tiles of (A g A^T) (B^T x B): the
+ * weight gradient of the convolution above before G^T du G; g is the output gradient
+ * (n, o, Ho, Wo). Each thread sums its blocks apart, then adds its sum in. */
 EXPORT int S(winograd_wgrad)(const T *x, int64_t n, int64_t c, int64_t th, int64_t tw,
                              const T *g, int64_t o, int64_t groups, int64_t Ho, int64_t Wo,
                              T *du, int64_t rb, void *gemm, int ilp64, int nt) {
     int64_t Wp = 2 * tw + 2, xplane = (2 * th + 2) * Wp, rows = n * th, tb = rb * tw;
     int64_t cg = c / groups, og = o / groups, vs = c * tb + WINO_PAD, ms = o * tb + WINO_PAD;
-    T *v = malloc(sizeof(T) * 16 * (vs + ms)), *m = v + 16 * vs;
-    if (!v) return -1;
-    for (int64_t r0 = 0; r0 < rows; r0 += rb) {
-        int64_t r1 = r0 + rb < rows ? r0 + rb : rows, t = (r1 - r0) * tw;
-        int nth = threads_for(16 * (c + o) * t, nt);
-#pragma omp parallel for num_threads(nth) schedule(static)
-        for (int64_t ch = 0; ch < c + o; ch++) {
-            if (ch < c)
+    int64_t blocks = (rows + rb - 1) / rb, nu = 16 * o * cg;
+    int fail = 0;
+    nt = nt < 1 ? 1 : nt < blocks ? nt : (int)blocks;
+#pragma omp parallel num_threads(nt) reduction(| : fail)
+    {
+        T *v = malloc(sizeof(T) * (16 * (vs + ms) + nu)), *m = v + 16 * vs, *acc = m + 16 * ms;
+        int any = 0;
+        fail = !v;
+#pragma omp for schedule(dynamic)
+        for (int64_t blk = 0; blk < blocks; blk++) {
+            if (!v) continue;
+            int64_t r0 = blk * rb, r1 = r0 + rb < rows ? r0 + rb : rows, t = (r1 - r0) * tw;
+            for (int64_t ch = 0; ch < c; ch++)
                 S(wino_in)(x + ch * xplane, Wp, c * xplane, th, tw, r0, r1, v + ch * tb, vs);
-            else
-                S(wino_grad)(g + (ch - c) * Ho * Wo, o * Ho * Wo, Ho, Wo, th, tw, r0, r1,
-                             m + (ch - c) * tb, ms);
+            for (int64_t ch = 0; ch < o; ch++)
+                S(wino_grad)(g + ch * Ho * Wo, o * Ho * Wo, Ho, Wo, th, tw, r0, r1, m + ch * tb,
+                             ms);
+            for (int xi = 0; xi < 16; xi++)
+                for (int64_t gr = 0; gr < groups; gr++)
+                    S(wino_gemm)(gemm, ilp64, 111, 112, og, cg, t, m + xi * ms + gr * og * tb,
+                                 tb, v + xi * vs + gr * cg * tb, tb, any,
+                                 acc + (xi * o + gr * og) * cg, cg);
+            any = 1;
         }
-        for (int xi = 0; xi < 16; xi++)
-            for (int64_t gr = 0; gr < groups; gr++)
-                S(wino_gemm)(gemm, ilp64, 111, 112, og, cg, t, m + xi * ms + gr * og * tb, tb,
-                             v + xi * vs + gr * cg * tb, tb, r0 > 0,
-                             du + (xi * o + gr * og) * cg, cg);
+        if (any) {
+#pragma omp critical
+            for (int64_t i = 0; i < nu; i++) du[i] += acc[i];
+        }
+        free(v);
     }
-    free(v);
-    return 0;
+    return fail ? -1 : 0;
 }

@@ -17,7 +17,7 @@ reference and the fallback (CuPy, other shapes, no C library or BLAS).
 """
 import numpy as np
 
-from .. import _C
+from .. import _C, _config
 from .._backends import blas
 
 _G = np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]])
@@ -51,7 +51,18 @@ def _padded(x, padding, osize):
 
 
 def _call(fn, *args):
-    if fn(*args) != 0:
+    """Run the kernel with the thread count last; BLAS runs on one thread meanwhile (the
+    kernel's threads each call it: see winograd.h)."""
+    nt = _C.num_threads()
+    blas_threads = [s for f, s, _ in _config._controls() if f != "omp"] if nt > 1 else []
+    for setter in blas_threads:
+        setter(1)
+    try:
+        status = fn(*args, nt)
+    finally:
+        for setter in blas_threads:
+            setter(nt)
+    if status != 0:
         raise MemoryError("convolution: cannot allocate the Winograd kernel's buffers")
 
 
@@ -69,7 +80,7 @@ def forward(x, w, stride, padding, dilation, groups):
     y = np.empty((n, o) + osize, x.dtype)
     gemm, ilp64 = blas.pointer(x.dtype)
     _call(fn, xp_.ctypes.data, n, c, th, tw, u.ctypes.data, o, groups, y.ctypes.data,
-          *osize, max(1, _BLOCK // tw), gemm, ilp64, _C.num_threads())
+          *osize, max(1, _BLOCK // tw), gemm, ilp64)
     return y
 
 
@@ -85,8 +96,8 @@ def weight_grad(x, g, k, stride, padding, dilation, groups):
     xp_, (th, tw) = _padded(x, padding, g.shape[2:])
     g = np.ascontiguousarray(g)
     (n, c), cg = x.shape[:2], x.shape[1] // groups
-    du = np.empty((16, o, cg), x.dtype)
+    du = np.zeros((16, o, cg), x.dtype)
     gemm, ilp64 = blas.pointer(x.dtype)
     _call(fn, xp_.ctypes.data, n, c, th, tw, g.ctypes.data, o, groups, *g.shape[2:],
-          du.ctypes.data, max(1, _BLOCK // tw), gemm, ilp64, _C.num_threads())
+          du.ctypes.data, max(1, _BLOCK // tw), gemm, ilp64)
     return np.einsum("ij,iloc,lk->ocjk", _G, du.reshape(4, 4, o, cg), _G).astype(x.dtype)
