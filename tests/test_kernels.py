@@ -198,3 +198,35 @@ def test_erf_float32(name, noncontig):
     with _C.disabled():
         ref = getattr(ember, name)(ember.tensor(grid)).numpy()
     np.testing.assert_allclose(fast, ref, rtol=1e-6, atol=1e-36)
+
+
+# (input, weight, padding, groups): 3x3 convolutions with unit stride and >= 16 channels per
+# group on one side, which run Winograd (ember/_ops/conv_winograd.py); odd sizes leave partial
+# tiles, (1, 1) a single one
+WINOGRAD = [((2, 16, 7, 9), (16, 16, 3, 3), 1, 1), ((1, 32, 5, 6), (16, 32, 3, 3), 0, 1),
+            ((3, 32, 6, 5), (64, 16, 3, 3), 1, 2), ((2, 3, 9, 4), (32, 3, 3, 3), 1, 1),
+            ((1, 32, 1, 1), (16, 32, 3, 3), 1, 1), ((2, 16, 4, 3), (16, 16, 3, 3), (1, 0), 1)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", WINOGRAD, ids=str)
+@pytest.mark.parametrize("transposed", [False, True], ids=["conv", "transposed"])
+def test_winograd_conv(case, dtype, transposed):
+    from ember._ops import conv_winograd
+    xs, ws, padding, groups = case
+    x, w = _input(xs, dtype, False), _input(ws, dtype, False, seed=1, scale=0.3)
+    if transposed:        # (in, out / groups, 3, 3): the same weight read the other way round
+        x = _input((xs[0], ws[0]) + xs[2:], dtype, False)
+        fn = lambda a, b: F.conv_transpose2d(a, b, padding=padding, groups=groups)  # noqa: E731
+    else:
+        fn = lambda a, b: F.conv2d(a, b, padding=padding, groups=groups)  # noqa: E731
+        p = (padding,) * 2 if isinstance(padding, int) else padding
+        assert conv_winograd.forward(x, w, (1, 1), p, (1, 1), groups) is not None
+    fast = _run(fn, [x, w], (0, 1))
+    with _C.disabled():
+        ref = _run(fn, [x, w], (0, 1))
+    # the transforms reorder the sums: compare against each result's scale
+    tol = 2e-6 if dtype == "float32" else 1e-14
+    for what, a, b in zip(["value", "grad input", "grad weight"], fast, ref):
+        assert a.dtype == b.dtype and a.shape == b.shape, what
+        np.testing.assert_allclose(a, b, rtol=0, atol=tol * np.abs(b).max(), err_msg=what)

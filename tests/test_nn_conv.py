@@ -27,6 +27,8 @@ CASES = [
     # >= 16 channels per group on both sides with unit strides: one BLAS GEMM per kernel tap
     ("conv2d", [arr(2, 32, 10, 9), arr(32, 16, 3, 2), arr(32)], dict(padding=1, groups=2)),
     ("conv1d", [arr(2, 16, 60), arr(16, 16, 3)], dict(padding=2, dilation=2)),
+    # 3x3, unit stride, >= 16 channels per group on a side: Winograd, with partial tiles
+    ("conv2d", [arr(1, 16, 5, 7), arr(32, 8, 3, 3), arr(32)], dict(padding=1, groups=2)),
     ("conv3d", [arr(1, 16, 4, 5, 6), arr(16, 16, 2, 1, 2)], dict(padding=(1, 0, 1))),
     ("conv_transpose2d", [arr(2, 16, 12, 13), arr(16, 16, 3, 3), arr(16)], dict(padding=1)),
     ("conv1d", [X1, arr(8, 1, 3)], dict(padding="same", dilation=2, groups=4)),

@@ -39,12 +39,16 @@ def _declare(lib):
             "layer_norm_bwd": [p, p, p, p, p, p, i64, i64, d, i, i],
             "cross_entropy": [p, p, p, p, i64, i64, i64, i],
             "adam": [p, p, p, p, p, i64, d, d, d, d, d, d, i],
-            "erf": [p, p, i64, i, i]}                  # float32 only: float64 has libm's
+            "erf": [p, p, i64, i, i],                  # float32 only: float64 has libm's
+            "winograd_fwd": [p, i64, i64, i64, i64, p, i64, i64, p, i64, i64, i64, p, i, i],
+            "winograd_wgrad": [p, i64, i64, i64, i64, p, i64, i64, i64, i64, p, i64, p, i, i]}
     for name, args in sigs.items():
         for suffix in ("_f32", "_f64"):
             fn = getattr(lib, name + suffix, None)
             if fn is not None:
-                fn.argtypes, fn.restype = args, None
+                # (the Winograd kernels return -1 when they cannot allocate their buffers)
+                fn.argtypes = args
+                fn.restype = ctypes.c_int if name.startswith("winograd") else None
 
 
 _SUFFIX = {np.dtype(np.float32): "_f32", np.dtype(np.float64): "_f64"}

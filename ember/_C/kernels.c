@@ -9,6 +9,7 @@
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "vecmath.h"
 
@@ -74,6 +75,7 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #define PHI phi_cdf_f32
 #define SIGMOID sigmoid_f32
 #include "rowops.h"
+#include "winograd.h"
 #undef T
 #undef S
 #undef EXP
@@ -90,3 +92,4 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #define PHI phi_cdf_f64
 #define SIGMOID sigmoid_f64
 #include "rowops.h"
+#include "winograd.h"

@@ -43,13 +43,14 @@ def _load():
                     ctypes.c_void_p, int_t]
                 fns[np.dtype(ch.replace("s", "f4").replace("d", "f8"))] = fn
             if len(fns) == 2:
-                global library
-                library = path
+                global library, _ilp64
+                library, _ilp64 = path, int_t is ctypes.c_int64
                 return fns
     return None
 
 
 _fns = False
+_ilp64 = False
 library = None      # the path of the library ``gemm`` calls into, once found
 
 
@@ -88,3 +89,12 @@ def available():
     if _fns is False:
         _fns = _load()
     return bool(_fns)
+
+
+def pointer(dtype):
+    """``(address, ilp64)`` of the BLAS ``cblas_?gemm`` for ``dtype`` (ilp64: it takes 64-bit
+    ints), for C kernels that call it themselves; None where there is none."""
+    import ctypes
+    if not available() or np.dtype(dtype) not in _fns:
+        return None
+    return ctypes.cast(_fns[np.dtype(dtype)], ctypes.c_void_p).value, _ilp64

@@ -14,7 +14,10 @@ import numpy as np
 import ember
 
 from .._backends import blas
+from .._tensor import Tensor
+from . import conv_winograd
 from .meta import empty
+from .nn import kernel_grads
 from .registry import op
 from .samples import Sample, make
 
@@ -106,6 +109,9 @@ def _use_taps(xp, x, cg, og, stride, k):
 
 def _conv_forward(xp, x, w, stride, padding, dilation, groups):
     nd, (n, c), o = w.ndim - 2, x.shape[:2], w.shape[0]
+    out = conv_winograd.forward(x, w, stride, padding, dilation, groups) if xp is np else None
+    if out is not None:
+        return out
     x = xp.ascontiguousarray(_pad(xp, x, padding, padding))
     k, size = w.shape[2:], x.shape[2:]
     osize = tuple((size[i] - dilation[i] * (k[i] - 1) - 1) // stride[i] + 1 for i in range(nd))
@@ -173,6 +179,8 @@ def _conv_transpose_forward(xp, x, w, stride, padding, dilation, output_padding,
         wf = w.reshape((groups, cg, og) + k).swapaxes(1, 2).reshape((o, cg) + k)
         wf = wf[(slice(None), slice(None)) + (slice(None, None, -1),) * nd]
         lo = tuple(d * (kk - 1) - p for p, d, kk in zip(padding, dilation, k))
+        if not any(output_padding):      # (the forward pads: no copy of its own here)
+            return _conv_forward(xp, x, wf, stride, lo, dilation, groups)
         return _conv_forward(xp, _pad(xp, x, lo, tuple(a + b for a, b in zip(
             lo, output_padding))), wf, stride, (0,) * nd, dilation, groups)
     if cg == 1:
@@ -290,6 +298,10 @@ def _weight_grad(x, g, k, stride, padding, dilation, groups):
     """``dL/dweight`` of ``y = conv(x, weight)`` given ``g = dL/dy``, as a convolution of the
     input (channels as batch) with the output gradient (batch as channels):
     ``gw[go, c, k] = sum_{n,l} x_pad[n, gc, l * stride + k * dilation] * g[n, go, l]``."""
+    arrays = kernel_grads(x, g)             # (the kernel's result is not differentiable)
+    gw = arrays and conv_winograd.weight_grad(*arrays, k, stride, padding, dilation, groups)
+    if gw is not None:
+        return Tensor._wrap(gw)
     nd, n = len(k), x.shape[0]
     cg, og = x.shape[1] // groups, g.shape[1] // groups
     sp = tuple(range(3, 3 + nd))
