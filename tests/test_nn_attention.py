@@ -17,6 +17,7 @@ def blockwise(monkeypatch):
     """Every call takes the blockwise path, with blocks small enough to need several."""
     monkeypatch.setattr(_attention, "FLASH_MIN_SCORES", 0)
     monkeypatch.setattr(_attention, "BLOCK", 7)
+    monkeypatch.setattr(_attention, "QBLOCK", 5)
 
 
 @pytest.mark.parametrize("q_shape,kv_shape,kw", [
