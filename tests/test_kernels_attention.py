@@ -1,7 +1,7 @@
 """Blockwise attention's kernel path (BLAS GEMMs + the tile kernels of ember/_C/attention.h)
 against its reference path in ember ops: values and q/k/v gradients, float32 and float64,
 causal and not, L < S and L > S, odd tile sizes (rows that see no key of a tile), non-contiguous
-inputs, 1 and 2 threads; and double backward, which always takes the reference path."""
+inputs, grouped-query attention, 1 and 2 threads; and double backward, which always takes the reference path."""
 import numpy as np
 import pytest
 
@@ -45,6 +45,8 @@ def _run(arrays, kw):
     ((3, 19, 6), (3, 40, 6), 5, {"is_causal": True, "scale": 0.3}),
     ((3, 40, 6), (3, 19, 6), 5, {"is_causal": True}),
     ((23, 4), (31, 4), 9, {}),
+    ((2, 4, 21, 4), (2, 2, 21, 4), 4, {"is_causal": True, "enable_gqa": True}),
+    ((6, 17, 4), (2, 17, 4), 3, {"enable_gqa": True}),
 ], ids=str)
 def test_kernel_path_matches_reference(tiles, threads, dtype, q_shape, kv_shape, dv, kw):
     rng = np.random.default_rng(0)
@@ -75,6 +77,7 @@ def test_double_backward_takes_reference_path(tiles):
     rng = np.random.default_rng(2)
     inputs = [ember.tensor(rng.standard_normal((1, 12, 3)), requires_grad=True)
               for _ in range(3)]
+    inputs[1:] = [t.detach()[:, :7].requires_grad_() for t in inputs[1:]]     # L > S
     fn = lambda q, k, v: ember.nn.functional.scaled_dot_product_attention(  # noqa: E731
         q, k, v, is_causal=True)
     assert ember.autograd.gradgradcheck(fn, inputs)

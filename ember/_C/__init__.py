@@ -39,8 +39,8 @@ def _declare(lib):
             "layer_norm_bwd": [p, p, p, p, p, p, i64, i64, d, i, i],
             "cross_entropy": [p, p, p, p, i64, i64, i64, i],
             "adam": [p, p, p, p, p, i64, d, d, d, d, d, d, i],
-            "attn_fwd_tile": [p, i64, p, p, p, i64, i64, i64, i64, i64, i],
-            "attn_bwd_tile": [p, p, i64, p, p, i64, i64, i64, i],
+            "attn_fwd_tile": [p, i64, i64, p, p, i64, p, i64, i64, i64, i64, i64, i64, i64, i],
+            "attn_bwd_tile": [p, p, i64, i64, p, p, i64, i64, i64, i64, i64, i],
             "erf": [p, p, i64, i, i]}                  # float32 only: float64 has libm's
     for name, args in sigs.items():
         for suffix in ("_f32", "_f64"):

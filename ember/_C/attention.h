@@ -44,14 +44,20 @@ TC static void S(attn_fwd_rows)(T *s, int64_t ld, T *m, T *l, T *acc, int64_t ld
     }
 }
 
-/* Forward, one tile, in place: s <- exp(s - m_new) (0 where masked), m <- m_new (running row
- * max), l <- l * corr + rowsum, acc <- acc * corr (before the caller adds s @ v). */
-EXPORT void S(attn_fwd_tile)(T *s, int64_t ld, T *m, T *l, T *acc, int64_t lda, int64_t rows,
-                             int64_t cols, int64_t dv, int64_t diag, int nt) {
-    nt = threads_for(rows * cols * 4, nt);
+/* Forward, a batch of `nb` tiles (one per head; strides sb, mb, ab between them), in place:
+ * s <- exp(s - m_new) (0 where masked), m <- m_new (running row max), l <- l * corr + rowsum,
+ * acc <- acc * corr (before the caller adds s @ v). m and l are rows x 1 per head. */
+EXPORT void S(attn_fwd_tile)(T *s, int64_t ld, int64_t sb, T *m, T *l, int64_t mb, T *acc,
+                             int64_t lda, int64_t ab, int64_t nb, int64_t rows, int64_t cols,
+                             int64_t dv, int64_t diag, int nt) {
+    int64_t per = (rows + 15) / 16;
+    nt = threads_for(nb * rows * cols * 4, nt);
 #pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t r = 0; r < rows; r += 16)
-        S(attn_fwd_rows)(s, ld, m, l, acc, lda, r, r + 16 < rows ? r + 16 : rows, cols, dv, diag);
+    for (int64_t t = 0; t < nb * per; t++) {
+        int64_t b = t / per, r = (t % per) * 16;
+        S(attn_fwd_rows)(s + b * sb, ld, m + b * mb, l + b * mb, acc + b * ab, lda, r,
+                         r + 16 < rows ? r + 16 : rows, cols, dv, diag);
+    }
 }
 
 TC static void S(attn_bwd_rows)(T *s, T *dp, int64_t ld, const T *lse, const T *dd, int64_t r0,
@@ -69,12 +75,18 @@ TC static void S(attn_bwd_rows)(T *s, T *dp, int64_t ld, const T *lse, const T *
     }
 }
 
-/* Backward, one tile, in place: s <- P = exp(s - lse) and dp <- dS = P * (dp - D), where dp
- * holds dO @ v^T and D = rowsum(dO * O); both 0 where masked. */
-EXPORT void S(attn_bwd_tile)(T *s, T *dp, int64_t ld, const T *lse, const T *dd, int64_t rows,
-                             int64_t cols, int64_t diag, int nt) {
-    nt = threads_for(rows * cols * 4, nt);
+/* Backward, a batch of `nb` tiles (strides sb between score tiles, lb between the heads' lse
+ * and D), in place: s <- P = exp(s - lse) and dp <- dS = P * (dp - D), where dp holds
+ * dO @ v^T and D = rowsum(dO * O); both 0 where masked. */
+EXPORT void S(attn_bwd_tile)(T *s, T *dp, int64_t ld, int64_t sb, const T *lse, const T *dd,
+                             int64_t lb, int64_t nb, int64_t rows, int64_t cols, int64_t diag,
+                             int nt) {
+    int64_t per = (rows + 15) / 16;
+    nt = threads_for(nb * rows * cols * 4, nt);
 #pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t r = 0; r < rows; r += 16)
-        S(attn_bwd_rows)(s, dp, ld, lse, dd, r, r + 16 < rows ? r + 16 : rows, cols, diag);
+    for (int64_t t = 0; t < nb * per; t++) {
+        int64_t b = t / per, r = (t % per) * 16;
+        S(attn_bwd_rows)(s + b * sb, dp + b * sb, ld, lse + b * lb, dd + b * lb, r,
+                         r + 16 < rows ? r + 16 : rows, cols, diag);
+    }
 }

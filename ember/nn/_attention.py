@@ -27,8 +27,10 @@ from .._backends import blas
 from .._tensor import Tensor
 from ..autograd.function import Function
 
-# Use the blockwise path when the score matrix would have at least this many entries.
+# Use the blockwise path when one head's score matrix would have at least this many entries;
+# from far fewer when the compiled kernels run it (it then beats the naive path at seq 128).
 FLASH_MIN_SCORES = 1 << 20
+KERNEL_MIN_SCORES = 1 << 13
 BLOCK = 512        # keys per tile
 QBLOCK = 256       # queries per tile (kernel path): a 256 x 512 float32 tile is 512 KiB, in L2
 
@@ -61,7 +63,14 @@ def _rows_replaced(t, q0, rows):
     return rows if q0 == 0 else ember.cat([t[..., :q0, :], rows], -2)
 
 
+def _kv_heads(q, *kv):
+    """Key/value tensors with each head repeated for the query heads it serves (GQA)."""
+    rep = q.shape[-3] // kv[0].shape[-3] if q.dim() > 2 else 1
+    return [t.repeat_interleave(rep, -3) if rep > 1 else t for t in kv]
+
+
 def _forward_ops(q, k, v, scale, causal):
+    k, v = _kv_heads(q, k, v)
     L = q.shape[-2]
     lead = tuple(q.shape[:-2])
     q = q * scale
@@ -79,7 +88,8 @@ def _forward_ops(q, k, v, scale, causal):
     return acc / l, m + l.log()
 
 
-def _backward_ops(g, q, k, v, out, lse, scale, causal):
+def _backward_ops(g, q, k0, v0, out, lse, scale, causal):
+    k, v = _kv_heads(q, k0, v0)
     d = (g * out).sum(-1, keepdim=True)      # rowsum(dO * O) = sum_j P_ij dP_ij
     qs = q * scale
     dq, dks, dvs = ember.zeros_like(q), [], []
@@ -94,7 +104,10 @@ def _backward_ops(g, q, k, v, out, lse, scale, causal):
     if seen < k.shape[-2]:                   # causal, S > L: the last keys are seen by no query
         dks.append(ember.zeros_like(k[..., seen:, :]))
         dvs.append(ember.zeros_like(v[..., seen:, :]))
-    return dq, ember.cat(dks, -2), ember.cat(dvs, -2)
+    dk, dv = ember.cat(dks, -2), ember.cat(dvs, -2)
+    if k.shape != k0.shape:                  # GQA: sum over the query heads of a kv head
+        dk, dv = (t.reshape(*k0.shape[:-2], -1, *t.shape[-2:]).sum(-3) for t in (dk, dv))
+    return dq, dk, dv
 
 
 # ---- kernel path: NumPy arrays, BLAS GEMMs and one C kernel per tile ----------------------------
@@ -109,18 +122,43 @@ def _tiles(L, S, causal):
             yield qs, qe, ks, min(ks + BLOCK, kend)
 
 
-def _gemm(a, b, out, beta=0.0):
-    """out = a @ b (+ out when beta is 1), in place; BLAS when NumPy's is reachable."""
-    if not blas.gemm(a, b, out, beta):
-        if beta:
-            out += a @ b
-        else:
-            np.matmul(a, b, out=out)
+def _mm(a, b, out, beta=0.0):
+    """out = a @ b (+ out when beta is 1) in place, over (heads..., rows, cols) stacks; one
+    matrix goes straight to BLAS, which accumulates for free."""
+    if out.size == out.shape[-2] * out.shape[-1]:
+        a, b, out = (x.reshape(x.shape[-2:]) for x in (a, b, out))
+        if blas.gemm(a, b, out, beta):
+            return
+    if beta:
+        out += a @ b
+    else:
+        np.matmul(a, b, out=out)
 
 
-def _heads(*arrays):
-    """Each array as a C-contiguous (heads, rows, cols) stack."""
-    return [_C.contiguous(a).reshape(-1, *a.shape[-2:]) for a in arrays]
+def _mm_sum(a, b, out):
+    """out += (a @ b) summed over the query heads (axis 1) that share one key/value head."""
+    if a.shape[1] == 1:
+        _mm(a, b, out, 1.0)
+    else:
+        out += (a @ b).sum(1, keepdims=True)
+
+
+def _layout(q, k, scale):
+    """q scaled, as (kv heads, query heads per kv head, L, d) (grouped-query attention shares
+    a key/value head among consecutive query heads), and heads per group of tiles: several
+    heads per BLAS call and kernel call when their tiles are small."""
+    n, nkv = math.prod(q.shape[:-2]), math.prod(k.shape[:-2])
+    rep, (L, d), S = n // nkv, q.shape[-2:], k.shape[-2]
+    q = _C.contiguous(q * np.asarray(scale, q.dtype)).reshape(nkv, rep, L, d)
+    tile = rep * min(QBLOCK, L) * min(BLOCK, S)
+    return q, max(1, QBLOCK * BLOCK // tile)
+
+
+def _kv(a, transpose=False):
+    """A key/value array as a contiguous (kv heads, 1, rows, cols) stack, transposed once
+    (BLAS runs q @ k^T ~7% faster on a contiguous k^T than with a transposed k)."""
+    a = a.swapaxes(-1, -2) if transpose else a
+    return _C.contiguous(a).reshape(-1, 1, *a.shape[-2:])
 
 
 def _forward_kernel(q, k, v, scale, causal):
@@ -129,28 +167,28 @@ def _forward_kernel(q, k, v, scale, causal):
     if fn is None or not q.dtype == k.dtype == v.dtype:
         return None
     L, S, dv, nt = q.shape[-2], k.shape[-2], v.shape[-1], _C.num_threads()
-    # NOTE: k^T is made contiguous once: BLAS runs q @ k^T ~7% faster than with a transposed k
-    (q,), (kt, v) = _heads(q * np.asarray(scale, q.dtype)), _heads(k.swapaxes(-1, -2), v)
+    (q, group), kt, v = _layout(q, k, scale), _kv(k, True), _kv(v)
     out = np.zeros(q.shape[:-1] + (dv,), q.dtype)
     lse = np.empty(q.shape[:-1], q.dtype)
-    buf = np.empty(min(QBLOCK, L) * min(BLOCK, S), q.dtype)
-    m, l = np.empty(QBLOCK, q.dtype), np.empty(QBLOCK, q.dtype)
-    for h in range(q.shape[0]):
-        qh, kth, vh, oh = q[h], kt[h], v[h], out[h]
+    buf = np.empty(group * q.shape[1] * min(QBLOCK, L) * min(BLOCK, S), q.dtype)
+    for g0 in range(0, len(q), group):
+        qg, ktg, vg, og = (a[g0:g0 + group] for a in (q, kt, v, out))
+        heads = og.shape[0] * og.shape[1]
         for qs, qe, ks, ke in _tiles(L, S, causal):
             rows, cols = qe - qs, ke - ks
-            acc = oh[qs:qe]                   # the output rows accumulate in place
+            acc = og[:, :, qs:qe]                  # the output rows accumulate in place
             if ks == 0:
-                m.fill(-np.inf)
-                l.fill(0)
-            s = buf[:rows * cols].reshape(rows, cols)
-            _gemm(qh[qs:qe], kth[:, ks:ke], s)
-            fn(s.ctypes.data, cols, m.ctypes.data, l.ctypes.data, acc.ctypes.data, dv, rows,
-               cols, dv, qs - ks if causal else cols, nt)
-            _gemm(s, vh[ks:ke], acc, 1.0)
+                m = np.full(og.shape[:2] + (rows,), -np.inf, q.dtype)
+                l = np.zeros_like(m)
+            s = buf[:heads * rows * cols].reshape(og.shape[:2] + (rows, cols))
+            _mm(qg[:, :, qs:qe], ktg[..., ks:ke], s)
+            fn(s.ctypes.data, cols, rows * cols, m.ctypes.data, l.ctypes.data, rows,
+               acc.ctypes.data, dv, L * dv, heads, rows, cols, dv,
+               qs - ks if causal else cols, nt)
+            _mm(s, vg[:, :, ks:ke], acc, float(ks > 0))
             if ke == (min(S, qe) if causal else S):      # the query block's last tile
-                acc /= l[:rows, None]
-                lse[h, qs:qe] = m[:rows] + np.log(l[:rows])
+                acc /= l[..., None]
+                lse[g0:g0 + group, :, qs:qe] = m + np.log(l)
     return out, lse
 
 
@@ -162,25 +200,28 @@ def _backward_kernel(g, q, k, v, out, lse, scale, causal):
     L, S, nt = q.shape[-2], k.shape[-2], _C.num_threads()
     shapes = q.shape, k.shape, v.shape
     dd = np.einsum("...i,...i->...", g, out)            # rowsum(dO * O) = sum_j P_ij dP_ij
-    q, k, kt, vt, g, lse, dd = _heads(q * np.asarray(scale, q.dtype), k, k.swapaxes(-1, -2),
-                                      v.swapaxes(-1, -2), g, lse, dd[..., None])
+    (q, group), k, kt, vt = _layout(q, k, scale), _kv(k), _kv(k, True), _kv(v, True)
+    g, lse, dd = (_C.contiguous(a).reshape(q.shape[:3] + (-1,)) for a in (g, lse, dd))
     dq, dk = np.zeros_like(q), np.zeros_like(k)
-    dv = np.zeros((len(vt), S, vt.shape[1]), q.dtype)
-    size = min(QBLOCK, L) * min(BLOCK, S)
+    dv = np.zeros(vt.shape[:2] + (S, vt.shape[2]), q.dtype)
+    size = group * q.shape[1] * min(QBLOCK, L) * min(BLOCK, S)
     buf_s, buf_d = np.empty(size, q.dtype), np.empty(size, q.dtype)
-    for h in range(q.shape[0]):
-        qh, kh, kth, vth, gh = q[h], k[h], kt[h], vt[h], g[h]
+    for g0 in range(0, len(q), group):
+        qg, kg, ktg, vtg, gg, dqg, dkg, dvg = (a[g0:g0 + group] for a in
+                                               (q, k, kt, vt, g, dq, dk, dv))
+        heads = qg.shape[0] * qg.shape[1]
         for qs, qe, ks, ke in _tiles(L, S, causal):
             rows, cols = qe - qs, ke - ks
-            s = buf_s[:rows * cols].reshape(rows, cols)
-            ds = buf_d[:rows * cols].reshape(rows, cols)
-            _gemm(qh[qs:qe], kth[:, ks:ke], s)
-            _gemm(gh[qs:qe], vth[:, ks:ke], ds)
-            fn(s.ctypes.data, ds.ctypes.data, cols, lse[h, qs:].ctypes.data,
-               dd[h, qs:].ctypes.data, rows, cols, qs - ks if causal else cols, nt)
-            _gemm(s.T, gh[qs:qe], dv[h, ks:ke], 1.0)
-            _gemm(ds, kh[ks:ke], dq[h, qs:qe], 1.0)
-            _gemm(ds.T, qh[qs:qe], dk[h, ks:ke], 1.0)
+            s = buf_s[:heads * rows * cols].reshape(qg.shape[:2] + (rows, cols))
+            ds = buf_d[:heads * rows * cols].reshape(s.shape)
+            _mm(qg[:, :, qs:qe], ktg[..., ks:ke], s)
+            _mm(gg[:, :, qs:qe], vtg[..., ks:ke], ds)
+            fn(s.ctypes.data, ds.ctypes.data, cols, rows * cols, lse[g0, 0, qs:].ctypes.data,
+               dd[g0, 0, qs:].ctypes.data, L, heads, rows, cols,
+               qs - ks if causal else cols, nt)
+            _mm_sum(s.swapaxes(-1, -2), gg[:, :, qs:qe], dvg[:, :, ks:ke])
+            _mm(ds, kg[:, :, ks:ke], dqg[:, :, qs:qe], 1.0)
+            _mm_sum(ds.swapaxes(-1, -2), qg[:, :, qs:qe], dkg[:, :, ks:ke])
     dq *= scale
     return [a.reshape(shape) for a, shape in zip((dq, dk, dv), shapes)]
 
@@ -214,12 +255,19 @@ class _FlashAttention(Function):
         return (*_backward_ops(g, q, k, v, out, lse, ctx.scale, ctx.causal), None, None)
 
 
-def use_flash(query, key, value, attn_mask, dropout_p):
+def use_flash(query, key, value, attn_mask, dropout_p, enable_gqa=False):
     """Whether scaled_dot_product_attention takes the blockwise path."""
-    return (attn_mask is None and dropout_p == 0 and query.dim() >= 2 and
-            query.shape[-2] * key.shape[-2] >= FLASH_MIN_SCORES and
-            query.shape[:-2] == key.shape[:-2] == value.shape[:-2] and
-            query.dtype.is_floating_point)
+    lq, lk = tuple(query.shape[:-2]), tuple(key.shape[:-2])
+    # grouped-query attention: each key/value head serves heads // kv_heads query heads
+    gqa = enable_gqa and len(lq) == len(lk) > 0 and lq[:-1] == lk[:-1] and lq[-1] % lk[-1] == 0
+    if not (attn_mask is None and dropout_p == 0 and query.dim() >= 2 and
+            (lq == lk or gqa) and lk == tuple(value.shape[:-2]) and
+            query.dtype.is_floating_point):
+        return False
+    scores = query.shape[-2] * key.shape[-2]
+    return scores >= FLASH_MIN_SCORES or (
+        scores >= min(KERNEL_MIN_SCORES, FLASH_MIN_SCORES) and type(query._data) is np.ndarray
+        and _C.kernel("attn_fwd_tile", query._data.dtype) is not None)
 
 
 def flash_attention(query, key, value, is_causal=False, scale=None):
