@@ -1,7 +1,8 @@
 """Blockwise attention's kernel path (BLAS GEMMs + the tile kernels of ember/_C/attention.h)
 against its reference path in ember ops: values and q/k/v gradients, float32 and float64,
 causal and not, L < S and L > S, odd tile sizes (rows that see no key of a tile), non-contiguous
-inputs, grouped-query attention, 1 and 2 threads; and double backward, which always takes the reference path."""
+inputs, grouped-query attention, 1 and 2 threads; and double backward, which always takes the
+reference path."""
 import numpy as np
 import pytest
 

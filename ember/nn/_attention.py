@@ -11,7 +11,8 @@ Two implementations of one algorithm:
 - on NumPy float32/float64 arrays, tiles of ``QBLOCK`` queries by ``BLOCK`` keys: the GEMMs go
   to BLAS (accumulating in place, ``beta=1``) and the softmax work between them is one C kernel
   per tile (``ember/_C/attention.h``); causal tiles wholly above the diagonal are skipped and
-  only tiles that cross it are masked;
+  only tiles that cross it are masked. Heads whose tiles are small share one call, and a
+  grouped-query key/value head serves its query heads without being repeated;
 - otherwise (CuPy, half precision, no compiled kernels, double backward) the same steps in
   ember ops, one key block against every query that sees it: the reference the kernels are
   tested against.
