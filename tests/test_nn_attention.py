@@ -17,6 +17,7 @@ def blockwise(monkeypatch):
     """Every call takes the blockwise path, with blocks small enough to need several."""
     monkeypatch.setattr(_attention, "FLASH_MIN_SCORES", 0)
     monkeypatch.setattr(_attention, "BLOCK", 7)
+    monkeypatch.setattr(_attention, "QBLOCK", 5)
 
 
 @pytest.mark.parametrize("q_shape,kv_shape,kw", [
@@ -45,6 +46,11 @@ def test_blockwise_is_used_for_long_sequences_only():
     x = ember.ones(1, 64, 8, requires_grad=True)
     F = ember.nn.functional
     assert "Flash" not in F.scaled_dot_product_attention(x, x, x).grad_fn.name()
+    x = ember.ones(1, 128, 8, requires_grad=True)      # the compiled kernels take it from here
+    flash = "Flash" in F.scaled_dot_product_attention(x, x, x).grad_fn.name()
+    assert flash == (ember._C.kernel("attn_fwd_tile", np.dtype(np.float32)) is not None)
+    with ember._C.disabled():
+        assert "Flash" not in F.scaled_dot_product_attention(x, x, x).grad_fn.name()
     y = ember.ones(1, 1024, 8, requires_grad=True)
     assert "Flash" in F.scaled_dot_product_attention(y, y, y, is_causal=True).grad_fn.name()
     mask = ember.ones(1024, 1024, dtype=ember.bool)
@@ -52,7 +58,8 @@ def test_blockwise_is_used_for_long_sequences_only():
 
 
 def _peak_mib(monkeypatch, L, flash):
-    monkeypatch.setattr(_attention, "FLASH_MIN_SCORES", 0 if flash else 1 << 62)
+    for name in ("FLASH_MIN_SCORES", "KERNEL_MIN_SCORES"):
+        monkeypatch.setattr(_attention, name, 0 if flash else 1 << 62)
     ember.manual_seed(0)
     q, k, v = (ember.randn(1, L, 16, requires_grad=True) for _ in range(3))
     tracemalloc.start()

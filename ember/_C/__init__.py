@@ -41,7 +41,9 @@ def _declare(lib):
             "adam": [p, p, p, p, p, i64, d, d, d, d, d, d, i],
             "erf": [p, p, i64, i, i],                  # float32 only: float64 has libm's
             "winograd_fwd": [p, i64, i64, i64, i64, p, i64, i64, p, i64, i64, i64, p, i, i],
-            "winograd_wgrad": [p, i64, i64, i64, i64, p, i64, i64, i64, i64, p, i64, p, i, i]}
+            "winograd_wgrad": [p, i64, i64, i64, i64, p, i64, i64, i64, i64, p, i64, p, i, i],
+            "attn_fwd_tile": [p, i64, i64, p, p, i64, p, i64, i64, i64, i64, i64, i64, i64, i],
+            "attn_bwd_tile": [p, p, i64, i64, p, p, i64, i64, i64, i64, i64, i]}
     for name, args in sigs.items():
         for suffix in ("_f32", "_f64"):
             fn = getattr(lib, name + suffix, None)

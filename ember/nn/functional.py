@@ -455,15 +455,15 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     """
     L, S = query.shape[-2], key.shape[-2]
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    if enable_gqa and query.shape[-3] != key.shape[-3]:
-        rep = query.shape[-3] // key.shape[-3]
-        key, value = key.repeat_interleave(rep, -3), value.repeat_interleave(rep, -3)
     if is_causal and attn_mask is not None:
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be "
                            "set when is_causal=True")
-    if _attention.use_flash(query, key, value, attn_mask, dropout_p):
+    if _attention.use_flash(query, key, value, attn_mask, dropout_p, enable_gqa):
         # long sequences: blockwise online softmax, memory linear in the sequence length
         return _attention.flash_attention(query, key, value, is_causal, scale)
+    if enable_gqa and query.shape[-3] != key.shape[-3]:
+        rep = query.shape[-3] // key.shape[-3]
+        key, value = key.repeat_interleave(rep, -3), value.repeat_interleave(rep, -3)
     scores = (query @ key.transpose(-2, -1)) * scale
     if is_causal:
         attn_mask = ember.ones(L, S, dtype=ember.bool, device=query.device).tril()
