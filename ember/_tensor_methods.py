@@ -14,6 +14,8 @@ from ._ops.dispatch import (broadcast_clash, check_no_overlap, dispatch, dispatc
 from ._tensor import Tensor
 from .autograd import grad_mode
 
+_alloc = object.__new__
+
 _add, _sub, _mul, _div, _pow = pointwise.add, pointwise.sub, pointwise.mul, pointwise.div, \
     pointwise.pow
 _E = {}
@@ -194,7 +196,8 @@ def _int_view(self, i):
             (self._requires_grad and grad_mode.state.grad_enabled) or hooks.autocast or \
             hooks.tracer or hooks.profiler or not -a.shape[0] <= i < a.shape[0]:
         return None
-    out = Tensor._wrap(a[i] if a.ndim > 1 else a[i, ...])
+    out = _alloc(Tensor)
+    out._data, out.dtype = a[i] if a.ndim > 1 else a[i, ...], self.dtype
     out._storage, out._base, out._view_fn = view_links(indexing.getitem, self, (i,), _E)
     out._view_version = out._storage._version       # see graph.edge_of
     return out
