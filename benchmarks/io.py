@@ -9,7 +9,9 @@
     python benchmarks/io.py [--repeats 3] [--samples 50000] [--only loader|ckpt]
 
 Prints a Markdown table; the ratio column is ember's time over torch's (below 1: ember is
-faster), or for throughput torch's samples/s over ember's.
+faster), or for throughput torch's samples/s over ember's. The loader also gets a row of CPU
+time per sample (main process and workers, read from /proc on Linux), which a busy machine
+does not skew the way it skews samples/s.
 """
 import argparse
 import os
@@ -44,16 +46,38 @@ class Images:
         return (x - self.mean) / self.std, self.y[i]
 
 
+def _cpu_seconds(pid):
+    """User + system CPU seconds of process ``pid`` so far (None without Linux's /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _loader_cpu(loader):
+    """CPU seconds used so far by this process and the loader's (persistent) workers."""
+    t = os.times()
+    parts = [t.user + t.system] + [_cpu_seconds(w.pid) for w in loader._iterator._workers]
+    return None if None in parts else sum(parts)
+
+
 def loader_epoch(lib, n, workers=2, batch_size=128):
-    """Samples per second of one epoch after a warm-up epoch."""
+    """Samples per second of one epoch after a warm-up epoch, and the CPU microseconds per
+    sample it cost the main process and the workers together (None where unknown): on a
+    loaded machine the wall clock measures the neighbours, the CPU time measures the loader."""
     ds = Images(lib, n)
     loader = lib.utils.data.DataLoader(ds, batch_size=batch_size, shuffle=True,
                                        num_workers=workers, persistent_workers=workers > 0)
     for _ in loader:
         pass
+    cpu0 = _loader_cpu(loader)
     start = time.perf_counter()
     seen = sum(len(y) for _, y in loader)
-    return seen / (time.perf_counter() - start)
+    rate = seen / (time.perf_counter() - start)
+    cpu1 = _loader_cpu(loader)
+    return rate, None if cpu0 is None or cpu1 is None else (cpu1 - cpu0) / seen * 1e6
 
 
 def state_dict(lib, layers=25, width=1024):
@@ -100,13 +124,17 @@ def main():
     libs = {"ember": ember, "torch": torch}
     rows = []
     if args.only != "ckpt":
-        rate = {k: [] for k in libs}
+        runs = {k: [] for k in libs}
         for _ in range(args.repeats):             # interleaved, so noise hits both alike
             for name, lib in libs.items():
-                rate[name].append(loader_epoch(lib, args.samples))
-        e, t = median(rate["ember"]), median(rate["torch"])
-        rows.append((f"DataLoader {args.samples} x 3x32x32, flip+normalize, bs 128, 2 workers",
-                     f"{e:,.0f} samples/s", f"{t:,.0f} samples/s", t / e))
+                runs[name].append(loader_epoch(lib, args.samples))
+        what = f"DataLoader {args.samples} x 3x32x32, flip+normalize, bs 128, 2 workers"
+        e, t = (median(r for r, _ in runs[k]) for k in ("ember", "torch"))
+        rows.append((what, f"{e:,.0f} samples/s", f"{t:,.0f} samples/s", t / e))
+        if all(c is not None for k in libs for _, c in runs[k]):
+            e, t = (median(c for _, c in runs[k]) for k in ("ember", "torch"))
+            rows.append((f"{what}: CPU time per sample (main + workers)", f"{e:.1f} us",
+                         f"{t:.1f} us", e / t))
     if args.only != "loader":
         times = {k: [] for k in libs}
         with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as d:

@@ -14,6 +14,8 @@ from .autograd import grad_mode
 from .autograd.graph import AccumulateGrad
 
 _BY_NP = _dtype._BY_NP
+# dtypes whose NumPy scalars aren't Python numbers: tolist() goes through float32
+_NO_PY_SCALARS = (_dtype.bfloat16, _dtype.float8_e4m3fn, _dtype.float8_e5m2)
 _new = object.__new__
 
 
@@ -380,16 +382,21 @@ class Tensor:
 
     def tolist(self):
         """The data as (nested) Python lists of numbers."""
-        a = backend(self.device).to_host(self._data)
-        if self.dtype in (_dtype.bfloat16, _dtype.float8_e4m3fn, _dtype.float8_e5m2):
+        return self._host_list(backend(self.device).to_host(self._data))
+
+    def _host_list(self, a):
+        if self.dtype in _NO_PY_SCALARS:
             a = a.astype(np.float32)
         return a.tolist()
 
     def item(self):
         """The value of a one-element tensor as a Python number."""
-        if self._data.size != 1:
-            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted "
+        a = self._data
+        if a.size != 1:
+            raise RuntimeError(f"a Tensor with {a.size} elements cannot be converted "
                                "to Scalar")
+        if self.device is CPU and type(a) is np.ndarray:    # no op call: rand(1).item() in a loop
+            return self._host_list(a.reshape(()))
         if self.device.type == "meta":
             raise RuntimeError("Tensor.item() cannot be called on meta tensors")
         return self.reshape(()).tolist()

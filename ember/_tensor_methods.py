@@ -5,12 +5,16 @@ import warnings
 import numpy as np
 
 from . import _dtype
+from ._device import CPU
 from ._ops import indexing, linalg, pointwise, reduction, registry, shape
 from ._ops import random as _random
 from ._ops.creation import _size, empty, full, ones, zeros
-from ._ops.dispatch import broadcast_clash, check_no_overlap, dispatch, dispatch_inplace
+from ._ops.dispatch import (broadcast_clash, check_no_overlap, dispatch, dispatch_inplace, hooks,
+                           view_links)
 from ._tensor import Tensor
 from .autograd import grad_mode
+
+_alloc = object.__new__
 
 _add, _sub, _mul, _div, _pow = pointwise.add, pointwise.sub, pointwise.mul, pointwise.div, \
     pointwise.pow
@@ -163,6 +167,10 @@ def _sequence_as_tuple(index):
 
 
 def __getitem__(self, index):
+    if type(index) is int:
+        out = _int_view(self, index)
+        if out is not None:
+            return out
     idx, basic = _index_arrays(index)
     if not basic:
         steps = indexing.split_ints(idx)
@@ -177,6 +185,22 @@ def __getitem__(self, index):
         if "out of bounds" in str(e):
             raise IndexError(str(e)) from None
         raise
+
+
+def _int_view(self, i):
+    """``self[i]`` for an int, on a cpu tensor outside autograd and dispatch hooks: the view
+    the getitem op makes, without the trip through dispatch (a Dataset's ``x[i]``). None
+    where the general path must answer (or word the error)."""
+    a = self._data
+    if self.device is not CPU or type(a) is not np.ndarray or not a.ndim or \
+            (self._requires_grad and grad_mode.state.grad_enabled) or hooks.autocast or \
+            hooks.tracer or hooks.profiler or not -a.shape[0] <= i < a.shape[0]:
+        return None
+    out = _alloc(Tensor)
+    out._data, out.dtype = a[i] if a.ndim > 1 else a[i, ...], self.dtype
+    out._storage, out._base, out._view_fn = view_links(indexing.getitem, self, (i,), _E)
+    out._view_version = out._storage._version       # see graph.edge_of
+    return out
 
 
 def __setitem__(self, index, value):

@@ -15,6 +15,11 @@ def _T():
 def _size(size):
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
+    for s in size:              # the common call (rand(1), zeros(n, m)): plain ints, as given
+        if type(s) is not int or s < 0:
+            break
+    else:
+        return tuple(size)
     out = []
     for s in size:
         if not isinstance(s, (int, np.integer)) and not hasattr(s, "__index__"):

@@ -294,10 +294,7 @@ def _finish(opdef, args, kwargs, tensors, res, dev, out):
     outs = [Tensor._wrap(r, dev) for r in res] if multi else [Tensor._wrap(res, dev)]
     if opdef.view:
         src = tensors[0]
-        storage, base = src._get_storage(), src._base if src._base is not None else src
-        parent_fn, rest = src._view_fn, (args[1:], kwargs)
-        view_fn = (lambda b: opdef(b, *rest[0], **rest[1])) if parent_fn is None else \
-            (lambda b: opdef(parent_fn(b), *rest[0], **rest[1]))
+        storage, base, view_fn = view_links(opdef, src, args[1:], kwargs)
         for o in outs:
             # NOTE: reshape and flatten are views only where the strides allow, like torch's;
             # a copy gets a storage of its own.
@@ -316,6 +313,16 @@ def _finish(opdef, args, kwargs, tensors, res, dev, out):
     if out is not None:
         return _write_out(opdef, out, outs)
     return tuple(outs) if multi else outs[0]
+
+
+def view_links(opdef, src, rest, kwargs):
+    """(storage, base, view_fn) for a view of ``src`` made by ``opdef(src, *rest, **kwargs)``:
+    the view shares ``src``'s storage, and ``view_fn`` redoes it from the base."""
+    storage, base = src._get_storage(), src._base if src._base is not None else src
+    parent_fn = src._view_fn
+    view_fn = (lambda b: opdef(b, *rest, **kwargs)) if parent_fn is None else \
+        (lambda b: opdef(parent_fn(b), *rest, **kwargs))
+    return storage, base, view_fn
 
 
 def _record(opdef, args, kwargs, tensors, outs, multi=False):

@@ -25,6 +25,8 @@ import weakref
 
 import numpy as np
 
+from ..._tensor import Tensor
+
 try:
     import _posixshmem
 except ImportError:                     # no POSIX shared memory: batches are pickled instead
@@ -95,7 +97,6 @@ def unlink_prefix(prefix):
 
 def _array_of(value):
     """The NumPy array to send through shared memory for ``value``, else None."""
-    from ..._tensor import Tensor
     if type(value) is Tensor:
         arr = value._data if value.device.type == "cpu" else None
     else:
@@ -288,7 +289,6 @@ class _Unpickler(pickle.Unpickler):
         self.roots, self.pack, self.offsets = roots, pack, offsets
 
     def persistent_load(self, pid):
-        from ..._tensor import Tensor
         is_array, (name, off), shape, strides, dtype, grad = pid
         if name is None:
             name, off = self.pack, self.offsets[off]

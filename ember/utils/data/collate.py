@@ -126,7 +126,7 @@ def _stack_fast(batch):
     arrays = [t._data for t in batch]
     shape, dtype = arrays[0].shape, arrays[0].dtype
     for t, a in zip(batch, arrays):
-        if t.requires_grad or a.shape != shape or a.dtype != dtype:
+        if t._requires_grad or a.shape != shape or a.dtype != dtype:
             return None
     out = _shared_empty((len(arrays),) + shape, dtype)
     if out is None:
