@@ -445,6 +445,9 @@ def test_spectral_norm_matches_torch(legacy, layer):
 
 
 def test_spectral_norm_sigma_is_largest_singular_value():
+    # seeded: 30 power iterations converge to 1e-6 unless the top two singular values are
+    # close, which ~4% of random 5x6 weights have (torch's power iteration alike)
+    ember.manual_seed(0)
     m = ember.nn.utils.parametrizations.spectral_norm(ember.nn.Linear(6, 5).double())
     for _ in range(30):
         m(ember.zeros(1, 6, dtype=ember.float64))
