@@ -39,7 +39,8 @@ def _declare(lib):
             "layer_norm_bwd": [p, p, p, p, p, p, i64, i64, d, i, i],
             "cross_entropy": [p, p, p, p, i64, i64, i64, i],
             "adam": [p, p, p, p, p, i64, d, d, d, d, d, d, i],
-            "erf": [p, p, i64, i, i]}                  # float32 only: float64 has libm's
+            "erf": [p, p, i64, i, i],                  # float32 only: float64 has libm's
+            "scan": [p, p, i64, i64, i64, i, i, i]}
     for name, args in sigs.items():
         for suffix in ("_f32", "_f64"):
             fn = getattr(lib, name + suffix, None)

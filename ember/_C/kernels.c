@@ -66,6 +66,7 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #define PHI phi_cdf_f32
 #define SIGMOID sigmoid_f32
 #include "rowops.h"
+#include "scan.h"
 #undef T
 #undef S
 #undef EXP
@@ -82,3 +83,4 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #define PHI phi_cdf_f64
 #define SIGMOID sigmoid_f64
 #include "rowops.h"
+#include "scan.h"
