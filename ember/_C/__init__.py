@@ -40,12 +40,15 @@ def _declare(lib):
             "cross_entropy": [p, p, p, p, i64, i64, i64, i],
             "adam": [p, p, p, p, p, i64, d, d, d, d, d, d, i],
             "erf": [p, p, i64, i, i],                  # float32 only: float64 has libm's
-            "scan": [p, p, i64, i64, i64, i, i, i]}
+            "scan": [p, p, i64, i64, i64, i, i, i],
+            "gather": [p, p, p, i64, i64, i64, i64, i],
+            "scatter": [p, p, p, i64, i64, i64, i64, i, i]}
     for name, args in sigs.items():
         for suffix in ("_f32", "_f64"):
             fn = getattr(lib, name + suffix, None)
             if fn is not None:
-                fn.argtypes, fn.restype = args, None
+                # gather/scatter return 1 for an index out of range (the caller raises)
+                fn.argtypes, fn.restype = args, i if name in ("gather", "scatter") else None
 
 
 _SUFFIX = {np.dtype(np.float32): "_f32", np.dtype(np.float64): "_f64"}

@@ -67,6 +67,7 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #define SIGMOID sigmoid_f32
 #include "rowops.h"
 #include "scan.h"
+#include "gather.h"
 #undef T
 #undef S
 #undef EXP
@@ -84,3 +85,4 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #define SIGMOID sigmoid_f64
 #include "rowops.h"
 #include "scan.h"
+#include "gather.h"
