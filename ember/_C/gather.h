@@ -3,11 +3,13 @@
  * (outer, n, inner), the index and the values (outer, k, inner), i.e. the index has the data's
  * shape except along the axis (other shapes take ember's NumPy path).
  *
- * Indices are checked first, in a pass the compiler vectorises: one outside [0, n) makes
- * the call return 1 having followed none, and the caller raises torch's error (negatives
- * are caught by the same unsigned compare). scatter's rows of one outer slice run in index order on one thread,
- * so repeated indices accumulate (or the last write wins) in the order torch's CPU kernel
- * uses: scatter_add's float sums are bit-identical to np.add.at's.
+ * Indices are checked before they are followed, a block at a time in a pass the compiler
+ * vectorises: one outside [0, n) makes the call return 1 (scatter may have written other
+ * slices of its output, a copy the caller then drops) and the caller raises torch's error;
+ * negatives are caught by the same unsigned compare. scatter's rows of one outer slice run
+ * in index order on one thread, so repeated indices accumulate (or the last write wins) in
+ * the order torch's CPU kernel uses: scatter_add's float sums are bit-identical to
+ * np.add.at's.
  */
 
 /* Rows r0..r1 of the (outer * k, inner) index: a check pass the compiler vectorises, then
@@ -38,7 +40,7 @@ TC static int S(gather_rows)(const T *x, const int64_t *idx, T *out, int64_t r0,
 EXPORT int S(gather)(const T *x, const int64_t *idx, T *out, int64_t outer, int64_t n,
                      int64_t k, int64_t inner, int nt) {
     int bad = 0;
-    const int64_t rows = outer * k, B = 1 + 16384 / (inner ? inner : 1);
+    const int64_t rows = outer * k, B = 1 + 2048 / (inner ? inner : 1);   /* L1-sized */
     nt = threads_for(rows * inner, nt);
 #pragma omp parallel for num_threads(nt) schedule(static) reduction(| : bad)
     for (int64_t r = 0; r < rows; r += B)
@@ -46,8 +48,15 @@ EXPORT int S(gather)(const T *x, const int64_t *idx, T *out, int64_t outer, int6
     return bad;
 }
 
-TC static void S(scatter_slice)(T *out, const int64_t *idx, const T *src, int64_t k,
-                                int64_t inner, int add) {
+/* One outer slice: its indices are checked first (then they are in cache for the writes) */
+TC static int S(scatter_slice)(T *out, const int64_t *idx, const T *src, int64_t n, int64_t k,
+                               int64_t inner, int add) {
+    uint64_t most = 0;
+    const uint64_t *u = (const uint64_t *)idx;
+#pragma omp simd reduction(max : most)
+    for (int64_t e = 0; e < k * inner; e++) most = u[e] > most ? u[e] : most;
+    if (most >= (uint64_t)n)
+        return 1;
     if (inner == 1 && add)
         for (int64_t i = 0; i < k; i++) out[idx[i]] += src[i];
     else if (inner == 1)
@@ -58,22 +67,18 @@ TC static void S(scatter_slice)(T *out, const int64_t *idx, const T *src, int64_
                 T *dst = out + idx[e + j] * inner + j;
                 *dst = add ? *dst + src[e + j] : src[e + j];
             }
+    return 0;
 }
 
 /* out[o, idx[o, i, j], j] = src[o, i, j] (add 0) or += it (add 1), in place on out; outer
  * slices (which write apart) are split over threads */
 EXPORT int S(scatter)(T *out, const int64_t *idx, const T *src, int64_t outer, int64_t n,
                       int64_t k, int64_t inner, int add, int nt) {
-    uint64_t most = 0;
-    const uint64_t *u = (const uint64_t *)idx;
-#pragma omp simd reduction(max : most)
-    for (int64_t e = 0; e < outer * k * inner; e++) most = u[e] > most ? u[e] : most;
-    if (most >= (uint64_t)n)
-        return 1;
+    int bad = 0;
     nt = threads_for(outer * k * inner, nt);
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(nt) schedule(static) reduction(| : bad)
     for (int64_t o = 0; o < outer; o++)
-        S(scatter_slice)(out + o * n * inner, idx + o * k * inner, src + o * k * inner, k,
-                         inner, add);
-    return 0;
+        bad |= S(scatter_slice)(out + o * n * inner, idx + o * k * inner, src + o * k * inner,
+                                n, k, inner, add);
+    return bad;
 }

@@ -59,7 +59,8 @@ def _fast_stable_order(k, axis, descending):
         member[..., :-1] |= tied                      # in some run of ties
         pos = np.flatnonzero(member)
         flat = order.reshape(-1)
-        run = np.cumsum(~after.reshape(-1)[pos])      # runs never cross slices: p % n == 0
+        # a slice's first element ties with nothing before it, so runs never cross slices
+        run = np.cumsum(~after.reshape(-1)[pos])
         key = run * n + flat[pos]                     # by run, then by input position
         flat[pos] = flat[pos][np.argsort(key)]
     return np.moveaxis(order, -1, axis)
@@ -209,7 +210,7 @@ def _top_order(xp, x, k, axis, largest):
     short = k - chosen.sum(-1, keepdims=True)        # how many of the ties each row needs
     if (tied.sum(-1, keepdims=True) == short).all():
         chosen |= tied
-    else:                   # NOTE: torch keeps the first ties in input order, so do we
+    else:   # NOTE: the first ties in input order win, as in a stable sort (torch leaves it open)
         chosen |= tied & (xp.cumsum(tied, -1) <= short)
     idx = xp.nonzero(chosen)[-1].reshape(key.shape[:-1] + (k,))   # row-major: input order
     best = stable_order(xp, xp.take_along_axis(key, idx, -1), -1, largest)
