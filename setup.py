@@ -49,7 +49,8 @@ class OptionalBuildExt(build_ext):
 setup(
     ext_modules=[Extension(LIB, ["ember/_C/kernels.c"], extra_compile_args=FLAGS,
                            depends=["ember/_C/rowops.h", "ember/_C/vecmath.h",
-                                    "ember/_C/winograd.h", "ember/_C/attention.h"],
+                                    "ember/_C/winograd.h", "ember/_C/attention.h",
+                                    "ember/_C/scan.h", "ember/_C/gather.h"],
                            libraries=["m"], optional=True)],
     cmdclass={"build_ext": OptionalBuildExt},
 )

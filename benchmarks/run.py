@@ -59,8 +59,8 @@ def _time(fn, quick):
 
 
 def _workloads():
-    from benchmarks import models, workloads
-    return workloads.WORKLOADS + models.WORKLOADS
+    from benchmarks import models, ops_large, workloads
+    return workloads.WORKLOADS + models.WORKLOADS + ops_large.WORKLOADS
 
 
 def _once(fn):

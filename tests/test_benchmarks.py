@@ -29,3 +29,12 @@ def test_table_renders():
     assert "| add 1 elem | us | 2 | 1 | - | 2.00 |" in out
     assert "| matmul 256 f32 | GFLOP/s | 2 | 1 | - | 0.50 |" in out
     assert "| import | ms | 100 | 1000 | 50 | 0.10 |" in out
+
+
+def test_ops_large_cases_run():
+    """Every 1M-element op workload runs on ember (its ratios to torch are benchmarks/ops_large's
+    business, not a test's)."""
+    from benchmarks import ops_large
+    assert {w.name for w in ops_large.WORKLOADS} <= {w.name for w in run._workloads()}
+    for name, fn in ops_large._cases(ember, list(ops_large.CASES)).items():
+        fn()

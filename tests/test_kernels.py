@@ -230,3 +230,65 @@ def test_winograd_conv(case, dtype, transposed):
     for what, a, b in zip(["value", "grad input", "grad weight"], fast, ref):
         assert a.dtype == b.dtype and a.shape == b.shape, what
         np.testing.assert_allclose(a, b, rtol=0, atol=tol * np.abs(b).max(), err_msg=what)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES + [(2, 300, 3)], ids=str)
+@pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])
+@pytest.mark.parametrize("name", ["cumsum", "cumprod"])
+def test_scan_every_dim(name, shape, dtype, noncontig):
+    """The scans accumulate in float64 in input order, as torch's CPU kernel does: bit-equal
+    to NumPy's float64 scan rounded to ``dtype``; the backward is the reversed scan."""
+    x = _input(shape, dtype, noncontig, scale=0.01 if name == "cumprod" else 3.0)
+    x = x + 1 if name == "cumprod" else x
+    g = _input(shape, dtype, False, seed=1)
+    for dim in range(-len(shape), len(shape)):
+        t = ember.tensor(x, requires_grad=True)
+        out = getattr(ember, name)(t, dim)
+        out.backward(ember.tensor(g))
+        ref = getattr(np, name)(x.astype(np.float64), axis=dim)
+        np.testing.assert_array_equal(out.detach().numpy(), ref.astype(dtype))
+        if name == "cumsum":
+            gref = np.flip(np.cumsum(np.flip(g.astype(np.float64), dim), dim), dim)
+            np.testing.assert_array_equal(t.grad.numpy(), gref.astype(dtype))
+        elif dtype == "float64":
+            check(lambda t: ember.cumprod(t, dim), [x])
+
+
+def test_scan_double_backward_uses_ember_ops():
+    x = ember.tensor(np.linspace(0.5, 1.5, 12).reshape(3, 4), requires_grad=True)
+    (gx,) = ember.autograd.grad(ember.cumsum(x * x, 1).sum(), x, create_graph=True)
+    (ggx,) = ember.autograd.grad(gx.sum(), x)
+    np.testing.assert_allclose(ggx.numpy(), 2 * np.array([4.0, 3, 2, 1] * 3).reshape(3, 4))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(7,), (3, 1023), (2, 5, 7), (33, 64)], ids=str)
+@pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])
+def test_gather_scatter_every_dim(shape, dtype, noncontig):
+    """gather, scatter and scatter_add (repeated indices, a shorter index along the dim) match
+    the NumPy path bit for bit, gather's backward included."""
+    x, src = _input(shape, dtype, noncontig), _input(shape, dtype, False, seed=1)
+    rng = np.random.default_rng(2)
+    for dim in range(-len(shape), len(shape)):
+        short = list(shape)
+        short[dim] = max(shape[dim] - 2, 1)
+        for ishape in (shape, tuple(short)):
+            idx = ember.tensor(rng.integers(0, shape[dim], ishape))
+            s = ember.tensor(np.ascontiguousarray(src[tuple(slice(0, n) for n in ishape)]))
+            for fn in (lambda t: t.gather(dim, idx), lambda t: t.scatter_add(dim, idx, s),
+                       lambda t: (t * 2).scatter(dim, idx, 0.5)):
+                fast = _run(fn, [x])
+                with _C.disabled():
+                    ref = _run(fn, [x])
+                for a, b in zip(fast, ref):
+                    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("bad", [-1, 4])
+def test_gather_scatter_reject_bad_index(bad):
+    x = ember.ones(3, 4)
+    idx = ember.tensor([[0, bad], [1, 2], [3, 3]])
+    for fn in (lambda: x.gather(1, idx), lambda: x.scatter_add(1, idx, x),
+               lambda: x.scatter(1, idx, 1.0)):
+        with pytest.raises(RuntimeError, match=f"index {bad} is out of bounds for dimension 1 "
+                                               "with size 4"):
+            fn()

@@ -43,14 +43,19 @@ def _declare(lib):
             "winograd_fwd": [p, i64, i64, i64, i64, p, i64, i64, p, i64, i64, i64, p, i, i],
             "winograd_wgrad": [p, i64, i64, i64, i64, p, i64, i64, i64, i64, p, i64, p, i, i],
             "attn_fwd_tile": [p, i64, i64, p, p, i64, p, i64, i64, i64, i64, i64, i64, i64, i],
-            "attn_bwd_tile": [p, p, i64, i64, p, p, i64, i64, i64, i64, i64, i]}
+            "attn_bwd_tile": [p, p, i64, i64, p, p, i64, i64, i64, i64, i64, i],
+            "scan": [p, p, i64, i64, i64, i, i, i],
+            "gather": [p, p, p, i64, i64, i64, i64, i],
+            "scatter": [p, p, p, i64, i64, i64, i64, i, i]}
     for name, args in sigs.items():
         for suffix in ("_f32", "_f64"):
             fn = getattr(lib, name + suffix, None)
             if fn is not None:
-                # (the Winograd kernels return -1 when they cannot allocate their buffers)
+                # (Winograd kernels return -1 when they cannot allocate their buffers;
+                # gather/scatter return 1 for an index out of range: the caller raises)
                 fn.argtypes = args
-                fn.restype = ctypes.c_int if name.startswith("winograd") else None
+                fn.restype = ctypes.c_int if name.startswith("winograd") or name in (
+                    "gather", "scatter") else None
 
 
 _SUFFIX = {np.dtype(np.float32): "_f32", np.dtype(np.float64): "_f64"}

@@ -77,6 +77,8 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #include "rowops.h"
 #include "winograd.h"
 #include "attention.h"
+#include "scan.h"
+#include "gather.h"
 #undef T
 #undef S
 #undef EXP
@@ -95,3 +97,5 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #include "rowops.h"
 #include "winograd.h"
 #include "attention.h"
+#include "scan.h"
+#include "gather.h"

@@ -189,38 +189,109 @@ def gather(xp, input, dim, index, *, sparse_grad=False):
     """``out[i][j] = input[i][index[i][j]]`` along ``dim``."""
     if index.dtype != np.int64:
         raise RuntimeError("gather(): Expected dtype int64 for index")
-    return xp.take_along_axis(input, index, axis=dim)
+    kernel = _along_dim_kernel("gather", input, dim, index)
+    if kernel is not None:
+        out = np.empty(index.shape, input.dtype)
+        if not kernel(input, out):
+            return out
+    pos = scatter_positions(xp, input.shape, dim, index)      # (raises for a bad index)
+    return xp.take(xp.ascontiguousarray(input).reshape(-1), pos)
 
 
 @gather.vjp(save=("index",))
 def _(g, input, dim, index, *, sparse_grad=False):
+    from .._tensor import Tensor
+    from .nn import kernel_grads
+    arrays = kernel_grads(g)                # nothing differentiates it: add into fresh zeros
+    if arrays is not None:
+        out = np.zeros(input.shape, g.dtype.np)
+        kernel = _along_dim_kernel("scatter", out, dim, index._data)
+        if kernel is not None and not kernel(out, arrays[0], 1):
+            return Tensor._wrap(out)
     return ember.zeros(input.shape, dtype=g.dtype, device=g.device).scatter_add(dim, index, g)
 
 
 gather.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1, np.array([[0, 0], [1, 3],
-                                                                         [2, 1]]))]
+                                                                         [2, 1]])),
+                                  Sample(make((3, 4, 2), dt), -2, np.array([[[0], [3]]]))]
 
 
-def scatter_positions(xp, dim, index):
-    """The index tuple addressing ``out[i][index[i][j]]`` along ``dim`` (gather/scatter)."""
-    idx = grid(xp, index.shape)
-    idx[dim] = index
-    return tuple(idx)
+def scatter_positions(xp, shape, dim, index):
+    """The flat (C-order) positions of ``out[i][index[i][j]]`` along ``dim`` in an array of
+    ``shape`` (gather/scatter): ``index`` times the stride of ``dim`` plus the other dims'
+    offsets. One flat index rather than a grid per dim, as NumPy's 1-D take, put and ufunc.at
+    run 2-6x faster; an index outside ``[0, size)`` raises torch's error (a flat position
+    would silently land in another row)."""
+    shape = tuple(shape) or (1,)        # NOTE: torch takes 0-dim tensors as 1-dim here
+    if not -len(shape) <= dim < len(shape):
+        raise IndexError(f"Dimension out of range (expected to be in range of "
+                         f"[{-len(shape)}, {len(shape) - 1}], but got {dim})")
+    d = dim % len(shape)
+    n = shape[d]
+    if max(index.ndim, 1) != len(shape):
+        raise RuntimeError(f"Index tensor must have the same number of dimensions as input "
+                           f"tensor (got {index.ndim} and {len(shape)})")
+    for k, m in enumerate(index.shape):
+        if k != d and m > shape[k]:
+            raise RuntimeError(f"Size does not match at dimension {k} expected index "
+                               f"{list(index.shape)} to be no larger than self {list(shape)} "
+                               f"apart from dimension {d}")
+    index = index.astype(np.int64, copy=False)
+    if index.size and bool((index.view(np.uint64) >= n).any()):   # negatives wrap to huge
+        bad = index[(index < 0) | (index >= n)].ravel()[0]
+        raise RuntimeError(f"index {int(bad)} is out of bounds for dimension {d} with size {n}")
+    stride = int(np.prod(shape[d + 1:], dtype=np.int64))
+    offset = 0
+    for k, m in enumerate(index.shape):
+        if k != d and m > 1:
+            step = int(np.prod(shape[k + 1:], dtype=np.int64))
+            offset = offset + xp.arange(0, m * step, step).reshape(
+                (1,) * k + (m,) + (1,) * (index.ndim - k - 1))
+    return (index * stride if stride != 1 else index) + offset
+
+
+def _along_dim_kernel(name, data, dim, index):
+    """``run(data, values) -> bad`` by the C gather or scatter kernel (ember/_C/gather.h), or
+    None where it does not apply: NumPy float32/float64 data, an int64 index of the data's
+    shape but along ``dim``. ``bad`` is true for an index out of range."""
+    from .. import _C
+    if type(data) is not np.ndarray or type(index) is not np.ndarray or index.dtype != np.int64 \
+            or not 0 < data.ndim == index.ndim or not -data.ndim <= dim < data.ndim:
+        return None
+    d = dim % data.ndim
+    if index.shape[:d] != data.shape[:d] or index.shape[d + 1:] != data.shape[d + 1:]:
+        return None
+    fn = _C.kernel(name, data.dtype)
+    if fn is None:
+        return None
+    outer, inner = int(np.prod(data.shape[:d])), int(np.prod(data.shape[d + 1:]))
+    index = _C.contiguous(index)
+
+    def run(data, values, *add):        # scatter's data is a fresh copy, never copied here
+        data, values = _C.contiguous(data), _C.contiguous(values)
+        return fn(data.ctypes.data, index.ctypes.data, values.ctypes.data, outer,
+                  data.shape[d], index.shape[d], inner, *add, _C.num_threads())
+    return run
 
 
 def _scatter_into(xp, out, dim, index, src, reduce):
-    """Write ``src`` at ``index`` along ``dim`` into ``out`` (in place on ``out``)."""
-    idx = scatter_positions(xp, dim, index)
+    """Write ``src`` at ``index`` along ``dim`` into ``out`` (C-contiguous; in place)."""
     if not hasattr(src, "shape"):
         src = xp.full(index.shape, src, dtype=out.dtype)
     else:
         src = src[tuple(slice(0, s) for s in index.shape)]
+    kernel = _along_dim_kernel("scatter", out, dim, index) \
+        if reduce in (None, "add", "sum") and src.dtype == out.dtype else None
+    if kernel is not None and not kernel(out, src, reduce is not None):
+        return out
+    pos = scatter_positions(xp, out.shape, dim, index)        # (raises for a bad index)
+    flat = out.reshape(-1)
     if reduce is None:
-        out[idx] = src
-    elif reduce in ("add", "sum"):
-        add_at(xp, out, idx, src)
+        flat[pos] = src
+    elif reduce in ("add", "sum"):         # NOTE: np.add.at is fast on 1-D arrays only
+        add_at(xp, flat, pos.reshape(-1), src.reshape(-1))
     elif reduce in ("multiply", "prod"):
-        multiply_at(xp, out, idx, src)
+        multiply_at(xp, flat, pos.reshape(-1), src.reshape(-1))
     else:
         raise RuntimeError(f"reduce argument must be either add or multiply, got {reduce}")
     return out
@@ -328,15 +399,53 @@ def _scan_dtype(x, dtype):
     return np.int64 if x.dtype.kind in "biu" else x.dtype
 
 
+def _scan_kernel(x, axis, prod, reverse=False):
+    """The scan of the NumPy array ``x`` along ``axis`` by the C kernel, or None where none
+    applies (not float32/float64, or the library is not there)."""
+    from .. import _C
+    fn = _C.kernel("scan", x.dtype) if type(x) is np.ndarray and x.size else None
+    if fn is None:
+        return None
+    x = _C.contiguous(x)
+    out = np.empty(x.shape, x.dtype)
+    n = x.shape[axis]
+    outer = int(np.prod(x.shape[:axis], dtype=np.int64))
+    fn(x.ctypes.data, out.ctypes.data, outer, n, x.size // max(outer * n, 1), prod, reverse,
+       _C.num_threads())
+    return out
+
+
+def _scan(xp, input, dim, dtype, prod):
+    out_dtype = _scan_dtype(input, dtype)
+    if not input.ndim:
+        return input.astype(out_dtype)
+    axis = dim % input.ndim
+    if input.dtype == out_dtype:
+        out = _scan_kernel(input, axis, prod)
+        if out is not None:
+            return out
+    return (xp.cumprod if prod else xp.cumsum)(input, axis=axis, dtype=out_dtype)
+
+
+def _reversed_cumsum(g, dim):
+    """``g.flip(dim).cumsum(dim).flip(dim)``: by the kernel in one pass where nothing will
+    differentiate it (see nn.kernel_grads), else in ember ops."""
+    from .._tensor import Tensor
+    from .nn import kernel_grads
+    arrays = kernel_grads(g)
+    out = _scan_kernel(arrays[0], dim % g.dim(), 0, True) if arrays else None
+    if out is not None:
+        return Tensor._wrap(out)
+    return g.flip(dim).cumsum(dim).flip(dim)
+
+
 @op("cumsum", tags=("autocast_fp32_cuda",), inplace=True)
 def cumsum(xp, input, dim, *, dtype=None):
     """Running sum along ``dim``."""
-    return xp.cumsum(input, axis=dim % max(input.ndim, 1), dtype=_scan_dtype(input, dtype)) \
-        if input.ndim else input.astype(_scan_dtype(input, dtype))
+    return _scan(xp, input, dim, dtype, 0)
 
 
-cumsum.vjp()(lambda g, input, dim, *, dtype=None: g.flip(dim).cumsum(dim).flip(dim)
-             if g.dim() else g)
+cumsum.vjp()(lambda g, input, dim, *, dtype=None: _reversed_cumsum(g, dim) if g.dim() else g)
 cumsum.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1), Sample(make((3, 4), dt), 0),
                                   Sample(make((5,), dt), -1)]
 
@@ -344,14 +453,13 @@ cumsum.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1), Sample(make((3, 4
 @op("cumprod", tags=("autocast_fp32_cuda",), inplace=True)
 def cumprod(xp, input, dim, *, dtype=None):
     """Running product along ``dim``."""
-    return xp.cumprod(input, axis=dim % max(input.ndim, 1), dtype=_scan_dtype(input, dtype)) \
-        if input.ndim else input.astype(_scan_dtype(input, dtype))
+    return _scan(xp, input, dim, dtype, 1)
 
 
 @cumprod.vjp(save=("input", "result"))
 def _(g, input, dim, *, dtype=None, result=None):
     if not bool((input == 0).any()):
-        return (g * result.conj()).flip(dim).cumsum(dim).flip(dim) / input.conj()
+        return _reversed_cumsum(g * result.conj(), dim) / input.conj()
     # With zeros, prod/x fails: d out_j / d x_i = prod_{k <= j, k != i} x_k for i <= j, built
     # densely along dim ([..., i, j, k]); scans are short in practice.
     n = input.shape[dim]

@@ -153,14 +153,16 @@ def scatter_reduce(xp, input, dim, index, src, reduce, *, include_self=True):
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got "
                            f"{reduce}")
     _check_scatter(input, dim, index, src)
-    out, idx, src = input.copy(), scatter_positions(xp, dim, index), src[_corner(index.shape)]
+    out, src = input.copy(), src[_corner(index.shape)]
+    flat, src = out.reshape(-1), src.reshape(-1)    # NOTE: ufunc.at is fast on 1-D arrays only
+    idx = scatter_positions(xp, out.shape, dim, index).reshape(-1)
     if not include_self:
         # max/min of (src, src...) is max/min of src, so those may start from src itself
-        out[idx] = src if reduce in ("amax", "amin") else int(reduce == "prod")
-    _AT[reduce](xp, out, idx, src)
+        flat[idx] = src if reduce in ("amax", "amin") else int(reduce == "prod")
+    _AT[reduce](xp, flat, idx, src)
     if reduce == "mean":
         n = xp.full(out.shape, int(include_self), dtype=out.dtype)
-        add_at(xp, n, idx, xp.ones(index.shape, out.dtype))
+        add_at(xp, n.reshape(-1), idx, xp.ones(idx.shape, out.dtype))
         n = xp.maximum(n, xp.ones((), out.dtype))
         # NOTE: torch's integer mean rounds down (floor division), as // does
         out = out // n if out.dtype.kind in "iu" else (out / n).astype(out.dtype)

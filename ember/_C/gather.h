@@ -1,0 +1,84 @@
+/* gather / scatter / scatter_add along the middle axis, included by kernels.c for float
+ * (S(x)=x##_f32) and double (S(x)=x##_f64). Data and index are contiguous: the data
+ * (outer, n, inner), the index and the values (outer, k, inner), i.e. the index has the data's
+ * shape except along the axis (other shapes take ember's NumPy path).
+ *
+ * Indices are checked before they are followed, a block at a time in a pass the compiler
+ * vectorises: one outside [0, n) makes the call return 1 (scatter may have written other
+ * slices of its output, a copy the caller then drops) and the caller raises torch's error;
+ * negatives are caught by the same unsigned compare. scatter's rows of one outer slice run
+ * in index order on one thread, so repeated indices accumulate (or the last write wins) in
+ * the order torch's CPU kernel uses: scatter_add's float sums are bit-identical to
+ * np.add.at's.
+ */
+
+/* Rows r0..r1 of the (outer * k, inner) index: a check pass the compiler vectorises, then
+ * the copy, which follows no index unless all are in range. */
+TC static int S(gather_rows)(const T *x, const int64_t *idx, T *out, int64_t r0, int64_t r1,
+                             int64_t n, int64_t k, int64_t inner) {
+    uint64_t most = 0;
+    const uint64_t *u = (const uint64_t *)idx;
+#pragma omp simd reduction(max : most)
+    for (int64_t e = r0 * inner; e < r1 * inner; e++) most = u[e] > most ? u[e] : most;
+    if (most >= (uint64_t)n)
+        return 1;
+    int64_t i = r0 % k;                         /* r = o * k + i: no division per row */
+    const T *xo = x + (r0 / k) * n * inner;
+    for (int64_t r = r0; r < r1; r++, i++) {
+        if (i == k) {
+            i = 0;
+            xo += n * inner;
+        }
+        const int64_t *ir = idx + r * inner;
+        T *orow = out + r * inner;
+        for (int64_t j = 0; j < inner; j++) orow[j] = xo[ir[j] * inner + j];
+    }
+    return 0;
+}
+
+/* out[o, i, j] = x[o, idx[o, i, j], j]; rows (o, i) are split over threads */
+EXPORT int S(gather)(const T *x, const int64_t *idx, T *out, int64_t outer, int64_t n,
+                     int64_t k, int64_t inner, int nt) {
+    int bad = 0;
+    const int64_t rows = outer * k, B = 1 + 2048 / (inner ? inner : 1);   /* L1-sized */
+    nt = threads_for(rows * inner, nt);
+#pragma omp parallel for num_threads(nt) schedule(static) reduction(| : bad)
+    for (int64_t r = 0; r < rows; r += B)
+        bad |= S(gather_rows)(x, idx, out, r, r + B < rows ? r + B : rows, n, k, inner);
+    return bad;
+}
+
+/* One outer slice: its indices are checked first (then they are in cache for the writes) */
+TC static int S(scatter_slice)(T *out, const int64_t *idx, const T *src, int64_t n, int64_t k,
+                               int64_t inner, int add) {
+    uint64_t most = 0;
+    const uint64_t *u = (const uint64_t *)idx;
+#pragma omp simd reduction(max : most)
+    for (int64_t e = 0; e < k * inner; e++) most = u[e] > most ? u[e] : most;
+    if (most >= (uint64_t)n)
+        return 1;
+    if (inner == 1 && add)
+        for (int64_t i = 0; i < k; i++) out[idx[i]] += src[i];
+    else if (inner == 1)
+        for (int64_t i = 0; i < k; i++) out[idx[i]] = src[i];
+    else
+        for (int64_t e = 0; e < k * inner; e += inner)
+            for (int64_t j = 0; j < inner; j++) {
+                T *dst = out + idx[e + j] * inner + j;
+                *dst = add ? *dst + src[e + j] : src[e + j];
+            }
+    return 0;
+}
+
+/* out[o, idx[o, i, j], j] = src[o, i, j] (add 0) or += it (add 1), in place on out; outer
+ * slices (which write apart) are split over threads */
+EXPORT int S(scatter)(T *out, const int64_t *idx, const T *src, int64_t outer, int64_t n,
+                      int64_t k, int64_t inner, int add, int nt) {
+    int bad = 0;
+    nt = threads_for(outer * k * inner, nt);
+#pragma omp parallel for num_threads(nt) schedule(static) reduction(| : bad)
+    for (int64_t o = 0; o < outer; o++)
+        bad |= S(scatter_slice)(out + o * n * inner, idx + o * k * inner, src + o * k * inner,
+                                n, k, inner, add);
+    return bad;
+}
