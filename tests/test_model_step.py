@@ -1,5 +1,9 @@
 """Pieces of the training step made faster for the model benchmarks: gradients the graph does
 not need are not computed, and what is computed matches the plain path."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -48,3 +52,35 @@ def test_linear_gradients_under_saved_tensor_hooks_that_detach():
 
 def test_needs_input_grad_outside_a_backward_is_true():
     assert ember.autograd.graph.needs_input_grad(0)
+
+
+_CHURN = """
+import resource, numpy as np, ember
+def step():         # a forward's activations, all freed by the end of the step
+    keep = [np.ones((512, 512), np.float32) for _ in range(40)]
+    del keep
+step(); step()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+step()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc settings")
+def test_a_steps_freed_arrays_stay_mapped_for_the_next_step():
+    from ember._backends import malloc
+    if not malloc.tune():
+        pytest.skip("not glibc")
+    run = subprocess.run([sys.executable, "-c", _CHURN], capture_output=True, text=True,
+                         env={k: v for k, v in os.environ.items() if not k.startswith("MALLOC")})
+    assert run.returncode == 0, run.stderr
+    assert int(run.stdout) < 400         # 40 MiB re-faulted would be ~10,000 pages
+
+
+def test_malloc_tuning_defers_to_the_users_settings(monkeypatch):
+    from ember._backends import malloc
+    monkeypatch.setenv("EMBER_MALLOC_TUNING", "0")
+    assert not malloc.tune()
+    monkeypatch.delenv("EMBER_MALLOC_TUNING")
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "131072")
+    assert not malloc.tune()

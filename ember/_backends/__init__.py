@@ -7,6 +7,9 @@ import numpy as np
 
 from .._device import CPU, META
 from .._sparse import SparseCOO, SparseOperand
+from .malloc import tune as _tune_malloc
+
+_tune_malloc()          # keep a training step's arrays mapped between steps (see malloc.py)
 
 
 class NumpyBackend:
