@@ -84,3 +84,33 @@ def test_malloc_tuning_defers_to_the_users_settings(monkeypatch):
     monkeypatch.delenv("EMBER_MALLOC_TUNING")
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "131072")
     assert not malloc.tune()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
+@pytest.mark.parametrize("index_shape,rows", [((40,), 3), ((16, 64), 65), ((50,), 1000)])
+def test_row_scatter_add_matches_ufunc_at(dtype, index_shape, rows):
+    from ember._backends import _add_rows
+    rng = np.random.default_rng(0)
+    index = rng.integers(0, rows, index_shape)
+    values = rng.standard_normal(index_shape + (5,)).astype(dtype)
+    out, ref = np.ones((rows, 5), dtype), np.ones((rows, 5), dtype)
+    assert _add_rows(out, (index,), values)
+    np.add.at(ref, (index,), values)
+    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
+
+
+def test_row_scatter_add_leaves_other_cases_to_ufunc_at():
+    from ember._backends import _add_rows
+    out, vals = np.zeros((10, 3)), np.ones((40, 3))
+    assert not _add_rows(out, np.full(40, -1), vals)                  # negative: wraps
+    assert not _add_rows(out, np.arange(40) % 10, np.ones(3))         # broadcast values
+    assert not _add_rows(out, (np.arange(40) % 10, np.zeros(40, int)), np.ones(40))
+    assert not out.any()
+
+
+def test_embedding_backward_sums_repeated_rows():
+    w = ember.randn(7, 4, requires_grad=True)
+    idx = ember.tensor([[0, 3, 3, 6] * 10, [3, 3, 1, 0] * 10])
+    (ember.nn.functional.embedding(idx, w) * 2).sum().backward()
+    counts = np.bincount(idx.numpy().reshape(-1), minlength=7)
+    np.testing.assert_allclose(w.grad.numpy(), 2 * counts[:, None] * np.ones((7, 4)))
