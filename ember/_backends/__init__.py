@@ -7,6 +7,9 @@ import numpy as np
 
 from .._device import CPU, META
 from .._sparse import SparseCOO, SparseOperand
+from .malloc import tune as _tune_malloc
+
+_tune_malloc()          # keep a training step's arrays mapped between steps (see malloc.py)
 
 
 class NumpyBackend:
@@ -100,10 +103,33 @@ def add_at(xp, out, index, values):
     """``out[index] += values`` with repeated indices accumulating (np.add.at; CuPy spells it
     cupyx.scatter_add)."""
     if xp is np:
-        np.add.at(out, index, values)
+        if not _add_rows(out, index, values):
+            np.add.at(out, index, values)
     else:
         import cupyx
         cupyx.scatter_add(out, index, values)
+
+
+def _add_rows(out, index, values):
+    """``np.add.at(out, index, values)`` where one integer array picks rows of ``out`` (an
+    embedding's backward), done by sorting: equal rows become runs that one ``add.reduceat``
+    sums, ~5x faster than ufunc.at. Each row's values are still added in their original order.
+    False (nothing done) for any other case."""
+    if type(index) is tuple and len(index) == 1:
+        index = index[0]
+    if type(index) is not np.ndarray or index.dtype.kind not in "iu" or index.size < 32 or \
+            out.ndim < 2 or out.dtype.kind not in "fc" or type(values) is not np.ndarray or \
+            values.dtype != out.dtype or values.shape != index.shape + out.shape[1:]:
+        return False
+    flat = index.reshape(-1)
+    order = np.argsort(flat, kind="stable")
+    rows = flat[order]
+    if rows[0] < 0:                 # (negative indices: leave their wrapping to add.at)
+        return False
+    starts = np.flatnonzero(np.concatenate(([True], rows[1:] != rows[:-1])))
+    vals = values.reshape((-1,) + out.shape[1:])[order]
+    out[rows[starts]] += np.add.reduceat(vals, starts, axis=0)
+    return True
 
 
 def multiply_at(xp, out, index, values):

@@ -320,6 +320,25 @@ def _saved_is_read(opdef, i, args):
     return False
 
 
+_running = None     # the OpNode whose vjp runs, for ``needs_input_grad``
+
+
+def needs_input_grad(i):
+    """Whether argument ``i`` of the op whose vjp is running has an edge, i.e. whether its
+    gradient can be used; a vjp may skip the work for one that has none (torch's
+    ``ctx.needs_input_grad``). Judged by the graph, not by the saved tensor, which a
+    ``saved_tensors_hooks`` pair may have replaced. True outside a node's backward."""
+    node = _running
+    if node is None:
+        return True
+    k, edges = 0, node.next_functions
+    for j, n in node.tensor_positions:
+        if j == i:
+            return any(e[0] is not None for e in edges[k:k + (n or 1)])
+        k += n or 1
+    return False
+
+
 class OpNode(Node):
     """The backward of one OpDef call."""
 
@@ -423,7 +442,12 @@ class OpNode(Node):
             kwargs = dict(kwargs, result=res[0] if self.n_outputs == 1 else tuple(res))
         g = grads if self.multi else grads[0]
         args = [_unpack(a) for a in self.args] if self._packed else self.args
-        out = self.opdef.vjp_fn(g, *args, **kwargs)
+        global _running
+        prev, _running = _running, self
+        try:
+            out = self.opdef.vjp_fn(g, *args, **kwargs)
+        finally:
+            _running = prev
         if not isinstance(out, tuple):
             out = (out,)
         pos = self.tensor_positions
