@@ -1,5 +1,5 @@
-"""Builds ember's optional CPU kernels (ember/_C/kernels.c, see docs/kernels.md); everything
-else about the package is in pyproject.toml.
+"""Builds ember's optional CPU kernels (ember/_C/kernels.c, see docs/kernels.md) and the C fast
+path of dispatch (ember/_C/_dispatch.c); everything else about the package is in pyproject.toml.
 
 The kernels are a plain C shared library that ember loads with ctypes. Building them is best
 effort: without OpenMP they build single-threaded, and without a working C compiler the install
@@ -34,6 +34,13 @@ class OptionalBuildExt(build_ext):
         return super().get_ext_filename(fullname)
 
     def build_extension(self, ext):
+        if ext.name != LIB:         # the dispatch module: plain C against Python.h, no OpenMP
+            try:
+                return super().build_extension(ext)
+            except Exception as e:
+                print(f"ember: {ext.name} not built ({e}); dispatch runs in Python",
+                      file=sys.stderr)
+                return
         base = list(ext.extra_compile_args)
         for omp in (["-fopenmp"], ["-fopenmp-simd"], []):
             ext.extra_compile_args = base + omp
@@ -51,6 +58,9 @@ setup(
                            depends=["ember/_C/rowops.h", "ember/_C/vecmath.h",
                                     "ember/_C/winograd.h", "ember/_C/attention.h",
                                     "ember/_C/scan.h", "ember/_C/gather.h"],
-                           libraries=["m"], optional=True)],
+                           libraries=["m"], optional=True),
+                 # dispatch's fast path as a CPython extension (ember/_ops/dispatch.py)
+                 Extension("ember._C._dispatch", ["ember/_C/_dispatch.c"],
+                           extra_compile_args=["-O2", "-g0"], optional=True)],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -9,8 +9,9 @@ from ._device import CPU
 from ._ops import indexing, linalg, pointwise, reduction, registry, shape
 from ._ops import random as _random
 from ._ops.creation import _size, empty, full, ones, zeros
-from ._ops.dispatch import (broadcast_clash, check_no_overlap, dispatch, dispatch_inplace, hooks,
-                           view_links)
+from ._ops.dispatch import (OPERANDS, broadcast_clash, check_no_overlap, dispatch,
+                            dispatch_inplace, hooks, view_links)
+from ._ops.dispatch import _C
 from ._tensor import Tensor
 from .autograd import grad_mode
 
@@ -21,12 +22,12 @@ _add, _sub, _mul, _div, _pow = pointwise.add, pointwise.sub, pointwise.mul, poin
 _E = {}
 
 
-# NOTE: like torch, an operand that is no tensor, number or array makes the operator return
-# NotImplemented, so Python raises its TypeError and `t == None` is False.
-_OPERANDS = (Tensor, int, float, complex, np.generic, np.ndarray)
+_OPERANDS = OPERANDS       # NotImplemented for anything else (see dispatch.OPERANDS)
 
 
 def _binary(opdef, reflected=False):
+    if _C is not None:          # the same two steps in C (ember/_C/_dispatch.c)
+        return _C.operator(opdef, reflected)
     if reflected:
         def f(self, other):
             if not isinstance(other, _OPERANDS):

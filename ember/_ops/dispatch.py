@@ -162,6 +162,9 @@ _SCALARS = (int, float)
 # ("float" turns it into the default float; a callable mode may say either)
 _INT_KEEPS = (None, "common")
 _new = object.__new__
+# NOTE: like torch, an operand that is no tensor, number or array makes a Python operator return
+# NotImplemented, so Python raises its TypeError and `t == None` is False (_tensor_methods).
+OPERANDS = (Tensor, int, float, complex, np.generic, np.ndarray)
 
 
 def dispatch(opdef, args, kwargs):
@@ -169,7 +172,9 @@ def dispatch(opdef, args, kwargs):
 
     The common call (one or two cpu tensors of one dtype, or a float tensor and a Python
     number; no keywords, view, autocast or tracer) takes the fast path below, which needs no
-    promotion or device resolution; everything else goes through ``_dispatch``.
+    promotion or device resolution; everything else goes through ``_dispatch``. When the C
+    extension is built, ``dispatch`` is its copy of this fast path (``ember/_C/_dispatch.c``),
+    which hands every other call to this function.
     """
     if kwargs or opdef.view or hooks.autocast is not None or hooks.tracer is not None or \
             hooks.profiler is not None:
@@ -496,3 +501,29 @@ def rebase_history(self, r):
 def _meta_of(t):
     from ..autograd.graph import TensorMeta
     return TensorMeta(t)
+
+
+def _c_dispatch():
+    """The C fast path (``ember/_C/_dispatch.c``) set up with this module's objects, or None
+    when it is not built or ``EMBER_NO_C=1`` is set. Importing an extension module costs no
+    more than this file's own import (no ctypes, no library search)."""
+    if os.environ.get("EMBER_NO_C", "") not in ("", "0"):
+        return None
+    try:
+        from .._C import _dispatch as c
+    except ImportError:
+        return None
+    c.init({"Tensor": Tensor, "CPU": CPU, "np": np, "ndarray": np.ndarray,
+            "generic": np.generic, "asarray": np.asarray, "scalar_keeps": tuple(_SCALAR_KEEPS),
+            "grad_state": _state, "hooks": hooks, "dispatch": py_dispatch, "finish": _finish,
+            "record": _record, "simple_node": simple_node, "explain": _explain,
+            "SparseOperand": SparseOperand, "sparse_dispatch": sparse_dispatch, "AT0": AT0,
+            "AT1": AT1, "AT01": AT01, "dtype_of": Tensor._dtype_of, "operands": OPERANDS,
+            "FLOAT": _dtype._FLOAT, "dtype": _dtype.dtype})
+    return c
+
+
+py_dispatch = dispatch          # the reference, and where the C path sends what it declines
+_C = _c_dispatch()
+if _C is not None:
+    dispatch = _C.dispatch

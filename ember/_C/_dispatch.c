@@ -1,0 +1,589 @@
+/* dispatch's fast path in C (ember/_ops/dispatch.py is the reference; docs/kernels.md).
+ *
+ * dispatch(opdef, args, kwargs) makes the same checks, the same opdef.fwd(np, x, y) call and
+ * the same output Tensor as dispatch.py's Python fast path, and records autograd through the
+ * same Python helpers (simple_node, _record). Any call the fast path does not take (keywords,
+ * views, hooks, lists, promotion, other devices) goes to the Python dispatch unchanged, so
+ * there is one dispatch logic and this file only skips the interpreter on the common call.
+ * The binary operator type below does the same for ``Tensor.__add__`` and friends.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+#include <structmember.h>   /* PyMemberDef: dtype slot offsets */
+
+/* Python objects handed over by init() (module lifetime: never freed) */
+static PyTypeObject *Tensor;
+static PyObject *CPU, *np, *ndarray, *np_generic, *np_asarray, *scalar_keeps, *grad_state,
+    *hooks, *py_dispatch, *finish, *record, *simple_node, *explain, *sparse_operand,
+    *sparse_dispatch, *AT0, *AT1, *AT01, *dtype_of, *operands, *empty_dict, *empty_tuple, *common;
+static long FLOAT;
+static int ready;
+
+static PyObject *s_view, *s_autocast, *s_tracer, *s_profiler, *s_dtype, *s_device, *s_data,
+    *s_category, *s_promote, *s_fwd, *s_np, *s_grad_enabled, *s_differentiable,
+    *s_requires_grad, *s_vjp_fn, *s_nondiff_outputs, *s_grad_fn;
+
+static PyTypeObject *dtype_type;            /* ember's dtype: __slots__, read by offset */
+static Py_ssize_t off_category, off_np;
+
+#define GET(o, s) PyObject_GetAttr((o), (s))
+
+/* An attribute of a long-lived object (an OpDef, the grad-mode state, the hooks class) read
+ * from its __dict__ directly, skipping the type lookup; the classes involved define no data
+ * descriptors of these names, so this is what getattr finds. Falls back to getattr when the
+ * name lives on the class. New reference or NULL. */
+static PyObject *ATTR(PyObject *o, PyObject *name)
+{
+    PyObject *d = PyType_Check(o) ? ((PyTypeObject *)o)->tp_dict : NULL;
+    if (d == NULL) {
+        PyObject **dp = _PyObject_GetDictPtr(o);
+        d = dp != NULL ? *dp : NULL;
+    }
+    if (d != NULL) {
+        PyObject *v = PyDict_GetItemWithError(d, name);
+        if (v != NULL)
+            return Py_NewRef(v);
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    return PyObject_GetAttr(o, name);
+}
+
+/* a slot of an ember dtype (category, np); getattr for anything else */
+static PyObject *dtype_slot(PyObject *dt, Py_ssize_t off, PyObject *name)
+{
+    if (Py_TYPE(dt) == dtype_type) {
+        PyObject *v = *(PyObject **)((char *)dt + off);
+        if (v != NULL)
+            return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(dt, name);
+}
+
+static int truth_attr(PyObject *o, PyObject *name)
+{
+    PyObject *v = ATTR(o, name);
+    if (v == NULL)
+        return -1;
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+}
+
+static int is_none_attr(PyObject *o, PyObject *name)
+{
+    PyObject *v = ATTR(o, name);
+    if (v == NULL)
+        return -1;
+    int r = v == Py_None;
+    Py_DECREF(v);
+    return r;
+}
+
+static int scalar_keeps_dtype(PyObject *dt)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(scalar_keeps);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (PyTuple_GET_ITEM(scalar_keeps, i) == dt)
+            return 1;
+    return 0;
+}
+
+/* dt.category < FLOAT; -1 on error */
+static int below_float(PyObject *dt)
+{
+    PyObject *c = dtype_slot(dt, off_category, s_category);
+    if (c == NULL)
+        return -1;
+    long v = PyLong_AsLong(c);
+    Py_DECREF(c);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    return v < FLOAT;
+}
+
+static PyObject *slow(PyObject *opdef, PyObject *args, PyObject *kwargs)
+{
+    return PyObject_CallFunctionObjArgs(py_dispatch, opdef, args, kwargs, NULL);
+}
+
+/* the forward raised: ValueError/IndexError/TypeError are explained (raise ... from None),
+ * SparseOperand goes to the sparse rules, anything else propagates */
+static PyObject *fwd_failed(PyObject *opdef, PyObject *args, PyObject *kwargs, PyObject *tensors)
+{
+    if (PyErr_ExceptionMatches(PyExc_ValueError) || PyErr_ExceptionMatches(PyExc_IndexError) ||
+        PyErr_ExceptionMatches(PyExc_TypeError)) {
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        PyErr_NormalizeException(&t, &v, &tb);
+        if (tb != NULL)
+            PyException_SetTraceback(v, tb);
+        PyObject *e = PyObject_CallFunctionObjArgs(explain, opdef, tensors, v, NULL);
+        Py_XDECREF(t);
+        Py_XDECREF(tb);
+        if (e == NULL) {
+            Py_DECREF(v);
+            return NULL;
+        }
+        PyException_SetCause(e, NULL);     /* "from None" (sets __suppress_context__) */
+        PyException_SetContext(e, v);      /* steals v */
+        PyErr_SetObject((PyObject *)Py_TYPE(e), e);
+        Py_DECREF(e);
+        return NULL;
+    }
+    if (PyErr_ExceptionMatches(sparse_operand)) {
+        PyErr_Clear();
+        return PyObject_CallFunctionObjArgs(sparse_dispatch, opdef, args, kwargs, NULL);
+    }
+    return NULL;
+}
+
+/* the fast path proper; *handled = 0 means "not taken: run the Python dispatch" */
+static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObject *args,
+                      PyObject *kwargs, int *handled)
+{
+    PyObject *a, *b = NULL, *x, *y = NULL, *dt = NULL, *tensors = NULL, *pos, *res = NULL;
+    PyObject *out = NULL, *ret = NULL;
+    int r;
+    *handled = 1;
+    if (n == 2) {
+        a = av[0];
+        b = av[1];
+        if (PyObject_TypeCheck(a, Tensor)) {
+            if ((dt = GET(a, s_dtype)) == NULL)
+                return NULL;
+            if (PyObject_TypeCheck(b, Tensor)) {
+                PyObject *bd = GET(b, s_dtype), *bv;
+                if (bd == NULL)
+                    goto error;
+                Py_DECREF(bd);
+                if (bd != dt)
+                    goto decline;
+                if ((bv = GET(b, s_device)) == NULL)
+                    goto error;
+                Py_DECREF(bv);
+                if (bv != CPU)
+                    goto decline;
+                pos = AT01;
+                if ((x = GET(a, s_data)) == NULL)
+                    goto error;
+                if ((y = GET(b, s_data)) == NULL) {
+                    Py_DECREF(x);
+                    goto error;
+                }
+            }
+            else if ((PyLong_CheckExact(b) || PyFloat_CheckExact(b)) && scalar_keeps_dtype(dt)) {
+                pos = AT0;
+                if ((x = GET(a, s_data)) == NULL)
+                    goto error;
+                y = Py_NewRef(b);
+            }
+            else
+                goto decline;
+        }
+        else if ((PyLong_CheckExact(a) || PyFloat_CheckExact(a)) && PyObject_TypeCheck(b, Tensor)) {
+            if ((dt = GET(b, s_dtype)) == NULL)
+                return NULL;
+            if (!scalar_keeps_dtype(dt))
+                goto decline;
+            pos = AT1;
+            x = Py_NewRef(a);
+            if ((y = GET(b, s_data)) == NULL) {
+                Py_DECREF(x);
+                goto error;
+            }
+            a = b;      /* the tensor: its device and category are checked below */
+        }
+        else
+            return *handled = 0, NULL;
+        /* from here x, y are owned */
+        PyObject *dv = GET(a, s_device);
+        if (dv == NULL)
+            goto error_xy;
+        Py_DECREF(dv);
+        if (dv != CPU)
+            goto decline_xy;
+        if ((r = below_float(dt)) < 0)
+            goto error_xy;
+        if (r) {
+            PyObject *p = ATTR(opdef, s_promote);
+            if (p == NULL)
+                goto error_xy;
+            int keeps = p == Py_None ? 1 : PyObject_RichCompareBool(p, common, Py_EQ);
+            Py_DECREF(p);
+            if (keeps < 0)
+                goto error_xy;
+            if (!keeps)
+                goto decline_xy;
+        }
+        tensors = pos == AT01 ? Py_NewRef(args) : PyTuple_Pack(1, pos == AT0 ? av[0] : av[1]);
+        if (tensors == NULL)
+            goto error_xy;
+        PyObject *fwd = ATTR(opdef, s_fwd);
+        if (fwd == NULL)
+            goto error_xy;
+        PyObject *cargs[3] = {np, x, y};
+        res = PyObject_Vectorcall(fwd, cargs, 3, NULL);
+        Py_DECREF(fwd);
+        Py_DECREF(x);
+        Py_DECREF(y);
+        if (res == NULL) {
+            ret = fwd_failed(opdef, args, kwargs, tensors);
+            goto done;
+        }
+    }
+    else if (n == 1) {
+        a = av[0];
+        if (!PyObject_TypeCheck(a, Tensor))
+            return *handled = 0, NULL;
+        PyObject *dv = GET(a, s_device);
+        if (dv == NULL)
+            return NULL;
+        Py_DECREF(dv);
+        if (dv != CPU)
+            return *handled = 0, NULL;
+        if ((dt = GET(a, s_dtype)) == NULL)
+            return NULL;
+        pos = AT0;
+        if ((r = below_float(dt)) < 0)
+            goto error;
+        if (r) {
+            PyObject *p = ATTR(opdef, s_promote);
+            if (p == NULL)
+                goto error;
+            int keeps = p == Py_None ? 1 : PyObject_RichCompareBool(p, common, Py_EQ);
+            Py_DECREF(p);
+            if (keeps < 0)
+                goto error;
+            if (!keeps)
+                goto decline;
+        }
+        tensors = Py_NewRef(args);
+        PyObject *fwd = ATTR(opdef, s_fwd);
+        if (fwd == NULL)
+            goto error;
+        if ((x = GET(a, s_data)) == NULL) {
+            Py_DECREF(fwd);
+            goto error;
+        }
+        PyObject *cargs[2] = {np, x};
+        res = PyObject_Vectorcall(fwd, cargs, 2, NULL);
+        Py_DECREF(fwd);
+        Py_DECREF(x);
+        if (res == NULL) {
+            ret = fwd_failed(opdef, args, kwargs, tensors);
+            goto done;
+        }
+    }
+    else
+        return *handled = 0, NULL;
+
+    if (Py_TYPE(res) != (PyTypeObject *)ndarray) {
+        if ((r = PyObject_IsInstance(res, np_generic)) < 0)
+            goto done;
+        if (!r) {
+            ret = PyObject_CallFunction(finish, "OOOOOOO", opdef, args, kwargs, tensors, res,
+                                        CPU, Py_None);
+            goto done;
+        }
+        Py_SETREF(res, PyObject_CallOneArg(np_asarray, res));
+        if (res == NULL)
+            goto done;
+    }
+    /* the output Tensor, as Tensor._wrap: object.__new__(Tensor), then _data and dtype */
+    out = PyBaseObject_Type.tp_new(Tensor, empty_tuple, NULL);
+    if (out == NULL)
+        goto done;
+    if (PyObject_SetAttr(out, s_data, res) < 0)
+        goto done;
+    {
+        PyObject *rd = GET(res, s_dtype), *dnp = dtype_slot(dt, off_np, s_np), *odt;
+        if (rd == NULL || dnp == NULL) {
+            Py_XDECREF(rd);
+            Py_XDECREF(dnp);
+            goto done;
+        }
+        int same = rd == dnp;
+        Py_DECREF(rd);
+        Py_DECREF(dnp);
+        odt = same ? Py_NewRef(dt) : PyObject_CallOneArg(dtype_of, res);
+        if (odt == NULL)
+            goto done;
+        r = PyObject_SetAttr(out, s_dtype, odt);
+        Py_DECREF(odt);
+        if (r < 0)
+            goto done;
+    }
+    /* autograd: the first input that requires grad decides, as in dispatch.py */
+    if ((r = truth_attr(grad_state, s_grad_enabled)) < 0)
+        goto done;
+    if (r && (r = truth_attr(opdef, s_differentiable)) < 0)
+        goto done;
+    if (r) {
+        Py_ssize_t nt = PyTuple_GET_SIZE(tensors);
+        int any = 0;
+        for (Py_ssize_t i = 0; i < nt && !any; i++)
+        {
+            PyObject *v = GET(PyTuple_GET_ITEM(tensors, i), s_requires_grad);
+            if (v == NULL)
+                goto done;
+            any = PyObject_IsTrue(v);
+            Py_DECREF(v);
+            if (any < 0)
+                goto done;
+        }
+        if (any) {
+            int general;
+            if ((general = is_none_attr(opdef, s_vjp_fn)) < 0)
+                goto done;
+            if (!general && (general = truth_attr(opdef, s_nondiff_outputs)) < 0)
+                goto done;
+            if (!general) {
+                PyObject *odt = GET(out, s_dtype);
+                if (odt == NULL)
+                    goto done;
+                general = below_float(odt);
+                Py_DECREF(odt);
+                if (general < 0)
+                    goto done;
+            }
+            if (general) {
+                PyObject *outs = PyTuple_Pack(1, out), *v;
+                if (outs == NULL)
+                    goto done;
+                v = PyObject_CallFunctionObjArgs(record, opdef, args, kwargs, tensors, outs, NULL);
+                Py_DECREF(outs);
+                if (v == NULL)
+                    goto done;
+                Py_DECREF(v);
+            }
+            else {
+                PyObject *cargs[5] = {opdef, args, tensors, pos, out};
+                PyObject *node = PyObject_Vectorcall(simple_node, cargs, 5, NULL);
+                if (node == NULL)
+                    goto done;
+                r = PyObject_SetAttr(out, s_grad_fn, node);
+                Py_DECREF(node);
+                if (r < 0 || PyObject_SetAttr(out, s_requires_grad, Py_True) < 0)
+                    goto done;
+            }
+        }
+    }
+    ret = Py_NewRef(out);
+done:
+    Py_XDECREF(out);
+    Py_XDECREF(res);
+    Py_XDECREF(tensors);
+    Py_XDECREF(dt);
+    return ret;
+decline_xy:
+    Py_DECREF(x);
+    Py_DECREF(y);
+decline:
+    Py_XDECREF(dt);
+    *handled = 0;
+    return NULL;
+error_xy:
+    Py_DECREF(x);
+    Py_DECREF(y);
+error:
+    Py_XDECREF(dt);
+    return NULL;
+}
+
+static PyObject *run(PyObject *opdef, PyObject *args, PyObject *kwargs)
+{
+    int r, handled;
+    if (kwargs != NULL && kwargs != Py_None && (!PyDict_Check(kwargs) || PyDict_GET_SIZE(kwargs)))
+        return slow(opdef, args, kwargs);
+    if ((r = truth_attr(opdef, s_view)) < 0)
+        return NULL;
+    if (r)
+        return slow(opdef, args, kwargs);
+    PyObject *names[3] = {s_autocast, s_tracer, s_profiler};
+    for (int i = 0; i < 3; i++) {
+        if ((r = is_none_attr(hooks, names[i])) < 0)
+            return NULL;
+        if (!r)
+            return slow(opdef, args, kwargs);
+    }
+    PyObject *ret = fast(opdef, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), args,
+                         kwargs, &handled);
+    return handled ? ret : slow(opdef, args, kwargs);
+}
+
+static PyObject *dispatch(PyObject *self, PyObject *const *av, Py_ssize_t n)
+{
+    if (!ready) {
+        PyErr_SetString(PyExc_RuntimeError, "ember._C._dispatch: init() was not called");
+        return NULL;
+    }
+    if (n != 3) {
+        PyErr_SetString(PyExc_TypeError, "dispatch(opdef, args, kwargs)");
+        return NULL;
+    }
+    if (!PyTuple_CheckExact(av[1]))       /* a list of arguments: the reference handles it */
+        return slow(av[0], av[1], av[2]);
+    return run(av[0], av[1], av[2]);
+}
+
+/* ---- Python operators (``Tensor.__add__``...): the operand check, then dispatch ---------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *opdef;
+    int reflected;
+    vectorcallfunc vectorcall;
+} Operator;
+
+static PyObject *operator_call(PyObject *self, PyObject *const *av, size_t nargsf,
+                               PyObject *kwnames)
+{
+    Operator *op = (Operator *)self;
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (n != 2 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames))) {
+        PyErr_SetString(PyExc_TypeError, "an operator takes (self, other)");
+        return NULL;
+    }
+    PyObject *o = av[1];
+    int r = PyObject_TypeCheck(o, Tensor) || PyFloat_CheckExact(o) || PyLong_CheckExact(o) ?
+        1 : PyObject_IsInstance(o, operands);
+    if (r <= 0)
+        return r < 0 ? NULL : Py_NewRef(Py_NotImplemented);
+    PyObject *args = op->reflected ? PyTuple_Pack(2, av[1], av[0]) : PyTuple_Pack(2, av[0], av[1]);
+    if (args == NULL)
+        return NULL;
+    PyObject *ret = run(op->opdef, args, empty_dict);
+    Py_DECREF(args);
+    return ret;
+}
+
+static PyObject *operator_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    if (obj == NULL || obj == Py_None)
+        return Py_NewRef(self);
+    return PyMethod_New(self, obj);
+}
+
+static void operator_dealloc(PyObject *self)
+{
+    Py_XDECREF(((Operator *)self)->opdef);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *operator_repr(PyObject *self)
+{
+    Operator *op = (Operator *)self;
+    return PyUnicode_FromFormat("<ember operator %R%s>", op->opdef,
+                                op->reflected ? " (reflected)" : "");
+}
+
+static PyTypeObject OperatorType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ember._C._dispatch.Operator",
+    .tp_basicsize = sizeof(Operator),
+    .tp_dealloc = operator_dealloc,
+    .tp_vectorcall_offset = offsetof(Operator, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_repr = operator_repr,
+    .tp_descr_get = operator_get,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "A Python operator of Tensor: NotImplemented for a foreign operand, else the "
+              "op's dispatch (``_tensor_methods._binary``).",
+};
+
+static PyObject *make_operator(PyObject *self, PyObject *args)
+{
+    PyObject *opdef;
+    int reflected;
+    if (!PyArg_ParseTuple(args, "Op", &opdef, &reflected))
+        return NULL;
+    Operator *op = PyObject_New(Operator, &OperatorType);
+    if (op == NULL)
+        return NULL;
+    op->opdef = Py_NewRef(opdef);
+    op->reflected = reflected;
+    op->vectorcall = operator_call;
+    return (PyObject *)op;
+}
+
+/* ---- set-up ------------------------------------------------------------------------------ */
+
+static PyObject *init(PyObject *self, PyObject *cfg)
+{
+    struct { const char *name; PyObject **slot; } items[] = {
+        {"Tensor", (PyObject **)&Tensor}, {"CPU", &CPU}, {"np", &np}, {"ndarray", &ndarray},
+        {"generic", &np_generic}, {"asarray", &np_asarray}, {"scalar_keeps", &scalar_keeps},
+        {"grad_state", &grad_state}, {"hooks", &hooks}, {"dispatch", &py_dispatch},
+        {"finish", &finish}, {"record", &record}, {"simple_node", &simple_node},
+        {"explain", &explain}, {"SparseOperand", &sparse_operand},
+        {"sparse_dispatch", &sparse_dispatch}, {"AT0", &AT0}, {"AT1", &AT1}, {"AT01", &AT01},
+        {"dtype_of", &dtype_of}, {"operands", &operands}};
+    if (!PyDict_Check(cfg)) {
+        PyErr_SetString(PyExc_TypeError, "init(dict)");
+        return NULL;
+    }
+    for (size_t i = 0; i < sizeof items / sizeof *items; i++) {
+        PyObject *v = PyDict_GetItemString(cfg, items[i].name);
+        if (v == NULL)
+            return PyErr_Format(PyExc_KeyError, "init: %s missing", items[i].name);
+        Py_XSETREF(*items[i].slot, Py_NewRef(v));
+    }
+    if (!PyType_Check(Tensor) || !PyTuple_Check(scalar_keeps))
+        return PyErr_Format(PyExc_TypeError, "init: Tensor must be a type, scalar_keeps a tuple");
+    PyObject *f = PyDict_GetItemString(cfg, "FLOAT");
+    if (f == NULL || (FLOAT = PyLong_AsLong(f)) == -1)
+        return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_KeyError, "init: FLOAT");
+    PyObject *dtt = PyDict_GetItemString(cfg, "dtype");
+    if (dtt == NULL || !PyType_Check(dtt))
+        return PyErr_Format(PyExc_KeyError, "init: dtype");
+    PyObject *names[2] = {s_category, s_np};
+    Py_ssize_t *offs[2] = {&off_category, &off_np};
+    for (int i = 0; i < 2; i++) {
+        PyObject *m = PyObject_GetAttr(dtt, names[i]);
+        if (m == NULL)
+            return NULL;
+        if (Py_TYPE(m) != &PyMemberDescr_Type) {
+            Py_DECREF(m);
+            return PyErr_Format(PyExc_TypeError, "init: dtype.%U is not a slot", names[i]);
+        }
+        *offs[i] = ((PyMemberDescrObject *)m)->d_member->offset;
+        Py_DECREF(m);
+    }
+    Py_XSETREF(dtype_type, (PyTypeObject *)Py_NewRef(dtt));
+    ready = 1;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"dispatch", (PyCFunction)(void (*)(void))dispatch, METH_FASTCALL,
+     "dispatch(opdef, args, kwargs): dispatch.py's dispatch, its fast path in C."},
+    {"operator", make_operator, METH_VARARGS,
+     "operator(opdef, reflected): a Tensor operator method calling dispatch."},
+    {"init", init, METH_O, "init(objects): the Python objects the fast path works with."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_dispatch",
+                                    "dispatch's fast path in C (see ember/_ops/dispatch.py).", -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit__dispatch(void)
+{
+    struct { PyObject **slot; const char *s; } strs[] = {
+        {&s_view, "view"}, {&s_autocast, "autocast"}, {&s_tracer, "tracer"},
+        {&s_profiler, "profiler"}, {&s_dtype, "dtype"}, {&s_device, "device"},
+        {&s_data, "_data"}, {&s_category, "category"}, {&s_promote, "promote"},
+        {&s_fwd, "fwd"}, {&s_np, "np"}, {&s_grad_enabled, "grad_enabled"},
+        {&s_differentiable, "differentiable"}, {&s_requires_grad, "_requires_grad"},
+        {&s_vjp_fn, "vjp_fn"}, {&s_nondiff_outputs, "nondiff_outputs"},
+        {&s_grad_fn, "grad_fn"}, {&common, "common"}};
+    for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
+        if ((*strs[i].slot = PyUnicode_InternFromString(strs[i].s)) == NULL)
+            return NULL;
+    if ((empty_dict = PyDict_New()) == NULL || (empty_tuple = PyTuple_New(0)) == NULL)
+        return NULL;
+    if (PyType_Ready(&OperatorType) < 0)
+        return NULL;
+    return PyModule_Create(&module);
+}
