@@ -21,3 +21,16 @@ def test_api_reference_renders_public_names_with_examples(tmp_path):
     assert 'id="clamp"' in page and ">>> ember.clamp(ember.tensor([-2., 0.5, 3.])" in text
     assert 'id="Conv2d"' in (tmp_path / "ember" / "nn.html").read_text(encoding="utf-8")
     assert not list(tmp_path.rglob("_*.html"))               # private modules left out
+
+
+def test_registry_ops_get_their_forward_signatures():
+    import inspect
+
+    import apidocs
+
+    import ember
+    apidocs._op_signatures()
+    assert str(inspect.signature(ember.add)) == "(input, other, alpha=1)"
+    assert str(inspect.signature(ember.Tensor.sum)) == "(self, dim=None, keepdim=False, *, " \
+        "dtype=None)"
+    assert ember.add(ember.ones(1), ember.ones(1)).item() == 2.0     # still callable as before

@@ -28,12 +28,35 @@ def _public(mod):
     return sorted(names)
 
 
+def _op_signatures():
+    """Functions and Tensor methods generated from the registry take ``*args, **kwargs``; give
+    each the signature of its op's forward (less the array-module parameter, and with ``self``
+    for the tensor a method is called on). Done here, not at import: it costs milliseconds."""
+    import inspect
+
+    import ember
+
+    def sig(opdef, method):
+        params = list(inspect.signature(opdef.fwd).parameters.values())[1:]
+        if method and params:
+            params[0] = params[0].replace(name="self")
+        return inspect.Signature(params)
+    for n in dir(ember):
+        f = getattr(ember, n)
+        if callable(f) and hasattr(f, "opdef"):
+            f.__signature__ = sig(f.opdef, False)
+    for n, f in vars(ember.Tensor).items():
+        if callable(f) and hasattr(f, "opdef"):
+            f.__signature__ = sig(f.opdef, True)
+
+
 def main(out="docs/api"):
     import pdoc
     for name in NAMESPACES:
         mod = importlib.import_module(name)
         if not hasattr(mod, "__all__"):
             mod.__all__ = _public(mod)
+    _op_signatures()
     pdoc.render.configure(docformat="google", search=True)
     pdoc.pdoc("ember", r"!.*\._.*", output_directory=Path(out))
     print(f"API reference: {out}/index.html")
