@@ -48,14 +48,21 @@ def lstm_cell(xp, igates, hgates, cx):
     return o * xp.tanh(cy), cy
 
 
+def _gate_grads(dh, dc, i, f, g, o, c_prev, tc):
+    """One LSTM step's backward from its activated gates, incoming cell state and
+    ``tc = tanh(c)``: the four gate gradients (i, f, g, o) and the gradient of ``c_prev``.
+    Plain arithmetic, so it serves NumPy arrays and ember tensors alike."""
+    dcy = dh * o * (1 - tc * tc) + dc
+    return (dcy * g * i * (1 - i), dcy * c_prev * f * (1 - f), dcy * i * (1 - g * g),
+            dh * tc * o * (1 - o)), dcy * f
+
+
 def _lstm_cell_grads(ghy, gcy, igates, hgates, cx):
     """(dgates, dcx) of ``_lstm_cell`` in ember ops: the differentiable backward."""
     i, f, g, o = (igates + hgates).chunk(4, -1)
     i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
-    tc = (f * cx + i * g).tanh()
-    dcy = ghy * o * (1 - tc * tc) + gcy
-    return ember.cat([dcy * g * i * (1 - i), dcy * cx * f * (1 - f), dcy * i * (1 - g * g),
-                      ghy * tc * o * (1 - o)], -1), dcy * f
+    parts, dcx = _gate_grads(ghy, gcy, i, f, g, o, cx, (f * cx + i * g).tanh())
+    return ember.cat(list(parts), -1), dcx
 
 
 @lstm_cell.vjp(save=("igates", "hgates", "cx"))
@@ -80,15 +87,8 @@ def lstm_cell_backward(xp, grad_hy, grad_cy, igates, hgates, cx):
     from the inputs (cheaper than keeping them)."""
     _check("_lstm_cell_backward", igates, hgates, cx)
     i, f, g, o = _activate(xp, igates + hgates)
-    tc = xp.tanh(f * cx + i * g)
-    dcy = grad_hy * o * (1 - tc * tc) + grad_cy
-    out = xp.empty(igates.shape, igates.dtype)
-    h = cx.shape[-1]
-    out[..., :h] = dcy * g * i * (1 - i)
-    out[..., h:2 * h] = dcy * cx * f * (1 - f)
-    out[..., 2 * h:3 * h] = dcy * i * (1 - g * g)
-    out[..., 3 * h:] = grad_hy * tc * o * (1 - o)
-    return out, dcy * f
+    parts, dcx = _gate_grads(grad_hy, grad_cy, i, f, g, o, cx, xp.tanh(f * cx + i * g))
+    return xp.concatenate(parts, -1), dcx
 
 
 def _torch_cell(torch, igates, hgates, cx):
@@ -210,14 +210,10 @@ def lstm_layer_backward(xp, grad_out, grad_hn, grad_cn, h0, w_hh, out, act, cs, 
         if grad_out is not None:
             dh += grad_out[t]
         a, d = act[t], dgates[t]
-        i, f, g, o = a[:, :H], a[:, H:2 * H], a[:, 2 * H:3 * H], a[:, 3 * H:]
-        tc = xp.tanh(cs[k + 1])
-        xp.multiply(dh * tc, o * (1 - o), out=d[:, 3 * H:])
-        dcy = dh * o * (1 - tc * tc) + dc
-        xp.multiply(dcy * g, i * (1 - i), out=d[:, :H])
-        xp.multiply(dcy * cs[k], f * (1 - f), out=d[:, H:2 * H])
-        xp.multiply(dcy * i, 1 - g * g, out=d[:, 2 * H:3 * H])
-        dc = dcy * f
+        parts, dc = _gate_grads(dh, dc, a[:, :H], a[:, H:2 * H], a[:, 2 * H:3 * H], a[:, 3 * H:],
+                                cs[k], xp.tanh(cs[k + 1]))
+        for j, part in enumerate(parts):
+            d[:, j * H:(j + 1) * H] = part
         dh = d @ w
     hprev = xp.empty((T, B, H), dt)          # each step's incoming hidden state
     for k, t in enumerate(order):
