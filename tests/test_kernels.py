@@ -200,11 +200,11 @@ def test_erf_float32(name, noncontig):
     np.testing.assert_allclose(fast, ref, rtol=1e-6, atol=1e-36)
 
 
-# (input, weight, padding, groups): 3x3 convolutions with unit stride and >= 16 channels per
-# group on one side, which run Winograd (ember/_ops/conv_winograd.py); odd sizes leave partial
-# tiles, (1, 1) a single one
+# (input, weight, padding, groups): 3x3 convolutions with unit stride, >= 16 channels per
+# group on one side and >= 12 in the input, which run Winograd (ember/_ops/conv_winograd.py);
+# odd sizes leave partial tiles, (1, 1) a single one
 WINOGRAD = [((2, 16, 7, 9), (16, 16, 3, 3), 1, 1), ((1, 32, 5, 6), (16, 32, 3, 3), 0, 1),
-            ((3, 32, 6, 5), (64, 16, 3, 3), 1, 2), ((2, 3, 9, 4), (32, 3, 3, 3), 1, 1),
+            ((3, 32, 6, 5), (64, 16, 3, 3), 1, 2), ((2, 12, 9, 4), (32, 12, 3, 3), 1, 1),
             ((1, 32, 1, 1), (16, 32, 3, 3), 1, 1), ((2, 16, 4, 3), (16, 16, 3, 3), (1, 0), 1)]
 
 
@@ -292,3 +292,45 @@ def test_gather_scatter_reject_bad_index(bad):
         with pytest.raises(RuntimeError, match=f"index {bad} is out of bounds for dimension 1 "
                                                "with size 4"):
             fn()
+
+
+# (input, weight, stride, padding, dilation, groups): convolutions Winograd does not take, which
+# run im2col + GEMM per sample (ember/_ops/conv_cols.py): an image network's first layer (3
+# input channels), odd sizes, strides, dilations, groups, depthwise, 1x1, 1-D
+COLS = [((2, 3, 9, 7), (32, 3, 3, 3), 1, 1, 1, 1), ((3, 4, 11, 10), (20, 2, 3, 2), (2, 1),
+                                                    (1, 0), (2, 1), 2),
+        ((1, 3, 13, 12), (8, 3, 5, 5), 2, 2, 1, 1), ((2, 6, 5, 6), (6, 1, 3, 3), 1, 1, 1, 6),
+        ((2, 20, 4, 5), (18, 20, 1, 1), 1, 0, 1, 1), ((3, 4, 17), (6, 2, 3), 2, 2, 2, 2),
+        ((1, 5, 1, 1), (7, 5, 3, 3), 1, 1, 1, 1)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])
+@pytest.mark.parametrize("case", COLS, ids=str)
+@pytest.mark.parametrize("transposed", [False, True], ids=["conv", "transposed"])
+def test_im2col_conv(case, dtype, noncontig, transposed):
+    from ember._ops import conv_cols
+    xs, ws, stride, padding, dilation, groups = case
+    nd = len(xs) - 2
+    conv = getattr(F, f"conv{'_transpose' if transposed else ''}{nd}d")
+    x, w = _input(xs, dtype, noncontig), _input(ws, dtype, noncontig, seed=1, scale=0.3)
+    kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    if transposed:        # (in, out / groups, *k): the same weight read the other way round
+        x = _input((xs[0], ws[0]) + xs[2:], dtype, noncontig)
+        # an output_padding below the stride (or dilation) adds cells no window reaches
+        st, dl = ((v,) * nd if isinstance(v, int) else v for v in (stride, dilation))
+        kw["output_padding"] = tuple(max(a, b) - 1 for a, b in zip(st, dl))
+    fn = lambda a, b: conv(a, b, **kw)  # noqa: E731
+    calls = []
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("forward", "transpose", "weight_grad"):
+            real = getattr(conv_cols, name)
+            mp.setattr(conv_cols, name, lambda *a, real=real: calls.append(real(*a)) or calls[-1])
+        fast = _run(fn, [x, w], (0, 1))
+    assert len(calls) == 3 and all(c is not None for c in calls)     # the kernels ran
+    with _C.disabled():
+        ref = _run(fn, [x, w], (0, 1))
+    tol = 2e-6 if dtype == "float32" else 1e-14
+    for what, a, b in zip(["value", "grad input", "grad weight"], fast, ref):
+        assert a.dtype == b.dtype and a.shape == b.shape, what
+        np.testing.assert_allclose(a, b, rtol=0, atol=tol * np.abs(b).max(), err_msg=what)

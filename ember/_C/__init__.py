@@ -42,6 +42,9 @@ def _declare(lib):
             "erf": [p, p, i64, i, i],                  # float32 only: float64 has libm's
             "winograd_fwd": [p, i64, i64, i64, i64, p, i64, i64, p, i64, i64, i64, p, i, i],
             "winograd_wgrad": [p, i64, i64, i64, i64, p, i64, i64, i64, i64, p, i64, p, i, i],
+            "conv_cols_fwd": [p, p, p, i64, i64, i64, p, p, i, i],
+            "conv_cols_wgrad": [p, p, p, i64, i64, i64, p, p, i, i],
+            "conv_cols_transpose": [p, p, p, i64, i64, i64, p, p, i, i],
             "attn_fwd_tile": [p, i64, i64, p, p, i64, p, i64, i64, i64, i64, i64, i64, i64, i],
             "attn_bwd_tile": [p, p, i64, i64, p, p, i64, i64, i64, i64, i64, i],
             "scan": [p, p, i64, i64, i64, i, i, i],
@@ -51,10 +54,10 @@ def _declare(lib):
         for suffix in ("_f32", "_f64"):
             fn = getattr(lib, name + suffix, None)
             if fn is not None:
-                # (Winograd kernels return -1 when they cannot allocate their buffers;
+                # (Winograd and im2col kernels return -1 when they cannot allocate their buffers;
                 # gather/scatter return 1 for an index out of range: the caller raises)
                 fn.argtypes = args
-                fn.restype = ctypes.c_int if name.startswith("winograd") or name in (
+                fn.restype = ctypes.c_int if name.startswith(("winograd", "conv_cols")) or name in (
                     "gather", "scatter") else None
 
 

@@ -76,6 +76,7 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #define SIGMOID sigmoid_f32
 #include "rowops.h"
 #include "winograd.h"
+#include "im2col.h"
 #include "attention.h"
 #include "scan.h"
 #include "gather.h"
@@ -96,6 +97,7 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #define SIGMOID sigmoid_f64
 #include "rowops.h"
 #include "winograd.h"
+#include "im2col.h"
 #include "attention.h"
 #include "scan.h"
 #include "gather.h"

@@ -4,7 +4,10 @@
 im2col on a strided window view plus one batched matmul over the groups; its backward is
 ``convolution`` again (the input gradient of a convolution is a transposed convolution and the
 other way round, the weight gradient is a convolution of the input with the output gradient),
-so gradients of any order come from this one op. Pooling by averaging, fold/unfold, padding
+so gradients of any order come from this one op. On NumPy arrays the 1-D and 2-D passes
+run in C where they can: Winograd for 3x3 unit-stride layers with enough input channels
+(conv_winograd.py), im2col + GEMM per sample for the rest (conv_cols.py); the NumPy code here
+is their reference and the path for CuPy, 3-D and other dtypes. Pooling by averaging, fold/unfold, padding
 modes and interpolation are compositions in ember/nn/_conv_functional.py.
 """
 import math
@@ -15,7 +18,8 @@ import ember
 
 from .._backends import blas
 from .._tensor import Tensor
-from . import conv_winograd
+from ..autograd.graph import needs_input_grad
+from . import conv_cols, conv_winograd
 from .meta import empty
 from .nn import kernel_grads
 from .registry import op
@@ -109,9 +113,10 @@ def _use_taps(xp, x, cg, og, stride, k):
 
 def _conv_forward(xp, x, w, stride, padding, dilation, groups):
     nd, (n, c), o = w.ndim - 2, x.shape[:2], w.shape[0]
-    out = conv_winograd.forward(x, w, stride, padding, dilation, groups) if xp is np else None
-    if out is not None:
-        return out
+    for fast in (conv_cols.forward, conv_winograd.forward) if xp is np else ():
+        out = fast(x, w, stride, padding, dilation, groups)
+        if out is not None:
+            return out
     x = xp.ascontiguousarray(_pad(xp, x, padding, padding))
     k, size = w.shape[2:], x.shape[2:]
     osize = tuple((size[i] - dilation[i] * (k[i] - 1) - 1) // stride[i] + 1 for i in range(nd))
@@ -169,8 +174,13 @@ def _conv_transpose_forward(xp, x, w, stride, padding, dilation, output_padding,
     o, K, L = groups * og, math.prod(k), math.prod(size)
     full = tuple((size[i] - 1) * stride[i] + dilation[i] * (k[i] - 1) + 1 + output_padding[i]
                  for i in range(nd))
-    if (1 < cg <= og or _use_taps(xp, x, cg, og, stride, k)) and all(s == 1 for s in stride) and all(
-            p <= d * (kk - 1) for p, d, kk in zip(padding, dilation, k)):
+    out = conv_cols.transpose(x, w, stride, padding, dilation, output_padding, groups) \
+        if xp is np else None
+    if out is not None:
+        return out
+    if (1 < cg <= og or _use_taps(xp, x, cg, og, stride, k)) and all(
+            s == 1 for s in stride) and all(p <= d * (kk - 1)
+                                            for p, d, kk in zip(padding, dilation, k)):
         # NOTE: with unit strides the transposed convolution is a plain one with the kernel
         # flipped and its channel axes swapped, over the input padded by the kernel's reach.
         # Its im2col copies grow with the input channels, col2im's adds with the output ones:
@@ -299,7 +309,11 @@ def _weight_grad(x, g, k, stride, padding, dilation, groups):
     input (channels as batch) with the output gradient (batch as channels):
     ``gw[go, c, k] = sum_{n,l} x_pad[n, gc, l * stride + k * dilation] * g[n, go, l]``."""
     arrays = kernel_grads(x, g)             # (the kernel's result is not differentiable)
-    gw = arrays and conv_winograd.weight_grad(*arrays, k, stride, padding, dilation, groups)
+    gw = None
+    for fast in (conv_cols.weight_grad, conv_winograd.weight_grad) if arrays else ():
+        gw = fast(*arrays, k, stride, padding, dilation, groups)
+        if gw is not None:
+            break
     if gw is not None:
         return Tensor._wrap(gw)
     nd, n = len(k), x.shape[0]
@@ -318,10 +332,12 @@ def _weight_grad(x, g, k, stride, padding, dilation, groups):
 
 @convolution.vjp(save=("input", "weight"))
 def _(g, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    # which gradients to compute is the graph's call (needs_input_grad), not the saved tensors'
+    # requires_grad: a saved_tensors_hooks pair may hand them back detached
     nd, k = weight.dim() - 2, tuple(weight.shape[2:])
     gi = gw = None
     if transposed:       # y = conv^T(x): dx = conv(g), dweight from (g, x) with roles swapped
-        if input.requires_grad:
+        if needs_input_grad(0):
             gi = convolution(g, weight, None, stride, padding, dilation, False, (0,) * nd,
                              groups)
             # an output_padding of at least the stride (allowed below the dilation) adds
@@ -329,18 +345,19 @@ def _(g, input, weight, bias, stride, padding, dilation, transposed, output_padd
             if tuple(gi.shape) != tuple(input.shape):
                 gi = gi[(slice(None), slice(None)) + tuple(slice(0, s) for s in
                                                            input.shape[2:])]
-        if weight.requires_grad:
+        if needs_input_grad(1):
             gw = _weight_grad(g, input, k, stride, padding, dilation, groups)
     else:
-        if input.requires_grad:
+        if needs_input_grad(0):
             # output_padding recovers the input rows the forward's last window skipped
             fit = tuple(input.shape[2 + i] - ((g.shape[2 + i] - 1) * stride[i] - 2 * padding[i]
                                               + dilation[i] * (k[i] - 1) + 1)
                         for i in range(nd))
             gi = convolution(g, weight, None, stride, padding, dilation, True, fit, groups)
-        if weight.requires_grad:
+        if needs_input_grad(1):
             gw = _weight_grad(input, g, k, stride, padding, dilation, groups)
-    gb = g.sum((0,) + tuple(range(2, 2 + nd))) if bias is not None else None
+    gb = g.sum((0,) + tuple(range(2, 2 + nd))) if bias is not None and needs_input_grad(2) \
+        else None
     return gi, gw, gb
 
 

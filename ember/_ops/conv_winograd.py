@@ -12,8 +12,10 @@ The transforms and the blocking (a few tile rows at a time, so a block's operand
 are the C kernel ``winograd_fwd`` / ``winograd_wgrad`` (ember/_C/winograd.h), which calls the
 BLAS NumPy uses for the GEMMs. F(2x2, 3x3)'s transforms hold only 0, +-1 and 1/2: float32
 results stay within a few ulp of the direct sums (F(4x4, 3x3) would save another 1.8x of the
-GEMM work but loses ~2 decimal digits). The im2col / per-tap paths in conv.py remain the
-reference and the fallback (CuPy, other shapes, no C library or BLAS).
+GEMM work but loses ~2 decimal digits). Layers with fewer than 12 input channels per group
+go to conv_cols.py instead (Winograd's GEMMs have those channels as inner dimension). The
+im2col / per-tap paths in conv.py remain the reference and the fallback (CuPy, other shapes,
+no C library or BLAS).
 """
 import numpy as np
 
