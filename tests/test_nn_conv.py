@@ -320,6 +320,28 @@ def test_conv_transpose_output_size_matches_torch():
         e(ember.tensor(x), output_size=(12, 10))
 
 
+@pytest.mark.parametrize("transposed", [False, True], ids=["conv", "transposed"])
+def test_conv_gradients_under_saved_tensor_hooks_that_detach(transposed):
+    # the hooks hand back tensors without requires_grad: the graph (needs_input_grad), not the
+    # saved tensors, says which gradients the backward computes
+    name = "conv_transpose2d" if transposed else "conv2d"
+    x0, w0, b0 = arr(2, 4, 6, 5), arr(4, 3, 3, 3), arr(3 if transposed else 4)
+    if not transposed:
+        w0 = arr(4, 4, 3, 3)
+
+    def grads(lib, wants):
+        ts = [lib.tensor(a, requires_grad=r) for a, r in zip((x0, w0, b0), wants)]
+        with lib.autograd.graph.saved_tensors_hooks(lambda t: t.detach(), lambda t: t):
+            y = getattr(lib.nn.functional, name)(*ts, padding=1)
+        (y * y).sum().backward()
+        return [t.grad for t in ts]
+    for wants in [(True, True, True), (True, False, False), (False, True, True)]:
+        for g, ref in zip(grads(ember, wants), grads(torch, wants)):
+            assert (g is None) == (ref is None)
+            if g is not None:
+                assert_close(g, ref)
+
+
 def test_small_cnn_trains_like_torch():
     def build(nn):
         return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
