@@ -7,8 +7,9 @@ other way round, the weight gradient is a convolution of the input with the outp
 so gradients of any order come from this one op. On NumPy arrays the 1-D and 2-D passes
 run in C where they can: Winograd for 3x3 unit-stride layers with enough input channels
 (conv_winograd.py), im2col + GEMM per sample for the rest (conv_cols.py); the NumPy code here
-is their reference and the path for CuPy, 3-D and other dtypes. Pooling by averaging, fold/unfold, padding
-modes and interpolation are compositions in ember/nn/_conv_functional.py.
+is their reference and the path for CuPy, 3-D and other dtypes. Pooling by averaging,
+fold/unfold and padding modes are compositions in ember/nn/_conv_functional.py, interpolation
+in ember/nn/_resample_functional.py.
 """
 import math
 

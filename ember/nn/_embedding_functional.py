@@ -6,7 +6,7 @@ import ember
 
 from ..autograd.function import Function
 from ..autograd.grad_mode import no_grad
-from ._conv_functional import _vector_norm
+from ._norm_functional import _vector_norm
 
 __all__ = ["embedding", "embedding_bag"]
 

@@ -11,7 +11,7 @@ import ember
 from ..amp.autocast_mode import autocast_policy
 from ..autograd.function import Function
 from . import functional as _F
-from ._conv_functional import pairwise_distance
+from ._norm_functional import pairwise_distance
 
 __all__ = ["poisson_nll_loss", "gaussian_nll_loss", "ctc_loss", "margin_ranking_loss",
            "hinge_embedding_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",

@@ -568,6 +568,8 @@ def pad_last(t):
     return ember.cat([t, ember.zeros(tuple(t.shape[:-1]) + (1,), dtype=t.dtype,
                                      device=t.device)], -1)
 from ._conv_functional import *  # noqa
+from ._resample_functional import *  # noqa
+from ._norm_functional import *  # noqa
 from ._loss_functional import *  # noqa
 from ._embedding_functional import *  # noqa
 from ._vision_functional import *  # noqa

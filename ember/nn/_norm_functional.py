@@ -1,0 +1,200 @@
+"""``torch.nn.functional``: normalization layers (batch, instance, group, local response) and
+distances (normalize, cosine_similarity, pairwise_distance), compositions of ember ops.
+"""
+import math
+
+import numpy as np
+
+import ember
+
+from ..amp.autocast_mode import autocast_policy
+from ._conv_functional import avg_pool2d, avg_pool3d, pad
+
+__all__ = ["batch_norm", "group_norm", "instance_norm", "local_response_norm", "normalize",
+           "cosine_similarity", "pairwise_distance"]
+
+
+# ---- normalization -----------------------------------------------------------------------------
+
+def _channel(t, ndim):
+    """A per-channel (C,) tensor shaped to broadcast against (N, C, *spatial)."""
+    return t.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def _affine(out, weight, bias):
+    if weight is not None:
+        out = out * _channel(weight, out.dim())
+    if bias is not None:
+        out = out + _channel(bias, out.dim())
+    return out
+
+
+def _update_running(running, value, momentum):
+    with ember.no_grad():
+        running.mul_(1 - momentum).add_(value.detach().to(running.dtype) * momentum)
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """Normalize each channel of (N, C, *) ``input`` by batch statistics (training, which also
+    updates the running stats in place with the unbiased variance) or by the running stats.
+
+    Example:
+        >>> import ember
+        >>> x = ember.tensor([[1.], [3.]])
+        >>> rm, rv = ember.zeros(1), ember.ones(1)
+        >>> ember.nn.functional.batch_norm(x, rm, rv, training=True).flatten().tolist()
+        [-0.99999..., 0.99999...]
+        >>> rm.tolist(), rv.tolist()
+        ([0.2...], [1.1...])
+    """
+    dims = (0,) + tuple(range(2, input.dim()))
+    if training:
+        n = input.numel() // input.shape[1]
+        if n <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input "
+                             f"size {input.shape}")
+        mean, var = input.mean(dims), input.var(dims, correction=0)
+        if running_mean is not None:
+            _update_running(running_mean, mean, momentum)
+        if running_var is not None:
+            _update_running(running_var, var * (n / (n - 1)), momentum)
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("batch_norm: running_mean and running_var must be defined in "
+                               "evaluation mode")
+        mean, var = running_mean, running_var
+    out = (input - _channel(mean, input.dim())) * _channel((var + eps).rsqrt(), input.dim())
+    return _affine(out, weight, bias)
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    """Normalize each (sample, channel) over its spatial dims.
+
+    Example:
+        >>> import ember
+        >>> x = ember.tensor([[[1., 3.], [2., 2.]]])
+        >>> ember.nn.functional.instance_norm(x).tolist()
+        [[[-0.99999..., 0.99999...], [0.0, 0.0]]]
+    """
+    if not use_input_stats:
+        return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+    dims = tuple(range(2, input.dim()))
+    n = math.prod(input.shape[2:])
+    if n <= 1:
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size "
+                         f"{input.shape}")
+    mean = input.mean(dims, keepdim=True)
+    var = input.var(dims, keepdim=True, correction=0)
+    if running_mean is not None:   # the batch average of the per-instance statistics
+        _update_running(running_mean, mean.mean(0).flatten(), momentum)
+    if running_var is not None:
+        _update_running(running_var, var.mean(0).flatten() * (n / (n - 1)), momentum)
+    return _affine((input - mean) * (var + eps).rsqrt(), weight, bias)
+
+
+@autocast_policy("autocast_fp32_cuda")
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Normalize groups of ``num_groups`` channels over (channels in group, *spatial).
+
+    Example:
+        >>> import ember
+        >>> x = ember.tensor([[1., 3., 5., 5.]])
+        >>> ember.nn.functional.group_norm(x, 2).tolist()
+        [[-0.99999..., 0.99999..., 0.0, 0.0]]
+    """
+    n, c = input.shape[0], input.shape[1]
+    if c % num_groups:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by "
+                           f"num_groups, but got input of shape {list(input.shape)} and "
+                           f"num_groups={num_groups}")
+    x = input.reshape(n, num_groups, -1)
+    mean, var = x.mean(-1, keepdim=True), x.var(-1, keepdim=True, correction=0)
+    out = ((x - mean) * (var + eps).rsqrt()).reshape(input.shape)
+    return _affine(out, weight, bias)
+
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """Divide each value by a power of the summed squares of its ``size`` neighbouring channels
+    (torch's composite, which averages then rescales).
+
+    Example:
+        >>> import ember
+        >>> ember.nn.functional.local_response_norm(ember.ones(1, 3, 2), 2).shape
+        torch.Size([1, 3, 2])
+    """
+    dim = input.dim()
+    if dim < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality input (got {dim} dimensions)")
+    if input.numel() == 0:
+        return input
+    div = input * input
+    if dim == 3:
+        div = pad(div.unsqueeze(1), (0, 0, size // 2, (size - 1) // 2))
+        div = avg_pool2d(div, (size, 1), stride=1).squeeze(1)
+    else:
+        sizes = tuple(input.shape)
+        div = div.reshape(sizes[0], 1, sizes[1], sizes[2], -1)
+        div = pad(div, (0, 0, 0, 0, size // 2, (size - 1) // 2))
+        div = avg_pool3d(div, (size, 1, 1), stride=1).squeeze(1).reshape(sizes)
+    return input / (div * alpha + k).pow(beta)
+
+
+# ---- distances --------------------------------------------------------------------------------
+
+def _vector_norm(x, p, dim, keepdim=False):
+    """p-norm along ``dim`` whose gradient at a zero vector is 0, as torch's norm."""
+    if p == float("inf"):
+        return x.abs().amax(dim, keepdim=keepdim) if hasattr(x, "amax") else \
+            x.abs().max(dim, keepdim=keepdim)[0]
+    s = (x * x).sum(dim, keepdim=keepdim) if p == 2 else x.abs().pow(p).sum(dim, keepdim=keepdim)
+    nz = s > 0
+    # NOTE: where() keeps pow's infinite slope at 0 out of the gradient
+    return ember.where(nz, ember.where(nz, s, 1.0).pow(1.0 / p), 0.0)
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """``input / max(||input||_p, eps)`` along ``dim``.
+
+    Example:
+        >>> import ember
+        >>> ember.nn.functional.normalize(ember.tensor([[3., 4.]]))
+        tensor([[0.6000, 0.8000]])
+    """
+    r = input / _vector_norm(input, p, dim, keepdim=True).clamp_min(eps)
+    return out.copy_(r) if out is not None else r
+
+
+@autocast_policy("autocast_fp32_cuda")
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """Cosine of the angle between ``x1`` and ``x2`` along ``dim`` (each norm clamped to
+    ``eps``).
+
+    Example:
+        >>> import ember
+        >>> ember.nn.functional.cosine_similarity(ember.tensor([[1., 0.]]),
+        ...                                       ember.tensor([[1., 1.]])).tolist()
+        [0.7071067...]
+    """
+    shape = tuple(np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape)))
+
+    def unit(x):
+        x = x.expand(shape)         # NOTE: torch takes the norms after broadcasting
+        n = _vector_norm(x, 2, dim, keepdim=True)
+        # NOTE: torch clamps the norms in place under no_grad: the clamp has no gradient
+        return x / (n + (n.clamp_min(eps) - n).detach())
+    return (unit(x1) * unit(x2)).sum(dim)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """``||x1 - x2 + eps||_p`` over the last dim.
+
+    Example:
+        >>> import ember
+        >>> ember.nn.functional.pairwise_distance(ember.tensor([[0., 0.]]),
+        ...                                       ember.tensor([[3., 4.]])).tolist()
+        [4.99999...]
+    """
+    d = max(x1.dim(), x2.dim()) - 1
+    return _vector_norm(x1 - x2 + eps, p, d, keepdim)
