@@ -334,3 +334,15 @@ def test_im2col_conv(case, dtype, noncontig, transposed):
     for what, a, b in zip(["value", "grad input", "grad weight"], fast, ref):
         assert a.dtype == b.dtype and a.shape == b.shape, what
         np.testing.assert_allclose(a, b, rtol=0, atol=tol * np.abs(b).max(), err_msg=what)
+
+
+def test_im2col_conv_empty_batch_and_channels():
+    # nothing to sum: the kernels start no threads, and the results are empty or zeros
+    for xs, ws in [((0, 3, 5, 4), (4, 3, 3, 3)), ((2, 0, 5, 4), (4, 0, 3, 3))]:
+        x = ember.zeros(xs, requires_grad=True)
+        w = ember.ones(ws, requires_grad=True)
+        y = F.conv2d(x, w, padding=1)
+        assert tuple(y.shape) == (xs[0], ws[0]) + xs[2:] and not y.detach().numpy().any()
+        y.sum().backward()
+        assert x.grad.shape == x.shape and w.grad.shape == w.shape
+        assert not w.grad.numpy().any()

@@ -51,6 +51,9 @@ def _run(fn, a, b, out, n, o, groups, img, k, stride, padding, dilation, osize):
     # window grid (Ho, Wo)
     geom = np.array(tuple(img) + tuple(k) + tuple(stride) + tuple(padding) + tuple(dilation) +
                     tuple(osize), np.int64)
+    if not (a.size and b.size and out.size):      # (an empty sum: no threads to start)
+        out[...] = 0
+        return out
     gemm, ilp64 = blas.pointer(a.dtype)
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)    # (kept alive over the call)
     _call(fn, a.ctypes.data, b.ctypes.data, out.ctypes.data, n, o, groups, geom.ctypes.data,
