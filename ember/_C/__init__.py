@@ -46,7 +46,10 @@ def _declare(lib):
             "attn_bwd_tile": [p, p, i64, i64, p, p, i64, i64, i64, i64, i64, i],
             "scan": [p, p, i64, i64, i64, i, i, i],
             "gather": [p, p, p, i64, i64, i64, i64, i],
-            "scatter": [p, p, p, i64, i64, i64, i64, i, i]}
+            "scatter": [p, p, p, i64, i64, i64, i64, i, i],
+            # (last: BLAS's cblas_?gemm address and whether it takes 64-bit ints)
+            "lstm_fwd": [p] * 8 + [i64, i64, i64, i, p, i],
+            "lstm_bwd": [p, i64] + [p] * 7 + [i64, i64, i64, i, p, i]}
     for name, args in sigs.items():
         for suffix in ("_f32", "_f64"):
             fn = getattr(lib, name + suffix, None)
