@@ -65,10 +65,26 @@ def _input(shape, dtype, noncontig=False, seed=0):
     return rng.standard_normal(shape).astype(dtype)
 
 
+@pytest.fixture(params=[False, True], ids=["panels", "blas"])
+def step_gemm(request):
+    """The per-step product by the kernel's own panel loop (AVX-512) or by BLAS."""
+    _C.kernel("lstm_fwd", np.dtype(np.float32))        # (loads the library)
+    _C._lib.lstm_force_blas(int(request.param))
+    yield
+    _C._lib.lstm_force_blas(0)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("H", [1, 7, 19, 40])
-def test_layer_matches_numpy(dtype, H):
+def test_layer_matches_numpy(dtype, H, step_gemm):
     check(_lstm(dtype, H, num_layers=2), _input((6, 3, 5), dtype))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_layer_many_rows_and_panels(dtype, step_gemm):
+    """Batch past the 8-row blocks and hidden sizes past a few panels, with remainders; big
+    enough that the panels are split over threads."""
+    check(_lstm(dtype, 70), _input((3, 21, 5), dtype))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

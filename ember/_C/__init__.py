@@ -47,17 +47,18 @@ def _declare(lib):
             "scan": [p, p, i64, i64, i64, i, i, i],
             "gather": [p, p, p, i64, i64, i64, i64, i],
             "scatter": [p, p, p, i64, i64, i64, i64, i, i],
-            # (last: BLAS's cblas_?gemm address and whether it takes 64-bit ints)
-            "lstm_fwd": [p] * 8 + [i64, i64, i64, i, p, i],
-            "lstm_bwd": [p, i64] + [p] * 7 + [i64, i64, i64, i, p, i]}
+            # (BLAS's cblas_?gemm address and whether it takes 64-bit ints, then threads)
+            "lstm_fwd": [p] * 8 + [i64, i64, i64, i, p, i, i],
+            "lstm_bwd": [p, i64] + [p] * 7 + [i64, i64, i64, i, p, i, i]}
     for name, args in sigs.items():
         for suffix in ("_f32", "_f64"):
             fn = getattr(lib, name + suffix, None)
             if fn is not None:
                 # (Winograd kernels return -1 when they cannot allocate their buffers;
-                # gather/scatter return 1 for an index out of range: the caller raises)
+                # gather/scatter return 1 for an index out of range: the caller raises;
+                # lstm_* return -1 when they cannot allocate their weight panels)
                 fn.argtypes = args
-                fn.restype = ctypes.c_int if name.startswith("winograd") or name in (
+                fn.restype = ctypes.c_int if name.startswith(("winograd", "lstm")) or name in (
                     "gather", "scatter") else None
 
 

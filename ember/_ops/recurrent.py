@@ -155,8 +155,9 @@ def lstm_layer(xp, xproj, h0, c0, w_hh, b_hh, reverse=False):
         x, h0c, c0c = (_C.contiguous(a, cd) for a in (xproj, h0, c0))
         b = xp.zeros(G, cd) if b_hh is None else _C.contiguous(b_hh, cd)
         wt = xp.ascontiguousarray(w_hh.T, dtype=cd)
-        fn(*(a.ctypes.data for a in (x, b, h0c, c0c, wt, act, out, cs)), T, B, G // 4,
-           int(reverse), *blas.pointer(cd))
+        _check_status("_lstm_layer", fn(
+            *(a.ctypes.data for a in (x, b, h0c, c0c, wt, act, out, cs)), T, B, G // 4,
+            int(reverse), *blas.pointer(cd), _C.num_threads()))
     else:
         _lstm_layer_numpy(xp, xproj, h0, c0, w_hh, b_hh, reverse, out, act, cs)
     last = out[_steps(T, reverse)[-1]] if T else h0
@@ -170,6 +171,11 @@ def _layer_kernel(name, xp, dtype):
         return None
     fn = _C.kernel(name, np.dtype(dtype))
     return fn if fn is not None and blas.pointer(dtype) is not None else None
+
+
+def _check_status(name, status):
+    if status != 0:
+        raise MemoryError(f"{name}: cannot allocate the C kernel's packed weight")
 
 
 def _lstm_layer_numpy(xp, xproj, h0, c0, w_hh, b_hh, reverse, out, act, cs):
@@ -238,9 +244,10 @@ def lstm_layer_backward(xp, grad_out, grad_hn, grad_cn, h0, w_hh, out, act, cs, 
         g = xp.zeros((B, H), dt) if grad_out is None else _C.contiguous(grad_out, dt)
         act, cs, w = _C.contiguous(act), _C.contiguous(cs), _C.contiguous(w_hh, dt)
         scratch = xp.empty((B, H), dt)           # (named: it must outlive the call)
-        fn(g.ctypes.data, 0 if grad_out is None else B * H,
-           *(a.ctypes.data for a in (act, cs, w, dh, dc, dgates, scratch)),
-           T, B, H, int(reverse), *blas.pointer(dt))
+        _check_status("_lstm_layer_backward", fn(
+            g.ctypes.data, 0 if grad_out is None else B * H,
+            *(a.ctypes.data for a in (act, cs, w, dh, dc, dgates, scratch)),
+            T, B, H, int(reverse), *blas.pointer(dt), _C.num_threads()))
     else:
         dh, dc = _lstm_layer_bptt(xp, grad_out, dh, dc, w_hh.astype(dt, copy=False), act, cs,
                                   dgates, reverse)
