@@ -131,6 +131,9 @@ lstm_cell_backward.samples = lambda dev, dt: [] if dt.category != 2 else [
 # record; over a sequence that overhead rivals the GEMMs. ``_lstm_layer`` runs the time loop
 # inside one op (its outputs include the activations and cell states, which its backward
 # reads), and its backward computes the recurrent weight's gradient as one GEMM over all steps.
+# On NumPy in float32/64 both time loops are C kernels (``lstm_fwd`` / ``lstm_bwd`` in
+# ember/_C/lstm.h: per step one product with the weight and one fused pass over the gates);
+# the NumPy loops below are their reference and the fallback.
 
 def _steps(T, reverse):
     return range(T - 1, -1, -1) if reverse else range(T)
