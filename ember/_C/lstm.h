@@ -5,8 +5,9 @@
  * NumPy spends ~14 passes over memory per step forward and ~27 backward on the gates'
  * pointwise maths, plus a Python frame and a dozen ufunc calls a step; here each step is one
  * product with the recurrent weight (lstm_mm_run) and one fused pass over the step's gates.
- * The recurrent weight's gradient stays one GEMM over all steps, in NumPy. Gates are in torch's order (input, forget, cell, output), each
- * row of G = 4H pre-activations laid out [i | f | g | o].
+ * The recurrent weight's gradient stays one GEMM over all steps, in NumPy. Gates are in
+ * torch's order (input, forget, cell, output): each row of G = 4H pre-activations is laid
+ * out [i | f | g | o].
  *
  * Threads: the panels of a step's product are split over OpenMP threads (BLAS, where it
  * runs, uses its own); the pointwise pass (a few percent of the work at hidden 256) stays on
