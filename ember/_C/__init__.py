@@ -49,16 +49,20 @@ def _declare(lib):
             "attn_bwd_tile": [p, p, i64, i64, p, p, i64, i64, i64, i64, i64, i],
             "scan": [p, p, i64, i64, i64, i, i, i],
             "gather": [p, p, p, i64, i64, i64, i64, i],
-            "scatter": [p, p, p, i64, i64, i64, i64, i, i]}
+            "scatter": [p, p, p, i64, i64, i64, i64, i, i],
+            # (BLAS's cblas_?gemm address and whether it takes 64-bit ints, then threads)
+            "lstm_fwd": [p] * 8 + [i64, i64, i64, i, p, i, i],
+            "lstm_bwd": [p, i64] + [p] * 7 + [i64, i64, i64, i, p, i, i]}
     for name, args in sigs.items():
         for suffix in ("_f32", "_f64"):
             fn = getattr(lib, name + suffix, None)
             if fn is not None:
-                # (Winograd and im2col kernels return -1 when they cannot allocate their buffers;
-                # gather/scatter return 1 for an index out of range: the caller raises)
+                # (Winograd and im2col kernels return -1 when they cannot allocate their buffers,
+                # lstm_* when they cannot allocate their weight panels; gather/scatter return 1
+                # for an index out of range: the caller raises)
                 fn.argtypes = args
-                fn.restype = ctypes.c_int if name.startswith(("winograd", "conv_cols")) or name in (
-                    "gather", "scatter") else None
+                fn.restype = ctypes.c_int if name.startswith(
+                    ("winograd", "conv_cols", "lstm")) or name in ("gather", "scatter") else None
 
 
 _SUFFIX = {np.dtype(np.float32): "_f32", np.dtype(np.float64): "_f64"}

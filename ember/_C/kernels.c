@@ -80,6 +80,7 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #include "attention.h"
 #include "scan.h"
 #include "gather.h"
+#include "lstm.h"
 #undef T
 #undef S
 #undef EXP
@@ -101,3 +102,4 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #include "attention.h"
 #include "scan.h"
 #include "gather.h"
+#include "lstm.h"

@@ -6,8 +6,12 @@ is the cost. ``_lstm_cell`` does the step's pointwise work in one forward and on
 backward (``_lstm_cell_backward``). When the backward itself must be differentiable
 (``create_graph``), the vjp is the same maths written in ember ops instead.
 """
+import numpy as np
+
 import ember
 
+from .. import _C
+from .._backends import blas
 from .meta import empty
 from .registry import op
 from .samples import Sample, make
@@ -127,6 +131,9 @@ lstm_cell_backward.samples = lambda dev, dt: [] if dt.category != 2 else [
 # record; over a sequence that overhead rivals the GEMMs. ``_lstm_layer`` runs the time loop
 # inside one op (its outputs include the activations and cell states, which its backward
 # reads), and its backward computes the recurrent weight's gradient as one GEMM over all steps.
+# On NumPy in float32/64 both time loops are C kernels (``lstm_fwd`` / ``lstm_bwd`` in
+# ember/_C/lstm.h: per step one product with the weight and one fused pass over the gates);
+# the NumPy loops below are their reference and the fallback.
 
 def _steps(T, reverse):
     return range(T - 1, -1, -1) if reverse else range(T)
@@ -144,10 +151,42 @@ def lstm_layer(xp, xproj, h0, c0, w_hh, b_hh, reverse=False):
                            f"{tuple(h0.shape)}, {tuple(c0.shape)} and {tuple(w_hh.shape)}")
     dt = xproj.dtype
     cd = xp.float32 if dt.itemsize < 4 else dt      # (no BLAS below float32)
-    w_t = xp.ascontiguousarray(w_hh.T, dtype=cd)     # (BLAS runs faster on it than a view)
     out, act = xp.empty((T, B, G // 4), cd), xp.empty((T, B, G), cd)
     cs = xp.empty((T + 1, B, G // 4), cd)
-    cs[0], h, H = c0, h0.astype(cd, copy=False), G // 4
+    fn = _layer_kernel("lstm_fwd", xp, cd)
+    if fn is not None:
+        x, h0c, c0c = (_C.contiguous(a, cd) for a in (xproj, h0, c0))
+        b = xp.zeros(G, cd) if b_hh is None else _C.contiguous(b_hh, cd)
+        wt = xp.ascontiguousarray(w_hh.T, dtype=cd)
+        _check_status("_lstm_layer", fn(
+            *(a.ctypes.data for a in (x, b, h0c, c0c, wt, act, out, cs)), T, B, G // 4,
+            int(reverse), *blas.pointer(cd), _C.num_threads()))
+    else:
+        _lstm_layer_numpy(xp, xproj, h0, c0, w_hh, b_hh, reverse, out, act, cs)
+    last = out[_steps(T, reverse)[-1]] if T else h0
+    return tuple(r.astype(dt, copy=False) for r in (out, last.copy(), cs[T].copy(), act, cs))
+
+
+def _layer_kernel(name, xp, dtype):
+    """The C kernel ``name`` (``lstm.h``) for arrays of ``dtype``, or None (not NumPy, not
+    float32/64, library not built or turned off, no BLAS to call): the NumPy loop runs."""
+    if xp is not np:
+        return None
+    fn = _C.kernel(name, np.dtype(dtype))
+    return fn if fn is not None and blas.pointer(dtype) is not None else None
+
+
+def _check_status(name, status):
+    if status != 0:
+        raise MemoryError(f"{name}: cannot allocate the C kernel's packed weight")
+
+
+def _lstm_layer_numpy(xp, xproj, h0, c0, w_hh, b_hh, reverse, out, act, cs):
+    """``_lstm_layer``'s time loop in NumPy (the reference of ``lstm_fwd``), filling ``out``,
+    ``act`` and ``cs``."""
+    T, cd = xproj.shape[0], act.dtype
+    w_t = xp.ascontiguousarray(w_hh.T, dtype=cd)     # (BLAS runs faster on it than a view)
+    cs[0], h = c0, h0.astype(cd, copy=False)
     for k, t in enumerate(_steps(T, reverse)):
         a = act[t]
         xp.matmul(h, w_t, out=a)
@@ -161,8 +200,6 @@ def lstm_layer(xp, xproj, h0, c0, w_hh, b_hh, reverse=False):
         h = out[t]
         xp.tanh(c, out=h)
         h *= o
-    last = out[_steps(T, reverse)[-1]] if T else h0
-    return tuple(r.astype(dt, copy=False) for r in (out, last.copy(), cs[T].copy(), act, cs))
 
 
 @lstm_layer.vjp(save=("xproj", "h0", "c0", "w_hh", "b_hh", "result"))
@@ -200,12 +237,41 @@ def lstm_layer_backward(xp, grad_out, grad_hn, grad_cn, h0, w_hh, out, act, cs, 
     T, B, G = act.shape
     H, dt = G // 4, (xp.float32 if act.dtype.itemsize < 4 else act.dtype)
     act, cs, out = (a.astype(dt, copy=False) for a in (act, cs, out))
-    zeros = xp.zeros((B, H), dt)
-    dh = zeros.copy() if grad_hn is None else grad_hn.astype(dt, copy=True)
-    dc = zeros.copy() if grad_cn is None else grad_cn.astype(dt, copy=True)
-    dgates, w = xp.empty_like(act), w_hh.astype(dt, copy=False)
-    order = list(_steps(T, reverse))
-    for k in range(T - 1, -1, -1):
+    dh = xp.zeros((B, H), dt) if grad_hn is None else grad_hn.astype(dt, copy=True)
+    dc = xp.zeros((B, H), dt) if grad_cn is None else grad_cn.astype(dt, copy=True)
+    dgates = xp.empty_like(act)
+    fn = _layer_kernel("lstm_bwd", xp, dt)
+    if fn is not None:
+        dh, dc = _C.contiguous(dh), _C.contiguous(dc)
+        # no output gradient: a zero row block read at every step (step stride 0)
+        g = xp.zeros((B, H), dt) if grad_out is None else _C.contiguous(grad_out, dt)
+        act, cs, w = _C.contiguous(act), _C.contiguous(cs), _C.contiguous(w_hh, dt)
+        scratch = xp.empty((B, H), dt)           # (named: it must outlive the call)
+        _check_status("_lstm_layer_backward", fn(
+            g.ctypes.data, 0 if grad_out is None else B * H,
+            *(a.ctypes.data for a in (act, cs, w, dh, dc, dgates, scratch)),
+            T, B, H, int(reverse), *blas.pointer(dt), _C.num_threads()))
+    else:
+        dh, dc = _lstm_layer_bptt(xp, grad_out, dh, dc, w_hh.astype(dt, copy=False), act, cs,
+                                  dgates, reverse)
+    # dW_hh = sum over steps of dgates_t^T @ h_prev_t, where h_prev is the previous step's
+    # output and h0 for the step processed first: two GEMMs, no stacked copy of the h's
+    first, rest = (T - 1, slice(0, T - 1)) if reverse else (0, slice(1, T))
+    prev = slice(1, T) if reverse else slice(0, T - 1)
+    dw = xp.zeros((G, H), dt) if T == 0 else dgates[first].T @ h0.astype(dt, copy=False)
+    if T > 1:
+        dw += dgates[rest].reshape(-1, G).T @ out[prev].reshape(-1, H)
+    back = h0.dtype
+    return (dgates.astype(back, copy=False), dh.astype(back, copy=False),
+            dc.astype(back, copy=False), dw.astype(back, copy=False))
+
+
+def _lstm_layer_bptt(xp, grad_out, dh, dc, w, act, cs, dgates, reverse):
+    """``_lstm_layer_backward``'s time loop in NumPy (the reference of ``lstm_bwd``): fills
+    ``dgates`` and returns the gradients of h0 and c0."""
+    H = w.shape[1]
+    order = list(_steps(act.shape[0], reverse))
+    for k in range(len(order) - 1, -1, -1):
         t = order[k]
         if grad_out is not None:
             dh += grad_out[t]
@@ -215,13 +281,7 @@ def lstm_layer_backward(xp, grad_out, grad_hn, grad_cn, h0, w_hh, out, act, cs, 
         for j, part in enumerate(parts):
             d[:, j * H:(j + 1) * H] = part
         dh = d @ w
-    hprev = xp.empty((T, B, H), dt)          # each step's incoming hidden state
-    for k, t in enumerate(order):
-        hprev[t] = h0 if k == 0 else out[order[k - 1]]
-    dw = dgates.reshape(T * B, G).T @ hprev.reshape(T * B, H)
-    back = h0.dtype
-    return (dgates.astype(back, copy=False), dh.astype(back, copy=False),
-            dc.astype(back, copy=False), dw.astype(back, copy=False))
+    return dh, dc
 
 
 def _torch_layer(torch, xproj, h0, c0, w_hh, b_hh, reverse=False):
