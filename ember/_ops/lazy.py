@@ -91,12 +91,13 @@ def load_all():
 
 def build_index():
     """``{family: {"ops", "functions", "methods"}}`` read off the families by importing them in
-    order. Run in a fresh process (``python -m ember._ops.lazy``), before anything loads them."""
+    order, in a fresh process (see :func:`write_index`), before anything else loads them."""
     from . import registry
     from .._tensor import Tensor
     index = {}
     for family in FAMILIES:
-        assert f"{__package__}.{family}" not in sys.modules, f"{family} is already loaded"
+        if f"{__package__}.{family}" in sys.modules:
+            raise RuntimeError(f"build_index: {family} is already loaded (use a fresh process)")
         ops0, methods0 = set(registry._REGISTRY), dict(Tensor.__dict__)
         mod = importlib.import_module(f"{__package__}.{family}")
         ops = [registry._REGISTRY[n] for n in sorted(set(registry._REGISTRY) - ops0)]
