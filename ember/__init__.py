@@ -11,7 +11,6 @@ from ._dtype import (bfloat16, complex64, complex128, dtype, finfo, float8_e4m3f
                      int16, int32, int64, promote_types, set_default_dtype, uint8)
 from ._storage import UntypedStorage  # noqa: F401
 from ._tensor import Size, Tensor  # noqa: F401
-from ._tensor_str import set_printoptions  # noqa: F401
 
 bool = _dtype.bool_
 half, float, double = float16, float32, float64
@@ -41,15 +40,11 @@ from ._ops.joining import (atleast_1d, atleast_2d, atleast_3d,  # noqa: E402,F40
                            broadcast_shapes, broadcast_tensors, meshgrid, tril_indices,
                            triu_indices)
 from ._ops.shape import chunk  # noqa: E402,F401
-from ._ops.einsum import einsum  # noqa: E402,F401
-from ._ops.linalg_functions import FUNCTIONS as _LINALG_FUNCTIONS  # noqa: E402
-
-globals().update(_LINALG_FUNCTIONS)
-from ._ops.sparse import sparse_coo_tensor  # noqa: E402,F401
 from ._sparse import layout, sparse_coo, strided  # noqa: E402,F401
 from . import _aten_nn, _composites, _numerics  # noqa: E402
 
 _composites.install(globals(), _aten_nn, _numerics)
+_ops.lazy.install_stubs(Tensor)     # methods of the op families that load on first use
 from .autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402,F401
                                  is_grad_enabled, is_inference_mode_enabled, no_grad,
                                  set_grad_enabled)
@@ -107,6 +102,11 @@ _CONFIG_NAMES = ("set_num_threads", "get_num_threads", "set_num_interop_threads"
 
 def __getattr__(name):
     # Heavy or optional parts load on first use, so ``import ember`` stays fast.
+    family = _ops.lazy.FUNCTIONS.get(name)
+    if family is not None:          # an op of a family not loaded yet (see _ops/lazy.py)
+        _ops.lazy.load(family)
+        if name in globals():
+            return globals()[name]
     import importlib
     if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "amp", "testing",
                 "special", "fft", "linalg", "func", "backends", "profiler", "compiler",
@@ -130,9 +130,20 @@ def __getattr__(name):
         fn = getattr(importlib.import_module("._config", __name__), name)
         globals()[name] = fn
         return fn
+    if name == "set_printoptions":
+        # _tensor_str loads with the first repr, or here
+        fn = importlib.import_module("._tensor_str", __name__).set_printoptions
+        globals()[name] = fn
+        return fn
     if name in ("save", "load"):
         # ember.save / ember.load live in serialization.py, which loads zipfile and json.
         fn = getattr(importlib.import_module(".serialization", __name__), name)
         globals()[name] = fn
         return fn
     raise AttributeError(f"module 'ember' has no attribute '{name}'")
+
+
+def __dir__():
+    # with the names loaded on first use (but not the submodules, some not implemented yet)
+    return sorted(set(globals()) | set(_ops.lazy.FUNCTIONS) | set(_AUTOCAST_NAMES) |
+                  set(_CONFIG_NAMES) | {"save", "load", "set_printoptions"})

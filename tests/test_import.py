@@ -21,3 +21,72 @@ def test_import_loads_no_optional_package():
     mods = _loaded_after_import()
     loaded = [m for m in OPTIONAL if m in mods]
     assert not loaded, f"import ember loaded optional packages: {loaded}"
+
+
+def _run(code):
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_import_leaves_the_lazy_op_families_unloaded():
+    from ember._ops.lazy import FAMILIES
+    mods = _loaded_after_import()
+    loaded = [f for f in FAMILIES if f"ember._ops.{f}" in mods]
+    assert not loaded, f"import ember loaded lazy op families: {loaded}"
+    # only the error samples of ops used numpy.random at import (~10% of the import time)
+    assert "numpy.random" not in mods
+
+
+def test_lazy_index_is_current():
+    # after adding an op to a lazy family, rewrite it:
+    # python -c "from ember._ops import lazy; lazy.write_index()"
+    code = ("import os; from ember._ops import lazy; text = lazy.index_source(lazy.build_index());"
+            "path = os.path.join(os.path.dirname(lazy.__file__), '_lazy_index.py');"
+            "print(text == open(path).read())")
+    assert _run(code) == "True", "ember/_ops/_lazy_index.py is out of date: see ember/_ops/lazy.py"
+
+
+def test_one_name_loads_its_family_only():
+    code = """if 1:
+        import sys, math, ember
+        x = ember.tensor([0.5, 2.0])
+        assert "lgamma" in dir(ember) and "lgamma_" in dir(ember.Tensor)  # listed, not loaded
+        assert "ember._ops.special" not in sys.modules
+        got = x.lgamma().tolist()                       # a Tensor method loads the family
+        assert got == [math.lgamma(0.5), math.lgamma(2.0)] or max(
+            abs(a - math.lgamma(b)) for a, b in zip(got, [0.5, 2.0])) < 1e-6, got
+        assert "ember._ops.special" in sys.modules and "ember._ops.fft" not in sys.modules
+        assert ember.lgamma.opdef.name == "lgamma" and ember.Tensor.lgamma_.__name__ == "lgamma_"
+        y = x.clone(); y.digamma_(); assert y.tolist() == ember.digamma(x).tolist()
+        assert hasattr(ember, "sinc") and hasattr(x, "logit") and not hasattr(x, "no_such_op")
+        print(sorted(m[11:] for m in sys.modules if m[11:] in ("special", "bessel", "fft")))
+    """
+    assert _run(code) == "['special']"
+
+
+def test_each_way_in_loads_the_op():
+    code = """if 1:
+        import sys, ember
+        from ember._ops import registry
+        a = ember.tensor([[2., 1.], [1., 3.]])
+        assert ember.einsum("ij,ij->", a, a).item() == 15.0         # plain function
+        assert registry.get("special_zeta").name == "special_zeta"  # the registry
+        s = ember.sparse_coo_tensor([[0, 1], [1, 0]], [2., 3.], (2, 2))
+        assert s.to_dense().tolist() == [[0., 2.], [3., 0.]]        # methods set by the module
+        assert abs(a.svd()[1].sum().item() - 5.0) < 1e-5
+        assert ember.special.i0(ember.tensor([0.])).item() == 1.0  # a namespace
+        assert ember.fft.fft(ember.ones(4)).real.tolist() == [4., 0., 0., 0.]
+        print("ok")
+    """
+    assert _run(code) == "ok"
+
+
+def test_a_stale_stub_raises_attribute_error():
+    from ember._ops import lazy
+
+    class T:
+        pass
+    T.no_such_method = lazy._LazyMethod("special", "no_such_method")
+    assert not hasattr(T(), "no_such_method")
+    assert "no_such_method" not in T.__dict__

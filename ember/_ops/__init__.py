@@ -3,13 +3,13 @@
 import functools
 import warnings
 
-from . import (bessel, closeness, complex, conv, creation, decompositions, einsum,  # noqa: F401
-               fft, indexing, joining, linalg, linalg_functions, mutation, nn, nn_rows,
-               pointwise, pointwise_binary, pointwise_math, pointwise_numeric, polynomials,
-               random, recurrent, reduction, shape, solvers, sorting, sparse, special,
-               statistics)
-from .dispatch import dispatch, dispatch_inplace
-from .registry import all_ops
+from . import (closeness, complex, creation, indexing, joining, linalg, mutation,  # noqa: F401
+               nn, nn_rows, pointwise, pointwise_binary, pointwise_math, pointwise_numeric,
+               random, reduction, shape)
+# (aliased: the name ``dispatch`` stays the submodule, which `from . import dispatch` expects)
+from .dispatch import dispatch as _dispatch
+from .dispatch import dispatch_inplace as _dispatch_inplace
+from .registry import loaded_ops
 
 # NOTE: torch computes log(0) = -inf, 0/0 = nan silently; NumPy warns. Silence the warnings that
 # NumPy raises inside ember's op code only (an errstate per call would cost ~1 us per op).
@@ -17,13 +17,13 @@ warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"ember\._ops\
 
 
 def _function(opdef, name):
-    if opdef.return_type is not None:
+    if opdef.returns is not None:
         def f(*args, **kwargs):
-            r = dispatch(opdef, args, kwargs)
+            r = _dispatch(opdef, args, kwargs)
             return opdef.return_type(*r) if type(r) is tuple else r
     else:
         def f(*args, **kwargs):
-            return dispatch(opdef, args, kwargs)
+            return _dispatch(opdef, args, kwargs)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = opdef.__doc__
     f.opdef = opdef
@@ -32,25 +32,25 @@ def _function(opdef, name):
 
 def _inplace(opdef):
     def f(self, *args, **kwargs):
-        return dispatch_inplace(opdef, self, args, kwargs)
+        return _dispatch_inplace(opdef, self, args, kwargs)
     f.__name__ = opdef.name + "_"
     f.__doc__ = f"In-place version of :meth:`Tensor.{opdef.name}`."
     return f
 
 
-def public_functions():
-    """``{name: function}`` for every op exposed as ``ember.<name>``."""
+def public_functions(ops=None):
+    """``{name: function}`` for every op (default: those loaded) exposed as ``ember.<name>``."""
     out = {}
-    for d in all_ops():
+    for d in loaded_ops() if ops is None else ops:
         if d.function:
             for n in (d.name,) + tuple(d.aliases):
                 out[n] = _function(d, n)
     return out
 
 
-def install_methods(Tensor):
-    """Attach the registry's ops to ``Tensor`` as methods."""
-    for d in all_ops():
+def install_methods(Tensor, ops=None):
+    """Attach the ops (default: those loaded) to ``Tensor`` as methods."""
+    for d in loaded_ops() if ops is None else ops:
         names = (d.name,) + tuple(d.aliases)
         for n in names:
             if d.method and not hasattr(Tensor, n):
@@ -63,3 +63,7 @@ def install_methods(Tensor):
 def get_op(name):
     from .registry import get
     return get(name)
+
+
+# after the helpers above, which lazy.py uses
+from . import lazy  # noqa: E402,F401  (the families that load on first use)

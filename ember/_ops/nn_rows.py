@@ -15,7 +15,7 @@ from .meta import empty, same_meta
 from .nn import kernel_grads, log_softmax, nll_loss
 from .pointwise_math import _erf_erfc
 from .registry import op
-from .samples import ErrorSample, Sample, make
+from .samples import ErrorSample, Sample, const, make
 
 _GELU_K, _GELU_C = math.sqrt(2.0 / math.pi), 0.044715
 
@@ -84,7 +84,7 @@ gelu.meta = same_meta
 gelu.samples = lambda dev, dt: [
     Sample(make((3, 4), dt, -4, 4)), Sample(make((2, 3, 5), dt, -4, 4), approximate="tanh"),
     Sample(make((3, 4), dt, noncontig=True)), Sample(make((), dt))] if dt.category == 2 else []
-gelu.errors = [ErrorSample(Sample(make((3,), ember.float32), approximate="bad"), RuntimeError,
+gelu.errors = [ErrorSample(Sample(const(3), approximate="bad"), RuntimeError,
                            "approximate argument must be either none or tanh")]
 gelu.torch_fn = "nn.functional.gelu"
 
@@ -225,7 +225,7 @@ def _norm_samples(with_bias):
 layer_norm.meta = rms_norm.meta = same_meta
 layer_norm.samples = _norm_samples(True)
 rms_norm.samples = _norm_samples(False)
-layer_norm.errors = [ErrorSample(Sample(make((3, 4), ember.float32), (3,)), RuntimeError,
+layer_norm.errors = [ErrorSample(Sample(const(3, 4), (3,)), RuntimeError,
                                  r"layer_norm: input shape \[3, 4\] does not end with")]
 layer_norm.torch_fn = "nn.functional.layer_norm"
 rms_norm.torch_fn = "nn.functional.rms_norm"
@@ -302,6 +302,6 @@ cross_entropy_loss.samples = lambda dev, dt: [
     Sample(make((2, 3, 5), dt), np.random.default_rng(4).integers(0, 3, (2, 5))),
     Sample(make((3,), dt), np.array(1)),
 ] if dt.category == 2 else []
-cross_entropy_loss.errors = [ErrorSample(Sample(make((2, 3), ember.float32), np.array([0, 3])),
+cross_entropy_loss.errors = [ErrorSample(Sample(const(2, 3), np.array([0, 3])),
                                          IndexError, "Target 3 is out of bounds")]
 cross_entropy_loss.torch_fn = "nn.functional.cross_entropy"

@@ -10,8 +10,10 @@ def _parameters(fwd):
     """``(names, {name: default}, indices of the required positional ones)`` of ``fwd``'s
     parameters after ``xp``. Read off the code object of a plain function: inspect.signature
     would cost ~20% of ``import ember`` over the whole registry."""
+    # as inspect.signature does, read the function a functools.wraps wrapper stands for
+    fwd = inspect.unwrap(fwd, stop=lambda f: hasattr(f, "__signature__"))
     code = fwd.__code__ if type(fwd) is types.FunctionType else None
-    if code is None or hasattr(fwd, "__wrapped__") or hasattr(fwd, "__signature__"):
+    if code is None or hasattr(fwd, "__signature__"):
         params = list(inspect.signature(fwd).parameters.values())[1:]
         return (tuple(p.name for p in params),
                 {p.name: p.default for p in params if p.default is not p.empty},
@@ -74,7 +76,7 @@ class OpDef:
         # operands are the required positional parameters unless told otherwise
         self.promote_args = promote_args or required
         self.__doc__ = fwd.__doc__
-        self.return_type = collections.namedtuple(name, returns) if returns else None
+        self.returns = returns          # the named tuple itself is made on first use (__getattr__)
 
     def vjp(self, save=(), needed_by=None):
         """Decorator registering the backward ``vjp(g, *args, **kwargs)``, written in ember ops.
@@ -97,6 +99,13 @@ class OpDef:
                     (vs,) if isinstance(vs, str) else vs)) for k, vs in (needed_by or {}).items()}
             return fn
         return deco
+
+    def __getattr__(self, name):
+        # NOTE: namedtuple() costs ~0.3 ms; made here on first use, not for every op at import.
+        if name == "return_type":
+            self.return_type = collections.namedtuple(self.name, self.returns)
+            return self.return_type
+        raise AttributeError(f"'OpDef' object has no attribute '{name}'")
 
     def __call__(self, *args, **kwargs):
         if _dispatch is None:
@@ -131,9 +140,23 @@ def op(name, **options):
 
 
 def get(name):
-    return _REGISTRY[name]
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        from . import lazy      # an op of a family not loaded yet (see lazy.py)
+        if name not in lazy.OPS:
+            raise
+        lazy.load(lazy.OPS[name])
+        return _REGISTRY[name]
+
+
+def loaded_ops():
+    """The OpDefs registered so far (the lazy families' only once loaded), sorted by name."""
+    return [_REGISTRY[k] for k in sorted(_REGISTRY)]
 
 
 def all_ops():
-    """Every registered OpDef, sorted by name."""
-    return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+    """Every OpDef, sorted by name: loads the lazy op families first (see lazy.py)."""
+    from . import lazy
+    lazy.load_all()
+    return loaded_ops()

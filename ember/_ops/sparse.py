@@ -373,6 +373,7 @@ METHODS = (coalesce, is_coalesced, indices, values, _indices, _values, _nnz, spa
 for _f in METHODS:
     setattr(Tensor, _f.__name__, _f)
 del _f
+FUNCTIONS = {"sparse_coo_tensor": sparse_coo_tensor}   # ember.<name> (see lazy.py)
 
 # the rules of the ops that take sparse operands attach themselves to their OpDefs
 from . import sparse_rules  # noqa: E402,F401

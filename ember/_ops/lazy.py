@@ -1,0 +1,147 @@
+"""Op families that load on first use, so ``import ember`` pays only for the common ops.
+
+A family listed in ``FAMILIES`` is imported the first time one of its names is reached:
+``ember.<name>`` (ember's module ``__getattr__``), ``Tensor.<name>`` (a stub method that
+loads the family and puts the real methods in its place), ``registry.get(name)``, or the
+``ember.special`` / ``ember.linalg`` / ``ember.fft`` / ``ember.sparse`` namespaces, which
+import their families themselves. ``registry.all_ops()`` loads them all, so the tests and
+tools see every op.
+
+Which names each family defines is read off the families themselves and kept in
+``_lazy_index.py``; after adding an op to a lazy family, rewrite it with
+``python -c "from ember._ops import lazy; lazy.write_index()"`` (tests/test_import.py fails
+while it is out of date).
+"""
+import _thread
+import importlib
+import sys
+
+from . import install_methods, public_functions
+from ._lazy_index import INDEX
+from .registry import get
+
+# in dependency order (a family imports those it builds on: bessel and polynomials use special,
+# decompositions uses solvers...), so each name is indexed under the family defining it
+FAMILIES = ("special", "bessel", "polynomials", "solvers", "decompositions", "linalg_functions",
+            "fft", "sparse", "sorting", "statistics", "conv", "recurrent", "einsum")
+
+_installed = set()
+_lock = _thread.RLock()     # (re-entrant: a family's import may reach another's ops)
+
+
+def _where(kind):
+    """``{name: family}`` for the functions, methods or ops of the lazy families."""
+    return {n: fam for fam, entry in INDEX.items() for n in entry[kind]}
+
+
+FUNCTIONS, METHODS, OPS = _where("functions"), _where("methods"), _where("ops")
+
+
+class _LazyMethod:
+    """``Tensor.<name>`` of a family not loaded yet: the first access loads the family, which
+    replaces every stub of that family by the real method."""
+    __slots__ = ("family", "name")
+
+    def __init__(self, family, name):
+        self.family, self.name = family, name
+
+    def __get__(self, obj, owner=None):
+        load(self.family)
+        owner = owner or type(obj)
+        for klass in owner.__mro__:
+            if klass.__dict__.get(self.name) is self:     # stale index: no such method after all
+                delattr(klass, self.name)
+                raise AttributeError(f"'{owner.__name__}' object has no attribute '{self.name}'")
+        return getattr(owner if obj is None else obj, self.name)
+
+
+def install_stubs(Tensor):
+    """Put a stub on ``Tensor`` for each method of a family not loaded yet."""
+    for name, family in METHODS.items():
+        if family not in _installed and name not in Tensor.__dict__:
+            setattr(Tensor, name, _LazyMethod(family, name))
+
+
+def load(family):
+    """Import the op family ``family`` and give ember and Tensor its functions and methods."""
+    if family in _installed:
+        return
+    with _lock:
+        if family in _installed:
+            return
+        mod = importlib.import_module(f"{__package__}.{family}")
+        from .._tensor import Tensor
+        for name in INDEX[family]["methods"]:        # drop the stubs: install_methods fills in
+            if isinstance(Tensor.__dict__.get(name), _LazyMethod):
+                delattr(Tensor, name)
+        ops = [get(n) for n in INDEX[family]["ops"]]
+        install_methods(Tensor, ops)
+        namespace = vars(sys.modules[__package__.rpartition(".")[0]])      # ember's
+        # with the plain functions a family adds (lu, svd, einsum, sparse_coo_tensor...)
+        for name, f in {**public_functions(ops), **getattr(mod, "FUNCTIONS", {})}.items():
+            namespace.setdefault(name, f)
+        _installed.add(family)
+
+
+def load_all():
+    """Load every lazy family (the tests and tools want the whole registry)."""
+    for family in FAMILIES:
+        load(family)
+
+
+def build_index():
+    """``{family: {"ops", "functions", "methods"}}`` read off the families by importing them in
+    order, in a fresh process (see :func:`write_index`), before anything else loads them."""
+    from . import registry
+    from .._tensor import Tensor
+    index = {}
+    for family in FAMILIES:
+        if f"{__package__}.{family}" in sys.modules:
+            raise RuntimeError(f"build_index: {family} is already loaded (use a fresh process)")
+        ops0, methods0 = set(registry._REGISTRY), dict(Tensor.__dict__)
+        mod = importlib.import_module(f"{__package__}.{family}")
+        ops = [registry._REGISTRY[n] for n in sorted(set(registry._REGISTRY) - ops0)]
+        functions = {n for d in ops if d.function for n in (d.name,) + tuple(d.aliases)}
+        functions |= set(getattr(mod, "FUNCTIONS", {}))
+        methods = {n for d in ops if d.method for n in (d.name,) + tuple(d.aliases)}
+        methods |= {n + "_" for d in ops if d.inplace for n in (d.name,) + tuple(d.aliases)}
+        # and those the module sets itself (new names, or in place of their stubs)
+        methods |= {n for n, f in Tensor.__dict__.items() if methods0.get(n) is not f}
+        index[family] = {"ops": tuple(d.name for d in ops), "functions": tuple(sorted(functions)),
+                         "methods": tuple(sorted(methods))}
+    return index
+
+
+def index_source(index):
+    """The text of ``_lazy_index.py`` holding ``index``."""
+    lines = ['"""The names each lazy op family defines (see lazy.py). Generated by',
+             '``python -c "from ember._ops import lazy; lazy.write_index()"``: do not edit."""',
+             "", "INDEX = {"]
+    for family, entry in index.items():
+        lines.append(f"    {family!r}: {{")
+        for kind, names in entry.items():
+            lines.append(f"        {kind!r}: (")
+            line = " " * 12
+            for n in names:
+                item = f"{n!r}, "
+                if len(line) + len(item) > 100:
+                    lines.append(line.rstrip())
+                    line = " " * 12
+                line += item
+            if names:
+                lines.append(line.rstrip())
+            lines.append("        ),")
+        lines.append("    },")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def write_index():
+    """Rewrite ``_lazy_index.py`` (``python -c "from ember._ops import lazy; lazy.write_index()"``
+    in a fresh process)."""
+    import os
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lazy_index.py")
+    text = index_source(build_index())
+    with open(path, "w") as f:
+        f.write(text)
+    return path
