@@ -46,7 +46,8 @@ def _declare(lib):
             "attn_bwd_tile": [p, p, i64, i64, p, p, i64, i64, i64, i64, i64, i],
             "scan": [p, p, i64, i64, i64, i, i, i],
             "gather": [p, p, p, i64, i64, i64, i64, i],
-            "scatter": [p, p, p, i64, i64, i64, i64, i, i]}
+            "scatter": [p, p, p, i64, i64, i64, i64, i, i],
+            "bmm": [p, i, i64, i, i, i64, i64, i64, p, i64, i64, p, i64, i64, i, p, i64, i64, i]}
     for name, args in sigs.items():
         for suffix in ("_f32", "_f64"):
             fn = getattr(lib, name + suffix, None)

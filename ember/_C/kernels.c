@@ -79,6 +79,7 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #include "attention.h"
 #include "scan.h"
 #include "gather.h"
+#include "gemm.h"
 #undef T
 #undef S
 #undef EXP
@@ -99,3 +100,4 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #include "attention.h"
 #include "scan.h"
 #include "gather.h"
+#include "gemm.h"

@@ -6,6 +6,7 @@ import numpy as np
 
 import ember
 
+from . import gemm
 from .meta import empty
 from .pointwise import type_name
 from .registry import op
@@ -26,6 +27,14 @@ def _check_dtypes(name, a, b):
 @op("matmul", tags=("autocast_lower",))
 def matmul(xp, input, other):
     """Matrix product with NumPy/torch broadcasting over batch dimensions."""
+    dt = input.dtype
+    if dt is other.dtype and dt.kind in "fc" and input.ndim == 2 == other.ndim:
+        # the common case with the fewest Python steps: numpy.matmul is one BLAS call, and a
+        # shape mismatch falls through to the checks below for torch's message
+        try:
+            return xp.matmul(input, other)
+        except ValueError:
+            pass
     _check_dtypes("matmul", input, other)
     if input.ndim == 0 or other.ndim == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
@@ -39,7 +48,8 @@ def matmul(xp, input, other):
     if input.dtype in _NO_BLAS:
         # NOTE: bf16/fp8 have no BLAS kernel: multiply in float32 and round once, as torch does
         return xp.matmul(input.astype(np.float32), other.astype(np.float32)).astype(input.dtype)
-    return xp.matmul(input, other)
+    out = gemm.matmul(input, other) if xp is np else None
+    return xp.matmul(input, other) if out is None else out
 
 
 @matmul.vjp(save=("input", "other"), needed_by="cross")
