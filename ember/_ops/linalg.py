@@ -183,6 +183,15 @@ def addmm(xp, input, mat1, mat2, *, beta=1, alpha=1):
 
 def _scale_add(p, input, beta, alpha):
     # NOTE: beta == 0 ignores input entirely (nan and inf in it do not propagate), as in torch.
+    if p.dtype.kind in "fc" and type(alpha) in (int, float) and type(beta) in (int, float) \
+            and input.dtype == p.dtype and input.shape == p.shape[p.ndim - input.ndim:]:
+        # p is the fresh product: scale and add in place, no temporaries (an input that
+        # broadcasts on a size-1 dim or is larger than p takes the path below)
+        if alpha != 1:
+            p *= alpha
+        if beta != 0:
+            p += input if beta == 1 else input * beta
+        return p
     out = p * alpha if alpha != 1 else p
     if beta != 0:
         out = out + (input if beta == 1 else input * beta)
