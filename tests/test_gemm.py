@@ -29,7 +29,9 @@ def threads(request):
 
 @pytest.fixture
 def kernel_calls(monkeypatch):
-    """How many times the kernel ran (the NumPy path does not count)."""
+    """How many times the kernel ran (the NumPy path does not count); small products take it
+    too, to test its shapes cheaply."""
+    monkeypatch.setattr(gemm, "_MIN_WORK", 0)
     calls = []
     real = gemm._pinned
 
@@ -73,7 +75,7 @@ CASES = [
     ((0, 3, 4), (0, 4, 5), None, None, False),             # empty batch
     ((2, 0, 4), (2, 4, 5), None, None, False),
     ((2, 3, 0), (2, 0, 5), None, None, False),             # k = 0: zeros
-    ((12, 96, 128), (12, 128, 256), None, "T", True),      # large enough to split the batch
+    ((12, 96, 128), (12, 128, 256), None, "T", True),      # large enough for two threads
 ]
 
 
@@ -144,3 +146,11 @@ def test_shape_errors_keep_torch_messages():
         a @ b
     with pytest.raises(RuntimeError, match=r"shapes cannot be multiplied \(3x4 and 5x6\)"):
         ember.ones(3, 4) @ ember.ones(5, 6)
+
+
+def test_small_stacks_keep_numpy(monkeypatch):
+    calls = []
+    monkeypatch.setattr(gemm, "_pinned", lambda *args: calls.append(args))
+    a, b = ember.ones(4, 3, 5), ember.ones(4, 5, 7)
+    np.testing.assert_array_equal((a @ b).numpy(), np.full((4, 3, 7), 5.0, np.float32))
+    assert not calls                # too little work to split: numpy.matmul does it

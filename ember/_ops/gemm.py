@@ -17,6 +17,10 @@ from .. import _C, _config
 from .._backends import blas
 
 _NO_T, _T = 111, 112
+# multiply-adds below which the kernel would run on one thread (threads_for in kernels.c wants
+# 32768 * 1024 per thread): numpy.matmul does that with less overhead, and BLAS may still
+# thread a product of the stack that is large on its own
+_MIN_WORK = 1 << 25
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -88,7 +92,7 @@ def matmul(a, b):
         return None
     count = int(np.prod(batch))
     sa, sb = _batch_stride(a, batch), _batch_stride(b, batch)
-    if not gemm or count < nt or sa is None or sb is None:
+    if not gemm or count < nt or count * m * n * k < _MIN_WORK or sa is None or sb is None:
         return None       # (a batch smaller than the threads: BLAS threads each product)
     out = np.empty(batch + (m, n), a.dtype)
     _pinned(fn, gemm[0], gemm[1], count, la[0], lb[0], m, n, k, a.ctypes.data, la[1], sa,
