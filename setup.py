@@ -58,7 +58,8 @@ setup(
                            depends=["ember/_C/rowops.h", "ember/_C/vecmath.h",
                                     "ember/_C/winograd.h", "ember/_C/attention.h",
                                     "ember/_C/scan.h", "ember/_C/gather.h",
-                                    "ember/_C/im2col.h", "ember/_C/lstm.h"],
+                                    "ember/_C/im2col.h", "ember/_C/lstm.h",
+                                    "ember/_C/gemm.h"],
                            libraries=["m"], optional=True),
                  # dispatch's fast path as a CPython extension (ember/_ops/dispatch.py)
                  Extension("ember._C._dispatch", ["ember/_C/_dispatch.c"],

@@ -52,7 +52,8 @@ def _declare(lib):
             "scatter": [p, p, p, i64, i64, i64, i64, i, i],
             # (BLAS's cblas_?gemm address and whether it takes 64-bit ints, then threads)
             "lstm_fwd": [p] * 8 + [i64, i64, i64, i, p, i, i],
-            "lstm_bwd": [p, i64] + [p] * 7 + [i64, i64, i64, i, p, i, i]}
+            "lstm_bwd": [p, i64] + [p] * 7 + [i64, i64, i64, i, p, i, i],
+            "bmm": [p, i, i64, i, i, i64, i64, i64, p, i64, i64, p, i64, i64, i, p, i64, i64, i]}
     for name, args in sigs.items():
         for suffix in ("_f32", "_f64"):
             fn = getattr(lib, name + suffix, None)

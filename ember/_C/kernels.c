@@ -81,6 +81,7 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #include "scan.h"
 #include "gather.h"
 #include "lstm.h"
+#include "gemm.h"
 #undef T
 #undef S
 #undef EXP
@@ -103,3 +104,4 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #include "scan.h"
 #include "gather.h"
 #include "lstm.h"
+#include "gemm.h"

@@ -6,6 +6,7 @@ import numpy as np
 
 import ember
 
+from . import gemm
 from .meta import empty
 from .pointwise import type_name
 from .registry import op
@@ -26,6 +27,14 @@ def _check_dtypes(name, a, b):
 @op("matmul", tags=("autocast_lower",))
 def matmul(xp, input, other):
     """Matrix product with NumPy/torch broadcasting over batch dimensions."""
+    dt = input.dtype
+    if dt is other.dtype and dt.kind in "fc" and input.ndim == 2 == other.ndim:
+        # the common case with the fewest Python steps: numpy.matmul is one BLAS call, and a
+        # shape mismatch falls through to the checks below for torch's message
+        try:
+            return xp.matmul(input, other)
+        except ValueError:
+            pass
     _check_dtypes("matmul", input, other)
     if input.ndim == 0 or other.ndim == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
@@ -39,7 +48,8 @@ def matmul(xp, input, other):
     if input.dtype in _NO_BLAS:
         # NOTE: bf16/fp8 have no BLAS kernel: multiply in float32 and round once, as torch does
         return xp.matmul(input.astype(np.float32), other.astype(np.float32)).astype(input.dtype)
-    return xp.matmul(input, other)
+    out = gemm.matmul(input, other) if xp is np else None
+    return xp.matmul(input, other) if out is None else out
 
 
 @matmul.vjp(save=("input", "other"), needed_by="cross")
@@ -173,6 +183,15 @@ def addmm(xp, input, mat1, mat2, *, beta=1, alpha=1):
 
 def _scale_add(p, input, beta, alpha):
     # NOTE: beta == 0 ignores input entirely (nan and inf in it do not propagate), as in torch.
+    if p.dtype.kind in "fc" and type(alpha) in (int, float) and type(beta) in (int, float) \
+            and input.dtype == p.dtype and input.shape == p.shape[p.ndim - input.ndim:]:
+        # p is the fresh product: scale and add in place, no temporaries (an input that
+        # broadcasts on a size-1 dim or is larger than p takes the path below)
+        if alpha != 1:
+            p *= alpha
+        if beta != 0:
+            p += input if beta == 1 else input * beta
+        return p
     out = p * alpha if alpha != 1 else p
     if beta != 0:
         out = out + (input if beta == 1 else input * beta)

@@ -1,0 +1,100 @@
+"""Batched matrix products through BLAS directly: the kernel ``matmul`` (and so bmm, einsum,
+baddbmm, linear) runs beside its NumPy code, which stays the reference and the fallback (CuPy
+arrays, complex and integer dtypes, broadcasts that do not flatten, empty products).
+
+``numpy.matmul`` on a stack calls BLAS once per matrix and lets BLAS thread each small GEMM:
+with two threads, the attention's (64, 256, 64) products ran 3-10x slower than on one. The
+kernel (``bmm`` in ember/_C/gemm.h) splits the batch over OpenMP threads instead, with BLAS on
+one thread meanwhile, takes transposed operands as BLAS flags, and broadcasts a 2-D operand as
+a batch stride of 0. On one thread ``numpy.matmul`` makes the same BLAS calls with less
+overhead (a ctypes call with 19 arguments costs ~5 us), and 2-D products are one BLAS call
+that BLAS threads well, so both stay with NumPy. A stack times a matrix whose batch folds into
+the rows becomes one large GEMM at any thread count.
+"""
+import numpy as np
+
+from .. import _C, _config
+from .._backends import blas
+
+_NO_T, _T = 111, 112
+# multiply-adds below which the kernel would run on one thread (threads_for in kernels.c wants
+# 32768 * 1024 per thread): numpy.matmul does that with less overhead, and BLAS may still
+# thread a product of the stack that is large on its own
+_MIN_WORK = 1 << 25
+_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _layout(a):
+    """(CBLAS transpose flag, leading dim) of the matrices in ``a``'s last two dims, or None
+    where neither dim is unit-stride. A dim of size 1 has no meaningful stride."""
+    (r, c), (s0, s1), z = a.shape[-2:], a.strides[-2:], a.itemsize
+    if (s1 == z or c == 1) and (r == 1 or (s0 % z == 0 and s0 // z >= c)):
+        return _NO_T, (s0 // z if r > 1 else max(1, c))
+    if (s0 == z or r == 1) and (c == 1 or (s1 % z == 0 and s1 // z >= r)):
+        return _T, (s1 // z if c > 1 else max(1, r))
+    return None
+
+
+def _batch_stride(a, batch):
+    """The one element stride that walks ``a``'s batch dims (broadcast to ``batch``) in row-major
+    order, or None where they do not flatten into one."""
+    lead = len(batch) - (a.ndim - 2)
+    strides = [0] * lead + [s if n > 1 else None for s, n in zip(a.strides[:-2], a.shape[:-2])]
+    step, size = None, 1
+    for n, s in zip(reversed(batch), reversed(strides)):
+        if n == 1:
+            continue
+        s = 0 if s is None else s                  # a size-1 dim of a, broadcast to n
+        if step is None:
+            step = s
+        elif s != step * size:
+            return None
+        size *= n
+    step = step or 0
+    return None if step % a.itemsize else step // a.itemsize
+
+
+def _pinned(fn, *args):
+    """Run ``fn(*args, nt)`` with BLAS on one thread while the kernel's ``nt`` threads each call
+    it: BLAS threads nested in OpenMP's oversubscribe the cores."""
+    nt = _C.num_threads()
+    setters = [s for f, s, _ in _config._controls() if f != "omp"] if nt > 1 else []
+    for setter in setters:
+        setter(1)
+    try:
+        fn(*args, nt)
+    finally:
+        for setter in setters:
+            setter(nt)
+
+
+def matmul(a, b):
+    """``a @ b`` for NumPy arrays with a batch (``a.ndim > 2`` or ``b.ndim > 2``, both >= 2), or
+    None where the caller's ``numpy.matmul`` does as well (one thread: it makes the same BLAS
+    calls, with less overhead) or the kernel does not apply."""
+    if a.dtype not in _DTYPES or min(a.ndim, b.ndim) < 2 or max(a.ndim, b.ndim) < 3 or \
+            a.size == 0 or b.size == 0:
+        return None
+    la, lb = _layout(a), _layout(b)
+    if la is None or lb is None:
+        return None
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    if b.ndim == 2 and la[0] == _NO_T and _batch_stride(a[..., None], a.shape[:-1]) == la[1]:
+        # the batch folds into the rows (a contiguous (N, L, in) @ (in, out)): one large GEMM,
+        # which BLAS threads itself, not N small ones
+        return np.matmul(a.reshape(-1, k), b).reshape(a.shape[:-1] + (n,))
+    nt = _C.num_threads()
+    fn = _C.kernel("bmm", a.dtype) if nt > 1 else None
+    gemm = fn and blas.pointer(a.dtype)
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:    # numpy.matmul raises it in the words dispatch turns into torch's
+        return None
+    count = int(np.prod(batch))
+    sa, sb = _batch_stride(a, batch), _batch_stride(b, batch)
+    if not gemm or count < nt or count * m * n * k < _MIN_WORK or sa is None or sb is None:
+        return None       # (a batch smaller than the threads: BLAS threads each product)
+    out = np.empty(batch + (m, n), a.dtype)
+    _pinned(fn, gemm[0], gemm[1], count, la[0], lb[0], m, n, k, a.ctypes.data, la[1], sa,
+            b.ctypes.data, lb[1], sb, 0, out.ctypes.data, max(1, n), m * n)
+    return out

@@ -1,0 +1,156 @@
+"""Matrix products through the ``bmm`` kernel (ember/_ops/gemm.py, ember/_C/gemm.h) against
+the NumPy path and torch: odd shapes, transposed and strided operands, broadcast batch dims,
+empty dims, every dtype matmul takes (the kernel's float32/float64 and the fallbacks), values
+and gradients, 1 and 2 threads."""
+import numpy as np
+import pytest
+
+import ember
+from ember import _C
+from ember._ops import gemm
+
+try:
+    import torch
+except ImportError:          # torch is a test-only oracle
+    torch = None
+
+TOL = {"float32": dict(rtol=1e-5, atol=1e-5), "float64": dict(rtol=1e-12, atol=1e-12),
+       "complex64": dict(rtol=1e-5, atol=1e-5), "complex128": dict(rtol=1e-12, atol=1e-12),
+       "int64": dict(rtol=0, atol=0), "int32": dict(rtol=0, atol=0)}
+
+
+@pytest.fixture(params=[1, 2], ids=lambda n: f"threads{n}", autouse=True)
+def threads(request):
+    before = ember.get_num_threads()
+    ember.set_num_threads(request.param)
+    yield request.param
+    ember.set_num_threads(before)
+
+
+@pytest.fixture
+def kernel_calls(monkeypatch):
+    """How many times the kernel ran (the NumPy path does not count); small products take it
+    too, to test its shapes cheaply."""
+    monkeypatch.setattr(gemm, "_MIN_WORK", 0)
+    calls = []
+    real = gemm._pinned
+
+    def spy(*args):
+        calls.append(args)
+        return real(*args)
+    monkeypatch.setattr(gemm, "_pinned", spy)
+    return calls
+
+
+def _array(shape, dtype, seed, view=None):
+    """(base array, view function) for an operand of ``shape``: "T" stored transposed (last two
+    dims), "step" a strided batch, "col" rows without a unit stride. The view is taken on the
+    ember tensor (``ember.tensor`` copies a NumPy view into a contiguous tensor)."""
+    rng = np.random.default_rng(seed)
+    full = {"T": shape[:-2] + shape[-2:][::-1], "step": (2 * shape[0],) + shape[1:],
+            "col": shape[:-1] + (2 * shape[-1] + 1,), None: shape}[view]
+    a = rng.standard_normal(full) * 2
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng.standard_normal(full)
+    return a.astype(dtype), {"T": lambda t: t.transpose(-1, -2), "step": lambda t: t[::2],
+                             "col": lambda t: t[..., 1::2], None: lambda t: t}[view]
+
+
+# (a shape, b shape, a view, b view, the kernel runs at 2 threads)
+CASES = [
+    ((4, 3, 5), (4, 5, 7), None, None, True),
+    ((8, 33, 17), (8, 17, 65), "T", None, True),
+    ((8, 33, 17), (8, 17, 65), None, "T", True),
+    ((5, 6, 4), (5, 4, 3), "T", "T", True),
+    ((3, 4), (5, 4, 6), None, None, True),                 # a 2-D operand broadcast over b's
+    ((6, 2, 3, 4), (4, 5), None, "T", False),              # folds into one (12, 4) GEMM
+    ((6, 3, 4), (4, 5), "T", None, True),                   # transposed: does not fold
+    ((4, 5, 3), (4, 3, 6), "step", "T", True),
+    ((2, 3, 5, 4), (2, 3, 4, 6), "step", None, False),     # strided outer batch: NumPy
+    ((4, 5, 7), (4, 7, 3), "col", None, False),            # no unit stride: NumPy
+    ((2, 1, 3, 4), (3, 4, 2), None, None, False),          # batch broadcast not flattenable
+    ((1, 3, 4), (5, 4, 2), None, None, True),              # a size-1 batch broadcast
+    ((6, 1, 5), (6, 5, 1), None, None, True),              # m = n = 1
+    ((6, 7, 1), (6, 1, 9), "T", "T", True),                # k = 1
+    ((0, 3, 4), (0, 4, 5), None, None, False),             # empty batch
+    ((2, 0, 4), (2, 4, 5), None, None, False),
+    ((2, 3, 0), (2, 0, 5), None, None, False),             # k = 0: zeros
+    ((12, 96, 128), (12, 128, 256), None, "T", True),      # large enough for two threads
+]
+
+
+def _matmul(a, b, grad):
+    """ember's a @ b for operands from ``_array``: the value, and with ``grad`` the gradients of
+    the base arrays for a fixed output gradient."""
+    (a, va), (b, vb) = a, b
+    ta = ember.tensor(a, requires_grad=grad)
+    tb = ember.tensor(b, requires_grad=grad)
+    out = va(ta) @ vb(tb)
+    if not grad:
+        return [out.numpy()]
+    g = np.random.default_rng(7).standard_normal(tuple(out.shape)).astype(a.dtype)
+    out.backward(ember.tensor(g))
+    return [out.detach().numpy(), ta.grad.numpy(), tb.grad.numpy()]
+
+
+def _reference(a, b):
+    """a @ b by NumPy and, where installed, by torch, on the same views."""
+    (a, va), (b, vb) = a, b
+    want = [np.matmul(np.asarray(va(ember.tensor(a))), np.asarray(vb(ember.tensor(b))))]
+    if torch is not None:
+        want.append((va(torch.from_numpy(a)) @ vb(torch.from_numpy(b))).numpy())
+    return want
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}{c[2] or ''}@{c[1]}{c[3] or ''}")
+def test_kernel_against_numpy_path(case, dtype, threads, kernel_calls):
+    sa, sb, va, vb, runs = case
+    a, b = _array(sa, dtype, 0, va), _array(sb, dtype, 1, vb)
+    _matmul(a, b, grad=False)
+    assert bool(kernel_calls) == (runs and threads > 1)     # the forward took the kernel
+    got = _matmul(a, b, grad=True)
+    with _C.disabled():
+        ref = _matmul(a, b, grad=True)
+    for what, x, y in zip(["value", "grad a", "grad b"], got, ref):
+        assert x.dtype == y.dtype and x.shape == y.shape, what
+        np.testing.assert_allclose(x, y, err_msg=what, **TOL[dtype])
+    for want in _reference(a, b):
+        np.testing.assert_allclose(got[0], want, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128", "int64", "int32"])
+@pytest.mark.parametrize("case", [CASES[1], CASES[4], CASES[7]], ids=str)
+def test_other_dtypes_take_numpy(case, dtype, kernel_calls):
+    sa, sb, va, vb, _ = case
+    a, b = _array(sa, dtype, 0, va), _array(sb, dtype, 1, vb)
+    got = _matmul(a, b, grad=False)[0]
+    assert not kernel_calls
+    for want in _reference(a, b):
+        np.testing.assert_allclose(got, want, **TOL[dtype])
+
+
+def test_einsum_and_bmm_reach_the_kernel(threads, kernel_calls):
+    q, k = _array((2, 3, 40, 16), "float32", 0)[0], _array((2, 3, 50, 16), "float32", 1)[0]
+    out = ember.einsum("bhqd,bhkd->bhqk", ember.tensor(q), ember.tensor(k)).numpy()
+    np.testing.assert_allclose(out, np.einsum("bhqd,bhkd->bhqk", q, k), **TOL["float32"])
+    x, y = _array((4, 7, 9), "float64", 2)[0], _array((4, 11, 9), "float64", 3)[0]
+    out = ember.bmm(ember.tensor(x), ember.tensor(y).transpose(1, 2)).numpy()
+    np.testing.assert_allclose(out, x @ np.swapaxes(y, 1, 2), **TOL["float64"])
+    assert len(kernel_calls) == (2 if threads > 1 else 0)
+
+
+def test_shape_errors_keep_torch_messages():
+    a, b = ember.ones(2, 3, 4), ember.ones(2, 5, 6)
+    with pytest.raises(RuntimeError, match=r"shapes cannot be multiplied \(3x4 and 5x6\)"):
+        a @ b
+    with pytest.raises(RuntimeError, match=r"shapes cannot be multiplied \(3x4 and 5x6\)"):
+        ember.ones(3, 4) @ ember.ones(5, 6)
+
+
+def test_small_stacks_keep_numpy(monkeypatch):
+    calls = []
+    monkeypatch.setattr(gemm, "_pinned", lambda *args: calls.append(args))
+    a, b = ember.ones(4, 3, 5), ember.ones(4, 5, 7)
+    np.testing.assert_array_equal((a @ b).numpy(), np.full((4, 3, 7), 5.0, np.float32))
+    assert not calls                # too little work to split: numpy.matmul does it
