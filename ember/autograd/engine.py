@@ -89,12 +89,20 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
     else:
         needed = None
 
-    from .._ops.dispatch import hooks   # (not at the top: dispatch imports autograd)
+    from .._ops.dispatch import _C, hooks   # (not at the top: dispatch imports autograd)
     prof = hooks.profiler
-    heap = [(-n.seq, id(n), n) for n in root_nodes if deps.get(n, 0) == 0]
-    heapq.heapify(heap)
+    ready = [n for n in root_nodes if deps.get(n, 0) == 0]
     prev = grad_mode.state.grad_enabled
     grad_mode.state.grad_enabled = create_graph
+    if _C is not None and inputs is None and prof is None and not anomaly.enabled:
+        # the plain case: the same loop in C (ember/_C/engine.h), this one is the reference
+        try:
+            _C.backward_loop(ready, buffers, deps, retain_graph, create_graph, accumulate)
+        finally:
+            grad_mode.state.grad_enabled = prev
+        return None
+    heap = [(-n.seq, id(n), n) for n in ready]
+    heapq.heapify(heap)
     pop, push = heapq.heappop, heapq.heappush
     try:
         while heap:
@@ -109,13 +117,7 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                 continue
             if type(node) is AccumulateGrad:
                 if accumulate and grads[0] is not None:   # with inputs=, only those get here
-                    for h in node._pre_hooks:
-                        r = h(tuple(grads))
-                        grads = list(r) if r is not None else grads
-                    if prof is None:
-                        node.accumulate(grads[0], create_graph)
-                    else:
-                        prof.backward(node, node.accumulate, grads[0], create_graph)
+                    _accumulate(node, grads, create_graph, prof)
                 continue
             if needed is not None and not any(c in needed for c, _ in node.next_functions):
                 continue
@@ -164,6 +166,17 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                                "used in the graph. Set allow_unused=True if this is the desired "
                                "behavior.")
     return captures
+
+
+def _accumulate(node, grads, create_graph, prof=None):
+    """A leaf's step: its AccumulateGrad's pre-hooks, then the accumulation into ``.grad``."""
+    for h in node._pre_hooks:
+        r = h(tuple(grads))
+        grads = list(r) if r is not None else grads
+    if prof is None:
+        node.accumulate(grads[0], create_graph)
+    else:
+        prof.backward(node, node.accumulate, grads[0], create_graph)
 
 
 def _run_tensor_hooks(node, grads):
