@@ -363,7 +363,7 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
                 Py_DECREF(v);
             }
             else {
-                PyObject *node = record_node(opdef, args, tensors, pos, out);
+                PyObject *node = record_node(opdef, args, tensors, pos, out, dt);
                 if (node == NULL)
                     goto done;
                 r = PyObject_SetAttr(out, s_grad_fn, node);

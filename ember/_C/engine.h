@@ -8,7 +8,8 @@
  * _accumulate, _apply, _sum_to). What it saves is the interpreter's work on the common path:
  * the heap, the buffers and the per-edge shape/dtype test. */
 
-static PyObject *AccumulateGrad, *run_tensor_hooks, *accumulate_fn, *apply_fn, *sum_to;
+static PyObject *AccumulateGrad, *run_tensor_hooks, *accumulate_fn, *apply_fn, *sum_to,
+    *graph_mod, *kw_result, *s_running;
 static PyObject *s_n_outputs, *s_tensor_pre_hooks, *s_retain_grad_hooks, *s_pre_hooks, *s_hooks,
     *s_trace, *s_next_functions, *s_input_meta, *s_apply, *s_release, *s_seq;
 
@@ -97,7 +98,9 @@ static int add_to_buffer(PyObject *buffers, PyObject *nxt, PyObject *nr, PyObjec
     Py_DECREF(d);
     if (sh == NULL)
         return -1;
-    if ((m0 = PySequence_GetItem(meta, 0)) == NULL) {
+    /* (TensorMeta subclasses tuple: PySequence_GetItem would call its __getitem__) */
+    int tup = PyTuple_Check(meta) && PyTuple_GET_SIZE(meta) >= 2;
+    if ((m0 = tup ? Py_NewRef(PyTuple_GET_ITEM(meta, 0)) : PySequence_GetItem(meta, 0)) == NULL) {
         Py_DECREF(sh);
         return -1;
     }
@@ -107,7 +110,8 @@ static int add_to_buffer(PyObject *buffers, PyObject *nxt, PyObject *nr, PyObjec
     if (r < 0)
         return -1;
     if (!r) {
-        if ((m1 = PySequence_GetItem(meta, 1)) == NULL)
+        if ((m1 = tup ? Py_NewRef(PyTuple_GET_ITEM(meta, 1)) : PySequence_GetItem(meta, 1))
+            == NULL)
             return -1;
         dt = GET(g, s_dtype);
         Py_DECREF(m1);
@@ -169,6 +173,127 @@ static int release_edge(PyObject *deps, PyObject *nxt, Heap *h)
     if (r < 0)
         return -1;
     return left == 0 ? heap_push(h, nxt) : 0;
+}
+
+/* ---- a SimpleNode's apply() and release() (OpNode's are the reference) ------------------- */
+
+/* the saved tensors are unchanged (as at recording); -1 on error */
+static int versions_ok(PyObject *versions)
+{
+    PyObject *seq = PySequence_Fast(versions, "versions");
+    if (seq == NULL)
+        return -1;
+    int ok = 1;
+    for (Py_ssize_t i = 0; ok == 1 && i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *tv = PySequence_Fast_GET_ITEM(seq, i), *v;
+        if (!PyTuple_Check(tv) || PyTuple_GET_SIZE(tv) != 2) {
+            ok = 0;
+            break;
+        }
+        if ((v = version_of(PyTuple_GET_ITEM(tv, 0))) == NULL) {
+            ok = -1;
+            break;
+        }
+        ok = PyObject_RichCompareBool(v, PyTuple_GET_ITEM(tv, 1), Py_EQ);
+        Py_DECREF(v);
+    }
+    Py_DECREF(seq);
+    return ok;
+}
+
+/* node.apply(grads) for a SimpleNode in the common case: not released, its saved tensors
+ * unchanged, no graph of the backward (create_graph). Anything else: *handled = 0 and
+ * OpNode.apply runs (it raises the errors). */
+static PyObject *simple_apply(PyObject *node, PyObject *grads, int *handled)
+{
+    PyObject *opdef = SLOT(node, N_OPDEF), *pos = SLOT(node, N_POS), *args = SLOT(node, N_ARGS);
+    PyObject *res = NULL, *vjp = NULL, *out = NULL, *prev = NULL, *kwnames = NULL;
+    int r;
+    *handled = 0;
+    if (SLOT(node, N_RELEASED) != Py_False || SLOT(node, N_KWARGS) != no_kwargs ||
+        !PyList_CheckExact(args) || !PyList_CheckExact(grads) || PyList_GET_SIZE(grads) < 1 ||
+        (pos != AT0 && pos != AT1 && pos != AT01))
+        return NULL;
+    if ((r = versions_ok(SLOT(node, N_VERSIONS))) <= 0)
+        return r < 0 ? (*handled = 1, NULL) : NULL;
+    if ((r = truth_attr(opdef, s_save_result)) < 0)
+        return *handled = 1, NULL;
+    if (r) {        /* result=: the saved output, checked, with no graph of its own */
+        PyObject *rs = SLOT(node, N_RESULTS), *rv;
+        if ((r = truth_attr(grad_state, s_grad_enabled)) != 0)
+            return r < 0 ? (*handled = 1, NULL) : NULL;
+        if (!PyList_CheckExact(rs) || PyList_GET_SIZE(rs) != 1)
+            return NULL;
+        rv = PyList_GET_ITEM(rs, 0);
+        if (!PyTuple_Check(rv) || PyTuple_GET_SIZE(rv) != 2 || PyTuple_GET_ITEM(rv, 1) == Py_None)
+            return NULL;
+        PyObject *one = PyList_New(1);
+        if (one == NULL)
+            return *handled = 1, NULL;
+        PyList_SET_ITEM(one, 0, Py_NewRef(rv));
+        r = versions_ok(one);
+        Py_DECREF(one);
+        if (r <= 0)
+            return r < 0 ? (*handled = 1, NULL) : NULL;
+        res = PyTuple_GET_ITEM(rv, 0);
+    }
+    *handled = 1;
+    if ((vjp = ATTR(opdef, s_vjp_fn)) == NULL)
+        return NULL;
+    Py_ssize_t na = PyList_GET_SIZE(args);
+    PyObject *small[8], **av = na + 2 <= 8 ? small : PyMem_Malloc((na + 2) * sizeof *av);
+    if (av == NULL) {
+        Py_DECREF(vjp);
+        return PyErr_NoMemory();
+    }
+    av[0] = PyList_GET_ITEM(grads, 0);
+    for (Py_ssize_t i = 0; i < na; i++)
+        av[i + 1] = PyList_GET_ITEM(args, i);
+    if (res != NULL) {
+        av[na + 1] = res;
+        kwnames = kw_result;
+    }
+    /* graph._running = node while the vjp runs (needs_input_grad) */
+    if ((prev = PyObject_GetAttr(graph_mod, s_running)) != NULL &&
+        PyObject_SetAttr(graph_mod, s_running, node) == 0) {
+        out = PyObject_Vectorcall(vjp, av, na + 1, kwnames);
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        if (PyObject_SetAttr(graph_mod, s_running, prev) < 0)
+            Py_CLEAR(out);
+        if (t != NULL)
+            PyErr_Restore(t, v, tb);
+    }
+    Py_XDECREF(prev);
+    Py_DECREF(vjp);
+    if (av != small)
+        PyMem_Free(av);
+    if (out == NULL)
+        return NULL;
+    if (!PyTuple_Check(out))
+        Py_SETREF(out, PyTuple_Pack(1, out));
+    if (out == NULL || pos == AT0 || (pos == AT01 && PyTuple_GET_SIZE(out) >= 2))
+        return out;
+    /* one gradient per tensor input, in the order of the edges */
+    Py_ssize_t np_ = PyTuple_GET_SIZE(pos);
+    PyObject *flat = PyList_New(np_);
+    for (Py_ssize_t k = 0; flat != NULL && k < np_; k++) {
+        Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(PyTuple_GET_ITEM(pos, k), 0));
+        PyList_SET_ITEM(flat, k, Py_NewRef(i < PyTuple_GET_SIZE(out) ?
+                                           PyTuple_GET_ITEM(out, i) : Py_None));
+    }
+    Py_DECREF(out);
+    return flat;
+}
+
+static void simple_release(PyObject *node)      /* OpNode.release */
+{
+    if (SLOT(node, N_HAS_SAVED) != Py_True)
+        return;
+    int idx[3] = {N_ARGS, N_VERSIONS, N_RESULTS};
+    for (int i = 0; i < 3; i++)
+        Py_XSETREF(SLOT(node, idx[i]), Py_NewRef(Py_None));
+    Py_XSETREF(SLOT(node, N_RELEASED), Py_NewRef(Py_True));
 }
 
 /* one node's step; 0 or -1 */
@@ -241,11 +366,16 @@ static int backward_step(PyObject *node, PyObject *buffers, PyObject *deps, Heap
         if (PySequence_Fast_GET_ITEM(gs, i) == Py_None)
             plain = 0;
     if (plain) {
-        if ((gi = PyObject_CallMethodOneArg(node, s_apply, grads)) == NULL)
+        int handled = 0, simple = Py_TYPE(node) == SimpleNode;
+        if (simple && (gi = simple_apply(node, grads, &handled)) == NULL && handled)
+            goto done;
+        if (!handled && (gi = PyObject_CallMethodOneArg(node, s_apply, grads)) == NULL)
             goto done;
         if ((r = PyObject_IsTrue(retain)) < 0)
             goto done;
-        if (!r) {
+        if (!r && simple)
+            simple_release(node);
+        else if (!r) {
             PyObject *v = PyObject_CallMethodNoArgs(node, s_release);
             if (v == NULL)
                 goto done;
@@ -338,7 +468,8 @@ static PyObject *init_engine(PyObject *self, PyObject *cfg)
 {
     struct { const char *name; PyObject **slot; } items[] = {
         {"AccumulateGrad", &AccumulateGrad}, {"run_tensor_hooks", &run_tensor_hooks},
-        {"accumulate", &accumulate_fn}, {"apply", &apply_fn}, {"sum_to", &sum_to}};
+        {"accumulate", &accumulate_fn}, {"apply", &apply_fn}, {"sum_to", &sum_to},
+        {"graph", &graph_mod}};
     if (!PyDict_Check(cfg)) {
         PyErr_SetString(PyExc_TypeError, "init_engine(dict)");
         return NULL;
@@ -349,5 +480,9 @@ static PyObject *init_engine(PyObject *self, PyObject *cfg)
             return PyErr_Format(PyExc_KeyError, "init_engine: %s missing", items[i].name);
         Py_XSETREF(*items[i].slot, Py_NewRef(v));
     }
+    if (kw_result == NULL && (kw_result = Py_BuildValue("(s)", "result")) == NULL)
+        return NULL;
+    if (s_running == NULL && (s_running = PyUnicode_InternFromString("_running")) == NULL)
+        return NULL;
     Py_RETURN_NONE;
 }

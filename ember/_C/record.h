@@ -18,16 +18,16 @@ static Py_ssize_t node_off[N_SLOTS];
 
 #define SLOT(node, i) (*(PyObject **)((char *)(node) + node_off[i]))
 
-/* TensorMeta(t) as graph makes it: the tuple (t._data.shape, t.dtype, t.device); new ref */
-static PyObject *meta_of(PyObject *t)
+/* TensorMeta(t) as graph makes it: the tuple (t._data.shape, t.dtype, t.device), for a cpu
+ * tensor t of dtype dt (the fast path checked both); new ref */
+static PyObject *meta_of(PyObject *t, PyObject *dt)
 {
-    PyObject *d = GET(t, s_data), *v[3] = {NULL, NULL, NULL}, *m = NULL;
-    if (d == NULL)
-        return NULL;
-    v[0] = GET(d, s_shape);
-    Py_DECREF(d);
-    if (v[0] != NULL && (v[1] = GET(t, s_dtype)) != NULL && (v[2] = GET(t, s_device)) != NULL &&
-        (m = PyTuple_Type.tp_alloc((PyTypeObject *)meta_type, 3)) != NULL)
+    PyObject *d = GET(t, s_data), *v[3] = {NULL, Py_NewRef(dt), Py_NewRef(CPU)}, *m = NULL;
+    if (d != NULL) {
+        v[0] = GET(d, s_shape);
+        Py_DECREF(d);
+    }
+    if (v[0] != NULL && (m = PyTuple_Type.tp_alloc((PyTypeObject *)meta_type, 3)) != NULL)
         for (int i = 0; i < 3; i++)
             PyTuple_SET_ITEM(m, i, v[i]);
     else
@@ -130,7 +130,7 @@ static int tuple_has(PyObject *tup, Py_ssize_t i)
 }
 
 static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors, PyObject *pos,
-                             PyObject *out)
+                             PyObject *out, PyObject *dt)
 {
     int r = truth_attr(anomaly, s_enabled);
     if (r < 0)
@@ -153,7 +153,7 @@ static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors,
         if ((e = edge(t)) == NULL)
             goto done;
         PyTuple_SET_ITEM(edges, k, e);
-        if ((m = meta_of(t)) == NULL)
+        if ((m = meta_of(t, dt)) == NULL)
             goto done;
         PyList_SET_ITEM(metas, k, m);
     }
@@ -225,7 +225,11 @@ static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors,
     }
     SLOT(node, N_HAS_SAVED) = PyBool_FromLong(has);
     {
-        PyObject *m = meta_of(out), *outs;
+        PyObject *odt = GET(out, s_dtype), *m, *outs;
+        if (odt == NULL)
+            goto done;
+        m = meta_of(out, odt);
+        Py_DECREF(odt);
         if (m == NULL)
             goto done;
         /* a plain tuple, as simple_node's _outs */

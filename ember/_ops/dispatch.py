@@ -527,7 +527,7 @@ def _c_dispatch():
     from ..autograd import engine
     c.init_engine({"AccumulateGrad": graph.AccumulateGrad, "apply": engine._apply,
                    "run_tensor_hooks": engine._run_tensor_hooks, "accumulate": engine._accumulate,
-                   "sum_to": engine._sum_to})
+                   "sum_to": engine._sum_to, "graph": graph})
     return c
 
 

@@ -59,6 +59,9 @@ def _sum_to(g, meta):
     return g
 
 
+_dispatch = None     # ember._ops.dispatch, once imported
+
+
 def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inputs=None,
                  allow_unused=True, accumulate=True):
     """Run backward from ``roots`` (list of (node, output_nr)) seeded with ``grad_roots``.
@@ -89,8 +92,11 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
     else:
         needed = None
 
-    from .._ops.dispatch import _C, hooks   # (not at the top: dispatch imports autograd)
-    prof = hooks.profiler
+    global _dispatch
+    if _dispatch is None:       # (not at the top: dispatch imports autograd)
+        import importlib        # (``ember._ops.dispatch`` the package attribute is a function)
+        _dispatch = importlib.import_module(".._ops.dispatch", __package__)
+    _C, prof = _dispatch._C, _dispatch.hooks.profiler
     ready = [n for n in root_nodes if deps.get(n, 0) == 0]
     prev = grad_mode.state.grad_enabled
     grad_mode.state.grad_enabled = create_graph
