@@ -151,6 +151,8 @@ def _graph_run(dispatch_c, engine_c, monkeypatch, *, hook=False, retain=False):
         h.retain_grad()
         y.register_hook(lambda g: g * 2)
         h.grad_fn.register_hook(lambda gi, go: seen.append(gi[0].tolist()))
+    roots = [y.grad_fn, h.grad_fn, None]
+    assert C.dependencies(roots) == ember.autograd.engine._dependencies(roots)
     y.sum().backward(retain_graph=retain)
     out = [x.grad.tolist(), w.grad.tolist(), seen, h.grad.tolist() if hook else None]
     if retain:      # the second backward accumulates

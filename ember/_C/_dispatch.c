@@ -587,6 +587,8 @@ static PyMethodDef methods[] = {
     {"backward_loop", (PyCFunction)(void (*)(void))backward_loop, METH_FASTCALL,
      "backward_loop(ready, buffers, deps, retain_graph, create_graph, accumulate): "
      "engine.run_backward's loop (its plain case), in C."},
+    {"dependencies", dependencies, METH_O,
+     "dependencies(roots): engine._dependencies, in C."},
     {"init_engine", init_engine, METH_O, "init_engine(objects): the engine's Python helpers."},
     {NULL, NULL, 0, NULL}};
 

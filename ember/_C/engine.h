@@ -428,6 +428,76 @@ done:
     return ret;
 }
 
+/* dependencies(roots): engine._dependencies, {node: number of edges into it} below roots */
+static PyObject *dependencies(PyObject *self, PyObject *roots)
+{
+    PyObject *deps = PyDict_New(), *stack = PyList_New(0), *seen = PySet_New(NULL), *one;
+    if (deps == NULL || stack == NULL || seen == NULL || (one = PyLong_FromLong(1)) == NULL)
+        goto error;
+    Py_DECREF(one);             /* (a cached small int) */
+    PyObject *rs = PySequence_Fast(roots, "roots");
+    if (rs == NULL)
+        goto error;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(rs); i++) {
+        PyObject *n = PySequence_Fast_GET_ITEM(rs, i);
+        if (n != Py_None && (PyList_Append(stack, n) < 0 || PySet_Add(seen, n) < 0)) {
+            Py_DECREF(rs);
+            goto error;
+        }
+    }
+    Py_DECREF(rs);
+    while (PyList_GET_SIZE(stack)) {
+        Py_ssize_t top = PyList_GET_SIZE(stack) - 1;
+        PyObject *node = Py_NewRef(PyList_GET_ITEM(stack, top)), *nf;
+        if (PyList_SetSlice(stack, top, top + 1, NULL) < 0 ||
+            (nf = GET(node, s_next_functions)) == NULL) {
+            Py_DECREF(node);
+            goto error;
+        }
+        Py_DECREF(node);
+        Py_SETREF(nf, PySequence_Fast(nf, "next_functions"));
+        if (nf == NULL)
+            goto error;
+        for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(nf); k++) {
+            PyObject *e = PySequence_Fast_GET_ITEM(nf, k), *nxt, *c;
+            if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) < 1) {
+                PyErr_SetString(PyExc_TypeError, "next_functions: (node, output_nr) pairs");
+                Py_DECREF(nf);
+                goto error;
+            }
+            if ((nxt = PyTuple_GET_ITEM(e, 0)) == Py_None)
+                continue;
+            if ((c = PyDict_GetItemWithError(deps, nxt)) != NULL) {
+                PyObject *v = PyNumber_Add(c, one);
+                int r = v ? PyDict_SetItem(deps, nxt, v) : -1;
+                Py_XDECREF(v);
+                if (r < 0) {
+                    Py_DECREF(nf);
+                    goto error;
+                }
+                continue;
+            }
+            /* first reached: walk below it (a root already is walked) */
+            int r = PyErr_Occurred() ? -1 : PyDict_SetItem(deps, nxt, one);
+            if (r == 0 && (r = PySet_Contains(seen, nxt)) == 0)
+                r = PyList_Append(stack, nxt);
+            if (r < 0) {
+                Py_DECREF(nf);
+                goto error;
+            }
+        }
+        Py_DECREF(nf);
+    }
+    Py_DECREF(stack);
+    Py_DECREF(seen);
+    return deps;
+error:
+    Py_XDECREF(deps);
+    Py_XDECREF(stack);
+    Py_XDECREF(seen);
+    return NULL;
+}
+
 /* backward_loop(ready_nodes, buffers, deps, retain_graph, create_graph, accumulate) */
 static PyObject *backward_loop(PyObject *self, PyObject *const *av, Py_ssize_t n)
 {

@@ -76,7 +76,12 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
         buf = buffers.setdefault(node, [None] * node.n_outputs)
         buf[nr] = g if buf[nr] is None else buf[nr] + g
     root_nodes = list(buffers)
-    deps = _dependencies(root_nodes)
+    global _dispatch
+    if _dispatch is None:       # (not at the top: dispatch imports autograd)
+        import importlib        # (``ember._ops.dispatch`` the package attribute is a function)
+        _dispatch = importlib.import_module(".._ops.dispatch", __package__)
+    _C, prof = _dispatch._C, _dispatch.hooks.profiler
+    deps = _dependencies(root_nodes) if _C is None else _C.dependencies(root_nodes)
 
     captures, capture_at = None, {}
     if inputs is not None:
@@ -92,11 +97,6 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
     else:
         needed = None
 
-    global _dispatch
-    if _dispatch is None:       # (not at the top: dispatch imports autograd)
-        import importlib        # (``ember._ops.dispatch`` the package attribute is a function)
-        _dispatch = importlib.import_module(".._ops.dispatch", __package__)
-    _C, prof = _dispatch._C, _dispatch.hooks.profiler
     ready = [n for n in root_nodes if deps.get(n, 0) == 0]
     prev = grad_mode.state.grad_enabled
     grad_mode.state.grad_enabled = create_graph
