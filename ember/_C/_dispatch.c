@@ -1,10 +1,12 @@
 /* dispatch's fast path in C (ember/_ops/dispatch.py is the reference; docs/kernels.md).
  *
  * dispatch(opdef, args, kwargs) makes the same checks, the same opdef.fwd(np, x, y) call and
- * the same output Tensor as dispatch.py's Python fast path, and records autograd through the
- * same Python helpers (simple_node, _record). Any call the fast path does not take (keywords,
- * views, hooks, lists, promotion, other devices) goes to the Python dispatch unchanged, so
- * there is one dispatch logic and this file only skips the interpreter on the common call.
+ * the same output Tensor as dispatch.py's Python fast path, and records autograd as
+ * graph.simple_node does (record.h; _record for the general case). engine.h holds the backward
+ * engine's plain loop (engine.run_backward is its reference). Any call the fast path does not
+ * take (keywords, views, hooks, lists, promotion, other devices) goes to the Python dispatch
+ * unchanged, so there is one dispatch logic and this file only skips the interpreter on the
+ * common call.
  * The binary operator type below does the same for ``Tensor.__add__`` and friends.
  */
 #define PY_SSIZE_T_CLEAN

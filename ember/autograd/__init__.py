@@ -1,7 +1,5 @@
 """Automatic differentiation: ``backward``, ``grad``, ``Function``, grad modes, anomaly
 detection, ``gradcheck``; ``functional`` loads on first use."""
-import numpy as np
-
 from . import graph  # noqa: F401
 from .anomaly_mode import detect_anomaly, set_detect_anomaly  # noqa: F401
 from .engine import run_backward
@@ -46,7 +44,7 @@ def _tensors(x):
 
 
 def _seed_grads(outputs, grad_outputs, create_graph):
-    _tensor, creation = _lazy()
+    creation = _lazy()[1]
     grads = []
     for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
         if g is None:
@@ -55,10 +53,7 @@ def _seed_grads(outputs, grad_outputs, create_graph):
             if not out.dtype.is_floating_point:
                 raise RuntimeError(f"grad can be implicitly created only for real scalar "
                                    f"outputs but got {out.dtype}")
-            if type(out._data) is np.ndarray:   # (ones_like's result, without its options)
-                grads.append(_tensor.Tensor._wrap(np.ones(out._data.shape, out._data.dtype)))
-            else:       # new and history-less: no detach needed
-                grads.append(creation.ones_like(out))
+            grads.append(creation.ones_like(out))       # new and history-less: no detach needed
             continue
         elif not hasattr(g, "_data"):
             from .._ops.creation import tensor
