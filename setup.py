@@ -63,6 +63,7 @@ setup(
                            libraries=["m"], optional=True),
                  # dispatch's fast path as a CPython extension (ember/_ops/dispatch.py)
                  Extension("ember._C._dispatch", ["ember/_C/_dispatch.c"],
+                           depends=["ember/_C/record.h", "ember/_C/engine.h"],
                            extra_compile_args=["-O2", "-g0"], optional=True)],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -10,6 +10,7 @@ from ._device import CPU, to_device
 from ._size import Size
 from ._sparse import SparseCOO, SparseOperand, sparse_coo, strided
 from ._storage import UntypedStorage, _ptr
+from . import autograd
 from .autograd import grad_mode
 from .autograd.graph import AccumulateGrad
 
@@ -248,8 +249,9 @@ class Tensor:
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Compute the gradient of this tensor w.r.t. graph leaves; see ``autograd.backward``."""
-        from .autograd import backward
-        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+        # (the package's attribute: ``from .autograd import`` here would cost an importlib
+        # call per backward)
+        autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     def register_hook(self, hook):
         """``hook(grad)`` runs when this tensor's gradient is computed; it may return a

@@ -13,6 +13,7 @@ import ember
 D = sys.modules["ember._ops.dispatch"]
 needs_c = pytest.mark.skipif(D._C is None, reason="C dispatch not built or EMBER_NO_C=1")
 P = ember._ops.pointwise
+C = D._C        # (tests below switch D._C off to run the engine's Python loop)
 
 
 def _cases():
@@ -101,3 +102,102 @@ def test_no_c_env_keeps_python_dispatch():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env={**__import__("os").environ, "EMBER_NO_C": "1"})
     assert r.stdout.strip() == "ok", r.stderr
+
+
+# ---- graph recording (_C/record.h against graph.simple_node) and the engine's loop
+# (_C/engine.h against engine.run_backward's Python loop) ---------------------------------------
+
+def _fields(node):
+    """What a node recorded, comparable across two graphs (leaves' accumulators by variable)."""
+    def edge(e):
+        n, nr = e
+        if n is None:
+            return None, nr
+        return (n.name(), nr, id(n.variable) if n.name().endswith("AccumulateGrad") else None)
+    return (type(node), node.name(), [edge(e) for e in node.next_functions],
+            list(node.input_meta), [type(a) for a in node.args], node._has_saved,
+            [(id(t), v) for t, v in node.versions], node._outs, node.results is None,
+            node.tensor_positions, node._released)
+
+
+@needs_c
+@pytest.mark.parametrize("case", ["add", "mul_number", "mul_one_leaf", "tanh", "nonleaf"])
+def test_same_node_as_python(case):
+    x = ember.tensor([0.5, -1.0], requires_grad=True)
+    w = ember.tensor([2.0, 3.0], requires_grad=case != "mul_one_leaf")
+    calls = {"add": (P.add, lambda: (x, w)), "mul_number": (P.mul, lambda: (2.5, x)),
+             "mul_one_leaf": (P.mul, lambda: (x, w)), "tanh": (P.tanh, lambda: (x,)),
+             "nonleaf": (P.mul, lambda: (x * w, x))}
+    opdef, args = calls[case]
+    a = args()
+    c, p = C.dispatch(opdef, a, {}).grad_fn, D.py_dispatch(opdef, a, {}).grad_fn
+    assert type(c) is ember.autograd.graph.SimpleNode and c.seq == p.seq - 1
+    assert _fields(c) == _fields(p)
+    c.register_hook(lambda gi, go: None)        # an attribute out of the slots: the dict
+    assert len(c._hooks) == 1 and c.metadata == {}
+
+
+def _graph_run(dispatch_c, engine_c, monkeypatch, *, hook=False, retain=False):
+    """Leaf grads of a small graph recorded and run back with the C or Python pieces."""
+    monkeypatch.setattr(D, "dispatch", C.dispatch if dispatch_c else D.py_dispatch)
+    monkeypatch.setattr(D, "_C", C if engine_c else None)
+    x = ember.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    w = ember.tensor([2.0, 3.0, -1.0], requires_grad=True)
+    d = D.dispatch
+    h = d(P.tanh, (d(P.add, (d(P.mul, (x, w), {}), 0.5), {}),), {})
+    y = d(P.sub, (d(P.mul, (h, w), {}), x), {})
+    seen = []
+    if hook:
+        h.retain_grad()
+        y.register_hook(lambda g: g * 2)
+        h.grad_fn.register_hook(lambda gi, go: seen.append(gi[0].tolist()))
+    roots = [y.grad_fn, h.grad_fn, None]
+    assert C.dependencies(roots) == ember.autograd.engine._dependencies(roots)
+    y.sum().backward(retain_graph=retain)
+    out = [x.grad.tolist(), w.grad.tolist(), seen, h.grad.tolist() if hook else None]
+    if retain:      # the second backward accumulates
+        y.sum().backward()
+        out.append(x.grad.tolist())
+    else:
+        with pytest.raises(RuntimeError) as e:
+            y.sum().backward()
+        out.append(str(e.value))
+    return out
+
+
+@needs_c
+@pytest.mark.parametrize("hook", [False, True])
+@pytest.mark.parametrize("retain", [False, True])
+def test_same_backward_as_python(monkeypatch, hook, retain):
+    ref = _graph_run(False, False, monkeypatch, hook=hook, retain=retain)
+    for dispatch_c, engine_c in ((True, False), (False, True), (True, True)):
+        assert _graph_run(dispatch_c, engine_c, monkeypatch, hook=hook, retain=retain) == ref
+
+
+@needs_c
+@pytest.mark.parametrize("engine_c", [False, True])
+def test_version_check_same_error(monkeypatch, engine_c):
+    errs = []
+    for disp in (C.dispatch, D.py_dispatch):
+        monkeypatch.setattr(D, "_C", C if engine_c else None)
+        x = ember.tensor([0.5, -1.0], requires_grad=True)
+        w = ember.tensor([2.0, 3.0])
+        a = x * 1.0
+        y = disp(P.mul, (a, w), {})     # saves w (read by a's gradient)
+        w.add_(1)
+        with pytest.raises(RuntimeError) as e:
+            y.sum().backward()
+        errs.append(str(e.value))
+        monkeypatch.undo()
+    assert errs[0] == errs[1] and "modified by an inplace operation" in errs[0]
+
+
+@needs_c
+def test_anomaly_and_saved_hooks_take_python_node():
+    x = ember.tensor([0.5, -1.0], requires_grad=True)
+    with ember.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+        n = C.dispatch(P.mul, (x, x), {}).grad_fn
+    assert type(n) is ember.autograd.graph.OpNode
+    with ember.autograd.set_detect_anomaly(True):
+        n = C.dispatch(P.mul, (x, x), {}).grad_fn
+    assert type(n) is ember.autograd.graph.OpNode and n._trace is not None

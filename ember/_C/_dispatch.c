@@ -1,10 +1,12 @@
 /* dispatch's fast path in C (ember/_ops/dispatch.py is the reference; docs/kernels.md).
  *
  * dispatch(opdef, args, kwargs) makes the same checks, the same opdef.fwd(np, x, y) call and
- * the same output Tensor as dispatch.py's Python fast path, and records autograd through the
- * same Python helpers (simple_node, _record). Any call the fast path does not take (keywords,
- * views, hooks, lists, promotion, other devices) goes to the Python dispatch unchanged, so
- * there is one dispatch logic and this file only skips the interpreter on the common call.
+ * the same output Tensor as dispatch.py's Python fast path, and records autograd as
+ * graph.simple_node does (record.h; _record for the general case). engine.h holds the backward
+ * engine's plain loop (engine.run_backward is its reference). Any call the fast path does not
+ * take (keywords, views, hooks, lists, promotion, other devices) goes to the Python dispatch
+ * unchanged, so there is one dispatch logic and this file only skips the interpreter on the
+ * common call.
  * The binary operator type below does the same for ``Tensor.__add__`` and friends.
  */
 #define PY_SSIZE_T_CLEAN
@@ -19,6 +21,7 @@ static PyObject *CPU, *np, *ndarray, *np_generic, *np_asarray, *scalar_keeps, *g
     *sparse_dispatch, *AT0, *AT1, *AT01, *dtype_of, *operands, *empty_dict, *empty_tuple, *common;
 static long FLOAT;
 static int ready;
+
 
 static PyObject *s_view, *s_autocast, *s_tracer, *s_profiler, *s_dtype, *s_device, *s_data,
     *s_category, *s_promote, *s_fwd, *s_np, *s_grad_enabled, *s_differentiable,
@@ -138,6 +141,9 @@ static PyObject *fwd_failed(PyObject *opdef, PyObject *args, PyObject *kwargs, P
     }
     return NULL;
 }
+
+#include "record.h"     /* record_node: graph.simple_node */
+#include "engine.h"     /* backward_loop: engine.run_backward's loop */
 
 /* the fast path proper; *handled = 0 means "not taken: run the Python dispatch" */
 static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObject *args,
@@ -359,8 +365,7 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
                 Py_DECREF(v);
             }
             else {
-                PyObject *cargs[5] = {opdef, args, tensors, pos, out};
-                PyObject *node = PyObject_Vectorcall(simple_node, cargs, 5, NULL);
+                PyObject *node = record_node(opdef, args, tensors, pos, out, dt);
                 if (node == NULL)
                     goto done;
                 r = PyObject_SetAttr(out, s_grad_fn, node);
@@ -519,7 +524,10 @@ static PyObject *init(PyObject *self, PyObject *cfg)
         {"finish", &finish}, {"record", &record}, {"simple_node", &simple_node},
         {"explain", &explain}, {"SparseOperand", &sparse_operand},
         {"sparse_dispatch", &sparse_dispatch}, {"AT0", &AT0}, {"AT1", &AT1}, {"AT01", &AT01},
-        {"dtype_of", &dtype_of}, {"operands", &operands}};
+        {"dtype_of", &dtype_of}, {"operands", &operands},
+        {"SimpleNode", (PyObject **)&SimpleNode}, {"saved_hooks", &saved_hooks},
+        {"anomaly", &anomaly}, {"seq", &seq_iter}, {"TensorMeta", &meta_type},
+        {"no_kwargs", &no_kwargs}, {"no_edge", &no_edge}, {"edge_of", &edge_of}};
     if (!PyDict_Check(cfg)) {
         PyErr_SetString(PyExc_TypeError, "init(dict)");
         return NULL;
@@ -552,6 +560,22 @@ static PyObject *init(PyObject *self, PyObject *cfg)
         Py_DECREF(m);
     }
     Py_XSETREF(dtype_type, (PyTypeObject *)Py_NewRef(dtt));
+    if (!PyType_Check(SimpleNode) || !PyList_Check(saved_hooks) ||
+        !PyType_IsSubtype((PyTypeObject *)meta_type, &PyTuple_Type))
+        return PyErr_Format(PyExc_TypeError, "init: SimpleNode, saved_hooks, TensorMeta");
+    for (int i = 0; i < N_SLOTS; i++) {     /* the node's slots, found by offset */
+        PyObject *m = PyObject_GetAttrString((PyObject *)SimpleNode, node_slots[i]);
+        if (m == NULL)
+            return NULL;
+        int ok = Py_TYPE(m) == &PyMemberDescr_Type &&
+            ((PyMemberDescrObject *)m)->d_common.d_type == SimpleNode;
+        if (ok)
+            node_off[i] = ((PyMemberDescrObject *)m)->d_member->offset;
+        Py_DECREF(m);
+        if (!ok)
+            return PyErr_Format(PyExc_TypeError, "init: SimpleNode.%s is not its slot",
+                                node_slots[i]);
+    }
     ready = 1;
     Py_RETURN_NONE;
 }
@@ -562,6 +586,12 @@ static PyMethodDef methods[] = {
     {"operator", make_operator, METH_VARARGS,
      "operator(opdef, reflected): a Tensor operator method calling dispatch."},
     {"init", init, METH_O, "init(objects): the Python objects the fast path works with."},
+    {"backward_loop", (PyCFunction)(void (*)(void))backward_loop, METH_FASTCALL,
+     "backward_loop(ready, buffers, deps, retain_graph, create_graph, accumulate): "
+     "engine.run_backward's loop (its plain case), in C."},
+    {"dependencies", dependencies, METH_O,
+     "dependencies(roots): engine._dependencies, in C."},
+    {"init_engine", init_engine, METH_O, "init_engine(objects): the engine's Python helpers."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_dispatch",
@@ -577,11 +607,20 @@ PyMODINIT_FUNC PyInit__dispatch(void)
         {&s_fwd, "fwd"}, {&s_np, "np"}, {&s_grad_enabled, "grad_enabled"},
         {&s_differentiable, "differentiable"}, {&s_requires_grad, "_requires_grad"},
         {&s_vjp_fn, "vjp_fn"}, {&s_nondiff_outputs, "nondiff_outputs"},
-        {&s_grad_fn, "grad_fn"}, {&common, "common"}};
+        {&s_grad_fn, "grad_fn"}, {&common, "common"}, {&s_base, "_base"},
+        {&s_output_nr, "_output_nr"}, {&s_grad_acc, "_grad_acc"},
+        {&s_grad_accumulator, "_grad_accumulator"}, {&s_shape, "shape"}, {&s_save, "save"},
+        {&s_needed_by, "needed_by"}, {&s_save_result, "save_result"}, {&s_version, "_version"},
+        {&s_storage, "_storage"}, {&s_alias, "_alias"}, {&s_enabled, "enabled"},
+        {&s_n_outputs, "n_outputs"}, {&s_tensor_pre_hooks, "_tensor_pre_hooks"},
+        {&s_retain_grad_hooks, "_retain_grad_hooks"}, {&s_pre_hooks, "_pre_hooks"},
+        {&s_hooks, "_hooks"}, {&s_trace, "_trace"}, {&s_next_functions, "next_functions"},
+        {&s_input_meta, "input_meta"}, {&s_apply, "apply"}, {&s_release, "release"},
+        {&s_seq, "seq"}};
     for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
         if ((*strs[i].slot = PyUnicode_InternFromString(strs[i].s)) == NULL)
             return NULL;
-    if ((empty_dict = PyDict_New()) == NULL || (empty_tuple = PyTuple_New(0)) == NULL)
+    if ((zero = PyLong_FromLong(0)) == NULL || (empty_dict = PyDict_New()) == NULL || (empty_tuple = PyTuple_New(0)) == NULL)
         return NULL;
     if (PyType_Ready(&OperatorType) < 0)
         return NULL;

@@ -513,13 +513,21 @@ def _c_dispatch():
         from .._C import _dispatch as c
     except ImportError:
         return None
+    from ..autograd import graph
     c.init({"Tensor": Tensor, "CPU": CPU, "np": np, "ndarray": np.ndarray,
             "generic": np.generic, "asarray": np.asarray, "scalar_keeps": tuple(_SCALAR_KEEPS),
             "grad_state": _state, "hooks": hooks, "dispatch": py_dispatch, "finish": _finish,
             "record": _record, "simple_node": simple_node, "explain": _explain,
             "SparseOperand": SparseOperand, "sparse_dispatch": sparse_dispatch, "AT0": AT0,
             "AT1": AT1, "AT01": AT01, "dtype_of": Tensor._dtype_of, "operands": OPERANDS,
-            "FLOAT": _dtype._FLOAT, "dtype": _dtype.dtype})
+            "FLOAT": _dtype._FLOAT, "dtype": _dtype.dtype, "SimpleNode": graph.SimpleNode,
+            "saved_hooks": graph._saved_hooks, "anomaly": graph.anomaly, "seq": graph._seq,
+            "TensorMeta": graph.TensorMeta, "no_kwargs": graph._NO_KWARGS,
+            "no_edge": graph._NO_EDGE, "edge_of": edge_of})
+    from ..autograd import engine
+    c.init_engine({"AccumulateGrad": graph.AccumulateGrad, "apply": engine._apply,
+                   "run_tensor_hooks": engine._run_tensor_hooks, "accumulate": engine._accumulate,
+                   "sum_to": engine._sum_to, "graph": graph})
     return c
 
 

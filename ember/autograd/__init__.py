@@ -20,17 +20,31 @@ def __getattr__(name):
     return importlib.import_module(f".{name}", __name__)
 
 
+_mods = None
+
+
+def _lazy():
+    """``(ember._tensor, ember._ops.creation)``, imported on first use (they import this
+    package). Kept here: ``from package import module`` inside a function runs importlib's
+    Python ``_handle_fromlist`` on every call (~7k instructions, once per backward)."""
+    global _mods
+    if _mods is None:
+        from .. import _tensor
+        from .._ops import creation
+        _mods = _tensor, creation
+    return _mods
+
+
 def _tensors(x):
     if x is None:
         return None
     if type(x) in (list, tuple):
         return list(x)
-    from .. import _tensor      # (a package import: no failed ``__path__`` lookup per call)
-    return [x] if isinstance(x, _tensor.Tensor) else list(x)
+    return [x] if isinstance(x, _lazy()[0].Tensor) else list(x)
 
 
 def _seed_grads(outputs, grad_outputs, create_graph):
-    from .._ops import creation     # (a package: no failed ``__path__`` lookup per call)
+    creation = _lazy()[1]
     grads = []
     for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
         if g is None:

@@ -59,6 +59,9 @@ def _sum_to(g, meta):
     return g
 
 
+_dispatch = None     # ember._ops.dispatch, once imported
+
+
 def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inputs=None,
                  allow_unused=True, accumulate=True):
     """Run backward from ``roots`` (list of (node, output_nr)) seeded with ``grad_roots``.
@@ -73,7 +76,12 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
         buf = buffers.setdefault(node, [None] * node.n_outputs)
         buf[nr] = g if buf[nr] is None else buf[nr] + g
     root_nodes = list(buffers)
-    deps = _dependencies(root_nodes)
+    global _dispatch
+    if _dispatch is None:       # (not at the top: dispatch imports autograd)
+        import importlib        # (``ember._ops.dispatch`` the package attribute is a function)
+        _dispatch = importlib.import_module(".._ops.dispatch", __package__)
+    _C, prof = _dispatch._C, _dispatch.hooks.profiler
+    deps = _dependencies(root_nodes) if _C is None else _C.dependencies(root_nodes)
 
     captures, capture_at = None, {}
     if inputs is not None:
@@ -89,12 +97,18 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
     else:
         needed = None
 
-    from .._ops.dispatch import hooks   # (not at the top: dispatch imports autograd)
-    prof = hooks.profiler
-    heap = [(-n.seq, id(n), n) for n in root_nodes if deps.get(n, 0) == 0]
-    heapq.heapify(heap)
+    ready = [n for n in root_nodes if deps.get(n, 0) == 0]
     prev = grad_mode.state.grad_enabled
     grad_mode.state.grad_enabled = create_graph
+    if _C is not None and inputs is None and prof is None and not anomaly.enabled:
+        # the plain case: the same loop in C (ember/_C/engine.h), this one is the reference
+        try:
+            _C.backward_loop(ready, buffers, deps, retain_graph, create_graph, accumulate)
+        finally:
+            grad_mode.state.grad_enabled = prev
+        return None
+    heap = [(-n.seq, id(n), n) for n in ready]
+    heapq.heapify(heap)
     pop, push = heapq.heappop, heapq.heappush
     try:
         while heap:
@@ -109,13 +123,7 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                 continue
             if type(node) is AccumulateGrad:
                 if accumulate and grads[0] is not None:   # with inputs=, only those get here
-                    for h in node._pre_hooks:
-                        r = h(tuple(grads))
-                        grads = list(r) if r is not None else grads
-                    if prof is None:
-                        node.accumulate(grads[0], create_graph)
-                    else:
-                        prof.backward(node, node.accumulate, grads[0], create_graph)
+                    _accumulate(node, grads, create_graph, prof)
                 continue
             if needed is not None and not any(c in needed for c, _ in node.next_functions):
                 continue
@@ -164,6 +172,17 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                                "used in the graph. Set allow_unused=True if this is the desired "
                                "behavior.")
     return captures
+
+
+def _accumulate(node, grads, create_graph, prof=None):
+    """A leaf's step: its AccumulateGrad's pre-hooks, then the accumulation into ``.grad``."""
+    for h in node._pre_hooks:
+        r = h(tuple(grads))
+        grads = list(r) if r is not None else grads
+    if prof is None:
+        node.accumulate(grads[0], create_graph)
+    else:
+        prof.backward(node, node.accumulate, grads[0], create_graph)
 
 
 def _run_tensor_hooks(node, grads):

@@ -465,6 +465,16 @@ class OpNode(Node):
         return flat
 
 
+class SimpleNode(OpNode):
+    """An ``OpNode`` made by ``simple_node`` (dispatch's fast path): the fields every node
+    has live in fixed slots, not in an instance dict, so recording and freeing one is cheaper
+    (``_C._dispatch`` fills them by offset). Anything else set on it (hooks, metadata) still
+    goes to its ``__dict__``."""
+
+    __slots__ = ("next_functions", "input_meta", "seq", "opdef", "kwargs", "tensor_positions",
+                 "args", "versions", "_has_saved", "_outs", "results", "_released")
+
+
 _new = object.__new__
 _NO_KWARGS = {}
 _NO_EDGE = (None, 0)
@@ -478,7 +488,7 @@ def simple_node(opdef, args, tensors, positions, out):
     The same fields, set without the general path's searches and with no per-call dicts."""
     if _saved_hooks or anomaly.enabled:
         return OpNode(opdef, args, _NO_KWARGS, tensors, (out,))
-    node = _new(OpNode)
+    node = _new(SimpleNode)
     edges, metas = [], []
     for t in tensors:
         fn = t.grad_fn
@@ -519,8 +529,9 @@ def simple_node(opdef, args, tensors, positions, out):
             saved[i] = m
         node.args, node.versions, node._has_saved = saved, (), opdef.save_result
     node._outs = ((out._data.shape, out.dtype, out.device),)
-    if opdef.save_result:
-        node.results = [(out._alias(), out._version)]
+    # (slots have no class default: each is set)
+    node.results = [(out._alias(), out._version)] if opdef.save_result else None
+    node._released = False
     return node
 
 

@@ -1,0 +1,269 @@
+/* graph.simple_node in C (included by _dispatch.c; that function is the reference).
+ *
+ * The node is a graph.SimpleNode, whose fields are slots: they are stored here by offset, with
+ * no attribute lookups and no instance dict. Inside saved_tensors_hooks or anomaly mode the
+ * Python function runs (it makes the general OpNode). */
+
+static PyTypeObject *SimpleNode;
+static PyObject *saved_hooks, *anomaly, *seq_iter, *meta_type, *no_kwargs, *no_edge, *edge_of,
+    *zero;
+static PyObject *s_base, *s_output_nr, *s_grad_acc, *s_grad_accumulator, *s_shape, *s_save,
+    *s_needed_by, *s_save_result, *s_version, *s_storage, *s_alias, *s_enabled;
+enum {N_NEXT, N_META, N_SEQ, N_OPDEF, N_KWARGS, N_POS, N_ARGS, N_VERSIONS, N_HAS_SAVED, N_OUTS,
+      N_RESULTS, N_RELEASED, N_SLOTS};
+static const char *node_slots[N_SLOTS] = {
+    "next_functions", "input_meta", "seq", "opdef", "kwargs", "tensor_positions", "args",
+    "versions", "_has_saved", "_outs", "results", "_released"};
+static Py_ssize_t node_off[N_SLOTS];
+
+#define SLOT(node, i) (*(PyObject **)((char *)(node) + node_off[i]))
+
+/* TensorMeta(t) as graph makes it: the tuple (t._data.shape, t.dtype, t.device), for a cpu
+ * tensor t of dtype dt (the fast path checked both); new ref */
+static PyObject *meta_of(PyObject *t, PyObject *dt)
+{
+    PyObject *d = GET(t, s_data), *v[3] = {NULL, Py_NewRef(dt), Py_NewRef(CPU)}, *m = NULL;
+    if (d != NULL) {
+        v[0] = GET(d, s_shape);
+        Py_DECREF(d);
+    }
+    if (v[0] != NULL && (m = PyTuple_Type.tp_alloc((PyTypeObject *)meta_type, 3)) != NULL)
+        for (int i = 0; i < 3; i++)
+            PyTuple_SET_ITEM(m, i, v[i]);
+    else
+        for (int i = 0; i < 3; i++)
+            Py_XDECREF(v[i]);
+    return m;
+}
+
+/* the (node, output_nr) t's gradient flows into, as simple_node finds it; new ref */
+static PyObject *edge(PyObject *t)
+{
+    PyObject *v = GET(t, s_base), *fn, *r;
+    if (v == NULL)
+        return NULL;
+    Py_DECREF(v);
+    if (v != Py_None)
+        return PyObject_CallOneArg(edge_of, t);
+    if ((fn = GET(t, s_grad_fn)) == NULL)
+        return NULL;
+    if (fn != Py_None) {
+        PyObject *nr = GET(t, s_output_nr);
+        r = nr ? PyTuple_Pack(2, fn, nr) : NULL;
+        Py_XDECREF(nr);
+        Py_DECREF(fn);
+        return r;
+    }
+    Py_DECREF(fn);
+    int rg = truth_attr(t, s_requires_grad);
+    if (rg <= 0)
+        return rg < 0 ? NULL : Py_NewRef(no_edge);
+    PyObject *acc = GET(t, s_grad_acc);         /* a leaf: its accumulator, made on first use */
+    if (acc == Py_None) {
+        Py_DECREF(acc);
+        acc = PyObject_CallMethodNoArgs(t, s_grad_accumulator);
+    }
+    if (acc == NULL)
+        return NULL;
+    r = PyTuple_Pack(2, acc, zero);
+    Py_DECREF(acc);
+    return r;
+}
+
+/* t._version: the Tensor property's body for a plain Tensor; new ref */
+static PyObject *version_of(PyObject *t)
+{
+    if (Py_TYPE(t) != Tensor)
+        return GET(t, s_version);
+    PyObject *st = GET(t, s_storage), *v;
+    if (st == NULL)
+        return NULL;
+    v = st == Py_None ? Py_NewRef(zero) : GET(st, s_version);
+    Py_DECREF(st);
+    return v;
+}
+
+/* graph._saved_is_read: saved argument i feeds a gradient that will be computed */
+static int is_read(PyObject *needed_by, Py_ssize_t i, PyObject *args)
+{
+    PyObject *key = PyLong_FromSsize_t(i), *users;
+    if (key == NULL)
+        return -1;
+    users = PyDict_GetItemWithError(needed_by, key);
+    Py_DECREF(key);
+    if (users == NULL)
+        return PyErr_Occurred() ? -1 : 1;
+    PyObject *seq = PySequence_Fast(users, "needed_by");
+    if (seq == NULL)
+        return -1;
+    int r = 0;
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq) && !r; k++) {
+        Py_ssize_t j = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(seq, k));
+        if (j == -1 && PyErr_Occurred()) {
+            r = -1;
+            break;
+        }
+        if (j < PyTuple_GET_SIZE(args)) {
+            PyObject *v;
+            if (_PyObject_LookupAttr(PyTuple_GET_ITEM(args, j), s_requires_grad, &v) < 0) {
+                r = -1;
+                break;
+            }
+            if (v != NULL) {
+                r = PyObject_IsTrue(v);
+                Py_DECREF(v);
+            }
+        }
+    }
+    Py_DECREF(seq);
+    return r;
+}
+
+static int tuple_has(PyObject *tup, Py_ssize_t i)
+{
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(tup); k++) {
+        PyObject *v = PyTuple_GET_ITEM(tup, k);
+        if (PyLong_CheckExact(v) && PyLong_AsSsize_t(v) == i)
+            return 1;
+    }
+    return 0;
+}
+
+static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors, PyObject *pos,
+                             PyObject *out, PyObject *dt)
+{
+    int r = truth_attr(anomaly, s_enabled);
+    if (r < 0)
+        return NULL;
+    if (r || PyList_GET_SIZE(saved_hooks)) {
+        PyObject *cargs[5] = {opdef, args, tensors, pos, out};
+        return PyObject_Vectorcall(simple_node, cargs, 5, NULL);
+    }
+    Py_ssize_t nt = PyTuple_GET_SIZE(tensors), na = PyTuple_GET_SIZE(args);
+    PyObject *save = NULL, *needed_by = NULL, *sr = NULL, *ret = NULL;
+    PyObject *node = SimpleNode->tp_alloc(SimpleNode, 0);
+    if (node == NULL)
+        return NULL;
+    PyObject *edges = SLOT(node, N_NEXT) = PyTuple_New(nt);
+    PyObject *metas = SLOT(node, N_META) = PyList_New(nt);
+    if (edges == NULL || metas == NULL)
+        goto done;
+    for (Py_ssize_t k = 0; k < nt; k++) {
+        PyObject *t = PyTuple_GET_ITEM(tensors, k), *e, *m;
+        if ((e = edge(t)) == NULL)
+            goto done;
+        PyTuple_SET_ITEM(edges, k, e);
+        if ((m = meta_of(t, dt)) == NULL)
+            goto done;
+        PyList_SET_ITEM(metas, k, m);
+    }
+    /* after the edges: a view's refresh (edge_of) records nodes */
+    if ((SLOT(node, N_SEQ) = PyIter_Next(seq_iter)) == NULL)
+        goto done;
+    SLOT(node, N_OPDEF) = Py_NewRef(opdef);
+    SLOT(node, N_KWARGS) = Py_NewRef(no_kwargs);
+    SLOT(node, N_POS) = Py_NewRef(pos);
+    SLOT(node, N_RELEASED) = Py_NewRef(Py_False);
+    if ((save = ATTR(opdef, s_save)) == NULL || (sr = ATTR(opdef, s_save_result)) == NULL)
+        goto done;
+    if (!PyTuple_Check(save)) {
+        PyErr_SetString(PyExc_TypeError, "OpDef.save must be a tuple");
+        goto done;
+    }
+    int save_result = PyObject_IsTrue(sr), has = save_result;
+    if (save_result < 0)
+        goto done;
+    PyObject *saved = SLOT(node, N_ARGS) = PyList_New(na);
+    if (saved == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < na; i++)
+        PyList_SET_ITEM(saved, i, Py_NewRef(PyTuple_GET_ITEM(args, i)));
+    Py_ssize_t ns = PyTuple_GET_SIZE(save);
+    PyObject *versions = SLOT(node, N_VERSIONS) = ns ? PyList_New(0) : Py_NewRef(empty_tuple);
+    if (versions == NULL)
+        goto done;
+    if (ns && (needed_by = ATTR(opdef, s_needed_by)) == NULL)
+        goto done;
+    if (ns && !PyDict_Check(needed_by)) {
+        PyErr_SetString(PyExc_TypeError, "OpDef.needed_by must be a dict");
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < nt; k++) {
+        Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(PyTuple_GET_ITEM(pos, k), 0));
+        if (ns && tuple_has(save, i)) {
+            /* (an argument no computed gradient reads is kept, but not version-checked) */
+            if ((r = PyDict_GET_SIZE(needed_by) ? is_read(needed_by, i, args) : 1) < 0)
+                goto done;
+            if (r) {
+                PyObject *t = PyTuple_GET_ITEM(tensors, k), *v = version_of(t), *tv;
+                if (v == NULL)
+                    goto done;
+                tv = PyTuple_Pack(2, t, v);
+                Py_DECREF(v);
+                if (tv == NULL || PyList_Append(versions, tv) < 0) {
+                    Py_XDECREF(tv);
+                    goto done;
+                }
+                Py_DECREF(tv);
+                has = 1;
+            }
+        }
+        /* backward sees only the metadata of what it did not save */
+        else if (PyList_SetItem(saved, i, Py_NewRef(PyList_GET_ITEM(metas, k))) < 0)
+            goto done;
+    }
+    /* NOTE (as simple_node): a saved Python scalar counts as saved */
+    for (Py_ssize_t j = 0; !has && j < ns; j++) {
+        Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(save, j));
+        if (i == -1 && PyErr_Occurred())
+            goto done;
+        if (i < na && (r = PyDict_GET_SIZE(needed_by) ? is_read(needed_by, i, args) : 1) != 0) {
+            if (r < 0)
+                goto done;
+            has = 1;
+        }
+    }
+    SLOT(node, N_HAS_SAVED) = PyBool_FromLong(has);
+    {
+        PyObject *odt = GET(out, s_dtype), *m, *outs;
+        if (odt == NULL)
+            goto done;
+        m = meta_of(out, odt);
+        Py_DECREF(odt);
+        if (m == NULL)
+            goto done;
+        /* a plain tuple, as simple_node's _outs */
+        outs = PyTuple_Pack(1, m);
+        if (outs != NULL) {
+            PyObject *plain = PyTuple_GetSlice(m, 0, 3);
+            if (plain == NULL)
+                Py_CLEAR(outs);
+            else
+                Py_SETREF(PyTuple_GET_ITEM(outs, 0), plain);
+        }
+        Py_DECREF(m);
+        if ((SLOT(node, N_OUTS) = outs) == NULL)
+            goto done;
+    }
+    if (save_result) {
+        PyObject *al = PyObject_CallMethodNoArgs(out, s_alias), *v;
+        if (al == NULL)
+            goto done;
+        v = version_of(out);
+        SLOT(node, N_RESULTS) = v ? Py_BuildValue("[(OO)]", al, v) : NULL;
+        Py_DECREF(al);
+        Py_XDECREF(v);
+        if (SLOT(node, N_RESULTS) == NULL)
+            goto done;
+    }
+    else
+        SLOT(node, N_RESULTS) = Py_NewRef(Py_None);
+    ret = Py_NewRef(node);
+done:
+    Py_DECREF(node);
+    Py_XDECREF(save);
+    Py_XDECREF(sr);
+    Py_XDECREF(needed_by);
+    return ret;
+}
+
