@@ -156,6 +156,9 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                 deps[nxt] = left
                 if left == 0:
                     push(heap, (-nxt.seq, id(nxt), nxt))
+            # drop this frame's references: a leaf's AccumulateGrad takes a gradient nothing
+            # else holds without cloning it (see AccumulateGrad.accumulate)
+            grad_inputs = grads = g = buf = None
     finally:
         grad_mode.state.grad_enabled = prev
     if inputs is None:
