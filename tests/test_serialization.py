@@ -14,6 +14,7 @@ import pytest
 
 import ember
 from ember import serialization
+from helpers import skip_if_cupy
 
 try:
     import torch
@@ -521,11 +522,7 @@ def test_map_location_dict_remaps_cuda_to_cpu():
 
 
 def test_cuda_file_without_cuda_says_how_to_fix():
-    try:
-        import cupy  # noqa: F401
-        pytest.skip("a GPU stack is installed")
-    except ImportError:
-        pass
+    skip_if_cupy("a GPU stack is installed")
     with pytest.raises(RuntimeError, match="map_location='cpu'"):
         ember.load(_saved_on_cuda([ember.ones(2)]))
 
