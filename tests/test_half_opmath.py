@@ -104,3 +104,22 @@ def _idiv(x):
     x = x.clone()
     x /= 7.3
     return x
+
+
+ACTIVATIONS = ["silu", "softplus", "mish", "hardswish", "hardsigmoid", "logsigmoid", "selu",
+               "elu", "celu", "leaky_relu", "softsign", "tanhshrink", "relu6", "hardtanh",
+               "softshrink", "hardshrink"]
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", ACTIVATIONS)
+def test_half_activations_match_torch(name, dt):
+    """nn.functional's composed activations compute float16/bfloat16 in float32 as torch's
+    kernels do: its result, or 1 ulp off where the float32 math library differs."""
+    t = torch.from_numpy(_X * 1.5).to(getattr(torch, dt))
+    e = ember.tensor(t.float().numpy()).to(getattr(ember, dt))
+    got = getattr(ember.nn.functional, name)(e)
+    expected = getattr(torch.nn.functional, name)(t)
+    off = np.abs(_ordered(torch.from_numpy(got.float().numpy()).to(t.dtype)) - _ordered(expected))
+    assert off.max() <= 1, f"{name} in {dt}: {int((off > 0).sum())} elements off"
+    assert (off > 0).mean() < 0.01, f"{name} in {dt}: {int((off > 0).sum())} elements off"
