@@ -136,7 +136,7 @@ def __getattr__(name):
         globals()[name] = fn
         return fn
     if name in ("save", "load"):
-        # ember.save / ember.load live in serialization.py, which loads zipfile and json.
+        # ember.save / ember.load live in serialization/, which loads zipfile and json.
         fn = getattr(importlib.import_module(".serialization", __name__), name)
         globals()[name] = fn
         return fn

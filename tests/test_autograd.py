@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import ember
+from helpers import function
 from oracle import same, torch
 
 def x3(lib, **kw):
@@ -642,14 +643,7 @@ def test_function_mark_non_differentiable_and_materialize():
 
 def test_function_returns_input_and_int_output():
     def f(lib):
-        class Ident(lib.autograd.Function):
-            @staticmethod
-            def forward(ctx, x):
-                return x, x.long()
-
-            @staticmethod
-            def backward(ctx, g, gi):
-                return g * 3
+        Ident = function(lib, "Ident", lambda ctx, x: (x, x.long()), lambda ctx, g, gi: g * 3)
         x = x3(lib, requires_grad=True)
         y, i = Ident.apply(x)
         y.sum().backward()
@@ -829,14 +823,7 @@ def test_grad_accum_create_graph():
 
 def test_nan_anomaly_function():
     def f(lib):
-        class N(lib.autograd.Function):
-            @staticmethod
-            def forward(ctx, x):
-                return x * 1
-
-            @staticmethod
-            def backward(ctx, g):
-                return g * float("nan")
+        N = function(lib, "N", lambda ctx, x: x * 1, lambda ctx, g: g * float("nan"))
         with lib.autograd.detect_anomaly():
             N.apply(x3(lib, requires_grad=True)).sum().backward()
     with warnings.catch_warnings():
@@ -1027,14 +1014,7 @@ def test_function_misuse_errors():
                              "returned as output")
 
     def view_output_then_inplace(lib):
-        class V(lib.autograd.Function):
-            @staticmethod
-            def forward(ctx, x):
-                return x[:2]
-
-            @staticmethod
-            def backward(ctx, g):
-                return lib.cat([g * 5, g[:1] * 0])
+        V = function(lib, "V", lambda ctx, x: x[:2], lambda ctx, g: lib.cat([g * 5, g[:1] * 0]))
         a = x3(lib, requires_grad=True) * 1
         v = V.apply(a)
         fine = lib.autograd.grad(v.sum(), a, retain_graph=True)
@@ -1099,14 +1079,8 @@ def test_checkpoint_like():
 
 def test_kwargs_and_nested():
     def f(lib):
-        class Inner(lib.autograd.Function):
-            @staticmethod
-            def forward(ctx, x):
-                return x * 3
+        Inner = function(lib, "Inner", lambda ctx, x: x * 3, lambda ctx, g: g * 3)
 
-            @staticmethod
-            def backward(ctx, g):
-                return g * 3
         class Outer(lib.autograd.Function):
             @staticmethod
             def forward(ctx, x, scale=1.0):
@@ -1187,14 +1161,7 @@ def test_complex_gradients(expr):
 
 def test_function_returning_a_one_tuple():
     def f(lib):
-        class T(lib.autograd.Function):
-            @staticmethod
-            def forward(ctx, x):
-                return (x * 2,)
-
-            @staticmethod
-            def backward(ctx, g):
-                return g * 2
+        T = function(lib, "T", lambda ctx, x: (x * 2,), lambda ctx, g: g * 2)
         x = x3(lib, requires_grad=True)
         (y,) = T.apply(x)
         y.sum().backward()
@@ -1204,14 +1171,7 @@ def test_function_returning_a_one_tuple():
 
 def test_function_input_returned_as_is_then_modified():
     def f(lib):
-        class Ident(lib.autograd.Function):
-            @staticmethod
-            def forward(ctx, x):
-                return x
-
-            @staticmethod
-            def backward(ctx, g):
-                return g * 3
+        Ident = function(lib, "Ident", lambda ctx, x: x, lambda ctx, g: g * 3)
         a = x3(lib, requires_grad=True) * 1
         y = Ident.apply(a)
         fine = lib.autograd.grad(y.sum(), a, retain_graph=True)

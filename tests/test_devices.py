@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import ember
+from helpers import skip_if_cupy
 from oracle import torch
 
 
@@ -62,11 +63,7 @@ def test_zero_dim_cpu_tensor_joins_other_device_as_scalar():
 
 
 def test_cuda_without_cupy_or_gpu_raises_clearly():
-    try:
-        import cupy  # noqa: F401
-        pytest.skip("CuPy is installed")
-    except ImportError:
-        pass
+    skip_if_cupy()
     with pytest.raises(RuntimeError, match="CuPy"):
         ember.ones(2).cuda()
 

@@ -76,6 +76,16 @@ def _run(lib, opt, ps, steps):
         opt.step()
 
 
+def _closure(lib, opt, ps):
+    """LBFGS's closure: zero the grads, compute the loss, backward."""
+    def f():
+        opt.zero_grad()
+        loss = _loss(lib, ps)
+        loss.backward()
+        return loss
+    return f
+
+
 def _rel_diff(e_ps, t_ps):
     return max(float(np.abs(e.detach().numpy() - t.detach().numpy()).max()
                      / max(np.abs(t.detach().numpy()).max(), 1e-12)) for e, t in zip(e_ps, t_ps))
@@ -166,17 +176,9 @@ def test_lbfgs_matches_torch(line_search):
     e_ps, t_ps = _params(ember), _params(torch)
     opts = [lib.optim.LBFGS(ps, lr=0.5, max_iter=6, history_size=4, line_search_fn=line_search)
             for lib, ps in ((ember, e_ps), (torch, t_ps))]
-
-    def closure(lib, opt, ps):
-        def f():
-            opt.zero_grad()
-            loss = _loss(lib, ps)
-            loss.backward()
-            return loss
-        return f
     for _ in range(4):
-        le = opts[0].step(closure(ember, opts[0], e_ps))
-        lt = opts[1].step(closure(torch, opts[1], t_ps))
+        le = opts[0].step(_closure(ember, opts[0], e_ps))
+        lt = opts[1].step(_closure(torch, opts[1], t_ps))
         assert abs(le.item() - lt.item()) <= 1e-6 * abs(lt.item())
         assert _rel_diff(e_ps, t_ps) < 1e-6
     e_state, t_state = opts[0].state[e_ps[0]], opts[1].state[t_ps[0]]
@@ -189,23 +191,15 @@ def test_lbfgs_matches_torch(line_search):
 def test_lbfgs_state_dict_crosses(src):
     dst = ember if src is torch else torch
     convert = _to_ember if dst is ember else _to_torch
-
-    def closure(lib, opt, ps):
-        def f():
-            opt.zero_grad()
-            loss = _loss(lib, ps)
-            loss.backward()
-            return loss
-        return f
     s_ps = _params(src)
     s_opt = src.optim.LBFGS(s_ps, max_iter=3)
-    s_opt.step(closure(src, s_opt, s_ps))
+    s_opt.step(_closure(src, s_opt, s_ps))
     d_ps = _params(dst, [p.detach().numpy() for p in s_ps])
     d_opt = dst.optim.LBFGS(d_ps, max_iter=3)
     d_opt.load_state_dict(convert(s_opt.state_dict()))
     for _ in range(2):
-        s_opt.step(closure(src, s_opt, s_ps))
-        d_opt.step(closure(dst, d_opt, d_ps))
+        s_opt.step(_closure(src, s_opt, s_ps))
+        d_opt.step(_closure(dst, d_opt, d_ps))
     assert _rel_diff(*((d_ps, s_ps) if dst is ember else (s_ps, d_ps))) < 1e-6
 
 

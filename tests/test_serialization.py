@@ -14,6 +14,8 @@ import pytest
 
 import ember
 from ember import serialization
+from ember.serialization import _save, _unpickler
+from helpers import skip_if_cupy
 
 try:
     import torch
@@ -192,7 +194,7 @@ def test_parameter_roundtrip(monkeypatch):
     buf.seek(0)
     out = ember.load(buf)["p"]
     assert out.requires_grad and out.shape == (2, 2)   # a plain tensor while ember.nn is absent
-    monkeypatch.setattr(serialization, "_parameter_class", lambda: FakeParameter)
+    monkeypatch.setattr(_unpickler, "_parameter_class", lambda: FakeParameter)
     buf.seek(0)
     assert type(ember.load(buf)["p"]) is FakeParameter
 
@@ -399,13 +401,13 @@ def test_save_failing_while_writing_data_keeps_previous_file(tmp_path, monkeypat
     path = tmp_path / "ck.pt"
     ember.save({"x": ember.ones(3)}, path)
     before = path.read_bytes()
-    real = serialization._write_record
+    real = _save._write_record
 
     def fail_on_data(zf, name, data, *crc):
         if "/data/" in name:
             raise OSError("disk full")
         return real(zf, name, data, *crc)
-    monkeypatch.setattr(serialization, "_write_record", fail_on_data)
+    monkeypatch.setattr(_save, "_write_record", fail_on_data)
     with pytest.raises(OSError, match="disk full"):
         ember.save({"x": ember.zeros(3)}, path)
     assert path.read_bytes() == before and os.listdir(tmp_path) == ["ck.pt"]
@@ -430,7 +432,7 @@ def test_record_crcs_are_right_when_computed_aside(late, zip64, tmp_path, monkey
     if zip64:
         monkeypatch.setattr(zipfile, "ZIP64_LIMIT", 100)
     if late:
-        monkeypatch.setattr(serialization, "_crcs", lambda arrays: (
+        monkeypatch.setattr(_save, "_crcs", lambda arrays: (
             [_LateCrc(memoryview(a).cast("B")) for a in arrays], None))
     obj = {"big": ember.randn(1100, 1000), "small": ember.arange(5.0), "b": ember.ones(3) > 0}
     path = tmp_path / "ck.pt"
@@ -521,11 +523,7 @@ def test_map_location_dict_remaps_cuda_to_cpu():
 
 
 def test_cuda_file_without_cuda_says_how_to_fix():
-    try:
-        import cupy  # noqa: F401
-        pytest.skip("a GPU stack is installed")
-    except ImportError:
-        pass
+    skip_if_cupy("a GPU stack is installed")
     with pytest.raises(RuntimeError, match="map_location='cpu'"):
         ember.load(_saved_on_cuda([ember.ones(2)]))
 
@@ -839,8 +837,8 @@ def test_crafted_pickles_are_refused_without_running(kind, layout, tmp_path):
         f = _archive_with(pkl)
     else:
         f = io.BytesIO()
-        for header in (serialization._LEGACY_MAGIC, serialization._LEGACY_PROTOCOL,
-                       {"protocol_version": serialization._LEGACY_PROTOCOL,
+        for header in (_save._LEGACY_MAGIC, _save._LEGACY_PROTOCOL,
+                       {"protocol_version": _save._LEGACY_PROTOCOL,
                         "little_endian": True, "type_sizes": {}}):
             pickle.dump(header, f, protocol=2)
         f.write(pkl)

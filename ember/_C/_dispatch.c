@@ -223,6 +223,8 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
             if (!keeps)
                 goto decline_xy;
         }
+        else if (!scalar_keeps_dtype(dt))     /* float16/bfloat16 compute in float32 */
+            goto decline_xy;
         tensors = pos == AT01 ? Py_NewRef(args) : PyTuple_Pack(1, pos == AT0 ? av[0] : av[1]);
         if (tensors == NULL)
             goto error_xy;
@@ -265,6 +267,8 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
             if (!keeps)
                 goto decline;
         }
+        else if (!scalar_keeps_dtype(dt))
+            goto decline;
         tensors = Py_NewRef(args);
         PyObject *fwd = ATTR(opdef, s_fwd);
         if (fwd == NULL)

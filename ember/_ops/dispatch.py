@@ -64,13 +64,24 @@ def _kwargs_to_positional(opdef, args, kwargs):
     return tuple(args), kwargs
 
 
-_WEAK_SCALAR_BROKEN = {_dtype.bfloat16.np.type, _dtype.float8_e4m3fn.np.type,
-                       _dtype.float8_e5m2.np.type}
+# NOTE: torch casts a Python scalar to a low-precision tensor's dtype before the op (x_f16 * 0.1
+# multiplies by float16(0.1)); NumPy would keep it in float64 where a forward computes with it
+# outside a ufunc, and ml_dtypes' ufuncs let it upcast bf16/fp8. So it is pinned.
+_PIN_SCALARS = {_dtype.float16.np.type, _dtype.bfloat16.np.type, _dtype.float8_e4m3fn.np.type,
+                _dtype.float8_e5m2.np.type}
+
+
+# NOTE: torch's kernels compute these in float32 ("opmath") and round the result once, so
+# ``x_f16 * 0.1`` multiplies by 0.1f, not by 0.1 rounded to float16, and a composite forward
+# (sigmoid, gelu, rsqrt...) rounds no intermediate value.
+_OPMATH = frozenset((_dtype.float16, _dtype.bfloat16))
+_OPMATH_NP = np.dtype(np.float32)
 
 
 def _promote(opdef, args, arrays, meta=False, kwargs=None):
     """Cast the operands to torch's promoted dtype (scalars stay Python numbers: NumPy treats
-    them as weak, as torch does)."""
+    them as weak, as torch does). Returns the dtype to round the result to when the op computes
+    a float16/bfloat16 result in float32 (see ``_OPMATH``), else None."""
     mode = opdef.promote if type(opdef.promote) is str else opdef.promote(args, kwargs or {})
     idx = opdef.promote_args
     ops = []
@@ -94,8 +105,11 @@ def _promote(opdef, args, arrays, meta=False, kwargs=None):
         dt = _dtype.result_type_of(dims, zeros, [_dtype._scalar_dtype(s) for s in scalars])
     if mode == "float" and dt.category < _dtype._FLOAT:
         dt = _dtype.get_default_dtype()
-    if scalars and dt.np.type in _WEAK_SCALAR_BROKEN:
-        for i in idx:      # ml_dtypes' ufuncs let Python floats upcast bf16/fp8: pin them
+    if dt in _OPMATH and opdef.opmath and not meta:
+        _to_opmath(opdef, arrays, idx, dt.np)
+        return dt
+    if scalars and dt.np.type in _PIN_SCALARS:
+        for i in idx:
             if i < len(args) and type(arrays[i]) in (int, float, bool):
                 arrays[i] = dt.np.type(arrays[i])
     elif scalars and dt.category == _dtype._INT:
@@ -110,7 +124,28 @@ def _promote(opdef, args, arrays, meta=False, kwargs=None):
                 arrays[i] = cast(a)
             elif type(a) is list:
                 arrays[i] = [cast(x) if x.dtype != npdt else x for x in a]
-    return dt
+    return None
+
+
+def _to_opmath(opdef, arrays, idx, npdt):
+    """Operands of a float16/bfloat16 op in float32, each first cast to the result dtype as
+    torch's loop does (so a Python scalar is rounded to float16 first), except a scalar
+    operand after the first of an ``opmath="scalar"`` op, which torch's mul, div and lerp
+    read in float32."""
+    for i in idx:
+        a = arrays[i] if i < len(arrays) else None
+        if hasattr(a, "astype"):
+            if a.dtype != _OPMATH_NP:
+                arrays[i] = (a if a.dtype == npdt else a.astype(npdt)).astype(_OPMATH_NP)
+        elif type(a) in (int, float) and (i == 0 or opdef.opmath != "scalar"):
+            arrays[i] = float(npdt.type(a))     # a weak Python float: it stays float32
+
+
+def _round_opmath(res, dt):
+    """An opmath forward's float32 result(s) rounded once to ``dt``."""
+    if type(res) is tuple:
+        return tuple(_round_opmath(r, dt) for r in res)
+    return res.astype(dt.np) if res.dtype == _OPMATH_NP else res
 
 
 def _numpy_scalars(args, arrays, idx):
@@ -154,9 +189,11 @@ def _device_of(opdef, tensors):
     return dev
 
 
-# Tensor dtypes a Python int/float operand never changes (bfloat16/fp8 are out: see _promote)
-_SCALAR_KEEPS = frozenset((_dtype.float16, _dtype.float32, _dtype.float64, _dtype.complex64,
-                           _dtype.complex128))
+# Float dtypes the fast path takes: a Python int/float operand never changes them and ops
+# compute in them (float16/bfloat16 compute in float32, fp8 pins scalars: see _promote).
+# float32 first: the C path scans this tuple.
+_FAST_FLOATS = (_dtype.float32, _dtype.float64, _dtype.complex64, _dtype.complex128)
+_SCALAR_KEEPS = frozenset(_FAST_FLOATS)
 _SCALARS = (int, float)
 # promote modes that leave an integer/bool operand's dtype alone when there are no scalars
 # ("float" turns it into the default float; a callable mode may say either)
@@ -198,8 +235,8 @@ def dispatch(opdef, args, kwargs):
             a, dt, tensors, pos, x, y = b, b.dtype, (b,), AT1, a, b._data
         else:
             return _dispatch(opdef, args, kwargs)
-        if a.device is not CPU or (dt.category < _dtype._FLOAT and
-                                   opdef.promote not in _INT_KEEPS):
+        if a.device is not CPU or dt in _OPMATH or (dt.category < _dtype._FLOAT and
+                                                    opdef.promote not in _INT_KEEPS):
             return _dispatch(opdef, args, kwargs)
         try:
             res = opdef.fwd(np, x, y)        # the cpu backend's run(), without the hop
@@ -212,7 +249,7 @@ def dispatch(opdef, args, kwargs):
         if not isinstance(a, Tensor) or a.device is not CPU:
             return _dispatch(opdef, args, kwargs)
         dt, tensors, pos = a.dtype, args, AT0
-        if dt.category < _dtype._FLOAT and opdef.promote not in _INT_KEEPS:
+        if dt in _OPMATH or dt.category < _dtype._FLOAT and opdef.promote not in _INT_KEEPS:
             return _dispatch(opdef, args, kwargs)
         try:
             res = opdef.fwd(np, a._data)
@@ -259,9 +296,12 @@ def _dispatch(opdef, args, kwargs):
             if isinstance(a, np.ndarray) and a.ndim == 0 and dev.type != "meta":
                 arrays[i] = a.item()
     try:
+        low = None
         if opdef.promote is not None:
-            _promote(opdef, args, arrays, dev.type == "meta", kwargs)
+            low = _promote(opdef, args, arrays, dev.type == "meta", kwargs)
         res = backend(dev).run(opdef, arrays, kwargs)
+        if low is not None:
+            res = _round_opmath(res, low)
     except (ValueError, IndexError, TypeError) as e:
         raise _explain(opdef, tensors, e) from None
     except SparseOperand:
@@ -515,7 +555,7 @@ def _c_dispatch():
         return None
     from ..autograd import graph
     c.init({"Tensor": Tensor, "CPU": CPU, "np": np, "ndarray": np.ndarray,
-            "generic": np.generic, "asarray": np.asarray, "scalar_keeps": tuple(_SCALAR_KEEPS),
+            "generic": np.generic, "asarray": np.asarray, "scalar_keeps": _FAST_FLOATS,
             "grad_state": _state, "hooks": hooks, "dispatch": py_dispatch, "finish": _finish,
             "record": _record, "simple_node": simple_node, "explain": _explain,
             "SparseOperand": SparseOperand, "sparse_dispatch": sparse_dispatch, "AT0": AT0,

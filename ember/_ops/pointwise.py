@@ -7,8 +7,9 @@ import numpy as np
 
 import ember
 
+from .. import _dtype
 from .meta import bool_meta, broadcast_meta, empty, same_meta
-from .registry import op
+from .registry import LIBM_ULP, op
 from .samples import (ErrorSample, Sample, binary_samples, broadcast_errors, compare_samples,
                       const, dtype_error, make, unary_samples, where_samples)
 
@@ -103,11 +104,15 @@ add.errors = broadcast_errors()
 @op("sub", tags=("pointwise",), promote="common", inplace=True, aliases=("subtract",))
 def sub(xp, input, other, alpha=1):
     """``input - alpha * other``."""
-    if input.dtype.kind == "b":          # (cheaper than == np.bool_, which converts)
-        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
-                           "supported. Use the `^` or `logical_xor()` operator instead.")
-    return xp.subtract(input, other) if alpha == 1 else xp.subtract(input, xp.multiply(other,
-                                                                                       alpha))
+    try:        # (``input`` may be a Python number: torch.sub(0.5, t))
+        return xp.subtract(input, other) if alpha == 1 else \
+            xp.subtract(input, xp.multiply(other, alpha))
+    except TypeError:       # NumPy refuses bool - bool
+        if xp.asarray(input).dtype.kind == "b":
+            raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                               "supported. Use the `^` or `logical_xor()` operator "
+                               "instead.") from None
+        raise
 
 
 @sub.vjp()
@@ -139,7 +144,8 @@ rsub.samples = lambda dev, dt: binary_samples(dev, dt) if dt is not ember.bool e
 _NO_DT = np.dtype(np.float64)      # stands for a Python number's dtype in mul's bool test
 
 
-@op("mul", tags=("pointwise",), promote="common", inplace=True, aliases=("multiply",))
+@op("mul", tags=("pointwise",), promote="common", inplace=True, aliases=("multiply",),
+    opmath="scalar")
 def mul(xp, input, other):
     """``input * other``, broadcast and type-promoted."""
     if getattr(input, "dtype", _NO_DT).kind == "b" and getattr(other, "dtype", _NO_DT).kind == "b":
@@ -167,7 +173,7 @@ def _div_promotion(args, kwargs):
 
 
 @op("div", tags=("pointwise",), promote=_div_promotion, inplace=True,
-    aliases=("divide", "true_divide"))
+    aliases=("divide", "true_divide"), opmath="scalar")
 def div(xp, input, other, rounding_mode=None):
     """``input / other``; ``rounding_mode`` ``"trunc"`` or ``"floor"`` rounds the quotient.
 
@@ -242,9 +248,19 @@ neg.samples = lambda dev, dt: unary_samples(dev, dt) if dt is not ember.bool els
 neg.errors = [ErrorSample(Sample(const(3, dtype=bool)), RuntimeError, "on a bool tensor")]
 
 
-@op("pow", tags=("pointwise", "autocast_fp32_cuda"), promote="common", inplace=True)
+_BF16 = _dtype.bfloat16.np.type
+
+
+@op("pow", tags=("pointwise", "autocast_fp32_cuda"), promote="common", inplace=True,
+    opmath=False)
 def pow(xp, input, exponent):
     """``input ** exponent``."""
+    # NOTE: torch's bfloat16 pow by the scalar 3 or -2 is x*x*x or 1/(x*x), rounding x*x to
+    # bfloat16 on the way; every other exponent (and float16) rounds pow() once, as NumPy's
+    # float16 and ml_dtypes' bfloat16 ufuncs do. (A pinned scalar exponent has type _BF16.)
+    if type(exponent) is _BF16 and (exponent == 3 or exponent == -2):
+        sq = input * input
+        return sq * input if exponent == 3 else 1 / sq
     return xp.power(input, exponent)
 
 
@@ -394,6 +410,8 @@ def _(g, grad_output, output):
 tanh_backward.meta = broadcast_meta
 sigmoid = _unary("sigmoid", lambda xp, input: _sigmoid(xp, input), lambda x, r: r * (1 - r),
                  save="result")
+for _d in (exp, log, sin, cos, tanh, sigmoid, pow):
+    _d.half_ulps = LIBM_ULP
 
 
 def _sigmoid(xp, x):

@@ -6,7 +6,7 @@ import ember
 
 from .meta import broadcast_meta, empty
 from .pointwise import _conj, reject
-from .registry import op
+from .registry import LIBM_ULP, op
 from .samples import (ErrorSample, Sample, binary_samples, broadcast_errors, const, dtype_error,
                       make)
 
@@ -39,7 +39,7 @@ def _nonzero_binary_samples(dev, dt):
     return binary_samples(dev, dt, nonzero_rhs=True) if dt.category in (1, 2) else []
 
 
-@op("floor_divide", tags=("pointwise",), promote="common", inplace=True)
+@op("floor_divide", tags=("pointwise",), promote="common", inplace=True, opmath="scalar")
 @reject("div_floor", "bc")
 def floor_divide(xp, input, other):
     """``input // other``: the quotient rounded down (as ``div(..., rounding_mode="floor")``).
@@ -53,6 +53,7 @@ def floor_divide(xp, input, other):
 
 floor_divide.vjp()(lambda g, input, other: (g * 0, g * 0))
 floor_divide.meta = broadcast_meta
+floor_divide.half_ulps = (2, "torch's div_floor and NumPy's floor_divide differ near integers")
 floor_divide.samples = _nonzero_binary_samples
 floor_divide.errors = [dtype_error("div_floor", (3,), (3,), dtype=bool)]
 
@@ -128,6 +129,7 @@ def _(g, input, other):
 
 
 atan2.meta = broadcast_meta
+atan2.half_ulps = LIBM_ULP
 atan2.samples = _tensor_samples
 atan2.errors = broadcast_errors()
 
@@ -150,6 +152,7 @@ def _(g, input, other, result):
 
 
 hypot.meta = broadcast_meta
+hypot.half_ulps = LIBM_ULP
 hypot.samples = lambda dev, dt: _tensor_samples(dev, dt) if dt.category == 2 else []
 hypot.errors = [dtype_error("hypot", (3,), (3,))]
 
@@ -211,11 +214,14 @@ def _(g, input, other, result):
 
 
 logaddexp.meta = logaddexp2.meta = broadcast_meta
+logaddexp.half_ulps = logaddexp2.half_ulps = LIBM_ULP
 logaddexp.samples = logaddexp2.samples = hypot.samples
 logaddexp.errors = [dtype_error("logaddexp", (3,), (3,))] + broadcast_errors()
 
 
-@op("xlogy", tags=("pointwise",), promote="float", inplace=True)
+# NOTE: torch computes xlogy, xlog1py and logit of float16/bfloat16 in that dtype, rounding
+# log(y) before the product (no opmath)
+@op("xlogy", tags=("pointwise",), promote="float", inplace=True, opmath=False)
 @reject("xlogy", "c")
 def xlogy(xp, input, other):
     """``input * log(other)``, and 0 where ``input == 0`` unless ``other`` is nan.
@@ -237,6 +243,7 @@ def _(g, input, other):
 
 
 xlogy.meta = broadcast_meta
+xlogy.half_ulps = LIBM_ULP
 xlogy.samples = lambda dev, dt: [
     Sample(make((3, 4), dt), make((3, 4), dt, 0.1, 3, seed=1)),
     Sample(make((3, 4), dt), make((4,), dt, 0.1, 3, seed=2)),
@@ -386,7 +393,8 @@ clamp_max = _one_sided("clamp_max", "max")
 # ---- interpolation and fused updates -------------------------------------------------------
 
 
-@op("lerp", tags=("pointwise",), promote="common", promote_args=(0, 1, 2), inplace=True)
+@op("lerp", tags=("pointwise",), promote="common", promote_args=(0, 1, 2), inplace=True,
+    opmath="scalar")
 @reject("lerp", "biu")
 def lerp(xp, input, end, weight):
     """``input + weight * (end - input)``, exact at ``weight == 1``.
@@ -407,6 +415,8 @@ def _(g, input, end, weight):
 
 
 lerp.meta = broadcast_meta
+lerp.half_ulps = (None, "torch's vectorized lerp fuses the multiply-add (FMA): where end - input "
+                  "cancels, a result near 0 differs in every dtype")
 lerp.samples = lambda dev, dt: [
     Sample(make((3, 4), dt), make((3, 4), dt, seed=1), 0.3),
     Sample(make((3, 4), dt), make((4,), dt, seed=1), 0.8),

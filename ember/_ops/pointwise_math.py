@@ -10,7 +10,7 @@ import ember
 from .. import _C
 from .meta import bool_meta, same_meta
 from .pointwise import _unary, reject
-from .registry import op
+from .registry import LIBM_ULP, op
 from .samples import ErrorSample, Sample, const, dtype_error, make, unary_samples
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
@@ -270,6 +270,9 @@ _document({
     """,
 })
 erf.errors = [dtype_error("erf", (3,), dtype=np.complex64)]
+for _d in (rsqrt, exp2, expm1, log1p, log2, log10, tan, asin, acos, atan, sinh, cosh, asinh,
+           acosh, atanh, erf, erfc, erfinv):
+    _d.half_ulps = LIBM_ULP
 erfinv.errors = [dtype_error("erfinv", (3,), dtype=np.complex128)]
 
 # ---- rounding -----------------------------------------------------------------------------

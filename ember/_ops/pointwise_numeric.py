@@ -91,7 +91,8 @@ bitwise_left_shift.errors = [dtype_error("lshift", (3,), (3,), dtype=np.float32)
 bitwise_right_shift.errors = [dtype_error("rshift", (3,), (3,), dtype=bool)]
 
 
-@op("ldexp", tags=("pointwise",), promote="float", inplace=True)
+# NOTE: torch's ldexp is input * 2**other, each rounded to the input's dtype (no opmath)
+@op("ldexp", tags=("pointwise",), promote="float", inplace=True, opmath=False)
 def ldexp(xp, input, other):
     """``input * 2**other``.
 
@@ -137,7 +138,8 @@ frexp.errors = [ErrorSample(Sample(const(3, dtype=np.int64)), RuntimeError,
                             "frexp.. only supports floating-point dtypes")]
 
 
-@op("nextafter", tags=("pointwise",), promote="common", differentiable=False, inplace=True)
+@op("nextafter", tags=("pointwise",), promote="common", differentiable=False, inplace=True,
+    opmath=False)
 @reject("nextafter", "biuc")
 def nextafter(xp, input, other):
     """The next float after ``input`` in the direction of ``other``.

@@ -101,7 +101,7 @@ POLYNOMIALS = [_register(k, v) for k, v in _POLYS.items()]
 
 
 @op("special_spherical_bessel_j0", tags=("pointwise",), promote="float", method=False,
-    function=False, differentiable=False)
+    function=False, differentiable=False, opmath=False)     # (refuses float16/bfloat16)
 def spherical_bessel_j0(xp, input):
     """The spherical Bessel function of the first kind of order 0, ``sin(x) / x`` (1 at 0).
     See torch.special.spherical_bessel_j0."""

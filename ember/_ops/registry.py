@@ -52,12 +52,15 @@ class OpDef:
         aliases: other public names of the same op.
         returns: field names of a multi-output op's result (``("values", "indices")``): the
             public function returns a named tuple like ``torch.return_types``.
+        opmath: float16/bfloat16 operands are computed in float32 and the result rounded once,
+            as torch's kernels do (default: the ``"pointwise"`` ops). Needs ``promote``.
     """
 
     def __init__(self, name, fwd, tags=(), promote=None, view=False, differentiable=True,
                  nondiff_outputs=(), method=True, function=True, inplace=False, aliases=(),
-                 promote_args=None, returns=None):
+                 promote_args=None, returns=None, opmath=None):
         self.name, self.fwd, self.tags = name, fwd, tuple(tags)
+        self.opmath = "pointwise" in self.tags if opmath is None else opmath
         self.promote = promote
         self.view, self.differentiable = view, differentiable
         self.nondiff_outputs = tuple(nondiff_outputs)
@@ -70,6 +73,10 @@ class OpDef:
         # finite differences need (A + A^H) / 2; ``gauge(*outputs)`` picks one representative
         # of outputs defined up to sign or phase (singular vectors, eigenvectors, QR).
         self.hermitian_input, self.gauge = False, None
+        # For the tests: float16/bfloat16 results are torch's bit for bit, or within ``ulps``
+        # units in the last place where torch's float32 math library rounds differently;
+        # ``(None, reason)`` where torch's result is not the one to copy.
+        self.half_ulps = (0, "")
         self.sparse = None              # rule for sparse COO operands: see _ops/sparse.py
         self.grad_name = "".join(p.capitalize() for p in name.strip("_").split("_")) + "Backward0"
         self.params, self.defaults, required = _parameters(fwd)
@@ -118,6 +125,9 @@ class OpDef:
     __str__ = lambda self: self.name  # noqa: E731  (pytest ids)
 
 
+# OpDef.half_ulps of the ops whose float32 math (glibc, NumPy's SIMD loops, ember's own series)
+# rounds the odd value differently from torch's (Sleef and its own vectorized code)
+LIBM_ULP = (1, "torch's float32 math library rounds the odd value differently")
 _REGISTRY = {}
 _dispatch = None        # dispatch.dispatch, bound on the first call (dispatch imports this module)
 

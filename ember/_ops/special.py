@@ -15,7 +15,7 @@ import ember
 from .meta import broadcast_meta, same_meta
 from .pointwise import _conj, reject, type_name
 from .pointwise_math import _erf_erfc, _erfinv
-from .registry import op
+from .registry import LIBM_ULP, op
 from .samples import ErrorSample, Sample, const, make, unary_samples
 
 _SQRT_2PI = math.sqrt(2 * math.pi)
@@ -23,15 +23,20 @@ _MACHEP = 1.11022302462515654042e-16
 _HALVES = (ember.bfloat16.np, np.dtype(np.float16))
 
 
-def _in_f64(f, bf16=True):
+def _in_f64(f, bf16=True, low=False):
     """A forward computed on float64 copies of the array operands (at least 1-d, so the
     algorithms may index them) and rounded back to the (promoted) dtype of the first;
-    ``bf16=False`` refuses bfloat16 and float16 as torch's CPU kernels do."""
+    ``bf16=False`` refuses bfloat16 and float16 as torch's CPU kernels do, ``low=True``
+    computes them in their own dtype, rounding each step as torch's kernel does."""
     def fwd(xp, *args, **kwargs):
         dt = next(a.dtype for a in args if hasattr(a, "dtype"))
-        if not bf16 and dt in _HALVES:
-            raise NotImplementedError(f"\"{f.__name__.strip('_')}_cpu\" not implemented for "
-                                      f"'{type_name(dt)}'")
+        if dt in _HALVES:
+            if not bf16:
+                raise NotImplementedError(f"\"{f.__name__.strip('_')}_cpu\" not implemented "
+                                          f"for '{type_name(dt)}'")
+            if low:
+                with np.errstate(all="ignore"):
+                    return xp.asarray(f(xp, *args, **kwargs)).astype(dt, copy=False)
         shape = np.broadcast_shapes(*(a.shape for a in args if hasattr(a, "shape")))
         args = [xp.atleast_1d(a.astype(np.float64)) if hasattr(a, "dtype") else a for a in args]
         with np.errstate(all="ignore"):
@@ -42,11 +47,13 @@ def _in_f64(f, bf16=True):
 
 
 def _special(name, f, deriv=None, save=("input",), domain=None, method=True, kinks=(),
-             aliases=(), binary=False, complex_ok=False, bf16=True, differentiable=True):
+             aliases=(), binary=False, complex_ok=False, bf16=True, differentiable=True,
+             low=False):
     """Register a pointwise special function. ``deriv(g, *saved)`` gives the gradient(s);
     ``method=False`` for the ones torch has only as ``torch.special.<name>``;
-    ``differentiable=False`` for those whose results torch never tracks for autograd."""
-    inner = _in_f64(f, bf16) if not complex_ok else f
+    ``differentiable=False`` for those whose results torch never tracks for autograd;
+    ``low=True`` for those torch computes in float16/bfloat16 itself (see _in_f64)."""
+    inner = _in_f64(f, bf16, low) if not complex_ok else f
     if binary:
         def fwd(xp, input, other):
             return inner(xp, input, other)
@@ -57,8 +64,9 @@ def _special(name, f, deriv=None, save=("input",), domain=None, method=True, kin
     fwd = reject(name, "b" if complex_ok else "c", fwd)
     d = op(name if method else f"special_{name}", tags=("pointwise",), promote="float",
            method=method, function=method, inplace=method and not binary,
-           aliases=aliases, differentiable=differentiable)(fwd)
+           aliases=aliases, differentiable=differentiable, opmath=bf16 and not low)(fwd)
     d.public_name = name
+    d.half_ulps = LIBM_ULP
     if not method:
         d.torch_fn = f"special.{name}"
     if deriv is not None:
@@ -180,6 +188,7 @@ def _zeta(xp, x, q):
 
 _POLES = (-4.0, -3.0, -2.0, -1.0, 0.0)
 lgamma = _special("lgamma", _lgamma, lambda g, input: g * ember.digamma(input), kinks=_POLES)
+lgamma.half_ulps = (None, "float32 lgammaf differs by many ulps of tiny results near 1, 2")
 lgamma.samples = lambda dev, dt: unary_samples(dev, dt, (-3.7, 4.0)) + (
     [Sample(make((6,), dt, 0.5, 30.0, seed=4))] if dt.category == 2 else [])
 digamma = _special("digamma", _digamma, lambda g, input: g * ember.polygamma(1, input),
@@ -250,7 +259,8 @@ mvlgamma.samples = lambda dev, dt: [Sample(make((3, 4), dt, 2.0, 5.0), 3),
     if dt.category == 2 else []
 
 
-@op("special_zeta", tags=("pointwise",), promote="float", method=False, function=False)
+@op("special_zeta", tags=("pointwise",), promote="float", method=False, function=False,
+    opmath=False)       # (no float16/bfloat16 kernel to match: _in_f64 refuses them)
 def zeta(xp, input, other):
     """The Hurwitz zeta function ``sum_k (k + other)^-input`` (Riemann's at other = 1).
     See torch.special.zeta."""
@@ -355,6 +365,7 @@ def _x_only(samples):
 
 
 igamma, igammac = _igamma_op("igamma", False), _igamma_op("igammac", True)
+igamma.half_ulps = igammac.half_ulps = LIBM_ULP
 
 
 # ---- elementary ones --------------------------------------------------------------------------
@@ -383,11 +394,12 @@ sinc.__doc__ = """``sin(pi x) / (pi x)``, 1 at 0.
 
 
 def _entr(xp, x):
-    r = -x * xp.log(xp.where(x > 0, x, 1.0))
+    r = -x * xp.log(xp.where(x > 0, x, x.dtype.type(1)))
     return xp.where(x < 0, -xp.inf, xp.where(x == 0, 0.0, r))
 
 
-entr = _special("entr", _entr, lambda g, input: g * -(1 + input.log()), method=False)
+# NOTE: torch rounds log(x) to float16/bfloat16 before the product in entr and xlog1py
+entr = _special("entr", _entr, lambda g, input: g * -(1 + input.log()), method=False, low=True)
 entr.__doc__ = """``-x log(x)``, 0 at 0 and -inf below. See torch.special.entr."""
 entr.samples = lambda dev, dt: unary_samples(dev, dt, (0.1, 3.0)) if dt.category < 3 else []
 
@@ -405,7 +417,7 @@ def _xlog1py_grad(g, input, other):
 
 
 xlog1py = _special("xlog1py", _xlog1py, _xlog1py_grad, save=("input", "other"), method=False,
-                   binary=True)
+                   binary=True, low=True)
 xlog1py.__doc__ = """``input * log1p(other)``, 0 where ``input == 0`` unless ``other`` is nan.
     See torch.special.xlog1py."""
 xlog1py.samples = lambda dev, dt: [
@@ -415,7 +427,7 @@ xlog1py.samples = lambda dev, dt: [
     Sample(make((3,), dt), 2.5)] if dt.category == 2 else []
 
 
-@op("logit", tags=("pointwise",), promote="float", inplace=True)
+@op("logit", tags=("pointwise",), promote="float", inplace=True, opmath=False)  # as xlogy
 @reject("logit", "c")
 def logit(xp, input, eps=None):
     """``log(x / (1 - x))``, with ``x`` clamped to ``[eps, 1 - eps]`` when ``eps`` is given.
@@ -494,6 +506,7 @@ def _ndtri(xp, p):
 ndtr = _special("ndtr", _ndtr, lambda g, input: g * (-input * input / 2).exp() / _SQRT_2PI,
                 method=False)
 ndtr.__doc__ = "The standard normal CDF. See torch.special.ndtr."
+ndtr.half_ulps = (None, "torch's (1 + erf(x / sqrt 2)) / 2 in float16 cancels to 0 below -3")
 log_ndtr = _special("log_ndtr", _log_ndtr, lambda g, input, result: g * (
     -input * input / 2 - result).exp() / _SQRT_2PI, save=("input", "result"), method=False,
                     bf16=False)

@@ -42,6 +42,18 @@ def _inplace(input, result, inplace):
     return input.copy_(result) if inplace else result
 
 
+_HALF = (ember.float16, ember.bfloat16)
+
+
+def _in_float32(fn, input, inplace, *args):
+    """``fn(input, *args)`` on a float32 copy of a float16/bfloat16 ``input``, rounded once.
+
+    NOTE: torch's activation kernels compute low-precision inputs in float32 and round once
+    (as ember's pointwise ops do: dispatch._to_opmath); these compositions would round after
+    every op and miss torch's result in about one element of four."""
+    return _inplace(input, fn(input.float(), *args).to(input.dtype), inplace)
+
+
 def relu(input, inplace=False):
     """``max(x, 0)``."""
     return input.relu_() if inplace else input.relu()
@@ -60,6 +72,8 @@ def elu(input, alpha=1.0, inplace=False):
 
 
 def selu(input, inplace=False):
+    if input.dtype in _HALF:
+        return _in_float32(selu, input, inplace)
     alpha, scale = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
     return _inplace(input, scale * ember.where(input > 0, input, alpha * ember.expm1(input)),
                     inplace)
@@ -82,16 +96,22 @@ def gelu(input, approximate="none"):
 
 
 def silu(input, inplace=False):
+    if input.dtype in _HALF:
+        return _in_float32(silu, input, inplace)
     return _inplace(input, input * ember.sigmoid(input), inplace)
 
 
 def mish(input, inplace=False):
+    if input.dtype in _HALF:
+        return _in_float32(mish, input, inplace)
     return _inplace(input, input * ember.tanh(softplus(input)), inplace)
 
 
 @autocast_policy("autocast_fp32_cuda")
 def softplus(input, beta=1.0, threshold=20.0):
     """``log(1 + exp(beta x)) / beta``, the identity where ``beta x > threshold``."""
+    if input.dtype in _HALF:
+        return _in_float32(softplus, input, False, beta, threshold)
     z = input * beta
     # NOTE: torch switches to the identity above threshold; clamp before exp so where()'s
     # untaken branch cannot overflow.
@@ -121,10 +141,14 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
 
 
 def hardsigmoid(input, inplace=False):
+    if input.dtype in _HALF:
+        return _in_float32(hardsigmoid, input, inplace)
     return _inplace(input, ember.clamp(input / 6 + 0.5, 0.0, 1.0), inplace)
 
 
 def hardswish(input, inplace=False):
+    if input.dtype in _HALF:
+        return _in_float32(hardswish, input, inplace)
     return _inplace(input, input * ember.clamp(input + 3, 0.0, 6.0) / 6, inplace)
 
 
