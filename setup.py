@@ -57,6 +57,7 @@ setup(
     ext_modules=[Extension(LIB, ["ember/_C/kernels.c"], extra_compile_args=FLAGS,
                            depends=["ember/_C/rowops.h", "ember/_C/vecmath.h",
                                     "ember/_C/winograd.h", "ember/_C/attention.h",
+                                    "ember/_C/attention_small.h",
                                     "ember/_C/scan.h", "ember/_C/gather.h"],
                            libraries=["m"], optional=True),
                  # dispatch's fast path as a CPython extension (ember/_ops/dispatch.py)

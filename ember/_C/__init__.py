@@ -44,6 +44,8 @@ def _declare(lib):
             "winograd_wgrad": [p, i64, i64, i64, i64, p, i64, i64, i64, i64, p, i64, p, i, i],
             "attn_fwd_tile": [p, i64, i64, p, p, i64, p, i64, i64, i64, i64, i64, i64, i64, i],
             "attn_bwd_tile": [p, p, i64, i64, p, p, i64, i64, i64, i64, i64, i],
+            "attn_small_fwd": [p, p, p, p, i64, i64, i64, i64, i64, i64, d, i64, p, i, i],
+            "attn_small_bwd": [p, p, p, p, i64, i64, i64, i64, i64, i64, d, i64, p, i, i],
             "scan": [p, p, i64, i64, i64, i, i, i],
             "gather": [p, p, p, i64, i64, i64, i64, i],
             "scatter": [p, p, p, i64, i64, i64, i64, i, i]}
@@ -51,11 +53,12 @@ def _declare(lib):
         for suffix in ("_f32", "_f64"):
             fn = getattr(lib, name + suffix, None)
             if fn is not None:
-                # (Winograd kernels return -1 when they cannot allocate their buffers;
-                # gather/scatter return 1 for an index out of range: the caller raises)
+                # (Winograd and attn_small kernels return -1 when they cannot allocate
+                # their buffers; gather/scatter return 1 for an index out of range: the
+                # caller raises)
                 fn.argtypes = args
-                fn.restype = ctypes.c_int if name.startswith("winograd") or name in (
-                    "gather", "scatter") else None
+                fn.restype = ctypes.c_int if name.startswith(("winograd", "attn_small")) or \
+                    name in ("gather", "scatter") else None
 
 
 _SUFFIX = {np.dtype(np.float32): "_f32", np.dtype(np.float64): "_f64"}

@@ -77,6 +77,7 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #include "rowops.h"
 #include "winograd.h"
 #include "attention.h"
+#include "attention_small.h"
 #include "scan.h"
 #include "gather.h"
 #undef T
@@ -97,5 +98,6 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #include "rowops.h"
 #include "winograd.h"
 #include "attention.h"
+#include "attention_small.h"
 #include "scan.h"
 #include "gather.h"
