@@ -3,6 +3,7 @@ CPU time (``time.process_time``) per step: each framework in a fresh process of 
 round, the rounds alternating, at each thread count.
 
     python -m benchmarks.steps [--threads 1,2] [--rounds 3] [--steps 30] [--same-malloc]
+                               [--only MLP|GPT]
 
 NOTE: why one process per framework. ``import ember`` raises glibc's mmap and trim thresholds
 (``ember/_backends/malloc.py``) so that a step's arrays stay mapped for the next step. A torch
@@ -63,6 +64,7 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=30, help="timed steps per process")
     p.add_argument("--same-malloc", action="store_true",
                    help="give torch's process ember's malloc thresholds")
+    p.add_argument("--only", choices=("MLP", "GPT"), help="one workload")
     p.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
@@ -72,6 +74,8 @@ def main(argv=None):
     print("| workload | threads | ember ms | torch ms | ember/torch |\n|---|---:|---:|---:|---:|")
     for n in (int(t) for t in args.threads.split(",")):
         for label, name in WORKLOADS.items():
+            if args.only and not label.startswith(args.only):
+                continue
             runs = {"ember": [], "torch": []}
             for _ in range(args.rounds):
                 for fw in runs:
