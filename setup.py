@@ -57,6 +57,7 @@ setup(
     ext_modules=[Extension(LIB, ["ember/_C/kernels.c"], extra_compile_args=FLAGS,
                            depends=["ember/_C/rowops.h", "ember/_C/vecmath.h",
                                     "ember/_C/winograd.h", "ember/_C/attention.h",
+                                    "ember/_C/attention_small.h",
                                     "ember/_C/scan.h", "ember/_C/gather.h",
                                     "ember/_C/im2col.h", "ember/_C/lstm.h",
                                     "ember/_C/gemm.h"],

@@ -8,7 +8,7 @@ import pytest
 
 import ember
 from ember import _C
-from ember.nn import _attention
+from ember.nn import _attention, _attention_small
 
 pytestmark = pytest.mark.skipif(_C.kernel("attn_fwd_tile", np.dtype(np.float32)) is None,
                                 reason="C kernels not built, or EMBER_NO_C set")
@@ -19,6 +19,7 @@ TOL = {"float32": dict(rtol=1e-4, atol=1e-5), "float64": dict(rtol=1e-11, atol=1
 @pytest.fixture(params=[(5, 7), (16, 8), (4, 64)], ids=lambda b: f"tile{b[0]}x{b[1]}")
 def tiles(request, monkeypatch):
     monkeypatch.setattr(_attention, "FLASH_MIN_SCORES", 0)
+    monkeypatch.setattr(_attention_small, "MAX_KEYS", 0)     # (tests/test_kernels_attention_small)
     monkeypatch.setattr(_attention, "QBLOCK", request.param[0])
     monkeypatch.setattr(_attention, "BLOCK", request.param[1])
 

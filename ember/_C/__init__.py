@@ -47,6 +47,8 @@ def _declare(lib):
             "conv_cols_transpose": [p, p, p, i64, i64, i64, p, p, i, i],
             "attn_fwd_tile": [p, i64, i64, p, p, i64, p, i64, i64, i64, i64, i64, i64, i64, i],
             "attn_bwd_tile": [p, p, i64, i64, p, p, i64, i64, i64, i64, i64, i],
+            "attn_small_fwd": [p, p, p, p, i64, i64, i64, i64, i64, i64, d, i64, p, i, i],
+            "attn_small_bwd": [p, p, p, p, i64, i64, i64, i64, i64, i64, d, i64, p, i, i],
             "scan": [p, p, i64, i64, i64, i, i, i],
             "gather": [p, p, p, i64, i64, i64, i64, i],
             "scatter": [p, p, p, i64, i64, i64, i64, i, i],
@@ -58,12 +60,13 @@ def _declare(lib):
         for suffix in ("_f32", "_f64"):
             fn = getattr(lib, name + suffix, None)
             if fn is not None:
-                # (Winograd and im2col kernels return -1 when they cannot allocate their buffers,
-                # lstm_* when they cannot allocate their weight panels; gather/scatter return 1
-                # for an index out of range: the caller raises)
+                # (Winograd, im2col and attn_small kernels return -1 when they cannot allocate
+                # their buffers, lstm_* when they cannot allocate their weight panels;
+                # gather/scatter return 1 for an index out of range: the caller raises)
                 fn.argtypes = args
                 fn.restype = ctypes.c_int if name.startswith(
-                    ("winograd", "conv_cols", "lstm")) or name in ("gather", "scatter") else None
+                    ("winograd", "conv_cols", "lstm", "attn_small")) or \
+                    name in ("gather", "scatter") else None
 
 
 _SUFFIX = {np.dtype(np.float32): "_f32", np.dtype(np.float64): "_f64"}

@@ -6,8 +6,11 @@ max ``m``, normalizer ``l`` and output accumulator per query), so the forward ho
 tile at a time; backward keeps only q, k, v, the output and the per-query log-sum-exp, and
 recomputes each tile's probabilities. Memory is linear in the sequence length.
 
-Two implementations of one algorithm:
+Implementations of one algorithm:
 
+- short key sequences (``_attention_small``, up to ``MAX_KEYS``) on NumPy float32/float64:
+  every head in one C call that runs BLAS itself (``ember/_C/attention_small.h``); at GPT
+  sizes the tiles below would spend most of their time in Python between tiny GEMMs;
 - on NumPy float32/float64 arrays, tiles of ``QBLOCK`` queries by ``BLOCK`` keys: the GEMMs go
   to BLAS (accumulating in place, ``beta=1``) and the softmax work between them is one C kernel
   per tile (``ember/_C/attention.h``); causal tiles wholly above the diagonal are skipped and
@@ -25,6 +28,7 @@ import ember
 
 from .. import _C
 from .._backends import blas
+from . import _attention_small
 from .._tensor import Tensor
 from ..autograd.function import Function
 
@@ -230,7 +234,9 @@ def _backward_kernel(g, q, k, v, out, lse, scale, causal):
 class _FlashAttention(Function):
     @staticmethod
     def forward(ctx, q, k, v, scale, causal):
-        res = _forward_kernel(q._data, k._data, v._data, scale, causal)
+        arrays = q._data, k._data, v._data
+        res = _attention_small.forward(*arrays, scale, causal)
+        res = res or _forward_kernel(*arrays, scale, causal)
         if res is None:
             out, lse = _forward_ops(q, k, v, scale, causal)
         else:
@@ -245,7 +251,8 @@ class _FlashAttention(Function):
         from .._ops.nn import kernel_grads
         q, k, v, out, lse = ctx.saved_tensors
         arrays = kernel_grads(g, q, k, v, out, lse)
-        grads = arrays and _backward_kernel(*arrays, ctx.scale, ctx.causal)
+        grads = arrays and (_attention_small.backward(*arrays, ctx.scale, ctx.causal) or
+                            _backward_kernel(*arrays, ctx.scale, ctx.causal))
         if grads:
             return (*(Tensor._wrap(a) for a in grads), None, None)
         if ember.is_grad_enabled():
@@ -266,6 +273,8 @@ def use_flash(query, key, value, attn_mask, dropout_p, enable_gqa=False):
             query.dtype.is_floating_point):
         return False
     scores = query.shape[-2] * key.shape[-2]
+    if _attention_small.applies(query._data, key._data, value._data):
+        return True     # short keys: all heads in one kernel call beat the naive path
     return scores >= FLASH_MIN_SCORES or (
         scores >= min(KERNEL_MIN_SCORES, FLASH_MIN_SCORES) and type(query._data) is np.ndarray
         and _C.kernel("attn_fwd_tile", query._data.dtype) is not None)

@@ -1,0 +1,247 @@
+/* Scaled dot-product attention with every head in one call, for short key sequences (the
+ * GPT-sized case: 64 heads of 64 x 64 scores). Included by kernels.c for float and double as
+ * attention.h is (T, S(name), EXP, LOG).
+ *
+ * attention.h's tile kernels leave the GEMMs to NumPy, which costs a few Python calls and
+ * temporaries per tile: fine at sequence 4096, most of the time at 64. Here the whole
+ * computation runs in C: per query head, blocks of ATTN_RB query rows against every key they
+ * see (causal: the keys up to the block's last row, so most of the masked triangle is never
+ * computed), the GEMMs through NumPy's BLAS (the pointer ember/_backends/blas.py finds, as
+ * winograd.h does) and the softmax work between them as one sweep over each row of the block
+ * (ATTN_RB x keys stays in L1/L2). Memory beyond the outputs is two such blocks per thread.
+ *
+ * Operands are passed as a table: `base[t]` is tensor t's data, `off[t * nq + h]` the element
+ * offset of its head h's (rows x cols) matrix, `ld[t]` its row stride (columns are unit
+ * stride); key/value tensors use entries h < nkv. Forward: t = q, k, v, out. Backward: t = q,
+ * k, v, out, dout, dq, dk, dv. Query head h reads key/value head h / rep (grouped-query
+ * attention). `lse` is (nq, L) contiguous: the per-row log-sum-exp the backward reuses.
+ * Masking as in attention.h: row i sees the first clamp(i + diag + 1, 0, nk) keys (diag = 0
+ * is torch's top-left causal mask, diag >= nk no mask).
+ */
+
+#ifndef ATTN_RB
+#define ATTN_RB 32        /* query rows per block */
+enum { AQ, AK, AV, AO, AG, ADQ, ADK, ADV };
+#endif
+
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=fast")
+
+/* c = alpha a b + beta c, row-major; ta/tb 1 to transpose a/b (BLAS's 112 vs 111). */
+static void S(attn_gemm)(void *fn, int ilp64, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                         T alpha, const T *a, int64_t lda, const T *b, int64_t ldb, T beta, T *c,
+                         int64_t ldc) {
+    int tra = ta ? 112 : 111, trb = tb ? 112 : 111;
+    if (ilp64)
+        ((void (*)(int, int, int, int64_t, int64_t, int64_t, T, const T *, int64_t, const T *,
+                   int64_t, T, T *, int64_t))fn)(101, tra, trb, m, n, k, alpha, a, lda, b, ldb,
+                                                 beta, c, ldc);
+    else
+        ((void (*)(int, int, int, int, int, int, T, const T *, int, const T *, int, T, T *,
+                   int))fn)(101, tra, trb, (int)m, (int)n, (int)k, alpha, a, (int)lda, b,
+                            (int)ldb, beta, c, (int)ldc);
+}
+
+/* NOTE: `omp simd reduction(+)` keeps per-lane sums but adds the lanes at the end one by one
+ * through memory, a chain of 16 dependent adds: at 64 keys a row, that cost as much as the
+ * row's exps. Here 16 partial sums (a vector register) are added pairwise instead. */
+#define ATTN_W 16
+static inline T S(attn_hsum)(T *part) {
+    /* constant trip counts, so each halving is one vector add */
+    for (int l = 0; l < 8; l++) part[l] += part[l + 8];
+    for (int l = 0; l < 4; l++) part[l] += part[l + 4];
+    for (int l = 0; l < 2; l++) part[l] += part[l + 2];
+    return part[0] + part[1];
+}
+
+/* s[j] <- exp(s[j] - mx) for j < n; returns their sum */
+static inline T S(attn_exp_sum)(T *s, int64_t n, T mx) {
+    T part[ATTN_W] = {0};
+    int64_t j = 0;
+    for (; j + ATTN_W <= n; j += ATTN_W)
+#pragma omp simd
+        for (int l = 0; l < ATTN_W; l++) {
+            T e = EXP(s[j + l] - mx);
+            s[j + l] = e;
+            part[l] += e;
+        }
+    for (int l = 0; j < n; j++, l++) {
+        s[j] = EXP(s[j] - mx);
+        part[l] += s[j];
+    }
+    return S(attn_hsum)(part);
+}
+
+/* sum of a[c] b[c] for c < n */
+static inline T S(attn_dot)(const T *a, const T *b, int64_t n) {
+    T part[ATTN_W] = {0};
+    int64_t c = 0;
+    for (; c + ATTN_W <= n; c += ATTN_W)
+#pragma omp simd
+        for (int l = 0; l < ATTN_W; l++) part[l] += a[c + l] * b[c + l];
+    for (int l = 0; c < n; c++, l++) part[l] += a[c] * b[c];
+    return S(attn_hsum)(part);
+}
+
+/* Rows r0..r1 of a score block s (row stride ld, first row r0, cols keys) in place: s <-
+ * softmax over the keys each row sees, 0 beyond; lse[i] <- the row's log-sum-exp. Masked keys
+ * are set to -inf first, so every loop runs over the block's full width: rows are short (64
+ * keys at GPT sizes) and a per-row tail would cost more than the masked lanes. */
+TC static void S(attn_small_softmax)(T *s, int64_t ld, T *lse, int64_t r0, int64_t r1,
+                                     int64_t cols, int64_t nk, int64_t diag) {
+    for (int64_t i = r0; i < r1; i++) {
+        T *sr = s + (i - r0) * ld;
+        T mx = -INFINITY, sum;
+        for (int64_t j = S(attn_seen)(i, diag, nk); j < cols; j++) sr[j] = -INFINITY;
+#pragma omp simd reduction(max : mx)
+        for (int64_t j = 0; j < cols; j++) mx = sr[j] > mx ? sr[j] : mx;
+        /* NOTE: a row that sees no key gets NaN (exp(-inf - -inf)), as torch's softmax over
+         * all -inf does */
+        sum = S(attn_exp_sum)(sr, cols, mx);
+        T inv = 1 / sum;
+#pragma omp simd
+        for (int64_t j = 0; j < cols; j++) sr[j] *= inv;
+        lse[i] = mx + LOG(sum);
+    }
+}
+
+/* Rows r0..r1 of the backward block in place: s (scores) <- P = exp(s - lse), dp (dO v^T) <-
+ * dS = P (dp - D) with D = rowsum(dO * O) computed here; both 0 on masked keys (set to -inf
+ * first, as in the forward, so the loop runs over the block's full width). */
+TC static void S(attn_small_dscores)(T *s, T *dp, int64_t ld, const T *lse, const T *o,
+                                     int64_t ldo, const T *g, int64_t ldg, int64_t dv,
+                                     int64_t r0, int64_t r1, int64_t cols, int64_t nk,
+                                     int64_t diag) {
+    for (int64_t i = r0; i < r1; i++) {
+        T *sr = s + (i - r0) * ld, *dr = dp + (i - r0) * ld;
+        const T *orow = o + i * ldo, *grow = g + i * ldg;
+        T di = S(attn_dot)(orow, grow, dv), li = lse[i];
+        for (int64_t j = S(attn_seen)(i, diag, nk); j < cols; j++) sr[j] = -INFINITY;
+#pragma omp simd
+        for (int64_t j = 0; j < cols; j++) {
+            T p = EXP(sr[j] - li);
+            sr[j] = p;
+            dr[j] = p * (dr[j] - di);
+        }
+    }
+}
+
+/* t (cols x rows, row stride ldt) <- a^T for a (rows x cols, row stride lda).
+ * NOTE: OpenBLAS's small-matrix GEMM runs q k^T (B transposed) at ~40% of the speed of the
+ * untransposed product at these sizes (2.1 vs 0.8 us for 32x64x32); transposing k and v into
+ * a thread's buffer costs 1/32 of the GEMMs that read them. */
+TC static void S(attn_transpose)(const T *a, int64_t lda, int64_t rows, int64_t cols, T *t,
+                                 int64_t ldt) {
+    for (int64_t c = 0; c < cols; c++)      /* contiguous writes, gathered reads */
+#pragma omp simd
+        for (int64_t j = 0; j < rows; j++) t[c * ldt + j] = a[j * lda + c];
+}
+
+/* Keys the rows r0..r1 see between them (the block's last row sees the most). */
+static inline int64_t S(attn_block_keys)(int64_t r1, int64_t nk, int64_t diag) {
+    return S(attn_seen)(r1 - 1, diag, nk);
+}
+
+/* out = softmax(scale q k^T, masked) v for every query head; returns -1 when out of memory. */
+EXPORT int S(attn_small_fwd)(T *const *base, const int64_t *off, const int64_t *ld, T *lse,
+                             int64_t nkv, int64_t rep, int64_t L, int64_t nk, int64_t d,
+                             int64_t dv, double scale, int64_t diag, void *gemm, int ilp64,
+                             int nt) {
+    int64_t nq = nkv * rep, blocks = (L + ATTN_RB - 1) / ATTN_RB;
+    int fail = 0;
+    nt = threads_for(nq * L * nk * (d + dv) / 8, nt);
+    nt = nt < nkv ? nt : (int)nkv;
+    /* threads take whole key/value heads: k is transposed once for all their query rows */
+#pragma omp parallel num_threads(nt) reduction(| : fail)
+    {
+        T *s = malloc(sizeof(T) * (ATTN_RB + d) * nk), *kt = s + ATTN_RB * nk;
+        fail = !s;
+#pragma omp for schedule(static)
+        for (int64_t g = 0; g < nkv; g++) {
+            if (!s) continue;
+            const T *k = base[AK] + off[AK * nq + g], *v = base[AV] + off[AV * nq + g];
+            S(attn_transpose)(k, ld[AK], nk, d, kt, nk);
+            for (int64_t t = g * rep * blocks; t < (g + 1) * rep * blocks; t++) {
+                int64_t h = t / blocks, r0 = (t % blocks) * ATTN_RB;
+                int64_t r1 = r0 + ATTN_RB < L ? r0 + ATTN_RB : L;
+                int64_t cols = S(attn_block_keys)(r1, nk, diag);
+                const T *q = base[AQ] + off[AQ * nq + h];
+                T *o = base[AO] + off[AO * nq + h];
+                if (cols > 0)
+                    S(attn_gemm)(gemm, ilp64, 0, 0, r1 - r0, cols, d, (T)scale,
+                                 q + r0 * ld[AQ], ld[AQ], kt, nk, 0, s, nk);
+                S(attn_small_softmax)(s, nk, lse + h * L, r0, r1, cols, nk, diag);
+                if (cols > 0)
+                    S(attn_gemm)(gemm, ilp64, 0, 0, r1 - r0, dv, cols, 1, s, nk, v, ld[AV], 0,
+                                 o + r0 * ld[AO], ld[AO]);
+                else
+                    for (int64_t i = r0; i < r1; i++)
+                        for (int64_t c = 0; c < dv; c++) o[i * ld[AO] + c] = NAN;
+            }
+        }
+        free(s);
+    }
+    return fail ? -1 : 0;
+}
+
+/* dq, dk, dv of the forward above, from its out and lse and the output gradient dout. Threads
+ * take whole key/value heads (their query heads all add into one dk, dv); -1: out of memory. */
+EXPORT int S(attn_small_bwd)(T *const *base, const int64_t *off, const int64_t *ld,
+                             const T *lse, int64_t nkv, int64_t rep, int64_t L, int64_t nk,
+                             int64_t d, int64_t dv, double scale, int64_t diag, void *gemm,
+                             int ilp64, int nt) {
+    int64_t nq = nkv * rep;
+    int fail = 0;
+    nt = threads_for(nq * L * nk * (d + dv) / 4, nt);
+    nt = nt < nkv ? nt : (int)nkv;
+#pragma omp parallel num_threads(nt) reduction(| : fail)
+    {
+        T *s = malloc(sizeof(T) * (2 * ATTN_RB + d + dv) * nk), *dp = s + ATTN_RB * nk;
+        T *kt = dp + ATTN_RB * nk, *vt = kt + d * nk;
+        fail = !s;
+#pragma omp for schedule(static)
+        for (int64_t g = 0; g < nkv; g++) {
+            if (!s) continue;
+            const T *k = base[AK] + off[AK * nq + g], *v = base[AV] + off[AV * nq + g];
+            T *dk = base[ADK] + off[ADK * nq + g], *dvh = base[ADV] + off[ADV * nq + g];
+            for (int64_t j = 0; j < nk; j++) {
+                for (int64_t c = 0; c < d; c++) dk[j * ld[ADK] + c] = 0;
+                for (int64_t c = 0; c < dv; c++) dvh[j * ld[ADV] + c] = 0;
+            }
+            S(attn_transpose)(k, ld[AK], nk, d, kt, nk);
+            S(attn_transpose)(v, ld[AV], nk, dv, vt, nk);
+            for (int64_t h = g * rep; h < (g + 1) * rep; h++) {
+                const T *q = base[AQ] + off[AQ * nq + h], *o = base[AO] + off[AO * nq + h];
+                const T *dout = base[AG] + off[AG * nq + h];
+                T *dq = base[ADQ] + off[ADQ * nq + h];
+                for (int64_t r0 = 0; r0 < L; r0 += ATTN_RB) {
+                    int64_t r1 = r0 + ATTN_RB < L ? r0 + ATTN_RB : L, rows = r1 - r0;
+                    int64_t cols = S(attn_block_keys)(r1, nk, diag);
+                    const T *qb = q + r0 * ld[AQ], *gb = dout + r0 * ld[AG];
+                    if (cols <= 0) {     /* rows that see no key: their gradient is 0 */
+                        for (int64_t i = r0; i < r1; i++)
+                            for (int64_t c = 0; c < d; c++) dq[i * ld[ADQ] + c] = 0;
+                        continue;
+                    }
+                    S(attn_gemm)(gemm, ilp64, 0, 0, rows, cols, d, (T)scale, qb, ld[AQ], kt, nk,
+                                 0, s, nk);
+                    S(attn_gemm)(gemm, ilp64, 0, 0, rows, cols, dv, 1, gb, ld[AG], vt, nk, 0,
+                                 dp, nk);
+                    S(attn_small_dscores)(s, dp, nk, lse + h * L, o, ld[AO], dout, ld[AG], dv,
+                                          r0, r1, cols, nk, diag);
+                    /* dv += P^T dO, dq = scale dS k, dk += scale dS^T q */
+                    S(attn_gemm)(gemm, ilp64, 1, 0, cols, dv, rows, 1, s, nk, gb, ld[AG], 1,
+                                 dvh, ld[ADV]);
+                    S(attn_gemm)(gemm, ilp64, 0, 0, rows, d, cols, (T)scale, dp, nk, k, ld[AK],
+                                 0, dq + r0 * ld[ADQ], ld[ADQ]);
+                    S(attn_gemm)(gemm, ilp64, 1, 0, cols, d, rows, (T)scale, dp, nk, qb, ld[AQ],
+                                 1, dk, ld[ADK]);
+                }
+            }
+        }
+        free(s);
+    }
+    return fail ? -1 : 0;
+}
+
+#pragma GCC pop_options

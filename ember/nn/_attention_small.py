@@ -1,0 +1,103 @@
+"""Scaled dot-product attention for short key sequences: every head in one C call.
+
+At GPT sizes (64 heads, sequence 64) the tiled kernels of ``_attention.py`` spend most of their
+time in Python and NumPy between tiny GEMMs. ``attn_small_fwd`` / ``attn_small_bwd``
+(``ember/_C/attention_small.h``) run the whole forward or backward in C, calling BLAS
+themselves, and read q, k, v where they lie: any head layout whose rows have unit column
+stride (the ``(B, L, H, d)`` views a fused qkv projection gives) goes in without a copy, and
+out, dq, dk, dv come back in their input's memory order, as torch's CPU flash attention does.
+
+Both return None where they do not apply (no compiled kernels or BLAS, dtypes other than
+float32/float64, empty dims); ``_attention._FlashAttention`` then runs its other paths, and
+its ember-op reference (``_forward_ops``/``_backward_ops``) is what these are tested against.
+"""
+import math
+
+import numpy as np
+
+from .. import _C, _config
+from .._backends import blas
+
+MAX_KEYS = 1024     # keys per head up to which this path runs (2 x 32 x keys per thread)
+
+
+def applies(q, k, v):
+    """Whether the kernels run on these arrays (heads..., rows, cols)."""
+    return (type(q) is np.ndarray and type(k) is np.ndarray and type(v) is np.ndarray and
+            q.dtype == k.dtype == v.dtype and 0 < k.shape[-2] <= MAX_KEYS and
+            min(q.shape[-2], q.shape[-1], v.shape[-1]) > 0 and
+            _C.kernel("attn_small_fwd", q.dtype) is not None and
+            blas.pointer(q.dtype) is not None)
+
+
+def _operand(a, output=False):
+    """(array, per-head element offsets, row stride) as the kernel reads ``a``: as it is where
+    BLAS can (unit column stride, rows at least a row apart), else a contiguous copy (never
+    for an output, which ``_like`` makes in a layout the kernel writes in place)."""
+    item, (rows, cols) = a.itemsize, a.shape[-2:]
+    st = [s // item for s in a.strides]
+    ld = st[-2] if rows > 1 else cols
+    if any(s % item for s in a.strides) or (cols > 1 and st[-1] != 1) or ld < max(1, cols):
+        if output:
+            raise AssertionError(f"attn_small: output strides {a.strides} not writable")
+        a = np.ascontiguousarray(a)
+        st, ld = [s // item for s in a.strides], cols
+    off = np.zeros((), np.int64)
+    for n, s in zip(a.shape[:-2], st[:-2]):          # stride 0 (expanded) heads are fine
+        off = off[..., None] + np.arange(n, dtype=np.int64) * s
+    return a, off.ravel(), max(1, ld)
+
+
+def _like(a, cols):
+    """An empty array shaped as ``a`` with ``cols`` columns, in ``a``'s memory order (as torch
+    returns), or C order where that order would not give unit column stride."""
+    out = np.empty_like(a, shape=a.shape[:-1] + (cols,))
+    return out if cols <= 1 or out.strides[-1] == out.itemsize else np.empty(out.shape, a.dtype)
+
+
+def _run(name, inputs, outputs, lse, scale, causal):
+    ops = [_operand(a) for a in inputs] + [_operand(a, True) for a in outputs]
+    q, k, v = inputs[:3]
+    nq, nkv = math.prod(q.shape[:-2]), math.prod(k.shape[:-2])
+    base = np.array([a.ctypes.data for a, _, _ in ops], np.uintp)
+    off = np.zeros((len(ops), nq), np.int64)
+    for row, (_, o, _) in zip(off, ops):
+        row[:len(o)] = o
+    ld = np.array([s for _, _, s in ops], np.int64)
+    gemm, ilp64 = blas.pointer(q.dtype)
+    nt = _C.num_threads()
+    # NOTE: each OpenMP thread calls BLAS on its own heads; BLAS's threads woken per small GEMM
+    # would cost more than the GEMMs (see conv_winograd._call), so BLAS runs on one meanwhile.
+    setters = [s for f, s, _ in _config._controls() if f != "omp"] if nt > 1 else []
+    for setter in setters:
+        setter(1)
+    try:
+        status = _C.kernel(name, q.dtype)(
+            base.ctypes.data, off.ctypes.data, ld.ctypes.data, lse.ctypes.data, nkv, nq // nkv,
+            q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1], scale,
+            0 if causal else k.shape[-2], gemm, ilp64, nt)
+    finally:
+        for setter in setters:
+            setter(nt)
+    if status != 0:
+        raise MemoryError("scaled_dot_product_attention: cannot allocate the kernel's buffers")
+
+
+def forward(q, k, v, scale, causal):
+    """``(out, lse)`` with ``lse`` shaped ``q.shape[:-1]``, or None where the kernel does not
+    apply."""
+    if not applies(q, k, v):
+        return None
+    out, lse = _like(q, v.shape[-1]), np.empty(q.shape[:-1], q.dtype)
+    _run("attn_small_fwd", (q, k, v), (out,), lse, scale, causal)
+    return out, lse
+
+
+def backward(g, q, k, v, out, lse, scale, causal):
+    """``(dq, dk, dv)`` of :func:`forward` for the output gradient ``g``, or None."""
+    if not applies(q, k, v) or g.dtype != q.dtype or out.dtype != q.dtype:
+        return None
+    grads = [_like(a, a.shape[-1]) for a in (q, k, v)]
+    lse = np.ascontiguousarray(lse, q.dtype).reshape(q.shape[:-1])
+    _run("attn_small_bwd", (q, k, v, out, g), grads, lse, scale, causal)
+    return grads
