@@ -346,3 +346,26 @@ def test_im2col_conv_empty_batch_and_channels():
         y.sum().backward()
         assert x.grad.shape == x.shape and w.grad.shape == w.shape
         assert not w.grad.numpy().any()
+
+
+def test_half_conversions_match_numpy_bit_for_bit():
+    # every float16 up, and float32 bit patterns (all rounding cases, NaN, inf, overflow,
+    # subnormals) down: F16C and NumPy both round to nearest even
+    f16, f32 = np.dtype(np.float16), np.dtype(np.float32)
+    every = np.arange(65536, dtype=np.uint16).view(np.float16)
+    np.testing.assert_array_equal(_C.astype(every, f32), every.astype(f32))
+    rng = np.random.default_rng(0)
+    bits = rng.integers(0, 2**32, 1 << 20, dtype=np.uint64).astype(np.uint32)
+    bits[:6] = np.array([0x7F800000, 0xFF800000, 0x477FF000, 0x477FEFFF, 0x33000001, 1],
+                        dtype=np.uint32)       # inf, -inf, halfway to 65520, just under, tiny
+    wide = bits.view(np.float32)
+    with np.errstate(over="ignore"):
+        want = wide.astype(f16)
+    got = _C.astype(wide, f16)
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(got[~nan].view(np.uint16), want[~nan].view(np.uint16))
+    odd = wide[: 4099 * 3].reshape(4099, 3)[:, 1]       # strided: NumPy's astype serves it
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(_C.astype(odd, f16).view(np.uint16),
+                                      odd.astype(f16).view(np.uint16))

@@ -67,6 +67,8 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
         erf_block_f32(x + i, out + i, n - i < B ? n - i : B, want_erfc);
 }
 
+#include "half.h"
+
 #define T float
 #define S(name) name##_f32
 #define EXP exp_f32

@@ -4,6 +4,7 @@ import os
 
 import numpy as np
 
+from .. import _C as _C_kernels
 from .. import _dtype
 from .._backends import MetaBackend, backend
 from .._device import CPU
@@ -136,7 +137,8 @@ def _to_opmath(opdef, arrays, idx, npdt):
         a = arrays[i] if i < len(arrays) else None
         if hasattr(a, "astype"):
             if a.dtype != _OPMATH_NP:
-                arrays[i] = (a if a.dtype == npdt else a.astype(npdt)).astype(_OPMATH_NP)
+                arrays[i] = _C_kernels.astype(a if a.dtype == npdt else a.astype(npdt),
+                                              _OPMATH_NP)
         elif type(a) in (int, float) and (i == 0 or opdef.opmath != "scalar"):
             arrays[i] = float(npdt.type(a))     # a weak Python float: it stays float32
 
@@ -145,7 +147,7 @@ def _round_opmath(res, dt):
     """An opmath forward's float32 result(s) rounded once to ``dt``."""
     if type(res) is tuple:
         return tuple(_round_opmath(r, dt) for r in res)
-    return res.astype(dt.np) if res.dtype == _OPMATH_NP else res
+    return _C_kernels.astype(res, dt.np) if res.dtype == _OPMATH_NP else res
 
 
 def _numpy_scalars(args, arrays, idx):
