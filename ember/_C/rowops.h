@@ -188,29 +188,50 @@ EXPORT void S(layer_norm)(const T *x, const T *w, const T *b, T *y, T *mean, T *
 
 /* gx = rstd (g w - mean(g w) - xhat mean(g w xhat)) with the mean term dropped for rms; the
  * row statistics are recomputed (one pass over a row already in L1). gw/gb (may be NULL) are
- * per-thread double partial sums, nt rows of n, summed by the caller. */
+ * per-thread double partial sums, nt rows of n, summed by the caller. The reduction pass also
+ * adds g xhat and g into T-typed row accumulators (vectorised FMAs, no float->double
+ * conversion per element), flushed into gw/gb every NORM_FLUSH rows so float32 sums stay
+ * short; accumulating straight into the doubles took longer than the rest of the kernel. */
+#define NORM_FLUSH 16
 TC static void S(norm_bwd_rows)(const T *g, const T *x, const T *w, T *gx, double *gw,
                                 double *gb, int64_t r0, int64_t r1, int64_t n, T eps, int rms) {
+    T *aw = (gw || gb) ? (T *)calloc(2 * (size_t)n, sizeof(T)) : NULL, *ab = aw ? aw + n : NULL;
     for (int64_t r = r0; r < r1; r++) {
         const T *xr = x + r * n, *gr = g + r * n;
         T *o = gx + r * n;
         T mu, rs, a = 0, c = 0;
         S(row_stats)(xr, n, eps, rms, &mu, &rs);
+        if (aw) {
 #pragma omp simd reduction(+ : a, c)
-        for (int64_t j = 0; j < n; j++) {
-            T gh = gr[j] * w[j];
-            a += gh;
-            c += gh * ((xr[j] - mu) * rs);
+            for (int64_t j = 0; j < n; j++) {
+                T gj = gr[j], xh = (xr[j] - mu) * rs, gh = gj * w[j];
+                a += gh;
+                c += gh * xh;
+                aw[j] += gj * xh;
+                ab[j] += gj;
+            }
+        } else {
+#pragma omp simd reduction(+ : a, c)
+            for (int64_t j = 0; j < n; j++) {
+                T gh = gr[j] * w[j];
+                a += gh;
+                c += gh * ((xr[j] - mu) * rs);
+            }
         }
         a = rms ? 0 : a / (T)n;
         c /= (T)n;
-        for (int64_t j = 0; j < n; j++) {     /* gcc unswitches the gw/gb tests */
-            T xh = (xr[j] - mu) * rs;
-            o[j] = rs * (gr[j] * w[j] - a - xh * c);
-            if (gw) gw[j] += (double)(gr[j] * xh);
-            if (gb) gb[j] += (double)gr[j];
+#pragma omp simd
+        for (int64_t j = 0; j < n; j++)
+            o[j] = rs * (gr[j] * w[j] - a - (xr[j] - mu) * rs * c);
+        if (aw && ((r - r0) % NORM_FLUSH == NORM_FLUSH - 1 || r == r1 - 1)) {
+            if (gw)
+                for (int64_t j = 0; j < n; j++) gw[j] += (double)aw[j];
+            if (gb)
+                for (int64_t j = 0; j < n; j++) gb[j] += (double)ab[j];
+            memset(aw, 0, 2 * (size_t)n * sizeof(T));
         }
     }
+    free(aw);
 }
 
 EXPORT void S(layer_norm_bwd)(const T *g, const T *x, const T *w, T *gx, double *gw, double *gb,

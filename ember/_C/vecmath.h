@@ -38,6 +38,28 @@ static inline float exp_f32(float x) {
     return y;
 }
 
+/* exp(x) for x <= 0 (or NaN), as exp_f32 without the clamp at the top and with 2^n built
+ * directly (n <= 0 fits the exponent field); 0 below -87.33. Phi's exp(-a^2) runs it: four
+ * fewer vector ops per element in GELU's forward. */
+static inline float exp_nonpos_f32(float x) {
+    float xc = x < -87.3365448f ? -87.3365448f : x;
+    float t = xc * 1.44269504088896341f + 12582912.0f;
+    float n = t - 12582912.0f;
+    int32_t ni = (int32_t)n;
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float z = r * r;
+    float p = 1.9875691500E-4f;
+    p = p * r + 1.3981999507E-3f;
+    p = p * r + 8.3334519073E-3f;
+    p = p * r + 4.1665795894E-2f;
+    p = p * r + 1.6666665459E-1f;
+    p = p * r + 5.0000001201E-1f;
+    p = p * z + r + 1.0f;
+    float y = p * f32_from_bits((int32_t)(((uint32_t)ni + 127u) << 23));
+    return x < -87.3365448f ? 0.0f : y;
+}
+
 /* 1 / (1 + exp(-x)) */
 static inline float sigmoid_f32(float x) { return 1.0f / (1.0f + exp_f32(-x)); }
 static inline double sigmoid_f64(double x) { return 1.0 / (1.0 + exp(-x)); }
@@ -55,7 +77,7 @@ static inline float phi_cdf_f32(float x, float *e) {
     p = p * t + 1.421413741f;
     p = p * t - 0.284496736f;
     p = p * t + 0.254829592f;
-    *e = exp_f32(-a * a);
+    *e = exp_nonpos_f32(-a * a);
     float q = 0.5f * t * p * *e;
     return u < 0.0f ? q : 1.0f - q;
 }
