@@ -149,8 +149,8 @@ static PyObject *fwd_failed(PyObject *opdef, PyObject *args, PyObject *kwargs, P
 static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObject *args,
                       PyObject *kwargs, int *handled)
 {
-    PyObject *a, *b = NULL, *x, *y = NULL, *dt = NULL, *tensors = NULL, *pos, *res = NULL;
-    PyObject *out = NULL, *ret = NULL;
+    PyObject *a, *b = NULL, *x = NULL, *y = NULL, *dt = NULL, *tensors = NULL, *pos, *res = NULL;
+    PyObject *out = NULL, *odt = NULL, *ret = NULL;
     int r;
     *handled = 1;
     if (n == 2) {
@@ -234,8 +234,6 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
         PyObject *cargs[3] = {np, x, y};
         res = PyObject_Vectorcall(fwd, cargs, 3, NULL);
         Py_DECREF(fwd);
-        Py_DECREF(x);
-        Py_DECREF(y);
         if (res == NULL) {
             ret = fwd_failed(opdef, args, kwargs, tensors);
             goto done;
@@ -280,7 +278,6 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
         PyObject *cargs[2] = {np, x};
         res = PyObject_Vectorcall(fwd, cargs, 2, NULL);
         Py_DECREF(fwd);
-        Py_DECREF(x);
         if (res == NULL) {
             ret = fwd_failed(opdef, args, kwargs, tensors);
             goto done;
@@ -308,7 +305,7 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
     if (PyObject_SetAttr(out, s_data, res) < 0)
         goto done;
     {
-        PyObject *rd = GET(res, s_dtype), *dnp = dtype_slot(dt, off_np, s_np), *odt;
+        PyObject *rd = GET(res, s_dtype), *dnp = dtype_slot(dt, off_np, s_np);
         if (rd == NULL || dnp == NULL) {
             Py_XDECREF(rd);
             Py_XDECREF(dnp);
@@ -320,9 +317,7 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
         odt = same ? Py_NewRef(dt) : PyObject_CallOneArg(dtype_of, res);
         if (odt == NULL)
             goto done;
-        r = PyObject_SetAttr(out, s_dtype, odt);
-        Py_DECREF(odt);
-        if (r < 0)
+        if (PyObject_SetAttr(out, s_dtype, odt) < 0)
             goto done;
     }
     /* autograd: the first input that requires grad decides, as in dispatch.py */
@@ -349,15 +344,8 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
                 goto done;
             if (!general && (general = truth_attr(opdef, s_nondiff_outputs)) < 0)
                 goto done;
-            if (!general) {
-                PyObject *odt = GET(out, s_dtype);
-                if (odt == NULL)
-                    goto done;
-                general = below_float(odt);
-                Py_DECREF(odt);
-                if (general < 0)
-                    goto done;
-            }
+            if (!general && (general = below_float(odt)) < 0)
+                goto done;
             if (general) {
                 PyObject *outs = PyTuple_Pack(1, out), *v;
                 if (outs == NULL)
@@ -369,7 +357,10 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
                 Py_DECREF(v);
             }
             else {
-                PyObject *node = record_node(opdef, args, tensors, pos, out, dt);
+                /* the tensors' arrays, in order */
+                PyObject *datas[2] = {pos == AT1 ? y : x, y};
+                PyObject *node = record_node(opdef, args, tensors, pos, out, dt, datas, res,
+                                             odt);
                 if (node == NULL)
                     goto done;
                 r = PyObject_SetAttr(out, s_grad_fn, node);
@@ -381,6 +372,9 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
     }
     ret = Py_NewRef(out);
 done:
+    Py_XDECREF(x);
+    Py_XDECREF(y);
+    Py_XDECREF(odt);
     Py_XDECREF(out);
     Py_XDECREF(res);
     Py_XDECREF(tensors);

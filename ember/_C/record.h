@@ -18,21 +18,18 @@ static Py_ssize_t node_off[N_SLOTS];
 
 #define SLOT(node, i) (*(PyObject **)((char *)(node) + node_off[i]))
 
-/* TensorMeta(t) as graph makes it: the tuple (t._data.shape, t.dtype, t.device), for a cpu
- * tensor t of dtype dt (the fast path checked both); new ref */
-static PyObject *meta_of(PyObject *t, PyObject *dt)
+/* TensorMeta(t) as graph makes it: the tuple (shape, dt, CPU) of a cpu tensor of dtype dt
+ * (the fast path checked both) whose array has that shape; steals shape; new ref */
+static PyObject *meta_of(PyTypeObject *type, PyObject *shape, PyObject *dt)
 {
-    PyObject *d = GET(t, s_data), *v[3] = {NULL, Py_NewRef(dt), Py_NewRef(CPU)}, *m = NULL;
-    if (d != NULL) {
-        v[0] = GET(d, s_shape);
-        Py_DECREF(d);
+    PyObject *m = shape != NULL ? type->tp_alloc(type, 3) : NULL;
+    if (m == NULL) {
+        Py_XDECREF(shape);
+        return NULL;
     }
-    if (v[0] != NULL && (m = PyTuple_Type.tp_alloc((PyTypeObject *)meta_type, 3)) != NULL)
-        for (int i = 0; i < 3; i++)
-            PyTuple_SET_ITEM(m, i, v[i]);
-    else
-        for (int i = 0; i < 3; i++)
-            Py_XDECREF(v[i]);
+    PyTuple_SET_ITEM(m, 0, shape);
+    PyTuple_SET_ITEM(m, 1, Py_NewRef(dt));
+    PyTuple_SET_ITEM(m, 2, Py_NewRef(CPU));
     return m;
 }
 
@@ -55,7 +52,9 @@ static PyObject *edge(PyObject *t)
         return r;
     }
     Py_DECREF(fn);
-    int rg = truth_attr(t, s_requires_grad);
+    PyObject *rv = GET(t, s_requires_grad);
+    int rg = rv == NULL ? -1 : PyObject_IsTrue(rv);
+    Py_XDECREF(rv);
     if (rg <= 0)
         return rg < 0 ? NULL : Py_NewRef(no_edge);
     PyObject *acc = GET(t, s_grad_acc);         /* a leaf: its accumulator, made on first use */
@@ -129,8 +128,10 @@ static int tuple_has(PyObject *tup, Py_ssize_t i)
     return 0;
 }
 
+/* datas: the tensors' arrays; res, odt: the output's array and dtype */
 static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors, PyObject *pos,
-                             PyObject *out, PyObject *dt)
+                             PyObject *out, PyObject *dt, PyObject *const *datas, PyObject *res,
+                             PyObject *odt)
 {
     int r = truth_attr(anomaly, s_enabled);
     if (r < 0)
@@ -153,7 +154,18 @@ static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors,
         if ((e = edge(t)) == NULL)
             goto done;
         PyTuple_SET_ITEM(edges, k, e);
-        if ((m = meta_of(t, dt)) == NULL)
+        PyObject *shape = GET(datas[k], s_shape);
+        if (shape == NULL)
+            goto done;
+        /* a second input of the first one's shape shares its (immutable) meta */
+        if (k > 0 && (r = PyObject_RichCompareBool(
+                          shape, PyTuple_GET_ITEM(PyList_GET_ITEM(metas, 0), 0), Py_EQ)) != 0) {
+            Py_DECREF(shape);
+            if (r < 0)
+                goto done;
+            m = Py_NewRef(PyList_GET_ITEM(metas, 0));
+        }
+        else if ((m = meta_of((PyTypeObject *)meta_type, shape, dt)) == NULL)
             goto done;
         PyList_SET_ITEM(metas, k, m);
     }
@@ -225,23 +237,20 @@ static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors,
     }
     SLOT(node, N_HAS_SAVED) = PyBool_FromLong(has);
     {
-        PyObject *odt = GET(out, s_dtype), *m, *outs;
-        if (odt == NULL)
+        /* a plain tuple, as simple_node's _outs; an input's equal shape tuple is shared */
+        PyObject *shape = GET(res, s_shape), *m0 = PyList_GET_ITEM(metas, 0), *outs;
+        if (shape == NULL)
             goto done;
-        m = meta_of(out, odt);
-        Py_DECREF(odt);
-        if (m == NULL)
-            goto done;
-        /* a plain tuple, as simple_node's _outs */
-        outs = PyTuple_Pack(1, m);
-        if (outs != NULL) {
-            PyObject *plain = PyTuple_GetSlice(m, 0, 3);
-            if (plain == NULL)
-                Py_CLEAR(outs);
-            else
-                Py_SETREF(PyTuple_GET_ITEM(outs, 0), plain);
+        if ((r = PyObject_RichCompareBool(shape, PyTuple_GET_ITEM(m0, 0), Py_EQ)) != 0) {
+            Py_SETREF(shape, Py_NewRef(PyTuple_GET_ITEM(m0, 0)));
+            if (r < 0) {
+                Py_DECREF(shape);
+                goto done;
+            }
         }
-        Py_DECREF(m);
+        PyObject *m = meta_of(&PyTuple_Type, shape, odt);
+        outs = m == NULL ? NULL : PyTuple_Pack(1, m);
+        Py_XDECREF(m);
         if ((SLOT(node, N_OUTS) = outs) == NULL)
             goto done;
     }
