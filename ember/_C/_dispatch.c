@@ -525,7 +525,8 @@ static PyObject *init(PyObject *self, PyObject *cfg)
         {"dtype_of", &dtype_of}, {"operands", &operands},
         {"SimpleNode", (PyObject **)&SimpleNode}, {"saved_hooks", &saved_hooks},
         {"anomaly", &anomaly}, {"seq", &seq_iter}, {"TensorMeta", &meta_type},
-        {"no_kwargs", &no_kwargs}, {"no_edge", &no_edge}, {"edge_of", &edge_of}};
+        {"no_kwargs", &no_kwargs}, {"no_edge", &no_edge}, {"edge_of", &edge_of},
+        {"UntypedStorage", (PyObject **)&Storage}};
     if (!PyDict_Check(cfg)) {
         PyErr_SetString(PyExc_TypeError, "init(dict)");
         return NULL;
@@ -574,6 +575,21 @@ static PyObject *init(PyObject *self, PyObject *cfg)
             return PyErr_Format(PyExc_TypeError, "init: SimpleNode.%s is not its slot",
                                 node_slots[i]);
     }
+    if (!PyType_Check(Storage))
+        return PyErr_Format(PyExc_TypeError, "init: UntypedStorage");
+    for (int i = 0; i < ST_SLOTS; i++) {    /* the storage's slots, found by offset */
+        PyObject *m = PyObject_GetAttrString((PyObject *)Storage, storage_slots[i]);
+        if (m == NULL)
+            return NULL;
+        int ok = Py_TYPE(m) == &PyMemberDescr_Type &&
+            ((PyMemberDescrObject *)m)->d_common.d_type == Storage;
+        if (ok)
+            storage_off[i] = ((PyMemberDescrObject *)m)->d_member->offset;
+        Py_DECREF(m);
+        if (!ok)
+            return PyErr_Format(PyExc_TypeError, "init: UntypedStorage.%s is not its slot",
+                                storage_slots[i]);
+    }
     ready = 1;
     Py_RETURN_NONE;
 }
@@ -614,7 +630,7 @@ PyMODINIT_FUNC PyInit__dispatch(void)
         {&s_retain_grad_hooks, "_retain_grad_hooks"}, {&s_pre_hooks, "_pre_hooks"},
         {&s_hooks, "_hooks"}, {&s_trace, "_trace"}, {&s_next_functions, "next_functions"},
         {&s_input_meta, "input_meta"}, {&s_apply, "apply"}, {&s_release, "release"},
-        {&s_seq, "seq"}};
+        {&s_seq, "seq"}, {&s_base_arr, "base"}};
     for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
         if ((*strs[i].slot = PyUnicode_InternFromString(strs[i].s)) == NULL)
             return NULL;

@@ -18,6 +18,46 @@ static Py_ssize_t node_off[N_SLOTS];
 
 #define SLOT(node, i) (*(PyObject **)((char *)(node) + node_off[i]))
 
+/* _storage.UntypedStorage: its slots, by offset */
+static PyTypeObject *Storage;
+static PyObject *s_base_arr;
+enum {ST_ARRAY, ST_VERSION, ST_DEVICE, ST_SLOTS};
+static const char *storage_slots[ST_SLOTS] = {"_array", "_version", "device"};
+static Py_ssize_t storage_off[ST_SLOTS];
+
+/* out._alias() for the fast path's output (a plain cpu Tensor, no base, no storage yet) of
+ * array res and dtype odt: out gets its storage, as _get_storage makes it, and the alias
+ * shares it; new ref */
+static PyObject *saved_output(PyObject *out, PyObject *res, PyObject *odt)
+{
+    PyObject *st, *al, *b = GET(res, s_base_arr);
+    if (b == NULL)
+        return NULL;
+    Py_DECREF(b);
+    if (b == Py_None) {         /* res owns its memory: it is the storage's root array */
+        if ((st = Storage->tp_alloc(Storage, 0)) == NULL)
+            return NULL;
+        *(PyObject **)((char *)st + storage_off[ST_ARRAY]) = Py_NewRef(res);
+        *(PyObject **)((char *)st + storage_off[ST_VERSION]) = Py_NewRef(zero);
+        *(PyObject **)((char *)st + storage_off[ST_DEVICE]) = Py_NewRef(CPU);
+    }
+    else {
+        PyObject *cargs[2] = {res, CPU};
+        if ((st = PyObject_Vectorcall((PyObject *)Storage, cargs, 2, NULL)) == NULL)
+            return NULL;
+    }
+    if (PyObject_SetAttr(out, s_storage, st) < 0 ||
+        (al = PyBaseObject_Type.tp_new(Tensor, empty_tuple, NULL)) == NULL) {
+        Py_DECREF(st);
+        return NULL;
+    }
+    if (PyObject_SetAttr(al, s_data, res) < 0 || PyObject_SetAttr(al, s_dtype, odt) < 0 ||
+        PyObject_SetAttr(al, s_storage, st) < 0)
+        Py_CLEAR(al);
+    Py_DECREF(st);
+    return al;
+}
+
 /* TensorMeta(t) as graph makes it: the tuple (shape, dt, CPU) of a cpu tensor of dtype dt
  * (the fast path checked both) whose array has that shape; steals shape; new ref */
 static PyObject *meta_of(PyTypeObject *type, PyObject *shape, PyObject *dt)
@@ -255,13 +295,12 @@ static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors,
             goto done;
     }
     if (save_result) {
-        PyObject *al = PyObject_CallMethodNoArgs(out, s_alias), *v;
+        PyObject *al = saved_output(out, res, odt);
         if (al == NULL)
             goto done;
-        v = version_of(out);
-        SLOT(node, N_RESULTS) = v ? Py_BuildValue("[(OO)]", al, v) : NULL;
+        /* (a new storage's version: 0) */
+        SLOT(node, N_RESULTS) = Py_BuildValue("[(OO)]", al, zero);
         Py_DECREF(al);
-        Py_XDECREF(v);
         if (SLOT(node, N_RESULTS) == NULL)
             goto done;
     }
