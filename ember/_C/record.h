@@ -277,7 +277,7 @@ static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors,
     }
     SLOT(node, N_HAS_SAVED) = PyBool_FromLong(has);
     {
-        /* a plain tuple, as simple_node's _outs; an input's equal shape tuple is shared */
+        /* simple_node's _outs; an input's equal shape tuple, or its whole meta, is shared */
         PyObject *shape = GET(res, s_shape), *m0 = PyList_GET_ITEM(metas, 0), *outs;
         if (shape == NULL)
             goto done;
@@ -288,7 +288,9 @@ static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors,
                 goto done;
             }
         }
-        PyObject *m = meta_of(&PyTuple_Type, shape, odt);
+        /* (graph reads _outs as (shape, dtype, device) triples: a TensorMeta is one) */
+        PyObject *m = shape == PyTuple_GET_ITEM(m0, 0) && odt == PyTuple_GET_ITEM(m0, 1) ?
+            (Py_DECREF(shape), Py_NewRef(m0)) : meta_of(&PyTuple_Type, shape, odt);
         outs = m == NULL ? NULL : PyTuple_Pack(1, m);
         Py_XDECREF(m);
         if ((SLOT(node, N_OUTS) = outs) == NULL)
