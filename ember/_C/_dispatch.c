@@ -630,7 +630,7 @@ PyMODINIT_FUNC PyInit__dispatch(void)
         {&s_retain_grad_hooks, "_retain_grad_hooks"}, {&s_pre_hooks, "_pre_hooks"},
         {&s_hooks, "_hooks"}, {&s_trace, "_trace"}, {&s_next_functions, "next_functions"},
         {&s_input_meta, "input_meta"}, {&s_apply, "apply"}, {&s_release, "release"},
-        {&s_seq, "seq"}, {&s_base_arr, "base"}};
+        {&s_seq, "seq"}, {&s_base_arr, "base"}, {&s_accumulate, "accumulate"}};
     for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
         if ((*strs[i].slot = PyUnicode_InternFromString(strs[i].s)) == NULL)
             return NULL;
