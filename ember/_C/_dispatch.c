@@ -34,8 +34,9 @@ static Py_ssize_t off_category, off_np;
 
 /* An attribute of a long-lived object (an OpDef, the grad-mode state, the hooks class) read
  * from its __dict__ directly, skipping the type lookup; the classes involved define no data
- * descriptors of these names, so this is what getattr finds. Falls back to getattr when the
- * name lives on the class. New reference or NULL. */
+ * descriptors of these names, so this is what getattr finds; a name missing there is read
+ * from the class (a default), and anything else (a descriptor, a metaclass) from getattr.
+ * New reference or NULL. */
 static PyObject *ATTR(PyObject *o, PyObject *name)
 {
     PyObject *d = PyType_Check(o) ? ((PyTypeObject *)o)->tp_dict : NULL;
@@ -49,6 +50,11 @@ static PyObject *ATTR(PyObject *o, PyObject *name)
             return Py_NewRef(v);
         if (PyErr_Occurred())
             return NULL;
+    }
+    if (!PyType_Check(o)) {     /* a class default that is no descriptor: found as getattr would */
+        PyObject *v = _PyType_Lookup(Py_TYPE(o), name);
+        if (v != NULL && Py_TYPE(v)->tp_descr_get == NULL)
+            return Py_NewRef(v);
     }
     return PyObject_GetAttr(o, name);
 }
