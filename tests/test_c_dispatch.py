@@ -218,3 +218,48 @@ def test_leaf_takes_its_gradient_without_a_copy(monkeypatch, engine_c):
     w = ember.randn(4, 16, requires_grad=True)
     ember.nn.functional.linear(x.exp(), w).sum().backward()
     assert clones == [] and x.grad.shape == x.shape and w.grad.shape == w.shape
+
+
+@needs_c
+def test_saved_output_shares_the_outputs_storage():
+    # record.h makes tanh's saved output (out._alias() in graph.simple_node) and out's storage
+    x = ember.tensor([0.5, -1.0], requires_grad=True)
+    errs = []
+    for disp in (C.dispatch, D.py_dispatch):
+        y = disp(P.tanh, (x,), {})
+        (saved, version), = y.grad_fn.results
+        assert saved._storage is y._storage and saved._data is y._data and version == 0
+        assert saved.grad_fn is None and saved.dtype is y.dtype and saved._base is None
+        assert y._storage._array is y._data and y._storage.device is y.device
+        y.mul_(2)       # the saved output changed: backward refuses it
+        with pytest.raises(RuntimeError) as e:
+            y.sum().backward()
+        errs.append(str(e.value))
+    assert errs[0] == errs[1] and "modified by an inplace operation" in errs[0]
+
+
+def test_quick_view_is_dispatchs_view():
+    # a full sum's backward expands its 0-dim gradient through quick_view
+    expand = ember._ops.shape.expand
+    for g in (ember.tensor(2.0), ember.tensor([[1.0], [2.0]])[:, 0:1]):
+        with ember.no_grad():
+            q, d = D.quick_view(expand, g, (2, 3)), D.dispatch(expand, (g, (2, 3)), {})
+        assert q.tolist() == d.tolist() and q.stride() == d.stride() and q.dtype is d.dtype
+        assert q._base is d._base and q._storage is d._storage is g._storage
+        assert q._view_fn(q._base).tolist() == q.tolist()
+        g.add_(1)       # one storage: the view sees the write and its version
+        assert q.tolist() == d.tolist() and q._version == d._version == 1
+    with pytest.raises(RuntimeError, match="expand"):
+        D.quick_view(expand, ember.tensor([1.0, 2.0]), (3,))
+    x = ember.tensor(1.0, requires_grad=True)
+    assert D.quick_view(expand, x, (2,)).grad_fn is not None      # recorded: dispatch's path
+    seen = []
+    y = x * 1.0
+    y.register_hook(lambda g: seen.append(g.stride()))
+    y.sum().backward()
+    assert seen == [()] and x.grad.item() == 1.0
+    z = ember.ones(3, requires_grad=True)
+    w = z * 2.0
+    w.register_hook(lambda g: seen.append((g.stride(), g._base is not None)))
+    w.sum().backward()
+    assert seen[1] == ((0,), True) and z.grad.tolist() == [2.0, 2.0, 2.0]

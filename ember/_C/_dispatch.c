@@ -34,8 +34,9 @@ static Py_ssize_t off_category, off_np;
 
 /* An attribute of a long-lived object (an OpDef, the grad-mode state, the hooks class) read
  * from its __dict__ directly, skipping the type lookup; the classes involved define no data
- * descriptors of these names, so this is what getattr finds. Falls back to getattr when the
- * name lives on the class. New reference or NULL. */
+ * descriptors of these names, so this is what getattr finds; a name missing there is read
+ * from the class (a default), and anything else (a descriptor, a metaclass) from getattr.
+ * New reference or NULL. */
 static PyObject *ATTR(PyObject *o, PyObject *name)
 {
     PyObject *d = PyType_Check(o) ? ((PyTypeObject *)o)->tp_dict : NULL;
@@ -49,6 +50,11 @@ static PyObject *ATTR(PyObject *o, PyObject *name)
             return Py_NewRef(v);
         if (PyErr_Occurred())
             return NULL;
+    }
+    if (!PyType_Check(o)) {     /* a class default that is no descriptor: found as getattr would */
+        PyObject *v = _PyType_Lookup(Py_TYPE(o), name);
+        if (v != NULL && Py_TYPE(v)->tp_descr_get == NULL)
+            return Py_NewRef(v);
     }
     return PyObject_GetAttr(o, name);
 }
@@ -149,8 +155,8 @@ static PyObject *fwd_failed(PyObject *opdef, PyObject *args, PyObject *kwargs, P
 static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObject *args,
                       PyObject *kwargs, int *handled)
 {
-    PyObject *a, *b = NULL, *x, *y = NULL, *dt = NULL, *tensors = NULL, *pos, *res = NULL;
-    PyObject *out = NULL, *ret = NULL;
+    PyObject *a, *b = NULL, *x = NULL, *y = NULL, *dt = NULL, *tensors = NULL, *pos, *res = NULL;
+    PyObject *out = NULL, *odt = NULL, *ret = NULL;
     int r;
     *handled = 1;
     if (n == 2) {
@@ -234,8 +240,6 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
         PyObject *cargs[3] = {np, x, y};
         res = PyObject_Vectorcall(fwd, cargs, 3, NULL);
         Py_DECREF(fwd);
-        Py_DECREF(x);
-        Py_DECREF(y);
         if (res == NULL) {
             ret = fwd_failed(opdef, args, kwargs, tensors);
             goto done;
@@ -280,7 +284,6 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
         PyObject *cargs[2] = {np, x};
         res = PyObject_Vectorcall(fwd, cargs, 2, NULL);
         Py_DECREF(fwd);
-        Py_DECREF(x);
         if (res == NULL) {
             ret = fwd_failed(opdef, args, kwargs, tensors);
             goto done;
@@ -308,7 +311,7 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
     if (PyObject_SetAttr(out, s_data, res) < 0)
         goto done;
     {
-        PyObject *rd = GET(res, s_dtype), *dnp = dtype_slot(dt, off_np, s_np), *odt;
+        PyObject *rd = GET(res, s_dtype), *dnp = dtype_slot(dt, off_np, s_np);
         if (rd == NULL || dnp == NULL) {
             Py_XDECREF(rd);
             Py_XDECREF(dnp);
@@ -320,9 +323,7 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
         odt = same ? Py_NewRef(dt) : PyObject_CallOneArg(dtype_of, res);
         if (odt == NULL)
             goto done;
-        r = PyObject_SetAttr(out, s_dtype, odt);
-        Py_DECREF(odt);
-        if (r < 0)
+        if (PyObject_SetAttr(out, s_dtype, odt) < 0)
             goto done;
     }
     /* autograd: the first input that requires grad decides, as in dispatch.py */
@@ -349,15 +350,8 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
                 goto done;
             if (!general && (general = truth_attr(opdef, s_nondiff_outputs)) < 0)
                 goto done;
-            if (!general) {
-                PyObject *odt = GET(out, s_dtype);
-                if (odt == NULL)
-                    goto done;
-                general = below_float(odt);
-                Py_DECREF(odt);
-                if (general < 0)
-                    goto done;
-            }
+            if (!general && (general = below_float(odt)) < 0)
+                goto done;
             if (general) {
                 PyObject *outs = PyTuple_Pack(1, out), *v;
                 if (outs == NULL)
@@ -369,7 +363,10 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
                 Py_DECREF(v);
             }
             else {
-                PyObject *node = record_node(opdef, args, tensors, pos, out, dt);
+                /* the tensors' arrays, in order */
+                PyObject *datas[2] = {pos == AT1 ? y : x, y};
+                PyObject *node = record_node(opdef, args, tensors, pos, out, dt, datas, res,
+                                             odt);
                 if (node == NULL)
                     goto done;
                 r = PyObject_SetAttr(out, s_grad_fn, node);
@@ -381,6 +378,9 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
     }
     ret = Py_NewRef(out);
 done:
+    Py_XDECREF(x);
+    Py_XDECREF(y);
+    Py_XDECREF(odt);
     Py_XDECREF(out);
     Py_XDECREF(res);
     Py_XDECREF(tensors);
@@ -531,7 +531,8 @@ static PyObject *init(PyObject *self, PyObject *cfg)
         {"dtype_of", &dtype_of}, {"operands", &operands},
         {"SimpleNode", (PyObject **)&SimpleNode}, {"saved_hooks", &saved_hooks},
         {"anomaly", &anomaly}, {"seq", &seq_iter}, {"TensorMeta", &meta_type},
-        {"no_kwargs", &no_kwargs}, {"no_edge", &no_edge}, {"edge_of", &edge_of}};
+        {"no_kwargs", &no_kwargs}, {"no_edge", &no_edge}, {"edge_of", &edge_of},
+        {"UntypedStorage", (PyObject **)&Storage}};
     if (!PyDict_Check(cfg)) {
         PyErr_SetString(PyExc_TypeError, "init(dict)");
         return NULL;
@@ -580,6 +581,21 @@ static PyObject *init(PyObject *self, PyObject *cfg)
             return PyErr_Format(PyExc_TypeError, "init: SimpleNode.%s is not its slot",
                                 node_slots[i]);
     }
+    if (!PyType_Check(Storage))
+        return PyErr_Format(PyExc_TypeError, "init: UntypedStorage");
+    for (int i = 0; i < ST_SLOTS; i++) {    /* the storage's slots, found by offset */
+        PyObject *m = PyObject_GetAttrString((PyObject *)Storage, storage_slots[i]);
+        if (m == NULL)
+            return NULL;
+        int ok = Py_TYPE(m) == &PyMemberDescr_Type &&
+            ((PyMemberDescrObject *)m)->d_common.d_type == Storage;
+        if (ok)
+            storage_off[i] = ((PyMemberDescrObject *)m)->d_member->offset;
+        Py_DECREF(m);
+        if (!ok)
+            return PyErr_Format(PyExc_TypeError, "init: UntypedStorage.%s is not its slot",
+                                storage_slots[i]);
+    }
     ready = 1;
     Py_RETURN_NONE;
 }
@@ -620,7 +636,7 @@ PyMODINIT_FUNC PyInit__dispatch(void)
         {&s_retain_grad_hooks, "_retain_grad_hooks"}, {&s_pre_hooks, "_pre_hooks"},
         {&s_hooks, "_hooks"}, {&s_trace, "_trace"}, {&s_next_functions, "next_functions"},
         {&s_input_meta, "input_meta"}, {&s_apply, "apply"}, {&s_release, "release"},
-        {&s_seq, "seq"}};
+        {&s_seq, "seq"}, {&s_base_arr, "base"}, {&s_accumulate, "accumulate"}};
     for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
         if ((*strs[i].slot = PyUnicode_InternFromString(strs[i].s)) == NULL)
             return NULL;

@@ -11,7 +11,7 @@
 static PyObject *AccumulateGrad, *run_tensor_hooks, *accumulate_fn, *apply_fn, *sum_to,
     *graph_mod, *kw_result, *s_running;
 static PyObject *s_n_outputs, *s_tensor_pre_hooks, *s_retain_grad_hooks, *s_pre_hooks, *s_hooks,
-    *s_trace, *s_next_functions, *s_input_meta, *s_apply, *s_release, *s_seq;
+    *s_trace, *s_next_functions, *s_input_meta, *s_apply, *s_release, *s_seq, *s_accumulate;
 
 typedef struct { double key; uintptr_t id; PyObject *node; } HeapItem;
 typedef struct { HeapItem *a; Py_ssize_t n, cap; } Heap;
@@ -332,9 +332,22 @@ static int backward_step(PyObject *node, PyObject *buffers, PyObject *deps, Heap
             if (g0 == NULL)
                 goto done;
             Py_DECREF(g0);
-            if (g0 != Py_None) {
+            if (g0 != Py_None && (r = truth_attr(node, s_pre_hooks)) != 0) {
+                if (r < 0)
+                    goto done;
                 PyObject *v = PyObject_CallFunctionObjArgs(accumulate_fn, node, grads, create,
                                                            NULL);
+                if (v == NULL)
+                    goto done;
+                Py_DECREF(v);
+            }
+            else if (g0 != Py_None) {
+                /* no pre-hooks: engine._accumulate's call, made here. (g0 stays borrowed from
+                 * grads: accumulate counts the references to decide whether .grad may take
+                 * the gradient itself) */
+                PyObject *cargs[3] = {node, g0, create};
+                PyObject *v = PyObject_VectorcallMethod(s_accumulate, cargs,
+                                                        3, NULL);
                 if (v == NULL)
                     goto done;
                 Py_DECREF(v);

@@ -18,21 +18,58 @@ static Py_ssize_t node_off[N_SLOTS];
 
 #define SLOT(node, i) (*(PyObject **)((char *)(node) + node_off[i]))
 
-/* TensorMeta(t) as graph makes it: the tuple (t._data.shape, t.dtype, t.device), for a cpu
- * tensor t of dtype dt (the fast path checked both); new ref */
-static PyObject *meta_of(PyObject *t, PyObject *dt)
+/* _storage.UntypedStorage: its slots, by offset */
+static PyTypeObject *Storage;
+static PyObject *s_base_arr;
+enum {ST_ARRAY, ST_VERSION, ST_DEVICE, ST_SLOTS};
+static const char *storage_slots[ST_SLOTS] = {"_array", "_version", "device"};
+static Py_ssize_t storage_off[ST_SLOTS];
+
+/* out._alias() for the fast path's output (a plain cpu Tensor, no base, no storage yet) of
+ * array res and dtype odt: out gets its storage, as _get_storage makes it, and the alias
+ * shares it; new ref */
+static PyObject *saved_output(PyObject *out, PyObject *res, PyObject *odt)
 {
-    PyObject *d = GET(t, s_data), *v[3] = {NULL, Py_NewRef(dt), Py_NewRef(CPU)}, *m = NULL;
-    if (d != NULL) {
-        v[0] = GET(d, s_shape);
-        Py_DECREF(d);
+    PyObject *st, *al, *b = GET(res, s_base_arr);
+    if (b == NULL)
+        return NULL;
+    Py_DECREF(b);
+    if (b == Py_None) {         /* res owns its memory: it is the storage's root array */
+        if ((st = Storage->tp_alloc(Storage, 0)) == NULL)
+            return NULL;
+        *(PyObject **)((char *)st + storage_off[ST_ARRAY]) = Py_NewRef(res);
+        *(PyObject **)((char *)st + storage_off[ST_VERSION]) = Py_NewRef(zero);
+        *(PyObject **)((char *)st + storage_off[ST_DEVICE]) = Py_NewRef(CPU);
     }
-    if (v[0] != NULL && (m = PyTuple_Type.tp_alloc((PyTypeObject *)meta_type, 3)) != NULL)
-        for (int i = 0; i < 3; i++)
-            PyTuple_SET_ITEM(m, i, v[i]);
-    else
-        for (int i = 0; i < 3; i++)
-            Py_XDECREF(v[i]);
+    else {
+        PyObject *cargs[2] = {res, CPU};
+        if ((st = PyObject_Vectorcall((PyObject *)Storage, cargs, 2, NULL)) == NULL)
+            return NULL;
+    }
+    if (PyObject_SetAttr(out, s_storage, st) < 0 ||
+        (al = PyBaseObject_Type.tp_new(Tensor, empty_tuple, NULL)) == NULL) {
+        Py_DECREF(st);
+        return NULL;
+    }
+    if (PyObject_SetAttr(al, s_data, res) < 0 || PyObject_SetAttr(al, s_dtype, odt) < 0 ||
+        PyObject_SetAttr(al, s_storage, st) < 0)
+        Py_CLEAR(al);
+    Py_DECREF(st);
+    return al;
+}
+
+/* TensorMeta(t) as graph makes it: the tuple (shape, dt, CPU) of a cpu tensor of dtype dt
+ * (the fast path checked both) whose array has that shape; steals shape; new ref */
+static PyObject *meta_of(PyTypeObject *type, PyObject *shape, PyObject *dt)
+{
+    PyObject *m = shape != NULL ? type->tp_alloc(type, 3) : NULL;
+    if (m == NULL) {
+        Py_XDECREF(shape);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(m, 0, shape);
+    PyTuple_SET_ITEM(m, 1, Py_NewRef(dt));
+    PyTuple_SET_ITEM(m, 2, Py_NewRef(CPU));
     return m;
 }
 
@@ -55,7 +92,9 @@ static PyObject *edge(PyObject *t)
         return r;
     }
     Py_DECREF(fn);
-    int rg = truth_attr(t, s_requires_grad);
+    PyObject *rv = GET(t, s_requires_grad);
+    int rg = rv == NULL ? -1 : PyObject_IsTrue(rv);
+    Py_XDECREF(rv);
     if (rg <= 0)
         return rg < 0 ? NULL : Py_NewRef(no_edge);
     PyObject *acc = GET(t, s_grad_acc);         /* a leaf: its accumulator, made on first use */
@@ -129,8 +168,10 @@ static int tuple_has(PyObject *tup, Py_ssize_t i)
     return 0;
 }
 
+/* datas: the tensors' arrays; res, odt: the output's array and dtype */
 static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors, PyObject *pos,
-                             PyObject *out, PyObject *dt)
+                             PyObject *out, PyObject *dt, PyObject *const *datas, PyObject *res,
+                             PyObject *odt)
 {
     int r = truth_attr(anomaly, s_enabled);
     if (r < 0)
@@ -153,7 +194,18 @@ static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors,
         if ((e = edge(t)) == NULL)
             goto done;
         PyTuple_SET_ITEM(edges, k, e);
-        if ((m = meta_of(t, dt)) == NULL)
+        PyObject *shape = GET(datas[k], s_shape);
+        if (shape == NULL)
+            goto done;
+        /* a second input of the first one's shape shares its (immutable) meta */
+        if (k > 0 && (r = PyObject_RichCompareBool(
+                          shape, PyTuple_GET_ITEM(PyList_GET_ITEM(metas, 0), 0), Py_EQ)) != 0) {
+            Py_DECREF(shape);
+            if (r < 0)
+                goto done;
+            m = Py_NewRef(PyList_GET_ITEM(metas, 0));
+        }
+        else if ((m = meta_of((PyTypeObject *)meta_type, shape, dt)) == NULL)
             goto done;
         PyList_SET_ITEM(metas, k, m);
     }
@@ -225,34 +277,32 @@ static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors,
     }
     SLOT(node, N_HAS_SAVED) = PyBool_FromLong(has);
     {
-        PyObject *odt = GET(out, s_dtype), *m, *outs;
-        if (odt == NULL)
+        /* simple_node's _outs; an input's equal shape tuple, or its whole meta, is shared */
+        PyObject *shape = GET(res, s_shape), *m0 = PyList_GET_ITEM(metas, 0), *outs;
+        if (shape == NULL)
             goto done;
-        m = meta_of(out, odt);
-        Py_DECREF(odt);
-        if (m == NULL)
-            goto done;
-        /* a plain tuple, as simple_node's _outs */
-        outs = PyTuple_Pack(1, m);
-        if (outs != NULL) {
-            PyObject *plain = PyTuple_GetSlice(m, 0, 3);
-            if (plain == NULL)
-                Py_CLEAR(outs);
-            else
-                Py_SETREF(PyTuple_GET_ITEM(outs, 0), plain);
+        if ((r = PyObject_RichCompareBool(shape, PyTuple_GET_ITEM(m0, 0), Py_EQ)) != 0) {
+            Py_SETREF(shape, Py_NewRef(PyTuple_GET_ITEM(m0, 0)));
+            if (r < 0) {
+                Py_DECREF(shape);
+                goto done;
+            }
         }
-        Py_DECREF(m);
+        /* (graph reads _outs as (shape, dtype, device) triples: a TensorMeta is one) */
+        PyObject *m = shape == PyTuple_GET_ITEM(m0, 0) && odt == PyTuple_GET_ITEM(m0, 1) ?
+            (Py_DECREF(shape), Py_NewRef(m0)) : meta_of(&PyTuple_Type, shape, odt);
+        outs = m == NULL ? NULL : PyTuple_Pack(1, m);
+        Py_XDECREF(m);
         if ((SLOT(node, N_OUTS) = outs) == NULL)
             goto done;
     }
     if (save_result) {
-        PyObject *al = PyObject_CallMethodNoArgs(out, s_alias), *v;
+        PyObject *al = saved_output(out, res, odt);
         if (al == NULL)
             goto done;
-        v = version_of(out);
-        SLOT(node, N_RESULTS) = v ? Py_BuildValue("[(OO)]", al, v) : NULL;
+        /* (a new storage's version: 0) */
+        SLOT(node, N_RESULTS) = Py_BuildValue("[(OO)]", al, zero);
         Py_DECREF(al);
-        Py_XDECREF(v);
         if (SLOT(node, N_RESULTS) == NULL)
             goto done;
     }

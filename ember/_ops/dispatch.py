@@ -9,7 +9,7 @@ from .. import _dtype
 from .._backends import MetaBackend, backend
 from .._device import CPU
 from .._sparse import SparseOperand
-from .._storage import _root
+from .._storage import UntypedStorage, _root
 from .._tensor import Tensor
 from ..autograd import grad_mode
 from ..autograd.graph import (AT0, AT01, AT1, CopySlices, NotImplementedNode, OpNode,
@@ -362,6 +362,26 @@ def _finish(opdef, args, kwargs, tensors, res, dev, out):
     return tuple(outs) if multi else outs[0]
 
 
+def quick_view(opdef, src, *rest):
+    """``opdef(src, *rest)`` for a view op (``view=True``) on a plain cpu tensor when nothing
+    records it (no grad to track, no hooks): the same view ``_finish`` makes, without the
+    general path's flattening and checks (each full sum's backward expands its gradient this
+    way). Any other call, or one the op refuses, takes ``dispatch``."""
+    if type(src) is Tensor and src.device is CPU and not (src._requires_grad and
+                                                          _state.grad_enabled) and \
+            hooks.autocast is None and hooks.tracer is None and hooks.profiler is None:
+        try:
+            res = opdef.fwd(np, src._data, *rest)
+        except (ValueError, IndexError, TypeError, RuntimeError):
+            res = None      # (dispatch raises the op's error)
+        if type(res) is np.ndarray:
+            out = Tensor._wrap(res)
+            out._storage, out._base, out._view_fn = view_links(opdef, src, rest, {})
+            out._view_version = out._storage._version
+            return out
+    return dispatch(opdef, (src,) + rest, {})
+
+
 def view_links(opdef, src, rest, kwargs):
     """(storage, base, view_fn) for a view of ``src`` made by ``opdef(src, *rest, **kwargs)``:
     the view shares ``src``'s storage, and ``view_fn`` redoes it from the base."""
@@ -565,7 +585,7 @@ def _c_dispatch():
             "FLOAT": _dtype._FLOAT, "dtype": _dtype.dtype, "SimpleNode": graph.SimpleNode,
             "saved_hooks": graph._saved_hooks, "anomaly": graph.anomaly, "seq": graph._seq,
             "TensorMeta": graph.TensorMeta, "no_kwargs": graph._NO_KWARGS,
-            "no_edge": graph._NO_EDGE, "edge_of": edge_of})
+            "no_edge": graph._NO_EDGE, "edge_of": edge_of, "UntypedStorage": UntypedStorage})
     from ..autograd import engine
     c.init_engine({"AccumulateGrad": graph.AccumulateGrad, "apply": engine._apply,
                    "run_tensor_hooks": engine._run_tensor_hooks, "accumulate": engine._accumulate,

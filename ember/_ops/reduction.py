@@ -6,10 +6,12 @@ import numpy as np
 
 import ember
 
+from .dispatch import quick_view
 from .meta import empty, reduce_dims, reduce_shape
 from .pointwise import type_name
 from .registry import op
 from .samples import ErrorSample, Sample, const, dim_errors, make, reduce_samples
+from .shape import expand as _expand
 
 
 def _count(shape, dim):
@@ -90,7 +92,8 @@ nansum = _sum_like("nansum", "nansum", """Sum over ``dim`` treating nan as zero.
 @sum_.vjp()
 def _(g, input, dim=None, keepdim=False, *, dtype=None):
     # a full sum's 0-dim gradient expands as it is (no unsqueeze view per dim)
-    return (g if g._data.ndim == 0 else _keep(g, input, dim, keepdim)).expand(input._shape)
+    return quick_view(_expand, g if g._data.ndim == 0 else _keep(g, input, dim, keepdim),
+                      input._shape)
 
 
 sum_.errors = dim_errors() + [ErrorSample(Sample(const(3, 4), (0, -2)), RuntimeError,

@@ -134,6 +134,10 @@ t.samples = lambda dev, dt: [Sample(make((3, 4), dt)), Sample(make((3,), dt))]
 def expand(xp, input, *sizes):
     """Broadcast to ``sizes`` without copying (-1 keeps a dimension)."""
     sizes = _dims(sizes)
+    if input.ndim == 0 and type(input) is np.ndarray and input.flags.writeable and \
+            min(sizes, default=0) >= 0:
+        # a 0-dim array (each full sum's gradient) broadcasts with every stride 0
+        return np.ndarray(sizes, input.dtype, buffer=input, strides=(0,) * len(sizes))
     lead = len(sizes) - input.ndim
     if lead < 0:
         raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be "

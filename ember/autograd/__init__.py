@@ -1,5 +1,8 @@
 """Automatic differentiation: ``backward``, ``grad``, ``Function``, grad modes, anomaly
 detection, ``gradcheck``; ``functional`` loads on first use."""
+import numpy as np
+
+from .._device import CPU
 from . import graph  # noqa: F401
 from .anomaly_mode import detect_anomaly, set_detect_anomaly  # noqa: F401
 from .engine import run_backward
@@ -44,7 +47,7 @@ def _tensors(x):
 
 
 def _seed_grads(outputs, grad_outputs, create_graph):
-    creation = _lazy()[1]
+    tensor_mod, creation = _lazy()
     grads = []
     for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
         if g is None:
@@ -53,7 +56,14 @@ def _seed_grads(outputs, grad_outputs, create_graph):
             if not out.dtype.is_floating_point:
                 raise RuntimeError(f"grad can be implicitly created only for real scalar "
                                    f"outputs but got {out.dtype}")
-            grads.append(creation.ones_like(out))       # new and history-less: no detach needed
+            # new and history-less: no detach needed
+            if out.device is CPU and type(out._data) is np.ndarray:
+                # ones_like's cpu array, without its options' handling (once per backward)
+                seed = np.empty(out._data.shape, out._data.dtype)
+                seed.fill(1)
+                grads.append(tensor_mod.Tensor._wrap(seed))
+            else:
+                grads.append(creation.ones_like(out))
             continue
         elif not hasattr(g, "_data"):
             from .._ops.creation import tensor
