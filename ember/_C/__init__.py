@@ -17,6 +17,13 @@ _off = os.environ.get("EMBER_NO_C", "") not in ("", "0")
 def _load():
     import ctypes          # here, not at import: ``import ember`` stays cheap
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libember_kernels.so.1")
+    # libgomp's idle threads spin (~300k rounds) after every parallel region, and NumPy's
+    # OpenBLAS has its own thread pool: with as many threads as cores, the spinning starves
+    # BLAS's threads (causal attention at seq 4096, 2 threads on 2 cores: 620 ms, 29 ms with
+    # idle threads asleep at once). libgomp reads this when it loads, so it is set here, unless
+    # the user chose a wait policy.
+    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+        os.environ["GOMP_SPINCOUNT"] = "0"
     try:
         lib = ctypes.CDLL(path)
     except OSError:        # not built (or built for another machine): the NumPy path runs
