@@ -22,3 +22,14 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "cuda" in item.keywords:
                 item.add_marker(skip_cuda)
+
+
+@pytest.fixture(params=[1, 2], ids=lambda n: f"threads{n}")
+def threads(request):
+    """Run the test at 1 and at 2 threads (kernels split rows over ``ember.get_num_threads()``);
+    the value is the thread count."""
+    import ember
+    before = ember.get_num_threads()
+    ember.set_num_threads(request.param)
+    yield request.param
+    ember.set_num_threads(before)

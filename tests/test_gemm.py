@@ -19,12 +19,7 @@ TOL = {"float32": dict(rtol=1e-5, atol=1e-5), "float64": dict(rtol=1e-12, atol=1
        "int64": dict(rtol=0, atol=0), "int32": dict(rtol=0, atol=0)}
 
 
-@pytest.fixture(params=[1, 2], ids=lambda n: f"threads{n}", autouse=True)
-def threads(request):
-    before = ember.get_num_threads()
-    ember.set_num_threads(request.param)
-    yield request.param
-    ember.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("threads")   # each test at 1 and 2 threads
 
 
 # the kernel is there (built, and not turned off by EMBER_NO_C=1)

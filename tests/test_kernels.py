@@ -12,19 +12,12 @@ import ember
 from ember import _C
 
 F = ember.nn.functional
-pytestmark = pytest.mark.skipif(_C.kernel("softmax", np.dtype(np.float32)) is None,
-                                reason="C kernels not built, or EMBER_NO_C set")
+pytestmark = [pytest.mark.skipif(_C.kernel("softmax", np.dtype(np.float32)) is None,
+                                 reason="C kernels not built, or EMBER_NO_C set"),
+              pytest.mark.usefixtures("threads")]   # each test at 1 and 2 threads
 
 SHAPES = [(1,), (7,), (3, 1023), (2, 5, 7), (33, 64)]
 TOL = {"float32": dict(rtol=2e-5, atol=2e-6), "float64": dict(rtol=1e-12, atol=1e-13)}
-
-
-@pytest.fixture(params=[1, 2], ids=lambda n: f"threads{n}", autouse=True)
-def threads(request):
-    before = ember.get_num_threads()
-    ember.set_num_threads(request.param)
-    yield request.param
-    ember.set_num_threads(before)
 
 
 def _input(shape, dtype, noncontig, seed=0, scale=3.0):

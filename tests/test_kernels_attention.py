@@ -24,14 +24,6 @@ def tiles(request, monkeypatch):
     monkeypatch.setattr(_attention, "BLOCK", request.param[1])
 
 
-@pytest.fixture(params=[1, 2], ids=lambda n: f"threads{n}")
-def threads(request):
-    before = ember.get_num_threads()
-    ember.set_num_threads(request.param)
-    yield
-    ember.set_num_threads(before)
-
-
 def _run(arrays, kw):
     ts = [ember.tensor(a, requires_grad=True) for a in arrays]
     out = ember.nn.functional.scaled_dot_product_attention(*ts, **kw)

@@ -24,14 +24,6 @@ def reference_is_blockwise(monkeypatch):
     monkeypatch.setattr(_attention, "FLASH_MIN_SCORES", 0)
 
 
-@pytest.fixture(params=[1, 2], ids=lambda n: f"threads{n}")
-def threads(request):
-    before = ember.get_num_threads()
-    ember.set_num_threads(request.param)
-    yield
-    ember.set_num_threads(before)
-
-
 def _run(tensors, kw):
     ts = [t.detach().requires_grad_() for t in tensors]
     out = ember.nn.functional.scaled_dot_product_attention(*ts, **kw)

@@ -10,19 +10,12 @@ import ember
 from ember import _C
 from ember._ops import recurrent
 
-pytestmark = pytest.mark.skipif(
-    recurrent._layer_kernel("lstm_fwd", np, np.float32) is None,
-    reason="C kernels not built, EMBER_NO_C set, or no BLAS found")
+pytestmark = [
+    pytest.mark.skipif(recurrent._layer_kernel("lstm_fwd", np, np.float32) is None,
+                       reason="C kernels not built, EMBER_NO_C set, or no BLAS found"),
+    pytest.mark.usefixtures("threads")]     # each test at 1 and 2 threads
 
 TOL = {"float32": dict(rtol=2e-5, atol=2e-6), "float64": dict(rtol=1e-12, atol=1e-13)}
-
-
-@pytest.fixture(params=[1, 2], ids=lambda n: f"threads{n}", autouse=True)
-def threads(request):
-    before = ember.get_num_threads()
-    ember.set_num_threads(request.param)
-    yield request.param
-    ember.set_num_threads(before)
 
 
 def _lstm(dtype, H, **kw):
