@@ -14,14 +14,9 @@
 
 static inline float f32_from_bits(int32_t i) { float f; memcpy(&f, &i, 4); return f; }
 
-/* exp(x); exactly 0 below -87.33 (where the result would be denormal), inf above 88.72, NaN
- * stays NaN (the polynomial carries it). */
-static inline float exp_f32(float x) {
-    float xc = x < -87.3365448f ? -87.3365448f : x;
-    xc = xc > 88.7228394f ? 88.7228394f : xc;
-    float t = xc * 1.44269504088896341f + 12582912.0f;
-    float n = t - 12582912.0f;
-    int32_t ni = (int32_t)n;
+/* e^r for the reduced argument r = x - n ln2 (|r| <= ln2 / 2) of x clamped to [-87.34, 88.72]
+ * and rounded n: the part exp_f32 and exp_nonpos_f32 share. */
+static inline float exp_reduced_f32(float xc, float n) {
     float r = xc - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
     float z = r * r;
@@ -31,9 +26,18 @@ static inline float exp_f32(float x) {
     p = p * r + 4.1665795894E-2f;
     p = p * r + 1.6666665459E-1f;
     p = p * r + 5.0000001201E-1f;
-    p = p * z + r + 1.0f;
+    return p * z + r + 1.0f;
+}
+
+/* exp(x); exactly 0 below -87.33 (where the result would be denormal), inf above 88.72, NaN
+ * stays NaN (the polynomial carries it). */
+static inline float exp_f32(float x) {
+    float xc = x < -87.3365448f ? -87.3365448f : x;
+    xc = xc > 88.7228394f ? 88.7228394f : xc;
+    float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    int32_t ni = (int32_t)n;
     /* 2^n as 2^(n-1) * 2, so n = 128 (x near the top) does not overflow the exponent field */
-    float y = p * f32_from_bits((int32_t)(((uint32_t)ni + 126u) << 23)) * 2.0f;
+    float y = exp_reduced_f32(xc, n) * f32_from_bits((int32_t)(((uint32_t)ni + 126u) << 23)) * 2.0f;
     y = x < -87.3365448f ? 0.0f : y;
     return y;
 }
@@ -43,20 +47,9 @@ static inline float exp_f32(float x) {
  * fewer vector ops per element in GELU's forward. */
 static inline float exp_nonpos_f32(float x) {
     float xc = x < -87.3365448f ? -87.3365448f : x;
-    float t = xc * 1.44269504088896341f + 12582912.0f;
-    float n = t - 12582912.0f;
+    float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     int32_t ni = (int32_t)n;
-    float r = xc - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    float z = r * r;
-    float p = 1.9875691500E-4f;
-    p = p * r + 1.3981999507E-3f;
-    p = p * r + 8.3334519073E-3f;
-    p = p * r + 4.1665795894E-2f;
-    p = p * r + 1.6666665459E-1f;
-    p = p * r + 5.0000001201E-1f;
-    p = p * z + r + 1.0f;
-    float y = p * f32_from_bits((int32_t)(((uint32_t)ni + 127u) << 23));
+    float y = exp_reduced_f32(xc, n) * f32_from_bits((int32_t)(((uint32_t)ni + 127u) << 23));
     return x < -87.3365448f ? 0.0f : y;
 }
 
