@@ -147,6 +147,22 @@ def num_threads():
     return _config._state["threads"] or _config.get_num_threads()
 
 
+def with_one_blas_thread(fn, *args):
+    """``fn(*args, nt)`` for a kernel whose ``nt`` OpenMP threads each call BLAS, with BLAS on
+    one thread meanwhile: BLAS's own threads, woken per small GEMM inside OpenMP's, would
+    oversubscribe the cores and cost more than the GEMMs. Returns ``fn``'s result."""
+    from .. import _config
+    nt = num_threads()
+    setters = [s for f, s, _ in _config._controls() if f != "omp"] if nt > 1 else []
+    for setter in setters:
+        setter(1)
+    try:
+        return fn(*args, nt)
+    finally:
+        for setter in setters:
+            setter(nt)
+
+
 def ptr(a):
     """The data address of a NumPy array (or None), for a ctypes call."""
     return None if a is None else a.ctypes.data

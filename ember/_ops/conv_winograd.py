@@ -19,7 +19,7 @@ no C library or BLAS).
 """
 import numpy as np
 
-from .. import _C, _config
+from .. import _C
 from .._backends import blas
 
 _G = np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]])
@@ -55,16 +55,7 @@ def _padded(x, padding, osize):
 def _call(fn, *args):
     """Run the kernel with the thread count last; BLAS runs on one thread meanwhile (the
     kernel's threads each call it: see winograd.h)."""
-    nt = _C.num_threads()
-    blas_threads = [s for f, s, _ in _config._controls() if f != "omp"] if nt > 1 else []
-    for setter in blas_threads:
-        setter(1)
-    try:
-        status = fn(*args, nt)
-    finally:
-        for setter in blas_threads:
-            setter(nt)
-    if status != 0:
+    if _C.with_one_blas_thread(fn, *args) != 0:
         raise MemoryError("convolution: cannot allocate the Winograd kernel's buffers")
 
 

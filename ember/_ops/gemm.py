@@ -13,7 +13,8 @@ the rows becomes one large GEMM at any thread count.
 """
 import numpy as np
 
-from .. import _C, _config
+from .. import _C
+from .._C import with_one_blas_thread as _pinned
 from .._backends import blas
 
 _NO_T, _T = 111, 112
@@ -52,20 +53,6 @@ def _batch_stride(a, batch):
         size *= n
     step = step or 0
     return None if step % a.itemsize else step // a.itemsize
-
-
-def _pinned(fn, *args):
-    """Run ``fn(*args, nt)`` with BLAS on one thread while the kernel's ``nt`` threads each call
-    it: BLAS threads nested in OpenMP's oversubscribe the cores."""
-    nt = _C.num_threads()
-    setters = [s for f, s, _ in _config._controls() if f != "omp"] if nt > 1 else []
-    for setter in setters:
-        setter(1)
-    try:
-        fn(*args, nt)
-    finally:
-        for setter in setters:
-            setter(nt)
 
 
 def matmul(a, b):

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from .. import _C, _config
+from .. import _C
 from .._backends import blas
 
 MAX_KEYS = 1024     # keys per head up to which this path runs (2 x 32 x keys per thread)
@@ -65,20 +65,11 @@ def _run(name, inputs, outputs, lse, scale, causal):
         row[:len(o)] = o
     ld = np.array([s for _, _, s in ops], np.int64)
     gemm, ilp64 = blas.pointer(q.dtype)
-    nt = _C.num_threads()
-    # NOTE: each OpenMP thread calls BLAS on its own heads; BLAS's threads woken per small GEMM
-    # would cost more than the GEMMs (see conv_winograd._call), so BLAS runs on one meanwhile.
-    setters = [s for f, s, _ in _config._controls() if f != "omp"] if nt > 1 else []
-    for setter in setters:
-        setter(1)
-    try:
-        status = _C.kernel(name, q.dtype)(
-            base.ctypes.data, off.ctypes.data, ld.ctypes.data, lse.ctypes.data, nkv, nq // nkv,
-            q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1], scale,
-            0 if causal else k.shape[-2], gemm, ilp64, nt)
-    finally:
-        for setter in setters:
-            setter(nt)
+    # each OpenMP thread calls BLAS on its own heads
+    status = _C.with_one_blas_thread(
+        _C.kernel(name, q.dtype), base.ctypes.data, off.ctypes.data, ld.ctypes.data,
+        lse.ctypes.data, nkv, nq // nkv, q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1],
+        scale, 0 if causal else k.shape[-2], gemm, ilp64)
     if status != 0:
         raise MemoryError("scaled_dot_product_attention: cannot allocate the kernel's buffers")
 
