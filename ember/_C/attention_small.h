@@ -31,15 +31,8 @@ enum { AQ, AK, AV, AO, AG, ADQ, ADK, ADV };
 static void S(attn_gemm)(void *fn, int ilp64, int ta, int tb, int64_t m, int64_t n, int64_t k,
                          T alpha, const T *a, int64_t lda, const T *b, int64_t ldb, T beta, T *c,
                          int64_t ldc) {
-    int tra = ta ? 112 : 111, trb = tb ? 112 : 111;
-    if (ilp64)
-        ((void (*)(int, int, int, int64_t, int64_t, int64_t, T, const T *, int64_t, const T *,
-                   int64_t, T, T *, int64_t))fn)(101, tra, trb, m, n, k, alpha, a, lda, b, ldb,
-                                                 beta, c, ldc);
-    else
-        ((void (*)(int, int, int, int, int, int, T, const T *, int, const T *, int, T, T *,
-                   int))fn)(101, tra, trb, (int)m, (int)n, (int)k, alpha, a, (int)lda, b,
-                            (int)ldb, beta, c, (int)ldc);
+    S(blas_gemm)(fn, ilp64, ta ? 112 : 111, tb ? 112 : 111, m, n, k, alpha, a, lda, b, ldb,
+                 beta, c, ldc);
 }
 
 /* NOTE: `omp simd reduction(+)` keeps per-lane sums but adds the lanes at the end one by one

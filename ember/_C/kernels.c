@@ -77,6 +77,7 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #define PHI phi_cdf_f32
 #define SIGMOID sigmoid_f32
 #include "rowops.h"
+#include "blas_gemm.h"
 #include "winograd.h"
 #include "im2col.h"
 #include "attention.h"
@@ -101,6 +102,7 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #define PHI phi_cdf_f64
 #define SIGMOID sigmoid_f64
 #include "rowops.h"
+#include "blas_gemm.h"
 #include "winograd.h"
 #include "im2col.h"
 #include "attention.h"

@@ -122,14 +122,7 @@ static void S(lstm_mm_run)(const S(lstm_mm) *mm, int64_t M, const T *a, int64_t 
                            int64_t ldc, int nt) {
     int64_t K = mm->K, N = mm->N;
     if (mm->panels == NULL) {
-        if (mm->ilp64)
-            ((void (*)(int, int, int, int64_t, int64_t, int64_t, T, const T *, int64_t,
-                       const T *, int64_t, T, T *, int64_t))mm->gemm)(
-                101, 111, 111, M, N, K, 1, a, lda, mm->w, N, 0, out, ldc);
-        else
-            ((void (*)(int, int, int, int, int, int, T, const T *, int, const T *, int, T, T *,
-                       int))mm->gemm)(101, 111, 111, (int)M, (int)N, (int)K, 1, a, (int)lda,
-                                      mm->w, (int)N, 0, out, (int)ldc);
+        S(blas_gemm)(mm->gemm, mm->ilp64, 111, 111, M, N, K, 1, a, lda, mm->w, N, 0, out, ldc);
         return;
     }
     int64_t np = (N + LSTM_NR - 1) / LSTM_NR;

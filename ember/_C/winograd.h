@@ -14,14 +14,7 @@
 static void S(wino_gemm)(void *fn, int ilp64, int ta, int tb, int64_t m, int64_t n, int64_t k,
                          const T *a, int64_t lda, const T *b, int64_t ldb, int acc, T *out,
                          int64_t ldc) {
-    if (ilp64)
-        ((void (*)(int, int, int, int64_t, int64_t, int64_t, T, const T *, int64_t, const T *,
-                   int64_t, T, T *, int64_t))fn)(101, ta, tb, m, n, k, 1, a, lda, b, ldb,
-                                                 acc ? 1 : 0, out, ldc);
-    else
-        ((void (*)(int, int, int, int, int, int, T, const T *, int, const T *, int, T, T *,
-                   int))fn)(101, ta, tb, (int)m, (int)n, (int)k, 1, a, (int)lda, b, (int)ldb,
-                            acc ? 1 : 0, out, (int)ldc);
+    S(blas_gemm)(fn, ilp64, ta, tb, m, n, k, 1, a, lda, b, ldb, acc ? 1 : 0, out, ldc);
 }
 
 #define WINO_JB 64      /* tiles of a tile row per pass: the staging rows stay in L1 */
