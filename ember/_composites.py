@@ -141,7 +141,7 @@ def _scatter_into(name, view):
 def where(self, condition, other):
     """``self`` where ``condition`` holds, else ``other`` (``ember.where(condition, self,
     other)``: the tensor is the value, not the condition)."""
-    from ._ops.pointwise import where as _where
+    from ._ops.pointwise_logic import where as _where
     return _where(condition, self, other)
 
 

@@ -233,7 +233,8 @@ def histogramdd(input, bins, *, range=None, weight=None, density=False):
     import collections
 
     from ._ops.pointwise import type_name
-    from ._ops.statistics import _linspace, sort_key
+    from ._ops.counting import _linspace
+    from ._ops.sorting import sort_key
     if input.dtype.category != _dtype._FLOAT:
         raise NotImplementedError(f"\"histogramdd\" not implemented for "
                                   f"'{type_name(input.dtype.name)}'")

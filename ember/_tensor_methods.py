@@ -7,6 +7,7 @@ import numpy as np
 from . import _dtype
 from ._device import CPU
 from ._ops import indexing, linalg, pointwise, reduction, registry, shape
+from ._ops import pointwise_logic as logic
 from ._ops import random as _random
 from ._ops.creation import _size, empty, full, ones, zeros
 from ._ops.dispatch import (OPERANDS, broadcast_clash, check_no_overlap, dispatch,
@@ -98,18 +99,18 @@ OPERATORS = {
     "__rshift__": _by_name("bitwise_right_shift"),
     "__rrshift__": _by_name("bitwise_right_shift", True),
     "__irshift__": _by_name("bitwise_right_shift", inplace=True),
-    "__eq__": _binary(pointwise.eq), "__ne__": _binary(pointwise.ne),
-    "__lt__": _binary(pointwise.lt), "__le__": _binary(pointwise.le),
-    "__gt__": _binary(pointwise.gt), "__ge__": _binary(pointwise.ge),
-    "__and__": _binary(pointwise.bitwise_and), "__rand__": _binary(pointwise.bitwise_and, True),
-    "__iand__": _inplace(pointwise.bitwise_and),
-    "__or__": _binary(pointwise.bitwise_or), "__ror__": _binary(pointwise.bitwise_or, True),
-    "__ior__": _inplace(pointwise.bitwise_or),
-    "__xor__": _binary(pointwise.bitwise_xor), "__rxor__": _binary(pointwise.bitwise_xor, True),
-    "__ixor__": _inplace(pointwise.bitwise_xor),
+    "__eq__": _binary(logic.eq), "__ne__": _binary(logic.ne),
+    "__lt__": _binary(logic.lt), "__le__": _binary(logic.le),
+    "__gt__": _binary(logic.gt), "__ge__": _binary(logic.ge),
+    "__and__": _binary(logic.bitwise_and), "__rand__": _binary(logic.bitwise_and, True),
+    "__iand__": _inplace(logic.bitwise_and),
+    "__or__": _binary(logic.bitwise_or), "__ror__": _binary(logic.bitwise_or, True),
+    "__ior__": _inplace(logic.bitwise_or),
+    "__xor__": _binary(logic.bitwise_xor), "__rxor__": _binary(logic.bitwise_xor, True),
+    "__ixor__": _inplace(logic.bitwise_xor),
     "__neg__": lambda self: dispatch(pointwise.neg, (self,), _E),
     "__abs__": lambda self: dispatch(pointwise.abs, (self,), _E),
-    "__invert__": lambda self: dispatch(pointwise.bitwise_not, (self,), _E),
+    "__invert__": lambda self: dispatch(logic.bitwise_not, (self,), _E),
     "__pos__": lambda self: self if self.dtype is not _dtype.bool_ else _no_bool_pos(),
 }
 

@@ -305,7 +305,7 @@ SCALARS = [2, 2.5, True, -3, 1 + 1j]
 BINARY = [O.add, O.sub, O.mul, O.truediv, O.pow, O.matmul, O.and_, O.or_, O.xor, O.eq, O.ne,
           O.lt, O.le, O.gt, O.ge]
 INPLACE = [O.iadd, O.isub, O.imul, O.itruediv, O.ipow, O.iand, O.ior, O.ixor]
-# NOTE: differences owned by the op definitions in ember/_ops/pointwise.py, kept visible:
+# NOTE: differences owned by the op definitions in ember/_ops/pointwise*.py, kept visible:
 # torch refuses any bool operand of `-` and bool ** bool, computes int ** negative int
 # (NumPy refuses), and raises NotImplementedError (a RuntimeError) for bitwise ops on floats.
 KNOWN = {("sub", "bool"), ("pow", "bool"), ("pow", "i64"), ("pow", "u8"), ("pow", "i32_0d"),

@@ -3,9 +3,9 @@
 import functools
 import warnings
 
-from . import (closeness, complex, creation, indexing, joining, linalg, mutation,  # noqa: F401
-               nn, nn_rows, pointwise, pointwise_binary, pointwise_math, pointwise_numeric,
-               random, reduction, shape)
+from . import (closeness, complex, creation, indexing, joining, linalg, nn,  # noqa: F401
+               nn_rows, pointwise, pointwise_binary, pointwise_logic, pointwise_math,
+               pointwise_numeric, random, reduction, reorder, scatter, selection, shape)
 # (aliased: the name ``dispatch`` stays the submodule, which `from . import dispatch` expects)
 from .dispatch import dispatch as _dispatch
 from .dispatch import dispatch_inplace as _dispatch_inplace

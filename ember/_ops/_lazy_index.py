@@ -117,25 +117,53 @@ INDEX = {
     },
     'statistics': {
         'ops': (
-            '_quantile_plan', 'bincount', 'cummax', 'cummin', 'diff', 'histc', 'histogram',
-            'logcumsumexp', 'median', 'mode', 'nanmedian', 'nanquantile', 'quantile', 'unique',
-            'unique_consecutive',
+            '_quantile_plan', 'median', 'mode', 'nanmedian', 'nanquantile', 'quantile',
         ),
         'functions': (
-            'bincount', 'cummax', 'cummin', 'diff', 'histc', 'histogram', 'logcumsumexp', 'median',
-            'mode', 'nanmedian', 'nanquantile', 'quantile', 'unique', 'unique_consecutive',
+            'median', 'mode', 'nanmedian', 'nanquantile', 'quantile',
         ),
         'methods': (
-            'bincount', 'cummax', 'cummin', 'diff', 'histc', 'histogram', 'logcumsumexp', 'median',
-            'mode', 'nanmedian', 'nanquantile', 'quantile', 'unique', 'unique_consecutive',
+            'median', 'mode', 'nanmedian', 'nanquantile', 'quantile',
+        ),
+    },
+    'scans': {
+        'ops': (
+            'cummax', 'cummin', 'diff', 'logcumsumexp',
+        ),
+        'functions': (
+            'cummax', 'cummin', 'diff', 'logcumsumexp',
+        ),
+        'methods': (
+            'cummax', 'cummin', 'diff', 'logcumsumexp',
+        ),
+    },
+    'counting': {
+        'ops': (
+            'bincount', 'histc', 'histogram', 'unique', 'unique_consecutive',
+        ),
+        'functions': (
+            'bincount', 'histc', 'histogram', 'unique', 'unique_consecutive',
+        ),
+        'methods': (
+            'bincount', 'histc', 'histogram', 'unique', 'unique_consecutive',
         ),
     },
     'conv': {
         'ops': (
-            '_adaptive_max_pool_nd', '_max_pool_nd', 'constant_pad_nd', 'convolution',
+            'convolution',
         ),
         'functions': (
-            'constant_pad_nd', 'convolution',
+            'convolution',
+        ),
+        'methods': (
+        ),
+    },
+    'pooling': {
+        'ops': (
+            '_adaptive_max_pool_nd', '_max_pool_nd', 'constant_pad_nd',
+        ),
+        'functions': (
+            'constant_pad_nd',
         ),
         'methods': (
         ),

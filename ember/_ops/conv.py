@@ -1,4 +1,4 @@
-"""Convolution, constant padding and max pooling: the ops with a windowed NumPy forward.
+"""Convolution, the op with a windowed NumPy forward (as max pooling, in pooling.py).
 
 ``convolution`` is torch's N-d primitive (plain and transposed, with groups). Its forward is
 im2col on a strided window view plus one batched matmul over the groups; its backward is
@@ -14,8 +14,6 @@ in ember/nn/_resample_functional.py.
 import math
 
 import numpy as np
-
-import ember
 
 from .._backends import blas
 from .._tensor import Tensor
@@ -40,14 +38,17 @@ def _windows(xp, x, ksize, stride, dilation, osize):
 
 
 def _pad(xp, x, lo, hi, value=0):
-    """``x`` with its trailing ``len(lo)`` dims grown by ``lo``/``hi`` (>= 0) cells of
-    ``value``."""
+    """``x`` with its trailing ``len(lo)`` dims grown by ``lo``/``hi`` cells of ``value``
+    (cropped where negative); ``x`` itself when there is nothing to pad."""
     if not any(lo) and not any(hi):
         return x
     nd = len(lo)
-    shape = x.shape[:-nd] + tuple(s + a + b for s, a, b in zip(x.shape[-nd:], lo, hi))
-    out = xp.full(shape, value, x.dtype)
-    out[(Ellipsis,) + tuple(slice(a, a + s) for a, s in zip(lo, x.shape[-nd:]))] = x
+    size = x.shape[x.ndim - nd:]
+    new = tuple(s + a + b for s, a, b in zip(size, lo, hi))
+    out = xp.full(x.shape[:x.ndim - nd] + new, value, x.dtype)
+    src = tuple(slice(max(-a, 0), s - max(-b, 0)) for s, a, b in zip(size, lo, hi))
+    dst = tuple(slice(max(a, 0), m - max(b, 0)) for m, a, b in zip(new, lo, hi))
+    out[(Ellipsis,) + dst] = x[(Ellipsis,) + src]
     return out
 
 
@@ -402,227 +403,3 @@ def _conv_samples(dev, dt):
 
 convolution.samples = _conv_samples
 convolution.tol = {"bfloat16": (2e-2, 5e-2)}
-
-
-# ---- constant padding ----------------------------------------------------------------------
-
-def _pad_pairs(ndim, pad):
-    """torch's pad list (last dim first, (before, after) pairs) as per-dim (lo, hi) over the
-    trailing dims."""
-    if len(pad) % 2:
-        raise RuntimeError(f"Padding length must be divisible by 2, got {len(pad)}")
-    n = len(pad) // 2
-    if n > ndim:
-        raise RuntimeError(f"Padding length should be less than or equal to two times the "
-                           f"input dimension but got padding length {len(pad)} and input of "
-                           f"dimension {ndim}")
-    lo = tuple(pad[2 * (n - 1 - i)] for i in range(n))
-    hi = tuple(pad[2 * (n - 1 - i) + 1] for i in range(n))
-    return lo, hi
-
-
-@op("constant_pad_nd", method=False)
-def constant_pad_nd(xp, input, pad, value=0):
-    """``input`` with its last ``len(pad) // 2`` dims padded by ``value`` (negative pads crop).
-
-    Example:
-        >>> import ember
-        >>> ember.constant_pad_nd(ember.ones(2), (1, 2))
-        tensor([0., 1., 1., 0., 0.])
-    """
-    lo, hi = _pad_pairs(input.ndim, pad)
-    nd = len(lo)
-    size = input.shape[input.ndim - nd:]
-    new = tuple(s + a + b for s, a, b in zip(size, lo, hi))
-    for s, a, b, m in zip(size, lo, hi, new):
-        if m < 0:
-            raise RuntimeError(f"The input size {s}, plus negative padding {a} and {b} "
-                               f"resulted in a negative output size, which is invalid. Check "
-                               f"dimension of your input.")
-    out = xp.full(input.shape[:input.ndim - nd] + new, value, input.dtype)
-    src = tuple(slice(max(-a, 0), s - max(-b, 0)) for s, a, b in zip(size, lo, hi))
-    dst = tuple(slice(max(a, 0), m - max(b, 0)) for m, a, b in zip(new, lo, hi))
-    out[(Ellipsis,) + dst] = input[(Ellipsis,) + src]
-    return out
-
-
-constant_pad_nd.vjp()(lambda g, input, pad, value=0: constant_pad_nd(g, [-p for p in pad]))
-
-
-def _constant_pad_meta(x, pad, value=0):
-    lo, hi = _pad_pairs(x.ndim, pad)
-    lead = x.shape[:x.ndim - len(lo)]
-    return empty(lead + tuple(s + a + b for s, a, b in zip(x.shape[len(lead):], lo, hi)),
-                 x.dtype)
-
-
-constant_pad_nd.meta = _constant_pad_meta
-constant_pad_nd.samples = lambda dev, dt: [
-    Sample(make((3, 4), dt), (1, 2)), Sample(make((2, 3, 4), dt), (0, 1, 2, -1)),
-    Sample(make((2, 3, 4), dt), (-1, 1, 0, 0, 1, 1)), Sample(make((3, 4), dt), (2, 2), 1)]
-
-
-# ---- max pooling ---------------------------------------------------------------------------
-
-def pool_output_size(size, k, stride, padding, dilation, ceil_mode):
-    """torch's pooling output length: the last window must start inside the (left-padded)
-    input when ``ceil_mode`` rounds up."""
-    num = size + 2 * padding - dilation * (k - 1) - 1
-    out = (-(-num // stride) if ceil_mode else num // stride) + 1
-    if ceil_mode and (out - 1) * stride >= size + padding:
-        out -= 1
-    return out
-
-
-def check_pool_output(name, shape, osize):
-    """torch's error for a pooling whose output would be empty."""
-    if min(osize, default=1) <= 0:
-        shape = tuple(shape[len(shape) - len(osize) - 1:])       # torch leaves out the batch
-        lead = shape[:1]
-        raise RuntimeError(f"{name}: Given input size: ({'x'.join(map(str, shape))}). "
-                           f"Calculated output size: ({'x'.join(map(str, lead + osize))}). "
-                           "Output size is too small")
-
-
-def _lowest(x):
-    return -np.inf if x.dtype.kind in "fc" or x.dtype.itemsize < 4 and x.dtype.kind not in \
-        "iub" else np.iinfo(x.dtype).min
-
-
-def _argmax_windows(xp, flat, osize, positions):
-    """Values and flat input indices of each window's max: ``flat`` is (*lead, *osize, taps);
-    ``positions(arg)`` maps the tap numbers to per-dim input coordinates."""
-    # NOTE: argmax picks the first maximum, as torch does, but the first NaN where torch's
-    # kernels keep the last one (only the index differs)
-    arg = flat.argmax(-1)
-    out = xp.take_along_axis(flat, arg[..., None], -1)[..., 0]
-    return out, positions(arg)
-
-
-def _flat_index(coords, size):
-    idx = 0
-    for c, s in zip(coords, size):
-        idx = idx * s + c
-    return idx.astype(np.int64)
-
-
-@op("_max_pool_nd", method=False, function=False, nondiff_outputs=(1,))
-def max_pool_nd(xp, input, kernel_size, stride, padding, dilation, ceil_mode):
-    """Max pooling over the trailing ``len(kernel_size)`` dims: (values, flat indices into the
-    pooled dims of the input), as ``nn.functional.max_pool*d(..., return_indices=True)``."""
-    nd = len(kernel_size)
-    size = input.shape[input.ndim - nd:]
-    osize = tuple(pool_output_size(n, k, s, p, d, ceil_mode) for n, k, s, p, d in zip(
-        size, kernel_size, stride, padding, dilation))
-    check_pool_output(f"max_pool{nd}d", input.shape, osize)
-    hi = tuple(max(p, (o - 1) * s + d * (k - 1) + 1 - n - p) for o, s, d, k, n, p in zip(
-        osize, stride, dilation, kernel_size, size, padding))
-    x = _pad(xp, input, padding, hi, _lowest(input))
-    win = _windows(xp, x, kernel_size, stride, dilation, osize)       # (*lead, *osize, *k)
-    lead = (slice(None),) * (win.ndim - nd)
-    # NOTE: branch-free passes over the output (a masked copy per tap is several times slower):
-    # the max first, then the tap index by torch's rule, a later value wins if greater or NaN,
-    # so the first maximum, or the last NaN
-    views = [win[lead + tap] for tap in _taps(kernel_size)]
-    best = views[0].copy()
-    for v in views[1:]:
-        xp.maximum(best, v, out=best)
-    arg = xp.zeros(best.shape, np.int64)
-    for j in range(len(views) - 1, -1, -1):
-        arg += (views[j] == best) * (j - arg)
-    if best.dtype.kind not in "iub" and xp.isnan(best).any():
-        for j, v in enumerate(views):
-            arg += (v != v) * (j - arg)
-    strides = _flat_strides(size)
-    offsets = xp.asarray([sum(t * d * st for t, d, st in zip(tap, dilation, strides))
-                          for tap in _taps(kernel_size)])
-    base = sum(xp.arange(o).reshape((o,) + (1,) * (nd - 1 - i)) * (s * st) - p * st
-               for i, (o, s, p, st) in enumerate(zip(osize, stride, padding, strides)))
-    return best, base + xp.take(offsets, arg)
-
-
-def _adaptive_windows(size, out):
-    """Per-output-cell input indices of adaptive pooling along one dim, (out, longest window);
-    short windows repeat their last index (harmless for a max)."""
-    o = np.arange(out)
-    start, end = (o * size) // out, -((-(o + 1) * size) // out)
-    return np.minimum(start[:, None] + np.arange((end - start).max()), end[:, None] - 1)
-
-
-@op("_adaptive_max_pool_nd", method=False, function=False, nondiff_outputs=(1,))
-def adaptive_max_pool_nd(xp, input, output_size):
-    """Adaptive max pooling over the trailing ``len(output_size)`` dims: (values, flat
-    indices), as ``nn.functional.adaptive_max_pool*d(..., return_indices=True)``."""
-    nd = len(output_size)
-    size = input.shape[input.ndim - nd:]
-    idx = [_adaptive_windows(s, o) for s, o in zip(size, output_size)]
-    # input[..., i0[:, :, None, None], i1[None, None]] is (*lead, o0, k0, o1, k1)
-    g = input[(Ellipsis,) + tuple(xp.asarray(a.reshape((1, 1) * i + a.shape + (1, 1) * (
-        nd - 1 - i))) for i, a in enumerate(idx))]
-    lead = input.ndim - nd
-    g = g.transpose(tuple(range(lead)) + tuple(range(lead, lead + 2 * nd, 2)) +
-                    tuple(range(lead + 1, lead + 2 * nd, 2)))
-    flat = g.reshape(g.shape[:lead + nd] + (-1,))
-
-    def positions(arg):
-        taps = xp.unravel_index(arg, tuple(a.shape[1] for a in idx))
-        return _flat_index([xp.asarray(a)[xp.arange(a.shape[0]).reshape(
-            (-1,) + (1,) * (nd - 1 - i)), t] for i, (a, t) in enumerate(zip(idx, taps))], size)
-    return _argmax_windows(xp, flat, tuple(output_size), positions)
-
-
-def max_unpool_grad(g, indices, in_shape, nd, accumulate=True):
-    """Scatter ``g`` (*lead, *out) into zeros of ``in_shape`` at the flat ``indices`` of the
-    trailing ``nd`` dims (adding where windows overlap); the backward of max pooling and the
-    forward of max unpooling."""
-    lead = tuple(in_shape[:len(in_shape) - nd])
-    m = math.prod(lead)
-    z = ember.zeros((m, math.prod(in_shape[len(lead):])), dtype=g.dtype, device=g.device)
-    src, idx = g.reshape(m, -1), indices.reshape(m, -1)
-    out = z.scatter_add(1, idx, src) if accumulate else z.scatter(1, idx, src)
-    return out.reshape(tuple(in_shape))
-
-
-@max_pool_nd.vjp(save=("result",))
-def _(g, input, kernel_size, stride, padding, dilation, ceil_mode, result=None):
-    # windows that cannot overlap give unique indices: a plain scatter, no accumulation
-    overlap = any(s < d * (k - 1) + 1 for s, d, k in zip(stride, dilation, kernel_size))
-    return max_unpool_grad(g[0], result[1], input.shape, len(kernel_size), overlap)
-
-
-@adaptive_max_pool_nd.vjp(save=("result",))
-def _(g, input, output_size, result=None):
-    return max_unpool_grad(g[0], result[1], input.shape, len(output_size))
-
-
-def _pool_meta(x, kernel_size, stride, padding, dilation, ceil_mode):
-    nd = len(kernel_size)
-    osize = tuple(pool_output_size(*a, ceil_mode) for a in zip(
-        x.shape[x.ndim - nd:], kernel_size, stride, padding, dilation))
-    check_pool_output(f"max_pool{nd}d", x.shape, osize)
-    shape = x.shape[:x.ndim - nd] + osize
-    return empty(shape, x.dtype), empty(shape, np.int64)
-
-
-def _adaptive_meta(x, output_size):
-    shape = x.shape[:x.ndim - len(output_size)] + tuple(output_size)
-    return empty(shape, x.dtype), empty(shape, np.int64)
-
-
-max_pool_nd.meta, adaptive_max_pool_nd.meta = _pool_meta, _adaptive_meta
-max_pool_nd.torch_fn = "nn.functional.max_pool2d_with_indices"
-adaptive_max_pool_nd.torch_fn = "nn.functional.adaptive_max_pool2d_with_indices"
-# distinct values keep the argmax (and so the gradient) away from ties
-max_pool_nd.samples = lambda dev, dt: [
-    Sample(_distinct((2, 3, 7, 6), dt), (3, 2), (2, 1), (1, 0), (1, 2), False),
-    Sample(_distinct((3, 5, 5), dt), (2, 2), (2, 2), (1, 1), (1, 1), True),
-    Sample(_distinct((1, 2, 8, 7), dt), (3, 3), (3, 2), (1, 1), (2, 1), True)] \
-    if dt.name in ("float32", "float64") else []
-adaptive_max_pool_nd.samples = lambda dev, dt: [
-    Sample(_distinct((2, 3, 7, 6), dt), (3, 4)), Sample(_distinct((3, 5, 5), dt), (5, 2)),
-    Sample(_distinct((1, 2, 4, 9), dt), (1, 1))] if dt.name in ("float32", "float64") else []
-
-
-def _distinct(shape, dt):
-    n = math.prod(shape)
-    return (np.random.default_rng(len(shape)).permutation(n).reshape(shape) / n).astype(dt.np)

@@ -12,7 +12,7 @@ import ember
 
 from .dispatch import _broadcast_error
 from .meta import empty
-from .mutation import _tname
+from .pointwise import type_name
 from .registry import op
 from .samples import ErrorSample, Sample, const, dtype_error, make
 from .shape import _diag_embed_like, _index_embed, cat
@@ -88,7 +88,7 @@ def _split_bounds(input, sections, dim):
     if hasattr(sections, "dtype"):
         if sections.dtype != np.int64:
             raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to have dtype "
-                               f"of long, but got {_tname(sections)}")
+                               f"of long, but got {type_name(sections.dtype)}")
         sections = int(sections) if sections.ndim == 0 else [int(i) for i in sections]
     n = input.shape[dim]
     if isinstance(sections, int):

@@ -23,7 +23,8 @@ from .registry import get
 # in dependency order (a family imports those it builds on: bessel and polynomials use special,
 # decompositions uses solvers...), so each name is indexed under the family defining it
 FAMILIES = ("special", "bessel", "polynomials", "solvers", "decompositions", "linalg_functions",
-            "fft", "sparse", "sorting", "statistics", "conv", "recurrent", "einsum")
+            "fft", "sparse", "sorting", "statistics", "scans", "counting", "conv", "pooling",
+            "recurrent", "einsum")
 
 _installed = set()
 _lock = _thread.RLock()     # (re-entrant: a family's import may reach another's ops)

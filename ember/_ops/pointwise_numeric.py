@@ -7,7 +7,8 @@ import numpy as np
 import ember
 
 from .meta import broadcast_meta, empty
-from .pointwise import _int_only, reject
+from .pointwise import reject
+from .pointwise_logic import _int_only
 from .pointwise_binary import _tensor_samples
 from .registry import op
 from .samples import ErrorSample, Sample, binary_samples, const, dtype_error, make, unary_samples

@@ -2,8 +2,8 @@
 _resample_functional.py, normalization layers and distances in _norm_functional.py).
 
 The windowed ops (``convolution``, ``constant_pad_nd``, max pooling) are OpDefs in
-ember/_ops/conv.py; everything here is a composition of ember ops, so autograd (double
-backward included) needs no new rules.
+ember/_ops/conv.py and pooling.py; everything here is a composition of ember ops, so autograd
+(double backward included) needs no new rules.
 """
 import math
 import numbers
@@ -13,6 +13,7 @@ import numpy as np
 import ember
 
 from .._ops import conv as _C
+from .._ops import pooling as _P
 from .._ops.dispatch import dispatch
 from ..amp.autocast_mode import autocast_policy
 
@@ -188,11 +189,11 @@ def pad(input, pad, mode="constant", value=None):
         tensor([[[-1.,  0.,  1.,  2., -1.]]])
     """
     if mode == "constant":
-        return dispatch(_C.constant_pad_nd, (input, tuple(pad), 0 if value is None else value),
+        return dispatch(_P.constant_pad_nd, (input, tuple(pad), 0 if value is None else value),
                         _E)
     if mode not in ("reflect", "replicate", "circular"):
         raise NotImplementedError(f"Unrecognised padding mode {mode}")
-    lo, hi = _C._pad_pairs(input.dim(), pad)
+    lo, hi = _P._pad_pairs(input.dim(), pad)
     nd = len(lo)
     if input.dim() not in (nd + 1, nd + 2) or nd > 3:
         raise NotImplementedError(f"Only 2D, 3D, 4D, 5D padding with non-constant padding are "
@@ -230,7 +231,7 @@ def _max_pool(nd):
                      return_indices=False):
         k, s, p, d = _pool_args(input, kernel_size, stride, padding, dilation, nd,
                                 f"max_pool{nd}d")
-        return dispatch(_C.max_pool_nd, (input, k, s, p, d, bool(ceil_mode)), _E)
+        return dispatch(_P.max_pool_nd, (input, k, s, p, d, bool(ceil_mode)), _E)
 
     def max_pool(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                  return_indices=False):
@@ -278,9 +279,9 @@ def _avg_pool_nd(input, kernel_size, stride, padding, ceil_mode, count_include_p
                  divisor_override, nd, name):
     k, s, p, _ = _pool_args(input, kernel_size, stride, padding, 1, nd, name)
     lead, size = tuple(input.shape[:-nd]), tuple(input.shape[-nd:])
-    osize = tuple(_C.pool_output_size(n, kk, ss, pp, 1, ceil_mode)
+    osize = tuple(_P.pool_output_size(n, kk, ss, pp, 1, ceil_mode)
                   for n, kk, ss, pp in zip(size, k, s, p))
-    _C.check_pool_output(name, tuple(input.shape), osize)
+    _P.check_pool_output(name, tuple(input.shape), osize)
     # window sums are a convolution with a ones kernel (channels folded into the batch)
     x = input.reshape((-1, 1) + size)
     extra = [max(0, (o - 1) * ss + kk - (n + 2 * pp)) for o, ss, kk, n, pp in zip(
@@ -423,7 +424,7 @@ adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d = (
 def _adaptive_max(nd):
     def with_indices(input, output_size, return_indices=False):
         osize = _adaptive_size(input, output_size, nd, f"adaptive_max_pool{nd}d")
-        return dispatch(_C.adaptive_max_pool_nd, (input, osize), _E)
+        return dispatch(_P.adaptive_max_pool_nd, (input, osize), _E)
 
     def adaptive_max_pool(input, output_size, return_indices=False):
         out, idx = with_indices(input, output_size)
@@ -462,7 +463,7 @@ def _max_unpool(nd):
             osize = tuple((n - 1) * ss - 2 * pp + kk for n, ss, pp, kk in zip(size, s, p, k))
         else:
             osize = tuple(output_size)[-nd:]
-        return _C.max_unpool_grad(input, indices, tuple(input.shape[:-nd]) + osize, nd,
+        return _P.max_unpool_grad(input, indices, tuple(input.shape[:-nd]) + osize, nd,
                                   accumulate=False)
     max_unpool.__name__ = f"max_unpool{nd}d"
     max_unpool.__doc__ = f"""Inverse of ``max_pool{nd}d``: each value goes to its index, the

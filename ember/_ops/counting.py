@@ -1,0 +1,276 @@
+"""Counting values: unique and unique_consecutive, bincount, histc, histogram."""
+import numpy as np
+
+from .meta import empty
+from .pointwise import type_name
+from .registry import op
+from .samples import ErrorSample, Sample, const, make
+from .sorting import axis_of, sort_key
+
+
+
+def _unique_rows(xp, x, dim):
+    """``(x, moved)``: ``x`` as a 2-d array of rows along ``dim`` (elements when None)."""
+    if dim is None:
+        return x.reshape(-1, 1)
+    moved = xp.moveaxis(x.reshape(x.shape or (1,)), axis_of(dim, x.ndim), 0)
+    if moved.size == 0 and moved.shape[0]:
+        raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique "
+                           "cannot be applied")
+    return moved.reshape(moved.shape[0], moved[:1].size)
+
+
+def _unique_result(xp, input, rows, keep, inverse, counts, dim, return_inverse, return_counts):
+    """Assemble torch's result: the kept rows (reshaped back), then inverse and counts."""
+    if dim is None:
+        vals = rows[keep, 0]
+        inverse = inverse.reshape(input.shape)
+    else:
+        axis = axis_of(dim, input.ndim)
+        moved = xp.moveaxis(input, axis, 0)
+        vals = xp.moveaxis(rows[keep].reshape((-1,) + moved.shape[1:]), 0, axis)
+    out = (vals,) + (inverse.astype(np.int64),) * return_inverse + \
+        (counts.astype(np.int64),) * return_counts
+    return out if len(out) > 1 else out[0]
+
+
+def _no_complex_unique(x):
+    if x.dtype.kind == "c":
+        raise NotImplementedError(f"\"unique\" not implemented for '{type_name(x.dtype)}'")
+
+
+@op("unique", differentiable=False)
+def unique(xp, input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """The distinct elements (or slices along ``dim``) in ascending order, with optionally the
+    index of each input element in them and how often each occurs. Always sorted, as torch's
+    CPU kernel.
+
+    Example:
+        >>> ember.unique(ember.tensor([3, 1, 3, 2]), return_counts=True)
+        (tensor([1, 2, 3]), tensor([1, 1, 2]))
+    """
+    _no_complex_unique(input)
+    rows = _unique_rows(xp, input, dim)
+    n = rows.shape[0]
+    # rows in lexicographic order (lexsort takes the most significant key last)
+    order = xp.lexsort(sort_key(rows).T[::-1]) if rows.shape[1] else xp.arange(n)
+    s = rows[order]
+    starts = xp.ones(n, bool)
+    starts[1:] = (s[1:] != s[:-1]).any(1)
+    group = xp.cumsum(starts) - 1
+    inverse = xp.empty(n, np.int64)
+    inverse[order] = group
+    counts = xp.diff(xp.append(xp.flatnonzero(starts), n))
+    return _unique_result(xp, input, rows, order[starts], inverse, counts, dim, return_inverse,
+                          return_counts)
+
+
+@op("unique_consecutive", differentiable=False)
+def unique_consecutive(xp, input, return_inverse=False, return_counts=False, dim=None):
+    """Collapse each run of equal consecutive elements (or slices along ``dim``) to one.
+
+    Example:
+        >>> ember.unique_consecutive(ember.tensor([1, 1, 2, 2, 1]))
+        tensor([1, 2, 1])
+    """
+    _no_complex_unique(input)
+    rows = _unique_rows(xp, input, dim)
+    n = rows.shape[0]
+    starts = xp.ones(n, bool)
+    starts[1:] = (rows[1:] != rows[:-1]).any(1)
+    counts = xp.diff(xp.append(xp.flatnonzero(starts), n))
+    return _unique_result(xp, input, rows, starts, xp.cumsum(starts) - 1, counts, dim,
+                          return_inverse, return_counts)
+
+
+def _values_meta(*args, **kwargs):
+    raise NotImplementedError("the output shape depends on the values of the input")
+
+
+def _unique_samples(dev, dt):
+    if dt.category == 3:
+        return []
+    x = make((4, 5), dt).round()
+    rows = x[[0, 1, 0, 2, 1]]
+    return [Sample(x), Sample(x, return_inverse=True, return_counts=True),
+            Sample(rows, dim=0, return_inverse=True, return_counts=True), Sample(rows.T, dim=1),
+            Sample(make((), dt)), Sample(make((0, 3), dt), return_counts=True),
+            Sample(make((0, 3), dt), dim=0, return_inverse=True)]
+
+
+unique.meta = unique_consecutive.meta = _values_meta
+unique.samples = _unique_samples
+unique_consecutive.samples = lambda dev, dt: [
+    Sample(*s.args, **{k: v for k, v in s.kwargs.items() if k != "sorted"})
+    for s in _unique_samples(dev, dt)]
+unique.errors = unique_consecutive.errors = [
+    ErrorSample(Sample(const(3, dtype=np.complex64)), NotImplementedError, "Complex"),
+    ErrorSample(Sample(const(3, 4), dim=2), IndexError, "Dimension out of range"),
+    ErrorSample(Sample(const(0, 3), dim=1), RuntimeError, "0 sized dimensions")]
+
+# ---- counting --------------------------------------------------------------------------------
+
+
+@op("bincount", differentiable=False)
+def bincount(xp, input, weights=None, minlength=0):
+    """How often each value ``0..max(input)`` occurs in the 1-d non-negative int ``input`` (or
+    the sum of their ``weights``), with at least ``minlength`` bins.
+
+    Example:
+        >>> ember.bincount(ember.tensor([1, 3, 3]))
+        tensor([0, 1, 0, 2])
+    """
+    if input.dtype.kind not in "iu":
+        raise NotImplementedError(f"\"bincount_cpu\" not implemented for "
+                                  f"'{type_name(input.dtype)}'")
+    if input.ndim != 1 or (input.size and input.min() < 0):
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if minlength < 0:
+        raise RuntimeError("minlength should be >= 0")
+    if weights is None:
+        return xp.bincount(input, minlength=minlength).astype(np.int64)
+    if weights.shape != input.shape:
+        raise RuntimeError("weights should be 1-d and have the same length as input")
+    # NOTE: torch keeps float32 weights and sums every other dtype as float64
+    dt = np.float32 if weights.dtype == np.float32 else np.float64
+    return xp.bincount(input, weights.astype(np.float64), minlength).astype(dt)
+
+
+bincount.meta = _values_meta
+bincount.samples = lambda dev, dt: [
+    Sample(np.array([1, 3, 3, 0, 7]), make((5,), dt)), Sample(np.array([2, 2]), minlength=5),
+    Sample(np.array([], np.int64)), Sample(np.array([4, 0]), make((2,), dt), 2)] + \
+    [Sample(np.abs(make((6,), dt))), Sample(np.abs(make((6,), dt)), minlength=3)] * (
+        dt.category == 1) if dt.category in (1, 2) else []
+bincount.errors = [
+    ErrorSample(Sample(np.array([[1]])), RuntimeError, "1-d non-negative integral"),
+    ErrorSample(Sample(np.array([-1])), RuntimeError, "1-d non-negative integral"),
+    ErrorSample(Sample(const(2)), NotImplementedError, "not implemented for 'Float'"),
+    ErrorSample(Sample(np.array([1]), minlength=-1), RuntimeError, "minlength should be >= 0"),
+    ErrorSample(Sample(np.array([1]), const(2)), RuntimeError, "weights should be 1-d")]
+
+
+def _float_only(name, x):
+    if x.dtype.kind not in "fV":
+        raise NotImplementedError(f"\"{name}\" not implemented for '{type_name(x.dtype)}'")
+
+
+def _check_bins(bins):
+    if bins <= 0:
+        raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+
+
+def _linspace(xp, lo, hi, steps, dtype):
+    # NOTE: torch's linspace steps from both ends, so the last edge is exactly ``hi``
+    i = xp.arange(steps)
+    step = (hi - lo) / max(steps - 1, 1)
+    return xp.where(i < steps // 2, lo + i * step, hi - (steps - 1 - i) * step).astype(dtype)
+
+
+def _count_in(xp, x, edges, weight=None):
+    """Sum of ``weight`` (or 1) per bin between ``edges``; the last bin is closed."""
+    nbins = edges.shape[0] - 1
+    x, edges = sort_key(x).reshape(-1), sort_key(edges)
+    inside = (x >= edges[0]) & (x <= edges[-1])
+    pos = xp.minimum(xp.searchsorted(edges, x[inside], side="right") - 1, nbins - 1)
+    w = None if weight is None else sort_key(weight).reshape(-1)[inside].astype(np.float64)
+    return xp.bincount(pos, w, minlength=nbins)
+
+
+@op("histc", differentiable=False)
+def histc(xp, input, bins=100, min=0, max=0):
+    """Counts in ``bins`` equal bins from ``min`` to ``max`` (the data's range when both are
+    equal); elements outside are ignored.
+
+    Example:
+        >>> ember.histc(ember.tensor([1., 2., 1.]), bins=4, min=0, max=3)
+        tensor([0., 2., 1., 0.])
+    """
+    _float_only("histogram_cpu", input)
+    _check_bins(bins)
+    lo, hi = float(min), float(max)
+    if lo > hi:
+        raise RuntimeError("torch.histc: max must be larger than min")
+    if lo == hi and input.size:
+        k = sort_key(input)
+        lo, hi = float(k.min()), float(k.max())
+    if lo == hi:        # NOTE: torch widens an empty range by 1 each way (histogram by 0.5)
+        lo, hi = lo - 1, hi + 1
+    x = sort_key(input).reshape(-1)
+
+    def rounded(v):     # each step in the input's dtype (bfloat16 through float32)
+        return xp.asarray(v).astype(input.dtype).astype(x.dtype)
+    lo, hi = rounded(lo), rounded(hi)
+    x = x[(x >= lo) & (x <= hi)]
+    # NOTE: torch bins by (x - min) * bins / (max - min), rounding each step, not by comparing
+    # with the edges; elements near an edge fall where torch's do.
+    pos = rounded(rounded(rounded(x - lo) * bins) / rounded(hi - lo)).astype(np.int64)
+    return xp.bincount(xp.minimum(pos, bins - 1), minlength=bins).astype(input.dtype)
+
+
+histc.meta = lambda input, bins=100, min=0, max=0: empty((bins,), input.dtype)
+histc.samples = lambda dev, dt: [
+    Sample(make((20,), dt)), Sample(make((3, 4), dt), 5), Sample(make((3, 4), dt), 4, -1, 1),
+    Sample(make((10,), dt), 6, 0.5, 0.5), Sample(np.full((3,), 2, dt.np), 3),
+    Sample(make((0,), dt), 3)] if dt.category == 2 else []
+histc.errors = [
+    ErrorSample(Sample(const(3, dtype=np.int64)), NotImplementedError, "not implemented for"),
+    ErrorSample(Sample(const(3), 0), RuntimeError, "bins must be > 0"),
+    ErrorSample(Sample(const(3), 4, 3, 1), RuntimeError, "max must be larger than min")]
+
+
+@op("histogram", differentiable=False, returns=("hist", "bin_edges"))
+def histogram(xp, input, bins, range=None, weight=None, density=False):
+    """Counts (or summed ``weight``) of ``input`` in ``bins`` equal bins over ``range`` (the
+    data's by default), or between the edges of a 1-d tensor ``bins``; ``density`` divides by
+    the total times the bin width.
+
+    Example:
+        >>> tuple(ember.histogram(ember.tensor([1., 2., 1.]), bins=2))
+        (tensor([2., 1.]), tensor([1.0000, 1.5000, 2.0000]))
+    """
+    _float_only("histogramdd", input)
+    if hasattr(bins, "shape"):
+        if bins.dtype != input.dtype:
+            raise RuntimeError(f"torch.histogramdd: input tensor and bins tensors should have the "
+                               f"same dtype, but got input with dtype "
+                               f"{type_name(input.dtype).lower()} and bins for dimension 0 with "
+                               f"dtype {type_name(bins.dtype).lower()}")
+        edges = bins
+    else:
+        if input.dtype.kind == "V" and range is None:
+            # NOTE: torch has no kernel for the range of bfloat16 data, but bins it in a range
+            raise NotImplementedError(f"\"histogramdd\" not implemented for "
+                                      f"'{type_name(input.dtype)}'")
+        _check_bins(bins)
+        lo, hi = range if range is not None else (
+            (float(input.min()), float(input.max())) if input.size else (0.0, 0.0))
+        if lo > hi:
+            raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min {lo} "
+                               f"max {hi} for dimension 0")
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        kt = sort_key(input).dtype.type       # bfloat16 edges are computed in float32
+        edges = _linspace(xp, kt(lo), kt(hi), bins + 1, input.dtype)
+    hist = _count_in(xp, input, edges, weight).astype(input.dtype)
+    if density:
+        hist = hist / (hist.sum() * xp.diff(edges))
+    return hist, edges.copy()
+
+
+def _histogram_meta(input, bins, range=None, weight=None, density=False):
+    n = bins.shape[0] - 1 if hasattr(bins, "shape") else bins
+    return empty((n,), input.dtype), empty((n + 1,), input.dtype)
+
+
+histogram.meta = _histogram_meta
+histogram.samples = lambda dev, dt: [
+    Sample(make((20,), dt), 4), Sample(make((3, 4), dt), 5, range=(-1.0, 1.0)),
+    Sample(make((3, 4), dt), np.array([-2, -0.5, 0, 1.5], dt.np)),
+    Sample(make((3, 4), dt), 3, density=True),
+    Sample(np.full((3,), 2, dt.np), 2)] if dt.category == 2 else []
+histogram.errors = [
+    ErrorSample(Sample(const(3, dtype=np.int64), 3), NotImplementedError, "not implemented for"),
+    ErrorSample(Sample(const(3), 0), RuntimeError, "bins must be > 0"),
+    ErrorSample(Sample(const(3), 2, range=(2.0, 1.0)), RuntimeError, "min should not exceed"),
+    ErrorSample(Sample(const(3), const(2, dtype=np.float64)), RuntimeError, "same dtype")]

@@ -1,0 +1,129 @@
+"""Pointwise comparisons and logic: eq/ne/lt/le/gt/ge, where, logical_* and bitwise_* (the
+Python operators ``==``, ``&``, ``~``... reach them through _tensor_methods.py)."""
+import numpy as np
+
+import ember
+
+from .meta import bool_meta, broadcast_meta, empty, same_meta
+from .pointwise import type_name
+from .registry import op
+from .samples import (ErrorSample, Sample, binary_samples, compare_samples, const, dtype_error,
+                      unary_samples, where_samples)
+
+# ---- comparisons ----------------------------------------------------------------------------
+
+
+def _ordered(name, f):
+    def fwd(xp, input, other):
+        if getattr(input, "dtype", None) is not None and input.dtype.kind == "c":
+            raise NotImplementedError(f"\"{name}_cpu\" not implemented for 'ComplexDouble'")
+        return f(xp, input, other)
+    return fwd
+
+
+def _compare(name, fwd, aliases=()):
+    if name not in ("eq", "ne"):
+        fwd = _ordered(name, fwd)
+    d = op(name, tags=("pointwise", "comparison"), promote="common", differentiable=False,
+           aliases=aliases, inplace=True)(fwd)
+    d.__doc__ = f"``{name}`` of each pair of elements, broadcast, as a bool tensor."
+    d.meta, d.samples = bool_meta, compare_samples
+    return d
+
+
+eq = _compare("eq", lambda xp, input, other: xp.equal(input, other))
+ne = _compare("ne", lambda xp, input, other: xp.not_equal(input, other), aliases=("not_equal",))
+lt = _compare("lt", lambda xp, input, other: xp.less(input, other), aliases=("less",))
+le = _compare("le", lambda xp, input, other: xp.less_equal(input, other),
+              aliases=("less_equal",))
+gt = _compare("gt", lambda xp, input, other: xp.greater(input, other), aliases=("greater",))
+ge = _compare("ge", lambda xp, input, other: xp.greater_equal(input, other),
+              aliases=("greater_equal",))
+
+
+@op("where", promote="common", promote_args=(1, 2), method=False)   # Tensor.where: _composites
+def where(xp, condition, input=None, other=None):
+    """``input`` where ``condition`` holds, else ``other``; ``where(condition)`` alone is
+    ``condition.nonzero(as_tuple=True)``."""
+    if input is None and other is None:
+        from .selection import nonzero
+        return nonzero.fwd(xp, condition, as_tuple=True)
+    if input is None or other is None:
+        raise TypeError("missing required argument 'other' (pos 3)")
+    return xp.where(condition, input, other)
+
+
+@where.vjp(save=("condition",))
+def _(g, condition, input, other):
+    zero = ember.zeros((), dtype=g.dtype, device=g.device)
+    return None, ember.where(condition, g, zero), ember.where(condition, zero, g)
+
+
+def _where_meta(c, a=None, b=None):
+    if a is None and b is None:
+        raise NotImplementedError("where(condition): the output shape depends on the values of "
+                                  "condition, which the meta device does not have")
+    return empty(broadcast_meta(c, a, b).shape, np.result_type(
+        *(x for x in (a, b) if hasattr(x, "dtype"))))
+
+
+where.meta = _where_meta
+where.samples = lambda dev, dt: where_samples(dev, dt)
+where.errors = [ErrorSample(Sample(const(3, 4, dtype=bool), const(3, 4), const(2, 4)), RuntimeError,
+                            "must match the size of tensor b"),
+                ErrorSample(Sample(const(3, 4, dtype=bool), const(3, 4)), TypeError,
+                            "missing required argument 'other'")]
+
+# ---- logic and bits --------------------------------------------------------------------------
+
+def _logical(name, f):
+    d = op(name, tags=("pointwise",), differentiable=False, inplace=True)(f)
+    d.__doc__ = f"Elementwise ``{name}``, treating non-zero as True; a bool tensor."
+    d.meta = bool_meta
+    d.samples = lambda dev, dt: compare_samples(dev, dt)[:2]
+    return d
+
+
+logical_and = _logical("logical_and", lambda xp, input, other: xp.logical_and(input, other))
+logical_or = _logical("logical_or", lambda xp, input, other: xp.logical_or(input, other))
+logical_xor = _logical("logical_xor", lambda xp, input, other: xp.logical_xor(input, other))
+logical_not = _logical("logical_not", lambda xp, input: xp.logical_not(input))
+logical_not.samples = unary_samples
+
+
+def _bitwise(name, f):
+    f = _int_only(name, f)
+    d = op(name, tags=("pointwise",), differentiable=False, promote="common", inplace=True)(f)
+    d.__doc__ = f"Elementwise ``{name}`` of integer or bool tensors."
+    d.meta = broadcast_meta
+    d.samples = lambda dev, dt: binary_samples(dev, dt) if dt.category <= 1 else []
+    return d
+
+
+def _int_only(name, f):
+    def fwd(xp, input, other):
+        for a in (input, other):
+            if getattr(a, "dtype", np.dtype(np.int64)).kind not in "biu":
+                raise NotImplementedError(f"\"{name}_cpu\" not implemented for "
+                                          f"'{type_name(a.dtype)}'")
+        return f(xp, input, other)
+    return fwd
+
+
+bitwise_and = _bitwise("bitwise_and", lambda xp, input, other: xp.bitwise_and(input, other))
+bitwise_or = _bitwise("bitwise_or", lambda xp, input, other: xp.bitwise_or(input, other))
+bitwise_xor = _bitwise("bitwise_xor", lambda xp, input, other: xp.bitwise_xor(input, other))
+bitwise_and.errors = [dtype_error("bitwise_and", (3,), (3,), dtype=np.float32)]
+
+
+@op("bitwise_not", tags=("pointwise",), differentiable=False, inplace=True)
+def bitwise_not(xp, input):
+    """``~input`` for integer and bool tensors."""
+    if input.dtype.kind in "fc":
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type "
+                        "tensors")
+    return xp.invert(input)
+
+
+bitwise_not.meta = same_meta
+

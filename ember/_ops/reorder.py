@@ -1,0 +1,149 @@
+"""Reorderings that copy: roll, fliplr/flipud, rot90, tile, narrow_copy."""
+import numpy as np
+
+from .indexing import flip, repeat
+from .meta import same_meta
+from .registry import op
+from .samples import ErrorSample, Sample, const, make
+from .shape import narrow
+
+
+def _tuple(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+@op("roll")
+def roll(xp, input, shifts, dims=None):
+    """Rotate the elements by ``shifts`` along ``dims`` (the flattened tensor if None).
+
+    Example:
+        >>> ember.tensor([1, 2, 3, 4]).roll(1)
+        tensor([4, 1, 2, 3])
+    """
+    if dims is not None and len(_tuple(shifts)) != len(_tuple(dims)):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(_tuple(shifts))}, "
+                           f"dims:{len(_tuple(dims))}")
+    if dims is None and len(_tuple(shifts)) != 1:
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(_tuple(shifts))}, "
+                           "dims:0")
+    nd = max(input.ndim, 1)
+    for d in _tuple(dims) if dims is not None else ():
+        if not -nd <= d < nd:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, "
+                             f"{nd - 1}], but got {d})")
+    return xp.roll(input, shifts, axis=dims)
+
+
+roll.vjp()(lambda g, input, shifts, dims=None: g.roll(tuple(-s for s in shifts) if isinstance(
+    shifts, (tuple, list)) else -shifts, dims))
+roll.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1), Sample(make((3, 4), dt), -2, 1),
+                                Sample(make((3, 4), dt), (1, 5), (0, 1)),
+                                Sample(make((3, 4), dt), (2,), (-1,))]
+roll.errors = [
+    ErrorSample(Sample(const(3, 4), (1, 2), (0,)), RuntimeError,
+                "shifts and dimensions must align. shifts: 2, dims:1"),
+    ErrorSample(Sample(const(3, 4), 1, 3), IndexError, "Dimension out of range"),
+    ErrorSample(Sample(const(3, 4), (1, 2)), RuntimeError,
+                "shifts and dimensions must align. shifts: 2, dims:0")]
+
+
+def _flip_op(name, axis, least):
+    @op(name)
+    def f(xp, input):
+        if input.ndim < least:
+            raise RuntimeError(f"Input must be >= {least}-d.")
+        return flip.fwd(xp, input, (axis,))
+    f.fwd.__doc__ = f"Reverse the order along dimension {axis} (a copy)."
+    f.__doc__ = f.fwd.__doc__
+    f.vjp()(lambda g, input: getattr(g, name)())
+    f.samples = lambda dev, dt: [Sample(make((3, 4), dt)), Sample(make((2, 3, 4), dt))]
+    f.errors = [ErrorSample(Sample(const(*(3,) * (least - 1))), RuntimeError,
+                            f"Input must be >= {least}-d")]
+    return f
+
+
+fliplr = _flip_op("fliplr", 1, 2)
+flipud = _flip_op("flipud", 0, 1)
+
+
+@op("rot90")
+def rot90(xp, input, k=1, dims=(0, 1)):
+    """Rotate by 90 degrees ``k`` times, from the first of ``dims`` towards the second.
+
+    Example:
+        >>> ember.tensor([[1, 2], [3, 4]]).rot90()
+        tensor([[2, 4],
+                [1, 3]])
+    """
+    dims = tuple(dims)
+    if len(dims) != 2:
+        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+    if input.ndim < 2:
+        raise RuntimeError(f"expected total dims >= 2, but got total dims = {input.ndim}")
+    for d in dims:
+        if not -input.ndim <= d < input.ndim:
+            raise IndexError(f"Dimension out of range (expected to be in range of "
+                             f"[{-input.ndim}, {input.ndim - 1}], but got {d})")
+    if dims[0] % input.ndim == dims[1] % input.ndim:
+        raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {dims[0]} "
+                           f"and dim1 = {dims[1]}")
+    return xp.ascontiguousarray(xp.rot90(input, k, axes=dims))
+
+
+rot90.vjp()(lambda g, input, k=1, dims=(0, 1): g.rot90(-k, dims))
+rot90.samples = lambda dev, dt: [Sample(make((3, 4), dt)), Sample(make((3, 4), dt), 2),
+                                 Sample(make((2, 3, 4), dt), -1, (2, 0)),
+                                 Sample(make((2, 3, 4), dt), 7, [1, 2])]
+rot90.errors = [
+    ErrorSample(Sample(const(3, 4), 1, [0]), RuntimeError,
+                "expected total rotation dims == 2, but got dims = 1"),
+    ErrorSample(Sample(const(3, 4), 1, [0, 0]), RuntimeError,
+                "expected rotation dims to be different, but got dim0 = 0 and dim1 = 0"),
+    ErrorSample(Sample(const(3), 1, [0, 1]), RuntimeError,
+                "expected total dims >= 2, but got total dims = 1"),
+    ErrorSample(Sample(const(3, 4), 1, [0, 2]), IndexError, r"Dimension out of range \(expected "
+                r"to be in range of \[-2, 1\], but got 2\)")]
+
+
+def _tile_sizes(input, dims):
+    dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
+    return (1,) * (len(input.shape) - len(dims)) + dims
+
+
+@op("tile")
+def tile(xp, input, *dims):
+    """Repeat ``input`` ``dims[i]`` times along each dimension; missing leading ``dims`` count
+    as 1 (unlike :meth:`Tensor.repeat`).
+
+    Example:
+        >>> ember.tensor([1, 2]).tile((2,))
+        tensor([1, 2, 1, 2])
+    """
+    return repeat.fwd(xp, input, _tile_sizes(input, dims))
+
+
+tile.vjp()(lambda g, input, *dims: repeat.vjp_fn(g, input, _tile_sizes(input, dims)))
+tile.samples = lambda dev, dt: [Sample(make((2, 3), dt), (2,)), Sample(make((2, 3), dt), (2, 1)),
+                                Sample(make((2, 3), dt), [1, 2, 2]),
+                                Sample(make((3,), dt), (2, 1, 2)), Sample(make((), dt), (3,))]
+
+
+@op("narrow_copy")
+def narrow_copy(xp, input, dim, start, length):
+    """The slice ``start:start+length`` of dimension ``dim``, as a new tensor."""
+    return narrow.fwd(xp, input, dim, start, length).copy()
+
+
+narrow_copy.vjp()(narrow.vjp_fn)
+narrow_copy.samples = narrow.samples
+narrow_copy.errors = [ErrorSample(Sample(const(3, 4), 0, 2, 3), RuntimeError,
+                                  r"start \(2\) \+ length \(3\) exceeds dimension size \(3\)")]
+
+
+
+# NOTE: these forwards copy their input, which on the meta device would allocate the full size;
+# their output is shaped like the input, so the meta rule says just that.
+for _d in (roll, fliplr, flipud):
+    _d.meta = same_meta
+narrow_copy.meta = lambda input, *args: narrow.fwd(np, input, *args)
+del _d

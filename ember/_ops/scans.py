@@ -1,0 +1,158 @@
+"""Scans and differences along a dimension: cummax/cummin, logcumsumexp, diff."""
+import numpy as np
+
+import ember
+
+from .meta import empty
+from .pointwise import reject
+from .pointwise_binary import logaddexp
+from .registry import op
+from .samples import ErrorSample, Sample, const, dim_errors, make
+from .sorting import axis_of, scatter_back, sort_key
+from .statistics import _along, _with_nans
+
+
+
+def _cumulative_extremum(name, ufunc):
+    @op(name, nondiff_outputs=(1,), returns=("values", "indices"))
+    @reject(name, "c")
+    def fwd(xp, input, dim):
+        x, axis = _along(input, dim)
+        k = sort_key(x)
+        vals = ufunc(xp).accumulate(k, axis=axis) if x.size else k
+        pos = xp.arange(x.shape[axis]).reshape((-1,) + (1,) * (x.ndim - axis - 1))
+        # NOTE: torch moves the index to every later element equal to the running extremum
+        # (>= for cummax) and to every nan, which then stays the extremum.
+        hit = (k == vals) | (xp.isnan(k) if k.dtype.kind == "f" else False)
+        idx = xp.maximum.accumulate(xp.where(hit, pos, 0), axis=axis) if x.size else \
+            xp.zeros(x.shape, np.int64)
+        return vals.astype(input.dtype).reshape(input.shape), \
+            idx.astype(np.int64).reshape(input.shape)
+    fwd.__doc__ = f"""Running {name[3:]}imum along ``dim`` and the index where it was last
+    reached.
+
+    Example:
+        >>> ember.{name}(ember.tensor([1., 3., 2., 3.]), 0).indices
+        tensor({[0, 1, 1, 3] if name == "cummax" else [0, 0, 0, 0]})
+    """
+    fwd.vjp(save=("result",))(lambda g, input, dim, result=None:
+                              scatter_back(g[0], input, dim, result[1]))
+    fwd.meta = lambda input, dim: (empty(input.shape, input.dtype), empty(input.shape, np.int64))
+    fwd.samples = lambda dev, dt: [
+        Sample(make((3, 4), dt), 1), Sample(make((3, 4), dt), 0), Sample(make((), dt), 0),
+        Sample(make((4, 5), dt).round(), -1).at_kink(), Sample(make((0, 3), dt), 0)] + (
+        [Sample(_with_nans(make((3, 4), dt)), 1).at_kink()] if dt.category == 2 else []) \
+        if dt.category < 3 else []
+    fwd.errors = dim_errors() + [ErrorSample(Sample(const(3, dtype=np.complex64), 0),
+                                             NotImplementedError, "Complex")]
+    return fwd
+
+
+cummax = _cumulative_extremum("cummax", lambda xp: xp.maximum)
+cummin = _cumulative_extremum("cummin", lambda xp: xp.minimum)
+
+
+@op("logcumsumexp")
+@reject("logcumsumexp_out", "biu")
+def logcumsumexp(xp, input, dim):
+    """``log(cumsum(exp(input), dim))`` without overflow.
+
+    Example:
+        >>> ember.logcumsumexp(ember.tensor([1000., 1000.]), 0)
+        tensor([1000.0000, 1000.6932])
+    """
+    x, axis = _along(input, dim)
+    if x.dtype.kind != "c":
+        # NOTE: half precision accumulates in float32, as torch's kernel does
+        k = x.astype(np.float32) if x.dtype.itemsize == 2 else x
+        out = xp.logaddexp.accumulate(k, axis=axis) if x.size else k
+    else:
+        # NOTE: torch adds complex terms one at a time, keeping the imaginary part of the
+        # larger one; a log of the whole sum would wrap it into (-pi, pi].
+        terms = xp.moveaxis(x, axis, 0)
+        out = list(terms[:1])
+        for t in terms[1:]:
+            out.append(logaddexp.fwd(xp, out[-1], t))
+        out = xp.moveaxis(xp.stack(out) if out else terms, 0, axis)
+    return out.astype(input.dtype).reshape(input.shape)
+
+
+@logcumsumexp.vjp(save=("input", "result"))
+def _(g, input, dim, result=None):
+    if len(input.shape) == 0:
+        return g
+
+    def rev_lcse(t):
+        return t.flip(dim).logcumsumexp(dim).flip(dim)
+    if input.is_complex():      # d out_j / d x_i = exp(x_i - out_j) for j >= i
+        return (g * (-result).exp().conj()).flip(dim).cumsum(dim).flip(dim) * input.exp().conj()
+    # NOTE: torch's formula: sum_j>=i g_j exp(x_i - out_j) split by the sign of g and summed in
+    # log space, so that neither exp(x) nor exp(-out) overflows.
+    low = ember.finfo(g.dtype).min
+    log_g = ember.where(g != 0, g.abs(), 1.0).log()
+    pos = rev_lcse(ember.where(g > 0, log_g, low) - result)
+    neg = rev_lcse(ember.where(g < 0, log_g, low) - result)
+    return (pos + input).exp() - (neg + input).exp()
+
+
+logcumsumexp.meta = lambda input, dim: empty(input.shape, input.dtype)
+logcumsumexp.samples = lambda dev, dt: [
+    Sample(make((3, 4), dt), 1), Sample(make((3, 4), dt), 0), Sample(make((), dt), 0),
+    Sample(make((2, 5), dt) * 300, -1), Sample(make((0, 3), dt), 1)] \
+    if dt.category >= 2 else []
+logcumsumexp.errors = dim_errors() + [ErrorSample(Sample(const(3, dtype=np.int64), 0),
+                                                  NotImplementedError, "Long")]
+
+# ---- differences -----------------------------------------------------------------------------
+
+
+@op("diff", promote="common", promote_args=(0, 3, 4))
+def diff(xp, input, n=1, dim=-1, prepend=None, append=None):
+    """The ``n``-th forward difference along ``dim`` (xor for bools), after joining
+    ``prepend`` and ``append`` to ``input``.
+
+    Example:
+        >>> ember.diff(ember.tensor([1, 4, 9, 16]), n=2)
+        tensor([2, 2])
+    """
+    if input.ndim == 0:
+        raise RuntimeError("diff expects input to be at least one-dimensional")
+    if n < 0:
+        raise RuntimeError(f"order must be non-negative but got {n}")
+    axis = axis_of(dim, input.ndim)
+    parts = [p for p in (prepend, input, append) if p is not None]
+    x = xp.concatenate(parts, axis) if len(parts) > 1 else input
+    return xp.diff(x, n, axis) if n else x.copy()
+
+
+@diff.vjp()
+def _(g, input, n=1, dim=-1, prepend=None, append=None):
+    sizes = [p.shape[dim] if hasattr(p, "shape") else 0 for p in (prepend, input, append)]
+    # y = x[1:] - x[:-1] has the transpose g -> [0, g] - [g, 0]
+    for _ in range(min(n, sum(sizes))):
+        shape = list(g.shape)
+        shape[dim] = 1
+        z = ember.zeros(shape, dtype=g.dtype, device=g.device)
+        g = ember.cat([z, g], dim) - ember.cat([g, z], dim)
+    gp, gi, ga = g.split(sizes, dim)
+    return gi, None, None, gp if sizes[0] else None, ga if sizes[2] else None
+
+
+def _diff_meta(input, n=1, dim=-1, prepend=None, append=None):
+    axis = axis_of(dim, input.ndim)
+    shape = list(input.shape)
+    shape[axis] = max(sum(p.shape[axis] for p in (prepend, input, append) if p is not None) - n,
+                      0)
+    return empty(shape, input.dtype)
+
+
+diff.meta = _diff_meta
+diff.samples = lambda dev, dt: [
+    Sample(make((3, 5), dt)), Sample(make((3, 5), dt), 2, 0), Sample(make((4,), dt), 0),
+    Sample(make((3, 4), dt), 1, 1, make((3, 2), dt, seed=1), make((3, 1), dt, seed=2)),
+    Sample(make((3, 4), dt), 2, 0, None, make((1, 4), dt, seed=3)),
+    Sample(make((2,), dt), 3), Sample(make((3, 2), dt), 1, 0, make((1, 2), dt, seed=4))]
+diff.errors = [
+    ErrorSample(Sample(const()), RuntimeError, "at least one-dimensional"),
+    ErrorSample(Sample(const(3), -1), RuntimeError, "order must be non-negative"),
+    ErrorSample(Sample(const(3, 4), 1, 2), IndexError, "Dimension out of range")]

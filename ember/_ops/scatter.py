@@ -1,0 +1,372 @@
+"""Writes at indices along a dimension: index_put (``t[idx] = v``), scatter_reduce, and
+index_copy/fill/reduce.
+
+Each write has an out-of-place op and the in-place ``<name>_`` method. Checks raise torch's
+exception types and texts before anything is computed; selections by mask or flat index
+live in selection.py, the reorderings in reorder.py.
+"""
+import numpy as np
+
+import ember
+
+from .._backends import add_at, max_at, min_at, multiply_at
+from .indexing import index_error, put_values, scatter_positions, src_grad
+from .meta import same_meta
+from .pointwise import type_name
+from .registry import op
+from .samples import ErrorSample, Sample, const, make
+
+_LONG = np.int64
+
+
+def _check_bounds(index, size, dim, exc=IndexError, prefix="", negative=True):
+    """torch's error for an index outside ``[-size, size)`` (``[0, size)`` for gather/scatter,
+    which take no negative indices)."""
+    if index.size:
+        bad = index[(index >= size) | (index < (-size if negative else 0))]
+        if bad.size:
+            raise exc(f"{prefix}index {int(bad.ravel()[0])} is out of bounds for dimension "
+                      f"{dim} with size {size}")
+
+
+# ---- index_put ------------------------------------------------------------------------------
+
+def _index_tuple(input, indices, values):
+    idx = tuple(indices)
+    for i, t in enumerate(idx):
+        if not hasattr(t, "dtype"):
+            raise TypeError(f"index_put(): expected Tensor as element {i} in argument 1, but got "
+                            f"{type(t).__name__}")
+        if t.dtype.kind not in "biu":
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    used = sum(t.ndim if t.dtype == np.bool_ else 1 for t in idx)
+    if used > input.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {input.ndim} (got {used})")
+    if values.dtype != input.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{type_name(input.dtype)} for the destination and "
+                           f"{type_name(values.dtype)} for the source.")
+    err = index_error(input.shape, idx)       # out-of-range indices, mask shapes
+    if err is not None:
+        raise err
+    return idx
+
+
+@op("index_put", inplace=True)
+def index_put(xp, input, indices, values, accumulate=False):
+    """A copy of ``input`` with ``values`` written at ``input[indices]`` (a tuple of index
+    tensors); ``accumulate=True`` adds instead, repeated indices adding up.
+
+    Example:
+        >>> x = ember.zeros(4)
+        >>> x.index_put((ember.tensor([0, 0, 2]),), ember.tensor(1.), accumulate=True)
+        tensor([2., 0., 1., 0.])
+    """
+    idx = _index_tuple(input, indices, values)
+    out = input.copy()
+    if accumulate:
+        add_at(xp, out, idx, values)
+    else:
+        put_values(out, idx, values)
+    return out
+
+
+@index_put.vjp(save=("indices",))
+def _(g, input, indices, values, accumulate=False):
+    idx = tuple(indices)
+    gi = g if accumulate else g.index_put(idx, ember.zeros((), dtype=g.dtype, device=g.device))
+    return gi, None, g[idx]         # the engine sums a broadcast ``values`` back to its shape
+
+
+index_put.samples = lambda dev, dt: [
+    Sample(make((3, 4), dt), [np.array([0, 2])], make((2, 4), dt, seed=1)),
+    Sample(make((3, 4), dt), [np.array([0, 2]), np.array([3, 1])], make((), dt, seed=1)),
+    Sample(make((3, 4), dt), [make((3, 4), ember.bool, seed=5)], make((), dt, seed=2)),
+    Sample(make((3, 4), dt), [np.array([1, 1, 0])], make((3, 4), dt, seed=3), True),
+    Sample(make((2, 3, 4), dt), [np.array([[0], [1]]), np.array([0, 2, 1])],
+           make((4,), dt, seed=4), True)]
+index_put.errors = [
+    ErrorSample(Sample(const(3, 4), [np.array([0, 5])], const()), IndexError,
+                "index 5 is out of bounds for dimension 0 with size 3"),
+    ErrorSample(Sample(const(3, 4), [np.array([0.0])], const()), IndexError,
+                "tensors used as indices must be long, int, byte or bool tensors"),
+    ErrorSample(Sample(const(3, 4), [np.ones(2, bool)], const()), IndexError,
+                r"The shape of the mask \[2\] at index 0 does not match the shape of the indexed "
+                r"tensor \[3, 4\] at index 0"),
+    ErrorSample(Sample(const(3, 4), [np.array([0])] * 3, const()), IndexError,
+                r"too many indices for tensor of dimension 2 \(got 3\)"),
+    ErrorSample(Sample(const(3, 4), [np.array([0])], const(dtype=np.float64)), RuntimeError,
+                "Index put requires the source and destination dtypes match, got Float for the "
+                "destination and Double for the source"),
+    ErrorSample(Sample(const(3, 4), [np.array([0])], const(2)), RuntimeError,
+                r"shape mismatch: value tensor of shape \[2\] cannot be broadcast"),
+    ErrorSample(Sample(const(3, 4), [None, np.array([0])], const()), TypeError,
+                "expected Tensor as element 0 in argument 1, but got NoneType")]
+
+
+# ---- scatter_reduce, index_reduce -----------------------------------------------------------
+
+def _check_scatter(input, dim, index, src):
+    if index.dtype not in (np.int32, _LONG):
+        raise RuntimeError("scatter(): Expected dtype int32/int64 for index")
+    if hasattr(src, "dtype") and src.dtype != input.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+    if index.ndim != input.ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
+    d = dim % max(input.ndim, 1)
+    _check_bounds(index, input.shape[d] if input.ndim else 1, d, RuntimeError, negative=False)
+
+
+def _corner(shape):
+    """The leading block of ``shape``: scatter reads only ``src[:index.shape]``."""
+    return tuple(slice(0, n) for n in shape)
+
+
+_AT = {"sum": add_at, "mean": add_at, "prod": multiply_at, "amax": max_at, "amin": min_at}
+
+
+@op("scatter_reduce", inplace=True)
+def scatter_reduce(xp, input, dim, index, src, reduce, *, include_self=True):
+    """A copy of ``input`` with ``src`` reduced into it at ``index`` along ``dim`` by ``reduce``
+    (``"sum"``, ``"prod"``, ``"mean"``, ``"amax"`` or ``"amin"``); ``include_self=False``
+    leaves the old values out of the reduction where something is scattered.
+
+    Example:
+        >>> x = ember.tensor([1., 2., 3.])
+        >>> x.scatter_reduce(0, ember.tensor([0, 0, 2]), ember.tensor([5., 7., 1.]), "amax")
+        tensor([7., 2., 3.])
+    """
+    if reduce not in _AT:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got "
+                           f"{reduce}")
+    _check_scatter(input, dim, index, src)
+    out, src = input.copy(), src[_corner(index.shape)]
+    flat, src = out.reshape(-1), src.reshape(-1)    # NOTE: ufunc.at is fast on 1-D arrays only
+    idx = scatter_positions(xp, out.shape, dim, index).reshape(-1)
+    if not include_self:
+        # max/min of (src, src...) is max/min of src, so those may start from src itself
+        flat[idx] = src if reduce in ("amax", "amin") else int(reduce == "prod")
+    _AT[reduce](xp, flat, idx, src)
+    if reduce == "mean":
+        n = xp.full(out.shape, int(include_self), dtype=out.dtype)
+        add_at(xp, n.reshape(-1), idx, xp.ones(idx.shape, out.dtype))
+        n = xp.maximum(n, xp.ones((), out.dtype))
+        # NOTE: torch's integer mean rounds down (floor division), as // does
+        out = out // n if out.dtype.kind in "iu" else (out / n).astype(out.dtype)
+    return out
+
+
+@scatter_reduce.vjp(save=("input", "index", "src", "result"))
+def _(g, input, dim, index, src, reduce, *, include_self=True, result=None):
+    s = src[_corner(index.shape)] if tuple(src.shape) != tuple(index.shape) else src
+    ones = ember.ones(index.shape, dtype=g.dtype, device=g.device)
+    hit = ember.zeros(input.shape, dtype=g.dtype, device=g.device).scatter_add(dim, index, ones)
+    alone = hit == 0            # no src lands here: the output is the input
+    if reduce in ("sum", "mean"):
+        n = (hit + 1 if include_self else hit.clamp(min=1)) if reduce == "mean" else 1
+        gi, gs = (g / n if include_self else g * alone), (g / n).gather(dim, index)
+    elif reduce == "prod":
+        # NOTE: result / x fails where x is 0; as torch does, a zero input's share is the
+        # product of the others (zeros set to 1 first), and so is a zero src's where it is
+        # the only zero reduced into its place (two zeros make every share 0).
+        kw = {"include_self": include_self}
+        ones_in = input.masked_fill(input == 0, 1)
+        gi = g * ones_in.scatter_reduce(dim, index, s, "prod", **kw) / ones_in \
+            if include_self else g * alone
+        zero = s == 0
+        zeros_at = ember.zeros(input.shape, dtype=g.dtype, device=g.device).scatter_add(
+            dim, index, zero.to(g.dtype)).gather(dim, index)
+        single = zero * (zeros_at == 1)
+        others = input.scatter_reduce(dim, index, s.masked_fill(single, 1), "prod", **kw)
+        gs = ember.where(single, (g * others).gather(dim, index),
+                         (g * result).gather(dim, index) / s.masked_fill(zero, 1))
+    else:
+        # ties share the gradient evenly, as in torch. NOTE: torch counts an input equal to
+        # the result among the ties even with include_self=False (then drops its share), so
+        # the shares do not add up to g there; we match it.
+        self_is = input == result
+        src_is = s == result.gather(dim, index)
+        n = self_is.to(g.dtype).scatter_add(dim, index, src_is.to(g.dtype))
+        gi, gs = g * self_is / n, (g / n).gather(dim, index) * src_is
+        gi = gi if include_self else gi * alone
+    return gi, None, None, src_grad(gs, src)
+
+
+def _reduce_samples(dev, dt):
+    if dt.category < 1:
+        return []
+    x, i = make((3, 4), dt, 0.5, 2.0), np.array([[0, 1, 2, 0], [2, 0, 0, 1]])
+    src = make((2, 4), dt, 0.5, 2.0, seed=1)
+    out = [Sample(x, 0, i, src, r, include_self=inc) for r in _AT for inc in (True, False)
+           if dt.category < 3 or r in ("sum", "mean")]
+    ties = [Sample(np.array([[1, 2, 2], [3, 1, 0]], dt.np), 0, np.array([[0, 0, 0], [1, 1, 1]]),
+                   np.array([[2, 2, 1], [3, 0, 0]], dt.np), r, include_self=inc).at_kink()
+            for r in ("amax", "amin", "prod") for inc in (True, False)] if dt.category < 3 else []
+    return out + ties + [Sample(x, 1, np.array([[3, 3], [0, 1], [2, 2]]),
+                                make((3, 5), dt, 0.5, 2.0), "sum")]
+
+
+scatter_reduce.samples = _reduce_samples
+scatter_reduce.skips = {"grad-complex128": "torch has no gradient for complex scatter_reduce either"}
+scatter_reduce.errors = [
+    ErrorSample(Sample(const(3, 4), 0, np.array([[0]]), const(1, 1), "foo"), RuntimeError,
+                "reduce argument must be either sum, prod, mean, amax or amin, got foo"),
+    ErrorSample(Sample(const(3, 4), 0, np.array([[3]]), const(1, 1), "sum"), RuntimeError,
+                "index 3 is out of bounds for dimension 0 with size 3"),
+    ErrorSample(Sample(const(3, 4), 0, np.array([[0]]), const(1, 1, dtype=np.float64), "sum"),
+                RuntimeError, r"scatter\(\): Expected self.dtype to be equal to src.dtype"),
+    ErrorSample(Sample(const(3, 4), 0, np.array([[0.0]]), const(1, 1), "sum"), RuntimeError,
+                r"scatter\(\): Expected dtype int32/int64 for index"),
+    ErrorSample(Sample(const(3, 4), 0, np.array([0]), const(1), "sum"), RuntimeError,
+                "Index tensor must have the same number of dimensions as self tensor")]
+
+
+def _check_index(name, input, dim, index, exc=IndexError):
+    if index.dtype != _LONG:
+        raise exc(f"{name}(): Expected dtype int64 for index.")
+    if index.ndim > 1:
+        raise exc(f"{name}(): Index should have dimension 1 or 0 (got {index.ndim})")
+    d = dim % max(input.ndim, 1)
+    _check_bounds(index, input.shape[d] if input.ndim else 1, d, IndexError, f"{name}(): ")
+    return d
+
+
+def _check_source(name, input, d, index, source, exc=IndexError):
+    if source.dtype != input.dtype:
+        raise RuntimeError(f"{name}(): self and source expected to have the same dtype, but got "
+                           f"(self) {type_name(input.dtype)} and (source) "
+                           f"{type_name(source.dtype)}")
+    n = source.shape[d] if source.ndim else 1
+    if index.size != n:
+        # NOTE: torch words this differently (and with another type) for index_reduce
+        tail = f" ({n})" if exc is IndexError else f": ({n}), for dim: {d}"
+        raise exc(f"{name}(): Number of indices ({index.size}) should be equal to "
+                  f"source.size(dim){tail}")
+
+
+@op("index_reduce", inplace=True)
+def index_reduce(xp, input, dim, index, source, reduce, *, include_self=True):
+    """Reduce the slices of ``source`` into ``input`` at ``index`` along ``dim`` by ``reduce``
+    (``"prod"``, ``"mean"``, ``"amax"`` or ``"amin"``)."""
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or "
+                           f"amin but got {reduce}.")
+    d = _check_index("index_reduce_", input, dim, index)
+    _check_source("index_reduce_", input, d, index, source, RuntimeError)
+    idx = xp.broadcast_to(index.reshape(_spread_view(d, source.ndim)), source.shape)
+    return scatter_reduce.fwd(xp, input, d, idx, source, reduce, include_self=include_self)
+
+
+def _spread_view(d, nd):
+    return (1,) * d + (-1,) + (1,) * (nd - d - 1)
+
+
+@index_reduce.vjp(save=("input", "index", "source", "result"))
+def _(g, input, dim, index, source, reduce, *, include_self=True, result=None):
+    d = dim % input.dim()
+    idx = index.reshape(_spread_view(d, source.dim())).expand(tuple(source.shape))
+    return scatter_reduce.vjp_fn(g, input, d, idx, source, reduce, include_self=include_self,
+                                 result=result)
+
+
+index_reduce.samples = lambda dev, dt: [
+    Sample(make((3, 4), dt, 0.5, 2.0), d, np.array([0, 2, 0]), make(s, dt, 0.5, 2.0, seed=1), r,
+           include_self=inc) for r in ("prod", "mean", "amax", "amin") for inc in (True, False)
+    for d, s in ((0, (3, 4)), (-1, (3, 3)))] if dt.category in (1, 2) else []
+index_reduce.errors = [
+    ErrorSample(Sample(const(3, 4), 0, np.array([0]), const(1, 4), "sum"), RuntimeError,
+                "Expected reduce to be one of prod, mean, amax or amin but got sum"),
+    ErrorSample(Sample(const(3, 4), 0, np.array([0, 1]), const(3, 4), "amax"), RuntimeError,
+                r"Number of indices \(2\) should be equal to source.size\(dim\): \(3\), for "
+                "dim: 0")]
+
+
+# ---- index_copy, index_fill -----------------------------------------------------------------
+
+@op("index_copy", inplace=True)
+def index_copy(xp, input, dim, index, source):
+    """A copy of ``input`` with the slices of ``source`` written at ``index`` along ``dim``.
+
+    Example:
+        >>> ember.zeros(3, 2).index_copy(0, ember.tensor([2, 0]), ember.ones(2, 2))
+        tensor([[1., 1.],
+                [0., 0.],
+                [1., 1.]])
+    """
+    d = _check_index("index_copy_", input, dim, index)
+    _check_source("index_copy_", input, d, index, source)
+    out = input.copy()
+    if out.ndim:
+        xp.moveaxis(out, d, 0)[index] = xp.moveaxis(source, d, 0) if source.ndim else source
+    elif index.size:
+        out[...] = source
+    return out
+
+
+@index_copy.vjp(save=("index",))
+def _(g, input, dim, index, source):
+    index = index.reshape(-1)
+    return g.index_fill(dim, index, 0), None, None, g.index_select(dim, index).reshape(
+        source.shape)
+
+
+index_copy.samples = lambda dev, dt: [
+    Sample(make((4, 3), dt), 0, np.array([3, 0]), make((2, 3), dt, seed=1)),
+    Sample(make((4, 3), dt), -1, np.array([2, 1, 0]), make((4, 3), dt, seed=2)),
+    Sample(make((2, 3, 4), dt), 1, np.array(1), make((2, 1, 4), dt, seed=3))]
+index_copy.errors = [
+    ErrorSample(Sample(const(3, 4), 0, np.array([0, 5]), const(2, 4)), IndexError,
+                r"index_copy_\(\): index 5 is out of bounds for dimension 0 with size 3"),
+    ErrorSample(Sample(const(3, 4), 0, np.array([[0]]), const(1, 4)), IndexError,
+                r"Index should have dimension 1 or 0 \(got 2\)"),
+    ErrorSample(Sample(const(3, 4), 0, np.array([0, 1]), const(3, 4)), IndexError,
+                r"Number of indices \(2\) should be equal to source.size\(dim\) \(3\)"),
+    ErrorSample(Sample(const(3, 4), 0, np.array([0]), const(1, 4, dtype=np.float64)),
+                RuntimeError, "self and source expected to have the same dtype")]
+
+
+@op("index_fill", inplace=True)
+def index_fill(xp, input, dim, index, value):
+    """A copy of ``input`` with the slices at ``index`` along ``dim`` set to ``value`` (a
+    number or a 0-dim tensor)."""
+    if index.ndim > 1:
+        raise RuntimeError("Index has to be a vector/scalar")
+    d = _check_index("index_fill_", input, dim, index)
+    if hasattr(value, "ndim") and value.ndim:
+        raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got "
+                           f"tensor with {value.ndim} dimension(s).")
+    out = input.copy()
+    v = value.astype(out.dtype) if hasattr(value, "astype") else value
+    if out.ndim:
+        xp.moveaxis(out, d, 0)[index] = v
+    elif index.size:
+        out[...] = v
+    return out
+
+
+@index_fill.vjp(save=("index",))
+def _(g, input, dim, index, value):
+    gv = g.index_select(dim, index.reshape(-1)).sum() if hasattr(value, "shape") else None
+    return g.index_fill(dim, index, 0), None, None, gv
+
+
+index_fill.samples = lambda dev, dt: [
+    Sample(make((4, 3), dt), 0, np.array([3, 0]), 1),
+    Sample(make((4, 3), dt), -1, np.array([2, 0]), make((), dt, seed=1)),
+    Sample(make((2, 3, 4), dt), 1, np.array(1), -1)]
+index_fill.errors = [
+    ErrorSample(Sample(const(3, 4), 0, np.array([0, 5]), 1.0), IndexError,
+                "index 5 is out of bounds for dimension 0 with size 3"),
+    ErrorSample(Sample(const(3, 4), 0, np.array([[0, 1]]), 1.0), RuntimeError,
+                "Index has to be a vector/scalar"),
+    ErrorSample(Sample(const(3, 4), 0, np.array([0.0]), 1.0), IndexError,
+                r"index_fill_\(\): Expected dtype int64 for index"),
+    ErrorSample(Sample(const(3, 4), 1, np.array([0, 1]), const(2)), RuntimeError,
+                "index_fill_ only supports a 0-dimensional value tensor")]
+
+
+# NOTE: these forwards copy their input, which on the meta device would allocate the full size;
+# their output is shaped like the input, so the meta rule says just that.
+for _d in (index_put, scatter_reduce, index_reduce, index_copy, index_fill):
+    _d.meta = same_meta
+del _d
