@@ -5,7 +5,7 @@ import numpy as np
 import ember
 
 from .meta import bool_meta, broadcast_meta, empty, same_meta
-from .pointwise import type_name
+from .pointwise import reject
 from .registry import op
 from .samples import (ErrorSample, Sample, binary_samples, compare_samples, const, dtype_error,
                       unary_samples, where_samples)
@@ -76,6 +76,9 @@ where.errors = [ErrorSample(Sample(const(3, 4, dtype=bool), const(3, 4), const(2
 
 # ---- logic and bits --------------------------------------------------------------------------
 
+_NOT_INT = "fcV"        # NumPy kinds of float, complex, and ml_dtypes' bfloat16 and float8
+
+
 def _logical(name, f):
     d = op(name, tags=("pointwise",), differentiable=False, inplace=True)(f)
     d.__doc__ = f"Elementwise ``{name}``, treating non-zero as True; a bool tensor."
@@ -92,22 +95,12 @@ logical_not.samples = unary_samples
 
 
 def _bitwise(name, f):
-    f = _int_only(name, f)
+    f = reject(name, _NOT_INT, f)
     d = op(name, tags=("pointwise",), differentiable=False, promote="common", inplace=True)(f)
     d.__doc__ = f"Elementwise ``{name}`` of integer or bool tensors."
     d.meta = broadcast_meta
     d.samples = lambda dev, dt: binary_samples(dev, dt) if dt.category <= 1 else []
     return d
-
-
-def _int_only(name, f):
-    def fwd(xp, input, other):
-        for a in (input, other):
-            if getattr(a, "dtype", np.dtype(np.int64)).kind not in "biu":
-                raise NotImplementedError(f"\"{name}_cpu\" not implemented for "
-                                          f"'{type_name(a.dtype)}'")
-        return f(xp, input, other)
-    return fwd
 
 
 bitwise_and = _bitwise("bitwise_and", lambda xp, input, other: xp.bitwise_and(input, other))

@@ -8,7 +8,7 @@ import ember
 
 from .meta import broadcast_meta, empty
 from .pointwise import reject
-from .pointwise_logic import _int_only
+from .pointwise_logic import _NOT_INT
 from .pointwise_binary import _tensor_samples
 from .registry import op
 from .samples import ErrorSample, Sample, binary_samples, const, dtype_error, make, unary_samples
@@ -19,7 +19,7 @@ def _int_samples(dev, dt):
 
 
 @op("gcd", tags=("pointwise",), promote="common", differentiable=False, inplace=True)
-@reject("gcd", "b")
+@reject("gcd", "b" + _NOT_INT)
 def gcd(xp, input, other):
     """The greatest common divisor of each pair of integers (never negative).
 
@@ -27,11 +27,11 @@ def gcd(xp, input, other):
         >>> ember.gcd(ember.tensor([12, -9, 0]), ember.tensor([18, 6, 0]))
         tensor([6, 3, 0])
     """
-    return _int_only("gcd", lambda xp, a, b: xp.gcd(a, b))(xp, input, other)
+    return xp.gcd(input, other)
 
 
 @op("lcm", tags=("pointwise",), promote="common", differentiable=False, inplace=True)
-@reject("lcm", "b")
+@reject("lcm", "b" + _NOT_INT)
 def lcm(xp, input, other):
     """The least common multiple of each pair of integers (never negative).
 
@@ -39,7 +39,7 @@ def lcm(xp, input, other):
         >>> ember.lcm(ember.tensor([4, -6]), ember.tensor([6, 4]))
         tensor([12, 12])
     """
-    return _int_only("lcm", lambda xp, a, b: xp.lcm(a, b))(xp, input, other)
+    return xp.lcm(input, other)
 
 
 def _shift(xp, a, b, left):
