@@ -230,10 +230,9 @@ def histogramdd(input, bins, *, range=None, weight=None, density=False):
         tensor([[1., 0.],
                 [1., 1.]])
     """
-    import collections
-
-    from ._ops.pointwise import type_name
+    from . import return_types
     from ._ops.counting import _linspace
+    from ._ops.pointwise import type_name
     from ._ops.sorting import sort_key
     if input.dtype.category != _dtype._FLOAT:
         raise NotImplementedError(f"\"histogramdd\" not implemented for "
@@ -283,9 +282,9 @@ def histogramdd(input, bins, *, range=None, weight=None, density=False):
             vol = vol * wk
         hist = hist / (hist.sum() * vol)
     T = type(input)
-    out = collections.namedtuple("histogramdd", ("hist", "bin_edges"))
-    return out(T._wrap(hist.astype(pts.dtype)).to(input.device),
-               tuple(T._wrap(np.array(e, pts.dtype)).to(input.device) for e in edges))
+    return return_types.histogramdd(
+        T._wrap(hist.astype(pts.dtype)).to(input.device),
+        tuple(T._wrap(np.array(e, pts.dtype)).to(input.device) for e in edges))
 
 
 _SEGMENT_REDUCE = {"sum": "sum", "prod": "prod", "mean": "mean", "max": "amax", "amax": "amax",

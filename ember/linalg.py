@@ -14,6 +14,7 @@ import math
 
 import ember
 
+from . import return_types
 from ._ops import _function
 from ._ops.decompositions import (linalg_cholesky_ex, linalg_eig, linalg_eigh,
                                   linalg_eigvals, linalg_eigvalsh, linalg_lu_factor_ex,
@@ -30,7 +31,7 @@ __all__ = ["LinAlgError", "inv", "inv_ex", "det", "slogdet", "solve", "solve_ex"
            "tensorinv", "tensorsolve", "matmul", "diagonal"]
 
 inv = _function(ember.inverse.opdef, "inv")
-det, slogdet = ember.det, ember.slogdet
+det = ember.det
 matrix_power, matrix_exp, matmul = ember.matrix_power, ember.matrix_exp, ember.matmul
 solve = _function(linalg_solve, "solve")
 solve_triangular = _function(linalg_solve_triangular, "solve_triangular")
@@ -46,6 +47,12 @@ lstsq = _function(linalg_lstsq, "lstsq")
 pinv = _function(linalg_pinv, "pinv")
 multi_dot = _function(linalg_multi_dot, "multi_dot")
 lu_factor_ex = _function(linalg_lu_factor_ex, "lu_factor_ex")
+
+
+def slogdet(A):
+    """(sign, logabsdet) with ``det(A) = sign * exp(logabsdet)``, for a (batch of) square
+    matrices; as ember.slogdet, in the named tuple torch.linalg.slogdet returns."""
+    return return_types.linalg_slogdet(*ember.slogdet(A))
 
 
 def cholesky(A, *, upper=False):
@@ -72,12 +79,12 @@ def _ex(fn, A, *args, check_errors=False, **kwargs):
 
 def inv_ex(A, *, check_errors=False):
     """(inverse, info), with no error for a singular A unless ``check_errors``."""
-    return _ex(inv, A, check_errors=check_errors)
+    return return_types.linalg_inv_ex(*_ex(inv, A, check_errors=check_errors))
 
 
 def solve_ex(A, B, *, left=True, check_errors=False):
     """(solution, info), with no error for a singular A unless ``check_errors``."""
-    return _ex(solve, A, B, left=left, check_errors=check_errors)
+    return return_types.linalg_solve_ex(*_ex(solve, A, B, left=left, check_errors=check_errors))
 
 
 def lu_factor(A, *, pivot=True):
@@ -89,13 +96,13 @@ def lu_factor(A, *, pivot=True):
                           "would result in a division by zero. If you still want to perform "
                           "the factorization, consider calling linalg.lu(A, pivot) or "
                           "linalg.lu_factor_ex(A, pivot)")
-    return LU, pivots
+    return return_types.linalg_lu_factor(LU, pivots)
 
 
 def lu(A, *, pivot=True):
     """(P, L, U) with ``A = P L U``."""
     LU, pivots, _ = linalg_lu_factor_ex(A, pivot=pivot)
-    return lu_unpack(LU, pivots)
+    return return_types.linalg_lu(*lu_unpack(LU, pivots))
 
 
 def lu_solve(LU, pivots, B, *, left=True, adjoint=False):

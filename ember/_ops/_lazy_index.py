@@ -60,12 +60,14 @@ INDEX = {
     },
     'decompositions': {
         'ops': (
-            'linalg_cholesky_ex', 'linalg_eig', 'linalg_eigh', 'linalg_eigvals', 'linalg_eigvalsh',
-            'linalg_lu_factor_ex', 'linalg_qr', 'linalg_svd', 'linalg_svdvals',
+            'geqrf', 'linalg_cholesky_ex', 'linalg_eig', 'linalg_eigh', 'linalg_eigvals',
+            'linalg_eigvalsh', 'linalg_lu_factor_ex', 'linalg_qr', 'linalg_svd', 'linalg_svdvals',
         ),
         'functions': (
+            'geqrf',
         ),
         'methods': (
+            'geqrf',
         ),
     },
     'linalg_functions': {

@@ -1,11 +1,12 @@
-"""Factorizations: linalg.cholesky_ex, linalg.qr, linalg.svd, linalg.svdvals, linalg.eigh,
-linalg.eigvalsh, linalg.eig, linalg.eigvals, linalg.lu_factor_ex. Backwards are torch's
-(gauge-invariant for singular and eigen vectors), written in ember ops."""
+"""Factorizations: linalg.cholesky_ex, linalg.qr, geqrf, linalg.svd, linalg.svdvals,
+linalg.eigh, linalg.eigvalsh, linalg.eig, linalg.eigvals, linalg.lu_factor_ex. Backwards are
+torch's (gauge-invariant for singular and eigen vectors), written in ember ops."""
 import numpy as np
 
 import ember
 
 from .meta import empty
+from .pointwise import type_name
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
 from .solvers import LinAlgError, check_matrix, linalg_samples
@@ -185,6 +186,40 @@ linalg_qr.samples = lambda dev, dt: [
     if dt.category >= 2 and dt.name != "bfloat16" else []
 linalg_qr.errors = [ErrorSample(Sample(const(3)), RuntimeError,
                                 "linalg.qr: The input tensor A must have at least 2 dimensions")]
+
+
+@op("geqrf", returns=("a", "tau"))
+def geqrf(xp, input):
+    """LAPACK's geqrf, the QR factorization as LAPACK stores it: R on and above the diagonal
+    of ``a``, the Householder vectors below it, and their scales ``tau``
+    (:func:`ember.linalg.householder_product` builds Q from them). See torch.geqrf.
+
+    Example:
+        >>> a, tau = ember.geqrf(ember.tensor([[3., 1.], [4., 2.]]))
+        >>> a
+        tensor([[-5.0000, -2.2000],
+                [ 0.5000,  0.4000]])
+    """
+    if input.dtype.kind not in "fc" or input.dtype.itemsize < 4:
+        raise NotImplementedError(f"\"geqrf_cpu\" not implemented for "
+                                  f"'{type_name(input.dtype)}'")
+    if input.ndim < 2:
+        raise RuntimeError("torch.geqrf: input must have at least 2 dimensions.")
+    h, tau = xp.linalg.qr(input, mode="raw")        # (h is a^T: LAPACK's column-major a)
+    return (xp.ascontiguousarray(h.swapaxes(-1, -2)).astype(input.dtype, copy=False),
+            tau.astype(input.dtype, copy=False))
+
+
+# NOTE: torch has no derivative for geqrf: backward through it raises, as in torch
+geqrf.meta = lambda input: (empty(input.shape, input.dtype),
+                            empty(input.shape[:-2] + (min(input.shape[-2:]),), input.dtype))
+geqrf.samples = lambda dev, dt: [
+    Sample(make((4, 3), dt)).forward_only(), Sample(make((2, 3, 5), dt)).forward_only(),
+    Sample(make((3, 3), dt)).forward_only()] if dt.category >= 2 and dt.name != "bfloat16" else []
+geqrf.errors = [
+    ErrorSample(Sample(const(3)), RuntimeError, "torch.geqrf: input must have at least 2 dim"),
+    ErrorSample(Sample(const(2, 2, dtype=np.int64)), NotImplementedError,
+                "\"geqrf_cpu\" not implemented for 'Long'")]
 
 
 # ---- svd, svdvals -----------------------------------------------------------------------------

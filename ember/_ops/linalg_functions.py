@@ -3,6 +3,7 @@ the OpDefs'): the older APIs torch keeps beside torch.linalg (svd with V, qr wit
 cholesky, triangular_solve, lu...). Each is also a Tensor method where torch has one."""
 import ember
 
+from .. import return_types
 from .._tensor import Tensor
 from .decompositions import (linalg_cholesky_ex, linalg_lu_factor_ex, linalg_qr, linalg_svd,
                              linalg_svdvals, permutation)
@@ -44,15 +45,15 @@ def svd(input, some=True, compute_uv=True):
         # NOTE: torch returns zero-filled U (m, m) and V (n, n) then
         m, n = input.shape[-2:]
         S = linalg_svdvals(input)
-        return (input.new_zeros(input.shape[:-2] + (m, m)), S,
-                input.new_zeros(input.shape[:-2] + (n, n)))
+        return return_types.svd(input.new_zeros(input.shape[:-2] + (m, m)), S,
+                                input.new_zeros(input.shape[:-2] + (n, n)))
     U, S, Vh = linalg_svd(input, full_matrices=not some)
-    return U, S, Vh.mH
+    return return_types.svd(U, S, Vh.mH)
 
 
 def qr(input, some=True):
     """(Q, R); ``some=False`` is linalg.qr's ``mode="complete"``."""
-    return linalg_qr(input, "reduced" if some else "complete")
+    return return_types.qr(*linalg_qr(input, "reduced" if some else "complete"))
 
 
 def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
@@ -61,9 +62,10 @@ def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
     k = min(m, n)
     P = permutation(LU_pivots, m, LU_data) if unpack_pivots else LU_data.new_empty(0)
     if not unpack_data:
-        return P, LU_data.new_empty(0), LU_data.new_empty(0)
+        return return_types.lu_unpack(P, LU_data.new_empty(0), LU_data.new_empty(0))
     eye = ember.eye(m, k, dtype=LU_data.dtype, device=LU_data.device)
-    return P, LU_data[..., :, :k].tril(-1) + eye, LU_data[..., :k, :].triu()
+    return return_types.lu_unpack(P, LU_data[..., :, :k].tril(-1) + eye,
+                                  LU_data[..., :k, :].triu())
 
 
 def lu(A, pivot=True, get_infos=False):
@@ -80,7 +82,7 @@ def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
     """(solution, A) solving ``A X = b`` (``A^T X = b`` when ``transpose``) for a triangular A."""
     M = A.mT if transpose else A
     X = linalg_solve_triangular(M, b, upper=upper != transpose, unitriangular=unitriangular)
-    return X, A.clone()
+    return return_types.triangular_solve(X, A.clone())
 
 
 def chain_matmul(*matrices):

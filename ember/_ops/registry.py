@@ -1,7 +1,6 @@
 """The op registry: every op is one ``OpDef`` holding its forward, backward, meta rule and
 test samples. The public functions, Tensor methods, tests and docs are all read off this table.
 """
-import collections
 import inspect
 import types
 
@@ -51,7 +50,8 @@ class OpDef:
         inplace: also define the in-place method ``Tensor.<name>_``.
         aliases: other public names of the same op.
         returns: field names of a multi-output op's result (``("values", "indices")``): the
-            public function returns a named tuple like ``torch.return_types``.
+            public function returns the named tuple ``ember.return_types.<name>``, as
+            ``torch.return_types``.
         opmath: float16/bfloat16 operands are computed in float32 and the result rounded once,
             as torch's kernels do (default: the ``"pointwise"`` ops). Needs ``promote``.
     """
@@ -108,9 +108,10 @@ class OpDef:
         return deco
 
     def __getattr__(self, name):
-        # NOTE: namedtuple() costs ~0.3 ms; made here on first use, not for every op at import.
+        # NOTE: namedtuple() costs ~0.3 ms; made on first use, not for every op at import.
         if name == "return_type":
-            self.return_type = collections.namedtuple(self.name, self.returns)
+            from ..return_types import make
+            self.return_type = make(self.name, self.returns)
             return self.return_type
         raise AttributeError(f"'OpDef' object has no attribute '{name}'")
 
