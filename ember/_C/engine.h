@@ -91,7 +91,8 @@ static PyObject *nones(PyObject *node)     /* [None] * node.n_outputs */
 static int add_to_buffer(PyObject *buffers, PyObject *nxt, PyObject *nr, PyObject *g,
                          PyObject *meta)
 {
-    PyObject *d = GET(g, s_data), *sh, *m0, *m1, *dt;
+    int is_t = PyObject_TypeCheck(g, Tensor);
+    PyObject *d = is_t ? TGET(g, data, s_data) : GET(g, s_data), *sh, *m0, *m1, *dt;
     if (d == NULL)
         return -1;
     sh = GET(d, s_shape);
@@ -113,7 +114,7 @@ static int add_to_buffer(PyObject *buffers, PyObject *nxt, PyObject *nr, PyObjec
         if ((m1 = tup ? Py_NewRef(PyTuple_GET_ITEM(meta, 1)) : PySequence_GetItem(meta, 1))
             == NULL)
             return -1;
-        dt = GET(g, s_dtype);
+        dt = is_t ? TGET(g, dtype, s_dtype) : GET(g, s_dtype);
         Py_DECREF(m1);
         if (dt == NULL)
             return -1;
