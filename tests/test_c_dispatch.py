@@ -351,3 +351,63 @@ def test_tensor_fields_are_slots():
             "member_descriptor", f
     y = ember.ones(2, requires_grad=True) * 3.0      # the C fast path sets them in place
     assert y._requires_grad is True and y.grad_fn is not None and vars(y) == {}
+
+
+@needs_c
+def test_opdef_attributes_are_read_fresh():
+    # _C/opattr.h caches an OpDef's attributes against its __dict__'s version: a change is seen
+    x = ember.tensor([1.0, 2.0])
+    fwd = P.mul.fwd
+    try:
+        P.mul.fwd = lambda xp, a, b: fwd(xp, a, b) + 1
+        assert C.dispatch(P.mul, (x, x), {}).tolist() == [2.0, 5.0]
+    finally:
+        P.mul.fwd = fwd
+    assert C.dispatch(P.mul, (x, x), {}).tolist() == [1.0, 4.0]
+    y = ember.tensor([1.0, 2.0], requires_grad=True)
+    P.mul.differentiable = False
+    try:
+        assert C.dispatch(P.mul, (y, y), {}).grad_fn is None
+    finally:
+        P.mul.differentiable = True
+    assert C.dispatch(P.mul, (y, y), {}).grad_fn is not None
+    seen = []
+    D.hooks.tracer = lambda *a: seen.append(a[0].name)     # (cached "hooks off" must notice)
+    try:
+        C.dispatch(P.mul, (x, x), {})
+    finally:
+        D.hooks.tracer = None
+    C.dispatch(P.mul, (x, x), {})
+    assert seen == ["mul"]
+
+
+def _accumulate_cases():
+    """Leaf gradients through AccumulateGrad's cases (nodes.h's accumulate_leaf takes some)."""
+    out = []
+    x = ember.tensor([1.0, 2.0], requires_grad=True)
+    w = ember.tensor([3.0, 4.0], requires_grad=True)
+    (x + w).sum().backward()            # one gradient object for both leaves: not shared
+    out.append((x.grad.tolist(), w.grad.tolist(), x.grad is w.grad,
+                x.grad._data is w.grad._data))
+    (x * w).sum().backward()            # .grad already there: added in place
+    out.append((x.grad.tolist(), w.grad.tolist()))
+    seen = []
+    x.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.tolist()))
+    x.grad = None
+    (x * 2.0).sum().backward()
+    out.append((x.grad.tolist(), seen))
+    z = ember.tensor([1.0], requires_grad=True)
+    y = z * 3.0
+    del z                               # the leaf is gone: nothing to accumulate into
+    y.sum().backward()
+    return out
+
+
+@pytest.mark.parametrize("engine_c", [False, True])
+def test_accumulate_same_as_python(monkeypatch, engine_c):
+    if engine_c and C is None:
+        pytest.skip("C dispatch not built or EMBER_NO_C=1")
+    ref = _accumulate_cases()
+    monkeypatch.setattr(D, "_C", C if engine_c else None)
+    assert _accumulate_cases() == ref
+    assert ref[0] == ([1.0, 1.0], [1.0, 1.0], False, False)

@@ -34,6 +34,19 @@ static Py_ssize_t off_category, off_np;
 
 #include "tensor.h"     /* TensorBase: Tensor's fields by offset (TB, TF, TGET) */
 
+/* an ndarray's attributes (shape, dtype, base: getset descriptors) read by calling the
+ * descriptor found at init for an exact numpy.ndarray, without getattr's type lookup */
+enum {ND_SHAPE, ND_DTYPE, ND_BASE, ND_N};
+static const char *nd_names[ND_N] = {"shape", "dtype", "base"};
+static PyObject *nd_descr[ND_N];
+static PyObject *ND(PyObject *a, int i, PyObject *name)
+{
+    PyObject *d = nd_descr[i];
+    if (d != NULL && Py_TYPE(a) == (PyTypeObject *)ndarray)
+        return Py_TYPE(d)->tp_descr_get(d, a, (PyObject *)Py_TYPE(a));
+    return PyObject_GetAttr(a, name);
+}
+
 /* An attribute of a long-lived object (an OpDef, the grad-mode state, the hooks class) read
  * from its __dict__ directly, skipping the type lookup; the classes involved define no data
  * descriptors of these names, so this is what getattr finds; a name missing there is read
@@ -91,6 +104,8 @@ static int is_none_attr(PyObject *o, PyObject *name)
     Py_DECREF(v);
     return r;
 }
+
+#include "opattr.h"     /* OP(opdef, OP_...): an OpDef's attributes, cached */
 
 static int scalar_keeps_dtype(PyObject *dt)
 {
@@ -208,7 +223,7 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
         if ((r = below_float(dt)) < 0)
             goto error_xy;
         if (r) {
-            PyObject *p = ATTR(opdef, s_promote);
+            PyObject *p = OP(opdef, OP_PROMOTE);
             if (p == NULL)
                 goto error_xy;
             int keeps = p == Py_None ? 1 : PyObject_RichCompareBool(p, common, Py_EQ);
@@ -223,7 +238,7 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
         tensors = pos == AT01 ? Py_NewRef(args) : PyTuple_Pack(1, pos == AT0 ? av[0] : av[1]);
         if (tensors == NULL)
             goto error_xy;
-        PyObject *fwd = ATTR(opdef, s_fwd);
+        PyObject *fwd = OP(opdef, OP_FWD);
         if (fwd == NULL)
             goto error_xy;
         PyObject *cargs[3] = {np, x, y};
@@ -244,7 +259,7 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
         if ((r = below_float(dt)) < 0)
             goto error;
         if (r) {
-            PyObject *p = ATTR(opdef, s_promote);
+            PyObject *p = OP(opdef, OP_PROMOTE);
             if (p == NULL)
                 goto error;
             int keeps = p == Py_None ? 1 : PyObject_RichCompareBool(p, common, Py_EQ);
@@ -257,7 +272,7 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
         else if (!scalar_keeps_dtype(dt))
             goto decline;
         tensors = Py_NewRef(args);
-        PyObject *fwd = ATTR(opdef, s_fwd);
+        PyObject *fwd = OP(opdef, OP_FWD);
         if (fwd == NULL)
             goto error;
         if ((x = TGET(a, data, s_data)) == NULL) {
@@ -289,7 +304,7 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
     }
     /* the output Tensor, as Tensor._wrap: object.__new__(Tensor), then _data and dtype */
     {
-        PyObject *rd = GET(res, s_dtype), *dnp = dtype_slot(dt, off_np, s_np);
+        PyObject *rd = ND(res, ND_DTYPE, s_dtype), *dnp = dtype_slot(dt, off_np, s_np);
         if (rd == NULL || dnp == NULL) {
             Py_XDECREF(rd);
             Py_XDECREF(dnp);
@@ -305,7 +320,7 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
     /* autograd: the first input that requires grad decides, as in dispatch.py */
     if ((r = truth_attr(grad_state, s_grad_enabled)) < 0)
         goto done;
-    if (r && (r = truth_attr(opdef, s_differentiable)) < 0)
+    if (r && (r = op_truth(opdef, OP_DIFF)) < 0)
         goto done;
     if (r) {
         Py_ssize_t nt = PyTuple_GET_SIZE(tensors);
@@ -317,9 +332,9 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
         }
         if (any) {
             int general;
-            if ((general = is_none_attr(opdef, s_vjp_fn)) < 0)
+            if ((general = op_is_none(opdef, OP_VJP)) < 0)
                 goto done;
-            if (!general && (general = truth_attr(opdef, s_nondiff_outputs)) < 0)
+            if (!general && (general = op_truth(opdef, OP_NONDIFF)) < 0)
                 goto done;
             if (!general && (general = below_float(odt)) < 0)
                 goto done;
@@ -375,17 +390,15 @@ static PyObject *run(PyObject *opdef, PyObject *args, PyObject *kwargs)
     int r, handled;
     if (kwargs != NULL && kwargs != Py_None && (!PyDict_Check(kwargs) || PyDict_GET_SIZE(kwargs)))
         return slow(opdef, args, kwargs);
-    if ((r = truth_attr(opdef, s_view)) < 0)
+    if ((r = op_truth(opdef, OP_VIEW)) < 0)
         return NULL;
     if (r)
         return slow(opdef, args, kwargs);
     PyObject *names[3] = {s_autocast, s_tracer, s_profiler};
-    for (int i = 0; i < 3; i++) {
-        if ((r = is_none_attr(hooks, names[i])) < 0)
-            return NULL;
-        if (!r)
-            return slow(opdef, args, kwargs);
-    }
+    if ((r = hooks_off(hooks, names, 3)) < 0)
+        return NULL;
+    if (!r)
+        return slow(opdef, args, kwargs);
     PyObject *ret = fast(opdef, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), args,
                          kwargs, &handled);
     return handled ? ret : slow(opdef, args, kwargs);
@@ -458,6 +471,14 @@ static PyObject *init(PyObject *self, PyObject *cfg)
         Py_DECREF(m);
     }
     Py_XSETREF(dtype_type, (PyTypeObject *)Py_NewRef(dtt));
+    for (int i = 0; i < ND_N && PyType_Check(ndarray); i++) {
+        PyObject *d = PyObject_GetAttrString(ndarray, nd_names[i]);    /* (the descriptor) */
+        if (d == NULL)
+            return NULL;
+        if (Py_TYPE(d)->tp_descr_get == NULL)
+            Py_CLEAR(d);        /* (not a descriptor: ND uses getattr) */
+        Py_XSETREF(nd_descr[i], d);
+    }
     if (!PyType_Check(SimpleNode) || !PyList_Check(saved_hooks) ||
         !PyType_IsSubtype((PyTypeObject *)meta_type, &PyTuple_Type))
         return PyErr_Format(PyExc_TypeError, "init: SimpleNode, saved_hooks, TensorMeta");
@@ -538,6 +559,9 @@ PyMODINIT_FUNC PyInit__dispatch(void)
     if ((zero = PyLong_FromLong(0)) == NULL || (empty_dict = PyDict_New()) == NULL || (empty_tuple = PyTuple_New(0)) == NULL)
         return NULL;
     t_zero = zero;
+    PyObject *opn[OP_N] = {s_view, s_fwd, s_promote, s_differentiable, s_vjp_fn,
+                           s_nondiff_outputs, s_save, s_save_result, s_needed_by};
+    memcpy(op_names, opn, sizeof opn);
     /* object's own tp_new, so object.__new__(Tensor) passes its "is it safe" check */
     TensorBaseType.tp_new = PyBaseObject_Type.tp_new;
     if (PyType_Ready(&OperatorType) < 0 || PyType_Ready(&TensorBaseType) < 0)

@@ -30,7 +30,7 @@ static Py_ssize_t storage_off[ST_SLOTS];
  * shares it; new ref */
 static PyObject *saved_output(PyObject *out, PyObject *res, PyObject *odt)
 {
-    PyObject *st, *al, *b = GET(res, s_base_arr);
+    PyObject *st, *al, *b = ND(res, ND_BASE, s_base_arr);
     if (b == NULL)
         return NULL;
     Py_DECREF(b);
@@ -181,7 +181,7 @@ static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors,
         if ((e = edge(t)) == NULL)
             goto done;
         PyTuple_SET_ITEM(edges, k, e);
-        PyObject *shape = GET(datas[k], s_shape);
+        PyObject *shape = ND(datas[k], ND_SHAPE, s_shape);
         if (shape == NULL)
             goto done;
         /* a second input of the first one's shape shares its (immutable) meta */
@@ -203,7 +203,7 @@ static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors,
     SLOT(node, N_KWARGS) = Py_NewRef(no_kwargs);
     SLOT(node, N_POS) = Py_NewRef(pos);
     SLOT(node, N_RELEASED) = Py_NewRef(Py_False);
-    if ((save = ATTR(opdef, s_save)) == NULL || (sr = ATTR(opdef, s_save_result)) == NULL)
+    if ((save = OP(opdef, OP_SAVE)) == NULL || (sr = OP(opdef, OP_SAVE_RESULT)) == NULL)
         goto done;
     if (!PyTuple_Check(save)) {
         PyErr_SetString(PyExc_TypeError, "OpDef.save must be a tuple");
@@ -221,7 +221,7 @@ static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors,
     PyObject *versions = SLOT(node, N_VERSIONS) = ns ? PyList_New(0) : Py_NewRef(empty_tuple);
     if (versions == NULL)
         goto done;
-    if (ns && (needed_by = ATTR(opdef, s_needed_by)) == NULL)
+    if (ns && (needed_by = OP(opdef, OP_NEEDED_BY)) == NULL)
         goto done;
     if (ns && !PyDict_Check(needed_by)) {
         PyErr_SetString(PyExc_TypeError, "OpDef.needed_by must be a dict");
@@ -265,7 +265,7 @@ static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors,
     SLOT(node, N_HAS_SAVED) = PyBool_FromLong(has);
     {
         /* simple_node's _outs; an input's equal shape tuple, or its whole meta, is shared */
-        PyObject *shape = GET(res, s_shape), *m0 = PyList_GET_ITEM(metas, 0), *outs;
+        PyObject *shape = ND(res, ND_SHAPE, s_shape), *m0 = PyList_GET_ITEM(metas, 0), *outs;
         if (shape == NULL)
             goto done;
         if ((r = PyObject_RichCompareBool(shape, PyTuple_GET_ITEM(m0, 0), Py_EQ)) != 0) {

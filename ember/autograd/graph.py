@@ -468,6 +468,7 @@ class NotImplementedNode(Node):
 class AccumulateGrad(Node):
     """Sink of a leaf: adds the incoming gradient into ``variable.grad``."""
 
+    __slots__ = ("_variable",)          # (read by offset in _C/nodes.h)
     seq = float("inf")                   # NOTE: like torch, accumulate as soon as ready
     next_functions, input_meta, n_outputs = (), (), 1
     # (the hook dicts stay read-only and shared until a hook is registered: a leaf never
