@@ -65,7 +65,9 @@ setup(
                            libraries=["m"], optional=True),
                  # dispatch's fast path as a CPython extension (ember/_ops/dispatch.py)
                  Extension("ember._C._dispatch", ["ember/_C/_dispatch.c"],
-                           depends=["ember/_C/record.h", "ember/_C/engine.h"],
+                           depends=["ember/_C/record.h", "ember/_C/engine.h",
+                                    "ember/_C/tensor.h", "ember/_C/operator.h",
+                                    "ember/_C/nodes.h", "ember/_C/opattr.h"],
                            extra_compile_args=["-O2", "-g0"], optional=True)],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -214,9 +214,7 @@ def as_subclass(self, cls):
     if not (isinstance(cls, type) and issubclass(cls, Tensor)):
         raise TypeError(f"Creating a Tensor subclass from a class that does not inherit from "
                         f"Tensor is not possible. Make sure your class inherits from Tensor.")
-    t = object.__new__(cls)
-    t.__dict__.update(self.detach().__dict__)
-    return t
+    return self.detach()._alias(cls)
 
 
 def module_load(self, other, assign=False):

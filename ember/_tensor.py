@@ -4,7 +4,7 @@ import weakref
 
 import numpy as np
 
-from . import _dtype
+from . import _C, _dtype
 from ._backends import backend
 from ._device import CPU, to_device
 from ._size import Size
@@ -20,6 +20,24 @@ _NO_PY_SCALARS = (_dtype.bfloat16, _dtype.float8_e4m3fn, _dtype.float8_e5m2)
 _new = object.__new__
 
 
+def _c_ext():
+    """The C extension (``ember/_C/_dispatch.c``) whose ``TensorBase`` holds a Tensor's hot
+    fields, or None when it is not built or ``EMBER_NO_C=1``: then Tensor is a plain class and
+    the fields' defaults are class attributes. dispatch's C fast path is used exactly when
+    this is not None."""
+    if _C._off:
+        return None
+    try:
+        from ._C import _dispatch
+    except ImportError:
+        return None
+    _dispatch.tensor_defaults(CPU)
+    return _dispatch
+
+
+_cext = _c_ext()
+
+
 def parse_to_args(args, dtype=None, device=None):
     """``(dtype, device)`` from the positional forms of ``Tensor.to`` / ``Module.to``:
     a dtype, a device (or its string), both, or a tensor to match."""
@@ -33,7 +51,7 @@ def parse_to_args(args, dtype=None, device=None):
     return dtype, device
 
 
-class Tensor:
+class Tensor(_cext.TensorBase if _cext is not None else object):
     """A multi-dimensional array with autograd, like ``torch.Tensor``.
 
     Build one with :func:`ember.tensor`, a creation function, or ``ember.Tensor(data)``.
@@ -47,18 +65,24 @@ class Tensor:
                 [6., 8.]])
     """
 
-    # Defaults live on the class so a new tensor only stores what differs.
-    device = CPU
-    grad = None
-    grad_fn = None
-    _requires_grad = False
-    _storage = None
-    _base = None
-    _view_fn = None
-    _output_nr = 0
-    _grad_acc = None
-    _post_acc_hooks = None
-    _retains_grad = False
+    # The hot fields: _data, dtype, device, grad, grad_fn, _requires_grad, _storage, _base,
+    # _view_fn, _output_nr, _grad_acc, _post_acc_hooks, _retains_grad. With the C extension
+    # they are TensorBase's slots (ember/_C/tensor.h), which a new tensor gets with these
+    # defaults: read and written by offset from C, and in a few instructions from Python.
+    # (A class attribute of one of these names would hide the slot.) Without it, the defaults
+    # live on the class so a new tensor only stores what differs.
+    if _cext is None:
+        device = CPU
+        grad = None
+        grad_fn = None
+        _requires_grad = False
+        _storage = None
+        _base = None
+        _view_fn = None
+        _output_nr = 0
+        _grad_acc = None
+        _post_acc_hooks = None
+        _retains_grad = False
     __array_priority__ = 1000          # numpy defers to our reflected operators
 
     def __new__(cls, *args, **kwargs):
@@ -130,9 +154,10 @@ class Tensor:
     def is_contiguous(self, memory_format=None):
         return self.device.type == "meta" or bool(self._data.flags.c_contiguous)
 
-    def _alias(self):
-        """Same data and storage, no autograd history (what a saved output keeps)."""
-        t = _new(Tensor)            # (made field by field: every tanh/exp/sigmoid records one)
+    def _alias(self, cls=None):
+        """Same data and storage, no autograd history (what a saved output keeps); a
+        ``cls`` instance when given (``as_subclass``)."""
+        t = _new(cls or Tensor)     # (made field by field: every tanh/exp/sigmoid records one)
         t._data, t.dtype, t._storage = self._data, self.dtype, self._get_storage()
         if self.device is not CPU:
             t.device = self.device
@@ -243,9 +268,7 @@ class Tensor:
     @data.setter
     def data(self, other):
         self._data, self.dtype, self._storage = other._data, other.dtype, other._get_storage()
-        self.__dict__.pop("device", None)
-        if other.device is not CPU:
-            self.device = other.device
+        self.device = other.device
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Compute the gradient of this tensor w.r.t. graph leaves; see ``autograd.backward``."""

@@ -263,3 +263,151 @@ def test_quick_view_is_dispatchs_view():
     w.register_hook(lambda g: seen.append((g.stride(), g._base is not None)))
     w.sum().backward()
     assert seen[1] == ((0,), True) and z.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+# ---- Tensor's fields: TensorBase's slots (_C/tensor.h) against the class defaults of the pure
+# Python Tensor (EMBER_NO_C=1) --------------------------------------------------------------------
+
+_FIELDS = ("device", "grad", "grad_fn", "_requires_grad", "_storage", "_base", "_view_fn",
+           "_output_nr", "_grad_acc", "_post_acc_hooks", "_retains_grad")
+
+_PROBE = """
+import copy, gc, pickle, sys, weakref
+import ember
+from ember._tensor import Tensor
+F = %r
+out = []
+def fields(t):
+    return [repr(getattr(t, f)) if f != "device" else str(t.device) for f in F]
+class Sub(Tensor):
+    pass
+class Slotted(Tensor):
+    __slots__ = ("extra",)
+p = ember.nn.Parameter(ember.ones(2))
+made = [object.__new__(Tensor), Tensor._wrap(ember.ones(2)._data), ember.ones(2), p,
+        ember.ones(2).as_subclass(Sub), object.__new__(Slotted), ember.ones(2).detach()]
+for t in made:
+    out.append((type(t).__name__, fields(t), hasattr(t, "_data")))
+x = ember.tensor([1.0, 2.0], requires_grad=True)
+y = (x * x).tanh().sum()
+y.backward()
+out.append((x.grad.tolist(), y.grad_fn.name(), y._requires_grad, y._output_nr, y.is_leaf))
+del x.grad
+out.append(repr(x.grad))
+x.grad = ember.ones(2)
+x.note = "mine"                 # an attribute of the user's: the instance dict
+r = weakref.ref(x)
+out.append((x.note, r() is x, vars(x).get("note")))
+for z in (pickle.loads(pickle.dumps(x)), copy.deepcopy(x), pickle.loads(pickle.dumps(p)),
+          copy.deepcopy(p)):
+    out.append((type(z).__name__, z.tolist(), z.requires_grad, getattr(z, "note", None),
+                repr(z.grad)))
+d = ember.zeros(3)
+d.data = ember.ones(3, dtype=ember.float64)
+out.append((d.dtype.name, d.tolist(), str(d.device)))
+s = ember.ones(2)
+s.__class__ = Sub
+out.append((type(s).__name__, s.tolist(), s.grad_fn))
+c = ember.ones(2, requires_grad=True)
+h = c * 2
+h.me = h                        # a cycle through the dict and the slots
+ref = weakref.ref(h)
+del h
+gc.collect()
+out.append(ref() is None)
+try:
+    class Bad(Tensor, flag=1):
+        pass
+except TypeError as e:
+    out.append("TypeError")
+print(repr(out))
+"""
+
+
+def _probe(no_c):
+    import os
+    env = {k: v for k, v in os.environ.items() if k != "EMBER_NO_C"}
+    if no_c:
+        env["EMBER_NO_C"] = "1"
+    r = subprocess.run([sys.executable, "-c", _PROBE % (_FIELDS,)], capture_output=True,
+                       text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_tensor_fields_same_with_and_without_c():
+    # defaults of tensors made every way, del/assign, user attributes, weakref, pickle and
+    # copy (Parameter too), .data, __class__, a collected cycle, subclass keywords
+    c, p = _probe(False), _probe(True)
+    assert c == p and "Parameter" in c
+
+
+@needs_c
+def test_tensor_fields_are_slots():
+    t = ember.ones(2)
+    assert isinstance(t, ember._tensor._cext.TensorBase) and "grad_fn" not in vars(t)
+    for f in _FIELDS + ("_data", "dtype"):
+        assert type(ember.Tensor.__dict__.get(f, getattr(ember.Tensor, f))).__name__ == \
+            "member_descriptor", f
+    y = ember.ones(2, requires_grad=True) * 3.0      # the C fast path sets them in place
+    assert y._requires_grad is True and y.grad_fn is not None and vars(y) == {}
+
+
+@needs_c
+def test_opdef_attributes_are_read_fresh():
+    # _C/opattr.h caches an OpDef's attributes against its __dict__'s version: a change is seen
+    x = ember.tensor([1.0, 2.0])
+    fwd = P.mul.fwd
+    try:
+        P.mul.fwd = lambda xp, a, b: fwd(xp, a, b) + 1
+        assert C.dispatch(P.mul, (x, x), {}).tolist() == [2.0, 5.0]
+    finally:
+        P.mul.fwd = fwd
+    assert C.dispatch(P.mul, (x, x), {}).tolist() == [1.0, 4.0]
+    y = ember.tensor([1.0, 2.0], requires_grad=True)
+    P.mul.differentiable = False
+    try:
+        assert C.dispatch(P.mul, (y, y), {}).grad_fn is None
+    finally:
+        P.mul.differentiable = True
+    assert C.dispatch(P.mul, (y, y), {}).grad_fn is not None
+    seen = []
+    D.hooks.tracer = lambda *a: seen.append(a[0].name)     # (cached "hooks off" must notice)
+    try:
+        C.dispatch(P.mul, (x, x), {})
+    finally:
+        D.hooks.tracer = None
+    C.dispatch(P.mul, (x, x), {})
+    assert seen == ["mul"]
+
+
+def _accumulate_cases():
+    """Leaf gradients through AccumulateGrad's cases (nodes.h's accumulate_leaf takes some)."""
+    out = []
+    x = ember.tensor([1.0, 2.0], requires_grad=True)
+    w = ember.tensor([3.0, 4.0], requires_grad=True)
+    (x + w).sum().backward()            # one gradient object for both leaves: not shared
+    out.append((x.grad.tolist(), w.grad.tolist(), x.grad is w.grad,
+                x.grad._data is w.grad._data))
+    (x * w).sum().backward()            # .grad already there: added in place
+    out.append((x.grad.tolist(), w.grad.tolist()))
+    seen = []
+    x.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.tolist()))
+    x.grad = None
+    (x * 2.0).sum().backward()
+    out.append((x.grad.tolist(), seen))
+    z = ember.tensor([1.0], requires_grad=True)
+    y = z * 3.0
+    del z                               # the leaf is gone: nothing to accumulate into
+    y.sum().backward()
+    return out
+
+
+@pytest.mark.parametrize("engine_c", [False, True])
+def test_accumulate_same_as_python(monkeypatch, engine_c):
+    if engine_c and C is None:
+        pytest.skip("C dispatch not built or EMBER_NO_C=1")
+    ref = _accumulate_cases()
+    monkeypatch.setattr(D, "_C", C if engine_c else None)
+    assert _accumulate_cases() == ref
+    assert ref[0] == ([1.0, 1.0], [1.0, 1.0], False, False)

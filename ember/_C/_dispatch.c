@@ -32,6 +32,21 @@ static Py_ssize_t off_category, off_np;
 
 #define GET(o, s) PyObject_GetAttr((o), (s))
 
+#include "tensor.h"     /* TensorBase: Tensor's fields by offset (TB, TF, TGET) */
+
+/* an ndarray's attributes (shape, dtype, base: getset descriptors) read by calling the
+ * descriptor found at init for an exact numpy.ndarray, without getattr's type lookup */
+enum {ND_SHAPE, ND_DTYPE, ND_BASE, ND_N};
+static const char *nd_names[ND_N] = {"shape", "dtype", "base"};
+static PyObject *nd_descr[ND_N];
+static PyObject *ND(PyObject *a, int i, PyObject *name)
+{
+    PyObject *d = nd_descr[i];
+    if (d != NULL && Py_TYPE(a) == (PyTypeObject *)ndarray)
+        return Py_TYPE(d)->tp_descr_get(d, a, (PyObject *)Py_TYPE(a));
+    return PyObject_GetAttr(a, name);
+}
+
 /* An attribute of a long-lived object (an OpDef, the grad-mode state, the hooks class) read
  * from its __dict__ directly, skipping the type lookup; the classes involved define no data
  * descriptors of these names, so this is what getattr finds; a name missing there is read
@@ -89,6 +104,8 @@ static int is_none_attr(PyObject *o, PyObject *name)
     Py_DECREF(v);
     return r;
 }
+
+#include "opattr.h"     /* OP(opdef, OP_...): an OpDef's attributes, cached */
 
 static int scalar_keeps_dtype(PyObject *dt)
 {
@@ -163,31 +180,22 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
         a = av[0];
         b = av[1];
         if (PyObject_TypeCheck(a, Tensor)) {
-            if ((dt = GET(a, s_dtype)) == NULL)
+            if ((dt = TGET(a, dtype, s_dtype)) == NULL)
                 return NULL;
             if (PyObject_TypeCheck(b, Tensor)) {
-                PyObject *bd = GET(b, s_dtype), *bv;
-                if (bd == NULL)
-                    goto error;
-                Py_DECREF(bd);
-                if (bd != dt)
-                    goto decline;
-                if ((bv = GET(b, s_device)) == NULL)
-                    goto error;
-                Py_DECREF(bv);
-                if (bv != CPU)
+                if (TB(b)->dtype != dt || TF(b, device, CPU) != CPU)
                     goto decline;
                 pos = AT01;
-                if ((x = GET(a, s_data)) == NULL)
+                if ((x = TGET(a, data, s_data)) == NULL)
                     goto error;
-                if ((y = GET(b, s_data)) == NULL) {
+                if ((y = TGET(b, data, s_data)) == NULL) {
                     Py_DECREF(x);
                     goto error;
                 }
             }
             else if ((PyLong_CheckExact(b) || PyFloat_CheckExact(b)) && scalar_keeps_dtype(dt)) {
                 pos = AT0;
-                if ((x = GET(a, s_data)) == NULL)
+                if ((x = TGET(a, data, s_data)) == NULL)
                     goto error;
                 y = Py_NewRef(b);
             }
@@ -195,13 +203,13 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
                 goto decline;
         }
         else if ((PyLong_CheckExact(a) || PyFloat_CheckExact(a)) && PyObject_TypeCheck(b, Tensor)) {
-            if ((dt = GET(b, s_dtype)) == NULL)
+            if ((dt = TGET(b, dtype, s_dtype)) == NULL)
                 return NULL;
             if (!scalar_keeps_dtype(dt))
                 goto decline;
             pos = AT1;
             x = Py_NewRef(a);
-            if ((y = GET(b, s_data)) == NULL) {
+            if ((y = TGET(b, data, s_data)) == NULL) {
                 Py_DECREF(x);
                 goto error;
             }
@@ -210,16 +218,12 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
         else
             return *handled = 0, NULL;
         /* from here x, y are owned */
-        PyObject *dv = GET(a, s_device);
-        if (dv == NULL)
-            goto error_xy;
-        Py_DECREF(dv);
-        if (dv != CPU)
+        if (TF(a, device, CPU) != CPU)
             goto decline_xy;
         if ((r = below_float(dt)) < 0)
             goto error_xy;
         if (r) {
-            PyObject *p = ATTR(opdef, s_promote);
+            PyObject *p = OP(opdef, OP_PROMOTE);
             if (p == NULL)
                 goto error_xy;
             int keeps = p == Py_None ? 1 : PyObject_RichCompareBool(p, common, Py_EQ);
@@ -234,7 +238,7 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
         tensors = pos == AT01 ? Py_NewRef(args) : PyTuple_Pack(1, pos == AT0 ? av[0] : av[1]);
         if (tensors == NULL)
             goto error_xy;
-        PyObject *fwd = ATTR(opdef, s_fwd);
+        PyObject *fwd = OP(opdef, OP_FWD);
         if (fwd == NULL)
             goto error_xy;
         PyObject *cargs[3] = {np, x, y};
@@ -247,21 +251,15 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
     }
     else if (n == 1) {
         a = av[0];
-        if (!PyObject_TypeCheck(a, Tensor))
+        if (!PyObject_TypeCheck(a, Tensor) || TF(a, device, CPU) != CPU)
             return *handled = 0, NULL;
-        PyObject *dv = GET(a, s_device);
-        if (dv == NULL)
-            return NULL;
-        Py_DECREF(dv);
-        if (dv != CPU)
-            return *handled = 0, NULL;
-        if ((dt = GET(a, s_dtype)) == NULL)
+        if ((dt = TGET(a, dtype, s_dtype)) == NULL)
             return NULL;
         pos = AT0;
         if ((r = below_float(dt)) < 0)
             goto error;
         if (r) {
-            PyObject *p = ATTR(opdef, s_promote);
+            PyObject *p = OP(opdef, OP_PROMOTE);
             if (p == NULL)
                 goto error;
             int keeps = p == Py_None ? 1 : PyObject_RichCompareBool(p, common, Py_EQ);
@@ -274,10 +272,10 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
         else if (!scalar_keeps_dtype(dt))
             goto decline;
         tensors = Py_NewRef(args);
-        PyObject *fwd = ATTR(opdef, s_fwd);
+        PyObject *fwd = OP(opdef, OP_FWD);
         if (fwd == NULL)
             goto error;
-        if ((x = GET(a, s_data)) == NULL) {
+        if ((x = TGET(a, data, s_data)) == NULL) {
             Py_DECREF(fwd);
             goto error;
         }
@@ -305,13 +303,8 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
             goto done;
     }
     /* the output Tensor, as Tensor._wrap: object.__new__(Tensor), then _data and dtype */
-    out = PyBaseObject_Type.tp_new(Tensor, empty_tuple, NULL);
-    if (out == NULL)
-        goto done;
-    if (PyObject_SetAttr(out, s_data, res) < 0)
-        goto done;
     {
-        PyObject *rd = GET(res, s_dtype), *dnp = dtype_slot(dt, off_np, s_np);
+        PyObject *rd = ND(res, ND_DTYPE, s_dtype), *dnp = dtype_slot(dt, off_np, s_np);
         if (rd == NULL || dnp == NULL) {
             Py_XDECREF(rd);
             Py_XDECREF(dnp);
@@ -321,34 +314,27 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
         Py_DECREF(rd);
         Py_DECREF(dnp);
         odt = same ? Py_NewRef(dt) : PyObject_CallOneArg(dtype_of, res);
-        if (odt == NULL)
-            goto done;
-        if (PyObject_SetAttr(out, s_dtype, odt) < 0)
+        if (odt == NULL || (out = tensor_new(Tensor, res, odt)) == NULL)
             goto done;
     }
     /* autograd: the first input that requires grad decides, as in dispatch.py */
     if ((r = truth_attr(grad_state, s_grad_enabled)) < 0)
         goto done;
-    if (r && (r = truth_attr(opdef, s_differentiable)) < 0)
+    if (r && (r = op_truth(opdef, OP_DIFF)) < 0)
         goto done;
     if (r) {
         Py_ssize_t nt = PyTuple_GET_SIZE(tensors);
         int any = 0;
-        for (Py_ssize_t i = 0; i < nt && !any; i++)
-        {
-            PyObject *v = GET(PyTuple_GET_ITEM(tensors, i), s_requires_grad);
-            if (v == NULL)
-                goto done;
-            any = PyObject_IsTrue(v);
-            Py_DECREF(v);
-            if (any < 0)
+        for (Py_ssize_t i = 0; i < nt && !any; i++) {
+            PyObject *v = TF(PyTuple_GET_ITEM(tensors, i), requires_grad, Py_False);
+            if ((any = v == Py_True ? 1 : PyObject_IsTrue(v)) < 0)
                 goto done;
         }
         if (any) {
             int general;
-            if ((general = is_none_attr(opdef, s_vjp_fn)) < 0)
+            if ((general = op_is_none(opdef, OP_VJP)) < 0)
                 goto done;
-            if (!general && (general = truth_attr(opdef, s_nondiff_outputs)) < 0)
+            if (!general && (general = op_truth(opdef, OP_NONDIFF)) < 0)
                 goto done;
             if (!general && (general = below_float(odt)) < 0)
                 goto done;
@@ -369,10 +355,8 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
                                              odt);
                 if (node == NULL)
                     goto done;
-                r = PyObject_SetAttr(out, s_grad_fn, node);
-                Py_DECREF(node);
-                if (r < 0 || PyObject_SetAttr(out, s_requires_grad, Py_True) < 0)
-                    goto done;
+                Py_XSETREF(TB(out)->grad_fn, node);
+                Py_XSETREF(TB(out)->requires_grad, Py_NewRef(Py_True));
             }
         }
     }
@@ -406,17 +390,15 @@ static PyObject *run(PyObject *opdef, PyObject *args, PyObject *kwargs)
     int r, handled;
     if (kwargs != NULL && kwargs != Py_None && (!PyDict_Check(kwargs) || PyDict_GET_SIZE(kwargs)))
         return slow(opdef, args, kwargs);
-    if ((r = truth_attr(opdef, s_view)) < 0)
+    if ((r = op_truth(opdef, OP_VIEW)) < 0)
         return NULL;
     if (r)
         return slow(opdef, args, kwargs);
     PyObject *names[3] = {s_autocast, s_tracer, s_profiler};
-    for (int i = 0; i < 3; i++) {
-        if ((r = is_none_attr(hooks, names[i])) < 0)
-            return NULL;
-        if (!r)
-            return slow(opdef, args, kwargs);
-    }
+    if ((r = hooks_off(hooks, names, 3)) < 0)
+        return NULL;
+    if (!r)
+        return slow(opdef, args, kwargs);
     PyObject *ret = fast(opdef, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), args,
                          kwargs, &handled);
     return handled ? ret : slow(opdef, args, kwargs);
@@ -437,85 +419,7 @@ static PyObject *dispatch(PyObject *self, PyObject *const *av, Py_ssize_t n)
     return run(av[0], av[1], av[2]);
 }
 
-/* ---- Python operators (``Tensor.__add__``...): the operand check, then dispatch ---------- */
-
-typedef struct {
-    PyObject_HEAD
-    PyObject *opdef;
-    int reflected;
-    vectorcallfunc vectorcall;
-} Operator;
-
-static PyObject *operator_call(PyObject *self, PyObject *const *av, size_t nargsf,
-                               PyObject *kwnames)
-{
-    Operator *op = (Operator *)self;
-    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
-    if (n != 2 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames))) {
-        PyErr_SetString(PyExc_TypeError, "an operator takes (self, other)");
-        return NULL;
-    }
-    PyObject *o = av[1];
-    int r = PyObject_TypeCheck(o, Tensor) || PyFloat_CheckExact(o) || PyLong_CheckExact(o) ?
-        1 : PyObject_IsInstance(o, operands);
-    if (r <= 0)
-        return r < 0 ? NULL : Py_NewRef(Py_NotImplemented);
-    PyObject *args = op->reflected ? PyTuple_Pack(2, av[1], av[0]) : PyTuple_Pack(2, av[0], av[1]);
-    if (args == NULL)
-        return NULL;
-    PyObject *ret = run(op->opdef, args, empty_dict);
-    Py_DECREF(args);
-    return ret;
-}
-
-static PyObject *operator_get(PyObject *self, PyObject *obj, PyObject *type)
-{
-    if (obj == NULL || obj == Py_None)
-        return Py_NewRef(self);
-    return PyMethod_New(self, obj);
-}
-
-static void operator_dealloc(PyObject *self)
-{
-    Py_XDECREF(((Operator *)self)->opdef);
-    Py_TYPE(self)->tp_free(self);
-}
-
-static PyObject *operator_repr(PyObject *self)
-{
-    Operator *op = (Operator *)self;
-    return PyUnicode_FromFormat("<ember operator %R%s>", op->opdef,
-                                op->reflected ? " (reflected)" : "");
-}
-
-static PyTypeObject OperatorType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "ember._C._dispatch.Operator",
-    .tp_basicsize = sizeof(Operator),
-    .tp_dealloc = operator_dealloc,
-    .tp_vectorcall_offset = offsetof(Operator, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_repr = operator_repr,
-    .tp_descr_get = operator_get,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
-    .tp_doc = "A Python operator of Tensor: NotImplemented for a foreign operand, else the "
-              "op's dispatch (``_tensor_methods._binary``).",
-};
-
-static PyObject *make_operator(PyObject *self, PyObject *args)
-{
-    PyObject *opdef;
-    int reflected;
-    if (!PyArg_ParseTuple(args, "Op", &opdef, &reflected))
-        return NULL;
-    Operator *op = PyObject_New(Operator, &OperatorType);
-    if (op == NULL)
-        return NULL;
-    op->opdef = Py_NewRef(opdef);
-    op->reflected = reflected;
-    op->vectorcall = operator_call;
-    return (PyObject *)op;
-}
+#include "operator.h"     /* Tensor.__add__ and friends */
 
 /* ---- set-up ------------------------------------------------------------------------------ */
 
@@ -543,8 +447,10 @@ static PyObject *init(PyObject *self, PyObject *cfg)
             return PyErr_Format(PyExc_KeyError, "init: %s missing", items[i].name);
         Py_XSETREF(*items[i].slot, Py_NewRef(v));
     }
-    if (!PyType_Check(Tensor) || !PyTuple_Check(scalar_keeps))
-        return PyErr_Format(PyExc_TypeError, "init: Tensor must be a type, scalar_keeps a tuple");
+    if (!PyType_Check(Tensor) || !PyType_IsSubtype(Tensor, &TensorBaseType) ||
+        !PyTuple_Check(scalar_keeps))
+        return PyErr_Format(PyExc_TypeError, "init: Tensor must be a TensorBase subclass, "
+                            "scalar_keeps a tuple");
     PyObject *f = PyDict_GetItemString(cfg, "FLOAT");
     if (f == NULL || (FLOAT = PyLong_AsLong(f)) == -1)
         return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_KeyError, "init: FLOAT");
@@ -565,6 +471,14 @@ static PyObject *init(PyObject *self, PyObject *cfg)
         Py_DECREF(m);
     }
     Py_XSETREF(dtype_type, (PyTypeObject *)Py_NewRef(dtt));
+    for (int i = 0; i < ND_N && PyType_Check(ndarray); i++) {
+        PyObject *d = PyObject_GetAttrString(ndarray, nd_names[i]);    /* (the descriptor) */
+        if (d == NULL)
+            return NULL;
+        if (Py_TYPE(d)->tp_descr_get == NULL)
+            Py_CLEAR(d);        /* (not a descriptor: ND uses getattr) */
+        Py_XSETREF(nd_descr[i], d);
+    }
     if (!PyType_Check(SimpleNode) || !PyList_Check(saved_hooks) ||
         !PyType_IsSubtype((PyTypeObject *)meta_type, &PyTuple_Type))
         return PyErr_Format(PyExc_TypeError, "init: SimpleNode, saved_hooks, TensorMeta");
@@ -612,6 +526,8 @@ static PyMethodDef methods[] = {
     {"dependencies", dependencies, METH_O,
      "dependencies(roots): engine._dependencies, in C."},
     {"init_engine", init_engine, METH_O, "init_engine(objects): the engine's Python helpers."},
+    {"tensor_defaults", tensor_defaults, METH_O,
+     "tensor_defaults(cpu): the device of a new tensor (TensorBase's default)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_dispatch",
@@ -642,7 +558,16 @@ PyMODINIT_FUNC PyInit__dispatch(void)
             return NULL;
     if ((zero = PyLong_FromLong(0)) == NULL || (empty_dict = PyDict_New()) == NULL || (empty_tuple = PyTuple_New(0)) == NULL)
         return NULL;
-    if (PyType_Ready(&OperatorType) < 0)
+    t_zero = zero;
+    PyObject *opn[OP_N] = {s_view, s_fwd, s_promote, s_differentiable, s_vjp_fn,
+                           s_nondiff_outputs, s_save, s_save_result, s_needed_by};
+    memcpy(op_names, opn, sizeof opn);
+    /* object's own tp_new, so object.__new__(Tensor) passes its "is it safe" check */
+    TensorBaseType.tp_new = PyBaseObject_Type.tp_new;
+    if (PyType_Ready(&OperatorType) < 0 || PyType_Ready(&TensorBaseType) < 0)
         return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddObjectRef(m, "TensorBase", (PyObject *)&TensorBaseType) < 0)
+        Py_CLEAR(m);
+    return m;
 }

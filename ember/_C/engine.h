@@ -13,6 +13,8 @@ static PyObject *AccumulateGrad, *run_tensor_hooks, *accumulate_fn, *apply_fn, *
 static PyObject *s_n_outputs, *s_tensor_pre_hooks, *s_retain_grad_hooks, *s_pre_hooks, *s_hooks,
     *s_trace, *s_next_functions, *s_input_meta, *s_apply, *s_release, *s_seq, *s_accumulate;
 
+#include "nodes.h"      /* node_bare, accumulate_leaf, simple_apply, simple_release */
+
 typedef struct { double key; uintptr_t id; PyObject *node; } HeapItem;
 typedef struct { HeapItem *a; Py_ssize_t n, cap; } Heap;
 
@@ -24,7 +26,8 @@ static int heap_less(const HeapItem *x, const HeapItem *y)
 /* push node (a new reference is taken) keyed (-node.seq, id(node)), as heapq's tuples */
 static int heap_push(Heap *h, PyObject *node)
 {
-    PyObject *seq = GET(node, s_seq);
+    PyObject *seq = Py_TYPE(node) == SimpleNode && SLOT(node, N_SEQ) != NULL ?
+        Py_NewRef(SLOT(node, N_SEQ)) : GET(node, s_seq);
     if (seq == NULL)
         return -1;
     double s = PyFloat_AsDouble(seq);
@@ -74,7 +77,10 @@ static PyObject *heap_pop(Heap *h)      /* the owned node */
 
 static PyObject *nones(PyObject *node)     /* [None] * node.n_outputs */
 {
-    PyObject *v = GET(node, s_n_outputs);
+    int bare = node_bare(node);
+    if (bare < 0)
+        return NULL;
+    PyObject *v = bare ? PyLong_FromLong(1) : GET(node, s_n_outputs);
     if (v == NULL)
         return NULL;
     Py_ssize_t n = PyLong_AsSsize_t(v);
@@ -91,10 +97,11 @@ static PyObject *nones(PyObject *node)     /* [None] * node.n_outputs */
 static int add_to_buffer(PyObject *buffers, PyObject *nxt, PyObject *nr, PyObject *g,
                          PyObject *meta)
 {
-    PyObject *d = GET(g, s_data), *sh, *m0, *m1, *dt;
+    int is_t = PyObject_TypeCheck(g, Tensor);
+    PyObject *d = is_t ? TGET(g, data, s_data) : GET(g, s_data), *sh, *m0, *m1, *dt;
     if (d == NULL)
         return -1;
-    sh = GET(d, s_shape);
+    sh = ND(d, ND_SHAPE, s_shape);
     Py_DECREF(d);
     if (sh == NULL)
         return -1;
@@ -113,7 +120,7 @@ static int add_to_buffer(PyObject *buffers, PyObject *nxt, PyObject *nr, PyObjec
         if ((m1 = tup ? Py_NewRef(PyTuple_GET_ITEM(meta, 1)) : PySequence_GetItem(meta, 1))
             == NULL)
             return -1;
-        dt = GET(g, s_dtype);
+        dt = is_t ? TGET(g, dtype, s_dtype) : GET(g, s_dtype);
         Py_DECREF(m1);
         if (dt == NULL)
             return -1;
@@ -175,127 +182,6 @@ static int release_edge(PyObject *deps, PyObject *nxt, Heap *h)
     return left == 0 ? heap_push(h, nxt) : 0;
 }
 
-/* ---- a SimpleNode's apply() and release() (OpNode's are the reference) ------------------- */
-
-/* the saved tensors are unchanged (as at recording); -1 on error */
-static int versions_ok(PyObject *versions)
-{
-    PyObject *seq = PySequence_Fast(versions, "versions");
-    if (seq == NULL)
-        return -1;
-    int ok = 1;
-    for (Py_ssize_t i = 0; ok == 1 && i < PySequence_Fast_GET_SIZE(seq); i++) {
-        PyObject *tv = PySequence_Fast_GET_ITEM(seq, i), *v;
-        if (!PyTuple_Check(tv) || PyTuple_GET_SIZE(tv) != 2) {
-            ok = 0;
-            break;
-        }
-        if ((v = version_of(PyTuple_GET_ITEM(tv, 0))) == NULL) {
-            ok = -1;
-            break;
-        }
-        ok = PyObject_RichCompareBool(v, PyTuple_GET_ITEM(tv, 1), Py_EQ);
-        Py_DECREF(v);
-    }
-    Py_DECREF(seq);
-    return ok;
-}
-
-/* node.apply(grads) for a SimpleNode in the common case: not released, its saved tensors
- * unchanged, no graph of the backward (create_graph). Anything else: *handled = 0 and
- * OpNode.apply runs (it raises the errors). */
-static PyObject *simple_apply(PyObject *node, PyObject *grads, int *handled)
-{
-    PyObject *opdef = SLOT(node, N_OPDEF), *pos = SLOT(node, N_POS), *args = SLOT(node, N_ARGS);
-    PyObject *res = NULL, *vjp = NULL, *out = NULL, *prev = NULL, *kwnames = NULL;
-    int r;
-    *handled = 0;
-    if (SLOT(node, N_RELEASED) != Py_False || SLOT(node, N_KWARGS) != no_kwargs ||
-        !PyList_CheckExact(args) || !PyList_CheckExact(grads) || PyList_GET_SIZE(grads) < 1 ||
-        (pos != AT0 && pos != AT1 && pos != AT01))
-        return NULL;
-    if ((r = versions_ok(SLOT(node, N_VERSIONS))) <= 0)
-        return r < 0 ? (*handled = 1, NULL) : NULL;
-    if ((r = truth_attr(opdef, s_save_result)) < 0)
-        return *handled = 1, NULL;
-    if (r) {        /* result=: the saved output, checked, with no graph of its own */
-        PyObject *rs = SLOT(node, N_RESULTS), *rv;
-        if ((r = truth_attr(grad_state, s_grad_enabled)) != 0)
-            return r < 0 ? (*handled = 1, NULL) : NULL;
-        if (!PyList_CheckExact(rs) || PyList_GET_SIZE(rs) != 1)
-            return NULL;
-        rv = PyList_GET_ITEM(rs, 0);
-        if (!PyTuple_Check(rv) || PyTuple_GET_SIZE(rv) != 2 || PyTuple_GET_ITEM(rv, 1) == Py_None)
-            return NULL;
-        PyObject *one = PyList_New(1);
-        if (one == NULL)
-            return *handled = 1, NULL;
-        PyList_SET_ITEM(one, 0, Py_NewRef(rv));
-        r = versions_ok(one);
-        Py_DECREF(one);
-        if (r <= 0)
-            return r < 0 ? (*handled = 1, NULL) : NULL;
-        res = PyTuple_GET_ITEM(rv, 0);
-    }
-    *handled = 1;
-    if ((vjp = ATTR(opdef, s_vjp_fn)) == NULL)
-        return NULL;
-    Py_ssize_t na = PyList_GET_SIZE(args);
-    PyObject *small[8], **av = na + 2 <= 8 ? small : PyMem_Malloc((na + 2) * sizeof *av);
-    if (av == NULL) {
-        Py_DECREF(vjp);
-        return PyErr_NoMemory();
-    }
-    av[0] = PyList_GET_ITEM(grads, 0);
-    for (Py_ssize_t i = 0; i < na; i++)
-        av[i + 1] = PyList_GET_ITEM(args, i);
-    if (res != NULL) {
-        av[na + 1] = res;
-        kwnames = kw_result;
-    }
-    /* graph._running = node while the vjp runs (needs_input_grad) */
-    if ((prev = PyObject_GetAttr(graph_mod, s_running)) != NULL &&
-        PyObject_SetAttr(graph_mod, s_running, node) == 0) {
-        out = PyObject_Vectorcall(vjp, av, na + 1, kwnames);
-        PyObject *t, *v, *tb;
-        PyErr_Fetch(&t, &v, &tb);
-        if (PyObject_SetAttr(graph_mod, s_running, prev) < 0)
-            Py_CLEAR(out);
-        if (t != NULL)
-            PyErr_Restore(t, v, tb);
-    }
-    Py_XDECREF(prev);
-    Py_DECREF(vjp);
-    if (av != small)
-        PyMem_Free(av);
-    if (out == NULL)
-        return NULL;
-    if (!PyTuple_Check(out))
-        Py_SETREF(out, PyTuple_Pack(1, out));
-    if (out == NULL || pos == AT0 || (pos == AT01 && PyTuple_GET_SIZE(out) >= 2))
-        return out;
-    /* one gradient per tensor input, in the order of the edges */
-    Py_ssize_t np_ = PyTuple_GET_SIZE(pos);
-    PyObject *flat = PyList_New(np_);
-    for (Py_ssize_t k = 0; flat != NULL && k < np_; k++) {
-        Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(PyTuple_GET_ITEM(pos, k), 0));
-        PyList_SET_ITEM(flat, k, Py_NewRef(i < PyTuple_GET_SIZE(out) ?
-                                           PyTuple_GET_ITEM(out, i) : Py_None));
-    }
-    Py_DECREF(out);
-    return flat;
-}
-
-static void simple_release(PyObject *node)      /* OpNode.release */
-{
-    if (SLOT(node, N_HAS_SAVED) != Py_True)
-        return;
-    int idx[3] = {N_ARGS, N_VERSIONS, N_RESULTS};
-    for (int i = 0; i < 3; i++)
-        Py_XSETREF(SLOT(node, idx[i]), Py_NewRef(Py_None));
-    Py_XSETREF(SLOT(node, N_RELEASED), Py_NewRef(Py_True));
-}
-
 /* one node's step; 0 or -1 */
 static int backward_step(PyObject *node, PyObject *buffers, PyObject *deps, Heap *h,
                          PyObject *retain, PyObject *create, int accumulate)
@@ -316,11 +202,12 @@ static int backward_step(PyObject *node, PyObject *buffers, PyObject *deps, Heap
         return -1;
     if (grads == NULL && (grads = nones(node)) == NULL)
         return -1;
-    if ((r = truth_attr(node, s_tensor_pre_hooks)) == 0)
+    int bare = node_bare(node);     /* no hooks of any kind: their checks are skipped */
+    if ((r = bare) == 0 && (r = truth_attr(node, s_tensor_pre_hooks)) == 0)
         r = truth_attr(node, s_retain_grad_hooks);
     if (r < 0)
         goto done;
-    if (r) {
+    if (r && !bare) {
         PyObject *v = PyObject_CallFunctionObjArgs(run_tensor_hooks, node, grads, NULL);
         if (v == NULL)
             goto done;
@@ -332,7 +219,7 @@ static int backward_step(PyObject *node, PyObject *buffers, PyObject *deps, Heap
             if (g0 == NULL)
                 goto done;
             Py_DECREF(g0);
-            if (g0 != Py_None && (r = truth_attr(node, s_pre_hooks)) != 0) {
+            if (g0 != Py_None && !bare && (r = truth_attr(node, s_pre_hooks)) != 0) {
                 if (r < 0)
                     goto done;
                 PyObject *v = PyObject_CallFunctionObjArgs(accumulate_fn, node, grads, create,
@@ -340,6 +227,10 @@ static int backward_step(PyObject *node, PyObject *buffers, PyObject *deps, Heap
                 if (v == NULL)
                     goto done;
                 Py_DECREF(v);
+            }
+            else if (g0 != Py_None && (r = accumulate_leaf(node, g0, create)) != 0) {
+                if (r < 0)
+                    goto done;
             }
             else if (g0 != Py_None) {
                 /* no pre-hooks: engine._accumulate's call, made here. (g0 stays borrowed from
@@ -358,12 +249,12 @@ static int backward_step(PyObject *node, PyObject *buffers, PyObject *deps, Heap
     }
     int plain = 1;
     PyObject *names[2] = {s_pre_hooks, s_hooks};
-    for (int i = 0; i < 2 && plain; i++) {
+    for (int i = 0; i < 2 && plain && !bare; i++) {
         if ((r = truth_attr(node, names[i])) < 0)
             goto done;
         plain = !r;
     }
-    if (plain) {
+    if (plain && !bare) {
         if ((r = is_none_attr(node, s_trace)) < 0)
             goto done;
         plain = r;
@@ -398,8 +289,13 @@ static int backward_step(PyObject *node, PyObject *buffers, PyObject *deps, Heap
     else if ((gi = PyObject_CallFunctionObjArgs(apply_fn, node, grads, retain, NULL)) == NULL)
         goto done;
     Py_SETREF(gi, PySequence_Fast(gi, "a node's apply() must return a sequence"));
-    if (gi == NULL || (nf = GET(node, s_next_functions)) == NULL ||
-        (im = GET(node, s_input_meta)) == NULL)
+    if (gi == NULL)
+        goto done;
+    if (Py_TYPE(node) == SimpleNode && SLOT(node, N_NEXT) != NULL && SLOT(node, N_META) != NULL) {
+        nf = Py_NewRef(SLOT(node, N_NEXT));
+        im = Py_NewRef(SLOT(node, N_META));
+    }
+    else if ((nf = GET(node, s_next_functions)) == NULL || (im = GET(node, s_input_meta)) == NULL)
         goto done;
     Py_SETREF(nf, PySequence_Fast(nf, "next_functions"));
     if (nf == NULL)
@@ -463,7 +359,8 @@ static PyObject *dependencies(PyObject *self, PyObject *roots)
         Py_ssize_t top = PyList_GET_SIZE(stack) - 1;
         PyObject *node = Py_NewRef(PyList_GET_ITEM(stack, top)), *nf;
         if (PyList_SetSlice(stack, top, top + 1, NULL) < 0 ||
-            (nf = GET(node, s_next_functions)) == NULL) {
+            (nf = Py_TYPE(node) == SimpleNode && SLOT(node, N_NEXT) != NULL ?
+             Py_NewRef(SLOT(node, N_NEXT)) : GET(node, s_next_functions)) == NULL) {
             Py_DECREF(node);
             goto error;
         }
@@ -565,6 +462,21 @@ static PyObject *init_engine(PyObject *self, PyObject *cfg)
     }
     if (kw_result == NULL && (kw_result = Py_BuildValue("(s)", "result")) == NULL)
         return NULL;
+    if (s_clone_base == NULL && (s_clone_base = PyUnicode_InternFromString("base")) == NULL)
+        return NULL;
+    /* AccumulateGrad's _variable slot, by offset */
+    PyObject *m = PyObject_GetAttrString(AccumulateGrad, "_variable");
+    if (m == NULL)
+        return NULL;
+    int ok = PyType_Check(AccumulateGrad) && Py_TYPE(m) == &PyMemberDescr_Type &&
+        ((PyMemberDescrObject *)m)->d_common.d_type == (PyTypeObject *)AccumulateGrad;
+    if (ok)
+        off_variable = ((PyMemberDescrObject *)m)->d_member->offset;
+    Py_DECREF(m);
+    if (!ok)
+        return PyErr_Format(PyExc_TypeError, "init_engine: AccumulateGrad._variable is not "
+                            "its slot");
+    AccType = (PyTypeObject *)AccumulateGrad;
     if (s_running == NULL && (s_running = PyUnicode_InternFromString("_running")) == NULL)
         return NULL;
     Py_RETURN_NONE;

@@ -30,7 +30,7 @@ static Py_ssize_t storage_off[ST_SLOTS];
  * shares it; new ref */
 static PyObject *saved_output(PyObject *out, PyObject *res, PyObject *odt)
 {
-    PyObject *st, *al, *b = GET(res, s_base_arr);
+    PyObject *st, *al, *b = ND(res, ND_BASE, s_base_arr);
     if (b == NULL)
         return NULL;
     Py_DECREF(b);
@@ -46,15 +46,9 @@ static PyObject *saved_output(PyObject *out, PyObject *res, PyObject *odt)
         if ((st = PyObject_Vectorcall((PyObject *)Storage, cargs, 2, NULL)) == NULL)
             return NULL;
     }
-    if (PyObject_SetAttr(out, s_storage, st) < 0 ||
-        (al = PyBaseObject_Type.tp_new(Tensor, empty_tuple, NULL)) == NULL) {
-        Py_DECREF(st);
-        return NULL;
-    }
-    if (PyObject_SetAttr(al, s_data, res) < 0 || PyObject_SetAttr(al, s_dtype, odt) < 0 ||
-        PyObject_SetAttr(al, s_storage, st) < 0)
-        Py_CLEAR(al);
-    Py_DECREF(st);
+    Py_XSETREF(TB(out)->storage, st);     /* (steals st) */
+    if ((al = tensor_new(Tensor, res, odt)) != NULL)
+        Py_XSETREF(TB(al)->storage, Py_NewRef(st));
     return al;
 }
 
@@ -73,35 +67,20 @@ static PyObject *meta_of(PyTypeObject *type, PyObject *shape, PyObject *dt)
     return m;
 }
 
-/* the (node, output_nr) t's gradient flows into, as simple_node finds it; new ref */
+/* the (node, output_nr) Tensor t's gradient flows into, as simple_node finds it; new ref */
 static PyObject *edge(PyObject *t)
 {
-    PyObject *v = GET(t, s_base), *fn, *r;
-    if (v == NULL)
-        return NULL;
-    Py_DECREF(v);
-    if (v != Py_None)
+    PyObject *fn = TF(t, grad_fn, Py_None), *rv, *acc, *r;
+    if (TF(t, base, Py_None) != Py_None)
         return PyObject_CallOneArg(edge_of, t);
-    if ((fn = GET(t, s_grad_fn)) == NULL)
-        return NULL;
-    if (fn != Py_None) {
-        PyObject *nr = GET(t, s_output_nr);
-        r = nr ? PyTuple_Pack(2, fn, nr) : NULL;
-        Py_XDECREF(nr);
-        Py_DECREF(fn);
-        return r;
-    }
-    Py_DECREF(fn);
-    PyObject *rv = GET(t, s_requires_grad);
-    int rg = rv == NULL ? -1 : PyObject_IsTrue(rv);
-    Py_XDECREF(rv);
+    if (fn != Py_None)
+        return PyTuple_Pack(2, fn, TF(t, output_nr, zero));
+    rv = TF(t, requires_grad, Py_False);
+    int rg = rv == Py_True ? 1 : rv == Py_False ? 0 : PyObject_IsTrue(rv);
     if (rg <= 0)
         return rg < 0 ? NULL : Py_NewRef(no_edge);
-    PyObject *acc = GET(t, s_grad_acc);         /* a leaf: its accumulator, made on first use */
-    if (acc == Py_None) {
-        Py_DECREF(acc);
-        acc = PyObject_CallMethodNoArgs(t, s_grad_accumulator);
-    }
+    acc = TF(t, grad_acc, Py_None);         /* a leaf: its accumulator, made on first use */
+    acc = acc != Py_None ? Py_NewRef(acc) : PyObject_CallMethodNoArgs(t, s_grad_accumulator);
     if (acc == NULL)
         return NULL;
     r = PyTuple_Pack(2, acc, zero);
@@ -109,17 +88,18 @@ static PyObject *edge(PyObject *t)
     return r;
 }
 
-/* t._version: the Tensor property's body for a plain Tensor; new ref */
+/* t._version: the Tensor property's body for a Tensor (the storage's slot when it is a plain
+ * UntypedStorage); new ref */
 static PyObject *version_of(PyObject *t)
 {
-    if (Py_TYPE(t) != Tensor)
+    if (!PyObject_TypeCheck(t, Tensor))
         return GET(t, s_version);
-    PyObject *st = GET(t, s_storage), *v;
-    if (st == NULL)
-        return NULL;
-    v = st == Py_None ? Py_NewRef(zero) : GET(st, s_version);
-    Py_DECREF(st);
-    return v;
+    PyObject *st = TF(t, storage, Py_None), *v;
+    if (st == Py_None)
+        return Py_NewRef(zero);
+    if (Py_TYPE(st) == Storage && (v = *(PyObject **)((char *)st + storage_off[ST_VERSION])))
+        return Py_NewRef(v);
+    return GET(st, s_version);
 }
 
 /* graph._saved_is_read: saved argument i feeds a gradient that will be computed */
@@ -143,8 +123,15 @@ static int is_read(PyObject *needed_by, Py_ssize_t i, PyObject *args)
             break;
         }
         if (j < PyTuple_GET_SIZE(args)) {
-            PyObject *v;
-            if (_PyObject_LookupAttr(PyTuple_GET_ITEM(args, j), s_requires_grad, &v) < 0) {
+            PyObject *v, *a = PyTuple_GET_ITEM(args, j);
+            if (PyObject_TypeCheck(a, Tensor)) {
+                v = TF(a, requires_grad, Py_False);
+                r = v == Py_True ? 1 : PyObject_IsTrue(v);
+                if (r < 0)
+                    break;
+                continue;
+            }
+            if (_PyObject_LookupAttr(a, s_requires_grad, &v) < 0) {
                 r = -1;
                 break;
             }
@@ -194,7 +181,7 @@ static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors,
         if ((e = edge(t)) == NULL)
             goto done;
         PyTuple_SET_ITEM(edges, k, e);
-        PyObject *shape = GET(datas[k], s_shape);
+        PyObject *shape = ND(datas[k], ND_SHAPE, s_shape);
         if (shape == NULL)
             goto done;
         /* a second input of the first one's shape shares its (immutable) meta */
@@ -216,7 +203,7 @@ static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors,
     SLOT(node, N_KWARGS) = Py_NewRef(no_kwargs);
     SLOT(node, N_POS) = Py_NewRef(pos);
     SLOT(node, N_RELEASED) = Py_NewRef(Py_False);
-    if ((save = ATTR(opdef, s_save)) == NULL || (sr = ATTR(opdef, s_save_result)) == NULL)
+    if ((save = OP(opdef, OP_SAVE)) == NULL || (sr = OP(opdef, OP_SAVE_RESULT)) == NULL)
         goto done;
     if (!PyTuple_Check(save)) {
         PyErr_SetString(PyExc_TypeError, "OpDef.save must be a tuple");
@@ -234,7 +221,7 @@ static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors,
     PyObject *versions = SLOT(node, N_VERSIONS) = ns ? PyList_New(0) : Py_NewRef(empty_tuple);
     if (versions == NULL)
         goto done;
-    if (ns && (needed_by = ATTR(opdef, s_needed_by)) == NULL)
+    if (ns && (needed_by = OP(opdef, OP_NEEDED_BY)) == NULL)
         goto done;
     if (ns && !PyDict_Check(needed_by)) {
         PyErr_SetString(PyExc_TypeError, "OpDef.needed_by must be a dict");
@@ -278,7 +265,7 @@ static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors,
     SLOT(node, N_HAS_SAVED) = PyBool_FromLong(has);
     {
         /* simple_node's _outs; an input's equal shape tuple, or its whole meta, is shared */
-        PyObject *shape = GET(res, s_shape), *m0 = PyList_GET_ITEM(metas, 0), *outs;
+        PyObject *shape = ND(res, ND_SHAPE, s_shape), *m0 = PyList_GET_ITEM(metas, 0), *outs;
         if (shape == NULL)
             goto done;
         if ((r = PyObject_RichCompareBool(shape, PyTuple_GET_ITEM(m0, 0), Py_EQ)) != 0) {

@@ -10,7 +10,7 @@ from .._backends import MetaBackend, backend
 from .._device import CPU
 from .._sparse import SparseOperand
 from .._storage import UntypedStorage, _root
-from .._tensor import Tensor
+from .._tensor import Tensor, _cext
 from ..autograd import grad_mode
 from ..autograd.graph import (AT0, AT01, AT1, CopySlices, NotImplementedNode, OpNode,
                               edge_of, move_retain_grad, simple_node)
@@ -567,13 +567,11 @@ def _meta_of(t):
 
 def _c_dispatch():
     """The C fast path (``ember/_C/_dispatch.c``) set up with this module's objects, or None
-    when it is not built or ``EMBER_NO_C=1`` is set. Importing an extension module costs no
-    more than this file's own import (no ctypes, no library search)."""
-    if os.environ.get("EMBER_NO_C", "") not in ("", "0"):
-        return None
-    try:
-        from .._C import _dispatch as c
-    except ImportError:
+    when it is not built or ``EMBER_NO_C=1`` is set (``_tensor._cext``: Tensor's fields are
+    that module's TensorBase exactly when this path runs). Importing an extension module
+    costs no more than this file's own import (no ctypes, no library search)."""
+    c = _cext
+    if c is None:
         return None
     from ..autograd import graph
     c.init({"Tensor": Tensor, "CPU": CPU, "np": np, "ndarray": np.ndarray,

@@ -11,6 +11,9 @@ import weakref
 from .._size import Size
 from . import grad_mode
 from .anomaly_mode import anomaly
+# saved tensor hooks (``graph.saved_tensors_hooks`` and friends): their own module
+from .saved_hooks import (_Packed, _active_hooks, _pack, _saved_hooks, _unpack,  # noqa: F401
+                          disable_saved_tensors_hooks, save_on_cpu, saved_tensors_hooks)
 
 _seq = itertools.count()
 
@@ -219,93 +222,6 @@ class _Handle:
 
     def __exit__(self, *exc):
         self.remove()
-
-
-# ---- saved tensor hooks -----------------------------------------------------------------------
-
-_saved_hooks = []     # stack of (pack_hook, unpack_hook), or a str: hooks disabled, the reason
-
-
-class saved_tensors_hooks:
-    """Within the block, each tensor saved for backward is stored as ``pack_hook(tensor)`` and
-    given back to backward as ``unpack_hook(packed)`` (e.g. to offload or recompute it). Saved
-    through hooks, a tensor is not checked for later in-place changes, as in torch.
-
-    Example:
-        >>> import ember
-        >>> x = ember.tensor([1.0, 2.0], requires_grad=True)
-        >>> with ember.autograd.graph.saved_tensors_hooks(lambda t: t.tolist(),
-        ...                                               lambda v: ember.tensor(v)):
-        ...     y = (x * x).sum()
-        >>> y.backward()
-        >>> x.grad
-        tensor([2., 4.])
-    """
-
-    def __init__(self, pack_hook, unpack_hook):
-        self.pack_hook, self.unpack_hook = pack_hook, unpack_hook
-
-    def __enter__(self):
-        if _saved_hooks and isinstance(_saved_hooks[-1], str):
-            raise RuntimeError(_saved_hooks[-1])
-        _saved_hooks.append((self.pack_hook, self.unpack_hook))
-        return self
-
-    def __exit__(self, *exc):
-        _saved_hooks.pop()
-
-
-class save_on_cpu(saved_tensors_hooks):
-    """Keep tensors saved for backward in cpu memory, moving them back when backward runs."""
-
-    def __init__(self, pin_memory=False, device_type="cuda"):
-        super().__init__(lambda t: (t.device, t.to("cpu")), lambda p: p[1].to(p[0]))
-
-
-class disable_saved_tensors_hooks:
-    """Within the block, entering ``saved_tensors_hooks`` raises ``RuntimeError(error_message)``.
-    """
-
-    def __init__(self, error_message):
-        self.error_message = error_message
-
-    def __enter__(self):
-        _saved_hooks.append(self.error_message)
-
-    def __exit__(self, *exc):
-        _saved_hooks.pop()
-
-
-class _Packed:
-    """A saved tensor as its pack hook left it."""
-
-    __slots__ = ("value", "unpack_hook")
-
-    def __init__(self, t, hooks):
-        self.value, self.unpack_hook = hooks[0](t), hooks[1]
-
-    def unpack(self):
-        return self.unpack_hook(self.value)
-
-
-def _active_hooks():
-    return _saved_hooks[-1] if _saved_hooks and not isinstance(_saved_hooks[-1], str) else None
-
-
-def _pack(a, hooks):
-    if hasattr(a, "_data"):
-        return _Packed(a, hooks)
-    if isinstance(a, (list, tuple)):
-        return [_Packed(t, hooks) if hasattr(t, "_data") else t for t in a]
-    return a
-
-
-def _unpack(a):
-    if isinstance(a, _Packed):
-        return a.unpack()
-    if isinstance(a, list) and any(isinstance(t, _Packed) for t in a):
-        return [t.unpack() if isinstance(t, _Packed) else t for t in a]
-    return a
 
 
 def _saved_is_read(opdef, i, args):
@@ -552,6 +468,7 @@ class NotImplementedNode(Node):
 class AccumulateGrad(Node):
     """Sink of a leaf: adds the incoming gradient into ``variable.grad``."""
 
+    __slots__ = ("_variable",)          # (read by offset in _C/nodes.h)
     seq = float("inf")                   # NOTE: like torch, accumulate as soon as ready
     next_functions, input_meta, n_outputs = (), (), 1
     # (the hook dicts stay read-only and shared until a hook is registered: a leaf never

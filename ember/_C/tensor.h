@@ -1,0 +1,167 @@
+/* TensorBase: the C base type of ember.Tensor, holding its hot fields (included by
+ * _dispatch.c; ember/_tensor.py says which fields and why).
+ *
+ * A Tensor's autograd and storage state (_data, dtype, device, grad_fn, _requires_grad, ...)
+ * used to live in its instance dict, with class-level defaults on Tensor: every read of a
+ * default went through the type's MRO and every write grew the dict (~5k instructions per
+ * recorded op). Here they are fixed slots: C reads and writes them by offset, and Python's
+ * specialised LOAD_ATTR_SLOT / STORE_ATTR_SLOT reach them in a few instructions.
+ * Tensor (a Python subclass) keeps a __dict__ and __weakref__ for anything else.
+ *
+ * Defaults: a slot member (T_OBJECT_EX) that is NULL raises AttributeError, so every new
+ * tensor gets its defaults when it is allocated. TensorBase keeps object's tp_new (so
+ * ``object.__new__(Tensor)``, which ember and its users call, stays legal) and instead each
+ * subclass's tp_alloc is set to tensor_alloc when the subclass is made (__init_subclass__):
+ * object.__new__ allocates through tp_alloc. ``grad`` is a T_OBJECT member (NULL reads as
+ * None), so ``del t.grad`` clears it, as in torch. C code still treats a NULL slot as its
+ * default (a subclass whose __init_subclass__ skipped ours, a ``del``): see TF(). */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *data, *dtype, *device, *grad, *grad_fn, *requires_grad, *storage, *base,
+        *view_fn, *output_nr, *grad_acc, *post_acc_hooks, *retains_grad;
+} TensorObject;
+
+#define TB(o) ((TensorObject *)(o))
+/* a field of a TensorBase instance (borrowed), its default when NULL */
+#define TF(o, f, dflt) (TB(o)->f != NULL ? TB(o)->f : (dflt))
+/* a field that has no default (_data, dtype), new reference: getattr raises AttributeError
+ * when it was never set */
+#define TGET(o, f, name) (TB(o)->f != NULL ? Py_NewRef(TB(o)->f) : PyObject_GetAttr((o), (name)))
+
+static PyObject *t_cpu;         /* the default device (tensor_defaults) */
+static PyObject *t_zero;        /* 0, the default _output_nr */
+
+static PyMemberDef tensor_members[] = {
+    {"_data", T_OBJECT_EX, offsetof(TensorObject, data), 0, NULL},
+    {"dtype", T_OBJECT_EX, offsetof(TensorObject, dtype), 0, NULL},
+    {"device", T_OBJECT_EX, offsetof(TensorObject, device), 0, NULL},
+    {"grad", T_OBJECT, offsetof(TensorObject, grad), 0, NULL},
+    {"grad_fn", T_OBJECT_EX, offsetof(TensorObject, grad_fn), 0, NULL},
+    {"_requires_grad", T_OBJECT_EX, offsetof(TensorObject, requires_grad), 0, NULL},
+    {"_storage", T_OBJECT_EX, offsetof(TensorObject, storage), 0, NULL},
+    {"_base", T_OBJECT_EX, offsetof(TensorObject, base), 0, NULL},
+    {"_view_fn", T_OBJECT_EX, offsetof(TensorObject, view_fn), 0, NULL},
+    {"_output_nr", T_OBJECT_EX, offsetof(TensorObject, output_nr), 0, NULL},
+    {"_grad_acc", T_OBJECT_EX, offsetof(TensorObject, grad_acc), 0, NULL},
+    {"_post_acc_hooks", T_OBJECT_EX, offsetof(TensorObject, post_acc_hooks), 0, NULL},
+    {"_retains_grad", T_OBJECT_EX, offsetof(TensorObject, retains_grad), 0, NULL},
+    {NULL}};
+
+static void tensor_fill_defaults(TensorObject *t)
+{
+    PyObject **none[] = {&t->grad, &t->grad_fn, &t->storage, &t->base, &t->view_fn,
+                         &t->grad_acc, &t->post_acc_hooks};
+    for (size_t i = 0; i < sizeof none / sizeof *none; i++)
+        *none[i] = Py_NewRef(Py_None);
+    t->requires_grad = Py_NewRef(Py_False);
+    t->retains_grad = Py_NewRef(Py_False);
+    t->output_nr = Py_NewRef(t_zero);
+    t->device = Py_XNewRef(t_cpu);
+}
+
+/* every TensorBase subclass's tp_alloc: the generic allocation, then the defaults */
+static PyObject *tensor_alloc(PyTypeObject *tp, Py_ssize_t n)
+{
+    PyObject *o = PyType_GenericAlloc(tp, n);
+    if (o != NULL)
+        tensor_fill_defaults(TB(o));
+    return o;
+}
+
+/* a new plain Tensor (type tp) holding array data (a new reference is taken) of dtype dt */
+static PyObject *tensor_new(PyTypeObject *tp, PyObject *data, PyObject *dt)
+{
+    PyObject *o = tp->tp_alloc(tp, 0);
+    if (o == NULL)
+        return NULL;
+    Py_XSETREF(TB(o)->data, Py_NewRef(data));
+    Py_XSETREF(TB(o)->dtype, Py_NewRef(dt));
+    return o;
+}
+
+static int tensor_traverse(PyObject *o, visitproc visit, void *arg)
+{
+    TensorObject *t = TB(o);
+    Py_VISIT(t->data);
+    Py_VISIT(t->dtype);
+    Py_VISIT(t->device);
+    Py_VISIT(t->grad);
+    Py_VISIT(t->grad_fn);
+    Py_VISIT(t->requires_grad);
+    Py_VISIT(t->storage);
+    Py_VISIT(t->base);
+    Py_VISIT(t->view_fn);
+    Py_VISIT(t->output_nr);
+    Py_VISIT(t->grad_acc);
+    Py_VISIT(t->post_acc_hooks);
+    Py_VISIT(t->retains_grad);
+    return 0;
+}
+
+static int tensor_clear(PyObject *o)
+{
+    TensorObject *t = TB(o);
+    Py_CLEAR(t->data);
+    Py_CLEAR(t->dtype);
+    Py_CLEAR(t->device);
+    Py_CLEAR(t->grad);
+    Py_CLEAR(t->grad_fn);
+    Py_CLEAR(t->requires_grad);
+    Py_CLEAR(t->storage);
+    Py_CLEAR(t->base);
+    Py_CLEAR(t->view_fn);
+    Py_CLEAR(t->output_nr);
+    Py_CLEAR(t->grad_acc);
+    Py_CLEAR(t->post_acc_hooks);
+    Py_CLEAR(t->retains_grad);
+    return 0;
+}
+
+static void tensor_dealloc(PyObject *o)
+{
+    /* (subtype_dealloc re-tracks the object before calling a GC base's dealloc) */
+    PyObject_GC_UnTrack(o);
+    tensor_clear(o);
+    Py_TYPE(o)->tp_free(o);
+}
+
+/* __init_subclass__: the subclass allocates with its defaults (see the top of this file) */
+static PyObject *tensor_init_subclass(PyObject *cls, PyObject *args, PyObject *kwargs)
+{
+    if (PyTuple_GET_SIZE(args) || (kwargs != NULL && PyDict_GET_SIZE(kwargs))) {
+        PyErr_SetString(PyExc_TypeError, "TensorBase.__init_subclass__() takes no arguments");
+        return NULL;
+    }
+    PyTypeObject *tp = (PyTypeObject *)cls;
+    if (tp->tp_alloc == PyType_GenericAlloc)
+        tp->tp_alloc = tensor_alloc;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef tensor_methods[] = {
+    {"__init_subclass__", (PyCFunction)(void (*)(void))tensor_init_subclass,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "Subclasses allocate with the fields' defaults."},
+    {NULL}};
+
+static PyTypeObject TensorBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ember._C._dispatch.TensorBase",
+    .tp_basicsize = sizeof(TensorObject),
+    .tp_dealloc = tensor_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = tensor_traverse,
+    .tp_clear = tensor_clear,
+    .tp_members = tensor_members,
+    .tp_methods = tensor_methods,
+    .tp_alloc = tensor_alloc,
+    .tp_doc = "ember.Tensor's fields in fixed slots (ember/_C/tensor.h).",
+};
+
+/* tensor_defaults(cpu): the device a new tensor has */
+static PyObject *tensor_defaults(PyObject *self, PyObject *cpu)
+{
+    Py_XSETREF(t_cpu, Py_NewRef(cpu));
+    Py_RETURN_NONE;
+}
