@@ -24,9 +24,6 @@ from ._ops.dispatch import can_cast as _can_cast  # noqa: E402
 _tensor_methods.install()
 _ops.install_methods(Tensor)
 globals().update(_ops.public_functions())
-globals().update(_ops.complex.LAZY_BITS)            # is_conj, resolve_conj, ...: functions
-for _name, _fn in _ops.complex.LAZY_BITS.items():   # and methods
-    setattr(Tensor, _name, _fn)
 
 from . import autograd  # noqa: E402
 from ._ops.creation import (arange, as_tensor, asarray, empty, empty_like, eye,  # noqa: E402,F401
@@ -36,14 +33,11 @@ from ._ops.random import (Generator, bernoulli, binomial, default_generator,  # 
                           get_rng_state, initial_seed, manual_seed, multinomial, normal, poisson,
                           rand, rand_like, randint, randint_like, randn, randn_like, randperm,
                           seed, set_rng_state)
-from ._ops.joining import (atleast_1d, atleast_2d, atleast_3d,  # noqa: E402,F401
-                           broadcast_shapes, broadcast_tensors, meshgrid, tril_indices,
-                           triu_indices)
 from ._ops.shape import chunk  # noqa: E402,F401
 from ._sparse import layout, sparse_coo, strided  # noqa: E402,F401
-from . import _aten_nn, _composites, _numerics  # noqa: E402
+from . import _composites  # noqa: E402
 
-_composites.install(globals(), _aten_nn, _numerics)
+_composites.install(globals())      # (_aten_nn's and _numerics' names load on first use)
 _ops.lazy.install_stubs(Tensor)     # methods of the op families that load on first use
 from .autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402,F401
                                  is_grad_enabled, is_inference_mode_enabled, no_grad,

@@ -3,9 +3,8 @@
 import functools
 import warnings
 
-from . import (closeness, complex, creation, indexing, joining, linalg, mutation,  # noqa: F401
-               nn, nn_rows, pointwise, pointwise_binary, pointwise_math, pointwise_numeric,
-               random, reduction, shape)
+from . import (creation, indexing, linalg, mutation, pointwise, pointwise_binary,  # noqa: F401
+               pointwise_math, random, reduction, shape)
 # (aliased: the name ``dispatch`` stays the submodule, which `from . import dispatch` expects)
 from .dispatch import dispatch as _dispatch
 from .dispatch import dispatch_inplace as _dispatch_inplace

@@ -130,6 +130,26 @@ INDEX = {
             'mode', 'nanmedian', 'nanquantile', 'quantile', 'unique', 'unique_consecutive',
         ),
     },
+    'nn': {
+        'ops': (
+            'linear', 'log_softmax', 'nll_loss', 'softmax',
+        ),
+        'functions': (
+            'log_softmax', 'softmax',
+        ),
+        'methods': (
+            'log_softmax', 'softmax',
+        ),
+    },
+    'nn_rows': {
+        'ops': (
+            'cross_entropy_loss', 'gelu', 'layer_norm', 'rms_norm',
+        ),
+        'functions': (
+        ),
+        'methods': (
+        ),
+    },
     'conv': {
         'ops': (
             '_adaptive_max_pool_nd', '_max_pool_nd', 'constant_pad_nd', 'convolution',
@@ -157,6 +177,94 @@ INDEX = {
             'einsum',
         ),
         'methods': (
+        ),
+    },
+    'pointwise_numeric': {
+        'ops': (
+            'bitwise_left_shift', 'bitwise_right_shift', 'float_power', 'frexp', 'gcd',
+            'heaviside', 'lcm', 'ldexp', 'nextafter',
+        ),
+        'functions': (
+            'bitwise_left_shift', 'bitwise_right_shift', 'float_power', 'frexp', 'gcd',
+            'heaviside', 'lcm', 'ldexp', 'nextafter',
+        ),
+        'methods': (
+            'bitwise_left_shift', 'bitwise_left_shift_', 'bitwise_right_shift',
+            'bitwise_right_shift_', 'float_power', 'float_power_', 'frexp', 'gcd', 'gcd_',
+            'heaviside', 'heaviside_', 'lcm', 'lcm_', 'ldexp', 'ldexp_', 'nextafter', 'nextafter_',
+        ),
+    },
+    'joining': {
+        'ops': (
+            'block_diag', 'cartesian_prod', 'column_stack', 'combinations', 'diag', 'diag_embed',
+            'diagflat', 'dsplit', 'dstack', 'hsplit', 'hstack', 'tensor_split', 'trace', 'vsplit',
+            'vstack',
+        ),
+        'functions': (
+            'atleast_1d', 'atleast_2d', 'atleast_3d', 'block_diag', 'broadcast_shapes',
+            'broadcast_tensors', 'cartesian_prod', 'column_stack', 'combinations', 'diag',
+            'diag_embed', 'diagflat', 'dsplit', 'dstack', 'hsplit', 'hstack', 'meshgrid',
+            'row_stack', 'tensor_split', 'trace', 'tril_indices', 'triu_indices', 'vsplit',
+            'vstack',
+        ),
+        'methods': (
+            'diag', 'diag_embed', 'diagflat', 'dsplit', 'hsplit', 'tensor_split', 'trace',
+            'vsplit',
+        ),
+    },
+    'closeness': {
+        'ops': (
+            'isclose', 'isin',
+        ),
+        'functions': (
+            'allclose', 'equal', 'is_nonzero', 'is_same_size', 'isclose', 'isin',
+        ),
+        'methods': (
+            'allclose', 'equal', 'is_nonzero', 'is_same_size', 'isclose',
+        ),
+    },
+    'complex': {
+        'ops': (
+            'angle', 'complex', 'isreal', 'polar',
+        ),
+        'functions': (
+            'angle', 'complex', 'is_conj', 'is_neg', 'isreal', 'polar', 'resolve_conj',
+            'resolve_neg',
+        ),
+        'methods': (
+            'angle', 'is_conj', 'is_neg', 'isreal', 'resolve_conj', 'resolve_neg',
+        ),
+    },
+    '._numerics': {
+        'ops': (
+        ),
+        'functions': (
+            'corrcoef', 'cov', 'cumulative_trapezoid', 'dist', 'gradient', 'histogramdd', 'renorm',
+            'segment_reduce', 'trapezoid', 'trapz',
+        ),
+        'methods': (
+            'corrcoef', 'cov', 'dist', 'renorm', 'renorm_',
+        ),
+    },
+    '._aten_nn': {
+        'ops': (
+        ),
+        'functions': (
+            'adaptive_avg_pool1d', 'adaptive_max_pool1d', 'affine_grid_generator', 'alpha_dropout',
+            'avg_pool1d', 'batch_norm', 'bilinear', 'binary_cross_entropy_with_logits', 'celu',
+            'channel_shuffle', 'conv1d', 'conv2d', 'conv3d', 'conv_tbc', 'conv_transpose1d',
+            'conv_transpose2d', 'conv_transpose3d', 'cosine_embedding_loss', 'cosine_similarity',
+            'ctc_loss', 'dropout', 'embedding', 'feature_alpha_dropout', 'feature_dropout',
+            'grid_sampler', 'grid_sampler_2d', 'grid_sampler_3d', 'group_norm', 'gru', 'gru_cell',
+            'hardshrink', 'hinge_embedding_loss', 'instance_norm', 'kl_div', 'layer_norm', 'lstm',
+            'lstm_cell', 'margin_ranking_loss', 'max_pool1d', 'max_pool1d_with_indices',
+            'max_pool2d', 'max_pool3d', 'pairwise_distance', 'pdist', 'pixel_shuffle',
+            'pixel_unshuffle', 'poisson_nll_loss', 'prelu', 'rms_norm', 'rnn_relu',
+            'rnn_relu_cell', 'rnn_tanh', 'rnn_tanh_cell', 'rrelu', 'selu', 'threshold',
+            'triplet_margin_loss',
+        ),
+        'methods': (
+            'hardshrink', 'prelu',
         ),
     },
 }
