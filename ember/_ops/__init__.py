@@ -56,13 +56,15 @@ def public_functions(ops=None):
     return out
 
 
-def install_methods(Tensor, ops=None):
-    """Attach the ops (default: those loaded) to ``Tensor`` as methods."""
+def install_methods(Tensor, ops=None, over=()):
+    """Attach the ops (default: those loaded) to ``Tensor`` as methods, replacing the
+    attributes named in ``over`` (lazy.py's stubs) and leaving others be."""
     # what hasattr(Tensor, n) would find, read once: a failing hasattr on a class costs as much
     # as making the method (it formats an AttributeError)
     have = set(dir(type(Tensor)))
     for klass in Tensor.__mro__:
         have.update(klass.__dict__)
+    have.difference_update(over)
     for d in loaded_ops() if ops is None else ops:
         names = (d.name,) + tuple(d.aliases)
         for n in names:

@@ -88,14 +88,18 @@ def load(family):
             return
         mod = importlib.import_module(module_name(family))
         from .._tensor import Tensor
-        for name in INDEX[family]["methods"]:        # drop the stubs: install_methods fills in
+        # the real methods take the stubs' places (not deleted first: another thread may be
+        # reading one, and it waits on the lock in load() for the method to be there)
+        stubs = {n for n in INDEX[family]["methods"]
+                 if isinstance(Tensor.__dict__.get(n), _LazyMethod)}
+        ops = [get(n) for n in INDEX[family]["ops"]]
+        install_methods(Tensor, ops, over=stubs)
+        for name, f in _methods(mod).items():        # and those it lists itself
+            if name in stubs or not hasattr(Tensor, name):
+                setattr(Tensor, name, f)
+        for name in stubs:                           # a stale index: no such method after all
             if isinstance(Tensor.__dict__.get(name), _LazyMethod):
                 delattr(Tensor, name)
-        ops = [get(n) for n in INDEX[family]["ops"]]
-        install_methods(Tensor, ops)
-        for name, f in _methods(mod).items():        # and those it lists itself
-            if not hasattr(Tensor, name):
-                setattr(Tensor, name, f)
         namespace = vars(sys.modules[__package__.rpartition(".")[0]])      # ember's
         # with the plain functions a family adds (lu, svd, einsum, sparse_coo_tensor...)
         for name, f in {**public_functions(ops), **getattr(mod, "FUNCTIONS", {})}.items():
