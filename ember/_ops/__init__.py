@@ -4,7 +4,7 @@ import functools
 import warnings
 
 from . import (creation, indexing, linalg, mutation, pointwise, pointwise_binary,  # noqa: F401
-               pointwise_math, random, reduction, shape)
+               random, reduction, shape)
 # (aliased: the name ``dispatch`` stays the submodule, which `from . import dispatch` expects)
 from .dispatch import dispatch as _dispatch
 from .dispatch import dispatch_inplace as _dispatch_inplace

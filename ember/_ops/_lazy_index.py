@@ -2,6 +2,33 @@
 ``python -c "from ember._ops import lazy; lazy.write_index()"``: do not edit."""
 
 INDEX = {
+    'pointwise_math': {
+        'ops': (
+            'acos', 'acosh', 'asin', 'asinh', 'atan', 'atanh', 'ceil', 'cosh', 'deg2rad', 'erf',
+            'erfc', 'erfinv', 'exp2', 'expm1', 'floor', 'frac', 'isfinite', 'isinf', 'isnan',
+            'isneginf', 'isposinf', 'log10', 'log1p', 'log2', 'nan_to_num', 'positive', 'rad2deg',
+            'reciprocal', 'relu', 'round', 'rsqrt', 'signbit', 'sinh', 'square', 'tan', 'trunc',
+        ),
+        'functions': (
+            'acos', 'acosh', 'arccos', 'arccosh', 'arcsin', 'arcsinh', 'arctan', 'arctanh', 'asin',
+            'asinh', 'atan', 'atanh', 'ceil', 'cosh', 'deg2rad', 'erf', 'erfc', 'erfinv', 'exp2',
+            'expm1', 'fix', 'floor', 'frac', 'isfinite', 'isinf', 'isnan', 'isneginf', 'isposinf',
+            'log10', 'log1p', 'log2', 'nan_to_num', 'positive', 'rad2deg', 'reciprocal', 'relu',
+            'round', 'rsqrt', 'signbit', 'sinh', 'square', 'tan', 'trunc',
+        ),
+        'methods': (
+            'acos', 'acos_', 'acosh', 'acosh_', 'arccos', 'arccos_', 'arccosh', 'arccosh_',
+            'arcsin', 'arcsin_', 'arcsinh', 'arcsinh_', 'arctan', 'arctan_', 'arctanh', 'arctanh_',
+            'asin', 'asin_', 'asinh', 'asinh_', 'atan', 'atan_', 'atanh', 'atanh_', 'ceil',
+            'ceil_', 'cosh', 'cosh_', 'deg2rad', 'deg2rad_', 'erf', 'erf_', 'erfc', 'erfc_',
+            'erfinv', 'erfinv_', 'exp2', 'exp2_', 'expm1', 'expm1_', 'fix', 'fix_', 'floor',
+            'floor_', 'frac', 'frac_', 'isfinite', 'isinf', 'isnan', 'isneginf', 'isposinf',
+            'log10', 'log10_', 'log1p', 'log1p_', 'log2', 'log2_', 'nan_to_num', 'nan_to_num_',
+            'positive', 'rad2deg', 'rad2deg_', 'reciprocal', 'reciprocal_', 'relu', 'relu_',
+            'round', 'round_', 'rsqrt', 'rsqrt_', 'signbit', 'sinh', 'sinh_', 'square', 'square_',
+            'tan', 'tan_', 'trunc', 'trunc_',
+        ),
+    },
     'special': {
         'ops': (
             'digamma', 'igamma', 'igammac', 'lgamma', 'logit', 'mvlgamma', 'polygamma', 'sinc',
