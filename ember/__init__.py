@@ -4,50 +4,61 @@
 """
 __version__ = "0.1.0"
 
-from . import _dtype
-from ._device import device
-from ._dtype import (bfloat16, complex64, complex128, dtype, finfo, float8_e4m3fn,  # noqa: F401
-                     float8_e5m2, float16, float32, float64, get_default_dtype, iinfo, int8,
-                     int16, int32, int64, promote_types, set_default_dtype, uint8)
-from ._storage import UntypedStorage  # noqa: F401
-from ._tensor import Size, Tensor  # noqa: F401
+import gc as _gc
 
-bool = _dtype.bool_
-half, float, double = float16, float32, float64
-short, int, long = int16, int32, int64
-cfloat, cdouble = complex64, complex128
+# NOTE: loading the package makes ~100k objects and no garbage, and the cyclic collector would
+# walk them (and numpy's) ~20 times on the way: paused meanwhile, it saves ~10% of import ember.
+# At the end they join the oldest generation (freeze + unfreeze, no walk), as they would after
+# a few collections, rather than be walked by the first young collection after the import
+# (another ~10%). (Young garbage from before the import waits for a full collection with them.)
+_gc_was_enabled = _gc.isenabled()
+_gc.disable()
+try:
+    from . import _dtype
+    from ._device import device
+    from ._dtype import (bfloat16, complex64, complex128, dtype, finfo, float8_e4m3fn,  # noqa: F401
+                         float8_e5m2, float16, float32, float64, get_default_dtype, iinfo, int8,
+                         int16, int32, int64, promote_types, set_default_dtype, uint8)
+    from ._storage import UntypedStorage  # noqa: F401
+    from ._tensor import Size, Tensor  # noqa: F401
 
-from . import _C, _ops  # noqa: E402
-from . import _tensor_methods  # noqa: E402
-from ._ops.dispatch import can_cast as _can_cast  # noqa: E402
+    bool = _dtype.bool_
+    half, float, double = float16, float32, float64
+    short, int, long = int16, int32, int64
+    cfloat, cdouble = complex64, complex128
 
-_tensor_methods.install()
-_ops.install_methods(Tensor)
-globals().update(_ops.public_functions())
-globals().update(_ops.complex.LAZY_BITS)            # is_conj, resolve_conj, ...: functions
-for _name, _fn in _ops.complex.LAZY_BITS.items():   # and methods
-    setattr(Tensor, _name, _fn)
+    from . import _C, _ops  # noqa: E402
+    from . import _tensor_methods  # noqa: E402
+    from ._ops.dispatch import can_cast as _can_cast  # noqa: E402
 
-from . import autograd  # noqa: E402
-from ._ops.creation import (arange, as_tensor, asarray, empty, empty_like, eye,  # noqa: E402,F401
-                            from_numpy, full, full_like, linspace, logspace, ones, ones_like,
-                            tensor, zeros, zeros_like)
-from ._ops.random import (Generator, bernoulli, binomial, default_generator,  # noqa: E402,F401
-                          get_rng_state, initial_seed, manual_seed, multinomial, normal, poisson,
-                          rand, rand_like, randint, randint_like, randn, randn_like, randperm,
-                          seed, set_rng_state)
-from ._ops.joining import (atleast_1d, atleast_2d, atleast_3d,  # noqa: E402,F401
-                           broadcast_shapes, broadcast_tensors, meshgrid, tril_indices,
-                           triu_indices)
-from ._ops.shape import chunk  # noqa: E402,F401
-from ._sparse import layout, sparse_coo, strided  # noqa: E402,F401
-from . import _aten_nn, _composites, _numerics  # noqa: E402
+    _tensor_methods.install()
+    _ops.install_methods(Tensor)
+    globals().update(_ops.public_functions())
 
-_composites.install(globals(), _aten_nn, _numerics)
-_ops.lazy.install_stubs(Tensor)     # methods of the op families that load on first use
-from .autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402,F401
-                                 is_grad_enabled, is_inference_mode_enabled, no_grad,
-                                 set_grad_enabled)
+    from . import autograd  # noqa: E402
+    from ._ops.creation import (  # noqa: E402,F401
+        arange, as_tensor, asarray, empty, empty_like, eye, from_numpy, full, full_like, linspace,
+        logspace, ones, ones_like, tensor, zeros, zeros_like)
+    from ._ops.random import (  # noqa: E402,F401
+        Generator, bernoulli, binomial, default_generator, get_rng_state, initial_seed,
+        manual_seed, multinomial, normal, poisson, rand, rand_like, randint, randint_like, randn,
+        randn_like, randperm, seed, set_rng_state)
+    from ._ops.shape import chunk  # noqa: E402,F401
+    from ._sparse import layout, sparse_coo, strided  # noqa: E402,F401
+    from . import _composites  # noqa: E402
+
+    _composites.install(globals())      # (_aten_nn's and _numerics' names load on first use)
+    _ops.lazy.install_stubs(Tensor)     # methods of the op families that load on first use
+    from .autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402,F401
+                                     is_grad_enabled, is_inference_mode_enabled, no_grad,
+                                     set_grad_enabled)
+finally:
+    if not _gc.get_freeze_count():      # (leave a program's own frozen objects frozen)
+        _gc.freeze()
+        _gc.unfreeze()
+    if _gc_was_enabled:
+        _gc.enable()
+    del _gc, _gc_was_enabled
 
 
 def is_tensor(obj):

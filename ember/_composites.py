@@ -4,7 +4,7 @@ autograd flows through the ops they call) and Python-level plumbing. ``FUNCTIONS
 """
 import numpy as np
 
-from ._ops import closeness, shape
+from ._ops import shape
 from ._tensor import Tensor
 
 # ---- predicates and small queries -------------------------------------------------------------
@@ -289,10 +289,8 @@ def fill_diagonal_(self, fill_value, wrap=False):
 # ---- the tables ---------------------------------------------------------------------------------
 
 FUNCTIONS = {f.__name__: f for f in (
-    closeness.allclose, closeness.equal, closeness.is_same_size, closeness.is_nonzero,
     is_signed, is_inference, is_distributed, get_device, detach, ravel, split_with_sizes,
-    unravel_index,
-    nonzero_static)}
+    unravel_index, nonzero_static)}
 FUNCTIONS.update(unsafe_chunk=shape.chunk, unsafe_split=shape.split,
                  unsafe_split_with_sizes=split_with_sizes)
 FUNCTIONS.update({f"{n}_copy": _copy_of(n, v) for n, v in _VIEWS.items()})
@@ -321,10 +319,9 @@ def as_strided_scatter(input, src, size, stride, storage_offset=None):
 FUNCTIONS["as_strided_scatter"] = as_strided_scatter
 
 METHODS = {n: FUNCTIONS[n] for n in (
-    "allclose", "equal", "is_same_size", "is_nonzero", "is_signed", "is_inference",
-    "is_distributed", "ravel", "split_with_sizes", "nonzero_static", "unsafe_chunk",
-    "unsafe_split", "unsafe_split_with_sizes", "as_strided_scatter", "diagonal_scatter",
-    "select_scatter", "slice_scatter")}
+    "is_signed", "is_inference", "is_distributed", "ravel", "split_with_sizes", "nonzero_static",
+    "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes", "as_strided_scatter",
+    "diagonal_scatter", "select_scatter", "slice_scatter")}
 METHODS.update({f.__name__: f for f in (
     where, new, new_empty_strided, dim_order, storage_type, apply_, map_, map2_, as_subclass,
     module_load, sum_to_size, resize, resize_as, resize_as_, fill_diagonal_)})

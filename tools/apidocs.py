@@ -45,9 +45,21 @@ def _op_signatures():
         f = getattr(ember, n)
         if callable(f) and hasattr(f, "opdef"):
             f.__signature__ = sig(f.opdef, False)
-    for n, f in vars(ember.Tensor).items():
+    for n, f in list(vars(ember.Tensor).items()):
         if callable(f) and hasattr(f, "opdef"):
+            if vars(ember).get(n) is f:     # one function for both (see ember/_ops/__init__.py)
+                f = _copy(f)
+                setattr(ember.Tensor, n, f)
             f.__signature__ = sig(f.opdef, True)
+
+
+def _copy(f):
+    """A function like ``f`` (same code, closure and attributes), to hold its own signature."""
+    import types
+    g = types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+    g.__dict__.update(f.__dict__)
+    g.__qualname__, g.__doc__, g.__kwdefaults__ = f.__qualname__, f.__doc__, f.__kwdefaults__
+    return g
 
 
 def main(out="docs/api"):

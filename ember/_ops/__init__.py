@@ -3,9 +3,8 @@
 import functools
 import warnings
 
-from . import (closeness, complex, creation, indexing, joining, linalg, nn,  # noqa: F401
-               nn_rows, pointwise, pointwise_binary, pointwise_logic, pointwise_math,
-               pointwise_numeric, random, reduction, reorder, scatter, selection, shape)
+from . import (creation, indexing, linalg, pointwise, pointwise_binary,  # noqa: F401
+               pointwise_logic, random, reduction, reorder, scatter, selection, shape)
 # (aliased: the name ``dispatch`` stays the submodule, which `from . import dispatch` expects)
 from .dispatch import dispatch as _dispatch
 from .dispatch import dispatch_inplace as _dispatch_inplace
@@ -17,6 +16,11 @@ warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"ember\._ops\
 
 
 def _function(opdef, name):
+    """``ember.<name>`` for ``opdef``; ``Tensor.<name>`` is the same function (made once: the
+    ~450 functions are a tenth of ``import ember``)."""
+    f = _made.get((opdef, name))
+    if f is not None:
+        return f
     if opdef.returns is not None:
         def f(*args, **kwargs):
             r = _dispatch(opdef, args, kwargs)
@@ -27,7 +31,11 @@ def _function(opdef, name):
     f.__name__ = f.__qualname__ = name
     f.__doc__ = opdef.__doc__
     f.opdef = opdef
+    _made[opdef, name] = f
     return f
+
+
+_made = {}
 
 
 def _inplace(opdef):
@@ -48,15 +56,24 @@ def public_functions(ops=None):
     return out
 
 
-def install_methods(Tensor, ops=None):
-    """Attach the ops (default: those loaded) to ``Tensor`` as methods."""
+def install_methods(Tensor, ops=None, over=()):
+    """Attach the ops (default: those loaded) to ``Tensor`` as methods, replacing the
+    attributes named in ``over`` (lazy.py's stubs) and leaving others be."""
+    # what hasattr(Tensor, n) would find, read once: a failing hasattr on a class costs as much
+    # as making the method (it formats an AttributeError)
+    have = set(dir(type(Tensor)))
+    for klass in Tensor.__mro__:
+        have.update(klass.__dict__)
+    have.difference_update(over)
     for d in loaded_ops() if ops is None else ops:
         names = (d.name,) + tuple(d.aliases)
         for n in names:
-            if d.method and not hasattr(Tensor, n):
+            if d.method and n not in have:
                 setattr(Tensor, n, _function(d, n))
-            if d.inplace and not hasattr(Tensor, n + "_"):
+                have.add(n)
+            if d.inplace and n + "_" not in have:
                 setattr(Tensor, n + "_", _inplace(d))
+                have.add(n + "_")
 
 
 @functools.lru_cache(None)

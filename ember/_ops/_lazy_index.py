@@ -2,6 +2,33 @@
 ``python -c "from ember._ops import lazy; lazy.write_index()"``: do not edit."""
 
 INDEX = {
+    'pointwise_math': {
+        'ops': (
+            'acos', 'acosh', 'asin', 'asinh', 'atan', 'atanh', 'ceil', 'cosh', 'deg2rad', 'erf',
+            'erfc', 'erfinv', 'exp2', 'expm1', 'floor', 'frac', 'isfinite', 'isinf', 'isnan',
+            'isneginf', 'isposinf', 'log10', 'log1p', 'log2', 'nan_to_num', 'positive', 'rad2deg',
+            'reciprocal', 'relu', 'round', 'rsqrt', 'signbit', 'sinh', 'square', 'tan', 'trunc',
+        ),
+        'functions': (
+            'acos', 'acosh', 'arccos', 'arccosh', 'arcsin', 'arcsinh', 'arctan', 'arctanh', 'asin',
+            'asinh', 'atan', 'atanh', 'ceil', 'cosh', 'deg2rad', 'erf', 'erfc', 'erfinv', 'exp2',
+            'expm1', 'fix', 'floor', 'frac', 'isfinite', 'isinf', 'isnan', 'isneginf', 'isposinf',
+            'log10', 'log1p', 'log2', 'nan_to_num', 'positive', 'rad2deg', 'reciprocal', 'relu',
+            'round', 'rsqrt', 'signbit', 'sinh', 'square', 'tan', 'trunc',
+        ),
+        'methods': (
+            'acos', 'acos_', 'acosh', 'acosh_', 'arccos', 'arccos_', 'arccosh', 'arccosh_',
+            'arcsin', 'arcsin_', 'arcsinh', 'arcsinh_', 'arctan', 'arctan_', 'arctanh', 'arctanh_',
+            'asin', 'asin_', 'asinh', 'asinh_', 'atan', 'atan_', 'atanh', 'atanh_', 'ceil',
+            'ceil_', 'cosh', 'cosh_', 'deg2rad', 'deg2rad_', 'erf', 'erf_', 'erfc', 'erfc_',
+            'erfinv', 'erfinv_', 'exp2', 'exp2_', 'expm1', 'expm1_', 'fix', 'fix_', 'floor',
+            'floor_', 'frac', 'frac_', 'isfinite', 'isinf', 'isnan', 'isneginf', 'isposinf',
+            'log10', 'log10_', 'log1p', 'log1p_', 'log2', 'log2_', 'nan_to_num', 'nan_to_num_',
+            'positive', 'rad2deg', 'rad2deg_', 'reciprocal', 'reciprocal_', 'relu', 'relu_',
+            'round', 'round_', 'rsqrt', 'rsqrt_', 'signbit', 'sinh', 'sinh_', 'square', 'square_',
+            'tan', 'tan_', 'trunc', 'trunc_',
+        ),
+    },
     'special': {
         'ops': (
             'digamma', 'igamma', 'igammac', 'lgamma', 'logit', 'mvlgamma', 'polygamma', 'sinc',
@@ -150,6 +177,26 @@ INDEX = {
             'bincount', 'histc', 'histogram', 'unique', 'unique_consecutive',
         ),
     },
+    'nn': {
+        'ops': (
+            'linear', 'log_softmax', 'nll_loss', 'softmax',
+        ),
+        'functions': (
+            'log_softmax', 'softmax',
+        ),
+        'methods': (
+            'log_softmax', 'softmax',
+        ),
+    },
+    'nn_rows': {
+        'ops': (
+            'cross_entropy_loss', 'gelu', 'layer_norm', 'rms_norm',
+        ),
+        'functions': (
+        ),
+        'methods': (
+        ),
+    },
     'conv': {
         'ops': (
             'convolution',
@@ -187,6 +234,94 @@ INDEX = {
             'einsum',
         ),
         'methods': (
+        ),
+    },
+    'pointwise_numeric': {
+        'ops': (
+            'bitwise_left_shift', 'bitwise_right_shift', 'float_power', 'frexp', 'gcd',
+            'heaviside', 'lcm', 'ldexp', 'nextafter',
+        ),
+        'functions': (
+            'bitwise_left_shift', 'bitwise_right_shift', 'float_power', 'frexp', 'gcd',
+            'heaviside', 'lcm', 'ldexp', 'nextafter',
+        ),
+        'methods': (
+            'bitwise_left_shift', 'bitwise_left_shift_', 'bitwise_right_shift',
+            'bitwise_right_shift_', 'float_power', 'float_power_', 'frexp', 'gcd', 'gcd_',
+            'heaviside', 'heaviside_', 'lcm', 'lcm_', 'ldexp', 'ldexp_', 'nextafter', 'nextafter_',
+        ),
+    },
+    'joining': {
+        'ops': (
+            'block_diag', 'cartesian_prod', 'column_stack', 'combinations', 'diag', 'diag_embed',
+            'diagflat', 'dsplit', 'dstack', 'hsplit', 'hstack', 'tensor_split', 'trace', 'vsplit',
+            'vstack',
+        ),
+        'functions': (
+            'atleast_1d', 'atleast_2d', 'atleast_3d', 'block_diag', 'broadcast_shapes',
+            'broadcast_tensors', 'cartesian_prod', 'column_stack', 'combinations', 'diag',
+            'diag_embed', 'diagflat', 'dsplit', 'dstack', 'hsplit', 'hstack', 'meshgrid',
+            'row_stack', 'tensor_split', 'trace', 'tril_indices', 'triu_indices', 'vsplit',
+            'vstack',
+        ),
+        'methods': (
+            'diag', 'diag_embed', 'diagflat', 'dsplit', 'hsplit', 'tensor_split', 'trace',
+            'vsplit',
+        ),
+    },
+    'closeness': {
+        'ops': (
+            'isclose', 'isin',
+        ),
+        'functions': (
+            'allclose', 'equal', 'is_nonzero', 'is_same_size', 'isclose', 'isin',
+        ),
+        'methods': (
+            'allclose', 'equal', 'is_nonzero', 'is_same_size', 'isclose',
+        ),
+    },
+    'complex': {
+        'ops': (
+            'angle', 'complex', 'isreal', 'polar',
+        ),
+        'functions': (
+            'angle', 'complex', 'is_conj', 'is_neg', 'isreal', 'polar', 'resolve_conj',
+            'resolve_neg',
+        ),
+        'methods': (
+            'angle', 'is_conj', 'is_neg', 'isreal', 'resolve_conj', 'resolve_neg',
+        ),
+    },
+    '._numerics': {
+        'ops': (
+        ),
+        'functions': (
+            'corrcoef', 'cov', 'cumulative_trapezoid', 'dist', 'gradient', 'histogramdd', 'renorm',
+            'segment_reduce', 'trapezoid', 'trapz',
+        ),
+        'methods': (
+            'corrcoef', 'cov', 'dist', 'renorm', 'renorm_',
+        ),
+    },
+    '._aten_nn': {
+        'ops': (
+        ),
+        'functions': (
+            'adaptive_avg_pool1d', 'adaptive_max_pool1d', 'affine_grid_generator', 'alpha_dropout',
+            'avg_pool1d', 'batch_norm', 'bilinear', 'binary_cross_entropy_with_logits', 'celu',
+            'channel_shuffle', 'conv1d', 'conv2d', 'conv3d', 'conv_tbc', 'conv_transpose1d',
+            'conv_transpose2d', 'conv_transpose3d', 'cosine_embedding_loss', 'cosine_similarity',
+            'ctc_loss', 'dropout', 'embedding', 'feature_alpha_dropout', 'feature_dropout',
+            'grid_sampler', 'grid_sampler_2d', 'grid_sampler_3d', 'group_norm', 'gru', 'gru_cell',
+            'hardshrink', 'hinge_embedding_loss', 'instance_norm', 'kl_div', 'layer_norm', 'lstm',
+            'lstm_cell', 'margin_ranking_loss', 'max_pool1d', 'max_pool1d_with_indices',
+            'max_pool2d', 'max_pool3d', 'pairwise_distance', 'pdist', 'pixel_shuffle',
+            'pixel_unshuffle', 'poisson_nll_loss', 'prelu', 'rms_norm', 'rnn_relu',
+            'rnn_relu_cell', 'rnn_tanh', 'rnn_tanh_cell', 'rrelu', 'selu', 'threshold',
+            'triplet_margin_loss',
+        ),
+        'methods': (
+            'hardshrink', 'prelu',
         ),
     },
 }

@@ -112,3 +112,8 @@ def is_nonzero(input):
                            input.numel() == 0 else
                            "Boolean value of Tensor with more than one value is ambiguous")
     return bool(input.item())
+
+
+# ember.<name> and Tensor.<name> besides the ops (see lazy.py)
+FUNCTIONS = {f.__name__: f for f in (allclose, equal, is_same_size, is_nonzero)}
+METHODS = dict(FUNCTIONS)

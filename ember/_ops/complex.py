@@ -179,4 +179,6 @@ def resolve_neg(input):
     return input
 
 
-LAZY_BITS = {f.__name__: f for f in (is_conj, is_neg, resolve_conj, resolve_neg)}
+# ember.<name> and Tensor.<name> besides the ops (see lazy.py)
+FUNCTIONS = {f.__name__: f for f in (is_conj, is_neg, resolve_conj, resolve_neg)}
+METHODS = dict(FUNCTIONS)

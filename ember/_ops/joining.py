@@ -537,3 +537,7 @@ def _tri_indices(name, np_fn):
 
 tril_indices = _tri_indices("tril_indices", np.tril_indices)
 triu_indices = _tri_indices("triu_indices", np.triu_indices)
+
+# ember.<name> besides the ops (see lazy.py)
+FUNCTIONS = {f.__name__: f for f in (atleast_1d, atleast_2d, atleast_3d, broadcast_shapes,
+                                     broadcast_tensors, meshgrid, tril_indices, triu_indices)}

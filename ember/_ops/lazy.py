@@ -21,13 +21,22 @@ from ._lazy_index import INDEX
 from .registry import get
 
 # in dependency order (a family imports those it builds on: bessel and polynomials use special,
-# decompositions uses solvers...), so each name is indexed under the family defining it
-FAMILIES = ("special", "bessel", "polynomials", "solvers", "decompositions", "linalg_functions",
-            "fft", "sparse", "sorting", "statistics", "scans", "counting", "conv", "pooling",
-            "recurrent", "einsum")
+# decompositions uses solvers...), so each name is indexed under the family defining it.
+# "._numerics" is ember._numerics: compositions of ops, with FUNCTIONS and METHODS tables.
+FAMILIES = ("pointwise_math", "special", "bessel", "polynomials", "solvers", "decompositions",
+            "linalg_functions", "fft", "sparse", "sorting", "statistics", "scans", "counting", "nn",
+            "nn_rows", "conv", "pooling", "recurrent", "einsum", "pointwise_numeric", "joining",
+            "closeness", "complex", "._numerics", "._aten_nn")
 
 _installed = set()
 _lock = _thread.RLock()     # (re-entrant: a family's import may reach another's ops)
+
+
+def module_name(family):
+    """The module of ``family``: ``ember._ops.<family>``, or ``ember.<name>`` for ``.<name>``."""
+    if family.startswith("."):
+        return __package__.rpartition(".")[0] + family
+    return f"{__package__}.{family}"
 
 
 def _where(kind):
@@ -63,6 +72,13 @@ def install_stubs(Tensor):
             setattr(Tensor, name, _LazyMethod(family, name))
 
 
+def _methods(mod):
+    """A family's ``METHODS`` table ``{name: function}`` for the names Tensor does not have yet
+    (the compositions' tables; sparse's tuple lists methods it sets itself)."""
+    methods = getattr(mod, "METHODS", None)
+    return methods if isinstance(methods, dict) else {}
+
+
 def load(family):
     """Import the op family ``family`` and give ember and Tensor its functions and methods."""
     if family in _installed:
@@ -70,13 +86,20 @@ def load(family):
     with _lock:
         if family in _installed:
             return
-        mod = importlib.import_module(f"{__package__}.{family}")
+        mod = importlib.import_module(module_name(family))
         from .._tensor import Tensor
-        for name in INDEX[family]["methods"]:        # drop the stubs: install_methods fills in
+        # the real methods take the stubs' places (not deleted first: another thread may be
+        # reading one, and it waits on the lock in load() for the method to be there)
+        stubs = {n for n in INDEX[family]["methods"]
+                 if isinstance(Tensor.__dict__.get(n), _LazyMethod)}
+        ops = [get(n) for n in INDEX[family]["ops"]]
+        install_methods(Tensor, ops, over=stubs)
+        for name, f in _methods(mod).items():        # and those it lists itself
+            if name in stubs or not hasattr(Tensor, name):
+                setattr(Tensor, name, f)
+        for name in stubs:                           # a stale index: no such method after all
             if isinstance(Tensor.__dict__.get(name), _LazyMethod):
                 delattr(Tensor, name)
-        ops = [get(n) for n in INDEX[family]["ops"]]
-        install_methods(Tensor, ops)
         namespace = vars(sys.modules[__package__.rpartition(".")[0]])      # ember's
         # with the plain functions a family adds (lu, svd, einsum, sparse_coo_tensor...)
         for name, f in {**public_functions(ops), **getattr(mod, "FUNCTIONS", {})}.items():
@@ -97,10 +120,10 @@ def build_index():
     from .._tensor import Tensor
     index = {}
     for family in FAMILIES:
-        if f"{__package__}.{family}" in sys.modules:
+        if module_name(family) in sys.modules:
             raise RuntimeError(f"build_index: {family} is already loaded (use a fresh process)")
         ops0, methods0 = set(registry._REGISTRY), dict(Tensor.__dict__)
-        mod = importlib.import_module(f"{__package__}.{family}")
+        mod = importlib.import_module(module_name(family))
         ops = [registry._REGISTRY[n] for n in sorted(set(registry._REGISTRY) - ops0)]
         functions = {n for d in ops if d.function for n in (d.name,) + tuple(d.aliases)}
         functions |= set(getattr(mod, "FUNCTIONS", {}))
@@ -108,6 +131,8 @@ def build_index():
         methods |= {n + "_" for d in ops if d.inplace for n in (d.name,) + tuple(d.aliases)}
         # and those the module sets itself (new names, or in place of their stubs)
         methods |= {n for n, f in Tensor.__dict__.items() if methods0.get(n) is not f}
+        methods |= {n for n in _methods(mod) if isinstance(
+            Tensor.__dict__.get(n), _LazyMethod) or not hasattr(Tensor, n)}
         index[family] = {"ops": tuple(d.name for d in ops), "functions": tuple(sorted(functions)),
                          "methods": tuple(sorted(methods))}
     return index

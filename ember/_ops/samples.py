@@ -16,7 +16,24 @@ class Sample:
     grad_args = None
 
     def __init__(self, *args, **kwargs):
-        self.args, self.kwargs = args, kwargs
+        self._given = args, kwargs
+
+    @property
+    def args(self):
+        return self._arrays()[0]
+
+    @property
+    def kwargs(self):
+        return self._arrays()[1]
+
+    def _arrays(self):
+        """The arguments, with the ``const`` placeholders of error samples made arrays."""
+        try:
+            return self._made
+        except AttributeError:
+            args, kwargs = self._given
+            self._made = (_materialize(args), {k: _materialize(v) for k, v in kwargs.items()})
+            return self._made
 
     def at_kink(self):
         self.smooth = False
@@ -112,8 +129,30 @@ class ErrorSample:
 
 
 def const(*shape, dtype=np.float32):
-    """A constant array for error samples, where the values do not matter."""
-    return np.ones(shape, dtype)
+    """A constant array for error samples, where the values do not matter. Made when a test
+    reads the sample: the ~300 error samples are built at import, and their arrays cost ~4% of
+    ``import ember``."""
+    return _Const(shape, dtype)
+
+
+class _Const:
+    __slots__ = ("shape", "dtype", "array")
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype, self.array = shape, dtype, None
+
+    def make(self):
+        if self.array is None:          # once: a const used twice is one array, as before
+            self.array = np.ones(self.shape, self.dtype)
+        return self.array
+
+
+def _materialize(x):
+    if type(x) is _Const:
+        return x.make()
+    if type(x) in (list, tuple):
+        return type(x)(_materialize(v) for v in x)
+    return x
 
 
 def broadcast_errors(arity=2):

@@ -6,7 +6,6 @@ from .._device import CPU
 from . import graph  # noqa: F401
 from .anomaly_mode import detect_anomaly, set_detect_anomaly  # noqa: F401
 from .engine import run_backward
-from .function import Function, FunctionCtx, once_differentiable  # noqa: F401
 # NOTE: imported eagerly (it is light): the function shadows its module's name, as in torch,
 # which a lazy import would undo once someone imports ember.autograd.gradcheck directly.
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
@@ -15,12 +14,24 @@ from .grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F
 from .graph import Node, edge_of  # noqa: F401
 
 
+_FUNCTION_NAMES = ("Function", "FunctionCtx", "once_differentiable")
+
+
 def __getattr__(name):
-    # functional and profiler are analysis tools: keep them off ``import ember``'s path
-    if name not in ("functional", "profiler"):
-        raise AttributeError(f"module 'ember.autograd' has no attribute '{name}'")
+    # functional and profiler are analysis tools, and custom Functions are defined by few
+    # programs: keep them off ``import ember``'s path
     import importlib
+    if name in _FUNCTION_NAMES:
+        value = getattr(importlib.import_module(".function", __name__), name)
+        globals()[name] = value
+        return value
+    if name not in ("functional", "profiler", "function"):
+        raise AttributeError(f"module 'ember.autograd' has no attribute '{name}'")
     return importlib.import_module(f".{name}", __name__)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_FUNCTION_NAMES))
 
 
 _mods = None

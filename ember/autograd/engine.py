@@ -1,6 +1,5 @@
 """The backward engine: walk the graph from the roots in dependency order, highest sequence
 number first (as torch does), summing gradients that meet at a node."""
-import heapq
 import warnings
 
 from . import grad_mode
@@ -107,6 +106,7 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
         finally:
             grad_mode.state.grad_enabled = prev
         return None
+    import heapq        # (here: the C loop above is the common case, and import ember skips it)
     heap = [(-n.seq, id(n), n) for n in ready]
     heapq.heapify(heap)
     pop, push = heapq.heappop, heapq.heappush
