@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import _C
 from .._backends import blas
+from .._storage import _root
 
 MAX_KEYS = 1024     # keys per head up to which this path runs (2 x 32 x keys per thread)
 
@@ -55,6 +56,25 @@ def _like(a, cols):
     return out if cols <= 1 or out.strides[-1] == out.itemsize else np.empty(out.shape, a.dtype)
 
 
+def _fused_grads(q, k, v):
+    """dq, dk, dv as the same slices of one new array where q, k, v are disjoint slices that
+    fill one C-contiguous array (a fused qkv projection's output, split): split's backward
+    then joins them without a copy (``_ops/shape.py``). None elsewhere."""
+    r = _root(q)
+    if not (_root(k) is r and _root(v) is r and r.flags.c_contiguous and r.dtype == q.dtype and
+            q.shape == k.shape == v.shape and q.strides == k.strides == v.strides and
+            r.size == 3 * q.size):
+        return None
+    try:
+        if any(np.shares_memory(a, b, max_work=1000) for a, b in ((q, k), (q, v), (k, v))):
+            return None
+    except np.exceptions.TooHardError:
+        return None
+    buf = np.empty(r.size, r.dtype)
+    return [np.lib.stride_tricks.as_strided(buf[(a.ctypes.data - r.ctypes.data) // a.itemsize:],
+                                            a.shape, a.strides) for a in (q, k, v)]
+
+
 def _run(name, inputs, outputs, lse, scale, causal):
     ops = [_operand(a) for a in inputs] + [_operand(a, True) for a in outputs]
     q, k, v = inputs[:3]
@@ -88,7 +108,7 @@ def backward(g, q, k, v, out, lse, scale, causal):
     """``(dq, dk, dv)`` of :func:`forward` for the output gradient ``g``, or None."""
     if not applies(q, k, v) or g.dtype != q.dtype or out.dtype != q.dtype:
         return None
-    grads = [_like(a, a.shape[-1]) for a in (q, k, v)]
+    grads = _fused_grads(q, k, v) or [_like(a, a.shape[-1]) for a in (q, k, v)]
     lse = np.ascontiguousarray(lse, q.dtype).reshape(q.shape[:-1])
     _run("attn_small_bwd", (q, k, v, out, g), grads, lse, scale, causal)
     return grads
