@@ -66,8 +66,9 @@ def test_matches_reference(threads, dtype, q_shape, kv_shape, dv, kw):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_fused_qkv_views_read_in_place(threads, dtype):
-    """The GPT layout: q, k, v are (B, H, L, d) views of one (B, L, 3C) projection; out and
-    the gradients come back in (B, L, H, d) memory order, as torch returns them."""
+    """The GPT layout: q, k, v are (B, H, L, d) views of one (B, L, 3C) projection; out comes
+    back in (B, L, H, d) memory order, as torch returns it, and the gradients as the same
+    slices of one new (B, L, 3C) array, which split's backward takes without a copy."""
     B, L, H, d = 2, 45, 3, 8
     x = ember.tensor(np.random.default_rng(1).standard_normal((B, L, 3 * H * d)).astype(dtype))
     q, k, v = (t.view(B, L, H, d).transpose(1, 2) for t in x.split(H * d, dim=2))
@@ -75,7 +76,17 @@ def test_fused_qkv_views_read_in_place(threads, dtype):
     assert out.transpose(1, 2).is_contiguous()
     arrays = [t._data for t in (q, k, v)]
     o, lse = _attention_small.forward(*arrays, 0.5, True)
-    for a in _attention_small.backward(np.ones_like(o), *arrays, o, lse, 0.5, True):
+    grads = _attention_small.backward(np.ones_like(o), *arrays, o, lse, 0.5, True)
+    for a, g in zip(arrays, grads):
+        assert g.strides == a.strides
+        assert g.ctypes.data - grads[0].ctypes.data == a.ctypes.data - arrays[0].ctypes.data
+    with ember.no_grad():           # (as in a backward without create_graph)
+        joined = ember._ops.shape._side_by_side(
+            [ember.Tensor._wrap(g.swapaxes(1, 2).reshape(B, L, H * d)) for g in grads], 2)
+    assert joined.is_contiguous() and joined._data.ctypes.data == grads[0].ctypes.data
+    # inputs that are not one array's disjoint slices get arrays of their own
+    for a in _attention_small.backward(np.ones_like(o), *arrays[:2], arrays[1], o, lse, 0.5,
+                                       True):
         assert a.swapaxes(1, 2).flags.c_contiguous
 
 

@@ -114,3 +114,56 @@ def test_embedding_backward_sums_repeated_rows():
     (ember.nn.functional.embedding(idx, w) * 2).sum().backward()
     counts = np.bincount(idx.numpy().reshape(-1), minlength=7)
     np.testing.assert_allclose(w.grad.numpy(), 2 * counts[:, None] * np.ones((7, 4)))
+
+
+def test_split_backward_joins_fused_attention_gradients_without_a_copy(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from ember._ops import shape
+    joined = []
+
+    def spy(g, dim):
+        out = side_by_side(g, dim)
+        joined.append(out is not None)
+        return out
+    side_by_side = shape._side_by_side
+    monkeypatch.setattr(shape, "_side_by_side", spy)
+    x = np.random.default_rng(0).standard_normal((2, 10, 3 * 8)).astype(np.float32)
+    grads = []
+    for T in (ember, torch):
+        xt = T.tensor(x, requires_grad=True)
+        q, k, v = (t.view(2, 10, 2, 4).transpose(1, 2) for t in (xt * 1).split(8, dim=2))
+        y = T.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        (y * y).sum().backward()
+        grads.append(xt.grad.numpy())
+    if ember._C.kernel("attn_small_fwd", np.float32) is not None:
+        assert joined == [True]
+    np.testing.assert_allclose(*grads, rtol=1e-5, atol=1e-5)
+
+
+def test_split_backward_cats_gradients_that_are_not_side_by_side():
+    x = ember.randn(4, 6, requires_grad=True)
+    a, b, c = x.split(2, dim=1)
+    (c * 1 + a * 2 + b * 3).sum().backward()        # each gradient an array of its own
+    np.testing.assert_allclose(x.grad.numpy(), np.repeat([[2, 2, 3, 3, 1, 1]], 4, 0))
+    with ember.no_grad():
+        g = ember.ones(4, 6)
+        parts = [g[:, 2:4], g[:, 0:2], g[:, 4:6]]          # side by side, but not in order
+        assert ember._ops.shape._side_by_side(parts, 1) is None
+        whole = ember._ops.shape._side_by_side([g[:, 0:2], g[:, 2:4], g[:, 4:6]], 1)
+        assert whole.shape == (4, 6) and whole._data.ctypes.data == g._data.ctypes.data
+
+
+def test_linear_backward_in_numpy_matches_the_ember_op_path():
+    # without create_graph the gradients come from NumPy directly; with it, from ember ops
+    x = np.random.default_rng(1).standard_normal((3, 5, 4))
+    w = np.random.default_rng(2).standard_normal((6, 4))
+    b = np.random.default_rng(3).standard_normal((1,))           # a broadcast bias
+    grads = []
+    for create_graph in (False, True):
+        ts = [ember.tensor(a, requires_grad=True) for a in (x, w, b)]
+        y = ember.nn.functional.linear(*ts)
+        y.backward(ember.ones_like(y) * y.detach(), create_graph=create_graph)
+        grads.append([t.grad.detach().numpy() for t in ts])
+    for a, c in zip(*grads):
+        np.testing.assert_allclose(a, c, rtol=1e-12)
+    assert grads[0][2].shape == (1,)

@@ -15,6 +15,8 @@ from .meta import empty
 from .registry import op
 from .samples import Sample, make
 
+_BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
 
 @op("linear", tags=("autocast_lower",), method=False, function=False)
 def linear(xp, input, weight, bias=None):
@@ -43,6 +45,9 @@ def _rows(a):
 def _(g, input, weight, bias=None):
     # an input that needs no gradient (the data batch in front of the first layer) gets none:
     # its (batch, out) @ (out, in) product would be a third of that layer's backward
+    grads = _linear_grads_np(g, input, weight, bias)
+    if grads is not None:
+        return grads
     gi = gw = gb = None
     if weight.dim() == 1:           # a dot product per row: g is input.shape[:-1]
         if needs_input_grad(0):
@@ -58,6 +63,24 @@ def _(g, input, weight, bias=None):
         gw = g2.mT @ (_rows(input) if input.dim() != 2 else input).conj()
     if bias is not None:
         gb = g2.sum(0)
+    return gi, gw, gb
+
+
+def _linear_grads_np(g, input, weight, bias):
+    """The same gradients of a float matrix layer in NumPy when nothing differentiates them
+    (``kernel_grads``): the three products and the bias sum without a dispatch each."""
+    arrays = kernel_grads(g, input, weight)
+    if arrays is None or arrays[2].ndim != 2 or arrays[0].dtype not in _BLAS_DTYPES:
+        return None
+    g, x, w = arrays
+    g2 = g if g.ndim == 2 else g.reshape(-1, w.shape[0])
+    gi = gw = gb = None
+    if needs_input_grad(0):
+        gi = Tensor._wrap(matmul.fwd(np, g2, w).reshape(x.shape))
+    if needs_input_grad(1):
+        gw = Tensor._wrap(matmul.fwd(np, g2.T, x if x.ndim == 2 else x.reshape(-1, x.shape[-1])))
+    if bias is not None and needs_input_grad(2):
+        gb = Tensor._wrap(np.add.reduce(g2, 0))
     return gi, gw, gb
 
 

@@ -5,6 +5,8 @@ import numpy as np
 import ember
 
 from .._backends import add_at
+from .._storage import _root
+from .._tensor import Tensor
 from .meta import empty
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
@@ -464,7 +466,33 @@ def split(xp, input, split_size_or_sections, dim=0):
 
 @split.vjp()
 def _(g, input, split_size_or_sections, dim=0):
-    return ember.cat(list(g), dim)
+    joined = _side_by_side(g, dim)
+    return ember.cat(list(g), dim) if joined is None else joined
+
+
+def _side_by_side(g, dim):
+    """The gradients' concatenation along ``dim`` as a view, where they are NumPy slices lying
+    side by side in one array in that order (as fused attention's dq, dk, dv of a split qkv
+    come back) and nothing differentiates the result; else None. A gradient may alias: a
+    leaf's accumulator copies what it does not own (``AccumulateGrad``)."""
+    from .nn import kernel_grads
+    arrays = kernel_grads(*g) if all(t is not None for t in g) else None
+    if not arrays or arrays[0].ndim == 0:
+        return None
+    a0, d = arrays[0], dim % arrays[0].ndim
+    root, ptr, n = _root(a0), a0.ctypes.data, 0
+    for a in arrays:
+        if (_root(a) is not root or a.strides != a0.strides or a.ctypes.data != ptr or
+                a.shape[:d] != a0.shape[:d] or a.shape[d + 1:] != a0.shape[d + 1:]):
+            return None
+        ptr += a.shape[d] * a.strides[d]
+        n += a.shape[d]
+    shape = a0.shape[:d] + (n,) + a0.shape[d + 1:]
+    try:        # (a view of the owner: as_strided's Python costs more, and checks no bounds)
+        joined = np.ndarray(shape, a0.dtype, root, a0.ctypes.data - root.ctypes.data, a0.strides)
+    except (TypeError, ValueError):     # an owner without a plain buffer
+        joined = np.lib.stride_tricks.as_strided(a0, shape, a0.strides)
+    return Tensor._wrap(joined)
 
 
 split.samples = lambda dev, dt: [Sample(make((5, 4), dt), 2), Sample(make((5, 4), dt), [1, 3],
