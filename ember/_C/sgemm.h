@@ -9,10 +9,10 @@
  * - only B is packed, a KC x NC block at a time into panels of NR = 32 columns (a panel is
  *   KC NR floats = 32 KiB, in L1 while it is used); a transposed B (the attention's q @ k^T,
  *   every backward's g @ W^T) is packed by 16x16 register transposes, not element by element;
- * - A is read in place: an MR = 8 row micro-tile is 8 streams (or, for a transposed A, 8
- *   consecutive floats per step) broadcast against the panel's two vectors, so A's layout
- *   costs nothing; the tile (8 x KC) stays in L1 while every panel of the block passes by;
- * - C is written once per KC block, straight from the 16 accumulator registers (no zeroing
+ * - A is read in place: an MR = 12 row micro-tile is 12 streams broadcast against the
+ *   panel's two vectors; the tile (12 x KC) stays in L1 while every panel of the block passes
+ *   by (a transposed A's tile, 12 floats per step on lines of their own, is first copied);
+ * - C is written once per KC block, straight from the 24 accumulator registers (no zeroing
  *   pass, no beta multiply); with K <= KC (attention: 64, 256) C is written exactly once;
  * - threads take whole products of a batch, or column ranges of a 2-D product.
  *
@@ -204,8 +204,18 @@ SG_TARGET static void sg_gemm_cols(int64_t m, int64_t nb, int64_t k, const float
         int add = acc || p0 > 0;
         const float *ak = a + p0 * cas;
         sg_pack_b(kb, nb, b + p0 * rbs, rbs, cbs, bp);
-        for (int64_t i = 0; i < full; i += SG_MR)
-            sg_rows12(kb, nb, ak + i * ras, ras, cas, bp, c + i * ldc, ldc, add);
+        for (int64_t i = 0; i < full; i += SG_MR) {
+            if (ras == 1 && cas != 1) {
+                /* A stored transposed: its tile is 12 floats per step, a new line (or two)
+                 * each, 256-512 lines for a block, which the panels streaming by evict from
+                 * L1: copied to 12 x kb contiguous floats it takes 12 KiB */
+                for (int64_t p = 0; p < kb; p++)
+                    for (int r = 0; r < SG_MR; r++) ap[p * SG_MR + r] = ak[i + p * cas + r];
+                sg_rows12(kb, nb, ap, 1, SG_MR, bp, c + i * ldc, ldc, add);
+            } else {
+                sg_rows12(kb, nb, ak + i * ras, ras, cas, bp, c + i * ldc, ldc, add);
+            }
+        }
         if (full < m)
             sg_rows_tail(kb, nb, ak + full * ras, ras, cas, bp, c + full * ldc, ldc, add,
                          m - full, ap);
@@ -224,7 +234,8 @@ EXPORT int gemm_f32(int64_t batch, int64_t m, int64_t n, int64_t k, const float 
     int64_t nb = n < SG_NC ? n : SG_NC, kc = k < SG_KC ? k : SG_KC;
     nb = (nb + SG_NR - 1) / SG_NR * SG_NR;
     kc = kc > 0 ? kc : 1;
-    nt = threads_for(batch * m * n * k / 1024, nt);
+    /* (a thread's wake-up costs what ~4M multiply-adds do: a 256^3 product takes two) */
+    nt = threads_for(batch * m * n * k / 128, nt);
     /* a 2-D product (or a batch smaller than the threads) splits its columns: blocks of
      * whole panels, at most NC wide, at least as many as the threads */
     int64_t per = (n + SG_NC - 1) / SG_NC;
