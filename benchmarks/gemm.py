@@ -1,5 +1,6 @@
-"""Matrix products, ember vs torch in one run: square matmul from 32 to 1024, the attention-
-shaped einsums of ``benchmarks.workloads``, bmm, and linear layers at the MLP and GPT step's
+"""Matrix products, ember vs torch in one run: square matmul from 32 to 4096, the attention-
+shaped einsums of ``benchmarks.workloads``, the GPT step's products (forward and the two
+transposed products of their backward), bmm, and linear layers at the MLP and GPT step's
 shapes, forward and forward+backward.
 
 Each thread count runs in a fresh process (OMP_NUM_THREADS and set_num_threads both set); in
@@ -29,9 +30,17 @@ def _cases(T):
     def t(*shape, grad=False):
         return T.tensor(rng.standard_normal(shape).astype(np.float32), requires_grad=grad)
     cases = {}
-    for n in (32, 64, 128, 256, 512, 1024):
+    for n in (32, 64, 128, 256, 512, 1024, 2048, 4096):
         a, b = t(n, n), t(n, n)
         cases[f"matmul {n}"] = lambda a=a, b=b: a @ b
+    # the GPT step's products, each with the two its backward makes: g @ B^T and A^T @ g
+    for sa, sb in (((1024, 128), (128, 384)), ((1024, 512), (512, 128)),
+                   ((64, 64, 32), (64, 32, 64)), ((64, 64, 64), (64, 64, 32))):
+        a, b, g = t(*sa), t(*sb), t(*sa[:-1], sb[-1])
+        name = "x".join(map(str, sa)) + "@" + "x".join(map(str, sb[-2:]))
+        cases[f"matmul {name}"] = lambda a=a, b=b: a @ b
+        cases[f"matmul {name} g@B^T"] = lambda b=b, g=g: g @ b.mT
+        cases[f"matmul {name} A^T@g"] = lambda a=a, g=g: a.mT @ g
     for eq, names in _EINSUMS.items():
         a, b = (t(*_ATT[n]) for n in names)
         cases[f"einsum {eq}"] = lambda eq=eq, a=a, b=b: T.einsum(eq, a, b)

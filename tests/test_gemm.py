@@ -1,5 +1,5 @@
-"""Matrix products through the ``bmm`` kernel (ember/_ops/gemm.py, ember/_C/gemm.h) against
-the NumPy path and torch: odd shapes, transposed and strided operands, broadcast batch dims,
+"""Matrix products through the ``bmm`` kernel (ember/_ops/gemm.py, ember/_C/gemm.h) and
+ember's float32 GEMM (ember/_C/sgemm.h) against the NumPy path and torch: odd shapes, transposed and strided operands, broadcast batch dims,
 empty dims, every dtype matmul takes (the kernel's float32/float64 and the fallbacks), values
 and gradients, 1 and 2 threads."""
 import numpy as np
@@ -22,23 +22,37 @@ TOL = {"float32": dict(rtol=1e-5, atol=1e-5), "float64": dict(rtol=1e-12, atol=1
 pytestmark = pytest.mark.usefixtures("threads")   # each test at 1 and 2 threads
 
 
-# the kernel is there (built, and not turned off by EMBER_NO_C=1)
+# the kernels are there (built, and not turned off by EMBER_NO_C=1); OWN: float32 products
+# take ember's GEMM (this CPU has AVX-512), not BLAS
 BUILT = _C.kernel("bmm", np.dtype(np.float32)) is not None
+OWN = gemm._own_gemm() is not None
 
 
-@pytest.fixture
-def kernel_calls(monkeypatch):
-    """How many times the kernel ran (the NumPy path does not count); small products take it
-    too, to test its shapes cheaply."""
-    monkeypatch.setattr(gemm, "_MIN_WORK", 0)
+def _spy(monkeypatch, name):
     calls = []
-    real = gemm._pinned
+    real = getattr(gemm, name)
 
     def spy(*args):
         calls.append(args)
         return real(*args)
-    monkeypatch.setattr(gemm, "_pinned", spy)
+    monkeypatch.setattr(gemm, name, spy)
     return calls
+
+
+@pytest.fixture
+def kernel_calls(monkeypatch):
+    """How many times the bmm kernel ran (the NumPy path does not count); small products take
+    it too, to test its shapes cheaply."""
+    monkeypatch.setattr(gemm, "_MIN_WORK", 0)
+    return _spy(monkeypatch, "_pinned")
+
+
+@pytest.fixture
+def own_calls(monkeypatch):
+    """How many times ember's float32 GEMM ran, small products included."""
+    monkeypatch.setattr(gemm, "_MIN_OWN", 0)
+    monkeypatch.setattr(gemm, "_MIN_OWN_EACH", 0)
+    return _spy(monkeypatch, "_own_matmul")
 
 
 def _array(shape, dtype, seed, view=None):
@@ -55,7 +69,8 @@ def _array(shape, dtype, seed, view=None):
                              "col": lambda t: t[..., 1::2], None: lambda t: t}[view]
 
 
-# (a shape, b shape, a view, b view, the kernel runs at 2 threads)
+# (a shape, b shape, a view, b view, the bmm kernel runs at 2 threads; ember's float32 GEMM
+# runs where it does, and on the folded case)
 CASES = [
     ((4, 3, 5), (4, 5, 7), None, None, True),
     ((8, 33, 17), (8, 17, 65), "T", None, True),
@@ -103,11 +118,13 @@ def _reference(a, b):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}{c[2] or ''}@{c[1]}{c[3] or ''}")
-def test_kernel_against_numpy_path(case, dtype, threads, kernel_calls):
+def test_kernel_against_numpy_path(case, dtype, threads, kernel_calls, own_calls):
     sa, sb, va, vb, runs = case
     a, b = _array(sa, dtype, 0, va), _array(sb, dtype, 1, vb)
     _matmul(a, b, grad=False)
-    assert bool(kernel_calls) == (BUILT and runs and threads > 1)  # the forward took it
+    own = OWN and dtype == "float32"        # the forward took the kernel it should
+    assert bool(kernel_calls) == (BUILT and runs and threads > 1 and not own)
+    assert bool(own_calls) == (own and (runs or case is CASES[5]))
     got = _matmul(a, b, grad=True)
     with _C.disabled():
         ref = _matmul(a, b, grad=True)
@@ -129,14 +146,15 @@ def test_other_dtypes_take_numpy(case, dtype, kernel_calls):
         np.testing.assert_allclose(got, want, **TOL[dtype])
 
 
-def test_einsum_and_bmm_reach_the_kernel(threads, kernel_calls):
+def test_einsum_and_bmm_reach_the_kernel(threads, kernel_calls, own_calls):
     q, k = _array((2, 3, 40, 16), "float32", 0)[0], _array((2, 3, 50, 16), "float32", 1)[0]
     out = ember.einsum("bhqd,bhkd->bhqk", ember.tensor(q), ember.tensor(k)).numpy()
     np.testing.assert_allclose(out, np.einsum("bhqd,bhkd->bhqk", q, k), **TOL["float32"])
     x, y = _array((4, 7, 9), "float64", 2)[0], _array((4, 11, 9), "float64", 3)[0]
     out = ember.bmm(ember.tensor(x), ember.tensor(y).transpose(1, 2)).numpy()
     np.testing.assert_allclose(out, x @ np.swapaxes(y, 1, 2), **TOL["float64"])
-    assert len(kernel_calls) == (2 if BUILT and threads > 1 else 0)
+    assert len(own_calls) == OWN                              # the float32 einsum
+    assert len(kernel_calls) == (2 - OWN if BUILT and threads > 1 else 0)
 
 
 def test_shape_errors_keep_torch_messages():
@@ -147,9 +165,87 @@ def test_shape_errors_keep_torch_messages():
         ember.ones(3, 4) @ ember.ones(5, 6)
 
 
+@pytest.mark.skipif(not OWN, reason="ember's float32 GEMM needs AVX-512 and the built kernels")
+def test_small_stacks_keep_blas_unless_b_is_transposed(monkeypatch):
+    """A stack of small products (64 x 64 x 32, the GPT's attention heads) runs faster on
+    OpenBLAS's small-matrix path, except with B transposed, which that path does not take."""
+    calls = _spy(monkeypatch, "_own_matmul")
+    a, b = _array((64, 64, 32), "float32", 0)[0], _array((64, 32, 64), "float32", 1)[0]
+    ta, tb = ember.tensor(a), ember.tensor(b)
+    np.testing.assert_allclose((ta @ tb).numpy(), a @ b, rtol=1e-5, atol=1e-5)
+    assert not calls
+    np.testing.assert_allclose((tb.mT @ ta.mT).numpy(), np.swapaxes(a @ b, 1, 2), rtol=1e-5,
+                               atol=1e-5)
+    assert len(calls) == 1
+
+
 def test_small_stacks_keep_numpy(monkeypatch):
     calls = []
     monkeypatch.setattr(gemm, "_pinned", lambda *args: calls.append(args))
     a, b = ember.ones(4, 3, 5), ember.ones(4, 5, 7)
     np.testing.assert_array_equal((a @ b).numpy(), np.full((4, 3, 7), 5.0, np.float32))
     assert not calls                # too little work to split: numpy.matmul does it
+
+
+# (m, k, n): ragged row tiles (m % 8), ragged panels (n % 32, n < 16), k past one 256 block
+# and not a multiple of 16 (the transposed-B packing's edges), single rows and columns
+SHAPES_2D = [(1, 1, 1), (7, 5, 3), (8, 16, 32), (9, 33, 31), (33, 17, 70), (5, 300, 40),
+             (64, 257, 48), (17, 520, 100), (130, 64, 1), (1, 64, 130), (40, 1, 33)]
+
+
+@pytest.mark.skipif(not OWN, reason="ember's float32 GEMM needs AVX-512 and the built kernels")
+@pytest.mark.parametrize("view_b", [None, "T", "col"])
+@pytest.mark.parametrize("view_a", [None, "T", "col"])
+@pytest.mark.parametrize("shape", SHAPES_2D, ids=str)
+def test_own_gemm_2d(shape, view_a, view_b, threads, own_calls):
+    """Every micro-tile edge, both layouts of each operand and row strides wider than the
+    matrix ("col" views take every other column of a wider array: not unit-stride, so NumPy;
+    "T" of those is a transposed matrix with a leading dim)."""
+    m, k, n = shape
+    a, b = _array((m, k), "float32", 0, view_a), _array((k, n), "float32", 1, view_b)
+    _matmul(a, b, grad=False)
+    # the forward took the kernel, unless a "col" view has no unit stride (a dim of 1 has none
+    # to speak of), or A is stored transposed and B is not (BLAS's packing does that better)
+    la, lb = (gemm._layout(np.asarray(v(ember.tensor(x)))) for x, v in (a, b))
+    assert bool(own_calls) == bool(la and lb and (la[0], lb[0]) != (gemm._T, gemm._NO_T))
+    got = _matmul(a, b, grad=True)
+    with _C.disabled():
+        ref = _matmul(a, b, grad=True)
+    for what, x, y in zip(["value", "grad a", "grad b"], got, ref):
+        np.testing.assert_allclose(x, y, err_msg=what, rtol=1e-5, atol=2e-5 * (1 + k) ** 0.5)
+    for want in _reference(a, b):
+        np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=2e-5 * (1 + k) ** 0.5)
+
+
+@pytest.mark.skipif(not OWN, reason="ember's float32 GEMM needs AVX-512 and the built kernels")
+def test_own_gemm_strided_leading_dims(threads):
+    """Matrices inside wider arrays (a row stride larger than the row), a 2-D operand broadcast
+    over a stack, and a stack whose batch is a strided view, against float64 NumPy."""
+    rng = np.random.default_rng(3)
+    big_a = rng.standard_normal((70, 90)).astype(np.float32)
+    big_b = rng.standard_normal((6, 80, 81)).astype(np.float32)
+    a = ember.tensor(big_a)[3:40, 5:72]                # (37, 67), row stride 90
+    b = ember.tensor(big_b)[::2, 2:69, 7:80]            # (3, 67, 73), strided batch
+    out = (a @ b).numpy()
+    want = big_a[3:40, 5:72].astype(np.float64) @ big_b[::2, 2:69, 7:80]
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4)
+    out = (b.mT[:, :40] @ a.mT[:, :20]).numpy()        # transposed, leading dims > rows
+    want = np.swapaxes(big_b[::2, 2:69, 7:80], 1, 2)[:, :40].astype(np.float64) @ \
+        big_a[3:40, 5:72].T[:, :20]
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.skipif(not OWN, reason="ember's float32 GEMM needs AVX-512 and the built kernels")
+def test_own_gemm_attention_shapes(threads):
+    """The attention's products as einsum spells them (q k^T with k transposed, p v), large
+    enough to take the kernel without lowering its threshold, against NumPy and torch."""
+    rng = np.random.default_rng(4)
+    q, k = (rng.standard_normal((2, 3, 72, 64)).astype(np.float32) for _ in range(2))
+    p = rng.standard_normal((2, 3, 72, 72)).astype(np.float32)
+    for eq, x, y in (("bhqd,bhkd->bhqk", q, k), ("bhqk,bhkd->bhqd", p, k)):
+        got = ember.einsum(eq, ember.tensor(x), ember.tensor(y)).numpy()
+        np.testing.assert_allclose(got, np.einsum(eq, x.astype(np.float64), y), rtol=1e-5,
+                                   atol=1e-4)
+        if torch is not None:
+            want = torch.einsum(eq, torch.from_numpy(x), torch.from_numpy(y)).numpy()
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)

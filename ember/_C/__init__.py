@@ -62,7 +62,9 @@ def _declare(lib):
             # (BLAS's cblas_?gemm address and whether it takes 64-bit ints, then threads)
             "lstm_fwd": [p] * 8 + [i64, i64, i64, i, p, i, i],
             "lstm_bwd": [p, i64] + [p] * 7 + [i64, i64, i64, i, p, i, i],
-            "bmm": [p, i, i64, i, i, i64, i64, i64, p, i64, i64, p, i64, i64, i, p, i64, i64, i]}
+            "bmm": [p, i, i64, i, i, i64, i64, i64, p, i64, i64, p, i64, i64, i, p, i64, i64, i],
+            # (sgemm.h, float32 only: batch, m, n, k, then a, b, c as pointer, strides)
+            "gemm": [i64] * 4 + [p, i64, i64, i64] * 2 + [i, p, i64, i64, i]}
     for name in ("f16_widen", "f16_narrow"):        # (half.h: no dtype suffix)
         getattr(lib, name).argtypes, getattr(lib, name).restype = [p, p, i64], ctypes.c_int
     for name, args in sigs.items():
@@ -75,7 +77,7 @@ def _declare(lib):
                 fn.argtypes = args
                 fn.restype = ctypes.c_int if name.startswith(
                     ("winograd", "conv_cols", "lstm", "attn_small")) or \
-                    name in ("gather", "scatter") else None
+                    name in ("gather", "scatter", "gemm") else None
 
 
 _SUFFIX = {np.dtype(np.float32): "_f32", np.dtype(np.float64): "_f64"}

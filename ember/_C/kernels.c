@@ -94,6 +94,8 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #undef PHI
 #undef SIGMOID
 
+#include "sgemm.h"     /* (float32 only: float64 stays on BLAS) */
+
 #define T double
 #define S(name) name##_f64
 #define EXP exp

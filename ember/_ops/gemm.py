@@ -10,7 +10,16 @@ a batch stride of 0. On one thread ``numpy.matmul`` makes the same BLAS calls wi
 overhead (a ctypes call with 19 arguments costs ~5 us), and 2-D products are one BLAS call
 that BLAS threads well, so both stay with NumPy. A stack times a matrix whose batch folds into
 the rows becomes one large GEMM at any thread count.
+
+float32 on a CPU with AVX-512 takes ember's own GEMM instead (``gemm`` in ember/_C/sgemm.h),
+2-D products and stacks alike, at any thread count: it packs only B, reads A in place, writes
+C once (OpenBLAS zeroes it first for beta = 0) and packs a transposed B by register
+transposes, which is where OpenBLAS lost 10-25% to torch's MKL on a training step's products.
+float64, other CPUs, tiny products, stacks of small products whose B is not transposed and a
+2-D ``A^T @ B`` keep BLAS / ``numpy.matmul``, which measured faster there (docs/kernels.md).
 """
+import math
+
 import numpy as np
 
 from .. import _C
@@ -23,6 +32,22 @@ _NO_T, _T = 111, 112
 # thread a product of the stack that is large on its own
 _MIN_WORK = 1 << 25
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_F32 = _DTYPES[0]
+# multiply-adds below which ember's GEMM leaves a product to numpy.matmul: its ctypes call
+# (17 arguments) costs ~5 us, a 64^3 product ~3 us
+_MIN_OWN = 1 << 19
+# multiply-adds per product of a stack below which a B not transposed keeps BLAS (see matmul)
+_MIN_OWN_EACH = 1 << 20
+_simd = None         # whether this CPU runs ember's float32 GEMM (AVX-512), asked once
+
+
+def _own_gemm():
+    """ember's float32 GEMM, or None (not built, turned off, or not for this CPU)."""
+    global _simd
+    fn = _C.kernel("gemm", _F32)
+    if fn is not None and _simd is None:
+        _simd = _C._lib.gemm_simd_f32() == 1
+    return fn if _simd else None
 
 
 def _layout(a):
@@ -55,6 +80,37 @@ def _batch_stride(a, batch):
     return None if step % a.itemsize else step // a.itemsize
 
 
+def _strides(a, lay):
+    """(row stride, column stride) of ``a``'s matrices, in elements, from ``_layout``."""
+    return (lay[1], 1) if lay[0] == _NO_T else (1, lay[1])
+
+
+def _own_matmul(fn, a, b, la, lb, batch, sa, sb):
+    """``a @ b`` by ember's float32 GEMM, ``batch`` products (matrix i of a at i * sa)."""
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    count = math.prod(batch)
+    out = np.empty(tuple(batch) + (m, n), _F32)
+    if fn(count, m, n, k, a.ctypes.data, *_strides(a, la), sa, b.ctypes.data, *_strides(b, lb),
+          sb, 0, out.ctypes.data, max(1, n), m * n, _C.num_threads()) != 0:
+        return None          # (a buffer could not be allocated)
+    return out
+
+
+def matmul2d(a, b):
+    """``a @ b`` for 2-D float32 NumPy arrays by ember's GEMM, or None where it does not apply
+    (or the inner dims differ: the caller raises torch's error)."""
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2 or m * n * k < _MIN_OWN or b.dtype is not _F32:
+        return None
+    fn = _own_gemm()
+    la, lb = fn and _layout(a), fn and _layout(b)
+    # (A stored transposed times a plain B, A^T @ g of every weight gradient: OpenBLAS's
+    # packing of A measured 5-10% ahead of the kernel's tile copies)
+    if not (la and lb) or (la[0] == _T and lb[0] == _NO_T):
+        return None
+    return _own_matmul(fn, a, b, la, lb, (), 0, 0)
+
+
 def matmul(a, b):
     """``a @ b`` for NumPy arrays with a batch (``a.ndim > 2`` or ``b.ndim > 2``, both >= 2), or
     None where the caller's ``numpy.matmul`` does as well (one thread: it makes the same BLAS
@@ -62,15 +118,34 @@ def matmul(a, b):
     if a.dtype not in _DTYPES or min(a.ndim, b.ndim) < 2 or max(a.ndim, b.ndim) < 3 or \
             a.size == 0 or b.size == 0:
         return None
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    f32 = a.dtype is _F32 and b.dtype is _F32
+    # (OpenBLAS's small-matrix path beats ember's GEMM on small products whose B is not
+    # transposed: those keep BLAS; on one thread numpy.matmul makes the same BLAS calls as the
+    # bmm kernel with less overhead, so nothing below applies and this returns at once)
+    own = f32 and (m * n * k >= _MIN_OWN_EACH or b.strides[-2] == b.itemsize)
+    nt = _C.num_threads()
+    if b.ndim > 2 and nt == 1 and not own:
+        return None
     la, lb = _layout(a), _layout(b)
     if la is None or lb is None:
         return None
-    (m, k), n = a.shape[-2:], b.shape[-1]
     if b.ndim == 2 and la[0] == _NO_T and _batch_stride(a[..., None], a.shape[:-1]) == la[1]:
         # the batch folds into the rows (a contiguous (N, L, in) @ (in, out)): one large GEMM,
         # which BLAS threads itself, not N small ones
-        return np.matmul(a.reshape(-1, k), b).reshape(a.shape[:-1] + (n,))
-    nt = _C.num_threads()
+        a2 = a.reshape(-1, k)
+        out = matmul2d(a2, b) if a.dtype is _F32 else None
+        return (np.matmul(a2, b) if out is None else out).reshape(a.shape[:-1] + (n,))
+    own = own and _own_gemm()
+    if own:
+        sa_, sb_ = a.shape[:-2], b.shape[:-2]
+        try:
+            batch = sa_ if sa_ == sb_ else np.broadcast_shapes(sa_, sb_)
+        except ValueError:
+            return None
+        sa, sb = _batch_stride(a, batch), _batch_stride(b, batch)
+        if sa is not None and sb is not None and math.prod(batch) * m * n * k >= _MIN_OWN:
+            return _own_matmul(own, a, b, la, lb, batch, sa, sb)
     fn = _C.kernel("bmm", a.dtype) if nt > 1 else None
     gemm = fn and blas.pointer(a.dtype)
     try:

@@ -13,6 +13,7 @@ from .registry import op
 from .samples import ErrorSample, Sample, const, dtype_error, make
 
 
+_F32 = np.dtype(np.float32)
 _NO_BLAS = (ember.bfloat16.np, ember.float8_e4m3fn.np, ember.float8_e5m2.np)
 
 
@@ -29,8 +30,12 @@ def matmul(xp, input, other):
     """Matrix product with NumPy/torch broadcasting over batch dimensions."""
     dt = input.dtype
     if dt is other.dtype and dt.kind in "fc" and input.ndim == 2 == other.ndim:
-        # the common case with the fewest Python steps: numpy.matmul is one BLAS call, and a
-        # shape mismatch falls through to the checks below for torch's message
+        # the common case with the fewest Python steps: numpy.matmul is one BLAS call (or,
+        # float32, ember's GEMM), and a shape mismatch falls through to the checks below for
+        # torch's message
+        out = gemm.matmul2d(input, other) if dt is _F32 and xp is np else None
+        if out is not None:
+            return out
         try:
             return xp.matmul(input, other)
         except ValueError:
