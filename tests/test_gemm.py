@@ -52,6 +52,7 @@ def own_calls(monkeypatch):
     """How many times ember's float32 GEMM ran, small products included."""
     monkeypatch.setattr(gemm, "_MIN_OWN", 0)
     monkeypatch.setattr(gemm, "_MIN_OWN_EACH", 0)
+    monkeypatch.setattr(gemm, "_MIN_OWN_THREADED", 0)
     return _spy(monkeypatch, "_own_matmul")
 
 
@@ -249,3 +250,14 @@ def test_own_gemm_attention_shapes(threads):
         if torch is not None:
             want = torch.einsum(eq, torch.from_numpy(x), torch.from_numpy(y)).numpy()
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.skipif(not OWN, reason="ember's float32 GEMM needs AVX-512 and the built kernels")
+def test_small_2d_product_on_threads_keeps_blas(threads, monkeypatch):
+    """A 2-D product under _MIN_OWN_THREADED takes ember's GEMM on one thread and BLAS's thread
+    pool on several; the values agree either way."""
+    calls = _spy(monkeypatch, "_own_matmul")
+    a, b = (np.random.default_rng(s).standard_normal((256, 256)).astype(np.float32) for s in (0, 1))
+    got = (ember.from_numpy(a) @ ember.from_numpy(b)).numpy()
+    assert bool(calls) == (threads == 1)
+    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
