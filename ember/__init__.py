@@ -5,6 +5,14 @@
 __version__ = "0.1.0"
 
 import gc as _gc
+import os as _os
+
+# OpenBLAS's idle threads spin for ~2^28 cycles after each call and starve ember's OpenMP
+# kernels on the same cores (the GPT step at 2 threads on 2 cores: 61-88 ms, 48-52 ms with
+# this). OpenBLAS reads the setting when NumPy loads it, so it only takes where ember is
+# imported before NumPy; a user's own setting wins.
+if "OPENBLAS_THREAD_TIMEOUT" not in _os.environ and "GOTO_THREAD_TIMEOUT" not in _os.environ:
+    _os.environ["OPENBLAS_THREAD_TIMEOUT"] = "4"
 
 # NOTE: loading the package makes ~100k objects and no garbage, and the cyclic collector would
 # walk them (and numpy's) ~20 times on the way: paused meanwhile, it saves ~10% of import ember.
