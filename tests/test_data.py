@@ -713,6 +713,20 @@ def _wait_gone(pids, seconds=20):
     return not any(map(_alive, pids))
 
 
+def test_shutdown_after_a_message_cut_in_half():
+    """A Ctrl-C inside a pipe read leaves the pipe out of step; stopping the workers then must
+    not raise (an UnpicklingError used to replace the KeyboardInterrupt) and must stop them."""
+    ds = ed.TensorDataset(ember.arange(4096.0).reshape(512, 8))
+    it = iter(ed.DataLoader(ds, batch_size=4, num_workers=2))
+    next(it)
+    conn = it._conns[0]
+    assert conn.poll(10)
+    os.read(conn.fileno(), 4)                  # the next message's length header
+    workers = list(it._workers)
+    it._shutdown_workers()
+    assert all(w.exitcode is not None for w in workers)
+
+
 def test_ctrl_c_stops_workers():
     p, pids = _run_script()
     os.killpg(p.pid, signal.SIGINT)               # what Ctrl-C does: the whole group
