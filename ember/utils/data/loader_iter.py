@@ -192,7 +192,9 @@ class MultiProcessIter(_BaseIter):
         try:
             return super().__next__()
         except KeyboardInterrupt:
-            self._shutdown_workers()
+            # (it may have landed inside a pipe read: that pipe is out of step, and a read
+            # of a garbled length could wait forever, so the workers are stopped unread)
+            self._shutdown_workers(drain=False)
             raise
 
     def _next_data(self):
@@ -268,7 +270,7 @@ class MultiProcessIter(_BaseIter):
         self._shutdown_workers()
         raise RuntimeError(f"DataLoader worker (pid(s) {pids}) exited unexpectedly: {notes}")
 
-    def _shutdown_workers(self):
+    def _shutdown_workers(self, drain=True):
         """Stop every worker (asking first, terminating after a grace period), close the
         channels and unlink shared memory that no batch took. Safe to call twice."""
         if getattr(self, "_shutdown", True):
@@ -277,7 +279,8 @@ class MultiProcessIter(_BaseIter):
         try:
             for q in self._index_queues:
                 q.put(None)
-            self._drain_until_exit(time.monotonic() + _SHUTDOWN_TIMEOUT)
+            if drain:
+                self._drain_until_exit(time.monotonic() + _SHUTDOWN_TIMEOUT)
             for w in self._workers:
                 if w.exitcode is None:
                     w.terminate()
