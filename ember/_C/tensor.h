@@ -16,10 +16,21 @@
  * None), so ``del t.grad`` clears it, as in torch. C code still treats a NULL slot as its
  * default (a subclass whose __init_subclass__ skipped ours, a ``del``): see TF(). */
 
+/* every field once: (C name, Python name, member type); the struct, the member table,
+ * traverse and clear expand it. grad alone is T_OBJECT (NULL reads as None). */
+#define TENSOR_FIELDS(X)                                                                    \
+    X(data, "_data", T_OBJECT_EX) X(dtype, "dtype", T_OBJECT_EX)                            \
+    X(device, "device", T_OBJECT_EX) X(grad, "grad", T_OBJECT)                              \
+    X(grad_fn, "grad_fn", T_OBJECT_EX) X(requires_grad, "_requires_grad", T_OBJECT_EX)      \
+    X(storage, "_storage", T_OBJECT_EX) X(base, "_base", T_OBJECT_EX)                       \
+    X(view_fn, "_view_fn", T_OBJECT_EX) X(output_nr, "_output_nr", T_OBJECT_EX)             \
+    X(grad_acc, "_grad_acc", T_OBJECT_EX) X(post_acc_hooks, "_post_acc_hooks", T_OBJECT_EX) \
+    X(retains_grad, "_retains_grad", T_OBJECT_EX)
+
+#define TENSOR_FIELD_DECL(f, name, kind) PyObject *f;
 typedef struct {
     PyObject_HEAD
-    PyObject *data, *dtype, *device, *grad, *grad_fn, *requires_grad, *storage, *base,
-        *view_fn, *output_nr, *grad_acc, *post_acc_hooks, *retains_grad;
+    TENSOR_FIELDS(TENSOR_FIELD_DECL)
 } TensorObject;
 
 #define TB(o) ((TensorObject *)(o))
@@ -32,20 +43,9 @@ typedef struct {
 static PyObject *t_cpu;         /* the default device (tensor_defaults) */
 static PyObject *t_zero;        /* 0, the default _output_nr */
 
+#define TENSOR_MEMBER(f, name, kind) {name, kind, offsetof(TensorObject, f), 0, NULL},
 static PyMemberDef tensor_members[] = {
-    {"_data", T_OBJECT_EX, offsetof(TensorObject, data), 0, NULL},
-    {"dtype", T_OBJECT_EX, offsetof(TensorObject, dtype), 0, NULL},
-    {"device", T_OBJECT_EX, offsetof(TensorObject, device), 0, NULL},
-    {"grad", T_OBJECT, offsetof(TensorObject, grad), 0, NULL},
-    {"grad_fn", T_OBJECT_EX, offsetof(TensorObject, grad_fn), 0, NULL},
-    {"_requires_grad", T_OBJECT_EX, offsetof(TensorObject, requires_grad), 0, NULL},
-    {"_storage", T_OBJECT_EX, offsetof(TensorObject, storage), 0, NULL},
-    {"_base", T_OBJECT_EX, offsetof(TensorObject, base), 0, NULL},
-    {"_view_fn", T_OBJECT_EX, offsetof(TensorObject, view_fn), 0, NULL},
-    {"_output_nr", T_OBJECT_EX, offsetof(TensorObject, output_nr), 0, NULL},
-    {"_grad_acc", T_OBJECT_EX, offsetof(TensorObject, grad_acc), 0, NULL},
-    {"_post_acc_hooks", T_OBJECT_EX, offsetof(TensorObject, post_acc_hooks), 0, NULL},
-    {"_retains_grad", T_OBJECT_EX, offsetof(TensorObject, retains_grad), 0, NULL},
+    TENSOR_FIELDS(TENSOR_MEMBER)
     {NULL}};
 
 static void tensor_fill_defaults(TensorObject *t)
@@ -83,38 +83,16 @@ static PyObject *tensor_new(PyTypeObject *tp, PyObject *data, PyObject *dt)
 static int tensor_traverse(PyObject *o, visitproc visit, void *arg)
 {
     TensorObject *t = TB(o);
-    Py_VISIT(t->data);
-    Py_VISIT(t->dtype);
-    Py_VISIT(t->device);
-    Py_VISIT(t->grad);
-    Py_VISIT(t->grad_fn);
-    Py_VISIT(t->requires_grad);
-    Py_VISIT(t->storage);
-    Py_VISIT(t->base);
-    Py_VISIT(t->view_fn);
-    Py_VISIT(t->output_nr);
-    Py_VISIT(t->grad_acc);
-    Py_VISIT(t->post_acc_hooks);
-    Py_VISIT(t->retains_grad);
+#define TENSOR_VISIT(f, name, kind) Py_VISIT(t->f);
+    TENSOR_FIELDS(TENSOR_VISIT)
     return 0;
 }
 
 static int tensor_clear(PyObject *o)
 {
     TensorObject *t = TB(o);
-    Py_CLEAR(t->data);
-    Py_CLEAR(t->dtype);
-    Py_CLEAR(t->device);
-    Py_CLEAR(t->grad);
-    Py_CLEAR(t->grad_fn);
-    Py_CLEAR(t->requires_grad);
-    Py_CLEAR(t->storage);
-    Py_CLEAR(t->base);
-    Py_CLEAR(t->view_fn);
-    Py_CLEAR(t->output_nr);
-    Py_CLEAR(t->grad_acc);
-    Py_CLEAR(t->post_acc_hooks);
-    Py_CLEAR(t->retains_grad);
+#define TENSOR_CLEAR(f, name, kind) Py_CLEAR(t->f);
+    TENSOR_FIELDS(TENSOR_CLEAR)
     return 0;
 }
 
