@@ -10,7 +10,7 @@ import numpy as np
 import ember
 
 from .._backends import add_at, max_at, min_at, multiply_at
-from .indexing import index_error, put_values, scatter_positions, src_grad
+from .indexing import _index_put, index_error, scatter_positions, src_grad
 from .meta import same_meta
 from .pointwise import type_name
 from .registry import op
@@ -62,13 +62,7 @@ def index_put(xp, input, indices, values, accumulate=False):
         >>> x.index_put((ember.tensor([0, 0, 2]),), ember.tensor(1.), accumulate=True)
         tensor([2., 0., 1., 0.])
     """
-    idx = _index_tuple(input, indices, values)
-    out = input.copy()
-    if accumulate:
-        add_at(xp, out, idx, values)
-    else:
-        put_values(out, idx, values)
-    return out
+    return _index_put.fwd(xp, input, values, _index_tuple(input, indices, values), accumulate)
 
 
 @index_put.vjp(save=("indices",))
