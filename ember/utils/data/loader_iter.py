@@ -304,7 +304,7 @@ class MultiProcessIter(_BaseIter):
         while alive and time.monotonic() < deadline:
             wait([c for c, _ in alive] + [w.sentinel for _, w in alive],
                  deadline - time.monotonic())
-            for conn, worker in alive:
+            for conn, _ in alive:
                 try:
                     while conn.poll():
                         _, data = conn.recv()
@@ -312,12 +312,6 @@ class MultiProcessIter(_BaseIter):
                             data.release()
                 except (EOFError, OSError):
                     pass
-                except Exception:
-                    # a Ctrl-C that landed mid-message left this pipe out of step (what is
-                    # read next is no pickle): nothing more can be read from it, so its
-                    # worker stops now instead of raising over the KeyboardInterrupt
-                    worker.terminate()
-                    worker.join(timeout=1.0)
             alive = [(c, w) for c, w in alive if w.exitcode is None]
 
     def __del__(self):
