@@ -133,7 +133,7 @@ def __contains__(self, element):
 
 # ---- indexing -----------------------------------------------------------------------------
 
-def _index_arrays(index):
+def _index_arrays(index, ndim):
     """Tensors and lists inside an index become arrays; returns (index, basic?)."""
     if type(index) is list and _sequence_as_tuple(index):
         index = tuple(index)
@@ -159,7 +159,14 @@ def _index_arrays(index):
             pass
         out.append(i)
     idx = tuple(out) if isinstance(index, tuple) else out[0]
-    return idx, indexing.is_basic(idx)
+    basic = indexing.is_basic(idx)
+    if not basic and any(i is Ellipsis for i in out) and sum(
+            0 if i is None or i is Ellipsis else getattr(i, "ndim", 1) if
+            getattr(i, "dtype", None) == np.bool_ else 1 for i in out) == ndim:
+        # NOTE: an Ellipsis standing for no dimension does not part the tensor indices on
+        # either side of it in torch (x[:, i, ..., j] of a 3-D x is (2, n)); in NumPy it does
+        idx = tuple(i for i in out if i is not Ellipsis)
+    return idx, basic
 
 
 def _sequence_as_tuple(index):
@@ -175,7 +182,7 @@ def __getitem__(self, index):
         out = _int_view(self, index)
         if out is not None:
             return out
-    idx, basic = _index_arrays(index)
+    idx, basic = _index_arrays(index, self.ndim)
     if not basic:
         steps = indexing.split_ints(idx)
         if steps is not None:
@@ -213,7 +220,7 @@ def __setitem__(self, index, value):
         # NOTE: torch writes a number through a lone mask with masked_fill_, which refuses uint8
         raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
                            "unsigned char")
-    idx, basic = _index_arrays(index)
+    idx, basic = _index_arrays(index, self.ndim)
     indexing._check_basic(idx)
     if not basic:
         steps = indexing.split_ints(idx)

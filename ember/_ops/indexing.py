@@ -174,6 +174,13 @@ def index_error(shape, index):
                 return IndexError(f"index {int(bad.ravel()[0])} is out of bounds for dimension "
                                   f"{where} with size {shape[d]}")
             d, adv = d + 1, adv + 1
+    shapes = [(int(a.sum()),) if a.dtype == np.bool_ else a.shape for i, a in zip(items, arrays)
+              if not (i is None or i is Ellipsis or isinstance(i, (slice, int, np.integer)))]
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        return IndexError("shape mismatch: indexing tensors could not be broadcast together with "
+                          "shapes " + ", ".join(str(list(s)) for s in shapes))
     return None
 
 

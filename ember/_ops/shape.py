@@ -135,6 +135,8 @@ t.samples = lambda dev, dt: [Sample(make((3, 4), dt)), Sample(make((3,), dt))]
 @op("expand", function=False, view=True)
 def expand(xp, input, *sizes):
     """Broadcast to ``sizes`` without copying (-1 keeps a dimension)."""
+    if not sizes:
+        raise TypeError('expand() missing 1 required positional arguments: "size"')
     sizes = _dims(sizes)
     if input.ndim == 0 and type(input) is np.ndarray and input.flags.writeable and \
             min(sizes, default=0) >= 0:
