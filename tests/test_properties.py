@@ -12,7 +12,8 @@ hypothesis = pytest.importorskip("hypothesis")
 st = hypothesis.strategies
 settings = hypothesis.settings(max_examples=int(__import__("os").environ.get("EMBER_HYPOTHESIS_EXAMPLES", 200)),
                              deadline=None, derandomize=True)
-pytestmark = pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+pytestmark = [pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental"),
+              pytest.mark.filterwarnings("ignore:std.*degrees of freedom:UserWarning")]
 
 
 def _same_outcome(f):
@@ -232,3 +233,62 @@ def test_index_gradients_match_torch(case):
          x[_convert(T, index)] * ember.tensor(weights)).sum().backward()
         return x.grad
     _same_outcome(run)
+
+
+# ---- reductions over random dims ------------------------------------------------------------
+
+@st.composite
+def _reduction(draw):
+    shape = tuple(draw(st.lists(st.integers(0, 3), min_size=0, max_size=4)))
+    nd = max(len(shape), 1)
+    dims = draw(st.none() | st.integers(-nd - 1, nd) |
+                st.lists(st.integers(-nd, nd - 1), max_size=3, unique_by=lambda d: d % nd)
+                .map(tuple))
+    return shape, dims, draw(st.booleans())
+
+
+@settings
+@hypothesis.given(_reduction(), st.sampled_from(["sum", "mean", "amax", "argmax", "std", "prod",
+                                                  "logsumexp", "any", "count_nonzero", "nansum"]))
+def test_reductions_over_random_dims_match_torch(case, name):
+    shape, dims, keepdim = case
+
+    # (torch's logsumexp over dim=() fails on its own output shape: not a rule to copy)
+    hypothesis.assume(not (name == "logsumexp" and dims == ()))
+
+    def run(T):
+        x = _arange(T, shape) % 3
+        f = getattr(T, name)
+        if dims is None:
+            return f(x)
+        if name == "argmax" and isinstance(dims, tuple):
+            return f(x, dims[0] if dims else None, keepdim=keepdim)
+        if name == "count_nonzero":
+            return f(x, dims)
+        return f(x, dims, keepdim=keepdim)
+    _same_outcome_close(run)
+
+
+def _same_outcome_close(f):
+    """``_same_outcome`` for float results compared within float64 rounding (NaN equal)."""
+    try:
+        want = f(torch)
+    except Exception as e:             # noqa: BLE001
+        with pytest.raises(type(e)):
+            f(ember)
+        return None
+    got = f(ember)
+    assert tuple(got.shape) == tuple(want.shape)
+    assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+    np.testing.assert_allclose(to_numpy(got), to_numpy(want), rtol=1e-12, atol=1e-12)
+    return got
+
+
+def test_empty_reductions_warn_as_torch_does():
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert ember.mean(ember.ones(0, 3), 0).isnan().all()           # silent, as in torch
+        assert ember.ones(1).std().isnan()
+    assert [(w.category, str(w.message)[:34], w.filename) for w in caught] == \
+        [(UserWarning, "std(): degrees of freedom is <= 0.", __file__)]

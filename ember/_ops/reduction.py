@@ -1,6 +1,8 @@
 """Reductions: sums and means, products, extrema, moments, norms, counts."""
 import builtins
 import math
+import sys
+import warnings
 
 import numpy as np
 
@@ -12,6 +14,15 @@ from .pointwise import type_name
 from .registry import op
 from .samples import ErrorSample, Sample, const, dim_errors, make, reduce_samples
 from .shape import expand as _expand
+
+
+def _user_level():
+    """The ``stacklevel`` of the first caller outside ember (its depth differs between the C
+    and the Python dispatch)."""
+    frame, level, root = sys._getframe(2), 2, ember.__file__.rpartition("/")[0]
+    while frame is not None and frame.f_code.co_filename.startswith(root):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _count(shape, dim):
@@ -120,6 +131,10 @@ def mean(xp, input, dim=None, keepdim=False, *, dtype=None):
         tensor(1.5000, dtype=torch.float64)
     """
     _float_input("mean", input, dtype)
+    if _count(input.shape, dim) == 0:          # nan, without NumPy's "Mean of empty slice"
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return _accumulate(xp.mean, input, dim, keepdim, dtype)
     return _accumulate(xp.mean, input, dim, keepdim, dtype)
 
 
@@ -403,14 +418,22 @@ argmax.errors = argmin.errors = dim_errors() + [
 def _truth(name, f):
     @op(name, tags=("reduction",), differentiable=False)
     def fwd(xp, input, dim=None, keepdim=False):
-        r = f(input, axis=reduce_dims(dim, input.ndim), keepdims=keepdim)
+        # NOTE: over dim=() any/all reduce nothing (an elementwise test) in torch, where sum
+        # and the others reduce everything
+        r = f(input, axis=() if _no_dims(dim) else reduce_dims(dim, input.ndim),
+              keepdims=keepdim)
         # NOTE: torch keeps uint8 for uint8 inputs (a pre-bool convention), bool otherwise
         return r.astype(np.uint8) if input.dtype == np.uint8 else r
     fwd.__doc__ = f"True where {name} element (along ``dim``) is non-zero."
     fwd.meta = lambda input, dim=None, keepdim=False: empty(
-        reduce_shape(input.shape, dim, keepdim), np.uint8 if input.dtype == np.uint8 else bool)
+        input.shape if _no_dims(dim) else reduce_shape(input.shape, dim, keepdim),
+        np.uint8 if input.dtype == np.uint8 else bool)
     fwd.samples = lambda dev, dt: reduce_samples(dev, dt) + [Sample(make((0, 3), dt), 1)]
     return fwd
+
+
+def _no_dims(dim):
+    return isinstance(dim, (tuple, list)) and not dim
 
 
 all_ = _truth("all", lambda a, **kw: a.all(**kw))
@@ -451,7 +474,15 @@ def _moments(name, std, with_mean):
         ax = reduce_dims(dim, input.ndim)
         # NOTE: computed in float32 for half precision, as torch's accumulation type
         x = input.astype(np.float32) if input.dtype.itemsize == 2 else input
-        v = xp.var(x, axis=ax, ddof=c, keepdims=keepdim)
+        if _count(input.shape, dim) - c <= 0:
+            warnings.warn(f"{name.split('_')[0]}(): degrees of freedom is <= 0. Correction "
+                          "should be strictly less than the reduction factor (input numel "
+                          "divided by output numel).", UserWarning, stacklevel=_user_level())
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                v = xp.var(x, axis=ax, ddof=c, keepdims=keepdim)
+        else:
+            v = xp.var(x, axis=ax, ddof=c, keepdims=keepdim)
         v = (xp.sqrt(v) if std else v).astype(input.real.dtype, copy=False)
         return (v, xp.mean(x, axis=ax, keepdims=keepdim).astype(input.dtype)) if with_mean else v
     fwd.__doc__ = (f"{'Standard deviation' if std else 'Variance'} over ``dim`` with "
