@@ -264,6 +264,15 @@ def pow(xp, input, exponent):
     if type(exponent) is _BF16 and (exponent == 3 or exponent == -2):
         sq = input * input
         return sq * input if exponent == 3 else 1 / sq
+    if isinstance(exponent, xp.ndarray) and exponent.dtype.kind in "iu" and \
+            getattr(input, "dtype", exponent.dtype).kind in "biu" and (exponent < 0).any():
+        # NOTE: torch raises for a negative Python-number exponent of an integer tensor (NumPy's
+        # rule) but takes a tensor of them: 1 for base 1, +-1 for base -1, else 0
+        neg = exponent < 0
+        out = xp.power(input, xp.where(neg, 0, exponent))
+        odd = xp.where(exponent % 2 == 0, 1, -1)
+        return xp.where(neg, xp.where(input == 1, 1, xp.where(input == -1, odd, 0)),
+                        out).astype(out.dtype)
     return xp.power(input, exponent)
 
 

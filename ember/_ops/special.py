@@ -87,8 +87,9 @@ _LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.323
 
 
 def _sinpi(xp, x):
-    """sin(pi x), exact at integers (x reduced mod 2 first)."""
-    r = x - 2.0 * xp.floor(x / 2.0)
+    """sin(pi x), with x reduced to [-1, 1] first (exact, and a tiny x keeps its digits: a
+    reduction to [0, 2) turned -1e-17 into 2)."""
+    r = x - 2.0 * xp.rint(x / 2.0)
     return xp.sin(math.pi * r)
 
 
