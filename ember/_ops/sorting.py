@@ -250,6 +250,8 @@ def kthvalue(xp, input, k, dim=-1, keepdim=False):
     """
     axis = axis_of(dim, input.ndim)
     x = input.reshape(input.shape or (1,))
+    if x.shape[axis] == 0:
+        raise IndexError(f"kthvalue(): Expected reduction dim {axis} to have non-zero size.")
     if not 1 <= k <= x.shape[axis]:
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {axis}")
     return pick(xp, x, stable_order(xp, x, axis), axis, k - 1, input.ndim, keepdim)
