@@ -13,7 +13,8 @@ st = hypothesis.strategies
 settings = hypothesis.settings(max_examples=int(__import__("os").environ.get("EMBER_HYPOTHESIS_EXAMPLES", 200)),
                              deadline=None, derandomize=True)
 pytestmark = [pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental"),
-              pytest.mark.filterwarnings("ignore:std.*degrees of freedom:UserWarning")]
+              pytest.mark.filterwarnings("ignore:std.*degrees of freedom:UserWarning"),
+              pytest.mark.filterwarnings("ignore:index_reduce.. is in beta:UserWarning")]
 
 
 def _same_outcome(f):
@@ -416,3 +417,63 @@ def test_sorting_and_scans_match_torch(values, data, name):
     for g, w in zip(got, want):
         assert tuple(g.shape) == tuple(w.shape) and str(g.dtype)[-5:] == str(w.dtype)[-5:]
         np.testing.assert_allclose(to_numpy(g), to_numpy(w), rtol=1e-12, equal_nan=True)
+
+
+# ---- gather, scatter and index_* with random indices ----------------------------------------
+
+@settings
+@hypothesis.given(st.data(), st.sampled_from(
+    ["gather", "take_along_dim", "scatter", "scatter_add", "scatter_reduce_sum",
+     "scatter_reduce_prod", "scatter_reduce_mean", "scatter_reduce_amax", "scatter_reduce_amin",
+     "index_add", "index_select", "index_fill", "index_reduce_mean", "index_copy"]),
+    st.booleans())
+def test_gather_scatter_with_random_indices_match_torch(data, name, include_self):
+    shape = tuple(data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=3)))
+    dim = data.draw(st.integers(-len(shape), len(shape) - 1))
+    n = shape[dim]
+    index_shape = tuple(data.draw(st.integers(1, s)) for s in shape)
+    if name in ("index_add", "index_select", "index_fill", "index_reduce_mean", "index_copy"):
+        unique = name == "index_copy"     # (which duplicate wins is unspecified in torch)
+        index = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=1,
+                                            max_size=n if unique else 5, unique=unique)))
+    else:
+        index = np.array(data.draw(st.lists(st.integers(0, n - 1),
+                                            min_size=int(np.prod(index_shape)),
+                                            max_size=int(np.prod(index_shape))))
+                         ).reshape(index_shape)
+        if name == "scatter":             # (here too)
+            index = np.argsort(np.random.default_rng(0).random(shape), axis=dim)[
+                tuple(slice(0, s) for s in index_shape)]
+    src_shape = tuple(len(index) if d == dim % len(shape) else s for d, s in enumerate(shape)) \
+        if name.startswith("index_") else index_shape
+
+    def run(T, grad=False):
+        x = _arange(T, shape, start=1).requires_grad_(grad)
+        src = (_arange(T, src_shape, start=10) * 0.5).requires_grad_(grad)
+        out = _gather_like(T, name, x, T.tensor(index), src, dim, include_self)
+        if not grad:
+            return out
+        out.backward(_arange(T, tuple(out.shape)) % 7)
+        return T.cat([x.grad.reshape(-1), src.grad.reshape(-1) if src.grad is not None
+                      else T.zeros(0, dtype=T.float64)])
+    if _same_outcome_close(run) is not None and name not in (
+            "index_fill", "scatter_reduce_prod", "scatter_reduce_amax", "scatter_reduce_amin"):
+        _same_outcome_close(lambda T: run(T, grad=True))
+
+
+def _gather_like(T, name, x, i, src, dim, include_self):
+    if name == "gather":
+        return T.gather(x, dim, i)
+    if name == "take_along_dim":
+        return T.take_along_dim(x, i, dim)
+    if name in ("scatter", "scatter_add"):
+        return getattr(T, name)(x, dim, i, src)
+    if name.startswith("scatter_reduce"):
+        return T.scatter_reduce(x, dim, i, src, name[15:], include_self=include_self)
+    if name == "index_select":
+        return T.index_select(x, dim, i)
+    if name == "index_fill":
+        return x.index_fill(dim, i, -3.0)
+    if name == "index_reduce_mean":
+        return x.index_reduce(dim, i, src, "mean", include_self=include_self)
+    return getattr(x, name)(dim, i, src)
