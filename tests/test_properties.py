@@ -477,3 +477,64 @@ def _gather_like(T, name, x, i, src, dim, include_self):
     if name == "index_reduce_mean":
         return x.index_reduce(dim, i, src, "mean", include_self=include_self)
     return getattr(x, name)(dim, i, src)
+
+
+# ---- joining and reshaping with random arguments --------------------------------------------
+
+@settings
+@hypothesis.given(st.lists(st.integers(0, 4), min_size=1, max_size=4).map(tuple), st.data(),
+                  st.sampled_from(["cat", "stack", "split", "chunk", "tensor_split",
+                                   "tensor_split_idx", "roll", "flip", "rot90", "repeat", "tile",
+                                   "repeat_interleave", "tril", "triu", "diagonal", "diag_embed",
+                                   "narrow", "movedim", "unflatten", "hstack", "dstack",
+                                   "column_stack", "atleast_3d", "squeeze_dims", "unbind"]))
+def test_shape_ops_with_random_arguments_match_torch(shape, data, name):
+    nd = len(shape)
+    dim = data.draw(st.integers(-nd - 1, nd))
+    # (torch's roll returns an empty input before it checks dim; ember checks it)
+    hypothesis.assume(not (name == "roll" and 0 in shape))
+    ints = st.integers(-3, 5)
+    a, b = data.draw(ints), data.draw(ints)
+    reps = tuple(abs(r) % 3 for r in data.draw(st.lists(ints, min_size=0, max_size=5)))
+
+    def run(T):
+        x = _arange(T, shape)
+        if name == "cat":
+            return T.cat([x, x[..., :1] if nd else x], dim)
+        if name == "stack":
+            return T.stack([x, x], dim)
+        if name in ("split", "chunk", "tensor_split", "unbind"):
+            parts = T.unbind(x, dim) if name == "unbind" else getattr(T, name)(x, a, dim)
+            return T.cat([p.reshape(-1) for p in parts] + [T.tensor([float(len(parts))],
+                                                                    dtype=T.float64)])
+        if name == "tensor_split_idx":
+            parts = T.tensor_split(x, sorted([a, b]), dim)
+            return T.cat([T.tensor([float(p.numel()) for p in parts], dtype=T.float64)])
+        if name == "roll":
+            return T.roll(x, a, dim)
+        if name == "flip":
+            return T.flip(x, (dim,))
+        if name == "rot90":
+            return T.rot90(x, a, (0, dim))
+        if name in ("repeat", "tile"):
+            return x.repeat(*reps) if name == "repeat" else T.tile(x, reps)
+        if name == "repeat_interleave":
+            return T.repeat_interleave(x, abs(a) % 3, dim)
+        if name in ("tril", "triu"):
+            return getattr(T, name)(x, a)
+        if name == "diagonal":
+            return T.diagonal(x, a, 0, dim)
+        if name == "diag_embed":
+            return T.diag_embed(x, a, 0, dim)
+        if name == "narrow":
+            return T.narrow(x, dim, a, abs(b))
+        if name == "movedim":
+            return T.movedim(x, dim, a)
+        if name == "unflatten":
+            return T.unflatten(x, dim, (a, -1) if a > 0 else (-1, 1))
+        if name == "squeeze_dims":
+            return T.squeeze(x, tuple(sorted({dim, a})))
+        if name == "atleast_3d":
+            return T.atleast_3d(x)
+        return getattr(T, name)([x, x])
+    _same_outcome(run)

@@ -288,6 +288,11 @@ def _dispatch(opdef, args, kwargs):
         args, kwargs = _kwargs_to_positional(opdef, args, kwargs)
     tensors, arrays = _flatten(opdef, args, kwargs)
     if not tensors:
+        if args and isinstance(args[0], (list, tuple)) and not args[0]:
+            if opdef.name == "cat":
+                raise ValueError("torch.cat(): expected a non-empty list of Tensors")
+            if opdef.name == "stack":
+                raise RuntimeError("stack expects a non-empty TensorList")
         raise TypeError(f"{opdef.name}(): expected at least one Tensor argument, got "
                         f"{', '.join(type(a).__name__ for a in args)}")
     if hooks.autocast is not None:

@@ -511,6 +511,8 @@ masked_fill.samples = lambda dev, dt: [
 @op("repeat", function=False)
 def repeat(xp, input, *sizes):
     """Tile ``input`` ``sizes[i]`` times along each dimension (leading new dims allowed)."""
+    if not sizes:
+        raise TypeError('repeat() missing 1 required positional arguments: "repeats"')
     sizes = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
     if len(sizes) < input.ndim:
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "

@@ -11,7 +11,7 @@ import numpy as np
 import ember
 
 from .dispatch import _broadcast_error
-from .meta import empty
+from .meta import empty, wrap_dim
 from .pointwise import type_name
 from .registry import op
 from .samples import ErrorSample, Sample, const, dtype_error, make
@@ -108,7 +108,7 @@ def tensor_split(xp, input, indices_or_sections, dim=0):
         >>> [t.tolist() for t in ember.arange(5).tensor_split(2)]
         [[0, 1, 2], [3, 4]]
     """
-    d = dim % max(input.ndim, 1)
+    d = wrap_dim(dim, input.ndim)
     bounds = _split_bounds(input, indices_or_sections, d)
     starts, stops = [0] + bounds, bounds + [input.shape[d]]
     return tuple(input[(slice(None),) * d + (slice(a, max(a, b)),)] for a, b in zip(starts,

@@ -29,15 +29,23 @@ def reduce_dims(dim, nd):
     removes from an ``nd``-dim shape, with torch's errors for bad dims."""
     if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
         return tuple(range(nd))
-    n, out = max(nd, 1), []
+    out = []
     for d in (dim if isinstance(dim, (tuple, list)) else (dim,)):
-        if not -n <= d < n:
-            raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, "
-                             f"{n - 1}], but got {d})")
-        if d % n in out:
-            raise RuntimeError(f"dim {d % n} appears multiple times in the list of dims")
-        out.append(d % n)
+        d = wrap_dim(d, nd)
+        if d in out:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+        out.append(d)
     return tuple(sorted(out)) if nd else ()
+
+
+def wrap_dim(dim, nd):
+    """``dim`` as an axis of an ``nd``-dim shape (a 0-dim one takes 0 and -1), with torch's
+    range error."""
+    n = max(nd, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {dim})")
+    return dim % n
 
 
 def reduce_shape(shape, dim, keepdim):

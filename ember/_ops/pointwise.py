@@ -510,6 +510,8 @@ sgn.kinks = (0.0,)
 @op("tril", inplace=True)
 def tril(xp, input, diagonal=0):
     """The lower triangle (elements on and below the ``diagonal``-th diagonal)."""
+    if input.ndim < 2:       # (NumPy would make a 1-D input a matrix)
+        raise RuntimeError("tril: input tensor must have at least 2 dimensions")
     return xp.tril(input, diagonal)
 
 
@@ -520,8 +522,12 @@ tril.samples = lambda dev, dt: [Sample(make((4, 4), dt)), Sample(make((2, 3, 4),
 @op("triu", inplace=True)
 def triu(xp, input, diagonal=0):
     """The upper triangle (elements on and above the ``diagonal``-th diagonal)."""
+    if input.ndim < 2:       # (NumPy would make a 1-D input a matrix)
+        raise RuntimeError("triu: input tensor must have at least 2 dimensions")
     return xp.triu(input, diagonal)
 
 
 triu.vjp()(lambda g, input, diagonal=0: g.triu(diagonal))
 triu.samples = lambda dev, dt: [Sample(make((4, 4), dt)), Sample(make((2, 3, 4), dt), 1)]
+tril.errors = [ErrorSample(Sample(const(3)), RuntimeError, "at least 2 dimensions")]
+triu.errors = [ErrorSample(Sample(const(3)), RuntimeError, "at least 2 dimensions")]

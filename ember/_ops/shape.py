@@ -7,7 +7,7 @@ import ember
 from .._backends import add_at
 from .._storage import _root
 from .._tensor import Tensor
-from .meta import empty
+from .meta import empty, reduce_dims, wrap_dim
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
 
@@ -193,12 +193,17 @@ broadcast_to.vjp()(lambda g, input, size: g)
 @op("narrow", view=True)
 def narrow(xp, input, dim, start, length):
     """The slice ``start:start+length`` of dimension ``dim``."""
-    start = int(start)
-    if start < 0:
-        start += input.shape[dim]
-    if start + length > input.shape[dim] or length < 0:
+    start, dim = int(start), wrap_dim(dim, input.ndim)
+    n = input.shape[dim]
+    if not -n <= start <= n:
+        raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got "
+                         f"{start})")
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
+    start += n if start < 0 else 0
+    if start + length > n:
         raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size "
-                           f"({input.shape[dim]}).")
+                           f"({n}).")
     idx = [slice(None)] * input.ndim
     idx[dim] = slice(start, start + length)
     return input[tuple(idx)]
@@ -281,13 +286,9 @@ def squeeze(xp, input, dim=None):
     """Remove dimensions of size 1 (all, or those in ``dim``)."""
     if dim is None:
         return xp.squeeze(input)
-    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
-    nd = max(input.ndim, 1)
-    for d in dims:
-        if not -nd <= d < nd:
-            raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, "
-                             f"{nd - 1}], but got {d})")
-    dims = tuple(d % nd for d in dims if input.ndim and input.shape[d % nd] == 1)
+    # (dim=() squeezes nothing, where reduce_dims reads it as every dim)
+    dims = () if dim == () or dim == [] else \
+        tuple(d for d in reduce_dims(dim, input.ndim) if input.shape[d] == 1)
     return xp.squeeze(input, dims) if dims else input.view()
 
 
@@ -327,7 +328,7 @@ flatten.samples = lambda dev, dt: [Sample(make((2, 3, 4), dt)), Sample(make((2, 
 @op("unflatten", view=True)
 def unflatten(xp, input, dim, sizes):
     """Split dimension ``dim`` into ``sizes``."""
-    dim = dim % input.ndim
+    dim = wrap_dim(dim, input.ndim)
     sizes = _infer(sizes, input.shape[dim], "unflatten")
     return xp.reshape(input, input.shape[:dim] + sizes + input.shape[dim + 1:])
 
@@ -360,7 +361,7 @@ movedim.samples = lambda dev, dt: [Sample(make((2, 3, 4), dt), 0, 2),
 def diagonal(xp, input, offset=0, dim1=0, dim2=1):
     """The diagonal over ``dim1``, ``dim2`` as a (writable) view, moved to the last dim."""
     nd = input.ndim
-    d1, d2 = dim1 % nd, dim2 % nd
+    d1, d2 = wrap_dim(dim1, nd), wrap_dim(dim2, nd)
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
     n = max(0, min(input.shape[d1] - max(-offset, 0), input.shape[d2] - max(offset, 0)))
@@ -453,9 +454,14 @@ unfold.samples = lambda dev, dt: [Sample(make((7,), dt), 0, 2, 1), Sample(make((
 @op("split", view=True)
 def split(xp, input, split_size_or_sections, dim=0):
     """Chunks of ``split_size`` along ``dim`` (or of the listed sizes)."""
-    n = input.shape[dim]
+    s = split_size_or_sections
+    if isinstance(s, int) and s < 0:        # (before dim, as torch)
+        raise RuntimeError(f"split expects split_size be non-negative, but got split_size={s}")
+    n = input.shape[wrap_dim(dim, input.ndim)]
     if isinstance(split_size_or_sections, int):
-        s = split_size_or_sections
+        if s == 0 and n:
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got "
+                               f"dimension size of {n}")
         bounds = list(range(s, n, s)) if s > 0 else []
     else:
         if sum(split_size_or_sections) != n:
@@ -518,8 +524,11 @@ unbind.samples = lambda dev, dt: [Sample(make((3, 4), dt)), Sample(make((3, 4), 
 
 def chunk(input, chunks, dim=0):
     """Split into ``chunks`` pieces along ``dim`` (the last may be smaller)."""
-    n = input.shape[dim]
-    return split(input, max(-(-n // chunks), 1), dim)
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    n = input.shape[wrap_dim(dim, input.dim())]
+    # NOTE: an empty dim gives ``chunks`` empty pieces in torch, not one
+    return split(input, [0] * chunks if n == 0 else -(-n // chunks), dim)
 
 
 @op("view_as_real", view=True, method=False)
@@ -600,11 +609,17 @@ builtin_sum = sum
 def cat(xp, tensors, dim=0):
     """Join tensors along an existing dimension ``dim``."""
     # NOTE: like torch, 1-D empty tensors are skipped whatever their dimension count.
-    arrays = [a for a in tensors if a.shape != (0,)] or list(tensors)
+    for i, a in enumerate(tensors):
+        if a.ndim == 0:
+            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be "
+                               f"concatenated")
+    arrays = [a for a in tensors if a.shape != (0,)]
+    if not arrays:          # (only 1-D empty ones, or none: torch checks no dim either)
+        return xp.concatenate(list(tensors))
     if len({a.ndim for a in arrays}) > 1:
         raise RuntimeError(f"cat: Tensors must have same number of dimensions: got "
                            f"{arrays[0].ndim} and {[a.ndim for a in arrays if a.ndim != arrays[0].ndim][0]}")
-    d = dim % max(arrays[0].ndim, 1)
+    d = wrap_dim(dim, arrays[0].ndim)
     for i, a in enumerate(arrays):
         bad = [k for k in range(a.ndim) if k != d and a.shape[k] != arrays[0].shape[k]]
         if bad:
