@@ -566,3 +566,59 @@ def test_creation_with_random_arguments_matches_torch(name, a, b, c, f):
             return getattr(T, name)(abs(a), abs(b), c)
         return T.full((abs(c),), a * f)
     _same_outcome_close(run)
+
+
+# ---- convolution, pooling, padding and resizing with random geometry -----------------------
+
+@settings
+@hypothesis.given(st.sampled_from(["conv2d", "conv1d", "conv_transpose2d", "max_pool2d",
+                                   "avg_pool2d", "max_pool1d", "adaptive_avg_pool2d",
+                                   "adaptive_max_pool2d", "lp_pool2d", "pad", "interpolate",
+                                   "unfold", "pixel_shuffle"]), st.data())
+def test_conv_and_pooling_geometry_matches_torch(name, data):
+    d = data.draw
+    n, c, h, w = d(st.integers(1, 2)), d(st.integers(1, 4)), d(st.integers(1, 7)), \
+        d(st.integers(1, 7))
+    k, s, p, dil = d(st.integers(1, 4)), d(st.integers(1, 3)), d(st.integers(0, 2)), \
+        d(st.integers(1, 2))
+    groups = d(st.sampled_from([g for g in (1, 2, 4) if c % g == 0]))
+    out_c = groups * d(st.integers(1, 2))
+    flag = d(st.booleans())
+    mode = d(st.sampled_from(["constant", "reflect", "replicate", "circular"]))
+    resize = d(st.sampled_from(["nearest", "bilinear", "bicubic", "nearest-exact", "area"]))
+    size = (d(st.integers(1, 9)), d(st.integers(1, 9)))
+
+    def run(T):
+        F = T.nn.functional
+        x = (_arange(T, (n, c, h, w)) % 5) - 2.0
+        if name in ("conv2d", "conv_transpose2d"):
+            wt = (_arange(T, (out_c, c // groups, k, k)) % 3) - 1.0
+            if name == "conv2d":
+                return F.conv2d(x, wt, None, s, p, dil, groups)
+            return F.conv_transpose2d(x, wt.transpose(0, 1).reshape(c, out_c // groups, k, k),
+                                      None, s, p, min(p, s - 1), groups, dil)
+        if name == "conv1d":
+            return F.conv1d(x[:, :, 0], (_arange(T, (out_c, c // groups, k)) % 3) - 1.0,
+                            None, s, p, dil, groups)
+        if name == "max_pool2d":
+            return F.max_pool2d(x, k, s, min(p, k // 2), dil, ceil_mode=flag)
+        if name == "avg_pool2d":
+            return F.avg_pool2d(x, k, s, min(p, k // 2), ceil_mode=flag,
+                                count_include_pad=mode == "constant")
+        if name == "max_pool1d":
+            return F.max_pool1d(x[:, :, 0], k, s, min(p, k // 2), dil, ceil_mode=flag)
+        if name == "adaptive_avg_pool2d":
+            return F.adaptive_avg_pool2d(x, size)
+        if name == "adaptive_max_pool2d":
+            return F.adaptive_max_pool2d(x, size)
+        if name == "lp_pool2d":
+            return F.lp_pool2d(x, 2.0, k, s, ceil_mode=flag)
+        if name == "pad":
+            return F.pad(x, (p, k - 1, s - 1, p), mode=mode)
+        if name == "interpolate":
+            return F.interpolate(x, size=size, mode=resize,
+                                 align_corners=flag if resize in ("bilinear", "bicubic") else None)
+        if name == "unfold":
+            return F.unfold(x, k, dil, p, s)
+        return F.pixel_shuffle(_arange(T, (n, 4 * c, h, w)), 2)
+    _same_outcome_close(run)
