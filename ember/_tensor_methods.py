@@ -357,9 +357,16 @@ def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
                   requires_grad=requires_grad)
 
 
+def _matrix_transpose(self):
+    if self.dim() == 1:
+        raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. Got "
+                           "1-D tensor.")
+    return self.transpose(-2, -1) if self.dim() else self.transpose(0, -1)   # (a 0-dim: itself)
+
+
 PROPERTIES = {
     "T": lambda self: self.permute(tuple(range(self.dim() - 1, -1, -1))),
-    "mT": lambda self: self.transpose(-2, -1),
+    "mT": lambda self: _matrix_transpose(self),
     "H": lambda self: self.T.conj(),
     "mH": lambda self: self.mT.conj(),
     "real": lambda self: self if not self.is_complex() else pointwise.real(self),

@@ -622,3 +622,75 @@ def test_conv_and_pooling_geometry_matches_torch(name, data):
             return F.unfold(x, k, dil, p, s)
         return F.pixel_shuffle(_arange(T, (n, 4 * c, h, w)), 2)
     _same_outcome_close(run)
+
+
+# ---- autograd through random programs -------------------------------------------------------
+
+_UNARY = {"tanh": lambda T, x: x.tanh(), "sin": lambda T, x: x.sin(),
+          "square": lambda T, x: x * x, "relu": lambda T, x: T.relu(x),
+          "softmax": lambda T, x: T.softmax(x, -1), "exp_neg": lambda T, x: T.exp(-x.abs()),
+          "sum_keep": lambda T, x: x.sum(-1, keepdim=True),
+          "mean0": lambda T, x: x.mean(0) if x.dim() > 1 else x.mean(),
+          "transpose": lambda T, x: x.transpose(0, -1), "flip": lambda T, x: x.flip(-1),
+          "slice": lambda T, x: x[..., ::2], "clamp": lambda T, x: x.clamp(-0.5, 0.7),
+          "cumsum": lambda T, x: x.cumsum(-1), "amax": lambda T, x: x.amax(-1, keepdim=True),
+          "norm": lambda T, x: x / (1 + x.norm()), "unsqueeze_cat": lambda T, x: T.cat(
+              [x, x.unsqueeze(0).squeeze(0)], -1), "inplace_mul": lambda T, x: x.clone().mul_(
+              2).add_(1)}
+_BINARY = {"add": lambda T, x, y: x + y, "mul": lambda T, x, y: x * y,
+           "div": lambda T, x, y: x / (1.5 + y.abs()), "where": lambda T, x, y: T.where(
+               x > y, x, y), "maximum": lambda T, x, y: T.maximum(x, y),
+           "atan2": lambda T, x, y: T.atan2(x, y + 3)}
+
+
+@settings
+@hypothesis.given(st.lists(st.integers(1, 3), min_size=1, max_size=3).map(tuple),
+                  st.lists(st.tuples(st.sampled_from(sorted(_UNARY) + sorted(_BINARY)),
+                                     st.integers(0, 9)), min_size=1, max_size=6))
+def test_gradients_of_random_programs_match_torch(shape, program):
+    def run(T):
+        leaves = [((_arange(T, shape) * (0.37 + 0.11 * i)) % 2.1 - 1.0).requires_grad_()
+                  for i in range(2)]
+        values = list(leaves)
+        for name, pick in program:
+            x = values[pick % len(values)]
+            if name in _BINARY:
+                y = values[(pick // 2) % len(values)]
+                try:
+                    T.broadcast_shapes(tuple(x.shape), tuple(y.shape))
+                except RuntimeError:
+                    y = y.sum()
+                values.append(_BINARY[name](T, x, y))
+            else:
+                values.append(_UNARY[name](T, x))
+        out = values[-1]
+        grads = T.autograd.grad((out * (_arange(T, tuple(out.shape)) % 3 - 1)).sum(), leaves,
+                                allow_unused=True)
+        return T.cat([out.reshape(-1)] + [g.reshape(-1) for g in grads if g is not None])
+    _same_outcome_close(run)
+
+
+# ---- zero-dim tensors: dims 0 and -1 name their one place -----------------------------------
+
+_ZERO_DIM_CALLS = [
+    "transpose(0, -1)", "permute(0)", "movedim(0, -1)", "movedim((0,), (0,))", "movedim(1, 0)",
+    "flip(0)", "flip(1)", "roll(1, 0)", "sum(0)", "mean(-1)", "cumsum(0)", "softmax(0)",
+    "argmax(0)", "max(0)", "sort(0)", "topk(1, 0)", "narrow(0, 0, 1)", "select(0, 0)",
+    "unbind(0)", "split(1, 0)", "split([1], 0)", "chunk(1, 0)", "squeeze(0)", "squeeze(())",
+    "unsqueeze(-1)", "flatten(0)", "unflatten(0, (1,))", "cummax(0)", "logsumexp(0)", "prod(0)",
+    "all(0)", "count_nonzero(0)", "index_select(0, T.tensor([0]))",
+    "index_select(0, T.tensor([0, 0]))", "gather(0, T.tensor(0))", "tensor_split(1, 0)",
+    "expand(3)", "kthvalue(1, 0)", "median(0)", "amax(0)", "aminmax(dim=0)", "swapaxes(0, 0)",
+    "t()", "mT", "unfold(0, 1, 1)", "unfold(0, 2, 1)", "scatter(0, T.tensor(0), 5.)",
+    "index_add(0, T.tensor(0), T.tensor(1.))", "index_add(0, T.tensor([0]), T.tensor([1.]))",
+    "index_fill(0, T.tensor(0), 2.)", "take_along_dim(T.tensor(0), 0)", "outer(x)",
+    "reshape(())", "view(-1)", "atleast_1d()", "diff(dim=0)"]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("call", _ZERO_DIM_CALLS)
+def test_zero_dim_tensor_calls_match_torch(call):
+    def run(T):
+        out = eval("x." + call, {"x": T.tensor(2.5), "T": T})    # noqa: S307 (a fixed table)
+        return T.stack([o.double() for o in out]) if isinstance(out, tuple) else out
+    _same_outcome_close(run)

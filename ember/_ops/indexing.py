@@ -4,7 +4,7 @@ import numpy as np
 import ember
 
 from .._backends import add_at, grid, multiply_at
-from .meta import empty
+from .meta import empty, wrap_dim
 from .registry import op
 from .samples import Sample, make
 
@@ -359,6 +359,14 @@ scatter_add.samples = _scatter_samples
 def index_add(xp, input, dim, index, source, *, alpha=1):
     """A copy of ``input`` with ``alpha * source`` added at ``index`` along ``dim``."""
     out = input.copy()
+    if out.ndim == 0:               # (the one element, at index 0 of dim 0 or -1)
+        wrap_dim(dim, 0)
+        if getattr(source, "shape", ()) != ():
+            raise RuntimeError(f"source tensor shape must match self tensor shape, excluding "
+                               f"the specified dimension. Got self.shape = [] source.shape = "
+                               f"{list(source.shape)}")
+        add_at(xp, out.reshape(1), index.reshape(-1), source * alpha)
+        return out
     moved = xp.moveaxis(out, dim, 0)
     add_at(xp, moved, index, xp.moveaxis(source * alpha if alpha != 1 else source, dim, 0))
     return out
@@ -373,6 +381,12 @@ def _(g, input, dim, index, source, *, alpha=1):
 @op("index_select")
 def index_select(xp, input, dim, index):
     """The slices of ``input`` at ``index`` along ``dim``."""
+    if input.ndim == 0:
+        wrap_dim(dim, 0)
+        if index.size != 1:
+            raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got "
+                               f"{index.size} value(s)")
+        return xp.take(input.reshape(1), index.reshape(()))
     return xp.take(input, index, axis=dim)
 
 
@@ -389,6 +403,10 @@ index_select.samples = lambda dev, dt: [Sample(make((4, 3), dt), 0, np.array([0,
 def flip(xp, input, dims):
     """Reverse the order along ``dims`` (a copy, as in torch)."""
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    if input.ndim == 0:
+        for d in dims:
+            wrap_dim(d, 0)
+        return input.copy()
     if len(dims) == 1 and -input.ndim <= dims[0] < input.ndim:
         # one dim (an image's horizontal flip): a reversed slice, copied; np.flip's argument
         # checks cost more than the copy of a small array

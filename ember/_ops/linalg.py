@@ -170,6 +170,9 @@ dot.samples = lambda dev, dt: [Sample(make((4,), dt), make((4,), dt, seed=1))] \
 @op("outer", aliases=("ger",), promote="common")
 def outer(xp, input, vec2):
     """Outer product of two vectors."""
+    for name, v in (("self", input), ("vec2", vec2)):
+        if v.ndim != 1:
+            raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {v.ndim}-D")
     return xp.multiply.outer(input, vec2) if xp is np else input[:, None] * vec2[None, :]
 
 

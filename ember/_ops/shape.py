@@ -83,6 +83,9 @@ reshape.samples = lambda dev, dt: [Sample(make((3, 4), dt), (12,)), Sample(make(
 @op("transpose", view=True, aliases=("swapaxes", "swapdims"))
 def transpose(xp, input, dim0, dim1):
     """Swap dimensions ``dim0`` and ``dim1``."""
+    if input.ndim == 0:             # (a 0-dim tensor takes dims 0 and -1, as in torch)
+        wrap_dim(dim0, 0), wrap_dim(dim1, 0)
+        return input.view()
     return xp.swapaxes(input, dim0, dim1)
 
 
@@ -193,6 +196,8 @@ broadcast_to.vjp()(lambda g, input, size: g)
 @op("narrow", view=True)
 def narrow(xp, input, dim, start, length):
     """The slice ``start:start+length`` of dimension ``dim``."""
+    if input.ndim == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     start, dim = int(start), wrap_dim(dim, input.ndim)
     n = input.shape[dim]
     if not -n <= start <= n:
@@ -328,6 +333,9 @@ flatten.samples = lambda dev, dt: [Sample(make((2, 3, 4), dt)), Sample(make((2, 
 @op("unflatten", view=True)
 def unflatten(xp, input, dim, sizes):
     """Split dimension ``dim`` into ``sizes``."""
+    if input.ndim == 0:
+        raise RuntimeError(f"unflatten got an unexpected error:\nDimension specified as {dim} "
+                           f"but tensor has no dimensions")
     dim = wrap_dim(dim, input.ndim)
     sizes = _infer(sizes, input.shape[dim], "unflatten")
     return xp.reshape(input, input.shape[:dim] + sizes + input.shape[dim + 1:])
@@ -345,6 +353,10 @@ unflatten.samples = lambda dev, dt: [Sample(make((2, 12), dt), 1, (3, 4)),
 @op("movedim", view=True, aliases=("moveaxis",))
 def movedim(xp, input, source, destination):
     """Move dimension(s) ``source`` to position(s) ``destination``."""
+    if input.ndim == 0:             # (dims 0 and -1 name the one place there is)
+        for d in (source, destination):
+            reduce_dims(d, 0)
+        return input.view()
     return xp.moveaxis(input, source, destination)
 
 
@@ -424,8 +436,12 @@ def _(g, input, size, stride, storage_offset=None):
 @op("unfold", function=False, view=True)
 def unfold(xp, input, dimension, size, step):
     """Windows of ``size`` every ``step`` along ``dimension``, as a new last dimension."""
-    d = dimension % max(input.ndim, 1)
-    n = (input.shape[d] - size) // step + 1 if input.ndim else 1
+    d = wrap_dim(dimension, input.ndim)
+    if input.ndim == 0:             # (one window of the one element)
+        if size > 1:
+            raise RuntimeError(f"maximum size for tensor at dimension 0 is 1 but size is {size}")
+        return input.reshape(size)
+    n = (input.shape[d] - size) // step + 1
     if input.ndim and (size > input.shape[d] or step <= 0):
         raise RuntimeError(f"maximum size for tensor at dimension {d} is {input.shape[d]} but "
                            f"size is {size}")
@@ -455,6 +471,8 @@ unfold.samples = lambda dev, dt: [Sample(make((7,), dt), 0, 2, 1), Sample(make((
 def split(xp, input, split_size_or_sections, dim=0):
     """Chunks of ``split_size`` along ``dim`` (or of the listed sizes)."""
     s = split_size_or_sections
+    if input.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
     if isinstance(s, int) and s < 0:        # (before dim, as torch)
         raise RuntimeError(f"split expects split_size be non-negative, but got split_size={s}")
     n = input.shape[wrap_dim(dim, input.ndim)]
@@ -524,6 +542,8 @@ unbind.samples = lambda dev, dt: [Sample(make((3, 4), dt)), Sample(make((3, 4), 
 
 def chunk(input, chunks, dim=0):
     """Split into ``chunks`` pieces along ``dim`` (the last may be smaller)."""
+    if input.dim() == 0:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     n = input.shape[wrap_dim(dim, input.dim())]
