@@ -14,7 +14,8 @@ settings = hypothesis.settings(max_examples=int(__import__("os").environ.get("EM
                              deadline=None, derandomize=True)
 pytestmark = [pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental"),
               pytest.mark.filterwarnings("ignore:std.*degrees of freedom:UserWarning"),
-              pytest.mark.filterwarnings("ignore:index_reduce.. is in beta:UserWarning")]
+              pytest.mark.filterwarnings("ignore:index_reduce.. is in beta:UserWarning"),
+              pytest.mark.filterwarnings("ignore:reduction. .mean. divides the total loss")]
 
 
 def _same_outcome(f):
@@ -693,4 +694,87 @@ def test_zero_dim_tensor_calls_match_torch(call):
     def run(T):
         out = eval("x." + call, {"x": T.tensor(2.5), "T": T})    # noqa: S307 (a fixed table)
         return T.stack([o.double() for o in out]) if isinstance(out, tuple) else out
+    _same_outcome_close(run)
+
+
+# ---- losses with random options -------------------------------------------------------------
+
+@settings
+@hypothesis.given(st.sampled_from(["cross_entropy", "cross_entropy_probs", "nll_loss",
+                                   "bce_logits", "bce", "mse", "l1", "smooth_l1", "huber",
+                                   "kl_div", "margin_ranking", "hinge_embedding",
+                                   "multilabel_soft_margin", "poisson_nll", "gaussian_nll",
+                                   "cosine_embedding", "multi_margin", "soft_margin",
+                                   "triplet_margin"]),
+                  st.sampled_from(["mean", "sum", "none"]), st.data())
+def test_losses_with_random_options_match_torch(name, reduction, data):
+    d = data.draw
+    n, c, extra = d(st.integers(1, 4)), d(st.integers(2, 5)), d(st.sampled_from([(), (3,)]))
+    ignore = d(st.sampled_from([-100, 0, 1]))
+    smoothing = d(st.sampled_from([0.0, 0.1]))
+    weighted, flag = d(st.booleans()), d(st.booleans())
+    beta = d(st.sampled_from([0.5, 1.0, 2.0]))
+    labels = d(st.lists(st.integers(0, c - 1), min_size=n * int(np.prod(extra)),
+                        max_size=n * int(np.prod(extra))))
+
+    def run(T):
+        F = T.nn.functional
+        x = (((_arange(T, (n, c) + extra) * 0.37) % 2.3) - 1.1).requires_grad_()
+        y = (((_arange(T, (n, c) + extra) * 0.53) % 1.7) - 0.6)
+        p = T.sigmoid(y)
+        t = T.tensor(labels).reshape((n,) + extra)
+        w = T.arange(1.0, c + 1, dtype=T.float64) if weighted else None
+        if name == "cross_entropy":
+            out = F.cross_entropy(x, t, w, ignore_index=ignore, reduction=reduction,
+                                  label_smoothing=smoothing)
+        elif name == "cross_entropy_probs":
+            out = F.cross_entropy(x, T.softmax(y, 1), w, reduction=reduction,
+                                  label_smoothing=smoothing)
+        elif name == "nll_loss":
+            out = F.nll_loss(T.log_softmax(x, 1), t, w, ignore_index=ignore, reduction=reduction)
+        elif name == "bce_logits":
+            out = F.binary_cross_entropy_with_logits(
+                x, p, reduction=reduction,
+                pos_weight=T.arange(1.0, c + 1, dtype=T.float64).reshape((c,) + (1,) * len(extra))
+                if flag else None)
+        elif name == "bce":
+            out = F.binary_cross_entropy(T.sigmoid(x), p, reduction=reduction)
+        elif name in ("mse", "l1"):
+            out = getattr(F, name + "_loss")(x, y, reduction=reduction)
+        elif name == "smooth_l1":
+            out = F.smooth_l1_loss(x, y, reduction=reduction, beta=beta)
+        elif name == "huber":
+            out = F.huber_loss(x, y, reduction=reduction, delta=beta)
+        elif name == "kl_div":
+            out = F.kl_div(T.log_softmax(x, 1), T.log_softmax(y, 1) if flag else
+                           T.softmax(y, 1), reduction=reduction, log_target=flag)
+        elif name == "margin_ranking":
+            out = F.margin_ranking_loss(x, y, T.sign(y - 0.1), margin=beta - 0.5,
+                                        reduction=reduction)
+        elif name == "hinge_embedding":
+            out = F.hinge_embedding_loss(x, T.where(y > 0, 1.0, -1.0), margin=beta,
+                                         reduction=reduction)
+        elif name == "multilabel_soft_margin":
+            out = F.multilabel_soft_margin_loss(x, (y > 0).double(), w, reduction=reduction)
+        elif name == "poisson_nll":
+            out = F.poisson_nll_loss(x, p * 3, log_input=flag, full=weighted,
+                                     reduction=reduction)
+        elif name == "gaussian_nll":
+            out = F.gaussian_nll_loss(x, y, p + 0.1, full=flag, reduction=reduction)
+        elif name == "cosine_embedding":
+            out = F.cosine_embedding_loss(x.reshape(n, -1), y.reshape(n, -1),
+                                          T.where(T.arange(n) % 2 == 0, 1.0, -1.0),
+                                          margin=beta - 1, reduction=reduction)
+        elif name == "multi_margin":
+            out = F.multi_margin_loss(x.reshape(n, -1)[:, :c], t.reshape(n, -1)[:, 0],
+                                      p=1 if flag else 2, margin=beta, weight=w,
+                                      reduction=reduction)
+        elif name == "soft_margin":
+            out = F.soft_margin_loss(x, T.where(y > 0, 1.0, -1.0), reduction=reduction)
+        else:
+            out = F.triplet_margin_loss(x.reshape(n, -1), y.reshape(n, -1),
+                                        p.reshape(n, -1), margin=beta, swap=flag,
+                                        reduction=reduction)
+        (g,) = T.autograd.grad(out.sum(), x)
+        return T.cat([out.reshape(-1), g.reshape(-1)])
     _same_outcome_close(run)

@@ -238,8 +238,8 @@ def _(g, input, target, weight=None, ignore_index=-100, reduction="mean"):
         coef = -w * (g if len(input.shape) > 1 else g.reshape(1))
     elif reduction == "sum":
         coef = -w * g
-    else:
-        coef = -w * g / w.sum()
+    else:       # (an ignored target's gradient is 0 even when all are ignored: not 0 / 0)
+        coef = ember.where(valid, -w * g / w.sum(), 0.0)
     gx = ember.zeros(x_shape, dtype=g.dtype, device=g.device).scatter(
         1, safe.unsqueeze(1), coef.unsqueeze(1))
     return gx.reshape(input.shape), None

@@ -390,7 +390,10 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if reduction == "mean":
         denom = valid.sum() if weight is None else (weight[ember.where(
             target != ignore_index, target, 0)] * valid).sum()
-        smooth = smooth.sum() / denom
+        # NOTE: every target ignored: the loss is 0 / 0 = nan, as in torch, but the gradient
+        # 0 (not 0 * inf): the division is by 1, and the nan an added constant
+        empty = denom == 0
+        smooth = smooth.sum() / (denom + empty) + ember.where(empty, math.nan, 0.0)
     else:
         smooth = _reduce(smooth, reduction)
     return (1 - label_smoothing) * nll + label_smoothing / c * smooth
