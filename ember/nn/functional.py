@@ -4,6 +4,7 @@ Fused ops with their own backward (linear, softmax, log_softmax, nll_loss) live 
 ember/_ops/nn.py; the rest are compositions of ember ops, so autograd needs no new rules.
 """
 import math
+import warnings
 
 import ember
 
@@ -461,6 +462,11 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     loss = target.exp() * (target - input) if log_target else \
         ember.xlogy(target, target) - target * input
     reduction = _legacy(size_average, reduce, reduction)
+    if reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
+                      "support size.'batchmean' divides only by the batch size, and aligns with "
+                      "the KL div math definition.'mean' will be changed to behave the same as "
+                      "'batchmean' in the next major release.", UserWarning, stacklevel=3)
     if reduction == "batchmean":
         return loss.sum() / input.shape[0]
     return _reduce(loss, reduction)
