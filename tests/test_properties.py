@@ -778,3 +778,32 @@ def test_losses_with_random_options_match_torch(name, reduction, data):
         (g,) = T.autograd.grad(out.sum(), x)
         return T.cat([out.reshape(-1), g.reshape(-1)])
     _same_outcome_close(run)
+
+
+# ---- optimizers with random hyperparameters -------------------------------------------------
+
+@settings
+@hypothesis.given(st.sampled_from(["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta",
+                                   "Adamax", "NAdam", "RAdam", "ASGD", "Rprop"]),
+                  st.sampled_from([0.0, 0.01]), st.booleans(), st.booleans(),
+                  st.sampled_from([0.0, 0.9]), st.sampled_from([1e-3, 0.1]))
+def test_optimizers_with_random_hyperparameters_match_torch(name, decay, flag, maximize,
+                                                            momentum, lr):
+    options = {"SGD": dict(momentum=momentum, nesterov=flag and momentum > 0,
+                           dampening=0.0 if flag else 0.1),
+               "Adam": dict(amsgrad=flag), "AdamW": dict(amsgrad=flag),
+               "RMSprop": dict(centered=flag, momentum=momentum), "Adagrad": dict(lr_decay=0.01),
+               "Adadelta": {}, "Adamax": {}, "NAdam": dict(decoupled_weight_decay=flag),
+               "RAdam": dict(decoupled_weight_decay=flag), "ASGD": dict(t0=2), "Rprop": {}}[name]
+    if name != "Rprop":
+        options.update(weight_decay=decay, maximize=maximize)
+
+    def run(T):
+        p = (_arange(T, (3, 4)) * 0.3 - 1.0).requires_grad_()
+        opt = getattr(T.optim, name)([p], lr=lr, **options)
+        for step in range(4):
+            opt.zero_grad()
+            ((p - 0.5) ** 2 * (1 + step) + p.sin()).sum().backward()
+            opt.step()
+        return p.detach()
+    _same_outcome_close(run)
