@@ -15,7 +15,8 @@ settings = hypothesis.settings(max_examples=int(__import__("os").environ.get("EM
 pytestmark = [pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental"),
               pytest.mark.filterwarnings("ignore:std.*degrees of freedom:UserWarning"),
               pytest.mark.filterwarnings("ignore:index_reduce.. is in beta:UserWarning"),
-              pytest.mark.filterwarnings("ignore:reduction. .mean. divides the total loss")]
+              pytest.mark.filterwarnings("ignore:reduction. .mean. divides the total loss"),
+              pytest.mark.filterwarnings("ignore:Sparse invariant checks")]
 
 
 def _same_outcome(f):
@@ -806,4 +807,45 @@ def test_optimizers_with_random_hyperparameters_match_torch(name, decay, flag, m
             ((p - 0.5) ** 2 * (1 + step) + p.sin()).sum().backward()
             opt.step()
         return p.detach()
+    _same_outcome_close(run)
+
+
+# ---- sparse COO with random (duplicate) entries ---------------------------------------------
+
+@settings
+@hypothesis.given(st.data(), st.sampled_from(["to_dense", "coalesce", "add", "mul_scalar",
+                                              "mm", "sum", "sum_dim", "transpose",
+                                              "grad_mm", "grad_values"]))
+def test_sparse_coo_with_random_entries_matches_torch(data, name):
+    rows, cols = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4))
+    nnz = data.draw(st.integers(0, 6))
+    idx = np.array([data.draw(st.lists(st.integers(0, n - 1), min_size=nnz, max_size=nnz))
+                    for n in (rows, cols)], dtype=np.int64).reshape(2, nnz)
+    vals = np.arange(1.0, nnz + 1) * 0.5
+
+    def run(T):
+        s = T.sparse_coo_tensor(T.tensor(idx), T.tensor(vals), (rows, cols))
+        dense = _arange(T, (cols, 3)) * 0.25
+        if name == "to_dense":
+            return s.to_dense()
+        if name == "coalesce":
+            c = s.coalesce()
+            return T.cat([c.indices().double().reshape(-1), c.values()])
+        if name == "add":
+            return (s + s.coalesce()).to_dense()
+        if name == "mul_scalar":
+            return (s * 2.5).to_dense()
+        if name == "mm":
+            return T.sparse.mm(s, dense)
+        if name == "sum":
+            return T.sparse.sum(s)
+        if name == "sum_dim":
+            return T.sparse.sum(s, 1).to_dense()
+        if name == "transpose":
+            return s.t().to_dense()
+        d = dense.requires_grad_()
+        v = T.tensor(vals).requires_grad_()
+        s = T.sparse_coo_tensor(T.tensor(idx), v, (rows, cols))
+        T.sparse.mm(s, d).sum().backward()
+        return d.grad if name == "grad_mm" else v.grad
     _same_outcome_close(run)
