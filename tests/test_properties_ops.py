@@ -287,6 +287,20 @@ def test_creation_with_random_arguments_matches_torch(name, a, b, c, f):
     same_outcome(run)
 
 
+_TENSOR_DATA = [
+    "[1, 2.0]", "[True, 1]", "[True, False]", "[1, 2]", "[1j, 2]", "[[1], [2.5]]", "3", "3.0",
+    "True", "[]", "[[]]", "[[1, 2], [3]]", "[[1, 2], 3]", "[1, [2]]", "[[[1], [2]], [[1], [2, 3]]]",
+    "[np.float32(1.5), 2]", "[np.int8(3)]", "np.float16(2)", "[2**63]", "[-2**63]", "[1.5, True]",
+    "(1, 2)", "[(1, 2), (3, 4)]", "range(3)", "[float('nan')]", "[T.tensor(1.5), 2]",
+    "[T.tensor([1, 2]), T.tensor([3, 4])]", "np.array([1.5], dtype=np.float16)", "'abc'",
+    "[[1, 2], [3, 4.5j]]", "np.array([True])"]
+
+
+@pytest.mark.parametrize("data", _TENSOR_DATA)
+def test_tensor_infers_dtype_and_shape_as_torch(data):
+    same_outcome(lambda T: T.tensor(eval(data, {"np": np, "T": T})))      # noqa: S307
+
+
 # ---- zero-dim tensors: dims 0 and -1 name their one place -----------------------------------
 
 _ZERO_DIM_CALLS = [

@@ -97,16 +97,22 @@ def _items(data):
 
 
 def _ragged(data, dim=0):
-    """torch's message for a ragged nested list: the first length that differs."""
+    """torch's error for a ragged nested list: the first length that differs, or a number where
+    a sequence was (TypeError, as in torch)."""
     subs = [x for x in data if isinstance(x, (list, tuple))]
+    if subs and len(subs) != len(data):
+        if isinstance(data[0], (list, tuple)):
+            return TypeError("not a sequence")
+        return TypeError(f"'{type(subs[0]).__name__}' object cannot be interpreted as a number")
     for x in subs:
         if len(x) != len(subs[0]):
-            return f"expected sequence of length {len(subs[0])} at dim {dim + 1} (got {len(x)})"
+            return ValueError(f"expected sequence of length {len(subs[0])} at dim {dim + 1} "
+                              f"(got {len(x)})")
     for x in subs:
         m = _ragged(x, dim + 1)
         if m:
             return m
-    return "tensor(): nested sequences of different depths"
+    return ValueError("tensor(): nested sequences of different depths") if dim == 0 else None
 
 
 def _to_array(data, dtype=None):
@@ -122,11 +128,11 @@ def _to_array(data, dtype=None):
     try:
         arr = np.asarray(_items(data) if has_tensor else data)
     except ValueError:
-        raise ValueError(_ragged(data)) from None
+        raise _ragged(data) from None
     if arr.dtype == object or inferred is _dtype.int64 and arr.dtype == np.uint64:
         if inferred is _dtype.int64:        # ints beyond int64 (NumPy made uint64 or object)
             raise ValueError("Overflow when unpacking long long")
-        raise ValueError(_ragged(data))
+        raise _ragged(data)
     target = (dtype or inferred).np
     if arr.dtype == target:
         return arr
