@@ -54,6 +54,8 @@ try:
         randn_like, randperm, seed, set_rng_state)
     from ._ops.shape import chunk  # noqa: E402,F401
     from ._sparse import layout, sparse_coo, strided  # noqa: E402,F401
+    from ._memory_format import (  # noqa: E402,F401
+        channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format)
     from . import _composites  # noqa: E402
 
     _composites.install(globals())      # (_aten_nn's and _numerics' names load on first use)

@@ -152,7 +152,12 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         return st if dim is None else st[dim]
 
     def is_contiguous(self, memory_format=None):
-        return self.device.type == "meta" or bool(self._data.flags.c_contiguous)
+        if self.device.type == "meta":
+            return True
+        if memory_format is None:
+            return bool(self._data.flags.c_contiguous)
+        from ._memory_format import is_in
+        return is_in(self._data, memory_format)
 
     def _alias(self, cls=None):
         """Same data and storage, no autograd history (what a saved output keeps); a
@@ -501,6 +506,10 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         dtype, device = parse_to_args(args, dtype, device)
         dt = _dtype.to_dtype(dtype) if dtype is not None else self.dtype
         dev = to_device(device) if device is not None else self.device
+        if memory_format is not None and memory_format.name != "preserve_format":
+            t = self.to(dtype=dt, device=dev, copy=copy)
+            return t.contiguous(memory_format) if t is self else \
+                t.clone(memory_format=memory_format)
         if dt is self.dtype and dev == self.device and not copy:
             return self
         from ._ops import pointwise

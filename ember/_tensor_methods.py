@@ -4,7 +4,7 @@ import warnings
 
 import numpy as np
 
-from . import _dtype
+from . import _dtype, _memory_format
 from ._device import CPU
 from ._ops import indexing, linalg, pointwise, reduction, registry, shape
 from ._ops import pointwise_logic as logic
@@ -293,8 +293,15 @@ def zero_(self):
 
 
 def contiguous(self, memory_format=None):
-    """Itself if C-contiguous, else a contiguous copy."""
-    return self if self.is_contiguous() else dispatch(shape.contiguous, (self,), _E)
+    """Itself if C-contiguous (or laid out as ``memory_format``), else such a copy."""
+    if memory_format is None:
+        return self if self.is_contiguous() else dispatch(shape.contiguous, (self,), _E)
+    if self.is_contiguous(memory_format):
+        return self
+    if memory_format is _memory_format.preserve_format:
+        raise RuntimeError("preserve memory format is unsupported by the contiguous operator")
+    _memory_format._check(memory_format, self.dim())
+    return dispatch(shape.contiguous, (self, memory_format), _E)
 
 
 def conj(self):

@@ -266,3 +266,40 @@ def test_sparse_coo_with_random_entries_matches_torch(data, name):
         T.sparse.mm(s, d).sum().backward()
         return d.grad if name == "grad_mm" else v.grad
     same_outcome(run)
+
+
+# ---- in-place ops on views inside autograd --------------------------------------------------
+
+_INPLACE_STEPS = {
+    "mul_view": lambda T, v: v[0].mul_(2), "add_all": lambda T, v: v[-1].add_(1),
+    "exp_saved": lambda T, v: v.append(v[-1].exp()) or v[-2].add_(1),
+    "sigmoid_out": lambda T, v: v.append(v[-1].sigmoid()) or v[-1].mul_(3),
+    "view_then_inplace": lambda T, v: v.append(v[-1].view(-1)) or v[-1][1:].zero_(),
+    "transpose_inplace": lambda T, v: v.append(v[-1].t()) or v[-1].sub_(0.5),
+    "leaf_inplace": lambda T, v: v[0].add_(1),
+    "detach_inplace": lambda T, v: v[-1].detach().mul_(0),
+    "clone": lambda T, v: v.append(v[-1].clone()),
+    "tanh": lambda T, v: v.append(v[-1].tanh()), "square": lambda T, v: v.append(v[-1] ** 2),
+    "unbind_inplace": lambda T, v: v.append(v[-1] * 1) or v[-1].unbind(0)[0].mul_(2),
+    "no_grad_inplace": lambda T, v: _no_grad(T, lambda: v[-1].mul_(2)),
+    "setitem": lambda T, v: v.append(v[-1] + 0) or v[-1].__setitem__((0, 0), 5.0),
+}
+
+
+def _no_grad(T, f):
+    with T.no_grad():
+        f()
+
+
+@settings
+@hypothesis.given(st.lists(st.sampled_from(sorted(_INPLACE_STEPS)), min_size=1, max_size=5))
+def test_in_place_ops_under_autograd_match_torch(steps):
+    def run(T):
+        leaf = (arange(T, (2, 3)) * 0.3 - 0.4).requires_grad_()
+        values = [leaf, leaf * 1.0]
+        for name in steps:
+            _INPLACE_STEPS[name](T, values)
+        (g,) = T.autograd.grad(values[-1].sum() + values[1].sum(), leaf, allow_unused=True)
+        return T.cat([values[-1].detach().reshape(-1), (g if g is not None else
+                                                          T.zeros(6, dtype=T.float64)).reshape(-1)])
+    same_outcome(run)

@@ -4,6 +4,7 @@ import numpy as np
 from .. import _dtype
 from .._backends import backend
 from .._device import CPU, to_device
+from .._memory_format import copy_in, preserve_format
 from .._storage import UntypedStorage, _ptr
 from .._tensor import Tensor
 
@@ -303,8 +304,13 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
 def _like(fn):
     def f(input, *args, dtype=None, layout=None, device=None, requires_grad=False,
           memory_format=None, **kw):
-        return fn(input._data.shape, *args, dtype=dtype or input.dtype,
-                  device=device or input.device, requires_grad=requires_grad, **kw)
+        out = fn(input._data.shape, *args, dtype=dtype or input.dtype,
+                 device=device or input.device, requires_grad=requires_grad, **kw)
+        if memory_format not in (None, preserve_format) and out.device.type != "meta":
+            # NOTE: only a format asked for by name: torch's default (preserve_format) would lay
+            # the result out as a dense input is, ember's is contiguous (kernels rely on it)
+            out._data = copy_in(backend(out.device).xp, out._data, memory_format)
+        return out
     f.__name__ = fn.__name__ + "_like"
     f.__doc__ = f"Like ``{fn.__name__}`` with the size (and by default dtype, device) of input."
     return f

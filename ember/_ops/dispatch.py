@@ -347,13 +347,14 @@ def _finish(opdef, args, kwargs, tensors, res, dev, out):
     if opdef.view:
         src = tensors[0]
         storage, base, view_fn = view_links(opdef, src, args[1:], kwargs)
-        for o in outs:
+        for i, o in enumerate(outs):
             # NOTE: reshape and flatten are views only where the strides allow, like torch's;
             # a copy gets a storage of its own.
             if opdef.view == "maybe" and dev.type != "meta" and \
                     _root(o._data) is not _root(src._data):
                 continue
-            o._storage, o._base, o._view_fn = storage, base, view_fn
+            o._storage, o._base = storage, base
+            o._view_fn = _nth_view(view_fn, i) if multi else view_fn
             o._view_version = storage._version      # see graph.edge_of
     if _state.grad_enabled and opdef.differentiable:
         for t in tensors:
@@ -394,7 +395,18 @@ def view_links(opdef, src, rest, kwargs):
     parent_fn = src._view_fn
     view_fn = (lambda b: opdef(b, *rest, **kwargs)) if parent_fn is None else \
         (lambda b: opdef(parent_fn(b), *rest, **kwargs))
+    if getattr(parent_fn, "multi_output", None) is not None:   # (a view of such a view)
+        view_fn.multi_output = parent_fn.multi_output
     return storage, base, view_fn
+
+
+def _nth_view(view_fn, i):
+    """The view function of output ``i`` of a view op with several (unbind, split): torch
+    refuses in-place writes into those that need grad (see dispatch_inplace)."""
+    def nth(b):
+        return view_fn(b)[i]
+    nth.multi_output = i
+    return nth
 
 
 def _record(opdef, args, kwargs, tensors, outs, multi=False):
@@ -519,6 +531,14 @@ def dispatch_inplace(opdef, self, args, kwargs):
             _state.grad_enabled:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
                            "in-place operation.")
+    if base is not None and self._requires_grad and _state.grad_enabled and \
+            getattr(self._view_fn, "multi_output", None) is not None:
+        made_by = self.grad_fn.name().rsplit("Backward", 1)[0]
+        raise RuntimeError(f"Output {self._output_nr} of {made_by} is a view and is "
+                           f"being modified inplace. This view is the output of a function that "
+                           f"returns multiple views. Such functions do not allow the output "
+                           f"views to be modified inplace. You should replace the inplace "
+                           f"operation by an out-of-place one.")
     if base is not None and 0 in self._data.strides and not opdef.writes_overlap and \
             self.device.type != "meta":
         check_no_overlap(opdef.name + "_", self._data)

@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 
+from .._memory_format import copy_in
+
 import ember
 
 from .. import _dtype
@@ -46,8 +48,9 @@ def _(g, x, device):
 
 @op("clone")
 def clone(xp, x, memory_format=None):
-    """A copy of ``input`` with its own memory; gradients flow back to ``input``."""
-    return x.copy()
+    """A copy of ``input`` with its own memory, laid out as ``memory_format`` asks (by default
+    as ``input`` is, where that is dense); gradients flow back to ``input``."""
+    return copy_in(xp, x, memory_format)
 
 
 @clone.vjp()
@@ -276,8 +279,8 @@ def pow(xp, input, exponent):
     return xp.power(input, exponent)
 
 
-@pow.vjp(save=("input", "exponent", "result"))
-def _(g, input, exponent, result):
+@pow.vjp(save=("input", "exponent"))
+def _(g, input, exponent):
     gi = ge = None
     if isinstance(input, ember.Tensor):
         gi = g * _conj(exponent * input ** (exponent - 1))
@@ -285,7 +288,9 @@ def _(g, input, exponent, result):
             gi = ember.zeros_like(g)
     if isinstance(exponent, ember.Tensor):
         # NOTE: torch defines d/dexp of 0**e as 0 for e >= 0 instead of 0 * log(0) = nan.
-        ge = g * _conj(result * _log_of(input))
+        # (input ** exponent again, not the saved output: torch saves none for a number
+        # exponent, so that writing into x ** 2 in place is no error)
+        ge = g * _conj(input ** exponent * _log_of(input))
         # (a complex exponent counts as >= 0 when it is real and >= 0, as in torch)
         nonneg = exponent >= 0 if not exponent.is_complex() else \
             (exponent.imag == 0) & (exponent.real >= 0)

@@ -5,6 +5,7 @@ import numpy as np
 import ember
 
 from .._backends import add_at
+from .._memory_format import contiguous_format, copy_in
 from .._storage import _root
 from .._tensor import Tensor
 from .meta import empty, reduce_dims, wrap_dim
@@ -598,8 +599,10 @@ view_as_complex.errors = [ErrorSample(Sample(const(3, 3)), RuntimeError,
 
 @op("contiguous", function=False)
 def contiguous(xp, input, memory_format=None):
-    """``input`` in C-contiguous memory (itself if it already is)."""
-    return xp.ascontiguousarray(input)
+    """``input`` in C-contiguous memory (itself if it already is), or as ``memory_format``."""
+    if memory_format is None or memory_format is contiguous_format:
+        return xp.ascontiguousarray(input)
+    return copy_in(xp, input, memory_format)
 
 
 @contiguous.vjp()

@@ -375,7 +375,8 @@ class Module:
 
     def to(self, *args, **kwargs):
         """Move and/or cast parameters and buffers: ``to(device)``, ``to(dtype)``,
-        ``to(tensor)``; floating dtypes only change floating tensors."""
+        ``to(tensor)``, ``to(memory_format=...)`` (4-D and 5-D ones); floating dtypes only
+        change floating tensors."""
         from ... import _dtype
         from ..._tensor import parse_to_args
         dtype, device = parse_to_args(args, kwargs.get("dtype"), kwargs.get("device"))
@@ -385,9 +386,11 @@ class Module:
                 raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, "
                                 f"but got desired dtype={dtype}")
 
+        fmt = kwargs.get("memory_format")
+
         def convert(t):
             dt = dtype if dtype is not None and t.dtype.category >= _dtype._FLOAT else None
-            return t.to(device=device, dtype=dt)
+            return t.to(device=device, dtype=dt, memory_format=fmt if t.dim() in (4, 5) else None)
         return self._apply(convert)
 
     def cpu(self):
