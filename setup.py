@@ -61,7 +61,8 @@ setup(
                                     "ember/_C/scan.h", "ember/_C/gather.h",
                                     "ember/_C/im2col.h", "ember/_C/lstm.h",
                                     "ember/_C/gemm.h", "ember/_C/half.h",
-                                    "ember/_C/blas_gemm.h", "ember/_C/sgemm.h"],
+                                    "ember/_C/blas_gemm.h", "ember/_C/sgemm.h",
+                                    "ember/_C/select.h"],
                            libraries=["m"], optional=True),
                  # dispatch's fast path as a CPython extension (ember/_ops/dispatch.py)
                  Extension("ember._C._dispatch", ["ember/_C/_dispatch.c"],

@@ -261,3 +261,28 @@ def test_small_2d_product_on_threads_keeps_blas(threads, monkeypatch):
     got = (ember.from_numpy(a) @ ember.from_numpy(b)).numpy()
     assert bool(calls) == (threads == 1)
     np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.skipif(not OWN, reason="ember's float32 GEMM needs AVX-512 and the built kernels")
+@pytest.mark.parametrize("view_w", [None, "T"])
+@pytest.mark.parametrize("shape", SHAPES_2D, ids=str)
+def test_own_gemm_adds_linear_bias_as_it_writes(shape, view_w, threads, own_calls):
+    """linear's bias added in the GEMM's store (ragged tiles and panels, K past one block, a
+    weight stored transposed) against float64 NumPy, with the gradients of all three."""
+    m, k, n = shape
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k) if view_w is None else (k, n)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    xt, bt = ember.tensor(x, requires_grad=True), ember.tensor(b, requires_grad=True)
+    wt = ember.tensor(w, requires_grad=True)
+    out = ember.nn.functional.linear(xt, wt if view_w is None else wt.t(), bt)
+    assert any(len(c) > 8 and c[8] is not None for c in own_calls)     # (the bias path)
+    wd = (w if view_w is None else w.T).astype(np.float64)
+    np.testing.assert_allclose(out.detach().numpy(), x.astype(np.float64) @ wd.T + b,
+                               rtol=1e-5, atol=2e-5 * (1 + k) ** 0.5)
+    g = rng.standard_normal((m, n)).astype(np.float32)
+    out.backward(ember.tensor(g))
+    np.testing.assert_allclose(bt.grad.numpy(), g.sum(0), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(xt.grad.numpy(), g.astype(np.float64) @ wd, rtol=1e-5,
+                               atol=2e-5 * (1 + n) ** 0.5)

@@ -60,15 +60,18 @@ def _declare(lib):
             "attn_small_bwd": [p, p, p, p, i64, i64, i64, i64, i64, i64, d, i64, p, i, i],
             "scan": [p, p, i64, i64, i64, i, i, i],
             "gather": [p, p, p, i64, i64, i64, i64, i],
-            "scatter": [p, p, p, i64, i64, i64, i64, i, i],
+            "mask_select": [p, p, p, i64, p, i],     # (select.h: 4- and 8-byte words)
+            "scatter": [p, p, p, p, i64, i64, i64, i64, i, i],
             # (BLAS's cblas_?gemm address and whether it takes 64-bit ints, then threads)
             "lstm_fwd": [p] * 8 + [i64, i64, i64, i, p, i, i],
             "lstm_bwd": [p, i64] + [p] * 7 + [i64, i64, i64, i, p, i, i],
             "bmm": [p, i, i64, i, i, i64, i64, i64, p, i64, i64, p, i64, i64, i, p, i64, i64, i],
-            # (sgemm.h, float32 only: batch, m, n, k, then a, b, c as pointer, strides)
-            "gemm": [i64] * 4 + [p, i64, i64, i64] * 2 + [i, p, i64, i64, i]}
+            # (sgemm.h, float32 only: batch, m, n, k, then a, b as pointer, strides, then
+            # acc, bias (NULL or n floats), c as pointer, strides)
+            "gemm": [i64] * 4 + [p, i64, i64, i64] * 2 + [i, p, p, i64, i64, i]}
     for name in ("f16_widen", "f16_narrow"):        # (half.h: no dtype suffix)
         getattr(lib, name).argtypes, getattr(lib, name).restype = [p, p, i64], ctypes.c_int
+    lib.mask_count.argtypes, lib.mask_count.restype = [p, i64, p, i], i64
     for name, args in sigs.items():
         for suffix in ("_f32", "_f64"):
             fn = getattr(lib, name + suffix, None)
@@ -117,6 +120,34 @@ def astype(a, dtype):
     if _lib and getattr(_lib, name)(a.ctypes.data, out.ctypes.data, a.size) == 0:
         return out
     return a.astype(dtype)
+
+
+_WORDS = {4: np.dtype(np.float32), 8: np.dtype(np.float64)}
+# elements below which NumPy's boolean indexing is as quick (two ctypes calls cost ~5 us)
+_MIN_SELECT = 1 << 14
+
+
+def mask_select(a, mask):
+    """``a[mask]`` for a boolean ``mask`` of ``a``'s shape, both C-contiguous NumPy arrays, by
+    select.h's branch-free copy over threads; None where it does not apply (the caller then
+    indexes with NumPy)."""
+    global _lib
+    word = _WORDS.get(a.itemsize)
+    if word is None or _off or a.size < _MIN_SELECT or type(a) is not np.ndarray or \
+            a.dtype.kind not in "fiub" or not (a.flags.c_contiguous and mask.flags.c_contiguous):
+        return None
+    if _lib is None:
+        _lib = _load()
+    if not _lib:
+        return None
+    nt = num_threads()
+    offsets = np.empty(nt + 1, np.int64)
+    total = _lib.mask_count(mask.ctypes.data, a.size, offsets.ctypes.data, nt)
+    out = np.empty(total, a.dtype)
+    getattr(_lib, "mask_select" + _SUFFIX[word])(a.ctypes.data, mask.ctypes.data,
+                                                 out.ctypes.data, a.size, offsets.ctypes.data,
+                                                 nt)
+    return out
 
 
 def available():

@@ -22,6 +22,15 @@ TC static int S(gather_rows)(const T *x, const int64_t *idx, T *out, int64_t r0,
     for (int64_t e = r0 * inner; e < r1 * inner; e++) most = u[e] > most ? u[e] : most;
     if (most >= (uint64_t)n)
         return 1;
+    if (inner == 1) {           /* along the last dim: a run of each slice's row at a time */
+        for (int64_t r = r0; r < r1;) {
+            int64_t o = r / k, end = (o + 1) * k < r1 ? (o + 1) * k : r1;
+            const T *xo = x + o * n;
+            for (int64_t e = r; e < end; e++) out[e] = xo[idx[e]];
+            r = end;
+        }
+        return 0;
+    }
     int64_t i = r0 % k;                         /* r = o * k + i: no division per row */
     const T *xo = x + (r0 / k) * n * inner;
     for (int64_t r = r0; r < r1; r++, i++) {
@@ -70,15 +79,23 @@ TC static int S(scatter_slice)(T *out, const int64_t *idx, const T *src, int64_t
     return 0;
 }
 
-/* out[o, idx[o, i, j], j] = src[o, i, j] (add 0) or += it (add 1), in place on out; outer
- * slices (which write apart) are split over threads */
-EXPORT int S(scatter)(T *out, const int64_t *idx, const T *src, int64_t outer, int64_t n,
-                      int64_t k, int64_t inner, int add, int nt) {
+/* out[o, idx[o, i, j], j] = src[o, i, j] (add 0) or += it (add 1); outer slices (which
+ * write apart) are split over threads. out starts as init: out itself (in place), a copy of
+ * init (an out-of-place scatter: each thread copies its slices, which are then in its cache
+ * for the writes) or, for a NULL init, zeros (a gather's gradient) */
+EXPORT int S(scatter)(T *out, const int64_t *idx, const T *src, const T *init, int64_t outer,
+                      int64_t n, int64_t k, int64_t inner, int add, int nt) {
     int bad = 0;
-    nt = threads_for(outer * k * inner, nt);
+    nt = threads_for(outer * (init != out ? n : k) * inner, nt);
 #pragma omp parallel for num_threads(nt) schedule(static) reduction(| : bad)
-    for (int64_t o = 0; o < outer; o++)
-        bad |= S(scatter_slice)(out + o * n * inner, idx + o * k * inner, src + o * k * inner,
-                                n, k, inner, add);
+    for (int64_t o = 0; o < outer; o++) {
+        T *slice = out + o * n * inner;
+        if (init == NULL)
+            memset(slice, 0, (size_t)(n * inner) * sizeof(T));
+        else if (init != out)
+            memcpy(slice, init + o * n * inner, (size_t)(n * inner) * sizeof(T));
+        bad |= S(scatter_slice)(slice, idx + o * k * inner, src + o * k * inner, n, k, inner,
+                                add);
+    }
     return bad;
 }

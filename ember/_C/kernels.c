@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "vecmath.h"
 
@@ -68,6 +69,7 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 }
 
 #include "half.h"
+#include "select.h"
 
 #define T float
 #define S(name) name##_f32

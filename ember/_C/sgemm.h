@@ -119,12 +119,18 @@ SG_INLINE void sg_tile(int64_t kb, const float *a, int64_t ras, int64_t cas, con
     }
 }
 
-/* c[0:rows, 0:nr] = (or +=, when add) the tile's first rows, rows of C at stride ldc. Every
- * index of c0/c1 is a constant once unrolled, so they stay in registers (a variable index
- * would spill all 24 to the stack after every tile) */
+/* c[0:rows, 0:nr] = (or +=, when add) the tile's first rows, rows of C at stride ldc, plus
+ * bias[0:nr] on every row when bias is not NULL (a linear layer's, added as C is first
+ * written: no second pass over C). Every index of c0/c1 is a constant once unrolled, so they
+ * stay in registers (a variable index would spill all 24 to the stack after every tile) */
 SG_INLINE void sg_store(const sg_vec *c0, const sg_vec *c1, float *c, int64_t ldc, int add,
-                        const int mr, int64_t rows, int64_t nr) {
+                        const float *bias, const int mr, int64_t rows, int64_t nr) {
     if (rows == mr && nr == SG_NR) {
+        sg_vec b0 = {0}, b1 = {0};
+        if (bias != NULL) {
+            b0 = *(const sg_uvec *)bias;
+            b1 = *(const sg_uvec *)(bias + 16);
+        }
 #pragma GCC unroll 12
         for (int r = 0; r < mr; r++) {
             sg_uvec *o = (sg_uvec *)(c + r * ldc);
@@ -132,8 +138,8 @@ SG_INLINE void sg_store(const sg_vec *c0, const sg_vec *c1, float *c, int64_t ld
                 o[0] += c0[r];
                 o[1] += c1[r];
             } else {
-                o[0] = c0[r];
-                o[1] = c1[r];
+                o[0] = c0[r] + b0;
+                o[1] = c1[r] + b1;
             }
         }
         return;
@@ -146,33 +152,37 @@ SG_INLINE void sg_store(const sg_vec *c0, const sg_vec *c1, float *c, int64_t ld
     }
     for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < nr; j++)
-            c[r * ldc + j] = add ? c[r * ldc + j] + tile[r][j] : tile[r][j];
+            c[r * ldc + j] = add ? c[r * ldc + j] + tile[r][j]
+                                 : tile[r][j] + (bias != NULL ? bias[j] : 0.0f);
 }
 
 /* rows [0, mr) of C against every panel of the packed block (A's tile stays in L1) */
 SG_INLINE void sg_rows(int64_t kb, int64_t nb, const float *a, int64_t ras, int64_t cas,
-                       const float *bp, float *c, int64_t ldc, int add, const int mr,
-                       int64_t rows) {
+                       const float *bp, float *c, int64_t ldc, int add, const float *bias,
+                       const int mr, int64_t rows) {
     sg_vec c0[SG_MR], c1[SG_MR];
     for (int64_t j0 = 0; j0 < nb; j0 += SG_NR) {
+        int64_t nr = nb - j0 < SG_NR ? nb - j0 : SG_NR;
         if (cas == 1)
             sg_tile(kb, a, ras, 1, bp + j0 * kb, c0, c1, mr);
         else
             sg_tile(kb, a, 1, cas, bp + j0 * kb, c0, c1, mr);
-        sg_store(c0, c1, c + j0, ldc, add, mr, rows, nb - j0 < SG_NR ? nb - j0 : SG_NR);
+        /* (a ragged last panel adds its bias element-wise: no read past the bias's end) */
+        sg_store(c0, c1, c + j0, ldc, add, bias != NULL ? bias + j0 : NULL, mr, rows, nr);
     }
 }
 
 SG_TARGET static void sg_rows12(int64_t kb, int64_t nb, const float *a, int64_t ras,
-                                int64_t cas, const float *bp, float *c, int64_t ldc, int add) {
-    sg_rows(kb, nb, a, ras, cas, bp, c, ldc, add, 12, 12);
+                                int64_t cas, const float *bp, float *c, int64_t ldc, int add,
+                                const float *bias) {
+    sg_rows(kb, nb, a, ras, cas, bp, c, ldc, add, bias, 12, 12);
 }
 
 /* the last m % 12 rows: a tile of 4 or 8 rows (of 12 past 8), read in place when the rows
  * fill it, else from ap, a zero-padded copy, so the micro-tile never reads past A */
 SG_TARGET static void sg_rows_tail(int64_t kb, int64_t nb, const float *a, int64_t ras,
                                    int64_t cas, const float *bp, float *c, int64_t ldc, int add,
-                                   int64_t rows, float *ap) {
+                                   const float *bias, int64_t rows, float *ap) {
     int size = rows <= 4 ? 4 : rows <= 8 ? 8 : 12;
     if (rows < size) {
         for (int64_t r = 0; r < size; r++)
@@ -181,11 +191,11 @@ SG_TARGET static void sg_rows_tail(int64_t kb, int64_t nb, const float *a, int64
         a = ap, ras = kb, cas = 1;
     }
     if (size == 4)
-        sg_rows(kb, nb, a, ras, cas, bp, c, ldc, add, 4, rows);
+        sg_rows(kb, nb, a, ras, cas, bp, c, ldc, add, bias, 4, rows);
     else if (size == 8)
-        sg_rows(kb, nb, a, ras, cas, bp, c, ldc, add, 8, rows);
+        sg_rows(kb, nb, a, ras, cas, bp, c, ldc, add, bias, 8, rows);
     else
-        sg_rows(kb, nb, a, ras, cas, bp, c, ldc, add, 12, rows);
+        sg_rows(kb, nb, a, ras, cas, bp, c, ldc, add, bias, 12, rows);
 }
 
 /* c (m x nb, row stride ldc) = a @ b (+ c when acc) for B's columns [0, nb), nb <= NC: for
@@ -194,14 +204,16 @@ SG_TARGET static void sg_rows_tail(int64_t kb, int64_t nb, const float *a, int64
  * bp: KC x NC floats, 64-byte aligned; ap: MR x KC floats */
 SG_TARGET static void sg_gemm_cols(int64_t m, int64_t nb, int64_t k, const float *a,
                                    int64_t ras, int64_t cas, const float *b, int64_t rbs,
-                                   int64_t cbs, int acc, float *c, int64_t ldc, float *bp,
-                                   float *ap) {
+                                   int64_t cbs, int acc, const float *bias, float *c,
+                                   int64_t ldc, float *bp, float *ap) {
     int64_t full = m / SG_MR * SG_MR;
     if (k == 0 && !acc)
-        for (int64_t i = 0; i < m; i++) memset(c + i * ldc, 0, nb * sizeof(float));
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < nb; j++) c[i * ldc + j] = bias != NULL ? bias[j] : 0.0f;
     for (int64_t p0 = 0; p0 < k; p0 += SG_KC) {
         int64_t kb = k - p0 < SG_KC ? k - p0 : SG_KC;
         int add = acc || p0 > 0;
+        const float *bk = add ? NULL : bias;      /* (the bias goes in with C's first write) */
         const float *ak = a + p0 * cas;
         sg_pack_b(kb, nb, b + p0 * rbs, rbs, cbs, bp);
         for (int64_t i = 0; i < full; i += SG_MR) {
@@ -211,25 +223,27 @@ SG_TARGET static void sg_gemm_cols(int64_t m, int64_t nb, int64_t k, const float
                  * L1: copied to 12 x kb contiguous floats it takes 12 KiB */
                 for (int64_t p = 0; p < kb; p++)
                     for (int r = 0; r < SG_MR; r++) ap[p * SG_MR + r] = ak[i + p * cas + r];
-                sg_rows12(kb, nb, ap, 1, SG_MR, bp, c + i * ldc, ldc, add);
+                sg_rows12(kb, nb, ap, 1, SG_MR, bp, c + i * ldc, ldc, add, bk);
             } else {
-                sg_rows12(kb, nb, ak + i * ras, ras, cas, bp, c + i * ldc, ldc, add);
+                sg_rows12(kb, nb, ak + i * ras, ras, cas, bp, c + i * ldc, ldc, add, bk);
             }
         }
         if (full < m)
-            sg_rows_tail(kb, nb, ak + full * ras, ras, cas, bp, c + full * ldc, ldc, add,
+            sg_rows_tail(kb, nb, ak + full * ras, ras, cas, bp, c + full * ldc, ldc, add, bk,
                          m - full, ap);
     }
 }
 
-/* c[i] = a[i] @ b[i] (+ c[i] when acc) for i < batch: matrix i of a at a + i * sa (sa 0: one
- * matrix broadcast), its element (r, p) at [r * ras + p * cas]; b likewise with (rbs, cbs);
- * C row-major with row stride ldc. Threads take (product, NC column block) items. Returns -1
- * when this CPU lacks AVX-512 or a buffer cannot be allocated (the caller then uses BLAS). */
+/* c[i] = a[i] @ b[i] (+ c[i] when acc, + bias broadcast over rows when bias is not NULL and
+ * acc is 0) for i < batch: matrix i of a at a + i * sa (sa 0: one matrix broadcast), its
+ * element (r, p) at [r * ras + p * cas]; b likewise with (rbs, cbs); C row-major with row
+ * stride ldc; bias n contiguous floats. Threads take (product, NC column block) items.
+ * Returns -1 when this CPU lacks AVX-512 or a buffer cannot be allocated (the caller then
+ * uses BLAS). */
 EXPORT int gemm_f32(int64_t batch, int64_t m, int64_t n, int64_t k, const float *a,
                     int64_t ras, int64_t cas, int64_t sa, const float *b, int64_t rbs,
-                    int64_t cbs, int64_t sb, int acc, float *c, int64_t ldc, int64_t sc,
-                    int nt) {
+                    int64_t cbs, int64_t sb, int acc, const float *bias, float *c, int64_t ldc,
+                    int64_t sc, int nt) {
     if (!gemm_simd_f32()) return -1;
     int64_t nb = n < SG_NC ? n : SG_NC, kc = k < SG_KC ? k : SG_KC;
     nb = (nb + SG_NR - 1) / SG_NR * SG_NR;
@@ -262,7 +276,7 @@ EXPORT int gemm_f32(int64_t batch, int64_t m, int64_t n, int64_t k, const float 
                 for (int64_t j = j0; j < j0 + w; j += SG_NC)
                     sg_gemm_cols(m, j0 + w - j < SG_NC ? j0 + w - j : SG_NC, k, a + i * sa,
                                  ras, cas, b + i * sb + j * cbs, rbs, cbs, acc,
-                                 c + i * sc + j, ldc, bp, ap);
+                                 bias != NULL ? bias + j : NULL, c + i * sc + j, ldc, bp, ap);
             }
             free(raw);
         }
@@ -276,8 +290,8 @@ EXPORT int gemm_f32(int64_t batch, int64_t m, int64_t n, int64_t k, const float 
 EXPORT int gemm_simd_f32(void) { return 0; }
 EXPORT int gemm_f32(int64_t batch, int64_t m, int64_t n, int64_t k, const float *a,
                     int64_t ras, int64_t cas, int64_t sa, const float *b, int64_t rbs,
-                    int64_t cbs, int64_t sb, int acc, float *c, int64_t ldc, int64_t sc,
-                    int nt) {
+                    int64_t cbs, int64_t sb, int acc, const float *bias, float *c, int64_t ldc,
+                    int64_t sc, int nt) {
     return -1;
 }
 #endif

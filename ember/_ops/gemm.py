@@ -87,20 +87,23 @@ def _strides(a, lay):
     return (lay[1], 1) if lay[0] == _NO_T else (1, lay[1])
 
 
-def _own_matmul(fn, a, b, la, lb, batch, sa, sb):
-    """``a @ b`` by ember's float32 GEMM, ``batch`` products (matrix i of a at i * sa)."""
+def _own_matmul(fn, a, b, la, lb, batch, sa, sb, bias=None):
+    """``a @ b`` (+ ``bias``, a contiguous float32 vector of n) by ember's float32 GEMM,
+    ``batch`` products (matrix i of a at i * sa)."""
     (m, k), n = a.shape[-2:], b.shape[-1]
     count = math.prod(batch)
     out = np.empty(tuple(batch) + (m, n), _F32)
     if fn(count, m, n, k, a.ctypes.data, *_strides(a, la), sa, b.ctypes.data, *_strides(b, lb),
-          sb, 0, out.ctypes.data, max(1, n), m * n, _C.num_threads()) != 0:
+          sb, 0, None if bias is None else bias.ctypes.data, out.ctypes.data, max(1, n), m * n,
+          _C.num_threads()) != 0:
         return None          # (a buffer could not be allocated)
     return out
 
 
-def matmul2d(a, b):
-    """``a @ b`` for 2-D float32 NumPy arrays by ember's GEMM, or None where it does not apply
-    (or the inner dims differ: the caller raises torch's error)."""
+def matmul2d(a, b, bias=None):
+    """``a @ b`` (+ ``bias``: None, or a float32 vector of b's columns, added as C is written)
+    for 2-D float32 NumPy arrays by ember's GEMM, or None where it does not apply (or the inner
+    dims differ: the caller raises torch's error)."""
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2 or m * n * k < _MIN_OWN or b.dtype is not _F32:
         return None
@@ -114,7 +117,10 @@ def matmul2d(a, b):
     # packing of A measured 5-10% ahead of the kernel's tile copies)
     if not (la and lb) or (la[0] == _T and lb[0] == _NO_T):
         return None
-    return _own_matmul(fn, a, b, la, lb, (), 0, 0)
+    if bias is not None and (type(bias) is not np.ndarray or bias.dtype is not _F32 or
+                             bias.shape != (n,) or not bias.flags.c_contiguous):
+        return None
+    return _own_matmul(fn, a, b, la, lb, (), 0, 0, bias)
 
 
 def matmul(a, b):

@@ -59,6 +59,11 @@ def index(xp, input, index):
     """``input[index]`` with tensor, list or boolean indices: a copy (NumPy's layout rules,
     which are torch's)."""
     _check_basic(index)
+    if type(index) is np.ndarray and index.dtype == np.bool_ and index.shape == input.shape:
+        from .. import _C
+        out = _C.mask_select(input, index)
+        if out is not None:
+            return out
     return input[index]
 
 
@@ -211,9 +216,9 @@ def _(g, input, dim, index, *, sparse_grad=False):
     from .nn import kernel_grads
     arrays = kernel_grads(g)                # nothing differentiates it: add into fresh zeros
     if arrays is not None:
-        out = np.zeros(input.shape, g.dtype.np)
+        out = np.empty(input.shape, g.dtype.np)
         kernel = _along_dim_kernel("scatter", out, dim, index._data)
-        if kernel is not None and not kernel(out, arrays[0], 1):
+        if kernel is not None and not kernel(out, arrays[0], 1, None):
             return Tensor._wrap(out)
     return ember.zeros(input.shape, dtype=g.dtype, device=g.device).scatter_add(dim, index, g)
 
@@ -274,23 +279,36 @@ def _along_dim_kernel(name, data, dim, index):
     outer, inner = int(np.prod(data.shape[:d])), int(np.prod(data.shape[d + 1:]))
     index = _C.contiguous(index)
 
-    def run(data, values, *add):        # scatter's data is a fresh copy, never copied here
-        data, values = _C.contiguous(data), _C.contiguous(values)
-        return fn(data.ctypes.data, index.ctypes.data, values.ctypes.data, outer,
-                  data.shape[d], index.shape[d], inner, *add, _C.num_threads())
-    return run
+    if name == "gather":
+        def run(data, out):
+            data = _C.contiguous(data)
+            return fn(data.ctypes.data, index.ctypes.data, out.ctypes.data, outer,
+                      data.shape[d], index.shape[d], inner, _C.num_threads())
+        return run
+
+    def scatter(out, values, add, init):
+        """into ``out`` (fresh, C-contiguous) filled first from ``init``: ``out`` itself,
+        another array of its shape, or None for zeros"""
+        init = init if init is None or init is out else _C.contiguous(init)
+        return fn(out.ctypes.data, index.ctypes.data, _C.contiguous(values).ctypes.data,
+                  None if init is None else init.ctypes.data, outer, out.shape[d],
+                  index.shape[d], inner, add, _C.num_threads())
+    return scatter
 
 
-def _scatter_into(xp, out, dim, index, src, reduce):
-    """Write ``src`` at ``index`` along ``dim`` into ``out`` (C-contiguous; in place)."""
+def _scatter_into(xp, input, dim, index, src, reduce):
+    """A copy of ``input`` with ``src`` written at ``index`` along ``dim``."""
     if not hasattr(src, "shape"):
-        src = xp.full(index.shape, src, dtype=out.dtype)
+        src = xp.full(index.shape, src, dtype=input.dtype)
     else:
         src = src[tuple(slice(0, s) for s in index.shape)]
+    out = xp.empty(input.shape, input.dtype) if xp is np else input.copy()
     kernel = _along_dim_kernel("scatter", out, dim, index) \
         if reduce in (None, "add", "sum") and src.dtype == out.dtype else None
-    if kernel is not None and not kernel(out, src, reduce is not None):
-        return out
+    if kernel is not None and not kernel(out, src, reduce is not None, input):
+        return out          # (the kernel copied input into out, a slice per thread)
+    if xp is np:
+        out[...] = input
     pos = scatter_positions(xp, out.shape, dim, index)        # (raises for a bad index)
     flat = out.reshape(-1)
     if reduce is None:
@@ -307,7 +325,7 @@ def _scatter_into(xp, out, dim, index, src, reduce):
 @op("scatter", inplace=True)
 def scatter(xp, input, dim, index, src, *, reduce=None):
     """A copy of ``input`` with ``src`` written at ``index`` along ``dim``."""
-    return _scatter_into(xp, input.copy(), dim, index, src, reduce)
+    return _scatter_into(xp, input, dim, index, src, reduce)
 
 
 @scatter.vjp(save=("index",))
@@ -344,7 +362,7 @@ scatter.samples = lambda dev, dt: _scatter_samples(dev, dt) + [
 @op("scatter_add", tags=("autocast_promote_cuda",), inplace=True)
 def scatter_add(xp, input, dim, index, src):
     """A copy of ``input`` with ``src`` added at ``index`` along ``dim``."""
-    return _scatter_into(xp, input.copy(), dim, index, src, "add")
+    return _scatter_into(xp, input, dim, index, src, "add")
 
 
 @scatter_add.vjp(save=("index",))

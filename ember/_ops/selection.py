@@ -7,6 +7,7 @@ import numpy as np
 
 import ember
 
+from .. import _C
 from .._backends import add_at
 from .dispatch import _broadcast_error
 from .meta import empty, same_meta
@@ -48,6 +49,10 @@ def masked_select(xp, input, mask):
     """
     _check_mask("masked_select", mask, "{name}: expected BoolTensor for mask")
     shape = _broadcast_shape("masked_select", input, mask)
+    if xp is np and input.shape == mask.shape:
+        out = _C.mask_select(input, mask)
+        if out is not None:
+            return out
     return xp.broadcast_to(input, shape)[xp.broadcast_to(mask, shape)]
 
 
