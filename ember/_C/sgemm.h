@@ -104,12 +104,15 @@ SG_TARGET static void sg_pack_b(int64_t kb, int64_t nb, const float *b, int64_t 
  * cas = 1 or ras = 1, also constants). 12 rows: 24 accumulators, 2 panel vectors and the
  * broadcast in 27 of the 32 registers, so each panel vector loaded from L2 feeds 12 FMAs */
 SG_INLINE void sg_tile(int64_t kb, const float *a, int64_t ras, int64_t cas, const float *bp,
-                       sg_vec *c0, sg_vec *c1, const int mr) {
+                       sg_vec *c0, sg_vec *c1, const int mr, const float *pf) {
 #pragma GCC unroll 12
     for (int r = 0; r < mr; r++) c0[r] = c1[r] = (sg_vec){0};
     const sg_vec *bv = (const sg_vec *)bp;
     for (int64_t p = 0; p < kb; p++) {
         sg_vec b0 = bv[2 * p], b1 = bv[2 * p + 1];
+        if (pf != NULL && (p & 15) == 0)       /* the next tile's rows, a line each 16 steps */
+#pragma GCC unroll 12
+            for (int r = 0; r < mr; r++) __builtin_prefetch(pf + r * ras + p);
 #pragma GCC unroll 12
         for (int r = 0; r < mr; r++) {
             float x = a[r * ras + p * cas];
@@ -163,10 +166,12 @@ SG_INLINE void sg_rows(int64_t kb, int64_t nb, const float *a, int64_t ras, int6
     sg_vec c0[SG_MR], c1[SG_MR];
     for (int64_t j0 = 0; j0 < nb; j0 += SG_NR) {
         int64_t nr = nb - j0 < SG_NR ? nb - j0 : SG_NR;
+        /* (A read in place streams from memory: on the first panel, the next tile's rows are
+         * fetched while this one computes) */
         if (cas == 1)
-            sg_tile(kb, a, ras, 1, bp + j0 * kb, c0, c1, mr);
+            sg_tile(kb, a, ras, 1, bp + j0 * kb, c0, c1, mr, j0 == 0 ? a + mr * ras : NULL);
         else
-            sg_tile(kb, a, 1, cas, bp + j0 * kb, c0, c1, mr);
+            sg_tile(kb, a, 1, cas, bp + j0 * kb, c0, c1, mr, NULL);
         /* (a ragged last panel adds its bias element-wise: no read past the bias's end) */
         sg_store(c0, c1, c + j0, ldc, add, bias != NULL ? bias + j0 : NULL, mr, rows, nr);
     }
