@@ -4,7 +4,7 @@ autograd flows through the ops they call) and Python-level plumbing. ``FUNCTIONS
 """
 import numpy as np
 
-from ._ops import shape
+from ._ops import pieces
 from ._tensor import Tensor
 
 # ---- predicates and small queries -------------------------------------------------------------
@@ -46,7 +46,7 @@ def ravel(input):
 
 def split_with_sizes(input, split_sizes, dim=0):
     """Split into pieces of the given sizes along ``dim`` (as ``split`` with a list)."""
-    return shape.split(input, list(split_sizes), dim)
+    return pieces.split(input, list(split_sizes), dim)
 
 
 def unravel_index(indices, shape):
@@ -291,7 +291,7 @@ def fill_diagonal_(self, fill_value, wrap=False):
 FUNCTIONS = {f.__name__: f for f in (
     is_signed, is_inference, is_distributed, get_device, detach, ravel, split_with_sizes,
     unravel_index, nonzero_static)}
-FUNCTIONS.update(unsafe_chunk=shape.chunk, unsafe_split=shape.split,
+FUNCTIONS.update(unsafe_chunk=pieces.chunk, unsafe_split=pieces.split,
                  unsafe_split_with_sizes=split_with_sizes)
 FUNCTIONS.update({f"{n}_copy": _copy_of(n, v) for n, v in _VIEWS.items()})
 FUNCTIONS.update({f"{n}_scatter": _scatter_into(n, v) for n, v in {

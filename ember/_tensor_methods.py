@@ -6,7 +6,7 @@ import numpy as np
 
 from . import _dtype, _memory_format
 from ._device import CPU
-from ._ops import indexing, linalg, pointwise, reduction, registry, shape
+from ._ops import indexing, linalg, pieces, pointwise, reduction, registry, shape
 from ._ops import pointwise_logic as logic
 from ._ops import random as _random
 from ._ops.creation import _size, empty, full, ones, zeros
@@ -343,7 +343,7 @@ def expand_as(self, other):
 
 
 def chunk(self, chunks, dim=0):
-    return shape.chunk(self, chunks, dim)
+    return pieces.chunk(self, chunks, dim)
 
 
 def _new(fn):

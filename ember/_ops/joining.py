@@ -15,7 +15,8 @@ from .meta import empty, wrap_dim
 from .pointwise import type_name
 from .registry import op
 from .samples import ErrorSample, Sample, const, dtype_error, make
-from .shape import _diag_embed_like, _index_embed, cat
+from .pieces import cat
+from .shape import _diag_embed_like, _index_embed
 
 _ANY = tuple(range(64))     # promote_args for ops taking any number of tensors (*tensors)
 
