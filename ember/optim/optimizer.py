@@ -28,7 +28,7 @@ import numpy as np
 from .. import _dtype
 from .._tensor import Tensor
 from ..autograd.grad_mode import enable_grad
-from ..nn.modules.module import _HookHandle
+from ..nn.modules._state_dict import _HookHandle
 
 __all__ = ["Optimizer", "register_optimizer_step_pre_hook", "register_optimizer_step_post_hook"]
 
