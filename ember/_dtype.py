@@ -57,6 +57,16 @@ float64 = dtype("float64", np.float64, _FLOAT, 3)
 complex64 = dtype("complex64", np.complex64, _COMPLEX, 2)
 complex128 = dtype("complex128", np.complex128, _COMPLEX, 3)
 
+def cast(a, np_dtype):
+    """``a.astype(np_dtype)`` (a NumPy or CuPy array), with torch's saturation for float8_e4m3fn.
+
+    NOTE: torch rounds a real number beyond float8_e4m3fn's range (+-448), infinities included,
+    to +-448; ml_dtypes makes it nan (e4m3fn has no infinity). nan stays nan."""
+    if np_dtype == float8_e4m3fn.np and a.dtype.kind in "fV" and a.dtype != np_dtype:
+        a = a.astype(np.float32).clip(-448.0, 448.0)
+    return a.astype(np_dtype)
+
+
 ALL = (bool_, uint8, int8, int16, int32, int64, float8_e4m3fn, float8_e5m2, float16, bfloat16,
        float32, float64, complex64, complex128)
 ALIASES = {"bool": bool_, "half": float16, "float": float32, "double": float64, "short": int16,

@@ -325,3 +325,50 @@ def test_zero_dim_tensor_calls_match_torch(call):
         out = eval("x." + call, {"x": T.tensor(2.5), "T": T})    # noqa: S307 (a fixed table)
         return T.stack([o.double() for o in out]) if isinstance(out, tuple) else out
     same_outcome(run)
+
+
+# ---- fft and dtype conversion with random arguments -----------------------------------------
+
+@settings
+@hypothesis.given(st.lists(st.integers(1, 6), min_size=1, max_size=3).map(tuple), st.data(),
+                  st.sampled_from(["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fftn",
+                                   "rfftn", "irfftn", "fft2", "fftshift", "ifftshift"]),
+                  st.sampled_from([None, "forward", "backward", "ortho"]))
+def test_fft_with_random_arguments_matches_torch(shape, data, name, norm):
+    nd = len(shape)
+    dim = data.draw(st.integers(-nd, nd - 1))
+    n = data.draw(st.none() | st.integers(1, 7))
+
+    def run(T):
+        x = arange(T, shape) % 5 - 1.5
+        if name in ("fft", "ifft", "hfft", "ihfft"):
+            x = x + 1j * (arange(T, shape) % 3) if name in ("ifft", "hfft") else x
+            return getattr(T.fft, name)(x, n, dim, norm)
+        if name in ("rfft", "irfft"):
+            return getattr(T.fft, name)(x if name == "rfft" else T.fft.rfft(x, dim=dim),
+                                        n, dim, norm)
+        if name in ("fftn", "rfftn", "irfftn"):
+            s = None if n is None else (n,)
+            x = T.fft.rfftn(x, dim=(dim,)) if name == "irfftn" else x
+            return getattr(T.fft, name)(x, s, (dim,), norm)
+        if name == "fft2":
+            return T.fft.fft2(x, None, (dim, -1) if dim % nd != nd - 1 else (0, -1),
+                              norm) if nd > 1 else T.fft.fft(x)
+        return getattr(T.fft, name)(x, (dim,))
+    same_outcome(run)
+
+
+_CAST_VALUES = [0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 65504.0, 65520.0, 1e5, -1e5, 3.0e38,
+                1e-8, 1e-40, float("inf"), float("-inf"), float("nan"), 127.0, 255.0, -1.0]
+
+
+@settings
+@hypothesis.given(st.lists(st.sampled_from(_CAST_VALUES), min_size=1, max_size=8),
+                  st.sampled_from(["float64", "float32"]),
+                  st.sampled_from(["float16", "bfloat16", "float32", "bool", "complex64",
+                                   "float8_e4m3fn", "float8_e5m2"]))
+def test_float_casts_round_as_torch(values, src, dst):
+    # (float to integer casts of nan, inf or out-of-range values are undefined in torch: not
+    # compared; those of a float8 format saturate or give nan by its own rules)
+    same_outcome(lambda T: T.tensor(values, dtype=getattr(T, src)).to(getattr(T, dst)).to(
+        T.complex128 if dst == "complex64" else T.float64))

@@ -141,7 +141,7 @@ def _to_array(data, dtype=None):
             not isinstance(data, np.ndarray):
         _check_fits(arr, dtype)
     with np.errstate(over="ignore"):    # float64 data beyond float16's range becomes inf
-        return arr.astype(target)
+        return _dtype.cast(arr, target)
 
 
 def _check_fits(arr, dtype):
@@ -295,6 +295,10 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
             v = np.asarray(v)
             _check_fits(v, t.dtype)
             v = v.astype(t.dtype.np)
+        elif t.dtype is _dtype.float8_e4m3fn and not abs(complex(v)) <= 448:
+            if v == v:      # (nan fills nan; a number past the format's range is refused)
+                raise RuntimeError("value cannot be converted to type c10::Float8_e4m3fn "
+                                   "without overflow")
         t._data[...] = v
     if out is not None:
         return out.resize_(shape).copy_(t)

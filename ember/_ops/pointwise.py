@@ -23,7 +23,7 @@ from .samples import (ErrorSample, Sample, binary_samples, broadcast_errors, con
 
 @op("_to_dtype", method=False, function=False)
 def _to_dtype(xp, x, dtype):
-    return x.astype(dtype.np)
+    return _dtype.cast(x, dtype.np)
 
 
 @_to_dtype.vjp()
@@ -65,7 +65,7 @@ clone.samples = unary_samples
 @op("_copy_from", method=False, function=False)
 def _copy_from(xp, dst, src):
     # the value of ``dst.copy_(src)``: src broadcast to dst's shape, in dst's dtype
-    return xp.broadcast_to(src, dst.shape).astype(dst.dtype, copy=True)
+    return _dtype.cast(xp.broadcast_to(src, dst.shape), dst.dtype)    # (a new array)
 
 
 @_copy_from.vjp()
