@@ -4,6 +4,7 @@ autograd flows through the ops they call) and Python-level plumbing. ``FUNCTIONS
 """
 import numpy as np
 
+from . import _dtype
 from ._ops import pieces
 from ._tensor import Tensor
 
@@ -286,11 +287,41 @@ def fill_diagonal_(self, fill_value, wrap=False):
     return self
 
 
+def powers(x, n):
+    """x ** 0, x ** 1, ..., x ** (n - 1) along a new last dim, in ``x``'s dtype (a running
+    product, as torch's: integers stay exact; differentiable)."""
+    from ._ops.creation import ones
+    first = ones(tuple(x.shape) + (min(n, 1),), dtype=x.dtype, device=x.device)
+    if n <= 1:
+        return first
+    return pieces.cat([first, x.unsqueeze(-1).expand(*x.shape, n - 1).cumprod(-1)], -1)
+
+
+def vander(x, N=None, increasing=False):
+    """The Vandermonde matrix of a 1-D ``x``: column j is ``x ** (N - 1 - j)`` (``x ** j``
+    when ``increasing``); N defaults to ``len(x)``.
+
+    Example:
+        >>> ember.vander(ember.tensor([1, 2, 3]))
+        tensor([[1, 1, 1],
+                [4, 2, 1],
+                [9, 3, 1]])
+    """
+    if x.dim() != 1:
+        raise RuntimeError("x must be a one-dimensional tensor.")
+    n = len(x) if N is None else N
+    if n < 0:
+        raise RuntimeError("N must be non-negative.")
+    # NOTE: integer (and bool) inputs give int64, as in torch
+    v = powers(x if x.is_floating_point() or x.is_complex() else x.to(_dtype.int64), n)
+    return v if increasing else v.flip(-1)
+
+
 # ---- the tables ---------------------------------------------------------------------------------
 
 FUNCTIONS = {f.__name__: f for f in (
     is_signed, is_inference, is_distributed, get_device, detach, ravel, split_with_sizes,
-    unravel_index, nonzero_static)}
+    unravel_index, nonzero_static, vander)}
 FUNCTIONS.update(unsafe_chunk=pieces.chunk, unsafe_split=pieces.split,
                  unsafe_split_with_sizes=split_with_sizes)
 FUNCTIONS.update({f"{n}_copy": _copy_of(n, v) for n, v in _VIEWS.items()})

@@ -28,7 +28,7 @@ __all__ = ["LinAlgError", "inv", "inv_ex", "det", "slogdet", "solve", "solve_ex"
            "eigvals", "eigh", "eigvalsh", "lstsq", "pinv", "matrix_rank", "matrix_power",
            "matrix_exp", "multi_dot", "cond", "cross", "vecdot", "norm", "vector_norm",
            "matrix_norm", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "householder_product",
-           "tensorinv", "tensorsolve", "matmul", "diagonal"]
+           "tensorinv", "tensorsolve", "matmul", "diagonal", "vander"]
 
 inv = _function(ember.inverse.opdef, "inv")
 det = ember.det
@@ -228,3 +228,20 @@ def tensorsolve(A, B, dims=None):
         A = A.movedim(dims, tuple(range(A.dim() - len(dims), A.dim())))
     x_shape = A.shape[B.dim():]
     return solve(A.reshape(B.numel(), -1), B.reshape(-1)).reshape(x_shape)
+
+
+def vander(x, *, N=None):
+    """The Vandermonde matrices of ``x`` (..., n): ``[..., i, j] = x[..., i] ** j`` for j < N
+    (N defaults to n), in ``x``'s dtype.
+
+    Example:
+        >>> ember.linalg.vander(ember.tensor([1, 2, 3]))
+        tensor([[1, 1, 1],
+                [1, 2, 4],
+                [1, 3, 9]])
+    """
+    from ._composites import powers
+    n = x.shape[-1] if x.dim() and N is None else N
+    if x.dim() == 0 or n is None or n <= 1:
+        raise RuntimeError("N must be greater than 1.")
+    return powers(x, n)

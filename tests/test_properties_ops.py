@@ -372,3 +372,13 @@ def test_float_casts_round_as_torch(values, src, dst):
     # compared; those of a float8 format saturate or give nan by its own rules)
     same_outcome(lambda T: T.tensor(values, dtype=getattr(T, src)).to(getattr(T, dst)).to(
         T.complex128 if dst == "complex64" else T.float64))
+
+
+@pytest.mark.parametrize("call", [
+    "T.vander(T.tensor([1, 2, 3]))", "T.vander(T.tensor([1.5, -2.0]), 4, True)",
+    "T.vander(T.tensor([1.5, 2.0]), 0)", "T.vander(T.tensor([1, 2], dtype=T.int32))",
+    "T.vander(T.ones(2, 2))", "T.vander(T.tensor([1, 2]), -1)",
+    "T.linalg.vander(T.tensor([1, 2, 3]))", "T.linalg.vander(T.tensor([[1., 2.], [3., 4.]]), N=3)",
+    "T.linalg.vander(T.tensor([1, 2]), N=1)", "T.linalg.vander(T.tensor(1.0))"])
+def test_vander_matches_torch(call):
+    same_outcome(lambda T: eval(call, {"T": T}))                       # noqa: S307 (a table)
