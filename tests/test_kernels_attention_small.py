@@ -122,3 +122,32 @@ def test_double_backward_takes_reference_path():
     fn = lambda q, k, v: ember.nn.functional.scaled_dot_product_attention(  # noqa: E731
         q, k, v, is_causal=True)
     assert ember.autograd.gradgradcheck(fn, inputs)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("q_shape,kv_shape,dv,kw", [
+    ((1, 150, 16), (1, 150, 16), 16, {"is_causal": True}),
+    ((1, 2, 97, 12), (1, 1, 160, 12), 12, {"is_causal": True, "enable_gqa": True}),
+    ((200, 16), (64, 16), 16, {"is_causal": True}),          # rows past the last key
+    ((130, 32), (70, 32), 32, {}),
+], ids=str)
+def test_long_keys_split_query_blocks(monkeypatch, dtype, q_shape, kv_shape, dv, kw):
+    """Keys beyond MAX_KEYS with fewer key/value heads than threads: threads take query blocks
+    (the causal triangle's longest first) and sum dk, dv of their own. MAX_KEYS is lowered so
+    that small shapes take that path; at 1 thread it does not apply."""
+    monkeypatch.setattr(_attention_small, "MAX_KEYS", 16)
+    before = ember.get_num_threads()
+    try:
+        ember.set_num_threads(1)
+        assert not _attention_small.applies(*[np.zeros(kv_shape, np.float32)] * 3)
+        ember.set_num_threads(2)
+        rng = np.random.default_rng(3)
+        arrays = [rng.standard_normal(q_shape) * 2, rng.standard_normal(kv_shape) * 2,
+                  rng.standard_normal(kv_shape[:-1] + (dv,))]
+        _compare([ember.tensor(a.astype(dtype)) for a in arrays], kw, dtype)
+        # a fused qkv's strided views, read in place
+        x = ember.tensor(rng.standard_normal((1, 150, 3 * 16)).astype(dtype))
+        q, k, v = (t.view(1, 150, 1, 16).transpose(1, 2) for t in x.split(16, dim=2))
+        _compare([q, k, v], {"is_causal": True}, dtype)
+    finally:
+        ember.set_num_threads(before)

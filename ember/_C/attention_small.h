@@ -135,7 +135,32 @@ static inline int64_t S(attn_block_keys)(int64_t r1, int64_t nk, int64_t diag) {
     return S(attn_seen)(r1 - 1, diag, nk);
 }
 
-/* out = softmax(scale q k^T, masked) v for every query head; returns -1 when out of memory. */
+/* Query rows r0.. (one block) of query head h: o = softmax(scale q k^T, masked) v, lse; s is
+ * the thread's score block, kt the head's k transposed (row stride nk). */
+static void S(attn_small_fwd_block)(T *const *base, const int64_t *off, const int64_t *ld,
+                                    T *lse, int64_t nq, int64_t h, int64_t r0, int64_t L,
+                                    int64_t nk, int64_t d, int64_t dv, T scale, int64_t diag,
+                                    void *gemm, int ilp64, T *s, const T *kt, const T *v) {
+    int64_t r1 = r0 + ATTN_RB < L ? r0 + ATTN_RB : L;
+    int64_t cols = S(attn_block_keys)(r1, nk, diag);
+    const T *q = base[AQ] + off[AQ * nq + h];
+    T *o = base[AO] + off[AO * nq + h];
+    if (cols > 0)
+        S(attn_gemm)(gemm, ilp64, 0, 0, r1 - r0, cols, d, scale, q + r0 * ld[AQ], ld[AQ], kt,
+                     nk, 0, s, nk);
+    S(attn_small_softmax)(s, nk, lse + h * L, r0, r1, cols, nk, diag);
+    if (cols > 0)
+        S(attn_gemm)(gemm, ilp64, 0, 0, r1 - r0, dv, cols, 1, s, nk, v, ld[AV], 0,
+                     o + r0 * ld[AO], ld[AO]);
+    else
+        for (int64_t i = r0; i < r1; i++)
+            for (int64_t c = 0; c < dv; c++) o[i * ld[AO] + c] = NAN;
+}
+
+/* out = softmax(scale q k^T, masked) v for every query head; returns -1 when out of memory.
+ * Threads take whole key/value heads (k is transposed once for all their query rows) or,
+ * where there are fewer key/value heads than threads (one long sequence), query blocks, the
+ * longest first and handed out one at a time, so that the causal triangle splits evenly. */
 EXPORT int S(attn_small_fwd)(T *const *base, const int64_t *off, const int64_t *ld, T *lse,
                              int64_t nkv, int64_t rep, int64_t L, int64_t nk, int64_t d,
                              int64_t dv, double scale, int64_t diag, void *gemm, int ilp64,
@@ -143,33 +168,35 @@ EXPORT int S(attn_small_fwd)(T *const *base, const int64_t *off, const int64_t *
     int64_t nq = nkv * rep, blocks = (L + ATTN_RB - 1) / ATTN_RB;
     int fail = 0;
     nt = threads_for(nq * L * nk * (d + dv) / 8, nt);
-    nt = nt < nkv ? nt : (int)nkv;
-    /* threads take whole key/value heads: k is transposed once for all their query rows */
+    int split = nkv < nt;
 #pragma omp parallel num_threads(nt) reduction(| : fail)
     {
         T *s = malloc(sizeof(T) * (ATTN_RB + d) * nk), *kt = s + ATTN_RB * nk;
+        int64_t cur = -1;                   /* the key/value head kt holds */
         fail = !s;
+        if (!split) {
 #pragma omp for schedule(static)
-        for (int64_t g = 0; g < nkv; g++) {
-            if (!s) continue;
-            const T *k = base[AK] + off[AK * nq + g], *v = base[AV] + off[AV * nq + g];
-            S(attn_transpose)(k, ld[AK], nk, d, kt, nk);
-            for (int64_t t = g * rep * blocks; t < (g + 1) * rep * blocks; t++) {
-                int64_t h = t / blocks, r0 = (t % blocks) * ATTN_RB;
-                int64_t r1 = r0 + ATTN_RB < L ? r0 + ATTN_RB : L;
-                int64_t cols = S(attn_block_keys)(r1, nk, diag);
-                const T *q = base[AQ] + off[AQ * nq + h];
-                T *o = base[AO] + off[AO * nq + h];
-                if (cols > 0)
-                    S(attn_gemm)(gemm, ilp64, 0, 0, r1 - r0, cols, d, (T)scale,
-                                 q + r0 * ld[AQ], ld[AQ], kt, nk, 0, s, nk);
-                S(attn_small_softmax)(s, nk, lse + h * L, r0, r1, cols, nk, diag);
-                if (cols > 0)
-                    S(attn_gemm)(gemm, ilp64, 0, 0, r1 - r0, dv, cols, 1, s, nk, v, ld[AV], 0,
-                                 o + r0 * ld[AO], ld[AO]);
-                else
-                    for (int64_t i = r0; i < r1; i++)
-                        for (int64_t c = 0; c < dv; c++) o[i * ld[AO] + c] = NAN;
+            for (int64_t g = 0; g < nkv; g++) {
+                if (!s) continue;
+                S(attn_transpose)(base[AK] + off[AK * nq + g], ld[AK], nk, d, kt, nk);
+                for (int64_t t = g * rep * blocks; t < (g + 1) * rep * blocks; t++)
+                    S(attn_small_fwd_block)(base, off, ld, lse, nq, t / blocks,
+                                            (t % blocks) * ATTN_RB, L, nk, d, dv, (T)scale,
+                                            diag, gemm, ilp64, s, kt,
+                                            base[AV] + off[AV * nq + g]);
+            }
+        } else {
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t u = 0; u < nq * blocks; u++) {
+                /* the last block of every head first: blocks = its position from the end */
+                int64_t h = u % nq, b = blocks - 1 - u / nq, g = h / rep;
+                if (!s) continue;
+                if (g != cur)
+                    S(attn_transpose)(base[AK] + off[AK * nq + g], ld[AK], nk, d, kt, nk);
+                cur = g;
+                S(attn_small_fwd_block)(base, off, ld, lse, nq, h, b * ATTN_RB, L, nk, d, dv,
+                                        (T)scale, diag, gemm, ilp64, s, kt,
+                                        base[AV] + off[AV * nq + g]);
             }
         }
         free(s);
@@ -177,71 +204,122 @@ EXPORT int S(attn_small_fwd)(T *const *base, const int64_t *off, const int64_t *
     return fail ? -1 : 0;
 }
 
+/* One query block (rows r0.., head h) of the backward: dq's rows written, dk and dv (row
+ * strides lk, lv) added to (acc 1) or started (acc 0). s, dp: the thread's blocks; kt, vt:
+ * the key/value head transposed. Returns the keys the block sees. */
+static int64_t S(attn_small_bwd_block)(T *const *base, const int64_t *off, const int64_t *ld,
+                                       const T *lse, int64_t nq, int64_t h, int64_t r0,
+                                       int64_t L, int64_t nk, int64_t d, int64_t dv, T scale,
+                                       int64_t diag, void *gemm, int ilp64, T *s, T *dp,
+                                       const T *k, const T *kt, const T *vt, T *dk, int64_t lk,
+                                       T *dvh, int64_t lv, T acc) {
+    const T *q = base[AQ] + off[AQ * nq + h], *o = base[AO] + off[AO * nq + h];
+    const T *dout = base[AG] + off[AG * nq + h];
+    T *dq = base[ADQ] + off[ADQ * nq + h];
+    int64_t r1 = r0 + ATTN_RB < L ? r0 + ATTN_RB : L, rows = r1 - r0;
+    int64_t cols = S(attn_block_keys)(r1, nk, diag);
+    const T *qb = q + r0 * ld[AQ], *gb = dout + r0 * ld[AG];
+    if (cols <= 0) {     /* rows that see no key: their gradient is 0 */
+        for (int64_t i = r0; i < r1; i++)
+            for (int64_t c = 0; c < d; c++) dq[i * ld[ADQ] + c] = 0;
+        return 0;
+    }
+    S(attn_gemm)(gemm, ilp64, 0, 0, rows, cols, d, scale, qb, ld[AQ], kt, nk, 0, s, nk);
+    S(attn_gemm)(gemm, ilp64, 0, 0, rows, cols, dv, 1, gb, ld[AG], vt, nk, 0, dp, nk);
+    S(attn_small_dscores)(s, dp, nk, lse + h * L, o, ld[AO], dout, ld[AG], dv, r0, r1, cols,
+                          nk, diag);
+    /* dv += P^T dO, dq = scale dS k, dk += scale dS^T q */
+    S(attn_gemm)(gemm, ilp64, 1, 0, cols, dv, rows, 1, s, nk, gb, ld[AG], acc, dvh, lv);
+    S(attn_gemm)(gemm, ilp64, 0, 0, rows, d, cols, scale, dp, nk, k, ld[AK], 0,
+                 dq + r0 * ld[ADQ], ld[ADQ]);
+    S(attn_gemm)(gemm, ilp64, 1, 0, cols, d, rows, scale, dp, nk, qb, ld[AQ], acc, dk, lk);
+    return cols;
+}
+
 /* dq, dk, dv of the forward above, from its out and lse and the output gradient dout. Threads
- * take whole key/value heads (their query heads all add into one dk, dv); -1: out of memory. */
+ * take whole key/value heads (their query heads all add into one dk, dv) or, with fewer
+ * key/value heads than threads, query blocks as the forward, adding into dk, dv of their own
+ * that are summed at the end; -1: out of memory. */
 EXPORT int S(attn_small_bwd)(T *const *base, const int64_t *off, const int64_t *ld,
                              const T *lse, int64_t nkv, int64_t rep, int64_t L, int64_t nk,
                              int64_t d, int64_t dv, double scale, int64_t diag, void *gemm,
                              int ilp64, int nt) {
-    int64_t nq = nkv * rep;
+    int64_t nq = nkv * rep, blocks = (L + ATTN_RB - 1) / ATTN_RB;
     int fail = 0;
     nt = threads_for(nq * L * nk * (d + dv) / 4, nt);
-    nt = nt < nkv ? nt : (int)nkv;
+    int split = nkv < nt;
+    T **own = split ? calloc((size_t)nt, sizeof(T *)) : NULL;    /* per-thread dk, dv */
+    if (split && !own) return -1;
 #pragma omp parallel num_threads(nt) reduction(| : fail)
     {
         T *s = malloc(sizeof(T) * (2 * ATTN_RB + d + dv) * nk), *dp = s + ATTN_RB * nk;
         T *kt = dp + ATTN_RB * nk, *vt = kt + d * nk;
         fail = !s;
+        if (!split) {
 #pragma omp for schedule(static)
-        for (int64_t g = 0; g < nkv; g++) {
-            if (!s) continue;
-            const T *k = base[AK] + off[AK * nq + g], *v = base[AV] + off[AV * nq + g];
-            T *dk = base[ADK] + off[ADK * nq + g], *dvh = base[ADV] + off[ADV * nq + g];
-            /* key rows of dk, dv written so far: the query blocks run last first, so the first
-             * one that sees any key sees the most (causal) and its products start dk, dv with
-             * beta = 0; the rest add. Zeroing them first cost ~1% of a GPT step (memsets of
-             * one strided row each). */
-            int64_t done = 0;
-            S(attn_transpose)(k, ld[AK], nk, d, kt, nk);
-            S(attn_transpose)(v, ld[AV], nk, dv, vt, nk);
-            for (int64_t h = g * rep; h < (g + 1) * rep; h++) {
-                const T *q = base[AQ] + off[AQ * nq + h], *o = base[AO] + off[AO * nq + h];
-                const T *dout = base[AG] + off[AG * nq + h];
-                T *dq = base[ADQ] + off[ADQ * nq + h];
-                for (int64_t r0 = (L - 1) / ATTN_RB * ATTN_RB; r0 >= 0; r0 -= ATTN_RB) {
-                    int64_t r1 = r0 + ATTN_RB < L ? r0 + ATTN_RB : L, rows = r1 - r0;
-                    int64_t cols = S(attn_block_keys)(r1, nk, diag);
-                    const T *qb = q + r0 * ld[AQ], *gb = dout + r0 * ld[AG];
-                    if (cols <= 0) {     /* rows that see no key: their gradient is 0 */
-                        for (int64_t i = r0; i < r1; i++)
-                            for (int64_t c = 0; c < d; c++) dq[i * ld[ADQ] + c] = 0;
-                        continue;
+            for (int64_t g = 0; g < nkv; g++) {
+                if (!s) continue;
+                const T *k = base[AK] + off[AK * nq + g], *v = base[AV] + off[AV * nq + g];
+                T *dk = base[ADK] + off[ADK * nq + g], *dvh = base[ADV] + off[ADV * nq + g];
+                /* key rows of dk, dv written so far: the query blocks run last first, so the
+                 * first one that sees any key sees the most (causal) and its products start
+                 * dk, dv with beta = 0; the rest add. Zeroing them first cost ~1% of a GPT
+                 * step (memsets of one strided row each). */
+                int64_t done = 0;
+                S(attn_transpose)(k, ld[AK], nk, d, kt, nk);
+                S(attn_transpose)(v, ld[AV], nk, dv, vt, nk);
+                for (int64_t h = g * rep; h < (g + 1) * rep; h++)
+                    for (int64_t r0 = (L - 1) / ATTN_RB * ATTN_RB; r0 >= 0; r0 -= ATTN_RB) {
+                        /* (cols only shrink from the first block on: done is 0 or >= cols) */
+                        int64_t cols = S(attn_small_bwd_block)(
+                            base, off, ld, lse, nq, h, r0, L, nk, d, dv, (T)scale, diag, gemm,
+                            ilp64, s, dp, k, kt, vt, dk, ld[ADK], dvh, ld[ADV], done ? 1 : 0);
+                        done = done > cols ? done : cols;
                     }
-                    S(attn_gemm)(gemm, ilp64, 0, 0, rows, cols, d, (T)scale, qb, ld[AQ], kt, nk,
-                                 0, s, nk);
-                    S(attn_gemm)(gemm, ilp64, 0, 0, rows, cols, dv, 1, gb, ld[AG], vt, nk, 0,
-                                 dp, nk);
-                    S(attn_small_dscores)(s, dp, nk, lse + h * L, o, ld[AO], dout, ld[AG], dv,
-                                          r0, r1, cols, nk, diag);
-                    /* dv += P^T dO, dq = scale dS k, dk += scale dS^T q (cols only shrink
-                     * from the first block on: done is 0 or >= cols) */
-                    T acc = done ? 1 : 0;
-                    S(attn_gemm)(gemm, ilp64, 1, 0, cols, dv, rows, 1, s, nk, gb, ld[AG], acc,
-                                 dvh, ld[ADV]);
-                    S(attn_gemm)(gemm, ilp64, 0, 0, rows, d, cols, (T)scale, dp, nk, k, ld[AK],
-                                 0, dq + r0 * ld[ADQ], ld[ADQ]);
-                    S(attn_gemm)(gemm, ilp64, 1, 0, cols, d, rows, (T)scale, dp, nk, qb, ld[AQ],
-                                 acc, dk, ld[ADK]);
-                    done = done > cols ? done : cols;
+                for (int64_t j = done; j < nk; j++) {       /* keys no query sees */
+                    for (int64_t c = 0; c < d; c++) dk[j * ld[ADK] + c] = 0;
+                    for (int64_t c = 0; c < dv; c++) dvh[j * ld[ADV] + c] = 0;
                 }
             }
-            for (int64_t j = done; j < nk; j++) {       /* keys no query sees */
-                for (int64_t c = 0; c < d; c++) dk[j * ld[ADK] + c] = 0;
-                for (int64_t c = 0; c < dv; c++) dvh[j * ld[ADV] + c] = 0;
+        } else {
+            int me = omp_get_thread_num();
+            T *mine = own[me] = calloc((size_t)(nkv * nk * (d + dv)), sizeof(T));
+            int64_t cur = -1;
+            fail |= !mine;
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t u = 0; u < nq * blocks; u++) {
+                int64_t h = u % nq, b = blocks - 1 - u / nq, g = h / rep;
+                if (!s || !mine) continue;
+                const T *k = base[AK] + off[AK * nq + g];
+                if (g != cur) {
+                    S(attn_transpose)(k, ld[AK], nk, d, kt, nk);
+                    S(attn_transpose)(base[AV] + off[AV * nq + g], ld[AV], nk, dv, vt, nk);
+                }
+                cur = g;
+                S(attn_small_bwd_block)(base, off, ld, lse, nq, h, b * ATTN_RB, L, nk, d, dv,
+                                        (T)scale, diag, gemm, ilp64, s, dp, k, kt, vt,
+                                        mine + g * nk * (d + dv), d + dv,
+                                        mine + g * nk * (d + dv) + d, d + dv, 1);
             }
+            /* (the loop's barrier: every thread's sums are complete) */
+#pragma omp for schedule(static)
+            for (int64_t r = 0; r < nkv * nk; r++) {
+                int64_t g = r / nk, j = r % nk;
+                T *dk = base[ADK] + off[ADK * nq + g] + j * ld[ADK];
+                T *dvh = base[ADV] + off[ADV * nq + g] + j * ld[ADV];
+                for (int64_t c = 0; c < d + dv; c++) {
+                    T sum = 0;
+                    for (int t = 0; t < nt; t++)
+                        sum += own[t] ? own[t][r * (d + dv) + c] : 0;
+                    if (c < d) dk[c] = sum;
+                    else dvh[c - d] = sum;
+                }
+            }
+            free(mine);
         }
         free(s);
     }
+    free(own);
     return fail ? -1 : 0;
 }
 
