@@ -399,3 +399,16 @@ def test_half_conversions_match_numpy_bit_for_bit():
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal(_C.astype(odd, f16).view(np.uint16),
                                       odd.astype(f16).view(np.uint16))
+
+
+def test_ptr_matches_ctypes_data():
+    """_C.ptr (the C data_ptr when built) gives the address a.ctypes.data gives: offsets,
+    strided and transposed views, zero-size arrays, ndarray subclasses, None."""
+    class Sub(np.ndarray):
+        pass
+
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    for x in (a, a[1:], a[:, 2:], a[::2, ::3], a.T, a[0, 0:0], np.array(1.0),
+              a.view(Sub), np.ma.masked_array(a)):
+        assert _C.ptr(x) == x.ctypes.data
+    assert _C.ptr(None) is None

@@ -203,6 +203,13 @@ def ptr(a):
     return None if a is None else a.ctypes.data
 
 
+if not _off:
+    try:    # the same in C: a.ctypes.data builds a helper object each call (~1 us)
+        from ._dispatch import data_ptr as ptr  # noqa: F811
+    except ImportError:
+        pass
+
+
 def contiguous(a, dtype=None):
     """``a`` as a C-contiguous array of ``dtype`` (copied only when it must be); unlike
     np.ascontiguousarray, a 0-dim array stays 0-dim."""

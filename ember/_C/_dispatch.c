@@ -514,12 +514,33 @@ static PyObject *init(PyObject *self, PyObject *cfg)
     Py_RETURN_NONE;
 }
 
+/* data_ptr(a): an ndarray's data address as an int (None for None), for the ctypes kernel
+ * wrappers: a.ctypes.data builds a ctypes helper object each call (~1 us). numpy's array
+ * struct (PyArrayObject_fields, public ABI in numpy 1 and 2) starts with the data pointer
+ * right after the object header; anything not an ndarray takes the .ctypes path. */
+static PyObject *data_ptr(PyObject *self, PyObject *a)
+{
+    if (a == Py_None)
+        Py_RETURN_NONE;
+    if (ndarray != NULL && PyObject_TypeCheck(a, (PyTypeObject *)ndarray)) {
+        struct { PyObject_HEAD char *data; } *fields = (void *)a;
+        return PyLong_FromVoidPtr(fields->data);
+    }
+    PyObject *c = PyObject_GetAttrString(a, "ctypes");
+    if (c == NULL)
+        return NULL;
+    PyObject *r = PyObject_GetAttrString(c, "data");
+    Py_DECREF(c);
+    return r;
+}
+
 static PyMethodDef methods[] = {
     {"dispatch", (PyCFunction)(void (*)(void))dispatch, METH_FASTCALL,
      "dispatch(opdef, args, kwargs): dispatch.py's dispatch, its fast path in C."},
     {"operator", make_operator, METH_VARARGS,
      "operator(opdef, reflected): a Tensor operator method calling dispatch."},
     {"init", init, METH_O, "init(objects): the Python objects the fast path works with."},
+    {"data_ptr", data_ptr, METH_O, "data_ptr(a): a NumPy array's data address (None for None)."},
     {"backward_loop", (PyCFunction)(void (*)(void))backward_loop, METH_FASTCALL,
      "backward_loop(ready, buffers, deps, retain_graph, create_graph, accumulate): "
      "engine.run_backward's loop (its plain case), in C."},

@@ -143,7 +143,7 @@ def _softmax_kernel(xp, a, b, dim, log):
     d = a.shape[dim]
     outer = math.prod(a.shape[:dim])
     out = np.empty(a.shape, a.dtype)
-    fn(a.ctypes.data, _C.ptr(b), out.ctypes.data, outer, d, a.size // (outer * d), log,
+    fn(_C.ptr(a), _C.ptr(b), _C.ptr(out), outer, d, a.size // (outer * d), log,
        b is not None, _C.num_threads())
     return Tensor._wrap(out) if wrap else out
 

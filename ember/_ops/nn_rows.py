@@ -41,7 +41,7 @@ def _gelu_kernel(xp, x, g, approximate):
         return None
     x, g = _C.contiguous(x), None if g is None else _C.contiguous(g)
     out = np.empty(x.shape, x.dtype)
-    fn(x.ctypes.data, _C.ptr(g), out.ctypes.data, x.size, approximate == "tanh",
+    fn(_C.ptr(x), _C.ptr(g), _C.ptr(out), x.size, approximate == "tanh",
        _C.num_threads())
     return Tensor._wrap(out) if wrap else out
 
@@ -109,7 +109,7 @@ def _norm_kernel(xp, x, weight, bias, n, eps, rms):
     w = np.ones(n, x.dtype) if weight is None else _C.contiguous(weight, x.dtype)
     b = np.zeros(n, x.dtype) if bias is None else _C.contiguous(bias, x.dtype)
     out = np.empty(x.shape, x.dtype)
-    fn(x.ctypes.data, w.ctypes.data, b.ctypes.data, out.ctypes.data, None, None, x.size // n, n,
+    fn(_C.ptr(x), _C.ptr(w), _C.ptr(b), _C.ptr(out), None, None, x.size // n, n,
        eps, rms, _C.num_threads())
     return out
 
@@ -128,7 +128,7 @@ def _norm_backward_kernel(g, input, weight, k, eps, rms, want_bias):
     gx = np.empty(x.shape, x.dtype)
     gw = np.zeros((nt, n)) if weight is not None else None
     gb = np.zeros((nt, n)) if want_bias else None
-    fn(g.ctypes.data, x.ctypes.data, w.ctypes.data, gx.ctypes.data, _C.ptr(gw), _C.ptr(gb),
+    fn(_C.ptr(g), _C.ptr(x), _C.ptr(w), _C.ptr(gx), _C.ptr(gw), _C.ptr(gb),
        x.size // n, n, eps, rms, nt)
 
     def total(part):
@@ -260,7 +260,7 @@ def cross_entropy_loss(xp, input, target, ignore_index=-100, reduction="mean"):
                             reduction)
     fn, x, t = fused
     losses = np.empty(x.shape[0], x.dtype)
-    fn(x.ctypes.data, t.ctypes.data, None, losses.ctypes.data, x.shape[0], x.shape[1],
+    fn(_C.ptr(x), _C.ptr(t), None, _C.ptr(losses), x.shape[0], x.shape[1],
        ignore_index, _C.num_threads())
     if reduction == "none":
         return losses
@@ -280,7 +280,7 @@ def _(g, input, target, ignore_index=-100, reduction="mean"):
             np.full(t.shape, arrays[0] / x.dtype.type(np.count_nonzero(valid)), x.dtype)
         coef = _C.contiguous(coef)
         gx = np.empty(x.shape, x.dtype)
-        fn(x.ctypes.data, t.ctypes.data, coef.ctypes.data, gx.ctypes.data, x.shape[0],
+        fn(_C.ptr(x), _C.ptr(t), _C.ptr(coef), _C.ptr(gx), x.shape[0],
            x.shape[1], ignore_index, _C.num_threads())
         return Tensor._wrap(gx), None
     # the reference: the backwards of nll_loss and log_softmax, on a recomputed log_softmax
