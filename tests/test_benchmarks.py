@@ -19,7 +19,9 @@ def test_workload_runs_and_matches_numpy(w):
     if w.numpy is not None and r is not None:
         ref = w.numpy(np)()
         ref = ref[0] if isinstance(ref, tuple) else ref
-        np.testing.assert_allclose(r.detach().numpy(), ref, rtol=1e-4)
+        # absolute part scaled: an element that cancels to ~0 keeps its big terms' rounding
+        np.testing.assert_allclose(r.detach().numpy(), ref, rtol=1e-4,
+                                   atol=1e-5 * float(np.abs(ref).max(initial=0)))
 
 
 def test_table_renders():
