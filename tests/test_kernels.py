@@ -264,6 +264,25 @@ def test_scan_every_dim(name, shape, dtype, noncontig):
             check(lambda t: ember.cumprod(t, dim), [x])
 
 
+def test_long_float32_cumsum_splits_over_threads(threads):
+    """A 1-D float32 cumsum long enough for the kernel's chunked path (each thread scans its
+    chunk from the chunks before it; 8-element blocks) still rounds as one float64 loop, and
+    its backward (the reversed scan) too."""
+    n = (1 << 18) + 13
+    x = np.random.default_rng(3).standard_normal(n).astype(np.float32)
+    t = ember.tensor(x, requires_grad=True)
+    out = ember.cumsum(t, 0)
+    g = np.random.default_rng(4).standard_normal(n).astype(np.float32)
+    out.backward(ember.tensor(g))
+    want = np.cumsum(x.astype(np.float64))
+    np.testing.assert_allclose(out.detach().numpy(), want, rtol=1e-6, atol=1e-6 * n ** 0.5)
+    gwant = np.cumsum(g.astype(np.float64)[::-1])[::-1]
+    np.testing.assert_allclose(t.grad.numpy(), gwant, rtol=1e-6, atol=1e-6 * n ** 0.5)
+    # the regrouped sums differ from the sequential float64 ones by ~1e-16 relative: a float32
+    # rounding may flip only at a near-tie
+    assert (out.detach().numpy() != want.astype(np.float32)).mean() < 1e-3
+
+
 def test_scan_double_backward_uses_ember_ops():
     x = ember.tensor(np.linspace(0.5, 1.5, 12).reshape(3, 4), requires_grad=True)
     (gx,) = ember.autograd.grad(ember.cumsum(x * x, 1).sum(), x, create_graph=True)
