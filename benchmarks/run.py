@@ -49,11 +49,6 @@ def _time(fn, quick):
         if t >= target or number >= 1 << 20:
             break
         number *= max(2, min(10, int(target / max(t, 1e-9))))
-    # NOTE: one untimed import that may write bytecode first, as pip's install compiles it:
-    # under PYTHONDONTWRITEBYTECODE a source checkout would otherwise time the compiler
-    # (ember 0.38 s against 0.12 s with its .pyc files)
-    warm = {k: v for k, v in _env(1).items() if k != "PYTHONDONTWRITEBYTECODE"}
-    subprocess.run([sys.executable, "-c", f"import {mod}"], cwd=ROOT, env=warm, check=True)
     samples = []
     for _ in range(repeats):
         t0 = time.perf_counter()

@@ -40,3 +40,10 @@ def test_ops_large_cases_run():
     assert {w.name for w in ops_large.WORKLOADS} <= {w.name for w in run._workloads()}
     for name, fn in ops_large._cases(ember, list(ops_large.CASES)).items():
         fn()
+
+
+def test_timers_return_seconds():
+    """The timing helpers run (a workload's median per call; an import in fresh interpreters,
+    after one that may write bytecode)."""
+    assert 0 < run._time(lambda: sum(range(100)), quick=True) < 0.01
+    assert 0 < run._import_time("json", 1) < 5
