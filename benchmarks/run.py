@@ -58,9 +58,11 @@ def _time(fn, quick):
     return statistics.median(samples)
 
 
-def _workloads():
+def _workloads(only=None):
+    """Every workload, or those whose name contains ``only``."""
     from benchmarks import models, ops_large, workloads
-    return workloads.WORKLOADS + models.WORKLOADS + ops_large.WORKLOADS
+    every = workloads.WORKLOADS + models.WORKLOADS + ops_large.WORKLOADS
+    return [w for w in every if only is None or only in w.name]
 
 
 def _once(fn):
@@ -69,14 +71,14 @@ def _once(fn):
     return time.perf_counter() - t0
 
 
-def _worker(fw, threads, quick):
+def _worker(fw, threads, quick, only=None):
     if fw == "numpy":
         import numpy as mod
     else:
         mod = __import__(fw)
         mod.set_num_threads(threads)
     out = {}
-    for w in _workloads():
+    for w in _workloads(only):
         build = w.numpy if fw == "numpy" else w.build
         if build is None:
             continue
@@ -90,8 +92,9 @@ def _env(threads):
     return env
 
 
-def _spawn(fw, threads, quick):
+def _spawn(fw, threads, quick, only=None):
     cmd = [sys.executable, "-m", "benchmarks.run", "--worker", fw, "--threads", str(threads)]
+    cmd += ["--only", only] if only else []
     r = subprocess.run(cmd + (["--quick"] if quick else []), cwd=ROOT, env=_env(threads),
                        capture_output=True, text=True)
     if r.returncode != 0:
@@ -122,19 +125,22 @@ def _available():
     return [fw for fw in FRAMEWORKS if find_spec(fw) is not None]
 
 
-def measure(threads=(1, 2), quick=False, rounds=1):
-    """``{"results": {threads: {workload: {framework: value}}}, "import_s": {...}}``."""
+def measure(threads=(1, 2), quick=False, rounds=1, only=None):
+    """``{"results": {threads: {workload: {framework: value}}}, "import_s": {...}}``; with
+    ``only``, just the workloads whose name contains it (no import, memory or size)."""
     fws = _available()
     results = {}
     for n in threads:
         per_round = {fw: [] for fw in fws}
         for _ in range(rounds):
             for fw in fws:
-                per_round[fw].append(_spawn(fw, n, quick))
+                per_round[fw].append(_spawn(fw, n, quick, only))
         table = results.setdefault(str(n), {})
         for fw, runs in per_round.items():
             for name in runs[0]:
                 table.setdefault(name, {})[fw] = statistics.median(r[name] for r in runs)
+    if only:
+        return {"results": results, "import_s": {}}
     repeats = 3 if quick else 7
     imports = {fw: _import_time(fw, repeats) for fw in fws}
     models = [fw for fw in fws if fw != "numpy"]
@@ -169,6 +175,8 @@ def table(data):
             lines.append(f"| {name} | {units[name]} | {_fmt(e)} | {_fmt(t)} | {_fmt(np_)} | "
                          f"{_ratio(units[name], e, t)} |")
     imp = data["import_s"]
+    if not imp:                 # a run of chosen workloads (--only)
+        return "\n".join(lines) + "\n"
     e, t, np_ = (imp.get(fw) for fw in FRAMEWORKS)
     lines += ["\n### import (fresh interpreter)\n",
               "| what | unit | ember | torch | numpy | ember/torch (time) |",
@@ -186,15 +194,16 @@ def main(argv=None):
                    help="times each framework runs, interleaved (default 1 quick, 3 full)")
     p.add_argument("--json", default=str(ROOT / "benchmarks" / "results.json"),
                    help="where to write the results")
+    p.add_argument("--only", help="run only the workloads whose name contains this")
     p.add_argument("--worker", choices=FRAMEWORKS, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        _worker(args.worker, int(args.threads), args.quick)
+        _worker(args.worker, int(args.threads), args.quick, args.only)
         return 0
     threads = [int(n) for n in args.threads.split(",")]
     rounds = args.rounds or (1 if args.quick else 3)
     start = time.perf_counter()
-    data = measure(threads, args.quick, rounds)
+    data = measure(threads, args.quick, rounds, args.only)
     data["meta"] = {"python": platform.python_version(), "machine": platform.machine(),
                     "cpus": os.cpu_count(), "quick": args.quick, "rounds": rounds,
                     "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

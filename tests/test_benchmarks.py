@@ -42,6 +42,13 @@ def test_ops_large_cases_run():
         fn()
 
 
+def test_only_picks_workloads_and_table_skips_the_rest():
+    assert {w.name for w in run._workloads("1M cumsum")} == {"1M cumsum", "1M cumsum fwd+bwd"}
+    out = run.table({"results": {"2": {"1M cumsum": {"ember": 1.0, "torch": 2.0}}},
+                     "import_s": {}})
+    assert "| 1M cumsum | ms | 1 | 2 | - | 0.50 |" in out and "import" not in out
+
+
 def test_timers_return_seconds():
     """The timing helpers run (a workload's median per call; an import in fresh interpreters,
     after one that may write bytecode)."""
