@@ -47,4 +47,4 @@ docs: $(STAMP)
 	$(PY) tools/apidocs.py docs/api
 
 clean:
-	rm -rf $(VENV) build *.egg-info ember/_C/libember_kernels.so.1
+	rm -rf $(VENV) build *.egg-info ember/_C/libember_kernels.so.1 ember/_C/libember_kernels_v3.so.1

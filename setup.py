@@ -12,8 +12,12 @@ import sys
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-# NOTE: no -march: the library must run on any x86_64/aarch64 (AVX-512 and AVX2 copies of the
-# hot loops are picked at load time via target_clones). No -ffast-math: the vector exp relies on
+# NOTE: no -march for the library every machine loads: it must run on any x86_64/aarch64
+# (AVX-512 and AVX2 copies of the hot loops are picked at load time via target_clones). gcc's
+# "avx2" clone has no fma, and target_clones cannot ask for both in one copy, so on x86_64
+# Linux a second build of the same source for x86-64-v3 (AVX2 + FMA + F16C, the CPUs of most
+# laptops and of AMD's EPYC/Ryzen) sits beside it; ember/_C/__init__.py loads it on a CPU that
+# has those features and no AVX-512 (the baseline's own avx512f clones serve those). No -ffast-math: the vector exp relies on
 # IEEE rounding, and the NumPy path is the reference. -fno-trapping-math and -fno-math-errno
 # change no result; they let gcc if-convert the branch-free selects and inline sqrt, i.e.
 # vectorise. -ffp-contract=fast lets the AVX-512 copy use fma (~1.4x on exp-heavy loops); Adam's
@@ -22,6 +26,9 @@ FLAGS = ["-O3", "-g0", "-std=c99", "-fno-trapping-math", "-fno-math-errno", "-ff
          "-fvisibility=hidden"]
 
 LIB = "ember._C._kernels"
+LIB_V3 = "ember._C._kernels_v3"
+FILES = {LIB: "libember_kernels.so.1", LIB_V3: "libember_kernels_v3.so.1"}
+X86_LINUX = sys.platform.startswith("linux") and os.uname().machine == "x86_64"
 
 
 class OptionalBuildExt(build_ext):
@@ -29,12 +36,13 @@ class OptionalBuildExt(build_ext):
         # NOTE: a conventional shared-library name, not a Python module suffix (.so, .pyd), so
         # import machinery and pkgutil.walk_packages never take it for an importable module.
         # (distutils asks with the last name part, setuptools with the full dotted name)
-        if fullname in (LIB, LIB.rpartition(".")[2]):
-            return os.path.join(*fullname.split(".")[:-1], "libember_kernels.so.1")
+        for name, file in FILES.items():
+            if fullname in (name, name.rpartition(".")[2]):
+                return os.path.join(*fullname.split(".")[:-1], file)
         return super().get_ext_filename(fullname)
 
     def build_extension(self, ext):
-        if ext.name != LIB:         # the dispatch module: plain C against Python.h, no OpenMP
+        if ext.name not in FILES:   # the dispatch module: plain C against Python.h, no OpenMP
             try:
                 return super().build_extension(ext)
             except Exception as e:
@@ -49,21 +57,24 @@ class OptionalBuildExt(build_ext):
                 return super().build_extension(ext)
             except Exception as e:             # compiler missing or flag refused: try less
                 err = e
-        print(f"ember: C kernels not built ({err}); the NumPy path will be used",
-              file=sys.stderr)
+        print(f"ember: C kernels not built ({err}); " + ("the NumPy path will be used"
+              if ext.name == LIB else "the baseline build serves AVX2 CPUs"), file=sys.stderr)
+
+
+KERNEL_HEADERS = ["ember/_C/" + h for h in (
+    "rowops.h", "vecmath.h", "winograd.h", "attention.h", "attention_small.h", "scan.h",
+    "gather.h", "im2col.h", "lstm.h", "gemm.h", "half.h", "blas_gemm.h", "sgemm.h", "select.h")]
+
+
+def kernels(name, source, flags):
+    return Extension(name, [source], extra_compile_args=FLAGS + flags,
+                     depends=KERNEL_HEADERS + ["ember/_C/kernels.c"], libraries=["m"],
+                     optional=True)
 
 
 setup(
-    ext_modules=[Extension(LIB, ["ember/_C/kernels.c"], extra_compile_args=FLAGS,
-                           depends=["ember/_C/rowops.h", "ember/_C/vecmath.h",
-                                    "ember/_C/winograd.h", "ember/_C/attention.h",
-                                    "ember/_C/attention_small.h",
-                                    "ember/_C/scan.h", "ember/_C/gather.h",
-                                    "ember/_C/im2col.h", "ember/_C/lstm.h",
-                                    "ember/_C/gemm.h", "ember/_C/half.h",
-                                    "ember/_C/blas_gemm.h", "ember/_C/sgemm.h",
-                                    "ember/_C/select.h"],
-                           libraries=["m"], optional=True),
+    ext_modules=[kernels(LIB, "ember/_C/kernels.c", [])] + (
+        [kernels(LIB_V3, "ember/_C/kernels_v3.c", ["-march=x86-64-v3"])] if X86_LINUX else []) + [
                  # dispatch's fast path as a CPython extension (ember/_ops/dispatch.py)
                  Extension("ember._C._dispatch", ["ember/_C/_dispatch.c"],
                            depends=["ember/_C/record.h", "ember/_C/engine.h",

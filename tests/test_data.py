@@ -690,9 +690,12 @@ _SCRIPT = textwrap.dedent("""
         for _ in it:
             pass
     except KeyboardInterrupt:
-        # Landing in next() stops the workers at once; between batches, dropping it does.
-        del it
-        print("interrupted", len(multiprocessing.active_children()), flush=True)
+        pass
+    # Landing in next() stops the workers at once; between batches, dropping it does. After
+    # the handler, as a signal taken on entry to __next__ leaves its frame (holding the
+    # iterator) in the traceback until the handler ends.
+    del it
+    print("interrupted", len(multiprocessing.active_children()), flush=True)
 """)
 
 

@@ -14,9 +14,37 @@ _lib = None              # the CDLL once loaded; False when it cannot be
 _off = os.environ.get("EMBER_NO_C", "") not in ("", "0")
 
 
+# x86-64-v3 as /proc/cpuinfo spells it (abm: lzcnt); the OS saving ymm registers is implied
+_V3_FLAGS = frozenset({"avx", "avx2", "fma", "f16c", "bmi1", "bmi2", "movbe", "abm"})
+
+
+def _cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return set()
+
+
+def library_path():
+    """The kernel library this process loads: the copy built for x86-64-v3 (AVX2 with FMA,
+    setup.py) on such a CPU without AVX-512, else the baseline (whose hot loops carry
+    AVX-512 and AVX2 clones). ``EMBER_KERNELS=baseline`` forces the baseline."""
+    folder = os.path.dirname(os.path.abspath(__file__))
+    v3 = os.path.join(folder, "libember_kernels_v3.so.1")
+    if os.environ.get("EMBER_KERNELS") != "baseline" and os.path.exists(v3):
+        flags = _cpu_flags()
+        if _V3_FLAGS <= flags and "avx512f" not in flags:
+            return v3
+    return os.path.join(folder, "libember_kernels.so.1")
+
+
 def _load():
     import ctypes          # here, not at import: ``import ember`` stays cheap
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libember_kernels.so.1")
+    path = library_path()
     # libgomp's idle threads spin (~300k rounds) after every parallel region, and NumPy's
     # OpenBLAS has its own thread pool: with as many threads as cores, long spinning starves
     # BLAS's threads (causal attention at seq 4096, 2 threads on 2 cores: 620 ms, 29 ms with

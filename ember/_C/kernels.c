@@ -23,7 +23,9 @@ static int omp_get_num_threads(void) { return 1; }
 
 #define EXPORT __attribute__((visibility("default")))
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+/* the x86-64-v3 build (setup.py: AVX2 and FMA throughout) needs no clones */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__) && \
+    !defined(__AVX2__)
 #define TC __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define TC
