@@ -118,6 +118,26 @@ def test_layer_norm(affine, shape, dtype, noncontig):
         check(lambda t: F.layer_norm(t, shape[1:], eps=1e-3), [x])
 
 
+def test_layer_norm_statistics_hard_rows():
+    """float32 rows whose first element (the one-pass sums' shift) is far from the mean, rows
+    far from zero, constant rows: the forward against float64 NumPy."""
+    rng = np.random.default_rng(5)
+    x = (1e4 + rng.standard_normal((6, 1000))).astype(np.float32)
+    x[1, 0] = 1e4 + 300.0                       # an outlier as the shift
+    x[2] = x[2] - 1e4                           # near zero
+    x[3] = 7.0                                  # constant: variance 0
+    x[4] = rng.standard_normal(1000) * 1e-3     # tiny variance next to eps
+    got = F.layer_norm(ember.tensor(x), (1000,)).numpy()
+    x64 = x.astype(np.float64)
+    want = (x64 - x64.mean(1, keepdims=True)) / np.sqrt(x64.var(1, keepdims=True) + 1e-5)
+    # rows at 1e4: x - mean in float32 is off by up to half an ulp of 1e4 (~5e-4 sigma), as in
+    # torch; the others are exact to float32 rounding
+    far = [0, 1, 5]
+    np.testing.assert_allclose(got[far], want[far], rtol=0, atol=1.5e-3)
+    np.testing.assert_allclose(np.delete(got, far, 0), np.delete(want, far, 0), rtol=1e-4,
+                               atol=1e-4)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(1,), (7,), (3, 1023), (2, 5, 7), (77, 513)], ids=str)
 @pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])

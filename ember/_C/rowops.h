@@ -166,6 +166,22 @@ EXPORT void S(gelu)(const T *x, const T *g, T *out, int64_t n, int tanh_mode, in
 
 /* mean and 1/sqrt(var + eps) of one row (rms: mean 0 and the mean square for var) */
 static inline void S(row_stats)(const T *xr, int64_t n, T eps, int rms, T *mean, T *rstd) {
+    if (sizeof(T) == 4) {
+        /* float32: one pass (the row's first read, from memory) summing x - x[0] and its
+         * squares in double: the shift keeps the variance from cancelling, the doubles keep
+         * float32 rounding out of the sums; the two-pass loop's second read cost ~10% */
+        double k = rms ? 0.0 : (double)xr[0], s1 = 0.0, s2 = 0.0;
+#pragma omp simd reduction(+ : s1, s2)
+        for (int64_t j = 0; j < n; j++) {
+            double d = (double)xr[j] - k;
+            s1 += d;
+            s2 += d * d;
+        }
+        double var = rms ? s2 / (double)n : (s2 - s1 * s1 / (double)n) / (double)n;
+        *mean = (T)(rms ? 0.0 : k + s1 / (double)n);
+        *rstd = (T)(1.0 / sqrt((var > 0.0 ? var : 0.0) + (double)eps));
+        return;
+    }
     T mu = 0, v = 0;
     if (!rms) {
 #pragma omp simd reduction(+ : mu)
