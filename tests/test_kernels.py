@@ -354,6 +354,40 @@ def test_mask_select_matches_numpy(shape, density, dtype):
         np.testing.assert_array_equal(xg.grad.numpy(), m.astype(dtype))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_long_1d_scatter_splits_destinations_over_threads(threads, dtype):
+    """A 1-D scatter long enough for the kernel's split path (each thread owns a range of
+    destinations and applies its writes in index order): scatter_add bit-equal to np.add.at,
+    scatter's last write wins as on the NumPy path, in place and out of place, gather's
+    gradient; a bad index leaves an in-place target untouched."""
+    n = k = (1 << 17) + 5
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(n).astype(dtype)
+    v = rng.standard_normal(k).astype(dtype)
+    i = rng.integers(0, n // 3, k)            # many repeats: order matters
+    xt, vt, it = ember.tensor(x), ember.tensor(v), ember.tensor(i)
+    want = x.copy()
+    np.add.at(want, i, v)
+    assert xt.scatter_add(0, it, vt).numpy().tobytes() == want.tobytes()
+    with _C.disabled():
+        ref = xt.scatter(0, it, vt).numpy()
+    assert xt.scatter(0, it, vt).numpy().tobytes() == ref.tobytes()
+    inplace = xt.clone()
+    inplace.scatter_(0, it, vt)
+    assert inplace.numpy().tobytes() == ref.tobytes()
+    xg = ember.tensor(x, requires_grad=True)
+    xg.gather(0, it).backward(vt)
+    grad = np.zeros(n, dtype)
+    np.add.at(grad, i, v)
+    assert xg.grad.numpy().tobytes() == grad.tobytes()
+    bad = it.clone()
+    bad[k - 1] = n
+    target = xt.clone()
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        target.scatter_add_(0, bad, vt)
+    assert target.numpy().tobytes() == x.tobytes()
+
+
 @pytest.mark.parametrize("bad", [-1, 4])
 def test_gather_scatter_reject_bad_index(bad):
     x = ember.ones(3, 4)

@@ -92,6 +92,32 @@ TC static int S(scatter_slice)(T *out, const int64_t *idx, const T *src, int64_t
     return 0;
 }
 
+/* One long row (outer 1, inner 1) over the threads: thread t owns the destinations
+ * [n t / team, n (t + 1) / team), starts that part of out, then walks every index and applies
+ * only its own, in index order, so each destination still sees its writes in torch's order
+ * (bit-identical sums). The range test is a mask, not a branch (mispredicted half the
+ * time; gcc makes one of a ?: of two pointers): others' writes land in a private sink. */
+static void S(scatter_row_split)(T *out, const int64_t *idx, const T *src, const T *init,
+                                 int64_t n, int64_t k, int add, int nt) {
+#pragma omp parallel num_threads(nt)
+    {
+        int t = omp_get_thread_num(), team = omp_get_num_threads();
+        int64_t lo = n * t / team, hi = n * (t + 1) / team;
+        if (init == NULL)
+            memset(out + lo, 0, (size_t)(hi - lo) * sizeof(T));
+        else if (init != out)
+            memcpy(out + lo, init + lo, (size_t)(hi - lo) * sizeof(T));
+        T sink[8] = {0}, *own = out + lo;
+        uint64_t span = (uint64_t)(hi - lo);
+        for (int64_t i = 0; i < k; i++) {
+            uint64_t j = (uint64_t)idx[i] - (uint64_t)lo;
+            uintptr_t m = (uintptr_t)0 - (uintptr_t)(j < span);
+            T *d = (T *)(((uintptr_t)(own + j) & m) | ((uintptr_t)(sink + (i & 7)) & ~m));
+            *d = add ? *d + src[i] : src[i];
+        }
+    }
+}
+
 /* out[o, idx[o, i, j], j] = src[o, i, j] (add 0) or += it (add 1); outer slices (which
  * write apart) are split over threads. out starts as init: out itself (in place), a copy of
  * init (an out-of-place scatter: each thread copies its slices, which are then in its cache
@@ -100,6 +126,16 @@ EXPORT int S(scatter)(T *out, const int64_t *idx, const T *src, const T *init, i
                       int64_t n, int64_t k, int64_t inner, int add, int nt) {
     int bad = 0;
     nt = threads_for(outer * (init != out ? n : k) * inner, nt);
+    if (outer == 1 && inner == 1 && nt > 1 && k >= (1 << 17) && n >= 8 * nt) {
+        uint64_t most = 0;
+        const uint64_t *u = (const uint64_t *)idx;
+#pragma omp parallel for simd num_threads(nt) reduction(max : most)
+        for (int64_t e = 0; e < k; e++) most = u[e] > most ? u[e] : most;
+        if (most >= (uint64_t)n)
+            return 1;
+        S(scatter_row_split)(out, idx, src, init, n, k, add, nt);
+        return 0;
+    }
 #pragma omp parallel for num_threads(nt) schedule(static) reduction(| : bad)
     for (int64_t o = 0; o < outer; o++) {
         T *slice = out + o * n * inner;
