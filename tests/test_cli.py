@@ -73,5 +73,5 @@ def test_run_missing_file_exits_2_like_python(tmp_path):
 def test_info_lists_versions_and_backends():
     r = ember("info")
     assert r.returncode == 0 and "ember" in r.stdout and "numpy" in r.stdout
-    for line in ("BLAS: ", "threads: ", "cuda: ", "distributed", "ONNX export: "):
+    for line in ("BLAS: ", "C kernels: ", "threads: ", "cuda: ", "distributed", "ONNX export: "):
         assert line in r.stdout

@@ -186,6 +186,16 @@ def available():
     return bool(_lib)
 
 
+def describe():
+    """One line for ``ember info``: the kernel library in use, or why there is none."""
+    if not available():
+        return "not built: the NumPy path runs"
+    name = os.path.basename(library_path())
+    build = "x86-64-v3 build (AVX2 + FMA)" if "_v3" in name else \
+        "baseline build (AVX-512, AVX2 or plain copies picked per loop)"
+    return f"{name}, {build}" + (" (off: EMBER_NO_C=1)" if _off else "")
+
+
 @contextlib.contextmanager
 def disabled():
     """Run the NumPy reference path inside the block, as ``EMBER_NO_C=1`` does for a process.
