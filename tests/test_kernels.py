@@ -388,6 +388,32 @@ def test_long_1d_scatter_splits_destinations_over_threads(threads, dtype):
     assert target.numpy().tobytes() == x.tobytes()
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_long_1d_setitem(threads, dtype):
+    """``x[idx] = v`` with a long int64 index (the scatter kernel at 2 threads): the last write
+    wins as on the NumPy path; negative indices wrap and a bad one raises with x untouched."""
+    n = (1 << 17) + 3
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal(n).astype(dtype)
+    v = rng.standard_normal(n).astype(dtype)
+    i = rng.integers(0, n // 4, n)
+    want = x.copy()
+    want[i] = v
+    t = ember.tensor(x)
+    t[ember.tensor(i)] = ember.tensor(v)
+    assert t.numpy().tobytes() == want.tobytes()
+    neg = i - n                                     # the same places, counted from the end
+    t = ember.tensor(x)
+    t[ember.tensor(neg)] = ember.tensor(v)
+    assert t.numpy().tobytes() == want.tobytes()
+    bad = i.copy()
+    bad[-1] = n
+    t = ember.tensor(x)
+    with pytest.raises(IndexError, match=f"index {n} is out of bounds"):
+        t[ember.tensor(bad)] = ember.tensor(v)
+    assert t.numpy().tobytes() == x.tobytes()
+
+
 @pytest.mark.parametrize("bad", [-1, 4])
 def test_gather_scatter_reject_bad_index(bad):
     x = ember.ones(3, 4)
