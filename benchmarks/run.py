@@ -1,6 +1,6 @@
 """Run the workloads on ember, PyTorch and NumPy and print a Markdown table of the medians.
 
-    python -m benchmarks.run [--quick] [--threads 1,2] [--rounds N] [--json PATH]
+    python -m benchmarks.run [--quick] [--threads 1,2] [--rounds N] [--json PATH] [--only NAME]
 
 Each framework runs in a fresh subprocess per thread count, with OMP/OpenBLAS/MKL thread
 counts set in its environment before anything is imported (and ``torch.set_num_threads``).
@@ -8,7 +8,9 @@ Every workload is warmed up, calibrated to a repeat of a few milliseconds, and r
 median of its repeats. With ``--rounds N`` the frameworks take turns N times and the median
 over rounds is reported, so a noisy spell on a shared machine hits all of them alike.
 Then ``benchmarks.footprint`` adds memory (GPT step peak RSS, attention at sequence 4096) and
-installed sizes, and the import time of each framework in a fresh interpreter.
+installed sizes, and the import time of each framework in a fresh interpreter. ``--only NAME``
+runs just the workloads whose name contains NAME (``--only "1M "``: the 1M-element rows), and
+nothing of the rest.
 """
 import argparse
 import json
