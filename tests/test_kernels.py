@@ -355,11 +355,11 @@ def test_mask_select_matches_numpy(shape, density, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_long_1d_scatter_splits_destinations_over_threads(threads, dtype):
-    """A 1-D scatter long enough for the kernel's split path (each thread owns a range of
-    destinations and applies its writes in index order): scatter_add bit-equal to np.add.at,
-    scatter's last write wins as on the NumPy path, in place and out of place, gather's
-    gradient; a bad index leaves an in-place target untouched."""
+def test_long_1d_scatter(threads, dtype):
+    """A long 1-D scatter (one thread whatever the count: a split by destination was slower):
+    scatter_add bit-equal to np.add.at, scatter's last write wins as on the NumPy path, in
+    place and out of place, gather's gradient; a bad index leaves an in-place target
+    untouched."""
     n = k = (1 << 17) + 5
     rng = np.random.default_rng(11)
     x = rng.standard_normal(n).astype(dtype)
@@ -390,8 +390,8 @@ def test_long_1d_scatter_splits_destinations_over_threads(threads, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_long_1d_setitem(threads, dtype):
-    """``x[idx] = v`` with a long int64 index (the scatter kernel at 2 threads): the last write
-    wins as on the NumPy path; negative indices wrap and a bad one raises with x untouched."""
+    """``x[idx] = v`` with a long int64 index: the last write wins; negative indices wrap and
+    a bad one raises with x untouched."""
     n = (1 << 17) + 3
     rng = np.random.default_rng(12)
     x = rng.standard_normal(n).astype(dtype)
@@ -412,6 +412,41 @@ def test_long_1d_setitem(threads, dtype):
     with pytest.raises(IndexError, match=f"index {n} is out of bounds"):
         t[ember.tensor(bad)] = ember.tensor(v)
     assert t.numpy().tobytes() == x.tobytes()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+def test_scatter_reduce_max_min_kernel(threads, dtype, reduce):
+    """scatter_reduce amax / amin through the scatter kernel (modes 2 / 3) bit-equal to torch's
+    CPU loop (a NaN source wins, else std::max / std::min, which keep the old value between
+    equals: NumPy's maximum.at keeps the new -0.0 there): repeated indices, NaNs on either
+    side, signed zeros; include_self=False; a 2-D input (its flat positions)."""
+    rng = np.random.default_rng(13)
+    n = 5000
+    x = rng.standard_normal(n).astype(dtype)
+    v = rng.standard_normal(2 * n).astype(dtype)
+    x[:4] = [np.nan, -0.0, 0.0, 1.0]
+    v[:6] = [1.0, 0.0, -0.0, np.nan, 2.0, -0.0]
+    i = rng.integers(0, n, 2 * n)
+    i[:6] = [0, 1, 2, 3, 1, 2]
+    want = x.copy()
+    for j, b in zip(i, v):
+        a = want[j]
+        want[j] = b if b != b or (b > a if reduce == "amax" else b < a) else a
+    got = ember.tensor(x).scatter_reduce(0, ember.tensor(i), ember.tensor(v), reduce).numpy()
+    assert got.tobytes() == want.tobytes()
+    with _C.disabled():
+        ref = ember.tensor(x).scatter_reduce(0, ember.tensor(i), ember.tensor(v), reduce,
+                                             include_self=False).numpy()
+    got = ember.tensor(x).scatter_reduce(0, ember.tensor(i), ember.tensor(v), reduce,
+                                         include_self=False).numpy()
+    assert got.tobytes() == ref.tobytes()
+    x2, v2 = x.reshape(50, 100), v.reshape(100, 100)
+    i2 = rng.integers(0, 100, (50, 100))
+    with _C.disabled():
+        ref = ember.tensor(x2).scatter_reduce(1, ember.tensor(i2), ember.tensor(v2), reduce)
+    got = ember.tensor(x2).scatter_reduce(1, ember.tensor(i2), ember.tensor(v2), reduce)
+    assert got.numpy().tobytes() == ref.numpy().tobytes()
 
 
 @pytest.mark.parametrize("bad", [-1, 4])

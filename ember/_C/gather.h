@@ -1,7 +1,8 @@
-/* gather / scatter / scatter_add along the middle axis, included by kernels.c for float
- * (S(x)=x##_f32) and double (S(x)=x##_f64). Data and index are contiguous: the data
- * (outer, n, inner), the index and the values (outer, k, inner), i.e. the index has the data's
- * shape except along the axis (other shapes take ember's NumPy path).
+/* gather / scatter / scatter_add (and amax / amin) along the middle axis, included by
+ * kernels.c for float (S(x)=x##_f32) and double (S(x)=x##_f64). Data and index are
+ * contiguous: the data (outer, n, inner), the index and the values (outer, k, inner), i.e.
+ * the index has the data's shape except along the axis (other shapes take ember's NumPy
+ * path).
  *
  * Indices are checked before they are followed, a block at a time in a pass the compiler
  * vectorises (gather along the last dim instead reads x[0] in place of a bad index): one
@@ -70,72 +71,55 @@ EXPORT int S(gather)(const T *x, const int64_t *idx, T *out, int64_t outer, int6
     return bad;
 }
 
+/* d combined with v by mode: 0 v (a write), 1 d + v, 2 max, 3 min; max and min as NumPy's
+ * maximum / minimum (a NaN on either side wins; between equal values, d stays) */
+static inline T S(combine)(T d, T v, int mode) {
+    switch (mode) {
+    case 1: return d + v;
+    case 2: d = v > d ? v : d; return v != v ? v : d;     /* (two selects, no ||: no branch) */
+    case 3: d = v < d ? v : d; return v != v ? v : d;
+    default: return v;
+    }
+}
+
 /* One outer slice: its indices are checked first (then they are in cache for the writes) */
 TC static int S(scatter_slice)(T *out, const int64_t *idx, const T *src, int64_t n, int64_t k,
-                               int64_t inner, int add) {
+                               int64_t inner, int mode) {
     uint64_t most = 0;
     const uint64_t *u = (const uint64_t *)idx;
 #pragma omp simd reduction(max : most)
     for (int64_t e = 0; e < k * inner; e++) most = u[e] > most ? u[e] : most;
     if (most >= (uint64_t)n)
         return 1;
-    if (inner == 1 && add)
+    if (inner == 1 && mode == 1)
         for (int64_t i = 0; i < k; i++) out[idx[i]] += src[i];
-    else if (inner == 1)
+    else if (inner == 1 && mode == 0)
         for (int64_t i = 0; i < k; i++) out[idx[i]] = src[i];
+    else if (inner == 1 && mode == 2)     /* (a loop per mode: selects, not branches) */
+        for (int64_t i = 0; i < k; i++) out[idx[i]] = S(combine)(out[idx[i]], src[i], 2);
+    else if (inner == 1 && mode == 3)
+        for (int64_t i = 0; i < k; i++) out[idx[i]] = S(combine)(out[idx[i]], src[i], 3);
     else
         for (int64_t e = 0; e < k * inner; e += inner)
             for (int64_t j = 0; j < inner; j++) {
                 T *dst = out + idx[e + j] * inner + j;
-                *dst = add ? *dst + src[e + j] : src[e + j];
+                *dst = S(combine)(*dst, src[e + j], mode);
             }
     return 0;
 }
 
-/* One long row (outer 1, inner 1) over the threads: thread t owns the destinations
- * [n t / team, n (t + 1) / team), starts that part of out, then walks every index and applies
- * only its own, in index order, so each destination still sees its writes in torch's order
- * (bit-identical sums). The range test is a mask, not a branch (mispredicted half the
- * time; gcc makes one of a ?: of two pointers): others' writes land in a private sink. */
-static void S(scatter_row_split)(T *out, const int64_t *idx, const T *src, const T *init,
-                                 int64_t n, int64_t k, int add, int nt) {
-#pragma omp parallel num_threads(nt)
-    {
-        int t = omp_get_thread_num(), team = omp_get_num_threads();
-        int64_t lo = n * t / team, hi = n * (t + 1) / team;
-        if (init == NULL)
-            memset(out + lo, 0, (size_t)(hi - lo) * sizeof(T));
-        else if (init != out)
-            memcpy(out + lo, init + lo, (size_t)(hi - lo) * sizeof(T));
-        T sink[8] = {0}, *own = out + lo;
-        uint64_t span = (uint64_t)(hi - lo);
-        for (int64_t i = 0; i < k; i++) {
-            uint64_t j = (uint64_t)idx[i] - (uint64_t)lo;
-            uintptr_t m = (uintptr_t)0 - (uintptr_t)(j < span);
-            T *d = (T *)(((uintptr_t)(own + j) & m) | ((uintptr_t)(sink + (i & 7)) & ~m));
-            *d = add ? *d + src[i] : src[i];
-        }
-    }
-}
-
-/* out[o, idx[o, i, j], j] = src[o, i, j] (add 0) or += it (add 1); outer slices (which
- * write apart) are split over threads. out starts as init: out itself (in place), a copy of
- * init (an out-of-place scatter: each thread copies its slices, which are then in its cache
- * for the writes) or, for a NULL init, zeros (a gather's gradient) */
+/* out[o, idx[o, i, j], j] = src[o, i, j] (mode 0), or combined with it by mode (1 add, 2
+ * max, 3 min: S(combine)); outer slices (which write apart) are split over threads. out
+ * starts as init: out itself (in place), a copy of init (an out-of-place scatter: each thread
+ * copies its slices, which are then in its cache for the writes) or, for a NULL init, zeros
+ * (a gather's gradient) */
 EXPORT int S(scatter)(T *out, const int64_t *idx, const T *src, const T *init, int64_t outer,
-                      int64_t n, int64_t k, int64_t inner, int add, int nt) {
+                      int64_t n, int64_t k, int64_t inner, int mode, int nt) {
     int bad = 0;
     nt = threads_for(outer * (init != out ? n : k) * inner, nt);
-    if (outer == 1 && inner == 1 && nt > 1 && k >= (1 << 17) && n >= 8 * nt) {
-        uint64_t most = 0;
-        const uint64_t *u = (const uint64_t *)idx;
-#pragma omp parallel for simd num_threads(nt) reduction(max : most)
-        for (int64_t e = 0; e < k; e++) most = u[e] > most ? u[e] : most;
-        if (most >= (uint64_t)n)
-            return 1;
-        S(scatter_row_split)(out, idx, src, init, n, k, add, nt);
-        return 0;
-    }
+    /* NOTE: one thread per outer slice at most: a long 1-D scatter split over two threads by
+     * destination (each walking every index) ran 1.5-2x slower than one thread here */
+    nt = outer < nt ? (int)outer : nt;
 #pragma omp parallel for num_threads(nt) schedule(static) reduction(| : bad)
     for (int64_t o = 0; o < outer; o++) {
         T *slice = out + o * n * inner;
@@ -144,7 +128,7 @@ EXPORT int S(scatter)(T *out, const int64_t *idx, const T *src, const T *init, i
         else if (init != out)
             memcpy(slice, init + o * n * inner, (size_t)(n * inner) * sizeof(T));
         bad |= S(scatter_slice)(slice, idx + o * k * inner, src + o * k * inner, n, k, inner,
-                                add);
+                                mode);
     }
     return bad;
 }

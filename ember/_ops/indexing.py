@@ -77,31 +77,8 @@ def _index_embed(g, shape, index, accumulate=False):
     return embed(g, shape, index, accumulate)
 
 
-def _put_kernel(out, index, values):
-    """``out[index] = values`` by the scatter kernel in place (ember/_C/gather.h: split over
-    the threads by destination, the last write winning as in NumPy) for a contiguous 1-D float
-    array, one long int64 index and as many values of its dtype, at 2+ threads. False where
-    that does not
-    apply, or where an index is negative or out of range: the kernel checks them all before
-    writing, so NumPy's assignment then wraps or raises on an untouched ``out``."""
-    from .. import _C
-    if type(index) is tuple and len(index) == 1:
-        index = index[0]
-    # (on one thread NumPy's own loop is as fast)
-    if _C.num_threads() < 2 or type(out) is not np.ndarray or type(index) is not np.ndarray or \
-            type(values) is not np.ndarray or out.ndim != 1 or index.ndim != 1 or \
-            index.size < (1 << 16) or values.shape != index.shape or \
-            values.dtype != out.dtype or not out.flags.c_contiguous or \
-            np.may_share_memory(out, values) or np.may_share_memory(out, index):
-        return False
-    kernel = _along_dim_kernel("scatter", out, 0, index)
-    return kernel is not None and not kernel(out, values, 0, out)
-
-
 def put_values(out, index, values):
     """``out[index] = values``, with torch's error where ``values`` does not broadcast."""
-    if _put_kernel(out, index, values):
-        return
     try:
         out[index] = values
     except ValueError:
