@@ -10,7 +10,7 @@ import numpy as np
 import ember
 
 from .._backends import add_at, max_at, min_at, multiply_at
-from .indexing import _index_put, index_error, scatter_positions, src_grad
+from .indexing import _along_dim_kernel, _index_put, index_error, scatter_positions, src_grad
 from .meta import same_meta
 from .pointwise import type_name
 from .registry import op
@@ -100,15 +100,17 @@ index_put.errors = [
 
 # ---- scatter_reduce, index_reduce -----------------------------------------------------------
 
-def _check_scatter(input, dim, index, src):
+def _check_scatter(input, dim, index, src, bounds=True):
     if index.dtype not in (np.int32, _LONG):
         raise RuntimeError("scatter(): Expected dtype int32/int64 for index")
     if hasattr(src, "dtype") and src.dtype != input.dtype:
         raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
     if index.ndim != input.ndim:
         raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
-    d = dim % max(input.ndim, 1)
-    _check_bounds(index, input.shape[d] if input.ndim else 1, d, RuntimeError, negative=False)
+    if bounds:
+        d = dim % max(input.ndim, 1)
+        _check_bounds(index, input.shape[d] if input.ndim else 1, d, RuntimeError,
+                      negative=False)
 
 
 def _corner(shape):
@@ -133,6 +135,16 @@ def scatter_reduce(xp, input, dim, index, src, reduce, *, include_self=True):
     if reduce not in _AT:
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got "
                            f"{reduce}")
+    _check_scatter(input, dim, index, src, bounds=False)
+    if reduce in ("amax", "amin") and include_self and xp is np and hasattr(src, "shape") and \
+            src.dtype == input.dtype:
+        # the C scatter kernel's max / min mode (gather.h), which checks the indices itself:
+        # no flat positions, no second bounds pass; a bad index falls through to the error
+        out = np.empty(input.shape, input.dtype)
+        kernel = _along_dim_kernel("scatter", out, dim, index)
+        if kernel is not None and not kernel(out, src[_corner(index.shape)], 2 + (
+                reduce == "amin"), input):
+            return out
     _check_scatter(input, dim, index, src)
     out, src = input.copy(), src[_corner(index.shape)]
     flat, src = out.reshape(-1), src.reshape(-1)    # NOTE: ufunc.at is fast on 1-D arrays only
