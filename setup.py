@@ -17,11 +17,12 @@ from setuptools.command.build_ext import build_ext
 # "avx2" clone has no fma, and target_clones cannot ask for both in one copy, so on x86_64
 # Linux a second build of the same source for x86-64-v3 (AVX2 + FMA + F16C, the CPUs of most
 # laptops and of AMD's EPYC/Ryzen) sits beside it; ember/_C/__init__.py loads it on a CPU that
-# has those features and no AVX-512 (the baseline's own avx512f clones serve those). No -ffast-math: the vector exp relies on
-# IEEE rounding, and the NumPy path is the reference. -fno-trapping-math and -fno-math-errno
-# change no result; they let gcc if-convert the branch-free selects and inline sqrt, i.e.
-# vectorise. -ffp-contract=fast lets the AVX-512 copy use fma (~1.4x on exp-heavy loops); Adam's
-# loop opts out (NOCONTRACT in kernels.c) to stay bit-identical to its NumPy passes.
+# has those features and no AVX-512 (the baseline's own avx512f clones serve those).
+# No -ffast-math: the vector exp relies on IEEE rounding, and the NumPy path is the reference.
+# -fno-trapping-math and -fno-math-errno change no result; they let gcc if-convert the
+# branch-free selects and inline sqrt, i.e. vectorise. -ffp-contract=fast lets the AVX-512 copy
+# and the x86-64-v3 build use fma (~1.4x on exp-heavy loops); Adam's loop opts out (NOCONTRACT
+# in kernels.c) to stay bit-identical to its NumPy passes.
 FLAGS = ["-O3", "-g0", "-std=c99", "-fno-trapping-math", "-fno-math-errno", "-ffp-contract=fast",
          "-fvisibility=hidden"]
 

@@ -186,26 +186,6 @@ def available():
     return bool(_lib)
 
 
-def scatter_into(out, index, values, mode):
-    """``out[index] = values`` (mode 0), ``+=`` (1), max (2) or min (3) in place by the scatter
-    kernel (gather.h: repeated indices applied in index order, on one thread) for a contiguous
-    1-D float32/float64 ``out``, a 1-D int64 ``index`` and as many ``values`` of out's
-    dtype. False where that does not apply or an index is negative or
-    out of range: the kernel checks them all first, so ``out`` is then untouched."""
-    if type(out) is not np.ndarray or type(index) is not np.ndarray or \
-            type(values) is not np.ndarray or out.ndim != 1 or index.ndim != 1 or \
-            index.dtype != np.int64 or values.shape != index.shape or \
-            values.dtype != out.dtype or not out.flags.c_contiguous or \
-            np.may_share_memory(out, values) or np.may_share_memory(out, index):
-        return False
-    fn = kernel("scatter", out.dtype)
-    if fn is None:
-        return False
-    index, values = contiguous(index), contiguous(values)
-    return not fn(ptr(out), ptr(index), ptr(values), ptr(out), 1, out.shape[0], index.shape[0],
-                  1, mode, num_threads())
-
-
 def describe():
     """One line for ``ember info``: the kernel library in use, or why there is none."""
     if not available():

@@ -139,17 +139,10 @@ def multiply_at(xp, out, index, values):
     np.multiply.at(out, index, values)
 
 
-def _at_kernel(out, index, values, mode):
-    """The C scatter kernel for a long 1-D ``ufunc.at`` (ufunc.at runs ~3x slower)."""
-    from .. import _C
-    return getattr(index, "size", 0) >= 4096 and _C.scatter_into(out, index, values, mode)
-
-
 def max_at(xp, out, index, values):
     """``out[index] = max(out[index], values)`` with repeated indices all applied."""
     if xp is np:
-        if not _at_kernel(out, index, values, 2):
-            np.maximum.at(out, index, values)
+        np.maximum.at(out, index, values)
     else:
         import cupyx
         cupyx.scatter_max(out, index, values)
@@ -158,8 +151,7 @@ def max_at(xp, out, index, values):
 def min_at(xp, out, index, values):
     """``out[index] = min(out[index], values)`` with repeated indices all applied."""
     if xp is np:
-        if not _at_kernel(out, index, values, 3):
-            np.minimum.at(out, index, values)
+        np.minimum.at(out, index, values)
     else:
         import cupyx
         cupyx.scatter_min(out, index, values)
