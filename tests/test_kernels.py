@@ -415,6 +415,38 @@ def test_long_1d_setitem(threads, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_long_1d_add_at(threads, dtype):
+    """index_add and index_put_(accumulate=True) on a long 1-D tensor (the scatter kernel in
+    place, ember/_backends' add_at): bit-equal to np.add.at; negative indices wrap (add.at's
+    path); a bad index raises with the target untouched, as the kernel checks every index of
+    an in-place scatter before it writes."""
+    from ember._backends import add_flat
+    n = (1 << 16) + 7
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal(n).astype(dtype)
+    v = rng.standard_normal(2 * n).astype(dtype)
+    i = rng.integers(0, n // 5, 2 * n)          # many repeats: order matters
+    want = x.copy()
+    np.add.at(want, i, v)
+    xt, it, vt = ember.tensor(x), ember.tensor(i), ember.tensor(v)
+    assert xt.index_add(0, it, vt).numpy().tobytes() == want.tobytes()
+    t = xt.clone()
+    t.index_put_((it,), vt, accumulate=True)
+    assert t.numpy().tobytes() == want.tobytes()
+    t = xt.clone()
+    t.index_put_((ember.tensor(i - n),), vt, accumulate=True)
+    assert t.numpy().tobytes() == want.tobytes()
+    bad = i.copy()
+    bad[-1] = n
+    out = x.copy()
+    assert not add_flat(out, bad, v) and out.tobytes() == x.tobytes()
+    t = xt.clone()
+    with pytest.raises((IndexError, RuntimeError), match="out of bounds"):
+        t.index_put_((ember.tensor(bad),), vt, accumulate=True)
+    assert t.numpy().tobytes() == x.tobytes()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("reduce", ["amax", "amin"])
 def test_scatter_reduce_max_min_kernel(threads, dtype, reduce):
     """scatter_reduce amax / amin through the scatter kernel (modes 2 / 3) bit-equal to torch's

@@ -103,11 +103,32 @@ def add_at(xp, out, index, values):
     """``out[index] += values`` with repeated indices accumulating (np.add.at; CuPy spells it
     cupyx.scatter_add)."""
     if xp is np:
-        if not _add_rows(out, index, values):
+        if not add_flat(out, index, values) and not _add_rows(out, index, values):
             np.add.at(out, index, values)
     else:
         import cupyx
         cupyx.scatter_add(out, index, values)
+
+
+def add_flat(out, index, values):
+    """``np.add.at(out, index, values)`` for a 1-D float ``out`` and a long int64 index by
+    the C scatter kernel (index order, so sums round as add.at's; ~3x faster on 1M random
+    indices). False (nothing written) for any other case, or a negative or out-of-range
+    index: the kernel checks them all before it writes, and add.at wraps or raises."""
+    if type(index) is tuple and len(index) == 1:
+        index = index[0]
+    if type(index) is not np.ndarray or index.dtype != np.int64 or index.ndim != 1 or \
+            index.size < 4096 or out.ndim != 1 or not out.flags.c_contiguous or \
+            type(values) is not np.ndarray or values.dtype != out.dtype or \
+            values.shape != index.shape or np.may_share_memory(out, values):
+        return False
+    from .. import _C
+    fn = _C.kernel("scatter", out.dtype)
+    if fn is None:
+        return False
+    index, values = _C.contiguous(index), _C.contiguous(values)
+    return fn(out.ctypes.data, index.ctypes.data, values.ctypes.data, out.ctypes.data, 1,
+              out.shape[0], index.shape[0], 1, 1, 1) == 0
 
 
 def _add_rows(out, index, values):

@@ -3,10 +3,10 @@ import numpy as np
 
 import ember
 
-from .._backends import add_at, grid, multiply_at
+from .._backends import add_at, add_flat, grid, multiply_at
 from .meta import empty, wrap_dim
 from .registry import op
-from .samples import Sample, make
+from .samples import ErrorSample, Sample, const, make
 
 
 def _check_basic(index):
@@ -383,17 +383,45 @@ def index_add(xp, input, dim, index, source, *, alpha=1):
             raise RuntimeError(f"source tensor shape must match self tensor shape, excluding "
                                f"the specified dimension. Got self.shape = [] source.shape = "
                                f"{list(source.shape)}")
-        add_at(xp, out.reshape(1), index.reshape(-1), source * alpha)
+        _add_along(xp, out.reshape(1), index.reshape(-1), source * alpha, 0, 1)
         return out
     moved = xp.moveaxis(out, dim, 0)
-    add_at(xp, moved, index, xp.moveaxis(source * alpha if alpha != 1 else source, dim, 0))
+    _add_along(xp, moved, index, xp.moveaxis(source * alpha if alpha != 1 else source, dim, 0),
+               dim % out.ndim, out.ndim)
     return out
+
+
+def _add_along(xp, out, index, values, dim, ndim):
+    """``out[index] += values`` along ``out``'s first dim (``dim`` of an ``ndim``-dim input)
+    with index_add's bounds: no negative indices, torch's error for its input's rank."""
+    if xp is np and add_flat(out, index, values):   # (the kernel checks every index first)
+        return
+    n = out.shape[0]
+    bad = (index < 0) | (index >= n)
+    if bool(bad.any()):
+        if ndim <= 1:       # NOTE: torch's 1-D index_add words it as an embedding lookup
+            raise IndexError("index out of range in self")
+        raise RuntimeError(f"index {int(index[bad].ravel()[0])} is out of bounds for dimension "
+                           f"{dim} with size {n}")
+    add_at(xp, out, index, values)
 
 
 @index_add.vjp(save=("index",))
 def _(g, input, dim, index, source, *, alpha=1):
     gs = g.index_select(dim, index)
     return g, None, None, gs * alpha if alpha != 1 else gs
+
+
+index_add.samples = lambda dev, dt: [
+    Sample(make((4, 3), dt), 0, np.array([0, 2, 2]), make((3, 3), dt, seed=1)),
+    Sample(make((2, 3, 4), dt), -1, np.array([3, 0]), make((2, 3, 2), dt, seed=2), alpha=2)]
+index_add.errors = [
+    ErrorSample(Sample(const(3, 4), 0, np.array([0, 3]), const(2, 4)), RuntimeError,
+                "index 3 is out of bounds for dimension 0 with size 3"),
+    ErrorSample(Sample(const(3, 4), 1, np.array([-1]), const(3, 1)), RuntimeError,
+                "index -1 is out of bounds for dimension 1 with size 4"),
+    ErrorSample(Sample(const(5), 0, np.array([0, 5]), const(2)), IndexError,
+                "index out of range in self")]
 
 
 @op("index_select")
