@@ -101,7 +101,14 @@ _VIEWS = {"alias": lambda x: x.view_as(x), "as_strided": Tensor.as_strided,
           "split": Tensor.split, "split_with_sizes": split_with_sizes,
           "squeeze": Tensor.squeeze, "t": Tensor.t, "transpose": Tensor.transpose,
           "unbind": Tensor.unbind, "unfold": Tensor.unfold, "unsqueeze": Tensor.unsqueeze,
-          "view": Tensor.view}
+          "view": Tensor.view, "indices": lambda x: x.indices(),
+          "values": lambda x: x.values(), "view_as_real": lambda x: _ember().view_as_real(x),
+          "view_as_complex": lambda x: _ember().view_as_complex(x)}
+
+
+def _ember():
+    import ember                # (the functions of lazy families: ember is imported by now)
+    return ember
 
 
 def _copy_of(name, view):

@@ -40,7 +40,7 @@ INDEX = {
         ),
         'methods': (
             'digamma', 'digamma_', 'igamma', 'igamma_', 'igammac', 'igammac_', 'lgamma', 'lgamma_',
-            'logit', 'logit_', 'mvlgamma', 'mvlgamma_', 'polygamma', 'sinc', 'sinc_',
+            'logit', 'logit_', 'mvlgamma', 'mvlgamma_', 'polygamma', 'polygamma_', 'sinc', 'sinc_',
         ),
     },
     'bessel': {
@@ -101,12 +101,13 @@ INDEX = {
         'ops': (
         ),
         'functions': (
-            'chain_matmul', 'cholesky', 'cholesky_inverse', 'cholesky_solve', 'lu', 'lu_unpack',
+            'adjoint', 'chain_matmul', 'cholesky', 'cholesky_inverse', 'cholesky_solve',
+            'frobenius_norm', 'lu', 'lu_solve', 'lu_unpack', 'norm_except_dim', 'nuclear_norm',
             'pinverse', 'qr', 'svd', 'triangular_solve',
         ),
         'methods': (
-            'cholesky', 'cholesky_inverse', 'cholesky_solve', 'lu', 'pinverse', 'qr', 'svd',
-            'triangular_solve',
+            'adjoint', 'cholesky', 'cholesky_inverse', 'cholesky_solve', 'lu', 'lu_solve',
+            'pinverse', 'qr', 'svd', 'triangular_solve',
         ),
     },
     'fft': {
@@ -119,6 +120,17 @@ INDEX = {
         'functions': (
         ),
         'methods': (
+        ),
+    },
+    'spectral': {
+        'ops': (
+        ),
+        'functions': (
+            'bartlett_window', 'blackman_window', 'hamming_window', 'hann_window', 'istft',
+            'kaiser_window', 'stft',
+        ),
+        'methods': (
+            'istft', 'stft',
         ),
     },
     'sparse': {

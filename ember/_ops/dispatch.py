@@ -517,8 +517,9 @@ def can_cast(src, dst):
     return not (dst is _dtype.bool_ and src is not _dtype.bool_)
 
 
-def dispatch_inplace(opdef, self, args, kwargs):
-    """``self.<op>_(*args)``: compute ``op(self, *args)`` and write it into ``self``.
+def dispatch_inplace(opdef, self, args, kwargs, self_at=0):
+    """``self.<op>_(*args)``: compute ``op(self, *args)`` (``self`` inserted at ``self_at`` in
+    ``args``: polygamma takes it second) and write it into ``self``.
 
     Checks dtype and shape before anything is written, so a failing call leaves ``self`` as it
     was; then bumps the version counter and rebases ``self``'s autograd history.
@@ -549,7 +550,8 @@ def dispatch_inplace(opdef, self, args, kwargs):
         src = self._alias_copy()        # backward needs the value from before the write
     cast, hooks.autocast = hooks.autocast, None     # NOTE: autocast leaves in-place ops alone,
     try:                                            # as torch's does
-        r = dispatch(opdef, (src,) + tuple(args), kwargs)
+        r = dispatch(opdef, (src,) + tuple(args) if not self_at else
+                     tuple(args[:self_at]) + (src,) + tuple(args[self_at:]), kwargs)
     finally:
         hooks.autocast = cast
     if not can_cast(r.dtype, self.dtype):

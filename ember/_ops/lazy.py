@@ -24,9 +24,9 @@ from .registry import get
 # decompositions uses solvers...), so each name is indexed under the family defining it.
 # "._numerics" is ember._numerics: compositions of ops, with FUNCTIONS and METHODS tables.
 FAMILIES = ("pointwise_math", "special", "bessel", "polynomials", "solvers", "decompositions",
-            "linalg_functions", "fft", "sparse", "sorting", "statistics", "scans", "counting", "nn",
-            "nn_rows", "conv", "pooling", "recurrent", "einsum", "pointwise_numeric", "joining",
-            "closeness", "complex", "._numerics", "._aten_nn")
+            "linalg_functions", "fft", "spectral", "sparse", "sorting", "statistics", "scans",
+            "counting", "nn", "nn_rows", "conv", "pooling", "recurrent", "einsum",
+            "pointwise_numeric", "joining", "closeness", "complex", "._numerics", "._aten_nn")
 
 _installed = set()
 _lock = _thread.RLock()     # (re-entrant: a family's import may reach another's ops)

@@ -92,8 +92,51 @@ def chain_matmul(*matrices):
     return linalg_multi_dot(list(matrices))
 
 
+def lu_solve(b, LU_data, LU_pivots):
+    """The X with ``A X = b`` from A's ``lu_factor`` (torch's older argument order; see
+    torch.linalg.lu_solve)."""
+    from ..linalg import lu_solve as linalg_lu_solve
+    return linalg_lu_solve(LU_data, LU_pivots, b)
+
+
+def adjoint(input):
+    """The conjugate transpose of the last two dims, a view (``input.mH``).
+
+    Example:
+        >>> ember.adjoint(ember.tensor([[1, 2], [3, 4]]))
+        tensor([[1, 3],
+                [2, 4]])
+    """
+    if input.dim() < 2:
+        raise RuntimeError(f"tensor.adjoint() is only supported on matrices or batches of "
+                           f"matrices. Got {input.dim()}-D tensor.")
+    return input.mH
+
+
+def frobenius_norm(input, dim=(-2, -1), keepdim=False):
+    """The 2-norm of the elements over ``dim`` (torch's older API; see torch.linalg.norm)."""
+    return ember.linalg.vector_norm(input, 2, dim, keepdim)
+
+
+def nuclear_norm(input, dim=None, keepdim=False):
+    """The sum of the singular values of the matrices in ``dim`` (the last two when None)."""
+    if isinstance(dim, bool):                       # nuclear_norm(input, keepdim)
+        dim, keepdim = None, dim
+    return ember.linalg.matrix_norm(input, "nuc", (-2, -1) if dim is None else dim, keepdim)
+
+
+def norm_except_dim(v, pow=2, dim=0):
+    """The ``pow``-norm of ``v`` over every dim but ``dim``, kept as size-1 dims (weight
+    normalization's g); over all of ``v`` when ``dim`` is -1."""
+    if dim == -1:
+        return ember.linalg.vector_norm(v, pow)
+    others = tuple(d for d in range(v.dim()) if d != dim % v.dim())
+    return ember.linalg.vector_norm(v, pow, others, keepdim=True)
+
+
 FUNCTIONS = {f.__name__: f for f in (cholesky, cholesky_solve, cholesky_inverse, pinverse, svd,
-                                     qr, lu_unpack, lu, triangular_solve, chain_matmul)}
+                                     qr, lu_unpack, lu, triangular_solve, chain_matmul, lu_solve,
+                                     adjoint, frobenius_norm, nuclear_norm, norm_except_dim)}
 for _name in ("cholesky", "cholesky_solve", "cholesky_inverse", "pinverse", "svd", "qr", "lu",
-              "triangular_solve"):
+              "triangular_solve", "lu_solve", "adjoint"):
     setattr(Tensor, _name, FUNCTIONS[_name])

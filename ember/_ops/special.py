@@ -12,6 +12,7 @@ import numpy as np
 
 import ember
 
+from .dispatch import dispatch, dispatch_inplace
 from .meta import broadcast_meta, same_meta
 from .pointwise import _conj, reject, type_name
 from .pointwise_math import _erf_erfc, _erfinv
@@ -209,7 +210,7 @@ digamma.__doc__ = """The logarithmic derivative of Gamma, ``Gamma'(x) / Gamma(x)
     """
 
 
-@op("polygamma", tags=("pointwise",), promote="float", promote_args=(1,))
+@op("polygamma", tags=("pointwise",), promote="float", promote_args=(1,), method=False)
 def polygamma(xp, n, input):
     """The ``n``-th derivative of :func:`digamma` (``n = 0`` is digamma itself).
 
@@ -235,6 +236,21 @@ polygamma.meta = lambda n, x: same_meta(x)
 polygamma.samples = lambda dev, dt: [Sample(n, make((3, 4), dt, 0.2, 4.0, seed=n))
                                      for n in (0, 1, 2, 3)] if dt.category == 2 else []
 polygamma.errors = [ErrorSample(Sample(-1, const(3)), RuntimeError, "negative n")]
+
+
+def _polygamma_method(self, n):
+    """``ember.polygamma(n, self)`` (the tensor is the second argument of the function).
+
+    Example:
+        >>> ember.tensor([1., 2.]).polygamma(1)
+        tensor([1.6449, 0.6449])
+    """
+    return dispatch(polygamma, (n, self), {})
+
+
+def _polygamma_inplace(self, n):
+    """In-place version of :meth:`Tensor.polygamma`."""
+    return dispatch_inplace(polygamma, self, (n,), {}, self_at=1)
 
 
 @op("mvlgamma", tags=("pointwise",), promote="float", inplace=True, promote_args=(0,))
@@ -517,3 +533,7 @@ log_ndtr.samples = lambda dev, dt: unary_samples(dev, dt, (-8.0, 4.0)) if dt.cat
 ndtri = _special("ndtri", _ndtri, lambda g, input, result: g * _SQRT_2PI * (
     result * result / 2).exp(), save=("result",), method=False, domain=(0.02, 0.98), bf16=False)
 ndtri.__doc__ = "The inverse of the standard normal CDF. See torch.special.ndtri."
+
+
+# ember.<name> comes from the op; the methods put the tensor second (see lazy.py)
+METHODS = {"polygamma": _polygamma_method, "polygamma_": _polygamma_inplace}
