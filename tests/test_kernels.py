@@ -303,6 +303,31 @@ def test_long_float32_cumsum_splits_over_threads(threads):
     assert (out.detach().numpy() != want.astype(np.float32)).mean() < 1e-3
 
 
+def test_long_float32_cumprod_blocks():
+    """A float32 cumprod runs in blocks of 8 (each block's running products, then the carry):
+    it rounds as torch's one float64 loop but for near-ties; a block that underflows the
+    double, or holds a zero, an inf or a NaN, is redone one multiply at a time, so a huge
+    carry times tiny factors, zeros and NaNs come out exactly as the loop's."""
+    n = (1 << 16) + 5
+    x = (1 + 1e-3 * np.random.default_rng(5).standard_normal(n)).astype(np.float32)
+    got = ember.cumprod(ember.tensor(x), 0).numpy()
+    want = np.cumprod(x.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert (got != want.astype(np.float32)).mean() < 1e-3
+    hard = np.ones(64, np.float32)
+    hard[:10] = 1e30                        # carry 1e300 (a double), then 8 factors of 1e-43:
+    hard[16:24] = 1e-43                     # their own product (1e-344) underflows the double
+    hard[33], hard[41], hard[50] = 0.0, np.inf, np.nan
+    want = np.empty(64)
+    acc = 1.0
+    for i, v in enumerate(hard.astype(np.float64)):
+        acc *= v
+        want[i] = acc
+    got = ember.cumprod(ember.tensor(hard), 0).numpy()
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+    assert got[23] != 0 and np.isfinite(got[23])
+
+
 def test_scan_double_backward_uses_ember_ops():
     x = ember.tensor(np.linspace(0.5, 1.5, 12).reshape(3, 4), requires_grad=True)
     (gx,) = ember.autograd.grad(ember.cumsum(x * x, 1).sum(), x, create_graph=True)

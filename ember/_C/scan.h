@@ -52,13 +52,43 @@ TC static double S(sum_run)(const T *x, T *y, int64_t n, int reverse, double acc
     return acc;
 }
 
+/* The same for a running product (forward: the only way ember scans products), float32
+ * only. Products of 8 factors in [2^-126, 2^127] stay normal doubles, so a block's own
+ * running products lose nothing the sequential loop from the carry would keep. The factors
+ * are checked 256 at a time (a loop the compiler vectorises); a stretch holding one outside
+ * (a zero, a subnormal, an inf, a NaN, one above 2^127) runs one multiply at a time, as
+ * torch's loop. */
+TC static void S(prod_run)(const T *x, T *y, int64_t n) {
+    double acc = 1.0;
+    for (int64_t s0 = 0; s0 < n; s0 += 256) {
+        int64_t end = n - s0 < 256 ? n : s0 + 256, s = s0;
+        int outside = 0;
+#pragma omp simd reduction(+ : outside)
+        for (int64_t i = s0; i < end; i++) {       /* (a NaN fails both compares) */
+            float a = __builtin_fabsf((float)x[i]);
+            outside += !((a >= 0x1p-126f) & (a <= 0x1p+127f));
+        }
+        if (!outside)
+            for (; s + 8 <= end; s += 8) {
+                double run[8];
+                run[0] = x[s];
+                for (int j = 1; j < 8; j++) run[j] = run[j - 1] * x[s + j];
+                for (int j = 0; j < 8; j++) y[s + j] = (T)(acc * run[j]);
+                acc *= run[7];
+            }
+        for (; s < end; s++) y[s] = (T)(acc *= x[s]);
+    }
+}
+
 TC static void S(scan_row)(const T *x, T *y, int64_t n, int prod, int reverse) {
-    if (!prod && sizeof(T) == 4) {  /* float64 stays sequential: bit-equal to torch's loop */
-        S(sum_run)(x, y, n, reverse, 0.0);
+    /* (float64 stays sequential: bit-equal to torch's loop) */
+    if (sizeof(T) == 4 && !(prod && reverse)) {
+        if (prod)
+            S(prod_run)(x, y, n);
+        else
+            S(sum_run)(x, y, n, reverse, 0.0);
         return;
     }
-    /* NOTE: products stay one multiply at a time: regrouping them can overflow (or not)
-     * where torch's sequential loop does not */
     double acc = prod ? 1.0 : 0.0;
     int64_t step = reverse ? -1 : 1, i = reverse ? n - 1 : 0;
     if (prod)
