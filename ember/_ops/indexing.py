@@ -433,6 +433,22 @@ def index_select(xp, input, dim, index):
             raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got "
                                f"{index.size} value(s)")
         return xp.take(input.reshape(1), index.reshape(()))
+    if input.ndim == 1 and index.ndim == 1:
+        # a 1-D index_select is a gather: the C kernel splits it over the threads (np.take
+        # runs on one) and checks the indices as it follows them
+        kernel = _along_dim_kernel("gather", input, dim, index)
+        if kernel is not None:
+            out = np.empty(index.shape, input.dtype)
+            if not kernel(input, out):
+                return out
+    n = input.shape[dim]
+    bad = (index < 0) | (index >= n)                # (np.take would wrap negatives)
+    if bool(bad.any()):
+        # NOTE: torch words it by the dim: along dim 0 as an embedding lookup
+        if dim % input.ndim == 0:
+            raise IndexError("index out of range in self")
+        raise RuntimeError(f"INDICES element is out of DATA bounds, id={int(index[bad][0])} "
+                           f"axis_dim={n}")
     return xp.take(input, index, axis=dim)
 
 
@@ -442,7 +458,14 @@ def _(g, input, dim, index):
     return z.index_add(dim, index, g)
 
 
-index_select.samples = lambda dev, dt: [Sample(make((4, 3), dt), 0, np.array([0, 2, 2]))]
+index_select.samples = lambda dev, dt: [Sample(make((4, 3), dt), 0, np.array([0, 2, 2])),
+                                        Sample(make((5,), dt), 0, np.array([4, 0, 0, 3]))]
+index_select.errors = [
+    ErrorSample(Sample(const(5), 0, np.array([0, -1])), IndexError, "index out of range in self"),
+    ErrorSample(Sample(const(5), 0, np.array([5])), IndexError, "index out of range in self"),
+    ErrorSample(Sample(const(3, 4), 1, np.array([-2])), RuntimeError,
+                "INDICES element is out of DATA bounds, id=-2 axis_dim=4"),
+    ErrorSample(Sample(const(3, 4), 0, np.array([3])), IndexError, "index out of range in self")]
 
 
 @op("flip")
