@@ -178,6 +178,42 @@ def mask_select(a, mask):
     return out
 
 
+def along_dim(name, data, dim, index):
+    """The C gather or scatter kernel (gather.h) along ``dim`` of ``data`` with ``index``, or
+    None where it does not apply: NumPy float32/float64 data, an int64 index of the data's
+    shape but along ``dim``. gather: ``run(data, out) -> bad``; scatter: ``run(out, values,
+    mode, init) -> bad`` (mode 0 write, 1 add, 2 max, 3 min). ``bad`` is true for an index
+    out of range."""
+    if type(data) is not np.ndarray or type(index) is not np.ndarray or index.dtype != np.int64 \
+            or not 0 < data.ndim == index.ndim or not -data.ndim <= dim < data.ndim:
+        return None
+    d = dim % data.ndim
+    if index.shape[:d] != data.shape[:d] or index.shape[d + 1:] != data.shape[d + 1:]:
+        return None
+    fn = kernel(name, data.dtype)
+    if fn is None:
+        return None
+    outer, inner = int(np.prod(data.shape[:d])), int(np.prod(data.shape[d + 1:]))
+    index = contiguous(index)
+
+    if name == "gather":
+        def run(data, out):
+            data = contiguous(data)
+            return fn(data.ctypes.data, index.ctypes.data, out.ctypes.data, outer,
+                      data.shape[d], index.shape[d], inner, num_threads())
+        return run
+
+    def scatter(out, values, mode, init):
+        """into ``out`` (C-contiguous) filled first from ``init``: ``out`` itself (in place:
+        every index is checked before anything is written), another array of its shape, or
+        None for zeros"""
+        init = init if init is None or init is out else contiguous(init)
+        return fn(out.ctypes.data, index.ctypes.data, contiguous(values).ctypes.data,
+                  None if init is None else init.ctypes.data, outer, out.shape[d],
+                  index.shape[d], inner, mode, num_threads())
+    return scatter
+
+
 def available():
     """True when the compiled kernels are built and loadable (whatever ``EMBER_NO_C`` says)."""
     global _lib

@@ -117,18 +117,14 @@ def add_flat(out, index, values):
     index: the kernel checks them all before it writes, and add.at wraps or raises."""
     if type(index) is tuple and len(index) == 1:
         index = index[0]
-    if type(index) is not np.ndarray or index.dtype != np.int64 or index.ndim != 1 or \
-            index.size < 4096 or out.ndim != 1 or not out.flags.c_contiguous or \
-            type(values) is not np.ndarray or values.dtype != out.dtype or \
-            values.shape != index.shape or np.may_share_memory(out, values):
+    if type(index) is not np.ndarray or index.ndim != 1 or index.size < 4096 or \
+            out.ndim != 1 or not out.flags.c_contiguous or type(values) is not np.ndarray or \
+            values.dtype != out.dtype or values.shape != index.shape or \
+            np.may_share_memory(out, values):
         return False
     from .. import _C
-    fn = _C.kernel("scatter", out.dtype)
-    if fn is None:
-        return False
-    index, values = _C.contiguous(index), _C.contiguous(values)
-    return fn(out.ctypes.data, index.ctypes.data, values.ctypes.data, out.ctypes.data, 1,
-              out.shape[0], index.shape[0], 1, 1, 1) == 0
+    scatter = _C.along_dim("scatter", out, 0, index)
+    return scatter is not None and not scatter(out, values, 1, out)
 
 
 def _add_rows(out, index, values):

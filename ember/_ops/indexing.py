@@ -3,6 +3,7 @@ import numpy as np
 
 import ember
 
+from .. import _C
 from .._backends import add_at, add_flat, grid, multiply_at
 from .meta import empty, wrap_dim
 from .registry import op
@@ -201,7 +202,7 @@ def gather(xp, input, dim, index, *, sparse_grad=False):
     """``out[i][j] = input[i][index[i][j]]`` along ``dim``."""
     if index.dtype != np.int64:
         raise RuntimeError("gather(): Expected dtype int64 for index")
-    kernel = _along_dim_kernel("gather", input, dim, index)
+    kernel = _C.along_dim("gather", input, dim, index)
     if kernel is not None:
         out = np.empty(index.shape, input.dtype)
         if not kernel(input, out):
@@ -217,7 +218,7 @@ def _(g, input, dim, index, *, sparse_grad=False):
     arrays = kernel_grads(g)                # nothing differentiates it: add into fresh zeros
     if arrays is not None:
         out = np.empty(input.shape, g.dtype.np)
-        kernel = _along_dim_kernel("scatter", out, dim, index._data)
+        kernel = _C.along_dim("scatter", out, dim, index._data)
         if kernel is not None and not kernel(out, arrays[0], 1, None):
             return Tensor._wrap(out)
     return ember.zeros(input.shape, dtype=g.dtype, device=g.device).scatter_add(dim, index, g)
@@ -262,40 +263,6 @@ def scatter_positions(xp, shape, dim, index):
     return (index * stride if stride != 1 else index) + offset
 
 
-def _along_dim_kernel(name, data, dim, index):
-    """``run(data, values) -> bad`` by the C gather or scatter kernel (ember/_C/gather.h), or
-    None where it does not apply: NumPy float32/float64 data, an int64 index of the data's
-    shape but along ``dim``. ``bad`` is true for an index out of range."""
-    from .. import _C
-    if type(data) is not np.ndarray or type(index) is not np.ndarray or index.dtype != np.int64 \
-            or not 0 < data.ndim == index.ndim or not -data.ndim <= dim < data.ndim:
-        return None
-    d = dim % data.ndim
-    if index.shape[:d] != data.shape[:d] or index.shape[d + 1:] != data.shape[d + 1:]:
-        return None
-    fn = _C.kernel(name, data.dtype)
-    if fn is None:
-        return None
-    outer, inner = int(np.prod(data.shape[:d])), int(np.prod(data.shape[d + 1:]))
-    index = _C.contiguous(index)
-
-    if name == "gather":
-        def run(data, out):
-            data = _C.contiguous(data)
-            return fn(data.ctypes.data, index.ctypes.data, out.ctypes.data, outer,
-                      data.shape[d], index.shape[d], inner, _C.num_threads())
-        return run
-
-    def scatter(out, values, add, init):
-        """into ``out`` (fresh, C-contiguous) filled first from ``init``: ``out`` itself,
-        another array of its shape, or None for zeros"""
-        init = init if init is None or init is out else _C.contiguous(init)
-        return fn(out.ctypes.data, index.ctypes.data, _C.contiguous(values).ctypes.data,
-                  None if init is None else init.ctypes.data, outer, out.shape[d],
-                  index.shape[d], inner, add, _C.num_threads())
-    return scatter
-
-
 def _scatter_into(xp, input, dim, index, src, reduce):
     """A copy of ``input`` with ``src`` written at ``index`` along ``dim``."""
     if not hasattr(src, "shape"):
@@ -303,7 +270,7 @@ def _scatter_into(xp, input, dim, index, src, reduce):
     else:
         src = src[tuple(slice(0, s) for s in index.shape)]
     out = xp.empty(input.shape, input.dtype) if xp is np else input.copy()
-    kernel = _along_dim_kernel("scatter", out, dim, index) \
+    kernel = _C.along_dim("scatter", out, dim, index) \
         if reduce in (None, "add", "sum") and src.dtype == out.dtype else None
     if kernel is not None and not kernel(out, src, reduce is not None, input):
         return out          # (the kernel copied input into out, a slice per thread)
@@ -391,18 +358,27 @@ def index_add(xp, input, dim, index, source, *, alpha=1):
     return out
 
 
+def _check_bounds(index, size, dim, exc=IndexError, prefix="", negative=True):
+    """torch's error for an index outside ``[-size, size)`` (``[0, size)`` for gather/scatter,
+    which take no negative indices)."""
+    if index.size:
+        bad = index[(index >= size) | (index < (-size if negative else 0))]
+        if bad.size:
+            raise exc(f"{prefix}index {int(bad.ravel()[0])} is out of bounds for dimension "
+                      f"{dim} with size {size}")
+
+
 def _add_along(xp, out, index, values, dim, ndim):
     """``out[index] += values`` along ``out``'s first dim (``dim`` of an ``ndim``-dim input)
     with index_add's bounds: no negative indices, torch's error for its input's rank."""
     if xp is np and add_flat(out, index, values):   # (the kernel checks every index first)
         return
     n = out.shape[0]
-    bad = (index < 0) | (index >= n)
-    if bool(bad.any()):
-        if ndim <= 1:       # NOTE: torch's 1-D index_add words it as an embedding lookup
-            raise IndexError("index out of range in self")
-        raise RuntimeError(f"index {int(index[bad].ravel()[0])} is out of bounds for dimension "
-                           f"{dim} with size {n}")
+    if ndim > 1:
+        _check_bounds(index, n, dim, RuntimeError, negative=False)
+    elif index.size and bool(((index < 0) | (index >= n)).any()):
+        # NOTE: torch's 1-D index_add words it as an embedding lookup
+        raise IndexError("index out of range in self")
     add_at(xp, out, index, values)
 
 
@@ -436,7 +412,7 @@ def index_select(xp, input, dim, index):
     if input.ndim == 1 and index.ndim == 1:
         # a 1-D index_select is a gather: the C kernel splits it over the threads (np.take
         # runs on one) and checks the indices as it follows them
-        kernel = _along_dim_kernel("gather", input, dim, index)
+        kernel = _C.along_dim("gather", input, dim, index)
         if kernel is not None:
             out = np.empty(index.shape, input.dtype)
             if not kernel(input, out):

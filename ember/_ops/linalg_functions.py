@@ -95,8 +95,7 @@ def chain_matmul(*matrices):
 def lu_solve(b, LU_data, LU_pivots):
     """The X with ``A X = b`` from A's ``lu_factor`` (torch's older argument order; see
     torch.linalg.lu_solve)."""
-    from ..linalg import lu_solve as linalg_lu_solve
-    return linalg_lu_solve(LU_data, LU_pivots, b)
+    return ember.linalg.lu_solve(LU_data, LU_pivots, b)
 
 
 def adjoint(input):

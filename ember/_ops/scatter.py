@@ -9,24 +9,15 @@ import numpy as np
 
 import ember
 
+from .. import _C
 from .._backends import add_at, max_at, min_at, multiply_at
-from .indexing import _along_dim_kernel, _index_put, index_error, scatter_positions, src_grad
+from .indexing import _check_bounds, _index_put, index_error, scatter_positions, src_grad
 from .meta import same_meta
 from .pointwise import type_name
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
 
 _LONG = np.int64
-
-
-def _check_bounds(index, size, dim, exc=IndexError, prefix="", negative=True):
-    """torch's error for an index outside ``[-size, size)`` (``[0, size)`` for gather/scatter,
-    which take no negative indices)."""
-    if index.size:
-        bad = index[(index >= size) | (index < (-size if negative else 0))]
-        if bad.size:
-            raise exc(f"{prefix}index {int(bad.ravel()[0])} is out of bounds for dimension "
-                      f"{dim} with size {size}")
 
 
 # ---- index_put ------------------------------------------------------------------------------
@@ -144,7 +135,7 @@ def scatter_reduce(xp, input, dim, index, src, reduce, *, include_self=True):
         # the kernel checks the indices itself: no flat positions, no bounds pass; a bad
         # index falls through to the error below
         out = np.empty(input.shape, input.dtype)
-        kernel = _along_dim_kernel("scatter", out, dim, index)
+        kernel = _C.along_dim("scatter", out, dim, index)
         if kernel is not None and not kernel(out, src[_corner(index.shape)], mode, input):
             return out
     _check_scatter_bounds(input, dim, index)
@@ -155,7 +146,7 @@ def scatter_reduce(xp, input, dim, index, src, reduce, *, include_self=True):
         # max/min of (src, src...) is max/min of src, so those may start from src itself
         flat[idx] = src if reduce in ("amax", "amin") else int(reduce == "prod")
     # the kernel in place on the flat positions (ufunc.at runs ~3x slower), else ufunc.at
-    kernel = _along_dim_kernel("scatter", flat, 0, idx) if mode and idx.size >= 4096 else None
+    kernel = _C.along_dim("scatter", flat, 0, idx) if mode and idx.size >= 4096 else None
     if kernel is None or kernel(flat, src, mode, flat):
         _AT[reduce](xp, flat, idx, src)
     if reduce == "mean":

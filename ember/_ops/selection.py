@@ -10,11 +10,12 @@ import ember
 from .. import _C
 from .._backends import add_at
 from .dispatch import _broadcast_error
+from .indexing import _check_bounds
 from .meta import empty, same_meta
 from .pointwise import type_name
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
-from .scatter import _LONG, _check_bounds
+from .scatter import _LONG
 
 
 def _values_dependent(name):
