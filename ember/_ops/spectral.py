@@ -27,9 +27,18 @@ _RECTANGULAR = {
              "device=<device>)`."}
 
 
+def _centred(x, n):
+    """``x`` zero-padded on both sides of its last dim to ``n`` samples, as torch centres a
+    window (or a frame) shorter than ``n_fft``."""
+    if x.shape[-1] == n:
+        return x
+    left = (n - x.shape[-1]) // 2
+    return ember.nn.functional.pad(x, (left, n - x.shape[-1] - left))
+
+
 def _window(window, win_length, n_fft, like, who):
-    """The window as ``n_fft`` samples: ``window`` (ones when None, with torch's warning)
-    zero-padded on both sides, as torch centres a shorter window."""
+    """The window as ``n_fft`` samples: ``window`` (ones when None, with torch's warning),
+    centred."""
     if window is None:
         warnings.warn(_RECTANGULAR[who], UserWarning, stacklevel=3)
         window = ember.ones(win_length, dtype=like.real.dtype if like.is_complex() else
@@ -41,10 +50,7 @@ def _window(window, win_length, n_fft, like, who):
                                f"{list(window.shape)}")
         raise RuntimeError("istft(): Invalid window shape. window has to be 1D and length of "
                            "`win_length`")
-    if win_length < n_fft:
-        left = (n_fft - win_length) // 2
-        window = ember.nn.functional.pad(window, (left, n_fft - win_length - left))
-    return window
+    return _centred(window, n_fft)
 
 
 def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=True,
@@ -102,14 +108,9 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
     if onesided and complex_fft:
         raise RuntimeError("Cannot have onesided output if window or input is complex")
     onesided = not complex_fft if onesided is None else onesided
-    if align_to_window:
-        frames = input.unfold(-1, win_length, hop_length) * _window(window, win_length,
-                                                                     win_length, input, "stft")
-        left = (n_fft - win_length) // 2
-        frames = ember.nn.functional.pad(frames, (left, n_fft - win_length - left))
-    else:
-        frames = input.unfold(-1, n_fft, hop_length) * _window(window, win_length, n_fft,
-                                                                 input, "stft")
+    size = win_length if align_to_window else n_fft     # the samples a frame takes
+    frames = _centred(input.unfold(-1, size, hop_length) *
+                      _window(window, win_length, size, input, "stft"), n_fft)
     norm = "ortho" if normalized else "backward"
     spec = fft.rfft(frames, dim=-1, norm=norm) if onesided else \
         fft.fft(frames, dim=-1, norm=norm)
