@@ -133,7 +133,7 @@ def _norm_backward_kernel(g, input, weight, k, eps, rms, want_bias):
 
     def total(part):
         return None if part is None else Tensor._wrap(
-            part.sum(0).astype(x.dtype).reshape(shape))
+            part.sum(0).reshape(shape).astype(x.dtype))  # (an owning array .grad can take)
     return Tensor._wrap(gx), total(gw), total(gb)
 
 
