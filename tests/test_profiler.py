@@ -181,3 +181,27 @@ def test_autograd_profiler_spelling():
     with ember.autograd.profiler.profile(enabled=False) as off:
         ember.ones(2) * 2
     assert len(off.function_events) == 0 and hooks.profiler is None
+
+
+def test_custom_function_forward_is_an_event():
+    # NOTE: torch names a custom Function's forward event by its class; its ops nest inside
+    class Double(ember.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    x = ember.ones(3, requires_grad=True)
+    with profile() as prof:
+        Double.apply(x).sum().backward()
+    ev = {e.name: e for e in prof.events()}
+    assert [c.name for c in ev["Double"].cpu_children] == ["aten::mul"]
+    assert ev["Double"].sequence_nr == ev["DoubleBackward"].sequence_nr >= 0
+    # scaled_dot_product_attention's blockwise path is such a Function
+    q = ember.randn(1, 2, 8, 4)
+    with profile() as prof:
+        ember.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
+    assert "_FlashAttention" in {e.name for e in prof.events()}

@@ -12,6 +12,18 @@ from .graph import (_FREED_MSG, Node, TensorMeta, _active_hooks, _Packed,
                     check_saved_version)
 
 
+_hooks = None
+
+
+def _dispatch_hooks():
+    """``ember._ops.dispatch.hooks`` (imported on first use: dispatch imports autograd)."""
+    global _hooks
+    if _hooks is None:
+        import importlib
+        _hooks = importlib.import_module(".._ops.dispatch", __package__).hooks
+    return _hooks
+
+
 def _is_tensor(x):
     from .._tensor import Tensor
     return isinstance(x, Tensor)
@@ -201,6 +213,22 @@ class Function(FunctionCtx, metaclass=_FunctionMeta):
     def apply(cls, *args, **kwargs):
         """Run ``forward`` on ``args`` and, if any tensor input requires grad, record one node
         whose backward is ``cls.backward``."""
+        prof = _dispatch_hooks().profiler
+        if prof is None:
+            return cls._apply(args, kwargs)
+        # NOTE: as torch's profiler, the forward is one event named by the class
+        ev = prof.begin(cls.__name__)
+        try:
+            out = cls._apply(args, kwargs)
+            node = getattr(out[0] if isinstance(out, tuple) and out else out, "grad_fn", None)
+            if node is not None:
+                ev.sequence_nr = node.seq     # links it to its backward node, as an op's event
+            return out
+        finally:
+            prof.end(ev)
+
+    @classmethod
+    def _apply(cls, args, kwargs):
         is_t = tuple(_is_tensor(a) for a in args)
         tensors = [a for a, t in zip(args, is_t) if t]
         needs = tuple(t and a._requires_grad for a, t in zip(args, is_t))
