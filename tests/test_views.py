@@ -212,6 +212,39 @@ def test_split_chunk_unbind_share_storage():
     assert [p.data_ptr() - ptr for p in x.split(3)] == [0, 12, 24, 36]
 
 
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_view_ops_with_keywords_and_several_outputs_match_torch(grad):
+    # the quick path for views takes keywords and several outputs: the same links and graph
+    def run(L):
+        x = L.arange(24.0).reshape(2, 3, 4).requires_grad_(grad)
+        a, b = x.split(2, dim=2)
+        rows = x.unbind(dim=1)
+        flat = x.transpose(dim0=0, dim1=2)
+        seen = [(tuple(p.shape), p.stride(), p.storage_offset(), p._base is x,
+                 p.grad_fn and p.grad_fn.name()) for p in (a, b, *rows, flat)]
+        if grad:
+            (a * 1 + b * 2).sum().add(rows[2].sum() + flat.sum()).backward()
+            seen.append(x.grad.tolist())
+            with pytest.raises(RuntimeError, match="multiple views"):
+                a.mul_(2)
+        return seen
+    assert run(ember) == run(torch)
+
+
+def test_view_errors_unchanged_by_the_quick_path():
+    x = ember.zeros(2, 3)
+    with pytest.raises(IndexError, match=r"range of \[-3, 2\], but got 3"):
+        x.unsqueeze(3)
+    with pytest.raises(IndexError, match="no dimensions"):
+        ember.tensor(1.0).unbind()
+    with pytest.raises(RuntimeError, match="invalid for input of size 6"):
+        x.view(4, -1)
+    with pytest.raises(RuntimeError, match="invalid for input of size 6"):
+        x.reshape(5)
+    assert [tuple(p.shape) for p in ember.zeros(0).split(2)] == [(0,)]
+
+
 # ---- random chains of views (hypothesis) ----------------------------------------------------
 
 hypothesis = pytest.importorskip("hypothesis")

@@ -12,7 +12,7 @@ from .._sparse import SparseOperand
 from .._storage import UntypedStorage, _root
 from .._tensor import Tensor, _cext
 from ..autograd import grad_mode
-from ..autograd.graph import (AT0, AT01, AT1, CopySlices, NotImplementedNode, OpNode,
+from ..autograd.graph import (_NO_KWARGS, AT0, AT01, AT1, CopySlices, NotImplementedNode, OpNode,
                               edge_of, move_retain_grad, simple_node)
 
 meta_empty = MetaBackend.empty
@@ -219,6 +219,10 @@ def dispatch(opdef, args, kwargs):
             hooks.profiler is not None:
         if hooks.profiler is not None:
             return hooks.profiler(opdef, args, kwargs, _dispatch)
+        if opdef.view and hooks.autocast is None and hooks.tracer is None:
+            out = _view(opdef, _positional(opdef, args, kwargs) if kwargs else args)
+            if out is not None:
+                return out
         return _dispatch(opdef, args, kwargs)
     n = len(args)
     if n == 2:
@@ -368,24 +372,75 @@ def _finish(opdef, args, kwargs, tensors, res, dev, out):
     return tuple(outs) if multi else outs[0]
 
 
+def _positional(opdef, args, kwargs):
+    """``args`` with the keyword arguments moved into their places (defaults filling the
+    gaps), or None where that is not plain (an unknown name, a ``*args`` op)."""
+    params, defaults, n = opdef.params, opdef.defaults, len(args)
+    if getattr(opdef.fwd, "__code__", None) is None or opdef.fwd.__code__.co_flags & 4:
+        return None                         # (4: CO_VARARGS)
+    full = list(args)
+    for name, value in kwargs.items():
+        i = params.index(name) if name in params else -1
+        if i < n:
+            return None                     # (given twice: the general path raises)
+        full += [_MISSING] * (i + 1 - len(full))
+        full[i] = value
+    for i in range(n, len(full)):
+        if full[i] is _MISSING:
+            if params[i] not in defaults:
+                return None
+            full[i] = defaults[params[i]]
+    return tuple(full)
+
+
+_MISSING = object()
+
+
+def _view(opdef, args):
+    """A view op's common call (one plain cpu tensor first, options after it, no hooks): the
+    view(s) and graph node ``_finish`` makes, without the general path's flattening and checks
+    (a view cost 10 us there, torch's 1.5). None for any other call, or one the op refuses:
+    the general path raises its error."""
+    src = args[0] if args else None
+    if type(src) is not Tensor or src.device is not CPU or opdef.name == "getitem":
+        return None         # (an index may hold tensors: advanced indexing copies)
+    rest = args[1:]
+    for a in rest:
+        if isinstance(a, Tensor):
+            return None
+    try:
+        res = opdef.fwd(np, src._data, *rest)
+    except (ValueError, IndexError, TypeError, RuntimeError):
+        return None
+    multi = type(res) is tuple
+    if multi:
+        outs = [Tensor._wrap(r) for r in res]
+    elif type(res) is np.ndarray:
+        outs = [_new(Tensor)]
+        outs[0]._data, outs[0].dtype = res, src.dtype if res.dtype is src.dtype.np else \
+            Tensor._dtype_of(res)
+    else:
+        return None
+    if opdef.view != "maybe" or _root(res) is _root(src._data):   # (see _finish)
+        storage, base, view_fn = view_links(opdef, src, rest, _NO_KWARGS)
+        for i, o in enumerate(outs):
+            o._storage, o._base, o._view_version = storage, base, storage._version
+            o._view_fn = _nth_view(view_fn, i) if multi else view_fn
+    if src._requires_grad and _state.grad_enabled and opdef.differentiable:
+        out = outs[0]
+        if multi or opdef.vjp_fn is None or opdef.nondiff_outputs or \
+                out.dtype.category < _dtype._FLOAT:
+            _record(opdef, args, _NO_KWARGS, [src], outs, multi)
+        else:
+            out.grad_fn, out._requires_grad = simple_node(opdef, args, (src,), AT0, out), True
+    return tuple(outs) if multi else outs[0]
+
+
 def quick_view(opdef, src, *rest):
-    """``opdef(src, *rest)`` for a view op (``view=True``) on a plain cpu tensor when nothing
-    records it (no grad to track, no hooks): the same view ``_finish`` makes, without the
-    general path's flattening and checks (each full sum's backward expands its gradient this
-    way). Any other call, or one the op refuses, takes ``dispatch``."""
-    if type(src) is Tensor and src.device is CPU and not (src._requires_grad and
-                                                          _state.grad_enabled) and \
-            hooks.autocast is None and hooks.tracer is None and hooks.profiler is None:
-        try:
-            res = opdef.fwd(np, src._data, *rest)
-        except (ValueError, IndexError, TypeError, RuntimeError):
-            res = None      # (dispatch raises the op's error)
-        if type(res) is np.ndarray:
-            out = Tensor._wrap(res)
-            out._storage, out._base, out._view_fn = view_links(opdef, src, rest, {})
-            out._view_version = out._storage._version
-            return out
-    return dispatch(opdef, (src,) + rest, {})
+    """``opdef(src, *rest)`` for a view op without the hop through the op's ``__call__``
+    (each full sum's backward expands its gradient this way)."""
+    out = _view(opdef, (src,) + rest)
+    return dispatch(opdef, (src,) + rest, {}) if out is None else out
 
 
 def view_links(opdef, src, rest, kwargs):

@@ -42,8 +42,13 @@ def view(xp, input, *shape):
     """A view with a new shape (no copy), or a reinterpretation as another dtype."""
     if len(shape) == 1 and isinstance(shape[0], ember.dtype):
         return input.view(shape[0].np)
-    shape = _infer(_dims(shape), input.size, "view")
     v = input.view()
+    try:        # the common call in one step (NumPy infers a -1 as torch does)
+        v.shape = _dims(shape)
+        return v
+    except (AttributeError, ValueError, TypeError):
+        pass
+    shape = _infer(_dims(shape), input.size, "view")    # (raises torch's error for a bad shape)
     try:
         v.shape = shape
     except AttributeError:
@@ -68,7 +73,10 @@ view.torch_method = True
 @op("reshape", view="maybe")
 def reshape(xp, input, *shape):
     """``input`` with a new shape: a view when the strides allow it, else a copy."""
-    return xp.reshape(input, _infer(_dims(shape), input.size, "reshape"))
+    try:        # the common call in one step (NumPy infers a -1 as torch does)
+        return input.reshape(_dims(shape))
+    except (ValueError, TypeError):
+        return input.reshape(_infer(_dims(shape), input.size, "reshape"))
 
 
 @reshape.vjp()
@@ -86,7 +94,7 @@ def transpose(xp, input, dim0, dim1):
     if input.ndim == 0:             # (a 0-dim tensor takes dims 0 and -1, as in torch)
         wrap_dim(dim0, 0), wrap_dim(dim1, 0)
         return input.view()
-    return xp.swapaxes(input, dim0, dim1)
+    return input.swapaxes(dim0, dim1)
 
 
 @transpose.vjp()
@@ -106,7 +114,7 @@ def permute(xp, input, *dims):
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
                            f"not match the length of the desired ordering of dimensions i.e. "
                            f"input.dim() = {input.ndim} is not equal to len(dims) = {len(dims)}")
-    return xp.transpose(input, dims)
+    return input.transpose(dims)
 
 
 @permute.vjp()
@@ -274,7 +282,8 @@ select.samples = lambda dev, dt: [Sample(make((3, 4), dt), 0, 1), Sample(make((3
 @op("unsqueeze", view=True)
 def unsqueeze(xp, input, dim):
     """Insert a dimension of size 1 at ``dim``."""
-    return xp.expand_dims(input, dim if dim >= 0 else dim + input.ndim + 1)
+    d = wrap_dim(dim, input.ndim + 1)
+    return input.reshape(input.shape[:d] + (1,) + input.shape[d:])   # (expand_dims' own way)
 
 
 @unsqueeze.vjp()
@@ -317,7 +326,7 @@ def flatten(xp, input, start_dim=0, end_dim=-1):
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     shape = input.shape[:s] + (-1 if input.size else int(np.prod(input.shape[s:e + 1])),) + \
         input.shape[e + 1:]
-    return xp.reshape(input, shape)
+    return input.reshape(shape)
 
 
 @flatten.vjp()
