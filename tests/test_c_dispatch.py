@@ -13,11 +13,13 @@ import ember
 D = sys.modules["ember._ops.dispatch"]
 needs_c = pytest.mark.skipif(D._C is None, reason="C dispatch not built or EMBER_NO_C=1")
 P = ember._ops.pointwise
+R = ember._ops.reduction
 C = D._C        # (tests below switch D._C off to run the engine's Python loop)
 
 
 def _cases():
     f32 = ember.tensor([1.5, -2.0, 3.0])
+    m = ember.tensor([[1.5, -2.0, 3.0], [0.5, 4.0, -1.0]])
     return [
         (P.add, (f32, ember.tensor([0.5, 0.25, 1.0]))),          # fast: two tensors
         (P.mul, (f32, 2)), (P.mul, (3.5, f32)),                  # fast: tensor and number
@@ -31,6 +33,12 @@ def _cases():
         (P.tanh, (ember.tensor([1, 2]),)),                        # unary, declined (float)
         (P.add, (f32, ember.tensor([0.5, 0.25, 1.0]).bfloat16())),  # declined: dtypes differ
         (P.add, (f32, np.float64(2.0))),                          # declined: NumPy scalar
+        (R.sum_, (m, 1, True)), (R.sum_, (m, (0, 1))), (R.sum_, (m, None)),  # tensor, options
+        (R.mean, (m, [-1], False)), (ember.softmax.opdef, (m, -1, None)),
+        (ember.max.opdef, (m, 1, True)),                        # options, two outputs
+        (R.sum_, (ember.tensor([[1, 2]]), 1, True)),            # declined: int
+        (ember.clamp.opdef, (m, -1.0, 1)),
+        (ember.clamp.opdef, (m, None, np.float32(0.5))),        # declined: NumPy scalar
     ]
 
 
@@ -39,8 +47,29 @@ def _cases():
 def test_same_result_as_python(i):
     opdef, args = _cases()[i]
     c, p = D._C.dispatch(opdef, args, {}), D.py_dispatch(opdef, args, {})
-    assert type(c) is type(p) and c.dtype is p.dtype and c.shape == p.shape
-    np.testing.assert_array_equal(c.numpy(), p.numpy())
+    general = D._dispatch(opdef, args, {})
+    for outs in zip(*((r if type(r) is tuple else (r,)) for r in (c, p, general))):
+        for o in outs[1:]:
+            assert type(o) is type(outs[0]) and o.dtype is outs[0].dtype
+            np.testing.assert_array_equal(o.numpy(), outs[0].numpy())
+
+
+@pytest.mark.parametrize("c", [True, False] if D._C is not None else [False])
+def test_options_by_name_take_the_fast_path(c, monkeypatch):
+    # sum(dim=1, keepdim=True) moves its options into place and takes the fast path (C or
+    # Python): same result and graph as the general path; what it cannot place goes there
+    monkeypatch.setattr(D, "dispatch", D._C.dispatch if c else D.py_dispatch)
+    general = []
+    monkeypatch.setattr(D, "_dispatch", lambda *a, _d=D._dispatch: general.append(a) or _d(*a))
+    x = ember.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    y = D.py_dispatch(R.sum_, (x,), {"keepdim": True, "dim": 1})
+    assert y.tolist() == [[3.0], [7.0]] and y.grad_fn.name() == "SumBackward0" and not general
+    y.backward(ember.tensor([[1.0], [2.0]]))
+    assert x.grad.tolist() == [[1.0, 1.0], [2.0, 2.0]]
+    z = D.py_dispatch(R.sum_, (x,), {"dim": 0, "dtype": ember.float64})   # keyword-only
+    assert z.dtype is ember.float64 and len(general) == 1
+    with pytest.raises(TypeError, match="dim"):
+        D.py_dispatch(R.sum_, (x, 1), {"dim": 1})                           # given twice
 
 
 @needs_c

@@ -168,6 +168,25 @@ static PyObject *fwd_failed(PyObject *opdef, PyObject *args, PyObject *kwargs, P
 #include "record.h"     /* record_node: graph.simple_node */
 #include "engine.h"     /* backward_loop: engine.run_backward's loop */
 
+/* av[1:] are options passed as they are (dispatch.py's _plain): None, bools, exact ints and
+ * floats, strings, ember dtypes, tuples or lists of exact ints */
+static int plain_options(PyObject *const *av, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 1; i < n; i++) {
+        PyObject *o = av[i];
+        if (o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) ||
+            PyUnicode_CheckExact(o) || Py_TYPE(o) == dtype_type)
+            continue;
+        if (!PyTuple_CheckExact(o) && !PyList_CheckExact(o))
+            return 0;
+        PyObject *const *items = PySequence_Fast_ITEMS(o);
+        for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(o); j++)
+            if (!PyLong_CheckExact(items[j]))
+                return 0;
+    }
+    return 1;
+}
+
 /* the fast path proper; *handled = 0 means "not taken: run the Python dispatch" */
 static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObject *args,
                       PyObject *kwargs, int *handled)
@@ -176,7 +195,36 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
     PyObject *out = NULL, *odt = NULL, *ret = NULL;
     int r;
     *handled = 1;
-    if (n == 2) {
+    if (n > 1 && PyObject_TypeCheck(av[0], Tensor) &&
+        !(n == 2 && (PyObject_TypeCheck(av[1], Tensor) || PyLong_CheckExact(av[1]) ||
+                     PyFloat_CheckExact(av[1])))) {
+        /* a tensor and options (a dim, keepdim, a dtype): the forward, as below */
+        a = av[0];
+        if (TF(a, device, CPU) != CPU || n > 8)
+            return *handled = 0, NULL;
+        if ((dt = TGET(a, dtype, s_dtype)) == NULL)
+            return NULL;
+        if (!scalar_keeps_dtype(dt) || !plain_options(av, n))
+            goto decline;
+        pos = AT0;
+        if ((tensors = PyTuple_Pack(1, a)) == NULL)
+            goto error;
+        if ((x = TGET(a, data, s_data)) == NULL)
+            goto done;
+        PyObject *fwd = OP(opdef, OP_FWD);
+        if (fwd == NULL)
+            goto done;
+        PyObject *cargs[9] = {np, x};
+        for (Py_ssize_t i = 1; i < n; i++)
+            cargs[i + 1] = av[i];
+        res = PyObject_Vectorcall(fwd, cargs, n + 1, NULL);
+        Py_DECREF(fwd);
+        if (res == NULL) {
+            ret = fwd_failed(opdef, args, kwargs, tensors);
+            goto done;
+        }
+    }
+    else if (n == 2) {
         a = av[0];
         b = av[1];
         if (PyObject_TypeCheck(a, Tensor)) {

@@ -209,23 +209,43 @@ OPERANDS = (Tensor, int, float, complex, np.generic, np.ndarray)
 def dispatch(opdef, args, kwargs):
     """Run ``opdef`` on ``args``/``kwargs`` (tensors, scalars, options); return Tensor(s).
 
-    The common call (one or two cpu tensors of one dtype, or a float tensor and a Python
-    number; no keywords, view, autocast or tracer) takes the fast path below, which needs no
-    promotion or device resolution; everything else goes through ``_dispatch``. When the C
-    extension is built, ``dispatch`` is its copy of this fast path (``ember/_C/_dispatch.c``),
-    which hands every other call to this function.
+    The common call (one or two cpu tensors of one dtype, a float tensor and a Python number,
+    or a float tensor and plain options such as a dim; no view, autocast or tracer) takes the
+    fast path below, which needs no promotion or device resolution; options given by name are
+    moved into their places first, and views take ``_view``; everything else goes through
+    ``_dispatch``. When the C extension is built, ``dispatch`` is its copy of this fast path
+    (``ember/_C/_dispatch.c``), which hands every other call to this function.
     """
     if kwargs or opdef.view or hooks.autocast is not None or hooks.tracer is not None or \
             hooks.profiler is not None:
         if hooks.profiler is not None:
             return hooks.profiler(opdef, args, kwargs, _dispatch)
-        if opdef.view and hooks.autocast is None and hooks.tracer is None:
-            out = _view(opdef, _positional(opdef, args, kwargs) if kwargs else args)
-            if out is not None:
-                return out
+        if hooks.autocast is None and hooks.tracer is None:
+            full = _positional(opdef, args, kwargs) if kwargs else args
+            if opdef.view:
+                out = _view(opdef, full)
+                if out is not None:
+                    return out
+            elif full is not None:
+                # options by name are options in their places: the fast path below (or
+                # its C copy, the module's ``dispatch``) takes the call
+                return dispatch(opdef, full, _NO_KWARGS)
         return _dispatch(opdef, args, kwargs)
     n = len(args)
-    if n == 2:
+    if n > 1 and isinstance(args[0], Tensor) and not (
+            n == 2 and (isinstance(args[1], Tensor) or type(args[1]) in _SCALARS)):
+        # a tensor and options (a dim, keepdim, a dtype): the forward, as below
+        a = args[0]
+        if a.device is not CPU or a.dtype not in _SCALAR_KEEPS or not _plain(args):
+            return _dispatch(opdef, args, kwargs)
+        dt, tensors, pos = a.dtype, (a,), AT0
+        try:
+            res = opdef.fwd(np, a._data, *args[1:])
+        except (ValueError, IndexError, TypeError) as e:
+            raise _explain(opdef, tensors, e) from None
+        except SparseOperand:
+            return sparse_dispatch(opdef, args, kwargs)
+    elif n == 2:
         a, b = args
         if isinstance(a, Tensor):
             dt = a.dtype
@@ -374,26 +394,58 @@ def _finish(opdef, args, kwargs, tensors, res, dev, out):
 
 def _positional(opdef, args, kwargs):
     """``args`` with the keyword arguments moved into their places (defaults filling the
-    gaps), or None where that is not plain (an unknown name, a ``*args`` op)."""
-    params, defaults, n = opdef.params, opdef.defaults, len(args)
-    if getattr(opdef.fwd, "__code__", None) is None or opdef.fwd.__code__.co_flags & 4:
-        return None                         # (4: CO_VARARGS)
-    full = list(args)
-    for name, value in kwargs.items():
-        i = params.index(name) if name in params else -1
+    gaps), or None where that is not plain (``out=``, an unknown or keyword-only name, an op
+    with ``*args`` or ``**kwargs``)."""
+    places = _PLACES.get(opdef)
+    if places is None:
+        places = _PLACES[opdef] = _places(opdef)
+    n, last = len(args), -1
+    for name in kwargs:
+        i = places.get(name, -1)
         if i < n:
-            return None                     # (given twice: the general path raises)
-        full += [_MISSING] * (i + 1 - len(full))
-        full[i] = value
-    for i in range(n, len(full)):
+            return None             # (unknown, or given twice: the general path raises)
+        last = i if i > last else last
+    full = list(args) + [_MISSING] * (last + 1 - n)
+    for name, value in kwargs.items():
+        full[places[name]] = value
+    for i in range(n, last):
         if full[i] is _MISSING:
-            if params[i] not in defaults:
+            name = opdef.params[i]
+            if name not in opdef.defaults:
                 return None
-            full[i] = defaults[params[i]]
+            full[i] = opdef.defaults[name]
     return tuple(full)
 
 
+def _places(opdef):
+    """``{name: index}`` of the parameters of ``opdef``'s forward that may come by position
+    (after ``xp``); empty for a forward with ``*args`` or ``**kwargs``."""
+    code = getattr(opdef.fwd, "__code__", None)
+    if code is None or code.co_flags & 12:          # (CO_VARARGS | CO_VARKEYWORDS)
+        return {}
+    return {name: i for i, name in enumerate(opdef.params[:code.co_argcount - 1])}
+
+
+_PLACES = {}
+
+
 _MISSING = object()
+_PLAIN = frozenset((type(None), bool, int, float, str, _dtype.dtype))
+
+
+def _plain(args):
+    """Whether ``args[1:]`` are options the fast path passes as they are: None, bools, Python
+    ints and floats, strings, ember dtypes, tuples or lists of ints (a complex or NumPy scalar,
+    an array or a tensor takes the general path: promotion may read it)."""
+    for a in args[1:]:
+        t = type(a)
+        if t not in _PLAIN:
+            if t is not tuple and t is not list:
+                return False
+            for v in a:
+                if type(v) is not int:
+                    return False
+    return True
 
 
 def _view(opdef, args):

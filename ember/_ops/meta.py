@@ -27,6 +27,8 @@ def bool_meta(*args, **kwargs):
 def reduce_dims(dim, nd):
     """The sorted tuple of axes a reduction over ``dim`` (int, sequence, None or ``()`` for all)
     removes from an ``nd``-dim shape, with torch's errors for bad dims."""
+    if type(dim) is int and -nd <= dim < nd:
+        return (dim % nd,)
     if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
         return tuple(range(nd))
     out = []
