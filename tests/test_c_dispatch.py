@@ -440,3 +440,23 @@ def test_accumulate_same_as_python(monkeypatch, engine_c):
     monkeypatch.setattr(D, "_C", C if engine_c else None)
     assert _accumulate_cases() == ref
     assert ref[0] == ([1.0, 1.0], [1.0, 1.0], False, False)
+
+
+def test_tensor_list_quick_path_is_the_general_path():
+    # cat/stack of one float dtype skip flattening and promotion: same values, dtype and graph;
+    # mixed dtypes (promotion) and other calls take the general path
+    cat, stack = ember.cat.opdef, ember.stack.opdef
+    x = ember.tensor([[1.0, 2.0]], requires_grad=True)
+    y = ember.tensor([[3.0, 4.0]])
+    for opdef, args in [(cat, ([x, y], 0)), (cat, ((x, y), -1)), (stack, ([x, y], 1)),
+                        (stack, ([y, y],))]:
+        quick, general = D._tensor_list(opdef, args), D._dispatch(opdef, args, {})
+        assert quick.tolist() == general.tolist() and quick.dtype is general.dtype
+        assert (quick.grad_fn and quick.grad_fn.name()) == (general.grad_fn and
+                                                           general.grad_fn.name())
+    assert D._tensor_list(cat, ([x, y.double()], 0)) is None
+    assert D._tensor_list(cat, ([x, y], np.int64(0))) is None
+    assert ember.cat([x, y.double()]).dtype is ember.float64
+    z = ember.cat([x, y], dim=0)
+    z.sum().backward()
+    assert x.grad.tolist() == [[1.0, 1.0]]

@@ -232,6 +232,9 @@ def dispatch(opdef, args, kwargs):
                 return dispatch(opdef, full, _NO_KWARGS)
         return _dispatch(opdef, args, kwargs)
     n = len(args)
+    if n and type(args[0]) in (list, tuple):
+        out = _tensor_list(opdef, args)
+        return _dispatch(opdef, args, kwargs) if out is None else out
     if n > 1 and isinstance(args[0], Tensor) and not (
             n == 2 and (isinstance(args[1], Tensor) or type(args[1]) in _SCALARS)):
         # a tensor and options (a dim, keepdim, a dtype): the forward, as below
@@ -390,6 +393,26 @@ def _finish(opdef, args, kwargs, tensors, res, dev, out):
     if out is not None:
         return _write_out(opdef, out, outs)
     return tuple(outs) if multi else outs[0]
+
+
+def _tensor_list(opdef, args):
+    """A list of cpu tensors of one float dtype first, plain options after it (``cat``,
+    ``stack``): the forward on their arrays and ``_finish``, without the general path's
+    flattening and promotion (nothing to promote). None for any other call."""
+    ts = args[0]
+    dt = ts[0].dtype if ts and type(ts[0]) is Tensor else None
+    if dt not in _SCALAR_KEEPS or not _plain(args):
+        return None
+    for t in ts:
+        if type(t) is not Tensor or t.dtype is not dt or t.device is not CPU:
+            return None
+    try:
+        res = opdef.fwd(np, [t._data for t in ts], *args[1:])
+    except (ValueError, IndexError, TypeError) as e:
+        raise _explain(opdef, ts, e) from None
+    except SparseOperand:
+        return sparse_dispatch(opdef, args, _NO_KWARGS)
+    return _finish(opdef, args, _NO_KWARGS, list(ts), res, CPU, None)
 
 
 def _positional(opdef, args, kwargs):

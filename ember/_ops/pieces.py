@@ -115,6 +115,10 @@ builtin_sum = sum
     method=False)
 def cat(xp, tensors, dim=0):
     """Join tensors along an existing dimension ``dim``."""
+    try:        # the common call in one step: torch's checks below run where NumPy refuses
+        return xp.concatenate(tensors, axis=dim)
+    except (ValueError, TypeError):
+        pass
     # NOTE: like torch, 1-D empty tensors are skipped whatever their dimension count.
     for i, a in enumerate(tensors):
         if a.ndim == 0:
@@ -157,12 +161,15 @@ cat.meta = _cat_meta
 @op("stack", tags=("autocast_promote",), promote="common", method=False)
 def stack(xp, tensors, dim=0):
     """Join tensors of one shape along a new dimension ``dim``."""
+    shape = tensors[0].shape
     for i, a in enumerate(tensors):
-        if a.shape != tensors[0].shape:
+        if a.shape != shape:
             raise RuntimeError(f"stack expects each tensor to be equal size, but got "
-                               f"{list(tensors[0].shape)} at entry 0 and {list(a.shape)} at "
-                               f"entry {i}")
-    return xp.stack(tensors, axis=dim)
+                               f"{list(shape)} at entry 0 and {list(a.shape)} at entry {i}")
+    d = wrap_dim(dim, len(shape) + 1)
+    # (numpy.stack's own way, without its Python: a size-1 dim in each, then one concatenate)
+    new = shape[:d] + (1,) + shape[d:]
+    return xp.concatenate([a.reshape(new) for a in tensors], axis=d)
 
 
 @stack.vjp()
