@@ -177,12 +177,19 @@ def _sequence_as_tuple(index):
         for x in index)
 
 
+_BASIC = frozenset((int, slice, type(None), type(Ellipsis)))
+
+
 def __getitem__(self, index):
-    if type(index) is int:
+    kind = type(index)
+    if kind is int:
         out = _int_view(self, index)
         if out is not None:
             return out
-    idx, basic = _index_arrays(index, self.ndim)
+    if kind is slice or kind is tuple and _all_basic(index):
+        idx, basic = index, True        # (nothing to convert: the common x[:, 0], x[..., :n])
+    else:
+        idx, basic = _index_arrays(index, self.ndim)
     if not basic:
         steps = indexing.split_ints(idx)
         if steps is not None:
@@ -196,6 +203,13 @@ def __getitem__(self, index):
         if "out of bounds" in str(e):
             raise IndexError(str(e)) from None
         raise
+
+
+def _all_basic(index):
+    for i in index:
+        if type(i) not in _BASIC:
+            return False
+    return True
 
 
 def _int_view(self, i):

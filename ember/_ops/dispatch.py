@@ -477,8 +477,8 @@ def _view(opdef, args):
     (a view cost 10 us there, torch's 1.5). None for any other call, or one the op refuses:
     the general path raises its error."""
     src = args[0] if args else None
-    if type(src) is not Tensor or src.device is not CPU or opdef.name == "getitem":
-        return None         # (an index may hold tensors: advanced indexing copies)
+    if type(src) is not Tensor or src.device is not CPU:
+        return None
     rest = args[1:]
     for a in rest:
         if isinstance(a, Tensor):
