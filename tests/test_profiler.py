@@ -205,3 +205,12 @@ def test_custom_function_forward_is_an_event():
     with profile() as prof:
         ember.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
     assert "_FlashAttention" in {e.name for e in prof.events()}
+
+
+def test_backward_views_are_events():
+    # a full sum's backward expands its gradient by a quick view: still an event, as in torch
+    x = ember.ones(3, requires_grad=True)
+    with profile() as prof:
+        x.sum().backward()
+    node = next(e for e in prof.events() if e.name == "SumBackward0")
+    assert [c.name for c in node.cpu_children] == ["aten::expand"]

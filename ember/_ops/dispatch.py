@@ -514,8 +514,11 @@ def _view(opdef, args):
 def quick_view(opdef, src, *rest):
     """``opdef(src, *rest)`` for a view op without the hop through the op's ``__call__``
     (each full sum's backward expands its gradient this way)."""
-    out = _view(opdef, (src,) + rest)
-    return dispatch(opdef, (src,) + rest, {}) if out is None else out
+    if hooks.autocast is None and hooks.tracer is None and hooks.profiler is None:
+        out = _view(opdef, (src,) + rest)
+        if out is not None:
+            return out
+    return dispatch(opdef, (src,) + rest, {})
 
 
 def view_links(opdef, src, rest, kwargs):
