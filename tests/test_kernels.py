@@ -161,6 +161,27 @@ def test_cross_entropy(reduction, shape, dtype, noncontig):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bad", [5, -1, -101])
+def test_cross_entropy_kernel_checks_targets(bad, dtype):
+    # the kernel counts the targets it does not ignore and refuses one out of range (-1,
+    # nothing written): the reference path then raises torch's error
+    fn = ember._C.kernel("cross_entropy", np.dtype(dtype))
+    if fn is None:
+        pytest.skip("C kernels not built")
+    x = np.zeros((4, 5), dtype)
+    out = np.full(4, 7.0, dtype)
+    for t, want in ((np.array([0, -100, 4, 2]), 3), (np.array([0, bad, 4, 2]), -1)):
+        got = fn(x.ctypes.data, t.ctypes.data, None, out.ctypes.data, 4, 5, -100, 1)
+        assert got == want
+    assert (out != 7.0).all() and np.isclose(out[1], 0)   # (the first call wrote all 4)
+    out[:] = 7.0
+    fn(x.ctypes.data, np.array([0, bad, 4, 2]).ctypes.data, None, out.ctypes.data, 4, 5, -100, 1)
+    assert (out == 7.0).all()
+    with pytest.raises(IndexError, match=f"Target {bad} is out of bounds"):
+        F.cross_entropy(ember.tensor(x), ember.tensor([0, bad, 4, 2]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("amsgrad", [False, True])
 @pytest.mark.parametrize("foreach", [None, False])
 def test_adamw_bit_identical(amsgrad, foreach, dtype):

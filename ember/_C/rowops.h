@@ -308,12 +308,24 @@ TC static void S(ce_rows)(const T *x, const int64_t *t, const T *coef, T *out, i
     }
 }
 
-EXPORT void S(cross_entropy)(const T *x, const int64_t *t, const T *coef, T *out, int64_t m,
-                             int64_t c, int64_t ignore, int nt) {
+/* Returns how many targets are not `ignore`, or -1 (out untouched) where one is outside
+ * [0, c): the caller's reference path raises torch's error. Checking here spares the caller
+ * four NumPy passes over the targets, which cost more than the kernel on a small batch. */
+EXPORT int64_t S(cross_entropy)(const T *x, const int64_t *t, const T *coef, T *out,
+                                int64_t m, int64_t c, int64_t ignore, int nt) {
+    int64_t valid = 0;
+    for (int64_t r = 0; r < m; r++) {
+        if (t[r] == ignore)
+            continue;
+        if (t[r] < 0 || t[r] >= c)
+            return -1;
+        valid++;
+    }
     nt = rows_threads(m * c * 3 / 2, nt);
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t r = 0; r < m; r += 8)
         S(ce_rows)(x, t, coef, out, r, r + 8 < m ? r + 8 : m, c, ignore);
+    return valid;
 }
 
 /* ---- Adam / AdamW over a flat buffer --------------------------------------------------- */

@@ -236,17 +236,20 @@ rms_norm.torch_fn = "nn.functional.rms_norm"
 
 def _ce_kernel_args(input, target, ignore_index):
     """The C kernel and contiguous (logits, targets) when the fused kernel applies: (N, C)
-    logits of float32/64 with (N,) int64 targets all in range; else None (the reference path,
-    which also raises the errors)."""
+    logits of float32/64 with (N,) int64 targets; else None (the reference path). The kernel
+    checks the targets: it returns -1 for one out of range, and the reference path raises."""
     if input.ndim != 2 or target.shape != input.shape[:1] or target.dtype != np.int64:
         return None
     fn = _C.kernel("cross_entropy", input.dtype)
     if fn is None or not input.size:
         return None
-    valid = target[target != ignore_index]
-    if valid.size and (valid.min() < 0 or valid.max() >= input.shape[1]):
-        return None
     return fn, _C.contiguous(input), _C.contiguous(target)
+
+
+def _ce_reference(xp, input, target, ignore_index, reduction):
+    dim = 1 if input.ndim > 1 else 0
+    return nll_loss.fwd(xp, log_softmax.fwd(xp, input, dim), target, None, ignore_index,
+                        reduction)
 
 
 @op("cross_entropy_loss", tags=("autocast_fp32",), method=False, function=False)
@@ -255,18 +258,17 @@ def cross_entropy_loss(xp, input, target, ignore_index=-100, reduction="mean"):
     indices ``target``: ``nll_loss(log_softmax(input, 1), target)``, fused on the cpu."""
     fused = _ce_kernel_args(input, target, ignore_index) if xp is np else None
     if fused is None:
-        dim = 1 if input.ndim > 1 else 0
-        return nll_loss.fwd(xp, log_softmax.fwd(xp, input, dim), target, None, ignore_index,
-                            reduction)
+        return _ce_reference(xp, input, target, ignore_index, reduction)
     fn, x, t = fused
     losses = np.empty(x.shape[0], x.dtype)
-    fn(_C.ptr(x), _C.ptr(t), None, _C.ptr(losses), x.shape[0], x.shape[1],
-       ignore_index, _C.num_threads())
+    valid = fn(_C.ptr(x), _C.ptr(t), None, _C.ptr(losses), x.shape[0], x.shape[1],
+               ignore_index, _C.num_threads())
+    if valid < 0:
+        return _ce_reference(xp, input, target, ignore_index, reduction)
     if reduction == "none":
         return losses
-    total = losses.sum()
-    return total if reduction == "sum" else total / x.dtype.type(np.count_nonzero(
-        t != ignore_index))
+    total = np.add.reduce(losses)
+    return total if reduction == "sum" else total / x.dtype.type(valid)
 
 
 @cross_entropy_loss.vjp(save=("input", "target"))
@@ -280,9 +282,9 @@ def _(g, input, target, ignore_index=-100, reduction="mean"):
             np.full(t.shape, arrays[0] / x.dtype.type(np.count_nonzero(valid)), x.dtype)
         coef = _C.contiguous(coef)
         gx = np.empty(x.shape, x.dtype)
-        fn(_C.ptr(x), _C.ptr(t), _C.ptr(coef), _C.ptr(gx), x.shape[0],
-           x.shape[1], ignore_index, _C.num_threads())
-        return Tensor._wrap(gx), None
+        if fn(_C.ptr(x), _C.ptr(t), _C.ptr(coef), _C.ptr(gx), x.shape[0],
+              x.shape[1], ignore_index, _C.num_threads()) >= 0:
+            return Tensor._wrap(gx), None
     # the reference: the backwards of nll_loss and log_softmax, on a recomputed log_softmax
     dim = 1 if input.dim() > 1 else 0
     logp = log_softmax(input, dim)
