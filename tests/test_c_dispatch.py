@@ -460,3 +460,29 @@ def test_tensor_list_quick_path_is_the_general_path():
     z = ember.cat([x, y], dim=0)
     z.sum().backward()
     assert x.grad.tolist() == [[1.0, 1.0]]
+
+
+def test_several_tensors_quick_path_is_the_general_path():
+    # linear(x, w, b), layer_norm(x, shape, w, b, eps), addmm of one float dtype skip the
+    # general path's flattening and promotion: same values and graph; mixed dtypes decline
+    x = ember.tensor([[1.0, 2.0], [3.0, -1.0]], requires_grad=True)
+    w = ember.tensor([[0.5, -1.0], [2.0, 1.0], [0.0, 3.0]], requires_grad=True)
+    b = ember.tensor([0.1, 0.2, 0.3])
+    cases = [(ember._ops.nn.linear, (x, w, b)),
+             (ember.nn.functional._rows.layer_norm, (x, (2,), x[0], x[1], 1e-3)),
+             (ember.addmm.opdef, (b, x, w.T))]
+    for opdef, args in cases:
+        quick, general = D._tensors(opdef, args), D._dispatch(opdef, args, {})
+        np.testing.assert_allclose(quick.detach().numpy(), general.detach().numpy())
+        assert quick.grad_fn.name() == general.grad_fn.name()
+        quick.sum().backward()
+        grads = [t.grad for t in (x, w)]
+        x.grad = w.grad = None
+        general.sum().backward()
+        for g, t in zip(grads, (x, w)):
+            assert (g is None) == (t.grad is None)
+            if g is not None:
+                np.testing.assert_allclose(g.numpy(), t.grad.numpy())
+        x.grad = w.grad = None
+    assert D._tensors(ember._ops.nn.linear, (x, w.double(), b)) is None
+    assert D._tensors(ember._ops.nn.linear, (x, w, np.float32(1))) is None

@@ -240,7 +240,8 @@ def dispatch(opdef, args, kwargs):
         # a tensor and options (a dim, keepdim, a dtype): the forward, as below
         a = args[0]
         if a.device is not CPU or a.dtype not in _SCALAR_KEEPS or not _plain(args):
-            return _dispatch(opdef, args, kwargs)
+            out = _tensors(opdef, args)
+            return _dispatch(opdef, args, kwargs) if out is None else out
         dt, tensors, pos = a.dtype, (a,), AT0
         try:
             res = opdef.fwd(np, a._data, *args[1:])
@@ -395,6 +396,40 @@ def _finish(opdef, args, kwargs, tensors, res, dev, out):
     return tuple(outs) if multi else outs[0]
 
 
+def _tensors(opdef, args):
+    """Several cpu tensors of one float dtype among plain options (``linear(x, w, b)``,
+    ``layer_norm(x, shape, w, b, eps)``): the forward on their arrays and ``_finish``, without
+    the general path's flattening and promotion (nothing to promote). None for any other
+    call."""
+    dt, tensors, arrays = None, [], list(args)
+    for i, a in enumerate(args):
+        t = type(a)
+        if t is Tensor:
+            if a.device is not CPU or (dt is not None and a.dtype is not dt):
+                return None
+            dt = a.dtype
+            tensors.append(a)
+            arrays[i] = a._data
+        elif t not in _PLAIN and (t is not tuple and t is not list or not _ints(a)):
+            return None
+    if dt not in _SCALAR_KEEPS:
+        return None
+    try:
+        res = opdef.fwd(np, *arrays)
+    except (ValueError, IndexError, TypeError) as e:
+        raise _explain(opdef, tensors, e) from None
+    except SparseOperand:
+        return sparse_dispatch(opdef, args, _NO_KWARGS)
+    return _finish(opdef, args, _NO_KWARGS, tensors, res, CPU, None)
+
+
+def _ints(seq):
+    for v in seq:
+        if type(v) is not int:
+            return False
+    return True
+
+
 def _tensor_list(opdef, args):
     """A list of cpu tensors of one float dtype first, plain options after it (``cat``,
     ``stack``): the forward on their arrays and ``_finish``, without the general path's
@@ -462,12 +497,8 @@ def _plain(args):
     an array or a tensor takes the general path: promotion may read it)."""
     for a in args[1:]:
         t = type(a)
-        if t not in _PLAIN:
-            if t is not tuple and t is not list:
-                return False
-            for v in a:
-                if type(v) is not int:
-                    return False
+        if t not in _PLAIN and (t is not tuple and t is not list or not _ints(a)):
+            return False
     return True
 
 
