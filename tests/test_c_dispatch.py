@@ -484,5 +484,16 @@ def test_several_tensors_quick_path_is_the_general_path():
             if g is not None:
                 np.testing.assert_allclose(g.numpy(), t.grad.numpy())
         x.grad = w.grad = None
-    assert D._tensors(ember._ops.nn.linear, (x, w.double(), b)) is None
+    # promotion reads where's input and other, not its condition: a bool condition is fine,
+    # differing dtypes among the promoted ones go to the general path
+    where = ember.where.opdef
+    args = (x > 0, x, x * 2)
+    np.testing.assert_array_equal(D._tensors(where, args).detach().numpy(),
+                                  D._dispatch(where, args, {}).detach().numpy())
+    assert D._tensors(where, (x > 0, x, x.double())) is None
     assert D._tensors(ember._ops.nn.linear, (x, w, np.float32(1))) is None
+    # an op that promotes nothing sees its operands as they are: its own error
+    for run in (lambda: D._tensors(ember._ops.nn.linear, (x, w.double(), b)),
+                lambda: D._dispatch(ember._ops.nn.linear, (x, w.double(), b), {})):
+        with pytest.raises(RuntimeError, match="same dtype"):
+            run()

@@ -255,7 +255,8 @@ def dispatch(opdef, args, kwargs):
             dt = a.dtype
             if isinstance(b, Tensor):
                 if b.dtype is not dt or b.device is not CPU:
-                    return _dispatch(opdef, args, kwargs)
+                    out = _tensors(opdef, args)     # (embedding(idx, weight)...)
+                    return _dispatch(opdef, args, kwargs) if out is None else out
                 tensors, pos, x, y = args, AT01, a._data, b._data
             elif type(b) in _SCALARS and dt in _SCALAR_KEEPS:
                 tensors, pos, x, y = (a,), AT0, a._data, b
@@ -397,22 +398,27 @@ def _finish(opdef, args, kwargs, tensors, res, dev, out):
 
 
 def _tensors(opdef, args):
-    """Several cpu tensors of one float dtype among plain options (``linear(x, w, b)``,
-    ``layer_norm(x, shape, w, b, eps)``): the forward on their arrays and ``_finish``, without
-    the general path's flattening and promotion (nothing to promote). None for any other
-    call."""
+    """Several cpu tensors among plain options (``linear(x, w, b)``, ``masked_fill(x, mask,
+    v)``, ``where(c, x, y)``): the forward on their arrays and ``_finish``, without the general
+    path's flattening and promotion. Taken where promotion has nothing to do: the tensors it
+    would read (``opdef.promote_args``) share one float dtype, and the others it leaves
+    alone. None for any other call."""
+    promoted = opdef.promote_args if opdef.promote is not None else ()
     dt, tensors, arrays = None, [], list(args)
     for i, a in enumerate(args):
         t = type(a)
         if t is Tensor:
-            if a.device is not CPU or (dt is not None and a.dtype is not dt):
+            if a.device is not CPU or a.dtype in _OPMATH:
                 return None
-            dt = a.dtype
+            if i in promoted:
+                if dt is not None and a.dtype is not dt:
+                    return None
+                dt = a.dtype
             tensors.append(a)
             arrays[i] = a._data
         elif t not in _PLAIN and (t is not tuple and t is not list or not _ints(a)):
             return None
-    if dt not in _SCALAR_KEEPS:
+    if dt is not None and dt not in _SCALAR_KEEPS:
         return None
     try:
         res = opdef.fwd(np, *arrays)
