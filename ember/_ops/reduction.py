@@ -258,6 +258,9 @@ def _even_split(g, input, result, dim, keepdim):
     return _keep(g, input, dim, keepdim) * mask / mask.sum(reduce_dims(dim, input.dim()), True)
 
 
+_SMALL = 1 << 16
+
+
 def _minmax(name, f, argf, binary):
     @op(name, tags=("reduction",), nondiff_outputs=(1,), returns=("values", "indices"))
     def fwd(xp, input, dim=None, keepdim=False):
@@ -269,8 +272,12 @@ def _minmax(name, f, argf, binary):
         if isinstance(dim, (tuple, list)):
             raise TypeError(f"{name}(): argument 'dim' must be int, not {type(dim).__name__}")
         dim = reduce_dims(dim, input.ndim)[0] if input.ndim else 0
-        idx = argf(input.reshape(input.shape or (1,)), axis=dim, keepdims=True)
-        vals = xp.take_along_axis(input.reshape(input.shape or (1,)), idx, axis=dim)
+        a = input.reshape(input.shape or (1,))
+        idx = argf(a, axis=dim, keepdims=True)
+        # (a small input: the values by a second reduction, not take_along_axis, whose Python
+        # costs more than the pass; both keep the first NaN, as argmax finds it)
+        vals = getattr(a, name)(axis=dim, keepdims=True) if a.size <= _SMALL else \
+            xp.take_along_axis(a, idx, axis=dim)
         if not keepdim or not input.ndim:
             vals, idx = vals.reshape(reduce_shape(input.shape, dim, keepdim)), \
                 idx.reshape(reduce_shape(input.shape, dim, keepdim))
