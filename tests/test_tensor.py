@@ -439,3 +439,17 @@ def test_inplace_view_ops_and_inplace_matrix_scan_ops_match_torch():
     v.t_()
     v.sum().backward()
     assert w.grad.tolist() == [[2.0] * 3] * 2
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.complex64])
+def test_mean_is_numpy_mean_bit_for_bit(dt):
+    # mean runs numpy.mean's two steps itself (sum in the dtype, division by a NumPy integer)
+    rng = np.random.default_rng(1)
+    for shape, dim, keep in [((7, 1025), 1, False), ((7, 1025), None, False),
+                             ((3, 4, 5), (0, 2), True), ((), None, False)]:
+        a = rng.standard_normal(shape) + (1j * rng.standard_normal(shape) if dt is np.complex64
+                                          else 0)
+        a = a.astype(dt)
+        got = ember.tensor(a).mean(dim, keepdim=keep).numpy()
+        want = np.mean(a, axis=dim, keepdims=keep, dtype=a.dtype)
+        assert got.dtype == np.asarray(want).dtype and np.array_equal(got, want)

@@ -131,10 +131,20 @@ def mean(xp, input, dim=None, keepdim=False, *, dtype=None):
         tensor(1.5000, dtype=torch.float64)
     """
     _float_input("mean", input, dtype)
-    if _count(input.shape, dim) == 0:          # nan, without NumPy's "Mean of empty slice"
+    count = _count(input.shape, dim)
+    if count == 0:          # nan, without NumPy's "Mean of empty slice"
         with np.errstate(invalid="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             return _accumulate(xp.mean, input, dim, keepdim, dtype)
+    if xp is np:
+        # numpy.mean's own steps (the sum in the result dtype, then a division by the count
+        # as a NumPy integer, which computes in double), without its Python: the same bits
+        def f(a, axis, keepdims, dtype=None):
+            total = np.add.reduce(a, axis, dtype, keepdims=keepdims)
+            if type(total) is np.ndarray:
+                return np.true_divide(total, np.intp(count), out=total, casting="unsafe")
+            return total.dtype.type(total / np.intp(count))
+        return _accumulate(f, input, dim, keepdim, dtype)
     return _accumulate(xp.mean, input, dim, keepdim, dtype)
 
 
