@@ -420,6 +420,12 @@ def _tensors(opdef, args):
             return None
     if dt is not None and dt not in _SCALAR_KEEPS:
         return None
+    return _run(opdef, args, arrays, tensors)
+
+
+def _run(opdef, args, arrays, tensors):
+    """The forward on ``arrays`` (``args`` with the tensors' arrays in their places), its
+    errors in torch's words, and ``_finish``: the quick paths' common tail."""
     try:
         res = opdef.fwd(np, *arrays)
     except (ValueError, IndexError, TypeError) as e:
@@ -447,13 +453,7 @@ def _tensor_list(opdef, args):
     for t in ts:
         if type(t) is not Tensor or t.dtype is not dt or t.device is not CPU:
             return None
-    try:
-        res = opdef.fwd(np, [t._data for t in ts], *args[1:])
-    except (ValueError, IndexError, TypeError) as e:
-        raise _explain(opdef, ts, e) from None
-    except SparseOperand:
-        return sparse_dispatch(opdef, args, _NO_KWARGS)
-    return _finish(opdef, args, _NO_KWARGS, list(ts), res, CPU, None)
+    return _run(opdef, args, ([t._data for t in ts], *args[1:]), list(ts))
 
 
 def _positional(opdef, args, kwargs):
