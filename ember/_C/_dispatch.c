@@ -168,7 +168,7 @@ static PyObject *fwd_failed(PyObject *opdef, PyObject *args, PyObject *kwargs, P
 #include "record.h"     /* record_node: graph.simple_node */
 #include "engine.h"     /* backward_loop: engine.run_backward's loop */
 
-/* av[1:] are options passed as they are (dispatch.py's _plain): None, bools, exact ints and
+/* av[1:] are options passed as they are (dispatch.py's _option): None, bools, exact ints and
  * floats, strings, ember dtypes, tuples or lists of exact ints */
 static int plain_options(PyObject *const *av, Py_ssize_t n)
 {

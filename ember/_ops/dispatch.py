@@ -416,7 +416,7 @@ def _tensors(opdef, args):
                 dt = a.dtype
             tensors.append(a)
             arrays[i] = a._data
-        elif t not in _PLAIN and (t is not tuple and t is not list or not _ints(a)):
+        elif not _option(a):
             return None
     if dt is not None and dt not in _SCALAR_KEEPS:
         return None
@@ -433,13 +433,6 @@ def _run(opdef, args, arrays, tensors):
     except SparseOperand:
         return sparse_dispatch(opdef, args, _NO_KWARGS)
     return _finish(opdef, args, _NO_KWARGS, tensors, res, CPU, None)
-
-
-def _ints(seq):
-    for v in seq:
-        if type(v) is not int:
-            return False
-    return True
 
 
 def _tensor_list(opdef, args):
@@ -498,12 +491,24 @@ _PLAIN = frozenset((type(None), bool, int, float, str, _dtype.dtype))
 
 
 def _plain(args):
-    """Whether ``args[1:]`` are options the fast path passes as they are: None, bools, Python
-    ints and floats, strings, ember dtypes, tuples or lists of ints (a complex or NumPy scalar,
-    an array or a tensor takes the general path: promotion may read it)."""
+    """Whether ``args[1:]`` are all options the quick paths pass as they are."""
     for a in args[1:]:
-        t = type(a)
-        if t not in _PLAIN and (t is not tuple and t is not list or not _ints(a)):
+        if not _option(a):
+            return False
+    return True
+
+
+def _option(a):
+    """Whether ``a`` is an option the quick paths pass as it is: None, a bool, a Python int or
+    float, a string, an ember dtype, a tuple or list of ints (a complex or NumPy scalar, an
+    array or a tensor takes the general path: promotion may read it)."""
+    t = type(a)
+    if t in _PLAIN:
+        return True
+    if t is not tuple and t is not list:
+        return False
+    for v in a:
+        if type(v) is not int:
             return False
     return True
 
