@@ -1,9 +1,10 @@
 """dtypes, the default dtype, and PyTorch's type-promotion rules.
 
 bfloat16 and float8 come from ml_dtypes, so every dtype is a real NumPy dtype and arrays of it
-work with NumPy (and CuPy where it supports them).
+work with NumPy (and CuPy where it supports them). ml_dtypes is imported on first use (it adds
+a tenth to ``import ember``): until then those three dtypes have no ``np`` slot, and reading it
+imports ml_dtypes (see :func:`ml_dtypes`).
 """
-import ml_dtypes
 import numpy as np
 
 _BOOL, _INT, _FLOAT, _COMPLEX = 0, 1, 2, 3
@@ -14,10 +15,18 @@ class dtype:
 
     __slots__ = ("name", "np", "itemsize", "category", "is_signed", "_rank", "__weakref__")
 
-    def __init__(self, name, np_dtype, category, rank):
-        self.name, self.np, self.category, self._rank = name, np.dtype(np_dtype), category, rank
-        self.itemsize = self.np.itemsize
+    def __init__(self, name, np_dtype, category, rank, itemsize=None):
+        self.name, self.category, self._rank = name, category, rank
+        if np_dtype is not None:       # (else ml_dtypes' dtype, set by ml_dtypes())
+            self.np = np.dtype(np_dtype)
+        self.itemsize = itemsize or self.np.itemsize
         self.is_signed = name not in ("bool", "uint8")
+
+    def __getattr__(self, attr):       # only for a slot not set yet: an ml_dtypes one's np
+        if attr == "np" and self in _FROM_ML_DTYPES:
+            ml_dtypes()
+            return self.np
+        raise AttributeError(f"'torch.dtype' object has no attribute '{attr}'")
 
     @property
     def is_floating_point(self):
@@ -48,21 +57,38 @@ int8 = dtype("int8", np.int8, _INT, 1)
 int16 = dtype("int16", np.int16, _INT, 2)
 int32 = dtype("int32", np.int32, _INT, 3)
 int64 = dtype("int64", np.int64, _INT, 4)
-float8_e4m3fn = dtype("float8_e4m3fn", ml_dtypes.float8_e4m3fn, _FLOAT, 0)
-float8_e5m2 = dtype("float8_e5m2", ml_dtypes.float8_e5m2, _FLOAT, 0)
+float8_e4m3fn = dtype("float8_e4m3fn", None, _FLOAT, 0, itemsize=1)
+float8_e5m2 = dtype("float8_e5m2", None, _FLOAT, 0, itemsize=1)
 float16 = dtype("float16", np.float16, _FLOAT, 1)
-bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, _FLOAT, 1)
+bfloat16 = dtype("bfloat16", None, _FLOAT, 1, itemsize=2)
 float32 = dtype("float32", np.float32, _FLOAT, 2)
 float64 = dtype("float64", np.float64, _FLOAT, 3)
 complex64 = dtype("complex64", np.complex64, _COMPLEX, 2)
 complex128 = dtype("complex128", np.complex128, _COMPLEX, 3)
+_FROM_ML_DTYPES = (float8_e4m3fn, float8_e5m2, bfloat16)
+ML_DTYPES_NAMES = frozenset(d.name for d in _FROM_ML_DTYPES)    # (NumPy's names for them too)
+_ml_dtypes = []
+
+
+def ml_dtypes():
+    """The ml_dtypes module, imported on the first call, which also gives bfloat16 and the
+    float8 dtypes their ``np`` and makes their arrays known to :func:`from_numpy_dtype`."""
+    if not _ml_dtypes:
+        import ml_dtypes as m
+        for d in _FROM_ML_DTYPES:
+            d.np = np.dtype(getattr(m, d.name))
+            _BY_NP[d.np] = d
+        _ml_dtypes.append(m)
+    return _ml_dtypes[0]
+
 
 def cast(a, np_dtype):
     """``a.astype(np_dtype)`` (a NumPy or CuPy array), with torch's saturation for float8_e4m3fn.
 
     NOTE: torch rounds a real number beyond float8_e4m3fn's range (+-448), infinities included,
     to +-448; ml_dtypes makes it nan (e4m3fn has no infinity). nan stays nan."""
-    if np_dtype == float8_e4m3fn.np and a.dtype.kind in "fV" and a.dtype != np_dtype:
+    if getattr(np_dtype, "name", None) == "float8_e4m3fn" and a.dtype.kind in "fV" \
+            and a.dtype != np_dtype:
         a = a.astype(np.float32).clip(-448.0, 448.0)
     return a.astype(np_dtype)
 
@@ -79,7 +105,7 @@ _SCALAR_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Shor
                  "float32": "Float", "float64": "Double", "complex64": "ComplexFloat",
                  "complex128": "ComplexDouble"}
 _BY_NAME = {d.name: d for d in ALL}
-_BY_NP = {d.np: d for d in ALL}
+_BY_NP = {d.np: d for d in ALL if d not in _FROM_ML_DTYPES}     # (they join in ml_dtypes())
 
 
 def _by_name(name):
@@ -92,6 +118,8 @@ def from_numpy_dtype(np_dtype):
         return _BY_NP[np_dtype]
     except KeyError:
         d = np.dtype(np_dtype)
+        if d.name in ML_DTYPES_NAMES and not _ml_dtypes:   # an array made before ember used them
+            ml_dtypes()
         if d in _BY_NP:
             return _BY_NP[d]
         raise TypeError(f"can't convert np.ndarray of type numpy.{d.type.__name__}. The only "
@@ -219,7 +247,7 @@ class finfo:
         if d.category != _FLOAT:
             raise TypeError("torch.finfo() requires a floating point input type. Use torch.iinfo "
                             "to handle 'torch.finfo'")
-        f = ml_dtypes.finfo(d.np)
+        f = ml_dtypes().finfo(d.np)
         self.dtype, self.bits = d.name, d.itemsize * 8
         self.eps, self.max, self.min = float(f.eps), float(f.max), float(f.min)
         self.tiny = self.smallest_normal = float(f.smallest_normal)

@@ -23,6 +23,22 @@ def test_import_loads_no_optional_package():
     assert not loaded, f"import ember loaded optional packages: {loaded}"
 
 
+def test_import_leaves_ml_dtypes_for_first_use():
+    # (a tenth of the import time) bfloat16 and float8 load it the first time they are used
+    assert "ml_dtypes" not in _loaded_after_import()
+    out = _run("import sys, ember; d = ember.bfloat16; print('ml_dtypes' in sys.modules); "
+               "x = ember.ones(2, dtype=d) * 1.5; print(x.dtype, x.tolist(), "
+               "'ml_dtypes' in sys.modules, ember.finfo(ember.float8_e4m3fn).max)")
+    assert out.splitlines() == ["False", "torch.bfloat16 [1.5, 1.5] True 448.0"]
+
+
+def test_an_ml_dtypes_array_made_before_ember_uses_it_converts():
+    out = _run("import ml_dtypes, numpy as np, ember; "
+               "a = np.array([1.5, -2], ml_dtypes.float8_e5m2); t = ember.from_numpy(a); "
+               "print(t.dtype, t.tolist(), ember.tensor(a.astype(ml_dtypes.bfloat16)).dtype)")
+    assert out == "torch.float8_e5m2 [1.5, -2.0] torch.bfloat16"
+
+
 def _run(code):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

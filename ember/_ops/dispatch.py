@@ -68,8 +68,8 @@ def _kwargs_to_positional(opdef, args, kwargs):
 # NOTE: torch casts a Python scalar to a low-precision tensor's dtype before the op (x_f16 * 0.1
 # multiplies by float16(0.1)); NumPy would keep it in float64 where a forward computes with it
 # outside a ufunc, and ml_dtypes' ufuncs let it upcast bf16/fp8. So it is pinned.
-_PIN_SCALARS = {_dtype.float16.np.type, _dtype.bfloat16.np.type, _dtype.float8_e4m3fn.np.type,
-                _dtype.float8_e5m2.np.type}
+_PIN_SCALARS = frozenset((_dtype.float16, _dtype.bfloat16, _dtype.float8_e4m3fn,
+                          _dtype.float8_e5m2))
 
 
 # NOTE: torch's kernels compute these in float32 ("opmath") and round the result once, so
@@ -109,7 +109,7 @@ def _promote(opdef, args, arrays, meta=False, kwargs=None):
     if dt in _OPMATH and opdef.opmath and not meta:
         _to_opmath(opdef, arrays, idx, dt.np)
         return dt
-    if scalars and dt.np.type in _PIN_SCALARS:
+    if scalars and dt in _PIN_SCALARS:
         for i in idx:
             if i < len(args) and type(arrays[i]) in (int, float, bool):
                 arrays[i] = dt.np.type(arrays[i])

@@ -14,7 +14,6 @@ from .samples import ErrorSample, Sample, const, dtype_error, make
 
 
 _F32 = np.dtype(np.float32)
-_NO_BLAS = (ember.bfloat16.np, ember.float8_e4m3fn.np, ember.float8_e5m2.np)
 
 
 def _check_dtypes(name, a, b):
@@ -50,7 +49,7 @@ def matmul(xp, input, other):
         a = input.shape if input.ndim > 1 else (1,) + input.shape
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a[-2]}x{a[-1]} and "
                            f"{k2}x{other.shape[-1] if other.ndim > 1 else 1})")
-    if input.dtype in _NO_BLAS:
+    if input.dtype.name in ember._dtype.ML_DTYPES_NAMES:
         # NOTE: bf16/fp8 have no BLAS kernel: multiply in float32 and round once, as torch does
         return xp.matmul(input.astype(np.float32), other.astype(np.float32)).astype(input.dtype)
     out = gemm.matmul(input, other) if xp is np else None

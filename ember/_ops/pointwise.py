@@ -254,17 +254,14 @@ neg.samples = lambda dev, dt: unary_samples(dev, dt) if dt is not ember.bool els
 neg.errors = [ErrorSample(Sample(const(3, dtype=bool)), RuntimeError, "on a bool tensor")]
 
 
-_BF16 = _dtype.bfloat16.np.type
-
-
 @op("pow", tags=("pointwise", "autocast_fp32_cuda"), promote="common", inplace=True,
     opmath=False)
 def pow(xp, input, exponent):
     """``input ** exponent``."""
     # NOTE: torch's bfloat16 pow by the scalar 3 or -2 is x*x*x or 1/(x*x), rounding x*x to
     # bfloat16 on the way; every other exponent (and float16) rounds pow() once, as NumPy's
-    # float16 and ml_dtypes' bfloat16 ufuncs do. (A pinned scalar exponent has type _BF16.)
-    if type(exponent) is _BF16 and (exponent == 3 or exponent == -2):
+    # float16 and ml_dtypes' bfloat16 ufuncs do. (A pinned scalar exponent is a bfloat16 scalar.)
+    if type(exponent).__name__ == "bfloat16" and (exponent == 3 or exponent == -2):
         sq = input * input
         return sq * input if exponent == 3 else 1 / sq
     if isinstance(exponent, xp.ndarray) and exponent.dtype.kind in "iu" and \

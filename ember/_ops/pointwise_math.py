@@ -2,7 +2,6 @@
 floating-point predicates. Arithmetic with two or more operands lives in pointwise_binary.py."""
 import math
 
-import ml_dtypes
 import numpy as np
 
 import ember
@@ -445,7 +444,7 @@ def nan_to_num(xp, input, nan=0.0, posinf=None, neginf=None):
     if input.dtype.kind == "c":
         re, im = (nan_to_num.fwd(xp, p, nan, posinf, neginf) for p in (input.real, input.imag))
         return (re + 1j * im).astype(input.dtype, copy=False)
-    fi = ml_dtypes.finfo(input.dtype)
+    fi = ember._dtype.ml_dtypes().finfo(input.dtype)
     hi, lo = fi.max if posinf is None else posinf, fi.min if neginf is None else neginf
     r = xp.where(xp.isnan(input), nan, input)
     r = xp.where(r == xp.inf, hi, xp.where(r == -xp.inf, lo, r))

@@ -7,7 +7,7 @@ import numpy as np
 
 import ember
 
-from .linalg import _NO_BLAS, matmul
+from .linalg import matmul
 from .meta import empty
 from .pointwise import type_name
 from .registry import op
@@ -24,8 +24,9 @@ LinAlgError = _LinAlgError
 
 def check_matrix(name, a, square=True):
     """torch's checks on a (batch of) matrices: float or complex, 2 or more dims, square."""
-    if a.dtype.kind not in "fc" or a.dtype in _NO_BLAS or a.dtype == np.float16:
-        if a.dtype.kind in "fc" or a.dtype in _NO_BLAS:
+    low = a.dtype.name in ember._dtype.ML_DTYPES_NAMES or a.dtype == np.float16
+    if a.dtype.kind not in "fc" or low:
+        if a.dtype.kind in "fc" or low:
             raise RuntimeError(f"{name}: Low precision dtypes not supported. Got "
                                f"{type_name(a.dtype)}")
         raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. "
