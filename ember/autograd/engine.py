@@ -140,7 +140,8 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
             elif prof is None:
                 grad_inputs = _apply(node, grads, retain_graph)
             else:
-                grad_inputs = prof.backward(node, _apply, node, grads, retain_graph)
+                with prof.backward(node):
+                    grad_inputs = _apply(node, grads, retain_graph)
             for (nxt, nr), g, meta in zip(node.next_functions, grad_inputs, node.input_meta):
                 if nxt is None:
                     continue
@@ -185,7 +186,8 @@ def _accumulate(node, grads, create_graph, prof=None):
     if prof is None:
         node.accumulate(grads[0], create_graph)
     else:
-        prof.backward(node, node.accumulate, grads[0], create_graph)
+        with prof.backward(node):
+            node.accumulate(grads[0], create_graph)
 
 
 def _run_tensor_hooks(node, grads):

@@ -17,6 +17,7 @@ Example:
     True
     >>> print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=3))  # doctest: +SKIP
 """
+import contextlib
 import enum
 import functools
 import gzip
@@ -147,15 +148,18 @@ class _Recorder:
         finally:
             self.end(ev)
 
-    def backward(self, node, fn, *args):
-        """The engine hook: run one backward node inside torch's two named ranges."""
+    @contextlib.contextmanager
+    def backward(self, node):
+        """The engine hook: ``with prof.backward(node):`` runs one backward node inside torch's
+        two named ranges. (A context, not a call that passes the gradients on: an extra
+        reference to a leaf's gradient would make its AccumulateGrad clone it.)"""
         name = node.name()
         outer = self.begin(f"autograd::engine::evaluate_function: {name}")
         inner = self.begin(name)
         seq = getattr(node, "seq", -1)
         outer.sequence_nr = inner.sequence_nr = seq if seq != float("inf") else -1
         try:
-            return fn(*args)
+            yield
         finally:
             self.end(inner)
             self.end(outer)
