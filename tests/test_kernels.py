@@ -182,6 +182,33 @@ def test_cross_entropy_kernel_checks_targets(bad, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows, inner, index_shape", [(65, 32, (16, 64)), (7, 3, (40,)),
+                                                      (3, 1, (2, 50))])
+def test_add_rows_is_add_at_bit_for_bit(rows, inner, index_shape, dtype):
+    # an embedding's gradient: repeated rows add up in index order, as np.add.at's do
+    from ember._backends import add_at
+    rng = np.random.default_rng(0)
+    idx = rng.integers(0, rows, index_shape)
+    g = rng.standard_normal(index_shape + (inner,)).astype(dtype)
+    out, ref = np.ones((rows, inner), dtype), np.ones((rows, inner), dtype)
+    add_at(np, out, idx, g)
+    np.add.at(ref, idx, g)
+    assert np.array_equal(out, ref)
+
+
+@pytest.mark.parametrize("bad", [65, -1])
+def test_add_rows_kernel_refuses_a_bad_index(bad):
+    from ember._backends import _add_rows_kernel
+    out, g = np.zeros((65, 4), np.float32), np.ones((40, 4), np.float32)
+    idx = np.arange(40)
+    idx[7] = bad
+    assert _add_rows_kernel(out, idx, g) is False and not out.any()    # nothing written
+    w = ember.zeros(65, 4, requires_grad=True)
+    with pytest.raises(IndexError, match=f"embedding: expected indices in \\[0, 65\\), got {bad}"):
+        F.embedding(ember.tensor(idx), w)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("amsgrad", [False, True])
 @pytest.mark.parametrize("foreach", [None, False])
 def test_adamw_bit_identical(amsgrad, foreach, dtype):

@@ -90,6 +90,7 @@ def _declare(lib):
             "gather": [p, p, p, i64, i64, i64, i64, i],
             "mask_select": [p, p, p, i64, p, i],     # (select.h: 4- and 8-byte words)
             "scatter": [p, p, p, p, i64, i64, i64, i64, i, i],
+            "add_rows": [p, p, p, i64, i64, i64],
             # (BLAS's cblas_?gemm address and whether it takes 64-bit ints, then threads)
             "lstm_fwd": [p] * 8 + [i64, i64, i64, i, p, i, i],
             "lstm_bwd": [p, i64] + [p] * 7 + [i64, i64, i64, i, p, i, i],
@@ -106,12 +107,12 @@ def _declare(lib):
             if fn is not None:
                 # (Winograd, im2col and attn_small kernels return -1 when they cannot allocate
                 # their buffers, lstm_* when they cannot allocate their weight panels;
-                # gather/scatter return 1 for an index out of range, cross_entropy -1 for a
+                # gather/scatter/add_rows return 1 for an index out of range, cross_entropy -1 for a
                 # target out of range: the caller raises)
                 fn.argtypes = args
                 fn.restype = ctypes.c_int if name.startswith(
                     ("winograd", "conv_cols", "lstm", "attn_small")) or \
-                    name in ("gather", "scatter", "gemm") else \
+                    name in ("gather", "scatter", "add_rows", "gemm") else \
                     ctypes.c_int64 if name == "cross_entropy" else None
 
 

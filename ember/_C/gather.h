@@ -156,3 +156,24 @@ EXPORT int S(scatter)(T *out, const int64_t *idx, const T *src, const T *init, i
     }
     return bad;
 }
+
+/* out[idx[i], :] += src[i, :] for i < k, in i order: rows of `inner` contiguous elements, an
+ * embedding's (or index_add's) gradient. Each element's sum runs in i order, as np.add.at's
+ * does, so the results are NumPy's bit for bit. One thread: the adds are bound by memory, and
+ * two threads splitting the columns measured slower at every size here (a (32768, 512)
+ * gradient: 9.7 ms against 6.9). Returns 1, nothing written, for an index outside [0, n). */
+EXPORT int S(add_rows)(T *out, const int64_t *idx, const T *src, int64_t k, int64_t n,
+                       int64_t inner) {
+    uint64_t most = 0;
+    const uint64_t *u = (const uint64_t *)idx;
+#pragma omp simd reduction(max : most)
+    for (int64_t i = 0; i < k; i++) most = u[i] > most ? u[i] : most;
+    if (k > 0 && most >= (uint64_t)n)
+        return 1;
+    for (int64_t i = 0; i < k; i++) {
+        T *o = out + idx[i] * inner;
+        const T *s = src + i * inner;
+        for (int64_t j = 0; j < inner; j++) o[j] += s[j];
+    }
+    return 0;
+}

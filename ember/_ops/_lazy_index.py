@@ -191,7 +191,7 @@ INDEX = {
     },
     'nn': {
         'ops': (
-            'linear', 'log_softmax', 'nll_loss', 'softmax',
+            'embedding', 'linear', 'log_softmax', 'nll_loss', 'softmax',
         ),
         'functions': (
             'log_softmax', 'softmax',

@@ -6,6 +6,7 @@ import ember
 
 from ..autograd.function import Function
 from ..autograd.grad_mode import no_grad
+from .._ops.nn import embedding as _embedding
 from ._norm_functional import _vector_norm
 
 __all__ = ["embedding", "embedding_bag"]
@@ -109,13 +110,13 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         tensor([0.6000, 0.8000])
     """
     _check_index(input)
+    if padding_idx is None and max_norm is None and not scale_grad_by_freq and not sparse:
+        return _embedding(weight, input)
     padding_idx = _padding(padding_idx, weight)
     flat = input.detach().cpu().numpy().reshape(-1).astype(np.int64)
     _check_range(flat, weight.shape[0])
     if max_norm is not None:
         _renorm_(weight, flat, max_norm, norm_type)
-    if padding_idx is None and not scale_grad_by_freq and not sparse:
-        return weight[input]
     out = _rows(weight, flat, padding_idx, scale_grad_by_freq, sparse)
     return out.reshape(tuple(input.shape) + (weight.shape[1],))
 
