@@ -418,14 +418,20 @@ def index_select(xp, input, dim, index):
             if not kernel(input, out):
                 return out
     n = input.shape[dim]
-    bad = (index < 0) | (index >= n)                # (np.take would wrap negatives)
-    if bool(bad.any()):
+    if out_of_range(index, n):                      # (take would wrap negatives)
         # NOTE: torch words it by the dim: along dim 0 as an embedding lookup
         if dim % input.ndim == 0:
             raise IndexError("index out of range in self")
+        bad = (index < 0) | (index >= n)
         raise RuntimeError(f"INDICES element is out of DATA bounds, id={int(index[bad][0])} "
                            f"axis_dim={n}")
-    return xp.take(input, index, axis=dim)
+    return input.take(index, axis=dim)
+
+
+def out_of_range(index, n):
+    """Whether an integer array holds an index outside ``[0, n)``, in one reduction: seen as
+    unsigned, a negative index is past any ``n``."""
+    return index.size > 0 and int(index.view(index.dtype.str.replace("i", "u")).max()) >= n
 
 
 @index_select.vjp(save=("index",))

@@ -8,6 +8,7 @@ import ember
 
 from .. import _C
 from . import gemm
+from .indexing import out_of_range
 from .._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
 from ..autograd.graph import needs_input_grad
@@ -114,12 +115,11 @@ def embedding(xp, weight, indices):
     if weight.ndim != 2:
         raise RuntimeError("'weight' must be 2-D")
     n = weight.shape[0]
-    # one reduction checks both ends: seen as unsigned, a negative index is past any n
-    if indices.size and indices.view(indices.dtype.str.replace("i", "u")).max() >= n:
+    if out_of_range(indices, n):
         # NOTE: torch rejects negative indices here, where t[idx] would wrap them around
         bad = indices.min() if indices.min() < 0 else indices.max()
         raise IndexError(f"embedding: expected indices in [0, {n}), got {bad}")
-    return xp.take(weight, indices, axis=0)
+    return weight.take(indices, axis=0)
 
 
 @embedding.vjp(save=("indices",))
