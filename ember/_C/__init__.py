@@ -6,6 +6,7 @@ back to that code when it gets None: the library was not built, ``EMBER_NO_C=1``
 against (tests/test_kernels.py); docs/kernels.md says how the library is built and why.
 """
 import contextlib
+import math
 import os
 
 import numpy as np
@@ -196,7 +197,7 @@ def along_dim(name, data, dim, index):
     fn = kernel(name, data.dtype)
     if fn is None:
         return None
-    outer, inner = int(np.prod(data.shape[:d])), int(np.prod(data.shape[d + 1:]))
+    outer, inner = math.prod(data.shape[:d]), math.prod(data.shape[d + 1:])
     index = contiguous(index)
 
     if name == "gather":

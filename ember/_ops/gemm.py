@@ -164,7 +164,7 @@ def matmul(a, b):
         batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:    # numpy.matmul raises it in the words dispatch turns into torch's
         return None
-    count = int(np.prod(batch))
+    count = math.prod(batch)
     sa, sb = _batch_stride(a, batch), _batch_stride(b, batch)
     if not gemm or count < nt or count * m * n * k < _MIN_WORK or sa is None or sb is None:
         return None       # (a batch smaller than the threads: BLAS threads each product)

@@ -1,4 +1,6 @@
 """Indexing: ``t[idx]`` reads and writes, gather/scatter, index_add, flip, scans."""
+import math
+
 import numpy as np
 
 import ember
@@ -253,11 +255,11 @@ def scatter_positions(xp, shape, dim, index):
     if index.size and bool((index.view(np.uint64) >= n).any()):   # negatives wrap to huge
         bad = index[(index < 0) | (index >= n)].ravel()[0]
         raise RuntimeError(f"index {int(bad)} is out of bounds for dimension {d} with size {n}")
-    stride = int(np.prod(shape[d + 1:], dtype=np.int64))
+    stride = math.prod(shape[d + 1:])
     offset = 0
     for k, m in enumerate(index.shape):
         if k != d and m > 1:
-            step = int(np.prod(shape[k + 1:], dtype=np.int64))
+            step = math.prod(shape[k + 1:])
             offset = offset + xp.arange(0, m * step, step).reshape(
                 (1,) * k + (m,) + (1,) * (index.ndim - k - 1))
     return (index * stride if stride != 1 else index) + offset
@@ -485,7 +487,7 @@ def _scan_kernel(x, axis, prod, reverse=False):
     x = _C.contiguous(x)
     out = np.empty(x.shape, x.dtype)
     n = x.shape[axis]
-    outer = int(np.prod(x.shape[:axis], dtype=np.int64))
+    outer = math.prod(x.shape[:axis])
     fn(x.ctypes.data, out.ctypes.data, outer, n, x.size // max(outer * n, 1), prod, reverse,
        _C.num_threads())
     return out

@@ -4,6 +4,7 @@ and the plain functions that only reshape and expand (broadcast_tensors, atleast
 or build index tensors (tril/triu_indices).
 """
 import itertools
+import math
 import warnings
 
 import numpy as np
@@ -32,7 +33,7 @@ def _atleast_shape(shape, n):
 
 
 def _column_shape(shape):
-    return tuple(shape) if len(shape) > 1 else (int(np.prod(shape)), 1)
+    return tuple(shape) if len(shape) > 1 else (math.prod(shape), 1)
 
 
 # ---- hstack, vstack, dstack, column_stack ---------------------------------------------------

@@ -360,7 +360,7 @@ def tensordot(xp, a, b, dims=2):
     ca, cb = _tensordot_axes(a, b, dims)
     fa = [i for i in range(a.ndim) if i not in ca]
     fb = [i for i in range(b.ndim) if i not in cb]
-    n = int(np.prod([a.shape[i] for i in ca]))
+    n = math.prod(a.shape[i] for i in ca)
     # NOTE: contract as one (free_a, n) @ (n, free_b) GEMM, so BLAS does the work
     a2 = xp.transpose(a, fa + ca).reshape(-1, n)
     b2 = xp.transpose(b, cb + fb).reshape(n, -1)

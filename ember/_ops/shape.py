@@ -1,5 +1,7 @@
 """Shape and view ops. Views share their input's storage exactly where torch's do; their
 forwards return NumPy/CuPy views, and backward maps the gradient back to the input's shape."""
+import math
+
 import numpy as np
 
 import ember
@@ -324,7 +326,7 @@ def flatten(xp, input, start_dim=0, end_dim=-1):
     s, e = start_dim % input.ndim, end_dim % input.ndim
     if s > e:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
-    shape = input.shape[:s] + (-1 if input.size else int(np.prod(input.shape[s:e + 1])),) + \
+    shape = input.shape[:s] + (-1 if input.size else math.prod(input.shape[s:e + 1]),) + \
         input.shape[e + 1:]
     return input.reshape(shape)
 

@@ -3,6 +3,8 @@
 Everything orders through one stable argsort (``stable_order``), so ties keep their input order in
 every op, as torch's CPU kernels do.
 """
+import math
+
 import numpy as np
 
 import ember
@@ -109,7 +111,7 @@ sort.meta = lambda input, dim=-1, descending=False, *, stable=False: (
 def distinct(dt):
     """Distinct values (no ties), so every op picks the same index as torch's."""
     def f(shape, seed=0):
-        n = int(np.prod(shape))
+        n = math.prod(shape)
         v = np.random.default_rng(seed).permutation(n) - n // 3
         v = (v > n // 2) if dt.name == "bool" else v * (0.25 if dt.category >= 2 else 1)
         return np.asarray(v).astype(dt.np).reshape(shape)
