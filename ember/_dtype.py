@@ -66,7 +66,14 @@ float64 = dtype("float64", np.float64, _FLOAT, 3)
 complex64 = dtype("complex64", np.complex64, _COMPLEX, 2)
 complex128 = dtype("complex128", np.complex128, _COMPLEX, 3)
 _FROM_ML_DTYPES = (float8_e4m3fn, float8_e5m2, bfloat16)
-ML_DTYPES_NAMES = frozenset(d.name for d in _FROM_ML_DTYPES)    # (NumPy's names for them too)
+
+
+def is_ml_dtypes(np_dtype):
+    """Whether a NumPy dtype is one of ml_dtypes' (bfloat16, the float8s) without importing it:
+    NumPy's own floats have no 1-byte one and none of kind "V" (``np_dtype.name`` would cost
+    ~2 us: NumPy computes it in Python)."""
+    kind = np_dtype.kind
+    return kind == "V" or kind == "f" and np_dtype.itemsize == 1
 _ml_dtypes = []
 
 
@@ -87,8 +94,8 @@ def cast(a, np_dtype):
 
     NOTE: torch rounds a real number beyond float8_e4m3fn's range (+-448), infinities included,
     to +-448; ml_dtypes makes it nan (e4m3fn has no infinity). nan stays nan."""
-    if getattr(np_dtype, "name", None) == "float8_e4m3fn" and a.dtype.kind in "fV" \
-            and a.dtype != np_dtype:
+    if _ml_dtypes and np_dtype == float8_e4m3fn.np and a.dtype.kind in "fV" and \
+            a.dtype != np_dtype:      # (before ml_dtypes loads, no dtype is float8_e4m3fn's)
         a = a.astype(np.float32).clip(-448.0, 448.0)
     return a.astype(np_dtype)
 
@@ -118,7 +125,7 @@ def from_numpy_dtype(np_dtype):
         return _BY_NP[np_dtype]
     except KeyError:
         d = np.dtype(np_dtype)
-        if d.name in ML_DTYPES_NAMES and not _ml_dtypes:   # an array made before ember used them
+        if is_ml_dtypes(d) and not _ml_dtypes:     # an array made before ember used them
             ml_dtypes()
         if d in _BY_NP:
             return _BY_NP[d]

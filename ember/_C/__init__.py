@@ -256,8 +256,13 @@ def disabled():
 
 def num_threads():
     """Threads a kernel splits its rows over: ``ember.get_num_threads()``."""
-    from .. import _config      # (ctypes and the BLAS search load on first kernel use only)
+    global _config
+    if _config is None:         # (ctypes and the BLAS search load on first kernel use only)
+        from .. import _config
     return _config._state["threads"] or _config.get_num_threads()
+
+
+_config = None      # ember._config once a kernel asked (an import statement per call: ~1 us)
 
 
 def with_one_blas_thread(fn, *args):

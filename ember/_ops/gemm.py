@@ -161,7 +161,8 @@ def matmul(a, b):
     fn = _C.kernel("bmm", a.dtype) if nt > 1 else None
     gemm = fn and blas.pointer(a.dtype)
     try:
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        sa_, sb_ = a.shape[:-2], b.shape[:-2]
+        batch = sa_ if sa_ == sb_ else np.broadcast_shapes(sa_, sb_)
     except ValueError:    # numpy.matmul raises it in the words dispatch turns into torch's
         return None
     count = math.prod(batch)

@@ -49,7 +49,7 @@ def matmul(xp, input, other):
         a = input.shape if input.ndim > 1 else (1,) + input.shape
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a[-2]}x{a[-1]} and "
                            f"{k2}x{other.shape[-1] if other.ndim > 1 else 1})")
-    if input.dtype.name in ember._dtype.ML_DTYPES_NAMES:
+    if ember._dtype.is_ml_dtypes(input.dtype):
         # NOTE: bf16/fp8 have no BLAS kernel: multiply in float32 and round once, as torch does
         return xp.matmul(input.astype(np.float32), other.astype(np.float32)).astype(input.dtype)
     out = gemm.matmul(input, other) if xp is np else None

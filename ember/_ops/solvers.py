@@ -24,7 +24,7 @@ LinAlgError = _LinAlgError
 
 def check_matrix(name, a, square=True):
     """torch's checks on a (batch of) matrices: float or complex, 2 or more dims, square."""
-    low = a.dtype.name in ember._dtype.ML_DTYPES_NAMES or a.dtype == np.float16
+    low = ember._dtype.is_ml_dtypes(a.dtype) or a.dtype == np.float16
     if a.dtype.kind not in "fc" or low:
         if a.dtype.kind in "fc" or low:
             raise RuntimeError(f"{name}: Low precision dtypes not supported. Got "

@@ -30,7 +30,7 @@ def _in_f64(f, bf16=True, low=False):
     computes them in their own dtype, rounding each step as torch's kernel does."""
     def fwd(xp, *args, **kwargs):
         dt = next(a.dtype for a in args if hasattr(a, "dtype"))
-        if dt == np.float16 or dt.name == "bfloat16":
+        if dt == np.float16 or dt.kind == "V" and dt.itemsize == 2:       # (bfloat16)
             if not bf16:
                 raise NotImplementedError(f"\"{f.__name__.strip('_')}_cpu\" not implemented "
                                           f"for '{type_name(dt)}'")
