@@ -497,3 +497,31 @@ def test_several_tensors_quick_path_is_the_general_path():
                 lambda: D._dispatch(ember._ops.nn.linear, (x, w.double(), b), {})):
         with pytest.raises(RuntimeError, match="same dtype"):
             run()
+
+
+def test_parameters_take_the_quick_paths():
+    # a module's weights are Parameters (a Tensor subclass): linear(x, w, b), a view of a
+    # weight and a list of them take the quick paths, with the fast path's node, and match the
+    # general path's values, node name, saved tensors and gradients
+    lin = ember.nn.Linear(3, 2)
+    x = ember.randn(4, 3, requires_grad=True)
+    opdef, args = ember._ops.nn.linear, (x, lin.weight, lin.bias)
+    quick, general = D._tensors(opdef, args), D._dispatch(opdef, args, {})
+    assert type(quick.grad_fn) is ember.autograd.graph.SimpleNode
+    assert quick.grad_fn.name() == general.grad_fn.name() == "LinearBackward0"
+    grads = []
+    for out in (quick, general):
+        out.square().sum().backward()
+        grads.append([t.grad.clone() for t in (x, lin.weight, lin.bias)])
+        x.grad = lin.weight.grad = lin.bias.grad = None
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
+    quick, general = D._tensors(opdef, args), D._dispatch(opdef, args, {})
+    with ember.no_grad():
+        lin.weight.mul_(2)              # the saved weight changed: both nodes refuse
+    for out in (quick, general):
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out.sum().backward()
+    view = D._view(ember.t.opdef, (lin.weight,))
+    assert type(view) is ember.Tensor and view._base is lin.weight
+    assert D._tensor_list(ember.cat.opdef, ([lin.weight, lin.weight],)) is not None

@@ -404,10 +404,9 @@ def _tensors(opdef, args):
     would read (``opdef.promote_args``) share one float dtype, and the others it leaves
     alone. None for any other call."""
     promoted = opdef.promote_args if opdef.promote is not None else ()
-    dt, tensors, arrays = None, [], list(args)
+    dt, tensors, arrays, positions = None, [], list(args), []
     for i, a in enumerate(args):
-        t = type(a)
-        if t is Tensor:
+        if isinstance(a, Tensor):       # (Parameters too: linear's weight and bias)
             if a.device is not CPU or a.dtype in _OPMATH:
                 return None
             if i in promoted:
@@ -416,11 +415,32 @@ def _tensors(opdef, args):
                 dt = a.dtype
             tensors.append(a)
             arrays[i] = a._data
+            positions.append((i, None))
         elif not _option(a):
             return None
     if dt is not None and dt not in _SCALAR_KEEPS:
         return None
-    return _run(opdef, args, arrays, tensors)
+    try:
+        res = opdef.fwd(np, *arrays)
+    except (ValueError, IndexError, TypeError) as e:
+        raise _explain(opdef, tensors, e) from None
+    except SparseOperand:
+        return sparse_dispatch(opdef, args, _NO_KWARGS)
+    if type(res) is not np.ndarray:
+        return _finish(opdef, args, _NO_KWARGS, tensors, res, CPU, None)
+    # one output: the fast path's node (each tensor an argument of its own), not OpNode's
+    out = Tensor._wrap(res)
+    if _state.grad_enabled and opdef.differentiable:
+        for t in tensors:
+            if t._requires_grad:
+                if opdef.vjp_fn is None or opdef.nondiff_outputs or \
+                        out.dtype.category < _dtype._FLOAT:
+                    _record(opdef, args, _NO_KWARGS, tensors, (out,))
+                else:
+                    out.grad_fn = simple_node(opdef, args, tensors, tuple(positions), out)
+                    out._requires_grad = True
+                break
+    return out
 
 
 def _run(opdef, args, arrays, tensors):
@@ -440,11 +460,11 @@ def _tensor_list(opdef, args):
     ``stack``): the forward on their arrays and ``_finish``, without the general path's
     flattening and promotion (nothing to promote). None for any other call."""
     ts = args[0]
-    dt = ts[0].dtype if ts and type(ts[0]) is Tensor else None
+    dt = ts[0].dtype if ts and isinstance(ts[0], Tensor) else None
     if dt not in _SCALAR_KEEPS or not _plain(args):
         return None
     for t in ts:
-        if type(t) is not Tensor or t.dtype is not dt or t.device is not CPU:
+        if not isinstance(t, Tensor) or t.dtype is not dt or t.device is not CPU:
             return None
     return _run(opdef, args, ([t._data for t in ts], *args[1:]), list(ts))
 
@@ -519,7 +539,7 @@ def _view(opdef, args):
     (a view cost 10 us there, torch's 1.5). None for any other call, or one the op refuses:
     the general path raises its error."""
     src = args[0] if args else None
-    if type(src) is not Tensor or src.device is not CPU:
+    if not isinstance(src, Tensor) or src.device is not CPU:
         return None
     rest = args[1:]
     for a in rest:

@@ -25,8 +25,13 @@ def _dispatch_hooks():
 
 
 def _is_tensor(x):
-    from .._tensor import Tensor
-    return isinstance(x, Tensor)
+    global _Tensor
+    if _Tensor is None:         # (ember._tensor imports autograd: bound on first use)
+        from .._tensor import Tensor as _Tensor
+    return isinstance(x, _Tensor)
+
+
+_Tensor = None
 
 
 class FunctionCtx:
