@@ -525,3 +525,27 @@ def test_parameters_take_the_quick_paths():
     view = D._view(ember.t.opdef, (lin.weight,))
     assert type(view) is ember.Tensor and view._base is lin.weight
     assert D._tensor_list(ember.cat.opdef, ([lin.weight, lin.weight],)) is not None
+
+
+@needs_c
+@pytest.mark.parametrize("case", ["linear", "embedding", "view", "view_of_view", "saves_result"])
+def test_quick_paths_c_node_is_pythons(case):
+    # the quick paths' node maker in C (mixed dtypes, views, Parameters) makes the node the
+    # Python simple_node makes, field for field; an op saving its result takes the Python one
+    from ember.autograd.graph import simple_node
+    lin = ember.nn.Linear(3, 2)
+    x = ember.randn(4, 3, requires_grad=True)
+    idx = ember.tensor([[0, 1], [1, 0]])
+    calls = {"linear": (ember._ops.nn.linear, (x, lin.weight, lin.bias)),
+             "embedding": (ember._ops.nn.embedding, (lin.weight, idx)),
+             "view": (ember.t.opdef, (x,)),
+             "view_of_view": (ember.t.opdef, (x[1:],)),
+             "saves_result": (ember.exp.opdef, (x,))}
+    opdef, args = calls[case]
+    tensors = [a for a in args if isinstance(a, ember.Tensor)]
+    positions = tuple((i, None) for i, a in enumerate(args) if isinstance(a, ember.Tensor))
+    with ember.no_grad():
+        out = opdef(*args)
+    c = C.simple_node(opdef, args, tensors, positions, out)
+    p = simple_node(opdef, args, tensors, positions, out)
+    assert c.seq == p.seq - 1 and _fields(c) == _fields(p)

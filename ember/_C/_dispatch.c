@@ -595,6 +595,8 @@ static PyMethodDef methods[] = {
     {"dependencies", dependencies, METH_O,
      "dependencies(roots): engine._dependencies, in C."},
     {"init_engine", init_engine, METH_O, "init_engine(objects): the engine's Python helpers."},
+    {"simple_node", (PyCFunction)(void (*)(void))simple_node_c, METH_FASTCALL,
+     "simple_node(opdef, args, tensors, positions, out): graph.simple_node, in C."},
     {"tensor_defaults", tensor_defaults, METH_O,
      "tensor_defaults(cpu): the device of a new tensor (TensorBase's default)."},
     {NULL, NULL, 0, NULL}};

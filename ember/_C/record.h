@@ -155,7 +155,8 @@ static int tuple_has(PyObject *tup, Py_ssize_t i)
     return 0;
 }
 
-/* datas: the tensors' arrays; res, odt: the output's array and dtype */
+/* datas: the tensors' arrays; dt their dtype, or NULL where each has its own; res, odt: the
+ * output's array and dtype */
 static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors, PyObject *pos,
                              PyObject *out, PyObject *dt, PyObject *const *datas, PyObject *res,
                              PyObject *odt)
@@ -181,18 +182,19 @@ static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors,
         if ((e = edge(t)) == NULL)
             goto done;
         PyTuple_SET_ITEM(edges, k, e);
-        PyObject *shape = ND(datas[k], ND_SHAPE, s_shape);
+        PyObject *shape = ND(datas[k], ND_SHAPE, s_shape), *tdt = dt ? dt : TB(t)->dtype;
         if (shape == NULL)
             goto done;
-        /* a second input of the first one's shape shares its (immutable) meta */
-        if (k > 0 && (r = PyObject_RichCompareBool(
-                          shape, PyTuple_GET_ITEM(PyList_GET_ITEM(metas, 0), 0), Py_EQ)) != 0) {
+        /* a second input of the first one's shape and dtype shares its (immutable) meta */
+        PyObject *m0 = k > 0 ? PyList_GET_ITEM(metas, 0) : NULL;
+        if (m0 != NULL && PyTuple_GET_ITEM(m0, 1) == tdt &&
+            (r = PyObject_RichCompareBool(shape, PyTuple_GET_ITEM(m0, 0), Py_EQ)) != 0) {
             Py_DECREF(shape);
             if (r < 0)
                 goto done;
-            m = Py_NewRef(PyList_GET_ITEM(metas, 0));
+            m = Py_NewRef(m0);
         }
-        else if ((m = meta_of((PyTypeObject *)meta_type, shape, dt)) == NULL)
+        else if ((m = meta_of((PyTypeObject *)meta_type, shape, tdt)) == NULL)
             goto done;
         PyList_SET_ITEM(metas, k, m);
     }
@@ -304,3 +306,39 @@ done:
     return ret;
 }
 
+
+/* simple_node(opdef, args, tensors, positions, out): graph.simple_node for dispatch.py's quick
+ * paths (cpu tensors, each an argument of its own, of any dtypes; a plain output). The Python
+ * function runs where this does not apply: an op that saves its result (the output may
+ * already be a view with a storage), or a tensor without its fields set. */
+static PyObject *simple_node_c(PyObject *self, PyObject *const *av, Py_ssize_t n)
+{
+    if (n != 5)
+        return PyErr_Format(PyExc_TypeError, "simple_node: 5 arguments, got %zd", n);
+    PyObject *opdef = av[0], *args = av[1], *pos = av[3], *out = av[4], *ret = NULL;
+    PyObject *tensors = PySequence_Tuple(av[2]), *sr = OP(opdef, OP_SAVE_RESULT);
+    if (tensors == NULL || sr == NULL)
+        goto done;
+    Py_ssize_t nt = PyTuple_GET_SIZE(tensors);
+    int plain = sr == Py_False && nt > 0 && nt <= 8 && PyTuple_CheckExact(args) &&
+        PyTuple_CheckExact(pos) && PyTuple_GET_SIZE(pos) == nt &&
+        PyObject_TypeCheck(out, Tensor) && TB(out)->data != NULL && TB(out)->dtype != NULL;
+    PyObject *datas[8];
+    for (Py_ssize_t k = 0; plain && k < nt; k++) {
+        PyObject *t = PyTuple_GET_ITEM(tensors, k);
+        plain = PyObject_TypeCheck(t, Tensor) && TB(t)->data != NULL && TB(t)->dtype != NULL;
+        if (plain)
+            datas[k] = TB(t)->data;
+    }
+    if (!plain) {
+        PyObject *cargs[5] = {opdef, args, tensors, pos, out};
+        ret = PyObject_Vectorcall(simple_node, cargs, 5, NULL);
+        goto done;
+    }
+    ret = record_node(opdef, args, tensors, pos, out, NULL, datas, TB(out)->data,
+                      TB(out)->dtype);
+done:
+    Py_XDECREF(tensors);
+    Py_XDECREF(sr);
+    return ret;
+}

@@ -437,7 +437,7 @@ def _tensors(opdef, args):
                         out.dtype.category < _dtype._FLOAT:
                     _record(opdef, args, _NO_KWARGS, tensors, (out,))
                 else:
-                    out.grad_fn = simple_node(opdef, args, tensors, tuple(positions), out)
+                    out.grad_fn = _quick_node(opdef, args, tensors, tuple(positions), out)
                     out._requires_grad = True
                 break
     return out
@@ -569,7 +569,7 @@ def _view(opdef, args):
                 out.dtype.category < _dtype._FLOAT:
             _record(opdef, args, _NO_KWARGS, [src], outs, multi)
         else:
-            out.grad_fn, out._requires_grad = simple_node(opdef, args, (src,), AT0, out), True
+            out.grad_fn, out._requires_grad = _quick_node(opdef, args, (src,), AT0, out), True
     return tuple(outs) if multi else outs[0]
 
 
@@ -815,5 +815,7 @@ def _c_dispatch():
 
 py_dispatch = dispatch          # the reference, and where the C path sends what it declines
 _C = _c_dispatch()
+_quick_node = simple_node       # the quick paths' node maker (below: its C copy, when built)
 if _C is not None:
     dispatch = _C.dispatch
+    _quick_node = _C.simple_node
