@@ -2,7 +2,6 @@
 cos, tanh, sigmoid), complex parts and signs, triangles. The other math functions live in
 pointwise_math.py, ops of two or more operands in pointwise_binary.py, comparisons and logic in
 pointwise_logic.py."""
-import cmath
 import functools
 import math
 
@@ -320,6 +319,7 @@ def _log_of(v):
     if isinstance(v, ember.Tensor):
         return ember.log(v)
     if type(v) is complex:
+        import cmath            # (here: a complex base is rare, and cmath adds to the import)
         return cmath.log(v) if v else complex(-math.inf)
     return math.log(v) if v > 0 else -math.inf if v == 0 else math.nan
 
