@@ -13,6 +13,7 @@ import ember
 D = sys.modules["ember._ops.dispatch"]
 needs_c = pytest.mark.skipif(D._C is None, reason="C dispatch not built or EMBER_NO_C=1")
 P = ember._ops.pointwise
+I = ember._ops.indexing
 R = ember._ops.reduction
 C = D._C        # (tests below switch D._C off to run the engine's Python loop)
 
@@ -549,3 +550,19 @@ def test_quick_paths_c_node_is_pythons(case):
     c = C.simple_node(opdef, args, tensors, positions, out)
     p = simple_node(opdef, args, tensors, positions, out)
     assert c.seq == p.seq - 1 and _fields(c) == _fields(p)
+
+
+def test_index_arrays_take_the_several_tensors_path():
+    # x[idx] passes its index as an array: where the op promotes nothing, the quick path takes
+    # it as the general path does (same values, node and gradient); a promoting op declines
+    x = ember.randn(5, 3, requires_grad=True)
+    idx = np.array([4, 0, 4])
+    quick, general = D._tensors(I.index, (x, idx)), D._dispatch(I.index, (x, idx), {})
+    np.testing.assert_array_equal(quick.detach().numpy(), general.detach().numpy())
+    assert quick.grad_fn.name() == general.grad_fn.name() == "IndexBackward0"
+    quick.sum().backward()
+    g = x.grad.clone()
+    x.grad = None
+    general.sum().backward()
+    np.testing.assert_array_equal(g.numpy(), x.grad.numpy())
+    assert D._tensors(P.add, (x, np.ones(3, np.float32))) is None

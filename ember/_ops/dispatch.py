@@ -416,8 +416,8 @@ def _tensors(opdef, args):
             tensors.append(a)
             arrays[i] = a._data
             positions.append((i, None))
-        elif not _option(a):
-            return None
+        elif not _option(a) and not (type(a) is np.ndarray and not promoted):
+            return None         # (an index array, as x[idx] passes it, where nothing promotes)
     if dt is not None and dt not in _SCALAR_KEEPS:
         return None
     try:
