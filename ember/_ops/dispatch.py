@@ -297,6 +297,13 @@ def dispatch(opdef, args, kwargs):
     out = _new(Tensor)                   # Tensor._wrap, inlined
     out._data = res
     out.dtype = dt if res.dtype is dt.np else Tensor._dtype_of(res)
+    return _graph_of_one(opdef, args, kwargs, tensors, pos, out, simple_node)
+
+
+def _graph_of_one(opdef, args, kwargs, tensors, positions, out, node_of):
+    """``out``, the one output of a fast or quick path's call, with its graph node where a
+    tensor requires grad: ``node_of``'s (a SimpleNode: each tensor an argument of its own)
+    where the op has a derivative and the output is float, else ``_record``'s."""
     if _state.grad_enabled and opdef.differentiable:
         for t in tensors:
             if t._requires_grad:
@@ -304,8 +311,8 @@ def dispatch(opdef, args, kwargs):
                         out.dtype.category < _dtype._FLOAT:
                     _record(opdef, args, kwargs, tensors, (out,))
                 else:
-                    node = simple_node(opdef, args, tensors, pos, out)
-                    out.grad_fn, out._requires_grad = node, True
+                    out.grad_fn = node_of(opdef, args, tensors, positions, out)
+                    out._requires_grad = True
                 break
     return out
 
@@ -420,38 +427,22 @@ def _tensors(opdef, args):
             return None         # (an index array, as x[idx] passes it, where nothing promotes)
     if dt is not None and dt not in _SCALAR_KEEPS:
         return None
-    try:
-        res = opdef.fwd(np, *arrays)
-    except (ValueError, IndexError, TypeError) as e:
-        raise _explain(opdef, tensors, e) from None
-    except SparseOperand:
-        return sparse_dispatch(opdef, args, _NO_KWARGS)
-    if type(res) is not np.ndarray:
-        return _finish(opdef, args, _NO_KWARGS, tensors, res, CPU, None)
-    # one output: the fast path's node (each tensor an argument of its own), not OpNode's
-    out = Tensor._wrap(res)
-    if _state.grad_enabled and opdef.differentiable:
-        for t in tensors:
-            if t._requires_grad:
-                if opdef.vjp_fn is None or opdef.nondiff_outputs or \
-                        out.dtype.category < _dtype._FLOAT:
-                    _record(opdef, args, _NO_KWARGS, tensors, (out,))
-                else:
-                    out.grad_fn = _quick_node(opdef, args, tensors, tuple(positions), out)
-                    out._requires_grad = True
-                break
-    return out
+    return _run(opdef, args, arrays, tensors, tuple(positions))
 
 
-def _run(opdef, args, arrays, tensors):
+def _run(opdef, args, arrays, tensors, positions=None):
     """The forward on ``arrays`` (``args`` with the tensors' arrays in their places), its
-    errors in torch's words, and ``_finish``: the quick paths' common tail."""
+    errors in torch's words, and ``_finish``: the quick paths' common tail. With the tensors'
+    ``positions`` (each an argument of its own), one output gets the fast path's node."""
     try:
         res = opdef.fwd(np, *arrays)
     except (ValueError, IndexError, TypeError) as e:
         raise _explain(opdef, tensors, e) from None
     except SparseOperand:
         return sparse_dispatch(opdef, args, _NO_KWARGS)
+    if positions is not None and type(res) is np.ndarray:
+        return _graph_of_one(opdef, args, _NO_KWARGS, tensors, positions, Tensor._wrap(res),
+                             _quick_node)
     return _finish(opdef, args, _NO_KWARGS, tensors, res, CPU, None)
 
 
