@@ -2,6 +2,43 @@
 ``python -c "from ember._ops import lazy; lazy.write_index()"``: do not edit."""
 
 INDEX = {
+    'scatter': {
+        'ops': (
+            'index_copy', 'index_fill', 'index_put', 'index_reduce', 'scatter_reduce',
+        ),
+        'functions': (
+            'index_copy', 'index_fill', 'index_put', 'index_reduce', 'scatter_reduce',
+        ),
+        'methods': (
+            'index_copy', 'index_copy_', 'index_fill', 'index_fill_', 'index_put', 'index_put_',
+            'index_reduce', 'index_reduce_', 'scatter_reduce', 'scatter_reduce_',
+        ),
+    },
+    'selection': {
+        'ops': (
+            'argwhere', 'masked_scatter', 'masked_select', 'nonzero', 'put', 'take',
+            'take_along_dim',
+        ),
+        'functions': (
+            'argwhere', 'masked_scatter', 'masked_select', 'nonzero', 'put', 'take',
+            'take_along_dim',
+        ),
+        'methods': (
+            'argwhere', 'masked_scatter', 'masked_scatter_', 'masked_select', 'nonzero', 'put',
+            'put_', 'take', 'take_along_dim',
+        ),
+    },
+    'reorder': {
+        'ops': (
+            'fliplr', 'flipud', 'narrow_copy', 'roll', 'rot90', 'tile',
+        ),
+        'functions': (
+            'fliplr', 'flipud', 'narrow_copy', 'roll', 'rot90', 'tile',
+        ),
+        'methods': (
+            'fliplr', 'flipud', 'narrow_copy', 'roll', 'rot90', 'tile',
+        ),
+    },
     'pointwise_math': {
         'ops': (
             'acos', 'acosh', 'asin', 'asinh', 'atan', 'atanh', 'ceil', 'cosh', 'deg2rad', 'erf',

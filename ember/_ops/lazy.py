@@ -23,7 +23,8 @@ from .registry import get
 # in dependency order (a family imports those it builds on: bessel and polynomials use special,
 # decompositions uses solvers...), so each name is indexed under the family defining it.
 # "._numerics" is ember._numerics: compositions of ops, with FUNCTIONS and METHODS tables.
-FAMILIES = ("pointwise_math", "special", "bessel", "polynomials", "solvers", "decompositions",
+FAMILIES = ("scatter", "selection", "reorder",
+            "pointwise_math", "special", "bessel", "polynomials", "solvers", "decompositions",
             "linalg_functions", "fft", "spectral", "sparse", "sorting", "statistics", "scans",
             "counting", "nn", "nn_rows", "conv", "pooling", "recurrent", "einsum",
             "pointwise_numeric", "joining", "closeness", "complex", "._numerics", "._aten_nn")
