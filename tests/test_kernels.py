@@ -196,6 +196,24 @@ def test_add_rows_is_add_at_bit_for_bit(rows, inner, index_shape, dtype):
     assert np.array_equal(out, ref)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1024, 128), (333, 129), (4096, 65), (16385, 2)])
+def test_bias_kernels_are_numpys_bit_for_bit(shape, dtype):
+    # a linear layer's bias (out += b) and its gradient (add.reduce over the rows), as NumPy
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(shape).astype(dtype)
+    a[0, 0] = -0.0
+    b = rng.standard_normal(shape[1]).astype(dtype)
+    s = _C.sum_rows(a)
+    ref = np.add.reduce(a, 0)
+    assert np.array_equal(s, ref) and np.array_equal(np.signbit(s), np.signbit(ref))
+    out = a.copy()
+    assert _C.add_bias(out, b) and np.array_equal(out, a + b)
+    # what they leave to NumPy: one column (summed pairwise there), small or strided arrays
+    assert _C.sum_rows(a[:, :1].copy()) is None and _C.sum_rows(a[:, ::2]) is None
+    assert _C.sum_rows(a[:8]) is None and not _C.add_bias(a[:, ::2], b[::2])
+
+
 @pytest.mark.parametrize("bad", [65, -1])
 def test_add_rows_kernel_refuses_a_bad_index(bad):
     from ember._backends import _add_rows_kernel

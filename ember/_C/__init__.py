@@ -92,6 +92,8 @@ def _declare(lib):
             "mask_select": [p, p, p, i64, p, i],     # (select.h: 4- and 8-byte words)
             "scatter": [p, p, p, p, i64, i64, i64, i64, i, i],
             "add_rows": [p, p, p, i64, i64, i64],
+            "add_bias": [p, p, i64, i64, i],
+            "sum_rows": [p, p, i64, i64, i],
             # (BLAS's cblas_?gemm address and whether it takes 64-bit ints, then threads)
             "lstm_fwd": [p] * 8 + [i64, i64, i64, i, p, i, i],
             "lstm_bwd": [p, i64] + [p] * 7 + [i64, i64, i64, i, p, i, i],
@@ -152,6 +154,38 @@ def astype(a, dtype):
     if _lib and getattr(_lib, name)(a.ctypes.data, out.ctypes.data, a.size) == 0:
         return out
     return a.astype(dtype)
+
+
+# elements below which NumPy's single pass beats a kernel call (ctypes: ~3 us)
+_MIN_ROWS_KERNEL = 1 << 15
+
+
+def add_bias(out, bias):
+    """``out += bias`` broadcast over the rows of a C-contiguous NumPy ``out`` (a linear
+    layer's bias) by the rowops kernel, split over threads; False (nothing done) where it does
+    not apply: the caller adds with NumPy."""
+    fn = kernel("add_bias", out.dtype) if type(out) is np.ndarray and \
+        out.size >= _MIN_ROWS_KERNEL else None
+    if fn is None or type(bias) is not np.ndarray or bias.dtype != out.dtype or \
+            bias.shape != out.shape[-1:] or not (out.flags.c_contiguous and
+                                                  bias.flags.c_contiguous):
+        return False
+    fn(ptr(out), ptr(bias), out.size // bias.size, bias.size, num_threads())
+    return True
+
+
+def sum_rows(a):
+    """``numpy.add.reduce(a, 0)`` of a C-contiguous 2-D NumPy array (a bias's gradient), bit
+    for bit, by the rowops kernel over threads; None where it does not apply. (One column is
+    a contiguous run that NumPy sums pairwise: it keeps NumPy.)"""
+    fn = kernel("sum_rows", a.dtype) if type(a) is np.ndarray and a.ndim == 2 and \
+        a.size >= _MIN_ROWS_KERNEL and a.shape[0] > 0 and a.shape[1] > 1 and \
+        a.flags.c_contiguous else None
+    if fn is None:
+        return None
+    out = np.empty(a.shape[1], a.dtype)
+    fn(ptr(a), ptr(out), a.shape[0], a.shape[1], num_threads())
+    return out
 
 
 _WORDS = {4: np.dtype(np.float32), 8: np.dtype(np.float64)}

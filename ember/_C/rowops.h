@@ -359,3 +359,38 @@ EXPORT void S(adam)(T *p, const T *g, T *m, T *v, T *vmax, int64_t n, double b1,
         S(adam_block)(p + i, g + i, m + i, v + i, vmax ? vmax + i : NULL, n - i < B ? n - i : B,
                       (T)b1, (T)b2, (T)omb2, (T)eps_c, (T)step_size, (T)decay);
 }
+
+/* A linear layer's bias: out[r, :] += bias for r < rows (rows of cols contiguous elements),
+ * rows split over threads. One add per element, as NumPy's out += bias. */
+EXPORT void S(add_bias)(T *out, const T *bias, int64_t rows, int64_t cols, int nt) {
+    nt = threads_for(rows * cols, nt);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        T *o = out + r * cols;
+#pragma omp simd
+        for (int64_t j = 0; j < cols; j++) o[j] += bias[j];
+    }
+}
+
+/* A bias's gradient: out[j] = a[0, j] + a[1, j] + ... in row order, as NumPy's
+ * add.reduce(a, 0) sums a C-contiguous matrix (bit for bit); threads take column blocks of
+ * whole cache lines, each walking every row. */
+EXPORT void S(sum_rows)(const T *a, T *out, int64_t rows, int64_t cols, int nt) {
+    const int64_t line = 64 / (int64_t)sizeof(T), lines = (cols + line - 1) / line;
+    nt = threads_for(rows * cols, nt);
+    nt = lines < nt ? (int)lines : nt;
+#pragma omp parallel num_threads(nt)
+    {
+        int t = omp_get_thread_num(), w = omp_get_num_threads();
+        int64_t j0 = lines * t / w * line, j1 = lines * (t + 1) / w * line;
+        j1 = j1 < cols ? j1 : cols;
+        if (j0 < j1) {
+            memcpy(out + j0, a + j0, (size_t)(j1 - j0) * sizeof(T));
+            for (int64_t r = 1; r < rows; r++) {
+                const T *row = a + r * cols;
+#pragma omp simd
+                for (int64_t j = j0; j < j1; j++) out[j] += row[j];
+            }
+        }
+    }
+}

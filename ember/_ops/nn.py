@@ -41,7 +41,7 @@ def linear(xp, input, weight, bias=None):
         out = matmul.fwd(xp, _rows(input), weight.T).reshape(input.shape[:-1] + (-1,))
     else:
         out = matmul.fwd(xp, input, weight.T)
-    if bias is not None:
+    if bias is not None and not _C.add_bias(out, bias):
         out += bias.astype(out.dtype, copy=False)
     return out
 
@@ -90,7 +90,8 @@ def _linear_grads_np(g, input, weight, bias):
     if needs_input_grad(1):
         gw = Tensor._wrap(matmul.fwd(np, g2.T, x if x.ndim == 2 else x.reshape(-1, x.shape[-1])))
     if bias is not None and needs_input_grad(2):
-        gb = Tensor._wrap(np.add.reduce(g2, 0))
+        gb = _C.sum_rows(g2)
+        gb = Tensor._wrap(np.add.reduce(g2, 0) if gb is None else gb)
     return gi, gw, gb
 
 
