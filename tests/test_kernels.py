@@ -671,3 +671,22 @@ def test_ptr_matches_ctypes_data():
               a.view(Sub), np.ma.masked_array(a)):
         assert _C.ptr(x) == x.ctypes.data
     assert _C.ptr(None) is None
+
+
+@pytest.mark.parametrize("bad", [None, -1, 20000])
+def test_gather_past_the_caches_prefetches_and_still_checks(bad):
+    # a row longer than 16384 takes the loop that prefetches 16 indices ahead: same values,
+    # and an index out of range (last ones included, where no prefetch looks) still refused
+    rng = np.random.default_rng(0)
+    x = ember.tensor(rng.standard_normal(20000).astype(np.float32))
+    idx = rng.integers(0, 20000, 50000)
+    if bad is not None:
+        idx[[7, -1]] = bad
+        with pytest.raises(RuntimeError, match=f"index {bad} is out of bounds"):
+            x.gather(0, ember.tensor(idx))
+        with pytest.raises(IndexError, match="index out of range in self"):
+            x.index_select(0, ember.tensor(idx))
+        return
+    want = x.numpy()[idx]
+    assert np.array_equal(x.gather(0, ember.tensor(idx)).numpy(), want)
+    assert np.array_equal(x.index_select(0, ember.tensor(idx)).numpy(), want)
