@@ -74,7 +74,9 @@ def is_ml_dtypes(np_dtype):
     ~2 us: NumPy computes it in Python)."""
     kind = np_dtype.kind
     return kind == "V" or kind == "f" and np_dtype.itemsize == 1
-_ml_dtypes = []
+
+
+_ml_dtypes = []     # [the module] once imported
 
 
 def ml_dtypes():

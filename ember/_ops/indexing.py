@@ -252,7 +252,7 @@ def scatter_positions(xp, shape, dim, index):
                                f"{list(index.shape)} to be no larger than self {list(shape)} "
                                f"apart from dimension {d}")
     index = index.astype(np.int64, copy=False)
-    if index.size and bool((index.view(np.uint64) >= n).any()):   # negatives wrap to huge
+    if out_of_range(index, n):
         bad = index[(index < 0) | (index >= n)].ravel()[0]
         raise RuntimeError(f"index {int(bad)} is out of bounds for dimension {d} with size {n}")
     stride = math.prod(shape[d + 1:])

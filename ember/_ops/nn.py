@@ -115,12 +115,17 @@ def embedding(xp, weight, indices):
     general ``weight[indices]``."""
     if weight.ndim != 2:
         raise RuntimeError("'weight' must be 2-D")
-    n = weight.shape[0]
+    check_embedding_range(indices, weight.shape[0])
+    return weight.take(indices, axis=0)
+
+
+def check_embedding_range(indices, n):
+    """IndexError for an index of an embedding table of ``n`` rows outside ``[0, n)``.
+
+    NOTE: torch rejects negative indices here, where ``t[idx]`` would wrap them around."""
     if out_of_range(indices, n):
-        # NOTE: torch rejects negative indices here, where t[idx] would wrap them around
         bad = indices.min() if indices.min() < 0 else indices.max()
         raise IndexError(f"embedding: expected indices in [0, {n}), got {bad}")
-    return weight.take(indices, axis=0)
 
 
 @embedding.vjp(save=("indices",))

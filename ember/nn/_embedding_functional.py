@@ -6,6 +6,7 @@ import ember
 
 from ..autograd.function import Function
 from ..autograd.grad_mode import no_grad
+from .._ops.nn import check_embedding_range as _check_embedding_range
 from .._ops.nn import embedding as _embedding
 from ._norm_functional import _vector_norm
 
@@ -79,13 +80,6 @@ def _check_index(input, what="indices"):
                            f"following scalar types: Long, Int; but got {input.type()} instead")
 
 
-def _check_range(flat, n):
-    # NOTE: torch rejects negative indices here, where t[idx] would wrap them around
-    if flat.size and (flat.min() < 0 or flat.max() >= n):
-        bad = flat.min() if flat.min() < 0 else flat.max()
-        raise IndexError(f"embedding: expected indices in [0, {n}), got {bad}")
-
-
 def _padding(padding_idx, weight):
     if padding_idx is None:
         return None
@@ -114,7 +108,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         return _embedding(weight, input)
     padding_idx = _padding(padding_idx, weight)
     flat = input.detach().cpu().numpy().reshape(-1).astype(np.int64)
-    _check_range(flat, weight.shape[0])
+    _check_embedding_range(flat, weight.shape[0])
     if max_norm is not None:
         _renorm_(weight, flat, max_norm, norm_type)
     out = _rows(weight, flat, padding_idx, scale_grad_by_freq, sparse)
@@ -177,7 +171,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
                          f"{weight.dim()}")
     _check_index(input)
     flat, bag, n, psw = _bags(input, offsets, per_sample_weights, include_last_offset)
-    _check_range(flat, weight.shape[0])
+    _check_embedding_range(flat, weight.shape[0])
     if mode not in ("sum", "mean", "max"):
         raise ValueError("mode has to be one of sum, mean or max")
     if mode == "max" and scale_grad_by_freq:
