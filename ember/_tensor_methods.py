@@ -177,16 +177,13 @@ def _sequence_as_tuple(index):
         for x in index)
 
 
-_BASIC = frozenset((int, slice, type(None), type(Ellipsis)))
-
-
 def __getitem__(self, index):
     kind = type(index)
     if kind is int:
         out = _int_view(self, index)
         if out is not None:
             return out
-    if kind is slice or kind is tuple and _all_basic(index):
+    if kind is slice or kind is tuple and indexing.is_basic(index):
         idx, basic = index, True        # (nothing to convert: the common x[:, 0], x[..., :n])
     else:
         idx, basic = _index_arrays(index, self.ndim)
@@ -203,13 +200,6 @@ def __getitem__(self, index):
         if "out of bounds" in str(e):
             raise IndexError(str(e)) from None
         raise
-
-
-def _all_basic(index):
-    for i in index:
-        if type(i) not in _BASIC:
-            return False
-    return True
 
 
 def _int_view(self, i):

@@ -15,6 +15,16 @@
  * np.add.at's.
  */
 
+/* The largest of idx[0:count] seen as unsigned (0 for none): one compare of it against n
+ * checks them all, a negative index being past any n. A pass the compiler vectorises. */
+static inline uint64_t S(index_max)(const int64_t *idx, int64_t count) {
+    const uint64_t *u = (const uint64_t *)idx;
+    uint64_t most = 0;
+#pragma omp simd reduction(max : most)
+    for (int64_t e = 0; e < count; e++) most = u[e] > most ? u[e] : most;
+    return most;
+}
+
 /* Rows r0..r1 of the (outer * k, inner) index. Along the last dim (inner 1) one pass both
  * checks and follows the index, reading x at 0 in place of a bad one (then the call returns
  * 1 and the caller drops out); otherwise a check pass the compiler vectorises comes first. */
@@ -29,35 +39,26 @@ TC static int S(gather_rows)(const T *x, const int64_t *idx, T *out, int64_t r0,
             /* the next row's lines fetched while this one is read: its reads land in random
              * order, which no hardware prefetcher follows (1.3x faster at (1024, 1024) on a
              * Zen 3; a prefetch past the end of x is a no-op, it never faults) */
-            if (n <= 16384) {
+            int far = n > 16384;
+            if (!far)
                 for (int64_t p = 0; p < n; p += 64 / (int64_t)sizeof(T))
                     __builtin_prefetch(xo + n + p);
-                for (int64_t e = r; e < end; e++) {
-                    uint64_t v = u[e], miss = v >= (uint64_t)n;
-                    bad |= miss;
-                    out[e] = xo[miss ? 0 : v];
-                }
-            } else {
+            for (int64_t e = r; e < end; e++) {
                 /* a row past the caches: each read a miss at a random place, so the one 16
                  * indices ahead is fetched meanwhile (as the 1-D scatter does) */
-                for (int64_t e = r; e < end; e++) {
-                    if (e + 16 < end) {
-                        uint64_t f = u[e + 16];
-                        __builtin_prefetch(xo + (f < (uint64_t)n ? f : 0));
-                    }
-                    uint64_t v = u[e], miss = v >= (uint64_t)n;
-                    bad |= miss;
-                    out[e] = xo[miss ? 0 : v];
+                if (far && e + 16 < end) {
+                    uint64_t f = u[e + 16];
+                    __builtin_prefetch(xo + (f < (uint64_t)n ? f : 0));
                 }
+                uint64_t v = u[e], miss = v >= (uint64_t)n;
+                bad |= miss;
+                out[e] = xo[miss ? 0 : v];
             }
             r = end;
         }
         return bad != 0;
     }
-    uint64_t most = 0;
-#pragma omp simd reduction(max : most)
-    for (int64_t e = r0 * inner; e < r1 * inner; e++) most = u[e] > most ? u[e] : most;
-    if (most >= (uint64_t)n)
+    if (S(index_max)(idx + r0 * inner, (r1 - r0) * inner) >= (uint64_t)n)
         return 1;
     int64_t i = r0 % k;                         /* r = o * k + i: no division per row */
     const T *xo = x + (r0 / k) * n * inner;
@@ -121,10 +122,7 @@ TC static int S(scatter_slice)(T *out, const int64_t *idx, const T *src, int64_t
                                int64_t inner, int mode, int first) {
     const uint64_t *u = (const uint64_t *)idx;
     if (first || inner != 1) {
-        uint64_t most = 0;
-#pragma omp simd reduction(max : most)
-        for (int64_t e = 0; e < k * inner; e++) most = u[e] > most ? u[e] : most;
-        if (most >= (uint64_t)n)
+        if (S(index_max)(idx, k * inner) >= (uint64_t)n)
             return 1;
     }
     if (inner == 1) {
@@ -177,11 +175,7 @@ EXPORT int S(scatter)(T *out, const int64_t *idx, const T *src, const T *init, i
  * gradient: 9.7 ms against 6.9). Returns 1, nothing written, for an index outside [0, n). */
 EXPORT int S(add_rows)(T *out, const int64_t *idx, const T *src, int64_t k, int64_t n,
                        int64_t inner) {
-    uint64_t most = 0;
-    const uint64_t *u = (const uint64_t *)idx;
-#pragma omp simd reduction(max : most)
-    for (int64_t i = 0; i < k; i++) most = u[i] > most ? u[i] : most;
-    if (k > 0 && most >= (uint64_t)n)
+    if (k > 0 && S(index_max)(idx, k) >= (uint64_t)n)
         return 1;
     for (int64_t i = 0; i < k; i++) {
         T *o = out + idx[i] * inner;

@@ -554,14 +554,12 @@ def _view(opdef, args):
         for i, o in enumerate(outs):
             o._storage, o._base, o._view_version = storage, base, storage._version
             o._view_fn = _nth_view(view_fn, i) if multi else view_fn
-    if src._requires_grad and _state.grad_enabled and opdef.differentiable:
-        out = outs[0]
-        if multi or opdef.vjp_fn is None or opdef.nondiff_outputs or \
-                out.dtype.category < _dtype._FLOAT:
-            _record(opdef, args, _NO_KWARGS, [src], outs, multi)
-        else:
-            out.grad_fn, out._requires_grad = _quick_node(opdef, args, (src,), AT0, out), True
-    return tuple(outs) if multi else outs[0]
+    if not (src._requires_grad and _state.grad_enabled and opdef.differentiable):
+        return tuple(outs) if multi else outs[0]        # (most views: no call below)
+    if not multi:
+        return _graph_of_one(opdef, args, _NO_KWARGS, (src,), AT0, outs[0], _quick_node)
+    _record(opdef, args, _NO_KWARGS, [src], outs, True)
+    return tuple(outs)
 
 
 def quick_view(opdef, src, *rest):

@@ -192,9 +192,15 @@ def index_error(shape, index):
     return None
 
 
+_BASIC = frozenset((int, slice, type(None), type(Ellipsis)))
+
+
 def is_basic(index):
+    """Whether an index holds only ints (not bools), slices, None and Ellipsis. (The exact
+    types by one set lookup first: ``x[:, 0]`` asks this on every call.)"""
     for i in (index if isinstance(index, tuple) else (index,)):
-        if not (i is None or i is Ellipsis or isinstance(i, (int, slice))) or isinstance(i, bool):
+        t = type(i)
+        if t not in _BASIC and (t is bool or not isinstance(i, (int, slice))):
             return False
     return True
 

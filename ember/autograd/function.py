@@ -19,8 +19,7 @@ def _dispatch_hooks():
     """``ember._ops.dispatch.hooks`` (imported on first use: dispatch imports autograd)."""
     global _hooks
     if _hooks is None:
-        import importlib
-        _hooks = importlib.import_module(".._ops.dispatch", __package__).hooks
+        from .._ops.dispatch import hooks as _hooks
     return _hooks
 
 
