@@ -110,8 +110,8 @@ def _declare(lib):
             if fn is not None:
                 # (Winograd, im2col and attn_small kernels return -1 when they cannot allocate
                 # their buffers, lstm_* when they cannot allocate their weight panels;
-                # gather/scatter/add_rows return 1 for an index out of range, cross_entropy -1 for a
-                # target out of range: the caller raises)
+                # gather/scatter/add_rows return 1 for an index out of range, cross_entropy -1
+                # for a target out of range: the caller raises)
                 fn.argtypes = args
                 fn.restype = ctypes.c_int if name.startswith(
                     ("winograd", "conv_cols", "lstm", "attn_small")) or \
