@@ -387,12 +387,15 @@ def test_tensor_fields_are_slots():
 def test_opdef_attributes_are_read_fresh():
     # _C/opattr.h caches an OpDef's attributes against its __dict__'s version: a change is seen
     x = ember.tensor([1.0, 2.0])
-    fwd = P.mul.fwd
+    fwd, ufunc = P.mul.fwd, P.mul.ufunc
     try:
+        P.mul.ufunc = np.add                    # the fast path calls an op's ufunc itself
+        assert C.dispatch(P.mul, (x, x), {}).tolist() == [2.0, 4.0]
+        P.mul.ufunc = None
         P.mul.fwd = lambda xp, a, b: fwd(xp, a, b) + 1
         assert C.dispatch(P.mul, (x, x), {}).tolist() == [2.0, 5.0]
     finally:
-        P.mul.fwd = fwd
+        P.mul.fwd, P.mul.ufunc = fwd, ufunc
     assert C.dispatch(P.mul, (x, x), {}).tolist() == [1.0, 4.0]
     y = ember.tensor([1.0, 2.0], requires_grad=True)
     P.mul.differentiable = False

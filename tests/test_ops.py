@@ -166,6 +166,24 @@ def test_grad_and_gradgrad_match_torch(opdef):
                      what=f"gradgrad {opdef.name}({s})")
 
 
+@pytest.mark.parametrize("dt", [ember.float32, ember.float64, ember.complex64],
+                         ids=lambda d: d.name)
+@pytest.mark.parametrize("opdef", [d for d in OPS if d.ufunc is not None], ids=str)
+def test_ufunc_is_the_forward(opdef, dt):
+    """An op's ``ufunc`` (which the C fast path calls in place of its forward on floating and
+    complex operands without options) gives the forward's values and dtype, array or scalar
+    operands; and a tensor call takes it, as the fast path does."""
+    for s in _samples(opdef, dt):
+        if s.kwargs:
+            continue
+        want, got = opdef.fwd(np, *s.args), opdef.ufunc(*s.args)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want, err_msg=f"{opdef.name}({s})")
+        args = _convert(s.args, _ember)
+        if all(isinstance(a, ember.Tensor) and a.dtype == dt for a in args):
+            np.testing.assert_array_equal(opdef(*args).numpy(), want)
+
+
 @pytest.mark.parametrize("opdef", [d for d in all_ops() if d.errors], ids=str)
 def test_errors(opdef):
     """Each error sample raises its type and message in ember, and the same type in torch."""

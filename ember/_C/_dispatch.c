@@ -25,7 +25,7 @@ static int ready;
 
 static PyObject *s_view, *s_autocast, *s_tracer, *s_profiler, *s_dtype, *s_device, *s_data,
     *s_category, *s_promote, *s_fwd, *s_np, *s_grad_enabled, *s_differentiable,
-    *s_requires_grad, *s_vjp_fn, *s_nondiff_outputs, *s_grad_fn;
+    *s_requires_grad, *s_vjp_fn, *s_nondiff_outputs, *s_grad_fn, *s_ufunc;
 
 static PyTypeObject *dtype_type;            /* ember's dtype: __slots__, read by offset */
 static Py_ssize_t off_category, off_np;
@@ -187,6 +187,25 @@ static int plain_options(PyObject *const *av, Py_ssize_t n)
     return 1;
 }
 
+/* the op's forward on cargs[1:n+1] (cargs[0] is numpy): OpDef.ufunc called directly where the
+ * op has one and the operands are floating or complex, else fwd(np, ...); new ref or NULL */
+static PyObject *forward(PyObject *opdef, int floating, PyObject **cargs, Py_ssize_t n)
+{
+    PyObject *f = floating ? OP(opdef, OP_UFUNC) : Py_NewRef(Py_None), *res;
+    if (f == NULL)
+        return NULL;
+    if (f == Py_None) {
+        Py_DECREF(f);
+        if ((f = OP(opdef, OP_FWD)) == NULL)
+            return NULL;
+        res = PyObject_Vectorcall(f, cargs, n + 1, NULL);
+    }
+    else
+        res = PyObject_Vectorcall(f, cargs + 1, n, NULL);
+    Py_DECREF(f);
+    return res;
+}
+
 /* the fast path proper; *handled = 0 means "not taken: run the Python dispatch" */
 static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObject *args,
                       PyObject *kwargs, int *handled)
@@ -286,13 +305,8 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
         tensors = pos == AT01 ? Py_NewRef(args) : PyTuple_Pack(1, pos == AT0 ? av[0] : av[1]);
         if (tensors == NULL)
             goto error_xy;
-        PyObject *fwd = OP(opdef, OP_FWD);
-        if (fwd == NULL)
-            goto error_xy;
         PyObject *cargs[3] = {np, x, y};
-        res = PyObject_Vectorcall(fwd, cargs, 3, NULL);
-        Py_DECREF(fwd);
-        if (res == NULL) {
+        if ((res = forward(opdef, !r, cargs, 2)) == NULL) {
             ret = fwd_failed(opdef, args, kwargs, tensors);
             goto done;
         }
@@ -320,17 +334,10 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
         else if (!scalar_keeps_dtype(dt))
             goto decline;
         tensors = Py_NewRef(args);
-        PyObject *fwd = OP(opdef, OP_FWD);
-        if (fwd == NULL)
-            goto error;
-        if ((x = TGET(a, data, s_data)) == NULL) {
-            Py_DECREF(fwd);
-            goto error;
-        }
+        if ((x = TGET(a, data, s_data)) == NULL)
+            goto done;
         PyObject *cargs[2] = {np, x};
-        res = PyObject_Vectorcall(fwd, cargs, 2, NULL);
-        Py_DECREF(fwd);
-        if (res == NULL) {
+        if ((res = forward(opdef, !r, cargs, 1)) == NULL) {
             ret = fwd_failed(opdef, args, kwargs, tensors);
             goto done;
         }
@@ -623,7 +630,8 @@ PyMODINIT_FUNC PyInit__dispatch(void)
         {&s_retain_grad_hooks, "_retain_grad_hooks"}, {&s_pre_hooks, "_pre_hooks"},
         {&s_hooks, "_hooks"}, {&s_trace, "_trace"}, {&s_next_functions, "next_functions"},
         {&s_input_meta, "input_meta"}, {&s_apply, "apply"}, {&s_release, "release"},
-        {&s_seq, "seq"}, {&s_base_arr, "base"}, {&s_accumulate, "accumulate"}};
+        {&s_seq, "seq"}, {&s_base_arr, "base"}, {&s_accumulate, "accumulate"},
+        {&s_ufunc, "ufunc"}};
     for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
         if ((*strs[i].slot = PyUnicode_InternFromString(strs[i].s)) == NULL)
             return NULL;
@@ -631,7 +639,7 @@ PyMODINIT_FUNC PyInit__dispatch(void)
         return NULL;
     t_zero = zero;
     PyObject *opn[OP_N] = {s_view, s_fwd, s_promote, s_differentiable, s_vjp_fn,
-                           s_nondiff_outputs, s_save, s_save_result, s_needed_by};
+                           s_nondiff_outputs, s_save, s_save_result, s_needed_by, s_ufunc};
     memcpy(op_names, opn, sizeof opn);
     /* object's own tp_new, so object.__new__(Tensor) passes its "is it safe" check */
     TensorBaseType.tp_new = PyBaseObject_Type.tp_new;

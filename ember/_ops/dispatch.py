@@ -642,8 +642,11 @@ _RAISE = opcode.opmap["RAISE_VARARGS"]
 
 def _raised_by_ember(e):
     # The innermost frame tells: a `raise` statement in ember's code, or a call into NumPy
-    # (whose C code raised) or a frame inside NumPy's own Python code.
+    # (whose C code raised) or a frame inside NumPy's own Python code. No frame at all: the C
+    # fast path called the op's ufunc itself.
     tb = e.__traceback__
+    if tb is None:
+        return False
     while tb.tb_next is not None:
         tb = tb.tb_next
     code = tb.tb_frame.f_code

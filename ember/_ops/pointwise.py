@@ -90,7 +90,7 @@ _fill.meta = lambda dst, value: same_meta(dst)
 # ---- arithmetic ------------------------------------------------------------------------------
 
 
-@op("add", tags=("pointwise",), promote="common", inplace=True)
+@op("add", tags=("pointwise",), promote="common", inplace=True, ufunc=np.add)
 def add(xp, input, other, alpha=1):
     """``input + alpha * other``, broadcast and type-promoted."""
     return xp.add(input, other) if alpha == 1 else xp.add(input, xp.multiply(other, alpha))
@@ -106,7 +106,8 @@ add.samples = binary_samples
 add.errors = broadcast_errors()
 
 
-@op("sub", tags=("pointwise",), promote="common", inplace=True, aliases=("subtract",))
+@op("sub", tags=("pointwise",), promote="common", inplace=True, aliases=("subtract",),
+    ufunc=np.subtract)
 def sub(xp, input, other, alpha=1):
     """``input - alpha * other``."""
     try:        # (``input`` may be a Python number: torch.sub(0.5, t))
@@ -150,7 +151,7 @@ _NO_DT = np.dtype(np.float64)      # stands for a Python number's dtype in mul's
 
 
 @op("mul", tags=("pointwise",), promote="common", inplace=True, aliases=("multiply",),
-    opmath="scalar")
+    opmath="scalar", ufunc=np.multiply)
 def mul(xp, input, other):
     """``input * other``, broadcast and type-promoted."""
     if getattr(input, "dtype", _NO_DT).kind == "b" and getattr(other, "dtype", _NO_DT).kind == "b":
@@ -178,7 +179,7 @@ def _div_promotion(args, kwargs):
 
 
 @op("div", tags=("pointwise",), promote=_div_promotion, inplace=True,
-    aliases=("divide", "true_divide"), opmath="scalar")
+    aliases=("divide", "true_divide"), opmath="scalar", ufunc=np.true_divide)
 def div(xp, input, other, rounding_mode=None):
     """``input / other``; ``rounding_mode`` ``"trunc"`` or ``"floor"`` rounds the quotient.
 
@@ -233,7 +234,7 @@ def _conj(t):
     return t.conj() if isinstance(t, ember.Tensor) and t.is_complex() else t
 
 
-@op("neg", tags=("pointwise",), inplace=True, aliases=("negative",))
+@op("neg", tags=("pointwise",), inplace=True, aliases=("negative",), ufunc=np.negative)
 def neg(xp, input):
     """``-input``."""
     if input.dtype.kind == "b":
@@ -254,7 +255,7 @@ neg.errors = [ErrorSample(Sample(const(3, dtype=bool)), RuntimeError, "on a bool
 
 
 @op("pow", tags=("pointwise", "autocast_fp32_cuda"), promote="common", inplace=True,
-    opmath=False)
+    opmath=False, ufunc=np.power)
 def pow(xp, input, exponent):
     """``input ** exponent``."""
     # NOTE: torch's bfloat16 pow by the scalar 3 or -2 is x*x*x or 1/(x*x), rounding x*x to
@@ -324,7 +325,7 @@ def _log_of(v):
     return math.log(v) if v > 0 else -math.inf if v == 0 else math.nan
 
 
-@op("abs", tags=("pointwise",), inplace=True, aliases=("absolute",))
+@op("abs", tags=("pointwise",), inplace=True, aliases=("absolute",), ufunc=np.abs)
 def abs(xp, input):
     """``|input|``."""
     if input.dtype.kind == "b":
@@ -367,12 +368,23 @@ def reject(name, kinds, fwd=None):
     return f
 
 
+def _calling(ufunc_name):
+    """``fwd(xp, input)``: the array module's ufunc of that name."""
+    return lambda xp, input: getattr(xp, ufunc_name)(input)
+
+
 def _unary(name, fwd, deriv, save="input", kinks=(), domain=None, aliases=(), kinds="",
            doc=None, tags=()):
     """Register a floating unary op ``fwd`` with derivative ``deriv(x, result)``; inputs of the
-    NumPy kinds in ``kinds`` are rejected as torch rejects them."""
+    NumPy kinds in ``kinds`` are rejected as torch rejects them. ``fwd`` may name a ufunc of
+    the array module (``"exp"``), which is then also the op's ``ufunc``."""
+    ufunc = None
+    if isinstance(fwd, str):
+        ufunc = getattr(np, fwd) if "c" not in kinds else None    # (kinds must reject first)
+        fwd = _calling(fwd)
     fwd = reject(name, kinds, fwd) if kinds else fwd
-    d = op(name, tags=("pointwise",) + tags, promote="float", inplace=True, aliases=aliases)(fwd)
+    d = op(name, tags=("pointwise",) + tags, promote="float", inplace=True, aliases=aliases,
+           ufunc=ufunc)(fwd)
     d.__doc__ = doc or f"``{name}`` of each element; integers give the default float."
     saves = {"input": ("input",), "result": ("result",), "both": ("input", "result"),
              "none": ()}[save]
@@ -386,15 +398,15 @@ def _unary(name, fwd, deriv, save="input", kinks=(), domain=None, aliases=(), ki
     return d
 
 
-exp = _unary("exp", lambda xp, input: xp.exp(input), lambda x, r: r, save="result",
+exp = _unary("exp", "exp", lambda x, r: r, save="result",
             tags=("autocast_fp32_cuda",))
-log = _unary("log", lambda xp, input: xp.log(input), lambda x, r: 1 / x, domain=(0.1, 4),
+log = _unary("log", "log", lambda x, r: 1 / x, domain=(0.1, 4),
             tags=("autocast_fp32_cuda",))
-sqrt = _unary("sqrt", lambda xp, input: xp.sqrt(input), lambda x, r: 0.5 / r, save="result",
+sqrt = _unary("sqrt", "sqrt", lambda x, r: 0.5 / r, save="result",
               domain=(0.1, 4))
-sin = _unary("sin", lambda xp, input: xp.sin(input), lambda x, r: x.cos())
-cos = _unary("cos", lambda xp, input: xp.cos(input), lambda x, r: -x.sin())
-tanh = _unary("tanh", lambda xp, input: xp.tanh(input), lambda x, r: 1 - r * r, save="result")
+sin = _unary("sin", "sin", lambda x, r: x.cos())
+cos = _unary("cos", "cos", lambda x, r: -x.sin())
+tanh = _unary("tanh", "tanh", lambda x, r: 1 - r * r, save="result")
 
 
 @tanh.vjp(save=("result",))

@@ -20,18 +20,18 @@ _FP32_CUDA = ("autocast_fp32_cuda",)
 
 # ---- exponentials, logs, powers -----------------------------------------------------------
 
-reciprocal = _unary("reciprocal", lambda xp, input: xp.reciprocal(input),
+reciprocal = _unary("reciprocal", "reciprocal",
                     lambda x, r: -r * r, save="result", domain=(0.3, 2.0), tags=_FP32_CUDA)
 rsqrt = _unary("rsqrt", lambda xp, input: xp.reciprocal(xp.sqrt(input)),
                lambda x, r: -0.5 * r * r * r, save="result", domain=(0.1, 4.0), tags=_FP32_CUDA)
-exp2 = _unary("exp2", lambda xp, input: xp.exp2(input), lambda x, r: r * _LN2, save="result")
-expm1 = _unary("expm1", lambda xp, input: xp.expm1(input), lambda x, r: r + 1, save="result",
+exp2 = _unary("exp2", "exp2", lambda x, r: r * _LN2, save="result")
+expm1 = _unary("expm1", "expm1", lambda x, r: r + 1, save="result",
                tags=_FP32_CUDA)
-log1p = _unary("log1p", lambda xp, input: xp.log1p(input), lambda x, r: 1 / (x + 1),
+log1p = _unary("log1p", "log1p", lambda x, r: 1 / (x + 1),
                domain=(-0.5, 2.0), tags=_FP32_CUDA)
-log2 = _unary("log2", lambda xp, input: xp.log2(input), lambda x, r: 1 / (x * _LN2),
+log2 = _unary("log2", "log2", lambda x, r: 1 / (x * _LN2),
               domain=(0.1, 4.0), tags=_FP32_CUDA)
-log10 = _unary("log10", lambda xp, input: xp.log10(input), lambda x, r: 1 / (x * _LN10),
+log10 = _unary("log10", "log10", lambda x, r: 1 / (x * _LN10),
                domain=(0.1, 4.0), tags=_FP32_CUDA)
 
 
@@ -44,21 +44,21 @@ def _scale(x, c):
 # NOTE: complex samples stay inside (-0.9, 0.9)^2 where the inverse functions have branch cuts
 # outside; the derivative formulas are torch's (acosh uses (x^2 - 1)^-1/2, not a product form).
 
-tan = _unary("tan", lambda xp, input: xp.tan(input), lambda x, r: 1 + r * r, save="result",
+tan = _unary("tan", "tan", lambda x, r: 1 + r * r, save="result",
              tags=_FP32_CUDA)
-asin = _unary("asin", lambda xp, input: xp.arcsin(input), lambda x, r: (1 - x * x).rsqrt(),
+asin = _unary("asin", "arcsin", lambda x, r: (1 - x * x).rsqrt(),
               domain=(-0.9, 0.9), aliases=("arcsin",), tags=_FP32_CUDA)
-acos = _unary("acos", lambda xp, input: xp.arccos(input), lambda x, r: -(1 - x * x).rsqrt(),
+acos = _unary("acos", "arccos", lambda x, r: -(1 - x * x).rsqrt(),
               domain=(-0.9, 0.9), aliases=("arccos",), tags=_FP32_CUDA)
-atan = _unary("atan", lambda xp, input: xp.arctan(input), lambda x, r: 1 / (1 + x * x),
+atan = _unary("atan", "arctan", lambda x, r: 1 / (1 + x * x),
               domain=(-0.9, 0.9), aliases=("arctan",))
-sinh = _unary("sinh", lambda xp, input: xp.sinh(input), lambda x, r: x.cosh(), tags=_FP32_CUDA)
-cosh = _unary("cosh", lambda xp, input: xp.cosh(input), lambda x, r: x.sinh(), tags=_FP32_CUDA)
-asinh = _unary("asinh", lambda xp, input: xp.arcsinh(input), lambda x, r: (x * x + 1).rsqrt(),
+sinh = _unary("sinh", "sinh", lambda x, r: x.cosh(), tags=_FP32_CUDA)
+cosh = _unary("cosh", "cosh", lambda x, r: x.sinh(), tags=_FP32_CUDA)
+asinh = _unary("asinh", "arcsinh", lambda x, r: (x * x + 1).rsqrt(),
                domain=(-0.9, 0.9), aliases=("arcsinh",))
-acosh = _unary("acosh", lambda xp, input: xp.arccosh(input), lambda x, r: (x * x - 1).rsqrt(),
+acosh = _unary("acosh", "arccosh", lambda x, r: (x * x - 1).rsqrt(),
                domain=(1.2, 4.0), aliases=("arccosh",))
-atanh = _unary("atanh", lambda xp, input: xp.arctanh(input), lambda x, r: 1 / (1 - x * x),
+atanh = _unary("atanh", "arctanh", lambda x, r: 1 / (1 - x * x),
                domain=(-0.9, 0.9), aliases=("arctanh",))
 deg2rad = _unary("deg2rad", lambda xp, input: _scale(input, math.pi / 180),
                  lambda x, r: math.pi / 180, save="none", kinds="c")

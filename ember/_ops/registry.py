@@ -55,12 +55,16 @@ class OpDef:
             ``torch.return_types``.
         opmath: float16/bfloat16 operands are computed in float32 and the result rounded once,
             as torch's kernels do (default: the ``"pointwise"`` ops). Needs ``promote``.
+        ufunc: the NumPy ufunc that ``fwd(numpy, *operands)`` is for float32/float64/complex
+            operands without options (``add``: ``numpy.add``). The C fast path calls it directly,
+            sparing the forward's Python frame (~15% of a small op); a registry test holds the
+            two to the same results.
     """
 
     def __init__(self, name, fwd, tags=(), promote=None, view=False, differentiable=True,
                  nondiff_outputs=(), method=True, function=True, inplace=False, aliases=(),
-                 promote_args=None, returns=None, opmath=None):
-        self.name, self.fwd, self.tags = name, fwd, tuple(tags)
+                 promote_args=None, returns=None, opmath=None, ufunc=None):
+        self.name, self.fwd, self.tags, self.ufunc = name, fwd, tuple(tags), ufunc
         self.opmath = "pointwise" in self.tags if opmath is None else opmath
         self.promote = promote
         self.view, self.differentiable = view, differentiable
