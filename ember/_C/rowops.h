@@ -164,19 +164,41 @@ EXPORT void S(gelu)(const T *x, const T *g, T *out, int64_t n, int tanh_mode, in
 
 /* ---- layer_norm / rms_norm over rows of length n -------------------------------------- */
 
+/* Row statistics keep NORM_LANES partial sums per reduction (two vectors of doubles): with one
+ * accumulator the loop-carried add (3-4 cycles a vector) bound the pass, and `omp simd
+ * reduction` adds its lanes at the end one by one through memory. The partial sums are added
+ * as a tree, in a fixed order. (1024, 128) layer_norm forward: 93 -> 83 us; (1024, 100): 73 ->
+ * 57 us. (16 float lanes in the backward's reduction loop measured no faster.) */
+#define NORM_LANES 8
+
+static inline double S(sum_lanes)(double *p) {
+    for (int l = 0; l < 4; l++) p[l] += p[l + 4];
+    return (p[0] + p[2]) + (p[1] + p[3]);
+}
+
 /* mean and 1/sqrt(var + eps) of one row (rms: mean 0 and the mean square for var) */
 static inline void S(row_stats)(const T *xr, int64_t n, T eps, int rms, T *mean, T *rstd) {
     if (sizeof(T) == 4) {
         /* float32: one pass (the row's first read, from memory) summing x - x[0] and its
          * squares in double: the shift keeps the variance from cancelling, the doubles keep
          * float32 rounding out of the sums; the two-pass loop's second read cost ~10% */
-        double k = rms ? 0.0 : (double)xr[0], s1 = 0.0, s2 = 0.0;
-#pragma omp simd reduction(+ : s1, s2)
-        for (int64_t j = 0; j < n; j++) {
+        double k = rms ? 0.0 : (double)xr[0], s1 = 0.0, s2 = 0.0, p1[NORM_LANES] = {0},
+               p2[NORM_LANES] = {0};
+        int64_t j = 0;
+        for (; j + NORM_LANES <= n; j += NORM_LANES)
+#pragma omp simd
+            for (int l = 0; l < NORM_LANES; l++) {
+                double d = (double)xr[j + l] - k;
+                p1[l] += d;
+                p2[l] += d * d;
+            }
+        for (; j < n; j++) {
             double d = (double)xr[j] - k;
             s1 += d;
             s2 += d * d;
         }
+        s1 += S(sum_lanes)(p1);
+        s2 += S(sum_lanes)(p2);
         double var = rms ? s2 / (double)n : (s2 - s1 * s1 / (double)n) / (double)n;
         *mean = (T)(rms ? 0.0 : k + s1 / (double)n);
         *rstd = (T)(1.0 / sqrt((var > 0.0 ? var : 0.0) + (double)eps));
