@@ -569,3 +569,69 @@ def test_index_arrays_take_the_several_tensors_path():
     general.sum().backward()
     np.testing.assert_array_equal(g.numpy(), x.grad.numpy())
     assert D._tensors(P.add, (x, np.ones(3, np.float32))) is None
+
+
+def _view_cases():
+    from ember._ops.registry import get
+    S = ember._ops.shape
+    x = ember.arange(24.0).reshape(2, 3, 4)
+    return [
+        (S.view, (x, (4, 6))), (S.transpose, (x, 0, 2)), (ember.permute.opdef, (x, (2, 0, 1))),
+        (ember.reshape.opdef, (x, (6, 4))),                        # "maybe": a view here
+        (ember.reshape.opdef, (x.transpose(0, 1), (6, 4))),        # "maybe": a copy here
+        (ember.unsqueeze.opdef, (x, 1)), (ember.narrow.opdef, (x, 2, 1, 2)),
+        (get("expand"), (x[:, :1], (2, 5, 4))),
+        (get("split"), (x, 2, 2)),                            # several outputs: Python's
+        (ember.view_as_real.opdef, (ember.ones(3, dtype=ember.complex64),)),  # dtype changes
+    ]
+
+
+@needs_c
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("i", range(len(_view_cases())))
+def test_view_path_is_pythons(i, grad):
+    # the C view path (view.h) against dispatch._view: values, strides, storage, base, view
+    # version, a view function that redoes the view from the base, node and gradient
+    opdef, args = _view_cases()[i]
+    src = args[0].detach().requires_grad_(grad and args[0].is_floating_point())
+    src = src * 1 if grad else src                          # a non-leaf: views may go in place
+    args = (src,) + args[1:]
+    c, p = C.dispatch(opdef, args, {}), D._view(opdef, args)
+    for oc, op in zip(*((r if type(r) is tuple else (r,)) for r in (c, p))):
+        assert type(oc) is ember.Tensor and oc.dtype is op.dtype
+        np.testing.assert_array_equal(oc.numpy(force=True), op.numpy(force=True))
+        assert oc._data.strides == op._data.strides and oc._base is op._base
+        assert oc._storage is op._storage and oc._version == op._version
+        assert oc.__dict__.get("_view_version") == op.__dict__.get("_view_version")
+        assert (oc._view_fn is None) == (op._view_fn is None)
+        if oc._view_fn is not None:
+            np.testing.assert_array_equal(oc._view_fn(oc._base).numpy(force=True), oc.numpy(force=True))
+            assert getattr(oc._view_fn, "multi_output", None) == \
+                getattr(op._view_fn, "multi_output", None)
+        assert (oc.grad_fn is None) == (op.grad_fn is None)
+        if oc.grad_fn is not None:
+            assert oc.grad_fn.name() == op.grad_fn.name()
+            gc, = ember.autograd.grad(oc.sum(), src, retain_graph=True)
+            gp, = ember.autograd.grad(op.sum(), src, retain_graph=True)
+            np.testing.assert_array_equal(gc.numpy(force=True), gp.numpy(force=True))
+
+
+@needs_c
+def test_view_path_in_place_and_errors():
+    # a write through a C-made view reaches its base and the gradient through the view
+    # function (CopySlices); a view of one of split's outputs keeps multi_output; a view the
+    # forward refuses raises dispatch's error
+    x = ember.arange(6.0, requires_grad=True)
+    h = x * 1
+    v = C.dispatch(ember._ops.shape.view, (h, (2, 3)), {})
+    v.mul_(2)
+    assert h.tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+    h.sum().backward()
+    assert x.grad.tolist() == [2.0] * 6
+    part = ember.split(x * 1, 3)[0]
+    w = C.dispatch(ember.unsqueeze.opdef, (part, 0), {})
+    assert w._view_fn.multi_output == 0
+    with pytest.raises(RuntimeError, match="is a view and is being modified inplace"):
+        w.add_(1)
+    with pytest.raises(RuntimeError, match=r"shape '\[4, 4\]' is invalid"):
+        C.dispatch(ember._ops.shape.view, (h, (4, 4)), {})

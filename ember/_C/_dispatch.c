@@ -25,7 +25,9 @@ static int ready;
 
 static PyObject *s_view, *s_autocast, *s_tracer, *s_profiler, *s_dtype, *s_device, *s_data,
     *s_category, *s_promote, *s_fwd, *s_np, *s_grad_enabled, *s_differentiable,
-    *s_requires_grad, *s_vjp_fn, *s_nondiff_outputs, *s_grad_fn, *s_ufunc;
+    *s_requires_grad, *s_vjp_fn, *s_nondiff_outputs, *s_grad_fn, *s_ufunc, *s_multi_output,
+    *s_get_storage, *s_view_version;
+static PyObject *view_outputs, *root_fn;
 
 static PyTypeObject *dtype_type;            /* ember's dtype: __slots__, read by offset */
 static Py_ssize_t off_category, off_np;
@@ -440,22 +442,22 @@ error:
     return NULL;
 }
 
+#include "view.h"     /* view_path: dispatch._view; ViewFn */
+
 static PyObject *run(PyObject *opdef, PyObject *args, PyObject *kwargs)
 {
-    int r, handled;
+    int r, view, handled;
     if (kwargs != NULL && kwargs != Py_None && (!PyDict_Check(kwargs) || PyDict_GET_SIZE(kwargs)))
         return slow(opdef, args, kwargs);
-    if ((r = op_truth(opdef, OP_VIEW)) < 0)
+    if ((view = op_truth(opdef, OP_VIEW)) < 0)
         return NULL;
-    if (r)
-        return slow(opdef, args, kwargs);
     PyObject *names[3] = {s_autocast, s_tracer, s_profiler};
     if ((r = hooks_off(hooks, names, 3)) < 0)
         return NULL;
     if (!r)
         return slow(opdef, args, kwargs);
-    PyObject *ret = fast(opdef, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), args,
-                         kwargs, &handled);
+    PyObject *ret = view ? view_path(opdef, args, &handled) :
+        fast(opdef, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), args, kwargs, &handled);
     return handled ? ret : slow(opdef, args, kwargs);
 }
 
@@ -491,7 +493,8 @@ static PyObject *init(PyObject *self, PyObject *cfg)
         {"SimpleNode", (PyObject **)&SimpleNode}, {"saved_hooks", &saved_hooks},
         {"anomaly", &anomaly}, {"seq", &seq_iter}, {"TensorMeta", &meta_type},
         {"no_kwargs", &no_kwargs}, {"no_edge", &no_edge}, {"edge_of", &edge_of},
-        {"UntypedStorage", (PyObject **)&Storage}};
+        {"UntypedStorage", (PyObject **)&Storage}, {"view_outputs", &view_outputs},
+        {"root", &root_fn}};
     if (!PyDict_Check(cfg)) {
         PyErr_SetString(PyExc_TypeError, "init(dict)");
         return NULL;
@@ -604,6 +607,8 @@ static PyMethodDef methods[] = {
     {"init_engine", init_engine, METH_O, "init_engine(objects): the engine's Python helpers."},
     {"simple_node", (PyCFunction)(void (*)(void))simple_node_c, METH_FASTCALL,
      "simple_node(opdef, args, tensors, positions, out): graph.simple_node, in C."},
+    {"view_function", (PyCFunction)(void (*)(void))view_function, METH_FASTCALL,
+     "view_function(opdef, rest, kwargs, parent_fn): dispatch.view_function, in C."},
     {"tensor_defaults", tensor_defaults, METH_O,
      "tensor_defaults(cpu): the device of a new tensor (TensorBase's default)."},
     {NULL, NULL, 0, NULL}};
@@ -631,7 +636,8 @@ PyMODINIT_FUNC PyInit__dispatch(void)
         {&s_hooks, "_hooks"}, {&s_trace, "_trace"}, {&s_next_functions, "next_functions"},
         {&s_input_meta, "input_meta"}, {&s_apply, "apply"}, {&s_release, "release"},
         {&s_seq, "seq"}, {&s_base_arr, "base"}, {&s_accumulate, "accumulate"},
-        {&s_ufunc, "ufunc"}};
+        {&s_ufunc, "ufunc"}, {&s_multi_output, "multi_output"}, {&s_get_storage, "_get_storage"},
+        {&s_view_version, "_view_version"}};
     for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
         if ((*strs[i].slot = PyUnicode_InternFromString(strs[i].s)) == NULL)
             return NULL;
@@ -643,7 +649,8 @@ PyMODINIT_FUNC PyInit__dispatch(void)
     memcpy(op_names, opn, sizeof opn);
     /* object's own tp_new, so object.__new__(Tensor) passes its "is it safe" check */
     TensorBaseType.tp_new = PyBaseObject_Type.tp_new;
-    if (PyType_Ready(&OperatorType) < 0 || PyType_Ready(&TensorBaseType) < 0)
+    if (PyType_Ready(&OperatorType) < 0 || PyType_Ready(&TensorBaseType) < 0 ||
+        PyType_Ready(&ViewFnType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && PyModule_AddObjectRef(m, "TensorBase", (PyObject *)&TensorBaseType) < 0)

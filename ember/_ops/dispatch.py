@@ -540,6 +540,12 @@ def _view(opdef, args):
         res = opdef.fwd(np, src._data, *rest)
     except (ValueError, IndexError, TypeError, RuntimeError):
         return None
+    return _view_outputs(opdef, args, src, rest, res)
+
+
+def _view_outputs(opdef, args, src, rest, res):
+    """The rest of ``_view`` once the forward gave ``res`` (where the C path hands over a
+    call whose outputs are several)."""
     multi = type(res) is tuple
     if multi:
         outs = [Tensor._wrap(r) for r in res]
@@ -576,12 +582,18 @@ def view_links(opdef, src, rest, kwargs):
     """(storage, base, view_fn) for a view of ``src`` made by ``opdef(src, *rest, **kwargs)``:
     the view shares ``src``'s storage, and ``view_fn`` redoes it from the base."""
     storage, base = src._get_storage(), src._base if src._base is not None else src
-    parent_fn = src._view_fn
+    return storage, base, view_function(opdef, tuple(rest), kwargs, src._view_fn)
+
+
+def view_function(opdef, rest, kwargs, parent_fn):
+    """``b -> opdef(parent_fn(b), *rest, **kwargs)`` (``b`` itself where ``parent_fn`` is None),
+    which inherits ``parent_fn``'s ``multi_output`` (a view of such a view). Its C copy (a
+    callable object, ``_C.view_function``) replaces it when built."""
     view_fn = (lambda b: opdef(b, *rest, **kwargs)) if parent_fn is None else \
         (lambda b: opdef(parent_fn(b), *rest, **kwargs))
-    if getattr(parent_fn, "multi_output", None) is not None:   # (a view of such a view)
+    if getattr(parent_fn, "multi_output", None) is not None:
         view_fn.multi_output = parent_fn.multi_output
-    return storage, base, view_fn
+    return view_fn
 
 
 def _nth_view(view_fn, i):
@@ -797,7 +809,8 @@ def _c_dispatch():
             "FLOAT": _dtype._FLOAT, "dtype": _dtype.dtype, "SimpleNode": graph.SimpleNode,
             "saved_hooks": graph._saved_hooks, "anomaly": graph.anomaly, "seq": graph._seq,
             "TensorMeta": graph.TensorMeta, "no_kwargs": graph._NO_KWARGS,
-            "no_edge": graph._NO_EDGE, "edge_of": edge_of, "UntypedStorage": UntypedStorage})
+            "no_edge": graph._NO_EDGE, "edge_of": edge_of, "UntypedStorage": UntypedStorage,
+            "view_outputs": _view_outputs, "root": _root})
     from ..autograd import engine
     c.init_engine({"AccumulateGrad": graph.AccumulateGrad, "apply": engine._apply,
                    "run_tensor_hooks": engine._run_tensor_hooks, "accumulate": engine._accumulate,
@@ -811,3 +824,4 @@ _quick_node = simple_node       # the quick paths' node maker (below: its C copy
 if _C is not None:
     dispatch = _C.dispatch
     _quick_node = _C.simple_node
+    view_function = _C.view_function
