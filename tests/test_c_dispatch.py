@@ -635,3 +635,58 @@ def test_view_path_in_place_and_errors():
         w.add_(1)
     with pytest.raises(RuntimeError, match=r"shape '\[4, 4\]' is invalid"):
         C.dispatch(ember._ops.shape.view, (h, (4, 4)), {})
+
+
+def _several_cases():
+    x = ember.tensor([[1.0, 2.0], [3.0, -1.0]])
+    w = ember.tensor([[0.5, -1.0], [2.0, 1.0], [0.0, 3.0]])
+    b = ember.tensor([0.1, 0.2, 0.3])
+    lin = ember.nn.Linear(2, 3)
+    return [
+        (ember._ops.nn.linear, (x, w, b)), (ember._ops.nn.linear, (x, lin.weight, lin.bias)),
+        (ember.nn.functional._rows.layer_norm, (x, (2,), x[0], x[1], 1e-3)),
+        (ember.addmm.opdef, (b, x, w.T)), (ember.where.opdef, (x > 0, x, x * 2)),
+        (ember._ops.nn.embedding, (w, ember.tensor([[2, 0], [1, 1]]))),
+        (I.index, (w, np.array([2, 0, 2]))),                    # an index array
+        (ember.max.opdef, (x, 1)),                              # two outputs: _finish's
+        (ember.where.opdef, (x > 0, x, x.double())),            # declined: dtypes differ
+        (ember._ops.nn.linear, (x, w, np.float32(1))),          # declined: a NumPy scalar
+        (ember._ops.nn.linear, (x.half(), w.half())),           # declined: opmath dtype
+    ]
+
+
+@needs_c
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("i", range(len(_several_cases())))
+def test_several_path_is_pythons(i, grad):
+    # the C several-tensors path (several.h) against dispatch._tensors, called as the Python
+    # dispatch calls it: values, dtypes, node (field for field), gradients; a call _tensors
+    # declines goes the general way in both
+    opdef, args = _several_cases()[i]
+    args = tuple(a.detach().requires_grad_(grad and a.is_floating_point())
+                 if isinstance(a, ember.Tensor) else a for a in args)
+    c, p = C.dispatch(opdef, args, {}), D.py_dispatch(opdef, args, {})
+    for oc, op in zip(*((r if type(r) is tuple else (r,)) for r in (c, p))):
+        assert type(oc) is ember.Tensor and oc.dtype is op.dtype
+        np.testing.assert_array_equal(oc.numpy(force=True), op.numpy(force=True))
+        assert (oc.grad_fn is None) == (op.grad_fn is None)
+    if grad and type(c) is ember.Tensor and c.grad_fn is not None:
+        if type(c.grad_fn) is ember.autograd.graph.SimpleNode:
+            assert c.grad_fn.seq == p.grad_fn.seq - 1 and _fields(c.grad_fn) == _fields(p.grad_fn)
+        ts = [a for a in args if isinstance(a, ember.Tensor) and a.requires_grad]
+        gc = ember.autograd.grad(c.square().sum(), ts, allow_unused=True)
+        gp = ember.autograd.grad(p.square().sum(), ts, allow_unused=True)
+        for a, b in zip(gc, gp):
+            assert (a is None) == (b is None)
+            if a is not None:
+                np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+@needs_c
+def test_several_path_errors_are_pythons():
+    x, w = ember.ones(2, 2), ember.ones(3, 2, dtype=ember.float64)
+    for disp in (C.dispatch, D.py_dispatch):
+        with pytest.raises(RuntimeError, match="same dtype"):
+            disp(ember._ops.nn.linear, (x, w, None), {})
+        with pytest.raises(RuntimeError, match="mat1 and mat2 shapes cannot be multiplied"):
+            disp(ember._ops.nn.linear, (x, ember.ones(3, 5)), {})

@@ -26,8 +26,8 @@ static int ready;
 static PyObject *s_view, *s_autocast, *s_tracer, *s_profiler, *s_dtype, *s_device, *s_data,
     *s_category, *s_promote, *s_fwd, *s_np, *s_grad_enabled, *s_differentiable,
     *s_requires_grad, *s_vjp_fn, *s_nondiff_outputs, *s_grad_fn, *s_ufunc, *s_multi_output,
-    *s_get_storage, *s_view_version;
-static PyObject *view_outputs, *root_fn;
+    *s_get_storage, *s_view_version, *s_promote_args;
+static PyObject *view_outputs, *root_fn, *opmath[2];
 
 static PyTypeObject *dtype_type;            /* ember's dtype: __slots__, read by offset */
 static Py_ssize_t off_category, off_np;
@@ -170,22 +170,14 @@ static PyObject *fwd_failed(PyObject *opdef, PyObject *args, PyObject *kwargs, P
 #include "record.h"     /* record_node: graph.simple_node */
 #include "engine.h"     /* backward_loop: engine.run_backward's loop */
 
-/* av[1:] are options passed as they are (dispatch.py's _option): None, bools, exact ints and
- * floats, strings, ember dtypes, tuples or lists of exact ints */
+#include "several.h"  /* several_path: dispatch._tensors; is_option */
+
+/* av[1:] are options passed as they are (dispatch.py's _plain) */
 static int plain_options(PyObject *const *av, Py_ssize_t n)
 {
-    for (Py_ssize_t i = 1; i < n; i++) {
-        PyObject *o = av[i];
-        if (o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) ||
-            PyUnicode_CheckExact(o) || Py_TYPE(o) == dtype_type)
-            continue;
-        if (!PyTuple_CheckExact(o) && !PyList_CheckExact(o))
+    for (Py_ssize_t i = 1; i < n; i++)
+        if (!is_option(av[i]))
             return 0;
-        PyObject *const *items = PySequence_Fast_ITEMS(o);
-        for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(o); j++)
-            if (!PyLong_CheckExact(items[j]))
-                return 0;
-    }
     return 1;
 }
 
@@ -226,7 +218,7 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
         if ((dt = TGET(a, dtype, s_dtype)) == NULL)
             return NULL;
         if (!scalar_keeps_dtype(dt) || !plain_options(av, n))
-            goto decline;
+            goto decline_several;
         pos = AT0;
         if ((tensors = PyTuple_Pack(1, a)) == NULL)
             goto error;
@@ -253,7 +245,7 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
                 return NULL;
             if (PyObject_TypeCheck(b, Tensor)) {
                 if (TB(b)->dtype != dt || TF(b, device, CPU) != CPU)
-                    goto decline;
+                    goto decline_several;      /* (embedding(weight, idx)...) */
                 pos = AT01;
                 if ((x = TGET(a, data, s_data)) == NULL)
                     goto error;
@@ -434,6 +426,10 @@ decline:
     Py_XDECREF(dt);
     *handled = 0;
     return NULL;
+decline_several:        /* declined, as the Python dispatch hands the call to _tensors */
+    Py_XDECREF(dt);
+    *handled = -1;
+    return NULL;
 error_xy:
     Py_DECREF(x);
     Py_DECREF(y);
@@ -458,6 +454,8 @@ static PyObject *run(PyObject *opdef, PyObject *args, PyObject *kwargs)
         return slow(opdef, args, kwargs);
     PyObject *ret = view ? view_path(opdef, args, &handled) :
         fast(opdef, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), args, kwargs, &handled);
+    if (handled < 0)
+        ret = several_path(opdef, args, &handled);
     return handled ? ret : slow(opdef, args, kwargs);
 }
 
@@ -494,7 +492,7 @@ static PyObject *init(PyObject *self, PyObject *cfg)
         {"anomaly", &anomaly}, {"seq", &seq_iter}, {"TensorMeta", &meta_type},
         {"no_kwargs", &no_kwargs}, {"no_edge", &no_edge}, {"edge_of", &edge_of},
         {"UntypedStorage", (PyObject **)&Storage}, {"view_outputs", &view_outputs},
-        {"root", &root_fn}};
+        {"root", &root_fn}, {"float16", &opmath[0]}, {"bfloat16", &opmath[1]}};
     if (!PyDict_Check(cfg)) {
         PyErr_SetString(PyExc_TypeError, "init(dict)");
         return NULL;
@@ -637,7 +635,7 @@ PyMODINIT_FUNC PyInit__dispatch(void)
         {&s_input_meta, "input_meta"}, {&s_apply, "apply"}, {&s_release, "release"},
         {&s_seq, "seq"}, {&s_base_arr, "base"}, {&s_accumulate, "accumulate"},
         {&s_ufunc, "ufunc"}, {&s_multi_output, "multi_output"}, {&s_get_storage, "_get_storage"},
-        {&s_view_version, "_view_version"}};
+        {&s_view_version, "_view_version"}, {&s_promote_args, "promote_args"}};
     for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
         if ((*strs[i].slot = PyUnicode_InternFromString(strs[i].s)) == NULL)
             return NULL;
@@ -645,7 +643,8 @@ PyMODINIT_FUNC PyInit__dispatch(void)
         return NULL;
     t_zero = zero;
     PyObject *opn[OP_N] = {s_view, s_fwd, s_promote, s_differentiable, s_vjp_fn,
-                           s_nondiff_outputs, s_save, s_save_result, s_needed_by, s_ufunc};
+                           s_nondiff_outputs, s_save, s_save_result, s_needed_by, s_ufunc,
+                           s_promote_args};
     memcpy(op_names, opn, sizeof opn);
     /* object's own tp_new, so object.__new__(Tensor) passes its "is it safe" check */
     TensorBaseType.tp_new = PyBaseObject_Type.tp_new;

@@ -810,7 +810,8 @@ def _c_dispatch():
             "saved_hooks": graph._saved_hooks, "anomaly": graph.anomaly, "seq": graph._seq,
             "TensorMeta": graph.TensorMeta, "no_kwargs": graph._NO_KWARGS,
             "no_edge": graph._NO_EDGE, "edge_of": edge_of, "UntypedStorage": UntypedStorage,
-            "view_outputs": _view_outputs, "root": _root})
+            "view_outputs": _view_outputs, "root": _root, "float16": _dtype.float16,
+            "bfloat16": _dtype.bfloat16})
     from ..autograd import engine
     c.init_engine({"AccumulateGrad": graph.AccumulateGrad, "apply": engine._apply,
                    "run_tensor_hooks": engine._run_tensor_hooks, "accumulate": engine._accumulate,

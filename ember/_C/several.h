@@ -1,0 +1,162 @@
+/* dispatch.py's _tensors in C (included by _dispatch.c; that function is the reference):
+ * several cpu tensors among plain options (``linear(x, w, b)``, ``where(c, x, y)``,
+ * ``embedding(w, idx)``), where promotion has nothing to do. The fast path hands it the calls
+ * the Python dispatch hands to _tensors; what it declines goes to the Python dispatch. */
+
+/* an option the quick paths pass as it is (dispatch._option): None, a bool, an exact int or
+ * float, a string, an ember dtype, a tuple or list of exact ints */
+static int is_option(PyObject *o)
+{
+    if (o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) ||
+        PyUnicode_CheckExact(o) || Py_TYPE(o) == dtype_type)
+        return 1;
+    if (!PyTuple_CheckExact(o) && !PyList_CheckExact(o))
+        return 0;
+    PyObject *const *items = PySequence_Fast_ITEMS(o);
+    for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(o); j++)
+        if (!PyLong_CheckExact(items[j]))
+            return 0;
+    return 1;
+}
+
+/* whether position i is among the promoted arguments (a tuple or list of ints) */
+static int promoted_at(PyObject *promoted, Py_ssize_t i)
+{
+    if (promoted == NULL)
+        return 0;
+    PyObject *const *items = PySequence_Fast_ITEMS(promoted);
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(promoted); k++)
+        if (PyLong_CheckExact(items[k]) && PyLong_AsSsize_t(items[k]) == i)
+            return 1;
+    return 0;
+}
+
+#define SEVERAL_MAX 12
+
+/* _tensors(opdef, args); *handled = 0: declined */
+static PyObject *several_path(PyObject *opdef, PyObject *args, int *handled)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(args), nt = 0;
+    PyObject *promoted = NULL, *dt = NULL, *arrays[SEVERAL_MAX + 1], *ts[SEVERAL_MAX];
+    PyObject *tensors = NULL, *positions = NULL, *res = NULL, *out = NULL, *ret = NULL;
+    Py_ssize_t where[SEVERAL_MAX];
+    *handled = 0;
+    if (n > SEVERAL_MAX)
+        return NULL;
+    PyObject *p = OP(opdef, OP_PROMOTE);
+    if (p == NULL)
+        return *handled = 1, NULL;
+    int promotes = p != Py_None;
+    Py_DECREF(p);
+    if (promotes) {
+        if ((promoted = OP(opdef, OP_PROMOTE_ARGS)) == NULL)
+            return *handled = 1, NULL;
+        if (!PyTuple_CheckExact(promoted) && !PyList_CheckExact(promoted))
+            goto done;      /* (declined: the reference reads it) */
+    }
+    arrays[0] = np;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyTuple_GET_ITEM(args, i);
+        arrays[i + 1] = a;
+        if (PyObject_TypeCheck(a, Tensor)) {
+            PyObject *adt = TB(a)->dtype;
+            if (TF(a, device, CPU) != CPU || adt == NULL || TB(a)->data == NULL ||
+                adt == opmath[0] || adt == opmath[1])
+                goto done;
+            if (promoted_at(promoted, i)) {
+                if (dt != NULL && adt != dt)
+                    goto done;
+                dt = adt;
+            }
+            ts[nt] = a;
+            where[nt++] = i;
+            arrays[i + 1] = TB(a)->data;
+        }
+        else if (!is_option(a) && !(Py_TYPE(a) == (PyTypeObject *)ndarray && !promotes))
+            goto done;          /* (an index array, as x[idx] passes it, where nothing promotes) */
+    }
+    if (nt == 0 || (dt != NULL && !scalar_keeps_dtype(dt)))
+        goto done;
+    *handled = 1;
+    if ((tensors = PyTuple_New(nt)) == NULL || (positions = PyTuple_New(nt)) == NULL)
+        goto done;
+    for (Py_ssize_t k = 0; k < nt; k++) {
+        PyObject *pos = Py_BuildValue("(nO)", where[k], Py_None);
+        if (pos == NULL)
+            goto done;
+        PyTuple_SET_ITEM(positions, k, pos);
+        PyTuple_SET_ITEM(tensors, k, Py_NewRef(ts[k]));
+    }
+    PyObject *fwd = OP(opdef, OP_FWD);
+    if (fwd == NULL)
+        goto done;
+    res = PyObject_Vectorcall(fwd, arrays, n + 1, NULL);
+    Py_DECREF(fwd);
+    if (res == NULL) {
+        ret = fwd_failed(opdef, args, empty_dict, tensors);
+        goto done;
+    }
+    if (Py_TYPE(res) != (PyTypeObject *)ndarray) {
+        ret = PyObject_CallFunction(finish, "OOOOOOO", opdef, args, empty_dict, tensors, res, CPU,
+                                    Py_None);
+        goto done;
+    }
+    /* Tensor._wrap(res): the first tensor's dtype where the array's is its NumPy dtype */
+    PyObject *rd = ND(res, ND_DTYPE, s_dtype), *dnp = dtype_slot(TB(ts[0])->dtype, off_np, s_np);
+    int same = rd != NULL && rd == dnp;
+    Py_XDECREF(rd);
+    Py_XDECREF(dnp);
+    if (rd == NULL || dnp == NULL)
+        goto done;
+    PyObject *odt = same ? Py_NewRef(TB(ts[0])->dtype) : PyObject_CallOneArg(dtype_of, res);
+    if (odt == NULL)
+        goto done;
+    out = tensor_new(Tensor, res, odt);
+    Py_DECREF(odt);
+    if (out == NULL)
+        goto done;
+    /* _graph_of_one: the first tensor that requires grad decides */
+    int r = truth_attr(grad_state, s_grad_enabled);
+    if (r > 0)
+        r = op_truth(opdef, OP_DIFF);
+    if (r < 0)
+        goto done;
+    for (Py_ssize_t k = 0; r && k < nt; k++) {
+        PyObject *v = TF(ts[k], requires_grad, Py_False);
+        int rg = v == Py_True ? 1 : v == Py_False ? 0 : PyObject_IsTrue(v);
+        if (rg < 0)
+            goto done;
+        if (!rg)
+            continue;
+        int general = op_is_none(opdef, OP_VJP);
+        if (general == 0 && (general = op_truth(opdef, OP_NONDIFF)) == 0)
+            general = below_float(TB(out)->dtype);
+        if (general < 0)
+            goto done;
+        if (general) {
+            PyObject *outs = PyTuple_Pack(1, out), *v2;
+            v2 = outs ? PyObject_CallFunctionObjArgs(record, opdef, args, empty_dict, tensors,
+                                                     outs, NULL) : NULL;
+            Py_XDECREF(outs);
+            if (v2 == NULL)
+                goto done;
+            Py_DECREF(v2);
+        }
+        else {
+            PyObject *nargs[5] = {opdef, args, tensors, positions, out}, *node;
+            if ((node = simple_node_c(NULL, nargs, 5)) == NULL)
+                goto done;
+            Py_XSETREF(TB(out)->grad_fn, node);
+            Py_XSETREF(TB(out)->requires_grad, Py_NewRef(Py_True));
+        }
+        break;
+    }
+    ret = Py_NewRef(out);
+done:
+    Py_XDECREF(promoted);
+    Py_XDECREF(tensors);
+    Py_XDECREF(positions);
+    Py_XDECREF(res);
+    Py_XDECREF(out);
+    return ret;
+}
