@@ -690,3 +690,31 @@ def test_several_path_errors_are_pythons():
             disp(ember._ops.nn.linear, (x, w, None), {})
         with pytest.raises(RuntimeError, match="mat1 and mat2 shapes cannot be multiplied"):
             disp(ember._ops.nn.linear, (x, ember.ones(3, 5)), {})
+
+
+@needs_c
+def test_grad_and_anomaly_flags_are_read_fresh():
+    # _C/opattr.h caches the grad-mode and anomaly flags against their __dict__'s version (and
+    # their class's): a change is seen at once, on the instance or as the class's default
+    from ember.autograd import anomaly_mode, grad_mode
+    x = ember.tensor([1.0, 2.0], requires_grad=True)
+    for _ in range(2):
+        assert (x + x).requires_grad
+        with ember.no_grad():
+            assert not (x + x).requires_grad
+        assert (x + x).requires_grad
+    state = grad_mode.state
+    saved = state.__dict__.pop("grad_enabled", None)
+    try:
+        type(state).grad_enabled = False            # a default on the class
+        assert not (x + x).requires_grad
+    finally:
+        type(state).grad_enabled = True
+        if saved is not None:
+            state.grad_enabled = saved
+    assert (x + x).requires_grad
+    assert type((x + x).grad_fn) is ember.autograd.graph.SimpleNode
+    with ember.autograd.detect_anomaly(check_nan=False):
+        assert anomaly_mode.anomaly.enabled
+        assert type((x + x).grad_fn) is not ember.autograd.graph.SimpleNode   # Python's node
+    assert type((x + x).grad_fn) is ember.autograd.graph.SimpleNode

@@ -367,7 +367,7 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
             goto done;
     }
     /* autograd: the first input that requires grad decides, as in dispatch.py */
-    if ((r = truth_attr(grad_state, s_grad_enabled)) < 0)
+    if ((r = GRAD_ENABLED()) < 0)
         goto done;
     if (r && (r = op_truth(opdef, OP_DIFF)) < 0)
         goto done;

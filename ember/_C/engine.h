@@ -260,7 +260,7 @@ static int backward_step(PyObject *node, PyObject *buffers, PyObject *deps, Heap
         plain = r;
     }
     if (plain) {
-        if ((r = truth_attr(anomaly, s_enabled)) < 0)
+        if ((r = ANOMALY_ENABLED()) < 0)
             goto done;
         plain = !r;
     }

@@ -127,7 +127,7 @@ static PyObject *simple_apply(PyObject *node, PyObject *grads, int *handled)
         return *handled = 1, NULL;
     if (r) {        /* result=: the saved output, checked, with no graph of its own */
         PyObject *rs = SLOT(node, N_RESULTS), *rv;
-        if ((r = truth_attr(grad_state, s_grad_enabled)) != 0)
+        if ((r = GRAD_ENABLED()) != 0)
             return r < 0 ? (*handled = 1, NULL) : NULL;
         if (!PyList_CheckExact(rs) || PyList_GET_SIZE(rs) != 1)
             return NULL;

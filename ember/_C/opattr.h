@@ -97,6 +97,36 @@ static int op_is_none(PyObject *opdef, int i)
     return v == Py_None;
 }
 
+/* bool(o.name) for the grad-mode and anomaly states (instances whose flags may sit on their
+ * class as defaults), cached against the version tags of o's __dict__ and its type as OP()
+ * is: ~150 instructions of two dict lookups per read, read once or twice per op */
+typedef struct {
+    uint64_t version;
+    unsigned int type_tag;
+    int value;
+} FlagCache;
+
+static int flag(PyObject *o, PyObject *name, FlagCache *c)
+{
+    PyTypeObject *tp = Py_TYPE(o);
+    uint64_t ver = dict_version(o);
+    if (ver != 0 && c->version == ver && c->type_tag != 0 &&
+        (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) && tp->tp_version_tag == c->type_tag)
+        return c->value;
+    int r = truth_attr(o, name);
+    if (r < 0)
+        return r;
+    _PyType_Lookup(tp, name);            /* assigns tp a version tag if it has none */
+    c->version = dict_version(o);
+    c->type_tag = (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ? tp->tp_version_tag : 0;
+    c->value = r;
+    return r;
+}
+
+static FlagCache grad_flag, anomaly_flag;
+#define GRAD_ENABLED() flag(grad_state, s_grad_enabled, &grad_flag)
+#define ANOMALY_ENABLED() flag(anomaly, s_enabled, &anomaly_flag)
+
 /* the dispatch hooks (autocast, tracer, profiler: attributes of a class) are all None; cached
  * on the class's version tag, which an assignment to any of its attributes changes */
 static int hooks_off(PyObject *hooks_cls, PyObject *const *names, int n)

@@ -161,7 +161,7 @@ static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors,
                              PyObject *out, PyObject *dt, PyObject *const *datas, PyObject *res,
                              PyObject *odt)
 {
-    int r = truth_attr(anomaly, s_enabled);
+    int r = ANOMALY_ENABLED();
     if (r < 0)
         return NULL;
     if (r || PyList_GET_SIZE(saved_hooks)) {

@@ -116,7 +116,7 @@ static PyObject *several_path(PyObject *opdef, PyObject *args, int *handled)
     if (out == NULL)
         goto done;
     /* _graph_of_one: the first tensor that requires grad decides */
-    int r = truth_attr(grad_state, s_grad_enabled);
+    int r = GRAD_ENABLED();
     if (r > 0)
         r = op_truth(opdef, OP_DIFF);
     if (r < 0)

@@ -264,7 +264,7 @@ static PyObject *view_path(PyObject *opdef, PyObject *args, int *handled)
         goto done;
     PyObject *rg = TF(src, requires_grad, Py_False);
     if ((r = rg == Py_True ? 1 : rg == Py_False ? 0 : PyObject_IsTrue(rg)) > 0 &&
-        (r = truth_attr(grad_state, s_grad_enabled)) > 0)
+        (r = GRAD_ENABLED()) > 0)
         r = op_truth(opdef, OP_DIFF);
     if (r < 0)
         goto done;
