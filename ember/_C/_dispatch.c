@@ -170,6 +170,50 @@ static PyObject *fwd_failed(PyObject *opdef, PyObject *args, PyObject *kwargs, P
 #include "record.h"     /* record_node: graph.simple_node */
 #include "engine.h"     /* backward_loop: engine.run_backward's loop */
 
+/* Tensor._wrap(res) for an output of dtype dt's kind: dt where res's NumPy dtype is dt's,
+ * else dtype_of(res); new ref */
+static PyObject *wrap_like(PyObject *res, PyObject *dt)
+{
+    PyObject *rd = ND(res, ND_DTYPE, s_dtype), *dnp = dtype_slot(dt, off_np, s_np), *odt, *out;
+    int same = rd != NULL && rd == dnp;
+    Py_XDECREF(rd);
+    Py_XDECREF(dnp);
+    if (rd == NULL || dnp == NULL)
+        return NULL;
+    if ((odt = same ? Py_NewRef(dt) : PyObject_CallOneArg(dtype_of, res)) == NULL)
+        return NULL;
+    out = tensor_new(Tensor, res, odt);
+    Py_DECREF(odt);
+    return out;
+}
+
+/* the graph of a quick path's one output out, once one of its tensors requires grad
+ * (dispatch._graph_of_one): the quick node (simple_node), or _record where the op has no
+ * derivative or the output is not float; 0, or -1 with an exception */
+static int record_one(PyObject *opdef, PyObject *args, PyObject *tensors, PyObject *positions,
+                      PyObject *out)
+{
+    int general = op_is_none(opdef, OP_VJP);
+    if (general == 0 && (general = op_truth(opdef, OP_NONDIFF)) == 0)
+        general = below_float(TB(out)->dtype);
+    if (general < 0)
+        return -1;
+    if (general) {
+        PyObject *outs = PyTuple_Pack(1, out), *v;
+        v = outs ? PyObject_CallFunctionObjArgs(record, opdef, args, empty_dict, tensors, outs,
+                                                NULL) : NULL;
+        Py_XDECREF(outs);
+        Py_XDECREF(v);
+        return v == NULL ? -1 : 0;
+    }
+    PyObject *nargs[5] = {opdef, args, tensors, positions, out}, *node;
+    if ((node = simple_node_c(NULL, nargs, 5)) == NULL)
+        return -1;
+    Py_XSETREF(TB(out)->grad_fn, node);
+    Py_XSETREF(TB(out)->requires_grad, Py_NewRef(Py_True));
+    return 0;
+}
+
 #include "several.h"  /* several_path: dispatch._tensors; is_option */
 
 /* av[1:] are options passed as they are (dispatch.py's _plain) */
@@ -352,20 +396,9 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
             goto done;
     }
     /* the output Tensor, as Tensor._wrap: object.__new__(Tensor), then _data and dtype */
-    {
-        PyObject *rd = ND(res, ND_DTYPE, s_dtype), *dnp = dtype_slot(dt, off_np, s_np);
-        if (rd == NULL || dnp == NULL) {
-            Py_XDECREF(rd);
-            Py_XDECREF(dnp);
-            goto done;
-        }
-        int same = rd == dnp;
-        Py_DECREF(rd);
-        Py_DECREF(dnp);
-        odt = same ? Py_NewRef(dt) : PyObject_CallOneArg(dtype_of, res);
-        if (odt == NULL || (out = tensor_new(Tensor, res, odt)) == NULL)
-            goto done;
-    }
+    if ((out = wrap_like(res, dt)) == NULL)
+        goto done;
+    odt = Py_NewRef(TB(out)->dtype);
     /* autograd: the first input that requires grad decides, as in dispatch.py */
     if ((r = GRAD_ENABLED()) < 0)
         goto done;

@@ -101,19 +101,7 @@ static PyObject *several_path(PyObject *opdef, PyObject *args, int *handled)
                                     Py_None);
         goto done;
     }
-    /* Tensor._wrap(res): the first tensor's dtype where the array's is its NumPy dtype */
-    PyObject *rd = ND(res, ND_DTYPE, s_dtype), *dnp = dtype_slot(TB(ts[0])->dtype, off_np, s_np);
-    int same = rd != NULL && rd == dnp;
-    Py_XDECREF(rd);
-    Py_XDECREF(dnp);
-    if (rd == NULL || dnp == NULL)
-        goto done;
-    PyObject *odt = same ? Py_NewRef(TB(ts[0])->dtype) : PyObject_CallOneArg(dtype_of, res);
-    if (odt == NULL)
-        goto done;
-    out = tensor_new(Tensor, res, odt);
-    Py_DECREF(odt);
-    if (out == NULL)
+    if ((out = wrap_like(res, TB(ts[0])->dtype)) == NULL)     /* (Tensor._wrap) */
         goto done;
     /* _graph_of_one: the first tensor that requires grad decides */
     int r = GRAD_ENABLED();
@@ -124,32 +112,10 @@ static PyObject *several_path(PyObject *opdef, PyObject *args, int *handled)
     for (Py_ssize_t k = 0; r && k < nt; k++) {
         PyObject *v = TF(ts[k], requires_grad, Py_False);
         int rg = v == Py_True ? 1 : v == Py_False ? 0 : PyObject_IsTrue(v);
-        if (rg < 0)
+        if (rg < 0 || (rg && record_one(opdef, args, tensors, positions, out) < 0))
             goto done;
-        if (!rg)
-            continue;
-        int general = op_is_none(opdef, OP_VJP);
-        if (general == 0 && (general = op_truth(opdef, OP_NONDIFF)) == 0)
-            general = below_float(TB(out)->dtype);
-        if (general < 0)
-            goto done;
-        if (general) {
-            PyObject *outs = PyTuple_Pack(1, out), *v2;
-            v2 = outs ? PyObject_CallFunctionObjArgs(record, opdef, args, empty_dict, tensors,
-                                                     outs, NULL) : NULL;
-            Py_XDECREF(outs);
-            if (v2 == NULL)
-                goto done;
-            Py_DECREF(v2);
-        }
-        else {
-            PyObject *nargs[5] = {opdef, args, tensors, positions, out}, *node;
-            if ((node = simple_node_c(NULL, nargs, 5)) == NULL)
-                goto done;
-            Py_XSETREF(TB(out)->grad_fn, node);
-            Py_XSETREF(TB(out)->requires_grad, Py_NewRef(Py_True));
-        }
-        break;
+        if (rg)
+            break;
     }
     ret = Py_NewRef(out);
 done:

@@ -207,7 +207,7 @@ static int link_view(PyObject *out, PyObject *opdef, PyObject *src, PyObject *re
 static PyObject *view_path(PyObject *opdef, PyObject *args, int *handled)
 {
     Py_ssize_t n = PyTuple_GET_SIZE(args);
-    PyObject *src = n ? PyTuple_GET_ITEM(args, 0) : NULL, *res, *out = NULL, *odt, *ret = NULL;
+    PyObject *src = n ? PyTuple_GET_ITEM(args, 0) : NULL, *res, *out = NULL, *ret = NULL;
     *handled = 0;
     if (src == NULL || n > 9 || !PyObject_TypeCheck(src, Tensor) || TF(src, device, CPU) != CPU ||
         TB(src)->data == NULL || TB(src)->dtype == NULL)
@@ -242,18 +242,7 @@ static PyObject *view_path(PyObject *opdef, PyObject *args, int *handled)
         }
         goto done;
     }
-    PyObject *rd = ND(res, ND_DTYPE, s_dtype), *dnp = dtype_slot(TB(src)->dtype, off_np, s_np);
-    int same = rd != NULL && rd == dnp;
-    Py_XDECREF(rd);
-    Py_XDECREF(dnp);
-    if (rd == NULL || dnp == NULL)
-        goto done;
-    odt = same ? Py_NewRef(TB(src)->dtype) : PyObject_CallOneArg(dtype_of, res);
-    if (odt == NULL)
-        goto done;
-    out = tensor_new(Tensor, res, odt);
-    Py_DECREF(odt);
-    if (out == NULL)
+    if ((out = wrap_like(res, TB(src)->dtype)) == NULL)
         goto done;
     PyObject *view = OP(opdef, OP_VIEW);
     if (view == NULL)
@@ -269,28 +258,10 @@ static PyObject *view_path(PyObject *opdef, PyObject *args, int *handled)
     if (r < 0)
         goto done;
     if (r) {
-        /* _graph_of_one: the quick node, or _record where the op has no derivative or the
-         * output is not float */
-        PyObject *tensors = PyTuple_Pack(1, src), *node = NULL;
-        int general = tensors == NULL ? -1 : op_is_none(opdef, OP_VJP);
-        if (general == 0 && (general = op_truth(opdef, OP_NONDIFF)) == 0)
-            general = below_float(TB(out)->dtype);
-        if (general > 0) {
-            PyObject *outs = PyTuple_Pack(1, out);
-            node = outs ? PyObject_CallFunctionObjArgs(record, opdef, args, empty_dict, tensors,
-                                                       outs, NULL) : NULL;
-            Py_XDECREF(outs);
-            Py_XDECREF(node);
-        }
-        else if (general == 0) {
-            PyObject *nargs[5] = {opdef, args, tensors, AT0, out};
-            if ((node = simple_node_c(NULL, nargs, 5)) != NULL) {
-                Py_XSETREF(TB(out)->grad_fn, node);
-                Py_XSETREF(TB(out)->requires_grad, Py_NewRef(Py_True));
-            }
-        }
+        PyObject *tensors = PyTuple_Pack(1, src);
+        r = tensors == NULL ? -1 : record_one(opdef, args, tensors, AT0, out);
         Py_XDECREF(tensors);
-        if (general < 0 || node == NULL)
+        if (r < 0)
             goto done;
     }
     ret = Py_NewRef(out);
