@@ -718,3 +718,18 @@ def test_grad_and_anomaly_flags_are_read_fresh():
         assert anomaly_mode.anomaly.enabled
         assert type((x + x).grad_fn) is not ember.autograd.graph.SimpleNode   # Python's node
     assert type((x + x).grad_fn) is ember.autograd.graph.SimpleNode
+
+
+@needs_c
+def test_leaf_edge_is_kept_while_its_accumulator_is():
+    # record.h keeps a leaf's (accumulator, 0) edge on the tensor: two ops share it, a new
+    # accumulator gets a new one, and the gradients are the same
+    x = ember.tensor([1.0, 2.0], requires_grad=True)
+    a, b = x * 2.0, x + 1.0
+    assert a.grad_fn.next_functions[0] is b.grad_fn.next_functions[0]
+    x._grad_acc = None
+    c = x * 3.0
+    acc = c.grad_fn.next_functions[0][0]
+    assert acc is x._grad_acc and acc is not a.grad_fn.next_functions[0][0]
+    (a + b + c).sum().backward()
+    assert x.grad.tolist() == [6.0, 6.0]
