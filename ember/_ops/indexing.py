@@ -176,7 +176,11 @@ def index_error(shape, index):
                                       f"at index {d + k}")
             d, adv = d + a.ndim, adv + a.ndim
         else:
-            bad = a[(a >= shape[d]) | (a < -shape[d])]
+            # (min and max first: the masks and the gather cost ~2x as much on 1M indices,
+            # which are almost always in range)
+            fits = a.dtype.kind in "iu" and (a.size == 0 or (
+                int(a.max()) < shape[d] and int(a.min()) >= -shape[d]))
+            bad = a[(a >= shape[d]) | (a < -shape[d])] if not fits else a[:0]
             if bad.size:
                 where = d if isinstance(i, (int, np.integer)) else adv
                 return IndexError(f"index {int(bad.ravel()[0])} is out of bounds for dimension "
