@@ -44,7 +44,8 @@ INDEX = {
             'acos', 'acosh', 'asin', 'asinh', 'atan', 'atanh', 'ceil', 'cosh', 'deg2rad', 'erf',
             'erfc', 'erfinv', 'exp2', 'expm1', 'floor', 'frac', 'isfinite', 'isinf', 'isnan',
             'isneginf', 'isposinf', 'log10', 'log1p', 'log2', 'nan_to_num', 'positive', 'rad2deg',
-            'reciprocal', 'relu', 'round', 'rsqrt', 'signbit', 'sinh', 'square', 'tan', 'trunc',
+            'reciprocal', 'relu', 'round', 'rsqrt', 'signbit', 'sinh', 'square', 'tan',
+            'threshold_backward', 'trunc',
         ),
         'functions': (
             'acos', 'acosh', 'arccos', 'arccosh', 'arcsin', 'arcsinh', 'arctan', 'arctanh', 'asin',

@@ -180,8 +180,8 @@ def index_error(shape, index):
             # which are almost always in range)
             fits = a.dtype.kind in "iu" and (a.size == 0 or (
                 int(a.max()) < shape[d] and int(a.min()) >= -shape[d]))
-            bad = a[(a >= shape[d]) | (a < -shape[d])] if not fits else a[:0]
-            if bad.size:
+            bad = None if fits else a[(a >= shape[d]) | (a < -shape[d])]
+            if bad is not None and bad.size:
                 where = d if isinstance(i, (int, np.integer)) else adv
                 return IndexError(f"index {int(bad.ravel()[0])} is out of bounds for dimension "
                                   f"{where} with size {shape[d]}")
