@@ -605,7 +605,8 @@ def test_view_path_is_pythons(i, grad):
         assert oc.__dict__.get("_view_version") == op.__dict__.get("_view_version")
         assert (oc._view_fn is None) == (op._view_fn is None)
         if oc._view_fn is not None:
-            np.testing.assert_array_equal(oc._view_fn(oc._base).numpy(force=True), oc.numpy(force=True))
+            np.testing.assert_array_equal(oc._view_fn(oc._base).numpy(force=True),
+                                          oc.numpy(force=True))
             assert getattr(oc._view_fn, "multi_output", None) == \
                 getattr(op._view_fn, "multi_output", None)
         assert (oc.grad_fn is None) == (op.grad_fn is None)

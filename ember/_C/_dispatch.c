@@ -672,7 +672,8 @@ PyMODINIT_FUNC PyInit__dispatch(void)
     for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
         if ((*strs[i].slot = PyUnicode_InternFromString(strs[i].s)) == NULL)
             return NULL;
-    if ((zero = PyLong_FromLong(0)) == NULL || (empty_dict = PyDict_New()) == NULL || (empty_tuple = PyTuple_New(0)) == NULL)
+    if ((zero = PyLong_FromLong(0)) == NULL || (empty_dict = PyDict_New()) == NULL ||
+        (empty_tuple = PyTuple_New(0)) == NULL)
         return NULL;
     t_zero = zero;
     PyObject *opn[OP_N] = {s_view, s_fwd, s_promote, s_differentiable, s_vjp_fn,
