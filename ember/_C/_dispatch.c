@@ -187,11 +187,13 @@ static PyObject *wrap_like(PyObject *res, PyObject *dt)
     return out;
 }
 
-/* the graph of a quick path's one output out, once one of its tensors requires grad
- * (dispatch._graph_of_one): the quick node (simple_node), or _record where the op has no
- * derivative or the output is not float; 0, or -1 with an exception */
-static int record_one(PyObject *opdef, PyObject *args, PyObject *tensors, PyObject *positions,
-                      PyObject *out)
+/* the graph of a fast or quick path's one output out, once one of its tensors requires grad
+ * (dispatch._graph_of_one): the quick node, or _record where the op has no derivative or the
+ * output is not float. datas: the tensors' arrays (dt their dtype, or NULL where each has
+ * its own) for record_node straight away, as the fast path has them; NULL: simple_node_c
+ * finds them (and takes the Python node where it must). 0, or -1 with an exception */
+static int record_one(PyObject *opdef, PyObject *args, PyObject *kwargs, PyObject *tensors,
+                      PyObject *positions, PyObject *out, PyObject *dt, PyObject *const *datas)
 {
     int general = op_is_none(opdef, OP_VJP);
     if (general == 0 && (general = op_truth(opdef, OP_NONDIFF)) == 0)
@@ -200,14 +202,16 @@ static int record_one(PyObject *opdef, PyObject *args, PyObject *tensors, PyObje
         return -1;
     if (general) {
         PyObject *outs = PyTuple_Pack(1, out), *v;
-        v = outs ? PyObject_CallFunctionObjArgs(record, opdef, args, empty_dict, tensors, outs,
+        v = outs ? PyObject_CallFunctionObjArgs(record, opdef, args, kwargs, tensors, outs,
                                                 NULL) : NULL;
         Py_XDECREF(outs);
         Py_XDECREF(v);
         return v == NULL ? -1 : 0;
     }
     PyObject *nargs[5] = {opdef, args, tensors, positions, out}, *node;
-    if ((node = simple_node_c(NULL, nargs, 5)) == NULL)
+    node = datas ? record_node(opdef, args, tensors, positions, out, dt, datas, TB(out)->data,
+                               TB(out)->dtype) : simple_node_c(NULL, nargs, 5);
+    if (node == NULL)
         return -1;
     Py_XSETREF(TB(out)->grad_fn, node);
     Py_XSETREF(TB(out)->requires_grad, Py_NewRef(Py_True));
@@ -249,7 +253,7 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
                       PyObject *kwargs, int *handled)
 {
     PyObject *a, *b = NULL, *x = NULL, *y = NULL, *dt = NULL, *tensors = NULL, *pos, *res = NULL;
-    PyObject *out = NULL, *odt = NULL, *ret = NULL;
+    PyObject *out = NULL, *ret = NULL;
     int r;
     *handled = 1;
     if (n > 1 && PyObject_TypeCheck(av[0], Tensor) &&
@@ -398,7 +402,6 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
     /* the output Tensor, as Tensor._wrap: object.__new__(Tensor), then _data and dtype */
     if ((out = wrap_like(res, dt)) == NULL)
         goto done;
-    odt = Py_NewRef(TB(out)->dtype);
     /* autograd: the first input that requires grad decides, as in dispatch.py */
     if ((r = GRAD_ENABLED()) < 0)
         goto done;
@@ -412,41 +415,15 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
             if ((any = v == Py_True ? 1 : PyObject_IsTrue(v)) < 0)
                 goto done;
         }
-        if (any) {
-            int general;
-            if ((general = op_is_none(opdef, OP_VJP)) < 0)
-                goto done;
-            if (!general && (general = op_truth(opdef, OP_NONDIFF)) < 0)
-                goto done;
-            if (!general && (general = below_float(odt)) < 0)
-                goto done;
-            if (general) {
-                PyObject *outs = PyTuple_Pack(1, out), *v;
-                if (outs == NULL)
-                    goto done;
-                v = PyObject_CallFunctionObjArgs(record, opdef, args, kwargs, tensors, outs, NULL);
-                Py_DECREF(outs);
-                if (v == NULL)
-                    goto done;
-                Py_DECREF(v);
-            }
-            else {
-                /* the tensors' arrays, in order */
-                PyObject *datas[2] = {pos == AT1 ? y : x, y};
-                PyObject *node = record_node(opdef, args, tensors, pos, out, dt, datas, res,
-                                             odt);
-                if (node == NULL)
-                    goto done;
-                Py_XSETREF(TB(out)->grad_fn, node);
-                Py_XSETREF(TB(out)->requires_grad, Py_NewRef(Py_True));
-            }
-        }
+        /* the tensors' arrays, in order */
+        PyObject *datas[2] = {pos == AT1 ? y : x, y};
+        if (any && record_one(opdef, args, kwargs, tensors, pos, out, dt, datas) < 0)
+            goto done;
     }
     ret = Py_NewRef(out);
 done:
     Py_XDECREF(x);
     Py_XDECREF(y);
-    Py_XDECREF(odt);
     Py_XDECREF(out);
     Py_XDECREF(res);
     Py_XDECREF(tensors);

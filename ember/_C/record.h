@@ -153,13 +153,13 @@ static int is_read(PyObject *needed_by, Py_ssize_t i, PyObject *args)
     return r;
 }
 
-static int tuple_has(PyObject *tup, Py_ssize_t i)
+/* whether the tuple or list seq holds the int i (OpDef.save, OpDef.promote_args) */
+static int seq_has(PyObject *seq, Py_ssize_t i)
 {
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(tup); k++) {
-        PyObject *v = PyTuple_GET_ITEM(tup, k);
-        if (PyLong_CheckExact(v) && PyLong_AsSsize_t(v) == i)
+    PyObject *const *items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); k++)
+        if (PyLong_CheckExact(items[k]) && PyLong_AsSsize_t(items[k]) == i)
             return 1;
-    }
     return 0;
 }
 
@@ -239,7 +239,7 @@ static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors,
     }
     for (Py_ssize_t k = 0; k < nt; k++) {
         Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(PyTuple_GET_ITEM(pos, k), 0));
-        if (ns && tuple_has(save, i)) {
+        if (ns && seq_has(save, i)) {
             /* (an argument no computed gradient reads is kept, but not version-checked) */
             if ((r = PyDict_GET_SIZE(needed_by) ? is_read(needed_by, i, args) : 1) < 0)
                 goto done;

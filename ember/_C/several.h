@@ -19,18 +19,6 @@ static int is_option(PyObject *o)
     return 1;
 }
 
-/* whether position i is among the promoted arguments (a tuple or list of ints) */
-static int promoted_at(PyObject *promoted, Py_ssize_t i)
-{
-    if (promoted == NULL)
-        return 0;
-    PyObject *const *items = PySequence_Fast_ITEMS(promoted);
-    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(promoted); k++)
-        if (PyLong_CheckExact(items[k]) && PyLong_AsSsize_t(items[k]) == i)
-            return 1;
-    return 0;
-}
-
 #define SEVERAL_MAX 12
 
 /* _tensors(opdef, args); *handled = 0: declined */
@@ -63,7 +51,7 @@ static PyObject *several_path(PyObject *opdef, PyObject *args, int *handled)
             if (TF(a, device, CPU) != CPU || adt == NULL || TB(a)->data == NULL ||
                 adt == opmath[0] || adt == opmath[1])
                 goto done;
-            if (promoted_at(promoted, i)) {
+            if (promoted != NULL && seq_has(promoted, i)) {
                 if (dt != NULL && adt != dt)
                     goto done;
                 dt = adt;
@@ -112,7 +100,8 @@ static PyObject *several_path(PyObject *opdef, PyObject *args, int *handled)
     for (Py_ssize_t k = 0; r && k < nt; k++) {
         PyObject *v = TF(ts[k], requires_grad, Py_False);
         int rg = v == Py_True ? 1 : v == Py_False ? 0 : PyObject_IsTrue(v);
-        if (rg < 0 || (rg && record_one(opdef, args, tensors, positions, out) < 0))
+        if (rg < 0 || (rg && record_one(opdef, args, empty_dict, tensors, positions, out,
+                                          NULL, NULL) < 0))
             goto done;
         if (rg)
             break;

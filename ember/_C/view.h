@@ -259,7 +259,8 @@ static PyObject *view_path(PyObject *opdef, PyObject *args, int *handled)
         goto done;
     if (r) {
         PyObject *tensors = PyTuple_Pack(1, src);
-        r = tensors == NULL ? -1 : record_one(opdef, args, tensors, AT0, out);
+        r = tensors == NULL ? -1 : record_one(opdef, args, empty_dict, tensors, AT0, out, NULL,
+                                              NULL);
         Py_XDECREF(tensors);
         if (r < 0)
             goto done;
