@@ -80,7 +80,9 @@ setup(
                  Extension("ember._C._dispatch", ["ember/_C/_dispatch.c"],
                            depends=["ember/_C/record.h", "ember/_C/engine.h",
                                     "ember/_C/tensor.h", "ember/_C/operator.h",
-                                    "ember/_C/nodes.h", "ember/_C/opattr.h"],
+                                    "ember/_C/nodes.h", "ember/_C/opattr.h",
+                                    "ember/_C/view.h", "ember/_C/several.h",
+                                    "ember/_C/inplace.h"],
                            extra_compile_args=["-O2", "-g0"], optional=True)],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -264,9 +264,9 @@ def copy_(self, src, non_blocking=False):
     """Copy ``src`` (broadcast, cast, from any device) into this tensor."""
     if not isinstance(src, Tensor):
         src = Tensor._wrap(np.asarray(src))
-    if src.shape != self.shape:
+    if src._data.shape != self._data.shape:
         _check_broadcasts_to("copy_", src.shape, self.shape)
-    if src.device != self.device:
+    if src.device is not self.device and src.device != self.device:
         src = src.to(self.device)
     return dispatch_inplace(pointwise._copy_from, self, (src,), {})
 

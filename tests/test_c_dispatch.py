@@ -734,3 +734,123 @@ def test_leaf_edge_is_kept_while_its_accumulator_is():
     assert acc is x._grad_acc and acc is not a.grad_fn.next_functions[0][0]
     (a + b + c).sum().backward()
     assert x.grad.tolist() == [6.0, 6.0]
+
+
+def _inplace_cases():
+    """(name, make self, op, args): in-place calls that inplace.h takes (ufunc or into write,
+    fast path's result copied) and declines (grad, hooks, expanded views, promotion)."""
+    f = lambda: ember.tensor([[1.5, -2.0, 3.0], [0.5, 4.0, -1.0]])
+    g = ember.tensor([[0.5, 0.25, 1.0], [2.0, -1.0, 0.5]])
+    return [
+        ("add", f, P.add, (g,)), ("mul number", f, P.mul, (0.5,)), ("pow int", f, P.pow, (2,)),
+        ("sqrt", f, ember.sqrt.opdef, ()), ("neg", f, P.neg, ()),
+        ("broadcast row", f, P.add, (ember.tensor([1.0, 2.0, 3.0]),)),
+        ("0-dim other", f, P.sub, (ember.tensor(2.0),)),
+        ("self aliased", f, P.add, ("self",)),
+        ("float64", lambda: f().double(), P.div, (3,)),
+        ("view", lambda: f()[:, 1], P.mul, (3.0,)),
+        ("transposed", lambda: f().t(), P.add, (g.t(),)),
+        ("fill", f, P._fill, (2.5,)), ("fill 0-dim", f, P._fill, (ember.tensor(7.0),)),
+        ("copy", f, P._copy_from, (g,)), ("copy row", f, P._copy_from, (g[0],)),
+        ("clamp (result copied)", f, ember.clamp.opdef, (-1.0, 1.0)),
+        ("int add (declined: int scalar)", lambda: ember.tensor([1, 2, 3]), P.add, (1,)),
+        ("int add tensor", lambda: ember.tensor([1, 2, 3]), P.add, (ember.tensor([3, 2, 1]),)),
+        ("promotes (declined)", f, P.add, (g.double(),)),
+        ("complex", lambda: f().to(ember.complex64), P.mul, (2.0,)),
+        ("expanded fill", lambda: ember.zeros(1).expand(3), P._fill, (1.5,)),
+        ("nonleaf with grad", lambda: f().requires_grad_() * 1, P.mul, (2.0,)),
+    ]
+
+
+@needs_c
+@pytest.mark.parametrize("i", range(len(_inplace_cases())))
+def test_inplace_path_is_pythons(i):
+    # inplace.h against dispatch_inplace: the same values, dtype and strides written into the
+    # same tensor, one version bump, the same history
+    name, make, opdef, args = _inplace_cases()[i]
+    outs = []
+    for disp in (C.dispatch_inplace, D.py_dispatch_inplace):
+        t = make()
+        a = tuple(t if x == "self" else x for x in args)
+        data, version = t._data, t._version
+        r = disp(opdef, t, a, {})
+        assert r is t and t._data is data and t._version == version + 1, name
+        outs.append(t)
+    c, p = outs
+    assert c.dtype is p.dtype and c._data.strides == p._data.strides
+    np.testing.assert_array_equal(c.detach().numpy(), p.detach().numpy())
+    assert (c.grad_fn is None) == (p.grad_fn is None)
+
+
+@needs_c
+def test_inplace_path_errors_are_pythons():
+    # what NumPy refuses to write (nothing written) goes to the Python reference's errors
+    cases = [(ember.ones(3), P.add, (ember.ones(2, 3),), "doesn't match the broadcast shape"),
+             (ember.tensor([1, 2]), P.div, (2,), "can't be cast to the desired output type"),
+             (ember.ones(3, requires_grad=True), P.add, (1.0,), "a leaf Variable"),
+             (ember.zeros(1).expand(3), P.add, (1.0,), "more than one element"),
+             (ember.ones(3), P._copy_from, (ember.ones(2),), "")]
+    for t, opdef, args, match in cases:
+        errs = []
+        for disp in (C.dispatch_inplace, D.py_dispatch_inplace):
+            before = t.detach().numpy().copy()
+            with pytest.raises(Exception) as e:
+                disp(opdef, t, args, {})
+            errs.append(e.value)
+            np.testing.assert_array_equal(t.detach().numpy(), before)
+        assert type(errs[0]) is type(errs[1]) and str(errs[0]) == str(errs[1])
+        assert match in str(errs[0])
+    ro = np.ones(3, np.float32)
+    ro.flags.writeable = False
+    t = ember.from_numpy(ro)
+    for disp in (C.dispatch_inplace, D.py_dispatch_inplace):
+        with pytest.raises((ValueError, RuntimeError)):
+            disp(P.add, t, (1.0,), {})
+    assert ro.tolist() == [1.0, 1.0, 1.0]
+
+
+@needs_c
+def test_inplace_methods_take_the_c_path(monkeypatch):
+    # the methods and operators reach inplace.h (counted by a Python reference that must not
+    # run), under no_grad too; a leaf requiring grad still goes to Python
+    calls = []
+    x, y = ember.ones(2, 3), ember.full((2, 3), 2.0)
+    real = D.py_dispatch_inplace
+
+    def spy(*a):
+        calls.append(a[0].name)
+        return real(*a)
+    monkeypatch.setattr(D, "py_dispatch_inplace", spy)
+    D._c_dispatch()             # (init again: the C path now declines to the spy)
+    try:
+        x.add_(y), x.mul_(2.0), x.zero_(), x.fill_(3.0), x.copy_(y), x.abs_()
+        x += y
+        x *= 2
+        assert calls == [] and x.tolist() == [[8.0] * 3] * 2
+        w = ember.ones(2, requires_grad=True)
+        with ember.no_grad():
+            w.mul_(3.0)
+        assert calls == [] and w.tolist() == [3.0, 3.0]
+        with pytest.raises(RuntimeError, match="leaf Variable"):
+            w.mul_(3.0)
+        assert calls == ["mul"]
+    finally:
+        monkeypatch.undo()
+        D._c_dispatch()
+
+
+@needs_c
+def test_ufuncs_called_from_c_do_not_warn():
+    # NOTE: torch computes 0/0, log(-1) silently; the C path calls its ufuncs under NumPy's
+    # errstate(all="ignore") (no filter for ember's modules can catch a warning that names the
+    # caller's line), and leaves the caller's own NumPy warnings alone
+    import warnings
+    x = ember.tensor([0.0, -1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isnan((x / 0)[0].item()) and np.isnan(x.log()[1].item())
+        y = x.clone()
+        y.sqrt_()
+        y.div_(0.0)
+        with pytest.warns(RuntimeWarning, match="divide by zero"):
+            np.divide(np.ones(1), 0.0)

@@ -184,6 +184,27 @@ def test_ufunc_is_the_forward(opdef, dt):
             np.testing.assert_array_equal(opdef(*args).numpy(), want)
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("opdef", [d for d in all_ops() if d.into is not None], ids=str)
+def test_into_is_the_forward(opdef, dt):
+    """An op's ``into`` (the C in-place path's write into the tensor's own array) leaves there
+    what the forward returns, for every second operand the forward takes; or refuses with
+    ValueError/TypeError having written nothing (the C path then runs the forward)."""
+    rng = np.random.default_rng(0)
+    dst = rng.standard_normal((3, 4)).astype(dt)
+    for y in (2.5, 3, np.array(1.25, dt), rng.standard_normal((3, 4)).astype(dt),
+              rng.standard_normal(4).astype(dt)):
+        want = opdef.fwd(np, dst, y)
+        out = dst.copy()
+        try:
+            opdef.into(out, out, y)
+        except (ValueError, TypeError):
+            np.testing.assert_array_equal(out, dst)
+            continue
+        assert out.dtype == want.dtype
+        np.testing.assert_array_equal(out, want, err_msg=f"{opdef.name}(dst, {y!r})")
+
+
 @pytest.mark.parametrize("opdef", [d for d in all_ops() if d.errors], ids=str)
 def test_errors(opdef):
     """Each error sample raises its type and message in ember, and the same type in torch."""

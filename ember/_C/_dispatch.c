@@ -26,7 +26,8 @@ static int ready;
 static PyObject *s_view, *s_autocast, *s_tracer, *s_profiler, *s_dtype, *s_device, *s_data,
     *s_category, *s_promote, *s_fwd, *s_np, *s_grad_enabled, *s_differentiable,
     *s_requires_grad, *s_vjp_fn, *s_nondiff_outputs, *s_grad_fn, *s_ufunc, *s_multi_output,
-    *s_get_storage, *s_view_version, *s_promote_args;
+    *s_get_storage, *s_view_version, *s_promote_args, *s_writes_overlap,
+    *s_into;
 static PyObject *view_outputs, *root_fn, *opmath[2];
 
 static PyTypeObject *dtype_type;            /* ember's dtype: __slots__, read by offset */
@@ -229,6 +230,56 @@ static int plain_options(PyObject *const *av, Py_ssize_t n)
     return 1;
 }
 
+/* NumPy's error state (a context variable, NumPy 2) and its all-ignore value, or NULL */
+static PyObject *np_errstate, *np_ignore;
+/* this thread's context in which that variable is all-ignore (one per thread, kept) */
+static _Thread_local PyObject *quiet_context;
+
+/* ufunc f called under numpy.errstate(all="ignore"), as ember's Python forwards run under a
+ * warnings filter (NOTE: torch computes log(0), 0/0 silently; NumPy warns, and a warning from
+ * a ufunc called from C names the user's line, where no filter for ember's modules catches
+ * it). The call runs in a context of its own, entered and left: ~400 instructions, against
+ * ~1,400 for setting and resetting the variable (numpy.errstate's way) in the caller's. A
+ * ufunc on float arrays reads no other context variable and calls no Python code, so
+ * nothing else sees that context. New ref or NULL */
+static PyObject *call_ufunc(PyObject *f, PyObject *const *args, size_t n, PyObject *kwnames)
+{
+    PyObject *ctx = quiet_context, *res;
+    if (np_errstate == NULL)
+        return PyObject_Vectorcall(f, args, n, kwnames);
+    if (ctx == NULL) {
+        if ((ctx = PyContext_New()) == NULL)
+            return NULL;
+        PyObject *token = PyContext_Enter(ctx) < 0 ? NULL :
+            PyContextVar_Set(np_errstate, np_ignore);
+        if (token == NULL || PyContext_Exit(ctx) < 0) {
+            Py_XDECREF(token);
+            Py_DECREF(ctx);
+            return NULL;
+        }
+        Py_DECREF(token);
+        quiet_context = ctx;
+    }
+    if (PyContext_Enter(ctx) < 0) {     /* (entered already: not from here) */
+        PyErr_Clear();
+        return PyObject_Vectorcall(f, args, n, kwnames);
+    }
+    res = PyObject_Vectorcall(f, args, n, kwnames);
+    PyObject *t = NULL, *v = NULL, *tb = NULL;
+    if (res == NULL)
+        PyErr_Fetch(&t, &v, &tb);
+    if (PyContext_Exit(ctx) < 0) {
+        Py_XDECREF(t);
+        Py_XDECREF(v);
+        Py_XDECREF(tb);
+        Py_XDECREF(res);
+        return NULL;
+    }
+    if (res == NULL)
+        PyErr_Restore(t, v, tb);
+    return res;
+}
+
 /* the op's forward on cargs[1:n+1] (cargs[0] is numpy): OpDef.ufunc called directly where the
  * op has one and the operands are floating or complex, else fwd(np, ...); new ref or NULL */
 static PyObject *forward(PyObject *opdef, int floating, PyObject **cargs, Py_ssize_t n)
@@ -243,7 +294,7 @@ static PyObject *forward(PyObject *opdef, int floating, PyObject **cargs, Py_ssi
         res = PyObject_Vectorcall(f, cargs, n + 1, NULL);
     }
     else
-        res = PyObject_Vectorcall(f, cargs + 1, n, NULL);
+        res = call_ufunc(f, cargs + 1, n, NULL);
     Py_DECREF(f);
     return res;
 }
@@ -485,6 +536,7 @@ static PyObject *dispatch(PyObject *self, PyObject *const *av, Py_ssize_t n)
 }
 
 #include "operator.h"     /* Tensor.__add__ and friends */
+#include "inplace.h"      /* dispatch_inplace: self.<op>_(...) */
 
 /* ---- set-up ------------------------------------------------------------------------------ */
 
@@ -502,7 +554,9 @@ static PyObject *init(PyObject *self, PyObject *cfg)
         {"anomaly", &anomaly}, {"seq", &seq_iter}, {"TensorMeta", &meta_type},
         {"no_kwargs", &no_kwargs}, {"no_edge", &no_edge}, {"edge_of", &edge_of},
         {"UntypedStorage", (PyObject **)&Storage}, {"view_outputs", &view_outputs},
-        {"root", &root_fn}, {"float16", &opmath[0]}, {"bfloat16", &opmath[1]}};
+        {"root", &root_fn}, {"float16", &opmath[0]}, {"bfloat16", &opmath[1]},
+        {"dispatch_inplace", &py_dispatch_inplace}, {"np_errstate", &np_errstate},
+        {"np_ignore", &np_ignore}};
     if (!PyDict_Check(cfg)) {
         PyErr_SetString(PyExc_TypeError, "init(dict)");
         return NULL;
@@ -513,6 +567,8 @@ static PyObject *init(PyObject *self, PyObject *cfg)
             return PyErr_Format(PyExc_KeyError, "init: %s missing", items[i].name);
         Py_XSETREF(*items[i].slot, Py_NewRef(v));
     }
+    if (!PyContextVar_CheckExact(np_errstate))     /* (NumPy 1: None, no silencing here) */
+        Py_CLEAR(np_errstate);
     if (!PyType_Check(Tensor) || !PyType_IsSubtype(Tensor, &TensorBaseType) ||
         !PyTuple_Check(scalar_keeps))
         return PyErr_Format(PyExc_TypeError, "init: Tensor must be a TensorBase subclass, "
@@ -603,6 +659,10 @@ static PyObject *data_ptr(PyObject *self, PyObject *a)
 static PyMethodDef methods[] = {
     {"dispatch", (PyCFunction)(void (*)(void))dispatch, METH_FASTCALL,
      "dispatch(opdef, args, kwargs): dispatch.py's dispatch, its fast path in C."},
+    {"dispatch_inplace", (PyCFunction)(void (*)(void))dispatch_inplace,
+     METH_FASTCALL | METH_KEYWORDS,
+     "dispatch_inplace(opdef, self, args, kwargs): dispatch.py's dispatch_inplace, its common "
+     "call in C."},
     {"operator", make_operator, METH_VARARGS,
      "operator(opdef, reflected): a Tensor operator method calling dispatch."},
     {"init", init, METH_O, "init(objects): the Python objects the fast path works with."},
@@ -645,17 +705,19 @@ PyMODINIT_FUNC PyInit__dispatch(void)
         {&s_input_meta, "input_meta"}, {&s_apply, "apply"}, {&s_release, "release"},
         {&s_seq, "seq"}, {&s_base_arr, "base"}, {&s_accumulate, "accumulate"},
         {&s_ufunc, "ufunc"}, {&s_multi_output, "multi_output"}, {&s_get_storage, "_get_storage"},
-        {&s_view_version, "_view_version"}, {&s_promote_args, "promote_args"}};
+        {&s_view_version, "_view_version"}, {&s_promote_args, "promote_args"},
+        {&s_writes_overlap, "writes_overlap"}, {&s_into, "into"}};
     for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
         if ((*strs[i].slot = PyUnicode_InternFromString(strs[i].s)) == NULL)
             return NULL;
-    if ((zero = PyLong_FromLong(0)) == NULL || (empty_dict = PyDict_New()) == NULL ||
-        (empty_tuple = PyTuple_New(0)) == NULL)
+    if ((zero = PyLong_FromLong(0)) == NULL || (one = PyLong_FromLong(1)) == NULL ||
+        (empty_dict = PyDict_New()) == NULL || (empty_tuple = PyTuple_New(0)) == NULL ||
+        (kw_out = Py_BuildValue("(s)", "out")) == NULL)
         return NULL;
     t_zero = zero;
     PyObject *opn[OP_N] = {s_view, s_fwd, s_promote, s_differentiable, s_vjp_fn,
                            s_nondiff_outputs, s_save, s_save_result, s_needed_by, s_ufunc,
-                           s_promote_args};
+                           s_promote_args, s_writes_overlap, s_into};
     memcpy(op_names, opn, sizeof opn);
     /* object's own tp_new, so object.__new__(Tensor) passes its "is it safe" check */
     TensorBaseType.tp_new = PyBaseObject_Type.tp_new;

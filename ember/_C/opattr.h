@@ -7,7 +7,8 @@
  * once. Where there is no such tag to rely on (Python 3.13+), every read is ATTR's. */
 
 enum {OP_VIEW, OP_FWD, OP_PROMOTE, OP_DIFF, OP_VJP, OP_NONDIFF, OP_SAVE, OP_SAVE_RESULT,
-      OP_NEEDED_BY, OP_UFUNC, OP_PROMOTE_ARGS, OP_N};
+      OP_NEEDED_BY, OP_UFUNC, OP_PROMOTE_ARGS, OP_WRITES_OVERLAP,
+      OP_INTO, OP_N};
 static PyObject *op_names[OP_N];    /* set up in PyInit (the interned s_* strings) */
 
 typedef struct {

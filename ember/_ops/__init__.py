@@ -11,8 +11,9 @@ from .dispatch import dispatch_inplace as _dispatch_inplace
 from .registry import loaded_ops
 
 # NOTE: torch computes log(0) = -inf, 0/0 = nan silently; NumPy warns. Silence the warnings that
-# NumPy raises inside ember's op code only (an errstate per call would cost ~1 us per op).
-warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"ember\._ops\.")
+# NumPy raises inside ember's code only (an errstate per call would cost ~1 us per op); the C
+# path calls its ufuncs under an errstate set in C (_dispatch.c's call_ufunc).
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"ember(\.|$)")
 
 
 def _function(opdef, name):

@@ -791,6 +791,17 @@ def _meta_of(t):
     return TensorMeta(t)
 
 
+def _numpy_errstate():
+    """NumPy 2's error-state context variable and its all-ignore value, under which the C path
+    calls ufuncs (``np_errstate`` None on NumPy 1: private names that may move)."""
+    try:
+        from numpy._core import umath
+        return {"np_errstate": umath._extobj_contextvar,
+                "np_ignore": umath._make_extobj(all="ignore")}
+    except (ImportError, AttributeError, TypeError):
+        return {"np_errstate": None, "np_ignore": None}
+
+
 def _c_dispatch():
     """The C fast path (``ember/_C/_dispatch.c``) set up with this module's objects, or None
     when it is not built or ``EMBER_NO_C=1`` is set (``_tensor._cext``: Tensor's fields are
@@ -811,7 +822,8 @@ def _c_dispatch():
             "TensorMeta": graph.TensorMeta, "no_kwargs": graph._NO_KWARGS,
             "no_edge": graph._NO_EDGE, "edge_of": edge_of, "UntypedStorage": UntypedStorage,
             "view_outputs": _view_outputs, "root": _root, "float16": _dtype.float16,
-            "bfloat16": _dtype.bfloat16})
+            "bfloat16": _dtype.bfloat16, "dispatch_inplace": py_dispatch_inplace,
+            **_numpy_errstate()})
     from ..autograd import engine
     c.init_engine({"AccumulateGrad": graph.AccumulateGrad, "apply": engine._apply,
                    "run_tensor_hooks": engine._run_tensor_hooks, "accumulate": engine._accumulate,
@@ -820,9 +832,11 @@ def _c_dispatch():
 
 
 py_dispatch = dispatch          # the reference, and where the C path sends what it declines
+py_dispatch_inplace = dispatch_inplace          # likewise
 _C = _c_dispatch()
 _quick_node = simple_node       # the quick paths' node maker (below: its C copy, when built)
 if _C is not None:
     dispatch = _C.dispatch
+    dispatch_inplace = _C.dispatch_inplace
     _quick_node = _C.simple_node
     view_function = _C.view_function

@@ -61,7 +61,7 @@ clone.meta = same_meta
 clone.samples = unary_samples
 
 
-@op("_copy_from", method=False, function=False)
+@op("_copy_from", method=False, function=False, into=lambda out, dst, src: np.copyto(out, src))
 def _copy_from(xp, dst, src):
     # the value of ``dst.copy_(src)``: src broadcast to dst's shape, in dst's dtype
     return _dtype.cast(xp.broadcast_to(src, dst.shape), dst.dtype)    # (a new array)
@@ -75,7 +75,7 @@ def _(g, dst, src):
 _copy_from.meta = lambda dst, src: same_meta(dst)
 
 
-@op("_fill", method=False, function=False)
+@op("_fill", method=False, function=False, into=lambda out, dst, value: out.fill(value))
 def _fill(xp, dst, value):
     return xp.full(dst.shape, value, dtype=dst.dtype)
 

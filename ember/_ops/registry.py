@@ -58,13 +58,19 @@ class OpDef:
         ufunc: the NumPy ufunc that ``fwd(numpy, *operands)`` is for float32/float64/complex
             operands without options (``add``: ``numpy.add``). The C fast path calls it directly,
             sparing the forward's Python frame (~15% of a small op); a registry test holds the
-            two to the same results.
+            two to the same results. An in-place call writes it straight into the tensor.
+        into: ``into(out, *operands)`` writes what ``fwd(numpy, *operands)`` returns into
+            ``out``, the first operand's array (float32/float64 operands of one dtype, or a
+            Python number, no options), where the op has no ufunc: the C path's in-place write
+            without a result array (``_fill``, ``_copy_from``). A registry test holds it to the
+            forward.
     """
 
     def __init__(self, name, fwd, tags=(), promote=None, view=False, differentiable=True,
                  nondiff_outputs=(), method=True, function=True, inplace=False, aliases=(),
-                 promote_args=None, returns=None, opmath=None, ufunc=None):
+                 promote_args=None, returns=None, opmath=None, ufunc=None, into=None):
         self.name, self.fwd, self.tags, self.ufunc = name, fwd, tuple(tags), ufunc
+        self.into = into
         self.opmath = "pointwise" in self.tags if opmath is None else opmath
         self.promote = promote
         self.view, self.differentiable = view, differentiable

@@ -1,0 +1,201 @@
+/* In-place ops (``x.add_(y)``, ``x.mul_(0.5)``, ``x.zero_()``, ``x.copy_(y)``...):
+ * dispatch.dispatch_inplace's common call in C (included by _dispatch.c). dispatch_inplace is
+ * the reference; this takes a call only where none of its autograd work applies: grad mode
+ * off, or nothing involved requiring grad (so no leaf or view checks, no saved copy of self,
+ * no history to rebase), no hooks, a plain cpu tensor written, no expanded view. Then:
+ *
+ * - an op with a NumPy ufunc (OpDef.ufunc) or an OpDef.into (fill_, copy_), on float
+ *   operands of self's dtype or a Python number, writes straight into self's array
+ *   (``ufunc(x, y, out=x)``, ``into(x, x, y)``): no result array, no copy back;
+ * - any other op takes the fast path (fast()) and its result, of self's dtype and shape, is
+ *   copied into self.
+ *
+ * Either way self's version is bumped. Anything else, or a write NumPy refuses (a shape that
+ * does not broadcast into self, a read-only array: nothing is written then), goes to the
+ * Python reference, which words torch's errors. */
+
+static PyObject *py_dispatch_inplace, *kw_out, *one;
+
+/* 1 when the call records nothing: grad mode off, or neither self, its base nor a tensor
+ * argument requires grad; 0 when one does, -1 on error */
+static int records_nothing(PyObject *self, PyObject *args)
+{
+    int r = GRAD_ENABLED();
+    if (r <= 0)
+        return r < 0 ? -1 : 1;
+    PyObject *base = TF(self, base, Py_None);
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    for (Py_ssize_t i = -2; i < n; i++) {
+        PyObject *t = i == -2 ? self : i == -1 ? base : PyTuple_GET_ITEM(args, i);
+        if (!PyObject_TypeCheck(t, Tensor))
+            continue;
+        PyObject *v = TF(t, requires_grad, Py_False);
+        if (v != Py_False && (r = PyObject_IsTrue(v)) != 0)
+            return r < 0 ? -1 : 0;
+    }
+    return 1;
+}
+
+/* 1 when array x has a stride of 0 (an expanded view: dispatch_inplace's overlap check), 0 if
+ * not, -1 on error */
+static int has_zero_stride(PyObject *x)
+{
+    PyObject *st = PyObject_GetAttrString(x, "strides");
+    if (st == NULL)
+        return -1;
+    int found = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(st) && !found; i++)
+        found = PyLong_AsSsize_t(PyTuple_GET_ITEM(st, i)) == 0;
+    Py_DECREF(st);
+    return found;
+}
+
+/* the op's value written straight into x by its ufunc (``ufunc(x, y, out=x)``) or its into
+ * (``into(x, x, y)``): 1 done, 0 not this route, -2 NumPy refused (nothing written), -1 error.
+ * dt: self's dtype, a float (not complex) one that a Python number keeps */
+static int write_into(PyObject *opdef, PyObject *x, PyObject *dt, PyObject *args)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    PyObject *y = NULL, *f, *res;
+    if (n > 1)
+        return 0;
+    if (n == 1) {
+        y = PyTuple_GET_ITEM(args, 0);
+        if (PyObject_TypeCheck(y, Tensor)) {
+            if (TB(y)->dtype != dt || TF(y, device, CPU) != CPU || TB(y)->data == NULL ||
+                Py_TYPE(TB(y)->data) != (PyTypeObject *)ndarray)
+                return 0;
+            y = TB(y)->data;
+        }
+        else if (!PyFloat_CheckExact(y) && !PyLong_CheckExact(y))
+            return 0;
+    }
+    if ((f = OP(opdef, OP_UFUNC)) == NULL)
+        return -1;
+    if (f != Py_None) {
+        PyObject *cargs[3] = {x, n ? y : x, x};
+        res = call_ufunc(f, cargs, n + 1, kw_out);
+    }
+    else {
+        Py_DECREF(f);
+        if ((f = OP(opdef, OP_INTO)) == NULL)
+            return -1;
+        if (f == Py_None) {
+            Py_DECREF(f);
+            return 0;
+        }
+        PyObject *cargs[3] = {x, x, y};
+        res = PyObject_Vectorcall(f, cargs, n + 2, NULL);
+    }
+    Py_DECREF(f);
+    if (res == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError) && !PyErr_ExceptionMatches(PyExc_TypeError))
+            return -1;
+        PyErr_Clear();
+        return -2;
+    }
+    Py_DECREF(res);
+    return 1;
+}
+
+/* the fast path's result copied into x: 1 done, 0/-2 not taken (the caller goes to Python),
+ * -1 error (raised as the Python dispatch raises it) */
+static int result_into(PyObject *opdef, PyObject *self, PyObject *x, PyObject *args)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    PyObject *full = PyTuple_New(n + 1), *out;
+    if (full == NULL)
+        return -1;
+    PyTuple_SET_ITEM(full, 0, Py_NewRef(self));
+    for (Py_ssize_t i = 0; i < n; i++)
+        PyTuple_SET_ITEM(full, i + 1, Py_NewRef(PyTuple_GET_ITEM(args, i)));
+    int handled, r = 0;
+    out = fast(opdef, &PyTuple_GET_ITEM(full, 0), n + 1, full, empty_dict, &handled);
+    Py_DECREF(full);
+    if (handled != 1)
+        return 0;
+    if (out == NULL)
+        return -1;
+    PyObject *od = TB(out)->data, *xs = NULL, *os = NULL;
+    if (TB(out)->dtype == TB(self)->dtype && od != NULL &&
+        Py_TYPE(od) == (PyTypeObject *)ndarray && (xs = ND(x, ND_SHAPE, s_shape)) != NULL &&
+        (os = ND(od, ND_SHAPE, s_shape)) != NULL && (r = PyObject_RichCompareBool(xs, os, Py_EQ)) == 1)
+        r = PyObject_SetItem(x, Py_Ellipsis, od) < 0 ? -1 : 1;
+    if (r < 0 && PyErr_Occurred() && (PyErr_ExceptionMatches(PyExc_ValueError) ||
+                                      PyErr_ExceptionMatches(PyExc_TypeError))) {
+        PyErr_Clear();
+        r = -2;
+    }
+    Py_XDECREF(xs);
+    Py_XDECREF(os);
+    Py_DECREF(out);
+    return r;
+}
+
+/* self's storage version += 1 (Tensor._bump_version); 0 or -1 */
+static int bump_version(PyObject *self)
+{
+    PyObject *st = TF(self, storage, Py_None), *v, *v1;
+    st = st != Py_None ? Py_NewRef(st) : PyObject_CallMethodNoArgs(self, s_get_storage);
+    if (st == NULL)
+        return -1;
+    int r = -1;
+    if ((v = PyObject_GetAttr(st, s_version)) != NULL) {
+        if ((v1 = PyNumber_Add(v, one)) != NULL) {
+            r = PyObject_SetAttr(st, s_version, v1);
+            Py_DECREF(v1);
+        }
+        Py_DECREF(v);
+    }
+    Py_DECREF(st);
+    return r;
+}
+
+/* dispatch_inplace(opdef, self, args, kwargs): self.<op>_(*args, **kwargs); anything passed
+ * by name (self_at: polygamma_) goes to the reference as it is */
+static PyObject *dispatch_inplace(PyObject *mod, PyObject *const *av, Py_ssize_t n,
+                                  PyObject *kwnames)
+{
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames))
+        return PyObject_Vectorcall(py_dispatch_inplace, av, n, kwnames);
+    if (n != 4) {
+        PyErr_SetString(PyExc_TypeError, "dispatch_inplace(opdef, self, args, kwargs)");
+        return NULL;
+    }
+    PyObject *opdef = av[0], *self = av[1], *args = av[2], *kwargs = av[3], *x, *dt;
+    if (!ready || !PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) > 7 ||
+        (kwargs != Py_None && (!PyDict_Check(kwargs) || PyDict_GET_SIZE(kwargs))) ||
+        !PyObject_TypeCheck(self, Tensor) || TF(self, device, CPU) != CPU ||
+        (x = TB(self)->data) == NULL || Py_TYPE(x) != (PyTypeObject *)ndarray ||
+        (dt = TB(self)->dtype) == NULL)
+        goto slow;
+    PyObject *names[3] = {s_autocast, s_tracer, s_profiler};
+    int r = hooks_off(hooks, names, 3);
+    if (r > 0)
+        r = records_nothing(self, args);
+    if (r > 0 && TF(self, base, Py_None) != Py_None) {
+        int w = op_truth(opdef, OP_WRITES_OVERLAP);
+        r = w < 0 ? -1 : w ? 1 : (w = has_zero_stride(x)) < 0 ? -1 : !w;
+    }
+    if (r <= 0)
+        return r < 0 ? NULL : PyObject_Vectorcall(py_dispatch_inplace, av, 4, NULL);
+    Py_INCREF(x);           /* (self's _data stays ours while NumPy runs) */
+    Py_INCREF(dt);
+    r = 0;
+    if (scalar_keeps_dtype(dt)) {
+        PyObject *c = dtype_slot(dt, off_category, s_category);
+        long cat = c == NULL ? -1 : PyLong_AsLong(c);
+        Py_XDECREF(c);
+        r = cat == -1 && PyErr_Occurred() ? -1 : cat == FLOAT ? write_into(opdef, x, dt, args) : 0;
+    }
+    if (r == 0)
+        r = result_into(opdef, self, x, args);
+    Py_DECREF(x);
+    Py_DECREF(dt);
+    if (r == 1)
+        return bump_version(self) < 0 ? NULL : Py_NewRef(self);
+    if (r == -1)
+        return NULL;
+slow:
+    return PyObject_Vectorcall(py_dispatch_inplace, av, 4, NULL);
+}
