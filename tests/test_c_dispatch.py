@@ -26,6 +26,12 @@ def _cases():
         (P.mul, (f32, 2)), (P.mul, (3.5, f32)),                  # fast: tensor and number
         (P.sub, (ember.tensor(2.0, dtype=ember.float64), 1.0)),  # fast: 0-dim
         (P.add, (ember.tensor([1, 2], dtype=ember.uint8), 300)),  # declined: int scalar wraps
+        (P.add, (ember.tensor([1, 2], dtype=ember.uint8), 255)),  # fast: int in range
+        (P.mul, (-3, ember.tensor([1, 2], dtype=ember.int32))),   # fast: int and int tensor
+        (P.sub, (ember.tensor([1, 2]), 2 ** 62)),                 # fast: int64
+        (P.add, (ember.tensor([1, 2]), 2.5)),                     # declined: float scalar
+        (P.add, (ember.tensor([True, False]), 1)),                # declined: bool tensor
+        (ember.eq.opdef, (ember.tensor([1, 2]), 2)),               # fast: a bool result
         (P.add, (f32, ember.tensor([1, 2, 3]))),                  # declined: promotion
         (P.add, (f32, True)), (P.mul, (f32, 1j)),                 # declined: bool, complex
         (P.add, (ember.tensor([1, 2]), ember.tensor([3, 4]))),    # int, "common": fast

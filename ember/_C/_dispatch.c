@@ -119,6 +119,21 @@ static int scalar_keeps_dtype(PyObject *dt)
     return 0;
 }
 
+static PyObject *int_bounds;    /* {integer dtype: (lowest, highest)} */
+
+/* whether Python number s (an int or float) leaves dt as it is (dispatch._int_keeps): dt one
+ * that scalars keep, or an integer dtype and s an int in its range; 1, 0 or -1 */
+static int number_keeps(PyObject *dt, PyObject *s)
+{
+    if (scalar_keeps_dtype(dt))
+        return 1;
+    PyObject *b = PyLong_CheckExact(s) ? PyDict_GetItemWithError(int_bounds, dt) : NULL;
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    int r = PyObject_RichCompareBool(PyTuple_GET_ITEM(b, 0), s, Py_LE);
+    return r == 1 ? PyObject_RichCompareBool(s, PyTuple_GET_ITEM(b, 1), Py_LE) : r;
+}
+
 /* dt.category < FLOAT; -1 on error */
 static int below_float(PyObject *dt)
 {
@@ -353,7 +368,10 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
                     goto error;
                 }
             }
-            else if ((PyLong_CheckExact(b) || PyFloat_CheckExact(b)) && scalar_keeps_dtype(dt)) {
+            else if ((PyLong_CheckExact(b) || PyFloat_CheckExact(b)) &&
+                     (r = number_keeps(dt, b)) != 0) {
+                if (r < 0)
+                    goto error;
                 pos = AT0;
                 if ((x = TGET(a, data, s_data)) == NULL)
                     goto error;
@@ -365,8 +383,11 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
         else if ((PyLong_CheckExact(a) || PyFloat_CheckExact(a)) && PyObject_TypeCheck(b, Tensor)) {
             if ((dt = TGET(b, dtype, s_dtype)) == NULL)
                 return NULL;
-            if (!scalar_keeps_dtype(dt))
+            if ((r = number_keeps(dt, a)) <= 0) {
+                if (r < 0)
+                    goto error;
                 goto decline;
+            }
             pos = AT1;
             x = Py_NewRef(a);
             if ((y = TGET(b, data, s_data)) == NULL) {
@@ -556,7 +577,7 @@ static PyObject *init(PyObject *self, PyObject *cfg)
         {"UntypedStorage", (PyObject **)&Storage}, {"view_outputs", &view_outputs},
         {"root", &root_fn}, {"float16", &opmath[0]}, {"bfloat16", &opmath[1]},
         {"dispatch_inplace", &py_dispatch_inplace}, {"np_errstate", &np_errstate},
-        {"np_ignore", &np_ignore}};
+        {"np_ignore", &np_ignore}, {"int_bounds", &int_bounds}};
     if (!PyDict_Check(cfg)) {
         PyErr_SetString(PyExc_TypeError, "init(dict)");
         return NULL;
@@ -570,9 +591,9 @@ static PyObject *init(PyObject *self, PyObject *cfg)
     if (!PyContextVar_CheckExact(np_errstate))     /* (NumPy 1: None, no silencing here) */
         Py_CLEAR(np_errstate);
     if (!PyType_Check(Tensor) || !PyType_IsSubtype(Tensor, &TensorBaseType) ||
-        !PyTuple_Check(scalar_keeps))
+        !PyTuple_Check(scalar_keeps) || !PyDict_CheckExact(int_bounds))
         return PyErr_Format(PyExc_TypeError, "init: Tensor must be a TensorBase subclass, "
-                            "scalar_keeps a tuple");
+                            "scalar_keeps a tuple, int_bounds a dict");
     PyObject *f = PyDict_GetItemString(cfg, "FLOAT");
     if (f == NULL || (FLOAT = PyLong_AsLong(f)) == -1)
         return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_KeyError, "init: FLOAT");

@@ -165,6 +165,13 @@ _INT_BOUNDS = {d: (int(np.iinfo(d.np).min), int(np.iinfo(d.np).max)) for d in _d
                if d.category == _dtype._INT}
 
 
+def _int_keeps(dt, s):
+    """Whether Python number ``s`` leaves integer dtype ``dt`` as it is: an int in its range
+    (out of range it wraps, below; a float makes the result float)."""
+    bounds = _INT_BOUNDS.get(dt)
+    return bounds is not None and type(s) is int and bounds[0] <= s <= bounds[1]
+
+
 def _wrap_int_scalars(arrays, idx, dt):
     # NOTE: torch casts an out-of-range Python int to the tensor's dtype with wrap-around
     # (uint8 + 300 adds 44); NumPy 2 raises OverflowError instead.
@@ -210,9 +217,10 @@ def dispatch(opdef, args, kwargs):
     """Run ``opdef`` on ``args``/``kwargs`` (tensors, scalars, options); return Tensor(s).
 
     The common call (one or two cpu tensors of one dtype, a float tensor and a Python number,
-    or a float tensor and plain options such as a dim; no view, autocast or tracer) takes the
-    fast path below, which needs no promotion or device resolution; options given by name are
-    moved into their places first, and views take ``_view``; everything else goes through
+    an integer tensor and a Python int in its range, or a float tensor and plain options such
+    as a dim; no view, autocast or tracer) takes the fast path below, which needs no promotion
+    or device resolution; options given by name are moved into their places first, and views
+    take ``_view``; everything else goes through
     ``_dispatch``. When the C extension is built, ``dispatch`` is its copy of this fast path
     (``ember/_C/_dispatch.c``), which hands every other call to this function.
     """
@@ -258,11 +266,12 @@ def dispatch(opdef, args, kwargs):
                     out = _tensors(opdef, args)     # (embedding(idx, weight)...)
                     return _dispatch(opdef, args, kwargs) if out is None else out
                 tensors, pos, x, y = args, AT01, a._data, b._data
-            elif type(b) in _SCALARS and dt in _SCALAR_KEEPS:
+            elif type(b) in _SCALARS and (dt in _SCALAR_KEEPS or _int_keeps(dt, b)):
                 tensors, pos, x, y = (a,), AT0, a._data, b
             else:
                 return _dispatch(opdef, args, kwargs)
-        elif type(a) in _SCALARS and isinstance(b, Tensor) and b.dtype in _SCALAR_KEEPS:
+        elif type(a) in _SCALARS and isinstance(b, Tensor) and (
+                b.dtype in _SCALAR_KEEPS or _int_keeps(b.dtype, a)):
             a, dt, tensors, pos, x, y = b, b.dtype, (b,), AT1, a, b._data
         else:
             return _dispatch(opdef, args, kwargs)
@@ -823,6 +832,7 @@ def _c_dispatch():
             "no_edge": graph._NO_EDGE, "edge_of": edge_of, "UntypedStorage": UntypedStorage,
             "view_outputs": _view_outputs, "root": _root, "float16": _dtype.float16,
             "bfloat16": _dtype.bfloat16, "dispatch_inplace": py_dispatch_inplace,
+            "int_bounds": _INT_BOUNDS,
             **_numpy_errstate()})
     from ..autograd import engine
     c.init_engine({"AccumulateGrad": graph.AccumulateGrad, "apply": engine._apply,

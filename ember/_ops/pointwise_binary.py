@@ -13,11 +13,18 @@ from .samples import (ErrorSample, Sample, binary_samples, broadcast_errors, con
 # ---- rounded division and remainders -------------------------------------------------------
 
 
+_INT64 = np.dtype(np.int64)
+
+
 def _check_int_divisor(xp, a, b):
     # NOTE: NumPy returns 0 (with a warning) for an integer division by zero; torch raises.
-    if getattr(a, "dtype", np.dtype(np.int64)).kind in "iu" and \
-            getattr(b, "dtype", np.dtype(np.int64)).kind in "iu" and \
-            bool(xp.any(xp.asarray(b) == 0)):
+    if getattr(a, "dtype", _INT64).kind not in "iu":
+        return
+    if type(b) is int:          # (the common ``i // 2``: no array made to compare)
+        zero = b == 0
+    else:
+        zero = getattr(b, "dtype", _INT64).kind in "iu" and bool(xp.any(xp.asarray(b) == 0))
+    if zero:
         raise RuntimeError("ZeroDivisionError")
 
 
