@@ -765,6 +765,10 @@ def _inplace_cases():
         ("complex", lambda: f().to(ember.complex64), P.mul, (2.0,)),
         ("expanded fill", lambda: ember.zeros(1).expand(3), P._fill, (1.5,)),
         ("nonleaf with grad", lambda: f().requires_grad_() * 1, P.mul, (2.0,)),
+        ("alpha by name", f, P.add, (g, {"alpha": 2})), ("lerp (several)", f,
+                                                          ember.lerp.opdef, (g, 0.25)),
+        ("addcmul value by name (keyword-only: declined)", f, ember.addcmul.opdef,
+         (g, g, {"value": 0.5})),
     ]
 
 
@@ -775,11 +779,13 @@ def test_inplace_path_is_pythons(i):
     # same tensor, one version bump, the same history
     name, make, opdef, args = _inplace_cases()[i]
     outs = []
+    kwargs = args[-1] if args and type(args[-1]) is dict else {}
+    args = args[:-1] if kwargs else args
     for disp in (C.dispatch_inplace, D.py_dispatch_inplace):
         t = make()
         a = tuple(t if x == "self" else x for x in args)
         data, version = t._data, t._version
-        r = disp(opdef, t, a, {})
+        r = disp(opdef, t, a, kwargs)
         assert r is t and t._data is data and t._version == version + 1, name
         outs.append(t)
     c, p = outs

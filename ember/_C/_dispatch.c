@@ -577,7 +577,7 @@ static PyObject *init(PyObject *self, PyObject *cfg)
         {"UntypedStorage", (PyObject **)&Storage}, {"view_outputs", &view_outputs},
         {"root", &root_fn}, {"float16", &opmath[0]}, {"bfloat16", &opmath[1]},
         {"dispatch_inplace", &py_dispatch_inplace}, {"np_errstate", &np_errstate},
-        {"np_ignore", &np_ignore}, {"int_bounds", &int_bounds}};
+        {"np_ignore", &np_ignore}, {"int_bounds", &int_bounds}, {"positional", &positional}};
     if (!PyDict_Check(cfg)) {
         PyErr_SetString(PyExc_TypeError, "init(dict)");
         return NULL;

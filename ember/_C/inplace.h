@@ -14,7 +14,7 @@
  * does not broadcast into self, a read-only array: nothing is written then), goes to the
  * Python reference, which words torch's errors. */
 
-static PyObject *py_dispatch_inplace, *kw_out, *one;
+static PyObject *py_dispatch_inplace, *positional, *kw_out, *one;
 
 /* 1 when the call records nothing: grad mode off, or neither self, its base nor a tensor
  * argument requires grad; 0 when one does, -1 on error */
@@ -111,6 +111,8 @@ static int result_into(PyObject *opdef, PyObject *self, PyObject *x, PyObject *a
         PyTuple_SET_ITEM(full, i + 1, Py_NewRef(PyTuple_GET_ITEM(args, i)));
     int handled, r = 0;
     out = fast(opdef, &PyTuple_GET_ITEM(full, 0), n + 1, full, empty_dict, &handled);
+    if (handled < 0)        /* (several tensors: addcmul_, lerp_) */
+        out = several_path(opdef, full, &handled);
     Py_DECREF(full);
     if (handled != 1)
         return 0;
@@ -151,24 +153,11 @@ static int bump_version(PyObject *self)
     return r;
 }
 
-/* dispatch_inplace(opdef, self, args, kwargs): self.<op>_(*args, **kwargs); anything passed
- * by name (self_at: polygamma_) goes to the reference as it is */
-static PyObject *dispatch_inplace(PyObject *mod, PyObject *const *av, Py_ssize_t n,
-                                  PyObject *kwnames)
+/* dispatch_inplace's work on positional args: self, new ref; NULL on error; None (new ref)
+ * where the Python reference takes the call */
+static PyObject *inplace_call(PyObject *opdef, PyObject *self, PyObject *args, PyObject *x,
+                              PyObject *dt)
 {
-    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames))
-        return PyObject_Vectorcall(py_dispatch_inplace, av, n, kwnames);
-    if (n != 4) {
-        PyErr_SetString(PyExc_TypeError, "dispatch_inplace(opdef, self, args, kwargs)");
-        return NULL;
-    }
-    PyObject *opdef = av[0], *self = av[1], *args = av[2], *kwargs = av[3], *x, *dt;
-    if (!ready || !PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) > 7 ||
-        (kwargs != Py_None && (!PyDict_Check(kwargs) || PyDict_GET_SIZE(kwargs))) ||
-        !PyObject_TypeCheck(self, Tensor) || TF(self, device, CPU) != CPU ||
-        (x = TB(self)->data) == NULL || Py_TYPE(x) != (PyTypeObject *)ndarray ||
-        (dt = TB(self)->dtype) == NULL)
-        goto slow;
     PyObject *names[3] = {s_autocast, s_tracer, s_profiler};
     int r = hooks_off(hooks, names, 3);
     if (r > 0)
@@ -178,7 +167,7 @@ static PyObject *dispatch_inplace(PyObject *mod, PyObject *const *av, Py_ssize_t
         r = w < 0 ? -1 : w ? 1 : (w = has_zero_stride(x)) < 0 ? -1 : !w;
     }
     if (r <= 0)
-        return r < 0 ? NULL : PyObject_Vectorcall(py_dispatch_inplace, av, 4, NULL);
+        return r < 0 ? NULL : Py_NewRef(Py_None);
     Py_INCREF(x);           /* (self's _data stays ours while NumPy runs) */
     Py_INCREF(dt);
     r = 0;
@@ -194,8 +183,50 @@ static PyObject *dispatch_inplace(PyObject *mod, PyObject *const *av, Py_ssize_t
     Py_DECREF(dt);
     if (r == 1)
         return bump_version(self) < 0 ? NULL : Py_NewRef(self);
-    if (r == -1)
-        return NULL;
+    return r == -1 ? NULL : Py_NewRef(Py_None);
+}
+
+/* dispatch_inplace(opdef, self, args, kwargs): self.<op>_(*args, **kwargs); a self_at
+ * (polygamma_) goes to the reference as it is */
+static PyObject *dispatch_inplace(PyObject *mod, PyObject *const *av, Py_ssize_t n,
+                                  PyObject *kwnames)
+{
+    if (n != 4 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames)))
+        return PyObject_Vectorcall(py_dispatch_inplace, av, n, kwnames);
+    PyObject *opdef = av[0], *self = av[1], *args = av[2], *kwargs = av[3], *x, *dt;
+    PyObject *moved = NULL, *ret;
+    if (!ready || !PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) > 7 ||
+        (kwargs != Py_None && !PyDict_Check(kwargs)) || !PyObject_TypeCheck(self, Tensor) ||
+        TF(self, device, CPU) != CPU || (x = TB(self)->data) == NULL ||
+        Py_TYPE(x) != (PyTypeObject *)ndarray || (dt = TB(self)->dtype) == NULL)
+        goto slow;
+    if (kwargs != Py_None && PyDict_GET_SIZE(kwargs)) {
+        /* options by name moved into their places (dispatch._positional), as dispatch does */
+        PyObject *given = PyTuple_New(PyTuple_GET_SIZE(args) + 1), *full;
+        if (given == NULL)
+            return NULL;
+        PyTuple_SET_ITEM(given, 0, Py_NewRef(self));
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++)
+            PyTuple_SET_ITEM(given, i + 1, Py_NewRef(PyTuple_GET_ITEM(args, i)));
+        full = PyObject_CallFunctionObjArgs(positional, opdef, given, kwargs, NULL);
+        Py_DECREF(given);
+        if (full == NULL)
+            return NULL;
+        if (!PyTuple_CheckExact(full) || PyTuple_GET_SIZE(full) > 8) {
+            Py_DECREF(full);
+            goto slow;
+        }
+        moved = PyTuple_GetSlice(full, 1, PyTuple_GET_SIZE(full));
+        Py_DECREF(full);
+        if (moved == NULL)
+            return NULL;
+        args = moved;
+    }
+    ret = inplace_call(opdef, self, args, x, dt);
+    Py_XDECREF(moved);
+    if (ret != Py_None)
+        return ret;
+    Py_DECREF(ret);
 slow:
-    return PyObject_Vectorcall(py_dispatch_inplace, av, 4, NULL);
+    return PyObject_Vectorcall(py_dispatch_inplace, av, 4, kwnames);
 }
