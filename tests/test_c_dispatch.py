@@ -769,6 +769,14 @@ def _inplace_cases():
                                                           ember.lerp.opdef, (g, 0.25)),
         ("addcmul value by name (keyword-only: declined)", f, ember.addcmul.opdef,
          (g, g, {"value": 0.5})),
+        ("index_put_ (into)", f, ember.index_put.opdef,
+         ((ember.tensor([1, 0, 1]),), ember.tensor([1.0, 2.0, 3.0]))),
+        ("index_put_ accumulate", f, ember.index_put.opdef,
+         ((ember.tensor([1, 0, 1]), ember.tensor([2, 2, 2])), ember.tensor(5.0), True)),
+        ("index_put_ by mask", f, ember.index_put.opdef,
+         ((ember.tensor([[True, False, True], [False, False, True]]),), ember.tensor(-1.0))),
+        ("index_put_ values overlap (declined)", f, ember.index_put.opdef,
+         ((ember.tensor([1, 0]),), "self", {"accumulate": True})),
     ]
 
 
@@ -801,7 +809,11 @@ def test_inplace_path_errors_are_pythons():
              (ember.tensor([1, 2]), P.div, (2,), "can't be cast to the desired output type"),
              (ember.ones(3, requires_grad=True), P.add, (1.0,), "a leaf Variable"),
              (ember.zeros(1).expand(3), P.add, (1.0,), "more than one element"),
-             (ember.ones(3), P._copy_from, (ember.ones(2),), "")]
+             (ember.ones(3), P._copy_from, (ember.ones(2),), ""),
+             (ember.ones(3), ember.index_put.opdef, ((ember.tensor([3]),), ember.tensor(1.0)),
+              "index 3 is out of bounds"),
+             (ember.ones(3), ember.index_put.opdef, ((ember.tensor([0]),), ember.ones(2)),
+              "shape mismatch")]
     for t, opdef, args, match in cases:
         errs = []
         for disp in (C.dispatch_inplace, D.py_dispatch_inplace):

@@ -184,25 +184,30 @@ def test_ufunc_is_the_forward(opdef, dt):
             np.testing.assert_array_equal(opdef(*args).numpy(), want)
 
 
-@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("dt", [ember.float32, ember.float64], ids=lambda d: d.name)
 @pytest.mark.parametrize("opdef", [d for d in all_ops() if d.into is not None], ids=str)
 def test_into_is_the_forward(opdef, dt):
     """An op's ``into`` (the C in-place path's write into the tensor's own array) leaves there
-    what the forward returns, for every second operand the forward takes; or refuses with
-    ValueError/TypeError having written nothing (the C path then runs the forward)."""
-    rng = np.random.default_rng(0)
-    dst = rng.standard_normal((3, 4)).astype(dt)
-    for y in (2.5, 3, np.array(1.25, dt), rng.standard_normal((3, 4)).astype(dt),
-              rng.standard_normal(4).astype(dt)):
-        want = opdef.fwd(np, dst, y)
-        out = dst.copy()
+    what the forward returns, for its samples (or, without samples, numbers and arrays as the
+    second operand); or refuses with ValueError/TypeError having written nothing (the C path
+    then runs the forward)."""
+    if opdef.samples is not None:
+        calls = [s.args for s in opdef.samples("cpu", dt) if not s.kwargs]
+    else:
+        rng = np.random.default_rng(0)
+        dst = rng.standard_normal((3, 4)).astype(dt.np)
+        calls = [(dst, y) for y in (2.5, 3, np.array(1.25, dt.np), rng.standard_normal(
+            (3, 4)).astype(dt.np), rng.standard_normal(4).astype(dt.np))]
+    for args in calls:
+        want = opdef.fwd(np, *args)
+        out = np.array(args[0], copy=True)
         try:
-            opdef.into(out, out, y)
+            opdef.into(out, out, *args[1:])
         except (ValueError, TypeError):
-            np.testing.assert_array_equal(out, dst)
+            np.testing.assert_array_equal(out, args[0])
             continue
         assert out.dtype == want.dtype
-        np.testing.assert_array_equal(out, want, err_msg=f"{opdef.name}(dst, {y!r})")
+        np.testing.assert_array_equal(out, want, err_msg=f"{opdef.name}{args!r}")
 
 
 @pytest.mark.parametrize("opdef", [d for d in all_ops() if d.errors], ids=str)

@@ -50,42 +50,92 @@ static int has_zero_stride(PyObject *x)
     return found;
 }
 
-/* the op's value written straight into x by its ufunc (``ufunc(x, y, out=x)``) or its into
- * (``into(x, x, y)``): 1 done, 0 not this route, -2 NumPy refused (nothing written), -1 error.
- * dt: self's dtype, a float (not complex) one that a Python number keeps */
+/* a tensor operand's array where the in-place write can take it (a cpu tensor held in an
+ * ndarray; a float one of self's dtype dt, as the fast path's one dtype), borrowed; NULL
+ * where it cannot */
+static PyObject *operand_array(PyObject *t, PyObject *dt)
+{
+    PyObject *d = TB(t)->data;
+    if (TF(t, device, CPU) != CPU || d == NULL || Py_TYPE(d) != (PyTypeObject *)ndarray ||
+        TB(t)->dtype == NULL)
+        return NULL;
+    if (TB(t)->dtype != dt) {
+        PyObject *c = dtype_slot(TB(t)->dtype, off_category, s_category);
+        long cat = c == NULL ? -1 : PyLong_AsLong(c);
+        Py_XDECREF(c);
+        if (cat == -1 || cat >= FLOAT) {
+            PyErr_Clear();
+            return NULL;
+        }
+    }
+    return d;
+}
+
+/* what into(out, *operands) gets for an argument: a tensor's array, a tuple of the arrays of
+ * a tuple or list of tensors (index_put_'s indices), a number or option as it is; new ref,
+ * NULL (no error set) where the write cannot take it */
+static PyObject *into_operand(PyObject *a, PyObject *dt)
+{
+    if (PyObject_TypeCheck(a, Tensor)) {
+        PyObject *d = operand_array(a, dt);
+        return d ? Py_NewRef(d) : NULL;
+    }
+    if ((PyTuple_CheckExact(a) || PyList_CheckExact(a)) && PySequence_Fast_GET_SIZE(a) &&
+        PyObject_TypeCheck(PySequence_Fast_ITEMS(a)[0], Tensor)) {
+        Py_ssize_t k = PySequence_Fast_GET_SIZE(a);
+        PyObject *out = PyTuple_New(k);
+        for (Py_ssize_t j = 0; out != NULL && j < k; j++) {
+            PyObject *t = PySequence_Fast_ITEMS(a)[j];
+            PyObject *d = PyObject_TypeCheck(t, Tensor) ? operand_array(t, dt) : NULL;
+            if (d == NULL)
+                Py_CLEAR(out);
+            else
+                PyTuple_SET_ITEM(out, j, Py_NewRef(d));
+        }
+        return out;
+    }
+    return is_option(a) ? Py_NewRef(a) : NULL;
+}
+
+/* the op's value written straight into x by its ufunc (``ufunc(x, y, out=x)``: one operand at
+ * most, a number or a tensor of self's dtype) or its into (``into(x, x, *operands)``): 1
+ * done, 0 not this route, -2 NumPy refused (nothing written), -1 error. dt: self's dtype, a
+ * float (not complex) one that a Python number keeps */
 static int write_into(PyObject *opdef, PyObject *x, PyObject *dt, PyObject *args)
 {
     Py_ssize_t n = PyTuple_GET_SIZE(args);
-    PyObject *y = NULL, *f, *res;
-    if (n > 1)
-        return 0;
-    if (n == 1) {
-        y = PyTuple_GET_ITEM(args, 0);
-        if (PyObject_TypeCheck(y, Tensor)) {
-            if (TB(y)->dtype != dt || TF(y, device, CPU) != CPU || TB(y)->data == NULL ||
-                Py_TYPE(TB(y)->data) != (PyTypeObject *)ndarray)
-                return 0;
-            y = TB(y)->data;
-        }
-        else if (!PyFloat_CheckExact(y) && !PyLong_CheckExact(y))
-            return 0;
-    }
+    PyObject *f, *res = NULL, *cargs[9] = {x, x};
     if ((f = OP(opdef, OP_UFUNC)) == NULL)
         return -1;
     if (f != Py_None) {
-        PyObject *cargs[3] = {x, n ? y : x, x};
-        res = call_ufunc(f, cargs, n + 1, kw_out);
+        PyObject *y = n == 1 ? PyTuple_GET_ITEM(args, 0) : NULL;
+        if (y != NULL && PyObject_TypeCheck(y, Tensor))
+            y = TB(y)->dtype == dt ? operand_array(y, dt) : NULL;
+        else if (y != NULL && !PyFloat_CheckExact(y) && !PyLong_CheckExact(y))
+            y = NULL;
+        if (n > 1 || (n == 1 && y == NULL)) {
+            Py_DECREF(f);
+            return 0;
+        }
+        PyObject *uargs[3] = {x, n ? y : x, x};
+        res = call_ufunc(f, uargs, n + 1, kw_out);
     }
     else {
         Py_DECREF(f);
         if ((f = OP(opdef, OP_INTO)) == NULL)
             return -1;
-        if (f == Py_None) {
+        Py_ssize_t i = 0;
+        for (; f != Py_None && i < n; i++)
+            if ((cargs[i + 2] = into_operand(PyTuple_GET_ITEM(args, i), dt)) == NULL)
+                break;
+        if (f != Py_None && i == n)
+            res = PyObject_Vectorcall(f, cargs, n + 2, NULL);
+        for (Py_ssize_t j = 0; j < i; j++)
+            Py_DECREF(cargs[j + 2]);
+        if (f == Py_None || i < n) {
             Py_DECREF(f);
-            return 0;
+            return PyErr_Occurred() ? -1 : 0;
         }
-        PyObject *cargs[3] = {x, x, y};
-        res = PyObject_Vectorcall(f, cargs, n + 2, NULL);
     }
     Py_DECREF(f);
     if (res == NULL) {

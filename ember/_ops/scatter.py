@@ -11,7 +11,8 @@ import ember
 
 from .. import _C
 from .._backends import add_at, max_at, min_at, multiply_at
-from .indexing import _check_bounds, _index_put, index_error, scatter_positions, src_grad
+from .indexing import (_check_bounds, _index_put, index_error, put_values, scatter_positions,
+                       src_grad)
 from .meta import same_meta
 from .pointwise import type_name
 from .registry import op
@@ -43,7 +44,20 @@ def _index_tuple(input, indices, values):
     return idx
 
 
-@op("index_put", inplace=True)
+def _index_put_into(out, input, indices, values, accumulate=False):
+    """``index_put``'s value written into ``out`` (``input`` itself, in place): no copy of
+    ``input`` first, and none back. Values that share ``out``'s memory are refused (the
+    forward reads them from before the write)."""
+    idx = _index_tuple(input, indices, values)
+    if np.may_share_memory(out, values):
+        raise ValueError("values overlap the written tensor")
+    if accumulate:
+        add_at(np, out, idx, values)
+    else:
+        put_values(out, idx, values)
+
+
+@op("index_put", inplace=True, into=_index_put_into)
 def index_put(xp, input, indices, values, accumulate=False):
     """A copy of ``input`` with ``values`` written at ``input[indices]`` (a tuple of index
     tensors); ``accumulate=True`` adds instead, repeated indices adding up.
