@@ -64,7 +64,8 @@ class OptionalBuildExt(build_ext):
 
 KERNEL_HEADERS = ["ember/_C/" + h for h in (
     "rowops.h", "vecmath.h", "winograd.h", "attention.h", "attention_small.h", "scan.h",
-    "gather.h", "im2col.h", "lstm.h", "gemm.h", "half.h", "blas_gemm.h", "sgemm.h", "select.h")]
+    "gather.h", "im2col.h", "lstm.h", "gemm.h", "half.h", "blas_gemm.h", "sgemm.h",
+    "sgemm_tiles.h", "select.h")]
 
 
 def kernels(name, source, flags):

@@ -69,9 +69,10 @@ def test_numpy_mlp_step_matches_ember():
     nn.functional.cross_entropy(model(ember.from_numpy(x)), ember.from_numpy(y)).backward()
     opt.step()
     for p, w in zip(model.parameters(), step.params):
-        # AdamW's first step moves each weight by about lr: float32 gradient rounding
-        # shows up at 1e-6 on tiny gradients
-        np.testing.assert_allclose(p.detach().numpy(), w, rtol=1e-4, atol=2e-5)
+        # AdamW's first step moves each weight by lr * g / (|g| + eps): where |g| is near eps,
+        # float32 rounding of g (BLAS's order, or ember's GEMM's on several threads) shows
+        # up at a few percent of lr
+        np.testing.assert_allclose(p.detach().numpy(), w, rtol=1e-4, atol=5e-5)
 
 
 def test_attention_memory_case_reports_a_rise():

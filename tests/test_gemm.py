@@ -22,10 +22,16 @@ TOL = {"float32": dict(rtol=1e-5, atol=1e-5), "float64": dict(rtol=1e-12, atol=1
 pytestmark = pytest.mark.usefixtures("threads")   # each test at 1 and 2 threads
 
 
-# the kernels are there (built, and not turned off by EMBER_NO_C=1); OWN: float32 products
-# take ember's GEMM (this CPU has AVX-512), not BLAS
+# the kernels are there (built, and not turned off by EMBER_NO_C=1); OWN: this CPU runs
+# ember's float32 GEMM (AVX-512, or AVX2 with FMA: there on several threads only)
 BUILT = _C.kernel("bmm", np.dtype(np.float32)) is not None
-OWN = gemm._own_gemm() is not None
+OWN = gemm._own_gemm(nt=2) is not None
+NEEDS_OWN = "ember's float32 GEMM needs AVX-512 or AVX2 and the built kernels"
+
+
+def own_at(threads):
+    """Whether float32 products on ``threads`` threads may take ember's GEMM here."""
+    return gemm._own_gemm(threads) is not None
 
 
 def _spy(monkeypatch, name):
@@ -132,7 +138,7 @@ def test_kernel_against_numpy_path(case, dtype, threads, kernel_calls, own_calls
     sa, sb, va, vb, runs = case
     a, b = _array(sa, dtype, 0, va), _array(sb, dtype, 1, vb)
     _matmul(a, b, grad=False)
-    own = OWN and dtype == "float32"        # the forward took the kernel it should
+    own = own_at(threads) and dtype == "float32"    # the forward took the kernel it should
     assert bool(kernel_calls) == (BUILT and runs and threads > 1 and not own)
     assert bool(own_calls) == (own and (runs or case is CASES[5]))
     got = _matmul(a, b, grad=True)
@@ -163,8 +169,9 @@ def test_einsum_and_bmm_reach_the_kernel(threads, kernel_calls, own_calls):
     x, y = _array((4, 7, 9), "float64", 2)[0], _array((4, 11, 9), "float64", 3)[0]
     out = ember.bmm(ember.tensor(x), ember.tensor(y).transpose(1, 2)).numpy()
     np.testing.assert_allclose(out, x @ np.swapaxes(y, 1, 2), **TOL["float64"])
-    assert len(own_calls) == OWN                              # the float32 einsum
-    assert len(kernel_calls) == (2 - OWN if BUILT and threads > 1 else 0)
+    own = own_at(threads)
+    assert len(own_calls) == own                              # the float32 einsum
+    assert len(kernel_calls) == (2 - own if BUILT and threads > 1 else 0)
 
 
 def test_shape_errors_keep_torch_messages():
@@ -175,7 +182,7 @@ def test_shape_errors_keep_torch_messages():
         ember.ones(3, 4) @ ember.ones(5, 6)
 
 
-@pytest.mark.skipif(not OWN, reason="ember's float32 GEMM needs AVX-512 and the built kernels")
+@pytest.mark.skipif(not OWN, reason=NEEDS_OWN)
 def test_small_stacks_keep_blas_unless_b_is_transposed(monkeypatch):
     """A stack of small products (64 x 64 x 32, the GPT's attention heads) runs faster on
     OpenBLAS's small-matrix path, except with B transposed, which that path does not take."""
@@ -186,7 +193,7 @@ def test_small_stacks_keep_blas_unless_b_is_transposed(monkeypatch):
     assert not calls
     np.testing.assert_allclose((tb.mT @ ta.mT).numpy(), np.swapaxes(a @ b, 1, 2), rtol=1e-5,
                                atol=1e-5)
-    assert len(calls) == 1
+    assert len(calls) == own_at(ember.get_num_threads())
 
 
 def test_small_stacks_keep_numpy(monkeypatch):
@@ -203,7 +210,7 @@ SHAPES_2D = [(1, 1, 1), (7, 5, 3), (8, 16, 32), (9, 33, 31), (33, 17, 70), (5, 3
              (64, 257, 48), (17, 520, 100), (130, 64, 1), (1, 64, 130), (40, 1, 33)]
 
 
-@pytest.mark.skipif(not OWN, reason="ember's float32 GEMM needs AVX-512 and the built kernels")
+@pytest.mark.skipif(not OWN, reason=NEEDS_OWN)
 @pytest.mark.parametrize("view_b", [None, "T", "col"])
 @pytest.mark.parametrize("view_a", [None, "T", "col"])
 @pytest.mark.parametrize("shape", SHAPES_2D, ids=str)
@@ -214,10 +221,11 @@ def test_own_gemm_2d(shape, view_a, view_b, threads, own_calls):
     m, k, n = shape
     a, b = _array((m, k), "float32", 0, view_a), _array((k, n), "float32", 1, view_b)
     _matmul(a, b, grad=False)
-    # the forward took the kernel, unless a "col" view has no unit stride (a dim of 1 has none
-    # to speak of), or A is stored transposed and B is not (BLAS's packing does that better)
+    # the forward took the kernel where gemm.own_takes says: not a "col" view without a unit
+    # stride (a dim of 1 has none to speak of); on one thread not with AVX2 only, nor for A
+    # stored transposed and B not (BLAS's packing does that better)
     la, lb = (gemm._layout(np.asarray(v(ember.tensor(x)))) for x, v in (a, b))
-    assert bool(own_calls) == bool(la and lb and (la[0], lb[0]) != (gemm._T, gemm._NO_T))
+    assert bool(own_calls) == gemm.own_takes(la, lb, m * n * k, threads)
     got = _matmul(a, b, grad=True)
     with _C.disabled():
         ref = _matmul(a, b, grad=True)
@@ -227,7 +235,7 @@ def test_own_gemm_2d(shape, view_a, view_b, threads, own_calls):
         np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=2e-5 * (1 + k) ** 0.5)
 
 
-@pytest.mark.skipif(not OWN, reason="ember's float32 GEMM needs AVX-512 and the built kernels")
+@pytest.mark.skipif(not OWN, reason=NEEDS_OWN)
 def test_own_gemm_strided_leading_dims(threads):
     """Matrices inside wider arrays (a row stride larger than the row), a 2-D operand broadcast
     over a stack, and a stack whose batch is a strided view, against float64 NumPy."""
@@ -245,7 +253,7 @@ def test_own_gemm_strided_leading_dims(threads):
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.skipif(not OWN, reason="ember's float32 GEMM needs AVX-512 and the built kernels")
+@pytest.mark.skipif(not OWN, reason=NEEDS_OWN)
 def test_own_gemm_attention_shapes(threads):
     """The attention's products as einsum spells them (q k^T with k transposed, p v), large
     enough to take the kernel without lowering its threshold, against NumPy and torch."""
@@ -261,18 +269,22 @@ def test_own_gemm_attention_shapes(threads):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.skipif(not OWN, reason="ember's float32 GEMM needs AVX-512 and the built kernels")
-def test_small_2d_product_on_threads_keeps_blas(threads, monkeypatch):
-    """A 2-D product under _MIN_OWN_THREADED takes ember's GEMM on one thread and BLAS's thread
-    pool on several; the values agree either way."""
+@pytest.mark.skipif(not OWN, reason=NEEDS_OWN)
+def test_2d_products_on_threads_never_reach_blas_threads(threads, monkeypatch):
+    """On several threads every float32 product that OpenBLAS would thread (a 256^3 one, a
+    weight gradient's A^T @ g) takes ember's GEMM, so OpenBLAS's pool never wakes to spin beside
+    OpenMP's; on one thread the CPU's rule holds. The values agree either way."""
     calls = _spy(monkeypatch, "_own_matmul")
     a, b = (np.random.default_rng(s).standard_normal((256, 256)).astype(np.float32) for s in (0, 1))
-    got = (ember.from_numpy(a) @ ember.from_numpy(b)).numpy()
-    assert bool(calls) == (threads == 1)
-    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+    for x in (a, a.T):
+        calls.clear()
+        got = (ember.from_numpy(x) @ ember.from_numpy(b)).numpy()
+        takes = gemm.own_takes(gemm._layout(x), gemm._layout(b), 256 ** 3, threads)
+        assert bool(calls) == takes and (takes or threads == 1)
+        np.testing.assert_allclose(got, x @ b, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.skipif(not OWN, reason="ember's float32 GEMM needs AVX-512 and the built kernels")
+@pytest.mark.skipif(not OWN, reason=NEEDS_OWN)
 @pytest.mark.parametrize("view_w", [None, "T"])
 @pytest.mark.parametrize("shape", SHAPES_2D, ids=str)
 def test_own_gemm_adds_linear_bias_as_it_writes(shape, view_w, threads, own_calls):
@@ -286,7 +298,8 @@ def test_own_gemm_adds_linear_bias_as_it_writes(shape, view_w, threads, own_call
     xt, bt = ember.tensor(x, requires_grad=True), ember.tensor(b, requires_grad=True)
     wt = ember.tensor(w, requires_grad=True)
     out = ember.nn.functional.linear(xt, wt if view_w is None else wt.t(), bt)
-    assert any(len(c) > 8 and c[8] is not None for c in own_calls)     # (the bias path)
+    # (the bias path, where the kernel runs)
+    assert any(len(c) > 8 and c[8] is not None for c in own_calls) == own_at(threads)
     wd = (w if view_w is None else w.T).astype(np.float64)
     np.testing.assert_allclose(out.detach().numpy(), x.astype(np.float64) @ wd.T + b,
                                rtol=1e-5, atol=2e-5 * (1 + k) ** 0.5)

@@ -11,12 +11,23 @@ overhead (a ctypes call with 19 arguments costs ~5 us), and 2-D products are one
 that BLAS threads well, so both stay with NumPy. A stack times a matrix whose batch folds into
 the rows becomes one large GEMM at any thread count.
 
-float32 on a CPU with AVX-512 takes ember's own GEMM instead (``gemm`` in ember/_C/sgemm.h),
-2-D products and stacks alike, at any thread count: it packs only B, reads A in place, writes
-C once (OpenBLAS zeroes it first for beta = 0) and packs a transposed B by register
-transposes, which is where OpenBLAS lost 10-25% to torch's MKL on a training step's products.
-float64, other CPUs, tiny products, stacks of small products whose B is not transposed and a
-2-D ``A^T @ B`` keep BLAS / ``numpy.matmul``, which measured faster there (docs/kernels.md).
+float32 takes ember's own GEMM instead (``gemm`` in ember/_C/sgemm.h) where it runs, 2-D products
+and stacks alike: it packs only B, reads A in place, writes C once (OpenBLAS zeroes it first for
+beta = 0) and packs a transposed B by register transposes, which is where OpenBLAS lost 10-25%
+to torch's MKL on a training step's products. Where it runs:
+
+- on several threads, every float32 product OpenBLAS would thread (above 2^18 multiply-adds),
+  on a CPU with AVX-512 or AVX2: OpenBLAS's idle workers spin after each call, 2^28 cycles
+  unless ``import ember`` set OPENBLAS_THREAD_TIMEOUT before NumPy loaded it (``import numpy``
+  first, as most scripts begin), and starve the OpenMP threads of the row kernels between the
+  GEMMs: a GELU after a GEMM took 2.5x its time, the GPT step at two threads 77-103 ms
+  against 54-68. On ember's threads no other pool competes;
+- on one thread, with AVX-512, from 2^19 multiply-adds, except a 2-D ``A^T @ B`` (OpenBLAS's
+  packing of A measured 5-10% ahead there). With AVX2 only, OpenBLAS's one thread is ahead
+  (10-20% on the MLP's (128, 784) @ (784, 512)) and takes every product.
+
+float64, other CPUs, tiny products and stacks of small products whose B is not transposed keep
+BLAS / ``numpy.matmul`` (the bmm kernel pins BLAS to one thread) (docs/kernels.md).
 """
 import math
 
@@ -33,23 +44,40 @@ _NO_T, _T = 111, 112
 _MIN_WORK = 1 << 25
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _F32 = _DTYPES[0]
-# multiply-adds below which ember's GEMM leaves a product to numpy.matmul: its ctypes call
-# (17 arguments) costs ~5 us, a 64^3 product ~3 us
+# multiply-adds below which ember's GEMM leaves a product to numpy.matmul on one thread: its
+# ctypes call (17 arguments) costs ~5 us, a 64^3 product ~3 us
 _MIN_OWN = 1 << 19
+# ... and on several, the most it takes: OpenBLAS threads a product above SMP_THRESHOLD_MIN * 4
+# multiply-adds
+_MIN_OWN_THREADED = 1 << 18
 # multiply-adds per product of a stack below which a B not transposed keeps BLAS (see matmul)
 _MIN_OWN_EACH = 1 << 20
-# multiply-adds below which a 2-D product on several threads keeps BLAS (see matmul2d)
-_MIN_OWN_THREADED = 1 << 25
-_simd = None         # whether this CPU runs ember's float32 GEMM (AVX-512), asked once
+_simd = None         # the vector width of ember's float32 GEMM on this CPU (512, 256, 0), asked once
 
 
-def _own_gemm():
-    """ember's float32 GEMM, or None (not built, turned off, or not for this CPU)."""
+def _own_gemm(nt=None):
+    """ember's float32 GEMM where a call on ``nt`` threads (default: the current number) takes
+    it, or None: not built, turned off, a CPU with neither AVX-512 nor AVX2 and FMA, or AVX2
+    on one thread (see above)."""
     global _simd
     fn = _C.kernel("gemm", _F32)
-    if fn is not None and _simd is None:
-        _simd = _C._lib.gemm_simd_f32() == 1
-    return fn if _simd else None
+    if fn is None:
+        return None
+    if _simd is None:
+        _simd = _C._lib.gemm_simd_f32()
+    if _simd == 512 or (_simd == 256 and (nt or _C.num_threads()) > 1):
+        return fn
+    return None
+
+
+def own_takes(la, lb, work, nt):
+    """Whether a 2-D float32 product of ``work`` multiply-adds, layouts ``la``, ``lb``
+    (``_layout``), on ``nt`` threads takes ember's GEMM (see the module's docstring)."""
+    if not (la and lb) or _own_gemm(nt) is None:
+        return False
+    if nt > 1:
+        return work > _MIN_OWN_THREADED
+    return work >= _MIN_OWN and not (la[0] == _T and lb[0] == _NO_T)
 
 
 def _layout(a):
@@ -105,22 +133,15 @@ def matmul2d(a, b, bias=None):
     for 2-D float32 NumPy arrays by ember's GEMM, or None where it does not apply (or the inner
     dims differ: the caller raises torch's error)."""
     (m, k), (k2, n) = a.shape, b.shape
-    if k != k2 or m * n * k < _MIN_OWN or b.dtype is not _F32:
+    if k != k2 or b.dtype is not _F32:
         return None
-    # (on several threads a product this small scales better on BLAS's spinning thread pool than
-    # on OpenMP threads woken per call: 256^3 at 2 threads ran 115 GFLOP/s here, numpy 173)
-    if m * n * k < _MIN_OWN_THREADED and _C.num_threads() > 1:
-        return None
-    fn = _own_gemm()
-    la, lb = fn and _layout(a), fn and _layout(b)
-    # (A stored transposed times a plain B, A^T @ g of every weight gradient: OpenBLAS's
-    # packing of A measured 5-10% ahead of the kernel's tile copies)
-    if not (la and lb) or (la[0] == _T and lb[0] == _NO_T):
+    la, lb = _layout(a), _layout(b)
+    if not own_takes(la, lb, m * n * k, _C.num_threads()):
         return None
     if bias is not None and (type(bias) is not np.ndarray or bias.dtype is not _F32 or
                              bias.shape != (n,) or not bias.flags.c_contiguous):
         return None
-    return _own_matmul(fn, a, b, la, lb, (), 0, 0, bias)
+    return _own_matmul(_own_gemm(), a, b, la, lb, (), 0, 0, bias)
 
 
 def matmul(a, b):

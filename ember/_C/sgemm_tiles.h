@@ -1,0 +1,230 @@
+/* The loops of ember's float32 GEMM for one vector width, included by sgemm.h once per
+ * instruction set with SG(name) (the copy's names), SG_TARGET, SG_W (floats per vector),
+ * SG_MR x SG_NR (the micro-tile: NR = 2 W), SG_NC and SG(transpose) (a W x W block) defined;
+ * see sgemm.h for the design. */
+typedef float SG(vec) __attribute__((vector_size(SG_W * 4)));
+typedef float SG(uvec) __attribute__((vector_size(SG_W * 4), aligned(4)));
+
+/* B's rows [0, kb) and columns [0, nb) (element (p, j) at b[p * rbs + j * cbs]) into panels:
+ * panel q holds columns [q NR, q NR + NR) row after row, zero past nb */
+SG_TARGET static void SG(pack_b)(int64_t kb, int64_t nb, const float *b, int64_t rbs,
+                                int64_t cbs, float *bp) {
+    for (int64_t j0 = 0; j0 < nb; j0 += SG_NR) {
+        int64_t w = nb - j0 < SG_NR ? nb - j0 : SG_NR;
+        float *dst = bp + j0 * kb;
+        if (cbs == 1 && w == SG_NR) {
+            for (int64_t p = 0; p < kb; p++) {
+                const SG(uvec) *src = (const SG(uvec) *)(b + p * rbs + j0);
+                ((SG(vec) *)(dst + p * SG_NR))[0] = src[0];
+                ((SG(vec) *)(dst + p * SG_NR))[1] = src[1];
+            }
+            continue;
+        }
+        if (cbs == 1) {
+            for (int64_t p = 0; p < kb; p++)
+                for (int64_t j = 0; j < SG_NR; j++)
+                    dst[p * SG_NR + j] = j < w ? b[p * rbs + j0 + j] : 0.0f;
+            continue;
+        }
+        /* stored transposed (rbs == 1): W x W blocks, the ragged edges element-wise */
+        int64_t pe = rbs == 1 ? kb / SG_W * SG_W : 0, je = rbs == 1 ? w / SG_W * SG_W : 0;
+        for (int64_t jj = 0; jj < je; jj += SG_W)
+            for (int64_t p = 0; p < pe; p += SG_W)
+                SG(transpose)(b + (j0 + jj) * cbs + p, cbs, dst + p * SG_NR + jj, SG_NR);
+        for (int64_t p = 0; p < kb; p++)
+            for (int64_t j = p < pe ? je : 0; j < SG_NR; j++)
+                dst[p * SG_NR + j] = j < w ? b[p * rbs + (j0 + j) * cbs] : 0.0f;
+    }
+}
+
+/* the micro-tile, mr x NR (mr MR, 2/3 MR or 1/3 MR, a constant once inlined): acc[r] = sum
+ * over p < kb of A(r, p) * panel row p (two vectors), A(r, p) at a[r * ras + p * cas]
+ * (callers pass cas = 1 or ras = 1, also constants). MR rows: 2 MR accumulators, 2 panel
+ * vectors and the broadcast in the registers (AVX-512: 27 of 32; AVX2: 15 of 16), so each
+ * panel vector loaded from L2 feeds MR FMAs */
+SG_INLINE void SG(tile)(int64_t kb, const float *a, int64_t ras, int64_t cas, const float *bp,
+                       SG(vec) *c0, SG(vec) *c1, const int mr, const float *pf) {
+#pragma GCC unroll 12
+    for (int r = 0; r < mr; r++) c0[r] = c1[r] = (SG(vec)){0};
+    const SG(vec) *bv = (const SG(vec) *)bp;
+    for (int64_t p = 0; p < kb; p++) {
+        SG(vec) b0 = bv[2 * p], b1 = bv[2 * p + 1];
+        if (pf != NULL && (p & 15) == 0)       /* the next tile's rows, a line each 16 steps */
+#pragma GCC unroll 12
+            for (int r = 0; r < mr; r++) __builtin_prefetch(pf + r * ras + p);
+#pragma GCC unroll 12
+        for (int r = 0; r < mr; r++) {
+            float x = a[r * ras + p * cas];
+            c0[r] += x * b0;
+            c1[r] += x * b1;
+        }
+    }
+}
+
+/* c[0:rows, 0:nr] = (or +=, when add) the tile's first rows, rows of C at stride ldc, plus
+ * bias[0:nr] on every row when bias is not NULL (a linear layer's, added as C is first
+ * written: no second pass over C). Every index of c0/c1 is a constant once unrolled, so they
+ * stay in registers (a variable index would spill all 24 to the stack after every tile) */
+SG_INLINE void SG(store)(const SG(vec) *c0, const SG(vec) *c1, float *c, int64_t ldc, int add,
+                        const float *bias, const int mr, int64_t rows, int64_t nr) {
+    if (rows == mr && nr == SG_NR) {
+        SG(vec) b0 = {0}, b1 = {0};
+        if (bias != NULL) {
+            b0 = *(const SG(uvec) *)bias;
+            b1 = *(const SG(uvec) *)(bias + SG_W);
+        }
+#pragma GCC unroll 12
+        for (int r = 0; r < mr; r++) {
+            SG(uvec) *o = (SG(uvec) *)(c + r * ldc);
+            if (add) {
+                o[0] += c0[r];
+                o[1] += c1[r];
+            } else {
+                o[0] = c0[r] + b0;
+                o[1] = c1[r] + b1;
+            }
+        }
+        return;
+    }
+    float tile[SG_MR][SG_NR] __attribute__((aligned(64)));
+#pragma GCC unroll 12
+    for (int r = 0; r < mr; r++) {
+        *(SG(vec) *)&tile[r][0] = c0[r];
+        *(SG(vec) *)&tile[r][SG_W] = c1[r];
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < nr; j++)
+            c[r * ldc + j] = add ? c[r * ldc + j] + tile[r][j]
+                                 : tile[r][j] + (bias != NULL ? bias[j] : 0.0f);
+}
+
+/* rows [0, mr) of C against every panel of the packed block (A's tile stays in L1) */
+SG_INLINE void SG(rows)(int64_t kb, int64_t nb, const float *a, int64_t ras, int64_t cas,
+                       const float *bp, float *c, int64_t ldc, int add, const float *bias,
+                       const int mr, int64_t rows) {
+    SG(vec) c0[SG_MR], c1[SG_MR];
+    for (int64_t j0 = 0; j0 < nb; j0 += SG_NR) {
+        int64_t nr = nb - j0 < SG_NR ? nb - j0 : SG_NR;
+        /* (A read in place streams from memory: on the first panel, the next tile's rows are
+         * fetched while this one computes) */
+        if (cas == 1)
+            SG(tile)(kb, a, ras, 1, bp + j0 * kb, c0, c1, mr, j0 == 0 ? a + mr * ras : NULL);
+        else
+            SG(tile)(kb, a, 1, cas, bp + j0 * kb, c0, c1, mr, NULL);
+        /* (a ragged last panel adds its bias element-wise: no read past the bias's end) */
+        SG(store)(c0, c1, c + j0, ldc, add, bias != NULL ? bias + j0 : NULL, mr, rows, nr);
+    }
+}
+
+SG_TARGET static void SG(rows_full)(int64_t kb, int64_t nb, const float *a, int64_t ras,
+                                int64_t cas, const float *bp, float *c, int64_t ldc, int add,
+                                const float *bias) {
+    SG(rows)(kb, nb, a, ras, cas, bp, c, ldc, add, bias, SG_MR, SG_MR);
+}
+
+/* the last m % MR rows: a tile of a third or two thirds of MR rows (of MR past that), read
+ * in place when the rows fill it, else from ap, a zero-padded copy, so the micro-tile never
+ * reads past A (powers of two end in full tiles: 4 or 8 rows of 12, 2 or 4 of 6) */
+SG_TARGET static void SG(rows_tail)(int64_t kb, int64_t nb, const float *a, int64_t ras,
+                                   int64_t cas, const float *bp, float *c, int64_t ldc, int add,
+                                   const float *bias, int64_t rows, float *ap) {
+    const int q = SG_MR / 3;
+    int size = rows <= q ? q : rows <= 2 * q ? 2 * q : SG_MR;
+    if (rows < size) {
+        for (int64_t r = 0; r < size; r++)
+            for (int64_t p = 0; p < kb; p++)
+                ap[r * kb + p] = r < rows ? a[r * ras + p * cas] : 0.0f;
+        a = ap, ras = kb, cas = 1;
+    }
+    if (size == q)
+        SG(rows)(kb, nb, a, ras, cas, bp, c, ldc, add, bias, SG_MR / 3, rows);
+    else if (size == 2 * q)
+        SG(rows)(kb, nb, a, ras, cas, bp, c, ldc, add, bias, SG_MR / 3 * 2, rows);
+    else
+        SG(rows)(kb, nb, a, ras, cas, bp, c, ldc, add, bias, SG_MR, rows);
+}
+
+/* c (m x nb, row stride ldc) = a @ b (+ c when acc) for B's columns [0, nb), nb <= NC: for
+ * each KC block of k, B is packed once (L2), then each MR-row tile of A (L1) meets every
+ * panel. (The other order, a panel in L1 against A's tiles, measured slower with A unpacked.)
+ * bp: KC x NC floats, 64-byte aligned; ap: MR x KC floats */
+SG_TARGET static void SG(gemm_cols)(int64_t m, int64_t nb, int64_t k, const float *a,
+                                   int64_t ras, int64_t cas, const float *b, int64_t rbs,
+                                   int64_t cbs, int acc, const float *bias, float *c,
+                                   int64_t ldc, float *bp, float *ap) {
+    int64_t full = m / SG_MR * SG_MR;
+    if (k == 0 && !acc)
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < nb; j++) c[i * ldc + j] = bias != NULL ? bias[j] : 0.0f;
+    for (int64_t p0 = 0; p0 < k; p0 += SG_KC) {
+        int64_t kb = k - p0 < SG_KC ? k - p0 : SG_KC;
+        int add = acc || p0 > 0;
+        const float *bk = add ? NULL : bias;      /* (the bias goes in with C's first write) */
+        const float *ak = a + p0 * cas;
+        SG(pack_b)(kb, nb, b + p0 * rbs, rbs, cbs, bp);
+        for (int64_t i = 0; i < full; i += SG_MR) {
+            if (ras == 1 && cas != 1) {
+                /* A stored transposed: its tile is MR floats per step, a new line (or two)
+                 * each, 256-512 lines for a block, which the panels streaming by evict from
+                 * L1: copied to MR x kb contiguous floats it takes 6-12 KiB */
+                for (int64_t p = 0; p < kb; p++)
+                    for (int r = 0; r < SG_MR; r++) ap[p * SG_MR + r] = ak[i + p * cas + r];
+                SG(rows_full)(kb, nb, ap, 1, SG_MR, bp, c + i * ldc, ldc, add, bk);
+            } else {
+                SG(rows_full)(kb, nb, ak + i * ras, ras, cas, bp, c + i * ldc, ldc, add, bk);
+            }
+        }
+        if (full < m)
+            SG(rows_tail)(kb, nb, ak + full * ras, ras, cas, bp, c + full * ldc, ldc, add, bk,
+                         m - full, ap);
+    }
+}
+
+/* c[i] = a[i] @ b[i] (+ c[i] when acc, + bias broadcast over rows when bias is not NULL and
+ * acc is 0) for i < batch: matrix i of a at a + i * sa (sa 0: one matrix broadcast), its
+ * element (r, p) at [r * ras + p * cas]; b likewise with (rbs, cbs); C row-major with row
+ * stride ldc; bias n contiguous floats. Threads take (product, NC column block) items.
+ * Returns -1 when a buffer cannot be allocated (the caller then uses BLAS). */
+SG_TARGET static int SG(gemm)(int64_t batch, int64_t m, int64_t n, int64_t k, const float *a,
+                    int64_t ras, int64_t cas, int64_t sa, const float *b, int64_t rbs,
+                    int64_t cbs, int64_t sb, int acc, const float *bias, float *c, int64_t ldc,
+                    int64_t sc, int nt) {
+    int64_t nb = n < SG_NC ? n : SG_NC, kc = k < SG_KC ? k : SG_KC;
+    nb = (nb + SG_NR - 1) / SG_NR * SG_NR;
+    kc = kc > 0 ? kc : 1;
+    /* (a thread's wake-up costs what ~4M multiply-adds do: a 256^3 product takes two) */
+    nt = threads_for(batch * m * n * k / 128, nt);
+    /* a 2-D product (or a batch smaller than the threads) splits its columns: blocks of
+     * whole panels, at most NC wide, at least as many as the threads */
+    int64_t per = (n + SG_NC - 1) / SG_NC;
+    if (batch * per < nt) {
+        int64_t want = (nt + batch - 1) / batch, panels = (n + SG_NR - 1) / SG_NR;
+        per = want < panels ? want : panels;
+    }
+    int64_t width = ((n + per - 1) / per + SG_NR - 1) / SG_NR * SG_NR;
+    if (nt > batch * per) nt = (int)(batch * per);
+    size_t bytes = (size_t)kc * nb * sizeof(float) + (size_t)SG_MR * kc * sizeof(float);
+    int failed = 0;
+#pragma omp parallel num_threads(nt) reduction(| : failed)
+    {
+        char *raw = malloc(bytes + 64);
+        if (raw == NULL) {
+            failed = 1;
+        } else {
+            float *bp = (float *)(raw + (64 - (uintptr_t)raw % 64));
+            float *ap = bp + (size_t)kc * nb;
+#pragma omp for schedule(static)
+            for (int64_t it = 0; it < batch * per; it++) {
+                int64_t i = it / per, j0 = it % per * width;
+                int64_t w = n - j0 < width ? n - j0 : width;
+                for (int64_t j = j0; j < j0 + w; j += SG_NC)
+                    SG(gemm_cols)(m, j0 + w - j < SG_NC ? j0 + w - j : SG_NC, k, a + i * sa,
+                                 ras, cas, b + i * sb + j * cbs, rbs, cbs, acc,
+                                 bias != NULL ? bias + j : NULL, c + i * sc + j, ldc, bp, ap);
+            }
+            free(raw);
+        }
+    }
+    return failed ? -1 : 0;
+}
+
