@@ -412,7 +412,10 @@ def lerp(xp, input, end, weight):
     """
     # NOTE: torch's formula: from ``end`` backwards when |weight| >= 0.5, so lerp(a, b, 1) == b
     d = xp.subtract(end, input)
-    r = xp.where(xp.abs(weight) < 0.5, input + weight * d, end - d * (1 - weight))
+    if type(weight) in (int, float):      # (one side of the formula: no where over both)
+        r = input + weight * d if abs(weight) < 0.5 else end - d * (1 - weight)
+    else:
+        r = xp.where(xp.abs(weight) < 0.5, input + weight * d, end - d * (1 - weight))
     return r.astype(xp.result_type(input, end), copy=False)
 
 
