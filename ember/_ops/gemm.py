@@ -21,7 +21,8 @@ to torch's MKL on a training step's products. Where it runs:
   unless ``import ember`` set OPENBLAS_THREAD_TIMEOUT before NumPy loaded it (``import numpy``
   first, as most scripts begin), and starve the OpenMP threads of the row kernels between the
   GEMMs: a GELU after a GEMM took 2.5x its time, the GPT step at two threads 77-103 ms
-  against 54-68. On ember's threads no other pool competes;
+  against 54-68. On ember's threads no other pool competes. Where the short spin took, products
+  from 2^27 multiply-adds still go to OpenBLAS, ahead on large ones;
 - on one thread, with AVX-512, from 2^19 multiply-adds, except a 2-D ``A^T @ B`` (OpenBLAS's
   packing of A measured 5-10% ahead there). With AVX2 only, OpenBLAS's one thread is ahead
   (10-20% on the MLP's (128, 784) @ (784, 512)) and takes every product.
@@ -32,6 +33,8 @@ BLAS / ``numpy.matmul`` (the bmm kernel pins BLAS to one thread) (docs/kernels.m
 import math
 
 import numpy as np
+
+import ember
 
 from .. import _C
 from .._C import with_one_blas_thread as _pinned
@@ -50,6 +53,10 @@ _MIN_OWN = 1 << 19
 # ... and on several, the most it takes: OpenBLAS threads a product above SMP_THRESHOLD_MIN * 4
 # multiply-adds
 _MIN_OWN_THREADED = 1 << 18
+# multiply-adds (~2 ms at two threads) from which a product goes to OpenBLAS's threads after
+# all where they sleep soon after it (ember._blas_sleeps_soon): ahead of ember's GEMM on large
+# products (1024^3 at two threads: 139 against 120 GFLOP/s), their ~0.1 ms spin small beside it
+_MIN_BLAS_THREADED = 1 << 27
 # multiply-adds per product of a stack below which a B not transposed keeps BLAS (see matmul)
 _MIN_OWN_EACH = 1 << 20
 _simd = None         # the vector width of ember's float32 GEMM on this CPU (512, 256, 0), asked once
@@ -76,7 +83,8 @@ def own_takes(la, lb, work, nt):
     if not (la and lb) or _own_gemm(nt) is None:
         return False
     if nt > 1:
-        return work > _MIN_OWN_THREADED
+        return _MIN_OWN_THREADED < work and (work < _MIN_BLAS_THREADED or
+                                             not ember._blas_sleeps_soon)
     return work >= _MIN_OWN and not (la[0] == _T and lb[0] == _NO_T)
 
 
