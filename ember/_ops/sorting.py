@@ -198,6 +198,9 @@ def topk(xp, input, k, dim=-1, largest=True, sorted=True):
     return (out, idx) if input.ndim else (out.reshape(shape), idx.reshape(shape))
 
 
+_SHORT_ROWS = 1024       # rows up to this long: topk sorts them whole (see _top_order)
+
+
 def _top_order(xp, x, k, axis, largest):
     """The indices of the ``k`` largest (smallest) of ``x`` along ``axis``, best first, ties in
     input order: a selection (``partition``) of the ``k``, then a sort of those ``k`` only."""
@@ -205,6 +208,11 @@ def _top_order(xp, x, k, axis, largest):
     if not 0 < k < n or key.dtype.kind == "f" and xp.isnan(key).any():
         # nan compares unequal to the threshold below; a full sort places it as torch does
         return xp.take(stable_order(xp, x, axis, largest), xp.arange(k), axis=axis)
+    if key.dtype.kind == "f" and n <= _SHORT_ROWS:
+        # short rows (a batch's class scores): one stable sort of the (negated) keys is ~10x
+        # cheaper than the selection's dozen NumPy calls; equal keys keep input order either way
+        order = xp.argsort(-key if largest else key, axis=axis, kind="stable")
+        return xp.take(order, xp.arange(k), axis=axis)
     key = xp.moveaxis(key, axis, -1)
     kth = n - k if largest else k - 1
     t = xp.partition(key, kth, axis=-1)[..., kth:kth + 1]
