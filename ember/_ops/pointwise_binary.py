@@ -319,8 +319,19 @@ def _clamp_dtype(input, lo, hi):
     return input.dtype
 
 
+def _clamp_into(out, input, min=None, max=None):
+    """clamp's value written into ``out`` (a float ``input`` itself, bounds of its dtype or
+    numbers: the C in-place path's call), by the forward's two ufuncs."""
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if min is not None:
+        np.maximum(input, min, out=out)
+    if max is not None:
+        np.minimum(out if min is not None else input, max, out=out)
+
+
 @op("clamp", tags=("pointwise",), promote="common", promote_args=(0, 1, 2), inplace=True,
-    aliases=("clip",))
+    aliases=("clip",), into=_clamp_into)
 def clamp(xp, input, min=None, max=None):
     """Limit ``input`` to ``[min, max]`` (either may be None; numbers or tensors).
 
