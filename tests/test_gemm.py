@@ -1,7 +1,7 @@
 """Matrix products through the ``bmm`` kernel (ember/_ops/gemm.py, ember/_C/gemm.h) and
-ember's float32 GEMM (ember/_C/sgemm.h) against the NumPy path and torch: odd shapes, transposed and strided operands, broadcast batch dims,
-empty dims, every dtype matmul takes (the kernel's float32/float64 and the fallbacks), values
-and gradients, 1 and 2 threads."""
+ember's float32 GEMM (ember/_C/sgemm.h) against the NumPy path and torch: odd shapes,
+transposed and strided operands, broadcast batch dims, empty dims, every dtype matmul takes
+(the kernel's float32/float64 and the fallbacks), values and gradients, 1 and 2 threads."""
 import numpy as np
 import pytest
 

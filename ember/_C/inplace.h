@@ -171,7 +171,8 @@ static int result_into(PyObject *opdef, PyObject *self, PyObject *x, PyObject *a
     PyObject *od = TB(out)->data, *xs = NULL, *os = NULL;
     if (TB(out)->dtype == TB(self)->dtype && od != NULL &&
         Py_TYPE(od) == (PyTypeObject *)ndarray && (xs = ND(x, ND_SHAPE, s_shape)) != NULL &&
-        (os = ND(od, ND_SHAPE, s_shape)) != NULL && (r = PyObject_RichCompareBool(xs, os, Py_EQ)) == 1)
+        (os = ND(od, ND_SHAPE, s_shape)) != NULL &&
+        (r = PyObject_RichCompareBool(xs, os, Py_EQ)) == 1)
         r = PyObject_SetItem(x, Py_Ellipsis, od) < 0 ? -1 : 1;
     if (r < 0 && PyErr_Occurred() && (PyErr_ExceptionMatches(PyExc_ValueError) ||
                                       PyErr_ExceptionMatches(PyExc_TypeError))) {

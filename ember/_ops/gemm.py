@@ -59,7 +59,7 @@ _MIN_OWN_THREADED = 1 << 18
 _MIN_BLAS_THREADED = 1 << 27
 # multiply-adds per product of a stack below which a B not transposed keeps BLAS (see matmul)
 _MIN_OWN_EACH = 1 << 20
-_simd = None         # the vector width of ember's float32 GEMM on this CPU (512, 256, 0), asked once
+_simd = None         # the vector width of ember's float32 GEMM here (512, 256, 0), asked once
 
 
 def _own_gemm(nt=None):
@@ -141,10 +141,13 @@ def matmul2d(a, b, bias=None):
     for 2-D float32 NumPy arrays by ember's GEMM, or None where it does not apply (or the inner
     dims differ: the caller raises torch's error)."""
     (m, k), (k2, n) = a.shape, b.shape
-    if k != k2 or b.dtype is not _F32:
+    nt = _C.num_threads()
+    # (the least any rule below takes, checked first: most products in a model are small)
+    if k != k2 or m * n * k <= _MIN_OWN_THREADED or b.dtype is not _F32 or \
+            _own_gemm(nt) is None:
         return None
     la, lb = _layout(a), _layout(b)
-    if not own_takes(la, lb, m * n * k, _C.num_threads()):
+    if not own_takes(la, lb, m * n * k, nt):
         return None
     if bias is not None and (type(bias) is not np.ndarray or bias.dtype is not _F32 or
                              bias.shape != (n,) or not bias.flags.c_contiguous):
