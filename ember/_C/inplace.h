@@ -4,12 +4,14 @@
  * off, or nothing involved requiring grad (so no leaf or view checks, no saved copy of self,
  * no history to rebase), no hooks, a plain cpu tensor written, no expanded view. Then:
  *
- * - an op with a NumPy ufunc (OpDef.ufunc) or an OpDef.into (fill_, copy_), on float
- *   operands of self's dtype or a Python number, writes straight into self's array
- *   (``ufunc(x, y, out=x)``, ``into(x, x, y)``): no result array, no copy back;
- * - any other op takes the fast path (fast()) and its result, of self's dtype and shape, is
- *   copied into self.
+ * - an op with a NumPy ufunc (OpDef.ufunc: one operand at most, a number or a tensor of
+ *   self's dtype) or an OpDef.into (fill_, copy_, index_put_, clamp_: tensors, index tuples,
+ *   numbers and options; a float tensor of self's dtype) writes straight into self's float
+ *   array (``ufunc(x, y, out=x)``, ``into(x, x, *rest)``): no result array, no copy back;
+ * - any other op takes the fast or several-tensors path and its result, of self's dtype and
+ *   shape, is copied into self.
  *
+ * Options given by name are moved into their places first (dispatch._positional).
  * Either way self's version is bumped. Anything else, or a write NumPy refuses (a shape that
  * does not broadcast into self, a read-only array: nothing is written then), goes to the
  * Python reference, which words torch's errors. */
