@@ -20,6 +20,7 @@ if "OPENBLAS_THREAD_TIMEOUT" not in _os.environ and "GOTO_THREAD_TIMEOUT" not in
 _timeout = _os.environ.get("OPENBLAS_THREAD_TIMEOUT") or _os.environ.get("GOTO_THREAD_TIMEOUT")
 _blas_sleeps_soon = "numpy" not in _sys.modules and _timeout.strip().isdigit() and \
     int(_timeout) <= 20
+del _timeout
 
 # NOTE: loading the package makes ~100k objects and no garbage, and the cyclic collector would
 # walk them (and numpy's) ~20 times on the way: paused meanwhile, it saves ~10% of import ember.

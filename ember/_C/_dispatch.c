@@ -134,17 +134,22 @@ static int number_keeps(PyObject *dt, PyObject *s)
     return r == 1 ? PyObject_RichCompareBool(s, PyTuple_GET_ITEM(b, 1), Py_LE) : r;
 }
 
-/* dt.category < FLOAT; -1 on error */
-static int below_float(PyObject *dt)
+/* dt.category (bool 0 ... complex 3); -1 on error */
+static long category_of(PyObject *dt)
 {
     PyObject *c = dtype_slot(dt, off_category, s_category);
     if (c == NULL)
         return -1;
     long v = PyLong_AsLong(c);
     Py_DECREF(c);
-    if (v == -1 && PyErr_Occurred())
-        return -1;
-    return v < FLOAT;
+    return v;
+}
+
+/* dt.category < FLOAT; -1 on error */
+static int below_float(PyObject *dt)
+{
+    long v = category_of(dt);
+    return v < 0 ? -1 : v < FLOAT;
 }
 
 static PyObject *slow(PyObject *opdef, PyObject *args, PyObject *kwargs)
@@ -185,6 +190,19 @@ static PyObject *fwd_failed(PyObject *opdef, PyObject *args, PyObject *kwargs, P
 
 #include "record.h"     /* record_node: graph.simple_node */
 #include "engine.h"     /* backward_loop: engine.run_backward's loop */
+
+/* (first,) + rest (a tuple), new ref */
+static PyObject *prepend(PyObject *first, PyObject *rest)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(rest);
+    PyObject *t = PyTuple_New(n + 1);
+    if (t == NULL)
+        return NULL;
+    PyTuple_SET_ITEM(t, 0, Py_NewRef(first));
+    for (Py_ssize_t i = 0; i < n; i++)
+        PyTuple_SET_ITEM(t, i + 1, Py_NewRef(PyTuple_GET_ITEM(rest, i)));
+    return t;
+}
 
 /* Tensor._wrap(res) for an output of dtype dt's kind: dt where res's NumPy dtype is dt's,
  * else dtype_of(res); new ref */

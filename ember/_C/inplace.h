@@ -62,10 +62,8 @@ static PyObject *operand_array(PyObject *t, PyObject *dt)
         TB(t)->dtype == NULL)
         return NULL;
     if (TB(t)->dtype != dt) {
-        PyObject *c = dtype_slot(TB(t)->dtype, off_category, s_category);
-        long cat = c == NULL ? -1 : PyLong_AsLong(c);
-        Py_XDECREF(c);
-        if (cat == -1 || cat >= FLOAT) {
+        long cat = category_of(TB(t)->dtype);
+        if (cat < 0 || cat >= FLOAT) {
             PyErr_Clear();
             return NULL;
         }
@@ -154,15 +152,12 @@ static int write_into(PyObject *opdef, PyObject *x, PyObject *dt, PyObject *args
  * -1 error (raised as the Python dispatch raises it) */
 static int result_into(PyObject *opdef, PyObject *self, PyObject *x, PyObject *args)
 {
-    Py_ssize_t n = PyTuple_GET_SIZE(args);
-    PyObject *full = PyTuple_New(n + 1), *out;
+    PyObject *full = prepend(self, args), *out;
     if (full == NULL)
         return -1;
-    PyTuple_SET_ITEM(full, 0, Py_NewRef(self));
-    for (Py_ssize_t i = 0; i < n; i++)
-        PyTuple_SET_ITEM(full, i + 1, Py_NewRef(PyTuple_GET_ITEM(args, i)));
     int handled, r = 0;
-    out = fast(opdef, &PyTuple_GET_ITEM(full, 0), n + 1, full, empty_dict, &handled);
+    out = fast(opdef, &PyTuple_GET_ITEM(full, 0), PyTuple_GET_SIZE(full), full, empty_dict,
+               &handled);
     if (handled < 0)        /* (several tensors: addcmul_, lerp_) */
         out = several_path(opdef, full, &handled);
     Py_DECREF(full);
@@ -225,10 +220,8 @@ static PyObject *inplace_call(PyObject *opdef, PyObject *self, PyObject *args, P
     Py_INCREF(dt);
     r = 0;
     if (scalar_keeps_dtype(dt)) {
-        PyObject *c = dtype_slot(dt, off_category, s_category);
-        long cat = c == NULL ? -1 : PyLong_AsLong(c);
-        Py_XDECREF(c);
-        r = cat == -1 && PyErr_Occurred() ? -1 : cat == FLOAT ? write_into(opdef, x, dt, args) : 0;
+        long cat = category_of(dt);
+        r = cat < 0 ? -1 : cat == FLOAT ? write_into(opdef, x, dt, args) : 0;
     }
     if (r == 0)
         r = result_into(opdef, self, x, args);
@@ -255,12 +248,9 @@ static PyObject *dispatch_inplace(PyObject *mod, PyObject *const *av, Py_ssize_t
         goto slow;
     if (kwargs != Py_None && PyDict_GET_SIZE(kwargs)) {
         /* options by name moved into their places (dispatch._positional), as dispatch does */
-        PyObject *given = PyTuple_New(PyTuple_GET_SIZE(args) + 1), *full;
+        PyObject *given = prepend(self, args), *full;
         if (given == NULL)
             return NULL;
-        PyTuple_SET_ITEM(given, 0, Py_NewRef(self));
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++)
-            PyTuple_SET_ITEM(given, i + 1, Py_NewRef(PyTuple_GET_ITEM(args, i)));
         full = PyObject_CallFunctionObjArgs(positional, opdef, given, kwargs, NULL);
         Py_DECREF(given);
         if (full == NULL)

@@ -67,15 +67,8 @@ SG_TARGET static void transpose_avx512(const float *src, int64_t ld, float *dst,
 #define SG(name) name##_avx512
 #define SG_W 16
 #define SG_MR 12
-#define SG_NR 32
 #define SG_NC 512
-#include "sgemm_tiles.h"
-#undef SG
-#undef SG_W
-#undef SG_MR
-#undef SG_NR
-#undef SG_NC
-#undef SG_TARGET
+#include "sgemm_tiles.h"      /* (which undefines these and SG_TARGET) */
 
 #define SG_TARGET __attribute__((target("avx2,fma"), optimize("fp-contract=fast")))
 /* the same for an 8 x 8 block (AVX2): 8 loads, 3 rounds of shuffles (24 instructions),
@@ -103,15 +96,8 @@ SG_TARGET static void transpose_avx2(const float *src, int64_t ld, float *dst, i
 #define SG(name) name##_avx2
 #define SG_W 8
 #define SG_MR 6
-#define SG_NR 16
 #define SG_NC 256
-#include "sgemm_tiles.h"
-#undef SG
-#undef SG_W
-#undef SG_MR
-#undef SG_NR
-#undef SG_NC
-#undef SG_TARGET
+#include "sgemm_tiles.h"      /* (which undefines these and SG_TARGET) */
 #undef SG_INLINE
 #undef SG_KC
 

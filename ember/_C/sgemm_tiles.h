@@ -1,7 +1,8 @@
 /* The loops of ember's float32 GEMM for one vector width, included by sgemm.h once per
  * instruction set with SG(name) (the copy's names), SG_TARGET, SG_W (floats per vector),
- * SG_MR x SG_NR (the micro-tile: NR = 2 W), SG_NC and SG(transpose) (a W x W block) defined;
- * see sgemm.h for the design. */
+ * SG_MR (the micro-tile's rows), SG_NC and SG(transpose) (a W x W block) defined, which it
+ * undefines at its end; see sgemm.h for the design. */
+#define SG_NR (2 * SG_W)        /* the micro-tile's columns: two vectors */
 typedef float SG(vec) __attribute__((vector_size(SG_W * 4)));
 typedef float SG(uvec) __attribute__((vector_size(SG_W * 4), aligned(4)));
 
@@ -228,3 +229,9 @@ SG_TARGET static int SG(gemm)(int64_t batch, int64_t m, int64_t n, int64_t k, co
     return failed ? -1 : 0;
 }
 
+#undef SG
+#undef SG_W
+#undef SG_MR
+#undef SG_NR
+#undef SG_NC
+#undef SG_TARGET

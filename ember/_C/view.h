@@ -28,14 +28,11 @@ static PyObject *viewfn_call(PyObject *self, PyObject *const *av, size_t nargsf,
         r = PyObject_Vectorcall(v->opdef, cargs, n + 1, NULL);
     }
     else {
-        PyObject *args = PyTuple_New(n + 1);
+        PyObject *args = prepend(x, v->rest);
         if (args == NULL) {
             Py_DECREF(x);
             return NULL;
         }
-        PyTuple_SET_ITEM(args, 0, Py_NewRef(x));
-        for (Py_ssize_t i = 0; i < n; i++)
-            PyTuple_SET_ITEM(args, i + 1, Py_NewRef(PyTuple_GET_ITEM(v->rest, i)));
         r = PyObject_Call(v->opdef, args, v->kwargs);
         Py_DECREF(args);
     }

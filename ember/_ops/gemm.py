@@ -80,7 +80,12 @@ def _own_gemm(nt=None):
 def own_takes(la, lb, work, nt):
     """Whether a 2-D float32 product of ``work`` multiply-adds, layouts ``la``, ``lb``
     (``_layout``), on ``nt`` threads takes ember's GEMM (see the module's docstring)."""
-    if not (la and lb) or _own_gemm(nt) is None:
+    return _own_gemm(nt) is not None and _own_rule(la, lb, work, nt)
+
+
+def _own_rule(la, lb, work, nt):
+    """own_takes where ember's GEMM runs on ``nt`` threads."""
+    if not (la and lb):
         return False
     if nt > 1:
         return _MIN_OWN_THREADED < work and (work < _MIN_BLAS_THREADED or
@@ -142,17 +147,17 @@ def matmul2d(a, b, bias=None):
     dims differ: the caller raises torch's error)."""
     (m, k), (k2, n) = a.shape, b.shape
     nt = _C.num_threads()
-    # (the least any rule below takes, checked first: most products in a model are small)
-    if k != k2 or m * n * k <= _MIN_OWN_THREADED or b.dtype is not _F32 or \
-            _own_gemm(nt) is None:
+    # (the least any rule takes, checked first: most products in a model are small)
+    if k != k2 or m * n * k <= _MIN_OWN_THREADED or b.dtype is not _F32:
         return None
-    la, lb = _layout(a), _layout(b)
-    if not own_takes(la, lb, m * n * k, nt):
+    fn = _own_gemm(nt)
+    la, lb = fn and _layout(a), fn and _layout(b)
+    if not fn or not _own_rule(la, lb, m * n * k, nt):
         return None
     if bias is not None and (type(bias) is not np.ndarray or bias.dtype is not _F32 or
                              bias.shape != (n,) or not bias.flags.c_contiguous):
         return None
-    return _own_matmul(_own_gemm(), a, b, la, lb, (), 0, 0, bias)
+    return _own_matmul(fn, a, b, la, lb, (), 0, 0, bias)
 
 
 def matmul(a, b):

@@ -102,11 +102,16 @@ def put_values(out, index, values):
     promote_args=(0, 1))
 def _index_put(xp, input, values, index, accumulate=False):
     out = input.copy()
+    write_at(xp, out, index, values, accumulate)
+    return out
+
+
+def write_at(xp, out, index, values, accumulate):
+    """``out[index] = values`` in place, or ``+=`` with repeated indices adding up."""
     if accumulate:
         add_at(xp, out, index, values)
     else:
         put_values(out, index, values)
-    return out
 
 
 @_index_put.vjp()

@@ -319,15 +319,25 @@ def _clamp_dtype(input, lo, hi):
     return input.dtype
 
 
+def _need_a_bound(min, max):
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+
+
+def _limit(xp, r, min, max, out=None):
+    """``r`` limited to ``[min, max]`` by two ufuncs (written into ``out`` where given)."""
+    if min is not None:
+        r = xp.maximum(r, min, out=out)
+    if max is not None:
+        r = xp.minimum(r, max, out=out)
+    return r
+
+
 def _clamp_into(out, input, min=None, max=None):
     """clamp's value written into ``out`` (a float ``input`` itself, bounds of its dtype or
     numbers: the C in-place path's call), by the forward's two ufuncs."""
-    if min is None and max is None:
-        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
-    if min is not None:
-        np.maximum(input, min, out=out)
-    if max is not None:
-        np.minimum(out if min is not None else input, max, out=out)
+    _need_a_bound(min, max)
+    _limit(np, input, min, max, out)
 
 
 @op("clamp", tags=("pointwise",), promote="common", promote_args=(0, 1, 2), inplace=True,
@@ -341,17 +351,11 @@ def clamp(xp, input, min=None, max=None):
         >>> ember.tensor([1, 5]).clamp(max=2.5)
         tensor([1.0000, 2.5000])
     """
-    if min is None and max is None:
-        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    _need_a_bound(min, max)
     if input.dtype.kind == "c":
         raise NotImplementedError("clamp is not supported for complex types")
     dt = _clamp_dtype(input, min, max)
-    r = input.astype(dt, copy=False)
-    if min is not None:
-        r = xp.maximum(r, min)
-    if max is not None:
-        r = xp.minimum(r, max)
-    return r.astype(dt, copy=False)
+    return _limit(xp, input.astype(dt, copy=False), min, max).astype(dt, copy=False)
 
 
 @clamp.vjp(save=("input", "min", "max"))

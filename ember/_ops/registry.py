@@ -60,10 +60,11 @@ class OpDef:
             sparing the forward's Python frame (~15% of a small op); a registry test holds the
             two to the same results. An in-place call writes it straight into the tensor.
         into: ``into(out, *operands)`` writes what ``fwd(numpy, *operands)`` returns into
-            ``out``, the first operand's array (float32/float64 operands of one dtype, or a
-            Python number, no options), where the op has no ufunc: the C path's in-place write
-            without a result array (``_fill``, ``_copy_from``). A registry test holds it to the
-            forward.
+            ``out``, the first operand's float32/float64 array, where the op has no ufunc: the
+            C path's in-place write without a result array (``_fill``, ``_copy_from``,
+            ``index_put``, ``clamp``). It gets arrays (a float one of ``out``'s dtype), tuples
+            of index arrays, numbers and plain options, and may refuse a call with ValueError
+            or TypeError having written nothing. A registry test holds it to the forward.
     """
 
     def __init__(self, name, fwd, tags=(), promote=None, view=False, differentiable=True,

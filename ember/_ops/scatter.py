@@ -11,8 +11,7 @@ import ember
 
 from .. import _C
 from .._backends import add_at, max_at, min_at, multiply_at
-from .indexing import (_check_bounds, _index_put, index_error, put_values, scatter_positions,
-                       src_grad)
+from .indexing import _check_bounds, _index_put, index_error, scatter_positions, src_grad, write_at
 from .meta import same_meta
 from .pointwise import type_name
 from .registry import op
@@ -51,10 +50,7 @@ def _index_put_into(out, input, indices, values, accumulate=False):
     idx = _index_tuple(input, indices, values)
     if np.may_share_memory(out, values):
         raise ValueError("values overlap the written tensor")
-    if accumulate:
-        add_at(np, out, idx, values)
-    else:
-        put_values(out, idx, values)
+    write_at(np, out, idx, values, accumulate)
 
 
 @op("index_put", inplace=True, into=_index_put_into)
