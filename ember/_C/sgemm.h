@@ -10,13 +10,18 @@
  * (the attention's (256, 64) @ (64, 256) writes 4x more C than it reads A and B). Its thread
  * pool is another pool beside OpenMP's, whose idle workers spin. Here:
  *
- * - only B is packed, a KC x NC block at a time into panels of NR = 2 W columns (a panel is
- *   KC NR floats = 16-32 KiB, in L1 while it is used); a transposed B (the attention's
- *   q @ k^T, every backward's g @ W^T) is packed by W x W register transposes, not element by
- *   element;
- * - A is read in place: an MR row micro-tile is MR streams broadcast against the panel's two
- *   vectors; the tile (MR x KC) stays in L1 while every panel of the block passes by (a
- *   transposed A's tile, MR floats per step on lines of their own, is first copied);
+ * - B is packed a KC x NC block at a time into panels of NR = 2 W columns (a panel is KC NR
+ *   floats = 16-32 KiB); a transposed B (the attention's q @ k^T, every backward's g @ W^T) is
+ *   packed by W x W register transposes, not element by element;
+ * - A, in one of two orders (SG_PACKS_A says which):
+ *   - packed (AVX2's 2-D products): MC rows at a time into micro-panels of MR floats per step
+ *     (in L2; 6 rows by register transposes), then each panel, in L1, meets every micro-panel:
+ *     the micro-tile reads one A stream and one B stream (at two threads 5-20% faster than the
+ *     order below on a training step's products);
+ *   - read in place (AVX-512; AVX2's stacks of narrow products, where packing A is paid for
+ *     with few panels): an MR row micro-tile is MR streams broadcast against the panel's two
+ *     vectors; the tile (MR x KC) stays in L1 while every panel of the block passes by (a
+ *     transposed A's tile, MR floats per step on lines of their own, is first copied);
  * - C is written once per KC block, straight from the 2 MR accumulator registers (no zeroing
  *   pass, no beta multiply); with K <= KC (attention: 64, 256) C is written exactly once;
  * - threads (OpenMP's, as every other kernel's) take whole products of a batch, or column
@@ -68,14 +73,15 @@ SG_TARGET static void transpose_avx512(const float *src, int64_t ld, float *dst,
 #define SG_W 16
 #define SG_MR 12
 #define SG_NC 512
+#define SG_MC (8 * SG_MR)
+#define SG_PACKS_A(batch, width) 0      /* (the packed order is unmeasured on AVX-512) */
 #include "sgemm_tiles.h"      /* (which undefines these and SG_TARGET) */
 
 #define SG_TARGET __attribute__((target("avx2,fma"), optimize("fp-contract=fast")))
-/* the same for an 8 x 8 block (AVX2): 8 loads, 3 rounds of shuffles (24 instructions),
- * 8 stores */
-SG_TARGET static void transpose_avx2(const float *src, int64_t ld, float *dst, int64_t ldd) {
-    __m256 r[8], t[8];
-    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * ld);
+/* the same for an 8 x 8 block (AVX2), in registers: out[i] = column i of the rows r[0..7]
+ * (3 rounds of shuffles, 24 instructions) */
+SG_TARGET static inline void transpose8_avx2(__m256 r[8], __m256 out[8]) {
+    __m256 t[8];
     for (int i = 0; i < 4; i++) {
         t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
         t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
@@ -88,15 +94,44 @@ SG_TARGET static void transpose_avx2(const float *src, int64_t ld, float *dst, i
     }
     /* (r[c] and r[4 + c] now hold, in each 128-bit lane L, rows 0-3 and 4-7 of column 4L + c) */
     for (int i = 0; i < 4; i++) {
-        _mm256_storeu_ps(dst + i * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
-        _mm256_storeu_ps(dst + (i + 4) * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+        out[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
+        out[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
     }
+}
+
+/* dst[i * ldd + j] = src[j * ld + i] for an 8 x 8 block: 8 loads, the transpose, 8 stores */
+SG_TARGET static void transpose_avx2(const float *src, int64_t ld, float *dst, int64_t ldd) {
+    __m256 r[8], out[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * ld);
+    transpose8_avx2(r, out);
+    for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + i * ldd, out[i]);
+}
+
+/* A's rows [0, 6) and k range [0, kb) (element (r, p) at a[r * ras + p]) as 6 floats per
+ * step: 8 steps at a time by the register transpose (rows 6 and 7 zero), each step's 8 floats
+ * stored over the next's first two (dst has room for 2 floats past 6 kb) */
+SG_TARGET static void pack6_avx2(int64_t kb, const float *a, int64_t ras, float *dst) {
+    int64_t pe = kb / 8 * 8;
+    for (int64_t p = 0; p < pe; p += 8) {
+        __m256 r[8], out[8];
+        for (int i = 0; i < 6; i++) r[i] = _mm256_loadu_ps(a + i * ras + p);
+        r[6] = r[7] = _mm256_setzero_ps();
+        transpose8_avx2(r, out);
+        for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + (p + i) * 6, out[i]);   /* (in order) */
+    }
+    for (int64_t p = pe; p < kb; p++)
+        for (int r = 0; r < 6; r++) dst[p * 6 + r] = a[r * ras + p];
 }
 
 #define SG(name) name##_avx2
 #define SG_W 8
 #define SG_MR 6
 #define SG_NC 256
+#define SG_MC (16 * SG_MR)
+#define SG_PACK6 pack6_avx2
+/* packed A (on two threads, 5-20% faster on a step's 2-D products), except for a stack of
+ * narrow products (n < 128: 8-16% slower, the packing paid for few panels) */
+#define SG_PACKS_A(batch, width) ((batch) == 1 || (width) >= 8 * SG_NR)
 #include "sgemm_tiles.h"      /* (which undefines these and SG_TARGET) */
 #undef SG_INLINE
 #undef SG_KC

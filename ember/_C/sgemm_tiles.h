@@ -1,7 +1,9 @@
 /* The loops of ember's float32 GEMM for one vector width, included by sgemm.h once per
  * instruction set with SG(name) (the copy's names), SG_TARGET, SG_W (floats per vector),
- * SG_MR (the micro-tile's rows), SG_NC and SG(transpose) (a W x W block) defined, which it
- * undefines at its end; see sgemm.h for the design. */
+ * SG_MR (the micro-tile's rows), SG_NC, SG_MC (A's rows packed at a time), SG_PACKS_A(batch,
+ * width) (whether a call packs A) and SG(transpose) (a W x W block) defined, and optionally
+ * SG_PACK6 (6 rows of A packed by registers, for MR 6), which it undefines at its end; see
+ * sgemm.h for the design. */
 #define SG_NR (2 * SG_W)        /* the micro-tile's columns: two vectors */
 typedef float SG(vec) __attribute__((vector_size(SG_W * 4)));
 typedef float SG(uvec) __attribute__((vector_size(SG_W * 4), aligned(4)));
@@ -145,14 +147,81 @@ SG_TARGET static void SG(rows_tail)(int64_t kb, int64_t nb, const float *a, int6
         SG(rows)(kb, nb, a, ras, cas, bp, c, ldc, add, bias, SG_MR, rows);
 }
 
+/* A's rows [0, rows) (rows <= MC) and k range [0, kb) into micro-panels of MR rows, MR floats
+ * per step, zero past rows (the packed order's A: one stream the micro-tile walks) */
+SG_TARGET static void SG(pack_a)(int64_t rows, int64_t kb, const float *a, int64_t ras,
+                                int64_t cas, float *ap) {
+    for (int64_t i0 = 0; i0 < rows; i0 += SG_MR) {
+        const float *src = a + i0 * ras;
+        float *dst = ap + i0 * kb;
+        int64_t h = rows - i0 < SG_MR ? rows - i0 : SG_MR;
+#ifdef SG_PACK6
+        if (h == SG_MR && cas == 1) {
+            SG_PACK6(kb, src, ras, dst);
+            continue;
+        }
+#endif
+        if (h == SG_MR && ras == 1) {            /* A stored transposed: MR floats per step */
+            for (int64_t p = 0; p < kb; p++)
+#pragma GCC unroll 12
+                for (int r = 0; r < SG_MR; r++) dst[p * SG_MR + r] = src[p * cas + r];
+            continue;
+        }
+        for (int64_t p = 0; p < kb; p++)
+            for (int r = 0; r < SG_MR; r++)
+                dst[p * SG_MR + r] = r < h ? src[r * ras + p * cas] : 0.0f;
+    }
+}
+
+/* the micro-tile on a packed A: MR floats per step from one stream (L2), the panel's two
+ * vectors from L1 */
+SG_INLINE void SG(tile_packed)(int64_t kb, const float *a, const float *bp, SG(vec) *c0,
+                              SG(vec) *c1) {
+#pragma GCC unroll 12
+    for (int r = 0; r < SG_MR; r++) c0[r] = c1[r] = (SG(vec)){0};
+    const SG(vec) *bv = (const SG(vec) *)bp;
+#pragma GCC unroll 4
+    for (int64_t p = 0; p < kb; p++) {
+        SG(vec) b0 = bv[2 * p], b1 = bv[2 * p + 1];
+#pragma GCC unroll 12
+        for (int r = 0; r < SG_MR; r++) {
+            float x = a[p * SG_MR + r];
+            c0[r] += x * b0;
+            c1[r] += x * b1;
+        }
+    }
+}
+
+/* rows [0, rows) of C (rows <= MC) from the packed A block against every panel: each panel
+ * stays in L1 while A's micro-panels pass by; C's lines are fetched as the tile computes */
+SG_TARGET static void SG(panels)(int64_t rows, int64_t kb, int64_t nb, const float *ap,
+                                const float *bp, float *c, int64_t ldc, int add,
+                                const float *bias) {
+    SG(vec) c0[SG_MR], c1[SG_MR];
+    for (int64_t j0 = 0; j0 < nb; j0 += SG_NR) {
+        int64_t nr = nb - j0 < SG_NR ? nb - j0 : SG_NR;
+        for (int64_t i = 0; i < rows; i += SG_MR) {
+#pragma GCC unroll 12
+            for (int r = 0; r < SG_MR; r++) {
+                __builtin_prefetch(c + (i + r) * ldc + j0, 1);
+                __builtin_prefetch(c + (i + r) * ldc + j0 + SG_NR - 1, 1);
+            }
+            SG(tile_packed)(kb, ap + i * kb, bp + j0 * kb, c0, c1);
+            SG(store)(c0, c1, c + i * ldc + j0, ldc, add, bias != NULL ? bias + j0 : NULL,
+                      SG_MR, rows - i < SG_MR ? rows - i : SG_MR, nr);
+        }
+    }
+}
+
 /* c (m x nb, row stride ldc) = a @ b (+ c when acc) for B's columns [0, nb), nb <= NC: for
- * each KC block of k, B is packed once (L2), then each MR-row tile of A (L1) meets every
- * panel. (The other order, a panel in L1 against A's tiles, measured slower with A unpacked.)
- * bp: KC x NC floats, 64-byte aligned; ap: MR x KC floats */
+ * each KC block of k, B is packed once, then either (pack_a) A is packed MC rows at a time (L2)
+ * and each panel (L1) meets its micro-panels, or each MR-row tile of A read in place (L1) meets
+ * every panel (L2). (A panel in L1 against A's tiles read in place measured slower.)
+ * bp: KC x NC floats, 64-byte aligned; ap: (MC + MR) x KC floats and 2 more */
 SG_TARGET static void SG(gemm_cols)(int64_t m, int64_t nb, int64_t k, const float *a,
                                    int64_t ras, int64_t cas, const float *b, int64_t rbs,
                                    int64_t cbs, int acc, const float *bias, float *c,
-                                   int64_t ldc, float *bp, float *ap) {
+                                   int64_t ldc, float *bp, float *ap, int pack_a) {
     int64_t full = m / SG_MR * SG_MR;
     if (k == 0 && !acc)
         for (int64_t i = 0; i < m; i++)
@@ -163,6 +232,14 @@ SG_TARGET static void SG(gemm_cols)(int64_t m, int64_t nb, int64_t k, const floa
         const float *bk = add ? NULL : bias;      /* (the bias goes in with C's first write) */
         const float *ak = a + p0 * cas;
         SG(pack_b)(kb, nb, b + p0 * rbs, rbs, cbs, bp);
+        if (pack_a) {
+            for (int64_t i0 = 0; i0 < m; i0 += SG_MC) {
+                int64_t rows = m - i0 < SG_MC ? m - i0 : SG_MC;
+                SG(pack_a)(rows, kb, ak + i0 * ras, ras, cas, ap);
+                SG(panels)(rows, kb, nb, ap, bp, c + i0 * ldc, ldc, add, bk);
+            }
+            continue;
+        }
         for (int64_t i = 0; i < full; i += SG_MR) {
             if (ras == 1 && cas != 1) {
                 /* A stored transposed: its tile is MR floats per step, a new line (or two)
@@ -204,7 +281,9 @@ SG_TARGET static int SG(gemm)(int64_t batch, int64_t m, int64_t n, int64_t k, co
     }
     int64_t width = ((n + per - 1) / per + SG_NR - 1) / SG_NR * SG_NR;
     if (nt > batch * per) nt = (int)(batch * per);
-    size_t bytes = (size_t)kc * nb * sizeof(float) + (size_t)SG_MR * kc * sizeof(float);
+    int pack_a = SG_PACKS_A(batch, width);
+    size_t bytes = (size_t)kc * nb * sizeof(float) + (size_t)(SG_MC + SG_MR) * kc * sizeof(float)
+                   + 2 * sizeof(float);
     int failed = 0;
 #pragma omp parallel num_threads(nt) reduction(| : failed)
     {
@@ -221,7 +300,8 @@ SG_TARGET static int SG(gemm)(int64_t batch, int64_t m, int64_t n, int64_t k, co
                 for (int64_t j = j0; j < j0 + w; j += SG_NC)
                     SG(gemm_cols)(m, j0 + w - j < SG_NC ? j0 + w - j : SG_NC, k, a + i * sa,
                                  ras, cas, b + i * sb + j * cbs, rbs, cbs, acc,
-                                 bias != NULL ? bias + j : NULL, c + i * sc + j, ldc, bp, ap);
+                                 bias != NULL ? bias + j : NULL, c + i * sc + j, ldc, bp, ap,
+                                 pack_a);
             }
             free(raw);
         }
@@ -235,3 +315,6 @@ SG_TARGET static int SG(gemm)(int64_t batch, int64_t m, int64_t n, int64_t k, co
 #undef SG_NR
 #undef SG_NC
 #undef SG_TARGET
+#undef SG_MC
+#undef SG_PACKS_A
+#undef SG_PACK6

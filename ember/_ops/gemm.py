@@ -12,9 +12,9 @@ that BLAS threads well, so both stay with NumPy. A stack times a matrix whose ba
 the rows becomes one large GEMM at any thread count.
 
 float32 takes ember's own GEMM instead (``gemm`` in ember/_C/sgemm.h) where it runs, 2-D products
-and stacks alike: it packs only B, reads A in place, writes C once (OpenBLAS zeroes it first for
-beta = 0) and packs a transposed B by register transposes, which is where OpenBLAS lost 10-25%
-to torch's MKL on a training step's products. Where it runs:
+and stacks alike: it writes C once (OpenBLAS zeroes it first for beta = 0), packs a transposed B
+by register transposes and reads A in place where packing it does not pay, which is where
+OpenBLAS lost 10-25% to torch's MKL on a training step's products. Where it runs:
 
 - on several threads, every float32 product OpenBLAS would thread (above 2^18 multiply-adds),
   on a CPU with AVX-512 or AVX2: OpenBLAS's idle workers spin after each call, 2^28 cycles
