@@ -206,10 +206,11 @@ def test_small_stacks_keep_numpy(monkeypatch):
 
 # (m, k, n): ragged row tiles (m % 8), ragged panels (n % 32, n < 16), k past one 256 block
 # and not a multiple of 16 (the transposed-B packing's edges), single rows and columns, rows
-# past two blocks of packed A (96 with AVX2) with k's last block one register transpose
+# past two blocks of packed A (96 with AVX2) with k's last block one register transpose, rows
+# enough for the AVX2 GEMM on one thread
 SHAPES_2D = [(1, 1, 1), (7, 5, 3), (8, 16, 32), (9, 33, 31), (33, 17, 70), (5, 300, 40),
              (64, 257, 48), (17, 520, 100), (130, 64, 1), (1, 64, 130), (40, 1, 33),
-             (200, 264, 96)]
+             (200, 264, 96), (1030, 40, 24)]
 
 
 @pytest.mark.skipif(not OWN, reason=NEEDS_OWN)
@@ -224,10 +225,13 @@ def test_own_gemm_2d(shape, view_a, view_b, threads, own_calls):
     a, b = _array((m, k), "float32", 0, view_a), _array((k, n), "float32", 1, view_b)
     _matmul(a, b, grad=False)
     # the forward took the kernel where gemm.own_takes says: not a "col" view without a unit
-    # stride (a dim of 1 has none to speak of); on one thread not with AVX2 only, nor for A
-    # stored transposed and B not (BLAS's packing does that better)
+    # stride (a dim of 1 has none to speak of); on one thread not for A stored transposed and
+    # B not (BLAS's packing does that better), with AVX2 only for 1024 rows or more and A not
+    # transposed
     la, lb = (gemm._layout(np.asarray(v(ember.tensor(x)))) for x, v in (a, b))
-    assert bool(own_calls) == gemm.own_takes(la, lb, m * n * k, threads)
+    assert bool(own_calls) == gemm.own_takes(la, lb, m * n * k, threads, m)
+    if OWN and m >= 1024 and la and lb and la[0] == gemm._NO_T:
+        assert own_calls
     got = _matmul(a, b, grad=True)
     with _C.disabled():
         ref = _matmul(a, b, grad=True)
@@ -302,7 +306,9 @@ def test_own_gemm_adds_linear_bias_as_it_writes(shape, view_w, threads, own_call
     wt = ember.tensor(w, requires_grad=True)
     out = ember.nn.functional.linear(xt, wt if view_w is None else wt.t(), bt)
     # (the bias path, where the kernel runs)
-    assert any(len(c) > 8 and c[8] is not None for c in own_calls) == own_at(threads)
+    lw = gemm._layout(np.asarray(wt.detach().t() if view_w is None else wt.detach()))
+    takes = gemm.own_takes(gemm._layout(x), lw, m * n * k, threads, m)
+    assert any(len(c) > 8 and c[8] is not None for c in own_calls) == takes
     wd = (w if view_w is None else w.T).astype(np.float64)
     np.testing.assert_allclose(out.detach().numpy(), x.astype(np.float64) @ wd.T + b,
                                rtol=1e-5, atol=2e-5 * (1 + k) ** 0.5)
