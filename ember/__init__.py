@@ -6,7 +6,6 @@ __version__ = "0.1.0"
 
 import gc as _gc
 import os as _os
-import sys as _sys
 
 # OpenBLAS's idle threads spin for ~2^28 cycles after each call and starve ember's OpenMP
 # kernels on the same cores (the GPT step at 2 threads on 2 cores: 61-88 ms, 47-52 ms with
@@ -15,12 +14,6 @@ import sys as _sys
 # loads it, so it only takes where ember is imported before NumPy; a user's own setting wins.
 if "OPENBLAS_THREAD_TIMEOUT" not in _os.environ and "GOTO_THREAD_TIMEOUT" not in _os.environ:
     _os.environ["OPENBLAS_THREAD_TIMEOUT"] = "18"
-# whether that short spin is OpenBLAS's: NumPy (which loads it) not imported yet, no longer
-# timeout asked for (ember/_ops/gemm.py then leaves large products to OpenBLAS's threads)
-_timeout = _os.environ.get("OPENBLAS_THREAD_TIMEOUT") or _os.environ.get("GOTO_THREAD_TIMEOUT")
-_blas_sleeps_soon = "numpy" not in _sys.modules and _timeout.strip().isdigit() and \
-    int(_timeout) <= 20
-del _timeout
 
 # NOTE: loading the package makes ~100k objects and no garbage, and the cyclic collector would
 # walk them (and numpy's) ~20 times on the way: paused meanwhile, it saves ~10% of import ember.

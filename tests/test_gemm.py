@@ -279,8 +279,7 @@ def test_own_gemm_attention_shapes(threads):
 def test_2d_products_on_threads_never_reach_blas_threads(threads, monkeypatch):
     """On several threads a float32 product that OpenBLAS would thread (a 256^3 one, a weight
     gradient's A^T @ g) takes ember's GEMM, so OpenBLAS's pool does not wake to spin beside
-    OpenMP's (only products from 2^27 multiply-adds reach it, and only where its workers sleep
-    soon after); on one thread the CPU's rule holds. The values agree either way."""
+    OpenMP's; on one thread the CPU's rule holds. The values agree either way."""
     calls = _spy(monkeypatch, "_own_matmul")
     a, b = (np.random.default_rng(s).standard_normal((256, 256)).astype(np.float32) for s in (0, 1))
     for x in (a, a.T):

@@ -151,26 +151,31 @@ SG_TARGET static void SG(rows_tail)(int64_t kb, int64_t nb, const float *a, int6
  * per step, zero past rows (the packed order's A: one stream the micro-tile walks) */
 SG_TARGET static void SG(pack_a)(int64_t rows, int64_t kb, const float *a, int64_t ras,
                                 int64_t cas, float *ap) {
-    for (int64_t i0 = 0; i0 < rows; i0 += SG_MR) {
-        const float *src = a + i0 * ras;
-        float *dst = ap + i0 * kb;
-        int64_t h = rows - i0 < SG_MR ? rows - i0 : SG_MR;
+    int64_t full = rows / SG_MR * SG_MR;
+    if (ras == 1) {
+        /* A stored transposed: its rows read in order, MR floats to each micro-panel (a
+         * micro-panel at a time would read a line, and with m >= 1024 a page, per step) */
+        for (int64_t p = 0; p < kb; p++)
+            for (int64_t i0 = 0; i0 < full; i0 += SG_MR)
+#pragma GCC unroll 12
+                for (int r = 0; r < SG_MR; r++) ap[i0 * kb + p * SG_MR + r] = a[p * cas + i0 + r];
+    } else {
+        for (int64_t i0 = 0; i0 < full; i0 += SG_MR) {
 #ifdef SG_PACK6
-        if (h == SG_MR && cas == 1) {
-            SG_PACK6(kb, src, ras, dst);
-            continue;
-        }
+            if (cas == 1) {
+                SG_PACK6(kb, a + i0 * ras, ras, ap + i0 * kb);
+                continue;
+            }
 #endif
-        if (h == SG_MR && ras == 1) {            /* A stored transposed: MR floats per step */
             for (int64_t p = 0; p < kb; p++)
 #pragma GCC unroll 12
-                for (int r = 0; r < SG_MR; r++) dst[p * SG_MR + r] = src[p * cas + r];
-            continue;
+                for (int r = 0; r < SG_MR; r++)
+                    ap[i0 * kb + p * SG_MR + r] = a[(i0 + r) * ras + p * cas];
         }
-        for (int64_t p = 0; p < kb; p++)
-            for (int r = 0; r < SG_MR; r++)
-                dst[p * SG_MR + r] = r < h ? src[r * ras + p * cas] : 0.0f;
     }
+    for (int64_t p = 0; full < rows && p < kb; p++)        /* the last rows, zero-padded */
+        for (int r = 0; r < SG_MR; r++)
+            ap[full * kb + p * SG_MR + r] = full + r < rows ? a[(full + r) * ras + p * cas] : 0.0f;
 }
 
 /* the micro-tile on a packed A: MR floats per step from one stream (L2), the panel's two

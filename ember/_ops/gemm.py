@@ -21,8 +21,8 @@ OpenBLAS lost 10-25% to torch's MKL on a training step's products. Where it runs
   unless ``import ember`` set OPENBLAS_THREAD_TIMEOUT before NumPy loaded it (``import numpy``
   first, as most scripts begin), and starve the OpenMP threads of the row kernels between the
   GEMMs: a GELU after a GEMM took 2.5x its time, the GPT step at two threads 77-103 ms
-  against 54-68. On ember's threads no other pool competes. Where the short spin took, products
-  from 2^27 multiply-adds still go to OpenBLAS, ahead on large ones;
+  against 54-68. On ember's threads no other pool competes, and with A packed ember's GEMM is
+  level with OpenBLAS's two threads on large products too (1024^3 133 against 129 GFLOP/s);
 - on one thread, with AVX-512, from 2^19 multiply-adds, except a 2-D ``A^T @ B`` (OpenBLAS's
   packing of A measured 5-10% ahead there). With AVX2 only, 2-D products of 1024 rows or more
   whose A is not transposed (a step's activations @ weights, gradients @ weights: 5-8% ahead
@@ -35,8 +35,6 @@ BLAS / ``numpy.matmul`` (the bmm kernel pins BLAS to one thread) (docs/kernels.m
 import math
 
 import numpy as np
-
-import ember
 
 from .. import _C
 from .._C import with_one_blas_thread as _pinned
@@ -55,10 +53,6 @@ _MIN_OWN = 1 << 19
 # ... and on several, the most it takes: OpenBLAS threads a product above SMP_THRESHOLD_MIN * 4
 # multiply-adds
 _MIN_OWN_THREADED = 1 << 18
-# multiply-adds (~2 ms at two threads) from which a product goes to OpenBLAS's threads after
-# all where they sleep soon after it (ember._blas_sleeps_soon): ahead of ember's GEMM on large
-# products (1024^3 at two threads: 139 against 120 GFLOP/s), their ~0.1 ms spin small beside it
-_MIN_BLAS_THREADED = 1 << 27
 # multiply-adds per product of a stack below which a B not transposed keeps BLAS (see matmul)
 _MIN_OWN_EACH = 1 << 20
 # rows from which a 2-D product whose A is not transposed takes the AVX2 GEMM on one thread
@@ -94,8 +88,7 @@ def _own_rule(la, lb, work, nt):
     if not (la and lb):
         return False
     if nt > 1:
-        return _MIN_OWN_THREADED < work and (work < _MIN_BLAS_THREADED or
-                                             not ember._blas_sleeps_soon)
+        return _MIN_OWN_THREADED < work
     if _simd == 256:
         return work >= _MIN_OWN and la[0] == _NO_T
     return work >= _MIN_OWN and not (la[0] == _T and lb[0] == _NO_T)
