@@ -226,10 +226,10 @@ def test_own_gemm_2d(shape, view_a, view_b, threads, own_calls):
     _matmul(a, b, grad=False)
     # the forward took the kernel where gemm.own_takes says: not a "col" view without a unit
     # stride (a dim of 1 has none to speak of); on one thread not for A stored transposed and
-    # B not (BLAS's packing does that better), with AVX2 only for 1024 rows or more and A not
-    # transposed
+    # B not (BLAS's packing does that better), with AVX2 only for 1024 rows or more, k below
+    # 1024 and A not transposed
     la, lb = (gemm._layout(np.asarray(v(ember.tensor(x)))) for x, v in (a, b))
-    assert bool(own_calls) == gemm.own_takes(la, lb, m * n * k, threads, m)
+    assert bool(own_calls) == gemm.own_takes(la, lb, m * n * k, threads, (m, k))
     if OWN and m >= 1024 and la and lb and la[0] == gemm._NO_T:
         assert own_calls
     got = _matmul(a, b, grad=True)
@@ -306,7 +306,7 @@ def test_own_gemm_adds_linear_bias_as_it_writes(shape, view_w, threads, own_call
     out = ember.nn.functional.linear(xt, wt if view_w is None else wt.t(), bt)
     # (the bias path, where the kernel runs)
     lw = gemm._layout(np.asarray(wt.detach().t() if view_w is None else wt.detach()))
-    takes = gemm.own_takes(gemm._layout(x), lw, m * n * k, threads, m)
+    takes = gemm.own_takes(gemm._layout(x), lw, m * n * k, threads, (m, k))
     assert any(len(c) > 8 and c[8] is not None for c in own_calls) == takes
     wd = (w if view_w is None else w.T).astype(np.float64)
     np.testing.assert_allclose(out.detach().numpy(), x.astype(np.float64) @ wd.T + b,

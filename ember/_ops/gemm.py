@@ -25,9 +25,10 @@ OpenBLAS lost 10-25% to torch's MKL on a training step's products. Where it runs
   level with OpenBLAS's two threads on large products too (1024^3 133 against 129 GFLOP/s);
 - on one thread, with AVX-512, from 2^19 multiply-adds, except a 2-D ``A^T @ B`` (OpenBLAS's
   packing of A measured 5-10% ahead there). With AVX2 only, 2-D products of 1024 rows or more
-  whose A is not transposed (a step's activations @ weights, gradients @ weights: 5-8% ahead
-  of OpenBLAS); OpenBLAS's one thread keeps the rest (5-7% ahead with 128-256 rows and k 512,
-  1-10% on weight gradients).
+  and k below 1024 whose A is not transposed (a step's activations @ weights, gradients @
+  weights: 3-11% ahead of OpenBLAS); OpenBLAS's one thread keeps the rest (5-7% ahead with
+  128-256 rows and k 512, level on weight gradients, 3-7% ahead at 1024^3, where four passes
+  over C's 4 MiB cost).
 
 float64, other CPUs, tiny products and stacks of small products whose B is not transposed keep
 BLAS / ``numpy.matmul`` (the bmm kernel pins BLAS to one thread) (docs/kernels.md).
@@ -55,15 +56,17 @@ _MIN_OWN = 1 << 19
 _MIN_OWN_THREADED = 1 << 18
 # multiply-adds per product of a stack below which a B not transposed keeps BLAS (see matmul)
 _MIN_OWN_EACH = 1 << 20
-# rows from which a 2-D product whose A is not transposed takes the AVX2 GEMM on one thread
-_MIN_ROWS_AVX2 = 1024
+# rows from which, and depth (k) below which, a 2-D product whose A is not transposed takes the
+# AVX2 GEMM on one thread
+_MIN_ROWS_AVX2, _MAX_DEPTH_AVX2 = 1024, 1024
 _simd = None         # the vector width of ember's float32 GEMM here (512, 256, 0), asked once
 
 
-def _own_gemm(nt=None, rows=0):
+def _own_gemm(nt=None, mk=(0, 0)):
     """ember's float32 GEMM where a call on ``nt`` threads (default: the current number) takes
     it, or None: not built, turned off, a CPU with neither AVX-512 nor AVX2 and FMA, or AVX2
-    on one thread (see above) unless for a 2-D product of ``rows`` >= _MIN_ROWS_AVX2."""
+    on one thread (see above) unless for a 2-D product of shape ``mk`` (m, k) with m >=
+    _MIN_ROWS_AVX2 and k < _MAX_DEPTH_AVX2."""
     global _simd
     fn = _C.kernel("gemm", _F32)
     if fn is None:
@@ -71,20 +74,21 @@ def _own_gemm(nt=None, rows=0):
     if _simd is None:
         _simd = _C._lib.gemm_simd_f32()
     if _simd == 512 or (_simd == 256 and ((nt or _C.num_threads()) > 1 or
-                                          rows >= _MIN_ROWS_AVX2)):
+                                          (mk[0] >= _MIN_ROWS_AVX2 and mk[1] < _MAX_DEPTH_AVX2))):
         return fn
     return None
 
 
-def own_takes(la, lb, work, nt, rows=0):
-    """Whether a 2-D float32 product of ``work`` multiply-adds, ``rows`` rows, layouts ``la``,
-    ``lb`` (``_layout``), on ``nt`` threads takes ember's GEMM (see the module's docstring)."""
-    return _own_gemm(nt, rows) is not None and _own_rule(la, lb, work, nt)
+def own_takes(la, lb, work, nt, mk=(0, 0)):
+    """Whether a 2-D float32 product of ``work`` multiply-adds, shape ``mk`` (m, k), layouts
+    ``la``, ``lb`` (``_layout``), on ``nt`` threads takes ember's GEMM (see the module's
+    docstring)."""
+    return _own_gemm(nt, mk) is not None and _own_rule(la, lb, work, nt)
 
 
 def _own_rule(la, lb, work, nt):
     """own_takes where ember's GEMM runs on ``nt`` threads (with AVX2 on one thread, a 2-D
-    product of _MIN_ROWS_AVX2 rows or more)."""
+    product of the shape _own_gemm admits)."""
     if not (la and lb):
         return False
     if nt > 1:
@@ -151,7 +155,7 @@ def matmul2d(a, b, bias=None):
     # (the least any rule takes, checked first: most products in a model are small)
     if k != k2 or m * n * k <= _MIN_OWN_THREADED or b.dtype is not _F32:
         return None
-    fn = _own_gemm(nt, m)
+    fn = _own_gemm(nt, (m, k))
     la, lb = fn and _layout(a), fn and _layout(b)
     if not fn or not _own_rule(la, lb, m * n * k, nt):
         return None
