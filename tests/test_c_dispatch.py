@@ -77,6 +77,10 @@ def test_options_by_name_take_the_fast_path(c, monkeypatch):
     assert z.dtype is ember.float64 and len(general) == 1
     with pytest.raises(TypeError, match="dim"):
         D.py_dispatch(R.sum_, (x, 1), {"dim": 1})                           # given twice
+    # a view's options by name: the view path, the same view and graph as by position
+    v = D.py_dispatch(ember.transpose.opdef, (x,), {"dim1": 1, "dim0": 0})
+    assert v._base is x and v.grad_fn.name() == "TransposeBackward0" and len(general) == 2
+    assert v.tolist() == x.t().tolist()
 
 
 @needs_c
@@ -767,8 +771,11 @@ def _inplace_cases():
         ("nonleaf with grad", lambda: f().requires_grad_() * 1, P.mul, (2.0,)),
         ("alpha by name", f, P.add, (g, {"alpha": 2})), ("lerp (several)", f,
                                                           ember.lerp.opdef, (g, 0.25)),
-        ("addcmul value by name (keyword-only: declined)", f, ember.addcmul.opdef,
-         (g, g, {"value": 0.5})),
+        ("addcmul value by name (into)", f, ember.addcmul.opdef, (g, g, {"value": 0.5})),
+        ("addcdiv value (into)", f, ember.addcdiv.opdef, (g, g.exp(), -0.25)),
+        ("sub alpha (into)", f, P.sub, (g, 0.5)), ("add self alpha (into)", f, P.add,
+                                                   ("self", {"alpha": -2})),
+        ("addcmul other dtype (declined)", f, ember.addcmul.opdef, (g.double(), g, 2.0)),
         ("index_put_ (into)", f, ember.index_put.opdef,
          ((ember.tensor([1, 0, 1]),), ember.tensor([1.0, 2.0, 3.0]))),
         ("index_put_ accumulate", f, ember.index_put.opdef,

@@ -3,10 +3,10 @@
  * dispatch(opdef, args, kwargs) makes the same checks, the same opdef.fwd(np, x, y) call and
  * the same output Tensor as dispatch.py's Python fast path, and records autograd as
  * graph.simple_node does (record.h; _record for the general case). engine.h holds the backward
- * engine's plain loop (engine.run_backward is its reference). Any call the fast path does not
- * take (keywords, views, hooks, lists, promotion, other devices) goes to the Python dispatch
- * unchanged, so there is one dispatch logic and this file only skips the interpreter on the
- * common call.
+ * engine's plain loop (engine.run_backward is its reference). Options given by name are moved
+ * into their places first, as dispatch does. Any call the fast path does not take (keyword-only
+ * options, hooks, lists, promotion, other devices) goes to the Python dispatch unchanged, so
+ * there is one dispatch logic and this file only skips the interpreter on the common call.
  * The binary operator type below does the same for ``Tensor.__add__`` and friends.
  */
 #define PY_SSIZE_T_CLEAN
@@ -27,7 +27,7 @@ static PyObject *s_view, *s_autocast, *s_tracer, *s_profiler, *s_dtype, *s_devic
     *s_category, *s_promote, *s_fwd, *s_np, *s_grad_enabled, *s_differentiable,
     *s_requires_grad, *s_vjp_fn, *s_nondiff_outputs, *s_grad_fn, *s_ufunc, *s_multi_output,
     *s_get_storage, *s_view_version, *s_promote_args, *s_writes_overlap,
-    *s_into;
+    *s_into, *s_params, *s_defaults;
 static PyObject *view_outputs, *root_fn, *opmath[2];
 
 static PyTypeObject *dtype_type;            /* ember's dtype: __slots__, read by offset */
@@ -150,6 +150,51 @@ static int below_float(PyObject *dt)
 {
     long v = category_of(dt);
     return v < 0 ? -1 : v < FLOAT;
+}
+
+static PyObject *positional, *places;
+
+/* dispatch._positional: ``args`` with the options given by name in ``kwargs`` moved into their
+ * places (defaults filling the gaps), new ref; None (new ref) where that is not plain (an
+ * unknown or keyword-only name, one given twice, a gap without a default); NULL on error.
+ * The op's places (dispatch._PLACES) are read here once the reference has made them. */
+static PyObject *positional_of(PyObject *opdef, PyObject *args, PyObject *kwargs)
+{
+    PyObject *at = PyDict_GetItemWithError(places, opdef), *name, *value, *full = NULL;
+    if (at == NULL)
+        return PyErr_Occurred() ? NULL :
+            PyObject_CallFunctionObjArgs(positional, opdef, args, kwargs, NULL);
+    Py_ssize_t n = PyTuple_GET_SIZE(args), last = -1, pos = 0, i;
+    while (PyDict_Next(kwargs, &pos, &name, &value)) {
+        PyObject *where = PyDict_GetItemWithError(at, name);
+        if (where == NULL && PyErr_Occurred())
+            return NULL;
+        if (where == NULL || (i = PyLong_AsSsize_t(where)) < n)
+            return Py_NewRef(Py_None);
+        last = i > last ? i : last;
+    }
+    PyObject *params = OP(opdef, OP_PARAMS), *defaults = params ? OP(opdef, OP_DEFAULTS) : NULL;
+    if (defaults == NULL || (full = PyTuple_New(last + 1)) == NULL)
+        goto done;
+    for (i = 0; i < n; i++)
+        PyTuple_SET_ITEM(full, i, Py_NewRef(PyTuple_GET_ITEM(args, i)));
+    for (pos = 0; PyDict_Next(kwargs, &pos, &name, &value);)
+        PyTuple_SET_ITEM(full, PyLong_AsSsize_t(PyDict_GetItem(at, name)), Py_NewRef(value));
+    for (i = n; i < last; i++) {
+        if (PyTuple_GET_ITEM(full, i) != NULL)
+            continue;
+        PyObject *d = PyTuple_Check(params) && i < PyTuple_GET_SIZE(params) && PyDict_Check(
+            defaults) ? PyDict_GetItemWithError(defaults, PyTuple_GET_ITEM(params, i)) : NULL;
+        if (d == NULL) {
+            Py_SETREF(full, PyErr_Occurred() ? NULL : Py_NewRef(Py_None));
+            break;
+        }
+        PyTuple_SET_ITEM(full, i, Py_NewRef(d));
+    }
+done:
+    Py_XDECREF(params);
+    Py_XDECREF(defaults);
+    return full;
 }
 
 static PyObject *slow(PyObject *opdef, PyObject *args, PyObject *kwargs)
@@ -543,7 +588,8 @@ error:
 static PyObject *run(PyObject *opdef, PyObject *args, PyObject *kwargs)
 {
     int r, view, handled;
-    if (kwargs != NULL && kwargs != Py_None && (!PyDict_Check(kwargs) || PyDict_GET_SIZE(kwargs)))
+    PyObject *given = args, *full = NULL, *ret;
+    if (kwargs != NULL && kwargs != Py_None && !PyDict_Check(kwargs))
         return slow(opdef, args, kwargs);
     if ((view = op_truth(opdef, OP_VIEW)) < 0)
         return NULL;
@@ -552,11 +598,25 @@ static PyObject *run(PyObject *opdef, PyObject *args, PyObject *kwargs)
         return NULL;
     if (!r)
         return slow(opdef, args, kwargs);
-    PyObject *ret = view ? view_path(opdef, args, &handled) :
-        fast(opdef, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), args, kwargs, &handled);
+    if (kwargs != NULL && kwargs != Py_None && PyDict_GET_SIZE(kwargs)) {
+        /* options by name moved into their places, as dispatch does */
+        if ((full = positional_of(opdef, args, kwargs)) == NULL)
+            return NULL;
+        if (!PyTuple_CheckExact(full)) {
+            Py_DECREF(full);
+            return slow(opdef, args, kwargs);
+        }
+        args = full;
+    }
+    ret = view ? view_path(opdef, args, &handled) :
+        fast(opdef, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), args, empty_dict,
+             &handled);
     if (handled < 0)
         ret = several_path(opdef, args, &handled);
-    return handled ? ret : slow(opdef, args, kwargs);
+    if (!handled)   /* (a view the quick path declines: the reference, with the call as given) */
+        ret = view ? slow(opdef, given, kwargs) : slow(opdef, args, full ? empty_dict : kwargs);
+    Py_XDECREF(full);
+    return ret;
 }
 
 static PyObject *dispatch(PyObject *self, PyObject *const *av, Py_ssize_t n)
@@ -595,7 +655,8 @@ static PyObject *init(PyObject *self, PyObject *cfg)
         {"UntypedStorage", (PyObject **)&Storage}, {"view_outputs", &view_outputs},
         {"root", &root_fn}, {"float16", &opmath[0]}, {"bfloat16", &opmath[1]},
         {"dispatch_inplace", &py_dispatch_inplace}, {"np_errstate", &np_errstate},
-        {"np_ignore", &np_ignore}, {"int_bounds", &int_bounds}, {"positional", &positional}};
+        {"np_ignore", &np_ignore}, {"int_bounds", &int_bounds}, {"positional", &positional},
+        {"places", &places}};
     if (!PyDict_Check(cfg)) {
         PyErr_SetString(PyExc_TypeError, "init(dict)");
         return NULL;
@@ -745,7 +806,8 @@ PyMODINIT_FUNC PyInit__dispatch(void)
         {&s_seq, "seq"}, {&s_base_arr, "base"}, {&s_accumulate, "accumulate"},
         {&s_ufunc, "ufunc"}, {&s_multi_output, "multi_output"}, {&s_get_storage, "_get_storage"},
         {&s_view_version, "_view_version"}, {&s_promote_args, "promote_args"},
-        {&s_writes_overlap, "writes_overlap"}, {&s_into, "into"}};
+        {&s_writes_overlap, "writes_overlap"}, {&s_into, "into"}, {&s_params, "params"},
+        {&s_defaults, "defaults"}};
     for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
         if ((*strs[i].slot = PyUnicode_InternFromString(strs[i].s)) == NULL)
             return NULL;
@@ -756,7 +818,7 @@ PyMODINIT_FUNC PyInit__dispatch(void)
     t_zero = zero;
     PyObject *opn[OP_N] = {s_view, s_fwd, s_promote, s_differentiable, s_vjp_fn,
                            s_nondiff_outputs, s_save, s_save_result, s_needed_by, s_ufunc,
-                           s_promote_args, s_writes_overlap, s_into};
+                           s_promote_args, s_writes_overlap, s_into, s_params, s_defaults};
     memcpy(op_names, opn, sizeof opn);
     /* object's own tp_new, so object.__new__(Tensor) passes its "is it safe" check */
     TensorBaseType.tp_new = PyBaseObject_Type.tp_new;

@@ -16,7 +16,7 @@
  * does not broadcast into self, a read-only array: nothing is written then), goes to the
  * Python reference, which words torch's errors. */
 
-static PyObject *py_dispatch_inplace, *positional, *kw_out, *one;
+static PyObject *py_dispatch_inplace, *kw_out, *one;
 
 /* 1 when the call records nothing: grad mode off, or neither self, its base nor a tensor
  * argument requires grad; 0 when one does, -1 on error */
@@ -98,25 +98,22 @@ static PyObject *into_operand(PyObject *a, PyObject *dt)
 }
 
 /* the op's value written straight into x by its ufunc (``ufunc(x, y, out=x)``: one operand at
- * most, a number or a tensor of self's dtype) or its into (``into(x, x, *operands)``): 1
- * done, 0 not this route, -2 NumPy refused (nothing written), -1 error. dt: self's dtype, a
- * float (not complex) one that a Python number keeps */
+ * most, a number or a tensor of self's dtype) or else its into (``into(x, x, *operands)``:
+ * add_'s with alpha, addcmul_'s): 1 done, 0 not this route, -2 NumPy refused (nothing
+ * written), -1 error. dt: self's dtype, a float (not complex) one that a Python number keeps */
 static int write_into(PyObject *opdef, PyObject *x, PyObject *dt, PyObject *args)
 {
     Py_ssize_t n = PyTuple_GET_SIZE(args);
-    PyObject *f, *res = NULL, *cargs[9] = {x, x};
+    PyObject *f, *res = NULL, *cargs[9] = {x, x}, *y = n == 1 ? PyTuple_GET_ITEM(args, 0) : NULL;
     if ((f = OP(opdef, OP_UFUNC)) == NULL)
         return -1;
+    if (y != NULL && PyObject_TypeCheck(y, Tensor))
+        y = TB(y)->dtype == dt ? operand_array(y, dt) : NULL;
+    else if (y != NULL && !PyFloat_CheckExact(y) && !PyLong_CheckExact(y))
+        y = NULL;
+    if (f != Py_None && (n > 1 || (n == 1 && y == NULL)))
+        Py_SETREF(f, Py_NewRef(Py_None));       /* not the ufunc's call: the into's, if any */
     if (f != Py_None) {
-        PyObject *y = n == 1 ? PyTuple_GET_ITEM(args, 0) : NULL;
-        if (y != NULL && PyObject_TypeCheck(y, Tensor))
-            y = TB(y)->dtype == dt ? operand_array(y, dt) : NULL;
-        else if (y != NULL && !PyFloat_CheckExact(y) && !PyLong_CheckExact(y))
-            y = NULL;
-        if (n > 1 || (n == 1 && y == NULL)) {
-            Py_DECREF(f);
-            return 0;
-        }
         PyObject *uargs[3] = {x, n ? y : x, x};
         res = call_ufunc(f, uargs, n + 1, kw_out);
     }
@@ -251,7 +248,7 @@ static PyObject *dispatch_inplace(PyObject *mod, PyObject *const *av, Py_ssize_t
         PyObject *given = prepend(self, args), *full;
         if (given == NULL)
             return NULL;
-        full = PyObject_CallFunctionObjArgs(positional, opdef, given, kwargs, NULL);
+        full = positional_of(opdef, given, kwargs);
         Py_DECREF(given);
         if (full == NULL)
             return NULL;

@@ -832,7 +832,7 @@ def _c_dispatch():
             "no_edge": graph._NO_EDGE, "edge_of": edge_of, "UntypedStorage": UntypedStorage,
             "view_outputs": _view_outputs, "root": _root, "float16": _dtype.float16,
             "bfloat16": _dtype.bfloat16, "dispatch_inplace": py_dispatch_inplace,
-            "int_bounds": _INT_BOUNDS, "positional": _positional,
+            "int_bounds": _INT_BOUNDS, "positional": _positional, "places": _PLACES,
             **_numpy_errstate()})
     from ..autograd import engine
     c.init_engine({"AccumulateGrad": graph.AccumulateGrad, "apply": engine._apply,

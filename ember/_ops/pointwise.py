@@ -90,10 +90,17 @@ _fill.meta = lambda dst, value: same_meta(dst)
 # ---- arithmetic ------------------------------------------------------------------------------
 
 
-@op("add", tags=("pointwise",), promote="common", inplace=True, ufunc=np.add)
+def _scaled(xp, f, input, other, alpha, out=None):
+    """``f(input, alpha * other)`` (add, subtract), into ``out`` where given (the C in-place
+    path's write: ``x.add_(y, alpha=0.1)``)."""
+    return f(input, other if alpha == 1 else xp.multiply(other, alpha), out=out)
+
+
+@op("add", tags=("pointwise",), promote="common", inplace=True, ufunc=np.add,
+    into=lambda out, input, other, alpha=1: _scaled(np, np.add, input, other, alpha, out))
 def add(xp, input, other, alpha=1):
     """``input + alpha * other``, broadcast and type-promoted."""
-    return xp.add(input, other) if alpha == 1 else xp.add(input, xp.multiply(other, alpha))
+    return _scaled(xp, xp.add, input, other, alpha)
 
 
 @add.vjp()
@@ -107,12 +114,12 @@ add.errors = broadcast_errors()
 
 
 @op("sub", tags=("pointwise",), promote="common", inplace=True, aliases=("subtract",),
-    ufunc=np.subtract)
+    ufunc=np.subtract,
+    into=lambda out, input, other, alpha=1: _scaled(np, np.subtract, input, other, alpha, out))
 def sub(xp, input, other, alpha=1):
     """``input - alpha * other``."""
     try:        # (``input`` may be a Python number: torch.sub(0.5, t))
-        return xp.subtract(input, other) if alpha == 1 else \
-            xp.subtract(input, xp.multiply(other, alpha))
+        return _scaled(xp, xp.subtract, input, other, alpha)
     except TypeError:       # NumPy refuses bool - bool
         if xp.asarray(input).dtype.kind == "b":
             raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "

@@ -451,31 +451,34 @@ lerp.samples = lambda dev, dt: [
 lerp.errors = [ErrorSample(Sample(const(3, 4), const(5), 0.5), RuntimeError, "must match the size of tensor b")]
 
 
-@op("addcmul", tags=("pointwise", "autocast_promote_cuda"), promote="common", inplace=True)
-def addcmul(xp, input, tensor1, tensor2, *, value=1):
+def _addc(xp, f, input, tensor1, tensor2, value, out=None):
+    """``input + value * f(tensor1, tensor2)`` (multiply, true_divide), into ``out`` where given
+    (the C in-place path's write: an optimizer's ``v.addcmul_(g, g, value=1 - beta2)``)."""
+    return xp.add(input, xp.multiply(f(tensor1, tensor2), value), out=out)
+
+
+# NOTE: ``value`` may come by position here, as add's ``alpha`` may (torch takes both by name
+# only): options by name are moved into their places, so the quick paths take the call
+@op("addcmul", tags=("pointwise", "autocast_promote_cuda"), promote="common", inplace=True,
+    into=lambda out, input, t1, t2, value=1: _addc(np, np.multiply, input, t1, t2, value, out))
+def addcmul(xp, input, tensor1, tensor2, value=1):
     """``input + value * tensor1 * tensor2``.
 
     Example:
         >>> ember.addcmul(ember.ones(2), ember.tensor([2., 3.]), ember.tensor([4., 5.]), value=0.5)
         tensor([5.0000, 8.5000])
     """
-    return xp.add(input, xp.multiply(xp.multiply(tensor1, tensor2), value)).astype(
+    return _addc(xp, xp.multiply, input, tensor1, tensor2, value).astype(
         xp.result_type(input, tensor1, tensor2), copy=False)
 
 
 @addcmul.vjp(save=("tensor1", "tensor2"))
-def _(g, input, tensor1, tensor2, *, value=1):
+def _(g, input, tensor1, tensor2, value=1):
     return g, g * value * _conj(tensor2), g * value * _conj(tensor1)
 
 
-@op("addcdiv", tags=("pointwise", "autocast_promote_cuda"), promote="common", inplace=True)
-def addcdiv(xp, input, tensor1, tensor2, *, value=1):
-    """``input + value * tensor1 / tensor2`` (floating and complex tensors only).
-
-    Example:
-        >>> ember.addcdiv(ember.ones(2), ember.tensor([2., 3.]), ember.tensor([4., 5.]), value=2)
-        tensor([2.0000, 2.2000])
-    """
+def _int_division(tensor1, tensor2):
+    """addcdiv's refusal of two integer (or bool) operands, in torch's words."""
     if tensor1.dtype.kind in "biu" and tensor2.dtype.kind in "biu":
         raise RuntimeError("Integer division with addcdiv is no longer supported, and in a "
                            "future release addcdiv will perform a true division of tensor1 and "
@@ -484,12 +487,29 @@ def addcdiv(xp, input, tensor1, tensor2, *, value=1):
                            " and division for float inputs (self + value * tensor1 / tensor2)."
                            " The new addcdiv behavior can be implemented with true_divide "
                            "(self + value * torch.true_divide(tensor1, tensor2).")
-    return xp.add(input, xp.multiply(xp.true_divide(tensor1, tensor2), value)).astype(
+
+
+def _addcdiv_into(out, input, tensor1, tensor2, value=1):
+    _int_division(tensor1, tensor2)
+    _addc(np, np.true_divide, input, tensor1, tensor2, value, out)
+
+
+@op("addcdiv", tags=("pointwise", "autocast_promote_cuda"), promote="common", inplace=True,
+    into=_addcdiv_into)
+def addcdiv(xp, input, tensor1, tensor2, value=1):
+    """``input + value * tensor1 / tensor2`` (floating and complex tensors only).
+
+    Example:
+        >>> ember.addcdiv(ember.ones(2), ember.tensor([2., 3.]), ember.tensor([4., 5.]), value=2)
+        tensor([2.0000, 2.2000])
+    """
+    _int_division(tensor1, tensor2)
+    return _addc(xp, xp.true_divide, input, tensor1, tensor2, value).astype(
         xp.result_type(input, tensor1, tensor2), copy=False)
 
 
 @addcdiv.vjp(save=("tensor1", "tensor2"))
-def _(g, input, tensor1, tensor2, *, value=1):
+def _(g, input, tensor1, tensor2, value=1):
     t2 = _conj(tensor2)
     return g, g * value / t2, -g * value * _conj(tensor1) / (t2 * t2)
 
