@@ -541,42 +541,47 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
     def cuda(self, device=None, non_blocking=False):
         return self.to(device if device is not None else "cuda")
 
+    def _as(self, dt):
+        # (itself when the dtype is already dt, without to()'s argument parsing: x.float() on
+        # a float32 tensor 7.7k -> ~3k instructions)
+        return self if self.dtype is dt else self.to(dt)
+
     def float(self):
-        return self.to(_dtype.float32)
+        return self._as(_dtype.float32)
 
     def double(self):
-        return self.to(_dtype.float64)
+        return self._as(_dtype.float64)
 
     def half(self):
-        return self.to(_dtype.float16)
+        return self._as(_dtype.float16)
 
     def bfloat16(self):
-        return self.to(_dtype.bfloat16)
+        return self._as(_dtype.bfloat16)
 
     def long(self):
-        return self.to(_dtype.int64)
+        return self._as(_dtype.int64)
 
     def int(self):
-        return self.to(_dtype.int32)
+        return self._as(_dtype.int32)
 
     def short(self):
-        return self.to(_dtype.int16)
+        return self._as(_dtype.int16)
 
     def char(self):
-        return self.to(_dtype.int8)
+        return self._as(_dtype.int8)
 
     def byte(self):
-        return self.to(_dtype.uint8)
+        return self._as(_dtype.uint8)
 
     def bool(self):
-        return self.to(_dtype.bool_)
+        return self._as(_dtype.bool_)
 
     def cfloat(self):
-        return self.to(_dtype.complex64)
+        return self._as(_dtype.complex64)
 
     def cdouble(self):
-        return self.to(_dtype.complex128)
+        return self._as(_dtype.complex128)
 
     def type_as(self, other):
-        return self.to(other.dtype)
+        return self._as(other.dtype)
 
