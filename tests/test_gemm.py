@@ -207,10 +207,11 @@ def test_small_stacks_keep_numpy(monkeypatch):
 # (m, k, n): ragged row tiles (m % 8), ragged panels (n % 32, n < 16), k past one 256 block
 # and not a multiple of 16 (the transposed-B packing's edges), single rows and columns, rows
 # past two blocks of packed A (96 with AVX2) with k's last block one register transpose, rows
-# enough for the AVX2 GEMM on one thread
+# enough for the AVX2 GEMM on one thread, and enough (4x the columns, work for two threads) for
+# two threads to split the rows
 SHAPES_2D = [(1, 1, 1), (7, 5, 3), (8, 16, 32), (9, 33, 31), (33, 17, 70), (5, 300, 40),
              (64, 257, 48), (17, 520, 100), (130, 64, 1), (1, 64, 130), (40, 1, 33),
-             (200, 264, 96), (1030, 40, 24)]
+             (200, 264, 96), (1030, 40, 24), (1030, 150, 30)]
 
 
 @pytest.mark.skipif(not OWN, reason=NEEDS_OWN)
