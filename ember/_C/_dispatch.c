@@ -152,7 +152,7 @@ static int below_float(PyObject *dt)
     return v < 0 ? -1 : v < FLOAT;
 }
 
-static PyObject *positional, *places;
+static PyObject *positional, *places, *tensor_list;
 
 /* dispatch._positional: ``args`` with the options given by name in ``kwargs`` moved into their
  * places (defaults filling the gaps), new ref; None (new ref) where that is not plain (an
@@ -608,9 +608,19 @@ static PyObject *run(PyObject *opdef, PyObject *args, PyObject *kwargs)
         }
         args = full;
     }
-    ret = view ? view_path(opdef, args, &handled) :
-        fast(opdef, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), args, empty_dict,
-             &handled);
+    PyObject *first = PyTuple_GET_SIZE(args) ? PyTuple_GET_ITEM(args, 0) : NULL;
+    if (!view && first != NULL && (PyList_CheckExact(first) || PyTuple_CheckExact(first))) {
+        /* a list of tensors first (cat, stack): dispatch._tensor_list, without the hop through
+         * the Python dispatch */
+        ret = PyObject_CallFunctionObjArgs(tensor_list, opdef, args, NULL);
+        handled = ret != Py_None;
+        if (!handled)
+            Py_DECREF(ret);
+    }
+    else
+        ret = view ? view_path(opdef, args, &handled) :
+            fast(opdef, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), args, empty_dict,
+                 &handled);
     if (handled < 0)
         ret = several_path(opdef, args, &handled);
     if (!handled)   /* (a view the quick path declines: the reference, with the call as given) */
@@ -656,7 +666,7 @@ static PyObject *init(PyObject *self, PyObject *cfg)
         {"root", &root_fn}, {"float16", &opmath[0]}, {"bfloat16", &opmath[1]},
         {"dispatch_inplace", &py_dispatch_inplace}, {"np_errstate", &np_errstate},
         {"np_ignore", &np_ignore}, {"int_bounds", &int_bounds}, {"positional", &positional},
-        {"places", &places}};
+        {"places", &places}, {"tensor_list", &tensor_list}};
     if (!PyDict_Check(cfg)) {
         PyErr_SetString(PyExc_TypeError, "init(dict)");
         return NULL;

@@ -833,6 +833,7 @@ def _c_dispatch():
             "view_outputs": _view_outputs, "root": _root, "float16": _dtype.float16,
             "bfloat16": _dtype.bfloat16, "dispatch_inplace": py_dispatch_inplace,
             "int_bounds": _INT_BOUNDS, "positional": _positional, "places": _PLACES,
+            "tensor_list": _tensor_list,
             **_numpy_errstate()})
     from ..autograd import engine
     c.init_engine({"AccumulateGrad": graph.AccumulateGrad, "apply": engine._apply,
