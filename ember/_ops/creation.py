@@ -305,9 +305,20 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
     return t.requires_grad_(True) if requires_grad else t
 
 
-def _like(fn):
+_NO_FILL = object()         # (full_like: its fill value is an argument)
+
+
+def _like(fn, fill=_NO_FILL):
     def f(input, *args, dtype=None, layout=None, device=None, requires_grad=False,
           memory_format=None, **kw):
+        if fill is not _NO_FILL and dtype is device is memory_format is None and not (
+                args or kw or requires_grad) and input.device.type == "cpu":
+            # (the common call, zeros_like(x): one array of x's shape and dtype, without
+            # zeros()'s size and device parsing)
+            arr = np.empty(input._data.shape, input.dtype.np)
+            if fill is not None:
+                arr.fill(fill)
+            return Tensor._wrap(arr)
         out = fn(input._data.shape, *args, dtype=dtype or input.dtype,
                  device=device or input.device, requires_grad=requires_grad, **kw)
         if memory_format not in (None, preserve_format) and out.device.type != "meta":
@@ -320,8 +331,8 @@ def _like(fn):
     return f
 
 
-zeros_like, ones_like, empty_like, full_like = (_like(zeros), _like(ones), _like(empty),
-                                                _like(full))
+zeros_like, ones_like, empty_like, full_like = (_like(zeros, 0), _like(ones, 1),
+                                                _like(empty, None), _like(full))
 
 
 _EXACT = 1 << 53         # ints a double holds exactly
