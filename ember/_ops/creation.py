@@ -251,6 +251,15 @@ def _dt(dtype, default=None):
             _dtype.get_default_dtype()).np
 
 
+def _filled(shape, np_dtype, fill):
+    """A NumPy array of ``shape`` filled with ``fill`` (None: left as it is), as np.full does
+    without its Python."""
+    arr = np.empty(shape, np_dtype)
+    if fill is not None:
+        arr.fill(fill)
+    return arr
+
+
 def _const(fn_name, fill):
     def f(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
           pin_memory=False, memory_format=None):
@@ -260,12 +269,8 @@ def _const(fn_name, fill):
             from .meta import empty as meta_empty
             t = _T()._wrap(meta_empty(shape, _dt(dtype)), dev)
         else:
-            if dev.type != "cpu":
-                arr = backend(dev).xp.full(shape, fill, dtype=_dt(dtype))
-            else:       # (np.full is Python code around these two calls)
-                arr = np.empty(shape, _dt(dtype))
-                if fill is not None:
-                    arr.fill(fill)
+            arr = backend(dev).xp.full(shape, fill, dtype=_dt(dtype)) if dev.type != "cpu" \
+                else _filled(shape, _dt(dtype), fill)
             t = _T()._wrap(arr, dev)
         if out is not None:
             return out.resize_(shape).copy_(t)
@@ -315,10 +320,7 @@ def _like(fn, fill=_NO_FILL):
                 args or kw or requires_grad) and input.device.type == "cpu":
             # (the common call, zeros_like(x): one array of x's shape and dtype, without
             # zeros()'s size and device parsing)
-            arr = np.empty(input._data.shape, input.dtype.np)
-            if fill is not None:
-                arr.fill(fill)
-            return Tensor._wrap(arr)
+            return Tensor._wrap(_filled(input._data.shape, input.dtype.np, fill))
         out = fn(input._data.shape, *args, dtype=dtype or input.dtype,
                  device=device or input.device, requires_grad=requires_grad, **kw)
         if memory_format not in (None, preserve_format) and out.device.type != "meta":
