@@ -1,9 +1,32 @@
 """``Size``: a tensor's shape. Its own module so autograd's graph can use it without importing
 ``_tensor`` (which imports autograd)."""
+from . import _C
 
 
-class Size(tuple):
-    """A tensor's shape: a tuple that prints as ``torch.Size([...])``."""
+def _base():
+    """The C extension's SizeBase (indexing in C: ``x.shape[0]`` without a Python frame), or
+    tuple without it; the Size.__getitem__ below is the reference either way."""
+    if _C._off:
+        return tuple
+    try:
+        from ._C._dispatch import SizeBase
+    except ImportError:
+        return tuple
+    return SizeBase
+
+
+_Base = _base()
+
+
+class Size(_Base):
+    """A tensor's shape: a tuple that prints as ``torch.Size([...])``, whose slices are Sizes.
+
+    Example:
+        >>> ember.zeros(2, 3).shape[1:]
+        torch.Size([3])
+    """
+
+    __slots__ = ()
 
     def __repr__(self):
         return f"torch.Size({list(self)})"
@@ -14,9 +37,10 @@ class Size(tuple):
             n *= s
         return n
 
-    def __getitem__(self, i):
-        r = tuple.__getitem__(self, i)
-        return Size(r) if isinstance(i, slice) else r
+    if _Base is tuple:
+        def __getitem__(self, i):
+            r = tuple.__getitem__(self, i)
+            return Size(r) if isinstance(i, slice) else r
 
     def __reduce__(self):
         return (Size, (tuple(self),))

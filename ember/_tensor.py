@@ -31,7 +31,7 @@ def _c_ext():
         from ._C import _dispatch
     except ImportError:
         return None
-    _dispatch.tensor_defaults(CPU)
+    _dispatch.tensor_defaults(CPU, Size)
     return _dispatch
 
 
@@ -323,13 +323,13 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         return self._retains_grad
 
     # ---- metadata ---------------------------------------------------------------------
-    @property
-    def shape(self):
-        return Size(self._data.shape)
+    if _cext is None:       # (else TensorBase's, in C: ``x.shape[0]`` is common in a forward)
+        @property
+        def shape(self):
+            return Size(self._data.shape)
 
     def size(self, dim=None):
-        s = self._data.shape
-        return Size(s) if dim is None else s[dim]
+        return self.shape if dim is None else self._data.shape[dim]
 
     def dim(self):
         return self._data.ndim

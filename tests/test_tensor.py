@@ -418,6 +418,23 @@ def test_size_and_dtype_pickle():
     assert repr(pickle.loads(pickle.dumps(ember.Size([2])))) == "torch.Size([2])"
 
 
+def test_size_indexing_matches_torch():
+    """Size's indexing (SizeBase in C, Size.__getitem__ without it): ints give a dimension, a
+    slice a Size, torch's IndexError past the end."""
+    for lib in (ember, torch):
+        s = lib.zeros(2, 3, 4).shape
+        got = (s[0], s[-1], s[np.int64(1)], s[True], s[1:], s[::-1], s.numel(), s == (2, 3, 4))
+        assert got == (2, 4, 3, 3, (3, 4), (4, 3, 2), 24, True)
+        assert type(s[1:]) is lib.Size and type(s[0]) is int and type(s) is lib.Size
+        assert lib.zeros(5).size() == (5,) and type(lib.zeros(5).size()) is lib.Size
+        assert repr(s[:0]) == "torch.Size([])"
+        for bad in (3, -4):
+            with pytest.raises(IndexError):
+                s[bad]
+        with pytest.raises(TypeError):
+            s["a"]
+
+
 def test_inplace_view_ops_and_inplace_matrix_scan_ops_match_torch():
     for lib in (ember, torch):
         x = lib.arange(6.0).reshape(2, 3)

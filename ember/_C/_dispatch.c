@@ -35,8 +35,6 @@ static Py_ssize_t off_category, off_np;
 
 #define GET(o, s) PyObject_GetAttr((o), (s))
 
-#include "tensor.h"     /* TensorBase: Tensor's fields by offset (TB, TF, TGET) */
-
 /* an ndarray's attributes (shape, dtype, base: getset descriptors) read by calling the
  * descriptor found at init for an exact numpy.ndarray, without getattr's type lookup */
 enum {ND_SHAPE, ND_DTYPE, ND_BASE, ND_N};
@@ -49,6 +47,8 @@ static PyObject *ND(PyObject *a, int i, PyObject *name)
         return Py_TYPE(d)->tp_descr_get(d, a, (PyObject *)Py_TYPE(a));
     return PyObject_GetAttr(a, name);
 }
+
+#include "tensor.h"     /* TensorBase: Tensor's fields by offset (TB, TF, TGET) */
 
 /* An attribute of a long-lived object (an OpDef, the grad-mode state, the hooks class) read
  * from its __dict__ directly, skipping the type lookup; the classes involved define no data
@@ -787,8 +787,9 @@ static PyMethodDef methods[] = {
      "simple_node(opdef, args, tensors, positions, out): graph.simple_node, in C."},
     {"view_function", (PyCFunction)(void (*)(void))view_function, METH_FASTCALL,
      "view_function(opdef, rest, kwargs, parent_fn): dispatch.view_function, in C."},
-    {"tensor_defaults", tensor_defaults, METH_O,
-     "tensor_defaults(cpu): the device of a new tensor (TensorBase's default)."},
+    {"tensor_defaults", (PyCFunction)(void (*)(void))tensor_defaults, METH_FASTCALL,
+     "tensor_defaults(cpu, Size): the device of a new tensor (TensorBase's default), and the "
+     "type of its shape."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_dispatch",
@@ -832,11 +833,13 @@ PyMODINIT_FUNC PyInit__dispatch(void)
     memcpy(op_names, opn, sizeof opn);
     /* object's own tp_new, so object.__new__(Tensor) passes its "is it safe" check */
     TensorBaseType.tp_new = PyBaseObject_Type.tp_new;
+    SizeBaseType.tp_base = &PyTuple_Type;
     if (PyType_Ready(&OperatorType) < 0 || PyType_Ready(&TensorBaseType) < 0 ||
-        PyType_Ready(&ViewFnType) < 0)
+        PyType_Ready(&ViewFnType) < 0 || PyType_Ready(&SizeBaseType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddObjectRef(m, "TensorBase", (PyObject *)&TensorBaseType) < 0)
+    if (m != NULL && (PyModule_AddObjectRef(m, "TensorBase", (PyObject *)&TensorBaseType) < 0 ||
+                      PyModule_AddObjectRef(m, "SizeBase", (PyObject *)&SizeBaseType) < 0))
         Py_CLEAR(m);
     return m;
 }

@@ -118,6 +118,72 @@ static PyObject *tensor_init_subclass(PyObject *cls, PyObject *args, PyObject *k
     Py_RETURN_NONE;
 }
 
+/* ---- Size: a shape, a tuple whose slices are Sizes ---------------------------------------
+ * ember.Size subclasses SizeBase for its indexing: ``x.shape[0]`` was a Python frame
+ * (Size.__getitem__) on top of the tuple's, 2.3x torch's instructions. */
+static PyTypeObject *t_size;    /* ember.Size (tensor_defaults) */
+static PyObject *s_shape;       /* "shape" (also record.h's) */
+
+static PyObject *size_subscript(PyObject *self, PyObject *item)
+{
+    if (PyLong_CheckExact(item)) {
+        Py_ssize_t n = PyTuple_GET_SIZE(self), i = PyLong_AsSsize_t(item);
+        if (i == -1 && PyErr_Occurred())
+            return NULL;
+        if (i < 0)
+            i += n;
+        if (i < 0 || i >= n) {
+            PyErr_SetString(PyExc_IndexError, "tuple index out of range");
+            return NULL;
+        }
+        return Py_NewRef(PyTuple_GET_ITEM(self, i));
+    }
+    PyObject *r = PyTuple_Type.tp_as_mapping->mp_subscript(self, item);
+    if (r == NULL || !PySlice_Check(item))
+        return r;
+    Py_SETREF(r, PyObject_CallOneArg((PyObject *)Py_TYPE(self), r));
+    return r;
+}
+
+static PyMappingMethods size_mapping = {.mp_subscript = size_subscript};
+
+static PyTypeObject SizeBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ember._C._dispatch.SizeBase",
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_as_mapping = &size_mapping,
+    .tp_doc = "ember.Size's indexing: an int gives the dimension, a slice a Size.",
+};
+
+/* a new Size (t_size) holding the items of tuple t */
+static PyObject *size_of(PyObject *t)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(t);
+    PyObject *s = t_size->tp_alloc(t_size, n);
+    if (s != NULL)
+        for (Py_ssize_t i = 0; i < n; i++)
+            PyTuple_SET_ITEM(s, i, Py_NewRef(PyTuple_GET_ITEM(t, i)));
+    return s;
+}
+
+/* Tensor.shape: the array's shape as a Size */
+static PyObject *tensor_shape(PyObject *self, void *closure)
+{
+    PyObject *data = TGET(self, data, s_data), *shape;
+    if (data == NULL)
+        return NULL;
+    shape = ND(data, ND_SHAPE, s_shape);
+    Py_DECREF(data);
+    if (shape == NULL || t_size == NULL || !PyTuple_Check(shape))
+        return shape;
+    Py_SETREF(shape, size_of(shape));
+    return shape;
+}
+
+static PyGetSetDef tensor_getset[] = {
+    {"shape", tensor_shape, NULL, "The tensor's shape, a Size (like ``torch.Size``).", NULL},
+    {NULL}};
+
 static PyMethodDef tensor_methods[] = {
     {"__init_subclass__", (PyCFunction)(void (*)(void))tensor_init_subclass,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
@@ -134,13 +200,20 @@ static PyTypeObject TensorBaseType = {
     .tp_clear = tensor_clear,
     .tp_members = tensor_members,
     .tp_methods = tensor_methods,
+    .tp_getset = tensor_getset,
     .tp_alloc = tensor_alloc,
     .tp_doc = "ember.Tensor's fields in fixed slots (ember/_C/tensor.h).",
 };
 
-/* tensor_defaults(cpu): the device a new tensor has */
-static PyObject *tensor_defaults(PyObject *self, PyObject *cpu)
+/* tensor_defaults(cpu, Size): the device a new tensor has, and the type of its shape */
+static PyObject *tensor_defaults(PyObject *self, PyObject *const *av, Py_ssize_t n)
 {
-    Py_XSETREF(t_cpu, Py_NewRef(cpu));
+    if (n != 2 || !PyType_Check(av[1]) || !PyType_IsSubtype((PyTypeObject *)av[1],
+                                                              &SizeBaseType)) {
+        PyErr_SetString(PyExc_TypeError, "tensor_defaults(cpu, Size)");
+        return NULL;
+    }
+    Py_XSETREF(t_cpu, Py_NewRef(av[0]));
+    Py_XSETREF(t_size, (PyTypeObject *)Py_NewRef(av[1]));
     Py_RETURN_NONE;
 }

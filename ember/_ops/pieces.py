@@ -31,9 +31,9 @@ def split(xp, input, split_size_or_sections, dim=0):
                                f"(input tensor's size at dimension {dim}), but got split_sizes="
                                f"{list(split_size_or_sections)}")
         bounds = [0] + [int(b) for b in np.cumsum(split_size_or_sections)]
-    # (basic slices, not numpy.split's Python loop: 3x faster)
+    # (basic slices, not numpy.split's Python loop: 3x faster; a list, not a generator: ~1 us)
     lead = (slice(None),) * d
-    return tuple(input[lead + (slice(a, b),)] for a, b in zip(bounds, bounds[1:]))
+    return tuple([input[lead + (slice(a, b),)] for a, b in zip(bounds, bounds[1:])])
 
 
 @split.vjp()
@@ -78,7 +78,7 @@ def unbind(xp, input, dim=0):
         raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
     lead = (slice(None),) * wrap_dim(dim, input.ndim)
     # (..., not a shorter index: a 0-dim piece stays a view, not a NumPy scalar)
-    return tuple(input[lead + (i, Ellipsis)] for i in range(input.shape[len(lead)]))
+    return tuple([input[lead + (i, Ellipsis)] for i in range(input.shape[len(lead)])])
 
 
 @unbind.vjp()

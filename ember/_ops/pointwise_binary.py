@@ -415,8 +415,19 @@ clamp_max = _one_sided("clamp_max", "max")
 # ---- interpolation and fused updates -------------------------------------------------------
 
 
+def _lerp_into(out, input, end, weight):
+    """lerp's value written into ``out`` for a number ``weight`` by the forward's steps in its
+    order (the same roundings), with one temporary: ``ema.lerp_(p, 0.01)``."""
+    if type(weight) not in (int, float):
+        raise TypeError("lerp's write into its input takes a number weight")
+    d = np.subtract(end, input)
+    if abs(weight) < 0.5:
+        return np.add(input, np.multiply(d, weight, out=d), out=out)
+    return np.subtract(end, np.multiply(d, 1 - weight, out=d), out=out)
+
+
 @op("lerp", tags=("pointwise",), promote="common", promote_args=(0, 1, 2), inplace=True,
-    opmath="scalar")
+    opmath="scalar", into=_lerp_into)
 @reject("lerp", "biu")
 def lerp(xp, input, end, weight):
     """``input + weight * (end - input)``, exact at ``weight == 1``.
