@@ -67,6 +67,9 @@ def _accumulate(f, input, dim, keepdim, dtype):
 
 def _sum_like(name, f, doc, complex_ok=True, tags=()):
     def fwd(xp, input, dim=None, keepdim=False, *, dtype=None):
+        if dim is None and dtype is None and f == "sum" and xp is np and \
+                input.dtype.kind == "f" and input.dtype.itemsize > 2:
+            return np.add.reduce(input, None, keepdims=keepdim)    # (loss.sum(): the same bits)
         if not complex_ok and input.dtype.kind == "c":
             raise RuntimeError(f"{name} does not support complex inputs")
         # (np.sum is Python around add.reduce: call that directly, as np.sum does)
@@ -137,15 +140,25 @@ def mean(xp, input, dim=None, keepdim=False, *, dtype=None):
             warnings.simplefilter("ignore", RuntimeWarning)
             return _accumulate(xp.mean, input, dim, keepdim, dtype)
     if xp is np:
-        # numpy.mean's own steps (the sum in the result dtype, then a division by the count
-        # as a NumPy integer, which computes in double), without its Python: the same bits
-        def f(a, axis, keepdims, dtype=None):
-            total = np.add.reduce(a, axis, dtype, keepdims=keepdims)
-            if type(total) is np.ndarray:
-                return np.true_divide(total, np.intp(count), out=total, casting="unsafe")
-            return total.dtype.type(total / np.intp(count))
-        return _accumulate(f, input, dim, keepdim, dtype)
+        if dtype is None and input.dtype.kind == "f" and input.dtype.itemsize > 2:
+            return _mean_of(input, reduce_dims(dim, input.ndim), keepdim, None, count)
+        return _accumulate(lambda a, axis, keepdims, dtype=None: _mean_of(
+            a, axis, keepdims, dtype, count), input, dim, keepdim, dtype)
     return _accumulate(xp.mean, input, dim, keepdim, dtype)
+
+
+def _mean_of(a, axis, keepdims, dtype, count):
+    """numpy.mean's own steps (the sum in the result dtype, then a division by the count as a
+    NumPy integer, which computes in double), without its Python: the same bits. A real
+    float sum divides by a Python int below 2^24 in its own dtype instead (~2x cheaper): the
+    double quotient rounded to float32 is the float32 quotient (53 >= 2 * 24 + 2 bits: double
+    rounding is harmless for a division)."""
+    total = np.add.reduce(a, axis, dtype, keepdims=keepdims)
+    if total.dtype.kind != "f" or count >= 1 << 24:
+        count = np.intp(count)
+    if type(total) is np.ndarray:
+        return np.true_divide(total, count, out=total, casting="unsafe")
+    return total.dtype.type(total / count)
 
 
 @mean.vjp()
@@ -272,8 +285,12 @@ _SMALL = 1 << 16
 
 
 def _minmax(name, f, argf, binary):
+    extremum = getattr(np, name + "imum")
+
     @op(name, tags=("reduction",), nondiff_outputs=(1,), returns=("values", "indices"))
     def fwd(xp, input, dim=None, keepdim=False):
+        if dim is None and xp is np and input.size and input.dtype.kind != "c":
+            return extremum.reduce(input, None)     # (x.max(): ndarray.max's steps, no Python)
         if hasattr(dim, "shape"):            # torch.max(a, b) is torch.maximum(a, b)
             return binary.fwd(xp, input, dim)
         _nonempty(name, input, dim)
@@ -508,14 +525,16 @@ def norm(xp, input, p="fro", dim=None, keepdim=False, dtype=None):
                            f"input. Got {type_name(input.dtype)}")
     if dtype is not None:
         input = input.astype(dtype.np)
-    a = xp.abs(input)
+    # (a real 2-norm squares the elements as they are: |x| * |x| == x * x)
+    a = input if input.dtype.kind == "f" and p in ("fro", 2, 2.0) else xp.abs(input)
     return _vector_norm(xp, a.astype(np.float32) if a.dtype.itemsize == 2 else a, p,
                         reduce_dims(dim, input.ndim), keepdim).astype(a.dtype, copy=False)
 
 
 def _vector_norm(xp, a, p, ax, keepdim):
-    if p in ("fro", 2, 2.0):
-        return xp.sqrt(xp.sum(a * a, axis=ax, keepdims=keepdim))
+    if p in ("fro", 2, 2.0):     # (add.reduce: np.sum is Python around it)
+        return xp.sqrt((np.add.reduce if xp is np else xp.sum)(a * a, axis=ax,
+                                                                keepdims=keepdim))
     if not isinstance(p, (int, float)):
         raise NotImplementedError(f"norm: p={p!r} is not supported (matrix norms: use "
                                   "torch.linalg.matrix_norm)")
