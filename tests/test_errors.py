@@ -89,6 +89,9 @@ CASES = {
                    r"xpanded size of the tensor \(4\) must match the existing size \(2\) at "
                    r"non-singleton dimension 0.  Target sizes: \[4, 3\].  Tensor sizes: "
                    r"\[2, 3\]"),
+    "expand_leading_negative": (lambda L: L.ones(2, 3).expand(-1, 2, 3),
+                                r"xpanded size of the tensor \(-1\) isn't allowed in a "
+                                r"leading, non-existing dimension 0"),
     "expand_fewer": (lambda L: L.ones(2, 3).expand(3),
                      r"the number of sizes provided \(1\) must be greater or equal to the "
                      r"number of dimensions in the tensor \(2\)"),

@@ -160,24 +160,32 @@ def expand(xp, input, *sizes):
         raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be "
                            f"greater or equal to the number of dimensions in the tensor "
                            f"({input.ndim})")
-    shape = tuple(input.shape[i - lead] if s == -1 and i >= lead else s
-                  for i, s in enumerate(sizes))
     # NOTE: torch's strides, not broadcast_to's: a size-1 dimension kept at size 1 keeps its
     # stride, and a new leading one gets size * stride of the next. The view is writable, as
     # torch's is; in-place ops refuse it where elements overlap (see dispatch_inplace).
-    strides = [0] * len(shape)
-    for i in reversed(range(len(shape))):
-        j = i - lead
+    have, steps, n = input.shape, input.strides, len(sizes)
+    shape, strides = list(sizes), [0] * n
+    for i in range(n - 1, -1, -1):
+        s, j = shape[i], i - lead
         if j >= 0:
-            n, st = input.shape[j], input.strides[j]
+            d = have[j]
+            if s == d or s == -1:
+                shape[i], strides[i] = d, steps[j]
+                continue
+            if d == 1 and s >= 0:
+                continue                    # (stride 0)
+        elif s == 1:
+            strides[i] = shape[i + 1] * strides[i + 1] if i + 1 < n else input.itemsize
+            continue
+        elif s >= 0:
+            continue
         else:
-            n, st = 1, shape[i + 1] * strides[i + 1] if i + 1 < len(shape) else input.itemsize
-        if n != shape[i] and (n != 1 or shape[i] < 0):
-            raise RuntimeError(f"expand: the expanded size of the tensor ({sizes[i]}) must "
-                               f"match the existing size ({n}) at non-singleton dimension {i}."
-                               f"  Target sizes: {list(sizes)}.  Tensor sizes: "
-                               f"{list(input.shape)}")
-        strides[i] = st if n == shape[i] else 0
+            raise RuntimeError(f"expand: the expanded size of the tensor ({sizes[i]}) isn't "
+                               f"allowed in a leading, non-existing dimension {i}")
+        raise RuntimeError(f"expand: the expanded size of the tensor ({sizes[i]}) must "
+                           f"match the existing size ({have[j]}) at "
+                           f"non-singleton dimension {i}.  Target sizes: {list(sizes)}.  "
+                           f"Tensor sizes: {list(have)}")
     if type(input) is np.ndarray and input.flags.c_contiguous and input.flags.writeable:
         # the same view as as_strided's, made in C: as_strided is ~2 us of Python (and every
         # full sum's backward expands)
