@@ -2,6 +2,7 @@
 
 The whole suite runs with the extension (when built) and with ``EMBER_NO_C=1``; here each call
 is made both ways in one process and the results, dtypes, graphs and errors compared."""
+import re
 import subprocess
 import sys
 
@@ -474,6 +475,31 @@ def test_tensor_list_quick_path_is_the_general_path():
     z = ember.cat([x, y], dim=0)
     z.sum().backward()
     assert x.grad.tolist() == [[1.0, 1.0]]
+
+
+@needs_c
+def test_tensor_list_in_c_is_the_general_path():
+    # no graph to record (no tensor requires grad, or grad mode is off): C's own list path;
+    # the same values, dtype, no graph, and the general path's errors in torch's words
+    cat, stack = ember.cat.opdef, ember.stack.opdef
+    x, y = ember.rand(2, 3), ember.rand(2, 3, dtype=ember.float64)
+    p = ember.nn.Parameter(ember.rand(2, 3))
+    calls = [(cat, ([x, x], 0)), (cat, ((x, x, x), -1)), (stack, ([x, x], 1)), (stack, ([y],)),
+             (cat, ([y, y], 1)), (stack, ((x, x), -3))]
+    for grad in (True, False):
+        with ember.set_grad_enabled(grad):
+            for opdef, args in calls + [(cat, ([p, x],))]:
+                got, want = C.dispatch(opdef, args, {}), D._dispatch(opdef, args, {})
+                assert got.tolist() == want.tolist() and got.dtype is want.dtype
+                assert (got.grad_fn is None) == (want.grad_fn is None)
+                assert got.requires_grad == want.requires_grad == (grad and opdef is cat and
+                                                                    args[0][0] is p)
+    for opdef, args in [(cat, ([x, ember.rand(3, 2)], 0)), (stack, ([x, ember.rand(3)],)),
+                        (cat, ([x, x], 2))]:
+        with pytest.raises(Exception) as want:
+            D._dispatch(opdef, args, {})
+        with pytest.raises(want.type, match=re.escape(str(want.value)[:40])):
+            C.dispatch(opdef, args, {})
 
 
 def test_several_tensors_quick_path_is_the_general_path():

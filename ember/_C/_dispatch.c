@@ -585,6 +585,62 @@ error:
 
 #include "view.h"     /* view_path: dispatch._view; ViewFn */
 
+/* dispatch._tensor_list's call where no graph is recorded, in C: a list (or tuple) of plain
+ * cpu tensors of one float dtype first, plain options after it (cat, stack). *handled = 0:
+ * the Python helper takes it (a tensor that requires grad, another dtype, a forward that
+ * refuses the call and so raises in torch's words there) */
+static PyObject *list_path(PyObject *opdef, PyObject *args, int *handled)
+{
+    PyObject *first = PyTuple_GET_ITEM(args, 0), *dt = NULL, *res, *out, *fwd;
+    PyObject *const *items = PySequence_Fast_ITEMS(first);
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(first), n = PyTuple_GET_SIZE(args);
+    int grad = GRAD_ENABLED();
+    *handled = 0;
+    if (grad < 0)
+        return *handled = 1, NULL;
+    if (k == 0 || n > 8 || !plain_options(&PyTuple_GET_ITEM(args, 0), n))
+        return NULL;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *t = items[i];
+        if (!PyObject_TypeCheck(t, Tensor) || TF(t, device, CPU) != CPU ||
+            TB(t)->data == NULL || Py_TYPE(TB(t)->data) != (PyTypeObject *)ndarray ||
+            (dt != NULL && TB(t)->dtype != dt) || (grad && TF(t, requires_grad, Py_False) !=
+                                                   Py_False))
+            return NULL;
+        dt = TB(t)->dtype;
+    }
+    if (dt == NULL || !scalar_keeps_dtype(dt))
+        return NULL;
+    PyObject *arrays = PyList_New(k), *cargs[9] = {np};
+    if (arrays == NULL)
+        return *handled = 1, NULL;
+    for (Py_ssize_t i = 0; i < k; i++)
+        PyList_SET_ITEM(arrays, i, Py_NewRef(TB(items[i])->data));
+    cargs[1] = arrays;
+    for (Py_ssize_t i = 1; i < n; i++)
+        cargs[i + 1] = PyTuple_GET_ITEM(args, i);
+    if ((fwd = OP(opdef, OP_FWD)) == NULL) {
+        Py_DECREF(arrays);
+        return *handled = 1, NULL;
+    }
+    res = PyObject_Vectorcall(fwd, cargs, n + 1, NULL);
+    Py_DECREF(fwd);
+    Py_DECREF(arrays);
+    if (res == NULL || Py_TYPE(res) != (PyTypeObject *)ndarray) {
+        if (res == NULL && !PyErr_ExceptionMatches(PyExc_ValueError) &&
+            !PyErr_ExceptionMatches(PyExc_IndexError) && !PyErr_ExceptionMatches(PyExc_TypeError)
+            && !PyErr_ExceptionMatches(PyExc_RuntimeError))
+            return *handled = 1, NULL;
+        PyErr_Clear();      /* (the Python helper runs it again and raises in torch's words) */
+        Py_XDECREF(res);
+        return NULL;
+    }
+    out = wrap_like(res, dt);
+    Py_DECREF(res);
+    *handled = 1;
+    return out;
+}
+
 static PyObject *run(PyObject *opdef, PyObject *args, PyObject *kwargs)
 {
     int r, view, handled;
@@ -610,12 +666,15 @@ static PyObject *run(PyObject *opdef, PyObject *args, PyObject *kwargs)
     }
     PyObject *first = PyTuple_GET_SIZE(args) ? PyTuple_GET_ITEM(args, 0) : NULL;
     if (!view && first != NULL && (PyList_CheckExact(first) || PyTuple_CheckExact(first))) {
-        /* a list of tensors first (cat, stack): dispatch._tensor_list, without the hop through
-         * the Python dispatch */
-        ret = PyObject_CallFunctionObjArgs(tensor_list, opdef, args, NULL);
-        handled = ret != Py_None;
-        if (!handled)
-            Py_DECREF(ret);
+        /* a list of tensors first (cat, stack): in C where no graph is recorded, else
+         * dispatch._tensor_list, without the hop through the Python dispatch */
+        ret = list_path(opdef, args, &handled);
+        if (!handled) {
+            ret = PyObject_CallFunctionObjArgs(tensor_list, opdef, args, NULL);
+            handled = ret != Py_None;
+            if (!handled)
+                Py_DECREF(ret);
+        }
     }
     else
         ret = view ? view_path(opdef, args, &handled) :
