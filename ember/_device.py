@@ -15,6 +15,10 @@ class device:
     __slots__ = ("type", "index")
 
     def __new__(cls, type, index=None):
+        if index is None and cls is device and type.__class__ is str:
+            plain = _PLAIN.get(type)      # (cpu, meta: one immutable object each)
+            if plain is not None:
+                return plain
         if isinstance(type, device):
             return type
         if isinstance(type, int):                 # torch.device(0) means cuda:0
@@ -61,8 +65,10 @@ class device:
         return (device, (self.type, self.index))
 
 
+_PLAIN = {}
 CPU = device("cpu")
 META = device("meta")
+_PLAIN.update(cpu=CPU, meta=META)
 
 
 def to_device(d):

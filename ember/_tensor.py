@@ -38,6 +38,17 @@ def _c_ext():
 _cext = _c_ext()
 
 
+def _cast(t, dt):
+    """``t`` cast to ember dtype ``dt`` by the ``_to_dtype`` op (differentiable)."""
+    global _to_dtype_op
+    if _to_dtype_op is None:
+        from ._ops.pointwise import _to_dtype as _to_dtype_op
+    return _to_dtype_op(t, dtype=dt)
+
+
+_to_dtype_op = None
+
+
 def parse_to_args(args, dtype=None, device=None):
     """``(dtype, device)`` from the positional forms of ``Tensor.to`` / ``Module.to``:
     a dtype, a device (or its string), both, or a tensor to match."""
@@ -503,6 +514,16 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
 
         Accepts ``to(dtype)``, ``to(device)``, ``to(device, dtype)`` and ``to(other)``.
         """
+        if len(args) == 1 and dtype is None and device is None and not copy and \
+                memory_format is None:
+            # the common calls without the parsing below: a batch's x.to(device) each step
+            # (cpu to cpu: itself), x.to(ember.float64)
+            a = args[0]
+            if a is self.dtype or a is self.device or (type(a) is str and a == "cpu" and
+                                                       self.device is CPU):
+                return self
+            if type(a) is _dtype.dtype:
+                return _cast(self, a)
         dtype, device = parse_to_args(args, dtype, device)
         dt = _dtype.to_dtype(dtype) if dtype is not None else self.dtype
         dev = to_device(device) if device is not None else self.device
@@ -512,8 +533,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
                 t.clone(memory_format=memory_format)
         if dt is self.dtype and dev == self.device and not copy:
             return self
-        from ._ops import pointwise
-        t = self if dt is self.dtype else pointwise._to_dtype(self, dtype=dt)
+        t = self if dt is self.dtype else _cast(self, dt)
         if dev != self.device:
             t = t._move(dev)
         elif copy and t is self:

@@ -418,6 +418,23 @@ def test_size_and_dtype_pickle():
     assert repr(pickle.loads(pickle.dumps(ember.Size([2])))) == "torch.Size([2])"
 
 
+def test_to_common_calls_match_torch():
+    """``to(dtype)``/``to(device)`` with one argument take a quick path: itself when nothing
+    changes, a differentiable cast otherwise."""
+    for lib in (ember, torch):
+        x = lib.tensor([[1.5, -2.0]], requires_grad=True)
+        assert x.to(x.dtype) is x and x.to("cpu") is x and x.to(lib.device("cpu")) is x
+        assert x.to(x.device) is x and x.to(lib.float32) is x
+        y = x.to(lib.float64)
+        assert y.dtype is lib.float64 and y.tolist() == [[1.5, -2.0]] and y.requires_grad
+        (y * y).sum().backward()
+        assert x.grad.dtype is lib.float32 and x.grad.tolist() == [[3.0, -4.0]]
+        assert x.to(lib.float32, copy=True) is not x
+        assert lib.device("cpu") != lib.device("cpu:0") and x.to("cpu:0") is not None
+    with pytest.raises(TypeError, match="expected a string, int or device"):
+        ember.device([1])
+
+
 def test_size_indexing_matches_torch():
     """Size's indexing (SizeBase in C, Size.__getitem__ without it): ints give a dimension, a
     slice a Size, torch's IndexError past the end."""
