@@ -617,7 +617,8 @@ def _view_cases():
         (ember.reshape.opdef, (x.transpose(0, 1), (6, 4))),        # "maybe": a copy here
         (ember.unsqueeze.opdef, (x, 1)), (ember.narrow.opdef, (x, 2, 1, 2)),
         (get("expand"), (x[:, :1], (2, 5, 4))),
-        (get("split"), (x, 2, 2)),                            # several outputs: Python's
+        (get("split"), (x, 2, 2)), (get("split"), (x, [1, 2], 1)),    # several outputs,
+        (get("unbind"), (x, 1)),                        # each picked by its view function
         (ember.view_as_real.opdef, (ember.ones(3, dtype=ember.complex64),)),  # dtype changes
     ]
 

@@ -1,7 +1,8 @@
 /* View ops in C (included by _dispatch.c): the view function a view keeps, and dispatch.py's
- * _view, the common call of a view op (one plain cpu tensor, options after it, no hooks), for
- * a single output. _view is the reference; what this does not take (several outputs, a
- * forward that refuses the call) goes back to Python. */
+ * _view, the common call of a view op (one plain cpu tensor, options after it, no hooks),
+ * for one output or a tuple of them (split, chunk, unbind: _view_outputs). _view is the
+ * reference; what this does not take (a "maybe" view with several outputs, a forward that
+ * refuses the call) goes back to Python. */
 
 /* ---- ViewFn: b -> opdef(parent(b), *rest, **kwargs), dispatch.view_links's view_fn ------ */
 
@@ -9,6 +10,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *opdef, *rest, *kwargs, *parent, *multi_output;   /* parent, kwargs may be NULL */
     vectorcallfunc vectorcall;
+    Py_ssize_t nth;     /* output nth of an op with several (dispatch._nth_view), or -1 */
 } ViewFn;
 
 static PyObject *viewfn_call(PyObject *self, PyObject *const *av, size_t nargsf,
@@ -37,6 +39,8 @@ static PyObject *viewfn_call(PyObject *self, PyObject *const *av, size_t nargsf,
         Py_DECREF(args);
     }
     Py_DECREF(x);
+    if (r != NULL && v->nth >= 0)
+        Py_SETREF(r, PySequence_GetItem(r, v->nth));
     return r;
 }
 
@@ -114,6 +118,7 @@ static PyObject *viewfn_new(PyObject *opdef, PyObject *rest, PyObject *kwargs, P
     if (mo == Py_None)
         Py_DECREF(mo);
     v->vectorcall = viewfn_call;
+    v->nth = -1;
     PyObject_GC_Track(v);
     return (PyObject *)v;
 }
@@ -174,8 +179,10 @@ static int same_root(PyObject *res, PyObject *src)
     return r;
 }
 
-/* out's storage, base, view function and view version, as _view sets them (view_links) */
-static int link_view(PyObject *out, PyObject *opdef, PyObject *src, PyObject *rest)
+/* out's storage, base, view function and view version, as _view sets them (view_links);
+ * nth >= 0: out is output nth of several, whose view function picks it (_nth_view) */
+static int link_view(PyObject *out, PyObject *opdef, PyObject *src, PyObject *rest,
+                     Py_ssize_t nth)
 {
     PyObject *st = TF(src, storage, Py_None), *ver;
     st = st != Py_None ? Py_NewRef(st) : PyObject_CallMethodNoArgs(src, s_get_storage);
@@ -183,6 +190,13 @@ static int link_view(PyObject *out, PyObject *opdef, PyObject *src, PyObject *re
         return -1;
     PyObject *base = TF(src, base, Py_None), *fn = viewfn_new(opdef, rest, NULL,
                                                              TF(src, view_fn, Py_None));
+    if (fn != NULL && nth >= 0) {
+        ViewFn *v = (ViewFn *)fn;
+        v->nth = nth;
+        Py_XSETREF(v->multi_output, PyLong_FromSsize_t(nth));
+        if (v->multi_output == NULL)
+            Py_CLEAR(fn);
+    }
     if (fn == NULL) {
         Py_DECREF(st);
         return -1;
@@ -197,6 +211,58 @@ static int link_view(PyObject *out, PyObject *opdef, PyObject *src, PyObject *re
     int r = PyObject_SetAttr(out, s_view_version, ver);      /* (see graph.edge_of) */
     Py_DECREF(ver);
     return r;
+}
+
+/* dispatch._view_outputs for a tuple of arrays (split, unbind, chunk): the views, linked to
+ * src, each with its own view function, and the op's node where src requires grad; the
+ * Python helper takes anything else; new ref */
+static PyObject *several_views(PyObject *opdef, PyObject *args, PyObject *src, PyObject *rest,
+                               PyObject *res)
+{
+    Py_ssize_t k = PyTuple_CheckExact(res) ? PyTuple_GET_SIZE(res) : 0;
+    PyObject *view = OP(opdef, OP_VIEW), *outs, *v;
+    int maybe = view == NULL ? -1 : PyUnicode_Check(view);
+    Py_XDECREF(view);
+    if (maybe < 0)
+        return NULL;
+    for (Py_ssize_t i = 0; i < k && !maybe; i++)
+        maybe = Py_TYPE(PyTuple_GET_ITEM(res, i)) != (PyTypeObject *)ndarray;
+    if (k == 0 || maybe)
+        return PyObject_CallFunctionObjArgs(view_outputs, opdef, args, src, rest, res, NULL);
+    if ((outs = PyList_New(k)) == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *o = wrap_like(PyTuple_GET_ITEM(res, i), TB(src)->dtype);
+        if (o == NULL)
+            goto error;
+        PyList_SET_ITEM(outs, i, o);
+        if (link_view(o, opdef, src, rest, i) < 0)
+            goto error;
+    }
+    PyObject *rg = TF(src, requires_grad, Py_False);
+    int r = rg == Py_True ? 1 : rg == Py_False ? 0 : PyObject_IsTrue(rg);
+    if (r > 0 && (r = GRAD_ENABLED()) > 0)
+        r = op_truth(opdef, OP_DIFF);
+    if (r < 0)
+        goto error;
+    if (r) {
+        PyObject *tensors = PyList_New(1);
+        if (tensors == NULL)
+            goto error;
+        PyList_SET_ITEM(tensors, 0, Py_NewRef(src));
+        v = PyObject_CallFunctionObjArgs(record, opdef, args, empty_dict, tensors, outs, Py_True,
+                                         NULL);
+        Py_DECREF(tensors);
+        if (v == NULL)
+            goto error;
+        Py_DECREF(v);
+    }
+    v = PyList_AsTuple(outs);
+    Py_DECREF(outs);
+    return v;
+error:
+    Py_DECREF(outs);
+    return NULL;
 }
 
 /* _view(opdef, args) for one plain cpu tensor and options; *handled = 0: not taken (run the
@@ -231,8 +297,8 @@ static PyObject *view_path(PyObject *opdef, PyObject *args, int *handled)
     PyObject *rest = PyTuple_GetSlice(args, 1, n);
     if (rest == NULL)
         goto done;
-    if (Py_TYPE(res) != (PyTypeObject *)ndarray) {      /* several outputs: Python's */
-        ret = PyObject_CallFunctionObjArgs(view_outputs, opdef, args, src, rest, res, NULL);
+    if (Py_TYPE(res) != (PyTypeObject *)ndarray) {      /* several outputs */
+        ret = several_views(opdef, args, src, rest, res);
         if (ret == Py_None) {           /* (neither: the general path's) */
             Py_CLEAR(ret);
             *handled = 0;
@@ -246,7 +312,7 @@ static PyObject *view_path(PyObject *opdef, PyObject *args, int *handled)
         goto done;
     int r = PyUnicode_Check(view) ? same_root(res, TB(src)->data) : 1;    /* ("maybe") */
     Py_DECREF(view);
-    if (r < 0 || (r && link_view(out, opdef, src, rest) < 0))
+    if (r < 0 || (r && link_view(out, opdef, src, rest, -1) < 0))
         goto done;
     PyObject *rg = TF(src, requires_grad, Py_False);
     if ((r = rg == Py_True ? 1 : rg == Py_False ? 0 : PyObject_IsTrue(rg)) > 0 &&

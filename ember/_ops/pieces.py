@@ -30,7 +30,9 @@ def split(xp, input, split_size_or_sections, dim=0):
             raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} "
                                f"(input tensor's size at dimension {dim}), but got split_sizes="
                                f"{list(split_size_or_sections)}")
-        bounds = [0] + [int(b) for b in np.cumsum(split_size_or_sections)]
+        bounds = [0]
+        for b in split_size_or_sections:
+            bounds.append(bounds[-1] + int(b))
     # (basic slices, not numpy.split's Python loop: 3x faster; a list, not a generator: ~1 us)
     lead = (slice(None),) * d
     return tuple([input[lead + (slice(a, b),)] for a, b in zip(bounds, bounds[1:])])
