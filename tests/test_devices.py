@@ -36,6 +36,9 @@ def test_meta_creation_and_ops_track_shape_and_dtype_only():
     assert repr(ember.empty(2, 3, device="meta")) == "tensor(..., device='meta', size=(2, 3))"
     with pytest.raises(NotImplementedError, match="meta"):
         c.cpu()
+    # joining has meta rules: no forward on the stride-0 arrays (stack's would fill 8 GB)
+    assert tuple(ember.stack([a, a], 1).shape) == (1000, 2, 1000, 1000)
+    assert tuple(ember.cat([a, a], 2).shape) == (1000, 1000, 2000)
 
 
 def test_meta_autograd_records_a_graph():
