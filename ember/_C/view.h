@@ -213,6 +213,17 @@ static int link_view(PyObject *out, PyObject *opdef, PyObject *src, PyObject *re
     return r;
 }
 
+/* whether a view of src by opdef records a node: src requires grad, grad mode is on and the
+ * op is differentiable (1, 0, or -1 with an exception) */
+static int view_records(PyObject *opdef, PyObject *src)
+{
+    PyObject *rg = TF(src, requires_grad, Py_False);
+    int r = rg == Py_True ? 1 : rg == Py_False ? 0 : PyObject_IsTrue(rg);
+    if (r > 0 && (r = GRAD_ENABLED()) > 0)
+        r = op_truth(opdef, OP_DIFF);
+    return r;
+}
+
 /* dispatch._view_outputs for a tuple of arrays (split, unbind, chunk): the views, linked to
  * src, each with its own view function, and the op's node where src requires grad; the
  * Python helper takes anything else; new ref */
@@ -239,10 +250,7 @@ static PyObject *several_views(PyObject *opdef, PyObject *args, PyObject *src, P
         if (link_view(o, opdef, src, rest, i) < 0)
             goto error;
     }
-    PyObject *rg = TF(src, requires_grad, Py_False);
-    int r = rg == Py_True ? 1 : rg == Py_False ? 0 : PyObject_IsTrue(rg);
-    if (r > 0 && (r = GRAD_ENABLED()) > 0)
-        r = op_truth(opdef, OP_DIFF);
+    int r = view_records(opdef, src);
     if (r < 0)
         goto error;
     if (r) {
@@ -314,11 +322,7 @@ static PyObject *view_path(PyObject *opdef, PyObject *args, int *handled)
     Py_DECREF(view);
     if (r < 0 || (r && link_view(out, opdef, src, rest, -1) < 0))
         goto done;
-    PyObject *rg = TF(src, requires_grad, Py_False);
-    if ((r = rg == Py_True ? 1 : rg == Py_False ? 0 : PyObject_IsTrue(rg)) > 0 &&
-        (r = GRAD_ENABLED()) > 0)
-        r = op_truth(opdef, OP_DIFF);
-    if (r < 0)
+    if ((r = view_records(opdef, src)) < 0)
         goto done;
     if (r) {
         PyObject *tensors = PyTuple_Pack(1, src);
