@@ -3,19 +3,9 @@
 from . import _C
 
 
-def _base():
-    """The C extension's SizeBase (indexing in C: ``x.shape[0]`` without a Python frame), or
-    tuple without it; the Size.__getitem__ below is the reference either way."""
-    if _C._off:
-        return tuple
-    try:
-        from ._C._dispatch import SizeBase
-    except ImportError:
-        return tuple
-    return SizeBase
-
-
-_Base = _base()
+# the C extension's SizeBase (indexing in C: ``x.shape[0]`` without a Python frame), or tuple
+# without it, where the Size.__getitem__ below is the reference
+_Base = _C.dispatch_ext.SizeBase if _C.dispatch_ext is not None else tuple
 
 
 class Size(_Base):

@@ -25,14 +25,10 @@ def _c_ext():
     fields, or None when it is not built or ``EMBER_NO_C=1``: then Tensor is a plain class and
     the fields' defaults are class attributes. dispatch's C fast path is used exactly when
     this is not None."""
-    if _C._off:
-        return None
-    try:
-        from ._C import _dispatch
-    except ImportError:
-        return None
-    _dispatch.tensor_defaults(CPU, Size)
-    return _dispatch
+    ext = _C.dispatch_ext
+    if ext is not None:
+        ext.tensor_defaults(CPU, Size)
+    return ext
 
 
 _cext = _c_ext()
@@ -564,7 +560,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
     def _as(self, dt):
         # (itself when the dtype is already dt, without to()'s argument parsing: x.float() on
         # a float32 tensor 7.7k -> 1.7k instructions)
-        return self if self.dtype is dt else self.to(dt)
+        return self if self.dtype is dt else _cast(self, dt)
 
     def float(self):
         return self._as(_dtype.float32)

@@ -320,11 +320,21 @@ def ptr(a):
     return None if a is None else a.ctypes.data
 
 
-if not _off:
-    try:    # the same in C: a.ctypes.data builds a helper object each call (~1 us)
-        from ._dispatch import data_ptr as ptr  # noqa: F811
+def _dispatch_ext():
+    """The C dispatch extension (``_dispatch.c``: TensorBase, SizeBase, the fast path), or None
+    where it is not built or ``EMBER_NO_C=1`` is set; asked once, at import."""
+    if _off:
+        return None
+    try:
+        from . import _dispatch
     except ImportError:
-        pass
+        return None
+    return _dispatch
+
+
+dispatch_ext = _dispatch_ext()
+if dispatch_ext is not None:    # the same in C: a.ctypes.data builds a helper object (~1 us)
+    ptr = dispatch_ext.data_ptr  # noqa: F811
 
 
 def contiguous(a, dtype=None):
