@@ -197,6 +197,18 @@ done:
     return full;
 }
 
+/* the forward refused the call with an error the Python dispatch raises in torch's words once
+ * it runs the call again (ValueError, IndexError, TypeError, RuntimeError): cleared, 1; any
+ * other error stays set, 0 */
+static int refused(void)
+{
+    if (!PyErr_ExceptionMatches(PyExc_ValueError) && !PyErr_ExceptionMatches(PyExc_IndexError) &&
+        !PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_RuntimeError))
+        return 0;
+    PyErr_Clear();
+    return 1;
+}
+
 static PyObject *slow(PyObject *opdef, PyObject *args, PyObject *kwargs)
 {
     return PyObject_CallFunctionObjArgs(py_dispatch, opdef, args, kwargs, NULL);
@@ -626,13 +638,10 @@ static PyObject *list_path(PyObject *opdef, PyObject *args, int *handled)
     res = PyObject_Vectorcall(fwd, cargs, n + 1, NULL);
     Py_DECREF(fwd);
     Py_DECREF(arrays);
-    if (res == NULL || Py_TYPE(res) != (PyTypeObject *)ndarray) {
-        if (res == NULL && !PyErr_ExceptionMatches(PyExc_ValueError) &&
-            !PyErr_ExceptionMatches(PyExc_IndexError) && !PyErr_ExceptionMatches(PyExc_TypeError)
-            && !PyErr_ExceptionMatches(PyExc_RuntimeError))
-            return *handled = 1, NULL;
-        PyErr_Clear();      /* (the Python helper runs it again and raises in torch's words) */
-        Py_XDECREF(res);
+    if (res == NULL)    /* (the Python helper runs it again and raises in torch's words) */
+        return *handled = !refused(), NULL;
+    if (Py_TYPE(res) != (PyTypeObject *)ndarray) {
+        Py_DECREF(res);
         return NULL;
     }
     out = wrap_like(res, dt);

@@ -295,11 +295,7 @@ static PyObject *view_path(PyObject *opdef, PyObject *args, int *handled)
     Py_DECREF(fwd);
     *handled = 1;
     if (res == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_ValueError) || PyErr_ExceptionMatches(PyExc_IndexError) ||
-            PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_RuntimeError)) {
-            PyErr_Clear();
-            *handled = 0;
-        }
+        *handled = !refused();
         return NULL;
     }
     PyObject *rest = PyTuple_GetSlice(args, 1, n);
