@@ -52,7 +52,6 @@ try:
         Generator, bernoulli, binomial, default_generator, get_rng_state, initial_seed,
         manual_seed, multinomial, normal, poisson, rand, rand_like, randint, randint_like, randn,
         randn_like, randperm, seed, set_rng_state)
-    from ._ops.pieces import chunk  # noqa: E402,F401
     from ._sparse import layout, sparse_coo, strided  # noqa: E402,F401
     from ._memory_format import (  # noqa: E402,F401
         channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format)

@@ -329,7 +329,7 @@ def vander(x, N=None, increasing=False):
 FUNCTIONS = {f.__name__: f for f in (
     is_signed, is_inference, is_distributed, get_device, detach, ravel, split_with_sizes,
     unravel_index, nonzero_static, vander)}
-FUNCTIONS.update(unsafe_chunk=pieces.chunk, unsafe_split=pieces.split,
+FUNCTIONS.update(unsafe_chunk=Tensor.chunk, unsafe_split=Tensor.split,
                  unsafe_split_with_sizes=split_with_sizes)
 FUNCTIONS.update({f"{n}_copy": _copy_of(n, v) for n, v in _VIEWS.items()})
 FUNCTIONS.update({f"{n}_scatter": _scatter_into(n, v) for n, v in {

@@ -17,6 +17,7 @@ from .autograd.graph import AccumulateGrad
 _BY_NP = _dtype._BY_NP
 # dtypes whose NumPy scalars aren't Python numbers: tolist() goes through float32
 _NO_PY_SCALARS = (_dtype.bfloat16, _dtype.float8_e4m3fn, _dtype.float8_e5m2)
+_PY_SCALARS = (float, int, bool, complex)
 _new = object.__new__
 
 
@@ -73,9 +74,9 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
     """
 
     # The hot fields: _data, dtype, device, grad, grad_fn, _requires_grad, _storage, _base,
-    # _view_fn, _output_nr, _grad_acc, _post_acc_hooks, _retains_grad. With the C extension
-    # they are TensorBase's slots (ember/_C/tensor.h), which a new tensor gets with these
-    # defaults: read and written by offset from C, and in a few instructions from Python.
+    # _view_fn, _output_nr, _grad_acc, _post_acc_hooks, _retains_grad, _view_version. With the
+    # C extension they are TensorBase's slots (ember/_C/tensor.h), which a new tensor gets with
+    # these defaults: read and written by offset from C, and in a few instructions from Python.
     # (A class attribute of one of these names would hide the slot.) Without it, the defaults
     # live on the class so a new tensor only stores what differs.
     if _cext is None:
@@ -433,7 +434,8 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
             raise RuntimeError(f"a Tensor with {a.size} elements cannot be converted "
                                "to Scalar")
         if self.device is CPU and type(a) is np.ndarray:    # no op call: rand(1).item() in a loop
-            return self._host_list(a.reshape(()))
+            v = a.item()
+            return v if type(v) in _PY_SCALARS else float(v)     # (bfloat16, float8: a float)
         if self.device.type == "meta":
             raise RuntimeError("Tensor.item() cannot be called on meta tensors")
         return self.reshape(()).tolist()

@@ -6,7 +6,7 @@ import numpy as np
 
 from . import _dtype, _memory_format
 from ._device import CPU
-from ._ops import indexing, linalg, pieces, pointwise, reduction, registry, shape
+from ._ops import indexing, linalg, pointwise, reduction, registry, shape
 from ._ops import pointwise_logic as logic
 from ._ops import random as _random
 from ._ops.creation import _size, empty, full, ones, zeros
@@ -348,10 +348,6 @@ def expand_as(self, other):
     return self.expand(tuple(other.shape))
 
 
-def chunk(self, chunks, dim=0):
-    return pieces.chunk(self, chunks, dim)
-
-
 def _new(fn):
     def f(self, *size, dtype=None, device=None, requires_grad=False, **kw):
         return fn(*size, dtype=dtype or self.dtype, device=device or self.device,
@@ -400,7 +396,7 @@ def install():
     for name, f in PROPERTIES.items():
         setattr(Tensor, name, property(f, SETTERS.get(name)))
     for f in (__contains__, __getitem__, __setitem__, copy_, fill_, zero_, contiguous, conj,
-              conj_physical_, resize_, view_as, reshape_as, expand_as, chunk, new_full,
+              conj_physical_, resize_, view_as, reshape_as, expand_as, new_full,
               new_tensor):
         setattr(Tensor, f.__name__, f)
     Tensor.new_zeros, Tensor.new_ones, Tensor.new_empty = _new(zeros), _new(ones), _new(empty)

@@ -32,7 +32,8 @@ CALLS = {
     "split_with_sizes": lambda lib: list(lib.split_with_sizes(_t(lib), [1, 3], 1)) +
     list(_t(lib).split_with_sizes([2, 1])),
     "unsafe_split_chunk": lambda lib: list(lib.unsafe_split(_t(lib), 2)) +
-    list(_t(lib).unsafe_chunk(2, 1)) + list(lib.unsafe_split_with_sizes(_t(lib), [3, 1], 1)),
+    list(_t(lib).unsafe_chunk(2, 1)) + list(lib.unsafe_split_with_sizes(_t(lib), [3, 1], 1))
+    + list(_t(lib).unsafe_split(3, 1)),
     "unravel_index": lambda lib: list(lib.unravel_index(lib.tensor([0, 5, 23, -1]), (2, 3, 4)))
     + list(lib.unravel_index(lib.tensor(7), 10)),
     "unravel_index_error": lambda lib: lib.unravel_index(lib.tensor([1.5]), (2,)),

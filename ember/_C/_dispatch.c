@@ -26,7 +26,7 @@ static int ready;
 static PyObject *s_view, *s_autocast, *s_tracer, *s_profiler, *s_dtype, *s_device, *s_data,
     *s_category, *s_promote, *s_fwd, *s_np, *s_grad_enabled, *s_differentiable,
     *s_requires_grad, *s_vjp_fn, *s_nondiff_outputs, *s_grad_fn, *s_ufunc, *s_multi_output,
-    *s_get_storage, *s_view_version, *s_promote_args, *s_writes_overlap,
+    *s_get_storage, *s_promote_args, *s_writes_overlap,
     *s_into, *s_params, *s_defaults;
 static PyObject *view_outputs, *root_fn, *opmath[2];
 
@@ -884,9 +884,8 @@ PyMODINIT_FUNC PyInit__dispatch(void)
         {&s_input_meta, "input_meta"}, {&s_apply, "apply"}, {&s_release, "release"},
         {&s_seq, "seq"}, {&s_base_arr, "base"}, {&s_accumulate, "accumulate"},
         {&s_ufunc, "ufunc"}, {&s_multi_output, "multi_output"}, {&s_get_storage, "_get_storage"},
-        {&s_view_version, "_view_version"}, {&s_promote_args, "promote_args"},
-        {&s_writes_overlap, "writes_overlap"}, {&s_into, "into"}, {&s_params, "params"},
-        {&s_defaults, "defaults"}};
+        {&s_promote_args, "promote_args"}, {&s_writes_overlap, "writes_overlap"},
+        {&s_into, "into"}, {&s_params, "params"}, {&s_defaults, "defaults"}};
     for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
         if ((*strs[i].slot = PyUnicode_InternFromString(strs[i].s)) == NULL)
             return NULL;

@@ -17,8 +17,10 @@
  * default (a subclass whose __init_subclass__ skipped ours, a ``del``): see TF(). */
 
 /* every field once: (C name, Python name, member type); the struct, the member table,
- * traverse and clear expand it. grad is T_OBJECT (NULL reads as None), and so is leaf_edge:
- * record.h's cache of a leaf's (accumulator, 0) edge, which no Python code reads. */
+ * traverse and clear expand it. grad is T_OBJECT (NULL reads as None), and so are leaf_edge,
+ * record.h's cache of a leaf's (accumulator, 0) edge, which no Python code reads, and
+ * view_version, a view's storage version when it was made (see graph.edge_of): a slot, as a
+ * dict entry it cost every view its instance dict. */
 #define TENSOR_FIELDS(X)                                                                    \
     X(data, "_data", T_OBJECT_EX) X(dtype, "dtype", T_OBJECT_EX)                            \
     X(device, "device", T_OBJECT_EX) X(grad, "grad", T_OBJECT)                              \
@@ -26,7 +28,8 @@
     X(storage, "_storage", T_OBJECT_EX) X(base, "_base", T_OBJECT_EX)                       \
     X(view_fn, "_view_fn", T_OBJECT_EX) X(output_nr, "_output_nr", T_OBJECT_EX)             \
     X(grad_acc, "_grad_acc", T_OBJECT_EX) X(post_acc_hooks, "_post_acc_hooks", T_OBJECT_EX) \
-    X(retains_grad, "_retains_grad", T_OBJECT_EX) X(leaf_edge, "_leaf_edge", T_OBJECT)
+    X(retains_grad, "_retains_grad", T_OBJECT_EX) X(leaf_edge, "_leaf_edge", T_OBJECT)    \
+    X(view_version, "_view_version", T_OBJECT)
 
 #define TENSOR_FIELD_DECL(f, name, kind) PyObject *f;
 typedef struct {

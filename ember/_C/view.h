@@ -208,9 +208,8 @@ static int link_view(PyObject *out, PyObject *opdef, PyObject *src, PyObject *re
         Py_INCREF(ver);
     else if ((ver = GET(st, s_version)) == NULL)
         return -1;
-    int r = PyObject_SetAttr(out, s_view_version, ver);      /* (see graph.edge_of) */
-    Py_DECREF(ver);
-    return r;
+    Py_XSETREF(TB(out)->view_version, ver);      /* (see graph.edge_of) */
+    return 0;
 }
 
 /* whether a view of src by opdef records a node: src requires grad, grad mode is on and the

@@ -33,6 +33,11 @@ def split(xp, input, split_size_or_sections, dim=0):
         bounds = [0]
         for b in split_size_or_sections:
             bounds.append(bounds[-1] + int(b))
+    return _slices(input, d, bounds)
+
+
+def _slices(input, d, bounds):
+    """The views of ``input`` between consecutive ``bounds`` along dim ``d``."""
     # (basic slices, not numpy.split's Python loop: 3x faster; a list, not a generator: ~1 us)
     lead = (slice(None),) * d
     return tuple([input[lead + (slice(a, b),)] for a, b in zip(bounds, bounds[1:])])
@@ -40,6 +45,11 @@ def split(xp, input, split_size_or_sections, dim=0):
 
 @split.vjp()
 def _(g, input, split_size_or_sections, dim=0):
+    return _joined(g, dim)
+
+
+def _joined(g, dim):
+    """The pieces' gradients ``g`` joined along ``dim`` (split's and chunk's backward)."""
     joined = _side_by_side(g, dim)
     return ember.cat(list(g), dim) if joined is None else joined
 
@@ -91,15 +101,27 @@ def _(g, input, dim=0):
 unbind.samples = lambda dev, dt: [Sample(make((3, 4), dt)), Sample(make((3, 4), dt), 1)]
 
 
-def chunk(input, chunks, dim=0):
+@op("chunk", view=True)
+def chunk(xp, input, chunks, dim=0):
     """Split into ``chunks`` pieces along ``dim`` (the last may be smaller)."""
-    if input.dim() == 0:
+    if input.ndim == 0:
         raise RuntimeError("chunk expects at least a 1-dimensional tensor")
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
-    n = input.shape[wrap_dim(dim, input.dim())]
+    d = wrap_dim(dim, input.ndim)
+    n = input.shape[d]
     # NOTE: an empty dim gives ``chunks`` empty pieces in torch, not one
-    return split(input, [0] * chunks if n == 0 else -(-n // chunks), dim)
+    bounds = [0] * (chunks + 1) if n == 0 else list(range(0, n, -(-n // chunks))) + [n]
+    return _slices(input, d, bounds)
+
+
+@chunk.vjp()
+def _(g, input, chunks, dim=0):
+    return _joined(g, dim)
+
+
+chunk.samples = lambda dev, dt: [Sample(make((5, 4), dt), 2), Sample(make((5, 4), dt), 3, 1),
+                                 Sample(make((4, 6), dt), 4, -1), Sample(make((0, 3), dt), 2)]
 
 
 def _cat_meta(tensors, dim=0):
