@@ -538,6 +538,35 @@ def test_long_1d_add_at(threads, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_long_1d_write_at(threads, dtype):
+    """``x[idx] = v`` and index_put_ on a long 1-D tensor (the scatter kernel in place, mode
+    0): of repeated indices the last write wins, as in NumPy; negative indices wrap (NumPy's
+    path); a bad index raises with the target untouched."""
+    n = (1 << 16) + 7
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal(n).astype(dtype)
+    v = rng.standard_normal(2 * n).astype(dtype)
+    i = rng.integers(0, n // 5, 2 * n)          # many repeats: the order decides
+    for index in (i, i - n // 5):
+        want = x.copy()
+        want[index] = v
+        t = ember.tensor(x)
+        t[ember.tensor(index)] = ember.tensor(v)
+        assert t.numpy().tobytes() == want.tobytes()
+        t = ember.tensor(x)
+        t.index_put_((ember.tensor(index),), ember.tensor(v))
+        assert t.numpy().tobytes() == want.tobytes()
+    bad = i.copy()
+    bad[-1] = n
+    for write in (lambda t: t.__setitem__(ember.tensor(bad), ember.tensor(v)),
+                  lambda t: t.index_put_((ember.tensor(bad),), ember.tensor(v))):
+        t = ember.tensor(x)
+        with pytest.raises(IndexError, match="out of bounds"):
+            write(t)
+        assert t.numpy().tobytes() == x.tobytes()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("reduce", ["amax", "amin"])
 def test_scatter_reduce_max_min_kernel(threads, dtype, reduce):
     """scatter_reduce amax / amin through the scatter kernel (modes 2 / 3) bit-equal to torch's

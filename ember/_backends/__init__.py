@@ -110,11 +110,13 @@ def add_at(xp, out, index, values):
         cupyx.scatter_add(out, index, values)
 
 
-def add_flat(out, index, values):
-    """``np.add.at(out, index, values)`` for a 1-D float ``out`` and a long int64 index by
-    the C scatter kernel (index order, so sums round as add.at's; ~3x faster on 1M random
-    indices). False (nothing written) for any other case, or a negative or out-of-range
-    index: the kernel checks them all before it writes, and add.at wraps or raises."""
+def add_flat(out, index, values, add=True):
+    """``np.add.at(out, index, values)`` (``out[index] = values`` when not ``add``) for a 1-D
+    float ``out`` and a long int64 index by the C scatter kernel, in index order: sums round
+    as add.at's, and of repeated indices the last write wins, as in NumPy (1M random indices:
+    ~3x faster than add.at, ~10% than the assignment). False (nothing written) for any other
+    case, or a negative or out-of-range index: the kernel checks them all before it writes,
+    and NumPy then wraps or raises."""
     if type(index) is tuple and len(index) == 1:
         index = index[0]
     if type(index) is not np.ndarray or index.ndim != 1 or index.size < 4096 or \
@@ -124,7 +126,7 @@ def add_flat(out, index, values):
         return False
     from .. import _C
     scatter = _C.along_dim("scatter", out, 0, index)
-    return scatter is not None and not scatter(out, values, 1, out)
+    return scatter is not None and not scatter(out, values, int(add), out)
 
 
 def _add_rows(out, index, values):

@@ -10,7 +10,7 @@ import numpy as np
 import ember
 
 from .. import _C
-from .._backends import add_at, max_at, min_at, multiply_at
+from .._backends import add_at, add_flat, max_at, min_at, multiply_at
 from .indexing import _check_bounds, _index_put, index_error, scatter_positions, src_grad, write_at
 from .meta import same_meta
 from .pointwise import type_name
@@ -22,7 +22,10 @@ _LONG = np.int64
 
 # ---- index_put ------------------------------------------------------------------------------
 
-def _index_tuple(input, indices, values):
+def _index_tuple(input, indices, values, check_range=True):
+    """``indices`` as a tuple of arrays, with torch's errors for their types, count and
+    ``values``' dtype, and (``check_range``) for indices out of range or masks that do not
+    fit: a pass over every index, which the C scatter makes itself (see _index_put_into)."""
     idx = tuple(indices)
     for i, t in enumerate(idx):
         if not hasattr(t, "dtype"):
@@ -37,7 +40,7 @@ def _index_tuple(input, indices, values):
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
                            f"{type_name(input.dtype)} for the destination and "
                            f"{type_name(values.dtype)} for the source.")
-    err = index_error(input.shape, idx)       # out-of-range indices, mask shapes
+    err = index_error(input.shape, idx) if check_range else None  # out-of-range, mask shapes
     if err is not None:
         raise err
     return idx
@@ -46,10 +49,15 @@ def _index_tuple(input, indices, values):
 def _index_put_into(out, input, indices, values, accumulate=False):
     """``index_put``'s value written into ``out`` (``input`` itself, in place): no copy of
     ``input`` first, and none back. Values that share ``out``'s memory are refused (the
-    forward reads them from before the write)."""
-    idx = _index_tuple(input, indices, values)
+    forward reads them from before the write). A long 1-D index goes to the C scatter,
+    which checks every index before it writes; otherwise the indices are checked first, as
+    NumPy may stop at a bad one with part of the write done."""
+    idx = _index_tuple(input, indices, values, check_range=False)
     if np.may_share_memory(out, values):
         raise ValueError("values overlap the written tensor")
+    if add_flat(out, idx, values, add=accumulate):
+        return
+    _index_tuple(input, idx, values)
     write_at(np, out, idx, values, accumulate)
 
 
