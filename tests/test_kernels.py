@@ -539,9 +539,9 @@ def test_long_1d_add_at(threads, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_long_1d_write_at(threads, dtype):
-    """``x[idx] = v`` and index_put_ on a long 1-D tensor (the scatter kernel in place, mode
-    0): of repeated indices the last write wins, as in NumPy; negative indices wrap (NumPy's
-    path); a bad index raises with the target untouched."""
+    """index_put_ on a long 1-D tensor (the scatter kernel in place, mode 0) against ``x[idx]
+    = v`` (NumPy's assignment): of repeated indices the last write wins in both; negative
+    indices wrap (NumPy's path); a bad index raises with the target untouched."""
     n = (1 << 16) + 7
     rng = np.random.default_rng(15)
     x = rng.standard_normal(n).astype(dtype)

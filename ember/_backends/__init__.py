@@ -114,9 +114,9 @@ def add_flat(out, index, values, add=True):
     """``np.add.at(out, index, values)`` (``out[index] = values`` when not ``add``) for a 1-D
     float ``out`` and a long int64 index by the C scatter kernel, in index order: sums round
     as add.at's, and of repeated indices the last write wins, as in NumPy (1M random indices:
-    ~3x faster than add.at, ~10% than the assignment). False (nothing written) for any other
-    case, or a negative or out-of-range index: the kernel checks them all before it writes,
-    and NumPy then wraps or raises."""
+    ~3x faster than add.at; the assignment is level with NumPy's, but needs no range check
+    first). False (nothing written) for any other case, or a negative or out-of-range index:
+    the kernel checks them all before it writes, and NumPy then wraps or raises."""
     if type(index) is tuple and len(index) == 1:
         index = index[0]
     if type(index) is not np.ndarray or index.ndim != 1 or index.size < 4096 or \

@@ -82,8 +82,6 @@ def _index_embed(g, shape, index, accumulate=False):
 
 def put_values(out, index, values):
     """``out[index] = values``, with torch's error where ``values`` does not broadcast."""
-    if type(out) is np.ndarray and add_flat(out, index, values, add=False):
-        return
     try:
         out[index] = values
     except ValueError:
