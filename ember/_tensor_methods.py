@@ -10,9 +10,10 @@ from ._ops import indexing, linalg, pointwise, reduction, registry, shape
 from ._ops import pointwise_logic as logic
 from ._ops import random as _random
 from ._ops.creation import _size, empty, full, ones, zeros
-from ._ops.dispatch import (OPERANDS, broadcast_clash, check_no_overlap, dispatch,
-                            dispatch_inplace, hooks, view_links)
+from ._ops.dispatch import (OPERANDS, check_no_overlap, dispatch, dispatch_inplace, hooks,
+                            view_links)
 from ._ops.dispatch import _C
+from ._ops.errors import broadcast_clash
 from ._tensor import Tensor
 from .autograd import grad_mode
 

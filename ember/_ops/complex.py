@@ -10,7 +10,7 @@ import numpy as np
 
 import ember
 
-from .dispatch import broadcast_clash
+from .errors import broadcast_clash
 from .meta import bool_meta, broadcast_meta, empty
 from .pointwise import type_name
 from .registry import op

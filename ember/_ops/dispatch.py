@@ -1,7 +1,4 @@
 """The one path every op call takes: normalize, promote, check devices, compute, record."""
-import opcode
-import os
-
 import numpy as np
 
 from .. import _C as _C_kernels
@@ -14,6 +11,7 @@ from .._tensor import Tensor, _cext
 from ..autograd import grad_mode
 from ..autograd.graph import (_NO_KWARGS, AT0, AT01, AT1, CopySlices, NotImplementedNode, OpNode,
                               edge_of, move_retain_grad, simple_node)
+from .errors import _explain
 
 meta_empty = MetaBackend.empty
 _state = grad_mode.state
@@ -24,10 +22,6 @@ class hooks:
     autocast = None
     tracer = None
     profiler = None     # profiler(opdef, args, kwargs, run) times run(opdef, args, kwargs)
-
-
-def _describe(tensors):
-    return ", ".join(f"{tuple(t.shape)} {t.dtype.name} {t.device}" for t in tensors)
 
 
 def _flatten(opdef, args, kwargs):
@@ -632,75 +626,6 @@ def _record(opdef, args, kwargs, tensors, outs, multi=False):
     for i in diff:
         o = outs[i]
         o.grad_fn, o._output_nr, o._requires_grad = node, i, True
-
-
-def _explain(opdef, tensors, e):
-    """Turn an array-library error into torch's RuntimeError naming the op and operands; an
-    error an ember op raised on purpose is already torch's and passes unchanged."""
-    msg = str(e)
-    if isinstance(e, TypeError) and "argument" in msg:
-        return TypeError(f"{opdef.name}(): {msg}")
-    if _raised_by_ember(e):
-        return e
-    if "could not be broadcast" in msg:
-        return RuntimeError(f"{opdef.name}: {_broadcast_error(msg, tensors)}")
-    if isinstance(e, np.exceptions.AxisError) and e.ndim is not None:
-        n = max(e.ndim, 1)
-        return IndexError(f"{opdef.name}: Dimension out of range (expected to be in range of "
-                          f"[{-n}, {n - 1}], but got {e.axis})")
-    if isinstance(e, IndexError):       # NumPy's words for torch's
-        import re
-        msg = re.sub(r"too many indices for array: array is (\d+)-dimensional, but \d+ were "
-                     r"indexed", r"too many indices for tensor of dimension \1",
-                     msg.replace("for axis", "for dimension"))
-        return IndexError(f"{opdef.name}: {msg}")
-    return RuntimeError(f"{opdef.name}: {msg} (got {_describe(tensors)})")
-
-
-_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_RAISE = opcode.opmap["RAISE_VARARGS"]
-
-
-def _raised_by_ember(e):
-    # The innermost frame tells: a `raise` statement in ember's code, or a call into NumPy
-    # (whose C code raised) or a frame inside NumPy's own Python code. No frame at all: the C
-    # fast path called the op's ufunc itself.
-    tb = e.__traceback__
-    if tb is None:
-        return False
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    code = tb.tb_frame.f_code
-    return code.co_filename.startswith(_EMBER_DIR) and code.co_code[tb.tb_lasti] == _RAISE
-
-
-def _broadcast_error(msg, tensors):
-    """torch's text for operands that do not broadcast, naming the first clash. The shapes
-    come from NumPy's message (batch shapes only, for matmul), else from the tensors."""
-    import re
-    groups = re.findall(r"->\(([^)]*)\)", msg) or re.findall(r"\(([^)]*)\)",
-                                                          msg.partition("shapes")[2])
-    shapes = [tuple(int(x) for x in g.split(",") if x.strip().isdigit()) for g in groups] or \
-        [tuple(t.shape) for t in tensors]
-    shape = shapes[0]
-    for other in shapes[1:]:
-        clash = broadcast_clash(shape, other)
-        if clash:
-            return f"{clash} (shapes {', '.join(map(str, shapes))} do not broadcast)"
-        shape = np.broadcast_shapes(shape, other)
-    return f"operands could not be broadcast together (got {_describe(tensors)})"
-
-
-def broadcast_clash(a, b):
-    """torch's text for the last dimension where shapes ``a`` and ``b`` do not broadcast, or
-    None when they do."""
-    n = max(len(a), len(b))
-    a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
-    for d in range(n - 1, -1, -1):
-        if a[d] != b[d] and 1 not in (a[d], b[d]):
-            return (f"The size of tensor a ({a[d]}) must match the size of tensor b ({b[d]}) "
-                    f"at non-singleton dimension {d}")
-    return None
 
 
 def _write_out(opdef, out, outs):

@@ -11,7 +11,7 @@ import numpy as np
 
 import ember
 
-from .dispatch import _broadcast_error
+from .errors import _broadcast_error
 from .meta import empty, wrap_dim
 from .pointwise import type_name
 from .registry import op

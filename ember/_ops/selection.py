@@ -9,7 +9,7 @@ import ember
 
 from .. import _C
 from .._backends import add_at
-from .dispatch import _broadcast_error
+from .errors import _broadcast_error
 from .indexing import _check_bounds
 from .meta import empty, same_meta
 from .pointwise import type_name
