@@ -84,7 +84,7 @@ OPERATORS = {
     "__add__": _binary(_add), "__radd__": _binary(_add, True), "__iadd__": _inplace(_add),
     "__sub__": _binary(_sub), "__rsub__": _rsub, "__isub__": _inplace(_sub),
     # NOTE: as torch, 0.1 * t is t.mul(0.1): a float16 t multiplies by 0.1 in float32, where
-    # torch.mul(0.1, t) would round 0.1 to float16 first (see dispatch._to_opmath)
+    # torch.mul(0.1, t) would round 0.1 to float16 first (see promotion._to_opmath)
     "__mul__": _binary(_mul), "__rmul__": _binary(_mul), "__imul__": _inplace(_mul),
     "__truediv__": _binary(_div), "__rtruediv__": _binary(_div, True),
     "__itruediv__": _inplace(_div),

@@ -121,7 +121,7 @@ static int scalar_keeps_dtype(PyObject *dt)
 
 static PyObject *int_bounds;    /* {integer dtype: (lowest, highest)} */
 
-/* whether Python number s (an int or float) leaves dt as it is (dispatch._int_keeps): dt one
+/* whether Python number s (an int or float) leaves dt as it is (promotion._int_keeps): dt one
  * that scalars keep, or an integer dtype and s an int in its range; 1, 0 or -1 */
 static int number_keeps(PyObject *dt, PyObject *s)
 {

@@ -50,7 +50,7 @@ def _in_float32(fn, input, inplace, *args):
     """``fn(input, *args)`` on a float32 copy of a float16/bfloat16 ``input``, rounded once.
 
     NOTE: torch's activation kernels compute low-precision inputs in float32 and round once
-    (as ember's pointwise ops do: dispatch._to_opmath); these compositions would round after
+    (as ember's pointwise ops do: promotion._to_opmath); these compositions would round after
     every op and miss torch's result in about one element of four."""
     return _inplace(input, fn(input.float(), *args).to(input.dtype), inplace)
 
