@@ -4,6 +4,7 @@ import copy
 import itertools
 import operator as O
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -141,6 +142,18 @@ def test_ragged_and_overflow_messages():
             L.tensor(None)
         with pytest.raises(TypeError, match=r"new\(\): data must be a sequence \(got float\)"):
             L.Tensor(2.5)
+
+
+def test_overflowing_casts_are_quiet_and_keep_numpy_error_state():
+    """tensor() of float64 data beyond the target dtype's range gives inf without NumPy's
+    overflow warning (torch prints none), even with warnings as errors, and leaves NumPy's
+    error state as it found it (creation.py casts under the error-state variable itself)."""
+    before = np.geterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isinf(ember.tensor([1e10], dtype=ember.float16).numpy()).all()
+        assert np.isinf(ember.tensor([1e40]).numpy()).all()
+    assert np.geterr() == before
 
 
 def test_tensor_of_tensor_warns():

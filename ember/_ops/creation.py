@@ -2,7 +2,7 @@
 import numpy as np
 
 from .. import _dtype
-from .._backends import backend
+from .._backends import backend, quietly
 from .._device import CPU, to_device
 from .._memory_format import copy_in, preserve_format
 from .._storage import UntypedStorage, _ptr
@@ -140,8 +140,7 @@ def _to_array(data, dtype=None):
     if dtype is not None and dtype.category == _dtype._INT and arr.size and \
             not isinstance(data, np.ndarray):
         _check_fits(arr, dtype)
-    with np.errstate(over="ignore"):    # float64 data beyond float16's range becomes inf
-        return _dtype.cast(arr, target)
+    return quietly(_dtype.cast, arr, target)   # (float64 beyond float16's range becomes inf)
 
 
 def _check_fits(arr, dtype):

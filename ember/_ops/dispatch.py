@@ -2,7 +2,7 @@
 import numpy as np
 
 from .. import _dtype
-from .._backends import backend
+from .._backends import backend, numpy_errstate
 from .._device import CPU
 from .._sparse import SparseOperand
 from .._storage import UntypedStorage, _root
@@ -607,17 +607,6 @@ def _meta_of(t):
     return TensorMeta(t)
 
 
-def _numpy_errstate():
-    """NumPy 2's error-state context variable and its all-ignore value, under which the C path
-    calls ufuncs (``np_errstate`` None on NumPy 1: private names that may move)."""
-    try:
-        from numpy._core import umath
-        return {"np_errstate": umath._extobj_contextvar,
-                "np_ignore": umath._make_extobj(all="ignore")}
-    except (ImportError, AttributeError, TypeError):
-        return {"np_errstate": None, "np_ignore": None}
-
-
 def _c_dispatch():
     """The C fast path (``ember/_C/_dispatch.c``) set up with this module's objects, or None
     when it is not built or ``EMBER_NO_C=1`` is set (``_tensor._cext``: Tensor's fields are
@@ -641,7 +630,7 @@ def _c_dispatch():
             "bfloat16": _dtype.bfloat16, "dispatch_inplace": py_dispatch_inplace,
             "int_bounds": _INT_BOUNDS, "positional": _positional, "places": _PLACES,
             "tensor_list": _tensor_list,
-            **_numpy_errstate()})
+            **numpy_errstate()})
     from ..autograd import engine
     c.init_engine({"AccumulateGrad": graph.AccumulateGrad, "apply": engine._apply,
                    "run_tensor_hooks": engine._run_tensor_hooks, "accumulate": engine._accumulate,
