@@ -99,9 +99,10 @@ def device_of_array(arr):
 __all__ = ["backend", "device_of_array", "CPU", "META"]
 
 
-def numpy_errstate():
+def _numpy_errstate():
     """NumPy 2's error-state context variable and its all-ignore value, under which the C path
-    calls ufuncs (``np_errstate`` None on NumPy 1: private names that may move)."""
+    calls ufuncs and ``quietly`` runs (``np_errstate`` None on NumPy 1: private names that
+    may move)."""
     try:
         from numpy._core import umath
         return {"np_errstate": umath._extobj_contextvar,
@@ -110,18 +111,18 @@ def numpy_errstate():
         return {"np_errstate": None, "np_ignore": None}
 
 
-_ERRSTATE = numpy_errstate()
+NUMPY_ERRSTATE = _numpy_errstate()
 
 
 def quietly(fn, *args):
     """``fn(*args)`` under ``np.errstate(all="ignore")``, through the context variable itself
     where NumPy 2 has one: ~0.3 us, where the context manager costs ~3 us (half of
     ``tensor(2.5)``)."""
-    var = _ERRSTATE["np_errstate"]
+    var = NUMPY_ERRSTATE["np_errstate"]
     if var is None:
         with np.errstate(all="ignore"):
             return fn(*args)
-    token = var.set(_ERRSTATE["np_ignore"])
+    token = var.set(NUMPY_ERRSTATE["np_ignore"])
     try:
         return fn(*args)
     finally:

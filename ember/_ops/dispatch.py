@@ -2,7 +2,7 @@
 import numpy as np
 
 from .. import _dtype
-from .._backends import backend, numpy_errstate
+from .._backends import NUMPY_ERRSTATE, backend
 from .._device import CPU
 from .._sparse import SparseOperand
 from .._storage import UntypedStorage, _root
@@ -630,7 +630,7 @@ def _c_dispatch():
             "bfloat16": _dtype.bfloat16, "dispatch_inplace": py_dispatch_inplace,
             "int_bounds": _INT_BOUNDS, "positional": _positional, "places": _PLACES,
             "tensor_list": _tensor_list,
-            **numpy_errstate()})
+            **NUMPY_ERRSTATE})
     from ..autograd import engine
     c.init_engine({"AccumulateGrad": graph.AccumulateGrad, "apply": engine._apply,
                    "run_tensor_hooks": engine._run_tensor_hooks, "accumulate": engine._accumulate,

@@ -24,8 +24,7 @@ _LONG = np.int64
 
 def _index_tuple(input, indices, values, check_range=True):
     """``indices`` as a tuple of arrays, with torch's errors for their types, count and
-    ``values``' dtype, and (``check_range``) for indices out of range or masks that do not
-    fit: a pass over every index, which the C scatter makes itself (see _index_put_into)."""
+    ``values``' dtype, and (``check_range``) _in_range's."""
     idx = tuple(indices)
     for i, t in enumerate(idx):
         if not hasattr(t, "dtype"):
@@ -40,10 +39,17 @@ def _index_tuple(input, indices, values, check_range=True):
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
                            f"{type_name(input.dtype)} for the destination and "
                            f"{type_name(values.dtype)} for the source.")
-    err = index_error(input.shape, idx) if check_range else None  # out-of-range, mask shapes
+    if check_range:
+        _in_range(input, idx)
+    return idx
+
+
+def _in_range(input, idx):
+    """torch's error for indices out of range or masks that do not fit ``input``: a pass over
+    every index, which the C scatter makes itself (see _index_put_into)."""
+    err = index_error(input.shape, idx)
     if err is not None:
         raise err
-    return idx
 
 
 def _index_put_into(out, input, indices, values, accumulate=False):
@@ -57,7 +63,7 @@ def _index_put_into(out, input, indices, values, accumulate=False):
         raise ValueError("values overlap the written tensor")
     if add_flat(out, idx, values, add=accumulate):
         return
-    _index_tuple(input, idx, values)
+    _in_range(input, idx)
     write_at(np, out, idx, values, accumulate)
 
 
