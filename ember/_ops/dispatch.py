@@ -98,7 +98,7 @@ def dispatch(opdef, args, kwargs):
     or device resolution; options given by name are moved into their places first, and views
     take ``_view``; everything else goes through
     ``_dispatch``. When the C extension is built, ``dispatch`` is its copy of this fast path
-    (``ember/_C/_dispatch.c``), which hands every other call to this function.
+    (``ember/_C/dispatch/_dispatch.c``), which hands every other call to this function.
     """
     if kwargs or opdef.view or hooks.autocast is not None or hooks.tracer is not None or \
             hooks.profiler is not None:
@@ -608,7 +608,7 @@ def _meta_of(t):
 
 
 def _c_dispatch():
-    """The C fast path (``ember/_C/_dispatch.c``) set up with this module's objects, or None
+    """The C fast path (``ember/_C/dispatch/_dispatch.c``) set up with this module's objects, or None
     when it is not built or ``EMBER_NO_C=1`` is set (``_tensor._cext``: Tensor's fields are
     that module's TensorBase exactly when this path runs). Importing an extension module
     costs no more than this file's own import (no ctypes, no library search)."""

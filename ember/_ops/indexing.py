@@ -5,7 +5,7 @@ import numpy as np
 
 import ember
 
-from .. import _C
+from .._C import kernels as _C
 from .._backends import add_at, add_flat, grid, multiply_at
 from .meta import empty, wrap_dim
 from .registry import op
@@ -63,7 +63,7 @@ def index(xp, input, index):
     which are torch's)."""
     _check_basic(index)
     if type(index) is np.ndarray and index.dtype == np.bool_ and index.shape == input.shape:
-        from .. import _C
+        from .._C import kernels as _C
         out = _C.mask_select(input, index)
         if out is not None:
             return out
@@ -495,7 +495,7 @@ def _scan_dtype(x, dtype):
 def _scan_kernel(x, axis, prod, reverse=False):
     """The scan of the NumPy array ``x`` along ``axis`` by the C kernel, or None where none
     applies (not float32/float64, or the library is not there)."""
-    from .. import _C
+    from .._C import kernels as _C
     fn = _C.kernel("scan", x.dtype) if type(x) is np.ndarray and x.size else None
     if fn is None:
         return None

@@ -9,7 +9,7 @@ import numpy as np
 
 import ember
 
-from .. import _C
+from .._C import kernels as _C
 from .._backends import add_at, add_flat, max_at, min_at, multiply_at
 from .indexing import _check_bounds, _index_put, index_error, scatter_positions, src_grad, write_at
 from .meta import same_meta

@@ -700,7 +700,7 @@ static PyObject *run(PyObject *opdef, PyObject *args, PyObject *kwargs)
 static PyObject *dispatch(PyObject *self, PyObject *const *av, Py_ssize_t n)
 {
     if (!ready) {
-        PyErr_SetString(PyExc_RuntimeError, "ember._C._dispatch: init() was not called");
+        PyErr_SetString(PyExc_RuntimeError, "ember._C.dispatch._dispatch: init() was not called");
         return NULL;
     }
     if (n != 3) {
