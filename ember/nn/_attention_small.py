@@ -94,7 +94,7 @@ def _like(a, cols):
 def _fused_grads(q, k, v):
     """dq, dk, dv as the same slices of one new array where q, k, v are disjoint slices that
     fill one C-contiguous array (a fused qkv projection's output, split): split's backward
-    then joins them without a copy (``_ops/pieces.py``). None elsewhere."""
+    then joins them without a copy (``_ops/joining.py``). None elsewhere."""
     r = _root(q)
     if not (_root(k) is r and _root(v) is r and r.flags.c_contiguous and r.dtype == q.dtype and
             q.shape == k.shape == v.shape and q.strides == k.strides == v.strides and
