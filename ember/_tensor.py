@@ -561,8 +561,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         return self.to(device if device is not None else "cuda")
 
     def _as(self, dt):
-        # (itself when the dtype is already dt, without to()'s argument parsing: x.float() on
-        # a float32 tensor 7.7k -> 1.7k instructions)
+        # (itself when the dtype is already dt, without to()'s argument parsing)
         return self if self.dtype is dt else _cast(self, dt)
 
     def float(self):

@@ -413,8 +413,8 @@ def _option(a):
 
 def _view(opdef, args):
     """A view op's common call (one plain cpu tensor first, options after it, no hooks): the
-    view(s) and graph node ``_finish`` makes, without the general path's flattening and checks
-    (a view cost 10 us there, torch's 1.5). None for any other call, or one the op refuses:
+    view(s) and graph node ``_finish`` makes, without the general path's flattening and checks,
+    which cost several times a view itself. None for any other call, or one the op refuses:
     the general path raises its error."""
     src = args[0] if args else None
     if not isinstance(src, Tensor) or src.device is not CPU:

@@ -40,7 +40,7 @@ _mods = None
 def _lazy():
     """``(ember._tensor, ember._ops.creation)``, imported on first use (they import this
     package). Kept here: ``from package import module`` inside a function runs importlib's
-    Python ``_handle_fromlist`` on every call (~7k instructions, once per backward)."""
+    Python ``_handle_fromlist`` on every call (once per backward)."""
     global _mods
     if _mods is None:
         from .. import _tensor
