@@ -219,10 +219,3 @@ def min_at(xp, out, index, values):
     else:
         import cupyx
         cupyx.scatter_min(out, index, values)
-
-
-def grid(xp, shape):
-    """Open index grids for ``shape`` (like np.indices(shape, sparse=True), on any xp)."""
-    nd = len(shape)
-    return [xp.arange(n).reshape((1,) * i + (n,) + (1,) * (nd - i - 1))
-            for i, n in enumerate(shape)]
