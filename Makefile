@@ -29,9 +29,11 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m ember bench
+	$(PY) -m benchmarks.ops --quick
 
 bench-full: $(STAMP)
 	$(PY) -m ember bench --full
+	$(PY) -m benchmarks.ops
 
 kernels: $(STAMP)
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
