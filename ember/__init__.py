@@ -24,7 +24,7 @@ _gc_was_enabled = _gc.isenabled()
 _gc.disable()
 try:
     from . import _dtype
-    from ._device import device
+    from ._device import device, get_default_device, set_default_device  # noqa: F401
     from ._dtype import (bfloat16, complex64, complex128, dtype, finfo, float8_e4m3fn,  # noqa: F401
                          float8_e5m2, float16, float32, float64, get_default_dtype, iinfo, int8,
                          int16, int32, int64, promote_types, set_default_dtype, uint8)
@@ -103,10 +103,6 @@ def result_type(tensor1, tensor2):
 def can_cast(from_, to):
     """Whether ``from_`` casts to ``to`` under torch's casting rules (no category drop)."""
     return _can_cast(from_, to)
-
-
-def get_default_device():
-    return device("cpu")
 
 
 _AUTOCAST_NAMES = ("autocast", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",

@@ -3,7 +3,7 @@ import numpy as np
 
 from .. import _dtype
 from .._backends import MetaBackend, backend, quietly
-from .._device import CPU, META, to_device
+from .._device import CPU, META, default_device, to_device
 from .._memory_format import copy_in, preserve_format
 from .._storage import UntypedStorage, _ptr
 from .._tensor import Tensor
@@ -164,6 +164,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
         (torch.int64, torch.float32)
     """
     d = _dtype.to_dtype(dtype) if dtype is not None else None
+    device = default_device() if device is None else device
     if isinstance(data, _T()):
         import warnings
         warnings.warn("To copy construct from a tensor, it is recommended to use "
@@ -183,8 +184,10 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
 def _legacy_new(args, device=None, dtype=None):
     """What ``Tensor(*args)`` holds, by torch's legacy rules: a tensor is itself (an alias);
     ints or one ``Size`` are a size (uninitialized data); a sequence or array is data copied
-    as the default dtype; nothing is an empty 1-D tensor."""
+    as the default dtype; nothing is an empty 1-D tensor. NOTE: on the cpu unless a device is
+    given, whatever the default device, as torch's."""
     from .._tensor import Size
+    device = CPU if device is None else device
     T, dt = _T(), _dtype.to_dtype(dtype) if dtype is not None else _dtype.get_default_dtype()
     if len(args) == 1 and isinstance(args[0], T):
         args[0]._get_storage()
@@ -200,6 +203,7 @@ def _legacy_new(args, device=None, dtype=None):
 def as_tensor(data, dtype=None, device=None):
     """``data`` as a tensor, sharing memory with tensors and NumPy arrays where it can."""
     T = _T()
+    device = default_device() if device is None else device
     if isinstance(data, T):
         return data.to(dtype=dtype, device=device)
     if isinstance(data, np.ndarray) and (device is None or to_device(device) is CPU):

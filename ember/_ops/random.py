@@ -6,7 +6,7 @@ the same numbers on every device.
 import numpy as np
 
 from .. import _dtype
-from .._device import META, to_device
+from .._device import CPU, META, to_device
 from .creation import _drawn, _dt, _finish, _size, _T, empty
 
 
@@ -182,6 +182,8 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
         return z * std + mean
     if size is None:
         raise TypeError("normal(): with float mean and std, size is required")
+    # NOTE: torch's default device does not reach normal(): it is not among its factories
+    device = CPU if device is None else device
     return randn(_size((size,) if isinstance(size, int) else tuple(size)), generator=generator,
                  out=out, dtype=dtype, device=device, requires_grad=requires_grad) * std + mean \
         if out is None else out.copy_(randn(tuple(size), generator=generator) * std + mean)
