@@ -128,7 +128,7 @@ def __getattr__(name):
     import importlib
     if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "amp", "testing",
                 "special", "fft", "linalg", "func", "backends", "profiler", "compiler",
-                "serialization", "sparse", "random", "return_types"):
+                "serialization", "sparse", "random", "return_types", "functional"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:
@@ -153,9 +153,10 @@ def __getattr__(name):
         fn = importlib.import_module("._tensor_str", __name__).set_printoptions
         globals()[name] = fn
         return fn
-    if name in ("save", "load"):
+    if name in ("save", "load", "svd_lowrank", "pca_lowrank"):
         # ember.save / ember.load live in serialization/, which loads zipfile and json.
-        fn = getattr(importlib.import_module(".serialization", __name__), name)
+        fn = getattr(importlib.import_module(".serialization" if name in ("save", "load") else
+                                             ".functional", __name__), name)
         globals()[name] = fn
         return fn
     raise AttributeError(f"module 'ember' has no attribute '{name}'")
@@ -164,4 +165,5 @@ def __getattr__(name):
 def __dir__():
     # with the names loaded on first use (but not the submodules, some not implemented yet)
     return sorted(set(globals()) | set(_ops.lazy.FUNCTIONS) | set(_AUTOCAST_NAMES) |
-                  set(_CONFIG_NAMES) | {"save", "load", "set_printoptions"})
+                  set(_CONFIG_NAMES) | {"save", "load", "set_printoptions", "svd_lowrank",
+                                          "pca_lowrank"})

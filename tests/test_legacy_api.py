@@ -32,3 +32,56 @@ def test_variable_is_a_leaf_sharing_data_with_requires_grad_as_given():
         with pytest.warns(UserWarning, match="volatile was removed"):
             Variable(t, volatile=True)
     assert ember.autograd.variable.Variable is ember.autograd.Variable
+
+
+# ---- functional --------------------------------------------------------------------------------
+def test_functional_has_torch_functionals_names():
+    import ember.functional as F
+    assert sorted(F.__all__) == sorted(torch.functional.__all__)
+    for name in F.__all__:
+        assert callable(getattr(F, name)), name
+    from ember.functional import einsum, norm, split
+    x = np.arange(6.0).reshape(2, 3)
+    assert einsum("ij->j", ember.tensor(x)).tolist() == torch.functional.einsum(
+        "ij->j", torch.tensor(x)).tolist()
+    assert norm(ember.tensor(x)).item() == pytest.approx(torch.functional.norm(
+        torch.tensor(x)).item())
+    assert [p.tolist() for p in split(ember.tensor(x), 1, 1)] == \
+        [p.tolist() for p in torch.functional.split(torch.tensor(x), 1, 1)]
+    with pytest.raises(AttributeError):
+        F.no_such_function
+
+
+@pytest.mark.parametrize("shape, q, with_m", [((30, 8), 3, False), ((8, 30), 3, True),
+                                              ((2, 20, 10), 4, False)])
+def test_svd_lowrank_recovers_a_low_rank_matrix(shape, q, with_m):
+    rng = np.random.default_rng(0)
+    *b, m, n = shape
+    a = rng.standard_normal((*b, m, q)) @ rng.standard_normal((*b, q, n))
+    M = rng.standard_normal((1, n)) if with_m else None
+    A = a + (M if with_m else 0)
+    U, S, V = ember.svd_lowrank(ember.tensor(A), q=q, M=None if M is None else ember.tensor(M))
+    tU, tS, tV = torch.svd_lowrank(torch.tensor(A), q=q, M=None if M is None else torch.tensor(M))
+    assert (U.shape, S.shape, V.shape) == (tU.shape, tS.shape, tV.shape)
+    np.testing.assert_allclose(S.numpy(), tS.numpy(), rtol=1e-8)
+    back = U.numpy() @ (S.numpy()[..., None] * np.swapaxes(V.numpy(), -1, -2))
+    np.testing.assert_allclose(back, a, atol=1e-9)
+
+
+def test_pca_lowrank_matches_torch_and_checks_q():
+    x = np.random.default_rng(1).standard_normal((40, 5)) @ np.diag([5.0, 3.0, 1.0, 0.1, 0.01])
+    _, S, V = ember.pca_lowrank(ember.tensor(x), q=3, niter=4)
+    _, tS, tV = torch.pca_lowrank(torch.tensor(x), q=3, niter=4)
+    np.testing.assert_allclose(S.numpy(), tS.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(np.abs(V.numpy()), np.abs(tV.numpy()), atol=1e-6)
+    for L in (ember, torch):
+        with pytest.raises(ValueError, match=r"q\(=9\) must be non-negative integer"):
+            L.pca_lowrank(L.tensor(x), q=9)
+        assert L.pca_lowrank(L.tensor(x))[1].shape == (5,)
+
+
+def test_svd_lowrank_is_differentiable():
+    A = ember.randn(6, 4, dtype=ember.float64, requires_grad=True)
+    _, S, _ = ember.svd_lowrank(A, q=4)
+    S.sum().backward()
+    assert A.grad.shape == (6, 4) and np.isfinite(A.grad.numpy()).all()
