@@ -85,3 +85,39 @@ def test_svd_lowrank_is_differentiable():
     _, S, _ = ember.svd_lowrank(A, q=4)
     S.sum().backward()
     assert A.grad.shape == (6, 4) and np.isfinite(A.grad.numpy()).all()
+
+
+# ---- utils.swap_tensors ------------------------------------------------------------------------
+def test_swap_tensors_swaps_data_class_and_attributes():
+    for L in (ember, torch):
+        a, b = L.zeros(2), L.nn.Parameter(L.ones(3))
+        b.note = "b's"
+        ref_a, ref_b = a, b
+        L.utils.swap_tensors(a, b)
+        assert ref_a is a and type(a) is L.nn.Parameter and a.requires_grad
+        assert a.tolist() == [1.0, 1.0, 1.0] and a.note == "b's"
+        assert type(b) is L.Tensor and b.tolist() == [0.0, 0.0] and not hasattr(b, "note")
+        assert not b.requires_grad and ref_b is b
+
+
+def test_swap_tensors_in_a_module_then_train():
+    for L in (ember, torch):
+        m = L.nn.Linear(2, 1)
+        L.utils.swap_tensors(m.weight, L.nn.Parameter(L.full((1, 2), 2.0)))
+        m(L.ones(1, 2)).sum().backward()
+        assert m.weight.tolist() == [[2.0, 2.0]] and m.weight.grad.tolist() == [[1.0, 1.0]]
+
+
+def test_swap_tensors_poisons_a_graph_made_before_and_refuses_weak_references():
+    for L in (ember, torch):
+        p, q = L.nn.Parameter(L.ones(2)), L.nn.Parameter(L.zeros(2))
+        y = (p * 2).sum()
+        L.utils.swap_tensors(p, q)
+        with pytest.raises(RuntimeError, match="AccumulateGrad node that was poisoned"):
+            y.backward()
+        (p * 3).sum().backward()             # a graph made after the swap is fine
+        assert p.grad.tolist() == [3.0, 3.0] and q.grad is None
+        w = weakref.ref(p)
+        with pytest.raises(RuntimeError, match="Cannot swap t2 because it has weakref"):
+            L.utils.swap_tensors(q, p)
+        assert w() is p
