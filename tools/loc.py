@@ -125,12 +125,12 @@ def count(paths):
 def count_at(ref, paths):
     """The same count for the files under ``paths`` at git ``ref``, or None where the ref (or
     git) is not there, as in a shallow CI clone."""
-    rels = [Path(p).resolve().relative_to(ROOT).as_posix() for p in paths]
     git = ["git", "-C", str(ROOT)]
     try:
+        rels = [Path(p).resolve().relative_to(ROOT).as_posix() for p in paths]
         ls = subprocess.run(git + ["ls-tree", "-r", "--name-only", ref, "--", *rels],
                             capture_output=True, text=True, check=True).stdout.split()
-    except (OSError, subprocess.CalledProcessError):
+    except (ValueError, OSError, subprocess.CalledProcessError):     # (ValueError: not ours)
         return None
     names = [n for n in ls if n.endswith(SUFFIXES)]
     # one `git cat-file --batch` for every file, not a process per file
