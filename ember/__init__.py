@@ -23,7 +23,7 @@ _gc_was_enabled = _gc.isenabled()
 _gc.disable()
 try:
     from . import _dtype
-    from ._device import device
+    from ._device import device, get_default_device, set_default_device  # noqa: F401
     from ._dtype import (bfloat16, complex64, complex128, dtype, finfo, float8_e4m3fn,  # noqa: F401
                          float8_e5m2, float16, float32, float64, get_default_dtype, iinfo, int8,
                          int16, int32, int64, promote_types, set_default_dtype, uint8)
@@ -104,10 +104,6 @@ def can_cast(from_, to):
     return _can_cast(from_, to)
 
 
-def get_default_device():
-    return device("cpu")
-
-
 _AUTOCAST_NAMES = ("autocast", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
                    "set_autocast_dtype", "is_autocast_cache_enabled",
                    "set_autocast_cache_enabled", "clear_autocast_cache")
@@ -131,7 +127,7 @@ def __getattr__(name):
     import importlib
     if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "amp", "testing",
                 "special", "fft", "linalg", "func", "backends", "profiler", "compiler",
-                "serialization", "sparse", "random", "return_types"):
+                "serialization", "sparse", "random", "return_types", "functional"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:
@@ -156,9 +152,10 @@ def __getattr__(name):
         fn = importlib.import_module("._tensor_str", __name__).set_printoptions
         globals()[name] = fn
         return fn
-    if name in ("save", "load"):
+    if name in ("save", "load", "svd_lowrank", "pca_lowrank"):
         # ember.save / ember.load live in serialization/, which loads zipfile and json.
-        fn = getattr(importlib.import_module(".serialization", __name__), name)
+        fn = getattr(importlib.import_module(".serialization" if name in ("save", "load") else
+                                             ".functional", __name__), name)
         globals()[name] = fn
         return fn
     raise AttributeError(f"module 'ember' has no attribute '{name}'")
@@ -167,4 +164,5 @@ def __getattr__(name):
 def __dir__():
     # with the names loaded on first use (but not the submodules, some not implemented yet)
     return sorted(set(globals()) | set(_ops.lazy.FUNCTIONS) | set(_AUTOCAST_NAMES) |
-                  set(_CONFIG_NAMES) | {"save", "load", "set_printoptions"})
+                  set(_CONFIG_NAMES) | {"save", "load", "set_printoptions", "svd_lowrank",
+                                          "pca_lowrank"})

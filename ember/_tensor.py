@@ -403,8 +403,15 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
 
     # ---- conversion -------------------------------------------------------------------
     def numpy(self, *, force=False):
-        """The data as a NumPy array sharing memory (cpu tensors without grad only)."""
-        if self._requires_grad and not force:
+        """The data as a NumPy array sharing memory: cpu tensors only, and one that requires
+        grad only while grad mode is off, as torch.
+
+        >>> p = ember.ones(2, requires_grad=True)
+        >>> with ember.no_grad():
+        ...     p.numpy()
+        array([1., 1.], dtype=float32)
+        """
+        if self._requires_grad and not force and grad_mode.state.grad_enabled:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                "tensor.detach().numpy() instead.")
         if self.device.type != "cpu":

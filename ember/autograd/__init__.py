@@ -21,17 +21,18 @@ def __getattr__(name):
     # functional and profiler are analysis tools, and custom Functions are defined by few
     # programs: keep them off ``import ember``'s path
     import importlib
-    if name in _FUNCTION_NAMES:
-        value = getattr(importlib.import_module(".function", __name__), name)
+    if name in _FUNCTION_NAMES or name == "Variable":
+        value = getattr(importlib.import_module(".function" if name != "Variable" else
+                                                ".variable", __name__), name)
         globals()[name] = value
         return value
-    if name not in ("functional", "profiler", "function"):
+    if name not in ("functional", "profiler", "function", "variable"):
         raise AttributeError(f"module 'ember.autograd' has no attribute '{name}'")
     return importlib.import_module(f".{name}", __name__)
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_FUNCTION_NAMES))
+    return sorted(set(globals()) | set(_FUNCTION_NAMES) | {"Variable"})
 
 
 _mods = None
