@@ -13,7 +13,7 @@ from .._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
 from ..autograd.graph import needs_input_grad
 from .linalg import matmul
-from .meta import empty
+from .meta import broadcast_meta, empty
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
 
@@ -306,3 +306,95 @@ nll_loss.samples = lambda dev, dt: [
            reduction="none"),
 ] if dt.category == 2 else []
 nll_loss.torch_fn = "nn.functional.nll_loss"
+
+
+# ---- losses torch computes in one kernel, so their backward is one node ----------------------
+
+def _reduced(loss, reduction):
+    return loss if reduction == "none" else loss.sum() if reduction == "sum" else loss.mean()
+
+
+def _loss_meta(*args):
+    """Meta of a loss ``(*tensors, reduction)``."""
+    m = broadcast_meta(*args[:-1])
+    return m if args[-1] == "none" else empty((), m.dtype)
+
+
+def _mean_scale(g, loss_shape, reduction):
+    """The gradient of each unreduced loss element: ``g`` divided by their count for a mean."""
+    return g / math.prod(loss_shape) if reduction == "mean" else g
+
+
+@op("mse_loss", tags=("autocast_fp32",), promote="common", method=False, function=False)
+def mse_loss(xp, input, target, reduction="mean"):
+    """Mean squared error ``(input - target)^2``, reduced (``reduction``: mean, sum, none)."""
+    d = input - target
+    return _reduced(d * d, reduction)
+
+
+@mse_loss.vjp(save=("input", "target"))
+def _(g, input, target, reduction="mean"):
+    d = input - target
+    gd = 2 * d * _mean_scale(g, d.shape, reduction)
+    return gd, -gd, None
+
+
+def _bce_logits(xp, input, target, weight, pos_weight):
+    """The unreduced loss ``(1 - y) x + (1 + (pw - 1) y) softplus(-x)``, times ``weight``."""
+    sp = xp.maximum(-input, 0) + xp.log1p(xp.exp(-xp.abs(input)))      # softplus(-x), stably
+    loss = (1 - target) * input + (sp if pos_weight is None else (1 + (pos_weight - 1) * target) * sp)
+    return loss if weight is None else loss * weight
+
+
+@op("binary_cross_entropy_with_logits", tags=("autocast_fp32",), promote="common",
+    promote_args=(0, 1, 2, 3), method=False, function=False)
+def binary_cross_entropy_with_logits(xp, input, target, weight=None, pos_weight=None,
+                                     reduction="mean"):
+    """Binary cross entropy of logits ``input`` against probabilities ``target``, computed
+    stably; ``pos_weight`` weighs the positive term, ``weight`` each element."""
+    return _reduced(_bce_logits(xp, input, target, weight, pos_weight), reduction)
+
+
+@binary_cross_entropy_with_logits.vjp(save=("input", "target", "weight", "pos_weight"))
+def _(g, input, target, weight=None, pos_weight=None, reduction="mean"):
+    g = _mean_scale(g, np.broadcast_shapes(*(tuple(t.shape) for t in (
+        input, target, weight, pos_weight) if t is not None)), reduction)
+    gw = g if weight is None else g * weight
+    sp = (-input).clamp_min(0) + (-input.abs()).exp().log1p()          # softplus(-x)
+    lw = 1 if pos_weight is None else 1 + (pos_weight - 1) * target
+    # d/dx = (1 - y) - lw sigmoid(-x): sigmoid(x) - y without pos_weight
+    gx = ((1 - target) - lw * (1 - input.sigmoid())) * gw
+    gt = (-input if pos_weight is None else (pos_weight - 1) * sp - input) * gw
+    return (gx, gt, ((1 - target) * input + lw * sp) * g if needs_input_grad(2) else None,
+            target * sp * gw if needs_input_grad(3) else None, None)
+
+
+def _loss_samples(dev, dt):
+    if dt.category != 2:
+        return []
+    return [Sample(make((3, 4), dt), make((3, 4), dt, seed=1)),
+            Sample(make((5,), dt), make((5,), dt, seed=1), reduction="sum"),
+            Sample(make((2, 3), dt, noncontig=True), make((2, 3), dt, seed=1), reduction="none"),
+            Sample(make((), dt), make((), dt, seed=1))]
+
+
+def _bce_logits_samples(dev, dt):
+    if dt.category != 2:
+        return []
+    y = make((3, 4), dt, 0, 1, seed=1)
+    return [Sample(make((3, 4), dt), y), Sample(make((3, 4), dt), y, reduction="sum"),
+            Sample(make((3, 4), dt), y, make((4,), dt, 0.5, 2, seed=2), reduction="none"),
+            Sample(make((3, 4), dt), y, None, make((4,), dt, 0.5, 3, seed=3)),
+            Sample(make((3, 4), dt, noncontig=True), y, make((3, 4), dt, 0.5, 2, seed=2),
+                   make((4,), dt, 0.5, 3, seed=3), reduction="none")]
+
+
+mse_loss.meta = lambda input, target, reduction="mean": _loss_meta(input, target, reduction)
+binary_cross_entropy_with_logits.meta = lambda input, target, weight=None, pos_weight=None, \
+    reduction="mean": _loss_meta(input, target, weight, pos_weight, reduction)
+mse_loss.samples, mse_loss.torch_fn = _loss_samples, "nn.functional.mse_loss"
+binary_cross_entropy_with_logits.samples = _bce_logits_samples
+# (pos_weight follows reduction's legacy arguments in the public function)
+binary_cross_entropy_with_logits.torch_ref = lambda torch, input, target, weight=None, \
+    pos_weight=None, reduction="mean": torch.nn.functional.binary_cross_entropy_with_logits(
+        input, target, weight, reduction=reduction, pos_weight=pos_weight)

@@ -333,13 +333,14 @@ def one_hot(tensor, num_classes=-1):
 # ---- losses -----------------------------------------------------------------------------------
 
 def _reduce(loss, reduction):
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    if reduction == "none":
-        return loss
-    raise ValueError(f"{reduction} is not a valid value for reduction")
+    reduction = _checked(reduction)
+    return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
+
+
+def _checked(reduction):
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return reduction
 
 
 def _legacy(size_average, reduce, reduction):
@@ -402,8 +403,14 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 
 @autocast_policy("autocast_fp32")
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
-    d = input - target
-    return _reduce(d * d, _legacy(size_average, reduce, reduction))
+    reduction = _checked(_legacy(size_average, reduce, reduction))
+    if weight is None:
+        return dispatch(_nn.mse_loss, (input, target, reduction), _E)
+    # NOTE: as torch, a weighted loss is composed (its node is the reduction's, not MseLoss's)
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ValueError("Weights and input must have the same size.")
+    loss = (input - target).pow(2) * weight
+    return loss if reduction == "none" else loss.sum() / (weight.sum() if reduction == "mean" else 1)
 
 
 @autocast_policy("autocast_fp32")
@@ -447,14 +454,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Target size ({target.shape}) must be the same as input size "
                          f"({input.shape})")
-    sp = ember.clamp(-input, min=0) + ember.log1p(ember.exp(-input.abs()))   # softplus(-x)
-    if pos_weight is not None:
-        loss = (1 - target) * input + (1 + (pos_weight - 1) * target) * sp
-    else:
-        loss = (1 - target) * input + sp
-    if weight is not None:
-        loss = loss * weight
-    return _reduce(loss, _legacy(size_average, reduce, reduction))
+    return dispatch(_nn.binary_cross_entropy_with_logits, (input, target, weight, pos_weight,
+                    _checked(_legacy(size_average, reduce, reduction))), _E)
 
 
 @autocast_policy("autocast_fp32")
