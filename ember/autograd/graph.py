@@ -492,12 +492,15 @@ def simple_node(opdef, args, tensors, positions, out):
 class NotImplementedNode(Node):
     """Stands for an op whose derivative is not written; fails only if backward reaches it."""
 
+    def __new__(cls, opdef, inputs, outputs):
+        # NOTE: named as torch's node of an op whose derivative formula is "not implemented"
+        return _new(node_class(NotImplementedNode, opdef.grad_name))
+
     def __init__(self, opdef, inputs, outputs):
         super().__init__(inputs)
         self.opdef, self.n_outputs = opdef, len(outputs)
 
-    def name(self):
-        return self.opdef.grad_name
+    name = OpNode.name
 
     def apply(self, grads):
         raise NotImplementedError(f"the derivative for '{self.opdef.name}' is not implemented.")

@@ -219,8 +219,9 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input
     if p == 1:
         return _inplace(input, input * 0, inplace)
-    keep = (ember.rand(tuple(input.shape), device=input.device) >= p).to(input.dtype)
-    return _inplace(input, input * keep * (1.0 / (1 - p)), inplace)
+    # NOTE: as torch, the mask is scaled first: the output is one mul of the input (one node)
+    keep = (ember.rand(tuple(input.shape), device=input.device) >= p).to(input.dtype) / (1 - p)
+    return _inplace(input, input * keep, inplace)
 
 
 def _feature_dropout(input, p, training, inplace, batched_dims):
@@ -228,7 +229,7 @@ def _feature_dropout(input, p, training, inplace, batched_dims):
         return input
     shape = tuple(input.shape[:batched_dims]) + (1,) * (input.dim() - batched_dims)
     keep = (ember.rand(shape, device=input.device) >= p).to(input.dtype)
-    return _inplace(input, input * keep * (1.0 / (1 - p)) if p < 1 else input * 0, inplace)
+    return _inplace(input, input * (keep / (1 - p)) if p < 1 else input * 0, inplace)
 
 
 def dropout1d(input, p=0.5, training=True, inplace=False):
