@@ -229,7 +229,9 @@ INDEX = {
     },
     'nn': {
         'ops': (
-            'embedding', 'linear', 'log_softmax', 'nll_loss', 'softmax',
+            'binary_cross_entropy_with_logits', 'celu', 'elu', 'embedding', 'hardsigmoid',
+            'hardswish', 'hardtanh', 'leaky_relu', 'linear', 'log_softmax', 'logsigmoid', 'mish',
+            'mse_loss', 'nll_loss', 'silu', 'softmax', 'softplus',
         ),
         'functions': (
             'log_softmax', 'softmax',

@@ -13,7 +13,7 @@ from .._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
 from ..autograd.graph import needs_input_grad
 from .linalg import matmul
-from .meta import broadcast_meta, empty
+from .meta import broadcast_meta, empty, same_meta
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
 
@@ -398,3 +398,153 @@ binary_cross_entropy_with_logits.samples = _bce_logits_samples
 binary_cross_entropy_with_logits.torch_ref = lambda torch, input, target, weight=None, \
     pos_weight=None, reduction="mean": torch.nn.functional.binary_cross_entropy_with_logits(
         input, target, weight, reduction=reduction, pos_weight=pos_weight)
+
+
+# ---- activations torch computes in one kernel, so their backward is one node ------------------
+# (of float inputs, as torch's kernels; float16/bfloat16 computed in float32: the pointwise tag)
+
+def _floating(xp, name, input):
+    dt = Tensor._dtype_of(input)
+    if dt.category != 2:
+        where = "cpu" if xp is np else "cuda"
+        raise NotImplementedError(f"\"{name}_{where}\" not implemented for '{dt.name}'")
+    return input
+
+
+def _activation(d, *options):
+    """Meta, samples (keyword ``options`` dicts) and torch name of activation OpDef ``d``."""
+    d.meta, d.torch_fn = same_meta, f"nn.functional.{d.name}"
+    d.samples = lambda dev, dt: [Sample(make((3, 4), dt, -5, 5), **o) for o in options] + [
+        Sample(make((2, 3), dt, -5, 5, noncontig=True)), Sample(make((), dt))] \
+        if dt.category == 2 else []
+
+
+def _act_op(name):
+    return op(name, tags=("pointwise",), promote="common", method=False, function=False)
+
+
+@_act_op("silu")
+def silu(xp, input):
+    """``x * sigmoid(x)``."""
+    x = _floating(xp, "silu", input)
+    return x / (1 + xp.exp(-x))
+
+
+@silu.vjp(save=("input",))
+def _(g, input):
+    s = input.sigmoid()
+    return g * (s * (1 + input * (1 - s)))
+
+
+@_act_op("mish")
+def mish(xp, input):
+    """``x * tanh(softplus(x))``."""
+    x = _floating(xp, "mish", input)
+    return x * xp.tanh(xp.logaddexp(x, 0))
+
+
+@mish.vjp(save=("input",))
+def _(g, input):
+    t = ember.nn.functional.softplus(input).tanh()
+    return g * (t + input * input.sigmoid() * (1 - t * t))
+
+
+@_act_op("leaky_relu")
+def leaky_relu(xp, input, negative_slope=0.01):
+    """``x`` where positive, else ``negative_slope * x``."""
+    x = _floating(xp, "leaky_relu", input)
+    return xp.where(x > 0, x, x * negative_slope)
+
+
+leaky_relu.vjp(save=("input",))(lambda g, input, negative_slope=0.01: (
+    ember.where(input > 0, g, g * negative_slope), None))
+
+
+@_act_op("elu")
+def elu(xp, input, alpha=1.0, scale=1.0, input_scale=1.0):
+    """``scale * x`` where positive, else ``scale * alpha * (exp(input_scale * x) - 1)`` (selu
+    and celu are elus, as in torch)."""
+    x = _floating(xp, "elu", input)
+    return xp.where(x > 0, x * scale, xp.expm1(x * input_scale) * (alpha * scale))
+
+
+@elu.vjp(save=("input",))
+def _(g, input, alpha=1.0, scale=1.0, input_scale=1.0):
+    neg = (input * input_scale).exp() * (alpha * scale * input_scale)
+    return ember.where(input > 0, g * scale, g * neg), None, None, None
+
+
+@_act_op("celu")
+def celu(xp, input, alpha=1.0):
+    """``x`` where positive, else ``alpha * (exp(x / alpha) - 1)``."""
+    return elu.fwd(xp, input, alpha, 1.0, 1.0 / alpha)
+
+
+celu.vjp(save=("input",))(lambda g, input, alpha=1.0: (
+    elu.vjp_fn(g, input, alpha, 1.0, 1.0 / alpha)[0], None))
+
+
+@_act_op("hardtanh")
+def hardtanh(xp, input, min_val=-1.0, max_val=1.0):
+    """``x`` clamped to ``[min_val, max_val]`` (integers too, as torch's)."""
+    return xp.clip(input, min_val, max_val)
+
+
+hardtanh.vjp(save=("input",))(lambda g, input, min_val=-1.0, max_val=1.0: (
+    ember.where((input > min_val) & (input < max_val), g, 0.0), None, None))
+
+
+@_act_op("hardsigmoid")
+def hardsigmoid(xp, input):
+    """``x / 6 + 1/2`` clamped to ``[0, 1]``."""
+    return xp.clip(_floating(xp, "hardsigmoid", input) + 3, 0, 6) / 6
+
+
+# NOTE: torch's backward multiplies by 1/6 rounded to float32, whatever the dtype
+hardsigmoid.vjp(save=("input",))(lambda g, input: ember.where(
+    (input > -3) & (input < 3), g * float(np.float32(1 / 6)), 0.0))
+
+
+@_act_op("hardswish")
+def hardswish(xp, input):
+    """``x * relu6(x + 3) / 6``."""
+    x = _floating(xp, "hardswish", input)
+    return x * xp.clip(x + 3, 0, 6) / 6
+
+
+hardswish.vjp(save=("input",))(lambda g, input: ember.where(
+    input < -3, 0.0, ember.where(input <= 3, g * (input / 3 + 0.5), g)))
+
+
+@_act_op("softplus")
+def softplus(xp, input, beta=1.0, threshold=20.0):
+    """``log(1 + exp(beta x)) / beta``, the identity where ``beta x > threshold``."""
+    z = _floating(xp, "softplus", input) * beta
+    # NOTE: torch switches to the identity above threshold; clip before exp, which the
+    # untaken branch must not overflow
+    return xp.where(z > threshold, input, xp.log1p(xp.exp(xp.minimum(z, threshold))) / beta)
+
+
+softplus.vjp(save=("input",))(lambda g, input, beta=1.0, threshold=20.0: (
+    ember.where(input * beta > threshold, g, g * (input * beta).sigmoid()), None, None))
+
+
+@_act_op("logsigmoid")
+def logsigmoid(xp, input):
+    """``log(sigmoid(x))``, computed stably."""
+    x = _floating(xp, "log_sigmoid", input)
+    return xp.minimum(x, 0) - xp.log1p(xp.exp(-xp.abs(x)))
+
+
+logsigmoid.vjp(save=("input",))(lambda g, input: g * (-input).sigmoid())
+logsigmoid.grad_name = "LogSigmoidBackward0"
+_activation(silu)
+_activation(mish)
+_activation(leaky_relu, {}, {"negative_slope": 0.2})
+_activation(elu, {}, {"alpha": 0.5})
+_activation(celu, {}, {"alpha": 2.0})
+_activation(hardtanh, {}, {"min_val": -2.0, "max_val": 0.5})
+_activation(hardsigmoid)
+_activation(hardswish)
+_activation(softplus, {}, {"beta": 2.0, "threshold": 3.0})
+_activation(logsigmoid)

@@ -43,18 +43,6 @@ def _inplace(input, result, inplace):
     return input.copy_(result) if inplace else result
 
 
-_HALF = (ember.float16, ember.bfloat16)
-
-
-def _in_float32(fn, input, inplace, *args):
-    """``fn(input, *args)`` on a float32 copy of a float16/bfloat16 ``input``, rounded once.
-
-    NOTE: torch's activation kernels compute low-precision inputs in float32 and round once
-    (as ember's pointwise ops do: promotion._to_opmath); these compositions would round after
-    every op and miss torch's result in about one element of four."""
-    return _inplace(input, fn(input.float(), *args).to(input.dtype), inplace)
-
-
 def relu(input, inplace=False):
     """``max(x, 0)``."""
     return input.relu_() if inplace else input.relu()
@@ -64,25 +52,26 @@ def relu6(input, inplace=False):
     return hardtanh(input, 0.0, 6.0, inplace)
 
 
+def _act(opdef, input, inplace, *options):
+    return _inplace(input, dispatch(opdef, (input,) + options, _E), inplace)
+
+
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    return _inplace(input, ember.where(input > 0, input, input * negative_slope), inplace)
+    return _act(_nn.leaky_relu, input, inplace, negative_slope)
 
 
 def elu(input, alpha=1.0, inplace=False):
-    return _inplace(input, ember.where(input > 0, input, alpha * ember.expm1(input)), inplace)
+    return _act(_nn.elu, input, inplace, alpha)
 
 
 def selu(input, inplace=False):
-    if input.dtype in _HALF:
-        return _in_float32(selu, input, inplace)
-    alpha, scale = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
-    return _inplace(input, scale * ember.where(input > 0, input, alpha * ember.expm1(input)),
-                    inplace)
+    # NOTE: torch's selu is an elu with a scale (its node is EluBackward0)
+    return _act(_nn.elu, input, inplace, 1.6732632423543772848170429916717,
+                1.0507009873554804934193349852946)
 
 
 def celu(input, alpha=1.0, inplace=False):
-    return _inplace(input, ember.where(input > 0, input, alpha * ember.expm1(input / alpha)),
-                    inplace)
+    return _act(_nn.celu, input, inplace, alpha)
 
 
 def gelu(input, approximate="none"):
@@ -97,27 +86,17 @@ def gelu(input, approximate="none"):
 
 
 def silu(input, inplace=False):
-    if input.dtype in _HALF:
-        return _in_float32(silu, input, inplace)
-    return _inplace(input, input * ember.sigmoid(input), inplace)
+    return _act(_nn.silu, input, inplace)
 
 
 def mish(input, inplace=False):
-    if input.dtype in _HALF:
-        return _in_float32(mish, input, inplace)
-    return _inplace(input, input * ember.tanh(softplus(input)), inplace)
+    return _act(_nn.mish, input, inplace)
 
 
 @autocast_policy("autocast_fp32_cuda")
 def softplus(input, beta=1.0, threshold=20.0):
     """``log(1 + exp(beta x)) / beta``, the identity where ``beta x > threshold``."""
-    if input.dtype in _HALF:
-        return _in_float32(softplus, input, False, beta, threshold)
-    z = input * beta
-    # NOTE: torch switches to the identity above threshold; clamp before exp so where()'s
-    # untaken branch cannot overflow.
-    return ember.where(z > threshold, input, ember.log1p(ember.exp(ember.clamp(
-        z, max=threshold))) / beta)
+    return dispatch(_nn.softplus, (input, beta, threshold), _E)
 
 
 def softsign(input):
@@ -138,24 +117,20 @@ def tanhshrink(input):
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    return _inplace(input, ember.clamp(input, min_val, max_val), inplace)
+    return _act(_nn.hardtanh, input, inplace, min_val, max_val)
 
 
 def hardsigmoid(input, inplace=False):
-    if input.dtype in _HALF:
-        return _in_float32(hardsigmoid, input, inplace)
-    return _inplace(input, ember.clamp(input / 6 + 0.5, 0.0, 1.0), inplace)
+    return _act(_nn.hardsigmoid, input, inplace)
 
 
 def hardswish(input, inplace=False):
-    if input.dtype in _HALF:
-        return _in_float32(hardswish, input, inplace)
-    return _inplace(input, input * ember.clamp(input + 3, 0.0, 6.0) / 6, inplace)
+    return _act(_nn.hardswish, input, inplace)
 
 
 def logsigmoid(input):
     """``log(sigmoid(x))`` computed stably."""
-    return -softplus(-input)
+    return dispatch(_nn.logsigmoid, (input,), _E)
 
 
 def sigmoid(input):
