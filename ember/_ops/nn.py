@@ -339,6 +339,35 @@ def _(g, input, target, reduction="mean"):
     return gd, -gd, None
 
 
+@op("smooth_l1_loss", tags=("autocast_fp32",), promote="common", method=False, function=False)
+def smooth_l1_loss(xp, input, target, reduction="mean", beta=1.0):
+    """``0.5 d^2 / beta`` where ``d = |input - target| < beta``, else ``d - 0.5 beta``."""
+    d = xp.abs(input - target)
+    return _reduced(xp.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta), reduction)
+
+
+@op("huber_loss", tags=("autocast_fp32",), promote="common", method=False, function=False)
+def huber_loss(xp, input, target, reduction="mean", delta=1.0):
+    """``0.5 d^2`` where ``d = |input - target| < delta``, else ``delta (d - 0.5 delta)``."""
+    d = xp.abs(input - target)
+    return _reduced(xp.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction)
+
+
+def _clipped_vjp(quadratic):
+    """The backward of a loss quadratic in ``d = input - target`` up to ``|d| = c`` and linear
+    beyond: ``d / c`` (smooth L1) or ``d`` (Huber) inside, ``sign(d)`` (times c) outside."""
+    def vjp(g, input, target, reduction="mean", c=1.0):
+        d = input - target
+        gd = ember.where(d.abs() < c, d / c if quadratic else d, d.sign() * (1 if quadratic else c))
+        gd = gd * _mean_scale(g, d.shape, reduction)
+        return gd, -gd, None, None
+    return vjp
+
+
+smooth_l1_loss.vjp(save=("input", "target"))(_clipped_vjp(True))
+huber_loss.vjp(save=("input", "target"))(_clipped_vjp(False))
+
+
 def _bce_logits(xp, input, target, weight, pos_weight):
     """The unreduced loss ``(1 - y) x + (1 + (pw - 1) y) softplus(-x)``, times ``weight``."""
     sp = xp.maximum(-input, 0) + xp.log1p(xp.exp(-xp.abs(input)))      # softplus(-x), stably
@@ -393,6 +422,14 @@ mse_loss.meta = lambda input, target, reduction="mean": _loss_meta(input, target
 binary_cross_entropy_with_logits.meta = lambda input, target, weight=None, pos_weight=None, \
     reduction="mean": _loss_meta(input, target, weight, pos_weight, reduction)
 mse_loss.samples, mse_loss.torch_fn = _loss_samples, "nn.functional.mse_loss"
+smooth_l1_loss.meta = lambda input, target, reduction="mean", beta=1.0: _loss_meta(
+    input, target, reduction)
+huber_loss.meta = lambda input, target, reduction="mean", delta=1.0: _loss_meta(
+    input, target, reduction)
+smooth_l1_loss.samples = huber_loss.samples = lambda dev, dt: _loss_samples(dev, dt) + [
+    Sample(make((3, 4), dt, -3, 3), make((3, 4), dt, seed=1), "sum", 0.5)] * (dt.category == 2)
+smooth_l1_loss.torch_fn, huber_loss.torch_fn = (f"nn.functional.{n}" for n in (
+    "smooth_l1_loss", "huber_loss"))
 binary_cross_entropy_with_logits.samples = _bce_logits_samples
 # (pos_weight follows reduction's legacy arguments in the public function)
 binary_cross_entropy_with_logits.torch_ref = lambda torch, input, target, weight=None, \

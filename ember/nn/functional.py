@@ -396,16 +396,20 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 
 @autocast_policy("autocast_fp32")
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
-    d = (input - target).abs()
-    loss = d - 0.5 * beta if beta == 0 else ember.where(d < beta, 0.5 * d * d / beta,
-                                                        d - 0.5 * beta)
-    return _reduce(loss, _legacy(size_average, reduce, reduction))
+    reduction = _checked(_legacy(size_average, reduce, reduction))
+    if beta == 0:       # NOTE: torch's is then l1_loss (its node the mean's)
+        return l1_loss(input, target, reduction=reduction)
+    return dispatch(_nn.smooth_l1_loss, (input, target, reduction, beta), _E)
 
 
 @autocast_policy("autocast_fp32")
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
-    d = (input - target).abs()
-    return _reduce(ember.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction)
+    if weight is None:
+        return dispatch(_nn.huber_loss, (input, target, _checked(reduction), delta), _E)
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ValueError("Weights and input must have the same size.")
+    return _reduce(dispatch(_nn.huber_loss, (input, target, "none", delta), _E) * weight,
+                   reduction)
 
 
 @autocast_policy("autocast_fp32_cpu", "autocast_banned_cuda")
