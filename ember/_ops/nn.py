@@ -368,6 +368,27 @@ smooth_l1_loss.vjp(save=("input", "target"))(_clipped_vjp(True))
 huber_loss.vjp(save=("input", "target"))(_clipped_vjp(False))
 
 
+@op("binary_cross_entropy", tags=("autocast_fp32",), promote="common", method=False,
+    function=False)
+def binary_cross_entropy(xp, input, target, weight=None, reduction="mean"):
+    """Binary cross entropy of probabilities ``input`` against ``target``; as torch, each log
+    is clamped at -100."""
+    loss = (target - 1) * xp.maximum(xp.log1p(-input), -100) - \
+        target * xp.maximum(xp.log(input), -100)
+    return _reduced(loss if weight is None else loss * weight, reduction)
+
+
+@binary_cross_entropy.vjp(save=("input", "target", "weight"))
+def _(g, input, target, weight=None, reduction="mean"):
+    g = _mean_scale(g, input.shape, reduction)
+    gw = g if weight is None else g * weight
+    # NOTE: torch's formulas: (x - y) / max(x (1 - x), 1e-12) and -logit(x)
+    gx = gw * (input - target) / ((1 - input) * input).clamp_min(1e-12)
+    gt = -input.logit() * gw if needs_input_grad(1) else None
+    loss = binary_cross_entropy(input, target, None, "none") if needs_input_grad(2) else None
+    return gx, gt, None if loss is None else loss * g, None
+
+
 def _bce_logits(xp, input, target, weight, pos_weight):
     """The unreduced loss ``(1 - y) x + (1 + (pw - 1) y) softplus(-x)``, times ``weight``."""
     sp = xp.maximum(-input, 0) + xp.log1p(xp.exp(-xp.abs(input)))      # softplus(-x), stably
@@ -422,6 +443,15 @@ mse_loss.meta = lambda input, target, reduction="mean": _loss_meta(input, target
 binary_cross_entropy_with_logits.meta = lambda input, target, weight=None, pos_weight=None, \
     reduction="mean": _loss_meta(input, target, weight, pos_weight, reduction)
 mse_loss.samples, mse_loss.torch_fn = _loss_samples, "nn.functional.mse_loss"
+binary_cross_entropy.meta = lambda input, target, weight=None, reduction="mean": _loss_meta(
+    input, target, weight, reduction)
+binary_cross_entropy.samples = lambda dev, dt: [
+    Sample(make((3, 4), dt, 0.05, 0.95), make((3, 4), dt, 0, 1, seed=1)),
+    Sample(make((5,), dt, 0.05, 0.95), make((5,), dt, 0, 1, seed=1), None, "sum"),
+    Sample(make((2, 3), dt, 0.05, 0.95, noncontig=True), make((2, 3), dt, 0, 1, seed=1),
+           make((3,), dt, 0.5, 2, seed=2), "none")] if dt.category == 2 else []
+binary_cross_entropy.torch_ref = lambda torch, input, target, weight=None, reduction="mean": \
+    torch.nn.functional.binary_cross_entropy(input, target, weight, reduction=reduction)
 smooth_l1_loss.meta = lambda input, target, reduction="mean", beta=1.0: _loss_meta(
     input, target, reduction)
 huber_loss.meta = lambda input, target, reduction="mean", delta=1.0: _loss_meta(

@@ -420,11 +420,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         raise ValueError(f"Using a target size ({target.shape}) that is different to the input "
                          f"size ({input.shape}) is deprecated. Please ensure they have the same "
                          "size.")
-    loss = -(target * ember.clamp(input.log(), min=-100) +
-             (1 - target) * ember.clamp((1 - input).log(), min=-100))
-    if weight is not None:
-        loss = loss * weight
-    return _reduce(loss, _legacy(size_average, reduce, reduction))
+    return dispatch(_nn.binary_cross_entropy, (input, target, weight, _checked(
+        _legacy(size_average, reduce, reduction))), _E)
 
 
 @autocast_policy("autocast_fp32")
