@@ -142,8 +142,10 @@ def test_grad_and_gradgrad_match_torch(opdef):
         e_l = sum((g * ember.tensor(v, dtype=ember.float64)).sum() for g, v in zip(e_sel, vs))
         try:
             t_gg = torch.autograd.grad(t_l, t_in, allow_unused=True)
-        except NotImplementedError:
-            continue      # torch has no double backward (cdist): test_gradcheck checks ours
+        except (NotImplementedError, RuntimeError) as e:
+            if "not implemented" not in str(e):
+                raise
+            continue      # torch has no double backward (cdist, hardsigmoid): see test_gradcheck
         # a gradient that does not depend on the inputs has no graph here (torch may still
         # record one that yields zeros)
         e_gg = ember.autograd.grad(e_l, e_in, allow_unused=True) if isinstance(

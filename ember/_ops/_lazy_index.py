@@ -232,7 +232,10 @@ INDEX = {
     },
     'nn': {
         'ops': (
-            'embedding', 'linear', 'log_softmax', 'nll_loss', 'softmax',
+            'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'celu', 'elu', 'embedding',
+            'hardsigmoid', 'hardswish', 'hardtanh', 'huber_loss', 'leaky_relu', 'linear',
+            'log_softmax', 'logsigmoid', 'mish', 'mse_loss', 'nll_loss', 'silu', 'smooth_l1_loss',
+            'softmax', 'softplus',
         ),
         'functions': (
             'log_softmax', 'softmax',
