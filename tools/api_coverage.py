@@ -145,8 +145,9 @@ def _namespace_names(ns, mod):
 
 @functools.cache
 def torch_names():
-    """``{namespace: {name: type name of its object}}`` of PyTorch's public API (see the module docstring); a
-    namespace torch cannot import here (an optional dependency missing) maps to None."""
+    """``{namespace: {name: type name of its object}}`` of PyTorch's public API (see the module
+    docstring); a namespace torch cannot import here (an optional dependency missing) maps to
+    None."""
     import importlib
     import warnings
 
