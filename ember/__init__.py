@@ -28,7 +28,7 @@ try:
     from ._dtype import (bfloat16, complex64, complex128, dtype, finfo, float8_e4m3fn,  # noqa: F401
                          float8_e5m2, float16, float32, float64, get_default_dtype, iinfo, int8,
                          int16, int32, int64, promote_types, set_default_dtype, uint8)
-    from ._storage import UntypedStorage  # noqa: F401
+    from ._storage import TypedStorage, UntypedStorage, is_storage  # noqa: F401
     from ._tensor import Size, Tensor  # noqa: F401
 
     bool = _dtype.bool_
@@ -46,8 +46,10 @@ try:
 
     from . import autograd  # noqa: E402
     from ._ops.creation import (  # noqa: E402,F401
-        arange, as_tensor, asarray, empty, empty_like, eye, from_numpy, full, full_like, linspace,
-        logspace, ones, ones_like, tensor, zeros, zeros_like)
+        arange, as_tensor, asarray, empty, empty_like, empty_strided, eye, from_numpy,
+        frombuffer, full, full_like, linspace, logspace, ones, ones_like, scalar_tensor, tensor,
+        zeros, zeros_like)
+    from ._ops.creation import legacy_range as range  # noqa: E402,F401  (torch.range)
     from ._ops.random import (  # noqa: E402,F401
         Generator, bernoulli, binomial, default_generator, get_rng_state, initial_seed,
         manual_seed, multinomial, normal, poisson, rand, rand_like, randint, randint_like, randn,
@@ -62,6 +64,8 @@ try:
     from .autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402,F401
                                      is_grad_enabled, is_inference_mode_enabled, no_grad,
                                      set_grad_enabled)
+    from .autograd.anomaly_mode import (is_anomaly_check_nan_enabled,  # noqa: E402,F401
+                                        is_anomaly_enabled, set_anomaly_enabled)
 finally:
     if not _gc.get_freeze_count():      # (leave a program's own frozen objects frozen)
         _gc.freeze()
@@ -69,6 +73,12 @@ finally:
     if _gc_was_enabled:
         _gc.enable()
     del _gc, _gc_was_enabled
+
+
+import math as _math  # noqa: E402
+
+pi, e, inf, nan = _math.pi, _math.e, _math.inf, _math.nan
+newaxis = None      # (x[:, ember.newaxis] adds a dimension, as NumPy's)
 
 
 def is_tensor(obj):
@@ -110,7 +120,11 @@ def get_default_device():
 
 _AUTOCAST_NAMES = ("autocast", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
                    "set_autocast_dtype", "is_autocast_cache_enabled",
-                   "set_autocast_cache_enabled", "clear_autocast_cache")
+                   "set_autocast_cache_enabled", "clear_autocast_cache",
+                   "autocast_increment_nesting", "autocast_decrement_nesting",
+                   "is_autocast_cpu_enabled", "set_autocast_cpu_enabled",
+                   "get_autocast_cpu_dtype", "set_autocast_cpu_dtype", "get_autocast_gpu_dtype",
+                   "set_autocast_gpu_dtype")
 
 
 _CONFIG_NAMES = ("set_num_threads", "get_num_threads", "set_num_interop_threads",
@@ -118,7 +132,15 @@ _CONFIG_NAMES = ("set_num_threads", "get_num_threads", "set_num_interop_threads"
                  "are_deterministic_algorithms_enabled",
                  "is_deterministic_algorithms_warn_only_enabled",
                  "set_deterministic_debug_mode", "get_deterministic_debug_mode",
-                 "set_float32_matmul_precision", "get_float32_matmul_precision")
+                 "set_float32_matmul_precision", "get_float32_matmul_precision",
+                 "set_warn_always", "is_warn_always_enabled")
+
+# torch's legacy tensor types and typed storages (FloatTensor, FloatStorage...), typename and
+# set_default_tensor_type: made on first use
+_LEGACY_NAMES = ("typename", "set_default_tensor_type") + tuple(
+    n + suffix for n in ("Float", "Double", "Half", "BFloat16", "Byte", "Char", "Short", "Int",
+                         "Long", "Bool") for suffix in ("Tensor", "Storage")) + (
+    "ComplexFloatStorage", "ComplexDoubleStorage")
 
 
 def __getattr__(name):
@@ -151,6 +173,17 @@ def __getattr__(name):
         fn = getattr(importlib.import_module("._config", __name__), name)
         globals()[name] = fn
         return fn
+    if name in _LEGACY_NAMES:
+        from . import _tensor_types
+        globals().update(_tensor_types.TYPES, **_storage.legacy_storage_types(),
+                         typename=_tensor_types.typename,
+                         set_default_tensor_type=_tensor_types.set_default_tensor_type)
+        return globals()[name]
+    if name == "GradScaler":
+        # (torch.GradScaler is torch.amp.GradScaler)
+        fn = importlib.import_module(".amp", __name__).GradScaler
+        globals()[name] = fn
+        return fn
     if name == "set_printoptions":
         # _tensor_str loads with the first repr, or here
         fn = importlib.import_module("._tensor_str", __name__).set_printoptions
@@ -167,4 +200,5 @@ def __getattr__(name):
 def __dir__():
     # with the names loaded on first use (but not the submodules, some not implemented yet)
     return sorted(set(globals()) | set(_ops.lazy.FUNCTIONS) | set(_AUTOCAST_NAMES) |
-                  set(_CONFIG_NAMES) | {"save", "load", "set_printoptions"})
+                  set(_CONFIG_NAMES) | set(_LEGACY_NAMES) |
+                  {"save", "load", "set_printoptions", "GradScaler"})
