@@ -46,9 +46,9 @@ try:
 
     from . import autograd  # noqa: E402
     from ._ops.creation import (  # noqa: E402,F401
-        arange, as_tensor, asarray, empty, empty_like, empty_strided, eye, from_numpy,
-        frombuffer, full, full_like, linspace, logspace, ones, ones_like, scalar_tensor, tensor,
-        zeros, zeros_like)
+        arange, as_tensor, asarray, empty, empty_like, empty_permuted, empty_strided, eye,
+        from_file, from_numpy, frombuffer, full, full_like, linspace, logspace, ones, ones_like,
+        scalar_tensor, tensor, zeros, zeros_like)
     from ._ops.creation import legacy_range as range  # noqa: E402,F401  (torch.range)
     from ._ops.random import (  # noqa: E402,F401
         Generator, bernoulli, binomial, default_generator, get_rng_state, initial_seed,
@@ -57,6 +57,7 @@ try:
     from ._sparse import layout, sparse_coo, strided  # noqa: E402,F401
     from ._memory_format import (  # noqa: E402,F401
         channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format)
+    legacy_contiguous_format = contiguous_format    # (the same object in torch)
     from . import _composites  # noqa: E402
 
     _composites.install(globals())      # (_aten_nn's and _numerics' names load on first use)

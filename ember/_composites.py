@@ -187,6 +187,16 @@ def storage_type(self):
     return f"torch.{type_name(self.dtype.name)}Storage"
 
 
+def fill(input, value):
+    """A copy of ``input`` filled with ``value`` (a number or a 0-dim tensor).
+
+    Example:
+        >>> ember.fill(ember.ones(2, dtype=ember.int32), 3.7)
+        tensor([3, 3], dtype=torch.int32)
+    """
+    return input.clone().fill_(value)
+
+
 def _typed_storage(self):
     """The (deprecated) ``TypedStorage`` of ``self``'s dtype over its storage."""
     from ._storage import TypedStorage, _warn_typed_storage_removal
@@ -335,7 +345,7 @@ def vander(x, N=None, increasing=False):
 
 FUNCTIONS = {f.__name__: f for f in (
     is_signed, is_inference, is_distributed, get_device, detach, ravel, split_with_sizes,
-    unravel_index, nonzero_static, vander)}
+    unravel_index, nonzero_static, vander, fill)}
 FUNCTIONS.update(unsafe_chunk=Tensor.chunk, unsafe_split=Tensor.split,
                  unsafe_split_with_sizes=split_with_sizes)
 FUNCTIONS.update({f"{n}_copy": _copy_of(n, v) for n, v in _VIEWS.items()})

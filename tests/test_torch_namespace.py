@@ -29,8 +29,7 @@ ARGS = {
     "lcm_": lambda L: (L.tensor([[4, 6, 9], [10, 15, 7]]),),
 }
 INTEGER = {"gcd_", "lcm_"}
-NOT_IN_EMBER = {"resize_as_sparse_": "compressed/COO sparse resizing",
-                "embedding_renorm_": "not written yet"}
+NOT_IN_EMBER = {"resize_as_sparse_": "sparse resizing"}
 
 
 def _torch_inplace_functions():
@@ -45,7 +44,8 @@ def test_every_torch_inplace_function_is_there():
 
 
 @pytest.mark.parametrize("name", [n for n in _torch_inplace_functions() if n not in NOT_IN_EMBER
-                                  and "dropout" not in n and n not in ("rrelu_", "detach_")])
+                                  and "dropout" not in n
+                                  and n not in ("rrelu_", "detach_", "embedding_renorm_")])
 def test_inplace_function_as_torch(name):
     def run(L):
         x = L.tensor(np.array([[4, 6, 8], [5, 9, 14]]) if name in INTEGER else
@@ -76,6 +76,11 @@ def test_inplace_nn_forms_and_errors():
         assert getattr(ember.nn.functional, name)(mine, *args) is mine
         getattr(torch.nn.functional, name)(theirs, *args)
         np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-6, err_msg=name)
+    w = np.array([[3.0, 4.0], [1.0, 0.0], [6.0, 8.0], [0.3, 0.4]])
+    mine, theirs = ember.tensor(w), torch.tensor(w)
+    assert ember.embedding_renorm_(mine, ember.tensor([[0, 2], [0, 3]]), 1.0, 2.0) is mine
+    torch.embedding_renorm_(theirs, torch.tensor([[0, 2], [0, 3]]), 1.0, 2.0)
+    np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-7)
     with pytest.raises(TypeError, match=re.escape(
             "abs_(): argument 'input' (position 1) must be Tensor, not int")):
         ember.abs_(3)
@@ -236,6 +241,36 @@ def test_creation_functions_as_torch():
                 lambda L: L.frombuffer(bytearray(8), dtype=L.float32, count=3),
                 lambda L: L.frombuffer([1, 2], dtype=L.uint8)):
         _same_error(bad)
+
+
+def test_fill_empty_permuted_from_file(tmp_path):
+    for call in (lambda L: L.fill(L.ones(2, dtype=L.int32), 3.7),
+                 lambda L: L.fill(L.ones(2), L.tensor(2.0))):
+        mine, theirs = call(ember), call(torch)
+        assert mine.dtype.name == str(theirs.dtype)[6:] and mine.tolist() == theirs.tolist()
+    x = ember.ones(2)
+    assert ember.fill(x, 5.0) is not x and x.tolist() == [1.0, 1.0]
+    _same_error(lambda L: L.fill(L.ones(2), L.ones(2)))
+    for size, order in (((2, 3, 4), (0, 2, 1)), ((2, 3, 4, 5), (0, 2, 3, 1)), ((3,), (0,))):
+        assert ember.empty_permuted(size, order).stride() == \
+            torch.empty_permuted(size, order).stride()
+    _same_error(lambda L: L.empty_permuted((2, 3), (0, 0)))
+    _same_error(lambda L: L.empty_permuted((2, 3), (0,)))
+    assert ember.legacy_contiguous_format is ember.contiguous_format
+    path = str(tmp_path / "data.bin")
+    np.arange(6, dtype=np.float32).tofile(path)
+    for kw in ({"size": 6, "dtype": "float32"}, {"size": 3, "dtype": "float64"}, {}):
+        kw_e = {k: getattr(ember, v) if k == "dtype" else v for k, v in kw.items()}
+        kw_t = {k: getattr(torch, v) if k == "dtype" else v for k, v in kw.items()}
+        mine, theirs = ember.from_file(path, **kw_e), torch.from_file(path, **kw_t)
+        assert mine.dtype.name == str(theirs.dtype)[6:] and mine.tolist() == theirs.tolist()
+    _same_error(lambda L: L.from_file(path, size=7, dtype=L.float32))
+    copy = ember.from_file(path, shared=False, size=6)
+    copy[0] = 5.0
+    assert np.fromfile(path, dtype=np.float32)[0] == 0.0
+    mapped = ember.from_file(path, shared=True, size=6)
+    mapped[0] = 100.0
+    assert np.fromfile(path, dtype=np.float32)[0] == 100.0   # writes go to the file
 
 
 def test_process_flags():

@@ -1,4 +1,6 @@
 """Creation functions: tensors from data, constants, ranges, and random tensors."""
+import os
+
 import numpy as np
 
 from .. import _dtype
@@ -526,6 +528,54 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, require
     n = 0 if 0 in size else 1 + sum((n - 1) * s for n, s in zip(size, stride))
     return empty(n, dtype=dtype, device=device).as_strided(size, stride).requires_grad_(
         requires_grad)
+
+
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None,
+                   requires_grad=False, pin_memory=False):
+    """An uninitialized tensor of ``size`` laid out in memory in the dimension order
+    ``physical_layout`` (outermost first): ``(0, 2, 3, 1)`` is channels-last for NCHW.
+
+    Example:
+        >>> ember.empty_permuted((2, 3, 4), (0, 2, 1)).stride()
+        (12, 1, 3)
+    """
+    size, order = tuple(size), tuple(physical_layout)
+    if len(size) != len(order):
+        raise RuntimeError(f"Number of dimensions in size does not match the length of the "
+                           f"physical_layout; i.e. len(size) = {len(size)} is not equal to "
+                           f"len(physical_layout) = {len(order)}")
+    if sorted(order) != list(range(len(size))):
+        raise RuntimeError("Duplicate dim not allowed")
+    t = empty(tuple(size[d] for d in order), dtype=dtype, device=device)
+    return t.permute(tuple(order.index(d) for d in range(len(size)))).requires_grad_(
+        requires_grad)
+
+
+def from_file(filename, shared=None, size=0, *, dtype=None, layout=None, device=None,
+              pin_memory=False):
+    """A 1-D tensor of the first ``size`` elements of ``dtype`` in the file ``filename``:
+    ``shared=True`` maps the file (writes to the tensor write the file), else a copy is read.
+
+    Example:
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "data.bin")
+        >>> ember.arange(4.0).numpy().tofile(path)
+        >>> ember.from_file(path, size=3)
+        tensor([0., 1., 2.])
+    """
+    np_dtype = np.dtype(_dt(dtype))
+    have, need = os.path.getsize(filename), size * np_dtype.itemsize
+    if need > have:
+        raise RuntimeError(f"file <{filename}> size <{have}> is smaller than the required "
+                           f"mapping size <{need}>")
+    if size == 0:
+        arr = np.empty(0, np_dtype)
+    elif shared:
+        arr = np.memmap(filename, dtype=np_dtype, mode="r+", shape=(size,))
+    else:
+        arr = np.fromfile(filename, dtype=np_dtype, count=size)
+    t = from_numpy(arr)
+    return t if device is None else t.to(device)
 
 
 def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
