@@ -24,7 +24,7 @@ _gc_was_enabled = _gc.isenabled()
 _gc.disable()
 try:
     from . import _dtype
-    from ._device import device
+    from ._device import device, get_device_module
     from ._dtype import (bfloat16, complex64, complex128, dtype, finfo, float8_e4m3fn,  # noqa: F401
                          float8_e5m2, float16, float32, float64, get_default_dtype, iinfo, int8,
                          int16, int32, int64, promote_types, set_default_dtype, uint8)
@@ -154,7 +154,7 @@ def __getattr__(name):
     import importlib
     if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "amp", "testing",
                 "special", "fft", "linalg", "func", "backends", "profiler", "compiler",
-                "serialization", "sparse", "random", "return_types", "hub"):
+                "serialization", "sparse", "random", "return_types", "hub", "cpu"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:

@@ -304,3 +304,61 @@ def test_process_flags():
     assert ember.autocast_increment_nesting() == 1 and ember.autocast_increment_nesting() == 2
     assert ember.autocast_decrement_nesting() == 1 and ember.autocast_decrement_nesting() == 0
     assert ember.GradScaler is ember.amp.GradScaler
+
+
+def test_cpu_device_module():
+    import torch.cpu as tcpu
+    assert ember.cpu.__all__ == tcpu.__all__
+    for fn in ("is_available", "is_initialized", "device_count", "current_device"):
+        assert getattr(ember.cpu, fn)() == getattr(tcpu, fn)()
+    assert ember.cpu.synchronize() is None and ember.cpu.set_device("cpu") is None
+    caps, tcaps = ember.cpu.get_capabilities(), tcpu.get_capabilities()
+    shared = set(caps) & set(tcaps)
+    assert {"avx2", "avx512_f", "sse4_2", "fma3", "architecture", "num_logical_cores"} <= shared
+    assert {k: caps[k] for k in shared} == {k: tcaps[k] for k in shared}
+    s, e = ember.cpu.Stream(), ember.cpu.Event()
+    assert e.query() is True and e.record(s) is None and s.wait_event(e) is None
+    default = ember.cpu.current_stream()
+    with ember.cpu.stream(s):
+        assert ember.cpu.current_stream() is s
+        with ember.cpu.stream(None):
+            assert ember.cpu.current_stream() is s
+    assert ember.cpu.current_stream() is default
+    for dev in ("cpu", ember.device("cpu"), None, "cuda:0"):
+        tdev = torch.device(str(dev)) if isinstance(dev, ember.device) else dev
+        assert ember.get_device_module(dev).__name__ == \
+            torch.get_device_module(tdev).__name__.replace("torch", "ember")
+    _same_error(lambda L: L.get_device_module(3))
+    _same_error(lambda L: L.get_device_module("meta"))
+
+
+def test_autograd_variable():
+    from ember.autograd import Variable
+    t = ember.ones(2, requires_grad=True) * 2
+    v = Variable(t)
+    assert isinstance(t, Variable) and isinstance(v, Variable) and not isinstance(3, Variable)
+    assert v is not t and v.data_ptr() == t.data_ptr() and v.grad_fn is None
+    assert not v.requires_grad and Variable(t, requires_grad=True).requires_grad
+    assert Variable().shape == (0,)
+    with pytest.warns(UserWarning, match="volatile was removed and now has no effect"):
+        Variable(t, volatile=True)
+    _same_error(lambda L: L.autograd.Variable([1]))
+    _same_error(lambda L: L.autograd.variable(1))
+
+
+@pytest.mark.parametrize("old,args", [
+    ("uniform", (-1.0, 1.0)), ("normal", (0.0, 1.0)), ("constant", (0.5,)), ("eye", ()),
+    ("dirac", ()), ("xavier_uniform", ()), ("xavier_normal", ()), ("kaiming_uniform", ()),
+    ("kaiming_normal", ()), ("orthogonal", ()), ("sparse", (0.5,))])
+def test_deprecated_nn_init_names(old, args):
+    shape = (3, 3, 3) if old == "dirac" else (4, 3)
+    w = ember.empty(*shape)
+    with pytest.warns(FutureWarning, match=f"`nn.init.{old}` is now deprecated in favor of "
+                                           f"`nn.init.{old}_`"):
+        assert getattr(ember.nn.init, old)(w, *args) is w
+    if old in ("constant", "eye", "dirac"):       # deterministic: the same values as torch's
+        tw = torch.empty(*shape)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            getattr(torch.nn.init, old)(tw, *args)
+        assert w.tolist() == tw.tolist()
