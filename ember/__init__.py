@@ -60,7 +60,8 @@ try:
     legacy_contiguous_format = contiguous_format    # (the same object in torch)
     from . import _composites  # noqa: E402
 
-    _composites.install(globals())      # (_aten_nn's and _numerics' names load on first use)
+    # (with joining's plain functions; _aten_nn's and _numerics' names load on first use)
+    _composites.install(globals(), _ops.joining)
     _ops.lazy.install_stubs(Tensor)     # methods of the op families that load on first use
     from .autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402,F401
                                      is_grad_enabled, is_inference_mode_enabled, no_grad,

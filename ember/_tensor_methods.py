@@ -28,7 +28,7 @@ _OPERANDS = OPERANDS       # NotImplemented for anything else (see dispatch.OPER
 
 
 def _binary(opdef, reflected=False):
-    if _C is not None:          # the same two steps in C (ember/_C/_dispatch.c)
+    if _C is not None:          # the same two steps in C (ember/_C/dispatch/_dispatch.c)
         return _C.operator(opdef, reflected)
     if reflected:
         def f(self, other):

@@ -52,8 +52,8 @@ def _info(args):
           f"{platform.python_version()} ({platform.system()} {platform.machine()})")
     lib = blas.library if blas.available() else None
     print(f"BLAS: {lib or 'not reachable directly (NumPy matmul only)'}")
-    from ember import _C
-    print(f"C kernels: {_C.describe()}")
+    from ember._C import kernels
+    print(f"C kernels: {kernels.describe()}")
     print(f"threads: {ember.get_num_threads()} (interop {ember.get_num_interop_threads()}), "
           f"{os.cpu_count()} CPUs")
     from ember import cuda

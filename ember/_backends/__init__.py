@@ -154,8 +154,8 @@ def add_flat(out, index, values, add=True):
             values.dtype != out.dtype or values.shape != index.shape or \
             np.may_share_memory(out, values):
         return False
-    from .. import _C
-    scatter = _C.along_dim("scatter", out, 0, index)
+    from .._C import kernels
+    scatter = kernels.along_dim("scatter", out, 0, index)
     return scatter is not None and not scatter(out, values, int(add), out)
 
 
@@ -188,8 +188,8 @@ def _add_rows_kernel(out, flat, values):
     the sums NumPy's bit for bit, ~15x faster than sorting and ``add.reduceat`` on an
     embedding's gradient); False where it does not apply or an index is negative or out of
     range (nothing written: add.at then wraps or raises)."""
-    from .. import _C
-    fn = _C.kernel("add_rows", out.dtype)
+    from .._C import kernels
+    fn = kernels.kernel("add_rows", out.dtype)
     if fn is None or not out.flags.c_contiguous:
         return False
     flat = flat.astype(np.int64, copy=False)

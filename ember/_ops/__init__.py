@@ -3,8 +3,8 @@
 import functools
 import warnings
 
-from . import (creation, indexing, linalg, pointwise, pointwise_binary,  # noqa: F401
-               moments, pieces, pointwise_logic, random, reduction, shape)
+from . import (creation, indexing, joining, linalg, pointwise, pointwise_binary,  # noqa: F401
+               moments, pointwise_logic, random, reduction, shape)
 # (aliased: the name ``dispatch`` stays the submodule, which `from . import dispatch` expects)
 from .dispatch import dispatch as _dispatch
 from .dispatch import dispatch_inplace as _dispatch_inplace

@@ -4,14 +4,14 @@ arrays, complex and integer dtypes, broadcasts that do not flatten, empty produc
 
 ``numpy.matmul`` on a stack calls BLAS once per matrix and lets BLAS thread each small GEMM:
 with two threads, the attention's (64, 256, 64) products ran 3-10x slower than on one. The
-kernel (``bmm`` in ember/_C/gemm.h) splits the batch over OpenMP threads instead, with BLAS on
+kernel (``bmm`` in ember/_C/kernels/gemm.h) splits the batch over OpenMP threads instead, with BLAS on
 one thread meanwhile, takes transposed operands as BLAS flags, and broadcasts a 2-D operand as
 a batch stride of 0. On one thread ``numpy.matmul`` makes the same BLAS calls with less
 overhead (a ctypes call with 19 arguments costs ~5 us), and 2-D products are one BLAS call
 that BLAS threads well, so both stay with NumPy. A stack times a matrix whose batch folds into
 the rows becomes one large GEMM at any thread count.
 
-float32 takes ember's own GEMM instead (``gemm`` in ember/_C/sgemm.h) where it runs, 2-D products
+float32 takes ember's own GEMM instead (``gemm`` in ember/_C/kernels/sgemm.h) where it runs, 2-D products
 and stacks alike: it writes C once (OpenBLAS zeroes it first for beta = 0), packs a transposed B
 by register transposes and reads A in place where packing it does not pay, which is where
 OpenBLAS lost 10-25% to torch's MKL on a training step's products. Where it runs:
@@ -37,8 +37,8 @@ import math
 
 import numpy as np
 
-from .. import _C
-from .._C import with_one_blas_thread as _pinned
+from .._C import kernels as _C
+from .._C.kernels import with_one_blas_thread as _pinned
 from .._backends import blas
 
 _NO_T, _T = 111, 112

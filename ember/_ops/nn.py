@@ -6,7 +6,7 @@ import numpy as np
 
 import ember
 
-from .. import _C
+from .._C import kernels as _C
 from . import gemm
 from .indexing import out_of_range
 from .._tensor import Tensor

@@ -6,7 +6,7 @@ import numpy as np
 
 import ember
 
-from .. import _C
+from .._C import kernels as _C
 from .meta import bool_meta, broadcast_meta, same_meta
 from .pointwise import _unary, reject
 from .registry import LIBM_ULP, op

@@ -100,7 +100,7 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
     prev = grad_mode.state.grad_enabled
     grad_mode.state.grad_enabled = create_graph
     if _C is not None and inputs is None and prof is None and not anomaly.enabled:
-        # the plain case: the same loop in C (ember/_C/engine.h), this one is the reference
+        # the plain case: the same loop in C (ember/_C/dispatch/engine.h), this one is the reference
         try:
             _C.backward_loop(ready, buffers, deps, retain_graph, create_graph, accumulate)
         finally:

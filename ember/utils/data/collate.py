@@ -137,7 +137,7 @@ def _stack_fast(batch):
 
 
 def collate_tensor_fn(batch, *, collate_fn_map=None):
-    from ..._ops.pieces import stack
+    from ..._ops.joining import stack
     out = _stack_fast(batch)
     return out if out is not None else stack(batch, 0)
 
