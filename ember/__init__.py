@@ -181,6 +181,10 @@ def __getattr__(name):
                          typename=_tensor_types.typename,
                          set_default_tensor_type=_tensor_types.set_default_tensor_type)
         return globals()[name]
+    if name in ("from_dlpack", "to_dlpack"):
+        fn = getattr(importlib.import_module("._dlpack", __name__), name)
+        globals()[name] = fn
+        return fn
     if name == "GradScaler":
         # (torch.GradScaler is torch.amp.GradScaler)
         fn = importlib.import_module(".amp", __name__).GradScaler
@@ -203,4 +207,5 @@ def __dir__():
     # with the names loaded on first use (but not the submodules, some not implemented yet)
     return sorted(set(globals()) | set(_ops.lazy.FUNCTIONS) | set(_AUTOCAST_NAMES) |
                   set(_CONFIG_NAMES) | set(_LEGACY_NAMES) |
-                  {"save", "load", "set_printoptions", "GradScaler"})
+                  {"save", "load", "set_printoptions", "GradScaler", "from_dlpack",
+                   "to_dlpack"})

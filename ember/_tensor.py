@@ -405,6 +405,16 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         return _tensor_types.convert(self, dtype, non_blocking)
 
     # ---- conversion -------------------------------------------------------------------
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule over this tensor's memory, for another library's ``from_dlpack``."""
+        from ._dlpack import export
+        return export(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self):
+        """``(DLDeviceType, index)`` of the tensor's device."""
+        from ._dlpack import device_of
+        return device_of(self)
+
     def numpy(self, *, force=False):
         """The data as a NumPy array sharing memory (cpu tensors without grad only)."""
         if self._requires_grad and not force:
