@@ -149,3 +149,27 @@ def to_device(d):
     if d.type == "cpu" and d.index is not None:
         return CPU
     return d
+
+
+def get_device_module(device=None):
+    """The module of a device type: ``ember.cuda`` for ``'cuda:0'``, ``ember.cpu`` for the CPU;
+    with no device, the accelerator's (cuda where it is available) else ``ember.cpu``.
+
+    Example:
+        >>> ember.get_device_module("cpu").device_count()
+        1
+    """
+    import sys
+    this = sys.modules["ember"]         # (its attributes load on first use, through __getattr__)
+    if isinstance(device, (str, this.device)):
+        name = this.device(device).type
+    elif device is None:
+        name = "cuda" if this.cuda.is_available() else "cpu"
+    else:
+        raise RuntimeError(f"Invalid value of device '{device}', expect torch.device, str, or "
+                           "None")
+    try:
+        return getattr(this, name)
+    except AttributeError:
+        raise RuntimeError(f"Device '{name}' does not have a corresponding module registered as "
+                           f"'torch.{name}'.") from None

@@ -394,14 +394,27 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
     def get_device(self):
         return -1 if self.device.type == "cpu" else (self.device.index or 0)
 
-    def type(self, dtype=None, non_blocking=False):
-        """Without an argument, the legacy type name (``torch.FloatTensor``); else a cast."""
+    def type(self, dtype=None, non_blocking=False, **kwargs):
+        """Without an argument, the legacy type name (``torch.FloatTensor``); else a cast to a
+        dtype, a legacy type (``ember.DoubleTensor``) or its name (``'torch.cuda.IntTensor'``
+        moves to cuda too)."""
         if dtype is None:
             n = _dtype._SCALAR_NAMES[self.dtype.name]
             return f"torch.{'cuda.' if self.is_cuda else ''}{n}Tensor"
-        return self.to(dtype)
+        from . import _tensor_types
+        return _tensor_types.convert(self, dtype, non_blocking)
 
     # ---- conversion -------------------------------------------------------------------
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule over this tensor's memory, for another library's ``from_dlpack``."""
+        from ._dlpack import export
+        return export(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self):
+        """``(DLDeviceType, index)`` of the tensor's device."""
+        from ._dlpack import device_of
+        return device_of(self)
+
     def numpy(self, *, force=False):
         """The data as a NumPy array sharing memory: cpu tensors only, and one that requires
         grad only while grad mode is off, as torch.

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 OPTIONAL = ("torch", "onnx", "onnxruntime", "cupy", "mpi4py", "safetensors", "tqdm", "scipy",
-            "numba", "matplotlib")
+            "numba", "matplotlib", "tensorboard", "google.protobuf")
 
 
 def _loaded_after_import():

@@ -21,12 +21,17 @@ def __getattr__(name):
     # functional and profiler are analysis tools, and custom Functions are defined by few
     # programs: keep them off ``import ember``'s path
     import importlib
-    if name in _FUNCTION_NAMES or name == "Variable":
-        value = getattr(importlib.import_module(".function" if name != "Variable" else
-                                                ".variable", __name__), name)
+    if name in _FUNCTION_NAMES:
+        value = getattr(importlib.import_module(".function", __name__), name)
         globals()[name] = value
         return value
-    if name not in ("functional", "profiler", "function", "variable"):
+    if name in ("Variable", "variable"):
+        # NOTE: as in torch, ember.autograd.variable is the (removed) function, though the
+        # module that defines Variable has that name too: the import binds the module first
+        mod = importlib.import_module(".variable", __name__)
+        globals().update(Variable=mod.Variable, variable=mod.variable)
+        return globals()[name]
+    if name not in ("functional", "profiler", "function"):
         raise AttributeError(f"module 'ember.autograd' has no attribute '{name}'")
     return importlib.import_module(f".{name}", __name__)
 

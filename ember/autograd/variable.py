@@ -1,5 +1,8 @@
-"""``ember.autograd.Variable``: the pre-0.4 wrapper, which torch keeps as a function-like class
-returning a tensor (every tensor is an instance of it)."""
+"""``torch.autograd.Variable``: the pre-0.4 wrapper, now any tensor.
+
+``isinstance(x, Variable)`` is true of every tensor, and ``Variable(t, requires_grad)`` gives a
+tensor sharing ``t``'s data, detached from its graph, with ``requires_grad`` set.
+"""
 import warnings
 
 from .._tensor import Tensor
@@ -11,26 +14,28 @@ class _VariableMeta(type):
 
 
 class Variable(metaclass=_VariableMeta):
-    """``Variable(data, requires_grad=False)``: a new leaf tensor sharing ``data``'s memory,
-    with ``requires_grad`` as given (``volatile`` has no effect), as torch's legacy class;
-    ``isinstance(t, Variable)`` holds for every tensor.
+    """Legacy: ``Variable(data, requires_grad=False)`` is ``data.detach()`` with
+    ``requires_grad`` set (``volatile`` has no effect, with torch's warning).
 
     Example:
-        >>> import ember
-        >>> from ember.autograd import Variable
-        >>> x = Variable(ember.ones(2), requires_grad=True)
-        >>> (x * 3).sum().backward()
-        >>> x.grad, isinstance(x, Variable)
-        (tensor([3., 3.]), True)
+        >>> v = ember.autograd.Variable(ember.ones(2), requires_grad=True)
+        >>> v.requires_grad, isinstance(ember.ones(1), ember.autograd.Variable)
+        (True, True)
     """
 
     def __new__(cls, data=None, requires_grad=False, volatile=False):
+        import ember
         if volatile:
-            warnings.warn("volatile was removed and now has no effect. Use `with torch.no_grad():`"
-                          " instead.", UserWarning, stacklevel=2)
+            warnings.warn("volatile was removed and now has no effect. Use `with "
+                          "torch.no_grad():` instead.", UserWarning, stacklevel=2)
         if data is None:
-            from .._ops.creation import empty
-            data = empty(0)
+            data = ember.empty(0)
         if not isinstance(data, Tensor):
             raise TypeError(f"Variable data has to be a tensor, but got {type(data).__name__}")
         return data.detach().requires_grad_(requires_grad)
+
+
+def variable(*args, **kwargs):
+    """Removed in torch: raises, pointing to ``tensor``."""
+    raise RuntimeError("torch.autograd.variable(...) is deprecated, use torch.tensor(...) "
+                       "instead")

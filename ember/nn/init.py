@@ -1,6 +1,7 @@
 """Parameter initialisation, like ``torch.nn.init``. Every function fills in place under
 no_grad and returns the tensor."""
 import math
+import warnings
 
 from ..autograd.grad_mode import no_grad
 
@@ -163,3 +164,22 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
         return vals
     with no_grad():
         return _fill_from(tensor, generator, draw)
+
+
+def _deprecated(new):
+    old = new[:-1]
+
+    def f(*args, **kwargs):
+        warnings.warn(f"`nn.init.{old}` is now deprecated in favor of `nn.init.{new}`.",
+                      FutureWarning, stacklevel=2)
+        return globals()[new](*args, **kwargs)
+    f.__name__ = f.__qualname__ = old
+    f.__doc__ = f"Deprecated spelling of :func:`{new}` (warns, then calls it)."
+    return f
+
+
+# torch's old names without the trailing underscore, kept with their FutureWarning
+for _new in ("uniform_", "normal_", "constant_", "eye_", "dirac_", "xavier_uniform_",
+             "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_", "sparse_"):
+    globals()[_new[:-1]] = _deprecated(_new)
+del _new

@@ -66,8 +66,9 @@ def _poisoned(grad_outputs):
 
 
 def __getattr__(name):
-    # checkpoint loads amp and autograd.Function, benchmark timeit: only on first use
-    if name in ("checkpoint", "benchmark"):
+    # checkpoint loads amp and autograd.Function, benchmark timeit, tensorboard the tensorboard
+    # package and protobuf: only on first use
+    if name in ("checkpoint", "benchmark", "tensorboard", "dlpack"):
         import importlib
         mod = importlib.import_module(f".{name}", __name__)
         globals()[name] = mod
