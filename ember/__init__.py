@@ -129,8 +129,9 @@ def __getattr__(name):
         if name in globals():
             return globals()[name]
     import importlib
-    if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "amp", "testing",
-                "special", "fft", "linalg", "func", "backends", "profiler", "compiler",
+    if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "fx", "export",
+                "amp", "testing", "special", "fft", "linalg", "func", "backends", "profiler",
+                "compiler",
                 "serialization", "sparse", "random", "return_types"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
