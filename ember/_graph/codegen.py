@@ -2,7 +2,7 @@
 import operator
 import types
 
-from .ir import _fmt, _target_name
+from .ir import _fmt, _public_path, _target_name
 
 _BINARY = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/",
            operator.floordiv: "//", operator.mod: "%", operator.pow: "**",
@@ -36,28 +36,8 @@ class PythonCode:
 def _attr_path(root, path):
     out = root
     for part in path.split("."):
-        out = f"{out}.{part}" if part.isidentifier() else f"getattr({out}, {part!r})"
+        out = f"{out}.{part}" if part.isidentifier() else f'getattr({out}, "{part}")'
     return out
-
-
-def _public_path(fn):
-    """``torch.x.y`` for an ember function reachable as ``ember.x.y``, else None."""
-    import importlib
-    mod, name = getattr(fn, "__module__", None) or "", getattr(fn, "__name__", None)
-    if name is None or "<" in getattr(fn, "__qualname__", "<"):
-        return None
-    parts = mod.split(".")
-    for k in range(1, len(parts) + 1):          # the shortest public home (ember.relu)
-        path = [p for p in parts[:k] if not p.startswith("_")]
-        if len(path) < k and k > 1:
-            continue
-        try:
-            obj = importlib.import_module(".".join(path))
-        except ImportError:
-            continue
-        if getattr(obj, name, None) is fn:
-            return ".".join(["torch"] + path[1:] + [name])
-    return None
 
 
 def python_code(graph, root="self"):
@@ -94,7 +74,9 @@ def python_code(graph, root="self"):
         kwargs = [f"{k} = {_fmt(v)}" for k, v in n.kwargs.items()]
         call = ", ".join(args + kwargs)
         if n.op == "placeholder":
-            params.append(n.name if not n.args else f"{n.name} = {_fmt(n.args[0])}")
+            params.append(n.target if not n.args else f"{n.target} = {_fmt(n.args[0])}")
+            if n.name != n.target:      # (a name that shadows a builtin: input -> input_1)
+                body.append(f"{n.name} = {n.target}")
             continue
         if n.op == "output":
             body.append(f"return {_fmt(n.args[0])}")
@@ -109,11 +91,14 @@ def python_code(graph, root="self"):
             rhs = f"{args[0]} {_BINARY[n.target]} {args[1]}"
         elif n.target in _UNARY and len(n.args) == 1:
             rhs = f"{_UNARY[n.target]}{args[0]}"
+        elif n.target is getattr and len(n.args) == 2 and isinstance(n.args[1], str):
+            rhs = f"{args[0]}.{n.args[1]}"
         elif n.target is operator.getitem and len(n.args) == 2:
             rhs = f"{args[0]}[{args[1]}]"
         else:
             rhs = f"{fn_name(n.target)}({call})"
-        free = "".join(f";  {a.name} = None" for a in dies.get(n, ()) if a.op != "output")
+        dead = [a.name for a in dies.get(n, ()) if a.op != "output"]
+        free = f";  {' = '.join(dead)} = None" if dead else ""
         body.append(f"{n.name} = {rhs}{free}")
     src = f"\n\ndef forward({', '.join([root] + params)}):\n" + \
         "".join(f"    {line}\n" for line in body or ["pass"])

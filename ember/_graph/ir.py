@@ -157,13 +157,29 @@ class Node:
         if self.op == "placeholder":
             return f"%{self.name} : [num_users={len(self.users)}] = placeholder[target={self.target}]"
         if self.op == "output":
-            return f"return {_fmt(self.args[0], '%')}"
-        return (f"%{self.name} : [num_users={len(self.users)}] = {self.op}[target="
-                f"{_target_name(self.target)}](args = {_fmt(self.args, '%')}, kwargs = "
-                f"{_fmt(self.kwargs, '%')})")
+            return f"return {_fmt(self.args[0])}"
+        head = f"%{self.name} : [num_users={len(self.users)}] = {self.op}[target="
+        if self.op == "get_attr":
+            return f"{head}{self.target}]"
+        return (f"{head}{_target_name(self.target)}](args = {_farg(self.args)}, kwargs = "
+                f"{_farg(self.kwargs)})")
 
     def __repr__(self):
         return self.name
+
+
+def _farg(a):
+    """An argument as torch.fx prints it in a graph: ``%node``, strings unquoted."""
+    t = type(a)
+    if t is Node:
+        return "%" + a.name
+    if t is tuple:
+        return "(" + ", ".join(map(_farg, a)) + ("," if len(a) == 1 else "") + ")"
+    if t is list:
+        return "[" + ", ".join(map(_farg, a)) + "]"
+    if t is dict:
+        return "{" + ", ".join(f"{k}: {_farg(v)}" for k, v in a.items()) + "}"
+    return str(a)
 
 
 def _target_name(t):
@@ -172,11 +188,32 @@ def _target_name(t):
     name = getattr(t, "name", None)
     if isinstance(name, str) and type(t).__name__ == "OpDef":
         return f"aten.{name}"
+    pub = _public_path(t)
+    if pub is not None:
+        return pub
     mod = getattr(t, "__module__", None)
     q = getattr(t, "__qualname__", getattr(t, "__name__", repr(t)))
-    if mod in ("_operator", "operator", "builtins", None):
+    if mod in ("_operator", "operator"):
+        return f"operator.{q}"
+    if mod is None:
         return q
     return f"{mod.replace('ember', 'torch', 1) if mod.startswith('ember') else mod}.{q}"
+
+
+def _public_path(fn):
+    """``torch.x.y`` for an ember function reachable as ``ember.x.y`` (its shortest public
+    home: ``torch.relu``, not ``torch._ops.relu``), else None."""
+    import importlib
+    mod, name = getattr(fn, "__module__", None) or "", getattr(fn, "__name__", None)
+    if not mod.startswith("ember") or name is None or "<" in getattr(fn, "__qualname__", "<"):
+        return None
+    parts = mod.split(".")
+    for k in range(1, len(parts) + 1):
+        if any(p.startswith("_") for p in parts[:k]):
+            break
+        if getattr(importlib.import_module(".".join(parts[:k])), name, None) is fn:
+            return ".".join(["torch"] + parts[1:k] + [name])
+    return None
 
 
 def _fmt(a, prefix=""):
@@ -231,8 +268,8 @@ class Graph:
 
     def _unique(self, candidate):
         base = re.sub(r"[^0-9a-zA-Z_]+", "_", candidate).strip("_") or "_"
-        base = ("_" + base) if base[0].isdigit() or keyword.iskeyword(base) or \
-            hasattr(builtins, base) else base
+        base = "_" + base if base[0].isdigit() else base
+        base = base + "_1" if keyword.iskeyword(base) or hasattr(builtins, base) else base
         name, i = base, 0
         m = re.match(r"(.*)_(\d+)$", base)
         if m:

@@ -67,8 +67,8 @@ def _target(n):
     if type(t).__name__ == "OpDef":
         return {"op": t.name}
     name = _target_name(t)
-    if f"operator.{name}" in _FNS:
-        return {"fn": f"operator.{name}"}
+    if name in _FNS:
+        return {"fn": name}
     raise TypeError(f"cannot save a graph: node '{n.name}' calls {name}, which is not an op "
                     "(only graphs recorded from the dispatch, as jit.trace makes, can be saved)")
 

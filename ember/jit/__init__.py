@@ -45,7 +45,7 @@ class ScriptModule(nn.Module):
         def forward(self, x):
             weight = self.weight
             bias = self.bias
-            linear = aten.linear(x, weight, bias);  x = None;  weight = None;  bias = None
+            linear = aten.linear(x, weight, bias);  x = weight = bias = None
             return linear
     """
 
