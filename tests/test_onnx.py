@@ -1,0 +1,141 @@
+"""ember.onnx.export: models written with onnx, checked by onnx.checker, run by onnxruntime and
+compared with ember's outputs (1e-5)."""
+import io
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import ember
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+nn = ember.nn
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(model, args, *batches, **kw):
+    """Export ``model`` on ``args``; run onnxruntime on ``args`` and each of ``batches``;
+    return the model proto after checking every output against ember's within 1e-5."""
+    buf = io.BytesIO()
+    names = kw.pop("input_names", [f"in{i}" for i in range(len(args))])
+    prog = ember.onnx.export(model, args, buf, input_names=names, **kw)
+    proto = onnx.load_from_string(buf.getvalue())
+    onnx.checker.check_model(proto, full_check=True)
+    sess = ort.InferenceSession(buf.getvalue())
+    was = model.training        # (exported in eval mode, whatever the model's mode)
+    for a in (args,) + batches:
+        got = sess.run(None, {n: x.numpy() for n, x in zip(names, a)})
+        with ember.no_grad():
+            want = model.eval()(*a)
+            model.train(was)
+        want = want if isinstance(want, tuple) else (want,)
+        for g, w in zip(got, want):
+            assert g.shape == tuple(w.shape)
+            np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, atol=1e-5)
+    assert prog.model_proto.graph.name
+    return proto
+
+
+def test_mlp_with_dynamic_batch_and_state_dict_names():
+    ember.manual_seed(0)
+    m = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3), nn.Softmax(-1))
+    proto = _run(m, (ember.randn(4, 6),), (ember.randn(7, 6),),
+                 dynamic_axes={"in0": {0: "batch"}, "output_0": {0: "batch"}})
+    assert [i.name for i in proto.graph.initializer] == list(m.state_dict())
+    assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+
+
+def test_cnn_with_batchnorm_pooling_and_activations():
+    ember.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                      nn.MaxPool2d(2), nn.Conv2d(4, 4, 3, stride=2, groups=2), nn.AvgPool2d(1),
+                      nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 5), nn.GELU(),
+                      nn.Tanh(), nn.Sigmoid(), nn.LayerNorm(5), nn.Dropout(0.3), nn.SiLU(),
+                      nn.LeakyReLU(), nn.ELU(), nn.Hardtanh(), nn.Softplus(), nn.LogSoftmax(1))
+    m[1].running_mean.normal_()
+    m[1].running_var.uniform_(0.5, 2.0)
+    m.train()           # exported in eval mode (TrainingMode.EVAL), left in training mode
+    _run(m, (ember.randn(2, 3, 12, 12),), (ember.randn(5, 3, 12, 12),),
+         dynamic_axes={"in0": [0]})
+    assert m.training
+
+
+def test_lstm_classifier():
+    class Classifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn, self.fc = nn.LSTM(8, 16, 2, batch_first=True), nn.Linear(16, 3)
+
+        def forward(self, x):
+            out, (h, c) = self.rnn(x)
+            return self.fc(out[:, -1]), h
+    ember.manual_seed(0)
+    _run(Classifier(), (ember.randn(2, 7, 8),), (ember.randn(4, 7, 8),),
+         dynamic_axes={"in0": {0: "batch"}})
+
+
+def test_transformer_encoder():
+    ember.manual_seed(0)
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 2, 32, batch_first=True), 2)
+    # batch * heads in the attention's reshapes: computed from the input's shape at run time
+    _run(enc, (ember.randn(2, 5, 16),), (ember.randn(3, 5, 16),), (ember.randn(1, 9, 16),),
+         dynamic_axes={"in0": {0: "batch", 1: "seq"}})
+
+
+def _gpt(batch, seq=8):
+    sys.path.insert(0, ROOT)
+    from benchmarks.models import gpt_model
+
+    class Logits(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = gpt_model(ember, vocab=11, block=16, n_layer=2, n_head=2, n_embd=16)
+
+        def forward(self, idx):
+            m = self.m
+            x = m.tok(idx) + m.pos(ember.arange(idx.shape[1]))
+            return m.head(m.ln_f(m.blocks(x)))
+    ember.manual_seed(0)
+    return Logits(), (ember.randint(0, 11, (batch, seq)),)
+
+
+def test_small_causal_gpt_with_dynamic_batch_and_sequence():
+    # arange(L) for the positions and the causal mask's ones(L, L), made in Python, are
+    # rebuilt from the input's shape (Range, ConstantOfShape)
+    m, args = _gpt(2)
+    proto = _run(m, args, _gpt(5, 8)[1], _gpt(3, 13)[1],
+                 dynamic_axes={"in0": {0: "batch", 1: "seq"}})
+    assert "m.blocks.0.qkv.weight" in [i.name for i in proto.graph.initializer]
+
+
+def test_a_python_constant_that_cannot_follow_a_dynamic_axis_is_named():
+    def f(x):
+        return x + ember.randn(x.shape[0], 1).abs()
+    with pytest.raises(ember.onnx.OnnxExporterError,
+                       match="dim 0 of input 'x' reaches tensor _tensor_constant0"):
+        ember.onnx.export(f, (ember.ones(2, 3),), io.BytesIO(), dynamic_axes={"x": [0]})
+
+
+def test_an_op_without_a_lowering_names_the_op_and_the_module_path():
+    class Odd(nn.Module):
+        def forward(self, x):
+            return ember.lgamma(x)
+    m = nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.ReLU(), Odd()))
+    with pytest.raises(ember.onnx.UnsupportedOperatorError,
+                       match=r"'aten::lgamma' .* \(in model\.1\.1\)"):
+        ember.onnx.export(m, (ember.ones(1, 2),), io.BytesIO())
+
+
+def test_export_params_false_makes_parameters_inputs():
+    m = nn.Linear(3, 2)
+    buf = io.BytesIO()
+    ember.onnx.export(m, (ember.ones(1, 3),), buf, export_params=False, input_names=["x"])
+    proto = onnx.load_from_string(buf.getvalue())
+    assert [i.name for i in proto.graph.input] == ["x", "weight", "bias"]
+    assert not proto.graph.initializer
+    x = ember.randn(1, 3)
+    got = ort.InferenceSession(buf.getvalue()).run(None, {
+        "x": x.numpy(), "weight": m.weight.detach().numpy(), "bias": m.bias.detach().numpy()})
+    np.testing.assert_allclose(got[0], m(x).detach().numpy(), rtol=1e-6)
