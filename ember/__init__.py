@@ -131,8 +131,7 @@ def __getattr__(name):
     import importlib
     if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "fx", "export",
                 "amp", "testing", "special", "fft", "linalg", "func", "backends", "profiler",
-                "compiler",
-                "serialization", "sparse", "random", "return_types"):
+                "compiler", "_dynamo", "serialization", "sparse", "random", "return_types"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:
@@ -157,6 +156,11 @@ def __getattr__(name):
         fn = importlib.import_module("._tensor_str", __name__).set_printoptions
         globals()[name] = fn
         return fn
+    if name == "compile":
+        # torch.compile: ember.compiler.compile (the API, running eagerly for now)
+        fn = importlib.import_module(".compiler", __name__).compile
+        globals()[name] = fn
+        return fn
     if name in ("save", "load"):
         # ember.save / ember.load live in serialization/, which loads zipfile and json.
         fn = getattr(importlib.import_module(".serialization", __name__), name)
@@ -168,4 +172,4 @@ def __getattr__(name):
 def __dir__():
     # with the names loaded on first use (but not the submodules, some not implemented yet)
     return sorted(set(globals()) | set(_ops.lazy.FUNCTIONS) | set(_AUTOCAST_NAMES) |
-                  set(_CONFIG_NAMES) | {"save", "load", "set_printoptions"})
+                  set(_CONFIG_NAMES) | {"save", "load", "set_printoptions", "compile"})
