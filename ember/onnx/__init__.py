@@ -16,7 +16,7 @@ import numpy as np
 from .. import _dtype
 from .._graph.ir import GETITEM, Node
 from .._tensor import Tensor
-from ._dynamic import SymInt, grown, symbolize
+from .._graph.dynamic import SymInt, retrace, symbolize
 from .errors import OnnxExporterError, UnsupportedOperatorError
 
 __all__ = ["export", "TrainingMode", "OperatorExportTypes", "is_in_onnx_export",
@@ -319,7 +319,7 @@ def export(model, args=(), f=None, *, kwargs=None, export_params=True, verbose=F
                           "(or pip install onnx)") from None
     from .. import nn
     from .._graph.passes import dead_code
-    from .._graph.record import _map_out, flatten_tensors, record
+    from .._graph.record import flatten_tensors, record
     from ..autograd import grad_mode
     t0 = time.perf_counter()
     opset = opset_version or 17
@@ -336,26 +336,11 @@ def export(model, args=(), f=None, *, kwargs=None, export_params=True, verbose=F
     names = _input_names(model, len(flat), input_names)
     dyn = dynamic_axes or {}
     keys = [(names.index(k), ax) for k, axes in dyn.items() if k in names for ax in axes]
-    base = {k: flat[k[0]].shape[k[1]] for k in keys}
-    changes = [{k: base[k] + 1} for k in keys] + \
-        ([{k: base[k] + 1 for k in keys}] if len(keys) > 1 else [])
     _exporting[0] = True
     try:
         with grad_mode.no_grad():
             rec, out = record(model, args, kwargs, module=module, names=names)
-            others = []
-            for ch in changes:      # the traces dynamic axes are fitted from (_dynamic.py)
-                it = iter([grown(t, [ax for j, ax in ch if j == i]) for i, t in enumerate(flat)])
-                a2, k2 = _map_out((args, kwargs or {}), lambda t: next(it))
-                try:
-                    r2 = record(model, a2, k2, module=module, names=names)[0]
-                except Exception as e:
-                    raise OnnxExporterError(
-                        "dynamic axes: the model failed when traced again with "
-                        f"{', '.join(f'dim {ax} of {names[i]!r}' for i, ax in ch)} one larger "
-                        f"(which is how the exporter finds what follows them): {e}") from e
-                dead_code(r2.graph)
-                others.append((ch, r2))
+            base, others = retrace(model, args, kwargs, module, names, keys, OnnxExporterError)
     finally:
         _exporting[0] = False
         if module is not None:
@@ -363,7 +348,7 @@ def export(model, args=(), f=None, *, kwargs=None, export_params=True, verbose=F
     graph = rec.graph
     dead_code(graph)
     if others:
-        symbolize(rec, others, base, names)
+        symbolize(rec, others, base, names, OnnxExporterError)
 
     holder = _Merged(module, rec.constants)
     g = _Builder(onnx, opset)

@@ -1,14 +1,16 @@
-"""Dynamic axes by differencing traces: the model is traced again with each dynamic input dim
+"""Dynamic sizes by differencing traces (onnx.export's dynamic_axes, export's
+dynamic_shapes): the model is traced again with each dynamic input dim
 one larger; every integer argument that changed (a reshape's batch size, B * heads) is
 fitted as a function of those dims (affine in one, or a product of several, checked against a
 trace with all of them changed) and becomes a ``SymInt``, which the lowering computes at run
-time from the inputs' shapes. A tensor made in Python whose shape changed (``arange(L)``)
-cannot follow: an error names it.
+time from the inputs' shapes. Fills and aranges made in Python whose shape changed are kept
+as patterns (``rec.symbolic``) for the consumer to rebuild; any other tensor made in Python
+cannot follow: an error (of the class the caller gives) names it.
 """
 import numpy as np
 
-from .._graph.ir import Node
-from .errors import OnnxExporterError
+from .ir import Node
+
 
 
 class SymInt(int):
@@ -31,7 +33,32 @@ def grown(t, axes):
     return t
 
 
-def _fit(v1, others, base, where):
+def retrace(fn, args, kwargs, module, names, keys, error=RuntimeError):
+    """``(base, others)``: the example size of each dynamic ``(input, axis)`` in ``keys``, and
+    the recorders of ``fn`` traced again with each one larger (all at once too, for two or
+    more), as ``[(changes, recorder)]``."""
+    from .passes import dead_code
+    from .record import _map_out, flatten_tensors, record
+    flat = flatten_tensors((args, kwargs or {}))
+    base = {k: flat[k[0]].shape[k[1]] for k in keys}
+    changes = [{k: base[k] + 1} for k in keys] + \
+        ([{k: base[k] + 1 for k in keys}] if len(keys) > 1 else [])
+    others = []
+    for ch in changes:
+        it = iter([grown(t, [ax for j, ax in ch if j == i]) for i, t in enumerate(flat)])
+        a2, k2 = _map_out((args, kwargs or {}), lambda t: next(it))
+        try:
+            r2 = record(fn, a2, k2, module=module, names=names)[0]
+        except Exception as e:
+            raise error("dynamic axes: the model failed when traced again with "
+                        f"{', '.join(f'dim {ax} of {names[i]!r}' for i, ax in ch)} one larger "
+                        f"(which is how the exporter finds what follows them): {e}") from e
+        dead_code(r2.graph)
+        others.append((ch, r2))
+    return base, others
+
+
+def _fit(v1, others, base, where, error=RuntimeError):
     """The SymInt for value ``v1``, given ``others``: [(changes {key: new size}, value)]."""
     singles = [(c, v) for c, v in others if len(c) == 1]
     moved = {k: v - v1 for c, v in singles for k in c if v != v1}
@@ -47,7 +74,7 @@ def _fit(v1, others, base, where):
                {k: 1 for k in moved} if prod else moved, prod)
     for c, v in others:                # every trace, the joint one included, must agree
         if _value(s, {**base, **c}) != v:
-            raise OnnxExporterError(f"dynamic axes: {where} changes with the dynamic dims in a "
+            raise error(f"dynamic axes: {where} changes with the dynamic dims in a "
                                     "way the exporter cannot express (neither affine in one "
                                     "dim nor a product of dims); export with static shapes")
     return s
@@ -62,7 +89,7 @@ def _value(s, dims):
     return s.const + sum(a * dims[k] for k, a in s.dims.items())
 
 
-def symbolize(rec, others, base, names):
+def symbolize(rec, others, base, names, error=RuntimeError):
     """Put SymInts into ``rec``'s graph where the traces ``others`` ([(changes, recorder)])
     differ from it; ``base`` maps each dynamic (input, axis) to its example size."""
     def label(k):
@@ -76,29 +103,29 @@ def symbolize(rec, others, base, names):
         if kind is not None and all(t2 is not None and _pattern(t2) == kind for _, t2 in peers):
             # a fill (zeros(B, H)) or an arange(L) made in Python: rebuilt from its shape
             rec.symbolic[k] = kind + (_merge(tuple(t.shape), [(c, tuple(t2.shape)) for c, t2
-                                                              in peers], base, k),)
+                                                              in peers], base, k, error),)
             continue
         for c, t2 in peers:
             if t2 is None or tuple(t2.shape) != tuple(t.shape):
-                raise OnnxExporterError(
+                raise error(
                     f"dynamic axes: {', '.join(map(label, c))} reaches tensor {k}, made in "
                     f"Python during the trace (shape {tuple(t.shape)}, then "
                     f"{None if t2 is None else tuple(t2.shape)}: e.g. arange(x.shape[1])); "
                     "it cannot be dynamic in this export: mark that axis static")
     for c, r in others:
         if len(r.graph._nodes) != len(rec.graph._nodes):
-            raise OnnxExporterError(f"dynamic axes: the traced graph changes when "
+            raise error(f"dynamic axes: the traced graph changes when "
                                     f"{', '.join(map(label, c))} changes (Python control flow "
                                     "on shapes); export with static shapes")
     for i, n in enumerate(rec.graph._nodes):
         peers = [(c, r.graph._nodes[i]) for c, r in others]
         for c, p in peers:
             if p.op != n.op or str(p.target) != str(n.target):
-                raise OnnxExporterError(f"dynamic axes: node {n.name} differs between traces "
+                raise error(f"dynamic axes: node {n.name} differs between traces "
                                         f"({n.target} vs {p.target}); export with static shapes")
         if n.op == "call_function":
-            n.args = _merge(n.args, [(c, p.args) for c, p in peers], base, n.name)
-            n.kwargs = _merge(n.kwargs, [(c, p.kwargs) for c, p in peers], base, n.name)
+            n.args = _merge(n.args, [(c, p.args) for c, p in peers], base, n.name, error)
+            n.kwargs = _merge(n.kwargs, [(c, p.kwargs) for c, p in peers], base, n.name, error)
 
 
 def _pattern(t):
@@ -116,18 +143,20 @@ def _pattern(t):
     return ("fill", a[0].item()) if (a == a[0]).all() else None
 
 
-def _merge(a, others, base, where):
+def _merge(a, others, base, where, error=RuntimeError):
     t = type(a)
     if t is Node:
         return a
     if t in (tuple, list):
-        return t(_merge(x, [(c, o[j]) for c, o in others], base, where) for j, x in enumerate(a))
+        return t(_merge(x, [(c, o[j]) for c, o in others], base, where, error)
+                 for j, x in enumerate(a))
     if t is dict:
-        return {k: _merge(v, [(c, o[k]) for c, o in others], base, where) for k, v in a.items()}
+        return {k: _merge(v, [(c, o[k]) for c, o in others], base, where, error)
+                for k, v in a.items()}
     if t is slice:
-        parts = [_merge(getattr(a, f), [(c, getattr(o, f)) for c, o in others], base, where)
-                 for f in ("start", "stop", "step")]
+        parts = [_merge(getattr(a, f), [(c, getattr(o, f)) for c, o in others], base, where,
+                        error) for f in ("start", "stop", "step")]
         return slice(*parts)
     if t is int and any(o != a for _, o in others):
-        return _fit(a, others, base, f"an argument of {where}")
+        return _fit(a, others, base, f"an argument of {where}", error)
     return a
