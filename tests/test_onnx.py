@@ -1,6 +1,7 @@
 """ember.onnx.export: models written with onnx, checked by onnx.checker, run by onnxruntime and
 compared with ember's outputs (1e-5)."""
 import io
+import math
 import os
 import sys
 
@@ -24,12 +25,12 @@ def _run(model, args, *batches, **kw):
     proto = onnx.load_from_string(buf.getvalue())
     onnx.checker.check_model(proto, full_check=True)
     sess = ort.InferenceSession(buf.getvalue())
-    was = model.training        # (exported in eval mode, whatever the model's mode)
+    was = getattr(model, "training", False)     # (exported in eval mode, whatever its mode)
     for a in (args,) + batches:
         got = sess.run(None, {n: x.numpy() for n, x in zip(names, a)})
         with ember.no_grad():
-            want = model.eval()(*a)
-            model.train(was)
+            want = model.eval()(*a) if isinstance(model, nn.Module) else model(*a)
+            model.train(was) if isinstance(model, nn.Module) else None
         want = want if isinstance(want, tuple) else (want,)
         for g, w in zip(got, want):
             assert g.shape == tuple(w.shape)
@@ -139,3 +140,77 @@ def test_export_params_false_makes_parameters_inputs():
     got = ort.InferenceSession(buf.getvalue()).run(None, {
         "x": x.numpy(), "weight": m.weight.detach().numpy(), "bias": m.bias.detach().numpy()})
     np.testing.assert_allclose(got[0], m(x).detach().numpy(), rtol=1e-6)
+
+
+# ---- pytorch/examples' word_language_model (model.py, condensed; main.py's export_onnx) -------
+
+class _RNNModel(nn.Module):
+    def __init__(self, rnn_type, ntoken=50, ninp=16, nhid=16, nlayers=2):
+        super().__init__()
+        self.ntoken, self.rnn_type, self.nhid, self.nlayers = ntoken, rnn_type, nhid, nlayers
+        self.drop, self.encoder = nn.Dropout(0.5), nn.Embedding(ntoken, ninp)
+        self.rnn = getattr(nn, rnn_type)(ninp, nhid, nlayers, dropout=0.5) \
+            if rnn_type in ("LSTM", "GRU") else nn.RNN(ninp, nhid, nlayers, nonlinearity="tanh")
+        self.decoder = nn.Linear(nhid, ntoken)
+
+    def forward(self, input, hidden):
+        output, hidden = self.rnn(self.drop(self.encoder(input)), hidden)
+        decoded = self.decoder(self.drop(output)).view(-1, self.ntoken)
+        return ember.nn.functional.log_softmax(decoded, dim=1), hidden
+
+    def init_hidden(self, bsz):
+        weight = next(self.parameters())
+        h = weight.new_zeros(self.nlayers, bsz, self.nhid)
+        return (h, weight.new_zeros(self.nlayers, bsz, self.nhid)) if self.rnn_type == "LSTM" \
+            else h
+
+
+class _TransformerModel(nn.Transformer):
+    def __init__(self, ntoken=50, ninp=16):
+        super().__init__(d_model=ninp, nhead=2, dim_feedforward=32, num_encoder_layers=2)
+        self.input_emb, self.decoder, self.ninp = nn.Embedding(ntoken, ninp), \
+            nn.Linear(ninp, ntoken), ninp
+        pe = ember.zeros(100, ninp)
+        pos = ember.arange(0, 100, dtype=ember.float).unsqueeze(1)
+        div = ember.exp(ember.arange(0, ninp, 2).float() * (-math.log(10000.0) / ninp))
+        pe[:, 0::2], pe[:, 1::2] = ember.sin(pos * div), ember.cos(pos * div)
+        self.register_buffer("pe", pe.unsqueeze(0).transpose(0, 1))
+
+    def forward(self, src):
+        mask = ember.log(ember.tril(ember.ones(len(src), len(src))))
+        src = self.input_emb(src) * math.sqrt(self.ninp)
+        src = src + self.pe[:src.size(0), :]
+        return ember.nn.functional.log_softmax(self.decoder(self.encoder(src, mask=mask)), dim=-1)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN_TANH", "Transformer"])
+def test_word_language_model(kind):
+    ember.manual_seed(0)
+    inp = ember.randint(0, 50, (7, 2))
+    if kind == "Transformer":
+        _run(_TransformerModel(), (inp,))
+        return
+    m = _RNNModel(kind)
+    hidden = m.init_hidden(2)
+    flat = (inp,) + (hidden if kind == "LSTM" else (hidden,))
+
+    class Flat(nn.Module):          # (the inputs as _run feeds them: one tensor each)
+        def __init__(self):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x, *h):
+            out, hid = self.m(x, h if kind == "LSTM" else h[0])
+            return (out,) + (hid if kind == "LSTM" else (hid,))
+    _run(Flat(), flat)
+
+
+def test_sorting_padding_pieces_and_einsum():
+    def f(x, y):
+        v, i = x.topk(2, dim=1)
+        s, _ = x.sort(dim=0, descending=True)
+        a, b = x.chunk(2, dim=1)
+        p = ember.nn.functional.pad(x, (1, 2), value=0.5)
+        return v, i, s, a * b, p, ember.einsum("ij,jk->ik", x, y), x.narrow(0, 1, 2), \
+            x.unbind(1)[0], x.repeat(2, 1), x.index_select(1, ember.tensor([0, 2]))
+    _run(f, (ember.randn(4, 4), ember.randn(4, 3)))

@@ -364,3 +364,68 @@ def _lstm_layer(g, xproj, h0, c0, w_hh, b_hh, reverse=False):
                      direction="reverse" if reverse else "forward")
     return (g.op("Squeeze", y, g.ints([1])), g.op("Squeeze", yh, g.ints([0])),
             g.op("Squeeze", yc, g.ints([0])), None, None)
+
+
+@lowering("chunk", "unbind")
+def _chunk(g, x, chunks_or_dim=0, dim=None):
+    dim = chunks_or_dim if g.node.target.name == "unbind" else (dim or 0)
+    dim %= len(x.shape)
+    sizes = [m.shape[dim] if g.node.target.name == "chunk" else 1 for m in g.out]
+    parts = g.op("Split", x, g.ints(sizes), axis=dim, outs=len(sizes))
+    parts = [parts] if len(sizes) == 1 else parts
+    if g.node.target.name == "unbind":
+        parts = [g.op("Squeeze", p, g.ints([dim])) for p in parts]
+    return tuple(parts)
+
+
+@lowering("narrow")
+def _narrow(g, x, dim, start, length):
+    return g.op("Slice", x, g.ints([start]), g.ints([start + length]), g.ints([dim]))
+
+
+@lowering("select")
+def _select(g, x, dim, index):
+    return g.op("Gather", x, g.const(np.array(index, np.int64)), axis=dim)
+
+
+@lowering("index_select")
+def _index_select(g, x, dim, index):
+    return g.op("Gather", x, index, axis=dim)
+
+
+@lowering("repeat")
+def _repeat(g, x, *sizes):
+    sizes = _ints(sizes)
+    if len(sizes) > len(x.shape):
+        x = g.op("Reshape", x, g.ints([1] * (len(sizes) - len(x.shape)) + list(x.shape)))
+    return g.op("Tile", x, g.ints(sizes))
+
+
+@lowering("topk")
+def _topk(g, x, k, dim=-1, largest=True, sorted=True):
+    return tuple(g.op("TopK", x, g.ints([k]), axis=dim, largest=int(largest),
+                      sorted=int(sorted), outs=2))
+
+
+@lowering("sort")
+def _sort(g, x, dim=-1, descending=False, stable=False):
+    return _topk(g, x, x.shape[dim], dim, bool(descending))
+
+
+@lowering("addmm")
+def _addmm(g, input, mat1, mat2, beta=1, alpha=1):
+    return g.op("Gemm", mat1, mat2, input, alpha=float(alpha), beta=float(beta))
+
+
+@lowering("constant_pad_nd")
+def _pad(g, x, pad, value=0):
+    n = len(x.shape)
+    begins, ends = [0] * n, [0] * n
+    for i in range(len(pad) // 2):       # (torch's pad lists the last dim first)
+        begins[n - 1 - i], ends[n - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    return g.op("Pad", x, g.ints(begins + ends), g.scalar(value, x.dtype))
+
+
+@lowering("einsum")
+def _einsum(g, equation, operands):
+    return g.op("Einsum", *g.promote(*operands), equation=equation.replace(" ", ""))
