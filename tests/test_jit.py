@@ -193,3 +193,29 @@ def test_is_tracing():
     ember.jit.trace(lambda x: seen.append(ember.jit.is_tracing()) or x + 1, ember.ones(1),
                     check_trace=False)
     assert seen == [True] and not ember.jit.is_tracing() and not ember.jit.is_scripting()
+
+
+def test_replay_updates_batchnorm_running_stats_and_keeps_no_grad_and_detach():
+    def make():
+        ember.manual_seed(0)
+        return ember.nn.Sequential(ember.nn.Linear(3, 4), ember.nn.BatchNorm1d(4))
+    eager, traced_src = make(), make()
+    x = ember.randn(8, 3)
+    traced = ember.jit.trace(traced_src, x, check_trace=False)
+    traced_src.load_state_dict(eager.state_dict())      # (undo the trace's own update)
+    for _ in range(3):
+        np.testing.assert_allclose(traced(x).detach().numpy(), eager(x).detach().numpy(),
+                                   rtol=1e-6)
+    for k in ("1.running_mean", "1.running_var", "1.num_batches_tracked"):
+        np.testing.assert_allclose(traced.state_dict()[k].numpy(), eager.state_dict()[k].numpy(),
+                                   rtol=1e-6)
+    assert not traced_src[1].running_mean.requires_grad
+    assert "with torch.no_grad(): " in traced.code and ".copy_(" in traced.code
+
+    def f(x):           # normalize's clamp correction is detached: the gradient must be too
+        return ember.nn.functional.normalize(x, dim=-1) * x.detach().sum()
+    x = ember.randn(4, 3, requires_grad=True)
+    t = ember.jit.trace(f, x)
+    want, = ember.autograd.grad(f(x).sum(), x)
+    got, = ember.autograd.grad(t(x).sum(), x)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)

@@ -99,7 +99,9 @@ def python_code(graph, root="self"):
             rhs = f"{fn_name(n.target)}({call})"
         dead = [a.name for a in dies.get(n, ()) if a.op != "output"]
         free = f";  {' = '.join(dead)} = None" if dead else ""
-        body.append(f"{n.name} = {rhs}{free}")
+        # (a node the traced code ran under no_grad replays under it)
+        body.append(("with torch.no_grad(): " if n.meta.get("no_grad") else "") +
+                    f"{n.name} = {rhs}{free}")
     src = f"\n\ndef forward({', '.join([root] + params)}):\n" + \
         "".join(f"    {line}\n" for line in body or ["pass"])
     return PythonCode(src, glb)

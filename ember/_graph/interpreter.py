@@ -55,6 +55,10 @@ class Interpreter:
 
     def run_node(self, n):
         args, kwargs = self.fetch_args_kwargs_from_env(n)
+        if n.meta.get("no_grad"):           # (recorded where the code turned grad off)
+            from ..autograd.grad_mode import no_grad
+            with no_grad():
+                return getattr(self, n.op)(n.target, args, kwargs)
         return getattr(self, n.op)(n.target, args, kwargs)
 
     def placeholder(self, target, args, kwargs):

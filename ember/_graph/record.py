@@ -15,6 +15,7 @@ import numpy as np
 
 from .._tensor import Tensor
 from ..autograd.function import Function
+from ..autograd.grad_mode import state as _grad
 from .._ops import dispatch as _dispatch
 from ..nn.modules import module as _module
 from .ir import GETITEM, Graph, TensorMeta
@@ -43,8 +44,9 @@ class Recorder:
 
     def __init__(self, inputs, names, module=None):
         self.graph, self.values, self.keep = Graph(), {}, []
+        self.grad0 = _grad.grad_enabled
         self.constants, self.data, self.stale, self.scope = {}, {}, set(), [""]
-        self.attrs = {}
+        self.attrs, self.homes = {}, {}      # homes: inputs and attributes, by tensor id
         if module is not None:
             for prefix, m in module.named_modules(remove_duplicate=False):
                 for k, t in list(m._parameters.items()) + list(m._buffers.items()):
@@ -59,6 +61,7 @@ class Recorder:
             node.meta["val"] = TensorMeta.of(t)
             self.inputs.append(node)
             self._bind(t, node)
+            self.homes[id(t)] = node
 
     def _bind(self, t, node):
         self.values[id(t)] = node
@@ -87,6 +90,8 @@ class Recorder:
             n = self.graph.get_attr(name)
             n.meta["val"] = TensorMeta.of(t)
             self._bind(t, n)
+            if not name.startswith("_tensor_constant"):
+                self.homes[id(t)] = n
         return n
 
     def arg(self, a):
@@ -100,10 +105,16 @@ class Recorder:
             return self.value(T._wrap(a))
         return a
 
-    def __call__(self, opdef, args, kwargs, outs):
-        node = self.graph.call_function(opdef, self.arg(tuple(args)),
-                                        {k: self.arg(v) for k, v in kwargs.items()})
+    def _node(self, kind, target, args, kwargs):
+        node = self.graph.create_node(kind, target, self.arg(tuple(args)),
+                                      {k: self.arg(v) for k, v in kwargs.items()})
         node.meta["scope"] = self.scope[-1]
+        if self.grad0 and not _grad.grad_enabled:     # (the code turned grad off: no_grad)
+            node.meta["no_grad"] = True
+        return node
+
+    def __call__(self, opdef, args, kwargs, outs):
+        node = self._node("call_function", opdef, args, kwargs)
         if type(outs) is tuple:             # the op returned several tensors
             node.meta["val"] = [TensorMeta.of(o) for o in outs]
             for i, o in enumerate(outs):
@@ -120,9 +131,7 @@ class Recorder:
         outs = out if type(out) is tuple else (out,)
         if all(id(o) in self.values for o in outs if isinstance(o, Tensor)):
             return
-        node = self.graph.call_function(cls.apply, self.arg(tuple(args)),
-                                        {k: self.arg(v) for k, v in kwargs.items()})
-        node.meta["scope"] = self.scope[-1]
+        node = self._node("call_function", cls.apply, args, kwargs)
         if type(out) is tuple:
             for i, o in enumerate(out):
                 if isinstance(o, Tensor):
@@ -134,9 +143,23 @@ class Recorder:
             self._bind(out, node)
 
     def assigned(self, t, r):
-        """``t`` now holds ``r``'s value (an in-place op); its base, if any, went stale."""
+        """``t`` now holds ``r``'s value (an in-place op); its base, if any, went stale. A
+        write into a graph input, parameter or buffer (BatchNorm's running stats) is a
+        ``copy_`` node, so the replay makes it too."""
         if id(r) in self.values:
+            if id(t) not in self.values and self.attrs.get(id(t)) is not None:
+                self.value(t)
+            home = self.homes.get(id(t))
+            if home is not None:
+                self._node("call_method", "copy_", (home, r), {})
             self._bind(t, self.values[id(r)])
+
+    def detached(self, t, d):
+        """``d = t.detach()``: a node, as the replay must cut the gradient there too."""
+        if id(t) in self.values or id(t._data) in self.data:
+            node = self._node("call_method", "detach", (t,), {})
+            node.meta["val"] = TensorMeta.of(d)
+            self._bind(d, node)
         if t._base is not None:
             self.stale.add(id(t._base))
             self.values.pop(id(t._base), None)
@@ -200,6 +223,13 @@ def recording(rec):
             rec.assigned(self, r)
         return out
 
+    def detach(self):
+        out = tdetach(self)
+        if _active and _active[-1] is rec:
+            rec.detached(self, out)
+        return out
+    tdetach = Tensor.detach
+
     def pre(m, args):
         rec.scope.append(rec.paths.get(id(m), type(m).__name__))
 
@@ -218,7 +248,7 @@ def recording(rec):
     _module._global_forward_hooks[key] = post
     for n, (_, f) in patched.items():
         setattr(Tensor, n, f)
-    Tensor._assign = _assign
+    Tensor._assign, Tensor.detach = _assign, detach
     hooks.tracer = rec
     _active.append(rec)
     try:
@@ -226,7 +256,7 @@ def recording(rec):
     finally:
         _active.pop()
         hooks.tracer = None
-        Tensor._assign = assign
+        Tensor._assign, Tensor.detach = assign, tdetach
         Function.apply = fapply
         for n, (own, _) in patched.items():
             setattr(Tensor, n, own) if own is not None else delattr(Tensor, n)

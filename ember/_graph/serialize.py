@@ -84,7 +84,8 @@ def dumps(graph):
     """``graph`` as a JSON string (each node: name, op, target, args, kwargs, result meta)."""
     nodes = [{"name": n.name, "op": n.op, "target": _target(n), "args": _enc(n.args, n.name),
               "kwargs": _enc(n.kwargs, n.name), "meta": _meta(n.meta.get("val")),
-              "scope": n.meta.get("scope", "")} for n in graph._nodes]
+              "scope": n.meta.get("scope", ""), "no_grad": bool(n.meta.get("no_grad"))}
+             for n in graph._nodes]
     return json.dumps({"format": FORMAT, "nodes": nodes})
 
 
@@ -114,5 +115,7 @@ def loads(s):
                                    "for") from None
         n = g.create_node(r["op"], t, _dec(r["args"], env), _dec(r["kwargs"], env), r["name"])
         n.meta["val"], n.meta["scope"] = _unmeta(r["meta"]), r["scope"]
+        if r.get("no_grad"):
+            n.meta["no_grad"] = True
         env[r["name"]] = n
     return g

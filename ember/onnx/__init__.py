@@ -244,6 +244,11 @@ def _lower(g, graph, module, values, do_constant_folding, params_as_inputs, symb
                 values[n] = V(g.const(t.detach().numpy(), n.target), t.shape, t.dtype)
             else:
                 known[n] = t
+        elif n.op == "call_method" and n.target == "detach":
+            values[n] = val(n.args[0])
+        elif n.op == "call_method":         # (copy_: a write into a buffer or input)
+            g.node = n
+            g.unsupported(f"the in-place write into {n.args[0].target} (export in eval mode)")
         elif n.op == "call_function":
             if do_constant_folding and n.all_input_nodes and not _has_sym(n.args) and \
                     all(a in known for a in n.all_input_nodes) and hasattr(n.target, "name"):
