@@ -214,3 +214,56 @@ def test_sorting_padding_pieces_and_einsum():
         return v, i, s, a * b, p, ember.einsum("ij,jk->ik", x, y), x.narrow(0, 1, 2), \
             x.unbind(1)[0], x.repeat(2, 1), x.index_select(1, ember.tensor([0, 2]))
     _run(f, (ember.randn(4, 4), ember.randn(4, 3)))
+
+
+def _coverage():
+    """(name, model, args) for each layer and op family the exporter covers."""
+    x = ember.randn(2, 6, 5, 5)
+    acts = ["ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish",
+            "Hardswish", "Hardsigmoid", "Hardtanh", "Sigmoid", "Tanh", "Softplus", "Softsign",
+            "Softshrink", "Hardshrink", "Tanhshrink", "LogSigmoid", "PReLU", "RReLU", "Softmin"]
+    out = [(a, getattr(nn, a)(), (x,)) for a in acts]
+    mha, lstm = nn.MultiheadAttention(8, 2, batch_first=True), \
+        nn.LSTM(4, 6, batch_first=True, bidirectional=True)
+    mask = ember.triu(ember.ones(5, 5, dtype=ember.bool), 1)
+    out += [
+        ("GLU", nn.GLU(1), (x,)), ("Threshold", nn.Threshold(0.1, 0.5), (x,)),
+        ("Conv1d", nn.Conv1d(6, 4, 3, padding=1), (ember.randn(2, 6, 9),)),
+        ("Conv3d", nn.Conv3d(6, 4, 3), (ember.randn(1, 6, 5, 5, 5),)),
+        ("ConvTranspose2d", nn.ConvTranspose2d(6, 4, 3, 2, 1, output_padding=1), (x,)),
+        ("GroupNorm", nn.GroupNorm(3, 6), (x,)),
+        ("InstanceNorm2d", nn.InstanceNorm2d(6, affine=True), (x,)),
+        ("RMSNorm", nn.RMSNorm(5), (x,)), ("LayerNorm", nn.LayerNorm([5, 5]), (x,)),
+        ("AvgPool2d", nn.AvgPool2d(3, stride=2, padding=1), (x,)),
+        ("MaxPool1d", nn.MaxPool1d(2), (ember.randn(2, 6, 9),)),
+        ("AdaptiveAvgPool2d", nn.AdaptiveAvgPool2d(2), (ember.randn(2, 6, 6, 6),)),
+        ("AdaptiveMaxPool2d", nn.AdaptiveMaxPool2d(1), (x,)),
+        ("Upsample", nn.Upsample(scale_factor=2), (x,)),
+        ("MultiheadAttention", lambda q: mha(q, q, q, attn_mask=mask, need_weights=False)[0],
+         (ember.randn(2, 5, 8),)),
+        ("TransformerDecoder", nn.TransformerDecoder(nn.TransformerDecoderLayer(
+            8, 2, 16, batch_first=True), 1), (ember.randn(2, 5, 8), ember.randn(2, 4, 8))),
+        ("GRU", nn.GRU(4, 6, batch_first=True), (ember.randn(2, 5, 4),)),
+        ("LSTM bidirectional", lambda x: lstm(x)[0], (ember.randn(2, 5, 4),)),
+        ("RNN relu", nn.RNN(4, 6, nonlinearity="relu"), (ember.randn(5, 2, 4),)),
+        ("sdpa with a float mask", lambda q, m: nn.functional.scaled_dot_product_attention(
+            q, q, q, attn_mask=m), (ember.randn(2, 3, 5, 8), ember.randn(5, 5))),
+        ("reductions", lambda x: (x.sum(), x.mean(-1), x.amax(1), x.std(1), x.var(0),
+                                  x.prod(1), x.norm(dim=1), x.logsumexp(1), x.argmax(1),
+                                  x.min(1).values), (ember.randn(3, 4),)),
+        ("cumsum, where, masked_fill", lambda x: (x.cumsum(1), ember.where(x > 0, x, 0.0),
+                                                  x.masked_fill(x < 0, 1.0)), (ember.randn(3, 4),)),
+        ("indexing", lambda x: (x[1:, ::2], x[:, None, 0], x[ember.tensor([0, 2])], x.flip(0),
+                                x.roll(1, 0), x.roll(3), x.t()), (ember.randn(3, 4),)),
+        ("math", lambda x: (x.abs().log(), x.abs().sqrt(), x.pow(2), x.sin(), x.atan(),
+                            x.floor(), x.round(), x.sign(), x.clamp(-0.5, 0.5)),
+         (ember.randn(3, 4),))]
+    return out
+
+
+_COVERAGE = _coverage()
+
+
+@pytest.mark.parametrize("name,model,args", _COVERAGE, ids=[c[0] for c in _COVERAGE])
+def test_coverage(name, model, args):
+    _run(model, args)

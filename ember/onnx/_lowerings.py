@@ -30,6 +30,9 @@ def _ints(shape):
 _UNARY = {"relu": "Relu", "tanh": "Tanh", "sigmoid": "Sigmoid", "exp": "Exp", "log": "Log",
           "neg": "Neg", "abs": "Abs", "sqrt": "Sqrt", "erf": "Erf", "sin": "Sin", "cos": "Cos",
           "floor": "Floor", "ceil": "Ceil", "sign": "Sign", "reciprocal": "Reciprocal",
+          "tan": "Tan", "asin": "Asin", "acos": "Acos", "atan": "Atan", "sinh": "Sinh",
+          "cosh": "Cosh", "asinh": "Asinh", "acosh": "Acosh", "atanh": "Atanh",
+          "round": "Round", "bitwise_not": "Not",
           "logical_not": "Not", "contiguous": "Identity", "clone": "Identity",
           "alias": "Identity", "detach": "Identity", "_to_copy": "Identity"}
 for _name, _op in _UNARY.items():
@@ -38,11 +41,14 @@ for _name, _op in _UNARY.items():
 _BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "pow": "Pow",
            "gt": "Greater", "lt": "Less", "ge": "GreaterOrEqual", "le": "LessOrEqual",
            "eq": "Equal", "logical_and": "And", "logical_or": "Or", "maximum": "Max",
-           "minimum": "Min", "rsub": "Sub"}
+           "minimum": "Min", "rsub": "Sub", "bitwise_and": "And", "bitwise_or": "Or",
+           "bitwise_xor": "Xor", "logical_xor": "Xor"}
 
 
 def _binary(name, op):
     def fn(g, a, b, alpha=1, rounding_mode=None):
+        if op in ("And", "Or", "Xor") and g.out.dtype.name != "bool":
+            g.unsupported(f"{name} on {g.out.dtype} tensors (ONNX's are logical)")
         if rounding_mode is not None:
             g.unsupported(f"div with rounding_mode={rounding_mode!r}")
         a, b = g.promote(a, b, compare=name in ("gt", "lt", "ge", "le", "eq"))
@@ -179,10 +185,10 @@ def _axes(dim, rank):
     return [d % rank for d in (dim if isinstance(dim, (tuple, list)) else (dim,))]
 
 
-@lowering("mean", "sum", "amax", "amin")
+@lowering("mean", "sum", "amax", "amin", "prod", "logsumexp")
 def _reduce(g, x, dim=None, keepdim=False, dtype=None):
-    op = {"mean": "ReduceMean", "sum": "ReduceSum", "amax": "ReduceMax",
-          "amin": "ReduceMin"}[g.node.target.name]
+    op = {"mean": "ReduceMean", "sum": "ReduceSum", "amax": "ReduceMax", "amin": "ReduceMin",
+          "prod": "ReduceProd", "logsumexp": "ReduceLogSumExp"}[g.node.target.name]
     x = g.cast(x, dtype) if dtype is not None else x
     axes = _axes(dim, len(x.shape))
     if op == "ReduceSum" or g.opset >= 18:
@@ -429,3 +435,94 @@ def _pad(g, x, pad, value=0):
 @lowering("einsum")
 def _einsum(g, equation, operands):
     return g.op("Einsum", *g.promote(*operands), equation=equation.replace(" ", ""))
+
+
+
+@lowering("var", "std")
+def _var(g, x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    axes = _axes(dim, len(x.shape))
+    c = correction if correction is not None else (0 if unbiased is False else 1)
+    n = int(np.prod([x.shape[a] for a in axes]))
+    mean = g.op("ReduceMean", x, axes=axes, keepdims=1)
+    d = g.op("Sub", x, mean)
+    ss = g.op("ReduceSum", g.op("Mul", d, d), g.ints(axes), keepdims=int(keepdim))
+    v = g.op("Div", ss, g.scalar(max(n - c, 0), x.dtype))
+    return g.op("Sqrt", v) if g.node.target.name == "std" else v
+
+
+@lowering("norm")
+def _norm(g, x, p="fro", dim=None, keepdim=False, dtype=None):
+    if p not in ("fro", 2, 2.0, 1, 1.0):
+        g.unsupported(f"norm with p={p!r}")
+    op = "ReduceL1" if p in (1, 1.0) else "ReduceL2"
+    return g.op(op, x, g.ints(_axes(dim, len(x.shape))) if g.opset >= 18 else None,
+                keepdims=int(keepdim)) if g.opset >= 18 else \
+        g.op(op, x, axes=_axes(dim, len(x.shape)), keepdims=int(keepdim))
+
+
+@lowering("rms_norm")
+def _rms_norm(g, x, normalized_shape, weight=None, eps=None):
+    axes = list(range(len(x.shape) - len(normalized_shape), len(x.shape)))
+    eps = float(np.finfo(g.np(x.dtype)).eps) if eps is None else eps
+    ms = g.op("ReduceMean", g.op("Mul", x, x), axes=axes, keepdims=1)
+    y = g.op("Div", x, g.op("Sqrt", g.op("Add", ms, g.scalar(eps, x.dtype))))
+    return y if weight is None else g.op("Mul", y, weight)
+
+
+@lowering("movedim")
+def _movedim(g, x, source, destination):
+    n = len(x.shape)
+    src = [s % n for s in (source if isinstance(source, (tuple, list)) else (source,))]
+    dst = [d % n for d in (destination if isinstance(destination, (tuple, list)) else
+                           (destination,))]
+    rest = iter(i for i in range(n) if i not in src)
+    perm = [src[dst.index(i)] if i in dst else next(rest) for i in range(n)]
+    return g.op("Transpose", x, perm=perm)
+
+
+@lowering("_adaptive_max_pool_nd")
+def _adaptive_max_pool(g, x, output_size):
+    k = len(output_size)
+    ins = x.shape[-k:]
+    if any(i % o for i, o in zip(ins, output_size)):
+        g.unsupported(f"adaptive max pooling from {tuple(ins)} to {tuple(output_size)} "
+                      "(sizes that do not divide)")
+    ks = [i // o for i, o in zip(ins, output_size)]
+    return g.op("MaxPool", x, kernel_shape=ks, strides=ks), None
+
+
+@lowering("flip")
+def _flip(g, x, dims):
+    dims = [d % len(x.shape) for d in (dims if isinstance(dims, (tuple, list)) else (dims,))]
+    big = 2 ** 62
+    return g.op("Slice", x, g.ints([-1] * len(dims)), g.ints([-big] * len(dims)), g.ints(dims),
+                g.ints([-1] * len(dims)))
+
+
+@lowering("roll")
+def _roll(g, x, shifts, dims=None):
+    if dims is None:
+        from . import V
+        flat = V(g.op("Reshape", x, g.ints([-1])), (int(np.prod(x.shape)),), x.dtype)
+        return g.op("Reshape", _roll(g, flat, shifts, 0), g.ints(list(x.shape)))
+    shifts = shifts if isinstance(shifts, (tuple, list)) else (shifts,)
+    dims = dims if isinstance(dims, (tuple, list)) else (dims,)
+    y = x
+    for s, d in zip(shifts, dims):
+        n = x.shape[d]
+        s %= n
+        if s:
+            tail = g.op("Slice", y, g.ints([n - s]), g.ints([n]), g.ints([d]))
+            head = g.op("Slice", y, g.ints([0]), g.ints([n - s]), g.ints([d]))
+            y = g.op("Concat", tail, head, axis=d % len(x.shape))
+    return y
+
+
+@lowering("index")
+def _index(g, x, index):
+    """One index tensor (integer: a Gather; boolean of x's shape: unsupported, the result's
+    size depends on the data)."""
+    index = index if isinstance(index, tuple) else (index,)
+    if len(index) == 1 and hasattr(index[0], "name") and index[0].dtype.name != "bool":
+        return g.op("Gather", x, index[0], axis=0)
+    g.unsupported("advanced indexing beyond one integer index tensor")
