@@ -21,7 +21,9 @@ from .._tensor import Tensor
 
 __all__ = ["trace", "trace_module", "script", "save", "load", "freeze", "optimize_for_inference",
            "ScriptModule", "ScriptFunction", "TracerWarning", "TracingCheckError", "ignore",
-           "unused", "export", "is_scripting", "is_tracing", "annotate"]
+           "unused", "export", "is_scripting", "is_tracing", "annotate", "fork", "wait",
+           "Future", "interface", "Attribute", "script_method", "Final", "RecursiveScriptModule",
+           "TopLevelTracedModule", "TracedModule"]
 
 
 class TracingCheckError(Exception):
@@ -313,6 +315,51 @@ def unused(fn):
 
 def export(fn):
     """Decorator: a method TorchScript's compiler should compile too. Accepted as torch's."""
+    return fn
+
+
+RecursiveScriptModule = TopLevelTracedModule = TracedModule = ScriptModule
+Final = __import__("typing").Final
+
+
+class Future:
+    """What ``fork`` returns: the call's result, computed at once (ember runs it inline)."""
+
+    def __init__(self, value):
+        self._value = value
+
+    def wait(self):
+        return self._value
+
+
+def fork(func, *args, **kwargs):
+    """Run ``func(*args, **kwargs)`` (inline: ember has no TorchScript interpreter threads).
+
+    Example:
+        >>> import ember
+        >>> ember.jit.wait(ember.jit.fork(lambda x: x + 1, 1))
+        2
+    """
+    return Future(func(*args, **kwargs))
+
+
+def wait(future):
+    """The value of a ``fork``."""
+    return future.wait()
+
+
+def interface(obj):
+    """Decorator accepted as torch's (an interface type for TorchScript's compiler)."""
+    return obj
+
+
+def Attribute(value, type=None):
+    """``value`` (TorchScript's attribute type hint)."""
+    return value
+
+
+def script_method(fn):
+    """Decorator accepted as torch's (methods of ScriptModule subclasses)."""
     return fn
 
 
