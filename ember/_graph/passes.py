@@ -1,7 +1,5 @@
 """The pass manager and the passes over the IR: dead code, constant folding, common
 subexpressions, and pointwise fusion groups (found, not yet code-generated)."""
-import operator
-
 from .ir import GETITEM, map_arg
 
 
@@ -110,9 +108,6 @@ def cse(graph):
         else:
             seen[k] = n
     return changed
-
-
-_POINTWISE_FNS = {operator.add, operator.sub, operator.mul, operator.truediv, operator.neg}
 
 
 def fusion_groups(graph):

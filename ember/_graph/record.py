@@ -24,10 +24,6 @@ from .ir import GETITEM, Graph, TensorMeta
 class TracerWarning(Warning):
     """A trace may not generalize to other inputs (``torch.jit.TracerWarning``)."""
 
-    @staticmethod
-    def ignore_lib_warnings():
-        warnings.filterwarnings("ignore", category=TracerWarning, module="ember(?!.*test)")
-
 
 _CONVERSIONS = {"__bool__": "a Python boolean", "item": "a Python number",
                 "tolist": "a Python list", "__int__": "a Python integer",
@@ -101,8 +97,7 @@ class Recorder:
         if t is tuple or t is list:
             return t(self.arg(x) for x in a)
         if t is np.ndarray:                 # (index arrays x[idx] hands to its op)
-            from .._tensor import Tensor as T
-            return self.value(T._wrap(a))
+            return self.value(Tensor._wrap(a))
         return a
 
     def _node(self, kind, target, args, kwargs):

@@ -16,7 +16,7 @@ from .. import nn
 from .._graph import passes as _passes
 from .._graph.codegen import compile_forward
 from .._graph.interpreter import fetch_attr
-from .._graph.record import TracerWarning, _active, _map_out, flatten_tensors, record
+from .._graph.record import TracerWarning, _active, flatten_tensors, record
 from .._tensor import Tensor
 
 __all__ = ["trace", "trace_module", "script", "save", "load", "freeze", "optimize_for_inference",
@@ -161,7 +161,7 @@ def _compare(rec, rec2, name):
             f", second trace {s2[first] if first < len(s2) else '-'}")
     for k, c in rec.constants.items():
         c2 = rec2.constants.get(k)
-        if c2 is None or c.shape != c2.shape or not bool((c == c2).all()):
+        if c2 is None or not _same_values(c, c2):
             raise TracingCheckError(
                 "ERROR: Graphs differed across invocations!\n"
                 f"\tConstant {k} (a tensor made during the trace, not from its inputs) has "
@@ -170,13 +170,21 @@ def _compare(rec, rec2, name):
                 "forget to call .eval() on your model?)")
 
 
+def _same_values(a, b, tol=0.0):
+    """Same shape and values (NaNs equal), within ``tol``."""
+    import numpy as np
+    x, y = a.detach().numpy(force=True), b.detach().numpy(force=True)
+    return x.shape == y.shape and (np.array_equal(x, y) or x.dtype.kind in "fc" and
+                                   np.allclose(x, y, rtol=tol, atol=tol, equal_nan=True))
+
+
 def _compare_outputs(traced, fn, inputs, tol):
     import ember
     with ember.no_grad():
         want = flatten_tensors(fn(*inputs))
         got = flatten_tensors(traced(*inputs))
     for i, (a, b) in enumerate(zip(got, want)):
-        if a.shape != b.shape or not ember.allclose(a.double(), b.double(), rtol=tol, atol=tol):
+        if not _same_values(a, b, tol):
             warnings.warn(f"Output nr {i + 1}. of the traced function does not match the "
                           "corresponding output of the Python function. Detailed error:\n"
                           f"Tensor-likes are not close! (shapes {tuple(a.shape)} and "
