@@ -148,10 +148,10 @@ def __getattr__(name):
         if name in globals():
             return globals()[name]
     import importlib
-    if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "amp", "testing",
-                "special", "fft", "linalg", "func", "backends", "profiler", "compiler",
-                "serialization", "sparse", "random", "return_types", "functional", "hub",
-                "cpu"):
+    if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "fx", "export",
+                "amp", "testing", "special", "fft", "linalg", "func", "backends", "profiler",
+                "compiler", "_dynamo", "serialization", "sparse", "random", "return_types",
+                "functional", "hub", "cpu"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:
@@ -191,6 +191,11 @@ def __getattr__(name):
         fn = importlib.import_module("._tensor_str", __name__).set_printoptions
         globals()[name] = fn
         return fn
+    if name == "compile":
+        # torch.compile: ember.compiler.compile (the API, running eagerly for now)
+        fn = importlib.import_module(".compiler", __name__).compile
+        globals()[name] = fn
+        return fn
     if name in ("save", "load", "svd_lowrank", "pca_lowrank"):
         # ember.save / ember.load live in serialization/, which loads zipfile and json.
         fn = getattr(importlib.import_module(".serialization" if name in ("save", "load") else
@@ -205,4 +210,4 @@ def __dir__():
     return sorted(set(globals()) | set(_ops.lazy.FUNCTIONS) | set(_AUTOCAST_NAMES) |
                   set(_CONFIG_NAMES) | set(_LEGACY_NAMES) |
                   {"save", "load", "set_printoptions", "svd_lowrank", "pca_lowrank", "GradScaler",
-                   "from_dlpack", "to_dlpack"})
+                   "from_dlpack", "to_dlpack", "compile"})
