@@ -120,7 +120,8 @@ class TransformedDistribution(Distribution):
         super().__init__(forward_shape[:cut], forward_shape[cut:], validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(TransformedDistribution, _instance)
+        # (the subclasses here, HalfNormal &c, need no expand of their own)
+        new = self._get_checked_instance(type(self), _instance)
         batch_shape = ember.Size(batch_shape)
         shape = batch_shape + self.event_shape
         for t in reversed(self.transforms):

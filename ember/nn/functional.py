@@ -447,7 +447,9 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Target size ({target.shape}) must be the same as input size "
                          f"({input.shape})")
-    sp = ember.clamp(-input, min=0) + ember.log1p(ember.exp(-input.abs()))   # softplus(-x)
+    # softplus(-x) as -logsigmoid(x): stable, and its gradient at x = 0 is -1/2 as torch's
+    # (clamp(-x, 0) + log1p(exp(-|x|)) splits the kink and gives -1 there)
+    sp = -logsigmoid(input)
     if pos_weight is not None:
         loss = (1 - target) * input + (1 + (pos_weight - 1) * target) * sp
     else:
