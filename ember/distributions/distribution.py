@@ -12,6 +12,16 @@ def _all_true(valid):
     return bool(valid.all()) if isinstance(valid, ember.Tensor) else bool(valid)
 
 
+def _compact(value):
+    """``value`` without the copies an ``expand`` made: its stride-0 dims narrowed to one
+    element, so a constraint check reads each distinct element once (a scale_tril expanded
+    over a batch of 4096 is one matrix)."""
+    for d, (n, st) in enumerate(zip(value.shape, value.stride())):
+        if st == 0 and n > 1:
+            value = value.narrow(d, 0, 1)
+    return value
+
+
 class Distribution:
     """The base class of probability distributions: a batch of independent distributions
     (``batch_shape``) over events of ``event_shape``.
@@ -64,7 +74,7 @@ class Distribution:
                                                          lazy_property):
                 continue        # not made yet: making it now would cost what laziness saves
             value = getattr(self, param)
-            if not _all_true(constraint.check(value)):
+            if not _all_true(constraint.check(_compact(value))):
                 raise ValueError(
                     f"Expected parameter {param} ({type(value).__name__} of shape "
                     f"{tuple(value.shape)}) of distribution {self!r} to satisfy the constraint "
