@@ -713,6 +713,9 @@ def test_submodules_and_names():
     from ember.distributions.utils import probs_to_logits  # noqa: F401
     assert Normal is ED.Normal and ember.distributions.gamma.Gamma is ED.Gamma
     assert ED.kl.kl_divergence is ED.kl_divergence
+    assert sorted((p.__name__, q.__name__) for p, q in ED.kl._KL_REGISTRY
+                  if p.__module__.startswith("ember.")) == sorted(
+        (p.__name__, q.__name__) for p, q in TD.kl._KL_REGISTRY)
     for name in ("constraints", "transforms", "kl", "utils", "constraint_registry"):
         assert hasattr(ED, name)
 

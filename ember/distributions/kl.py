@@ -389,11 +389,6 @@ def _kl_beta_continuous_bernoulli(p, q):
     return -p.entropy() - p.mean * q.logits - ember.log1p(-q.probs) - q._cont_bern_log_norm()
 
 
-@register_kl(Beta, Pareto)
-def _kl_beta_infinity(p, q):
-    return _infinite_like(p.concentration1)
-
-
 @register_kl(Beta, Exponential)
 def _kl_beta_exponential(p, q):
     return -p.entropy() - q.rate.log() + q.rate * (p.concentration1 / (p.concentration1 +
@@ -425,11 +420,6 @@ def _kl_beta_uniform(p, q):
                       (q.high < p.support.upper_bound))
 
 
-@register_kl(ContinuousBernoulli, Pareto)
-def _kl_continuous_bernoulli_infinity(p, q):
-    return _infinite_like(p.probs)
-
-
 @register_kl(ContinuousBernoulli, Exponential)
 def _kl_continuous_bernoulli_exponential(p, q):
     return -p.entropy() - ember.log(q.rate) + q.rate * p.mean
@@ -449,14 +439,6 @@ def _kl_continuous_bernoulli_uniform(p, q):
     # NOTE: torch's condition, infinite unless q's interval lies strictly inside [0, 1]
     return _inf_where(result, ember.ge(q.low, p.support.lower_bound) |
                       ember.le(q.high, p.support.upper_bound))
-
-
-@register_kl(Exponential, Beta)
-@register_kl(Exponential, ContinuousBernoulli)
-@register_kl(Exponential, Pareto)
-@register_kl(Exponential, Uniform)
-def _kl_exponential_infinity(p, q):
-    return _infinite_like(p.rate)
 
 
 @register_kl(Exponential, Gamma)
@@ -479,14 +461,6 @@ def _kl_exponential_normal(p, q):
     var_normal, rate_sqr = q.scale.pow(2), p.rate.pow(2)
     t1 = 0.5 * ember.log(rate_sqr * var_normal * 2 * math.pi)
     return t1 - 1 + (rate_sqr.reciprocal() - q.loc / p.rate + q.loc.pow(2) * 0.5) / var_normal
-
-
-@register_kl(Gamma, Beta)
-@register_kl(Gamma, ContinuousBernoulli)
-@register_kl(Gamma, Pareto)
-@register_kl(Gamma, Uniform)
-def _kl_gamma_infinity(p, q):
-    return _infinite_like(p.concentration)
 
 
 @register_kl(Gamma, Exponential)
@@ -516,16 +490,6 @@ def _kl_gamma_normal(p, q):
     return t1 + (c - 1) * c.digamma() + (t2 - t3 + 0.5 * q.loc.pow(2)) / var_normal
 
 
-@register_kl(Gumbel, Beta)
-@register_kl(Gumbel, ContinuousBernoulli)
-@register_kl(Gumbel, Exponential)
-@register_kl(Gumbel, Gamma)
-@register_kl(Gumbel, Pareto)
-@register_kl(Gumbel, Uniform)
-def _kl_gumbel_infinity(p, q):
-    return _infinite_like(p.loc)
-
-
 @register_kl(Gumbel, Normal)
 def _kl_gumbel_normal(p, q):
     param_ratio = p.scale / q.scale
@@ -535,16 +499,6 @@ def _kl_gumbel_normal(p, q):
     return -t1 + t2 + t3 - (_euler_gamma + 1)
 
 
-@register_kl(Laplace, Beta)
-@register_kl(Laplace, ContinuousBernoulli)
-@register_kl(Laplace, Exponential)
-@register_kl(Laplace, Gamma)
-@register_kl(Laplace, Pareto)
-@register_kl(Laplace, Uniform)
-def _kl_laplace_infinity(p, q):
-    return _infinite_like(p.loc)
-
-
 @register_kl(Laplace, Normal)
 def _kl_laplace_normal(p, q):
     var_normal = q.scale.pow(2)
@@ -552,16 +506,6 @@ def _kl_laplace_normal(p, q):
     t1 = 0.5 * ember.log(2 * scale_sqr_var_ratio / math.pi)
     t = 0.5 * p.loc.pow(2) - p.loc * q.loc + 0.5 * q.loc.pow(2)
     return -t1 + scale_sqr_var_ratio + t / var_normal - 1
-
-
-@register_kl(Normal, Beta)
-@register_kl(Normal, ContinuousBernoulli)
-@register_kl(Normal, Exponential)
-@register_kl(Normal, Gamma)
-@register_kl(Normal, Pareto)
-@register_kl(Normal, Uniform)
-def _kl_normal_infinity(p, q):
-    return _infinite_like(p.loc)
 
 
 @register_kl(Normal, Gumbel)
@@ -582,13 +526,6 @@ def _kl_normal_laplace(p, q):
     t2 = math.sqrt(2 / math.pi) * p.scale * ember.exp(-0.5 * loc_diff_scale_ratio.pow(2))
     t3 = loc_diff * ember.erf(math.sqrt(0.5) * loc_diff_scale_ratio)
     return -ember.log(scale_ratio) + (t2 + t3) / q.scale - 0.5 * (1 + math.log(0.5 * math.pi))
-
-
-@register_kl(Pareto, Beta)
-@register_kl(Pareto, ContinuousBernoulli)
-@register_kl(Pareto, Uniform)
-def _kl_pareto_infinity(p, q):
-    return _infinite_like(p.scale)
 
 
 @register_kl(Pareto, Exponential)
@@ -618,12 +555,6 @@ def _kl_pareto_normal(p, q):
     t4 = (p.alpha * common_term - q.loc).pow(2)
     result = t1 - p.alpha.reciprocal() + (t3 + t4) / var_normal - 1
     return _inf_where(result, p.alpha <= 2)
-
-
-@register_kl(Poisson, Bernoulli)
-@register_kl(Poisson, Binomial)
-def _kl_poisson_infinity(p, q):
-    return _infinite_like(p.rate)
 
 
 @register_kl(Uniform, Beta)
@@ -686,6 +617,24 @@ def _kl_uniform_pareto(p, q):
     t1 = (q.alpha * q.scale.pow(q.alpha) * support_uniform).log()
     t2 = (_x_log_x(p.high) - _x_log_x(p.low) - support_uniform) / support_uniform
     return _inf_where(t2 * (q.alpha + 1) - t1, p.low < q.support.lower_bound)
+
+
+# pairs where q's support misses part of p's: the divergence is infinite
+_INFINITE = {
+    Beta: (Pareto,), ContinuousBernoulli: (Pareto,), Pareto: (Beta, ContinuousBernoulli, Uniform),
+    Exponential: (Beta, ContinuousBernoulli, Pareto, Uniform),
+    Gamma: (Beta, ContinuousBernoulli, Pareto, Uniform), Poisson: (Bernoulli, Binomial),
+    **{tp: (Beta, ContinuousBernoulli, Exponential, Gamma, Pareto, Uniform)
+       for tp in (Gumbel, Laplace, Normal)}}
+
+
+def _kl_infinity(p, q):
+    return _infinite_like(p.mean)
+
+
+for _p, _qs in _INFINITE.items():
+    for _q in _qs:
+        register_kl(_p, _q)(_kl_infinity)
 
 
 kl_divergence.__doc__ += "\n    KL divergence is implemented for these pairs:\n\n" + "".join(
