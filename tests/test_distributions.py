@@ -519,6 +519,22 @@ def test_transform_jacobian(entry):
                                want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("name", ["AbsTransform", "SoftmaxTransform", "LowerCholeskyTransform",
+                                  "PositiveDefiniteTransform"])
+def test_transforms_without_jacobian(name):
+    """The transforms torch gives no log_abs_det_jacobian (not bijective, or matrices):
+    values and inverses as torch's, and NotImplementedError for the Jacobian alike."""
+    te, tt = getattr(ED, name)(), getattr(TD, name)()
+    x = U(-1, 1, (2, 3, 3), seed=10)
+    y = tt(torch.tensor(x))
+    _cmp(te(ember.tensor(x)), y, "forward")
+    _cmp(te.inv(ember.tensor(y.numpy())), tt.inv(y), "inverse", rtol=1e-9)
+    _both("ldj", lambda: te.log_abs_det_jacobian(ember.tensor(x), ember.tensor(y.numpy())),
+          lambda: tt.log_abs_det_jacobian(torch.tensor(x), y))
+    assert (te.bijective, repr(te.domain), repr(te.codomain)) == (
+        tt.bijective, repr(tt.domain), repr(tt.codomain))
+
+
 def test_transform_caching_and_api():
     t = ED.ExpTransform(cache_size=1)
     x = ember.tensor([0.5])
@@ -745,3 +761,24 @@ def test_reparameterised_normal_gradient():
     z.sum().backward()
     np.testing.assert_allclose(loc.grad.numpy(), 1.0)
     np.testing.assert_allclose(scale.grad.numpy(), eps.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_float32_dtypes(case):
+    """float32 parameters give torch's dtypes throughout (no float64 from Python scalars)."""
+    ps = {k: v.astype(np.float32) if isinstance(v, np.ndarray) else v
+          for k, v in case[2].items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        e, t = make(case, params=ps)[0], make(case, "torch", params=ps)[0]
+        x = t.sample((2,))
+        xe = ember.tensor(x.numpy())
+        tol = dict(rtol=2e-4, atol=1e-5)
+        for m in METHODS:
+            _both(m, lambda: getattr(e, m)() if m in ("entropy", "perplexity") else
+                  getattr(e, m), lambda: getattr(t, m)() if m in ("entropy", "perplexity")
+                  else getattr(t, m), **tol)
+        assert e.sample().dtype.name == str(t.sample().dtype).replace("torch.", "")
+        if e.has_rsample:
+            assert e.rsample().dtype.name == str(t.rsample().dtype).replace("torch.", "")
+        _both("log_prob", lambda: e.log_prob(xe), lambda: t.log_prob(x), **tol)
