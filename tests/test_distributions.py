@@ -619,10 +619,10 @@ def _kl_instances(D, tp, tq):
         "Normal": lambda i: D.Normal(v(0.3, -0.2) if i else v(0.0, 0.4), v(1.2, 0.7)),
         "OneHotCategorical": lambda i: D.OneHotCategorical(
             tensor([0.2, 0.3, 0.5] if i else [0.3, 0.3, 0.4], dtype=f64)),
-        "Pareto": lambda i: D.Pareto(v(1.0, 1.5) if i else v(0.8, 1.0), v(3.5, 4.0)),
+        "Pareto": lambda i: D.Pareto(v(1.0, 1.5) if i else v(0.1, 0.05), v(3.5, 4.0)),
         "Poisson": lambda i: D.Poisson(v(1.5, 3.0) if i else v(2.0, 2.5)),
-        "Uniform": lambda i: D.Uniform(v(0.2, 0.1) if i else v(0.0, 0.0), v(0.7, 0.9) if i else
-                                       v(1.0, 1.0)),
+        "Uniform": lambda i: D.Uniform(v(0.2, 0.1) if i else v(-0.1, -0.2), v(0.7, 0.9) if i
+                                       else v(1.2, 1.1)),
         "Cauchy": lambda i: D.Cauchy(v(0.3, -0.2) if i else v(0.0, 0.4), v(1.2, 0.7)),
         "Independent": lambda i: D.Independent(D.Normal(v(0.3, -0.2) if i else v(0.0, 0.4),
                                                         v(1.2, 0.7)), 1),
