@@ -782,3 +782,19 @@ def test_float32_dtypes(case):
         if e.has_rsample:
             assert e.rsample().dtype.name == str(t.rsample().dtype).replace("torch.", "")
         _both("log_prob", lambda: e.log_prob(xe), lambda: t.log_prob(x), **tol)
+
+
+def test_standard_gamma_and_dirichlet_samplers():
+    """Edge values as torch's sampler (the smallest normal number below it, inf at inf), the
+    error for an integer tensor, and Dirichlet draws on the simplex with the right mean."""
+    a = [-1.0, 0.0, float("nan"), 1e-30, float("inf")]
+    for dt in ("float32", "float64"):
+        _cmp(ember._standard_gamma(ember.tensor(a, dtype=getattr(ember, dt))),
+             torch._standard_gamma(torch.tensor(a, dtype=getattr(torch, dt))), dt)
+    _both("int", lambda: ember._standard_gamma(ember.tensor([1, 2])),
+          lambda: torch._standard_gamma(torch.tensor([1, 2])))
+    ember.manual_seed(11)
+    c = ember.tensor([0.5, 1.0, 3.0], dtype=ember.float64)
+    x = ember._sample_dirichlet(c.expand(N, 3))
+    np.testing.assert_allclose(x.sum(-1).numpy(), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(x.mean(0).numpy(), (c / c.sum()).numpy(), atol=0.01)

@@ -349,8 +349,12 @@ def _standard_gamma(input, generator=None):
         raise NotImplementedError(f"\"_standard_gamma_cpu\" not implemented for "
                                   f"'{_type_name(input.dtype)}'")
     alpha = input.detach().cpu().double().numpy()
-    x = _finish(_rng(generator).standard_gamma(alpha).astype(input.dtype.np), input.device,
-                False, None)
+    ok = alpha > 0
+    x = np.where(ok, _rng(generator).standard_gamma(np.where(ok, alpha, 1.0)), 0.0)
+    # NOTE: as torch's sampler, a draw below the smallest normal number (an underflow, or a
+    # concentration that is not positive) is that number
+    npdt = input.dtype.np
+    x = _finish(np.maximum(x.astype(npdt), np.finfo(npdt).tiny), input.device, False, None)
     from .. import autograd
     if input.requires_grad and autograd.grad_mode.is_grad_enabled():
         x = _gamma_function().apply(input, x)
