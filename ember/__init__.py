@@ -50,9 +50,9 @@ try:
         scalar_tensor, tensor, zeros, zeros_like)
     from ._ops.creation import legacy_range as range  # noqa: E402,F401  (torch.range)
     from ._ops.random import (  # noqa: E402,F401
-        Generator, bernoulli, binomial, default_generator, get_rng_state, initial_seed,
-        manual_seed, multinomial, normal, poisson, rand, rand_like, randint, randint_like, randn,
-        randn_like, randperm, seed, set_rng_state)
+        Generator, _sample_dirichlet, _standard_gamma, bernoulli, binomial, default_generator,
+        get_rng_state, initial_seed, manual_seed, multinomial, normal, poisson, rand, rand_like,
+        randint, randint_like, randn, randn_like, randperm, seed, set_rng_state)
     from ._sparse import layout, sparse_coo, strided  # noqa: E402,F401
     from ._memory_format import (  # noqa: E402,F401
         channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format)
@@ -151,7 +151,7 @@ def __getattr__(name):
     if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "fx", "export",
                 "amp", "testing", "special", "fft", "linalg", "func", "backends", "profiler",
                 "compiler", "_dynamo", "serialization", "sparse", "random", "return_types",
-                "functional", "hub", "cpu"):
+                "functional", "hub", "cpu", "distributions"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:

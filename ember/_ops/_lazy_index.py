@@ -72,12 +72,13 @@ INDEX = {
     },
     'special': {
         'ops': (
-            'digamma', 'igamma', 'igammac', 'lgamma', 'logit', 'mvlgamma', 'polygamma', 'sinc',
-            'special_entr', 'special_erfcx', 'special_log_ndtr', 'special_ndtr', 'special_ndtri',
-            'special_xlog1py', 'special_zeta',
+            '_standard_gamma_grad', 'digamma', 'igamma', 'igammac', 'lgamma', 'logit', 'mvlgamma',
+            'polygamma', 'sinc', 'special_entr', 'special_erfcx', 'special_log_ndtr',
+            'special_ndtr', 'special_ndtri', 'special_xlog1py', 'special_zeta',
         ),
         'functions': (
-            'digamma', 'igamma', 'igammac', 'lgamma', 'logit', 'mvlgamma', 'polygamma', 'sinc',
+            '_standard_gamma_grad', 'digamma', 'igamma', 'igammac', 'lgamma', 'logit', 'mvlgamma',
+            'polygamma', 'sinc',
         ),
         'methods': (
             'digamma', 'digamma_', 'igamma', 'igamma_', 'igammac', 'igammac_', 'lgamma', 'lgamma_',

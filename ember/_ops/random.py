@@ -347,3 +347,69 @@ TENSOR_METHODS = {"uniform_": uniform_, "normal_": normal_, "random_": random_,
                   "bernoulli_": bernoulli_, "exponential_": exponential_, "cauchy_": cauchy_,
                   "log_normal_": log_normal_, "geometric_": geometric_, "bernoulli": bernoulli,
                   "multinomial": multinomial}
+
+
+
+def _standard_gamma(input, generator=None):
+    """Samples of ``Gamma(input, 1)`` (NumPy's Marsaglia-Tsang sampler), differentiable in
+    ``input`` by implicit reparameterisation: the gradient holds each sample's CDF value fixed
+    (``ember._standard_gamma_grad``), as torch's.
+
+    Example:
+        >>> a = ember.tensor([2., 5.], requires_grad=True)
+        >>> x = ember._standard_gamma(a)
+        >>> x.sum().backward(); bool((a.grad > 0).all())
+        True
+    """
+    if input.dtype.category != _dtype._FLOAT:
+        raise NotImplementedError(f"\"_standard_gamma_cpu\" not implemented for "
+                                  f"'{_type_name(input.dtype)}'")
+    alpha = input.detach().cpu().double().numpy()
+    ok = alpha > 0
+    x = np.where(ok, _rng(generator).standard_gamma(np.where(ok, alpha, 1.0)), 0.0)
+    # NOTE: as torch's sampler, a draw below the smallest normal number (an underflow, or a
+    # concentration that is not positive) is that number
+    npdt = input.dtype.np
+    x = _finish(np.maximum(x.astype(npdt), np.finfo(npdt).tiny), input.device, False, None)
+    from .. import autograd
+    if input.requires_grad and autograd.grad_mode.is_grad_enabled():
+        x = _gamma_function().apply(input, x)
+    return x
+
+
+def _gamma_function():
+    """The autograd Function attaching the gradient to Gamma samples (made on first use: the
+    autograd package is not loaded at ``import ember``)."""
+    global _GammaFn
+    if _GammaFn is None:
+        from .. import autograd
+
+        class StandardGamma(autograd.Function):
+            @staticmethod
+            def forward(ctx, alpha, x):
+                ctx.save_for_backward(alpha, x)
+                return x.clone()
+
+            @staticmethod
+            def backward(ctx, g):
+                alpha, x = ctx.saved_tensors
+                from .registry import get
+                return g * get("_standard_gamma_grad")(alpha, x), None
+        _GammaFn = StandardGamma
+    return _GammaFn
+
+
+_GammaFn = None
+
+
+def _sample_dirichlet(input, generator=None):
+    """Dirichlet samples with concentrations ``input`` (last dim): normalised Gamma draws,
+    without gradient (``Dirichlet.rsample`` differentiates through the Gamma draws instead).
+
+    Example:
+        >>> ember._sample_dirichlet(ember.ones(2, 3)).sum(-1)
+        tensor([1., 1.])
+    """
+    g = _standard_gamma(input.detach(), generator).double()
+    g = g.clamp(min=np.finfo(input.dtype.np).tiny)
+    return (g / g.sum(-1, keepdim=True)).to(input.dtype)

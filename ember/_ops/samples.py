@@ -107,6 +107,7 @@ def where_samples(dev, dt):
     return [Sample(cond, make((3, 4), dt), make((3, 4), dt, seed=2)),
             Sample(cond, make((4,), dt), make((3, 1), dt, seed=2)),
             Sample(cond, make((3, 4), dt), 0),
+            Sample(cond, 1.5, 0).forward_only(),      # two scalars: torch's default dtype
             Sample(make((3, 4), dt))]                # where(condition): nonzero's indices
 
 
