@@ -73,6 +73,7 @@ class _World:
     groups = {}                 # ProcessGroup -> name
     group_count = 0
     generation = 0
+    own_store = False           # made by init_process_group (not passed in): closed with it
 
 
 _world = _World()
@@ -377,6 +378,7 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     name = Backend(backend or ("nccl" if device_id is not None and getattr(
         device_id, "type", "") == "cuda" else "gloo"))
     timeout = timeout or default_pg_timeout
+    _world.own_store = store is None
     if store is not None:
         if rank < 0 or world_size <= 0:
             raise ValueError("world_size and rank must be given when store is given")
@@ -419,6 +421,9 @@ def destroy_process_group(group=None):
             g.engine.close()
         _world.groups.pop(g, None)
     if group is None or group is _world.pg:
+        base = _world.store.underlying_store if _world.store is not None else None
+        if isinstance(base, TCPStore) and _world.own_store:
+            base.close()
         _world.pg = _world.store = None
         _world.groups = {}
 

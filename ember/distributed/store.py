@@ -250,10 +250,13 @@ class TCPStore(Store):
     def _wait(self, keys, timeout):
         return self._call("wait", keys, timeout)
 
-    def __del__(self):
-        if getattr(self, "_server", None) is not None:
+    def close(self):
+        """Stop serving (the master) and drop the connection."""
+        self._sock.close()
+        if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+            self._server = None
 
 
 class FileStore(Store):
