@@ -151,7 +151,8 @@ def __getattr__(name):
     if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "fx", "export",
                 "amp", "testing", "special", "fft", "linalg", "func", "backends", "profiler",
                 "compiler", "_dynamo", "serialization", "sparse", "random", "return_types",
-                "functional", "hub", "cpu", "distributions"):
+                "functional", "hub", "cpu", "distributions",
+                "multiprocessing", "futures"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:
