@@ -81,7 +81,7 @@ def test_fused_qkv_views_read_in_place(threads, dtype):
         assert g.strides == a.strides
         assert g.ctypes.data - grads[0].ctypes.data == a.ctypes.data - arrays[0].ctypes.data
     with ember.no_grad():           # (as in a backward without create_graph)
-        joined = ember._ops.pieces._side_by_side(
+        joined = ember._ops.joining._side_by_side(
             [ember.Tensor._wrap(g.swapaxes(1, 2).reshape(B, L, H * d)) for g in grads], 2)
     assert joined.is_contiguous() and joined._data.ctypes.data == grads[0].ctypes.data
     # inputs that are not one array's disjoint slices get arrays of their own

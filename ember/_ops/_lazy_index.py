@@ -4,14 +4,17 @@
 INDEX = {
     'scatter': {
         'ops': (
-            'index_copy', 'index_fill', 'index_put', 'index_reduce', 'scatter_reduce',
+            'index_add', 'index_copy', 'index_fill', 'index_put', 'index_reduce', 'scatter',
+            'scatter_add', 'scatter_reduce',
         ),
         'functions': (
-            'index_copy', 'index_fill', 'index_put', 'index_reduce', 'scatter_reduce',
+            'index_add', 'index_copy', 'index_fill', 'index_put', 'index_reduce', 'scatter',
+            'scatter_add', 'scatter_reduce',
         ),
         'methods': (
-            'index_copy', 'index_copy_', 'index_fill', 'index_fill_', 'index_put', 'index_put_',
-            'index_reduce', 'index_reduce_', 'scatter_reduce', 'scatter_reduce_',
+            'index_add', 'index_add_', 'index_copy', 'index_copy_', 'index_fill', 'index_fill_',
+            'index_put', 'index_put_', 'index_reduce', 'index_reduce_', 'scatter', 'scatter_',
+            'scatter_add', 'scatter_add_', 'scatter_reduce', 'scatter_reduce_',
         ),
     },
     'selection': {
@@ -30,13 +33,13 @@ INDEX = {
     },
     'reorder': {
         'ops': (
-            'fliplr', 'flipud', 'narrow_copy', 'roll', 'rot90', 'tile',
+            'flip', 'fliplr', 'flipud', 'narrow_copy', 'roll', 'rot90', 'tile',
         ),
         'functions': (
-            'fliplr', 'flipud', 'narrow_copy', 'roll', 'rot90', 'tile',
+            'flip', 'fliplr', 'flipud', 'narrow_copy', 'roll', 'rot90', 'tile',
         ),
         'methods': (
-            'fliplr', 'flipud', 'narrow_copy', 'roll', 'rot90', 'tile',
+            'flip', 'fliplr', 'flipud', 'narrow_copy', 'roll', 'rot90', 'tile',
         ),
     },
     'pointwise_math': {
@@ -69,12 +72,13 @@ INDEX = {
     },
     'special': {
         'ops': (
-            'digamma', 'igamma', 'igammac', 'lgamma', 'logit', 'mvlgamma', 'polygamma', 'sinc',
-            'special_entr', 'special_erfcx', 'special_log_ndtr', 'special_ndtr', 'special_ndtri',
-            'special_xlog1py', 'special_zeta',
+            '_standard_gamma_grad', 'digamma', 'igamma', 'igammac', 'lgamma', 'logit', 'mvlgamma',
+            'polygamma', 'sinc', 'special_entr', 'special_erfcx', 'special_log_ndtr',
+            'special_ndtr', 'special_ndtri', 'special_xlog1py', 'special_zeta',
         ),
         'functions': (
-            'digamma', 'igamma', 'igammac', 'lgamma', 'logit', 'mvlgamma', 'polygamma', 'sinc',
+            '_standard_gamma_grad', 'digamma', 'igamma', 'igammac', 'lgamma', 'logit', 'mvlgamma',
+            'polygamma', 'sinc',
         ),
         'methods': (
             'digamma', 'digamma_', 'igamma', 'igamma_', 'igammac', 'igammac_', 'lgamma', 'lgamma_',
@@ -207,13 +211,13 @@ INDEX = {
     },
     'scans': {
         'ops': (
-            'cummax', 'cummin', 'diff', 'logcumsumexp',
+            'cummax', 'cummin', 'cumprod', 'cumsum', 'diff', 'logcumsumexp',
         ),
         'functions': (
-            'cummax', 'cummin', 'diff', 'logcumsumexp',
+            'cummax', 'cummin', 'cumprod', 'cumsum', 'diff', 'logcumsumexp',
         ),
         'methods': (
-            'cummax', 'cummin', 'diff', 'logcumsumexp',
+            'cummax', 'cummin', 'cumprod', 'cumprod_', 'cumsum', 'cumsum_', 'diff', 'logcumsumexp',
         ),
     },
     'counting': {
@@ -229,7 +233,10 @@ INDEX = {
     },
     'nn': {
         'ops': (
-            'embedding', 'linear', 'log_softmax', 'nll_loss', 'softmax',
+            'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'celu', 'elu', 'embedding',
+            'hardsigmoid', 'hardswish', 'hardtanh', 'huber_loss', 'leaky_relu', 'linear',
+            'log_softmax', 'logsigmoid', 'mish', 'mse_loss', 'nll_loss', 'silu', 'smooth_l1_loss',
+            'softmax', 'softplus',
         ),
         'functions': (
             'log_softmax', 'softmax',
@@ -301,24 +308,6 @@ INDEX = {
             'heaviside', 'heaviside_', 'lcm', 'lcm_', 'ldexp', 'ldexp_', 'nextafter', 'nextafter_',
         ),
     },
-    'joining': {
-        'ops': (
-            'block_diag', 'cartesian_prod', 'column_stack', 'combinations', 'diag', 'diag_embed',
-            'diagflat', 'dsplit', 'dstack', 'hsplit', 'hstack', 'tensor_split', 'trace', 'vsplit',
-            'vstack',
-        ),
-        'functions': (
-            'atleast_1d', 'atleast_2d', 'atleast_3d', 'block_diag', 'broadcast_shapes',
-            'broadcast_tensors', 'cartesian_prod', 'column_stack', 'combinations', 'diag',
-            'diag_embed', 'diagflat', 'dsplit', 'dstack', 'hsplit', 'hstack', 'meshgrid',
-            'row_stack', 'tensor_split', 'trace', 'tril_indices', 'triu_indices', 'vsplit',
-            'vstack',
-        ),
-        'methods': (
-            'diag', 'diag_embed', 'diagflat', 'dsplit', 'hsplit', 'tensor_split', 'trace',
-            'vsplit',
-        ),
-    },
     'closeness': {
         'ops': (
             'isclose', 'isin',
@@ -358,16 +347,18 @@ INDEX = {
         ),
         'functions': (
             'adaptive_avg_pool1d', 'adaptive_max_pool1d', 'affine_grid_generator', 'alpha_dropout',
-            'avg_pool1d', 'batch_norm', 'bilinear', 'binary_cross_entropy_with_logits', 'celu',
-            'channel_shuffle', 'conv1d', 'conv2d', 'conv3d', 'conv_tbc', 'conv_transpose1d',
-            'conv_transpose2d', 'conv_transpose3d', 'cosine_embedding_loss', 'cosine_similarity',
-            'ctc_loss', 'dropout', 'embedding', 'feature_alpha_dropout', 'feature_dropout',
-            'grid_sampler', 'grid_sampler_2d', 'grid_sampler_3d', 'group_norm', 'gru', 'gru_cell',
-            'hardshrink', 'hinge_embedding_loss', 'instance_norm', 'kl_div', 'layer_norm', 'lstm',
-            'lstm_cell', 'margin_ranking_loss', 'max_pool1d', 'max_pool1d_with_indices',
-            'max_pool2d', 'max_pool3d', 'pairwise_distance', 'pdist', 'pixel_shuffle',
-            'pixel_unshuffle', 'poisson_nll_loss', 'prelu', 'rms_norm', 'rnn_relu',
-            'rnn_relu_cell', 'rnn_tanh', 'rnn_tanh_cell', 'rrelu', 'selu', 'threshold',
+            'alpha_dropout_', 'avg_pool1d', 'batch_norm', 'bilinear',
+            'binary_cross_entropy_with_logits', 'celu', 'celu_', 'channel_shuffle', 'conv1d',
+            'conv2d', 'conv3d', 'conv_tbc', 'conv_transpose1d', 'conv_transpose2d',
+            'conv_transpose3d', 'cosine_embedding_loss', 'cosine_similarity', 'ctc_loss',
+            'dropout', 'dropout_', 'embedding', 'embedding_renorm_', 'feature_alpha_dropout',
+            'feature_alpha_dropout_', 'feature_dropout', 'feature_dropout_', 'grid_sampler',
+            'grid_sampler_2d', 'grid_sampler_3d', 'group_norm', 'gru', 'gru_cell', 'hardshrink',
+            'hinge_embedding_loss', 'instance_norm', 'kl_div', 'layer_norm', 'lstm', 'lstm_cell',
+            'margin_ranking_loss', 'max_pool1d', 'max_pool1d_with_indices', 'max_pool2d',
+            'max_pool3d', 'pairwise_distance', 'pdist', 'pixel_shuffle', 'pixel_unshuffle',
+            'poisson_nll_loss', 'prelu', 'rms_norm', 'rnn_relu', 'rnn_relu_cell', 'rnn_tanh',
+            'rnn_tanh_cell', 'rrelu', 'rrelu_', 'selu', 'selu_', 'threshold', 'threshold_',
             'triplet_margin_loss',
         ),
         'methods': (

@@ -21,8 +21,8 @@ from .._storage import _root
 
 MAX_KEYS = 1024     # keys per head up to which this path runs (2 x 32 x keys per thread)
 # Longer keys, where threads outnumber the key/value heads, up to this: threads then split the
-# query blocks (the tiled path's BLAS threads and kernel threads, woken in turn per tile, gained
-# nothing from a second thread at seq 4096; 1 thread keeps the tiled path, ~10% faster there).
+# query blocks (the tiled path's BLAS threads and kernel threads, woken in turn per tile, gain
+# nothing from a second thread on long sequences; 1 thread keeps the tiled path).
 MAX_SPLIT_KEYS = 16384
 
 
@@ -94,7 +94,7 @@ def _like(a, cols):
 def _fused_grads(q, k, v):
     """dq, dk, dv as the same slices of one new array where q, k, v are disjoint slices that
     fill one C-contiguous array (a fused qkv projection's output, split): split's backward
-    then joins them without a copy (``_ops/pieces.py``). None elsewhere."""
+    then joins them without a copy (``_ops/joining.py``). None elsewhere."""
     r = _root(q)
     if not (_root(k) is r and _root(v) is r and r.flags.c_contiguous and r.dtype == q.dtype and
             q.shape == k.shape == v.shape and q.strides == k.strides == v.strides and
