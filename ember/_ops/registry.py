@@ -41,25 +41,26 @@ def node_name(name, overload=0):
     return name.strip("_").title().replace("_", "") + f"Backward{int(overload)}"
 
 
-def _given(args, kwargs, pos, param, default):
-    v = args[pos] if len(args) > pos else kwargs.get(param, default)
-    return not (v is default or not hasattr(v, "_data") and v == default)
-
-
 def overload_if_given(name, pos, param, default=None):
     """A ``grad_name_of`` rule: torch's node of ``name`` is its overload 1 when argument
     ``param`` (at position ``pos``) is given (not ``default``), else overload 0: ``sum`` with a
     ``dim`` is SumBackward1."""
-    return lambda *args, **kwargs: node_name(name, _given(args, kwargs, pos, param, default))
+    names = node_name(name), node_name(name, 1)
+
+    def rule(*args, **kwargs):
+        v = args[pos] if len(args) > pos else kwargs.get(param, default)
+        return names[not (v is default or not hasattr(v, "_data") and v == default)]
+    return rule
 
 
 def overload_if_tensor(name, pos, param, tensor=1, number=0):
     """A ``grad_name_of`` rule: torch's node of ``name`` is its overload ``tensor`` when argument
     ``param`` (at position ``pos``) is a tensor, else ``number``: ``clamp_min`` with a tensor
     bound is ClampMinBackward1."""
+    names = node_name(name, number), node_name(name, tensor)
+
     def rule(*args, **kwargs):
-        v = args[pos] if len(args) > pos else kwargs.get(param)
-        return node_name(name, tensor if hasattr(v, "_data") else number)
+        return names[hasattr(args[pos] if len(args) > pos else kwargs.get(param), "_data")]
     return rule
 
 
