@@ -6,8 +6,11 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test test-all bench bench-full loc coverage docs kernels clean
 
-# setup.py compiles ember's optional C kernels (docs/kernels.md) during the editable install
-$(STAMP): pyproject.toml setup.py ember/_C/kernels.c ember/_C/rowops.h ember/_C/vecmath.h
+# setup.py compiles ember's two optional C parts (docs/kernels.md) during the editable install:
+# editing any C source or header of either rebuilds
+C_SOURCES := $(wildcard ember/_C/kernels/*.[ch] ember/_C/dispatch/*.[ch])
+
+$(STAMP): pyproject.toml setup.py $(C_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
@@ -47,4 +50,4 @@ docs: $(STAMP)
 	$(PY) tools/apidocs.py docs/api
 
 clean:
-	rm -rf $(VENV) build *.egg-info ember/_C/libember_kernels.so.1 ember/_C/libember_kernels_v3.so.1
+	rm -rf $(VENV) build *.egg-info ember/_C/kernels/libember_kernels*.so.1 ember/_C/dispatch/_dispatch.*.so

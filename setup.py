@@ -1,5 +1,7 @@
-"""Builds ember's optional CPU kernels (ember/_C/kernels.c, see docs/kernels.md) and the C fast
-path of dispatch (ember/_C/_dispatch.c); everything else about the package is in pyproject.toml.
+"""Builds ember's two optional C parts (docs/kernels.md): the kernel library
+(ember/_C/kernels/kernels.c, loaded with ctypes) and the dispatch extension
+(ember/_C/dispatch/_dispatch.c, a CPython module); everything else about the package is in
+pyproject.toml.
 
 The kernels are a plain C shared library that ember loads with ctypes. Building them is best
 effort: without OpenMP they build single-threaded, and without a working C compiler the install
@@ -16,7 +18,7 @@ from setuptools.command.build_ext import build_ext
 # (AVX-512 and AVX2 copies of the hot loops are picked at load time via target_clones). gcc's
 # "avx2" clone has no fma, and target_clones cannot ask for both in one copy, so on x86_64
 # Linux a second build of the same source for x86-64-v3 (AVX2 + FMA + F16C, the CPUs of most
-# laptops and of AMD's EPYC/Ryzen) sits beside it; ember/_C/__init__.py loads it on a CPU that
+# laptops and of AMD's EPYC/Ryzen) sits beside it; ember/_C/kernels/__init__.py loads it on a CPU that
 # has those features and no AVX-512 (the baseline's own avx512f clones serve those).
 # No -ffast-math: the vector exp relies on IEEE rounding, and the NumPy path is the reference.
 # -fno-trapping-math and -fno-math-errno change no result; they let gcc if-convert the
@@ -26,8 +28,8 @@ from setuptools.command.build_ext import build_ext
 FLAGS = ["-O3", "-g0", "-std=c99", "-fno-trapping-math", "-fno-math-errno", "-ffp-contract=fast",
          "-fvisibility=hidden"]
 
-LIB = "ember._C._kernels"
-LIB_V3 = "ember._C._kernels_v3"
+LIB = "ember._C.kernels._kernels"
+LIB_V3 = "ember._C.kernels._kernels_v3"
 FILES = {LIB: "libember_kernels.so.1", LIB_V3: "libember_kernels_v3.so.1"}
 X86_LINUX = sys.platform.startswith("linux") and os.uname().machine == "x86_64"
 
@@ -62,28 +64,24 @@ class OptionalBuildExt(build_ext):
               if ext.name == LIB else "the baseline build serves AVX2 CPUs"), file=sys.stderr)
 
 
-KERNEL_HEADERS = ["ember/_C/" + h for h in (
-    "rowops.h", "vecmath.h", "winograd.h", "attention.h", "attention_small.h", "scan.h",
-    "gather.h", "im2col.h", "lstm.h", "gemm.h", "half.h", "blas_gemm.h", "sgemm.h",
-    "sgemm_tiles.h", "select.h")]
+KERNELS, DISPATCH = "ember/_C/kernels/", "ember/_C/dispatch/"
+
+
+def sources(folder):
+    """Every C file of ``folder``: an edited header rebuilds what includes it."""
+    return sorted(folder + f for f in os.listdir(folder) if f.endswith((".c", ".h")))
 
 
 def kernels(name, source, flags):
-    return Extension(name, [source], extra_compile_args=FLAGS + flags,
-                     depends=KERNEL_HEADERS + ["ember/_C/kernels.c"], libraries=["m"],
-                     optional=True)
+    return Extension(name, [KERNELS + source], extra_compile_args=FLAGS + flags,
+                     depends=sources(KERNELS), libraries=["m"], optional=True)
 
 
 setup(
-    ext_modules=[kernels(LIB, "ember/_C/kernels.c", [])] + (
-        [kernels(LIB_V3, "ember/_C/kernels_v3.c", ["-march=x86-64-v3"])] if X86_LINUX else []) + [
-                 # dispatch's fast path as a CPython extension (ember/_ops/dispatch.py)
-                 Extension("ember._C._dispatch", ["ember/_C/_dispatch.c"],
-                           depends=["ember/_C/record.h", "ember/_C/engine.h",
-                                    "ember/_C/tensor.h", "ember/_C/operator.h",
-                                    "ember/_C/nodes.h", "ember/_C/opattr.h",
-                                    "ember/_C/view.h", "ember/_C/several.h",
-                                    "ember/_C/inplace.h"],
-                           extra_compile_args=["-O2", "-g0"], optional=True)],
+    ext_modules=[kernels(LIB, "kernels.c", [])] + (
+        [kernels(LIB_V3, "kernels_v3.c", ["-march=x86-64-v3"])] if X86_LINUX else []) + [
+        # dispatch's fast path as a CPython extension (ember/_ops/dispatch.py)
+        Extension("ember._C.dispatch._dispatch", [DISPATCH + "_dispatch.c"],
+                  depends=sources(DISPATCH), extra_compile_args=["-O2", "-g0"], optional=True)],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -8,18 +8,17 @@ import gc as _gc
 import os as _os
 
 # OpenBLAS's idle threads spin for ~2^28 cycles after each call and starve ember's OpenMP
-# kernels on the same cores (the GPT step at 2 threads on 2 cores: 61-88 ms, 47-52 ms with
-# 2^18); much shorter makes back-to-back small BLAS calls pay a wake-up each (a 256^3 matmul
-# at 2 threads: ~220 GFLOP/s at 2^18, 125-190 at 2^4). OpenBLAS reads the setting when NumPy
-# loads it, so it only takes where ember is imported before NumPy; a user's own setting wins.
+# kernels on the same cores; much shorter makes back-to-back small BLAS calls pay a wake-up
+# each, so 2^18 (docs/performance-log.md). OpenBLAS reads the setting when NumPy loads it, so
+# it only takes where ember is imported before NumPy; a user's own setting wins.
 if "OPENBLAS_THREAD_TIMEOUT" not in _os.environ and "GOTO_THREAD_TIMEOUT" not in _os.environ:
     _os.environ["OPENBLAS_THREAD_TIMEOUT"] = "18"
 
 # NOTE: loading the package makes ~100k objects and no garbage, and the cyclic collector would
-# walk them (and numpy's) ~20 times on the way: paused meanwhile, it saves ~10% of import ember.
-# At the end they join the oldest generation (freeze + unfreeze, no walk), as they would after
-# a few collections, rather than be walked by the first young collection after the import
-# (another ~10%). (Young garbage from before the import waits for a full collection with them.)
+# walk them (and numpy's) many times on the way, so it is paused meanwhile. At the end they
+# join the oldest generation (freeze + unfreeze, no walk), as they would after a few
+# collections, rather than be walked by the first young collection after the import. (Young
+# garbage from before the import waits for a full collection with them.)
 _gc_was_enabled = _gc.isenabled()
 _gc.disable()
 try:
@@ -57,7 +56,8 @@ try:
         channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format)
     from . import _composites  # noqa: E402
 
-    _composites.install(globals())      # (_aten_nn's and _numerics' names load on first use)
+    # (with joining's plain functions; _aten_nn's and _numerics' names load on first use)
+    _composites.install(globals(), _ops.joining)
     _ops.lazy.install_stubs(Tensor)     # methods of the op families that load on first use
     from .autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402,F401
                                      is_grad_enabled, is_inference_mode_enabled, no_grad,

@@ -5,7 +5,7 @@ autograd flows through the ops they call) and Python-level plumbing. ``FUNCTIONS
 import numpy as np
 
 from . import _dtype
-from ._ops import pieces
+from ._ops import joining
 from ._tensor import Tensor
 
 # ---- predicates and small queries -------------------------------------------------------------
@@ -47,7 +47,7 @@ def ravel(input):
 
 def split_with_sizes(input, split_sizes, dim=0):
     """Split into pieces of the given sizes along ``dim`` (as ``split`` with a list)."""
-    return pieces.split(input, list(split_sizes), dim)
+    return joining.split(input, list(split_sizes), dim)
 
 
 def unravel_index(indices, shape):
@@ -301,7 +301,7 @@ def powers(x, n):
     first = ones(tuple(x.shape) + (min(n, 1),), dtype=x.dtype, device=x.device)
     if n <= 1:
         return first
-    return pieces.cat([first, x.unsqueeze(-1).expand(*x.shape, n - 1).cumprod(-1)], -1)
+    return joining.cat([first, x.unsqueeze(-1).expand(*x.shape, n - 1).cumprod(-1)], -1)
 
 
 def vander(x, N=None, increasing=False):
@@ -375,6 +375,6 @@ def install(namespace, *more):
     for mod in (None,) + more:
         for name, f in (mod.FUNCTIONS if mod else FUNCTIONS).items():
             namespace.setdefault(name, f)
-        for name, f in (mod.METHODS if mod else METHODS).items():
+        for name, f in (getattr(mod, "METHODS", {}) if mod else METHODS).items():
             if not hasattr(Tensor, name):
                 setattr(Tensor, name, f)

@@ -1,11 +1,11 @@
 """``Size``: a tensor's shape. Its own module so autograd's graph can use it without importing
 ``_tensor`` (which imports autograd)."""
-from . import _C
+from ._C.dispatch import ext as _ext
 
 
 # the C extension's SizeBase (indexing in C: ``x.shape[0]`` without a Python frame), or tuple
 # without it, where the Size.__getitem__ below is the reference
-_Base = _C.dispatch_ext.SizeBase if _C.dispatch_ext is not None else tuple
+_Base = _ext.SizeBase if _ext is not None else tuple
 
 
 class Size(_Base):

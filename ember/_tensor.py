@@ -4,7 +4,8 @@ import weakref
 
 import numpy as np
 
-from . import _C, _dtype
+from . import _dtype
+from ._C import dispatch as _c_dispatch
 from ._backends import backend
 from ._device import CPU, to_device
 from ._size import Size
@@ -22,11 +23,11 @@ _new = object.__new__
 
 
 def _c_ext():
-    """The C extension (``ember/_C/_dispatch.c``) whose ``TensorBase`` holds a Tensor's hot
+    """The C extension (``ember/_C/dispatch/_dispatch.c``) whose ``TensorBase`` holds a Tensor's hot
     fields, or None when it is not built or ``EMBER_NO_C=1``: then Tensor is a plain class and
     the fields' defaults are class attributes. dispatch's C fast path is used exactly when
     this is not None."""
-    ext = _C.dispatch_ext
+    ext = _c_dispatch.ext
     if ext is not None:
         ext.tensor_defaults(CPU, Size)
     return ext
@@ -75,7 +76,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
 
     # The hot fields: _data, dtype, device, grad, grad_fn, _requires_grad, _storage, _base,
     # _view_fn, _output_nr, _grad_acc, _post_acc_hooks, _retains_grad, _view_version. With the
-    # C extension they are TensorBase's slots (ember/_C/tensor.h), which a new tensor gets with
+    # C extension they are TensorBase's slots (ember/_C/dispatch/tensor.h), which a new tensor gets with
     # these defaults: read and written by offset from C, and in a few instructions from Python.
     # (A class attribute of one of these names would hide the slot.) Without it, the defaults
     # live on the class so a new tensor only stores what differs.
@@ -560,8 +561,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         return self.to(device if device is not None else "cuda")
 
     def _as(self, dt):
-        # (itself when the dtype is already dt, without to()'s argument parsing: x.float() on
-        # a float32 tensor 7.7k -> 1.7k instructions)
+        # (itself when the dtype is already dt, without to()'s argument parsing)
         return self if self.dtype is dt else _cast(self, dt)
 
     def float(self):

@@ -2,7 +2,6 @@
 import argparse
 import os
 import sys
-import time
 
 
 def _demo(args):
@@ -52,8 +51,8 @@ def _info(args):
           f"{platform.python_version()} ({platform.system()} {platform.machine()})")
     lib = blas.library if blas.available() else None
     print(f"BLAS: {lib or 'not reachable directly (NumPy matmul only)'}")
-    from ember import _C
-    print(f"C kernels: {_C.describe()}")
+    from ember._C import kernels
+    print(f"C kernels: {kernels.describe()}")
     print(f"threads: {ember.get_num_threads()} (interop {ember.get_num_interop_threads()}), "
           f"{os.cpu_count()} CPUs")
     from ember import cuda

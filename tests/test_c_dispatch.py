@@ -1,4 +1,4 @@
-"""dispatch's C fast path (ember/_C/_dispatch.c) against the Python dispatch it copies.
+"""dispatch's C fast path (ember/_C/dispatch/_dispatch.c) against the Python dispatch it copies.
 
 The whole suite runs with the extension (when built) and with ``EMBER_NO_C=1``; here each call
 is made both ways in one process and the results, dtypes, graphs and errors compared."""
@@ -145,8 +145,8 @@ def test_no_c_env_keeps_python_dispatch():
     assert r.stdout.strip() == "ok", r.stderr
 
 
-# ---- graph recording (_C/record.h against graph.simple_node) and the engine's loop
-# (_C/engine.h against engine.run_backward's Python loop) ---------------------------------------
+# ---- graph recording (_C/dispatch/record.h against graph.simple_node) and the engine's loop
+# (_C/dispatch/engine.h against engine.run_backward's Python loop) ---------------------------------------
 
 def _fields(node):
     """What a node recorded, comparable across two graphs (leaves' accumulators by variable)."""
@@ -306,7 +306,7 @@ def test_quick_view_is_dispatchs_view():
     assert seen[1] == ((0,), True) and z.grad.tolist() == [2.0, 2.0, 2.0]
 
 
-# ---- Tensor's fields: TensorBase's slots (_C/tensor.h) against the class defaults of the pure
+# ---- Tensor's fields: TensorBase's slots (_C/dispatch/tensor.h) against the class defaults of the pure
 # Python Tensor (EMBER_NO_C=1) --------------------------------------------------------------------
 
 _FIELDS = ("device", "grad", "grad_fn", "_requires_grad", "_storage", "_base", "_view_fn",
@@ -396,7 +396,7 @@ def test_tensor_fields_are_slots():
 
 @needs_c
 def test_opdef_attributes_are_read_fresh():
-    # _C/opattr.h caches an OpDef's attributes against its __dict__'s version: a change is seen
+    # _C/dispatch/opattr.h caches an OpDef's attributes against its __dict__'s version: a change is seen
     x = ember.tensor([1.0, 2.0])
     fwd, ufunc = P.mul.fwd, P.mul.ufunc
     try:
@@ -732,7 +732,7 @@ def test_several_path_errors_are_pythons():
 
 @needs_c
 def test_grad_and_anomaly_flags_are_read_fresh():
-    # _C/opattr.h caches the grad-mode and anomaly flags against their __dict__'s version (and
+    # _C/dispatch/opattr.h caches the grad-mode and anomaly flags against their __dict__'s version (and
     # their class's): a change is seen at once, on the instance or as the class's default
     from ember.autograd import anomaly_mode, grad_mode
     x = ember.tensor([1.0, 2.0], requires_grad=True)

@@ -1,12 +1,12 @@
-"""Matrix products through the ``bmm`` kernel (ember/_ops/gemm.py, ember/_C/gemm.h) and
-ember's float32 GEMM (ember/_C/sgemm.h) against the NumPy path and torch: odd shapes,
+"""Matrix products through the ``bmm`` kernel (ember/_ops/gemm.py, ember/_C/kernels/gemm.h) and
+ember's float32 GEMM (ember/_C/kernels/sgemm.h) against the NumPy path and torch: odd shapes,
 transposed and strided operands, broadcast batch dims, empty dims, every dtype matmul takes
 (the kernel's float32/float64 and the fallbacks), values and gradients, 1 and 2 threads."""
 import numpy as np
 import pytest
 
 import ember
-from ember import _C
+from ember._C import kernels
 from ember._ops import gemm
 
 try:
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.usefixtures("threads")   # each test at 1 and 2 threads
 
 # the kernels are there (built, and not turned off by EMBER_NO_C=1); OWN: this CPU runs
 # ember's float32 GEMM (AVX-512, or AVX2 with FMA: there on several threads only)
-BUILT = _C.kernel("bmm", np.dtype(np.float32)) is not None
+BUILT = kernels.kernel("bmm", np.dtype(np.float32)) is not None
 OWN = gemm._own_gemm(nt=2) is not None
 NEEDS_OWN = "ember's float32 GEMM needs AVX-512 or AVX2 and the built kernels"
 
@@ -142,7 +142,7 @@ def test_kernel_against_numpy_path(case, dtype, threads, kernel_calls, own_calls
     assert bool(kernel_calls) == (BUILT and runs and threads > 1 and not own)
     assert bool(own_calls) == (own and (runs or case is CASES[5]))
     got = _matmul(a, b, grad=True)
-    with _C.disabled():
+    with kernels.disabled():
         ref = _matmul(a, b, grad=True)
     for what, x, y in zip(["value", "grad a", "grad b"], got, ref):
         assert x.dtype == y.dtype and x.shape == y.shape, what
@@ -234,7 +234,7 @@ def test_own_gemm_2d(shape, view_a, view_b, threads, own_calls):
     if OWN and m >= 1024 and la and lb and la[0] == gemm._NO_T:
         assert own_calls
     got = _matmul(a, b, grad=True)
-    with _C.disabled():
+    with kernels.disabled():
         ref = _matmul(a, b, grad=True)
     for what, x, y in zip(["value", "grad a", "grad b"], got, ref):
         np.testing.assert_allclose(x, y, err_msg=what, rtol=1e-5, atol=2e-5 * (1 + k) ** 0.5)

@@ -1,4 +1,4 @@
-"""Which build of the kernel library a process loads (ember/_C/__init__.py: the x86-64-v3 copy
+"""Which build of the kernel library a process loads (ember/_C/kernels/__init__.py: the x86-64-v3 copy
 on an AVX2 + FMA CPU without AVX-512, else the baseline with its target clones), and that the
 two builds compute the same results."""
 import os
@@ -8,10 +8,10 @@ import sys
 import numpy as np
 import pytest
 
-from ember import _C
+from ember._C import kernels
 
-V3 = os.path.join(os.path.dirname(_C.__file__), "libember_kernels_v3.so.1")
-BASE = os.path.join(os.path.dirname(_C.__file__), "libember_kernels.so.1")
+V3 = os.path.join(os.path.dirname(kernels.__file__), "libember_kernels_v3.so.1")
+BASE = os.path.join(os.path.dirname(kernels.__file__), "libember_kernels.so.1")
 HAS_V3 = os.path.exists(V3) and os.path.exists(BASE)
 AVX2_FMA = {"avx", "avx2", "fma", "f16c", "bmi1", "bmi2", "movbe", "abm"}
 
@@ -25,15 +25,15 @@ AVX2_FMA = {"avx", "avx2", "fma", "f16c", "bmi1", "bmi2", "movbe", "abm"}
 def test_library_choice(monkeypatch, flags, env, want):
     if not HAS_V3:
         pytest.skip("no x86-64-v3 build here (not x86_64 Linux, or it did not compile)")
-    monkeypatch.setattr(_C, "_cpu_flags", lambda: set(flags))
+    monkeypatch.setattr(kernels, "_cpu_flags", lambda: set(flags))
     monkeypatch.delenv("EMBER_KERNELS", raising=False)
     if env:
         monkeypatch.setenv("EMBER_KERNELS", env)
-    assert _C.library_path() == want
+    assert kernels.library_path() == want
 
 
 def test_cpu_flags_read_from_proc():
-    flags = _C._cpu_flags()
+    flags = kernels._cpu_flags()
     if os.path.exists("/proc/cpuinfo") and os.uname().machine == "x86_64":
         assert {"sse2", "fpu"} <= flags
     assert isinstance(flags, set)
@@ -41,7 +41,7 @@ def test_cpu_flags_read_from_proc():
 
 _PROBE = """
 import numpy as np, ember, ember.nn.functional as F
-from ember import _C
+from ember._C import kernels
 rng = np.random.default_rng(0)
 x = ember.tensor(rng.standard_normal((64, 300)).astype(np.float32), requires_grad=True)
 w = ember.tensor(rng.standard_normal(300).astype(np.float32))
@@ -49,7 +49,7 @@ y = F.gelu(x) + F.softmax(x, 1) + F.layer_norm(x, (300,), w) + x.exp() * 0
 y = y + F.cross_entropy(x, ember.tensor(rng.integers(0, 300, 64)), reduction="none")[:, None]
 y.sum().backward()
 np.save(__import__("sys").argv[1], np.stack([y.detach().numpy(), x.grad.numpy()]))
-print(_C.library_path())
+print(kernels.library_path())
 """
 
 

@@ -1,4 +1,4 @@
-"""The C kernels (ember/_C) against the NumPy reference path they replace: forward and
+"""The C kernels (ember/_C/kernels) against the NumPy reference path they replace: forward and
 backward, float32 and float64, odd and 3-D shapes, non-contiguous inputs, 1 and 2 threads."""
 import contextlib
 import math
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import ember
-from ember import _C
+from ember._C import kernels
 
 F = ember.nn.functional
-pytestmark = [pytest.mark.skipif(_C.kernel("softmax", np.dtype(np.float32)) is None,
+pytestmark = [pytest.mark.skipif(kernels.kernel("softmax", np.dtype(np.float32)) is None,
                                  reason="C kernels not built, or EMBER_NO_C set"),
               pytest.mark.usefixtures("threads")]   # each test at 1 and 2 threads
 
@@ -42,10 +42,10 @@ def check(fn, arrays, grad_index=(0,), rows=1):
     """fn with kernels against fn on the NumPy path: values and gradients. ``rows``: how many
     rows the gradients of arrays after the first sum over (a weight's or bias's): float32
     rounding grows with it on both paths, so their absolute tolerance does too."""
-    assert _C.kernel("softmax", np.dtype(np.float32)) is not None
+    assert kernels.kernel("softmax", np.dtype(np.float32)) is not None
     fast = _run(fn, arrays, grad_index)
-    with _C.disabled():
-        assert _C.kernel("softmax", np.dtype(np.float32)) is None
+    with kernels.disabled():
+        assert kernels.kernel("softmax", np.dtype(np.float32)) is None
         ref = _run(fn, arrays, grad_index)
     for what, a, b in zip(["value"] + [f"grad {i}" for i in grad_index], fast, ref):
         assert a.dtype == b.dtype and a.shape == b.shape, what
@@ -77,7 +77,7 @@ def test_softmax_infinities(name, dtype):
     x[0, :4] = -np.inf                           # a masked row, as in attention
     x[1, 2] = np.inf
     fast = getattr(ember, name)(ember.tensor(x), -1).numpy()
-    with _C.disabled():
+    with kernels.disabled():
         ref = getattr(ember, name)(ember.tensor(x), -1).numpy()
     np.testing.assert_allclose(fast, ref, **TOL[dtype])
 
@@ -165,7 +165,7 @@ def test_cross_entropy(reduction, shape, dtype, noncontig):
 def test_cross_entropy_kernel_checks_targets(bad, dtype):
     # the kernel counts the targets it does not ignore and refuses one out of range (-1,
     # nothing written): the reference path then raises torch's error
-    fn = ember._C.kernel("cross_entropy", np.dtype(dtype))
+    fn = ember._C.kernels.kernel("cross_entropy", np.dtype(dtype))
     if fn is None:
         pytest.skip("C kernels not built")
     x = np.zeros((4, 5), dtype)
@@ -204,14 +204,14 @@ def test_bias_kernels_are_numpys_bit_for_bit(shape, dtype):
     a = rng.standard_normal(shape).astype(dtype)
     a[0, 0] = -0.0
     b = rng.standard_normal(shape[1]).astype(dtype)
-    s = _C.sum_rows(a)
+    s = kernels.sum_rows(a)
     ref = np.add.reduce(a, 0)
     assert np.array_equal(s, ref) and np.array_equal(np.signbit(s), np.signbit(ref))
     out = a.copy()
-    assert _C.add_bias(out, b) and np.array_equal(out, a + b)
+    assert kernels.add_bias(out, b) and np.array_equal(out, a + b)
     # what they leave to NumPy: one column (summed pairwise there), small or strided arrays
-    assert _C.sum_rows(a[:, :1].copy()) is None and _C.sum_rows(a[:, ::2]) is None
-    assert _C.sum_rows(a[:8]) is None and not _C.add_bias(a[:, ::2], b[::2])
+    assert kernels.sum_rows(a[:, :1].copy()) is None and kernels.sum_rows(a[:, ::2]) is None
+    assert kernels.sum_rows(a[:8]) is None and not kernels.add_bias(a[:, ::2], b[::2])
 
 
 @pytest.mark.parametrize("bad", [65, -1])
@@ -242,7 +242,7 @@ def test_adamw_bit_identical(amsgrad, foreach, dtype):
                     p.grad = ember.tensor(rng.standard_normal(tuple(p.shape)).astype(dtype))
                 opt.step()
         return [p.detach().numpy() for p in ps]
-    for a, b in zip(run(contextlib.nullcontext()), run(_C.disabled())):
+    for a, b in zip(run(contextlib.nullcontext()), run(kernels.disabled())):
         np.testing.assert_array_equal(a, b)
 
 
@@ -287,12 +287,12 @@ def test_erf_float32(name, noncontig):
     x = _input((3, 1023), "float32", noncontig)
     x.reshape(-1)[:6] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30]
     fast = getattr(ember, name)(ember.tensor(x)).numpy()
-    with _C.disabled():
+    with kernels.disabled():
         ref = getattr(ember, name)(ember.tensor(x)).numpy()
     np.testing.assert_allclose(fast, ref, rtol=1e-6, atol=1e-37)
     grid = np.linspace(-9, 9, 100001, dtype=np.float32)
     fast = getattr(ember, name)(ember.tensor(grid)).numpy()
-    with _C.disabled():
+    with kernels.disabled():
         ref = getattr(ember, name)(ember.tensor(grid)).numpy()
     np.testing.assert_allclose(fast, ref, rtol=1e-6, atol=1e-36)
 
@@ -320,7 +320,7 @@ def test_winograd_conv(case, dtype, transposed):
         p = (padding,) * 2 if isinstance(padding, int) else padding
         assert conv_winograd.forward(x, w, (1, 1), p, (1, 1), groups) is not None
     fast = _run(fn, [x, w], (0, 1))
-    with _C.disabled():
+    with kernels.disabled():
         ref = _run(fn, [x, w], (0, 1))
     # the transforms reorder the sums: compare against each result's scale
     tol = 2e-6 if dtype == "float32" else 1e-14
@@ -418,7 +418,7 @@ def test_gather_scatter_every_dim(shape, dtype, noncontig):
             for fn in (lambda t: t.gather(dim, idx), lambda t: t.scatter_add(dim, idx, s),
                        lambda t: (t * 2).scatter(dim, idx, 0.5)):
                 fast = _run(fn, [x])
-                with _C.disabled():
+                with kernels.disabled():
                     ref = _run(fn, [x])
                 for a, b in zip(fast, ref):
                     np.testing.assert_array_equal(a, b)
@@ -460,7 +460,7 @@ def test_long_1d_scatter(threads, dtype):
     want = x.copy()
     np.add.at(want, i, v)
     assert xt.scatter_add(0, it, vt).numpy().tobytes() == want.tobytes()
-    with _C.disabled():
+    with kernels.disabled():
         ref = xt.scatter(0, it, vt).numpy()
     assert xt.scatter(0, it, vt).numpy().tobytes() == ref.tobytes()
     inplace = xt.clone()
@@ -587,7 +587,7 @@ def test_scatter_reduce_max_min_kernel(threads, dtype, reduce):
         want[j] = b if b != b or (b > a if reduce == "amax" else b < a) else a
     got = ember.tensor(x).scatter_reduce(0, ember.tensor(i), ember.tensor(v), reduce).numpy()
     assert got.tobytes() == want.tobytes()
-    with _C.disabled():
+    with kernels.disabled():
         ref = ember.tensor(x).scatter_reduce(0, ember.tensor(i), ember.tensor(v), reduce,
                                              include_self=False).numpy()
     got = ember.tensor(x).scatter_reduce(0, ember.tensor(i), ember.tensor(v), reduce,
@@ -595,7 +595,7 @@ def test_scatter_reduce_max_min_kernel(threads, dtype, reduce):
     assert got.tobytes() == ref.tobytes()
     x2, v2 = x.reshape(50, 100), v.reshape(100, 100)
     i2 = rng.integers(0, 100, (50, 100))
-    with _C.disabled():
+    with kernels.disabled():
         ref = ember.tensor(x2).scatter_reduce(1, ember.tensor(i2), ember.tensor(v2), reduce)
     got = ember.tensor(x2).scatter_reduce(1, ember.tensor(i2), ember.tensor(v2), reduce)
     assert got.numpy().tobytes() == ref.numpy().tobytes()
@@ -646,7 +646,7 @@ def test_im2col_conv(case, dtype, noncontig, transposed):
             mp.setattr(conv_cols, name, lambda *a, real=real: calls.append(real(*a)) or calls[-1])
         fast = _run(fn, [x, w], (0, 1))
     assert len(calls) == 3 and all(c is not None for c in calls)     # the kernels ran
-    with _C.disabled():
+    with kernels.disabled():
         ref = _run(fn, [x, w], (0, 1))
     tol = 2e-6 if dtype == "float32" else 1e-14
     for what, a, b in zip(["value", "grad input", "grad weight"], fast, ref):
@@ -671,7 +671,7 @@ def test_half_conversions_match_numpy_bit_for_bit():
     # subnormals) down: F16C and NumPy both round to nearest even
     f16, f32 = np.dtype(np.float16), np.dtype(np.float32)
     every = np.arange(65536, dtype=np.uint16).view(np.float16)
-    np.testing.assert_array_equal(_C.astype(every, f32), every.astype(f32))
+    np.testing.assert_array_equal(kernels.astype(every, f32), every.astype(f32))
     rng = np.random.default_rng(0)
     bits = rng.integers(0, 2**32, 1 << 20, dtype=np.uint64).astype(np.uint32)
     bits[:6] = np.array([0x7F800000, 0xFF800000, 0x477FF000, 0x477FEFFF, 0x33000001, 1],
@@ -679,18 +679,18 @@ def test_half_conversions_match_numpy_bit_for_bit():
     wide = bits.view(np.float32)
     with np.errstate(over="ignore"):
         want = wide.astype(f16)
-    got = _C.astype(wide, f16)
+    got = kernels.astype(wide, f16)
     nan = np.isnan(want)
     assert np.array_equal(np.isnan(got), nan)
     np.testing.assert_array_equal(got[~nan].view(np.uint16), want[~nan].view(np.uint16))
     odd = wide[: 4099 * 3].reshape(4099, 3)[:, 1]       # strided: NumPy's astype serves it
     with np.errstate(over="ignore"):
-        np.testing.assert_array_equal(_C.astype(odd, f16).view(np.uint16),
+        np.testing.assert_array_equal(kernels.astype(odd, f16).view(np.uint16),
                                       odd.astype(f16).view(np.uint16))
 
 
 def test_ptr_matches_ctypes_data():
-    """_C.ptr (the C data_ptr when built) gives the address a.ctypes.data gives: offsets,
+    """kernels.ptr (the C data_ptr when built) gives the address a.ctypes.data gives: offsets,
     strided and transposed views, zero-size arrays, ndarray subclasses, None."""
     class Sub(np.ndarray):
         pass
@@ -698,8 +698,8 @@ def test_ptr_matches_ctypes_data():
     a = np.arange(24, dtype=np.float32).reshape(4, 6)
     for x in (a, a[1:], a[:, 2:], a[::2, ::3], a.T, a[0, 0:0], np.array(1.0),
               a.view(Sub), np.ma.masked_array(a)):
-        assert _C.ptr(x) == x.ctypes.data
-    assert _C.ptr(None) is None
+        assert kernels.ptr(x) == x.ctypes.data
+    assert kernels.ptr(None) is None
 
 
 @pytest.mark.parametrize("bad", [None, -1, 20000])

@@ -1,4 +1,4 @@
-"""Blockwise attention's kernel path (BLAS GEMMs + the tile kernels of ember/_C/attention.h)
+"""Blockwise attention's kernel path (BLAS GEMMs + the tile kernels of ember/_C/kernels/attention.h)
 against its reference path in ember ops: values and q/k/v gradients, float32 and float64,
 causal and not, L < S and L > S, odd tile sizes (rows that see no key of a tile), non-contiguous
 inputs, grouped-query attention, 1 and 2 threads; and double backward, which always takes the
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import ember
-from ember import _C
+from ember._C import kernels
 from ember.nn import _attention, _attention_small
 
-pytestmark = pytest.mark.skipif(_C.kernel("attn_fwd_tile", np.dtype(np.float32)) is None,
+pytestmark = pytest.mark.skipif(kernels.kernel("attn_fwd_tile", np.dtype(np.float32)) is None,
                                 reason="C kernels not built, or EMBER_NO_C set")
 
 TOL = {"float32": dict(rtol=1e-4, atol=1e-5), "float64": dict(rtol=1e-11, atol=1e-12)}
@@ -49,7 +49,7 @@ def test_kernel_path_matches_reference(tiles, threads, dtype, q_shape, kv_shape,
     arrays = [a.astype(dtype) for a in arrays]
     assert _attention._forward_kernel(*arrays, 0.5, True) is not None
     fast = _run(arrays, kw)
-    with _C.disabled():
+    with kernels.disabled():
         assert _attention._forward_kernel(*arrays, 0.5, True) is None
         ref = _run(arrays, kw)
     for what, a, b in zip(["out", "dq", "dk", "dv"], fast, ref):

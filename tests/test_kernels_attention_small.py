@@ -1,4 +1,4 @@
-"""Short-sequence attention's kernels (ember/_C/attention_small.h: every head in one call)
+"""Short-sequence attention's kernels (ember/_C/kernels/attention_small.h: every head in one call)
 against the blockwise reference path in ember ops: values and q/k/v gradients, float32 and
 float64, causal and not, L < S and L > S, row counts around the kernel's 32-row blocks, odd
 head sizes, dv != d, grouped-query attention, strided / transposed / expanded inputs (read in
@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 import ember
-from ember import _C
+from ember._C import kernels
 from ember.nn import _attention, _attention_small
 
 pytestmark = pytest.mark.skipif(
-    _C.kernel("attn_small_fwd", np.dtype(np.float32)) is None or
+    kernels.kernel("attn_small_fwd", np.dtype(np.float32)) is None or
     not _attention_small.applies(*[np.zeros((2, 2), np.float32)] * 3),
     reason="C kernels not built, EMBER_NO_C set, or no BLAS found")
 
@@ -36,7 +36,7 @@ def _compare(tensors, kw, dtype):
     arrays = [t._data for t in tensors]
     assert _attention_small.forward(*arrays, 0.5, True) is not None
     fast = _run(tensors, kw)
-    with _C.disabled():
+    with kernels.disabled():
         assert _attention_small.forward(*arrays, 0.5, True) is None
         ref = _run(tensors, kw)
     for what, a, b in zip(["out", "dq", "dk", "dv"], fast, ref):
@@ -81,7 +81,7 @@ def test_fused_qkv_views_read_in_place(threads, dtype):
         assert g.strides == a.strides
         assert g.ctypes.data - grads[0].ctypes.data == a.ctypes.data - arrays[0].ctypes.data
     with ember.no_grad():           # (as in a backward without create_graph)
-        joined = ember._ops.pieces._side_by_side(
+        joined = ember._ops.joining._side_by_side(
             [ember.Tensor._wrap(g.swapaxes(1, 2).reshape(B, L, H * d)) for g in grads], 2)
     assert joined.is_contiguous() and joined._data.ctypes.data == grads[0].ctypes.data
     # inputs that are not one array's disjoint slices get arrays of their own

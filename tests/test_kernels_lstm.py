@@ -1,4 +1,4 @@
-"""The LSTM layer's C kernels (``lstm_fwd`` / ``lstm_bwd`` in ember/_C/lstm.h, reached from the
+"""The LSTM layer's C kernels (``lstm_fwd`` / ``lstm_bwd`` in ember/_C/kernels/lstm.h, reached from the
 ``_lstm_layer`` op) against its NumPy time loops: outputs, final states and every gradient,
 float32 and float64, odd sizes (SIMD remainders), non-contiguous inputs, batch_first,
 bidirectional, given initial states, gradients through h_n / c_n only, 1 and 2 threads; and
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember import _C
+from ember._C import kernels
 from ember._ops import recurrent
 
 pytestmark = [
@@ -43,7 +43,7 @@ def _run(model, x, states=None, loss="all"):
 
 def check(model, x, states=None, loss="all"):
     fast = _run(model, x, states, loss)
-    with _C.disabled():
+    with kernels.disabled():
         assert recurrent._layer_kernel("lstm_fwd", np, np.float32) is None
         ref = _run(model, x, states, loss)
     for k, (a, b) in enumerate(zip(fast, ref)):
@@ -61,10 +61,10 @@ def _input(shape, dtype, noncontig=False, seed=0):
 @pytest.fixture(params=[False, True], ids=["panels", "blas"])
 def step_gemm(request):
     """The per-step product by the kernel's own panel loop (AVX-512) or by BLAS."""
-    _C.kernel("lstm_fwd", np.dtype(np.float32))        # (loads the library)
-    _C._lib.lstm_force_blas(int(request.param))
+    kernels.kernel("lstm_fwd", np.dtype(np.float32))        # (loads the library)
+    kernels._lib.lstm_force_blas(int(request.param))
     yield
-    _C._lib.lstm_force_blas(0)
+    kernels._lib.lstm_force_blas(0)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -110,7 +110,7 @@ def test_layer_op_reduced_precision_and_views():
         args = [ember.tensor(a).to(dtype) for a in (xproj, h0, c0, w, b)]
         for reverse in (False, True):
             fast = recurrent.lstm_layer(*args, reverse)
-            with _C.disabled():
+            with kernels.disabled():
                 ref = recurrent.lstm_layer(*args, reverse)
             for a, r in zip(fast, ref):
                 assert a.dtype == dtype

@@ -118,15 +118,15 @@ def test_embedding_backward_sums_repeated_rows():
 
 def test_split_backward_joins_fused_attention_gradients_without_a_copy(monkeypatch):
     torch = pytest.importorskip("torch")
-    from ember._ops import pieces
+    from ember._ops import joining
     joined = []
 
     def spy(g, dim):
         out = side_by_side(g, dim)
         joined.append(out is not None)
         return out
-    side_by_side = pieces._side_by_side
-    monkeypatch.setattr(pieces, "_side_by_side", spy)
+    side_by_side = joining._side_by_side
+    monkeypatch.setattr(joining, "_side_by_side", spy)
     x = np.random.default_rng(0).standard_normal((2, 10, 3 * 8)).astype(np.float32)
     grads = []
     for T in (ember, torch):
@@ -135,7 +135,7 @@ def test_split_backward_joins_fused_attention_gradients_without_a_copy(monkeypat
         y = T.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
         (y * y).sum().backward()
         grads.append(xt.grad.numpy())
-    if ember._C.kernel("attn_small_fwd", np.float32) is not None:
+    if ember._C.kernels.kernel("attn_small_fwd", np.float32) is not None:
         assert joined == [True]
     np.testing.assert_allclose(*grads, rtol=1e-5, atol=1e-5)
 
@@ -148,8 +148,8 @@ def test_split_backward_cats_gradients_that_are_not_side_by_side():
     with ember.no_grad():
         g = ember.ones(4, 6)
         parts = [g[:, 2:4], g[:, 0:2], g[:, 4:6]]          # side by side, but not in order
-        assert ember._ops.pieces._side_by_side(parts, 1) is None
-        whole = ember._ops.pieces._side_by_side([g[:, 0:2], g[:, 2:4], g[:, 4:6]], 1)
+        assert ember._ops.joining._side_by_side(parts, 1) is None
+        whole = ember._ops.joining._side_by_side([g[:, 0:2], g[:, 2:4], g[:, 4:6]], 1)
         assert whole.shape == (4, 6) and whole._data.ctypes.data == g._data.ctypes.data
 
 

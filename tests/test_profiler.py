@@ -203,7 +203,7 @@ def test_custom_function_forward_is_an_event():
     assert ev["Double"].sequence_nr == ev["DoubleBackward"].sequence_nr >= 0
     # scaled_dot_product_attention's blockwise path is such a Function (it needs the C
     # kernels: without them, EMBER_NO_C=1, attention is composed of ops)
-    if ember._C.kernel("attn_fwd_tile", np.dtype(np.float32)) is None:
+    if ember._C.kernels.kernel("attn_fwd_tile", np.dtype(np.float32)) is None:
         return
     q = ember.randn(1, 2, 8, 4)
     with profile() as prof:

@@ -4,14 +4,17 @@
 INDEX = {
     'scatter': {
         'ops': (
-            'index_copy', 'index_fill', 'index_put', 'index_reduce', 'scatter_reduce',
+            'index_add', 'index_copy', 'index_fill', 'index_put', 'index_reduce', 'scatter',
+            'scatter_add', 'scatter_reduce',
         ),
         'functions': (
-            'index_copy', 'index_fill', 'index_put', 'index_reduce', 'scatter_reduce',
+            'index_add', 'index_copy', 'index_fill', 'index_put', 'index_reduce', 'scatter',
+            'scatter_add', 'scatter_reduce',
         ),
         'methods': (
-            'index_copy', 'index_copy_', 'index_fill', 'index_fill_', 'index_put', 'index_put_',
-            'index_reduce', 'index_reduce_', 'scatter_reduce', 'scatter_reduce_',
+            'index_add', 'index_add_', 'index_copy', 'index_copy_', 'index_fill', 'index_fill_',
+            'index_put', 'index_put_', 'index_reduce', 'index_reduce_', 'scatter', 'scatter_',
+            'scatter_add', 'scatter_add_', 'scatter_reduce', 'scatter_reduce_',
         ),
     },
     'selection': {
@@ -30,13 +33,13 @@ INDEX = {
     },
     'reorder': {
         'ops': (
-            'fliplr', 'flipud', 'narrow_copy', 'roll', 'rot90', 'tile',
+            'flip', 'fliplr', 'flipud', 'narrow_copy', 'roll', 'rot90', 'tile',
         ),
         'functions': (
-            'fliplr', 'flipud', 'narrow_copy', 'roll', 'rot90', 'tile',
+            'flip', 'fliplr', 'flipud', 'narrow_copy', 'roll', 'rot90', 'tile',
         ),
         'methods': (
-            'fliplr', 'flipud', 'narrow_copy', 'roll', 'rot90', 'tile',
+            'flip', 'fliplr', 'flipud', 'narrow_copy', 'roll', 'rot90', 'tile',
         ),
     },
     'pointwise_math': {
@@ -207,13 +210,13 @@ INDEX = {
     },
     'scans': {
         'ops': (
-            'cummax', 'cummin', 'diff', 'logcumsumexp',
+            'cummax', 'cummin', 'cumprod', 'cumsum', 'diff', 'logcumsumexp',
         ),
         'functions': (
-            'cummax', 'cummin', 'diff', 'logcumsumexp',
+            'cummax', 'cummin', 'cumprod', 'cumsum', 'diff', 'logcumsumexp',
         ),
         'methods': (
-            'cummax', 'cummin', 'diff', 'logcumsumexp',
+            'cummax', 'cummin', 'cumprod', 'cumprod_', 'cumsum', 'cumsum_', 'diff', 'logcumsumexp',
         ),
     },
     'counting': {
@@ -302,24 +305,6 @@ INDEX = {
             'bitwise_left_shift', 'bitwise_left_shift_', 'bitwise_right_shift',
             'bitwise_right_shift_', 'float_power', 'float_power_', 'frexp', 'gcd', 'gcd_',
             'heaviside', 'heaviside_', 'lcm', 'lcm_', 'ldexp', 'ldexp_', 'nextafter', 'nextafter_',
-        ),
-    },
-    'joining': {
-        'ops': (
-            'block_diag', 'cartesian_prod', 'column_stack', 'combinations', 'diag', 'diag_embed',
-            'diagflat', 'dsplit', 'dstack', 'hsplit', 'hstack', 'tensor_split', 'trace', 'vsplit',
-            'vstack',
-        ),
-        'functions': (
-            'atleast_1d', 'atleast_2d', 'atleast_3d', 'block_diag', 'broadcast_shapes',
-            'broadcast_tensors', 'cartesian_prod', 'column_stack', 'combinations', 'diag',
-            'diag_embed', 'diagflat', 'dsplit', 'dstack', 'hsplit', 'hstack', 'meshgrid',
-            'row_stack', 'tensor_split', 'trace', 'tril_indices', 'triu_indices', 'vsplit',
-            'vstack',
-        ),
-        'methods': (
-            'diag', 'diag_embed', 'diagflat', 'dsplit', 'hsplit', 'tensor_split', 'trace',
-            'vsplit',
         ),
     },
     'closeness': {

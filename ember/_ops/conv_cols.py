@@ -4,7 +4,7 @@ Winograd does not take the layer.
 The im2col paths in conv.py copy the whole batch's columns (c k, n Ho Wo), which fit no cache,
 and then transpose the GEMM's (o, n Ho Wo) result; Winograd (conv_winograd.py) spends its time
 in 16 GEMMs whose inner dimension is the input channels, all overhead with 3 of them (an image
-network's first layer). The C kernels ``conv_cols_*`` (ember/_C/im2col.h) build one sample's
+network's first layer). The C kernels ``conv_cols_*`` (ember/_C/kernels/im2col.h) build one sample's
 columns a block of output rows at a time in a buffer that stays in L2, and the GEMM writes that
 sample's rows in place; the input gradient is the transposed pass (GEMM, then col2im), the
 weight gradient sums ``dy_block @ col_block^T``. Any stride, padding, dilation and groups
@@ -13,13 +13,12 @@ run. A 1-D convolution runs as a 2-D one of height 1.
 """
 import numpy as np
 
-from .. import _C
+from .._C import kernels as _C
 from .._backends import blas
 from .conv_winograd import _call
 
 # Winograd keeps 3x3 unit-stride layers whose image has at least this many channels per group:
-# below it, its GEMMs (inner dimension: those channels) are too thin and these kernels win
-# (measured 2-3x on 3 -> 32 and 8 -> 64 channels; even at 12).
+# below it, its GEMMs (inner dimension: those channels) are too thin and these kernels win.
 _WINOGRAD_MIN_CHANNELS = 12
 
 

@@ -9,7 +9,7 @@ again) and ``dW = G^T dU G``. The input gradient is a convolution with the flipp
 ``_conv_transpose_forward`` reaches :func:`forward` too.
 
 The transforms and the blocking (a few tile rows at a time, so a block's operands stay in L2)
-are the C kernel ``winograd_fwd`` / ``winograd_wgrad`` (ember/_C/winograd.h), which calls the
+are the C kernel ``winograd_fwd`` / ``winograd_wgrad`` (ember/_C/kernels/winograd.h), which calls the
 BLAS NumPy uses for the GEMMs. F(2x2, 3x3)'s transforms hold only 0, +-1 and 1/2: float32
 results stay within a few ulp of the direct sums (F(4x4, 3x3) would save another 1.8x of the
 GEMM work but loses ~2 decimal digits). Layers with fewer than 12 input channels per group
@@ -19,7 +19,7 @@ no C library or BLAS).
 """
 import numpy as np
 
-from .. import _C
+from .._C import kernels as _C
 from .._backends import blas
 
 _G = np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]])

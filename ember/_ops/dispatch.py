@@ -1,4 +1,6 @@
 """The one path every op call takes: normalize, promote, check devices, compute, record."""
+import contextlib
+
 import numpy as np
 
 from .. import _dtype
@@ -98,7 +100,7 @@ def dispatch(opdef, args, kwargs):
     or device resolution; options given by name are moved into their places first, and views
     take ``_view``; everything else goes through
     ``_dispatch``. When the C extension is built, ``dispatch`` is its copy of this fast path
-    (``ember/_C/_dispatch.c``), which hands every other call to this function.
+    (``ember/_C/dispatch/_dispatch.c``), which hands every other call to this function.
     """
     if kwargs or opdef.view or hooks.autocast is not None or hooks.tracer is not None or \
             hooks.profiler is not None:
@@ -411,8 +413,8 @@ def _option(a):
 
 def _view(opdef, args):
     """A view op's common call (one plain cpu tensor first, options after it, no hooks): the
-    view(s) and graph node ``_finish`` makes, without the general path's flattening and checks
-    (a view cost 10 us there, torch's 1.5). None for any other call, or one the op refuses:
+    view(s) and graph node ``_finish`` makes, without the general path's flattening and checks,
+    which cost several times a view itself. None for any other call, or one the op refuses:
     the general path raises its error."""
     src = args[0] if args else None
     if not isinstance(src, Tensor) or src.device is not CPU:
@@ -608,7 +610,7 @@ def _meta_of(t):
 
 
 def _c_dispatch():
-    """The C fast path (``ember/_C/_dispatch.c``) set up with this module's objects, or None
+    """The C fast path (``ember/_C/dispatch/_dispatch.c``) set up with this module's objects, or None
     when it is not built or ``EMBER_NO_C=1`` is set (``_tensor._cext``: Tensor's fields are
     that module's TensorBase exactly when this path runs). Importing an extension module
     costs no more than this file's own import (no ctypes, no library search)."""
@@ -642,8 +644,39 @@ py_dispatch = dispatch          # the reference, and where the C path sends what
 py_dispatch_inplace = dispatch_inplace          # likewise
 _C = _c_dispatch()
 _quick_node = simple_node       # the quick paths' node maker (below: its C copy, when built)
+py_view_function = view_function
 if _C is not None:
     dispatch = _C.dispatch
     dispatch_inplace = _C.dispatch_inplace
     _quick_node = _C.simple_node
     view_function = _C.view_function
+
+
+@contextlib.contextmanager
+def python_reference():
+    """Inside the block dispatch, graph recording, view functions and the backward loop run
+    their Python reference, as with ``EMBER_NO_C=1``, though the C extension is built (Tensor's
+    fields stay its slots). One process can so run a call both ways:
+    tests/test_dispatch_equivalence.py compares them on every registry sample.
+
+    Example:
+        >>> import ember
+        >>> from ember._ops.dispatch import python_reference
+        >>> x = ember.tensor([1.0, 2.0], requires_grad=True)
+        >>> with python_reference():
+        ...     (x * x).sum().backward()
+        >>> x.grad
+        tensor([2., 4.])
+    """
+    global _C, _quick_node, view_function
+    c = _C
+    if c is None:               # not built, EMBER_NO_C=1, or already inside such a block
+        yield
+        return
+    saved, was = (_quick_node, view_function), c.fast_path(False)
+    _C, _quick_node, view_function = None, simple_node, py_view_function
+    try:
+        yield
+    finally:
+        c.fast_path(was)
+        _C, (_quick_node, view_function) = c, saved

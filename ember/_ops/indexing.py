@@ -1,12 +1,13 @@
-"""Indexing: ``t[idx]`` reads and writes, gather/scatter, index_add, flip, scans."""
+"""Indexing: ``t[idx]`` reads and writes, gather, index_select, masked_fill, repeat and
+repeat_interleave. The writes along a dimension (scatter, index_add...) live in scatter.py."""
 import math
 
 import numpy as np
 
 import ember
 
-from .. import _C
-from .._backends import add_at, add_flat, grid, multiply_at
+from .._C import kernels as _C
+from .._backends import add_at
 from .meta import empty, wrap_dim
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
@@ -63,7 +64,7 @@ def index(xp, input, index):
     which are torch's)."""
     _check_basic(index)
     if type(index) is np.ndarray and index.dtype == np.bool_ and index.shape == input.shape:
-        from .. import _C
+        from .._C import kernels as _C
         out = _C.mask_select(input, index)
         if out is not None:
             return out
@@ -181,8 +182,8 @@ def index_error(shape, index):
                                       f"at index {d + k}")
             d, adv = d + a.ndim, adv + a.ndim
         else:
-            # (min and max first: the masks and the gather cost ~2x as much on 1M indices,
-            # which are almost always in range)
+            # (min and max first, cheaper than the masks and the gather, for indices that are
+            # almost always in range)
             fits = a.dtype.kind in "iu" and (a.size == 0 or (
                 int(a.max()) < shape[d] and int(a.min()) >= -shape[d]))
             bad = None if fits else a[(a >= shape[d]) | (a < -shape[d])]
@@ -250,7 +251,7 @@ def scatter_positions(xp, shape, dim, index):
     """The flat (C-order) positions of ``out[i][index[i][j]]`` along ``dim`` in an array of
     ``shape`` (gather/scatter): ``index`` times the stride of ``dim`` plus the other dims'
     offsets. One flat index rather than a grid per dim, as NumPy's 1-D take, put and ufunc.at
-    run 2-6x faster; an index outside ``[0, size)`` raises torch's error (a flat position
+    run faster; an index outside ``[0, size)`` raises torch's error (a flat position
     would silently land in another row)."""
     shape = tuple(shape) or (1,)        # NOTE: torch takes 0-dim tensors as 1-dim here
     if not -len(shape) <= dim < len(shape):
@@ -280,101 +281,6 @@ def scatter_positions(xp, shape, dim, index):
     return (index * stride if stride != 1 else index) + offset
 
 
-def _scatter_into(xp, input, dim, index, src, reduce):
-    """A copy of ``input`` with ``src`` written at ``index`` along ``dim``."""
-    if not hasattr(src, "shape"):
-        src = xp.full(index.shape, src, dtype=input.dtype)
-    else:
-        src = src[tuple(slice(0, s) for s in index.shape)]
-    out = xp.empty(input.shape, input.dtype) if xp is np else input.copy()
-    kernel = _C.along_dim("scatter", out, dim, index) \
-        if reduce in (None, "add", "sum") and src.dtype == out.dtype else None
-    if kernel is not None and not kernel(out, src, reduce is not None, input):
-        return out          # (the kernel copied input into out, a slice per thread)
-    if xp is np:
-        out[...] = input
-    pos = scatter_positions(xp, out.shape, dim, index)        # (raises for a bad index)
-    flat = out.reshape(-1)
-    if reduce is None:
-        flat[pos] = src
-    elif reduce in ("add", "sum"):         # NOTE: np.add.at is fast on 1-D arrays only
-        add_at(xp, flat, pos.reshape(-1), src.reshape(-1))
-    elif reduce in ("multiply", "prod"):
-        multiply_at(xp, flat, pos.reshape(-1), src.reshape(-1))
-    else:
-        raise RuntimeError(f"reduce argument must be either add or multiply, got {reduce}")
-    return out
-
-
-@op("scatter", inplace=True)
-def scatter(xp, input, dim, index, src, *, reduce=None):
-    """A copy of ``input`` with ``src`` written at ``index`` along ``dim``."""
-    return _scatter_into(xp, input, dim, index, src, reduce)
-
-
-@scatter.vjp(save=("index",))
-def _(g, input, dim, index, src, *, reduce=None):
-    if reduce is not None:
-        raise RuntimeError("derivative for aten::scatter is not implemented")   # as in torch
-    gi = g.scatter(dim, index, 0.0)
-    gs = src_grad(g.gather(dim, index), src) if hasattr(src, "shape") else None   # or a number
-    return gi, None, None, gs
-
-
-def src_grad(gs, src):
-    """The gradient of a scatter's ``src`` from ``gs`` of the index's shape: scatter reads only
-    the leading ``index.shape`` block of ``src``, the rest gets zeros."""
-    if tuple(gs.shape) == tuple(src.shape):
-        return gs
-    from .shape import _index_embed
-    return _index_embed(gs, tuple(src.shape), tuple(slice(0, n) for n in gs.shape))
-
-
-def _scatter_samples(dev, dt, reduces=(None,)):
-    x, i = make((3, 4), dt), np.array([[0, 1, 2, 0], [2, 0, 1, 1]])
-    out = [Sample(x, 0, i, make((2, 4), dt, seed=1), **({"reduce": r} if r else {}))
-           for r in reduces]
-    return out + [Sample(x, 1, np.array([[3, 0], [1, 2], [0, 0]])[:, :1], make((3, 2), dt,
-                                                                               seed=2))]
-
-
-scatter.samples = lambda dev, dt: _scatter_samples(dev, dt) + [
-    Sample(make((3, 4), dt), -1, np.array([[2], [0], [3]]), 2)] + [
-    s.forward_only() for s in _scatter_samples(dev, dt, ("add", "multiply"))[:2]]
-
-
-@op("scatter_add", tags=("autocast_promote_cuda",), inplace=True)
-def scatter_add(xp, input, dim, index, src):
-    """A copy of ``input`` with ``src`` added at ``index`` along ``dim``."""
-    return _scatter_into(xp, input, dim, index, src, "add")
-
-
-@scatter_add.vjp(save=("index",))
-def _(g, input, dim, index, src):
-    return g, None, None, src_grad(g.gather(dim, index), src)
-
-
-scatter_add.samples = _scatter_samples
-
-
-@op("index_add", inplace=True, promote="common", promote_args=(0, 3))
-def index_add(xp, input, dim, index, source, *, alpha=1):
-    """A copy of ``input`` with ``alpha * source`` added at ``index`` along ``dim``."""
-    out = input.copy()
-    if out.ndim == 0:               # (the one element, at index 0 of dim 0 or -1)
-        wrap_dim(dim, 0)
-        if getattr(source, "shape", ()) != ():
-            raise RuntimeError(f"source tensor shape must match self tensor shape, excluding "
-                               f"the specified dimension. Got self.shape = [] source.shape = "
-                               f"{list(source.shape)}")
-        _add_along(xp, out.reshape(1), index.reshape(-1), source * alpha, 0, 1)
-        return out
-    moved = xp.moveaxis(out, dim, 0)
-    _add_along(xp, moved, index, xp.moveaxis(source * alpha if alpha != 1 else source, dim, 0),
-               dim % out.ndim, out.ndim)
-    return out
-
-
 def _check_bounds(index, size, dim, exc=IndexError, prefix="", negative=True):
     """torch's error for an index outside ``[-size, size)`` (``[0, size)`` for gather/scatter,
     which take no negative indices)."""
@@ -383,38 +289,6 @@ def _check_bounds(index, size, dim, exc=IndexError, prefix="", negative=True):
         if bad.size:
             raise exc(f"{prefix}index {int(bad.ravel()[0])} is out of bounds for dimension "
                       f"{dim} with size {size}")
-
-
-def _add_along(xp, out, index, values, dim, ndim):
-    """``out[index] += values`` along ``out``'s first dim (``dim`` of an ``ndim``-dim input)
-    with index_add's bounds: no negative indices, torch's error for its input's rank."""
-    if xp is np and add_flat(out, index, values):   # (the kernel checks every index first)
-        return
-    n = out.shape[0]
-    if ndim > 1:
-        _check_bounds(index, n, dim, RuntimeError, negative=False)
-    elif index.size and bool(((index < 0) | (index >= n)).any()):
-        # NOTE: torch's 1-D index_add words it as an embedding lookup
-        raise IndexError("index out of range in self")
-    add_at(xp, out, index, values)
-
-
-@index_add.vjp(save=("index",))
-def _(g, input, dim, index, source, *, alpha=1):
-    gs = g.index_select(dim, index)
-    return g, None, None, gs * alpha if alpha != 1 else gs
-
-
-index_add.samples = lambda dev, dt: [
-    Sample(make((4, 3), dt), 0, np.array([0, 2, 2]), make((3, 3), dt, seed=1)),
-    Sample(make((2, 3, 4), dt), -1, np.array([3, 0]), make((2, 3, 2), dt, seed=2), alpha=2)]
-index_add.errors = [
-    ErrorSample(Sample(const(3, 4), 0, np.array([0, 3]), const(2, 4)), RuntimeError,
-                "index 3 is out of bounds for dimension 0 with size 3"),
-    ErrorSample(Sample(const(3, 4), 1, np.array([-1]), const(3, 1)), RuntimeError,
-                "index -1 is out of bounds for dimension 1 with size 4"),
-    ErrorSample(Sample(const(5), 0, np.array([0, 5]), const(2)), IndexError,
-                "index out of range in self")]
 
 
 @op("index_select")
@@ -465,107 +339,6 @@ index_select.errors = [
     ErrorSample(Sample(const(3, 4), 1, np.array([-2])), RuntimeError,
                 "INDICES element is out of DATA bounds, id=-2 axis_dim=4"),
     ErrorSample(Sample(const(3, 4), 0, np.array([3])), IndexError, "index out of range in self")]
-
-
-@op("flip")
-def flip(xp, input, dims):
-    """Reverse the order along ``dims`` (a copy, as in torch)."""
-    dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    if input.ndim == 0:
-        for d in dims:
-            wrap_dim(d, 0)
-        return input.copy()
-    if len(dims) == 1 and -input.ndim <= dims[0] < input.ndim:
-        # one dim (an image's horizontal flip): a reversed slice, copied; np.flip's argument
-        # checks cost more than the copy of a small array
-        return input[(slice(None),) * (dims[0] % input.ndim) + (slice(None, None, -1),)].copy()
-    return xp.ascontiguousarray(xp.flip(input, dims)) if dims else input.copy()
-
-
-flip.vjp()(lambda g, input, dims: g.flip(dims))
-flip.samples = lambda dev, dt: [Sample(make((3, 4), dt), (0,)), Sample(make((3, 4), dt), [0, 1])]
-
-
-def _scan_dtype(x, dtype):
-    if dtype is not None:
-        return dtype.np
-    return np.int64 if x.dtype.kind in "biu" else x.dtype
-
-
-def _scan_kernel(x, axis, prod, reverse=False):
-    """The scan of the NumPy array ``x`` along ``axis`` by the C kernel, or None where none
-    applies (not float32/float64, or the library is not there)."""
-    from .. import _C
-    fn = _C.kernel("scan", x.dtype) if type(x) is np.ndarray and x.size else None
-    if fn is None:
-        return None
-    x = _C.contiguous(x)
-    out = np.empty(x.shape, x.dtype)
-    n = x.shape[axis]
-    outer = math.prod(x.shape[:axis])
-    fn(x.ctypes.data, out.ctypes.data, outer, n, x.size // max(outer * n, 1), prod, reverse,
-       _C.num_threads())
-    return out
-
-
-def _scan(xp, input, dim, dtype, prod):
-    out_dtype = _scan_dtype(input, dtype)
-    if not input.ndim:
-        return input.astype(out_dtype)
-    axis = dim % input.ndim
-    if input.dtype == out_dtype:
-        out = _scan_kernel(input, axis, prod)
-        if out is not None:
-            return out
-    return (xp.cumprod if prod else xp.cumsum)(input, axis=axis, dtype=out_dtype)
-
-
-def _reversed_cumsum(g, dim):
-    """``g.flip(dim).cumsum(dim).flip(dim)``: by the kernel in one pass where nothing will
-    differentiate it (see nn.kernel_grads), else in ember ops."""
-    from .._tensor import Tensor
-    from .nn import kernel_grads
-    arrays = kernel_grads(g)
-    out = _scan_kernel(arrays[0], dim % g.dim(), 0, True) if arrays else None
-    if out is not None:
-        return Tensor._wrap(out)
-    return g.flip(dim).cumsum(dim).flip(dim)
-
-
-@op("cumsum", tags=("autocast_fp32_cuda",), inplace=True)
-def cumsum(xp, input, dim, *, dtype=None):
-    """Running sum along ``dim``."""
-    return _scan(xp, input, dim, dtype, 0)
-
-
-cumsum.vjp()(lambda g, input, dim, *, dtype=None: _reversed_cumsum(g, dim) if g.dim() else g)
-cumsum.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1), Sample(make((3, 4), dt), 0),
-                                  Sample(make((5,), dt), -1)]
-
-
-@op("cumprod", tags=("autocast_fp32_cuda",), inplace=True)
-def cumprod(xp, input, dim, *, dtype=None):
-    """Running product along ``dim``."""
-    return _scan(xp, input, dim, dtype, 1)
-
-
-@cumprod.vjp(save=("input", "result"))
-def _(g, input, dim, *, dtype=None, result=None):
-    if not bool((input == 0).any()):
-        return _reversed_cumsum(g * result.conj(), dim) / input.conj()
-    # With zeros, prod/x fails: d out_j / d x_i = prod_{k <= j, k != i} x_k for i <= j, built
-    # densely along dim ([..., i, j, k]); scans are short in practice.
-    n = input.shape[dim]
-    x, gm = input.movedim(dim, -1), g.movedim(dim, -1)
-    ar = ember.arange(n, device=g.device)
-    i, j, k = ar.view(n, 1, 1), ar.view(1, n, 1), ar.view(1, 1, n)
-    m = ember.where((k <= j) * (k != i), x[..., None, None, :], 1.0).prod(-1)
-    m = ember.where(i[..., 0] <= j[..., 0], m, 0.0)
-    return (m.conj() * gm[..., None, :]).sum(-1).movedim(-1, dim)
-
-
-cumprod.samples = lambda dev, dt: [Sample(make((3, 4), dt, 0.5, 1.5), 1),
-                                   Sample(make((5,), dt), 0)]
 
 
 @op("masked_fill", inplace=True)

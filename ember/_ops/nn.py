@@ -6,7 +6,7 @@ import numpy as np
 
 import ember
 
-from .. import _C
+from .._C import kernels as _C
 from . import gemm
 from .indexing import out_of_range
 from .._tensor import Tensor
@@ -36,8 +36,8 @@ def linear(xp, input, weight, bias=None):
         if out is not None:
             return out.reshape(input.shape[:-1] + (-1,))
     if input.ndim > 2 and weight.ndim == 2:
-        # NOTE: one (N*L, in) @ (in, out) GEMM, not matmul's loop of N small ones (1.6x
-        # slower at the GPT's (16, 64, 128) @ (128, 384)); free for a contiguous input.
+        # one (N*L, in) @ (in, out) GEMM, not matmul's slower loop of N small ones; free for a
+        # contiguous input
         out = matmul.fwd(xp, _rows(input), weight.T).reshape(input.shape[:-1] + (-1,))
     else:
         out = matmul.fwd(xp, input, weight.T)
@@ -111,7 +111,7 @@ linear.torch_fn = "nn.functional.linear"
 def embedding(xp, weight, indices):
     """The rows of ``weight`` at the integer array ``indices``: ``F.embedding``'s common call
     (no padding_idx, max_norm, frequency scaling or sparse gradient; the others build on
-    indexing in nn/_embedding_functional.py). ``take`` copies whole rows, 3-4x faster than the
+    indexing in nn/_embedding_functional.py). ``take`` copies whole rows, faster than the
     general ``weight[indices]``."""
     if weight.ndim != 2:
         raise RuntimeError("'weight' must be 2-D")

@@ -9,7 +9,7 @@ import numpy as np
 
 import ember
 
-from .. import _C
+from .._C import kernels as _C
 from .._tensor import Tensor
 from .meta import empty, same_meta
 from .nn import kernel_grads, log_softmax, nll_loss

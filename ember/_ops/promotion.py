@@ -3,7 +3,7 @@ and NumPy scalars weak, integer scalars wrapped into range), and float16/bfloat1
 in float32 ("opmath") with the result rounded once."""
 import numpy as np
 
-from .. import _C as _C_kernels
+from .._C import kernels as _C_kernels
 from .. import _dtype
 from .._backends import MetaBackend
 from .._tensor import Tensor

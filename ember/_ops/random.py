@@ -37,7 +37,7 @@ class Generator:
     @property
     def rng(self):
         """NumPy's PCG64 generator for the seed, made on first draw: ``numpy.random`` takes
-        ~15 ms to import, too much for ``import ember``."""
+        long to import, too long for ``import ember``."""
         r = self._rng
         if r is None:
             r = self._rng = np.random.Generator(np.random.PCG64(self._seed))

@@ -10,7 +10,7 @@ import numpy as np
 
 import ember
 
-from .. import _C
+from .._C import kernels as _C
 from .._backends import blas
 from .meta import empty
 from .registry import op
@@ -132,7 +132,7 @@ lstm_cell_backward.samples = lambda dev, dt: [] if dt.category != 2 else [
 # inside one op (its outputs include the activations and cell states, which its backward
 # reads), and its backward computes the recurrent weight's gradient as one GEMM over all steps.
 # On NumPy in float32/64 both time loops are C kernels (``lstm_fwd`` / ``lstm_bwd`` in
-# ember/_C/lstm.h: per step one product with the weight and one fused pass over the gates);
+# ember/_C/kernels/lstm.h: per step one product with the weight and one fused pass over the gates);
 # the NumPy loops below are their reference and the fallback.
 
 def _steps(T, reverse):

@@ -8,9 +8,9 @@ import types
 def _parameters(fwd):
     """``(names, {name: default}, indices of the required positional ones)`` of ``fwd``'s
     parameters after ``xp``. Read off the code object of a plain function: inspect.signature
-    would cost ~20% of ``import ember`` over the whole registry."""
+    over the whole registry would slow ``import ember`` noticeably."""
     # as inspect.signature does, read the function a functools.wraps wrapper stands for
-    if hasattr(fwd, "__wrapped__"):        # (unwrap itself costs ~5% of import ember)
+    if hasattr(fwd, "__wrapped__"):        # (unwrap only where there is a wrapper: it is slow)
         fwd = inspect.unwrap(fwd, stop=lambda f: hasattr(f, "__signature__"))
     code = fwd.__code__ if type(fwd) is types.FunctionType else None
     if code is None or hasattr(fwd, "__signature__"):
@@ -89,8 +89,8 @@ class OpDef:
             as torch's kernels do (default: the ``"pointwise"`` ops). Needs ``promote``.
         ufunc: the NumPy ufunc that ``fwd(numpy, *operands)`` is for float32/float64/complex
             operands without options (``add``: ``numpy.add``). The C fast path calls it directly,
-            sparing the forward's Python frame (~15% of a small op); a registry test holds the
-            two to the same results. An in-place call writes it straight into the tensor.
+            sparing the forward's Python frame; a registry test holds the two to the same
+            results. An in-place call writes it straight into the tensor.
         into: ``into(out, *operands)`` writes what ``fwd(numpy, *operands)`` returns into
             ``out``, the first operand's float32/float64 array, where the op has no ufunc: the
             C path's in-place write without a result array (``_fill``, ``_copy_from``,
@@ -160,7 +160,7 @@ class OpDef:
         return deco
 
     def __getattr__(self, name):
-        # NOTE: namedtuple() costs ~0.3 ms; made on first use, not for every op at import.
+        # namedtuple() is slow: made on first use, not for every op at import
         if name == "return_type":
             from ..return_types import make
             self.return_type = make(self.name, self.returns)

@@ -1,8 +1,8 @@
-"""Reorderings that copy: roll, fliplr/flipud, rot90, tile, narrow_copy."""
+"""Reorderings that copy: flip, fliplr/flipud, roll, rot90, tile, narrow_copy."""
 import numpy as np
 
-from .indexing import flip, repeat
-from .meta import same_meta
+from .indexing import repeat
+from .meta import same_meta, wrap_dim
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
 from .shape import narrow
@@ -10,6 +10,25 @@ from .shape import narrow
 
 def _tuple(x):
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+@op("flip")
+def flip(xp, input, dims):
+    """Reverse the order along ``dims`` (a copy, as in torch)."""
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    if input.ndim == 0:
+        for d in dims:
+            wrap_dim(d, 0)
+        return input.copy()
+    if len(dims) == 1 and -input.ndim <= dims[0] < input.ndim:
+        # one dim (an image's horizontal flip): a reversed slice, copied; np.flip's argument
+        # checks cost more than the copy of a small array
+        return input[(slice(None),) * (dims[0] % input.ndim) + (slice(None, None, -1),)].copy()
+    return xp.ascontiguousarray(xp.flip(input, dims)) if dims else input.copy()
+
+
+flip.vjp()(lambda g, input, dims: g.flip(dims))
+flip.samples = lambda dev, dt: [Sample(make((3, 4), dt), (0,)), Sample(make((3, 4), dt), [0, 1])]
 
 
 @op("roll")

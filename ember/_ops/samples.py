@@ -130,7 +130,7 @@ class ErrorSample:
 
 def const(*shape, dtype=np.float32):
     """A constant array for error samples, where the values do not matter. Made when a test
-    reads the sample: the ~300 error samples are built at import, and their arrays cost ~4% of
+    reads the sample: the ~300 error samples are built at import, and their arrays would slow
     ``import ember``."""
     return _Const(shape, dtype)
 

@@ -1,8 +1,12 @@
-"""Scans and differences along a dimension: cummax/cummin, logcumsumexp, diff."""
+"""Scans and differences along a dimension: cumsum/cumprod, cummax/cummin, logcumsumexp,
+diff."""
+import math
+
 import numpy as np
 
 import ember
 
+from .._C import kernels as _C
 from .meta import empty
 from .pointwise import reject
 from .pointwise_binary import logaddexp
@@ -11,6 +15,90 @@ from .samples import ErrorSample, Sample, const, dim_errors, make
 from .sorting import axis_of, scatter_back, sort_key
 from .statistics import _along, _with_nans
 
+
+# ---- cumsum, cumprod ------------------------------------------------------------------------
+
+
+def _scan_dtype(x, dtype):
+    if dtype is not None:
+        return dtype.np
+    return np.int64 if x.dtype.kind in "biu" else x.dtype
+
+
+def _scan_kernel(x, axis, prod, reverse=False):
+    """The scan of the NumPy array ``x`` along ``axis`` by the C kernel, or None where none
+    applies (not float32/float64, or the library is not there)."""
+    from .._C import kernels as _C
+    fn = _C.kernel("scan", x.dtype) if type(x) is np.ndarray and x.size else None
+    if fn is None:
+        return None
+    x = _C.contiguous(x)
+    out = np.empty(x.shape, x.dtype)
+    n = x.shape[axis]
+    outer = math.prod(x.shape[:axis])
+    fn(x.ctypes.data, out.ctypes.data, outer, n, x.size // max(outer * n, 1), prod, reverse,
+       _C.num_threads())
+    return out
+
+
+def _scan(xp, input, dim, dtype, prod):
+    out_dtype = _scan_dtype(input, dtype)
+    if not input.ndim:
+        return input.astype(out_dtype)
+    axis = dim % input.ndim
+    if input.dtype == out_dtype:
+        out = _scan_kernel(input, axis, prod)
+        if out is not None:
+            return out
+    return (xp.cumprod if prod else xp.cumsum)(input, axis=axis, dtype=out_dtype)
+
+
+def _reversed_cumsum(g, dim):
+    """``g.flip(dim).cumsum(dim).flip(dim)``: by the kernel in one pass where nothing will
+    differentiate it (see nn.kernel_grads), else in ember ops."""
+    from .._tensor import Tensor
+    from .nn import kernel_grads
+    arrays = kernel_grads(g)
+    out = _scan_kernel(arrays[0], dim % g.dim(), 0, True) if arrays else None
+    if out is not None:
+        return Tensor._wrap(out)
+    return g.flip(dim).cumsum(dim).flip(dim)
+
+
+@op("cumsum", tags=("autocast_fp32_cuda",), inplace=True)
+def cumsum(xp, input, dim, *, dtype=None):
+    """Running sum along ``dim``."""
+    return _scan(xp, input, dim, dtype, 0)
+
+
+cumsum.vjp()(lambda g, input, dim, *, dtype=None: _reversed_cumsum(g, dim) if g.dim() else g)
+cumsum.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1), Sample(make((3, 4), dt), 0),
+                                  Sample(make((5,), dt), -1)]
+
+
+@op("cumprod", tags=("autocast_fp32_cuda",), inplace=True)
+def cumprod(xp, input, dim, *, dtype=None):
+    """Running product along ``dim``."""
+    return _scan(xp, input, dim, dtype, 1)
+
+
+@cumprod.vjp(save=("input", "result"))
+def _(g, input, dim, *, dtype=None, result=None):
+    if not bool((input == 0).any()):
+        return _reversed_cumsum(g * result.conj(), dim) / input.conj()
+    # With zeros, prod/x fails: d out_j / d x_i = prod_{k <= j, k != i} x_k for i <= j, built
+    # densely along dim ([..., i, j, k]); scans are short in practice.
+    n = input.shape[dim]
+    x, gm = input.movedim(dim, -1), g.movedim(dim, -1)
+    ar = ember.arange(n, device=g.device)
+    i, j, k = ar.view(n, 1, 1), ar.view(1, n, 1), ar.view(1, 1, n)
+    m = ember.where((k <= j) * (k != i), x[..., None, None, :], 1.0).prod(-1)
+    m = ember.where(i[..., 0] <= j[..., 0], m, 0.0)
+    return (m.conj() * gm[..., None, :]).sum(-1).movedim(-1, dim)
+
+
+cumprod.samples = lambda dev, dt: [Sample(make((3, 4), dt, 0.5, 1.5), 1),
+                                   Sample(make((5,), dt), 0)]
 
 
 def _cumulative_extremum(name, ufunc):

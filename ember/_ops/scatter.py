@@ -1,5 +1,5 @@
-"""Writes at indices along a dimension: index_put (``t[idx] = v``), scatter_reduce, and
-index_copy/fill/reduce.
+"""Writes at indices along a dimension: index_put (``t[idx] = v``), scatter/scatter_add,
+scatter_reduce, and index_add/copy/fill/reduce.
 
 Each write has an out-of-place op and the in-place ``<name>_`` method. Checks raise torch's
 exception types and texts before anything is computed; selections by mask or flat index
@@ -9,10 +9,10 @@ import numpy as np
 
 import ember
 
-from .. import _C
+from .._C import kernels as _C
 from .._backends import add_at, add_flat, max_at, min_at, multiply_at
-from .indexing import _check_bounds, _index_put, index_error, scatter_positions, src_grad, write_at
-from .meta import same_meta
+from .indexing import _check_bounds, _index_put, index_error, scatter_positions, write_at
+from .meta import same_meta, wrap_dim
 from .pointwise import type_name
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
@@ -113,6 +113,136 @@ index_put.errors = [
                 "expected Tensor as element 0 in argument 1, but got NoneType")]
 
 
+# ---- scatter, scatter_add, index_add --------------------------------------------------------
+
+
+def _scatter_into(xp, input, dim, index, src, reduce):
+    """A copy of ``input`` with ``src`` written at ``index`` along ``dim``."""
+    if not hasattr(src, "shape"):
+        src = xp.full(index.shape, src, dtype=input.dtype)
+    else:
+        src = src[tuple(slice(0, s) for s in index.shape)]
+    out = xp.empty(input.shape, input.dtype) if xp is np else input.copy()
+    kernel = _C.along_dim("scatter", out, dim, index) \
+        if reduce in (None, "add", "sum") and src.dtype == out.dtype else None
+    if kernel is not None and not kernel(out, src, reduce is not None, input):
+        return out          # (the kernel copied input into out, a slice per thread)
+    if xp is np:
+        out[...] = input
+    pos = scatter_positions(xp, out.shape, dim, index)        # (raises for a bad index)
+    flat = out.reshape(-1)
+    if reduce is None:
+        flat[pos] = src
+    elif reduce in ("add", "sum"):         # NOTE: np.add.at is fast on 1-D arrays only
+        add_at(xp, flat, pos.reshape(-1), src.reshape(-1))
+    elif reduce in ("multiply", "prod"):
+        multiply_at(xp, flat, pos.reshape(-1), src.reshape(-1))
+    else:
+        raise RuntimeError(f"reduce argument must be either add or multiply, got {reduce}")
+    return out
+
+
+@op("scatter", inplace=True)
+def scatter(xp, input, dim, index, src, *, reduce=None):
+    """A copy of ``input`` with ``src`` written at ``index`` along ``dim``."""
+    return _scatter_into(xp, input, dim, index, src, reduce)
+
+
+@scatter.vjp(save=("index",))
+def _(g, input, dim, index, src, *, reduce=None):
+    if reduce is not None:
+        raise RuntimeError("derivative for aten::scatter is not implemented")   # as in torch
+    gi = g.scatter(dim, index, 0.0)
+    gs = src_grad(g.gather(dim, index), src) if hasattr(src, "shape") else None   # or a number
+    return gi, None, None, gs
+
+
+def src_grad(gs, src):
+    """The gradient of a scatter's ``src`` from ``gs`` of the index's shape: scatter reads only
+    the leading ``index.shape`` block of ``src``, the rest gets zeros."""
+    if tuple(gs.shape) == tuple(src.shape):
+        return gs
+    from .shape import _index_embed
+    return _index_embed(gs, tuple(src.shape), tuple(slice(0, n) for n in gs.shape))
+
+
+def _scatter_samples(dev, dt, reduces=(None,)):
+    x, i = make((3, 4), dt), np.array([[0, 1, 2, 0], [2, 0, 1, 1]])
+    out = [Sample(x, 0, i, make((2, 4), dt, seed=1), **({"reduce": r} if r else {}))
+           for r in reduces]
+    return out + [Sample(x, 1, np.array([[3, 0], [1, 2], [0, 0]])[:, :1], make((3, 2), dt,
+                                                                               seed=2))]
+
+
+scatter.samples = lambda dev, dt: _scatter_samples(dev, dt) + [
+    Sample(make((3, 4), dt), -1, np.array([[2], [0], [3]]), 2)] + [
+    s.forward_only() for s in _scatter_samples(dev, dt, ("add", "multiply"))[:2]]
+
+
+@op("scatter_add", tags=("autocast_promote_cuda",), inplace=True)
+def scatter_add(xp, input, dim, index, src):
+    """A copy of ``input`` with ``src`` added at ``index`` along ``dim``."""
+    return _scatter_into(xp, input, dim, index, src, "add")
+
+
+@scatter_add.vjp(save=("index",))
+def _(g, input, dim, index, src):
+    return g, None, None, src_grad(g.gather(dim, index), src)
+
+
+scatter_add.samples = _scatter_samples
+
+
+@op("index_add", inplace=True, promote="common", promote_args=(0, 3))
+def index_add(xp, input, dim, index, source, *, alpha=1):
+    """A copy of ``input`` with ``alpha * source`` added at ``index`` along ``dim``."""
+    out = input.copy()
+    if out.ndim == 0:               # (the one element, at index 0 of dim 0 or -1)
+        wrap_dim(dim, 0)
+        if getattr(source, "shape", ()) != ():
+            raise RuntimeError(f"source tensor shape must match self tensor shape, excluding "
+                               f"the specified dimension. Got self.shape = [] source.shape = "
+                               f"{list(source.shape)}")
+        _add_along(xp, out.reshape(1), index.reshape(-1), source * alpha, 0, 1)
+        return out
+    moved = xp.moveaxis(out, dim, 0)
+    _add_along(xp, moved, index, xp.moveaxis(source * alpha if alpha != 1 else source, dim, 0),
+               dim % out.ndim, out.ndim)
+    return out
+
+
+def _add_along(xp, out, index, values, dim, ndim):
+    """``out[index] += values`` along ``out``'s first dim (``dim`` of an ``ndim``-dim input)
+    with index_add's bounds: no negative indices, torch's error for its input's rank."""
+    if xp is np and add_flat(out, index, values):   # (the kernel checks every index first)
+        return
+    n = out.shape[0]
+    if ndim > 1:
+        _check_bounds(index, n, dim, RuntimeError, negative=False)
+    elif index.size and bool(((index < 0) | (index >= n)).any()):
+        # NOTE: torch's 1-D index_add words it as an embedding lookup
+        raise IndexError("index out of range in self")
+    add_at(xp, out, index, values)
+
+
+@index_add.vjp(save=("index",))
+def _(g, input, dim, index, source, *, alpha=1):
+    gs = g.index_select(dim, index)
+    return g, None, None, gs * alpha if alpha != 1 else gs
+
+
+index_add.samples = lambda dev, dt: [
+    Sample(make((4, 3), dt), 0, np.array([0, 2, 2]), make((3, 3), dt, seed=1)),
+    Sample(make((2, 3, 4), dt), -1, np.array([3, 0]), make((2, 3, 2), dt, seed=2), alpha=2)]
+index_add.errors = [
+    ErrorSample(Sample(const(3, 4), 0, np.array([0, 3]), const(2, 4)), RuntimeError,
+                "index 3 is out of bounds for dimension 0 with size 3"),
+    ErrorSample(Sample(const(3, 4), 1, np.array([-1]), const(3, 1)), RuntimeError,
+                "index -1 is out of bounds for dimension 1 with size 4"),
+    ErrorSample(Sample(const(5), 0, np.array([0, 5]), const(2)), IndexError,
+                "index out of range in self")]
+
+
 # ---- scatter_reduce, index_reduce -----------------------------------------------------------
 
 def _check_scatter(input, index, src):
@@ -169,7 +299,7 @@ def scatter_reduce(xp, input, dim, index, src, reduce, *, include_self=True):
     if not include_self:
         # max/min of (src, src...) is max/min of src, so those may start from src itself
         flat[idx] = src if reduce in ("amax", "amin") else int(reduce == "prod")
-    # the kernel in place on the flat positions (ufunc.at runs ~3x slower), else ufunc.at
+    # the kernel in place on the flat positions (ufunc.at is slower), else ufunc.at
     kernel = _C.along_dim("scatter", flat, 0, idx) if mode and idx.size >= 4096 else None
     if kernel is None or kernel(flat, src, mode, flat):
         _AT[reduce](xp, flat, idx, src)

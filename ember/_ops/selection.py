@@ -7,7 +7,7 @@ import numpy as np
 
 import ember
 
-from .. import _C
+from .._C import kernels as _C
 from .._backends import add_at
 from .errors import _broadcast_error
 from .indexing import _check_bounds

@@ -27,7 +27,7 @@ from .._backends import MetaBackend, add_at
 from .._sparse import SparseCOO
 from .._tensor import Tensor
 from ..autograd import grad_mode
-from . import creation, dispatch, pieces
+from . import creation, dispatch, joining
 from .registry import OpDef, op
 
 _int64 = _dtype.int64
@@ -151,7 +151,7 @@ def _gather(g, indices, size):
         if g._data.indices is indices and g.grad_fn is None:
             return g._data.values
         gi, gv = _parts(g)
-        pad = pieces.cat([gv, creation.zeros((1,) + tuple(gv.shape[1:]), dtype=gv.dtype,
+        pad = joining.cat([gv, creation.zeros((1,) + tuple(gv.shape[1:]), dtype=gv.dtype,
                                             device=gv.device)])
         return pad.index_select(0, _find(gi, indices, tuple(size)))
     flat = g.reshape((math.prod(size[:sd]),) + tuple(size[sd:]))

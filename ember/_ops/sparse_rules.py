@@ -17,7 +17,7 @@ import numpy as np
 from .. import _dtype
 from .._backends import MetaBackend, add_at
 from ..autograd import grad_mode
-from . import creation, linalg, pieces, pointwise, reduction, shape
+from . import creation, joining, linalg, pointwise, reduction, shape
 from .registry import get, op
 from .sparse import (_find, _gather, _int64, _is_sparse, _linear, _make, _parts, _raw,
                      _record_as, _wrap, coalesce, to_dense)
@@ -64,7 +64,7 @@ def _mul_tensor(a, b):
         # operand with explicit zeros elsewhere; the dense value is the same).
         pos = _find(ib, ia, tuple(a.shape))
         hit = (pos < ib.shape[1]).nonzero().reshape(-1)
-        vb = pieces.cat([vb, creation.zeros((1,) + tuple(vb.shape[1:]), dtype=vb.dtype,
+        vb = joining.cat([vb, creation.zeros((1,) + tuple(vb.shape[1:]), dtype=vb.dtype,
                                            device=vb.device)])
         val = va.index_select(0, hit) * vb.index_select(0, pos.index_select(0, hit))
         return _make(ia.index_select(1, hit), val, a.shape, True)
@@ -101,7 +101,7 @@ def _add_rule(opdef, sign):
                 out = _wrap(ia, (va * (1 + scale)).to(dt), input.shape, input._data.coalesced)
             else:
                 vb = vb * scale if scale != 1 else vb
-                out = _wrap(pieces.cat([ia, ib], 1), pieces.cat([va.to(dt), vb.to(dt)]),
+                out = _wrap(joining.cat([ia, ib], 1), joining.cat([va.to(dt), vb.to(dt)]),
                             input.shape, False)
                 if input._data.coalesced and other._data.coalesced:
                     out = coalesce(out)
@@ -120,8 +120,8 @@ def _coo_mm(xp, rows, cols, values, dense, nrows):
     if xp is not np:
         add_at(xp, out, rows, prod)
         return out
-    # NOTE: a segmented sum over rows in order (np.add.reduceat) is ~5x faster than the
-    # scattered np.add.at; coalesced indices are already in row order.
+    # NOTE: a segmented sum over rows in order (np.add.reduceat) is faster than the scattered
+    # np.add.at; coalesced indices are already in row order.
     if rows.size > 1 and not (rows[1:] >= rows[:-1]).all():
         order = np.argsort(rows, kind="stable")
         rows, prod = rows[order], prod[order]

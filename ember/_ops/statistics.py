@@ -1,8 +1,8 @@
 """Order statistics: medians, modes, quantiles.
 
 They sort once with sorting.stable_order and pick positions from the sorted order, so their
-indices are the ones torch's CPU kernels return. Running extrema and diff live in scans.py,
-unique values and histograms in counting.py.
+indices are the ones torch's CPU kernels return. Scans (running sums, products, extrema) and
+diff live in scans.py, unique values and histograms in counting.py.
 """
 import numpy as np
 

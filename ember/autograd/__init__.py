@@ -40,7 +40,7 @@ _mods = None
 def _lazy():
     """``(ember._tensor, ember._ops.creation)``, imported on first use (they import this
     package). Kept here: ``from package import module`` inside a function runs importlib's
-    Python ``_handle_fromlist`` on every call (~7k instructions, once per backward)."""
+    Python ``_handle_fromlist`` on every call (once per backward)."""
     global _mods
     if _mods is None:
         from .. import _tensor
@@ -154,7 +154,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 def _batched_grad(outs, ins, grads, retain_graph, create_graph, allow_unused, materialize_grads):
     """``grad(is_grads_batched=True)``: one vjp per slice along the grad_outputs' first dim,
     stacked (torch vmaps; a loop gives the same values)."""
-    from .._ops.pieces import stack
+    from .._ops.joining import stack
     n = grads[0].shape[0]
     rows = [grad(outs, ins, [g[i] for g in grads], retain_graph=True if i < n - 1 else
                  retain_graph, create_graph=create_graph, allow_unused=allow_unused,

@@ -77,8 +77,7 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
     root_nodes = list(buffers)
     global _dispatch
     if _dispatch is None:       # (not at the top: dispatch imports autograd)
-        import importlib        # (``ember._ops.dispatch`` the package attribute is a function)
-        _dispatch = importlib.import_module(".._ops.dispatch", __package__)
+        from .._ops import dispatch as _dispatch
     _C, prof = _dispatch._C, _dispatch.hooks.profiler
     deps = _dependencies(root_nodes) if _C is None else _C.dependencies(root_nodes)
 
@@ -100,7 +99,7 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
     prev = grad_mode.state.grad_enabled
     grad_mode.state.grad_enabled = create_graph
     if _C is not None and inputs is None and prof is None and not anomaly.enabled:
-        # the plain case: the same loop in C (ember/_C/engine.h), this one is the reference
+        # the plain case: the same loop in C (ember/_C/dispatch/engine.h), this one is the reference
         try:
             _C.backward_loop(ready, buffers, deps, retain_graph, create_graph, accumulate)
         finally:

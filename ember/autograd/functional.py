@@ -197,7 +197,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
                 [0., 4.]])
     """
     from .._ops.creation import zeros
-    from .._ops.pieces import stack
+    from .._ops.joining import stack
     if strategy not in ("reverse-mode", "forward-mode"):
         raise ValueError('Expected strategy to be either "forward-mode" or "reverse-mode". Hint: '
                          'If your function has more outputs than inputs, "forward-mode" tends '

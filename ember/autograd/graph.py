@@ -390,7 +390,7 @@ class OpNode(Node):
 class SimpleNode(OpNode):
     """An ``OpNode`` made by ``simple_node`` (dispatch's fast path): the fields every node
     has live in fixed slots, not in an instance dict, so recording and freeing one is cheaper
-    (``_C._dispatch`` fills them by offset). Anything else set on it (hooks, metadata) still
+    (``_C.dispatch._dispatch`` fills them by offset). Anything else set on it (hooks, metadata) still
     goes to its ``__dict__``."""
 
     __slots__ = ("next_functions", "input_meta", "seq", "opdef", "kwargs", "tensor_positions",
@@ -517,7 +517,7 @@ class NotImplementedNode(Node):
 class AccumulateGrad(Node):
     """Sink of a leaf: adds the incoming gradient into ``variable.grad``."""
 
-    __slots__ = ("_variable",)          # (read by offset in _C/nodes.h)
+    __slots__ = ("_variable",)          # (read by offset in _C/dispatch/nodes.h)
     seq = float("inf")                   # NOTE: like torch, accumulate as soon as ready
     next_functions, input_meta, n_outputs = (), (), 1
     # (the hook dicts stay read-only and shared until a hook is registered: a leaf never

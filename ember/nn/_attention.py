@@ -9,11 +9,11 @@ recomputes each tile's probabilities. Memory is linear in the sequence length.
 Implementations of one algorithm:
 
 - short key sequences (``_attention_small``, up to ``MAX_KEYS``) on NumPy float32/float64:
-  every head in one C call that runs BLAS itself (``ember/_C/attention_small.h``); at GPT
+  every head in one C call that runs BLAS itself (``ember/_C/kernels/attention_small.h``); at GPT
   sizes the tiles below would spend most of their time in Python between tiny GEMMs;
 - on NumPy float32/float64 arrays, tiles of ``QBLOCK`` queries by ``BLOCK`` keys: the GEMMs go
   to BLAS (accumulating in place, ``beta=1``) and the softmax work between them is one C kernel
-  per tile (``ember/_C/attention.h``); causal tiles wholly above the diagonal are skipped and
+  per tile (``ember/_C/kernels/attention.h``); causal tiles wholly above the diagonal are skipped and
   only tiles that cross it are masked. Heads whose tiles are small share one call, and a
   grouped-query key/value head serves its query heads without being repeated;
 - otherwise (CuPy, half precision, no compiled kernels, double backward) the same steps in
@@ -26,7 +26,7 @@ import numpy as np
 
 import ember
 
-from .. import _C
+from .._C import kernels
 from .._backends import blas
 from . import _attention_small
 from .._tensor import Tensor
@@ -154,24 +154,24 @@ def _layout(q, k, scale):
     heads per BLAS call and kernel call when their tiles are small."""
     n, nkv = math.prod(q.shape[:-2]), math.prod(k.shape[:-2])
     rep, (L, d), S = n // nkv, q.shape[-2:], k.shape[-2]
-    q = _C.contiguous(q * np.asarray(scale, q.dtype)).reshape(nkv, rep, L, d)
+    q = kernels.contiguous(q * np.asarray(scale, q.dtype)).reshape(nkv, rep, L, d)
     tile = rep * min(QBLOCK, L) * min(BLOCK, S)
     return q, max(1, QBLOCK * BLOCK // tile)
 
 
 def _kv(a, transpose=False):
     """A key/value array as a contiguous (kv heads, 1, rows, cols) stack, transposed once
-    (BLAS runs q @ k^T ~7% faster on a contiguous k^T than with a transposed k)."""
+    (BLAS runs q @ k^T faster on a contiguous k^T than with a transposed k)."""
     a = a.swapaxes(-1, -2) if transpose else a
-    return _C.contiguous(a).reshape(-1, 1, *a.shape[-2:])
+    return kernels.contiguous(a).reshape(-1, 1, *a.shape[-2:])
 
 
 def _forward_kernel(q, k, v, scale, causal):
     """(out, lse) arrays by the C kernel, or None when it does not apply."""
-    fn = _C.kernel("attn_fwd_tile", q.dtype) if type(q) is np.ndarray else None
+    fn = kernels.kernel("attn_fwd_tile", q.dtype) if type(q) is np.ndarray else None
     if fn is None or not q.dtype == k.dtype == v.dtype:
         return None
-    L, S, dv, nt = q.shape[-2], k.shape[-2], v.shape[-1], _C.num_threads()
+    L, S, dv, nt = q.shape[-2], k.shape[-2], v.shape[-1], kernels.num_threads()
     (q, group), kt, v = _layout(q, k, scale), _kv(k, True), _kv(v)
     out = np.zeros(q.shape[:-1] + (dv,), q.dtype)
     lse = np.empty(q.shape[:-1], q.dtype)
@@ -199,14 +199,14 @@ def _forward_kernel(q, k, v, scale, causal):
 
 def _backward_kernel(g, q, k, v, out, lse, scale, causal):
     """(dq, dk, dv) arrays by the C kernel, or None when it does not apply."""
-    fn = _C.kernel("attn_bwd_tile", q.dtype)
+    fn = kernels.kernel("attn_bwd_tile", q.dtype)
     if fn is None:
         return None
-    L, S, nt = q.shape[-2], k.shape[-2], _C.num_threads()
+    L, S, nt = q.shape[-2], k.shape[-2], kernels.num_threads()
     shapes = q.shape, k.shape, v.shape
     dd = np.einsum("...i,...i->...", g, out)            # rowsum(dO * O) = sum_j P_ij dP_ij
     (q, group), k, kt, vt = _layout(q, k, scale), _kv(k), _kv(k, True), _kv(v, True)
-    g, lse, dd = (_C.contiguous(a).reshape(q.shape[:3] + (-1,)) for a in (g, lse, dd))
+    g, lse, dd = (kernels.contiguous(a).reshape(q.shape[:3] + (-1,)) for a in (g, lse, dd))
     dq, dk = np.zeros_like(q), np.zeros_like(k)
     dv = np.zeros(vt.shape[:2] + (S, vt.shape[2]), q.dtype)
     size = group * q.shape[1] * min(QBLOCK, L) * min(BLOCK, S)
@@ -277,7 +277,7 @@ def use_flash(query, key, value, attn_mask, dropout_p, enable_gqa=False):
         return True     # short keys: all heads in one kernel call beat the naive path
     return scores >= FLASH_MIN_SCORES or (
         scores >= min(KERNEL_MIN_SCORES, FLASH_MIN_SCORES) and type(query._data) is np.ndarray
-        and _C.kernel("attn_fwd_tile", query._data.dtype) is not None)
+        and kernels.kernel("attn_fwd_tile", query._data.dtype) is not None)
 
 
 def flash_attention(query, key, value, is_causal=False, scale=None):

@@ -2,7 +2,7 @@
 
 At GPT sizes (64 heads, sequence 64) the tiled kernels of ``_attention.py`` spend most of their
 time in Python and NumPy between tiny GEMMs. ``attn_small_fwd`` / ``attn_small_bwd``
-(``ember/_C/attention_small.h``) run the whole forward or backward in C, calling BLAS
+(``ember/_C/kernels/attention_small.h``) run the whole forward or backward in C, calling BLAS
 themselves, and read q, k, v where they lie: any head layout whose rows have unit column
 stride (the ``(B, L, H, d)`` views a fused qkv projection gives) goes in without a copy, and
 out, dq, dk, dv come back in their input's memory order, as torch's CPU flash attention does.
@@ -15,14 +15,14 @@ import math
 
 import numpy as np
 
-from .. import _C
+from .._C import kernels
 from .._backends import blas
 from .._storage import _root
 
 MAX_KEYS = 1024     # keys per head up to which this path runs (2 x 32 x keys per thread)
 # Longer keys, where threads outnumber the key/value heads, up to this: threads then split the
-# query blocks (the tiled path's BLAS threads and kernel threads, woken in turn per tile, gained
-# nothing from a second thread at seq 4096; 1 thread keeps the tiled path, ~10% faster there).
+# query blocks (the tiled path's BLAS threads and kernel threads, woken in turn per tile, gain
+# nothing from a second thread on long sequences; 1 thread keeps the tiled path).
 MAX_SPLIT_KEYS = 16384
 
 
@@ -32,12 +32,12 @@ def applies(q, k, v):
             q.dtype == k.dtype == v.dtype and 0 < k.shape[-2] and
             (k.shape[-2] <= MAX_KEYS or _split(k)) and
             min(q.shape[-2], q.shape[-1], v.shape[-1]) > 0 and
-            _C.kernel("attn_small_fwd", q.dtype) is not None and _gemm(q.dtype) is not None)
+            kernels.kernel("attn_small_fwd", q.dtype) is not None and _gemm(q.dtype) is not None)
 
 
 def _split(k):
     """Whether keys beyond MAX_KEYS run here: threads outnumber the key/value heads."""
-    nt = _C.num_threads()
+    nt = kernels.num_threads()
     return k.shape[-2] <= MAX_SPLIT_KEYS and nt > 1 and math.prod(k.shape[:-2]) < nt
 
 
@@ -94,7 +94,7 @@ def _like(a, cols):
 def _fused_grads(q, k, v):
     """dq, dk, dv as the same slices of one new array where q, k, v are disjoint slices that
     fill one C-contiguous array (a fused qkv projection's output, split): split's backward
-    then joins them without a copy (``_ops/pieces.py``). None elsewhere."""
+    then joins them without a copy (``_ops/joining.py``). None elsewhere."""
     r = _root(q)
     if not (_root(k) is r and _root(v) is r and r.flags.c_contiguous and r.dtype == q.dtype and
             q.shape == k.shape == v.shape and q.strides == k.strides == v.strides and
@@ -124,8 +124,8 @@ def _run(name, inputs, outputs, lse, scale, causal):
     base = np.array([a.__array_interface__["data"][0] for a in arrays], np.uintp)
     gemm, ilp64 = _gemm(q.dtype)
     # each OpenMP thread calls BLAS on its own heads
-    status = _C.with_one_blas_thread(
-        _C.kernel(name, q.dtype), base.ctypes.data, off.ctypes.data, ld.ctypes.data,
+    status = kernels.with_one_blas_thread(
+        kernels.kernel(name, q.dtype), base.ctypes.data, off.ctypes.data, ld.ctypes.data,
         lse.ctypes.data, nkv, nq // nkv, q.shape[-2], k.shape[-2], q.shape[-1],
         arrays[2].shape[-1], scale, 0 if causal else k.shape[-2], gemm, ilp64)
     if status != 0:

@@ -1,7 +1,7 @@
 """Adam, with AMSGrad and decoupled (AdamW) weight decay (``torch.optim.Adam``)."""
 import numpy as np
 
-from .. import _C
+from .._C import kernels
 
 from .optimizer import Optimizer, _check_common, _check_lr, _scalar, _tick, _zeros_like
 
@@ -11,7 +11,7 @@ __all__ = ["Adam"]
 def _kernel(p, g):
     """The C Adam update for ``p`` and its gradient ``g`` (same float dtype, contiguous), or
     None."""
-    fn = _C.kernel("adam", p.dtype)
+    fn = kernels.kernel("adam", p.dtype)
     ok = fn is not None and g.dtype == p.dtype and p.flags.c_contiguous and g.flags.c_contiguous
     return fn if ok else None
 
@@ -102,9 +102,9 @@ class Adam(Optimizer):
         if fn and all(a.flags.c_contiguous for a in (m, v) + rest[:-1]):
             # the same operations in the same order as below: bit-equal results
             fn(p.ctypes.data, g.ctypes.data, m.ctypes.data, v.ctypes.data,
-               _C.ptr(rest[0] if len(rest) == 2 else None), p.size, beta1, beta2, 1 - beta2,
+               kernels.ptr(rest[0] if len(rest) == 2 else None), p.size, beta1, beta2, 1 - beta2,
                group["eps"] * bc2_sqrt, step_size, 1.0 if decay is None else decay,
-               _C.num_threads())
+               kernels.num_threads())
             return
         if decay is not None:                   # skipped by _decay for the kernel
             p *= decay

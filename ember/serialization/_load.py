@@ -227,7 +227,7 @@ class _ZipLoader(_Loader):
                         info.file_size >= (1 << 20):
                     # NOTE: big storages are read by two threads with pread (which releases
                     # the GIL) while unpickling goes on: copying from the page cache into
-                    # fresh memory is most of a load, and it runs ~2x faster split in two.
+                    # fresh memory is most of a load, and it runs faster split in two.
                     # load() waits for them all; only cpu storages with no map_location
                     # (nothing looks at the bytes before then) go this way.
                     if self.pool is None:

@@ -53,7 +53,7 @@ static PyObject *operator_repr(PyObject *self)
 
 static PyTypeObject OperatorType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "ember._C._dispatch.Operator",
+    .tp_name = "ember._C.dispatch._dispatch.Operator",
     .tp_basicsize = sizeof(Operator),
     .tp_dealloc = operator_dealloc,
     .tp_vectorcall_offset = offsetof(Operator, vectorcall),

@@ -152,7 +152,7 @@ static PyMappingMethods size_mapping = {.mp_subscript = size_subscript};
 
 static PyTypeObject SizeBaseType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "ember._C._dispatch.SizeBase",
+    .tp_name = "ember._C.dispatch._dispatch.SizeBase",
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_as_mapping = &size_mapping,
     .tp_doc = "ember.Size's indexing: an int gives the dimension, a slice a Size.",
@@ -195,7 +195,7 @@ static PyMethodDef tensor_methods[] = {
 
 static PyTypeObject TensorBaseType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "ember._C._dispatch.TensorBase",
+    .tp_name = "ember._C.dispatch._dispatch.TensorBase",
     .tp_basicsize = sizeof(TensorObject),
     .tp_dealloc = tensor_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
@@ -205,7 +205,7 @@ static PyTypeObject TensorBaseType = {
     .tp_methods = tensor_methods,
     .tp_getset = tensor_getset,
     .tp_alloc = tensor_alloc,
-    .tp_doc = "ember.Tensor's fields in fixed slots (ember/_C/tensor.h).",
+    .tp_doc = "ember.Tensor's fields in fixed slots (ember/_C/dispatch/tensor.h).",
 };
 
 /* tensor_defaults(cpu, Size): the device a new tensor has, and the type of its shape */

@@ -238,7 +238,7 @@ static PyObject *dispatch_inplace(PyObject *mod, PyObject *const *av, Py_ssize_t
         return PyObject_Vectorcall(py_dispatch_inplace, av, n, kwnames);
     PyObject *opdef = av[0], *self = av[1], *args = av[2], *kwargs = av[3], *x, *dt;
     PyObject *moved = NULL, *ret;
-    if (!ready || !PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) > 7 ||
+    if (!ready || !fast_on || !PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) > 7 ||
         (kwargs != Py_None && !PyDict_Check(kwargs)) || !PyObject_TypeCheck(self, Tensor) ||
         TF(self, device, CPU) != CPU || (x = TB(self)->data) == NULL ||
         Py_TYPE(x) != (PyTypeObject *)ndarray || (dt = TB(self)->dtype) == NULL)

@@ -80,7 +80,7 @@ static PyMemberDef viewfn_members[] = {
 
 static PyTypeObject ViewFnType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "ember._C._dispatch.ViewFn",
+    .tp_name = "ember._C.dispatch._dispatch.ViewFn",
     .tp_basicsize = sizeof(ViewFn),
     .tp_dealloc = viewfn_dealloc,
     .tp_vectorcall_offset = offsetof(ViewFn, vectorcall),

@@ -21,6 +21,9 @@ static PyObject *CPU, *np, *ndarray, *np_generic, *np_asarray, *scalar_keeps, *g
     *sparse_dispatch, *AT0, *AT1, *AT01, *dtype_of, *operands, *empty_dict, *empty_tuple, *common;
 static long FLOAT;
 static int ready;
+/* 0 inside dispatch.python_reference(): every call goes to the Python dispatch, so one process
+ * can run the same call both ways (tests/test_dispatch_equivalence.py) */
+static int fast_on = 1;
 
 
 static PyObject *s_view, *s_autocast, *s_tracer, *s_profiler, *s_dtype, *s_device, *s_data,
@@ -654,7 +657,7 @@ static PyObject *run(PyObject *opdef, PyObject *args, PyObject *kwargs)
 {
     int r, view, handled;
     PyObject *given = args, *full = NULL, *ret;
-    if (kwargs != NULL && kwargs != Py_None && !PyDict_Check(kwargs))
+    if (!fast_on || (kwargs != NULL && kwargs != Py_None && !PyDict_Check(kwargs)))
         return slow(opdef, args, kwargs);
     if ((view = op_truth(opdef, OP_VIEW)) < 0)
         return NULL;
@@ -700,7 +703,7 @@ static PyObject *run(PyObject *opdef, PyObject *args, PyObject *kwargs)
 static PyObject *dispatch(PyObject *self, PyObject *const *av, Py_ssize_t n)
 {
     if (!ready) {
-        PyErr_SetString(PyExc_RuntimeError, "ember._C._dispatch: init() was not called");
+        PyErr_SetString(PyExc_RuntimeError, "ember._C.dispatch._dispatch: init() was not called");
         return NULL;
     }
     if (n != 3) {
@@ -834,6 +837,15 @@ static PyObject *data_ptr(PyObject *self, PyObject *a)
     return r;
 }
 
+static PyObject *fast_path(PyObject *self, PyObject *on)
+{
+    int was = fast_on, r = PyObject_IsTrue(on);
+    if (r < 0)
+        return NULL;
+    fast_on = r;
+    return PyBool_FromLong(was);
+}
+
 static PyMethodDef methods[] = {
     {"dispatch", (PyCFunction)(void (*)(void))dispatch, METH_FASTCALL,
      "dispatch(opdef, args, kwargs): dispatch.py's dispatch, its fast path in C."},
@@ -843,6 +855,9 @@ static PyMethodDef methods[] = {
      "call in C."},
     {"operator", make_operator, METH_VARARGS,
      "operator(opdef, reflected): a Tensor operator method calling dispatch."},
+    {"fast_path", fast_path, METH_O,
+     "fast_path(on): turn the fast path on or off (off: dispatch, dispatch_inplace and the "
+     "operators call the Python dispatch); returns the previous setting."},
     {"init", init, METH_O, "init(objects): the Python objects the fast path works with."},
     {"data_ptr", data_ptr, METH_O, "data_ptr(a): a NumPy array's data address (None for None)."},
     {"backward_loop", (PyCFunction)(void (*)(void))backward_loop, METH_FASTCALL,

@@ -1,0 +1,334 @@
+"""ember's optional compiled CPU kernels (kernels.c), loaded with ctypes on first use.
+
+An op's forward (or backward) asks :func:`kernel` for a kernel beside its NumPy code and falls
+back to that code when it gets None: the library was not built, ``EMBER_NO_C=1`` is set, or a
+:func:`disabled` block is active. The NumPy code is the reference the kernels are tested
+against (tests/test_kernels.py); docs/kernels.md says how the library is built and why.
+"""
+import contextlib
+import math
+import os
+
+import numpy as np
+
+from .. import dispatch as _dispatch
+
+_lib = None              # the CDLL once loaded; False when it cannot be
+_off = os.environ.get("EMBER_NO_C", "") not in ("", "0")
+
+
+# x86-64-v3 as /proc/cpuinfo spells it (abm: lzcnt); the OS saving ymm registers is implied
+_V3_FLAGS = frozenset({"avx", "avx2", "fma", "f16c", "bmi1", "bmi2", "movbe", "abm"})
+
+
+def _cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return set()
+
+
+def library_path():
+    """The kernel library this process loads: the copy built for x86-64-v3 (AVX2 with FMA,
+    setup.py) on such a CPU without AVX-512, else the baseline (whose hot loops carry
+    AVX-512 and AVX2 clones). ``EMBER_KERNELS=baseline`` forces the baseline."""
+    folder = os.path.dirname(os.path.abspath(__file__))
+    v3 = os.path.join(folder, "libember_kernels_v3.so.1")
+    if os.environ.get("EMBER_KERNELS") != "baseline" and os.path.exists(v3):
+        flags = _cpu_flags()
+        if _V3_FLAGS <= flags and "avx512f" not in flags:
+            return v3
+    return os.path.join(folder, "libember_kernels.so.1")
+
+
+def _load():
+    import ctypes          # here, not at import: ``import ember`` stays cheap
+    path = library_path()
+    # libgomp's idle threads spin (~300k rounds) after every parallel region, and NumPy's
+    # OpenBLAS has its own thread pool: with as many threads as cores, long spinning starves
+    # BLAS's threads (causal attention at seq 4096, 2 threads on 2 cores: 620 ms, 29 ms with
+    # idle threads asleep at once), while no spinning makes every region pay a futex wake-up
+    # (a GELU on 1024x512 at 2 threads: 0.46 ms against 0.29 on one). A short spin keeps a
+    # thread warm between back-to-back kernels. libgomp reads this when it loads, so it is set
+    # here, unless the user chose a wait policy.
+    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+        os.environ["GOMP_SPINCOUNT"] = "3000"
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError:        # not built (or built for another machine): the NumPy path runs
+        return False
+    _declare(lib)
+    # NOTE: OpenMP's thread pool does not survive fork: a child that ran a kernel on more than
+    # one thread would hang. Children (DataLoader workers...) use one thread, as in torch.
+    if hasattr(os, "register_at_fork"):
+        from ... import _config
+        os.register_at_fork(after_in_child=lambda: _config._state.update(threads=1))
+    return lib
+
+
+def _declare(lib):
+    import ctypes
+    p, i64, i, d = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_double
+    sigs = {"softmax": [p, p, p, i64, i64, i64, i, i, i],
+            "gelu": [p, p, p, i64, i, i],
+            "layer_norm": [p, p, p, p, p, p, i64, i64, d, i, i],
+            "layer_norm_bwd": [p, p, p, p, p, p, i64, i64, d, i, i],
+            "cross_entropy": [p, p, p, p, i64, i64, i64, i],
+            "adam": [p, p, p, p, p, i64, d, d, d, d, d, d, i],
+            "erf": [p, p, i64, i, i],                  # float32 only: float64 has libm's
+            "winograd_fwd": [p, i64, i64, i64, i64, p, i64, i64, p, i64, i64, i64, p, i, i],
+            "winograd_wgrad": [p, i64, i64, i64, i64, p, i64, i64, i64, i64, p, i64, p, i, i],
+            "conv_cols_fwd": [p, p, p, i64, i64, i64, p, p, i, i],
+            "conv_cols_wgrad": [p, p, p, i64, i64, i64, p, p, i, i],
+            "conv_cols_transpose": [p, p, p, i64, i64, i64, p, p, i, i],
+            "attn_fwd_tile": [p, i64, i64, p, p, i64, p, i64, i64, i64, i64, i64, i64, i64, i],
+            "attn_bwd_tile": [p, p, i64, i64, p, p, i64, i64, i64, i64, i64, i],
+            "attn_small_fwd": [p, p, p, p, i64, i64, i64, i64, i64, i64, d, i64, p, i, i],
+            "attn_small_bwd": [p, p, p, p, i64, i64, i64, i64, i64, i64, d, i64, p, i, i],
+            "scan": [p, p, i64, i64, i64, i, i, i],
+            "gather": [p, p, p, i64, i64, i64, i64, i],
+            "mask_select": [p, p, p, i64, p, i],     # (select.h: 4- and 8-byte words)
+            "scatter": [p, p, p, p, i64, i64, i64, i64, i, i],
+            "add_rows": [p, p, p, i64, i64, i64],
+            "add_bias": [p, p, i64, i64, i],
+            "sum_rows": [p, p, i64, i64, i],
+            # (BLAS's cblas_?gemm address and whether it takes 64-bit ints, then threads)
+            "lstm_fwd": [p] * 8 + [i64, i64, i64, i, p, i, i],
+            "lstm_bwd": [p, i64] + [p] * 7 + [i64, i64, i64, i, p, i, i],
+            "bmm": [p, i, i64, i, i, i64, i64, i64, p, i64, i64, p, i64, i64, i, p, i64, i64, i],
+            # (sgemm.h, float32 only: batch, m, n, k, then a, b as pointer, strides, then
+            # acc, bias (NULL or n floats), c as pointer, strides)
+            "gemm": [i64] * 4 + [p, i64, i64, i64] * 2 + [i, p, p, i64, i64, i]}
+    for name in ("f16_widen", "f16_narrow"):        # (half.h: no dtype suffix)
+        getattr(lib, name).argtypes, getattr(lib, name).restype = [p, p, i64], ctypes.c_int
+    lib.mask_count.argtypes, lib.mask_count.restype = [p, i64, p, i], i64
+    for name, args in sigs.items():
+        for suffix in ("_f32", "_f64"):
+            fn = getattr(lib, name + suffix, None)
+            if fn is not None:
+                # (Winograd, im2col and attn_small kernels return -1 when they cannot allocate
+                # their buffers, lstm_* when they cannot allocate their weight panels;
+                # gather/scatter/add_rows return 1 for an index out of range, cross_entropy -1
+                # for a target out of range: the caller raises)
+                fn.argtypes = args
+                fn.restype = ctypes.c_int if name.startswith(
+                    ("winograd", "conv_cols", "lstm", "attn_small")) or \
+                    name in ("gather", "scatter", "add_rows", "gemm") else \
+                    ctypes.c_int64 if name == "cross_entropy" else None
+
+
+_SUFFIX = {np.dtype(np.float32): "_f32", np.dtype(np.float64): "_f64"}
+
+
+def kernel(name, dtype):
+    """The C function ``name`` for arrays of ``dtype``, or None (not built, turned off, or a
+    dtype without a kernel: the caller then runs its NumPy code)."""
+    global _lib
+    if _off:
+        return None
+    suffix = _SUFFIX.get(dtype)
+    if suffix is None:
+        return None
+    if _lib is None:
+        _lib = _load()
+    return getattr(_lib, name + suffix, None) if _lib else None
+
+
+_F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
+_CAST = {(_F16, _F32): "f16_widen", (_F32, _F16): "f16_narrow"}
+
+
+def astype(a, dtype):
+    """``a.astype(dtype)``; float16 <-> float32 of a large contiguous array through F16C
+    (half.h), which NumPy's element-by-element conversion is ~20x slower than."""
+    global _lib
+    name = _CAST.get((a.dtype, dtype))
+    if name is None or type(a) is not np.ndarray or a.size < 2048 or _off or \
+            not a.flags.c_contiguous:
+        return a.astype(dtype)
+    if _lib is None:
+        _lib = _load()
+    out = np.empty(a.shape, dtype)
+    if _lib and getattr(_lib, name)(a.ctypes.data, out.ctypes.data, a.size) == 0:
+        return out
+    return a.astype(dtype)
+
+
+# elements below which NumPy's single pass beats a kernel call (ctypes: ~3 us)
+_MIN_ROWS_KERNEL = 1 << 15
+
+
+def add_bias(out, bias):
+    """``out += bias`` broadcast over the rows of a C-contiguous NumPy ``out`` (a linear
+    layer's bias) by the rowops kernel, split over threads; False (nothing done) where it does
+    not apply: the caller adds with NumPy."""
+    fn = kernel("add_bias", out.dtype) if type(out) is np.ndarray and \
+        out.size >= _MIN_ROWS_KERNEL else None
+    if fn is None or type(bias) is not np.ndarray or bias.dtype != out.dtype or \
+            bias.shape != out.shape[-1:] or not (out.flags.c_contiguous and
+                                                  bias.flags.c_contiguous):
+        return False
+    fn(ptr(out), ptr(bias), out.size // bias.size, bias.size, num_threads())
+    return True
+
+
+def sum_rows(a):
+    """``numpy.add.reduce(a, 0)`` of a C-contiguous 2-D NumPy array (a bias's gradient), bit
+    for bit, by the rowops kernel over threads; None where it does not apply. (One column is
+    a contiguous run that NumPy sums pairwise: it keeps NumPy.)"""
+    fn = kernel("sum_rows", a.dtype) if type(a) is np.ndarray and a.ndim == 2 and \
+        a.size >= _MIN_ROWS_KERNEL and a.shape[0] > 0 and a.shape[1] > 1 and \
+        a.flags.c_contiguous else None
+    if fn is None:
+        return None
+    out = np.empty(a.shape[1], a.dtype)
+    fn(ptr(a), ptr(out), a.shape[0], a.shape[1], num_threads())
+    return out
+
+
+_WORDS = {4: np.dtype(np.float32), 8: np.dtype(np.float64)}
+# elements below which NumPy's boolean indexing is as quick (two ctypes calls cost ~5 us)
+_MIN_SELECT = 1 << 14
+
+
+def mask_select(a, mask):
+    """``a[mask]`` for a boolean ``mask`` of ``a``'s shape, both C-contiguous NumPy arrays, by
+    select.h's branch-free copy over threads; None where it does not apply (the caller then
+    indexes with NumPy)."""
+    global _lib
+    word = _WORDS.get(a.itemsize)
+    if word is None or _off or a.size < _MIN_SELECT or type(a) is not np.ndarray or \
+            a.dtype.kind not in "fiub" or not (a.flags.c_contiguous and mask.flags.c_contiguous):
+        return None
+    if _lib is None:
+        _lib = _load()
+    if not _lib:
+        return None
+    nt = num_threads()
+    offsets = np.empty(nt + 1, np.int64)
+    total = _lib.mask_count(mask.ctypes.data, a.size, offsets.ctypes.data, nt)
+    out = np.empty(total, a.dtype)
+    getattr(_lib, "mask_select" + _SUFFIX[word])(a.ctypes.data, mask.ctypes.data,
+                                                 out.ctypes.data, a.size, offsets.ctypes.data,
+                                                 nt)
+    return out
+
+
+def along_dim(name, data, dim, index):
+    """The C gather or scatter kernel (gather.h) along ``dim`` of ``data`` with ``index``, or
+    None where it does not apply: NumPy float32/float64 data, an int64 index of the data's
+    shape but along ``dim``. gather: ``run(data, out) -> bad``; scatter: ``run(out, values,
+    mode, init) -> bad`` (mode 0 write, 1 add, 2 max, 3 min). ``bad`` is true for an index
+    out of range."""
+    if type(data) is not np.ndarray or type(index) is not np.ndarray or index.dtype != np.int64 \
+            or not 0 < data.ndim == index.ndim or not -data.ndim <= dim < data.ndim:
+        return None
+    d = dim % data.ndim
+    if index.shape[:d] != data.shape[:d] or index.shape[d + 1:] != data.shape[d + 1:]:
+        return None
+    fn = kernel(name, data.dtype)
+    if fn is None:
+        return None
+    outer, inner = math.prod(data.shape[:d]), math.prod(data.shape[d + 1:])
+    index = contiguous(index)
+
+    if name == "gather":
+        def run(data, out):
+            data = contiguous(data)
+            return fn(data.ctypes.data, index.ctypes.data, out.ctypes.data, outer,
+                      data.shape[d], index.shape[d], inner, num_threads())
+        return run
+
+    def scatter(out, values, mode, init):
+        """into ``out`` (C-contiguous) filled first from ``init``: ``out`` itself (in place:
+        every index is checked before anything is written), another array of its shape, or
+        None for zeros"""
+        init = init if init is None or init is out else contiguous(init)
+        return fn(out.ctypes.data, index.ctypes.data, contiguous(values).ctypes.data,
+                  None if init is None else init.ctypes.data, outer, out.shape[d],
+                  index.shape[d], inner, mode, num_threads())
+    return scatter
+
+
+def available():
+    """True when the compiled kernels are built and loadable (whatever ``EMBER_NO_C`` says)."""
+    global _lib
+    if _lib is None:
+        _lib = _load()
+    return bool(_lib)
+
+
+def describe():
+    """One line for ``ember info``: the kernel library in use, or why there is none."""
+    if not available():
+        return "not built: the NumPy path runs"
+    name = os.path.basename(library_path())
+    build = "x86-64-v3 build (AVX2 + FMA)" if "_v3" in name else \
+        "baseline build (AVX-512, AVX2 or plain copies picked per loop)"
+    return f"{name}, {build}" + (" (off: EMBER_NO_C=1)" if _off else "")
+
+
+@contextlib.contextmanager
+def disabled():
+    """Run the NumPy reference path inside the block, as ``EMBER_NO_C=1`` does for a process.
+
+    Example:
+        >>> import ember
+        >>> with ember._C.kernels.disabled():
+        ...     ember.softmax(ember.zeros(2), 0)
+        tensor([0.5000, 0.5000])
+    """
+    global _off
+    prev, _off = _off, True
+    try:
+        yield
+    finally:
+        _off = prev
+
+
+def num_threads():
+    """Threads a kernel splits its rows over: ``ember.get_num_threads()``."""
+    global _config
+    if _config is None:         # (ctypes and the BLAS search load on first kernel use only)
+        from ... import _config
+    return _config._state["threads"] or _config.get_num_threads()
+
+
+_config = None      # ember._config once a kernel asked (an import statement per call: ~1 us)
+
+
+def with_one_blas_thread(fn, *args):
+    """``fn(*args, nt)`` for a kernel whose ``nt`` OpenMP threads each call BLAS, with BLAS on
+    one thread meanwhile: BLAS's own threads, woken per small GEMM inside OpenMP's, would
+    oversubscribe the cores and cost more than the GEMMs. Returns ``fn``'s result."""
+    from ... import _config
+    nt = num_threads()
+    setters = [s for f, s, _ in _config._controls() if f != "omp"] if nt > 1 else []
+    for setter in setters:
+        setter(1)
+    try:
+        return fn(*args, nt)
+    finally:
+        for setter in setters:
+            setter(nt)
+
+
+def ptr(a):
+    """The data address of a NumPy array (or None), for a ctypes call."""
+    return None if a is None else a.ctypes.data
+
+
+if _dispatch.ext is not None:    # the same in C: a.ctypes.data builds a helper object
+    ptr = _dispatch.ext.data_ptr  # noqa: F811
+
+
+def contiguous(a, dtype=None):
+    """``a`` as a C-contiguous array of ``dtype`` (copied only when it must be); unlike
+    np.ascontiguousarray, a 0-dim array stays 0-dim."""
+    if dtype is not None:
+        a = a.astype(dtype, copy=False)
+    return a if a.flags.c_contiguous else a.copy(order="C")
