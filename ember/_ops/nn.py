@@ -12,7 +12,7 @@ from .indexing import out_of_range
 from .._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
 from ..autograd.graph import needs_input_grad
-from .linalg import matmul
+from .linalg import matmul, matmul_node
 from .meta import broadcast_meta, empty, same_meta
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
@@ -105,6 +105,20 @@ linear.samples = lambda dev, dt: [
     Sample(make((4,), dt), make((5, 4), dt, seed=1), make((5,), dt, seed=2))] \
     if dt.category >= 2 else []
 linear.torch_fn = "nn.functional.linear"
+
+
+def _linear_node(input, weight, bias=None):
+    """torch's node of linear: addmm for a 2-d input with bias, addmm's view for a 1-d or
+    contiguous 3-d+ one, else matmul's node or the bias's add."""
+    if bias is None:
+        return matmul_node(input.dim(), weight.dim())
+    if input.dim() == 2 and weight.dim() == 2:
+        return "AddmmBackward0"
+    flat = input.dim() == 1 or input.dim() >= 3 and input.is_contiguous()
+    return "ViewBackward0" if flat and weight.dim() == 2 and bias.dim() == 1 else "AddBackward0"
+
+
+linear.grad_name_of = _linear_node
 
 
 @op("embedding", method=False, function=False)
@@ -306,6 +320,18 @@ nll_loss.samples = lambda dev, dt: [
            reduction="none"),
 ] if dt.category == 2 else []
 nll_loss.torch_fn = "nn.functional.nll_loss"
+
+
+def nll_node(input, reduction):
+    """torch's node of nll_loss: nll_loss2d's for 3-d+ inputs, viewed back when unreduced
+    (but for 4-d ones, nll_loss2d's own shape)."""
+    if input.dim() < 3:
+        return "NllLossBackward0"
+    return "ViewBackward0" if reduction == "none" and input.dim() != 4 else "NllLoss2DBackward0"
+
+
+nll_loss.grad_name_of = lambda input, target, weight=None, ignore_index=-100, reduction="mean": \
+    nll_node(input, reduction)
 
 
 # ---- losses torch computes in one kernel, so their backward is one node ----------------------
