@@ -92,16 +92,17 @@ matmul.samples = lambda dev, dt: [
     Sample(make((2, 1, 3, 4), dt), make((3, 4, 2), dt, seed=1))] if dt.category >= 1 else []
 
 
+_MATMUL_NODES = {(1, 1): "DotBackward0", (2, 1): "MvBackward0", (1, 2): "SqueezeBackward4",
+                 (2, 2): "MmBackward0"}
+
+
 def matmul_node(a, b):
     """torch's node of matmul of ``a``-dim by ``b``-dim operands: the last op of its case."""
-    if a <= 2 and b <= 2:
-        return {(1, 1): "DotBackward0", (2, 1): "MvBackward0", (1, 2): "SqueezeBackward4",
-                (2, 2): "MmBackward0"}[a, b]
     # NOTE: torch computes 2-d @ batched as the transpose of a batched product, made contiguous
-    return "CloneBackward0" if a == 2 else "UnsafeViewBackward0"
+    return _MATMUL_NODES.get((a, b)) or ("CloneBackward0" if a == 2 else "UnsafeViewBackward0")
 
 
-matmul.grad_name_of = lambda input, other: matmul_node(input.dim(), other.dim())
+matmul.grad_name_of = lambda input, other: matmul_node(input._data.ndim, other._data.ndim)
 
 
 def _check_2d(name, *arrays):

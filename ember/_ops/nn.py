@@ -110,12 +110,13 @@ linear.torch_fn = "nn.functional.linear"
 def _linear_node(input, weight, bias=None):
     """torch's node of linear: addmm for a 2-d input with bias, addmm's view for a 1-d or
     contiguous 3-d+ one, else matmul's node or the bias's add."""
+    nd, wd = input._data.ndim, weight._data.ndim
     if bias is None:
-        return matmul_node(input.dim(), weight.dim())
-    if input.dim() == 2 and weight.dim() == 2:
+        return matmul_node(nd, wd)
+    if nd == 2 and wd == 2:
         return "AddmmBackward0"
-    flat = input.dim() == 1 or input.dim() >= 3 and input.is_contiguous()
-    return "ViewBackward0" if flat and weight.dim() == 2 and bias.dim() == 1 else "AddBackward0"
+    flat = nd == 1 or nd >= 3 and input.is_contiguous()
+    return "ViewBackward0" if flat and wd == 2 and bias._data.ndim == 1 else "AddBackward0"
 
 
 linear.grad_name_of = _linear_node
