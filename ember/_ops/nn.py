@@ -419,7 +419,8 @@ def _(g, input, target, weight=None, reduction="mean"):
 def _bce_logits(xp, input, target, weight, pos_weight):
     """The unreduced loss ``(1 - y) x + (1 + (pw - 1) y) softplus(-x)``, times ``weight``."""
     sp = xp.maximum(-input, 0) + xp.log1p(xp.exp(-xp.abs(input)))      # softplus(-x), stably
-    loss = (1 - target) * input + (sp if pos_weight is None else (1 + (pos_weight - 1) * target) * sp)
+    lw = 1 if pos_weight is None else 1 + (pos_weight - 1) * target
+    loss = (1 - target) * input + lw * sp
     return loss if weight is None else loss * weight
 
 
@@ -642,3 +643,65 @@ _activation(hardsigmoid)
 _activation(hardswish)
 _activation(softplus, {}, {"beta": 2.0, "threshold": 3.0})
 _activation(logsigmoid)
+
+
+# ---- batch_norm: torch's native kernel, one node --------------------------------------------
+
+@op("native_batch_norm", nondiff_outputs=(1, 2), method=False, function=False)
+def native_batch_norm(xp, input, weight, bias, running_mean, running_var, training, eps):
+    """Normalize each channel of (N, C, *) ``input`` by its batch statistics (``training``) or
+    the running ones, then scale and shift: ``(output, mean, biased variance)`` used."""
+    x = input.astype(np.float32) if input.dtype.itemsize < 4 else input   # (torch's opmath)
+    dims, shape = (0,) + tuple(range(2, x.ndim)), (1, -1) + (1,) * (x.ndim - 2)
+    mean, var = (x.mean(axis=dims), x.var(axis=dims)) if training else (running_mean, running_var)
+    out = (x - mean.reshape(shape)) * (1 / xp.sqrt(var.reshape(shape) + eps))
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return tuple(a.astype(input.dtype, copy=False) for a in (out, mean, var))
+
+
+@native_batch_norm.vjp(save=("input", "weight", "running_mean", "running_var"))
+def _(grads, input, weight, bias, running_mean, running_var, training, eps):
+    # (training: the statistics are the input's again, so a double backward sees through them)
+    g, nd = grads[0], input.dim()
+    dims, shape = (0,) + tuple(range(2, nd)), (1, -1) + (1,) * (nd - 2)
+    mean, var = (input.mean(dims, keepdim=True), input.var(dims, keepdim=True, correction=0)) \
+        if training else (running_mean.detach().reshape(shape), running_var.detach().reshape(shape))
+    rstd = (var + eps).rsqrt()
+    xhat = (input - mean) * rstd
+    gh = g if weight is None else g * weight.reshape(shape)
+    gx = rstd * (gh - gh.mean(dims, keepdim=True) - xhat * (gh * xhat).mean(
+        dims, keepdim=True)) if training else gh * rstd
+    return (gx, (g * xhat).sum(dims) if needs_input_grad(1) else None,
+            g.sum(dims) if needs_input_grad(2) else None, None, None, None, None)
+
+
+native_batch_norm.meta = lambda input, *args: (empty(input.shape, input.dtype),) + (
+    empty(input.shape[1:2], input.dtype),) * 2
+
+
+def _batch_norm_samples(dev, dt):
+    if dt.category != 2:
+        return []
+    c, stats = (make((3,), dt, 0.5, 2, seed=s) for s in (1, 2)), make((3,), dt, -1, 1, seed=3)
+    w, b = c
+    rv = make((3,), dt, 0.5, 2, seed=4)
+    # (the running statistics are not differentiable, as in torch)
+    return [s.differentiable_in(0, 1, 2) for s in (
+        Sample(make((4, 3, 5), dt), w, b, stats, rv, True, 1e-5),
+        Sample(make((4, 3, 5), dt), w, b, stats, rv, False, 1e-5),
+        Sample(make((6, 3), dt, noncontig=True), None, None, stats, rv, True, 1e-3),
+        Sample(make((2, 3, 2, 2), dt), w, None, stats, rv, False, 1e-5))]
+
+
+native_batch_norm.samples = _batch_norm_samples
+# (the running statistics as torch's own copies, which its training call updates)
+native_batch_norm.torch_ref = lambda torch, input, weight, bias, running_mean, running_var, \
+    training, eps: (torch.nn.functional.batch_norm(
+        input, running_mean.detach().clone(), running_var.detach().clone(), weight, bias,
+        training, 0.1, eps),) + tuple(t.detach() for t in (
+            (input.mean((0,) + tuple(range(2, input.dim()))), input.var(
+                (0,) + tuple(range(2, input.dim())), correction=0)) if training else
+            (running_mean, running_var)))

@@ -48,24 +48,24 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         >>> rm.tolist(), rv.tolist()
         ([0.2...], [1.1...])
     """
-    dims = (0,) + tuple(range(2, input.dim()))
+    from .._ops import nn as _nn
+    from .._ops.dispatch import dispatch
     if training:
         n = input.numel() // input.shape[1]
         if n <= 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input "
                              f"size {input.shape}")
-        mean, var = input.mean(dims), input.var(dims, correction=0)
-        if running_mean is not None:
-            _update_running(running_mean, mean, momentum)
-        if running_var is not None:
-            _update_running(running_var, var * (n / (n - 1)), momentum)
-    else:
-        if running_mean is None or running_var is None:
-            raise RuntimeError("batch_norm: running_mean and running_var must be defined in "
-                               "evaluation mode")
-        mean, var = running_mean, running_var
-    out = (input - _channel(mean, input.dim())) * _channel((var + eps).rsqrt(), input.dim())
-    return _affine(out, weight, bias)
+    elif running_mean is None or running_var is None:
+        raise RuntimeError("batch_norm: running_mean and running_var must be defined in "
+                           "evaluation mode")
+    # NOTE: one op, as torch's native_batch_norm (its node NativeBatchNormBackward0)
+    out, mean, var = dispatch(_nn.native_batch_norm, (input, weight, bias, running_mean,
+                                                       running_var, training, eps), {})
+    if training and running_mean is not None:
+        _update_running(running_mean, mean, momentum)
+    if training and running_var is not None:
+        _update_running(running_var, var * (n / (n - 1)), momentum)
+    return out
 
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,

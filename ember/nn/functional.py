@@ -386,7 +386,9 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     if tuple(weight.shape) != tuple(input.shape):
         raise ValueError("Weights and input must have the same size.")
     loss = (input - target).pow(2) * weight
-    return loss if reduction == "none" else loss.sum() / (weight.sum() if reduction == "mean" else 1)
+    if reduction == "none":
+        return loss
+    return loss.sum() / weight.sum() if reduction == "mean" else loss.sum()
 
 
 @autocast_policy("autocast_fp32")
