@@ -705,3 +705,44 @@ native_batch_norm.torch_ref = lambda torch, input, weight, bias, running_mean, r
             (input.mean((0,) + tuple(range(2, input.dim()))), input.var(
                 (0,) + tuple(range(2, input.dim())), correction=0)) if training else
             (running_mean, running_var)))
+
+
+# ---- group_norm: torch's native kernel, one node --------------------------------------------
+
+@op("native_group_norm", method=False, function=False)
+def native_group_norm(xp, input, weight, bias, group, eps):
+    """Normalize (N, C, *) ``input`` over each of ``group`` groups of channels (and the spatial
+    dims), then scale and shift each channel."""
+    x = input.astype(np.float32) if input.dtype.itemsize < 4 else input   # (torch's opmath)
+    g = x.reshape(x.shape[0], group, -1)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    out = ((g - g.mean(-1, keepdims=True)) / xp.sqrt(g.var(-1, keepdims=True) + eps)).reshape(
+        x.shape)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out.astype(input.dtype, copy=False)
+
+
+@native_group_norm.vjp(save=("input", "weight"))
+def _(g, input, weight, bias, group, eps):
+    shape, dims = (1, -1) + (1,) * (input.dim() - 2), (0,) + tuple(range(2, input.dim()))
+    x = input.reshape(input.shape[0], group, -1)
+    rstd = (x.var(-1, keepdim=True, correction=0) + eps).rsqrt()
+    xhat = (x - x.mean(-1, keepdim=True)) * rstd
+    gh = (g if weight is None else g * weight.reshape(shape)).reshape(x.shape)
+    gx = rstd * (gh - gh.mean(-1, keepdim=True) - xhat * (gh * xhat).mean(-1, keepdim=True))
+    return (gx.reshape(input.shape), (g * xhat.reshape(input.shape)).sum(dims)
+            if needs_input_grad(1) else None, g.sum(dims) if needs_input_grad(2) else None,
+            None, None)
+
+
+native_group_norm.meta = same_meta
+native_group_norm.samples = lambda dev, dt: [
+    Sample(make((2, 4, 5), dt), make((4,), dt, 0.5, 2, seed=1), make((4,), dt, seed=2), 2, 1e-5),
+    Sample(make((3, 6, 2, 2), dt), None, None, 3, 1e-5),
+    Sample(make((2, 3), dt, noncontig=True), make((3,), dt, seed=1), None, 1, 1e-3)] \
+    if dt.category == 2 else []
+native_group_norm.torch_ref = lambda torch, input, weight, bias, group, eps: \
+    torch.nn.functional.group_norm(input, group, weight, bias, eps)
