@@ -143,6 +143,18 @@ def _modules(lib):
         "cat": (lib.cat([x2, x2]), 1), "stack": (lib.stack([x2, x2]), 1),
         "chunk": (x2.chunk(2)[0], 1), "split": (x2.split(2)[1], 1),
         "double()": (x2.double(), 1), "expand": (x2[:, :1].expand(3, 4), 2),
+        "SmoothL1Loss": (lib.nn.SmoothL1Loss()(x2, p), 1),
+        "HuberLoss": (lib.nn.HuberLoss()(x2, p), 1),
+        "BatchNorm2d": (lib.nn.BatchNorm2d(3)(x4), 1),
+        "BatchNorm2d, eval": (lib.nn.BatchNorm2d(3).eval()(x4), 1),
+        "BatchNorm1d": (lib.nn.BatchNorm1d(4)(x2), 1), "GroupNorm": (lib.nn.GroupNorm(1, 3)(x4), 1),
+        "InstanceNorm2d": (lib.nn.InstanceNorm2d(3)(x4), 2),
+        "adaptive_avg_pool2d(1)": (F.adaptive_avg_pool2d(x4, 1), 1),
+        "silu": (F.silu(x2), 1), "mish": (F.mish(x2), 1), "leaky_relu": (F.leaky_relu(x2), 1),
+        "elu": (F.elu(x2), 1), "selu": (F.selu(x2), 1), "celu": (F.celu(x2), 1),
+        "relu6": (F.relu6(x2), 1), "hardtanh": (F.hardtanh(x2), 1),
+        "hardsigmoid": (F.hardsigmoid(x2), 1), "hardswish": (F.hardswish(x2), 1),
+        "softplus": (F.softplus(x2), 1), "logsigmoid": (F.logsigmoid(x2), 1),
     }
     return c
 
