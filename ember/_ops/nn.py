@@ -659,9 +659,11 @@ def native_batch_norm(xp, input, weight, bias, running_mean, running_var, traini
         out = out * weight.reshape(shape)
     if bias is not None:
         out = out + bias.reshape(shape)
-    return tuple(a.astype(input.dtype, copy=False) for a in (out, mean, var))
+    return out.astype(input.dtype, copy=False), mean.astype(input.dtype), var.astype(input.dtype)
 
 
+# NOTE: a training call is given no running statistics (the caller updates them in place from
+# the outputs): saved, they would fail the version check of the backward that does not read them
 @native_batch_norm.vjp(save=("input", "weight", "running_mean", "running_var"))
 def _(grads, input, weight, bias, running_mean, running_var, training, eps):
     # (training: the statistics are the input's again, so a double backward sees through them)

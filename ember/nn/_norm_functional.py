@@ -51,7 +51,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         raise RuntimeError("batch_norm: running_mean and running_var must be defined in "
                            "evaluation mode")
     # NOTE: one op, as torch's native_batch_norm (its node NativeBatchNormBackward0)
-    out, mean, var = _native(input, weight, bias, running_mean, running_var, training, eps)
+    out, mean, var = _native(input, weight, bias, None if training else running_mean,
+                             None if training else running_var, training, eps)
     if training and running_mean is not None:
         _update_running(running_mean, mean, momentum)
     if training and running_var is not None:
