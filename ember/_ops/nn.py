@@ -14,6 +14,7 @@ from ..autograd.grad_mode import state as _grad_state
 from ..autograd.graph import needs_input_grad
 from .linalg import matmul, matmul_node
 from .meta import broadcast_meta, empty, same_meta
+from .pointwise_math import threshold_backward
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
 
@@ -632,6 +633,37 @@ def logsigmoid(xp, input):
 
 
 logsigmoid.vjp(save=("input",))(lambda g, input: g * (-input).sigmoid())
+
+
+@_act_op("hardshrink")
+def hardshrink(xp, input, lambd=0.5):
+    """``x`` where ``|x| > lambd``, else 0."""
+    x = _floating(xp, "hardshrink", input)
+    return xp.where((x > lambd) | (x < -lambd), x, 0 * x)
+
+
+@_act_op("softshrink")
+def softshrink(xp, input, lambd=0.5):
+    """``x`` moved ``lambd`` towards 0, 0 where ``|x| <= lambd``."""
+    x = _floating(xp, "softshrink", input)
+    return xp.where(x > lambd, x - lambd, xp.where(x < -lambd, x + lambd, 0 * x))
+
+
+# (both pass the gradient where |x| > lambd)
+hardshrink.vjp(save=("input",))(lambda g, input, lambd=0.5: (
+    ember.where((input > lambd) | (input < -lambd), g, 0.0), None))
+softshrink.vjp(save=("input",))(hardshrink.vjp_fn)
+
+
+@op("threshold", tags=("pointwise",), promote="common", promote_args=(0,), method=False,
+    function=False)
+def threshold(xp, input, threshold, value):
+    """``value`` where ``x <= threshold``, else ``x`` (nan stays; integers too, as torch's)."""
+    return xp.where(input <= threshold, xp.asarray(value, input.dtype), input)
+
+
+threshold.vjp(save=("input",))(lambda g, input, threshold, value: (
+    threshold_backward(g, input, threshold), None, None))
 logsigmoid.grad_name = "LogSigmoidBackward0"
 _activation(silu)
 _activation(mish)
@@ -643,6 +675,12 @@ _activation(hardsigmoid)
 _activation(hardswish)
 _activation(softplus, {}, {"beta": 2.0, "threshold": 3.0})
 _activation(logsigmoid)
+_activation(hardshrink, {}, {"lambd": 1.5})
+_activation(softshrink, {}, {"lambd": 1.5})
+_activation(threshold)
+threshold.samples = lambda dev, dt: [
+    Sample(make((3, 4), dt, -5, 5), 0.5, 2.0), Sample(make((2, 3), dt, noncontig=True), -1, -3),
+    Sample(make((), dt), 0.0, 1.0)] if dt.category in (1, 2) else []
 
 
 # ---- batch_norm: torch's native kernel, one node --------------------------------------------
