@@ -514,6 +514,17 @@ class NotImplementedNode(Node):
         raise NotImplementedError(f"the derivative for '{self.opdef.name}' is not implemented.")
 
 
+def _weak(variable):
+    """A weak reference of the accumulator's own: with a callback, so that it is never the
+    one ``weakref.ref(variable)`` hands a user (swap_tensors refuses tensors others refer to
+    weakly)."""
+    return weakref.ref(variable, _gone)
+
+
+def _gone(ref):
+    pass
+
+
 class AccumulateGrad(Node):
     """Sink of a leaf: adds the incoming gradient into ``variable.grad``."""
 
@@ -530,7 +541,7 @@ class AccumulateGrad(Node):
         # not one per graph (recording an op on leaves costs no allocation). What differs:
         # once the leaf itself is gone, backward has nothing to accumulate into, and
         # ``variable`` is None. Hooks registered on a leaf live on the tensor.
-        self._variable = weakref.ref(variable)
+        self._variable = _weak(variable)
         hooks = variable.__dict__.get("_leaf_hooks")
         if hooks is not None:
             self._tensor_pre_hooks = hooks

@@ -579,6 +579,23 @@ def pad_last(t):
     """Append one zero (False) column on the last dim (for bias_k / add_zero_attn masks)."""
     return ember.cat([t, ember.zeros(tuple(t.shape[:-1]) + (1,), dtype=t.dtype,
                                      device=t.device)], -1)
+
+
+def _inplace_form(name):
+    fn = globals()[name]
+
+    def f(input, *args, **kwargs):
+        return fn(input, *args, inplace=True, **kwargs)
+    f.__name__ = f.__qualname__ = name + "_"
+    f.__doc__ = f"``{name}(input, ..., inplace=True)``: :func:`{name}` in place, returning input."
+    return f
+
+
+# torch.nn.functional's in-place spellings (torch.relu_ and co. are torch's own)
+for _n in ("celu", "elu", "hardtanh", "leaky_relu", "relu", "rrelu", "selu", "threshold"):
+    globals()[_n + "_"] = _inplace_form(_n)
+del _n
+
 from ._conv_functional import *  # noqa
 from ._resample_functional import *  # noqa
 from ._norm_functional import *  # noqa
