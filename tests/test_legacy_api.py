@@ -31,7 +31,6 @@ def test_variable_is_a_leaf_sharing_data_with_requires_grad_as_given():
             Variable(L.ones(2, dtype=L.long), requires_grad=True)
         with pytest.warns(UserWarning, match="volatile was removed"):
             Variable(t, volatile=True)
-    assert ember.autograd.variable.Variable is ember.autograd.Variable
 
 
 # ---- functional --------------------------------------------------------------------------------
