@@ -188,6 +188,10 @@ def test_matches_torch(case):
             _both(m, lambda: getattr(e, m)() if m in ("entropy", "perplexity") else
                   getattr(e, m), lambda: getattr(t, m)() if m in ("entropy", "perplexity")
                   else getattr(t, m), **tol)
+        for attr in ("probs", "logits", "covariance_matrix", "precision_matrix", "scale_tril",
+                     "temperature", "total_count", "df", "loc", "scale", "concentration"):
+            if hasattr(t, attr) and isinstance(getattr(t, attr), torch.Tensor):
+                _cmp(getattr(e, attr), getattr(t, attr), attr, rtol=1e-9)
         x = t.sample((2,))
         xe = ember.tensor(x.numpy())
         assert tuple(e.sample((2,)).shape) == tuple(x.shape)
