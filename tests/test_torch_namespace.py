@@ -362,3 +362,40 @@ def test_deprecated_nn_init_names(old, args):
             warnings.simplefilter("ignore")
             getattr(torch.nn.init, old)(tw, *args)
         assert w.tolist() == tw.tolist()
+
+
+def test_removable_handle_as_torch():
+    import pickle
+    from collections import OrderedDict
+
+    from ember.utils.hooks import RemovableHandle, unserializable_hook, warn_if_has_hooks
+    hooks, extra = OrderedDict(), OrderedDict()
+    h = RemovableHandle(hooks, extra_dict=extra)
+    hooks[h.id] = extra[h.id] = print
+    with h:
+        pass
+    assert hooks == extra == {}
+    with pytest.raises(TypeError, match="cannot create weak reference to 'dict' object"):
+        RemovableHandle({})                 # (as torch's: hook dicts are OrderedDicts)
+    h2 = RemovableHandle(hooks, extra_dict=[extra, OrderedDict()])
+    assert h2.id == h.id + 1 and len(h2.extra_dict_ref) == 2
+    state = pickle.loads(pickle.dumps((hooks, h2)))
+    assert state[1].hooks_dict_ref() is state[0] and state[1].id == h2.id
+    # module and optimizer hooks return it, as in torch
+    m = ember.nn.Linear(2, 2)
+    handle = m.register_forward_hook(lambda *a: None)
+    assert isinstance(handle, RemovableHandle)
+    assert isinstance(torch.nn.Linear(2, 2).register_forward_hook(lambda *a: None),
+                      torch.utils.hooks.RemovableHandle)
+    handle.remove()
+    assert not m._forward_hooks
+    t = ember.ones(2, requires_grad=True)
+    t.register_hook(lambda g: g)
+    with pytest.warns(UserWarning, match="backward hook .* on tensor will not be serialized"):
+        warn_if_has_hooks(t)
+    u = ember.ones(2, requires_grad=True) * 2
+    u.register_hook(unserializable_hook(lambda g: g))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_if_has_hooks(u)
+        warn_if_has_hooks(ember.ones(2))
