@@ -171,6 +171,10 @@ class _ZipLoader(_Loader):
                                "file torch.save or ember.save wrote?")
         self.prefix = pkl[0][:-len("data.pkl")]
         order = self._record("byteorder")
+        if order is None:       # (files from before torch 2.1): the default, else native
+            from ._api import LoadEndianness, get_default_load_endianness
+            default = get_default_load_endianness()
+            order = {LoadEndianness.LITTLE: b"little", LoadEndianness.BIG: b"big"}.get(default)
         self.swap = order is not None and order.decode() != sys.byteorder
         self.mm = None
         if mmap:
