@@ -89,3 +89,28 @@ def test_deprecated_names_warn_as_torch():
                                                  "`nn.functional.interpolate` instead."):
                 outs.append(getattr(L.nn.functional, name)(L.tensor(x), **kw))
         _close(*outs)
+
+
+def test_convert_conv_weight_memory_format_and_skip_init():
+    from ember.nn.utils import (convert_conv2d_weight_memory_format,
+                                convert_conv3d_weight_memory_format, skip_init)
+    m = ember.nn.Sequential(ember.nn.Conv2d(3, 8, 3), ember.nn.ReLU(),
+                            ember.nn.Sequential(ember.nn.ConvTranspose2d(8, 4, 2)),
+                            ember.nn.Conv3d(2, 2, 1))
+    before = [p.detach().clone() for p in m.parameters()]
+    assert convert_conv2d_weight_memory_format(m, ember.channels_last) is m
+    assert m[0].weight.is_contiguous(memory_format=ember.channels_last)
+    assert m[2][0].weight.is_contiguous(memory_format=ember.channels_last)
+    assert m[3].weight.is_contiguous()             # 3-D: left alone by the 2-D conversion
+    convert_conv3d_weight_memory_format(m, ember.channels_last_3d)
+    assert m[3].weight.is_contiguous(memory_format=ember.channels_last_3d)
+    assert all((a == b).all() for a, b in zip(before, m.parameters()))
+    assert all(isinstance(p, ember.nn.Parameter) for p in m.parameters())
+    lin = skip_init(ember.nn.Linear, 4, 2, bias=False)
+    assert lin.weight.shape == (2, 4) and lin.weight.device.type == "cpu" and lin.bias is None
+    assert skip_init(ember.nn.Linear, 4, 2, device="meta").weight.device.type == "meta"
+    for bad in (int, ember.nn.ReLU):
+        with pytest.raises(RuntimeError) as expected:
+            torch.nn.utils.skip_init(int if bad is int else torch.nn.ReLU)
+        with pytest.raises(RuntimeError, match=re.escape(str(expected.value).split(";")[0])):
+            skip_init(bad)

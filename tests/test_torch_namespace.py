@@ -399,3 +399,25 @@ def test_removable_handle_as_torch():
         warnings.simplefilter("error")
         warn_if_has_hooks(u)
         warn_if_has_hooks(ember.ones(2))
+
+
+@pytest.mark.parametrize("name", [n for n in LEGACY if n != "BoolTensor"])
+def test_legacy_sparse_types(name):
+    E, T = getattr(ember.sparse, name), getattr(torch.sparse, name)
+    assert repr(E) == repr(T) and not hasattr(torch.sparse, "BoolTensor")
+    i, v = [[0, 1, 1], [2, 0, 1]], [1, 2, 3]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mine = E(ember.tensor(i), ember.tensor(v, dtype=E.dtype), ember.Size([2, 3]))
+        theirs = T(torch.tensor(i), torch.tensor(v, dtype=T.dtype), torch.Size([2, 3]))
+        assert mine.to_dense().tolist() == theirs.to_dense().tolist()
+        assert isinstance(mine, E) and isinstance(theirs, T)
+        assert not isinstance(mine, getattr(ember, name)) and not isinstance(mine.to_dense(), E)
+        assert mine.type() == theirs.type() == "torch.sparse." + name
+        for args in ((2, 3), (ember.Size([4]),)):
+            targs = tuple(torch.Size(a) if isinstance(a, ember.Size) else a for a in args)
+            e, t = E(*args), T(*targs)
+            assert tuple(e.shape) == tuple(t.shape) and e.is_sparse and t.is_sparse
+            assert e.dtype.name == str(t.dtype)[6:]
+    # values keep their dtype, as torch's
+    assert ember.sparse.FloatTensor(ember.tensor(i), ember.tensor(v)).dtype is ember.int64
