@@ -421,3 +421,15 @@ def test_legacy_sparse_types(name):
             assert e.dtype.name == str(t.dtype)[6:]
     # values keep their dtype, as torch's
     assert ember.sparse.FloatTensor(ember.tensor(i), ember.tensor(v)).dtype is ember.int64
+
+
+@pytest.mark.parametrize("name", LEGACY)
+def test_legacy_cuda_types(name):
+    E, T = getattr(ember.cuda, name), getattr(torch.cuda, name)
+    assert repr(E) == repr(T) and E.is_cuda and E.dtype.name == str(T.dtype)[6:]
+    x = ember.ones(2, dtype=E.dtype)
+    assert not isinstance(x, E) and isinstance(x, getattr(ember, name))
+    if ember.cuda.is_available():
+        y = E(2, 3)
+        assert y.is_cuda and isinstance(y, E) and y.type() == "torch.cuda." + name
+        assert x.type("torch.cuda." + name).is_cuda
