@@ -248,3 +248,19 @@ def test_bad_input_raises_as_torch(tmp_path, call):
             call(w, ember)
     norm = lambda e: re.sub(r"\s+", " ", str(e)).replace("torch.", "").replace("ember.", "")  # noqa
     assert norm(got.value) == norm(expected.value)
+
+
+def test_missing_tensorboard_says_how_to_install():
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['tensorboard'] = None\n"
+            "try:\n    import ember.utils.tensorboard\n"
+            "except ImportError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert "pip install 'ember[tensorboard]'" in out
+    # and import ember alone never loads it
+    out = subprocess.run([sys.executable, "-c", "import sys, ember, ember.utils; "
+                          "print('tensorboard' in sys.modules)"], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == "False"
