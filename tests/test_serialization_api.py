@@ -110,3 +110,25 @@ def test_small_helpers_as_torch():
             lib.check_module_version_greater_or_equal(bad, (1, 2))
         with pytest.warns(UserWarning, match="but continuing assuming that requirement is met"):
             assert lib.check_module_version_greater_or_equal(bad, (1, 2), False)
+
+
+def test_default_mmap_options_as_torch(tmp_path):
+    import mmap
+    path = str(tmp_path / "t.pt")
+    torch.save({"w": torch.arange(4.0)}, path)
+    assert S.get_default_mmap_options() == TS.get_default_mmap_options() == mmap.MAP_PRIVATE
+    private = ember.load(path, mmap=True)
+    private["w"][0] = 100.0
+    assert torch.load(path)["w"][0].item() == 0.0             # memory only
+    with S.set_default_mmap_options(mmap.MAP_SHARED):
+        assert S.get_default_mmap_options() == mmap.MAP_SHARED
+        shared = ember.load(path, mmap=True)
+        shared["w"][1] = 7.0
+        del shared
+    assert torch.load(path)["w"].tolist() == [0.0, 7.0, 2.0, 3.0]   # the file changed
+    assert S.get_default_mmap_options() == mmap.MAP_PRIVATE
+    for lib in (S, TS):
+        with pytest.raises(ValueError, match="Invalid argument in function "
+                                             "set_default_mmap_options, expected "
+                                             "mmap.MAP_PRIVATE or mmap.MAP_SHARED, but got 5"):
+            lib.set_default_mmap_options(5)

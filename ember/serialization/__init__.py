@@ -24,8 +24,9 @@ weights-only allowlist and the unpickler that maps torch's names to ember's rebu
 """
 from ._api import (LoadEndianness, SourceChangeWarning,  # noqa: F401
                    check_module_version_greater_or_equal, get_default_load_endianness,
-                   get_unsafe_globals_in_checkpoint, location_tag, mkdtemp,
-                   set_default_load_endianness, validate_cuda_device)
+                   get_default_mmap_options, get_unsafe_globals_in_checkpoint, location_tag,
+                   mkdtemp, set_default_load_endianness, set_default_mmap_options,
+                   validate_cuda_device)
 from ._load import load
 from ._safetensors import load_safetensors, save_safetensors
 from ._save import save
@@ -35,4 +36,5 @@ __all__ = ["save", "load", "add_safe_globals", "clear_safe_globals", "get_safe_g
            "safe_globals", "save_safetensors", "load_safetensors", "SourceChangeWarning",
            "mkdtemp", "check_module_version_greater_or_equal", "location_tag",
            "validate_cuda_device", "LoadEndianness", "get_default_load_endianness",
-           "set_default_load_endianness", "get_unsafe_globals_in_checkpoint"]
+           "set_default_load_endianness", "get_unsafe_globals_in_checkpoint",
+           "get_default_mmap_options", "set_default_mmap_options"]

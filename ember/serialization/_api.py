@@ -4,6 +4,7 @@ load would refuse, and small helpers (``mkdtemp``, the module version check)."""
 import contextlib
 import enum
 import io
+import mmap
 import pickletools
 import shutil
 import tempfile
@@ -13,7 +14,8 @@ import zipfile
 __all__ = ["SourceChangeWarning", "mkdtemp", "check_module_version_greater_or_equal",
            "location_tag", "validate_cuda_device", "LoadEndianness",
            "get_default_load_endianness", "set_default_load_endianness",
-           "get_unsafe_globals_in_checkpoint"]
+           "get_unsafe_globals_in_checkpoint", "get_default_mmap_options",
+           "set_default_mmap_options"]
 
 
 class SourceChangeWarning(Warning):
@@ -96,6 +98,41 @@ def validate_cuda_device(location):
                            f"torch.cuda.device_count() is {count}. Please use torch.load with "
                            "map_location to map your storages to an existing device.")
     return index
+
+
+_mmap_flags = [mmap.MAP_PRIVATE]
+
+
+def get_default_mmap_options():
+    """How ``load(mmap=True)`` maps files: ``mmap.MAP_PRIVATE`` (the default: writes to the
+    loaded tensors stay in memory) or ``mmap.MAP_SHARED`` (they go to the file)."""
+    return _mmap_flags[0]
+
+
+class set_default_mmap_options:
+    """Sets how ``load(mmap=True)`` maps files (``mmap.MAP_PRIVATE`` or ``mmap.MAP_SHARED``);
+    also a context manager that restores the previous setting.
+
+    Example:
+        >>> import mmap
+        >>> with ember.serialization.set_default_mmap_options(mmap.MAP_SHARED):
+        ...     ember.serialization.get_default_mmap_options() == mmap.MAP_SHARED
+        True
+        >>> ember.serialization.get_default_mmap_options() == mmap.MAP_PRIVATE
+        True
+    """
+
+    def __init__(self, flags):
+        if flags not in (mmap.MAP_PRIVATE, mmap.MAP_SHARED):
+            raise ValueError("Invalid argument in function set_default_mmap_options, expected "
+                             f"mmap.MAP_PRIVATE or mmap.MAP_SHARED, but got {flags}")
+        self.prev, _mmap_flags[0] = _mmap_flags[0], flags
+
+    def __enter__(self):
+        pass
+
+    def __exit__(self, *exc):
+        _mmap_flags[0] = self.prev
 
 
 class LoadEndianness(enum.Enum):
