@@ -110,7 +110,6 @@ def _import_time(mod, repeats):
             "print(time.perf_counter() - t)")
     # NOTE: one untimed import that may write bytecode first, as pip's install compiles it:
     # under PYTHONDONTWRITEBYTECODE a source checkout would otherwise time the compiler
-    # (ember 0.38 s against 0.12 s with its .pyc files)
     warm = {k: v for k, v in _env(1).items() if k != "PYTHONDONTWRITEBYTECODE"}
     subprocess.run([sys.executable, "-c", f"import {mod}"], cwd=ROOT, env=warm, check=True)
     samples = []

@@ -8,9 +8,8 @@ steadier on a shared machine), more in wall time (CPU time would add up the thre
 
 NOTE: why one process per framework. ``import ember`` raises glibc's mmap and trim thresholds
 (``ember/_backends/malloc.py``) so that a step's arrays stay mapped for the next step. A torch
-running in the same process inherits them and stops faulting its activations back in (~1,000
-page faults per MLP step in a process of its own, ~0 beside ember): measured in one process,
-the MLP step's ratio read 0.95 where separate processes give ~0.7. ``--same-malloc`` gives
+running in the same process inherits them and stops faulting its activations back in, which
+would flatter torch's figures. ``--same-malloc`` gives
 torch's process ember's two settings (as ``MALLOC_*_`` variables), for the ratio of the two
 frameworks' own work with the allocator taken out.
 """

@@ -8,23 +8,22 @@ import gc as _gc
 import os as _os
 
 # OpenBLAS's idle threads spin for ~2^28 cycles after each call and starve ember's OpenMP
-# kernels on the same cores (the GPT step at 2 threads on 2 cores: 61-88 ms, 47-52 ms with
-# 2^18); much shorter makes back-to-back small BLAS calls pay a wake-up each (a 256^3 matmul
-# at 2 threads: ~220 GFLOP/s at 2^18, 125-190 at 2^4). OpenBLAS reads the setting when NumPy
-# loads it, so it only takes where ember is imported before NumPy; a user's own setting wins.
+# kernels on the same cores; much shorter makes back-to-back small BLAS calls pay a wake-up
+# each, so 2^18 (docs/performance-log.md). OpenBLAS reads the setting when NumPy loads it, so
+# it only takes where ember is imported before NumPy; a user's own setting wins.
 if "OPENBLAS_THREAD_TIMEOUT" not in _os.environ and "GOTO_THREAD_TIMEOUT" not in _os.environ:
     _os.environ["OPENBLAS_THREAD_TIMEOUT"] = "18"
 
 # NOTE: loading the package makes ~100k objects and no garbage, and the cyclic collector would
-# walk them (and numpy's) ~20 times on the way: paused meanwhile, it saves ~10% of import ember.
-# At the end they join the oldest generation (freeze + unfreeze, no walk), as they would after
-# a few collections, rather than be walked by the first young collection after the import
-# (another ~10%). (Young garbage from before the import waits for a full collection with them.)
+# walk them (and numpy's) many times on the way, so it is paused meanwhile. At the end they
+# join the oldest generation (freeze + unfreeze, no walk), as they would after a few
+# collections, rather than be walked by the first young collection after the import. (Young
+# garbage from before the import waits for a full collection with them.)
 _gc_was_enabled = _gc.isenabled()
 _gc.disable()
 try:
     from . import _dtype
-    from ._device import device, get_device_module
+    from ._device import device, get_default_device, get_device_module, set_default_device  # noqa: F401
     from ._dtype import (bfloat16, complex64, complex128, dtype, finfo, float8_e4m3fn,  # noqa: F401
                          float8_e5m2, float16, float32, float64, get_default_dtype, iinfo, int8,
                          int16, int32, int64, promote_types, set_default_dtype, uint8)
@@ -51,9 +50,9 @@ try:
         scalar_tensor, tensor, zeros, zeros_like)
     from ._ops.creation import legacy_range as range  # noqa: E402,F401  (torch.range)
     from ._ops.random import (  # noqa: E402,F401
-        Generator, bernoulli, binomial, default_generator, get_rng_state, initial_seed,
-        manual_seed, multinomial, normal, poisson, rand, rand_like, randint, randint_like, randn,
-        randn_like, randperm, seed, set_rng_state)
+        Generator, _sample_dirichlet, _standard_gamma, bernoulli, binomial, default_generator,
+        get_rng_state, initial_seed, manual_seed, multinomial, normal, poisson, rand, rand_like,
+        randint, randint_like, randn, randn_like, randperm, seed, set_rng_state)
     from ._sparse import layout, sparse_coo, strided  # noqa: E402,F401
     from ._memory_format import (  # noqa: E402,F401
         channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format)
@@ -116,10 +115,6 @@ def can_cast(from_, to):
     return _can_cast(from_, to)
 
 
-def get_default_device():
-    return device("cpu")
-
-
 _AUTOCAST_NAMES = ("autocast", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
                    "set_autocast_dtype", "is_autocast_cache_enabled",
                    "set_autocast_cache_enabled", "clear_autocast_cache",
@@ -153,9 +148,11 @@ def __getattr__(name):
         if name in globals():
             return globals()[name]
     import importlib
-    if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "amp", "testing",
-                "special", "fft", "linalg", "func", "backends", "profiler", "compiler",
-                "serialization", "sparse", "random", "return_types", "hub", "cpu"):
+    if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "fx", "export",
+                "amp", "testing", "special", "fft", "linalg", "func", "backends", "profiler",
+                "compiler", "_dynamo", "serialization", "sparse", "random", "return_types",
+                "functional", "hub", "cpu", "distributions",
+                "multiprocessing", "futures"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:
@@ -195,9 +192,15 @@ def __getattr__(name):
         fn = importlib.import_module("._tensor_str", __name__).set_printoptions
         globals()[name] = fn
         return fn
-    if name in ("save", "load"):
+    if name == "compile":
+        # torch.compile: ember.compiler.compile (the API, running eagerly for now)
+        fn = importlib.import_module(".compiler", __name__).compile
+        globals()[name] = fn
+        return fn
+    if name in ("save", "load", "svd_lowrank", "pca_lowrank"):
         # ember.save / ember.load live in serialization/, which loads zipfile and json.
-        fn = getattr(importlib.import_module(".serialization", __name__), name)
+        fn = getattr(importlib.import_module(".serialization" if name in ("save", "load") else
+                                             ".functional", __name__), name)
         globals()[name] = fn
         return fn
     raise AttributeError(f"module 'ember' has no attribute '{name}'")
@@ -207,5 +210,5 @@ def __dir__():
     # with the names loaded on first use (but not the submodules, some not implemented yet)
     return sorted(set(globals()) | set(_ops.lazy.FUNCTIONS) | set(_AUTOCAST_NAMES) |
                   set(_CONFIG_NAMES) | set(_LEGACY_NAMES) |
-                  {"save", "load", "set_printoptions", "GradScaler", "from_dlpack",
-                   "to_dlpack"})
+                  {"save", "load", "set_printoptions", "svd_lowrank", "pca_lowrank", "GradScaler",
+                   "from_dlpack", "to_dlpack", "compile"})

@@ -406,7 +406,16 @@ METHODS = {n: FUNCTIONS[n] for n in (
 METHODS.update({f.__name__: f for f in (
     where, new, new_empty_strided, dim_order, storage_type, apply_, map_, map2_, as_subclass,
     module_load, sum_to_size, resize, resize_as, resize_as_, fill_diagonal_)})
-METHODS.update(is_pinned=_false, is_shared=_false, pin_memory=_same, share_memory_=_same,
+def _shared(name):
+    def method(self):
+        from .multiprocessing import reductions      # loads the shared-memory support on use
+        return getattr(reductions, name)(self)
+    method.__name__ = name
+    return method
+
+
+METHODS.update(is_pinned=_false, is_shared=_shared("is_shared"), pin_memory=_same,
+               share_memory_=_shared("share_memory_"),
                record_stream=lambda self, stream: None,
                const_data_ptr=lambda self: self.data_ptr(),
                storage=_typed_storage)

@@ -70,8 +70,8 @@ _FROM_ML_DTYPES = (float8_e4m3fn, float8_e5m2, bfloat16)
 
 def is_ml_dtypes(np_dtype):
     """Whether a NumPy dtype is one of ml_dtypes' (bfloat16, the float8s) without importing it:
-    NumPy's own floats have no 1-byte one and none of kind "V" (``np_dtype.name`` would cost
-    ~2 us: NumPy computes it in Python)."""
+    NumPy's own floats have no 1-byte one and none of kind "V" (not ``np_dtype.name``, which
+    NumPy computes in Python)."""
     kind = np_dtype.kind
     return kind == "V" or kind == "f" and np_dtype.itemsize == 1
 

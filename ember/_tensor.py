@@ -417,8 +417,15 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         return device_of(self)
 
     def numpy(self, *, force=False):
-        """The data as a NumPy array sharing memory (cpu tensors without grad only)."""
-        if self._requires_grad and not force:
+        """The data as a NumPy array sharing memory: cpu tensors only, and one that requires
+        grad only while grad mode is off, as torch.
+
+        >>> p = ember.ones(2, requires_grad=True)
+        >>> with ember.no_grad():
+        ...     p.numpy()
+        array([1., 1.], dtype=float32)
+        """
+        if self._requires_grad and not force and grad_mode.state.grad_enabled:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                "tensor.detach().numpy() instead.")
         if self.device.type != "cpu":
@@ -575,8 +582,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         return self.to(device if device is not None else "cuda")
 
     def _as(self, dt):
-        # (itself when the dtype is already dt, without to()'s argument parsing: x.float() on
-        # a float32 tensor 7.7k -> 1.7k instructions)
+        # (itself when the dtype is already dt, without to()'s argument parsing)
         return self if self.dtype is dt else _cast(self, dt)
 
     def float(self):

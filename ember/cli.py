@@ -2,7 +2,6 @@
 import argparse
 import os
 import sys
-import time
 
 
 def _demo(args):

@@ -1,8 +1,8 @@
 """The named tuples that ops with several results return, as ``torch.return_types``:
 ``ember.max(x, 0)`` is an ``ember.return_types.max`` with fields ``values`` and ``indices``.
 
-Every type is made here, once, on first use (``collections.namedtuple`` costs ~0.3 ms and there
-are dozens), so a function and its Tensor method return the same class. An OpDef's field names
+Every type is made here, once, on first use (``collections.namedtuple`` is slow and there are
+dozens), so a function and its Tensor method return the same class. An OpDef's field names
 are on the OpDef (``returns=``); those of the functions that compose OpDefs are in ``FIELDS``.
 See https://pytorch.org/docs/stable/torch.html (e.g. torch.max).
 

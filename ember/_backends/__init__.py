@@ -116,8 +116,7 @@ NUMPY_ERRSTATE = _numpy_errstate()
 
 def quietly(fn, *args):
     """``fn(*args)`` under ``np.errstate(all="ignore")``, through the context variable itself
-    where NumPy 2 has one: ~0.3 us, where the context manager costs ~3 us (half of
-    ``tensor(2.5)``)."""
+    where NumPy 2 has one: the context manager would cost more than a small op itself."""
     var = NUMPY_ERRSTATE["np_errstate"]
     if var is None:
         with np.errstate(all="ignore"):
@@ -143,9 +142,8 @@ def add_at(xp, out, index, values):
 def add_flat(out, index, values, add=True):
     """``np.add.at(out, index, values)`` (``out[index] = values`` when not ``add``) for a 1-D
     float ``out`` and a long int64 index by the C scatter kernel, in index order: sums round
-    as add.at's, and of repeated indices the last write wins, as in NumPy (1M random indices:
-    ~3x faster than add.at; the assignment is level with NumPy's, but needs no range check
-    first). False (nothing written) for any other case, or a negative or out-of-range index:
+    as add.at's, and of repeated indices the last write wins, as in NumPy (faster than add.at;
+    the assignment is level with NumPy's, but needs no range check first). False (nothing written) for any other case, or a negative or out-of-range index:
     the kernel checks them all before it writes, and NumPy then wraps or raises."""
     if type(index) is tuple and len(index) == 1:
         index = index[0]
@@ -162,7 +160,7 @@ def add_flat(out, index, values, add=True):
 def _add_rows(out, index, values):
     """``np.add.at(out, index, values)`` where one integer array picks rows of ``out`` (an
     embedding's backward), done by sorting: equal rows become runs that one ``add.reduceat``
-    sums, ~5x faster than ufunc.at. Each row's values are still added in their original order.
+    sums, faster than ufunc.at. Each row's values are still added in their original order.
     False (nothing done) for any other case."""
     if type(index) is tuple and len(index) == 1:
         index = index[0]
@@ -185,8 +183,7 @@ def _add_rows(out, index, values):
 
 def _add_rows_kernel(out, flat, values):
     """``_add_rows`` by the C kernel (gather.h's ``add_rows``: each row added in index order,
-    the sums NumPy's bit for bit, ~15x faster than sorting and ``add.reduceat`` on an
-    embedding's gradient); False where it does not apply or an index is negative or out of
+    the sums NumPy's bit for bit, without sorting); False where it does not apply or an index is negative or out of
     range (nothing written: add.at then wraps or raises)."""
     from .._C import kernels
     fn = kernels.kernel("add_rows", out.dtype)
@@ -222,10 +219,3 @@ def min_at(xp, out, index, values):
     else:
         import cupyx
         cupyx.scatter_min(out, index, values)
-
-
-def grid(xp, shape):
-    """Open index grids for ``shape`` (like np.indices(shape, sparse=True), on any xp)."""
-    nd = len(shape)
-    return [xp.arange(n).reshape((1,) * i + (n,) + (1,) * (nd - i - 1))
-            for i, n in enumerate(shape)]

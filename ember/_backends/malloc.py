@@ -4,9 +4,8 @@ A training step allocates and frees the same few hundred arrays every step. glib
 block above its mmap threshold with a fresh ``mmap`` and gives the top of its heap back to the
 kernel once more than the trim threshold is free there; both thresholds start small (128 KiB)
 and only the first adapts. So each step's activations, freed in backward, go back to the
-kernel, and the next forward faults every page of them in again: on the GPT benchmark that was
-~10,000 page faults and a fifth of the step's CPU time in the kernel, against ~1,000 for
-torch. Fixing both thresholds keeps a step's working set mapped for the next one, as a caching
+kernel, and the next forward faults every page of them in again (ten times torch's page
+faults on the GPT benchmark: docs/performance-log.md). Fixing both thresholds keeps a step's working set mapped for the next one, as a caching
 allocator would; memory above the trim threshold still goes back, and blocks above 32 MiB
 (glibc's ceiling for the mmap threshold) are still their own mappings, freed at once.
 

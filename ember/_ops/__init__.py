@@ -1,6 +1,5 @@
 """Op families, and the code that turns the registry into ``ember.<op>`` functions and
 ``Tensor.<op>`` methods (including in-place ``<op>_`` variants and Python operators)."""
-import functools
 import warnings
 
 from . import (creation, indexing, joining, linalg, pointwise, pointwise_binary,  # noqa: F401
@@ -11,14 +10,14 @@ from .dispatch import dispatch_inplace as _dispatch_inplace
 from .registry import loaded_ops
 
 # NOTE: torch computes log(0) = -inf, 0/0 = nan silently; NumPy warns. Silence the warnings that
-# NumPy raises inside ember's code only (an errstate per call would cost ~1 us per op); the C
+# NumPy raises inside ember's code only (an errstate per call would cost about a small op); the C
 # path calls its ufuncs under an errstate set in C (_dispatch.c's call_ufunc).
 warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"ember(\.|$)")
 
 
 def _function(opdef, name):
     """``ember.<name>`` for ``opdef``; ``Tensor.<name>`` is the same function (made once: the
-    ~450 functions are a tenth of ``import ember``)."""
+    ~450 functions are a noticeable part of ``import ember``)."""
     f = _made.get((opdef, name))
     if f is not None:
         return f
@@ -75,12 +74,6 @@ def install_methods(Tensor, ops=None, over=()):
             if d.inplace and n + "_" not in have:
                 setattr(Tensor, n + "_", _inplace(d))
                 have.add(n + "_")
-
-
-@functools.lru_cache(None)
-def get_op(name):
-    from .registry import get
-    return get(name)
 
 
 # after the helpers above, which lazy.py uses

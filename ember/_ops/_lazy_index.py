@@ -72,12 +72,13 @@ INDEX = {
     },
     'special': {
         'ops': (
-            'digamma', 'igamma', 'igammac', 'lgamma', 'logit', 'mvlgamma', 'polygamma', 'sinc',
-            'special_entr', 'special_erfcx', 'special_log_ndtr', 'special_ndtr', 'special_ndtri',
-            'special_xlog1py', 'special_zeta',
+            '_standard_gamma_grad', 'digamma', 'igamma', 'igammac', 'lgamma', 'logit', 'mvlgamma',
+            'polygamma', 'sinc', 'special_entr', 'special_erfcx', 'special_log_ndtr',
+            'special_ndtr', 'special_ndtri', 'special_xlog1py', 'special_zeta',
         ),
         'functions': (
-            'digamma', 'igamma', 'igammac', 'lgamma', 'logit', 'mvlgamma', 'polygamma', 'sinc',
+            '_standard_gamma_grad', 'digamma', 'igamma', 'igammac', 'lgamma', 'logit', 'mvlgamma',
+            'polygamma', 'sinc',
         ),
         'methods': (
             'digamma', 'digamma_', 'igamma', 'igamma_', 'igammac', 'igammac_', 'lgamma', 'lgamma_',
@@ -232,7 +233,10 @@ INDEX = {
     },
     'nn': {
         'ops': (
-            'embedding', 'linear', 'log_softmax', 'nll_loss', 'softmax',
+            'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'celu', 'elu', 'embedding',
+            'hardsigmoid', 'hardswish', 'hardtanh', 'huber_loss', 'leaky_relu', 'linear',
+            'log_softmax', 'logsigmoid', 'mish', 'mse_loss', 'nll_loss', 'silu', 'smooth_l1_loss',
+            'softmax', 'softplus',
         ),
         'functions': (
             'log_softmax', 'softmax',

@@ -14,7 +14,7 @@ import numpy as np
 
 import ember
 
-from .samples import Sample, make, unary_samples
+from .samples import Sample, unary_samples
 from .special import _special
 
 # ---- Cephes' coefficient tables (highest order first) -----------------------------------------

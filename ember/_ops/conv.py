@@ -186,8 +186,8 @@ def _conv_transpose_forward(xp, x, w, stride, padding, dilation, output_padding,
         # NOTE: with unit strides the transposed convolution is a plain one with the kernel
         # flipped and its channel axes swapped, over the input padded by the kernel's reach.
         # Its im2col copies grow with the input channels, col2im's adds with the output ones:
-        # with no more inputs than outputs per group this is up to 2x faster, and with the
-        # per-tap GEMMs (no copies at all) it always is.
+        # with no more inputs than outputs per group this is faster, and with the per-tap
+        # GEMMs (no copies at all) it always is.
         wf = w.reshape((groups, cg, og) + k).swapaxes(1, 2).reshape((o, cg) + k)
         wf = wf[(slice(None), slice(None)) + (slice(None, None, -1),) * nd]
         lo = tuple(d * (kk - 1) - p for p, d, kk in zip(padding, dilation, k))

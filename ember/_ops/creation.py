@@ -4,8 +4,8 @@ import os
 import numpy as np
 
 from .. import _dtype
-from .._backends import backend, quietly
-from .._device import CPU, to_device
+from .._backends import MetaBackend, backend, quietly
+from .._device import CPU, META, default_device, to_device
 from .._memory_format import copy_in, preserve_format
 from .._storage import TypedStorage, UntypedStorage, _ptr
 from .._tensor import Tensor
@@ -166,6 +166,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
         (torch.int64, torch.float32)
     """
     d = _dtype.to_dtype(dtype) if dtype is not None else None
+    device = default_device() if device is None else device
     if isinstance(data, _T()):
         import warnings
         warnings.warn("To copy construct from a tensor, it is recommended to use "
@@ -187,8 +188,10 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
 def _legacy_new(args, device=None, dtype=None):
     """What ``Tensor(*args)`` holds, by torch's legacy rules: a tensor is itself (an alias);
     ints or one ``Size`` are a size (uninitialized data); a sequence or array is data copied
-    as the default dtype; nothing is an empty 1-D tensor."""
+    as the default dtype; nothing is an empty 1-D tensor. NOTE: on the cpu unless a device is
+    given, whatever the default device, as torch's."""
     from .._tensor import Size
+    device = CPU if device is None else device
     T, dt = _T(), _dtype.to_dtype(dtype) if dtype is not None else _dtype.get_default_dtype()
     if len(args) == 1 and isinstance(args[0], T):
         args[0]._get_storage()
@@ -204,6 +207,7 @@ def _legacy_new(args, device=None, dtype=None):
 def as_tensor(data, dtype=None, device=None):
     """``data`` as a tensor, sharing memory with tensors and NumPy arrays where it can."""
     T = _T()
+    device = default_device() if device is None else device
     if isinstance(data, T):
         return data.to(dtype=dtype, device=device)
     if isinstance(data, np.ndarray) and (device is None or to_device(device) is CPU):
@@ -359,7 +363,9 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
             -_EXACT < start < _EXACT and -_EXACT < end < _EXACT:
         # (Python ints, the common arange(n): NumPy's integer arange gives the values the
         # double-precision formula below gives, in one call instead of five)
-        return _finish(np.arange(start, end, step, dtype=np.int64), device, requires_grad, out)
+        return _finish(_drawn(device, (len(range(start, end, step)),), np.int64,
+                              lambda: np.arange(start, end, step, dtype=np.int64)),
+                       device, requires_grad, out)
     vals = [v.item() if hasattr(v, "item") else v for v in (start, end, step)]
     if vals[2] == 0:
         raise RuntimeError("step must be nonzero")
@@ -369,10 +375,26 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
         dtype = _dtype.int64 if all(isinstance(v, (int, np.integer)) for v in vals) else None
     # NOTE: torch computes the length in double, then each value as start + i * step.
     n = int(np.ceil((vals[1] - vals[0]) / vals[2]))
-    arr = (vals[0] + np.arange(n, dtype=np.float64) * vals[2])
-    arr = arr.astype(_dt(dtype)) if np.dtype(_dt(dtype)).kind != "i" else \
-        (vals[0] + np.arange(n) * vals[2]).astype(_dt(dtype))
+    arr = _drawn(device, (n,), _dt(dtype), lambda: (
+        (vals[0] + np.arange(n, dtype=np.float64) * vals[2]).astype(_dt(dtype))
+        if np.dtype(_dt(dtype)).kind != "i" else
+        (vals[0] + np.arange(n) * vals[2]).astype(_dt(dtype))))
     return _finish(arr, device, requires_grad, out)
+
+
+def _drawn(device, shape, np_dtype, draw):
+    """``draw()``, the host array a factory computes, except on the meta device: an array of
+    ``shape`` holding no data, so that a factory never computes (or allocates) what the meta
+    device throws away."""
+    return MetaBackend.empty(shape, np_dtype) if to_device(device) is META else draw()
+
+
+def _computed(shape, values, dtype, device, requires_grad=False):
+    """``tensor(values(), ...)`` for a factory whose values NumPy computes; on the meta device
+    an empty tensor of ``shape``, computing nothing."""
+    if to_device(device) is META:
+        return empty(shape, dtype=dtype, device=device, requires_grad=requires_grad)
+    return tensor(values(), dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def _finish(arr, device, requires_grad, out):
@@ -387,20 +409,24 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
-    return _finish(np.linspace(start, end, steps).astype(_dt(dtype)), device, requires_grad, out)
+    return _finish(_drawn(device, (steps,), _dt(dtype),
+                          lambda: np.linspace(start, end, steps).astype(_dt(dtype))),
+                   device, requires_grad, out)
 
 
 def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None, device=None,
              requires_grad=False):
     """``base ** linspace(start, end, steps)``."""
-    return _finish(np.logspace(start, end, steps, base=base).astype(_dt(dtype)), device,
-                   requires_grad, out)
+    return _finish(_drawn(device, (steps,), _dt(dtype),
+                          lambda: np.logspace(start, end, steps, base=base).astype(_dt(dtype))),
+                   device, requires_grad, out)
 
 
 def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
     """An ``n`` x ``m`` matrix with ones on the diagonal."""
-    return _finish(np.eye(n, m if m is not None else n, dtype=_dt(dtype)), device,
-                   requires_grad, out)
+    m = n if m is None else m
+    return _finish(_drawn(device, (n, m), _dt(dtype), lambda: np.eye(n, m, dtype=_dt(dtype))),
+                   device, requires_grad, out)
 
 
 # Attributes that are the tensor itself, not user state, and so are not pickled as state.

@@ -284,8 +284,8 @@ def _finish(opdef, args, kwargs, tensors, res, dev, out):
             if t._requires_grad:
                 _record(opdef, args, kwargs, tensors, outs, multi)
                 break
-    if hooks.tracer is not None:
-        hooks.tracer(opdef, args, kwargs, outs)
+    if hooks.tracer is not None:    # (several outputs as a tuple: the op returned a tuple)
+        hooks.tracer(opdef, args, kwargs, tuple(outs) if multi else outs)
     if out is not None:
         return _write_out(opdef, out, outs)
     return tuple(outs) if multi else outs[0]
@@ -413,8 +413,8 @@ def _option(a):
 
 def _view(opdef, args):
     """A view op's common call (one plain cpu tensor first, options after it, no hooks): the
-    view(s) and graph node ``_finish`` makes, without the general path's flattening and checks
-    (a view cost 10 us there, torch's 1.5). None for any other call, or one the op refuses:
+    view(s) and graph node ``_finish`` makes, without the general path's flattening and checks,
+    which cost several times a view itself. None for any other call, or one the op refuses:
     the general path raises its error."""
     src = args[0] if args else None
     if not isinstance(src, Tensor) or src.device is not CPU:

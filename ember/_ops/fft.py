@@ -21,7 +21,6 @@ from .registry import op
 from .samples import ErrorSample, Sample, const, make
 
 _DUAL = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
-_KINDS = {"c2c", "r2c", "c2r"}
 
 
 def _norm(norm):

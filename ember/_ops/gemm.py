@@ -3,32 +3,30 @@ baddbmm, linear) runs beside its NumPy code, which stays the reference and the f
 arrays, complex and integer dtypes, broadcasts that do not flatten, empty products).
 
 ``numpy.matmul`` on a stack calls BLAS once per matrix and lets BLAS thread each small GEMM:
-with two threads, the attention's (64, 256, 64) products ran 3-10x slower than on one. The
-kernel (``bmm`` in ember/_C/kernels/gemm.h) splits the batch over OpenMP threads instead, with BLAS on
+with two threads, small products such as attention's run slower than on one. The kernel
+(``bmm`` in ember/_C/kernels/gemm.h) splits the batch over OpenMP threads instead, with BLAS on
 one thread meanwhile, takes transposed operands as BLAS flags, and broadcasts a 2-D operand as
 a batch stride of 0. On one thread ``numpy.matmul`` makes the same BLAS calls with less
-overhead (a ctypes call with 19 arguments costs ~5 us), and 2-D products are one BLAS call
-that BLAS threads well, so both stay with NumPy. A stack times a matrix whose batch folds into
-the rows becomes one large GEMM at any thread count.
+overhead than a ctypes call, and 2-D products are one BLAS call that BLAS threads well, so both
+stay with NumPy. A stack times a matrix whose batch folds into the rows becomes one large GEMM
+at any thread count.
 
-float32 takes ember's own GEMM instead (``gemm`` in ember/_C/kernels/sgemm.h) where it runs, 2-D products
-and stacks alike: it writes C once (OpenBLAS zeroes it first for beta = 0), packs a transposed B
-by register transposes and reads A in place where packing it does not pay, which is where
-OpenBLAS lost 10-25% to torch's MKL on a training step's products. Where it runs:
+float32 takes ember's own GEMM instead (``gemm`` in ember/_C/kernels/sgemm.h) where it runs,
+2-D products and stacks alike: it writes C once (OpenBLAS zeroes it first for beta = 0), packs
+a transposed B by register transposes and reads A in place where packing it does not pay,
+which is where OpenBLAS lost to torch's MKL on a training step's products. Where it runs:
 
 - on several threads, every float32 product OpenBLAS would thread (above 2^18 multiply-adds),
   on a CPU with AVX-512 or AVX2: OpenBLAS's idle workers spin after each call, 2^28 cycles
   unless ``import ember`` set OPENBLAS_THREAD_TIMEOUT before NumPy loaded it (``import numpy``
   first, as most scripts begin), and starve the OpenMP threads of the row kernels between the
-  GEMMs: a GELU after a GEMM took 2.5x its time, the GPT step at two threads 77-103 ms
-  against 54-68. On ember's threads no other pool competes, and with A packed ember's GEMM is
-  level with OpenBLAS's two threads on large products too (1024^3 133 against 129 GFLOP/s);
-- on one thread, with AVX-512, from 2^19 multiply-adds, except a 2-D ``A^T @ B`` (OpenBLAS's
-  packing of A measured 5-10% ahead there). With AVX2 only, 2-D products of 1024 rows or more
-  and k below 1024 whose A is not transposed (a step's activations @ weights, gradients @
-  weights: 3-11% ahead of OpenBLAS); OpenBLAS's one thread keeps the rest (5-7% ahead with
-  128-256 rows and k 512, level on weight gradients, 3-7% ahead at 1024^3, where four passes
-  over C's 4 MiB cost).
+  GEMMs. On ember's threads no other pool competes, and with A packed ember's GEMM is level
+  with OpenBLAS's two threads on large products too;
+- on one thread, with AVX-512, from 2^19 multiply-adds, except a 2-D ``A^T @ B`` (where
+  OpenBLAS's packing of A is ahead). With AVX2 only, 2-D products of 1024 rows or more and k
+  below 1024 whose A is not transposed (a step's activations @ weights, gradients @ weights);
+  OpenBLAS's one thread keeps the rest, where it is ahead or level.
+The measurements behind these bounds are in docs/performance-log.md.
 
 float64, other CPUs, tiny products and stacks of small products whose B is not transposed keep
 BLAS / ``numpy.matmul`` (the bmm kernel pins BLAS to one thread) (docs/kernels.md).
@@ -49,7 +47,7 @@ _MIN_WORK = 1 << 25
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _F32 = _DTYPES[0]
 # multiply-adds below which ember's GEMM leaves a product to numpy.matmul on one thread: its
-# ctypes call (17 arguments) costs ~5 us, a 64^3 product ~3 us
+# ctypes call costs more than a small product
 _MIN_OWN = 1 << 19
 # ... and on several, the most it takes: OpenBLAS threads a product above SMP_THRESHOLD_MIN * 4
 # multiply-adds

@@ -182,8 +182,8 @@ def index_error(shape, index):
                                       f"at index {d + k}")
             d, adv = d + a.ndim, adv + a.ndim
         else:
-            # (min and max first: the masks and the gather cost ~2x as much on 1M indices,
-            # which are almost always in range)
+            # (min and max first, cheaper than the masks and the gather, for indices that are
+            # almost always in range)
             fits = a.dtype.kind in "iu" and (a.size == 0 or (
                 int(a.max()) < shape[d] and int(a.min()) >= -shape[d]))
             bad = None if fits else a[(a >= shape[d]) | (a < -shape[d])]
@@ -251,7 +251,7 @@ def scatter_positions(xp, shape, dim, index):
     """The flat (C-order) positions of ``out[i][index[i][j]]`` along ``dim`` in an array of
     ``shape`` (gather/scatter): ``index`` times the stride of ``dim`` plus the other dims'
     offsets. One flat index rather than a grid per dim, as NumPy's 1-D take, put and ufunc.at
-    run 2-6x faster; an index outside ``[0, size)`` raises torch's error (a flat position
+    run faster; an index outside ``[0, size)`` raises torch's error (a flat position
     would silently land in another row)."""
     shape = tuple(shape) or (1,)        # NOTE: torch takes 0-dim tensors as 1-dim here
     if not -len(shape) <= dim < len(shape):

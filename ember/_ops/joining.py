@@ -13,6 +13,7 @@ import ember
 
 from .._storage import _root
 from .._tensor import Tensor
+from .creation import _computed
 from .errors import _broadcast_error
 from .meta import empty, wrap_dim
 from .pointwise import type_name
@@ -52,7 +53,7 @@ def split(xp, input, split_size_or_sections, dim=0):
 
 def _slices(input, d, bounds):
     """The views of ``input`` between consecutive ``bounds`` along dim ``d``."""
-    # (basic slices, not numpy.split's Python loop: 3x faster; a list, not a generator: ~1 us)
+    # (basic slices, not numpy.split's Python loop; a list, which builds quicker than a generator)
     lead = (slice(None),) * d
     return tuple([input[lead + (slice(a, b),)] for a, b in zip(bounds, bounds[1:])])
 
@@ -737,6 +738,14 @@ def meshgrid(*tensors, indexing=None):
     return tuple(out)
 
 
+def _tril_size(row, col, offset):
+    """How many elements of a ``row`` x ``col`` matrix lie on or below diagonal ``offset``:
+    row i holds ``clamp(i + offset + 1, 0, col)``, summed in closed form."""
+    lo, hi = max(0, -offset), min(row, col - offset - 1)      # the rows partly inside
+    part = (hi - lo) * (lo + hi + 2 * offset + 1) // 2 if hi > lo else 0
+    return part + max(0, row - max(0, col - offset - 1)) * col
+
+
 def _tri_indices(name, np_fn):
     def f(row, col, offset=0, *, dtype=None, device=None, layout=None):
         dtype = dtype or ember.int64
@@ -746,8 +755,10 @@ def _tri_indices(name, np_fn):
         for what, n in (("row", row), ("col", col)):
             if n < 0:
                 raise RuntimeError(f"{what} must be non-negative, got{n}")
-        idx = np.stack(np_fn(row, offset, col)) if row and col else np.zeros((2, 0), np.int64)
-        return ember.tensor(idx, dtype=dtype, device=device)
+        n = _tril_size(row, col, offset) if name == "tril_indices" else \
+            row * col - _tril_size(row, col, offset - 1)
+        return _computed((2, n), lambda: np.stack(np_fn(row, offset, col)) if row and col else
+                         np.zeros((2, 0), np.int64), dtype, device)
     f.__name__ = f.__qualname__ = name
     part = "lower" if name == "tril_indices" else "upper"
     f.__doc__ = (f"The (row, column) indices of the {part} triangle of a ``row`` x ``col`` "

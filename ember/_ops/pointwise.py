@@ -382,9 +382,10 @@ def _calling(ufunc_name):
 
 def _unary(name, fwd, deriv, save="input", kinks=(), domain=None, aliases=(), kinds="",
            doc=None, tags=()):
-    """Register a floating unary op ``fwd`` with derivative ``deriv(x, result)``; inputs of the
-    NumPy kinds in ``kinds`` are rejected as torch rejects them. ``fwd`` may name a ufunc of
-    the array module (``"exp"``), which is then also the op's ``ufunc``."""
+    """Register a floating unary op ``fwd`` with derivative ``deriv(x, result)`` (None: the
+    caller registers its own vjp); inputs of the NumPy kinds in ``kinds`` are rejected as torch
+    rejects them. ``fwd`` may name a ufunc of the array module (``"exp"``), which is then also
+    the op's ``ufunc``."""
     ufunc = None
     if isinstance(fwd, str):
         ufunc = getattr(np, fwd) if "c" not in kinds else None    # (kinds must reject first)
@@ -395,10 +396,10 @@ def _unary(name, fwd, deriv, save="input", kinks=(), domain=None, aliases=(), ki
     d.__doc__ = doc or f"``{name}`` of each element; integers give the default float."
     saves = {"input": ("input",), "result": ("result",), "both": ("input", "result"),
              "none": ()}[save]
-
-    @d.vjp(save=saves)
-    def _(g, input, result=None):
-        return g * _conj(deriv(input, result))
+    if deriv is not None:
+        @d.vjp(save=saves)
+        def _(g, input, result=None):
+            return g * _conj(deriv(input, result))
 
     d.meta, d.kinks = same_meta, kinks
     d.samples = lambda dev, dt: unary_samples(dev, dt, domain=domain)
@@ -413,7 +414,7 @@ sqrt = _unary("sqrt", "sqrt", lambda x, r: 0.5 / r, save="result",
               domain=(0.1, 4))
 sin = _unary("sin", "sin", lambda x, r: x.cos())
 cos = _unary("cos", "cos", lambda x, r: -x.sin())
-tanh = _unary("tanh", "tanh", lambda x, r: 1 - r * r, save="result")
+tanh = _unary("tanh", "tanh", None)
 
 
 @tanh.vjp(save=("result",))

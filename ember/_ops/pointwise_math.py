@@ -393,8 +393,8 @@ relu.vjp(save=("result",))(lambda g, input, result: threshold_backward(g, result
 def threshold_backward(xp, grad_output, input, threshold):
     """``grad_output`` where ``input > threshold``, else 0: relu's gradient as one op (torch's
     ``aten::threshold_backward``). A multiply by the mask: ``g * result.sign()`` made four
-    passes (sign's NaN rule among them), and ``numpy.where`` on a random mask runs ~10x
-    slower than the multiply (a branch per element)."""
+    passes (sign's NaN rule among them), and ``numpy.where`` on a random mask is much slower
+    than the multiply (a branch per element)."""
     return xp.multiply(grad_output, input > threshold)
 
 

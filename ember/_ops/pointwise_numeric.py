@@ -171,12 +171,6 @@ nextafter.samples = lambda dev, dt: _tensor_samples(dev, dt) + [
 nextafter.errors = [dtype_error("nextafter", (3,), (3,))]
 
 
-def _double(x):
-    dt = np.complex128 if np.asarray(x).dtype.kind == "c" or isinstance(x, complex) else \
-        np.float64
-    return np.asarray(x, dt) if not hasattr(x, "astype") else x.astype(dt)
-
-
 @op("float_power", tags=("pointwise",), inplace=True)
 def float_power(xp, input, exponent):
     """``input ** exponent`` computed in double precision (complex128 for complex operands).

@@ -150,7 +150,7 @@ def mean(xp, input, dim=None, keepdim=False, *, dtype=None):
 def _mean_of(a, axis, keepdims, dtype, count):
     """numpy.mean's own steps (the sum in the result dtype, then a division by the count as a
     NumPy integer, which computes in double), without its Python: the same bits. A real
-    float sum divides by a Python int below 2^24 in its own dtype instead (~2x cheaper): the
+    float sum divides by a Python int below 2^24 in its own dtype instead (cheaper): the
     double quotient rounded to float32 is the float32 quotient (53 >= 2 * 24 + 2 bits: double
     rounding is harmless for a division)."""
     total = np.add.reduce(a, axis, dtype, keepdims=keepdims)

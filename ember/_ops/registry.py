@@ -8,9 +8,9 @@ import types
 def _parameters(fwd):
     """``(names, {name: default}, indices of the required positional ones)`` of ``fwd``'s
     parameters after ``xp``. Read off the code object of a plain function: inspect.signature
-    would cost ~20% of ``import ember`` over the whole registry."""
+    over the whole registry would slow ``import ember`` noticeably."""
     # as inspect.signature does, read the function a functools.wraps wrapper stands for
-    if hasattr(fwd, "__wrapped__"):        # (unwrap itself costs ~5% of import ember)
+    if hasattr(fwd, "__wrapped__"):        # (unwrap only where there is a wrapper: it is slow)
         fwd = inspect.unwrap(fwd, stop=lambda f: hasattr(f, "__signature__"))
     code = fwd.__code__ if type(fwd) is types.FunctionType else None
     if code is None or hasattr(fwd, "__signature__"):
@@ -30,6 +30,15 @@ def _parameters(fwd):
     defaults.update(fwd.__kwdefaults__ or {})
     return (pos[1:] + var + kwonly + varkw, defaults,
             tuple(range(n_pos - 1 - len(pos_defaults))))
+
+
+def node_name(name, overload=0):
+    """Torch's name of the node of aten op ``name``: ``node_name("log1p") == "Log1PBackward0"``.
+
+    NOTE: torch's generated names title-case each word, so a letter after a digit is upper
+    case too (``Log1P``, ``MaxPool2D``); ``overload`` numbers the op's differentiable overloads
+    in torch's order (``SumBackward1`` is ``sum`` with ``dim``)."""
+    return name.strip("_").title().replace("_", "") + f"Backward{overload}"
 
 
 class OpDef:
@@ -57,14 +66,22 @@ class OpDef:
             as torch's kernels do (default: the ``"pointwise"`` ops). Needs ``promote``.
         ufunc: the NumPy ufunc that ``fwd(numpy, *operands)`` is for float32/float64/complex
             operands without options (``add``: ``numpy.add``). The C fast path calls it directly,
-            sparing the forward's Python frame (~15% of a small op); a registry test holds the
-            two to the same results. An in-place call writes it straight into the tensor.
+            sparing the forward's Python frame; a registry test holds the two to the same
+            results. An in-place call writes it straight into the tensor.
         into: ``into(out, *operands)`` writes what ``fwd(numpy, *operands)`` returns into
             ``out``, the first operand's float32/float64 array, where the op has no ufunc: the
             C path's in-place write without a result array (``_fill``, ``_copy_from``,
             ``index_put``, ``clamp``). It gets arrays (a float one of ``out``'s dtype), tuples
             of index arrays, numbers and plain options, and may refuse a call with ValueError
             or TypeError having written nothing. A registry test holds it to the forward.
+
+    Attributes:
+        grad_name: the name torch gives the node of this op's calls (``type(y.grad_fn).__name__``
+            and ``y.grad_fn.name()``): by default the name in torch's camel case,
+            ``<Name>Backward0``.
+        grad_name_of: where torch's node depends on the call (the aten op that ran, its
+            overload), a rule ``(*args, **kwargs) -> name`` taking the op's arguments; else
+            None. A name ``torch::autograd::X`` makes a node of type ``X`` (torch's copy nodes).
     """
 
     def __init__(self, name, fwd, tags=(), promote=None, view=False, differentiable=True,
@@ -90,7 +107,7 @@ class OpDef:
         # ``(None, reason)`` where torch's result is not the one to copy.
         self.half_ulps = (0, "")
         self.sparse = None              # rule for sparse COO operands: see _ops/sparse.py
-        self.grad_name = "".join(p.capitalize() for p in name.strip("_").split("_")) + "Backward0"
+        self.grad_name, self.grad_name_of = node_name(name), None
         self.params, self.defaults, required = _parameters(fwd)
         # operands are the required positional parameters unless told otherwise
         self.promote_args = promote_args or required
@@ -120,11 +137,15 @@ class OpDef:
         return deco
 
     def __getattr__(self, name):
-        # NOTE: namedtuple() costs ~0.3 ms; made on first use, not for every op at import.
+        # namedtuple() is slow: made on first use, not for every op at import
         if name == "return_type":
             from ..return_types import make
             self.return_type = make(self.name, self.returns)
             return self.return_type
+        if name == "simple_type":     # the class of dispatch's SimpleNodes (see graph.py)
+            from ..autograd.graph import simple_type
+            self.simple_type = simple_type(self)
+            return self.simple_type
         raise AttributeError(f"'OpDef' object has no attribute '{name}'")
 
     def __call__(self, *args, **kwargs):

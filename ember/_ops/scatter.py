@@ -299,7 +299,7 @@ def scatter_reduce(xp, input, dim, index, src, reduce, *, include_self=True):
     if not include_self:
         # max/min of (src, src...) is max/min of src, so those may start from src itself
         flat[idx] = src if reduce in ("amax", "amin") else int(reduce == "prod")
-    # the kernel in place on the flat positions (ufunc.at runs ~3x slower), else ufunc.at
+    # the kernel in place on the flat positions (ufunc.at is slower), else ufunc.at
     kernel = _C.along_dim("scatter", flat, 0, idx) if mode and idx.size >= 4096 else None
     if kernel is None or kernel(flat, src, mode, flat):
         _AT[reduce](xp, flat, idx, src)

@@ -42,7 +42,7 @@ _FAST_ORDER_FROM = 1 << 13
 def stable_order(xp, x, axis, descending=False):
     """Stable argsort along ``axis`` (nan last ascending, first descending, as torch)."""
     k = sort_key(x)
-    # (the fast order's dozen NumPy calls cost ~40 us: below ~8k elements the stable sort wins)
+    # (the fast order's dozen NumPy calls cost more than a small stable sort)
     if xp is np and k.dtype.kind == "f" and k.shape[axis] > 1 and k.size > _FAST_ORDER_FROM:
         return _fast_stable_order(k, axis, descending)
     if not descending:
@@ -54,9 +54,9 @@ def stable_order(xp, x, axis, descending=False):
 
 
 def _fast_stable_order(k, axis, descending):
-    """The stable order of float keys by NumPy's unstable SIMD quicksort (~5x its stable sort):
-    sort, then put each run of equal keys (nans too) back in input order, as a stable sort
-    leaves it. Floats rarely tie, so the fix-up touches few elements."""
+    """The stable order of float keys by NumPy's unstable SIMD quicksort (much faster than its
+    stable sort): sort, then put each run of equal keys (nans too) back in input order, as a
+    stable sort leaves it. Floats rarely tie, so the fix-up touches few elements."""
     order = np.argsort(k, axis=axis)
     if descending:          # ascending puts nan last: reversed, it comes first, as in torch
         order = np.flip(order, axis)
@@ -221,7 +221,7 @@ def _top_order(xp, x, k, axis, largest):
         # nan compares unequal to the threshold below; a full sort places it as torch does
         return xp.take(stable_order(xp, x, axis, largest), xp.arange(k), axis=axis)
     if key.dtype.kind == "f" and n <= _SHORT_ROWS:
-        # short rows (a batch's class scores): one stable sort of the (negated) keys is ~10x
+        # short rows (a batch's class scores): one stable sort of the (negated) keys is
         # cheaper than the selection's dozen NumPy calls; equal keys keep input order either way
         order = xp.argsort(-key if largest else key, axis=axis, kind="stable")
         if axis == order.ndim - 1:      # (a copy: torch's indices are contiguous)

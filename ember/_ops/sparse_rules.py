@@ -120,8 +120,8 @@ def _coo_mm(xp, rows, cols, values, dense, nrows):
     if xp is not np:
         add_at(xp, out, rows, prod)
         return out
-    # NOTE: a segmented sum over rows in order (np.add.reduceat) is ~5x faster than the
-    # scattered np.add.at; coalesced indices are already in row order.
+    # NOTE: a segmented sum over rows in order (np.add.reduceat) is faster than the scattered
+    # np.add.at; coalesced indices are already in row order.
     if rows.size > 1 and not (rows[1:] >= rows[:-1]).all():
         order = np.argsort(rows, kind="stable")
         rows, prod = rows[order], prod[order]

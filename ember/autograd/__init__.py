@@ -37,7 +37,7 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_FUNCTION_NAMES))
+    return sorted(set(globals()) | set(_FUNCTION_NAMES) | {"Variable"})
 
 
 _mods = None
@@ -46,7 +46,7 @@ _mods = None
 def _lazy():
     """``(ember._tensor, ember._ops.creation)``, imported on first use (they import this
     package). Kept here: ``from package import module`` inside a function runs importlib's
-    Python ``_handle_fromlist`` on every call (~7k instructions, once per backward)."""
+    Python ``_handle_fromlist`` on every call (once per backward)."""
     global _mods
     if _mods is None:
         from .. import _tensor

@@ -77,8 +77,7 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
     root_nodes = list(buffers)
     global _dispatch
     if _dispatch is None:       # (not at the top: dispatch imports autograd)
-        import importlib        # (``ember._ops.dispatch`` the package attribute is a function)
-        _dispatch = importlib.import_module(".._ops.dispatch", __package__)
+        from .._ops import dispatch as _dispatch
     _C, prof = _dispatch._C, _dispatch.hooks.profiler
     deps = _dependencies(root_nodes) if _C is None else _C.dependencies(root_nodes)
 

@@ -3,3 +3,11 @@ from . import functional, init, utils  # noqa: F401
 from .modules import *  # noqa: F401,F403
 from .modules import Module  # noqa: F401
 from .parameter import Buffer, Parameter  # noqa: F401
+
+
+def __getattr__(name):
+    # nn.parallel pulls in ember.distributed: loaded on first use only
+    if name in ("parallel", "DataParallel"):
+        from . import parallel
+        return parallel if name == "parallel" else parallel.DataParallel
+    raise AttributeError(f"module 'ember.nn' has no attribute '{name}'")

@@ -21,8 +21,8 @@ from .._storage import _root
 
 MAX_KEYS = 1024     # keys per head up to which this path runs (2 x 32 x keys per thread)
 # Longer keys, where threads outnumber the key/value heads, up to this: threads then split the
-# query blocks (the tiled path's BLAS threads and kernel threads, woken in turn per tile, gained
-# nothing from a second thread at seq 4096; 1 thread keeps the tiled path, ~10% faster there).
+# query blocks (the tiled path's BLAS threads and kernel threads, woken in turn per tile, gain
+# nothing from a second thread on long sequences; 1 thread keeps the tiled path).
 MAX_SPLIT_KEYS = 16384
 
 

@@ -115,7 +115,7 @@ def _tick(state):
 BLOCK = 1 << 16
 # Largest parameter the foreach path flattens. It copies each one three times per step (its
 # gradient and itself into the flat buffers, itself back), which costs more than a call of its
-# own from ~4K elements up (the GPT step's 16K-65K element weights: 2.0 -> 1.2 ms an AdamW step).
+# own from about this size up.
 FOREACH_MAX = 1 << 12
 
 
@@ -124,7 +124,7 @@ def _blocks(*arrays):
     array of the block's size.
 
     NOTE: NumPy runs an expression as one pass per operator; on a tile that fits in cache those
-    passes cost a fraction of full-array passes (about 1.5x faster for Adam on large weights).
+    passes cost a fraction of full-array passes.
     Non-contiguous arrays (rare for parameters) are yielded whole.
     """
     n = arrays[0].size

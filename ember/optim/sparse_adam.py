@@ -5,7 +5,7 @@ import math
 from .._backends import backend
 from .._tensor import Tensor
 from ..autograd.grad_mode import enable_grad
-from .optimizer import Optimizer, _check_lr
+from .optimizer import Optimizer
 
 __all__ = ["SparseAdam"]
 

@@ -290,8 +290,8 @@ def _atomic_write(path, write):
 def _replace(tmp, path):
     """``os.replace(tmp, path)``, leaving the old file's pages to be freed in the background.
 
-    NOTE: renaming over a large file frees its page cache inside the rename (~30 ms per 100 MB
-    here), as ``torch.save``'s truncating open does. Holding the old file open across the
+    NOTE: renaming over a large file frees its page cache inside the rename, as
+    ``torch.save``'s truncating open does. Holding the old file open across the
     rename and closing it in a thread moves that work off the caller's path.
     """
     old = None

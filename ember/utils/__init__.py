@@ -2,6 +2,69 @@
 from . import data  # noqa: F401
 
 
+def swap_tensors(t1, t2):
+    """Swap everything two tensors are (data, autograd state, class, attributes) in place, so
+    that every reference to ``t1`` now sees ``t2``'s tensor and the other way round, as
+    ``torch.utils.swap_tensors``. A weak reference to either, or different slots, is refused;
+    gradients accumulated by a graph made before the swap raise on backward, as torch's.
+
+    Example:
+        >>> import ember
+        >>> a, b = ember.zeros(2), ember.nn.Parameter(ember.ones(3))
+        >>> ember.utils.swap_tensors(a, b)
+        >>> a
+        Parameter containing:
+        tensor([1., 1., 1.], requires_grad=True)
+        >>> b
+        tensor([0., 0.])
+    """
+    import weakref
+
+    from ..autograd.graph import _weak
+    for name, t in (("t1", t1), ("t2", t2)):
+        acc = getattr(t, "_grad_acc", None)     # (a leaf's accumulator refers to it weakly)
+        if [r for r in weakref.getweakrefs(t) if acc is None or r is not acc._variable]:
+            raise RuntimeError(f"Cannot swap {name} because it has weakref associated with it")
+    slots1, slots2 = _slots(type(t1)), _slots(type(t2))
+    if slots1 != slots2:
+        raise RuntimeError("Cannot swap t1 and t2 if they have different slots")
+    for t in (t1, t2):
+        acc = getattr(t, "_grad_acc", None)
+        if acc is not None:     # a graph made before reaches this accumulator: poison it
+            acc.register_prehook(_poisoned)
+    t1.__class__, t2.__class__ = t2.__class__, t1.__class__
+    t1.__dict__, t2.__dict__ = t2.__dict__, t1.__dict__
+    missing = object()
+    for slot in slots1:         # ember's hot fields are slots of the C TensorBase
+        v1, v2 = getattr(t1, slot, missing), getattr(t2, slot, missing)
+        for t, v in ((t1, v2), (t2, v1)):
+            if v is not missing:
+                setattr(t, slot, v)
+            elif hasattr(t, slot):
+                delattr(t, slot)
+    for t in (t1, t2):          # an accumulator adds into the tensor whose state it is
+        acc = getattr(t, "_grad_acc", None)
+        if acc is not None:
+            acc._variable = _weak(t)
+
+
+def _slots(cls):
+    import types
+    return {name for klass in cls.__mro__ for name, v in vars(klass).items()
+            if isinstance(v, types.MemberDescriptorType)}
+
+
+def _poisoned(grad_outputs):
+    raise RuntimeError("Trying to execute AccumulateGrad node that was poisoned by swap_tensors "
+                       "this can happen when you try to run backward on a tensor that was "
+                       "swapped. For a module m with `torch.__future__."
+                       "set_swap_module_params_on_conversion(True)` you should not change the "
+                       "device or dtype of the module (e.g. `m.cpu()` or `m.half()`) between "
+                       "running forward and backward. To resolve this, please only change the "
+                       "device/dtype before running forward (or after both forward and "
+                       "backward).")
+
+
 def __getattr__(name):
     # checkpoint loads amp and autograd.Function, benchmark timeit, tensorboard the tensorboard
     # package and protobuf: only on first use

@@ -30,7 +30,7 @@ static PyObject *s_view, *s_autocast, *s_tracer, *s_profiler, *s_dtype, *s_devic
     *s_category, *s_promote, *s_fwd, *s_np, *s_grad_enabled, *s_differentiable,
     *s_requires_grad, *s_vjp_fn, *s_nondiff_outputs, *s_grad_fn, *s_ufunc, *s_multi_output,
     *s_get_storage, *s_promote_args, *s_writes_overlap,
-    *s_into, *s_params, *s_defaults;
+    *s_into, *s_params, *s_defaults, *s_simple_type;
 static PyObject *view_outputs, *root_fn, *opmath[2];
 
 static PyTypeObject *dtype_type;            /* ember's dtype: __slots__, read by offset */
@@ -900,7 +900,8 @@ PyMODINIT_FUNC PyInit__dispatch(void)
         {&s_seq, "seq"}, {&s_base_arr, "base"}, {&s_accumulate, "accumulate"},
         {&s_ufunc, "ufunc"}, {&s_multi_output, "multi_output"}, {&s_get_storage, "_get_storage"},
         {&s_promote_args, "promote_args"}, {&s_writes_overlap, "writes_overlap"},
-        {&s_into, "into"}, {&s_params, "params"}, {&s_defaults, "defaults"}};
+        {&s_into, "into"}, {&s_params, "params"}, {&s_defaults, "defaults"},
+        {&s_simple_type, "simple_type"}};
     for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
         if ((*strs[i].slot = PyUnicode_InternFromString(strs[i].s)) == NULL)
             return NULL;
@@ -911,7 +912,8 @@ PyMODINIT_FUNC PyInit__dispatch(void)
     t_zero = zero;
     PyObject *opn[OP_N] = {s_view, s_fwd, s_promote, s_differentiable, s_vjp_fn,
                            s_nondiff_outputs, s_save, s_save_result, s_needed_by, s_ufunc,
-                           s_promote_args, s_writes_overlap, s_into, s_params, s_defaults};
+                           s_promote_args, s_writes_overlap, s_into, s_params, s_defaults,
+                           s_simple_type};
     memcpy(op_names, opn, sizeof opn);
     /* object's own tp_new, so object.__new__(Tensor) passes its "is it safe" check */
     TensorBaseType.tp_new = PyBaseObject_Type.tp_new;

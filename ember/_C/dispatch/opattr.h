@@ -8,7 +8,7 @@
 
 enum {OP_VIEW, OP_FWD, OP_PROMOTE, OP_DIFF, OP_VJP, OP_NONDIFF, OP_SAVE, OP_SAVE_RESULT,
       OP_NEEDED_BY, OP_UFUNC, OP_PROMOTE_ARGS, OP_WRITES_OVERLAP,
-      OP_INTO, OP_PARAMS, OP_DEFAULTS, OP_N};
+      OP_INTO, OP_PARAMS, OP_DEFAULTS, OP_SIMPLE_TYPE, OP_N};
 static PyObject *op_names[OP_N];    /* set up in PyInit (the interned s_* strings) */
 
 typedef struct {

@@ -117,7 +117,7 @@ def _stack_fast(batch):
 
     NOTE: checks read the arrays, not ``Tensor.shape`` (which builds a Size per call), and the
     copy is a loop of slice assignments: ``np.stack`` makes a view per sample first, which for
-    128 small samples costs more than the copy (~40x more for scalars).
+    a batch of small samples costs more than the copy.
     """
     from .worker import _shared_empty
     elem = batch[0]
