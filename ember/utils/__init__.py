@@ -95,7 +95,7 @@ def _poisoned(grad_outputs):
 def __getattr__(name):
     # checkpoint loads amp and autograd.Function, benchmark timeit, tensorboard the tensorboard
     # package and protobuf: only on first use
-    if name in ("checkpoint", "benchmark", "tensorboard", "dlpack"):
+    if name in ("checkpoint", "benchmark", "tensorboard", "dlpack", "hooks"):
         import importlib
         mod = importlib.import_module(f".{name}", __name__)
         globals()[name] = mod
