@@ -160,6 +160,13 @@ def _softmax(g, x, dim, dtype=None):
 @lowering("layer_norm")
 def _layer_norm(g, x, normalized_shape, weight=None, bias=None, eps=1e-5):
     k = len(normalized_shape)
+    if g.opset < 17:            # (no LayerNormalization before opset 17)
+        axes = list(range(len(x.shape) - k, len(x.shape)))
+        d = g.op("Sub", x, g.reduce("ReduceMean", x, axes, 1))
+        var = g.reduce("ReduceMean", g.op("Mul", d, d), axes, 1)
+        y = g.op("Div", d, g.op("Sqrt", g.op("Add", var, g.scalar(eps, x.dtype))))
+        y = y if weight is None else g.op("Mul", y, weight)
+        return y if bias is None else g.op("Add", y, bias)
     if weight is None:
         weight = g.const(np.ones(normalized_shape, g.np(x.dtype)))
     return g.op("LayerNormalization", x, weight, bias if bias is not None else "", axis=-k,
@@ -190,10 +197,7 @@ def _reduce(g, x, dim=None, keepdim=False, dtype=None):
     op = {"mean": "ReduceMean", "sum": "ReduceSum", "amax": "ReduceMax", "amin": "ReduceMin",
           "prod": "ReduceProd", "logsumexp": "ReduceLogSumExp"}[g.node.target.name]
     x = g.cast(x, dtype) if dtype is not None else x
-    axes = _axes(dim, len(x.shape))
-    if op == "ReduceSum" or g.opset >= 18:
-        return g.op(op, x, g.ints(axes), keepdims=int(keepdim))
-    return g.op(op, x, axes=axes, keepdims=int(keepdim))
+    return g.reduce(op, x, _axes(dim, len(x.shape)), keepdim)
 
 
 @lowering("max", "min")
@@ -203,8 +207,7 @@ def _max(g, x, dim=None, keepdim=False):
     if hasattr(dim, "name"):
         return g.op("Max" if red == "ReduceMax" else "Min", *g.promote(x, dim))
     axes = _axes(dim, len(x.shape))
-    v = g.op(red, x, axes=axes, keepdims=int(keepdim)) if g.opset < 18 else \
-        g.op(red, x, g.ints(axes), keepdims=int(keepdim))
+    v = g.reduce(red, x, axes, keepdim)
     if dim is None:
         return v
     return v, g.op(arg, x, axis=axes[0], keepdims=int(keepdim))
@@ -300,6 +303,8 @@ def _matmul(g, a, b):
 
 @lowering("tril", "triu")
 def _tril(g, x, diagonal=0):
+    if g.opset < 14:
+        g.unsupported(f"{g.node.target.name} before opset 14 (Trilu)")
     return g.op("Trilu", x, g.const(np.array(diagonal, np.int64)),
                 upper=int(g.node.target.name == "triu"))
 
@@ -443,9 +448,8 @@ def _var(g, x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     axes = _axes(dim, len(x.shape))
     c = correction if correction is not None else (0 if unbiased is False else 1)
     n = int(np.prod([x.shape[a] for a in axes]))
-    mean = g.op("ReduceMean", x, axes=axes, keepdims=1)
-    d = g.op("Sub", x, mean)
-    ss = g.op("ReduceSum", g.op("Mul", d, d), g.ints(axes), keepdims=int(keepdim))
+    d = g.op("Sub", x, g.reduce("ReduceMean", x, axes, 1))
+    ss = g.reduce("ReduceSum", g.op("Mul", d, d), axes, keepdim)
     v = g.op("Div", ss, g.scalar(max(n - c, 0), x.dtype))
     return g.op("Sqrt", v) if g.node.target.name == "std" else v
 
@@ -454,17 +458,15 @@ def _var(g, x, dim=None, unbiased=None, keepdim=False, *, correction=None):
 def _norm(g, x, p="fro", dim=None, keepdim=False, dtype=None):
     if p not in ("fro", 2, 2.0, 1, 1.0):
         g.unsupported(f"norm with p={p!r}")
-    op = "ReduceL1" if p in (1, 1.0) else "ReduceL2"
-    return g.op(op, x, g.ints(_axes(dim, len(x.shape))) if g.opset >= 18 else None,
-                keepdims=int(keepdim)) if g.opset >= 18 else \
-        g.op(op, x, axes=_axes(dim, len(x.shape)), keepdims=int(keepdim))
+    return g.reduce("ReduceL1" if p in (1, 1.0) else "ReduceL2", x, _axes(dim, len(x.shape)),
+                    keepdim)
 
 
 @lowering("rms_norm")
 def _rms_norm(g, x, normalized_shape, weight=None, eps=None):
     axes = list(range(len(x.shape) - len(normalized_shape), len(x.shape)))
     eps = float(np.finfo(g.np(x.dtype)).eps) if eps is None else eps
-    ms = g.op("ReduceMean", g.op("Mul", x, x), axes=axes, keepdims=1)
+    ms = g.reduce("ReduceMean", g.op("Mul", x, x), axes, 1)
     y = g.op("Div", x, g.op("Sqrt", g.op("Add", ms, g.scalar(eps, x.dtype))))
     return y if weight is None else g.op("Mul", y, weight)
 
