@@ -273,7 +273,7 @@ def _lower(g, graph, module, values, do_constant_folding, params_as_inputs, symb
                 values[n] = V(g.const(t.detach().numpy(), n.target), t.shape, t.dtype)
             else:
                 known[n] = t
-        elif n.op == "call_method" and n.target == "detach":
+        elif n.op == "call_method" and n.target in ("detach", "to"):
             values[n] = val(n.args[0])
         elif n.op == "call_method":         # (copy_: a write into a buffer or input)
             g.node = n
