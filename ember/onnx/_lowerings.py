@@ -528,3 +528,63 @@ def _index(g, x, index):
     if len(index) == 1 and hasattr(index[0], "name") and index[0].dtype.name != "bool":
         return g.op("Gather", x, index[0], axis=0)
     g.unsupported("advanced indexing beyond one integer index tensor")
+
+
+# ---- activations with their own OpDefs (ember/_ops/nn.py) -------------------------------------
+
+@lowering("silu")
+def _silu(g, x):
+    return g.op("Mul", x, g.op("Sigmoid", x))
+
+
+@lowering("mish")
+def _mish(g, x):
+    return g.op("Mul", x, g.op("Tanh", g.op("Softplus", x)))
+
+
+@lowering("leaky_relu")
+def _leaky_relu(g, x, negative_slope=0.01):
+    return g.op("LeakyRelu", x, alpha=float(negative_slope))
+
+
+@lowering("elu")
+def _elu(g, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    neg = g.op("Mul", g.op("Sub", g.op("Exp", g.op("Mul", x, g.scalar(input_scale, x.dtype))),
+                           g.scalar(1, x.dtype)), g.scalar(alpha * scale, x.dtype))
+    pos = g.op("Mul", x, g.scalar(scale, x.dtype))
+    return g.op("Where", g.op("Greater", x, g.scalar(0, x.dtype)), pos, neg)
+
+
+@lowering("celu")
+def _celu(g, x, alpha=1.0):
+    return _elu(g, x, alpha, 1.0, 1.0 / alpha)
+
+
+@lowering("hardtanh")
+def _hardtanh(g, x, min_val=-1.0, max_val=1.0):
+    return g.op("Clip", x, g.scalar(min_val, x.dtype), g.scalar(max_val, x.dtype))
+
+
+@lowering("hardsigmoid")
+def _hardsigmoid(g, x):
+    return g.op("HardSigmoid", x, alpha=1 / 6, beta=0.5)
+
+
+@lowering("hardswish")
+def _hardswish(g, x):
+    return g.op("HardSwish", x)
+
+
+@lowering("softplus")
+def _softplus(g, x, beta=1.0, threshold=20.0):
+    z = g.op("Mul", x, g.scalar(beta, x.dtype))
+    soft = g.op("Div", g.op("Softplus", z), g.scalar(beta, x.dtype))
+    return g.op("Where", g.op("Greater", z, g.scalar(threshold, x.dtype)), x, soft)
+
+
+@lowering("logsigmoid")
+def _logsigmoid(g, x):
+    # min(x, 0) - log1p(exp(-|x|)), as the op computes it (log(sigmoid) underflows)
+    one = g.scalar(1, x.dtype)
+    tail = g.op("Log", g.op("Add", one, g.op("Exp", g.op("Neg", g.op("Abs", x)))))
+    return g.op("Sub", g.op("Min", x, g.scalar(0, x.dtype)), tail)
