@@ -126,7 +126,7 @@ class _Builder:
     def cast(self, v, dt):
         if not isinstance(v, V):
             return self.scalar(v, dt) if not isinstance(v, str) else v
-        return v if v.dtype is dt else self.op("Cast", v, to=self.onnx_type(dt))
+        return v if v.dtype is dt else V(self.op("Cast", v, to=self.onnx_type(dt)), v.shape, dt)
 
     def promote(self, *vals, compare=False):
         """The operands in one dtype: the result's, or for a comparison the widest tensor's
@@ -143,6 +143,8 @@ class _Builder:
     def reduce(self, op, x, axes, keepdims):
         """``op`` (ReduceMean, ReduceMax...) over ``axes``: an attribute before opset 18 (an
         input for ReduceSum from 13), an input from 18."""
+        if not axes:            # (a 0-dim input: nothing to reduce)
+            return self.op("Identity", x)
         if op == "ReduceSum" or self.opset >= 18:
             return self.op(op, x, self.ints(axes), keepdims=int(keepdims))
         return self.op(op, x, axes=list(axes), keepdims=int(keepdims))
@@ -290,7 +292,8 @@ def _lower(g, graph, module, values, do_constant_folding, params_as_inputs, symb
                 part = src[n.args[1]]
                 if part is None:
                     g.node = n
-                    g.unsupported("the indices output of this op")
+                    g.unsupported(f"output {n.args[1]} of {getattr(n.args[0].target, 'name', '')}"
+                                  " (its indices or saved state)")
                 values[n] = V(part, n.meta["val"].shape, n.meta["val"].dtype)
                 continue
             fn = getattr(n.target, "onnx", None) or LOWERINGS.get(getattr(n.target, "name", ""))
