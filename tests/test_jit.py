@@ -242,3 +242,24 @@ def test_sizes_follow_the_batch_and_other_shapes_are_refused():
     with pytest.raises(RuntimeError, match=r"input 0 has shape \(2, 1, 7, 7\), but the trace "
                                            r"fixed it to \(2, 1, 6, 6\) \(dim 0 may vary\)"):
         tm(ember.randn(2, 1, 7, 7))
+
+
+def test_a_custom_autograd_function_replays_and_refuses_to_save():
+    class Cube(ember.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return ember.from_numpy(x.detach().numpy() ** 3)     # (off the dispatch)
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return 3 * x * x * g
+    x = ember.tensor([1.0, 2.0], requires_grad=True)
+    tm = ember.jit.trace(lambda x: Cube.apply(x) + 1, x)
+    y = ember.tensor([3.0], requires_grad=True)
+    out = tm(y)
+    out.sum().backward()
+    assert out.tolist() == [28.0] and y.grad.tolist() == [27.0]
+    with pytest.raises(TypeError, match="calls .*Cube.apply, which is not an op"):
+        tm.save(io.BytesIO())

@@ -120,13 +120,13 @@ class Recorder:
             node.meta["val"] = TensorMeta.of(outs[0])
             self._bind(outs[0], node)
 
-    def function(self, cls, args, kwargs, out):
+    def function(self, apply, args, kwargs, out):
         """An ``autograd.Function`` ran: where its outputs are not values the graph already
-        made (its forward computed off the dispatch), one node calls ``cls.apply``."""
+        made (its forward computed off the dispatch), one node calls its ``apply``."""
         outs = out if type(out) is tuple else (out,)
         if all(id(o) in self.values for o in outs if isinstance(o, Tensor)):
             return
-        node = self._node("call_function", cls.apply, args, kwargs)
+        node = self._node("call_function", apply, args, kwargs)
         if type(out) is tuple:
             for i, o in enumerate(out):
                 if isinstance(o, Tensor):
@@ -241,7 +241,7 @@ def recording(rec):
     def apply(cls, *args, **kwargs):
         out = fapply.__func__(cls, *args, **kwargs)
         if _active and _active[-1] is rec:
-            rec.function(cls, args, kwargs, out)
+            rec.function(fapply.__get__(None, cls), args, kwargs, out)
         return out
     fapply = Function.__dict__["apply"]
     Function.apply = classmethod(apply)
