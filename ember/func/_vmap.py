@@ -1,0 +1,413 @@
+"""vmap's batching: a ``BatchedTensor`` holds a tensor with one more (leading) dim per vmap
+level, and shows the per-example ("logical") shape; while a vmap runs, dispatch's profiler hook
+sends every op with a BatchedTensor operand to its batching rule, which runs the op once on the
+whole batch. Rules are derived from the op (pointwise ops broadcast, ops with a dim option
+shift it past the batch dim) or written below; an op without one loops over the batch, with
+torch's performance warning. Autograd only ever sees the physical tensors, so ``grad`` inside
+vmap differentiates the batched computation in one backward pass."""
+import contextlib
+import warnings
+
+import ember
+
+from .._size import Size
+from .._tensor import Tensor
+from .._ops import dispatch as _dispatch
+from .._ops.registry import get
+
+_STACK = []         # active vmap levels, outermost first: [level, batch size, randomness]
+_DIMS = ("dim", "dim0", "dim1", "start_dim", "end_dim", "source", "destination", "dims")
+
+
+class BatchedTensor(Tensor):
+    """A tensor inside ``vmap``: ``_value`` holds every example (the batch dim first, then the
+    example's dims); shape, size and dim are the example's."""
+
+    def __repr__(self):
+        return f"BatchedTensor(lvl={self._level}, bdim=0, value=\n{self._value!r}\n)"
+
+    @property
+    def shape(self):
+        return Size(self._value.shape[1:])
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self):
+        return self._value.dim() - 1
+
+    ndimension = dim
+    ndim = property(dim)
+
+    def numel(self):
+        return self.shape.numel()
+
+    @property
+    def _data(self):
+        raise RuntimeError("vmap: this operation reads a tensor's data directly and has no "
+                           "batching rule; move it out of the vmapped function")
+
+    @property
+    def requires_grad(self):
+        return self._value.requires_grad
+
+    @property
+    def grad_fn(self):
+        return self._value.grad_fn
+
+    @property
+    def is_leaf(self):
+        return self._value.is_leaf
+
+    def detach(self):
+        return _wrap(self._value.detach(), self._level)
+
+    def requires_grad_(self, requires_grad=True):
+        self._value.requires_grad_(requires_grad)
+        return self
+
+    def item(self):
+        raise RuntimeError("vmap: It looks like you're calling .item() on a Tensor. We don't "
+                           "support vmap over calling .item() on a Tensor, please try to "
+                           "rewrite what you're doing with other operations.")
+
+    tolist = numpy = __bool__ = __index__ = __int__ = __float__ = item
+
+
+def _wrap(value, level):
+    t = object.__new__(BatchedTensor)
+    t._value, t._level, t.dtype = value, level, value.dtype
+    if value.device.type != "cpu":
+        t.device = value.device
+    return t
+
+
+def _level_of(x):
+    return x._level if isinstance(x, BatchedTensor) else 0
+
+
+def _levels(args, kwargs):
+    top = 0
+    for a in (*args, *kwargs.values()):
+        if type(a) in (list, tuple):
+            for b in a:
+                top = max(top, _level_of(b))
+        else:
+            top = max(top, _level_of(a))
+    return top
+
+
+# ---- lifting to and from physical tensors (grad, vjp and jvp inside vmap) ------------------
+
+def lift(t):
+    """``t`` as a physical tensor with a leading dim for every active vmap level (outermost
+    first), expanded along the levels it is not batched at."""
+    have, v = [], t
+    while isinstance(v, BatchedTensor):
+        have.append(v._level)
+        v = v._value
+    have.reverse()
+    for i, (level, n, _) in enumerate(_STACK):
+        if level not in have:
+            v = v.unsqueeze(i)
+            v = v.expand(*v.shape[:i], n, *v.shape[i + 1:])
+    return v
+
+
+def lower(p):
+    """The inverse of ``lift``: ``p``'s leading dims as the active vmap levels."""
+    for level, _, _ in _STACK:
+        p = _wrap(p, level)
+    return p
+
+
+# ---- the dispatch hook -------------------------------------------------------------------
+
+class _Intercept:
+    """The profiler hook while a vmap runs: ops with a BatchedTensor operand go to their rule;
+    the rest (and the backward engine's calls) to the profiler that was there, if any."""
+
+    def __call__(self, opdef, args, kwargs, run):
+        level = _levels(args, kwargs)
+        if not level:
+            prev = _PREV[0]
+            return prev(opdef, args, kwargs, run) if prev else run(opdef, args, kwargs)
+        return _rule(opdef)(opdef, level, args, kwargs)
+
+    def backward(self, node):
+        prev = _PREV[0]
+        return prev.backward(node) if prev else contextlib.nullcontext()
+
+
+_intercept, _PREV = _Intercept(), []
+
+
+def push(n, randomness):
+    level = (_STACK[-1][0] if _STACK else 0) + 1
+    _STACK.append([level, n, randomness])
+    _PREV.append(_dispatch.hooks.profiler)
+    _dispatch.hooks.profiler = _intercept
+    return level
+
+
+def pop():
+    _STACK.pop()
+    _dispatch.hooks.profiler = _PREV.pop()
+
+
+def _size(level):
+    return next(n for lv, n, _ in _STACK if lv == level)
+
+
+def _unwrap(x, level):
+    return x._value if _level_of(x) == level else x
+
+
+def _map_out(res, level):
+    if isinstance(res, Tensor):
+        return _wrap(res, level)
+    if isinstance(res, (list, tuple)):
+        out = [_map_out(r, level) for r in res]
+        return type(res)(*out) if hasattr(res, "_fields") else type(res)(out)
+    return res
+
+
+# ---- rules ---------------------------------------------------------------------------------
+
+def _pad(x, level, rank):
+    """``x``'s value with the batch dim first and ones up to ``rank`` example dims, so that
+    it broadcasts as the example does against unbatched operands; unbatched ``x`` as it is."""
+    if _level_of(x) != level:
+        return x
+    v = x._value
+    return v.reshape(v.shape[0], *(1,) * (rank - x.dim()), *v.shape[1:])
+
+
+def _pointwise(opdef, level, args, kwargs):
+    rank = max(a.dim() for a in (*args, *kwargs.values()) if isinstance(a, Tensor))
+    args = [_pad(a, level, rank) for a in args]
+    kwargs = {k: _pad(v, level, rank) for k, v in kwargs.items()}
+    return _map_out(opdef(*args, **kwargs), level)
+
+
+def _shift(d, rank):
+    if isinstance(d, int) and not isinstance(d, bool):
+        return d % max(rank, 1) + 1
+    if type(d) in (list, tuple) and all(isinstance(e, int) for e in d):
+        return type(d)(e % max(rank, 1) + 1 for e in d)
+    return d
+
+
+def _dims(opdef, level, args, kwargs):
+    """An op of one batched tensor (first) whose dims are options: shift them past the batch
+    dim; ``dim=None`` (all dims) reduces the flattened example."""
+    x = args[0]
+    if _level_of(x) != level or any(_level_of(a) == level for a in (*args[1:],
+                                                                     *kwargs.values())):
+        return _loop(opdef, level, args, kwargs)
+    rank, v = x.dim(), x._value
+    call = dict(zip(opdef.params[1:], args[1:]))
+    call.update(kwargs)
+    for name in _DIMS:
+        if name in call:
+            call[name] = _shift(call[name], rank)
+    if "dim" in opdef.params and call.get("dim", opdef.defaults.get("dim", 0)) is None:
+        if "dim" not in opdef.defaults:
+            return _loop(opdef, level, args, kwargs)
+        call["dim"], v = 1, v.reshape(v.shape[0], -1)
+        out = opdef(v, **call)
+        if call.get("keepdim"):
+            out = _map_tensors(out, lambda o: o.reshape(o.shape[0], *(1,) * rank))
+        return _map_out(out, level)
+    if rank == 0 and any(n in call for n in _DIMS):
+        return _loop(opdef, level, args, kwargs)
+    return _map_out(opdef(v, **call), level)
+
+
+def _map_tensors(res, f):
+    if isinstance(res, Tensor):
+        return f(res)
+    out = [_map_tensors(r, f) for r in res]
+    return type(res)(*out) if hasattr(res, "_fields") else type(res)(out)
+
+
+def _matmul(opdef, level, args, kwargs):
+    a, b = args[:2]
+    va, vb = a.dim() == 1, b.dim() == 1
+    a, b = (a.unsqueeze(0) if va else a), (b.unsqueeze(-1) if vb else b)
+    rank = max(a.dim(), b.dim())
+    out = ember.matmul(_pad(a, level, rank), _pad(b, level, rank))
+    out = out.squeeze(-1) if vb else out
+    return _wrap(out.squeeze(-1 if vb else -2) if va else out, level)
+
+
+def _linear(opdef, level, args, kwargs):
+    x, w, b = (*args, None)[:3] if len(args) < 3 else args[:3]
+    b = kwargs.get("bias", b)
+    if _level_of(w) != level and _level_of(b) != level:
+        return _wrap(get("linear")(x._value, w, b), level)
+    out = ember.matmul(x, w.transpose(-1, -2))
+    return out if b is None else out + b
+
+
+def _convolution(opdef, level, args, kwargs):
+    """Batch into N where only the input is batched; else as a grouped convolution with the
+    batch folded into the channels."""
+    x, w, bias, stride, padding, dilation, transposed, out_pad, groups = args
+    if transposed or _level_of(bias) == level and _level_of(w) != level:
+        return _loop(opdef, level, args, kwargs)
+    n = _size(level)
+    unb = x.dim() == w.dim() - 1
+    if _level_of(w) != level:
+        v = x._value.reshape(-1, *x.shape[-(w.dim() - 1):])
+        out = opdef(v, w, bias, stride, padding, dilation, transposed, out_pad, groups)
+        return _wrap(out.reshape(n, *(() if unb else x.shape[:1]), *out.shape[1:]), level)
+    xv = lift_one(x, level, n)
+    xv = xv.unsqueeze(1) if unb else xv                      # (B, N, C, ...)
+    xv = xv.movedim(0, 1).reshape(xv.shape[1], n * xv.shape[2], *xv.shape[3:])
+    wv = w._value.reshape(-1, *w.shape[1:])
+    bv = None if bias is None else lift_one(bias, level, n).reshape(-1)
+    out = opdef(xv, wv, bv, stride, padding, dilation, transposed, out_pad, groups * n)
+    out = out.reshape(out.shape[0], n, -1, *out.shape[2:]).movedim(1, 0)
+    return _wrap(out.squeeze(1) if unb else out, level)
+
+
+def lift_one(x, level, n):
+    if _level_of(x) == level:
+        return x._value
+    return x.unsqueeze(0).expand(n, *x.shape)
+
+
+def _joined(opdef, level, args, kwargs):
+    """cat/stack: every tensor batched (expanded where not), the dim shifted."""
+    n = _size(level)
+    ts = [lift_one(t, level, n) for t in args[0]]
+    rank = args[0][0].dim() + (opdef.name == "stack")
+    call = dict(zip(opdef.params[1:], args[1:]), **kwargs)
+    call["dim"] = call.get("dim", 0) % max(rank, 1) + 1
+    return _wrap(opdef(ts, **call), level)
+
+
+def _shape(opdef, level, args, kwargs):
+    """reshape/view/expand/broadcast_to: the batch dim prepended to the new shape."""
+    x, shape = args[0], args[1:]
+    if _level_of(x) != level or any(_level_of(a) == level for a in shape):
+        return _loop(opdef, level, args, kwargs)
+    if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
+        shape = shape[0]
+    v = x._value
+    if opdef.name in ("expand", "broadcast_to"):
+        shape = (*(-1 if s == -1 else s for s in shape[:len(shape) - x.dim()]), *shape[
+            len(shape) - x.dim():])
+        v = v.reshape(v.shape[0], *(1,) * (len(shape) - x.dim()), *v.shape[1:])
+    return _wrap(opdef(v, (v.shape[0], *shape), **kwargs), level)
+
+
+def _permute(opdef, level, args, kwargs):
+    x, dims = args[0], args[1:]
+    if len(dims) == 1 and isinstance(dims[0], (list, tuple)):
+        dims = dims[0]
+    return _wrap(opdef(x._value, (0, *_shift(tuple(dims), x.dim()))), level)
+
+
+def _squeeze(opdef, level, args, kwargs):
+    x = args[0]
+    dim = args[1] if len(args) > 1 else kwargs.get("dim")
+    if dim is None:
+        dim = tuple(i for i, s in enumerate(x.shape) if s == 1)
+    return _wrap(opdef(x._value, _shift(dim, x.dim())), level)
+
+
+def _unsqueeze(opdef, level, args, kwargs):
+    x, d = args[0], args[1] if len(args) > 1 else kwargs["dim"]
+    return _wrap(opdef(x._value, d % (x.dim() + 1) + 1), level)
+
+
+def _t(opdef, level, args, kwargs):
+    x = args[0]
+    return x if x.dim() < 2 else _wrap(x._value.transpose(1, 2), level)
+
+
+def _getitem(opdef, level, args, kwargs):
+    """Basic indexing (ints, slices, None, Ellipsis): a full slice for the batch dim first."""
+    x, idx = args
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    if _level_of(x) != level or not all(i is None or i is Ellipsis or type(i) in (int, slice)
+                                        for i in idx):
+        return _loop(opdef, level, args, kwargs)
+    return _wrap(x._value[(slice(None), *idx)], level)
+
+
+def _loss(opdef, level, args, kwargs):
+    """nll_loss/cross_entropy_loss without class weights: the batch folded into N, the
+    per-element losses reduced per example."""
+    call = dict(zip(opdef.params, args), **kwargs)
+    x, target = call.pop("input"), call.pop("target")
+    if call.get("weight") is not None or x.dim() < 2 or target.dim() != x.dim() - 1:
+        return _loop(opdef, level, args, kwargs)
+    n, red = _size(level), call.pop("reduction", "mean")
+    xv, tv = lift_one(x, level, n), lift_one(target, level, n)
+    out = opdef(xv.reshape(-1, *xv.shape[2:]), tv.reshape(-1, *tv.shape[2:]),
+                reduction="none", **call).reshape(n, *tv.shape[1:])
+    if red == "none":
+        return _wrap(out, level)
+    flat = out.reshape(n, -1)
+    if red == "sum":
+        return _wrap(flat.sum(1), level)
+    kept = (tv.reshape(n, -1) != call.get("ignore_index", -100)).to(flat.dtype)
+    return _wrap(flat.sum(1) / kept.sum(1), level)
+
+
+def _loop(opdef, level, args, kwargs):
+    """The fallback: the op once per example, the results stacked."""
+    warnings.warn(f"There is a performance drop because we have not yet implemented the "
+                  f"batching rule for {opdef.name}. Please file us an issue on GitHub so "
+                  f"that we can prioritize its implementation.", UserWarning, stacklevel=4)
+    LOOPED.add(opdef.name)
+
+    def pick(a, i):
+        if _level_of(a) == level:
+            return a._value[i]
+        if type(a) in (list, tuple):
+            return type(a)(pick(b, i) for b in a)
+        return a
+    rows = [opdef(*[pick(a, i) for a in args], **{k: pick(v, i) for k, v in kwargs.items()})
+            for i in range(_size(level))]
+    return _map_out(_stack_rows(rows), level)
+
+
+def _stack_rows(rows):
+    r0 = rows[0]
+    if isinstance(r0, Tensor):
+        return ember.stack(rows)
+    if isinstance(r0, (list, tuple)):
+        out = [_stack_rows([r[i] for r in rows]) for i in range(len(r0))]
+        return type(r0)(*out) if hasattr(r0, "_fields") else type(r0)(out)
+    raise RuntimeError("vmap: the batching fallback got a non-tensor result")
+
+
+LOOPED = set()      # the ops that fell back to the loop so far (the tests report them)
+RULES = {"matmul": _matmul, "mm": _matmul, "bmm": _matmul, "mv": _matmul, "dot": _matmul,
+         "linear": _linear, "convolution": _convolution, "cat": _joined, "stack": _joined,
+         "reshape": _shape, "view": _shape, "expand": _shape, "broadcast_to": _shape,
+         "permute": _permute, "squeeze": _squeeze, "unsqueeze": _unsqueeze, "t": _t,
+         "getitem": _getitem, "nll_loss": _loss, "cross_entropy_loss": _loss}
+_TAGGED = {}
+
+
+def _rule(opdef):
+    r = RULES.get(opdef.name) or _TAGGED.get(opdef.name)
+    if r is None:
+        if "pointwise" in opdef.tags or "comparison" in opdef.tags:
+            r = _pointwise
+        elif any(n in opdef.params for n in _DIMS) and opdef.name not in _DIM_LOOP:
+            r = _dims
+        else:
+            r = _loop
+        _TAGGED[opdef.name] = r
+    return r
+
+
+# ops with a dim option that the dim rule does not fit (more operands along that dim, or
+# dims that mean something else): they loop until they get a rule of their own
+_DIM_LOOP = frozenset()
