@@ -16,7 +16,11 @@ from .._ops import dispatch as _dispatch
 from .._ops.registry import get
 
 _STACK = []         # active vmap levels, outermost first: [level, batch size, randomness]
-_DIMS = ("dim", "dim0", "dim1", "start_dim", "end_dim", "source", "destination", "dims")
+_DIMS = ("dim", "dim0", "dim1", "dim2", "start_dim", "end_dim", "source", "destination")
+_DIMS_OPS = ("flip", "roll", "rot90")      # ops whose ``dims`` are dims (tile's are counts)
+_REDUCE = ("median", "nanmedian", "quantile", "nanquantile")      # reductions, untagged
+# dims of the output (diag_embed), or results whose shape depends on the values: they loop
+_NOT_DIMS = ("diag_embed", "unique", "unique_consecutive")
 
 
 class BatchedTensor(Tensor):
@@ -199,28 +203,41 @@ def _shift(d, rank):
 
 
 def _dims(opdef, level, args, kwargs):
-    """An op of one batched tensor (first) whose dims are options: shift them past the batch
-    dim; ``dim=None`` (all dims) reduces the flattened example."""
+    """An op of one tensor (batched, first) whose dims are options: shift them, their
+    defaults too, past the batch dim; ``dim=None`` (all dims) reduces the flattened example or
+    names every dim."""
     x = args[0]
-    if _level_of(x) != level or any(_level_of(a) == level for a in (*args[1:],
-                                                                     *kwargs.values())):
+    if _level_of(x) != level or any(isinstance(a, Tensor) or type(a) in (list, tuple) and
+                                    any(isinstance(b, Tensor) for b in a)
+                                    for a in (*args[1:], *kwargs.values())):
         return _loop(opdef, level, args, kwargs)
     rank, v = x.dim(), x._value
     call = dict(zip(opdef.params[1:], args[1:]))
     call.update(kwargs)
-    for name in _DIMS:
-        if name in call:
-            call[name] = _shift(call[name], rank)
-    if "dim" in opdef.params and call.get("dim", opdef.defaults.get("dim", 0)) is None:
-        if "dim" not in opdef.defaults:
+    names = [n for n in (*_DIMS, *(("dims",) if opdef.name in _DIMS_OPS else ()))
+             if n in opdef.params]
+    for name in names:
+        d = call[name] if name in call else opdef.defaults.get(name, None)
+        if d is None or d == ():
+            if name != "dim" or name not in opdef.defaults:
+                return _loop(opdef, level, args, kwargs)
+            if "reduction" in opdef.tags or opdef.name in _REDUCE:
+                call["dim"], v = 1, v.reshape(v.shape[0], -1)
+                out = opdef(v, **call)
+                if isinstance(out, tuple) and opdef.name in ("max", "min", "median",
+                                                             "nanmedian"):
+                    out = out[0]
+                if call.get("keepdim"):
+                    out = _map_tensors(out, lambda o: o.reshape(o.shape[0], *(1,) * rank))
+                return _map_out(out, level)
+            if not opdef.name.startswith("fft_"):
+                return _loop(opdef, level, args, kwargs)
+            n = len(call.get("s") or ()) or rank
+            call["dim"] = tuple(range(rank - n + 1, rank + 1))
+        elif rank == 0:
             return _loop(opdef, level, args, kwargs)
-        call["dim"], v = 1, v.reshape(v.shape[0], -1)
-        out = opdef(v, **call)
-        if call.get("keepdim"):
-            out = _map_tensors(out, lambda o: o.reshape(o.shape[0], *(1,) * rank))
-        return _map_out(out, level)
-    if rank == 0 and any(n in call for n in _DIMS):
-        return _loop(opdef, level, args, kwargs)
+        else:
+            call[name] = _shift(d, rank)
     return _map_out(opdef(v, **call), level)
 
 
@@ -358,6 +375,42 @@ def _loss(opdef, level, args, kwargs):
     return _wrap(flat.sum(1) / kept.sum(1), level)
 
 
+def _trailing(pos):
+    """Ops that work on trailing dims and treat any leading ones as batch (layer_norm,
+    the linalg ops): the value as it is, where only argument ``pos`` is batched."""
+    def rule(opdef, level, args, kwargs):
+        if any(_level_of(a) == level for i, a in enumerate((*args, *kwargs.values()))
+               if i != pos) or _level_of(args[pos]) != level:
+            return _loop(opdef, level, args, kwargs)
+        args = list(args)
+        args[pos] = args[pos]._value
+        return _map_out(opdef(*args, **kwargs), level)
+    return rule
+
+
+def _repeat(opdef, level, args, kwargs):
+    x, reps = args[0], args[1:]
+    reps = tuple(reps[0] if len(reps) == 1 and isinstance(reps[0], (list, tuple)) else reps)
+    if opdef.name == "tile":
+        reps = (1,) * (x.dim() - len(reps)) + reps
+    v = x._value
+    v = v.reshape(v.shape[0], *(1,) * (len(reps) - x.dim()), *v.shape[1:])
+    return _wrap(get("repeat")(v, 1, *reps), level)
+
+
+def _view(opdef, level, args, kwargs):
+    # NOTE: where the batch dim's stride keeps a view from being one, this copies (reshape)
+    try:
+        return _shape(opdef, level, args, kwargs)
+    except RuntimeError:
+        return _shape(get("reshape"), level, args, kwargs)
+
+
+def _decomposed(fn):
+    """A rule that is the op written in other ops (each batched by its own rule)."""
+    return lambda opdef, level, args, kwargs: fn(*args, **kwargs)
+
+
 def _loop(opdef, level, args, kwargs):
     """The fallback: the op once per example, the results stacked."""
     warnings.warn(f"There is a performance drop because we have not yet implemented the "
@@ -389,25 +442,53 @@ def _stack_rows(rows):
 LOOPED = set()      # the ops that fell back to the loop so far (the tests report them)
 RULES = {"matmul": _matmul, "mm": _matmul, "bmm": _matmul, "mv": _matmul, "dot": _matmul,
          "linear": _linear, "convolution": _convolution, "cat": _joined, "stack": _joined,
-         "reshape": _shape, "view": _shape, "expand": _shape, "broadcast_to": _shape,
+         "reshape": _shape, "expand": _shape, "broadcast_to": _shape,
          "permute": _permute, "squeeze": _squeeze, "unsqueeze": _unsqueeze, "t": _t,
-         "getitem": _getitem, "nll_loss": _loss, "cross_entropy_loss": _loss}
+         "getitem": _getitem, "nll_loss": _loss, "cross_entropy_loss": _loss,
+         "repeat": _repeat, "tile": _repeat, "view": _view, "embedding": _trailing(1),
+         "addmm": _decomposed(lambda i, a, b, beta=1, alpha=1: beta * i + alpha * (a @ b)),
+         "addmv": _decomposed(lambda i, a, b, beta=1, alpha=1: beta * i + alpha * (a @ b)),
+         "baddbmm": _decomposed(lambda i, a, b, beta=1, alpha=1: beta * i + alpha * (a @ b)),
+         "addbmm": _decomposed(lambda i, a, b, beta=1, alpha=1:
+                               beta * i + alpha * (a @ b).sum(0)),
+         "addr": _decomposed(lambda i, a, b, beta=1, alpha=1:
+                             beta * i + alpha * a.unsqueeze(-1) * b),
+         "outer": _decomposed(lambda a, b: a.unsqueeze(-1) * b),
+         "vdot": _decomposed(lambda a, b: (a.conj() * b).sum()),
+         "trace": _decomposed(lambda x: x.diagonal().sum()),
+         "msort": _decomposed(lambda x: x.sort(0)[0]),
+         "fliplr": _decomposed(lambda x: x.flip(1)),
+         "flipud": _decomposed(lambda x: x.flip(0))}
+# pointwise in effect (operands broadcast), though not tagged so
+_BROADCAST = {"clone", "contiguous", "real", "imag", "complex", "polar", "isclose", "where",
+              "masked_fill", "frexp", "_to_dtype", "special_chebyshev_polynomial_t",
+              "special_chebyshev_polynomial_u", "special_chebyshev_polynomial_v",
+              "special_chebyshev_polynomial_w", "special_hermite_polynomial_h",
+              "special_hermite_polynomial_he", "special_laguerre_polynomial_l",
+              "special_legendre_polynomial_p", "special_shifted_chebyshev_polynomial_t",
+              "special_shifted_chebyshev_polynomial_u", "special_shifted_chebyshev_polynomial_v",
+              "special_shifted_chebyshev_polynomial_w"}
+RULES.update({n: _trailing(0) for n in (
+    "layer_norm", "rms_norm", "tril", "triu", "det", "inverse", "slogdet", "logdet",
+    "matrix_exp", "matrix_power", "linalg_cholesky_ex", "linalg_eig", "linalg_eigh",
+    "linalg_eigvals", "linalg_eigvalsh", "linalg_pinv", "linalg_qr", "linalg_svd",
+    "linalg_svdvals", "linalg_lu_factor_ex", "geqrf", "constant_pad_nd", "view_as_real")})
+RULES["view_as_complex"] = lambda opdef, level, args, kwargs: _wrap(
+    opdef(args[0]._value.contiguous()), level)
 _TAGGED = {}
 
 
 def _rule(opdef):
     r = RULES.get(opdef.name) or _TAGGED.get(opdef.name)
     if r is None:
-        if "pointwise" in opdef.tags or "comparison" in opdef.tags:
+        if "pointwise" in opdef.tags or "comparison" in opdef.tags or \
+                opdef.name in _BROADCAST:
             r = _pointwise
-        elif any(n in opdef.params for n in _DIMS) and opdef.name not in _DIM_LOOP:
+        elif (any(n in opdef.params for n in _DIMS) or opdef.name in _DIMS_OPS) and \
+                opdef.name not in _NOT_DIMS:
             r = _dims
         else:
             r = _loop
         _TAGGED[opdef.name] = r
     return r
 
-
-# ops with a dim option that the dim rule does not fit (more operands along that dim, or
-# dims that mean something else): they loop until they get a rule of their own
-_DIM_LOOP = frozenset()

