@@ -103,7 +103,7 @@ def _argnums(argnums, n, fn):
         raise RuntimeError(f"{fn}: argnums must be int or Tuple[int, ...], got: {argnums}")
     for i in nums:
         if not -n <= i < n:
-            raise RuntimeError(f"Got argnums={i}, but only {n} positional inputs")
+            raise RuntimeError(f"Got argnum={i}, but only {n} positional inputs")
     return nums
 
 

@@ -13,6 +13,7 @@ import ember
 from .._size import Size
 from .._tensor import Tensor
 from .._ops import dispatch as _dispatch
+from .._ops import random as _random
 from .._ops.registry import get
 
 _STACK = []         # active vmap levels, outermost first: [level, batch size, randomness]
@@ -150,6 +151,7 @@ def push(n, randomness):
     level = (_STACK[-1][0] if _STACK else 0) + 1
     _STACK.append([level, n, randomness])
     _PREV.append(_dispatch.hooks.profiler)
+    _random.vmap_check = _check_randomness
     _dispatch.hooks.profiler = _intercept
     return level
 
@@ -157,6 +159,21 @@ def push(n, randomness):
 def pop():
     _STACK.pop()
     _dispatch.hooks.profiler = _PREV.pop()
+    _random.vmap_check = _check_randomness if _STACK else None
+
+
+def _check_randomness():
+    modes = {m for _, _, m in _STACK}
+    if "error" in modes:
+        raise RuntimeError("vmap: called random operation while in randomness error mode. "
+                           "Please either use the 'same' or 'different' randomness flags on "
+                           "vmap or perform the randomness operation out of vmap")
+    if "different" in modes:
+        # NOTE: draws take the example's shape, so they could only be the same for every
+        # example: refused rather than silently 'same'
+        raise RuntimeError("vmap: randomness='different' is not supported by ember's random "
+                           "functions yet; use randomness='same', or draw the batch's random "
+                           "numbers outside vmap and pass them in")
 
 
 def _size(level):
@@ -211,34 +228,44 @@ def _dims(opdef, level, args, kwargs):
                                     any(isinstance(b, Tensor) for b in a)
                                     for a in (*args[1:], *kwargs.values())):
         return _loop(opdef, level, args, kwargs)
-    rank, v = x.dim(), x._value
-    call = dict(zip(opdef.params[1:], args[1:]))
-    call.update(kwargs)
+    rank, v, args, kwargs = x.dim(), x._value, list(args), dict(kwargs)
+
+    def get_(name):
+        i = opdef.params.index(name)
+        return args[i] if i < len(args) else kwargs.get(name, opdef.defaults.get(name))
+
+    def set_(name, value):
+        i = opdef.params.index(name)
+        if i < len(args):
+            args[i] = value
+        else:
+            kwargs[name] = value
     names = [n for n in (*_DIMS, *(("dims",) if opdef.name in _DIMS_OPS else ()))
              if n in opdef.params]
     for name in names:
-        d = call[name] if name in call else opdef.defaults.get(name, None)
+        d = get_(name)
         if d is None or d == ():
             if name != "dim" or name not in opdef.defaults:
                 return _loop(opdef, level, args, kwargs)
             if "reduction" in opdef.tags or opdef.name in _REDUCE:
-                call["dim"], v = 1, v.reshape(v.shape[0], -1)
-                out = opdef(v, **call)
+                set_("dim", 1)
+                v = v.reshape(v.shape[0], -1)
+                out = opdef(v, *args[1:], **kwargs)
                 if isinstance(out, tuple) and opdef.name in ("max", "min", "median",
                                                              "nanmedian"):
                     out = out[0]
-                if call.get("keepdim"):
+                if get_("keepdim") if "keepdim" in opdef.params else False:
                     out = _map_tensors(out, lambda o: o.reshape(o.shape[0], *(1,) * rank))
                 return _map_out(out, level)
             if not opdef.name.startswith("fft_"):
                 return _loop(opdef, level, args, kwargs)
-            n = len(call.get("s") or ()) or rank
-            call["dim"] = tuple(range(rank - n + 1, rank + 1))
+            n = ("s" in opdef.params and len(get_("s") or ())) or rank
+            set_("dim", tuple(range(rank - n + 1, rank + 1)))
         elif rank == 0:
             return _loop(opdef, level, args, kwargs)
         else:
-            call[name] = _shift(d, rank)
-    return _map_out(opdef(v, **call), level)
+            set_(name, _shift(d, rank))
+    return _map_out(opdef(v, *args[1:], **kwargs), level)
 
 
 def _map_tensors(res, f):
