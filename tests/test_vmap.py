@@ -117,3 +117,46 @@ def test_vmap_matches_stacked_examples(opdef):
         pytest.skip(f"no sample of {opdef.name} gives tensors per example")
     assert (opdef.name in looped) == (opdef.name in LOOPING), \
         f"{opdef.name}: loops={opdef.name in looped}, listed={opdef.name in LOOPING}"
+
+
+class _LSTM(ember.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm, self.fc = ember.nn.LSTM(3, 4, batch_first=True), ember.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(self.lstm(x)[0][:, -1])
+
+
+def _mlp():
+    nn = ember.nn
+    return nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3))
+
+
+def _cnn():
+    nn = ember.nn
+    return nn.Sequential(nn.Conv2d(2, 3, 3), nn.Tanh(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(3 * 2 * 2, 3))
+
+
+@pytest.mark.parametrize("make,shape", [(_mlp, (5, 6)), (_cnn, (4, 2, 6, 6)),
+                                        (_LSTM, (3, 5, 3))], ids=["mlp", "cnn", "lstm"])
+def test_per_sample_grads_match_a_loop_of_backward_passes(make, shape):
+    ember.manual_seed(0)
+    model = make().double()
+    x = ember.randn(*shape, dtype=ember.float64)
+    y = ember.randint(0, 2, (shape[0],))
+    params = {k: v.detach() for k, v in model.named_parameters()}
+
+    def loss(p, xi, yi):
+        out = func.functional_call(model, p, (xi.unsqueeze(0),))
+        return ember.nn.functional.cross_entropy(out, yi.unsqueeze(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        grads = func.vmap(func.grad(loss), in_dims=(None, 0, 0))(params, x, y)
+    for i in range(shape[0]):
+        model.zero_grad()
+        ember.nn.functional.cross_entropy(model(x[i:i + 1]), y[i:i + 1]).backward()
+        for k, p in model.named_parameters():
+            np.testing.assert_allclose(grads[k][i].numpy(), p.grad.numpy(), rtol=1e-10,
+                                       atol=1e-10, err_msg=f"{k}, example {i}")
