@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import ember
 
 from . import _vmap
+from ..autograd import forward_ad as fwAD
 from ._vmap import lift, lower
 
 from ..nn.utils.stateless import _functional_call
@@ -113,7 +114,12 @@ def _track(x):
     if not _is_tensor(x):
         raise RuntimeError(f"Expected tensors as the differentiated inputs, got {type(x)}")
     p = lift(x)
-    p = p.view_as(p) if p.requires_grad else p.detach().requires_grad_()
+    if p.requires_grad:
+        p = p.view_as(p)
+    else:
+        fw, p = getattr(p, "_fw", None), p.detach().requires_grad_()
+        if fw is not None:          # a dual input (jacfwd over jacrev) keeps its tangent
+            p._fw = fw
     return p, lower(p)
 
 
@@ -338,8 +344,9 @@ def _arrange(jac, out_spec, single_arg):
 # ---- forward mode --------------------------------------------------------------------------
 
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
-    """``(func(*primals), J @ tangents)``: the Jacobian-vector product, computed as the vjp
-    of a vjp (linear in its cotangent). See
+    """``(func(*primals), J @ tangents)``: the Jacobian-vector product, by forward-mode AD
+    (dual tensors, :mod:`ember.autograd.forward_ad`); inside another jvp, whose dual level is
+    still open, as the vjp of a vjp (linear in its cotangent). See
     https://pytorch.org/docs/stable/generated/torch.func.jvp.html
 
     Example:
@@ -360,17 +367,34 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
             raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to "
                                f"have the same shape, got {tuple(p.shape)} and "
                                f"{tuple(t.shape)}")
+    if fwAD._LEVEL[0] >= 0:
+        return _jvp_double_vjp(func, primals, t_leaves, has_aux)
+    with fwAD.dual_level():
+        leaves, spec = _flatten(primals)
+        duals = [lower(fwAD.make_dual(lift(p), lift(t))) for p, t in zip(leaves, t_leaves)]
+        res = func(*_unflatten(duals, spec))
+        out, aux = res if has_aux else (res, None)
+        outs, out_spec = _flatten(out)
+        pairs = [fwAD.unpack_dual(lift(o)) for o in outs]
+        prim = [lower(p) for p, _ in pairs]
+        tang = [lower(ember.zeros_like(p) if t is None else t) for p, t in pairs]
+    out, jv = _unflatten(prim, out_spec), _unflatten(tang, out_spec)
+    return (out, jv, aux) if has_aux else (out, jv)
+
+
+def _jvp_double_vjp(func, primals, t_leaves, has_aux):
+    """jvp as the vjp of a vjp: the vjp is linear in its cotangent u, so its vjp w.r.t. u
+    at the tangents is J @ tangents."""
     _DEPTH[0] += 1
     try:
         with ember.enable_grad():
             res = vjp(func, *primals, has_aux=has_aux)
             out, fn = res[:2]
             outs, out_spec = _flatten(out)
-            # the vjp is linear in u: its vjp w.r.t. u, at the tangents, is J @ tangents
             us = [lift(o).detach().requires_grad_() for o in outs]
             gs = _flatten(fn(_unflatten([lower(u) for u in us], out_spec), create_graph=True))[0]
             pairs = [(lift(g), lift(t)) for g, t in zip(gs, t_leaves) if lift(g).requires_grad]
-            keep = _graph_needed((primals, tangents))
+            keep = _graph_needed((primals, t_leaves))
             if pairs:
                 jv = ember.autograd.grad([g for g, _ in pairs], us, [t for _, t in pairs],
                                          create_graph=keep, allow_unused=True,

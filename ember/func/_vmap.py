@@ -1,18 +1,17 @@
 """vmap's batching: a ``BatchedTensor`` holds a tensor with one more (leading) dim per vmap
 level, and shows the per-example ("logical") shape; while a vmap runs, dispatch's profiler hook
-sends every op with a BatchedTensor operand to its batching rule, which runs the op once on the
+(shared with forward-mode AD: autograd/forward_ad.py) sends every op with a BatchedTensor operand to its batching rule, which runs the op once on the
 whole batch. Rules are derived from the op (pointwise ops broadcast, ops with a dim option
 shift it past the batch dim) or written below; an op without one loops over the batch, with
 torch's performance warning. Autograd only ever sees the physical tensors, so ``grad`` inside
 vmap differentiates the batched computation in one backward pass."""
-import contextlib
 import warnings
 
 import ember
 
 from .._size import Size
 from .._tensor import Tensor
-from .._ops import dispatch as _dispatch
+from ..autograd import forward_ad as _fwad
 from .._ops import random as _random
 from .._ops.registry import get
 
@@ -128,38 +127,26 @@ def lower(p):
 
 # ---- the dispatch hook -------------------------------------------------------------------
 
-class _Intercept:
-    """The profiler hook while a vmap runs: ops with a BatchedTensor operand go to their rule;
-    the rest (and the backward engine's calls) to the profiler that was there, if any."""
-
-    def __call__(self, opdef, args, kwargs, run):
-        level = _levels(args, kwargs)
-        if not level:
-            prev = _PREV[0]
-            return prev(opdef, args, kwargs, run) if prev else run(opdef, args, kwargs)
-        return _rule(opdef)(opdef, level, args, kwargs)
-
-    def backward(self, node):
-        prev = _PREV[0]
-        return prev.backward(node) if prev else contextlib.nullcontext()
-
-
-_intercept, _PREV = _Intercept(), []
+def _batched(opdef, args, kwargs):
+    """forward_ad's shared hook calls this first: the batching rule's result for an op with a
+    BatchedTensor operand, else NotImplemented."""
+    level = _levels(args, kwargs)
+    return _rule(opdef)(opdef, level, args, kwargs) if level else NotImplemented
 
 
 def push(n, randomness):
     level = (_STACK[-1][0] if _STACK else 0) + 1
     _STACK.append([level, n, randomness])
-    _PREV.append(_dispatch.hooks.profiler)
-    _random.vmap_check = _check_randomness
-    _dispatch.hooks.profiler = _intercept
+    _fwad.BATCHED, _random.vmap_check = _batched, _check_randomness
+    _fwad.install()
     return level
 
 
 def pop():
     _STACK.pop()
-    _dispatch.hooks.profiler = _PREV.pop()
-    _random.vmap_check = _check_randomness if _STACK else None
+    _fwad.uninstall()
+    if not _STACK:
+        _fwad.BATCHED = _random.vmap_check = None
 
 
 def _check_randomness():
