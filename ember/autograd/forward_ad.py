@@ -219,6 +219,27 @@ def _saved_result(o, opdef, i):
             r._fw = o._fw
 
 
+def function_jvp(cls, ctx, args, out):
+    """A custom ``autograd.Function`` with dual inputs: ``cls.jvp(ctx, *tangents)`` (zeros
+    for tensor inputs without one) gives its outputs' tangents."""
+    ts = [_tangent(a) for a in args]
+    if all(t is None for t in ts):
+        return
+    ts = [ember.zeros_like(a) if t is None and isinstance(a, Tensor) else t
+          for a, t in zip(args, ts)]
+    _BUSY[0] = True
+    try:
+        with ember.enable_grad() if ember.is_grad_enabled() else contextlib.nullcontext():
+            jv = cls.jvp(ctx, *ts)
+    finally:
+        _BUSY[0] = False
+    outs = out if isinstance(out, tuple) else (out,)
+    jvs = jv if isinstance(jv, tuple) else (jv,)
+    for o, t in zip(outs, jvs):
+        if t is not None and isinstance(o, Tensor):
+            o._fw = (_LEVEL[0], t)
+
+
 # ---- jvp rules -----------------------------------------------------------------------------
 
 def _linear(opdef, args, kwargs, tangents, out):
@@ -316,7 +337,8 @@ def _double_vjp(opdef, args, kwargs, tangents, out):
                 i not in opdef.nondiff_outputs]
         if not diff:
             return None
-        us = [ember.zeros_like(outs[i]).requires_grad_() for i in diff]
+        # (any u will do, the vjp being linear in it; ones, as some vjps split on g's sign)
+        us = [ember.ones_like(outs[i]).requires_grad_() for i in diff]
         gs = ember.autograd.grad([outs[i] for i in diff], prims, us, create_graph=True,
                                  allow_unused=True)
         pairs = [(g, t) for g, t in zip(gs, tans) if g is not None and g.requires_grad]

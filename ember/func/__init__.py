@@ -137,7 +137,8 @@ def _traced(func, args, argnums, fn):
 
 
 def _graph_needed(args):
-    return _DEPTH[0] > 1 or any(_is_tensor(x) and x.requires_grad for x in _flatten(args)[0])
+    return _DEPTH[0] > 1 or fwAD._LEVEL[0] >= 0 or any(
+        _is_tensor(x) and x.requires_grad for x in _flatten(args)[0])
 
 
 def _out(t, keep):
@@ -369,6 +370,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
                                f"{tuple(t.shape)}")
     if fwAD._LEVEL[0] >= 0:
         return _jvp_double_vjp(func, primals, t_leaves, has_aux)
+    keep = _graph_needed((primals, tangents))
     with fwAD.dual_level():
         leaves, spec = _flatten(primals)
         duals = [lower(fwAD.make_dual(lift(p), lift(t))) for p, t in zip(leaves, t_leaves)]
@@ -376,8 +378,8 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         out, aux = res if has_aux else (res, None)
         outs, out_spec = _flatten(out)
         pairs = [fwAD.unpack_dual(lift(o)) for o in outs]
-        prim = [lower(p) for p, _ in pairs]
-        tang = [lower(ember.zeros_like(p) if t is None else t) for p, t in pairs]
+        prim = [_out(p, keep) for p, _ in pairs]
+        tang = [_out(ember.zeros_like(p) if t is None else t, keep) for p, t in pairs]
     out, jv = _unflatten(prim, out_spec), _unflatten(tang, out_spec)
     return (out, jv, aux) if has_aux else (out, jv)
 
