@@ -277,8 +277,51 @@ def _linear(opdef, level, args, kwargs):
     b = kwargs.get("bias", b)
     if _level_of(w) != level and _level_of(b) != level:
         return _wrap(get("linear")(x._value, w, b), level)
+    if _level_of(w) == level and x.dim() >= 1 and type(w._value) is Tensor and \
+            _level_of(b) in (0, level) and (b is None or b.dim() == 1):
+        n = _size(level)
+        xv = lift_one(x, level, n)
+        bv = None if b is None else lift_one(b, level, n)
+        y = _PerExampleLinear.apply(xv.reshape(n, -1, xv.shape[-1]), w._value, bv)
+        return _wrap(y.reshape(*xv.shape[:-1], y.shape[-1]), level)
     out = ember.matmul(x, w.transpose(-1, -2))
     return out if b is None else out + b
+
+
+def _expanded(w):
+    """``w``'s one matrix where its batch dim is an expand (stride 0): the per-sample
+    gradient case, whose weights are the same for every example."""
+    strides = getattr(getattr(w, "_data", None), "strides", None)
+    return w[0] if strides is not None and strides[0] == 0 else None
+
+
+class _PerExampleLinear(ember.autograd.Function):
+    """``linear`` of (B, N, in) inputs with per-example weights (B, out, in): a plain matrix
+    product where the weights are one expanded matrix, and for N = 1 each example's weight
+    gradient an outer product by broadcasting (a batched matmul of inner size 1 is several
+    times slower)."""
+
+    @staticmethod
+    def forward(ctx, x, w, b):
+        ctx.save_for_backward(x, w)
+        w0 = _expanded(w)
+        y = x @ w0.T if w0 is not None else x @ w.transpose(1, 2)
+        return y if b is None else y + b.unsqueeze(1)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        w0 = _expanded(w)
+        gx = g @ (w0 if w0 is not None else w)
+        gw = g[:, 0].unsqueeze(2) * x[:, 0].unsqueeze(1) if x.shape[1] == 1 else \
+            g.transpose(1, 2) @ x
+        return gx, gw, g.sum(1)
+
+    @staticmethod
+    def jvp(ctx, tx, tw, tb):
+        x, w = ctx.saved_tensors
+        out = tx @ w.transpose(1, 2) + x @ tw.transpose(1, 2)
+        return out if tb is None else out + tb.unsqueeze(1)
 
 
 def _convolution(opdef, level, args, kwargs):
