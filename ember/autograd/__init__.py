@@ -25,7 +25,7 @@ def __getattr__(name):
         value = getattr(importlib.import_module(".function", __name__), name)
         globals()[name] = value
         return value
-    if name not in ("functional", "profiler", "function"):
+    if name not in ("functional", "profiler", "function", "forward_ad"):
         raise AttributeError(f"module 'ember.autograd' has no attribute '{name}'")
     return importlib.import_module(f".{name}", __name__)
 

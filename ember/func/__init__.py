@@ -625,8 +625,8 @@ def stack_module_state(models):
         >>> import ember
         >>> ms = [ember.nn.Linear(3, 2) for _ in range(4)]
         >>> params, buffers = ember.func.stack_module_state(ms)
-        >>> params["weight"].shape
-        ember.Size([4, 2, 3])
+        >>> tuple(params["weight"].shape)
+        (4, 2, 3)
     """
     if not models:
         raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
