@@ -14,14 +14,13 @@ from ember.func import _vmap
 OPS = [d for d in all_ops() if d.samples is not None]
 # ops that still run the loop fallback (the goal is none): asserted exact below
 LOOPING = set("""
-    _adaptive_max_pool_nd _lstm_cell _lstm_cell_backward _lstm_layer _max_pool_nd argwhere
-    bincount block_diag bucketize cartesian_prod cdist column_stack combinations cross diag
-    diag_embed diagflat dsplit dstack einsum embedding gather histc histogram hsplit hstack
-    index_add index_copy index_fill index_put index_reduce index_select inner isin kron
-    layer_norm linalg_lstsq linalg_multi_dot linalg_solve linalg_solve_triangular
-    masked_scatter masked_select nanquantile nonzero put quantile repeat_interleave rms_norm
-    roll scatter scatter_add scatter_reduce searchsorted take take_along_dim tensordot
-    unfold unique unique_consecutive vsplit vstack
+    _lstm_cell _lstm_cell_backward _lstm_layer argwhere bincount block_diag bucketize
+    cartesian_prod cdist column_stack combinations cross diag diag_embed diagflat dsplit
+    dstack einsum embedding histc histogram hsplit hstack index_add index_copy index_fill
+    index_put index_reduce index_select inner isin kron layer_norm linalg_lstsq
+    linalg_multi_dot linalg_solve linalg_solve_triangular masked_scatter masked_select
+    nanquantile nonzero put quantile repeat_interleave rms_norm roll searchsorted take
+    tensordot unfold unique unique_consecutive vsplit vstack
 """.split())
 
 

@@ -1,7 +1,7 @@
 """vmap's batching: a ``BatchedTensor`` holds a tensor with one more (leading) dim per vmap
 level, and shows the per-example ("logical") shape; while a vmap runs, dispatch's profiler hook
-(shared with forward-mode AD: autograd/forward_ad.py) sends every op with a BatchedTensor operand to its batching rule, which runs the op once on the
-whole batch. Rules are derived from the op (pointwise ops broadcast, ops with a dim option
+(shared with forward-mode AD: autograd/forward_ad.py) sends every op with a BatchedTensor
+operand to its batching rule, which runs the op once on the whole batch. Rules are derived from the op (pointwise ops broadcast, ops with a dim option
 shift it past the batch dim) or written below; an op without one loops over the batch, with
 torch's performance warning. Autograd only ever sees the physical tensors, so ``grad`` inside
 vmap differentiates the batched computation in one backward pass."""
@@ -166,9 +166,6 @@ def _check_randomness():
 def _size(level):
     return next(n for lv, n, _ in _STACK if lv == level)
 
-
-def _unwrap(x, level):
-    return x._value if _level_of(x) == level else x
 
 
 def _map_out(res, level):
@@ -445,6 +442,34 @@ def _trailing(pos):
     return rule
 
 
+def _along(*positions):
+    """gather/scatter-like ops (index and source as many dims as the input): every tensor
+    operand batched (expanded where not), ``dim`` shifted. Only the input batched: an index
+    that is not batched (index_select's) is used as it is."""
+    def rule(opdef, level, args, kwargs):
+        x, n, args = args[0], _size(level), list(args)
+        i = opdef.params.index("dim")
+        d = args[i] if i < len(args) else kwargs.get("dim", opdef.defaults.get("dim"))
+        if d is None or x.dim() == 0 or isinstance(d, Tensor):
+            return _loop(opdef, level, args, kwargs)
+        for p in positions:
+            if isinstance(args[p], Tensor):
+                args[p] = lift_one(args[p], level, n)
+        if i < len(args):
+            args[i] = d % x.dim() + 1
+        else:
+            kwargs = dict(kwargs, dim=d % x.dim() + 1)
+        return _wrap(opdef(*args, **kwargs), level)
+    return rule
+
+
+def _index_select(opdef, level, args, kwargs):
+    x, d, idx = args
+    if _level_of(idx) == level or x.dim() == 0:
+        return _loop(opdef, level, args, kwargs)
+    return _wrap(opdef(x._value, d % x.dim() + 1, idx), level)
+
+
 def _repeat(opdef, level, args, kwargs):
     x, reps = args[0], args[1:]
     reps = tuple(reps[0] if len(reps) == 1 and isinstance(reps[0], (list, tuple)) else reps)
@@ -515,7 +540,10 @@ RULES = {"matmul": _matmul, "mm": _matmul, "bmm": _matmul, "mv": _matmul, "dot":
          "trace": _decomposed(lambda x: x.diagonal().sum()),
          "msort": _decomposed(lambda x: x.sort(0)[0]),
          "fliplr": _decomposed(lambda x: x.flip(1)),
-         "flipud": _decomposed(lambda x: x.flip(0))}
+         "flipud": _decomposed(lambda x: x.flip(0)),
+         "gather": _along(0, 2), "take_along_dim": _along(0, 1), "scatter": _along(0, 2, 3),
+         "scatter_add": _along(0, 2, 3), "scatter_reduce": _along(0, 2, 3),
+         "index_select": _index_select}
 # pointwise in effect (operands broadcast), though not tagged so
 _BROADCAST = {"clone", "contiguous", "real", "imag", "complex", "polar", "isclose", "where",
               "masked_fill", "frexp", "_to_dtype", "special_chebyshev_polynomial_t",
@@ -529,7 +557,8 @@ RULES.update({n: _trailing(0) for n in (
     "layer_norm", "rms_norm", "tril", "triu", "det", "inverse", "slogdet", "logdet",
     "matrix_exp", "matrix_power", "linalg_cholesky_ex", "linalg_eig", "linalg_eigh",
     "linalg_eigvals", "linalg_eigvalsh", "linalg_pinv", "linalg_qr", "linalg_svd",
-    "linalg_svdvals", "linalg_lu_factor_ex", "geqrf", "constant_pad_nd", "view_as_real")})
+    "linalg_svdvals", "linalg_lu_factor_ex", "geqrf", "constant_pad_nd", "view_as_real", "_max_pool_nd",
+    "_adaptive_max_pool_nd")})
 RULES["view_as_complex"] = lambda opdef, level, args, kwargs: _wrap(
     opdef(args[0]._value.contiguous()), level)
 _TAGGED = {}
