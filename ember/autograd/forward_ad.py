@@ -251,9 +251,9 @@ def _linear(opdef, args, kwargs, tangents, out):
             t = tangents[k]
             src[k] = [ember.zeros_like(b) if e is None else e for b, e in zip(a, t)] \
                 if isinstance(t, list) else t
-        elif isinstance(a, Tensor) and a.dtype.category >= _dtype._FLOAT and \
-                k in _ADDITIVE.get(opdef.name, ()):
-            src[k] = ember.zeros_like(a)
+        elif k in _ADDITIVE.get(opdef.name, ()):
+            # (a constant term has no tangent: add(x, 2)'s is x's)
+            src[k] = ember.zeros_like(a) if isinstance(a, Tensor) else 0
     return opdef(*args, **kwargs)
 
 
@@ -357,7 +357,25 @@ def _matmul_like(opdef, a, kwargs, k):
     return opdef(*a, **kwargs)
 
 
-_ADDITIVE = {"add": (0, 1), "sub": (0, 1), "cat": (), "stack": ()}
+def _conv_term(opdef, a, kwargs, k):
+    """A convolution is bilinear in (input, weight) plus the bias."""
+    if k == 2:
+        return a[2].reshape(-1, *(1,) * (a[0].dim() - 2))
+    a[2] = None
+    return opdef(*a, **kwargs)
+
+
+def _softmax(opdef, args, kwargs, tangents, out):
+    dim = args[1] if len(args) > 1 else kwargs["dim"]
+    t = tangents[0].to(out.dtype)
+    if opdef.name == "softmax":
+        return out * (t - (out * t).sum(dim, keepdim=True))
+    return t - (out.exp() * t).sum(dim, keepdim=True)
+
+
+# the operands (positions) a linear op adds: one without a tangent counts as zeros
+_ADDITIVE = {"add": (0, 1), "sub": (0, 1), "where": (1, 2), "index_add": (0, 3),
+             "scatter_add": (0, 3), "constant_pad_nd": (2,)}
 # ops linear in every tensor operand (the tangent of the output is the op of the tangents)
 LINEAR = frozenset((
     "add", "sub", "neg", "positive", "clone", "contiguous", "cat", "stack", "sum", "mean",
@@ -369,12 +387,14 @@ LINEAR = frozenset((
     "hstack", "vstack", "dstack", "column_stack", "hsplit", "vsplit", "dsplit", "real",
     "imag", "conj", "view_as_real", "view_as_complex", "constant_pad_nd", "_to_device",
     "unfold", "fft_fft", "fft_ifft", "fft_fft2", "fft_ifft2", "fft_fftn", "fft_ifftn",
-    "fft_fftshift", "fft_ifftshift", "block_diag", "as_strided", "_to_dtype"))
+    "fft_fftshift", "fft_ifftshift", "block_diag", "as_strided", "_to_dtype", "where",
+    "index_add", "scatter_add"))
 RULES = {"mul": _product(_matmul_like), "matmul": _product(_matmul_like),
          "mm": _product(_matmul_like), "bmm": _product(_matmul_like),
          "mv": _product(_matmul_like), "dot": _product(_matmul_like),
          "outer": _product(_matmul_like), "div": _div,
-         "linear": _linear_op}
+         "linear": _linear_op, "convolution": _product(_conv_term), "softmax": _softmax,
+         "log_softmax": _softmax}
 
 
 def jvp_of(opdef, args, kwargs, tangents, out):
