@@ -470,6 +470,43 @@ def _index_select(opdef, level, args, kwargs):
     return _wrap(opdef(x._value, d % x.dim() + 1, idx), level)
 
 
+def _einsum(opdef, level, args, kwargs):
+    """A new letter for the batch dim, on the batched operands and first in the output."""
+    eq, ops = args[0].replace(" ", ""), list(args[1])
+    if "..." in eq:
+        return _loop(opdef, level, args, kwargs)
+    ins, _, out = eq.partition("->")
+    ins = ins.split(",")
+    if "->" not in eq:
+        seen = "".join(ins)
+        out = "".join(sorted(c for c in set(seen) if seen.count(c) == 1))
+    z = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA"
+             if c not in eq)
+    ins = [z + sub if _level_of(o) == level else sub for sub, o in zip(ins, ops)]
+    ops = [o._value if _level_of(o) == level else o for o in ops]
+    return _wrap(opdef(",".join(ins) + "->" + z + out, ops), level)
+
+
+def _cross(opdef, level, args, kwargs):
+    a, b = args[:2]
+    dim = args[2] if len(args) > 2 else kwargs.get("dim")
+    if a.dim() != b.dim():
+        return _loop(opdef, level, args, kwargs)
+    if dim is None:
+        shape = [max(p, q) for p, q in zip(a.shape, b.shape)]
+        dim = shape.index(3) if 3 in shape else 0
+    n = _size(level)
+    return _wrap(opdef(lift_one(a, level, n), lift_one(b, level, n), dim % a.dim() + 1), level)
+
+
+def _at_least(t, n):
+    if t.dim() >= n:
+        return t
+    if n == 3:
+        return t.reshape(1, -1, 1) if t.dim() < 2 else t.unsqueeze(-1)
+    return t.reshape(*(1,) * (n - t.dim()), *t.shape)
+
+
 def _repeat(opdef, level, args, kwargs):
     x, reps = args[0], args[1:]
     reps = tuple(reps[0] if len(reps) == 1 and isinstance(reps[0], (list, tuple)) else reps)
@@ -543,7 +580,13 @@ RULES = {"matmul": _matmul, "mm": _matmul, "bmm": _matmul, "mv": _matmul, "dot":
          "flipud": _decomposed(lambda x: x.flip(0)),
          "gather": _along(0, 2), "take_along_dim": _along(0, 1), "scatter": _along(0, 2, 3),
          "scatter_add": _along(0, 2, 3), "scatter_reduce": _along(0, 2, 3),
-         "index_select": _index_select}
+         "index_select": _index_select, "einsum": _einsum, "cross": _cross,
+         "hstack": _decomposed(lambda ts: ember.cat(
+             [_at_least(t, 1) for t in ts], 0 if _at_least(ts[0], 1).dim() == 1 else 1)),
+         "vstack": _decomposed(lambda ts: ember.cat([_at_least(t, 2) for t in ts], 0)),
+         "dstack": _decomposed(lambda ts: ember.cat([_at_least(t, 3) for t in ts], 2)),
+         "column_stack": _decomposed(lambda ts: ember.cat(
+             [t.reshape(-1, 1) if t.dim() < 2 else t for t in ts], 1))}
 # pointwise in effect (operands broadcast), though not tagged so
 _BROADCAST = {"clone", "contiguous", "real", "imag", "complex", "polar", "isclose", "where",
               "masked_fill", "frexp", "_to_dtype", "special_chebyshev_polynomial_t",
