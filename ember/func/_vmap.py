@@ -1,8 +1,9 @@
 """vmap's batching: a ``BatchedTensor`` holds a tensor with one more (leading) dim per vmap
 level, and shows the per-example ("logical") shape; while a vmap runs, dispatch's profiler hook
 (shared with forward-mode AD: autograd/forward_ad.py) sends every op with a BatchedTensor
-operand to its batching rule, which runs the op once on the whole batch. Rules are derived from the op (pointwise ops broadcast, ops with a dim option
-shift it past the batch dim) or written below; an op without one loops over the batch, with
+operand to its batching rule, which runs the op once on the whole batch. Rules are derived
+from the op (pointwise ops broadcast, ops with a dim option shift it past the batch dim) or
+written below; an op without one loops over the batch, with
 torch's performance warning. Autograd only ever sees the physical tensors, so ``grad`` inside
 vmap differentiates the batched computation in one backward pass."""
 import warnings
@@ -507,6 +508,29 @@ def _at_least(t, n):
     return t.reshape(*(1,) * (n - t.dim()), *t.shape)
 
 
+def _norm(opdef, level, args, kwargs):
+    """layer_norm/rms_norm: the normalization on the batched input as it is; batched weights
+    (per-sample gradients) scale and shift it afterwards."""
+    call = dict(zip(opdef.params, args), **kwargs)
+    x, w, b = call.pop("input"), call.pop("weight", None), call.pop("bias", None)
+    if _level_of(w) != level and _level_of(b) != level:
+        return _trailing(0)(opdef, level, args, kwargs)
+    y = opdef(x, call.pop("normalized_shape"), **call)
+    y = y if w is None else y * w
+    return y if b is None else y + b
+
+
+def _embedding(opdef, level, args, kwargs):
+    """Batched weights: each example's rows picked by advanced indexing on the batch."""
+    w, idx = args
+    if _level_of(w) != level:
+        return _trailing(1)(opdef, level, args, kwargs)
+    n = _size(level)
+    iv = lift_one(idx, level, n)
+    rows = ember.arange(n, device=iv.device).reshape(n, *(1,) * (iv.dim() - 1))
+    return _wrap(w._value[rows, iv], level)
+
+
 def _repeat(opdef, level, args, kwargs):
     x, reps = args[0], args[1:]
     reps = tuple(reps[0] if len(reps) == 1 and isinstance(reps[0], (list, tuple)) else reps)
@@ -564,7 +588,8 @@ RULES = {"matmul": _matmul, "mm": _matmul, "bmm": _matmul, "mv": _matmul, "dot":
          "reshape": _shape, "expand": _shape, "broadcast_to": _shape,
          "permute": _permute, "squeeze": _squeeze, "unsqueeze": _unsqueeze, "t": _t,
          "getitem": _getitem, "nll_loss": _loss, "cross_entropy_loss": _loss,
-         "repeat": _repeat, "tile": _repeat, "view": _view, "embedding": _trailing(1),
+         "repeat": _repeat, "tile": _repeat, "view": _view, "embedding": _embedding,
+         "layer_norm": _norm, "rms_norm": _norm,
          "addmm": _decomposed(lambda i, a, b, beta=1, alpha=1: beta * i + alpha * (a @ b)),
          "addmv": _decomposed(lambda i, a, b, beta=1, alpha=1: beta * i + alpha * (a @ b)),
          "baddbmm": _decomposed(lambda i, a, b, beta=1, alpha=1: beta * i + alpha * (a @ b)),
@@ -597,11 +622,11 @@ _BROADCAST = {"clone", "contiguous", "real", "imag", "complex", "polar", "isclos
               "special_shifted_chebyshev_polynomial_u", "special_shifted_chebyshev_polynomial_v",
               "special_shifted_chebyshev_polynomial_w"}
 RULES.update({n: _trailing(0) for n in (
-    "layer_norm", "rms_norm", "tril", "triu", "det", "inverse", "slogdet", "logdet",
+    "tril", "triu", "det", "inverse", "slogdet", "logdet",
     "matrix_exp", "matrix_power", "linalg_cholesky_ex", "linalg_eig", "linalg_eigh",
     "linalg_eigvals", "linalg_eigvalsh", "linalg_pinv", "linalg_qr", "linalg_svd",
-    "linalg_svdvals", "linalg_lu_factor_ex", "geqrf", "constant_pad_nd", "view_as_real", "_max_pool_nd",
-    "_adaptive_max_pool_nd")})
+    "linalg_svdvals", "linalg_lu_factor_ex", "geqrf", "constant_pad_nd", "view_as_real",
+    "_max_pool_nd", "_adaptive_max_pool_nd")})
 RULES["view_as_complex"] = lambda opdef, level, args, kwargs: _wrap(
     opdef(args[0]._value.contiguous()), level)
 _TAGGED = {}
