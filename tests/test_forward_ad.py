@@ -138,3 +138,11 @@ def test_jacobian_forward_mode_strategy():
     np.testing.assert_allclose(fwd.numpy(), rev.numpy(), rtol=1e-12)
     with pytest.raises(NotImplementedError, match="vectorize"):
         ember.autograd.functional.jacobian(f, x, strategy="forward-mode")
+
+
+def test_inplace_op_on_a_dual_tensor():
+    with fwAD.dual_level():
+        d = fwAD.make_dual(ember.tensor([1.0, 2.0]), ember.tensor([1.0, 0.5])).clone()
+        d.mul_(d).add_(3)
+        p, t = fwAD.unpack_dual(d)
+    assert p.tolist() == [4.0, 7.0] and t.tolist() == [2.0, 2.0]

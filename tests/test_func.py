@@ -136,3 +136,12 @@ def test_batch_norm_under_vmap_and_functionalize():
 def test_torch_vmap_reexported():
     assert ember.vmap is ember.func.vmap
     assert torch.vmap is torch.func.vmap
+
+
+def test_vmap_inplace_ops():
+    same(lambda t: t.func.vmap(lambda x: t.nn.functional.relu(x.clone(), inplace=True))(
+        _x(t, 3, 2)))
+    same(lambda t: t.func.vmap(lambda x: x.clone().mul_(2).add_(1)[0])(_x(t, 3, 2)))
+    same(lambda t: t.func.vmap(t.func.grad(lambda x: x.clone().mul_(x).sum()))(_x(t, 3, 2)))
+    same(lambda t: t.func.vmap(lambda a, b: a.add_(b), in_dims=(None, 0))(_x(t, 2), _x(t, 3, 2)),
+         "doesn't match the broadcast shape")

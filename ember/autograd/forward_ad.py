@@ -22,7 +22,7 @@ _BUSY = [False]             # computing a tangent: its ops are not dual at this 
 # The hook is shared with ember.func.vmap (which sets BATCHED to its batching step while a
 # vmap runs), so the two compose in either order: batched calls go to their batching rule,
 # whose ops come back through the hook on the physical tensors, where tangents live.
-BATCHED = None
+BATCHED = BATCHED_INPLACE = None
 _USERS, _PREV = [0], [None]     # who holds the hook; the profiler hook it replaced
 
 
@@ -200,6 +200,28 @@ class _Hook:
                     o._fw = (_LEVEL[0], t)
                     _saved_result(o, opdef, i)
         return out
+
+    def inplace(self, opdef, target, args, kwargs, self_at):
+        """``target.<op>_(*args)``: a batched one to vmap (BATCHED_INPLACE); with dual operands,
+        the write as usual (re-entering with the hook quiet), then the tangent of the result."""
+        if BATCHED is not None:
+            out = BATCHED_INPLACE(opdef, target, args, kwargs, self_at)
+            if out is not NotImplemented:
+                return out
+        if _BUSY[0] or _LEVEL[0] < 0:
+            return NotImplemented
+        full = (*args[:self_at], target, *args[self_at:])
+        tangents = _tangents(full, kwargs)
+        if not tangents:
+            return NotImplemented
+        _BUSY[0] = True
+        try:
+            jv = jvp_of(opdef, full, kwargs, tangents, opdef(*full, **kwargs))
+            _dispatch.dispatch_inplace(opdef, target, args, kwargs, self_at)
+        finally:
+            _BUSY[0] = False
+        target._fw = (_LEVEL[0], jv)
+        return target
 
     def backward(self, node):
         prev = _PREV[0]

@@ -135,10 +135,31 @@ def _batched(opdef, args, kwargs):
     return _rule(opdef)(opdef, level, args, kwargs) if level else NotImplemented
 
 
+def _batched_inplace(opdef, target, args, kwargs, self_at):
+    """``target.<op>_(*args)`` inside vmap: the op's batched result written into the batched
+    target's value (so views of it see the write, and autograd records it as usual)."""
+    full = (*args[:self_at], target, *args[self_at:])
+    level = _levels(full, kwargs)
+    if not level:
+        return NotImplemented
+    if _level_of(target) != level:
+        shape = ember.broadcast_shapes(*(a.shape for a in full if isinstance(a, Tensor)))
+        # NOTE: torch's words, which name the batched shape
+        raise RuntimeError(f"output with shape {list(target.shape)} doesn't match the "
+                           f"broadcast shape {[_size(level), *shape]}")
+    src = target
+    if ember.is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad for a in full):
+        src = _wrap(target._value.clone(), level)   # the backward reads the value before
+    out = _rule(opdef)(opdef, level, (*args[:self_at], src, *args[self_at:]), kwargs)
+    target._value.copy_(out._value if _level_of(out) == level else out)
+    return target
+
+
 def push(n, randomness):
     level = (_STACK[-1][0] if _STACK else 0) + 1
     _STACK.append([level, n, randomness])
-    _fwad.BATCHED, _random.vmap_check = _batched, _check_randomness
+    _fwad.BATCHED, _fwad.BATCHED_INPLACE = _batched, _batched_inplace
+    _random.vmap_check = _check_randomness
     _fwad.install()
     return level
 
@@ -147,7 +168,7 @@ def pop():
     _STACK.pop()
     _fwad.uninstall()
     if not _STACK:
-        _fwad.BATCHED = _random.vmap_check = None
+        _fwad.BATCHED = _fwad.BATCHED_INPLACE = _random.vmap_check = None
 
 
 def _check_randomness():
