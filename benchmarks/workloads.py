@@ -143,6 +143,29 @@ def _np_einsum(eq):
     return build
 
 
+
+# ---- torch.distributions: a reparameterised sample and its log density (VAE, policy step) ---
+
+def _dist(multivariate):
+    def build(T):
+        g = T.Generator().manual_seed(0)
+        loc = T.randn(4096, 16 if multivariate else 1, generator=g).squeeze(-1).requires_grad_()
+        if multivariate:
+            a = T.randn(16, 16, generator=g)
+            tril = T.linalg.cholesky(a @ a.T + 16 * T.eye(16)).requires_grad_()
+
+            def run():
+                d = T.distributions.MultivariateNormal(loc, scale_tril=tril)
+                return d.log_prob(d.rsample())
+            return run
+        scale = (T.rand(4096, generator=g) + 0.5).requires_grad_()
+
+        def run():
+            d = T.distributions.Normal(loc, scale)
+            return d.log_prob(d.rsample())
+        return run
+    return build
+
 WORKLOADS = [
     Workload("add 1 elem", _add(1, False), _np_add(1)),
     Workload("add 100 elem", _add(100, False), _np_add(100)),
@@ -156,4 +179,6 @@ WORKLOADS = [
              _np_einsum("bhqd,bhkd->bhqk"), flops=2 * 8 * 8 * 256 * 256 * 64),
     Workload("einsum bhqk,bhkd->bhqd f32", _einsum("bhqk,bhkd->bhqd"),
              _np_einsum("bhqk,bhkd->bhqd"), flops=2 * 8 * 8 * 256 * 256 * 64),
+    Workload("Normal(4096) rsample+log_prob", _dist(False)),
+    Workload("MultivariateNormal(4096x16) rsample+log_prob", _dist(True)),
 ]

@@ -23,11 +23,11 @@ _gc_was_enabled = _gc.isenabled()
 _gc.disable()
 try:
     from . import _dtype
-    from ._device import device
+    from ._device import device, get_default_device, get_device_module, set_default_device  # noqa: F401
     from ._dtype import (bfloat16, complex64, complex128, dtype, finfo, float8_e4m3fn,  # noqa: F401
                          float8_e5m2, float16, float32, float64, get_default_dtype, iinfo, int8,
                          int16, int32, int64, promote_types, set_default_dtype, uint8)
-    from ._storage import UntypedStorage  # noqa: F401
+    from ._storage import TypedStorage, UntypedStorage, is_storage  # noqa: F401
     from ._tensor import Size, Tensor  # noqa: F401
 
     bool = _dtype.bool_
@@ -45,15 +45,18 @@ try:
 
     from . import autograd  # noqa: E402
     from ._ops.creation import (  # noqa: E402,F401
-        arange, as_tensor, asarray, empty, empty_like, eye, from_numpy, full, full_like, linspace,
-        logspace, ones, ones_like, tensor, zeros, zeros_like)
+        arange, as_tensor, asarray, empty, empty_like, empty_permuted, empty_strided, eye,
+        from_file, from_numpy, frombuffer, full, full_like, linspace, logspace, ones, ones_like,
+        scalar_tensor, tensor, zeros, zeros_like)
+    from ._ops.creation import legacy_range as range  # noqa: E402,F401  (torch.range)
     from ._ops.random import (  # noqa: E402,F401
-        Generator, bernoulli, binomial, default_generator, get_rng_state, initial_seed,
-        manual_seed, multinomial, normal, poisson, rand, rand_like, randint, randint_like, randn,
-        randn_like, randperm, seed, set_rng_state)
+        Generator, _sample_dirichlet, _standard_gamma, bernoulli, binomial, default_generator,
+        get_rng_state, initial_seed, manual_seed, multinomial, normal, poisson, rand, rand_like,
+        randint, randint_like, randn, randn_like, randperm, seed, set_rng_state)
     from ._sparse import layout, sparse_coo, strided  # noqa: E402,F401
     from ._memory_format import (  # noqa: E402,F401
         channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format)
+    legacy_contiguous_format = contiguous_format    # (the same object in torch)
     from . import _composites  # noqa: E402
 
     # (with joining's plain functions; _aten_nn's and _numerics' names load on first use)
@@ -62,6 +65,8 @@ try:
     from .autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402,F401
                                      is_grad_enabled, is_inference_mode_enabled, no_grad,
                                      set_grad_enabled)
+    from .autograd.anomaly_mode import (is_anomaly_check_nan_enabled,  # noqa: E402,F401
+                                        is_anomaly_enabled, set_anomaly_enabled)
 finally:
     if not _gc.get_freeze_count():      # (leave a program's own frozen objects frozen)
         _gc.freeze()
@@ -69,6 +74,12 @@ finally:
     if _gc_was_enabled:
         _gc.enable()
     del _gc, _gc_was_enabled
+
+
+import math as _math  # noqa: E402
+
+pi, e, inf, nan = _math.pi, _math.e, _math.inf, _math.nan
+newaxis = None      # (x[:, ember.newaxis] adds a dimension, as NumPy's)
 
 
 def is_tensor(obj):
@@ -104,13 +115,13 @@ def can_cast(from_, to):
     return _can_cast(from_, to)
 
 
-def get_default_device():
-    return device("cpu")
-
-
 _AUTOCAST_NAMES = ("autocast", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
                    "set_autocast_dtype", "is_autocast_cache_enabled",
-                   "set_autocast_cache_enabled", "clear_autocast_cache")
+                   "set_autocast_cache_enabled", "clear_autocast_cache",
+                   "autocast_increment_nesting", "autocast_decrement_nesting",
+                   "is_autocast_cpu_enabled", "set_autocast_cpu_enabled",
+                   "get_autocast_cpu_dtype", "set_autocast_cpu_dtype", "get_autocast_gpu_dtype",
+                   "set_autocast_gpu_dtype")
 
 
 _CONFIG_NAMES = ("set_num_threads", "get_num_threads", "set_num_interop_threads",
@@ -118,7 +129,15 @@ _CONFIG_NAMES = ("set_num_threads", "get_num_threads", "set_num_interop_threads"
                  "are_deterministic_algorithms_enabled",
                  "is_deterministic_algorithms_warn_only_enabled",
                  "set_deterministic_debug_mode", "get_deterministic_debug_mode",
-                 "set_float32_matmul_precision", "get_float32_matmul_precision")
+                 "set_float32_matmul_precision", "get_float32_matmul_precision",
+                 "set_warn_always", "is_warn_always_enabled")
+
+# torch's legacy tensor types and typed storages (FloatTensor, FloatStorage...), typename and
+# set_default_tensor_type: made on first use
+_LEGACY_NAMES = ("typename", "set_default_tensor_type") + tuple(
+    n + suffix for n in ("Float", "Double", "Half", "BFloat16", "Byte", "Char", "Short", "Int",
+                         "Long", "Bool") for suffix in ("Tensor", "Storage")) + (
+    "ComplexFloatStorage", "ComplexDoubleStorage")
 
 
 def __getattr__(name):
@@ -129,9 +148,11 @@ def __getattr__(name):
         if name in globals():
             return globals()[name]
     import importlib
-    if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "amp", "testing",
-                "special", "fft", "linalg", "func", "backends", "profiler", "compiler",
-                "serialization", "sparse", "random", "return_types"):
+    if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "fx", "export",
+                "amp", "testing", "special", "fft", "linalg", "func", "backends", "profiler",
+                "compiler", "_dynamo", "serialization", "sparse", "random", "return_types",
+                "functional", "hub", "cpu", "distributions",
+                "multiprocessing", "futures"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:
@@ -154,14 +175,35 @@ def __getattr__(name):
         fn = getattr(importlib.import_module("._config", __name__), name)
         globals()[name] = fn
         return fn
+    if name in _LEGACY_NAMES:
+        from . import _tensor_types
+        globals().update(_tensor_types.TYPES, **_storage.legacy_storage_types(),
+                         typename=_tensor_types.typename,
+                         set_default_tensor_type=_tensor_types.set_default_tensor_type)
+        return globals()[name]
+    if name in ("from_dlpack", "to_dlpack"):
+        fn = getattr(importlib.import_module("._dlpack", __name__), name)
+        globals()[name] = fn
+        return fn
+    if name == "GradScaler":
+        # (torch.GradScaler is torch.amp.GradScaler)
+        fn = importlib.import_module(".amp", __name__).GradScaler
+        globals()[name] = fn
+        return fn
     if name == "set_printoptions":
         # _tensor_str loads with the first repr, or here
         fn = importlib.import_module("._tensor_str", __name__).set_printoptions
         globals()[name] = fn
         return fn
-    if name in ("save", "load"):
+    if name == "compile":
+        # torch.compile: ember.compiler.compile (the API, running eagerly for now)
+        fn = importlib.import_module(".compiler", __name__).compile
+        globals()[name] = fn
+        return fn
+    if name in ("save", "load", "svd_lowrank", "pca_lowrank"):
         # ember.save / ember.load live in serialization/, which loads zipfile and json.
-        fn = getattr(importlib.import_module(".serialization", __name__), name)
+        fn = getattr(importlib.import_module(".serialization" if name in ("save", "load") else
+                                             ".functional", __name__), name)
         globals()[name] = fn
         return fn
     raise AttributeError(f"module 'ember' has no attribute '{name}'")
@@ -170,4 +212,6 @@ def __getattr__(name):
 def __dir__():
     # with the names loaded on first use (but not the submodules, some not implemented yet)
     return sorted(set(globals()) | set(_ops.lazy.FUNCTIONS) | set(_AUTOCAST_NAMES) |
-                  set(_CONFIG_NAMES) | {"save", "load", "set_printoptions"})
+                  set(_CONFIG_NAMES) | set(_LEGACY_NAMES) |
+                  {"save", "load", "set_printoptions", "svd_lowrank", "pca_lowrank", "GradScaler",
+                   "from_dlpack", "to_dlpack", "compile"})

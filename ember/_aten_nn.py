@@ -44,6 +44,31 @@ def dropout(input, p, train):
     return _F().dropout(input, p, train)
 
 
+def dropout_(input, p, train):
+    return _F().dropout(input, p, train, inplace=True)
+
+
+def alpha_dropout_(input, p, train):
+    return _F().alpha_dropout(input, p, train, inplace=True)
+
+
+def feature_dropout_(input, p, train):
+    return _F()._feature_dropout(input, p, train, True, 2)
+
+
+def feature_alpha_dropout_(input, p, train):
+    return _F().feature_alpha_dropout(input, p, train, inplace=True)
+
+
+def embedding_renorm_(input, indices, max_norm, norm_type):
+    """Scales the rows of ``input`` that ``indices`` names whose ``norm_type``-norm passes
+    ``max_norm`` to ``max_norm / (norm + 1e-7)`` of themselves, in place (what
+    ``F.embedding(max_norm=...)`` does first)."""
+    importlib.import_module("ember.nn._embedding_functional")._renorm_(
+        input, indices.reshape(-1).cpu().numpy(), max_norm, norm_type)
+    return input
+
+
 def alpha_dropout(input, p, train):
     return _F().alpha_dropout(input, p, train)
 
@@ -216,8 +241,10 @@ def _flat_rnn(mode):
     return f
 
 
+FUNCTIONS.update({n: _forward(n) for n in ("celu_", "selu_", "rrelu_", "threshold_")})
 FUNCTIONS.update({f.__name__: f for f in (
     dropout, alpha_dropout, feature_dropout, feature_alpha_dropout, batch_norm, instance_norm,
+    dropout_, alpha_dropout_, feature_dropout_, feature_alpha_dropout_, embedding_renorm_,
     embedding, rrelu, max_pool1d_with_indices, adaptive_max_pool1d, kl_div,
     cosine_embedding_loss, hinge_embedding_loss, margin_ranking_loss, poisson_nll_loss,
     triplet_margin_loss, binary_cross_entropy_with_logits, ctc_loss, conv_tbc, grid_sampler,

@@ -187,6 +187,23 @@ def storage_type(self):
     return f"torch.{type_name(self.dtype.name)}Storage"
 
 
+def fill(input, value):
+    """A copy of ``input`` filled with ``value`` (a number or a 0-dim tensor).
+
+    Example:
+        >>> ember.fill(ember.ones(2, dtype=ember.int32), 3.7)
+        tensor([3, 3], dtype=torch.int32)
+    """
+    return input.clone().fill_(value)
+
+
+def _typed_storage(self):
+    """The (deprecated) ``TypedStorage`` of ``self``'s dtype over its storage."""
+    from ._storage import TypedStorage, _warn_typed_storage_removal
+    _warn_typed_storage_removal()
+    return TypedStorage(wrap_storage=self.untyped_storage(), dtype=self.dtype, _internal=True)
+
+
 def _same(self, *args, **kwargs):
     return self
 
@@ -328,7 +345,7 @@ def vander(x, N=None, increasing=False):
 
 FUNCTIONS = {f.__name__: f for f in (
     is_signed, is_inference, is_distributed, get_device, detach, ravel, split_with_sizes,
-    unravel_index, nonzero_static, vander)}
+    unravel_index, nonzero_static, vander, fill)}
 FUNCTIONS.update(unsafe_chunk=Tensor.chunk, unsafe_split=Tensor.split,
                  unsafe_split_with_sizes=split_with_sizes)
 FUNCTIONS.update({f"{n}_copy": _copy_of(n, v) for n, v in _VIEWS.items()})
@@ -356,6 +373,32 @@ def as_strided_scatter(input, src, size, stride, storage_offset=None):
 
 FUNCTIONS["as_strided_scatter"] = as_strided_scatter
 
+
+
+# ---- torch's in-place function forms ------------------------------------------------------------
+# torch.<name>_(input, ...) is input.<name>_(...) for these: torch's list, which
+# tests/test_torch_namespace.py checks against torch's namespace; the nn ones (celu_,
+# dropout_...) are in _aten_nn.
+_INPLACE = """abs_ acos_ acosh_ addmv_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh_
+    as_strided_ asin_ asinh_ atan_ atanh_ ceil_ clamp_ clamp_max_ clamp_min_ clip_ conj_physical_
+    cos_ cosh_ deg2rad_ detach_ erf_ erfc_ exp2_ exp_ expm1_ fill_ fix_ floor_ frac_ gcd_ i0_
+    index_put_ lcm_ ldexp_ log10_ log1p_ log2_ log_ logit_ nan_to_num_ neg_ negative_ rad2deg_
+    reciprocal_ relu_ resize_as_ round_ rsqrt_ sigmoid_ sin_ sinc_ sinh_ sqrt_ square_ tan_ tanh_
+    trunc_ xlogy_ zero_""".split()
+
+
+def _inplace_function(name):
+    def f(input, *args, **kwargs):
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
+                            f"{type(input).__name__}")
+        return getattr(input, name)(*args, **kwargs)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"``torch.{name}(input, ...)``: :meth:`Tensor.{name}`, in place, returning input."
+    return f
+
+
+FUNCTIONS.update({n: _inplace_function(n) for n in _INPLACE})
 METHODS = {n: FUNCTIONS[n] for n in (
     "is_signed", "is_inference", "is_distributed", "ravel", "split_with_sizes", "nonzero_static",
     "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes", "as_strided_scatter",
@@ -363,10 +406,19 @@ METHODS = {n: FUNCTIONS[n] for n in (
 METHODS.update({f.__name__: f for f in (
     where, new, new_empty_strided, dim_order, storage_type, apply_, map_, map2_, as_subclass,
     module_load, sum_to_size, resize, resize_as, resize_as_, fill_diagonal_)})
-METHODS.update(is_pinned=_false, is_shared=_false, pin_memory=_same, share_memory_=_same,
+def _shared(name):
+    def method(self):
+        from .multiprocessing import reductions      # loads the shared-memory support on use
+        return getattr(reductions, name)(self)
+    method.__name__ = name
+    return method
+
+
+METHODS.update(is_pinned=_false, is_shared=_shared("is_shared"), pin_memory=_same,
+               share_memory_=_shared("share_memory_"),
                record_stream=lambda self, stream: None,
                const_data_ptr=lambda self: self.data_ptr(),
-               storage=lambda self: self.untyped_storage())
+               storage=_typed_storage)
 
 
 def install(namespace, *more):

@@ -11,7 +11,17 @@ import os
 import sys
 
 _state = {"threads": None, "interop": None, "deterministic": False, "warn_only": False,
-          "matmul_precision": "highest"}
+          "matmul_precision": "highest", "warn_always": False}
+
+
+def set_warn_always(b):
+    """Whether warnings torch gives once per process (``TypedStorage is deprecated``...) are
+    given every time."""
+    _state["warn_always"] = bool(b)
+
+
+def is_warn_always_enabled():
+    return _state["warn_always"]
 
 # (setter, getter) symbol names per library family; scipy-openblas (NumPy's wheels) prefixes and
 # suffixes the 64-bit-integer build's symbols.

@@ -1,4 +1,6 @@
-"""Devices: ``cpu`` (NumPy), ``cuda`` (CuPy) and ``meta`` (shapes and dtypes only)."""
+"""Devices: ``cpu`` (NumPy), ``cuda`` (CuPy) and ``meta`` (shapes and dtypes only), and the
+default device of factories."""
+import contextvars
 
 _TYPES = ("cpu", "cuda", "meta")
 
@@ -64,6 +66,24 @@ class device:
     def __reduce__(self):
         return (device, (self.type, self.index))
 
+    def __enter__(self):
+        """``with device(...)``: the default device of factories and module construction
+        inside the block (in this thread), as torch's; the device itself is left as it is.
+
+        Example:
+            >>> import ember
+            >>> with ember.device("meta"):
+            ...     ember.nn.Linear(2, 3).weight.device
+            device(type='meta')
+        """
+        global _any_default
+        _any_default = True
+        _DEFAULT.set(_DEFAULT.get() + (to_device(self),))
+        return self
+
+    def __exit__(self, *exc):
+        _DEFAULT.set(_DEFAULT.get()[:-1])
+
 
 _PLAIN = {}
 CPU = device("cpu")
@@ -71,9 +91,57 @@ META = device("meta")
 _PLAIN.update(cpu=CPU, meta=META)
 
 
+# The default device, per thread (and asyncio task), as torch's: a stack whose first entry is
+# set_default_device's (None: cpu) and each `with device` block pushes one.
+_DEFAULT = contextvars.ContextVar("ember_default_device", default=(None,))
+_any_default = False        # until a default is first set, to_device(None) reads this alone
+
+
+def default_device():
+    """The default device set by ``set_default_device`` or ``with device``, or None."""
+    return _DEFAULT.get()[-1] if _any_default else None
+
+
+def get_default_device():
+    """The device factories use when given none (cpu unless set), as
+    ``torch.get_default_device``.
+
+    Example:
+        >>> import ember
+        >>> ember.get_default_device()
+        device(type='cpu')
+    """
+    return default_device() or CPU
+
+
+def set_default_device(device):
+    """Make factories (``empty``, ``zeros``, ``rand``, ``arange``, ``tensor``...) and module
+    construction put tensors on ``device`` when given no device, in this thread; ``None``
+    restores cpu. As ``torch.set_default_device``, calls with an explicit device, ``*_like``
+    functions and ops on existing tensors are unaffected.
+
+    Example:
+        >>> import ember
+        >>> ember.set_default_device("meta")
+        >>> ember.zeros(2).device
+        device(type='meta')
+        >>> ember.set_default_device(None)
+    """
+    global _any_default
+    _any_default = True
+    d = None if device is None else to_device(device)
+    stack = _DEFAULT.get()
+    # inside `with device(...)` the new default takes over at once and outlives the block (torch
+    # fails on leaving such a block: "Found nested DeviceContext on the mode stack")
+    _DEFAULT.set((d,) + stack[1:-1] + ((d,) if len(stack) > 1 else ()))
+
+
 def to_device(d):
-    """Normalize a device argument; ``cuda`` without an index means the current device 0."""
-    if d is None or d is CPU:
+    """Normalize a device argument; ``cuda`` without an index means the current device 0, and
+    None the default device."""
+    if d is None:
+        return (_DEFAULT.get()[-1] or CPU) if _any_default else CPU
+    if d is CPU:
         return CPU
     d = device(d)
     if d.type == "cuda" and d.index is None:
@@ -81,3 +149,27 @@ def to_device(d):
     if d.type == "cpu" and d.index is not None:
         return CPU
     return d
+
+
+def get_device_module(device=None):
+    """The module of a device type: ``ember.cuda`` for ``'cuda:0'``, ``ember.cpu`` for the CPU;
+    with no device, the accelerator's (cuda where it is available) else ``ember.cpu``.
+
+    Example:
+        >>> ember.get_device_module("cpu").device_count()
+        1
+    """
+    import sys
+    this = sys.modules["ember"]         # (its attributes load on first use, through __getattr__)
+    if isinstance(device, (str, this.device)):
+        name = this.device(device).type
+    elif device is None:
+        name = "cuda" if this.cuda.is_available() else "cpu"
+    else:
+        raise RuntimeError(f"Invalid value of device '{device}', expect torch.device, str, or "
+                           "None")
+    try:
+        return getattr(this, name)
+    except AttributeError:
+        raise RuntimeError(f"Device '{name}' does not have a corresponding module registered as "
+                           f"'torch.{name}'.") from None

@@ -32,5 +32,22 @@ class Size(_Base):
             r = tuple.__getitem__(self, i)
             return Size(r) if isinstance(i, slice) else r
 
+    # NOTE: as torch.Size, concatenating (on either side) or repeating gives a Size
+    def __add__(self, other):
+        if not isinstance(other, tuple):
+            raise TypeError(f"can only concatenate tuple (not {type(other).__name__}) to "
+                            "torch.Size")
+        return Size(tuple(self) + other)
+
+    def __radd__(self, other):
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return Size(other + tuple(self))
+
+    def __mul__(self, n):
+        return Size(tuple(self) * n)
+
+    __rmul__ = __mul__
+
     def __reduce__(self):
         return (Size, (tuple(self),))

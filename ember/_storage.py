@@ -74,3 +74,160 @@ class UntypedStorage:
 def _from_bytes(flat):
     from ._device import CPU
     return UntypedStorage(flat, CPU, root=False)
+
+
+_warned = [False]
+
+
+def _warn_typed_storage_removal():
+    from ._config import is_warn_always_enabled
+    if not _warned[0] or is_warn_always_enabled():
+        import warnings
+        _warned[0] = True
+        warnings.warn("TypedStorage is deprecated. It will be removed in the future and "
+                      "UntypedStorage will be the only storage class. This should only matter "
+                      "to you if you are using storages directly.  To access UntypedStorage "
+                      "directly, use tensor.untyped_storage() instead of tensor.storage()",
+                      UserWarning, stacklevel=3)
+
+
+class TypedStorage:
+    """torch's deprecated typed view of an ``UntypedStorage``: its bytes as ``dtype`` elements.
+
+    ``TypedStorage()``, ``TypedStorage(size)`` (uninitialized), ``TypedStorage(data)`` (a
+    sequence) or ``TypedStorage(wrap_storage=untyped, dtype=...)``; ``Tensor.storage()`` gives
+    the one behind a tensor, so writing to it writes the tensor.
+
+    Example:
+        >>> import warnings; warnings.simplefilter("ignore")
+        >>> x = ember.arange(3.0)
+        >>> s = x.storage()
+        >>> s[0] = 5
+        >>> x, s.dtype, s.size()
+        (tensor([5., 1., 2.]), torch.float32, 3)
+    """
+
+    is_sparse = False
+
+    def __init__(self, *args, wrap_storage=None, dtype=None, device=None, _internal=False):
+        import ember
+        if not _internal:
+            _warn_typed_storage_removal()
+        self.dtype = dtype or ember.get_default_dtype()
+        if wrap_storage is not None:
+            if args:
+                raise RuntimeError("TypedStorage: wrap_storage takes no positional arguments")
+            self._untyped_storage = wrap_storage
+            return
+        if len(args) > 1 or args and isinstance(args[0], (str, bytes)):
+            raise TypeError(f"new(): invalid data type '{type(args[-1]).__name__}'")
+        t = (ember.empty(args[0] if args else 0, dtype=self.dtype, device=device)
+             if not args or isinstance(args[0], int) else
+             ember.tensor(args[0], dtype=self.dtype, device=device))
+        self._untyped_storage = t.untyped_storage()
+
+    @property
+    def device(self):
+        return self._untyped_storage.device
+
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"
+
+    def _array(self):
+        b = self._untyped_storage._bytes()
+        if b is None:
+            raise RuntimeError(f"TypedStorage: cannot read a {self.device.type} storage's "
+                               "elements on the host")
+        return b[1].view(self.dtype.np)
+
+    def untyped(self):
+        """The ``UntypedStorage`` this views."""
+        return self._untyped_storage
+
+    def element_size(self):
+        return self.dtype.itemsize
+
+    def nbytes(self):
+        return self._untyped_storage.nbytes()
+
+    def size(self):
+        """The number of ``dtype`` elements."""
+        return self.nbytes() // self.element_size()
+
+    __len__ = size
+
+    def data_ptr(self):
+        return self._untyped_storage.data_ptr()
+
+    def type(self):
+        from ._dtype import _SCALAR_NAMES
+        return f"torch.{'cuda.' if self.is_cuda else ''}{_SCALAR_NAMES[self.dtype.name]}Storage"
+
+    def _index(self, idx):
+        if isinstance(idx, slice):
+            raise RuntimeError("slices are only supported in UntypedStorage.__getitem__")
+        n = self.size()
+        if not -n <= idx < n:
+            raise IndexError(f"index {idx} out of range for storage of size {n}")
+        return idx % n
+
+    def __getitem__(self, idx):
+        return self._array()[self._index(idx)].item()
+
+    def __setitem__(self, idx, value):
+        self._array()[self._index(idx)] = value
+
+    def __iter__(self):
+        return iter(self.tolist())
+
+    def __array__(self, dtype=None, copy=None):
+        a = self._array()
+        return a if dtype is None else a.astype(dtype)
+
+    def tolist(self):
+        return self._array().tolist()
+
+    def fill_(self, value):
+        self._array()[...] = value
+        return self
+
+    def __repr__(self):
+        body = "".join(f" {v}\n" for v in self.tolist())
+        return (f"{body}[torch.storage.TypedStorage(dtype={self.dtype}, device={self.device}) "
+                f"of size {self.size()}]")
+
+
+class _LegacyStorageMeta(type):
+    """``ember.FloatStorage`` & co.: make a ``TypedStorage`` of their dtype, and are
+    ``isinstance`` targets for typed storages of it."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, TypedStorage) and obj.dtype is cls.dtype
+
+    def __call__(cls, *args, wrap_storage=None, **kwargs):
+        if kwargs:
+            raise RuntimeError(f"{cls!r}.__new__ received an invalid combination of arguments. "
+                               f"Keyword argument '{next(iter(kwargs))}' cannot be specified")
+        return TypedStorage(*args, wrap_storage=wrap_storage, dtype=cls.dtype)
+
+    def __repr__(cls):
+        return f"<class 'torch.{cls.__name__}'>"
+
+
+def legacy_storage_types():
+    """``{'FloatStorage': class, ...}`` for torch's legacy storage names."""
+    from ._dtype import _BY_NAME, _SCALAR_NAMES
+    return {f"{short}Storage": _LegacyStorageMeta(f"{short}Storage", (), {
+        "dtype": _BY_NAME[name], "__doc__": f"``torch.{short}Storage``: a {name} TypedStorage."})
+        for name, short in _SCALAR_NAMES.items() if not name.startswith("float8")}
+
+
+def is_storage(obj):
+    """True for an ``UntypedStorage`` or a ``TypedStorage``.
+
+    Example:
+        >>> ember.is_storage(ember.ones(2).untyped_storage()), ember.is_storage(ember.ones(2))
+        (True, False)
+    """
+    return isinstance(obj, (UntypedStorage, TypedStorage))

@@ -397,17 +397,38 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
     def get_device(self):
         return -1 if self.device.type == "cpu" else (self.device.index or 0)
 
-    def type(self, dtype=None, non_blocking=False):
-        """Without an argument, the legacy type name (``torch.FloatTensor``); else a cast."""
+    def type(self, dtype=None, non_blocking=False, **kwargs):
+        """Without an argument, the legacy type name (``torch.FloatTensor``); else a cast to a
+        dtype, a legacy type (``ember.DoubleTensor``) or its name (``'torch.cuda.IntTensor'``
+        moves to cuda too)."""
         if dtype is None:
             n = _dtype._SCALAR_NAMES[self.dtype.name]
-            return f"torch.{'cuda.' if self.is_cuda else ''}{n}Tensor"
-        return self.to(dtype)
+            return (f"torch.{'cuda.' if self.is_cuda else ''}"
+                    f"{'sparse.' if self.is_sparse else ''}{n}Tensor")
+        from . import _tensor_types
+        return _tensor_types.convert(self, dtype, non_blocking)
 
     # ---- conversion -------------------------------------------------------------------
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule over this tensor's memory, for another library's ``from_dlpack``."""
+        from ._dlpack import export
+        return export(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self):
+        """``(DLDeviceType, index)`` of the tensor's device."""
+        from ._dlpack import device_of
+        return device_of(self)
+
     def numpy(self, *, force=False):
-        """The data as a NumPy array sharing memory (cpu tensors without grad only)."""
-        if self._requires_grad and not force:
+        """The data as a NumPy array sharing memory: cpu tensors only, and one that requires
+        grad only while grad mode is off, as torch.
+
+        >>> p = ember.ones(2, requires_grad=True)
+        >>> with ember.no_grad():
+        ...     p.numpy()
+        array([1., 1.], dtype=float32)
+        """
+        if self._requires_grad and not force and grad_mode.state.grad_enabled:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                "tensor.detach().numpy() instead.")
         if self.device.type != "cpu":

@@ -289,6 +289,9 @@ pointwise._fill.writes_overlap = True
 
 def fill_(self, value):
     """Fill with ``value`` (a number or a 0-dim tensor)."""
+    if isinstance(value, Tensor) and value.dim() != 0:
+        raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
+                           f"{value.dim()} dimensions.")
     return dispatch_inplace(pointwise._fill, self, (value,), {})
 
 

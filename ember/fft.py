@@ -8,7 +8,7 @@ import numpy as np
 
 from . import _dtype
 from ._ops import _function
-from ._ops.creation import tensor as _tensor
+from ._ops.creation import _computed
 from ._ops.fft import TRANSFORMS as _TRANSFORMS
 from ._ops.fft import fftshift as _fftshift
 from ._ops.fft import ifftshift as _ifftshift
@@ -17,9 +17,9 @@ globals().update({name: _function(d, name) for name, d in _TRANSFORMS.items()})
 fftshift, ifftshift = _function(_fftshift, "fftshift"), _function(_ifftshift, "ifftshift")
 
 
-def _freq(values, dtype, device, requires_grad):
+def _freq(n, values, dtype, device, requires_grad):
     dt = _dtype.get_default_dtype() if dtype is None else dtype
-    return _tensor(np.asarray(values), dtype=dt, device=device, requires_grad=requires_grad)
+    return _computed((n,), values, dt, device, requires_grad)
 
 
 def fftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False, **_layout):
@@ -30,7 +30,7 @@ def fftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False, **_layout
         >>> ember.fft.fftfreq(5)
         tensor([ 0.0000,  0.2000,  0.4000, -0.4000, -0.2000])
     """
-    return _freq(np.fft.fftfreq(n, d), dtype, device, requires_grad)
+    return _freq(n, lambda: np.fft.fftfreq(n, d), dtype, device, requires_grad)
 
 
 def rfftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False, **_layout):
@@ -41,7 +41,7 @@ def rfftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False, **_layou
         >>> ember.fft.rfftfreq(5, d=0.5)
         tensor([0.0000, 0.4000, 0.8000])
     """
-    return _freq(np.fft.rfftfreq(n, d), dtype, device, requires_grad)
+    return _freq(n // 2 + 1, lambda: np.fft.rfftfreq(n, d), dtype, device, requires_grad)
 
 
 __all__ = sorted(_TRANSFORMS) + ["fftshift", "ifftshift", "fftfreq", "rfftfreq"]

@@ -54,3 +54,24 @@ def test_timers_return_seconds():
     after one that may write bytecode)."""
     assert 0 < run._time(lambda: sum(range(100)), quick=True) < 0.01
     assert 0 < run._import_time("json", 1) < 5
+
+
+def test_ops_benchmark_is_generated_from_the_registry():
+    """benchmarks.ops times every OpDef that has float32 samples, forward and forward+backward,
+    and its small cases run on ember; its table and summary render from results."""
+    from benchmarks import ops
+    cases = ops.cases(only="tanh")
+    names = {c.name for c in cases}
+    assert {"tanh small", "tanh small fwd+bwd", "tanh large", "tanh large fwd+bwd"} <= names
+    large = next(c for c in cases if c.name == "tanh large")
+    assert np.prod(large.args[0].shape) >= ops.N_LARGE
+    for c in cases:
+        if c.size == "small":
+            c.build(ember)()
+    results = {"1": {"tanh small": {"ember": 2e-6, "torch": 1e-6},
+                     "tanh large": {"ember": 1e-3, "torch": 2e-3},
+                     "erfinv large": {"torch": 1e-3, "ember_error": "RuntimeError: x"}}}
+    s = ops.summary(results)["1"]
+    assert s["ops"] == 1 and s["median"] == {"small": 2.0, "large": 0.5}
+    assert s["worst"][0] == ("tanh small", 2.0) and "erfinv large" in s["errors"]
+    assert "| tanh small | 2.0 | 1.0 | 2.00 |" in ops.table(results)

@@ -65,3 +65,28 @@ def test_ctrl_c_leaves_no_checkpoint(tmp_path):
         proc.kill()
     assert proc.returncode == 130 and "interrupted: no checkpoint written" in err
     assert os.listdir(tmp_path) == []
+
+
+def test_make_demo_installs_the_runtime_dependencies_only(tmp_path):
+    # a newcomer's first command: ember, numpy and ml_dtypes (~70 MB), not the test extra
+    import shutil
+    import tomllib
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+        deps = tomllib.load(f)["project"]["dependencies"]
+    assert sorted(d.split(">")[0].split("=")[0] for d in deps) == ["ml_dtypes", "numpy"]
+    if shutil.which("make") is None:
+        return
+    plan = subprocess.run(["make", "-n", "demo", f"VENV={tmp_path / 'venv'}"], cwd=root,
+                          capture_output=True, text=True, check=True).stdout
+    installs = [line for line in plan.splitlines() if "pip install" in line]
+    assert any(line.endswith("pip install -q -e .") for line in installs), plan
+    assert "[test]" not in plan and "torch" not in plan and "ember demo" in plan
+    # and the demo itself loads nothing beyond them
+    out = subprocess.run([sys.executable, "-c", "import sys, ember.demo.digits, "
+                          "ember.demo.chargpt, ember.demo.plot, ember.demo.progress; "
+                          "print(*{m.split('.')[0] for m in sys.modules} - "
+                          "set(sys.stdlib_module_names))"],
+                         capture_output=True, text=True, check=True).stdout
+    # (names with an underscore: the interpreter's and site's own hooks)
+    assert {m for m in out.split() if m[0] != "_"} <= {"ember", "numpy", "ml_dtypes"}, out

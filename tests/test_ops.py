@@ -5,6 +5,7 @@ import pytest
 
 import ember
 from ember._ops.registry import all_ops
+from ember._ops.samples import public_call
 from oracle import assert_close, to_torch, torch
 
 DTYPES = [ember.float32, ember.float64, ember.int64, ember.bool, ember.bfloat16,
@@ -18,25 +19,10 @@ def _call(lib, opdef, args, kwargs):
     ember dtypes among the keyword arguments become torch dtypes for torch. An op that reads
     one triangle of a Hermitian input gets ``(A + A^H) / 2``, and outputs defined up to sign
     or phase are made canonical by ``opdef.gauge`` (torch OpInfo's gradcheck wrappers)."""
-    if lib is torch:
-        kwargs = {k: getattr(torch, v.name) if isinstance(v, ember.dtype) else v
-                  for k, v in kwargs.items()}
     if opdef.hermitian_input and hasattr(args[0], "mH") and args[0].dim() >= 2 and \
             args[0].shape[-1] == args[0].shape[-2]:
         args = ((args[0] + args[0].mH) / 2,) + tuple(args[1:])
-    ref = getattr(opdef, "torch_ref", None)
-    if ref:
-        return ref(torch, *args, **kwargs) if lib is torch else opdef(*args, **kwargs)
-    path = getattr(opdef, "torch_fn", None)
-    if path:
-        fn = lib
-        for part in path.split("."):
-            fn = getattr(fn, part)
-        out = fn(*args, **kwargs)
-    elif opdef.function and hasattr(lib, opdef.name):
-        out = getattr(lib, opdef.name)(*args, **kwargs)
-    else:
-        out = getattr(args[0], opdef.name)(*args[1:], **kwargs)
+    out = public_call(lib, opdef, args, kwargs)
     return opdef.gauge(out) if opdef.gauge is not None else out
 
 
@@ -156,8 +142,10 @@ def test_grad_and_gradgrad_match_torch(opdef):
         e_l = sum((g * ember.tensor(v, dtype=ember.float64)).sum() for g, v in zip(e_sel, vs))
         try:
             t_gg = torch.autograd.grad(t_l, t_in, allow_unused=True)
-        except NotImplementedError:
-            continue      # torch has no double backward (cdist): test_gradcheck checks ours
+        except (NotImplementedError, RuntimeError) as e:
+            if "not implemented" not in str(e):
+                raise
+            continue      # torch has no double backward (cdist, hardsigmoid): see test_gradcheck
         # a gradient that does not depend on the inputs has no graph here (torch may still
         # record one that yields zeros)
         e_gg = ember.autograd.grad(e_l, e_in, allow_unused=True) if isinstance(

@@ -383,7 +383,31 @@ def test_weights_only_false_loads_anything():
 
 def test_explicit_pickle_module_needs_weights_only_false():
     with pytest.raises(RuntimeError, match="explicit pickle_module"):
-        ember.load(io.BytesIO(), pickle_module=pickle)
+        ember.load(io.BytesIO(), pickle_module=pickle, weights_only=True)
+    # NOTE: as torch, a pickle module given with weights_only left unset means False
+    assert roundtrip({"pt": Point(2, 3)}, pickle_module=pickle)["pt"].x == 2
+
+
+@needs_torch
+def test_force_weights_only_environment_switches(tmp_path, monkeypatch):
+    # pytorch/examples' time_sequence_prediction: torch.save a NumPy array, torch.load it
+    path = tmp_path / "traindata.pt"
+    torch.save(np.arange(3.0), path)
+    for L in (ember, torch):
+        with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+            L.load(path)
+        monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+        with pytest.warns(UserWarning, match="forcing weights_only=False"):
+            assert L.load(path).tolist() == [0.0, 1.0, 2.0]
+        with pytest.raises(pickle.UnpicklingError):      # an explicit True still wins
+            L.load(path, weights_only=True)
+        monkeypatch.setenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "true")
+        with pytest.raises(RuntimeError, match="Only one of `TORCH_FORCE_WEIGHTS_ONLY_LOAD`"):
+            L.load(path)
+        monkeypatch.delenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")
+        with pytest.raises(pickle.UnpicklingError):      # forced even over an explicit False
+            L.load(path, weights_only=False)
+        monkeypatch.delenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD")
 
 
 # ---- atomic saves ------------------------------------------------------------------------------
@@ -663,9 +687,25 @@ def test_corrupt_files_raise_clear_errors():
         ember.load(oob)
 
 
-def test_not_a_checkpoint():
-    with pytest.raises(RuntimeError, match="Invalid magic number"):
+def test_not_a_checkpoint(tmp_path):
+    with pytest.raises(RuntimeError, match="is not a checkpoint: neither a zip archive"):
         ember.load(io.BytesIO(pickle.dumps(12345)))
+    for name, data in [("notes.txt", b"hello world"), ("empty.pt", b"")]:
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(RuntimeError, match=rf"ember.load: '.*{name}' is not a checkpoint"):
+            ember.load(tmp_path / name)
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_truncated_file_says_so_and_names_it(tmp_path, legacy):
+    buf = io.BytesIO()
+    ember.save({"w": ember.ones(100)}, buf, _use_new_zipfile_serialization=not legacy)
+    path = tmp_path / "cut.pt"
+    path.write_bytes(buf.getvalue()[:300])
+    with pytest.raises(RuntimeError, match=r"ember.load: '.*cut.pt' is truncated or damaged"):
+        ember.load(str(path))
+    with open(path, "rb") as fh, pytest.raises(RuntimeError, match="'.*cut.pt' is truncated"):
+        ember.load(fh)
 
 
 # ---- safetensors -----------------------------------------------------------------------------

@@ -233,6 +233,19 @@ def test_array_protocol():
         assert L.ones(2, requires_grad=True).detach().numpy().tolist() == [1.0, 1.0]
 
 
+def test_numpy_of_a_tensor_that_requires_grad_works_while_grad_mode_is_off():
+    for L in (ember, torch):
+        p = L.ones(2, requires_grad=True)
+        with L.no_grad():
+            a = p.numpy()
+            a[0] = 5.0                # shares memory, as detach().numpy() does
+            assert np.asarray(p * 2).tolist() == [10.0, 2.0]
+        with L.inference_mode():
+            assert p.numpy().tolist() == [5.0, 1.0]
+        with pytest.raises(RuntimeError, match="Can't call numpy"):
+            p.numpy()
+
+
 # ---- conversions ----------------------------------------------------------------------------
 
 CONVERT = {

@@ -1,26 +1,73 @@
-"""Count code lines per file and package, as tinygrad's sz.py does.
+"""Count code lines per package, as tinygrad's sz.py does, and enforce the line budget.
 
-    python tools/loc.py [PATH ...]        (default: ember)
+    python tools/loc.py [--files] [--base REF] [PATH ...]     (default: ember)
 
-A line counts when it holds a code token; blank lines, comments and docstrings (a string that
-is a statement on its own) are free, so explaining costs nothing. Also prints the number of
-OpDefs in ember's registry. No caps are enforced yet.
+A Python line counts when it holds a code token; blank lines, comments and docstrings (a
+string that is a statement on its own) are free, so explaining costs nothing. A C line (.c,
+.h) counts when anything but a comment or blank is left on it. Lines are summed per package
+(``ember/<first directory>``; modules directly under ``ember/`` are the package ``ember``),
+compared with the same count at ``--base`` (``main`` by default; skipped where the ref does
+not exist) and checked against the caps: ``CAPS`` holds each package's Python lines, ``C_CAP``
+all C lines wherever they sit, ``TOTAL_CAP`` everything; the exit status is 1 above any. A
+package with no cap of its own falls under ``OTHER_CAP``, so a new package never fails the
+check by merely existing. Raising a cap needs a reason in the commit message
+(docs/contributing.md).
 """
 import argparse
 import io
+import re
+import subprocess
 import sys
 import token
 import tokenize
 from collections import defaultdict
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 ROOT = Path(__file__).resolve().parent.parent
+SUFFIXES = (".py", ".c", ".h")
+
+# Today's size (Dec 2026) plus room for the open issues' work, in code lines. The room:
+# distributed ~4k, graph capture/IR/compiler (fx, jit, export, onnx, _dynamo) ~5k,
+# distributions ~3k, func/forward AD ~2k, the rest of torch's surface ~3k, CUDA ~2k.
+CAPS = {                            # Python lines per package
+    "ember": 3600,                  # the core modules: Tensor, dtypes, devices, composites
+    "ember/_C": 400,                # the loaders of the kernel library and dispatch extension
+    "ember/_backends": 400,
+    "ember/_ops": 12500,
+    "ember/amp": 500,
+    "ember/autograd": 2300,         # + forward-mode AD
+    "ember/backends": 200,
+    "ember/cuda": 1500,             # + CUDA streams, events, memory stats
+    "ember/demo": 350,
+    "ember/func": 1800,             # vmap, grad, jvp, functional_call
+    "ember/nn": 6200,               # + parallel wrappers, remaining layers
+    "ember/optim": 2300,
+    "ember/profiler": 550,
+    "ember/serialization": 900,
+    "ember/sparse": 200,
+    "ember/utils": 2500,            # + tensorboard, hub, checkpoint, cpp_extension-free bits
+    "ember/distributed": 4500,
+    "ember/distributions": 3500,
+    "ember/multiprocessing": 400,
+    "ember/_graph": 2000,           # the graph IR fx, jit, export and onnx share
+    "ember/fx": 2500,
+    "ember/jit": 1000,
+    "ember/export": 800,
+    "ember/onnx": 1200,
+    "ember/_dynamo": 1500,
+    "ember/compiler": 800,
+    "ember/hub": 400,
+}
+OTHER_CAP = 1500                    # any package without its own cap
+C_CAP = 7500                        # every .c/.h file: today's kernels + CUDA's ~2k
+TOTAL_CAP = 50500
+
 _LAYOUT = {token.NEWLINE, token.NL, token.INDENT, token.DEDENT, token.COMMENT,
            token.ENCODING, token.ENDMARKER}
 
 
 def code_lines(source):
-    """The number of lines of ``source`` that hold a code token."""
+    """The number of lines of Python ``source`` that hold a code token."""
     toks = [t for t in tokenize.generate_tokens(io.StringIO(source).readline)
             if t.type not in (token.NL, token.COMMENT)]
     lines = set()
@@ -48,15 +95,83 @@ def _is_docstring(toks, i):
         after in (token.NEWLINE, token.ENDMARKER)
 
 
+# A C comment, or a string/char literal skipped whole so that "//" or "/*" inside it is kept.
+_C_TOKEN = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+
+
+def c_code_lines(source):
+    """The number of lines of C ``source`` with something left once comments are removed."""
+    # a comment becomes its newlines alone, so that line numbers stay where they were
+    text = _C_TOKEN.sub(lambda m: "\n" * m[0].count("\n") if m[0][0] == "/" else m[0], source)
+    return sum(1 for line in text.splitlines() if line.strip() and line.strip() != "\\")
+
+
+def lines_of(name, source):
+    """Code lines of a file's ``source``, by the language its ``name`` says."""
+    return code_lines(source) if name.endswith(".py") else c_code_lines(source)
+
+
 def count(paths):
-    """``{file: code lines}`` for every .py file under ``paths``, relative to the repo root."""
+    """``{file: code lines}`` for every .py/.c/.h file under ``paths``, relative to the root."""
     out = {}
     for p in paths:
         p = Path(p).resolve()
-        for f in sorted(p.rglob("*.py")) if p.is_dir() else [p]:
-            rel = f.relative_to(ROOT) if f.is_relative_to(ROOT) else f
-            out[str(rel)] = code_lines(f.read_text())
+        files = sorted(f for f in p.rglob("*") if f.suffix in SUFFIXES) if p.is_dir() else [p]
+        for f in files:
+            rel = f.relative_to(ROOT).as_posix() if f.is_relative_to(ROOT) else str(f)
+            out[rel] = lines_of(f.name, f.read_text())
     return out
+
+
+def count_at(ref, paths):
+    """The same count for the files under ``paths`` at git ``ref``, or None where the ref (or
+    git) is not there, as in a shallow CI clone."""
+    git = ["git", "-C", str(ROOT)]
+    try:
+        rels = [Path(p).resolve().relative_to(ROOT).as_posix() for p in paths]
+        ls = subprocess.run(git + ["ls-tree", "-r", "--name-only", ref, "--", *rels],
+                            capture_output=True, text=True, check=True).stdout.split()
+    except (ValueError, OSError, subprocess.CalledProcessError):     # (ValueError: not ours)
+        return None
+    names = [n for n in ls if n.endswith(SUFFIXES)]
+    # one `git cat-file --batch` for every file, not a process per file
+    batch = subprocess.run(git + ["cat-file", "--batch"], capture_output=True, check=True,
+                           input="".join(f"{ref}:{n}\n" for n in names).encode()).stdout
+    out, pos = {}, 0
+    for n in names:
+        header_end = batch.index(b"\n", pos)
+        size = int(batch[pos:header_end].split()[2])
+        out[n] = lines_of(n, batch[header_end + 1:header_end + 1 + size].decode("utf-8"))
+        pos = header_end + 1 + size + 1
+    return out
+
+
+def package(path):
+    """``ember/<first directory>`` for a file in a subpackage, ``ember`` for a top module."""
+    parts = PurePosixPath(path).parts
+    return "/".join(parts[:2]) if len(parts) > 2 else parts[0]
+
+
+def by_package(files):
+    """``{package: (Python lines, C lines)}``."""
+    packages = defaultdict(lambda: [0, 0])
+    for f, n in files.items():
+        packages[package(f)][not f.endswith(".py")] += n
+    return {k: tuple(v) for k, v in packages.items()}
+
+
+def cap_of(pkg):
+    return CAPS.get(pkg, OTHER_CAP)
+
+
+def over_caps(packages):
+    """``[(what, lines, cap)]`` for each package's Python, the C code and the total above
+    its cap."""
+    over = [(p, py, cap_of(p)) for p, (py, _) in sorted(packages.items()) if py > cap_of(p)]
+    c = sum(c for _, c in packages.values())
+    total = sum(map(sum, packages.values()))
+    return over + [(what, n, cap) for what, n, cap in (("C", c, C_CAP), ("total", total,
+                                                       TOTAL_CAP)) if n > cap]
 
 
 def n_opdefs():
@@ -68,20 +183,38 @@ def n_opdefs():
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("paths", nargs="*", default=[str(ROOT / "ember")])
+    p.add_argument("--files", action="store_true", help="also list every file")
+    p.add_argument("--base", default="main", help="git ref to diff against (default: main)")
     args = p.parse_args(argv)
     files = count(args.paths)
-    packages = defaultdict(int)
-    width = max(map(len, files), default=10)
-    print(f"{'file':<{width}}  lines")
-    for f, n in sorted(files.items(), key=lambda kv: -kv[1]):
-        print(f"{f:<{width}}  {n:5d}")
-        packages[str(Path(f).parent)] += n
-    print(f"\n{'package':<{width}}  lines")
-    for pkg, n in sorted(packages.items()):
-        print(f"{pkg:<{width}}  {n:5d}")
-    print(f"\ntotal: {sum(files.values())} code lines in {len(files)} files, "
-          f"{n_opdefs()} OpDefs")
-    return 0
+    base = count_at(args.base, args.paths)
+    if args.files:
+        width = max(map(len, files), default=10)
+        for f, n in sorted(files.items(), key=lambda kv: -kv[1]):
+            delta = "" if base is None else f"  {n - base.get(f, 0):+6d}"
+            print(f"{f:<{width}}  {n:6d}{delta}")
+        print()
+    packages, old = by_package(files), by_package(base or {})
+    diff = base is not None
+    print(f"{'package':<22} {'python':>6} {'cap':>6} {'C':>6}" +
+          (f" {'vs ' + args.base:>10}" if diff else ""))
+    for pkg in sorted(set(packages) | set(old)):
+        py, c = packages.get(pkg, (0, 0))
+        delta = f" {py + c - sum(old.get(pkg, (0, 0))):+10d}" if diff else ""
+        flag = "  OVER" if py > cap_of(pkg) else ""
+        print(f"{pkg:<22} {py:6d} {cap_of(pkg):6d} {c or '':>6}{delta}{flag}")
+    sums = [sum(col) for col in zip(*packages.values())] or [0, 0]
+    old_total = sum(map(sum, old.values()))
+    print(f"{'C code':<22} {'':>6} {'':>6} {sums[1]:6d}  (cap {C_CAP})")
+    print(f"{'total, Python + C':<22} {sum(sums):6d} {TOTAL_CAP:6d} {'':>6}" +
+          (f" {sum(sums) - old_total:+10d}" if diff else ""))
+    print(f"\n{len(files)} files, {n_opdefs()} OpDefs"
+          + ("" if diff else f"; no ref {args.base!r} to diff against"))
+    over = over_caps(packages)
+    for name, n, cap in over:
+        print(f"loc.py: {name} has {n} code lines, above its cap of {cap} (tools/loc.py CAPS; "
+              "a cap raised needs a reason in the commit)", file=sys.stderr)
+    return 1 if over else 0
 
 
 if __name__ == "__main__":

@@ -72,12 +72,13 @@ INDEX = {
     },
     'special': {
         'ops': (
-            'digamma', 'igamma', 'igammac', 'lgamma', 'logit', 'mvlgamma', 'polygamma', 'sinc',
-            'special_entr', 'special_erfcx', 'special_log_ndtr', 'special_ndtr', 'special_ndtri',
-            'special_xlog1py', 'special_zeta',
+            '_standard_gamma_grad', 'digamma', 'igamma', 'igammac', 'lgamma', 'logit', 'mvlgamma',
+            'polygamma', 'sinc', 'special_entr', 'special_erfcx', 'special_log_ndtr',
+            'special_ndtr', 'special_ndtri', 'special_xlog1py', 'special_zeta',
         ),
         'functions': (
-            'digamma', 'igamma', 'igammac', 'lgamma', 'logit', 'mvlgamma', 'polygamma', 'sinc',
+            '_standard_gamma_grad', 'digamma', 'igamma', 'igammac', 'lgamma', 'logit', 'mvlgamma',
+            'polygamma', 'sinc',
         ),
         'methods': (
             'digamma', 'digamma_', 'igamma', 'igamma_', 'igammac', 'igammac_', 'lgamma', 'lgamma_',
@@ -232,7 +233,11 @@ INDEX = {
     },
     'nn': {
         'ops': (
-            'embedding', 'linear', 'log_softmax', 'nll_loss', 'softmax',
+            'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'celu', 'elu', 'embedding',
+            'hardshrink', 'hardsigmoid', 'hardswish', 'hardtanh', 'huber_loss', 'leaky_relu',
+            'linear', 'log_softmax', 'logsigmoid', 'mish', 'mse_loss', 'native_batch_norm',
+            'native_group_norm', 'nll_loss', 'silu', 'smooth_l1_loss', 'softmax', 'softplus',
+            'softshrink', 'threshold',
         ),
         'functions': (
             'log_softmax', 'softmax',
@@ -343,16 +348,18 @@ INDEX = {
         ),
         'functions': (
             'adaptive_avg_pool1d', 'adaptive_max_pool1d', 'affine_grid_generator', 'alpha_dropout',
-            'avg_pool1d', 'batch_norm', 'bilinear', 'binary_cross_entropy_with_logits', 'celu',
-            'channel_shuffle', 'conv1d', 'conv2d', 'conv3d', 'conv_tbc', 'conv_transpose1d',
-            'conv_transpose2d', 'conv_transpose3d', 'cosine_embedding_loss', 'cosine_similarity',
-            'ctc_loss', 'dropout', 'embedding', 'feature_alpha_dropout', 'feature_dropout',
-            'grid_sampler', 'grid_sampler_2d', 'grid_sampler_3d', 'group_norm', 'gru', 'gru_cell',
-            'hardshrink', 'hinge_embedding_loss', 'instance_norm', 'kl_div', 'layer_norm', 'lstm',
-            'lstm_cell', 'margin_ranking_loss', 'max_pool1d', 'max_pool1d_with_indices',
-            'max_pool2d', 'max_pool3d', 'pairwise_distance', 'pdist', 'pixel_shuffle',
-            'pixel_unshuffle', 'poisson_nll_loss', 'prelu', 'rms_norm', 'rnn_relu',
-            'rnn_relu_cell', 'rnn_tanh', 'rnn_tanh_cell', 'rrelu', 'selu', 'threshold',
+            'alpha_dropout_', 'avg_pool1d', 'batch_norm', 'bilinear',
+            'binary_cross_entropy_with_logits', 'celu', 'celu_', 'channel_shuffle', 'conv1d',
+            'conv2d', 'conv3d', 'conv_tbc', 'conv_transpose1d', 'conv_transpose2d',
+            'conv_transpose3d', 'cosine_embedding_loss', 'cosine_similarity', 'ctc_loss',
+            'dropout', 'dropout_', 'embedding', 'embedding_renorm_', 'feature_alpha_dropout',
+            'feature_alpha_dropout_', 'feature_dropout', 'feature_dropout_', 'grid_sampler',
+            'grid_sampler_2d', 'grid_sampler_3d', 'group_norm', 'gru', 'gru_cell', 'hardshrink',
+            'hinge_embedding_loss', 'instance_norm', 'kl_div', 'layer_norm', 'lstm', 'lstm_cell',
+            'margin_ranking_loss', 'max_pool1d', 'max_pool1d_with_indices', 'max_pool2d',
+            'max_pool3d', 'pairwise_distance', 'pdist', 'pixel_shuffle', 'pixel_unshuffle',
+            'poisson_nll_loss', 'prelu', 'rms_norm', 'rnn_relu', 'rnn_relu_cell', 'rnn_tanh',
+            'rnn_tanh_cell', 'rrelu', 'rrelu_', 'selu', 'selu_', 'threshold', 'threshold_',
             'triplet_margin_loss',
         ),
         'methods': (

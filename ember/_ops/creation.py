@@ -1,11 +1,13 @@
 """Creation functions: tensors from data, constants, ranges, and random tensors."""
+import os
+
 import numpy as np
 
 from .. import _dtype
-from .._backends import backend, quietly
-from .._device import CPU, to_device
+from .._backends import MetaBackend, backend, quietly
+from .._device import CPU, META, default_device, to_device
 from .._memory_format import copy_in, preserve_format
-from .._storage import UntypedStorage, _ptr
+from .._storage import TypedStorage, UntypedStorage, _ptr
 from .._tensor import Tensor
 
 
@@ -164,12 +166,15 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
         (torch.int64, torch.float32)
     """
     d = _dtype.to_dtype(dtype) if dtype is not None else None
+    device = default_device() if device is None else device
     if isinstance(data, _T()):
         import warnings
         warnings.warn("To copy construct from a tensor, it is recommended to use "
                       "sourceTensor.detach().clone() or sourceTensor.detach().clone()"
                       ".requires_grad_(True), rather than torch.tensor(sourceTensor).",
                       UserWarning, stacklevel=2)
+    if isinstance(data, TypedStorage):     # (its elements, of its dtype, as torch)
+        data, d = np.array(data), d or data.dtype
     arr = _to_array(data, d)
     src = data._data if isinstance(data, _T()) else data
     if isinstance(src, np.ndarray) and np.may_share_memory(arr, src):
@@ -183,8 +188,10 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
 def _legacy_new(args, device=None, dtype=None):
     """What ``Tensor(*args)`` holds, by torch's legacy rules: a tensor is itself (an alias);
     ints or one ``Size`` are a size (uninitialized data); a sequence or array is data copied
-    as the default dtype; nothing is an empty 1-D tensor."""
+    as the default dtype; nothing is an empty 1-D tensor. NOTE: on the cpu unless a device is
+    given, whatever the default device, as torch's."""
     from .._tensor import Size
+    device = CPU if device is None else device
     T, dt = _T(), _dtype.to_dtype(dtype) if dtype is not None else _dtype.get_default_dtype()
     if len(args) == 1 and isinstance(args[0], T):
         args[0]._get_storage()
@@ -200,6 +207,7 @@ def _legacy_new(args, device=None, dtype=None):
 def as_tensor(data, dtype=None, device=None):
     """``data`` as a tensor, sharing memory with tensors and NumPy arrays where it can."""
     T = _T()
+    device = default_device() if device is None else device
     if isinstance(data, T):
         return data.to(dtype=dtype, device=device)
     if isinstance(data, np.ndarray) and (device is None or to_device(device) is CPU):
@@ -355,7 +363,9 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
             -_EXACT < start < _EXACT and -_EXACT < end < _EXACT:
         # (Python ints, the common arange(n): NumPy's integer arange gives the values the
         # double-precision formula below gives, in one call instead of five)
-        return _finish(np.arange(start, end, step, dtype=np.int64), device, requires_grad, out)
+        return _finish(_drawn(device, (len(range(start, end, step)),), np.int64,
+                              lambda: np.arange(start, end, step, dtype=np.int64)),
+                       device, requires_grad, out)
     vals = [v.item() if hasattr(v, "item") else v for v in (start, end, step)]
     if vals[2] == 0:
         raise RuntimeError("step must be nonzero")
@@ -365,10 +375,26 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
         dtype = _dtype.int64 if all(isinstance(v, (int, np.integer)) for v in vals) else None
     # NOTE: torch computes the length in double, then each value as start + i * step.
     n = int(np.ceil((vals[1] - vals[0]) / vals[2]))
-    arr = (vals[0] + np.arange(n, dtype=np.float64) * vals[2])
-    arr = arr.astype(_dt(dtype)) if np.dtype(_dt(dtype)).kind != "i" else \
-        (vals[0] + np.arange(n) * vals[2]).astype(_dt(dtype))
+    arr = _drawn(device, (n,), _dt(dtype), lambda: (
+        (vals[0] + np.arange(n, dtype=np.float64) * vals[2]).astype(_dt(dtype))
+        if np.dtype(_dt(dtype)).kind != "i" else
+        (vals[0] + np.arange(n) * vals[2]).astype(_dt(dtype))))
     return _finish(arr, device, requires_grad, out)
+
+
+def _drawn(device, shape, np_dtype, draw):
+    """``draw()``, the host array a factory computes, except on the meta device: an array of
+    ``shape`` holding no data, so that a factory never computes (or allocates) what the meta
+    device throws away."""
+    return MetaBackend.empty(shape, np_dtype) if to_device(device) is META else draw()
+
+
+def _computed(shape, values, dtype, device, requires_grad=False):
+    """``tensor(values(), ...)`` for a factory whose values NumPy computes; on the meta device
+    an empty tensor of ``shape``, computing nothing."""
+    if to_device(device) is META:
+        return empty(shape, dtype=dtype, device=device, requires_grad=requires_grad)
+    return tensor(values(), dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def _finish(arr, device, requires_grad, out):
@@ -383,20 +409,24 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
-    return _finish(np.linspace(start, end, steps).astype(_dt(dtype)), device, requires_grad, out)
+    return _finish(_drawn(device, (steps,), _dt(dtype),
+                          lambda: np.linspace(start, end, steps).astype(_dt(dtype))),
+                   device, requires_grad, out)
 
 
 def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None, device=None,
              requires_grad=False):
     """``base ** linspace(start, end, steps)``."""
-    return _finish(np.logspace(start, end, steps, base=base).astype(_dt(dtype)), device,
-                   requires_grad, out)
+    return _finish(_drawn(device, (steps,), _dt(dtype),
+                          lambda: np.logspace(start, end, steps, base=base).astype(_dt(dtype))),
+                   device, requires_grad, out)
 
 
 def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
     """An ``n`` x ``m`` matrix with ones on the diagonal."""
-    return _finish(np.eye(n, m if m is not None else n, dtype=_dt(dtype)), device,
-                   requires_grad, out)
+    m = n if m is None else m
+    return _finish(_drawn(device, (n, m), _dt(dtype), lambda: np.eye(n, m, dtype=_dt(dtype))),
+                   device, requires_grad, out)
 
 
 # Attributes that are the tensor itself, not user state, and so are not pickled as state.
@@ -458,3 +488,159 @@ def _deepcopy(t, memo):
     if t.grad is not None:
         new.grad = copy.deepcopy(t.grad, memo)
     return new
+
+
+def legacy_range(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
+                 requires_grad=False):
+    """Deprecated ``torch.range``: values from ``start`` to ``end`` *inclusive* every ``step``,
+    of the default float dtype unless ``dtype`` says otherwise (``arange`` excludes ``end``).
+
+    Example:
+        >>> import warnings; warnings.simplefilter("ignore")
+        >>> ember.range(0, 3), ember.range(1, 2, 0.5, dtype=ember.float64)
+        (tensor([0., 1., 2., 3.]), tensor([1.0000, 1.5000, 2.0000], dtype=torch.float64))
+    """
+    import warnings
+    if end is None:
+        raise TypeError('range() missing 1 required positional arguments: "end"')
+    warnings.warn("torch.range is deprecated and will be removed in a future release because "
+                  "its behavior is inconsistent with Python's range builtin. Instead, use "
+                  "torch.arange, which produces values in [start, end).", UserWarning,
+                  stacklevel=2)
+    start, end, step = (v.item() if hasattr(v, "item") else v for v in (start, end, step))
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (end - start) / step < 0:
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    n = int(np.floor((end - start) / step)) + 1
+    return _finish((start + np.arange(n, dtype=np.float64) * step).astype(_dt(dtype)), device,
+                   requires_grad, out)
+
+
+def scalar_tensor(s, *, dtype=None, layout=None, device=None, requires_grad=False,
+                  pin_memory=False):
+    """A 0-dim tensor holding the number ``s``, of the default float dtype unless ``dtype``.
+
+    Example:
+        >>> ember.scalar_tensor(3), ember.scalar_tensor(2, dtype=ember.int32)
+        (tensor(3.), tensor(2, dtype=torch.int32))
+    """
+    if isinstance(s, Tensor) or not isinstance(s, (int, float, complex, np.number, np.bool_)):
+        raise TypeError(f"scalar_tensor(): argument 's' (position 1) must be Number, not "
+                        f"{type(s).__name__}")
+    dt = _dtype.to_dtype(dtype) if dtype is not None else _dtype.get_default_dtype()
+    if isinstance(s, complex) and dt.category != _dtype._COMPLEX:
+        raise RuntimeError(f"value cannot be converted to type {dt.name.rstrip('0123456789')}"
+                           " without overflow")
+    return tensor(s, dtype=dt, device=device, requires_grad=requires_grad)
+
+
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False,
+                  pin_memory=False):
+    """An uninitialized tensor with the given ``size`` and ``stride``, over a storage just big
+    enough for them.
+
+    Example:
+        >>> ember.empty_strided((2, 3), (1, 2)).stride()
+        (1, 2)
+    """
+    size, stride = tuple(size), tuple(stride)
+    if len(size) != len(stride):
+        raise RuntimeError(f"dimensionality of sizes ({len(size)}) must match dimensionality of "
+                           f"strides ({len(stride)})")
+    if any(s < 0 for s in stride):
+        raise RuntimeError(f"Storage size calculation overflowed with sizes={list(size)} and "
+                           f"strides={list(stride)}")
+    n = 0 if 0 in size else 1 + sum((n - 1) * s for n, s in zip(size, stride))
+    return empty(n, dtype=dtype, device=device).as_strided(size, stride).requires_grad_(
+        requires_grad)
+
+
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None,
+                   requires_grad=False, pin_memory=False):
+    """An uninitialized tensor of ``size`` laid out in memory in the dimension order
+    ``physical_layout`` (outermost first): ``(0, 2, 3, 1)`` is channels-last for NCHW.
+
+    Example:
+        >>> ember.empty_permuted((2, 3, 4), (0, 2, 1)).stride()
+        (12, 1, 3)
+    """
+    size, order = tuple(size), tuple(physical_layout)
+    if len(size) != len(order):
+        raise RuntimeError(f"Number of dimensions in size does not match the length of the "
+                           f"physical_layout; i.e. len(size) = {len(size)} is not equal to "
+                           f"len(physical_layout) = {len(order)}")
+    if sorted(order) != list(range(len(size))):
+        raise RuntimeError("Duplicate dim not allowed")
+    t = empty(tuple(size[d] for d in order), dtype=dtype, device=device)
+    return t.permute(tuple(order.index(d) for d in range(len(size)))).requires_grad_(
+        requires_grad)
+
+
+def from_file(filename, shared=None, size=0, *, dtype=None, layout=None, device=None,
+              pin_memory=False):
+    """A 1-D tensor of the first ``size`` elements of ``dtype`` in the file ``filename``:
+    ``shared=True`` maps the file (writes to the tensor write the file), else a copy is read.
+
+    Example:
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "data.bin")
+        >>> ember.arange(4.0).numpy().tofile(path)
+        >>> ember.from_file(path, size=3)
+        tensor([0., 1., 2.])
+    """
+    np_dtype = np.dtype(_dt(dtype))
+    have, need = os.path.getsize(filename), size * np_dtype.itemsize
+    if need > have:
+        raise RuntimeError(f"file <{filename}> size <{have}> is smaller than the required "
+                           f"mapping size <{need}>")
+    if size == 0:
+        arr = np.empty(0, np_dtype)
+    elif shared:
+        arr = np.memmap(filename, dtype=np_dtype, mode="r+", shape=(size,))
+    else:
+        arr = np.fromfile(filename, dtype=np_dtype, count=size)
+    t = from_numpy(arr)
+    return t if device is None else t.to(device)
+
+
+def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
+    """A 1-D tensor sharing memory with an object of the buffer protocol (``bytearray``,
+    ``memoryview``, ``array.array``...): ``count`` elements of ``dtype`` from byte ``offset``
+    (all that fit when ``count`` is -1).
+
+    Example:
+        >>> b = bytearray(b"\\x01\\x00\\x02\\x00")
+        >>> t = ember.frombuffer(b, dtype=ember.int16)
+        >>> t[0] = 7
+        >>> t, b[0]
+        (tensor([7, 2], dtype=torch.int16), 7)
+    """
+    import warnings
+    try:
+        mem = memoryview(buffer)
+    except TypeError:
+        raise ValueError("object does not implement Python buffer protocol.") from None
+    length, size = mem.nbytes, _dtype.to_dtype(dtype).itemsize
+    if length <= 0 or count == 0:
+        raise ValueError(f"both buffer length ({length}) and count ({count}) must not be 0")
+    if not 0 <= offset < length:
+        raise ValueError(f"offset ({offset} bytes) must be non-negative and no greater than "
+                         f"buffer length ({length} bytes) minus 1")
+    if count < 0:
+        if (length - offset) % size:
+            raise ValueError(f"buffer length ({length - offset} bytes) after offset ({offset} "
+                             f"bytes) must be a multiple of element size ({size})")
+        count = (length - offset) // size
+    elif offset + count * size > length:
+        raise ValueError(f"requested buffer length ({count} * {size} bytes) after offset "
+                         f"({offset} bytes) must not be greater than actual buffer length "
+                         f"({length} bytes)")
+    if mem.readonly:
+        # NOTE: torch warns and lets the tensor write to the read-only buffer; ember's tensor
+        # stays read-only (NumPy refuses the writes)
+        warnings.warn("The given buffer is not writable, and PyTorch does not support "
+                      "non-writable tensors. In ember the tensor is read-only: copy the buffer, "
+                      "or make it writable, to write to it.", UserWarning, stacklevel=2)
+    arr = np.frombuffer(mem.cast("B"), dtype=_dt(dtype), count=count, offset=offset)
+    return from_numpy(arr).requires_grad_(requires_grad)

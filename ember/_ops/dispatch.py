@@ -284,8 +284,8 @@ def _finish(opdef, args, kwargs, tensors, res, dev, out):
             if t._requires_grad:
                 _record(opdef, args, kwargs, tensors, outs, multi)
                 break
-    if hooks.tracer is not None:
-        hooks.tracer(opdef, args, kwargs, outs)
+    if hooks.tracer is not None:    # (several outputs as a tuple: the op returned a tuple)
+        hooks.tracer(opdef, args, kwargs, tuple(outs) if multi else outs)
     if out is not None:
         return _write_out(opdef, out, outs)
     return tuple(outs) if multi else outs[0]

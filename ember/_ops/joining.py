@@ -13,6 +13,7 @@ import ember
 
 from .._storage import _root
 from .._tensor import Tensor
+from .creation import _computed
 from .errors import _broadcast_error
 from .meta import empty, wrap_dim
 from .pointwise import type_name
@@ -95,6 +96,8 @@ def _side_by_side(g, dim):
 
 split.samples = lambda dev, dt: [Sample(make((5, 4), dt), 2), Sample(make((5, 4), dt), [1, 3],
                                  1)]
+split.grad_name_of = lambda input, split_size_or_sections, dim=0: \
+    "SplitBackward0" if isinstance(split_size_or_sections, int) else "SplitWithSizesBackward0"
 
 
 @op("unbind", view=True)
@@ -136,6 +139,9 @@ def _(g, input, chunks, dim=0):
 
 chunk.samples = lambda dev, dt: [Sample(make((5, 4), dt), 2), Sample(make((5, 4), dt), 3, 1),
                                  Sample(make((4, 6), dt), 4, -1), Sample(make((0, 3), dt), 2)]
+# (torch splits an empty dim by sizes)
+chunk.grad_name_of = lambda input, chunks, dim=0: \
+    "SplitWithSizesBackward0" if input.shape[dim] == 0 else "SplitBackward0"
 
 
 def _cat_meta(tensors, dim=0):
@@ -294,11 +300,15 @@ hstack.fwd.__doc__ = hstack.__doc__ = """Join tensors column-wise: along dim 1, 
         >>> ember.hstack([ember.tensor([1, 2]), ember.tensor([3])])
         tensor([1, 2, 3])
     """
+hstack.grad_name = "CatBackward0"
 vstack.fwd.__doc__ = vstack.__doc__ = "Join tensors row-wise (dim 0), 1-D ones as rows."
+vstack.grad_name = "CatBackward0"
 dstack.fwd.__doc__ = dstack.__doc__ = "Join tensors depth-wise (dim 2) after atleast_3d."
+dstack.grad_name = "CatBackward0"
 column_stack.fwd.__doc__ = column_stack.__doc__ = "Join tensors as columns: 1-D ones as (n, 1)."
 column_stack.samples = lambda dev, dt: [Sample([make((3,), dt), make((3, 2), dt, seed=1)]),
                                         Sample([make((), dt), make((1,), dt, seed=1)])]
+column_stack.grad_name = "CatBackward0"
 
 
 # ---- tensor_split, hsplit, vsplit, dsplit ---------------------------------------------------
@@ -372,6 +382,7 @@ tensor_split.errors = [
                 "1-dimensional tensor, but got a tensor with 0 dims"),
     ErrorSample(Sample(const(3, 4), np.array([1.5])), RuntimeError,
                 "tensor_split expected tensor_indices_or_sections to have dtype of long")]
+tensor_split.grad_name = "SliceBackward0"
 
 
 def _split_op(name, least, dim_of):
@@ -400,8 +411,11 @@ def _split_op(name, least, dim_of):
 
 
 hsplit = _split_op("hsplit", 1, lambda nd: 1 if nd > 1 else 0)
+hsplit.grad_name = "SliceBackward0"
 vsplit = _split_op("vsplit", 2, lambda nd: 0)
+vsplit.grad_name = "SliceBackward0"
 dsplit = _split_op("dsplit", 3, lambda nd: 2)
+dsplit.grad_name = "SliceBackward0"
 
 
 # ---- block_diag, cartesian_prod, combinations -----------------------------------------------
@@ -495,6 +509,7 @@ cartesian_prod.errors = [
                 r"Expect a 1D vector, but got shape \[2, 2\]"),
     ErrorSample(Sample(const(2), const(3, dtype=np.int64)), RuntimeError,
                 "meshgrid expects all tensors to have the same dtype")]
+cartesian_prod.grad_name = "StackBackward0"
 
 
 def _combination_index(n, r, with_replacement):
@@ -537,6 +552,7 @@ combinations.samples = lambda dev, dt: [
 combinations.errors = [
     ErrorSample(Sample(const(3, 4)), RuntimeError, r"Expect a 1D vector, but got shape \[3, 4\]"),
     ErrorSample(Sample(const(3), -1), RuntimeError, "Expect a non-negative number, but got -1")]
+combinations.grad_name = "StackBackward0"
 
 
 # ---- diag, diag_embed, diagflat, trace ------------------------------------------------------
@@ -578,6 +594,8 @@ diag.samples = lambda dev, dt: [Sample(make((3,), dt)), Sample(make((3,), dt), -
                                 Sample(make((3, 4), dt), -1)]
 diag.errors = [ErrorSample(Sample(const(2, 2, 2)), RuntimeError,
                            r"diag\(\): Supports 1D or 2D tensors. Got 3D")]
+diag.grad_name_of = lambda input, diagonal=0: \
+    "DiagEmbedBackward0" if input.dim() == 1 else "DiagonalBackward0_copy"
 
 
 @op("diag_embed")
@@ -614,6 +632,7 @@ def diagflat(xp, input, offset=0):
 diagflat.vjp()(lambda g, input, offset=0: g.diagonal(offset).reshape(input.shape))
 diagflat.samples = lambda dev, dt: [Sample(make((2, 2), dt)), Sample(make((3,), dt), 1),
                                     Sample(make((), dt), -2)]
+diagflat.grad_name = "DiagEmbedBackward0"
 
 
 @op("trace")
@@ -737,6 +756,14 @@ def meshgrid(*tensors, indexing=None):
     return tuple(out)
 
 
+def _tril_size(row, col, offset):
+    """How many elements of a ``row`` x ``col`` matrix lie on or below diagonal ``offset``:
+    row i holds ``clamp(i + offset + 1, 0, col)``, summed in closed form."""
+    lo, hi = max(0, -offset), min(row, col - offset - 1)      # the rows partly inside
+    part = (hi - lo) * (lo + hi + 2 * offset + 1) // 2 if hi > lo else 0
+    return part + max(0, row - max(0, col - offset - 1)) * col
+
+
 def _tri_indices(name, np_fn):
     def f(row, col, offset=0, *, dtype=None, device=None, layout=None):
         dtype = dtype or ember.int64
@@ -746,8 +773,10 @@ def _tri_indices(name, np_fn):
         for what, n in (("row", row), ("col", col)):
             if n < 0:
                 raise RuntimeError(f"{what} must be non-negative, got{n}")
-        idx = np.stack(np_fn(row, offset, col)) if row and col else np.zeros((2, 0), np.int64)
-        return ember.tensor(idx, dtype=dtype, device=device)
+        n = _tril_size(row, col, offset) if name == "tril_indices" else \
+            row * col - _tril_size(row, col, offset - 1)
+        return _computed((2, n), lambda: np.stack(np_fn(row, offset, col)) if row and col else
+                         np.zeros((2, 0), np.int64), dtype, device)
     f.__name__ = f.__qualname__ = name
     part = "lower" if name == "tril_indices" else "upper"
     f.__doc__ = (f"The (row, column) indices of the {part} triangle of a ``row`` x ``col`` "

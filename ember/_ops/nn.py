@@ -12,8 +12,9 @@ from .indexing import out_of_range
 from .._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
 from ..autograd.graph import needs_input_grad
-from .linalg import matmul
-from .meta import empty
+from .linalg import matmul, matmul_node
+from .meta import broadcast_meta, empty, same_meta
+from .pointwise_math import threshold_backward
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
 
@@ -105,6 +106,21 @@ linear.samples = lambda dev, dt: [
     Sample(make((4,), dt), make((5, 4), dt, seed=1), make((5,), dt, seed=2))] \
     if dt.category >= 2 else []
 linear.torch_fn = "nn.functional.linear"
+
+
+def _linear_node(input, weight, bias=None):
+    """torch's node of linear: addmm for a 2-d input with bias, addmm's view for a 1-d or
+    contiguous 3-d+ one, else matmul's node or the bias's add."""
+    nd, wd = input._data.ndim, weight._data.ndim
+    if bias is None:
+        return matmul_node(nd, wd)
+    if nd == 2 and wd == 2:
+        return "AddmmBackward0"
+    flat = nd == 1 or nd >= 3 and input.is_contiguous()
+    return "ViewBackward0" if flat and wd == 2 and bias._data.ndim == 1 else "AddBackward0"
+
+
+linear.grad_name_of = _linear_node
 
 
 @op("embedding", method=False, function=False)
@@ -306,3 +322,467 @@ nll_loss.samples = lambda dev, dt: [
            reduction="none"),
 ] if dt.category == 2 else []
 nll_loss.torch_fn = "nn.functional.nll_loss"
+
+
+def nll_node(input, reduction):
+    """torch's node of nll_loss: nll_loss2d's for 3-d+ inputs, viewed back when unreduced
+    (but for 4-d ones, nll_loss2d's own shape)."""
+    if input.dim() < 3:
+        return "NllLossBackward0"
+    return "ViewBackward0" if reduction == "none" and input.dim() != 4 else "NllLoss2DBackward0"
+
+
+nll_loss.grad_name_of = lambda input, target, weight=None, ignore_index=-100, reduction="mean": \
+    nll_node(input, reduction)
+
+
+# ---- losses torch computes in one kernel, so their backward is one node ----------------------
+
+def _reduced(loss, reduction):
+    return loss if reduction == "none" else loss.sum() if reduction == "sum" else loss.mean()
+
+
+def _loss_meta(*args):
+    """Meta of a loss ``(*tensors, reduction)``."""
+    m = broadcast_meta(*args[:-1])
+    return m if args[-1] == "none" else empty((), m.dtype)
+
+
+def _mean_scale(g, loss_shape, reduction):
+    """The gradient of each unreduced loss element: ``g`` divided by their count for a mean."""
+    return g / math.prod(loss_shape) if reduction == "mean" else g
+
+
+@op("mse_loss", tags=("autocast_fp32",), promote="common", method=False, function=False)
+def mse_loss(xp, input, target, reduction="mean"):
+    """Mean squared error ``(input - target)^2``, reduced (``reduction``: mean, sum, none)."""
+    d = input - target
+    return _reduced(d * d, reduction)
+
+
+@mse_loss.vjp(save=("input", "target"))
+def _(g, input, target, reduction="mean"):
+    d = input - target
+    gd = 2 * d * _mean_scale(g, d.shape, reduction)
+    return gd, -gd, None
+
+
+@op("smooth_l1_loss", tags=("autocast_fp32",), promote="common", method=False, function=False)
+def smooth_l1_loss(xp, input, target, reduction="mean", beta=1.0):
+    """``0.5 d^2 / beta`` where ``d = |input - target| < beta``, else ``d - 0.5 beta``."""
+    d = xp.abs(input - target)
+    return _reduced(xp.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta), reduction)
+
+
+@op("huber_loss", tags=("autocast_fp32",), promote="common", method=False, function=False)
+def huber_loss(xp, input, target, reduction="mean", delta=1.0):
+    """``0.5 d^2`` where ``d = |input - target| < delta``, else ``delta (d - 0.5 delta)``."""
+    d = xp.abs(input - target)
+    return _reduced(xp.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction)
+
+
+def _clipped_vjp(quadratic):
+    """The backward of a loss quadratic in ``d = input - target`` up to ``|d| = c`` and linear
+    beyond: ``d / c`` (smooth L1) or ``d`` (Huber) inside, ``sign(d)`` (times c) outside."""
+    def vjp(g, input, target, reduction="mean", c=1.0):
+        d = input - target
+        gd = ember.where(d.abs() < c, d / c if quadratic else d, d.sign() * (1 if quadratic else c))
+        gd = gd * _mean_scale(g, d.shape, reduction)
+        return gd, -gd, None, None
+    return vjp
+
+
+smooth_l1_loss.vjp(save=("input", "target"))(_clipped_vjp(True))
+huber_loss.vjp(save=("input", "target"))(_clipped_vjp(False))
+
+
+@op("binary_cross_entropy", tags=("autocast_fp32",), promote="common", method=False,
+    function=False)
+def binary_cross_entropy(xp, input, target, weight=None, reduction="mean"):
+    """Binary cross entropy of probabilities ``input`` against ``target``; as torch, each log
+    is clamped at -100."""
+    loss = (target - 1) * xp.maximum(xp.log1p(-input), -100) - \
+        target * xp.maximum(xp.log(input), -100)
+    return _reduced(loss if weight is None else loss * weight, reduction)
+
+
+@binary_cross_entropy.vjp(save=("input", "target", "weight"))
+def _(g, input, target, weight=None, reduction="mean"):
+    g = _mean_scale(g, input.shape, reduction)
+    gw = g if weight is None else g * weight
+    # NOTE: torch's formulas: (x - y) / max(x (1 - x), 1e-12) and -logit(x)
+    gx = gw * (input - target) / ((1 - input) * input).clamp_min(1e-12)
+    gt = -input.logit() * gw if needs_input_grad(1) else None
+    loss = binary_cross_entropy(input, target, None, "none") if needs_input_grad(2) else None
+    return gx, gt, None if loss is None else loss * g, None
+
+
+def _bce_logits(xp, input, target, weight, pos_weight):
+    """The unreduced loss ``(1 - y) x + (1 + (pw - 1) y) softplus(-x)``, times ``weight``."""
+    sp = xp.maximum(-input, 0) + xp.log1p(xp.exp(-xp.abs(input)))      # softplus(-x), stably
+    lw = 1 if pos_weight is None else 1 + (pos_weight - 1) * target
+    loss = (1 - target) * input + lw * sp
+    return loss if weight is None else loss * weight
+
+
+@op("binary_cross_entropy_with_logits", tags=("autocast_fp32",), promote="common",
+    promote_args=(0, 1, 2, 3), method=False, function=False)
+def binary_cross_entropy_with_logits(xp, input, target, weight=None, pos_weight=None,
+                                     reduction="mean"):
+    """Binary cross entropy of logits ``input`` against probabilities ``target``, computed
+    stably; ``pos_weight`` weighs the positive term, ``weight`` each element."""
+    return _reduced(_bce_logits(xp, input, target, weight, pos_weight), reduction)
+
+
+@binary_cross_entropy_with_logits.vjp(save=("input", "target", "weight", "pos_weight"))
+def _(g, input, target, weight=None, pos_weight=None, reduction="mean"):
+    g = _mean_scale(g, np.broadcast_shapes(*(tuple(t.shape) for t in (
+        input, target, weight, pos_weight) if t is not None)), reduction)
+    gw = g if weight is None else g * weight
+    sp = (-input).clamp_min(0) + (-input.abs()).exp().log1p()          # softplus(-x)
+    lw = 1 if pos_weight is None else 1 + (pos_weight - 1) * target
+    # d/dx = (1 - y) - lw sigmoid(-x): sigmoid(x) - y without pos_weight
+    gx = ((1 - target) - lw * (1 - input.sigmoid())) * gw
+    gt = (-input if pos_weight is None else (pos_weight - 1) * sp - input) * gw
+    return (gx, gt, ((1 - target) * input + lw * sp) * g if needs_input_grad(2) else None,
+            target * sp * gw if needs_input_grad(3) else None, None)
+
+
+def _loss_samples(dev, dt):
+    if dt.category != 2:
+        return []
+    return [Sample(make((3, 4), dt), make((3, 4), dt, seed=1)),
+            Sample(make((5,), dt), make((5,), dt, seed=1), reduction="sum"),
+            Sample(make((2, 3), dt, noncontig=True), make((2, 3), dt, seed=1), reduction="none"),
+            Sample(make((), dt), make((), dt, seed=1))]
+
+
+def _bce_logits_samples(dev, dt):
+    if dt.category != 2:
+        return []
+    y = make((3, 4), dt, 0, 1, seed=1)
+    return [Sample(make((3, 4), dt), y), Sample(make((3, 4), dt), y, reduction="sum"),
+            Sample(make((3, 4), dt), y, make((4,), dt, 0.5, 2, seed=2), reduction="none"),
+            Sample(make((3, 4), dt), y, None, make((4,), dt, 0.5, 3, seed=3)),
+            Sample(make((3, 4), dt, noncontig=True), y, make((3, 4), dt, 0.5, 2, seed=2),
+                   make((4,), dt, 0.5, 3, seed=3), reduction="none")]
+
+
+mse_loss.meta = lambda input, target, reduction="mean": _loss_meta(input, target, reduction)
+binary_cross_entropy_with_logits.meta = lambda input, target, weight=None, pos_weight=None, \
+    reduction="mean": _loss_meta(input, target, weight, pos_weight, reduction)
+mse_loss.samples, mse_loss.torch_fn = _loss_samples, "nn.functional.mse_loss"
+binary_cross_entropy.meta = lambda input, target, weight=None, reduction="mean": _loss_meta(
+    input, target, weight, reduction)
+binary_cross_entropy.samples = lambda dev, dt: [
+    Sample(make((3, 4), dt, 0.05, 0.95), make((3, 4), dt, 0, 1, seed=1)),
+    Sample(make((5,), dt, 0.05, 0.95), make((5,), dt, 0, 1, seed=1), None, "sum"),
+    Sample(make((2, 3), dt, 0.05, 0.95, noncontig=True), make((2, 3), dt, 0, 1, seed=1),
+           make((3,), dt, 0.5, 2, seed=2), "none")] if dt.category == 2 else []
+binary_cross_entropy.torch_ref = lambda torch, input, target, weight=None, reduction="mean": \
+    torch.nn.functional.binary_cross_entropy(input, target, weight, reduction=reduction)
+smooth_l1_loss.meta = lambda input, target, reduction="mean", beta=1.0: _loss_meta(
+    input, target, reduction)
+huber_loss.meta = lambda input, target, reduction="mean", delta=1.0: _loss_meta(
+    input, target, reduction)
+smooth_l1_loss.samples = huber_loss.samples = lambda dev, dt: _loss_samples(dev, dt) + [
+    Sample(make((3, 4), dt, -3, 3), make((3, 4), dt, seed=1), "sum", 0.5)] * (dt.category == 2)
+smooth_l1_loss.torch_fn, huber_loss.torch_fn = (f"nn.functional.{n}" for n in (
+    "smooth_l1_loss", "huber_loss"))
+binary_cross_entropy_with_logits.samples = _bce_logits_samples
+# (pos_weight follows reduction's legacy arguments in the public function)
+binary_cross_entropy_with_logits.torch_ref = lambda torch, input, target, weight=None, \
+    pos_weight=None, reduction="mean": torch.nn.functional.binary_cross_entropy_with_logits(
+        input, target, weight, reduction=reduction, pos_weight=pos_weight)
+
+
+# ---- activations torch computes in one kernel, so their backward is one node ------------------
+# (of float inputs, as torch's kernels; float16/bfloat16 computed in float32: the pointwise tag)
+
+def _floating(xp, name, input):
+    dt = Tensor._dtype_of(input)
+    if dt.category != 2:
+        where = "cpu" if xp is np else "cuda"
+        raise NotImplementedError(f"\"{name}_{where}\" not implemented for '{dt.name}'")
+    return input
+
+
+def _activation(d, *options):
+    """Meta, samples (keyword ``options`` dicts) and torch name of activation OpDef ``d``."""
+    d.meta, d.torch_fn = same_meta, f"nn.functional.{d.name}"
+    d.samples = lambda dev, dt: [Sample(make((3, 4), dt, -5, 5), **o) for o in options] + [
+        Sample(make((2, 3), dt, -5, 5, noncontig=True)), Sample(make((), dt))] \
+        if dt.category == 2 else []
+
+
+def _act_op(name):
+    return op(name, tags=("pointwise",), promote="common", method=False, function=False)
+
+
+@_act_op("silu")
+def silu(xp, input):
+    """``x * sigmoid(x)``."""
+    x = _floating(xp, "silu", input)
+    return x / (1 + xp.exp(-x))
+
+
+@silu.vjp(save=("input",))
+def _(g, input):
+    s = input.sigmoid()
+    return g * (s * (1 + input * (1 - s)))
+
+
+@_act_op("mish")
+def mish(xp, input):
+    """``x * tanh(softplus(x))``."""
+    x = _floating(xp, "mish", input)
+    return x * xp.tanh(xp.logaddexp(x, 0))
+
+
+@mish.vjp(save=("input",))
+def _(g, input):
+    t = ember.nn.functional.softplus(input).tanh()
+    return g * (t + input * input.sigmoid() * (1 - t * t))
+
+
+@_act_op("leaky_relu")
+def leaky_relu(xp, input, negative_slope=0.01):
+    """``x`` where positive, else ``negative_slope * x``."""
+    x = _floating(xp, "leaky_relu", input)
+    return xp.where(x > 0, x, x * negative_slope)
+
+
+leaky_relu.vjp(save=("input",))(lambda g, input, negative_slope=0.01: (
+    ember.where(input > 0, g, g * negative_slope), None))
+
+
+@_act_op("elu")
+def elu(xp, input, alpha=1.0, scale=1.0, input_scale=1.0):
+    """``scale * x`` where positive, else ``scale * alpha * (exp(input_scale * x) - 1)`` (selu
+    and celu are elus, as in torch)."""
+    x = _floating(xp, "elu", input)
+    return xp.where(x > 0, x * scale, xp.expm1(x * input_scale) * (alpha * scale))
+
+
+@elu.vjp(save=("input",))
+def _(g, input, alpha=1.0, scale=1.0, input_scale=1.0):
+    neg = (input * input_scale).exp() * (alpha * scale * input_scale)
+    return ember.where(input > 0, g * scale, g * neg), None, None, None
+
+
+@_act_op("celu")
+def celu(xp, input, alpha=1.0):
+    """``x`` where positive, else ``alpha * (exp(x / alpha) - 1)``."""
+    return elu.fwd(xp, input, alpha, 1.0, 1.0 / alpha)
+
+
+celu.vjp(save=("input",))(lambda g, input, alpha=1.0: (
+    elu.vjp_fn(g, input, alpha, 1.0, 1.0 / alpha)[0], None))
+
+
+@_act_op("hardtanh")
+def hardtanh(xp, input, min_val=-1.0, max_val=1.0):
+    """``x`` clamped to ``[min_val, max_val]`` (integers too, as torch's)."""
+    return xp.clip(input, min_val, max_val)
+
+
+hardtanh.vjp(save=("input",))(lambda g, input, min_val=-1.0, max_val=1.0: (
+    ember.where((input > min_val) & (input < max_val), g, 0.0), None, None))
+
+
+@_act_op("hardsigmoid")
+def hardsigmoid(xp, input):
+    """``x / 6 + 1/2`` clamped to ``[0, 1]``."""
+    return xp.clip(_floating(xp, "hardsigmoid", input) + 3, 0, 6) / 6
+
+
+# NOTE: torch's backward multiplies by 1/6 rounded to float32, whatever the dtype
+hardsigmoid.vjp(save=("input",))(lambda g, input: ember.where(
+    (input > -3) & (input < 3), g * float(np.float32(1 / 6)), 0.0))
+
+
+@_act_op("hardswish")
+def hardswish(xp, input):
+    """``x * relu6(x + 3) / 6``."""
+    x = _floating(xp, "hardswish", input)
+    return x * xp.clip(x + 3, 0, 6) / 6
+
+
+hardswish.vjp(save=("input",))(lambda g, input: ember.where(
+    input < -3, 0.0, ember.where(input <= 3, g * (input / 3 + 0.5), g)))
+
+
+@_act_op("softplus")
+def softplus(xp, input, beta=1.0, threshold=20.0):
+    """``log(1 + exp(beta x)) / beta``, the identity where ``beta x > threshold``."""
+    z = _floating(xp, "softplus", input) * beta
+    # NOTE: torch switches to the identity above threshold; clip before exp, which the
+    # untaken branch must not overflow
+    return xp.where(z > threshold, input, xp.log1p(xp.exp(xp.minimum(z, threshold))) / beta)
+
+
+softplus.vjp(save=("input",))(lambda g, input, beta=1.0, threshold=20.0: (
+    ember.where(input * beta > threshold, g, g * (input * beta).sigmoid()), None, None))
+
+
+@_act_op("logsigmoid")
+def logsigmoid(xp, input):
+    """``log(sigmoid(x))``, computed stably."""
+    x = _floating(xp, "log_sigmoid", input)
+    return xp.minimum(x, 0) - xp.log1p(xp.exp(-xp.abs(x)))
+
+
+logsigmoid.vjp(save=("input",))(lambda g, input: g * (-input).sigmoid())
+
+
+@_act_op("hardshrink")
+def hardshrink(xp, input, lambd=0.5):
+    """``x`` where ``|x| > lambd``, else 0."""
+    x = _floating(xp, "hardshrink", input)
+    return xp.where((x > lambd) | (x < -lambd), x, 0 * x)
+
+
+@_act_op("softshrink")
+def softshrink(xp, input, lambd=0.5):
+    """``x`` moved ``lambd`` towards 0, 0 where ``|x| <= lambd``."""
+    x = _floating(xp, "softshrink", input)
+    return xp.where(x > lambd, x - lambd, xp.where(x < -lambd, x + lambd, 0 * x))
+
+
+# (both pass the gradient where |x| > lambd)
+hardshrink.vjp(save=("input",))(lambda g, input, lambd=0.5: (
+    ember.where((input > lambd) | (input < -lambd), g, 0.0), None))
+softshrink.vjp(save=("input",))(hardshrink.vjp_fn)
+
+
+@op("threshold", tags=("pointwise",), promote="common", promote_args=(0,), method=False,
+    function=False)
+def threshold(xp, input, threshold, value):
+    """``value`` where ``x <= threshold``, else ``x`` (nan stays; integers too, as torch's)."""
+    return xp.where(input <= threshold, xp.asarray(value, input.dtype), input)
+
+
+threshold.vjp(save=("input",))(lambda g, input, threshold, value: (
+    threshold_backward(g, input, threshold), None, None))
+logsigmoid.grad_name = "LogSigmoidBackward0"
+_activation(silu)
+_activation(mish)
+_activation(leaky_relu, {}, {"negative_slope": 0.2})
+_activation(elu, {}, {"alpha": 0.5})
+_activation(celu, {}, {"alpha": 2.0})
+_activation(hardtanh, {}, {"min_val": -2.0, "max_val": 0.5})
+_activation(hardsigmoid)
+_activation(hardswish)
+_activation(softplus, {}, {"beta": 2.0, "threshold": 3.0})
+_activation(logsigmoid)
+_activation(hardshrink, {}, {"lambd": 1.5})
+_activation(softshrink, {}, {"lambd": 1.5})
+_activation(threshold)
+threshold.samples = lambda dev, dt: [
+    Sample(make((3, 4), dt, -5, 5), 0.5, 2.0), Sample(make((2, 3), dt, noncontig=True), -1, -3),
+    Sample(make((), dt), 0.0, 1.0)] if dt.category in (1, 2) else []
+
+
+# ---- batch_norm: torch's native kernel, one node --------------------------------------------
+
+@op("native_batch_norm", nondiff_outputs=(1, 2), method=False, function=False)
+def native_batch_norm(xp, input, weight, bias, running_mean, running_var, training, eps):
+    """Normalize each channel of (N, C, *) ``input`` by its batch statistics (``training``) or
+    the running ones, then scale and shift: ``(output, mean, biased variance)`` used."""
+    x = input.astype(np.float32) if input.dtype.itemsize < 4 else input   # (torch's opmath)
+    dims, shape = (0,) + tuple(range(2, x.ndim)), (1, -1) + (1,) * (x.ndim - 2)
+    mean, var = (x.mean(axis=dims), x.var(axis=dims)) if training else (running_mean, running_var)
+    out = (x - mean.reshape(shape)) * (1 / xp.sqrt(var.reshape(shape) + eps))
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out.astype(input.dtype, copy=False), mean.astype(input.dtype), var.astype(input.dtype)
+
+
+# NOTE: a training call is given no running statistics (the caller updates them in place from
+# the outputs): saved, they would fail the version check of the backward that does not read them
+@native_batch_norm.vjp(save=("input", "weight", "running_mean", "running_var"))
+def _(grads, input, weight, bias, running_mean, running_var, training, eps):
+    # (training: the statistics are the input's again, so a double backward sees through them)
+    g, nd = grads[0], input.dim()
+    dims, shape = (0,) + tuple(range(2, nd)), (1, -1) + (1,) * (nd - 2)
+    mean, var = (input.mean(dims, keepdim=True), input.var(dims, keepdim=True, correction=0)) \
+        if training else (running_mean.detach().reshape(shape), running_var.detach().reshape(shape))
+    rstd = (var + eps).rsqrt()
+    xhat = (input - mean) * rstd
+    gh = g if weight is None else g * weight.reshape(shape)
+    gx = rstd * (gh - gh.mean(dims, keepdim=True) - xhat * (gh * xhat).mean(
+        dims, keepdim=True)) if training else gh * rstd
+    return (gx, (g * xhat).sum(dims) if needs_input_grad(1) else None,
+            g.sum(dims) if needs_input_grad(2) else None, None, None, None, None)
+
+
+native_batch_norm.meta = lambda input, *args: (empty(input.shape, input.dtype),) + (
+    empty(input.shape[1:2], input.dtype),) * 2
+
+
+def _batch_norm_samples(dev, dt):
+    if dt.category != 2:
+        return []
+    c, stats = (make((3,), dt, 0.5, 2, seed=s) for s in (1, 2)), make((3,), dt, -1, 1, seed=3)
+    w, b = c
+    rv = make((3,), dt, 0.5, 2, seed=4)
+    # (the running statistics are not differentiable, as in torch)
+    return [s.differentiable_in(0, 1, 2) for s in (
+        Sample(make((4, 3, 5), dt), w, b, stats, rv, True, 1e-5),
+        Sample(make((4, 3, 5), dt), w, b, stats, rv, False, 1e-5),
+        Sample(make((6, 3), dt, noncontig=True), None, None, stats, rv, True, 1e-3),
+        Sample(make((2, 3, 2, 2), dt), w, None, stats, rv, False, 1e-5))]
+
+
+native_batch_norm.samples = _batch_norm_samples
+# (the running statistics as torch's own copies, which its training call updates)
+native_batch_norm.torch_ref = lambda torch, input, weight, bias, running_mean, running_var, \
+    training, eps: (torch.nn.functional.batch_norm(
+        input, running_mean.detach().clone(), running_var.detach().clone(), weight, bias,
+        training, 0.1, eps),) + tuple(t.detach() for t in (
+            (input.mean((0,) + tuple(range(2, input.dim()))), input.var(
+                (0,) + tuple(range(2, input.dim())), correction=0)) if training else
+            (running_mean, running_var)))
+
+
+# ---- group_norm: torch's native kernel, one node --------------------------------------------
+
+@op("native_group_norm", method=False, function=False)
+def native_group_norm(xp, input, weight, bias, group, eps):
+    """Normalize (N, C, *) ``input`` over each of ``group`` groups of channels (and the spatial
+    dims), then scale and shift each channel."""
+    x = input.astype(np.float32) if input.dtype.itemsize < 4 else input   # (torch's opmath)
+    g = x.reshape(x.shape[0], group, -1)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    out = ((g - g.mean(-1, keepdims=True)) / xp.sqrt(g.var(-1, keepdims=True) + eps)).reshape(
+        x.shape)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out.astype(input.dtype, copy=False)
+
+
+@native_group_norm.vjp(save=("input", "weight"))
+def _(g, input, weight, bias, group, eps):
+    shape, dims = (1, -1) + (1,) * (input.dim() - 2), (0,) + tuple(range(2, input.dim()))
+    x = input.reshape(input.shape[0], group, -1)
+    rstd = (x.var(-1, keepdim=True, correction=0) + eps).rsqrt()
+    xhat = (x - x.mean(-1, keepdim=True)) * rstd
+    gh = (g if weight is None else g * weight.reshape(shape)).reshape(x.shape)
+    gx = rstd * (gh - gh.mean(-1, keepdim=True) - xhat * (gh * xhat).mean(-1, keepdim=True))
+    return (gx.reshape(input.shape), (g * xhat.reshape(input.shape)).sum(dims)
+            if needs_input_grad(1) else None, g.sum(dims) if needs_input_grad(2) else None,
+            None, None)
+
+
+native_group_norm.meta = same_meta
+native_group_norm.samples = lambda dev, dt: [
+    Sample(make((2, 4, 5), dt), make((4,), dt, 0.5, 2, seed=1), make((4,), dt, seed=2), 2, 1e-5),
+    Sample(make((3, 6, 2, 2), dt), None, None, 3, 1e-5),
+    Sample(make((2, 3), dt, noncontig=True), make((3,), dt, seed=1), None, 1, 1e-3)] \
+    if dt.category == 2 else []
+native_group_norm.torch_ref = lambda torch, input, weight, bias, group, eps: \
+    torch.nn.functional.group_norm(input, group, weight, bias, eps)

@@ -4,6 +4,7 @@ import numpy as np
 
 import ember
 
+from .. import _dtype
 from .meta import bool_meta, broadcast_meta, empty, same_meta
 from .pointwise import reject
 from .registry import op
@@ -50,7 +51,14 @@ def where(xp, condition, input=None, other=None):
         return nonzero.fwd(xp, condition, as_tuple=True)
     if input is None or other is None:
         raise TypeError("missing required argument 'other' (pos 3)")
+    if not hasattr(input, "dtype") and not hasattr(other, "dtype"):
+        # two Python scalars: torch's scalar promotion (floats to the default dtype)
+        return xp.where(condition, input, other).astype(_scalars_dtype(input, other).np)
     return xp.where(condition, input, other)
+
+
+def _scalars_dtype(*scalars):
+    return _dtype.result_type_of([], [], [_dtype._scalar_dtype(s) for s in scalars])
 
 
 @where.vjp(save=("condition",))
@@ -63,8 +71,9 @@ def _where_meta(c, a=None, b=None):
     if a is None and b is None:
         raise NotImplementedError("where(condition): the output shape depends on the values of "
                                   "condition, which the meta device does not have")
-    return empty(broadcast_meta(c, a, b).shape, np.result_type(
-        *(x for x in (a, b) if hasattr(x, "dtype"))))
+    dts = [x.dtype for x in (a, b) if hasattr(x, "dtype")]
+    return empty(broadcast_meta(c, a, b).shape, np.result_type(*dts) if dts else
+                 _scalars_dtype(a, b).np)
 
 
 where.meta = _where_meta

@@ -6,7 +6,8 @@ the same numbers on every device.
 import numpy as np
 
 from .. import _dtype
-from .creation import _dt, _finish, _size, _T
+from .._device import CPU, META, to_device
+from .creation import _drawn, _dt, _finish, _size, _T, empty
 
 
 class Generator:
@@ -117,10 +118,12 @@ def _float_dtype(dtype, name):
 def _random(name, draw):
     def f(*size, generator=None, out=None, dtype=None, layout=None, device=None,
           requires_grad=False, pin_memory=False):
-        d = _float_dtype(dtype, name)
-        arr = draw(_rng(generator), _size(size))
+        d, shape = _float_dtype(dtype, name), _size(size)
+        if to_device(device) is META:
+            return _finish(_drawn(device, shape, d.np, None), device, requires_grad, out)
+        arr = draw(_rng(generator), shape)
         if d.category == _dtype._COMPLEX:
-            arr = (arr + 1j * draw(_rng(generator), _size(size))) / np.sqrt(2)
+            arr = (arr + 1j * draw(_rng(generator), shape)) / np.sqrt(2)
         return _finish(np.asarray(arr).astype(d.np), device, requires_grad, out)
     f.__name__ = name
     return f
@@ -142,15 +145,17 @@ def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None
     if high <= low:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= "
                            f"to={high}")
-    arr = _rng(generator).integers(low, high, _size((size,) if isinstance(size, int) else size))
-    return _finish(arr.astype(_dt(dtype, _dtype.int64)), device, requires_grad, out)
+    shape, dt = _size((size,) if isinstance(size, int) else size), _dt(dtype, _dtype.int64)
+    return _finish(_drawn(device, shape, dt, lambda: _rng(generator).integers(
+        low, high, shape).astype(dt)), device, requires_grad, out)
 
 
 def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=None,
              requires_grad=False):
     """A random permutation of 0..n-1."""
-    return _finish(_rng(generator).permutation(n).astype(_dt(dtype, _dtype.int64)), device,
-                   requires_grad, out)
+    dt = _dt(dtype, _dtype.int64)
+    return _finish(_drawn(device, (n,), dt, lambda: _rng(generator).permutation(n).astype(dt)),
+                   device, requires_grad, out)
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
@@ -182,6 +187,8 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
         return z * std + mean
     if size is None:
         raise TypeError("normal(): with float mean and std, size is required")
+    # NOTE: torch's default device does not reach normal(): it is not among its factories
+    device = CPU if device is None else device
     return randn(_size((size,) if isinstance(size, int) else tuple(size)), generator=generator,
                  out=out, dtype=dtype, device=device, requires_grad=requires_grad) * std + mean \
         if out is None else out.copy_(randn(tuple(size), generator=generator) * std + mean)
@@ -197,6 +204,9 @@ def bernoulli(input, p=None, *, generator=None, out=None):
 
 def multinomial(input, num_samples, replacement=False, *, generator=None, out=None):
     """Draw ``num_samples`` category indices per row with probabilities ``input``."""
+    if input.device.type == "meta":
+        return empty(tuple(input.shape[:-1]) + (num_samples,), dtype=_dtype.int64,
+                     device=input.device)
     probs = np.asarray(input.detach().cpu().double().numpy())
     rows = probs.reshape(-1, probs.shape[-1])
     if (rows < 0).any() or not np.isfinite(rows).all():
@@ -213,8 +223,13 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
 
 # ---- in-place random fills (Tensor methods) ---------------------------------------------------
 
-def _fill_from(self, arr):
+def _fill_from(self, generator, draw):
+    """Fill ``self`` with the host array ``draw(rng, shape)`` makes; on the meta device, draw
+    nothing."""
     from .._backends import backend
+    if self.device.type == "meta":
+        return self
+    arr = draw(_rng(generator), tuple(self.shape))
     with _nograd():
         self._assign(_T()._wrap(backend(self.device).from_host(
             np.asarray(arr, dtype=self.dtype.np), self.device), self.device), "random_")
@@ -228,12 +243,12 @@ def _nograd():
 
 def uniform_(self, a=0.0, b=1.0, *, generator=None):
     """Fill with samples uniform in [a, b)."""
-    return _fill_from(self, _rng(generator).uniform(a, b, tuple(self.shape)))
+    return _fill_from(self, generator, lambda g, s: g.uniform(a, b, s))
 
 
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
     """Fill with normal samples."""
-    return _fill_from(self, _rng(generator).normal(mean, std, tuple(self.shape)))
+    return _fill_from(self, generator, lambda g, s: g.normal(mean, std, s))
 
 
 def random_(self, from_=0, to=None, *, generator=None):
@@ -249,17 +264,16 @@ def random_(self, from_=0, to=None, *, generator=None):
     if from_ >= to:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} "
                            f">= to={to}")
-    return _fill_from(self, _rng(generator).integers(from_, to, tuple(self.shape)))
+    return _fill_from(self, generator, lambda g, s: g.integers(from_, to, s))
 
 
 def bernoulli_(self, p=0.5, *, generator=None):
-    u = _rng(generator).random(tuple(self.shape))
-    pp = p.detach().cpu().numpy() if isinstance(p, _T()) else p
-    return _fill_from(self, u < pp)
+    pp = p.detach().cpu().numpy() if isinstance(p, _T()) and self.device.type != "meta" else p
+    return _fill_from(self, generator, lambda g, s: g.random(s) < pp)
 
 
 def exponential_(self, lambd=1.0, *, generator=None):
-    return _fill_from(self, _rng(generator).exponential(1.0 / lambd, tuple(self.shape)))
+    return _fill_from(self, generator, lambda g, s: g.exponential(1.0 / lambd, s))
 
 
 def _float_fill(self, name, what="a floating point"):
@@ -276,21 +290,21 @@ def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
     """Fill with samples of the Cauchy distribution ``median + sigma * tan(pi * (u - 1/2))``."""
     _float_fill(self, "cauchy")
     _positive("cauchy", "sigma", sigma)
-    return _fill_from(self, median + sigma * _rng(generator).standard_cauchy(tuple(self.shape)))
+    return _fill_from(self, generator, lambda g, s: median + sigma * g.standard_cauchy(s))
 
 
 def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
     """Fill with ``exp(N(mean, std))`` samples."""
     _float_fill(self, "log_normal")
     _positive("log_normal", "std", std)
-    return _fill_from(self, _rng(generator).lognormal(mean, std, tuple(self.shape)))
+    return _fill_from(self, generator, lambda g, s: g.lognormal(mean, std, s))
 
 
 def geometric_(self, p, *, generator=None):
     """Fill with the number of Bernoulli(p) trials up to the first success (1, 2, ...)."""
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
-    return _fill_from(self, _rng(generator).geometric(p, tuple(self.shape)))
+    return _fill_from(self, generator, lambda g, s: g.geometric(p, s))
 
 
 def poisson(input, generator=None):
@@ -303,6 +317,8 @@ def poisson(input, generator=None):
     if input.dtype.category != _dtype._FLOAT:
         raise NotImplementedError(f"\"poisson_cpu\" not implemented for "
                                   f"'{_type_name(input.dtype)}'")
+    if input.device.type == "meta":
+        return empty(tuple(input.shape), dtype=input.dtype, device=input.device)
     rates = input.detach().cpu().double().numpy()
     if (rates < 0).any() or np.isnan(rates).any():
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
@@ -336,3 +352,70 @@ TENSOR_METHODS = {"uniform_": uniform_, "normal_": normal_, "random_": random_,
                   "bernoulli_": bernoulli_, "exponential_": exponential_, "cauchy_": cauchy_,
                   "log_normal_": log_normal_, "geometric_": geometric_, "bernoulli": bernoulli,
                   "multinomial": multinomial}
+
+
+
+def _standard_gamma(input, generator=None):
+    """Samples of ``Gamma(input, 1)`` (NumPy's Marsaglia-Tsang sampler), differentiable in
+    ``input`` by implicit reparameterisation: the gradient holds each sample's CDF value fixed
+    (``ember._standard_gamma_grad``), as torch's.
+
+    Example:
+        >>> a = ember.tensor([2., 5.], requires_grad=True)
+        >>> x = ember._standard_gamma(a)
+        >>> x.sum().backward(); bool((a.grad > 0).all())
+        True
+    """
+    if input.dtype.category != _dtype._FLOAT:
+        raise NotImplementedError(f"\"_standard_gamma_cpu\" not implemented for "
+                                  f"'{_type_name(input.dtype)}'")
+    alpha = input.detach().cpu().double().numpy()
+    ok = alpha > 0
+    x = np.where(ok, _rng(generator).standard_gamma(np.where(ok, alpha, 1.0)), 0.0)
+    # NOTE: as torch's sampler, a draw below the smallest normal number (an underflow, or a
+    # concentration that is not positive) is that number
+    npdt = input.dtype.np
+    x = _finish(np.maximum(x.astype(npdt), np.finfo(npdt).tiny), input.device, False, None)
+    from .. import autograd
+    if input.requires_grad and autograd.grad_mode.is_grad_enabled():
+        x = _gamma_function().apply(input, x)
+    return x
+
+
+def _gamma_function():
+    """The autograd Function attaching the gradient to Gamma samples (made on first use: the
+    autograd package is not loaded at ``import ember``)."""
+    global _GammaFn
+    if _GammaFn is None:
+        from .. import autograd
+
+        class StandardGamma(autograd.Function):
+            @staticmethod
+            def forward(ctx, alpha, x):
+                ctx.save_for_backward(alpha, x)
+                return x.clone()
+
+            @staticmethod
+            def backward(ctx, g):
+                alpha, x = ctx.saved_tensors
+                from .registry import get
+                return g * get("_standard_gamma_grad")(alpha, x), None
+        _GammaFn = StandardGamma
+    return _GammaFn
+
+
+_GammaFn = None
+
+
+def _sample_dirichlet(input, generator=None):
+    """Dirichlet samples with concentrations ``input`` (last dim): normalised Gamma draws,
+    without gradient (``Dirichlet.rsample`` differentiates through the Gamma draws instead).
+
+    Example:
+        >>> x = ember._sample_dirichlet(ember.ones(2, 3))
+        >>> x.shape, bool(x.sum(-1).allclose(ember.ones(2)))
+        (torch.Size([2, 3]), True)
+    """
+    g = _standard_gamma(input.detach(), generator).double()
+    g = g.clamp(min=np.finfo(input.dtype.np).tiny)
+    return (g / g.sum(-1, keepdim=True)).to(input.dtype)

@@ -32,6 +32,38 @@ def _parameters(fwd):
             tuple(range(n_pos - 1 - len(pos_defaults))))
 
 
+def node_name(name, overload=0):
+    """Torch's name of the node of aten op ``name``: ``node_name("log1p") == "Log1PBackward0"``.
+
+    NOTE: torch's generated names title-case each word, so a letter after a digit is upper
+    case too (``Log1P``, ``MaxPool2D``); ``overload`` numbers the op's differentiable overloads
+    in torch's order (``SumBackward1`` is ``sum`` with ``dim``)."""
+    return name.strip("_").title().replace("_", "") + f"Backward{int(overload)}"
+
+
+def overload_if_given(name, pos, param, default=None):
+    """A ``grad_name_of`` rule: torch's node of ``name`` is its overload 1 when argument
+    ``param`` (at position ``pos``) is given (not ``default``), else overload 0: ``sum`` with a
+    ``dim`` is SumBackward1."""
+    names = node_name(name), node_name(name, 1)
+
+    def rule(*args, **kwargs):
+        v = args[pos] if len(args) > pos else kwargs.get(param, default)
+        return names[not (v is default or not hasattr(v, "_data") and v == default)]
+    return rule
+
+
+def overload_if_tensor(name, pos, param, tensor=1, number=0):
+    """A ``grad_name_of`` rule: torch's node of ``name`` is its overload ``tensor`` when argument
+    ``param`` (at position ``pos``) is a tensor, else ``number``: ``clamp_min`` with a tensor
+    bound is ClampMinBackward1."""
+    names = node_name(name, number), node_name(name, tensor)
+
+    def rule(*args, **kwargs):
+        return names[hasattr(args[pos] if len(args) > pos else kwargs.get(param), "_data")]
+    return rule
+
+
 class OpDef:
     """One operator.
 
@@ -65,6 +97,14 @@ class OpDef:
             ``index_put``, ``clamp``). It gets arrays (a float one of ``out``'s dtype), tuples
             of index arrays, numbers and plain options, and may refuse a call with ValueError
             or TypeError having written nothing. A registry test holds it to the forward.
+
+    Attributes:
+        grad_name: the name torch gives the node of this op's calls (``type(y.grad_fn).__name__``
+            and ``y.grad_fn.name()``): by default the name in torch's camel case,
+            ``<Name>Backward0``.
+        grad_name_of: where torch's node depends on the call (the aten op that ran, its
+            overload), a rule ``(*args, **kwargs) -> name`` taking the op's arguments; else
+            None. A name ``torch::autograd::X`` makes a node of type ``X`` (torch's copy nodes).
     """
 
     def __init__(self, name, fwd, tags=(), promote=None, view=False, differentiable=True,
@@ -90,7 +130,7 @@ class OpDef:
         # ``(None, reason)`` where torch's result is not the one to copy.
         self.half_ulps = (0, "")
         self.sparse = None              # rule for sparse COO operands: see _ops/sparse.py
-        self.grad_name = "".join(p.capitalize() for p in name.strip("_").split("_")) + "Backward0"
+        self.grad_name, self.grad_name_of = node_name(name), None
         self.params, self.defaults, required = _parameters(fwd)
         # operands are the required positional parameters unless told otherwise
         self.promote_args = promote_args or required
@@ -125,6 +165,10 @@ class OpDef:
             from ..return_types import make
             self.return_type = make(self.name, self.returns)
             return self.return_type
+        if name == "simple_type":     # the class of dispatch's SimpleNodes (see graph.py)
+            from ..autograd.graph import simple_type
+            self.simple_type = simple_type(self)
+            return self.simple_type
         raise AttributeError(f"'OpDef' object has no attribute '{name}'")
 
     def __call__(self, *args, **kwargs):

@@ -107,6 +107,7 @@ def where_samples(dev, dt):
     return [Sample(cond, make((3, 4), dt), make((3, 4), dt, seed=2)),
             Sample(cond, make((4,), dt), make((3, 1), dt, seed=2)),
             Sample(cond, make((3, 4), dt), 0),
+            Sample(cond, 1.5, 0).forward_only(),      # two scalars: torch's default dtype
             Sample(make((3, 4), dt))]                # where(condition): nonzero's indices
 
 
@@ -173,3 +174,24 @@ def dtype_error(name, *shapes, dtype=np.int64, exc=NotImplementedError, match=No
     """The op rejects ``dtype`` operands (by default with a missing-kernel error)."""
     return ErrorSample(Sample(*[const(*s, dtype=dtype) for s in shapes or [(3,)]], **kwargs), exc,
                        match or f"{name}.*not implemented for")
+
+
+def public_call(lib, opdef, args, kwargs):
+    """Call ``opdef`` through its public name in ``lib`` (ember, or torch as the tests' and
+    benchmarks' peer): ``torch_fn`` (a dotted path), else the function, else the Tensor method;
+    a private op's ``torch_ref`` composes it from ``lib``'s ops. Dtypes among the keyword
+    arguments become ``lib``'s dtypes."""
+    from .._dtype import dtype
+    kwargs = {k: getattr(lib, v.name) if isinstance(v, dtype) else v for k, v in kwargs.items()}
+    ref = getattr(opdef, "torch_ref", None)
+    if ref:
+        return ref(lib, *args, **kwargs) if lib.__name__ == "torch" else opdef(*args, **kwargs)
+    path = getattr(opdef, "torch_fn", None)
+    if path:
+        fn = lib
+        for part in path.split("."):
+            fn = getattr(fn, part)
+        return fn(*args, **kwargs)
+    if opdef.function and hasattr(lib, opdef.name):
+        return getattr(lib, opdef.name)(*args, **kwargs)
+    return getattr(args[0], opdef.name)(*args[1:], **kwargs)

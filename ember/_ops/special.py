@@ -15,6 +15,7 @@ import ember
 from .dispatch import dispatch, dispatch_inplace
 from .meta import broadcast_meta, same_meta
 from .pointwise import _conj, reject, type_name
+from .pointwise_binary import _xlogy_node
 from .pointwise_math import _erf_erfc, _erfinv
 from .registry import LIBM_ULP, op
 from .samples import ErrorSample, Sample, const, make, unary_samples
@@ -441,6 +442,7 @@ xlog1py.samples = lambda dev, dt: [
     Sample(make((3, 4), dt), make((4,), dt, -0.5, 3, seed=2)),
     Sample(np.array([0.0, 1.0, 0.0, 2.0]).astype(dt.np), make((4,), dt, -0.5, 3, seed=3)),
     Sample(make((3,), dt), 2.5)] if dt.category == 2 else []
+xlog1py.grad_name_of = _xlogy_node("special_xlog1py")
 
 
 @op("logit", tags=("pointwise",), promote="float", inplace=True, opmath=False)  # as xlogy
@@ -523,6 +525,7 @@ ndtr = _special("ndtr", _ndtr, lambda g, input: g * (-input * input / 2).exp() /
                 method=False)
 ndtr.__doc__ = "The standard normal CDF. See torch.special.ndtr."
 ndtr.half_ulps = (None, "torch's (1 + erf(x / sqrt 2)) / 2 in float16 cancels to 0 below -3")
+ndtr.grad_name = "MulBackward1"
 log_ndtr = _special("log_ndtr", _log_ndtr, lambda g, input, result: g * (
     -input * input / 2 - result).exp() / _SQRT_2PI, save=("input", "result"), method=False,
                     bf16=False)
@@ -536,3 +539,77 @@ ndtri.__doc__ = "The inverse of the standard normal CDF. See torch.special.ndtri
 
 # ember.<name> comes from the op; the methods put the tensor second (see lazy.py)
 METHODS = {"polygamma": _polygamma_method, "polygamma_": _polygamma_inplace}
+
+
+# ---- the reparameterised gradient of Gamma samples --------------------------------------------
+
+# bivariate rational approximation of d x / d alpha in (log(x / alpha), log(alpha)), torch's
+# standard_gamma_grad_one (Jankowiak & Obermeyer, "Pathwise derivatives beyond the
+# reparameterization trick", 2018)
+_GAMMA_GRAD_UV = np.array([
+    [0.16009398, -0.094634809, 0.025146376, -0.0030648343, 1, 0.32668115, 0.10406089,
+     0.0014179084],
+    [0.53487893, 0.1298071, 0.065735949, -0.0015649758, 0.16639465, 0.020070113,
+     -0.0035938915, -0.00058392623],
+    [0.040121004, -0.0065914022, -0.0026286047, -0.0013441777, 0.017050642, -0.0021309326,
+     0.00085092367, -1.5247877e-07]])
+
+
+def _gamma_grad(xp, alpha, x):
+    """d x / d alpha of a standard Gamma(alpha) sample x at fixed CDF value (the implicit
+    reparameterisation gradient): a Taylor series for small x, Rice's saddle point expansion
+    for large alpha, a rational approximation elsewhere, as torch's kernel."""
+    # small x: minus d/dalpha of the series of the regularised lower incomplete gamma over pdf
+    numer, denom = xp.ones_like(x), alpha.copy()
+    s1, s2 = numer / denom, numer / (denom * denom)
+    for i in range(1, 6):
+        numer = numer * -x / i
+        denom = denom + 1
+        s1, s2 = s1 + numer / denom, s2 + numer / (denom * denom)
+    pow_x_alpha = x ** alpha
+    # NOTE: torch's digamma_one here is +inf at zero and the negative integers
+    dg = xp.where((alpha <= 0) & (alpha == xp.floor(alpha)), xp.inf, _digamma(xp, alpha))
+    cdf_alpha = (xp.log(x) - dg) * pow_x_alpha * s1 - pow_x_alpha * s2
+    small = -cdf_alpha / (x ** (alpha - 1) * xp.exp(-x))
+    small = xp.where(xp.isnan(small), 0.0, small)
+    # large alpha: Rice's saddle point expansion (a polynomial near the mode)
+    near = (1 + 24 * alpha * (1 + 12 * alpha)) * (
+        1440 * alpha * alpha + 6 * x * (53 - 120 * x) - 65 * x * x / alpha +
+        alpha * (107 + 3600 * x)) / (1244160 * alpha ** 4)
+    d = xp.sqrt(8 * alpha)
+    t2 = d / (alpha - x)
+    t3 = (x - alpha - alpha * xp.log(x / alpha)) ** -1.5
+    t1 = xp.log(x / alpha) * xp.where(x < alpha, t2 - t3, t2 + t3) - \
+        xp.sqrt(2 / alpha) * (alpha + x) / ((alpha - x) * (alpha - x))
+    stirling = 1 + 1 / (12 * alpha) * (1 + 1 / (24 * alpha))
+    far = -stirling * x * t1 / d
+    large = xp.where((0.9 * alpha <= x) & (x <= 1.1 * alpha), near, far)
+    u, v = xp.log(x / alpha), xp.log(alpha)
+    c = [_GAMMA_GRAD_UV[0, i] + u * (_GAMMA_GRAD_UV[1, i] + u * _GAMMA_GRAD_UV[2, i])
+         for i in range(8)]
+    p = c[0] + v * (c[1] + v * (c[2] + v * c[3]))
+    q = c[4] + v * (c[5] + v * (c[6] + v * c[7]))
+    return xp.where(x < 0.8, small, xp.where(alpha > 8.0, large, xp.exp(p / q)))
+
+
+@op("_standard_gamma_grad", tags=("pointwise",), promote="float", method=False,
+    differentiable=False, opmath=False)
+def _standard_gamma_grad(xp, input, output):
+    """The derivative of a ``Gamma(input, 1)`` sample ``output`` with respect to the
+    concentration ``input``, holding its CDF value fixed (what ``_standard_gamma``'s backward
+    uses; torch has no gradient of it either).
+
+    Example:
+        >>> ember._standard_gamma_grad(ember.tensor([2.]), ember.tensor([1.5]))
+        tensor([0.9366])
+    """
+    return _in_f64(_gamma_grad, bf16=False)(xp, input, output)
+
+
+_standard_gamma_grad.meta = broadcast_meta
+_standard_gamma_grad.samples = lambda dev, dt: [
+    Sample(make((3, 4), dt, 0.2, 6.0), make((3, 4), dt, 0.05, 0.79, seed=1)),
+    Sample(make((3, 4), dt, 0.2, 7.9), make((3, 4), dt, 0.8, 12.0, seed=2)),
+    Sample(make((6,), dt, 8.5, 40.0), make((6,), dt, 8.0, 44.0, seed=3)),
+    Sample(np.array([10.0, 20.0, 30.0]).astype(dt.np), np.array([10.5, 19.0, 40.0]).astype(
+        dt.np))] if dt.category == 2 else []

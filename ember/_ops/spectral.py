@@ -13,6 +13,7 @@ import numpy as np
 import ember
 
 from .. import fft
+from .creation import _computed
 
 
 _RECTANGULAR = {
@@ -216,12 +217,10 @@ def _window_fn(name, formula):
         if window_length < 0:
             raise RuntimeError(f"{name} requires non-negative window_length, got "
                                f"window_length={window_length}")
-        if window_length <= 1:
-            values = np.ones(window_length)
-        else:
-            N = window_length + 1 if periodic else window_length
-            values = formula(np.arange(N, dtype=np.float64), N, *params)[:window_length]
-        return ember.tensor(values, dtype=dt, device=device, requires_grad=requires_grad)
+        N = window_length + 1 if periodic else window_length
+        return _computed((window_length,), lambda: np.ones(window_length) if window_length <= 1
+                         else formula(np.arange(N, dtype=np.float64), N, *params)[:window_length],
+                         dt, device, requires_grad)
     window.__name__ = window.__qualname__ = name
     return window
 

@@ -83,6 +83,45 @@ def clear_autocast_cache():
     _cache.clear()
 
 
+def autocast_increment_nesting():
+    """Enter one more autocast region by hand; returns the depth (torch's low-level call)."""
+    _nesting[0] += 1
+    return _nesting[0]
+
+
+def autocast_decrement_nesting():
+    """Leave one autocast region by hand; returns the depth left (at 0, as on leaving the
+    outermost ``autocast``, a caller clears the cache with :func:`clear_autocast_cache`)."""
+    _nesting[0] -= 1
+    return _nesting[0]
+
+
+def _legacy(name, new, fn):
+    # torch's device-specific spellings, deprecated for the device_type argument
+    def f(*args):
+        warnings.warn(f"torch.{name}() is deprecated. Please use torch.{new} instead.",
+                      DeprecationWarning, stacklevel=2)
+        return fn(*args)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"Deprecated: ``torch.{new}``."
+    return f
+
+
+LEGACY = {n: _legacy(n, new, fn) for n, new, fn in (
+    ("is_autocast_cpu_enabled", "is_autocast_enabled('cpu')",
+     lambda: is_autocast_enabled("cpu")),
+    ("set_autocast_cpu_enabled", "set_autocast_enabled('cpu', enabled)",
+     lambda enabled: set_autocast_enabled("cpu", enabled)),
+    ("get_autocast_cpu_dtype", "get_autocast_dtype('cpu')", lambda: get_autocast_dtype("cpu")),
+    ("set_autocast_cpu_dtype", "set_autocast_dtype('cpu', dtype)",
+     lambda dtype: set_autocast_dtype("cpu", dtype)),
+    ("get_autocast_gpu_dtype", "get_autocast_dtype('cuda')",
+     lambda: get_autocast_dtype("cuda")),
+    ("set_autocast_gpu_dtype", "set_autocast_dtype('cuda', dtype)",
+     lambda dtype: set_autocast_dtype("cuda", dtype)))}
+globals().update(LEGACY)
+
+
 def _device_type(device_type):
     if device_type not in _DEVICES:
         raise RuntimeError(f"User specified an unsupported autocast device_type "

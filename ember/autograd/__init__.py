@@ -25,13 +25,19 @@ def __getattr__(name):
         value = getattr(importlib.import_module(".function", __name__), name)
         globals()[name] = value
         return value
+    if name in ("Variable", "variable"):
+        # NOTE: as in torch, ember.autograd.variable is the (removed) function, though the
+        # module that defines Variable has that name too: the import binds the module first
+        mod = importlib.import_module(".variable", __name__)
+        globals().update(Variable=mod.Variable, variable=mod.variable)
+        return globals()[name]
     if name not in ("functional", "profiler", "function", "forward_ad"):
         raise AttributeError(f"module 'ember.autograd' has no attribute '{name}'")
     return importlib.import_module(f".{name}", __name__)
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_FUNCTION_NAMES))
+    return sorted(set(globals()) | set(_FUNCTION_NAMES) | {"Variable"})
 
 
 _mods = None

@@ -20,6 +20,12 @@ def is_anomaly_check_nan_enabled():
     return anomaly.check_nan
 
 
+def set_anomaly_enabled(enabled, check_nan=True):
+    """Turn anomaly mode on or off for the process (``set_detect_anomaly`` without the
+    context manager)."""
+    anomaly.enabled, anomaly.check_nan = bool(enabled), bool(check_nan)
+
+
 class set_detect_anomaly(_Mode):
     """Turn anomaly detection on or off (also as a context manager)."""
 

@@ -203,7 +203,7 @@ class Node:
         pass
 
     def __repr__(self):
-        return f"<{self.name()} object at {hex(id(self))}>"
+        return f"<{type(self).__name__} object at {hex(id(self))}>"
 
 
 class _Handle:
@@ -256,10 +256,15 @@ def needs_input_grad(i):
 
 
 class OpNode(Node):
-    """The backward of one OpDef call."""
+    """The backward of one OpDef call. Each node is of a subclass named as torch names the
+    node (``node_class``): ``OpNode(opdef, ...)`` makes one of the class the call's name gives."""
 
     multi = False      # the op returned a tuple: its vjp gets a list of output gradients
     _packed = False
+
+    def __new__(cls, opdef, args, kwargs, inputs, outputs):
+        rule = opdef.grad_name_of
+        return _new(node_class(OpNode, opdef.grad_name if rule is None else rule(*args, **kwargs)))
 
     def __init__(self, opdef, args, kwargs, inputs, outputs):
         Node.__init__(self, inputs)
@@ -332,7 +337,8 @@ class OpNode(Node):
         return [_TUPLE(TensorMeta, m) for m in self._outs]
 
     def name(self):
-        return self.opdef.grad_name
+        n = type(self).__name__
+        return _LONG_NAMES.get(n, n)
 
     def release(self):
         if self._has_saved:
@@ -392,6 +398,45 @@ class SimpleNode(OpNode):
 
 
 _new = object.__new__
+_CLASSES = {}
+_LONG_NAMES = {}      # a node type's name() where it is not its class name (torch's copies)
+
+
+def node_class(base, name):
+    """The subclass of ``base`` (OpNode or SimpleNode) torch calls ``name``: one per name, so
+    ``type(y.grad_fn).__name__`` is torch's (``AddmmBackward0``); it adds nothing to ``base``
+    (the C engine reads a SimpleNode's fields by offset and its class defaults on SimpleNode).
+
+    >>> from ember.autograd.graph import node_class, SimpleNode
+    >>> node_class(SimpleNode, "MulBackward0")
+    <class 'MulBackward0'>
+    """
+    cls = _CLASSES.get((base, name))
+    if cls is None:
+        short = name.rpartition("::")[2]
+        if short != name:
+            _LONG_NAMES[short] = name
+        # NOTE: torch's node types are built-in classes: ``<class 'MulBackward0'>``
+        cls = _CLASSES[base, name] = type(short, (base,), {"__slots__": (), "__module__": "builtins"})
+    return cls
+
+
+def simple_type(opdef):
+    """``opdef.simple_type``: the SimpleNode class of ``opdef``'s calls, or where its name
+    depends on the call (``opdef.grad_name_of``), a function of the positional arguments giving
+    it (dispatch's quick paths pass no keywords)."""
+    rule = opdef.grad_name_of
+    if rule is None:
+        return node_class(SimpleNode, opdef.grad_name)
+    classes = {}
+
+    def of(*args):
+        name = rule(*args)
+        cls = classes.get(name)
+        if cls is None:
+            cls = classes[name] = node_class(SimpleNode, name)
+        return cls
+    return of
 _NO_KWARGS = {}
 _NO_EDGE = (None, 0)
 # the ``tensor_positions`` of dispatch's fast path: one tensor first, one second, or both
@@ -404,7 +449,8 @@ def simple_node(opdef, args, tensors, positions, out):
     The same fields, set without the general path's searches and with no per-call dicts."""
     if _saved_hooks or anomaly.enabled:
         return OpNode(opdef, args, _NO_KWARGS, tensors, (out,))
-    node = _new(SimpleNode)
+    cls = opdef.simple_type
+    node = _new(cls if type(cls) is type else cls(*args))
     edges, metas = [], []
     for t in tensors:
         fn = t.grad_fn
@@ -454,15 +500,29 @@ def simple_node(opdef, args, tensors, positions, out):
 class NotImplementedNode(Node):
     """Stands for an op whose derivative is not written; fails only if backward reaches it."""
 
+    def __new__(cls, opdef, inputs, outputs):
+        # NOTE: named as torch's node of an op whose derivative formula is "not implemented"
+        return _new(node_class(NotImplementedNode, opdef.grad_name))
+
     def __init__(self, opdef, inputs, outputs):
         super().__init__(inputs)
         self.opdef, self.n_outputs = opdef, len(outputs)
 
-    def name(self):
-        return self.opdef.grad_name
+    name = OpNode.name
 
     def apply(self, grads):
         raise NotImplementedError(f"the derivative for '{self.opdef.name}' is not implemented.")
+
+
+def _weak(variable):
+    """A weak reference of the accumulator's own: with a callback, so that it is never the
+    one ``weakref.ref(variable)`` hands a user (swap_tensors refuses tensors others refer to
+    weakly)."""
+    return weakref.ref(variable, _gone)
+
+
+def _gone(ref):
+    pass
 
 
 class AccumulateGrad(Node):
@@ -481,7 +541,7 @@ class AccumulateGrad(Node):
         # not one per graph (recording an op on leaves costs no allocation). What differs:
         # once the leaf itself is gone, backward has nothing to accumulate into, and
         # ``variable`` is None. Hooks registered on a leaf live on the tensor.
-        self._variable = weakref.ref(variable)
+        self._variable = _weak(variable)
         hooks = variable.__dict__.get("_leaf_hooks")
         if hooks is not None:
             self._tensor_pre_hooks = hooks

@@ -3,3 +3,13 @@ from . import functional, init, utils  # noqa: F401
 from .modules import *  # noqa: F401,F403
 from .modules import Module  # noqa: F401
 from .parameter import Buffer, Parameter  # noqa: F401
+
+
+def __getattr__(name):
+    # nn.parallel pulls in ember.distributed: loaded on first use only
+    if name in ("parallel", "DataParallel"):
+        # (import_module, not `from . import parallel`: that asks this __getattr__ again)
+        import importlib
+        parallel = importlib.import_module(".parallel", __name__)
+        return parallel if name == "parallel" else parallel.DataParallel
+    raise AttributeError(f"module 'ember.nn' has no attribute '{name}'")

@@ -30,6 +30,7 @@ from .._C import kernels
 from .._backends import blas
 from . import _attention_small
 from .._tensor import Tensor
+from .._ops.dispatch import hooks as _hooks
 from ..autograd.function import Function
 
 # Use the blockwise path when one head's score matrix would have at least this many entries;
@@ -265,6 +266,8 @@ class _FlashAttention(Function):
 
 def use_flash(query, key, value, attn_mask, dropout_p, enable_gqa=False):
     """Whether scaled_dot_product_attention takes the blockwise path."""
+    if _hooks.tracer is not None:       # a trace records the ops, not the kernel
+        return False
     lq, lk = tuple(query.shape[:-2]), tuple(key.shape[:-2])
     # grouped-query attention: each key/value head serves heads // kv_heads query heads
     gqa = enable_gqa and len(lq) == len(lk) > 0 and lq[:-1] == lk[:-1] and lq[-1] % lk[-1] == 0

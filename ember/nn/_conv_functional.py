@@ -392,6 +392,8 @@ def _adaptive_avg(nd):
     @autocast_policy(*_ADAPTIVE_AVG_POLICY[nd])
     def adaptive_avg_pool(input, output_size):
         osize = _adaptive_size(input, output_size, nd, f"adaptive_avg_pool{nd}d")
+        if nd > 1 and all(o == 1 for o in osize):    # NOTE: torch's global pooling: one mean
+            return input.mean(tuple(range(-nd, 0)), keepdim=True)
         x = input
         for i, o in enumerate(osize):          # the windows are separable: one dim at a time
             d = input.dim() - nd + i

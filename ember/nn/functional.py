@@ -43,18 +43,6 @@ def _inplace(input, result, inplace):
     return input.copy_(result) if inplace else result
 
 
-_HALF = (ember.float16, ember.bfloat16)
-
-
-def _in_float32(fn, input, inplace, *args):
-    """``fn(input, *args)`` on a float32 copy of a float16/bfloat16 ``input``, rounded once.
-
-    NOTE: torch's activation kernels compute low-precision inputs in float32 and round once
-    (as ember's pointwise ops do: promotion._to_opmath); these compositions would round after
-    every op and miss torch's result in about one element of four."""
-    return _inplace(input, fn(input.float(), *args).to(input.dtype), inplace)
-
-
 def relu(input, inplace=False):
     """``max(x, 0)``."""
     return input.relu_() if inplace else input.relu()
@@ -64,25 +52,26 @@ def relu6(input, inplace=False):
     return hardtanh(input, 0.0, 6.0, inplace)
 
 
+def _act(opdef, input, inplace, *options):
+    return _inplace(input, dispatch(opdef, (input,) + options, _E), inplace)
+
+
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    return _inplace(input, ember.where(input > 0, input, input * negative_slope), inplace)
+    return _act(_nn.leaky_relu, input, inplace, negative_slope)
 
 
 def elu(input, alpha=1.0, inplace=False):
-    return _inplace(input, ember.where(input > 0, input, alpha * ember.expm1(input)), inplace)
+    return _act(_nn.elu, input, inplace, alpha)
 
 
 def selu(input, inplace=False):
-    if input.dtype in _HALF:
-        return _in_float32(selu, input, inplace)
-    alpha, scale = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
-    return _inplace(input, scale * ember.where(input > 0, input, alpha * ember.expm1(input)),
-                    inplace)
+    # NOTE: torch's selu is an elu with a scale (its node is EluBackward0)
+    return _act(_nn.elu, input, inplace, 1.6732632423543772848170429916717,
+                1.0507009873554804934193349852946)
 
 
 def celu(input, alpha=1.0, inplace=False):
-    return _inplace(input, ember.where(input > 0, input, alpha * ember.expm1(input / alpha)),
-                    inplace)
+    return _act(_nn.celu, input, inplace, alpha)
 
 
 def gelu(input, approximate="none"):
@@ -97,27 +86,17 @@ def gelu(input, approximate="none"):
 
 
 def silu(input, inplace=False):
-    if input.dtype in _HALF:
-        return _in_float32(silu, input, inplace)
-    return _inplace(input, input * ember.sigmoid(input), inplace)
+    return _act(_nn.silu, input, inplace)
 
 
 def mish(input, inplace=False):
-    if input.dtype in _HALF:
-        return _in_float32(mish, input, inplace)
-    return _inplace(input, input * ember.tanh(softplus(input)), inplace)
+    return _act(_nn.mish, input, inplace)
 
 
 @autocast_policy("autocast_fp32_cuda")
 def softplus(input, beta=1.0, threshold=20.0):
     """``log(1 + exp(beta x)) / beta``, the identity where ``beta x > threshold``."""
-    if input.dtype in _HALF:
-        return _in_float32(softplus, input, False, beta, threshold)
-    z = input * beta
-    # NOTE: torch switches to the identity above threshold; clamp before exp so where()'s
-    # untaken branch cannot overflow.
-    return ember.where(z > threshold, input, ember.log1p(ember.exp(ember.clamp(
-        z, max=threshold))) / beta)
+    return dispatch(_nn.softplus, (input, beta, threshold), _E)
 
 
 def softsign(input):
@@ -125,12 +104,11 @@ def softsign(input):
 
 
 def softshrink(input, lambd=0.5):
-    return ember.where(input > lambd, input - lambd, ember.where(input < -lambd, input + lambd,
-                                                                 input * 0))
+    return dispatch(_nn.softshrink, (input, lambd), _E)
 
 
 def hardshrink(input, lambd=0.5):
-    return ember.where((input > lambd) | (input < -lambd), input, input * 0)
+    return dispatch(_nn.hardshrink, (input, lambd), _E)
 
 
 def tanhshrink(input):
@@ -138,24 +116,20 @@ def tanhshrink(input):
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    return _inplace(input, ember.clamp(input, min_val, max_val), inplace)
+    return _act(_nn.hardtanh, input, inplace, min_val, max_val)
 
 
 def hardsigmoid(input, inplace=False):
-    if input.dtype in _HALF:
-        return _in_float32(hardsigmoid, input, inplace)
-    return _inplace(input, ember.clamp(input / 6 + 0.5, 0.0, 1.0), inplace)
+    return _act(_nn.hardsigmoid, input, inplace)
 
 
 def hardswish(input, inplace=False):
-    if input.dtype in _HALF:
-        return _in_float32(hardswish, input, inplace)
-    return _inplace(input, input * ember.clamp(input + 3, 0.0, 6.0) / 6, inplace)
+    return _act(_nn.hardswish, input, inplace)
 
 
 def logsigmoid(input):
     """``log(sigmoid(x))`` computed stably."""
-    return -softplus(-input)
+    return dispatch(_nn.logsigmoid, (input,), _E)
 
 
 def sigmoid(input):
@@ -167,7 +141,7 @@ def tanh(input):
 
 
 def threshold(input, threshold, value, inplace=False):
-    return _inplace(input, ember.where(input > threshold, input, value), inplace)
+    return _act(_nn.threshold, input, inplace, threshold, value)
 
 
 def glu(input, dim=-1):
@@ -219,8 +193,9 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input
     if p == 1:
         return _inplace(input, input * 0, inplace)
-    keep = (ember.rand(tuple(input.shape), device=input.device) >= p).to(input.dtype)
-    return _inplace(input, input * keep * (1.0 / (1 - p)), inplace)
+    # NOTE: as torch, the mask is scaled first: the output is one mul of the input (one node)
+    keep = (ember.rand(tuple(input.shape), device=input.device) >= p).to(input.dtype) / (1 - p)
+    return _inplace(input, input * keep, inplace)
 
 
 def _feature_dropout(input, p, training, inplace, batched_dims):
@@ -228,7 +203,7 @@ def _feature_dropout(input, p, training, inplace, batched_dims):
         return input
     shape = tuple(input.shape[:batched_dims]) + (1,) * (input.dim() - batched_dims)
     keep = (ember.rand(shape, device=input.device) >= p).to(input.dtype)
-    return _inplace(input, input * keep * (1.0 / (1 - p)) if p < 1 else input * 0, inplace)
+    return _inplace(input, input * (keep / (1 - p)) if p < 1 else input * 0, inplace)
 
 
 def dropout1d(input, p=0.5, training=True, inplace=False):
@@ -333,13 +308,14 @@ def one_hot(tensor, num_classes=-1):
 # ---- losses -----------------------------------------------------------------------------------
 
 def _reduce(loss, reduction):
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    if reduction == "none":
-        return loss
-    raise ValueError(f"{reduction} is not a valid value for reduction")
+    reduction = _checked(reduction)
+    return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
+
+
+def _checked(reduction):
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return reduction
 
 
 def _legacy(size_average, reduce, reduction):
@@ -402,8 +378,16 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 
 @autocast_policy("autocast_fp32")
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
-    d = input - target
-    return _reduce(d * d, _legacy(size_average, reduce, reduction))
+    reduction = _checked(_legacy(size_average, reduce, reduction))
+    if weight is None:
+        return dispatch(_nn.mse_loss, (input, target, reduction), _E)
+    # NOTE: as torch, a weighted loss is composed (its node is the reduction's, not MseLoss's)
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ValueError("Weights and input must have the same size.")
+    loss = (input - target).pow(2) * weight
+    if reduction == "none":
+        return loss
+    return loss.sum() / weight.sum() if reduction == "mean" else loss.sum()
 
 
 @autocast_policy("autocast_fp32")
@@ -413,16 +397,20 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 
 @autocast_policy("autocast_fp32")
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
-    d = (input - target).abs()
-    loss = d - 0.5 * beta if beta == 0 else ember.where(d < beta, 0.5 * d * d / beta,
-                                                        d - 0.5 * beta)
-    return _reduce(loss, _legacy(size_average, reduce, reduction))
+    reduction = _checked(_legacy(size_average, reduce, reduction))
+    if beta == 0:       # NOTE: torch's is then l1_loss (its node the mean's)
+        return l1_loss(input, target, reduction=reduction)
+    return dispatch(_nn.smooth_l1_loss, (input, target, reduction, beta), _E)
 
 
 @autocast_policy("autocast_fp32")
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
-    d = (input - target).abs()
-    return _reduce(ember.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction)
+    if weight is None:
+        return dispatch(_nn.huber_loss, (input, target, _checked(reduction), delta), _E)
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ValueError("Weights and input must have the same size.")
+    return _reduce(dispatch(_nn.huber_loss, (input, target, "none", delta), _E) * weight,
+                   reduction)
 
 
 @autocast_policy("autocast_fp32_cpu", "autocast_banned_cuda")
@@ -433,11 +421,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         raise ValueError(f"Using a target size ({target.shape}) that is different to the input "
                          f"size ({input.shape}) is deprecated. Please ensure they have the same "
                          "size.")
-    loss = -(target * ember.clamp(input.log(), min=-100) +
-             (1 - target) * ember.clamp((1 - input).log(), min=-100))
-    if weight is not None:
-        loss = loss * weight
-    return _reduce(loss, _legacy(size_average, reduce, reduction))
+    return dispatch(_nn.binary_cross_entropy, (input, target, weight, _checked(
+        _legacy(size_average, reduce, reduction))), _E)
 
 
 @autocast_policy("autocast_fp32")
@@ -447,14 +432,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Target size ({target.shape}) must be the same as input size "
                          f"({input.shape})")
-    sp = ember.clamp(-input, min=0) + ember.log1p(ember.exp(-input.abs()))   # softplus(-x)
-    if pos_weight is not None:
-        loss = (1 - target) * input + (1 + (pos_weight - 1) * target) * sp
-    else:
-        loss = (1 - target) * input + sp
-    if weight is not None:
-        loss = loss * weight
-    return _reduce(loss, _legacy(size_average, reduce, reduction))
+    return dispatch(_nn.binary_cross_entropy_with_logits, (input, target, weight, pos_weight,
+                    _checked(_legacy(size_average, reduce, reduction))), _E)
 
 
 @autocast_policy("autocast_fp32")
@@ -600,6 +579,23 @@ def pad_last(t):
     """Append one zero (False) column on the last dim (for bias_k / add_zero_attn masks)."""
     return ember.cat([t, ember.zeros(tuple(t.shape[:-1]) + (1,), dtype=t.dtype,
                                      device=t.device)], -1)
+
+
+def _inplace_form(name):
+    fn = globals()[name]
+
+    def f(input, *args, **kwargs):
+        return fn(input, *args, inplace=True, **kwargs)
+    f.__name__ = f.__qualname__ = name + "_"
+    f.__doc__ = f"``{name}(input, ..., inplace=True)``: :func:`{name}` in place, returning input."
+    return f
+
+
+# torch.nn.functional's in-place spellings (torch.relu_ and co. are torch's own)
+for _n in ("celu", "elu", "hardtanh", "leaky_relu", "relu", "rrelu", "selu", "threshold"):
+    globals()[_n + "_"] = _inplace_form(_n)
+del _n
+
 from ._conv_functional import *  # noqa
 from ._resample_functional import *  # noqa
 from ._norm_functional import *  # noqa

@@ -1,6 +1,7 @@
 """Parameter initialisation, like ``torch.nn.init``. Every function fills in place under
 no_grad and returns the tensor."""
 import math
+import warnings
 
 from ..autograd.grad_mode import no_grad
 
@@ -56,14 +57,16 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     """Normal samples redrawn until inside [a, b]."""
     import numpy as np
 
-    from .._ops.random import _fill_from, _rng
-    rng, n = _rng(generator), tensor.numel()
-    out = np.empty(0)
-    while out.size < n:
-        x = rng.normal(mean, std, 2 * n + 16)
-        out = np.concatenate([out, x[(x >= a) & (x <= b)]])
+    from .._ops.random import _fill_from
+
+    def draw(rng, shape):
+        n, out = tensor.numel(), np.empty(0)
+        while out.size < n:
+            x = rng.normal(mean, std, 2 * n + 16)
+            out = np.concatenate([out, x[(x >= a) & (x <= b)]])
+        return out[:n].reshape(shape)
     with no_grad():
-        return _fill_from(tensor, out[:n].reshape(tuple(tensor.shape)))
+        return _fill_from(tensor, generator, draw)
 
 
 def constant_(tensor, val):
@@ -84,7 +87,7 @@ def eye_(tensor):
         raise ValueError("Only tensors with 2 dimensions are supported")
     from .._ops.creation import eye
     with no_grad():
-        return tensor.copy_(eye(*tensor.shape, dtype=tensor.dtype))
+        return tensor.copy_(eye(*tensor.shape, dtype=tensor.dtype, device=tensor.device))
 
 
 def dirac_(tensor, groups=1):
@@ -132,29 +135,51 @@ def orthogonal_(tensor, gain=1, generator=None):
     """A (semi-)orthogonal matrix from the QR decomposition of a normal sample."""
     import numpy as np
 
-    from .._ops.random import _fill_from, _rng
+    from .._ops.random import _fill_from
     if tensor.dim() < 2:
         raise ValueError("Only tensors with 2 or more dimensions are supported")
-    rows, cols = tensor.shape[0], tensor.numel() // tensor.shape[0]
-    flat = _rng(generator).normal(0, 1, (rows, cols))
-    if rows < cols:
-        flat = flat.T
-    q, r = np.linalg.qr(flat)
-    q *= np.sign(np.diag(r))
-    if rows < cols:
-        q = q.T
+
+    def draw(rng, shape):
+        rows, cols = tensor.shape[0], tensor.numel() // tensor.shape[0]
+        flat = rng.normal(0, 1, (rows, cols))
+        if rows < cols:
+            flat = flat.T
+        q, r = np.linalg.qr(flat)
+        q *= np.sign(np.diag(r))
+        return (gain * (q.T if rows < cols else q)).reshape(shape)
     with no_grad():
-        return _fill_from(tensor, (gain * q).reshape(tuple(tensor.shape)))
+        return _fill_from(tensor, generator, draw)
 
 
 def sparse_(tensor, sparsity, std=0.01, generator=None):
     import numpy as np
 
-    from .._ops.random import _fill_from, _rng
+    from .._ops.random import _fill_from
     rows, cols = tensor.shape
-    rng = _rng(generator)
-    vals = rng.normal(0, std, (rows, cols))
-    for c in range(cols):
-        vals[rng.permutation(rows)[:int(math.ceil(sparsity * rows))], c] = 0
+
+    def draw(rng, shape):
+        vals = rng.normal(0, std, shape)
+        for c in range(cols):
+            vals[rng.permutation(rows)[:int(math.ceil(sparsity * rows))], c] = 0
+        return vals
     with no_grad():
-        return _fill_from(tensor, vals)
+        return _fill_from(tensor, generator, draw)
+
+
+def _deprecated(new):
+    old = new[:-1]
+
+    def f(*args, **kwargs):
+        warnings.warn(f"`nn.init.{old}` is now deprecated in favor of `nn.init.{new}`.",
+                      FutureWarning, stacklevel=2)
+        return globals()[new](*args, **kwargs)
+    f.__name__ = f.__qualname__ = old
+    f.__doc__ = f"Deprecated spelling of :func:`{new}` (warns, then calls it)."
+    return f
+
+
+# torch's old names without the trailing underscore, kept with their FutureWarning
+for _new in ("uniform_", "normal_", "constant_", "eye_", "dirac_", "xavier_uniform_",
+             "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_", "sparse_"):
+    globals()[_new[:-1]] = _deprecated(_new)
+del _new

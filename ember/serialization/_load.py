@@ -7,6 +7,7 @@ import os
 import pickle
 import struct
 import sys
+import warnings
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 
@@ -171,6 +172,10 @@ class _ZipLoader(_Loader):
                                "file torch.save or ember.save wrote?")
         self.prefix = pkl[0][:-len("data.pkl")]
         order = self._record("byteorder")
+        if order is None:       # (files from before torch 2.1): the default, else native
+            from ._api import LoadEndianness, get_default_load_endianness
+            default = get_default_load_endianness()
+            order = {LoadEndianness.LITTLE: b"little", LoadEndianness.BIG: b"big"}.get(default)
         self.swap = order is not None and order.decode() != sys.byteorder
         self.mm = None
         if mmap:
@@ -179,8 +184,17 @@ class _ZipLoader(_Loader):
             except (AttributeError, OSError) as e:
                 raise ValueError("f must be a file path or a real file to use mmap=True") from e
             # NOTE: a private (copy-on-write) map, torch's default: writing to a loaded tensor
-            # changes memory, never the file.
-            self.mm = _mmap.mmap(fileno, 0, access=_mmap.ACCESS_COPY)
+            # changes memory, never the file; under set_default_mmap_options(MAP_SHARED)
+            # writes go to the file, through a descriptor opened for writing.
+            from ._api import get_default_mmap_options
+            if get_default_mmap_options() == _mmap.MAP_SHARED:
+                fd = os.open(fh.name, os.O_RDWR)
+                try:
+                    self.mm = _mmap.mmap(fd, 0, access=_mmap.ACCESS_WRITE)
+                finally:
+                    os.close(fd)
+            else:
+                self.mm = _mmap.mmap(fileno, 0, access=_mmap.ACCESS_COPY)
         self.fd = self.pool = None
         if not mmap and map_location is None and hasattr(os, "preadv"):
             with contextlib.suppress(AttributeError, OSError, io.UnsupportedOperation):
@@ -265,8 +279,13 @@ class _LegacyLoader(_Loader):
     def load(self):
         def header():
             return _Unpickler(self.fh, None, True, **self.kwargs).load()
-        if header() != _LEGACY_MAGIC:
-            raise RuntimeError("Invalid magic number; corrupt file?")
+        try:
+            magic = header()
+        except Exception:           # bytes that are no pickle at all: not a checkpoint
+            magic = None
+        if magic != _LEGACY_MAGIC:
+            raise _NotACheckpoint("neither a zip archive (torch.save's format) nor torch's "
+                                  "legacy format")
         version = header()
         if version != _LEGACY_PROTOCOL:
             raise RuntimeError(f"Invalid protocol version: {version}")
@@ -286,6 +305,34 @@ class _LegacyLoader(_Loader):
         return result
 
 
+class _NotACheckpoint(Exception):
+    pass
+
+
+# what a file cut short or not written by torch.save raises part-way through reading it
+_DAMAGED = (_NotACheckpoint, zipfile.BadZipFile, EOFError, IndexError, struct.error)
+_TRUE = ("1", "y", "yes", "true")
+
+
+def _weights_only(weights_only, pickle_module):
+    """torch's rule: weights-only unless a pickle module is given, and its documented switches
+    TORCH_FORCE_WEIGHTS_ONLY_LOAD (always) and TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (only where the
+    caller left ``weights_only`` unset)."""
+    force = os.getenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "0").lower() in _TRUE
+    force_no = os.getenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "0").lower() in _TRUE
+    if force and force_no:
+        raise RuntimeError("Only one of `TORCH_FORCE_WEIGHTS_ONLY_LOAD` or "
+                           "`TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD` should be set, but both were set.")
+    if force:
+        return True
+    if weights_only is None and force_no:
+        warnings.warn("Environment variable TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD detected, since the "
+                      "`weights_only` argument was not explicitly passed to `torch.load`, forcing "
+                      "weights_only=False.", UserWarning, stacklevel=3)
+        return False
+    return pickle_module is None if weights_only is None else weights_only
+
+
 @contextlib.contextmanager
 def _open_for_read(f):
     if _is_path(f):
@@ -295,7 +342,7 @@ def _open_for_read(f):
         yield f
 
 
-def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=False,
+def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=False,
          **pickle_load_args):
     """Load what :func:`save` or ``torch.save`` wrote (zip or the pre-1.6 legacy format).
 
@@ -305,10 +352,12 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=Fa
             dict from saved locations to new ones (``{"cuda:0": "cpu"}``), or a callable
             ``(storage, location)`` returning a storage or None (keep ``location``). Default:
             the device each tensor was saved from.
-        weights_only (bool, default True): load only tensors, containers, primitives, torch
-            dtypes/devices/sizes and :func:`add_safe_globals`; anything else raises
-            ``pickle.UnpicklingError`` without running it. ``False`` unpickles anything:
-            only for files you trust.
+        weights_only (bool, default True; False when ``pickle_module`` is given): load only
+            tensors, containers, primitives, torch dtypes/devices/sizes and
+            :func:`add_safe_globals`; anything else raises ``pickle.UnpicklingError`` without
+            running it. ``False`` unpickles anything: only for files you trust. As torch,
+            ``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1`` in the environment forces True and
+            ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1`` forces False where it is left unset.
         mmap (bool, default False): map storages from the file instead of reading them (zip
             files only); writes to the tensors stay in memory.
         pickle_load_args: passed to the unpickler (``encoding``...).
@@ -321,9 +370,20 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=Fa
         >>> ember.load(buf, map_location="meta")
         [tensor(..., device='meta', size=(2,)), torch.float16]
     """
+    weights_only = _weights_only(weights_only, pickle_module)
     if pickle_module is not None and weights_only:
         raise RuntimeError("Can not safely load weights when explicit pickle_module is "
                            "specified")
+    try:
+        return _load(f, map_location, weights_only, mmap, pickle_load_args)
+    except _DAMAGED as e:
+        name = os.fspath(f) if _is_path(f) else getattr(f, "name", "the file object")
+        what = f"is not a checkpoint: {e}" if isinstance(e, _NotACheckpoint) else \
+            f"is truncated or damaged: reading it failed with {type(e).__name__}: {e}"
+        raise RuntimeError(f"ember.load: {name!r} {what}") from None
+
+
+def _load(f, map_location, weights_only, mmap, pickle_load_args):
     with _open_for_read(f) as fh:
         start = fh.tell()
         is_zip = fh.read(4) == b"PK\x03\x04"

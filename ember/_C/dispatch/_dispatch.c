@@ -30,7 +30,7 @@ static PyObject *s_view, *s_autocast, *s_tracer, *s_profiler, *s_dtype, *s_devic
     *s_category, *s_promote, *s_fwd, *s_np, *s_grad_enabled, *s_differentiable,
     *s_requires_grad, *s_vjp_fn, *s_nondiff_outputs, *s_grad_fn, *s_ufunc, *s_multi_output,
     *s_get_storage, *s_promote_args, *s_writes_overlap,
-    *s_into, *s_params, *s_defaults;
+    *s_into, *s_params, *s_defaults, *s_simple_type;
 static PyObject *view_outputs, *root_fn, *opmath[2];
 
 static PyTypeObject *dtype_type;            /* ember's dtype: __slots__, read by offset */
@@ -331,8 +331,8 @@ static _Thread_local PyObject *quiet_context;
 /* ufunc f called under numpy.errstate(all="ignore"), as ember's Python forwards run under a
  * warnings filter (NOTE: torch computes log(0), 0/0 silently; NumPy warns, and a warning from
  * a ufunc called from C names the user's line, where no filter for ember's modules catches
- * it). The call runs in a context of its own, entered and left: ~400 instructions, against
- * ~1,400 for setting and resetting the variable (numpy.errstate's way) in the caller's. A
+ * it). The call runs in a context of its own, entered and left, which is cheaper than
+ * setting and resetting the variable (numpy.errstate's way) in the caller's. A
  * ufunc on float arrays reads no other context variable and calls no Python code, so
  * nothing else sees that context. New ref or NULL */
 static PyObject *call_ufunc(PyObject *f, PyObject *const *args, size_t n, PyObject *kwnames)
@@ -818,7 +818,7 @@ static PyObject *init(PyObject *self, PyObject *cfg)
 }
 
 /* data_ptr(a): an ndarray's data address as an int (None for None), for the ctypes kernel
- * wrappers: a.ctypes.data builds a ctypes helper object each call (~1 us). numpy's array
+ * wrappers: a.ctypes.data builds a ctypes helper object each call. numpy's array
  * struct (PyArrayObject_fields, public ABI in numpy 1 and 2) starts with the data pointer
  * right after the object header; anything not an ndarray takes the .ctypes path. */
 static PyObject *data_ptr(PyObject *self, PyObject *a)
@@ -900,7 +900,8 @@ PyMODINIT_FUNC PyInit__dispatch(void)
         {&s_seq, "seq"}, {&s_base_arr, "base"}, {&s_accumulate, "accumulate"},
         {&s_ufunc, "ufunc"}, {&s_multi_output, "multi_output"}, {&s_get_storage, "_get_storage"},
         {&s_promote_args, "promote_args"}, {&s_writes_overlap, "writes_overlap"},
-        {&s_into, "into"}, {&s_params, "params"}, {&s_defaults, "defaults"}};
+        {&s_into, "into"}, {&s_params, "params"}, {&s_defaults, "defaults"},
+        {&s_simple_type, "simple_type"}};
     for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
         if ((*strs[i].slot = PyUnicode_InternFromString(strs[i].s)) == NULL)
             return NULL;
@@ -911,7 +912,8 @@ PyMODINIT_FUNC PyInit__dispatch(void)
     t_zero = zero;
     PyObject *opn[OP_N] = {s_view, s_fwd, s_promote, s_differentiable, s_vjp_fn,
                            s_nondiff_outputs, s_save, s_save_result, s_needed_by, s_ufunc,
-                           s_promote_args, s_writes_overlap, s_into, s_params, s_defaults};
+                           s_promote_args, s_writes_overlap, s_into, s_params, s_defaults,
+                           s_simple_type};
     memcpy(op_names, opn, sizeof opn);
     /* object's own tp_new, so object.__new__(Tensor) passes its "is it safe" check */
     TensorBaseType.tp_new = PyBaseObject_Type.tp_new;

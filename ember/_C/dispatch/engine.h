@@ -26,7 +26,7 @@ static int heap_less(const HeapItem *x, const HeapItem *y)
 /* push node (a new reference is taken) keyed (-node.seq, id(node)), as heapq's tuples */
 static int heap_push(Heap *h, PyObject *node)
 {
-    PyObject *seq = Py_TYPE(node) == SimpleNode && SLOT(node, N_SEQ) != NULL ?
+    PyObject *seq = IS_SIMPLE(node) && SLOT(node, N_SEQ) != NULL ?
         Py_NewRef(SLOT(node, N_SEQ)) : GET(node, s_seq);
     if (seq == NULL)
         return -1;
@@ -270,7 +270,7 @@ static int backward_step(PyObject *node, PyObject *buffers, PyObject *deps, Heap
         if (PySequence_Fast_GET_ITEM(gs, i) == Py_None)
             plain = 0;
     if (plain) {
-        int handled = 0, simple = Py_TYPE(node) == SimpleNode;
+        int handled = 0, simple = IS_SIMPLE(node);
         if (simple && (gi = simple_apply(node, grads, &handled)) == NULL && handled)
             goto done;
         if (!handled && (gi = PyObject_CallMethodOneArg(node, s_apply, grads)) == NULL)
@@ -291,7 +291,7 @@ static int backward_step(PyObject *node, PyObject *buffers, PyObject *deps, Heap
     Py_SETREF(gi, PySequence_Fast(gi, "a node's apply() must return a sequence"));
     if (gi == NULL)
         goto done;
-    if (Py_TYPE(node) == SimpleNode && SLOT(node, N_NEXT) != NULL && SLOT(node, N_META) != NULL) {
+    if (IS_SIMPLE(node) && SLOT(node, N_NEXT) != NULL && SLOT(node, N_META) != NULL) {
         nf = Py_NewRef(SLOT(node, N_NEXT));
         im = Py_NewRef(SLOT(node, N_META));
     }
@@ -359,7 +359,7 @@ static PyObject *dependencies(PyObject *self, PyObject *roots)
         Py_ssize_t top = PyList_GET_SIZE(stack) - 1;
         PyObject *node = Py_NewRef(PyList_GET_ITEM(stack, top)), *nf;
         if (PyList_SetSlice(stack, top, top + 1, NULL) < 0 ||
-            (nf = Py_TYPE(node) == SimpleNode && SLOT(node, N_NEXT) != NULL ?
+            (nf = IS_SIMPLE(node) && SLOT(node, N_NEXT) != NULL ?
              Py_NewRef(SLOT(node, N_NEXT)) : GET(node, s_next_functions)) == NULL) {
             Py_DECREF(node);
             goto error;

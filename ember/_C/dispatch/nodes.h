@@ -41,16 +41,17 @@ static int node_bare(PyObject *node)
 {
     static unsigned int tag_simple, tag_acc;
     unsigned int *tag;
-    if (Py_TYPE(node) == SimpleNode)
-        tag = &tag_simple;
-    else if (Py_TYPE(node) == AccType)
+    PyTypeObject *tp = Py_TYPE(node);
+    if (IS_SIMPLE(node))
+        tp = SimpleNode, tag = &tag_simple;     /* (its class adds nothing: node_class) */
+    else if (tp == AccType)
         tag = &tag_acc;
     else
         return 0;
     PyObject **dp = _PyObject_GetDictPtr(node);
     if (dp != NULL && *dp != NULL && PyDict_GET_SIZE(*dp))
         return 0;
-    return class_plain(Py_TYPE(node), tag);
+    return class_plain(tp, tag);
 }
 
 /* AccumulateGrad.accumulate(g, create_graph) without create_graph for a bare accumulator:

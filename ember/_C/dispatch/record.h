@@ -5,6 +5,9 @@
  * Python function runs (it makes the general OpNode). */
 
 static PyTypeObject *SimpleNode;
+/* a node of dispatch's: of a class graph.node_class made, named as torch names the node, that
+ * adds nothing to SimpleNode */
+#define IS_SIMPLE(node) (Py_TYPE(node)->tp_base == SimpleNode || Py_TYPE(node) == SimpleNode)
 static PyObject *saved_hooks, *anomaly, *seq_iter, *meta_type, *no_kwargs, *no_edge, *edge_of,
     *zero;
 static PyObject *s_base, *s_output_nr, *s_grad_acc, *s_grad_accumulator, *s_shape, *s_save,
@@ -80,8 +83,8 @@ static PyObject *edge(PyObject *t)
     if (rg <= 0)
         return rg < 0 ? NULL : Py_NewRef(no_edge);
     acc = TF(t, grad_acc, Py_None);         /* a leaf: its accumulator, made on first use */
-    /* the edge made for it last time, while the accumulator is the same (an edge tuple per
-     * leaf per op cost ~150 instructions with its deallocation) */
+    /* the edge made for it last time, while the accumulator is the same (not an edge tuple
+     * made and freed per leaf per op) */
     PyObject *e = TB(t)->leaf_edge;
     if (acc != Py_None && e != NULL && PyTuple_CheckExact(e) && PyTuple_GET_SIZE(e) == 2 &&
         PyTuple_GET_ITEM(e, 0) == acc)
@@ -177,8 +180,16 @@ static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors,
         return PyObject_Vectorcall(simple_node, cargs, 5, NULL);
     }
     Py_ssize_t nt = PyTuple_GET_SIZE(tensors), na = PyTuple_GET_SIZE(args);
-    PyObject *save = NULL, *needed_by = NULL, *sr = NULL, *ret = NULL;
-    PyObject *node = SimpleNode->tp_alloc(SimpleNode, 0);
+    PyObject *save = NULL, *needed_by = NULL, *sr = NULL, *ret = NULL, *node = NULL;
+    /* the op's node class, or a function of the arguments giving it (graph.simple_type) */
+    PyObject *tp = OP(opdef, OP_SIMPLE_TYPE);
+    if (tp != NULL && !PyType_Check(tp))
+        Py_SETREF(tp, PyObject_Call(tp, args, NULL));
+    if (tp != NULL && PyType_Check(tp) && ((PyTypeObject *)tp)->tp_base == SimpleNode)
+        node = ((PyTypeObject *)tp)->tp_alloc((PyTypeObject *)tp, 0);
+    else if (tp != NULL)
+        PyErr_SetString(PyExc_TypeError, "OpDef.simple_type: not a SimpleNode class");
+    Py_XDECREF(tp);
     if (node == NULL)
         return NULL;
     PyObject *edges = SLOT(node, N_NEXT) = PyTuple_New(nt);

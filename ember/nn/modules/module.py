@@ -533,6 +533,8 @@ class Module(StateDictMixin):
         self.__dict__.update(state)
 
     def share_memory(self):
+        for t in (*self.parameters(), *self.buffers()):
+            t.share_memory_()
         return self
 
     def __deepcopy__(self, memo):

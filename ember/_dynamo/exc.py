@@ -1,0 +1,13 @@
+"""``torch._dynamo.exc``: the errors ``compile`` raises."""
+
+
+class TorchDynamoException(RuntimeError):
+    pass
+
+
+class InvalidBackend(TorchDynamoException):
+    """``compile`` got a backend name it does not know."""
+
+
+class Unsupported(TorchDynamoException):
+    """``fullgraph=True`` met a graph break."""

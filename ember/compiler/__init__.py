@@ -1,0 +1,161 @@
+"""``torch.compile`` and ``torch.compiler``: the API, running eagerly (no speed-up yet).
+
+``ember.compile(model)`` returns a wrapper that calls ``model`` eagerly, so code written for
+torch.compile runs unchanged and gives eager's results; ember has no code generator yet (see
+docs/graphs.md: the graph IR and its fusion groups are in place, the C generation is not).
+``fullgraph=True`` checks, on the first call for each input signature, that the function
+records as one graph (no Python value read from a tensor), and raises torch's ``Unsupported``
+otherwise. ``ember._dynamo.explain`` lists the graphs and breaks the IR capture finds.
+"""
+import functools
+
+from .. import nn
+
+__all__ = ["compile", "reset", "disable", "is_compiling", "is_dynamo_compiling", "is_exporting",
+           "allow_in_graph", "assume_constant_result", "list_backends", "OptimizedModule"]
+
+_BACKENDS = ("inductor", "eager", "aot_eager", "cudagraphs")
+_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def list_backends(exclude_tags=("debug", "experimental")):
+    """The backend names ``compile`` accepts (all run eagerly in ember for now).
+
+    Example:
+        >>> import ember
+        >>> ember.compiler.list_backends()
+        ['cudagraphs', 'inductor']
+    """
+    debug = ("eager", "aot_eager")
+    return sorted(b for b in _BACKENDS if not (exclude_tags and "debug" in exclude_tags and
+                                               b in debug))
+
+
+def _check(backend, mode, options):
+    if callable(backend):
+        raise NotImplementedError("ember.compile runs eagerly and cannot hand graphs to a "
+                                  "custom backend yet")
+    if backend not in _BACKENDS:
+        from .._dynamo.exc import InvalidBackend
+        raise InvalidBackend(f"Invalid backend: {backend!r}, see torch._dynamo.list_backends() "
+                             "for available backends.")
+    if mode not in _MODES:
+        raise RuntimeError(f"Unrecognized mode={mode}, should be one of: default, "
+                           "reduce-overhead, max-autotune, max-autotune-no-cudagraphs")
+    if mode not in (None, "default") and options:
+        raise RuntimeError("Either mode or options can be specified, but both can't be "
+                           "specified at the same time.")
+
+
+def _signature(args, kwargs):
+    from .._graph.record import flatten_tensors
+    import ember
+    return (ember.is_grad_enabled(), tuple((tuple(t.shape), t.dtype, str(t.device),
+                                            t.requires_grad)
+                                           for t in flatten_tensors((args, kwargs))))
+
+
+class _Compiled:
+    """The call path of a compiled callable: eager, after the fullgraph check."""
+
+    def __init__(self, fn, fullgraph):
+        self.fn, self.fullgraph, self.checked = fn, fullgraph, set()
+
+    def __call__(self, *args, **kwargs):
+        if self.fullgraph and _stance[0] != "force_eager":
+            key = _signature(args, kwargs)
+            if key not in self.checked:
+                from .._dynamo import explain
+                out = explain(self.fn)(*args, **kwargs)
+                if out.graph_break_count:
+                    from .._dynamo.exc import Unsupported
+                    r = out.break_reasons[0]
+                    raise Unsupported(f"{r.reason} (fullgraph=True: the function must record "
+                                      f"as one graph)\n  at {r.user_stack[-1]}")
+                self.checked.add(key)
+        return self.fn(*args, **kwargs)
+
+
+class OptimizedModule(nn.Module):
+    """What ``compile`` returns for a module: it calls the original (``_orig_mod``) and
+    forwards attribute reads to it; its state_dict keys carry the ``_orig_mod.`` prefix, as
+    torch's do."""
+
+    def __init__(self, mod, call):
+        super().__init__()
+        self._orig_mod = mod
+        object.__setattr__(self, "_call", call)
+
+    def forward(self, *args, **kwargs):
+        return self._call(*args, **kwargs)
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["_orig_mod"], name)
+
+
+def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None,
+            options=None, disable=False, **kwargs):
+    """``torch.compile``: returns ``model`` wrapped to run eagerly (ember generates no code
+    yet, so there is no speed-up); usable as a decorator, with or without arguments.
+
+    Example:
+        >>> import ember
+        >>> f = ember.compile(lambda x: x.sin() + 1)
+        >>> f(ember.zeros(2))
+        tensor([1., 1.])
+    """
+    _check(backend, mode, options)
+    if model is None:
+        return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
+                                 mode=mode, options=options, disable=disable)
+    if disable:
+        return model
+    if isinstance(model, nn.Module):
+        return OptimizedModule(model, _Compiled(model, fullgraph))
+    if not callable(model):
+        raise RuntimeError("torch.compile: the first argument must be callable")
+    return functools.wraps(model)(_Compiled(model, fullgraph))
+
+
+_stance = ["default"]
+
+
+def reset():
+    """Forget compiled state (ember keeps none beyond each wrapper's fullgraph checks)."""
+
+
+def disable(fn=None, recursive=True, *, reason=None):
+    """Decorator: run ``fn`` without compilation (as everything runs in ember for now)."""
+    return fn if fn is not None else (lambda f: f)
+
+
+def set_stance(stance="default", *, skip_guard_eval_unsafe=False, force_backend=None):
+    """``"force_eager"`` skips the fullgraph checks; ``"default"`` restores them."""
+    _stance[0] = stance
+
+
+def is_compiling():
+    """False: compiled functions run eagerly in ember, never under a capturing tracer."""
+    return False
+
+
+is_dynamo_compiling = is_compiling
+
+
+def is_exporting():
+    """Whether ``ember.onnx.export`` is tracing now."""
+    from ..onnx import is_in_onnx_export
+    return is_in_onnx_export()
+
+
+def allow_in_graph(fn):
+    """Decorator accepted as torch's (ember's capture records every op call anyway)."""
+    return fn
+
+
+def assume_constant_result(fn):
+    """Decorator accepted as torch's."""
+    return fn

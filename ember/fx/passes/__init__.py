@@ -1,0 +1,1 @@
+"""Passes over fx graphs (``shape_prop``)."""
