@@ -145,3 +145,11 @@ def test_vmap_inplace_ops():
     same(lambda t: t.func.vmap(t.func.grad(lambda x: x.clone().mul_(x).sum()))(_x(t, 3, 2)))
     same(lambda t: t.func.vmap(lambda a, b: a.add_(b), in_dims=(None, 0))(_x(t, 2), _x(t, 3, 2)),
          "doesn't match the broadcast shape")
+
+
+def test_rearrange_and_debug_unwrap():
+    x = lambda t: t.arange(48.0).reshape(2, 6, 4)  # noqa: E731
+    for pattern, lengths in (("b (h w) c -> b c h w", {"h": 2}), ("b n c -> (b n) c", {}),
+                             ("... c -> c ...", {}), ("b (h w) c -> (b h) (w c)", {"w": 3})):
+        same(lambda t: t.func.rearrange(x(t), pattern, **lengths))
+    same(lambda t: t.func.vmap(lambda a: t.func.debug_unwrap(a).sum(), out_dims=None)(x(t)))

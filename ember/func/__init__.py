@@ -614,6 +614,96 @@ def _cat_outs(parts, out_dims, func):
     return _unflatten(cols, spec)
 
 
+# ---- debugging and einops-style rearrange --------------------------------------------------
+
+def debug_unwrap(tensor, *, recurse=True):
+    """The tensor a vmap's ``BatchedTensor`` holds (every level with ``recurse``, else one);
+    other tensors as they are. See
+    https://pytorch.org/docs/stable/generated/torch.func.debug_unwrap.html
+
+    Example:
+        >>> import ember
+        >>> f = lambda x: ember.func.debug_unwrap(x).sum()     # the whole batch's sum
+        >>> ember.func.vmap(f, out_dims=None)(ember.ones(3, 2))
+        tensor(6.)
+    """
+    while isinstance(tensor, _vmap.BatchedTensor):
+        tensor = tensor._value
+        if not recurse:
+            break
+    return tensor
+
+
+def _axes(side):
+    """``"b (h w) c"`` -> [["b"], ["h", "w"], ["c"]] (``...`` a group of its own)."""
+    groups, cur = [], None
+    for tok in side.replace("(", " ( ").replace(")", " ) ").split():
+        if tok == "(":
+            if cur is not None:
+                raise ValueError("rearrange: nested parentheses are not allowed")
+            cur = []
+        elif tok == ")":
+            groups.append(cur)
+            cur = None
+        elif cur is not None:
+            cur.append(tok)
+        else:
+            groups.append([tok])
+    return groups
+
+
+def rearrange(tensor, pattern, **axes_lengths):
+    """einops' ``rearrange``: split, reorder and merge dims by a pattern such as
+    ``"b (h w) c -> b h w c"`` (``...`` for the dims not named). See
+    https://pytorch.org/docs/stable/generated/torch.func.rearrange.html
+
+    Example:
+        >>> import ember
+        >>> ember.func.rearrange(ember.zeros(2, 6, 3), "b (h w) c -> b c h w", h=2).shape
+        torch.Size([2, 3, 2, 3])
+    """
+    left, arrow, right = pattern.partition("->")
+    if not arrow:
+        raise ValueError(f"rearrange: pattern must contain '->', got {pattern!r}")
+    lg, rg = _axes(left), _axes(right)
+    names = [a for g in lg for a in g]
+    if sorted(names) != sorted(a for g in rg for a in g) or len(set(names)) != len(names):
+        raise ValueError(f"rearrange: the two sides of {pattern!r} name different axes")
+    n_ell = tensor.dim() - (len(lg) - (["..."] in lg))
+    if n_ell < 0 or (["..."] not in lg and n_ell):
+        raise ValueError(f"rearrange: {pattern!r} does not match a tensor of {tensor.dim()} "
+                         "dims")
+    sizes, dims = dict(axes_lengths), iter(tensor.shape)
+    for g in lg:
+        if g == ["..."]:
+            sizes["..."] = [next(dims) for _ in range(n_ell)]
+            continue
+        total, unknown = next(dims), [a for a in g if a not in sizes]
+        known = 1
+        for a in g:
+            known *= sizes.get(a, 1)
+        if len(unknown) > 1 or total % known:
+            raise ValueError(f"rearrange: cannot split a dim of size {total} into {g}")
+        for a in unknown:
+            sizes[a] = total // known
+    flat = [x for a in names for x in (sizes[a] if a == "..." else [sizes[a]])]
+    span, i = {}, 0
+    for a in names:
+        k = len(sizes[a]) if a == "..." else 1
+        span[a], i = list(range(i, i + k)), i + k
+    out = tensor.reshape(*flat).permute(*[d for g in rg for a in g for d in span[a]])
+    new = []
+    for g in rg:
+        if g == ["..."]:
+            new += sizes["..."]
+        else:
+            size = 1
+            for a in g:
+                size *= sizes[a]
+            new.append(size)
+    return out.reshape(*new)
+
+
 # ---- modules -------------------------------------------------------------------------------
 
 def stack_module_state(models):
@@ -695,6 +785,6 @@ def replace_all_batch_norm_modules_(root):
     return root
 
 
-__all__ = ["functional_call", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd",
-           "hessian", "linearize", "vmap", "stack_module_state", "functionalize",
-           "replace_all_batch_norm_modules_"]
+__all__ = ["debug_unwrap", "rearrange", "functional_call", "grad", "grad_and_value", "vjp",
+           "jvp", "jacrev", "jacfwd", "hessian", "linearize", "vmap", "stack_module_state",
+           "functionalize", "replace_all_batch_norm_modules_"]
