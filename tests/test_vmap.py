@@ -18,8 +18,9 @@ LOOPING = set("""
     cartesian_prod cdist combinations diag diag_embed diagflat dsplit histc histogram hsplit
     index_add index_copy index_fill index_put index_reduce index_select inner isin kron
     linalg_lstsq linalg_multi_dot linalg_solve linalg_solve_triangular masked_scatter
-    masked_select nanquantile nonzero put quantile repeat_interleave roll searchsorted take
-    tensordot unfold unique unique_consecutive vsplit
+    masked_select nanquantile native_batch_norm native_group_norm nonzero put quantile
+    repeat_interleave roll searchsorted take tensordot unfold unique unique_consecutive
+    vsplit
 """.split())
 
 

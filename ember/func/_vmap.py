@@ -575,6 +575,20 @@ def _decomposed(fn):
     return lambda opdef, level, args, kwargs: fn(*args, **kwargs)
 
 
+def _elementwise_loss(opdef, level, args, kwargs):
+    """mse/huber/smooth_l1/binary cross-entropy: the per-element losses by the pointwise
+    rule, then each example's mean or sum."""
+    i = opdef.params.index("reduction")
+    red = args[i] if i < len(args) else kwargs.get("reduction", "mean")
+    args = list(args)
+    if i < len(args):
+        args[i] = "none"
+    else:
+        kwargs = dict(kwargs, reduction="none")
+    out = _pointwise(opdef, level, args, kwargs)
+    return out if red == "none" else out.sum() if red == "sum" else out.mean()
+
+
 def _loop(opdef, level, args, kwargs):
     """The fallback: the op once per example, the results stacked."""
     warnings.warn(f"There is a performance drop because we have not yet implemented the "
@@ -627,6 +641,8 @@ RULES = {"matmul": _matmul, "mm": _matmul, "bmm": _matmul, "mv": _matmul, "dot":
          "gather": _along(0, 2), "take_along_dim": _along(0, 1), "scatter": _along(0, 2, 3),
          "scatter_add": _along(0, 2, 3), "scatter_reduce": _along(0, 2, 3),
          "index_select": _index_select, "einsum": _einsum, "cross": _cross,
+         **dict.fromkeys(("mse_loss", "huber_loss", "smooth_l1_loss", "binary_cross_entropy",
+                          "binary_cross_entropy_with_logits"), _elementwise_loss),
          "hstack": _decomposed(lambda ts: ember.cat(
              [_at_least(t, 1) for t in ts], 0 if _at_least(ts[0], 1).dim() == 1 else 1)),
          "vstack": _decomposed(lambda ts: ember.cat([_at_least(t, 2) for t in ts], 0)),
