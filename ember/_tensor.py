@@ -183,6 +183,9 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         t = self._alias()
         if grad_mode.state.grad_enabled:
             t.grad_fn, t._output_nr, t._requires_grad = node, nr, True
+        fw = getattr(self, "_fw", None)
+        if fw is not None:          # a saved dual output keeps its tangent (forward_ad.py)
+            t._fw = fw
         return t
 
     def _alias_copy(self):

@@ -99,7 +99,12 @@ def set_rng_state(new_state):
     default_generator.set_state(new_state)
 
 
+vmap_check = None      # ember.func.vmap's randomness check, called before a draw inside vmap
+
+
 def _rng(generator):
+    if vmap_check is not None:
+        vmap_check()
     return (generator or default_generator).rng
 
 
