@@ -75,7 +75,7 @@ class DistributedDataParallel(Module):
         >>> model = DDP(ember.nn.Linear(2, 1))
         >>> model(ember.ones(4, 2)).sum().backward()
         >>> model.module.weight.grad.shape, list(model.state_dict())[0]
-        (ember.Size([1, 2]), 'module.weight')
+        (torch.Size([1, 2]), 'module.weight')
         >>> dist.destroy_process_group()
     """
 
