@@ -381,3 +381,36 @@ def test_nccl_engine_through_a_double(world1):
         t.join(60)
     if errors:
         raise errors[0]
+
+
+_TORCH_SPAWN = """
+import os, torch, torch.distributed as dist, torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel as DDP
+def worker(rank, world, port):
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", port
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(rank)                     # DDP makes the replicas equal anyway
+    model = DDP(torch.nn.Linear(4, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        opt.zero_grad(); model(torch.randn(8, 4)).pow(2).mean().backward(); opt.step()
+    w = [None] * world
+    dist.all_gather_object(w, model.module.weight.tolist())
+    assert torch.__name__ == "ember" and w[0] == w[1], (torch.__name__, w)
+    dist.destroy_process_group()
+if __name__ == "__main__":
+    mp.spawn(worker, args=(2, os.environ["PORT"]), nprocs=2)
+    print("trained")
+"""
+
+
+@needs_mpi
+def test_torch_script_with_spawn_under_ember_run(tmp_path):
+    """A tutorial-style script (mp.spawn + MASTER_ADDR/PORT + DDP) runs unchanged through
+    `ember run`: the spawned children also get `import torch` served by ember."""
+    script = tmp_path / "train.py"
+    script.write_text(_TORCH_SPAWN)
+    r = subprocess.run([sys.executable, "-m", "ember", "run", str(script)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PORT=str(_port())))
+    assert r.returncode == 0 and "trained" in r.stdout, r.stderr
