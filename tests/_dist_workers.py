@@ -243,6 +243,24 @@ def ddp(rank, n, init_method):
     for a, b in zip(ref.parameters(), model.module.parameters()):
         assert ((a.grad / n) - b.grad).abs().max().item() < 2e-2 * (a.grad.abs().max().item() + 1)
     assert list(model.state_dict())[0].startswith("module.")
+    # join(): rank r has 3 + r batches; the missing ranks count as zero gradients (averaged
+    # over the initial world size) and every rank ends with the last one's parameters
+    ref, model = make(), DDP(make())
+    o1, o2 = ember.optim.SGD(ref.parameters(), lr=0.1), ember.optim.SGD(model.parameters(), lr=0.1)
+    with model.join():
+        for s in range(3 + rank):
+            o2.zero_grad()
+            ((model(X[s, mine]) - Y[s, mine]) ** 2).mean().backward()
+            o2.step()
+    for s in range(3 + n - 1):
+        o1.zero_grad()
+        active = [r for r in range(n) if s < 3 + r]
+        loss = sum(((ref(X[s, 4 * r:4 * r + 4]) - Y[s, 4 * r:4 * r + 4]) ** 2).mean()
+                   for r in active) / n
+        loss.backward()
+        o1.step()
+    for a, b in zip(ref.parameters(), model.module.parameters()):
+        assert (a - b).abs().max().item() < 1e-10, "join"
     dist.destroy_process_group()
 
 

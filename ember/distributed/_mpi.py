@@ -100,14 +100,15 @@ def _join_singletons(MPI, store, rank, world_size, timeout):
     return out
 
 
-def wait_all(reqs, timeout, what, statuses=None):
+def wait_all(reqs, timeout, what, statuses=None, check=None):
     """Poll ``reqs`` to completion, yielding the CPU between polls.
 
     NOTE: MPI's own blocking waits spin; with more ranks than cores (a laptop, CI) spinning
     ranks starve the ones they wait for: a 4-rank all-reduce of 4 floats on 2 cores took
-    35 ms blocking and 1.7 ms polled like this.
+    35 ms blocking and 1.7 ms polled like this. ``check()`` runs about once a second while
+    waiting (it raises when a peer reported a failure).
     """
-    MPI, i, deadline = mpi(), 0, None
+    MPI, i, deadline, next_check = mpi(), 0, None, time.monotonic() + 1.0
     while not MPI.Request.Testall(reqs, statuses):
         i += 1
         if i > 64:
@@ -115,6 +116,9 @@ def wait_all(reqs, timeout, what, statuses=None):
                 deadline = time.monotonic() + timeout
             elif time.monotonic() > deadline:
                 raise TimeoutError(f"{what} timed out after {timeout:.0f}s")
+            if check is not None and time.monotonic() > next_check:
+                check()
+                next_check = time.monotonic() + 1.0
             time.sleep(min(1e-3, 1e-6 * (i - 64)))
         elif i > 8:
             os.sched_yield()

@@ -180,8 +180,38 @@ class Work:
         return fut
 
 
+def report_failure(exc):
+    """Tell the other ranks (through the store) that this one failed with ``exc``: their
+    waits then raise naming it instead of running into the timeout. ember's spawn and
+    emberrun call this for an exception escaping a worker."""
+    store = _world.store
+    if store is None or _world.pg is None:
+        return
+    try:
+        store.compare_set("failed_rank", "", str(get_rank()))
+        store.set(f"failed_error_{get_rank()}", f"{type(exc).__name__}: {exc}"[:500])
+    except Exception:
+        pass                            # the store may be gone with the master
+
+
+def _check_failed(what):
+    store = _world.store
+    if store is None:
+        return
+    try:
+        if not store.check(["failed_rank"]):
+            return
+        r = store.get("failed_rank").decode()
+        err = store.get(f"failed_error_{r}").decode()
+    except DistBackendError:
+        raise
+    except Exception:
+        return
+    raise DistBackendError(f"[Rank {get_rank()}] {what} aborted: rank {r} failed: {err}")
+
+
 def _failed_note(pg):
-    """Which rank reported a failure in the store, if any did (see ``_report_failure``)."""
+    """Which rank reported a failure in the store, if any did (see ``report_failure``)."""
     store = _world.store
     try:
         if store is not None and store.check(["failed_rank"]):
@@ -215,7 +245,7 @@ class _MpiEngine:
         return self.MPI.Request.Testall(reqs, statuses)
 
     def wait(self, reqs, timeout, what, statuses=None):
-        _mpi.wait_all(reqs, timeout, what, statuses)
+        _mpi.wait_all(reqs, timeout, what, statuses, lambda: _check_failed(what))
 
     def _b(self, a):
         return [a.reshape(-1).view(np.uint8), self.MPI.BYTE]

@@ -71,9 +71,16 @@ def _wrap(fn, i, args, error_queue):
         fn(i, *args)
     except KeyboardInterrupt:
         pass
-    except Exception:
+    except Exception as e:
         error_queue.put(traceback.format_exc())
+        _report_failure(e)
         sys.exit(1)
+
+
+def _report_failure(exc):
+    dist = sys.modules.get("ember.distributed.distributed_c10d")
+    if dist is not None:
+        dist.report_failure(exc)
 
 
 class ProcessContext:
