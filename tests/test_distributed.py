@@ -123,21 +123,6 @@ def test_collectives_one_rank(world1):
     W.collectives(0, 1, None, ALL_DTYPES)
 
 
-@pytest.mark.parametrize("n,shuffle,drop_last,size", [(2, True, False, 11), (3, True, True, 11),
-                                                      (4, False, False, 10), (3, False, True, 7)])
-def test_distributed_sampler_matches_torch(n, shuffle, drop_last, size):
-    torch = pytest.importorskip("torch")
-    from torch.utils.data.distributed import DistributedSampler as TS
-    from ember.utils.data.distributed import DistributedSampler as ES
-    for epoch in (0, 3):
-        for r in range(n):
-            kw = dict(num_replicas=n, rank=r, shuffle=shuffle, seed=7, drop_last=drop_last)
-            t, e = TS(range(size), **kw), ES(range(size), **kw)
-            t.set_epoch(epoch)
-            e.set_epoch(epoch)
-            assert list(e) == list(t) and len(e) == len(t)
-
-
 def test_multiprocessing_spawn_errors_and_shared_tensors():
     with pytest.raises(mp.ProcessRaisedException, match="(?s)Process 1 terminated.*boom on one"
                        ) as e:
