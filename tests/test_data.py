@@ -785,6 +785,9 @@ def test_distributed_sampler_matches_torch(n, replicas, drop):
         assert list(e) == list(t) and len(e) == len(t)
         s = DistributedSampler(range(n), replicas, rank, seed=4, drop_last=drop)
         s.set_epoch(1)
+        ts = TorchDS(range(n), replicas, rank, seed=4, drop_last=drop)
+        ts.set_epoch(1)
+        assert list(s) == list(ts)              # torch's shuffle, index for index
         shares.append(list(s))
         again = DistributedSampler(range(n), replicas, rank, seed=4, drop_last=drop)
         again.set_epoch(1)
