@@ -526,3 +526,117 @@ def _index(g, x, index):
     if len(index) == 1 and hasattr(index[0], "name") and index[0].dtype.name != "bool":
         return g.op("Gather", x, index[0], axis=0)
     g.unsupported("advanced indexing beyond one integer index tensor")
+
+
+# ---- activations and normalizations ember computes as one op (torch's kernels) ---------------
+
+@lowering("silu")
+def _silu(g, x):
+    return g.op("Mul", x, g.op("Sigmoid", x))
+
+
+@lowering("mish")
+def _mish(g, x):
+    return g.op("Mul", x, g.op("Tanh", g.op("Softplus", x)))
+
+
+@lowering("leaky_relu")
+def _leaky_relu(g, x, negative_slope=0.01):
+    return g.op("LeakyRelu", x, alpha=float(negative_slope))
+
+
+@lowering("elu")
+def _elu(g, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    if input_scale != 1:
+        g.unsupported(f"elu with input_scale={input_scale}")
+    return g.op("Elu", x, alpha=float(alpha)) if scale == 1 else \
+        g.op("Selu", x, alpha=float(alpha), gamma=float(scale))
+
+
+@lowering("celu")
+def _celu(g, x, alpha=1.0):
+    return g.op("Celu", x, alpha=float(alpha))
+
+
+@lowering("hardtanh")
+def _hardtanh(g, x, min_val=-1.0, max_val=1.0):
+    return g.op("Clip", x, g.scalar(min_val, g.out.dtype), g.scalar(max_val, g.out.dtype))
+
+
+@lowering("hardsigmoid")
+def _hardsigmoid(g, x):
+    return g.op("HardSigmoid", x, alpha=1 / 6, beta=0.5)
+
+
+@lowering("hardswish")
+def _hardswish(g, x):
+    return g.op("HardSwish", x)
+
+
+@lowering("softplus")
+def _softplus(g, x, beta=1.0, threshold=20.0):
+    # (ONNX's has no threshold: above it the two agree to the dtype's precision)
+    if beta == 1:
+        return g.op("Softplus", x)
+    b = g.scalar(beta, g.out.dtype)
+    return g.op("Div", g.op("Softplus", g.op("Mul", x, b)), b)
+
+
+@lowering("logsigmoid")
+def _logsigmoid(g, x):
+    return g.op("Neg", g.op("Softplus", g.op("Neg", x)))
+
+
+@lowering("hardshrink", "softshrink")
+def _shrink(g, x, lambd=0.5):
+    bias = float(lambd) if g.node.target.name == "softshrink" else 0.0
+    return g.op("Shrink", x, lambd=float(lambd), bias=bias)
+
+
+@lowering("threshold")
+def _threshold(g, x, threshold, value):
+    return g.op("Where", g.op("Greater", x, g.scalar(threshold, g.out.dtype)), x,
+                g.scalar(value, g.out.dtype))
+
+
+def _mean(g, x, axes):
+    return g.op("ReduceMean", x, g.ints(axes), keepdims=1) if g.opset >= 18 else \
+        g.op("ReduceMean", x, axes=axes, keepdims=1)
+
+
+def _normalized(g, x, axes, eps, dt):
+    """``(x - mean) / sqrt(var + eps)`` over ``axes`` (``dt``: x's dtype), with the mean and
+    biased variance."""
+    mean = _mean(g, x, axes)
+    d = g.op("Sub", x, mean)
+    var = _mean(g, g.op("Mul", d, d), axes)
+    return g.op("Div", d, g.op("Sqrt", g.op("Add", var, g.scalar(eps, dt)))), mean, var
+
+
+def _per_channel(g, y, weight, bias, rank):
+    shape = g.ints([1, -1] + [1] * (rank - 2))
+    y = y if weight is None else g.op("Mul", y, g.op("Reshape", weight, shape))
+    return y if bias is None else g.op("Add", y, g.op("Reshape", bias, shape))
+
+
+@lowering("native_batch_norm")
+def _batch_norm(g, x, weight, bias, running_mean, running_var, training, eps):
+    rank = len(x.shape)
+    if training:
+        y, mean, var = _normalized(g, x, [0] + list(range(2, rank)), eps, x.dtype)
+        c = g.ints([-1])
+        return (_per_channel(g, y, weight, bias, rank), g.op("Reshape", mean, c),
+                g.op("Reshape", var, c))
+    ones = g.const(np.ones(x.shape[1], g.np(x.dtype)))
+    zeros = g.const(np.zeros(x.shape[1], g.np(x.dtype)))
+    y = g.op("BatchNormalization", x, weight if weight is not None else ones,
+             bias if bias is not None else zeros, running_mean, running_var, epsilon=eps)
+    return y, g.op("Identity", running_mean), g.op("Identity", running_var)
+
+
+@lowering("native_group_norm")
+def _group_norm(g, x, weight, bias, group, eps):
+    y, _, _ = _normalized(g, g.op("Reshape", x, g.ints([x.shape[0], group, -1])), [2], eps,
+                          x.dtype)
+    return _per_channel(g, g.op("Reshape", y, g.ints(list(x.shape))), weight, bias,
+                        len(x.shape))
