@@ -487,7 +487,6 @@ def _einsum(g, equation, operands):
     return g.op("Einsum", *g.promote(*operands), equation=equation.replace(" ", ""))
 
 
-
 @lowering("var", "std")
 def _var(g, x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):       # (std(x, False): the unbiased overload, as torch's)
@@ -639,6 +638,60 @@ def _logsigmoid(g, x):
     tail = g.op("Log", g.op("Add", one, g.op("Exp", g.op("Neg", g.op("Abs", x)))))
     return g.op("Sub", g.op("Min", x, g.scalar(0, x.dtype)), tail)
 
+
+@lowering("hardshrink", "softshrink")
+def _shrink(g, x, lambd=0.5):
+    bias = float(lambd) if g.node.target.name == "softshrink" else 0.0
+    return g.op("Shrink", x, lambd=float(lambd), bias=bias)
+
+
+@lowering("threshold")
+def _threshold(g, x, threshold, value):
+    return g.op("Where", g.op("Greater", x, g.scalar(threshold, x.dtype)), x,
+                g.scalar(value, x.dtype))
+
+
+def _mean(g, x, axes):
+    return g.op("ReduceMean", x, g.ints(axes), keepdims=1) if g.opset >= 18 else \
+        g.op("ReduceMean", x, axes=axes, keepdims=1)
+
+
+def _normalized(g, x, axes, eps, dt):
+    """``(x - mean) / sqrt(var + eps)`` over ``axes`` (``dt``: x's dtype), with the mean and
+    biased variance."""
+    mean = _mean(g, x, axes)
+    d = g.op("Sub", x, mean)
+    var = _mean(g, g.op("Mul", d, d), axes)
+    return g.op("Div", d, g.op("Sqrt", g.op("Add", var, g.scalar(eps, dt)))), mean, var
+
+
+def _per_channel(g, y, weight, bias, rank):
+    shape = g.ints([1, -1] + [1] * (rank - 2))
+    y = y if weight is None else g.op("Mul", y, g.op("Reshape", weight, shape))
+    return y if bias is None else g.op("Add", y, g.op("Reshape", bias, shape))
+
+
+@lowering("native_batch_norm")
+def _batch_norm(g, x, weight, bias, running_mean, running_var, training, eps):
+    rank = len(x.shape)
+    if training:
+        y, mean, var = _normalized(g, x, [0] + list(range(2, rank)), eps, x.dtype)
+        c = g.ints([-1])
+        return (_per_channel(g, y, weight, bias, rank), g.op("Reshape", mean, c),
+                g.op("Reshape", var, c))
+    ones = g.const(np.ones(x.shape[1], g.np(x.dtype)))
+    zeros = g.const(np.zeros(x.shape[1], g.np(x.dtype)))
+    y = g.op("BatchNormalization", x, weight if weight is not None else ones,
+             bias if bias is not None else zeros, running_mean, running_var, epsilon=eps)
+    return y, g.op("Identity", running_mean), g.op("Identity", running_var)
+
+
+@lowering("native_group_norm")
+def _group_norm(g, x, weight, bias, group, eps):
+    y, _, _ = _normalized(g, g.op("Reshape", x, g.ints([x.shape[0], group, -1])), [2], eps,
+                          x.dtype)
+    return _per_channel(g, g.op("Reshape", y, g.ints(list(x.shape))), weight, bias,
+                        len(x.shape))
 
 
 @lowering("round")
