@@ -30,7 +30,7 @@ def test_options_by_name_take_the_fast_path(c, monkeypatch):
     monkeypatch.setattr(D, "_dispatch", lambda *a, _d=D._dispatch: general.append(a) or _d(*a))
     x = ember.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
     y = D.py_dispatch(R.sum_, (x,), {"keepdim": True, "dim": 1})
-    assert y.tolist() == [[3.0], [7.0]] and y.grad_fn.name() == "SumBackward0" and not general
+    assert y.tolist() == [[3.0], [7.0]] and y.grad_fn.name() == "SumBackward1" and not general
     y.backward(ember.tensor([[1.0], [2.0]]))
     assert x.grad.tolist() == [[1.0, 1.0], [2.0, 2.0]]
     z = D.py_dispatch(R.sum_, (x,), {"dim": 0, "dtype": ember.float64})   # keyword-only
@@ -472,7 +472,7 @@ def test_parameters_take_the_quick_paths():
     opdef, args = ember._ops.nn.linear, (x, lin.weight, lin.bias)
     quick, general = D._tensors(opdef, args), D._dispatch(opdef, args, {})
     assert type(quick.grad_fn).__base__ is ember.autograd.graph.SimpleNode
-    assert quick.grad_fn.name() == general.grad_fn.name() == "LinearBackward0"
+    assert quick.grad_fn.name() == general.grad_fn.name() == "AddmmBackward0"
     grads = []
     for out in (quick, general):
         out.square().sum().backward()

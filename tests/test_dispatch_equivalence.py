@@ -283,7 +283,8 @@ def test_python_reference_switches_every_c_piece(monkeypatch):
             (z + y).sum().backward()
         assert seen.count("py_dispatch") >= 4 and seen.count("py_dispatch_inplace") == 1
         assert type(y._view_fn).__name__ == "function"
-        assert all(isinstance(t.grad_fn, ember.autograd.graph.SimpleNode) for t in (y, z))
+        assert type(y.grad_fn).__base__ is type(z.grad_fn).__base__ is \
+            ember.autograd.graph.SimpleNode
         with pytest.raises(RuntimeError, match="size"):
             with D.python_reference():
                 x + ember.ones(3)
