@@ -22,6 +22,17 @@ stats = pytest.importorskip("scipy.stats")
 ED, TD = ember.distributions, torch.distributions
 
 
+@pytest.fixture(autouse=True)
+def _torch_validates():
+    """torch validates arguments by default, but torch.export and torch.compile turn that off
+    for the whole process (torch._dynamo's eval_frame): a test that ran them in this worker
+    would leave the oracle silent."""
+    was = TD.Distribution._validate_args
+    TD.Distribution.set_default_validate_args(True)
+    yield
+    TD.Distribution.set_default_validate_args(was)
+
+
 def U(lo, hi, shape=(3,), seed=0):
     return np.random.default_rng(seed + 11 * len(shape)).uniform(lo, hi, shape)
 
