@@ -297,6 +297,54 @@ def test_erf_float32(name, noncontig):
     np.testing.assert_allclose(fast, ref, rtol=1e-6, atol=1e-36)
 
 
+# (name, call, exact): pointwise.h's fused float32 loops; the exact ones (selects) round as
+# the NumPy reference bit for bit, the others (exp, log) to ~2 ulp
+POINTWISE = [
+    ("sigmoid", ember.sigmoid, False), ("silu", F.silu, False),
+    ("leaky_relu", lambda t: F.leaky_relu(t, 0.2), True), ("hardsigmoid", F.hardsigmoid, True),
+    ("hardswish", F.hardswish, True), ("clamp", lambda t: t.clamp(-0.5, 0.0), True),
+    ("clamp_min", lambda t: t.clamp(min=-0.0), True), ("sign", ember.sign, True),
+    ("nan_to_num", lambda t: ember.nan_to_num(t, 1.5, 7.0), True),
+    ("nan_to_num_default", ember.nan_to_num, True), ("elu", F.elu, False),
+    ("selu", F.selu, False), ("celu", lambda t: F.celu(t, 2.0), False),
+    ("softplus", F.softplus, False), ("softplus_beta", lambda t: F.softplus(t, 2.0, 3.0), False),
+    ("logaddexp", lambda t: ember.logaddexp(t, t.flip(-1) * 0.5), False),
+    ("logaddexp_same", lambda t: ember.logaddexp(t, t), False)]
+EDGES = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, -3.0, 3.0, 100.0, -100.0, 88.8,
+         -88.8, 0.3, -0.3, 30.0]
+
+
+@pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])
+@pytest.mark.parametrize("shape", [(7,), (3, 1023), (2, 5, 7), (129, 1400)], ids=str)
+@pytest.mark.parametrize("name,fn,exact", POINTWISE, ids=[c[0] for c in POINTWISE])
+def test_pointwise_float32(name, fn, exact, shape, noncontig):
+    """Values and gradients against the NumPy path, edge values included (nan, infinities,
+    denormals, signed zeros, the kinks of hardswish and hardsigmoid, exp's overflow)."""
+    x = _input(shape, "float32", noncontig)
+    n = min(len(EDGES), x.size)
+    x[np.unravel_index(np.arange(n), x.shape)] = EDGES[:n]
+    fast, ref = _run(fn, [x]), None
+    with kernels.disabled():
+        ref = _run(fn, [x])
+    if exact:
+        np.testing.assert_array_equal(fast[0].view(np.int32), ref[0].view(np.int32))
+    for a, b in zip(fast, ref):
+        assert np.array_equal(np.isnan(a), np.isnan(b))
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_pointwise_kernel_runs_and_keeps_the_layout():
+    """The fused loop takes a contiguous float32 array (a transposed one, and float64, keep
+    NumPy), and runs where it must: a sigmoid far down the tail is its split, not 0 / 1."""
+    x = np.linspace(-80, 80, 4096, dtype=np.float32)
+    assert kernels.pointwise("sigmoid", x) is not None
+    assert kernels.pointwise("sigmoid", x.reshape(64, 64).T) is None
+    assert kernels.pointwise("sigmoid", x.astype(np.float64)) is None
+    assert kernels.pointwise("logaddexp", x, other=x[::-1]) is None
+    y = kernels.pointwise("sigmoid", x)
+    assert y[0] > 0 and y[0] == pytest.approx(math.exp(-80), rel=1e-5)
+
+
 # (input, weight, padding, groups): 3x3 convolutions with unit stride, >= 16 channels per
 # group on one side and >= 12 in the input, which run Winograd (ember/_ops/conv_winograd.py);
 # odd sizes leave partial tiles, (1, 1) a single one

@@ -13,6 +13,7 @@ from .._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
 from ..autograd.graph import needs_input_grad
 from .linalg import matmul
+from .pointwise import fused_grad
 from .meta import broadcast_meta, empty, same_meta
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
@@ -494,11 +495,14 @@ def _act_op(name):
 def silu(xp, input):
     """``x * sigmoid(x)``."""
     x = _floating(xp, "silu", input)
-    return x / (1 + xp.exp(-x))
+    r = _C.pointwise("silu", x)
+    return x / (1 + xp.exp(-x)) if r is None else r
 
 
 @silu.vjp(save=("input",))
 def _(g, input):
+    if (gx := fused_grad("silu", input, g)) is not None:
+        return gx
     s = input.sigmoid()
     return g * (s * (1 + input * (1 - s)))
 
@@ -520,7 +524,8 @@ def _(g, input):
 def leaky_relu(xp, input, negative_slope=0.01):
     """``x`` where positive, else ``negative_slope * x``."""
     x = _floating(xp, "leaky_relu", input)
-    return xp.where(x > 0, x, x * negative_slope)
+    r = _C.pointwise("leaky_relu", x, negative_slope)
+    return xp.where(x > 0, x, x * negative_slope) if r is None else r
 
 
 leaky_relu.vjp(save=("input",))(lambda g, input, negative_slope=0.01: (
@@ -532,6 +537,8 @@ def elu(xp, input, alpha=1.0, scale=1.0, input_scale=1.0):
     """``scale * x`` where positive, else ``scale * alpha * (exp(input_scale * x) - 1)`` (selu
     and celu are elus, as in torch)."""
     x = _floating(xp, "elu", input)
+    if (r := _C.pointwise("elu", x, alpha * scale, scale, input_scale)) is not None:
+        return r
     return xp.where(x > 0, x * scale, xp.expm1(x * input_scale) * (alpha * scale))
 
 
@@ -564,7 +571,9 @@ hardtanh.vjp(save=("input",))(lambda g, input, min_val=-1.0, max_val=1.0: (
 @_act_op("hardsigmoid")
 def hardsigmoid(xp, input):
     """``x / 6 + 1/2`` clamped to ``[0, 1]``."""
-    return xp.clip(_floating(xp, "hardsigmoid", input) + 3, 0, 6) / 6
+    x = _floating(xp, "hardsigmoid", input)
+    r = _C.pointwise("hardsigmoid", x)
+    return xp.clip(x + 3, 0, 6) / 6 if r is None else r
 
 
 # NOTE: torch's backward multiplies by 1/6 rounded to float32, whatever the dtype
@@ -576,7 +585,8 @@ hardsigmoid.vjp(save=("input",))(lambda g, input: ember.where(
 def hardswish(xp, input):
     """``x * relu6(x + 3) / 6``."""
     x = _floating(xp, "hardswish", input)
-    return x * xp.clip(x + 3, 0, 6) / 6
+    r = _C.pointwise("hardswish", x)
+    return x * xp.clip(x + 3, 0, 6) / 6 if r is None else r
 
 
 hardswish.vjp(save=("input",))(lambda g, input: ember.where(
@@ -586,7 +596,10 @@ hardswish.vjp(save=("input",))(lambda g, input: ember.where(
 @_act_op("softplus")
 def softplus(xp, input, beta=1.0, threshold=20.0):
     """``log(1 + exp(beta x)) / beta``, the identity where ``beta x > threshold``."""
-    z = _floating(xp, "softplus", input) * beta
+    if (r := _C.pointwise("softplus", _floating(xp, "softplus", input), beta, threshold)) \
+            is not None:
+        return r
+    z = input * beta
     # NOTE: torch switches to the identity above threshold; clip before exp, which the
     # untaken branch must not overflow
     return xp.where(z > threshold, input, xp.log1p(xp.exp(xp.minimum(z, threshold))) / beta)

@@ -1,9 +1,12 @@
 """Pointwise ops of two or three operands: rounded division and remainders, two-argument math,
 extrema, clamping, interpolation and the fused ``addc*`` updates."""
+import math
+
 import numpy as np
 
 import ember
 
+from .._C import kernels as _C
 from .meta import broadcast_meta, empty
 from .pointwise import _conj, reject
 from .registry import LIBM_ULP, op
@@ -197,7 +200,8 @@ def logaddexp(xp, input, other):
         tensor([1000.6932])
     """
     if input.dtype.kind != "c":
-        return xp.logaddexp(input, other)
+        r = _C.pointwise("logaddexp", input, other=other)
+        return xp.logaddexp(input, other) if r is None else r
     # NumPy's logaddexp is real only: factor out the operand of larger real part
     m = xp.where(input.real >= other.real, input, other)
     return m + xp.log(xp.exp(input - m) + xp.exp(other - m))
@@ -355,6 +359,10 @@ def clamp(xp, input, min=None, max=None):
     if input.dtype.kind == "c":
         raise NotImplementedError("clamp is not supported for complex types")
     dt = _clamp_dtype(input, min, max)
+    if all(v is None or type(v) in (int, float) and v == v for v in (min, max)) and \
+            (r := _C.pointwise("clamp", input, -math.inf if min is None else min,
+                               math.inf if max is None else max)) is not None:
+        return r
     return _limit(xp, input.astype(dt, copy=False), min, max).astype(dt, copy=False)
 
 

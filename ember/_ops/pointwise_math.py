@@ -459,6 +459,8 @@ def nan_to_num(xp, input, nan=0.0, posinf=None, neginf=None):
         return (re + 1j * im).astype(input.dtype, copy=False)
     fi = ember._dtype.ml_dtypes().finfo(input.dtype)
     hi, lo = fi.max if posinf is None else posinf, fi.min if neginf is None else neginf
+    if (r := _C.pointwise("nan_to_num", input, nan, hi, lo)) is not None:
+        return r
     r = xp.where(xp.isnan(input), nan, input)
     r = xp.where(r == xp.inf, hi, xp.where(r == -xp.inf, lo, r))
     return r.astype(input.dtype, copy=False)

@@ -80,6 +80,7 @@ def _declare(lib):
             "cross_entropy": [p, p, p, p, i64, i64, i64, i],
             "adam": [p, p, p, p, p, i64, d, d, d, d, d, d, i],
             "erf": [p, p, i64, i, i],                  # float32 only: float64 has libm's
+            "pointwise": [i, p, p, p, i64, d, d, d, i],  # (pointwise.h: float32 only)
             "winograd_fwd": [p, i64, i64, i64, i64, p, i64, i64, p, i64, i64, i64, p, i, i],
             "winograd_wgrad": [p, i64, i64, i64, i64, p, i64, i64, i64, i64, p, i64, p, i, i],
             "conv_cols_fwd": [p, p, p, i64, i64, i64, p, p, i, i],
@@ -117,7 +118,7 @@ def _declare(lib):
                 fn.argtypes = args
                 fn.restype = ctypes.c_int if name.startswith(
                     ("winograd", "conv_cols", "lstm", "attn_small")) or \
-                    name in ("gather", "scatter", "add_rows", "gemm") else \
+                    name in ("gather", "scatter", "add_rows", "gemm", "pointwise") else \
                     ctypes.c_int64 if name == "cross_entropy" else None
 
 
@@ -156,6 +157,29 @@ def astype(a, dtype):
     if _lib and getattr(_lib, name)(a.ctypes.data, out.ctypes.data, a.size) == 0:
         return out
     return a.astype(dtype)
+
+
+# pointwise.h's op codes
+_POINTWISE = {name: code for code, name in enumerate(
+    "sigmoid silu leaky_relu hardsigmoid hardswish clamp nan_to_num sign elu softplus "
+    "sigmoid_bwd silu_bwd logaddexp".split())}
+
+
+def pointwise(name, x, *params, other=None):
+    """Op ``name`` of pointwise.h (one fused float32 pass) over a C-contiguous NumPy float32
+    array ``x`` (and ``other``, of its shape and dtype, for the two-input ops: logaddexp and the
+    ``*_bwd`` ones, whose ``other`` is the gradient), with up to three float ``params``; None
+    where it does not apply (the caller then runs its NumPy code)."""
+    fn = kernel("pointwise", x.dtype) if type(x) is np.ndarray and x.size >= 64 and \
+        x.flags.c_contiguous else None
+    if fn is None or other is not None and not (
+            type(other) is np.ndarray and other.dtype == x.dtype and other.shape == x.shape and
+            other.flags.c_contiguous):
+        return None
+    out = np.empty(x.shape, x.dtype)
+    fn(_POINTWISE[name], ptr(x), ptr(other), ptr(out), x.size, *map(float, params),
+       *(0.0,) * (3 - len(params)), num_threads())
+    return out
 
 
 # elements below which NumPy's single pass beats a kernel call (ctypes: ~3 us)

@@ -1,0 +1,122 @@
+/* Fused float32 pointwise ops: one pass over memory where the NumPy reference takes two to
+ * five (each a full read and write of the array), for the activations, clamp, sign and
+ * nan_to_num. Included once (float32 only; float64 keeps NumPy). The selects round exactly as
+ * the reference's ufuncs (NumPy's maximum is a > b ? a : b with nan kept: signed zeros
+ * included), so those are bit-identical; the exp and log ones use the vector functions below
+ * and vecmath.h's (~1-2 ulp). a, b, c are the op's float parameters (unused ones 0), rounded to float32 as
+ * NumPy rounds a Python float meeting a float32 array. */
+enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAMP, PW_NAN_TO_NUM,
+       PW_SIGN, PW_ELU, PW_SOFTPLUS, PW_SIGMOID_BWD, PW_SILU_BWD, PW_LOGADDEXP, PW_COUNT };
+
+/* NumPy's maximum and minimum (v > lo || v is nan ? v : lo), as one comparison gcc vectorises */
+static inline float pw_max(float v, float lo) { return v <= lo ? lo : v; }
+static inline float pw_min(float v, float hi) { return v >= hi ? hi : v; }
+
+/* expm1(x): Taylor to x^8/8! for |x| < 0.5 (relative error < 1e-8), else exp(x) - 1, which
+ * there loses at most ~2 ulp to the subtraction (libm's expm1f does not vectorise). */
+static inline float expm1_f32(float x) {
+    float p = 1.0f / 40320.0f;
+    p = p * x + 1.0f / 5040.0f;
+    p = p * x + 1.0f / 720.0f;
+    p = p * x + 1.0f / 120.0f;
+    p = p * x + 1.0f / 24.0f;
+    p = p * x + 1.0f / 6.0f;
+    p = p * x + 0.5f;
+    float small = x + x * x * p;
+    return (x < 0.5f) & (x > -0.5f) ? small : exp_f32(x) - 1.0f;
+}
+
+/* log(x) for finite normal x > 0: Cephes' logf (mantissa in [sqrt(1/2), sqrt 2), degree-8
+ * polynomial, ln 2 in two parts), ~1 ulp */
+static inline float log_f32(float x) {
+    int32_t bits;
+    memcpy(&bits, &x, 4);
+    int32_t e = ((bits >> 23) & 0xff) - 126;
+    float m = f32_from_bits((bits & 0x007fffff) | 0x3f000000);     /* x = m 2^e, m in [1/2, 1) */
+    int low = m < 0.707106781186547524f;
+    e = low ? e - 1 : e;
+    m = low ? m + m - 1.0f : m - 1.0f;
+    float z = m * m;
+    float y = 7.0376836292E-2f;
+    y = y * m - 1.1514610310E-1f;
+    y = y * m + 1.1676998740E-1f;
+    y = y * m - 1.2420140846E-1f;
+    y = y * m + 1.4249322787E-1f;
+    y = y * m - 1.6668057665E-1f;
+    y = y * m + 2.0000714765E-1f;
+    y = y * m - 2.4999993993E-1f;
+    y = y * m + 3.3333331174E-1f;
+    y = y * m * z;
+    float fe = (float)e;
+    y += -2.12194440e-4f * fe;
+    y += -0.5f * z;
+    return m + y + 0.693359375f * fe;
+}
+
+/* log1p(y) for y >= 0 (or nan, or inf): log(u) for u = 1 + y, corrected by the rounding of
+ * u ((u - 1) - y) / u, the classic trick that keeps tiny y exact */
+static inline float log1p_nonneg_f32(float y) {
+    float u = 1.0f + y;
+    float r = log_f32(u) - ((u - 1.0f) - y) / u;
+    return u == INFINITY ? u : y != y ? y : r;
+}
+
+/* NumPy's logaddexp: x + ln 2 where x == y (infinities of one sign included), else the
+ * larger plus log1p(exp(-|x - y|)); nan where either is */
+static inline float pw_logaddexp1(float x, float y) {
+    float d = x - y;
+    float big = d > 0.0f ? x : y;
+    float r = big + log1p_nonneg_f32(exp_f32(-(d < 0.0f ? -d : d)));
+    return x == y ? x + 0.693147180559945309f : d != d ? d : r;
+}
+/* the reference's split by sign: exp never overflows, and 1/(1+e) keeps tiny results */
+static inline float pw_sigmoid1(float v) {
+    float e = exp_f32(v < 0.0f ? v : -v);
+    return v >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+}
+
+/* one block of an op: y is the second input (the gradient of the backward ops), else unused */
+#define PW_BLOCK(NAME, EXPR)                                                                   \
+    TC static void pw_##NAME(const float *x, const float *y, float *o, int64_t n,  \
+                                        float a, float b, float c) {                          \
+        (void)y; (void)a; (void)b; (void)c;                                                   \
+        for (int64_t i = 0; i < n; i++) { float v = x[i]; o[i] = (EXPR); }                    \
+    }
+
+PW_BLOCK(sigmoid, pw_sigmoid1(v))
+PW_BLOCK(silu, v / (1.0f + exp_f32(-v)))
+PW_BLOCK(leaky_relu, v > 0.0f ? v : v * a)
+PW_BLOCK(hardsigmoid, pw_min(pw_max(v + 3.0f, 0.0f), 6.0f) / 6.0f)
+PW_BLOCK(hardswish, v * pw_min(pw_max(v + 3.0f, 0.0f), 6.0f) / 6.0f)
+PW_BLOCK(clamp, pw_min(pw_max(v, a), b))
+PW_BLOCK(nan_to_num, v != v ? a : v == INFINITY ? b : v == -INFINITY ? c : v)
+PW_BLOCK(sign, (float)((v > 0.0f) - (v < 0.0f)))
+PW_BLOCK(elu, v > 0.0f ? v * b : expm1_f32(v * c) * a)
+PW_BLOCK(softplus, v * a > b ? v : log1p_nonneg_f32(exp_f32(pw_min(v * a, b))) / a)
+PW_BLOCK(logaddexp, pw_logaddexp1(v, y[i]))
+/* x is sigmoid's result r: g r (1 - r), as the reference's r * (1 - r) then g times it */
+PW_BLOCK(sigmoid_bwd, y[i] * (v * (1.0f - v)))
+/* x is silu's input: g (s (1 + x (1 - s))) with s = sigmoid(x), the reference's grouping */
+PW_BLOCK(silu_bwd, y[i] * (pw_sigmoid1(v) * (1.0f + v * (1.0f - pw_sigmoid1(v)))))
+
+typedef void (*pw_fn)(const float *, const float *, float *, int64_t, float, float, float);
+static const pw_fn PW_FNS[PW_COUNT] = {pw_sigmoid, pw_silu, pw_leaky_relu, pw_hardsigmoid,
+                                       pw_hardswish, pw_clamp, pw_nan_to_num, pw_sign, pw_elu,
+                                       pw_softplus, pw_sigmoid_bwd, pw_silu_bwd,
+                                       pw_logaddexp};
+/* rough cost per element relative to a copy: how early a second thread pays */
+static const int PW_COST[PW_COUNT] = {8, 8, 1, 1, 1, 1, 1, 1, 8, 16, 1, 8, 16};
+
+/* op `op` of n contiguous floats x (and y for the two-input ops) into out; -1 for an unknown op */
+EXPORT int pointwise_f32(int op, const float *x, const float *y, float *out, int64_t n,
+                         double a, double b, double c, int nt) {
+    if (op < 0 || op >= PW_COUNT) return -1;
+    const int64_t B = 16384;
+    pw_fn fn = PW_FNS[op];
+    float fa = (float)a, fb = (float)b, fc = (float)c;
+    nt = threads_for(n * PW_COST[op], nt);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t i = 0; i < n; i += B)
+        fn(x + i, y ? y + i : y, out + i, n - i < B ? n - i : B, fa, fb, fc);
+    return 0;
+}
