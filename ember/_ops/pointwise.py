@@ -282,7 +282,9 @@ def pow(xp, input, exponent):
         odd = xp.where(exponent % 2 == 0, 1, -1)
         return xp.where(neg, xp.where(input == 1, 1, xp.where(input == -1, odd, 0)),
                         out).astype(out.dtype)
-    if type(exponent) in (int, float) and input.dtype.kind == "f" and input.dtype.itemsize >= 4:
+    # (0-dim arrays keep np.power: their products are NumPy scalars, which out= refuses)
+    if type(exponent) in (int, float) and input.dtype.kind == "f" and input.dtype.itemsize >= 4 \
+            and input.ndim:
         if (r := _pow_number(xp, input, exponent)) is not None:
             return r
     return xp.power(input, exponent)
