@@ -309,7 +309,8 @@ POINTWISE = [
     ("selu", F.selu, False), ("celu", lambda t: F.celu(t, 2.0), False),
     ("softplus", F.softplus, False), ("softplus_beta", lambda t: F.softplus(t, 2.0, 3.0), False),
     ("logaddexp", lambda t: ember.logaddexp(t, t.flip(-1) * 0.5), False),
-    ("logaddexp_same", lambda t: ember.logaddexp(t, t), False)]
+    ("logaddexp_same", lambda t: ember.logaddexp(t, t), False),
+    ("erfinv", lambda t: ember.erfinv(t * 0.34), False)]
 EDGES = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, -3.0, 3.0, 100.0, -100.0, 88.8,
          -88.8, 0.3, -0.3, 30.0]
 
@@ -735,6 +736,27 @@ def test_half_conversions_match_numpy_bit_for_bit():
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal(kernels.astype(odd, f16).view(np.uint16),
                                       odd.astype(f16).view(np.uint16))
+
+
+def test_bfloat16_conversions_match_ml_dtypes_bit_for_bit():
+    """half.h's bfloat16 loops against ml_dtypes: every bfloat16 up; float32 bit patterns down
+    (ties to even, nan of either sign with payloads, infinities, overflow, denormals)."""
+    bf16, f32 = ember.bfloat16.np, np.dtype(np.float32)
+    every = np.arange(65536, dtype=np.uint16).view(bf16)
+    np.testing.assert_array_equal(kernels.astype(every, f32).view(np.uint32),
+                                  every.astype(f32).view(np.uint32))
+    bits = np.random.default_rng(0).integers(0, 2**32, 1 << 20, dtype=np.uint64).astype(
+        np.uint32)
+    bits[:9] = [0x7F800000, 0xFF800000, 0x7F7FFFFF, 0x3F808000, 0x3F818000, 0x00018000,
+                0x7FC00001, 0xFFA00000, 0x80000000]
+    wide = bits.view(np.float32)
+    with np.errstate(invalid="ignore"):
+        want = wide.astype(bf16)
+    np.testing.assert_array_equal(kernels.astype(wide, bf16).view(np.uint16),
+                                  want.view(np.uint16))
+    t = ember.tensor(wide[:5000])
+    np.testing.assert_array_equal(t.bfloat16().numpy().view(np.uint16),
+                                  want[:5000].view(np.uint16))
 
 
 def test_ptr_matches_ctypes_data():

@@ -104,7 +104,7 @@ def _declare(lib):
             # (sgemm.h, float32 only: batch, m, n, k, then a, b as pointer, strides, then
             # acc, bias (NULL or n floats), c as pointer, strides)
             "gemm": [i64] * 4 + [p, i64, i64, i64] * 2 + [i, p, p, i64, i64, i]}
-    for name in ("f16_widen", "f16_narrow"):        # (half.h: no dtype suffix)
+    for name in ("f16_widen", "f16_narrow", "bf16_widen", "bf16_narrow"):   # (half.h)
         getattr(lib, name).argtypes, getattr(lib, name).restype = [p, p, i64], ctypes.c_int
     lib.mask_count.argtypes, lib.mask_count.restype = [p, i64, p, i], i64
     for name, args in sigs.items():
@@ -144,10 +144,13 @@ _CAST = {(_F16, _F32): "f16_widen", (_F32, _F16): "f16_narrow"}
 
 
 def astype(a, dtype):
-    """``a.astype(dtype)``; float16 <-> float32 of a large contiguous array through F16C
-    (half.h), which NumPy's element-by-element conversion is ~20x slower than."""
+    """``a.astype(dtype)``; float16 or bfloat16 <-> float32 of a large contiguous array by
+    half.h (F16C; integer rounding for bfloat16), which NumPy's and ml_dtypes' element by
+    element conversions are ~20x slower than."""
     global _lib
     name = _CAST.get((a.dtype, dtype))
+    if name is None and "bfloat16" in (a.dtype.name, dtype.name) and _F32 in (a.dtype, dtype):
+        name = "bf16_narrow" if a.dtype == _F32 else "bf16_widen"
     if name is None or type(a) is not np.ndarray or a.size < 2048 or _off or \
             not a.flags.c_contiguous:
         return a.astype(dtype)
@@ -162,7 +165,7 @@ def astype(a, dtype):
 # pointwise.h's op codes
 _POINTWISE = {name: code for code, name in enumerate(
     "sigmoid silu leaky_relu hardsigmoid hardswish clamp nan_to_num sign elu softplus "
-    "sigmoid_bwd silu_bwd logaddexp".split())}
+    "sigmoid_bwd silu_bwd logaddexp erfinv".split())}
 
 
 def pointwise(name, x, *params, other=None):

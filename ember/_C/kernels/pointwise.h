@@ -6,7 +6,7 @@
  * and vecmath.h's (~1-2 ulp). a, b, c are the op's float parameters (unused ones 0), rounded to float32 as
  * NumPy rounds a Python float meeting a float32 array. */
 enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAMP, PW_NAN_TO_NUM,
-       PW_SIGN, PW_ELU, PW_SOFTPLUS, PW_SIGMOID_BWD, PW_SILU_BWD, PW_LOGADDEXP, PW_COUNT };
+       PW_SIGN, PW_ELU, PW_SOFTPLUS, PW_SIGMOID_BWD, PW_SILU_BWD, PW_LOGADDEXP, PW_ERFINV, PW_COUNT };
 
 /* NumPy's maximum and minimum (v > lo || v is nan ? v : lo), as one comparison gcc vectorises */
 static inline float pw_max(float v, float lo) { return v <= lo ? lo : v; }
@@ -75,6 +75,35 @@ static inline float pw_sigmoid1(float v) {
     return v >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
 }
 
+/* erfinv(y): Giles' single-precision polynomials ("Approximating the erfinv function", 2010:
+ * the reference's starting estimate, here without its float64 Halley step) in
+ * w = -log(1 - y^2), ~2e-7 relative; +-inf at +-1, nan beyond */
+static inline float pw_erfinv1(float y) {
+    float a = y < 0.0f ? -y : y;
+    float w = -log_f32((1.0f - (a < 1.0f ? a : 0.5f)) * (1.0f + a));
+    float c = w - 2.5f, p = 2.81022636e-08f;
+    p = p * c + 3.43273939e-07f;
+    p = p * c - 3.5233877e-06f;
+    p = p * c - 4.39150654e-06f;
+    p = p * c + 0.00021858087f;
+    p = p * c - 0.00125372503f;
+    p = p * c - 0.00417768164f;
+    p = p * c + 0.246640727f;
+    p = p * c + 1.50140941f;
+    float t = sqrtf(w) - 3.0f, q = -0.000200214257f;
+    q = q * t + 0.000100950558f;
+    q = q * t + 0.00134934322f;
+    q = q * t - 0.00367342844f;
+    q = q * t + 0.00573950773f;
+    q = q * t - 0.0076224613f;
+    q = q * t + 0.00943887047f;
+    q = q * t + 1.00167406f;
+    q = q * t + 2.83297682f;
+    float x = y * (w < 5.0f ? p : q);
+    x = a == 1.0f ? y * INFINITY : x;
+    return a > 1.0f ? NAN : x;          /* (nan: a > 1 false, and x is nan already) */
+}
+
 /* one block of an op: y is the second input (the gradient of the backward ops), else unused */
 #define PW_BLOCK(NAME, EXPR)                                                                   \
     TC static void pw_##NAME(const float *x, const float *y, float *o, int64_t n,  \
@@ -94,6 +123,7 @@ PW_BLOCK(sign, (float)((v > 0.0f) - (v < 0.0f)))
 PW_BLOCK(elu, v > 0.0f ? v * b : expm1_f32(v * c) * a)
 PW_BLOCK(softplus, v * a > b ? v : log1p_nonneg_f32(exp_f32(pw_min(v * a, b))) / a)
 PW_BLOCK(logaddexp, pw_logaddexp1(v, y[i]))
+PW_BLOCK(erfinv, pw_erfinv1(v))
 /* x is sigmoid's result r: g r (1 - r), as the reference's r * (1 - r) then g times it */
 PW_BLOCK(sigmoid_bwd, y[i] * (v * (1.0f - v)))
 /* x is silu's input: g (s (1 + x (1 - s))) with s = sigmoid(x), the reference's grouping */
@@ -103,9 +133,9 @@ typedef void (*pw_fn)(const float *, const float *, float *, int64_t, float, flo
 static const pw_fn PW_FNS[PW_COUNT] = {pw_sigmoid, pw_silu, pw_leaky_relu, pw_hardsigmoid,
                                        pw_hardswish, pw_clamp, pw_nan_to_num, pw_sign, pw_elu,
                                        pw_softplus, pw_sigmoid_bwd, pw_silu_bwd,
-                                       pw_logaddexp};
+                                       pw_logaddexp, pw_erfinv};
 /* rough cost per element relative to a copy: how early a second thread pays */
-static const int PW_COST[PW_COUNT] = {8, 8, 1, 1, 1, 1, 1, 1, 8, 16, 1, 8, 16};
+static const int PW_COST[PW_COUNT] = {8, 8, 1, 1, 1, 1, 1, 1, 8, 16, 1, 8, 16, 16};
 
 /* op `op` of n contiguous floats x (and y for the two-input ops) into out; -1 for an unknown op */
 EXPORT int pointwise_f32(int op, const float *x, const float *y, float *out, int64_t n,
