@@ -491,6 +491,11 @@ def _act_op(name):
     return op(name, tags=("pointwise",), promote="common", method=False, function=False)
 
 
+def _fused_or(gx, ember_ops):
+    """the fused backward's gradient ``gx``, or where there is none, ``ember_ops()``'s"""
+    return gx if gx is not None else ember_ops()
+
+
 @_act_op("silu")
 def silu(xp, input):
     """``x * sigmoid(x)``."""
@@ -529,7 +534,9 @@ def leaky_relu(xp, input, negative_slope=0.01):
 
 
 leaky_relu.vjp(save=("input",))(lambda g, input, negative_slope=0.01: (
-    ember.where(input > 0, g, g * negative_slope), None))
+    _fused_or(fused_grad("leaky_relu", input, g, negative_slope),
+              lambda: ember.where(input > 0, g, g * negative_slope)), None))
+
 
 
 @_act_op("elu")
@@ -544,8 +551,11 @@ def elu(xp, input, alpha=1.0, scale=1.0, input_scale=1.0):
 
 @elu.vjp(save=("input",))
 def _(g, input, alpha=1.0, scale=1.0, input_scale=1.0):
-    neg = (input * input_scale).exp() * (alpha * scale * input_scale)
-    return ember.where(input > 0, g * scale, g * neg), None, None, None
+    gx = fused_grad("elu", input, g, alpha * scale * input_scale, scale, input_scale)
+    if gx is None:
+        neg = (input * input_scale).exp() * (alpha * scale * input_scale)
+        gx = ember.where(input > 0, g * scale, g * neg)
+    return gx, None, None, None
 
 
 @_act_op("celu")
@@ -577,8 +587,9 @@ def hardsigmoid(xp, input):
 
 
 # NOTE: torch's backward multiplies by 1/6 rounded to float32, whatever the dtype
-hardsigmoid.vjp(save=("input",))(lambda g, input: ember.where(
-    (input > -3) & (input < 3), g * float(np.float32(1 / 6)), 0.0))
+hardsigmoid.vjp(save=("input",))(lambda g, input: _fused_or(
+    fused_grad("hardsigmoid", input, g, float(np.float32(1 / 6))), lambda: ember.where(
+        (input > -3) & (input < 3), g * float(np.float32(1 / 6)), 0.0)))
 
 
 @_act_op("hardswish")
@@ -589,8 +600,9 @@ def hardswish(xp, input):
     return x * xp.clip(x + 3, 0, 6) / 6 if r is None else r
 
 
-hardswish.vjp(save=("input",))(lambda g, input: ember.where(
-    input < -3, 0.0, ember.where(input <= 3, g * (input / 3 + 0.5), g)))
+hardswish.vjp(save=("input",))(lambda g, input: _fused_or(
+    fused_grad("hardswish", input, g), lambda: ember.where(
+        input < -3, 0.0, ember.where(input <= 3, g * (input / 3 + 0.5), g))))
 
 
 @_act_op("softplus")
@@ -605,8 +617,9 @@ def softplus(xp, input, beta=1.0, threshold=20.0):
     return xp.where(z > threshold, input, xp.log1p(xp.exp(xp.minimum(z, threshold))) / beta)
 
 
-softplus.vjp(save=("input",))(lambda g, input, beta=1.0, threshold=20.0: (
-    ember.where(input * beta > threshold, g, g * (input * beta).sigmoid()), None, None))
+softplus.vjp(save=("input",))(lambda g, input, beta=1.0, threshold=20.0: (_fused_or(
+    fused_grad("softplus", input, g, beta, threshold),
+    lambda: ember.where(input * beta > threshold, g, g * (input * beta).sigmoid())), None, None))
 
 
 @_act_op("logsigmoid")

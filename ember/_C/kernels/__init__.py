@@ -165,7 +165,8 @@ def astype(a, dtype):
 # pointwise.h's op codes
 _POINTWISE = {name: code for code, name in enumerate(
     "sigmoid silu leaky_relu hardsigmoid hardswish clamp nan_to_num sign elu softplus "
-    "sigmoid_bwd silu_bwd logaddexp erfinv".split())}
+    "sigmoid_bwd silu_bwd logaddexp erfinv leaky_relu_bwd hardsigmoid_bwd hardswish_bwd elu_bwd "
+    "softplus_bwd".split())}
 
 
 def pointwise(name, x, *params, other=None):
@@ -176,9 +177,10 @@ def pointwise(name, x, *params, other=None):
     fn = kernel("pointwise", x.dtype) if type(x) is np.ndarray and x.size >= 64 and \
         x.flags.c_contiguous else None
     if fn is None or other is not None and not (
-            type(other) is np.ndarray and other.dtype == x.dtype and other.shape == x.shape and
-            other.flags.c_contiguous):
+            type(other) is np.ndarray and other.dtype == x.dtype and other.shape == x.shape):
         return None
+    # (a strided or broadcast other, as sum's gradient, is copied: still one pass less)
+    other = None if other is None else contiguous(other)
     out = np.empty(x.shape, x.dtype)
     fn(_POINTWISE[name], ptr(x), ptr(other), ptr(out), x.size, *map(float, params),
        *(0.0,) * (3 - len(params)), num_threads())

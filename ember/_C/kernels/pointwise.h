@@ -6,7 +6,8 @@
  * and vecmath.h's (~1-2 ulp). a, b, c are the op's float parameters (unused ones 0), rounded to float32 as
  * NumPy rounds a Python float meeting a float32 array. */
 enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAMP, PW_NAN_TO_NUM,
-       PW_SIGN, PW_ELU, PW_SOFTPLUS, PW_SIGMOID_BWD, PW_SILU_BWD, PW_LOGADDEXP, PW_ERFINV, PW_COUNT };
+       PW_SIGN, PW_ELU, PW_SOFTPLUS, PW_SIGMOID_BWD, PW_SILU_BWD, PW_LOGADDEXP, PW_ERFINV, PW_LEAKY_RELU_BWD,
+       PW_HARDSIGMOID_BWD, PW_HARDSWISH_BWD, PW_ELU_BWD, PW_SOFTPLUS_BWD, PW_COUNT };
 
 /* NumPy's maximum and minimum (v > lo || v is nan ? v : lo), as one comparison gcc vectorises */
 static inline float pw_max(float v, float lo) { return v <= lo ? lo : v; }
@@ -124,6 +125,12 @@ PW_BLOCK(elu, v > 0.0f ? v * b : expm1_f32(v * c) * a)
 PW_BLOCK(softplus, v * a > b ? v : log1p_nonneg_f32(exp_f32(pw_min(v * a, b))) / a)
 PW_BLOCK(logaddexp, pw_logaddexp1(v, y[i]))
 PW_BLOCK(erfinv, pw_erfinv1(v))
+/* the activations' backwards (x is the input, y the gradient), grouped as their references */
+PW_BLOCK(leaky_relu_bwd, v > 0.0f ? y[i] : y[i] * a)
+PW_BLOCK(hardsigmoid_bwd, (v > -3.0f) & (v < 3.0f) ? y[i] * a : 0.0f)
+PW_BLOCK(hardswish_bwd, v < -3.0f ? 0.0f : v <= 3.0f ? y[i] * (v / 3.0f + 0.5f) : y[i])
+PW_BLOCK(elu_bwd, v > 0.0f ? y[i] * b : y[i] * (exp_f32(v * c) * a))
+PW_BLOCK(softplus_bwd, v * a > b ? y[i] : y[i] * pw_sigmoid1(v * a))
 /* x is sigmoid's result r: g r (1 - r), as the reference's r * (1 - r) then g times it */
 PW_BLOCK(sigmoid_bwd, y[i] * (v * (1.0f - v)))
 /* x is silu's input: g (s (1 + x (1 - s))) with s = sigmoid(x), the reference's grouping */
@@ -133,9 +140,12 @@ typedef void (*pw_fn)(const float *, const float *, float *, int64_t, float, flo
 static const pw_fn PW_FNS[PW_COUNT] = {pw_sigmoid, pw_silu, pw_leaky_relu, pw_hardsigmoid,
                                        pw_hardswish, pw_clamp, pw_nan_to_num, pw_sign, pw_elu,
                                        pw_softplus, pw_sigmoid_bwd, pw_silu_bwd,
-                                       pw_logaddexp, pw_erfinv};
+                                       pw_logaddexp, pw_erfinv, pw_leaky_relu_bwd,
+                                       pw_hardsigmoid_bwd, pw_hardswish_bwd, pw_elu_bwd,
+                                       pw_softplus_bwd};
 /* rough cost per element relative to a copy: how early a second thread pays */
-static const int PW_COST[PW_COUNT] = {8, 8, 1, 1, 1, 1, 1, 1, 8, 16, 1, 8, 16, 16};
+static const int PW_COST[PW_COUNT] = {8, 8, 1, 1, 1, 1, 1, 1, 8, 16, 1, 8, 16, 16,
+                                      1, 1, 1, 8, 8};
 
 /* op `op` of n contiguous floats x (and y for the two-input ops) into out; -1 for an unknown op */
 EXPORT int pointwise_f32(int op, const float *x, const float *y, float *out, int64_t n,
