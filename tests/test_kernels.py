@@ -310,7 +310,9 @@ POINTWISE = [
     ("softplus", F.softplus, False), ("softplus_beta", lambda t: F.softplus(t, 2.0, 3.0), False),
     ("logaddexp", lambda t: ember.logaddexp(t, t.flip(-1) * 0.5), False),
     ("logaddexp_same", lambda t: ember.logaddexp(t, t), False),
-    ("erfinv", lambda t: ember.erfinv(t * 0.34), False)]
+    ("erfinv", lambda t: ember.erfinv(t * 0.34), False),
+    ("remainder", lambda t: ember.remainder(t, 0.7), True),
+    ("remainder_tensor", lambda t: ember.remainder(t * 7, t.flip(-1)), True)]
 EDGES = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, -3.0, 3.0, 100.0, -100.0, 88.8,
          -88.8, 0.3, -0.3, 30.0]
 
@@ -739,6 +741,22 @@ def test_half_conversions_match_numpy_bit_for_bit():
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal(kernels.astype(odd, f16).view(np.uint16),
                                       odd.astype(f16).view(np.uint16))
+
+
+def test_remainder_matches_numpy_bit_for_bit():
+    """pointwise.h's remainder over float32 bit patterns (quotients past 2^24, zeros of both
+    signs, infinities, nan, denormals) and near-integer quotients, against NumPy's."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.integers(0, 2**32, 1 << 18, dtype=np.uint64).astype(np.uint32).view(np.float32)
+            for _ in range(2))
+    c = (rng.integers(-50, 50, 1 << 18) * np.float32(0.1)).astype(np.float32)
+    for x, y in ((a, b), (c, np.float32(0.1) + c * 0), (c * 3, c[::-1].copy())):
+        with np.errstate(all="ignore"):
+            want = np.remainder(x, y)
+        got = kernels.pointwise("remainder", x, other=y)
+        nan = np.isnan(want)        # (which nan's payload survives is the CPU's choice)
+        assert np.array_equal(np.isnan(got), nan)
+        np.testing.assert_array_equal(got[~nan].view(np.int32), want[~nan].view(np.int32))
 
 
 def test_bfloat16_conversions_match_ml_dtypes_bit_for_bit():

@@ -7,6 +7,7 @@ import numpy as np
 import ember
 
 from .._C import kernels as _C
+from ..autograd.graph import needs_input_grad
 from .meta import broadcast_meta, empty
 from .pointwise import _conj, reject
 from .registry import LIBM_ULP, op
@@ -78,12 +79,16 @@ def remainder(xp, input, other):
         tensor([1., 1.])
     """
     _check_int_divisor(xp, input, other)
-    return xp.remainder(input, other)
+    r = _C.pointwise("remainder", input, other=other) if type(other) not in (int, float) else \
+        _C.pointwise("remainder_scalar", input, other)
+    return xp.remainder(input, other) if r is None else r
 
 
 @remainder.vjp(save=("input", "other"))
 def _(g, input, other):
-    return g, -g * ember.div(input, other, rounding_mode="floor")
+    # (a number divisor has no gradient: the floor division would be thrown away)
+    return g, -g * ember.div(input, other, rounding_mode="floor") \
+        if isinstance(other, ember.Tensor) and needs_input_grad(1) else None
 
 
 @op("fmod", tags=("pointwise",), promote="common", inplace=True)

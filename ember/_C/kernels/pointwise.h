@@ -7,7 +7,8 @@
  * NumPy rounds a Python float meeting a float32 array. */
 enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAMP, PW_NAN_TO_NUM,
        PW_SIGN, PW_ELU, PW_SOFTPLUS, PW_SIGMOID_BWD, PW_SILU_BWD, PW_LOGADDEXP, PW_ERFINV, PW_LEAKY_RELU_BWD,
-       PW_HARDSIGMOID_BWD, PW_HARDSWISH_BWD, PW_ELU_BWD, PW_SOFTPLUS_BWD, PW_COUNT };
+       PW_HARDSIGMOID_BWD, PW_HARDSWISH_BWD, PW_ELU_BWD, PW_SOFTPLUS_BWD, PW_REMAINDER,
+       PW_REMAINDER_SCALAR, PW_COUNT };
 
 /* NumPy's maximum and minimum (v > lo || v is nan ? v : lo), as one comparison gcc vectorises */
 static inline float pw_max(float v, float lo) { return v <= lo ? lo : v; }
@@ -105,6 +106,34 @@ static inline float pw_erfinv1(float y) {
     return a > 1.0f ? NAN : x;          /* (nan: a > 1 false, and x is nan already) */
 }
 
+/* Python's a % b as NumPy's remainder: fmod's result moved into b's sign (a zero takes b's
+ * sign). fmod(a, b) is exact: a - q b with q = trunc(a / b) is exact in double while
+ * |q| < 2^24, and the rounded quotient can only be one too large (then r and a differ in
+ * sign: one b back). Larger quotients, infinite b and nan are left to libm (pw_rem_fix). */
+static inline float pw_rem1(float a, float b) {
+    double q = trunc((double)a / (double)b), r = (double)a - q * (double)b;
+    double ab = b < 0.0f ? -(double)b : (double)b;
+    r = (a > 0.0f) & (r < 0.0) ? r + ab : (a < 0.0f) & (r > 0.0) ? r - ab : r;
+    float m = (float)r;
+    m = m != 0.0f && (b < 0.0f) != (m < 0.0f) ? m + b : m;
+    return m == 0.0f ? (b < 0.0f ? -0.0f : 0.0f) : m;
+}
+
+static float pw_rem_slow(float a, float b) {
+    float m = fmodf(a, b);
+    if (m != 0.0f) return (b < 0.0f) != (m < 0.0f) ? m + b : m;
+    return copysignf(0.0f, b);
+}
+
+/* the elements of a block whose quotient the fast path cannot take (rare: a second look) */
+static void pw_rem_fix(const float *x, const float *y, float *o, int64_t n, float b) {
+    for (int64_t i = 0; i < n; i++) {
+        float bi = y ? y[i] : b;
+        if (!(fabsf(x[i] / bi) < 16777216.0f) | (fabsf(bi) == INFINITY))   /* (0 inf is nan) */
+            o[i] = pw_rem_slow(x[i], bi);
+    }
+}
+
 /* one block of an op: y is the second input (the gradient of the backward ops), else unused */
 #define PW_BLOCK(NAME, EXPR)                                                                   \
     TC static void pw_##NAME(const float *x, const float *y, float *o, int64_t n,  \
@@ -131,6 +160,8 @@ PW_BLOCK(hardsigmoid_bwd, (v > -3.0f) & (v < 3.0f) ? y[i] * a : 0.0f)
 PW_BLOCK(hardswish_bwd, v < -3.0f ? 0.0f : v <= 3.0f ? y[i] * (v / 3.0f + 0.5f) : y[i])
 PW_BLOCK(elu_bwd, v > 0.0f ? y[i] * b : y[i] * (exp_f32(v * c) * a))
 PW_BLOCK(softplus_bwd, v * a > b ? y[i] : y[i] * pw_sigmoid1(v * a))
+PW_BLOCK(remainder, pw_rem1(v, y[i]))
+PW_BLOCK(remainder_scalar, pw_rem1(v, a))
 /* x is sigmoid's result r: g r (1 - r), as the reference's r * (1 - r) then g times it */
 PW_BLOCK(sigmoid_bwd, y[i] * (v * (1.0f - v)))
 /* x is silu's input: g (s (1 + x (1 - s))) with s = sigmoid(x), the reference's grouping */
@@ -142,10 +173,10 @@ static const pw_fn PW_FNS[PW_COUNT] = {pw_sigmoid, pw_silu, pw_leaky_relu, pw_ha
                                        pw_softplus, pw_sigmoid_bwd, pw_silu_bwd,
                                        pw_logaddexp, pw_erfinv, pw_leaky_relu_bwd,
                                        pw_hardsigmoid_bwd, pw_hardswish_bwd, pw_elu_bwd,
-                                       pw_softplus_bwd};
+                                       pw_softplus_bwd, pw_remainder, pw_remainder_scalar};
 /* rough cost per element relative to a copy: how early a second thread pays */
 static const int PW_COST[PW_COUNT] = {8, 8, 1, 1, 1, 1, 1, 1, 8, 16, 1, 8, 16, 16,
-                                      1, 1, 1, 8, 8};
+                                      1, 1, 1, 8, 8, 4, 4};
 
 /* op `op` of n contiguous floats x (and y for the two-input ops) into out; -1 for an unknown op */
 EXPORT int pointwise_f32(int op, const float *x, const float *y, float *out, int64_t n,
@@ -157,6 +188,11 @@ EXPORT int pointwise_f32(int op, const float *x, const float *y, float *out, int
     nt = threads_for(n * PW_COST[op], nt);
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t i = 0; i < n; i += B)
-        fn(x + i, y ? y + i : y, out + i, n - i < B ? n - i : B, fa, fb, fc);
+    {
+        int64_t m = n - i < B ? n - i : B;
+        fn(x + i, y ? y + i : y, out + i, m, fa, fb, fc);
+        if (op == PW_REMAINDER || op == PW_REMAINDER_SCALAR)
+            pw_rem_fix(x + i, y ? y + i : y, out + i, m, fa);
+    }
     return 0;
 }
