@@ -263,8 +263,34 @@ neg.samples = lambda dev, dt: unary_samples(dev, dt) if dt is not ember.bool els
 neg.errors = [ErrorSample(Sample(const(3, dtype=bool)), RuntimeError, "on a bool tensor")]
 
 
+def _power(input, exponent, out=None):
+    """``numpy.power`` but for float32/float64 to a number exponent that _pow_number takes:
+    pow's forward and its ``ufunc``, which the C dispatch calls (in place with ``out``)."""
+    # (0-dim arrays keep np.power: their products are NumPy scalars, which out= refuses)
+    if type(exponent) in (int, float) and input.dtype.kind == "f" and input.dtype.itemsize >= 4 \
+            and input.ndim and (r := _pow_number(np, input, exponent)) is not None:
+        if out is None:
+            return r
+        out[...] = r
+        return out
+    return np.power(input, exponent, out=out)
+
+
+def _pow_number(xp, x, e):
+    """``x ** e`` for the exponents torch's pow kernel takes by products and roots (x * x * x
+    for 3, 1 / sqrt(x) for -0.5...), rounding as it does; None for the others."""
+    # NOTE: so pow(-0., 0.5) is -0. and pow(-inf, 0.5) nan (sqrt's), as in torch
+    if e in (2, 3, -2):
+        r = x * x
+        return r if e == 2 else xp.multiply(r, x, out=r) if e == 3 else xp.divide(1, r, out=r)
+    if e in (0.5, -0.5):
+        r = xp.sqrt(x)
+        return r if e == 0.5 else xp.divide(1, r, out=r)
+    return xp.reciprocal(x) if e == -1 else x.copy() if e == 1 else None
+
+
 @op("pow", tags=("pointwise", "autocast_fp32_cuda"), promote="common", inplace=True,
-    opmath=False)
+    opmath=False, ufunc=_power)
 def pow(xp, input, exponent):
     """``input ** exponent``."""
     # NOTE: torch's bfloat16 pow by the scalar 3 or -2 is x*x*x or 1/(x*x), rounding x*x to
@@ -282,25 +308,7 @@ def pow(xp, input, exponent):
         odd = xp.where(exponent % 2 == 0, 1, -1)
         return xp.where(neg, xp.where(input == 1, 1, xp.where(input == -1, odd, 0)),
                         out).astype(out.dtype)
-    # (0-dim arrays keep np.power: their products are NumPy scalars, which out= refuses)
-    if type(exponent) in (int, float) and input.dtype.kind == "f" and input.dtype.itemsize >= 4 \
-            and input.ndim:
-        if (r := _pow_number(xp, input, exponent)) is not None:
-            return r
-    return xp.power(input, exponent)
-
-
-def _pow_number(xp, x, e):
-    """``x ** e`` for the exponents torch's pow kernel takes by products and roots (x * x * x
-    for 3, 1 / sqrt(x) for -0.5...), rounding as it does; None for the others."""
-    # NOTE: so pow(-0., 0.5) is -0. and pow(-inf, 0.5) nan (sqrt's), as in torch
-    if e in (2, 3, -2):
-        r = x * x
-        return r if e == 2 else xp.multiply(r, x, out=r) if e == 3 else xp.divide(1, r, out=r)
-    if e in (0.5, -0.5):
-        r = xp.sqrt(x)
-        return r if e == 0.5 else xp.divide(1, r, out=r)
-    return xp.reciprocal(x) if e == -1 else x.copy() if e == 1 else None
+    return _power(input, exponent) if xp is np else xp.power(input, exponent)
 
 
 @pow.vjp(save=("input", "exponent"))
