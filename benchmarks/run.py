@@ -62,8 +62,8 @@ def _time(fn, quick):
 
 def _workloads(only=None):
     """Every workload, or those whose name contains ``only``."""
-    from benchmarks import models, ops_large, workloads
-    every = workloads.WORKLOADS + models.WORKLOADS + ops_large.WORKLOADS
+    from benchmarks import func, models, ops_large, workloads
+    every = workloads.WORKLOADS + models.WORKLOADS + ops_large.WORKLOADS + func.WORKLOADS
     return [w for w in every if only is None or only in w.name]
 
 

@@ -162,6 +162,9 @@ def __getattr__(name):
             raise
         globals()[name] = mod
         return mod
+    if name == "vmap":              # torch.vmap is torch.func.vmap
+        from .func import vmap
+        return vmap
     if name in _AUTOCAST_NAMES:
         # ember.autocast & co. live in amp/, loaded on first use
         fn = getattr(importlib.import_module(".amp.autocast_mode", __name__), name)

@@ -183,6 +183,9 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         t = self._alias()
         if grad_mode.state.grad_enabled:
             t.grad_fn, t._output_nr, t._requires_grad = node, nr, True
+        fw = getattr(self, "_fw", None)
+        if fw is not None:          # a saved dual output keeps its tangent (forward_ad.py)
+            t._fw = fw
         return t
 
     def _alias_copy(self):
@@ -400,7 +403,8 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         moves to cuda too)."""
         if dtype is None:
             n = _dtype._SCALAR_NAMES[self.dtype.name]
-            return f"torch.{'cuda.' if self.is_cuda else ''}{n}Tensor"
+            return (f"torch.{'cuda.' if self.is_cuda else ''}"
+                    f"{'sparse.' if self.is_sparse else ''}{n}Tensor")
         from . import _tensor_types
         return _tensor_types.convert(self, dtype, non_blocking)
 

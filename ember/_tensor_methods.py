@@ -203,10 +203,12 @@ def _int_view(self, i):
     """``self[i]`` for an int, on a cpu tensor outside autograd and dispatch hooks: the view
     the getitem op makes, without the trip through dispatch (a Dataset's ``x[i]``). None
     where the general path must answer (or word the error)."""
+    if hooks.profiler or hooks.autocast or hooks.tracer:     # (vmap's BatchedTensor too)
+        return None
     a = self._data
     if self.device is not CPU or type(a) is not np.ndarray or not a.ndim or \
-            (self._requires_grad and grad_mode.state.grad_enabled) or hooks.autocast or \
-            hooks.tracer or hooks.profiler or not -a.shape[0] <= i < a.shape[0]:
+            (self._requires_grad and grad_mode.state.grad_enabled) or \
+            not -a.shape[0] <= i < a.shape[0]:
         return None
     out = _alloc(Tensor)
     out._data, out.dtype = a[i] if a.ndim > 1 else a[i, ...], self.dtype

@@ -58,8 +58,10 @@ def _info(args):
     from ember import cuda
     n, why = cuda.device_count(), cuda._cupy()[2]
     print(f"cuda: {n} GPU{'s' * (n != 1)} through CuPy" if n else f"cuda: unavailable ({why})")
-    # (no extra to suggest: these parts of ember are not written yet)
-    print("distributed (MPI/NCCL): not implemented in ember yet")
+    from ember.distributed import _mpi
+    print("distributed: MPI through mpi4py" if _mpi.available() else
+          "distributed: unavailable (pip install 'ember[distributed]': mpi4py, mpich)")
+    # (no extra to suggest: this part of ember is not written yet)
     print("ONNX export: not implemented in ember yet")
     print(_optional("safetensors", "safetensors"))
     return 0

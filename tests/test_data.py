@@ -785,6 +785,9 @@ def test_distributed_sampler_matches_torch(n, replicas, drop):
         assert list(e) == list(t) and len(e) == len(t)
         s = DistributedSampler(range(n), replicas, rank, seed=4, drop_last=drop)
         s.set_epoch(1)
+        ts = TorchDS(range(n), replicas, rank, seed=4, drop_last=drop)
+        ts.set_epoch(1)
+        assert list(s) == list(ts)              # torch's shuffle, index for index
         shares.append(list(s))
         again = DistributedSampler(range(n), replicas, rank, seed=4, drop_last=drop)
         again.set_epoch(1)
@@ -794,7 +797,7 @@ def test_distributed_sampler_matches_torch(n, replicas, drop):
     with pytest.raises(ValueError, match=r"Invalid rank 3, rank should be in the interval "
                                          r"\[0, 2\]"):
         DistributedSampler(range(n), 3, 3)
-    with pytest.raises(RuntimeError, match="Requires distributed package"):
+    with pytest.raises(ValueError, match="Default process group has not been initialized"):
         DistributedSampler(range(n))
 
 

@@ -541,6 +541,11 @@ def dispatch_inplace(opdef, self, args, kwargs, self_at=0):
     Checks dtype and shape before anything is written, so a failing call leaves ``self`` as it
     was; then bumps the version counter and rebases ``self``'s autograd history.
     """
+    if hooks.profiler is not None and hasattr(hooks.profiler, "inplace"):
+        # vmap and forward AD (autograd/forward_ad.py): BatchedTensor and dual operands
+        out = hooks.profiler.inplace(opdef, self, args, kwargs, self_at)
+        if out is not NotImplemented:
+            return out
     if self._requires_grad and self.grad_fn is None and _state.grad_enabled:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                            "operation.")

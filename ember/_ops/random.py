@@ -99,7 +99,12 @@ def set_rng_state(new_state):
     default_generator.set_state(new_state)
 
 
+vmap_check = None      # ember.func.vmap's randomness check, called before a draw inside vmap
+
+
 def _rng(generator):
+    if vmap_check is not None:
+        vmap_check()
     return (generator or default_generator).rng
 
 
@@ -407,8 +412,9 @@ def _sample_dirichlet(input, generator=None):
     without gradient (``Dirichlet.rsample`` differentiates through the Gamma draws instead).
 
     Example:
-        >>> ember._sample_dirichlet(ember.ones(2, 3)).sum(-1)
-        tensor([1., 1.])
+        >>> x = ember._sample_dirichlet(ember.ones(2, 3))
+        >>> x.shape, bool(x.sum(-1).allclose(ember.ones(2)))
+        (torch.Size([2, 3]), True)
     """
     g = _standard_gamma(input.detach(), generator).double()
     g = g.clamp(min=np.finfo(input.dtype.np).tiny)

@@ -31,7 +31,7 @@ def __getattr__(name):
         mod = importlib.import_module(".variable", __name__)
         globals().update(Variable=mod.Variable, variable=mod.variable)
         return globals()[name]
-    if name not in ("functional", "profiler", "function"):
+    if name not in ("functional", "profiler", "function", "forward_ad"):
         raise AttributeError(f"module 'ember.autograd' has no attribute '{name}'")
     return importlib.import_module(f".{name}", __name__)
 

@@ -187,7 +187,9 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
              strategy="reverse-mode"):
     """The Jacobian of ``func`` at ``inputs``: for each output and input, a tensor of shape
-    ``output.shape + input.shape``. ``vectorize`` is accepted; rows are computed one by one.
+    ``output.shape + input.shape``. Rows are computed one by one, or with
+    ``strategy="forward-mode"`` (which needs ``vectorize=True``) as ``ember.func.jacfwd``:
+    forward-mode AD batched by vmap.
 
     Example:
         >>> import ember
@@ -202,6 +204,19 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
         raise ValueError('Expected strategy to be either "forward-mode" or "reverse-mode". Hint: '
                          'If your function has more outputs than inputs, "forward-mode" tends '
                          'to be more performant. Otherwise, prefer to use "reverse-mode".')
+    if strategy == "forward-mode":
+        if not vectorize:
+            raise NotImplementedError("torch.autograd.functional.jacobian: `strategy="
+                                      "\"forward-mode\"` implies `vectorize=True`.")
+        if create_graph:
+            raise NotImplementedError("torch.autograd.functional.jacobian: `strategy="
+                                      "\"forward-mode\"` does not support `create_graph=True`.")
+        from ..func import jacfwd      # forward-mode AD (dual tensors), batched by vmap
+        is_in_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
+        is_out_tuple = isinstance(func(*inputs), tuple)
+        jac = jacfwd(func, argnums=tuple(range(len(inputs))))(*inputs)
+        jac = jac if is_out_tuple else (jac,)
+        return _unpack(tuple(tuple(j) for j in jac), (is_out_tuple, is_in_tuple))
     with enable_grad():
         is_in_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
         inputs = _prepare(inputs, create_graph, True)

@@ -24,8 +24,10 @@ def mpi():
     """mpi4py's ``MPI`` module, importing (and so initialising) MPI on first use."""
     global _MPI
     if _MPI is None:
-        # NOTE: in containers UCX's shared-memory transport cannot open a peer's
-        # /proc/PID/fd and errors out; libfabric's TCP path works everywhere.
+        # NOTE: libfabric (ofi), not UCX: UCX's shared-memory transport maps a peer's segment
+        # through /proc/PID/fd, which containers refuse; with named segments
+        # (UCX_POSIX_USE_PROC_LINK=n) 2 joined singletons ran faster, but 4 hung in the
+        # collectives test. Set MPIR_CVAR_CH4_NETMOD=ucx to try it.
         os.environ.setdefault("MPIR_CVAR_CH4_NETMOD", "ofi")
         for k in ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"):
             os.environ.setdefault(k, "1")      # Open MPI refuses root without these
@@ -100,14 +102,14 @@ def _join_singletons(MPI, store, rank, world_size, timeout):
     return out
 
 
-def wait_all(reqs, timeout, what, statuses=None):
+def wait_all(reqs, timeout, what, statuses=None, check=None):
     """Poll ``reqs`` to completion, yielding the CPU between polls.
 
     NOTE: MPI's own blocking waits spin; with more ranks than cores (a laptop, CI) spinning
-    ranks starve the ones they wait for: a 4-rank all-reduce of 4 floats on 2 cores took
-    35 ms blocking and 1.7 ms polled like this.
+    ranks starve the ones they wait for (figures in docs/distributed.md). ``check()`` runs about once a second while
+    waiting (it raises when a peer reported a failure).
     """
-    MPI, i, deadline = mpi(), 0, None
+    MPI, i, deadline, next_check = mpi(), 0, None, time.monotonic() + 1.0
     while not MPI.Request.Testall(reqs, statuses):
         i += 1
         if i > 64:
@@ -115,6 +117,9 @@ def wait_all(reqs, timeout, what, statuses=None):
                 deadline = time.monotonic() + timeout
             elif time.monotonic() > deadline:
                 raise TimeoutError(f"{what} timed out after {timeout:.0f}s")
+            if check is not None and time.monotonic() > next_check:
+                check()
+                next_check = time.monotonic() + 1.0
             time.sleep(min(1e-3, 1e-6 * (i - 64)))
         elif i > 8:
             os.sched_yield()

@@ -13,6 +13,7 @@ import datetime
 import enum
 import os
 import pickle
+import time
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from .. import _dtype
 from .._backends import backend
 from ..futures import Future
 from . import _mpi
-from .store import DistBackendError, FileStore, PrefixStore, TCPStore
+from .store import DistBackendError, DistStoreError, FileStore, PrefixStore, TCPStore
 
 default_pg_timeout = datetime.timedelta(minutes=30)
 
@@ -179,8 +180,38 @@ class Work:
         return fut
 
 
+def report_failure(exc):
+    """Tell the other ranks (through the store) that this one failed with ``exc``: their
+    waits then raise naming it instead of running into the timeout. ember's spawn and
+    emberrun call this for an exception escaping a worker."""
+    store = _world.store
+    if store is None or _world.pg is None:
+        return
+    try:
+        store.compare_set("failed_rank", "", str(get_rank()))
+        store.set(f"failed_error_{get_rank()}", f"{type(exc).__name__}: {exc}"[:500])
+    except Exception:
+        pass                            # the store may be gone with the master
+
+
+def _check_failed(what):
+    store = _world.store
+    if store is None:
+        return
+    try:
+        if not store.check(["failed_rank"]):
+            return
+        r = store.get("failed_rank").decode()
+        err = store.get(f"failed_error_{r}").decode()
+    except DistBackendError:
+        raise
+    except Exception:
+        return
+    raise DistBackendError(f"[Rank {get_rank()}] {what} aborted: rank {r} failed: {err}")
+
+
 def _failed_note(pg):
-    """Which rank reported a failure in the store, if any did (see ``_report_failure``)."""
+    """Which rank reported a failure in the store, if any did (see ``report_failure``)."""
     store = _world.store
     try:
         if store is not None and store.check(["failed_rank"]):
@@ -207,11 +238,14 @@ class _MpiEngine:
     def stage(self, arr):
         return np.ascontiguousarray(backend_of(arr).to_host(arr))
 
+    def empty(self, shape, dtype):
+        return np.empty(shape, dtype)
+
     def test(self, reqs, statuses=None):
         return self.MPI.Request.Testall(reqs, statuses)
 
     def wait(self, reqs, timeout, what, statuses=None):
-        _mpi.wait_all(reqs, timeout, what, statuses)
+        _mpi.wait_all(reqs, timeout, what, statuses, lambda: _check_failed(what))
 
     def _b(self, a):
         return [a.reshape(-1).view(np.uint8), self.MPI.BYTE]
@@ -258,6 +292,9 @@ class _MpiEngine:
 
     def barrier(self):
         return [self.comm.Ibarrier()]
+
+    def progress(self):
+        self.comm.Iprobe(self.MPI.ANY_SOURCE, self.MPI.ANY_TAG)
 
     def subgroup(self, ranks):
         comm = self.comm.Create(self.comm.Get_group().Incl(ranks))
@@ -394,12 +431,11 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     if store is not None:
         store = PrefixStore(f"default_pg/{_world.generation}", store)
         store.set_timeout(timeout)
-    secs = timeout.total_seconds()
-    comm = _mpi.world_comm(store, rank, world_size, secs)
-    engine = _MpiEngine(comm)
     if "nccl" in name:
         from . import _nccl
-        engine = _nccl.NcclEngine(store, rank, world_size, device_id, fallback=engine)
+        engine = _nccl.NcclEngine(store, rank, world_size, device_id)
+    else:
+        engine = _MpiEngine(_mpi.world_comm(store, rank, world_size, timeout.total_seconds()))
     _world.store, _world.pg = store, ProcessGroup(engine, list(range(world_size)), name,
                                                   timeout, store)
     _world.groups = {_world.pg: "default_pg"}
@@ -457,9 +493,9 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
         if not 0 <= r < pg.size():
             raise ValueError(f"new_group: rank {r} is not in the world of size {pg.size()}")
     engine = pg.engine.subgroup(ranks)
+    _world.group_count += 1                     # on every rank, so names agree
     if engine is None:
         return GroupMember.NON_GROUP_MEMBER
-    _world.group_count += 1
     g = ProcessGroup(engine, ranks, Backend(backend or pg._backend), timeout or pg.timeout,
                      _world.store)
     _world.groups[g] = g.group_name = str(_world.group_count)
@@ -568,16 +604,19 @@ def _red_buf(pg, t, op, what):
     if dt in _LOW and pg.engine.device_type == "cpu":
         return pg.engine.stage(t._data).astype(np.float32), op
     if dt is _dtype.bool_:
-        op = {RedOpType.SUM: RedOpType.BOR, RedOpType.AVG: RedOpType.BOR,
-              RedOpType.PRODUCT: RedOpType.BAND}.get(op, op)
+        # 0/1 bytes: MAX is OR, MIN is AND (NCCL has no bitwise reductions)
+        op = {RedOpType.SUM: RedOpType.MAX, RedOpType.AVG: RedOpType.MAX,
+              RedOpType.PRODUCT: RedOpType.MIN}.get(op, op)
         return pg.engine.stage(t._data).view(np.uint8), op
     return _inplace(pg, t), op
 
 
-def _avg(buf, n):
+def _avg(buf, n, dt):
+    if dt is _dtype.bool_:
+        return                          # the mean of booleans, as their OR
     if buf.dtype.kind in "iu":
         buf[...] = (buf / n).astype(buf.dtype)
-    elif buf.dtype != np.bool_:
+    else:
         buf /= n
 
 
@@ -610,7 +649,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
 
     def finish():
         if op == RedOpType.AVG:
-            _avg(buf, pg.size())
+            _avg(buf, pg.size(), tensor.dtype)
         _write(tensor, buf)
     return _finish(pg, reqs, finish, [tensor], "all_reduce", async_op)
 
@@ -628,7 +667,7 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_
     def finish():
         if pg.rank() == root:
             if op == RedOpType.AVG:
-                _avg(buf, pg.size())
+                _avg(buf, pg.size(), tensor.dtype)
             _write(tensor, buf)
     return _finish(pg, reqs, finish, [tensor], "reduce", async_op)
 
@@ -687,8 +726,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
                          f"one per rank ({pg.size()})")
     _same_size("all_gather", tensor, tensor_list)
     send = pg.engine.stage(tensor._data)
-    recv = np.empty((pg.size(),) + send.shape, send.dtype) if isinstance(send, np.ndarray) \
-        else send.__class__((pg.size(),) + send.shape, send.dtype)
+    recv = pg.engine.empty((pg.size(),) + send.shape, send.dtype)
     reqs = pg.engine.allgather(send, recv)
     return _finish(pg, reqs, lambda: _split_write(tensor_list, recv), tensor_list,
                    "all_gather", async_op)
@@ -729,7 +767,7 @@ def _reduce_scatter(pg, output, send, op, what, async_op):
 
     def finish():
         if op == RedOpType.AVG:
-            _avg(buf, pg.size())
+            _avg(buf, pg.size(), output.dtype)
         _write(output, buf)
     return _finish(pg, reqs, finish, [output], what, async_op)
 
@@ -781,7 +819,7 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
     _check("gather", [tensor] + list(gather_list or []), pg)
     _same_size("gather", tensor, gather_list or [])
     send = pg.engine.stage(tensor._data)
-    recv = np.empty((pg.size(),) + send.shape, send.dtype) if me else None
+    recv = pg.engine.empty((pg.size(),) + send.shape, send.dtype) if me else None
     reqs = pg.engine.gather(send, recv, root)
     return _finish(pg, reqs, (lambda: _split_write(gather_list, recv)) if me else None,
                    gather_list or [], "gather", async_op)
@@ -818,7 +856,7 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
     if len(output_tensor_list) != pg.size() or len(input_tensor_list) != pg.size():
         raise ValueError(f"all_to_all: both lists must hold {pg.size()} tensors")
     send = _concat(pg, input_tensor_list)
-    recv = np.empty(sum(t.numel() for t in output_tensor_list), send.dtype)
+    recv = pg.engine.empty((sum(t.numel() for t in output_tensor_list),), send.dtype)
     item = send.dtype.itemsize
     reqs = pg.engine.alltoallv(send, [t.numel() * item for t in input_tensor_list], recv,
                                [t.numel() * item for t in output_tensor_list])
@@ -887,13 +925,14 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
     secs = t.total_seconds() if isinstance(t, datetime.timedelta) else float(t)
     if store is None:
         return barrier(group)
-    _world.group_count += 1
-    key = f"monitored_barrier/{pg.ranks[0]}/{_world.group_count}"
+    pg.barriers = getattr(pg, "barriers", 0) + 1
+    key = f"monitored_barrier/{pg.group_name}/{pg.barriers}"
     if pg.rank() == 0:
         missing = []
         for r in pg.ranks[1:]:
             try:
-                store.wait([f"{key}/{r}"], 0 if missing and not wait_all_ranks else secs)
+                _store_wait(pg, store, f"{key}/{r}", 0 if missing and not wait_all_ranks else
+                            secs)
             except Exception:
                 missing.append(r)
                 if not wait_all_ranks:
@@ -905,7 +944,20 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
         store.set(f"{key}/done", b"1")
     else:
         store.set(f"{key}/{get_rank()}", b"1")
-        store.wait([f"{key}/done"], secs)
+        _store_wait(pg, store, f"{key}/done", secs)
+
+
+def _store_wait(pg, store, key, secs):
+    """``store.wait`` in short slices that keep the engine progressing: a peer may still be
+    finishing an earlier collective that needs this rank's progress engine to complete."""
+    deadline = time.monotonic() + secs
+    while True:
+        try:
+            return store.wait([key], min(0.05, max(0.0, deadline - time.monotonic())))
+        except DistStoreError:
+            if time.monotonic() >= deadline:
+                raise
+            pg.engine.progress()
 
 
 # ----------------------------------------------------------------------- point to point

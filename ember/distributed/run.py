@@ -154,8 +154,11 @@ def _worker(argv):
             runpy.run_path(target, run_name="__main__")
     except SystemExit:
         raise
-    except BaseException:
+    except BaseException as e:
         tb = traceback.format_exc()
+        c10d = sys.modules.get("ember.distributed.distributed_c10d")
+        if c10d is not None:
+            c10d.report_failure(e)
         path = os.environ.get("EMBER_ERROR_FILE")
         if path:
             with open(path, "w") as f:

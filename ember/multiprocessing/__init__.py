@@ -8,6 +8,7 @@ child's traceback) or ``ProcessExitedException`` for the first that failed.
 """
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.spawn
 import signal
 import sys
 import traceback
@@ -17,6 +18,27 @@ from . import reductions  # noqa: F401  (registers the shared-memory pickling)
 
 __all__ = ["spawn", "start_processes", "ProcessContext", "ProcessRaisedException",
            "ProcessExitedException", "get_context", "set_start_method"]
+
+
+class _InstallTorchAlias:
+    """Unpickled by a spawned child before it imports the parent's main script: installs the
+    ``import torch`` -> ember hook there first, so a script run with ``ember run`` that
+    spawns processes runs on ember in them too."""
+
+    def __reduce__(self):
+        from ..runner import install
+        return install, ()
+
+
+def _preparation_data(name, _original=multiprocessing.spawn.get_preparation_data):
+    data = _original(name)
+    from ..runner import TorchAlias
+    if any(isinstance(f, TorchAlias) for f in sys.meta_path):
+        data["ember_torch_alias"] = _InstallTorchAlias()   # prepare() ignores unknown keys
+    return data
+
+
+multiprocessing.spawn.get_preparation_data = _preparation_data
 
 
 class ProcessException(Exception):
@@ -49,9 +71,16 @@ def _wrap(fn, i, args, error_queue):
         fn(i, *args)
     except KeyboardInterrupt:
         pass
-    except Exception:
+    except Exception as e:
         error_queue.put(traceback.format_exc())
+        _report_failure(e)
         sys.exit(1)
+
+
+def _report_failure(exc):
+    dist = sys.modules.get("ember.distributed.distributed_c10d")
+    if dist is not None:
+        dist.report_failure(exc)
 
 
 class ProcessContext:

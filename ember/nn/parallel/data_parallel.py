@@ -12,7 +12,7 @@ class DataParallel(Module):
         >>> import ember
         >>> dp = ember.nn.DataParallel(ember.nn.Linear(2, 3))
         >>> dp(ember.ones(4, 2)).shape, list(dp.state_dict())
-        (ember.Size([4, 3]), ['module.weight', 'module.bias'])
+        (torch.Size([4, 3]), ['module.weight', 'module.bias'])
     """
 
     def __init__(self, module, device_ids=None, output_device=None, dim=0):

@@ -75,7 +75,7 @@ class DistributedDataParallel(Module):
         >>> model = DDP(ember.nn.Linear(2, 1))
         >>> model(ember.ones(4, 2)).sum().backward()
         >>> model.module.weight.grad.shape, list(model.state_dict())[0]
-        (ember.Size([1, 2]), 'module.weight')
+        (torch.Size([1, 2]), 'module.weight')
         >>> dist.destroy_process_group()
     """
 
@@ -110,11 +110,11 @@ class DistributedDataParallel(Module):
         self._buckets = self._make_buckets(params)
         self._bucket_of = {id(p): (b, i) for b in self._buckets for i, p in enumerate(b.params)}
         self._comm_hook, self._comm_state = _allreduce_avg, None
-        self._syncing, self._next, self._unused = False, 0, set()
+        self._syncing, self._next, self._unused, self._joining = False, 0, set(), False
         self._hooks = [p.register_post_accumulate_grad_hook(self._grad_ready) for p in params]
 
     # ---------------------------------------------------------------- construction
-    def _coalesced_broadcast(self, tensors):
+    def _coalesced_broadcast(self, tensors, src=None):
         by_dtype = {}
         for t in tensors:
             by_dtype.setdefault(t.dtype, []).append(t)
@@ -122,7 +122,8 @@ class DistributedDataParallel(Module):
             for ts in by_dtype.values():
                 from ... import cat
                 flat = cat([t.detach().reshape(-1) for t in ts])
-                dist.broadcast(flat, src=self.process_group.ranks[0], group=self.process_group)
+                dist.broadcast(flat, src=self.process_group.ranks[0] if src is None else src,
+                               group=self.process_group)
                 off = 0
                 for t in ts:
                     t.copy_(flat[off:off + t.numel()].view(t.shape))
@@ -156,6 +157,8 @@ class DistributedDataParallel(Module):
 
     # ---------------------------------------------------------------- forward/backward
     def forward(self, *inputs, **kwargs):
+        if self._joining:
+            self._notify_join(1)                # still training: matched by joined ranks' 0
         if self.broadcast_buffers and self.require_forward_param_sync:
             bufs = list(self.module.buffers())
             if bufs:
@@ -225,11 +228,8 @@ class DistributedDataParallel(Module):
     def _finalize(self):
         self._syncing = False
         used_anywhere = None
-        if self._unused and self.find_unused_parameters:
-            from ... import tensor
-            flags = tensor([0 if id(p) in self._unused else 1 for p in self._params])
-            dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=self.process_group)
-            used_anywhere = flags.tolist()
+        if self.find_unused_parameters:         # on every rank: collectives match by order
+            used_anywhere = self._used_anywhere([id(p) not in self._unused for p in self._params])
         with grad_mode.no_grad():
             for b in self._buckets:
                 result = b.future.wait()
@@ -267,10 +267,69 @@ class DistributedDataParallel(Module):
                                "called once.")
         self._comm_hook, self._comm_state = hook, state
 
-    def join(self, divide_by_initial_world_size=True, enable=True, throw_on_early_termination=False):
-        raise NotImplementedError("DistributedDataParallel.join() (uneven inputs) is not "
-                                  "implemented in ember yet; give every rank the same number "
-                                  "of batches (DistributedSampler with drop_last=True)")
+    def _used_anywhere(self, used):
+        from ... import tensor
+        flags = tensor([int(u) for u in used])
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=self.process_group)
+        return flags.tolist()
+
+    def _notify_join(self, active):
+        from ... import tensor
+        t = tensor([active])
+        dist.all_reduce(t, group=self.process_group)
+        return t.item()
+
+    def _shadow_step(self):
+        """What a training rank's step communicates, with zeros: a joined rank runs this
+        while others still train, so their collectives find a partner."""
+        if self.broadcast_buffers and self.require_forward_param_sync:
+            bufs = list(self.module.buffers())
+            if bufs:
+                self._coalesced_broadcast(bufs)
+        with grad_mode.no_grad():
+            futs = []
+            for b in self._buckets:
+                b.buffer.zero_()
+                gb = GradBucket(b.index, b.buffer, b.params, b.offsets,
+                                b.index == len(self._buckets) - 1)
+                futs.append(self._comm_hook(self._comm_state if self._comm_hook is not
+                                            _allreduce_avg else self.process_group, gb))
+            if self.find_unused_parameters:
+                self._used_anywhere([False] * len(self._params))
+            for f in futs:
+                f.wait()
+
+    @contextlib.contextmanager
+    def join(self, divide_by_initial_world_size=True, enable=True,
+             throw_on_early_termination=False):
+        """Train on uneven inputs: a rank that runs out of batches leaves the ``with`` block
+        and, until every rank has, takes part in the others' steps with zero gradients (the
+        average stays divided by the initial world size, torch's default). Then every rank
+        takes the parameters of a rank that finished last.
+
+        NOTE: only ``divide_by_initial_world_size=True`` is implemented."""
+        if not enable:
+            yield
+            return
+        if not divide_by_initial_world_size:
+            raise NotImplementedError("DistributedDataParallel.join(divide_by_initial_"
+                                      "world_size=False) is not implemented in ember yet")
+        self._joining = True
+        try:
+            yield
+            shadowed = 0
+            while self._notify_join(0) > 0:
+                if throw_on_early_termination:
+                    raise RuntimeError(f"Rank {dist.get_rank()} exhausted all inputs.")
+                self._shadow_step()
+                shadowed += 1
+        finally:
+            self._joining = False
+        from ... import tensor
+        last = tensor([dist.get_rank(self.process_group) if shadowed == 0 else -1])
+        dist.all_reduce(last, op=dist.ReduceOp.MAX, group=self.process_group)
+        src = self.process_group.ranks[int(last.item())]
+        self._coalesced_broadcast([*self.module.parameters(), *self.module.buffers()], src)
 
     def _set_static_graph(self):
         self.static_graph = True

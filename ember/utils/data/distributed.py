@@ -2,6 +2,8 @@
 as ``torch.utils.data.distributed.DistributedSampler``."""
 import math
 
+import numpy as np
+
 from .sampler import Sampler
 
 
@@ -13,6 +15,22 @@ def _world(what):
     if dist is None or not getattr(dist, "is_available", lambda: False)():
         raise RuntimeError("Requires distributed package to be available")
     return dist.get_world_size() if what == "size" else dist.get_rank()
+
+
+def _torch_randperm(n, seed):
+    """``torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()``.
+
+    NOTE: the shuffle must be torch's to the index, so a job that mixes ember and torch ranks,
+    or resumes a torch run, reads the same samples: torch's CPU generator is MT19937 seeded
+    with the low 32 bits of the seed (NumPy's legacy RandomState seeds the same way), and its
+    randperm is a Fisher-Yates pass taking ``random() % (n - i)``."""
+    draws = np.random.RandomState(seed & 0xFFFFFFFF).randint(0, 2 ** 32, max(n - 1, 0),
+                                                              dtype=np.uint32).tolist()
+    p = list(range(n))
+    for i, r in enumerate(draws):
+        z = i + r % (n - i)
+        p[i], p[z] = p[z], p[i]
+    return p
 
 
 class DistributedSampler(Sampler):
@@ -45,11 +63,9 @@ class DistributedSampler(Sampler):
         self.total_size = self.num_samples * num_replicas
 
     def __iter__(self):
-        from ..._ops.random import Generator, randperm
         n = len(self.dataset)
         if self.shuffle:
-            g = Generator().manual_seed(self.seed + self.epoch)
-            indices = randperm(n, generator=g).tolist()
+            indices = _torch_randperm(n, self.seed + self.epoch)
         else:
             indices = list(range(n))
         if self.drop_last:

@@ -1,0 +1,685 @@
+"""vmap's batching: a ``BatchedTensor`` holds a tensor with one more (leading) dim per vmap
+level, and shows the per-example ("logical") shape; while a vmap runs, dispatch's profiler hook
+(shared with forward-mode AD: autograd/forward_ad.py) sends every op with a BatchedTensor
+operand to its batching rule, which runs the op once on the whole batch. Rules are derived
+from the op (pointwise ops broadcast, ops with a dim option shift it past the batch dim) or
+written below; an op without one loops over the batch, with
+torch's performance warning. Autograd only ever sees the physical tensors, so ``grad`` inside
+vmap differentiates the batched computation in one backward pass."""
+import warnings
+
+import ember
+
+from .._size import Size
+from .._tensor import Tensor
+from ..autograd import forward_ad as _fwad
+from .._ops import random as _random
+from .._ops.registry import get
+
+_STACK = []         # active vmap levels, outermost first: [level, batch size, randomness]
+_DIMS = ("dim", "dim0", "dim1", "dim2", "start_dim", "end_dim", "source", "destination")
+_DIMS_OPS = ("flip", "roll", "rot90")      # ops whose ``dims`` are dims (tile's are counts)
+_REDUCE = ("median", "nanmedian", "quantile", "nanquantile")      # reductions, untagged
+# dims of the output (diag_embed), or results whose shape depends on the values: they loop
+_NOT_DIMS = ("diag_embed", "unique", "unique_consecutive")
+
+
+class BatchedTensor(Tensor):
+    """A tensor inside ``vmap``: ``_value`` holds every example (the batch dim first, then the
+    example's dims); shape, size and dim are the example's."""
+
+    def __repr__(self):
+        return f"BatchedTensor(lvl={self._level}, bdim=0, value=\n{self._value!r}\n)"
+
+    @property
+    def shape(self):
+        return Size(self._value.shape[1:])
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self):
+        return self._value.dim() - 1
+
+    ndimension = dim
+    ndim = property(dim)
+
+    def numel(self):
+        return self.shape.numel()
+
+    @property
+    def _data(self):
+        raise RuntimeError("vmap: this operation reads a tensor's data directly and has no "
+                           "batching rule; move it out of the vmapped function")
+
+    @property
+    def requires_grad(self):
+        return self._value.requires_grad
+
+    @property
+    def grad_fn(self):
+        return self._value.grad_fn
+
+    @property
+    def is_leaf(self):
+        return self._value.is_leaf
+
+    def detach(self):
+        return _wrap(self._value.detach(), self._level)
+
+    def requires_grad_(self, requires_grad=True):
+        self._value.requires_grad_(requires_grad)
+        return self
+
+    def item(self):
+        raise RuntimeError("vmap: It looks like you're calling .item() on a Tensor. We don't "
+                           "support vmap over calling .item() on a Tensor, please try to "
+                           "rewrite what you're doing with other operations.")
+
+    tolist = numpy = __bool__ = __index__ = __int__ = __float__ = item
+
+
+def _wrap(value, level):
+    t = object.__new__(BatchedTensor)
+    t._value, t._level, t.dtype = value, level, value.dtype
+    if value.device.type != "cpu":
+        t.device = value.device
+    return t
+
+
+def _level_of(x):
+    return x._level if isinstance(x, BatchedTensor) else 0
+
+
+def _levels(args, kwargs):
+    top = 0
+    for a in (*args, *kwargs.values()):
+        if type(a) in (list, tuple):
+            for b in a:
+                top = max(top, _level_of(b))
+        else:
+            top = max(top, _level_of(a))
+    return top
+
+
+# ---- lifting to and from physical tensors (grad, vjp and jvp inside vmap) ------------------
+
+def lift(t):
+    """``t`` as a physical tensor with a leading dim for every active vmap level (outermost
+    first), expanded along the levels it is not batched at."""
+    have, v = [], t
+    while isinstance(v, BatchedTensor):
+        have.append(v._level)
+        v = v._value
+    have.reverse()
+    for i, (level, n, _) in enumerate(_STACK):
+        if level not in have:
+            v = v.unsqueeze(i)
+            v = v.expand(*v.shape[:i], n, *v.shape[i + 1:])
+    return v
+
+
+def lower(p):
+    """The inverse of ``lift``: ``p``'s leading dims as the active vmap levels."""
+    for level, _, _ in _STACK:
+        p = _wrap(p, level)
+    return p
+
+
+# ---- the dispatch hook -------------------------------------------------------------------
+
+def _batched(opdef, args, kwargs):
+    """forward_ad's shared hook calls this first: the batching rule's result for an op with a
+    BatchedTensor operand, else NotImplemented."""
+    level = _levels(args, kwargs)
+    return _rule(opdef)(opdef, level, args, kwargs) if level else NotImplemented
+
+
+def _batched_inplace(opdef, target, args, kwargs, self_at):
+    """``target.<op>_(*args)`` inside vmap: the op's batched result written into the batched
+    target's value (so views of it see the write, and autograd records it as usual)."""
+    full = (*args[:self_at], target, *args[self_at:])
+    level = _levels(full, kwargs)
+    if not level:
+        return NotImplemented
+    if _level_of(target) != level:
+        shape = ember.broadcast_shapes(*(a.shape for a in full if isinstance(a, Tensor)))
+        # NOTE: torch's words, which name the batched shape
+        raise RuntimeError(f"output with shape {list(target.shape)} doesn't match the "
+                           f"broadcast shape {[_size(level), *shape]}")
+    src = target
+    if ember.is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad for a in full):
+        src = _wrap(target._value.clone(), level)   # the backward reads the value before
+    out = _rule(opdef)(opdef, level, (*args[:self_at], src, *args[self_at:]), kwargs)
+    target._value.copy_(out._value if _level_of(out) == level else out)
+    return target
+
+
+def push(n, randomness):
+    level = (_STACK[-1][0] if _STACK else 0) + 1
+    _STACK.append([level, n, randomness])
+    _fwad.BATCHED, _fwad.BATCHED_INPLACE = _batched, _batched_inplace
+    _random.vmap_check = _check_randomness
+    _fwad.install()
+    return level
+
+
+def pop():
+    _STACK.pop()
+    _fwad.uninstall()
+    if not _STACK:
+        _fwad.BATCHED = _fwad.BATCHED_INPLACE = _random.vmap_check = None
+
+
+def _check_randomness():
+    modes = {m for _, _, m in _STACK}
+    if "error" in modes:
+        raise RuntimeError("vmap: called random operation while in randomness error mode. "
+                           "Please either use the 'same' or 'different' randomness flags on "
+                           "vmap or perform the randomness operation out of vmap")
+    if "different" in modes:
+        # NOTE: draws take the example's shape, so they could only be the same for every
+        # example: refused rather than silently 'same'
+        raise RuntimeError("vmap: randomness='different' is not supported by ember's random "
+                           "functions yet; use randomness='same', or draw the batch's random "
+                           "numbers outside vmap and pass them in")
+
+
+def _size(level):
+    return next(n for lv, n, _ in _STACK if lv == level)
+
+
+
+def _map_out(res, level):
+    if isinstance(res, Tensor):
+        return _wrap(res, level)
+    if isinstance(res, (list, tuple)):
+        out = [_map_out(r, level) for r in res]
+        return type(res)(*out) if hasattr(res, "_fields") else type(res)(out)
+    return res
+
+
+# ---- rules ---------------------------------------------------------------------------------
+
+def _pad(x, level, rank):
+    """``x``'s value with the batch dim first and ones up to ``rank`` example dims, so that
+    it broadcasts as the example does against unbatched operands; unbatched ``x`` as it is."""
+    if _level_of(x) != level:
+        return x
+    v = x._value
+    return v.reshape(v.shape[0], *(1,) * (rank - x.dim()), *v.shape[1:])
+
+
+def _pointwise(opdef, level, args, kwargs):
+    rank = max(a.dim() for a in (*args, *kwargs.values()) if isinstance(a, Tensor))
+    args = [_pad(a, level, rank) for a in args]
+    kwargs = {k: _pad(v, level, rank) for k, v in kwargs.items()}
+    return _map_out(opdef(*args, **kwargs), level)
+
+
+def _shift(d, rank):
+    if isinstance(d, int) and not isinstance(d, bool):
+        return d % max(rank, 1) + 1
+    if type(d) in (list, tuple) and all(isinstance(e, int) for e in d):
+        return type(d)(e % max(rank, 1) + 1 for e in d)
+    return d
+
+
+def _dims(opdef, level, args, kwargs):
+    """An op of one tensor (batched, first) whose dims are options: shift them, their
+    defaults too, past the batch dim; ``dim=None`` (all dims) reduces the flattened example or
+    names every dim."""
+    x = args[0]
+    if _level_of(x) != level or any(isinstance(a, Tensor) or type(a) in (list, tuple) and
+                                    any(isinstance(b, Tensor) for b in a)
+                                    for a in (*args[1:], *kwargs.values())):
+        return _loop(opdef, level, args, kwargs)
+    rank, v, args, kwargs = x.dim(), x._value, list(args), dict(kwargs)
+
+    def get_(name):
+        i = opdef.params.index(name)
+        return args[i] if i < len(args) else kwargs.get(name, opdef.defaults.get(name))
+
+    def set_(name, value):
+        i = opdef.params.index(name)
+        if i < len(args):
+            args[i] = value
+        else:
+            kwargs[name] = value
+    names = [n for n in (*_DIMS, *(("dims",) if opdef.name in _DIMS_OPS else ()))
+             if n in opdef.params]
+    for name in names:
+        d = get_(name)
+        if d is None or d == ():
+            if name != "dim" or name not in opdef.defaults:
+                return _loop(opdef, level, args, kwargs)
+            if "reduction" in opdef.tags or opdef.name in _REDUCE:
+                set_("dim", 1)
+                v = v.reshape(v.shape[0], -1)
+                out = opdef(v, *args[1:], **kwargs)
+                if isinstance(out, tuple) and opdef.name in ("max", "min", "median",
+                                                             "nanmedian"):
+                    out = out[0]
+                if get_("keepdim") if "keepdim" in opdef.params else False:
+                    out = _map_tensors(out, lambda o: o.reshape(o.shape[0], *(1,) * rank))
+                return _map_out(out, level)
+            if not opdef.name.startswith("fft_"):
+                return _loop(opdef, level, args, kwargs)
+            n = ("s" in opdef.params and len(get_("s") or ())) or rank
+            set_("dim", tuple(range(rank - n + 1, rank + 1)))
+        elif rank == 0:
+            return _loop(opdef, level, args, kwargs)
+        else:
+            set_(name, _shift(d, rank))
+    return _map_out(opdef(v, *args[1:], **kwargs), level)
+
+
+def _map_tensors(res, f):
+    if isinstance(res, Tensor):
+        return f(res)
+    out = [_map_tensors(r, f) for r in res]
+    return type(res)(*out) if hasattr(res, "_fields") else type(res)(out)
+
+
+def _matmul(opdef, level, args, kwargs):
+    a, b = args[:2]
+    va, vb = a.dim() == 1, b.dim() == 1
+    a, b = (a.unsqueeze(0) if va else a), (b.unsqueeze(-1) if vb else b)
+    rank = max(a.dim(), b.dim())
+    out = ember.matmul(_pad(a, level, rank), _pad(b, level, rank))
+    out = out.squeeze(-1) if vb else out
+    return _wrap(out.squeeze(-1 if vb else -2) if va else out, level)
+
+
+def _linear(opdef, level, args, kwargs):
+    x, w, b = (*args, None)[:3] if len(args) < 3 else args[:3]
+    b = kwargs.get("bias", b)
+    if _level_of(w) != level and _level_of(b) != level:
+        return _wrap(get("linear")(x._value, w, b), level)
+    if _level_of(w) == level and x.dim() >= 1 and type(w._value) is Tensor and \
+            _level_of(b) in (0, level) and (b is None or b.dim() == 1):
+        n = _size(level)
+        xv = lift_one(x, level, n)
+        bv = None if b is None else lift_one(b, level, n)
+        y = _PerExampleLinear.apply(xv.reshape(n, -1, xv.shape[-1]), w._value, bv)
+        return _wrap(y.reshape(*xv.shape[:-1], y.shape[-1]), level)
+    out = ember.matmul(x, w.transpose(-1, -2))
+    return out if b is None else out + b
+
+
+def _expanded(w):
+    """``w``'s one matrix where its batch dim is an expand (stride 0): the per-sample
+    gradient case, whose weights are the same for every example."""
+    strides = getattr(getattr(w, "_data", None), "strides", None)
+    return w[0] if strides is not None and strides[0] == 0 else None
+
+
+class _PerExampleLinear(ember.autograd.Function):
+    """``linear`` of (B, N, in) inputs with per-example weights (B, out, in): a plain matrix
+    product where the weights are one expanded matrix, and for N = 1 each example's weight
+    gradient an outer product by broadcasting (a batched matmul of inner size 1 is several
+    times slower)."""
+
+    @staticmethod
+    def forward(ctx, x, w, b):
+        ctx.save_for_backward(x, w)
+        w0 = _expanded(w)
+        y = x @ w0.T if w0 is not None else x @ w.transpose(1, 2)
+        return y if b is None else y + b.unsqueeze(1)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        w0 = _expanded(w)
+        gx = g @ (w0 if w0 is not None else w)
+        gw = g[:, 0].unsqueeze(2) * x[:, 0].unsqueeze(1) if x.shape[1] == 1 else \
+            g.transpose(1, 2) @ x
+        return gx, gw, g.sum(1)
+
+    @staticmethod
+    def jvp(ctx, tx, tw, tb):
+        x, w = ctx.saved_tensors
+        out = tx @ w.transpose(1, 2) + x @ tw.transpose(1, 2)
+        return out if tb is None else out + tb.unsqueeze(1)
+
+
+def _convolution(opdef, level, args, kwargs):
+    """Batch into N where only the input is batched; else as a grouped convolution with the
+    batch folded into the channels."""
+    x, w, bias, stride, padding, dilation, transposed, out_pad, groups = args
+    if transposed or _level_of(bias) == level and _level_of(w) != level:
+        return _loop(opdef, level, args, kwargs)
+    n = _size(level)
+    unb = x.dim() == w.dim() - 1
+    if _level_of(w) != level:
+        v = x._value.reshape(-1, *x.shape[-(w.dim() - 1):])
+        out = opdef(v, w, bias, stride, padding, dilation, transposed, out_pad, groups)
+        return _wrap(out.reshape(n, *(() if unb else x.shape[:1]), *out.shape[1:]), level)
+    xv = lift_one(x, level, n)
+    xv = xv.unsqueeze(1) if unb else xv                      # (B, N, C, ...)
+    xv = xv.movedim(0, 1).reshape(xv.shape[1], n * xv.shape[2], *xv.shape[3:])
+    wv = w._value.reshape(-1, *w.shape[1:])
+    bv = None if bias is None else lift_one(bias, level, n).reshape(-1)
+    out = opdef(xv, wv, bv, stride, padding, dilation, transposed, out_pad, groups * n)
+    out = out.reshape(out.shape[0], n, -1, *out.shape[2:]).movedim(1, 0)
+    return _wrap(out.squeeze(1) if unb else out, level)
+
+
+def lift_one(x, level, n):
+    if _level_of(x) == level:
+        return x._value
+    return x.unsqueeze(0).expand(n, *x.shape)
+
+
+def _joined(opdef, level, args, kwargs):
+    """cat/stack: every tensor batched (expanded where not), the dim shifted."""
+    n = _size(level)
+    ts = [lift_one(t, level, n) for t in args[0]]
+    rank = args[0][0].dim() + (opdef.name == "stack")
+    call = dict(zip(opdef.params[1:], args[1:]), **kwargs)
+    call["dim"] = call.get("dim", 0) % max(rank, 1) + 1
+    return _wrap(opdef(ts, **call), level)
+
+
+def _shape(opdef, level, args, kwargs):
+    """reshape/view/expand/broadcast_to: the batch dim prepended to the new shape."""
+    x, shape = args[0], args[1:]
+    if _level_of(x) != level or any(_level_of(a) == level for a in shape):
+        return _loop(opdef, level, args, kwargs)
+    if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
+        shape = shape[0]
+    v = x._value
+    if opdef.name in ("expand", "broadcast_to"):
+        shape = (*(-1 if s == -1 else s for s in shape[:len(shape) - x.dim()]), *shape[
+            len(shape) - x.dim():])
+        v = v.reshape(v.shape[0], *(1,) * (len(shape) - x.dim()), *v.shape[1:])
+    return _wrap(opdef(v, (v.shape[0], *shape), **kwargs), level)
+
+
+def _permute(opdef, level, args, kwargs):
+    x, dims = args[0], args[1:]
+    if len(dims) == 1 and isinstance(dims[0], (list, tuple)):
+        dims = dims[0]
+    return _wrap(opdef(x._value, (0, *_shift(tuple(dims), x.dim()))), level)
+
+
+def _squeeze(opdef, level, args, kwargs):
+    x = args[0]
+    dim = args[1] if len(args) > 1 else kwargs.get("dim")
+    if dim is None:
+        dim = tuple(i for i, s in enumerate(x.shape) if s == 1)
+    return _wrap(opdef(x._value, _shift(dim, x.dim())), level)
+
+
+def _unsqueeze(opdef, level, args, kwargs):
+    x, d = args[0], args[1] if len(args) > 1 else kwargs["dim"]
+    return _wrap(opdef(x._value, d % (x.dim() + 1) + 1), level)
+
+
+def _t(opdef, level, args, kwargs):
+    x = args[0]
+    return x if x.dim() < 2 else _wrap(x._value.transpose(1, 2), level)
+
+
+def _getitem(opdef, level, args, kwargs):
+    """Basic indexing (ints, slices, None, Ellipsis): a full slice for the batch dim first."""
+    x, idx = args
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    if _level_of(x) != level or not all(i is None or i is Ellipsis or type(i) in (int, slice)
+                                        for i in idx):
+        return _loop(opdef, level, args, kwargs)
+    return _wrap(x._value[(slice(None), *idx)], level)
+
+
+def _loss(opdef, level, args, kwargs):
+    """nll_loss/cross_entropy_loss without class weights: the batch folded into N, the
+    per-element losses reduced per example."""
+    call = dict(zip(opdef.params, args), **kwargs)
+    x, target = call.pop("input"), call.pop("target")
+    if call.get("weight") is not None or x.dim() < 2 or target.dim() != x.dim() - 1:
+        return _loop(opdef, level, args, kwargs)
+    n, red = _size(level), call.pop("reduction", "mean")
+    xv, tv = lift_one(x, level, n), lift_one(target, level, n)
+    out = opdef(xv.reshape(-1, *xv.shape[2:]), tv.reshape(-1, *tv.shape[2:]),
+                reduction="none", **call).reshape(n, *tv.shape[1:])
+    if red == "none":
+        return _wrap(out, level)
+    flat = out.reshape(n, -1)
+    if red == "sum":
+        return _wrap(flat.sum(1), level)
+    kept = (tv.reshape(n, -1) != call.get("ignore_index", -100)).to(flat.dtype)
+    return _wrap(flat.sum(1) / kept.sum(1), level)
+
+
+def _trailing(pos):
+    """Ops that work on trailing dims and treat any leading ones as batch (layer_norm,
+    the linalg ops): the value as it is, where only argument ``pos`` is batched."""
+    def rule(opdef, level, args, kwargs):
+        if any(_level_of(a) == level for i, a in enumerate((*args, *kwargs.values()))
+               if i != pos) or _level_of(args[pos]) != level:
+            return _loop(opdef, level, args, kwargs)
+        args = list(args)
+        args[pos] = args[pos]._value
+        return _map_out(opdef(*args, **kwargs), level)
+    return rule
+
+
+def _along(*positions):
+    """gather/scatter-like ops (index and source as many dims as the input): every tensor
+    operand batched (expanded where not), ``dim`` shifted. Only the input batched: an index
+    that is not batched (index_select's) is used as it is."""
+    def rule(opdef, level, args, kwargs):
+        x, n, args = args[0], _size(level), list(args)
+        i = opdef.params.index("dim")
+        d = args[i] if i < len(args) else kwargs.get("dim", opdef.defaults.get("dim"))
+        if d is None or x.dim() == 0 or isinstance(d, Tensor):
+            return _loop(opdef, level, args, kwargs)
+        for p in positions:
+            if isinstance(args[p], Tensor):
+                args[p] = lift_one(args[p], level, n)
+        if i < len(args):
+            args[i] = d % x.dim() + 1
+        else:
+            kwargs = dict(kwargs, dim=d % x.dim() + 1)
+        return _wrap(opdef(*args, **kwargs), level)
+    return rule
+
+
+def _index_select(opdef, level, args, kwargs):
+    x, d, idx = args
+    if _level_of(idx) == level or x.dim() == 0:
+        return _loop(opdef, level, args, kwargs)
+    return _wrap(opdef(x._value, d % x.dim() + 1, idx), level)
+
+
+def _einsum(opdef, level, args, kwargs):
+    """A new letter for the batch dim, on the batched operands and first in the output."""
+    eq, ops = args[0].replace(" ", ""), list(args[1])
+    if "..." in eq:
+        return _loop(opdef, level, args, kwargs)
+    ins, _, out = eq.partition("->")
+    ins = ins.split(",")
+    if "->" not in eq:
+        seen = "".join(ins)
+        out = "".join(sorted(c for c in set(seen) if seen.count(c) == 1))
+    z = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA"
+             if c not in eq)
+    ins = [z + sub if _level_of(o) == level else sub for sub, o in zip(ins, ops)]
+    ops = [o._value if _level_of(o) == level else o for o in ops]
+    return _wrap(opdef(",".join(ins) + "->" + z + out, ops), level)
+
+
+def _cross(opdef, level, args, kwargs):
+    a, b = args[:2]
+    dim = args[2] if len(args) > 2 else kwargs.get("dim")
+    if a.dim() != b.dim():
+        return _loop(opdef, level, args, kwargs)
+    if dim is None:
+        shape = [max(p, q) for p, q in zip(a.shape, b.shape)]
+        dim = shape.index(3) if 3 in shape else 0
+    n = _size(level)
+    return _wrap(opdef(lift_one(a, level, n), lift_one(b, level, n), dim % a.dim() + 1), level)
+
+
+def _at_least(t, n):
+    if t.dim() >= n:
+        return t
+    if n == 3:
+        return t.reshape(1, -1, 1) if t.dim() < 2 else t.unsqueeze(-1)
+    return t.reshape(*(1,) * (n - t.dim()), *t.shape)
+
+
+def _norm(opdef, level, args, kwargs):
+    """layer_norm/rms_norm: the normalization on the batched input as it is; batched weights
+    (per-sample gradients) scale and shift it afterwards."""
+    call = dict(zip(opdef.params, args), **kwargs)
+    x, w, b = call.pop("input"), call.pop("weight", None), call.pop("bias", None)
+    if _level_of(w) != level and _level_of(b) != level:
+        return _trailing(0)(opdef, level, args, kwargs)
+    y = opdef(x, call.pop("normalized_shape"), **call)
+    y = y if w is None else y * w
+    return y if b is None else y + b
+
+
+def _embedding(opdef, level, args, kwargs):
+    """Batched weights: each example's rows picked by advanced indexing on the batch."""
+    w, idx = args
+    if _level_of(w) != level:
+        return _trailing(1)(opdef, level, args, kwargs)
+    n = _size(level)
+    iv = lift_one(idx, level, n)
+    rows = ember.arange(n, device=iv.device).reshape(n, *(1,) * (iv.dim() - 1))
+    return _wrap(w._value[rows, iv], level)
+
+
+def _repeat(opdef, level, args, kwargs):
+    x, reps = args[0], args[1:]
+    reps = tuple(reps[0] if len(reps) == 1 and isinstance(reps[0], (list, tuple)) else reps)
+    if opdef.name == "tile":
+        reps = (1,) * (x.dim() - len(reps)) + reps
+    v = x._value
+    v = v.reshape(v.shape[0], *(1,) * (len(reps) - x.dim()), *v.shape[1:])
+    return _wrap(get("repeat")(v, 1, *reps), level)
+
+
+def _view(opdef, level, args, kwargs):
+    # NOTE: where the batch dim's stride keeps a view from being one, this copies (reshape)
+    try:
+        return _shape(opdef, level, args, kwargs)
+    except RuntimeError:
+        return _shape(get("reshape"), level, args, kwargs)
+
+
+def _decomposed(fn):
+    """A rule that is the op written in other ops (each batched by its own rule)."""
+    return lambda opdef, level, args, kwargs: fn(*args, **kwargs)
+
+
+def _elementwise_loss(opdef, level, args, kwargs):
+    """mse/huber/smooth_l1/binary cross-entropy: the per-element losses by the pointwise
+    rule, then each example's mean or sum."""
+    i = opdef.params.index("reduction")
+    red = args[i] if i < len(args) else kwargs.get("reduction", "mean")
+    args = list(args)
+    if i < len(args):
+        args[i] = "none"
+    else:
+        kwargs = dict(kwargs, reduction="none")
+    out = _pointwise(opdef, level, args, kwargs)
+    return out if red == "none" else out.sum() if red == "sum" else out.mean()
+
+
+def _loop(opdef, level, args, kwargs):
+    """The fallback: the op once per example, the results stacked."""
+    warnings.warn(f"There is a performance drop because we have not yet implemented the "
+                  f"batching rule for {opdef.name}. Please file us an issue on GitHub so "
+                  f"that we can prioritize its implementation.", UserWarning, stacklevel=4)
+    LOOPED.add(opdef.name)
+
+    def pick(a, i):
+        if _level_of(a) == level:
+            return a._value[i]
+        if type(a) in (list, tuple):
+            return type(a)(pick(b, i) for b in a)
+        return a
+    rows = [opdef(*[pick(a, i) for a in args], **{k: pick(v, i) for k, v in kwargs.items()})
+            for i in range(_size(level))]
+    return _map_out(_stack_rows(rows), level)
+
+
+def _stack_rows(rows):
+    r0 = rows[0]
+    if isinstance(r0, Tensor):
+        return ember.stack(rows)
+    if isinstance(r0, (list, tuple)):
+        out = [_stack_rows([r[i] for r in rows]) for i in range(len(r0))]
+        return type(r0)(*out) if hasattr(r0, "_fields") else type(r0)(out)
+    raise RuntimeError("vmap: the batching fallback got a non-tensor result")
+
+
+LOOPED = set()      # the ops that fell back to the loop so far (the tests report them)
+RULES = {"matmul": _matmul, "mm": _matmul, "bmm": _matmul, "mv": _matmul, "dot": _matmul,
+         "linear": _linear, "convolution": _convolution, "cat": _joined, "stack": _joined,
+         "reshape": _shape, "expand": _shape, "broadcast_to": _shape,
+         "permute": _permute, "squeeze": _squeeze, "unsqueeze": _unsqueeze, "t": _t,
+         "getitem": _getitem, "nll_loss": _loss, "cross_entropy_loss": _loss,
+         "repeat": _repeat, "tile": _repeat, "view": _view, "embedding": _embedding,
+         "layer_norm": _norm, "rms_norm": _norm,
+         "addmm": _decomposed(lambda i, a, b, beta=1, alpha=1: beta * i + alpha * (a @ b)),
+         "addmv": _decomposed(lambda i, a, b, beta=1, alpha=1: beta * i + alpha * (a @ b)),
+         "baddbmm": _decomposed(lambda i, a, b, beta=1, alpha=1: beta * i + alpha * (a @ b)),
+         "addbmm": _decomposed(lambda i, a, b, beta=1, alpha=1:
+                               beta * i + alpha * (a @ b).sum(0)),
+         "addr": _decomposed(lambda i, a, b, beta=1, alpha=1:
+                             beta * i + alpha * a.unsqueeze(-1) * b),
+         "outer": _decomposed(lambda a, b: a.unsqueeze(-1) * b),
+         "vdot": _decomposed(lambda a, b: (a.conj() * b).sum()),
+         "trace": _decomposed(lambda x: x.diagonal().sum()),
+         "msort": _decomposed(lambda x: x.sort(0)[0]),
+         "fliplr": _decomposed(lambda x: x.flip(1)),
+         "flipud": _decomposed(lambda x: x.flip(0)),
+         "gather": _along(0, 2), "take_along_dim": _along(0, 1), "scatter": _along(0, 2, 3),
+         "scatter_add": _along(0, 2, 3), "scatter_reduce": _along(0, 2, 3),
+         "index_select": _index_select, "einsum": _einsum, "cross": _cross,
+         **dict.fromkeys(("mse_loss", "huber_loss", "smooth_l1_loss", "binary_cross_entropy",
+                          "binary_cross_entropy_with_logits"), _elementwise_loss),
+         "hstack": _decomposed(lambda ts: ember.cat(
+             [_at_least(t, 1) for t in ts], 0 if _at_least(ts[0], 1).dim() == 1 else 1)),
+         "vstack": _decomposed(lambda ts: ember.cat([_at_least(t, 2) for t in ts], 0)),
+         "dstack": _decomposed(lambda ts: ember.cat([_at_least(t, 3) for t in ts], 2)),
+         "column_stack": _decomposed(lambda ts: ember.cat(
+             [t.reshape(-1, 1) if t.dim() < 2 else t for t in ts], 1))}
+# pointwise in effect (operands broadcast), though not tagged so
+_BROADCAST = {"clone", "contiguous", "real", "imag", "complex", "polar", "isclose", "where",
+              "masked_fill", "frexp", "_to_dtype", "special_chebyshev_polynomial_t",
+              "special_chebyshev_polynomial_u", "special_chebyshev_polynomial_v",
+              "special_chebyshev_polynomial_w", "special_hermite_polynomial_h",
+              "special_hermite_polynomial_he", "special_laguerre_polynomial_l",
+              "special_legendre_polynomial_p", "special_shifted_chebyshev_polynomial_t",
+              "special_shifted_chebyshev_polynomial_u", "special_shifted_chebyshev_polynomial_v",
+              "special_shifted_chebyshev_polynomial_w"}
+RULES.update({n: _trailing(0) for n in (
+    "tril", "triu", "det", "inverse", "slogdet", "logdet",
+    "matrix_exp", "matrix_power", "linalg_cholesky_ex", "linalg_eig", "linalg_eigh",
+    "linalg_eigvals", "linalg_eigvalsh", "linalg_pinv", "linalg_qr", "linalg_svd",
+    "linalg_svdvals", "linalg_lu_factor_ex", "geqrf", "constant_pad_nd", "view_as_real",
+    "_max_pool_nd", "_adaptive_max_pool_nd")})
+RULES["view_as_complex"] = lambda opdef, level, args, kwargs: _wrap(
+    opdef(args[0]._value.contiguous()), level)
+_TAGGED = {}
+
+
+def _rule(opdef):
+    r = RULES.get(opdef.name) or _TAGGED.get(opdef.name)
+    if r is None:
+        if "pointwise" in opdef.tags or "comparison" in opdef.tags or \
+                opdef.name in _BROADCAST:
+            r = _pointwise
+        elif (any(n in opdef.params for n in _DIMS) or opdef.name in _DIMS_OPS) and \
+                opdef.name not in _NOT_DIMS:
+            r = _dims
+        else:
+            r = _loop
+        _TAGGED[opdef.name] = r
+    return r
+

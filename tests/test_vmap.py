@@ -1,0 +1,172 @@
+"""vmap, generated from the op registry: every op's float64 samples, batched along dim 0, 1
+and -1 (and with only the first tensor batched), equal the per-example results stacked; plus
+per-sample gradients of an MLP, a CNN and an LSTM against a loop of backward passes."""
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+from ember import func
+from ember._ops.registry import all_ops
+from ember.func import _vmap
+
+OPS = [d for d in all_ops() if d.samples is not None]
+# ops that still run the loop fallback (the goal is none): asserted exact below
+LOOPING = set("""
+    _lstm_cell _lstm_cell_backward _lstm_layer argwhere bincount block_diag bucketize
+    cartesian_prod cdist combinations diag diag_embed diagflat dsplit histc histogram hsplit
+    index_add index_copy index_fill index_put index_reduce index_select inner isin kron
+    linalg_lstsq linalg_multi_dot linalg_solve linalg_solve_triangular masked_scatter
+    masked_select nanquantile native_batch_norm native_group_norm nonzero put quantile
+    repeat_interleave roll searchsorted take tensordot unfold unique unique_consecutive
+    vsplit
+""".split())
+
+
+def _variant(x):
+    return x * 0.75 if x.dtype.kind in "fc" else x
+
+
+def _batch(a, bdim):
+    """The sample argument ``a`` (array, list of arrays or option) as two examples stacked
+    along ``bdim``, or None where it is no tensor."""
+    if isinstance(a, np.ndarray):
+        d = bdim % (a.ndim + 1)
+        return ember.tensor(np.stack([a, _variant(a)], d)), d
+    if isinstance(a, list) and a and isinstance(a[0], np.ndarray):
+        d = bdim % (a[0].ndim + 1)
+        return [ember.tensor(np.stack([x, _variant(x)], d)) for x in a], d
+    return a, None
+
+
+def _example(a, i):
+    if isinstance(a, np.ndarray):
+        return ember.tensor(a if i == 0 else _variant(a))
+    if isinstance(a, list) and a and isinstance(a[0], np.ndarray):
+        return [ember.tensor(x if i == 0 else _variant(x)) for x in a]
+    return a
+
+
+def _same(got, want, what):
+    if isinstance(want, ember.Tensor):
+        assert isinstance(got, ember.Tensor), what
+        assert got.shape == want.shape and got.dtype == want.dtype, \
+            f"{what}: {got.shape} {got.dtype} != {want.shape} {want.dtype}"
+        g, w = got.detach().numpy(), want.detach().numpy()
+        if g.dtype.kind in "fc":
+            np.testing.assert_allclose(g, w, rtol=1e-7, atol=1e-10, equal_nan=True, err_msg=what)
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=what)
+    else:
+        assert len(got) == len(want), what
+        for g, w in zip(got, want):
+            _same(g, w, what)
+
+
+def _stacked(outs):
+    if isinstance(outs[0], ember.Tensor):
+        return ember.stack(outs)
+    return type(outs[0])(_stacked([o[i] for o in outs]) for i in range(len(outs[0])))
+
+
+def _tensors_only(out):
+    return isinstance(out, ember.Tensor) or isinstance(out, (tuple, list)) and out and all(
+        isinstance(o, ember.Tensor) for o in out)
+
+
+@pytest.mark.parametrize("opdef", OPS, ids=str)
+def test_vmap_matches_stacked_examples(opdef):
+    samples = opdef.samples("cpu", ember.float64)[:2]
+    if not samples:
+        pytest.skip(f"{opdef.name} has no float64 samples")
+    looped, checked = set(), 0
+    for s in samples:
+        args, kwargs = s.args, s.kwargs
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                want = [opdef(*[_example(a, i) for a in args], **kwargs) for i in range(2)]
+        except Exception:           # noqa: BLE001  (a sample the per-example call refuses)
+            continue
+        if not _tensors_only(want[0]):
+            continue
+        want = _stacked(want)
+        tensor_at = [i for i, a in enumerate(args) if _batch(a, 0)[1] is not None]
+        for bdim, only_first in ((0, False), (1, False), (-1, False), (0, True)):
+            if only_first and len(tensor_at) < 2:
+                continue
+            batched, dims = zip(*[_batch(a, bdim) if not only_first or i == tensor_at[0] else
+                                  (_example(a, 0) if i in tensor_at else a, None)
+                                  for i, a in enumerate(args)]) if args else ((), ())
+            if only_first:
+                expect = _stacked([opdef(*[_example(a, i) if j == tensor_at[0] else
+                                           _example(a, 0) for j, a in enumerate(args)],
+                                         **kwargs) for i in range(2)])
+            else:
+                expect = want
+            _vmap.LOOPED.clear()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = func.vmap(lambda *a: opdef(*a, **kwargs), in_dims=tuple(dims))(*batched)
+            looped |= _vmap.LOOPED
+            _same(got, expect, f"{opdef.name}({s}) bdim={bdim} only_first={only_first}")
+            checked += 1
+    if not checked:
+        pytest.skip(f"no sample of {opdef.name} gives tensors per example")
+    assert (opdef.name in looped) == (opdef.name in LOOPING), \
+        f"{opdef.name}: loops={opdef.name in looped}, listed={opdef.name in LOOPING}"
+
+
+class _LSTM(ember.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm, self.fc = ember.nn.LSTM(3, 4, batch_first=True), ember.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(self.lstm(x)[0][:, -1])
+
+
+def _mlp():
+    nn = ember.nn
+    return nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3))
+
+
+class _Text(ember.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb, self.norm = ember.nn.Embedding(7, 4), ember.nn.LayerNorm(4)
+        self.fc = ember.nn.Linear(4, 2)
+
+    def forward(self, idx):
+        return self.fc(self.norm(self.emb(idx)).mean(1))
+
+
+def _cnn():
+    nn = ember.nn
+    return nn.Sequential(nn.Conv2d(2, 3, 3), nn.Tanh(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(3 * 2 * 2, 3))
+
+
+@pytest.mark.parametrize("make,shape", [(_mlp, (5, 6)), (_cnn, (4, 2, 6, 6)),
+                                        (_LSTM, (3, 5, 3)), (_Text, (3, 5))],
+                         ids=["mlp", "cnn", "lstm", "embedding-layernorm"])
+def test_per_sample_grads_match_a_loop_of_backward_passes(make, shape):
+    ember.manual_seed(0)
+    model = make().double()
+    x = ember.randint(0, 7, shape) if make is _Text else ember.randn(*shape, dtype=ember.float64)
+    y = ember.randint(0, 2, (shape[0],))
+    params = {k: v.detach() for k, v in model.named_parameters()}
+
+    def loss(p, xi, yi):
+        out = func.functional_call(model, p, (xi.unsqueeze(0),))
+        return ember.nn.functional.cross_entropy(out, yi.unsqueeze(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        grads = func.vmap(func.grad(loss), in_dims=(None, 0, 0))(params, x, y)
+    for i in range(shape[0]):
+        model.zero_grad()
+        ember.nn.functional.cross_entropy(model(x[i:i + 1]), y[i:i + 1]).backward()
+        for k, p in model.named_parameters():
+            np.testing.assert_allclose(grads[k][i].numpy(), p.grad.numpy(), rtol=1e-10,
+                                       atol=1e-10, err_msg=f"{k}, example {i}")
