@@ -99,7 +99,15 @@ def cast(a, np_dtype):
     if _ml_dtypes and np_dtype == float8_e4m3fn.np and a.dtype.kind in "fV" and \
             a.dtype != np_dtype:      # (before ml_dtypes loads, no dtype is float8_e4m3fn's)
         a = a.astype(np.float32).clip(-448.0, 448.0)
+    if type(a) is np.ndarray and a.dtype.kind == "f":    # float16 <-> float32 by F16C
+        global _kernels
+        if _kernels is None:
+            from ._C import kernels as _kernels
+        return _kernels.astype(a, np.dtype(np_dtype))
     return a.astype(np_dtype)
+
+
+_kernels = None     # ember._C.kernels once a float array is cast (not at import: it loads ctypes)
 
 
 ALL = (bool_, uint8, int8, int16, int32, int64, float8_e4m3fn, float8_e5m2, float16, bfloat16,

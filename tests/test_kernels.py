@@ -297,6 +297,60 @@ def test_erf_float32(name, noncontig):
     np.testing.assert_allclose(fast, ref, rtol=1e-6, atol=1e-36)
 
 
+# (name, call, exact): pointwise.h's fused float32 loops; the exact ones (selects) round as
+# the NumPy reference bit for bit, the others (exp, log) to ~2 ulp
+POINTWISE = [
+    ("sigmoid", ember.sigmoid, False), ("silu", F.silu, False),
+    ("leaky_relu", lambda t: F.leaky_relu(t, 0.2), True), ("hardsigmoid", F.hardsigmoid, True),
+    ("hardswish", F.hardswish, True), ("clamp", lambda t: t.clamp(-0.5, 0.0), True),
+    ("clamp_min", lambda t: t.clamp(min=-0.0), True), ("sign", ember.sign, True),
+    ("nan_to_num", lambda t: ember.nan_to_num(t, 1.5, 7.0), True),
+    ("nan_to_num_default", ember.nan_to_num, True), ("elu", F.elu, False),
+    ("selu", F.selu, False), ("celu", lambda t: F.celu(t, 2.0), False),
+    ("softplus", F.softplus, False), ("softplus_beta", lambda t: F.softplus(t, 2.0, 3.0), False),
+    ("logaddexp", lambda t: ember.logaddexp(t, t.flip(-1) * 0.5), False),
+    ("logaddexp_same", lambda t: ember.logaddexp(t, t), False),
+    ("erfinv", lambda t: ember.erfinv(t * 0.34), False),
+    ("remainder", lambda t: ember.remainder(t, 0.7), True),
+    ("remainder_tensor", lambda t: ember.remainder(t * 7, t.flip(-1)), True)]
+EDGES = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, -3.0, 3.0, 100.0, -100.0, 88.8,
+         -88.8, 0.3, -0.3, 30.0]
+
+
+@pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])
+@pytest.mark.parametrize("shape", [(7,), (3, 1023), (2, 5, 7), (129, 1400)], ids=str)
+@pytest.mark.parametrize("name,fn,exact", POINTWISE, ids=[c[0] for c in POINTWISE])
+def test_pointwise_float32(name, fn, exact, shape, noncontig):
+    """Values and gradients against the NumPy path, edge values included (nan, infinities,
+    denormals, signed zeros, the kinks of hardswish and hardsigmoid, exp's overflow)."""
+    x = _input(shape, "float32", noncontig)
+    n = min(len(EDGES), x.size)
+    x[np.unravel_index(np.arange(n), x.shape)] = EDGES[:n]
+    fast, ref = _run(fn, [x]), None
+    with kernels.disabled():
+        ref = _run(fn, [x])
+    for a, b in zip(fast, ref):
+        if exact:      # (the gradient too: fused or ember ops, it must round as the reference)
+            np.testing.assert_array_equal(a.view(np.int32), b.view(np.int32))
+        assert np.array_equal(np.isnan(a), np.isnan(b))
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_pointwise_kernel_runs_and_keeps_the_layout():
+    """The fused loop takes a contiguous float32 array (a transposed one, and float64, keep
+    NumPy; a strided second operand is copied), and a sigmoid far down the tail is its
+    split, not 0 / 1."""
+    x = np.linspace(-80, 80, 4096, dtype=np.float32)
+    assert kernels.pointwise("sigmoid", x) is not None
+    assert kernels.pointwise("sigmoid", x.reshape(64, 64).T) is None
+    assert kernels.pointwise("sigmoid", x.astype(np.float64)) is None
+    assert kernels.pointwise("logaddexp", x, other=x[:-1]) is None
+    np.testing.assert_allclose(kernels.pointwise("logaddexp", x, other=x[::-1]),
+                               np.logaddexp(x, x[::-1]), rtol=1e-6, atol=1e-6)
+    y = kernels.pointwise("sigmoid", x)
+    assert y[0] > 0 and y[0] == pytest.approx(math.exp(-80), rel=1e-5)
+
+
 # (input, weight, padding, groups): 3x3 convolutions with unit stride, >= 16 channels per
 # group on one side and >= 12 in the input, which run Winograd (ember/_ops/conv_winograd.py);
 # odd sizes leave partial tiles, (1, 1) a single one
@@ -687,6 +741,43 @@ def test_half_conversions_match_numpy_bit_for_bit():
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal(kernels.astype(odd, f16).view(np.uint16),
                                       odd.astype(f16).view(np.uint16))
+
+
+def test_remainder_matches_numpy_bit_for_bit():
+    """pointwise.h's remainder over float32 bit patterns (quotients past 2^24, zeros of both
+    signs, infinities, nan, denormals) and near-integer quotients, against NumPy's."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.integers(0, 2**32, 1 << 18, dtype=np.uint64).astype(np.uint32).view(np.float32)
+            for _ in range(2))
+    c = (rng.integers(-50, 50, 1 << 18) * np.float32(0.1)).astype(np.float32)
+    for x, y in ((a, b), (c, np.float32(0.1) + c * 0), (c * 3, c[::-1].copy())):
+        with np.errstate(all="ignore"):
+            want = np.remainder(x, y)
+        got = kernels.pointwise("remainder", x, other=y)
+        nan = np.isnan(want)        # (which nan's payload survives is the CPU's choice)
+        assert np.array_equal(np.isnan(got), nan)
+        np.testing.assert_array_equal(got[~nan].view(np.int32), want[~nan].view(np.int32))
+
+
+def test_bfloat16_conversions_match_ml_dtypes_bit_for_bit():
+    """half.h's bfloat16 loops against ml_dtypes: every bfloat16 up; float32 bit patterns down
+    (ties to even, nan of either sign with payloads, infinities, overflow, denormals)."""
+    bf16, f32 = ember.bfloat16.np, np.dtype(np.float32)
+    every = np.arange(65536, dtype=np.uint16).view(bf16)
+    np.testing.assert_array_equal(kernels.astype(every, f32).view(np.uint32),
+                                  every.astype(f32).view(np.uint32))
+    bits = np.random.default_rng(0).integers(0, 2**32, 1 << 20, dtype=np.uint64).astype(
+        np.uint32)
+    bits[:9] = [0x7F800000, 0xFF800000, 0x7F7FFFFF, 0x3F808000, 0x3F818000, 0x00018000,
+                0x7FC00001, 0xFFA00000, 0x80000000]
+    wide = bits.view(np.float32)
+    with np.errstate(invalid="ignore"):
+        want = wide.astype(bf16)
+    np.testing.assert_array_equal(kernels.astype(wide, bf16).view(np.uint16),
+                                  want.view(np.uint16))
+    t = ember.tensor(wide[:5000])
+    np.testing.assert_array_equal(t.bfloat16().numpy().view(np.uint16),
+                                  want[:5000].view(np.uint16))
 
 
 def test_ptr_matches_ctypes_data():

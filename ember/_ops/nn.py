@@ -13,6 +13,7 @@ from .._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
 from ..autograd.graph import needs_input_grad
 from .linalg import matmul, matmul_node
+from .pointwise import fused_grad
 from .meta import broadcast_meta, empty, same_meta
 from .pointwise_math import threshold_backward
 from .registry import op
@@ -519,15 +520,23 @@ def _act_op(name):
     return op(name, tags=("pointwise",), promote="common", method=False, function=False)
 
 
+def _fused_or(gx, ember_ops):
+    """the fused backward's gradient ``gx``, or where there is none, ``ember_ops()``'s"""
+    return gx if gx is not None else ember_ops()
+
+
 @_act_op("silu")
 def silu(xp, input):
     """``x * sigmoid(x)``."""
     x = _floating(xp, "silu", input)
-    return x / (1 + xp.exp(-x))
+    r = _C.pointwise("silu", x)
+    return x / (1 + xp.exp(-x)) if r is None else r
 
 
 @silu.vjp(save=("input",))
 def _(g, input):
+    if (gx := fused_grad("silu", input, g)) is not None:
+        return gx
     s = input.sigmoid()
     return g * (s * (1 + input * (1 - s)))
 
@@ -549,11 +558,14 @@ def _(g, input):
 def leaky_relu(xp, input, negative_slope=0.01):
     """``x`` where positive, else ``negative_slope * x``."""
     x = _floating(xp, "leaky_relu", input)
-    return xp.where(x > 0, x, x * negative_slope)
+    r = _C.pointwise("leaky_relu", x, negative_slope)
+    return xp.where(x > 0, x, x * negative_slope) if r is None else r
 
 
 leaky_relu.vjp(save=("input",))(lambda g, input, negative_slope=0.01: (
-    ember.where(input > 0, g, g * negative_slope), None))
+    _fused_or(fused_grad("leaky_relu", input, g, negative_slope),
+              lambda: ember.where(input > 0, g, g * negative_slope)), None))
+
 
 
 @_act_op("elu")
@@ -561,13 +573,18 @@ def elu(xp, input, alpha=1.0, scale=1.0, input_scale=1.0):
     """``scale * x`` where positive, else ``scale * alpha * (exp(input_scale * x) - 1)`` (selu
     and celu are elus, as in torch)."""
     x = _floating(xp, "elu", input)
+    if (r := _C.pointwise("elu", x, alpha * scale, scale, input_scale)) is not None:
+        return r
     return xp.where(x > 0, x * scale, xp.expm1(x * input_scale) * (alpha * scale))
 
 
 @elu.vjp(save=("input",))
 def _(g, input, alpha=1.0, scale=1.0, input_scale=1.0):
-    neg = (input * input_scale).exp() * (alpha * scale * input_scale)
-    return ember.where(input > 0, g * scale, g * neg), None, None, None
+    gx = fused_grad("elu", input, g, alpha * scale * input_scale, scale, input_scale)
+    if gx is None:
+        neg = (input * input_scale).exp() * (alpha * scale * input_scale)
+        gx = ember.where(input > 0, g * scale, g * neg)
+    return gx, None, None, None
 
 
 @_act_op("celu")
@@ -593,36 +610,45 @@ hardtanh.vjp(save=("input",))(lambda g, input, min_val=-1.0, max_val=1.0: (
 @_act_op("hardsigmoid")
 def hardsigmoid(xp, input):
     """``x / 6 + 1/2`` clamped to ``[0, 1]``."""
-    return xp.clip(_floating(xp, "hardsigmoid", input) + 3, 0, 6) / 6
+    x = _floating(xp, "hardsigmoid", input)
+    r = _C.pointwise("hardsigmoid", x)
+    return xp.clip(x + 3, 0, 6) / 6 if r is None else r
 
 
 # NOTE: torch's backward multiplies by 1/6 rounded to float32, whatever the dtype
-hardsigmoid.vjp(save=("input",))(lambda g, input: ember.where(
-    (input > -3) & (input < 3), g * float(np.float32(1 / 6)), 0.0))
+hardsigmoid.vjp(save=("input",))(lambda g, input: _fused_or(
+    fused_grad("hardsigmoid", input, g, float(np.float32(1 / 6))), lambda: ember.where(
+        (input > -3) & (input < 3), g * float(np.float32(1 / 6)), 0.0)))
 
 
 @_act_op("hardswish")
 def hardswish(xp, input):
     """``x * relu6(x + 3) / 6``."""
     x = _floating(xp, "hardswish", input)
-    return x * xp.clip(x + 3, 0, 6) / 6
+    r = _C.pointwise("hardswish", x)
+    return x * xp.clip(x + 3, 0, 6) / 6 if r is None else r
 
 
-hardswish.vjp(save=("input",))(lambda g, input: ember.where(
-    input < -3, 0.0, ember.where(input <= 3, g * (input / 3 + 0.5), g)))
+hardswish.vjp(save=("input",))(lambda g, input: _fused_or(
+    fused_grad("hardswish", input, g), lambda: ember.where(
+        input < -3, 0.0, ember.where(input <= 3, g * (input / 3 + 0.5), g))))
 
 
 @_act_op("softplus")
 def softplus(xp, input, beta=1.0, threshold=20.0):
     """``log(1 + exp(beta x)) / beta``, the identity where ``beta x > threshold``."""
-    z = _floating(xp, "softplus", input) * beta
+    if (r := _C.pointwise("softplus", _floating(xp, "softplus", input), beta, threshold)) \
+            is not None:
+        return r
+    z = input * beta
     # NOTE: torch switches to the identity above threshold; clip before exp, which the
     # untaken branch must not overflow
     return xp.where(z > threshold, input, xp.log1p(xp.exp(xp.minimum(z, threshold))) / beta)
 
 
-softplus.vjp(save=("input",))(lambda g, input, beta=1.0, threshold=20.0: (
-    ember.where(input * beta > threshold, g, g * (input * beta).sigmoid()), None, None))
+softplus.vjp(save=("input",))(lambda g, input, beta=1.0, threshold=20.0: (_fused_or(
+    fused_grad("softplus", input, g, beta, threshold),
+    lambda: ember.where(input * beta > threshold, g, g * (input * beta).sigmoid())), None, None))
 
 
 @_act_op("logsigmoid")

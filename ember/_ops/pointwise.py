@@ -12,6 +12,8 @@ from .._memory_format import copy_in
 import ember
 
 from .. import _dtype
+from .._C import kernels as _C
+from ..autograd.grad_mode import state as _grad_state
 from .meta import broadcast_meta, empty, same_meta
 from .registry import LIBM_ULP, op, overload_if_tensor
 from .samples import (ErrorSample, Sample, binary_samples, broadcast_errors, const, make,
@@ -266,8 +268,34 @@ neg.samples = lambda dev, dt: unary_samples(dev, dt) if dt is not ember.bool els
 neg.errors = [ErrorSample(Sample(const(3, dtype=bool)), RuntimeError, "on a bool tensor")]
 
 
+def _power(input, exponent, out=None):
+    """``numpy.power`` but for float32/float64 to a number exponent that _pow_number takes:
+    pow's forward and its ``ufunc``, which the C dispatch calls (in place with ``out``)."""
+    # (0-dim arrays keep np.power: their products are NumPy scalars, which out= refuses)
+    if type(exponent) in (int, float) and input.dtype.kind == "f" and input.dtype.itemsize >= 4 \
+            and input.ndim and (r := _pow_number(np, input, exponent)) is not None:
+        if out is None:
+            return r
+        out[...] = r
+        return out
+    return np.power(input, exponent, out=out)
+
+
+def _pow_number(xp, x, e):
+    """``x ** e`` for the exponents torch's pow kernel takes by products and roots (x * x * x
+    for 3, 1 / sqrt(x) for -0.5...), rounding as it does; None for the others."""
+    # NOTE: so pow(-0., 0.5) is -0. and pow(-inf, 0.5) nan (sqrt's), as in torch
+    if e in (2, 3, -2):
+        r = x * x
+        return r if e == 2 else xp.multiply(r, x, out=r) if e == 3 else xp.divide(1, r, out=r)
+    if e in (0.5, -0.5):
+        r = xp.sqrt(x)
+        return r if e == 0.5 else xp.divide(1, r, out=r)
+    return xp.reciprocal(x) if e == -1 else x.copy() if e == 1 else None
+
+
 @op("pow", tags=("pointwise", "autocast_fp32_cuda"), promote="common", inplace=True,
-    opmath=False, ufunc=np.power)
+    opmath=False, ufunc=_power)
 def pow(xp, input, exponent):
     """``input ** exponent``."""
     # NOTE: torch's bfloat16 pow by the scalar 3 or -2 is x*x*x or 1/(x*x), rounding x*x to
@@ -285,7 +313,7 @@ def pow(xp, input, exponent):
         odd = xp.where(exponent % 2 == 0, 1, -1)
         return xp.where(neg, xp.where(input == 1, 1, xp.where(input == -1, odd, 0)),
                         out).astype(out.dtype)
-    return xp.power(input, exponent)
+    return _power(input, exponent) if xp is np else xp.power(input, exponent)
 
 
 @pow.vjp(save=("input", "exponent"))
@@ -321,7 +349,8 @@ def _pow_samples(dev, dt):
     base = make((3, 4), dt, 0.5, 2.0)      # positive real part: off log's branch cut
     return [Sample(base, make((3, 4), dt, -2.0, 2.0, seed=1)), Sample(base, 2.5),
             Sample(base, make((4,), dt, -1.0, 1.0, seed=2)), Sample(make((3,), dt), 2),
-            Sample(base, 0)]
+            Sample(base, 0)] + [Sample(make((3, 4), dt, -2.0, 2.0), e) for e in (3, 1)] + [
+            Sample(base, e) for e in (3.0, -1, -2, 0.5, -0.5)]   # (_pow_number's exponents)
 
 
 pow.samples = _pow_samples
@@ -452,8 +481,24 @@ def _(g, grad_output, output):
 
 
 tanh_backward.meta = broadcast_meta
-sigmoid = _unary("sigmoid", lambda xp, input: _sigmoid(xp, input), lambda x, r: r * (1 - r),
-                 save="result")
+sigmoid = _unary("sigmoid", lambda xp, input: _sigmoid(xp, input), None)
+
+
+def fused_grad(name, x, g, *params):
+    """``g`` times the derivative at ``x`` (a saved input or result) of pointwise.h's op
+    ``name`` by its fused C backward, as a Tensor; None where that does not apply (grad mode on:
+    the backward is itself differentiated; or arrays the kernel does not take)."""
+    if _grad_state.grad_enabled or x.shape != g.shape:
+        return None
+    r = _C.pointwise(name + "_bwd", x._data, *params, other=g._data)
+    return None if r is None else ember.Tensor._wrap(r)
+
+
+@sigmoid.vjp(save=("result",))
+def _(g, input, result=None):
+    gx = fused_grad("sigmoid", result, g)
+    return gx if gx is not None else g * _conj(result * (1 - result))
+
 for _d in (exp, log, sin, cos, tanh, sigmoid, pow):
     _d.half_ulps = LIBM_ULP
 
@@ -462,6 +507,8 @@ def _sigmoid(xp, x):
     # NOTE: split by sign so exp never overflows (1/(1+exp(-x)) warns for x < -88 in float32).
     if x.dtype.kind == "c":
         return 1 / (1 + xp.exp(-x))
+    if (r := _C.pointwise("sigmoid", x)) is not None:
+        return r
     e = xp.exp(-xp.abs(x))
     return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
 
@@ -508,6 +555,8 @@ def sign(xp, input):
     """-1, 0 or 1 by the sign of each element (0 for nan, as torch)."""
     if input.dtype.kind == "b":
         return input.copy()
+    if (r := _C.pointwise("sign", input)) is not None:
+        return r
     r = xp.sign(input)
     # NOTE: torch's sign(nan) is 0 (it computes (0 < x) - (x < 0)); NumPy's is nan
     return xp.where(xp.isnan(r), xp.zeros((), r.dtype), r) if r.dtype.kind != "i" else r

@@ -1,9 +1,13 @@
 """Pointwise ops of two or three operands: rounded division and remainders, two-argument math,
 extrema, clamping, interpolation and the fused ``addc*`` updates."""
+import math
+
 import numpy as np
 
 import ember
 
+from .._C import kernels as _C
+from ..autograd.graph import needs_input_grad
 from .meta import broadcast_meta, empty
 from .pointwise import _conj, reject
 from .registry import LIBM_ULP, node_name, op, overload_if_tensor
@@ -75,12 +79,16 @@ def remainder(xp, input, other):
         tensor([1., 1.])
     """
     _check_int_divisor(xp, input, other)
-    return xp.remainder(input, other)
+    r = _C.pointwise("remainder", input, other=other) if type(other) not in (int, float) else \
+        _C.pointwise("remainder_scalar", input, other)
+    return xp.remainder(input, other) if r is None else r
 
 
 @remainder.vjp(save=("input", "other"))
 def _(g, input, other):
-    return g, -g * ember.div(input, other, rounding_mode="floor")
+    # (a number divisor has no gradient: the floor division would be thrown away)
+    return g, -g * ember.div(input, other, rounding_mode="floor") \
+        if isinstance(other, ember.Tensor) and needs_input_grad(1) else None
 
 
 @op("fmod", tags=("pointwise",), promote="common", inplace=True)
@@ -200,7 +208,8 @@ def logaddexp(xp, input, other):
         tensor([1000.6932])
     """
     if input.dtype.kind != "c":
-        return xp.logaddexp(input, other)
+        r = _C.pointwise("logaddexp", input, other=other)
+        return xp.logaddexp(input, other) if r is None else r
     # NumPy's logaddexp is real only: factor out the operand of larger real part
     m = xp.where(input.real >= other.real, input, other)
     return m + xp.log(xp.exp(input - m) + xp.exp(other - m))
@@ -370,6 +379,10 @@ def clamp(xp, input, min=None, max=None):
     if input.dtype.kind == "c":
         raise NotImplementedError("clamp is not supported for complex types")
     dt = _clamp_dtype(input, min, max)
+    if all(v is None or type(v) in (int, float) and v == v for v in (min, max)) and \
+            (r := _C.pointwise("clamp", input, -math.inf if min is None else min,
+                               math.inf if max is None else max)) is not None:
+        return r
     return _limit(xp, input.astype(dt, copy=False), min, max).astype(dt, copy=False)
 
 

@@ -79,6 +79,7 @@ def _declare(lib):
             "cross_entropy": [p, p, p, p, i64, i64, i64, i],
             "adam": [p, p, p, p, p, i64, d, d, d, d, d, d, i],
             "erf": [p, p, i64, i, i],                  # float32 only: float64 has libm's
+            "pointwise": [i, p, p, p, i64, d, d, d, i],  # (pointwise.h: float32 only)
             "winograd_fwd": [p, i64, i64, i64, i64, p, i64, i64, p, i64, i64, i64, p, i, i],
             "winograd_wgrad": [p, i64, i64, i64, i64, p, i64, i64, i64, i64, p, i64, p, i, i],
             "conv_cols_fwd": [p, p, p, i64, i64, i64, p, p, i, i],
@@ -102,7 +103,7 @@ def _declare(lib):
             # (sgemm.h, float32 only: batch, m, n, k, then a, b as pointer, strides, then
             # acc, bias (NULL or n floats), c as pointer, strides)
             "gemm": [i64] * 4 + [p, i64, i64, i64] * 2 + [i, p, p, i64, i64, i]}
-    for name in ("f16_widen", "f16_narrow"):        # (half.h: no dtype suffix)
+    for name in ("f16_widen", "f16_narrow", "bf16_widen", "bf16_narrow"):   # (half.h)
         getattr(lib, name).argtypes, getattr(lib, name).restype = [p, p, i64], ctypes.c_int
     lib.mask_count.argtypes, lib.mask_count.restype = [p, i64, p, i], i64
     for name, args in sigs.items():
@@ -116,7 +117,7 @@ def _declare(lib):
                 fn.argtypes = args
                 fn.restype = ctypes.c_int if name.startswith(
                     ("winograd", "conv_cols", "lstm", "attn_small")) or \
-                    name in ("gather", "scatter", "add_rows", "gemm") else \
+                    name in ("gather", "scatter", "add_rows", "gemm", "pointwise") else \
                     ctypes.c_int64 if name == "cross_entropy" else None
 
 
@@ -142,10 +143,13 @@ _CAST = {(_F16, _F32): "f16_widen", (_F32, _F16): "f16_narrow"}
 
 
 def astype(a, dtype):
-    """``a.astype(dtype)``; float16 <-> float32 of a large contiguous array through F16C
-    (half.h), which NumPy's element-by-element conversion is many times slower than."""
+    """``a.astype(dtype)``; float16 or bfloat16 <-> float32 of a large contiguous array by
+    half.h (F16C; integer rounding for bfloat16), which NumPy's and ml_dtypes' element by
+    element conversions are many times slower than."""
     global _lib
     name = _CAST.get((a.dtype, dtype))
+    if name is None and "bfloat16" in (a.dtype.name, dtype.name) and _F32 in (a.dtype, dtype):
+        name = "bf16_narrow" if a.dtype == _F32 else "bf16_widen"
     if name is None or type(a) is not np.ndarray or a.size < 2048 or _off or \
             not a.flags.c_contiguous:
         return a.astype(dtype)
@@ -155,6 +159,31 @@ def astype(a, dtype):
     if _lib and getattr(_lib, name)(a.ctypes.data, out.ctypes.data, a.size) == 0:
         return out
     return a.astype(dtype)
+
+
+# pointwise.h's op codes
+_POINTWISE = {name: code for code, name in enumerate(
+    "sigmoid silu leaky_relu hardsigmoid hardswish clamp nan_to_num sign elu softplus "
+    "sigmoid_bwd silu_bwd logaddexp erfinv leaky_relu_bwd hardsigmoid_bwd hardswish_bwd elu_bwd "
+    "softplus_bwd remainder remainder_scalar".split())}
+
+
+def pointwise(name, x, *params, other=None):
+    """Op ``name`` of pointwise.h (one fused float32 pass) over a C-contiguous NumPy float32
+    array ``x`` (and ``other``, of its shape and dtype, for the two-input ops: logaddexp and the
+    ``*_bwd`` ones, whose ``other`` is the gradient), with up to three float ``params``; None
+    where it does not apply (the caller then runs its NumPy code)."""
+    fn = kernel("pointwise", x.dtype) if type(x) is np.ndarray and x.size >= 64 and \
+        x.flags.c_contiguous else None
+    if fn is None or other is not None and not (
+            type(other) is np.ndarray and other.dtype == x.dtype and other.shape == x.shape):
+        return None
+    # (a strided or broadcast other, as sum's gradient, is copied: still one pass less)
+    other = None if other is None else contiguous(other)
+    out = np.empty(x.shape, x.dtype)
+    fn(_POINTWISE[name], ptr(x), ptr(other), ptr(out), x.size, *map(float, params),
+       *(0.0,) * (3 - len(params)), num_threads())
+    return out
 
 
 # elements below which NumPy's single pass beats a kernel call (ctypes' call overhead)

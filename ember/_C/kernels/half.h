@@ -48,3 +48,28 @@ EXPORT int f16_narrow(const float *src, uint16_t *dst, int64_t n) {
 #endif
     return -1;
 }
+
+/* float32 <-> bfloat16 as ml_dtypes converts (to nearest even; nan becomes the quiet nan 0x7fc0
+ * with its sign, no payload; denormals kept), in integer code that gcc vectorises: ml_dtypes
+ * converts one element at a time. */
+TC static void bf16_narrow_loop(const uint32_t *src, uint16_t *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t b = src[i];
+        uint16_t r = (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+        dst[i] = (b & 0x7fffffffu) > 0x7f800000u ? (uint16_t)(((b >> 16) & 0x8000u) | 0x7fc0u) : r;
+    }
+}
+
+TC static void bf16_widen_loop(const uint16_t *src, uint32_t *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = (uint32_t)src[i] << 16;
+}
+
+EXPORT int bf16_narrow(const float *src, uint16_t *dst, int64_t n) {
+    bf16_narrow_loop((const uint32_t *)src, dst, n);
+    return 0;
+}
+
+EXPORT int bf16_widen(const uint16_t *src, float *dst, int64_t n) {
+    bf16_widen_loop(src, (uint32_t *)dst, n);
+    return 0;
+}

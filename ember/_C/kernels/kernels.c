@@ -72,6 +72,7 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 
 #include "half.h"
 #include "select.h"
+#include "pointwise.h"
 
 #define T float
 #define S(name) name##_f32

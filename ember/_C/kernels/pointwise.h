@@ -1,0 +1,198 @@
+/* Fused float32 pointwise ops: one pass over memory where the NumPy reference takes two to
+ * five (each a full read and write of the array), for the activations, clamp, sign and
+ * nan_to_num. Included once (float32 only; float64 keeps NumPy). The selects round exactly as
+ * the reference's ufuncs (NumPy's maximum is a > b ? a : b with nan kept: signed zeros
+ * included), so those are bit-identical; the exp and log ones use the vector functions below
+ * and vecmath.h's (~1-2 ulp). a, b, c are the op's float parameters (unused ones 0), rounded to float32 as
+ * NumPy rounds a Python float meeting a float32 array. */
+enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAMP, PW_NAN_TO_NUM,
+       PW_SIGN, PW_ELU, PW_SOFTPLUS, PW_SIGMOID_BWD, PW_SILU_BWD, PW_LOGADDEXP, PW_ERFINV, PW_LEAKY_RELU_BWD,
+       PW_HARDSIGMOID_BWD, PW_HARDSWISH_BWD, PW_ELU_BWD, PW_SOFTPLUS_BWD, PW_REMAINDER,
+       PW_REMAINDER_SCALAR, PW_COUNT };
+
+/* NumPy's maximum and minimum (v > lo || v is nan ? v : lo), as one comparison gcc vectorises */
+static inline float pw_max(float v, float lo) { return v <= lo ? lo : v; }
+static inline float pw_min(float v, float hi) { return v >= hi ? hi : v; }
+
+/* expm1(x): Taylor to x^8/8! for |x| < 0.5 (relative error < 1e-8), else exp(x) - 1, which
+ * there loses at most ~2 ulp to the subtraction (libm's expm1f does not vectorise). */
+static inline float expm1_f32(float x) {
+    float p = 1.0f / 40320.0f;
+    p = p * x + 1.0f / 5040.0f;
+    p = p * x + 1.0f / 720.0f;
+    p = p * x + 1.0f / 120.0f;
+    p = p * x + 1.0f / 24.0f;
+    p = p * x + 1.0f / 6.0f;
+    p = p * x + 0.5f;
+    float small = x + x * x * p;
+    return (x < 0.5f) & (x > -0.5f) ? small : exp_f32(x) - 1.0f;
+}
+
+/* log(x) for finite normal x > 0: Cephes' logf (mantissa in [sqrt(1/2), sqrt 2), degree-8
+ * polynomial, ln 2 in two parts), ~1 ulp */
+static inline float log_f32(float x) {
+    int32_t bits;
+    memcpy(&bits, &x, 4);
+    int32_t e = ((bits >> 23) & 0xff) - 126;
+    float m = f32_from_bits((bits & 0x007fffff) | 0x3f000000);     /* x = m 2^e, m in [1/2, 1) */
+    int low = m < 0.707106781186547524f;
+    e = low ? e - 1 : e;
+    m = low ? m + m - 1.0f : m - 1.0f;
+    float z = m * m;
+    float y = 7.0376836292E-2f;
+    y = y * m - 1.1514610310E-1f;
+    y = y * m + 1.1676998740E-1f;
+    y = y * m - 1.2420140846E-1f;
+    y = y * m + 1.4249322787E-1f;
+    y = y * m - 1.6668057665E-1f;
+    y = y * m + 2.0000714765E-1f;
+    y = y * m - 2.4999993993E-1f;
+    y = y * m + 3.3333331174E-1f;
+    y = y * m * z;
+    float fe = (float)e;
+    y += -2.12194440e-4f * fe;
+    y += -0.5f * z;
+    return m + y + 0.693359375f * fe;
+}
+
+/* log1p(y) for y >= 0 (or nan, or inf): log(u) for u = 1 + y, corrected by the rounding of
+ * u ((u - 1) - y) / u, the classic trick that keeps tiny y exact */
+static inline float log1p_nonneg_f32(float y) {
+    float u = 1.0f + y;
+    float r = log_f32(u) - ((u - 1.0f) - y) / u;
+    return u == INFINITY ? u : y != y ? y : r;
+}
+
+/* NumPy's logaddexp: x + ln 2 where x == y (infinities of one sign included), else the
+ * larger plus log1p(exp(-|x - y|)); nan where either is */
+static inline float pw_logaddexp1(float x, float y) {
+    float d = x - y;
+    float big = d > 0.0f ? x : y;
+    float r = big + log1p_nonneg_f32(exp_f32(-(d < 0.0f ? -d : d)));
+    return x == y ? x + 0.693147180559945309f : d != d ? d : r;
+}
+/* the reference's split by sign: exp never overflows, and 1/(1+e) keeps tiny results */
+static inline float pw_sigmoid1(float v) {
+    float e = exp_f32(v < 0.0f ? v : -v);
+    return v >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+}
+
+/* erfinv(y): Giles' single-precision polynomials ("Approximating the erfinv function", 2010:
+ * the reference's starting estimate, here without its float64 Halley step) in
+ * w = -log(1 - y^2), ~2e-7 relative; +-inf at +-1, nan beyond */
+static inline float pw_erfinv1(float y) {
+    float a = y < 0.0f ? -y : y;
+    float w = -log_f32((1.0f - (a < 1.0f ? a : 0.5f)) * (1.0f + a));
+    float c = w - 2.5f, p = 2.81022636e-08f;
+    p = p * c + 3.43273939e-07f;
+    p = p * c - 3.5233877e-06f;
+    p = p * c - 4.39150654e-06f;
+    p = p * c + 0.00021858087f;
+    p = p * c - 0.00125372503f;
+    p = p * c - 0.00417768164f;
+    p = p * c + 0.246640727f;
+    p = p * c + 1.50140941f;
+    float t = sqrtf(w) - 3.0f, q = -0.000200214257f;
+    q = q * t + 0.000100950558f;
+    q = q * t + 0.00134934322f;
+    q = q * t - 0.00367342844f;
+    q = q * t + 0.00573950773f;
+    q = q * t - 0.0076224613f;
+    q = q * t + 0.00943887047f;
+    q = q * t + 1.00167406f;
+    q = q * t + 2.83297682f;
+    float x = y * (w < 5.0f ? p : q);
+    x = a == 1.0f ? y * INFINITY : x;
+    return a > 1.0f ? NAN : x;          /* (nan: a > 1 false, and x is nan already) */
+}
+
+/* Python's a % b as NumPy's remainder: fmod's result moved into b's sign (a zero takes b's
+ * sign). fmod(a, b) is exact: a - q b with q = trunc(a / b) is exact in double while
+ * |q| < 2^24, and the rounded quotient can only be one too large (then r and a differ in
+ * sign: one b back). Larger quotients, infinite b and nan are left to libm (pw_rem_fix). */
+static inline float pw_rem1(float a, float b) {
+    double q = trunc((double)a / (double)b), r = (double)a - q * (double)b;
+    double ab = b < 0.0f ? -(double)b : (double)b;
+    r = (a > 0.0f) & (r < 0.0) ? r + ab : (a < 0.0f) & (r > 0.0) ? r - ab : r;
+    float m = (float)r;
+    m = m != 0.0f && (b < 0.0f) != (m < 0.0f) ? m + b : m;
+    return m == 0.0f ? (b < 0.0f ? -0.0f : 0.0f) : m;
+}
+
+static float pw_rem_slow(float a, float b) {
+    float m = fmodf(a, b);
+    if (m != 0.0f) return (b < 0.0f) != (m < 0.0f) ? m + b : m;
+    return copysignf(0.0f, b);
+}
+
+/* the elements of a block whose quotient the fast path cannot take (rare: a second look) */
+static void pw_rem_fix(const float *x, const float *y, float *o, int64_t n, float b) {
+    for (int64_t i = 0; i < n; i++) {
+        float bi = y ? y[i] : b;
+        if (!(fabsf(x[i] / bi) < 16777216.0f) | (fabsf(bi) == INFINITY))   /* (0 inf is nan) */
+            o[i] = pw_rem_slow(x[i], bi);
+    }
+}
+
+/* one block of an op: y is the second input (the gradient of the backward ops), else unused */
+#define PW_BLOCK(NAME, EXPR)                                                                   \
+    TC static void pw_##NAME(const float *x, const float *y, float *o, int64_t n,  \
+                                        float a, float b, float c) {                          \
+        (void)y; (void)a; (void)b; (void)c;                                                   \
+        for (int64_t i = 0; i < n; i++) { float v = x[i]; o[i] = (EXPR); }                    \
+    }
+
+PW_BLOCK(sigmoid, pw_sigmoid1(v))
+PW_BLOCK(silu, v / (1.0f + exp_f32(-v)))
+PW_BLOCK(leaky_relu, v > 0.0f ? v : v * a)
+PW_BLOCK(hardsigmoid, pw_min(pw_max(v + 3.0f, 0.0f), 6.0f) / 6.0f)
+PW_BLOCK(hardswish, v * pw_min(pw_max(v + 3.0f, 0.0f), 6.0f) / 6.0f)
+PW_BLOCK(clamp, pw_min(pw_max(v, a), b))
+PW_BLOCK(nan_to_num, v != v ? a : v == INFINITY ? b : v == -INFINITY ? c : v)
+PW_BLOCK(sign, (float)((v > 0.0f) - (v < 0.0f)))
+PW_BLOCK(elu, v > 0.0f ? v * b : expm1_f32(v * c) * a)
+PW_BLOCK(softplus, v * a > b ? v : log1p_nonneg_f32(exp_f32(pw_min(v * a, b))) / a)
+PW_BLOCK(logaddexp, pw_logaddexp1(v, y[i]))
+PW_BLOCK(erfinv, pw_erfinv1(v))
+/* the activations' backwards (x is the input, y the gradient), grouped as their references */
+PW_BLOCK(leaky_relu_bwd, v > 0.0f ? y[i] : y[i] * a)
+PW_BLOCK(hardsigmoid_bwd, (v > -3.0f) & (v < 3.0f) ? y[i] * a : 0.0f)
+PW_BLOCK(hardswish_bwd, v < -3.0f ? 0.0f : v <= 3.0f ? y[i] * (v / 3.0f + 0.5f) : y[i])
+PW_BLOCK(elu_bwd, v > 0.0f ? y[i] * b : y[i] * (exp_f32(v * c) * a))
+PW_BLOCK(softplus_bwd, v * a > b ? y[i] : y[i] * pw_sigmoid1(v * a))
+PW_BLOCK(remainder, pw_rem1(v, y[i]))
+PW_BLOCK(remainder_scalar, pw_rem1(v, a))
+/* x is sigmoid's result r: g r (1 - r), as the reference's r * (1 - r) then g times it */
+PW_BLOCK(sigmoid_bwd, y[i] * (v * (1.0f - v)))
+/* x is silu's input: g (s (1 + x (1 - s))) with s = sigmoid(x), the reference's grouping */
+PW_BLOCK(silu_bwd, y[i] * (pw_sigmoid1(v) * (1.0f + v * (1.0f - pw_sigmoid1(v)))))
+
+typedef void (*pw_fn)(const float *, const float *, float *, int64_t, float, float, float);
+static const pw_fn PW_FNS[PW_COUNT] = {pw_sigmoid, pw_silu, pw_leaky_relu, pw_hardsigmoid,
+                                       pw_hardswish, pw_clamp, pw_nan_to_num, pw_sign, pw_elu,
+                                       pw_softplus, pw_sigmoid_bwd, pw_silu_bwd,
+                                       pw_logaddexp, pw_erfinv, pw_leaky_relu_bwd,
+                                       pw_hardsigmoid_bwd, pw_hardswish_bwd, pw_elu_bwd,
+                                       pw_softplus_bwd, pw_remainder, pw_remainder_scalar};
+/* rough cost per element relative to a copy: how early a second thread pays */
+static const int PW_COST[PW_COUNT] = {8, 8, 1, 1, 1, 1, 1, 1, 8, 16, 1, 8, 16, 16,
+                                      1, 1, 1, 8, 8, 4, 4};
+
+/* op `op` of n contiguous floats x (and y for the two-input ops) into out; -1 for an unknown op */
+EXPORT int pointwise_f32(int op, const float *x, const float *y, float *out, int64_t n,
+                         double a, double b, double c, int nt) {
+    if (op < 0 || op >= PW_COUNT) return -1;
+    const int64_t B = 16384;
+    pw_fn fn = PW_FNS[op];
+    float fa = (float)a, fb = (float)b, fc = (float)c;
+    nt = threads_for(n * PW_COST[op], nt);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t i = 0; i < n; i += B)
+    {
+        int64_t m = n - i < B ? n - i : B;
+        fn(x + i, y ? y + i : y, out + i, m, fa, fb, fc);
+        if (op == PW_REMAINDER || op == PW_REMAINDER_SCALAR)
+            pw_rem_fix(x + i, y ? y + i : y, out + i, m, fa);
+    }
+    return 0;
+}
