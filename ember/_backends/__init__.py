@@ -197,10 +197,22 @@ def _add_rows_kernel(out, flat, values):
 
 
 def multiply_at(xp, out, index, values):
-    """``out[index] *= values`` with repeated indices all applied."""
-    if xp is not np:
-        raise NotImplementedError("scatter with reduce='multiply' is not implemented on cuda")
-    np.multiply.at(out, index, values)
+    """``out[index] *= values`` with repeated indices all applied (``out`` 1-D)."""
+    if xp is np:
+        return np.multiply.at(out, index, values)
+    # CuPy has no multiply.at nor a cupyx.scatter_mul: the k-th repeat of every index is
+    # applied in round k, each round one fancy multiply whose indices are all distinct
+    index = (index[0] if type(index) is tuple else index).reshape(-1)
+    values = xp.broadcast_to(values, index.shape).reshape(-1)
+    if not index.size:
+        return
+    order = xp.argsort(index)
+    rows = index[order]
+    starts = xp.concatenate((xp.ones(1, bool), rows[1:] != rows[:-1]))
+    rank = xp.arange(rows.size) - xp.flatnonzero(starts)[xp.cumsum(starts) - 1]
+    for k in range(int(rank.max()) + 1):
+        sel = order[rank == k]
+        out[index[sel]] *= values[sel]
 
 
 def max_at(xp, out, index, values):

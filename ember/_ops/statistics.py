@@ -249,7 +249,7 @@ def _quantile(name, ignore_nan):
 
 
 def _quantile_shape(input, q, dim, keepdim):
-    return tuple(np.shape(q)) + reduce_shape(input.shape, dim, keepdim)
+    return tuple(getattr(q, "shape", ())) + reduce_shape(input.shape, dim, keepdim)
 
 
 def _quantile_samples(dt):
