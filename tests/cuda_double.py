@@ -248,6 +248,17 @@ class MemoryPool:
         pass
 
 
+class PinnedMemoryPointer(bytearray):
+    """``cupy.cuda.PinnedMemoryPointer``: the double's "page-locked" host block."""
+
+
+def empty_pinned(shape, dtype=float, order="C"):
+    """``cupyx.empty_pinned``: a NumPy array over a pinned block."""
+    dtype = np.dtype(dtype)
+    return np.ndarray(shape, dtype, PinnedMemoryPointer(max(1, int(np.prod(shape)) *
+                                                            dtype.itemsize)), order=order)
+
+
 _runtime = types.SimpleNamespace(
     getDeviceCount=lambda: 1, getDevice=lambda: 0, setDevice=lambda i: Device(i) and None,
     deviceSynchronize=lambda: None,
@@ -261,7 +272,8 @@ cupy = Namespace(np, "cupy", {
     "asnumpy": lambda a, stream=None, order="C", out=None: a.get() if type(a) is DeviceArray
     else np.asarray(a),
     "get_array_module": lambda *args: cupy, "get_default_memory_pool": lambda: _pool,
-    "cuda": types.SimpleNamespace(Device=Device, runtime=_runtime, is_available=lambda: True)})
+    "cuda": types.SimpleNamespace(Device=Device, runtime=_runtime, is_available=lambda: True,
+                                  PinnedMemoryPointer=PinnedMemoryPointer)})
 
 
 def _scatter(ufunc):
@@ -273,6 +285,7 @@ def _scatter(ufunc):
 cupyx = types.ModuleType("cupyx")
 cupyx.scatter_add, cupyx.scatter_max, cupyx.scatter_min = (
     _scatter(np.add), _scatter(np.maximum), _scatter(np.minimum))
+cupyx.empty_pinned = empty_pinned
 
 
 @contextlib.contextmanager

@@ -5,7 +5,7 @@ them to and from the host. Op forwards are written once against ``xp``.
 """
 import numpy as np
 
-from .._device import CPU, META
+from .._device import CPU, META, device
 from .._sparse import SparseCOO, SparseOperand
 from .malloc import tune as _tune_malloc
 
@@ -86,17 +86,20 @@ def backend(device):
 
 
 def device_of_array(arr):
-    """The device an array lives on: NumPy arrays are cpu, CuPy arrays cuda:N."""
-    if isinstance(arr, np.ndarray):
+    """The device an array lives on: NumPy arrays are cpu, the cuda backend's cuda:N."""
+    if isinstance(arr, (np.ndarray, np.generic)) or _cuda is None or \
+            not isinstance(arr, _cuda.xp.ndarray):
         return CPU
-    dev = getattr(arr, "device", None)
-    if dev is not None and type(arr).__module__.startswith("cupy"):
-        from .._device import device
-        return device("cuda", dev.id)
-    return CPU
+    return device("cuda", arr.device.id)
 
 
-__all__ = ["backend", "device_of_array", "CPU", "META"]
+def array_module(arr):
+    """The array module (``xp``) that computes on ``arr``: NumPy for cpu (and meta) arrays,
+    the cuda backend's for a cuda array; for code handed bare arrays (the optimizers' math)."""
+    return np if isinstance(arr, (np.ndarray, np.generic)) else backend(device_of_array(arr)).xp
+
+
+__all__ = ["array_module", "backend", "device_of_array", "CPU", "META"]
 
 
 def _numpy_errstate():
