@@ -20,6 +20,7 @@ the same signature, numerics of GPU kernels, streams or memory, none of which a 
 import contextlib
 import sys
 import types
+import warnings
 import weakref
 
 import numpy as np
@@ -91,7 +92,11 @@ def wrap(r):
 
 def _call(fn, name, host_ok=False):
     def call(*args, **kwargs):
-        return wrap(fn(*unwrap(args, name, host_ok), **unwrap(kwargs, name, host_ok)))
+        args, kwargs = unwrap(args, name, host_ok), unwrap(kwargs, name, host_ok)
+        # CuPy never warns of a floating-point condition (0/0, the mean of nothing): nor do we
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return wrap(fn(*args, **kwargs))
     call.__name__ = name
     return call
 

@@ -14,6 +14,8 @@ from ember._ops.registry import all_ops
 from ember._ops.samples import public_call
 
 CUDA = ember.device("cuda:0")
+TOL = {"float32": (1e-5, 1e-6), "complex64": (1e-5, 1e-6), "bfloat16": (1.6e-2, 1e-2),
+       "float16": (2e-3, 1e-3)}
 OPS = [d for d in all_ops() if d.samples is not None]
 FAST_DTYPES = [ember.float32, ember.float64]
 SLOW_DTYPES = [ember.int64, ember.bool, ember.complex128, ember.bfloat16]
@@ -65,7 +67,7 @@ def _flat(x):
         yield x
 
 
-def _same(got, want, dt, what):
+def _same(got, want, what):
     """``got`` (from cuda) is ``want`` (from cpu) moved to cuda: tensors on cuda0 with the
     cpu's dtype, shape and values; anything else equal."""
     got, want = list(_flat(got)), list(_flat(want))
@@ -80,7 +82,8 @@ def _same(got, want, dt, what):
         g, w = g.detach().cpu(), w.detach()
         if g.is_sparse:
             g, w = g.to_dense(), w.to_dense()
-        rtol, atol = (1e-4, 1e-5) if dt in (ember.float32, ember.bfloat16) else (1e-9, 1e-12)
+        # (cpu and cuda may take different paths: C kernels, the order of a scatter's repeats)
+        rtol, atol = TOL.get(g.dtype.name, (1e-9, 1e-12))
         np.testing.assert_allclose(g.numpy().astype(np.complex128 if g.is_complex() else
                                                     np.float64), w.numpy().astype(
             np.complex128 if w.is_complex() else np.float64), rtol, atol, err_msg=what)
@@ -103,7 +106,7 @@ def test_forward_on_cuda_equals_cpu(cuda, opdef, dt):
             with pytest.raises(type(e)):
                 _call(opdef, _tensors(s.args, "cuda"), s.kwargs)
             continue
-        _same(_call(opdef, _tensors(s.args, "cuda"), s.kwargs), want, dt, what)
+        _same(_call(opdef, _tensors(s.args, "cuda"), s.kwargs), want, what)
 
 
 def _grads(opdef, args, kwargs):
@@ -127,7 +130,7 @@ def test_backward_on_cuda_equals_cpu(cuda, opdef):
             continue        # not a valid call: the forward test checks cuda raises alike
         if want is not None:
             got = _grads(opdef, _tensors(s.args, "cuda", True), s.kwargs)
-            _same(got, want, ember.float64, f"grad {opdef.name}({s}) on cuda")
+            _same(got, want, f"grad {opdef.name}({s}) on cuda")
 
 
 # ---- the device plumbing around ops ----------------------------------------------------------

@@ -49,7 +49,8 @@ class CupyBackend:
         return isinstance(_root(arr).base, self.xp.cuda.PinnedMemoryPointer)
 
     def run(self, opdef, arrays, kwargs):
-        dev = next((a.device for a in arrays if hasattr(a, "device")), None)
+        # (NumPy 2's arrays and scalars have a .device too: "cpu")
+        dev = next((a.device for a in arrays if isinstance(a, self.xp.ndarray)), None)
         if dev is None:
             return opdef.fwd(self.xp, *arrays, **kwargs)
         with dev:
