@@ -219,7 +219,8 @@ class Namespace(types.ModuleType):
 
 
 class Ufunc:
-    """``cupy.ufunc``: calls and its methods (reduce, accumulate, outer, at...) on device arrays."""
+    """``cupy.ufunc``: calls, and the methods CuPy has (docs/source/reference/ufunc.rst:
+    ``outer`` for all, ``at`` for add, maximum and minimum; no reduce, accumulate, reduceat)."""
 
     def __init__(self, u):
         self._u, self.__name__ = u, u.__name__
@@ -229,6 +230,9 @@ class Ufunc:
         return _call(self._u, self.__name__)(*args, **kwargs)
 
     def __getattr__(self, name):
+        if name in ("reduce", "accumulate", "reduceat") or name == "at" and \
+                self.__name__ not in ("add", "maximum", "minimum"):
+            raise NotImplementedError(f"cupy.{self.__name__}.{name} is not supported")
         return _call(getattr(self._u, name), f"{self.__name__}.{name}")
 
 

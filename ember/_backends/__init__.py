@@ -199,6 +199,21 @@ def _add_rows_kernel(out, flat, values):
               flat.size, out.shape[0], inner) == 0
 
 
+def accumulate(xp, ufunc, x, axis):
+    """``ufunc.accumulate(x, axis)`` for an associative, commutative ufunc of ``xp`` (maximum,
+    minimum, logaddexp). CuPy's ufuncs have no accumulate: there it is a scan in log2(n)
+    whole-array steps (Hillis-Steele), each step combining every element with the one
+    ``step`` before it."""
+    if xp is np:
+        return ufunc.accumulate(x, axis=axis)
+    out, step = xp.moveaxis(x, axis, -1).copy(), 1
+    while step < out.shape[-1]:
+        nxt = out.copy()
+        nxt[..., step:] = ufunc(out[..., step:], out[..., :-step])
+        out, step = nxt, 2 * step
+    return xp.moveaxis(out, -1, axis)
+
+
 def multiply_at(xp, out, index, values):
     """``out[index] *= values`` with repeated indices all applied (``out`` 1-D)."""
     if xp is np:
