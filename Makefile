@@ -7,7 +7,7 @@ BASE   := $(VENV)/.installed-base
 # plus the test extra (torch, the oracle: ~900 MB more), for the tests and benchmarks
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all bench bench-full loc coverage docs kernels clean
+.PHONY: demo test test-no-c test-all bench bench-full loc coverage docs kernels clean
 
 # setup.py compiles ember's two optional C parts (docs/kernels.md) during the editable install:
 # editing any C source or header of either rebuilds
@@ -34,6 +34,17 @@ demo: $(BASE)
 test: $(STAMP)
 	$(PY) -m compileall -q ember
 	$(PY) -m pytest -q -n 2 --dist loadgroup
+	$(MAKE) test-no-c
+
+# The Python reference that ember's C parts copy (docs/contributing.md), alone: every op's
+# samples through dispatch, recording and the backward loop (test_ops), the engine's other
+# cases (test_autograd), views and in-place writes into them (test_views), Tensor's fields
+# as a plain class (test_tensor) and sparse operands (test_sparse)
+NO_C_TESTS := tests/test_ops.py tests/test_autograd.py tests/test_views.py tests/test_tensor.py \
+	tests/test_sparse.py
+
+test-no-c: $(STAMP)
+	EMBER_NO_C=1 $(PY) -m pytest -q -n 2 --dist loadgroup $(NO_C_TESTS)
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q -n 2 --runslow

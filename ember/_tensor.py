@@ -400,7 +400,8 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         moves to cuda too)."""
         if dtype is None:
             n = _dtype._SCALAR_NAMES[self.dtype.name]
-            return f"torch.{'cuda.' if self.is_cuda else ''}{n}Tensor"
+            return (f"torch.{'cuda.' if self.is_cuda else ''}"
+                    f"{'sparse.' if self.is_sparse else ''}{n}Tensor")
         from . import _tensor_types
         return _tensor_types.convert(self, dtype, non_blocking)
 

@@ -23,10 +23,12 @@ class _TensorType(type):
 
     def __instancecheck__(cls, obj):
         return (isinstance(obj, Tensor) and obj.dtype is cls.dtype and
-                obj.is_cuda == cls.is_cuda and not obj.is_sparse)
+                obj.is_cuda == cls.is_cuda and obj.is_sparse == cls.is_sparse)
 
     def __call__(cls, *args, device=None, **kwargs):
         import ember
+        if cls.is_sparse:
+            return _new_sparse(cls, args, device)
         if kwargs:
             raise TypeError(f"new() received an invalid combination of arguments - got "
                             f"{', '.join(kwargs)} as keywords; {cls.__name__} takes a size, "
@@ -55,17 +57,33 @@ class _TensorType(type):
         return f"<class '{cls.__module__}.{cls.__name__}'>"
 
 
-def _legacy_type(prefix, dtype_name, cuda):
+def _new_sparse(cls, args, device):
+    """``torch.sparse.FloatTensor(indices, values[, size])`` or ``(*size)``."""
+    import ember
+    if args and isinstance(args[0], Tensor):
+        # NOTE: as torch, the values keep their own dtype (LongTensor values stay int64)
+        return ember.sparse_coo_tensor(*args[:3], device=device)
+    size = tuple(args[0]) if len(args) == 1 and isinstance(args[0], ember.Size) else args
+    indices = ember.zeros(len(size) or 1, 0, dtype=ember.int64, device=device)
+    return ember.sparse_coo_tensor(indices, ember.zeros(0, dtype=cls.dtype, device=device),
+                                   size or (0,))
+
+
+def _legacy_type(prefix, dtype_name, cuda, sparse=False):
     name = prefix + "Tensor"
     dtype = _dtype._BY_NAME[dtype_name]
-    doc = (f"``torch.{'cuda.' if cuda else ''}{name}``: a {dtype} "
+    module = "torch" + (".cuda" if cuda else "") + (".sparse" if sparse else "")
+    doc = (f"``{module}.{name}``: a {dtype} {'sparse ' if sparse else ''}"
            f"{'CUDA' if cuda else 'CPU'} tensor, as a constructor and an ``isinstance`` target.")
-    return _TensorType(name, (), {"dtype": dtype, "is_cuda": cuda, "is_sparse": False,
-                                  "__doc__": doc, "__module__": "torch.cuda" if cuda else "torch"})
+    return _TensorType(name, (), {"dtype": dtype, "is_cuda": cuda, "is_sparse": sparse,
+                                  "__doc__": doc, "__module__": module})
 
 
 TYPES = {n + "Tensor": _legacy_type(n, d, False) for n, d in _NAMES.items()}
 CUDA_TYPES = {n + "Tensor": _legacy_type(n, d, True) for n, d in _NAMES.items()}
+# (torch.sparse has no BoolTensor)
+SPARSE_TYPES = {n + "Tensor": _legacy_type(n, d, False, True) for n, d in _NAMES.items()
+                if n != "Bool"}
 
 
 def _by_name(name):
@@ -74,6 +92,8 @@ def _by_name(name):
     short = name[len("torch."):] if name.startswith("torch.") else None
     cuda = short is not None and short.startswith("cuda.")
     kind = (short[5:] if cuda else short) or ""
+    # NOTE: as torch's Tensor.type, a sparse name converts dtype and device, not the layout
+    kind = kind[len("sparse."):] if kind.startswith("sparse.") else kind
     names = {short + "Tensor": n for n, short in _dtype._SCALAR_NAMES.items()}
     if kind not in names:
         raise ValueError(f"invalid type: '{name}'")

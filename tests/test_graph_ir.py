@@ -83,3 +83,12 @@ def test_python_code_prints_the_ops():
     rec, _ = record(lambda x: x.relu() + 1, (ember.ones(2),))
     src = rec.graph.python_code().src
     assert "relu = aten.relu(x);  x = None" in src and "add = aten.add(relu, 1)" in src
+
+
+def test_device_moves_and_detach_are_nodes():
+    rec, _ = record(lambda x: x.to("meta").detach() * 2, (ember.ones(2),))
+    assert [(n.op, n.target if isinstance(n.target, str) else n.target.name)
+            for n in rec.graph.nodes][1:-1] == [("call_method", "to"), ("call_method", "detach"),
+                                                ("call_function", "mul")]
+    out = Interpreter(ember.nn.Module(), graph=rec.graph).run(ember.ones(3))
+    assert out.device.type == "meta" and out.shape == (3,)

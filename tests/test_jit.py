@@ -192,7 +192,7 @@ def test_is_tracing():
     seen = []
     ember.jit.trace(lambda x: seen.append(ember.jit.is_tracing()) or x + 1, ember.ones(1),
                     check_trace=False)
-    assert seen == [True] and not ember.jit.is_tracing() and not ember.jit.is_scripting()
+    assert seen and all(seen) and not ember.jit.is_tracing() and not ember.jit.is_scripting()
 
 
 def test_replay_updates_batchnorm_running_stats_and_keeps_no_grad_and_detach():
@@ -219,3 +219,47 @@ def test_replay_updates_batchnorm_running_stats_and_keeps_no_grad_and_detach():
     want, = ember.autograd.grad(f(x).sum(), x)
     got, = ember.autograd.grad(t(x).sum(), x)
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+def test_sizes_follow_the_batch_and_other_shapes_are_refused():
+    class Flat(ember.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.fc = ember.nn.Conv2d(1, 2, 3), ember.nn.Linear(2 * 4 * 4, 3)
+
+        def forward(self, x):
+            return self.fc(self.conv(x).view(x.size(0), -1))
+    m = Flat()
+    tm = ember.jit.trace(m, ember.randn(2, 1, 6, 6))
+    assert "x.size(0)" in tm.code
+    x = ember.randn(5, 1, 6, 6)             # another batch: the view follows it
+    np.testing.assert_allclose(tm(x).detach().numpy(), m(x).detach().numpy(), rtol=1e-6)
+    buf = io.BytesIO()
+    tm.save(buf)
+    buf.seek(0)
+    np.testing.assert_allclose(ember.jit.load(buf)(x).detach().numpy(), m(x).detach().numpy(),
+                               rtol=1e-6)
+    with pytest.raises(RuntimeError, match=r"input 0 has shape \(2, 1, 7, 7\), but the trace "
+                                           r"fixed it to \(2, 1, 6, 6\) \(dim 0 may vary\)"):
+        tm(ember.randn(2, 1, 7, 7))
+
+
+def test_a_custom_autograd_function_replays_and_refuses_to_save():
+    class Cube(ember.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return ember.from_numpy(x.detach().numpy() ** 3)     # (off the dispatch)
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return 3 * x * x * g
+    x = ember.tensor([1.0, 2.0], requires_grad=True)
+    tm = ember.jit.trace(lambda x: Cube.apply(x) + 1, x)
+    y = ember.tensor([3.0], requires_grad=True)
+    out = tm(y)
+    out.sum().backward()
+    assert out.tolist() == [28.0] and y.grad.tolist() == [27.0]
+    with pytest.raises(TypeError, match="calls .*Cube.apply, which is not an op"):
+        tm.save(io.BytesIO())

@@ -31,7 +31,6 @@ def test_variable_is_a_leaf_sharing_data_with_requires_grad_as_given():
             Variable(L.ones(2, dtype=L.long), requires_grad=True)
         with pytest.warns(UserWarning, match="volatile was removed"):
             Variable(t, volatile=True)
-    assert ember.autograd.variable.Variable is ember.autograd.Variable
 
 
 # ---- functional --------------------------------------------------------------------------------
@@ -121,3 +120,28 @@ def test_swap_tensors_poisons_a_graph_made_before_and_refuses_weak_references():
         with pytest.raises(RuntimeError, match="Cannot swap t2 because it has weakref"):
             L.utils.swap_tensors(q, p)
         assert w() is p
+
+
+def test_swap_tensors_refuses_a_tensor_a_view_or_a_graph_holds():
+    for L in (ember, torch):
+        a = L.zeros(2)
+        held = [a, a]
+        w = L.ones(2, requires_grad=True)
+        x = L.ones(2)
+        y = (w * x).sum()           # saves x for w's gradient
+        for t in (a, x):            # a's view; x's graph
+            view = a[:1]
+            with pytest.raises(RuntimeError, match="not possible to get the gradient edge"):
+                L.utils.swap_tensors(t, L.ones(2))
+            del view
+        x2 = L.ones(2, requires_grad=True)
+        y2 = (w * x2).sum()         # saved, and its accumulator
+        h = L.ones(2, requires_grad=True) * 2
+        z = h.sin()                 # a non-leaf its node saved
+        for t, n in ((x2, 3), (h, 2)):
+            with pytest.raises(RuntimeError, match=f"Expected use_count of t1 to be 1 or 2 with "
+                                                   f"an AccumulateGrad node but got {n}"):
+                L.utils.swap_tensors(t, L.ones(2))
+        del y, y2, z
+        L.utils.swap_tensors(a, L.ones(2))      # Python containers are no use
+        assert held[0].tolist() == [1.0, 1.0]

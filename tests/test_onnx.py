@@ -267,3 +267,25 @@ _COVERAGE = _coverage()
 @pytest.mark.parametrize("name,model,args", _COVERAGE, ids=[c[0] for c in _COVERAGE])
 def test_coverage(name, model, args):
     _run(model, args)
+
+
+@pytest.mark.parametrize("opset", [13, 18, 21])
+def test_other_opsets(opset):
+    ember.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 6), nn.LayerNorm(6), nn.GELU(), nn.RMSNorm(6))
+    _run(m, (ember.randn(3, 4),), opset_version=opset)
+    _run(lambda x: (x.mean(1), x.amax(0), x.std(1), x.norm(dim=0), x.max(1).values),
+         (ember.randn(3, 4),), opset_version=opset)
+    with pytest.raises(ValueError, match="opset versions 13 to 21"):
+        ember.onnx.export(m, (ember.randn(3, 4),), io.BytesIO(), opset_version=11)
+
+
+def test_training_mode_refuses_a_random_mask_and_dynamic_shapes_are_accepted():
+    m = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
+    with pytest.raises(ember.onnx.OnnxExporterError, match="random mask"):
+        ember.onnx.export(m, (ember.randn(2, 4),), io.BytesIO(),
+                          training=ember.onnx.TrainingMode.TRAINING)
+    from ember.export import Dim
+    proto = _run(m, (ember.randn(2, 4),), (ember.randn(6, 4),),
+                 dynamic_shapes={"in0": {0: Dim("batch")}})
+    assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"

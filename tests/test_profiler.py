@@ -36,11 +36,11 @@ def test_ops_and_ranges_nest():
     assert ev["aten::matmul"].cpu_parent is fwd
     assert ev["aten::matmul"].input_shapes == [[4, 8], [8, 3]]
     # backward nodes appear as torch names them, the ops of their vjp inside
-    outer = ev["autograd::engine::evaluate_function: MatmulBackward0"]
-    assert [c.name for c in outer.cpu_children] == ["MatmulBackward0"]
-    assert ev["MatmulBackward0"].cpu_children, "the vjp's ops are children of the node"
+    outer = ev["autograd::engine::evaluate_function: MmBackward0"]
+    assert [c.name for c in outer.cpu_children] == ["MmBackward0"]
+    assert ev["MmBackward0"].cpu_children, "the vjp's ops are children of the node"
     assert "torch::autograd::AccumulateGrad" in ev
-    assert ev["aten::matmul"].sequence_nr == ev["MatmulBackward0"].sequence_nr >= 0
+    assert ev["aten::matmul"].sequence_nr == ev["MmBackward0"].sequence_nr >= 0
 
 
 def test_self_and_total_times_are_consistent():

@@ -213,10 +213,32 @@ def test_close_flush_and_use_after_close(tmp_path):
         fw.add_summary(None)
 
 
-def test_add_graph_raises_until_there_is_a_graph_ir(tmp_path):
-    with SummaryWriter(tmp_path) as w:
-        with pytest.raises(NotImplementedError, match="add_graph: ember cannot trace Linear"):
-            w.add_graph(ember.nn.Linear(2, 2), ember.zeros(1, 2))
+def test_add_graph_as_torch(tmp_path):
+    def build(L):
+        L.manual_seed(0)
+        return L.nn.Sequential(L.nn.Linear(3, 5), L.nn.ReLU(), L.nn.Sequential(
+            L.nn.Linear(5, 2), L.nn.Tanh()))
+    graphs = []
+    for L, writer, d in ((ember, SummaryWriter, "ember"), (torch, TorchWriter, "torch")):
+        model = build(L)
+        with writer(tmp_path / d) as w:
+            w.add_graph(model, L.ones(4, 3))
+        assert model.training                     # traced in eval mode, then restored
+        acc = EventAccumulator(str(tmp_path / d)).Reload()
+        assert acc.Tags()["graph"] and acc.Tags()["run_metadata"] == ["step1"]
+        assert acc.RunMetadata("step1").step_stats.dev_stats[0].device == "/device:CPU:0"
+        graphs.append(acc.Graph())
+
+    def summary(g):
+        shape = lambda n: [d.size for d in n.attr["_output_shapes"].list.shape[0].dim] \
+            if "_output_shapes" in n.attr else None  # noqa: E731
+        ops = [(n.op, shape(n), n.name.rsplit("/", 1)[0]) for n in g.node
+               if n.op.startswith("aten::")]
+        io = sorted((n.name.split("/")[0], shape(n)) for n in g.node if n.op == "IO Node")
+        return ops, io, sum(n.op == "prim::GetAttr" for n in g.node)
+    assert summary(graphs[0]) == summary(graphs[1])
+    assert summary(graphs[0])[0][2] == ("aten::linear", [4, 2], "Sequential/Sequential[2]/"
+                                                                "Linear[0]")
 
 
 def test_add_video_needs_moviepy(tmp_path):
@@ -248,3 +270,19 @@ def test_bad_input_raises_as_torch(tmp_path, call):
             call(w, ember)
     norm = lambda e: re.sub(r"\s+", " ", str(e)).replace("torch.", "").replace("ember.", "")  # noqa
     assert norm(got.value) == norm(expected.value)
+
+
+def test_missing_tensorboard_says_how_to_install():
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['tensorboard'] = None\n"
+            "try:\n    import ember.utils.tensorboard\n"
+            "except ImportError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert "pip install 'ember[tensorboard]'" in out
+    # and import ember alone never loads it
+    out = subprocess.run([sys.executable, "-c", "import sys, ember, ember.utils; "
+                          "print('tensorboard' in sys.modules)"], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -362,3 +362,74 @@ def test_deprecated_nn_init_names(old, args):
             warnings.simplefilter("ignore")
             getattr(torch.nn.init, old)(tw, *args)
         assert w.tolist() == tw.tolist()
+
+
+def test_removable_handle_as_torch():
+    import pickle
+    from collections import OrderedDict
+
+    from ember.utils.hooks import RemovableHandle, unserializable_hook, warn_if_has_hooks
+    hooks, extra = OrderedDict(), OrderedDict()
+    h = RemovableHandle(hooks, extra_dict=extra)
+    hooks[h.id] = extra[h.id] = print
+    with h:
+        pass
+    assert hooks == extra == {}
+    with pytest.raises(TypeError, match="cannot create weak reference to 'dict' object"):
+        RemovableHandle({})                 # (as torch's: hook dicts are OrderedDicts)
+    h2 = RemovableHandle(hooks, extra_dict=[extra, OrderedDict()])
+    assert h2.id == h.id + 1 and len(h2.extra_dict_ref) == 2
+    state = pickle.loads(pickle.dumps((hooks, h2)))
+    assert state[1].hooks_dict_ref() is state[0] and state[1].id == h2.id
+    # module and optimizer hooks return it, as in torch
+    m = ember.nn.Linear(2, 2)
+    handle = m.register_forward_hook(lambda *a: None)
+    assert isinstance(handle, RemovableHandle)
+    assert isinstance(torch.nn.Linear(2, 2).register_forward_hook(lambda *a: None),
+                      torch.utils.hooks.RemovableHandle)
+    handle.remove()
+    assert not m._forward_hooks
+    t = ember.ones(2, requires_grad=True)
+    t.register_hook(lambda g: g)
+    with pytest.warns(UserWarning, match="backward hook .* on tensor will not be serialized"):
+        warn_if_has_hooks(t)
+    u = ember.ones(2, requires_grad=True) * 2
+    u.register_hook(unserializable_hook(lambda g: g))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_if_has_hooks(u)
+        warn_if_has_hooks(ember.ones(2))
+
+
+@pytest.mark.parametrize("name", [n for n in LEGACY if n != "BoolTensor"])
+def test_legacy_sparse_types(name):
+    E, T = getattr(ember.sparse, name), getattr(torch.sparse, name)
+    assert repr(E) == repr(T) and not hasattr(torch.sparse, "BoolTensor")
+    i, v = [[0, 1, 1], [2, 0, 1]], [1, 2, 3]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mine = E(ember.tensor(i), ember.tensor(v, dtype=E.dtype), ember.Size([2, 3]))
+        theirs = T(torch.tensor(i), torch.tensor(v, dtype=T.dtype), torch.Size([2, 3]))
+        assert mine.to_dense().tolist() == theirs.to_dense().tolist()
+        assert isinstance(mine, E) and isinstance(theirs, T)
+        assert not isinstance(mine, getattr(ember, name)) and not isinstance(mine.to_dense(), E)
+        assert mine.type() == theirs.type() == "torch.sparse." + name
+        for args in ((2, 3), (ember.Size([4]),)):
+            targs = tuple(torch.Size(a) if isinstance(a, ember.Size) else a for a in args)
+            e, t = E(*args), T(*targs)
+            assert tuple(e.shape) == tuple(t.shape) and e.is_sparse and t.is_sparse
+            assert e.dtype.name == str(t.dtype)[6:]
+    # values keep their dtype, as torch's
+    assert ember.sparse.FloatTensor(ember.tensor(i), ember.tensor(v)).dtype is ember.int64
+
+
+@pytest.mark.parametrize("name", LEGACY)
+def test_legacy_cuda_types(name):
+    E, T = getattr(ember.cuda, name), getattr(torch.cuda, name)
+    assert repr(E) == repr(T) and E.is_cuda and E.dtype.name == str(T.dtype)[6:]
+    x = ember.ones(2, dtype=E.dtype)
+    assert not isinstance(x, E) and isinstance(x, getattr(ember, name))
+    if ember.cuda.is_available():
+        y = E(2, 3)
+        assert y.is_cuda and isinstance(y, E) and y.type() == "torch.cuda." + name
+        assert x.type("torch.cuda." + name).is_cuda

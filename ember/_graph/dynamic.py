@@ -7,6 +7,8 @@ time from the inputs' shapes. Fills and aranges made in Python whose shape chang
 as patterns (``rec.symbolic``) for the consumer to rebuild; any other tensor made in Python
 cannot follow: an error (of the class the caller gives) names it.
 """
+import operator
+
 import numpy as np
 
 from .ir import Node
@@ -33,10 +35,11 @@ def grown(t, axes):
     return t
 
 
-def retrace(fn, args, kwargs, module, names, keys, error=RuntimeError):
+def retrace(fn, args, kwargs, module, names, keys, error=RuntimeError, tied=None):
     """``(base, others)``: the example size of each dynamic ``(input, axis)`` in ``keys``, and
     the recorders of ``fn`` traced again with each one larger (all at once too, for two or
-    more), as ``[(changes, recorder)]``."""
+    more), as ``[(changes, recorder)]``. ``tied`` maps a key to all the (input, axis) pairs that
+    grow with it (one batch size shared by several inputs)."""
     from .passes import dead_code
     from .record import _map_out, flatten_tensors, record
     flat = flatten_tensors((args, kwargs or {}))
@@ -45,7 +48,8 @@ def retrace(fn, args, kwargs, module, names, keys, error=RuntimeError):
         ([{k: base[k] + 1 for k in keys}] if len(keys) > 1 else [])
     others = []
     for ch in changes:
-        it = iter([grown(t, [ax for j, ax in ch if j == i]) for i, t in enumerate(flat)])
+        grow = [k2 for k in ch for k2 in (tied or {}).get(k, [k])]
+        it = iter([grown(t, [ax for j, ax in grow if j == i]) for i, t in enumerate(flat)])
         a2, k2 = _map_out((args, kwargs or {}), lambda t: next(it))
         try:
             r2 = record(fn, a2, k2, module=module, names=names)[0]
@@ -89,21 +93,22 @@ def _value(s, dims):
     return s.const + sum(a * dims[k] for k, a in s.dims.items())
 
 
-def symbolize(rec, others, base, names, error=RuntimeError):
+def symbolize(rec, others, base, names, error=RuntimeError, allow_symbolic=True):
     """Put SymInts into ``rec``'s graph where the traces ``others`` ([(changes, recorder)])
     differ from it; ``base`` maps each dynamic (input, axis) to its example size."""
     def label(k):
         return f"dim {k[1]} of input '{names[k[0]]}'"
-    rec.symbolic = {}
+    symbolic = {}
     for k, t in rec.constants.items():
         peers = [(c, r.constants.get(k)) for c, r in others]
         if all(t2 is not None and tuple(t2.shape) == tuple(t.shape) for _, t2 in peers):
             continue
         kind = _pattern(t)
-        if kind is not None and all(t2 is not None and _pattern(t2) == kind for _, t2 in peers):
+        if allow_symbolic and kind is not None and all(t2 is not None and _pattern(t2) == kind
+                                                       for _, t2 in peers):
             # a fill (zeros(B, H)) or an arange(L) made in Python: rebuilt from its shape
-            rec.symbolic[k] = kind + (_merge(tuple(t.shape), [(c, tuple(t2.shape)) for c, t2
-                                                              in peers], base, k, error),)
+            symbolic[k] = kind + (_merge(tuple(t.shape), [(c, tuple(t2.shape)) for c, t2
+                                                          in peers], base, k, error),)
             continue
         for c, t2 in peers:
             if t2 is None or tuple(t2.shape) != tuple(t.shape):
@@ -117,6 +122,7 @@ def symbolize(rec, others, base, names, error=RuntimeError):
             raise error(f"dynamic axes: the traced graph changes when "
                                     f"{', '.join(map(label, c))} changes (Python control flow "
                                     "on shapes); export with static shapes")
+    new = []
     for i, n in enumerate(rec.graph._nodes):
         peers = [(c, r.graph._nodes[i]) for c, r in others]
         for c, p in peers:
@@ -124,8 +130,12 @@ def symbolize(rec, others, base, names, error=RuntimeError):
                 raise error(f"dynamic axes: node {n.name} differs between traces "
                                         f"({n.target} vs {p.target}); export with static shapes")
         if n.op == "call_function":
-            n.args = _merge(n.args, [(c, p.args) for c, p in peers], base, n.name, error)
-            n.kwargs = _merge(n.kwargs, [(c, p.kwargs) for c, p in peers], base, n.name, error)
+            new.append((n, _merge(n.args, [(c, p.args) for c, p in peers], base, n.name, error),
+                        _merge(n.kwargs, [(c, p.kwargs) for c, p in peers], base, n.name,
+                               error)))
+    for n, args, kwargs in new:         # (all or nothing: an error above changed no node)
+        n.args, n.kwargs = args, kwargs
+    rec.symbolic = symbolic
 
 
 def _pattern(t):
@@ -160,3 +170,44 @@ def _merge(a, others, base, where, error=RuntimeError):
     if t is int and any(o != a for _, o in others):
         return _fit(a, others, base, f"an argument of {where}", error)
     return a
+
+
+def _map_sym(a, fn):
+    t = type(a)
+    if isinstance(a, SymInt):
+        return fn(a)
+    if t in (tuple, list):
+        return t(_map_sym(x, fn) for x in a)
+    if t is dict:
+        return {k: _map_sym(v, fn) for k, v in a.items()}
+    if t is slice:
+        return slice(_map_sym(a.start, fn), _map_sym(a.stop, fn), _map_sym(a.step, fn))
+    return a
+
+
+def sizes_as_nodes(graph):
+    """Replace each SymInt argument by nodes computing it from ``x.size(d)``."""
+    inputs = [n for n in graph._nodes if n.op == "placeholder"]
+    sizes = {}
+    for n in list(graph._nodes):
+        if n.op != "call_function":
+            continue
+
+        def build(s):
+            with graph.inserting_before(n):
+                terms = []
+                for (i, ax), a in s.dims.items():
+                    if (i, ax) not in sizes:
+                        with graph.inserting_after(inputs[-1]):
+                            sizes[i, ax] = graph.call_method("size", (inputs[i], ax))
+                    d = sizes[i, ax]
+                    terms.append(d if a == 1 else graph.call_function(operator.mul, (d, a)))
+                out = terms[0]
+                for t in terms[1:]:
+                    out = graph.call_function(operator.mul if s.prod else operator.add, (out, t))
+                if s.prod and s.const != 1:
+                    out = graph.call_function(operator.mul, (out, s.const))
+                elif not s.prod and s.const:
+                    out = graph.call_function(operator.add, (out, s.const))
+                return out
+        n.args, n.kwargs = _map_sym(n.args, build), _map_sym(n.kwargs, build)

@@ -191,6 +191,9 @@ def _target_name(t):
     pub = _public_path(t)
     if pub is not None:
         return pub
+    owner = getattr(t, "__self__", None)
+    if isinstance(owner, type):         # (a classmethod: an autograd.Function's apply)
+        return f"{owner.__module__}.{owner.__qualname__}.{t.__name__}"
     mod = getattr(t, "__module__", None)
     q = getattr(t, "__qualname__", getattr(t, "__name__", repr(t)))
     if mod in ("_operator", "operator"):

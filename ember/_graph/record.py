@@ -120,13 +120,13 @@ class Recorder:
             node.meta["val"] = TensorMeta.of(outs[0])
             self._bind(outs[0], node)
 
-    def function(self, cls, args, kwargs, out):
+    def function(self, apply, args, kwargs, out):
         """An ``autograd.Function`` ran: where its outputs are not values the graph already
-        made (its forward computed off the dispatch), one node calls ``cls.apply``."""
+        made (its forward computed off the dispatch), one node calls its ``apply``."""
         outs = out if type(out) is tuple else (out,)
         if all(id(o) in self.values for o in outs if isinstance(o, Tensor)):
             return
-        node = self._node("call_function", cls.apply, args, kwargs)
+        node = self._node("call_function", apply, args, kwargs)
         if type(out) is tuple:
             for i, o in enumerate(out):
                 if isinstance(o, Tensor):
@@ -149,10 +149,11 @@ class Recorder:
                 self._node("call_method", "copy_", (home, r), {})
             self._bind(t, self.values[id(r)])
 
-    def detached(self, t, d):
-        """``d = t.detach()``: a node, as the replay must cut the gradient there too."""
+    def method(self, name, t, d, *args):
+        """``d = t.<name>(*args)``, made off the dispatch (``detach``: the replay must cut the
+        gradient there too; ``to``: a move to another device): a ``call_method`` node."""
         if id(t) in self.values or id(t._data) in self.data:
-            node = self._node("call_method", "detach", (t,), {})
+            node = self._node("call_method", name, (t,) + args, {})
             node.meta["val"] = TensorMeta.of(d)
             self._bind(d, node)
         if t._base is not None:
@@ -221,9 +222,15 @@ def recording(rec):
     def detach(self):
         out = tdetach(self)
         if _active and _active[-1] is rec:
-            rec.detached(self, out)
+            rec.method("detach", self, out)
         return out
-    tdetach = Tensor.detach
+
+    def move(self, dev):
+        out = tmove(self, dev)
+        if _active and _active[-1] is rec:
+            rec.method("to", self, out, str(dev))
+        return out
+    tdetach, tmove = Tensor.detach, Tensor._move
 
     def pre(m, args):
         rec.scope.append(rec.paths.get(id(m), type(m).__name__))
@@ -234,7 +241,7 @@ def recording(rec):
     def apply(cls, *args, **kwargs):
         out = fapply.__func__(cls, *args, **kwargs)
         if _active and _active[-1] is rec:
-            rec.function(cls, args, kwargs, out)
+            rec.function(fapply.__get__(None, cls), args, kwargs, out)
         return out
     fapply = Function.__dict__["apply"]
     Function.apply = classmethod(apply)
@@ -243,7 +250,7 @@ def recording(rec):
     _module._global_forward_hooks[key] = post
     for n, (_, f) in patched.items():
         setattr(Tensor, n, f)
-    Tensor._assign, Tensor.detach = _assign, detach
+    Tensor._assign, Tensor.detach, Tensor._move = _assign, detach, move
     hooks.tracer = rec
     _active.append(rec)
     try:
@@ -251,7 +258,7 @@ def recording(rec):
     finally:
         _active.pop()
         hooks.tracer = None
-        Tensor._assign, Tensor.detach = assign, tdetach
+        Tensor._assign, Tensor.detach, Tensor._move = assign, tdetach, tmove
         Function.apply = fapply
         for n, (own, _) in patched.items():
             setattr(Tensor, n, own) if own is not None else delattr(Tensor, n)

@@ -234,9 +234,10 @@ INDEX = {
     'nn': {
         'ops': (
             'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'celu', 'elu', 'embedding',
-            'hardsigmoid', 'hardswish', 'hardtanh', 'huber_loss', 'leaky_relu', 'linear',
-            'log_softmax', 'logsigmoid', 'mish', 'mse_loss', 'nll_loss', 'silu', 'smooth_l1_loss',
-            'softmax', 'softplus',
+            'hardshrink', 'hardsigmoid', 'hardswish', 'hardtanh', 'huber_loss', 'leaky_relu',
+            'linear', 'log_softmax', 'logsigmoid', 'mish', 'mse_loss', 'native_batch_norm',
+            'native_group_norm', 'nll_loss', 'silu', 'smooth_l1_loss', 'softmax', 'softplus',
+            'softshrink', 'threshold',
         ),
         'functions': (
             'log_softmax', 'softmax',

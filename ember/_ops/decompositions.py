@@ -305,6 +305,7 @@ def _(g, A, *, driver=None):
 linalg_svdvals.torch_fn = "linalg.svdvals"
 linalg_svdvals.meta = lambda A, **kw: _svd_meta(A, False)[1]
 linalg_svdvals.samples = lambda dev, dt: [Sample(s.args[0]) for s in linalg_svd.samples(dev, dt)]
+linalg_svdvals.grad_name = "LinalgSvdBackward0"
 
 
 # ---- eigh, eigvalsh, eig, eigvals -------------------------------------------------------------
@@ -375,6 +376,7 @@ linalg_eigvalsh.torch_fn = "linalg.eigvalsh"
 linalg_eigvalsh.hermitian_input = True
 linalg_eigvalsh.meta = lambda A, UPLO="L": empty(A.shape[:-1], _real(A.dtype))
 linalg_eigvalsh.samples = lambda dev, dt: [Sample(*s.args) for s in linalg_eigh.samples(dev, dt)]
+linalg_eigvalsh.grad_name = "LinalgEighBackward0"
 
 
 def _complex(dtype):
@@ -421,6 +423,7 @@ def _(g, A):
 linalg_eigvals.torch_fn = "linalg.eigvals"
 linalg_eigvals.meta = lambda A: empty(A.shape[:-1], _complex(A.dtype))
 linalg_eigvals.samples = linalg_eig.samples
+linalg_eigvals.grad_name = "LinalgEigBackward0"
 
 
 # ---- LU ---------------------------------------------------------------------------------------

@@ -209,9 +209,28 @@ def _make(base, arity):
         return _meta(name, kind, x, s, dim, one)
 
     d.meta = meta
+    d.grad_name_of = _node(d, base, arity)
     d.samples = lambda dev, dt: _samples(kind, arity, dt)
     d.errors = _errors(name, kind, arity)
     return d
+
+
+def _node(d, base, arity):
+    """torch's node of fft ``base`` over ``arity`` dims (3: n): that of its last transform
+    (real-to-complex, complex-to-real or complex), or of the conjugate that follows one (an
+    ifft of a real input, an ihfft over one dim)."""
+    def rule(input, *args, **kwargs):
+        if base in ("rfft", "irfft", "hfft"):
+            return "FftR2CBackward0" if base == "rfft" else "FftC2RBackward0"
+        if base == "ihfft":
+            s, dim, _ = _args(d, args, kwargs)
+            dims = dim if dim is not None else s if s is not None else input.shape
+            one = arity == 1 or len(dims) == 1
+            return "ConjBackward0" if one else "FftC2CBackward0"
+        if arity > 1 or input.is_complex():
+            return "FftC2CBackward0"
+        return "FftR2CBackward0" if base == "fft" else "ConjBackward0"
+    return rule
 
 
 def _args(d, args, kwargs):
@@ -359,4 +378,5 @@ def _shift(name, sign):
 
 fftshift, ifftshift = _shift("fftshift", 1), _shift("ifftshift", -1)
 fftshift.vjp()(lambda g, input, dim=None: ifftshift(g, dim))
+fftshift.grad_name = ifftshift.grad_name = "RollBackward0"
 ifftshift.vjp()(lambda g, input, dim=None: fftshift(g, dim))

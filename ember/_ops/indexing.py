@@ -9,7 +9,7 @@ import ember
 from .._C import kernels as _C
 from .._backends import add_at
 from .meta import empty, wrap_dim
-from .registry import op
+from .registry import op, overload_if_tensor
 from .samples import ErrorSample, Sample, const, make
 
 
@@ -56,6 +56,31 @@ def _none_strides(xp, input, index, out):
 @getitem.vjp()
 def _(g, input, index):
     return _index_embed(g, tuple(input.shape), index)
+
+
+def _getitem_node(input, index):
+    """torch's node of ``input[index]`` (basic indices): that of the last view its left-to-right
+    indexing makes. A lone slice is sliced; in a tuple, a slice keeping its whole dim makes no
+    view; no view at all makes an alias."""
+    if type(index) is not tuple:
+        return "SliceBackward0" if type(index) is slice else "AliasBackward0" \
+            if index is Ellipsis else "UnsqueezeBackward0" if index is None else "SelectBackward0"
+    name, dim, shape = "AliasBackward0", 0, input._data.shape
+    for i in index:
+        if type(i) is slice:
+            if i.start or i.step not in (None, 1) or i.stop is not None and i.stop < shape[dim]:
+                name = "SliceBackward0"
+            dim += 1
+        elif i is None:
+            name = "UnsqueezeBackward0"
+        elif i is Ellipsis:
+            dim += len(shape) - sum(j is not None and j is not Ellipsis for j in index)
+        else:
+            name, dim = "SelectBackward0", dim + 1
+    return name
+
+
+getitem.grad_name_of = _getitem_node
 
 
 @op("index", method=False, function=False)
@@ -365,6 +390,7 @@ masked_fill.samples = lambda dev, dt: [
     Sample(make((3, 4), dt), make((3, 4), ember.bool, seed=3), 0.5 if dt.category >= 2 else 1),
     Sample(make((3, 4), dt), make((4,), ember.bool, seed=4), np.asarray(2, dt.np))] \
     if dt.category >= 1 else []
+masked_fill.grad_name_of = overload_if_tensor("masked_fill", 2, "value")
 
 
 @op("repeat", function=False)
@@ -430,3 +456,5 @@ repeat_interleave.meta = _repeat_interleave_meta
 repeat_interleave.samples = lambda dev, dt: [Sample(make((2, 3), dt), 2),
                                              Sample(make((2, 3), dt), 3, 1),
                                              Sample(make((3,), dt), np.array([1, 0, 2]), 0)]
+repeat_interleave.grad_name_of = lambda input, repeats, *_: \
+    "IndexSelectBackward0" if hasattr(repeats, "_data") else "ViewBackward0"

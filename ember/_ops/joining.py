@@ -96,6 +96,8 @@ def _side_by_side(g, dim):
 
 split.samples = lambda dev, dt: [Sample(make((5, 4), dt), 2), Sample(make((5, 4), dt), [1, 3],
                                  1)]
+split.grad_name_of = lambda input, split_size_or_sections, dim=0: \
+    "SplitBackward0" if isinstance(split_size_or_sections, int) else "SplitWithSizesBackward0"
 
 
 @op("unbind", view=True)
@@ -137,6 +139,9 @@ def _(g, input, chunks, dim=0):
 
 chunk.samples = lambda dev, dt: [Sample(make((5, 4), dt), 2), Sample(make((5, 4), dt), 3, 1),
                                  Sample(make((4, 6), dt), 4, -1), Sample(make((0, 3), dt), 2)]
+# (torch splits an empty dim by sizes)
+chunk.grad_name_of = lambda input, chunks, dim=0: \
+    "SplitWithSizesBackward0" if input.shape[dim] == 0 else "SplitBackward0"
 
 
 def _cat_meta(tensors, dim=0):
@@ -295,11 +300,15 @@ hstack.fwd.__doc__ = hstack.__doc__ = """Join tensors column-wise: along dim 1, 
         >>> ember.hstack([ember.tensor([1, 2]), ember.tensor([3])])
         tensor([1, 2, 3])
     """
+hstack.grad_name = "CatBackward0"
 vstack.fwd.__doc__ = vstack.__doc__ = "Join tensors row-wise (dim 0), 1-D ones as rows."
+vstack.grad_name = "CatBackward0"
 dstack.fwd.__doc__ = dstack.__doc__ = "Join tensors depth-wise (dim 2) after atleast_3d."
+dstack.grad_name = "CatBackward0"
 column_stack.fwd.__doc__ = column_stack.__doc__ = "Join tensors as columns: 1-D ones as (n, 1)."
 column_stack.samples = lambda dev, dt: [Sample([make((3,), dt), make((3, 2), dt, seed=1)]),
                                         Sample([make((), dt), make((1,), dt, seed=1)])]
+column_stack.grad_name = "CatBackward0"
 
 
 # ---- tensor_split, hsplit, vsplit, dsplit ---------------------------------------------------
@@ -373,6 +382,7 @@ tensor_split.errors = [
                 "1-dimensional tensor, but got a tensor with 0 dims"),
     ErrorSample(Sample(const(3, 4), np.array([1.5])), RuntimeError,
                 "tensor_split expected tensor_indices_or_sections to have dtype of long")]
+tensor_split.grad_name = "SliceBackward0"
 
 
 def _split_op(name, least, dim_of):
@@ -401,8 +411,11 @@ def _split_op(name, least, dim_of):
 
 
 hsplit = _split_op("hsplit", 1, lambda nd: 1 if nd > 1 else 0)
+hsplit.grad_name = "SliceBackward0"
 vsplit = _split_op("vsplit", 2, lambda nd: 0)
+vsplit.grad_name = "SliceBackward0"
 dsplit = _split_op("dsplit", 3, lambda nd: 2)
+dsplit.grad_name = "SliceBackward0"
 
 
 # ---- block_diag, cartesian_prod, combinations -----------------------------------------------
@@ -496,6 +509,7 @@ cartesian_prod.errors = [
                 r"Expect a 1D vector, but got shape \[2, 2\]"),
     ErrorSample(Sample(const(2), const(3, dtype=np.int64)), RuntimeError,
                 "meshgrid expects all tensors to have the same dtype")]
+cartesian_prod.grad_name = "StackBackward0"
 
 
 def _combination_index(n, r, with_replacement):
@@ -538,6 +552,7 @@ combinations.samples = lambda dev, dt: [
 combinations.errors = [
     ErrorSample(Sample(const(3, 4)), RuntimeError, r"Expect a 1D vector, but got shape \[3, 4\]"),
     ErrorSample(Sample(const(3), -1), RuntimeError, "Expect a non-negative number, but got -1")]
+combinations.grad_name = "StackBackward0"
 
 
 # ---- diag, diag_embed, diagflat, trace ------------------------------------------------------
@@ -579,6 +594,8 @@ diag.samples = lambda dev, dt: [Sample(make((3,), dt)), Sample(make((3,), dt), -
                                 Sample(make((3, 4), dt), -1)]
 diag.errors = [ErrorSample(Sample(const(2, 2, 2)), RuntimeError,
                            r"diag\(\): Supports 1D or 2D tensors. Got 3D")]
+diag.grad_name_of = lambda input, diagonal=0: \
+    "DiagEmbedBackward0" if input.dim() == 1 else "DiagonalBackward0_copy"
 
 
 @op("diag_embed")
@@ -615,6 +632,7 @@ def diagflat(xp, input, offset=0):
 diagflat.vjp()(lambda g, input, offset=0: g.diagonal(offset).reshape(input.shape))
 diagflat.samples = lambda dev, dt: [Sample(make((2, 2), dt)), Sample(make((3,), dt), 1),
                                     Sample(make((), dt), -2)]
+diagflat.grad_name = "DiagEmbedBackward0"
 
 
 @op("trace")

@@ -92,6 +92,19 @@ matmul.samples = lambda dev, dt: [
     Sample(make((2, 1, 3, 4), dt), make((3, 4, 2), dt, seed=1))] if dt.category >= 1 else []
 
 
+_MATMUL_NODES = {(1, 1): "DotBackward0", (2, 1): "MvBackward0", (1, 2): "SqueezeBackward4",
+                 (2, 2): "MmBackward0"}
+
+
+def matmul_node(a, b):
+    """torch's node of matmul of ``a``-dim by ``b``-dim operands: the last op of its case."""
+    # NOTE: torch computes 2-d @ batched as the transpose of a batched product, made contiguous
+    return _MATMUL_NODES.get((a, b)) or ("CloneBackward0" if a == 2 else "UnsafeViewBackward0")
+
+
+matmul.grad_name_of = lambda input, other: matmul_node(input._data.ndim, other._data.ndim)
+
+
 def _check_2d(name, *arrays):
     for a in arrays:
         if a.ndim != 2:
@@ -179,6 +192,7 @@ outer.vjp(save=("input", "vec2"), needed_by="cross")(
     lambda g, input, vec2: (g @ vec2.conj(), g.mT @ input.conj()))
 outer.samples = lambda dev, dt: [Sample(make((3,), dt), make((4,), dt, seed=1))] \
     if dt.category >= 1 else []
+outer.grad_name = "MulBackward0"
 
 
 @op("addmm", tags=("autocast_lower",), promote="common", inplace=True)
@@ -403,6 +417,7 @@ tensordot.samples = lambda dev, dt: [
 tensordot.errors = [ErrorSample(Sample(const(2, 3), const(2, 4), dims=([1], [1])), RuntimeError,
                                 "contracted dimensions need to match, but first has size 3 in "
                                 "dim 1 and second has size 4 in dim 1")]
+tensordot.grad_name = "ViewBackward0"
 
 
 @op("inner")
@@ -432,6 +447,8 @@ inner.samples = lambda dev, dt: [
 inner.errors = [ErrorSample(Sample(const(2, 3), const(2, 4)), RuntimeError,
                             r"last dimension must match on both input tensors but got shapes "
                             r"\[2, 3\] and \[2, 4\]")]
+inner.grad_name_of = lambda input, other: \
+    "MulBackward0" if input.dim() == 0 or other.dim() == 0 else "ViewBackward0"
 
 
 @op("kron", promote="common")
@@ -459,6 +476,7 @@ def _(g, input, other):
 kron.samples = lambda dev, dt: [
     Sample(make((2, 3), dt), make((3, 2), dt, seed=1)),
     Sample(make((2,), dt), make((2, 3, 2), dt, seed=1))] if dt.category >= 1 else []
+kron.grad_name = "UnsafeViewBackward0"
 
 
 # ---- cdist, cross -----------------------------------------------------------------------------
@@ -563,3 +581,4 @@ cross.errors = [ErrorSample(Sample(const(2, 4), const(2, 4), -1), RuntimeError,
                             "no dimension of size 3 in input"),
                 ErrorSample(Sample(const(2, 3), const(3), -1), RuntimeError,
                             "inputs must have the same number of dimensions")]
+cross.grad_name = "LinalgCrossBackward0"

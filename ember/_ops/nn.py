@@ -12,8 +12,9 @@ from .indexing import out_of_range
 from .._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
 from ..autograd.graph import needs_input_grad
-from .linalg import matmul
+from .linalg import matmul, matmul_node
 from .meta import broadcast_meta, empty, same_meta
+from .pointwise_math import threshold_backward
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
 
@@ -105,6 +106,21 @@ linear.samples = lambda dev, dt: [
     Sample(make((4,), dt), make((5, 4), dt, seed=1), make((5,), dt, seed=2))] \
     if dt.category >= 2 else []
 linear.torch_fn = "nn.functional.linear"
+
+
+def _linear_node(input, weight, bias=None):
+    """torch's node of linear: addmm for a 2-d input with bias, addmm's view for a 1-d or
+    contiguous 3-d+ one, else matmul's node or the bias's add."""
+    nd, wd = input._data.ndim, weight._data.ndim
+    if bias is None:
+        return matmul_node(nd, wd)
+    if nd == 2 and wd == 2:
+        return "AddmmBackward0"
+    flat = nd == 1 or nd >= 3 and input.is_contiguous()
+    return "ViewBackward0" if flat and wd == 2 and bias._data.ndim == 1 else "AddBackward0"
+
+
+linear.grad_name_of = _linear_node
 
 
 @op("embedding", method=False, function=False)
@@ -308,6 +324,18 @@ nll_loss.samples = lambda dev, dt: [
 nll_loss.torch_fn = "nn.functional.nll_loss"
 
 
+def nll_node(input, reduction):
+    """torch's node of nll_loss: nll_loss2d's for 3-d+ inputs, viewed back when unreduced
+    (but for 4-d ones, nll_loss2d's own shape)."""
+    if input.dim() < 3:
+        return "NllLossBackward0"
+    return "ViewBackward0" if reduction == "none" and input.dim() != 4 else "NllLoss2DBackward0"
+
+
+nll_loss.grad_name_of = lambda input, target, weight=None, ignore_index=-100, reduction="mean": \
+    nll_node(input, reduction)
+
+
 # ---- losses torch computes in one kernel, so their backward is one node ----------------------
 
 def _reduced(loss, reduction):
@@ -392,7 +420,8 @@ def _(g, input, target, weight=None, reduction="mean"):
 def _bce_logits(xp, input, target, weight, pos_weight):
     """The unreduced loss ``(1 - y) x + (1 + (pw - 1) y) softplus(-x)``, times ``weight``."""
     sp = xp.maximum(-input, 0) + xp.log1p(xp.exp(-xp.abs(input)))      # softplus(-x), stably
-    loss = (1 - target) * input + (sp if pos_weight is None else (1 + (pos_weight - 1) * target) * sp)
+    lw = 1 if pos_weight is None else 1 + (pos_weight - 1) * target
+    loss = (1 - target) * input + lw * sp
     return loss if weight is None else loss * weight
 
 
@@ -604,6 +633,37 @@ def logsigmoid(xp, input):
 
 
 logsigmoid.vjp(save=("input",))(lambda g, input: g * (-input).sigmoid())
+
+
+@_act_op("hardshrink")
+def hardshrink(xp, input, lambd=0.5):
+    """``x`` where ``|x| > lambd``, else 0."""
+    x = _floating(xp, "hardshrink", input)
+    return xp.where((x > lambd) | (x < -lambd), x, 0 * x)
+
+
+@_act_op("softshrink")
+def softshrink(xp, input, lambd=0.5):
+    """``x`` moved ``lambd`` towards 0, 0 where ``|x| <= lambd``."""
+    x = _floating(xp, "softshrink", input)
+    return xp.where(x > lambd, x - lambd, xp.where(x < -lambd, x + lambd, 0 * x))
+
+
+# (both pass the gradient where |x| > lambd)
+hardshrink.vjp(save=("input",))(lambda g, input, lambd=0.5: (
+    ember.where((input > lambd) | (input < -lambd), g, 0.0), None))
+softshrink.vjp(save=("input",))(hardshrink.vjp_fn)
+
+
+@op("threshold", tags=("pointwise",), promote="common", promote_args=(0,), method=False,
+    function=False)
+def threshold(xp, input, threshold, value):
+    """``value`` where ``x <= threshold``, else ``x`` (nan stays; integers too, as torch's)."""
+    return xp.where(input <= threshold, xp.asarray(value, input.dtype), input)
+
+
+threshold.vjp(save=("input",))(lambda g, input, threshold, value: (
+    threshold_backward(g, input, threshold), None, None))
 logsigmoid.grad_name = "LogSigmoidBackward0"
 _activation(silu)
 _activation(mish)
@@ -615,3 +675,114 @@ _activation(hardsigmoid)
 _activation(hardswish)
 _activation(softplus, {}, {"beta": 2.0, "threshold": 3.0})
 _activation(logsigmoid)
+_activation(hardshrink, {}, {"lambd": 1.5})
+_activation(softshrink, {}, {"lambd": 1.5})
+_activation(threshold)
+threshold.samples = lambda dev, dt: [
+    Sample(make((3, 4), dt, -5, 5), 0.5, 2.0), Sample(make((2, 3), dt, noncontig=True), -1, -3),
+    Sample(make((), dt), 0.0, 1.0)] if dt.category in (1, 2) else []
+
+
+# ---- batch_norm: torch's native kernel, one node --------------------------------------------
+
+@op("native_batch_norm", nondiff_outputs=(1, 2), method=False, function=False)
+def native_batch_norm(xp, input, weight, bias, running_mean, running_var, training, eps):
+    """Normalize each channel of (N, C, *) ``input`` by its batch statistics (``training``) or
+    the running ones, then scale and shift: ``(output, mean, biased variance)`` used."""
+    x = input.astype(np.float32) if input.dtype.itemsize < 4 else input   # (torch's opmath)
+    dims, shape = (0,) + tuple(range(2, x.ndim)), (1, -1) + (1,) * (x.ndim - 2)
+    mean, var = (x.mean(axis=dims), x.var(axis=dims)) if training else (running_mean, running_var)
+    out = (x - mean.reshape(shape)) * (1 / xp.sqrt(var.reshape(shape) + eps))
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out.astype(input.dtype, copy=False), mean.astype(input.dtype), var.astype(input.dtype)
+
+
+# NOTE: a training call is given no running statistics (the caller updates them in place from
+# the outputs): saved, they would fail the version check of the backward that does not read them
+@native_batch_norm.vjp(save=("input", "weight", "running_mean", "running_var"))
+def _(grads, input, weight, bias, running_mean, running_var, training, eps):
+    # (training: the statistics are the input's again, so a double backward sees through them)
+    g, nd = grads[0], input.dim()
+    dims, shape = (0,) + tuple(range(2, nd)), (1, -1) + (1,) * (nd - 2)
+    mean, var = (input.mean(dims, keepdim=True), input.var(dims, keepdim=True, correction=0)) \
+        if training else (running_mean.detach().reshape(shape), running_var.detach().reshape(shape))
+    rstd = (var + eps).rsqrt()
+    xhat = (input - mean) * rstd
+    gh = g if weight is None else g * weight.reshape(shape)
+    gx = rstd * (gh - gh.mean(dims, keepdim=True) - xhat * (gh * xhat).mean(
+        dims, keepdim=True)) if training else gh * rstd
+    return (gx, (g * xhat).sum(dims) if needs_input_grad(1) else None,
+            g.sum(dims) if needs_input_grad(2) else None, None, None, None, None)
+
+
+native_batch_norm.meta = lambda input, *args: (empty(input.shape, input.dtype),) + (
+    empty(input.shape[1:2], input.dtype),) * 2
+
+
+def _batch_norm_samples(dev, dt):
+    if dt.category != 2:
+        return []
+    c, stats = (make((3,), dt, 0.5, 2, seed=s) for s in (1, 2)), make((3,), dt, -1, 1, seed=3)
+    w, b = c
+    rv = make((3,), dt, 0.5, 2, seed=4)
+    # (the running statistics are not differentiable, as in torch)
+    return [s.differentiable_in(0, 1, 2) for s in (
+        Sample(make((4, 3, 5), dt), w, b, stats, rv, True, 1e-5),
+        Sample(make((4, 3, 5), dt), w, b, stats, rv, False, 1e-5),
+        Sample(make((6, 3), dt, noncontig=True), None, None, stats, rv, True, 1e-3),
+        Sample(make((2, 3, 2, 2), dt), w, None, stats, rv, False, 1e-5))]
+
+
+native_batch_norm.samples = _batch_norm_samples
+# (the running statistics as torch's own copies, which its training call updates)
+native_batch_norm.torch_ref = lambda torch, input, weight, bias, running_mean, running_var, \
+    training, eps: (torch.nn.functional.batch_norm(
+        input, running_mean.detach().clone(), running_var.detach().clone(), weight, bias,
+        training, 0.1, eps),) + tuple(t.detach() for t in (
+            (input.mean((0,) + tuple(range(2, input.dim()))), input.var(
+                (0,) + tuple(range(2, input.dim())), correction=0)) if training else
+            (running_mean, running_var)))
+
+
+# ---- group_norm: torch's native kernel, one node --------------------------------------------
+
+@op("native_group_norm", method=False, function=False)
+def native_group_norm(xp, input, weight, bias, group, eps):
+    """Normalize (N, C, *) ``input`` over each of ``group`` groups of channels (and the spatial
+    dims), then scale and shift each channel."""
+    x = input.astype(np.float32) if input.dtype.itemsize < 4 else input   # (torch's opmath)
+    g = x.reshape(x.shape[0], group, -1)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    out = ((g - g.mean(-1, keepdims=True)) / xp.sqrt(g.var(-1, keepdims=True) + eps)).reshape(
+        x.shape)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out.astype(input.dtype, copy=False)
+
+
+@native_group_norm.vjp(save=("input", "weight"))
+def _(g, input, weight, bias, group, eps):
+    shape, dims = (1, -1) + (1,) * (input.dim() - 2), (0,) + tuple(range(2, input.dim()))
+    x = input.reshape(input.shape[0], group, -1)
+    rstd = (x.var(-1, keepdim=True, correction=0) + eps).rsqrt()
+    xhat = (x - x.mean(-1, keepdim=True)) * rstd
+    gh = (g if weight is None else g * weight.reshape(shape)).reshape(x.shape)
+    gx = rstd * (gh - gh.mean(-1, keepdim=True) - xhat * (gh * xhat).mean(-1, keepdim=True))
+    return (gx.reshape(input.shape), (g * xhat.reshape(input.shape)).sum(dims)
+            if needs_input_grad(1) else None, g.sum(dims) if needs_input_grad(2) else None,
+            None, None)
+
+
+native_group_norm.meta = same_meta
+native_group_norm.samples = lambda dev, dt: [
+    Sample(make((2, 4, 5), dt), make((4,), dt, 0.5, 2, seed=1), make((4,), dt, seed=2), 2, 1e-5),
+    Sample(make((3, 6, 2, 2), dt), None, None, 3, 1e-5),
+    Sample(make((2, 3), dt, noncontig=True), make((3,), dt, seed=1), None, 1, 1e-3)] \
+    if dt.category == 2 else []
+native_group_norm.torch_ref = lambda torch, input, weight, bias, group, eps: \
+    torch.nn.functional.group_norm(input, group, weight, bias, eps)

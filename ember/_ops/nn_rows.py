@@ -12,7 +12,7 @@ import ember
 from .._C import kernels as _C
 from .._tensor import Tensor
 from .meta import empty, same_meta
-from .nn import kernel_grads, log_softmax, nll_loss
+from .nn import kernel_grads, log_softmax, nll_loss, nll_node
 from .pointwise_math import _erf_erfc
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
@@ -229,7 +229,11 @@ rms_norm.samples = _norm_samples(False)
 layer_norm.errors = [ErrorSample(Sample(const(3, 4), (3,)), RuntimeError,
                                  r"layer_norm: input shape \[3, 4\] does not end with")]
 layer_norm.torch_fn = "nn.functional.layer_norm"
+layer_norm.grad_name = "NativeLayerNormBackward0"
 rms_norm.torch_fn = "nn.functional.rms_norm"
+# (torch's rms_norm is composed: its last op a multiply, or a contiguous copy)
+rms_norm.grad_name_of = lambda input, *_: \
+    "MulBackward0" if input.is_contiguous() else "CloneBackward0"
 
 
 # ---- cross_entropy over class indices: log_softmax + nll_loss fused ------------------------
@@ -308,3 +312,6 @@ cross_entropy_loss.samples = lambda dev, dt: [
 cross_entropy_loss.errors = [ErrorSample(Sample(const(2, 3), np.array([0, 3])),
                                          IndexError, "Target 3 is out of bounds")]
 cross_entropy_loss.torch_fn = "nn.functional.cross_entropy"
+# torch's node is nll_loss's (after log_softmax's: here fused in one node)
+cross_entropy_loss.grad_name_of = lambda input, target, ignore_index=-100, \
+    reduction="mean": nll_node(input, reduction)

@@ -13,7 +13,7 @@ import ember
 
 from .. import _dtype
 from .meta import broadcast_meta, empty, same_meta
-from .registry import LIBM_ULP, op
+from .registry import LIBM_ULP, op, overload_if_tensor
 from .samples import (ErrorSample, Sample, binary_samples, broadcast_errors, const, make,
                       unary_samples)
 
@@ -31,6 +31,7 @@ def _(g, x, dtype):
 
 
 _to_dtype.meta = lambda x, dtype: empty(x.shape, dtype.np)
+_to_dtype.grad_name = "ToCopyBackward0"
 
 
 @op("_to_device", method=False, function=False)
@@ -43,6 +44,7 @@ def _to_device(xp, x, device):
 @_to_device.vjp()
 def _(g, x, device):
     return g.to(x.device)
+_to_device.grad_name = "ToCopyBackward0"
 
 
 @op("clone")
@@ -152,6 +154,7 @@ def _(g, input, other, alpha=1):
 
 rsub.meta = broadcast_meta
 rsub.samples = lambda dev, dt: binary_samples(dev, dt) if dt is not ember.bool else []
+rsub.grad_name_of = overload_if_tensor("rsub", 1, "other", 0, 1)
 
 
 _NO_DT = np.dtype(np.float64)      # stands for a Python number's dtype in mul's bool test
@@ -233,6 +236,8 @@ div.samples = lambda dev, dt: binary_samples(dev, dt, nonzero_rhs=True) + [
     for m in ("trunc", "floor") if dt.category in (1, 2)]
 div.errors = broadcast_errors() + [ErrorSample(Sample(const(3), const(3), rounding_mode="round"),
                                                RuntimeError, "expected rounding_mode")]
+div.grad_name_of = lambda input, other, rounding_mode=None: \
+    "DivBackward0" if rounding_mode is None else "DivBackward2"
 
 
 def _conj(t):
@@ -320,6 +325,15 @@ def _pow_samples(dev, dt):
 
 
 pow.samples = _pow_samples
+
+
+def _pow_node(input, exponent):
+    """torch's node of pow: a number base (overload 2), a tensor exponent (1), or a number (0)."""
+    return "PowBackward2" if not hasattr(input, "_data") else "PowBackward1" if hasattr(
+        exponent, "_data") else "PowBackward0"
+
+
+pow.grad_name_of = _pow_node
 
 
 def _log_of(v):

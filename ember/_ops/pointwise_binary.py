@@ -6,7 +6,7 @@ import ember
 
 from .meta import broadcast_meta, empty
 from .pointwise import _conj, reject
-from .registry import LIBM_ULP, op
+from .registry import LIBM_ULP, node_name, op, overload_if_tensor
 from .samples import (ErrorSample, Sample, binary_samples, broadcast_errors, const, dtype_error,
                       make)
 
@@ -106,6 +106,8 @@ remainder.samples = fmod.samples = _nonzero_binary_samples
 remainder.errors = fmod.errors = [
     ErrorSample(Sample(const(3, dtype=np.int64), 0), RuntimeError, "ZeroDivisionError"),
     dtype_error("", (3,), (3,), dtype=bool)]
+remainder.grad_name_of = overload_if_tensor("remainder", 1, "other")
+fmod.grad_name_of = overload_if_tensor("fmod", 1, "other")
 
 # ---- two-argument math ---------------------------------------------------------------------
 
@@ -185,6 +187,7 @@ def _(g, input, other, result):
 copysign.meta = broadcast_meta
 copysign.samples = binary_samples
 copysign.kinks = (0.0,)
+copysign.grad_name_of = overload_if_tensor("copysign", 1, "other", 0, 1)
 
 
 @op("logaddexp", tags=("pointwise",), promote="common", inplace=False)
@@ -257,6 +260,18 @@ xlogy.samples = lambda dev, dt: [
     Sample(np.array([0.0, 1.0, 0.0, 2.0]).astype(make((1,), dt).dtype),
            make((4,), dt, 0.1, 3, seed=3)),
     Sample(make((3,), dt), 2.5)] if dt.category in (1, 2) else []
+
+
+def _xlogy_node(name):
+    """torch's node of xlogy-like ``name``: a number ``other`` (overload 2), a number ``input``
+    (1), else 0."""
+    names = [node_name(name, i) for i in range(3)]
+    return lambda input, other: names[2 if not hasattr(other, "_data") else 1 if not hasattr(
+        input, "_data") else 0]
+
+
+xlogy.grad_name_of = _xlogy_node("xlogy")
+
 
 # ---- extrema -------------------------------------------------------------------------------
 
@@ -390,6 +405,8 @@ clamp.errors = [ErrorSample(Sample(const(3, 4)), RuntimeError, "At least one of 
                 ErrorSample(Sample(const(3, 4), const(3, 4), const(2, 4)), RuntimeError,
                             "must match the size of tensor b"),
                 ErrorSample(Sample(const(3, dtype=np.complex64), 0.5), RuntimeError, "complex")]
+clamp.grad_name_of = lambda input, min=None, max=None: \
+    "ClampBackward0" if hasattr(min, "_data") or hasattr(max, "_data") else "ClampBackward1"
 
 
 def _one_sided(name, side):
@@ -410,7 +427,9 @@ def _one_sided(name, side):
 
 
 clamp_min = _one_sided("clamp_min", "min")
+clamp_min.grad_name_of = overload_if_tensor("clamp_min", 1, "bound")
 clamp_max = _one_sided("clamp_max", "max")
+clamp_max.grad_name_of = overload_if_tensor("clamp_max", 1, "bound")
 
 # ---- interpolation and fused updates -------------------------------------------------------
 
@@ -460,6 +479,7 @@ lerp.samples = lambda dev, dt: [
     Sample(make((2, 1), dt), make((3,), dt, seed=1), make((2, 3), dt, -1, 2, seed=3))] \
     if dt.category >= 2 else []
 lerp.errors = [ErrorSample(Sample(const(3, 4), const(5), 0.5), RuntimeError, "must match the size of tensor b")]
+lerp.grad_name_of = overload_if_tensor("lerp", 2, "weight")
 
 
 def _addc(xp, f, input, tensor1, tensor2, value, out=None):

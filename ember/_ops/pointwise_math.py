@@ -9,7 +9,7 @@ import ember
 from .._C import kernels as _C
 from .meta import bool_meta, broadcast_meta, same_meta
 from .pointwise import _unary, reject
-from .registry import LIBM_ULP, op
+from .registry import LIBM_ULP, op, overload_if_given
 from .samples import ErrorSample, Sample, const, dtype_error, make, unary_samples
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
@@ -326,6 +326,7 @@ round.samples = lambda dev, dt: _rounding_samples(dev, dt) + (
                                                             decimals=-1)]
     if dt.category == 2 else [])
 round.errors = [dtype_error("round", (3,), dtype=bool)]
+round.grad_name_of = overload_if_given("round", 1, "decimals", 0)
 
 
 @op("frac", tags=("pointwise",), inplace=True)
@@ -374,6 +375,7 @@ def square(xp, input):
 square.vjp(save=("input",))(lambda g, input: g * 2 * input.conj())
 square.meta = lambda x: same_meta(x).astype(np.int64) if x.dtype == np.bool_ else same_meta(x)
 square.samples = unary_samples
+square.grad_name = "PowBackward0"
 
 
 @op("relu", tags=("pointwise",), inplace=True)

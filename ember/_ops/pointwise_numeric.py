@@ -7,7 +7,7 @@ import numpy as np
 import ember
 
 from .meta import broadcast_meta, empty
-from .pointwise import reject
+from .pointwise import _pow_node, reject
 from .pointwise_logic import _NOT_INT
 from .pointwise_binary import _tensor_samples
 from .registry import op
@@ -217,6 +217,7 @@ def _float_power_samples(dev, dt):
 
 
 float_power.samples = _float_power_samples
+float_power.grad_name_of = _pow_node
 
 
 @op("heaviside", tags=("pointwise",), differentiable=False, inplace=True)

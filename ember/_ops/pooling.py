@@ -221,9 +221,14 @@ max_pool_nd.samples = lambda dev, dt: [
     Sample(_distinct((3, 5, 5), dt), (2, 2), (2, 2), (1, 1), (1, 1), True),
     Sample(_distinct((1, 2, 8, 7), dt), (3, 3), (3, 2), (1, 1), (2, 1), True)] \
     if dt.name in ("float32", "float64") else []
+# (torch pools 1-d as 2-d, then squeezes)
+max_pool_nd.grad_name_of = lambda input, kernel_size, *_: "SqueezeBackward1" if len(
+    kernel_size) == 1 else f"MaxPool{len(kernel_size)}DWithIndicesBackward0"
 adaptive_max_pool_nd.samples = lambda dev, dt: [
     Sample(_distinct((2, 3, 7, 6), dt), (3, 4)), Sample(_distinct((3, 5, 5), dt), (5, 2)),
     Sample(_distinct((1, 2, 4, 9), dt), (1, 1))] if dt.name in ("float32", "float64") else []
+adaptive_max_pool_nd.grad_name_of = lambda input, output_size: "SqueezeBackward1" if len(
+    output_size) == 1 else f"AdaptiveMaxPool{len(output_size)}DBackward0"
 
 
 def _distinct(shape, dt):

@@ -407,8 +407,9 @@ def _sample_dirichlet(input, generator=None):
     without gradient (``Dirichlet.rsample`` differentiates through the Gamma draws instead).
 
     Example:
-        >>> ember._sample_dirichlet(ember.ones(2, 3)).sum(-1)
-        tensor([1., 1.])
+        >>> x = ember._sample_dirichlet(ember.ones(2, 3))
+        >>> x.shape, bool(x.sum(-1).allclose(ember.ones(2)))
+        (torch.Size([2, 3]), True)
     """
     g = _standard_gamma(input.detach(), generator).double()
     g = g.clamp(min=np.finfo(input.dtype.np).tiny)

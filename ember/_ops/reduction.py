@@ -11,7 +11,7 @@ import ember
 from .dispatch import quick_view
 from .meta import empty, reduce_dims, reduce_shape
 from .pointwise import type_name
-from .registry import op
+from .registry import node_name, op, overload_if_given
 from .samples import ErrorSample, Sample, const, dim_errors, make, reduce_samples
 from .shape import expand as _expand
 
@@ -112,6 +112,7 @@ def _(g, input, dim=None, keepdim=False, *, dtype=None):
 
 sum_.errors = dim_errors() + [ErrorSample(Sample(const(3, 4), (0, -2)), RuntimeError,
                                           "dim 0 appears multiple times in the list of dims")]
+sum_.grad_name_of = overload_if_given("sum", 1, "dim")
 
 
 @nansum.vjp(save=("input",))
@@ -192,11 +193,13 @@ mean.meta = nanmean.meta = _reduce_meta(lambda x, d: d.np if d is not None else 
 mean.samples = lambda dev, dt: _reduce_samples(dev, dt) if dt.category >= 2 else []
 mean.errors = dim_errors() + [ErrorSample(Sample(const(3, dtype=np.int64)), RuntimeError,
                                            "mean.*could not infer output dtype.*Long")]
+mean.grad_name_of = overload_if_given("mean", 1, "dim")
 nanmean.errors = [ErrorSample(Sample(const(3, dtype=np.int64)), RuntimeError, "nanmean.*Long")]
 nansum.samples = lambda dev, dt: _reduce_samples(dev, dt) + (
     [Sample(_with_nans(make((3, 4), dt))), Sample(_with_nans(make((3, 4), dt)), 1, True)]
     if dt.category == 2 else [])
 nanmean.samples = lambda dev, dt: nansum.samples(dev, dt) if dt.category == 2 else []
+nanmean.grad_name = "DivBackward0"
 
 
 def _with_nans(x):
@@ -236,6 +239,7 @@ prod.meta = _reduce_meta(_sum_dtype)
 prod.samples = lambda dev, dt: [Sample(make((3, 4), dt, 0.5, 1.5)), Sample(make((3, 4), dt), 1),
                                 Sample(make((2, 3), dt), -1, True), Sample(make((0, 2), dt))] + \
     ([Sample(make((2, 3), dt), dtype=ember.float64)] if dt.category != 3 else [])
+prod.grad_name_of = overload_if_given("prod", 1, "dim")
 
 
 @op("count_nonzero", tags=("reduction",), differentiable=False)
@@ -338,6 +342,10 @@ def _minmax(name, f, argf, binary):
         return empty(s, input.dtype), empty(s, np.int64)
 
     fwd.meta = meta
+    # torch's max(x) is MaxBackward1, max(x, dim) MaxBackward0, max(x, other) maximum's node
+    names = node_name(name), node_name(name, 1)
+    fwd.grad_name_of = lambda input, dim=None, keepdim=False: names[dim is None] \
+        if not hasattr(dim, "shape") else binary.grad_name
     fwd.samples = lambda dev, dt: [
         Sample(make((3, 4, 5), dt)), Sample(make((3, 4, 5), dt), 1), Sample(make((), dt), 0),
         Sample(make((3, 4), dt), -1, True), Sample(make((3, 4), dt), make((4,), dt, seed=1)),
@@ -579,3 +587,4 @@ norm.samples = lambda dev, dt: [
     Sample(make((3, 4), dt), math.inf, 1, True), Sample(make((3, 4), dt), -math.inf, 1),
     Sample(make((3, 4), dt), 3, (0, 1)), Sample(make((3, 4), dt), "fro", (0, 1), True),
     Sample(make((3, 4), dt), 0.5, 1)] if dt.category >= 2 else []
+norm.grad_name = "LinalgVectorNormBackward0"

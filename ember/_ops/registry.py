@@ -38,7 +38,30 @@ def node_name(name, overload=0):
     NOTE: torch's generated names title-case each word, so a letter after a digit is upper
     case too (``Log1P``, ``MaxPool2D``); ``overload`` numbers the op's differentiable overloads
     in torch's order (``SumBackward1`` is ``sum`` with ``dim``)."""
-    return name.strip("_").title().replace("_", "") + f"Backward{overload}"
+    return name.strip("_").title().replace("_", "") + f"Backward{int(overload)}"
+
+
+def overload_if_given(name, pos, param, default=None):
+    """A ``grad_name_of`` rule: torch's node of ``name`` is its overload 1 when argument
+    ``param`` (at position ``pos``) is given (not ``default``), else overload 0: ``sum`` with a
+    ``dim`` is SumBackward1."""
+    names = node_name(name), node_name(name, 1)
+
+    def rule(*args, **kwargs):
+        v = args[pos] if len(args) > pos else kwargs.get(param, default)
+        return names[not (v is default or not hasattr(v, "_data") and v == default)]
+    return rule
+
+
+def overload_if_tensor(name, pos, param, tensor=1, number=0):
+    """A ``grad_name_of`` rule: torch's node of ``name`` is its overload ``tensor`` when argument
+    ``param`` (at position ``pos``) is a tensor, else ``number``: ``clamp_min`` with a tensor
+    bound is ClampMinBackward1."""
+    names = node_name(name, number), node_name(name, tensor)
+
+    def rule(*args, **kwargs):
+        return names[hasattr(args[pos] if len(args) > pos else kwargs.get(param), "_data")]
+    return rule
 
 
 class OpDef:

@@ -82,7 +82,9 @@ def _flip_op(name, axis, least):
 
 
 fliplr = _flip_op("fliplr", 1, 2)
+fliplr.grad_name = "FlipBackward0"
 flipud = _flip_op("flipud", 0, 1)
+flipud.grad_name = "FlipBackward0"
 
 
 @op("rot90")
@@ -145,6 +147,7 @@ tile.vjp()(lambda g, input, *dims: repeat.vjp_fn(g, input, _tile_sizes(input, di
 tile.samples = lambda dev, dt: [Sample(make((2, 3), dt), (2,)), Sample(make((2, 3), dt), (2, 1)),
                                 Sample(make((2, 3), dt), [1, 2, 2]),
                                 Sample(make((3,), dt), (2, 1, 2)), Sample(make((), dt), (3,))]
+tile.grad_name = "RepeatBackward0"
 
 
 @op("narrow_copy")
@@ -157,7 +160,6 @@ narrow_copy.vjp()(narrow.vjp_fn)
 narrow_copy.samples = narrow.samples
 narrow_copy.errors = [ErrorSample(Sample(const(3, 4), 0, 2, 3), RuntimeError,
                                   r"start \(2\) \+ length \(3\) exceeds dimension size \(3\)")]
-
 
 
 # NOTE: these forwards copy their input, which on the meta device would allocate the full size;

@@ -245,3 +245,6 @@ diff.errors = [
     ErrorSample(Sample(const()), RuntimeError, "at least one-dimensional"),
     ErrorSample(Sample(const(3), -1), RuntimeError, "order must be non-negative"),
     ErrorSample(Sample(const(3, 4), 1, 2), IndexError, "Dimension out of range")]
+# (n = 0: torch's copy of the input)
+diff.grad_name_of = lambda input, n=1, *_: "torch::autograd::CopyBackwards" if n == 0 else \
+    "SubBackward0"

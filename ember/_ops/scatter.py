@@ -14,7 +14,7 @@ from .._backends import add_at, add_flat, max_at, min_at, multiply_at
 from .indexing import _check_bounds, _index_put, index_error, scatter_positions, write_at
 from .meta import same_meta, wrap_dim
 from .pointwise import type_name
-from .registry import op
+from .registry import op, overload_if_tensor
 from .samples import ErrorSample, Sample, const, make
 
 _LONG = np.int64
@@ -177,6 +177,7 @@ def _scatter_samples(dev, dt, reduces=(None,)):
 scatter.samples = lambda dev, dt: _scatter_samples(dev, dt) + [
     Sample(make((3, 4), dt), -1, np.array([[2], [0], [3]]), 2)] + [
     s.forward_only() for s in _scatter_samples(dev, dt, ("add", "multiply"))[:2]]
+scatter.grad_name_of = overload_if_tensor("scatter", 3, "src", 0, 1)
 
 
 @op("scatter_add", tags=("autocast_promote_cuda",), inplace=True)
@@ -519,6 +520,7 @@ index_fill.errors = [
                 r"index_fill_\(\): Expected dtype int64 for index"),
     ErrorSample(Sample(const(3, 4), 1, np.array([0, 1]), const(2)), RuntimeError,
                 "index_fill_ only supports a 0-dimensional value tensor")]
+index_fill.grad_name_of = overload_if_tensor("index_fill", 3, "value")
 
 
 # NOTE: these forwards copy their input, which on the meta device would allocate the full size;

@@ -253,6 +253,7 @@ take_along_dim.errors = [
                 "dimensions for input, and 1 dimensions for indices"),
     ErrorSample(Sample(const(3, 4), np.array([[0.0]]), 1), RuntimeError,
                 "dtype of indices should be Long but got Double")]
+take_along_dim.grad_name = "GatherBackward0"
 # NOTE: torch 2.x reads out of bounds silently here on the cpu; ember raises gather's error.
 
 

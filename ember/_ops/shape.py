@@ -90,6 +90,21 @@ reshape.samples = lambda dev, dt: [Sample(make((3, 4), dt), (12,)), Sample(make(
                                    (2, -1)), Sample(make((3, 4), dt, noncontig=True), (-1,))]
 
 
+def reshape_node(input, *shape):
+    """torch's node of reshape: a view of a contiguous input, an alias of another whose strides
+    allow it, else a view of a contiguous copy."""
+    if input.is_contiguous():
+        return "ViewBackward0"
+    try:
+        view.fwd(None, input._data, *shape)
+    except RuntimeError:
+        return "UnsafeViewBackward0"
+    return "ReshapeAliasBackward0"
+
+
+reshape.grad_name_of = reshape_node
+
+
 @op("transpose", view=True, aliases=("swapaxes", "swapdims"))
 def transpose(xp, input, dim0, dim1):
     """Swap dimensions ``dim0`` and ``dim1``."""
@@ -209,6 +224,7 @@ def broadcast_to(xp, input, size):
 
 
 broadcast_to.vjp()(lambda g, input, size: g)
+broadcast_to.grad_name = "ExpandBackward0"
 
 
 @op("narrow", view=True)
@@ -240,6 +256,7 @@ def _(g, input, dim, start, length):
 
 narrow.samples = lambda dev, dt: [Sample(make((5, 4), dt), 0, 1, 3), Sample(make((5, 4), dt),
                                   -1, -2, 2)]
+narrow.grad_name = "SliceBackward0"
 
 
 def _slicer(nd, dim, s):
@@ -324,6 +341,8 @@ def _(g, input, dim=None):
 squeeze.samples = lambda dev, dt: [Sample(make((3, 1, 4, 1), dt)), Sample(make((3, 1, 4), dt),
                                    1), Sample(make((3, 1, 4), dt), 0),
                                    Sample(make((1, 3, 1), dt), (0, 2))]
+squeeze.grad_name_of = lambda input, dim=None: "SqueezeBackward0" if dim is None else \
+    "SqueezeBackward1" if isinstance(dim, int) else "SqueezeBackward2"
 
 
 @op("flatten", view="maybe")
@@ -349,6 +368,16 @@ flatten.samples = lambda dev, dt: [Sample(make((2, 3, 4), dt)), Sample(make((2, 
                                    Sample(make((), dt))]
 
 
+def _flatten_node(input, start_dim=0, end_dim=-1):
+    if input.dim() == 0:
+        return "ViewBackward0"
+    s, e, shape = start_dim % input.dim(), end_dim % input.dim(), tuple(input.shape)
+    return reshape_node(input, shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:])
+
+
+flatten.grad_name_of = _flatten_node
+
+
 @op("unflatten", view=True)
 def unflatten(xp, input, dim, sizes):
     """Split dimension ``dim`` into ``sizes``."""
@@ -367,6 +396,7 @@ def _(g, input, dim, sizes):
 
 unflatten.samples = lambda dev, dt: [Sample(make((2, 12), dt), 1, (3, 4)),
                                      Sample(make((2, 12), dt), -1, (-1, 2))]
+unflatten.grad_name = "ViewBackward0"
 
 
 @op("movedim", view=True, aliases=("moveaxis",))
@@ -386,6 +416,7 @@ def _(g, input, source, destination):
 
 movedim.samples = lambda dev, dt: [Sample(make((2, 3, 4), dt), 0, 2),
                                    Sample(make((2, 3, 4), dt), (0, 1), (2, 0))]
+movedim.grad_name = "PermuteBackward0"
 
 
 @op("diagonal", view=True)
@@ -541,6 +572,7 @@ def contiguous(xp, input, memory_format=None):
 @contiguous.vjp()
 def _(g, input, memory_format=None):
     return g
+contiguous.grad_name = "CloneBackward0"
 
 
 for _d in (view, reshape, transpose, permute, t, expand, narrow, select, unsqueeze, squeeze,

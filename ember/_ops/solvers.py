@@ -84,6 +84,7 @@ inverse.errors = [
                 "linalg.inv: A must be batches of square matrices, but they are 2 by 3"),
     dtype_error("inverse", (2, 2), exc=RuntimeError, match="linalg.inv: Expected a floating "
                 "point or complex tensor as input. Got Long")]
+inverse.grad_name = "LinalgInvExBackward0"
 
 
 def _inv_h(a):
@@ -103,6 +104,7 @@ det.meta = lambda input: empty(input.shape[:-2], input.dtype)
 det.samples = linalg_samples((3, 3), (2, 4, 4), (1, 1))
 det.errors = [ErrorSample(Sample(const(2, 3)), RuntimeError,
                           "linalg.det: A must be batches of square matrices")]
+det.grad_name = "LinalgDetBackward0"
 
 
 @op("slogdet", returns=("sign", "logabsdet"))
@@ -130,6 +132,7 @@ def _(grads, input, result):
 slogdet.meta = lambda input: (empty(input.shape[:-2], input.dtype),
                               empty(input.shape[:-2], np.abs(np.zeros((), input.dtype)).dtype))
 slogdet.samples = linalg_samples((3, 3), (2, 4, 4))
+slogdet.grad_name = "LinalgSlogdetBackward0"
 
 
 @op("logdet")
@@ -145,6 +148,7 @@ def logdet(xp, input):
 logdet.vjp(save=("input",))(lambda g, input: g[..., None, None] * _inv_h(input))
 logdet.meta = det.meta
 logdet.samples = linalg_samples((3, 3), (2, 4, 4))
+logdet.grad_name = "WhereBackward0"
 
 
 # ---- solve, solve_triangular ------------------------------------------------------------------
@@ -223,6 +227,7 @@ linalg_solve.errors = [
                 "The solver failed because the input matrix is singular"),
     ErrorSample(Sample(const(2, 2), const(3)), RuntimeError,
                 r"Incompatible shapes of A and B for the equation AX = B \(2x2 and 3x1\)")]
+linalg_solve.grad_name = "LinalgSolveExBackward0"
 
 
 def _triangle(A, upper, unitriangular, xp=np):
@@ -442,6 +447,7 @@ matrix_exp.samples = lambda dev, dt: linalg_samples((3, 3), (2, 4, 4), well_cond
                 dt.name != "bfloat16" else [])
 matrix_exp.errors = [ErrorSample(Sample(const(2, 3)), RuntimeError,
                                  "linalg.matrix_exp: A must be batches of square matrices")]
+matrix_exp.grad_name = "LinalgMatrixExpBackward0"
 
 
 @op("matrix_power")
@@ -487,6 +493,17 @@ matrix_power.samples = lambda dev, dt: [
     if dt.category >= 2 and dt.name != "bfloat16" else []) if dt.category >= 1 else []
 matrix_power.errors = [ErrorSample(Sample(const(2, 3), 2), RuntimeError,
                                    "linalg.matrix_power: A must be batches of square matrices")]
+
+
+def _matrix_power_node(input, n):
+    """torch's node of matrix_power: a copy (n = 0), a clone (1), an inverse (-1), else the
+    last product: mm, or a batched matmul's view."""
+    return {0: "torch::autograd::CopyBackwards", 1: "CloneBackward0",
+            -1: "LinalgInvExBackward0"}.get(n, "MmBackward0" if input.dim() == 2 else
+                                            "UnsafeViewBackward0")
+
+
+matrix_power.grad_name_of = _matrix_power_node
 
 
 # ---- multi_dot --------------------------------------------------------------------------------
@@ -570,3 +587,4 @@ linalg_multi_dot.errors = [
     ErrorSample(Sample([const(2, 3)]), RuntimeError, "expected at least 2 tensors but got 1"),
     ErrorSample(Sample([const(2, 3), const(4, 5)]), RuntimeError,
                 r"tensors 0 and 1 with shapes \[2, 3\] and \[4, 5\] cannot be multiplied")]
+linalg_multi_dot.grad_name = "ViewBackward0"

@@ -11,7 +11,7 @@ import ember
 
 from .meta import empty, reduce_dims, reduce_shape
 from .pointwise import reject, type_name
-from .registry import op
+from .registry import op, overload_if_given
 from .samples import ErrorSample, Sample, const, make
 
 
@@ -145,6 +145,7 @@ _SORT_ERRORS = [ErrorSample(Sample(const(3, 4), 2), IndexError, "Dimension out o
                 ErrorSample(Sample(const(3, dtype=np.complex64)), RuntimeError,
                             "does not support complex")]
 sort.errors = _SORT_ERRORS
+sort.grad_name_of = overload_if_given("sort", 3, "stable", False)
 
 
 @op("argsort", differentiable=False)
@@ -183,6 +184,7 @@ def _(g, input):
 msort.meta = lambda input: empty(input.shape, input.dtype)
 msort.samples = lambda dev, dt: [Sample(make((3, 4), dt)), Sample(make((5,), dt))] \
     if dt.category != 3 else []
+msort.grad_name = "SortBackward0"
 
 # ---- selection -------------------------------------------------------------------------------
 

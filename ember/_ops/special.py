@@ -15,6 +15,7 @@ import ember
 from .dispatch import dispatch, dispatch_inplace
 from .meta import broadcast_meta, same_meta
 from .pointwise import _conj, reject, type_name
+from .pointwise_binary import _xlogy_node
 from .pointwise_math import _erf_erfc, _erfinv
 from .registry import LIBM_ULP, op
 from .samples import ErrorSample, Sample, const, make, unary_samples
@@ -441,6 +442,7 @@ xlog1py.samples = lambda dev, dt: [
     Sample(make((3, 4), dt), make((4,), dt, -0.5, 3, seed=2)),
     Sample(np.array([0.0, 1.0, 0.0, 2.0]).astype(dt.np), make((4,), dt, -0.5, 3, seed=3)),
     Sample(make((3,), dt), 2.5)] if dt.category == 2 else []
+xlog1py.grad_name_of = _xlogy_node("special_xlog1py")
 
 
 @op("logit", tags=("pointwise",), promote="float", inplace=True, opmath=False)  # as xlogy
@@ -523,6 +525,7 @@ ndtr = _special("ndtr", _ndtr, lambda g, input: g * (-input * input / 2).exp() /
                 method=False)
 ndtr.__doc__ = "The standard normal CDF. See torch.special.ndtr."
 ndtr.half_ulps = (None, "torch's (1 + erf(x / sqrt 2)) / 2 in float16 cancels to 0 below -3")
+ndtr.grad_name = "MulBackward1"
 log_ndtr = _special("log_ndtr", _log_ndtr, lambda g, input, result: g * (
     -input * input / 2 - result).exp() / _SQRT_2PI, save=("input", "result"), method=False,
                     bf16=False)

@@ -11,7 +11,7 @@ import ember
 from .._backends import accumulate
 from .meta import empty, reduce_shape
 from .pointwise import reject
-from .registry import op
+from .registry import op, overload_if_given
 from .samples import ErrorSample, Sample, const, dim_errors, make
 from .sorting import (axis_of, distinct, pick, select_backward, select_meta, sort_key,
                       stable_order)
@@ -95,7 +95,9 @@ def _median(name, ignore_nan):
 
 
 median = _median("median", ignore_nan=False)
+median.grad_name_of = overload_if_given("median", 1, "dim")
 nanmedian = _median("nanmedian", ignore_nan=True)
+nanmedian.grad_name_of = overload_if_given("nanmedian", 1, "dim")
 
 
 @op("mode", nondiff_outputs=(1,), returns=("values", "indices"))
@@ -268,4 +270,6 @@ def _quantile_samples(dt):
 
 
 quantile = _quantile("quantile", ignore_nan=False)
+quantile.grad_name = "SqueezeBackward4"
 nanquantile = _quantile("nanquantile", ignore_nan=True)
+nanquantile.grad_name = "SqueezeBackward4"

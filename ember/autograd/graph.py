@@ -428,7 +428,15 @@ def simple_type(opdef):
     rule = opdef.grad_name_of
     if rule is None:
         return node_class(SimpleNode, opdef.grad_name)
-    return lambda *args: node_class(SimpleNode, rule(*args))
+    classes = {}
+
+    def of(*args):
+        name = rule(*args)
+        cls = classes.get(name)
+        if cls is None:
+            cls = classes[name] = node_class(SimpleNode, name)
+        return cls
+    return of
 _NO_KWARGS = {}
 _NO_EDGE = (None, 0)
 # the ``tensor_positions`` of dispatch's fast path: one tensor first, one second, or both

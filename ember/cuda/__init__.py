@@ -161,3 +161,12 @@ def initial_seed():
         return _seed
     from .._ops.random import initial_seed as default_initial_seed
     return default_initial_seed()
+
+
+def __getattr__(name):
+    # torch.cuda.FloatTensor & co., the legacy CUDA tensor types, made on first use
+    from .._tensor_types import CUDA_TYPES
+    if name in CUDA_TYPES:
+        globals().update(CUDA_TYPES)
+        return CUDA_TYPES[name]
+    raise AttributeError(f"module 'ember.cuda' has no attribute '{name}'")

@@ -38,8 +38,9 @@ class Distribution:
         >>> Normal(0., -1.)
         Traceback (most recent call last):
         ...
-        ValueError: Expected parameter scale (Tensor of shape ()) of distribution Normal(loc: 0.0, scale: -1.0) to satisfy the constraint GreaterThan(lower_bound=0.0), but found invalid values:
-        -1.0
+        ValueError: Expected parameter scale (Tensor of shape ()) of distribution Normal(loc:
+        0.0, scale: -1.0) to satisfy the constraint GreaterThan(lower_bound=0.0), but found
+        invalid values: -1.0
     """
     has_rsample = False
     has_enumerate_support = False

@@ -184,7 +184,7 @@ def _kl_continuous_bernoulli_continuous_bernoulli(p, q):
 
 @register_kl(Dirichlet, Dirichlet)
 def _kl_dirichlet_dirichlet(p, q):
-    # from http://bariskurt.com/kullback-leibler-divergence-between-two-dirichlet-and-beta-distributions/
+    # from bariskurt.com, kullback-leibler-divergence-between-two-dirichlet-and-beta-distributions
     sum_p, sum_q = p.concentration.sum(-1), q.concentration.sum(-1)
     t1 = sum_p.lgamma() - sum_q.lgamma()
     t2 = (p.concentration.lgamma() - q.concentration.lgamma()).sum(-1)
@@ -312,7 +312,7 @@ def _kl_lowrankmultivariatenormal_multivariatenormal(p, q):
 
 @register_kl(MultivariateNormal, MultivariateNormal)
 def _kl_multivariatenormal_multivariatenormal(p, q):
-    # from https://en.wikipedia.org/wiki/Multivariate_normal_distribution#Kullback%E2%80%93Leibler_divergence
+    # Wikipedia, Multivariate normal distribution, Kullback-Leibler divergence
     _same_event(p, q, "Multivariate Normals")
     half_term1 = q._half_log_det() - p._half_log_det()
     batch = ember.broadcast_shapes(q._unbroadcasted_scale_tril.shape[:-2],

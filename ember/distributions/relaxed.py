@@ -73,8 +73,8 @@ class ExpRelaxedCategorical(Distribution):
     Example:
         >>> from ember.distributions.relaxed import ExpRelaxedCategorical
         >>> d = ExpRelaxedCategorical(ember.tensor(1.), ember.tensor([0.5, 0.5]))
-        >>> d.rsample().exp().sum()
-        tensor(1.0000)
+        >>> bool(d.rsample().exp().sum().isclose(ember.tensor(1.)))
+        True
     """
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
     support, has_rsample = constraints.real_vector, True
@@ -118,8 +118,10 @@ class RelaxedOneHotCategorical(TransformedDistribution):
     Example:
         >>> from ember.distributions import RelaxedOneHotCategorical
         >>> d = RelaxedOneHotCategorical(ember.tensor(0.5), ember.tensor([0.25, 0.75]))
-        >>> d.rsample().sum(), d.log_prob(ember.tensor([0.5, 0.5]))
-        (tensor(1.), tensor(-0.9808))
+        >>> bool(d.rsample().sum().isclose(ember.tensor(1.)))
+        True
+        >>> d.log_prob(ember.tensor([0.5, 0.5]))
+        tensor(-0.9808)
     """
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
     support, has_rsample = constraints.simplex, True

@@ -10,10 +10,9 @@ op level is already its decomposition: ``run_decompositions`` returns an equal p
 """
 import copy
 import enum
-import operator
 
 from .. import nn
-from .._graph.dynamic import SymInt, retrace, symbolize
+from .._graph.dynamic import retrace, sizes_as_nodes, symbolize
 from .._graph.interpreter import fetch_attr
 from .._graph.ir import Graph, Node
 from .._graph.passes import dead_code
@@ -96,47 +95,6 @@ class ExportGraphSignature:
     def __repr__(self):
         return "ExportGraphSignature(input_specs=" + repr(self.input_specs) + \
             ", output_specs=" + repr(self.output_specs) + ")"
-
-
-def _map_sym(a, fn):
-    t = type(a)
-    if isinstance(a, SymInt):
-        return fn(a)
-    if t in (tuple, list):
-        return t(_map_sym(x, fn) for x in a)
-    if t is dict:
-        return {k: _map_sym(v, fn) for k, v in a.items()}
-    if t is slice:
-        return slice(_map_sym(a.start, fn), _map_sym(a.stop, fn), _map_sym(a.step, fn))
-    return a
-
-
-def _sizes_as_nodes(graph):
-    """Replace each SymInt argument by nodes computing it from ``x.size(d)``."""
-    inputs = [n for n in graph._nodes if n.op == "placeholder"]
-    sizes = {}
-    for n in list(graph._nodes):
-        if n.op != "call_function":
-            continue
-
-        def build(s):
-            with graph.inserting_before(n):
-                terms = []
-                for (i, ax), a in s.dims.items():
-                    if (i, ax) not in sizes:
-                        with graph.inserting_after(inputs[-1]):
-                            sizes[i, ax] = graph.call_method("size", (inputs[i], ax))
-                    d = sizes[i, ax]
-                    terms.append(d if a == 1 else graph.call_function(operator.mul, (d, a)))
-                out = terms[0]
-                for t in terms[1:]:
-                    out = graph.call_function(operator.mul if s.prod else operator.add, (out, t))
-                if s.prod and s.const != 1:
-                    out = graph.call_function(operator.mul, (out, s.const))
-                elif not s.prod and s.const:
-                    out = graph.call_function(operator.add, (out, s.const))
-                return out
-        n.args, n.kwargs = _map_sym(n.args, build), _map_sym(n.kwargs, build)
 
 
 class ExportedProgram:
@@ -321,7 +279,7 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=False,
                 k = next(iter(rec.symbolic))
                 raise NotImplementedError(f"export: tensor {k}, made in Python, follows a "
                                           "dynamic dim; ember's export cannot rebuild it yet")
-    _sizes_as_nodes(rec.graph)
+    sizes_as_nodes(rec.graph)
     rec.graph.lint()
     tensors, kinds = {}, {}
     params = dict(module.named_parameters()) if module is not None else {}

@@ -55,6 +55,7 @@ class ScriptModule(nn.Module):
         super().__init__()
         object.__setattr__(self, "_graphs", {})
         object.__setattr__(self, "_fns", {})
+        object.__setattr__(self, "_dynamic", {})    # method -> (input, axis) free to vary
         object.__setattr__(self, "original_name", original_name)
 
     def _get_name(self):
@@ -76,6 +77,20 @@ class ScriptModule(nn.Module):
         if len(flat) != n:
             raise RuntimeError(f"{self.original_name}.{name}() expected {n} tensor input(s) "
                                f"(as traced), but got {len(flat)}")
+        free = self._dynamic.get(name, ())
+        for i, (t, p) in enumerate(zip(flat, self._graphs[name]._nodes)):
+            want = p.meta.get("val")
+            if want is None:
+                continue
+            if t.dim() != len(want.shape) or any(
+                    a != b and (i, d) not in free for d, (a, b) in enumerate(zip(t.shape,
+                                                                                  want.shape))):
+                raise RuntimeError(
+                    f"{self.original_name}.{name}(): input {i} has shape {tuple(t.shape)}, but "
+                    f"the trace fixed it to {want.shape}" + (" (dim 0 may vary)" if (i, 0) in
+                                                            free else "") +
+                    ": sizes read in Python are baked into a trace; trace again with inputs "
+                    "of this shape")
         return self._fns[name][0](self, *flat)
 
     def forward(self, *args):
@@ -231,27 +246,61 @@ def trace_module(mod, inputs, optimize=None, check_trace=True, check_inputs=None
     root = ScriptModule(type(mod).__name__)
     _module_tree(mod, root)
     for i, (name, example) in enumerate(inputs.items()):
-        example = _as_tuple(example)
         fn = getattr(mod, name) if name != "forward" else mod
-        rec, _ = _record(fn, example, mod, strict)
-        for k in list(rec.constants):
-            if i:       # (constant names of each method are its own)
-                c = rec.constants.pop(k)
-                new = f"_{name}{k}"
-                rec.constants[new] = c
-                for n in rec.graph.find_nodes(op="get_attr", target=k):
-                    n.target = new
-        _install_constants(root, rec)
-        root._define(name, rec.graph)
-        if check_trace:
-            chks = [c[name] if isinstance(c, dict) else c for c in check_inputs] \
-                if check_inputs else [example]
-            for chk in map(_as_tuple, chks):
-                if chk is example:
-                    _compare(rec, _record(fn, chk, mod, strict)[0], name)
-                _compare_outputs(getattr(root, name) if name != "forward" else root, fn, chk,
-                                 check_tolerance)
+        chks = [c[name] if isinstance(c, dict) else c for c in check_inputs] \
+            if check_inputs else None
+        _method(root, name, fn, _as_tuple(example), mod, strict, check_trace, chks,
+                check_tolerance, f"_{name}" if i else "")
     return root
+
+
+def _method(root, name, fn, example, module, strict, check_trace, check_inputs, tol, prefix):
+    """Trace ``fn`` on ``example`` into method ``name`` of ``root``: record, check (trace
+    again, compare), let sizes follow the inputs' batch dims, define, compare outputs."""
+    rec, _ = _record(fn, example, module, strict)
+    for k in list(rec.constants):       # (each method's constants are its own)
+        rec.constants[prefix + k] = rec.constants.pop(k)
+        for n in rec.graph.find_nodes(op="get_attr", target=k):
+            n.target = prefix + k
+    if check_trace:
+        _compare(rec, _record(fn, example, module, strict)[0], name)
+    root._dynamic[name] = _generalize(fn, example, module, rec)
+    _install_constants(root, rec)
+    root._define(name, rec.graph)
+    if check_trace:
+        for chk in [example] + [_as_tuple(c) for c in check_inputs or ()]:
+            _compare_outputs(getattr(root, name) if name != "forward" else root, fn, chk, tol)
+
+
+def _generalize(fn, example, module, rec):
+    """Let the graph's sizes follow the batch (dim 0) of its inputs, found by tracing again
+    with it one larger (ember/_graph/dynamic.py; inputs of one batch size grow together):
+    ints that follow it become ``x.size(0)`` nodes. Returns the (input, axis) pairs that may
+    vary; none where the model refuses or the graph cannot follow (every size stays fixed,
+    and the traced module checks its inputs' shapes)."""
+    from .._graph.dynamic import retrace, sizes_as_nodes, symbolize
+    flat = flatten_tensors(example)
+    groups = {}
+    for i, t in enumerate(flat):
+        if t.dim():
+            groups.setdefault(t.shape[0], []).append((i, 0))
+    tied = {g[0]: g for g in groups.values()}
+    names = [n.name for n in rec.graph._nodes if n.op == "placeholder"]
+    state = {k: b.clone() for k, b in module.state_dict().items()} if module is not None else {}
+    for keys in ([list(tied)] + ([[(0, 0)]] if len(tied) > 1 and (0, 0) in tied else [])):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", TracerWarning)
+                base, others = retrace(fn, example, None, module, names, keys, tied=tied)
+            symbolize(rec, others, base, names, allow_symbolic=False)
+        except Exception:
+            continue
+        finally:
+            if state:       # (the extra runs must not move BatchNorm's statistics)
+                module.load_state_dict(state)
+        sizes_as_nodes(rec.graph)
+        return {k2 for k in keys for k2 in tied[k]}
+    return set()
 
 
 def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inputs=None,
@@ -281,16 +330,9 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
                             check_tolerance, strict)
     if isinstance(func, ScriptModule):
         return func
-    example = _as_tuple(example_inputs)
-    rec, _ = _record(func, example, None, strict)
     out = ScriptFunction(getattr(func, "__name__", "function"))
-    _install_constants(out, rec)
-    out._define("forward", rec.graph)
-    if check_trace:
-        for chk in [example] + [_as_tuple(c) for c in check_inputs or ()]:
-            if chk is example:
-                _compare(rec, _record(func, chk, None, strict)[0], "forward")
-            _compare_outputs(out, func, chk, check_tolerance)
+    _method(out, "forward", func, _as_tuple(example_inputs), None, strict, check_trace,
+            check_inputs, check_tolerance, "")
     return out
 
 
@@ -479,6 +521,7 @@ def freeze(mod, preserved_attrs=None, optimize_numerics=True):
         _passes.PassManager([_passes.cse, _passes.dead_code,
                              lambda g: _passes.fold_constants(g, out)])(g)
         out._define(name, g)
+        out._dynamic[name] = set(mod._dynamic.get(name, ()))
     return out
 
 
@@ -538,6 +581,7 @@ def save(m, f, _extra_files=None):
                for p, s in m.named_modules(remove_duplicate=False)]
     _save({"format": _ARCHIVE, "graphs": {k: dumps(g) for k, g in m._graphs.items()},
            "modules": modules, "kinds": kinds, "tensors": tensors,
+           "dynamic": {k: sorted(v) for k, v in m._dynamic.items()},
            "extra_files": dict(_extra_files or {}),
            "function": isinstance(m, ScriptFunction)}, f)
 
@@ -577,6 +621,7 @@ def load(f, map_location=None, _extra_files=None, _restore_shapes=False):
     root = subs[""]
     for k, g in d["graphs"].items():
         root._define(k, loads(g))
+        root._dynamic[k] = {tuple(x) for x in d.get("dynamic", {}).get(k, ())}
     if _extra_files is not None:
         _extra_files.update({k: v for k, v in d["extra_files"].items() if k in _extra_files})
     return root

@@ -8,6 +8,8 @@ from .parameter import Buffer, Parameter  # noqa: F401
 def __getattr__(name):
     # nn.parallel pulls in ember.distributed: loaded on first use only
     if name in ("parallel", "DataParallel"):
-        from . import parallel
+        # (import_module, not `from . import parallel`: that asks this __getattr__ again)
+        import importlib
+        parallel = importlib.import_module(".parallel", __name__)
         return parallel if name == "parallel" else parallel.DataParallel
     raise AttributeError(f"module 'ember.nn' has no attribute '{name}'")

@@ -7,6 +7,8 @@ import numpy as np
 
 import ember
 
+from .._ops import nn as _nn
+from .._ops.dispatch import dispatch
 from ..amp.autocast_mode import autocast_policy
 from ._conv_functional import avg_pool2d, avg_pool3d, pad
 
@@ -16,22 +18,14 @@ __all__ = ["batch_norm", "group_norm", "instance_norm", "local_response_norm", "
 
 # ---- normalization -----------------------------------------------------------------------------
 
-def _channel(t, ndim):
-    """A per-channel (C,) tensor shaped to broadcast against (N, C, *spatial)."""
-    return t.reshape((1, -1) + (1,) * (ndim - 2))
-
-
-def _affine(out, weight, bias):
-    if weight is not None:
-        out = out * _channel(weight, out.dim())
-    if bias is not None:
-        out = out + _channel(bias, out.dim())
-    return out
-
-
 def _update_running(running, value, momentum):
     with ember.no_grad():
         running.mul_(1 - momentum).add_(value.detach().to(running.dtype) * momentum)
+
+
+def _native(*args):
+    """torch's native_batch_norm: ``(output, mean, biased variance)``, one node."""
+    return dispatch(_nn.native_batch_norm, args, {})
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
@@ -48,24 +42,22 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         >>> rm.tolist(), rv.tolist()
         ([0.2...], [1.1...])
     """
-    dims = (0,) + tuple(range(2, input.dim()))
     if training:
         n = input.numel() // input.shape[1]
         if n <= 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input "
                              f"size {input.shape}")
-        mean, var = input.mean(dims), input.var(dims, correction=0)
-        if running_mean is not None:
-            _update_running(running_mean, mean, momentum)
-        if running_var is not None:
-            _update_running(running_var, var * (n / (n - 1)), momentum)
-    else:
-        if running_mean is None or running_var is None:
-            raise RuntimeError("batch_norm: running_mean and running_var must be defined in "
-                               "evaluation mode")
-        mean, var = running_mean, running_var
-    out = (input - _channel(mean, input.dim())) * _channel((var + eps).rsqrt(), input.dim())
-    return _affine(out, weight, bias)
+    elif running_mean is None or running_var is None:
+        raise RuntimeError("batch_norm: running_mean and running_var must be defined in "
+                           "evaluation mode")
+    # NOTE: one op, as torch's native_batch_norm (its node NativeBatchNormBackward0)
+    out, mean, var = _native(input, weight, bias, None if training else running_mean,
+                             None if training else running_var, training, eps)
+    if training and running_mean is not None:
+        _update_running(running_mean, mean, momentum)
+    if training and running_var is not None:
+        _update_running(running_var, var * (n / (n - 1)), momentum)
+    return out
 
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
@@ -80,18 +72,20 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     """
     if not use_input_stats:
         return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
-    dims = tuple(range(2, input.dim()))
     n = math.prod(input.shape[2:])
     if n <= 1:
         raise ValueError(f"Expected more than 1 spatial element when training, got input size "
                          f"{input.shape}")
-    mean = input.mean(dims, keepdim=True)
-    var = input.var(dims, keepdim=True, correction=0)
+    # NOTE: as torch, a batch norm of (1, N * C, *spatial), viewed back (its node ViewBackward0)
+    b, c = input.shape[0], input.shape[1]
+    out, mean, var = _native(input.reshape((1, b * c) + tuple(input.shape[2:])), None if weight
+                             is None else weight.repeat(b), None if bias is None else
+                             bias.repeat(b), None, None, True, eps)
     if running_mean is not None:   # the batch average of the per-instance statistics
-        _update_running(running_mean, mean.mean(0).flatten(), momentum)
+        _update_running(running_mean, mean.reshape(b, c).mean(0), momentum)
     if running_var is not None:
-        _update_running(running_var, var.mean(0).flatten() * (n / (n - 1)), momentum)
-    return _affine((input - mean) * (var + eps).rsqrt(), weight, bias)
+        _update_running(running_var, var.reshape(b, c).mean(0) * (n / (n - 1)), momentum)
+    return out.view(input.shape)
 
 
 @autocast_policy("autocast_fp32_cuda")
@@ -109,10 +103,8 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
         raise RuntimeError(f"Expected number of channels in input to be divisible by "
                            f"num_groups, but got input of shape {list(input.shape)} and "
                            f"num_groups={num_groups}")
-    x = input.reshape(n, num_groups, -1)
-    mean, var = x.mean(-1, keepdim=True), x.var(-1, keepdim=True, correction=0)
-    out = ((x - mean) * (var + eps).rsqrt()).reshape(input.shape)
-    return _affine(out, weight, bias)
+    # NOTE: one op, as torch's native_group_norm (its node NativeGroupNormBackward0)
+    return dispatch(_nn.native_group_norm, (input, weight, bias, num_groups, eps), {})
 
 
 def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):

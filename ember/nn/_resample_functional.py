@@ -4,6 +4,7 @@ new rules.
 """
 import math
 import numbers
+import warnings
 
 import numpy as np
 
@@ -13,7 +14,8 @@ from ..amp.autocast_mode import autocast_policy
 from ._conv_functional import _ntuple, adaptive_avg_pool1d, adaptive_avg_pool2d, \
     adaptive_avg_pool3d
 
-__all__ = ["interpolate", "upsample", "pixel_shuffle", "pixel_unshuffle"]
+__all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "pixel_shuffle",
+           "pixel_unshuffle"]
 
 
 # ---- resampling -------------------------------------------------------------------------------
@@ -137,6 +139,22 @@ def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=
         torch.Size([1, 1, 4])
     """
     return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    """Deprecated: ``interpolate(input, size, scale_factor, mode="nearest")``, with torch's
+    warning."""
+    warnings.warn("`nn.functional.upsample_nearest` is deprecated. Use "
+                  "`nn.functional.interpolate` instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """Deprecated: ``interpolate(..., mode="bilinear", align_corners=True)``, with torch's
+    warning."""
+    warnings.warn("`nn.functional.upsample_bilinear` is deprecated. Use "
+                  "`nn.functional.interpolate` instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
 
 def pixel_shuffle(input, upscale_factor):

@@ -6,8 +6,8 @@ import numpy as np
 
 import ember
 
-__all__ = ["affine_grid", "channel_shuffle", "grid_sample", "fractional_max_pool2d",
-           "fractional_max_pool3d", "fractional_max_pool2d_with_indices",
+__all__ = ["affine_grid", "channel_shuffle", "native_channel_shuffle", "grid_sample",
+           "fractional_max_pool2d", "fractional_max_pool3d", "fractional_max_pool2d_with_indices",
            "fractional_max_pool3d_with_indices"]
 
 
@@ -29,6 +29,9 @@ def channel_shuffle(input, groups):
     n, rest = input.shape[0], tuple(input.shape[2:])
     return input.reshape((n, groups, c // groups) + rest).transpose(1, 2).reshape(
         (n, c) + rest)
+
+
+native_channel_shuffle = channel_shuffle    # (torch's aten spelling; the same function)
 
 
 def _base_coords(size, align_corners, like):

@@ -104,12 +104,11 @@ def softsign(input):
 
 
 def softshrink(input, lambd=0.5):
-    return ember.where(input > lambd, input - lambd, ember.where(input < -lambd, input + lambd,
-                                                                 input * 0))
+    return dispatch(_nn.softshrink, (input, lambd), _E)
 
 
 def hardshrink(input, lambd=0.5):
-    return ember.where((input > lambd) | (input < -lambd), input, input * 0)
+    return dispatch(_nn.hardshrink, (input, lambd), _E)
 
 
 def tanhshrink(input):
@@ -142,7 +141,7 @@ def tanh(input):
 
 
 def threshold(input, threshold, value, inplace=False):
-    return _inplace(input, ember.where(input > threshold, input, value), inplace)
+    return _act(_nn.threshold, input, inplace, threshold, value)
 
 
 def glu(input, dim=-1):
@@ -386,7 +385,9 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     if tuple(weight.shape) != tuple(input.shape):
         raise ValueError("Weights and input must have the same size.")
     loss = (input - target).pow(2) * weight
-    return loss if reduction == "none" else loss.sum() / (weight.sum() if reduction == "mean" else 1)
+    if reduction == "none":
+        return loss
+    return loss.sum() / weight.sum() if reduction == "mean" else loss.sum()
 
 
 @autocast_policy("autocast_fp32")

@@ -126,7 +126,7 @@ class _Builder:
     def cast(self, v, dt):
         if not isinstance(v, V):
             return self.scalar(v, dt) if not isinstance(v, str) else v
-        return v if v.dtype is dt else self.op("Cast", v, to=self.onnx_type(dt))
+        return v if v.dtype is dt else V(self.op("Cast", v, to=self.onnx_type(dt)), v.shape, dt)
 
     def promote(self, *vals, compare=False):
         """The operands in one dtype: the result's, or for a comparison the widest tensor's
@@ -139,6 +139,15 @@ class _Builder:
                                          (dt.category, dt.itemsize)):
                     dt = t.dtype
         return [self.cast(v, dt) if isinstance(v, V) else self.scalar(v, dt) for v in vals]
+
+    def reduce(self, op, x, axes, keepdims):
+        """``op`` (ReduceMean, ReduceMax...) over ``axes``: an attribute before opset 18 (an
+        input for ReduceSum from 13), an input from 18."""
+        if not axes:            # (a 0-dim input: nothing to reduce)
+            return self.op("Identity", x)
+        if op == "ReduceSum" or self.opset >= 18:
+            return self.op(op, x, self.ints(axes), keepdims=int(keepdims))
+        return self.op(op, x, axes=list(axes), keepdims=int(keepdims))
 
     def unsupported(self, what):
         raise UnsupportedOperatorError(_where(self.node, f"{what} is not supported by ember's "
@@ -171,6 +180,28 @@ def _input_names(model, n, given):
     except (TypeError, ValueError):
         names = []
     return names[:n] if len(names) >= n else [f"input_{i}" for i in range(n)]
+
+
+def _axes_of(dynamic_shapes, names):
+    """``dynamic_axes`` from the dynamo exporter's ``dynamic_shapes`` (by input name or in
+    order; each ``{axis: Dim or name}``)."""
+    if not dynamic_shapes:
+        return {}
+    items = dynamic_shapes.items() if isinstance(dynamic_shapes, dict) else \
+        zip(names, dynamic_shapes)
+    return {k: {ax: getattr(d, "__name__", d) if not isinstance(d, str) else d
+                for ax, d in (v.items() if isinstance(v, dict) else enumerate(v))
+                if d is not None} for k, v in items if v}
+
+
+def _check_deterministic(rec, again):
+    from ..jit import _same_values
+    for k, c in rec.constants.items():
+        if k not in again.constants or not _same_values(c, again.constants[k]):
+            raise OnnxExporterError(
+                f"training=TrainingMode.TRAINING: tensor {k}, made in Python during the trace, "
+                "differs between two traces (a random mask, as dropout's in training mode): "
+                "the ONNX graph would fix one draw. Export in eval mode.")
 
 
 def _named(axes):
@@ -244,7 +275,7 @@ def _lower(g, graph, module, values, do_constant_folding, params_as_inputs, symb
                 values[n] = V(g.const(t.detach().numpy(), n.target), t.shape, t.dtype)
             else:
                 known[n] = t
-        elif n.op == "call_method" and n.target == "detach":
+        elif n.op == "call_method" and n.target in ("detach", "to"):
             values[n] = val(n.args[0])
         elif n.op == "call_method":         # (copy_: a write into a buffer or input)
             g.node = n
@@ -261,7 +292,8 @@ def _lower(g, graph, module, values, do_constant_folding, params_as_inputs, symb
                 part = src[n.args[1]]
                 if part is None:
                     g.node = n
-                    g.unsupported("the indices output of this op")
+                    g.unsupported(f"output {n.args[1]} of {getattr(n.args[0].target, 'name', '')}"
+                                  " (its indices or saved state)")
                 values[n] = V(part, n.meta["val"].shape, n.meta["val"].dtype)
                 continue
             fn = getattr(n.target, "onnx", None) or LOWERINGS.get(getattr(n.target, "name", ""))
@@ -328,6 +360,8 @@ def export(model, args=(), f=None, *, kwargs=None, export_params=True, verbose=F
     from ..autograd import grad_mode
     t0 = time.perf_counter()
     opset = opset_version or 17
+    if not 13 <= opset <= 21:
+        raise ValueError(f"ember.onnx.export writes opset versions 13 to 21, not {opset}")
     args = args if isinstance(args, tuple) else (args,)
     if isinstance(args[-1], dict) and kwargs is None and len(args) > 1:
         args, kwargs = args[:-1], args[-1]
@@ -339,13 +373,16 @@ def export(model, args=(), f=None, *, kwargs=None, export_params=True, verbose=F
         module.train(True)
     flat = flatten_tensors((args, kwargs or {}))
     names = _input_names(model, len(flat), input_names)
-    dyn = dynamic_axes or {}
+    dyn = dynamic_axes or _axes_of(dynamic_shapes, names)
     keys = [(names.index(k), ax) for k, axes in dyn.items() if k in names for ax in axes]
     _exporting[0] = True
     try:
         with grad_mode.no_grad():
             rec, out = record(model, args, kwargs, module=module, names=names)
             base, others = retrace(model, args, kwargs, module, names, keys, OnnxExporterError)
+            if training == TrainingMode.TRAINING:       # random masks would be fixed
+                again = record(model, args, kwargs, module=module, names=names)[0]
+                _check_deterministic(rec, again)
     finally:
         _exporting[0] = False
         if module is not None:

@@ -8,7 +8,10 @@ import math
 
 import numpy as np
 
+from .. import _dtype
+
 LOWERINGS = {}
+_BOOL = _dtype.bool_
 
 
 def lowering(*names):
@@ -32,8 +35,8 @@ _UNARY = {"relu": "Relu", "tanh": "Tanh", "sigmoid": "Sigmoid", "exp": "Exp", "l
           "floor": "Floor", "ceil": "Ceil", "sign": "Sign", "reciprocal": "Reciprocal",
           "tan": "Tan", "asin": "Asin", "acos": "Acos", "atan": "Atan", "sinh": "Sinh",
           "cosh": "Cosh", "asinh": "Asinh", "acosh": "Acosh", "atanh": "Atanh",
-          "round": "Round", "bitwise_not": "Not",
-          "logical_not": "Not", "contiguous": "Identity", "clone": "Identity",
+          "bitwise_not": "Not",
+          "contiguous": "Identity", "clone": "Identity",
           "alias": "Identity", "detach": "Identity", "_to_copy": "Identity"}
 for _name, _op in _UNARY.items():
     LOWERINGS[_name] = (lambda op: lambda g, x, *rest, **kw: g.op(op, x))(_op)
@@ -47,10 +50,12 @@ _BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "pow": "Pow",
 
 def _binary(name, op):
     def fn(g, a, b, alpha=1, rounding_mode=None):
-        if op in ("And", "Or", "Xor") and g.out.dtype.name != "bool":
-            g.unsupported(f"{name} on {g.out.dtype} tensors (ONNX's are logical)")
+        if op in ("And", "Or", "Xor"):
+            if g.out.dtype.name != "bool":
+                g.unsupported(f"{name} on {g.out.dtype} tensors (ONNX's are logical)")
+            return g.op(op, *(g.cast(v, _BOOL) for v in (a, b)))
         if rounding_mode is not None:
-            g.unsupported(f"div with rounding_mode={rounding_mode!r}")
+            return _rounded_div(g, a, b, rounding_mode)
         a, b = g.promote(a, b, compare=name in ("gt", "lt", "ge", "le", "eq"))
         if alpha != 1:
             b = g.op("Mul", b, g.scalar(alpha, g.out.dtype))
@@ -60,6 +65,21 @@ def _binary(name, op):
 
 for _name, _op in _BINARY.items():
     LOWERINGS[_name] = _binary(_name, _op)
+
+
+def _rounded_div(g, a, b, mode):
+    if not g.out.dtype.is_floating_point:
+        g.unsupported(f"integer div with rounding_mode={mode!r}")
+    q = g.op("Div", *g.promote(a, b))
+    if mode == "floor":
+        return g.op("Floor", q)
+    return g.op("Where", g.op("Less", q, g.scalar(0, g.out.dtype)), g.op("Ceil", q),
+                g.op("Floor", q))
+
+
+@lowering("logical_not")
+def _logical_not(g, x):
+    return g.op("Not", g.cast(x, _BOOL))
 
 
 @lowering("ne")
@@ -96,14 +116,20 @@ def _gelu(g, x, approximate="none"):
 
 @lowering("clamp")
 def _clamp(g, x, min=None, max=None):
+    if hasattr(min, "name") or hasattr(max, "name"):     # (Clip takes scalar bounds only)
+        y = g.cast(x, g.out.dtype)
+        y = y if min is None else g.op("Max", y, g.promote(x, min)[1])
+        return y if max is None else g.op("Min", y, g.promote(x, max)[1])
+
     def bound(v):
-        return "" if v is None else g.cast(v, g.out.dtype) if hasattr(v, "name") else \
-            g.scalar(v, g.out.dtype)
+        return "" if v is None else g.scalar(v, g.out.dtype)
     return g.op("Clip", x, bound(min), bound(max))
 
 
 @lowering("where")
-def _where(g, cond, a, b):
+def _where(g, cond, a=None, b=None):
+    if a is None:
+        g.unsupported("where(condition) (its size depends on the data)")
     a, b = g.promote(a, b)
     return g.op("Where", cond, a, b)
 
@@ -123,6 +149,9 @@ def _to_dtype(g, x, dtype):
 
 @lowering("linear")
 def _linear(g, x, w, b=None):
+    if len(w.shape) == 1:       # (a vector weight: one output, the last dim dropped)
+        y = g.op("MatMul", x, w)
+        return y if b is None else g.op("Add", y, b)
     if len(x.shape) == 2:
         return g.op("Gemm", x, w, b if b is not None else "", transB=1)
     y = g.op("MatMul", x, g.op("Transpose", w, perm=[1, 0]))
@@ -160,10 +189,18 @@ def _softmax(g, x, dim, dtype=None):
 @lowering("layer_norm")
 def _layer_norm(g, x, normalized_shape, weight=None, bias=None, eps=1e-5):
     k = len(normalized_shape)
-    if weight is None:
-        weight = g.const(np.ones(normalized_shape, g.np(x.dtype)))
-    return g.op("LayerNormalization", x, weight, bias if bias is not None else "", axis=-k,
-                epsilon=eps)
+    if g.opset < 17:            # (no LayerNormalization before opset 17)
+        axes = list(range(len(x.shape) - k, len(x.shape)))
+        d = g.op("Sub", x, g.reduce("ReduceMean", x, axes, 1))
+        var = g.reduce("ReduceMean", g.op("Mul", d, d), axes, 1)
+        y = g.op("Div", d, g.op("Sqrt", g.op("Add", var, g.scalar(eps, x.dtype))))
+        y = y if weight is None else g.op("Mul", y, weight)
+        return y if bias is None else g.op("Add", y, bias)
+    # NOTE: onnxruntime 1.23 crashes on a LayerNormalization without its bias input
+    ns, dt = tuple(normalized_shape), g.np(x.dtype)
+    weight = weight if weight is not None else g.const(np.ones(ns, dt))
+    bias = bias if bias is not None else g.const(np.zeros(ns, dt))
+    return g.op("LayerNormalization", x, weight, bias, axis=-k, epsilon=eps)
 
 
 @lowering("embedding")
@@ -173,6 +210,11 @@ def _embedding(g, weight, indices):
 
 @lowering("cross_entropy_loss")
 def _cross_entropy(g, logits, target, ignore_index=-100, reduction="mean"):
+    if len(logits.shape) == 1:      # (one unbatched sample: a batch of one)
+        logits, target = (g.op("Unsqueeze", v, g.ints([0])) for v in (logits, target))
+        y = g.op("SoftmaxCrossEntropyLoss", logits, target, ignore_index=ignore_index,
+                 reduction=reduction)
+        return g.op("Squeeze", y, g.ints([0])) if reduction == "none" else y
     return g.op("SoftmaxCrossEntropyLoss", logits, target, ignore_index=ignore_index,
                 reduction=reduction)
 
@@ -180,7 +222,7 @@ def _cross_entropy(g, logits, target, ignore_index=-100, reduction="mean"):
 # ---- reductions ------------------------------------------------------------------------------
 
 def _axes(dim, rank):
-    if dim is None or dim == ():
+    if dim is None or dim == () or rank == 0:
         return list(range(rank))
     return [d % rank for d in (dim if isinstance(dim, (tuple, list)) else (dim,))]
 
@@ -189,11 +231,10 @@ def _axes(dim, rank):
 def _reduce(g, x, dim=None, keepdim=False, dtype=None):
     op = {"mean": "ReduceMean", "sum": "ReduceSum", "amax": "ReduceMax", "amin": "ReduceMin",
           "prod": "ReduceProd", "logsumexp": "ReduceLogSumExp"}[g.node.target.name]
-    x = g.cast(x, dtype) if dtype is not None else x
     axes = _axes(dim, len(x.shape))
-    if op == "ReduceSum" or g.opset >= 18:
-        return g.op(op, x, g.ints(axes), keepdims=int(keepdim))
-    return g.op(op, x, axes=axes, keepdims=int(keepdim))
+    if op == "ReduceMean" and 0 in [x.shape[a] for a in axes]:
+        g.unsupported("mean over no elements (onnxruntime gives 0, torch nan)")
+    return g.reduce(op, g.cast(x, dtype) if dtype is not None else x, axes, keepdim)
 
 
 @lowering("max", "min")
@@ -203,19 +244,21 @@ def _max(g, x, dim=None, keepdim=False):
     if hasattr(dim, "name"):
         return g.op("Max" if red == "ReduceMax" else "Min", *g.promote(x, dim))
     axes = _axes(dim, len(x.shape))
-    v = g.op(red, x, axes=axes, keepdims=int(keepdim)) if g.opset < 18 else \
-        g.op(red, x, g.ints(axes), keepdims=int(keepdim))
+    v = g.reduce(red, x, axes, keepdim)
     if dim is None:
         return v
+    if not axes:        # (a 0-dim input: itself, at index 0)
+        return v, g.const(np.array(0, np.int64))
     return v, g.op(arg, x, axis=axes[0], keepdims=int(keepdim))
 
 
 @lowering("argmax", "argmin")
 def _argmax(g, x, dim=None, keepdim=False):
-    if dim is None:
-        x, dim = g.op("Reshape", x, g.ints([-1])), 0
-    return g.op("ArgMax" if g.node.target.name == "argmax" else "ArgMin", x, axis=dim,
-                keepdims=int(keepdim))
+    op = "ArgMax" if g.node.target.name == "argmax" else "ArgMin"
+    if dim is None:         # (over the flattened input; keepdim keeps every dim as 1)
+        y = g.op(op, g.op("Reshape", x, g.ints([-1])), axis=0, keepdims=0)
+        return g.op("Reshape", y, g.ints([1] * len(x.shape) if keepdim else []))
+    return g.op(op, x, axis=dim, keepdims=int(keepdim))
 
 
 @lowering("cumsum")
@@ -300,6 +343,8 @@ def _matmul(g, a, b):
 
 @lowering("tril", "triu")
 def _tril(g, x, diagonal=0):
+    if g.opset < 14:
+        g.unsupported(f"{g.node.target.name} before opset 14 (Trilu)")
     return g.op("Trilu", x, g.const(np.array(diagonal, np.int64)),
                 upper=int(g.node.target.name == "triu"))
 
@@ -386,6 +431,7 @@ def _chunk(g, x, chunks_or_dim=0, dim=None):
 
 @lowering("narrow")
 def _narrow(g, x, dim, start, length):
+    start %= x.shape[dim] if x.shape[dim] else 1
     return g.op("Slice", x, g.ints([start]), g.ints([start + length]), g.ints([dim]))
 
 
@@ -409,13 +455,15 @@ def _repeat(g, x, *sizes):
 
 @lowering("topk")
 def _topk(g, x, k, dim=-1, largest=True, sorted=True):
+    if not x.shape:         # (a 0-dim input: itself, at index 0)
+        return g.op("Identity", x), g.const(np.array(0, np.int64))
     return tuple(g.op("TopK", x, g.ints([k]), axis=dim, largest=int(largest),
                       sorted=int(sorted), outs=2))
 
 
 @lowering("sort")
 def _sort(g, x, dim=-1, descending=False, stable=False):
-    return _topk(g, x, x.shape[dim], dim, bool(descending))
+    return _topk(g, x, x.shape[dim] if x.shape else 1, dim, bool(descending))
 
 
 @lowering("addmm")
@@ -434,37 +482,41 @@ def _pad(g, x, pad, value=0):
 
 @lowering("einsum")
 def _einsum(g, equation, operands):
+    if "..." in equation and len({len(o.shape) for o in operands}) > 1:
+        g.unsupported("einsum broadcasting '...' over operands of different ranks")
     return g.op("Einsum", *g.promote(*operands), equation=equation.replace(" ", ""))
 
 
 
 @lowering("var", "std")
 def _var(g, x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if isinstance(dim, bool):       # (std(x, False): the unbiased overload, as torch's)
+        dim, unbiased = None, dim
     axes = _axes(dim, len(x.shape))
     c = correction if correction is not None else (0 if unbiased is False else 1)
     n = int(np.prod([x.shape[a] for a in axes]))
-    mean = g.op("ReduceMean", x, axes=axes, keepdims=1)
-    d = g.op("Sub", x, mean)
-    ss = g.op("ReduceSum", g.op("Mul", d, d), g.ints(axes), keepdims=int(keepdim))
+    d = g.op("Sub", x, g.reduce("ReduceMean", x, axes, 1))
+    ss = g.reduce("ReduceSum", g.op("Mul", d, d), axes, keepdim)
     v = g.op("Div", ss, g.scalar(max(n - c, 0), x.dtype))
     return g.op("Sqrt", v) if g.node.target.name == "std" else v
 
 
 @lowering("norm")
 def _norm(g, x, p="fro", dim=None, keepdim=False, dtype=None):
+    axes = _axes(dim, len(x.shape))
+    if p in (math.inf, -math.inf):
+        return g.reduce("ReduceMax" if p > 0 else "ReduceMin", g.op("Abs", x), axes, keepdim)
     if p not in ("fro", 2, 2.0, 1, 1.0):
         g.unsupported(f"norm with p={p!r}")
-    op = "ReduceL1" if p in (1, 1.0) else "ReduceL2"
-    return g.op(op, x, g.ints(_axes(dim, len(x.shape))) if g.opset >= 18 else None,
-                keepdims=int(keepdim)) if g.opset >= 18 else \
-        g.op(op, x, axes=_axes(dim, len(x.shape)), keepdims=int(keepdim))
+    return g.reduce("ReduceL1" if p in (1, 1.0) else "ReduceL2", x, _axes(dim, len(x.shape)),
+                    keepdim)
 
 
 @lowering("rms_norm")
 def _rms_norm(g, x, normalized_shape, weight=None, eps=None):
     axes = list(range(len(x.shape) - len(normalized_shape), len(x.shape)))
     eps = float(np.finfo(g.np(x.dtype)).eps) if eps is None else eps
-    ms = g.op("ReduceMean", g.op("Mul", x, x), axes=axes, keepdims=1)
+    ms = g.reduce("ReduceMean", g.op("Mul", x, x), axes, 1)
     y = g.op("Div", x, g.op("Sqrt", g.op("Add", ms, g.scalar(eps, x.dtype))))
     return y if weight is None else g.op("Mul", y, weight)
 
@@ -526,3 +578,72 @@ def _index(g, x, index):
     if len(index) == 1 and hasattr(index[0], "name") and index[0].dtype.name != "bool":
         return g.op("Gather", x, index[0], axis=0)
     g.unsupported("advanced indexing beyond one integer index tensor")
+
+
+# ---- activations with their own OpDefs (ember/_ops/nn.py) -------------------------------------
+
+@lowering("silu")
+def _silu(g, x):
+    return g.op("Mul", x, g.op("Sigmoid", x))
+
+
+@lowering("mish")
+def _mish(g, x):
+    return g.op("Mul", x, g.op("Tanh", g.op("Softplus", x)))
+
+
+@lowering("leaky_relu")
+def _leaky_relu(g, x, negative_slope=0.01):
+    return g.op("LeakyRelu", x, alpha=float(negative_slope))
+
+
+@lowering("elu")
+def _elu(g, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    neg = g.op("Mul", g.op("Sub", g.op("Exp", g.op("Mul", x, g.scalar(input_scale, x.dtype))),
+                           g.scalar(1, x.dtype)), g.scalar(alpha * scale, x.dtype))
+    pos = g.op("Mul", x, g.scalar(scale, x.dtype))
+    return g.op("Where", g.op("Greater", x, g.scalar(0, x.dtype)), pos, neg)
+
+
+@lowering("celu")
+def _celu(g, x, alpha=1.0):
+    return _elu(g, x, alpha, 1.0, 1.0 / alpha)
+
+
+@lowering("hardtanh")
+def _hardtanh(g, x, min_val=-1.0, max_val=1.0):
+    return g.op("Clip", x, g.scalar(min_val, x.dtype), g.scalar(max_val, x.dtype))
+
+
+@lowering("hardsigmoid")
+def _hardsigmoid(g, x):
+    return g.op("HardSigmoid", x, alpha=1 / 6, beta=0.5)
+
+
+@lowering("hardswish")
+def _hardswish(g, x):
+    return g.op("HardSwish", x)
+
+
+@lowering("softplus")
+def _softplus(g, x, beta=1.0, threshold=20.0):
+    z = g.op("Mul", x, g.scalar(beta, x.dtype))
+    soft = g.op("Div", g.op("Softplus", z), g.scalar(beta, x.dtype))
+    return g.op("Where", g.op("Greater", z, g.scalar(threshold, x.dtype)), x, soft)
+
+
+@lowering("logsigmoid")
+def _logsigmoid(g, x):
+    # min(x, 0) - log1p(exp(-|x|)), as the op computes it (log(sigmoid) underflows)
+    one = g.scalar(1, x.dtype)
+    tail = g.op("Log", g.op("Add", one, g.op("Exp", g.op("Neg", g.op("Abs", x)))))
+    return g.op("Sub", g.op("Min", x, g.scalar(0, x.dtype)), tail)
+
+
+
+@lowering("round")
+def _round(g, x, *, decimals=0):
+    if not decimals:
+        return g.op("Round", x)
+    k = g.scalar(10.0 ** decimals, x.dtype)     # (as the op: round(x * 10^d) / 10^d)
+    return g.op("Div", g.op("Round", g.op("Mul", x, k)), k)

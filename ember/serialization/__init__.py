@@ -22,10 +22,19 @@ The code, by part: ``_save.py`` pickles and writes both formats, ``_unpickler.py
 weights-only allowlist and the unpickler that maps torch's names to ember's rebuild functions,
 ``_load.py`` reads the zip and legacy files, ``_safetensors.py`` the safetensors format.
 """
+from ._api import (LoadEndianness, SourceChangeWarning,  # noqa: F401
+                   check_module_version_greater_or_equal, get_default_load_endianness,
+                   get_default_mmap_options, get_unsafe_globals_in_checkpoint, location_tag,
+                   mkdtemp, set_default_load_endianness, set_default_mmap_options,
+                   validate_cuda_device)
 from ._load import load
 from ._safetensors import load_safetensors, save_safetensors
 from ._save import save
 from ._unpickler import add_safe_globals, clear_safe_globals, get_safe_globals, safe_globals
 
 __all__ = ["save", "load", "add_safe_globals", "clear_safe_globals", "get_safe_globals",
-           "safe_globals", "save_safetensors", "load_safetensors"]
+           "safe_globals", "save_safetensors", "load_safetensors", "SourceChangeWarning",
+           "mkdtemp", "check_module_version_greater_or_equal", "location_tag",
+           "validate_cuda_device", "LoadEndianness", "get_default_load_endianness",
+           "set_default_load_endianness", "get_unsafe_globals_in_checkpoint",
+           "get_default_mmap_options", "set_default_mmap_options"]

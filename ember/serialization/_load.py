@@ -172,6 +172,10 @@ class _ZipLoader(_Loader):
                                "file torch.save or ember.save wrote?")
         self.prefix = pkl[0][:-len("data.pkl")]
         order = self._record("byteorder")
+        if order is None:       # (files from before torch 2.1): the default, else native
+            from ._api import LoadEndianness, get_default_load_endianness
+            default = get_default_load_endianness()
+            order = {LoadEndianness.LITTLE: b"little", LoadEndianness.BIG: b"big"}.get(default)
         self.swap = order is not None and order.decode() != sys.byteorder
         self.mm = None
         if mmap:
@@ -180,8 +184,17 @@ class _ZipLoader(_Loader):
             except (AttributeError, OSError) as e:
                 raise ValueError("f must be a file path or a real file to use mmap=True") from e
             # NOTE: a private (copy-on-write) map, torch's default: writing to a loaded tensor
-            # changes memory, never the file.
-            self.mm = _mmap.mmap(fileno, 0, access=_mmap.ACCESS_COPY)
+            # changes memory, never the file; under set_default_mmap_options(MAP_SHARED)
+            # writes go to the file, through a descriptor opened for writing.
+            from ._api import get_default_mmap_options
+            if get_default_mmap_options() == _mmap.MAP_SHARED:
+                fd = os.open(fh.name, os.O_RDWR)
+                try:
+                    self.mm = _mmap.mmap(fd, 0, access=_mmap.ACCESS_WRITE)
+                finally:
+                    os.close(fd)
+            else:
+                self.mm = _mmap.mmap(fileno, 0, access=_mmap.ACCESS_COPY)
         self.fd = self.pool = None
         if not mmap and map_location is None and hasattr(os, "preadv"):
             with contextlib.suppress(AttributeError, OSError, io.UnsupportedOperation):

@@ -173,6 +173,7 @@ def _torch_names():
     """torch's global names and the ember objects they load as, weights-only or not."""
     ut = _StorageType(None)
     names = {("collections", "OrderedDict"): collections.OrderedDict,
+             ("collections", "Counter"): collections.Counter,
              ("torch", "device"): _device, ("torch", "Size"): Size, ("torch", "Tensor"): Tensor,
              ("torch.storage", "UntypedStorage"): ut, ("torch", "UntypedStorage"): ut,
              ("torch._tensor", "_rebuild_from_type_v2"): _rebuild_from_type_v2,

@@ -52,3 +52,12 @@ def softmax(input, dim, *, dtype=None):
 def log_softmax(input, dim, *, dtype=None):
     """Log-softmax over ``dim`` of the stored entries (see :func:`softmax`)."""
     return _sp.sparse_softmax(input, dim, dtype, log=True)
+
+
+def __getattr__(name):
+    # torch.sparse.FloatTensor & co., the legacy sparse constructors, made on first use
+    from .._tensor_types import SPARSE_TYPES
+    if name in SPARSE_TYPES:
+        globals().update(SPARSE_TYPES)
+        return SPARSE_TYPES[name]
+    raise AttributeError(f"module 'ember.sparse' has no attribute '{name}'")

@@ -5,8 +5,9 @@ from . import data  # noqa: F401
 def swap_tensors(t1, t2):
     """Swap everything two tensors are (data, autograd state, class, attributes) in place, so
     that every reference to ``t1`` now sees ``t2``'s tensor and the other way round, as
-    ``torch.utils.swap_tensors``. A weak reference to either, or different slots, is refused;
-    gradients accumulated by a graph made before the swap raise on backward, as torch's.
+    ``torch.utils.swap_tensors``. Refused, as torch: a weak reference to either, different
+    slots, a tensor a view or a graph holds (torch's ``use_count``); a leaf's gradient
+    accumulator that a graph made before reaches raises on that graph's backward.
 
     Example:
         >>> import ember
@@ -20,7 +21,6 @@ def swap_tensors(t1, t2):
     """
     import weakref
 
-    from ..autograd.graph import _weak
     for name, t in (("t1", t1), ("t2", t2)):
         acc = getattr(t, "_grad_acc", None)     # (a leaf's accumulator refers to it weakly)
         if [r for r in weakref.getweakrefs(t) if acc is None or r is not acc._variable]:
@@ -28,10 +28,12 @@ def swap_tensors(t1, t2):
     slots1, slots2 = _slots(type(t1)), _slots(type(t2))
     if slots1 != slots2:
         raise RuntimeError("Cannot swap t1 and t2 if they have different slots")
+    _check_use_counts(t1, t2)
     for t in (t1, t2):
         acc = getattr(t, "_grad_acc", None)
         if acc is not None:     # a graph made before reaches this accumulator: poison it
             acc.register_prehook(_poisoned)
+            t._grad_acc = t._leaf_edge = None       # (graphs made after get a fresh one)
     t1.__class__, t2.__class__ = t2.__class__, t1.__class__
     t1.__dict__, t2.__dict__ = t2.__dict__, t1.__dict__
     missing = object()
@@ -42,10 +44,35 @@ def swap_tensors(t1, t2):
                 setattr(t, slot, v)
             elif hasattr(t, slot):
                 delattr(t, slot)
-    for t in (t1, t2):          # an accumulator adds into the tensor whose state it is
-        acc = getattr(t, "_grad_acc", None)
-        if acc is not None:
-            acc._variable = _weak(t)
+
+
+def _check_use_counts(t1, t2):
+    """torch's rule on the references its tensor implementation has besides the tensor: none,
+    or a leaf's gradient accumulator alone. Here they are counted as views whose base is the
+    tensor and graph nodes that saved it, found in one scan of the garbage collector's objects
+    (~10 ms with 45k objects alive: swapping is rare)."""
+    import gc
+
+    from .._tensor import Tensor
+    from ..autograd.graph import Node
+    uses = {id(t): getattr(t, "_grad_acc", None) is not None for t in (t1, t2)}
+    for r in gc.get_referrers(t1, t2):
+        if isinstance(r, Tensor) and id(r._base) in uses:
+            uses[id(r._base)] += 1
+        elif type(r) is tuple and len(r) == 2 and id(r[0]) in uses and type(r[1]) is int:
+            # (t, version): a saved tensor's entry in its node's ``versions`` list
+            uses[id(r[0])] += any(type(v) is list and any(
+                isinstance(o, Node) and o.versions is v for o in gc.get_referrers(v))
+                for v in gc.get_referrers(r))
+    for name, t in (("t1", t1), ("t2", t2)):
+        n = uses[id(t)]
+        if n == 1 and t.is_leaf and not t.requires_grad:
+            raise RuntimeError("It is not possible to get the gradient edge for a Tensor that "
+                               "does not require gradients")
+        if n > 1 or n == 1 and (not t.is_leaf or t._grad_acc is None):
+            raise RuntimeError(f"Expected use_count of {name} to be 1 or 2 with an "
+                               f"AccumulateGrad node but got {n + 1} make sure you are not "
+                               "holding references to the tensor in other places.")
 
 
 def _slots(cls):
@@ -68,7 +95,7 @@ def _poisoned(grad_outputs):
 def __getattr__(name):
     # checkpoint loads amp and autograd.Function, benchmark timeit, tensorboard the tensorboard
     # package and protobuf: only on first use
-    if name in ("checkpoint", "benchmark", "tensorboard", "dlpack"):
+    if name in ("checkpoint", "benchmark", "tensorboard", "dlpack", "hooks"):
         import importlib
         mod = importlib.import_module(f".{name}", __name__)
         globals()[name] = mod

@@ -331,8 +331,8 @@ static _Thread_local PyObject *quiet_context;
 /* ufunc f called under numpy.errstate(all="ignore"), as ember's Python forwards run under a
  * warnings filter (NOTE: torch computes log(0), 0/0 silently; NumPy warns, and a warning from
  * a ufunc called from C names the user's line, where no filter for ember's modules catches
- * it). The call runs in a context of its own, entered and left: ~400 instructions, against
- * ~1,400 for setting and resetting the variable (numpy.errstate's way) in the caller's. A
+ * it). The call runs in a context of its own, entered and left, which is cheaper than
+ * setting and resetting the variable (numpy.errstate's way) in the caller's. A
  * ufunc on float arrays reads no other context variable and calls no Python code, so
  * nothing else sees that context. New ref or NULL */
 static PyObject *call_ufunc(PyObject *f, PyObject *const *args, size_t n, PyObject *kwnames)
@@ -818,7 +818,7 @@ static PyObject *init(PyObject *self, PyObject *cfg)
 }
 
 /* data_ptr(a): an ndarray's data address as an int (None for None), for the ctypes kernel
- * wrappers: a.ctypes.data builds a ctypes helper object each call (~1 us). numpy's array
+ * wrappers: a.ctypes.data builds a ctypes helper object each call. numpy's array
  * struct (PyArrayObject_fields, public ABI in numpy 1 and 2) starts with the data pointer
  * right after the object header; anything not an ndarray takes the .ctypes path. */
 static PyObject *data_ptr(PyObject *self, PyObject *a)

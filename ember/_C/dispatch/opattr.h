@@ -1,7 +1,7 @@
 /* An OpDef's attributes as the fast path reads them (included by _dispatch.c).
  *
- * Each op call read ~10 of them (fwd, view, differentiable, vjp_fn, save...), each a dict
- * lookup through ATTR (~120 instructions): 3k instructions per op of a forward + backward.
+ * Each op call reads about ten of them (fwd, view, differentiable, vjp_fn, save...), each a
+ * dict lookup through ATTR: a large share of an op's forward and backward.
  * They are cached here per OpDef, with the version tag of its __dict__ (and its type's), which
  * CPython changes on every write: an attribute set later (``opdef.fwd = ...``) is seen at
  * once. Where there is no such tag to rely on (Python 3.13+), every read is ATTR's. */
@@ -100,7 +100,7 @@ static int op_is_none(PyObject *opdef, int i)
 
 /* bool(o.name) for the grad-mode and anomaly states (instances whose flags may sit on their
  * class as defaults), cached against the version tags of o's __dict__ and its type as OP()
- * is: ~150 instructions of two dict lookups per read, read once or twice per op */
+ * is: two dict lookups per read saved, read once or twice per op */
 typedef struct {
     uint64_t version;
     unsigned int type_tag;

@@ -83,8 +83,8 @@ static PyObject *edge(PyObject *t)
     if (rg <= 0)
         return rg < 0 ? NULL : Py_NewRef(no_edge);
     acc = TF(t, grad_acc, Py_None);         /* a leaf: its accumulator, made on first use */
-    /* the edge made for it last time, while the accumulator is the same (an edge tuple per
-     * leaf per op cost ~150 instructions with its deallocation) */
+    /* the edge made for it last time, while the accumulator is the same (not an edge tuple
+     * made and freed per leaf per op) */
     PyObject *e = TB(t)->leaf_edge;
     if (acc != Py_None && e != NULL && PyTuple_CheckExact(e) && PyTuple_GET_SIZE(e) == 2 &&
         PyTuple_GET_ITEM(e, 0) == acc)

@@ -3,8 +3,8 @@
  *
  * A Tensor's autograd and storage state (_data, dtype, device, grad_fn, _requires_grad, ...)
  * used to live in its instance dict, with class-level defaults on Tensor: every read of a
- * default went through the type's MRO and every write grew the dict (~5k instructions per
- * recorded op). Here they are fixed slots: C reads and writes them by offset, and Python's
+ * default went through the type's MRO and every write grew the dict, on every
+ * recorded op. Here they are fixed slots: C reads and writes them by offset, and Python's
  * specialised LOAD_ATTR_SLOT / STORE_ATTR_SLOT reach them in a few instructions.
  * Tensor (a Python subclass) keeps a __dict__ and __weakref__ for anything else.
  *
@@ -123,7 +123,7 @@ static PyObject *tensor_init_subclass(PyObject *cls, PyObject *args, PyObject *k
 
 /* ---- Size: a shape, a tuple whose slices are Sizes ---------------------------------------
  * ember.Size subclasses SizeBase for its indexing: ``x.shape[0]`` was a Python frame
- * (Size.__getitem__) on top of the tuple's, 2.3x torch's instructions. */
+ * (Size.__getitem__) on top of the tuple's. */
 static PyTypeObject *t_size;    /* ember.Size (tensor_defaults) */
 static PyObject *s_shape;       /* "shape" (also record.h's) */
 

@@ -48,13 +48,12 @@ def library_path():
 def _load():
     import ctypes          # here, not at import: ``import ember`` stays cheap
     path = library_path()
-    # libgomp's idle threads spin (~300k rounds) after every parallel region, and NumPy's
+    # libgomp's idle threads spin for a long while after every parallel region, and NumPy's
     # OpenBLAS has its own thread pool: with as many threads as cores, long spinning starves
-    # BLAS's threads (causal attention at seq 4096, 2 threads on 2 cores: 620 ms, 29 ms with
-    # idle threads asleep at once), while no spinning makes every region pay a futex wake-up
-    # (a GELU on 1024x512 at 2 threads: 0.46 ms against 0.29 on one). A short spin keeps a
-    # thread warm between back-to-back kernels. libgomp reads this when it loads, so it is set
-    # here, unless the user chose a wait policy.
+    # BLAS's threads (causal attention at long sequences slows many times over), while no
+    # spinning makes every region pay a futex wake-up (a small GELU at 2 threads loses to one).
+    # A short spin keeps a thread warm between back-to-back kernels. libgomp reads this when
+    # it loads, so it is set here, unless the user chose a wait policy.
     if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
         os.environ["GOMP_SPINCOUNT"] = "3000"
     try:
@@ -144,7 +143,7 @@ _CAST = {(_F16, _F32): "f16_widen", (_F32, _F16): "f16_narrow"}
 
 def astype(a, dtype):
     """``a.astype(dtype)``; float16 <-> float32 of a large contiguous array through F16C
-    (half.h), which NumPy's element-by-element conversion is ~20x slower than."""
+    (half.h), which NumPy's element-by-element conversion is many times slower than."""
     global _lib
     name = _CAST.get((a.dtype, dtype))
     if name is None or type(a) is not np.ndarray or a.size < 2048 or _off or \
@@ -158,7 +157,7 @@ def astype(a, dtype):
     return a.astype(dtype)
 
 
-# elements below which NumPy's single pass beats a kernel call (ctypes: ~3 us)
+# elements below which NumPy's single pass beats a kernel call (ctypes' call overhead)
 _MIN_ROWS_KERNEL = 1 << 15
 
 
@@ -191,7 +190,7 @@ def sum_rows(a):
 
 
 _WORDS = {4: np.dtype(np.float32), 8: np.dtype(np.float64)}
-# elements below which NumPy's boolean indexing is as quick (two ctypes calls cost ~5 us)
+# elements below which NumPy's boolean indexing is as quick as two ctypes calls
 _MIN_SELECT = 1 << 14
 
 
@@ -298,7 +297,7 @@ def num_threads():
     return _config._state["threads"] or _config.get_num_threads()
 
 
-_config = None      # ember._config once a kernel asked (an import statement per call: ~1 us)
+_config = None      # ember._config once a kernel asked (not an import statement per call)
 
 
 def with_one_blas_thread(fn, *args):

@@ -120,9 +120,9 @@ TC static void S(attn_small_dscores)(T *s, T *dp, int64_t ld, const T *lse, cons
 }
 
 /* t (cols x rows, row stride ldt) <- a^T for a (rows x cols, row stride lda).
- * NOTE: OpenBLAS's small-matrix GEMM runs q k^T (B transposed) at ~40% of the speed of the
- * untransposed product at these sizes (2.1 vs 0.8 us for 32x64x32); transposing k and v into
- * a thread's buffer costs 1/32 of the GEMMs that read them. */
+ * NOTE: OpenBLAS's small-matrix GEMM runs q k^T (B transposed) at a fraction of the speed of
+ * the untransposed product at these sizes; transposing k and v into a thread's buffer costs
+ * little beside the GEMMs that read them. */
 TC static void S(attn_transpose)(const T *a, int64_t lda, int64_t rows, int64_t cols, T *t,
                                  int64_t ldt) {
     for (int64_t c = 0; c < cols; c++)      /* contiguous writes, gathered reads */
@@ -263,8 +263,8 @@ EXPORT int S(attn_small_bwd)(T *const *base, const int64_t *off, const int64_t *
                 T *dk = base[ADK] + off[ADK * nq + g], *dvh = base[ADV] + off[ADV * nq + g];
                 /* key rows of dk, dv written so far: the query blocks run last first, so the
                  * first one that sees any key sees the most (causal) and its products start
-                 * dk, dv with beta = 0; the rest add. Zeroing them first cost ~1% of a GPT
-                 * step (memsets of one strided row each). */
+                 * dk, dv with beta = 0; the rest add (zeroing them first would be a memset
+                 * of one strided row each). */
                 int64_t done = 0;
                 S(attn_transpose)(k, ld[AK], nk, d, kt, nk);
                 S(attn_transpose)(v, ld[AV], nk, dv, vt, nk);

@@ -37,8 +37,8 @@ TC static int S(gather_rows)(const T *x, const int64_t *idx, T *out, int64_t r0,
             int64_t o = r / k, end = (o + 1) * k < r1 ? (o + 1) * k : r1;
             const T *xo = x + o * n;
             /* the next row's lines fetched while this one is read: its reads land in random
-             * order, which no hardware prefetcher follows (1.3x faster at (1024, 1024) on a
-             * Zen 3; a prefetch past the end of x is a no-op, it never faults) */
+             * order, which no hardware prefetcher follows (a prefetch past the end of x is a
+             * no-op, it never faults) */
             int far = n > 16384;
             if (!far)
                 for (int64_t p = 0; p < n; p += 64 / (int64_t)sizeof(T))
@@ -100,8 +100,8 @@ static inline T S(combine)(T d, T v, int mode) {
 /* One outer slice. Along the last dim (inner 1) of a fresh output each index is checked as
  * it is followed (a bad one stops the slice: the caller drops the output), and the
  * destination SC_AHEAD indices on is prefetched when the slice outgrows the L2: its random
- * read-modify-writes defeat the hardware prefetcher (1M random adds into 1M floats: 4.4 ->
- * 2.8 ms on a Zen 3). In place (first), or along another dim, the slice's indices are all
+ * read-modify-writes defeat the hardware prefetcher. In place (first), or along another
+ * dim, the slice's indices are all
  * checked before anything is written (then they are in cache for the writes). */
 #define SC_AHEAD 16
 #define SC_LOOP(FAR, WRITE)                                                                    \
@@ -153,7 +153,7 @@ EXPORT int S(scatter)(T *out, const int64_t *idx, const T *src, const T *init, i
     int bad = 0;
     nt = threads_for(outer * (init != out ? n : k) * inner, nt);
     /* NOTE: one thread per outer slice at most: a long 1-D scatter split over two threads by
-     * destination (each walking every index) ran 1.5-2x slower than one thread here */
+     * destination has each thread walk every index, and loses to one thread */
     nt = outer < nt ? (int)outer : nt;
 #pragma omp parallel for num_threads(nt) schedule(static) reduction(| : bad)
     for (int64_t o = 0; o < outer; o++) {
@@ -170,9 +170,9 @@ EXPORT int S(scatter)(T *out, const int64_t *idx, const T *src, const T *init, i
 
 /* out[idx[i], :] += src[i, :] for i < k, in i order: rows of `inner` contiguous elements, an
  * embedding's (or index_add's) gradient. Each element's sum runs in i order, as np.add.at's
- * does, so the results are NumPy's bit for bit. One thread: the adds are bound by memory, and
- * two threads splitting the columns measured slower at every size here (a (32768, 512)
- * gradient: 9.7 ms against 6.9). Returns 1, nothing written, for an index outside [0, n). */
+ * does, so the results are NumPy's bit for bit. One thread: the adds are bound by memory,
+ * and two threads splitting the columns only contend for it. Returns 1, nothing written, for
+ * an index outside [0, n). */
 EXPORT int S(add_rows)(T *out, const int64_t *idx, const T *src, int64_t k, int64_t n,
                        int64_t inner) {
     if (k > 0 && S(index_max)(idx, k) >= (uint64_t)n)

@@ -1,6 +1,6 @@
 /* float16 <-> float32 conversion with the CPU's F16C instructions. NumPy converts float16 one
- * element at a time (~1.3 ns up, ~2.7 ns down per element here), so a float16 op computed in
- * float32 as torch does (dispatch's opmath) paid 16x its NumPy float16 time in the casts.
+ * element at a time, so a float16 op computed in float32 as torch does (dispatch's opmath)
+ * paid many times its NumPy float16 time in the casts.
  * Both round to nearest even, as NumPy's astype does. Each returns -1 on a CPU without F16C:
  * the caller then uses astype. Included once (not per T): the types are fixed. */
 #if defined(__x86_64__) && defined(__GNUC__)

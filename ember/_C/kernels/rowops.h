@@ -7,12 +7,10 @@
  * -ffast-math; everything else is plain loops the auto-vectoriser handles.
  */
 
-/* Threads for a row kernel of `work` units (~0.45 ns each at one thread: a layer_norm
- * forward's element; the weights below are measured costs per element relative to it). A
- * second thread that sleeps costs ~40-70 us to wake on these VMs (a futex and an idle vCPU),
- * measured between the calls of a training step: a (1024, 128) layer_norm forward took 100 us
- * per call at 1 thread and 144 at 2. Below ROWS_SPLIT_MIN units (~120 us) the split cannot
- * repay that, so the rows stay on the calling thread. */
+/* Threads for a row kernel of `work` units (a unit: a layer_norm forward's element; the
+ * weights below are costs per element relative to it). A second thread that sleeps between
+ * the calls of a training step costs a futex wake-up of an idle vCPU, which a short kernel
+ * cannot repay: below ROWS_SPLIT_MIN units the rows stay on the calling thread. */
 #ifndef ROWS_SPLIT_MIN
 #define ROWS_SPLIT_MIN (1 << 18)
 static int rows_threads(int64_t work, int nt) {
@@ -167,8 +165,8 @@ EXPORT void S(gelu)(const T *x, const T *g, T *out, int64_t n, int tanh_mode, in
 /* Row statistics keep NORM_LANES partial sums per reduction (two vectors of doubles): with one
  * accumulator the loop-carried add (3-4 cycles a vector) bound the pass, and `omp simd
  * reduction` adds its lanes at the end one by one through memory. The partial sums are added
- * as a tree, in a fixed order. (1024, 128) layer_norm forward: 93 -> 83 us; (1024, 100): 73 ->
- * 57 us. (16 float lanes in the backward's reduction loop measured no faster.) */
+ * as a tree, in a fixed order. (16 float lanes in the backward's reduction loop gain
+ * nothing.) */
 #define NORM_LANES 8
 
 static inline double S(sum_lanes)(double *p) {
@@ -181,7 +179,7 @@ static inline void S(row_stats)(const T *xr, int64_t n, T eps, int rms, T *mean,
     if (sizeof(T) == 4) {
         /* float32: one pass (the row's first read, from memory) summing x - x[0] and its
          * squares in double: the shift keeps the variance from cancelling, the doubles keep
-         * float32 rounding out of the sums; the two-pass loop's second read cost ~10% */
+         * float32 rounding out of the sums, and no second read of the row */
         double k = rms ? 0.0 : (double)xr[0], s1 = 0.0, s2 = 0.0, p1[NORM_LANES] = {0},
                p2[NORM_LANES] = {0};
         int64_t j = 0;

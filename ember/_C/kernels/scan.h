@@ -3,7 +3,7 @@
  *
  * NOTE: the running value is a double for float32 too, as torch's CPU scan accumulates in
  * acc_type (double): NumPy's float32 cumsum drifts from torch's by ~sqrt(n) ulp over 1M
- * elements, and its loop is 3x slower than this one. `reverse` runs from the end (the
+ * elements, and its loop is slower than this one. `reverse` runs from the end (the
  * backward of cumsum is a reversed cumsum), with no flipped copies.
  */
 
@@ -24,8 +24,7 @@ TC static void S(scan_block)(const T *x, T *y, int64_t n, int64_t inner, int64_t
 
 /* A running sum of x[0..n) (backwards with reverse) from acc, in blocks of 8: each block's
  * own running sums do not depend on the blocks before, so the CPU overlaps them, and the
- * carry costs one dependent add per block instead of one per element (2-3x faster than the
- * plain loop). For float32 only: the regrouped double sums round to the same float32 as the
+ * carry costs one dependent add per block instead of one per element. For float32 only: the regrouped double sums round to the same float32 as the
  * sequential ones but for ties ~2^-29 apart. Returns the total. */
 TC static double S(sum_run)(const T *x, T *y, int64_t n, int reverse, double acc) {
     int64_t s = 0;
@@ -125,7 +124,7 @@ EXPORT void S(scan)(const T *x, T *y, int64_t outer, int64_t n, int64_t inner, i
                     int reverse, int nt) {
     int64_t per = (inner + SCAN_W - 1) / SCAN_W, blocks = outer * per;
     nt = threads_for(outer * n * inner, nt);
-    /* a thread woken for less than ~100 us of scanning costs more than it saves */
+    /* a thread woken for a short scan costs more than it saves */
     if (sizeof(T) == 4 && !prod && outer == 1 && inner == 1 && nt > 1 && nt <= 64 &&
         n >= (1 << 18)) {
         S(sum_row_threaded)(x, y, n, reverse, nt);

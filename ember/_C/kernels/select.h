@@ -1,6 +1,5 @@
 /* x[mask] for a mask of x's shape, both contiguous: the selected elements in order. NumPy's
- * boolean indexing branches on every element (a random mask mispredicts half of them, ~6 ns
- * each); here each element is stored unconditionally and the output position advances by the
+ * boolean indexing branches on every element (a random mask mispredicts half of them); here each element is stored unconditionally and the output position advances by the
  * mask byte (0 or 1), and the elements are split over threads: mask_count gives each chunk's
  * first output position, then the copy fills the chunks independently. Elements are moved as
  * 4- or 8-byte words, so any dtype of that size is copied bit for bit. */

@@ -4,10 +4,10 @@
  * 16 floats (AVX-512: a 12 x 32 micro-tile, B blocks of 256 x 512) and 8 (AVX2: 6 x 16, and
  * blocks of 256 x 1024), the widest this CPU runs picked per call.
  *
- * NumPy's OpenBLAS reaches ~75-80% of a core's peak on the 1-100 MFLOP products of a training
- * step, torch's MKL ~90%. OpenBLAS's losses there are per-call work, not its inner loop: it
- * packs both operands, and for beta = 0 it first zeroes C, a full extra pass over the output
- * (the attention's (256, 64) @ (64, 256) writes 4x more C than it reads A and B). Its thread
+ * NumPy's OpenBLAS stays further below a core's peak than torch's MKL on the 1-100 MFLOP
+ * products of a training step. OpenBLAS's losses there are per-call work, not its inner loop:
+ * it packs both operands, and for beta = 0 it first zeroes C, a full extra pass over the
+ * output (the attention's (256, 64) @ (64, 256) writes more C than it reads A and B). Its thread
  * pool is another pool beside OpenMP's, whose idle workers spin. Here:
  *
  * - B is packed a KC x NC block at a time into panels of NR = 2 W columns (a panel is KC NR
@@ -16,7 +16,7 @@
  * - A, in one of two orders (SG_PACKS_A says which):
  *   - packed (AVX2's 2-D products): MC rows at a time into micro-panels of MR floats per step
  *     (in L2; 6 rows by register transposes), then each panel, in L1, meets every micro-panel:
- *     the micro-tile reads one A stream and one B stream (at two threads 5-20% faster than the
+ *     the micro-tile reads one A stream and one B stream (at two threads quicker than the
  *     order below on a training step's products);
  *   - read in place (AVX-512; AVX2's stacks of narrow products, where packing A is paid for
  *     with few panels): an MR row micro-tile is MR streams broadcast against the panel's two
@@ -128,11 +128,11 @@ SG_TARGET static void pack6_avx2(int64_t kb, const float *a, int64_t ras, float 
 #define SG_MR 6
 #define SG_NC 1024          /* (B's block passes through L2 a panel at a time, so it may exceed it:
                              * 1024 wide, A is packed once per KC block of a 1024-wide product, not
-                             * four times: 1024^3 and (2048, 256) @ (256, 1024) 7-11% faster) */
+                             * four times) */
 #define SG_MC (16 * SG_MR)
 #define SG_PACK6 pack6_avx2
-/* packed A (on two threads, 5-20% faster on a step's 2-D products), except for a stack of
- * narrow products (n < 128: 8-16% slower, the packing paid for few panels) */
+/* packed A (quicker on two threads on a step's 2-D products), except for a stack of narrow
+ * products (n < 128: the packing would be paid for few panels) */
 #define SG_PACKS_A(batch, width) ((batch) == 1 || (width) >= 8 * SG_NR)
 #include "sgemm_tiles.h"      /* (which undefines these and SG_TARGET) */
 #undef SG_INLINE

@@ -180,8 +180,8 @@ SG_TARGET static void SG(pack_a)(int64_t rows, int64_t kb, const float *a, int64
 
 /* the micro-tile on a packed A: MR floats per step from one stream (L2), the panel's two
  * vectors from L1. SG(tile)(kb, a, 1, MR, ..., MR, NULL) computes the same, but its k loop is
- * not unrolled: this one's 4x unroll measured 4-8% faster at one thread (AVX2), and tile keeps
- * the shape the AVX-512 copy was measured with */
+ * not unrolled: this one's 4x unroll pays at one thread (AVX2), and tile keeps the shape the
+ * AVX-512 copy was tuned with */
 SG_INLINE void SG(tile_packed)(int64_t kb, const float *a, const float *bp, SG(vec) *c0,
                               SG(vec) *c1) {
 #pragma GCC unroll 12
@@ -223,7 +223,7 @@ SG_TARGET static void SG(panels)(int64_t rows, int64_t kb, int64_t nb, const flo
 /* c (m x nb, row stride ldc) = a @ b (+ c when acc) for B's columns [0, nb), nb <= NC: for
  * each KC block of k, B is packed once, then either (pack_a) A is packed MC rows at a time (L2)
  * and each panel (L1) meets its micro-panels, or each MR-row tile of A read in place (L1) meets
- * every panel (L2). (A panel in L1 against A's tiles read in place measured slower.)
+ * every panel (L2). (A panel in L1 against A's tiles read in place loses to both.)
  * bp: KC x NC floats, 64-byte aligned; ap: (MC + MR) x KC floats and 2 more */
 SG_TARGET static void SG(gemm_cols)(int64_t m, int64_t nb, int64_t k, const float *a,
                                    int64_t ras, int64_t cas, const float *b, int64_t rbs,
@@ -281,8 +281,8 @@ SG_TARGET static int SG(gemm)(int64_t batch, int64_t m, int64_t n, int64_t k, co
     /* a 2-D product (or a batch smaller than the threads) splits its columns: blocks of
      * whole panels, at most NC wide, at least as many as the threads; or, a 2-D product with
      * A packed and 4x as many rows as columns, its rows: each thread then packs its rows of A
-     * and all of B, not all of A and its columns of B (at two threads a step's (1024, k) @
-     * (k, 128) products ran 13-22% faster; 256^3 and 512^3 1-3% slower, so not those) */
+     * and all of B, not all of A and its columns of B (a gain on a step's tall products,
+     * a loss on square ones, so only those) */
     int64_t per = (n + SG_NC - 1) / SG_NC, rper = 1;
     if (batch * per < nt && batch == 1 && m >= 4 * n && SG_PACKS_A(batch, n)) {
         int64_t tiles = (m + SG_MR - 1) / SG_MR;

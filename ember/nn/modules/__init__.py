@@ -5,21 +5,24 @@ from .batchnorm import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm,  # noq
                         InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm)
 from .conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,  # noqa: F401
                    ConvTranspose3d, LazyConv1d, LazyConv2d, LazyConv3d)
-from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential  # noqa
+from .container import (Container, ModuleDict, ModuleList, ParameterDict,  # noqa: F401
+                        ParameterList, Sequential)
 from .distance import CosineSimilarity, PairwiseDistance  # noqa: F401
-from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d  # noqa: F401
+from .dropout import (AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d,  # noqa: F401
+                      FeatureAlphaDropout)
 from .linear import Bilinear, Flatten, Identity, LazyLinear, Linear, Unflatten  # noqa: F401
 from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss,  # noqa
                    CTCLoss, GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss,
                    MarginRankingLoss, MSELoss, MultiLabelMarginLoss, MultiLabelSoftMarginLoss,
-                   MultiMarginLoss, NLLLoss, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss,
-                   TripletMarginLoss, TripletMarginWithDistanceLoss)
+                   MultiMarginLoss, NLLLoss, NLLLoss2d, PoissonNLLLoss, SmoothL1Loss,
+                   SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss)
 from .module import Module  # noqa: F401
 from .normalization import LayerNorm, RMSNorm  # noqa: F401
 from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d,  # noqa: F401
                       AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d,
-                      AvgPool2d, AvgPool3d, CircularPad1d, CircularPad2d, CircularPad3d,
-                      ConstantPad1d, ConstantPad2d, ConstantPad3d, Fold, LPPool1d, LPPool2d,
+                      AvgPool2d, AvgPool3d, ChannelShuffle, CircularPad1d, CircularPad2d,
+                      CircularPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, Fold,
+                      FractionalMaxPool2d, FractionalMaxPool3d, LPPool1d, LPPool2d,
                       LPPool3d, MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool1d, MaxUnpool2d,
                       MaxUnpool3d, PixelShuffle, PixelUnshuffle, ReflectionPad1d,
                       ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d,

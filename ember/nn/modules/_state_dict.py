@@ -2,11 +2,10 @@
 ``Module``), with torch's keys, metadata and errors; and the handle every module hook returns."""
 import functools
 import itertools
-import weakref
 from collections import OrderedDict, namedtuple
 
+from ..._hooks import RemovableHandle
 from ..._tensor import Tensor
-from ...autograd.graph import _Handle
 from ..parameter import Parameter
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -15,21 +14,12 @@ _IncompatibleKeys.__repr__ = lambda self: ("<All keys matched successfully>" if 
                                            f"_IncompatibleKeys(missing_keys={self.missing_keys}, "
                                            f"unexpected_keys={self.unexpected_keys})")
 
-_hook_ids = itertools.count()
 
-
-class _HookHandle(_Handle):
-    """Removable handle for hooks kept in an ordered dict by id."""
+class _HookHandle(RemovableHandle):
+    """The handle of hooks kept in an ordered dict by id (torch.utils.hooks.RemovableHandle)."""
 
     def __init__(self, hooks, extra=()):
-        self.id = next(_hook_ids)
-        self._dicts = [weakref.ref(hooks)] + [weakref.ref(d) for d in extra]
-
-    def remove(self):
-        for r in self._dicts:
-            d = r()
-            if d is not None:
-                d.pop(self.id, None)
+        super().__init__(hooks, extra_dict=list(extra))
 
 
 class StateDictMixin:

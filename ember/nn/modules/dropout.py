@@ -39,3 +39,10 @@ class Dropout3d(_DropoutNd):
 class AlphaDropout(_DropoutNd):
     def forward(self, input):
         return F.alpha_dropout(input, self.p, self.training)
+
+
+class FeatureAlphaDropout(_DropoutNd):
+    """Alpha dropout of whole channels: a dropped channel takes SELU's saturation value."""
+
+    def forward(self, input):
+        return F.feature_alpha_dropout(input, self.p, self.training)

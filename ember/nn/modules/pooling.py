@@ -411,6 +411,69 @@ class PixelUnshuffle(Module):
         return f"downscale_factor={self.downscale_factor}"
 
 
+class ChannelShuffle(Module):
+    """Interleaves the channels of ``groups`` groups (see ``nn.functional.channel_shuffle``).
+
+    Example:
+        >>> import ember
+        >>> ember.nn.ChannelShuffle(2)(ember.arange(4.0).reshape(1, 4, 1)).flatten()
+        tensor([0., 2., 1., 3.])
+    """
+
+    def __init__(self, groups):
+        super().__init__()
+        self.groups = groups
+
+    def forward(self, input):
+        return F.channel_shuffle(input, self.groups)
+
+    def extra_repr(self):
+        return f"groups={self.groups}"
+
+
+class _FractionalMaxPoolNd(Module):
+    nd = 2
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                 _random_samples=None):
+        super().__init__()
+        name = type(self).__name__
+        self.kernel_size, self.return_indices = _ntuple(kernel_size, self.nd), return_indices
+        self.register_buffer("_random_samples", _random_samples)
+        self.output_size = _ntuple(output_size, self.nd) if output_size is not None else None
+        # (ratios are floats: torch's _pair repeats a number, keeps a tuple)
+        self.output_ratio = None if output_ratio is None else tuple(output_ratio) if \
+            isinstance(output_ratio, (tuple, list)) else (output_ratio,) * self.nd
+        if output_size is None and output_ratio is None:
+            raise ValueError(f"{name} requires specifying either an output size, or a pooling "
+                             "ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        if self.output_ratio is not None and not all(0 < r < 1 for r in self.output_ratio):
+            raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+
+    def forward(self, input):
+        fn = F.fractional_max_pool2d if self.nd == 2 else F.fractional_max_pool3d
+        return fn(input, self.kernel_size, self.output_size, self.output_ratio,
+                  self.return_indices, _random_samples=self._random_samples)
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    """Max pooling over pseudo-random windows to ``output_size`` or ``output_ratio`` of the
+    input (Graham, 2014); ``_random_samples`` fixes the windows.
+
+    Example:
+        >>> import ember
+        >>> ember.nn.FractionalMaxPool2d(2, output_size=3)(ember.ones(1, 1, 6, 6)).shape
+        torch.Size([1, 1, 3, 3])
+    """
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
+    """The 3-D :class:`FractionalMaxPool2d`."""
+    nd = 3
+
+
 class Unfold(Module):
     """Sliding blocks of (N, C, H, W) as columns (N, C * kH * kW, L); see nn.functional.unfold.
 

@@ -196,12 +196,15 @@ class SummaryWriter:
         self._add(S.text(tag, text_string), global_step, walltime)
 
     def add_graph(self, model, input_to_model=None, verbose=False, use_strict_trace=True):
-        """Not yet: torch records the model traced by ``torch.jit.trace``; ember has no
-        graph IR to trace into yet, so this raises ``NotImplementedError``."""
-        raise NotImplementedError(
-            f"add_graph: ember cannot trace {type(model).__name__} yet (torch logs the graph "
-            "torch.jit.trace records, and ember has no graph IR); log scalars, histograms and "
-            "text meanwhile")
+        """Logs the graph of ``model`` run on ``input_to_model`` (a tensor or a tuple), traced
+        by ``ember.jit.trace`` in eval mode, for TensorBoard's GRAPHS tab."""
+        from tensorboard.compat.proto.event_pb2 import TaggedRunMetadata
+        from ._graph import graph
+        graph_def, stats = graph(model, input_to_model, verbose, use_strict_trace)
+        fw = self._get_file_writer()
+        fw.add_event(Event(graph_def=graph_def.SerializeToString()))
+        fw.add_event(Event(tagged_run_metadata=TaggedRunMetadata(
+            tag="step1", run_metadata=stats.SerializeToString())))
 
     def add_hparams(self, hparam_dict, metric_dict, hparam_domain_discrete=None, run_name=None,
                     global_step=None):
