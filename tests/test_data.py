@@ -794,7 +794,7 @@ def test_distributed_sampler_matches_torch(n, replicas, drop):
     with pytest.raises(ValueError, match=r"Invalid rank 3, rank should be in the interval "
                                          r"\[0, 2\]"):
         DistributedSampler(range(n), 3, 3)
-    with pytest.raises(RuntimeError, match="Requires distributed package"):
+    with pytest.raises(ValueError, match="Default process group has not been initialized"):
         DistributedSampler(range(n))
 
 

@@ -647,3 +647,60 @@ def _round(g, x, *, decimals=0):
         return g.op("Round", x)
     k = g.scalar(10.0 ** decimals, x.dtype)     # (as the op: round(x * 10^d) / 10^d)
     return g.op("Div", g.op("Round", g.op("Mul", x, k)), k)
+
+
+# ---- ops that are one OpDef in ember and one aten op in torch (so their node is torch's) ------
+
+@lowering("hardshrink")
+def _hardshrink(g, x, lambd=0.5):
+    keep = g.op("Greater", g.op("Abs", x), g.scalar(lambd, x.dtype))
+    return g.op("Where", keep, x, g.scalar(0, x.dtype))
+
+
+@lowering("softshrink")
+def _softshrink(g, x, lambd=0.5):
+    lo, hi, zero = g.scalar(-lambd, x.dtype), g.scalar(lambd, x.dtype), g.scalar(0, x.dtype)
+    inner = g.op("Where", g.op("Less", x, lo), g.op("Add", x, hi), zero)
+    return g.op("Where", g.op("Greater", x, hi), g.op("Sub", x, hi), inner)
+
+
+@lowering("threshold")
+def _threshold(g, x, threshold, value):
+    return g.op("Where", g.op("Greater", x, g.scalar(threshold, x.dtype)), x,
+                g.scalar(value, x.dtype))
+
+
+def _per_channel(g, v, rank):
+    """A (C,) value shaped (1, C, 1, ...) to broadcast over an (N, C, *) input."""
+    return g.op("Reshape", v, g.const(np.array([1, -1] + [1] * (rank - 2), np.int64)))
+
+
+def _affine(g, y, weight, bias, rank):
+    y = y if weight is None else g.op("Mul", y, _per_channel(g, weight, rank))
+    return y if bias is None else g.op("Add", y, _per_channel(g, bias, rank))
+
+
+@lowering("native_batch_norm")
+def _native_batch_norm(g, x, weight, bias, running_mean, running_var, training, eps):
+    rank, dt = len(x.shape), g.np(x.dtype)
+    if not training and running_mean is not None:
+        c = x.shape[1]
+        w = weight if weight is not None else g.const(np.ones(c, dt))
+        b = bias if bias is not None else g.const(np.zeros(c, dt))
+        y = g.op("BatchNormalization", x, w, b, running_mean, running_var, epsilon=eps)
+        return y, running_mean.name, running_var.name
+    axes = [0] + list(range(2, rank))        # batch statistics, as the op's training forward
+    mean = g.reduce("ReduceMean", x, axes, 0)
+    d = g.op("Sub", x, _per_channel(g, mean, rank))
+    var = g.reduce("ReduceMean", g.op("Mul", d, d), axes, 0)
+    std = g.op("Sqrt", g.op("Add", _per_channel(g, var, rank), g.scalar(eps, x.dtype)))
+    return _affine(g, g.op("Div", d, std), weight, bias, rank), mean, var
+
+
+@lowering("native_group_norm")
+def _native_group_norm(g, x, weight, bias, group, eps):
+    grouped = g.op("Reshape", x, g.const(np.array([0, group, -1], np.int64)))
+    d = g.op("Sub", grouped, g.reduce("ReduceMean", grouped, [2], 1))
+    var = g.reduce("ReduceMean", g.op("Mul", d, d), [2], 1)
+    y = g.op("Div", d, g.op("Sqrt", g.op("Add", var, g.scalar(eps, x.dtype))))
+    return _affine(g, g.op("Reshape", y, g.op("Shape", x)), weight, bias, len(x.shape))
