@@ -215,8 +215,9 @@ def _train(model, opt, x, steps=3):
     ("Rprop", {}), ("ASGD", {}), ("SGD", {"lr": 0.1, "weight_decay": 0.1, "maximize": True})])
 def test_module_to_and_optimizer_step_on_cuda_match_cpu(cuda, name, kw):
     ember.manual_seed(0)
-    cpu = ember.nn.Sequential(ember.nn.BatchNorm1d(4), ember.nn.Linear(4, 8),
-                              ember.nn.LayerNorm(8), ember.nn.GELU(), ember.nn.Linear(8, 2)).double()
+    nn = ember.nn
+    cpu = nn.Sequential(nn.BatchNorm1d(4), nn.Linear(4, 8), nn.LayerNorm(8), nn.GELU(),
+                        nn.Linear(8, 2)).double()
     gpu = copy.deepcopy(cpu)
     assert gpu.to("cuda") is gpu
     _on_cuda(*gpu.parameters(), *gpu.buffers())
