@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import ember
-from cuda_double import DeviceArray, cuda_double
+from cuda_double import cuda_double
+from ember._backends import backend
 from ember._ops.registry import all_ops
 from ember._ops.samples import public_call
 
@@ -26,10 +27,19 @@ FAST_DTYPES = [ember.float32, ember.float64]
 SLOW_DTYPES = [ember.int64, ember.bool, ember.complex128, ember.bfloat16]
 
 
-@pytest.fixture
-def cuda():
+@pytest.fixture(params=["double", pytest.param("gpu", marks=pytest.mark.cuda)])
+def cuda(request):
+    """The cuda device: the double on every run; with ``-m cuda`` on a machine with a GPU,
+    CuPy itself (the same checks, as the real-GPU tests)."""
+    if request.param == "gpu":
+        yield
+        return
     with cuda_double():
         yield
+
+
+def _device_array(a):
+    return isinstance(a, backend(CUDA).xp.ndarray) and not isinstance(a, np.ndarray)
 
 
 def _dtypes():
@@ -72,7 +82,7 @@ def _same(got, want, what):
             assert not isinstance(g, ember.Tensor) and (g == w or g != g and w != w), what
             continue
         assert isinstance(g, ember.Tensor) and g.device == CUDA, f"{what}: {g!r} left cuda"
-        assert type(g._data) is DeviceArray or g.is_sparse, f"{what}: {type(g._data)}"
+        assert _device_array(g._data) or g.is_sparse, f"{what}: {type(g._data)}"
         assert (g.dtype, tuple(g.shape)) == (w.dtype, tuple(w.shape)), what
         g, w = g.detach().cpu(), w.detach()
         if g.is_sparse:
@@ -131,7 +141,7 @@ def test_backward_on_cuda_equals_cpu(cuda, opdef):
 # ---- the device plumbing around ops ----------------------------------------------------------
 def _on_cuda(*tensors):
     for t in tensors:
-        assert t.device == CUDA and t.is_cuda and type(t._data) is DeviceArray, repr(t)
+        assert t.device == CUDA and t.is_cuda and _device_array(t._data), repr(t)
 
 
 def test_moves_and_factories(cuda):
@@ -322,11 +332,13 @@ def test_dataloader_pin_memory_pins_batches_for_cuda(cuda, recwarn):
         p.cuda().pin_memory()
 
 
-def test_ember_cuda_queries_see_the_double(cuda):
-    assert ember.cuda.is_available() and ember.cuda.device_count() == 1
-    assert ember.cuda.current_device() == 0 and ember.cuda.get_device_name() == "ember test double"
-    assert ember.get_device_module().__name__ == "ember.cuda"
-    ember.cuda.synchronize()
+def test_ember_cuda_queries_see_the_double():
+    with cuda_double():
+        assert ember.cuda.is_available() and ember.cuda.device_count() == 1
+        assert ember.cuda.current_device() == 0
+        assert ember.cuda.get_device_name() == "ember test double"
+        assert ember.get_device_module().__name__ == "ember.cuda"
+        ember.cuda.synchronize()
 
 
 def test_the_double_refuses_numpy():
