@@ -173,6 +173,17 @@ def test_moves_and_factories(cuda):
     assert ember.ones(2).device.type == "cpu"
 
 
+def test_host_reads_of_a_cuda_tensor(cuda):
+    a = ember.arange(3, dtype=ember.float32, device="cuda")
+    for implicit in (a.numpy, lambda: np.asarray(a)):
+        with pytest.raises(TypeError, match="can't convert cuda:0 device type tensor to numpy"):
+            implicit()
+    assert a.tolist() == [0.0, 1.0, 2.0] and a[2].item() == 2.0 and float(a[1]) == 1.0
+    assert bool(a.sum() > 2) and repr(a) == "tensor([0., 1., 2.], device='cuda:0')"
+    np.testing.assert_array_equal(a.numpy(force=True), [0.0, 1.0, 2.0])
+    assert a.untyped_storage().tolist() == ember.arange(3.0).untyped_storage().tolist()
+
+
 def test_ops_keep_the_device_and_autograd_runs_there(cuda):
     x = ember.randn(4, 5, device="cuda", requires_grad=True)
     w = ember.randn(5, 3).cuda().requires_grad_()
