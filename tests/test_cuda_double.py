@@ -268,6 +268,11 @@ def test_module_to_and_optimizer_step_on_cuda_match_cpu(cuda, name, kw):
     assert all(v.device.type == "cpu" for v in cpu.state_dict().values())
     gpu.cpu()
     assert all(p.device.type == "cpu" for p in gpu.parameters())
+    if any(s for s in opts[1].state.values()):      # its state stayed on cuda, as torch's does
+        gpu(x).sum().backward()
+        with pytest.raises(RuntimeError, match="same device, but found at least two devices, "
+                                               "cpu and cuda:0!"):
+            opts[1].step()
 
 
 @pytest.mark.parametrize("line_search_fn", [None, "strong_wolfe"])

@@ -320,6 +320,7 @@ class Optimizer:
         state = self.state[p]
         if not state:
             self._init_state(p, state, group)
+        self._check_devices(p, state)
         arr = p._data
         if arr.dtype.kind == "c":
             # NOTE: as torch, a complex parameter is optimized as its (real, imag) pairs, so
@@ -328,6 +329,16 @@ class Optimizer:
         g = self._decay(arr, g, group)
         self._update(arr, g, state, group)
         p._bump_version()
+
+    def _check_devices(self, p, state):
+        """torch's error for state left on another device than its parameter (a model moved
+        by ``Module.to`` after the optimizer stepped)."""
+        dev = p.device
+        for v in state.values():
+            if type(v) is Tensor and v.device is not dev and v.device != dev and v.dim():
+                raise RuntimeError(f"{type(self).__name__}.step: Expected all tensors to be on "
+                                   f"the same device, but found at least two devices, {dev} "
+                                   f"and {v.device}!")
 
     def _grad(self, p, group):
         g = p.grad
@@ -383,6 +394,7 @@ class Optimizer:
             state = self.state[p]
             if not state:
                 self._init_state(p, state, group)
+            self._check_devices(p, state)
             ok = p.numel() <= FOREACH_MAX and p._data.flags.c_contiguous and \
                 p._data.dtype.kind != "c" and all(
                 state.get(k) is not None for k in keys)
