@@ -204,14 +204,6 @@ def _typed_storage(self):
     return TypedStorage(wrap_storage=self.untyped_storage(), dtype=self.dtype, _internal=True)
 
 
-def _same(self, *args, **kwargs):
-    return self
-
-
-def _false(self, *args, **kwargs):
-    return False
-
-
 def _pinning():
     """The cuda backend, which pins host memory, or None without a GPU."""
     from . import cuda

@@ -26,7 +26,7 @@ from itertools import chain
 import numpy as np
 
 from .. import _dtype
-from .._backends import array_module, device_of_array
+from .._backends import array_module
 from .._tensor import Tensor
 from ..autograd.grad_mode import enable_grad
 from ..nn.modules._state_dict import _HookHandle
