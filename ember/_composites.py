@@ -204,12 +204,39 @@ def _typed_storage(self):
     return TypedStorage(wrap_storage=self.untyped_storage(), dtype=self.dtype, _internal=True)
 
 
-def _same(self, *args, **kwargs):
-    return self
+def _pinning():
+    """The cuda backend, which pins host memory, or None without a GPU."""
+    from . import cuda
+    from ._backends import backend
+    from ._device import device
+    return backend(device("cuda", 0)) if cuda.is_available() else None
 
 
-def _false(self, *args, **kwargs):
-    return False
+def pin_memory(self, device=None):
+    """A copy of this cpu tensor in page-locked memory (itself if it is pinned), from which
+    ``to("cuda", non_blocking=True)`` copies asynchronously; without a GPU, the tensor itself.
+
+    Example:
+        >>> ember.ones(2).pin_memory().is_pinned() == ember.cuda.is_available()
+        True
+    """
+    if self.device.type != "cpu" or self.is_sparse:
+        raise RuntimeError(f"cannot pin '{self.type()}' only dense CPU tensors can be pinned")
+    pins = _pinning()
+    if pins is None or pins.is_pinned(self._data):
+        return self
+    return Tensor._wrap(pins.pin(self._data)).requires_grad_(self.requires_grad)
+
+
+def is_pinned(self, device=None):
+    """Whether this tensor lives in page-locked host memory (``pin_memory``'s).
+
+    Example:
+        >>> ember.ones(2).is_pinned()
+        False
+    """
+    pins = self.device.type == "cpu" and not self.is_sparse and _pinning()
+    return bool(pins) and pins.is_pinned(self._data)
 
 
 def apply_(self, callable):
@@ -414,7 +441,7 @@ def _shared(name):
     return method
 
 
-METHODS.update(is_pinned=_false, is_shared=_shared("is_shared"), pin_memory=_same,
+METHODS.update(is_pinned=is_pinned, is_shared=_shared("is_shared"), pin_memory=pin_memory,
                share_memory_=_shared("share_memory_"),
                record_stream=lambda self, stream: None,
                const_data_ptr=lambda self: self.data_ptr(),

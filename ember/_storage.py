@@ -49,7 +49,37 @@ class UntypedStorage:
         return self.nbytes()
 
     def tolist(self):
-        return list(np.asarray(self._array).view(np.uint8).reshape(-1).tolist())
+        from ._backends import backend
+        host = np.ascontiguousarray(backend(self.device).to_host(self._array))
+        return list(host.view(np.uint8).reshape(-1).tolist())
+
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"
+
+    def cuda(self, device=None, non_blocking=False):
+        """This storage's bytes on a GPU (itself when already there), as torch's
+        ``storage.cuda()``: what a ``map_location`` callable returns to load onto the GPU.
+
+        Example:
+            >>> s = ember.ones(2).untyped_storage()
+            >>> s.cpu() is s
+            True
+        """
+        from ._device import to_device
+        return self._moved(to_device("cuda" if device is None else device))
+
+    def cpu(self):
+        """This storage's bytes in host memory (itself when already there)."""
+        from ._device import CPU
+        return self._moved(CPU)
+
+    def _moved(self, dev):
+        from ._backends import backend
+        if dev == self.device:
+            return self
+        return UntypedStorage(backend(dev).from_host(backend(self.device).to_host(self._array),
+                                                     dev), dev)
 
     def _bytes(self):
         """The owning host memory as flat bytes, or None where it is not one block."""

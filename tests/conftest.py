@@ -6,11 +6,10 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
-    if config.getoption("--runslow"):
-        return
     skip = pytest.mark.skip(reason="slow: run with --runslow (make test-all)")
+    # (markers, not keywords: a parameter id such as "cuda" in test_x[cuda] is a keyword too)
     for item in items:
-        if "slow" in item.keywords:
+        if item.get_closest_marker("slow") and not config.getoption("--runslow"):
             item.add_marker(skip)
     try:
         import cupy  # noqa: F401
@@ -20,7 +19,7 @@ def pytest_collection_modifyitems(config, items):
     if not has_gpu:
         skip_cuda = pytest.mark.skip(reason="needs a CUDA GPU with CuPy")
         for item in items:
-            if "cuda" in item.keywords:
+            if item.get_closest_marker("cuda"):
                 item.add_marker(skip_cuda)
 
 

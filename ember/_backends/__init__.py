@@ -5,7 +5,7 @@ them to and from the host. Op forwards are written once against ``xp``.
 """
 import numpy as np
 
-from .._device import CPU, META
+from .._device import CPU, META, device
 from .._sparse import SparseCOO, SparseOperand
 from .malloc import tune as _tune_malloc
 
@@ -86,17 +86,20 @@ def backend(device):
 
 
 def device_of_array(arr):
-    """The device an array lives on: NumPy arrays are cpu, CuPy arrays cuda:N."""
-    if isinstance(arr, np.ndarray):
+    """The device an array lives on: NumPy arrays are cpu, the cuda backend's cuda:N."""
+    if isinstance(arr, (np.ndarray, np.generic)) or _cuda is None or \
+            not isinstance(arr, _cuda.xp.ndarray):
         return CPU
-    dev = getattr(arr, "device", None)
-    if dev is not None and type(arr).__module__.startswith("cupy"):
-        from .._device import device
-        return device("cuda", dev.id)
-    return CPU
+    return device("cuda", arr.device.id)
 
 
-__all__ = ["backend", "device_of_array", "CPU", "META"]
+def array_module(arr):
+    """The array module (``xp``) that computes on ``arr``: NumPy for cpu (and meta) arrays,
+    the cuda backend's for a cuda array; for code handed bare arrays (the optimizers' math)."""
+    return np if isinstance(arr, (np.ndarray, np.generic)) else backend(device_of_array(arr)).xp
+
+
+__all__ = ["array_module", "backend", "device_of_array", "CPU", "META"]
 
 
 def _numpy_errstate():
@@ -196,11 +199,38 @@ def _add_rows_kernel(out, flat, values):
               flat.size, out.shape[0], inner) == 0
 
 
+def accumulate(xp, ufunc, x, axis):
+    """``ufunc.accumulate(x, axis)`` for an associative, commutative ufunc of ``xp`` (maximum,
+    minimum, logaddexp). CuPy's ufuncs have no accumulate: there it is a scan in log2(n)
+    whole-array steps (Hillis-Steele), each step combining every element with the one
+    ``step`` before it."""
+    if xp is np:
+        return ufunc.accumulate(x, axis=axis)
+    out, step = xp.moveaxis(x, axis, -1).copy(), 1
+    while step < out.shape[-1]:
+        nxt = out.copy()
+        nxt[..., step:] = ufunc(out[..., step:], out[..., :-step])
+        out, step = nxt, 2 * step
+    return xp.moveaxis(out, -1, axis)
+
+
 def multiply_at(xp, out, index, values):
-    """``out[index] *= values`` with repeated indices all applied."""
-    if xp is not np:
-        raise NotImplementedError("scatter with reduce='multiply' is not implemented on cuda")
-    np.multiply.at(out, index, values)
+    """``out[index] *= values`` with repeated indices all applied (``out`` 1-D)."""
+    if xp is np:
+        return np.multiply.at(out, index, values)
+    # CuPy has no multiply.at nor a cupyx.scatter_mul: the k-th repeat of every index is
+    # applied in round k, each round one fancy multiply whose indices are all distinct
+    index = (index[0] if type(index) is tuple else index).reshape(-1)
+    values = xp.broadcast_to(values, index.shape).reshape(-1)
+    if not index.size:
+        return
+    order = xp.argsort(index)
+    rows = index[order]
+    starts = xp.concatenate((xp.ones(1, bool), rows[1:] != rows[:-1]))
+    rank = xp.arange(rows.size) - xp.flatnonzero(starts)[xp.cumsum(starts) - 1]
+    for k in range(int(rank.max()) + 1):
+        sel = order[rank == k]
+        out[index[sel]] *= values[sel]
 
 
 def max_at(xp, out, index, values):

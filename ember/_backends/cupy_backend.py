@@ -35,8 +35,22 @@ class CupyBackend:
         with self.xp.cuda.Device(device.index or 0):
             return self.xp.asarray(arr)
 
+    def pin(self, arr):
+        """A copy of host array ``arr`` in page-locked memory, which copies to the GPU read
+        asynchronously (``non_blocking``)."""
+        import cupyx
+        out = cupyx.empty_pinned(arr.shape, arr.dtype)
+        out[...] = arr
+        return out
+
+    def is_pinned(self, arr):
+        """Whether host array ``arr`` views page-locked memory (``pin``'s)."""
+        from .._storage import _root
+        return isinstance(_root(arr).base, self.xp.cuda.PinnedMemoryPointer)
+
     def run(self, opdef, arrays, kwargs):
-        dev = next((a.device for a in arrays if hasattr(a, "device")), None)
+        # (NumPy 2's arrays and scalars have a .device too: "cpu")
+        dev = next((a.device for a in arrays if isinstance(a, self.xp.ndarray)), None)
         if dev is None:
             return opdef.fwd(self.xp, *arrays, **kwargs)
         with dev:

@@ -248,7 +248,7 @@ def svd_backward(gU, gS, gVh, U, S, Vh):
     VhgV = (Vh @ gVh.mH) - (Vh @ gVh.mH).mH if gVh is not None else None
     S2 = S * S
     E = S2.unsqueeze(-2) - S2.unsqueeze(-1)
-    E = E + ember.eye(k, dtype=E.dtype)     # diagonal: 1 (the numerators are 0 there)
+    E = E + ember.eye(k, dtype=E.dtype, device=E.device)    # diagonal: 1 (numerators are 0)
     if UhgU is not None and VhgV is not None:
         gA = (UhgU * S.unsqueeze(-2) + S.unsqueeze(-1) * VhgV) / E
     elif UhgU is not None:
@@ -332,9 +332,10 @@ def eig_backward(gL, gV, L, V, hermitian):
         else:
             VhgV = VhgV - V.mH @ (V * VhgV.diagonal(dim1=-2, dim2=-1).real.unsqueeze(-2))
         Lc = L.conj()
-        E = Lc.unsqueeze(-2) - Lc.unsqueeze(-1) + ember.eye(n, dtype=L.dtype)
+        E = Lc.unsqueeze(-2) - Lc.unsqueeze(-1) + ember.eye(n, dtype=L.dtype, device=L.device)
         ret = VhgV / E
-        off = 1 - ember.eye(n, dtype=ret.real.dtype if ret.is_complex() else ret.dtype)
+        off = 1 - ember.eye(n, dtype=ret.real.dtype if ret.is_complex() else ret.dtype,
+                        device=ret.device)
         ret = ret * off + (ember.diag_embed(gL.to(ret.dtype)) if gL is not None else 0)
     if hermitian:
         return V @ (ret @ V.mH)

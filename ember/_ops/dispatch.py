@@ -71,7 +71,7 @@ def _device_of(opdef, tensors):
             if dev.type == "cpu" and tensors[0]._data.ndim == 0:
                 dev = d
                 continue
-            raise RuntimeError(f"{opdef.name}: expected all tensors to be on the same device, "
+            raise RuntimeError(f"{opdef.name}: Expected all tensors to be on the same device, "
                                f"but found at least two devices, {dev} and {d}!")
     return dev
 

@@ -433,7 +433,8 @@ def repeat_interleave(xp, input, repeats, dim=None, *, output_size=None):
 def _(g, input, repeats, dim=None, *, output_size=None):
     d = 0 if dim is None else dim % len(input.shape)
     n = input.shape[d] if dim is not None else input.numel()
-    reps = repeats if isinstance(repeats, ember.Tensor) else ember.full((n,), repeats)
+    reps = repeats if isinstance(repeats, ember.Tensor) else ember.full((n,), repeats,
+                                                                       device=g.device)
     idx = ember.arange(n, device=g.device).repeat_interleave(reps)
     gg = g.reshape(-1) if dim is None else g
     z = ember.zeros((n,) + tuple(gg.shape[d + 1:]) if dim is None else

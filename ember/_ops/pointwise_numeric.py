@@ -179,7 +179,7 @@ def float_power(xp, input, exponent):
         >>> ember.float_power(ember.tensor([2, 3]), 2)
         tensor([4., 9.], dtype=torch.float64)
     """
-    cplx = any(np.asarray(a).dtype.kind == "c" or isinstance(a, complex) for a in
+    cplx = any(a.dtype.kind == "c" if hasattr(a, "dtype") else isinstance(a, complex) for a in
                (input, exponent))
     dt = np.complex128 if cplx else np.float64
     return xp.power(xp.asarray(input).astype(dt), xp.asarray(exponent).astype(dt))

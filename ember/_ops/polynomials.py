@@ -29,10 +29,10 @@ def _recurrence(xp, x, n, p0, p1, step):
     return xp.where(n < 0, 0.0, out)
 
 
-def _at_one(x, n, plus, minus_even, minus_odd, r):
+def _at_one(xp, x, n, plus, minus_even, minus_odd, r):
     """torch's values at x = +-1: ``plus`` at 1, at -1 by the parity of n."""
     even = n % 2 == 0
-    return np.where(x == 1, plus, np.where(x == -1, np.where(even, minus_even, minus_odd), r))
+    return xp.where(x == 1, plus, xp.where(x == -1, xp.where(even, minus_even, minus_odd), r))
 
 
 def _cheb(kind):
@@ -44,7 +44,7 @@ def _cheb(kind):
         n = xp.broadcast_to(xp.where(xp.abs(n) < 2.0 ** 63, xp.trunc(n), -1.0), r.shape)
         ends = {"t": (1.0, 1.0, -1.0), "u": (n + 1, n + 1, -(n + 1)),
                 "v": (1.0, 2 * n + 1, -(2 * n + 1)), "w": (2 * n + 1, 1.0, -1.0)}[kind]
-        return xp.where(n < 0, 0.0, _at_one(x, n, *ends, r))
+        return xp.where(n < 0, 0.0, _at_one(xp, x, n, *ends, r))
     return f
 
 

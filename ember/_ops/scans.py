@@ -6,6 +6,7 @@ import numpy as np
 
 import ember
 
+from .._backends import accumulate
 from .._C import kernels as _C
 from .meta import empty
 from .pointwise import reject
@@ -107,12 +108,12 @@ def _cumulative_extremum(name, ufunc):
     def fwd(xp, input, dim):
         x, axis = _along(input, dim)
         k = sort_key(x)
-        vals = ufunc(xp).accumulate(k, axis=axis) if x.size else k
+        vals = accumulate(xp, ufunc(xp), k, axis) if x.size else k
         pos = xp.arange(x.shape[axis]).reshape((-1,) + (1,) * (x.ndim - axis - 1))
         # NOTE: torch moves the index to every later element equal to the running extremum
         # (>= for cummax) and to every nan, which then stays the extremum.
         hit = (k == vals) | (xp.isnan(k) if k.dtype.kind == "f" else False)
-        idx = xp.maximum.accumulate(xp.where(hit, pos, 0), axis=axis) if x.size else \
+        idx = accumulate(xp, xp.maximum, xp.where(hit, pos, 0), axis) if x.size else \
             xp.zeros(x.shape, np.int64)
         return vals.astype(input.dtype).reshape(input.shape), \
             idx.astype(np.int64).reshape(input.shape)
@@ -153,7 +154,7 @@ def logcumsumexp(xp, input, dim):
     if x.dtype.kind != "c":
         # NOTE: half precision accumulates in float32, as torch's kernel does
         k = x.astype(np.float32) if x.dtype.itemsize == 2 else x
-        out = xp.logaddexp.accumulate(k, axis=axis) if x.size else k
+        out = accumulate(xp, xp.logaddexp, k, axis) if x.size else k
     else:
         # NOTE: torch adds complex terms one at a time, keeping the imaginary part of the
         # larger one; a log of the whole sum would wrap it into (-pi, pi].

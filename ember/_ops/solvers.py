@@ -474,7 +474,7 @@ def _(g, input, n):
     a = ember.inverse(input) if n < 0 else input
     k = abs(n)
     # d(A^k) = sum_i A^i dA A^(k-1-i)
-    powers = [ember.eye(a.shape[-1], dtype=a.dtype).expand(a.shape)]
+    powers = [ember.eye(a.shape[-1], dtype=a.dtype, device=a.device).expand(a.shape)]
     for _ in range(k - 1):
         powers.append(powers[-1] @ a)
     ga = g * 0

@@ -8,6 +8,7 @@ import numpy as np
 
 import ember
 
+from .._backends import accumulate
 from .meta import empty, reduce_shape
 from .pointwise import reject
 from .registry import op, overload_if_given
@@ -118,7 +119,7 @@ def mode(xp, input, dim=-1, keepdim=False):
     # run length so far at each sorted position: the position minus the start of its run
     pos = xp.arange(n)
     starts = xp.concatenate([xp.ones(s.shape[:-1] + (1,), bool), s[..., 1:] != s[..., :-1]], -1)
-    run = pos - xp.maximum.accumulate(xp.where(starts, pos, 0), axis=-1)
+    run = pos - accumulate(xp, xp.maximum, xp.where(starts, pos, 0), -1)
     # NOTE: the first longest run is the smallest mode; its end is the last occurrence, which
     # is the index torch returns.
     rank = xp.moveaxis(xp.argmax(run, axis=-1)[..., None], -1, axis)
@@ -251,7 +252,7 @@ def _quantile(name, ignore_nan):
 
 
 def _quantile_shape(input, q, dim, keepdim):
-    return tuple(np.shape(q)) + reduce_shape(input.shape, dim, keepdim)
+    return tuple(getattr(q, "shape", ())) + reduce_shape(input.shape, dim, keepdim)
 
 
 def _quantile_samples(dt):

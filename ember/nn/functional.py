@@ -539,8 +539,8 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     k = k.reshape(k.shape[0], N * num_heads, hd).transpose(0, 1)
     v = v.reshape(v.shape[0], N * num_heads, hd).transpose(0, 1)
     if add_zero_attn:
-        k = ember.cat([k, ember.zeros(k.shape[0], 1, hd, dtype=k.dtype)], 1)
-        v = ember.cat([v, ember.zeros(v.shape[0], 1, hd, dtype=v.dtype)], 1)
+        k = ember.cat([k, ember.zeros(k.shape[0], 1, hd, dtype=k.dtype, device=k.device)], 1)
+        v = ember.cat([v, ember.zeros(v.shape[0], 1, hd, dtype=v.dtype, device=v.device)], 1)
         if attn_mask is not None:
             attn_mask = pad_last(attn_mask)
         if key_padding_mask is not None:
@@ -548,13 +548,13 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     S = k.shape[1]
     mask = None
     if attn_mask is not None:
-        mask = ember.zeros(attn_mask.shape, dtype=q.dtype).masked_fill(attn_mask, float("-inf")) \
-            if attn_mask.dtype is ember.bool else attn_mask
+        mask = ember.zeros(attn_mask.shape, dtype=q.dtype, device=q.device).masked_fill(
+            attn_mask, float("-inf")) if attn_mask.dtype is ember.bool else attn_mask
     if key_padding_mask is not None:
         kpm = key_padding_mask.reshape(N, 1, 1, S).expand(N, num_heads, 1, S).reshape(
             N * num_heads, 1, S)
-        kpm = ember.zeros(kpm.shape, dtype=q.dtype).masked_fill(kpm, float("-inf")) \
-            if kpm.dtype is ember.bool else kpm
+        kpm = ember.zeros(kpm.shape, dtype=q.dtype, device=q.device).masked_fill(
+            kpm, float("-inf")) if kpm.dtype is ember.bool else kpm
         mask = kpm if mask is None else mask + kpm
     scores = (q * (1.0 / math.sqrt(hd))) @ k.transpose(-2, -1)
     if mask is not None:

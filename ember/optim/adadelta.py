@@ -1,6 +1,5 @@
 """Adadelta (``torch.optim.Adadelta``)."""
-import numpy as np
-
+from .._backends import array_module
 from .optimizer import Optimizer, _check, _check_lr, _scalar, _zeros_like
 
 __all__ = ["Adadelta"]
@@ -51,18 +50,19 @@ class Adadelta(Optimizer):
 
     @staticmethod
     def _math(p, g, v, u, tmp, *, step, group):
+        xp = array_module(p)
         rho, eps = group["rho"], group["eps"]
         v *= rho
-        np.multiply(g, g, out=tmp)
+        xp.multiply(g, g, out=tmp)
         tmp *= 1 - rho
         v += tmp
-        np.add(v, eps, out=tmp)
-        np.sqrt(tmp, out=tmp)
-        np.divide(g, tmp, out=tmp)
-        delta = np.sqrt(u + eps)
+        xp.add(v, eps, out=tmp)
+        xp.sqrt(tmp, out=tmp)
+        xp.divide(g, tmp, out=tmp)
+        delta = xp.sqrt(u + eps)
         delta *= tmp                                    # sqrt(u + eps) / sqrt(v + eps) * g
         u *= rho
-        np.multiply(delta, delta, out=tmp)
+        xp.multiply(delta, delta, out=tmp)
         tmp *= 1 - rho
         u += tmp
         delta *= group["lr"]

@@ -1,6 +1,5 @@
 """Adagrad (``torch.optim.Adagrad``)."""
-import numpy as np
-
+from .._backends import array_module
 from .optimizer import Optimizer, _check, _check_lr, _scalar, _zeros_like
 
 __all__ = ["Adagrad"]
@@ -59,11 +58,12 @@ class Adagrad(Optimizer):
 
     @staticmethod
     def _math(p, g, total, tmp, *, step, group):
+        xp = array_module(p)
         clr = group["lr"] / (1 + (step - 1) * group["lr_decay"])
-        np.multiply(g, g, out=tmp)
+        xp.multiply(g, g, out=tmp)
         total += tmp
-        np.sqrt(total, out=tmp)
+        xp.sqrt(total, out=tmp)
         tmp += group["eps"]
-        np.divide(g, tmp, out=tmp)
+        xp.divide(g, tmp, out=tmp)
         tmp *= clr
         p -= tmp

@@ -1,8 +1,8 @@
 """Adam, with AMSGrad and decoupled (AdamW) weight decay (``torch.optim.Adam``)."""
 import numpy as np
 
+from .._backends import array_module
 from .._C import kernels
-
 from .optimizer import Optimizer, _check_common, _check_lr, _scalar, _tick, _zeros_like
 
 __all__ = ["Adam"]
@@ -11,6 +11,8 @@ __all__ = ["Adam"]
 def _kernel(p, g):
     """The C Adam update for ``p`` and its gradient ``g`` (same float dtype, contiguous), or
     None."""
+    if type(p) is not np.ndarray:       # (a cuda array: the NumPy-style code below, on its xp)
+        return None
     fn = kernels.kernel("adam", p.dtype)
     ok = fn is not None and g.dtype == p.dtype and p.flags.c_contiguous and g.flags.c_contiguous
     return fn if ok else None
@@ -93,6 +95,7 @@ class Adam(Optimizer):
         """One Adam update on arrays: ``rest`` is ``(max_exp_avg_sq, scratch)`` for AMSGrad, else
         ``(scratch,)``. The C kernel does it in one pass; the NumPy code below is the
         reference, written as in-place passes so it allocates nothing."""
+        xp = array_module(p)
         beta1, beta2 = group["betas"]
         bc2_sqrt = (1 - beta2 ** step) ** 0.5
         step_size = group["lr"] / (1 - beta1 ** step) * bc2_sqrt
@@ -108,20 +111,20 @@ class Adam(Optimizer):
             return
         if decay is not None:                   # skipped by _decay for the kernel
             p *= decay
-        tmp = rest[-1] if rest[-1] is not None else np.empty_like(p)
+        tmp = rest[-1] if rest[-1] is not None else xp.empty_like(p)
         m -= g                                              # m.lerp_(g, 1 - beta1)
         m *= beta1
         m += g
         v *= beta2
-        np.multiply(g, g, out=tmp)
+        xp.multiply(g, g, out=tmp)
         tmp *= 1 - beta2
         v += tmp
         if len(rest) == 2:
-            np.maximum(rest[0], v, out=rest[0])
+            xp.maximum(rest[0], v, out=rest[0])
             v = rest[0]
         # lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps), with sqrt(bc2) moved out of the big arrays
-        np.sqrt(v, out=tmp)
+        xp.sqrt(v, out=tmp)
         tmp += group["eps"] * bc2_sqrt
-        np.divide(m, tmp, out=tmp)
+        xp.divide(m, tmp, out=tmp)
         tmp *= step_size
         p -= tmp

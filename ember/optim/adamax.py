@@ -1,6 +1,5 @@
 """Adamax: Adam with the infinity norm (``torch.optim.Adamax``)."""
-import numpy as np
-
+from .._backends import array_module
 from .optimizer import Optimizer, _check_common, _scalar, _zeros_like
 
 __all__ = ["Adamax"]
@@ -47,14 +46,15 @@ class Adamax(Optimizer):
 
     @staticmethod
     def _math(p, g, m, u, tmp, *, step, group):
+        xp = array_module(p)
         beta1, beta2 = group["betas"]
         m -= g                                          # m.lerp_(g, 1 - beta1)
         m *= beta1
         m += g
         u *= beta2
-        np.abs(g, out=tmp)
+        xp.abs(g, out=tmp)
         tmp += group["eps"]
-        np.maximum(u, tmp, out=u)
-        np.divide(m, u, out=tmp)
+        xp.maximum(u, tmp, out=u)
+        xp.divide(m, u, out=tmp)
         tmp *= group["lr"] / (1 - beta1 ** step)
         p -= tmp

@@ -5,6 +5,7 @@ parameters are viewed as one vector ``x``, the closure gives the loss and ``grad
 """
 import numpy as np
 
+from .._backends import array_module, device_of_array
 from .._tensor import Tensor
 from ..autograd.grad_mode import enable_grad
 from .optimizer import Optimizer, _check_lr
@@ -30,7 +31,7 @@ def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None):
 def _strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9,
                   max_ls=25):
     """Line search along ``d`` for a step ``t`` meeting the strong Wolfe conditions."""
-    d_norm = np.abs(d).max()
+    d_norm = abs(d).max()
     g = g.copy()
     f_new, g_new = obj_func(x, t, d)
     ls_func_evals, ls_iter, done = 1, 0, False
@@ -140,7 +141,8 @@ class LBFGS(Optimizer):
         self._params = self.param_groups[0]["params"]
 
     def _gather_flat_grad(self):
-        return np.concatenate([np.zeros(p.numel(), p._data.dtype) if p.grad is None
+        xp = array_module(self._params[0]._data)
+        return xp.concatenate([xp.zeros(p.numel(), p._data.dtype) if p.grad is None
                                else p.grad._data.reshape(-1) for p in self._params])
 
     def _add_grad(self, step_size, update):
@@ -182,7 +184,7 @@ class LBFGS(Optimizer):
         current_evals = 1
         state["func_evals"] += 1
         flat_grad = self._gather_flat_grad()
-        if np.abs(flat_grad).max() <= tol_grad:
+        if abs(flat_grad).max() <= tol_grad:
             return orig_loss
         d, t = _arr(state.get("d")), _num(state.get("t"))
         old_dirs = [_arr(v) for v in state.get("old_dirs") or []]
@@ -207,7 +209,7 @@ class LBFGS(Optimizer):
                 d = _two_loop(-flat_grad, old_dirs, old_stps, ro, h_diag)
             prev_flat_grad = flat_grad.copy()
             prev_loss = loss
-            t = min(1.0, 1.0 / np.abs(flat_grad).sum()) * lr if state["n_iter"] == 1 else lr
+            t = min(1.0, 1.0 / abs(flat_grad).sum()) * lr if state["n_iter"] == 1 else lr
             gtd = flat_grad.dot(d)
             if gtd > -tol_change:           # not a descent direction
                 break
@@ -220,19 +222,19 @@ class LBFGS(Optimizer):
                     lambda x, t, d: self._directional_evaluate(evaluate, x, t, d),
                     x_init, t, d, loss, flat_grad, gtd, max_ls=max_eval - current_evals)
                 self._add_grad(t, d)
-                opt_cond = np.abs(flat_grad).max() <= tol_grad
+                opt_cond = abs(flat_grad).max() <= tol_grad
             else:
                 self._add_grad(t, d)
                 if n_iter != max_iter:
                     loss = float(evaluate())
                     flat_grad = self._gather_flat_grad()
-                    opt_cond = np.abs(flat_grad).max() <= tol_grad
+                    opt_cond = abs(flat_grad).max() <= tol_grad
                     ls_func_evals = 1
             current_evals += ls_func_evals
             state["func_evals"] += ls_func_evals
             if n_iter == max_iter or current_evals >= max_eval or opt_cond:
                 break
-            if np.abs(d * t).max() <= tol_change or abs(loss - prev_loss) < tol_change:
+            if abs(d * t).max() <= tol_change or abs(loss - prev_loss) < tol_change:
                 break
         state.update(d=_t(d), t=t, old_dirs=[_t(v) for v in old_dirs],
                      old_stps=[_t(v) for v in old_stps], ro=[_t(v) for v in ro],
@@ -255,7 +257,8 @@ def _two_loop(q, old_dirs, old_stps, ro, h_diag):
 
 def _t(x):
     # state holds Tensors (as torch's does) so state_dict() and load_state_dict() carry it
-    return x if x is None or isinstance(x, Tensor) else Tensor._wrap(np.asarray(x))
+    return x if x is None or isinstance(x, Tensor) else Tensor._wrap(
+        x if hasattr(x, "shape") else np.asarray(x), device_of_array(x))
 
 
 def _arr(x):

@@ -1,6 +1,5 @@
 """NAdam: Adam with Nesterov momentum (``torch.optim.NAdam``)."""
-import numpy as np
-
+from .._backends import array_module
 from .optimizer import Optimizer, _check, _check_common, _scalar, _tick, _zeros_like
 
 __all__ = ["NAdam"]
@@ -50,6 +49,7 @@ class NAdam(Optimizer):
         state["exp_avg_sq"] = _zeros_like(p)
 
     def _update(self, p, g, state, group):
+        xp = array_module(p)
         step = _tick(state)
         beta1, beta2 = group["betas"]
         lr, psi = group["lr"], group["momentum_decay"]
@@ -62,7 +62,7 @@ class NAdam(Optimizer):
         m += (g - m) * (1 - beta1)
         v *= beta2
         v += (1 - beta2) * g * g
-        denom = np.sqrt(v / (1 - beta2 ** step))
+        denom = xp.sqrt(v / (1 - beta2 ** step))
         denom += group["eps"]
         p -= lr * (1.0 - mu) / (1.0 - mu_prod) * g / denom
         p -= lr * mu_next / (1.0 - mu_prod * mu_next) * m / denom

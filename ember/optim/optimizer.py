@@ -26,6 +26,7 @@ from itertools import chain
 import numpy as np
 
 from .. import _dtype
+from .._backends import array_module
 from .._tensor import Tensor
 from ..autograd.grad_mode import enable_grad
 from ..nn.modules._state_dict import _HookHandle
@@ -100,7 +101,7 @@ def _zeros_like(p, fill=0):
     # a complex parameter is optimized as (real, imag) pairs, so both halves get the fill
     if fill and p._data.dtype.kind == "c":
         fill = complex(fill, fill)
-    return Tensor._wrap(np.full_like(p._data, fill))
+    return Tensor._wrap(array_module(p._data).full_like(p._data, fill), p.device)
 
 
 def _tick(state):
@@ -127,9 +128,10 @@ def _blocks(*arrays):
     passes cost a fraction of full-array passes.
     Non-contiguous arrays (rare for parameters) are yielded whole.
     """
-    n = arrays[0].size
-    if n <= BLOCK or not all(a.flags.c_contiguous for a in arrays):
-        yield arrays + (np.empty_like(arrays[0]),)
+    n, xp = arrays[0].size, array_module(arrays[0])
+    # (a GPU runs each pass over the whole array at once: blocks would only add launches)
+    if n <= BLOCK or xp is not np or not all(a.flags.c_contiguous for a in arrays):
+        yield arrays + (xp.empty_like(arrays[0]),)
         return
     flat = [a.reshape(-1) for a in arrays]
     scratch = np.empty(BLOCK, arrays[0].dtype)
@@ -318,6 +320,7 @@ class Optimizer:
         state = self.state[p]
         if not state:
             self._init_state(p, state, group)
+        self._check_devices(p, state)
         arr = p._data
         if arr.dtype.kind == "c":
             # NOTE: as torch, a complex parameter is optimized as its (real, imag) pairs, so
@@ -326,6 +329,16 @@ class Optimizer:
         g = self._decay(arr, g, group)
         self._update(arr, g, state, group)
         p._bump_version()
+
+    def _check_devices(self, p, state):
+        """torch's error for state left on another device than its parameter (a model moved
+        by ``Module.to`` after the optimizer stepped)."""
+        dev = p.device
+        for v in state.values():
+            if type(v) is Tensor and v.device is not dev and v.device != dev and v.dim():
+                raise RuntimeError(f"{type(self).__name__}.step: Expected all tensors to be on "
+                                   f"the same device, but found at least two devices, {dev} "
+                                   f"and {v.device}!")
 
     def _grad(self, p, group):
         g = p.grad
@@ -381,20 +394,22 @@ class Optimizer:
             state = self.state[p]
             if not state:
                 self._init_state(p, state, group)
+            self._check_devices(p, state)
             ok = p.numel() <= FOREACH_MAX and p._data.flags.c_contiguous and \
                 p._data.dtype.kind != "c" and all(
                 state.get(k) is not None for k in keys)
-            (buckets.setdefault(p._data.dtype, []) if ok else rest).append(p)
-        for dtype, ps in buckets.items():
+            (buckets.setdefault((p._data.dtype, p.device), []) if ok else rest).append(p)
+        for ps in buckets.values():
             steps = {float(self.state[p]["step"]._data) for p in ps if "step" in self.state[p]}
             if len(ps) < 2 or len(steps) > 1:       # nothing to gain, or per-tensor bias terms
                 rest += ps
                 continue
             bufs = self._flat_state(ps, keys)
-            g = np.concatenate([p.grad._data.reshape(-1) for p in ps])
+            xp = array_module(ps[0]._data)
+            g = xp.concatenate([p.grad._data.reshape(-1) for p in ps])
             if group.get("maximize"):
-                np.negative(g, out=g)
-            x = np.concatenate([p._data.reshape(-1) for p in ps])
+                xp.negative(g, out=g)
+            x = xp.concatenate([p._data.reshape(-1) for p in ps])
             g = self._decay(x, g, group)
             step = None
             for p in ps:
@@ -425,12 +440,13 @@ class Optimizer:
             del cache[old]
         bufs, all_views = [], []
         for k in keys:
-            flat = np.concatenate([self.state[p][k]._data.reshape(-1) for p in ps])
+            flat = array_module(ps[0]._data).concatenate([self.state[p][k]._data.reshape(-1)
+                                                          for p in ps])
             views, offset = [], 0
             for p in ps:
                 n = p._data.size
                 views.append(flat[offset:offset + n].reshape(p._data.shape))
-                self.state[p][k] = Tensor._wrap(views[-1])
+                self.state[p][k] = Tensor._wrap(views[-1], p.device)
                 offset += n
             bufs.append(flat)
             all_views.append(views)
@@ -527,14 +543,14 @@ class _RealState(dict):
     a buffer the optimizer creates (SGD's momentum) is stored back as a complex view."""
 
     def __init__(self, state, dtype):
-        super().__init__({k: Tensor._wrap(_as_real(v._data)) if isinstance(v, Tensor) else v
-                          for k, v in state.items()})
+        super().__init__({k: Tensor._wrap(_as_real(v._data), v.device) if isinstance(
+            v, Tensor) else v for k, v in state.items()})
         self._state, self._dtype = state, dtype
 
     def __setitem__(self, key, value):
         super().__setitem__(key, value)
         if isinstance(value, Tensor) and value.dim():
-            value = Tensor._wrap(value._data.view(self._dtype))
+            value = Tensor._wrap(value._data.view(self._dtype), value.device)
         self._state[key] = value
 
 

@@ -1,6 +1,5 @@
 """RAdam: rectified Adam (``torch.optim.RAdam``)."""
-import numpy as np
-
+from .._backends import array_module
 from .optimizer import Optimizer, _check_common, _scalar, _zeros_like
 
 __all__ = ["RAdam"]
@@ -52,12 +51,13 @@ class RAdam(Optimizer):
 
     @staticmethod
     def _math(p, g, m, v, tmp, *, step, group):
+        xp = array_module(p)
         beta1, beta2 = group["betas"]
         m -= g                                          # m.lerp_(g, 1 - beta1)
         m *= beta1
         m += g
         v *= beta2
-        np.multiply(g, g, out=tmp)
+        xp.multiply(g, g, out=tmp)
         tmp *= 1 - beta2
         v += tmp
         bc1, bc2 = 1 - beta1 ** step, 1 - beta2 ** step
@@ -66,10 +66,10 @@ class RAdam(Optimizer):
         if rho_t > 5.0:
             rect = ((rho_t - 4) * (rho_t - 2) * rho_inf
                     / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
-            np.sqrt(v, out=tmp)
+            xp.sqrt(v, out=tmp)
             tmp += group["eps"]
-            np.divide(m, tmp, out=tmp)
+            xp.divide(m, tmp, out=tmp)
             tmp *= group["lr"] / bc1 * bc2 ** 0.5 * rect
         else:
-            np.multiply(m, group["lr"] / bc1, out=tmp)
+            xp.multiply(m, group["lr"] / bc1, out=tmp)
         p -= tmp

@@ -1,6 +1,5 @@
 """RMSprop, centered or not, with momentum (``torch.optim.RMSprop``)."""
-import numpy as np
-
+from .._backends import array_module
 from .optimizer import Optimizer, _check, _check_lr, _scalar, _zeros_like
 
 __all__ = ["RMSprop"]
@@ -61,9 +60,10 @@ class RMSprop(Optimizer):
     @staticmethod
     def _math(p, g, v, *rest, step, group):
         """``rest`` is ``([momentum_buffer], [grad_avg], scratch)`` as the options ask."""
+        xp = array_module(p)
         alpha, tmp = group["alpha"], rest[-1]
         v *= alpha
-        np.multiply(g, g, out=tmp)
+        xp.multiply(g, g, out=tmp)
         tmp *= 1 - alpha
         v += tmp
         if group["centered"]:
@@ -71,18 +71,18 @@ class RMSprop(Optimizer):
             ga -= g                                     # ga.lerp_(g, 1 - alpha)
             ga *= alpha
             ga += g
-            np.multiply(ga, ga, out=tmp)
-            np.subtract(v, tmp, out=tmp)
-            np.sqrt(tmp, out=tmp)
+            xp.multiply(ga, ga, out=tmp)
+            xp.subtract(v, tmp, out=tmp)
+            xp.sqrt(tmp, out=tmp)
         else:
-            np.sqrt(v, out=tmp)
+            xp.sqrt(v, out=tmp)
         tmp += group["eps"]
-        np.divide(g, tmp, out=tmp)
+        xp.divide(g, tmp, out=tmp)
         if group["momentum"] > 0:
             buf = rest[0]
             buf *= group["momentum"]
             buf += tmp
-            np.multiply(buf, group["lr"], out=tmp)
+            xp.multiply(buf, group["lr"], out=tmp)
         else:
             tmp *= group["lr"]
         p -= tmp

@@ -1,6 +1,5 @@
 """Rprop: resilient backpropagation (``torch.optim.Rprop``)."""
-import numpy as np
-
+from .._backends import array_module
 from .optimizer import Optimizer, _check_lr, _scalar, _zeros_like
 
 __all__ = ["Rprop"]
@@ -50,15 +49,16 @@ class Rprop(Optimizer):
 
     @staticmethod
     def _math(p, g, prev, size, tmp, *, step, group):
+        xp = array_module(p)
         etaminus, etaplus = group["etas"]
-        np.multiply(g, prev, out=tmp)
-        np.sign(tmp, out=tmp)
-        size *= np.where(tmp > 0, etaplus, np.where(tmp < 0, etaminus, 1.0))
-        np.clip(size, *group["step_sizes"], out=size)
+        xp.multiply(g, prev, out=tmp)
+        xp.sign(tmp, out=tmp)
+        size *= xp.where(tmp > 0, etaplus, xp.where(tmp < 0, etaminus, 1.0))
+        xp.clip(size, *group["step_sizes"], out=size)
         # NOTE: where the gradient changed sign the update is skipped and the gradient is
         # remembered as 0, so the next step neither grows nor shrinks that step size.
-        g = np.where(tmp < 0, 0, g)
-        np.sign(g, out=tmp)
+        g = xp.where(tmp < 0, 0, g)
+        xp.sign(g, out=tmp)
         tmp *= size
         p -= tmp
         prev[...] = g

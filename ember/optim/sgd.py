@@ -1,7 +1,5 @@
 """SGD with momentum, dampening and Nesterov momentum (``torch.optim.SGD``)."""
-import numpy as np
-
-from .._backends import add_at, backend
+from .._backends import add_at, array_module, backend, device_of_array
 from .._tensor import Tensor
 from .optimizer import Optimizer, _check, _check_lr
 
@@ -73,7 +71,7 @@ class SGD(Optimizer):
         if group["momentum"] != 0 and state.get("momentum_buffer") is None:
             # NOTE: torch keeps no buffer until the first step, and then it is the gradient
             # itself (undampened), so a state dict from step 0 has no momentum_buffer key.
-            state["momentum_buffer"] = Tensor._wrap(g.copy())
+            state["momentum_buffer"] = Tensor._wrap(g.copy(), device_of_array(g))
             p -= group["lr"] * (1 + group["momentum"]) * g if group["nesterov"] else \
                 group["lr"] * g
             return
@@ -82,18 +80,19 @@ class SGD(Optimizer):
     @staticmethod
     def _math(p, g, *rest, step, group):
         """``rest`` is ``(momentum_buffer, scratch)`` with momentum, else ``(scratch,)``."""
+        xp = array_module(p)
         tmp, lr, momentum = rest[-1], group["lr"], group["momentum"]
         if len(rest) == 1:
-            np.multiply(g, lr, out=tmp)
+            xp.multiply(g, lr, out=tmp)
         else:
             buf = rest[0]
             buf *= momentum
-            np.multiply(g, 1 - group["dampening"], out=tmp)
+            xp.multiply(g, 1 - group["dampening"], out=tmp)
             buf += tmp
             if group["nesterov"]:
-                np.multiply(buf, momentum, out=tmp)
+                xp.multiply(buf, momentum, out=tmp)
                 tmp += g
                 tmp *= lr
             else:
-                np.multiply(buf, lr, out=tmp)
+                xp.multiply(buf, lr, out=tmp)
         p -= tmp

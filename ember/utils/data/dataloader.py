@@ -65,8 +65,9 @@ class DataLoader:
             main process. Batches come back through shared memory.
         collate_fn: turns a list of samples into a batch (default: :func:`default_collate`,
             or :func:`default_convert` when batching is off).
-        pin_memory (bool, default False): pin batches for fast copies to an accelerator;
-            ember has none to pin for, so like torch without one this warns and does nothing.
+        pin_memory (bool, default False): pin batches (their tensors in page-locked memory)
+            for asynchronous copies to the GPU; without one, like torch, this warns and does
+            nothing.
         drop_last (bool, default False): drop the last, short batch.
         timeout (float, default 0): seconds to wait for a worker's batch before raising
             RuntimeError; 0 waits forever (a dead worker still raises at once).

@@ -2,6 +2,7 @@
 worker processes (tasks out through one queue per worker, batches back through one pipe per
 worker, and their arrays through shared memory)."""
 import atexit
+import collections.abc
 import itertools
 import multiprocessing
 import multiprocessing.util
@@ -14,6 +15,7 @@ import weakref
 from multiprocessing.connection import wait
 
 from . import _shm
+from .collate import _rebuild_mapping, _rebuild_sequence
 from .fetch import create_fetcher
 from .worker import (ExceptionWrapper, _IterableDatasetStopIteration, _ResumeIteration,
                      _worker_loop)
@@ -42,7 +44,9 @@ class _BaseIter:
         self._index_sampler, self._collate_fn = loader._index_sampler, loader.collate_fn
         self._num_workers, self._timeout = loader.num_workers, loader.timeout
         self._persistent_workers = loader.persistent_workers
-        if loader.pin_memory:
+        from ... import cuda
+        self._pin = loader.pin_memory and cuda.is_available()
+        if loader.pin_memory and not self._pin:
             warnings.warn("'pin_memory' argument is set as true but no accelerator is found, "
                           "then device pinned memory won't be used.", stacklevel=3)
         self._sampler_iter = iter(self._index_sampler)
@@ -65,6 +69,8 @@ class _BaseIter:
 
     def __next__(self):
         data = self._next_data()
+        if self._pin:
+            data = pin_memory(data)
         self._num_yielded += 1
         if self._iterable and self._len_called is not None and \
                 self._num_yielded > self._len_called:
@@ -82,6 +88,23 @@ class _BaseIter:
 
     def __getstate__(self):
         raise NotImplementedError(f"{self.__class__.__name__} cannot be pickled")
+
+
+def pin_memory(data):
+    """``data`` (a batch) with its tensors pinned, through mappings and sequences, as torch's
+    pin-memory thread does."""
+    if hasattr(data, "pin_memory"):         # (tensors, and any object that pins itself)
+        return data.pin_memory()
+    if isinstance(data, (str, bytes)):
+        return data
+    if isinstance(data, collections.abc.Mapping):
+        return _rebuild_mapping(data, {k: pin_memory(v) for k, v in data.items()})
+    if isinstance(data, tuple):
+        items = [pin_memory(v) for v in data]
+        return type(data)(*items) if hasattr(data, "_fields") else type(data)(items)
+    if isinstance(data, collections.abc.Sequence):
+        return _rebuild_sequence(data, [pin_memory(v) for v in data])
+    return data
 
 
 class SingleProcessIter(_BaseIter):

@@ -1,0 +1,319 @@
+"""TEST DOUBLE of ember's ``cuda`` device: no GPU, no CuPy, nothing here runs on a GPU.
+
+``cuda_double()`` installs, for the length of a ``with`` block (a test's fixture), a fake CuPy
+whose arrays are NumPy arrays in a wrapper, ``DeviceArray``, that refuses to become a NumPy
+array as CuPy's do: ``numpy.asarray(a)`` raises CuPy's TypeError ("Implicit conversion to a
+NumPy array is not allowed"), and so does any ``numpy.<function>(a)`` or ``numpy.<ufunc>(a)``
+(CuPy would dispatch some of those to itself; the double is stricter on purpose, so that code
+calling NumPy instead of the backend's ``xp`` fails loudly). A host ``numpy.ndarray`` given to
+an ``xp`` function or mixed into arithmetic with a device array raises too, as in CuPy. The
+wrapped ``xp`` forwards everything else to NumPy, so results are the CPU's, bit for bit.
+
+ember's real cuda backend (``ember._backends.cupy_backend.CupyBackend``) runs unchanged on it:
+the double replaces only the module it imports (``xp``, ``cupyx``) and what ``ember.cuda``
+asks of the driver (one device, "ember test double").
+
+What it proves: op forwards and backwards, device moves and the training plumbing go through
+the backend on a cuda tensor. What it does not: that CuPy has every function ember calls with
+the same signature, numerics of GPU kernels, streams or memory, none of which a CPU can show.
+"""
+import contextlib
+import sys
+import types
+import warnings
+import weakref
+
+import numpy as np
+
+IMPLICIT = ("Implicit conversion to a NumPy array is not allowed. Please use `.get()` to "
+            "construct a NumPy array explicitly.")
+HOST_OK = frozenset({"asarray", "array", "asanyarray"})      # xp functions that take host data
+
+
+class Device:
+    """``cupy.cuda.Device``: a context manager naming a GPU (the double has one, id 0)."""
+
+    def __init__(self, id=0):
+        if int(id) != 0:
+            raise RuntimeError(f"cudaErrorInvalidDevice: invalid device ordinal {id}")
+        self.id = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def use(self):
+        pass
+
+    def synchronize(self):
+        pass
+
+
+def _host(x, name):
+    raise TypeError(f"Unsupported type {type(x)} for {name}: a host numpy.ndarray given to a "
+                    "cuda (test double) array operation")
+
+
+def unwrap(x, name="xp", host_ok=False):
+    """The NumPy array inside a device array (recursing into lists, tuples and dicts)."""
+    t = type(x)
+    if t is DeviceArray:
+        return x._a
+    if t is np.ndarray and not host_ok:
+        _host(x, name)
+    if t in (list, tuple):
+        return t(unwrap(v, name, host_ok) for v in x)
+    if t is dict:
+        return {k: unwrap(v, name, host_ok) for k, v in x.items()}
+    return x
+
+
+_wrappers = weakref.WeakValueDictionary()     # id(ndarray) -> its live DeviceArray
+
+
+def wrap(r):
+    """A NumPy result as the device's: arrays and NumPy scalars become device arrays (CuPy's
+    reductions give 0-dim arrays), tuples and lists element by element. One ndarray has one
+    wrapper while that lives, so ``a.base is b.base`` holds as it does for CuPy's views."""
+    if isinstance(r, np.ndarray):
+        w = _wrappers.get(id(r))
+        if w is None or w._a is not r:
+            w = _wrappers[id(r)] = DeviceArray(r)
+        return w
+    if isinstance(r, np.generic):
+        return DeviceArray(np.asarray(r))
+    if isinstance(r, (tuple, list)):
+        items = [wrap(v) for v in r]
+        return type(r)(*items) if hasattr(r, "_fields") else type(r)(items)
+    return r
+
+
+def _call(fn, name, host_ok=False):
+    def call(*args, **kwargs):
+        args, kwargs = unwrap(args, name, host_ok), unwrap(kwargs, name, host_ok)
+        # CuPy never warns of a floating-point condition (0/0, the mean of nothing): nor do we
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return wrap(fn(*args, **kwargs))
+    call.__name__ = name
+    return call
+
+
+class DeviceArray:
+    """A "GPU" array of the double: a NumPy array that NumPy itself may not touch."""
+
+    __slots__ = ("_a", "__weakref__")
+    __array_ufunc__ = None          # numpy.<ufunc>(a) raises; numpy scalars defer to our operators
+    __array_priority__ = 10000
+    __hash__ = None
+
+    def __init__(self, a):
+        object.__setattr__(self, "_a", a)
+
+    def __setattr__(self, name, value):         # (a.real = ..., a.shape = ...)
+        setattr(self._a, name, unwrap(value, name))
+
+    def __array__(self, *args, **kwargs):
+        raise TypeError(IMPLICIT)
+
+    def __array_function__(self, func, types, args, kwargs):
+        raise TypeError(f"numpy.{func.__name__} called on a cuda (test double) array: ember "
+                        "must go through the backend's xp, not NumPy")
+
+    @property
+    def device(self):
+        return Device(0)
+
+    @property
+    def data(self):         # cupy.cuda.MemoryPointer: the double's "device" address
+        return types.SimpleNamespace(ptr=self._a.__array_interface__["data"][0])
+
+    def get(self, stream=None, order="C", out=None):
+        return np.array(self._a, copy=True)
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name in ("ctypes", "tobytes", "tofile"):
+            raise AttributeError(f"a cuda (test double) array has no host attribute {name!r}")
+        v = getattr(self._a, name)
+        return _call(v, f"ndarray.{name}") if callable(v) else wrap(v)
+
+    def __getitem__(self, key):
+        return wrap(self._a[unwrap(key, "__getitem__", True)])
+
+    def __setitem__(self, key, value):
+        self._a[unwrap(key, "__setitem__", True)] = unwrap(value, "__setitem__", True)
+
+    def __len__(self):
+        return len(self._a)
+
+    def __iter__(self):
+        return (wrap(v) for v in self._a)
+
+    def __repr__(self):
+        return f"DeviceArray({self._a!r})"
+
+    def __bool__(self):
+        return bool(self._a)
+
+    def __int__(self):
+        return int(self._a)
+
+    def __float__(self):
+        return float(self._a)
+
+    def __complex__(self):
+        return complex(self._a)
+
+    def __index__(self):
+        return self._a.__index__()
+
+    def __dlpack__(self, *args, **kwargs):
+        raise TypeError("DLPack export of a cuda (test double) array: it has no GPU memory")
+
+
+def _operator(name):
+    def method(self, *others):
+        return wrap(getattr(self._a, name)(*unwrap(others, name)))
+    method.__name__ = name
+    return method
+
+
+def _inplace(name):
+    def method(self, other):
+        getattr(self._a, name)(unwrap(other, name))
+        return self
+    method.__name__ = name
+    return method
+
+
+for _n in ("add sub mul truediv floordiv mod pow matmul and or xor lshift rshift divmod".split()):
+    setattr(DeviceArray, f"__{_n}__", _operator(f"__{_n}__"))
+    setattr(DeviceArray, f"__r{_n}__", _operator(f"__r{_n}__"))
+    if _n != "divmod":
+        setattr(DeviceArray, f"__i{_n}__", _inplace(f"__i{_n}__"))
+for _n in ("lt le eq ne gt ge neg pos abs invert".split()):
+    setattr(DeviceArray, f"__{_n}__", _operator(f"__{_n}__"))
+
+
+class Namespace(types.ModuleType):
+    """A NumPy module (``numpy``, ``numpy.linalg``...) as the double's: its functions and
+    ufuncs take and give device arrays; types and constants are NumPy's (CuPy's are too)."""
+
+    def __init__(self, module, name, extra=None):
+        super().__init__(name)
+        self._module = module
+        self.__dict__.update(extra or {})
+
+    def __getattr__(self, name):
+        v = getattr(self._module, name)
+        if isinstance(v, types.ModuleType):
+            v = Namespace(v, f"{self.__name__}.{name}")
+        elif isinstance(v, np.ufunc):
+            v = Ufunc(v)
+        elif callable(v) and not isinstance(v, type):
+            v = _call(v, name, name in HOST_OK and self._module is np)
+        setattr(self, name, v)
+        return v
+
+
+class Ufunc:
+    """``cupy.ufunc``: calls, and the methods CuPy has (docs/source/reference/ufunc.rst:
+    ``outer`` for all, ``at`` for add, maximum and minimum; no reduce, accumulate, reduceat)."""
+
+    def __init__(self, u):
+        self._u, self.__name__ = u, u.__name__
+        self.nin, self.nout, self.identity = u.nin, u.nout, u.identity
+
+    def __call__(self, *args, **kwargs):
+        return _call(self._u, self.__name__)(*args, **kwargs)
+
+    def __getattr__(self, name):
+        if name in ("reduce", "accumulate", "reduceat") or name == "at" and \
+                self.__name__ not in ("add", "maximum", "minimum"):
+            raise NotImplementedError(f"cupy.{self.__name__}.{name} is not supported")
+        return _call(getattr(self._u, name), f"{self.__name__}.{name}")
+
+
+def _asarray(obj, dtype=None, order=None, **kwargs):
+    # cupy.asarray copies host data to the device; a device array of the right dtype is itself
+    if type(obj) is DeviceArray:
+        return obj if dtype is None or obj._a.dtype == dtype else wrap(obj._a.astype(dtype))
+    return DeviceArray(np.array(unwrap(obj, "asarray", True), dtype=dtype, order=order or "K",
+                                copy=True))
+
+
+class MemoryPool:
+    """``cupy.get_default_memory_pool()``: the double holds no memory of its own."""
+
+    def used_bytes(self):
+        return 0
+
+    def total_bytes(self):
+        return 0
+
+    def free_all_blocks(self):
+        pass
+
+
+class PinnedMemoryPointer(bytearray):
+    """``cupy.cuda.PinnedMemoryPointer``: the double's "page-locked" host block."""
+
+
+def empty_pinned(shape, dtype=float, order="C"):
+    """``cupyx.empty_pinned``: a NumPy array over a pinned block."""
+    dtype = np.dtype(dtype)
+    return np.ndarray(shape, dtype, PinnedMemoryPointer(max(1, int(np.prod(shape)) *
+                                                            dtype.itemsize)), order=order)
+
+
+_runtime = types.SimpleNamespace(
+    getDeviceCount=lambda: 1, getDevice=lambda: 0, setDevice=lambda i: Device(i) and None,
+    deviceSynchronize=lambda: None,
+    getDeviceProperties=lambda i: {"name": b"ember test double", "totalGlobalMem": 1 << 30,
+                                   "major": 8, "minor": 0, "multiProcessorCount": 1})
+_pool = MemoryPool()
+cupy = Namespace(np, "cupy", {
+    "ndarray": DeviceArray, "asarray": _asarray, "asanyarray": _asarray,
+    "array": lambda obj, dtype=None, copy=True, order="K", **kw: _asarray(
+        obj.copy() if copy and type(obj) is DeviceArray else obj, dtype, order),
+    "asnumpy": lambda a, stream=None, order="C", out=None: a.get() if type(a) is DeviceArray
+    else np.asarray(a),
+    "get_array_module": lambda *args: cupy, "get_default_memory_pool": lambda: _pool,
+    "cuda": types.SimpleNamespace(Device=Device, runtime=_runtime, is_available=lambda: True,
+                                  PinnedMemoryPointer=PinnedMemoryPointer)})
+
+
+def _scatter(ufunc):
+    def scatter(a, slices, value):
+        ufunc.at(a._a, unwrap(slices, "scatter", True), unwrap(value, "scatter"))
+    return scatter
+
+
+cupyx = types.ModuleType("cupyx")
+cupyx.scatter_add, cupyx.scatter_max, cupyx.scatter_min = (
+    _scatter(np.add), _scatter(np.maximum), _scatter(np.minimum))
+cupyx.empty_pinned = empty_pinned
+
+
+@contextlib.contextmanager
+def cuda_double():
+    """Make ``cuda`` ember's test double inside the block: its backend is ember's CuPy backend
+    on the fake ``cupy`` above, and ``ember.cuda`` sees one device."""
+    import ember
+    from ember import _backends
+    from ember._backends import cupy_backend
+    saved = (_backends._cuda, ember.cuda._cupy, sys.modules.get("cupy"), sys.modules.get("cupyx"))
+    sys.modules["cupy"], sys.modules["cupyx"] = cupy, cupyx
+    try:
+        _backends._cuda = cupy_backend.CupyBackend()
+        ember.cuda._cupy = lambda: (cupy, 1, None)
+        yield cupy
+    finally:
+        _backends._cuda, ember.cuda._cupy = saved[:2]
+        for name, mod in zip(("cupy", "cupyx"), saved[2:]):
+            if mod is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = mod
