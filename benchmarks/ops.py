@@ -35,6 +35,7 @@ if __package__ in (None, ""):
 
 N_LARGE = 1 << 20
 MAX_OUT = 1 << 24          # a grown call whose result would be larger is not run
+MAX_MEMORY = 12 << 30      # the worker's address space
 
 
 def _walk(x, fn):
@@ -239,6 +240,10 @@ def _time(fn, quick):
 
 
 def _worker(threads, quick, only):
+    import resource
+    # a case whose memory outgrows the machine fails alone (MemoryError, reported in the
+    # table), instead of the kernel ending the whole run
+    resource.setrlimit(resource.RLIMIT_AS, (MAX_MEMORY, MAX_MEMORY))
     import ember
     import torch
     torch.set_num_threads(threads)
