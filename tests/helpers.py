@@ -19,3 +19,16 @@ def skip_if_cupy(reason="CuPy is installed"):
     except ImportError:
         return
     pytest.skip(reason)
+
+
+def sample_tensors(a):
+    """A sample's arguments with its NumPy arrays made ember tensors (copies), lists and tuples
+    walked: the graph and ONNX registry tests feed the same calls to their recorders."""
+    import numpy as np
+
+    import ember
+    if isinstance(a, np.ndarray):
+        return ember.from_numpy(a.copy())
+    if type(a) in (list, tuple):
+        return type(a)(sample_tensors(x) for x in a)
+    return a

@@ -10,16 +10,9 @@ from ember._graph import Interpreter, record
 from ember._graph.record import flatten_tensors
 from ember._graph.serialize import dumps, loads
 from ember._ops.registry import all_ops
+from helpers import sample_tensors
 
 OPS = [d for d in all_ops() if d.samples is not None]
-
-
-def _tensors(a):
-    if isinstance(a, np.ndarray):
-        return ember.from_numpy(a.copy())
-    if type(a) in (list, tuple):
-        return type(a)(_tensors(x) for x in a)
-    return a
 
 
 def _same(a, b):
@@ -35,7 +28,8 @@ def test_record_replay_and_round_trip(opdef):
     if not samples:
         pytest.skip(f"{opdef.name} has no float32 samples")
     for s in samples:
-        args, kwargs = _tensors(tuple(s.args)), {k: _tensors(v) for k, v in s.kwargs.items()}
+        args = sample_tensors(tuple(s.args))
+        kwargs = {k: sample_tensors(v) for k, v in s.kwargs.items()}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:

@@ -10,6 +10,7 @@ import pytest
 import ember
 from ember._graph.record import flatten_tensors
 from ember._ops.registry import all_ops
+from helpers import sample_tensors
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -18,19 +19,12 @@ from ember.onnx._lowerings import LOWERINGS  # noqa: E402
 OPS = [d for d in all_ops() if d.name in LOWERINGS and d.samples is not None]
 
 
-def _tensors(a):
-    if isinstance(a, np.ndarray):
-        return ember.from_numpy(a.copy())
-    if type(a) in (list, tuple):
-        return type(a)(_tensors(x) for x in a)
-    return a
-
-
 @pytest.mark.parametrize("opdef", OPS, ids=str)
 def test_lowering_matches_the_op(opdef):
     ran = 0
     for s in opdef.samples("cpu", ember.float32) or []:
-        args, kwargs = _tensors(tuple(s.args)), {k: _tensors(v) for k, v in s.kwargs.items()}
+        args = sample_tensors(tuple(s.args))
+        kwargs = {k: sample_tensors(v) for k, v in s.kwargs.items()}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
