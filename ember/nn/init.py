@@ -152,8 +152,6 @@ def orthogonal_(tensor, gain=1, generator=None):
 
 
 def sparse_(tensor, sparsity, std=0.01, generator=None):
-    import numpy as np
-
     from .._ops.random import _fill_from
     rows, cols = tensor.shape
 
