@@ -102,7 +102,7 @@ def _modules(lib):
     def T(*shape):
         return lib.tensor(rng.standard_normal(shape), dtype=lib.float32, requires_grad=True)
     lib.manual_seed(0)
-    x2, x3, x4 = T(3, 4), T(2, 3, 4), T(2, 3, 5, 5)
+    x2, x3, x4, x5, q4 = T(3, 4), T(2, 3, 4), T(2, 3, 6, 6), T(1, 2, 4, 4, 4), T(2, 2, 3, 4)
     p, labels = lib.tensor(rng.random((3, 4)), dtype=lib.float32), lib.tensor([0, 1, 3])
     c = {
         "Linear 2-D": (lib.nn.Linear(4, 2)(x2), 0),
@@ -114,6 +114,7 @@ def _modules(lib):
         "x[None]": (x2[None], 1), "x[...]": (x2[...], 1),
         "BCEWithLogitsLoss": (lib.nn.BCEWithLogitsLoss()(x2, p), 1),
         "BCELoss": (lib.nn.BCELoss()(lib.sigmoid(x2), p), 2),
+        # (depth 0: ember's is one fused op; torch's log_softmax then nll_loss)
         "CrossEntropyLoss": (lib.nn.CrossEntropyLoss()(x2, labels), 0),
         "NLLLoss": (lib.nn.NLLLoss()(F.log_softmax(x2, 1), labels), 2),
         "MSELoss": (lib.nn.MSELoss()(x2, p), 1),
@@ -155,6 +156,63 @@ def _modules(lib):
         "relu6": (F.relu6(x2), 1), "hardtanh": (F.hardtanh(x2), 1),
         "hardsigmoid": (F.hardsigmoid(x2), 1), "hardswish": (F.hardswish(x2), 1),
         "softplus": (F.softplus(x2), 1), "logsigmoid": (F.logsigmoid(x2), 1),
+        # composites: one node of torch's name, whose edges lead to the inputs
+        "avg_pool2d": (F.avg_pool2d(x4, 2), 2), "avg_pool1d": (F.avg_pool1d(x3, 2), 2),
+        "avg_pool3d": (F.avg_pool3d(x5, 2), 1),
+        "adaptive_avg_pool2d(3)": (F.adaptive_avg_pool2d(x4, 3), 1),
+        "adaptive_avg_pool1d(2)": (F.adaptive_avg_pool1d(x3, 2), 2),
+        "adaptive_avg_pool3d(2)": (F.adaptive_avg_pool3d(x5, 2), 1),
+        "interpolate nearest": (F.interpolate(x4, scale_factor=2), 1),
+        "interpolate nearest 1-d": (F.interpolate(x3, scale_factor=2), 1),
+        "interpolate nearest-exact": (F.interpolate(x4, size=7, mode="nearest-exact"), 1),
+        "interpolate bilinear": (F.interpolate(x4, scale_factor=2, mode="bilinear"), 1),
+        "interpolate linear": (F.interpolate(x3, size=7, mode="linear", align_corners=True), 1),
+        "interpolate bicubic": (F.interpolate(x4, scale_factor=2, mode="bicubic"), 1),
+        "interpolate trilinear": (F.interpolate(x5, scale_factor=2, mode="trilinear"), 1),
+        "interpolate area": (F.interpolate(x4, size=(2, 3), mode="area"), 1),
+        "glu": (F.glu(x2), 1), "PReLU": (lib.nn.PReLU()(x2), 2),
+        "prelu per channel": (F.prelu(x4, T(3)), 2),
+        "EmbeddingBag": (lib.nn.EmbeddingBag(5, 3)(lib.tensor([[0, 2], [4, 1]])), 1),
+        # (depth 0: torch adds eps by add(Scalar), AddBackward1)
+        "pairwise_distance": (F.pairwise_distance(x2, T(3, 4)), 0),
+        "unfold": (F.unfold(x4, 2), 1), "fold": (F.fold(T(2, 12, 4), (3, 3), 2), 1),
+        "pixel_shuffle": (F.pixel_shuffle(T(1, 4, 2, 2), 2), 1),
+        "pixel_unshuffle": (F.pixel_unshuffle(x4[..., :4, :4], 2), 0),
+        "attention, 4-d": (F.scaled_dot_product_attention(q4, q4, q4), 1),
+        # (depth 0: ember's blockwise kernel is one op; torch's math path several)
+        "attention, 3-d": (F.scaled_dot_product_attention(x3, x3, x3), 0),
+        "attention, dropout": (F.scaled_dot_product_attention(q4, q4, q4, dropout_p=0.5), 0),
+        "leaky_relu_": (F.leaky_relu(x2 * 1, inplace=True), 1),
+        "elu_": (F.elu(x2 * 1, inplace=True), 1), "selu_": (F.selu(x2 * 1, inplace=True), 1),
+        "celu_": (F.celu(x2 * 1, inplace=True), 1),
+        "threshold_": (F.threshold(x2 * 1, 0.1, 2.0, inplace=True), 1),
+        "hardtanh_": (F.hardtanh(x2 * 1, inplace=True), 1),
+        "relu6_": (F.relu6(x2 * 1, inplace=True), 1), "silu_": (F.silu(x2 * 1, inplace=True), 1),
+        "hardswish_": (F.hardswish(x2 * 1, inplace=True), 1),
+        "mish_": (F.mish(x2 * 1, inplace=True), 1),
+        "rrelu": (F.rrelu(x2), 1), "rrelu_": (F.rrelu(x2 * 1, inplace=True), 1),
+        "CrossEntropyLoss, probabilities": (lib.nn.CrossEntropyLoss()(x2, p.softmax(1)), 1),
+        "cross_entropy, probabilities, sum": (F.cross_entropy(x2, p, reduction="sum"), 1),
+        "normalize": (F.normalize(x2), 3),
+        "soft_margin_loss": (F.soft_margin_loss(x2, p.sign()), 1),
+        "multi_margin_loss": (F.multi_margin_loss(x2, labels), 1),
+        "multilabel_margin_loss": (F.multilabel_margin_loss(x2, lib.tensor([[0, 1, -1, 0]] * 3)),
+                                   1),
+        "grid_sample": (F.grid_sample(x4, lib.tanh(T(2, 3, 3, 2)), align_corners=False), 1),
+        "affine_grid": (F.affine_grid(T(2, 2, 3), (2, 3, 4, 4), align_corners=False), 1),
+        "channel_shuffle": (lib.nn.ChannelShuffle(2)(T(1, 4, 2, 2)), 1),
+        "pdist": (F.pdist(x2), 1),
+        "max_unpool2d": (F.max_unpool2d(*F.max_pool2d(x4, 2, return_indices=True), 2), 2),
+        "max_unpool1d": (F.max_unpool1d(*F.max_pool1d(x3, 2, return_indices=True), 2), 1),
+        "embedding, max_norm": (F.embedding(lib.tensor([0, 1]), T(3, 4) * 1, max_norm=1.0), 1),
+        "reflect pad": (F.pad(x4, (1, 1, 2, 0), mode="reflect"), 1),
+        "replicate pad": (F.pad(x3, (1, 2), mode="replicate"), 1),
+        "RNN": (lib.nn.RNN(4, 5)(x3)[0], 1), "RNN, h_n": (lib.nn.RNN(4, 5)(x3)[1], 1),
+        "GRU, batch_first": (lib.nn.GRU(4, 5, batch_first=True)(x3)[0], 2),
+        "GRU, bidirectional": (lib.nn.GRU(4, 5, bidirectional=True)(x3)[0], 2),
+        "RNN, unbatched": (lib.nn.RNN(4, 5)(x2)[0], 2),
+        "LSTM": (lib.nn.LSTM(4, 5)(x3)[0], 0), "LSTM, c_n": (lib.nn.LSTM(4, 5)(x3)[1][1], 1),
+        "LSTM, batch_first": (lib.nn.LSTM(4, 5, batch_first=True)(x3)[0], 1),
     }
     return c
 

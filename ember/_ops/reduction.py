@@ -569,8 +569,12 @@ def _(g, input, p="fro", dim=None, keepdim=False, dtype=None, result=None):
         return g * 0
     if p == 1:
         return g * sgn
-    # d/dx (sum |x|^p)^(1/p) = sgn(x) |x|^(p-1) / norm^(p-1)
-    return ember.where(r == 0, 0.0, g / r ** (p - 1)) * sgn * input.abs() ** (p - 1)
+    # d/dx (sum |x|^p)^(1/p) = sgn(x) |x|^(p-1) / norm^(p-1); 0 at x = 0, as torch's (for
+    # p < 1 the power is infinite there)
+    scaled = sgn * input.abs() ** (p - 1)
+    if p < 1:
+        scaled = ember.where(input == 0, 0.0, scaled)
+    return ember.where(r == 0, 0.0, g / r ** (p - 1)) * scaled
 
 
 def _norm_meta(input, p="fro", dim=None, keepdim=False, dtype=None):

@@ -421,6 +421,14 @@ def node_class(base, name):
     return cls
 
 
+def rename_node(node, name):
+    """Make ``node`` (an OpNode, or None) one of the class torch calls ``name`` (None: leave
+    it): for a call whose aten op differs from the OpDef's only in name, as an in-place
+    form (``leaky_relu_`` is ``LeakyReluBackward1``)."""
+    if node is not None and name is not None:
+        node.__class__ = node_class(type(node).__bases__[0], name)
+
+
 def simple_type(opdef):
     """``opdef.simple_type``: the SimpleNode class of ``opdef``'s calls, or where its name
     depends on the call (``opdef.grad_name_of``), a function of the positional arguments giving

@@ -16,6 +16,7 @@ from .._ops import conv as _C
 from .._ops import pooling as _P
 from .._ops.dispatch import dispatch
 from ..amp.autocast_mode import autocast_policy
+from ..autograd.composite import one_node
 
 _E = {}
 
@@ -199,16 +200,22 @@ def pad(input, pad, mode="constant", value=None):
         raise NotImplementedError(f"Only 2D, 3D, 4D, 5D padding with non-constant padding are "
                                   f"supported for now (got {input.dim()}D input and padding "
                                   f"{list(pad)} in mode {mode})")
-    x = input
     for i, (a, b) in enumerate(zip(lo, hi)):
-        d = input.dim() - nd + i
-        n = input.shape[d]
+        d, n = input.dim() - nd + i, input.shape[input.dim() - nd + i]
         if mode == "reflect" and (a >= n or b >= n) or mode == "circular" and (a > n or b > n):
             raise RuntimeError(f"pad: padding ({a}, {b}) at dimension {d} of input "
                                f"{list(input.shape)} is too large for mode '{mode}'")
-        idx = ember.tensor(_pad_index(mode, n, a, b), device=input.device)
-        x = x.index_select(d, idx)
-    return x
+
+    def gather(x):
+        for i, (a, b) in enumerate(zip(lo, hi)):
+            d = input.dim() - nd + i
+            x = x.index_select(d, ember.tensor(_pad_index(mode, input.shape[d], a, b),
+                                               device=input.device))
+        return x
+    if mode == "circular":      # (torch's is copies into slices: its node is CopySlices)
+        return gather(input)
+    kind = "Reflection" if mode == "reflect" else "Replication"
+    return one_node(f"{kind}Pad{nd}DBackward0", gather, input)
 
 
 # ---- pooling -----------------------------------------------------------------------------------
@@ -312,8 +319,8 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
         tensor([[[[ 2.5000,  4.5000],
                   [10.5000, 12.5000]]]])
     """
-    return _avg_pool_nd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                        divisor_override, 2, "avg_pool2d")
+    return one_node("AvgPool2DBackward0", _avg_pool_nd, input, kernel_size, stride, padding,
+                    ceil_mode, count_include_pad, divisor_override, 2, "avg_pool2d")
 
 
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
@@ -325,8 +332,10 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
         >>> ember.nn.functional.avg_pool1d(ember.arange(4.).reshape(1, 1, 4), 2)
         tensor([[[0.5000, 2.5000]]])
     """
-    return _avg_pool_nd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                        None, 1, "avg_pool1d")
+    # NOTE: torch's is avg_pool2d between an unsqueeze and a squeeze: so is its graph
+    return one_node("AvgPool2DBackward0", lambda x: _avg_pool_nd(
+        x.squeeze(-2), kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1,
+        "avg_pool1d").unsqueeze(-2), input.unsqueeze(-2)).squeeze(-2)
 
 
 @autocast_policy("autocast_fp32_cpu")
@@ -339,8 +348,8 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
         >>> ember.nn.functional.avg_pool3d(ember.ones(1, 1, 4, 4, 4), 2).shape
         torch.Size([1, 1, 2, 2, 2])
     """
-    return _avg_pool_nd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                        divisor_override, 3, "avg_pool3d")
+    return one_node("AvgPool3DBackward0", _avg_pool_nd, input, kernel_size, stride, padding,
+                    ceil_mode, count_include_pad, divisor_override, 3, "avg_pool3d")
 
 
 def _lp_pool(nd):
@@ -388,24 +397,30 @@ _ADAPTIVE_AVG_POLICY = {1: ("autocast_keep",), 2: ("autocast_keep",),
                         3: ("autocast_fp32_cpu", "autocast_keep_cuda")}
 
 
+def _adaptive_avg_pool(input, osize):
+    x = input
+    for i, o in enumerate(osize):          # the windows are separable: one dim at a time
+        d = input.dim() - len(osize) + i
+        n = x.shape[d]
+        if n == o:
+            continue
+        if o == 1:
+            x = x.mean(d, keepdim=True)
+            continue
+        a = ember.tensor(_adaptive_matrix(n, o).T, dtype=x.dtype, device=x.device)
+        x = (x.movedim(d, -1) @ a).movedim(-1, d)
+    return x if x is not input else x.clone()
+
+
 def _adaptive_avg(nd):
     @autocast_policy(*_ADAPTIVE_AVG_POLICY[nd])
     def adaptive_avg_pool(input, output_size):
         osize = _adaptive_size(input, output_size, nd, f"adaptive_avg_pool{nd}d")
-        if nd > 1 and all(o == 1 for o in osize):    # NOTE: torch's global pooling: one mean
+        if nd == 1:     # NOTE: torch's is the 2-d pool between an unsqueeze and a squeeze
+            return adaptive_avg_pool2d(input.unsqueeze(-2), (1,) + osize).squeeze(-2)
+        if all(o == 1 for o in osize):    # NOTE: torch's global pooling: one mean
             return input.mean(tuple(range(-nd, 0)), keepdim=True)
-        x = input
-        for i, o in enumerate(osize):          # the windows are separable: one dim at a time
-            d = input.dim() - nd + i
-            n = x.shape[d]
-            if n == o:
-                continue
-            if o == 1:
-                x = x.mean(d, keepdim=True)
-                continue
-            a = ember.tensor(_adaptive_matrix(n, o).T, dtype=x.dtype, device=x.device)
-            x = (x.movedim(d, -1) @ a).movedim(-1, d)
-        return x
+        return one_node(f"AdaptiveAvgPool{nd}DBackward0", _adaptive_avg_pool, input, osize)
     adaptive_avg_pool.__name__ = f"adaptive_avg_pool{nd}d"
     adaptive_avg_pool.__doc__ = f"""{nd}-d average pooling to a fixed ``output_size`` (None
     keeps a dim's size).
@@ -465,8 +480,12 @@ def _max_unpool(nd):
             osize = tuple((n - 1) * ss - 2 * pp + kk for n, ss, pp, kk in zip(size, s, p, k))
         else:
             osize = tuple(output_size)[-nd:]
-        return _P.max_unpool_grad(input, indices, tuple(input.shape[:-nd]) + osize, nd,
-                                  accumulate=False)
+        if nd == 1:     # NOTE: torch's is the 2-d unpool between an unsqueeze and a squeeze
+            return one_node("MaxUnpool2DBackward0", lambda x: _P.max_unpool_grad(
+                x.squeeze(-1), indices, tuple(input.shape[:-1]) + osize, 1,
+                accumulate=False).unsqueeze(-1), input.unsqueeze(-1)).squeeze(-1)
+        return one_node(f"MaxUnpool{nd}DBackward0", _P.max_unpool_grad, input, indices,
+                        tuple(input.shape[:-nd]) + osize, nd, False)
     max_unpool.__name__ = f"max_unpool{nd}d"
     max_unpool.__doc__ = f"""Inverse of ``max_pool{nd}d``: each value goes to its index, the
     rest is zero.
@@ -494,6 +513,10 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
         >>> ember.nn.functional.unfold(ember.ones(2, 3, 4, 5), (2, 3)).shape
         torch.Size([2, 18, 9])
     """
+    return one_node("Im2ColBackward0", _unfold, input, kernel_size, dilation, padding, stride)
+
+
+def _unfold(input, kernel_size, dilation, padding, stride):
     nd = input.dim() - 2 if input.dim() == 4 else 2
     batched = _check_dims(input, nd, "unfold")
     x = input if batched else input.unsqueeze(0)
@@ -546,6 +569,9 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
                      dtype=x.dtype, device=x.device)
     fit = tuple(o - _C.conv_output_size(b, a, ss, pp, dd, True) for o, b, a, ss, pp, dd in zip(
         osize, blocks, k, s, p, d))
-    out = dispatch(_C.convolution, (x.reshape((x.shape[0], x.shape[1]) + blocks), w, None, s,
-                                    p, d, True, fit, c), _E)
-    return out if batched else out.squeeze(0)
+
+    def col2im(x):
+        out = dispatch(_C.convolution, (x.reshape((x.shape[0], x.shape[1]) + blocks), w, None,
+                                        s, p, d, True, fit, c), _E)
+        return out if batched else out.squeeze(0)
+    return one_node("Col2ImBackward0", col2im, x)

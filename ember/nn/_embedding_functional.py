@@ -4,6 +4,7 @@ import numpy as np
 
 import ember
 
+from ..autograd.composite import one_node
 from ..autograd.function import Function
 from ..autograd.grad_mode import no_grad
 from .._ops.nn import check_embedding_range as _check_embedding_range
@@ -111,8 +112,11 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     _check_embedding_range(flat, weight.shape[0])
     if max_norm is not None:
         _renorm_(weight, flat, max_norm, norm_type)
-    out = _rows(weight, flat, padding_idx, scale_grad_by_freq, sparse)
-    return out.reshape(tuple(input.shape) + (weight.shape[1],))
+
+    def lookup(weight):
+        out = _rows(weight, flat, padding_idx, scale_grad_by_freq, sparse)
+        return out.reshape(tuple(input.shape) + (weight.shape[1],))
+    return lookup(weight) if sparse else one_node("EmbeddingBackward0", lookup, weight)
 
 
 def _bags(input, offsets, per_sample_weights, include_last_offset):
@@ -187,17 +191,22 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     padding_idx = _padding(padding_idx, weight)
     keep = flat != padding_idx if padding_idx is not None else np.ones(flat.shape, bool)
     flat, bag = flat[keep], bag[keep]
-    if mode == "max":
-        return _bag_max(weight, flat, bag, n)
-    rows = _rows(weight, flat, None, scale_grad_by_freq, sparse)
-    if psw is not None:
-        rows = rows * psw[ember.tensor(np.nonzero(keep)[0], device=weight.device)].unsqueeze(1)
-    out = ember.zeros(n, weight.shape[1], dtype=rows.dtype, device=weight.device).index_add(
-        0, ember.tensor(bag, device=weight.device), rows)
-    if mode == "mean":
-        count = np.maximum(np.bincount(bag, minlength=n), 1)
-        out = out / ember.tensor(count, dtype=out.dtype, device=out.device).unsqueeze(1)
-    return out
+
+    def bags(weight, psw):
+        if mode == "max":
+            return _bag_max(weight, flat, bag, n)
+        rows = _rows(weight, flat, None, scale_grad_by_freq, sparse)
+        if psw is not None:
+            rows = rows * psw[ember.tensor(np.nonzero(keep)[0], device=weight.device)
+                              ].unsqueeze(1)
+        out = ember.zeros(n, weight.shape[1], dtype=rows.dtype, device=weight.device).index_add(
+            0, ember.tensor(bag, device=weight.device), rows)
+        if mode == "mean":
+            count = np.maximum(np.bincount(bag, minlength=n), 1)
+            out = out / ember.tensor(count, dtype=out.dtype, device=out.device).unsqueeze(1)
+        return out
+    # (a sparse gradient stays the rows' own: the node's reentrant backward would densify it)
+    return bags(weight, psw) if sparse else one_node("EmbeddingBagBackward0", bags, weight, psw)
 
 
 def _bag_max(weight, flat, bag, n):

@@ -12,6 +12,7 @@ from ..amp.autocast_mode import autocast_policy
 from ..autograd.function import Function
 from . import functional as _F
 from ._norm_functional import pairwise_distance
+from ..autograd.composite import recorded_as
 
 __all__ = ["poisson_nll_loss", "gaussian_nll_loss", "ctc_loss", "margin_ranking_loss",
            "hinge_embedding_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
@@ -275,6 +276,7 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
 
 
 @autocast_policy("autocast_fp32")
+@recorded_as("SoftMarginLossBackward0")
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """``log(1 + exp(-y x))``, the two-class logistic loss.
 
@@ -304,6 +306,7 @@ def _per_sample(loss, reduction, unbatched, shape=()):
 
 
 @autocast_policy("autocast_fp32")
+@recorded_as("MultiMarginLossBackward0")
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
                       reduce=None, reduction="mean"):
     """Multi-class hinge loss: ``sum_{i != y} w[y] max(0, margin - x[y] + x[i])^p / C``.
@@ -340,6 +343,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
 
 
 @autocast_policy("autocast_fp32")
+@recorded_as("MultilabelMarginLossBackward0")
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Multi-label hinge loss: each row of ``target`` lists class indices, ended by -1;
     ``sum_{j in targets} sum_{i not in targets} max(0, 1 - (x[j] - x[i])) / C``.

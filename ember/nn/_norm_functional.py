@@ -10,6 +10,7 @@ import ember
 from .._ops import nn as _nn
 from .._ops.dispatch import dispatch
 from ..amp.autocast_mode import autocast_policy
+from ..autograd.composite import one_node
 from ._conv_functional import avg_pool2d, avg_pool3d, pad
 
 __all__ = ["batch_norm", "group_norm", "instance_norm", "local_response_norm", "normalize",
@@ -154,7 +155,7 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
         >>> ember.nn.functional.normalize(ember.tensor([[3., 4.]]))
         tensor([[0.6000, 0.8000]])
     """
-    r = input / _vector_norm(input, p, dim, keepdim=True).clamp_min(eps)
+    r = input / input.norm(p, dim, keepdim=True).clamp_min(eps).expand_as(input)
     return out.copy_(r) if out is not None else r
 
 
@@ -189,4 +190,5 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
         [4.99999...]
     """
     d = max(x1.dim(), x2.dim()) - 1
-    return _vector_norm(x1 - x2 + eps, p, d, keepdim)
+    # NOTE: torch's is aten's norm (NormBackward1), not linalg.vector_norm
+    return one_node("NormBackward1", ember.norm, x1 - x2 + eps, p, d, keepdim)

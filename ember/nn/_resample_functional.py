@@ -11,6 +11,7 @@ import numpy as np
 import ember
 
 from ..amp.autocast_mode import autocast_policy
+from ..autograd.composite import one_node
 from ._conv_functional import _ntuple, adaptive_avg_pool1d, adaptive_avg_pool2d, \
     adaptive_avg_pool3d
 
@@ -114,7 +115,14 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode == "area":
         return {1: adaptive_avg_pool1d, 2: adaptive_avg_pool2d,
                 3: adaptive_avg_pool3d}[nd](input, osize)
-    x = input
+    kind = {"nearest-exact": "NearestExact", "linear": "Linear", "bilinear": "Bilinear",
+            "bicubic": "Bicubic", "trilinear": "Trilinear"}.get(mode, "Nearest")
+    return one_node(f"Upsample{kind}{nd}DBackward0", _resample, input, mode, in_size, osize,
+                    scales, align_corners)
+
+
+def _resample(input, mode, in_size, osize, scales, align_corners):
+    nd, x = len(in_size), input
     for i in range(nd):
         n, o = in_size[i], osize[i]
         # NOTE: torch's CPU kernels ignore the scale factor in a few cases: the linear modes
@@ -127,7 +135,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             x = x.index_select(2 + i, ember.tensor(np.arange(o) // 2, device=x.device))
             continue
         x = _resample_dim(x, 2 + i, mode, o, scales[i], bool(align_corners))
-    return x
+    return x if x is not input else x.clone()
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
@@ -172,9 +180,12 @@ def pixel_shuffle(input, upscale_factor):
                            f"divisible by the square of upscale_factor, but input.size(-3)={c} "
                            f"is not divisible by {r * r}")
     n = len(lead)
-    x = input.reshape(tuple(lead) + (c // (r * r), r, r, h, w))
-    x = x.permute(tuple(range(n)) + tuple(n + a for a in (0, 3, 1, 4, 2)))
-    return x.reshape(tuple(lead) + (c // (r * r), h * r, w * r))
+
+    def shuffle(input):
+        x = input.reshape(tuple(lead) + (c // (r * r), r, r, h, w))
+        x = x.permute(tuple(range(n)) + tuple(n + a for a in (0, 3, 1, 4, 2)))
+        return x.reshape(tuple(lead) + (c // (r * r), h * r, w * r))
+    return one_node("PixelShuffleBackward0", shuffle, input)
 
 
 def pixel_unshuffle(input, downscale_factor):
@@ -191,6 +202,9 @@ def pixel_unshuffle(input, downscale_factor):
         raise RuntimeError(f"pixel_unshuffle expects height and width to be divisible by "
                            f"downscale_factor, but got {h}x{w} and factor {r}")
     n = len(lead)
-    x = input.reshape(tuple(lead) + (c, h // r, r, w // r, r))
-    x = x.permute(tuple(range(n)) + tuple(n + a for a in (0, 2, 4, 1, 3)))
-    return x.reshape(tuple(lead) + (c * r * r, h // r, w // r))
+
+    def unshuffle(input):
+        x = input.reshape(tuple(lead) + (c, h // r, r, w // r, r))
+        x = x.permute(tuple(range(n)) + tuple(n + a for a in (0, 2, 4, 1, 3)))
+        return x.reshape(tuple(lead) + (c * r * r, h // r, w // r))
+    return one_node("PixelUnshuffleBackward0", unshuffle, input)

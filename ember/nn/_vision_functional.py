@@ -6,11 +6,14 @@ import numpy as np
 
 import ember
 
+from ..autograd.composite import recorded_as
+
 __all__ = ["affine_grid", "channel_shuffle", "native_channel_shuffle", "grid_sample",
            "fractional_max_pool2d", "fractional_max_pool3d", "fractional_max_pool2d_with_indices",
            "fractional_max_pool3d_with_indices"]
 
 
+@recorded_as("ChannelShuffleBackward0")
 def channel_shuffle(input, groups):
     """Interleave the channels of ``groups`` groups: (N, g*k, ...) -> channel ``i*g + j`` is
     old channel ``j*k + i``.
@@ -41,6 +44,7 @@ def _base_coords(size, align_corners, like):
     return (ember.arange(size, dtype=like.dtype, device=like.device) * 2 + 1) / size - 1
 
 
+@recorded_as("AffineGridGeneratorBackward0")
 def affine_grid(theta, size, align_corners=None):
     """The sampling grid of an affine map: for output size (N, C, H, W) and ``theta`` (N, 2, 3),
     an (N, H, W, 2) grid of (x, y) in [-1, 1]; (N, 3, 4) and (N, C, D, H, W) for volumes.
@@ -116,6 +120,7 @@ def _gather(input, idx, sizes):
     return vals, inside.unsqueeze(1)
 
 
+@recorded_as(lambda input, *_: f"GridSampler{input.dim() - 2}DBackward0")
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
     """Sample ``input`` (N, C, H, W) at the points of ``grid`` (N, H', W', 2) in [-1, 1] (x,
     y), with bilinear or nearest interpolation and zeros, border or reflection padding;

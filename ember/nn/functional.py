@@ -11,8 +11,10 @@ import ember
 from .._ops import nn as _nn
 from .._ops import nn_rows as _rows
 from . import _attention
-from .._ops.dispatch import dispatch
+from .._ops.dispatch import dispatch, dispatch_inplace
 from ..amp.autocast_mode import autocast_policy
+from ..autograd.composite import one_node, recorded_as
+from ..autograd.graph import rename_node
 
 _E = {}
 
@@ -52,8 +54,17 @@ def relu6(input, inplace=False):
     return hardtanh(input, 0.0, 6.0, inplace)
 
 
+# torch's node of an activation's in-place form, where it is not the out-of-place one's
+_INPLACE_NODE = {"leaky_relu": "LeakyReluBackward1", "elu": "EluBackward1",
+                 "celu": "CeluBackward1", "threshold": "ThresholdBackward1"}
+
+
 def _act(opdef, input, inplace, *options):
-    return _inplace(input, dispatch(opdef, (input,) + options, _E), inplace)
+    if not inplace:
+        return dispatch(opdef, (input,) + options, _E)
+    out = dispatch_inplace(opdef, input, options, _E)
+    rename_node(out.grad_fn, _INPLACE_NODE.get(opdef.name))
+    return out
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
@@ -144,23 +155,52 @@ def threshold(input, threshold, value, inplace=False):
     return _act(_nn.threshold, input, inplace, threshold, value)
 
 
-def glu(input, dim=-1):
+def _glu(input, dim):
     a, b = input.chunk(2, dim)
     return a * b.sigmoid()
 
 
+def glu(input, dim=-1):
+    """``a * sigmoid(b)``, ``a`` and ``b`` the halves of ``input`` along ``dim``."""
+    return one_node("GluBackward0", _glu, input, dim)
+
+
+def _prelu(input, weight):
+    return ember.where(input > 0, input, weight * input)
+
+
 @autocast_policy("autocast_lower")
 def prelu(input, weight):
-    w = weight if weight.numel() == 1 or input.dim() < 2 else \
-        weight.reshape((1, -1) + (1,) * (input.dim() - 2))
-    return ember.where(input > 0, input, w * input)
+    """``x`` where positive, else ``weight * x`` (one weight, or one per channel)."""
+    channels = input.shape[1] if input.dim() >= 2 else 1
+    if weight.numel() not in (1, channels):
+        raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found "
+                           f"parameter numbers = {weight.numel()} and channel size = {channels}.")
+    if input.dim() >= 2:
+        weight = weight.reshape((1, weight.numel()) + (1,) * (input.dim() - 2))
+    return one_node("PreluKernelBackward0", _prelu, input, weight)
+
+
+def _rrelu(input, lower, upper, training):
+    if not training:
+        return dispatch(_nn.leaky_relu, (input, (lower + upper) / 2), _E)
+    a = ember.rand(tuple(input.shape), dtype=input.dtype) * (upper - lower) + lower
+    return ember.where(input >= 0, input, input * a)
 
 
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
-    if not training:
-        return leaky_relu(input, (lower + upper) / 2, inplace)
-    a = ember.rand(tuple(input.shape), dtype=input.dtype) * (upper - lower) + lower
-    return _inplace(input, ember.where(input >= 0, input, input * a), inplace)
+    """Leaky ReLU with a random slope in [lower, upper) per element while training, their
+    mean otherwise."""
+    if not inplace:
+        return one_node("RreluWithNoiseBackward0", _rrelu, input, lower, upper, training)
+    graph = input.requires_grad and ember.is_grad_enabled()
+    if graph and input.grad_fn is None:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                           "operation.")
+    # NOTE: torch's in-place form is a node of its own; it reads a copy of what it overwrites
+    r = one_node("RreluWithNoiseBackward1", _rrelu, input._alias_copy() if graph else input,
+                 lower, upper, training)
+    return input._assign(r, name="rrelu_")
 
 
 def softmax(input, dim=None, _stacklevel=3, dtype=None):
@@ -252,6 +292,7 @@ def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
     return y_hard - y.detach() + y
 
 
+@recorded_as("PdistBackward0")
 def pdist(input, p=2):
     """The ``p``-norm distances between each pair of rows of an (N, M) input, as the
     N * (N - 1) / 2 entries above the diagonal of ``cdist(input, input)``, row by row.
@@ -352,11 +393,19 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         if tuple(target.shape) != tuple(input.shape):
             raise RuntimeError(f"Expected target size {list(input.shape[:1] + input.shape[2:])}"
                                f", got {list(target.shape)}")
-        w = 1 if weight is None else weight.reshape((-1,) + (1,) * (input.dim() - 2))
-        t = target * (1 - label_smoothing) + label_smoothing / input.shape[1 if
-                                                                          input.dim() > 1 else 0]
-        loss = -(t * logp * w).sum(1 if input.dim() > 1 else 0)
-        return _reduce(loss, reduction)
+        c = 1 if input.dim() > 1 else 0
+        if label_smoothing > 0:
+            target = target * (1 - label_smoothing) + label_smoothing / input.shape[c]
+        # NOTE: torch's formula, so its graph: the mean is a sum divided by a number
+        loss = logp * target
+        if weight is not None:
+            loss = loss * weight.reshape((-1,) + (1,) * (input.dim() - 2))
+        if reduction == "none":
+            return -loss.sum(c)
+        if reduction == "sum":
+            return -loss.sum()
+        n = input.numel() / input.shape[c] if input.dim() > 1 else 1
+        return one_node("DivBackward1", lambda t: t / n, -loss.sum())
     nll = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
     if label_smoothing == 0:
         return nll
@@ -465,12 +514,39 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         >>> ember.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True).shape
         torch.Size([2, 4, 8])
     """
-    L, S = query.shape[-2], key.shape[-2]
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     if is_causal and attn_mask is not None:
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be "
                            "set when is_causal=True")
-    if _attention.use_flash(query, key, value, attn_mask, dropout_p, enable_gqa):
+    flash = _attention.use_flash(query, key, value, attn_mask, dropout_p, enable_gqa)
+    node = _sdpa_node(query, key, value, attn_mask, dropout_p)
+    if not flash and (node is None or node == _MATMUL_NODE[query.dim() >= 3]):
+        return _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+                     flash)
+    return one_node(node, _sdpa, query, key, value, attn_mask, dropout_p, is_causal, scale,
+                    enable_gqa, flash)
+
+
+_MATMUL_NODE = {False: "MmBackward0", True: "UnsafeViewBackward0"}
+
+
+def _sdpa_node(query, key, value, attn_mask, dropout_p):
+    """torch's node of an attention on the cpu: its flash kernel's where it runs that one
+    (4-d operands of one batch and head size, no dropout, no mask needing a gradient), else
+    that of the math path's last matmul. None off the cpu."""
+    if query.device.type != "cpu":
+        return None
+    qkv = (query, key, value)
+    if all(t.dim() == 4 for t in qkv) and dropout_p == 0 and len(
+            {t.shape[0] for t in qkv}) == 1 and len({t.shape[-1] for t in qkv}) == 1 and \
+            (attn_mask is None or not attn_mask.requires_grad):
+        return "ScaledDotProductFlashAttentionForCpuBackward0"
+    return _MATMUL_NODE[max(query.dim(), value.dim()) >= 3]
+
+
+def _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, flash):
+    L, S = query.shape[-2], key.shape[-2]
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    if flash:
         # long sequences: blockwise online softmax, memory linear in the sequence length
         return _attention.flash_attention(query, key, value, is_causal, scale)
     if enable_gqa and query.shape[-3] != key.shape[-3]:

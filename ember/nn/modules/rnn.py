@@ -6,6 +6,7 @@ import ember
 
 from ..._ops.creation import empty, zeros
 from ..._ops.recurrent import lstm_cell, lstm_layer
+from ...autograd.graph import rename_node
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
@@ -124,9 +125,10 @@ class RNNBase(Module):
             unbatched = input.dim() == 2
             x = input.unsqueeze(1) if unbatched else (input.transpose(0, 1) if self.batch_first
                                                       else input)
+            # time-major (steps, batch, features): a packed batch where every sequence runs
+            # every step (a packed input's data are its rows)
             steps, batch = x.shape[0], x.shape[1]
-            # Time-major rows, as a packed batch where every sequence runs every step.
-            x, batch_sizes = x.reshape(steps * batch, -1), [batch] * steps
+            batch_sizes = [batch] * steps
         h0, c0 = self._initial_states(x, hx, batch, unbatched)
         if packed and input.sorted_indices is not None:
             h0 = h0.index_select(1, input.sorted_indices)
@@ -153,8 +155,11 @@ class RNNBase(Module):
                 cn = cn.index_select(1, input.unsorted_indices) if cn is not None else None
             return PackedSequence(x, input.batch_sizes, input.sorted_indices,
                                   input.unsorted_indices), (hn, cn)
-        x = x.reshape(steps, batch, -1)
-        out = x.squeeze(1) if unbatched else (x.transpose(0, 1) if self.batch_first else x)
+        if self.batch_first and not unbatched:
+            x = x.transpose(0, 1)
+            # NOTE: torch's RNN and GRU transpose in place (TransposeBackward1), its LSTM not
+            rename_node(x.grad_fn, None if self.mode == "LSTM" else "TransposeBackward1")
+        out = x.squeeze(1) if unbatched else x
         if unbatched:
             hn, cn = hn.squeeze(1), (cn.squeeze(1) if cn is not None else None)
         return out, (hn, cn)
@@ -177,20 +182,20 @@ class RNNBase(Module):
         return h0, c0
 
     def _scan(self, x, batch_sizes, layer, d, h, c):
-        """One direction of one layer over time-major rows ``x``: step ``t`` owns the next
-        ``batch_sizes[t]`` rows. Rows past a sequence's end keep their state, so the final
-        state of each sequence is the one at its own last step (first step when reversed).
-        Returns (outputs in x's row order, final h, final c)."""
+        """One direction of one layer over time-major ``x``: (steps, batch, features), or a
+        packed batch's rows, step ``t`` owning the next ``batch_sizes[t]``. Rows past a
+        sequence's end keep their state, so the final state of each sequence is the one at its
+        own last step (first step when reversed). Returns (outputs in x's layout, final h,
+        final c)."""
         w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, d)
-        if self.mode == "LSTM" and w_hr is None and min(batch_sizes) == max(batch_sizes):
+        if self.mode == "LSTM" and w_hr is None and x.dim() == 3:
             # every sequence runs every step: the whole time loop is one op
-            steps, batch = len(batch_sizes), batch_sizes[0]
-            proj = F.linear(x, w_ih, b_ih).reshape(steps, batch, -1)
-            out, h, c, _, _ = lstm_layer(proj, h, c, w_hh, b_hh, bool(d))
-            return out.reshape(steps * batch, -1), h, c
+            out, h, c, _, _ = lstm_layer(F.linear(x, w_ih, b_ih), h, c, w_hh, b_hh, bool(d))
+            return out, h, c
         # all time steps' input projections at once, split in one op: per-step slicing would
         # give each step a backward that scatters into a zeros array the size of all steps
-        proj = F.linear(x, w_ih, b_ih).split(batch_sizes)
+        proj = F.linear(x, w_ih, b_ih)
+        proj = proj.unbind(0) if x.dim() == 3 else proj.split(batch_sizes)
         seq = [None] * len(batch_sizes)
         for t in (reversed(range(len(batch_sizes))) if d else range(len(batch_sizes))):
             bs = batch_sizes[t]
@@ -207,7 +212,7 @@ class RNNBase(Module):
             h = ht if full else ember.cat([ht, h[bs:]])
             if c is not None:
                 c = ct if full else ember.cat([ct, c[bs:]])
-        return ember.cat(seq, 0), h, c
+        return (ember.stack if x.dim() == 3 else ember.cat)(seq, 0), h, c
 
     def flatten_parameters(self):
         pass
