@@ -207,6 +207,7 @@ def _modules(lib):
         "embedding, max_norm": (F.embedding(lib.tensor([0, 1]), T(3, 4) * 1, max_norm=1.0), 1),
         "reflect pad": (F.pad(x4, (1, 1, 2, 0), mode="reflect"), 1),
         "replicate pad": (F.pad(x3, (1, 2), mode="replicate"), 1),
+        "circular pad": (F.pad(x4, (1, 1, 1, 1), mode="circular"), 0),
         "RNN": (lib.nn.RNN(4, 5)(x3)[0], 1), "RNN, h_n": (lib.nn.RNN(4, 5)(x3)[1], 1),
         "GRU, batch_first": (lib.nn.GRU(4, 5, batch_first=True)(x3)[0], 2),
         "GRU, bidirectional": (lib.nn.GRU(4, 5, bidirectional=True)(x3)[0], 2),

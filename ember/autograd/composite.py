@@ -9,8 +9,8 @@ derivatives reach them.
 """
 from . import grad_mode
 from .engine import run_backward
-from .graph import (_FREED_MSG, Node, TensorMeta, _new, _seq, check_saved_version, edge_of,
-                    node_class)
+from .graph import (_FREED_MSG, Node, OpNode, TensorMeta, _new, _seq, check_saved_version,
+                    edge_of, node_class)
 
 _hooks = None
 
@@ -63,6 +63,8 @@ class CompositeNode(Node):
         self.fn, self.args, self.tensors, self.leaves, self.outs = fn, args, tensors, leaves, outs
         self.versions = [t._version for t in tensors]
         self.n_outputs = len(outs)
+
+    name = OpNode.name
 
     @property
     def out_meta(self):

@@ -212,10 +212,10 @@ def pad(input, pad, mode="constant", value=None):
             x = x.index_select(d, ember.tensor(_pad_index(mode, input.shape[d], a, b),
                                                device=input.device))
         return x
-    if mode == "circular":      # (torch's is copies into slices: its node is CopySlices)
-        return gather(input)
-    kind = "Reflection" if mode == "reflect" else "Replication"
-    return one_node(f"{kind}Pad{nd}DBackward0", gather, input)
+    # (torch's circular pad copies into slices of a new tensor: its node is CopySlices)
+    name = {"reflect": f"ReflectionPad{nd}DBackward0", "replicate": f"ReplicationPad{nd}DBackward0",
+            "circular": "torch::autograd::CopySlices"}[mode]
+    return one_node(name, gather, input)
 
 
 # ---- pooling -----------------------------------------------------------------------------------
