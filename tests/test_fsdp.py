@@ -1,0 +1,88 @@
+"""Sharded data parallelism (ember.distributed.fsdp, ZeroRedundancyOptimizer) on 2 and 4
+processes, oversubscribed on CI's 2 cores: losses and parameters against DDP and one process
+on the whole batch (float64), state dicts, memory per rank. Bodies in _fsdp_workers.py."""
+import os
+import sys
+
+import pytest
+
+import ember
+import ember.distributed as dist
+import ember.multiprocessing as mp
+
+sys.path.insert(0, os.path.dirname(__file__))
+import _fsdp_workers as W  # noqa: E402
+from test_distributed import _port, needs_mpi  # noqa: E402
+
+
+def _spawn(fn, n, *args):
+    mp.spawn(fn, args=(n, f"tcp://127.0.0.1:{_port()}") + args, nprocs=n)
+
+
+def _figures(n):
+    q = mp.get_context("spawn").SimpleQueue()
+    mp.spawn(_report, args=(n, f"tcp://127.0.0.1:{_port()}", q), nprocs=n)
+    return [q.get() for _ in range(n)]
+
+
+def _report(rank, n, init_method, q):
+    q.put((rank, W.train_all(rank, n, init_method, None)))
+
+
+def _check_memory(figures, n):
+    """Every rank holds about 1/n of DDP's parameters + gradients + optimizer state (the
+    shards are padded to equal rows; ZeRO shards only the optimizer state)."""
+    for rank, f in figures:
+        ddp = f["ddp"][0]
+        for name in ("fsdp2", "fsdp1", "fsdp1_orig", "fsdp1_grad_op"):
+            ratio = f[name][0] / ddp
+            assert 1 / n * 0.95 < ratio < 1 / n * 1.1, (rank, name, ratio)
+        assert abs(f["fsdp1_no_shard"][0] / ddp - 1) < 0.01
+        state = ddp / 2                 # AdamW: params, grads and two buffers of their size
+        assert abs(f["zero_state"] / state - 1 / n) < 0.1 / n, (rank, f["zero_state"])
+        assert f["zero"][0] < ddp * (1 - 0.4 / n)
+
+
+@needs_mpi
+def test_two_ranks_match_ddp_and_one_process():
+    figures = _figures(2)
+    print({r: {k: v for k, v in f.items()} for r, f in figures})
+    _check_memory(figures, 2)
+
+
+@needs_mpi
+def test_fsdp2_reshard_accumulate_mixed_precision():
+    _spawn(W.fsdp2_features, 2)
+
+
+@needs_mpi
+@pytest.mark.slow
+def test_four_ranks_match_ddp_and_one_process():
+    _check_memory(_figures(4), 4)
+
+
+@needs_mpi
+def test_one_process_and_errors():
+    from ember.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy, fully_shard
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
+    try:
+        with pytest.raises(ValueError, match="does not support containers"):
+            fully_shard(ember.nn.ModuleList([ember.nn.Linear(2, 2)]))
+        m = fully_shard(ember.nn.Linear(2, 2))
+        with pytest.raises(ValueError, match="already applied"):
+            fully_shard(m)
+        with pytest.raises(NotImplementedError, match="HYBRID_SHARD"):
+            FullyShardedDataParallel(ember.nn.Linear(2, 2),
+                                     sharding_strategy=ShardingStrategy.HYBRID_SHARD)
+        with pytest.raises(ValueError, match="share a dtype"):
+            FullyShardedDataParallel(ember.nn.Sequential(ember.nn.Linear(2, 2),
+                                                         ember.nn.Linear(2, 2).double()))
+        inner = FullyShardedDataParallel(ember.nn.Linear(2, 2))
+        outer = FullyShardedDataParallel(ember.nn.Sequential(inner))
+        with pytest.raises(RuntimeError, match="only be called on the root"):
+            inner.clip_grad_norm_(1.0)
+        assert outer.module[0] is inner and outer[0] is inner
+        with pytest.raises(RuntimeError, match="mixed torch.Tensor and DTensor"):
+            m.weight.copy_(ember.zeros(2, 2))
+    finally:
+        dist.destroy_process_group()
