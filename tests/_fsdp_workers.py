@@ -7,7 +7,8 @@ import numpy as np
 
 import ember
 import ember.distributed as dist
-from ember.distributed.fsdp import (FullyShardedDataParallel as FSDP, MixedPrecisionPolicy,
+from ember.distributed.fsdp import (FullyShardedDataParallel as FSDP, MixedPrecision,
+                                    MixedPrecisionPolicy,
                                     ShardingStrategy, StateDictType, fully_shard)
 from ember.distributed.fsdp.wrap import ModuleWrapPolicy
 from ember.distributed.optim import ZeroRedundancyOptimizer
@@ -18,10 +19,10 @@ STEPS, LR, CLIP = 20, 0.02, 0.5
 
 def make(seed=0):
     ember.manual_seed(seed)
-    layers = [ember.nn.Linear(8, 32), ember.nn.Tanh()]
-    for _ in range(6):
+    layers = []
+    for _ in range(3):
         layers += [ember.nn.Linear(32, 32), ember.nn.Tanh()]
-    return ember.nn.Sequential(*layers, ember.nn.Linear(32, 4)).double()
+    return ember.nn.Sequential(*layers, ember.nn.Linear(32, 32)).double()
 
 
 def held_bytes(params, opt):
@@ -40,8 +41,8 @@ def held_bytes(params, opt):
 
 def _data(n):
     g = ember.Generator().manual_seed(1)
-    return (ember.randn(STEPS, 4 * n, 8, generator=g, dtype=ember.float64),
-            ember.randn(STEPS, 4 * n, 4, generator=g, dtype=ember.float64))
+    return (ember.randn(STEPS, 4 * n, 32, generator=g, dtype=ember.float64),
+            ember.randn(STEPS, 4 * n, 32, generator=g, dtype=ember.float64))
 
 
 def _train(model, opt, X, Y, clip=None, mine=slice(None)):
@@ -91,11 +92,7 @@ def train_all(rank, n, init_method, out):
     check("ddp", ddp, ember.optim.AdamW(ddp.parameters(), lr=LR),
           full=lambda m: dict(m.module.state_dict()))
     # FSDP2: each Linear a unit, then the root
-    m2 = make()
-    for layer in m2:
-        if isinstance(layer, ember.nn.Linear):
-            fully_shard(layer)
-    fully_shard(m2)
+    m2 = _shard_layers(make())
     assert all(isinstance(p, ember.distributed.tensor.DTensor) for p in m2.parameters())
     check("fsdp2", m2, ember.optim.AdamW(m2.parameters(), lr=LR))
     # FSDP1, FULL_SHARD with a class wrap policy, and clip_grad_norm_ against the reference's
@@ -143,20 +140,11 @@ def state_dicts(rank, n, X, Y, mine, ref_losses):
                 assert v.placements[0].is_shard(0) and v.to_local().shape[0] == 32 // n
             fresh.load_state_dict(sd)
         _close(fresh.state_dict(), m.state_dict(), 0, kind)
-    m2, fresh2 = make(), make(seed=5)
-    for mod in (m2, fresh2):
-        for layer in mod:
-            if isinstance(layer, ember.nn.Linear):
-                fully_shard(layer)
-        fully_shard(mod)
+    m2, fresh2 = _shard_layers(make()), _shard_layers(make(seed=5))
     _train(m2, ember.optim.AdamW(m2.parameters(), lr=LR), X, Y, None, mine)
     fresh2.load_state_dict(m2.state_dict())                 # sharded: DTensor values
     _close(_full_params(fresh2), _full_params(m2), 0, "fsdp2 sharded")
-    fresh3 = make(seed=5)
-    for layer in fresh3:
-        if isinstance(layer, ember.nn.Linear):
-            fully_shard(layer)
-    fully_shard(fresh3)
+    fresh3 = _shard_layers(make(seed=5))
     from ember.distributed.tensor import distribute_tensor, Shard
     fresh3.load_state_dict({k: distribute_tensor(v, placements=[Shard(0)])
                             for k, v in _full_params(m2).items()})   # full -> sharded
@@ -193,24 +181,21 @@ def state_dicts(rank, n, X, Y, mine, ref_losses):
             assert (full[0]["state"][gi][k] - v).abs().max().item() == 0
 
 
-def fsdp2_features(rank, n, init_method):
+def features(rank, n, init_method):
     """reshard_after_forward frees the unsharded parameters, set_requires_gradient_sync
     accumulates, mixed precision computes in float32 and reduces in float64."""
     dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=n)
     X, Y = _data(n)
     mine = slice(4 * rank, 4 * (rank + 1))
-    m = make()
-    for layer in m:
-        if isinstance(layer, ember.nn.Linear):
-            fully_shard(layer)
-    fully_shard(m)
+    m = _shard_layers(make())
     sizes = {}
-    m[2].register_forward_hook(lambda mod, a, o: sizes.setdefault("in", mod.weight.numel()))
+    m[2].register_forward_pre_hook(lambda mod, a: sizes.update(inside=(
+        type(mod.weight), mod.weight._data.shape)))         # runs after FSDP's pre-hook
     out = m(X[0, mine])
     st = m[2]._fsdp_state
-    assert sizes["in"] == 32 * 32 and st.unsharded[0]._data.size == 0     # freed after forward
+    assert sizes["inside"] == (ember.nn.Parameter, (32, 32))
+    assert st.unsharded[0]._data.size == 0                  # freed after forward
     assert isinstance(m[2].weight, ember.distributed.tensor.DTensor)
-    assert m._fsdp_state.unsharded or True
     ((out - Y[0, mine]) ** 2).sum().backward()
     assert st.unsharded[0]._data.size == 0 and m[2].weight.grad.to_local().shape == \
         (32 // n, 32)
@@ -229,7 +214,7 @@ def fsdp2_features(rank, n, init_method):
         assert (a.grad / n - g).abs().max().item() < 1e-12, k
     # unshard()/reshard() by hand
     m[0].unshard()
-    assert type(m[0].weight) is ember.nn.Parameter and m[0].weight.shape == (32, 8)
+    assert type(m[0].weight) is ember.nn.Parameter and m[0].weight.shape == (32, 32)
     m[0].reshard()
     # mixed precision: compute in float32, reduce in float64; shards stay float64
     mp = make()
@@ -247,4 +232,42 @@ def fsdp2_features(rank, n, init_method):
     assert set(seen) == {ember.float32} and mp[0].weight.dtype == ember.float64
     assert mp[0].weight.grad.dtype == ember.float64
     assert np.abs(losses - ref_losses).max() < 1e-4, np.abs(losses - ref_losses).max()
+    m1 = FSDP(make(), auto_wrap_policy=ModuleWrapPolicy({ember.nn.Linear}),
+              mixed_precision=MixedPrecision(param_dtype=ember.float32))
+    losses = _train(m1, ember.optim.AdamW(m1.parameters(), lr=LR), X, Y, None, mine)
+    assert np.abs(losses - ref_losses).max() < 1e-4 and m1[0]._flat_param.dtype == ember.float64
+    peaks = {name: _traced_peak(build) for name, build in (
+        ("ddp", lambda m: DDP(m)), ("fsdp2", _shard_layers),
+        ("fsdp1", lambda m: FSDP(m, auto_wrap_policy=ModuleWrapPolicy({ember.nn.Linear}))))}
+    for name in ("fsdp2", "fsdp1"):     # the whole step: 1/n of DDP's + a unit's transients
+        assert peaks[name] / peaks["ddp"] < 0.7, (name, peaks)
     dist.destroy_process_group()
+
+
+def _shard_layers(m):
+    for layer in m:
+        if isinstance(layer, ember.nn.Linear):
+            fully_shard(layer)
+    return fully_shard(m)
+
+
+def _traced_peak(build):
+    """tracemalloc's peak over one AdamW step (the third) of 4 Linear(256, 256) layers in
+    float64, everything allocated since the model was built counted. (foreach=True would add
+    flat copies of the parameters, gradients and state: ember's foreach path concatenates
+    tensors below a size limit, which sharding moves small tensors under.)"""
+    import tracemalloc
+    tracemalloc.start()
+    ember.manual_seed(0)
+    m = build(ember.nn.Sequential(*[ember.nn.Linear(256, 256) for _ in range(4)]).double())
+    opt = ember.optim.AdamW(m.parameters(), lr=LR, foreach=False)   # no flat copies
+    x = ember.randn(4, 256, dtype=ember.float64)
+    for i in range(3):
+        if i == 2:
+            tracemalloc.reset_peak()
+        opt.zero_grad()
+        m(x).pow(2).mean().backward()
+        opt.step()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak

@@ -52,7 +52,7 @@ def test_two_ranks_match_ddp_and_one_process():
 
 @needs_mpi
 def test_fsdp2_reshard_accumulate_mixed_precision():
-    _spawn(W.fsdp2_features, 2)
+    _spawn(W.features, 2)
 
 
 @needs_mpi
@@ -86,3 +86,48 @@ def test_one_process_and_errors():
             m.weight.copy_(ember.zeros(2, 2))
     finally:
         dist.destroy_process_group()
+
+
+def test_api_matches_torch():
+    """Names, parameters and defaults as torch 2.13's; shard sizes as torch.chunk's."""
+    import inspect
+    torch = pytest.importorskip("torch")
+    import torch.distributed.fsdp as tf
+    import torch.distributed.fsdp.wrap as tw
+    import torch.distributed.optim as to
+    import torch.distributed.tensor as tt
+    import ember.distributed.fsdp as ef
+    import ember.distributed.fsdp.wrap as ew
+    import ember.distributed.optim as eo
+    import ember.distributed.tensor as et
+    from ember.distributed.tensor import _rows
+    pairs = [(ef.fully_shard, tf.fully_shard), (ef.FullyShardedDataParallel.__init__,
+                                                 tf.FullyShardedDataParallel.__init__),
+             (ef.MixedPrecisionPolicy, tf.MixedPrecisionPolicy),
+             (ef.MixedPrecision, tf.MixedPrecision),
+             (ef.FullyShardedDataParallel.state_dict_type, tf.FullyShardedDataParallel.state_dict_type),
+             (ef.FullyShardedDataParallel.summon_full_params,
+              tf.FullyShardedDataParallel.summon_full_params),
+             (ef.FullyShardedDataParallel.clip_grad_norm_, tf.FullyShardedDataParallel.clip_grad_norm_),
+             (ew.size_based_auto_wrap_policy, tw.size_based_auto_wrap_policy),
+             (ew.transformer_auto_wrap_policy, tw.transformer_auto_wrap_policy),
+             (eo.ZeroRedundancyOptimizer.__init__, to.ZeroRedundancyOptimizer.__init__),
+             (eo.ZeroRedundancyOptimizer.consolidate_state_dict,
+              to.ZeroRedundancyOptimizer.consolidate_state_dict),
+             (et.distribute_tensor, tt.distribute_tensor),
+             (ef.FSDPModule.set_requires_gradient_sync, tf.FSDPModule.set_requires_gradient_sync)]
+    skip = {"dp_mesh_dims", "_module_classes_to_ignore"}    # newer than ember's / class lists
+    for mine, theirs in pairs:
+        a, b = inspect.signature(mine).parameters, inspect.signature(theirs).parameters
+        assert [k for k in a if k not in skip] == [k for k in b if k not in skip], mine
+        for k in a:
+            d = b[k].default if k in b else None
+            if k not in skip and isinstance(d, (bool, int, float, str, type(None))):
+                assert a[k].default == d, (mine, k)
+    for enum in ("ShardingStrategy", "StateDictType", "BackwardPrefetch"):
+        assert [e.name for e in getattr(ef, enum)] == [e.name for e in getattr(tf, enum)]
+    for n in range(0, 11):
+        for world in (1, 2, 3, 4):
+            sizes = [c.shape[0] for c in torch.arange(n).chunk(world)] if n else []
+            sizes += [0] * (world - len(sizes))
+            assert [(lambda a, b, c: b - a)(*_rows(n, world, r)) for r in range(world)] == sizes

@@ -134,7 +134,8 @@ class Unit:
         if not self.is_unsharded:
             return
         for u in self.unsharded:
-            u._data, u._storage = u._data[:0].reshape(0), None
+            # NOTE: a fresh array, not a view: ``a[:0]`` would keep the gathered buffer alive
+            u._data, u._storage = np.empty(0, u._data.dtype), None
         self.is_unsharded = False
 
     def write_back(self):
@@ -175,16 +176,22 @@ class Unit:
 
     def reduce_grads(self):
         rdt = _npdt(self.reduce_dtype)
-        buf = np.zeros((self.world, self.seg), rdt)
-        grads = [np.zeros(s, rdt) if u.grad is None else u.grad._data.astype(rdt, copy=False)
-                 for u, s in zip(self.unsharded, self.shapes)]
-        if self.flat:
-            grads = [np.concatenate([g.reshape(-1) for g in grads])]
-        for g, off, s, c, (n, rest) in zip(grads, self.offs, self.segs, self.chunks,
-                                           self.pieces):
-            padded = np.zeros(self.world * c * rest, rdt)
-            padded[:n * rest] = g.reshape(-1)
-            buf[:, off:off + s] = padded.reshape(self.world, s)
+        buf = np.zeros((self.world, self.seg), rdt)         # each rank's chunks, padded
+        if self.flat:               # one piece: the padded rows of buf are the flat gradient
+            flat, pos = buf.reshape(-1), 0
+            for u, k in zip(self.unsharded, self.numels):
+                if u.grad is not None:
+                    flat[pos:pos + k] = u.grad._data.reshape(-1)
+                pos += k
+        else:
+            for u, off, c, (n, rest) in zip(self.unsharded, self.offs, self.chunks,
+                                             self.pieces):
+                g = None if u.grad is None else u.grad._data.reshape(-1)
+                for r in range(self.world if g is not None else 0):
+                    a, b = min(r * c, n) * rest, min((r + 1) * c, n) * rest
+                    buf[r, off:off + b - a] = g[a:b]
+        for u in self.unsharded:
+            u.grad = None
         if self.replicate:
             t = Tensor._wrap(buf.reshape(-1))
             c10d.all_reduce(t, group=self.group)
@@ -195,13 +202,11 @@ class Unit:
             t = Tensor._wrap(np.empty(self.seg, rdt))
             c10d.reduce_scatter_tensor(t, Tensor._wrap(buf.reshape(-1)), group=self.group)
             red = t._data
-        red = red / np.asarray(self.group_size, rdt)
+        red /= np.asarray(self.group_size, rdt)
         locs = []
         for loc, off in zip(self.local_arrays(), self.offs):
             locs.append(red[off:off + loc.size].reshape(loc.shape).astype(loc.dtype))
         self.accumulate_grads(locs)
-        for u in self.unsharded:
-            u.grad = None
 
     def accumulate_grads(self, arrays):
         raise NotImplementedError
@@ -212,8 +217,11 @@ def collect(module, is_unit, ignored=()):
     descendant that is already a unit (``is_unit(m)``) and ``ignored``. Returns (params,
     slots) with one entry per distinct parameter and one slot per registration."""
     params, slots, index, ignored = [], [], {}, {id(p) for p in ignored}
-
-    def walk(m):
+    # NOTE: a loop, not a recursive closure: that would be a reference cycle holding the
+    # original full parameters until the next garbage collection
+    stack = [module]
+    while stack:
+        m = stack.pop()
         for name, p in m._parameters.items():
             if p is None or id(p) in ignored:
                 continue
@@ -221,10 +229,8 @@ def collect(module, is_unit, ignored=()):
                 index[id(p)] = len(params)
                 params.append(p)
             slots.append((m, name, index[id(p)]))
-        for child in m._modules.values():
-            if child is not None and not is_unit(child):
-                walk(child)
-    walk(module)
+        stack.extend(c for c in reversed(list(m._modules.values()))
+                     if c is not None and not is_unit(c))
     return params, slots
 
 

@@ -50,6 +50,8 @@ class _FlatUnit(Unit):
                 self.spans.append((lo, hi))
                 p._data, p._storage = self.local[lo:hi], None
         elif params:
+            for p in params:        # the flat shard replaces them: free their full values
+                p._data, p._storage = np.empty(0, p._data.dtype), None
             device = params[0].device
             self.flat_param = FlatParameter(Tensor._wrap(self.local, device),
                                             any(p.requires_grad for p in params))
