@@ -232,6 +232,23 @@ def features(rank, n, init_method):
     assert set(seen) == {ember.float32} and mp[0].weight.dtype == ember.float64
     assert mp[0].weight.grad.dtype == ember.float64
     assert np.abs(losses - ref_losses).max() < 1e-4, np.abs(losses - ref_losses).max()
+    f1 = FSDP(make(), auto_wrap_policy=ModuleWrapPolicy({ember.nn.Linear}))   # no_sync()
+    with f1.no_sync():
+        ((f1(X[0, mine][:2]) - Y[0, mine][:2]) ** 2).sum().backward()
+    assert all(p.grad is None for p in f1.parameters())
+    ((f1(X[0, mine][2:]) - Y[0, mine][2:]) ** 2).sum().backward()
+    with FSDP.summon_full_params(f1, with_grads=False):
+        pass
+    ref = make()
+    ((ref(X[0]) - Y[0]) ** 2).sum().backward()
+    flat = [ember.cat([p.grad.reshape(-1) for p in layer.parameters()]) / n
+            for layer in ref if isinstance(layer, ember.nn.Linear)]
+    shards = [m._flat_param.grad for m in FSDP.fsdp_modules(f1) if not m._is_root]
+    for full, shard in zip(flat, shards):
+        c = shard.numel()
+        assert (full[rank * c:(rank + 1) * c] - shard[:max(0, min(c, full.numel() - rank * c))]
+                ).abs().max().item() < 1e-12
+    assert len(shards) == 4 and FSDP.fsdp_modules(f1, root_only=True) == [f1]
     m1 = FSDP(make(), auto_wrap_policy=ModuleWrapPolicy({ember.nn.Linear}),
               mixed_precision=MixedPrecision(param_dtype=ember.float32))
     losses = _train(m1, ember.optim.AdamW(m1.parameters(), lr=LR), X, Y, None, mine)

@@ -105,10 +105,12 @@ def test_api_matches_torch():
                                                  tf.FullyShardedDataParallel.__init__),
              (ef.MixedPrecisionPolicy, tf.MixedPrecisionPolicy),
              (ef.MixedPrecision, tf.MixedPrecision),
-             (ef.FullyShardedDataParallel.state_dict_type, tf.FullyShardedDataParallel.state_dict_type),
+             (ef.FullyShardedDataParallel.state_dict_type,
+              tf.FullyShardedDataParallel.state_dict_type),
              (ef.FullyShardedDataParallel.summon_full_params,
               tf.FullyShardedDataParallel.summon_full_params),
-             (ef.FullyShardedDataParallel.clip_grad_norm_, tf.FullyShardedDataParallel.clip_grad_norm_),
+             (ef.FullyShardedDataParallel.clip_grad_norm_,
+              tf.FullyShardedDataParallel.clip_grad_norm_),
              (ew.size_based_auto_wrap_policy, tw.size_based_auto_wrap_policy),
              (ew.transformer_auto_wrap_policy, tw.transformer_auto_wrap_policy),
              (eo.ZeroRedundancyOptimizer.__init__, to.ZeroRedundancyOptimizer.__init__),
@@ -131,3 +133,48 @@ def test_api_matches_torch():
             sizes = [c.shape[0] for c in torch.arange(n).chunk(world)] if n else []
             sizes += [0] * (world - len(sizes))
             assert [(lambda a, b, c: b - a)(*_rows(n, world, r)) for r in range(world)] == sizes
+
+
+_TORCH_FSDP = """
+import os, torch, torch.distributed as dist, torch.multiprocessing as mp
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, fully_shard
+from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+from torch.distributed.optim import ZeroRedundancyOptimizer
+from torch.distributed.tensor import DTensor
+def worker(rank, world, port):
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", port
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    a = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    b = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    b.load_state_dict(a.state_dict())
+    fully_shard(a[0]); fully_shard(a[2]); fully_shard(a)
+    b = FSDP(b, auto_wrap_policy=ModuleWrapPolicy({torch.nn.Linear}))
+    c = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2))
+    for m in (a, b, c):
+        opt = ZeroRedundancyOptimizer(m.parameters(), torch.optim.SGD, lr=0.1) if m is c \\
+            else torch.optim.AdamW(m.parameters(), lr=0.1)
+        for _ in range(3):
+            opt.zero_grad(); m(torch.randn(8, 4)).pow(2).mean().backward(); opt.step()
+    w = a[0].weight
+    assert torch.__name__ == "ember" and isinstance(w, DTensor) and w.full_tensor().shape == (8, 4)
+    assert list(b.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    dist.destroy_process_group()
+if __name__ == "__main__":
+    mp.spawn(worker, args=(2, os.environ["PORT"]), nprocs=2)
+    print("trained")
+"""
+
+
+@needs_mpi
+@pytest.mark.slow
+def test_torch_script_under_ember_run(tmp_path):
+    """A torch script using fully_shard, FSDP and ZeRO runs unchanged through `ember run`."""
+    import subprocess
+    from test_distributed import ROOT
+    script = tmp_path / "train.py"
+    script.write_text(_TORCH_FSDP)
+    r = subprocess.run([sys.executable, "-m", "ember", "run", str(script)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PORT=str(_port())))
+    assert r.returncode == 0 and "trained" in r.stdout, r.stderr

@@ -13,9 +13,9 @@ from ...nn.parameter import Parameter
 from .. import distributed_c10d as c10d
 from ..tensor import DTensor, Shard, _rows, init_device_mesh
 from ._unit import DEPTH, Unit, cast_floats, collect, enter_forward
-from .api import (BackwardPrefetch, FullStateDictConfig, LocalStateDictConfig, ShardedStateDictConfig,
-                  ShardingStrategy, StateDictSettings, StateDictType, FullOptimStateDictConfig,
-                  LocalOptimStateDictConfig, ShardedOptimStateDictConfig)
+from .api import (BackwardPrefetch, FullOptimStateDictConfig, FullStateDictConfig,
+                  LocalOptimStateDictConfig, LocalStateDictConfig, ShardedOptimStateDictConfig,
+                  ShardedStateDictConfig, ShardingStrategy, StateDictSettings, StateDictType)
 from .wrap import _recursive_wrap
 
 _PREFIX = "_fsdp_wrapped_module."
@@ -140,7 +140,8 @@ class FullyShardedDataParallel(Module):
         >>> net = ember.nn.Sequential(ember.nn.Linear(2, 4), ember.nn.Linear(4, 1))
         >>> model = FSDP(net, auto_wrap_policy=ModuleWrapPolicy({ember.nn.Linear}))
         >>> [n for n, _ in model.named_parameters()]
-        ['_fsdp_wrapped_module.0._fsdp_wrapped_module._flat_param', '_fsdp_wrapped_module.1._fsdp_wrapped_module._flat_param']
+        ['_fsdp_wrapped_module.0._fsdp_wrapped_module._flat_param',
+         '_fsdp_wrapped_module.1._fsdp_wrapped_module._flat_param']
         >>> model(ember.ones(3, 2)).sum().backward()
         >>> list(model.state_dict())
         ['0.weight', '0.bias', '1.weight', '1.bias']
@@ -239,6 +240,25 @@ class FullyShardedDataParallel(Module):
     def named_parameters(self, *args, **kwargs):
         for name, p in super().named_parameters(*args, **kwargs):
             yield (name.replace(_PREFIX, "") if _SUMMONED[0] else name), p
+
+    @staticmethod
+    def fsdp_modules(module, root_only=False):
+        """The FSDP modules under ``module`` (itself included), or only the roots."""
+        mods = [m for m in module.modules() if isinstance(m, FullyShardedDataParallel)]
+        return [m for m in mods if m._is_root] if root_only else mods
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Inside, backward keeps the unsharded gradients (no reduce-scatter); the first
+        backward after it reduce-scatters the accumulated sum."""
+        units = _units(self)
+        for u in units:
+            u.sync = False
+        try:
+            yield
+        finally:
+            for u in units:
+                u.sync = True
 
     # ---------------------------------------------------------------- full parameters
     @staticmethod

@@ -167,8 +167,8 @@ class DTensor(Tensor):
         """The global tensor (an all-gather over the mesh for ``Shard(0)``)."""
         if self.placements[0].is_replicate():
             return self.to_local().clone()
-        return Tensor._wrap(_gather_rows(self._data, self._spec[2][0], self.device_mesh.get_group()),
-                            self.device)
+        group = self.device_mesh.get_group()
+        return Tensor._wrap(_gather_rows(self._data, self._spec[2][0], group), self.device)
 
     def redistribute(self, device_mesh=None, placements=None, *, async_op=False):
         """The same global tensor with other ``placements`` on the same mesh."""
