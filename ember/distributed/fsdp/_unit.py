@@ -30,11 +30,6 @@ def _npdt(dtype):
     return empty(0, dtype=dtype)._data.dtype
 
 
-def _tensors(out):
-    from ...nn.parallel.distributed import _tensors as walk
-    return walk(out)
-
-
 class Unit:
     """See the module docstring. ``slots``: (owner module, attribute name, index into
     ``params``) for every place a parameter is registered (tied parameters have several)."""
@@ -49,16 +44,15 @@ class Unit:
         self.group_size = c10d.get_world_size(group)
         self.world = 1 if replicate else self.group_size
         self.rank = 0 if replicate else c10d.get_rank(group)
-        full = params
-        dtypes = sorted({str(p.dtype) for p in full})
+        dtypes = sorted({str(p.dtype) for p in params})
         if len(dtypes) > 1:
             raise ValueError(f"FSDP: the parameters of one unit must share a dtype (they are "
                              f"all-gathered as one buffer), got {dtypes} for "
                              f"{[n for _, n, _ in slots]}")
-        self.dtype = full[0].dtype if full else None
+        self.dtype = params[0].dtype if params else None
         self.param_dtype = param_dtype or self.dtype
         self.reduce_dtype = reduce_dtype or self.param_dtype
-        self.shapes = [tuple(p.shape) for p in full]
+        self.shapes = [tuple(p.shape) for p in params]
         self.numels = [int(np.prod(s, dtype=np.int64)) for s in self.shapes]
         if flat:
             self.pieces = [(sum(self.numels), 1)]
@@ -70,14 +64,11 @@ class Unit:
         self.offs = list(np.cumsum([0] + self.segs[:-1]))
         self.seg = sum(self.segs)
         self.unsharded = [Parameter(Tensor._wrap(np.empty(0, p._data.dtype), p.device),
-                                    p.requires_grad) for p in full]
-        for u, s in zip(self.unsharded, self.shapes):
-            u._full_shape = s
+                                    p.requires_grad) for p in params]
         self.hooks = [u.register_post_accumulate_grad_hook(self._grad_ready)
                       for u in self.unsharded if u.requires_grad]
         self.is_unsharded, self.sync, self.expected, self.received = False, True, 0, 0
-        self.shown_full = False
-        self._full_arrays = [p._data for p in full]       # consumed by the owner's layout
+        self._full_arrays = [p._data for p in params]     # consumed by the owner's layout
 
     # ---------------------------------------------------------------- layout
     def local_pieces(self, fulls):
@@ -153,6 +144,7 @@ class Unit:
 
     def post_forward(self, out, is_root):
         if grad_mode.is_grad_enabled():
+            from ...nn.parallel.distributed import _tensors
             for t in _tensors(out):
                 if t.requires_grad:
                     t.register_hook(self._pre_backward)
