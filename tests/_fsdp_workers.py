@@ -249,6 +249,8 @@ def features(rank, n, init_method):
         assert (full[rank * c:(rank + 1) * c] - shard[:max(0, min(c, full.numel() - rank * c))]
                 ).abs().max().item() < 1e-12
     assert len(shards) == 4 and FSDP.fsdp_modules(f1, root_only=True) == [f1]
+    synced = FSDP(make(seed=rank), sync_module_states=True)      # rank 0's initial values
+    _close(synced.state_dict(), make(seed=0).state_dict(), 0, "sync_module_states")
     m1 = FSDP(make(), auto_wrap_policy=ModuleWrapPolicy({ember.nn.Linear}),
               mixed_precision=MixedPrecision(param_dtype=ember.float32))
     losses = _train(m1, ember.optim.AdamW(m1.parameters(), lr=LR), X, Y, None, mine)

@@ -185,10 +185,10 @@ class FullyShardedDataParallel(Module):
             _recursive_wrap(module, auto_wrap_policy, lambda m: FullyShardedDataParallel(
                 m, **kwargs), ignored_modules, {id(p) for p in ignored}, True)
         if sync_module_states:
-            from ...nn.parallel.distributed import DistributedDataParallel as DDP
+            from ...nn.parallel.distributed import _broadcast_coalesced
             tensors = [*module.parameters(), *module.buffers()]
             if tensors:
-                DDP._coalesced_broadcast(type("S", (), {"process_group": group})(), tensors)
+                _broadcast_coalesced(tensors, group)
         if mixed_precision is not None and mixed_precision.buffer_dtype is not None:
             for m in module.modules():
                 for k, b in m._buffers.items():

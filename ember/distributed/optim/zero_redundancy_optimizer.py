@@ -77,11 +77,11 @@ class ZeroRedundancyOptimizer(Optimizer):
                 self.optim.step(**kwargs)
         elif closure is not None:
             loss = closure()
-        from ...nn.parallel.distributed import DistributedDataParallel as DDP
+        from ...nn.parallel.distributed import _broadcast_coalesced
         for r in range(self.world_size):
             mine = [p for g in self.param_groups for p in g["params"] if self._owner[id(p)] == r]
             if mine:
-                DDP._coalesced_broadcast(self, mine, src=self.process_group.ranks[r])
+                _broadcast_coalesced(mine, self.process_group, src=self.process_group.ranks[r])
         return loss
 
     def _local_to_global(self, rank):
