@@ -77,6 +77,11 @@ def test_one_process_and_errors():
         with pytest.raises(ValueError, match="share a dtype"):
             FullyShardedDataParallel(ember.nn.Sequential(ember.nn.Linear(2, 2),
                                                          ember.nn.Linear(2, 2).double()))
+        a, b = ember.nn.Linear(2, 2), ember.nn.Linear(2, 2)
+        b.weight = a.weight                         # tied across two units
+        fully_shard(a)
+        with pytest.raises(ValueError, match="Linear.weight is already managed"):
+            fully_shard(b)
         inner = FullyShardedDataParallel(ember.nn.Linear(2, 2))
         outer = FullyShardedDataParallel(ember.nn.Sequential(inner))
         with pytest.raises(RuntimeError, match="only be called on the root"):
@@ -178,3 +183,13 @@ def test_torch_script_under_ember_run(tmp_path):
                        capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, PORT=str(_port())))
     assert r.returncode == 0 and "trained" in r.stdout, r.stderr
+
+
+def test_import_is_light():
+    import subprocess
+    from test_distributed import ROOT
+    out = subprocess.run([sys.executable, "-c", "import sys, ember.distributed.fsdp, "
+                          "ember.distributed.tensor, ember.distributed.optim; "
+                          "print('mpi4py' in sys.modules, 'torch' in sys.modules)"],
+                         cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]

@@ -16,6 +16,8 @@ the pre-backward all-gather put back). Gradients land in those leaves; a
 post-accumulate-grad hook counts them and, when the last arrives, reduce-scatters them (in
 ``reduce_dtype``), divides by the group size and adds them into the sharded ``.grad``.
 """
+import weakref
+
 import numpy as np
 
 from ..._tensor import Tensor
@@ -28,6 +30,9 @@ from ..tensor import _rows
 def _npdt(dtype):
     from ... import empty
     return empty(0, dtype=dtype)._data.dtype
+
+
+_MANAGED = weakref.WeakValueDictionary()   # id -> original parameter a unit took over
 
 
 class Unit:
@@ -44,6 +49,13 @@ class Unit:
         self.group_size = c10d.get_world_size(group)
         self.world = 1 if replicate else self.group_size
         self.rank = 0 if replicate else c10d.get_rank(group)
+        for p in params:
+            if _MANAGED.get(id(p)) is p:
+                name = next(f"{type(o).__name__}.{n}" for o, n, i in slots if params[i] is p)
+                raise ValueError(f"FSDP: parameter {name} is already managed by another FSDP "
+                                 "unit (a parameter shared between units); apply the sharding "
+                                 "to a module that contains every module using it")
+        _MANAGED.update((id(p), p) for p in params)
         dtypes = sorted({str(p.dtype) for p in params})
         if len(dtypes) > 1:
             raise ValueError(f"FSDP: the parameters of one unit must share a dtype (they are "
