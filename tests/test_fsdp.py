@@ -189,7 +189,8 @@ def test_import_is_light():
     import subprocess
     from test_distributed import ROOT
     out = subprocess.run([sys.executable, "-c", "import sys, ember.distributed.fsdp, "
-                          "ember.distributed.tensor, ember.distributed.optim; "
+                          "ember.distributed.tensor, ember.distributed.optim, "
+                          "ember.distributed._composable.fsdp, ember.distributed._tensor; "
                           "print('mpi4py' in sys.modules, 'torch' in sys.modules)"],
                          cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
