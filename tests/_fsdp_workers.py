@@ -126,11 +126,45 @@ def train_all(rank, n, init_method, out):
     return figures
 
 
+def optimizer_state_dicts(X, Y, mine):
+    """FSDP.optim_state_dict: AdamW's state under the original names, equal to one process's
+    on the whole batch; optim_state_dict_to_load gives a fresh optimizer the same shards."""
+    ref = make()
+    ref_opt = ember.optim.AdamW(ref.parameters(), lr=LR)
+    _train(ref, ref_opt, X, Y)
+    names, want = [k for k, _ in ref.named_parameters()], ref_opt.state_dict()
+    for orig in (False, True):
+        m = FSDP(make(), auto_wrap_policy=ModuleWrapPolicy({ember.nn.Linear}),
+                 use_orig_params=orig)
+        opt = ember.optim.AdamW(m.parameters(), lr=LR)
+        _train(m, opt, X, Y, None, mine)
+        for kind in (StateDictType.FULL_STATE_DICT, StateDictType.SHARDED_STATE_DICT):
+            with FSDP.state_dict_type(m, kind):
+                osd = FSDP.optim_state_dict(m, opt)
+            assert sorted(osd["state"]) == sorted(names) and \
+                osd["param_groups"][0]["params"] == names, (orig, kind)
+            for i, name in enumerate(names):
+                st = osd["state"][name]
+                assert st["step"].item() == STEPS
+                for k in ("exp_avg", "exp_avg_sq"):
+                    got = st[k].full_tensor() if kind is StateDictType.SHARDED_STATE_DICT \
+                        else st[k]
+                    assert (got - want["state"][i][k]).abs().max().item() < 1e-12, (name, k)
+            fresh = FSDP(make(seed=5), auto_wrap_policy=ModuleWrapPolicy({ember.nn.Linear}),
+                         use_orig_params=orig)
+            fopt = ember.optim.AdamW(fresh.parameters(), lr=LR)
+            FSDP.optim_state_dict_to_load(fresh, fopt, osd, load_directly=True)
+            for a, b in zip(opt.param_groups[0]["params"], fopt.param_groups[0]["params"]):
+                for k, v in opt.state[a].items():
+                    assert ember.equal(v, fopt.state[b][k]), (orig, kind, k)
+
+
 def state_dicts(rank, n, X, Y, mine, ref_losses):
     """Full and sharded state dicts round-trip into models made from another seed (both
     APIs); ZeRO's consolidated state dict equals plain AdamW's and loads back."""
     m = FSDP(make(), auto_wrap_policy=ModuleWrapPolicy({ember.nn.Linear}))
     _train(m, ember.optim.AdamW(m.parameters(), lr=LR), X, Y, None, mine)
+    optimizer_state_dicts(X, Y, mine)
     for kind in (StateDictType.FULL_STATE_DICT, StateDictType.SHARDED_STATE_DICT):
         fresh = FSDP(make(seed=5), auto_wrap_policy=ModuleWrapPolicy({ember.nn.Linear}))
         with FSDP.state_dict_type(m, kind), FSDP.state_dict_type(fresh, kind):

@@ -117,18 +117,21 @@ class Unit:
     def local_arrays(self):
         raise NotImplementedError       # the owner (FSDP1 or FSDP2 state) says where shards live
 
+    def gather(self, locals_, dtype):
+        """The full arrays of the parameters from every rank's ``locals_`` (arrays laid out as
+        ``local_arrays()``: the shards, or optimizer state of their shape), in ``dtype``."""
+        send = self._pack(locals_, dtype)
+        if self.world == 1:
+            return self._fulls(send.reshape(1, -1))
+        recv = Tensor._wrap(np.empty(self.world * self.seg, dtype))
+        c10d.all_gather_into_tensor(recv, Tensor._wrap(send), group=self.group)
+        return self._fulls(recv._data.reshape(self.world, self.seg))
+
     def unshard(self):
         if self.is_unsharded or not self.unsharded:
             return
-        dt = _npdt(self.param_dtype)
-        send = self._pack(self.local_arrays(), dt)
-        if self.world == 1:
-            out = send.reshape(1, -1)
-        else:
-            recv = Tensor._wrap(np.empty(self.world * self.seg, dt))
-            c10d.all_gather_into_tensor(recv, Tensor._wrap(send), group=self.group)
-            out = recv._data.reshape(self.world, self.seg)
-        for u, f in zip(self.unsharded, self._fulls(out)):
+        for u, f in zip(self.unsharded, self.gather(self.local_arrays(),
+                                                    _npdt(self.param_dtype))):
             u._data, u.dtype = f, Tensor._dtype_of(f)
             u._storage = None
         self.is_unsharded = True

@@ -110,6 +110,17 @@ class _FlatUnit(Unit):
             self._show(False)
 
 
+def _row_shard(v, group):
+    """``v`` (the same full tensor on every rank) as a DTensor of its rows, Shard(0)."""
+    if group is not c10d._default_pg("state_dict"):
+        raise NotImplementedError("SHARDED_STATE_DICT over a subgroup is not implemented in "
+                                  "ember")
+    mesh = init_device_mesh(v.device.type, (c10d.get_world_size(group),))
+    a, b, _ = _rows(v.shape[0] if v.dim() else 1, mesh.size(), mesh.get_local_rank())
+    local = np.array(v._data.reshape((-1,) + tuple(v.shape[1:]))[a:b])
+    return DTensor._make(Tensor._wrap(local, v.device), mesh, [Shard(0)], v.shape)
+
+
 def _units(module):
     return [m._unit for m in module.modules() if isinstance(m, FullyShardedDataParallel)]
 
@@ -378,21 +389,115 @@ class FullyShardedDataParallel(Module):
         finally:
             _IN_STATE_DICT[0] = False
         out = OrderedDict()
-        mesh = None
         for k, v in raw.items():
             if kind is StateDictType.SHARDED_STATE_DICT and k in params:
-                mesh = mesh or init_device_mesh(v.device.type, (c10d.get_world_size(
-                    self.process_group),))
-                if self.process_group is not c10d._default_pg("state_dict"):
-                    raise NotImplementedError("SHARDED_STATE_DICT over a subgroup is not "
-                                              "implemented in ember")
-                a, b, _ = _rows(v.shape[0] if v.dim() else 1, mesh.size(), mesh.get_local_rank())
-                v = DTensor._make(Tensor._wrap(np.array(v._data.reshape(
-                    (-1,) + v.shape[1:])[a:b]), v.device), mesh, [Shard(0)], v.shape)
+                v = _row_shard(v, self.process_group)
             out[k.replace(_PREFIX, "")] = v
         if kind is StateDictType.FULL_STATE_DICT and self._state_dict_config.rank0_only and \
                 c10d.get_rank(self.process_group) != 0:
             return OrderedDict()
+        return out
+
+    # ---------------------------------------------------------------- optimizer state
+    @staticmethod
+    def _unit_names(model):
+        """(unit, the sharded objects the optimizer sees, each one's original names in the
+        unit's order) for every unit under ``model``, names without wrapper prefixes."""
+        names = {id(m): n for n, m in model.named_modules()}
+        out = []
+        for u in _units(model):
+            fqns = [None] * len(u.unsharded)
+            for owner, name, i in u.slots:
+                if fqns[i] is None:
+                    fqns[i] = f"{names[id(owner)]}.{name}".lstrip(".").replace(_PREFIX, "")
+            if fqns:
+                out.append((u, u.params if u.orig else [u.flat_param], fqns))
+        return out
+
+    @staticmethod
+    def optim_state_dict(model, optim, optim_state_dict=None, group=None):
+        """``optim``'s state keyed by the original parameter names, each per-element state
+        the full tensor of the parameter's shape (FULL_STATE_DICT) or its Shard(0) DTensor
+        (SHARDED_STATE_DICT): the shards are all-gathered unit by unit (call on all ranks)."""
+        sd = optim.state_dict() if optim_state_dict is None else optim_state_dict
+        index = {}
+        for g in optim.param_groups:
+            for p in g["params"]:
+                index.setdefault(id(p), len(index))
+        units = FullyShardedDataParallel._unit_names(model)
+        kinds = [{} for _ in units]             # per unit: key -> (per-element?, dtype, value)
+        for kind, (u, objs, _) in zip(kinds, units):
+            for o in objs:
+                for k, v in sd["state"].get(index.get(id(o)), {}).items():
+                    per_element = isinstance(v, Tensor) and v.dim() > 0
+                    kind.setdefault(k, (per_element, str(v._data.dtype) if per_element else
+                                        None, None if per_element else v))
+        everyone = [None] * c10d.get_world_size(group)     # ranks lacking state learn keys
+        c10d.all_gather_object(everyone, kinds, group=group)
+        sharded = FullyShardedDataParallel.get_state_dict_type(model).state_dict_type is \
+            StateDictType.SHARDED_STATE_DICT
+        state, names_of = {}, {}
+        for i, (u, objs, fqns) in enumerate(units):
+            merged = {}
+            for theirs in everyone:
+                for k, val in theirs[i].items():
+                    merged.setdefault(k, val)
+            for k, (per_element, dt, value) in merged.items():
+                if not per_element:
+                    for f in fqns:
+                        state.setdefault(f, {})[k] = value
+                    continue
+                local = np.zeros(u.local.size, dt)
+                spans = u.spans if u.orig else [(0, u.local.size)]
+                for o, (lo, hi) in zip(objs, spans):
+                    v = sd["state"].get(index.get(id(o)), {}).get(k)
+                    if v is not None:
+                        local[lo:hi] = v._data.reshape(-1)
+                for f, full in zip(fqns, u.gather([local], local.dtype)):
+                    t = Tensor._wrap(full, u.unsharded[0].device)
+                    state.setdefault(f, {})[k] = _row_shard(t, u.group) if sharded else t
+            for o, f in zip(objs, [[f] for f in fqns] if u.orig else [fqns]):
+                names_of[index.get(id(o))] = f
+        groups = [dict(g, params=[f for i in g["params"] for f in names_of.get(i, [i])])
+                  for g in sd["param_groups"]]
+        return {"state": state, "param_groups": groups}
+
+    @staticmethod
+    def optim_state_dict_to_load(model, optim, optim_state_dict, is_named_optimizer=False,
+                                 load_directly=False, group=None):
+        """The inverse of ``optim_state_dict``: a state dict ``optim.load_state_dict`` takes,
+        each rank keeping its shards (with ``load_directly``, loaded at once)."""
+        src = optim_state_dict
+        index = {}
+        for g in optim.param_groups:
+            for p in g["params"]:
+                index.setdefault(id(p), len(index))
+        state, index_of = {}, {}
+        for u, objs, fqns in FullyShardedDataParallel._unit_names(model):
+            keys = list(dict.fromkeys(k for f in fqns for k in src["state"].get(f, {})))
+            for k in keys:
+                vals = [src["state"].get(f, {}).get(k) for f in fqns]
+                vals = [v.full_tensor() if isinstance(v, DTensor) else v for v in vals]
+                ref = next(v for v in vals if v is not None)
+                if not (isinstance(ref, Tensor) and ref.dim() > 0):
+                    for o in objs:
+                        state.setdefault(index[id(o)], {})[k] = ref.clone() if isinstance(
+                            ref, Tensor) else ref
+                    continue
+                fulls = [v._data if v is not None else np.zeros(s, ref._data.dtype)
+                         for v, s in zip(vals, u.shapes)]
+                (local,) = u.local_pieces(fulls)
+                spans = u.spans if u.orig else [(0, local.size)]
+                for o, (lo, hi) in zip(objs, spans):
+                    state.setdefault(index[id(o)], {})[k] = Tensor._wrap(local[lo:hi].copy(),
+                                                                         o.device)
+            for o, f in zip(objs, [[f] for f in fqns] if u.orig else [fqns]):
+                index_of.update((name, index[id(o)]) for name in f)
+        groups = [dict(g, params=list(dict.fromkeys(index_of.get(f, f) for f in g["params"])))
+                  for g in src["param_groups"]]
+        out = {"state": state, "param_groups": groups}
+        if load_directly:
+            optim.load_state_dict(out)
         return out
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
