@@ -246,6 +246,15 @@ def features(rank, n, init_method):
     for (k, a), b in zip(ref.named_parameters(), m.parameters()):
         g = b.grad.full_tensor()
         assert (a.grad / n - g).abs().max().item() < 1e-12, k
+    # one forward, two backwards (retain_graph): twice the gradient, reduced both times
+    for p in m.parameters():
+        p.grad = None
+    loss = ((m(X[0, mine]) - Y[0, mine]) ** 2).sum()
+    loss.backward(retain_graph=True)
+    once = [p.grad.full_tensor() for p in m.parameters()]
+    loss.backward()
+    for a, p in zip(once, m.parameters()):
+        assert (2 * a - p.grad.full_tensor()).abs().max().item() < 1e-12
     # unshard()/reshard() by hand
     m[0].unshard()
     assert type(m[0].weight) is ember.nn.Parameter and m[0].weight.shape == (32, 32)

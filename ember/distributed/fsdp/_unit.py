@@ -176,7 +176,7 @@ class Unit:
             self.post_backward()
 
     def post_backward(self):
-        self.expected = self.received = 0
+        self.received = 0          # (expected stays: a retain_graph backward counts again)
         if self.sync and any(u.grad is not None for u in self.unsharded):
             self.reduce_grads()
         self.reshard()
