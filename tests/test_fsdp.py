@@ -86,7 +86,7 @@ def test_one_process_and_errors():
         outer = FullyShardedDataParallel(ember.nn.Sequential(inner))
         with pytest.raises(RuntimeError, match="only be called on the root"):
             inner.clip_grad_norm_(1.0)
-        assert outer.module[0] is inner and outer[0] is inner
+        assert outer.module[0] is inner and outer[0] is inner and inner.in_features == 2
         with pytest.raises(RuntimeError, match="mixed torch.Tensor and DTensor"):
             m.weight.copy_(ember.zeros(2, 2))
     finally:

@@ -228,7 +228,10 @@ class FullyShardedDataParallel(Module):
         try:
             return super().__getattr__(name)
         except AttributeError:
-            return getattr(self._modules["_fsdp_wrapped_module"], name)
+            inner = self._modules.get("_fsdp_wrapped_module")
+            if inner is None:                   # (during __init__)
+                raise
+            return getattr(inner, name)
 
     def __getitem__(self, key):
         return self._fsdp_wrapped_module.__getitem__(key)
