@@ -79,13 +79,15 @@ def train_all(rank, n, init_method, out):
     ref = make()
     ref_losses = _train(ref, ember.optim.AdamW(ref.parameters(), lr=LR), X, Y)
     ref_sd = ref.state_dict()
-    figures = {}
+    figures, ddp_losses = {}, {}
 
     def check(name, model, opt, clip=None, full=_full_params):
         losses = _train(model, opt, X, Y, clip, mine)
         figures[name] = (held_bytes(list(model.parameters()), opt),
                          float(np.abs(losses - ref_losses).max()))
+        ddp_losses.setdefault("ddp", losses)
         assert figures[name][1] < 1e-6, (name, figures[name])
+        assert np.abs(losses - ddp_losses["ddp"]).max() < 1e-6, name
         _close(full(model), ref_sd, 1e-9, name)
 
     ddp = DDP(make(rank))                      # DDP broadcasts rank 0's parameters
