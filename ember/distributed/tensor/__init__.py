@@ -197,6 +197,27 @@ class DTensor(Tensor):
     def ndim(self):
         return len(self._spec[2])
 
+    def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
+        """The norm of the global tensor, on every rank (one all-reduce of the shards'
+        partial sums; MAX for inf), as a plain tensor: what ``clip_grad_norm_`` needs for
+        sharded gradients.
+
+        NOTE: torch returns a DTensor with a Partial placement, which becomes this value
+        once redistributed."""
+        local = self.to_local()
+        if dim is not None:
+            raise NotImplementedError("DTensor.norm over a dim is not implemented in ember")
+        if self.placements[0].is_replicate():
+            return local.norm(p, dtype=dtype)
+        order = 2.0 if p == "fro" else float(p)
+        x = local.to(dtype) if dtype is not None else local
+        part = x.abs().max() if order == float("inf") and x.numel() else \
+            x.abs().pow(order).sum() if x.numel() else x.new_zeros(())
+        part = part.clone()
+        c10d.all_reduce(part, op=c10d.ReduceOp.MAX if order == float("inf") else
+                        c10d.ReduceOp.SUM, group=self.device_mesh.get_group())
+        return part if order == float("inf") else part.pow(1.0 / order)
+
     def detach(self):
         return DTensor._make(self.to_local(), *self._spec)
 
