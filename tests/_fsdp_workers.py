@@ -253,6 +253,21 @@ def features(rank, n, init_method):
     for (k, a), b in zip(ref.named_parameters(), m.parameters()):
         g = b.grad.full_tensor()
         assert (a.grad / n - g).abs().max().item() < 1e-12, k
+    # rows that do not split evenly, and a layer of one row (rank 1's shards are empty)
+    def odd(seed=0):
+        ember.manual_seed(seed)
+        return ember.nn.Sequential(ember.nn.Linear(32, 5), ember.nn.Tanh(),
+                                   ember.nn.Linear(5, 1)).double()
+    ref = odd()
+    ref_losses = _train(ref, ember.optim.AdamW(ref.parameters(), lr=LR), X, Y[..., :1])
+    for model in (_shard_layers(odd()), FSDP(odd(), use_orig_params=True),
+                  FSDP(odd(), auto_wrap_policy=ModuleWrapPolicy({ember.nn.Linear}))):
+        losses = _train(model, ember.optim.AdamW(model.parameters(), lr=LR), X, Y[..., :1],
+                        None, mine)
+        assert np.abs(losses - ref_losses).max() < 1e-6
+        _close(_full_params(model), ref.state_dict(), 1e-9, "uneven")
+    assert model[2]._flat_param.numel() == 3 and _shard_layers(odd())[2].bias.to_local() \
+        .shape == ((1,) if rank == 0 else (0,))
     # one forward, two backwards (retain_graph): twice the gradient, reduced both times
     for p in m.parameters():
         p.grad = None
