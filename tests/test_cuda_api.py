@@ -13,20 +13,25 @@ def test_queries_work_without_a_gpu():
     assert ember.cuda.device_count() == (ember.cuda.device_count() if HAS_GPU else 0)
     device = "cuda" if ember.cuda.is_available() else "cpu"
     assert ember.ones(2, device=device).device.type == device
-    ember.cuda.manual_seed_all(3)
-    assert ember.cuda.initial_seed() == 3
+    ember.cuda.manual_seed_all(3)         # (ignored without a GPU, as torch's)
+    ember.cuda.manual_seed(3)
     ember.cuda.empty_cache()
     if not HAS_GPU:
         assert ember.cuda.memory_allocated() == ember.cuda.memory_reserved() == 0
+        assert ember.cuda.max_memory_allocated() == 0 and ember.cuda.memory_stats() == {}
         assert not ember.cuda.is_bf16_supported()
+        assert ember.cuda.get_rng_state_all() == [] and ember.cuda.default_generators == ()
 
 
 @pytest.mark.skipif(HAS_GPU, reason="checks the no-GPU error")
 def test_gpu_calls_raise_torchs_error_without_one():
     with pytest.raises(RuntimeError, match="Found no NVIDIA driver"):
         ember.cuda.current_device()
-    with pytest.raises(RuntimeError, match="Found no NVIDIA driver"):
-        ember.cuda.synchronize()
+    for call in (ember.cuda.synchronize, ember.cuda.Stream, ember.cuda.Event,
+                 ember.cuda.current_stream, ember.cuda.initial_seed, ember.cuda.get_rng_state,
+                 ember.cuda.mem_get_info):
+        with pytest.raises(RuntimeError, match="Found no NVIDIA driver"):
+            call()
 
 
 def test_cuda_amp_spellings():

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import ember
-from cuda_double import cuda_double
+from cuda_double import cuda, cuda_double  # noqa: F401  (cuda: the fixture)
 from ember._backends import backend
 from ember._ops.registry import all_ops
 from ember._ops.samples import public_call
@@ -25,17 +25,6 @@ TOL = {"float32": (1e-5, 1e-6), "complex64": (1e-5, 1e-6), "bfloat16": (1.6e-2, 
 OPS = [d for d in all_ops() if d.samples is not None]
 FAST_DTYPES = [ember.float32, ember.float64]
 SLOW_DTYPES = [ember.int64, ember.bool, ember.complex128, ember.bfloat16]
-
-
-@pytest.fixture(params=["double", pytest.param("gpu", marks=pytest.mark.cuda)])
-def cuda(request):
-    """The cuda device: the double on every run; with ``-m cuda`` on a machine with a GPU,
-    CuPy itself (the same checks, as the real-GPU tests)."""
-    if request.param == "gpu":
-        yield
-        return
-    with cuda_double():
-        yield
 
 
 def _device_array(a):

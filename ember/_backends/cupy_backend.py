@@ -23,6 +23,8 @@ class CupyBackend:
 
     def __init__(self):
         self.xp = _import_cupy()
+        from ..cuda.memory import install_allocator
+        install_allocator(self.xp)      # (peak memory statistics, torch's OOM error)
 
     def asarray(self, obj, np_dtype=None, device=None):
         with self.xp.cuda.Device(device.index or 0):
@@ -31,9 +33,21 @@ class CupyBackend:
     def to_host(self, arr):
         return self.xp.asnumpy(arr)
 
-    def from_host(self, arr, device):
+    def from_host(self, arr, device, non_blocking=False):
+        """``arr`` copied to ``device``. From pinned memory with ``non_blocking`` the copy is
+        queued on the current stream and the host goes on at once; otherwise the host waits
+        for it (CuPy 14's ``asarray`` would not wait for a pinned source)."""
         with self.xp.cuda.Device(device.index or 0):
-            return self.xp.asarray(arr)
+            if not self.is_pinned(arr):
+                return self.xp.asarray(arr)
+            out = self.xp.empty(arr.shape, arr.dtype)
+            if arr.flags.c_contiguous:
+                out.set(arr, stream=self.xp.cuda.get_current_stream())
+            else:
+                out[...] = self.xp.asarray(arr)
+            if not non_blocking:
+                self.xp.cuda.get_current_stream().synchronize()
+            return out
 
     def pin(self, arr):
         """A copy of host array ``arr`` in page-locked memory, which copies to the GPU read

@@ -201,11 +201,8 @@ class autocast:
 
 
 def _cuda_available():
-    try:
-        import cupy
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        return False
+    from .. import cuda
+    return cuda.is_available()
 
 
 # ---- the policies ---------------------------------------------------------------------------
