@@ -233,6 +233,35 @@ def test_generators_on_cuda_and_reproducible_dropout(cuda):
     assert ember.equal(w1, ember.nn.Linear(8, 8, device="cuda").weight)
 
 
+# ---- attention ------------------------------------------------------------------------------
+def _attention_peak(L, masked):
+    q, k, v = (ember.randn(1, 2, L, 64, device="cuda", requires_grad=True) for _ in range(3))
+    mask = ember.ones(L, L, dtype=ember.bool, device="cuda").tril() if masked else None
+    ember.cuda.synchronize()
+    ember.cuda.reset_peak_memory_stats()
+    base = ember.cuda.memory_allocated()
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=not masked)
+    y.sum().backward()
+    return ember.cuda.max_memory_allocated() - base, (q, k, v, y)
+
+
+def test_long_attention_on_cuda_is_blockwise_with_memory_linear_in_length(cuda):
+    """Causal SDPA over 1024+ tokens takes the flash-style path on cuda (online softmax over
+    key blocks, recomputed in backward): its peak memory grows about linearly with the length,
+    the masked (materialized) path's quadratically; values and gradients are the cpu's."""
+    flash1, (q, k, v, y) = _attention_peak(1024, False)
+    assert ember.nn._attention.use_flash(q, k, v, None, 0.0)
+    qc, kc, vc = (t.detach().cpu().requires_grad_() for t in (q, k, v))
+    yc = F.scaled_dot_product_attention(qc, kc, vc, is_causal=True)
+    yc.sum().backward()
+    for got, want in ((y, yc), (q.grad, qc.grad), (k.grad, kc.grad), (v.grad, vc.grad)):
+        np.testing.assert_allclose(got.detach().cpu().numpy(), want.detach().numpy(),
+                                   rtol=2e-4, atol=2e-5)
+    flash2, _ = _attention_peak(2048, False)
+    naive2, _ = _attention_peak(2048, True)
+    assert flash2 < 2.6 * flash1 and flash2 < naive2 / 3, (flash1, flash2, naive2)
+
+
 # ---- AMP ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", [ember.float16, ember.bfloat16], ids=str)
 def test_autocast_and_grad_scaler_train_on_cuda(cuda, dtype):
