@@ -56,3 +56,34 @@ def test_device_properties_and_memory():
         ember.cuda.synchronize()
     assert ember.cuda.current_device() == 0
     del x
+
+
+def test_accelerator_answers_as_torchs_does_without_a_gpu():
+    import torch
+    if HAS_GPU or torch.cuda.is_available():
+        pytest.skip("checks the no-GPU answers")
+    for lib in (ember, torch):
+        assert lib.accelerator.is_available() is False and lib.accelerator.device_count() == 0
+        assert lib.accelerator.current_accelerator(check_available=True) is None
+        for call in (lib.accelerator.current_device_index, lib.accelerator.synchronize,
+                     lib.accelerator.memory_allocated):
+            with pytest.raises(RuntimeError, match="Cannot access accelerator device when "
+                                                   "none is available."):
+                call()
+
+
+def test_accelerator_on_the_double():
+    from cuda_double import cuda_double
+    with cuda_double():
+        acc = ember.accelerator
+        assert acc.is_available() and acc.device_count() == 1
+        assert acc.current_accelerator() == ember.device("cuda") and acc.current_device_idx() == 0
+        with acc.device_index(0):
+            x = ember.ones(256, device="cuda")
+        assert acc.memory_allocated() >= 1024 and acc.max_memory_allocated() >= 1024
+        assert acc.current_stream() == ember.cuda.default_stream()
+        acc.set_device_index("cuda:0")
+        acc.synchronize()
+        assert acc.get_memory_info()[1] == ember.cuda.get_device_properties().total_memory
+        del x
+        acc.empty_cache()
