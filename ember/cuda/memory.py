@@ -8,7 +8,9 @@ moment its use is highest.
 """
 import collections
 
-from . import _cupy, _index, _lazy_init
+from . import _index, _lazy_init, device_count, is_available
+
+# (these ask the package's _cupy at each call, which the test double replaces)
 
 
 class OutOfMemoryError(RuntimeError):
@@ -99,7 +101,7 @@ def _pool(device):
 
 def _on(device, fn):
     """``fn(pool)`` with ``device`` current; 0 without a GPU (as torch's queries give)."""
-    if _cupy()[0] is None:
+    if not is_available():
         return 0
     cupy, dev = _pool(device)
     with dev:
@@ -134,7 +136,7 @@ def max_memory_reserved(device=None):
 
 def reset_peak_memory_stats(device=None):
     """Start the peaks over from the current sizes."""
-    if _cupy()[0] is not None:
+    if is_available():
         s = _stats[_index(device)]
         s["allocated_bytes.all.peak"] = memory_allocated(device)
         s["reserved_bytes.all.peak"] = memory_reserved(device)
@@ -142,7 +144,7 @@ def reset_peak_memory_stats(device=None):
 
 def reset_accumulated_memory_stats(device=None):
     """Zero the cumulative counts (bytes and allocations made, out-of-memory errors)."""
-    if _cupy()[0] is not None:
+    if is_available():
         s = _stats[_index(device)]
         s.update({"allocated_bytes.all.allocated": 0, "allocation.all.allocated": 0,
                   "num_ooms": 0})
@@ -160,7 +162,9 @@ def empty_cache():
         >>> import ember
         >>> ember.cuda.empty_cache()
     """
-    cupy, n, _ = _cupy()
+    if not is_available():
+        return
+    cupy, n = _lazy_init(), device_count()
     from .streams import _pending
     _pending[:] = [p for p in _pending if not p[0].query()]
     for i in range(n):
@@ -179,7 +183,7 @@ def memory_stats(device=None):
         >>> isinstance(ember.cuda.memory_stats(), dict)
         True
     """
-    if _cupy()[0] is None:
+    if not is_available():
         return collections.OrderedDict()
     s = _stats[_index(device)]
     cur = {"allocated_bytes.all.current": memory_allocated(device),
@@ -203,7 +207,7 @@ def memory_summary(device=None, abbreviated=False):
         True
     """
     st = memory_stats(device)
-    idx = _index(device) if _cupy()[0] is not None else 0
+    idx = _index(device) if is_available() else 0
 
     def row(*cells):
         return f"| {cells[0]:<26}" + "".join(f"| {c:>11} " for c in cells[1:]) + "|"
