@@ -367,7 +367,10 @@ _owners = {}        # id(root ndarray) -> the MemoryPointer its memory came from
 
 def _allocate(a):
     """Allocate the memory of a new device array through the current allocator (as every
-    CuPy array's is), released when the array's root buffer dies."""
+    CuPy array's is), released when the array's root buffer dies. CuPy has no bfloat16 nor
+    float8 (ml_dtypes' NumPy types; cupy/cupy#7527): it refuses them."""
+    if a.dtype.type.__module__.startswith("ml_dtypes"):
+        raise ValueError(f"Unsupported dtype {a.dtype}")
     root = a
     while isinstance(root.base, np.ndarray):
         root = root.base

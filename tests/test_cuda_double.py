@@ -24,7 +24,7 @@ TOL = {"float32": (1e-5, 1e-6), "complex64": (1e-5, 1e-6), "bfloat16": (1.6e-2, 
        "float16": (2e-3, 1e-3)}
 OPS = [d for d in all_ops() if d.samples is not None]
 FAST_DTYPES = [ember.float32, ember.float64]
-SLOW_DTYPES = [ember.int64, ember.bool, ember.complex128, ember.bfloat16]
+SLOW_DTYPES = [ember.int64, ember.bool, ember.complex128]     # (no bfloat16 in CuPy)
 
 
 def _device_array(a):
@@ -344,6 +344,22 @@ def test_ember_cuda_queries_see_the_double():
         assert ember.cuda.get_device_name() == "ember test double"
         assert ember.get_device_module().__name__ == "ember.cuda"
         ember.cuda.synchronize()
+
+
+def test_cuda_tensors_cannot_be_bfloat16_as_cupy_has_no_such_dtype(cuda):
+    x = ember.ones(3, dtype=ember.bfloat16)
+    for move in (lambda: x.cuda(), lambda: x.to("cuda"), lambda: ember.tensor(
+            [1.0], dtype=ember.bfloat16, device="cuda")):
+        with pytest.raises(TypeError, match="ember's cuda device has no bfloat16 tensors"):
+            move()
+    for make in (lambda: ember.ones(3, dtype=ember.bfloat16, device="cuda"),
+                 lambda: ember.ones(3, device="cuda").bfloat16()):
+        with pytest.raises((TypeError, ValueError, RuntimeError), match="bfloat16"):
+            make()
+    assert not ember.cuda.is_bf16_supported()
+    with pytest.raises(RuntimeError, match="Current CUDA Device does not support bfloat16. "
+                                           "Please switch dtype to float16."):
+        ember.autocast("cuda", dtype=ember.bfloat16)
 
 
 def test_the_double_refuses_numpy():

@@ -263,8 +263,8 @@ def test_long_attention_on_cuda_is_blockwise_with_memory_linear_in_length(cuda):
 
 
 # ---- AMP ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("dtype", [ember.float16, ember.bfloat16], ids=str)
-def test_autocast_and_grad_scaler_train_on_cuda(cuda, dtype):
+def test_autocast_and_grad_scaler_train_on_cuda(cuda):
+    dtype = ember.float16         # (CuPy has no bfloat16: test_cuda_double checks the refusal)
     ember.manual_seed(0)
     nn = ember.nn
     m = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 4)).cuda()

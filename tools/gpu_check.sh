@@ -6,7 +6,7 @@
 #      fused kernels against the xp code, then every registry op forward/backward against the
 #      cpu (test_cuda_double's gpu cases), each file under its own time limit;
 #   3. tools/gpu_bench.py: ember against torch's CUDA build (matmul, conv, fused kernels, SDPA,
-#      GPT training steps with AMP, peak memory).
+#      GPT training steps with AMP float16, peak memory).
 # Results go to $OUT (default ./gpu-out), 8 files at most: summary.txt, pip/build logs, the
 # two pytest logs, bench.log, gpu_bench.json and gpu_bench.md.
 # Usage: OUT=/some/dir bash tools/gpu_check.sh        (PYTHON=... to pick the interpreter)

@@ -1,4 +1,5 @@
 """The cuda device: CuPy arrays. Imported on first use of a cuda tensor only."""
+import numpy as np
 
 
 def _import_cupy():
@@ -26,7 +27,16 @@ class CupyBackend:
         from ..cuda.memory import install_allocator
         install_allocator(self.xp)      # (peak memory statistics, torch's OOM error)
 
+    @staticmethod
+    def _check_dtype(dt):
+        # ml_dtypes' NumPy types (bfloat16, float8): CuPy has none of them (cupy/cupy#7527)
+        if dt.type.__module__.startswith("ml_dtypes"):
+            raise TypeError(f"ember's cuda device has no {dt} tensors: CuPy has no {dt} dtype "
+                            "(use float16 or float32 on the GPU)")
+
     def asarray(self, obj, np_dtype=None, device=None):
+        if np_dtype is not None:
+            self._check_dtype(np.dtype(np_dtype))
         with self.xp.cuda.Device(device.index or 0):
             return self.xp.asarray(obj, dtype=np_dtype)
 
@@ -37,6 +47,7 @@ class CupyBackend:
         """``arr`` copied to ``device``. From pinned memory with ``non_blocking`` the copy is
         queued on the current stream and the host goes on at once; otherwise the host waits
         for it (CuPy 14's ``asarray`` would not wait for a pinned source)."""
+        self._check_dtype(arr.dtype)
         with self.xp.cuda.Device(device.index or 0):
             if not self.is_pinned(arr):
                 return self.xp.asarray(arr)

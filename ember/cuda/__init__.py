@@ -107,8 +107,9 @@ def get_device_capability(device=None):
 
 
 def is_bf16_supported(including_emulation=True):
-    """bfloat16 runs on any GPU through CuPy (as ml_dtypes arrays); natively from sm_80."""
-    return is_available() and (including_emulation or get_device_capability()[0] >= 8)
+    """False: CuPy has no bfloat16 dtype (cupy/cupy#7527), so ember's cuda tensors cannot be
+    bfloat16 (a float16 autocast is the GPU's mixed precision)."""
+    return False
 
 
 def synchronize(device=None):
