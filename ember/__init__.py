@@ -162,6 +162,9 @@ def __getattr__(name):
             raise
         globals()[name] = mod
         return mod
+    if name == "OutOfMemoryError":  # torch.OutOfMemoryError is torch.cuda's
+        from .cuda import OutOfMemoryError
+        return OutOfMemoryError
     if name == "vmap":              # torch.vmap is torch.func.vmap
         from .func import vmap
         return vmap

@@ -87,3 +87,10 @@ def test_accelerator_on_the_double():
         assert acc.get_memory_info()[1] == ember.cuda.get_device_properties().total_memory
         del x
         acc.empty_cache()
+
+
+def test_out_of_memory_error_is_torchs():
+    import torch
+    assert ember.OutOfMemoryError is ember.cuda.OutOfMemoryError
+    assert torch.OutOfMemoryError is torch.cuda.OutOfMemoryError
+    assert ember.OutOfMemoryError.__mro__[1:] == torch.OutOfMemoryError.__mro__[1:]
