@@ -31,6 +31,8 @@ CUDA C kernels (those are not run here: the backend's ``fused`` is off on the do
 import bisect
 import contextlib
 import itertools
+import json
+import os
 import sys
 import threading
 import time
@@ -41,6 +43,11 @@ import weakref
 import numpy as np
 import pytest
 
+# The names CuPy 14.2.0 has (``dir()`` of cupy, cupy.linalg, cupy.fft, cupy.random, cupyx,
+# cupy.ndarray): the double refuses any other, as CuPy would (an AttributeError), so that ember
+# calling a NumPy function CuPy lacks fails here and not first on a GPU.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "cupy_names.json")) as _f:
+    CUPY_NAMES = {k: frozenset(v) for k, v in json.load(_f).items()}
 IMPLICIT = ("Implicit conversion to a NumPy array is not allowed. Please use `.get()` to "
             "construct a NumPy array explicitly.")
 HOST_OK = frozenset({"asarray", "array", "asanyarray"})      # xp functions that take host data
@@ -164,6 +171,8 @@ class DeviceArray:
     def __getattr__(self, name):
         if name.startswith("__") or name in ("ctypes", "tobytes", "tofile"):
             raise AttributeError(f"a cuda (test double) array has no host attribute {name!r}")
+        if name not in CUPY_NAMES["cupy.ndarray"]:
+            raise AttributeError(f"'cupy.ndarray' object has no attribute '{name}'")
         v = getattr(self._a, name)
         return _call(v, f"ndarray.{name}") if callable(v) else wrap(v)
 
@@ -235,6 +244,8 @@ class Namespace(types.ModuleType):
         self.__dict__.update(extra or {})
 
     def __getattr__(self, name):
+        if name not in CUPY_NAMES.get(self.__name__, (name,)):
+            raise AttributeError(f"module '{self.__name__}' has no attribute '{name}'")
         v = getattr(self._module, name)
         if isinstance(v, types.ModuleType):
             v = Namespace(v, f"{self.__name__}.{name}")
@@ -500,6 +511,16 @@ _runtime = types.SimpleNamespace(
     memGetInfo=lambda: (TOTAL_MEMORY - _pool.total_bytes(), TOTAL_MEMORY),
     getDeviceProperties=lambda i: {"name": b"ember test double", "totalGlobalMem": TOTAL_MEMORY,
                                    "major": 8, "minor": 0, "multiProcessorCount": 1})
+def _full(shape, fill_value, dtype=None, order="C"):
+    """``cupy.full``: its fill goes through ``cupy.copyto``, which takes a Python or NumPy
+    scalar or an array, and reads ``.dtype`` of anything else (so None fails, where NumPy's
+    full gives NaN)."""
+    if not (isinstance(fill_value, (bool, int, float, complex, np.generic, np.ndarray,
+                                    DeviceArray))):
+        raise AttributeError(f"'{type(fill_value).__name__}' object has no attribute 'dtype'")
+    return wrap(np.full(shape, unwrap(fill_value, "full", True), dtype, order))
+
+
 cupy = Namespace(np, "cupy", {
     "ndarray": DeviceArray, "asarray": _asarray, "asanyarray": _asarray,
     "array": lambda obj, dtype=None, copy=True, order="K", **kw: _asarray(
@@ -507,6 +528,7 @@ cupy = Namespace(np, "cupy", {
     "asnumpy": lambda a, stream=None, order="C", out=None: a.get() if type(a) is DeviceArray
     else np.asarray(a),
     "get_array_module": lambda *args: cupy, "get_default_memory_pool": lambda: _pool,
+    "full": _full,
     "cuda": types.SimpleNamespace(
         Device=Device, runtime=_runtime, is_available=lambda: True,
         PinnedMemoryPointer=PinnedMemoryPointer, MemoryPool=MemoryPool,

@@ -280,8 +280,10 @@ def _const(fn_name, fill):
             from .meta import empty as meta_empty
             t = _T()._wrap(meta_empty(shape, _dt(dtype)), dev)
         else:
-            arr = backend(dev).xp.full(shape, fill, dtype=_dt(dtype)) if dev.type != "cpu" \
-                else _filled(shape, _dt(dtype), fill)
+            xp = backend(dev).xp
+            # (CuPy's full takes no fill of None, as NumPy's does: empty() asks for xp.empty)
+            arr = _filled(shape, _dt(dtype), fill) if dev.type == "cpu" else \
+                xp.empty(shape, _dt(dtype)) if fill is None else xp.full(shape, fill, _dt(dtype))
             t = _T()._wrap(arr, dev)
         if out is not None:
             return out.resize_(shape).copy_(t)
