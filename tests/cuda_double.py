@@ -44,10 +44,14 @@ import numpy as np
 import pytest
 
 # The names CuPy 14.2.0 has (``dir()`` of cupy, cupy.linalg, cupy.fft, cupy.random, cupyx,
-# cupy.ndarray): the double refuses any other, as CuPy would (an AttributeError), so that ember
-# calling a NumPy function CuPy lacks fails here and not first on a GPU.
+# cupy.ndarray) and its functions' and methods' keyword parameters ("signatures", from their
+# signatures or docstrings), read from the installed package: the double refuses any other
+# name (AttributeError) or keyword (TypeError), as CuPy would, so that ember calling what CuPy
+# lacks fails here and not first on a GPU.
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "cupy_names.json")) as _f:
-    CUPY_NAMES = {k: frozenset(v) for k, v in json.load(_f).items()}
+    _names = json.load(_f)
+_SIGNATURES = {k: frozenset(v) for k, v in _names.pop("signatures").items()}
+CUPY_NAMES = {k: frozenset(v) for k, v in _names.items()}
 IMPLICIT = ("Implicit conversion to a NumPy array is not allowed. Please use `.get()` to "
             "construct a NumPy array explicitly.")
 HOST_OK = frozenset({"asarray", "array", "asanyarray"})      # xp functions that take host data
@@ -114,8 +118,13 @@ def wrap(r):
     return r
 
 
-def _call(fn, name, host_ok=False):
+def _call(fn, name, host_ok=False, where=None):
+    params = _SIGNATURES.get(where or name)
+
     def call(*args, **kwargs):
+        bad = params is not None and next((k for k in kwargs if k not in params), None)
+        if bad:
+            raise TypeError(f"{name}() got an unexpected keyword argument '{bad}'")
         args, kwargs = unwrap(args, name, host_ok), unwrap(kwargs, name, host_ok)
         # CuPy never warns of a floating-point condition (0/0, the mean of nothing): nor do we
         with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -252,7 +261,7 @@ class Namespace(types.ModuleType):
         elif isinstance(v, np.ufunc):
             v = Ufunc(v)
         elif callable(v) and not isinstance(v, type):
-            v = _call(v, name, name in HOST_OK and self._module is np)
+            v = _call(v, name, name in HOST_OK and self._module is np, f"{self.__name__}.{name}")
         setattr(self, name, v)
         return v
 

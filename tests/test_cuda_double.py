@@ -375,4 +375,6 @@ def test_the_double_refuses_numpy():
                         lambda: a.resize, lambda: cupy.full(3, None)):
             with pytest.raises(AttributeError):
                 missing()
+        with pytest.raises(TypeError, match="unexpected keyword argument 'initial'"):
+            a.max(initial=0)        # (CuPy's max has no initial=, NumPy's has)
     assert not ember.cuda.is_available() or ember.cuda.get_device_name() != "ember test double"
