@@ -152,7 +152,7 @@ def __getattr__(name):
                 "amp", "testing", "special", "fft", "linalg", "func", "backends", "profiler",
                 "compiler", "_dynamo", "serialization", "sparse", "random", "return_types",
                 "functional", "hub", "cpu", "distributions",
-                "multiprocessing", "futures"):
+                "multiprocessing", "futures", "accelerator"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:
@@ -162,6 +162,9 @@ def __getattr__(name):
             raise
         globals()[name] = mod
         return mod
+    if name == "OutOfMemoryError":  # torch.OutOfMemoryError is torch.cuda's
+        from .cuda import OutOfMemoryError
+        return OutOfMemoryError
     if name == "vmap":              # torch.vmap is torch.func.vmap
         from .func import vmap
         return vmap

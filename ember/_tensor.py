@@ -558,12 +558,12 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
             return self
         t = self if dt is self.dtype else _cast(self, dt)
         if dev != self.device:
-            t = t._move(dev)
+            t = t._move(dev, non_blocking)
         elif copy and t is self:
             t = self.clone()
         return t
 
-    def _move(self, dev):
+    def _move(self, dev, non_blocking=False):
         from ._ops import dispatch, pointwise
         if type(self._data) is SparseCOO:
             from ._ops.sparse_rules import _move
@@ -572,7 +572,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
             raise NotImplementedError("Cannot copy out of meta tensor; no data! Please use "
                                       "torch.nn.Module.to_empty() instead of torch.nn.Module.to()"
                                       " when moving module from meta to a different device.")
-        arr = backend(dev).from_host(backend(self.device).to_host(self._data), dev)
+        arr = backend(dev).from_host(backend(self.device).to_host(self._data), dev, non_blocking)
         out = Tensor._wrap(arr, dev)
         if self._requires_grad and grad_mode.state.grad_enabled:
             dispatch._record(pointwise._to_device, (self, str(self.device)), {}, [self], [out])
@@ -582,7 +582,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         return self.to("cpu")
 
     def cuda(self, device=None, non_blocking=False):
-        return self.to(device if device is not None else "cuda")
+        return self.to(device if device is not None else "cuda", non_blocking=non_blocking)
 
     def _as(self, dt):
         # (itself when the dtype is already dt, without to()'s argument parsing)

@@ -519,7 +519,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                            "set when is_causal=True")
     flash = _attention.use_flash(query, key, value, attn_mask, dropout_p, enable_gqa)
     node = _sdpa_node(query, key, value, attn_mask, dropout_p)
-    if not flash and (node is None or node == _MATMUL_NODE[query.dim() >= 3]):
+    if node is None or not flash and node == _MATMUL_NODE[query.dim() >= 3]:
         return _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
                      flash)
     return one_node(node, _sdpa, query, key, value, attn_mask, dropout_p, is_causal, scale,
