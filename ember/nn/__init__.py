@@ -12,4 +12,7 @@ def __getattr__(name):
         import importlib
         parallel = importlib.import_module(".parallel", __name__)
         return parallel if name == "parallel" else parallel.DataParallel
+    if name == "attention":
+        import importlib
+        return importlib.import_module(".attention", __name__)
     raise AttributeError(f"module 'ember.nn' has no attribute '{name}'")
