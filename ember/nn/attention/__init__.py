@@ -153,3 +153,10 @@ def restore_flash_attention_impl(_raise_warn=True):
         logging.getLogger(__name__).warning(
             "Trying to restore default FA2 impl when no custom impl was activated")
     _FLASH_ATTENTION_ACTIVE = None
+
+
+def __getattr__(name):
+    if name == "flex_attention":        # the submodule, loaded on first use
+        import importlib
+        return importlib.import_module(".flex_attention", __name__)
+    raise AttributeError(f"module '{__name__}' has no attribute '{name}'")
