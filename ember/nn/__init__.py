@@ -2,7 +2,8 @@
 from . import functional, init, utils  # noqa: F401
 from .modules import *  # noqa: F401,F403
 from .modules import Module  # noqa: F401
-from .parameter import Buffer, Parameter  # noqa: F401
+from .parameter import (Buffer, Parameter, UninitializedBuffer,  # noqa: F401
+                        UninitializedParameter)
 
 
 def __getattr__(name):
