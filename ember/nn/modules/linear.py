@@ -58,8 +58,9 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input):
-        # (the weight's size: a lazy Linear loaded from a checkpoint keeps in_features 0)
-        n = self.weight.shape[-1]
+        # (a lazy Linear loaded from a checkpoint keeps in_features 0, as torch's; the weight
+        # is read only then: a parametrized one recomputes on each read)
+        n = self.in_features or self.weight.shape[-1]
         if input.shape[-1:] != (n,):
             raise RuntimeError(f"expected input with last dimension {n}, got "
                                f"shape {tuple(input.shape)}")
