@@ -699,3 +699,12 @@ from ._loss_functional import *  # noqa
 from ._embedding_functional import *  # noqa
 from ._vision_functional import *  # noqa
 from .._aten_nn import conv_tbc  # noqa: E402,F401  (torch.nn.functional re-exports torch's)
+
+
+def __getattr__(name):
+    # torch.nn.functional re-exports the __torch_function__ helpers (ember.overrides)
+    if name in ("has_torch_function", "has_torch_function_unary", "has_torch_function_variadic",
+                "handle_torch_function"):
+        from .. import overrides
+        return getattr(overrides, name)
+    raise AttributeError(f"module 'ember.nn.functional' has no attribute '{name}'")
