@@ -152,7 +152,7 @@ def __getattr__(name):
                 "amp", "testing", "special", "fft", "linalg", "func", "backends", "profiler",
                 "compiler", "_dynamo", "serialization", "sparse", "random", "return_types",
                 "functional", "hub", "cpu", "distributions",
-                "multiprocessing", "futures", "signal", "overrides"):
+                "multiprocessing", "futures", "signal", "overrides", "library"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:
@@ -181,6 +181,8 @@ def __getattr__(name):
                          typename=_tensor_types.typename,
                          set_default_tensor_type=_tensor_types.set_default_tensor_type)
         return globals()[name]
+    if name == "ops":                   # torch.ops: the ops registered with ember.library
+        return importlib.import_module(".library", __name__).ops
     if name in ("DisableTorchFunction", "DisableTorchFunctionSubclass"):
         return getattr(importlib.import_module(".overrides", __name__), name)
     if name in ("from_dlpack", "to_dlpack"):
