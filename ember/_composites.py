@@ -280,11 +280,19 @@ def map2_(self, x, y, callable):
 
 
 def as_subclass(self, cls):
-    """This tensor's data (no copy) as an instance of the Tensor subclass ``cls``."""
+    """This tensor's data (no copy) as an instance of the Tensor subclass ``cls``, attached to
+    the autograd graph as torch's."""
     if not (isinstance(cls, type) and issubclass(cls, Tensor)):
         raise TypeError(f"Creating a Tensor subclass from a class that does not inherit from "
                         f"Tensor is not possible. Make sure your class inherits from Tensor.")
-    return self.detach()._alias(cls)
+    if not self._requires_grad:
+        return self._alias(cls)
+    from .autograd.graph import rename_node
+    src = self.view_as(self)        # stays in the graph, as torch's (an AliasBackward0 node)
+    rename_node(src.grad_fn, "AliasBackward0")
+    t = src._alias(cls)
+    t.grad_fn, t._output_nr, t._requires_grad = src.grad_fn, src._output_nr, True
+    return t
 
 
 def module_load(self, other, assign=False):

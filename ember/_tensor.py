@@ -94,6 +94,19 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         _retains_grad = False
     __array_priority__ = 1000          # numpy defers to our reflected operators
 
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        """torch's default: run ``func`` with subclass dispatch off and give tensor results
+        the subclass's type (see ember.overrides)."""
+        from .overrides import _default_torch_function
+        return _default_torch_function(cls, func, types, args, kwargs)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "__torch_function__" in cls.__dict__:    # the dispatch starts asking overrides
+            from .overrides import _subclass_defined
+            _subclass_defined(cls)
+
     def __new__(cls, *args, **kwargs):
         return object.__new__(cls)
 

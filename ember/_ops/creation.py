@@ -129,10 +129,15 @@ def _to_array(data, dtype=None):
     inferred, has_tensor = _infer_dtype(data)
     inferred = inferred or _dtype.get_default_dtype()
     try:
-        arr = np.asarray(_items(data) if has_tensor else data)
+        # (ints up to 2**64 - 1 fit uint64 exactly; NumPy would infer float64 for a mix)
+        arr = np.asarray(_items(data) if has_tensor else data,
+                         np.uint64 if dtype is _dtype.uint64 and inferred is _dtype.int64 else None)
+    except OverflowError:
+        raise RuntimeError("value cannot be converted to type uint64 without overflow") from None
     except ValueError:
         raise _ragged(data) from None
-    if arr.dtype == object or inferred is _dtype.int64 and arr.dtype == np.uint64:
+    if (arr.dtype == object or inferred is _dtype.int64 and arr.dtype == np.uint64) and \
+            not (dtype is _dtype.uint64 and arr.dtype == np.uint64):   # (uint64 holds them)
         if inferred is _dtype.int64:        # ints beyond int64 (NumPy made uint64 or object)
             raise ValueError("Overflow when unpacking long long")
         raise _ragged(data)
