@@ -128,5 +128,20 @@ def train(ckpt, steps, kill_at, how):
     dist.destroy_process_group()
 
 
+def die_at_step(rank, n, init_method, victim, how):
+    """Rank ``victim`` raises or SIGKILLs itself at step 3 of a loop of all-reduces; every
+    other rank must then fail naming it, well inside the 30 s timeout."""
+    import datetime
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=n,
+                            timeout=datetime.timedelta(seconds=30))
+    t = ember.ones(2)
+    for step in range(1000):
+        if rank == victim and step == 3:
+            if how == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            raise RuntimeError(f"rank {rank} fails at step {step}")
+        dist.all_reduce(t)
+
+
 if __name__ == "__main__":
     train(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])

@@ -145,3 +145,35 @@ def test_reshard_2_to_4(tmp_path):
     path = str(tmp_path / "ckpt")
     _spawn(W.save_sharded, 2, path)
     _spawn(W.load_sharded, 4, path)
+
+
+def _emberrun(ckpt, kill_at, how, restarts):
+    """Start the training script under emberrun (not waiting for it)."""
+    os.makedirs(ckpt)
+    return subprocess.Popen([sys.executable, "-m", "ember.distributed.run", "--nproc-per-node",
+                             "2", "--standalone", "--max-restarts", str(restarts),
+                             "tests/_dcp_workers.py", str(ckpt), "6", str(kill_at), how],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(p):
+    out, err = p.communicate(timeout=300)
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+@needs_mpi
+@pytest.mark.parametrize("how", ["kill", pytest.param("raise", marks=pytest.mark.slow)])
+def test_killed_job_resumes_to_the_uninterrupted_parameters(tmp_path, how):
+    """DDP + AdamW in float64 for 6 steps, a checkpoint per step. Rank 1 dies at step 3
+    (SIGKILL, or an exception); emberrun names it, restarts the job once, the script resumes
+    from step 2's checkpoint and ends with exactly the parameters of a run never stopped."""
+    ref, r = _emberrun(tmp_path / "ref", -1, how, 0), _emberrun(tmp_path / "run", 3, how, 1)
+    ref, r = _finish(ref), _finish(r)           # the two jobs run side by side
+    assert ref.returncode == 0 and r.returncode == 0, (ref.stderr, r.stderr)
+    assert "[emberrun] rank 1 (local_rank 1" in r.stderr, r.stderr
+    assert ("failed first with signal SIGKILL" if how == "kill" else
+            "RuntimeError: rank 1 fails at step 3") in r.stderr, r.stderr
+    assert "restarting the job (1/1)" in r.stderr and "resumed at 3" in r.stdout, r.stdout
+    params = [ln for ln in r.stdout.splitlines() if ln.startswith("params")]
+    assert params == [ln for ln in ref.stdout.splitlines() if ln.startswith("params")] and \
+        len(params) == 1, (params, ref.stdout)
