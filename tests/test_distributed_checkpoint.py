@@ -3,42 +3,25 @@ to 1 and 3 processes, get/set_state_dict against torch's keys, and a job killed 
 and restarted by emberrun resuming to the parameters of an uninterrupted run. Multi-process
 bodies are in _dcp_workers.py."""
 import os
-import socket
 import subprocess
 import sys
+import uuid
 
-import numpy as np
 import pytest
 
 import ember
 import ember.distributed.checkpoint as dcp
-import ember.multiprocessing as mp
 from ember.distributed.checkpoint.state_dict import (
     StateDictOptions, get_model_state_dict, get_optimizer_state_dict, get_state_dict,
-    set_state_dict)
+    set_model_state_dict, set_state_dict)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(__file__))
 import _dcp_workers as W  # noqa: E402
 
-try:
-    import mpi4py  # noqa: F401
-    HAVE_MPI = True
-except ImportError:
-    HAVE_MPI = False
-needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="mpi4py is not installed: pip install "
-                               "'ember[distributed]'")
+from test_distributed import _spawn, needs_mpi  # noqa: E402  (the harness)
+
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
-
-
-def _port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _spawn(fn, n, *args):
-    mp.spawn(fn, args=(n, f"tcp://127.0.0.1:{_port()}") + args, nprocs=n)
 
 
 def _model_opt(seed):
@@ -80,6 +63,9 @@ def test_round_trip_one_process(tmp_path):
         dcp.load({"extra": ember.zeros(1)}, checkpoint_id=tmp_path)
     with pytest.raises(FileNotFoundError, match="metadata is missing"):
         dcp.load({"x": ember.zeros(1)}, checkpoint_id=tmp_path / "nothing")
+    with pytest.raises(dcp.CheckpointException, match="overwrite=False"):
+        dcp.save({"t": ember.ones(1)}, storage_writer=dcp.FileSystemWriter(tmp_path,
+                                                                           overwrite=False))
 
 
 def test_state_dict_keys_match_torch():
@@ -119,41 +105,45 @@ def test_ddp_prefix_dropped():
         def __init__(self, mod):
             super().__init__()
             self._orig_mod = mod
-    w = Wrapper(m)
-    assert list(get_model_state_dict(w)) == list(m.state_dict())
-    assert get_optimizer_state_dict(w, opt)["param_groups"][0]["params"] == list(m.state_dict())
+    for w in (Wrapper(m), ember.nn.DataParallel(m)):
+        assert list(get_model_state_dict(w)) == list(m.state_dict())
+        assert get_optimizer_state_dict(w, opt)["param_groups"][0]["params"] == \
+            list(m.state_dict())
+    dp = ember.nn.DataParallel(m)
+    sd = {k: ember.zeros_like(v) for k, v in get_model_state_dict(dp).items()}
+    assert str(set_model_state_dict(dp, sd)) == "<All keys matched successfully>"
+    assert all((p == 0).all() for p in m.parameters())
 
 
 @needs_mpi
-def test_reshard_2_to_1_and_3(tmp_path):
+def test_reshard_2_to_3_and_1(tmp_path):
+    """Two of three ranks save their shards; all three load theirs; one process (no group)
+    loads the whole tensors."""
     path = str(tmp_path / "ckpt")
-    _spawn(W.save_sharded, 2, path)
+    _spawn(W.reshard, 3, path)
     full = W.full_tensors()
     sd = {"x": ember.zeros(10, 3, dtype=ember.float64),
           "nested": {"y": ember.zeros(7, dtype=ember.int32), "b": ember.zeros(2, 3).bfloat16()},
           "step": 0}
-    dcp.load(sd, checkpoint_id=path)                       # 1 process, no process group
+    dcp.load(sd, checkpoint_id=path)
     assert ember.equal(sd["x"], full["x"]) and ember.equal(sd["nested"]["y"], full["y"])
     assert ember.equal(sd["nested"]["b"], full["b"]) and sd["step"] == 11
-    _spawn(W.load_sharded, 3, path)
-    W.load_sharded.__module__            # noqa: B018 -- (4 ranks: test_reshard_2_to_4, slow)
 
 
 @needs_mpi
 @pytest.mark.slow
 def test_reshard_2_to_4(tmp_path):
-    path = str(tmp_path / "ckpt")
-    _spawn(W.save_sharded, 2, path)
-    _spawn(W.load_sharded, 4, path)
+    _spawn(W.reshard, 4, str(tmp_path / "ckpt"))
 
 
-def _emberrun(ckpt, kill_at, how, restarts):
+def _emberrun(ckpt, kill_at, how, restarts, tag):
     """Start the training script under emberrun (not waiting for it)."""
     os.makedirs(ckpt)
     return subprocess.Popen([sys.executable, "-m", "ember.distributed.run", "--nproc-per-node",
                              "2", "--standalone", "--max-restarts", str(restarts),
                              "tests/_dcp_workers.py", str(ckpt), "6", str(kill_at), how],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, EMBER_FAULT_TEST=tag))
 
 
 def _finish(p):
@@ -167,8 +157,11 @@ def test_killed_job_resumes_to_the_uninterrupted_parameters(tmp_path, how):
     """DDP + AdamW in float64 for 6 steps, a checkpoint per step. Rank 1 dies at step 3
     (SIGKILL, or an exception); emberrun names it, restarts the job once, the script resumes
     from step 2's checkpoint and ends with exactly the parameters of a run never stopped."""
-    ref, r = _emberrun(tmp_path / "ref", -1, how, 0), _emberrun(tmp_path / "run", 3, how, 1)
+    tag = uuid.uuid4().hex
+    ref, r = _emberrun(tmp_path / "ref", -1, how, 0, tag), _emberrun(tmp_path / "run", 3, how,
+                                                                      1, tag)
     ref, r = _finish(ref), _finish(r)           # the two jobs run side by side
+    assert W.tagged_processes(tag) == []        # no worker (or anything it started) is left
     assert ref.returncode == 0 and r.returncode == 0, (ref.stderr, r.stderr)
     assert "[emberrun] rank 1 (local_rank 1" in r.stderr, r.stderr
     assert ("failed first with signal SIGKILL" if how == "kill" else

@@ -3,7 +3,8 @@ other rank fail naming it, within the group's timeout, and leaves no process beh
 launcher names the rank that failed first. (Kill-and-resume through emberrun's
 --max-restarts is in test_distributed_checkpoint.py.) Bodies in _dcp_workers.py."""
 import os
-import socket
+import shutil
+import subprocess
 import sys
 import time
 import uuid
@@ -16,41 +17,16 @@ import ember.multiprocessing as mp
 sys.path.insert(0, os.path.dirname(__file__))
 import _dcp_workers as W  # noqa: E402
 
-try:
-    import mpi4py  # noqa: F401
-    HAVE_MPI = True
-except ImportError:
-    HAVE_MPI = False
-pytestmark = pytest.mark.skipif(not HAVE_MPI, reason="mpi4py is not installed: pip install "
-                                "'ember[distributed]'")
+from test_distributed import _port, needs_mpi  # noqa: E402  (the harness)
 
-
-def _port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _tagged_processes(tag):
-    """Processes (other than this one) whose environment carries ``tag``: the workers and
-    anything they started."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if tag.encode() in f.read() and int(pid) != os.getpid():
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
+pytestmark = needs_mpi
 
 
 def _run(n, victim, how):
     """Start n ranks (not joined by spawn, which would stop the others itself), wait for all;
     returns exit codes, the survivors' tracebacks, the seconds taken and leftovers."""
     resource_tracker.ensure_running()       # this process's helper: started before the tag
-    tag = f"EMBER_FAULT_TEST={uuid.uuid4().hex}"
-    os.environ["EMBER_FAULT_TEST"] = tag.split("=")[1]
+    tag = os.environ["EMBER_FAULT_TEST"] = uuid.uuid4().hex
     try:
         ctx = mp.start_processes(W.die_at_step, args=(n, f"tcp://127.0.0.1:{_port()}", victim,
                                                       how), nprocs=n, join=False)
@@ -62,7 +38,7 @@ def _run(n, victim, how):
     took = time.monotonic() - t0
     tbs = {i: ctx.error_queues[i].get() for i in range(n) if not ctx.error_queues[i].empty()}
     time.sleep(0.2)
-    return [p.exitcode for p in ctx.processes], tbs, took, _tagged_processes(tag)
+    return [p.exitcode for p in ctx.processes], tbs, took, W.tagged_processes(tag)
 
 
 @pytest.mark.parametrize("how", ["raise", "kill"])
@@ -84,3 +60,20 @@ def test_rank_0_killed():
     assert "[Rank 1] all_reduce aborted: rank 0 failed: the store it hosts stopped " \
         "answering" in tbs[1], tbs[1]
     assert took < 20 and left == [], (took, left)
+
+
+def test_mpiexec_rank_raises():
+    """Under mpiexec there is no store: the failing rank aborts the MPI job (as
+    ``python -m mpi4py``), instead of leaving the others waiting and itself stuck in
+    MPI_Finalize."""
+    mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or \
+        shutil.which("mpiexec")
+    if mpiexec is None:
+        pytest.skip("no mpiexec next to the Python interpreter or on PATH")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    t0 = time.monotonic()
+    r = subprocess.run([mpiexec, "-n", "2", sys.executable, "tests/_dcp_workers.py", "die", "1",
+                        "raise"], cwd=root, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=root))
+    assert r.returncode != 0 and time.monotonic() - t0 < 30
+    assert "RuntimeError: rank 1 fails at step 3" in r.stderr + r.stdout, r.stderr

@@ -32,10 +32,11 @@ def _base(store):
 
 def start(world, store, rank):
     """Leave ``rank``'s failure keys with the store's server, to be set if this process
-    dies; a no-op for stores without a server (FileStore, HashStore)."""
+    dies (nothing to leave for stores without a server: FileStore, HashStore); hook the
+    process's exit."""
     from .store import TCPStore
-    global _hooked
-    base, prefix = _base(store)
+    _hook()
+    base, prefix = _base(store) if store is not None else (None, "")
     if not isinstance(base, TCPStore):
         return
     watch = TCPStore(base.host, base.port, timeout=base.timeout)
@@ -44,6 +45,10 @@ def start(world, store, rank):
     watch._on_close([(prefix + "failed_rank", str(rank)),
                      (prefix + f"failed_error_{rank}", msg)])
     world.watch = watch
+
+
+def _hook():
+    global _hooked
     if not _hooked:
         _hooked = True
         atexit.register(lambda: on_exit(getattr(sys, "last_value", None)))
@@ -83,10 +88,17 @@ def linger(world, seconds=5.0):
 def on_exit(exc):
     """At process exit: a failure is reported (and the watch left to fire); a clean exit
     withdraws it."""
-    from . import distributed_c10d as c10d
+    from . import _mpi, distributed_c10d as c10d
+    failed = exc is not None and not (isinstance(exc, SystemExit) and exc.code in (0, None))
+    if failed and c10d._world.pg is not None and c10d._world.store is None:
+        # NOTE: under mpiexec there is no store to report to, and a rank that just exits
+        # leaves the others waiting (and itself stuck in MPI_Finalize): abort the job, as
+        # ``python -m mpi4py`` does; MPI's process manager then stops every rank
+        sys.stderr.flush()
+        _mpi.mpi().COMM_WORLD.Abort(1)
     if getattr(c10d._world, "watch", None) is None:
         return
-    if exc is not None and not (isinstance(exc, SystemExit) and exc.code in (0, None)):
+    if failed:
         c10d.report_failure(exc)
     else:
         stop(c10d._world)

@@ -473,7 +473,7 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     _world.store, _world.pg = store, ProcessGroup(engine, list(range(world_size)), name,
                                                   timeout, store)
     _world.groups = {_world.pg: "default_pg"}
-    if store is not None and world_size > 1:
+    if world_size > 1:
         _watchdog.start(_world, store, rank)
 
 

@@ -80,21 +80,31 @@ def _start(a, nnodes, addr, port, restart, errdir):
         else:
             cmd = [sys.executable, "-u", "-m", "ember.distributed.run", "--_worker",
                    "-m" if a.module else "-s", a.training_script, *a.training_script_args]
-        procs.append((rank, subprocess.Popen(cmd, env=env)))
+        procs.append((rank, subprocess.Popen(cmd, env=env, start_new_session=True)))
     return procs
 
 
+def _signal_group(p, sig):
+    try:
+        os.killpg(p.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass                    # the worker and everything it started are gone
+
+
 def _stop(procs, grace=5.0):
+    """SIGTERM each worker's process group (the worker and whatever it started, as
+    torchrun), then SIGKILL what is left after ``grace`` seconds."""
     for _, p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
+        _signal_group(p, signal.SIGTERM)
     deadline = time.monotonic() + grace
     for _, p in procs:
         try:
             p.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+            pass
+    for _, p in procs:
+        _signal_group(p, signal.SIGKILL)
+        p.wait()
 
 
 def launch(a):

@@ -326,19 +326,17 @@ def async_save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=N
     return fut
 
 
-def save_state_dict(state_dict, storage_writer, process_group=None, coordinator_rank=0,
-                    no_dist=False, planner=None):
-    """Deprecated spelling of ``save`` (torch keeps it too)."""
-    warnings.warn("'save_state_dict' is deprecated and will be removed in future versions. "
-                  "Please use 'save' instead.", FutureWarning)
-    return save(state_dict, storage_writer=storage_writer, process_group=process_group,
-                no_dist=no_dist)
+def _deprecated(new, storage_arg):
+    def old(state_dict, storage, process_group=None, coordinator_rank=0, no_dist=False,
+            planner=None):
+        warnings.warn(f"'{old.__name__}' is deprecated and will be removed in future "
+                      f"versions. Please use '{new.__name__}' instead.", FutureWarning)
+        return new(state_dict, process_group=process_group, no_dist=no_dist,
+                   **{storage_arg: storage})
+    old.__name__ = old.__qualname__ = new.__name__ + "_state_dict"
+    old.__doc__ = f"Deprecated spelling of ``{new.__name__}`` (torch keeps it too)."
+    return old
 
 
-def load_state_dict(state_dict, storage_reader, process_group=None, coordinator_rank=0,
-                    no_dist=False, planner=None):
-    """Deprecated spelling of ``load`` (torch keeps it too)."""
-    warnings.warn("'load_state_dict' is deprecated and will be removed in future versions. "
-                  "Please use 'load' instead.", FutureWarning)
-    return load(state_dict, storage_reader=storage_reader, process_group=process_group,
-                no_dist=no_dist)
+save_state_dict, load_state_dict = _deprecated(save, "storage_writer"), \
+    _deprecated(load, "storage_reader")
