@@ -76,6 +76,20 @@ def reshard(rank, n, init_method, path):
     dist.destroy_process_group()
 
 
+def tagged_processes(tag):
+    """Processes (other than this one) whose environment carries ``tag``: the workers and
+    anything they started."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if tag.encode() in f.read() and int(pid) != os.getpid():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
 # ------------------------------------------------------------- kill and resume under emberrun
 def batch(step, rank):
     g = ember.Generator().manual_seed(1000 * step + rank)
