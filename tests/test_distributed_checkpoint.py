@@ -170,3 +170,29 @@ def test_killed_job_resumes_to_the_uninterrupted_parameters(tmp_path, how):
     params = [ln for ln in r.stdout.splitlines() if ln.startswith("params")]
     assert params == [ln for ln in ref.stdout.splitlines() if ln.startswith("params")] and \
         len(params) == 1, (params, ref.stdout)
+
+
+class _ChunkListed:
+    """A shard that places itself through torch's protocol, ``__create_chunk_list__``."""
+
+    def __init__(self, local, offsets, shape):
+        self.local, self.shape = local, shape
+        self.chunks = [dcp.ChunkStorageMetadata(offsets, tuple(local.shape))]
+
+    def to_local(self):
+        return self.local
+
+    def __create_chunk_list__(self):
+        return self.chunks
+
+
+def test_shard_through_chunk_list(tmp_path):
+    src = _ChunkListed(ember.arange(6.).reshape(2, 3), (2, 0), (6, 3))
+    meta = dcp.save({"w": src}, checkpoint_id=tmp_path)
+    assert meta.state_dict_metadata["w"].size == (6, 3)
+    assert meta.state_dict_metadata["w"].chunks == [dcp.ChunkStorageMetadata((2, 0), (2, 3))]
+    dst = _ChunkListed(ember.zeros(1, 3), (3, 0), (6, 3))        # a part of the saved chunk
+    dcp.load({"w": dst}, checkpoint_id=tmp_path)
+    assert dst.local.tolist() == [[3.0, 4.0, 5.0]]
+    with pytest.raises(RuntimeError, match="do not cover the part this rank needs"):
+        dcp.load({"w": ember.zeros(6, 3)}, checkpoint_id=tmp_path)
