@@ -8,6 +8,8 @@ records as one graph (no Python value read from a tensor), and raises torch's ``
 otherwise. ``ember._dynamo.explain`` lists the graphs and breaks the IR capture finds.
 """
 import functools
+import warnings
+import weakref
 
 from .. import nn
 
@@ -56,24 +58,60 @@ def _signature(args, kwargs):
 
 
 class _Compiled:
-    """The call path of a compiled callable: eager, after the fullgraph check."""
+    """The call path of a compiled callable: one compiled program per guard signature (input
+    shapes, dtypes, devices and requires_grad, grad mode, the module's training flags); a
+    function that reads Python values from its tensors runs eagerly (``fullgraph=True``:
+    raises), as does everything where no C compiler is found (warned once)."""
 
-    def __init__(self, fn, fullgraph):
-        self.fn, self.fullgraph, self.checked = fn, fullgraph, set()
+    def __init__(self, fn, fullgraph, module=None, backend="inductor", mode=None):
+        self.fn, self.fullgraph, self.module, self.mode = fn, fullgraph, module, mode
+        self.eager = backend in ("eager", "aot_eager")
+        self.programs = {}
+        _all.add(self)
+
+    def _key(self, args, kwargs):
+        from .._ops import dispatch
+        train = tuple(m.training for m in self.module.modules()) if self.module is not None \
+            else ()
+        return _signature(args, kwargs) + (train, dispatch.hooks.autocast is None)
 
     def __call__(self, *args, **kwargs):
-        if self.fullgraph and _stance[0] != "force_eager":
-            key = _signature(args, kwargs)
-            if key not in self.checked:
-                from .._dynamo import explain
-                out = explain(self.fn)(*args, **kwargs)
-                if out.graph_break_count:
-                    from .._dynamo.exc import Unsupported
-                    r = out.break_reasons[0]
-                    raise Unsupported(f"{r.reason} (fullgraph=True: the function must record "
-                                      f"as one graph)\n  at {r.user_stack[-1]}")
-                self.checked.add(key)
-        return self.fn(*args, **kwargs)
+        if _stance[0] == "force_eager" or self.eager:
+            return self.fn(*args, **kwargs)
+        key = self._key(args, kwargs)
+        prog = self.programs.get(key)
+        if prog is None:
+            prog = self.programs[key] = self._compile(args, kwargs)
+        if prog is False:
+            return self.fn(*args, **kwargs)
+        return prog(args, kwargs)
+
+    def _compile(self, args, kwargs):
+        from . import _aot
+        from .._graph import cgen
+        from .._graph.record import flatten_tensors
+        from .._ops import dispatch
+        if any(t.device.type != "cpu" for t in flatten_tensors((args, kwargs))) or \
+                dispatch.hooks.autocast is not None or dispatch.hooks.tracer is not None:
+            return False
+        try:
+            prog = _aot.capture(self.fn, self.module, args, kwargs)
+        except _aot.Breaks as e:
+            if self.fullgraph:
+                from .._dynamo.exc import Unsupported
+                raise Unsupported(f"data-dependent: {e} (fullgraph=True: the function must "
+                                  "record as one graph)") from None
+            return False
+        if cgen.compiler() is None:
+            if not _warned:
+                _warned.append(True)
+                warnings.warn("ember.compile: no C compiler found (set CC); compiled functions "
+                              "run eagerly")
+            return False
+        return prog.load(buffers=self.mode == "reduce-overhead")
+
+
+_all, _warned = weakref.WeakSet(), []
 
 
 class OptimizedModule(nn.Module):
@@ -114,17 +152,20 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
     if disable:
         return model
     if isinstance(model, nn.Module):
-        return OptimizedModule(model, _Compiled(model, fullgraph))
+        return OptimizedModule(model, _Compiled(model, fullgraph, model, backend, mode))
     if not callable(model):
         raise RuntimeError("torch.compile: the first argument must be callable")
-    return functools.wraps(model)(_Compiled(model, fullgraph))
+    return functools.wraps(model)(_Compiled(model, fullgraph, None, backend, mode))
 
 
 _stance = ["default"]
 
 
 def reset():
-    """Forget compiled state (ember keeps none beyond each wrapper's fullgraph checks)."""
+    """Forget every compiled program (the next call of a compiled function captures and
+    compiles again; the disk cache stays)."""
+    for c in _all:
+        c.programs.clear()
 
 
 def disable(fn=None, recursive=True, *, reason=None):
@@ -138,8 +179,9 @@ def set_stance(stance="default", *, skip_guard_eval_unsafe=False, force_backend=
 
 
 def is_compiling():
-    """False: compiled functions run eagerly in ember, never under a capturing tracer."""
-    return False
+    """Whether ``compile`` is capturing a function now."""
+    from ._aot import compiling
+    return compiling[0]
 
 
 is_dynamo_compiling = is_compiling
