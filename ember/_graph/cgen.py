@@ -24,7 +24,8 @@ import numpy as np
 
 from .ir import GETITEM
 
-FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fopenmp", "-shared", "-fPIC")
+FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=fast",
+         "-fopenmp", "-shared", "-fPIC")
 _CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
           np.dtype(np.bool_): "unsigned char", np.dtype(np.int64): "int64_t",
           np.dtype(np.int32): "int32_t", np.dtype(np.uint8): "unsigned char"}
@@ -52,7 +53,7 @@ class Kernel:
         self.shape, self.dtype, self.t = shape, dtype, _CTYPE[dtype]
         self.n = shape[-1] if shape else 1
         self.m = math.prod(shape[:-1]) if shape else 1
-        self.vals, self.loads, self.nodes = [], {}, []
+        self.vals, self.loads, self.nodes, self.loaded = [], {}, [], {}
 
     # ---- what lowerings call ---------------------------------------------------------------
     def lit(self, c):
@@ -74,8 +75,11 @@ class Kernel:
         return self._new(expr, row, deps, max(d.phase for d in deps), None)
 
     def fn(self, name, *args):
-        """A math function: float32 exp by vecmath.h (vectorised), else libm's."""
+        """A math function: float32 exp and erf by vecmath.h (branch-free: vectorised), else
+        libm's."""
         if self.t == "float":
+            if name == "erf":
+                return self.op("erf_erfc_f32({0}, 0)", *args)
             name = "exp_f32" if name == "exp" else name + "f"
         return self.op(name + "(" + ", ".join(f"{{{i}}}" for i in range(len(args))) + ")",
                        *args)
@@ -101,6 +105,8 @@ class Kernel:
             raise Skip("not broadcastable")
         if key not in self.loads:
             self.loads[key] = (len(self.loads), pad, dtype)
+        elif (key, shape) in self.loaded:
+            return self.loaded[(key, shape)]
         k, _, _ = self.loads[key]
         js = 1 if pad and pad[-1] == self.n and self.n != 1 else 0
         strides = [math.prod(pad[d + 1:]) for d in range(len(pad))]
@@ -114,7 +120,8 @@ class Kernel:
                     terms.append(f"((i / {div}) % {self.shape[d]}) * {strides[d]}")
             ro = " + ".join(terms) or "0"
         idx = f"{ro} + j" if js else ro
-        return self._new(f"({self.t})in{k}[{idx}]", not js, [], 0, None)
+        v = self.loaded[(key, shape)] = self._new(f"({self.t})in{k}[{idx}]", not js, [], 0, None)
+        return v
 
     def source(self, name, outs):
         """C function ``name(in..., out..., nt)``; ``outs``: the values stored, in order."""
@@ -401,7 +408,7 @@ class _Plan:
         fresh = k is None
         if fresh:
             k = Kernel(full, dt)
-        mark, loads = len(k.vals), dict(k.loads)
+        mark, loads, loaded = len(k.vals), dict(k.loads), dict(k.loaded)
         try:
             def val(a):
                 if not _is_node(a):
@@ -425,7 +432,7 @@ class _Plan:
             v = low(k, *args, **kwargs)
         except (Skip, TypeError):
             del k.vals[mark:]
-            k.loads = loads
+            k.loads, k.loaded = loads, loaded
             return False
         v.shape = tuple(out.shape)
         if v.row and v.shape == k.shape and k.n != 1:     # (a row value stored per element)
@@ -433,7 +440,7 @@ class _Plan:
             v.shape = tuple(out.shape)
         if not v.row and v.shape != k.shape:
             del k.vals[mark:]
-            k.loads = loads
+            k.loads, k.loaded = loads, loaded
             return False
         if fresh:
             self.k = k
@@ -509,16 +516,18 @@ def build(graph, consts, name="graph"):
             py.append("    " + line)
         else:
             _, k, outs = step
-            fname = f"{name}_k{ki}"
+            body = k.source("KERNEL", [plan.vals[o] for o in outs])
+            fname = "k" + hashlib.sha1(body.encode()).hexdigest()[:16]   # (layers share one)
+            if fname not in sigs:
+                c.append(body.replace("KERNEL", fname, 1))
             ki += 1
-            c.append(k.source(fname, [plan.vals[o] for o in outs]))
             ins = sorted(k.loads.items(), key=lambda kv: kv[1][0])
             sigs[fname] = len(ins) + len(outs)
             for j, (a, _) in enumerate(ins):
                 py.append(f"    _i{j} = _c({a.name}._data)")
             for j, o in enumerate(outs):
                 shape, dt = tuple(_meta(o).shape), k.dtype
-                py.append(f"    _o{j} = _buf({fname!r}, {j}, {shape!r}, _{dt.name})")
+                py.append(f"    _o{j} = _buf({ki}, {j}, {shape!r}, _{dt.name})")
             py.append(f"    _lib.{fname}(" + ", ".join(
                 [f"_p(_i{j})" for j in range(len(ins))] + [f"_p(_o{j})" for j in range(len(outs))]
                 + ["_nt()"]) + ")")
@@ -611,12 +620,12 @@ def make(py_source, table, sigs, lib, buffers=None):
         with no_grad():
             return f()
 
-    def buf(kname, j, shape, dt):
+    def buf(site, j, shape, dt):
         if buffers is None:
             return np.empty(shape, dt)
-        b = buffers.get((kname, j))
+        b = buffers.get((site, j))
         if b is None:
-            b = buffers[(kname, j)] = np.empty(shape, dt)
+            b = buffers[(site, j)] = np.empty(shape, dt)
         return b
     for fname, n in sigs.items():
         getattr(lib, fname).argtypes = [ctypes.c_void_p] * n + [ctypes.c_int]

@@ -143,7 +143,8 @@ class Compiled:
 
     def load(self, buffers=False):
         """Compile (or find in the disk cache) the C source and bind the runners."""
-        lib = cgen.load("\n\n".join(p[1] for p in self.programs))
+        blocks = [b for p in self.programs for b in p[1].split("\n\n")]
+        lib = cgen.load("\n\n".join(dict.fromkeys(blocks)))     # (kernels both graphs use)
         self.runs = [cgen.make(py, table, sigs, lib, {} if buffers else None)
                      for py, _, table, _, sigs in self.programs]
         self.attrs = [p[3] for p in self.programs]
