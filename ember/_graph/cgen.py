@@ -484,7 +484,7 @@ def build(graph, consts, name="graph"):
             return a.name
         if type(a) in (tuple, list):
             inner = ", ".join(src(x) for x in a)
-            return f"({inner},)" if type(a) is tuple else f"[{inner}]"
+            return f"[{inner}]" if type(a) is list else f"({inner},)" if a else "()"
         if type(a) is dict:
             return "{" + ", ".join(f"{k!r}: {src(v)}" for k, v in a.items()) + "}"
         table.append(a)

@@ -158,18 +158,21 @@ class Compiled:
             return self.consts[target]
         return fetch_attr(self.module, target)
 
+    def _own(self, outs):
+        """Outputs the caller may keep: copies of kept buffers (reused by the next call)."""
+        return [Tensor._wrap(o._data.copy()) if self.buffers and isinstance(o, Tensor) else o
+                for o in outs]
+
     def __call__(self, args, kwargs):
         flat = flatten_tensors((args, kwargs))
         attrs = [self.attr(t) for t in self.attrs[0]]
         if len(self.graphs) == 1:
             with no_grad():
                 outs, _ = self.runs[0](*flat, *attrs)
+            outs = self._own(outs)
         else:
             leaves = [flat[i] if kind == "in" else self.attr(i) for kind, i in self.leaf_slots]
             outs = _Run.apply(self, flat, attrs, *leaves)
-        if self.buffers:        # (the caller keeps outputs: the buffers are reused next call)
-            outs = [Tensor._wrap(o._data.copy()) if isinstance(o, Tensor) and o.grad_fn is None
-                    else o for o in outs]
         it = iter(outs)
         return _map_out(self.template, lambda t: next(it))
 
@@ -184,6 +187,7 @@ class _Run(Function):
         prog.generation += 1
         ctx.prog, ctx.saved, ctx.gen = prog, saved, prog.generation
         ctx.shapes = [(outs[j].shape, outs[j]._data.dtype) for j in prog.diff]
+        outs = prog._own(outs)
         ctx.mark_non_differentiable(*[o for j, o in enumerate(outs) if j not in prog.diff])
         return tuple(outs)
 
