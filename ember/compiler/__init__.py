@@ -1,11 +1,14 @@
-"""``torch.compile`` and ``torch.compiler``: the API, running eagerly (no speed-up yet).
+"""``torch.compile`` and ``torch.compiler``: capture, AOT autograd and C code generation.
 
-``ember.compile(model)`` returns a wrapper that calls ``model`` eagerly, so code written for
-torch.compile runs unchanged and gives eager's results; ember has no code generator yet (see
-docs/graphs.md: the graph IR and its fusion groups are in place, the C generation is not).
-``fullgraph=True`` checks, on the first call for each input signature, that the function
-records as one graph (no Python value read from a tensor), and raises torch's ``Unsupported``
-otherwise. ``ember._dynamo.explain`` lists the graphs and breaks the IR capture finds.
+``ember.compile(model)`` returns a wrapper that, on the first call for each guard signature
+(input shapes, dtypes, devices, requires_grad, grad mode, the module's training flags),
+records the call into the graph IR with its backward (``_aot.py``), generates fused C loops for
+both (``ember/_graph/cgen.py``, docs/graphs.md), compiles them with the system C compiler
+(cached on disk) and from then on runs the compiled program. Python that reads tensor values
+(``.item()``, ``if t.sum() > 0``) makes that signature run eagerly (``fullgraph=True``: raises
+torch's ``Unsupported``), so a compiled function is never silently wrong;
+``ember._dynamo.explain`` lists the graphs and breaks. ``backend="eager"``/``"aot_eager"`` run
+the function as written.
 """
 import functools
 import warnings
@@ -21,7 +24,8 @@ _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-c
 
 
 def list_backends(exclude_tags=("debug", "experimental")):
-    """The backend names ``compile`` accepts (all run eagerly in ember for now).
+    """The backend names ``compile`` accepts (``inductor`` and ``cudagraphs`` generate code,
+    the debug ones run eagerly).
 
     Example:
         >>> import ember
@@ -35,8 +39,7 @@ def list_backends(exclude_tags=("debug", "experimental")):
 
 def _check(backend, mode, options):
     if callable(backend):
-        raise NotImplementedError("ember.compile runs eagerly and cannot hand graphs to a "
-                                  "custom backend yet")
+        raise NotImplementedError("ember.compile cannot hand graphs to a custom backend yet")
     if backend not in _BACKENDS:
         from .._dynamo.exc import InvalidBackend
         raise InvalidBackend(f"Invalid backend: {backend!r}, see torch._dynamo.list_backends() "
@@ -136,8 +139,10 @@ class OptimizedModule(nn.Module):
 
 def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None,
             options=None, disable=False, **kwargs):
-    """``torch.compile``: returns ``model`` wrapped to run eagerly (ember generates no code
-    yet, so there is no speed-up); usable as a decorator, with or without arguments.
+    """``torch.compile``: ``model`` wrapped to run as generated C (fused pointwise and row
+    reduction loops; GEMMs by ember's kernels) forward and backward; ``mode="reduce-overhead"``
+    also keeps each kernel's output buffers between calls. Usable as a decorator, with or
+    without arguments.
 
     Example:
         >>> import ember
@@ -169,7 +174,8 @@ def reset():
 
 
 def disable(fn=None, recursive=True, *, reason=None):
-    """Decorator: run ``fn`` without compilation (as everything runs in ember for now)."""
+    """Decorator accepted as torch's (a function called inside a compiled one is recorded op
+    by op; ember does not capture Python frames, so there is nothing to turn off)."""
     return fn if fn is not None else (lambda f: f)
 
 
