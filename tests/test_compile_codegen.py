@@ -233,3 +233,16 @@ def test_the_benchmark_models_train_as_eager(build, mode):
     through compile: 30 steps within 1e-5 of eager's losses."""
     eager, compiled = _train(build, 30, False), _train(build, 30, True, mode)
     np.testing.assert_allclose(compiled, eager, rtol=0, atol=1e-5)
+
+
+def test_a_function_drawing_random_numbers_runs_eagerly():
+    """randn and dropout's mask are drawn off the dispatch: replaying the first call's draws
+    would be wrong, so such a function runs eagerly (fresh draws each call, as eager)."""
+    for fn in (lambda x: x + ember.randn(3), lambda x: ember.nn.functional.dropout(x, 0.5)):
+        f = ember.compile(fn)
+        ember.manual_seed(0)
+        a, b = f(ember.ones(3)), f(ember.ones(3))
+        ember.manual_seed(0)
+        np.testing.assert_array_equal(a.numpy(), fn(ember.ones(3)).numpy())
+        assert not np.array_equal(a.numpy(), b.numpy())
+        assert list(f.programs.values()) == [False]

@@ -102,11 +102,16 @@ def capture(fn, module, args, kwargs):
                 out_nodes = [rec.value(o) for o in outs]
                 grad_nodes = [None if g is None else rec.value(g) for g in grads]
     finally:
+        drawn = _random.get_rng_state()
         compiling[0] = False
         with no_grad():
             for b, data in saved:
                 b._data[...] = data
         _random.set_rng_state(rng)
+    if not np.array_equal(drawn.numpy(), rng.numpy()):
+        # NOTE: factory calls (randn, dropout's mask) run off the dispatch, so the graph would
+        # replay the first call's draws: a function that draws random numbers runs eagerly
+        raise Breaks("the function draws random numbers, which the capture cannot replay")
     breaks = [w for w in seen if issubclass(w.category, TracerWarning)]
     if breaks:
         raise Breaks(f"{breaks[0].message} (at {breaks[0].filename}:{breaks[0].lineno})")
