@@ -246,3 +246,18 @@ def test_a_function_drawing_random_numbers_runs_eagerly():
         np.testing.assert_array_equal(a.numpy(), fn(ember.ones(3)).numpy())
         assert not np.array_equal(a.numpy(), b.numpy())
         assert list(f.programs.values()) == [False]
+
+
+def test_python_values_and_frozen_parameters_are_guarded():
+    f = ember.compile(lambda x, k: x * k)
+    assert f(ember.ones(2), 2.0).tolist() == [2.0, 2.0]
+    assert f(ember.ones(2), 3.0).tolist() == [3.0, 3.0]
+    lin = ember.nn.Linear(3, 2)
+    m = ember.compile(lin)
+    x = ember.randn(4, 3)
+    m(x).sum().backward()
+    assert lin.weight.grad is not None
+    lin.weight.requires_grad_(False)
+    lin.weight.grad = None
+    m(x).sum().backward()
+    assert lin.weight.grad is None and lin.bias.grad is not None

@@ -74,9 +74,13 @@ class _Compiled:
 
     def _key(self, args, kwargs):
         from .._ops import dispatch
-        train = tuple(m.training for m in self.module.modules()) if self.module is not None \
-            else ()
-        return _signature(args, kwargs) + (train, dispatch.hooks.autocast is None)
+        from .._graph.record import _map_out
+        m = self.module
+        state = (tuple(m.training for m in m.modules()),
+                 tuple(p.requires_grad for p in m.parameters())) if m is not None else ()
+        # (Python values among the arguments are baked into the graph: part of the key)
+        static = repr(_map_out((args, kwargs), lambda t: None))
+        return _signature(args, kwargs) + (state, static, dispatch.hooks.autocast is None)
 
     def __call__(self, *args, **kwargs):
         if _stance[0] == "force_eager" or self.eager:
