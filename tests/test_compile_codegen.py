@@ -261,3 +261,17 @@ def test_python_values_and_frozen_parameters_are_guarded():
     lin.weight.grad = None
     m(x).sum().backward()
     assert lin.weight.grad is None and lin.bias.grad is not None
+
+
+def test_batchnorm_training_updates_running_stats_as_eager():
+    """Writes into buffers (BatchNorm's running statistics) keep their order against the
+    kernels reading them; the capture run's own update is undone."""
+    def run(compiled):
+        ember.manual_seed(0)
+        m = ember.nn.Sequential(ember.nn.Linear(4, 6), ember.nn.BatchNorm1d(6), ember.nn.GELU())
+        f = ember.compile(m) if compiled else m
+        x = ember.randn(8, 4)
+        outs = [f(x * (i + 1)).detach().numpy().copy() for i in range(3)]
+        return outs, m[1].running_mean.numpy().copy(), m[1].running_var.numpy().copy()
+    for a, b in zip(run(False), run(True)):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)

@@ -376,9 +376,9 @@ class _Plan:
         for n in graph.nodes:
             if n.op == "call_function" and self._try(n):
                 continue
-            if self.k is not None and any(self.owner.get(a) is self.k
-                                          for a in n.all_input_nodes):
-                self.flush()
+            if self.k is not None and (n.is_impure() or any(self.owner.get(a) is self.k
+                                                            for a in n.all_input_nodes)):
+                self.flush()      # (a write must not pass the kernel's reads of its target)
             if n.op not in ("placeholder", "output"):
                 self.steps.append(("call", n))
         self.flush()
