@@ -1,6 +1,6 @@
 """C code generation from op-level graphs: ``ember.compile``'s CPU backend.
 
-``build(graph, consts)`` turns a graph whose nodes carry shapes (``meta["val"]``) into a
+``build(graph)`` turns a graph whose nodes carry shapes (``meta["val"]``) into a
 Python function running it: runs of ops with a C lowering (``LOWER``, or an OpDef's own
 ``cgen`` attribute) become one generated C kernel each, others (GEMMs, convolutions, views,
 indexing...) call their OpDef. A kernel iterates over rows ``i`` (the leading dims, split over
@@ -17,7 +17,6 @@ import math
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 
 import numpy as np
@@ -458,7 +457,7 @@ class _Plan:
 
 # ---- the generated Python around the kernels -------------------------------------------
 
-def build(graph, consts, name="graph"):
+def build(graph):
     """``(python_source, c_source, table, attrs, sigs)``: ``make(python_source, table, sigs,
     load(c_source))`` is the function running ``graph``, taking its placeholders, then one
     value per ``get_attr`` target in ``attrs``."""
@@ -511,8 +510,6 @@ def build(graph, consts, name="graph"):
                     ", ".join(src(a) for a in n.args[1:]) + ")"
             else:
                 raise NotImplementedError(f"codegen: node kind {n.op}")
-            if n.meta.get("no_grad"):
-                line = line.replace(" = ", " = _nograd(lambda: ", 1) + ")"
             py.append("    " + line)
         else:
             _, k, outs = step
@@ -614,11 +611,6 @@ def make(py_source, table, sigs, lib, buffers=None):
     pointers and a thread count) and the helpers it calls."""
     from .._tensor import Tensor
     from .._C.kernels import contiguous, num_threads, ptr
-    from ..autograd.grad_mode import no_grad
-
-    def nograd(f):
-        with no_grad():
-            return f()
 
     def buf(site, j, shape, dt):
         if buffers is None:
@@ -631,10 +623,8 @@ def make(py_source, table, sigs, lib, buffers=None):
         getattr(lib, fname).argtypes = [ctypes.c_void_p] * n + [ctypes.c_int]
         getattr(lib, fname).restype = None
     env = {"_k": table, "_lib": lib, "_c": contiguous, "_p": ptr, "_nt": num_threads,
-           "_w": Tensor._wrap, "_buf": buf, "_nograd": nograd,
+           "_w": Tensor._wrap, "_buf": buf,
            "_float32": np.float32, "_float64": np.float64}
     exec(compile(py_source, "<ember.compile>", "exec"), env)
     return env["run"]
 
-
-del sys

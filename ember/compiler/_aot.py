@@ -143,8 +143,7 @@ class Compiled:
         for n in leaf_nodes:
             self.leaf_slots.append(("in", [p for p in fwd if p.op == "placeholder"].index(n))
                                    if n.op == "placeholder" else ("attr", n.target))
-        self.programs = [cgen.build(g, self.consts, name=f"g{i}")
-                         for i, g in enumerate(self.graphs)]
+        self.programs = [cgen.build(g) for g in self.graphs]
 
     def load(self, buffers=False):
         """Compile (or find in the disk cache) the C source and bind the runners."""
