@@ -52,7 +52,7 @@ class Kernel:
         self.shape, self.dtype, self.t = shape, dtype, _CTYPE[dtype]
         self.n = shape[-1] if shape else 1
         self.m = math.prod(shape[:-1]) if shape else 1
-        self.vals, self.loads, self.nodes, self.loaded = [], {}, [], {}
+        self.vals, self.loads, self.nodes, self.loaded, self.memo = [], {}, [], {}, {}
 
     # ---- what lowerings call ---------------------------------------------------------------
     def lit(self, c):
@@ -90,7 +90,12 @@ class Kernel:
         return self._new(kind, True, [x], x.phase + 1, kind)
 
     def _new(self, expr, row, deps, phase, red):
-        v = V(f"v{len(self.vals)}", expr, row, deps, phase, red)
+        key = (expr, row, red, tuple(d.name for d in deps))
+        v = self.memo.get(key)        # (the same expression on the same values: computed once)
+        if v is not None and int(v.name[1:]) < len(self.vals) and \
+                self.vals[int(v.name[1:])] is v:
+            return v
+        v = self.memo[key] = V(f"v{len(self.vals)}", expr, row, deps, phase, red)
         self.vals.append(v)
         return v
 
