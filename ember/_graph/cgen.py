@@ -158,7 +158,25 @@ class Kernel:
             return out
 
         def emit(v, ind):
-            lines.append(f"{ind}const {t} {v.name} = {v.expr};")
+            if v.name in kept:
+                lines.append(f"{ind}const {t} {v.name} = s{v.name}[j];")
+            elif v.name in scratch:     # (first computed: kept for the later loops)
+                lines.append(f"{ind}const {t} {v.name} = {v.expr}; s{v.name}[j] = {v.name};")
+                kept.add(v.name)
+            else:
+                lines.append(f"{ind}const {t} {v.name} = {v.expr};")
+        # a math call (exp, erf...) that several loops over a row read is computed once into a
+        # row buffer on the stack (softmax's exp), where the row fits
+        uses = {}
+        for p in range(1, phases + 1):
+            for v in need([r.deps[0] for r in self.vals if r.red and r.phase == p], False):
+                uses.setdefault(v.name, [v, 0])[1] += 1
+        for v in need([v for v in outs if not v.row], False):
+            uses.setdefault(v.name, [v, 0])[1] += 1
+        scratch = {name for name, (v, c) in uses.items() if c > 1 and v.expr[:1].isalpha()
+                   and self.n <= 4096}
+        kept = set()
+        lines += [f"    {t} s{name}[{self.n}];" for name in sorted(scratch)]
         for p in range(phases + 1):
             rows = [v for v in self.vals if v.row and not v.red and v.phase == p]
             reds = [v for v in self.vals if v.red and v.phase == p]
