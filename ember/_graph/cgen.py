@@ -67,8 +67,8 @@ class Kernel:
     def op(self, fmt, *args, row=None):
         """A value computed by ``fmt`` (``{0}``, ``{1}``... the arguments: values or numbers)."""
         deps = [a for a in args if isinstance(a, V)]
-        if not deps:
-            raise Skip("no tensor operand")
+        if not deps or any(d.red == "col" for d in deps):
+            raise Skip("no tensor operand, or a column sum (stored only)")
         expr = fmt.format(*[a.name if isinstance(a, V) else self.lit(a) for a in args])
         row = all(d.row for d in deps) if row is None else row
         return self._new(expr, row, deps, max(d.phase for d in deps), None)
@@ -134,8 +134,15 @@ class Kernel:
                   sorted(self.loads.values(), key=lambda x: x[0])]
         params += [f"{t} *restrict out{k}" for k in range(len(outs))] + ["int nt"]
         lines.append(f"void {name}({', '.join(params)}) {{")
-        lines.append(f"  #pragma omp parallel for num_threads(nt) if(nt > 1 && "
-                     f"{self.m * self.n} >= 32768) schedule(static)")
+        cols = [(k, v) for k, v in enumerate(outs) if v.red == "col"]
+        par = f"num_threads(nt) if(nt > 1 && {self.m * self.n} >= 32768)"
+        if cols:        # (column sums: per thread over its rows, then added up)
+            lines += [f"  for (int64_t j = 0; j < {self.n}; j++) out{k}[j] = 0;" for k, _ in cols]
+            lines += [f"  #pragma omp parallel {par}", "  {"]
+            lines += [f"  {t} c{v.name}[{self.n}] = {{0}};" for _, v in cols]
+            lines += ["  #pragma omp for schedule(static)"]
+        else:
+            lines.append(f"  #pragma omp parallel for {par} schedule(static)")
         lines.append(f"  for (int64_t i = 0; i < {self.m}; i++) {{")
         phases = max((v.phase for v in self.vals), default=0)
         done = set()
@@ -169,9 +176,10 @@ class Kernel:
         # row buffer on the stack (softmax's exp), where the row fits
         uses = {}
         for p in range(1, phases + 1):
-            for v in need([r.deps[0] for r in self.vals if r.red and r.phase == p], False):
+            for v in need([r.deps[0] for r in self.vals if r.red in ("sum", "max") and
+                           r.phase == p], False):
                 uses.setdefault(v.name, [v, 0])[1] += 1
-        for v in need([v for v in outs if not v.row], False):
+        for v in need([v.deps[0] if v.red else v for v in outs if not v.row], False):
             uses.setdefault(v.name, [v, 0])[1] += 1
         scratch = {name for name, (v, c) in uses.items() if c > 1 and v.expr[:1].isalpha()
                    and self.n <= 4096}
@@ -179,7 +187,7 @@ class Kernel:
         lines += [f"    {t} s{name}[{self.n}];" for name in sorted(scratch)]
         for p in range(phases + 1):
             rows = [v for v in self.vals if v.row and not v.red and v.phase == p]
-            reds = [v for v in self.vals if v.red and v.phase == p]
+            reds = [v for v in self.vals if v.red in ("sum", "max") and v.phase == p]
             for v in need([r.deps[0] for r in reds], True):
                 emit(v, "    ")
                 done.add(v.name)
@@ -209,17 +217,24 @@ class Kernel:
             for v in need(rows, True):
                 emit(v, "    ")
                 done.add(v.name)
-        full = [(k, v) for k, v in enumerate(outs) if not v.row]
+        full = [(k, v) for k, v in enumerate(outs) if not v.row and not v.red]
         for v in need([v for _, v in enumerate(outs) if v.row], True):
             emit(v, "    ")
-        if full:
+        if full or cols:
             lines += ["    #pragma omp simd", f"    for (int64_t j = 0; j < {self.n}; j++) {{"]
-            for v in need([v for _, v in full], False):
+            for v in need([v for _, v in full] + [v.deps[0] for _, v in cols], False):
                 emit(v, "      ")
             lines += [f"      out{k}[i * {self.n} + j] = {v.name};" for k, v in full]
+            lines += [f"      c{v.name}[j] += {v.deps[0].name};" for _, v in cols]
             lines.append("    }")
         lines += [f"    out{k}[i] = {v.name};" for k, v in enumerate(outs) if v.row]
-        lines += ["  }", "}"]
+        lines.append("  }")
+        if cols:
+            lines += ["  #pragma omp critical", "  {"]
+            lines += [f"  for (int64_t j = 0; j < {self.n}; j++) out{k}[j] += c{v.name}[j];"
+                      for k, v in cols]
+            lines += ["  }", "  }"]
+        lines.append("}")
         return "\n".join(lines)
 
 
@@ -235,13 +250,20 @@ def _last(k, x, dim, keepdim=True):
 
 
 def _sum(k, input, dim=None, keepdim=False, dtype=None):
-    _last(k, input, dim)
     if dtype is not None:
         raise Skip("dtype")
+    nd = len(k.shape)
+    dims = (dim,) if isinstance(dim, int) else tuple(dim) if dim is not None else ()
+    if nd >= 2 and sorted(d % nd for d in dims) == list(range(nd - 1)) and k.n <= 4096 and \
+            input.shape == k.shape:         # (a bias gradient: a column sum, stored only)
+        x = input if not input.row else k.op("{0}", input, row=False)
+        return k._new("col", False, [x], x.phase, "col")
+    _last(k, input, dim)
     return k.reduce("sum", input)
 
 
 def _mean(k, input, dim=None, keepdim=False, dtype=None):
+    _last(k, input, dim)
     return k.op("({0} / {1})", _sum(k, input, dim, keepdim, dtype), k.n)
 
 
@@ -442,7 +464,7 @@ class _Plan:
                     raise Skip("argument kind")
                 if self.owner.get(a) is k:
                     v = self.vals[a]
-                    if v.shape not in (k.shape, k.shape[:-1] + (1,)):
+                    if v.shape not in (k.shape, k.shape[:-1] + (1,)) or v.red == "col":
                         raise Skip("in-kernel value of another shape")
                     return v
                 m = _meta(a)
@@ -460,7 +482,7 @@ class _Plan:
         if v.row and v.shape == k.shape and k.n != 1:     # (a row value stored per element)
             v = k.op("{0}", v, row=False)
             v.shape = tuple(out.shape)
-        if not v.row and v.shape != k.shape:
+        if not v.row and v.shape != k.shape and v.red != "col":
             del k.vals[mark:]
             k.loads, k.loaded = loads, loaded
             return False
