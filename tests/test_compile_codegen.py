@@ -275,3 +275,13 @@ def test_batchnorm_training_updates_running_stats_as_eager():
         return outs, m[1].running_mean.numpy().copy(), m[1].running_var.numpy().copy()
     for a, b in zip(run(False), run(True)):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
+
+
+def test_past_the_cache_size_limit_new_shapes_run_eagerly(monkeypatch):
+    monkeypatch.setattr(ember._dynamo.config, "cache_size_limit", 2)
+    f = ember.compile(lambda x: x.exp() * 2)
+    for n in (1, 2):
+        f(ember.zeros(n))
+    with pytest.warns(UserWarning, match="cache_size_limit"):
+        assert f(ember.zeros(3)).tolist() == [2.0] * 3
+    assert len(f.programs) == 2

@@ -69,7 +69,7 @@ class _Compiled:
     def __init__(self, fn, fullgraph, module=None, backend="inductor", mode=None):
         self.fn, self.fullgraph, self.module, self.mode = fn, fullgraph, module, mode
         self.eager = backend in ("eager", "aot_eager")
-        self.programs = {}
+        self.programs, self.warned_limit = {}, False
         _all.add(self)
 
     def _key(self, args, kwargs):
@@ -88,6 +88,14 @@ class _Compiled:
         key = self._key(args, kwargs)
         prog = self.programs.get(key)
         if prog is None:
+            from .._dynamo import config
+            if sum(p is not False for p in self.programs.values()) >= config.cache_size_limit:
+                if not self.warned_limit:   # (as torch: past the limit, new signatures run
+                    self.warned_limit = True    # eagerly rather than compile without end)
+                    warnings.warn(f"ember.compile: {getattr(self.fn, '__name__', self.fn)} "
+                                  f"reached cache_size_limit ({config.cache_size_limit}) "
+                                  "compiled signatures; new ones run eagerly")
+                return self.fn(*args, **kwargs)
             prog = self.programs[key] = self._compile(args, kwargs)
         if prog is False:
             return self.fn(*args, **kwargs)
