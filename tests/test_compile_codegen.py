@@ -285,3 +285,16 @@ def test_past_the_cache_size_limit_new_shapes_run_eagerly(monkeypatch):
     with pytest.warns(UserWarning, match="cache_size_limit"):
         assert f(ember.zeros(3)).tolist() == [2.0] * 3
     assert len(f.programs) == 2
+
+
+def test_a_closed_over_models_mode_and_frozen_weights_are_guarded():
+    model = ember.nn.Sequential(ember.nn.Linear(4, 4), ember.nn.BatchNorm1d(4))
+    f = ember.compile(lambda x: model(x).tanh())
+    x = ember.randn(8, 4)
+    f(x)
+    model.eval()
+    np.testing.assert_allclose(f(x).detach().numpy(), model(x).tanh().detach().numpy(),
+                               rtol=1e-5, atol=1e-6)
+    model[0].weight.requires_grad_(False)
+    f(x).sum().backward()
+    assert model[0].weight.grad is None and model[0].bias.grad is not None

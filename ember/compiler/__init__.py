@@ -69,7 +69,7 @@ class _Compiled:
     def __init__(self, fn, fullgraph, module=None, backend="inductor", mode=None):
         self.fn, self.fullgraph, self.module, self.mode = fn, fullgraph, module, mode
         self.eager = backend in ("eager", "aot_eager")
-        self.programs, self.warned_limit = {}, False
+        self.programs, self.warned_limit, self.watch = {}, False, ([], [])
         _all.add(self)
 
     def _key(self, args, kwargs):
@@ -80,7 +80,12 @@ class _Compiled:
                  tuple(p.requires_grad for p in m.parameters())) if m is not None else ()
         # (Python values among the arguments are baked into the graph: part of the key)
         static = repr(_map_out((args, kwargs), lambda t: None))
-        return _signature(args, kwargs) + (state, static, dispatch.hooks.autocast is None)
+        # modules a function ran and tensors it read from closures, seen at earlier captures:
+        # their training flags and requires_grad are baked in too
+        mods, live = self.watch
+        seen = (tuple(m.training for m in mods), tuple(t.requires_grad for t in live))
+        return _signature(args, kwargs) + (state, static, seen,
+                                           dispatch.hooks.autocast is None)
 
     def __call__(self, *args, **kwargs):
         if _stance[0] == "force_eager" or self.eager:
@@ -96,7 +101,13 @@ class _Compiled:
                                   f"reached cache_size_limit ({config.cache_size_limit}) "
                                   "compiled signatures; new ones run eagerly")
                 return self.fn(*args, **kwargs)
-            prog = self.programs[key] = self._compile(args, kwargs)
+            prog = self._compile(args, kwargs)
+            if prog is not False:
+                mods, live = self.watch
+                known = set(map(id, mods + live))
+                mods += [m for m in prog.watch[0] if id(m) not in known]
+                live += [t for t in prog.watch[1] if id(t) not in known]
+            self.programs[self._key(args, kwargs)] = prog
         if prog is False:
             return self.fn(*args, **kwargs)
         return prog(args, kwargs)

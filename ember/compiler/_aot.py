@@ -115,7 +115,9 @@ def capture(fn, module, args, kwargs):
     breaks = [w for w in seen if issubclass(w.category, TracerWarning)]
     if breaks:
         raise Breaks(f"{breaks[0].message} (at {breaks[0].filename}:{breaks[0].lineno})")
-    return Compiled(rec, module, out, out_nodes, split, diff, leaf_nodes, grad_nodes, len(flat))
+    prog = Compiled(rec, module, out, out_nodes, split, diff, leaf_nodes, grad_nodes, len(flat))
+    prog.watch = list(rec.called.values()), list(rec.live.values())
+    return prog
 
 
 class Compiled:
