@@ -117,6 +117,7 @@ class _Compiled:
         from .._graph import cgen
         from .._graph.record import flatten_tensors
         from .._ops import dispatch
+        from .._C import kernels
         if any(t.device.type != "cpu" for t in flatten_tensors((args, kwargs))) or \
                 dispatch.hooks.autocast is not None or dispatch.hooks.tracer is not None:
             return False
@@ -127,6 +128,8 @@ class _Compiled:
                 from .._dynamo.exc import Unsupported
                 raise Unsupported(f"data-dependent: {e} (fullgraph=True: the function must "
                                   "record as one graph)") from None
+            return False
+        if kernels._off:        # (EMBER_NO_C=1: the Python reference path, no C)
             return False
         if cgen.compiler() is None:
             if not _warned:
