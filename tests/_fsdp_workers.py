@@ -355,3 +355,20 @@ def _traced_peak(build):
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     return peak
+
+
+def checkpoint(rank, n, init_method, path):
+    """FSDP2 + AdamW trained on ``n`` ranks, saved with distributed.checkpoint: each rank
+    writes its shards of the parameters and of the optimizer state (DTensors too)."""
+    import ember.distributed.checkpoint as dcp
+    from ember.distributed.checkpoint.state_dict import get_state_dict
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=n)
+    X, Y = _data(n)
+    m = _shard_layers(make())
+    opt = ember.optim.AdamW(m.parameters(), lr=LR)
+    _train(m, opt, X, Y, None, slice(4 * rank, 4 * (rank + 1)))
+    assert all(isinstance(v, ember.distributed.tensor.DTensor) for st in opt.state.values()
+               for k, v in st.items() if k != "step")
+    msd, osd = get_state_dict(m, opt)
+    dcp.save({"model": msd, "optim": osd}, checkpoint_id=path)
+    dist.destroy_process_group()

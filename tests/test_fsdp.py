@@ -56,6 +56,33 @@ def test_fsdp2_reshard_accumulate_mixed_precision():
 
 
 @needs_mpi
+def test_fsdp2_checkpoint_loads_into_one_process(tmp_path):
+    """The optimizer state of sharded parameters is sharded as they are (DTensors), so a
+    2-rank FSDP2 checkpoint loads into one plain process: parameters and AdamW state equal
+    one process's training on the whole batch."""
+    import warnings
+    import ember.distributed.checkpoint as dcp
+    from ember.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    _spawn(W.checkpoint, 2, str(tmp_path))
+    X, Y = W._data(2)
+    ref = W.make()
+    ref_opt = ember.optim.AdamW(ref.parameters(), lr=W.LR)
+    W._train(ref, ref_opt, X, Y)
+    plain = W.make(seed=3)
+    opt = ember.optim.AdamW(plain.parameters(), lr=W.LR)
+    msd, osd = get_state_dict(plain, opt)
+    sd = {"model": msd, "optim": osd}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")         # no process group here: a one-process load
+        dcp.load(sd, checkpoint_id=str(tmp_path))
+    set_state_dict(plain, opt, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
+    for a, b in zip(ref.parameters(), plain.parameters()):
+        assert (a - b).abs().max().item() < 1e-12
+        for k in ("exp_avg", "exp_avg_sq", "step"):
+            assert (ref_opt.state[a][k] - opt.state[b][k]).abs().max().item() < 1e-12
+
+
+@needs_mpi
 @pytest.mark.slow
 def test_four_ranks_match_ddp_and_one_process():
     _check_memory(_figures(4), 4)
