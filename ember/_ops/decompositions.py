@@ -7,6 +7,7 @@ import ember
 
 from .meta import empty
 from .pointwise import type_name
+from .tangents import decomposed
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
 from .solvers import LinAlgError, check_matrix, linalg_samples
@@ -519,3 +520,49 @@ linalg_lu_factor_ex.samples = lambda dev, dt: linalg_samples((3, 3), (2, 4, 4))(
     if dt.category >= 2 and dt.name != "bfloat16" else [])
 linalg_lu_factor_ex.errors = [ErrorSample(Sample(const(3)), RuntimeError,
                                           "Expected tensor with 2 or more dimensions")]
+
+
+# ---- forward mode (tangents.py) ----------------------------------------------------------
+# These ops read one triangle of a Hermitian input and their vjps give Hermitian gradients,
+# so the tangent taken is the Hermitian part of the input's.
+
+
+def _hermitian(t):
+    return (t + t.mH) / 2
+
+
+def _cholesky_jvp(a, t, out):
+    L = out[0].mH if a["upper"] else out[0]
+    inv = ember.linalg.solve_triangular(L, _hermitian(t["A"]), upper=False)
+    X = ember.linalg.solve_triangular(L, inv.mH, upper=False).mH      # L^-1 tA L^-H
+    phi = X.tril(-1) + X.diagonal(0, -2, -1).diag_embed() / 2
+    dL = L @ phi
+    return (dL.mH if a["upper"] else dL), None
+
+
+
+def _eigh_jvp(a, t, out):
+    w, V = out
+    M = V.mH @ _hermitian(t["A"]) @ V
+    gap = w.unsqueeze(-2) - w.unsqueeze(-1)           # w_j - w_i
+    off = ember.eye(w.shape[-1], dtype=ember.bool, device=w.device).logical_not()
+    F = ember.where(off, 1 / gap.where(off, 1), 0).to(M.dtype)
+    return M.diagonal(0, -2, -1).real.to(w.dtype), V @ (F * M)
+
+
+def _svdvals_jvp(a, t, out):
+    U, S, Vh = ember.linalg.svd(a["A"], full_matrices=False)
+    return (U.conj() * (t["A"] @ Vh.mH)).sum(-2).real.to(out.dtype)
+
+
+def _eigvals_jvp(a, t, out):
+    L, V = ember.linalg.eig(a["A"])
+    return ember.linalg.solve(V, t["A"].to(V.dtype) @ V).diagonal(0, -2, -1)
+
+
+linalg_cholesky_ex.jvp = decomposed(_cholesky_jvp)
+linalg_eigh.jvp = decomposed(_eigh_jvp)
+linalg_eigvalsh.jvp = decomposed(lambda a, t, out: _eigh_jvp(
+    a, t, ember.linalg.eigh(a["A"], a["UPLO"]))[0])
+linalg_svdvals.jvp = decomposed(_svdvals_jvp)
+linalg_eigvals.jvp = decomposed(_eigvals_jvp)

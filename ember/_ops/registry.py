@@ -118,6 +118,9 @@ class OpDef:
         self.nondiff_outputs = tuple(nondiff_outputs)
         self.method, self.function, self.inplace, self.aliases = method, function, inplace, aliases
         self.vjp_fn, self.save, self.save_result, self.needed_by = None, (), False, {}
+        # forward mode: ``jvp(opdef, args, kwargs, tangents, out)`` (see tangents.py); None:
+        # pointwise ops derive it from their vjp, others take the double-vjp fallback
+        self.jvp = None
         self.meta, self.samples, self.errors = None, None, ()
         self.kinks, self.tol, self.skips, self.dtypes = (), {}, {}, None
         self.writes_overlap = False     # in place into expanded (overlapping) views, as fill_

@@ -14,6 +14,7 @@ from .._backends import add_at, add_flat, max_at, min_at, multiply_at
 from .indexing import _check_bounds, _index_put, index_error, scatter_positions, write_at
 from .meta import same_meta, wrap_dim
 from .pointwise import type_name
+from .tangents import LINEAR, fallback_unless, linear_with
 from .registry import op, overload_if_tensor
 from .samples import ErrorSample, Sample, const, make
 
@@ -528,3 +529,12 @@ index_fill.grad_name_of = overload_if_tensor("index_fill", 3, "value")
 for _d in (index_put, scatter_reduce, index_reduce, index_copy, index_fill):
     _d.meta = same_meta
 del _d
+
+
+# ---- forward mode (tangents.py): linear, but for the multiplying and extremal reductions
+for _d in (index_add, scatter_add, index_copy, index_put):
+    _d.jvp = LINEAR
+index_fill.jvp = linear_with("value")
+scatter.jvp = fallback_unless(lambda a: a.get("reduce") in (None, "add"), linear_with("src"))
+scatter_reduce.jvp = fallback_unless(lambda a: a["reduce"] in ("sum", "mean"), LINEAR)
+index_reduce.jvp = fallback_unless(lambda a: a["reduce"] == "mean", LINEAR)

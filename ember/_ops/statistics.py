@@ -11,6 +11,7 @@ import ember
 from .._backends import accumulate
 from .meta import empty, reduce_shape
 from .pointwise import reject
+from .tangents import REDUCTION, fallback_unless
 from .registry import op, overload_if_given
 from .samples import ErrorSample, Sample, const, dim_errors, make
 from .sorting import (axis_of, distinct, pick, select_backward, select_meta, sort_key,
@@ -273,3 +274,8 @@ quantile = _quantile("quantile", ignore_nan=False)
 quantile.grad_name = "SqueezeBackward4"
 nanquantile = _quantile("nanquantile", ignore_nan=True)
 nanquantile.grad_name = "SqueezeBackward4"
+
+# (forward mode, tangents.py; several q at once reach several outputs per element)
+median.jvp = nanmedian.jvp = mode.jvp = REDUCTION
+quantile.jvp = nanquantile.jvp = fallback_unless(
+    lambda a: not isinstance(a["q"], ember.Tensor) or a["q"].dim() == 0, REDUCTION)
