@@ -170,3 +170,53 @@ def test_per_sample_grads_match_a_loop_of_backward_passes(make, shape):
         for k, p in model.named_parameters():
             np.testing.assert_allclose(grads[k][i].numpy(), p.grad.numpy(), rtol=1e-10,
                                        atol=1e-10, err_msg=f"{k}, example {i}")
+
+
+# random functions inside vmap, written once for ember and torch (``m``)
+_RANDOM_FNS = {
+    "dropout": lambda m, t: m.nn.functional.dropout(t, 0.5),
+    "rand": lambda m, t: t + m.rand(3),
+    "randn_like": lambda m, t: m.randn_like(t),
+    "randint": lambda m, t: m.randint(0, 1000, (3,)).to(t.dtype) + t,
+    "normal": lambda m, t: m.normal(t, 1.0),
+    "bernoulli": lambda m, t: m.bernoulli(t * 0.5),
+    "uniform_": lambda m, t: t.clone().uniform_(),
+    "poisson": lambda m, t: m.poisson(t * 50),
+    "multinomial": lambda m, t: m.multinomial(t, 2).to(t.dtype),
+    "randperm": lambda m, t: m.randperm(3).to(t.dtype) * t,
+}
+
+
+@pytest.mark.parametrize("name", list(_RANDOM_FNS))
+def test_randomness_same_different_error_as_torch(name):
+    """'same': every example draws the same numbers; 'different': each its own (rows differ,
+    as torch's); 'error': torch's error."""
+    import torch
+    fn, x = _RANDOM_FNS[name], ember.ones(6, 3)
+    ember.manual_seed(0)
+    same = func.vmap(lambda t: fn(ember, t), randomness="same")(x)
+    diff = func.vmap(lambda t: fn(ember, t), randomness="different")(x)
+    want = torch.vmap(lambda t: fn(torch, t), randomness="different")(torch.ones(6, 3))
+    assert tuple(same.shape) == tuple(diff.shape) == tuple(want.shape) and same.dtype == diff.dtype
+    assert all(bool((same[i] == same[0]).all()) for i in range(6))
+    assert any(not bool((diff[i] == diff[0]).all()) for i in range(6))
+    with pytest.raises(RuntimeError) as err:
+        func.vmap(lambda t: fn(ember, t))(x)
+    with pytest.raises(RuntimeError) as terr:
+        torch.vmap(lambda t: fn(torch, t))(torch.ones(6, 3))
+    assert str(err.value) == str(terr.value)
+
+
+def test_randomness_different_draws_are_the_batch_at_once_and_nested():
+    ember.manual_seed(0)
+    got = func.vmap(lambda t: t + ember.rand(2), randomness="different")(ember.zeros(5, 2))
+    ember.manual_seed(0)
+    assert bool((got == ember.rand(5, 2)).all())          # one draw of the batch's shape
+    nested = func.vmap(func.vmap(lambda t: t + ember.rand(()), randomness="same"),
+                       randomness="different")(ember.zeros(4, 3))
+    assert all(len(set(r.tolist())) == 1 for r in nested) and len({r[0].item() for r in nested}) > 1
+    with pytest.raises(RuntimeError, match="different inplace randomness on an unbatched"):
+        func.vmap(lambda t: ember.zeros(3).uniform_(), randomness="different")(ember.ones(2, 3))
+    keep = func.vmap(lambda t: ember.nn.functional.dropout(t, 0.3), randomness="different")(
+        ember.ones(200, 50))
+    assert abs(float((keep != 0).double().mean()) - 0.7) < 0.02
