@@ -12,16 +12,21 @@ from ember._ops.registry import all_ops
 from ember.func import _vmap
 
 OPS = [d for d in all_ops() if d.samples is not None]
-# ops that still run the loop fallback (the goal is none): asserted exact below
-LOOPING = set("""
-    _lstm_cell _lstm_cell_backward _lstm_layer argwhere bincount block_diag bucketize
-    cartesian_prod cdist combinations diag diag_embed diagflat dsplit histc histogram hsplit
-    index_add index_copy index_fill index_put index_reduce index_select inner isin kron
-    linalg_lstsq linalg_multi_dot linalg_solve linalg_solve_triangular masked_scatter
-    masked_select nanquantile native_batch_norm native_group_norm nonzero put quantile
-    repeat_interleave roll searchsorted take tensordot unfold unique unique_consecutive
-    vsplit
-""".split())
+# ops that still run the loop fallback, and why: asserted exact below
+LOOPING = {
+    "argwhere": "each example's result has its own length (data-dependent shape)",
+    "nonzero": "each example's result has its own length (data-dependent shape)",
+    "masked_select": "each example's result has its own length (data-dependent shape)",
+    "unique": "each example's result has its own length (data-dependent shape)",
+    "unique_consecutive": "each example's result has its own length (data-dependent shape)",
+    "bincount": "the result's length is each example's largest value (data-dependent shape)",
+    "histogram": "bin edges per example from its own range, with weights and density: "
+                 "kept to the loop (histc, the common case, batches)",
+    "quantile": "a batched q (each example its own quantiles); a shared q batches",
+    "nanquantile": "a batched q (each example its own quantiles); a shared q batches",
+    "_lstm_layer": "per-example hidden weights (the samples batch them): a recurrence per "
+                   "weight set; with shared weights the batch folds into the layer's batch",
+}
 
 
 def _variant(x):
