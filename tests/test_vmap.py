@@ -219,7 +219,8 @@ def test_randomness_different_draws_are_the_batch_at_once_and_nested():
     assert bool((got == ember.rand(5, 2)).all())          # one draw of the batch's shape
     nested = func.vmap(func.vmap(lambda t: t + ember.rand(()), randomness="same"),
                        randomness="different")(ember.zeros(4, 3))
-    assert all(len(set(r.tolist())) == 1 for r in nested) and len({r[0].item() for r in nested}) > 1
+    assert all(len(set(r.tolist())) == 1 for r in nested)
+    assert len({r[0].item() for r in nested}) > 1
     with pytest.raises(RuntimeError, match="different inplace randomness on an unbatched"):
         func.vmap(lambda t: ember.zeros(3).uniform_(), randomness="different")(ember.ones(2, 3))
     keep = func.vmap(lambda t: ember.nn.functional.dropout(t, 0.3), randomness="different")(

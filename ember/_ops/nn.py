@@ -16,7 +16,8 @@ from .linalg import matmul, matmul_node
 from .pointwise import fused_grad
 from .meta import broadcast_meta, empty, same_meta
 from .pointwise_math import threshold_backward
-from .tangents import LINEAR, affine, decomposed, fallback_unless, linear_with, loss, multilinear, named, normalized
+from .tangents import (LINEAR, affine, decomposed, fallback_unless, linear_with, loss, multilinear,
+                       named, normalized)
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
 

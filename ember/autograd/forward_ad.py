@@ -1,6 +1,6 @@
 """``torch.autograd.forward_ad``: forward-mode AD with dual tensors.
 
-While a dual level is open, dispatch's profiler hook sees every op; an op with an operand that
+While a dual level is open, dispatch's transform hook sees every op; an op with an operand that
 carries a tangent computes its primal as usual and then the tangent of its output(s) by the
 OpDef's own jvp rule (``opdef.jvp``, set beside its vjp in ember/_ops; see _ops/tangents.py).
 Tangents are computed in ember ops, with autograd recording them where it records, so reverse
@@ -18,23 +18,24 @@ from .._tensor import Tensor
 
 _LEVEL = [-1]               # the open dual level (torch supports one at a time), else -1
 _BUSY = [False]             # computing a tangent: its ops are not dual at this level
-# The hook is shared with ember.func.vmap (which sets BATCHED to its batching step while a
-# vmap runs), so the two compose in either order: batched calls go to their batching rule,
-# whose ops come back through the hook on the physical tensors, where tangents live.
+# Dispatch's transform hook is shared with ember.func.vmap (which sets BATCHED to its
+# batching step while a vmap runs), so the two compose in either order: batched calls go to
+# their batching rule, whose ops come back through the hook on the physical tensors, where
+# tangents live.
 BATCHED = BATCHED_INPLACE = None
-_USERS, _PREV = [0], [None]     # who holds the hook; the profiler hook it replaced
+_USERS = [0]        # how many (dual levels, vmap levels) hold the hook
 
 
 def install():
     if not _USERS[0]:
-        _PREV[0], _dispatch.hooks.profiler = _dispatch.hooks.profiler, _hook
+        _dispatch.hooks.transform = _hook
     _USERS[0] += 1
 
 
 def uninstall():
     _USERS[0] -= 1
     if not _USERS[0]:
-        _dispatch.hooks.profiler = _PREV[0]
+        _dispatch.hooks.transform = None
 
 
 class UnpackedDualTensor(collections.namedtuple("UnpackedDualTensor", ["primal", "tangent"])):
@@ -182,9 +183,8 @@ class _Hook:
             out = BATCHED(opdef, args, kwargs)
             if out is not NotImplemented:
                 return out
-        prev = _PREV[0]
         tangents = None if _BUSY[0] or _LEVEL[0] < 0 else _tangents(args, kwargs)
-        out = prev(opdef, args, kwargs, run) if prev else run(opdef, args, kwargs)
+        out = run(opdef, args, kwargs)
         if tangents and opdef.differentiable:
             _BUSY[0] = True
             try:
@@ -221,10 +221,6 @@ class _Hook:
             _BUSY[0] = False
         target._fw = (_LEVEL[0], jv)
         return target
-
-    def backward(self, node):
-        prev = _PREV[0]
-        return prev.backward(node) if prev else contextlib.nullcontext()
 
 
 _hook = _Hook()

@@ -1,5 +1,5 @@
 """vmap's batching: a ``BatchedTensor`` holds a tensor with one more (leading) dim per vmap
-level, and shows the per-example ("logical") shape; while a vmap runs, dispatch's profiler hook
+level, and shows the per-example ("logical") shape; while a vmap runs, dispatch's transform hook
 (shared with forward-mode AD: autograd/forward_ad.py) sends every op with a BatchedTensor
 operand to its batching rule, which runs the op once on the whole batch. Rules are derived
 from the op (pointwise ops broadcast, ops with a dim option shift it past the batch dim) or
