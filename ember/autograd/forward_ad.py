@@ -183,7 +183,16 @@ class _Hook:
             out = BATCHED(opdef, args, kwargs)
             if out is not NotImplemented:
                 return out
-        tangents = None if _BUSY[0] or _LEVEL[0] < 0 else _tangents(args, kwargs)
+        if _BUSY[0] or _LEVEL[0] < 0:
+            # nothing dual (the physical ops of vmap's rules): the plain dispatch, its C fast
+            # path included; nothing it runs has a batched operand
+            hooks = _dispatch.hooks
+            hooks.transform = None
+            try:
+                return _dispatch.dispatch(opdef, args, kwargs)
+            finally:
+                hooks.transform = self
+        tangents = _tangents(args, kwargs)
         out = run(opdef, args, kwargs)
         if tangents and opdef.differentiable:
             _BUSY[0] = True
