@@ -7,7 +7,7 @@ import ember
 
 from .meta import empty
 from .pointwise import type_name
-from .tangents import decomposed
+from .tangents import decomposed, fallback_unless
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
 from .solvers import LinAlgError, check_matrix, linalg_samples
@@ -560,7 +560,19 @@ def _eigvals_jvp(a, t, out):
     return ember.linalg.solve(V, t["A"].to(V.dtype) @ V).diagonal(0, -2, -1)
 
 
+def _lu_factor_jvp(a, t, out):
+    """Square A = P L U: with X = L^-1 P^T dA U^-1, dL = L tril(X, -1) and dU = triu(X) U,
+    packed as LU is."""
+    P, L, U = ember.lu_unpack(out[0], out[1])
+    X = ember.linalg.solve_triangular(L, P.mT.to(t["A"].dtype) @ t["A"], upper=False,
+                                      unitriangular=True)
+    X = ember.linalg.solve_triangular(U, X, upper=True, left=False)
+    return L @ X.tril(-1) + X.triu() @ U, None, None
+
+
 linalg_cholesky_ex.jvp = decomposed(_cholesky_jvp)
+linalg_lu_factor_ex.jvp = fallback_unless(lambda a: a["A"].shape[-1] == a["A"].shape[-2] and
+                                          a.get("pivot", True), decomposed(_lu_factor_jvp))
 linalg_eigh.jvp = decomposed(_eigh_jvp)
 linalg_eigvalsh.jvp = decomposed(lambda a, t, out: _eigh_jvp(
     a, t, ember.linalg.eigh(a["A"], a["UPLO"]))[0])

@@ -631,10 +631,34 @@ def _matrix_power_jvp(a, t, out):
     return sum(terms[1:], terms[0]) if terms else ember.zeros_like(out)
 
 
+def _pinv_tangent(A, P, tA):
+    """The tangent of ``P = pinv(A)`` along ``tA`` (constant rank: Golub and Pereyra)."""
+    eye = lambda n: ember.eye(n, dtype=A.dtype, device=A.device)  # noqa: E731
+    tH = tA.mH
+    return (-P @ tA @ P + P @ P.mH @ tH @ (eye(A.shape[-2]) - A @ P) +
+            (eye(A.shape[-1]) - P @ A) @ tH @ P.mH @ P)
+
+
+def _lstsq_jvp(a, t, out):
+    """solution = pinv(A) B; residuals (full column rank, m > n) = |A X - B|^2 per column,
+    whose tangent loses the A dX term (A^H r = 0 at the solution)."""
+    A, B, X = a["A"], a["B"], out[0]
+    dX = _pinv_tangent(A, ember.linalg.pinv(A), t["A"]) @ B + ember.linalg.pinv(A) @ t["B"]
+    res = out[1]
+    if res.numel():
+        r = A @ X - B
+        res = (2 * (r.conj() * (t["A"] @ X - t["B"])).real).sum(-2).to(res.dtype)
+    else:
+        res = ember.zeros_like(res)
+    return dX, res, None, None
+
+
 for _d in (det, logdet, slogdet):       # one output element per matrix
     _d.jvp = reduction(lambda a: ((-2, -1), False))
 inverse.jvp = decomposed(lambda a, t, out: -out @ t["input"] @ out)
 linalg_multi_dot.jvp = PRODUCT
+linalg_pinv.jvp = decomposed(lambda a, t, out: _pinv_tangent(a["input"], out, t["input"]))
+linalg_lstsq.jvp = decomposed(_lstsq_jvp)
 linalg_solve.jvp = decomposed(_solve_jvp)
 linalg_solve_triangular.jvp = decomposed(lambda a, t, out: _solve_jvp(a, t, out, tri=True))
 matrix_exp.jvp, matrix_power.jvp = decomposed(_matrix_exp_jvp), decomposed(_matrix_power_jvp)
