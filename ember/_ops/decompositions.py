@@ -570,7 +570,20 @@ def _lu_factor_jvp(a, t, out):
     return L @ X.tril(-1) + X.triu() @ U, None, None
 
 
+def _qr_jvp(a, t, out):
+    """m >= n: Q^H dA R^-1 = Q^H dQ + dR R^-1, a skew-Hermitian plus an upper triangular
+    part, so dR R^-1 is the upper triangle (real diagonal halved) of its Hermitian part."""
+    Q, R = ember.linalg.qr(a["A"]) if a["mode"] == "r" else out
+    X = ember.linalg.solve_triangular(R, Q.mH @ t["A"], upper=True, left=False)
+    S = (X + X.mH).triu()
+    S = S - S.diagonal(0, -2, -1).real.diag_embed().to(S.dtype) / 2
+    dQ = ember.linalg.solve_triangular(R, t["A"], upper=True, left=False) - Q @ S
+    return (ember.zeros_like(out[0]) if a["mode"] == "r" else dQ), S @ R
+
+
 linalg_cholesky_ex.jvp = decomposed(_cholesky_jvp)
+linalg_qr.jvp = fallback_unless(lambda a: a["A"].shape[-2] >= a["A"].shape[-1] and (
+    a["mode"] != "complete" or a["A"].shape[-2] == a["A"].shape[-1]), decomposed(_qr_jvp))
 linalg_lu_factor_ex.jvp = fallback_unless(lambda a: a["A"].shape[-1] == a["A"].shape[-2] and
                                           a.get("pivot", True), decomposed(_lu_factor_jvp))
 linalg_eigh.jvp = decomposed(_eigh_jvp)
