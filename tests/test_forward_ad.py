@@ -33,11 +33,8 @@ def _flat(out):
 
 # ops whose samples still take the double-vjp fallback (tangents.double_vjp), with why
 FALLBACK = {
-    "_lstm_cell": "a fused kernel whose gates' rules would repeat the cell in other ops",
-    "_lstm_layer": "a fused kernel: the whole recurrence; its jvp is a second recurrence",
     "linalg_eig": "not written yet: the eigenvectors' tangent with torch's normalisation",
     "linalg_qr": "wide A (m < n) not written yet; tall and square A have their rule",
-    "linalg_svd": "not written yet (torch has a direct rule; svdvals has one here)",
     "linalg_lu_factor_ex": "rectangular A (square A has its rule)",
     "index_reduce": "prod/amax/amin reductions (mean is linear and has its rule)",
     "scatter_reduce": "prod/amax/amin reductions (sum and mean are linear)",

@@ -581,7 +581,34 @@ def _qr_jvp(a, t, out):
     return (ember.zeros_like(out[0]) if a["mode"] == "r" else dQ), S @ R
 
 
+def _svd_jvp(a, t, out):
+    """Torch's rule (real A, reduced factors): with dP = U^H dA V, dS = diag(dP); the
+    off-diagonal of dP over E_ij = S_j^2 - S_i^2 rotates U and V; a tall (wide) A adds dA's
+    part outside U's (V's) span."""
+    U, S, Vh = out
+    m, n = t["A"].shape[-2:]
+    V, dA = Vh.mH, t["A"]
+    dP = U.mH @ dA @ V
+    dS = dP.diagonal(0, -2, -1)
+    dP = dP - dS.diag_embed()
+    S2 = S * S
+    E = S2.unsqueeze(-2) - S2.unsqueeze(-1)
+    E = E + ember.eye(S.shape[-1], dtype=E.dtype, device=E.device)
+    sym = lambda X: X + X.mH  # noqa: E731
+    dU = U @ (sym(dP * S.unsqueeze(-2)) / E)
+    dVh = (-sym(S.unsqueeze(-1) * dP) / E) @ Vh
+    if m > n:
+        dAV = dA @ (V / S.unsqueeze(-2))
+        dU = dU + dAV - U @ (U.mH @ dAV)
+    elif m < n:
+        UdA = (U.mH / S.unsqueeze(-1)) @ dA
+        dVh = dVh + UdA - (UdA @ V) @ Vh
+    return dU, dS, dVh
+
+
 linalg_cholesky_ex.jvp = decomposed(_cholesky_jvp)
+linalg_svd.jvp = fallback_unless(lambda a: not a["A"].is_complex() and (
+    not a["full_matrices"] or a["A"].shape[-1] == a["A"].shape[-2]), decomposed(_svd_jvp))
 linalg_qr.jvp = fallback_unless(lambda a: a["A"].shape[-2] >= a["A"].shape[-1] and (
     a["mode"] != "complete" or a["A"].shape[-2] == a["A"].shape[-1]), decomposed(_qr_jvp))
 linalg_lu_factor_ex.jvp = fallback_unless(lambda a: a["A"].shape[-1] == a["A"].shape[-2] and
