@@ -226,3 +226,20 @@ def test_randomness_different_draws_are_the_batch_at_once_and_nested():
     keep = func.vmap(lambda t: ember.nn.functional.dropout(t, 0.3), randomness="different")(
         ember.ones(200, 50))
     assert abs(float((keep != 0).double().mean()) - 0.7) < 0.02
+
+
+def test_vmap_and_forward_ad_under_the_profiler():
+    """vmap and forward AD hold dispatch's transform hook, apart from the profiler's: the
+    profiler records the physical ops (the tangent's too), and the hook is gone after."""
+    import ember.autograd.forward_ad as fwAD
+    from ember._ops.dispatch import hooks
+    x = ember.randn(4, 3, dtype=ember.float64)
+    with ember.profiler.profile() as prof:
+        y = func.vmap(lambda t: t.sin() @ ember.ones(3, dtype=ember.float64))(x)
+        with fwAD.dual_level():
+            tangent = fwAD.unpack_dual(fwAD.make_dual(x, ember.ones_like(x)).exp()).tangent
+    np.testing.assert_allclose(y.numpy(), x.sin().sum(1).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(tangent.numpy(), x.exp().numpy(), rtol=1e-12)
+    keys = {e.key for e in prof.key_averages()}
+    assert {"aten::sin", "aten::matmul", "aten::exp"} <= keys
+    assert hooks.transform is None and hooks.profiler is None

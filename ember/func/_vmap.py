@@ -940,12 +940,10 @@ def _lstm_layer(opdef, level, args, kwargs):
         return _loop(opdef, level, args, kwargs)
     n = _size(level)
     xv, hv, cv = _lifted(level, xproj, h0, c0)
-    t = xv.shape[1]
     outs = opdef(xv.movedim(0, 1).flatten(1, 2), hv.flatten(0, 1), cv.flatten(0, 1), w_hh, b_hh,
                  *args[5:], **kwargs)
     seq = lambda o: _wrap(o.reshape(o.shape[0], n, -1, o.shape[-1]).movedim(1, 0), level)  # noqa
     state = lambda o: _wrap(o.reshape(n, -1, o.shape[-1]), level)  # noqa: E731
-    del t
     return seq(outs[0]), state(outs[1]), state(outs[2]), seq(outs[3]), seq(outs[4])
 
 
