@@ -461,6 +461,7 @@ repeat_interleave.samples = lambda dev, dt: [Sample(make((2, 3), dt), 2),
 repeat_interleave.grad_name_of = lambda input, repeats, *_: \
     "IndexSelectBackward0" if hasattr(repeats, "_data") else "ViewBackward0"
 
-for _d in (gather, getitem, index, index_select, repeat, repeat_interleave):  # (forward mode)
+for _d in (gather, getitem, index, index_select, repeat, repeat_interleave, _index_put):
+    # (forward mode: linear)
     _d.jvp = LINEAR
 masked_fill.jvp = linear_with("value")

@@ -632,7 +632,8 @@ def _div_jvp(opdef, args, kwargs, tangents, out):
     return _total(terms)
 
 
-for _d in (_to_dtype, _to_device, clone, conj, imag, real, neg, tril, triu):
+for _d in (_to_dtype, _to_device, _copy_from, clone, conj, imag, real, neg, tril, triu):
     _d.jvp = LINEAR
+_fill.jvp = linear_with("value")
 add.jvp = sub.jvp = linear_with("input", "other")
 mul.jvp, div.jvp = PRODUCT, _div_jvp

@@ -585,5 +585,5 @@ del _d
 # ---- forward mode (tangents.py): every shape op is linear
 for _d in (as_strided, broadcast_to, contiguous, diagonal, expand, flatten, movedim, narrow,
            permute, reshape, select, squeeze, t, transpose, unflatten, unfold, unsqueeze, view,
-           view_as_complex, view_as_real):
+           view_as_complex, view_as_real, _index_embed, _diag_embed_like):
     _d.jvp = LINEAR

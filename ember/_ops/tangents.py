@@ -233,6 +233,11 @@ def double_vjp(opdef, args, kwargs, tangents, out):
     return tuple(full) if isinstance(res, (tuple, list)) else full[0]
 
 
+def fallback(opdef, args, kwargs, tangents, out):
+    """The default rule of an op that sets none and is not pointwise: ``double_vjp``."""
+    return double_vjp(opdef, args, kwargs, tangents, out)
+
+
 def decomposed(fn):
     """A rule that is the jvp of ``fn(primals, tangents)``, given the named arguments and the
     named tangents (zeros for the tensors without one)."""

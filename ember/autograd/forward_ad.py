@@ -13,7 +13,6 @@ import ember
 
 from .. import _dtype
 from .._ops import dispatch as _dispatch
-from .._ops import tangents as _tangents_mod
 from .._tensor import Tensor
 
 _LEVEL = [-1]               # the open dual level (torch supports one at a time), else -1
@@ -269,9 +268,7 @@ def function_jvp(cls, ctx, args, out):
 def jvp_of(opdef, args, kwargs, tangents, out):
     """The tangent(s) of ``opdef(*args, **kwargs) == out`` given the operands' tangents
     (``{position or name: tangent}``)."""
-    rule = opdef.jvp or (_tangents_mod.pointwise if "pointwise" in opdef.tags and
-                         opdef.vjp_fn is not None else _tangents_mod.double_vjp)
-    return rule(opdef, args, kwargs, tangents, out)
+    return opdef.jvp(opdef, args, kwargs, tangents, out)
 
 
 __all__ = ["UnpackedDualTensor", "dual_level", "enter_dual_level", "exit_dual_level",
