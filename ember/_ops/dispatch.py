@@ -570,11 +570,13 @@ def dispatch_inplace(opdef, self, args, kwargs, self_at=0):
     Checks dtype and shape before anything is written, so a failing call leaves ``self`` as it
     was; then bumps the version counter and rebases ``self``'s autograd history.
     """
-    if hooks.transform is not None:
-        # vmap and forward AD (autograd/forward_ad.py): BatchedTensor and dual operands
-        out = hooks.transform.inplace(opdef, self, args, kwargs, self_at)
-        if out is not NotImplemented:
-            return out
+    for hook in (hooks.transform, hooks.profiler):
+        # vmap and forward AD (autograd/forward_ad.py): BatchedTensor and dual operands;
+        # then __torch_function__ overrides (overrides.py), on the profiler's slot
+        if hook is not None and hasattr(hook, "inplace"):
+            out = hook.inplace(opdef, self, args, kwargs, self_at)
+            if out is not NotImplemented:
+                return out
     if self._requires_grad and self.grad_fn is None and _state.grad_enabled:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                            "operation.")
