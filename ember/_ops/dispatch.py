@@ -23,6 +23,9 @@ class hooks:
     autocast = None
     tracer = None
     profiler = None     # profiler(opdef, args, kwargs, run) times run(opdef, args, kwargs)
+    # transform(opdef, args, kwargs, run): vmap's batching and forward AD's tangents (see
+    # autograd/forward_ad.py), before the profiler; its ``inplace`` sees in-place calls
+    transform = None
 
 
 def _flatten(opdef, args, kwargs):
@@ -103,7 +106,9 @@ def dispatch(opdef, args, kwargs):
     (``ember/_C/dispatch/_dispatch.c``), which hands every other call to this function.
     """
     if kwargs or opdef.view or hooks.autocast is not None or hooks.tracer is not None or \
-            hooks.profiler is not None:
+            hooks.profiler is not None or hooks.transform is not None:
+        if hooks.transform is not None:
+            return hooks.transform(opdef, args, kwargs, _profiled)
         if hooks.profiler is not None:
             return hooks.profiler(opdef, args, kwargs, _dispatch)
         if hooks.autocast is None and hooks.tracer is None:
@@ -471,10 +476,18 @@ def _view_outputs(opdef, args, src, rest, res):
     return tuple(outs)
 
 
+def _profiled(opdef, args, kwargs):
+    """The rest of the dispatch after the transform hook: the profiler's, if one records."""
+    if hooks.profiler is not None:
+        return hooks.profiler(opdef, args, kwargs, _dispatch)
+    return _dispatch(opdef, args, kwargs)
+
+
 def quick_view(opdef, src, *rest):
     """``opdef(src, *rest)`` for a view op without the hop through the op's ``__call__``
     (each full sum's backward expands its gradient this way)."""
-    if hooks.autocast is None and hooks.tracer is None and hooks.profiler is None:
+    if hooks.autocast is None and hooks.tracer is None and hooks.profiler is None and \
+            hooks.transform is None:
         out = _view(opdef, (src,) + rest)
         if out is not None:
             return out
@@ -557,11 +570,13 @@ def dispatch_inplace(opdef, self, args, kwargs, self_at=0):
     Checks dtype and shape before anything is written, so a failing call leaves ``self`` as it
     was; then bumps the version counter and rebases ``self``'s autograd history.
     """
-    if hooks.profiler is not None and hasattr(hooks.profiler, "inplace"):
-        # vmap and forward AD (autograd/forward_ad.py): BatchedTensor and dual operands
-        out = hooks.profiler.inplace(opdef, self, args, kwargs, self_at)
-        if out is not NotImplemented:
-            return out
+    for hook in (hooks.transform, hooks.profiler):
+        # vmap and forward AD (autograd/forward_ad.py): BatchedTensor and dual operands;
+        # then __torch_function__ overrides (overrides.py), on the profiler's slot
+        if hook is not None and hasattr(hook, "inplace"):
+            out = hook.inplace(opdef, self, args, kwargs, self_at)
+            if out is not NotImplemented:
+                return out
     if self._requires_grad and self.grad_fn is None and _state.grad_enabled:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                            "operation.")

@@ -119,14 +119,33 @@ def set_rng_state(new_state):
     default_generator.set_state(new_state)
 
 
-vmap_check = None      # ember.func.vmap's randomness check, called before a draw inside vmap
+# ember.func.vmap's randomness rule while a vmap runs (func/_vmap.py's ``random_call``):
+# ``vmap_random(kind, f, args, kwargs)`` runs the random function ``f`` for the batch
+vmap_random = None
+
+
+def _vmapped(kind):
+    """Random functions go to vmap's randomness rule inside vmap. ``kind`` says how it
+    batches them: ``"size"`` (a factory: its size, the last positional argument or
+    ``size=``, gains the batch dims; ``"sizes"``: all its positional arguments are the size),
+    ``"tensor"`` (draws shaped as tensor inputs), ``"fill"``
+    (an in-place fill of its first argument), ``"loop"`` (one call per example: randperm)."""
+    def deco(f):
+        def g(*args, **kwargs):
+            if vmap_random is not None:
+                return vmap_random(kind, f, args, kwargs)
+            return f(*args, **kwargs)
+        g.__name__, g.__qualname__, g.__doc__, g.__wrapped__ = f.__name__, f.__qualname__, \
+            f.__doc__, f
+        return g
+    return deco
 
 
 def _rng(generator, device=None):
     """The NumPy generator to draw with for a tensor on ``device``: ``generator``'s (which
     must be of that device's type, as torch checks), else the device's default one."""
-    if vmap_check is not None:
-        vmap_check()
+    if vmap_random is not None:         # a draw that no randomness rule batched
+        vmap_random("draw", None, (), {})
     dev = to_device(device)
     if generator is None:
         return device_generator(dev).rng
@@ -158,7 +177,7 @@ def _random(name, draw):
             return pinned_new(t, True)
         return t
     f.__name__ = name
-    return f
+    return _vmapped("sizes")(f)
 
 
 rand = _random("rand", lambda rng, s: rng.random(s))
@@ -167,6 +186,7 @@ randn = _random("randn", lambda rng, s: rng.standard_normal(s))
 randn.__doc__ = "Standard normal samples."
 
 
+@_vmapped("size_arg")
 def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None, layout=None,
             device=None, requires_grad=False):
     """Integers uniform in [low, high)."""
@@ -182,6 +202,7 @@ def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None
         low, high, shape).astype(dt)), device, requires_grad, out)
 
 
+@_vmapped("loop")
 def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=None,
              requires_grad=False):
     """A random permutation of 0..n-1."""
@@ -234,6 +255,7 @@ def bernoulli(input, p=None, *, generator=None, out=None):
     return r if out is None else out.copy_(r)
 
 
+@_vmapped("tensor")
 def multinomial(input, num_samples, replacement=False, *, generator=None, out=None):
     """Draw ``num_samples`` category indices per row with probabilities ``input``."""
     if input.device.type == "meta":
@@ -255,6 +277,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
 
 # ---- in-place random fills (Tensor methods) ---------------------------------------------------
 
+@_vmapped("fill")
 def _fill_from(self, generator, draw):
     """Fill ``self`` with the host array ``draw(rng, shape)`` makes; on the meta device, draw
     nothing."""
@@ -339,6 +362,7 @@ def geometric_(self, p, *, generator=None):
     return _fill_from(self, generator, lambda g, s: g.geometric(p, s))
 
 
+@_vmapped("tensor")
 def poisson(input, generator=None):
     """Poisson samples with rates ``input`` (non-negative floats), in ``input``'s dtype.
 
@@ -358,6 +382,7 @@ def poisson(input, generator=None):
                    input.device, False, None)
 
 
+@_vmapped("tensor")
 def binomial(count, prob, generator=None):
     """Binomial samples: successes in ``count`` trials of probability ``prob`` (float tensors,
     broadcast), in ``count``'s dtype.
@@ -387,6 +412,7 @@ TENSOR_METHODS = {"uniform_": uniform_, "normal_": normal_, "random_": random_,
 
 
 
+@_vmapped("tensor")
 def _standard_gamma(input, generator=None):
     """Samples of ``Gamma(input, 1)`` (NumPy's Marsaglia-Tsang sampler), differentiable in
     ``input`` by implicit reparameterisation: the gradient holds each sample's CDF value fixed
