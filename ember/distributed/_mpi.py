@@ -3,18 +3,27 @@
 * ``mpiexec -n N python train.py``: MPI's process manager started the ranks; ``COMM_WORLD``
   already holds all of them.
 * Processes started by anything else (``ember.multiprocessing.spawn``, ``mp.Process``,
-  ``emberrun``, a cluster scheduler): each process is an MPI *singleton* (``COMM_WORLD`` of
-  size 1). They are joined into one communicator through MPI's own dynamic-process calls:
-  rank 0 opens a port (``MPI_Open_port``) and posts its name in the rendezvous store; rank
-  k connects (``MPI_Comm_connect``) while ranks 0..k-1 accept (``MPI_Comm_accept``), and the
-  intercommunicator is merged into one intracommunicator of k+1 ranks. The store only carries
-  the port name and the turn; every byte of every collective goes through MPI.
+  ``emberrun``, a cluster scheduler), on their first ``init_process_group``: rank 0 starts a
+  PMI server (``_pmi.py``, the protocol ``mpiexec`` speaks to its ranks) and posts its address
+  in the rendezvous store; every rank points MPICH's PMI client at it (``PMI_PORT``,
+  ``PMI_ID``) before ``MPI_Init``, so the ranks start as one MPI job, as under ``mpiexec``:
+  ranks on one host talk through MPICH's shared memory, other hosts through its network
+  module. The store and the PMI server carry addresses only; every byte of every collective
+  goes through MPI.
+* A later group of another size in a process whose MPI is already up: the processes join as
+  *singletons* through MPI's dynamic-process calls: rank 0 opens a port (``MPI_Open_port``)
+  and posts its name in the store; rank k connects while ranks 0..k-1 accept, and the
+  intercommunicator is merged into one intracommunicator of k+1 ranks (over the network
+  module: TCP).
 
 NOTE: MPICH 5.0.x refuses connect/accept between singletons ("Local and remote groups ...
 must not contain the same processes", pmodels/mpich#7805); 4.3.x works, so the extra pins
 ``mpich<5``.
 """
 import os
+import socket
+import subprocess
+import sys
 import time
 
 _MPI = None
@@ -60,11 +69,14 @@ def launched_rank_size():
 
 def world_comm(store, rank, world_size, timeout):
     """An intracommunicator of ``world_size`` processes in which this one has ``rank``."""
+    if (_MPI is None and world_size > 1 and store is not None and launched_rank_size() is None
+            and os.environ.get("EMBER_MPI_JOIN", "pmi") == "pmi"):
+        _start_as_one_job(store, rank, world_size, timeout)
     MPI = mpi()
     world = MPI.COMM_WORLD
-    if world.Get_size() == world_size:          # started by mpiexec
+    if world.Get_size() == world_size:          # started by mpiexec or as one job
         comm = world.Split(0, rank)             # the caller's rank order, if it differs
-    elif world.Get_size() != 1:
+    elif launched_rank_size() is not None:
         raise ValueError(f"MPI's COMM_WORLD has {world.Get_size()} processes but "
                          f"init_process_group was given world_size={world_size}")
     elif world_size == 1:
@@ -73,6 +85,46 @@ def world_comm(store, rank, world_size, timeout):
         comm = _join_singletons(MPI, store, rank, world_size, timeout)
     comm.Set_errhandler(MPI.ERRORS_RETURN)      # MPI errors raise instead of aborting the job
     return comm
+
+
+_PMI_VARS = ("PMI_PORT", "PMI_ID", "PMI_RANK", "PMI_SIZE")
+
+
+def _start_as_one_job(store, rank, world_size, timeout):
+    """Start MPI in this process as rank ``rank`` of a job of ``world_size``, through a PMI
+    server that rank 0 starts (``_pmi.py``); the hosts of all ranks give MPICH its node map."""
+    store.set(f"pmi_host_{rank}", socket.gethostname())
+    if rank == 0:
+        keys = [f"pmi_host_{r}" for r in range(world_size)]
+        store.wait(keys, timeout)
+        from ._pmi import process_mapping
+        mapping = process_mapping([store.get(k).decode() for k in keys])
+        # NOTE: a process of its own, not a thread: it must answer every rank's MPI_Finalize,
+        # which rank 0's runs at interpreter exit, when its threads no longer run
+        server = subprocess.Popen(
+            [sys.executable, "-I", os.path.join(os.path.dirname(__file__), "_pmi.py"),
+             str(world_size), str(timeout), mapping], stdout=subprocess.PIPE,
+            stdin=subprocess.DEVNULL)
+        port = server.stdout.readline().decode().strip()
+        server.stdout.close()
+        base = store
+        while hasattr(base, "underlying_store"):
+            base = base.underlying_store
+        host = getattr(base, "host", None) or socket.gethostname()
+        store.set("pmi_addr", f"{host}:{port}")
+    store.wait(["pmi_addr"], timeout)
+    os.environ.update(PMI_PORT=store.get("pmi_addr").decode(), PMI_ID=str(rank),
+                      PMI_RANK=str(rank), PMI_SIZE=str(world_size))
+    # NOTE: mpi4py runs MPI_Init holding the GIL, and MPI_Init waits for every rank: rank 0
+    # (whose threads may serve the TCPStore) starts it only when no rank needs the store
+    store.set(f"pmi_got_{rank}", b"1")
+    if rank == 0:
+        store.wait([f"pmi_got_{r}" for r in range(world_size)], timeout)
+    try:
+        mpi()
+    finally:                # child processes (DataLoader workers...) must not join the job
+        for k in _PMI_VARS:
+            os.environ.pop(k, None)
 
 
 def _join_singletons(MPI, store, rank, world_size, timeout):
