@@ -22,11 +22,12 @@ must not contain the same processes", pmodels/mpich#7805); 4.3.x works, so the e
 """
 import os
 import socket
-import subprocess
-import sys
 import time
 
 _MPI = None
+_SHM_CELLS = {"MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_CELL_SIZE": str(256 << 10),
+              "MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_NUM_CELLS": "64",
+              "MPIR_CVAR_CH4_PACK_BUFFER_SIZE": str(256 << 10)}   # must hold a cell
 
 
 def mpi():
@@ -38,6 +39,10 @@ def mpi():
         # (UCX_POSIX_USE_PROC_LINK=n) 2 joined singletons ran faster, but 4 hung in the
         # collectives test. Set MPIR_CVAR_CH4_NETMOD=ucx to try it.
         os.environ.setdefault("MPIR_CVAR_CH4_NETMOD", "ofi")
+        # larger shared-memory cells: a large message needs fewer hand-offs between the two
+        # ranks' polls, which on a loaded machine each wait for a time slice
+        for k, v in _SHM_CELLS.items():
+            os.environ.setdefault(k, v)
         for k in ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"):
             os.environ.setdefault(k, "1")      # Open MPI refuses root without these
         try:
@@ -97,16 +102,9 @@ def _start_as_one_job(store, rank, world_size, timeout):
     if rank == 0:
         keys = [f"pmi_host_{r}" for r in range(world_size)]
         store.wait(keys, timeout)
-        from ._pmi import process_mapping
-        mapping = process_mapping([store.get(k).decode() for k in keys])
-        # NOTE: a process of its own, not a thread: it must answer every rank's MPI_Finalize,
-        # which rank 0's runs at interpreter exit, when its threads no longer run
-        server = subprocess.Popen(
-            [sys.executable, "-I", os.path.join(os.path.dirname(__file__), "_pmi.py"),
-             str(world_size), str(timeout), mapping], stdout=subprocess.PIPE,
-            stdin=subprocess.DEVNULL)
-        port = server.stdout.readline().decode().strip()
-        server.stdout.close()
+        from . import _pmi
+        port = _pmi.start(world_size, timeout,
+                          _pmi.process_mapping([store.get(k).decode() for k in keys]))
         base = store
         while hasattr(base, "underlying_store"):
             base = base.underlying_store
@@ -155,23 +153,27 @@ def _join_singletons(MPI, store, rank, world_size, timeout):
 
 
 def wait_all(reqs, timeout, what, statuses=None, check=None):
-    """Poll ``reqs`` to completion, yielding the CPU between polls.
+    """Poll ``reqs`` to completion: a few polls back to back, then a poll per shortest sleep
+    for the first second, then sleeps growing to 1 ms. ``check()`` runs about once a second
+    while waiting (it raises when a peer reported a failure).
 
-    NOTE: MPI's own blocking waits spin; with more ranks than cores (a laptop, CI) spinning
-    ranks starve the ones they wait for (figures in docs/distributed.md). ``check()`` runs about once a second while
-    waiting (it raises when a peer reported a failure).
+    NOTE: not MPI's own blocking wait, which spins: with more ranks than cores, or other
+    work on the machine, spinning ranks starve the ones they wait for (figures in
+    docs/distributed.md), and a rank that sleeps gets the CPU back first when it wakes. But the
+    sleeps stay short while a transfer may be running: MPI moves a large message through
+    shared memory in chunks, each needing both ranks to poll.
     """
-    MPI, i, deadline, next_check = mpi(), 0, None, time.monotonic() + 1.0
+    MPI = mpi()
+    for _ in range(16):
+        if MPI.Request.Testall(reqs, statuses):
+            return
+    start = time.monotonic()
+    next_check = start + 1.0
     while not MPI.Request.Testall(reqs, statuses):
-        i += 1
-        if i > 64:
-            if deadline is None:
-                deadline = time.monotonic() + timeout
-            elif time.monotonic() > deadline:
-                raise TimeoutError(f"{what} timed out after {timeout:.0f}s")
-            if check is not None and time.monotonic() > next_check:
-                check()
-                next_check = time.monotonic() + 1.0
-            time.sleep(min(1e-3, 1e-6 * (i - 64)))
-        elif i > 8:
-            os.sched_yield()
+        now = time.monotonic()
+        if now > start + timeout:
+            raise TimeoutError(f"{what} timed out after {timeout:.0f}s")
+        if check is not None and now > next_check:
+            check()
+            next_check = now + 1.0
+        time.sleep(1e-6 if now < start + 1.0 else 1e-3)

@@ -5,17 +5,14 @@ on one host).
 MPICH's PMI client (``PMI_PORT=host:port``, ``PMI_RANK``, ``PMI_SIZE`` in the environment
 before ``MPI_Init``) connects to a process manager over TCP and exchanges a few text lines
 (``cmd=put key=... value=...``, ``cmd=barrier_in``, ``cmd=get ...``) to publish each rank's
-address and shared-memory segment: bootstrap only; no collective byte passes here. This file
-runs as a script (``python _pmi.py SIZE TIMEOUT MAPPING``, no ember import) in a process of its
-own, started by rank 0, so that it outlives no rank and serves ``MPI_Finalize`` of every rank
-whatever order they exit in. It prints its port, then serves until every rank has connected
-and closed its connection.
+address and shared-memory segment: bootstrap only; no collective byte passes here. Rank 0 forks
+it (``start``); it serves until every rank has connected and closed its connection, so it
+answers every rank's ``MPI_Finalize`` whatever order they exit in, and outlives none.
 """
 import os
 import selectors
 import signal
 import socket
-import sys
 import time
 
 
@@ -105,12 +102,30 @@ def process_mapping(hosts):
     return "(vector," + ",".join(f"({n},1,{k})" for n, k in runs) + ")"
 
 
-if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C stops the ranks; it follows them
+def start(size, timeout, mapping):
+    """Serve ``size`` ranks from a process of its own; returns the port it listens on.
+
+    NOTE: a process, not a thread: it must answer every rank's MPI_Finalize, which rank 0's
+    own runs at interpreter exit, when its threads no longer run. Forked (twice, so that no
+    zombie waits on the caller) rather than a new interpreter, which takes longer to start
+    than MPI_Init; MPI is not initialised yet in the caller.
+    """
     lsock = socket.socket()
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     lsock.bind(("", 0))
-    lsock.listen(int(sys.argv[1]))
-    print(lsock.getsockname()[1], flush=True)
-    sys.stdout.close()
-    serve(lsock, int(sys.argv[1]), float(sys.argv[2]), sys.argv[3])
+    lsock.listen(size)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if os.fork() == 0:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C stops the ranks
+                fd = lsock.fileno()             # the caller's sockets (its store) are not ours
+                os.closerange(3, fd)
+                os.closerange(fd + 1, 1 << 16)
+                serve(lsock, size, timeout, mapping)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    port = lsock.getsockname()[1]
+    lsock.close()
+    return port

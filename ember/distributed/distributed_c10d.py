@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import _dtype
 from .._backends import backend
+from .._ops.dispatch import hooks
 from ..futures import Future
 from . import _mpi
 from .store import DistBackendError, DistStoreError, FileStore, PrefixStore, TCPStore
@@ -134,6 +135,11 @@ class Work:
         self.pg, self._reqs, self._finish, self._outputs, self._what = pg, reqs, finish, \
             outputs, what
         self._statuses, self._done, self._exc = statuses, False, None
+        # the profiler's "gloo:all_reduce" range runs from the launch to the completion, as
+        # torch's trace shows the collective next to the ops it overlaps
+        self._rec = hooks.profiler
+        name = "nccl" if pg.engine.device_type == "cuda" else pg.name().split(":")[-1]
+        self._ev = self._rec and self._rec.begin(f"{name}:{what}", "communication", nest=False)
 
     def is_completed(self):
         if not self._done and self.pg.engine.test(self._reqs, self._statuses):
@@ -163,6 +169,8 @@ class Work:
 
     def _complete(self):
         self._done = True
+        if self._ev is not None:
+            self._rec.end(self._ev)
         if self._finish is not None:
             self._finish()
 
