@@ -22,6 +22,7 @@ must not contain the same processes", pmodels/mpich#7805); 4.3.x works, so the e
 """
 import os
 import socket
+import sys
 import time
 
 _MPI = None
@@ -74,8 +75,8 @@ def launched_rank_size():
 
 def world_comm(store, rank, world_size, timeout):
     """An intracommunicator of ``world_size`` processes in which this one has ``rank``."""
-    if (_MPI is None and world_size > 1 and store is not None and launched_rank_size() is None
-            and os.environ.get("EMBER_MPI_JOIN", "pmi") == "pmi"):
+    if ("mpi4py.MPI" not in sys.modules and world_size > 1 and store is not None
+            and launched_rank_size() is None and os.environ.get("EMBER_MPI_JOIN") != "connect"):
         _start_as_one_job(store, rank, world_size, timeout)
     MPI = mpi()
     world = MPI.COMM_WORLD
@@ -154,7 +155,7 @@ def _join_singletons(MPI, store, rank, world_size, timeout):
 
 def wait_all(reqs, timeout, what, statuses=None, check=None):
     """Poll ``reqs`` to completion: a few polls back to back, then a poll per shortest sleep
-    for the first second, then sleeps growing to 1 ms. ``check()`` runs about once a second
+    for the first second, then one per millisecond. ``check()`` runs about once a second
     while waiting (it raises when a peer reported a failure).
 
     NOTE: not MPI's own blocking wait, which spins: with more ranks than cores, or other
