@@ -75,12 +75,16 @@ def launched_rank_size():
 
 def world_comm(store, rank, world_size, timeout):
     """An intracommunicator of ``world_size`` processes in which this one has ``rank``."""
-    if ("mpi4py.MPI" not in sys.modules and world_size > 1 and store is not None
-            and launched_rank_size() is None and os.environ.get("EMBER_MPI_JOIN") != "connect"):
+    one_job = ("mpi4py.MPI" not in sys.modules and world_size > 1 and store is not None
+               and launched_rank_size() is None
+               and os.environ.get("EMBER_MPI_JOIN") != "connect")
+    if one_job:
         _start_as_one_job(store, rank, world_size, timeout)
     MPI = mpi()
     world = MPI.COMM_WORLD
-    if world.Get_size() == world_size:          # started by mpiexec or as one job
+    if one_job:             # MPI ranks are the caller's: no Split (a blocking collective)
+        comm = world
+    elif world.Get_size() == world_size:        # started by mpiexec, or a later group
         comm = world.Split(0, rank)             # the caller's rank order, if it differs
     elif launched_rank_size() is not None:
         raise ValueError(f"MPI's COMM_WORLD has {world.Get_size()} processes but "

@@ -312,7 +312,7 @@ class _MpiEngine:
         return status.Get_source()
 
     def close(self):
-        if self.comm != self.MPI.COMM_NULL:
+        if self.comm not in (self.MPI.COMM_NULL, self.MPI.COMM_WORLD):
             self.comm.Free()
 
 
