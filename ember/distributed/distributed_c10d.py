@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import _dtype
 from .._backends import backend
+from .._ops.dispatch import hooks
 from ..futures import Future
 from . import _mpi, _watchdog
 from .store import (DistBackendError, DistNetworkError, DistStoreError, FileStore, PrefixStore,
@@ -137,6 +138,11 @@ class Work:
         self.pg, self._reqs, self._finish, self._outputs, self._what = pg, reqs, finish, \
             outputs, what
         self._statuses, self._done, self._exc = statuses, False, None
+        # the profiler's "gloo:all_reduce" range runs from the launch to the completion, as
+        # torch's trace shows the collective next to the ops it overlaps
+        self._rec = hooks.profiler
+        name = "nccl" if pg.engine.device_type == "cuda" else pg.name().split(":")[-1]
+        self._ev = self._rec and self._rec.begin(f"{name}:{what}", "communication", nest=False)
 
     def is_completed(self):
         if not self._done and self.pg.engine.test(self._reqs, self._statuses):
@@ -166,6 +172,8 @@ class Work:
 
     def _complete(self):
         self._done = True
+        if self._ev is not None:
+            self._rec.end(self._ev)
         if self._finish is not None:
             self._finish()
 
@@ -338,7 +346,7 @@ class _MpiEngine:
         return status.Get_source()
 
     def close(self):
-        if self.comm != self.MPI.COMM_NULL:
+        if self.comm not in (self.MPI.COMM_NULL, self.MPI.COMM_WORLD):
             self.comm.Free()
 
 

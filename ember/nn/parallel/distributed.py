@@ -209,6 +209,8 @@ class DistributedDataParallel(Module):
             return
         b, _ = self._bucket_of[id(p)]
         b.pending -= 1
+        if self._next:              # MPI moves started buckets only while some call polls it
+            dist.distributed_c10d._resolve(self.process_group).engine.progress()
         self._launch_ready()
 
     def _launch_ready(self):
