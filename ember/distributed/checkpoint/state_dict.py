@@ -67,9 +67,6 @@ def _finish(sd, options):
     if not (options.full_state_dict or options.cpu_offload):
         return sd
     from .. import distributed_c10d as c10d
-    if options.full_state_dict and options.cpu_offload and c10d.is_initialized() and \
-            c10d.get_rank() != 0:
-        return {}
 
     def conv(v):
         if isinstance(v, dict):
@@ -81,7 +78,11 @@ def _finish(sd, options):
         if options.full_state_dict and callable(getattr(v, "full_tensor", None)):
             v = v.full_tensor()
         return v.cpu() if options.cpu_offload else v
-    return conv(sd)
+    sd = conv(sd)                       # on every rank: full_tensor() is a collective
+    if options.full_state_dict and options.cpu_offload and c10d.is_initialized() and \
+            c10d.get_rank() != 0:
+        return {}
+    return sd
 
 
 def _options(options):
