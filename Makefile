@@ -56,6 +56,7 @@ bench: $(STAMP)
 bench-full: $(STAMP)
 	$(PY) -m ember bench --full
 	$(PY) -m benchmarks.ops
+	$(PY) -m benchmarks.compile
 
 kernels: $(STAMP)
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .

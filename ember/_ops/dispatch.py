@@ -211,6 +211,9 @@ def _dispatch(opdef, args, kwargs):
         args, kwargs = _kwargs_to_positional(opdef, args, kwargs)
     tensors, arrays = _flatten(opdef, args, kwargs)
     if not tensors:
+        res = _torch_function(opdef, args, kwargs)
+        if res is not NotImplemented:
+            return res
         if args and isinstance(args[0], (list, tuple)) and not args[0]:
             if opdef.name == "cat":
                 raise ValueError("torch.cat(): expected a non-empty list of Tensors")
@@ -233,6 +236,9 @@ def _dispatch(opdef, args, kwargs):
         if low is not None:
             res = _round_opmath(res, low)
     except (ValueError, IndexError, TypeError) as e:
+        res = _torch_function(opdef, args, kwargs) if type(e) is TypeError else NotImplemented
+        if res is not NotImplemented:
+            return res
         raise _explain(opdef, tensors, e) from None
     except SparseOperand:
         if out is not None:
@@ -240,6 +246,16 @@ def _dispatch(opdef, args, kwargs):
                                       "tensors") from None
         return sparse_dispatch(opdef, args, kwargs)
     return _finish(opdef, args, kwargs, tensors, res, dev, out)
+
+
+def _torch_function(opdef, args, kwargs):
+    """A call dispatch cannot run: an operand overriding ``__torch_function__`` (not a
+    tensor) may take it (ember/overrides.py); NotImplemented if none does."""
+    if all(type(a) in _SCALARS or isinstance(a, (Tensor, list, tuple, str)) or a is None
+           for a in args):
+        return NotImplemented
+    from ..overrides import _fallback
+    return _fallback(opdef, args, kwargs)
 
 
 def sparse_dispatch(opdef, args, kwargs):

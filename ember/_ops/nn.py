@@ -188,7 +188,11 @@ def kernel_grads(*tensors):
 def _softmax_kernel(xp, a, b, dim, log):
     """softmax (log=0) or log_softmax (1) along ``dim`` by the C kernel: forward of ``a``, or
     with ``b`` the result, the backward of gradient ``a``. Tensors in, a Tensor out (backward);
-    arrays in, an array out (forward); None when no kernel applies."""
+    arrays in, an array out (forward); None when no kernel applies. On a GPU, ember's fused
+    CUDA kernel (``ember/cuda/_kernels.py``)."""
+    if type(a._data if isinstance(a, Tensor) else a) is not np.ndarray:
+        from ..cuda import _kernels as cuda_kernels
+        return cuda_kernels.softmax(a, b, dim, log)
     wrap = isinstance(a, Tensor)
     if wrap:
         arrays = kernel_grads(a, b)

@@ -29,7 +29,11 @@ def _wide(x):
 
 def _gelu_kernel(xp, x, g, approximate):
     """gelu(x), or with ``g`` its backward ``g * gelu'(x)``, by the C kernel; None if none
-    applies. Arrays in (forward) give an array; Tensors in (backward) give a Tensor."""
+    applies. Arrays in (forward) give an array; Tensors in (backward) give a Tensor. On a
+    GPU, ember's fused CUDA kernel."""
+    if type(x._data if isinstance(x, Tensor) else x) is not np.ndarray:
+        from ..cuda import _kernels as cuda_kernels
+        return cuda_kernels.gelu(x, g, approximate)
     wrap = isinstance(x, Tensor)
     if wrap:
         arrays = kernel_grads(x, g)
@@ -102,6 +106,9 @@ def _norm_rows(name, input, normalized_shape):
 
 
 def _norm_kernel(xp, x, weight, bias, n, eps, rms):
+    if xp is not np:
+        from ..cuda import _kernels as cuda_kernels
+        return cuda_kernels.norm(x, weight, bias, n, eps, rms)
     fn = _C.kernel("layer_norm", x.dtype) if xp is np and x.size else None
     if fn is None:
         return None
