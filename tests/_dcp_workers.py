@@ -90,6 +90,32 @@ def tagged_processes(tag):
     return found
 
 
+def fsdp_save(rank, n, init_method, path):
+    """FSDP2 (real DTensor parameters, Shard(0)) trains 2 AdamW steps and saves model and
+    optimizer through get_state_dict + dcp.save; rank 0 also writes the full parameters
+    (full_state_dict) for the test to compare a 1-process load against."""
+    from ember.distributed.checkpoint.state_dict import StateDictOptions
+    from ember.distributed.fsdp import fully_shard
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=n)
+    ember.manual_seed(0)
+    model = ember.nn.Sequential(ember.nn.Linear(3, 5), ember.nn.Tanh(), ember.nn.Linear(5, 2))
+    fully_shard(model)
+    opt = ember.optim.AdamW(model.parameters(), lr=0.1)
+    for step in range(2):
+        opt.zero_grad()
+        model(ember.randn(4, 3, generator=ember.Generator().manual_seed(step * 10 + rank))
+              ).pow(2).sum().backward()
+        opt.step()
+    msd, osd = get_state_dict(model, opt)
+    assert all(callable(getattr(v, "to_local", None)) for v in msd.values()), msd
+    dcp.save({"model": msd, "optim": osd}, checkpoint_id=path)
+    full = get_state_dict(model, opt, options=StateDictOptions(full_state_dict=True,
+                                                                cpu_offload=True))
+    if rank == 0:
+        ember.save(full, os.path.join(path, "full.pt"))
+    dist.destroy_process_group()
+
+
 # ------------------------------------------------------------- kill and resume under emberrun
 def batch(step, rank):
     g = ember.Generator().manual_seed(1000 * step + rank)

@@ -136,6 +136,26 @@ def test_reshard_2_to_4(tmp_path):
     _spawn(W.reshard, 4, str(tmp_path / "ckpt"))
 
 
+@needs_mpi
+def test_fsdp_dtensor_checkpoint_loads_in_one_process(tmp_path):
+    """A model sharded by fully_shard (DTensor parameters and optimizer state) saved by 2
+    ranks loads into a plain model and optimizer in one process."""
+    path = str(tmp_path / "ckpt")
+    _spawn(W.fsdp_save, 2, path)
+    m = ember.nn.Sequential(ember.nn.Linear(3, 5), ember.nn.Tanh(), ember.nn.Linear(5, 2))
+    opt = ember.optim.AdamW(m.parameters(), lr=0.1)
+    msd, osd = get_state_dict(m, opt)
+    dcp.load({"model": msd, "optim": osd}, checkpoint_id=path)
+    set_state_dict(m, opt, model_state_dict=msd, optim_state_dict=osd)
+    full_msd, full_osd = ember.load(os.path.join(path, "full.pt"), weights_only=False)
+    got_msd, got_osd = get_state_dict(m, opt)
+    for k, v in full_msd.items():
+        assert ember.equal(got_msd[k], v), k
+    for k, st in full_osd["state"].items():
+        for name, v in st.items():
+            assert ember.equal(got_osd["state"][k][name], v), (k, name)
+
+
 def _emberrun(ckpt, kill_at, how, restarts, tag):
     """Start the training script under emberrun (not waiting for it)."""
     os.makedirs(ckpt)

@@ -67,9 +67,6 @@ def _finish(sd, options):
     if not (options.full_state_dict or options.cpu_offload):
         return sd
     from .. import distributed_c10d as c10d
-    if options.full_state_dict and options.cpu_offload and c10d.is_initialized() and \
-            c10d.get_rank() != 0:
-        return {}
 
     def conv(v):
         if isinstance(v, dict):
@@ -81,7 +78,11 @@ def _finish(sd, options):
         if options.full_state_dict and callable(getattr(v, "full_tensor", None)):
             v = v.full_tensor()
         return v.cpu() if options.cpu_offload else v
-    return conv(sd)
+    sd = conv(sd)                       # on every rank: full_tensor() is a collective
+    if options.full_state_dict and options.cpu_offload and c10d.is_initialized() and \
+            c10d.get_rank() != 0:
+        return {}
+    return sd
 
 
 def _options(options):
@@ -164,7 +165,8 @@ def get_optimizer_state_dict(model, optimizers, *, submodules=None, options=None
         _init_optim_state(optim)
         osd = optim.state_dict()
         order = [p for g in optim.param_groups for p in g["params"]]
-        state.update({names[id(order[i])]: s for i, s in osd["state"].items()})
+        state.update({names[id(order[i])]: {k: _as_shard_of(order[i], v) for k, v in s.items()}
+                      for i, s in osd["state"].items()})
         for g, pg in zip(osd["param_groups"], optim.param_groups):
             groups.append({**g, "params": [names[id(p)] for p in pg["params"]]})
     osd = {"state": state, "param_groups": groups}
@@ -173,6 +175,18 @@ def get_optimizer_state_dict(model, optimizers, *, submodules=None, options=None
                **{f"param_groups.{f}.{k}": v for g in groups for f in g["params"]
                   for k, v in g.items() if k != "params"}}
     return _finish(osd, options)
+
+
+def _as_shard_of(param, v):
+    """A sharded parameter's optimizer state held as plain local tensors (ember's FSDP),
+    seen as DTensors like the parameter (sharing memory), so that checkpoints place and
+    re-shard them; torch's optimizer state is DTensor already."""
+    if not (callable(getattr(param, "to_local", None)) and _is_tensor(v) and v.dim() and
+            not callable(getattr(v, "to_local", None)) and
+            tuple(v.shape) == tuple(param.to_local().shape)):
+        return v
+    from ..tensor import DTensor
+    return DTensor.from_local(v, param.device_mesh, param.placements, shape=tuple(param.shape))
 
 
 def get_state_dict(model, optimizers, *, submodules=None, options=None):
@@ -270,8 +284,13 @@ def set_optimizer_state_dict(model, optimizers, optim_state_dict, *, options=Non
                 raise ValueError(f"set_optimizer_state_dict: no parameter group holds "
                                  f"'{fqns[0]}'")
             groups.append({**by_param[fqns[0]], "params": [order.index(f) for f in fqns]})
-        optim.load_state_dict({"state": {order.index(f): s for f, s in osd["state"].items()
-                                         if f in order}, "param_groups": groups})
+        plain = {f: {k: v.to_local() if callable(getattr(v, "to_local", None)) and not
+                     callable(getattr(optim.state.get(p, {}).get(k), "to_local", None))
+                     else v for k, v in osd["state"][f].items()}
+                 for f, p in zip(order, (p for g in optim.param_groups for p in g["params"]))
+                 if f in osd["state"]}
+        optim.load_state_dict({"state": {order.index(f): s for f, s in plain.items()},
+                               "param_groups": groups})
 
 
 def set_state_dict(model, optimizers, *, model_state_dict, optim_state_dict, options=None):
