@@ -48,7 +48,7 @@ def _overloaded(relevant_args):
     their parents, in order of appearance otherwise; [] while dispatch is disabled."""
     if _OFF["all"] or _OFF["subclass"]:
         return []
-    from ._tensor import Tensor
+    from .._tensor import Tensor
     types, out = [], []
     for a in relevant_args:
         t = type(a)
@@ -188,7 +188,7 @@ def redispatch_function(func, types, args, kwargs):
 
 
 def _convert(ret, cls):
-    from ._tensor import Tensor
+    from .._tensor import Tensor
     if cls is Tensor:
         return ret
     if isinstance(ret, Tensor) and not isinstance(ret, cls):
@@ -280,22 +280,22 @@ _hook = _Hook()
 
 
 def _public(opdef, inplace=None):
-    from . import _ops
-    from ._tensor import Tensor
+    from .. import _ops
+    from .._tensor import Tensor
     if inplace:
         return getattr(Tensor, opdef.name + "_")
     return _ops._function(opdef, opdef.name)
 
 
 def _install():
-    from ._ops import dispatch
+    from .._ops import dispatch
     if not _USERS[0]:
         _PREV[0], dispatch.hooks.profiler = dispatch.hooks.profiler, _hook
     _USERS[0] += 1
 
 
 def _uninstall():
-    from ._ops import dispatch
+    from .._ops import dispatch
     _USERS[0] -= 1
     if not _USERS[0] and dispatch.hooks.profiler is _hook:
         dispatch.hooks.profiler = _PREV[0]
@@ -402,8 +402,8 @@ def enable_reentrant_dispatch():
 def _overridable():
     """({namespace: [functions]}, {function: name}) over ember's public functions."""
     import ember
-    from ._ops import public_functions
-    from ._ops.registry import all_ops
+    from .._ops import public_functions
+    from .._ops.registry import all_ops
     ops = all_ops()
     spaces = {ember: sorted(public_functions(ops).values(), key=lambda f: f.__name__)}
     methods = [getattr(ember.Tensor, n) for n in dir(ember.Tensor) if not n.startswith("_") and
@@ -467,7 +467,7 @@ def get_default_nowrap_functions():
         >>> isinstance(get_default_nowrap_functions(), set)
         True
     """
-    from ._tensor import Tensor
+    from .._tensor import Tensor
     return {p.__get__ for p in (Tensor.__dict__.get("grad"), Tensor.__dict__.get("_base"))
             if hasattr(p, "__get__") and hasattr(p, "__set__")}
 
@@ -495,7 +495,7 @@ def is_tensor_like(inp):
         >>> is_tensor_like(ember.ones(1)), is_tensor_like(1.0)
         (True, False)
     """
-    from ._tensor import Tensor
+    from .._tensor import Tensor
     return type(inp) is Tensor or hasattr(type(inp), "__torch_function__")
 
 
@@ -509,7 +509,7 @@ def is_tensor_method_or_property(func):
         >>> is_tensor_method_or_property(ember.Tensor.add_), is_tensor_method_or_property(len)
         (True, False)
     """
-    from ._tensor import Tensor
+    from .._tensor import Tensor
     return getattr(func, "__name__", None) == "__get__" or any(
         getattr(Tensor, n, None) is func for n in (getattr(func, "__name__", ""),))
 
