@@ -157,7 +157,7 @@ def __getattr__(name):
                 "amp", "testing", "special", "fft", "linalg", "func", "backends", "profiler",
                 "compiler", "_dynamo", "serialization", "sparse", "random", "return_types",
                 "functional", "hub", "cpu", "distributions",
-                "multiprocessing", "futures", "signal", "overrides", "library", "masked"):
+                "multiprocessing", "futures", "signal", "overrides", "library", "masked", "quasirandom"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:
