@@ -154,3 +154,24 @@ def test_adaptive_log_softmax_with_loss(head_bias):
             m(L.tensor(x), L.tensor([0, 1, 2, 3, 4, 25]))
         with pytest.raises(ValueError, match="cutoffs should be a sequence of unique"):
             L.nn.AdaptiveLogSoftmaxWithLoss(8, 10, [5, 3])
+
+
+def test_small_torch_helpers():
+    import torch.nn.utils.rnn  # noqa: F401
+    for L in (ember, torch):
+        assert L.nn.factory_kwargs({"device": "cpu", "factory_kwargs": {"dtype": L.int8}}) == \
+            {"dtype": L.int8, "device": "cpu"}
+        with pytest.raises(TypeError, match="dtype specified twice"):
+            L.nn.factory_kwargs({"dtype": L.int8, "factory_kwargs": {"dtype": L.int8}})
+        with pytest.raises(TypeError, match="unexpected kwargs"):
+            L.nn.factory_kwargs({"bad": 1})
+        F = L.nn.functional
+        F.assert_int_or_pair(3, "k", "{} bad")
+        with pytest.raises(AssertionError, match="^k bad$"):
+            F.assert_int_or_pair((1, 2, 3), "k", "{} bad")
+        f = F.boolean_dispatch("twice", 1, False, lambda x, twice: 2 * x,
+                               lambda x, twice=False: x, None, "f")
+        assert (f(3), f(3, True), f(3, twice=True)) == (3, 6, 6)
+        assert L.nn.utils.rnn.bind(None, abs) is None and L.nn.utils.rnn.bind(-2, abs) == 2
+        assert L.nn.utils.rnn.PackedSequence_._fields == ("data", "batch_sizes",
+                                                          "sorted_indices", "unsorted_indices")
