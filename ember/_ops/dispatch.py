@@ -209,13 +209,7 @@ def _dispatch(opdef, args, kwargs):
     out = kwargs.pop("out", None) if kwargs else None
     if kwargs:
         args, kwargs = _kwargs_to_positional(opdef, args, kwargs)
-    try:
-        tensors, arrays = _flatten(opdef, args, kwargs)
-    except AttributeError:          # a list of tensors holding something else
-        res = _torch_function(opdef, args, kwargs)
-        if res is not NotImplemented:
-            return res
-        raise
+    tensors, arrays = _flatten(opdef, args, kwargs)
     if not tensors:
         res = _torch_function(opdef, args, kwargs)
         if res is not NotImplemented:
@@ -257,8 +251,8 @@ def _dispatch(opdef, args, kwargs):
 def _torch_function(opdef, args, kwargs):
     """A call dispatch cannot run: an operand overriding ``__torch_function__`` (not a
     tensor) may take it (ember/overrides.py); NotImplemented if none does."""
-    if all(type(b) in _SCALARS or isinstance(b, (Tensor, str)) or b is None for a in args
-           for b in (a if type(a) in (list, tuple) else (a,))):
+    if all(type(a) in _SCALARS or isinstance(a, (Tensor, list, tuple, str)) or a is None
+           for a in args):
         return NotImplemented
     from ..overrides import _fallback
     return _fallback(opdef, args, kwargs)

@@ -2,10 +2,9 @@
 
 An object (a Tensor subclass, or any class) that defines ``__torch_function__(cls, func,
 types, args, kwargs)`` takes over ember's functions called with it; a ``TorchFunctionMode``
-takes over every call inside its ``with`` block. Calls reach them from the one dispatch: while
-a mode is entered or an instance of a subclass that defines ``__torch_function__`` is alive, a
-dispatch hook (chained before the profiler's, vmap's and forward AD's) looks at each op's
-operands; a non-tensor operand with
+takes over every call inside its ``with`` block. Calls reach them from the one dispatch: once a
+subclass defines ``__torch_function__`` or a mode is entered, a dispatch hook (chained before
+the profiler's, vmap's and forward AD's) looks at each op's operands; a non-tensor operand with
 the method is found where the dispatch would reject it. Python-level functions use
 ``has_torch_function``/``handle_torch_function`` as torch's do. ``func`` is the public function
 (``ember.add`` for ``ember.add(x, y)``, ``x.add(y)`` and ``x + y`` alike; ``Tensor.add_`` for
@@ -27,7 +26,6 @@ Example:
 import contextlib
 import functools
 import warnings
-import weakref
 
 __all__ = ["get_ignored_functions", "get_overridable_functions", "get_testing_overrides",
            "handle_torch_function", "has_torch_function", "resolve_name", "is_tensor_like",
@@ -303,30 +301,17 @@ def _uninstall():
         dispatch.hooks.profiler = _PREV[0]
 
 
+_SUBCLASSES = set()
+
+
 def _subclass_defined(cls):
-    """A Tensor subclass defines ``__torch_function__``: while instances of it live, the
-    dispatch hook is on (``_track``)."""
+    """A Tensor subclass defines ``__torch_function__``: the hook stays on from now on."""
     tf = cls.__dict__["__torch_function__"]
-    if getattr(tf, "__func__", tf) is not _disabled_torch_function_impl:
-        from .._tensor import TF_CLASSES
-        TF_CLASSES.add(cls)
-
-
-_LIVE = [0]
-
-
-def _track(t):
-    """``t`` is an instance of such a subclass: the hook is on until the last one is freed."""
-    if not _LIVE[0]:
+    if getattr(tf, "__func__", tf) is _disabled_torch_function_impl:
+        return
+    if not _SUBCLASSES:
         _install()
-    _LIVE[0] += 1
-    weakref.finalize(t, _untrack)
-
-
-def _untrack():
-    _LIVE[0] -= 1
-    if not _LIVE[0]:
-        _uninstall()
+    _SUBCLASSES.add(cls)
 
 
 def _fallback(opdef, args, kwargs):
