@@ -157,7 +157,8 @@ def __getattr__(name):
                 "amp", "testing", "special", "fft", "linalg", "func", "backends", "profiler",
                 "compiler", "_dynamo", "serialization", "sparse", "random", "return_types",
                 "functional", "hub", "cpu", "distributions",
-                "multiprocessing", "futures", "signal", "overrides", "library", "masked", "quasirandom"):
+                "multiprocessing", "futures", "accelerator", "signal", "overrides", "library",
+                "masked", "quasirandom"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:
@@ -167,6 +168,9 @@ def __getattr__(name):
             raise
         globals()[name] = mod
         return mod
+    if name == "OutOfMemoryError":  # torch.OutOfMemoryError is torch.cuda's
+        from .cuda import OutOfMemoryError
+        return OutOfMemoryError
     if name == "vmap":              # torch.vmap is torch.func.vmap
         from .func import vmap
         return vmap

@@ -1,10 +1,19 @@
 """__torch_function__ and ember.overrides against torch: subclasses, non-tensor objects,
 modes, the helpers, and what stays untouched (plain tensors, Parameter)."""
+import gc
+
 import pytest
 
 import ember
 
 torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(autouse=True)
+def _classes_go():
+    """The classes a test defines die with it: their dispatch hook goes (the fast path back)."""
+    yield
+    gc.collect()
 
 
 def _logged(L):

@@ -170,6 +170,10 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
         >>> ember.tensor([[1, 2], [3, 4]]).dtype, ember.tensor(2.5).dtype
         (torch.int64, torch.float32)
     """
+    if pin_memory:
+        from .._composites import pinned_new
+        return pinned_new(tensor(data, dtype=dtype, device=device, requires_grad=requires_grad),
+                          True)
     d = _dtype.to_dtype(dtype) if dtype is not None else None
     device = default_device() if device is None else device
     if isinstance(data, _T()):
@@ -281,11 +285,16 @@ def _const(fn_name, fill):
             from .meta import empty as meta_empty
             t = _T()._wrap(meta_empty(shape, _dt(dtype)), dev)
         else:
-            arr = backend(dev).xp.full(shape, fill, dtype=_dt(dtype)) if dev.type != "cpu" \
-                else _filled(shape, _dt(dtype), fill)
+            xp = backend(dev).xp
+            # (CuPy's full takes no fill of None, as NumPy's does: empty() asks for xp.empty)
+            arr = _filled(shape, _dt(dtype), fill) if dev.type == "cpu" else \
+                xp.empty(shape, _dt(dtype)) if fill is None else xp.full(shape, fill, _dt(dtype))
             t = _T()._wrap(arr, dev)
         if out is not None:
             return out.resize_(shape).copy_(t)
+        if pin_memory:
+            from .._composites import pinned_new
+            t = pinned_new(t, True)
         return t.requires_grad_(True) if requires_grad else t
     f.__name__ = fn_name
     f.__doc__ = f"A tensor of the given size filled with {fill if fill is not None else 'garbage'}."
@@ -319,6 +328,9 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
         t._data[...] = v
     if out is not None:
         return out.resize_(shape).copy_(t)
+    if pin_memory:
+        from .._composites import pinned_new
+        t = pinned_new(t, True)
     return t.requires_grad_(True) if requires_grad else t
 
 

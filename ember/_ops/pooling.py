@@ -10,6 +10,7 @@ import ember
 
 from .conv import _flat_strides, _pad, _taps, _windows
 from .meta import empty
+from .tangents import gathered, linear_with
 from .registry import op
 from .samples import Sample, make
 
@@ -234,3 +235,6 @@ adaptive_max_pool_nd.grad_name_of = lambda input, output_size: "SqueezeBackward1
 def _distinct(shape, dt):
     n = math.prod(shape)
     return (np.random.default_rng(len(shape)).permutation(n).reshape(shape) / n).astype(dt.np)
+
+max_pool_nd.jvp = adaptive_max_pool_nd.jvp = gathered(lambda a: "pool")   # (forward mode)
+constant_pad_nd.jvp = linear_with("value")

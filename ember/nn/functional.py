@@ -523,7 +523,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     sdp = sys.modules.get("ember.backends")     # its flags change only once it is imported
     if node is not None and sdp is not None and not (sdp._sdp["flash"] and sdp._sdp["math"]):
         node, flash = _sdpa_backend(sdp._sdp, node, query, value, flash)
-    if not flash and (node is None or node == _MATMUL_NODE[query.dim() >= 3]):
+    if node is None or not flash and node == _MATMUL_NODE[query.dim() >= 3]:
         return _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
                      flash)
     return one_node(node, _sdpa, query, key, value, attn_mask, dropout_p, is_causal, scale,

@@ -2,9 +2,10 @@
 
 An object (a Tensor subclass, or any class) that defines ``__torch_function__(cls, func,
 types, args, kwargs)`` takes over ember's functions called with it; a ``TorchFunctionMode``
-takes over every call inside its ``with`` block. Calls reach them from the one dispatch: once a
-subclass defines ``__torch_function__`` or a mode is entered, a dispatch hook (chained before
-the profiler's, vmap's and forward AD's) looks at each op's operands; a non-tensor operand with
+takes over every call inside its ``with`` block. Calls reach them from the one dispatch: while a
+mode is entered or an instance of a subclass defining ``__torch_function__`` is alive, a
+dispatch hook (its own slot, before vmap's, forward AD's and the profiler's) looks at each op's
+operands; a non-tensor operand with
 the method is found where the dispatch would reject it. Python-level functions use
 ``has_torch_function``/``handle_torch_function`` as torch's do. ``func`` is the public function
 (``ember.add`` for ``ember.add(x, y)``, ``x.add(y)`` and ``x + y`` alike; ``Tensor.add_`` for
@@ -26,6 +27,7 @@ Example:
 import contextlib
 import functools
 import warnings
+import weakref
 
 __all__ = ["get_ignored_functions", "get_overridable_functions", "get_testing_overrides",
            "handle_torch_function", "has_torch_function", "resolve_name", "is_tensor_like",
@@ -35,7 +37,7 @@ __all__ = ["get_ignored_functions", "get_overridable_functions", "get_testing_ov
 
 _MODES = []                     # the TorchFunctionMode stack, innermost last
 _OFF = {"subclass": 0, "all": 0, "skip": 0}     # DisableTorchFunction(Subclass), one hop
-_USERS, _PREV = [0], [None]     # the dispatch hook's holders; the hook it replaced
+_USERS = [0]        # the dispatch hook's holders
 
 
 def _disabled_torch_function_impl(func, types, args=(), kwargs=None):
@@ -248,17 +250,14 @@ class _Hook:
         func = self._wanted(opdef, args, kwargs, None)
         if func is not None:
             return handle_torch_function(func, tuple(_flat(args, kwargs)), *args, **kwargs)
-        prev = _PREV[0]
-        return prev(opdef, args, kwargs, run) if prev else run(opdef, args, kwargs)
+        return run(opdef, args, kwargs)
 
     def inplace(self, opdef, target, args, kwargs, self_at):
         full = (*args[:self_at], target, *args[self_at:])
         func = self._wanted(opdef, full, kwargs, True)
         if func is not None:
             return handle_torch_function(func, tuple(_flat(full, kwargs)), *full, **kwargs)
-        prev = _PREV[0]
-        return prev.inplace(opdef, target, args, kwargs, self_at) if hasattr(
-            prev, "inplace") else NotImplemented
+        return NotImplemented
 
     @staticmethod
     def _wanted(opdef, args, kwargs, inplace):
@@ -270,10 +269,6 @@ class _Hook:
         if not _MODES and not _overloaded(_flat(args, kwargs)):
             return None
         return _public(opdef, inplace)
-
-    def backward(self, node):
-        prev = _PREV[0]
-        return prev.backward(node) if prev else contextlib.nullcontext()
 
 
 _hook = _Hook()
@@ -290,28 +285,31 @@ def _public(opdef, inplace=None):
 def _install():
     from .._ops import dispatch
     if not _USERS[0]:
-        _PREV[0], dispatch.hooks.profiler = dispatch.hooks.profiler, _hook
+        dispatch.hooks.override = _hook
     _USERS[0] += 1
 
 
 def _uninstall():
     from .._ops import dispatch
     _USERS[0] -= 1
-    if not _USERS[0] and dispatch.hooks.profiler is _hook:
-        dispatch.hooks.profiler = _PREV[0]
-
-
-_SUBCLASSES = set()
+    if not _USERS[0]:
+        dispatch.hooks.override = None
 
 
 def _subclass_defined(cls):
-    """A Tensor subclass defines ``__torch_function__``: the hook stays on from now on."""
+    """A Tensor subclass defines ``__torch_function__``: its instances are counted as they
+    are made (``_track``), and the hook is on while any lives (a class that stays defined, as
+    ember.masked.MaskedTensor, so costs nothing until it is used)."""
     tf = cls.__dict__["__torch_function__"]
-    if getattr(tf, "__func__", tf) is _disabled_torch_function_impl:
-        return
-    if not _SUBCLASSES:
-        _install()
-    _SUBCLASSES.add(cls)
+    if getattr(tf, "__func__", tf) is not _disabled_torch_function_impl:
+        from .._tensor import TF_CLASSES
+        TF_CLASSES.add(cls)
+
+
+def _track(t):
+    """``t`` is an instance of such a subclass: the hook is on until it is freed."""
+    _install()
+    weakref.finalize(t, _uninstall).atexit = False
 
 
 def _fallback(opdef, args, kwargs):
