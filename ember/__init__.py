@@ -141,6 +141,10 @@ _LEGACY_NAMES = ("typename", "set_default_tensor_type") + tuple(
     "ComplexFloatStorage", "ComplexDoubleStorage")
 
 
+_EXTRA_NAMES = ("Stream", "Event", "OutOfMemoryError", "AcceleratorError", "FatalError",
+                "JITException", "cond", "while_loop", "init_num_threads")
+
+
 def __getattr__(name):
     # Heavy or optional parts load on first use, so ``import ember`` stays fast.
     family = _ops.lazy.FUNCTIONS.get(name)
@@ -154,7 +158,7 @@ def __getattr__(name):
                 "compiler", "_dynamo", "serialization", "sparse", "random", "return_types",
                 "functional", "hub", "cpu", "distributions",
                 "multiprocessing", "futures", "accelerator", "signal", "overrides", "library",
-                "masked"):
+                "masked", "quasirandom"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:
@@ -186,6 +190,17 @@ def __getattr__(name):
                          typename=_tensor_types.typename,
                          set_default_tensor_type=_tensor_types.set_default_tensor_type)
         return globals()[name]
+    if name in _EXTRA_NAMES:
+        value = getattr(importlib.import_module("._extras", __name__), name)
+        globals()[name] = value
+        return value
+    if name in ("has_lapack", "has_spectral"):      # NumPy's linalg and fft are always there
+        return True
+    if name in ("has_mkl", "has_openmp"):
+        return getattr(importlib.import_module(".backends", __name__),
+                       name[4:]).is_available()
+    if name in ("Storage", "StorageBase"):          # (torch.Storage is FloatStorage)
+        return __getattr__("FloatStorage") if name == "Storage" else UntypedStorage
     if name == "ops":                   # torch.ops: the ops registered with ember.library
         return importlib.import_module(".library", __name__).ops
     if name in ("DisableTorchFunction", "DisableTorchFunctionSubclass"):

@@ -20,6 +20,12 @@ _BY_NP = _dtype._BY_NP
 _NO_PY_SCALARS = (_dtype.bfloat16, _dtype.float8_e4m3fn, _dtype.float8_e5m2)
 _PY_SCALARS = (float, int, bool, complex)
 _new = object.__new__
+TF_CLASSES = set()      # Tensor subclasses defining __torch_function__ (ember/overrides)
+
+
+def _tf_track(t):
+    from .overrides import _track
+    _track(t)
 
 
 def _c_ext():
@@ -108,7 +114,10 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
             _subclass_defined(cls)
 
     def __new__(cls, *args, **kwargs):
-        return object.__new__(cls)
+        t = object.__new__(cls)
+        if cls in TF_CLASSES:       # the dispatch hook stays on while such tensors live
+            _tf_track(t)
+        return t
 
     def __init__(self, *args, device=None, dtype=None):
         from ._ops.creation import _legacy_new
@@ -185,6 +194,8 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         """Same data and storage, no autograd history (what a saved output keeps); a
         ``cls`` instance when given (``as_subclass``)."""
         t = _new(cls or Tensor)     # (made field by field: every tanh/exp/sigmoid records one)
+        if cls in TF_CLASSES:
+            _tf_track(t)
         t._data, t.dtype, t._storage = self._data, self.dtype, self._get_storage()
         if self.device is not CPU:
             t.device = self.device

@@ -114,3 +114,64 @@ def test_convert_conv_weight_memory_format_and_skip_init():
             torch.nn.utils.skip_init(int if bad is int else torch.nn.ReLU)
         with pytest.raises(RuntimeError, match=re.escape(str(expected.value).split(";")[0])):
             skip_init(bad)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 9, 20])
+def test_cross_map_lrn2d(size):
+    x = R.standard_normal((2, 7, 3, 3)).astype(np.float32)
+    (m, mo), (t, to) = [(L.nn.CrossMapLRN2d(size, 0.1, 0.75, 2.0),
+                         L.nn.CrossMapLRN2d(size, 0.1, 0.75, 2.0)(L.tensor(x))) for L in (ember, torch)]
+    assert repr(m) == repr(t)
+    _close(mo, to)
+    for L in (ember, torch):
+        with pytest.raises(ValueError, match="Expected input to be 4D, got 3D"):
+            L.nn.CrossMapLRN2d(3)(L.ones(2, 3, 4))
+
+
+@pytest.mark.parametrize("head_bias", [False, True])
+def test_adaptive_log_softmax_with_loss(head_bias):
+    x = R.standard_normal((6, 16)).astype(np.float32)
+    target = np.array([0, 3, 5, 9, 14, 19])
+    mods = [L.nn.AdaptiveLogSoftmaxWithLoss(16, 20, [4, 10, 15], div_value=2.0,
+                                            head_bias=head_bias) for L in (ember, torch)]
+    mods[0].load_state_dict({k: ember.tensor(v.detach().numpy())
+                             for k, v in mods[1].state_dict().items()})
+    assert repr(mods[0]) == repr(mods[1])
+    outs = [m(L.tensor(x, requires_grad=True), L.tensor(target))
+            for L, m in zip((ember, torch), mods)]
+    _close(outs[0].output, outs[1].output), _close(outs[0].loss, outs[1].loss)
+    for o in outs:
+        o.loss.backward()
+    for (n, p), (_, q) in zip(mods[0].named_parameters(), mods[1].named_parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-6,
+                                   err_msg=n)
+    _close(mods[0].log_prob(ember.tensor(x)), mods[1].log_prob(torch.tensor(x)))
+    assert mods[0].predict(ember.tensor(x)).tolist() == mods[1].predict(torch.tensor(x)).tolist()
+    single = [m(L.tensor(x[0]), L.tensor(target[3])) for L, m in zip((ember, torch), mods)]
+    _close(single[0].output, single[1].output)
+    for L, m in zip((ember, torch), mods):
+        with pytest.raises(RuntimeError, match=r"Target values should be in \[0, 19\]"):
+            m(L.tensor(x), L.tensor([0, 1, 2, 3, 4, 25]))
+        with pytest.raises(ValueError, match="cutoffs should be a sequence of unique"):
+            L.nn.AdaptiveLogSoftmaxWithLoss(8, 10, [5, 3])
+
+
+def test_small_torch_helpers():
+    import torch.nn.utils.rnn  # noqa: F401
+    for L in (ember, torch):
+        assert L.nn.factory_kwargs({"device": "cpu", "factory_kwargs": {"dtype": L.int8}}) == \
+            {"dtype": L.int8, "device": "cpu"}
+        with pytest.raises(TypeError, match="dtype specified twice"):
+            L.nn.factory_kwargs({"dtype": L.int8, "factory_kwargs": {"dtype": L.int8}})
+        with pytest.raises(TypeError, match="unexpected kwargs"):
+            L.nn.factory_kwargs({"bad": 1})
+        F = L.nn.functional
+        F.assert_int_or_pair(3, "k", "{} bad")
+        with pytest.raises(AssertionError, match="^k bad$"):
+            F.assert_int_or_pair((1, 2, 3), "k", "{} bad")
+        f = F.boolean_dispatch("twice", 1, False, lambda x, twice: 2 * x,
+                               lambda x, twice=False: x, None, "f")
+        assert (f(3), f(3, True), f(3, twice=True)) == (3, 6, 6)
+        assert L.nn.utils.rnn.bind(None, abs) is None and L.nn.utils.rnn.bind(-2, abs) == 2
+        assert L.nn.utils.rnn.PackedSequence_._fields == ("data", "batch_sizes",
+                                                          "sorted_indices", "unsorted_indices")

@@ -78,7 +78,7 @@ EXCLUDE = [
      "legacy or storage-swapping internals", ("torch.Tensor",)),
     (r"^index$", "functorch first-class dimensions (Tensor.index binds Dim objects; prototype)",
      ("torch.Tensor",)),
-    (r"^(eig|symeig|lstsq|solve|reinforce)$",
+    (r"^(eig|symeig|lstsq|solve|reinforce|matrix_rank)$",
      "removed from torch: they only raise, pointing to torch.linalg",
      ("torch", "torch.Tensor")),
 ]

@@ -342,7 +342,7 @@ def index_select(xp, input, dim, index):
         bad = (index < 0) | (index >= n)
         raise RuntimeError(f"INDICES element is out of DATA bounds, id={int(index[bad][0])} "
                            f"axis_dim={n}")
-    return input.take(index, axis=dim)
+    return input.take(index.reshape(-1) if index.ndim == 0 else index, axis=dim)  # 0-d: 1 row
 
 
 def out_of_range(index, n):
@@ -354,7 +354,7 @@ def out_of_range(index, n):
 @index_select.vjp(save=("index",))
 def _(g, input, dim, index):
     z = ember.zeros(input.shape, dtype=g.dtype, device=g.device)
-    return z.index_add(dim, index, g)
+    return z.index_add(dim, index.reshape(-1) if index.dim() == 0 else index, g)
 
 
 index_select.samples = lambda dev, dt: [Sample(make((4, 3), dt), 0, np.array([0, 2, 2])),

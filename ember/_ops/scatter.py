@@ -455,7 +455,9 @@ def index_copy(xp, input, dim, index, source):
     _check_source("index_copy_", input, d, index, source)
     out = input.copy()
     if out.ndim:
-        xp.moveaxis(out, d, 0)[index] = xp.moveaxis(source, d, 0) if source.ndim else source
+        # (a 0-d index is one slice, as torch's: source keeps that dim of size 1)
+        xp.moveaxis(out, d, 0)[index.reshape(-1)] = xp.moveaxis(source, d, 0) if \
+            source.ndim else source
     elif index.size:
         out[...] = source
     return out

@@ -38,7 +38,7 @@ class MaskedTensor(Tensor):
     """
 
     def __new__(cls, data, mask, requires_grad=False):
-        return object.__new__(cls)
+        return super().__new__(cls)
 
     def __init__(self, data, mask, requires_grad=False):
         if is_masked_tensor(data) or not isinstance(data, Tensor):

@@ -6,6 +6,28 @@ from .parameter import (Buffer, Parameter, UninitializedBuffer,  # noqa: F401
                         UninitializedParameter)
 
 
+def factory_kwargs(kwargs):
+    """The factory arguments (``device``, ``dtype``, ``memory_format``) of ``kwargs``, merged
+    with its ``factory_kwargs`` dict; TypeError for other keys or a key given twice.
+
+    Example:
+        >>> import ember
+        >>> ember.nn.factory_kwargs({"device": "cpu", "factory_kwargs": {"dtype": ember.int8}})
+        {'dtype': torch.int8, 'device': 'cpu'}
+    """
+    if kwargs is None:
+        return {}
+    simple = {"device", "dtype", "memory_format"}
+    if not kwargs.keys() <= simple | {"factory_kwargs"}:
+        raise TypeError(f"unexpected kwargs {kwargs.keys() - simple - {'factory_kwargs'}}")
+    r = dict(kwargs.get("factory_kwargs", {}))
+    for k in simple & kwargs.keys():
+        if k in r:
+            raise TypeError(f"{k} specified twice, in **kwargs and in factory_kwargs")
+        r[k] = kwargs[k]
+    return r
+
+
 def __getattr__(name):
     # nn.parallel pulls in ember.distributed: loaded on first use only
     if name in ("parallel", "DataParallel"):

@@ -708,3 +708,52 @@ def __getattr__(name):
         from .. import overrides
         return getattr(overrides, name)
     raise AttributeError(f"module 'ember.nn.functional' has no attribute '{name}'")
+
+
+def assert_int_or_pair(arg, arg_name, message):
+    """Raise AssertionError(``message.format(arg_name)``) unless ``arg`` is an int or a pair.
+
+    Example:
+        >>> import ember
+        >>> ember.nn.functional.assert_int_or_pair((2, 3), "kernel_size", "{} must be a pair")
+    """
+    if not (isinstance(arg, int) or len(arg) == 2):
+        raise AssertionError(message.format(arg_name))
+
+
+boolean_dispatched = {}
+
+
+def boolean_dispatch(arg_name, arg_index, default, if_true, if_false, module_name, func_name):
+    """A function calling ``if_true`` or ``if_false`` by the boolean argument ``arg_name``
+    (at position ``arg_index``, ``default`` when absent); one of the two may carry the
+    docstring, which the result takes (torch's helper behind ``max_pool2d(return_indices=)``).
+
+    Example:
+        >>> import ember
+        >>> F = ember.nn.functional
+        >>> f = F.boolean_dispatch("twice", 1, False, lambda x, twice: 2 * x,
+        ...                        lambda x, twice=False: x, None, "f")
+        >>> f(3), f(3, True), f(3, twice=True)
+        (3, 6, 6)
+    """
+    def fn(*args, **kwargs):
+        flag = kwargs[arg_name] if arg_name in kwargs else \
+            args[arg_index] if arg_index < len(args) else default
+        return if_true(*args, **kwargs) if flag else if_false(*args, **kwargs)
+    if if_true.__doc__ is None and if_false.__doc__ is not None:
+        if_true.__doc__ = doc = if_false.__doc__
+    elif if_false.__doc__ is None and if_true.__doc__ is not None:
+        if_false.__doc__ = doc = if_true.__doc__
+    elif if_false.__doc__ is None and if_true.__doc__ is None:
+        doc = None
+    else:
+        raise RuntimeError("only one function can have a docstring")
+    fn.__doc__ = doc
+    if module_name is not None:
+        fn.__module__ = module_name
+    if func_name is not None:
+        fn.__name__ = func_name
+    boolean_dispatched[fn] = {"if_true": if_true, "if_false": if_false, "index": arg_index,
+                              "default": default, "arg_name": arg_name}
+    return fn

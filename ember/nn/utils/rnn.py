@@ -255,3 +255,18 @@ def unpack_sequence(packed_sequences):
     """
     padded, lengths = pad_packed_sequence(packed_sequences, batch_first=True)
     return unpad_sequence(padded, lengths, batch_first=True)
+
+
+# torch's names for the namedtuple base and its optional-map helper
+PackedSequence_ = _PackedSequenceBase
+
+
+def bind(optional, fn):
+    """``fn(optional)``, or None when ``optional`` is None.
+
+    Example:
+        >>> from ember.nn.utils.rnn import bind
+        >>> bind(None, abs), bind(-2, abs)
+        (None, 2)
+    """
+    return None if optional is None else fn(optional)

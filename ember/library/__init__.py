@@ -26,11 +26,11 @@ import warnings
 
 import ember
 
-from ._backends import device_of_array
-from ._device import META
-from ._ops.registry import OpDef
-from ._tensor import Tensor
-from .autograd.function import FunctionCtx
+from .._backends import device_of_array
+from .._device import META
+from .._ops.registry import OpDef
+from .._tensor import Tensor
+from ..autograd.function import FunctionCtx
 
 __all__ = ["Library", "infer_schema", "custom_op", "register_kernel", "register_fake",
            "register_autograd", "register_autocast", "register_torch_dispatch", "register_vmap",

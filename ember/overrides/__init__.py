@@ -2,9 +2,10 @@
 
 An object (a Tensor subclass, or any class) that defines ``__torch_function__(cls, func,
 types, args, kwargs)`` takes over ember's functions called with it; a ``TorchFunctionMode``
-takes over every call inside its ``with`` block. Calls reach them from the one dispatch: once a
-subclass defines ``__torch_function__`` or a mode is entered, a dispatch hook (its own slot,
-before vmap's, forward AD's and the profiler's) looks at each op's operands; a non-tensor operand with
+takes over every call inside its ``with`` block. Calls reach them from the one dispatch: while a
+mode is entered or an instance of a subclass defining ``__torch_function__`` is alive, a
+dispatch hook (its own slot, before vmap's, forward AD's and the profiler's) looks at each op's
+operands; a non-tensor operand with
 the method is found where the dispatch would reject it. Python-level functions use
 ``has_torch_function``/``handle_torch_function`` as torch's do. ``func`` is the public function
 (``ember.add`` for ``ember.add(x, y)``, ``x.add(y)`` and ``x + y`` alike; ``Tensor.add_`` for
@@ -49,7 +50,7 @@ def _overloaded(relevant_args):
     their parents, in order of appearance otherwise; [] while dispatch is disabled."""
     if _OFF["all"] or _OFF["subclass"]:
         return []
-    from ._tensor import Tensor
+    from .._tensor import Tensor
     types, out = [], []
     for a in relevant_args:
         t = type(a)
@@ -189,7 +190,7 @@ def redispatch_function(func, types, args, kwargs):
 
 
 def _convert(ret, cls):
-    from ._tensor import Tensor
+    from .._tensor import Tensor
     if cls is Tensor:
         return ret
     if isinstance(ret, Tensor) and not isinstance(ret, cls):
@@ -274,35 +275,41 @@ _hook = _Hook()
 
 
 def _public(opdef, inplace=None):
-    from . import _ops
-    from ._tensor import Tensor
+    from .. import _ops
+    from .._tensor import Tensor
     if inplace:
         return getattr(Tensor, opdef.name + "_")
     return _ops._function(opdef, opdef.name)
 
 
 def _install():
-    from ._ops import dispatch
+    from .._ops import dispatch
     if not _USERS[0]:
         dispatch.hooks.override = _hook
     _USERS[0] += 1
 
 
 def _uninstall():
-    from ._ops import dispatch
+    from .._ops import dispatch
     _USERS[0] -= 1
     if not _USERS[0]:
         dispatch.hooks.override = None
 
 
 def _subclass_defined(cls):
-    """A Tensor subclass defines ``__torch_function__``: the hook is on while it exists (the
-    plain dispatch, its C fast path included, comes back once every such class is gone)."""
+    """A Tensor subclass defines ``__torch_function__``: its instances are counted as they
+    are made (``_track``), and the hook is on while any lives (a class that stays defined, as
+    ember.masked.MaskedTensor, so costs nothing until it is used)."""
     tf = cls.__dict__["__torch_function__"]
-    if getattr(tf, "__func__", tf) is _disabled_torch_function_impl:
-        return
+    if getattr(tf, "__func__", tf) is not _disabled_torch_function_impl:
+        from .._tensor import TF_CLASSES
+        TF_CLASSES.add(cls)
+
+
+def _track(t):
+    """``t`` is an instance of such a subclass: the hook is on until it is freed."""
     _install()
-    weakref.finalize(cls, _uninstall).atexit = False
+    weakref.finalize(t, _uninstall).atexit = False
 
 
 def _fallback(opdef, args, kwargs):
@@ -393,8 +400,8 @@ def enable_reentrant_dispatch():
 def _overridable():
     """({namespace: [functions]}, {function: name}) over ember's public functions."""
     import ember
-    from ._ops import public_functions
-    from ._ops.registry import all_ops
+    from .._ops import public_functions
+    from .._ops.registry import all_ops
     ops = all_ops()
     spaces = {ember: sorted(public_functions(ops).values(), key=lambda f: f.__name__)}
     methods = [getattr(ember.Tensor, n) for n in dir(ember.Tensor) if not n.startswith("_") and
@@ -458,7 +465,7 @@ def get_default_nowrap_functions():
         >>> isinstance(get_default_nowrap_functions(), set)
         True
     """
-    from ._tensor import Tensor
+    from .._tensor import Tensor
     return {p.__get__ for p in (Tensor.__dict__.get("grad"), Tensor.__dict__.get("_base"))
             if hasattr(p, "__get__") and hasattr(p, "__set__")}
 
@@ -486,7 +493,7 @@ def is_tensor_like(inp):
         >>> is_tensor_like(ember.ones(1)), is_tensor_like(1.0)
         (True, False)
     """
-    from ._tensor import Tensor
+    from .._tensor import Tensor
     return type(inp) is Tensor or hasattr(type(inp), "__torch_function__")
 
 
@@ -500,7 +507,7 @@ def is_tensor_method_or_property(func):
         >>> is_tensor_method_or_property(ember.Tensor.add_), is_tensor_method_or_property(len)
         (True, False)
     """
-    from ._tensor import Tensor
+    from .._tensor import Tensor
     return getattr(func, "__name__", None) == "__get__" or any(
         getattr(Tensor, n, None) is func for n in (getattr(func, "__name__", ""),))
 
