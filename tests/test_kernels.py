@@ -312,7 +312,9 @@ POINTWISE = [
     ("logaddexp_same", lambda t: ember.logaddexp(t, t), False),
     ("erfinv", lambda t: ember.erfinv(t * 0.34), False),
     ("remainder", lambda t: ember.remainder(t, 0.7), True),
-    ("remainder_tensor", lambda t: ember.remainder(t * 7, t.flip(-1)), True)]
+    ("remainder_tensor", lambda t: ember.remainder(t * 7, t.flip(-1)), True),
+    ("angle", ember.angle, True), ("lgamma", ember.lgamma, False),
+    ("ndtri", lambda t: ember.special.ndtri(t.abs() / (t.abs() + 1)), False)]
 EDGES = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, -3.0, 3.0, 100.0, -100.0, 88.8,
          -88.8, 0.3, -0.3, 30.0]
 

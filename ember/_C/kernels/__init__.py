@@ -165,7 +165,7 @@ def astype(a, dtype):
 _POINTWISE = {name: code for code, name in enumerate(
     "sigmoid silu leaky_relu hardsigmoid hardswish clamp nan_to_num sign elu softplus "
     "sigmoid_bwd silu_bwd logaddexp erfinv leaky_relu_bwd hardsigmoid_bwd hardswish_bwd elu_bwd "
-    "softplus_bwd remainder remainder_scalar".split())}
+    "softplus_bwd remainder remainder_scalar angle lgamma ndtri".split())}
 
 
 def pointwise(name, x, *params, other=None):
