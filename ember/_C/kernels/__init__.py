@@ -96,6 +96,7 @@ def _declare(lib):
             "add_rows": [p, p, p, i64, i64, i64],
             "add_bias": [p, p, i64, i64, i],
             "sum_rows": [p, p, i64, i64, i],
+            "prod_rows": [p, p, i64, i64, i],
             # (BLAS's cblas_?gemm address and whether it takes 64-bit ints, then threads)
             "lstm_fwd": [p] * 8 + [i64, i64, i64, i, p, i, i],
             "lstm_bwd": [p, i64] + [p] * 7 + [i64, i64, i64, i, p, i, i],
@@ -221,6 +222,26 @@ def sum_rows(a):
 _WORDS = {4: np.dtype(np.float32), 8: np.dtype(np.float64)}
 # elements below which NumPy's boolean indexing is as quick as two ctypes calls
 _MIN_SELECT = 1 << 14
+
+
+def prod(a, dim, keepdim):
+    """``numpy.multiply.reduce`` of a C-contiguous float array over its last axis (``dim`` -1
+    or ndim - 1) or over all of it (``dim`` None), by rowops' prod_rows: a partial product per
+    SIMD lane (NumPy multiplies one element at a time), so it rounds as torch's loop, not
+    NumPy's. None where it does not apply."""
+    fn = kernel("prod_rows", a.dtype) if type(a) is np.ndarray and a.ndim and \
+        a.size >= _MIN_ROWS_KERNEL and a.flags.c_contiguous else None
+    if fn is None or dim is not None and dim not in (-1, a.ndim - 1):
+        return None
+    if dim is None:     # rows of 1024 (their products then multiplied), and what is left over
+        flat = a.reshape(-1)
+        m = a.size - a.size % 1024
+        r = np.multiply.reduce(prod(flat[:m].reshape(-1, 1024), -1, False)) * \
+            np.multiply.reduce(flat[m:])
+        return np.full((1,) * a.ndim, r, a.dtype) if keepdim else np.asarray(r, a.dtype)
+    out = np.empty(a.shape[:-1] + (1,) * keepdim, a.dtype)
+    fn(ptr(a), ptr(out), a.size // a.shape[-1], a.shape[-1], num_threads())
+    return out
 
 
 def mask_select(a, mask):

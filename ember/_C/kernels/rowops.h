@@ -392,6 +392,21 @@ EXPORT void S(add_bias)(T *out, const T *bias, int64_t rows, int64_t cols, int n
     }
 }
 
+/* prod over each contiguous row: one partial product per SIMD lane (NumPy's multiply.reduce
+ * takes one element at a time); rows over threads */
+TC static void S(prod_row)(const T *x, T *out, int64_t n) {
+    T p = 1;
+#pragma omp simd reduction(* : p)
+    for (int64_t j = 0; j < n; j++) p *= x[j];
+    *out = p;
+}
+
+EXPORT void S(prod_rows)(const T *a, T *out, int64_t rows, int64_t cols, int nt) {
+    nt = rows_threads(rows * cols, nt);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t r = 0; r < rows; r++) S(prod_row)(a + r * cols, out + r, cols);
+}
+
 /* A bias's gradient: out[j] = a[0, j] + a[1, j] + ... in row order, as NumPy's
  * add.reduce(a, 0) sums a C-contiguous matrix (bit for bit); threads take column blocks of
  * whole cache lines, each walking every row. */
