@@ -340,6 +340,7 @@ POINTWISE = [
     ("remainder", lambda t: ember.remainder(t, 0.7), True),
     ("remainder_tensor", lambda t: ember.remainder(t * 7, t.flip(-1)), True),
     ("angle", ember.angle, True), ("lgamma", ember.lgamma, False),
+    ("digamma", ember.digamma, False),
     ("ndtri", lambda t: ember.special.ndtri(t.abs() / (t.abs() + 1)), False)]
 EDGES = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, -3.0, 3.0, 100.0, -100.0, 88.8,
          -88.8, 0.3, -0.3, 30.0]

@@ -62,7 +62,7 @@ def _special(name, f, deriv=None, save=("input",), domain=None, method=True, kin
             return inner(xp, input, other)
     else:
         def fwd(xp, input):
-            if kernel and (r := _C.pointwise(kernel, input)) is not None:
+            if kernel and (r := _C.pointwise(kernel, input, min_size=1)) is not None:
                 return r
             return inner(xp, input)
     fwd.__doc__ = f.__doc__
@@ -199,7 +199,7 @@ lgamma.half_ulps = (None, "float32 lgammaf differs by many ulps of tiny results 
 lgamma.samples = lambda dev, dt: unary_samples(dev, dt, (-3.7, 4.0)) + (
     [Sample(make((6,), dt, 0.5, 30.0, seed=4))] if dt.category == 2 else [])
 digamma = _special("digamma", _digamma, lambda g, input: g * ember.polygamma(1, input),
-                   kinks=_POLES)
+                   kinks=_POLES, kernel="digamma")
 digamma.samples = lgamma.samples
 lgamma.__doc__ = """``log |Gamma(input)|`` (inf at 0 and the negative integers).
 

@@ -166,15 +166,16 @@ def astype(a, dtype):
 _POINTWISE = {name: code for code, name in enumerate(
     "sigmoid silu leaky_relu hardsigmoid hardswish clamp nan_to_num sign elu softplus "
     "sigmoid_bwd silu_bwd logaddexp erfinv leaky_relu_bwd hardsigmoid_bwd hardswish_bwd elu_bwd "
-    "softplus_bwd remainder remainder_scalar angle lgamma ndtri".split())}
+    "softplus_bwd remainder remainder_scalar angle lgamma ndtri digamma".split())}
 
 
-def pointwise(name, x, *params, other=None):
+def pointwise(name, x, *params, other=None, min_size=64):
     """Op ``name`` of pointwise.h (one fused float32 pass) over a C-contiguous NumPy float32
     array ``x`` (and ``other``, of its shape and dtype, for the two-input ops: logaddexp and the
     ``*_bwd`` ones, whose ``other`` is the gradient), with up to three float ``params``; None
-    where it does not apply (the caller then runs its NumPy code)."""
-    fn = kernel("pointwise", x.dtype) if type(x) is np.ndarray and x.size >= 64 and \
+    where it does not apply (the caller then runs its NumPy code). Below ``min_size`` elements
+    NumPy's few passes beat the call; a special function's dozens of passes never do (1)."""
+    fn = kernel("pointwise", x.dtype) if type(x) is np.ndarray and x.size >= min_size and \
         x.flags.c_contiguous else None
     if fn is None or other is not None and not (
             type(other) is np.ndarray and other.dtype == x.dtype and other.shape == x.shape):

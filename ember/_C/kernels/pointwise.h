@@ -8,7 +8,7 @@
 enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAMP, PW_NAN_TO_NUM,
        PW_SIGN, PW_ELU, PW_SOFTPLUS, PW_SIGMOID_BWD, PW_SILU_BWD, PW_LOGADDEXP, PW_ERFINV, PW_LEAKY_RELU_BWD,
        PW_HARDSIGMOID_BWD, PW_HARDSWISH_BWD, PW_ELU_BWD, PW_SOFTPLUS_BWD, PW_REMAINDER,
-       PW_REMAINDER_SCALAR, PW_ANGLE, PW_LGAMMA, PW_NDTRI, PW_COUNT };
+       PW_REMAINDER_SCALAR, PW_ANGLE, PW_LGAMMA, PW_NDTRI, PW_DIGAMMA, PW_COUNT };
 
 /* NumPy's maximum and minimum (v > lo || v is nan ? v : lo), as one comparison gcc vectorises */
 static inline float pw_max(float v, float lo) { return v <= lo ? lo : v; }
@@ -212,6 +212,29 @@ static inline float pw_ndtri1(float v) {
     return (float)(upper ? x : -x);
 }
 PW_BLOCK(ndtri, pw_ndtri1(v))
+
+/* Cephes' digamma in double, step for step as the reference (special.py's _digamma) */
+static const double DIGAMMA_A[7] = {8.33333333333333333333e-2, -2.10927960927960927961e-2,
+    7.57575757575757575758e-3, -4.16666666666666666667e-3, 3.96825396825396825397e-3,
+    -8.33333333333333333333e-3, 8.33333333333333333333e-2};
+static inline float pw_digamma1(float v) {
+    const double pi = 3.14159265358979323846;
+    double x = v, frac = x - trunc(x), y = x < 0 ? 1 - x : x, r = 0;
+    if (x == 0) return copysignf(INFINITY, -v);
+    if (x < 0 && frac == 0) return NAN;
+    for (int i = 0; i < 10 && y < 10; i++) {
+        r -= 1 / y;
+        y += 1;
+    }
+    if (y == 10) {
+        r += 2.25175258906672110764;
+    } else {
+        double z = 1 / (y * y);
+        r += log(y) - 0.5 / y - (y < 1e17 ? z * pw_polevl(z, DIGAMMA_A, 7) : 0.0);
+    }
+    return (float)(x < 0 ? r - pi / tan(pi * frac) : r);
+}
+PW_BLOCK(digamma, pw_digamma1(v))
 /* x is sigmoid's result r: g r (1 - r), as the reference's r * (1 - r) then g times it */
 PW_BLOCK(sigmoid_bwd, y[i] * (v * (1.0f - v)))
 /* x is silu's input: g (s (1 + x (1 - s))) with s = sigmoid(x), the reference's grouping */
@@ -224,10 +247,10 @@ static const pw_fn PW_FNS[PW_COUNT] = {pw_sigmoid, pw_silu, pw_leaky_relu, pw_ha
                                        pw_logaddexp, pw_erfinv, pw_leaky_relu_bwd,
                                        pw_hardsigmoid_bwd, pw_hardswish_bwd, pw_elu_bwd,
                                        pw_softplus_bwd, pw_remainder, pw_remainder_scalar,
-                                       pw_angle, pw_lgamma, pw_ndtri};
+                                       pw_angle, pw_lgamma, pw_ndtri, pw_digamma};
 /* rough cost per element relative to a copy: how early a second thread pays */
 static const int PW_COST[PW_COUNT] = {8, 8, 1, 1, 1, 1, 1, 1, 8, 16, 1, 8, 16, 16,
-                                      1, 1, 1, 8, 8, 4, 4, 1, 32, 16};
+                                      1, 1, 1, 8, 8, 4, 4, 1, 32, 16, 16};
 
 /* op `op` of n contiguous floats x (and y for the two-input ops) into out; -1 for an unknown op */
 EXPORT int pointwise_f32(int op, const float *x, const float *y, float *out, int64_t n,
