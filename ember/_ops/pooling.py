@@ -11,8 +11,9 @@ import ember
 
 from .conv import _flat_strides, _pad, _taps, _windows
 from .meta import empty
+from .pointwise import type_name
 from .registry import op
-from .samples import Sample, make
+from .samples import ErrorSample, Sample, make
 
 # ---- constant padding ----------------------------------------------------------------------
 
@@ -272,7 +273,8 @@ def _tiles(size, kernel_size, stride, padding, osize):
 
 
 def _opmath(x):
-    return np.float32 if x.dtype.itemsize == 2 else x.dtype
+    return np.int64 if x.dtype.kind in "iub" else np.float32 if x.dtype.itemsize == 2 else \
+        x.dtype
 
 
 @op("_avg_pool_nd", method=False, function=False)
@@ -281,6 +283,9 @@ def avg_pool_nd(xp, input, kernel_size, stride, padding, ceil_mode, count_includ
     """Average pooling over the trailing ``len(kernel_size)`` dims, as
     ``nn.functional.avg_pool*d``: a sum of the windows' taps (strided views), then divided."""
     nd = len(kernel_size)
+    if input.dtype.kind in "iub" and input.dtype != np.int64:
+        raise NotImplementedError(f"\"avg_pool{nd}d\" not implemented for "
+                                  f"'{type_name(input.dtype)}'")
     size = input.shape[input.ndim - nd:]
     osize, hi = _avg_geometry(size, kernel_size, stride, padding, ceil_mode)
     lead = input.shape[:input.ndim - nd]
@@ -295,8 +300,11 @@ def avg_pool_nd(xp, input, kernel_size, stride, padding, ceil_mode, count_includ
         acc = win[at + taps[0]].astype(_opmath(input))
         for tap in taps[1:]:
             acc += win[at + tap]
-    acc /= _avg_divisor(xp, size, kernel_size, stride, padding, osize, count_include_pad,
-                        divisor_override, acc.dtype)
+    div = _avg_divisor(xp, size, kernel_size, stride, padding, osize, count_include_pad,
+                       divisor_override, acc.dtype)
+    if acc.dtype.kind == "i":       # NOTE: torch divides integers as C does, toward zero
+        return (xp.sign(acc) * (xp.abs(acc) // div)).astype(input.dtype)
+    acc /= div
     return acc.astype(input.dtype, copy=False)
 
 
@@ -350,7 +358,11 @@ _AVG_CASES = [((2, 3, 7, 6), (3, 2), (2, 1), (1, 0), False, True, None),
               ((1, 2, 8, 7), (3, 3), (3, 2), (1, 1), True, True, 5),
               ((2, 2, 6, 6), (2, 2), (2, 2), (0, 0), False, True, None)]
 avg_pool_nd.samples = lambda dev, dt: [Sample(make(c[0], dt), *c[1:]) for c in _AVG_CASES] \
-    if dt.category == 2 else []
+    if dt.category == 2 else [Sample(make((2, 3, 7, 6), dt), *_AVG_CASES[0][1:])] \
+    if dt.name == "int64" else []
+avg_pool_nd.errors = [ErrorSample(Sample(make((1, 4, 4), ember.int32), (2, 2), (2, 2), (0, 0),
+                                         False, True, None), NotImplementedError,
+                                  "\"avg_pool2d\" not implemented for 'Int'")]
 avg_pool_nd_backward.samples = lambda dev, dt: [Sample(make(c[0][:-2] + _avg_geometry(
     c[0][-2:], *c[1:5])[0], dt), c[0], *c[1:]) for c in _AVG_CASES] if dt.category == 2 else []
 
