@@ -234,10 +234,10 @@ def prod(a, dim, keepdim):
         a.size >= _MIN_ROWS_KERNEL and a.flags.c_contiguous else None
     if fn is None or dim is not None and dim not in (-1, a.ndim - 1):
         return None
-    if dim is None:     # rows of 1024 (their products then multiplied), and what is left over
+    if dim is None:     # rows of 16384 (their products then multiplied), and what is left over
         flat = a.reshape(-1)
-        m = a.size - a.size % 1024
-        r = np.multiply.reduce(prod(flat[:m].reshape(-1, 1024), -1, False)) * \
+        m = a.size - a.size % 16384
+        r = np.multiply.reduce(prod(flat[:m].reshape(-1, 16384), -1, False)) * \
             np.multiply.reduce(flat[m:])
         return np.full((1,) * a.ndim, r, a.dtype) if keepdim else np.asarray(r, a.dtype)
     out = np.empty(a.shape[:-1] + (1,) * keepdim, a.dtype)

@@ -392,12 +392,17 @@ EXPORT void S(add_bias)(T *out, const T *bias, int64_t rows, int64_t cols, int n
     }
 }
 
-/* prod over each contiguous row: one partial product per SIMD lane (NumPy's multiply.reduce
- * takes one element at a time); rows over threads */
+/* prod over each contiguous row: 32 partial products (several vector registers, so the
+ * multiplies' latency overlaps; NumPy's multiply.reduce takes one element at a time); rows
+ * over threads */
 TC static void S(prod_row)(const T *x, T *out, int64_t n) {
-    T p = 1;
-#pragma omp simd reduction(* : p)
-    for (int64_t j = 0; j < n; j++) p *= x[j];
+    T acc[32], p = 1;
+    int64_t j = 0;
+    for (int l = 0; l < 32; l++) acc[l] = 1;
+    for (; j + 32 <= n; j += 32)
+        for (int l = 0; l < 32; l++) acc[l] *= x[j + l];
+    for (; j < n; j++) p *= x[j];
+    for (int l = 0; l < 32; l++) p *= acc[l];
     *out = p;
 }
 
