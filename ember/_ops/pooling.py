@@ -267,7 +267,7 @@ def _avg_divisor(xp, size, kernel_size, stride, padding, osize, count_include_pa
 
 def _tiles(size, kernel_size, stride, padding, osize):
     """Whether the windows tile the input exactly (stride = kernel, no padding, nothing left
-    over): pooling is then a reshape and a sum, its gradient a broadcast."""
+    over): the gradient is then a broadcast."""
     return stride == kernel_size and not any(padding) and all(
         o * k == n for o, k, n in zip(osize, kernel_size, size))
 
@@ -288,18 +288,13 @@ def avg_pool_nd(xp, input, kernel_size, stride, padding, ceil_mode, count_includ
                                   f"'{type_name(input.dtype)}'")
     size = input.shape[input.ndim - nd:]
     osize, hi = _avg_geometry(size, kernel_size, stride, padding, ceil_mode)
-    lead = input.shape[:input.ndim - nd]
-    if _tiles(size, kernel_size, stride, padding, osize):
-        acc = input.reshape(lead + sum(zip(osize, kernel_size), ())).sum(
-            tuple(range(len(lead) + 1, input.ndim + nd, 2)), dtype=_opmath(input))
-    else:
-        win = _windows(xp, _pad(xp, input, padding, hi, 0), kernel_size, stride, (1,) * nd,
-                       osize)
-        taps = _taps(kernel_size)
-        at = (slice(None),) * (win.ndim - nd)
-        acc = win[at + taps[0]].astype(_opmath(input))
-        for tap in taps[1:]:
-            acc += win[at + tap]
+    # (a reshape and a multi-axis sum, where windows tile the input, is several times slower)
+    win = _windows(xp, _pad(xp, input, padding, hi, 0), kernel_size, stride, (1,) * nd, osize)
+    taps = _taps(kernel_size)
+    at = (slice(None),) * (win.ndim - nd)
+    acc = win[at + taps[0]].astype(_opmath(input))
+    for tap in taps[1:]:
+        acc += win[at + tap]
     div = _avg_divisor(xp, size, kernel_size, stride, padding, osize, count_include_pad,
                        divisor_override, acc.dtype)
     if acc.dtype.kind == "i":       # NOTE: torch divides integers as C does, toward zero
