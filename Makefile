@@ -56,6 +56,8 @@ bench: $(STAMP)
 bench-full: $(STAMP)
 	$(PY) -m ember bench --full
 	$(PY) -m benchmarks.ops
+	$(PY) -m benchmarks.compile
+	$(PY) -m benchmarks.distributed
 
 kernels: $(STAMP)
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .

@@ -26,7 +26,8 @@ try:
     from ._device import device, get_default_device, get_device_module, set_default_device  # noqa: F401
     from ._dtype import (bfloat16, complex64, complex128, dtype, finfo, float8_e4m3fn,  # noqa: F401
                          float8_e5m2, float16, float32, float64, get_default_dtype, iinfo, int8,
-                         int16, int32, int64, promote_types, set_default_dtype, uint8)
+                         int16, int32, int64, promote_types, set_default_dtype, uint8, uint16,
+                         uint32, uint64)
     from ._storage import TypedStorage, UntypedStorage, is_storage  # noqa: F401
     from ._tensor import Size, Tensor  # noqa: F401
 
@@ -153,7 +154,8 @@ def __getattr__(name):
                 "amp", "testing", "special", "fft", "linalg", "func", "backends", "profiler",
                 "compiler", "_dynamo", "serialization", "sparse", "random", "return_types",
                 "functional", "hub", "cpu", "distributions",
-                "multiprocessing", "futures"):
+                "multiprocessing", "futures", "accelerator", "signal", "overrides", "library",
+                "masked"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:
@@ -163,6 +165,9 @@ def __getattr__(name):
             raise
         globals()[name] = mod
         return mod
+    if name == "OutOfMemoryError":  # torch.OutOfMemoryError is torch.cuda's
+        from .cuda import OutOfMemoryError
+        return OutOfMemoryError
     if name == "vmap":              # torch.vmap is torch.func.vmap
         from .func import vmap
         return vmap
@@ -182,6 +187,10 @@ def __getattr__(name):
                          typename=_tensor_types.typename,
                          set_default_tensor_type=_tensor_types.set_default_tensor_type)
         return globals()[name]
+    if name == "ops":                   # torch.ops: the ops registered with ember.library
+        return importlib.import_module(".library", __name__).ops
+    if name in ("DisableTorchFunction", "DisableTorchFunctionSubclass"):
+        return getattr(importlib.import_module(".overrides", __name__), name)
     if name in ("from_dlpack", "to_dlpack"):
         fn = getattr(importlib.import_module("._dlpack", __name__), name)
         globals()[name] = fn

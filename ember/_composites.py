@@ -214,18 +214,36 @@ def _pinning():
 
 def pin_memory(self, device=None):
     """A copy of this cpu tensor in page-locked memory (itself if it is pinned), from which
-    ``to("cuda", non_blocking=True)`` copies asynchronously; without a GPU, the tensor itself.
+    ``to("cuda", non_blocking=True)`` copies asynchronously. Without a GPU there is no pinned
+    memory: RuntimeError, as torch.
 
     Example:
-        >>> ember.ones(2).pin_memory().is_pinned() == ember.cuda.is_available()
-        True
+        >>> ember.cuda.is_available() or ember.ones(2).is_pinned()
+        False
     """
     if self.device.type != "cpu" or self.is_sparse:
         raise RuntimeError(f"cannot pin '{self.type()}' only dense CPU tensors can be pinned")
     pins = _pinning()
-    if pins is None or pins.is_pinned(self._data):
+    if pins is None:
+        raise RuntimeError("Cannot access accelerator device when none is available.")
+    if pins.is_pinned(self._data):
         return self
     return Tensor._wrap(pins.pin(self._data)).requires_grad_(self.requires_grad)
+
+
+def _record_stream(self, stream):
+    from .cuda.streams import record_stream
+    return record_stream(self, stream)
+
+
+def pinned_new(t, pin_memory):
+    """A factory's result ``t`` with its ``pin_memory`` argument applied."""
+    if not pin_memory:
+        return t
+    if _pinning() is None:
+        raise RuntimeError("pin_memory=True requires a CUDA or other accelerator backend; no "
+                           "pinned memory allocator is available on this system.")
+    return t.pin_memory()
 
 
 def is_pinned(self, device=None):
@@ -262,11 +280,19 @@ def map2_(self, x, y, callable):
 
 
 def as_subclass(self, cls):
-    """This tensor's data (no copy) as an instance of the Tensor subclass ``cls``."""
+    """This tensor's data (no copy) as an instance of the Tensor subclass ``cls``, attached to
+    the autograd graph as torch's."""
     if not (isinstance(cls, type) and issubclass(cls, Tensor)):
         raise TypeError(f"Creating a Tensor subclass from a class that does not inherit from "
                         f"Tensor is not possible. Make sure your class inherits from Tensor.")
-    return self.detach()._alias(cls)
+    if not self._requires_grad:
+        return self._alias(cls)
+    from .autograd.graph import rename_node
+    src = self.view_as(self)        # stays in the graph, as torch's (an AliasBackward0 node)
+    rename_node(src.grad_fn, "AliasBackward0")
+    t = src._alias(cls)
+    t.grad_fn, t._output_nr, t._requires_grad = src.grad_fn, src._output_nr, True
+    return t
 
 
 def module_load(self, other, assign=False):
@@ -443,7 +469,7 @@ def _shared(name):
 
 METHODS.update(is_pinned=is_pinned, is_shared=_shared("is_shared"), pin_memory=pin_memory,
                share_memory_=_shared("share_memory_"),
-               record_stream=lambda self, stream: None,
+               record_stream=_record_stream,
                const_data_ptr=lambda self: self.data_ptr(),
                storage=_typed_storage)
 

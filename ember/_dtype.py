@@ -20,7 +20,7 @@ class dtype:
         if np_dtype is not None:       # (else ml_dtypes' dtype, set by ml_dtypes())
             self.np = np.dtype(np_dtype)
         self.itemsize = itemsize or self.np.itemsize
-        self.is_signed = name not in ("bool", "uint8")
+        self.is_signed = not name.startswith(("bool", "uint"))
 
     def __getattr__(self, attr):       # only for a slot not set yet: an ml_dtypes one's np
         if attr == "np" and self in _FROM_ML_DTYPES:
@@ -57,6 +57,12 @@ int8 = dtype("int8", np.int8, _INT, 1)
 int16 = dtype("int16", np.int16, _INT, 2)
 int32 = dtype("int32", np.int32, _INT, 3)
 int64 = dtype("int64", np.int64, _INT, 4)
+# NOTE: torch's uint16/32/64 are "shell" dtypes: tensors, casts, comparisons, bitwise ops and
+# sorting work, but promotion with any other integer type raises (see promote_types)
+uint16 = dtype("uint16", np.uint16, _INT, 2)
+uint32 = dtype("uint32", np.uint32, _INT, 3)
+uint64 = dtype("uint64", np.uint64, _INT, 4)
+_SHELL = (uint16, uint32, uint64)
 float8_e4m3fn = dtype("float8_e4m3fn", None, _FLOAT, 0, itemsize=1)
 float8_e5m2 = dtype("float8_e5m2", None, _FLOAT, 0, itemsize=1)
 float16 = dtype("float16", np.float16, _FLOAT, 1)
@@ -110,14 +116,15 @@ def cast(a, np_dtype):
 _kernels = None     # ember._C.kernels once a float array is cast (not at import: it loads ctypes)
 
 
-ALL = (bool_, uint8, int8, int16, int32, int64, float8_e4m3fn, float8_e5m2, float16, bfloat16,
+ALL = (bool_, uint8, int8, int16, int32, int64, uint16, uint32, uint64, float8_e4m3fn, float8_e5m2, float16, bfloat16,
        float32, float64, complex64, complex128)
 ALIASES = {"bool": bool_, "half": float16, "float": float32, "double": float64, "short": int16,
            "int": int32, "long": int64, "cfloat": complex64, "cdouble": complex128,
            "float16": float16, "bfloat16": bfloat16, "float32": float32, "float64": float64}
 # torch's C++ ScalarType names, which its error messages use ("Float", "Char", ...)
 _SCALAR_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short",
-                 "int32": "Int", "int64": "Long", "float8_e4m3fn": "Float8_e4m3fn",
+                 "int32": "Int", "int64": "Long", "uint16": "UInt16", "uint32": "UInt32",
+                 "uint64": "UInt64", "float8_e4m3fn": "Float8_e4m3fn",
                  "float8_e5m2": "Float8_e5m2", "float16": "Half", "bfloat16": "BFloat16",
                  "float32": "Float", "float64": "Double", "complex64": "ComplexFloat",
                  "complex128": "ComplexDouble"}
@@ -203,6 +210,10 @@ def promote_types(a, b):
         raise RuntimeError(f"Promotion for Float8 Types is not supported, attempted to promote "
                            f"{_SCALAR_NAMES[a.name]} and {_SCALAR_NAMES[b.name]}")
     ca, cb = a.category, b.category
+    if (a in _SHELL or b in _SHELL) and _FLOAT not in (ca, cb):
+        raise RuntimeError("Promotion for uint16, uint32, uint64 types is not supported, "
+                           f"attempted to promote {_SCALAR_NAMES[a.name]} and "
+                           f"{_SCALAR_NAMES[b.name]}")
     if ca < cb or (ca == cb and a._rank < b._rank):
         a, b, ca, cb = b, a, cb, ca                      # a is now the "bigger" one
     if ca == _COMPLEX:

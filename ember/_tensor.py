@@ -94,6 +94,19 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         _retains_grad = False
     __array_priority__ = 1000          # numpy defers to our reflected operators
 
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        """torch's default: run ``func`` with subclass dispatch off and give tensor results
+        the subclass's type (see ember.overrides)."""
+        from .overrides import _default_torch_function
+        return _default_torch_function(cls, func, types, args, kwargs)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "__torch_function__" in cls.__dict__:    # the dispatch starts asking overrides
+            from .overrides import _subclass_defined
+            _subclass_defined(cls)
+
     def __new__(cls, *args, **kwargs):
         return object.__new__(cls)
 
@@ -558,12 +571,12 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
             return self
         t = self if dt is self.dtype else _cast(self, dt)
         if dev != self.device:
-            t = t._move(dev)
+            t = t._move(dev, non_blocking)
         elif copy and t is self:
             t = self.clone()
         return t
 
-    def _move(self, dev):
+    def _move(self, dev, non_blocking=False):
         from ._ops import dispatch, pointwise
         if type(self._data) is SparseCOO:
             from ._ops.sparse_rules import _move
@@ -572,7 +585,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
             raise NotImplementedError("Cannot copy out of meta tensor; no data! Please use "
                                       "torch.nn.Module.to_empty() instead of torch.nn.Module.to()"
                                       " when moving module from meta to a different device.")
-        arr = backend(dev).from_host(backend(self.device).to_host(self._data), dev)
+        arr = backend(dev).from_host(backend(self.device).to_host(self._data), dev, non_blocking)
         out = Tensor._wrap(arr, dev)
         if self._requires_grad and grad_mode.state.grad_enabled:
             dispatch._record(pointwise._to_device, (self, str(self.device)), {}, [self], [out])
@@ -582,7 +595,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         return self.to("cpu")
 
     def cuda(self, device=None, non_blocking=False):
-        return self.to(device if device is not None else "cuda")
+        return self.to(device if device is not None else "cuda", non_blocking=non_blocking)
 
     def _as(self, dt):
         # (itself when the dtype is already dt, without to()'s argument parsing)

@@ -203,7 +203,7 @@ def _int_view(self, i):
     """``self[i]`` for an int, on a cpu tensor outside autograd and dispatch hooks: the view
     the getitem op makes, without the trip through dispatch (a Dataset's ``x[i]``). None
     where the general path must answer (or word the error)."""
-    if hooks.profiler or hooks.autocast or hooks.tracer:     # (vmap's BatchedTensor too)
+    if hooks.profiler or hooks.autocast or hooks.tracer or hooks.transform or hooks.override:
         return None
     a = self._data
     if self.device is not CPU or type(a) is not np.ndarray or not a.ndim or \
@@ -359,6 +359,7 @@ def expand_as(self, other):
 
 def _new(fn):
     def f(self, *size, dtype=None, device=None, requires_grad=False, **kw):
+        size = (kw.pop("size"),) if "size" in kw else size     # new_ones(size=(2, 3))
         return fn(*size, dtype=dtype or self.dtype, device=device or self.device,
                   requires_grad=requires_grad, **kw)
     return f

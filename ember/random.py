@@ -1,7 +1,7 @@
 """``torch.random``: seeding and the state of the default generator, and ``fork_rng``.
 
-ember's devices all draw from one host generator (see ``ember/_ops/random.py``), so its state
-is the whole random state of the process.
+ember draws on the host (see ``ember/_ops/random.py``): the cpu's default generator and one per
+GPU, made on first use.
 """
 import contextlib
 
@@ -16,8 +16,8 @@ def fork_rng(devices=None, enabled=True, _caller="fork_rng", _devices_kw="device
     numbers drawn inside do not change those drawn after.
 
     Args:
-        devices (iterable of devices, optional): accepted for torch's signature; ember's
-            devices share the one generator, which is always saved.
+        devices (iterable of devices, optional): the GPUs whose generators to save as well;
+            by default every GPU generator made so far (torch: every visible GPU).
         enabled (bool): if False, the block runs on the live state. Default: True.
         device_type (str, optional): accepted for torch's signature.
 
@@ -33,8 +33,15 @@ def fork_rng(devices=None, enabled=True, _caller="fork_rng", _devices_kw="device
     if not enabled:
         yield
         return
-    state = get_rng_state()
+    from ._device import to_device
+    from ._ops.random import cuda_generators, device_generator
+    gens = list(cuda_generators.values()) if devices is None else \
+        [device_generator(to_device(d if not isinstance(d, int) else f"cuda:{d}"))
+         for d in devices]
+    state, saved = get_rng_state(), [g.get_state() for g in gens]
     try:
         yield
     finally:
         set_rng_state(state)
+        for g, s in zip(gens, saved):
+            g.set_state(s)

@@ -13,18 +13,45 @@ ember's real cuda backend (``ember._backends.cupy_backend.CupyBackend``) runs un
 the double replaces only the module it imports (``xp``, ``cupyx``) and what ``ember.cuda``
 asks of the driver (one device, "ember test double").
 
+It also models, as CuPy's documentation states them, the parts of CuPy that ember's
+``ember.cuda`` wraps: the memory pool (``MemoryPool``: 512-byte rounding, best-fit reuse of
+freed blocks, ``set_limit``, ``OutOfMemoryError`` once the limit or the device's memory is
+reached, ``free_all_blocks``; every new device array is allocated through the current
+allocator, ``cupy.cuda.set_allocator``), streams (``Stream``, ``Stream.null``,
+``get_current_stream``, ``with stream:``) and events (``Event``, ``get_elapsed_time``). Its
+work is synchronous, so every stream and event is always done and an elapsed time is the wall
+time between two records.
+
 What it proves: op forwards and backwards, device moves and the training plumbing go through
-the backend on a cuda tensor. What it does not: that CuPy has every function ember calls with
-the same signature, numerics of GPU kernels, streams or memory, none of which a CPU can show.
+the backend on a cuda tensor; ember's memory, stream and event bookkeeping against the pool's
+and driver's answers. What it does not: that CuPy has every function ember calls with the
+same signature, numerics of GPU kernels, real concurrency, nor the compilation of ember's
+CUDA C kernels (those are not run here: the backend's ``fused`` is off on the double).
 """
+import bisect
 import contextlib
+import itertools
+import json
+import os
 import sys
+import threading
+import time
 import types
 import warnings
 import weakref
 
 import numpy as np
+import pytest
 
+# The names CuPy 14.2.0 has (``dir()`` of cupy, cupy.linalg, cupy.fft, cupy.random, cupyx,
+# cupy.ndarray) and its functions' and methods' keyword parameters ("signatures", from their
+# signatures or docstrings), read from the installed package: the double refuses any other
+# name (AttributeError) or keyword (TypeError), as CuPy would, so that ember calling what CuPy
+# lacks fails here and not first on a GPU.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "cupy_names.json")) as _f:
+    _names = json.load(_f)
+_SIGNATURES = {k: frozenset(v) for k, v in _names.pop("signatures").items()}
+CUPY_NAMES = {k: frozenset(v) for k, v in _names.items()}
 IMPLICIT = ("Implicit conversion to a NumPy array is not allowed. Please use `.get()` to "
             "construct a NumPy array explicitly.")
 HOST_OK = frozenset({"asarray", "array", "asanyarray"})      # xp functions that take host data
@@ -80,18 +107,24 @@ def wrap(r):
     if isinstance(r, np.ndarray):
         w = _wrappers.get(id(r))
         if w is None or w._a is not r:
+            _allocate(r)
             w = _wrappers[id(r)] = DeviceArray(r)
         return w
     if isinstance(r, np.generic):
-        return DeviceArray(np.asarray(r))
+        return wrap(np.asarray(r))
     if isinstance(r, (tuple, list)):
         items = [wrap(v) for v in r]
         return type(r)(*items) if hasattr(r, "_fields") else type(r)(items)
     return r
 
 
-def _call(fn, name, host_ok=False):
+def _call(fn, name, host_ok=False, where=None):
+    params = _SIGNATURES.get(where or name)
+
     def call(*args, **kwargs):
+        bad = params is not None and next((k for k in kwargs if k not in params), None)
+        if bad:
+            raise TypeError(f"{name}() got an unexpected keyword argument '{bad}'")
         args, kwargs = unwrap(args, name, host_ok), unwrap(kwargs, name, host_ok)
         # CuPy never warns of a floating-point condition (0/0, the mean of nothing): nor do we
         with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -133,9 +166,22 @@ class DeviceArray:
     def get(self, stream=None, order="C", out=None):
         return np.array(self._a, copy=True)
 
+    def set(self, arr, stream=None):
+        """``cupy.ndarray.set``: copy a host array of the same shape and dtype in."""
+        if type(arr) is not np.ndarray:
+            raise TypeError("Only numpy.ndarray can be set to cupy.ndarray")
+        if arr.shape != self._a.shape:
+            raise ValueError(f"Shape mismatch. Old shape: {self._a.shape}, new shape: "
+                             f"{arr.shape}")
+        if arr.dtype != self._a.dtype:
+            raise TypeError(f"{arr.dtype} array cannot be set to {self._a.dtype} array")
+        self._a[...] = arr
+
     def __getattr__(self, name):
         if name.startswith("__") or name in ("ctypes", "tobytes", "tofile"):
             raise AttributeError(f"a cuda (test double) array has no host attribute {name!r}")
+        if name not in CUPY_NAMES["cupy.ndarray"]:
+            raise AttributeError(f"'cupy.ndarray' object has no attribute '{name}'")
         v = getattr(self._a, name)
         return _call(v, f"ndarray.{name}") if callable(v) else wrap(v)
 
@@ -207,13 +253,15 @@ class Namespace(types.ModuleType):
         self.__dict__.update(extra or {})
 
     def __getattr__(self, name):
+        if name not in CUPY_NAMES.get(self.__name__, (name,)):
+            raise AttributeError(f"module '{self.__name__}' has no attribute '{name}'")
         v = getattr(self._module, name)
         if isinstance(v, types.ModuleType):
             v = Namespace(v, f"{self.__name__}.{name}")
         elif isinstance(v, np.ufunc):
             v = Ufunc(v)
         elif callable(v) and not isinstance(v, type):
-            v = _call(v, name, name in HOST_OK and self._module is np)
+            v = _call(v, name, name in HOST_OK and self._module is np, f"{self.__name__}.{name}")
         setattr(self, name, v)
         return v
 
@@ -240,21 +288,207 @@ def _asarray(obj, dtype=None, order=None, **kwargs):
     # cupy.asarray copies host data to the device; a device array of the right dtype is itself
     if type(obj) is DeviceArray:
         return obj if dtype is None or obj._a.dtype == dtype else wrap(obj._a.astype(dtype))
-    return DeviceArray(np.array(unwrap(obj, "asarray", True), dtype=dtype, order=order or "K",
-                                copy=True))
+    return wrap(np.array(unwrap(obj, "asarray", True), dtype=dtype, order=order or "K",
+                         copy=True))
+
+
+TOTAL_MEMORY = 1 << 30          # the double's device memory (getDeviceProperties, memGetInfo)
+
+
+class OutOfMemoryError(MemoryError):
+    """``cupy.cuda.memory.OutOfMemoryError``, with CuPy's message."""
+
+    def __init__(self, size, total, limit=0):
+        msg = f"Out of memory allocating {size:,} bytes (allocated so far: {total:,} bytes"
+        super().__init__(msg + (f", limit set to: {limit:,} bytes)." if limit else ")."))
+
+
+class CUDARuntimeError(RuntimeError):
+    """``cupy.cuda.runtime.CUDARuntimeError``."""
+
+
+class MemoryPointer:
+    """``cupy.cuda.MemoryPointer`` from the pool: its block goes back to the pool (not to the
+    driver) when the pointer dies, as CuPy's ``PooledMemory`` does."""
+
+    def __init__(self, pool, size):
+        self.pool, self.size = pool, size
+
+    def __del__(self):
+        self.pool._release(self.size)
 
 
 class MemoryPool:
-    """``cupy.get_default_memory_pool()``: the double holds no memory of its own."""
+    """``cupy.get_default_memory_pool()`` as CuPy's docs describe it: sizes round up to 512
+    bytes; a freed block stays in the pool (``total_bytes`` keeps it) and serves a later
+    request of its size or less (best fit, the rest of the block staying free; the double does
+    not merge neighbours back); above the limit or the device's memory it frees every cached
+    block and retries once before raising ``OutOfMemoryError``."""
+
+    def __init__(self):
+        self._used, self._free, self._limit = 0, [], 0
+
+    def malloc(self, size):
+        size = -(-int(size) // 512) * 512
+        if size == 0:
+            return MemoryPointer(self, 0)
+        i = bisect.bisect_left(self._free, size)
+        if i < len(self._free):
+            rest = self._free.pop(i) - size
+            if rest:
+                bisect.insort(self._free, rest)
+        else:
+            for attempt in (0, 1):
+                total = self.total_bytes()
+                if total + size <= (self._limit or TOTAL_MEMORY) and \
+                        total + size <= TOTAL_MEMORY:
+                    break
+                if attempt:
+                    raise OutOfMemoryError(size, total, self._limit)
+                self.free_all_blocks()
+        self._used += size
+        return MemoryPointer(self, size)
+
+    def _release(self, size):
+        if size:
+            self._used -= size
+            bisect.insort(self._free, size)
 
     def used_bytes(self):
-        return 0
+        return self._used
+
+    def free_bytes(self):
+        return sum(self._free)
 
     def total_bytes(self):
-        return 0
+        return self._used + sum(self._free)
 
-    def free_all_blocks(self):
+    def n_free_blocks(self):
+        return len(self._free)
+
+    def free_all_blocks(self, stream=None):
+        self._free = []
+
+    def set_limit(self, size=None, fraction=None):
+        if size is not None and fraction is not None:
+            raise ValueError("size and fraction cannot be specified at the same time")
+        if fraction is not None:
+            if not 0 <= fraction <= 1:
+                raise ValueError(f"memory limit fraction out of range: {fraction}")
+            size = int(TOTAL_MEMORY * fraction)
+        self._limit = int(size or 0)
+
+    def get_limit(self):
+        return self._limit
+
+
+_owners = {}        # id(root ndarray) -> the MemoryPointer its memory came from
+
+
+def _allocate(a):
+    """Allocate the memory of a new device array through the current allocator (as every
+    CuPy array's is), released when the array's root buffer dies. CuPy has no bfloat16 nor
+    float8 (ml_dtypes' NumPy types; cupy/cupy#7527): it refuses them."""
+    if a.dtype.type.__module__.startswith("ml_dtypes"):
+        raise ValueError(f"Unsupported dtype {a.dtype}")
+    root = a
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if id(root) in _owners:
+        return
+    _owners[id(root)] = _state.allocator(root.nbytes)
+    weakref.finalize(root, _owners.pop, id(root), None)
+
+
+_ids = itertools.count(0x7f0000001000, 0x100)       # fake driver handles
+
+
+class Stream:
+    """``cupy.cuda.Stream``: ``ptr`` is 0 for the null stream; ``with stream:`` makes it the
+    current stream of its thread until the block ends (CuPy keeps a stack)."""
+
+    def __init__(self, null=False, non_blocking=False, ptds=False, priority=None):
+        self.ptr = 0 if null else next(_ids)
+        self.device_id = -1 if null else 0
+        self.priority = 0 if priority is None else int(priority)
+        self.is_non_blocking = bool(non_blocking)
+
+    def __enter__(self):
+        _stack().append(get_current_stream())
+        self.use()
+        return self
+
+    def __exit__(self, *exc):
+        _stack().pop().use()
+        return False
+
+    def use(self):
+        _state.local.current = self
+        return self
+
+    def synchronize(self):
         pass
+
+    @property
+    def done(self):
+        return True
+
+    def record(self, event=None):
+        event = Event() if event is None else event
+        event.record(self)
+        return event
+
+    def wait_event(self, event):
+        pass
+
+    def __eq__(self, other):
+        return isinstance(other, Stream) and other.ptr == self.ptr
+
+    def __hash__(self):
+        return hash(self.ptr)
+
+
+Stream.null = Stream(null=True)
+
+
+def _stack():
+    st = getattr(_state.local, "stack", None)
+    if st is None:
+        st = _state.local.stack = []
+    return st
+
+
+def get_current_stream(device_id=-1):
+    """``cupy.cuda.get_current_stream``: the thread's current stream, else the null stream."""
+    return getattr(_state.local, "current", None) or Stream.null
+
+
+class Event:
+    """``cupy.cuda.Event``: ``record`` notes the wall time (the double's work is synchronous)."""
+
+    def __init__(self, block=False, disable_timing=False, interprocess=False):
+        if interprocess and not disable_timing:
+            raise ValueError("Timing must be disabled for interprocess events")
+        self.ptr, self.disable_timing, self._t = next(_ids), disable_timing, None
+
+    def record(self, stream=None):
+        self._t = time.perf_counter()
+
+    def synchronize(self):
+        pass
+
+    @property
+    def done(self):
+        return True
+
+
+def get_elapsed_time(start_event, end_event):
+    """``cupy.cuda.get_elapsed_time`` in milliseconds; the driver's error for an event made
+    without timing or never recorded."""
+    if start_event.disable_timing or end_event.disable_timing or \
+            start_event._t is None or end_event._t is None:
+        raise CUDARuntimeError("cudaErrorInvalidResourceHandle: invalid resource handle")
+    return (end_event._t - start_event._t) * 1e3
 
 
 class PinnedMemoryPointer(bytearray):
@@ -268,12 +502,34 @@ def empty_pinned(shape, dtype=float, order="C"):
                                                             dtype.itemsize)), order=order)
 
 
+_pool = MemoryPool()
+_state = types.SimpleNamespace(allocator=_pool.malloc, local=threading.local())
+
+
+def set_allocator(allocator=None):
+    """``cupy.cuda.set_allocator``; ``None`` would be the raw driver allocator, which the
+    double does not model."""
+    if allocator is None:
+        raise NotImplementedError("the test double has no allocator without a pool")
+    _state.allocator = allocator
+
+
 _runtime = types.SimpleNamespace(
     getDeviceCount=lambda: 1, getDevice=lambda: 0, setDevice=lambda i: Device(i) and None,
-    deviceSynchronize=lambda: None,
-    getDeviceProperties=lambda i: {"name": b"ember test double", "totalGlobalMem": 1 << 30,
+    deviceSynchronize=lambda: None, CUDARuntimeError=CUDARuntimeError,
+    memGetInfo=lambda: (TOTAL_MEMORY - _pool.total_bytes(), TOTAL_MEMORY),
+    getDeviceProperties=lambda i: {"name": b"ember test double", "totalGlobalMem": TOTAL_MEMORY,
                                    "major": 8, "minor": 0, "multiProcessorCount": 1})
-_pool = MemoryPool()
+def _full(shape, fill_value, dtype=None, order="C"):
+    """``cupy.full``: its fill goes through ``cupy.copyto``, which takes a Python or NumPy
+    scalar or an array, and reads ``.dtype`` of anything else (so None fails, where NumPy's
+    full gives NaN)."""
+    if not (isinstance(fill_value, (bool, int, float, complex, np.generic, np.ndarray,
+                                    DeviceArray))):
+        raise AttributeError(f"'{type(fill_value).__name__}' object has no attribute 'dtype'")
+    return wrap(np.full(shape, unwrap(fill_value, "full", True), dtype, order))
+
+
 cupy = Namespace(np, "cupy", {
     "ndarray": DeviceArray, "asarray": _asarray, "asanyarray": _asarray,
     "array": lambda obj, dtype=None, copy=True, order="K", **kw: _asarray(
@@ -281,8 +537,14 @@ cupy = Namespace(np, "cupy", {
     "asnumpy": lambda a, stream=None, order="C", out=None: a.get() if type(a) is DeviceArray
     else np.asarray(a),
     "get_array_module": lambda *args: cupy, "get_default_memory_pool": lambda: _pool,
-    "cuda": types.SimpleNamespace(Device=Device, runtime=_runtime, is_available=lambda: True,
-                                  PinnedMemoryPointer=PinnedMemoryPointer)})
+    "full": _full,
+    "cuda": types.SimpleNamespace(
+        Device=Device, runtime=_runtime, is_available=lambda: True,
+        PinnedMemoryPointer=PinnedMemoryPointer, MemoryPool=MemoryPool,
+        MemoryPointer=MemoryPointer, set_allocator=set_allocator,
+        get_allocator=lambda: _state.allocator, Stream=Stream, Event=Event,
+        get_current_stream=get_current_stream, get_elapsed_time=get_elapsed_time,
+        memory=types.SimpleNamespace(OutOfMemoryError=OutOfMemoryError))})
 
 
 def _scatter(ufunc):
@@ -306,14 +568,28 @@ def cuda_double():
     from ember._backends import cupy_backend
     saved = (_backends._cuda, ember.cuda._cupy, sys.modules.get("cupy"), sys.modules.get("cupyx"))
     sys.modules["cupy"], sys.modules["cupyx"] = cupy, cupyx
+    allocator, _state.local = _state.allocator, threading.local()
     try:
         _backends._cuda = cupy_backend.CupyBackend()
         ember.cuda._cupy = lambda: (cupy, 1, None)
         yield cupy
     finally:
         _backends._cuda, ember.cuda._cupy = saved[:2]
+        _state.allocator, _state.local = allocator, threading.local()
+        _pool.set_limit(0)
         for name, mod in zip(("cupy", "cupyx"), saved[2:]):
             if mod is None:
                 sys.modules.pop(name, None)
             else:
                 sys.modules[name] = mod
+
+
+@pytest.fixture(params=["double", pytest.param("gpu", marks=pytest.mark.cuda)])
+def cuda(request):
+    """The cuda device: the double on every run; with ``-m cuda`` on a machine with a GPU,
+    CuPy itself (the same checks, as the real-GPU tests)."""
+    if request.param == "gpu":
+        yield "gpu"
+        return
+    with cuda_double():
+        yield "double"

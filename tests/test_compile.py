@@ -1,5 +1,6 @@
-"""ember.compile / ember.compiler / ember._dynamo: the API runs eagerly (no speed-up yet) and
-is never wrong; explain and fullgraph find graph breaks as torch's do."""
+"""ember.compile / ember.compiler / ember._dynamo: the API; a compiled function is never wrong
+(a data-dependent branch runs eagerly); explain and fullgraph find graph breaks as torch's do.
+tests/test_compile_codegen.py covers the generated code."""
 import numpy as np
 import pytest
 import torch
@@ -53,7 +54,7 @@ def test_compiled_module_trains_like_eager():
             losses.append(loss.item())
         return losses, model
     (eager, _), (compiled, model) = run(False), run(True)
-    assert compiled == eager
+    np.testing.assert_allclose(compiled, eager, rtol=0, atol=1e-6)   # (float32, fused C)
     tm = torch.compile(torch.nn.Linear(2, 2))
     assert list(ember.compile(ember.nn.Linear(2, 2)).state_dict()) == list(tm.state_dict())
     assert model.get_submodule("_orig_mod.0").weight.shape == model._orig_mod[0].weight.shape

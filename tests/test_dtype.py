@@ -13,7 +13,9 @@ NAMES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float8_e4m3fn", "f
          "float16", "bfloat16", "float32", "float64", "complex64", "complex128"]
 ALIASES = ["half", "float", "double", "short", "int", "long", "cfloat", "cdouble", "bool"]
 PAIRS = list(itertools.product(_dtype.ALL, _dtype.ALL))
-NO_FP8 = [d for d in _dtype.ALL if "float8" not in d.name]
+# (uint16/32/64 are torch's shell dtypes, where most arithmetic raises NotImplementedError:
+# test_shell_unsigned_dtypes covers what they do)
+NO_FP8 = [d for d in _dtype.ALL if "float8" not in d.name and d not in _dtype._SHELL]
 
 
 def T(d):
@@ -193,3 +195,22 @@ def test_set_default_dtype_rejects_non_float():
         ember.set_default_dtype(ember.int32)
     with pytest.raises(TypeError):
         torch.set_default_dtype(torch.int32)
+
+
+@pytest.mark.parametrize("name", ["uint16", "uint32", "uint64"])
+def test_shell_unsigned_dtypes(name):
+    """torch's uint16/32/64: tensors, casts, comparisons, bitwise ops, sorting and sums work;
+    promotion with another integer type raises torch's error."""
+    big = {"uint16": 2 ** 16 - 1, "uint32": 2 ** 32 - 1, "uint64": 2 ** 64 - 1}[name]
+    outs = []
+    for L in (ember, torch):
+        d = getattr(L, name)
+        x = L.tensor([3, 1, big], dtype=d)
+        outs.append([repr(x), repr(x * 2), repr(x.sum()), repr(x.float()), repr(x == x),
+                     repr(x & x), repr(x.sort().values), repr(x.to(L.uint8)),
+                     repr(L.zeros(2, dtype=d)), d.is_signed, d.itemsize, repr(d),
+                     str(L.promote_types(d, L.float32)), repr(L.iinfo(d).max)])
+        with pytest.raises(RuntimeError, match="Promotion for uint16, uint32, uint64 types is not "
+                                               "supported"):
+            L.promote_types(d, L.int64)
+    assert outs[0][:-1] == outs[1][:-1] and int(outs[0][-1]) == int(outs[1][-1])

@@ -45,6 +45,9 @@ CASES = [
     ("Rprop", dict(lr=0.05, etas=(0.3, 1.5), step_sizes=(1e-3, 0.1), maximize=True)),
     ("ASGD", dict(lr=0.05)),
     ("ASGD", dict(lr=0.05, lambd=0.01, alpha=0.5, t0=5, weight_decay=0.1)),
+    ("Adafactor", dict()),
+    ("Adafactor", dict(lr=0.05, beta2_decay=-0.5, eps=(1e-20, 1e-2), d=1.5, weight_decay=0.1,
+                       maximize=True)),
 ]
 
 rng = np.random.default_rng(0)
@@ -231,7 +234,31 @@ BAD = [
     ("Rprop", dict(etas=(1.5, 1.2)), "Invalid eta values: 1.5, 1.2"),
     ("ASGD", dict(weight_decay=-1), "Invalid weight_decay value: -1"),
     ("LBFGS", dict(lr=-2), "Invalid learning rate: -2"),
+    ("Adafactor", dict(beta2_decay=0.5), "beta2_decay should be <= 0 but is: 0.5"),
+    ("Adafactor", dict(d=0.5), "Clipping threshold d should be >= 1 but is: 0.5"),
+    ("Adafactor", dict(eps=(-1.0, 1e-3)), "epsilon1 should be >= 0 but is: -1.0"),
+    ("Muon", dict(momentum=-1), "momentum should be >= 0 but is: -1"),
+    ("Muon", dict(adjust_lr_fn="x"), "Adjust learning rate function x is not supported"),
 ]
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(lr=0.02, nesterov=False, weight_decay=0.0,
+                                              adjust_lr_fn="match_rms_adamw", ns_steps=3)])
+def test_muon_matches_torch(kw):
+    """Muon orthogonalizes in bfloat16 (as torch): agreement to bfloat16's precision."""
+    vals = [INIT[0], INIT[2]]
+    e_ps, t_ps = _params(ember, vals), _params(torch, vals)
+    e_opt, t_opt = ember.optim.Muon(e_ps, **kw), torch.optim.Muon(t_ps, **kw)
+    for _ in range(5):
+        for lib, opt, ps in ((ember, e_opt, e_ps), (torch, t_opt, t_ps)):
+            opt.zero_grad()
+            x, y = lib.tensor(X), lib.tensor(Y)
+            ((x @ ps[0]).tanh() @ ps[1] - y).pow(2).mean().backward()
+            opt.step()
+    assert _rel_diff(e_ps, t_ps) < 2e-2
+    for lib in (ember, torch):
+        with pytest.raises(ValueError, match="Muon only supports 2D parameters"):
+            lib.optim.Muon(_params(lib)[1:2])
 
 
 @pytest.mark.parametrize("name,kw,msg", BAD, ids=[b[2][:30] for b in BAD])

@@ -12,16 +12,21 @@ from ember._ops.registry import all_ops
 from ember.func import _vmap
 
 OPS = [d for d in all_ops() if d.samples is not None]
-# ops that still run the loop fallback (the goal is none): asserted exact below
-LOOPING = set("""
-    _lstm_cell _lstm_cell_backward _lstm_layer argwhere bincount block_diag bucketize
-    cartesian_prod cdist combinations diag diag_embed diagflat dsplit histc histogram hsplit
-    index_add index_copy index_fill index_put index_reduce index_select inner isin kron
-    linalg_lstsq linalg_multi_dot linalg_solve linalg_solve_triangular masked_scatter
-    masked_select nanquantile native_batch_norm native_group_norm nonzero put quantile
-    repeat_interleave roll searchsorted take tensordot unfold unique unique_consecutive
-    vsplit
-""".split())
+# ops that still run the loop fallback, and why: asserted exact below
+LOOPING = {
+    "argwhere": "each example's result has its own length (data-dependent shape)",
+    "nonzero": "each example's result has its own length (data-dependent shape)",
+    "masked_select": "each example's result has its own length (data-dependent shape)",
+    "unique": "each example's result has its own length (data-dependent shape)",
+    "unique_consecutive": "each example's result has its own length (data-dependent shape)",
+    "bincount": "the result's length is each example's largest value (data-dependent shape)",
+    "histogram": "bin edges per example from its own range, with weights and density: "
+                 "kept to the loop (histc, the common case, batches)",
+    "quantile": "a batched q (each example its own quantiles); a shared q batches",
+    "nanquantile": "a batched q (each example its own quantiles); a shared q batches",
+    "_lstm_layer": "per-example hidden weights (the samples batch them): a recurrence per "
+                   "weight set; with shared weights the batch folds into the layer's batch",
+}
 
 
 def _variant(x):
@@ -170,3 +175,71 @@ def test_per_sample_grads_match_a_loop_of_backward_passes(make, shape):
         for k, p in model.named_parameters():
             np.testing.assert_allclose(grads[k][i].numpy(), p.grad.numpy(), rtol=1e-10,
                                        atol=1e-10, err_msg=f"{k}, example {i}")
+
+
+# random functions inside vmap, written once for ember and torch (``m``)
+_RANDOM_FNS = {
+    "dropout": lambda m, t: m.nn.functional.dropout(t, 0.5),
+    "rand": lambda m, t: t + m.rand(3),
+    "randn_like": lambda m, t: m.randn_like(t),
+    "randint": lambda m, t: m.randint(0, 1000, (3,)).to(t.dtype) + t,
+    "normal": lambda m, t: m.normal(t, 1.0),
+    "bernoulli": lambda m, t: m.bernoulli(t * 0.5),
+    "uniform_": lambda m, t: t.clone().uniform_(),
+    "poisson": lambda m, t: m.poisson(t * 50),
+    "multinomial": lambda m, t: m.multinomial(t, 2).to(t.dtype),
+    "randperm": lambda m, t: m.randperm(3).to(t.dtype) * t,
+}
+
+
+@pytest.mark.parametrize("name", list(_RANDOM_FNS))
+def test_randomness_same_different_error_as_torch(name):
+    """'same': every example draws the same numbers; 'different': each its own (rows differ,
+    as torch's); 'error': torch's error."""
+    import torch
+    fn, x = _RANDOM_FNS[name], ember.ones(6, 3)
+    ember.manual_seed(0)
+    same = func.vmap(lambda t: fn(ember, t), randomness="same")(x)
+    diff = func.vmap(lambda t: fn(ember, t), randomness="different")(x)
+    want = torch.vmap(lambda t: fn(torch, t), randomness="different")(torch.ones(6, 3))
+    assert tuple(same.shape) == tuple(diff.shape) == tuple(want.shape) and same.dtype == diff.dtype
+    assert all(bool((same[i] == same[0]).all()) for i in range(6))
+    assert any(not bool((diff[i] == diff[0]).all()) for i in range(6))
+    with pytest.raises(RuntimeError) as err:
+        func.vmap(lambda t: fn(ember, t))(x)
+    with pytest.raises(RuntimeError) as terr:
+        torch.vmap(lambda t: fn(torch, t))(torch.ones(6, 3))
+    assert str(err.value) == str(terr.value)
+
+
+def test_randomness_different_draws_are_the_batch_at_once_and_nested():
+    ember.manual_seed(0)
+    got = func.vmap(lambda t: t + ember.rand(2), randomness="different")(ember.zeros(5, 2))
+    ember.manual_seed(0)
+    assert bool((got == ember.rand(5, 2)).all())          # one draw of the batch's shape
+    nested = func.vmap(func.vmap(lambda t: t + ember.rand(()), randomness="same"),
+                       randomness="different")(ember.zeros(4, 3))
+    assert all(len(set(r.tolist())) == 1 for r in nested)
+    assert len({r[0].item() for r in nested}) > 1
+    with pytest.raises(RuntimeError, match="different inplace randomness on an unbatched"):
+        func.vmap(lambda t: ember.zeros(3).uniform_(), randomness="different")(ember.ones(2, 3))
+    keep = func.vmap(lambda t: ember.nn.functional.dropout(t, 0.3), randomness="different")(
+        ember.ones(200, 50))
+    assert abs(float((keep != 0).double().mean()) - 0.7) < 0.02
+
+
+def test_vmap_and_forward_ad_under_the_profiler():
+    """vmap and forward AD hold dispatch's transform hook, apart from the profiler's: the
+    profiler records the physical ops (the tangent's too), and the hook is gone after."""
+    import ember.autograd.forward_ad as fwAD
+    from ember._ops.dispatch import hooks
+    x = ember.randn(4, 3, dtype=ember.float64)
+    with ember.profiler.profile() as prof:
+        y = func.vmap(lambda t: t.sin() @ ember.ones(3, dtype=ember.float64))(x)
+        with fwAD.dual_level():
+            tangent = fwAD.unpack_dual(fwAD.make_dual(x, ember.ones_like(x)).exp()).tangent
+    np.testing.assert_allclose(y.numpy(), x.sin().sum(1).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(tangent.numpy(), x.exp().numpy(), rtol=1e-12)
+    keys = {e.key for e in prof.key_averages()}
+    assert {"aten::sin", "aten::matmul", "aten::exp"} <= keys
+    assert hooks.transform is None and hooks.profiler is None

@@ -30,7 +30,8 @@ SUFFIXES = (".py", ".c", ".h")
 # distributed ~4k, graph capture/IR/compiler (fx, jit, export, onnx, _dynamo) ~5k,
 # distributions ~3k, func/forward AD ~2k, the rest of torch's surface ~3k, CUDA ~2k.
 CAPS = {                            # Python lines per package
-    "ember": 3600,                  # the core modules: Tensor, dtypes, devices, composites
+    "ember": 4700,                  # the core modules + torch's top-level overrides, library,
+                                    # accelerator, quasirandom
     "ember/_C": 400,                # the loaders of the kernel library and dispatch extension
     "ember/_backends": 400,
     "ember/_ops": 12500,
@@ -40,7 +41,7 @@ CAPS = {                            # Python lines per package
     "ember/cuda": 1500,             # + CUDA streams, events, memory stats
     "ember/demo": 350,
     "ember/func": 1800,             # vmap, grad, jvp, functional_call
-    "ember/nn": 6200,               # + parallel wrappers, remaining layers
+    "ember/nn": 7000,               # + parallel wrappers, lazy modules, prune, nn.attention
     "ember/optim": 2300,
     "ember/profiler": 550,
     "ember/serialization": 900,
@@ -60,7 +61,7 @@ CAPS = {                            # Python lines per package
 }
 OTHER_CAP = 1500                    # any package without its own cap
 C_CAP = 7500                        # every .c/.h file: today's kernels + CUDA's ~2k
-TOTAL_CAP = 50500
+TOTAL_CAP = 54000
 
 _LAYOUT = {token.NEWLINE, token.NL, token.INDENT, token.DEDENT, token.COMMENT,
            token.ENCODING, token.ENDMARKER}

@@ -24,7 +24,7 @@ class NumpyBackend:
     def to_host(self, arr):
         return arr
 
-    def from_host(self, arr, device):
+    def from_host(self, arr, device, non_blocking=False):
         return arr
 
     def run(self, opdef, arrays, kwargs):
@@ -49,7 +49,7 @@ class MetaBackend:
     def to_host(self, arr):
         raise NotImplementedError("Cannot copy out of meta tensor; no data!")
 
-    def from_host(self, arr, device):
+    def from_host(self, arr, device, non_blocking=False):
         return self.empty(arr.shape, arr.dtype)
 
     def run(self, opdef, arrays, kwargs):

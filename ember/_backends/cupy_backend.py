@@ -1,4 +1,5 @@
 """The cuda device: CuPy arrays. Imported on first use of a cuda tensor only."""
+import numpy as np
 
 
 def _import_cupy():
@@ -23,17 +24,41 @@ class CupyBackend:
 
     def __init__(self):
         self.xp = _import_cupy()
+        from ..cuda.memory import install_allocator
+        install_allocator(self.xp)      # (peak memory statistics, torch's OOM error)
+
+    @staticmethod
+    def _check_dtype(dt):
+        # ml_dtypes' NumPy types (bfloat16, float8): CuPy has none of them (cupy/cupy#7527)
+        if dt.type.__module__.startswith("ml_dtypes"):
+            raise TypeError(f"ember's cuda device has no {dt} tensors: CuPy has no {dt} dtype "
+                            "(use float16 or float32 on the GPU)")
 
     def asarray(self, obj, np_dtype=None, device=None):
+        if np_dtype is not None:
+            self._check_dtype(np.dtype(np_dtype))
         with self.xp.cuda.Device(device.index or 0):
             return self.xp.asarray(obj, dtype=np_dtype)
 
     def to_host(self, arr):
         return self.xp.asnumpy(arr)
 
-    def from_host(self, arr, device):
+    def from_host(self, arr, device, non_blocking=False):
+        """``arr`` copied to ``device``. From pinned memory with ``non_blocking`` the copy is
+        queued on the current stream and the host goes on at once; otherwise the host waits
+        for it (CuPy 14's ``asarray`` would not wait for a pinned source)."""
+        self._check_dtype(arr.dtype)
         with self.xp.cuda.Device(device.index or 0):
-            return self.xp.asarray(arr)
+            if not self.is_pinned(arr):
+                return self.xp.asarray(arr)
+            out = self.xp.empty(arr.shape, arr.dtype)
+            if arr.flags.c_contiguous:
+                out.set(arr, stream=self.xp.cuda.get_current_stream())
+            else:
+                out[...] = self.xp.asarray(arr)
+            if not non_blocking:
+                self.xp.cuda.get_current_stream().synchronize()
+            return out
 
     def pin(self, arr):
         """A copy of host array ``arr`` in page-locked memory, which copies to the GPU read

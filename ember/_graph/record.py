@@ -43,6 +43,7 @@ class Recorder:
         self.grad0 = _grad.grad_enabled
         self.constants, self.data, self.stale, self.scope = {}, {}, set(), [""]
         self.attrs, self.homes = {}, {}      # homes: inputs and attributes, by tensor id
+        self.called = {}                     # the modules that ran, by id
         if module is not None:
             for prefix, m in module.named_modules(remove_duplicate=False):
                 for k, t in list(m._parameters.items()) + list(m._buffers.items()):
@@ -233,6 +234,7 @@ def recording(rec):
     tdetach, tmove = Tensor.detach, Tensor._move
 
     def pre(m, args):
+        rec.called.setdefault(id(m), m)
         rec.scope.append(rec.paths.get(id(m), type(m).__name__))
 
     def post(m, args, result):

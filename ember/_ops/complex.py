@@ -14,6 +14,7 @@ from .._C import kernels as _C
 from .errors import broadcast_clash
 from .meta import bool_meta, broadcast_meta, empty
 from .pointwise import type_name
+from .tangents import LINEAR, decomposed
 from .registry import op
 from .samples import ErrorSample, Sample, const, make, unary_samples
 
@@ -185,3 +186,9 @@ def resolve_neg(input):
 # ember.<name> and Tensor.<name> besides the ops (see lazy.py)
 FUNCTIONS = {f.__name__: f for f in (is_conj, is_neg, resolve_conj, resolve_neg)}
 METHODS = dict(FUNCTIONS)
+
+
+# ---- forward mode (tangents.py)
+complex_.jvp = LINEAR
+polar.jvp = decomposed(lambda a, t, out: ember.polar(t["abs"], a["angle"]) + out * ember.complex(
+    ember.zeros_like(t["angle"]), t["angle"]))

@@ -22,6 +22,7 @@ from ..autograd.graph import needs_input_grad
 from . import conv_cols, conv_winograd
 from .meta import empty
 from .nn import kernel_grads
+from .tangents import multilinear
 from .registry import op
 from .samples import Sample, make
 
@@ -404,3 +405,5 @@ def _conv_samples(dev, dt):
 
 convolution.samples = _conv_samples
 convolution.tol = {"bfloat16": (2e-2, 5e-2)}
+
+convolution.jvp = multilinear("bias")      # (forward mode: tangents.py)

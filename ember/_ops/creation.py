@@ -129,10 +129,15 @@ def _to_array(data, dtype=None):
     inferred, has_tensor = _infer_dtype(data)
     inferred = inferred or _dtype.get_default_dtype()
     try:
-        arr = np.asarray(_items(data) if has_tensor else data)
+        # (ints up to 2**64 - 1 fit uint64 exactly; NumPy would infer float64 for a mix)
+        arr = np.asarray(_items(data) if has_tensor else data,
+                         np.uint64 if dtype is _dtype.uint64 and inferred is _dtype.int64 else None)
+    except OverflowError:
+        raise RuntimeError("value cannot be converted to type uint64 without overflow") from None
     except ValueError:
         raise _ragged(data) from None
-    if arr.dtype == object or inferred is _dtype.int64 and arr.dtype == np.uint64:
+    if (arr.dtype == object or inferred is _dtype.int64 and arr.dtype == np.uint64) and \
+            not (dtype is _dtype.uint64 and arr.dtype == np.uint64):   # (uint64 holds them)
         if inferred is _dtype.int64:        # ints beyond int64 (NumPy made uint64 or object)
             raise ValueError("Overflow when unpacking long long")
         raise _ragged(data)
@@ -165,6 +170,10 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
         >>> ember.tensor([[1, 2], [3, 4]]).dtype, ember.tensor(2.5).dtype
         (torch.int64, torch.float32)
     """
+    if pin_memory:
+        from .._composites import pinned_new
+        return pinned_new(tensor(data, dtype=dtype, device=device, requires_grad=requires_grad),
+                          True)
     d = _dtype.to_dtype(dtype) if dtype is not None else None
     device = default_device() if device is None else device
     if isinstance(data, _T()):
@@ -276,11 +285,16 @@ def _const(fn_name, fill):
             from .meta import empty as meta_empty
             t = _T()._wrap(meta_empty(shape, _dt(dtype)), dev)
         else:
-            arr = backend(dev).xp.full(shape, fill, dtype=_dt(dtype)) if dev.type != "cpu" \
-                else _filled(shape, _dt(dtype), fill)
+            xp = backend(dev).xp
+            # (CuPy's full takes no fill of None, as NumPy's does: empty() asks for xp.empty)
+            arr = _filled(shape, _dt(dtype), fill) if dev.type == "cpu" else \
+                xp.empty(shape, _dt(dtype)) if fill is None else xp.full(shape, fill, _dt(dtype))
             t = _T()._wrap(arr, dev)
         if out is not None:
             return out.resize_(shape).copy_(t)
+        if pin_memory:
+            from .._composites import pinned_new
+            t = pinned_new(t, True)
         return t.requires_grad_(True) if requires_grad else t
     f.__name__ = fn_name
     f.__doc__ = f"A tensor of the given size filled with {fill if fill is not None else 'garbage'}."
@@ -314,6 +328,9 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
         t._data[...] = v
     if out is not None:
         return out.resize_(shape).copy_(t)
+    if pin_memory:
+        from .._composites import pinned_new
+        t = pinned_new(t, True)
     return t.requires_grad_(True) if requires_grad else t
 
 

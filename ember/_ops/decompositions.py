@@ -7,6 +7,7 @@ import ember
 
 from .meta import empty
 from .pointwise import type_name
+from .tangents import decomposed, fallback_unless
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
 from .solvers import LinAlgError, check_matrix, linalg_samples
@@ -519,3 +520,101 @@ linalg_lu_factor_ex.samples = lambda dev, dt: linalg_samples((3, 3), (2, 4, 4))(
     if dt.category >= 2 and dt.name != "bfloat16" else [])
 linalg_lu_factor_ex.errors = [ErrorSample(Sample(const(3)), RuntimeError,
                                           "Expected tensor with 2 or more dimensions")]
+
+
+# ---- forward mode (tangents.py) ----------------------------------------------------------
+# These ops read one triangle of a Hermitian input and their vjps give Hermitian gradients,
+# so the tangent taken is the Hermitian part of the input's.
+
+
+def _hermitian(t):
+    return (t + t.mH) / 2
+
+
+def _cholesky_jvp(a, t, out):
+    L = out[0].mH if a["upper"] else out[0]
+    inv = ember.linalg.solve_triangular(L, _hermitian(t["A"]), upper=False)
+    X = ember.linalg.solve_triangular(L, inv.mH, upper=False).mH      # L^-1 tA L^-H
+    phi = X.tril(-1) + X.diagonal(0, -2, -1).diag_embed() / 2
+    dL = L @ phi
+    return (dL.mH if a["upper"] else dL), None
+
+
+
+def _eigh_jvp(a, t, out):
+    w, V = out
+    M = V.mH @ _hermitian(t["A"]) @ V
+    gap = w.unsqueeze(-2) - w.unsqueeze(-1)           # w_j - w_i
+    off = ember.eye(w.shape[-1], dtype=ember.bool, device=w.device).logical_not()
+    F = ember.where(off, 1 / gap.where(off, 1), 0).to(M.dtype)
+    return M.diagonal(0, -2, -1).real.to(w.dtype), V @ (F * M)
+
+
+def _svdvals_jvp(a, t, out):
+    U, S, Vh = ember.linalg.svd(a["A"], full_matrices=False)
+    return (U.conj() * (t["A"] @ Vh.mH)).sum(-2).real.to(out.dtype)
+
+
+def _eigvals_jvp(a, t, out):
+    L, V = ember.linalg.eig(a["A"])
+    return ember.linalg.solve(V, t["A"].to(V.dtype) @ V).diagonal(0, -2, -1)
+
+
+def _lu_factor_jvp(a, t, out):
+    """Square A = P L U: with X = L^-1 P^T dA U^-1, dL = L tril(X, -1) and dU = triu(X) U,
+    packed as LU is."""
+    P, L, U = ember.lu_unpack(out[0], out[1])
+    X = ember.linalg.solve_triangular(L, P.mT.to(t["A"].dtype) @ t["A"], upper=False,
+                                      unitriangular=True)
+    X = ember.linalg.solve_triangular(U, X, upper=True, left=False)
+    return L @ X.tril(-1) + X.triu() @ U, None, None
+
+
+def _qr_jvp(a, t, out):
+    """m >= n: Q^H dA R^-1 = Q^H dQ + dR R^-1, a skew-Hermitian plus an upper triangular
+    part, so dR R^-1 is the upper triangle (real diagonal halved) of its Hermitian part."""
+    Q, R = ember.linalg.qr(a["A"]) if a["mode"] == "r" else out
+    X = ember.linalg.solve_triangular(R, Q.mH @ t["A"], upper=True, left=False)
+    S = (X + X.mH).triu()
+    S = S - S.diagonal(0, -2, -1).real.diag_embed().to(S.dtype) / 2
+    dQ = ember.linalg.solve_triangular(R, t["A"], upper=True, left=False) - Q @ S
+    return (ember.zeros_like(out[0]) if a["mode"] == "r" else dQ), S @ R
+
+
+def _svd_jvp(a, t, out):
+    """Torch's rule (real A, reduced factors): with dP = U^H dA V, dS = diag(dP); the
+    off-diagonal of dP over E_ij = S_j^2 - S_i^2 rotates U and V; a tall (wide) A adds dA's
+    part outside U's (V's) span."""
+    U, S, Vh = out
+    m, n = t["A"].shape[-2:]
+    V, dA = Vh.mH, t["A"]
+    dP = U.mH @ dA @ V
+    dS = dP.diagonal(0, -2, -1)
+    dP = dP - dS.diag_embed()
+    S2 = S * S
+    E = S2.unsqueeze(-2) - S2.unsqueeze(-1)
+    E = E + ember.eye(S.shape[-1], dtype=E.dtype, device=E.device)
+    sym = lambda X: X + X.mH  # noqa: E731
+    dU = U @ (sym(dP * S.unsqueeze(-2)) / E)
+    dVh = (-sym(S.unsqueeze(-1) * dP) / E) @ Vh
+    if m > n:
+        dAV = dA @ (V / S.unsqueeze(-2))
+        dU = dU + dAV - U @ (U.mH @ dAV)
+    elif m < n:
+        UdA = (U.mH / S.unsqueeze(-1)) @ dA
+        dVh = dVh + UdA - (UdA @ V) @ Vh
+    return dU, dS, dVh
+
+
+linalg_cholesky_ex.jvp = decomposed(_cholesky_jvp)
+linalg_svd.jvp = fallback_unless(lambda a: not a["A"].is_complex() and (
+    not a["full_matrices"] or a["A"].shape[-1] == a["A"].shape[-2]), decomposed(_svd_jvp))
+linalg_qr.jvp = fallback_unless(lambda a: a["A"].shape[-2] >= a["A"].shape[-1] and (
+    a["mode"] != "complete" or a["A"].shape[-2] == a["A"].shape[-1]), decomposed(_qr_jvp))
+linalg_lu_factor_ex.jvp = fallback_unless(lambda a: a["A"].shape[-1] == a["A"].shape[-2] and
+                                          a.get("pivot", True), decomposed(_lu_factor_jvp))
+linalg_eigh.jvp = decomposed(_eigh_jvp)
+linalg_eigvalsh.jvp = decomposed(lambda a, t, out: _eigh_jvp(
+    a, t, ember.linalg.eigh(a["A"], a["UPLO"]))[0])
+linalg_svdvals.jvp = decomposed(_svdvals_jvp)
+linalg_eigvals.jvp = decomposed(_eigvals_jvp)

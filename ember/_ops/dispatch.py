@@ -23,6 +23,11 @@ class hooks:
     autocast = None
     tracer = None
     profiler = None     # profiler(opdef, args, kwargs, run) times run(opdef, args, kwargs)
+    # transform(opdef, args, kwargs, run): vmap's batching and forward AD's tangents (see
+    # autograd/forward_ad.py), before the profiler; its ``inplace`` sees in-place calls
+    transform = None
+    # override(opdef, args, kwargs, run): __torch_function__ (overrides.py), before the others
+    override = None
 
 
 def _flatten(opdef, args, kwargs):
@@ -33,8 +38,9 @@ def _flatten(opdef, args, kwargs):
             tensors.append(a)
             arrays[i] = a._data
         elif type(a) in (list, tuple) and a and isinstance(a[0], Tensor):
-            tensors.extend(a)
-            arrays[i] = [t._data for t in a]
+            # (a list with other objects fails in the forward: a __torch_function__ may take it)
+            tensors.extend(t for t in a if isinstance(t, Tensor))
+            arrays[i] = [t._data if isinstance(t, Tensor) else t for t in a]
     return tensors, arrays
 
 
@@ -103,7 +109,12 @@ def dispatch(opdef, args, kwargs):
     (``ember/_C/dispatch/_dispatch.c``), which hands every other call to this function.
     """
     if kwargs or opdef.view or hooks.autocast is not None or hooks.tracer is not None or \
-            hooks.profiler is not None:
+            hooks.profiler is not None or hooks.transform is not None or \
+            hooks.override is not None:
+        if hooks.override is not None:
+            return hooks.override(opdef, args, kwargs, _transformed)
+        if hooks.transform is not None:
+            return hooks.transform(opdef, args, kwargs, _profiled)
         if hooks.profiler is not None:
             return hooks.profiler(opdef, args, kwargs, _dispatch)
         if hooks.autocast is None and hooks.tracer is None:
@@ -211,6 +222,9 @@ def _dispatch(opdef, args, kwargs):
         args, kwargs = _kwargs_to_positional(opdef, args, kwargs)
     tensors, arrays = _flatten(opdef, args, kwargs)
     if not tensors:
+        res = _torch_function(opdef, args, kwargs)
+        if res is not NotImplemented:
+            return res
         if args and isinstance(args[0], (list, tuple)) and not args[0]:
             if opdef.name == "cat":
                 raise ValueError("torch.cat(): expected a non-empty list of Tensors")
@@ -232,7 +246,13 @@ def _dispatch(opdef, args, kwargs):
         res = backend(dev).run(opdef, arrays, kwargs)
         if low is not None:
             res = _round_opmath(res, low)
-    except (ValueError, IndexError, TypeError) as e:
+    except (ValueError, IndexError, TypeError, AttributeError) as e:
+        res = _torch_function(opdef, args, kwargs) if type(e) in (TypeError, AttributeError) \
+            else NotImplemented
+        if res is not NotImplemented:
+            return res
+        if type(e) is AttributeError:       # (an operand the op cannot read, no override)
+            raise
         raise _explain(opdef, tensors, e) from None
     except SparseOperand:
         if out is not None:
@@ -240,6 +260,17 @@ def _dispatch(opdef, args, kwargs):
                                       "tensors") from None
         return sparse_dispatch(opdef, args, kwargs)
     return _finish(opdef, args, kwargs, tensors, res, dev, out)
+
+
+def _torch_function(opdef, args, kwargs):
+    """A call dispatch cannot run: an operand overriding ``__torch_function__`` (not a
+    tensor) may take it (ember/overrides.py); NotImplemented if none does."""
+    def known(a):
+        return type(a) in _SCALARS or isinstance(a, (Tensor, str)) or a is None
+    if all(known(a) or isinstance(a, (list, tuple)) and all(map(known, a)) for a in args):
+        return NotImplemented
+    from ..overrides import _fallback
+    return _fallback(opdef, args, kwargs)
 
 
 def sparse_dispatch(opdef, args, kwargs):
@@ -455,10 +486,25 @@ def _view_outputs(opdef, args, src, rest, res):
     return tuple(outs)
 
 
+def _transformed(opdef, args, kwargs):
+    """The rest of the dispatch after the override hook: the transform's, then the profiler's."""
+    if hooks.transform is not None:
+        return hooks.transform(opdef, args, kwargs, _profiled)
+    return _profiled(opdef, args, kwargs)
+
+
+def _profiled(opdef, args, kwargs):
+    """The rest of the dispatch after the transform hook: the profiler's, if one records."""
+    if hooks.profiler is not None:
+        return hooks.profiler(opdef, args, kwargs, _dispatch)
+    return _dispatch(opdef, args, kwargs)
+
+
 def quick_view(opdef, src, *rest):
     """``opdef(src, *rest)`` for a view op without the hop through the op's ``__call__``
     (each full sum's backward expands its gradient this way)."""
-    if hooks.autocast is None and hooks.tracer is None and hooks.profiler is None:
+    if hooks.autocast is None and hooks.tracer is None and hooks.profiler is None and \
+            hooks.transform is None and hooks.override is None:
         out = _view(opdef, (src,) + rest)
         if out is not None:
             return out
@@ -541,11 +587,13 @@ def dispatch_inplace(opdef, self, args, kwargs, self_at=0):
     Checks dtype and shape before anything is written, so a failing call leaves ``self`` as it
     was; then bumps the version counter and rebases ``self``'s autograd history.
     """
-    if hooks.profiler is not None and hasattr(hooks.profiler, "inplace"):
-        # vmap and forward AD (autograd/forward_ad.py): BatchedTensor and dual operands
-        out = hooks.profiler.inplace(opdef, self, args, kwargs, self_at)
-        if out is not NotImplemented:
-            return out
+    for hook in (hooks.override, hooks.transform):
+        # __torch_function__ overrides (overrides.py); then vmap and forward AD
+        # (autograd/forward_ad.py): BatchedTensor and dual operands
+        if hook is not None and hasattr(hook, "inplace"):
+            out = hook.inplace(opdef, self, args, kwargs, self_at)
+            if out is not NotImplemented:
+                return out
     if self._requires_grad and self.grad_fn is None and _state.grad_enabled:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                            "operation.")

@@ -6,6 +6,7 @@ import numpy as np
 import ember
 
 from .linalg import _check_dtypes, matmul
+from .tangents import PRODUCT
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
 
@@ -285,3 +286,5 @@ einsum_op.errors = [
                 "expected m1 and m2 to have the same dtype|expected scalar type")]
 einsum_op.tol = {"bfloat16": (3e-2, 6e-2)}       # intermediates round to bfloat16 per pair
 FUNCTIONS = {"einsum": einsum}                     # ember.<name> (see lazy.py)
+
+einsum_op.jvp = PRODUCT      # (forward mode: tangents.py)

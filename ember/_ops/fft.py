@@ -18,6 +18,7 @@ import ember
 
 from .meta import empty
 from .registry import op
+from .tangents import LINEAR
 from .samples import ErrorSample, Sample, const, make
 
 _DUAL = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
@@ -212,6 +213,7 @@ def _make(base, arity):
     d.grad_name_of = _node(d, base, arity)
     d.samples = lambda dev, dt: _samples(kind, arity, dt)
     d.errors = _errors(name, kind, arity)
+    d.jvp = LINEAR
     return d
 
 
@@ -380,3 +382,4 @@ fftshift, ifftshift = _shift("fftshift", 1), _shift("ifftshift", -1)
 fftshift.vjp()(lambda g, input, dim=None: ifftshift(g, dim))
 fftshift.grad_name = ifftshift.grad_name = "RollBackward0"
 ifftshift.vjp()(lambda g, input, dim=None: fftshift(g, dim))
+fftshift.jvp = ifftshift.jvp = LINEAR

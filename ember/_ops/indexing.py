@@ -9,6 +9,7 @@ import ember
 from .._C import kernels as _C
 from .._backends import add_at
 from .meta import empty, wrap_dim
+from .tangents import LINEAR, linear_with
 from .registry import op, overload_if_tensor
 from .samples import ErrorSample, Sample, const, make
 
@@ -459,3 +460,8 @@ repeat_interleave.samples = lambda dev, dt: [Sample(make((2, 3), dt), 2),
                                              Sample(make((3,), dt), np.array([1, 0, 2]), 0)]
 repeat_interleave.grad_name_of = lambda input, repeats, *_: \
     "IndexSelectBackward0" if hasattr(repeats, "_data") else "ViewBackward0"
+
+for _d in (gather, getitem, index, index_select, repeat, repeat_interleave, _index_put):
+    # (forward mode: linear)
+    _d.jvp = LINEAR
+masked_fill.jvp = linear_with("value")

@@ -17,6 +17,7 @@ from .creation import _computed
 from .errors import _broadcast_error
 from .meta import empty, wrap_dim
 from .pointwise import type_name
+from .tangents import LINEAR
 from .registry import op
 from .samples import ErrorSample, Sample, const, dtype_error, make
 from .shape import _diag_embed_like, _index_embed
@@ -793,3 +794,10 @@ triu_indices = _tri_indices("triu_indices", np.triu_indices)
 # ember.<name> besides the ops (ember/__init__.py installs them)
 FUNCTIONS = {f.__name__: f for f in (atleast_1d, atleast_2d, atleast_3d, broadcast_shapes,
                                      broadcast_tensors, meshgrid, tril_indices, triu_indices)}
+
+
+# ---- forward mode (tangents.py): joining and splitting are linear
+for _d in (block_diag, cartesian_prod, cat, chunk, column_stack, combinations, diag, diag_embed,
+           diagflat, dsplit, dstack, hsplit, hstack, split, stack, tensor_split, trace, unbind,
+           vsplit, vstack):
+    _d.jvp = LINEAR

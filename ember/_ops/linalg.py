@@ -9,6 +9,7 @@ import ember
 from . import gemm
 from .meta import empty
 from .pointwise import type_name
+from .tangents import PRODUCT, decomposed, multilinear
 from .registry import op
 from .samples import ErrorSample, Sample, const, dtype_error, make
 
@@ -609,3 +610,25 @@ cross.errors = [ErrorSample(Sample(const(2, 4), const(2, 4), -1), RuntimeError,
                 ErrorSample(Sample(const(2, 3), const(3), -1), RuntimeError,
                             "inputs must have the same number of dimensions")]
 cross.grad_name = "LinalgCrossBackward0"
+
+
+# ---- forward mode (tangents.py) ----------------------------------------------------------
+
+
+def _cdist_jvp(a, t, out):
+    p, u = a["p"], a["x1"].unsqueeze(-2) - a["x2"].unsqueeze(-3)
+    tu = t["x1"].unsqueeze(-2) - t["x2"].unsqueeze(-3)
+    if p == 0:
+        return ember.zeros_like(out)
+    if p == math.inf:
+        return (u.sign() * tu).gather(-1, u.abs().argmax(-1, keepdim=True)).squeeze(-1)
+    nz = u != 0
+    w = ember.where(nz, u.abs().where(nz, 1) ** (p - 1) * u.sign(), 0)
+    return ember.where(out != 0, (w * tu).sum(-1) / out.where(out != 0, 1) ** (p - 1), 0)
+
+
+for _d in (bmm, dot, matmul, mm, mv, outer, inner, kron, tensordot, vdot, cross):
+    _d.jvp = PRODUCT
+for _d in (addmm, addmv, baddbmm, addbmm, addr):
+    _d.jvp = multilinear("input")
+cdist.jvp = decomposed(_cdist_jvp)

@@ -8,6 +8,7 @@ import ember
 
 from .meta import empty, reduce_dims, reduce_shape
 from .reduction import _count, _keep, _user_level
+from .tangents import REDUCTION
 from .registry import op
 from .samples import ErrorSample, Sample, const, dim_errors, make
 
@@ -97,3 +98,6 @@ var_mean = _moments("var_mean", std=False, with_mean=True)
 std_mean = _moments("std_mean", std=True, with_mean=True)
 var.errors = std.errors = dim_errors() + [
     ErrorSample(Sample(const(3, dtype=np.int64)), RuntimeError, "only support floating point")]
+
+for _d in (std, var, std_mean, var_mean):          # (forward mode: tangents.py)
+    _d.jvp = REDUCTION

@@ -16,6 +16,8 @@ from .linalg import matmul, matmul_node
 from .pointwise import fused_grad
 from .meta import broadcast_meta, empty, same_meta
 from .pointwise_math import threshold_backward
+from .tangents import (LINEAR, affine, decomposed, fallback_unless, linear_with, loss, multilinear,
+                       named, normalized)
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
 
@@ -188,7 +190,11 @@ def kernel_grads(*tensors):
 def _softmax_kernel(xp, a, b, dim, log):
     """softmax (log=0) or log_softmax (1) along ``dim`` by the C kernel: forward of ``a``, or
     with ``b`` the result, the backward of gradient ``a``. Tensors in, a Tensor out (backward);
-    arrays in, an array out (forward); None when no kernel applies."""
+    arrays in, an array out (forward); None when no kernel applies. On a GPU, ember's fused
+    CUDA kernel (``ember/cuda/_kernels.py``)."""
+    if type(a._data if isinstance(a, Tensor) else a) is not np.ndarray:
+        from ..cuda import _kernels as cuda_kernels
+        return cuda_kernels.softmax(a, b, dim, log)
     wrap = isinstance(a, Tensor)
     if wrap:
         arrays = kernel_grads(a, b)
@@ -812,3 +818,46 @@ native_group_norm.samples = lambda dev, dt: [
     if dt.category == 2 else []
 native_group_norm.torch_ref = lambda torch, input, weight, bias, group, eps: \
     torch.nn.functional.group_norm(input, group, weight, bias, eps)
+
+
+# ---- forward mode (tangents.py) ----------------------------------------------------------
+
+
+def _softmax_jvp(opdef, args, kwargs, tangents, out):
+    dim = named(opdef, args, kwargs)["dim"]
+    t = tangents.get(0, tangents.get("input")).to(out.dtype)
+    if opdef is softmax:
+        return out * (t - (out * t).sum(dim, keepdim=True))
+    return t - (out.exp() * t).sum(dim, keepdim=True)
+
+
+def _batch_norm_jvp(a, t, out):
+    x, nd, w, b = a["input"], a["input"].dim(), a["weight"], a["bias"]
+    dims, shape = (0,) + tuple(range(2, nd)), (1, -1) + (1,) * (nd - 2)
+    if a["training"]:
+        xh, txh = normalized(x, t["input"], dims, a["eps"])
+    else:
+        r = (a["running_var"].reshape(shape) + a["eps"]).rsqrt()
+        xh, txh = (x - a["running_mean"].reshape(shape)) * r, t["input"] * r
+    return affine(xh, txh, t, w, b, shape), None, None
+
+
+def _group_norm_jvp(a, t, out):
+    x = a["input"]
+    n, shape = x.shape[0], (1, -1) + (1,) * (x.dim() - 2)
+    xh, txh = normalized(x.reshape(n, a["group"], -1), t["input"].reshape(n, a["group"], -1),
+                         (-1,), a["eps"])
+    return affine(xh.reshape(x.shape), txh.reshape(x.shape), t, a["weight"], a["bias"], shape)
+
+
+for _d in (binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, mse_loss,
+           smooth_l1_loss):
+    _d.jvp = loss
+embedding.jvp, nll_loss.jvp = LINEAR, linear_with(fixed=("weight",))
+linear.jvp = multilinear("bias")
+softmax.jvp = log_softmax.jvp = _softmax_jvp
+native_batch_norm.jvp = fallback_unless(
+    lambda a: a["training"] or not any(isinstance(a[k], Tensor) and a[k].requires_grad
+                                       for k in ("running_mean", "running_var")),
+    decomposed(_batch_norm_jvp))
+native_group_norm.jvp = decomposed(_group_norm_jvp)

@@ -14,6 +14,7 @@ from .._tensor import Tensor
 from .meta import empty, same_meta
 from .nn import kernel_grads, log_softmax, nll_loss, nll_node
 from .pointwise_math import _erf_erfc
+from .tangents import affine, decomposed, normalized, reduction
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
 
@@ -29,7 +30,11 @@ def _wide(x):
 
 def _gelu_kernel(xp, x, g, approximate):
     """gelu(x), or with ``g`` its backward ``g * gelu'(x)``, by the C kernel; None if none
-    applies. Arrays in (forward) give an array; Tensors in (backward) give a Tensor."""
+    applies. Arrays in (forward) give an array; Tensors in (backward) give a Tensor. On a
+    GPU, ember's fused CUDA kernel."""
+    if type(x._data if isinstance(x, Tensor) else x) is not np.ndarray:
+        from ..cuda import _kernels as cuda_kernels
+        return cuda_kernels.gelu(x, g, approximate)
     wrap = isinstance(x, Tensor)
     if wrap:
         arrays = kernel_grads(x, g)
@@ -102,6 +107,9 @@ def _norm_rows(name, input, normalized_shape):
 
 
 def _norm_kernel(xp, x, weight, bias, n, eps, rms):
+    if xp is not np:
+        from ..cuda import _kernels as cuda_kernels
+        return cuda_kernels.norm(x, weight, bias, n, eps, rms)
     fn = _C.kernel("layer_norm", x.dtype) if xp is np and x.size else None
     if fn is None:
         return None
@@ -315,3 +323,20 @@ cross_entropy_loss.torch_fn = "nn.functional.cross_entropy"
 # torch's node is nll_loss's (after log_softmax's: here fused in one node)
 cross_entropy_loss.grad_name_of = lambda input, target, ignore_index=-100, \
     reduction="mean": nll_node(input, reduction)
+
+
+# ---- forward mode (tangents.py) ----------------------------------------------------------
+
+
+def _layer_norm_jvp(a, t, out, centre=True):
+    x, k = a["input"], len(a["normalized_shape"])
+    eps = a["eps"] if centre else _rms_eps(x.dtype, a["eps"])
+    xh, txh = normalized(x, t["input"], tuple(range(-k, 0)), eps, centre)
+    return affine(xh, txh, t, a.get("weight"), a.get("bias"))
+
+
+layer_norm.jvp = decomposed(_layer_norm_jvp)
+rms_norm.jvp = decomposed(lambda a, t, out: _layer_norm_jvp(a, t, out, centre=False))
+# (with reduction='none' each example's losses are its row's over the class dim)
+cross_entropy_loss.jvp = reduction(lambda a: ((1,) if a["reduction"] == "none" and
+                                              a["input"].dim() > 1 else None, False))

@@ -15,6 +15,7 @@ from .. import _dtype
 from .._C import kernels as _C
 from ..autograd.grad_mode import state as _grad_state
 from .meta import broadcast_meta, empty, same_meta
+from .tangents import LINEAR, PRODUCT, _total, linear_with, named
 from .registry import LIBM_ULP, op, overload_if_tensor
 from .samples import (ErrorSample, Sample, binary_samples, broadcast_errors, const, make,
                       unary_samples)
@@ -616,3 +617,23 @@ triu.vjp()(lambda g, input, diagonal=0: g.triu(diagonal))
 triu.samples = lambda dev, dt: [Sample(make((4, 4), dt)), Sample(make((2, 3, 4), dt), 1)]
 tril.errors = [ErrorSample(Sample(const(3)), RuntimeError, "at least 2 dimensions")]
 triu.errors = [ErrorSample(Sample(const(3)), RuntimeError, "at least 2 dimensions")]
+
+
+# ---- forward mode (tangents.py) ----------------------------------------------------------
+
+
+def _div_jvp(opdef, args, kwargs, tangents, out):
+    a = named(opdef, args, kwargs)
+    if a.get("rounding_mode") is not None:    # piecewise constant
+        return ember.zeros_like(out)
+    ta, tb = tangents.get(0, tangents.get("input")), tangents.get(1, tangents.get("other"))
+    terms = [None if ta is None else opdef(ta, a["other"]),
+             None if tb is None else -(out * tb) / a["other"]]
+    return _total(terms)
+
+
+for _d in (_to_dtype, _to_device, _copy_from, clone, conj, imag, real, neg, tril, triu):
+    _d.jvp = LINEAR
+_fill.jvp = linear_with("value")
+add.jvp = sub.jvp = linear_with("input", "other")
+mul.jvp, div.jvp = PRODUCT, _div_jvp

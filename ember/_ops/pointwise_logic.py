@@ -7,6 +7,7 @@ import ember
 from .. import _dtype
 from .meta import bool_meta, broadcast_meta, empty, same_meta
 from .pointwise import reject
+from .tangents import linear_with
 from .registry import op
 from .samples import (ErrorSample, Sample, binary_samples, compare_samples, const, dtype_error,
                       unary_samples, where_samples)
@@ -129,3 +130,4 @@ def bitwise_not(xp, input):
 
 bitwise_not.meta = same_meta
 
+where.jvp = linear_with("input", "other")

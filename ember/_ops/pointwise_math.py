@@ -9,6 +9,7 @@ import ember
 from .._C import kernels as _C
 from .meta import bool_meta, broadcast_meta, same_meta
 from .pointwise import _unary, reject
+from .tangents import LINEAR
 from .registry import LIBM_ULP, op, overload_if_given
 from .samples import ErrorSample, Sample, const, dtype_error, make, unary_samples
 
@@ -483,3 +484,5 @@ nan_to_num.skips = {"grad-complex128": "torch has no gradient for complex nan_to
 nan_to_num.meta = same_meta
 nan_to_num.samples = lambda dev, dt: _special_samples(dev, dt) + [
     Sample(_special_samples(dev, dt)[0].args[0], 1.5, 100.0, -100.0)]
+
+positive.jvp = LINEAR

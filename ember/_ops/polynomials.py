@@ -22,7 +22,7 @@ def _recurrence(xp, x, n, p0, p1, step):
     x, n = xp.broadcast_arrays(x, n)
     prev, cur = xp.ones(x.shape) * p0(x), xp.ones(x.shape) * p1(x)
     out = xp.where(n == 0, prev, cur)
-    top = int(n.max(initial=1))
+    top = max(int(n.max()), 1) if n.size else 1       # (CuPy's max has no initial=)
     for k in range(1, min(top, 1 << 16)):
         prev, cur = cur, step(k, x, cur, prev)
         out = xp.where(n == k + 1, cur, out)

@@ -12,6 +12,7 @@ import ember
 from .conv import _flat_strides, _pad, _taps, _windows
 from .meta import empty
 from .pointwise import type_name
+from .tangents import gathered, linear_with
 from .registry import op
 from .samples import ErrorSample, Sample, make
 
@@ -365,3 +366,7 @@ avg_pool_nd_backward.samples = lambda dev, dt: [Sample(make(c[0][:-2] + _avg_geo
 def _distinct(shape, dt):
     n = math.prod(shape)
     return (np.random.default_rng(len(shape)).permutation(n).reshape(shape) / n).astype(dt.np)
+
+max_pool_nd.jvp = adaptive_max_pool_nd.jvp = gathered(lambda a: "pool")   # (forward mode)
+constant_pad_nd.jvp = linear_with("value")
+avg_pool_nd.jvp = avg_pool_nd_backward.jvp = linear_with()          # (both linear)

@@ -1,7 +1,9 @@
 """Random numbers: Generator, the default generator, and random creation functions.
 
 Every generator draws on the host with NumPy's PCG64 and copies to the device, so a seed gives
-the same numbers on every device.
+the same numbers on every device. Each GPU has a default generator of its own (torch's
+``torch.cuda.default_generators``), which draws for tensors made there without a
+``generator=``; ``manual_seed`` seeds them all.
 """
 import numpy as np
 
@@ -76,15 +78,33 @@ class Generator:
 
 
 default_generator = Generator()
+cuda_generators = {}        # GPU index -> its default generator, made on first use
+
+
+def device_generator(dev):
+    """The default generator of device ``dev``: ``default_generator`` for the cpu, one per GPU,
+    seeded on creation as the cpu's was (a ``manual_seed`` before it was made covers it)."""
+    if dev is None or dev.type != "cuda":
+        return default_generator
+    g = cuda_generators.get(dev.index or 0)
+    if g is None:
+        g = cuda_generators[dev.index or 0] = Generator(dev)
+        g.manual_seed(default_generator.initial_seed())
+    return g
 
 
 def manual_seed(seed):
-    """Seed the default generator (all devices share it)."""
+    """Seed the default generators of every device."""
+    for g in cuda_generators.values():
+        g.manual_seed(seed)
     return default_generator.manual_seed(seed)
 
 
 def seed():
-    return default_generator.seed()
+    s = default_generator.seed()
+    for g in cuda_generators.values():
+        g.manual_seed(s)
+    return s
 
 
 def initial_seed():
@@ -99,13 +119,40 @@ def set_rng_state(new_state):
     default_generator.set_state(new_state)
 
 
-vmap_check = None      # ember.func.vmap's randomness check, called before a draw inside vmap
+# ember.func.vmap's randomness rule while a vmap runs (func/_vmap.py's ``random_call``):
+# ``vmap_random(kind, f, args, kwargs)`` runs the random function ``f`` for the batch
+vmap_random = None
 
 
-def _rng(generator):
-    if vmap_check is not None:
-        vmap_check()
-    return (generator or default_generator).rng
+def _vmapped(kind):
+    """Random functions go to vmap's randomness rule inside vmap. ``kind`` says how it
+    batches them: ``"size"`` (a factory: its size, the last positional argument or
+    ``size=``, gains the batch dims; ``"sizes"``: all its positional arguments are the size),
+    ``"tensor"`` (draws shaped as tensor inputs), ``"fill"``
+    (an in-place fill of its first argument), ``"loop"`` (one call per example: randperm)."""
+    def deco(f):
+        def g(*args, **kwargs):
+            if vmap_random is not None:
+                return vmap_random(kind, f, args, kwargs)
+            return f(*args, **kwargs)
+        g.__name__, g.__qualname__, g.__doc__, g.__wrapped__ = f.__name__, f.__qualname__, \
+            f.__doc__, f
+        return g
+    return deco
+
+
+def _rng(generator, device=None):
+    """The NumPy generator to draw with for a tensor on ``device``: ``generator``'s (which
+    must be of that device's type, as torch checks), else the device's default one."""
+    if vmap_random is not None:         # a draw that no randomness rule batched
+        vmap_random("draw", None, (), {})
+    dev = to_device(device)
+    if generator is None:
+        return device_generator(dev).rng
+    if generator.device.type != dev.type and dev.type != "meta":
+        raise RuntimeError(f"Expected a '{dev.type}' device type for generator but found "
+                           f"'{generator.device.type}'")
+    return generator.rng
 
 
 def _float_dtype(dtype, name):
@@ -121,12 +168,16 @@ def _random(name, draw):
         d, shape = _float_dtype(dtype, name), _size(size)
         if to_device(device) is META:
             return _finish(_drawn(device, shape, d.np, None), device, requires_grad, out)
-        arr = draw(_rng(generator), shape)
+        arr = draw(_rng(generator, device), shape)
         if d.category == _dtype._COMPLEX:
-            arr = (arr + 1j * draw(_rng(generator), shape)) / np.sqrt(2)
-        return _finish(np.asarray(arr).astype(d.np), device, requires_grad, out)
+            arr = (arr + 1j * draw(_rng(generator, device), shape)) / np.sqrt(2)
+        t = _finish(np.asarray(arr).astype(d.np), device, requires_grad, out)
+        if pin_memory:
+            from .._composites import pinned_new
+            return pinned_new(t, True)
+        return t
     f.__name__ = name
-    return f
+    return _vmapped("sizes")(f)
 
 
 rand = _random("rand", lambda rng, s: rng.random(s))
@@ -135,6 +186,7 @@ randn = _random("randn", lambda rng, s: rng.standard_normal(s))
 randn.__doc__ = "Standard normal samples."
 
 
+@_vmapped("size_arg")
 def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None, layout=None,
             device=None, requires_grad=False):
     """Integers uniform in [low, high)."""
@@ -146,16 +198,17 @@ def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= "
                            f"to={high}")
     shape, dt = _size((size,) if isinstance(size, int) else size), _dt(dtype, _dtype.int64)
-    return _finish(_drawn(device, shape, dt, lambda: _rng(generator).integers(
+    return _finish(_drawn(device, shape, dt, lambda: _rng(generator, device).integers(
         low, high, shape).astype(dt)), device, requires_grad, out)
 
 
+@_vmapped("loop")
 def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=None,
              requires_grad=False):
     """A random permutation of 0..n-1."""
     dt = _dt(dtype, _dtype.int64)
-    return _finish(_drawn(device, (n,), dt, lambda: _rng(generator).permutation(n).astype(dt)),
-                   device, requires_grad, out)
+    return _finish(_drawn(device, (n,), dt, lambda: _rng(generator, device).permutation(
+        n).astype(dt)), device, requires_grad, out)
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
@@ -202,6 +255,7 @@ def bernoulli(input, p=None, *, generator=None, out=None):
     return r if out is None else out.copy_(r)
 
 
+@_vmapped("tensor")
 def multinomial(input, num_samples, replacement=False, *, generator=None, out=None):
     """Draw ``num_samples`` category indices per row with probabilities ``input``."""
     if input.device.type == "meta":
@@ -214,7 +268,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
     if not replacement and num_samples > rows.shape[1]:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
                            "replacement")
-    rng = _rng(generator)
+    rng = _rng(generator, input.device)
     res = np.stack([rng.choice(r.size, num_samples, replace=replacement, p=r / r.sum())
                     for r in rows]).astype(np.int64)
     res = res.reshape(probs.shape[:-1] + (num_samples,))
@@ -223,13 +277,14 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
 
 # ---- in-place random fills (Tensor methods) ---------------------------------------------------
 
+@_vmapped("fill")
 def _fill_from(self, generator, draw):
     """Fill ``self`` with the host array ``draw(rng, shape)`` makes; on the meta device, draw
     nothing."""
     from .._backends import backend
     if self.device.type == "meta":
         return self
-    arr = draw(_rng(generator), tuple(self.shape))
+    arr = draw(_rng(generator, self.device), tuple(self.shape))
     with _nograd():
         self._assign(_T()._wrap(backend(self.device).from_host(
             np.asarray(arr, dtype=self.dtype.np), self.device), self.device), "random_")
@@ -307,6 +362,7 @@ def geometric_(self, p, *, generator=None):
     return _fill_from(self, generator, lambda g, s: g.geometric(p, s))
 
 
+@_vmapped("tensor")
 def poisson(input, generator=None):
     """Poisson samples with rates ``input`` (non-negative floats), in ``input``'s dtype.
 
@@ -322,10 +378,11 @@ def poisson(input, generator=None):
     rates = input.detach().cpu().double().numpy()
     if (rates < 0).any() or np.isnan(rates).any():
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
-    return _finish(_rng(generator).poisson(rates).astype(input.dtype.np), input.device, False,
-                   None)
+    return _finish(_rng(generator, input.device).poisson(rates).astype(input.dtype.np),
+                   input.device, False, None)
 
 
+@_vmapped("tensor")
 def binomial(count, prob, generator=None):
     """Binomial samples: successes in ``count`` trials of probability ``prob`` (float tensors,
     broadcast), in ``count``'s dtype.
@@ -339,8 +396,8 @@ def binomial(count, prob, generator=None):
                          f"{_type_name(count.dtype)}")
     n = count.detach().cpu().double().numpy()
     p = prob.detach().cpu().double().numpy()
-    return _finish(_rng(generator).binomial(n.astype(np.int64), p).astype(count.dtype.np),
-                   count.device, False, None)
+    return _finish(_rng(generator, count.device).binomial(n.astype(np.int64), p).astype(
+        count.dtype.np), count.device, False, None)
 
 
 def _type_name(dt):
@@ -355,6 +412,7 @@ TENSOR_METHODS = {"uniform_": uniform_, "normal_": normal_, "random_": random_,
 
 
 
+@_vmapped("tensor")
 def _standard_gamma(input, generator=None):
     """Samples of ``Gamma(input, 1)`` (NumPy's Marsaglia-Tsang sampler), differentiable in
     ``input`` by implicit reparameterisation: the gradient holds each sample's CDF value fixed
@@ -371,7 +429,7 @@ def _standard_gamma(input, generator=None):
                                   f"'{_type_name(input.dtype)}'")
     alpha = input.detach().cpu().double().numpy()
     ok = alpha > 0
-    x = np.where(ok, _rng(generator).standard_gamma(np.where(ok, alpha, 1.0)), 0.0)
+    x = np.where(ok, _rng(generator, input.device).standard_gamma(np.where(ok, alpha, 1.0)), 0.0)
     # NOTE: as torch's sampler, a draw below the smallest normal number (an underflow, or a
     # concentration that is not positive) is that number
     npdt = input.dtype.np

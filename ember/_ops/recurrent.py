@@ -14,6 +14,7 @@ from .._C import kernels as _C
 from .._backends import blas
 from .meta import empty
 from .registry import op
+from .tangents import decomposed
 from .samples import Sample, make
 
 
@@ -314,3 +315,42 @@ lstm_layer.samples = lambda dev, dt: [] if dt.category != 2 else [
 # (its other types run a composed layer: see tests/test_grad_names.py's UNREACHED)
 lstm_layer.grad_name_of = lambda xproj, *args: "MkldnnRnnLayerBackward0" if \
     xproj.dtype.itemsize <= 4 else lstm_layer.grad_name
+
+
+# ---- forward mode (tangents.py): the cell's and the recurrence's tangents, step by step
+
+
+def _cell_tangent(act, dpre, c_prev, dc_prev, c):
+    """(dh, dc) of one step from its activated gates, the gates' pre-activation tangent and
+    the cell states before and after."""
+    i, f, g, o = act.chunk(4, -1)
+    di, df, dg, do = dpre.chunk(4, -1)
+    di, df, do, dg = di * i * (1 - i), df * f * (1 - f), do * o * (1 - o), dg * (1 - g * g)
+    dc = df * c_prev + f * dc_prev + di * g + i * dg
+    tc = c.tanh()
+    return do * tc + o * (1 - tc * tc) * dc, dc
+
+
+def _lstm_cell_jvp(a, t, out):
+    pre = a["igates"] + a["hgates"]
+    i, f, g, o = pre.chunk(4, -1)
+    act = ember.cat([i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()], -1)
+    return _cell_tangent(act, t["igates"] + t["hgates"], a["cx"], t["cx"], out[1])
+
+
+def _lstm_layer_jvp(a, t, out):
+    w, outs, act, cs = a["w_hh"], out[0], out[3], out[4]
+    h, dh, dc = a["h0"], t["h0"], t["c0"]
+    steps = _steps(a["xproj"].shape[0], a["reverse"])
+    douts = [None] * len(steps)
+    for k, s in enumerate(steps):
+        dpre = t["xproj"][s] + dh @ w.T + h @ t["w_hh"].T
+        if a["b_hh"] is not None:
+            dpre = dpre + t["b_hh"]
+        dh, dc = _cell_tangent(act[s], dpre, cs[k], dc, cs[k + 1])
+        douts[s], h = dh, outs[s]
+    return (ember.stack(douts) if douts else ember.zeros_like(outs)), dh, dc, None, None
+
+
+lstm_cell.jvp = decomposed(_lstm_cell_jvp)
+lstm_layer.jvp = decomposed(_lstm_layer_jvp)

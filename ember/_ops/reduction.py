@@ -12,6 +12,7 @@ from .._C import kernels as _C
 from .dispatch import quick_view
 from .meta import empty, reduce_dims, reduce_shape
 from .pointwise import type_name
+from .tangents import LINEAR, REDUCTION, named, pointwise
 from .registry import node_name, op, overload_if_given
 from .samples import ErrorSample, Sample, const, dim_errors, make, reduce_samples
 from .shape import expand as _expand
@@ -595,3 +596,14 @@ norm.samples = lambda dev, dt: [
     Sample(make((3, 4), dt), 3, (0, 1)), Sample(make((3, 4), dt), "fro", (0, 1), True),
     Sample(make((3, 4), dt), 0.5, 1)] if dt.category >= 2 else []
 norm.grad_name = "LinalgVectorNormBackward0"
+
+
+# ---- forward mode (tangents.py) ----------------------------------------------------------
+for _d in (sum_, mean, nansum):
+    _d.jvp = LINEAR
+for _d in (amax, amin, aminmax, logsumexp, nanmean, norm, prod):
+    _d.jvp = REDUCTION
+# max(input, other) is maximum's, elementwise
+max_.jvp = min_.jvp = lambda opdef, args, kwargs, tangents, out: (
+    pointwise if isinstance(named(opdef, args, kwargs)["dim"], ember.Tensor) else REDUCTION)(
+    opdef, args, kwargs, tangents, out)

@@ -99,6 +99,9 @@ class OpDef:
             or TypeError having written nothing. A registry test holds it to the forward.
 
     Attributes:
+        jvp: the forward-mode rule ``jvp(opdef, args, kwargs, tangents, out)`` (see
+            tangents.py), set beside the vjp; by default a pointwise op's derives from its
+            vjp and any other op's is the double-vjp fallback.
         grad_name: the name torch gives the node of this op's calls (``type(y.grad_fn).__name__``
             and ``y.grad_fn.name()``): by default the name in torch's camel case,
             ``<Name>Backward0``.
@@ -165,6 +168,10 @@ class OpDef:
             from ..return_types import make
             self.return_type = make(self.name, self.returns)
             return self.return_type
+        if name == "jvp":       # forward mode's rule (see tangents.py), where none was set: a
+            from . import tangents      # pointwise op's from its vjp, else the fallback
+            self.jvp = tangents.pointwise if "pointwise" in self.tags else tangents.fallback
+            return self.jvp
         if name == "simple_type":     # the class of dispatch's SimpleNodes (see graph.py)
             from ..autograd.graph import simple_type
             self.simple_type = simple_type(self)

@@ -3,6 +3,7 @@ import numpy as np
 
 from .indexing import repeat
 from .meta import same_meta, wrap_dim
+from .tangents import LINEAR
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
 from .shape import narrow
@@ -168,3 +169,6 @@ for _d in (roll, fliplr, flipud):
     _d.meta = same_meta
 narrow_copy.meta = lambda input, *args: narrow.fwd(np, input, *args)
 del _d
+
+for _d in (flip, fliplr, flipud, narrow_copy, roll, rot90, tile):   # (forward mode: linear)
+    _d.jvp = LINEAR

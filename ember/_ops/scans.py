@@ -11,6 +11,7 @@ from .._C import kernels as _C
 from .meta import empty
 from .pointwise import reject
 from .pointwise_binary import logaddexp
+from .tangents import LINEAR, decomposed, gathered
 from .registry import op
 from .samples import ErrorSample, Sample, const, dim_errors, make
 from .sorting import axis_of, scatter_back, sort_key
@@ -248,3 +249,34 @@ diff.errors = [
 # (n = 0: torch's copy of the input)
 diff.grad_name_of = lambda input, n=1, *_: "torch::autograd::CopyBackwards" if n == 0 else \
     "SubBackward0"
+
+
+# ---- forward mode (tangents.py) ----------------------------------------------------------
+
+
+def _cumprod_jvp(a, t, out):
+    x, d, tx = a["input"], a["dim"], t["input"]
+    if x.dim() == 0:
+        return tx.clone()
+    if (x == 0).any():      # d out_j = sum_{i<=j} t_i prod_{k<=j, k!=i} x_k, by masking x_i
+        n = x.shape[d]
+        eye = ember.eye(n, dtype=x.dtype, device=x.device).bool()
+        xs = x.movedim(d, -1).unsqueeze(-2).expand(*x.movedim(d, -1).shape[:-1], n, n)
+        terms = xs.masked_fill(eye, 1).cumprod(-1) * tx.movedim(d, -1).unsqueeze(-1)
+        lower = eye.logical_not().tril().logical_not().tril()     # i <= j
+        return (terms * lower.transpose(0, 1)).sum(-2).movedim(-1, d).to(out.dtype)
+    return (out * (tx / x).cumsum(d)).to(out.dtype)
+
+
+def _logcumsumexp_jvp(a, t, out):
+    x, d = a["input"], a["dim"]
+    if x.dim() == 0:
+        return t["input"].clone()
+    c = x.amax(d, keepdim=True).detach()
+    return (t["input"] * (x - c).exp()).cumsum(d) * (c - out).exp()
+
+
+for _d in (cumsum, diff):
+    _d.jvp = LINEAR
+cummax.jvp = cummin.jvp = gathered()
+cumprod.jvp, logcumsumexp.jvp = decomposed(_cumprod_jvp), decomposed(_logcumsumexp_jvp)

@@ -14,6 +14,7 @@ from .._backends import add_at, add_flat, max_at, min_at, multiply_at
 from .indexing import _check_bounds, _index_put, index_error, scatter_positions, write_at
 from .meta import same_meta, wrap_dim
 from .pointwise import type_name
+from .tangents import LINEAR, fallback_unless, linear_with, named
 from .registry import op, overload_if_tensor
 from .samples import ErrorSample, Sample, const, make
 
@@ -528,3 +529,31 @@ index_fill.grad_name_of = overload_if_tensor("index_fill", 3, "value")
 for _d in (index_put, scatter_reduce, index_reduce, index_copy, index_fill):
     _d.meta = same_meta
 del _d
+
+
+# ---- forward mode (tangents.py): linear, but for the multiplying and extremal reductions
+for _d in (index_add, scatter_add, index_copy, index_put):
+    _d.jvp = LINEAR
+index_fill.jvp = linear_with("value")
+scatter.jvp = fallback_unless(lambda a: a.get("reduce") in (None, "add"), linear_with("src"))
+
+
+def _weighted(add):
+    """prod/amax/amin reductions: each element reaches one output element, so its weight is
+    the vjp at ones and the tangent adds up the weighted tangents as the reduction does."""
+    def rule(opdef, args, kwargs, tangents, out):
+        a = named(opdef, args, kwargs)
+        if a["reduce"] in ("sum", "mean"):
+            return LINEAR(opdef, args, kwargs, tangents, out)
+        gx, _, _, gs = opdef.vjp_fn(ember.ones_like(out), *args, **kwargs, result=out)[:4]
+        tx, ts = tangents.get(0, tangents.get("input")), tangents.get(3, tangents.get(
+            "src", tangents.get("source")))
+        x, src = a["input"], a.get("src", a.get("source"))
+        base = ember.zeros_like(x) if tx is None or gx is None else gx * tx
+        part = ember.zeros_like(src) if ts is None or gs is None else gs * ts
+        return add(base, a["dim"], a["index"], part)
+    return rule
+
+
+scatter_reduce.jvp = _weighted(ember.scatter_add)
+index_reduce.jvp = _weighted(ember.index_add)

@@ -13,6 +13,7 @@ from .errors import _broadcast_error
 from .indexing import _check_bounds
 from .meta import empty, same_meta
 from .pointwise import type_name
+from .tangents import LINEAR
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
 from .scatter import _LONG
@@ -294,3 +295,6 @@ argwhere.samples = lambda dev, dt: [Sample(make((3, 4), dt)), Sample(make((), dt
 
 
 put.meta = same_meta     # (the forward copies its input: see scatter.py)
+
+for _d in (masked_scatter, masked_select, put, take, take_along_dim):   # (forward mode)
+    _d.jvp = LINEAR

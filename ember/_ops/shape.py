@@ -10,6 +10,7 @@ from .._backends import add_at
 from .._memory_format import contiguous_format, copy_in
 from .._storage import _root
 from .meta import empty, reduce_dims, wrap_dim
+from .tangents import LINEAR
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
 
@@ -579,3 +580,10 @@ for _d in (view, reshape, transpose, permute, t, expand, narrow, select, unsquee
            flatten, unflatten, movedim, diagonal, unfold):
     _d.meta = None   # views run through NumPy on the meta device's stride-0 arrays for free
 del _d
+
+
+# ---- forward mode (tangents.py): every shape op is linear
+for _d in (as_strided, broadcast_to, contiguous, diagonal, expand, flatten, movedim, narrow,
+           permute, reshape, select, squeeze, t, transpose, unflatten, unfold, unsqueeze, view,
+           view_as_complex, view_as_real, _index_embed, _diag_embed_like):
+    _d.jvp = LINEAR

@@ -10,6 +10,7 @@ import ember
 from .linalg import matmul
 from .meta import empty
 from .pointwise import type_name
+from .tangents import PRODUCT, decomposed, reduction
 from .registry import op
 from .samples import ErrorSample, Sample, const, dtype_error, make
 
@@ -588,3 +589,76 @@ linalg_multi_dot.errors = [
     ErrorSample(Sample([const(2, 3), const(4, 5)]), RuntimeError,
                 r"tensors 0 and 1 with shapes \[2, 3\] and \[4, 5\] cannot be multiplied")]
 linalg_multi_dot.grad_name = "ViewBackward0"
+
+
+# ---- forward mode (tangents.py) ----------------------------------------------------------
+
+
+def _solve_jvp(a, t, out, tri=False):
+    A, X, left = a["A"], out, a["left"]
+    tA = t["A"]
+    if tri:
+        tA = tA.triu(int(a["unitriangular"])) if a["upper"] else tA.tril(-int(a["unitriangular"]))
+        solve = lambda M, R: ember.linalg.solve_triangular(  # noqa: E731
+            M, R, upper=a["upper"], left=left, unitriangular=a["unitriangular"])
+    else:
+        solve = lambda M, R: ember.linalg.solve(M, R, left=left)  # noqa: E731
+    vec = not tri and left and (X.dim() == 1 or X.dim() == A.dim() - 1 and
+                                X.shape == a["B"].shape and a["B"].shape[-1] == A.shape[-1] and
+                                X.shape[:-1] == A.shape[:-2])
+    if vec:
+        return solve(A, (t["B"] - (tA @ X.unsqueeze(-1)).squeeze(-1)).unsqueeze(-1)).squeeze(-1)
+    return solve(A, t["B"] - (tA @ X if left else X @ tA))
+
+
+def _matrix_exp_jvp(a, t, out):
+    A, n = a["input"], a["input"].shape[-1]
+    if n == 0:
+        return out.clone()
+    top, bottom = ember.cat([A, t["input"]], -1), ember.cat([ember.zeros_like(A), A], -1)
+    return ember.matrix_exp(ember.cat([top, bottom], -2))[..., :n, n:]
+
+
+def _matrix_power_jvp(a, t, out):
+    A, tA, n = a["input"], t["input"], a["n"]
+    if n < 0:
+        A = ember.linalg.inv(A)
+        tA, n = -A @ tA @ A, -n
+    powers = [ember.eye(A.shape[-1], dtype=A.dtype, device=A.device).expand(A.shape)]
+    for _ in range(n - 1):
+        powers.append(powers[-1] @ A)
+    terms = [powers[k] @ tA @ powers[n - 1 - k] for k in range(n)]
+    return sum(terms[1:], terms[0]) if terms else ember.zeros_like(out)
+
+
+def _pinv_tangent(A, P, tA):
+    """The tangent of ``P = pinv(A)`` along ``tA`` (constant rank: Golub and Pereyra)."""
+    eye = lambda n: ember.eye(n, dtype=A.dtype, device=A.device)  # noqa: E731
+    tH = tA.mH
+    return (-P @ tA @ P + P @ P.mH @ tH @ (eye(A.shape[-2]) - A @ P) +
+            (eye(A.shape[-1]) - P @ A) @ tH @ P.mH @ P)
+
+
+def _lstsq_jvp(a, t, out):
+    """solution = pinv(A) B; residuals (full column rank, m > n) = |A X - B|^2 per column,
+    whose tangent loses the A dX term (A^H r = 0 at the solution)."""
+    A, B, X = a["A"], a["B"], out[0]
+    dX = _pinv_tangent(A, ember.linalg.pinv(A), t["A"]) @ B + ember.linalg.pinv(A) @ t["B"]
+    res = out[1]
+    if res.numel():
+        r = A @ X - B
+        res = (2 * (r.conj() * (t["A"] @ X - t["B"])).real).sum(-2).to(res.dtype)
+    else:
+        res = ember.zeros_like(res)
+    return dX, res, None, None
+
+
+for _d in (det, logdet, slogdet):       # one output element per matrix
+    _d.jvp = reduction(lambda a: ((-2, -1), False))
+inverse.jvp = decomposed(lambda a, t, out: -out @ t["input"] @ out)
+linalg_multi_dot.jvp = PRODUCT
+linalg_pinv.jvp = decomposed(lambda a, t, out: _pinv_tangent(a["input"], out, t["input"]))
+linalg_lstsq.jvp = decomposed(_lstsq_jvp)
+linalg_solve.jvp = decomposed(_solve_jvp)
+linalg_solve_triangular.jvp = decomposed(lambda a, t, out: _solve_jvp(a, t, out, tri=True))
+matrix_exp.jvp, matrix_power.jvp = decomposed(_matrix_exp_jvp), decomposed(_matrix_power_jvp)

@@ -11,6 +11,7 @@ import ember
 
 from .meta import empty, reduce_dims, reduce_shape
 from .pointwise import reject, type_name
+from .tangents import REDUCTION, decomposed, gathered
 from .registry import op, overload_if_given
 from .samples import ErrorSample, Sample, const, make
 
@@ -420,3 +421,10 @@ bucketize.samples = lambda dev, dt: [
     for s in _search_samples(dev, dt)[:4]]
 bucketize.errors = [ErrorSample(Sample(const(3), const(2, 2)), RuntimeError,
                                 "boundaries tensor must be 1 dimension")]
+
+
+# ---- forward mode (tangents.py)
+sort.jvp = topk.jvp = gathered()
+kthvalue.jvp = REDUCTION
+msort.jvp = decomposed(lambda a, t, out: t["input"].gather(0, a["input"].sort(0)[1])
+                       if a["input"].dim() else t["input"].clone())

@@ -19,6 +19,7 @@ from .._backends import MetaBackend, add_at
 from ..autograd import grad_mode
 from . import creation, joining, linalg, pointwise, reduction, shape
 from .registry import get, op
+from .tangents import PRODUCT
 from .sparse import (_find, _gather, _int64, _is_sparse, _linear, _make, _parts, _raw,
                      _record_as, _wrap, coalesce, to_dense)
 
@@ -311,3 +312,4 @@ linalg.addmm.sparse = _addmm_rule
 shape.transpose.sparse = _transpose_rule
 shape.t.sparse = _t_rule
 reduction.sum_.sparse = _sum_rule
+_coo_mm.jvp = PRODUCT      # (forward mode: bilinear in the values and the dense operand)

@@ -11,6 +11,8 @@ import ember
 from .._backends import accumulate
 from .meta import empty, reduce_shape
 from .pointwise import reject
+from . import tangents as tangents_
+from .tangents import REDUCTION, named
 from .registry import op, overload_if_given
 from .samples import ErrorSample, Sample, const, dim_errors, make
 from .sorting import (axis_of, distinct, pick, select_backward, select_meta, sort_key,
@@ -273,3 +275,28 @@ quantile = _quantile("quantile", ignore_nan=False)
 quantile.grad_name = "SqueezeBackward4"
 nanquantile = _quantile("nanquantile", ignore_nan=True)
 nanquantile.grad_name = "SqueezeBackward4"
+
+# (forward mode, tangents.py; several q at once reach several outputs per element)
+median.jvp = nanmedian.jvp = mode.jvp = REDUCTION
+
+
+def _quantile_jvp(opdef, args, kwargs, tangents, out):
+    """One q: a reduction. Several: each q's row is one, its Jacobian rows the vjp at a
+    cotangent of ones on that row alone. A dual q takes the fallback."""
+    a = named(opdef, args, kwargs)
+    if 1 in tangents or "q" in tangents:     # (each element's slope in q: not written yet)
+        return tangents_.double_vjp(opdef, args, kwargs, tangents, out)
+    if not isinstance(a["q"], ember.Tensor) or a["q"].dim() == 0:
+        return REDUCTION(opdef, args, kwargs, tangents, out)
+    t, rows = tangents.get(0, tangents.get("input")), []
+    for j in range(out.shape[0]):
+        g = ember.zeros_like(out)
+        g[j] = 1
+        p = opdef.vjp_fn(g, *args, **kwargs)
+        p = (p[0] if isinstance(p, tuple) else p) * t
+        rows.append(p.sum().reshape(out.shape[1:]) if a["dim"] is None else
+                    p.sum(a["dim"], keepdim=a["keepdim"]))
+    return ember.stack(rows)
+
+
+quantile.jvp = nanquantile.jvp = _quantile_jvp

@@ -166,6 +166,11 @@ class autocast:
             warnings.warn("User provided device_type of 'cuda', but CUDA is not available. "
                           "Disabling")
             self._enabled = False
+        elif enabled and self.device == "cuda" and self.fast_dtype is _dtype.bfloat16:
+            from .. import cuda
+            if not cuda.is_bf16_supported():
+                raise RuntimeError("Current CUDA Device does not support bfloat16. Please "
+                                   "switch dtype to float16.")
         if self._enabled and self.fast_dtype not in (_dtype.bfloat16, _dtype.float16):
             name = self.device.upper()
             warnings.warn(f"In {name} autocast, but the target dtype is not supported. "
@@ -201,11 +206,8 @@ class autocast:
 
 
 def _cuda_available():
-    try:
-        import cupy
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        return False
+    from .. import cuda
+    return cuda.is_available()
 
 
 # ---- the policies ---------------------------------------------------------------------------

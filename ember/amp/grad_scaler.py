@@ -111,7 +111,8 @@ class GradScaler:
     def _unscale_grads_(self, optimizer, inv_scale, allow_fp16):
         """Multiply every gradient by ``inv_scale``; return {device: 1.0 if any was not
         finite else 0.0}."""
-        found = defaultdict(float)
+        from .._backends import array_module
+        finite = defaultdict(list)
         with no_grad():
             for group in optimizer.param_groups:
                 for p in group["params"]:
@@ -123,12 +124,11 @@ class GradScaler:
                     a = g._data
                     # NOTE: as torch's _amp_foreach_non_finite_check_and_unscale_, the gradient
                     # is scaled even when it holds an inf, and the step is skipped later.
-                    if not np.isfinite(a).all():
-                        found[g.device] = 1.0
-                    else:
-                        found.setdefault(g.device, 0.0)
+                    # (the check stays on the gradient's device: one read back per device)
+                    finite[g.device].append(array_module(a).isfinite(a).all())
                     g.mul_(inv_scale)
-        return found
+        return {d: 0.0 if bool(array_module(fs[0]).stack(fs).all()) else 1.0
+                for d, fs in finite.items()}
 
     def unscale_(self, optimizer):
         """Divide ``optimizer``'s gradients by the scale (in place), e.g. before clipping."""

@@ -32,8 +32,8 @@ def one_node(name, fn, *args):
     if _hooks is None:
         from .._ops.dispatch import hooks as _hooks
     tensors = [a for a in args if hasattr(a, "_data")]
-    if not grad_mode.state.grad_enabled or _hooks.tracer is not None or (
-            _hooks.profiler is not None and not hasattr(_hooks.profiler, "begin")) or \
+    if not grad_mode.state.grad_enabled or _hooks.tracer is not None or \
+            _hooks.transform is not None or _hooks.override is not None or \
             not any(t._requires_grad for t in tensors):
         return fn(*args)
     # a leaf per argument (a tensor passed twice has two edges, as in torch)

@@ -1,12 +1,10 @@
 """``torch.autograd.forward_ad``: forward-mode AD with dual tensors.
 
-While a dual level is open, dispatch's profiler hook sees every op; an op with an operand that
-carries a tangent computes its primal as usual and then the tangent of its output(s):
-linear ops (views, shape ops, sums, add/sub) apply themselves to the tangents; pointwise ops
-of real operands use their own vjp (their Jacobian is diagonal, so ``J t = J^T t``); mul, div,
-matmul and linear have product rules; every other op takes the stated fallback, the double
-vjp (the vjp of its vjp w.r.t. the cotangent, which is linear in it). Tangents are computed in
-ember ops, with autograd recording them where it records, so reverse over forward works.
+While a dual level is open, dispatch's transform hook sees every op; an op with an operand that
+carries a tangent computes its primal as usual and then the tangent of its output(s) by the
+OpDef's own jvp rule (``opdef.jvp``, set beside its vjp in ember/_ops; see _ops/tangents.py).
+Tangents are computed in ember ops, with autograd recording them where it records, so reverse
+over forward works.
 """
 import collections
 import contextlib
@@ -19,23 +17,24 @@ from .._tensor import Tensor
 
 _LEVEL = [-1]               # the open dual level (torch supports one at a time), else -1
 _BUSY = [False]             # computing a tangent: its ops are not dual at this level
-# The hook is shared with ember.func.vmap (which sets BATCHED to its batching step while a
-# vmap runs), so the two compose in either order: batched calls go to their batching rule,
-# whose ops come back through the hook on the physical tensors, where tangents live.
+# Dispatch's transform hook is shared with ember.func.vmap (which sets BATCHED to its
+# batching step while a vmap runs), so the two compose in either order: batched calls go to
+# their batching rule, whose ops come back through the hook on the physical tensors, where
+# tangents live.
 BATCHED = BATCHED_INPLACE = None
-_USERS, _PREV = [0], [None]     # who holds the hook; the profiler hook it replaced
+_USERS = [0]        # how many (dual levels, vmap levels) hold the hook
 
 
 def install():
     if not _USERS[0]:
-        _PREV[0], _dispatch.hooks.profiler = _dispatch.hooks.profiler, _hook
+        _dispatch.hooks.transform = _hook
     _USERS[0] += 1
 
 
 def uninstall():
     _USERS[0] -= 1
     if not _USERS[0]:
-        _dispatch.hooks.profiler = _PREV[0]
+        _dispatch.hooks.transform = None
 
 
 class UnpackedDualTensor(collections.namedtuple("UnpackedDualTensor", ["primal", "tangent"])):
@@ -183,9 +182,17 @@ class _Hook:
             out = BATCHED(opdef, args, kwargs)
             if out is not NotImplemented:
                 return out
-        prev = _PREV[0]
-        tangents = None if _BUSY[0] or _LEVEL[0] < 0 else _tangents(args, kwargs)
-        out = prev(opdef, args, kwargs, run) if prev else run(opdef, args, kwargs)
+        if _BUSY[0] or _LEVEL[0] < 0:
+            # nothing dual (the physical ops of vmap's rules): the plain dispatch, its C fast
+            # path included; nothing it runs has a batched operand
+            hooks = _dispatch.hooks
+            hooks.transform = None
+            try:
+                return _dispatch.dispatch(opdef, args, kwargs)
+            finally:
+                hooks.transform = self
+        tangents = _tangents(args, kwargs)
+        out = run(opdef, args, kwargs)
         if tangents and opdef.differentiable:
             _BUSY[0] = True
             try:
@@ -223,10 +230,6 @@ class _Hook:
         target._fw = (_LEVEL[0], jv)
         return target
 
-    def backward(self, node):
-        prev = _PREV[0]
-        return prev.backward(node) if prev else contextlib.nullcontext()
-
 
 _hook = _Hook()
 
@@ -262,178 +265,10 @@ def function_jvp(cls, ctx, args, out):
             o._fw = (_LEVEL[0], t)
 
 
-# ---- jvp rules -----------------------------------------------------------------------------
-
-def _linear(opdef, args, kwargs, tangents, out):
-    """Ops linear in their tensor operands: the op of the tangents (zeros for the others)."""
-    args, kwargs = list(args), dict(kwargs)
-    for k, a in (*enumerate(args), *kwargs.items()):
-        src = args if isinstance(k, int) else kwargs
-        if k in tangents:
-            t = tangents[k]
-            src[k] = [ember.zeros_like(b) if e is None else e for b, e in zip(a, t)] \
-                if isinstance(t, list) else t
-        elif k in _ADDITIVE.get(opdef.name, ()):
-            # (a constant term has no tangent: add(x, 2)'s is x's)
-            src[k] = ember.zeros_like(a) if isinstance(a, Tensor) else 0
-    return opdef(*args, **kwargs)
-
-
-def _pointwise(opdef, args, kwargs, tangents, out):
-    """Elementwise ops of real operands: their Jacobian w.r.t. each operand is diagonal, so
-    the vjp at the (expanded) tangent is the jvp."""
-    shape = out.shape
-    full = [a.expand(shape) if isinstance(a, Tensor) else a for a in args]
-    if opdef.save_result:
-        kwargs = dict(kwargs, result=out)
-    total = None
-    for k, t in tangents.items():
-        g = opdef.vjp_fn(t.expand(shape), *full, **kwargs)
-        g = g[k] if isinstance(g, tuple) else g
-        if g is not None:
-            total = g if total is None else total + g
-    return total
-
-
-def _product(fn):
-    """Bilinear ops: the op of (tangent, other) plus the op of (one, tangent)."""
-    def rule(opdef, args, kwargs, tangents, out):
-        total = None
-        for k, t in tangents.items():
-            a = list(args)
-            a[k] = t
-            term = fn(opdef, a, kwargs, k)
-            total = term if total is None else total + term
-        return total
-    return rule
-
-
-def _div(opdef, args, kwargs, tangents, out):
-    a, b = args[:2]
-    ta, tb = tangents.get(0), tangents.get(1)
-    res = None if ta is None else opdef(ta, b, **kwargs)
-    if tb is not None and not kwargs.get("rounding_mode"):
-        term = -(out * tb) / b
-        res = term if res is None else res + term
-    return res if res is not None else ember.zeros_like(out)
-
-
-def _linear_op(opdef, args, kwargs, tangents, out):
-    x, w, b = (list(args) + [kwargs.get("bias")])[:3] if len(args) < 3 else args[:3]
-    res = None
-    if 0 in tangents:
-        res = opdef(tangents[0], w)
-    if 1 in tangents:
-        term = opdef(x, tangents[1])
-        res = term if res is None else res + term
-    tb = tangents.get(2, tangents.get("bias"))
-    if tb is not None:
-        res = tb.expand(out.shape) if res is None else res + tb
-    return res
-
-
-def _double_vjp(opdef, args, kwargs, tangents, out):
-    """The fallback: d/du of vjp(u), the vjp of the op's vjp w.r.t. its cotangent u (linear
-    in u), at the tangents. Costs a replay of the op and two backward passes."""
-    keep = ember.is_grad_enabled() and any(
-        isinstance(a, Tensor) and a.requires_grad for a in (*args, *kwargs.values())) or any(
-        isinstance(t, Tensor) and t.requires_grad for t in tangents.values())
-    with ember.enable_grad():
-        args, kwargs = list(args), dict(kwargs)
-        prims, tans = [], []
-        for k, t in tangents.items():
-            src = args if isinstance(k, int) else kwargs
-            group = src[k] if isinstance(t, list) else [src[k]]
-            tl = t if isinstance(t, list) else [t]
-            new = []
-            for a, e in zip(group, tl):
-                p = a.view_as(a) if a.requires_grad else a.detach().requires_grad_()
-                new.append(p)
-                if e is not None:
-                    prims.append(p)
-                    tans.append(e)
-            src[k] = new if isinstance(t, list) else new[0]
-        res = opdef(*args, **kwargs)
-        outs = res if isinstance(res, (tuple, list)) else (res,)
-        diff = [i for i, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad and
-                i not in opdef.nondiff_outputs]
-        if not diff:
-            return None
-        # (any u will do, the vjp being linear in it; ones, as some vjps split on g's sign)
-        us = [ember.ones_like(outs[i]).requires_grad_() for i in diff]
-        gs = ember.autograd.grad([outs[i] for i in diff], prims, us, create_graph=True,
-                                 allow_unused=True)
-        pairs = [(g, t) for g, t in zip(gs, tans) if g is not None and g.requires_grad]
-        jv = ember.autograd.grad([g for g, _ in pairs], us, [t for _, t in pairs],
-                                 create_graph=keep, allow_unused=True,
-                                 materialize_grads=True) if pairs else \
-            [ember.zeros_like(u) for u in us]
-    jv = [j if keep else j.detach() for j in jv]
-    full = [None] * len(outs)
-    for i, j in zip(diff, jv):
-        full[i] = j
-    return tuple(full) if isinstance(res, (tuple, list)) else full[0]
-
-
-def _matmul_like(opdef, a, kwargs, k):
-    return opdef(*a, **kwargs)
-
-
-def _conv_term(opdef, a, kwargs, k):
-    """A convolution is bilinear in (input, weight) plus the bias."""
-    if k == 2:
-        return a[2].reshape(-1, *(1,) * (a[0].dim() - 2))
-    a[2] = None
-    return opdef(*a, **kwargs)
-
-
-def _softmax(opdef, args, kwargs, tangents, out):
-    dim = args[1] if len(args) > 1 else kwargs["dim"]
-    t = tangents[0].to(out.dtype)
-    if opdef.name == "softmax":
-        return out * (t - (out * t).sum(dim, keepdim=True))
-    return t - (out.exp() * t).sum(dim, keepdim=True)
-
-
-# the operands (positions) a linear op adds: one without a tangent counts as zeros
-_ADDITIVE = {"add": (0, 1), "sub": (0, 1), "where": (1, 2), "index_add": (0, 3),
-             "scatter_add": (0, 3), "constant_pad_nd": (2,)}
-# ops linear in every tensor operand (the tangent of the output is the op of the tangents)
-LINEAR = frozenset((
-    "add", "sub", "neg", "positive", "clone", "contiguous", "cat", "stack", "sum", "mean",
-    "nansum", "cumsum", "view", "reshape", "expand", "broadcast_to", "permute", "transpose",
-    "t", "squeeze", "unsqueeze", "flatten", "unflatten", "movedim", "narrow", "narrow_copy",
-    "select", "getitem", "index", "index_select", "gather", "take", "take_along_dim", "flip",
-    "fliplr", "flipud", "roll", "rot90", "tril", "triu", "diagonal", "diag", "diag_embed",
-    "diagflat", "trace", "repeat", "tile", "chunk", "split", "tensor_split", "unbind",
-    "hstack", "vstack", "dstack", "column_stack", "hsplit", "vsplit", "dsplit", "real",
-    "imag", "conj", "view_as_real", "view_as_complex", "constant_pad_nd", "_to_device",
-    "unfold", "fft_fft", "fft_ifft", "fft_fft2", "fft_ifft2", "fft_fftn", "fft_ifftn",
-    "fft_fftshift", "fft_ifftshift", "block_diag", "as_strided", "_to_dtype", "where",
-    "index_add", "scatter_add"))
-RULES = {"mul": _product(_matmul_like), "matmul": _product(_matmul_like),
-         "mm": _product(_matmul_like), "bmm": _product(_matmul_like),
-         "mv": _product(_matmul_like), "dot": _product(_matmul_like),
-         "outer": _product(_matmul_like), "div": _div,
-         "linear": _linear_op, "convolution": _product(_conv_term), "softmax": _softmax,
-         "log_softmax": _softmax}
-
-
 def jvp_of(opdef, args, kwargs, tangents, out):
     """The tangent(s) of ``opdef(*args, **kwargs) == out`` given the operands' tangents
     (``{position or name: tangent}``)."""
-    rule = RULES.get(opdef.name)
-    if rule is None:
-        if opdef.name in LINEAR:
-            rule = _linear
-        elif "pointwise" in opdef.tags and opdef.vjp_fn is not None and all(
-                isinstance(k, int) and not isinstance(t, list) for k, t in tangents.items()) \
-                and isinstance(out, Tensor) and out.dtype.category == _dtype._FLOAT and all(
-                a.dtype.category != _dtype._COMPLEX for a in args if isinstance(a, Tensor)):
-            rule = _pointwise
-        else:
-            rule = _double_vjp
-    return rule(opdef, args, kwargs, tangents, out)
+    return opdef.jvp(opdef, args, kwargs, tangents, out)
 
 
 __all__ = ["UnpackedDualTensor", "dual_level", "enter_dual_level", "exit_dual_level",

@@ -1,13 +1,18 @@
-"""``torch.compile`` and ``torch.compiler``: the API, running eagerly (no speed-up yet).
+"""``torch.compile`` and ``torch.compiler``: capture, AOT autograd and C code generation.
 
-``ember.compile(model)`` returns a wrapper that calls ``model`` eagerly, so code written for
-torch.compile runs unchanged and gives eager's results; ember has no code generator yet (see
-docs/graphs.md: the graph IR and its fusion groups are in place, the C generation is not).
-``fullgraph=True`` checks, on the first call for each input signature, that the function
-records as one graph (no Python value read from a tensor), and raises torch's ``Unsupported``
-otherwise. ``ember._dynamo.explain`` lists the graphs and breaks the IR capture finds.
+``ember.compile(model)`` returns a wrapper that, on the first call for each guard signature
+(input shapes, dtypes, devices, requires_grad, grad mode, the module's training flags),
+records the call into the graph IR with its backward (``_aot.py``), generates fused C loops for
+both (``ember/_graph/cgen.py``, docs/graphs.md), compiles them with the system C compiler
+(cached on disk) and from then on runs the compiled program. Python that reads tensor values
+(``.item()``, ``if t.sum() > 0``) makes that signature run eagerly (``fullgraph=True``: raises
+torch's ``Unsupported``), so a compiled function is never silently wrong;
+``ember._dynamo.explain`` lists the graphs and breaks. ``backend="eager"``/``"aot_eager"`` run
+the function as written.
 """
 import functools
+import warnings
+import weakref
 
 from .. import nn
 
@@ -19,7 +24,8 @@ _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-c
 
 
 def list_backends(exclude_tags=("debug", "experimental")):
-    """The backend names ``compile`` accepts (all run eagerly in ember for now).
+    """The backend names ``compile`` accepts (``inductor`` and ``cudagraphs`` generate code,
+    the debug ones run eagerly).
 
     Example:
         >>> import ember
@@ -33,8 +39,7 @@ def list_backends(exclude_tags=("debug", "experimental")):
 
 def _check(backend, mode, options):
     if callable(backend):
-        raise NotImplementedError("ember.compile runs eagerly and cannot hand graphs to a "
-                                  "custom backend yet")
+        raise NotImplementedError("ember.compile cannot hand graphs to a custom backend yet")
     if backend not in _BACKENDS:
         from .._dynamo.exc import InvalidBackend
         raise InvalidBackend(f"Invalid backend: {backend!r}, see torch._dynamo.list_backends() "
@@ -56,24 +61,86 @@ def _signature(args, kwargs):
 
 
 class _Compiled:
-    """The call path of a compiled callable: eager, after the fullgraph check."""
+    """The call path of a compiled callable: one compiled program per guard signature (input
+    shapes, dtypes, devices and requires_grad, grad mode, the module's training flags); a
+    function that reads Python values from its tensors runs eagerly (``fullgraph=True``:
+    raises), as does everything where no C compiler is found (warned once)."""
 
-    def __init__(self, fn, fullgraph):
-        self.fn, self.fullgraph, self.checked = fn, fullgraph, set()
+    def __init__(self, fn, fullgraph, module=None, backend="inductor", mode=None):
+        self.fn, self.fullgraph, self.module, self.mode = fn, fullgraph, module, mode
+        self.eager = backend in ("eager", "aot_eager")
+        self.programs, self.warned_limit, self.watch = {}, False, ([], [])
+        _all.add(self)
+
+    def _key(self, args, kwargs):
+        from .._ops import dispatch
+        from .._graph.record import _map_out
+        m = self.module
+        state = (tuple(m.training for m in m.modules()),
+                 tuple(p.requires_grad for p in m.parameters())) if m is not None else ()
+        # (Python values among the arguments are baked into the graph: part of the key)
+        static = repr(_map_out((args, kwargs), lambda t: None))
+        # modules a function ran and tensors it read from closures, seen at earlier captures:
+        # their training flags and requires_grad are baked in too
+        mods, live = self.watch
+        seen = (tuple(m.training for m in mods), tuple(t.requires_grad for t in live))
+        return _signature(args, kwargs) + (state, static, seen,
+                                           dispatch.hooks.autocast is None)
 
     def __call__(self, *args, **kwargs):
-        if self.fullgraph and _stance[0] != "force_eager":
-            key = _signature(args, kwargs)
-            if key not in self.checked:
-                from .._dynamo import explain
-                out = explain(self.fn)(*args, **kwargs)
-                if out.graph_break_count:
-                    from .._dynamo.exc import Unsupported
-                    r = out.break_reasons[0]
-                    raise Unsupported(f"{r.reason} (fullgraph=True: the function must record "
-                                      f"as one graph)\n  at {r.user_stack[-1]}")
-                self.checked.add(key)
-        return self.fn(*args, **kwargs)
+        if _stance[0] == "force_eager" or self.eager:
+            return self.fn(*args, **kwargs)
+        key = self._key(args, kwargs)
+        prog = self.programs.get(key)
+        if prog is None:
+            from .._dynamo import config
+            if sum(p is not False for p in self.programs.values()) >= config.cache_size_limit:
+                if not self.warned_limit:   # (as torch: past the limit, new signatures run
+                    self.warned_limit = True    # eagerly rather than compile without end)
+                    warnings.warn(f"ember.compile: {getattr(self.fn, '__name__', self.fn)} "
+                                  f"reached cache_size_limit ({config.cache_size_limit}) "
+                                  "compiled signatures; new ones run eagerly")
+                return self.fn(*args, **kwargs)
+            prog = self._compile(args, kwargs)
+            if prog is not False:
+                mods, live = self.watch
+                known = set(map(id, mods + live))
+                mods += [m for m in prog.watch[0] if id(m) not in known]
+                live += [t for t in prog.watch[1] if id(t) not in known]
+            self.programs[self._key(args, kwargs)] = prog
+        if prog is False:
+            return self.fn(*args, **kwargs)
+        return prog(args, kwargs)
+
+    def _compile(self, args, kwargs):
+        from . import _aot
+        from .._graph import cgen
+        from .._graph.record import flatten_tensors
+        from .._ops import dispatch
+        from .._C import kernels
+        if any(t.device.type != "cpu" for t in flatten_tensors((args, kwargs))) or \
+                dispatch.hooks.autocast is not None or dispatch.hooks.tracer is not None:
+            return False
+        try:
+            prog = _aot.capture(self.fn, self.module, args, kwargs)
+        except _aot.Breaks as e:
+            if self.fullgraph:
+                from .._dynamo.exc import Unsupported
+                raise Unsupported(f"data-dependent: {e} (fullgraph=True: the function must "
+                                  "record as one graph)") from None
+            return False
+        if kernels._off:        # (EMBER_NO_C=1: the Python reference path, no C)
+            return False
+        if cgen.compiler() is None:
+            if not _warned:
+                _warned.append(True)
+                warnings.warn("ember.compile: no C compiler found (set CC); compiled functions "
+                              "run eagerly")
+            return False
+        return prog.load(buffers=self.mode == "reduce-overhead")
+
+
+_all, _warned = weakref.WeakSet(), []
 
 
 class OptimizedModule(nn.Module):
@@ -98,8 +165,10 @@ class OptimizedModule(nn.Module):
 
 def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None,
             options=None, disable=False, **kwargs):
-    """``torch.compile``: returns ``model`` wrapped to run eagerly (ember generates no code
-    yet, so there is no speed-up); usable as a decorator, with or without arguments.
+    """``torch.compile``: ``model`` wrapped to run as generated C (fused pointwise and row
+    reduction loops; GEMMs by ember's kernels) forward and backward; ``mode="reduce-overhead"``
+    also keeps each kernel's output buffers between calls. Usable as a decorator, with or
+    without arguments.
 
     Example:
         >>> import ember
@@ -114,21 +183,25 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
     if disable:
         return model
     if isinstance(model, nn.Module):
-        return OptimizedModule(model, _Compiled(model, fullgraph))
+        return OptimizedModule(model, _Compiled(model, fullgraph, model, backend, mode))
     if not callable(model):
         raise RuntimeError("torch.compile: the first argument must be callable")
-    return functools.wraps(model)(_Compiled(model, fullgraph))
+    return functools.wraps(model)(_Compiled(model, fullgraph, None, backend, mode))
 
 
 _stance = ["default"]
 
 
 def reset():
-    """Forget compiled state (ember keeps none beyond each wrapper's fullgraph checks)."""
+    """Forget every compiled program (the next call of a compiled function captures and
+    compiles again; the disk cache stays)."""
+    for c in _all:
+        c.programs.clear()
 
 
 def disable(fn=None, recursive=True, *, reason=None):
-    """Decorator: run ``fn`` without compilation (as everything runs in ember for now)."""
+    """Decorator accepted as torch's (a function called inside a compiled one is recorded op
+    by op; ember does not capture Python frames, so there is nothing to turn off)."""
     return fn if fn is not None else (lambda f: f)
 
 
@@ -138,8 +211,9 @@ def set_stance(stance="default", *, skip_guard_eval_unsafe=False, force_backend=
 
 
 def is_compiling():
-    """False: compiled functions run eagerly in ember, never under a capturing tracer."""
-    return False
+    """Whether ``compile`` is capturing a function now."""
+    from ._aot import compiling
+    return compiling[0]
 
 
 is_dynamo_compiling = is_compiling

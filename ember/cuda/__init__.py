@@ -11,10 +11,6 @@ Example:
 """
 import functools
 
-from . import amp  # noqa: F401
-
-_seed = None
-
 
 @functools.lru_cache(maxsize=1)
 def _cupy():
@@ -111,8 +107,9 @@ def get_device_capability(device=None):
 
 
 def is_bf16_supported(including_emulation=True):
-    """bfloat16 runs on any GPU through CuPy (as ml_dtypes arrays); natively from sm_80."""
-    return is_available() and (including_emulation or get_device_capability()[0] >= 8)
+    """False: CuPy has no bfloat16 dtype (cupy/cupy#7527), so ember's cuda tensors cannot be
+    bfloat16 (a float16 autocast is the GPU's mixed precision)."""
+    return False
 
 
 def synchronize(device=None):
@@ -122,51 +119,25 @@ def synchronize(device=None):
         cupy.cuda.runtime.deviceSynchronize()
 
 
-def _pool():
-    return _lazy_init().get_default_memory_pool()
-
-
-def memory_allocated(device=None):
-    """Bytes held by live cuda tensors (CuPy's memory pool in use)."""
-    return _pool().used_bytes() if is_available() else 0
-
-
-def memory_reserved(device=None):
-    """Bytes the memory pool holds from the driver (used and cached)."""
-    return _pool().total_bytes() if is_available() else 0
-
-
-def empty_cache():
-    """Return the memory pool's unused blocks to the driver."""
-    if is_available():
-        _pool().free_all_blocks()
-
-
-def manual_seed(seed):
-    """Accepted for compatibility.
-
-    NOTE: ember draws random numbers for cuda tensors from the default generator, which
-    ``ember.manual_seed`` seeds (as torch's does for every device); this call records the seed
-    for ``initial_seed()`` and changes no stream."""
-    global _seed
-    _seed = int(seed)
-
-
-manual_seed_all = manual_seed
-
-
-def initial_seed():
-    """The seed given to ``manual_seed``, else the default generator's."""
-    if _seed is not None:
-        return _seed
-    from .._ops.random import initial_seed as default_initial_seed
-    return default_initial_seed()
-
-
 def __getattr__(name):
+    if name == "default_generators":
+        from .random import _all
+        return tuple(_all())
     # torch.cuda.FloatTensor & co., the legacy CUDA tensor types, made on first use
     from .._tensor_types import CUDA_TYPES
     if name in CUDA_TYPES:
         globals().update(CUDA_TYPES)
         return CUDA_TYPES[name]
     raise AttributeError(f"module 'ember.cuda' has no attribute '{name}'")
+
+
+from . import amp  # noqa: E402,F401  (these import the helpers above)
+from .memory import (OutOfMemoryError, empty_cache, get_per_process_memory_fraction,  # noqa: E402,F401,E501
+                     max_memory_allocated, max_memory_reserved, mem_get_info, memory_allocated,
+                     memory_reserved, memory_stats, memory_summary,
+                     reset_accumulated_memory_stats, reset_max_memory_allocated,
+                     reset_peak_memory_stats, set_per_process_memory_fraction)
+from .random import (get_rng_state, get_rng_state_all, initial_seed, manual_seed,  # noqa: E402,F401,E501
+                     manual_seed_all, seed, seed_all, set_rng_state, set_rng_state_all)
+from .streams import (Event, Stream, StreamContext, current_stream, default_stream,  # noqa: E402,F401,E501
+                      set_stream, stream)

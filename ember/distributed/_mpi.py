@@ -3,21 +3,32 @@
 * ``mpiexec -n N python train.py``: MPI's process manager started the ranks; ``COMM_WORLD``
   already holds all of them.
 * Processes started by anything else (``ember.multiprocessing.spawn``, ``mp.Process``,
-  ``emberrun``, a cluster scheduler): each process is an MPI *singleton* (``COMM_WORLD`` of
-  size 1). They are joined into one communicator through MPI's own dynamic-process calls:
-  rank 0 opens a port (``MPI_Open_port``) and posts its name in the rendezvous store; rank
-  k connects (``MPI_Comm_connect``) while ranks 0..k-1 accept (``MPI_Comm_accept``), and the
-  intercommunicator is merged into one intracommunicator of k+1 ranks. The store only carries
-  the port name and the turn; every byte of every collective goes through MPI.
+  ``emberrun``, a cluster scheduler), on their first ``init_process_group``: rank 0 starts a
+  PMI server (``_pmi.py``, the protocol ``mpiexec`` speaks to its ranks) and posts its address
+  in the rendezvous store; every rank points MPICH's PMI client at it (``PMI_PORT``,
+  ``PMI_ID``) before ``MPI_Init``, so the ranks start as one MPI job, as under ``mpiexec``:
+  ranks on one host talk through MPICH's shared memory, other hosts through its network
+  module. The store and the PMI server carry addresses only; every byte of every collective
+  goes through MPI.
+* A later group of another size in a process whose MPI is already up: the processes join as
+  *singletons* through MPI's dynamic-process calls: rank 0 opens a port (``MPI_Open_port``)
+  and posts its name in the store; rank k connects while ranks 0..k-1 accept, and the
+  intercommunicator is merged into one intracommunicator of k+1 ranks (over the network
+  module: TCP).
 
 NOTE: MPICH 5.0.x refuses connect/accept between singletons ("Local and remote groups ...
 must not contain the same processes", pmodels/mpich#7805); 4.3.x works, so the extra pins
 ``mpich<5``.
 """
 import os
+import socket
+import sys
 import time
 
 _MPI = None
+_SHM_CELLS = {"MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_CELL_SIZE": str(256 << 10),
+              "MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_NUM_CELLS": "64",
+              "MPIR_CVAR_CH4_PACK_BUFFER_SIZE": str(256 << 10)}   # must hold a cell
 
 
 def mpi():
@@ -29,6 +40,10 @@ def mpi():
         # (UCX_POSIX_USE_PROC_LINK=n) 2 joined singletons ran faster, but 4 hung in the
         # collectives test. Set MPIR_CVAR_CH4_NETMOD=ucx to try it.
         os.environ.setdefault("MPIR_CVAR_CH4_NETMOD", "ofi")
+        # larger shared-memory cells: a large message needs fewer hand-offs between the two
+        # ranks' polls, which on a loaded machine each wait for a time slice
+        for k, v in _SHM_CELLS.items():
+            os.environ.setdefault(k, v)
         for k in ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"):
             os.environ.setdefault(k, "1")      # Open MPI refuses root without these
         try:
@@ -60,11 +75,18 @@ def launched_rank_size():
 
 def world_comm(store, rank, world_size, timeout):
     """An intracommunicator of ``world_size`` processes in which this one has ``rank``."""
+    one_job = ("mpi4py.MPI" not in sys.modules and world_size > 1 and store is not None
+               and launched_rank_size() is None
+               and os.environ.get("EMBER_MPI_JOIN") != "connect")
+    if one_job:
+        _start_as_one_job(store, rank, world_size, timeout)
     MPI = mpi()
     world = MPI.COMM_WORLD
-    if world.Get_size() == world_size:          # started by mpiexec
+    if one_job:             # MPI ranks are the caller's: no Split (a blocking collective)
+        comm = world
+    elif world.Get_size() == world_size:        # started by mpiexec, or a later group
         comm = world.Split(0, rank)             # the caller's rank order, if it differs
-    elif world.Get_size() != 1:
+    elif launched_rank_size() is not None:
         raise ValueError(f"MPI's COMM_WORLD has {world.Get_size()} processes but "
                          f"init_process_group was given world_size={world_size}")
     elif world_size == 1:
@@ -73,6 +95,39 @@ def world_comm(store, rank, world_size, timeout):
         comm = _join_singletons(MPI, store, rank, world_size, timeout)
     comm.Set_errhandler(MPI.ERRORS_RETURN)      # MPI errors raise instead of aborting the job
     return comm
+
+
+_PMI_VARS = ("PMI_PORT", "PMI_ID", "PMI_RANK", "PMI_SIZE")
+
+
+def _start_as_one_job(store, rank, world_size, timeout):
+    """Start MPI in this process as rank ``rank`` of a job of ``world_size``, through a PMI
+    server that rank 0 starts (``_pmi.py``); the hosts of all ranks give MPICH its node map."""
+    store.set(f"pmi_host_{rank}", socket.gethostname())
+    if rank == 0:
+        keys = [f"pmi_host_{r}" for r in range(world_size)]
+        store.wait(keys, timeout)
+        from . import _pmi
+        port = _pmi.start(world_size, timeout,
+                          _pmi.process_mapping([store.get(k).decode() for k in keys]))
+        base = store
+        while hasattr(base, "underlying_store"):
+            base = base.underlying_store
+        host = getattr(base, "host", None) or socket.gethostname()
+        store.set("pmi_addr", f"{host}:{port}")
+    store.wait(["pmi_addr"], timeout)
+    os.environ.update(PMI_PORT=store.get("pmi_addr").decode(), PMI_ID=str(rank),
+                      PMI_RANK=str(rank), PMI_SIZE=str(world_size))
+    # NOTE: mpi4py runs MPI_Init holding the GIL, and MPI_Init waits for every rank: rank 0
+    # (whose threads may serve the TCPStore) starts it only when no rank needs the store
+    store.set(f"pmi_got_{rank}", b"1")
+    if rank == 0:
+        store.wait([f"pmi_got_{r}" for r in range(world_size)], timeout)
+    try:
+        mpi()
+    finally:                # child processes (DataLoader workers...) must not join the job
+        for k in _PMI_VARS:
+            os.environ.pop(k, None)
 
 
 def _join_singletons(MPI, store, rank, world_size, timeout):
@@ -103,23 +158,27 @@ def _join_singletons(MPI, store, rank, world_size, timeout):
 
 
 def wait_all(reqs, timeout, what, statuses=None, check=None):
-    """Poll ``reqs`` to completion, yielding the CPU between polls.
+    """Poll ``reqs`` to completion: a few polls back to back, then a poll per shortest sleep
+    for the first second, then one per millisecond. ``check()`` runs about once a second
+    while waiting (it raises when a peer reported a failure).
 
-    NOTE: MPI's own blocking waits spin; with more ranks than cores (a laptop, CI) spinning
-    ranks starve the ones they wait for (figures in docs/distributed.md). ``check()`` runs about once a second while
-    waiting (it raises when a peer reported a failure).
+    NOTE: not MPI's own blocking wait, which spins: with more ranks than cores, or other
+    work on the machine, spinning ranks starve the ones they wait for (figures in
+    docs/distributed.md), and a rank that sleeps gets the CPU back first when it wakes. But the
+    sleeps stay short while a transfer may be running: MPI moves a large message through
+    shared memory in chunks, each needing both ranks to poll.
     """
-    MPI, i, deadline, next_check = mpi(), 0, None, time.monotonic() + 1.0
+    MPI = mpi()
+    for _ in range(16):
+        if MPI.Request.Testall(reqs, statuses):
+            return
+    start = time.monotonic()
+    next_check = start + 1.0
     while not MPI.Request.Testall(reqs, statuses):
-        i += 1
-        if i > 64:
-            if deadline is None:
-                deadline = time.monotonic() + timeout
-            elif time.monotonic() > deadline:
-                raise TimeoutError(f"{what} timed out after {timeout:.0f}s")
-            if check is not None and time.monotonic() > next_check:
-                check()
-                next_check = time.monotonic() + 1.0
-            time.sleep(min(1e-3, 1e-6 * (i - 64)))
-        elif i > 8:
-            os.sched_yield()
+        now = time.monotonic()
+        if now > start + timeout:
+            raise TimeoutError(f"{what} timed out after {timeout:.0f}s")
+        if check is not None and now > next_check:
+            check()
+            next_check = now + 1.0
+        time.sleep(1e-6 if now < start + 1.0 else 1e-3)

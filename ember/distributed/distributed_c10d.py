@@ -19,9 +19,11 @@ import numpy as np
 
 from .. import _dtype
 from .._backends import backend
+from .._ops.dispatch import hooks
 from ..futures import Future
-from . import _mpi
-from .store import DistBackendError, DistStoreError, FileStore, PrefixStore, TCPStore
+from . import _mpi, _watchdog
+from .store import (DistBackendError, DistNetworkError, DistStoreError, FileStore, PrefixStore,
+                    TCPStore)
 
 default_pg_timeout = datetime.timedelta(minutes=30)
 
@@ -75,6 +77,8 @@ class _World:
     group_count = 0
     generation = 0
     own_store = False           # made by init_process_group (not passed in): closed with it
+    watch = None                # the store connection that reports this rank's death
+    store_lost = None           # when the store first stopped answering (see _watchdog)
 
 
 _world = _World()
@@ -134,6 +138,11 @@ class Work:
         self.pg, self._reqs, self._finish, self._outputs, self._what = pg, reqs, finish, \
             outputs, what
         self._statuses, self._done, self._exc = statuses, False, None
+        # the profiler's "gloo:all_reduce" range runs from the launch to the completion, as
+        # torch's trace shows the collective next to the ops it overlaps
+        self._rec = hooks.profiler
+        name = "nccl" if pg.engine.device_type == "cuda" else pg.name().split(":")[-1]
+        self._ev = self._rec and self._rec.begin(f"{name}:{what}", "communication", nest=False)
 
     def is_completed(self):
         if not self._done and self.pg.engine.test(self._reqs, self._statuses):
@@ -163,6 +172,8 @@ class Work:
 
     def _complete(self):
         self._done = True
+        if self._ev is not None:
+            self._rec.end(self._ev)
         if self._finish is not None:
             self._finish()
 
@@ -189,7 +200,8 @@ def report_failure(exc):
         return
     try:
         store.compare_set("failed_rank", "", str(get_rank()))
-        store.set(f"failed_error_{get_rank()}", f"{type(exc).__name__}: {exc}"[:500])
+        store.compare_set(f"failed_error_{get_rank()}", "", f"{type(exc).__name__}: {exc}"[:500])
+        _watchdog.linger(_world)
     except Exception:
         pass                            # the store may be gone with the master
 
@@ -200,14 +212,36 @@ def _check_failed(what):
         return
     try:
         if not store.check(["failed_rank"]):
+            _world.store_lost = None
             return
         r = store.get("failed_rank").decode()
         err = store.get(f"failed_error_{r}").decode()
-    except DistBackendError:
-        raise
+    except (OSError, DistNetworkError):
+        # NOTE: a grace period, because rank 0 closes the store at its destroy_process_group
+        # while a peer may still be finishing the same last collective
+        now = time.monotonic()
+        _world.store_lost = _world.store_lost or now
+        if now - _world.store_lost < _watchdog.STORE_LOST_GRACE:
+            return
+        if not _world.own_store:
+            raise DistBackendError(f"[Rank {get_rank()}] {what} aborted: the store stopped "
+                                   "answering") from None
+        r, err = "0", "the store it hosts stopped answering (rank 0 died or exited)"
     except Exception:
         return
-    raise DistBackendError(f"[Rank {get_rank()}] {what} aborted: rank {r} failed: {err}")
+    e = DistBackendError(f"[Rank {get_rank()}] {what} aborted: rank {r} failed: {err}")
+    e.failed_rank = int(r)
+    raise e
+
+
+def _peer_lost(what, exc):
+    """MPI saw a connection to a peer break (it died): name the peer from the store, where
+    the watchdog puts it a moment after the kernel closes the dead process's sockets."""
+    deadline = time.monotonic() + _watchdog.STORE_LOST_GRACE + 2
+    while time.monotonic() < deadline:
+        _check_failed(what)
+        time.sleep(0.1)
+    raise DistBackendError(f"[Rank {get_rank()}] {what} failed in MPI: {exc}") from exc
 
 
 def _failed_note(pg):
@@ -234,6 +268,8 @@ class _MpiEngine:
     def __init__(self, comm):
         self.comm, self.MPI = comm, _mpi.mpi()
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        for c in (self.MPI.COMM_WORLD, self.MPI.COMM_SELF):
+            c.Set_errhandler(self.MPI.ERRORS_RETURN)    # a dead peer raises, not aborts
 
     def stage(self, arr):
         return np.ascontiguousarray(backend_of(arr).to_host(arr))
@@ -242,10 +278,16 @@ class _MpiEngine:
         return np.empty(shape, dtype)
 
     def test(self, reqs, statuses=None):
-        return self.MPI.Request.Testall(reqs, statuses)
+        try:
+            return self.MPI.Request.Testall(reqs, statuses)
+        except self.MPI.Exception as e:
+            _peer_lost("a collective", e)
 
     def wait(self, reqs, timeout, what, statuses=None):
-        _mpi.wait_all(reqs, timeout, what, statuses, lambda: _check_failed(what))
+        try:
+            _mpi.wait_all(reqs, timeout, what, statuses, lambda: _check_failed(what))
+        except self.MPI.Exception as e:
+            _peer_lost(what, e)
 
     def _b(self, a):
         return [a.reshape(-1).view(np.uint8), self.MPI.BYTE]
@@ -304,7 +346,7 @@ class _MpiEngine:
         return status.Get_source()
 
     def close(self):
-        if self.comm != self.MPI.COMM_NULL:
+        if self.comm not in (self.MPI.COMM_NULL, self.MPI.COMM_WORLD):
             self.comm.Free()
 
 
@@ -439,6 +481,8 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     _world.store, _world.pg = store, ProcessGroup(engine, list(range(world_size)), name,
                                                   timeout, store)
     _world.groups = {_world.pg: "default_pg"}
+    if world_size > 1:
+        _watchdog.start(_world, store, rank)
 
 
 def destroy_process_group(group=None):
@@ -457,6 +501,7 @@ def destroy_process_group(group=None):
             g.engine.close()
         _world.groups.pop(g, None)
     if group is None or group is _world.pg:
+        _watchdog.stop(_world)
         base = _world.store.underlying_store if _world.store is not None else None
         if isinstance(base, TCPStore) and _world.own_store:
             base.close()

@@ -18,11 +18,13 @@ Example:
     (2, 'train.py', ['--lr', '1'])
 """
 import argparse
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import shutil
 import tempfile
 import time
 import uuid
@@ -67,7 +69,7 @@ def _start(a, nnodes, addr, port, restart, errdir):
                    MASTER_PORT=str(port), TORCHELASTIC_RUN_ID=a.rdzv_id,
                    TORCHELASTIC_RESTART_COUNT=str(restart),
                    TORCHELASTIC_MAX_RESTARTS=str(a.max_restarts),
-                   EMBER_ERROR_FILE=os.path.join(errdir, f"error_{restart}_{rank}.txt"))
+                   EMBER_ERROR_FILE=os.path.join(errdir, f"error_{restart}_{rank}.json"))
         # the workers import the same ember as this launcher
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
@@ -78,21 +80,31 @@ def _start(a, nnodes, addr, port, restart, errdir):
         else:
             cmd = [sys.executable, "-u", "-m", "ember.distributed.run", "--_worker",
                    "-m" if a.module else "-s", a.training_script, *a.training_script_args]
-        procs.append((rank, subprocess.Popen(cmd, env=env)))
+        procs.append((rank, subprocess.Popen(cmd, env=env, start_new_session=True)))
     return procs
 
 
+def _signal_group(p, sig):
+    try:
+        os.killpg(p.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass                    # the worker and everything it started are gone
+
+
 def _stop(procs, grace=5.0):
+    """SIGTERM each worker's process group (the worker and whatever it started, as
+    torchrun), then SIGKILL what is left after ``grace`` seconds."""
     for _, p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
+        _signal_group(p, signal.SIGTERM)
     deadline = time.monotonic() + grace
     for _, p in procs:
         try:
             p.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+            pass
+    for _, p in procs:
+        _signal_group(p, signal.SIGKILL)
+        p.wait()
 
 
 def launch(a):
@@ -107,34 +119,67 @@ def launch(a):
     errdir = tempfile.mkdtemp(prefix="emberrun_")
     for restart in range(a.max_restarts + 1):
         procs = _start(a, nnodes, addr, port, restart, errdir)
+        errfile = lambda r, restart=restart: os.path.join(errdir, f"error_{restart}_{r}.json")
         failed = None
         try:
             while failed is None and any(p.poll() is None for _, p in procs):
-                for rank, p in procs:
-                    if p.poll() not in (None, 0):
-                        failed = (rank, p)
-                        break
+                failed = _first_failed(procs, errfile)
                 time.sleep(a.monitor_interval)
             if failed is None:
-                failed = next(((r, p) for r, p in procs if p.returncode != 0), None)
+                failed = _first_failed(procs, errfile)
         except KeyboardInterrupt:
             _stop(procs)
             return 130
         _stop(procs)
         if failed is None:
+            shutil.rmtree(errdir, ignore_errors=True)
             return 0
-        rank, p = failed
-        err = os.path.join(errdir, f"error_{restart}_{rank}.txt")
-        tb = open(err).read() if os.path.exists(err) else ""
-        how = (f"signal {signal.Signals(-p.returncode).name}" if p.returncode < 0 else
-               f"exit code {p.returncode}")
-        print(f"[emberrun] rank {rank} (local_rank {rank - a.node_rank * a.nproc_per_node}, "
-              f"pid {p.pid}) failed first with {how}"
-              + (f":\n{tb}" if tb else ""), file=sys.stderr, flush=True)
+        _report(a, dict(procs), failed[0], errfile)
         if restart < a.max_restarts:
             print(f"[emberrun] restarting the job ({restart + 1}/{a.max_restarts})",
                   file=sys.stderr, flush=True)
+    shutil.rmtree(errdir, ignore_errors=True)
     return 1
+
+
+def _first_failed(procs, errfile):
+    """Of the workers that exited non-zero, the likeliest first: one with its own error
+    (not aborted because of another rank), then one killed by a signal, then the others (a
+    rank whose peer died often exits a moment later, within the same poll)."""
+    def order(rp):
+        info = _read_error(errfile(rp[0]))
+        return (0 if info and info.get("failed_rank") is None else
+                1 if rp[1].returncode < 0 else 2, rp[0])
+    bad = [(r, p) for r, p in procs if p.poll() not in (None, 0)]
+    return min(bad, key=order) if bad else None
+
+
+def _read_error(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def _report(a, procs, rank, path):
+    """Print the failure that started it all: the first worker seen failing may only have
+    been aborted by another rank's failure (its error file names that rank), so follow
+    the chain."""
+    seen = set()
+    while rank not in seen:
+        seen.add(rank)
+        cause = _read_error(path(rank)).get("failed_rank")
+        if cause is None or cause not in procs or procs[cause].returncode == 0:
+            break
+        rank = cause
+    p, info = procs[rank], _read_error(path(rank))
+    tb = info.get("message", {}).get("extraInfo", {}).get("py_callstack", "")
+    how = (f"signal {signal.Signals(-p.returncode).name}" if p.returncode < 0 else
+           f"exit code {p.returncode}")
+    print(f"[emberrun] rank {rank} (local_rank {rank - a.node_rank * a.nproc_per_node}, "
+          f"pid {p.pid}) failed first with {how}"
+          + (f":\n{tb}" if tb else ""), file=sys.stderr, flush=True)
 
 
 def _worker(argv):
@@ -156,13 +201,16 @@ def _worker(argv):
         raise
     except BaseException as e:
         tb = traceback.format_exc()
+        path = os.environ.get("EMBER_ERROR_FILE")
+        if path:            # torchrun's error file, written before the others are told
+            with open(path + ".tmp", "w") as f:
+                json.dump({"message": {"message": f"{type(e).__name__}: {e}", "extraInfo": {
+                    "py_callstack": tb, "timestamp": str(int(time.time()))}},
+                    "failed_rank": getattr(e, "failed_rank", None)}, f)
+            os.replace(path + ".tmp", path)
         c10d = sys.modules.get("ember.distributed.distributed_c10d")
         if c10d is not None:
             c10d.report_failure(e)
-        path = os.environ.get("EMBER_ERROR_FILE")
-        if path:
-            with open(path, "w") as f:
-                f.write(tb)
         sys.stderr.write(tb)
         sys.exit(1)
 

@@ -189,13 +189,24 @@ def _recv(sock):
 
 class _Handler(socketserver.BaseRequestHandler):
     def handle(self):
-        table = self.server.table
+        table, on_close = self.server.table, []
+        with table.cond:
+            self.server.clients += 1
         try:
             while True:
                 op, args = _recv(self.request)
+                if op == "on_close":
+                    on_close[:] = args[0]
+                    _send(self.request, None)
+                    continue
                 _send(self.request, table.wait(*args) if op == "wait" else table.call(op, *args))
         except (ConnectionError, OSError, EOFError):
-            pass
+            # the client's process is gone (a kill closes its sockets too): leave its word
+            for key, value in on_close:
+                table.call("compare_set", key, b"", value)
+        finally:
+            with table.cond:
+                self.server.clients -= 1
 
 
 class _Server(socketserver.ThreadingTCPServer):
@@ -221,7 +232,7 @@ class TCPStore(Store):
         self.host, self.world_size, self._server = host_name, world_size, None
         if is_master:
             self._server = _Server(("", port), _Handler)
-            self._server.table = _Table()
+            self._server.table, self._server.clients = _Table(), 0
             port = self._server.server_address[1]
             threading.Thread(target=self._server.serve_forever, daemon=True).start()
         self.port, self._lock = port, threading.Lock()
@@ -249,6 +260,16 @@ class TCPStore(Store):
 
     def _wait(self, keys, timeout):
         return self._call("wait", keys, timeout)
+
+    def _on_close(self, pairs):
+        """Ask the server to set each ``(key, value)`` of ``pairs`` that is unset when this
+        client's connection drops without a new ``_on_close([])`` first: how a rank killed
+        by a signal still tells the others (see distributed_c10d's watchdog)."""
+        self._call("on_close", [(k, _bytes(v)) for k, v in pairs])
+
+    def _clients(self):
+        """How many connections the server (in this process) has open."""
+        return self._server.clients
 
     def close(self):
         """Stop serving (the master) and drop the connection."""

@@ -578,7 +578,7 @@ def _in_dims(in_dims, args, func):
 def _run_vmap(func, leaves, dims, spec, kwargs, n, out_dims, randomness):
     level = _vmap.push(n, randomness)
     try:
-        inner = [x if d is None else _vmap._wrap(x.movedim(d, 0), level)
+        inner = [x if d is None else _vmap._wrap(x.movedim(d, 0) if d else x, level)
                  for x, d in zip(leaves, dims)]
         out = func(*_unflatten(inner, spec), **kwargs)
         outs, out_spec = _flatten(out)
@@ -595,7 +595,7 @@ def _run_vmap(func, leaves, dims, spec, kwargs, n, out_dims, randomness):
                 if d is None:
                     raise ValueError(f"vmap({_name(func)}, ...): `{_name(func)}` can not "
                                      "return a BatchedTensor when out_dim is None")
-                res.append(v.movedim(0, d % v.dim()))
+                res.append(v.movedim(0, d % v.dim()) if d % v.dim() else v)
             elif d is None:
                 res.append(o)
             else:

@@ -1,11 +1,12 @@
 """vmap's batching: a ``BatchedTensor`` holds a tensor with one more (leading) dim per vmap
-level, and shows the per-example ("logical") shape; while a vmap runs, dispatch's profiler hook
+level, and shows the per-example ("logical") shape; while a vmap runs, dispatch's transform hook
 (shared with forward-mode AD: autograd/forward_ad.py) sends every op with a BatchedTensor
 operand to its batching rule, which runs the op once on the whole batch. Rules are derived
 from the op (pointwise ops broadcast, ops with a dim option shift it past the batch dim) or
 written below; an op without one loops over the batch, with
 torch's performance warning. Autograd only ever sees the physical tensors, so ``grad`` inside
 vmap differentiates the batched computation in one backward pass."""
+import functools
 import warnings
 
 import ember
@@ -46,6 +47,10 @@ class BatchedTensor(Tensor):
 
     def numel(self):
         return self.shape.numel()
+
+    def stride(self, dim=None):
+        st = self._value.stride()[1:]
+        return st if dim is None else st[dim]
 
     @property
     def _data(self):
@@ -159,7 +164,7 @@ def push(n, randomness):
     level = (_STACK[-1][0] if _STACK else 0) + 1
     _STACK.append([level, n, randomness])
     _fwad.BATCHED, _fwad.BATCHED_INPLACE = _batched, _batched_inplace
-    _random.vmap_check = _check_randomness
+    _random.vmap_random = random_call
     _fwad.install()
     return level
 
@@ -168,21 +173,117 @@ def pop():
     _STACK.pop()
     _fwad.uninstall()
     if not _STACK:
-        _fwad.BATCHED = _fwad.BATCHED_INPLACE = _random.vmap_check = None
+        _fwad.BATCHED = _fwad.BATCHED_INPLACE = _random.vmap_random = None
 
 
-def _check_randomness():
-    modes = {m for _, _, m in _STACK}
+def random_call(kind, f, args, kwargs):
+    """A random function called inside vmap (``_ops/random.py``'s hook), as torch's
+    ``randomness``: 'error' refuses; 'same' draws one example's numbers for every example;
+    'different' draws the whole batch's at once, the batch dims of the levels that ask for it
+    leading."""
+    modes = [m for _, _, m in _STACK]
     if "error" in modes:
         raise RuntimeError("vmap: called random operation while in randomness error mode. "
                            "Please either use the 'same' or 'different' randomness flags on "
                            "vmap or perform the randomness operation out of vmap")
-    if "different" in modes:
-        # NOTE: draws take the example's shape, so they could only be the same for every
-        # example: refused rather than silently 'same'
-        raise RuntimeError("vmap: randomness='different' is not supported by ember's random "
-                           "functions yet; use randomness='same', or draw the batch's random "
-                           "numbers outside vmap and pass them in")
+    if kind == "draw":
+        return None
+    _random.vmap_random = None          # the draws themselves are plain
+    try:
+        return _RANDOM[kind](f, args, kwargs, [(lv, n) for lv, n, m in _STACK
+                                               if m == "different"])
+    finally:
+        _random.vmap_random = random_call
+
+
+def _batched_levels(p, diff):
+    for lv, _ in diff:
+        p = _wrap(p, lv)
+    return p
+
+
+def _sized(f, args, kwargs, diff, where):
+    """A factory: the batch sizes prepended to its size (``where``: in ``args`` as all of
+    them, in its last one, or in ``size=``)."""
+    if not diff:
+        return f(*args, **kwargs)
+    pre = tuple(n for _, n in diff)
+    if "size" in kwargs:
+        kwargs = dict(kwargs, size=pre + tuple(kwargs["size"]))
+    elif where == "all":
+        args = (pre + tuple(args[0] if len(args) == 1 and isinstance(args[0], (
+            tuple, list, Size)) else args),)
+    else:
+        args = (*args[:-1], pre + tuple(args[-1]))
+    return _batched_levels(f(*args, **kwargs), diff)
+
+
+def _drawn_like(f, args, kwargs, diff):
+    """Draws shaped as the tensor inputs (poisson, multinomial, gamma): 'different' at every
+    level runs on the physical tensors; 'same' runs one example's draw for each example,
+    the generator's state restored before each."""
+    tensors = [a for a in (*args, *kwargs.values()) if _level_of(a)]
+    if not tensors and not diff:
+        return f(*args, **kwargs)
+    if len(diff) == len(_STACK):
+        return lower(f(*[lift(a) if isinstance(a, Tensor) else a for a in args],
+                       **{k: lift(v) if isinstance(v, Tensor) else v for k, v in kwargs.items()}))
+    if diff:
+        raise RuntimeError("vmap: nested vmaps that mix randomness='same' and 'different' "
+                           "over this random function are not supported")
+    gen = kwargs.get("generator") or next((a for a in args if isinstance(
+        a, _random.Generator)), None) or _random.default_generator
+    state, n = gen.get_state(), _size(_STACK[-1][0])
+
+    def pick(a, i):
+        return a._value[i] if _level_of(a) == _STACK[-1][0] else a
+    rows = []
+    for i in range(n):
+        gen.set_state(state)
+        rows.append(f(*[pick(a, i) for a in args], **{k: pick(v, i) for k, v in kwargs.items()}))
+    return _map_out(_stack_rows(rows), _STACK[-1][0])
+
+
+def _fill(f, args, kwargs, diff):
+    """An in-place fill: 'different' fills the physical tensor; 'same' fills one example's
+    worth and copies it into every example."""
+    t = args[0]
+    if not diff:
+        if not _level_of(t):
+            return f(*args, **kwargs)
+        one = f(ember.empty(tuple(t.shape), dtype=t.dtype, device=t.device), *args[1:], **kwargs)
+        with ember.no_grad():
+            _unwrapped(t)[-1]._value.copy_(one)
+        return t
+    if len(diff) != len(_STACK) or {v._level for v in _unwrapped(t)} != {lv for lv, _ in diff}:
+        raise RuntimeError("vmap: Cannot ask for different inplace randomness on an unbatched "
+                           "tensor. This will appear like same randomness. If this is "
+                           "necessary for your usage, please file an issue with functorch.")
+    f(lift(t), *args[1:], **kwargs)
+    return t
+
+
+def _unwrapped(t):
+    out = []
+    while isinstance(t, BatchedTensor):
+        out.append(t)
+        t = t._value
+    return out
+
+
+def _per_example(f, args, kwargs, diff):
+    if not diff:
+        return f(*args, **kwargs)
+    n = 1
+    for _, m in diff:
+        n *= m
+    rows = ember.stack([f(*args, **kwargs) for _ in range(n)])
+    return _batched_levels(rows.reshape(*(m for _, m in diff), *rows.shape[1:]), diff)
+
+
+_RANDOM = {"sizes": lambda f, a, k, d: _sized(f, a, k, d, "all"),
+           "size_arg": lambda f, a, k, d: _sized(f, a, k, d, "last"),
+           "tensor": _drawn_like, "fill": _fill, "loop": _per_example}
 
 
 def _size(level):
@@ -485,13 +586,6 @@ def _along(*positions):
     return rule
 
 
-def _index_select(opdef, level, args, kwargs):
-    x, d, idx = args
-    if _level_of(idx) == level or x.dim() == 0:
-        return _loop(opdef, level, args, kwargs)
-    return _wrap(opdef(x._value, d % x.dim() + 1, idx), level)
-
-
 def _einsum(opdef, level, args, kwargs):
     """A new letter for the batch dim, on the batched operands and first in the output."""
     eq, ops = args[0].replace(" ", ""), list(args[1])
@@ -617,6 +711,338 @@ def _stack_rows(rows):
     raise RuntimeError("vmap: the batching fallback got a non-tensor result")
 
 
+# ---- rules for the index, scatter, search, statistics and fused ops ------------------------
+
+def _lifted(level, *ts):
+    n = _size(level)
+    return [None if t is None else lift_one(t, level, n) if isinstance(t, Tensor) else t
+            for t in ts]
+
+
+def _all_lifted(opdef, level, args, kwargs):
+    """Ops that treat leading dims as batch dims (cdist, solve_triangular, lstsq): every
+    tensor operand batched (expanded where not) and padded to the same rank, so that the
+    examples' own batch dims broadcast as they do unbatched. An empty per-example result
+    (lstsq's residuals) gains the batch dim."""
+    n = _size(level)
+    ts = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
+    rank = max(t.dim() for t in ts)
+    if opdef.name == "linalg_solve" and ts[1].dim() == 1:
+        if ts[0].dim() > 2:
+            return _loop(opdef, level, args, kwargs)
+        rank = None                     # (the vector case stays one)
+
+    def lift_(a):
+        if not isinstance(a, Tensor):
+            return a
+        v = lift_one(a, level, n)
+        return v if rank is None else v.reshape(n, *(1,) * (rank - a.dim()), *v.shape[1:])
+    out = opdef(*map(lift_, args), **{k: lift_(v) for k, v in kwargs.items()})
+    return _map_out(_map_tensors(out, lambda o: o.reshape(n, 0) if o.dim() == 1 and
+                                 o.shape[0] == 0 else o), level)
+
+
+def _index_expanded(idx, like, d):
+    """A batched 1-D index (N, k) shaped and expanded for ``gather``/``scatter`` along physical
+    dim ``d`` of ``like`` (N, ...), whose size there becomes k."""
+    shape = list(like.shape)
+    shape[d] = idx.shape[-1]
+    return idx.reshape(idx.shape[0], *(1,) * (d - 1), -1, *(1,) * (len(shape) - d - 1)).expand(
+        shape)
+
+
+def _index_op(opdef, level, args, kwargs):
+    """index_select/add/copy/fill/reduce: as gather/scatter along the shifted dim with the
+    index expanded per example (a batched index picks per example)."""
+    a = dict(zip(opdef.params, args), **kwargs)
+    x, idx = a["input"], a["index"]
+    if x.dim() == 0 or idx.dim() > 1:
+        return _loop(opdef, level, args, kwargs)
+    d = a["dim"] % x.dim() + 1
+    xv, iv = _lifted(level, x, idx.reshape(-1) if idx.dim() == 0 else idx)
+    if opdef.name == "index_select":
+        return _wrap(xv.gather(d, _index_expanded(iv, xv, d)), level)
+    if opdef.name == "index_fill":
+        shape = list(xv.shape)
+        shape[d] = iv.shape[-1]
+        v = a["value"]
+        if isinstance(v, Tensor):
+            v = lift_one(v, level, _size(level)).reshape(-1, *(1,) * (xv.dim() - 1)).expand(
+                shape).to(xv.dtype)
+        return _wrap(xv.scatter(d, _index_expanded(iv, xv, d), v), level)
+    (sv,) = _lifted(level, a["source"])
+    sv = sv.reshape(sv.shape[0], 1) if a["source"].dim() == 0 else sv
+    ie = _index_expanded(iv, sv, d)
+    if opdef.name == "index_add":
+        return _wrap(xv.scatter_add(d, ie, sv * a.get("alpha", 1) if a.get("alpha", 1) != 1
+                                    else sv), level)
+    if opdef.name == "index_copy":
+        return _wrap(xv.scatter(d, ie, sv), level)
+    return _wrap(xv.scatter_reduce(d, ie, sv, a["reduce"], include_self=a.get(
+        "include_self", True)), level)
+
+
+def _index_put(opdef, level, args, kwargs):
+    """Advanced-index writes: an arange over the batch as the first index."""
+    a = dict(zip(opdef.params, args), **kwargs)
+    x, idx, vals = a["input"], list(a["indices"]), a["values"]
+    if any(i is None or i.dtype == ember.bool for i in idx):
+        return _loop(opdef, level, args, kwargs)
+    n = _size(level)
+    rank = max(i.dim() for i in idx)
+    ivs = [_pad(i, level, rank) if _level_of(i) == level else i for i in idx]
+    ar = ember.arange(n, device=x._value.device if _level_of(x) else x.device)
+    xv, vv = _lifted(level, x, vals)
+    rest = xv.dim() - 1 - len(idx)
+    vv = vv.reshape(n, *(1,) * (rank + rest - vals.dim()), *vv.shape[1:])
+    return _wrap(opdef(xv, [ar.reshape(n, *(1,) * rank), *ivs], vv,
+                       a.get("accumulate", False)), level)
+
+
+def _put(opdef, level, args, kwargs):
+    a = dict(zip(opdef.params, args), **kwargs)
+    xv, iv, sv = _lifted(level, a["input"], a["index"], a["source"])
+    n, m = xv.shape[0], a["input"].numel()
+    flat, iv = xv.reshape(n, -1), iv.reshape(n, -1)
+    iv = ember.where(iv < 0, iv + m, iv)
+    out = flat.scatter_add(1, iv, sv.reshape(n, -1)) if a.get("accumulate") else \
+        flat.scatter(1, iv, sv.reshape(n, -1))
+    return _wrap(out.reshape(xv.shape), level)
+
+
+def _take(opdef, level, args, kwargs):
+    xv, iv = _lifted(level, *args)
+    m = args[0].numel()
+    flat = iv.reshape(iv.shape[0], -1)
+    return _wrap(xv.reshape(xv.shape[0], -1).gather(1, ember.where(flat < 0, flat + m, flat))
+                 .reshape(iv.shape), level)
+
+
+def _masked_scatter(opdef, level, args, kwargs):
+    """Each example takes its source's elements in order where its mask is set."""
+    x, mask, src = args
+    shape = ember.broadcast_shapes(x.shape, mask.shape)
+    n = _size(level)
+    xv, mv, sv = _lifted(level, x, mask, src)
+    mv = mv.reshape(n, *(1,) * (len(shape) - mask.dim()), *mv.shape[1:]).expand(n, *shape)
+    xv = xv.reshape(n, *(1,) * (len(shape) - x.dim()), *xv.shape[1:]).expand(n, *shape)
+    pos = (mv.reshape(n, -1).long().cumsum(1) - 1).clamp(min=0)
+    picked = sv.reshape(n, -1).gather(1, pos.clamp(max=max(src.numel() - 1, 0))).reshape(
+        n, *shape)
+    return _wrap(ember.where(mv, picked, xv), level)
+
+
+def _isin(opdef, level, args, kwargs):
+    a = dict(zip(opdef.params, args), **kwargs)
+    e, t = a["elements"], a["test_elements"]
+    if not isinstance(t, Tensor) or _level_of(t) != level:
+        return _map_out(opdef(_lifted(level, e)[0], t, invert=a.get("invert", False)), level)
+    ev, tv = _lifted(level, e, t)
+    n = ev.shape[0]
+    hit = (ev.reshape(n, -1, 1) == tv.reshape(n, 1, -1)).any(-1).reshape(ev.shape)
+    return _wrap(hit.logical_not() if a.get("invert") else hit, level)
+
+
+def _searchsorted(opdef, level, args, kwargs):
+    """Sorted rows: every operand batched; a 1-D sequence per example searches its values
+    flattened."""
+    a = dict(zip(opdef.params, args), **kwargs)
+    seq, vals = a.pop("sorted_sequence"), a.pop("input")
+    if not isinstance(vals, Tensor):
+        return _loop(opdef, level, args, kwargs)
+    sv, vv, so = _lifted(level, seq, vals, a.pop("sorter", None))
+    if seq.dim() == 1:
+        out = opdef(sv, vv.reshape(vv.shape[0], -1), sorter=so, **a).reshape(vv.shape)
+    else:
+        out = opdef(sv, vv, sorter=so, **a)
+    return _wrap(out, level)
+
+
+def _bucketize(opdef, level, args, kwargs):
+    a = dict(zip(opdef.params, args), **kwargs)
+    x, b = a.pop("input"), a.pop("boundaries")
+    if _level_of(b) != level:
+        return _wrap(opdef(x._value, b, **a), level)
+    return _searchsorted(get("searchsorted"), level, (b, x), a)
+
+
+def _histc(opdef, level, args, kwargs):
+    """Each example's counts by a scatter-add of its bin numbers (its own range where
+    ``min == max``)."""
+    a = dict(opdef.defaults, **dict(zip(opdef.params, args)), **kwargs)
+    xv = a["input"]._value.reshape(_size(level), -1)
+    bins, lo, hi = a["bins"], a["min"], a["max"]
+    if lo == hi:
+        lo, hi = xv.amin(1, keepdim=True), xv.amax(1, keepdim=True)
+        same = lo == hi
+        lo, hi = ember.where(same, lo - 1, lo), ember.where(same, hi + 1, hi)
+    inside = (xv >= lo) & (xv <= hi)
+    b = ((xv - lo) * bins / (hi - lo)).floor().long().clamp(0, bins - 1)
+    out = ember.zeros(xv.shape[0], bins, dtype=xv.dtype, device=xv.device)
+    return _wrap(out.scatter_add(1, b, inside.to(xv.dtype)), level)
+
+
+def _quantile(opdef, level, args, kwargs):
+    a = dict(opdef.defaults, **dict(zip(opdef.params, args)), **kwargs)
+    x, q, d = a.pop("input"), a.pop("q"), a.pop("dim")
+    if _level_of(q) == level or x.dim() == 0:
+        return _loop(opdef, level, args, kwargs)
+    v, keep = x._value, a["keepdim"]
+    if d is None:
+        out = opdef(v.reshape(v.shape[0], -1), q, 1, **dict(a, keepdim=False))
+        many = isinstance(q, Tensor) and q.dim() == 1
+        out = out.movedim(0, 1) if many else out
+        if keep:
+            out = out.reshape(*out.shape, *(1,) * x.dim())
+        return _wrap(out, level)
+    out = opdef(v, q, d % x.dim() + 1, **a)
+    return _wrap(out.movedim(0, 1) if isinstance(q, Tensor) and q.dim() == 1 else out, level)
+
+
+def _batch_norm(opdef, level, args, kwargs):
+    """Each example's batch in its own channels: the batch folded into the channel dim."""
+    x, w, b, rm, rv, training, eps = args
+    n = _size(level)
+    xv = lift_one(x, level, n)
+    v = xv.movedim(0, 1).reshape(x.shape[0], n * x.shape[1], *x.shape[2:])
+    per = [None if t is None else lift_one(t, level, n).reshape(-1) for t in (w, b, rm, rv)]
+    out, mean, var = opdef(v, *per, training, eps)
+    out = out.reshape(x.shape[0], n, *x.shape[1:]).movedim(1, 0)
+    return _wrap(out, level), _wrap(mean.reshape(n, -1), level), _wrap(var.reshape(n, -1), level)
+
+
+def _group_norm(opdef, level, args, kwargs):
+    x, w, b, group, eps = args
+    n = _size(level)
+    xv = lift_one(x, level, n)
+    out = opdef(xv.reshape(-1, *xv.shape[2:]), None, None, group, eps).reshape(xv.shape)
+    shape = (n, 1, -1) + (1,) * (x.dim() - 2)
+    out = out if w is None else out * lift_one(w, level, n).reshape(shape)
+    return _wrap(out if b is None else out + lift_one(b, level, n).reshape(shape), level)
+
+
+def _folded(opdef, level, args, kwargs):
+    """The fused LSTM cell (and its backward): every operand's first dim is a batch, so the
+    vmap batch folds into it."""
+    n = _size(level)
+    vs = _lifted(level, *args)
+    if args[0].dim() == 1:
+        return _map_out(opdef(*vs), level)
+    outs = opdef(*[v.flatten(0, 1) for v in vs])
+    return _map_tensors(outs, lambda o: _wrap(o.reshape(n, -1, *o.shape[1:]), level))
+
+
+def _lstm_layer(opdef, level, args, kwargs):
+    """The batch folded into the layer's batch dim (1 of the inputs, 0 of the states); per-
+    example weights loop."""
+    xproj, h0, c0, w_hh, b_hh = args[:5]
+    if _level_of(w_hh) == level or _level_of(b_hh) == level:
+        return _loop(opdef, level, args, kwargs)
+    n = _size(level)
+    xv, hv, cv = _lifted(level, xproj, h0, c0)
+    outs = opdef(xv.movedim(0, 1).flatten(1, 2), hv.flatten(0, 1), cv.flatten(0, 1), w_hh, b_hh,
+                 *args[5:], **kwargs)
+    seq = lambda o: _wrap(o.reshape(o.shape[0], n, -1, o.shape[-1]).movedim(1, 0), level)  # noqa
+    state = lambda o: _wrap(o.reshape(n, -1, o.shape[-1]), level)  # noqa: E731
+    return seq(outs[0]), state(outs[1]), state(outs[2]), seq(outs[3]), seq(outs[4])
+
+
+def _tensordot(a, b, dims=2):
+    if isinstance(dims, int):
+        da, db = list(range(a.dim() - dims, a.dim())), list(range(dims))
+    else:
+        da, db = ([d] if isinstance(d, int) else list(d) for d in dims)
+    da, db = [d % max(a.dim(), 1) for d in da], [d % max(b.dim(), 1) for d in db]
+    la = "abcdefghijklm"[:a.dim()]
+    lb = list("nopqrstuvwxyz"[:b.dim()])
+    for i, j in zip(da, db):
+        lb[j] = la[i]
+    lb = "".join(lb)
+    out = "".join(c for i, c in enumerate(la) if i not in da) + "".join(
+        c for j, c in enumerate(lb) if j not in db)
+    return ember.einsum(f"{la},{lb}->{out}", a, b)
+
+
+def _kron(a, b):
+    r = max(a.dim(), b.dim())
+    a, b = a.reshape(*(1,) * (r - a.dim()), *a.shape), b.reshape(*(1,) * (r - b.dim()), *b.shape)
+    ai = a.reshape(*(s for n in a.shape for s in (n, 1)))
+    bi = b.reshape(*(s for n in b.shape for s in (1, n)))
+    return (ai * bi).reshape(*(p * q for p, q in zip(a.shape, b.shape)))
+
+
+def _block_diag(*ts):
+    ts = [t.reshape(1, -1) if t.dim() < 2 else t for t in ts]
+    width = sum(t.shape[1] for t in ts)
+    dt = functools.reduce(ember.promote_types, [t.dtype for t in ts])
+    rows, left = [], 0
+    for t in ts:
+        z = lambda w: ember.zeros(t.shape[0], w, dtype=dt, device=t.device)  # noqa: E731
+        rows.append(ember.cat([z(left), t.to(dt), z(width - left - t.shape[1])], 1))
+        left += t.shape[1]
+    return ember.cat(rows, 0) if rows else ember.zeros(0, 0)
+
+
+def _cartesian_prod(*ts):
+    if len(ts) == 1:
+        return ts[0]
+    k = len(ts)
+    sizes = [t.shape[0] for t in ts]
+    grid = [t.reshape(*(1,) * i, -1, *(1,) * (k - i - 1)).expand(*sizes) for i, t in
+            enumerate(ts)]
+    return ember.stack(grid, -1).reshape(-1, k)
+
+
+def _combinations(x, r=2, with_replacement=False):
+    idx = ember.combinations(ember.arange(x.shape[0], device=x.device), r, with_replacement)
+    return x.index_select(0, idx.reshape(-1)).reshape(idx.shape)
+
+
+def _sections(dim_of):
+    """hsplit/vsplit/dsplit: tensor_split along their dim, once the op has checked its
+    arguments on an empty example (the errors are its own)."""
+    def rule(opdef, level, args, kwargs):
+        x, sections = args
+        opdef(ember.empty(tuple(x.shape), dtype=x.dtype, device="meta"), sections)
+        return ember.tensor_split(x, sections, dim_of(x))
+    return rule
+
+
+def _roll(opdef, level, args, kwargs):
+    a = dict(opdef.defaults, **dict(zip(opdef.params, args)), **kwargs)
+    if a["dims"] not in (None, ()):
+        return _dims(opdef, level, args, kwargs)
+    v = a["input"]._value
+    return _wrap(v.reshape(v.shape[0], -1).roll(a["shifts"], 1).reshape(v.shape), level)
+
+
+def _repeat_interleave(opdef, level, args, kwargs):
+    a = dict(opdef.defaults, **dict(zip(opdef.params, args)), **kwargs)
+    x, reps, d = a["input"], a["repeats"], a["dim"]
+    if _level_of(reps) == level or not isinstance(x, Tensor) or _level_of(x) != level:
+        return _loop(opdef, level, args, kwargs)
+    v = x._value
+    if d is None:
+        v, d = v.reshape(v.shape[0], -1), 0
+    return _wrap(opdef(v, reps, d % max(x.dim(), 1) + 1, output_size=None if a[
+        "output_size"] is None else a["output_size"]), level)
+
+
+def _diag_embed(opdef, level, args, kwargs):
+    a = dict(opdef.defaults, **dict(zip(opdef.params, args)), **kwargs)
+    r = a["input"].dim() + 1
+    return _wrap(opdef(a["input"]._value, a["offset"], a["dim1"] % r + 1, a["dim2"] % r + 1),
+                 level)
+
+
+def _unfold(opdef, level, args, kwargs):
+    x, d, size, step = args
+    if x.dim() == 0:
+        return _loop(opdef, level, args, kwargs)
+    return _wrap(opdef(x._value, d % x.dim() + 1, size, step), level)
+
+
+
 LOOPED = set()      # the ops that fell back to the loop so far (the tests report them)
 RULES = {"matmul": _matmul, "mm": _matmul, "bmm": _matmul, "mv": _matmul, "dot": _matmul,
          "linear": _linear, "convolution": _convolution, "cat": _joined, "stack": _joined,
@@ -640,7 +1066,7 @@ RULES = {"matmul": _matmul, "mm": _matmul, "bmm": _matmul, "mv": _matmul, "dot":
          "flipud": _decomposed(lambda x: x.flip(0)),
          "gather": _along(0, 2), "take_along_dim": _along(0, 1), "scatter": _along(0, 2, 3),
          "scatter_add": _along(0, 2, 3), "scatter_reduce": _along(0, 2, 3),
-         "index_select": _index_select, "einsum": _einsum, "cross": _cross,
+         "einsum": _einsum, "cross": _cross,
          **dict.fromkeys(("mse_loss", "huber_loss", "smooth_l1_loss", "binary_cross_entropy",
                           "binary_cross_entropy_with_logits"), _elementwise_loss),
          "hstack": _decomposed(lambda ts: ember.cat(
@@ -658,6 +1084,28 @@ _BROADCAST = {"clone", "contiguous", "real", "imag", "complex", "polar", "isclos
               "special_legendre_polynomial_p", "special_shifted_chebyshev_polynomial_t",
               "special_shifted_chebyshev_polynomial_u", "special_shifted_chebyshev_polynomial_v",
               "special_shifted_chebyshev_polynomial_w"}
+RULES.update({
+    "cdist": _all_lifted, "linalg_solve": _all_lifted, "linalg_solve_triangular": _all_lifted,
+    "linalg_lstsq": _all_lifted, "searchsorted": _searchsorted, "bucketize": _bucketize,
+    "isin": _isin, "histc": _histc, "quantile": _quantile, "nanquantile": _quantile,
+    "native_batch_norm": _batch_norm, "native_group_norm": _group_norm,
+    "_lstm_cell": _folded, "_lstm_cell_backward": _folded, "_lstm_layer": _lstm_layer,
+    "index_put": _index_put, "put": _put, "take": _take, "masked_scatter": _masked_scatter,
+    "roll": _roll, "repeat_interleave": _repeat_interleave, "diag_embed": _diag_embed,
+    "unfold": _unfold,
+    "tensordot": _decomposed(_tensordot), "kron": _decomposed(_kron),
+    "inner": _decomposed(lambda a, b: a * b if a.dim() == 0 or b.dim() == 0 else
+                         _tensordot(a, b, ([-1], [-1]))),
+    "linalg_multi_dot": _decomposed(lambda ts: functools.reduce(ember.matmul, ts)),
+    "block_diag": _decomposed(_block_diag), "cartesian_prod": _decomposed(_cartesian_prod),
+    "combinations": _decomposed(_combinations),
+    "diag": _decomposed(lambda x, diagonal=0: x.diagonal(diagonal) if x.dim() == 2 else
+                        ember.diag_embed(x, diagonal)),
+    "diagflat": _decomposed(lambda x, offset=0: ember.diag_embed(x.reshape(-1), offset)),
+    "hsplit": _sections(lambda x: 1 if x.dim() > 1 else 0),
+    "vsplit": _sections(lambda x: 0), "dsplit": _sections(lambda x: 2),
+    **dict.fromkeys(("index_select", "index_add", "index_copy", "index_fill", "index_reduce"),
+                    _index_op)})
 RULES.update({n: _trailing(0) for n in (
     "tril", "triu", "det", "inverse", "slogdet", "logdet",
     "matrix_exp", "matrix_power", "linalg_cholesky_ex", "linalg_eig", "linalg_eigh",

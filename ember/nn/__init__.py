@@ -2,7 +2,8 @@
 from . import functional, init, utils  # noqa: F401
 from .modules import *  # noqa: F401,F403
 from .modules import Module  # noqa: F401
-from .parameter import Buffer, Parameter  # noqa: F401
+from .parameter import (Buffer, Parameter, UninitializedBuffer,  # noqa: F401
+                        UninitializedParameter)
 
 
 def __getattr__(name):
@@ -12,4 +13,7 @@ def __getattr__(name):
         import importlib
         parallel = importlib.import_module(".parallel", __name__)
         return parallel if name == "parallel" else parallel.DataParallel
+    if name == "attention":
+        import importlib
+        return importlib.import_module(".attention", __name__)
     raise AttributeError(f"module 'ember.nn' has no attribute '{name}'")

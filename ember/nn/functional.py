@@ -4,6 +4,7 @@ Fused ops with their own backward (linear, softmax, log_softmax, nll_loss) live 
 ember/_ops/nn.py; the rest are compositions of ember ops, so autograd needs no new rules.
 """
 import math
+import sys
 import warnings
 
 import ember
@@ -519,7 +520,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                            "set when is_causal=True")
     flash = _attention.use_flash(query, key, value, attn_mask, dropout_p, enable_gqa)
     node = _sdpa_node(query, key, value, attn_mask, dropout_p)
-    if not flash and (node is None or node == _MATMUL_NODE[query.dim() >= 3]):
+    sdp = sys.modules.get("ember.backends")     # its flags change only once it is imported
+    if node is not None and sdp is not None and not (sdp._sdp["flash"] and sdp._sdp["math"]):
+        node, flash = _sdpa_backend(sdp._sdp, node, query, value, flash)
+    if node is None or not flash and node == _MATMUL_NODE[query.dim() >= 3]:
         return _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
                      flash)
     return one_node(node, _sdpa, query, key, value, attn_mask, dropout_p, is_causal, scale,
@@ -527,6 +531,22 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
 
 _MATMUL_NODE = {False: "MmBackward0", True: "UnsafeViewBackward0"}
+
+
+def _sdpa_backend(sdp, node, query, value, flash):
+    """torch's choice of cpu kernel under nn.attention.sdpa_kernel: its flash kernel where
+    enabled and applicable, else the math path (ember's naive one) where enabled."""
+    if not (sdp["flash"] or sdp["math"]):
+        raise RuntimeError("No viable backend for scaled_dot_product_attention was found. This "
+                           "is likely due to turning off both the math kernel and the fused "
+                           "kernels.")
+    if node.startswith("ScaledDot") and sdp["flash"]:
+        return node, flash
+    if not sdp["math"]:
+        warnings.warn("Flash attention kernel not used because: its requirements (4-d "
+                      "operands of one batch and head size, no dropout) are not met")
+        raise RuntimeError("No available kernel.  Aborting execution.")
+    return _MATMUL_NODE[max(query.dim(), value.dim()) >= 3], False
 
 
 def _sdpa_node(query, key, value, attn_mask, dropout_p):
@@ -679,3 +699,12 @@ from ._loss_functional import *  # noqa
 from ._embedding_functional import *  # noqa
 from ._vision_functional import *  # noqa
 from .._aten_nn import conv_tbc  # noqa: E402,F401  (torch.nn.functional re-exports torch's)
+
+
+def __getattr__(name):
+    # torch.nn.functional re-exports the __torch_function__ helpers (ember.overrides)
+    if name in ("has_torch_function", "has_torch_function_unary", "has_torch_function_variadic",
+                "handle_torch_function"):
+        from .. import overrides
+        return getattr(overrides, name)
+    raise AttributeError(f"module 'ember.nn.functional' has no attribute '{name}'")

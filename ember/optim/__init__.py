@@ -10,6 +10,7 @@ Example:
 """
 from . import lr_scheduler, swa_utils  # noqa: F401
 from .adadelta import Adadelta
+from .adafactor import Adafactor, Muon
 from .adagrad import Adagrad
 from .adam import Adam
 from .adamax import Adamax
@@ -24,5 +25,6 @@ from .rprop import Rprop
 from .sgd import SGD
 from .sparse_adam import SparseAdam
 
-__all__ = ["ASGD", "Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "LBFGS", "NAdam",
-           "Optimizer", "RAdam", "RMSprop", "Rprop", "SGD", "SparseAdam", "lr_scheduler"]
+__all__ = ["ASGD", "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax", "LBFGS",
+           "Muon", "NAdam", "Optimizer", "RAdam", "RMSprop", "Rprop", "SGD", "SparseAdam",
+           "lr_scheduler"]

@@ -11,8 +11,9 @@ __all__ = ["Adam"]
 def _kernel(p, g):
     """The C Adam update for ``p`` and its gradient ``g`` (same float dtype, contiguous), or
     None."""
-    if type(p) is not np.ndarray:       # (a cuda array: the NumPy-style code below, on its xp)
-        return None
+    if type(p) is not np.ndarray:       # a cuda array: ember's fused CUDA kernel, if it applies
+        from ..cuda import _kernels as cuda_kernels
+        return cuda_kernels.adam if cuda_kernels.fusable(p, g) else None
     fn = kernels.kernel("adam", p.dtype)
     ok = fn is not None and g.dtype == p.dtype and p.flags.c_contiguous and g.flags.c_contiguous
     return fn if ok else None
@@ -102,6 +103,11 @@ class Adam(Optimizer):
         fn = _kernel(p, g)
         decay = 1 - group["lr"] * group["weight_decay"] if fn and group.get(
             "decoupled_weight_decay") else None
+        if fn is not None and type(p) is not np.ndarray:       # (the fused CUDA kernel)
+            if fn(p, g, m, v, rest[0] if len(rest) == 2 else None, beta1, beta2,
+                  group["eps"] * bc2_sqrt, step_size, 1.0 if decay is None else decay):
+                return
+            fn = None
         if fn and all(a.flags.c_contiguous for a in (m, v) + rest[:-1]):
             # the same operations in the same order as below: bit-equal results
             fn(p.ctypes.data, g.ctypes.data, m.ctypes.data, v.ctypes.data,

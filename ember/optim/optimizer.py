@@ -101,7 +101,20 @@ def _zeros_like(p, fill=0):
     # a complex parameter is optimized as (real, imag) pairs, so both halves get the fill
     if fill and p._data.dtype.kind == "c":
         fill = complex(fill, fill)
-    return Tensor._wrap(array_module(p._data).full_like(p._data, fill), p.device)
+    return _state_tensor(p, array_module(p._data).full_like(p._data, fill))
+
+
+def _state_tensor(p, arr):
+    """``arr`` as a state tensor of ``p``.
+
+    NOTE: a sharded parameter's (a DTensor's) state is a DTensor sharded the same way, as
+    torch's ops on DTensors give, so checkpoints of FSDP2 optimizer state know their offsets."""
+    t = Tensor._wrap(arr, p.device)
+    spec = getattr(p, "_spec", None)
+    if spec is None:
+        return t
+    from ..distributed.tensor import DTensor
+    return DTensor._make(t, *spec)
 
 
 def _tick(state):
@@ -446,7 +459,7 @@ class Optimizer:
             for p in ps:
                 n = p._data.size
                 views.append(flat[offset:offset + n].reshape(p._data.shape))
-                self.state[p][k] = Tensor._wrap(views[-1], p.device)
+                self.state[p][k] = _state_tensor(p, views[-1])
                 offset += n
             bufs.append(flat)
             all_views.append(views)

@@ -107,15 +107,19 @@ class _Recorder:
         self.events, self._ids, self._local = [], itertools.count(1), threading.local()
         self.t0_ns, self.wall_us = time.perf_counter_ns(), time.time_ns() / 1e3
 
-    def begin(self, name, category="cpu_op", shapes=None):
+    def begin(self, name, category="cpu_op", shapes=None, nest=True):
+        """A new event, started now; ``nest=False``: one that outlives the caller's range
+        (an async collective, ended when it completes): nothing nests in it, nor it in others.
+        """
         st = self._local.__dict__.setdefault("stack", [])
         ev = FunctionEvent(next(self._ids), name, threading.get_native_id(),
                            (time.perf_counter_ns() - self.t0_ns) / 1e3, shapes,
                            self._user_stack() if self.with_stack else None, category=category)
-        if st:
+        if st and nest:
             ev.cpu_parent = st[-1]
             st[-1].cpu_children.append(ev)
-        st.append(ev)
+        if nest:
+            st.append(ev)
         self.events.append(ev)
         return ev
 

@@ -26,8 +26,9 @@ static int ready;
 static int fast_on = 1;
 
 
-static PyObject *s_view, *s_autocast, *s_tracer, *s_profiler, *s_dtype, *s_device, *s_data,
-    *s_category, *s_promote, *s_fwd, *s_np, *s_grad_enabled, *s_differentiable,
+static PyObject *s_view, *s_autocast, *s_tracer, *s_profiler, *s_transform, *s_override,
+    *s_dtype, *s_device,
+    *s_data, *s_category, *s_promote, *s_fwd, *s_np, *s_grad_enabled, *s_differentiable,
     *s_requires_grad, *s_vjp_fn, *s_nondiff_outputs, *s_grad_fn, *s_ufunc, *s_multi_output,
     *s_get_storage, *s_promote_args, *s_writes_overlap,
     *s_into, *s_params, *s_defaults, *s_simple_type;
@@ -661,8 +662,8 @@ static PyObject *run(PyObject *opdef, PyObject *args, PyObject *kwargs)
         return slow(opdef, args, kwargs);
     if ((view = op_truth(opdef, OP_VIEW)) < 0)
         return NULL;
-    PyObject *names[3] = {s_autocast, s_tracer, s_profiler};
-    if ((r = hooks_off(hooks, names, 3)) < 0)
+    PyObject *names[5] = {s_autocast, s_tracer, s_profiler, s_transform, s_override};
+    if ((r = hooks_off(hooks, names, 5)) < 0)
         return NULL;
     if (!r)
         return slow(opdef, args, kwargs);
@@ -883,7 +884,9 @@ PyMODINIT_FUNC PyInit__dispatch(void)
 {
     struct { PyObject **slot; const char *s; } strs[] = {
         {&s_view, "view"}, {&s_autocast, "autocast"}, {&s_tracer, "tracer"},
-        {&s_profiler, "profiler"}, {&s_dtype, "dtype"}, {&s_device, "device"},
+        {&s_profiler, "profiler"}, {&s_transform, "transform"}, {&s_override, "override"},
+        {&s_dtype, "dtype"},
+        {&s_device, "device"},
         {&s_data, "_data"}, {&s_category, "category"}, {&s_promote, "promote"},
         {&s_fwd, "fwd"}, {&s_np, "np"}, {&s_grad_enabled, "grad_enabled"},
         {&s_differentiable, "differentiable"}, {&s_requires_grad, "_requires_grad"},

@@ -203,8 +203,8 @@ static int bump_version(PyObject *self)
 static PyObject *inplace_call(PyObject *opdef, PyObject *self, PyObject *args, PyObject *x,
                               PyObject *dt)
 {
-    PyObject *names[3] = {s_autocast, s_tracer, s_profiler};
-    int r = hooks_off(hooks, names, 3);
+    PyObject *names[5] = {s_autocast, s_tracer, s_profiler, s_transform, s_override};
+    int r = hooks_off(hooks, names, 5);
     if (r > 0)
         r = records_nothing(self, args);
     if (r > 0 && TF(self, base, Py_None) != Py_None) {

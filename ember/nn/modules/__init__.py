@@ -4,13 +4,17 @@ from .activation import PReLU, Softmax2d  # noqa: F401
 from .batchnorm import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm,  # noqa: F401
                         InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm)
 from .conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,  # noqa: F401
-                   ConvTranspose3d, LazyConv1d, LazyConv2d, LazyConv3d)
+                   ConvTranspose3d)
 from .container import (Container, ModuleDict, ModuleList, ParameterDict,  # noqa: F401
                         ParameterList, Sequential)
 from .distance import CosineSimilarity, PairwiseDistance  # noqa: F401
 from .dropout import (AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d,  # noqa: F401
                       FeatureAlphaDropout)
-from .linear import Bilinear, Flatten, Identity, LazyLinear, Linear, Unflatten  # noqa: F401
+from .linear import Bilinear, Flatten, Identity, Linear, Unflatten  # noqa: F401
+from .lazy import (LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyConv1d,  # noqa: F401
+                   LazyConv2d, LazyConv3d, LazyConvTranspose1d, LazyConvTranspose2d,
+                   LazyConvTranspose3d, LazyInstanceNorm1d, LazyInstanceNorm2d,
+                   LazyInstanceNorm3d, LazyLinear, LazyModuleMixin)
 from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss,  # noqa
                    CTCLoss, GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss,
                    MarginRankingLoss, MSELoss, MultiLabelMarginLoss, MultiLabelSoftMarginLoss,

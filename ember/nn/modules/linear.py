@@ -1,4 +1,4 @@
-"""Linear layers: Identity, Linear, Bilinear, LazyLinear; Flatten, Unflatten."""
+"""Linear layers: Identity, Linear, Bilinear; Flatten, Unflatten (LazyLinear: lazy.py)."""
 import math
 
 from ..._ops.creation import empty
@@ -58,8 +58,11 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input):
-        if input.shape[-1:] != (self.in_features,):
-            raise RuntimeError(f"expected input with last dimension {self.in_features}, got "
+        # (a lazy Linear loaded from a checkpoint keeps in_features 0, as torch's; the weight
+        # is read only then: a parametrized one recomputes on each read)
+        n = self.in_features or self.weight.shape[-1]
+        if input.shape[-1:] != (n,):
+            raise RuntimeError(f"expected input with last dimension {n}, got "
                                f"shape {tuple(input.shape)}")
         return F.linear(input, self.weight, self.bias)
 
@@ -96,37 +99,6 @@ class Bilinear(Module):
     def extra_repr(self):
         return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
                 f"out_features={self.out_features}, bias={self.bias is not None}")
-
-
-class LazyLinear(Linear):
-    """A Linear whose ``in_features`` is inferred from the first input."""
-
-    cls_to_become = Linear
-
-    def __init__(self, out_features, bias=True, device=None, dtype=None):
-        Module.__init__(self)
-        self.in_features, self.out_features = 0, out_features
-        self._factory = dict(device=device, dtype=dtype)
-        self.weight = Parameter(empty(0, **self._factory))
-        if bias:
-            self.bias = Parameter(empty(0, **self._factory))
-        else:
-            self.register_parameter("bias", None)
-
-    def reset_parameters(self):
-        if self.in_features:
-            super().reset_parameters()
-
-    def forward(self, input):
-        if self.in_features == 0:
-            self.in_features = input.shape[-1]
-            self.weight = Parameter(empty(self.out_features, self.in_features, **self._factory))
-            if self.bias is not None:
-                self.bias = Parameter(empty(self.out_features, **self._factory))
-            super().reset_parameters()
-            self.__class__ = Linear
-            del self._factory
-        return F.linear(input, self.weight, self.bias)
 
 
 class Flatten(Module):

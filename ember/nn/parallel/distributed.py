@@ -63,6 +63,23 @@ class _Bucket:
         self.future = None
 
 
+def _broadcast_coalesced(tensors, group, src=None):
+    """Broadcast ``tensors`` in place from global rank ``src`` (default: the group's first),
+    one broadcast per dtype. (Also FSDP's ``sync_module_states`` and ZeRO's step.)"""
+    by_dtype = {}
+    for t in tensors:
+        by_dtype.setdefault(t.dtype, []).append(t)
+    with grad_mode.no_grad():
+        for ts in by_dtype.values():
+            from ... import cat
+            flat = cat([t.detach().reshape(-1) for t in ts])
+            dist.broadcast(flat, src=group.ranks[0] if src is None else src, group=group)
+            off = 0
+            for t in ts:
+                t.copy_(flat[off:off + t.numel()].view(t.shape))
+                off += t.numel()
+
+
 class DistributedDataParallel(Module):
     """Data parallelism over processes: wrap the model, train as usual, and every rank ends
     backward with the same averaged gradients.
@@ -115,19 +132,7 @@ class DistributedDataParallel(Module):
 
     # ---------------------------------------------------------------- construction
     def _coalesced_broadcast(self, tensors, src=None):
-        by_dtype = {}
-        for t in tensors:
-            by_dtype.setdefault(t.dtype, []).append(t)
-        with grad_mode.no_grad():
-            for ts in by_dtype.values():
-                from ... import cat
-                flat = cat([t.detach().reshape(-1) for t in ts])
-                dist.broadcast(flat, src=self.process_group.ranks[0] if src is None else src,
-                               group=self.process_group)
-                off = 0
-                for t in ts:
-                    t.copy_(flat[off:off + t.numel()].view(t.shape))
-                    off += t.numel()
+        _broadcast_coalesced(tensors, self.process_group, src)
 
     def _sync_module_states(self):
         states = [*self.module.parameters(), *self.module.buffers()]
@@ -204,6 +209,8 @@ class DistributedDataParallel(Module):
             return
         b, _ = self._bucket_of[id(p)]
         b.pending -= 1
+        if self._next:              # MPI moves started buckets only while some call polls it
+            dist.distributed_c10d._resolve(self.process_group).engine.progress()
         self._launch_ready()
 
     def _launch_ready(self):

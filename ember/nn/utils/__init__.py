@@ -1,6 +1,6 @@
 """``ember.nn.utils``: gradient clipping, parameter vectors, conv-bn fusion, packed sequences,
 parametrizations and stateless calls, as ``torch.nn.utils``."""
-from . import parametrizations, parametrize, rnn, stateless  # noqa: F401
+from . import parametrizations, parametrize, prune, rnn, stateless  # noqa: F401
 from .clip_grad import (clip_grad_norm, clip_grad_norm_, clip_grad_value_,  # noqa: F401
                         clip_grads_with_norm_, get_total_norm)
 from .convert_parameters import parameters_to_vector, vector_to_parameters  # noqa: F401

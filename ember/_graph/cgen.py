@@ -1,0 +1,675 @@
+"""C code generation from op-level graphs: ``ember.compile``'s CPU backend.
+
+``build(graph)`` turns a graph whose nodes carry shapes (``meta["val"]``) into a
+Python function running it: runs of ops with a C lowering (``LOWER``, or an OpDef's own
+``cgen`` attribute) become one generated C kernel each, others (GEMMs, convolutions, views,
+indexing...) call their OpDef. A kernel iterates over rows ``i`` (the leading dims, split over
+OpenMP threads) and the last dim ``j`` (SIMD loops): pointwise values are expressions inlined
+into the loops that read them, reductions over the last dim (``sum``, ``amax``, and through
+them softmax, layer_norm, var) are one loop each, so softmax is three passes over a row kept in
+cache and GELU(x + b) one pass. Shapes are baked in (the caller guards on them). The C source
+of a graph is compiled once by the system compiler and cached on disk (``cache_dir()``, keyed
+by the source's hash, the compiler and its flags), then loaded with ctypes.
+"""
+import ctypes
+import hashlib
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+
+from .ir import GETITEM
+
+FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=fast",
+         "-fopenmp", "-shared", "-fPIC")
+_CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+          np.dtype(np.bool_): "unsigned char", np.dtype(np.int64): "int64_t",
+          np.dtype(np.int32): "int32_t", np.dtype(np.uint8): "unsigned char"}
+_FLOAT = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+class Skip(Exception):
+    """A lowering refuses this call (the op then runs through its OpDef)."""
+
+
+class V:
+    """A value inside a kernel: a C expression, per row (``row``) or per element."""
+    __slots__ = ("name", "expr", "row", "deps", "phase", "red", "shape")
+
+    def __init__(self, name, expr, row, deps, phase, red):
+        self.name, self.expr, self.row, self.deps, self.phase, self.red = \
+            name, expr, row, deps, phase, red
+        self.shape = None
+
+
+class Kernel:
+    """One fused loop nest over ``shape`` (rows x last dim) computing in C type ``t``."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype, self.t = shape, dtype, _CTYPE[dtype]
+        self.n = shape[-1] if shape else 1
+        self.m = math.prod(shape[:-1]) if shape else 1
+        self.vals, self.loads, self.nodes, self.loaded, self.memo = [], {}, [], {}, {}
+
+    # ---- what lowerings call ---------------------------------------------------------------
+    def lit(self, c):
+        """A Python number as a C constant of the kernel's type."""
+        c = float(c)
+        if math.isnan(c):
+            return "NAN"
+        if math.isinf(c):
+            return "INFINITY" if c > 0 else "(-INFINITY)"
+        return f"(({self.t}){c!r})"
+
+    def op(self, fmt, *args, row=None):
+        """A value computed by ``fmt`` (``{0}``, ``{1}``... the arguments: values or numbers)."""
+        deps = [a for a in args if isinstance(a, V)]
+        if not deps or any(d.red == "col" for d in deps):
+            raise Skip("no tensor operand, or a column sum (stored only)")
+        expr = fmt.format(*[a.name if isinstance(a, V) else self.lit(a) for a in args])
+        row = all(d.row for d in deps) if row is None else row
+        return self._new(expr, row, deps, max(d.phase for d in deps), None)
+
+    def fn(self, name, *args):
+        """A math function: float32 exp and erf by vecmath.h (branch-free: vectorised), else
+        libm's."""
+        if self.t == "float":
+            if name == "erf":
+                return self.op("erf_erfc_f32({0}, 0)", *args)
+            name = "exp_f32" if name == "exp" else name + "f"
+        return self.op(name + "(" + ", ".join(f"{{{i}}}" for i in range(len(args))) + ")",
+                       *args)
+
+    def reduce(self, kind, x):
+        """``x`` summed (``"sum"``) or maxed (``"max"``, NaN-propagating) over the last dim."""
+        if x.row:
+            x = self.op("{0}", x, row=False)
+        return self._new(kind, True, [x], x.phase + 1, kind)
+
+    def _new(self, expr, row, deps, phase, red):
+        key = (expr, row, red, tuple(d.name for d in deps))
+        v = self.memo.get(key)        # (the same expression on the same values: computed once)
+        if v is not None and int(v.name[1:]) < len(self.vals) and \
+                self.vals[int(v.name[1:])] is v:
+            return v
+        v = self.memo[key] = V(f"v{len(self.vals)}", expr, row, deps, phase, red)
+        self.vals.append(v)
+        return v
+
+    # ---- loads and the C source ------------------------------------------------------------
+    def load(self, key, shape, dtype):
+        """A value read from input array ``key`` of ``shape`` (broadcast to the kernel's)."""
+        if dtype not in _CTYPE or len(shape) > len(self.shape):
+            raise Skip("input dtype or rank")
+        pad = (1,) * (len(self.shape) - len(shape)) + tuple(shape)
+        if any(a not in (1, b) for a, b in zip(pad, self.shape)):
+            raise Skip("not broadcastable")
+        if key not in self.loads:
+            self.loads[key] = (len(self.loads), pad, dtype)
+        elif (key, shape) in self.loaded:
+            return self.loaded[(key, shape)]
+        k, _, _ = self.loads[key]
+        js = 1 if pad and pad[-1] == self.n and self.n != 1 else 0
+        strides = [math.prod(pad[d + 1:]) for d in range(len(pad))]
+        if pad[:-1] == self.shape[:-1]:
+            ro = f"i * {strides[-2]}" if len(pad) > 1 else "0"
+        else:
+            terms = []
+            for d in range(len(pad) - 1):
+                if pad[d] != 1:
+                    div = math.prod(self.shape[d + 1:-1])
+                    terms.append(f"((i / {div}) % {self.shape[d]}) * {strides[d]}")
+            ro = " + ".join(terms) or "0"
+        idx = f"{ro} + j" if js else ro
+        v = self.loaded[(key, shape)] = self._new(f"({self.t})in{k}[{idx}]", not js, [], 0, None)
+        return v
+
+    def source(self, name, outs):
+        """C function ``name(in..., out..., nt)``; ``outs``: the values stored, in order."""
+        t, lines = self.t, []
+        params = [f"const {_CTYPE[dt]} *restrict in{k}" for k, _, dt in
+                  sorted(self.loads.values(), key=lambda x: x[0])]
+        params += [f"{t} *restrict out{k}" for k in range(len(outs))] + ["int nt"]
+        lines.append(f"void {name}({', '.join(params)}) {{")
+        cols = [(k, v) for k, v in enumerate(outs) if v.red == "col"]
+        par = f"num_threads(nt) if(nt > 1 && {self.m * self.n} >= 32768)"
+        if cols:        # (column sums: per thread over its rows, then added up)
+            lines += [f"  for (int64_t j = 0; j < {self.n}; j++) out{k}[j] = 0;" for k, _ in cols]
+            lines += [f"  #pragma omp parallel {par}", "  {"]
+            lines += [f"  {t} c{v.name}[{self.n}] = {{0}};" for _, v in cols]
+            lines += ["  #pragma omp for schedule(static)"]
+        else:
+            lines.append(f"  #pragma omp parallel for {par} schedule(static)")
+        lines.append(f"  for (int64_t i = 0; i < {self.m}; i++) {{")
+        phases = max((v.phase for v in self.vals), default=0)
+        done = set()
+
+        def need(vs, row):
+            """The values of kind ``row`` that ``vs`` read (through values of either kind, not
+            through reductions: those ended in an earlier loop), not emitted yet, in order."""
+            out, seen = [], set()
+
+            def walk(v):
+                if v.name in seen or v.red:
+                    return
+                seen.add(v.name)
+                for d in v.deps:
+                    walk(d)
+                if v.row == row and v.name not in done:
+                    out.append(v)
+            for v in vs:
+                walk(v)
+            return out
+
+        def emit(v, ind):
+            if v.name in kept:
+                lines.append(f"{ind}const {t} {v.name} = s{v.name}[j];")
+            elif v.name in scratch:     # (first computed: kept for the later loops)
+                lines.append(f"{ind}const {t} {v.name} = {v.expr}; s{v.name}[j] = {v.name};")
+                kept.add(v.name)
+            else:
+                lines.append(f"{ind}const {t} {v.name} = {v.expr};")
+        # a math call (exp, erf...) that several loops over a row read is computed once into a
+        # row buffer on the stack (softmax's exp), where the row fits
+        uses = {}
+        for p in range(1, phases + 1):
+            for v in need([r.deps[0] for r in self.vals if r.red in ("sum", "max") and
+                           r.phase == p], False):
+                uses.setdefault(v.name, [v, 0])[1] += 1
+        for v in need([v.deps[0] if v.red else v for v in outs if not v.row], False):
+            uses.setdefault(v.name, [v, 0])[1] += 1
+        scratch = {name for name, (v, c) in uses.items() if c > 1 and v.expr[:1].isalpha()
+                   and self.n <= 4096}
+        kept = set()
+        lines += [f"    {t} s{name}[{self.n}];" for name in sorted(scratch)]
+        for p in range(phases + 1):
+            rows = [v for v in self.vals if v.row and not v.red and v.phase == p]
+            reds = [v for v in self.vals if v.red in ("sum", "max") and v.phase == p]
+            for v in need([r.deps[0] for r in reds], True):
+                emit(v, "    ")
+                done.add(v.name)
+            for v in reds:           # (the reductions that end this phase)
+                if v.red == "sum":
+                    lines.append(f"    {t} {v.name} = 0;")
+                else:
+                    lines.append(f"    {t} {v.name} = -INFINITY; int {v.name}n = 0;")
+            if reds:
+                clause = " ".join(f"reduction(+:{v.name})" if v.red == "sum" else
+                                  f"reduction(max:{v.name}) reduction(|:{v.name}n)"
+                                  for v in reds)
+                lines += [f"    #pragma omp simd {clause}",
+                          f"    for (int64_t j = 0; j < {self.n}; j++) {{"]
+                for v in need([r.deps[0] for r in reds], False):
+                    emit(v, "      ")
+                for v in reds:
+                    x = v.deps[0].name
+                    lines.append(f"      {v.name} += {x};" if v.red == "sum" else
+                                 f"      {v.name} = {x} > {v.name} ? {x} : {v.name}; "
+                                 f"{v.name}n |= {x} != {x};")
+                lines.append("    }")
+                for v in reds:
+                    if v.red == "max":
+                        lines.append(f"    if ({v.name}n) {v.name} = NAN;")
+                    done.add(v.name)
+            for v in need(rows, True):
+                emit(v, "    ")
+                done.add(v.name)
+        full = [(k, v) for k, v in enumerate(outs) if not v.row and not v.red]
+        for v in need([v for _, v in enumerate(outs) if v.row], True):
+            emit(v, "    ")
+        if full or cols:
+            lines += ["    #pragma omp simd", f"    for (int64_t j = 0; j < {self.n}; j++) {{"]
+            for v in need([v for _, v in full] + [v.deps[0] for _, v in cols], False):
+                emit(v, "      ")
+            lines += [f"      out{k}[i * {self.n} + j] = {v.name};" for k, v in full]
+            lines += [f"      c{v.name}[j] += {v.deps[0].name};" for _, v in cols]
+            lines.append("    }")
+        lines += [f"    out{k}[i] = {v.name};" for k, v in enumerate(outs) if v.row]
+        lines.append("  }")
+        if cols:
+            lines += ["  #pragma omp critical", "  {"]
+            lines += [f"  for (int64_t j = 0; j < {self.n}; j++) out{k}[j] += c{v.name}[j];"
+                      for k, v in cols]
+            lines += ["  }", "  }"]
+        lines.append("}")
+        return "\n".join(lines)
+
+
+# ---- lowerings: op name -> fn(kernel, *args, **kwargs) over kernel values and numbers ----
+
+def _last(k, x, dim, keepdim=True):
+    """Check ``dim`` is the kernel's last dim (reductions run along rows only)."""
+    nd = len(k.shape)
+    dims = (dim,) if isinstance(dim, int) else tuple(dim) if dim is not None else \
+        tuple(range(nd))
+    if nd == 0 or [d % nd for d in dims] != [nd - 1] or x.shape != k.shape:
+        raise Skip("reduction over other than the last dim")
+
+
+def _sum(k, input, dim=None, keepdim=False, dtype=None):
+    if dtype is not None:
+        raise Skip("dtype")
+    nd = len(k.shape)
+    dims = (dim,) if isinstance(dim, int) else tuple(dim) if dim is not None else ()
+    if nd >= 2 and sorted(d % nd for d in dims) == list(range(nd - 1)) and k.n <= 4096 and \
+            input.shape == k.shape:         # (a bias gradient: a column sum, stored only)
+        x = input if not input.row else k.op("{0}", input, row=False)
+        return k._new("col", False, [x], x.phase, "col")
+    _last(k, input, dim)
+    return k.reduce("sum", input)
+
+
+def _mean(k, input, dim=None, keepdim=False, dtype=None):
+    _last(k, input, dim)
+    return k.op("({0} / {1})", _sum(k, input, dim, keepdim, dtype), k.n)
+
+
+def _amax(k, input, dim=(), keepdim=False):
+    if dim == ():
+        dim = None
+    _last(k, input, dim)
+    return k.reduce("max", input)
+
+
+def _var(k, input, dim=None, unbiased=None, keepdim=False, correction=None):
+    corr = correction if correction is not None else (0 if unbiased is False else 1)
+    d = k.op("({0} - {1})", input, _mean(k, input, dim))
+    return k.op("({0} / {1})", k.reduce("sum", k.op("({0} * {0})", d)), max(k.n - corr, 0))
+
+
+def _softmax(k, input, dim, dtype=None, log=False):
+    _last(k, input, dim)
+    if dtype is not None:
+        raise Skip("dtype")
+    s = k.op("({0} - {1})", input, k.reduce("max", input))
+    e = k.reduce("sum", k.fn("exp", s))
+    return k.op("({0} - {1})", s, k.fn("log", e)) if log else \
+        k.op("({0} / {1})", k.fn("exp", s), e)
+
+
+def _layer_norm(k, input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    if len(tuple(normalized_shape)) != 1:
+        raise Skip("normalized over several dims")
+    _last(k, input, -1)
+    d = k.op("({0} - {1})", input, _mean(k, input, -1))
+    var = k.op("({0} / {1})", k.reduce("sum", k.op("({0} * {0})", d)), k.n)
+    y = k.op("({0} * ({2}1 / sqrt{3}({1} + {4})))".replace("{2}", f"({k.t})").replace(
+        "{3}", "f" if k.t == "float" else "").replace("{4}", k.lit(eps)), d, var)
+    y = k.op("({0} * {1})", y, weight) if weight is not None else y
+    return k.op("({0} + {1})", y, bias) if bias is not None else y
+
+
+def _gelu(k, input, approximate="none"):
+    if approximate == "tanh":
+        return k.op("({2} * {0} * (1 + {1}))", input, k.fn("tanh", k.op(
+            "({1} * ({0} + {2} * {0} * {0} * {0}))", input, math.sqrt(2 / math.pi), 0.044715)),
+            0.5)
+    return k.op("({0} * {2} * (1 + {1}))", input, k.fn("erf", k.op("({0} * {1})", input,
+                                                                    math.sqrt(0.5))), 0.5)
+
+
+def _add(k, input, other, alpha=1):
+    if alpha != 1:
+        other = k.op("({0} * {1})", other, alpha) if isinstance(other, V) else other * alpha
+    return k.op("({0} + {1})", input, other)
+
+
+def _sub(k, input, other, alpha=1):
+    if alpha != 1:
+        other = k.op("({0} * {1})", other, alpha) if isinstance(other, V) else other * alpha
+    return k.op("({0} - {1})", input, other)
+
+
+def _div(k, input, other, rounding_mode=None):
+    if rounding_mode is not None:
+        raise Skip("rounding_mode")
+    return k.op("({0} / {1})", input, other)
+
+
+def _pow(k, input, exponent):
+    if not isinstance(input, V):
+        raise Skip("scalar base")
+    if exponent == 2:
+        return k.op("({0} * {0})", input)
+    if exponent == 1:
+        return k.op("{0}", input)
+    if exponent == 0.5:
+        return k.fn("sqrt", input)
+    return k.fn("pow", input, exponent)
+
+
+def _clamp(k, input, min=None, max=None):
+    if isinstance(min, V) or isinstance(max, V):
+        raise Skip("tensor bounds")
+    y = input
+    if min is not None:       # (NaN stays NaN, as torch's clamp)
+        y = k.op("({0} < {1} ? {1} : {0})", y, min)
+    if max is not None:
+        y = k.op("({0} > {1} ? {1} : {0})", y, max)
+    return y
+
+
+def _masked_fill(k, input, mask, value):
+    return k.op("({1} ? {2} : {0})", input, mask, value)
+
+
+def _where(k, condition, input=None, other=None):
+    if input is None or other is None:
+        raise Skip("where(condition) alone")
+    return k.op("({0} ? {1} : {2})", condition, input, other)
+
+
+def _un(fmt):
+    return lambda k, input: k.op(fmt, input)
+
+
+def _math(name):
+    return lambda k, input: k.fn(name, input)
+
+
+_PICK = "({0} != {0} ? {0} : {1} != {1} ? {1} : {0} {2} {1} ? {0} : {1})"
+LOWER = {
+    "add": _add, "sub": _sub, "mul": lambda k, input, other: k.op("({0} * {1})", input, other),
+    "div": _div, "pow": _pow, "neg": _un("(-{0})"), "abs": _math("fabs"),
+    "exp": _math("exp"), "log": _math("log"), "log1p": _math("log1p"),
+    "expm1": _math("expm1"), "sqrt": _math("sqrt"), "sin": _math("sin"), "cos": _math("cos"),
+    "tanh": _math("tanh"), "erf": _math("erf"), "square": _un("({0} * {0})"),
+    "rsqrt": lambda k, input: k.op("(1 / {0})", k.fn("sqrt", input)),
+    "reciprocal": _un("(1 / {0})"),
+    "sigmoid": lambda k, input: k.op("(1 / (1 + {0}))", k.fn("exp", k.op("(-{0})", input))),
+    "silu": lambda k, input: k.op("({0} / (1 + {1}))", input,
+                                  k.fn("exp", k.op("(-{0})", input))),
+    "relu": _un("({0} < 0 ? 0 : {0})"), "gelu": _gelu, "clamp": _clamp,
+    "maximum": lambda k, input, other: k.op(_PICK.replace("{2}", ">"), input, other),
+    "minimum": lambda k, input, other: k.op(_PICK.replace("{2}", "<"), input, other),
+    "masked_fill": _masked_fill, "where": _where,
+    "sum": _sum, "mean": _mean, "amax": _amax, "var": _var, "softmax": _softmax,
+    "log_softmax": lambda k, input, dim, dtype=None: _softmax(k, input, dim, dtype, log=True),
+    "layer_norm": _layer_norm,
+}
+
+
+def lowering(opdef):
+    """The C lowering of an OpDef (its own ``cgen`` attribute, else the table's), or None."""
+    return getattr(opdef, "cgen", None) or LOWER.get(getattr(opdef, "name", None))
+
+
+# ---- scheduling a graph into kernels and OpDef calls ------------------------------------
+
+def _meta(n):
+    v = n.meta.get("val") if hasattr(n, "meta") else None
+    return v if v is not None and hasattr(v, "shape") and not isinstance(v, list) else None
+
+
+def _np(dtype):
+    return dtype.np
+
+
+def _is_node(a):
+    return hasattr(a, "op") and hasattr(a, "users")
+
+
+class _Plan:
+    """Splits a graph's nodes into steps: ("call", node) or ("kernel", Kernel, outs)."""
+
+    def __init__(self, graph):
+        self.steps, self.k, self.vals, self.owner = [], None, {}, {}
+        for n in graph.nodes:
+            if n.op == "call_function" and self._try(n):
+                continue
+            if self.k is not None and (n.is_impure() or any(self.owner.get(a) is self.k
+                                                            for a in n.all_input_nodes)):
+                self.flush()      # (a write must not pass the kernel's reads of its target)
+            if n.op not in ("placeholder", "output"):
+                self.steps.append(("call", n))
+        self.flush()
+
+    def _try(self, n):
+        low, out = lowering(n.target), _meta(n)
+        if low is None or out is None or _np(out.dtype) not in _FLOAT or \
+                str(out.device) != "cpu":
+            return False
+        shapes = []
+        for a in n.all_input_nodes:
+            m = _meta(a)
+            if m is None or str(m.device) != "cpu":
+                return False
+            shapes.append(tuple(m.shape))
+        try:                  # (a reduction's output is smaller: its input sets the loop)
+            full = tuple(np.broadcast_shapes(*shapes)) if shapes else None
+        except ValueError:
+            return False
+        if full is None:
+            return False
+        dt = _np(out.dtype)
+        k = self.k
+        if k is not None and (k.dtype != dt or full not in (k.shape, k.shape[:-1] + (1,))):
+            self.flush()
+            k = None
+        fresh = k is None
+        if fresh:
+            k = Kernel(full, dt)
+        mark, loads, loaded = len(k.vals), dict(k.loads), dict(k.loaded)
+        try:
+            def val(a):
+                if not _is_node(a):
+                    if isinstance(a, (tuple, list)):
+                        return type(a)(val(x) for x in a)
+                    if isinstance(a, (int, float, bool, str, type(None))) and \
+                            not isinstance(a, complex):
+                        return a
+                    raise Skip("argument kind")
+                if self.owner.get(a) is k:
+                    v = self.vals[a]
+                    if v.shape not in (k.shape, k.shape[:-1] + (1,)) or v.red == "col":
+                        raise Skip("in-kernel value of another shape")
+                    return v
+                m = _meta(a)
+                v = k.load(a, tuple(m.shape), _np(m.dtype))
+                v.shape = tuple(m.shape)
+                return v
+            args = val(tuple(n.args))
+            kwargs = {key: val(v) for key, v in n.kwargs.items()}
+            v = low(k, *args, **kwargs)
+        except (Skip, TypeError):
+            del k.vals[mark:]
+            k.loads, k.loaded = loads, loaded
+            return False
+        v.shape = tuple(out.shape)
+        if v.row and v.shape == k.shape and k.n != 1:     # (a row value stored per element)
+            v = k.op("{0}", v, row=False)
+            v.shape = tuple(out.shape)
+        if not v.row and v.shape != k.shape and v.red != "col":
+            del k.vals[mark:]
+            k.loads, k.loaded = loads, loaded
+            return False
+        if fresh:
+            self.k = k
+        k.nodes.append(n)
+        self.vals[n], self.owner[n] = v, k
+        return True
+
+    def flush(self):
+        k, self.k = self.k, None
+        if k is None:
+            return
+        outs = [n for n in k.nodes if any(self.owner.get(u) is not k for u in n.users)]
+        self.steps.append(("kernel", k, outs))
+
+
+# ---- the generated Python around the kernels -------------------------------------------
+
+def build(graph):
+    """``(python_source, c_source, table, attrs, sigs)``: ``make(python_source, table, sigs,
+    load(c_source))`` is the function running ``graph``, taking its placeholders, then one
+    value per ``get_attr`` target in ``attrs``."""
+    plan = _Plan(graph)
+    nodes = list(graph.nodes)
+    last = {}            # (by step: a call the kernel does not wait for may run before it)
+    for i, s in enumerate(plan.steps):
+        for a in (s[1].all_input_nodes if s[0] == "call" else s[1].loads):
+            last[a] = i
+    out = [n for n in nodes if n.op == "output"][0]
+    for a in out.all_input_nodes:
+        last[a] = len(plan.steps)
+    dying = {}
+    for a, i in last.items():
+        dying.setdefault(i, []).append(a)
+    places = [n for n in nodes if n.op == "placeholder"]
+    attrs = sorted({n.target for n in nodes if n.op == "get_attr"})
+    py, c, table = [], ["#include <math.h>", "#include <stdint.h>", '#include "vecmath.h"'], []
+    sigs = {}
+
+    def src(a):
+        if _is_node(a):
+            return a.name
+        if type(a) in (tuple, list):
+            inner = ", ".join(src(x) for x in a)
+            return f"[{inner}]" if type(a) is list else f"({inner},)" if a else "()"
+        if type(a) is dict:
+            return "{" + ", ".join(f"{k!r}: {src(v)}" for k, v in a.items()) + "}"
+        table.append(a)
+        return f"_k[{len(table) - 1}]"
+    args = [n.name for n in places] + [f"_a{i}" for i in range(len(attrs))]
+    py.append(f"def run({', '.join(args)}):")
+    for n in nodes:
+        if n.op == "get_attr":
+            py.append(f"    {n.name} = _a{attrs.index(n.target)}")
+    ki = 0
+    for si, step in enumerate(plan.steps):
+        if step[0] == "call":
+            n = step[1]
+            if n.op == "get_attr":
+                continue
+            if n.op == "call_function" and n.target is GETITEM:
+                line = f"{n.name} = {src(n.args[0])}[{src(n.args[1])}]"
+            elif n.op == "call_function":
+                table.append(n.target)
+                line = f"{n.name} = _k[{len(table) - 1}]({src(tuple(n.args))[1:-1].rstrip(',')}" \
+                    + "".join(f", {k}={src(v)}" for k, v in n.kwargs.items()) + ")"
+            elif n.op == "call_method":
+                line = f"{n.name} = {src(n.args[0])}.{n.target}(" + \
+                    ", ".join(src(a) for a in n.args[1:]) + ")"
+            else:
+                raise NotImplementedError(f"codegen: node kind {n.op}")
+            py.append("    " + line)
+        else:
+            _, k, outs = step
+            body = k.source("KERNEL", [plan.vals[o] for o in outs])
+            fname = "k" + hashlib.sha1(body.encode()).hexdigest()[:16]   # (layers share one)
+            if fname not in sigs:
+                c.append(body.replace("KERNEL", fname, 1))
+            ki += 1
+            ins = sorted(k.loads.items(), key=lambda kv: kv[1][0])
+            sigs[fname] = len(ins) + len(outs)
+            for j, (a, _) in enumerate(ins):
+                py.append(f"    _i{j} = _c({a.name}._data)")
+            for j, o in enumerate(outs):
+                shape, dt = tuple(_meta(o).shape), k.dtype
+                py.append(f"    _o{j} = _buf({ki}, {j}, {shape!r}, _{dt.name})")
+            py.append(f"    _lib.{fname}(" + ", ".join(
+                [f"_p(_i{j})" for j in range(len(ins))] + [f"_p(_o{j})" for j in range(len(outs))]
+                + ["_nt()"]) + ")")
+            py += [f"    {o.name} = _w(_o{j})" for j, o in enumerate(outs)]
+            tmp = [f"_i{j}" for j in range(len(ins))] + [f"_o{j}" for j in range(len(outs))]
+            py.append("    del " + ", ".join(tmp) if tmp else "    pass")
+        if dying.get(si):
+            py.append("    del " + ", ".join(sorted({a.name for a in dying[si]})))
+    py.append(f"    return {src(out.args[0])}")
+    return "\n".join(py), "\n\n".join(c), table, attrs, sigs
+
+
+# ---- compiling and caching --------------------------------------------------------------
+
+def cache_dir():
+    """Where compiled graphs are kept: ``$EMBER_CACHE_DIR``, else ``~/.cache/ember``."""
+    return os.environ.get("EMBER_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache",
+                                                             "ember")
+
+
+_cc = {}
+
+
+def compiler():
+    """``(path, version line)`` of the system C compiler (``$CC``, else cc/gcc/clang), or
+    None where there is none."""
+    if "cc" not in _cc:
+        found = None
+        for name in ([os.environ["CC"]] if os.environ.get("CC") else ["cc", "gcc", "clang"]):
+            path = shutil.which(name)
+            if path:
+                try:
+                    ver = subprocess.run([path, "--version"], capture_output=True, text=True,
+                                         timeout=30).stdout.splitlines()[0]
+                except (OSError, subprocess.SubprocessError, IndexError):
+                    continue
+                found = (path, ver)
+                break
+        _cc["cc"] = found
+    return _cc["cc"]
+
+
+_loaded = {}
+
+
+def load(c_source):
+    """The ctypes library of ``c_source``: from the disk cache, else compiled now (written
+    atomically: a temporary file renamed into place). Raises RuntimeError when compiling fails
+    or no compiler is found."""
+    cc = compiler()
+    if cc is None:
+        raise RuntimeError("no C compiler")
+    kdir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_C",
+                        "kernels")
+    key = hashlib.sha256("\0".join((c_source, cc[1]) + FLAGS).encode()).hexdigest()[:32]
+    if key in _loaded:
+        return _loaded[key]
+    folder = os.path.join(cache_dir(), "codegen")
+    path = os.path.join(folder, key + ".so")
+    if not os.path.exists(path):
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
+        os.close(fd)
+        csrc = tmp[:-3] + ".c"
+        with open(csrc, "w") as f:
+            f.write(c_source)
+        try:
+            r = subprocess.run([cc[0], *FLAGS, "-I", kdir, csrc, "-o", tmp, "-lm"],
+                               capture_output=True, text=True)
+            if r.returncode:
+                raise RuntimeError(f"ember.compile: the C compiler failed:\n{r.stderr[-2000:]}")
+            os.replace(tmp, path)
+        finally:
+            for f in (tmp, csrc):
+                if os.path.exists(f):
+                    os.remove(f)
+    lib = ctypes.CDLL(path)
+    _loaded[key] = lib
+    return lib
+
+
+def make(py_source, table, sigs, lib, buffers=None):
+    """The function ``py_source`` defines, bound to ``lib`` (whose kernels take ``sigs[name]``
+    pointers and a thread count) and the helpers it calls."""
+    from .._tensor import Tensor
+    from .._C.kernels import contiguous, num_threads, ptr
+
+    def buf(site, j, shape, dt):
+        if buffers is None:
+            return np.empty(shape, dt)
+        b = buffers.get((site, j))
+        if b is None:
+            b = buffers[(site, j)] = np.empty(shape, dt)
+        return b
+    for fname, n in sigs.items():
+        getattr(lib, fname).argtypes = [ctypes.c_void_p] * n + [ctypes.c_int]
+        getattr(lib, fname).restype = None
+    env = {"_k": table, "_lib": lib, "_c": contiguous, "_p": ptr, "_nt": num_threads,
+           "_w": Tensor._wrap, "_buf": buf,
+           "_float32": np.float32, "_float64": np.float64}
+    exec(compile(py_source, "<ember.compile>", "exec"), env)
+    return env["run"]
+

@@ -1,0 +1,300 @@
+"""ember.compile's code generation: every op with a C lowering gives eager's result through
+compile, forward and backward (generated from the registry); the disk cache survives a new
+process and a changed graph misses it; training loops follow eager's losses; reduce-overhead
+replays on kept buffers; no compiler runs eagerly with one warning."""
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+from ember._graph import cgen
+from ember._graph.record import flatten_tensors
+from ember._ops.registry import all_ops
+from helpers import sample_tensors
+
+pytestmark = pytest.mark.skipif(cgen.compiler() is None, reason="no C compiler")
+
+LOWERED = [d for d in all_ops() if cgen.lowering(d) is not None and d.samples is not None]
+# float32: the kernels' exp/erf are vecmath.h's (~1 ulp) and sums run in SIMD order, not
+# NumPy's pairwise order; float64 uses libm and differs only by summation order
+TOL = {ember.float32: dict(rtol=2e-5, atol=2e-6), ember.float64: dict(rtol=1e-12, atol=1e-13)}
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+
+
+def _float(t):
+    return isinstance(t, ember.Tensor) and t.dtype.is_floating_point
+
+
+def _calls(opdef, dtype):
+    """The samples of ``opdef`` that run eagerly, as (args, kwargs) with float inputs needing
+    gradients."""
+    out = []
+    for s in opdef.samples("cpu", dtype) or []:
+        args = sample_tensors(tuple(s.args))
+        kwargs = {k: sample_tensors(v) for k, v in s.kwargs.items()}
+        for t in flatten_tensors((args, kwargs)):
+            if _float(t):
+                t.requires_grad_(True)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                opdef(*args, **kwargs)
+        except Exception:        # noqa: BLE001 (a sample the op refuses: nothing to compile)
+            continue
+        out.append((args, kwargs))
+    return out
+
+
+def _grads(fn, calls):
+    """Outputs of ``fn`` on every call, and the gradients of a fixed weighted sum of them."""
+    outs, ins = [], []
+    for args, kwargs in calls:
+        outs += flatten_tensors(fn(args, kwargs))
+        ins += [t for t in flatten_tensors((args, kwargs))
+                if _float(t)]
+    rng = np.random.default_rng(0)
+    total = sum((o * ember.from_numpy(rng.standard_normal(o.shape).astype(
+        o.detach().numpy().dtype))).sum() for o in outs if _float(o) and o.requires_grad)
+    grads = ember.autograd.grad(total, ins, allow_unused=True) if ins and \
+        isinstance(total, ember.Tensor) else []
+    return outs, grads
+
+
+@pytest.mark.parametrize("opdef", LOWERED, ids=str)
+def test_every_lowered_op_equals_eager_forward_and_backward(opdef):
+    calls = [(c, dt) for dt in TOL for c in _calls(opdef, dt)]
+    if not calls:
+        pytest.skip(f"{opdef.name} has no float sample that runs")
+
+    def every(*flat_calls):       # (one graph per op: one C compile for all its samples)
+        return tuple(opdef(*a, **k) for a, k in flat_calls)
+    one = [dt for c, dt in calls for _ in flatten_tensors(opdef(*c[0], **c[1]))]
+    compiled = ember.compile(every)
+    want, gwant = _grads(lambda a, k: opdef(*a, **k), [c for c, _ in calls])
+    got = compiled(*[c for c, _ in calls])
+    prog = next(iter(compiled.programs.values()))
+    assert prog is not False, opdef.name
+    assert "void k" in "".join(p[1] for p in prog.programs), f"{opdef.name}: no kernel made"
+    _, ggot = _grads(lambda a, k, it=iter(got): next(it), [c for c, _ in calls])
+    got = flatten_tensors(got)
+    assert len(flatten_tensors(got)) == len(want) == len(one)
+    for o, w, dt in zip(flatten_tensors(got), want, one):
+        np.testing.assert_allclose(o.detach().numpy(), w.detach().numpy(), **TOL[dt],
+                                   err_msg=opdef.name)
+    dts = [dt for (a, k), dt in calls for t in flatten_tensors((a, k)) if _float(t)]
+    for o, w, dt in zip(ggot, gwant, dts):
+        assert (o is None) == (w is None), opdef.name
+        if w is not None:
+            np.testing.assert_allclose(o.numpy(), w.numpy(), **TOL[dt], err_msg=opdef.name)
+
+
+def test_fusion_groups_are_one_kernel_each():
+    """softmax, layer_norm and GELU(x + b) with its backward: one row kernel each way."""
+    x = ember.randn(64, 32, requires_grad=True)
+    b, w = ember.randn(32, requires_grad=True), ember.randn(32, requires_grad=True)
+    f = ember.compile(lambda x: ember.nn.functional.layer_norm(
+        ember.nn.functional.gelu(x + b).softmax(-1), (32,), w, b))
+    y = f(x)
+    y.backward(ember.ones_like(y))
+    prog = next(iter(f.programs.values()))
+    fwd, bwd = (p[0] for p in prog.programs)
+    assert fwd.count("_lib.") == 1 and "_k[" not in fwd
+    gx = x.grad.clone()
+    x.grad = None
+    (ember.nn.functional.layer_norm(ember.nn.functional.gelu(x + b).softmax(-1), (32,), w, b)
+     .backward(ember.ones_like(y)))
+    np.testing.assert_allclose(gx.numpy(), x.grad.numpy(), rtol=1e-4, atol=1e-5)
+    assert bwd.count("_lib.") >= 1
+
+
+_CACHE_SCRIPT = textwrap.dedent("""
+    import subprocess, sys, ember
+    real, built = subprocess.run, []
+    def spy(cmd, *a, **k):
+        if "-shared" in cmd:
+            built.append(cmd)
+        return real(cmd, *a, **k)
+    subprocess.run = spy
+    f = ember.compile(lambda x: (x * float(sys.argv[1])).exp().sum(-1))
+    print(f(ember.ones(3, 4)).tolist(), len(built))
+""")
+
+
+def test_disk_cache_survives_a_new_process_and_a_changed_graph_misses_it(tmp_path):
+    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path))
+
+    def run(k):
+        r = subprocess.run([sys.executable, "-c", _CACHE_SCRIPT, k], env=env, text=True,
+                           capture_output=True, cwd=os.path.dirname(os.path.dirname(
+                               os.path.abspath(ember.__file__))))
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split("]")[-1].strip()
+    assert run("2") == "1"                      # compiled
+    assert run("2") == "0"                      # a new process finds it on disk
+    assert run("3") == "1"                      # another constant: another graph, compiled
+    assert len(os.listdir(tmp_path / "codegen")) == 2
+
+
+def test_no_compiler_runs_eagerly_with_one_warning(monkeypatch):
+    monkeypatch.setattr(cgen, "_cc", {"cc": None})
+    from ember import compiler
+    monkeypatch.setattr(compiler, "_warned", [])
+    f = ember.compile(lambda x: x.exp() + 1)
+    with pytest.warns(UserWarning, match="no C compiler"):
+        assert f(ember.zeros(2)).tolist() == [2.0, 2.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert f(ember.zeros(3)).tolist() == [2.0, 2.0, 2.0]
+        ember.compile(lambda x: x.sin())(ember.zeros(1))
+
+
+def _train(build, steps, compiled, mode=None):
+    ember.manual_seed(0)
+    model, opt, batch = build()
+    run = ember.compile(model, mode=mode) if compiled else model
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = run(*batch)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return np.array(losses)
+
+
+def _gpt(**size):
+    from benchmarks.models import GPT, gpt_model
+    size = dict(GPT, **size)
+    model = gpt_model(ember, **size)
+    idx = ember.randint(0, GPT["vocab"], (size["batch"], size["block"]))
+    return model, ember.optim.AdamW(model.parameters(), lr=3e-4), (idx, idx.roll(-1, 1))
+
+
+def _mlp(sizes=(784, 512, 512, 10), batch=128):
+    nn = ember.nn
+    d0, d1, d2, d3 = sizes
+    net = nn.Sequential(nn.Linear(d0, d1), nn.ReLU(), nn.Linear(d1, d2), nn.ReLU(),
+                        nn.Linear(d2, d3))
+    x, y = ember.randn(batch, d0), ember.randint(0, d3, (batch,))
+
+    class Step(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = net
+
+        def forward(self, x, y):
+            return nn.functional.cross_entropy(self.net(x), y)
+    m = Step()
+    return m, ember.optim.AdamW(m.parameters(), lr=1e-3), (x, y)
+
+
+_SMALL_GPT, _SMALL_MLP = dict(n_layer=1, batch=4, block=32), ((784, 128, 128, 10), 32)
+
+
+@pytest.mark.parametrize("build,mode", [(lambda: _gpt(**_SMALL_GPT), None),
+                                        (lambda: _mlp(*_SMALL_MLP), None),
+                                        (lambda: _mlp(*_SMALL_MLP), "reduce-overhead")],
+                         ids=["gpt", "mlp", "mlp-reduce-overhead"])
+def test_training_loops_reach_eagers_loss(build, mode):
+    eager, compiled = _train(build, 30, False), _train(build, 30, True, mode)
+    np.testing.assert_allclose(compiled, eager, rtol=0, atol=1e-5)
+    assert compiled[-1] < compiled[0]
+
+
+def test_reduce_overhead_refuses_a_backward_whose_buffers_were_overwritten():
+    w = ember.randn(8, 8, requires_grad=True)
+    f = ember.compile(lambda x: (x @ w).tanh().sum(-1), mode="reduce-overhead")
+    x = ember.randn(4, 8)
+    a = f(x).sum()
+    f(x * 2)
+    with pytest.raises(RuntimeError, match="overwriting the buffers"):
+        a.backward()
+    y = f(x)
+    y.sum().backward()
+    want = ember.autograd.grad((x @ w).tanh().sum(-1).sum(), w)[0]
+    np.testing.assert_allclose(w.grad.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    assert not np.shares_memory(f(x).detach().numpy(), y.detach().numpy())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("build,mode", [(_gpt, None), (_mlp, None), (_mlp, "reduce-overhead")],
+                         ids=["gpt", "mlp", "mlp-reduce-overhead"])
+def test_the_benchmark_models_train_as_eager(build, mode):
+    """The benchmarks' GPT (4 layers, batch 16 x 64) and MLP (784-512-512-10, batch 128)
+    through compile: 30 steps within 1e-5 of eager's losses."""
+    eager, compiled = _train(build, 30, False), _train(build, 30, True, mode)
+    np.testing.assert_allclose(compiled, eager, rtol=0, atol=1e-5)
+
+
+def test_a_function_drawing_random_numbers_runs_eagerly():
+    """randn and dropout's mask are drawn off the dispatch: replaying the first call's draws
+    would be wrong, so such a function runs eagerly (fresh draws each call, as eager)."""
+    for fn in (lambda x: x + ember.randn(3), lambda x: ember.nn.functional.dropout(x, 0.5)):
+        f = ember.compile(fn)
+        ember.manual_seed(0)
+        a, b = f(ember.ones(3)), f(ember.ones(3))
+        ember.manual_seed(0)
+        np.testing.assert_array_equal(a.numpy(), fn(ember.ones(3)).numpy())
+        assert not np.array_equal(a.numpy(), b.numpy())
+        assert list(f.programs.values()) == [False]
+
+
+def test_python_values_and_frozen_parameters_are_guarded():
+    f = ember.compile(lambda x, k: x * k)
+    assert f(ember.ones(2), 2.0).tolist() == [2.0, 2.0]
+    assert f(ember.ones(2), 3.0).tolist() == [3.0, 3.0]
+    lin = ember.nn.Linear(3, 2)
+    m = ember.compile(lin)
+    x = ember.randn(4, 3)
+    m(x).sum().backward()
+    assert lin.weight.grad is not None
+    lin.weight.requires_grad_(False)
+    lin.weight.grad = None
+    m(x).sum().backward()
+    assert lin.weight.grad is None and lin.bias.grad is not None
+
+
+def test_batchnorm_training_updates_running_stats_as_eager():
+    """Writes into buffers (BatchNorm's running statistics) keep their order against the
+    kernels reading them; the capture run's own update is undone."""
+    def run(compiled):
+        ember.manual_seed(0)
+        m = ember.nn.Sequential(ember.nn.Linear(4, 6), ember.nn.BatchNorm1d(6), ember.nn.GELU())
+        f = ember.compile(m) if compiled else m
+        x = ember.randn(8, 4)
+        outs = [f(x * (i + 1)).detach().numpy().copy() for i in range(3)]
+        return outs, m[1].running_mean.numpy().copy(), m[1].running_var.numpy().copy()
+    for a, b in zip(run(False), run(True)):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
+
+
+def test_past_the_cache_size_limit_new_shapes_run_eagerly(monkeypatch):
+    monkeypatch.setattr(ember._dynamo.config, "cache_size_limit", 2)
+    f = ember.compile(lambda x: x.exp() * 2)
+    for n in (1, 2):
+        f(ember.zeros(n))
+    with pytest.warns(UserWarning, match="cache_size_limit"):
+        assert f(ember.zeros(3)).tolist() == [2.0] * 3
+    assert len(f.programs) == 2
+
+
+def test_a_closed_over_models_mode_and_frozen_weights_are_guarded():
+    model = ember.nn.Sequential(ember.nn.Linear(4, 4), ember.nn.BatchNorm1d(4))
+    f = ember.compile(lambda x: model(x).tanh())
+    x = ember.randn(8, 4)
+    f(x)
+    model.eval()
+    np.testing.assert_allclose(f(x).detach().numpy(), model(x).tanh().detach().numpy(),
+                               rtol=1e-5, atol=1e-6)
+    model[0].weight.requires_grad_(False)
+    f(x).sum().backward()
+    assert model[0].weight.grad is None and model[0].bias.grad is not None
