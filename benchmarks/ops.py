@@ -77,6 +77,8 @@ def _grown(sample, opdef, scale_ints, shrink=1):
         shape = tuple(d * f if d > 1 else d for d in a.shape)
         if a.size == 0 or a.dtype.kind not in "fiub":
             return _Array(shape, a.dtype, 0, 0)
+        if a.dtype.kind == "f" and not np.isfinite(a).all():
+            return _Array(shape, a.dtype, 0, 0, a)   # (nan_to_num's nan and infinities, tiled)
         lo, hi = (a.min().item(), a.max().item() + (a.dtype.kind in "iu"))
         if a.dtype.kind in "iu" and scale_ints:
             lo, hi = lo * f if lo < 0 else lo, hi * f
@@ -88,11 +90,13 @@ class _Array:
     """A grown input, made only when its case is built (hundreds of 1M-element inputs held at
     once would not fit in memory)."""
 
-    def __init__(self, shape, dtype, lo, hi):
-        self.shape, self.dtype, self.lo, self.hi = shape, dtype, lo, hi
+    def __init__(self, shape, dtype, lo, hi, values=None):
+        self.shape, self.dtype, self.lo, self.hi, self.values = shape, dtype, lo, hi, values
 
     def make(self):
         import numpy as np
+        if self.values is not None:
+            return np.resize(self.values, self.shape)
         rng = np.random.default_rng(0)
         if self.lo == self.hi:
             return np.full(self.shape, self.lo, self.dtype)

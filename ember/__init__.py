@@ -43,6 +43,7 @@ try:
     _tensor_methods.install()
     _ops.install_methods(Tensor)
     globals().update(_ops.public_functions())
+    conj = conj_physical = Tensor.conj      # (a real tensor is its own conjugate, not a copy)
 
     from . import autograd  # noqa: E402
     from ._ops.creation import (  # noqa: E402,F401

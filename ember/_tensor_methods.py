@@ -313,6 +313,13 @@ def contiguous(self, memory_format=None):
 
 
 def conj(self):
+    """The complex conjugate; a real tensor is returned itself, as torch does (no copy).
+
+    Example:
+        >>> x = ember.tensor([1.0, 2.0])
+        >>> ember.conj(x) is x, ember.conj(ember.tensor([1 + 2j]))
+        (True, tensor([1.-2.j]))
+    """
     return self if not self.is_complex() else dispatch(pointwise.conj, (self,), _E)
 
 
@@ -402,6 +409,7 @@ def install():
               conj_physical_, resize_, view_as, reshape_as, expand_as, new_full,
               new_tensor):
         setattr(Tensor, f.__name__, f)
+    Tensor.conj_physical = conj
     Tensor.new_zeros, Tensor.new_ones, Tensor.new_empty = _new(zeros), _new(ones), _new(empty)
     for name, f in _random.TENSOR_METHODS.items():
         setattr(Tensor, name, f)

@@ -75,3 +75,13 @@ def test_ops_benchmark_is_generated_from_the_registry():
     assert s["ops"] == 1 and s["median"] == {"small": 2.0, "large": 0.5}
     assert s["worst"][0] == ("tanh small", 2.0) and "erfinv large" in s["errors"]
     assert "| tanh small | 2.0 | 1.0 | 2.00 |" in ops.table(results)
+
+
+def test_ops_benchmark_grows_samples_with_nan_and_infinities():
+    """A sample holding nan or infinities (nan_to_num's) grows by tiling its values, which
+    keeps them: a uniform draw between infinite bounds cannot be made."""
+    from benchmarks import ops
+    large = next(c for c in ops.cases(only="nan_to_num") if c.name == "nan_to_num large")
+    x = large.args[0].make()
+    assert x.size >= ops.N_LARGE and np.isnan(x).any() and np.isinf(x).any()
+    assert np.isfinite(large.build(ember)().numpy()).all()

@@ -26,7 +26,6 @@ UNREACHED = {
                    "ember's fused cell is one node for both", _all),
     "_lstm_layer": ("torch's composed layer gives each output its own node (stack, mul, add); "
                     "ember's fused layer is one node for all", _all),
-    "conj": ("torch returns a real input itself (no node); ember's op makes a new view", _all),
     "real": ("torch returns a real input itself (no node); ember's op makes a new view", _all),
     "positive": ("torch returns the input itself (no node); ember's op makes a new view", _all),
     "cartesian_prod": ("torch returns a single input itself (no node)",

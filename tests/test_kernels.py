@@ -214,6 +214,32 @@ def test_bias_kernels_are_numpys_bit_for_bit(shape, dtype):
     assert kernels.sum_rows(a[:8]) is None and not kernels.add_bias(a[:, ::2], b[::2])
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,dim", [((1024, 1000), -1), ((333, 129), 1), ((16385, 3), -1),
+                                       ((7, 5000, 3), None), ((40000,), None), ((3, 4, 4099), 2)],
+                         ids=str)
+def test_prod_kernel_against_numpy(shape, dim, dtype):
+    """prod over the last dim or everything (lanes of partial products, so rounded apart
+    from NumPy's element-at-a-time loop), with zeros of both signs, nan and infinities in some
+    rows; the values and the gradient (which divides by the input) against the NumPy path."""
+    x = np.random.default_rng(0).uniform(0.99, 1.01, shape).astype(dtype)
+    rows = x.reshape(-1, shape[-1])
+    if dim is not None and rows.shape[0] > 4:
+        rows[1, 1], rows[2, 0], rows[3, 2], rows[4, -1] = -0.0, np.nan, np.inf, -np.inf
+    fn = (lambda t: t.prod()) if dim is None else (lambda t: t.prod(dim, keepdim=True))
+    fast = _run(fn, [x])
+    with kernels.disabled():
+        ref = _run(fn, [x])
+    tol = 1e-4 if dtype == "float32" else 1e-12
+    for a, b in zip(fast, ref):
+        assert np.array_equal(np.isnan(a), np.isnan(b)) and np.array_equal(np.signbit(a[a == 0]),
+                                                                            np.signbit(b[b == 0]))
+        np.testing.assert_allclose(a, b, rtol=tol)
+    assert kernels.prod(x, dim, False) is not None
+    assert kernels.prod(x[..., ::2], -1, False) is None       # (strided or small: NumPy)
+    assert kernels.prod(x.reshape(-1)[:1000], None, False) is None
+
+
 @pytest.mark.parametrize("bad", [65, -1])
 def test_add_rows_kernel_refuses_a_bad_index(bad):
     from ember._backends import _add_rows_kernel
@@ -312,7 +338,10 @@ POINTWISE = [
     ("logaddexp_same", lambda t: ember.logaddexp(t, t), False),
     ("erfinv", lambda t: ember.erfinv(t * 0.34), False),
     ("remainder", lambda t: ember.remainder(t, 0.7), True),
-    ("remainder_tensor", lambda t: ember.remainder(t * 7, t.flip(-1)), True)]
+    ("remainder_tensor", lambda t: ember.remainder(t * 7, t.flip(-1)), True),
+    ("angle", ember.angle, True), ("lgamma", ember.lgamma, False),
+    ("digamma", ember.digamma, False),
+    ("ndtri", lambda t: ember.special.ndtri(t.abs() / (t.abs() + 1)), False)]
 EDGES = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, -3.0, 3.0, 100.0, -100.0, 88.8,
          -88.8, 0.3, -0.3, 30.0]
 

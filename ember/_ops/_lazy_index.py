@@ -267,7 +267,8 @@ INDEX = {
     },
     'pooling': {
         'ops': (
-            '_adaptive_max_pool_nd', '_max_pool_nd', 'constant_pad_nd',
+            '_adaptive_max_pool_nd', '_avg_pool_nd', '_avg_pool_nd_backward', '_max_pool_nd',
+            'constant_pad_nd',
         ),
         'functions': (
             'constant_pad_nd',

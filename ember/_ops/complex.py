@@ -10,6 +10,7 @@ import numpy as np
 
 import ember
 
+from .._C import kernels as _C
 from .errors import broadcast_clash
 from .meta import bool_meta, broadcast_meta, empty
 from .pointwise import type_name
@@ -29,6 +30,8 @@ def angle(xp, input):
     """
     if input.dtype.kind == "c":
         return xp.arctan2(input.imag, input.real)
+    if (r := _C.pointwise("angle", input)) is not None:
+        return r
     # NOTE: torch's real angle is pi only for x < 0: -0.0 gives 0 (NumPy's angle gives pi)
     r = xp.where(input < 0, input.dtype.type(math.pi), input.dtype.type(0))
     return xp.where(xp.isnan(input), input, r)

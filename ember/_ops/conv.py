@@ -11,6 +11,7 @@ is their reference and the path for CuPy, 3-D and other dtypes. Pooling by avera
 fold/unfold and padding modes are compositions in ember/nn/_conv_functional.py, interpolation
 in ember/nn/_resample_functional.py.
 """
+import itertools
 import math
 
 import numpy as np
@@ -59,7 +60,7 @@ def _compute_dtype(x):
 
 
 def _taps(ksize):
-    return list(np.ndindex(*ksize))
+    return list(itertools.product(*map(range, ksize)))
 
 
 def _flat_strides(size):

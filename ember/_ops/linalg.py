@@ -483,8 +483,8 @@ kron.grad_name = "UnsafeViewBackward0"
 # ---- cdist, cross -----------------------------------------------------------------------------
 
 def _check_cdist(x1, x2, p):
-    if x1.dtype.kind not in "fc" or x2.dtype.kind not in "fc":
-        bad = x1 if x1.dtype.kind not in "fc" else x2
+    if x1.dtype.kind not in "fcV" or x2.dtype.kind not in "fcV":
+        bad = x1 if x1.dtype.kind not in "fcV" else x2
         raise RuntimeError("cdist only supports floating-point dtypes, X1 got: "
                            f"{type_name(bad.dtype)}")
     if x1.shape[-1] != x2.shape[-1]:
@@ -494,13 +494,31 @@ def _check_cdist(x1, x2, p):
         raise RuntimeError("cdist only supports non-negative p values")
 
 
+def _cdist_mm(x1, x2, compute_mode):
+    """Whether torch computes these Euclidean distances by a matrix product."""
+    if compute_mode == "use_mm_for_euclid_dist":
+        return True
+    return compute_mode in (None, "use_mm_for_euclid_dist_if_necessary") and (
+        x1.shape[-2] > 25 or x2.shape[-2] > 25)
+
+
 @op("cdist", method=False, promote="common")
 def cdist(xp, x1, x2, p=2.0, compute_mode=None):
     """p-norm distances between the rows of ``x1`` (..., P, M) and ``x2`` (..., R, M)."""
     _check_cdist(x1, x2, p)
-    d = xp.abs(x1[..., :, None, :] - x2[..., None, :, :])
+    if p == 2 and x1.dtype.kind != "c" and _cdist_mm(x1, x2, compute_mode):
+        # NOTE: as torch's _euclidean_dist: |a|^2 + |b|^2 - 2 a.b, one matrix product, clamped
+        # at 0 (its cancellation for near points is torch's too); half precision in float32
+        dt, (x1, x2) = x1.dtype, (a.astype(np.float32) if a.dtype.itemsize == 2 else a
+                                  for a in (x1, x2))
+        sq = (x1 * x1).sum(-1)[..., :, None] + (x2 * x2).sum(-1)[..., None, :]
+        return xp.sqrt(xp.maximum(sq - 2 * xp.matmul(x1, xp.swapaxes(x2, -1, -2)), 0)).astype(dt)
+    if x1.dtype.itemsize == 2:
+        raise RuntimeError(f"\"cdist\" not implemented for '{type_name(x1.dtype)}'")
     if p == 2:
+        d = x1[..., :, None, :] - x2[..., None, :, :]
         return xp.sqrt(xp.sum(d * d, axis=-1))
+    d = xp.abs(x1[..., :, None, :] - x2[..., None, :, :])
     if p == math.inf:
         return xp.max(d, axis=-1) if d.shape[-1] else xp.zeros(d.shape[:-1], d.dtype)
     if p == 0:
@@ -510,6 +528,10 @@ def cdist(xp, x1, x2, p=2.0, compute_mode=None):
 
 @cdist.vjp(save=("x1", "x2", "result"))
 def _(g, x1, x2, p=2.0, compute_mode=None, result=None):
+    if p == 2:      # matrix products: the (P, R, M) differences are never formed
+        w = ember.where(result == 0, 0.0, g / ember.where(result == 0, 1.0, result))
+        return (w.sum(-1, keepdim=True) * x1 - w @ x2,
+                w.sum(-2).unsqueeze(-1) * x2 - w.mT @ x1)
     d = x1.unsqueeze(-2) - x2.unsqueeze(-3)
     r = result.unsqueeze(-1)
     if p == 0:
@@ -519,8 +541,7 @@ def _(g, x1, x2, p=2.0, compute_mode=None, result=None):
     elif p == math.inf:
         dd = d.sign() * (d.abs() == r)
     else:       # d/dd ||d||_p = sign(d) |d|^(p-1) / ||d||^(p-1), 0 where the distance is 0
-        dd = d * d.abs() ** (p - 2) if p != 2 else d
-        dd = ember.where(r == 0, 0.0, dd / (r if p == 2 else r ** (p - 1)))
+        dd = ember.where(r == 0, 0.0, d * d.abs() ** (p - 2) / r ** (p - 1))
     gd = g.unsqueeze(-1) * dd
     return gd.sum(-2), -gd.sum(-3)
 
@@ -532,7 +553,13 @@ cdist.kinks = (0.0,)
 cdist.samples = lambda dev, dt: [
     Sample(make((3, 4), dt), make((5, 4), dt, seed=1), p)
     for p in (2.0, 1.0, 0.0, math.inf, 3.0, 0.5)] + [
-    Sample(make((2, 3, 4), dt), make((1, 2, 4), dt, seed=1))] if dt.category == 2 else []
+    Sample(make((2, 3, 4), dt), make((1, 2, 4), dt, seed=1)),
+    Sample(make((2, 30, 4), dt), make((5, 4), dt, seed=1)),
+    Sample(make((3, 4), dt), make((5, 4), dt, seed=1), compute_mode="use_mm_for_euclid_dist")] \
+    if dt.category == 2 else []
+# (torch's matrix-product path is a composite that ends in a view)
+cdist.grad_name_of = lambda x1, x2, p=2.0, compute_mode=None: "ViewBackward0" if p == 2 and \
+    _cdist_mm(x1, x2, compute_mode) else "CdistBackward0"
 cdist.errors = [
     ErrorSample(Sample(const(2, 3), const(2, 4)), RuntimeError,
                 "X1 and X2 must have the same number of columns. X1: 3 X2: 4"),

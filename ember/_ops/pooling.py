@@ -1,7 +1,8 @@
-"""Constant padding and max pooling (plain and adaptive), with the windowed-view helpers of
-conv.py. Pooling by averaging, fold/unfold and the other padding modes are compositions in
-ember/nn/_conv_functional.py.
+"""Constant padding, max pooling (plain and adaptive) and average pooling, with the
+windowed-view helpers of conv.py. Adaptive averaging, fold/unfold and the other padding modes
+are compositions in ember/nn/_conv_functional.py.
 """
+import functools
 import math
 
 import numpy as np
@@ -10,9 +11,10 @@ import ember
 
 from .conv import _flat_strides, _pad, _taps, _windows
 from .meta import empty
+from .pointwise import type_name
 from .tangents import gathered, linear_with
 from .registry import op
-from .samples import Sample, make
+from .samples import ErrorSample, Sample, make
 
 # ---- constant padding ----------------------------------------------------------------------
 
@@ -232,9 +234,139 @@ adaptive_max_pool_nd.grad_name_of = lambda input, output_size: "SqueezeBackward1
     output_size) == 1 else f"AdaptiveMaxPool{len(output_size)}DBackward0"
 
 
+# ---- average pooling -----------------------------------------------------------------------
+
+def _avg_geometry(size, kernel_size, stride, padding, ceil_mode):
+    """Output size and the high padding that makes every window fit (ceil_mode's last one)."""
+    osize = tuple(pool_output_size(n, k, s, p, 1, ceil_mode) for n, k, s, p in zip(
+        size, kernel_size, stride, padding))
+    hi = tuple(max(p, (o - 1) * s + k - n - p) for o, s, k, n, p in zip(
+        osize, stride, kernel_size, size, padding))
+    return osize, hi
+
+
+@functools.lru_cache(maxsize=256)
+def _avg_divisor_np(size, kernel_size, stride, padding, osize, count_include_pad, dtype):
+    div = np.ones(())
+    for n, k, s, p, o in zip(size, kernel_size, stride, padding, osize):
+        start = np.arange(o) * s - p
+        end = np.minimum(start + k, n + p)
+        d = end - start if count_include_pad else np.minimum(end, n) - np.maximum(start, 0)
+        div = np.multiply.outer(div, d)
+    return div.astype(dtype)
+
+
+def _avg_divisor(xp, size, kernel_size, stride, padding, osize, count_include_pad,
+                 divisor_override, dtype):
+    """torch's divisor of each window (*osize): the window clipped to the padded input, or to
+    the input itself when padding does not count; or ``divisor_override``."""
+    if divisor_override:
+        return dtype.type(divisor_override)
+    return xp.asarray(_avg_divisor_np(tuple(size), kernel_size, stride, padding, osize,
+                                      count_include_pad, dtype))
+
+
+def _tiles(size, kernel_size, stride, padding, osize):
+    """Whether the windows tile the input exactly (stride = kernel, no padding, nothing left
+    over): the gradient is then a broadcast."""
+    return stride == kernel_size and not any(padding) and all(
+        o * k == n for o, k, n in zip(osize, kernel_size, size))
+
+
+def _opmath(x):
+    return np.int64 if x.dtype.kind in "iub" else np.float32 if x.dtype.itemsize == 2 else \
+        x.dtype
+
+
+@op("_avg_pool_nd", method=False, function=False)
+def avg_pool_nd(xp, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                divisor_override):
+    """Average pooling over the trailing ``len(kernel_size)`` dims, as
+    ``nn.functional.avg_pool*d``: a sum of the windows' taps (strided views), then divided."""
+    nd = len(kernel_size)
+    if input.dtype.kind in "iub" and input.dtype != np.int64:
+        raise NotImplementedError(f"\"avg_pool{nd}d\" not implemented for "
+                                  f"'{type_name(input.dtype)}'")
+    size = input.shape[input.ndim - nd:]
+    osize, hi = _avg_geometry(size, kernel_size, stride, padding, ceil_mode)
+    # (a reshape and a multi-axis sum, where windows tile the input, is several times slower)
+    win = _windows(xp, _pad(xp, input, padding, hi, 0), kernel_size, stride, (1,) * nd, osize)
+    taps = _taps(kernel_size)
+    at = (slice(None),) * (win.ndim - nd)
+    acc = win[at + taps[0]].astype(_opmath(input))
+    for tap in taps[1:]:
+        acc += win[at + tap]
+    div = _avg_divisor(xp, size, kernel_size, stride, padding, osize, count_include_pad,
+                       divisor_override, acc.dtype)
+    if acc.dtype.kind == "i":       # NOTE: torch divides integers as C does, toward zero
+        return (xp.sign(acc) * (xp.abs(acc) // div)).astype(input.dtype)
+    acc /= div
+    return acc.astype(input.dtype, copy=False)
+
+
+@op("_avg_pool_nd_backward", method=False, function=False)
+def avg_pool_nd_backward(xp, grad, input_size, kernel_size, stride, padding, ceil_mode,
+                         count_include_pad, divisor_override):
+    """The gradient of average pooling: each window's gradient over its divisor, added to
+    every tap of the window (torch's avg_pool*d_backward)."""
+    nd = len(kernel_size)
+    size = tuple(input_size[len(input_size) - nd:])
+    osize, hi = _avg_geometry(size, kernel_size, stride, padding, ceil_mode)
+    g = grad / _avg_divisor(xp, size, kernel_size, stride, padding, osize, count_include_pad,
+                            divisor_override, np.dtype(_opmath(grad)))
+    if _tiles(size, kernel_size, stride, padding, osize):
+        lead = g.shape[:g.ndim - nd]
+        g = g.reshape(lead + sum(((o, 1) for o in osize), ()))
+        return xp.broadcast_to(g, lead + sum(zip(osize, kernel_size), ())).reshape(
+            tuple(input_size)).astype(grad.dtype)
+    out = xp.zeros(tuple(input_size[:len(input_size) - nd]) + tuple(
+        n + p + h for n, p, h in zip(size, padding, hi)), g.dtype)
+    win = _windows(xp, out, kernel_size, stride, (1,) * nd, osize)
+    lead = (slice(None),) * (win.ndim - nd)
+    for tap in _taps(kernel_size):
+        win[lead + tap] += g            # (one tap's cells are distinct: no two windows share)
+    crop = tuple(slice(p, p + n) for p, n in zip(padding, size))
+    return out[(Ellipsis,) + crop].astype(grad.dtype)
+
+
+avg_pool_nd.vjp()(lambda g, input, *args: avg_pool_nd_backward(g, tuple(input.shape), *args))
+avg_pool_nd_backward.vjp()(lambda g, grad, input_size, *args: avg_pool_nd(g, *args))
+
+
+def _avg_meta(x, kernel_size, stride, padding, ceil_mode, *_):
+    nd = len(kernel_size)
+    osize, _ = _avg_geometry(x.shape[x.ndim - nd:], kernel_size, stride, padding, ceil_mode)
+    return empty(x.shape[:x.ndim - nd] + osize, x.dtype)
+
+
+avg_pool_nd.meta = _avg_meta
+avg_pool_nd_backward.meta = lambda g, input_size, *_: empty(tuple(input_size), g.dtype)
+avg_pool_nd.torch_fn = "nn.functional.avg_pool2d"
+avg_pool_nd_backward.torch_ref = lambda lib, g, input_size, *args: \
+    lib.ops.aten.avg_pool2d_backward(g, lib.zeros(input_size, dtype=g.dtype), *args)
+avg_pool_nd.grad_name_of = lambda input, kernel_size, *_: \
+    f"AvgPool{len(kernel_size)}DBackward0"
+avg_pool_nd_backward.grad_name_of = lambda g, input_size, kernel_size, *_: \
+    f"AvgPool{len(kernel_size)}DBackwardBackward0"
+# (input shape, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
+_AVG_CASES = [((2, 3, 7, 6), (3, 2), (2, 1), (1, 0), False, True, None),
+              ((3, 5, 5), (2, 2), (2, 2), (1, 1), True, False, None),
+              ((1, 2, 8, 7), (3, 3), (3, 2), (1, 1), True, True, 5),
+              ((2, 2, 6, 6), (2, 2), (2, 2), (0, 0), False, True, None)]
+avg_pool_nd.samples = lambda dev, dt: [Sample(make(c[0], dt), *c[1:]) for c in _AVG_CASES] \
+    if dt.category == 2 else [Sample(make((2, 3, 7, 6), dt), *_AVG_CASES[0][1:])] \
+    if dt.name == "int64" else []
+avg_pool_nd.errors = [ErrorSample(Sample(make((1, 4, 4), ember.int32), (2, 2), (2, 2), (0, 0),
+                                         False, True, None), NotImplementedError,
+                                  "\"avg_pool2d\" not implemented for 'Int'")]
+avg_pool_nd_backward.samples = lambda dev, dt: [Sample(make(c[0][:-2] + _avg_geometry(
+    c[0][-2:], *c[1:5])[0], dt), c[0], *c[1:]) for c in _AVG_CASES] if dt.category == 2 else []
+
+
 def _distinct(shape, dt):
     n = math.prod(shape)
     return (np.random.default_rng(len(shape)).permutation(n).reshape(shape) / n).astype(dt.np)
 
 max_pool_nd.jvp = adaptive_max_pool_nd.jvp = gathered(lambda a: "pool")   # (forward mode)
 constant_pad_nd.jvp = linear_with("value")
+avg_pool_nd.jvp = avg_pool_nd_backward.jvp = linear_with()          # (both linear)

@@ -8,6 +8,7 @@ import numpy as np
 
 import ember
 
+from .._C import kernels as _C
 from .dispatch import quick_view
 from .meta import empty, reduce_dims, reduce_shape
 from .pointwise import type_name
@@ -213,6 +214,8 @@ def prod(xp, input, dim=None, keepdim=False, *, dtype=None):
     """Product over one ``dim``, or of all elements."""
     if isinstance(dim, (tuple, list)):
         raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
+    if dtype is None and (r := _C.prod(input, dim, keepdim)) is not None:
+        return r
     return _accumulate(xp.prod, input, dim, keepdim, dtype)
 
 

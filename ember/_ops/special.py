@@ -12,6 +12,7 @@ import numpy as np
 
 import ember
 
+from .._C import kernels as _C
 from .dispatch import dispatch, dispatch_inplace
 from .meta import broadcast_meta, same_meta
 from .pointwise import _conj, reject, type_name
@@ -49,17 +50,20 @@ def _in_f64(f, bf16=True, low=False):
 
 def _special(name, f, deriv=None, save=("input",), domain=None, method=True, kinks=(),
              aliases=(), binary=False, complex_ok=False, bf16=True, differentiable=True,
-             low=False):
+             low=False, kernel=None):
     """Register a pointwise special function. ``deriv(g, *saved)`` gives the gradient(s);
     ``method=False`` for the ones torch has only as ``torch.special.<name>``;
     ``differentiable=False`` for those whose results torch never tracks for autograd;
-    ``low=True`` for those torch computes in float16/bfloat16 itself (see _in_f64)."""
+    ``low=True`` for those torch computes in float16/bfloat16 itself (see _in_f64);
+    ``kernel`` names pointwise.h's float32 loop that stands in for ``f``."""
     inner = _in_f64(f, bf16, low) if not complex_ok else f
     if binary:
         def fwd(xp, input, other):
             return inner(xp, input, other)
     else:
         def fwd(xp, input):
+            if kernel and (r := _C.pointwise(kernel, input, min_size=1)) is not None:
+                return r
             return inner(xp, input)
     fwd.__doc__ = f.__doc__
     fwd = reject(name, "b" if complex_ok else "c", fwd)
@@ -189,12 +193,13 @@ def _zeta(xp, x, q):
 
 
 _POLES = (-4.0, -3.0, -2.0, -1.0, 0.0)
-lgamma = _special("lgamma", _lgamma, lambda g, input: g * ember.digamma(input), kinks=_POLES)
+lgamma = _special("lgamma", _lgamma, lambda g, input: g * ember.digamma(input), kinks=_POLES,
+                  kernel="lgamma")
 lgamma.half_ulps = (None, "float32 lgammaf differs by many ulps of tiny results near 1, 2")
 lgamma.samples = lambda dev, dt: unary_samples(dev, dt, (-3.7, 4.0)) + (
     [Sample(make((6,), dt, 0.5, 30.0, seed=4))] if dt.category == 2 else [])
 digamma = _special("digamma", _digamma, lambda g, input: g * ember.polygamma(1, input),
-                   kinks=_POLES)
+                   kinks=_POLES, kernel="digamma")
 digamma.samples = lgamma.samples
 lgamma.__doc__ = """``log |Gamma(input)|`` (inf at 0 and the negative integers).
 
@@ -293,57 +298,80 @@ _zeta_samples = lambda dev, dt: [  # noqa: E731  (torch has no derivative for ze
         [1.0, 1.0, 0.0, -2.0, -1.5]).astype(dt.np))] if dt.category == 2 else []
 
 
+def _iterate(xp, step, state, n):
+    """Run ``state = step(i, state) -> (state, done)`` for i = 1..n on the arrays of ``state``
+    (their first is what is returned), each element until its ``done``: converged ones leave
+    the working set once they are a quarter of it (a converged element's further steps change
+    nothing), so the loop's cost follows the slowest elements."""
+    out = state[0].copy()
+    where = xp.arange(out.shape[0])
+    for i in range(1, n + 1):
+        state, done = step(i, state)
+        ndone = int(done.sum())
+        if ndone == done.shape[0]:
+            out[where] = state[0]
+            return out
+        if 4 * ndone >= done.shape[0]:
+            out[where[done]] = state[0][done]
+            keep = ~done
+            where, state = where[keep], tuple(s[keep] for s in state)
+    out[where] = state[0]
+    return out
+
+
 def _igamma(xp, a, x, upper):
     """Regularized incomplete gamma P(a, x) (``upper``: Q = 1 - P): the series where
-    x < a + 1, Lentz's continued fraction for Q elsewhere."""
-    a, x = xp.broadcast_arrays(a, x)
-    pref = xp.exp(a * xp.log(xp.where(x > 0, x, 1.0)) - x - _lgamma(xp, a))
-    use_series = x < a + 1
+    x < a + 1, Lentz's continued fraction for Q elsewhere, Temme's expansion for huge a; each
+    on its own elements."""
+    shape = xp.broadcast_shapes(a.shape, x.shape)
+    a, x = (xp.broadcast_to(v, shape).ravel() for v in (a, x))
+    r = xp.where(xp.isnan(a) | xp.isnan(x), xp.nan, 0.0)
+    ok = (a > 0) & (x > 0) & xp.isfinite(a) & xp.isfinite(x)
+    huge = ok & (a > 1e6)
+    series, frac = ok & ~huge & (x < a + 1), ok & ~huge & ~(x < a + 1)
+
+    def pref(a, x):
+        return xp.exp(a * xp.log(x) - x - _lgamma(xp, a))
     # series: P = x^a e^-x / Gamma(a + 1) * sum_n x^n / ((a + 1)...(a + n))
-    term, total, ap = 1.0 / a, 1.0 / a, a.copy()
-    for _ in range(500):
-        ap = ap + 1
-        term = term * x / ap
-        total = total + term
-        if bool((xp.abs(term) <= xp.abs(total) * 1e-17)[use_series].all()):
-            break
-    p_series = total * pref
+    sa, sx = a[series], x[series]
+
+    def series_step(i, s):
+        total, term = s[0], s[1] * s[2] / (s[3] + i)
+        return (total + term, term, s[2], s[3]), xp.abs(term) <= xp.abs(total + term) * 1e-17
+    p = _iterate(xp, series_step, (1.0 / sa, 1.0 / sa, sx, sa), 500) * pref(sa, sx)
+    r[series] = 1 - p if upper else p
     # continued fraction for Q (modified Lentz)
     tiny = 1e-300
-    b = x + 1 - a
-    c = xp.full(x.shape, 1 / tiny)
-    d = 1 / xp.where(b == 0, tiny, b)
-    h = d.copy()
-    for i in range(1, 500):
-        an = -i * (i - a)
-        b = b + 2
-        d = an * d + b
-        d = 1 / xp.where(xp.abs(d) < tiny, tiny, d)
+    fa, fx = a[frac], x[frac]
+    b = fx + 1 - fa
+
+    def frac_step(i, s):
+        h, b, c, d, fa = s
+        an, b = -i * (i - fa), b + 2
+        d = 1 / xp.where(xp.abs(an * d + b) < tiny, tiny, an * d + b)
         c = b + an / c
         c = xp.where(xp.abs(c) < tiny, tiny, c)
-        delta = d * c
-        h = h * delta
-        if bool((xp.abs(delta - 1) < 1e-16)[~use_series].all()):
-            break
-    q_frac = pref * h
-    r = xp.where(use_series, 1 - p_series if upper else p_series,
-                 q_frac if upper else 1 - q_frac)
+        return (h * d * c, b, c, d, fa), xp.abs(d * c - 1) < 1e-16
+    d = 1 / xp.where(b == 0, tiny, b)
+    q = _iterate(xp, frac_step, (d, b, xp.full(fa.shape, 1 / tiny), d, fa), 499) * pref(fa, fx)
+    r[frac] = q if upper else 1 - q
     # Temme's uniform expansion to first order for huge a, where the loops above would need
     # ~sqrt(a) steps: Q = erfc(eta sqrt(a/2)) / 2 + exp(-a eta^2/2) / sqrt(2 pi a) * c0
-    lam = x / xp.where(a > 0, a, 1.0)
+    ha, hx = a[huge], x[huge]
+    lam = hx / ha
     eta = xp.sign(lam - 1) * xp.sqrt(2 * xp.abs(lam - 1 - xp.log(lam)))
     near = xp.abs(lam - 1) < 1e-6
     c0 = xp.where(near, -1 / 3, 1 / xp.where(near, 1, lam - 1) - 1 / xp.where(near, 1, eta))
-    q_big = 0.5 * _erf_erfc(xp, eta * xp.sqrt(a / 2), "erfc") + xp.exp(-a * eta * eta / 2) / \
-        xp.sqrt(2 * math.pi * a) * c0
-    r = xp.where(a > 1e6, q_big if upper else 1 - q_big, r)
+    q = 0.5 * _erf_erfc(xp, eta * xp.sqrt(ha / 2), "erfc") + xp.exp(-ha * eta * eta / 2) / \
+        xp.sqrt(2 * math.pi * ha) * c0
+    r[huge] = q if upper else 1 - q
     # NOTE: torch's edge values (calc_igamma): a = 0 is a step at x = 0, infinite a gives 0
     lo, hi = (1.0, 0.0) if upper else (0.0, 1.0)
     r = xp.where(xp.isinf(x), hi, r)
     r = xp.where(xp.isinf(a), xp.where(xp.isinf(x), xp.nan, lo), r)
     r = xp.where(x == 0, lo, r)
     r = xp.where(a == 0, xp.where(x > 0, hi, xp.nan), r)
-    return xp.where((a < 0) | (x < 0), xp.nan, r)
+    return xp.where((a < 0) | (x < 0), xp.nan, r).reshape(shape)
 
 
 def _igamma_op(name, upper):
@@ -502,23 +530,54 @@ def _log_ndtr(xp, x):
     return xp.where(x < -1, low, xp.log1p(-0.5 * _erf_erfc(xp, x / math.sqrt(2), "erfc")))
 
 
+# Cephes' ndtri (torch's calc_ndtri): rational approximations in (p - 1/2)^2 for the centre
+# (exp(-2) < p < 1 - exp(-2)) and in 1 / sqrt(-2 log p) for each tail, to ~5e-16 relative;
+# highest power first, the denominators' leading 1 written out
+_NDTRI_P0 = (-5.99633501014107895267E1, 9.80010754185999661536E1, -5.66762857469070293439E1,
+             1.39312609387279679503E1, -1.23916583867381258016E0)
+_NDTRI_Q0 = (1.0, 1.95448858338141759834E0, 4.67627912898881538453E0, 8.63602421390890590575E1,
+             -2.25462687854119370527E2, 2.00260212380060660359E2, -8.20372256168333339912E1,
+             1.59056225126211695515E1, -1.18331621121330003142E0)
+_NDTRI_P1 = (4.05544892305962419923E0, 3.15251094599893866154E1, 5.71628192246421288162E1,
+             4.40805073893200834700E1, 1.46849561928858024014E1, 2.18663306850790267539E0,
+             -1.40256079171354495875E-1, -3.50424626827848203418E-2, -8.57456785154685413611E-4)
+_NDTRI_Q1 = (1.0, 1.57799883256466749731E1, 4.53907635128879210584E1, 4.13172038254672030440E1,
+             1.50425385692907503408E1, 2.50464946208309415979E0, -1.42182922854787788574E-1,
+             -3.80806407691578277194E-2, -9.33259480895457427372E-4)
+_NDTRI_P2 = (3.23774891776946035970E0, 6.91522889068984211695E0, 3.93881025292474443415E0,
+             1.33303460815807542389E0, 2.01485389549179081538E-1, 1.23716634817820021358E-2,
+             3.01581553508235416007E-4, 2.65806974686737550832E-6, 6.23974539184983293730E-9)
+_NDTRI_Q2 = (1.0, 6.02427039364742014255E0, 3.67983563856160859403E0, 1.37702099489081330271E0,
+             2.16236993594496635890E-1, 1.34204006088543189037E-2, 3.28014464682127739104E-4,
+             2.89247864745380683936E-6, 6.79019408009981274425E-9)
+_EXP_M2 = 0.13533528323661269189
+
+
+def _polevl(x, coefs):
+    r = coefs[0] + 0 * x
+    for c in coefs[1:]:
+        r = r * x + c
+    return r
+
+
 def _ndtri(xp, p):
-    """The inverse of ndtr: Newton steps on log_ndtr from erfinv's estimate, so tiny ``p``
-    keep their precision (2p - 1 would round them away)."""
-    q = xp.where(p > 0.5, 1 - p, p)               # solve for the lower tail, mirror the rest
-    qs = xp.clip(q, 1e-300, 0.5)
-    guess = math.sqrt(2) * _erfinv(xp, xp.maximum(2 * qs - 1, -1 + 1e-16))
-    lq = xp.log(-2 * xp.log(qs))
-    tail = -xp.sqrt(-2 * xp.log(qs) - lq - math.log(2 * math.pi) + lq / (-2 * xp.log(qs)))
-    x = xp.where(qs < 1e-10, tail, guess)
-    logq = xp.log(qs)
-    for _ in range(6):
-        # d/dx log ndtr(x) = pdf(x) / ndtr(x) = sqrt(2/pi) / erfcx(-x / sqrt(2))
-        step = (_log_ndtr(xp, x) - logq) * _erfcx(xp, -x / math.sqrt(2)) / math.sqrt(2 / math.pi)
-        x = x - xp.where(xp.isfinite(step), step, 0.0)
-    x = xp.where(p > 0.5, -x, x)
-    x = xp.where(p == 0, -xp.inf, xp.where(p == 1, xp.inf, x))
-    return xp.where((p < 0) | (p > 1) | xp.isnan(p), xp.nan, x)
+    """The inverse of ndtr, as Cephes: each branch computed on its own elements only."""
+    out = xp.full(p.shape, xp.nan)
+    mid = (p > _EXP_M2) & (p <= 1 - _EXP_M2)
+    w = p[mid] - 0.5
+    w2 = w * w
+    out[mid] = (w + w * (w2 * _polevl(w2, _NDTRI_P0) / _polevl(w2, _NDTRI_Q0))) * _SQRT_2PI
+    tail = ~mid & (p > 0) & (p < 1)
+    pt = p[tail]
+    upper = pt > 1 - _EXP_M2
+    t = xp.sqrt(-2 * xp.log(xp.where(upper, 1 - pt, pt)))
+    z = 1 / t
+    x = t - xp.log(t) / t - xp.where(t < 8, z * _polevl(z, _NDTRI_P1) / _polevl(z, _NDTRI_Q1),
+                                     z * _polevl(z, _NDTRI_P2) / _polevl(z, _NDTRI_Q2))
+    out[tail] = xp.where(upper, x, -x)
+    out[p == 0] = -xp.inf
+    out[p == 1] = xp.inf
+    return out
 
 
 ndtr = _special("ndtr", _ndtr, lambda g, input: g * (-input * input / 2).exp() / _SQRT_2PI,
@@ -533,7 +592,8 @@ log_ndtr.__doc__ = "The log of the standard normal CDF, accurate far in the lowe
     "See torch.special.log_ndtr."
 log_ndtr.samples = lambda dev, dt: unary_samples(dev, dt, (-8.0, 4.0)) if dt.category < 3 else []
 ndtri = _special("ndtri", _ndtri, lambda g, input, result: g * _SQRT_2PI * (
-    result * result / 2).exp(), save=("result",), method=False, domain=(0.02, 0.98), bf16=False)
+    result * result / 2).exp(), save=("result",), method=False, domain=(0.02, 0.98), bf16=False,
+                 kernel="ndtri")
 ndtri.__doc__ = "The inverse of the standard normal CDF. See torch.special.ndtri."
 
 

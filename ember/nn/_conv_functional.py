@@ -271,41 +271,18 @@ max_pool2d_with_indices, max_pool2d = _max_pool(2)
 max_pool3d_with_indices, max_pool3d = _max_pool(3)
 
 
-def _avg_divisor(size, k, s, p, o, count_include_pad):
-    """torch's per-window divisor along one dim: the window clipped to the padded input, or to
-    the input itself when padding does not count."""
-    start = np.arange(o) * s - p
-    end = np.minimum(start + k, size + p)
-    if count_include_pad:
-        return end - start
-    return np.minimum(end, size) - np.maximum(start, 0)
-
-
 @autocast_policy("autocast_keep")
 def _avg_pool_nd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                  divisor_override, nd, name):
     k, s, p, _ = _pool_args(input, kernel_size, stride, padding, 1, nd, name)
-    lead, size = tuple(input.shape[:-nd]), tuple(input.shape[-nd:])
-    osize = tuple(_P.pool_output_size(n, kk, ss, pp, 1, ceil_mode)
-                  for n, kk, ss, pp in zip(size, k, s, p))
-    _P.check_pool_output(name, tuple(input.shape), osize)
-    # window sums are a convolution with a ones kernel (channels folded into the batch)
-    x = input.reshape((-1, 1) + size)
-    extra = [max(0, (o - 1) * ss + kk - (n + 2 * pp)) for o, ss, kk, n, pp in zip(
-        osize, s, k, size, p)]
-    if any(extra):
-        x = pad(x, [a for e, pp in zip(reversed(extra), reversed(p)) for a in (pp, pp + e)])
-    ones = ember.ones((1, 1) + k, dtype=input.dtype, device=input.device)
-    sums = dispatch(_C.convolution, (x, ones, None, s, (0,) * nd if any(extra) else p,
-                                     (1,) * nd, False, (0,) * nd, 1), _E)
-    if divisor_override:
-        div = float(divisor_override)
-    else:
-        div = 1
-        for n, kk, ss, pp, o in zip(size, k, s, p, osize):
-            div = np.multiply.outer(div, _avg_divisor(n, kk, ss, pp, o, count_include_pad))
-        div = ember.tensor(div, dtype=input.dtype, device=input.device)
-    return (sums / div).reshape(lead + osize)
+    size = tuple(input.shape[-nd:])
+    _P.check_pool_output(name, tuple(input.shape), tuple(_P.pool_output_size(
+        n, kk, ss, pp, 1, ceil_mode) for n, kk, ss, pp in zip(size, k, s, p)))
+    args = (bool(ceil_mode), bool(count_include_pad), divisor_override)
+    if nd == 1:     # NOTE: torch's is avg_pool2d between an unsqueeze and a squeeze: so is its graph
+        return dispatch(_P.avg_pool_nd, (input.unsqueeze(-2), (1,) + k, (1,) + s, (0,) + p) +
+                        args, _E).squeeze(-2)
+    return dispatch(_P.avg_pool_nd, (input, k, s, p) + args, _E)
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
@@ -319,8 +296,8 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
         tensor([[[[ 2.5000,  4.5000],
                   [10.5000, 12.5000]]]])
     """
-    return one_node("AvgPool2DBackward0", _avg_pool_nd, input, kernel_size, stride, padding,
-                    ceil_mode, count_include_pad, divisor_override, 2, "avg_pool2d")
+    return _avg_pool_nd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                        divisor_override, 2, "avg_pool2d")
 
 
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
@@ -333,9 +310,8 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
         tensor([[[0.5000, 2.5000]]])
     """
     # NOTE: torch's is avg_pool2d between an unsqueeze and a squeeze: so is its graph
-    return one_node("AvgPool2DBackward0", lambda x: _avg_pool_nd(
-        x.squeeze(-2), kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1,
-        "avg_pool1d").unsqueeze(-2), input.unsqueeze(-2)).squeeze(-2)
+    return _avg_pool_nd(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None,
+                        1, "avg_pool1d")
 
 
 @autocast_policy("autocast_fp32_cpu")
@@ -348,8 +324,8 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
         >>> ember.nn.functional.avg_pool3d(ember.ones(1, 1, 4, 4, 4), 2).shape
         torch.Size([1, 1, 2, 2, 2])
     """
-    return one_node("AvgPool3DBackward0", _avg_pool_nd, input, kernel_size, stride, padding,
-                    ceil_mode, count_include_pad, divisor_override, 3, "avg_pool3d")
+    return _avg_pool_nd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                        divisor_override, 3, "avg_pool3d")
 
 
 def _lp_pool(nd):

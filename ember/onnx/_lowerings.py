@@ -180,6 +180,26 @@ def _max_pool(g, x, kernel_size, stride, padding, dilation, ceil_mode):
     return y, None          # (the indices: only where no one reads them)
 
 
+@lowering("_avg_pool_nd")
+def _avg_pool(g, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+              divisor_override):
+    # AveragePool over the padding that fits every window (counted: a plain window mean),
+    # then rescaled to torch's divisors, which cover ceil_mode, count_include_pad=False and
+    # divisor_override alike
+    from .._ops.pooling import _avg_divisor, _avg_geometry
+    nd, unbatched = len(kernel_size), len(x.shape) == len(kernel_size) + 1
+    size = tuple(x.shape[-nd:])
+    osize, hi = _avg_geometry(size, kernel_size, stride, padding, ceil_mode)
+    dt = np.dtype(g.np(x.dtype))
+    x = g.op("Unsqueeze", x, g.ints([0])) if unbatched else x
+    y = g.op("AveragePool", x, kernel_shape=list(kernel_size), strides=list(stride),
+             pads=list(padding) + list(hi), count_include_pad=1)
+    div = _avg_divisor(np, size, kernel_size, stride, padding, osize, count_include_pad,
+                       divisor_override, dt)
+    y = g.op("Mul", y, g.const((math.prod(kernel_size) / np.asarray(div)).astype(dt)))
+    return g.op("Squeeze", y, g.ints([0])) if unbatched else y
+
+
 @lowering("softmax", "log_softmax")
 def _softmax(g, x, dim, dtype=None):
     x = g.cast(x, dtype) if dtype is not None else x

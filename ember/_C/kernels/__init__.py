@@ -96,6 +96,7 @@ def _declare(lib):
             "add_rows": [p, p, p, i64, i64, i64],
             "add_bias": [p, p, i64, i64, i],
             "sum_rows": [p, p, i64, i64, i],
+            "prod_rows": [p, p, i64, i64, i],
             # (BLAS's cblas_?gemm address and whether it takes 64-bit ints, then threads)
             "lstm_fwd": [p] * 8 + [i64, i64, i64, i, p, i, i],
             "lstm_bwd": [p, i64] + [p] * 7 + [i64, i64, i64, i, p, i, i],
@@ -165,15 +166,16 @@ def astype(a, dtype):
 _POINTWISE = {name: code for code, name in enumerate(
     "sigmoid silu leaky_relu hardsigmoid hardswish clamp nan_to_num sign elu softplus "
     "sigmoid_bwd silu_bwd logaddexp erfinv leaky_relu_bwd hardsigmoid_bwd hardswish_bwd elu_bwd "
-    "softplus_bwd remainder remainder_scalar".split())}
+    "softplus_bwd remainder remainder_scalar angle lgamma ndtri digamma".split())}
 
 
-def pointwise(name, x, *params, other=None):
+def pointwise(name, x, *params, other=None, min_size=64):
     """Op ``name`` of pointwise.h (one fused float32 pass) over a C-contiguous NumPy float32
     array ``x`` (and ``other``, of its shape and dtype, for the two-input ops: logaddexp and the
     ``*_bwd`` ones, whose ``other`` is the gradient), with up to three float ``params``; None
-    where it does not apply (the caller then runs its NumPy code)."""
-    fn = kernel("pointwise", x.dtype) if type(x) is np.ndarray and x.size >= 64 and \
+    where it does not apply (the caller then runs its NumPy code). Below ``min_size`` elements
+    NumPy's few passes beat the call; a special function's dozens of passes never do (1)."""
+    fn = kernel("pointwise", x.dtype) if type(x) is np.ndarray and x.size >= min_size and \
         x.flags.c_contiguous else None
     if fn is None or other is not None and not (
             type(other) is np.ndarray and other.dtype == x.dtype and other.shape == x.shape):
@@ -221,6 +223,26 @@ def sum_rows(a):
 _WORDS = {4: np.dtype(np.float32), 8: np.dtype(np.float64)}
 # elements below which NumPy's boolean indexing is as quick as two ctypes calls
 _MIN_SELECT = 1 << 14
+
+
+def prod(a, dim, keepdim):
+    """``numpy.multiply.reduce`` of a C-contiguous float array over its last axis (``dim`` -1
+    or ndim - 1) or over all of it (``dim`` None), by rowops' prod_rows: a partial product per
+    SIMD lane (NumPy multiplies one element at a time), so it rounds as torch's loop, not
+    NumPy's. None where it does not apply."""
+    fn = kernel("prod_rows", a.dtype) if type(a) is np.ndarray and a.ndim and \
+        a.size >= _MIN_ROWS_KERNEL and a.flags.c_contiguous else None
+    if fn is None or dim is not None and dim not in (-1, a.ndim - 1):
+        return None
+    if dim is None:     # rows of 16384 (their products then multiplied), and what is left over
+        flat = a.reshape(-1)
+        m = a.size - a.size % 16384
+        r = np.multiply.reduce(prod(flat[:m].reshape(-1, 16384), -1, False)) * \
+            np.multiply.reduce(flat[m:])
+        return np.full((1,) * a.ndim, r, a.dtype) if keepdim else np.asarray(r, a.dtype)
+    out = np.empty(a.shape[:-1] + (1,) * keepdim, a.dtype)
+    fn(ptr(a), ptr(out), a.size // a.shape[-1], a.shape[-1], num_threads())
+    return out
 
 
 def mask_select(a, mask):

@@ -8,7 +8,7 @@
 enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAMP, PW_NAN_TO_NUM,
        PW_SIGN, PW_ELU, PW_SOFTPLUS, PW_SIGMOID_BWD, PW_SILU_BWD, PW_LOGADDEXP, PW_ERFINV, PW_LEAKY_RELU_BWD,
        PW_HARDSIGMOID_BWD, PW_HARDSWISH_BWD, PW_ELU_BWD, PW_SOFTPLUS_BWD, PW_REMAINDER,
-       PW_REMAINDER_SCALAR, PW_COUNT };
+       PW_REMAINDER_SCALAR, PW_ANGLE, PW_LGAMMA, PW_NDTRI, PW_DIGAMMA, PW_COUNT };
 
 /* NumPy's maximum and minimum (v > lo || v is nan ? v : lo), as one comparison gcc vectorises */
 static inline float pw_max(float v, float lo) { return v <= lo ? lo : v; }
@@ -162,6 +162,79 @@ PW_BLOCK(elu_bwd, v > 0.0f ? y[i] * b : y[i] * (exp_f32(v * c) * a))
 PW_BLOCK(softplus_bwd, v * a > b ? y[i] : y[i] * pw_sigmoid1(v * a))
 PW_BLOCK(remainder, pw_rem1(v, y[i]))
 PW_BLOCK(remainder_scalar, pw_rem1(v, a))
+/* a real number's argument: pi below 0 (not at -0), nan kept */
+PW_BLOCK(angle, v < 0.0f ? 3.14159265358979323846f : v != v ? v : 0.0f)
+/* libm's lgammaf, as torch's kernel (reentrant: no write to signgam from several threads;
+ * declared here: -std=c99 hides it) */
+float lgammaf_r(float, int *);
+static inline float pw_lgamma1(float v) { int s; return lgammaf_r(v, &s); }
+PW_BLOCK(lgamma, pw_lgamma1(v))
+
+/* Cephes' ndtri in double, as the reference (special.py's _NDTRI_* tables, highest power first,
+ * the denominators' leading 1 written out) */
+static const double NDTRI_P0[5] = {-5.99633501014107895267E1, 9.80010754185999661536E1,
+    -5.66762857469070293439E1, 1.39312609387279679503E1, -1.23916583867381258016E0};
+static const double NDTRI_Q0[9] = {1.0, 1.95448858338141759834E0, 4.67627912898881538453E0,
+    8.63602421390890590575E1, -2.25462687854119370527E2, 2.00260212380060660359E2,
+    -8.20372256168333339912E1, 1.59056225126211695515E1, -1.18331621121330003142E0};
+static const double NDTRI_P1[9] = {4.05544892305962419923E0, 3.15251094599893866154E1,
+    5.71628192246421288162E1, 4.40805073893200834700E1, 1.46849561928858024014E1,
+    2.18663306850790267539E0, -1.40256079171354495875E-1, -3.50424626827848203418E-2,
+    -8.57456785154685413611E-4};
+static const double NDTRI_Q1[9] = {1.0, 1.57799883256466749731E1, 4.53907635128879210584E1,
+    4.13172038254672030440E1, 1.50425385692907503408E1, 2.50464946208309415979E0,
+    -1.42182922854787788574E-1, -3.80806407691578277194E-2, -9.33259480895457427372E-4};
+static const double NDTRI_P2[9] = {3.23774891776946035970E0, 6.91522889068984211695E0,
+    3.93881025292474443415E0, 1.33303460815807542389E0, 2.01485389549179081538E-1,
+    1.23716634817820021358E-2, 3.01581553508235416007E-4, 2.65806974686737550832E-6,
+    6.23974539184983293730E-9};
+static const double NDTRI_Q2[9] = {1.0, 6.02427039364742014255E0, 3.67983563856160859403E0,
+    1.37702099489081330271E0, 2.16236993594496635890E-1, 1.34204006088543189037E-2,
+    3.28014464682127739104E-4, 2.89247864745380683936E-6, 6.79019408009981274425E-9};
+
+static inline double pw_polevl(double x, const double *c, int n) {
+    double r = c[0];
+    for (int i = 1; i < n; i++) r = r * x + c[i];
+    return r;
+}
+static inline float pw_ndtri1(float v) {
+    const double e2 = 0.13533528323661269189, p = v;
+    if (p > e2 && p <= 1.0 - e2) {
+        double w = p - 0.5, w2 = w * w;
+        return (float)((w + w * (w2 * pw_polevl(w2, NDTRI_P0, 5) / pw_polevl(w2, NDTRI_Q0, 9))) *
+                       2.50662827463100050242);
+    }
+    if (!(p > 0.0 && p < 1.0)) return p == 0.0 ? -INFINITY : p == 1.0 ? INFINITY : NAN;
+    int upper = p > 1.0 - e2;
+    double t = sqrt(-2.0 * log(upper ? 1.0 - p : p)), z = 1.0 / t;
+    double x = t - log(t) / t - (t < 8.0 ? z * pw_polevl(z, NDTRI_P1, 9) / pw_polevl(z, NDTRI_Q1, 9)
+                                        : z * pw_polevl(z, NDTRI_P2, 9) / pw_polevl(z, NDTRI_Q2, 9));
+    return (float)(upper ? x : -x);
+}
+PW_BLOCK(ndtri, pw_ndtri1(v))
+
+/* Cephes' digamma in double, step for step as the reference (special.py's _digamma) */
+static const double DIGAMMA_A[7] = {8.33333333333333333333e-2, -2.10927960927960927961e-2,
+    7.57575757575757575758e-3, -4.16666666666666666667e-3, 3.96825396825396825397e-3,
+    -8.33333333333333333333e-3, 8.33333333333333333333e-2};
+static inline float pw_digamma1(float v) {
+    const double pi = 3.14159265358979323846;
+    double x = v, frac = x - trunc(x), y = x < 0 ? 1 - x : x, r = 0;
+    if (x == 0) return copysignf(INFINITY, -v);
+    if (x < 0 && frac == 0) return NAN;
+    for (int i = 0; i < 10 && y < 10; i++) {
+        r -= 1 / y;
+        y += 1;
+    }
+    if (y == 10) {
+        r += 2.25175258906672110764;
+    } else {
+        double z = 1 / (y * y);
+        r += log(y) - 0.5 / y - (y < 1e17 ? z * pw_polevl(z, DIGAMMA_A, 7) : 0.0);
+    }
+    return (float)(x < 0 ? r - pi / tan(pi * frac) : r);
+}
+PW_BLOCK(digamma, pw_digamma1(v))
 /* x is sigmoid's result r: g r (1 - r), as the reference's r * (1 - r) then g times it */
 PW_BLOCK(sigmoid_bwd, y[i] * (v * (1.0f - v)))
 /* x is silu's input: g (s (1 + x (1 - s))) with s = sigmoid(x), the reference's grouping */
@@ -173,10 +246,11 @@ static const pw_fn PW_FNS[PW_COUNT] = {pw_sigmoid, pw_silu, pw_leaky_relu, pw_ha
                                        pw_softplus, pw_sigmoid_bwd, pw_silu_bwd,
                                        pw_logaddexp, pw_erfinv, pw_leaky_relu_bwd,
                                        pw_hardsigmoid_bwd, pw_hardswish_bwd, pw_elu_bwd,
-                                       pw_softplus_bwd, pw_remainder, pw_remainder_scalar};
+                                       pw_softplus_bwd, pw_remainder, pw_remainder_scalar,
+                                       pw_angle, pw_lgamma, pw_ndtri, pw_digamma};
 /* rough cost per element relative to a copy: how early a second thread pays */
 static const int PW_COST[PW_COUNT] = {8, 8, 1, 1, 1, 1, 1, 1, 8, 16, 1, 8, 16, 16,
-                                      1, 1, 1, 8, 8, 4, 4};
+                                      1, 1, 1, 8, 8, 4, 4, 1, 32, 16, 16};
 
 /* op `op` of n contiguous floats x (and y for the two-input ops) into out; -1 for an unknown op */
 EXPORT int pointwise_f32(int op, const float *x, const float *y, float *out, int64_t n,

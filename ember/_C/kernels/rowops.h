@@ -392,6 +392,26 @@ EXPORT void S(add_bias)(T *out, const T *bias, int64_t rows, int64_t cols, int n
     }
 }
 
+/* prod over each contiguous row: 32 partial products (several vector registers, so the
+ * multiplies' latency overlaps; NumPy's multiply.reduce takes one element at a time); rows
+ * over threads */
+TC static void S(prod_row)(const T *x, T *out, int64_t n) {
+    T acc[32], p = 1;
+    int64_t j = 0;
+    for (int l = 0; l < 32; l++) acc[l] = 1;
+    for (; j + 32 <= n; j += 32)
+        for (int l = 0; l < 32; l++) acc[l] *= x[j + l];
+    for (; j < n; j++) p *= x[j];
+    for (int l = 0; l < 32; l++) p *= acc[l];
+    *out = p;
+}
+
+EXPORT void S(prod_rows)(const T *a, T *out, int64_t rows, int64_t cols, int nt) {
+    nt = rows_threads(rows * cols, nt);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t r = 0; r < rows; r++) S(prod_row)(a + r * cols, out + r, cols);
+}
+
 /* A bias's gradient: out[j] = a[0, j] + a[1, j] + ... in row order, as NumPy's
  * add.reduce(a, 0) sums a C-contiguous matrix (bit for bit); threads take column blocks of
  * whole cache lines, each walking every row. */
