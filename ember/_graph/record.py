@@ -226,8 +226,8 @@ def recording(rec):
             rec.method("detach", self, out)
         return out
 
-    def move(self, dev):
-        out = tmove(self, dev)
+    def move(self, dev, non_blocking=False):
+        out = tmove(self, dev, non_blocking)
         if _active and _active[-1] is rec:
             rec.method("to", self, out, str(dev))
         return out
@@ -240,6 +240,7 @@ def recording(rec):
     def post(m, args, result):
         if len(rec.scope) > 1:
             rec.scope.pop()
+
     def apply(cls, *args, **kwargs):
         out = fapply.__func__(cls, *args, **kwargs)
         if _active and _active[-1] is rec:
