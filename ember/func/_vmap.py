@@ -1111,7 +1111,20 @@ RULES.update({n: _trailing(0) for n in (
     "matrix_exp", "matrix_power", "linalg_cholesky_ex", "linalg_eig", "linalg_eigh",
     "linalg_eigvals", "linalg_eigvalsh", "linalg_pinv", "linalg_qr", "linalg_svd",
     "linalg_svdvals", "linalg_lu_factor_ex", "geqrf", "constant_pad_nd", "view_as_real",
-    "_max_pool_nd", "_adaptive_max_pool_nd")})
+    "_max_pool_nd", "_adaptive_max_pool_nd", "_avg_pool_nd")})
+
+
+def _avg_pool_backward(opdef, level, args, kwargs):
+    """The gradient batched, ``input_size`` (a shape) grows its leading dims."""
+    g, size = args[0], tuple(args[1])
+    if _level_of(g) != level or any(_level_of(a) == level for a in args[2:]):
+        return _loop(opdef, level, args, kwargs)
+    v = g._value
+    return _map_out(opdef(v, tuple(v.shape[:v.dim() - len(size)]) + size, *args[2:], **kwargs),
+                    level)
+
+
+RULES["_avg_pool_nd_backward"] = _avg_pool_backward
 RULES["view_as_complex"] = lambda opdef, level, args, kwargs: _wrap(
     opdef(args[0]._value.contiguous()), level)
 _TAGGED = {}
