@@ -5,8 +5,8 @@ import math
 
 from .. import _dtype
 from .._tensor import Tensor
-from ..autograd.grad_mode import enable_grad, no_grad
-from .optimizer import Optimizer, _scalar
+from ..autograd.grad_mode import no_grad
+from .optimizer import Optimizer, _run_closure, _scalar
 
 __all__ = ["Adafactor", "Muon"]
 
@@ -74,10 +74,7 @@ class Adafactor(Optimizer):
     @no_grad()
     def step(self, closure=None):
         """One Adafactor step over every parameter with a gradient; returns ``closure()``."""
-        loss = None
-        if closure is not None:
-            with enable_grad():
-                loss = closure()
+        loss = _run_closure(closure)
         for group in self.param_groups:
             lr, (eps1, eps2), wd = group["lr"], group["eps"], group["weight_decay"]
             lr = lr.item() if isinstance(lr, Tensor) else lr
@@ -182,10 +179,7 @@ class Muon(Optimizer):
     @no_grad()
     def step(self, closure=None):
         """One Muon step over every parameter with a gradient; returns ``closure()``."""
-        loss = None
-        if closure is not None:
-            with enable_grad():
-                loss = closure()
+        loss = _run_closure(closure)
         for group in self.param_groups:
             lr, mom = group["lr"], group["momentum"]
             lr = lr.item() if isinstance(lr, Tensor) else lr

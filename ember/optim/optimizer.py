@@ -172,6 +172,15 @@ def _hook_step(step):
     return wrapper
 
 
+def _run_closure(closure):
+    """``closure()`` with grad mode on (a step runs under no_grad; the closure's backward
+    needs a graph), or None without one."""
+    if closure is None:
+        return None
+    with enable_grad():
+        return closure()
+
+
 class Optimizer:
     """Base class for all optimizers, like ``torch.optim.Optimizer``.
 
@@ -309,10 +318,7 @@ class Optimizer:
     # ---- stepping -------------------------------------------------------------------------
     def step(self, closure=None):
         """Update every parameter that has a gradient; returns ``closure()`` if one is given."""
-        loss = None
-        if closure is not None:
-            with enable_grad():
-                loss = closure()
+        loss = _run_closure(closure)
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
             if isinstance(group["lr"], Tensor):             # the math takes Python scalars

@@ -4,8 +4,7 @@ import math
 
 from .._backends import backend
 from .._tensor import Tensor
-from ..autograd.grad_mode import enable_grad
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _run_closure
 
 __all__ = ["SparseAdam"]
 
@@ -64,10 +63,7 @@ class SparseAdam(Optimizer):
     def step(self, closure=None):
         """Update every parameter that has a (sparse) gradient; returns ``closure()`` if
         given."""
-        loss = None
-        if closure is not None:
-            with enable_grad():
-                loss = closure()
+        loss = _run_closure(closure)
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
