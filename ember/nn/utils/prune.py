@@ -252,16 +252,8 @@ def _channel_mask(t, dim, keep, default_mask):
     return mask * default_mask.to(dtype=mask.dtype)
 
 
-class RandomUnstructured(BasePruningMethod):
-    """Prunes ``amount`` (an int, or a fraction) of the entries still kept, chosen at random.
-
-    Example:
-        >>> import ember
-        >>> from ember.nn.utils import prune
-        >>> m = prune.random_unstructured(ember.nn.Linear(4, 5), "weight", amount=0.25)
-        >>> int((m.weight_mask == 0).sum())
-        5
-    """
+class _Unstructured(BasePruningMethod):
+    """Prunes ``amount`` entries (an int, or a fraction): those ``_pruned(t, k)`` picks."""
     PRUNING_TYPE = "unstructured"
 
     def __init__(self, amount):
@@ -271,15 +263,31 @@ class RandomUnstructured(BasePruningMethod):
         k = _how_many(self.amount, t.nelement())
         mask = default_mask.clone(memory_format=ember.contiguous_format)
         if k:
-            mask.view(-1)[ember.topk(ember.rand_like(t).view(-1), k=k).indices] = 0
+            mask.view(-1)[self._pruned(t, k)] = 0
         return mask
+
+
+class RandomUnstructured(_Unstructured):
+    """Prunes ``amount`` (an int, or a fraction) of the entries still kept, chosen at random.
+
+    Example:
+        >>> import ember
+        >>> from ember.nn.utils import prune
+        >>> m = prune.random_unstructured(ember.nn.Linear(4, 5), "weight", amount=0.25)
+        >>> int((m.weight_mask == 0).sum())
+        5
+    """
+
+    @staticmethod
+    def _pruned(t, k):
+        return ember.topk(ember.rand_like(t).view(-1), k=k).indices
 
     @classmethod
     def apply(cls, module, name, amount):
         return super().apply(module, name, amount=amount)
 
 
-class L1Unstructured(BasePruningMethod):
+class L1Unstructured(_Unstructured):
     """Prunes the ``amount`` entries (an int, or a fraction) of smallest absolute value.
 
     Example:
@@ -291,17 +299,10 @@ class L1Unstructured(BasePruningMethod):
         >>> prune.l1_unstructured(m, "weight", amount=2).weight
         tensor([[ 0., -3.,  0.]], grad_fn=<MulBackward0>)
     """
-    PRUNING_TYPE = "unstructured"
 
-    def __init__(self, amount):
-        self.amount = _amount_init(amount)
-
-    def compute_mask(self, t, default_mask):
-        k = _how_many(self.amount, t.nelement())
-        mask = default_mask.clone(memory_format=ember.contiguous_format)
-        if k:
-            mask.view(-1)[ember.topk(t.abs().view(-1), k=k, largest=False).indices] = 0
-        return mask
+    @staticmethod
+    def _pruned(t, k):
+        return ember.topk(t.abs().view(-1), k=k, largest=False).indices
 
     @classmethod
     def apply(cls, module, name, amount, importance_scores=None):
