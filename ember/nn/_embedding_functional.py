@@ -9,7 +9,6 @@ from ..autograd.function import Function
 from ..autograd.grad_mode import no_grad
 from .._ops.nn import check_embedding_range as _check_embedding_range
 from .._ops.nn import embedding as _embedding
-from ._norm_functional import _vector_norm
 
 __all__ = ["embedding", "embedding_bag"]
 
@@ -70,7 +69,7 @@ def _renorm_(weight, flat, max_norm, norm_type):
     with no_grad():
         rows = ember.tensor(np.unique(flat), device=weight.device)
         w = weight[rows]
-        norm = _vector_norm(w, norm_type, 1, keepdim=True)
+        norm = w.norm(norm_type, 1, keepdim=True)
         factor = ember.where(norm > max_norm, max_norm / (norm + 1e-7), 1.0)
         weight[rows] = w * factor
 

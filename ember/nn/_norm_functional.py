@@ -136,17 +136,6 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
 
 # ---- distances --------------------------------------------------------------------------------
 
-def _vector_norm(x, p, dim, keepdim=False):
-    """p-norm along ``dim`` whose gradient at a zero vector is 0, as torch's norm."""
-    if p == float("inf"):
-        return x.abs().amax(dim, keepdim=keepdim) if hasattr(x, "amax") else \
-            x.abs().max(dim, keepdim=keepdim)[0]
-    s = (x * x).sum(dim, keepdim=keepdim) if p == 2 else x.abs().pow(p).sum(dim, keepdim=keepdim)
-    nz = s > 0
-    # NOTE: where() keeps pow's infinite slope at 0 out of the gradient
-    return ember.where(nz, ember.where(nz, s, 1.0).pow(1.0 / p), 0.0)
-
-
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     """``input / max(||input||_p, eps)`` along ``dim``.
 
@@ -174,7 +163,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
 
     def unit(x):
         x = x.expand(shape)         # NOTE: torch takes the norms after broadcasting
-        n = _vector_norm(x, 2, dim, keepdim=True)
+        n = x.norm(2, dim, keepdim=True)
         # NOTE: torch clamps the norms in place under no_grad: the clamp has no gradient
         return x / (n + (n.clamp_min(eps) - n).detach())
     return (unit(x1) * unit(x2)).sum(dim)
