@@ -7,6 +7,9 @@ backward runs that inner graph down to the copies (a reentrant backward). A diff
 backward (``create_graph``) recomputes the composite on the real inputs instead, so higher
 derivatives reach them.
 """
+import functools
+import inspect
+
 from . import grad_mode
 from .engine import run_backward
 from .graph import (_FREED_MSG, Node, OpNode, TensorMeta, _new, _seq, check_saved_version,
@@ -142,8 +145,6 @@ def recorded_as(name):
     tensor(4., grad_fn=<SoftMarginLossBackward0>)
     """
     def wrap(fn):
-        import functools
-        import inspect
         sig = inspect.signature(fn)
         names = list(sig.parameters)
 
@@ -152,6 +153,8 @@ def recorded_as(name):
 
         @functools.wraps(fn)
         def recorded(*args, **kwargs):
+            if not grad_mode.state.grad_enabled:      # (no node to record: skip the binding)
+                return fn(*args, **kwargs)
             bound = sig.bind(*args, **kwargs)
             bound.apply_defaults()
             values = [bound.arguments[n] for n in names]
