@@ -225,3 +225,11 @@ def test_module_level_nodes_match_torch(case):
     want, depth = TORCH_CASES[case]
     got, _ = EMBER_CASES[case]
     assert _graph(got, depth) == _graph(want, depth)
+
+
+def test_in_place_activation_under_no_grad_leaves_the_node_alone():
+    y = ember.ones(3, requires_grad=True)
+    x = y * 2
+    with ember.no_grad():
+        ember.nn.functional.leaky_relu(x, inplace=True)
+    assert type(x.grad_fn).__name__ == "MulBackward0"

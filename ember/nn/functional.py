@@ -63,8 +63,10 @@ _INPLACE_NODE = {"leaky_relu": "LeakyReluBackward1", "elu": "EluBackward1",
 def _act(opdef, input, inplace, *options):
     if not inplace:
         return dispatch(opdef, (input,) + options, _E)
+    before = input.grad_fn
     out = dispatch_inplace(opdef, input, options, _E)
-    rename_node(out.grad_fn, _INPLACE_NODE.get(opdef.name))
+    if out.grad_fn is not before:       # (a node recorded by this call: not under no_grad)
+        rename_node(out.grad_fn, _INPLACE_NODE.get(opdef.name))
     return out
 
 
