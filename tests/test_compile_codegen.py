@@ -15,7 +15,7 @@ import ember
 from ember._graph import cgen
 from ember._graph.record import flatten_tensors
 from ember._ops.registry import all_ops
-from helpers import sample_tensors
+from helpers import accepted_samples
 
 pytestmark = pytest.mark.skipif(cgen.compiler() is None, reason="no C compiler")
 
@@ -37,21 +37,7 @@ def _float(t):
 def _calls(opdef, dtype):
     """The samples of ``opdef`` that run eagerly, as (args, kwargs) with float inputs needing
     gradients."""
-    out = []
-    for s in opdef.samples("cpu", dtype) or []:
-        args = sample_tensors(tuple(s.args))
-        kwargs = {k: sample_tensors(v) for k, v in s.kwargs.items()}
-        for t in flatten_tensors((args, kwargs)):
-            if _float(t):
-                t.requires_grad_(True)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                opdef(*args, **kwargs)
-        except Exception:        # noqa: BLE001 (a sample the op refuses: nothing to compile)
-            continue
-        out.append((args, kwargs))
-    return out
+    return [(args, kwargs) for _, args, kwargs, _ in accepted_samples(opdef, dtype, True)]
 
 
 def _grads(fn, calls):

@@ -2,7 +2,6 @@
 run by onnxruntime, equal to the op's result (1e-4 relative, 1e-5 absolute), or refused with
 the exporter's error naming what it cannot write. Generated from the registry."""
 import io
-import warnings
 
 import numpy as np
 import pytest
@@ -10,7 +9,7 @@ import pytest
 import ember
 from ember._graph.record import flatten_tensors
 from ember._ops.registry import all_ops
-from helpers import sample_tensors
+from helpers import accepted_samples
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -22,21 +21,13 @@ OPS = [d for d in all_ops() if d.name in LOWERINGS and d.samples is not None]
 @pytest.mark.parametrize("opdef", OPS, ids=str)
 def test_lowering_matches_the_op(opdef):
     ran = 0
-    for s in opdef.samples("cpu", ember.float32) or []:
-        args = sample_tensors(tuple(s.args))
-        kwargs = {k: sample_tensors(v) for k, v in s.kwargs.items()}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                want = opdef(*args, **kwargs)
-            except Exception:       # noqa: BLE001 (a sample the op refuses)
-                continue
-            buf = io.BytesIO()
-            try:
-                ember.onnx.export(lambda *a, **k: opdef(*a, **k), args, buf, kwargs=kwargs)
-            except ember.onnx.OnnxExporterError as e:
-                assert "not supported" in str(e), e
-                continue
+    for s, args, kwargs, want in accepted_samples(opdef, ember.float32):
+        buf = io.BytesIO()
+        try:
+            ember.onnx.export(lambda *a, **k: opdef(*a, **k), args, buf, kwargs=kwargs)
+        except ember.onnx.OnnxExporterError as e:
+            assert "not supported" in str(e), e
+            continue
         sess = ort.InferenceSession(buf.getvalue())
         feeds = {i.name: t.numpy() for i, t in zip(sess.get_inputs(),
                                                     flatten_tensors((args, kwargs)))}
