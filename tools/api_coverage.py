@@ -55,6 +55,10 @@ EXCLUDE = [
     (r"(^|_)(xpu|mps|hpu|ipu|vulkan|xla|mtia|maia|metal|ort|ve|privateuseone)($|_)",
      "device backends ember does not target (ember has cpu, cuda, meta)"),
     (r"nested|^to_padded_tensor$|^jagged$", "nested (jagged) tensors"),
+    (r"triton", "Triton kernels (a GPU kernel compiler ember does not use: its CUDA kernels are "
+     "CuPy RawKernels, registered through torch.library's custom_op)"),
+    (r"[Ss]emi_?[Ss]tructured", "2:4 semi-structured sparsity, which exists only as CUTLASS and "
+     "cuSPARSELt GPU kernels"),
     (r"^(refine_names|align_to|align_as|align_tensors|rename_?|has_names|names)$",
      "named tensors (a prototype torch feature)"),
     (r"^native_|_backward$|^batch_norm_(stats|elemt|gather_stats|update_stats|backward)",
