@@ -77,8 +77,9 @@ def _grown(sample, opdef, scale_ints, shrink=1):
         shape = tuple(d * f if d > 1 else d for d in a.shape)
         if a.size == 0 or a.dtype.kind not in "fiub":
             return _Array(shape, a.dtype, 0, 0)
-        if a.dtype.kind == "f" and not np.isfinite(a).all():
-            return _Array(shape, a.dtype, 0, 0, a)   # (nan_to_num's nan and infinities, tiled)
+        if (a.dtype.kind == "f" and not np.isfinite(a).all() or
+                a.dtype.kind in "iu" and int(a.max()) - int(a.min()) >= 1 << 62):
+            return _Array(shape, a.dtype, 0, 0, a)   # (nan, infinities, int64 extremes: tiled)
         lo, hi = (a.min().item(), a.max().item() + (a.dtype.kind in "iu"))
         if a.dtype.kind in "iu" and scale_ints:
             lo, hi = lo * f if lo < 0 else lo, hi * f
