@@ -199,6 +199,11 @@ def test_pg_methods_record_comm_and_ddp_logging(world1, torch_world):
     assert dist.get_backend_config() == tdist.get_backend_config()
     with pytest.raises(TypeError, match="expected BroadcastOptions"):
         pg.broadcast([ember.ones(1)], dist.AllreduceOptions())
+    outs, ins = [ember.zeros(2), ember.zeros(1, 3)], [ember.ones(2), ember.full((1, 3), 2.0)]
+    pg.allgather_into_tensor_coalesced(outs, ins).wait()
+    assert outs[1].tolist() == [[2.0] * 3]
+    pg.reduce_scatter_tensor_coalesced(outs, [i * 3 for i in ins]).wait()
+    assert outs[0].tolist() == [3.0, 3.0] and outs[1].tolist() == [[6.0] * 3]
     from ember.profiler import profile
     with profile() as prof:
         with dist.record_comm("my_allreduce"):
