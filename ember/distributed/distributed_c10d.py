@@ -1470,12 +1470,24 @@ def is_backend_available(backend):
 
 
 def is_ucc_available():
-    """False: ember has no UCC backend (collectives go through MPI or NCCL)."""
+    """False: ember has no UCC backend (collectives go through MPI or NCCL).
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> dist.is_ucc_available()
+        False
+    """
     return False
 
 
 def is_xccl_available():
-    """False: ember has no XCCL (Intel GPU) backend."""
+    """False: ember has no XCCL (Intel GPU) backend.
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> dist.is_xccl_available()
+        False
+    """
     return False
 
 
@@ -1566,12 +1578,26 @@ def set_debug_level(level):
 
 def get_debug_level():
     """The debug level (``TORCH_DISTRIBUTED_DEBUG`` when ember.distributed was imported, or
-    what ``set_debug_level`` set)."""
+    what ``set_debug_level`` set).
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> dist.get_debug_level() in tuple(dist.DebugLevel)
+        True
+    """
     return _world.debug
 
 
 def set_debug_level_from_env():
-    """Read the level from ``TORCH_DISTRIBUTED_DEBUG`` (OFF, INFO or DETAIL; unset: OFF)."""
+    """Read the level from ``TORCH_DISTRIBUTED_DEBUG`` (OFF, INFO or DETAIL; unset: OFF).
+
+    Example:
+        >>> import ember.distributed as dist, os
+        >>> os.environ["TORCH_DISTRIBUTED_DEBUG"] = "info"
+        >>> dist.set_debug_level_from_env(); dist.get_debug_level()
+        <DebugLevel.INFO: 1>
+        >>> del os.environ["TORCH_DISTRIBUTED_DEBUG"]; dist.set_debug_level_from_env()
+    """
     v = os.environ.get("TORCH_DISTRIBUTED_DEBUG", "OFF").upper()
     if v not in DebugLevel.__members__:
         raise ValueError("The value of TORCH_DISTRIBUTED_DEBUG must be OFF, INFO, or DETAIL.")

@@ -27,7 +27,16 @@ class DistStoreError(DistError):
 
 
 class QueueEmptyError(DistStoreError):
-    """``Store.queue_pop(key, block=False)`` found the queue empty."""
+    """``Store.queue_pop(key, block=False)`` found the queue empty.
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> try:
+        ...     dist.HashStore().queue_pop("q", block=False)
+        ... except dist.QueueEmptyError as e:
+        ...     print(e)
+        queue is empty
+    """
 
 
 class DistNetworkError(DistError):
