@@ -57,17 +57,20 @@ def test_import_is_light():
     assert out.stdout.split() == ["False", "False"]
 
 
-@pytest.mark.parametrize("kind", ["hash", "tcp", "file", "prefix"])
-def test_stores(kind, tmp_path):
+def store_pair(kind, tmp_path):
+    """Two handles on one store of ``kind`` (as two processes would hold)."""
     if kind == "tcp":
         a = dist.TCPStore("127.0.0.1", 0, is_master=True)
-        b = dist.TCPStore("127.0.0.1", a.port)
-    elif kind == "file":
-        a, b = dist.FileStore(str(tmp_path / "s"), 2), dist.FileStore(str(tmp_path / "s"), 2)
-    else:
-        a = b = dist.HashStore()
-        if kind == "prefix":
-            a, b = dist.PrefixStore("p", a), dist.PrefixStore("p", b)
+        return a, dist.TCPStore("127.0.0.1", a.port)
+    if kind == "file":
+        return dist.FileStore(str(tmp_path / "s"), 2), dist.FileStore(str(tmp_path / "s"), 2)
+    a = dist.HashStore()
+    return (dist.PrefixStore("p", a), dist.PrefixStore("p", a)) if kind == "prefix" else (a, a)
+
+
+@pytest.mark.parametrize("kind", ["hash", "tcp", "file", "prefix"])
+def test_stores(kind, tmp_path):
+    a, b = store_pair(kind, tmp_path)
     a.set("k", "v")
     assert b.get("k") == b"v"
     assert a.add("n", 2) == 2 and b.add("n", 5) == 7 and a.get("n") == b"7"

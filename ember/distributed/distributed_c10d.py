@@ -9,11 +9,16 @@ Reductions of float16, bfloat16 and float8 run in float32 (MPI has no such types
 once to the tensor's dtype at the end; bool reduces as uint8 (SUM is OR, PRODUCT is AND, as
 torch).
 """
+import contextlib
 import datetime
 import enum
+import hashlib
 import os
 import pickle
+import sys
 import time
+import typing
+import warnings
 
 import numpy as np
 
@@ -22,7 +27,7 @@ from .._backends import backend
 from .._ops.dispatch import hooks
 from ..futures import Future
 from . import _mpi, _watchdog
-from .store import (DistBackendError, DistNetworkError, DistStoreError, FileStore, PrefixStore,
+from .store import (DistBackendError, DistNetworkError, DistStoreError, PrefixStore,
                     TCPStore)
 
 default_pg_timeout = datetime.timedelta(minutes=30)
@@ -61,11 +66,15 @@ reduce_op = ReduceOp
 class Backend(str):
     """A backend name, as ``torch.distributed.Backend``: 'gloo' and 'mpi' run on MPI, 'nccl'
     on NCCL."""
-    GLOO, MPI, NCCL, UNDEFINED = "gloo", "mpi", "nccl", "undefined"
+    GLOO, MPI, NCCL, UCC, XCCL, UNDEFINED = "gloo", "mpi", "nccl", "ucc", "xccl", "undefined"
+    backend_list = ["undefined", "gloo", "nccl", "xccl", "ucc", "mpi"]
+    default_device_backend_map = {"cpu": "gloo", "cuda": "nccl", "xpu": "xccl", "mps": "gloo"}
+    backend_capability = {"gloo": ["cpu", "cuda"], "nccl": ["cuda"], "xccl": ["xpu"],
+                          "ucc": ["cpu", "cuda"], "mpi": ["cpu", "cuda"]}
 
     def __new__(cls, name):
         name = name.lower()
-        if not all(p.split(":")[-1] in ("gloo", "mpi", "nccl") for p in name.split(",")):
+        if not all(p.split(":")[-1] in cls.backend_list[1:] for p in name.split(",")):
             raise ValueError(f"Invalid backend: '{name}'")
         return str.__new__(cls, name)
 
@@ -79,6 +88,7 @@ class _World:
     own_store = False           # made by init_process_group (not passed in): closed with it
     watch = None                # the store connection that reports this rank's death
     store_lost = None           # when the store first stopped answering (see _watchdog)
+    comm_name = None            # record_comm's profiler name for collectives
 
 
 _world = _World()
@@ -105,8 +115,7 @@ class ProcessGroup:
 
     def __init__(self, engine, ranks, backend_name, timeout, store=None):
         self.engine, self.ranks, self._backend, self.timeout = engine, ranks, backend_name, timeout
-        self.store = store
-        self.group_name = ""
+        self.store, self.group_name, self.group_desc, self.bound_device_id = store, "", "", None
 
     def rank(self):
         return self.engine.rank
@@ -119,6 +128,207 @@ class ProcessGroup:
 
     def __repr__(self):
         return f"ProcessGroup(backend={self._backend!r}, ranks={self.ranks})"
+
+    # torch's ProcessGroup methods: group ranks, one tensor per process (or a list of one),
+    # an *Options struct or the plain arguments; each returns a Work
+    def _run(self, fn, opts, *args, **kw):
+        w = fn(*args, group=self, async_op=True, **kw)
+        if opts.timeout >= datetime.timedelta(0):
+            w._timeout = opts.timeout
+        return w
+
+    def allreduce(self, tensors, opts=None, timeout=None):
+        o = _opts(AllreduceOptions, opts, timeout, "reduceOp")
+        return self._run(all_reduce, o, _one(tensors, "allreduce"), op=o.reduceOp)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        o = _opts(AllreduceCoalescedOptions, opts)
+        return self._run(_all_reduce_coalesced, o, list(tensors), op=o.reduceOp)
+
+    def broadcast(self, tensors, opts=None, timeout=None):
+        o = _opts(BroadcastOptions, opts, timeout, "rootRank")
+        return self._run(broadcast, o, _one(tensors, "broadcast"), group_src=o.rootRank)
+
+    def reduce(self, tensors, opts=None, op=ReduceOp.SUM, timeout=None):
+        o = _opts(ReduceOptions, opts, timeout, "rootRank")
+        if not isinstance(opts, ReduceOptions):
+            o.reduceOp = op
+        return self._run(reduce, o, _one(tensors, "reduce"), op=o.reduceOp,
+                         group_dst=o.rootRank)
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        o = _opts(AllgatherOptions, opts, opts if isinstance(opts, datetime.timedelta) else None)
+        from .._tensor import Tensor
+        if isinstance(input_tensors, Tensor):
+            return self._run(all_gather, o, list(output_tensors), input_tensors)
+        return self._run(all_gather, o, list(_one(output_tensors, "allgather")),
+                         _one(input_tensors, "allgather"))
+
+    def allgather_coalesced(self, output_lists, input_list, opts=None):
+        return self._run(_all_gather_coalesced, _opts(AllgatherOptions, opts), output_lists,
+                         list(input_list))
+
+    def _allgather_base(self, output, input, opts=None):
+        return self._run(all_gather_into_tensor, _opts(AllgatherOptions, opts), output, input)
+
+    all_gather_single = _allgather_base
+
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        return self._run(_coalesced_pairs, _opts(AllgatherOptions, opts), outputs, inputs,
+                         all_gather_into_tensor)
+
+    def gather(self, output_tensors, input_tensors, opts=None, timeout=None):
+        o, single = _opts(GatherOptions, opts, timeout, "rootRank"), _is_tensor(input_tensors)
+        out = list(output_tensors) if single else list(output_tensors[0] if output_tensors
+                                                           else [])
+        return self._run(gather, o, input_tensors if single else _one(input_tensors, "gather"),
+                         out or None, group_dst=o.rootRank)
+
+    def scatter(self, output_tensors, input_tensors, opts=None, timeout=None):
+        o, single = _opts(ScatterOptions, opts, timeout, "rootRank"), _is_tensor(output_tensors)
+        ins = list(input_tensors) if single else list(input_tensors[0] if input_tensors else [])
+        return self._run(scatter, o, output_tensors if single else
+                         _one(output_tensors, "scatter"), ins or None, group_src=o.rootRank)
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None, timeout=None):
+        o, single = _opts(ReduceScatterOptions, opts, timeout, "reduceOp"), \
+            _is_tensor(output_tensors)
+        return self._run(reduce_scatter, o, output_tensors if single else
+                         _one(output_tensors, "reduce_scatter"),
+                         list(input_tensors if single else _one(input_tensors,
+                                                                "reduce_scatter")),
+                         op=o.reduceOp)
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        o = _opts(ReduceScatterOptions, opts)
+        return self._run(reduce_scatter_tensor, o, output, input, op=o.reduceOp)
+
+    reduce_scatter_single = _reduce_scatter_base
+
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
+        o = _opts(ReduceScatterOptions, opts)
+        return self._run(_coalesced_pairs, o, outputs, inputs, reduce_scatter_tensor,
+                         op=o.reduceOp)
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        return self._run(all_to_all, _opts(AllToAllOptions, opts), list(output_tensors),
+                         list(input_tensors))
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        o = _opts(AllToAllOptions, opts, opts if isinstance(opts, datetime.timedelta) else None)
+        return self._run(all_to_all_single, o, output, input, list(output_split_sizes) or None,
+                         list(input_split_sizes) or None)
+
+    all_to_all_single = alltoall_base
+
+    def barrier(self, opts=None):
+        return self._run(barrier, _opts(BarrierOptions, opts, opts if isinstance(
+            opts, datetime.timedelta) else None))
+
+    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
+        monitored_barrier(self, timeout, wait_all_ranks)
+
+    def send(self, tensors, dstRank, tag):
+        return isend(_one(tensors, "send"), group=self, tag=tag, group_dst=dstRank)
+
+    def recv(self, tensors, srcRank, tag):
+        return irecv(_one(tensors, "recv"), group=self, tag=tag, group_src=srcRank)
+
+    def recv_anysource(self, tensors, tag):
+        return irecv(_one(tensors, "recv_anysource"), group=self, tag=tag)
+
+    def set_timeout(self, timeout):
+        self.timeout = timeout
+
+    def get_group_store(self):
+        return self.store
+
+    def split_group(self, ranks, timeout=None, opts=None, group_name=None, group_desc=None,
+                    device_types=None):
+        """This group's ranks ``ranks`` as a new group (every rank of this one calls it);
+        None on the others."""
+        g = split_group(self, [list(ranks)], timeout, opts, group_desc)
+        return g or None
+
+    def abort(self):
+        destroy_process_group(self)
+
+    shutdown = abort
+
+    def _get_backend(self, device=None):
+        return self
+
+
+def _is_tensor(x):
+    from .._tensor import Tensor
+    return isinstance(x, Tensor)
+
+
+def _one(tensors, what):
+    """The tensor of a ProcessGroup method's argument (a tensor, or a list of one)."""
+    if _is_tensor(tensors):
+        return tensors
+    tensors = list(tensors)
+    if len(tensors) != 1:
+        raise ValueError(f"ProcessGroup.{what}: ember takes one tensor per process, got "
+                         f"{len(tensors)} (torch's several-tensors-per-process form is not "
+                         "supported)")
+    return tensors[0]
+
+
+class _Options:
+    timeout = datetime.timedelta(milliseconds=-1)   # unset: the group's timeout
+    asyncOp = True
+
+    def __init__(self):
+        for k, v in type(self)._defaults.items():
+            setattr(self, k, list(v) if isinstance(v, list) else v)
+
+    def __repr__(self):
+        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self._defaults)
+        return f"{type(self).__name__}({fields})"
+
+
+def _options(name, **fields):
+    doc = f"""The options of ``ProcessGroup.{name[:-7].lower()}``-style calls, as torch's
+    ``{name}``: ``timeout`` (unset: -1 ms, the group's), ``asyncOp``{''.join(', ``%s``' % f
+                                                                         for f in fields)}.
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> o = dist.{name}(); o.asyncOp, o.timeout.total_seconds()
+        (True, -0.001)
+    """
+    fields = dict(timeout=_Options.timeout, asyncOp=True, **fields)
+    return type(name, (_Options,), {"_defaults": fields, "__doc__": doc})
+
+
+AllreduceOptions = _options("AllreduceOptions", reduceOp=ReduceOp.SUM)
+AllreduceCoalescedOptions = _options("AllreduceCoalescedOptions", reduceOp=ReduceOp.SUM)
+ReduceOptions = _options("ReduceOptions", reduceOp=ReduceOp.SUM, rootRank=0, rootTensor=0)
+BroadcastOptions = _options("BroadcastOptions", rootRank=0, rootTensor=0)
+AllgatherOptions = _options("AllgatherOptions")
+GatherOptions = _options("GatherOptions", rootRank=0)
+ScatterOptions = _options("ScatterOptions", rootRank=0)
+ReduceScatterOptions = _options("ReduceScatterOptions", reduceOp=ReduceOp.SUM)
+AllToAllOptions = _options("AllToAllOptions")
+BarrierOptions = _options("BarrierOptions", device_ids=[], device=None)
+
+
+def _opts(cls, opts, timeout=None, field=None):
+    """``opts`` when it is a ``cls``; else a ``cls`` with ``field`` = ``opts`` (the plain
+    overload, e.g. ``pg.broadcast(t, root)``) and ``timeout``."""
+    if isinstance(opts, cls):
+        return opts
+    if opts is not None and not isinstance(opts, datetime.timedelta) and \
+            (field is None or isinstance(opts, _Options)):
+        raise TypeError(f"expected {cls.__name__}, got {type(opts).__name__}")
+    o = cls()
+    if field is not None and opts is not None and not isinstance(opts, datetime.timedelta):
+        setattr(o, field, opts)
+    if timeout is not None:
+        o.timeout = timeout
+    return o
 
 
 class Work:
@@ -140,9 +350,10 @@ class Work:
         self._statuses, self._done, self._exc = statuses, False, None
         # the profiler's "gloo:all_reduce" range runs from the launch to the completion, as
         # torch's trace shows the collective next to the ops it overlaps
-        self._rec = hooks.profiler
+        self._rec, self._timeout = hooks.profiler, None
         name = "nccl" if pg.engine.device_type == "cuda" else pg.name().split(":")[-1]
-        self._ev = self._rec and self._rec.begin(f"{name}:{what}", "communication", nest=False)
+        self._ev = self._rec and self._rec.begin(_world.comm_name or f"{name}:{what}",
+                                                 "communication", nest=False)
 
     def is_completed(self):
         if not self._done and self.pg.engine.test(self._reqs, self._statuses):
@@ -157,7 +368,7 @@ class Work:
 
     def wait(self, timeout=None):
         if not self._done:
-            t = self.pg.timeout if timeout is None else timeout
+            t = timeout if timeout is not None else self._timeout or self.pg.timeout
             t = t.total_seconds() if isinstance(t, datetime.timedelta) else float(t)
             try:
                 self.pg.engine.wait(self._reqs, t, self._what, self._statuses)
@@ -338,8 +549,17 @@ class _MpiEngine:
     def progress(self):
         self.comm.Iprobe(self.MPI.ANY_SOURCE, self.MPI.ANY_TAG)
 
-    def subgroup(self, ranks):
-        comm = self.comm.Create(self.comm.Get_group().Incl(ranks))
+    def subgroup(self, ranks, collective=True):
+        """The members ``ranks`` (of this communicator) as an engine; every rank calls it
+        (``MPI_Comm_create``), or with ``collective=False`` only the members do
+        (``MPI_Comm_create_group``)."""
+        g = self.comm.Get_group().Incl(ranks)
+        comm = self.comm.Create(g) if collective else self.comm.Create_group(g)
+        return None if comm == self.MPI.COMM_NULL else _MpiEngine(comm)
+
+    def split(self, color, key):
+        """``MPI_Comm_split``: one engine per color (None: this rank in none)."""
+        comm = self.comm.Split(self.MPI.UNDEFINED if color is None else color, key)
         return None if comm == self.MPI.COMM_NULL else _MpiEngine(comm)
 
     def source(self, status):
@@ -416,25 +636,6 @@ def _env_int(name, given, method):
                      f"environment variable {name} expected, but not set")
 
 
-def _rendezvous(init_method, rank, world_size, timeout):
-    """The store the ranks meet in, as torch's ``rendezvous`` for env://, tcp:// and file://."""
-    if init_method.startswith("file://"):
-        return FileStore(init_method[len("file://"):], world_size)
-    if init_method.startswith("tcp://"):
-        host, _, port = init_method[len("tcp://"):].partition("?")[0].rpartition(":")
-    elif init_method.startswith("env://"):
-        for var in ("MASTER_ADDR", "MASTER_PORT"):
-            if var not in os.environ:
-                if _mpi.launched_rank_size() is not None:
-                    return None         # mpiexec started the ranks: MPI needs no rendezvous
-                raise ValueError(f"Error initializing torch.distributed using env:// "
-                                 f"rendezvous: environment variable {var} expected, but not set")
-        host, port = os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]
-    else:
-        raise ValueError(f"No rendezvous handler for {init_method}")
-    return TCPStore(host.strip("[]"), int(port), world_size, rank == 0, timeout)
-
-
 def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1,
                        store=None, group_name="", pg_options=None, device_id=None):
     """Join this process to the default process group, as ``torch.distributed``'s.
@@ -456,6 +657,9 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
         raise ValueError("trying to initialize the default process group twice!")
     name = Backend(backend or ("nccl" if device_id is not None and getattr(
         device_id, "type", "") == "cuda" else "gloo"))
+    for b in ("ucc", "xccl"):
+        if b in name:
+            raise RuntimeError(f"Distributed package doesn't have {b.upper()} built in")
     timeout = timeout or default_pg_timeout
     _world.own_store = store is None
     if store is not None:
@@ -465,8 +669,12 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
         method = init_method or "env://"
         rank = _env_int("RANK", rank, method)
         world_size = _env_int("WORLD_SIZE", world_size, method)
-        if world_size > 1 or not method.startswith("tcp://"):
-            store = _rendezvous(method, rank, world_size, timeout)
+        env_mpi = method.startswith("env://") and _mpi.launched_rank_size() is not None and \
+            not {"MASTER_ADDR", "MASTER_PORT"} <= set(os.environ)
+        if (world_size > 1 or not method.startswith("tcp://")) and not env_mpi:
+            # NOTE: under mpiexec env:// needs no MASTER_ADDR: MPI itself is the rendezvous
+            from .rendezvous import rendezvous
+            store, rank, world_size = next(rendezvous(method, rank, world_size, timeout=timeout))
     if not 0 <= rank < world_size:
         raise ValueError(f"Invalid rank {rank} for world_size {world_size}")
     _world.generation += 1
@@ -480,7 +688,9 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
         engine = _MpiEngine(_mpi.world_comm(store, rank, world_size, timeout.total_seconds()))
     _world.store, _world.pg = store, ProcessGroup(engine, list(range(world_size)), name,
                                                   timeout, store)
-    _world.groups = {_world.pg: "default_pg"}
+    _world.pg.group_name, _world.pg.group_desc, _world.pg.bound_device_id = "0", "default_pg", \
+        device_id
+    _world.groups, _world.group_count = {_world.pg: "0"}, 1
     if world_size > 1:
         _watchdog.start(_world, store, rank)
 
@@ -506,14 +716,13 @@ def destroy_process_group(group=None):
         if isinstance(base, TCPStore) and _world.own_store:
             base.close()
         _world.pg = _world.store = None
-        _world.groups = {}
+        _world.groups, _world.group_count = {}, 0
 
 
 def _resolve(group, what=""):
     """The ProcessGroup for ``group``; None for a rank outside it."""
-    pg = _default_pg(what)
     if group is None:
-        return pg
+        return _default_pg(what)
     if group is GroupMember.NON_GROUP_MEMBER:
         return None
     return group
@@ -537,13 +746,20 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
     for r in ranks:
         if not 0 <= r < pg.size():
             raise ValueError(f"new_group: rank {r} is not in the world of size {pg.size()}")
-    engine = pg.engine.subgroup(ranks)
-    _world.group_count += 1                     # on every rank, so names agree
+    return _register(pg.engine.subgroup(ranks), ranks, backend or pg._backend,
+                     timeout or pg.timeout, group_desc)
+
+
+def _register(engine, ranks, backend, timeout, desc=None):
+    """The ProcessGroup of ``engine`` (None: this rank is outside it), named as torch names
+    them: the default group "0", then one number per group made, counted on every rank."""
+    name = str(_world.group_count)
+    _world.group_count += 1
     if engine is None:
         return GroupMember.NON_GROUP_MEMBER
-    g = ProcessGroup(engine, ranks, Backend(backend or pg._backend), timeout or pg.timeout,
-                     _world.store)
-    _world.groups[g] = g.group_name = str(_world.group_count)
+    g = ProcessGroup(engine, ranks, Backend(backend), timeout, _world.store)
+    g.group_desc, g.bound_device_id = desc or "undefined", _world.pg.bound_device_id
+    _world.groups[g] = g.group_name = name
     return g
 
 
@@ -612,6 +828,9 @@ def _check(what, tensors, pg):
                          f"{sorted(devices)}")
     if devices == {"meta"}:
         raise RuntimeError(f"{what}: meta tensors have no data to communicate")
+    if _world.debug == DebugLevel.DETAIL and tensors and pg.engine.device_type == "cpu" and \
+            what not in ("isend", "irecv"):
+        _verify(pg, what, tensors[0])
 
 
 def _write(t, arr):
@@ -1164,3 +1383,662 @@ def scatter_object_list(scatter_object_output_list, scatter_object_input_list=No
     objs = [list(scatter_object_input_list) if pg.rank() == root else None]
     broadcast_object_list(objs, group=group, group_src=root)
     scatter_object_output_list[0] = objs[0][pg.rank()]
+
+
+# ----------------------------------------------------------------------- more of torch's API
+GroupName = typing.NewType("GroupName", str)
+SHRINK_DEFAULT, SHRINK_ABORT = 0, 1
+
+
+class BackendConfig:
+    """The backend that serves each device type, parsed from a backend string, as torch's.
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> dist.BackendConfig(dist.Backend("gloo")), dist.BackendConfig("cpu:gloo,cuda:nccl")
+        (cpu:gloo,cuda:gloo, cpu:gloo,cuda:nccl)
+    """
+
+    def __init__(self, backend):
+        backend = str(backend)
+        if backend == Backend.UNDEFINED:
+            backend = Backend.default_device_backend_map["cpu"]      # ember's accelerator: cpu
+        if backend.lower() in Backend.backend_list:
+            self.device_backend_map = dict.fromkeys(Backend.backend_capability[backend.lower()],
+                                                    Backend(backend))
+            return
+        self.device_backend_map = {}
+        for pair in backend.lower().split(","):
+            device, sep, name = pair.partition(":")
+            if not sep or ":" in name:
+                raise ValueError(f"Invalid device:backend pairing: {pair}. The custom backend "
+                                 f"string argument is invalid: {backend}.")
+            if device in self.device_backend_map:
+                raise ValueError(f"Duplicate device type {device} in backend string: {backend}.")
+            self.device_backend_map[device] = Backend(name)
+
+    def __repr__(self):
+        return ",".join(f"{d}:{b}" for d, b in self.device_backend_map.items())
+
+    def get_device_backend_map(self):
+        return self.device_backend_map
+
+
+def get_backend_config(group=None):
+    """The ``device:backend`` pairs of ``group`` (default: the default group).
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0,
+        ...                         world_size=1)
+        >>> dist.get_backend_config()
+        'cpu:gloo,cuda:gloo'
+        >>> dist.destroy_process_group()
+    """
+    pg = _resolve(group, "get_backend_config")
+    if pg is None:
+        raise ValueError("Invalid process group specified")
+    return str(BackendConfig(pg._backend))
+
+
+def get_default_backend_for_device(device):
+    """'gloo' for cpu, 'nccl' for cuda, as torch.
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> dist.get_default_backend_for_device("cuda:1")
+        'nccl'
+    """
+    kind = device.type if hasattr(device, "type") else _device(device).type
+    if kind not in Backend.default_device_backend_map:
+        raise ValueError(f"Default backend not registered for device : {device}")
+    return Backend.default_device_backend_map[kind]
+
+
+def is_backend_available(backend):
+    """Whether ``backend`` (a name, or ``device:backend`` pairs) can run here.
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> dist.is_backend_available("ucc")
+        False
+    """
+    names = BackendConfig(Backend(backend)).get_device_backend_map().values() if ":" in \
+        backend else [backend.lower()]
+    avail = {"gloo": is_gloo_available, "mpi": is_mpi_available, "nccl": is_nccl_available}
+    return all(n in avail and avail[n]() for n in names)
+
+
+def is_ucc_available():
+    """False: ember has no UCC backend (collectives go through MPI or NCCL).
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> dist.is_ucc_available()
+        False
+    """
+    return False
+
+
+def is_xccl_available():
+    """False: ember has no XCCL (Intel GPU) backend.
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> dist.is_xccl_available()
+        False
+    """
+    return False
+
+
+def supports_complex(reduceOp):
+    """Whether ``reduceOp`` is defined on complex tensors (SUM, AVG, PREMUL_SUM).
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> dist.supports_complex(dist.ReduceOp.SUM), dist.supports_complex(dist.ReduceOp.MAX)
+        (True, False)
+    """
+    return reduceOp not in (ReduceOp.MAX, ReduceOp.MIN, ReduceOp.PRODUCT, ReduceOp.BAND,
+                            ReduceOp.BOR, ReduceOp.BXOR)
+
+
+def get_pg_count():
+    """How many process groups this process has made (the default group counts one).
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> dist.get_pg_count()
+        0
+    """
+    return _world.group_count
+
+
+def get_node_local_rank(fallback_rank=None):
+    """This process's rank on its machine: ``LOCAL_RANK`` (set by emberrun and torchrun),
+    else ``fallback_rank``.
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> dist.get_node_local_rank(fallback_rank=0)
+        0
+    """
+    if "LOCAL_RANK" in os.environ:
+        return int(os.environ["LOCAL_RANK"])
+    if fallback_rank is not None:
+        return int(fallback_rank)
+    raise RuntimeError("LOCAL_RANK is not in the environment. Consider passing fallback_rank "
+                       "to allow `get_node_local_rank` to work, assuming you are not running "
+                       "in a multi-device context and want the code to run locally instead.")
+
+
+@contextlib.contextmanager
+def record_comm(name):
+    """Inside, every collective's profiler range is named ``name`` (instead of
+    ``gloo:all_reduce`` ...).
+
+    Example:
+        >>> import ember, ember.distributed as dist
+        >>> with dist.record_comm("grads"):
+        ...     pass
+    """
+    prev, _world.comm_name = _world.comm_name, name
+    try:
+        yield
+    finally:
+        _world.comm_name = prev
+
+
+class DebugLevel(enum.IntEnum):
+    """``TORCH_DISTRIBUTED_DEBUG``'s levels. At DETAIL, every collective first checks that all
+    ranks of the group called the same one on the same shapes and dtypes (torch's
+    ProcessGroupWrapper check), raising on a mismatch instead of hanging or mixing data.
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> dist.DebugLevel.DETAIL
+        <DebugLevel.DETAIL: 2>
+    """
+    OFF = 0
+    INFO = 1
+    DETAIL = 2
+
+
+def set_debug_level(level):
+    """Set the debug level (a ``DebugLevel``).
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> dist.set_debug_level(dist.DebugLevel.INFO); dist.get_debug_level()
+        <DebugLevel.INFO: 1>
+        >>> dist.set_debug_level(dist.DebugLevel.OFF)
+    """
+    _world.debug = DebugLevel(level)
+
+
+def get_debug_level():
+    """The debug level (``TORCH_DISTRIBUTED_DEBUG`` when ember.distributed was imported, or
+    what ``set_debug_level`` set).
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> dist.get_debug_level() in tuple(dist.DebugLevel)
+        True
+    """
+    return _world.debug
+
+
+def set_debug_level_from_env():
+    """Read the level from ``TORCH_DISTRIBUTED_DEBUG`` (OFF, INFO or DETAIL; unset: OFF).
+
+    Example:
+        >>> import ember.distributed as dist, os
+        >>> os.environ["TORCH_DISTRIBUTED_DEBUG"] = "info"
+        >>> dist.set_debug_level_from_env(); dist.get_debug_level()
+        <DebugLevel.INFO: 1>
+        >>> del os.environ["TORCH_DISTRIBUTED_DEBUG"]; dist.set_debug_level_from_env()
+    """
+    v = os.environ.get("TORCH_DISTRIBUTED_DEBUG", "OFF").upper()
+    if v not in DebugLevel.__members__:
+        raise ValueError("The value of TORCH_DISTRIBUTED_DEBUG must be OFF, INFO, or DETAIL.")
+    _world.debug = DebugLevel[v]
+
+
+_world.debug = DebugLevel.OFF
+with contextlib.suppress(ValueError):       # a bad value raises at set_debug_level_from_env()
+    set_debug_level_from_env()
+
+
+def _verify(pg, what, t):
+    """DETAIL: all-gather a fingerprint of this call (the op, and the dtype and shape of the
+    tensor that is alike on every rank; all-to-all's sizes may differ) and compare."""
+    fp = (what, str(t.dtype), None if what.startswith("all_to_all") else tuple(t.shape))
+    got = np.zeros(pg.size() * 16, np.uint8)
+    mine = np.frombuffer(hashlib.sha1(repr(fp).encode()).digest()[:16], np.uint8)
+    pg.engine.wait(pg.engine.allgather(mine.copy(), got), pg.timeout.total_seconds(), what)
+    bad = [pg.ranks[i] for i, h in enumerate(got.reshape(-1, 16)) if (h != mine).any()]
+    if bad:
+        raise RuntimeError(f"Detected mismatch between collectives on ranks. Rank "
+                           f"{get_rank()} is running collective {what} with tensor "
+                           f"{fp[1:]}, but ranks {bad} ran a different collective or other "
+                           "shapes/dtypes (TORCH_DISTRIBUTED_DEBUG=DETAIL)")
+
+
+def _deprecated(name):
+    warnings.warn(f"`torch.distributed.{name}` will be deprecated. If you must use it, please "
+                  "revisit our documentation later at https://pytorch.org/docs/main/"
+                  "distributed.html#collective-functions", FutureWarning, stacklevel=3)
+
+
+def _then(w, after):
+    """Run ``after`` once ``w`` completes (its results written)."""
+    first = w._finish
+    w._finish = lambda: (first and first(), after())
+    return w
+
+
+def _flat(tensors, what):
+    from .. import cat
+    if len({t.dtype for t in tensors}) > 1:
+        raise ValueError(f"{what}: Invalid usage of tensors with different dtypes. Found "
+                         f"{sorted({str(t.dtype) for t in tensors})}.")
+    return cat([t.detach().reshape(-1) for t in tensors])
+
+
+def _unflat(flat, tensors):
+    off = 0
+    for t in tensors:
+        _write(t, flat._data[off:off + t.numel()])
+        off += t.numel()
+
+
+def _all_reduce_coalesced(tensors, op=ReduceOp.SUM, group=None, async_op=False):
+    """One all-reduce of ``tensors`` packed into one buffer, results written back."""
+    if _resolve(group, "all_reduce_coalesced") is None:
+        return None
+    if any(t.dtype.is_complex for t in tensors) and not supports_complex(op):
+        raise ValueError(f"all_reduce does not support {op} on complex tensors")
+    flat = _flat(tensors, "all_reduce_coalesced")
+    w = _then(all_reduce(flat, op, group, async_op=True), lambda: _unflat(flat, tensors))
+    w._outputs = tensors
+    return w if async_op else w.wait() and None
+
+
+def all_reduce_coalesced(tensors, op=ReduceOp.SUM, group=None, async_op=False):
+    """All-reduce every tensor of ``tensors`` (one dtype) in one collective (deprecated in
+    torch, with its FutureWarning); ``async_op`` returns a Future, as torch's.
+
+    Example:
+        >>> import ember, ember.distributed as dist, warnings
+        >>> dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0,
+        ...                         world_size=1)
+        >>> ts = [ember.ones(2), ember.ones(1, 2)]
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore"); dist.all_reduce_coalesced(ts)
+        >>> ts[1]
+        tensor([[1., 1.]])
+        >>> dist.destroy_process_group()
+    """
+    _deprecated("all_reduce_coalesced")
+    tensors = [tensors] if _is_tensor(tensors) else list(tensors)
+    w = _all_reduce_coalesced(tensors, op, group, async_op)
+    return w.get_future() if async_op and w is not None else None
+
+
+def _all_gather_coalesced(output_tensor_lists, input_tensor_list, group=None, async_op=False):
+    pg = _resolve(group, "all_gather_coalesced")
+    if pg is None:
+        return None
+    if not isinstance(output_tensor_lists, list):
+        raise TypeError("Invalid function argument: output_tensor_lists should be a list")
+    if len(output_tensor_lists) != pg.size():
+        raise ValueError(f"all_gather_coalesced: output_tensor_lists has "
+                         f"{len(output_tensor_lists)} lists, expected one per rank "
+                         f"({pg.size()})")
+    flat = _flat(input_tensor_list, "all_gather_coalesced")
+    out = _flat([t for lst in output_tensor_lists for t in lst], "all_gather_coalesced")
+    w = _then(all_gather_into_tensor(out, flat, group, async_op=True),
+              lambda: _unflat(out, [t for lst in output_tensor_lists for t in lst]))
+    w._outputs = output_tensor_lists
+    return w if async_op else w.wait() and None
+
+
+def all_gather_coalesced(output_tensor_lists, input_tensor_list, group=None, async_op=False):
+    """``output_tensor_lists[i][j]`` = rank i's ``input_tensor_list[j]``, in one collective
+    (deprecated in torch, with its FutureWarning); ``async_op`` returns a Future.
+
+    Example:
+        >>> import ember, ember.distributed as dist, warnings
+        >>> dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0,
+        ...                         world_size=1)
+        >>> out = [[ember.zeros(2), ember.zeros(1)]]
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     dist.all_gather_coalesced(out, [ember.ones(2), ember.tensor([3.])])
+        >>> out
+        [[tensor([1., 1.]), tensor([3.])]]
+        >>> dist.destroy_process_group()
+    """
+    _deprecated("all_gather_coalesced")
+    w = _all_gather_coalesced(output_tensor_lists, input_tensor_list, group, async_op)
+    return w.get_future() if async_op and w is not None else None
+
+
+def _coalesced_pairs(outputs, inputs, fn, group=None, async_op=True, **kw):
+    """``fn(outputs[i], inputs[i])`` for each i, as one Work."""
+    works = [fn(o, i, group=group, async_op=True, **kw) for o, i in zip(outputs, inputs)]
+    w = Work(works[0].pg, [r for x in works for r in x._reqs], None, list(outputs), fn.__name__)
+    w._finish = lambda: [x._complete() for x in works]
+    return w if async_op else w.wait() and None
+
+
+def all_gather_single(output_tensor, input_tensor, group=None, async_op=False):
+    """``all_gather_into_tensor`` under torch's functional-collective name.
+
+    Example:
+        >>> import ember, ember.distributed as dist
+        >>> dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0,
+        ...                         world_size=1)
+        >>> out = ember.zeros(2); dist.all_gather_single(out, ember.ones(2)); out
+        tensor([1., 1.])
+        >>> dist.destroy_process_group()
+    """
+    return all_gather_into_tensor(output_tensor, input_tensor, group, async_op)
+
+
+def reduce_scatter_single(output, input, op=ReduceOp.SUM, group=None, async_op=False):
+    """``reduce_scatter_tensor`` under torch's functional-collective name.
+
+    Example:
+        >>> import ember, ember.distributed as dist
+        >>> dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0,
+        ...                         world_size=1)
+        >>> out = ember.zeros(2); dist.reduce_scatter_single(out, ember.ones(2)); out
+        tensor([1., 1.])
+        >>> dist.destroy_process_group()
+    """
+    return reduce_scatter_tensor(output, input, op, group, async_op)
+
+
+def send_object_list(object_list, dst=None, group=None, device=None, group_dst=None,
+                     use_batch=False):
+    """Send the picklable objects of ``object_list`` to rank ``dst`` (their sizes, then their
+    bytes), as torch's; the receiver calls ``recv_object_list`` with a list of as many.
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> callable(dist.send_object_list)
+        True
+    """
+    pg = _resolve(group, "send_object_list")
+    if pg is None:
+        return
+    peer = pg.ranks[_group_rank(pg, dst, group_dst, "send_object_list")]
+    if peer == pg.ranks[pg.rank()]:
+        raise ValueError("Invalid destination rank: destination rank should not be the same "
+                         "as the rank of the current process.")
+    from .._tensor import Tensor
+    blobs = _obj_tensors(object_list)
+    send(Tensor._wrap(np.array([b.numel() for b in blobs], np.int64)), peer, group)
+    send(Tensor._wrap(np.concatenate([b._data for b in blobs])), peer, group)
+
+
+def recv_object_list(object_list, src=None, group=None, device=None, group_src=None,
+                     use_batch=False):
+    """Fill ``object_list`` with the objects rank ``src`` (any rank when None) sent with
+    ``send_object_list``; returns the sender's rank.
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> callable(dist.recv_object_list)
+        True
+    """
+    pg = _resolve(group, "recv_object_list")
+    if pg is None:
+        return -1
+    if src is not None or group_src is not None:
+        src = pg.ranks[_group_rank(pg, src, group_src, "recv_object_list")]
+        if src == pg.ranks[pg.rank()]:
+            raise ValueError("Invalid source rank: source rank should not be the same as the "
+                             "rank of the current process.")
+    from .._tensor import Tensor
+    sizes = Tensor._wrap(np.empty(len(object_list), np.int64))
+    sender = recv(sizes, src, group)
+    data = Tensor._wrap(np.empty(int(sizes._data.sum()), np.uint8))
+    recv(data, sender, group)
+    off = 0
+    for i, n in enumerate(sizes._data.tolist()):
+        object_list[i] = pickle.loads(data._data[off:off + n].tobytes())
+        off += n
+    return sender
+
+
+def new_subgroups_by_enumeration(ranks_per_subgroup_list, timeout=None, backend=None,
+                                 pg_options=None, group_desc=None):
+    """A group for each list of global ranks (every rank calls this); returns ``(the group
+    this rank is in or None, all of them)``.
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0,
+        ...                         world_size=1)
+        >>> cur, all_ = dist.new_subgroups_by_enumeration([[0]]); dist.get_world_size(cur)
+        1
+        >>> dist.destroy_process_group()
+    """
+    if not ranks_per_subgroup_list:
+        raise ValueError("The arg 'ranks_per_subgroup_list' cannot be empty")
+    seen, subgroups, cur = {}, [], None
+    for ranks in ranks_per_subgroup_list:
+        for r in ranks:
+            if r in seen:
+                raise ValueError(f"Rank {r} has appeared in both subgroup {seen[r]} and "
+                                 f"{ranks}")
+            seen[r] = ranks
+    for ranks in ranks_per_subgroup_list:
+        g = new_group(ranks, timeout, backend, pg_options, group_desc=group_desc)
+        subgroups.append(g)
+        cur = g if get_rank() in ranks else cur
+    return cur, subgroups
+
+
+def new_subgroups(group_size=None, group=None, timeout=None, backend=None, pg_options=None,
+                  group_desc=None):
+    """Consecutive subgroups of ``group_size`` ranks of ``group`` (default: the world); returns
+    ``(this rank's subgroup, all of them)``.
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0,
+        ...                         world_size=1)
+        >>> cur, all_ = dist.new_subgroups(1); dist.get_process_group_ranks(cur)
+        [0]
+        >>> dist.destroy_process_group()
+    """
+    if group_size is None:
+        from .. import cuda
+        if not cuda.is_available():
+            raise ValueError("Default group size only takes effect when CUDA is available.If "
+                             "your subgroup using a backend that does not depend on CUDA,"
+                             "please pass in 'group_size' correctly.")
+        group_size = cuda.device_count()
+    if group_size <= 0:
+        raise ValueError(f"The arg 'group_size' ({group_size}) must be positive")
+    world = get_world_size(group)
+    if world < group_size:
+        raise ValueError(f"The arg 'group_size' ({group_size}) must not exceed the world size "
+                         f"({world})")
+    if world % group_size:
+        raise ValueError(f"The world size ({world}) must be divisible by '{group_size=}'")
+    ranks = get_process_group_ranks(group)
+    return new_subgroups_by_enumeration([ranks[i:i + group_size] for i in
+                                         range(0, len(ranks), group_size)], timeout, backend,
+                                        pg_options, group_desc)
+
+
+def _split_engine(pg, color, key, what):
+    if not hasattr(pg.engine, "split"):
+        raise NotImplementedError(f"{what}: splitting an NCCL group is not implemented in "
+                                  "ember")
+    return pg.engine.split(color, key)
+
+
+def split_group(parent_pg=None, split_ranks=None, timeout=None, pg_options=None,
+                group_desc=None, backend=None):
+    """Split ``parent_pg`` (default: the world) into disjoint groups, each a list of parent
+    group ranks, in one ``MPI_Comm_split``; every rank of the parent calls it. Returns this
+    rank's group, or None when it is in none.
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0,
+        ...                         world_size=1)
+        >>> g = dist.split_group(split_ranks=[[0]]); dist.get_process_group_ranks(g)
+        [0]
+        >>> dist.destroy_process_group()
+    """
+    if not split_ranks:
+        raise ValueError("split_ranks cannot be None or empty")
+    parent = parent_pg or _default_pg("split_group")
+    if parent not in _world.groups:
+        raise ValueError(f"Group {parent} is not registered")
+    me, mine, color = parent.rank(), sorted(split_ranks[0]), None
+    for i, ranks in enumerate(split_ranks):
+        if not ranks:
+            raise ValueError("the split group cannot be empty")
+        if len(ranks) > _world.pg.size():
+            raise ValueError("the split group's size should be less or equal to the "
+                             "world_size set by init_process_group")
+        if len(ranks) != len(set(ranks)):
+            raise ValueError("the split group cannot have duplicate ranks")
+        if me in ranks:
+            mine, color = sorted(ranks), i
+    # NOTE: torch splits only NCCL groups (gloo raises); MPI splits any communicator
+    g = _register(_split_engine(parent, color, me, "split_group"),
+                  [parent.ranks[r] for r in mine], backend or parent._backend,
+                  timeout or parent.timeout, group_desc)
+    return None if g is GroupMember.NON_GROUP_MEMBER else g
+
+
+def shrink_group(ranks_to_exclude, group=None, shrink_flags=SHRINK_DEFAULT, pg_options=None):
+    """A new group of ``group``'s ranks (default: the world) but ``ranks_to_exclude`` (group
+    ranks); only the remaining ranks call it (``MPI_Comm_create_group``), so it works when
+    the excluded ranks have failed or left. Shrinking the default group destroys the other
+    groups and makes the new one the default, its ranks renumbered 0..n-1.
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> callable(dist.shrink_group)
+        True
+    """
+    if not isinstance(ranks_to_exclude, list):
+        raise TypeError(f"ranks_to_exclude must be a list, but got "
+                        f"{type(ranks_to_exclude).__name__}. Example: [1, 3, 5] to exclude "
+                        "ranks 1, 3, and 5.")
+    if not ranks_to_exclude:
+        raise ValueError("ranks_to_exclude cannot be empty. To shrink a group, you must "
+                         "specify at least one rank to exclude. Example: [failed_rank_id]")
+    if shrink_flags not in (SHRINK_DEFAULT, SHRINK_ABORT):
+        raise ValueError(f"Invalid shrink_flags value: {shrink_flags}. Must be one of: "
+                         f"SHRINK_DEFAULT ({SHRINK_DEFAULT}) or SHRINK_ABORT ({SHRINK_ABORT}).")
+    pg = _resolve(group, "shrink_group")
+    n, default = pg.size(), pg is _world.pg
+    if n <= 1:
+        raise ValueError(f"Cannot shrink a process group with size {n}. Group must have at "
+                         "least 2 ranks to support shrinking.")
+    for i, r in enumerate(ranks_to_exclude):
+        if not isinstance(r, int):
+            raise TypeError(f"All elements in ranks_to_exclude must be integers. Element at "
+                            f"index {i} is {type(r).__name__}: {r}")
+        if not 0 <= r < n:
+            raise ValueError(f"Rank {r} at index {i} is out of bounds for group size {n}. "
+                             f"Valid ranks are in range [0, {n - 1}].")
+        if r in ranks_to_exclude[:i]:
+            raise ValueError(f"Duplicate rank {r} found in ranks_to_exclude at index {i}. "
+                             "Each rank can only be excluded once.")
+    if len(ranks_to_exclude) >= n:
+        raise ValueError(f"Cannot exclude all {n} ranks from process group. At least one rank "
+                         f"must remain. Excluding {len(ranks_to_exclude)} ranks.")
+    if pg.rank() in ranks_to_exclude:
+        raise RuntimeError(f"Current rank {pg.rank()} is in the exclusion list and should not "
+                           "call shrink_group(). Only non-excluded ranks should participate "
+                           "in the shrinking operation. Excluded ranks should terminate their "
+                           "processes instead.")
+    if not hasattr(pg.engine, "split"):
+        raise TypeError(f"Process group backend for '{pg.group_name}' does not support "
+                        "shrinking operations.")
+    keep = [r for r in range(n) if r not in ranks_to_exclude]
+    engine = pg.engine.subgroup(keep, collective=False)
+    if not default:
+        return _register(engine, [pg.ranks[r] for r in keep], pg._backend, pg.timeout)
+    for g in [g for g in _world.groups if g is not pg]:
+        destroy_process_group(g)
+    new = ProcessGroup(engine, list(range(len(keep))), pg._backend, pg.timeout, pg.store)
+    new.group_name, new.group_desc, new.bound_device_id = str(_world.group_count), \
+        pg.group_desc, pg.bound_device_id
+    _world.group_count += 1
+    pg.engine.close()
+    _world.groups, _world.pg = {new: new.group_name}, new
+    return new
+
+
+_breakpoint_cache = {}
+
+
+def breakpoint(rank=0, skip=0, timeout_s=3600):
+    """Stop in the debugger on rank ``rank`` only (reading the terminal, not the pipe a
+    launcher gave the process); the other ranks wait at a barrier until it continues. The
+    groups' timeouts become ``timeout_s`` so the wait does not time out.
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> callable(dist.breakpoint)
+        True
+    """
+    import traceback
+    if skip > 0:
+        key = hash(str(traceback.format_exc()))
+        _breakpoint_cache[key] = _breakpoint_cache.get(key, 0) + 1
+        if _breakpoint_cache[key] <= skip:
+            warnings.warn(f"Skip the breakpoint, counter={_breakpoint_cache[key]}")
+            return
+    if timeout_s is not None:
+        for g in _world.groups:
+            g.timeout = datetime.timedelta(seconds=timeout_s)
+    if get_rank() == rank:
+        import pdb
+
+        class _DistributedPdb(pdb.Pdb):
+            def interaction(self, *args, **kwargs):
+                _stdin = sys.stdin          # a spawned rank's stdin is not the terminal
+                try:
+                    sys.stdin = open("/dev/stdin")
+                    super().interaction(*args, **kwargs)
+                finally:
+                    sys.stdin = _stdin
+        dbg = _DistributedPdb()
+        dbg.message("\n!!! ATTENTION !!!\n\nType 'up' to get to the frame that called "
+                    f"dist.breakpoint(rank={rank})\n")
+        dbg.set_trace()
+    barrier()
+
+
+class ProcessGroupGloo(ProcessGroup):
+    """A CPU process group made straight from a store, as torch's ``ProcessGroupGloo(store,
+    rank, size, timeout)``: every one of ``size`` processes calls it with the same store.
+    ember serves it with MPI, like ``init_process_group("gloo")``; no default group needed.
+
+    Example:
+        >>> import ember, ember.distributed as dist
+        >>> pg = dist.ProcessGroupGloo(dist.HashStore(), 0, 1)
+        >>> t = ember.ones(2); pg.allreduce([t]).wait(); t
+        True
+        tensor([1., 1.])
+    """
+
+    def __init__(self, store, rank, size, timeout=datetime.timedelta(seconds=1800)):
+        timeout = timeout if isinstance(timeout, datetime.timedelta) else \
+            datetime.timedelta(seconds=timeout)
+        super().__init__(_MpiEngine(_mpi.world_comm(store, rank, size, timeout.total_seconds())),
+                         list(range(size)), Backend("gloo"), timeout, store)
+        self.group_desc = "ProcessGroupGloo"

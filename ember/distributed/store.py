@@ -26,6 +26,19 @@ class DistStoreError(DistError):
     """A store operation failed or timed out."""
 
 
+class QueueEmptyError(DistStoreError):
+    """``Store.queue_pop(key, block=False)`` found the queue empty.
+
+    Example:
+        >>> import ember.distributed as dist
+        >>> try:
+        ...     dist.HashStore().queue_pop("q", block=False)
+        ... except dist.QueueEmptyError as e:
+        ...     print(e)
+        queue is empty
+    """
+
+
 class DistNetworkError(DistError):
     """A connection to a store or a peer failed."""
 
@@ -83,6 +96,25 @@ class _Table:
 
     def _check(self, keys):
         return all(k in self.data for k in keys)
+
+    # a queue is a list under its key, which exists while the queue is not empty (so
+    # check/wait see a non-empty queue, as torch's)
+    def _queue_push(self, key, value):
+        self.data[key] = self.data.get(key, []) + [value]
+
+    def _queue_pop(self, key):
+        q = self.data.get(key)
+        if not isinstance(q, list):
+            return None
+        if len(q) > 1:
+            self.data[key] = q[1:]
+        else:
+            del self.data[key]
+        return q[0]
+
+    def _queue_len(self, key):
+        q = self.data.get(key)
+        return len(q) if isinstance(q, list) else 0
 
     def wait(self, keys, timeout):
         with self.cond:
@@ -142,6 +174,34 @@ class Store:
     def multi_set(self, keys, values):
         for k, v in zip(keys, values):
             self.set(k, v)
+
+    def queue_push(self, key, value):
+        """Append ``value`` to the queue ``key``.
+
+        Example:
+            >>> import ember.distributed as dist
+            >>> s = dist.HashStore(); s.queue_push("q", "a"); s.queue_push("q", b"b")
+            >>> s.queue_len("q"), s.queue_pop("q"), s.queue_pop("q", block=False)
+            (2, b'a', b'b')
+        """
+        self._call("queue_push", key, _bytes(value))
+
+    def queue_pop(self, key, block=True):
+        """The oldest value of the queue ``key``, waiting up to the store's timeout for one
+        (``block=False``: raise ``QueueEmptyError`` at once)."""
+        deadline = time.monotonic() + _seconds(self._timeout)
+        while True:
+            v = self._call("queue_pop", key)
+            if v is not None:
+                return v
+            if not block:
+                raise QueueEmptyError("queue is empty")
+            if not self._wait([key], max(0.0, deadline - time.monotonic())):
+                raise DistStoreError("Wait timeout")
+
+    def queue_len(self, key):
+        """How many values the queue ``key`` holds (0 when it does not exist)."""
+        return self._call("queue_len", key)
 
     def wait(self, keys, timeout=None):
         t = _seconds(self._timeout if timeout is None else timeout)
@@ -304,7 +364,8 @@ class FileStore(Store):
             table = _Table()
             table.data = pickle.loads(raw) if raw else {}
             out = table.call(op, *args)
-            if op in ("set", "add", "append", "compare_set", "delete_key"):
+            if op in ("set", "add", "append", "compare_set", "delete_key", "queue_push",
+                      "queue_pop"):
                 f.seek(0)
                 f.truncate()
                 f.write(pickle.dumps(table.data))

@@ -15,9 +15,13 @@ import traceback
 from multiprocessing import *  # noqa: F401,F403
 
 from . import reductions  # noqa: F401  (registers the shared-memory pickling)
+from .reductions import (  # noqa: F401
+    get_all_sharing_strategies, get_sharing_strategy, init_reductions, set_sharing_strategy)
 
 __all__ = ["spawn", "start_processes", "ProcessContext", "ProcessRaisedException",
-           "ProcessExitedException", "get_context", "set_start_method"]
+           "ProcessExitedException", "get_context", "set_start_method",
+           "get_all_sharing_strategies", "get_sharing_strategy", "init_reductions",
+           "set_sharing_strategy"]
 
 
 class _InstallTorchAlias:

@@ -2,26 +2,67 @@
 
 ``share_memory_()`` moves a CPU tensor's storage into a POSIX shared-memory block (the
 blocks DataLoader workers use, ``utils/data/_shm.py``). Pickled by ``multiprocessing``
-(queues, pipes, ``spawn``'s arguments), such a storage travels as the block's name and the
-receiver maps the same memory: writes on either side are seen by the other. Other storages
-travel as a copy of their bytes.
+(queues, pipes, ``spawn``'s arguments), such a storage travels as a reference to the block
+and the receiver maps the same memory: writes on either side are seen by the other. Other
+storages travel as a copy of their bytes. How the block is referred to is torch's sharing
+strategy, chosen when the tensor is shared:
 
-NOTE: the block is unlinked when the process that shared it exits; a receiver must have
-mapped it by then (torch's default ``file_descriptor`` strategy has the same window).
+- ``file_descriptor`` (the default, as torch on Linux): the block's name is unlinked at once
+  and the storage keeps an open file descriptor, which travels to the receiver
+  (``multiprocessing.reduction.DupFd``); nothing is left in /dev/shm, but each shared storage
+  holds a descriptor, and the sender must be alive when the receiver unpickles.
+- ``file_system``: the storage travels as the block's name, which stays in /dev/shm until the
+  process that shared it exits (a receiver must have mapped it by then).
 """
 import atexit
+import mmap
 import os
 import uuid
 import weakref
-from multiprocessing.reduction import ForkingPickler
+from multiprocessing.reduction import DupFd, ForkingPickler
 
 import numpy as np
 
 from .._storage import UntypedStorage, _ptr
 from ..utils.data import _shm
 
-_SHARED = weakref.WeakKeyDictionary()       # storage -> block name
+_SHARED = weakref.WeakKeyDictionary()       # storage -> block name, or its open descriptor
 _OWNED = []                                 # names this process created
+_all_sharing_strategies = {"file_descriptor", "file_system"}
+_sharing_strategy = "file_descriptor"
+
+
+def set_sharing_strategy(new_strategy):
+    """How tensors shared from now on are referred to ('file_descriptor' or 'file_system';
+    see the module docstring).
+
+    Example:
+        >>> import ember.multiprocessing as mp
+        >>> mp.set_sharing_strategy("file_system"); mp.get_sharing_strategy()
+        'file_system'
+        >>> mp.set_sharing_strategy("file_descriptor")
+    """
+    global _sharing_strategy
+    if new_strategy not in _all_sharing_strategies:
+        raise AssertionError(f"invalid sharing strategy {new_strategy!r}, expected one of "
+                             f"{_all_sharing_strategies}")
+    _sharing_strategy = new_strategy
+
+
+def get_sharing_strategy():
+    """The current sharing strategy ('file_descriptor' unless set)."""
+    return _sharing_strategy
+
+
+def get_all_sharing_strategies():
+    """The strategies this system supports.
+
+    Example:
+        >>> import ember.multiprocessing as mp
+        >>> sorted(mp.get_all_sharing_strategies())
+        ['file_descriptor', 'file_system']
+    """
+    return _all_sharing_strategies
 
 
 def _unlink_owned():
@@ -49,13 +90,19 @@ def share_memory_(t):
     owner, flat = b if b is not None else (t._data, np.ascontiguousarray(t._data).view(np.uint8))
     name = f"ember_mp_{os.getpid()}_{uuid.uuid4().hex[:12]}"
     mem = np.frombuffer(_shm._create(name, max(flat.nbytes, 1)), np.uint8)[:flat.nbytes]
-    _OWNED.append(name)
+    if _sharing_strategy == "file_descriptor":
+        ref = _shm._posixshmem.shm_open("/" + name, os.O_RDWR, mode=0o600)
+        _shm.unlink(name)
+        weakref.finalize(st, os.close, ref)
+    else:
+        ref = name
+        _OWNED.append(name)
     mem[:] = flat.reshape(-1)
     off = _ptr(t._data) - _ptr(owner) if b is not None else 0
     strides = t._data.strides if b is not None else None
     t._data = np.ndarray(t._data.shape, t._data.dtype, buffer=mem, offset=off, strides=strides)
     st._array = mem
-    _SHARED[st] = name
+    _SHARED[st] = ref
     return t
 
 
@@ -67,11 +114,34 @@ def _rebuild_shared(name, nbytes):
     return st
 
 
+def _rebuild_fd(dup, nbytes):
+    from .._device import CPU
+    fd = dup.detach()
+    st = UntypedStorage(np.frombuffer(mmap.mmap(fd, max(nbytes, 1)), np.uint8)[:nbytes], CPU,
+                       root=False)
+    _SHARED[st] = fd                        # kept open: the receiver may share it onwards
+    weakref.finalize(st, os.close, fd)
+    return st
+
+
 def _reduce_storage(st):
-    name = _SHARED.get(st)
-    if name is None:
+    ref = _SHARED.get(st)
+    if ref is None:
         return st.__reduce__()
-    return _rebuild_shared, (name, st.nbytes())
+    if isinstance(ref, int):
+        return _rebuild_fd, (DupFd(ref), st.nbytes())
+    return _rebuild_shared, (ref, st.nbytes())
 
 
-ForkingPickler.register(UntypedStorage, _reduce_storage)
+def init_reductions():
+    """Register how storages pickle in ``multiprocessing`` (done when ember.multiprocessing
+    is imported; calling it again is harmless).
+
+    Example:
+        >>> import ember.multiprocessing as mp
+        >>> mp.init_reductions()
+    """
+    ForkingPickler.register(UntypedStorage, _reduce_storage)
+
+
+init_reductions()

@@ -204,6 +204,10 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
         raise NotImplementedError("fully_shard: shard_placement_fn (shards other than dim 0) "
                                   "is not implemented in ember")
     mesh = mesh or init_device_mesh("cpu", (c10d.get_world_size(),))
+    if mesh.ndim != 1:
+        raise NotImplementedError(f"fully_shard: a {mesh.ndim}-D mesh (HSDP: replicate over "
+                                  "dim 0, shard over dim 1) is not implemented in ember; pass a "
+                                  "1-D mesh or a slice of one, such as mesh['dp']")
     if isinstance(offload_policy, CPUOffloadPolicy) and any(
             p.device.type != "cpu" for p in module.parameters()):
         raise NotImplementedError("fully_shard: CPUOffloadPolicy for non-CPU modules is not "

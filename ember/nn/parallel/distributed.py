@@ -2,65 +2,16 @@
 during backward, as ``torch.nn.parallel.DistributedDataParallel``.
 
 Parameters go into buckets of about ``bucket_cap_mb`` (the first one 1 MiB, as torch), in
-reverse registration order, which is roughly the order backward produces their gradients.
-A post-accumulate-grad hook on each parameter counts it ready; when a bucket is full its
-gradients are copied into one flat buffer and the comm hook (by default an async all-reduce
-of buffer / world_size) starts, so communication overlaps the rest of backward. Buckets start
-strictly in index order on every rank, as MPI and NCCL need collectives in the same order.
-When the last bucket has started, the hook waits for all of them and writes the averages back
-into ``.grad``.
+reverse registration order, which is roughly the order backward produces their gradients; a
+``distributed.Reducer`` (``self.reducer``, as torch's) reduces them during backward.
 """
 import contextlib
-
-import numpy as np
 
 from ... import distributed as dist
 from ...autograd import grad_mode
 from ..modules.module import Module
 
 _FIRST_BUCKET_BYTES = 1024 * 1024
-
-
-class GradBucket:
-    """The flat gradient buffer a comm hook reduces, as ``torch.distributed.GradBucket``."""
-
-    def __init__(self, index, buffer, params, offsets, is_last):
-        self._index, self._buffer, self._params, self._offsets, self._last = \
-            index, buffer, params, offsets, is_last
-
-    def index(self):
-        return self._index
-
-    def buffer(self):
-        return self._buffer
-
-    def set_buffer(self, buffer):
-        self._buffer.copy_(buffer)
-
-    def is_last(self):
-        return self._last
-
-    def parameters(self):
-        return list(self._params)
-
-    def gradients(self):
-        return [self._buffer[o:o + p.numel()].view(p.shape)
-                for p, o in zip(self._params, self._offsets)]
-
-
-def _allreduce_avg(process_group, bucket):
-    from ...distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-    return allreduce_hook(process_group, bucket)
-
-
-class _Bucket:
-    def __init__(self, index, params):
-        self.index, self.params = index, params
-        self.offsets = list(np.cumsum([0] + [p.numel() for p in params[:-1]]))
-        self.numel = sum(p.numel() for p in params)
-        self.buffer = None
-        self.pending = 0
-        self.future = None
 
 
 def _broadcast_coalesced(tensors, group, src=None):
@@ -111,7 +62,7 @@ class DistributedDataParallel(Module):
         self.device_ids, self.output_device, self.dim = device_ids, output_device, dim
         self.broadcast_buffers, self.find_unused_parameters = broadcast_buffers, \
             find_unused_parameters
-        self.gradient_as_bucket_view, self.static_graph = gradient_as_bucket_view, static_graph
+        self.gradient_as_bucket_view, self.static_graph = gradient_as_bucket_view, False
         self.require_backward_grad_sync = self.require_forward_param_sync = True
         self.bucket_bytes_cap = int((25 if bucket_cap_mb is None else bucket_cap_mb) * 2 ** 20)
         params = [p for p in module.parameters() if p.requires_grad]
@@ -124,11 +75,20 @@ class DistributedDataParallel(Module):
                              f"of devices, but input module parameters are on {devices}")
         self._params = params
         self._sync_module_states()
-        self._buckets = self._make_buckets(params)
-        self._bucket_of = {id(p): (b, i) for b in self._buckets for i, p in enumerate(b.params)}
-        self._comm_hook, self._comm_state = _allreduce_avg, None
-        self._syncing, self._next, self._unused, self._joining = False, 0, set(), False
-        self._hooks = [p.register_post_accumulate_grad_hook(self._grad_ready) for p in params]
+        names = {id(p): n for n, p in module.named_parameters()}
+        self.reducer = dist.Reducer(
+            params, _bucket_indices(params, self.bucket_bytes_cap), [], self.process_group,
+            bucket_bytes_cap=self.bucket_bytes_cap,
+            find_unused_parameters=find_unused_parameters,
+            gradient_as_bucket_view=gradient_as_bucket_view,
+            param_to_name_mapping={i: names.get(id(p), str(i)) for i, p in enumerate(params)})
+        self.logger = dist.Logger(self.reducer)
+        self.logger.set_construction_data_and_log(
+            type(module).__name__, device_ids, output_device, broadcast_buffers,
+            any(type(m).__name__ == "SyncBatchNorm" for m in module.modules()), static_graph)
+        if static_graph:
+            self._set_static_graph()
+        self._joining = False
 
     # ---------------------------------------------------------------- construction
     def _coalesced_broadcast(self, tensors, src=None):
@@ -138,27 +98,6 @@ class DistributedDataParallel(Module):
         states = [*self.module.parameters(), *self.module.buffers()]
         if states:
             self._coalesced_broadcast(states)
-
-    def _make_buckets(self, params):
-        buckets, cur, size, cap = [], [], 0, _FIRST_BUCKET_BYTES
-        for p in reversed(params):
-            if cur and (size + p.numel() * p.element_size() > cap or p.dtype != cur[0].dtype):
-                buckets.append(_Bucket(len(buckets), cur))
-                cur, size, cap = [], 0, self.bucket_bytes_cap
-            cur.append(p)
-            size += p.numel() * p.element_size()
-        buckets.append(_Bucket(len(buckets), cur))
-        from ... import zeros
-        for b in buckets:
-            b.buffer = zeros(b.numel, dtype=b.params[0].dtype, device=b.params[0].device)
-            b.views = [b.buffer[o:o + p.numel()].view(p.shape)
-                       for p, o in zip(b.params, b.offsets)]
-            if self.gradient_as_bucket_view:
-                for p, v in zip(b.params, b.views):
-                    if p.grad is not None:
-                        v.copy_(p.grad)
-                    p.grad = v
-        return buckets
 
     # ---------------------------------------------------------------- forward/backward
     def forward(self, *inputs, **kwargs):
@@ -170,89 +109,12 @@ class DistributedDataParallel(Module):
                 self._coalesced_broadcast(bufs)
         sync = grad_mode.is_grad_enabled() and self.require_backward_grad_sync
         if sync:
-            self._prepare()
+            self.reducer.prepare_for_forward()
         out = self.module(*inputs, **kwargs)
-        if sync and (self.find_unused_parameters or self.static_graph):
-            self._mark_unused(out)
+        if sync:
+            self.reducer.prepare_for_backward(
+                list(_tensors(out)) if self.find_unused_parameters or self.static_graph else [])
         return out
-
-    def _prepare(self):
-        self._syncing, self._next, self._unused = True, 0, set()
-        for b in self._buckets:
-            b.pending, b.future = len(b.params), None
-
-    def _mark_unused(self, out):
-        """Parameters the output does not depend on: their share of the buckets counts as
-        ready now (zeros), as torch's ``find_unused_parameters``."""
-        seen, stack, used = set(), [], set()
-        for t in _tensors(out):
-            if t.grad_fn is not None:
-                stack.append(t.grad_fn)
-            elif t.requires_grad:
-                used.add(id(t))
-        while stack:
-            node = stack.pop()
-            if id(node) in seen or node is None:
-                continue
-            seen.add(id(node))
-            var = getattr(node, "variable", None)
-            if var is not None:
-                used.add(id(var))
-            stack.extend(n for n, _ in node.next_functions)
-        for p in self._params:
-            if id(p) not in used:
-                self._unused.add(id(p))
-                self._bucket_of[id(p)][0].pending -= 1
-
-    def _grad_ready(self, p):
-        if not self._syncing:
-            return
-        b, _ = self._bucket_of[id(p)]
-        b.pending -= 1
-        if self._next:              # MPI moves started buckets only while some call polls it
-            dist.distributed_c10d._resolve(self.process_group).engine.progress()
-        self._launch_ready()
-
-    def _launch_ready(self):
-        while self._next < len(self._buckets) and self._buckets[self._next].pending == 0:
-            b = self._buckets[self._next]
-            with grad_mode.no_grad():
-                for p, v in zip(b.params, b.views):
-                    if p.grad is v:
-                        continue                # gradient_as_bucket_view: already in place
-                    if p.grad is None or id(p) in self._unused:
-                        v.zero_()
-                    else:
-                        v.copy_(p.grad)
-                gb = GradBucket(b.index, b.buffer, b.params, b.offsets,
-                                b.index == len(self._buckets) - 1)
-                b.future = self._comm_hook(self._comm_state if self._comm_hook is not
-                                           _allreduce_avg else self.process_group, gb)
-            self._next += 1
-        if self._next == len(self._buckets):
-            self._finalize()
-
-    def _finalize(self):
-        self._syncing = False
-        used_anywhere = None
-        if self.find_unused_parameters:         # on every rank: collectives match by order
-            used_anywhere = self._used_anywhere([id(p) not in self._unused for p in self._params])
-        with grad_mode.no_grad():
-            for b in self._buckets:
-                result = b.future.wait()
-                if result is not b.buffer:
-                    b.buffer.copy_(result.reshape(-1))
-        with grad_mode.no_grad():
-            for i, p in enumerate(self._params):
-                if used_anywhere is not None and not used_anywhere[i]:
-                    continue                    # unused on every rank: .grad stays as it was
-                b, j = self._bucket_of[id(p)]
-                if self.gradient_as_bucket_view:
-                    p.grad = b.views[j]
-                elif p.grad is None:
-                    p.grad = b.views[j].clone()
-                else:
-                    p.grad.copy_(b.views[j])
 
     # ---------------------------------------------------------------- public API
     @contextlib.contextmanager
@@ -267,18 +129,17 @@ class DistributedDataParallel(Module):
             self.require_backward_grad_sync = old
 
     def register_comm_hook(self, state, hook):
-        """``hook(state, bucket) -> Future`` of the reduced bucket buffer replaces the
-        default all-reduce (see ``ember.distributed.algorithms.ddp_comm_hooks``)."""
-        if self._comm_hook is not _allreduce_avg:
-            raise RuntimeError("register_comm_hook or register_builtin_comm_hook can only be "
-                               "called once.")
-        self._comm_hook, self._comm_state = hook, state
+        """``hook(state, bucket) -> Future`` of the reduced bucket buffer (a
+        ``distributed.GradBucket``) replaces the default all-reduce (see
+        ``ember.distributed.algorithms.ddp_comm_hooks``)."""
+        self.reducer._register_comm_hook(state, hook)
 
-    def _used_anywhere(self, used):
-        from ... import tensor
-        flags = tensor([int(u) for u in used])
-        dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=self.process_group)
-        return flags.tolist()
+    def register_builtin_comm_hook(self, comm_hook_type):
+        """A ``distributed.BuiltinCommHookType``: ALLREDUCE or FP16_COMPRESS."""
+        self.reducer._register_builtin_comm_hook(comm_hook_type)
+
+    def _get_ddp_logging_data(self):
+        return self.logger._get_ddp_logging_data()
 
     def _notify_join(self, active):
         from ... import tensor
@@ -294,15 +155,10 @@ class DistributedDataParallel(Module):
             if bufs:
                 self._coalesced_broadcast(bufs)
         with grad_mode.no_grad():
-            futs = []
-            for b in self._buckets:
-                b.buffer.zero_()
-                gb = GradBucket(b.index, b.buffer, b.params, b.offsets,
-                                b.index == len(self._buckets) - 1)
-                futs.append(self._comm_hook(self._comm_state if self._comm_hook is not
-                                            _allreduce_avg else self.process_group, gb))
+            futs = [self.reducer._run_comm_hook(b)
+                    for b in self.reducer._get_zeros_like_grad_buckets()]
             if self.find_unused_parameters:
-                self._used_anywhere([False] * len(self._params))
+                self.reducer._used_anywhere([False] * len(self._params))
             for f in futs:
                 f.wait()
 
@@ -322,6 +178,7 @@ class DistributedDataParallel(Module):
             raise NotImplementedError("DistributedDataParallel.join(divide_by_initial_"
                                       "world_size=False) is not implemented in ember yet")
         self._joining = True
+        self.logger._set_uneven_input_join()
         try:
             yield
             shadowed = 0
@@ -340,6 +197,24 @@ class DistributedDataParallel(Module):
 
     def _set_static_graph(self):
         self.static_graph = True
+        self.reducer._set_static_graph()
+        self.logger._set_static_graph()
+
+
+def _bucket_indices(params, cap):
+    """Parameter indices per bucket: reverse registration order, a new bucket when the next
+    gradient would pass the cap (1 MiB for the first) or changes dtype."""
+    buckets, cur, size, first = [], [], 0, True
+    for i in reversed(range(len(params))):
+        p = params[i]
+        limit = _FIRST_BUCKET_BYTES if first else cap
+        if cur and (size + p.numel() * p.element_size() > limit or
+                    p.dtype != params[cur[0]].dtype):
+            buckets.append(cur)
+            cur, size, first = [], 0, False
+        cur.append(i)
+        size += p.numel() * p.element_size()
+    return buckets + [cur]
 
 
 def _tensors(out):
