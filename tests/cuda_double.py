@@ -182,8 +182,8 @@ def _call(fn, name, host_ok=False, where=None):
             with np.errstate(all="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 return fn(*args, **kwargs)
-        out = kwargs.get("out")
-        return wrap(_captured(run, args, [out] if isinstance(out, np.ndarray) else []))
+        out, owner = kwargs.get("out"), getattr(fn, "__self__", None)  # (a method's array)
+        return wrap(_captured(run, args + (owner,), [out] if isinstance(out, np.ndarray) else []))
     call.__name__ = name
     return call
 
@@ -244,9 +244,9 @@ class DeviceArray:
         return wrap(self._a[unwrap(key, "__getitem__", True)])
 
     def __setitem__(self, key, value):
-        key, value = unwrap(key, "__setitem__", True), unwrap(value, "__setitem__", True)
-        if type(value) is np.ndarray and value.base is None and _capturing():
+        if type(value) is np.ndarray:
             _not_capturing()        # (host data: a copy from pageable memory)
+        key, value = unwrap(key, "__setitem__", True), unwrap(value, "__setitem__", True)
 
         def run():
             self._a[key] = value
@@ -390,7 +390,7 @@ class MemoryPointer:
     driver) when the pointer dies, as CuPy's ``PooledMemory`` does."""
 
     def __init__(self, pool, size):
-        self.pool, self.size = pool, size
+        self.pool, self.size, self.ptr = pool, size, next(_ids)
 
     def __del__(self):
         self.pool._release(self.size)

@@ -8,7 +8,7 @@ import enum
 import os
 import warnings
 
-from . import _cupy, _index, _lazy_init, _state, device, device_count
+from . import _index, _lazy_init, _state, device, device_count
 
 has_half = True     # CuPy has float16 on every GPU it supports
 has_magma = False   # CuPy's linear algebra is cuSOLVER's; there is no MAGMA
@@ -149,6 +149,7 @@ def get_arch_list():
         >>> isinstance(ember.cuda.get_arch_list(), list)
         True
     """
+    from . import _cupy     # (the package's, which the test double replaces)
     cupy = _cupy()[0]
     if cupy is None:
         return []
@@ -235,7 +236,8 @@ def ipc_collect():
 
 # ---- NVML: what nvidia-smi reports ---------------------------------------------------------
 def _nvml(device=None):
-    """pynvml and the NVML handle of ``device`` (mapped through CUDA_VISIBLE_DEVICES)."""
+    """pynvml, the NVML handle of ``device`` and its NVML index (CUDA_VISIBLE_DEVICES maps
+    ember's indices to NVML's, which count every GPU)."""
     try:
         import pynvml
     except ImportError as e:
@@ -261,7 +263,7 @@ def _nvml(device=None):
             idx = next((i for i, u in enumerate(uuids) if u.startswith(v)), None)
             if idx is None:
                 raise RuntimeError("Can't get device UUIDs")
-    return pynvml, pynvml.nvmlDeviceGetHandleByIndex(idx)
+    return pynvml, pynvml.nvmlDeviceGetHandleByIndex(idx), idx
 
 
 def _str(s):
@@ -270,14 +272,14 @@ def _str(s):
 
 def device_memory_used(device=None):
     """Bytes of the GPU's memory in use, by every process, as ``nvidia-smi`` reports."""
-    nvml, h = _nvml(device)
+    nvml, h, _ = _nvml(device)
     return nvml.nvmlDeviceGetMemoryInfo(h).used
 
 
 def memory_usage(device=None):
     """Percent of the last sample period (1/6 s to 1 s) the GPU's memory was read or
     written, as ``nvidia-smi`` reports."""
-    nvml, h = _nvml(device)
+    nvml, h, _ = _nvml(device)
     return nvml.nvmlDeviceGetUtilizationRates(h).memory
 
 
@@ -291,25 +293,25 @@ def utilization(device=None):
         ... except (ModuleNotFoundError, RuntimeError):
         ...     pass    # no nvidia-ml-py, or no GPU
     """
-    nvml, h = _nvml(device)
+    nvml, h, _ = _nvml(device)
     return nvml.nvmlDeviceGetUtilizationRates(h).gpu
 
 
 def temperature(device=None):
     """The GPU die's temperature in degrees Celsius (``nvidia-smi``)."""
-    nvml, h = _nvml(device)
+    nvml, h, _ = _nvml(device)
     return nvml.nvmlDeviceGetTemperature(h, 0)      # (0: the GPU die's sensor)
 
 
 def power_draw(device=None):
     """The GPU's power draw in milliwatts (``nvidia-smi``)."""
-    nvml, h = _nvml(device)
+    nvml, h, _ = _nvml(device)
     return nvml.nvmlDeviceGetPowerUsage(h)
 
 
 def clock_rate(device=None):
     """The GPU's SM clock in MHz (``nvidia-smi``)."""
-    nvml, h = _nvml(device)
+    nvml, h, _ = _nvml(device)
     return nvml.nvmlDeviceGetClockInfo(h, 1)        # (1: NVML_CLOCK_SM)
 
 
@@ -330,9 +332,9 @@ def list_gpu_processes(device=None):
         pynvml.nvmlInit()
     except pynvml.NVMLError_DriverNotLoaded:
         return "cuda driver can't be loaded, is cuda enabled?"
-    nvml, h = _nvml(device)
+    nvml, h, idx = _nvml(device)
     procs = nvml.nvmlDeviceGetComputeRunningProcesses(h)
-    lines = [f"GPU:{_index(device)}"] + ([] if procs else ["no processes are running"])
+    lines = [f"GPU:{idx}"] + ([] if procs else ["no processes are running"])
     lines += [f"process {p.pid:>10d} uses {p.usedGpuMemory / (1024 * 1024):>12.3f} MB GPU memory"
               for p in procs]
     return "\n".join(lines)

@@ -516,13 +516,13 @@ def caching_allocator_alloc(size, device=None, stream=None):
     """
     cupy = _lazy_init()
     from .streams import Stream, _cupy_stream
-    if isinstance(stream, Stream):
-        stream = stream._s
-    elif stream is not None and not isinstance(stream, int):
+    if stream is not None and not isinstance(stream, (Stream, int)):
         raise TypeError("Invalid type for stream argument, must be `torch.cuda.Stream` or "
                         "`int` representing a pointer to a existing stream")
     with cupy.cuda.Device(_index(device)):
-        with _cupy_stream(cupy, stream) if stream is not None else contextlib.nullcontext():
+        s = stream._s if isinstance(stream, Stream) else cupy.cuda.get_current_stream() \
+            if stream is None else _cupy_stream(cupy, stream)
+        with s:        # (CuPy's pool keeps a block for the stream it was allocated on)
             mem = cupy.cuda.alloc(size)
     _raw[mem.ptr] = mem
     return mem.ptr
