@@ -351,8 +351,7 @@ def _asarray(obj, dtype=None, order=None, **kwargs):
     # cupy.asarray copies host data to the device; a device array of the right dtype is itself
     if type(obj) is DeviceArray:
         return obj if dtype is None or obj._a.dtype == dtype else wrap(obj._a.astype(dtype))
-    if _capturing() and isinstance(obj, np.ndarray):
-        _not_capturing()            # (a copy from pageable host memory)
+    _not_capturing()                # (host data: a copy from pageable memory)
     return wrap(np.array(unwrap(obj, "asarray", True), dtype=dtype, order=order or "K",
                          copy=True))
 
