@@ -246,8 +246,9 @@ class _LegacyStorageMeta(type):
             raise RuntimeError(f"{cls!r}.__new__ received an invalid combination of arguments. "
                                f"Keyword argument '{next(iter(kwargs))}' cannot be specified")
         if wrap_storage is not None and wrap_storage.is_cuda != cls.is_cuda:
-            raise RuntimeError(f"Device of 'wrap_storage' must be {'cuda' if cls.is_cuda else 'cpu'}"
-                               f", but got {wrap_storage.device.type}")
+            raise RuntimeError("Device of 'wrap_storage' must be "
+                               f"{'cuda' if cls.is_cuda else 'cpu'}, but got "
+                               f"{wrap_storage.device.type}")
         return TypedStorage(*args, wrap_storage=wrap_storage, dtype=cls.dtype,
                             device="cuda" if cls.is_cuda and wrap_storage is None else None)
 

@@ -325,8 +325,9 @@ def max_memory_cached(device=None):
 
 def reset_max_memory_cached(device=None):
     """Deprecated spelling of ``reset_peak_memory_stats`` (warns, as torch's)."""
-    warnings.warn("torch.cuda.reset_max_memory_cached now calls torch.cuda.reset_peak_memory_stats, "
-                  "which resets /all/ peak memory stats.", FutureWarning, stacklevel=2)
+    warnings.warn("torch.cuda.reset_max_memory_cached now calls "
+                  "torch.cuda.reset_peak_memory_stats, which resets /all/ peak memory stats.",
+                  FutureWarning, stacklevel=2)
     reset_peak_memory_stats(device)
 
 
