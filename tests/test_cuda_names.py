@@ -296,6 +296,29 @@ def test_mem_pool_serves_allocations_in_its_block(cuda):
             pass
 
 
+def test_mem_pool_use_on_oom_serves_what_the_default_pool_cannot(cuda):
+    EC.empty_cache()
+    fraction = 0.01 if cuda == "double" else 1 / 64
+    limit = int(EC.get_device_properties(0).total_memory * fraction)
+    pool = EC.MemPool(use_on_oom=True)
+    with EC.use_mem_pool(pool):             # the pool caches a block bigger than the limit
+        big = ember.empty(limit // 4 + (1 << 20), device="cuda")
+    del big
+    EC.set_per_process_memory_fraction(fraction)
+    try:
+        ooms = EC.memory_stats()["num_ooms"]
+        x = ember.empty(limit // 4 + (1 << 20), device="cuda")   # over the limit: from the pool
+        assert EC.memory_stats()["num_ooms"] == ooms
+        assert pool.snapshot()[0]["allocated_size"] >= x.nbytes
+        del x, pool
+        plain = EC.MemPool()                # a pool without use_on_oom does not step in
+        with pytest.raises(EC.OutOfMemoryError):
+            ember.empty(limit // 4 + (1 << 20), device="cuda")
+        del plain
+    finally:
+        EC.set_per_process_memory_fraction(1.0)
+
+
 def test_caching_allocator_alloc_and_delete(cuda):
     base = EC.memory_allocated()
     p = EC.caching_allocator_alloc(1000)

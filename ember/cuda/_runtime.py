@@ -87,12 +87,9 @@ class _CudaRT:
     def cudaHostUnregister(self, ptr):
         return self._status(self._rt.hostUnregister, ptr)
 
-    def cudaMemGetInfo(self, device):
-        with device_ctx(device):
+    def cudaMemGetInfo(self, device_index):
+        with device(device_index):
             return tuple(self._rt.memGetInfo())
-
-
-device_ctx = device
 
 
 def cudart():

@@ -291,7 +291,11 @@ def mem_get_info(device=None):
 
 def set_per_process_memory_fraction(fraction, device=None):
     """Cap ember's pool on ``device`` at ``fraction`` of the GPU's memory; allocating past it
-    raises ``OutOfMemoryError``."""
+    raises ``OutOfMemoryError``.
+
+    NOTE: the cap is the default pool's (CuPy caps each pool on its own): memory in a
+    ``MemPool`` is not counted against it, and a ``MemPool(use_on_oom=True)`` serves what the
+    default pool refuses."""
     if not isinstance(fraction, float):
         raise TypeError("Invalid type for fraction argument, must be `float`")
     if not 0 <= fraction <= 1:
