@@ -131,17 +131,18 @@ def _not_capturing():
 
 def _poison(o):
     """A new output of a captured kernel: real CUDA runs nothing during a capture, so it
-    holds garbage until the graph is replayed (NaN, or the largest integer, here)."""
+    holds garbage until the graph is replayed (NaN here; 0 in integers and False in booleans,
+    which stay valid indices for the kernels captured after it)."""
     try:
-        o[...] = np.nan if o.dtype.kind in "fc" else True if o.dtype.kind == "b" else \
-            np.iinfo(o.dtype).max
+        o[...] = np.nan if o.dtype.kind in "fc" else 0
     except ValueError:          # (a read-only broadcast view)
         pass
 
 
 def _copy_into(old, new):
     if isinstance(old, np.ndarray) and new is not old:
-        old[...] = new
+        # (an output reshaped in place since, ``a.shape = ...``: the same memory)
+        old[...] = new if new.shape == old.shape else new.reshape(old.shape)
     elif isinstance(old, (tuple, list)):
         for o, n in zip(old, new):
             _copy_into(o, n)
@@ -169,10 +170,17 @@ def _captured(run, inputs, targets):
     return r
 
 
+# CuPy functions whose output's size depends on the data: they read the GPU (a sync)
+_DATA_SIZED = frozenset({"nonzero", "argwhere", "flatnonzero", "unique", "compress", "extract",
+                         "ndarray.nonzero", "ndarray.compress"})
+
+
 def _call(fn, name, host_ok=False, where=None):
     params = _SIGNATURES.get(where or name)
 
     def call(*args, **kwargs):
+        if name in _DATA_SIZED or name == "where" and len(args) == 1:
+            _not_capturing()
         bad = params is not None and next((k for k in kwargs if k not in params), None)
         if bad:
             raise TypeError(f"{name}() got an unexpected keyword argument '{bad}'")
@@ -230,18 +238,30 @@ class DeviceArray:
                              f"{arr.shape}")
         if arr.dtype != self._a.dtype:
             raise TypeError(f"{arr.dtype} array cannot be set to {self._a.dtype} array")
-        self._a[...] = arr
+        root = arr
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        if not isinstance(root.base, PinnedMemoryPointer):
+            _not_capturing()        # (only a copy from pinned memory can be captured)
+        a = self._a
+        _captured(lambda: a.__setitem__(Ellipsis, arr), (), [a])
 
     def __getattr__(self, name):
         if name.startswith("__") or name in ("ctypes", "tobytes", "tofile"):
             raise AttributeError(f"a cuda (test double) array has no host attribute {name!r}")
         if name not in CUPY_NAMES["cupy.ndarray"]:
             raise AttributeError(f"'cupy.ndarray' object has no attribute '{name}'")
+        if name in ("item", "tolist"):
+            _not_capturing()        # (reads the GPU's memory: waits for it)
         v = getattr(self._a, name)
         return _call(v, f"ndarray.{name}") if callable(v) else wrap(v)
 
     def __getitem__(self, key):
-        return wrap(self._a[unwrap(key, "__getitem__", True)])
+        a, key = self._a, unwrap(key, "__getitem__", True)
+        if any(getattr(k, "dtype", None) == bool for k in (key if type(key) is tuple else
+                                                           (key,))):
+            _not_capturing()        # (a boolean mask's result size is read from the GPU)
+        return wrap(_captured(lambda: a[key], (a,), []))
 
     def __setitem__(self, key, value):
         if type(value) is np.ndarray:
@@ -262,18 +282,23 @@ class DeviceArray:
         return f"DeviceArray({self._a!r})"
 
     def __bool__(self):
+        _not_capturing()            # (reads the GPU's memory: waits for it)
         return bool(self._a)
 
     def __int__(self):
+        _not_capturing()            # (reads the GPU's memory: waits for it)
         return int(self._a)
 
     def __float__(self):
+        _not_capturing()            # (reads the GPU's memory: waits for it)
         return float(self._a)
 
     def __complex__(self):
+        _not_capturing()            # (reads the GPU's memory: waits for it)
         return complex(self._a)
 
     def __index__(self):
+        _not_capturing()            # (reads the GPU's memory: waits for it)
         return self._a.__index__()
 
     def __dlpack__(self, *args, **kwargs):
@@ -743,7 +768,8 @@ cupy = Namespace(np, "cupy", {
 
 def _scatter(ufunc):
     def scatter(a, slices, value):
-        ufunc.at(a._a, unwrap(slices, "scatter", True), unwrap(value, "scatter"))
+        target, slices, value = a._a, unwrap(slices, "scatter", True), unwrap(value, "scatter")
+        _captured(lambda: ufunc.at(target, slices, value), (value,), [target])
     return scatter
 
 

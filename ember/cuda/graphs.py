@@ -8,8 +8,11 @@ capture. Memory allocated during a capture comes from a private pool (a ``MemPoo
 keeps those blocks for the graph, so nothing else reuses them between replays.
 
 What cannot be captured, as in torch: anything that waits for the GPU (``.item()``,
-``.cpu()``, printing) and copies from pageable host memory, which includes ember's random
-ops (ember draws random numbers on the host) and tensors made from Python data.
+``.cpu()``, printing, ``nonzero``, boolean-mask indexing) and copies from pageable host
+memory, which includes ember's random ops (ember draws random numbers on the host) and
+tensors made from Python data. ember's index bounds checks (gather, scatter, index_select,
+embedding, nll_loss) read the GPU, so they are skipped inside a capture: an index out of
+range in a captured graph goes unreported (torch checks on the device).
 """
 from . import _lazy_init, is_initialized
 from .memory import MemPool, _Allocator, _mempools
