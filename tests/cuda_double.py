@@ -47,7 +47,9 @@ import pytest
 # cupy.ndarray) and its functions' and methods' keyword parameters ("signatures", from their
 # signatures or docstrings), read from the installed package: the double refuses any other
 # name (AttributeError) or keyword (TypeError), as CuPy would, so that ember calling what CuPy
-# lacks fails here and not first on a GPU.
+# lacks fails here and not first on a GPU. The lists of cupy.cuda, its runtime, device and
+# nvrtc modules, Stream, MemoryPool and graph.Graph check that the parts modelled by hand
+# below are CuPy's (test_cuda_names.py).
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "cupy_names.json")) as _f:
     _names = json.load(_f)
 _SIGNATURES = {k: frozenset(v) for k, v in _names.pop("signatures").items()}

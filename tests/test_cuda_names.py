@@ -671,3 +671,17 @@ def test_names_present():
                  "cudart", "BFloat16Storage", "ComplexDoubleStorage"):
         assert hasattr(EC, name), name
     assert set(TC.graphs.__all__) <= set(dir(EC.graphs))
+
+
+def test_the_double_models_only_what_cupy_has():
+    """Each name the double's ``cupy.cuda`` offers is one CuPy 14.2.0 has
+    (tests/cupy_names.json, read from the installed package)."""
+    import cuda_double as d
+    public = lambda names: {n for n in names if not n.startswith("_")}   # noqa: E731
+    for key, names in (("cupy.cuda", vars(d.cupy.cuda)), ("cupy.cuda.runtime", vars(d._runtime)),
+                       ("cupy.cuda.device", vars(d.cupy.cuda.device)),
+                       ("cupy.cuda.nvrtc", vars(d.cupy.cuda.nvrtc)),
+                       ("cupy.cuda.Stream", vars(d.Stream)),
+                       ("cupy.cuda.MemoryPool", vars(d.MemoryPool)),
+                       ("cupy.cuda.graph.Graph", vars(d.Graph))):
+        assert public(names) <= d.CUPY_NAMES[key], (key, public(names) - d.CUPY_NAMES[key])
