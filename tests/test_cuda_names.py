@@ -685,3 +685,18 @@ def test_the_double_models_only_what_cupy_has():
                        ("cupy.cuda.MemoryPool", vars(d.MemoryPool)),
                        ("cupy.cuda.graph.Graph", vars(d.Graph))):
         assert public(names) <= d.CUPY_NAMES[key], (key, public(names) - d.CUPY_NAMES[key])
+
+
+def test_uncached_allocations_run_out_with_torchs_error():
+    with cuda_double() as cp:
+        def refuse(size):
+            raise cp.cuda.runtime.CUDARuntimeError(2)       # cudaMalloc's out of memory
+        with EC.caching_allocator_disabled():
+            from cuda_double import _runtime
+            saved, _runtime.malloc = _runtime.malloc, refuse
+            try:
+                with pytest.raises(EC.OutOfMemoryError, match="CUDA out of memory. Tried to "
+                                                              "allocate 4.00 MiB"):
+                    ember.empty(1 << 20, device="cuda")
+            finally:
+                _runtime.malloc = saved

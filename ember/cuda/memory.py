@@ -111,7 +111,12 @@ class _Uncached:
 
     def _malloc(self, size, dev):
         stream = self.cupy.cuda.get_current_stream().ptr
-        ptr = self.alloc(size, dev, stream)
+        try:
+            ptr = self.alloc(size, dev, stream)
+        except self.cupy.cuda.runtime.CUDARuntimeError as e:
+            if e.status != 2:           # (cudaErrorMemoryAllocation: CuPy's error, below)
+                raise
+            ptr = 0
         if not ptr:
             raise self.cupy.cuda.memory.OutOfMemoryError(size, _direct[dev])
         self.sizes[ptr] = size, stream
