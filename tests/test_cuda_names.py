@@ -8,6 +8,7 @@ DOUBLE (tests/cuda_double.py: CuPy modelled on NumPy, including stream capture a
 replay) on every run, and on CuPy itself with ``-m cuda`` (the ``cuda`` fixture's ``gpu``
 case, and the tests marked ``cuda``)."""
 import ctypes
+import shutil
 import subprocess
 import sys
 import types
@@ -359,6 +360,7 @@ void my_free(void* ptr, ssize_t size, int device, void* stream) {
 """
 
 
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
 def test_pluggable_allocator_is_called_for_every_block(tmp_path):
     """A shared library's allocator (host malloc here: only on the double, whose "device"
     memory is host memory) allocates and frees each cuda tensor's block."""
