@@ -506,6 +506,9 @@ def test_graph_errors(cuda, tmp_path):
     with pytest.raises(RuntimeError, match="Unknown capture error mode"):
         with EC.graph(g, capture_error_mode="strict"):
             pass
+    with pytest.raises(NotImplementedError, match="check_input_liveness"):
+        with EC.graph(g, check_input_liveness=True):
+            pass
     with pytest.raises(RuntimeError, match="no memory pool with id"):
         with EC.graph(g, pool=(5, 5)):
             pass

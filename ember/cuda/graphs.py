@@ -63,6 +63,9 @@ def _pool(handle):
 class CUDAGraph:
     """A captured sequence of GPU work, replayed with one launch.
 
+    NOTE: CuPy instantiates the graph when the capture ends whatever ``keep_graph`` says, so
+    there is no ``raw_cuda_graph`` (the un-instantiated graph) to keep.
+
     Example:
         >>> import ember
         >>> if ember.cuda.is_available():
@@ -77,16 +80,19 @@ class CUDAGraph:
     def __init__(self, keep_graph=False):
         _lazy_init()
         self._graph = self._mempool = self._stream = self._alloc = None
-        self._keep, self._debug = keep_graph, False
+        self._debug = False
 
-    def capture_begin(self, pool=None, capture_error_mode="global"):
+    def capture_begin(self, pool=None, capture_error_mode="global", check_input_liveness=False):
         """Start capturing the work queued on the current stream (not the default one).
 
-        NOTE: CuPy grows its pools with ``cudaMalloc``, which the driver refuses during a
-        global or thread-local capture, so ember captures in the relaxed mode whatever
-        ``capture_error_mode`` says (torch's allocator switches to relaxed around its own
-        ``cudaMalloc`` for the same reason); only the checks on unsafe calls by other
-        threads differ."""
+        NOTE: CuPy grows its pools with ``cudaMalloc``, which CUDA counts as potentially
+        unsafe during a global or thread-local capture, so ember captures in the relaxed mode
+        whatever ``capture_error_mode`` says, as CuPy does (torch's allocator switches to
+        relaxed around its own ``cudaMalloc`` for the same reason); only the checks on unsafe
+        calls by other threads differ."""
+        if check_input_liveness:
+            raise NotImplementedError("check_input_liveness: ember does not track whether a "
+                                      "graph's inputs are still alive")
         if capture_error_mode not in _MODES:
             raise RuntimeError(f"Unknown capture error mode. Expected `global`, `thread_local`, "
                                f"or `relaxed`, got `{capture_error_mode}`")
@@ -179,6 +185,9 @@ class graph:
     """Capture the work of the block into ``cuda_graph`` (on ``stream``, a side stream by
     default), allocating from ``pool`` (a new private pool by default).
 
+    NOTE: ``enable_annotations`` has nothing to annotate: ember's profiler does not trace
+    GPU kernels.
+
     Example:
         >>> import ember
         >>> if ember.cuda.is_available():
@@ -198,6 +207,7 @@ class graph:
         self.capture_stream = stream if stream is not None else graph.default_capture_stream
         self.stream_ctx, self.cuda_graph = stream_ctx(self.capture_stream), cuda_graph
         self.pool, self.capture_error_mode = pool, capture_error_mode
+        self.check_input_liveness = check_input_liveness
 
     def __enter__(self):
         from . import synchronize
@@ -206,7 +216,8 @@ class graph:
         empty_cache()
         self.stream_ctx.__enter__()
         try:
-            self.cuda_graph.capture_begin(self.pool, capture_error_mode=self.capture_error_mode)
+            self.cuda_graph.capture_begin(self.pool, capture_error_mode=self.capture_error_mode,
+                                          check_input_liveness=self.check_input_liveness)
         except BaseException:
             self.stream_ctx.__exit__(None, None, None)
             raise
