@@ -165,7 +165,10 @@ class TypedStorage:
         return self.device.type == "cuda"
 
     def _array(self):
-        b = self._untyped_storage._bytes()
+        s = self._untyped_storage
+        if s.device.type == "cuda":     # the GPU's bytes, read and written through CuPy
+            return _root(s._array).reshape(-1).view(np.uint8).view(self.dtype.np)
+        b = s._bytes()
         if b is None:
             raise RuntimeError(f"TypedStorage: cannot read a {self.device.type} storage's "
                                "elements on the host")
@@ -212,6 +215,8 @@ class TypedStorage:
         return iter(self.tolist())
 
     def __array__(self, dtype=None, copy=None):
+        if self.is_cuda:
+            raise TypeError("can't convert a cuda storage to a NumPy array: use .cpu() first")
         a = self._array()
         return a if dtype is None else a.astype(dtype)
 
@@ -229,28 +234,44 @@ class TypedStorage:
 
 
 class _LegacyStorageMeta(type):
-    """``ember.FloatStorage`` & co.: make a ``TypedStorage`` of their dtype, and are
-    ``isinstance`` targets for typed storages of it."""
+    """``ember.FloatStorage`` & co. (and ``ember.cuda.FloatStorage``): make a ``TypedStorage``
+    of their dtype on their device, and are ``isinstance`` targets for typed storages of it."""
 
     def __instancecheck__(cls, obj):
-        return isinstance(obj, TypedStorage) and obj.dtype is cls.dtype
+        return isinstance(obj, TypedStorage) and obj.dtype is cls.dtype and \
+            obj.is_cuda == cls.is_cuda
 
     def __call__(cls, *args, wrap_storage=None, **kwargs):
         if kwargs:
             raise RuntimeError(f"{cls!r}.__new__ received an invalid combination of arguments. "
                                f"Keyword argument '{next(iter(kwargs))}' cannot be specified")
-        return TypedStorage(*args, wrap_storage=wrap_storage, dtype=cls.dtype)
+        if wrap_storage is not None and wrap_storage.is_cuda != cls.is_cuda:
+            raise RuntimeError("Device of 'wrap_storage' must be "
+                               f"{'cuda' if cls.is_cuda else 'cpu'}, but got "
+                               f"{wrap_storage.device.type}")
+        return TypedStorage(*args, wrap_storage=wrap_storage, dtype=cls.dtype,
+                            device="cuda" if cls.is_cuda and wrap_storage is None else None)
 
     def __repr__(cls):
-        return f"<class 'torch.{cls.__name__}'>"
+        return f"<class '{cls.__module__}.{cls.__name__}'>"
 
 
-def legacy_storage_types():
-    """``{'FloatStorage': class, ...}`` for torch's legacy storage names."""
+def legacy_storage_types(cuda=False):
+    """``{'FloatStorage': class, ...}`` for torch's legacy storage names (``torch.cuda``'s
+    with ``cuda``)."""
     from ._dtype import _BY_NAME, _SCALAR_NAMES
+    mod = "torch.cuda" if cuda else "torch"
     return {f"{short}Storage": _LegacyStorageMeta(f"{short}Storage", (), {
-        "dtype": _BY_NAME[name], "__doc__": f"``torch.{short}Storage``: a {name} TypedStorage."})
-        for name, short in _SCALAR_NAMES.items() if not name.startswith("float8")}
+        "dtype": _BY_NAME[name], "is_cuda": cuda, "__module__": mod,
+        "__doc__": f"``{mod}.{short}Storage``: a {name} TypedStorage"
+                   f"{' on the GPU' if cuda else ''}."})
+        for name, short in _SCALAR_NAMES.items()
+        if not name.startswith("float8") and (not cuda or short in _CUDA_NAMES)}
+
+
+# the legacy storage classes torch.cuda has (torch.cuda has no UInt16Storage & co.)
+_CUDA_NAMES = ("Float", "Double", "Half", "BFloat16", "Byte", "Char", "Short", "Int", "Long",
+               "Bool", "ComplexFloat", "ComplexDouble")
 
 
 def is_storage(obj):

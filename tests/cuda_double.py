@@ -47,7 +47,9 @@ import pytest
 # cupy.ndarray) and its functions' and methods' keyword parameters ("signatures", from their
 # signatures or docstrings), read from the installed package: the double refuses any other
 # name (AttributeError) or keyword (TypeError), as CuPy would, so that ember calling what CuPy
-# lacks fails here and not first on a GPU.
+# lacks fails here and not first on a GPU. The lists of cupy.cuda, its runtime, device and
+# nvrtc modules, Stream, MemoryPool and graph.Graph check that the parts modelled by hand
+# below are CuPy's (test_cuda_names.py).
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "cupy_names.json")) as _f:
     _names = json.load(_f)
 _SIGNATURES = {k: frozenset(v) for k, v in _names.pop("signatures").items()}
@@ -118,18 +120,80 @@ def wrap(r):
     return r
 
 
+def _capturing():
+    return getattr(get_current_stream(), "_graph", None) is not None
+
+
+def _not_capturing():
+    """What the driver answers a call that waits for the GPU, or copies from pageable host
+    memory, on a stream being captured."""
+    if _capturing():
+        raise CUDARuntimeError(900)
+
+
+def _poison(o):
+    """A new output of a captured kernel: real CUDA runs nothing during a capture, so it
+    holds garbage until the graph is replayed (NaN here; 0 in integers and False in booleans,
+    which stay valid indices for the kernels captured after it)."""
+    try:
+        o[...] = np.nan if o.dtype.kind in "fc" else 0
+    except ValueError:          # (a read-only broadcast view)
+        pass
+
+
+def _copy_into(old, new):
+    if isinstance(old, np.ndarray) and new is not old:
+        # (an output reshaped in place since, ``a.shape = ...``: the same memory)
+        old[...] = new if new.shape == old.shape else new.reshape(old.shape)
+    elif isinstance(old, (tuple, list)):
+        for o, n in zip(old, new):
+            _copy_into(o, n)
+
+
+def _captured(run, inputs, targets):
+    """Run one "kernel" (``run()``, NumPy on NumPy arrays). While the current stream is being
+    captured, record it for the graph instead, as CUDA does: the graph's replay runs it again
+    on the same arrays (copying its new results into the ones returned now); now, outputs
+    are garbage and in-place ``targets`` keep their values."""
+    graph = getattr(get_current_stream(), "_graph", None)
+    if graph is None:
+        return run()
+    saved = [t.copy() for t in targets]
+    r = run()
+    r = np.asarray(r) if isinstance(r, np.generic) else r
+    graph.append((run, None if targets else r))
+    for t, v in zip(targets, saved):
+        t[...] = v
+    arrays = [x for x in inputs if isinstance(x, np.ndarray)]
+    for o in (r if isinstance(r, (tuple, list)) else (r,)):
+        if isinstance(o, np.ndarray) and not targets and \
+                not any(np.may_share_memory(o, x) for x in arrays):
+            _poison(o)
+    return r
+
+
+# CuPy functions whose output's size depends on the data: they read the GPU (a sync)
+_DATA_SIZED = frozenset({"nonzero", "argwhere", "flatnonzero", "unique", "compress", "extract",
+                         "ndarray.nonzero", "ndarray.compress"})
+
+
 def _call(fn, name, host_ok=False, where=None):
     params = _SIGNATURES.get(where or name)
 
     def call(*args, **kwargs):
+        if name in _DATA_SIZED or name == "where" and len(args) == 1:
+            _not_capturing()
         bad = params is not None and next((k for k in kwargs if k not in params), None)
         if bad:
             raise TypeError(f"{name}() got an unexpected keyword argument '{bad}'")
         args, kwargs = unwrap(args, name, host_ok), unwrap(kwargs, name, host_ok)
         # CuPy never warns of a floating-point condition (0/0, the mean of nothing): nor do we
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return wrap(fn(*args, **kwargs))
+        def run():
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                return fn(*args, **kwargs)
+        out, owner = kwargs.get("out"), getattr(fn, "__self__", None)  # (a method's array)
+        return wrap(_captured(run, args + (owner,), [out] if isinstance(out, np.ndarray) else []))
     call.__name__ = name
     return call
 
@@ -164,6 +228,7 @@ class DeviceArray:
         return types.SimpleNamespace(ptr=self._a.__array_interface__["data"][0])
 
     def get(self, stream=None, order="C", out=None):
+        _not_capturing()            # (a copy to the host waits for the GPU)
         return np.array(self._a, copy=True)
 
     def set(self, arr, stream=None):
@@ -175,21 +240,39 @@ class DeviceArray:
                              f"{arr.shape}")
         if arr.dtype != self._a.dtype:
             raise TypeError(f"{arr.dtype} array cannot be set to {self._a.dtype} array")
-        self._a[...] = arr
+        root = arr
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        if not isinstance(root.base, PinnedMemoryPointer):
+            _not_capturing()        # (only a copy from pinned memory can be captured)
+        a = self._a
+        _captured(lambda: a.__setitem__(Ellipsis, arr), (), [a])
 
     def __getattr__(self, name):
         if name.startswith("__") or name in ("ctypes", "tobytes", "tofile"):
             raise AttributeError(f"a cuda (test double) array has no host attribute {name!r}")
         if name not in CUPY_NAMES["cupy.ndarray"]:
             raise AttributeError(f"'cupy.ndarray' object has no attribute '{name}'")
+        if name in ("item", "tolist"):
+            _not_capturing()        # (reads the GPU's memory: waits for it)
         v = getattr(self._a, name)
         return _call(v, f"ndarray.{name}") if callable(v) else wrap(v)
 
     def __getitem__(self, key):
-        return wrap(self._a[unwrap(key, "__getitem__", True)])
+        a, key = self._a, unwrap(key, "__getitem__", True)
+        if any(getattr(k, "dtype", None) == bool for k in (key if type(key) is tuple else
+                                                           (key,))):
+            _not_capturing()        # (a boolean mask's result size is read from the GPU)
+        return wrap(_captured(lambda: a[key], (a,), []))
 
     def __setitem__(self, key, value):
-        self._a[unwrap(key, "__setitem__", True)] = unwrap(value, "__setitem__", True)
+        if type(value) is np.ndarray:
+            _not_capturing()        # (host data: a copy from pageable memory)
+        key, value = unwrap(key, "__setitem__", True), unwrap(value, "__setitem__", True)
+
+        def run():
+            self._a[key] = value
+        _captured(run, (value,), [self._a])
 
     def __len__(self):
         return len(self._a)
@@ -201,18 +284,23 @@ class DeviceArray:
         return f"DeviceArray({self._a!r})"
 
     def __bool__(self):
+        _not_capturing()            # (reads the GPU's memory: waits for it)
         return bool(self._a)
 
     def __int__(self):
+        _not_capturing()            # (reads the GPU's memory: waits for it)
         return int(self._a)
 
     def __float__(self):
+        _not_capturing()            # (reads the GPU's memory: waits for it)
         return float(self._a)
 
     def __complex__(self):
+        _not_capturing()            # (reads the GPU's memory: waits for it)
         return complex(self._a)
 
     def __index__(self):
+        _not_capturing()            # (reads the GPU's memory: waits for it)
         return self._a.__index__()
 
     def __dlpack__(self, *args, **kwargs):
@@ -221,14 +309,16 @@ class DeviceArray:
 
 def _operator(name):
     def method(self, *others):
-        return wrap(getattr(self._a, name)(*unwrap(others, name)))
+        a, others = self._a, unwrap(others, name)
+        return wrap(_captured(lambda: getattr(a, name)(*others), (a,) + others, []))
     method.__name__ = name
     return method
 
 
 def _inplace(name):
     def method(self, other):
-        getattr(self._a, name)(unwrap(other, name))
+        a, other = self._a, unwrap(other, name)
+        _captured(lambda: getattr(a, name)(other), (other,), [a])
         return self
     method.__name__ = name
     return method
@@ -288,6 +378,7 @@ def _asarray(obj, dtype=None, order=None, **kwargs):
     # cupy.asarray copies host data to the device; a device array of the right dtype is itself
     if type(obj) is DeviceArray:
         return obj if dtype is None or obj._a.dtype == dtype else wrap(obj._a.astype(dtype))
+    _not_capturing()                # (host data: a copy from pageable memory)
     return wrap(np.array(unwrap(obj, "asarray", True), dtype=dtype, order=order or "K",
                          copy=True))
 
@@ -303,8 +394,21 @@ class OutOfMemoryError(MemoryError):
         super().__init__(msg + (f", limit set to: {limit:,} bytes)." if limit else ")."))
 
 
+_ERRORS = {1: ("cudaErrorInvalidValue", "invalid argument"),
+           2: ("cudaErrorMemoryAllocation", "out of memory"),
+           34: ("cudaErrorNotReady", "device not ready"),
+           400: ("cudaErrorInvalidResourceHandle", "invalid resource handle"),
+           900: ("cudaErrorStreamCaptureUnsupported",
+                 "operation not permitted when stream is capturing")}
+
+
 class CUDARuntimeError(RuntimeError):
-    """``cupy.cuda.runtime.CUDARuntimeError``."""
+    """``cupy.cuda.runtime.CUDARuntimeError(status)``: "name: description", as CuPy's."""
+
+    def __init__(self, status):
+        self.status = status
+        name, text = _ERRORS.get(status, ("cudaErrorUnknown", "unknown error"))
+        super().__init__(f"{name}: {text}")
 
 
 class MemoryPointer:
@@ -312,7 +416,7 @@ class MemoryPointer:
     driver) when the pointer dies, as CuPy's ``PooledMemory`` does."""
 
     def __init__(self, pool, size):
-        self.pool, self.size = pool, size
+        self.pool, self.size, self.ptr = pool, size, next(_ids)
 
     def __del__(self):
         self.pool._release(self.size)
@@ -325,8 +429,9 @@ class MemoryPool:
     not merge neighbours back); above the limit or the device's memory it frees every cached
     block and retries once before raising ``OutOfMemoryError``."""
 
-    def __init__(self):
+    def __init__(self, allocator=None):
         self._used, self._free, self._limit = 0, [], 0
+        self._allocator, self._grown = allocator, []    # (what a given allocator gave)
 
     def malloc(self, size):
         size = -(-int(size) // 512) * 512
@@ -346,6 +451,8 @@ class MemoryPool:
                 if attempt:
                     raise OutOfMemoryError(size, total, self._limit)
                 self.free_all_blocks()
+            if self._allocator is not None:
+                self._grown.append((size, self._allocator(size)))
         self._used += size
         return MemoryPointer(self, size)
 
@@ -368,6 +475,8 @@ class MemoryPool:
 
     def free_all_blocks(self, stream=None):
         self._free = []
+        while self._grown and sum(n for n, _ in self._grown) > self._used:
+            self._grown.pop()
 
     def set_limit(self, size=None, fraction=None):
         if size is not None and fraction is not None:
@@ -396,7 +505,8 @@ def _allocate(a):
         root = root.base
     if id(root) in _owners:
         return
-    _owners[id(root)] = _state.allocator(root.nbytes)
+    _owners[id(root)] = (getattr(_state.local, "allocator", None) or _state.allocator)(
+        root.nbytes)
     weakref.finalize(root, _owners.pop, id(root), None)
 
 
@@ -405,13 +515,42 @@ _ids = itertools.count(0x7f0000001000, 0x100)       # fake driver handles
 
 class Stream:
     """``cupy.cuda.Stream``: ``ptr`` is 0 for the null stream; ``with stream:`` makes it the
-    current stream of its thread until the block ends (CuPy keeps a stack)."""
+    current stream of its thread until the block ends (CuPy keeps a stack).
+    ``begin_capture``/``end_capture`` record the work queued on it into a ``Graph`` (the
+    driver's state of the handle: ``from_external`` of a handle sees the same capture)."""
+
+    _graph = None
 
     def __init__(self, null=False, non_blocking=False, ptds=False, priority=None):
         self.ptr = 0 if null else next(_ids)
         self.device_id = -1 if null else 0
         self.priority = 0 if priority is None else int(priority)
         self.is_non_blocking = bool(non_blocking)
+        if self.ptr:
+            _handles[self.ptr] = self
+
+    @classmethod
+    def from_external(cls, obj):
+        version, ptr = obj.__cuda_stream__()
+        if ptr not in _handles:
+            raise CUDARuntimeError(400)
+        return _handles[ptr]
+
+    def begin_capture(self, mode=None):
+        if self.ptr in (0, 1):
+            raise RuntimeError("cannot capture on the default (legacy) stream")
+        if self._graph is not None:
+            raise CUDARuntimeError(900)
+        self._graph = []
+
+    def end_capture(self):
+        if self._graph is None:
+            raise CUDARuntimeError(1)
+        g, self._graph = Graph(self._graph), None
+        return g
+
+    def is_capturing(self):
+        return self._graph is not None
 
     def __enter__(self):
         _stack().append(get_current_stream())
@@ -427,7 +566,8 @@ class Stream:
         return self
 
     def synchronize(self):
-        pass
+        if self._graph is not None:
+            raise CUDARuntimeError(900)
 
     @property
     def done(self):
@@ -448,7 +588,24 @@ class Stream:
         return hash(self.ptr)
 
 
+_handles = weakref.WeakValueDictionary()       # stream handle -> its Stream
 Stream.null = Stream(null=True)
+
+
+class Graph:
+    """``cupy.cuda.graph.Graph``: the kernels captured, replayed in order by ``launch``."""
+
+    def __init__(self, nodes):
+        self._nodes, self.graphExec = nodes, next(_ids)
+
+    def launch(self, stream=None):
+        for run, out in self._nodes:
+            _copy_into(out, run())
+
+    def debug_dot_str(self, flags=0):
+        return "digraph dot {\n" + "".join(
+            f'  node{i} [label="{getattr(run, "__qualname__", "kernel")}"];\n'
+            for i, (run, _) in enumerate(self._nodes)) + "}\n"
 
 
 def _stack():
@@ -487,7 +644,7 @@ def get_elapsed_time(start_event, end_event):
     without timing or never recorded."""
     if start_event.disable_timing or end_event.disable_timing or \
             start_event._t is None or end_event._t is None:
-        raise CUDARuntimeError("cudaErrorInvalidResourceHandle: invalid resource handle")
+        raise CUDARuntimeError(400)
     return (end_event._t - start_event._t) * 1e3
 
 
@@ -506,6 +663,60 @@ _pool = MemoryPool()
 _state = types.SimpleNamespace(allocator=_pool.malloc, local=threading.local())
 
 
+@contextlib.contextmanager
+def using_allocator(allocator=None):
+    """``cupy.cuda.using_allocator``: this thread's allocator inside the block."""
+    prev = getattr(_state.local, "allocator", None)
+    _state.local.allocator = allocator
+    try:
+        yield
+    finally:
+        _state.local.allocator = prev
+
+
+class _FunctionMemory:
+    """The block a ``PythonFunctionAllocator`` gave: ``free_func`` is called when it dies."""
+
+    def __init__(self, ptr, size, free):
+        self.ptr, self.size, self._free = ptr, size, free
+
+    def __del__(self):
+        self._free(self.ptr, 0)
+
+
+class PythonFunctionAllocator:
+    """``cupy.cuda.PythonFunctionAllocator(malloc_func, free_func)``: ``malloc(size)`` asks
+    ``malloc_func(size, device_id)`` for a pointer, freed by ``free_func(ptr, device_id)``."""
+
+    def __init__(self, malloc_func, free_func):
+        self._m, self._f = malloc_func, free_func
+
+    def malloc(self, size):
+        return _FunctionMemory(self._m(size, 0), size, self._f)
+
+
+_device_blocks = {}      # runtime.malloc's pointers -> sizes
+
+
+def _malloc(size):
+    ptr = next(_ids)
+    _device_blocks[ptr] = size
+    return ptr
+
+
+class ElementwiseKernel:
+    """``cupy.ElementwiseKernel``: the double keeps the definition but cannot compile or run
+    CUDA C++ (calling it raises NotImplementedError); the GPU tests run it."""
+
+    def __init__(self, in_params, out_params, operation, name="kernel", reduce_dims=True,
+                 preamble="", no_return=False, return_tuple=False, **kwargs):
+        self.in_params, self.out_params, self.operation = in_params, out_params, operation
+        self.name, self.preamble = name, preamble
+
+    def __call__(self, *args, **kwargs):
+        raise NotImplementedError("the cuda test double cannot compile CUDA C++ kernels")
+
+
 def set_allocator(allocator=None):
     """``cupy.cuda.set_allocator``; ``None`` would be the raw driver allocator, which the
     double does not model."""
@@ -516,7 +727,11 @@ def set_allocator(allocator=None):
 
 _runtime = types.SimpleNamespace(
     getDeviceCount=lambda: 1, getDevice=lambda: 0, setDevice=lambda i: Device(i) and None,
-    deviceSynchronize=lambda: None, CUDARuntimeError=CUDARuntimeError,
+    deviceSynchronize=_not_capturing, CUDARuntimeError=CUDARuntimeError,
+    deviceCanAccessPeer=lambda d, p: 0, malloc=_malloc, free=_device_blocks.pop,
+    profilerStart=lambda: None, profilerStop=lambda: None, hostRegister=lambda p, n, f: None,
+    hostUnregister=lambda p: None, streamCaptureModeGlobal=0, streamCaptureModeThreadLocal=1,
+    streamCaptureModeRelaxed=2,
     memGetInfo=lambda: (TOTAL_MEMORY - _pool.total_bytes(), TOTAL_MEMORY),
     getDeviceProperties=lambda i: {"name": b"ember test double", "totalGlobalMem": TOTAL_MEMORY,
                                    "major": 8, "minor": 0, "multiProcessorCount": 1})
@@ -537,19 +752,26 @@ cupy = Namespace(np, "cupy", {
     "asnumpy": lambda a, stream=None, order="C", out=None: a.get() if type(a) is DeviceArray
     else np.asarray(a),
     "get_array_module": lambda *args: cupy, "get_default_memory_pool": lambda: _pool,
-    "full": _full,
+    "full": _full, "ElementwiseKernel": ElementwiseKernel,
     "cuda": types.SimpleNamespace(
         Device=Device, runtime=_runtime, is_available=lambda: True,
         PinnedMemoryPointer=PinnedMemoryPointer, MemoryPool=MemoryPool,
         MemoryPointer=MemoryPointer, set_allocator=set_allocator,
         get_allocator=lambda: _state.allocator, Stream=Stream, Event=Event,
         get_current_stream=get_current_stream, get_elapsed_time=get_elapsed_time,
+        using_allocator=using_allocator, PythonFunctionAllocator=PythonFunctionAllocator,
+        alloc=lambda size: (getattr(_state.local, "allocator", None) or _state.allocator)(size),
+        graph=types.SimpleNamespace(Graph=Graph),
+        nvrtc=types.SimpleNamespace(getSupportedArchs=lambda: (75, 80, 86, 89, 90)),
+        device=types.SimpleNamespace(get_cublas_handle=lambda: 0x5100,
+                                     get_cusolver_handle=lambda: 0x5200),
         memory=types.SimpleNamespace(OutOfMemoryError=OutOfMemoryError))})
 
 
 def _scatter(ufunc):
     def scatter(a, slices, value):
-        ufunc.at(a._a, unwrap(slices, "scatter", True), unwrap(value, "scatter"))
+        target, slices, value = a._a, unwrap(slices, "scatter", True), unwrap(value, "scatter")
+        _captured(lambda: ufunc.at(target, slices, value), (value,), [target])
     return scatter
 
 

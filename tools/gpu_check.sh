@@ -52,7 +52,8 @@ run_tests() {     # name, seconds, pytest arguments...
     local rc=$?
     say "$name: rc=$rc $(grep -E '(passed|failed|error)' "$OUT/$name.log" | tail -1)"
 }
-run_tests runtime 150 tests/test_cuda_api.py tests/test_cuda_runtime.py tests/test_cuda_kernels.py
+run_tests runtime 180 tests/test_cuda_api.py tests/test_cuda_runtime.py tests/test_cuda_kernels.py \
+    tests/test_cuda_names.py
 run_tests registry 200 tests/test_cuda_double.py
 
 say "benchmark"

@@ -41,6 +41,8 @@ class CupyBackend:
             return self.xp.asarray(obj, dtype=np_dtype)
 
     def to_host(self, arr):
+        from ..cuda._runtime import synchronizing
+        synchronizing()         # (set_sync_debug_mode's warning or error)
         return self.xp.asnumpy(arr)
 
     def from_host(self, arr, device, non_blocking=False):
@@ -64,8 +66,10 @@ class CupyBackend:
         """A copy of host array ``arr`` in page-locked memory, which copies to the GPU read
         asynchronously (``non_blocking``)."""
         import cupyx
+        from ..cuda.memory import pinned
         out = cupyx.empty_pinned(arr.shape, arr.dtype)
         out[...] = arr
+        pinned(out)             # (host_memory_stats)
         return out
 
     def is_pinned(self, arr):

@@ -307,10 +307,22 @@ def scatter_positions(xp, shape, dim, index):
     return (index * stride if stride != 1 else index) + offset
 
 
+def _capturing(index):
+    """Whether ``index`` is a GPU array and a CUDA graph capture is underway.
+
+    NOTE: the bounds checks read the GPU, which a capture forbids; they are skipped then (an
+    index out of range in a captured graph is not caught: torch's kernels check on the
+    device, ember's cannot)."""
+    if isinstance(index, np.ndarray):
+        return False
+    from ..cuda.graphs import is_current_stream_capturing
+    return is_current_stream_capturing()
+
+
 def _check_bounds(index, size, dim, exc=IndexError, prefix="", negative=True):
     """torch's error for an index outside ``[-size, size)`` (``[0, size)`` for gather/scatter,
     which take no negative indices)."""
-    if index.size:
+    if index.size and not _capturing(index):
         bad = index[(index >= size) | (index < (-size if negative else 0))]
         if bad.size:
             raise exc(f"{prefix}index {int(bad.ravel()[0])} is out of bounds for dimension "
@@ -348,7 +360,8 @@ def index_select(xp, input, dim, index):
 def out_of_range(index, n):
     """Whether an integer array holds an index outside ``[0, n)``, in one reduction: seen as
     unsigned, a negative index is past any ``n``."""
-    return index.size > 0 and int(index.view(index.dtype.str.replace("i", "u")).max()) >= n
+    return index.size > 0 and not _capturing(index) and \
+        int(index.view(index.dtype.str.replace("i", "u")).max()) >= n
 
 
 @index_select.vjp(save=("index",))

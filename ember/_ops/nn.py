@@ -8,7 +8,7 @@ import ember
 
 from .._C import kernels as _C
 from . import gemm
-from .indexing import out_of_range
+from .indexing import _capturing, out_of_range
 from .._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
 from ..autograd.graph import needs_input_grad
@@ -286,7 +286,7 @@ def nll_loss(xp, input, target, weight=None, ignore_index=-100, reduction="mean"
     c = x.shape[1]
     valid = t != ignore_index
     safe = xp.where(valid, t, 0)
-    if valid.any() and (safe.min() < 0 or safe.max() >= c):
+    if not _capturing(t) and valid.any() and (safe.min() < 0 or safe.max() >= c):
         raise IndexError(f"Target {int(safe.max() if safe.max() >= c else safe.min())} is out "
                          f"of bounds.")
     picked = xp.take_along_axis(x, xp.expand_dims(safe, 1), axis=1).squeeze(1)

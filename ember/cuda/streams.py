@@ -77,6 +77,10 @@ class Stream:
     def __exit__(self, *exc):
         return self._s.__exit__(*exc)
 
+    def __cuda_stream__(self):
+        """CUDA's stream protocol: ``(0, handle)``, for libraries that take foreign streams."""
+        return 0, self.cuda_stream
+
     def __eq__(self, other):
         return isinstance(other, Stream) and (self.cuda_stream, self.device_index) == \
             (other.cuda_stream, other.device_index)
@@ -86,6 +90,57 @@ class Stream:
 
     def __repr__(self):
         return f"<torch.cuda.Stream device={self.device} cuda_stream={self.cuda_stream:#x}>"
+
+
+class _Handle:
+    """A raw ``cudaStream_t`` in CUDA's stream protocol, for CuPy's ``Stream.from_external``."""
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    def __cuda_stream__(self):
+        return 0, self.ptr
+
+
+def _cupy_stream(cupy, ptr):
+    """A CuPy stream over the raw handle ``ptr`` (CuPy's null stream for 0)."""
+    return cupy.cuda.Stream.null if ptr == 0 else cupy.cuda.Stream.from_external(_Handle(ptr))
+
+
+class ExternalStream(Stream):
+    """A stream made elsewhere (by another library, or C++), from its ``cudaStream_t``
+    handle as an int: ember queues work on it but never destroys it.
+
+    Args:
+        stream_ptr (int): the handle.
+        device: the GPU the stream belongs to (the current one by default).
+
+    Example:
+        >>> import ember
+        >>> if ember.cuda.is_available():
+        ...     s = ember.cuda.Stream()
+        ...     ext = ember.cuda.ExternalStream(s.cuda_stream)
+        ...     assert ext == s
+    """
+
+    def __init__(self, stream_ptr, device=None, **kwargs):
+        cupy = _lazy_init()
+        idx = _index(device)
+        with cupy.cuda.Device(idx):
+            self._s = _cupy_stream(cupy, int(stream_ptr))
+        self.device_index = idx
+        self.priority = getattr(self._s, "priority", 0) if stream_ptr else 0
+
+
+def get_stream_from_external(data_ptr, device=None):
+    """An ``ExternalStream`` over the ``cudaStream_t`` handle ``data_ptr`` (an int).
+
+    Example:
+        >>> import ember
+        >>> if ember.cuda.is_available():
+        ...     s = ember.cuda.get_stream_from_external(ember.cuda.Stream().cuda_stream)
+    """
+    return ExternalStream(data_ptr, device)
 
 
 class Event:

@@ -34,7 +34,8 @@ from .._ops.dispatch import hooks
 from ._events import EventList, FunctionEvent, FunctionEventAvg, chrome_trace  # noqa: F401
 
 __all__ = ["profile", "record_function", "schedule", "ProfilerActivity", "ProfilerAction",
-           "tensorboard_trace_handler", "supported_activities"]
+           "tensorboard_trace_handler", "supported_activities", "DeviceType",
+           "kineto_available"]
 
 
 class ProfilerActivity(enum.Enum):
@@ -44,6 +45,30 @@ class ProfilerActivity(enum.Enum):
     XPU = 2
     MTIA = 3
     PrivateUse1 = 4
+
+
+class DeviceType(enum.IntEnum):
+    """The device an event ran on (``FunctionEvent.device_type``), with torch's codes.
+
+    Example:
+        >>> from ember.profiler import DeviceType
+        >>> int(DeviceType.CUDA), DeviceType(0)
+        (1, <DeviceType.CPU: 0>)
+    """
+    CPU, CUDA, MKLDNN, OPENGL, OPENCL, IDEEP, HIP, FPGA, MAIA, XLA = range(10)
+    Vulkan, Metal, XPU, MPS, Meta, HPU, VE, Lazy, IPU, MTIA, PrivateUse1 = range(10, 21)
+
+
+def kineto_available():
+    """False: ember's profiler is its own (host time, Chrome traces), not PyTorch's Kineto
+    library, which also traces GPU kernels.
+
+    Example:
+        >>> import ember
+        >>> ember.profiler.kineto_available()
+        False
+    """
+    return False
 
 
 class ProfilerAction(enum.Enum):
