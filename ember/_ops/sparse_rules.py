@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from .. import _dtype
+from .._tensor import Tensor
 from .._backends import MetaBackend, add_at
 from ..autograd import grad_mode
 from . import creation, joining, linalg, pointwise, reduction, shape
@@ -260,6 +261,9 @@ def _sum_rule(input, dim=None, keepdim=False, *, dtype=None):
 
 def _move(t, dev):
     """``t.to(dev)`` for a sparse tensor (no device copy of the placeholder)."""
+    if not _is_sparse(t):
+        from .sparse_compressed import _move as move
+        return move(t, dev)
     i, v = _raw(t)
     out = _wrap(i._move(dev), v._move(dev), t.shape, t._data.coalesced)
     return _record_as(pointwise._to_device, (t, str(t.device)), out)
@@ -313,3 +317,104 @@ shape.transpose.sparse = _transpose_rule
 shape.t.sparse = _t_rule
 reduction.sum_.sparse = _sum_rule
 _coo_mm.jvp = PRODUCT      # (forward mode: bilinear in the values and the dense operand)
+
+
+# ---- the legacy products of torch's sparse COO API ----------------------------------------------
+
+def _nonzero_rows(mat1, mat2, name):
+    """The rows of sparse ``mat1`` holding entries, and those rows of ``mat1 @ mat2``."""
+    if not _is_sparse(mat1):
+        raise RuntimeError(f"{name}: expected 'mat1' to have sparse layout, got 'mat1' with "
+                           f"layout {'Strided' if mat1.layout.name == 'strided' else 'SparseCsr'}")
+    _check_mm(name, mat1, mat2)
+    rows = _parts(mat1.detach())[0][0].unique_consecutive()
+    return rows, _spmm(mat1, mat2, True).index_select(0, rows)
+
+
+def hspmm(mat1, mat2, *, out=None):
+    """``mat1 @ mat2`` for a sparse COO ``mat1``, as a hybrid COO tensor: one sparse dim (the
+    rows of ``mat1`` holding entries), each a dense row of the product.
+
+    Example:
+        >>> import ember
+        >>> s = ember.sparse_coo_tensor([[1], [0]], [2.], (3, 2))
+        >>> ember.hspmm(s, ember.ones(2, 2))
+        tensor(indices=tensor([[1]]),
+               values=tensor([[2., 2.]]),
+               size=(3, 2), nnz=1, layout=torch.sparse_coo)
+    """
+    if not _is_sparse(mat1):
+        from .sparse import _no_kernel
+        _no_kernel(mat1, "hspmm")
+    rows, vals = _nonzero_rows(mat1, mat2, "hspmm")
+    res = _make(rows.unsqueeze(0), vals, (mat1.shape[0], mat2.shape[1]), False)
+    if out is not None:
+        out._data = res.detach()._data
+        return out
+    return res
+
+
+def sspaddmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * (mat1 @ mat2)`` for sparse COO ``input`` and ``mat1``, a sparse
+    COO result (uncoalesced: ``input``'s entries, then the product's rows holding entries).
+
+    Example:
+        >>> import ember
+        >>> s = ember.sparse_coo_tensor([[0], [1]], [3.], (2, 2))
+        >>> ember.sspaddmm(s, s, ember.ones(2, 2)).to_dense()
+        tensor([[3., 6.],
+                [0., 0.]])
+    """
+    if not _is_sparse(input):
+        raise RuntimeError("tensor.sspaddmm(...) can only be called on sparse tensors")
+    rows, vals = _nonzero_rows(mat1, mat2, "sspaddmm")
+    n, p = mat1.shape[0], mat2.shape[1]
+    for d, want in ((0, n), (1, p)):
+        if input.shape[d] != want:
+            raise RuntimeError(f"sspaddmm: Argument #1: Expected dim {d} size {want}, got "
+                               f"{input.shape[d]}")
+    cols = creation.arange(p, device=rows.device)
+    idx = joining.stack([rows.repeat_interleave(p), cols.repeat(rows.shape[0])])
+    ii, iv = _parts(input, coalesced=False)
+    res = _make(joining.cat([ii, idx], 1), joining.cat([iv * beta, vals.reshape(-1) * alpha]),
+                (n, p), False)
+    if out is not None:
+        out._data = res.detach()._data
+        return out
+    return res
+
+
+def smm(input, mat):
+    """``input @ mat`` for a sparse COO ``input``, as a sparse COO tensor (the rows of
+    ``input`` holding entries, each a dense row of the product).
+
+    Example:
+        >>> import ember
+        >>> s = ember.sparse_coo_tensor([[1], [0]], [2.], (2, 2))
+        >>> ember.smm(s, ember.ones(2, 2)).to_dense()
+        tensor([[0., 0.],
+                [2., 2.]])
+    """
+    if not _is_sparse(input):
+        raise RuntimeError("tensor.sspaddmm(...) can only be called on sparse tensors")
+    empty = _wrap(creation.zeros((2, 0), dtype=_int64, device=input.device),
+                  creation.zeros(0, dtype=input.dtype, device=input.device),
+                  (input.shape[0], mat.shape[1]), True)
+    return sspaddmm(empty, input, mat)
+
+
+def spmm(input, mat2):
+    """``torch.spmm``: ``torch.mm`` under its sparse name (dense result).
+
+    Example:
+        >>> import ember
+        >>> ember.spmm(ember.eye(2).to_sparse(), ember.ones(2, 1))
+        tensor([[1.],
+                [1.]])
+    """
+    return linalg.mm(input, mat2)
+
+
+FUNCTIONS = {"hspmm": hspmm, "hsmm": hspmm, "sspaddmm": sspaddmm, "saddmm": sspaddmm,
+             "smm": smm, "spmm": spmm, "dsmm": spmm}
+Tensor.smm, Tensor.sspaddmm, Tensor.hspmm = smm, sspaddmm, hspmm
