@@ -147,20 +147,14 @@ def _elements(ci, pi, size, layout, blocksize):
 
 
 def _expand(t):
-    """The COO tensor of compressed ``t``'s elements (sparse dims: batch + 2), coalesced,
-    differentiable in ``t``."""
+    """The COO tensor of compressed ``t``'s elements (sparse dims: batch + 2) in storage order
+    (coalesced only if that is row-major, as torch's), differentiable in ``t``."""
     sp = t._data
     nb = sp.compressed.dim() - 1
     idx = _elements(sp.compressed, sp.plain, sp.shape, sp.layout, _blocksize(sp))
-    keys = np.ravel_multi_index(tuple(idx), sp.shape[:nb + 2]) if idx.size else \
-        np.zeros(idx.shape[1], np.int64)
-    order = np.argsort(keys, kind="stable")
-    dense = tuple(sp.shape[nb + 2:])
-    val = _values(t).reshape((-1,) + dense)
-    if (order != np.arange(order.size)).any():
-        val, idx, keys = val.index_select(0, _on(order, t.device)), idx[:, order], keys[order]
-    unique = keys.size < 2 or bool((keys[1:] != keys[:-1]).all())
-    return _make(_on(idx, t.device), val, sp.shape, unique)
+    keys = np.ravel_multi_index(tuple(idx), sp.shape[:nb + 2]) if idx.size else idx[0]
+    val = _values(t).reshape((-1,) + tuple(sp.shape[nb + 2:]))
+    return _make(_on(idx, t.device), val, sp.shape, bool((keys[1:] > keys[:-1]).all()))
 
 
 def _compress(coo, layout, blocksize=None):
@@ -248,7 +242,7 @@ def sparse_compressed_tensor(compressed_indices, plain_indices, values, size=Non
 
 def _infer_size(ci, pi, values, layout):
     nb, block = ci.dim() - 1, 2 if layout in _BLOCK else 0
-    bh, bw = tuple(values.shape[nb + 1:nb + 3]) if block else (1, 1)
+    bh, bw = tuple(values.shape[nb + 1:nb + 3]) if block and values.dim() > nb + 2 else (1, 1)
     ncomp = ci.shape[-1] - 1 if ci.dim() else 0
     nplain = int(pi.max()) + 1 if pi.numel() else 0
     rc = (ncomp * bh, nplain * bw) if layout in _ROW else (nplain * bh, ncomp * bw)
