@@ -282,7 +282,7 @@ def sparse_dispatch(opdef, args, kwargs):
         if a.is_sparse and dev is None:
             dev = a.device
         elif a.layout.name != "strided" and not a.is_sparse:     # (CSR, CSC, BSR, BSC)
-            dev, key, rule = a.device, "SparseCsr", sparse.sparse_compressed.RULES.get(opdef)
+            dev, key, rule = a.device, "SparseCsr", sparse.sparse_compressed.rule(opdef)
             break
     if rule is None:
         raise NotImplementedError(

@@ -481,10 +481,9 @@ METHODS = (coalesce, is_coalesced, indices, values, _indices, _values, _nnz, spa
 for _f in METHODS:
     setattr(Tensor, _f.__name__, _f)
 del _f
-FUNCTIONS = {"sparse_coo_tensor": sparse_coo_tensor}   # ember.<name> (see lazy.py)
+# ember.<name> (see lazy.py); sparse_rules and sparse_compressed add theirs
+FUNCTIONS = {"sparse_coo_tensor": sparse_coo_tensor, "resize_as_sparse_": resize_as_sparse_}
 
 # the rules of the ops that take sparse operands attach themselves to their OpDefs
 from . import sparse_rules  # noqa: E402,F401
 from . import sparse_compressed  # noqa: E402
-FUNCTIONS.update(sparse_compressed.FUNCTIONS, resize_as_sparse_=resize_as_sparse_,
-                 **sparse_rules.FUNCTIONS)

@@ -25,7 +25,7 @@ from .._tensor import Tensor
 from ..autograd import grad_mode
 from . import creation, dispatch, linalg, pointwise, reduction, shape, sparse_rules
 from .registry import OpDef, get
-from .sparse import _gather, _is_sparse, _make, _parts, _record_as, coalesce, to_sparse
+from .sparse import FUNCTIONS, _gather, _is_sparse, _make, _parts, _record_as, coalesce, to_sparse
 
 _int64, no_grad = _dtype.int64, grad_mode.no_grad
 _BLOCK = (sparse_bsr, sparse_bsc)
@@ -608,15 +608,24 @@ def _move(t, dev):
     return _record_as(pointwise._to_device, (t, str(t.device)), out)
 
 
-RULES = {get(n): _map(get(n)) for n in sparse_rules.ZERO_PRESERVING + (
-    "neg", "clone", "_to_dtype", "pow")}
-RULES.update({pointwise.mul: _map(pointwise.mul), pointwise.div: _map(pointwise.div),
-              pointwise.add: _relayout(pointwise.add.sparse),
-              pointwise.sub: _relayout(pointwise.sub.sparse),
-              linalg.mm: _mm_rule, linalg.matmul: _mm_rule, get("mv"): _mm_rule,
-              linalg.addmm: _addmm_rule, shape.transpose: _transpose_rule, shape.t: _t_rule,
-              reduction.sum_: _sum_rule, reduction.norm: lambda input, *a, **k:
-              reduction.norm.sparse(_expand(input), *a, **k)})
+RULES = {}
+
+
+def rule(opdef):
+    """The rule of ``opdef`` for compressed operands, or None (the table is made on first use:
+    it reads COO's rules, which sparse_rules attaches when its import ends)."""
+    if not RULES:
+        RULES.update({get(n): _map(get(n)) for n in sparse_rules.ZERO_PRESERVING + (
+            "neg", "clone", "_to_dtype", "pow")})
+        RULES.update({
+            pointwise.mul: _map(pointwise.mul), pointwise.div: _map(pointwise.div),
+            pointwise.add: _relayout(pointwise.add.sparse),
+            pointwise.sub: _relayout(pointwise.sub.sparse),
+            linalg.mm: _mm_rule, linalg.matmul: _mm_rule, get("mv"): _mm_rule,
+            linalg.addmm: _addmm_rule, shape.transpose: _transpose_rule, shape.t: _t_rule,
+            reduction.sum_: _sum_rule, reduction.norm: lambda input, *a, **k:
+            reduction.norm.sparse(_expand(input), *a, **k)})
+    return RULES.get(opdef)
 
 
 # ---- torch.sparse functions on compressed operands --------------------------------------------
@@ -822,8 +831,10 @@ METHODS = (crow_indices, col_indices, ccol_indices, row_indices, to_sparse_csr, 
            to_sparse_bsr, to_sparse_bsc, to_sparse_coo)
 for _f in METHODS:
     setattr(Tensor, _f.__name__, _f)
-FUNCTIONS = {f.__name__: f for f in (sparse_compressed_tensor, sparse_csr_tensor,
-                                     sparse_csc_tensor, sparse_bsr_tensor, sparse_bsc_tensor)}
-FUNCTIONS.update({f.__name__: f for f in map(_copy_fn, (crow_indices, col_indices, ccol_indices,
-                                                        row_indices))})
+FUNCTIONS.update({f.__name__: f for f in (sparse_compressed_tensor, sparse_csr_tensor,
+                                         sparse_csc_tensor, sparse_bsr_tensor, sparse_bsc_tensor)})
+crow_indices_copy, col_indices_copy, ccol_indices_copy, row_indices_copy = map(
+    _copy_fn, (crow_indices, col_indices, ccol_indices, row_indices))
+FUNCTIONS.update({f.__name__: f for f in (crow_indices_copy, col_indices_copy, ccol_indices_copy,
+                                          row_indices_copy)})
 del _f, _n

@@ -21,7 +21,7 @@ from ..autograd import grad_mode
 from . import creation, joining, linalg, pointwise, reduction, shape
 from .registry import get, op
 from .tangents import PRODUCT
-from .sparse import (_find, _gather, _int64, _is_sparse, _linear, _make, _parts, _raw,
+from .sparse import (FUNCTIONS, _find, _gather, _int64, _is_sparse, _linear, _make, _parts, _raw,
                      _record_as, _wrap, coalesce, to_dense)
 
 _NUMBERS = (int, float, bool, complex)
@@ -415,6 +415,6 @@ def spmm(input, mat2):
     return linalg.mm(input, mat2)
 
 
-FUNCTIONS = {"hspmm": hspmm, "hsmm": hspmm, "sspaddmm": sspaddmm, "saddmm": sspaddmm,
-             "smm": smm, "spmm": spmm, "dsmm": spmm}
+FUNCTIONS.update(hspmm=hspmm, hsmm=hspmm, sspaddmm=sspaddmm, saddmm=sspaddmm, smm=smm,
+                 spmm=spmm, dsmm=spmm)
 Tensor.smm, Tensor.sspaddmm, Tensor.hspmm = smm, sspaddmm, hspmm

@@ -4,7 +4,6 @@ The sparse tensors themselves and the rules of the ops that take them live in
 ``ember/_ops/sparse.py`` (COO) and ``ember/_ops/sparse_compressed.py`` (CSR, CSC, BSR, BSC).
 See https://pytorch.org/docs/stable/sparse.html.
 """
-from .._ops import sparse as _coo  # noqa: F401  (first: it loads the other two in order)
 from .._ops import sparse_compressed as _sc
 from .._ops import sparse_rules as _sp
 from .._ops.sparse_compressed import (  # noqa: F401
