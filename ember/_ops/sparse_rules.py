@@ -417,4 +417,4 @@ def spmm(input, mat2):
 
 FUNCTIONS.update(hspmm=hspmm, hsmm=hspmm, sspaddmm=sspaddmm, saddmm=sspaddmm, smm=smm,
                  spmm=spmm, dsmm=spmm)
-Tensor.smm, Tensor.sspaddmm, Tensor.hspmm = smm, sspaddmm, hspmm
+Tensor.smm, Tensor.sspaddmm = smm, sspaddmm
