@@ -25,7 +25,8 @@ from .._tensor import Tensor
 from ..autograd import grad_mode
 from . import creation, dispatch, linalg, pointwise, reduction, shape, sparse_rules
 from .registry import OpDef, get
-from .sparse import FUNCTIONS, _gather, _is_sparse, _make, _parts, _record_as, coalesce, to_sparse
+from .sparse import (FUNCTIONS, _gather, _is_sparse, _make, _parts, _record_as, coalesce,
+                     to_sparse)
 
 _int64, no_grad = _dtype.int64, grad_mode.no_grad
 _BLOCK = (sparse_bsr, sparse_bsc)
@@ -56,9 +57,14 @@ def _on(arr, device):
     return creation.tensor(np.ascontiguousarray(arr, np.int64), dtype=_int64, device=device)
 
 
+def _blocksize_of(values, nb, layout):
+    """The block shape ``values`` (with ``nb`` batch dims) stores, (1, 1) for CSR and CSC."""
+    return tuple(values.shape[nb + 1:nb + 3]) if layout in _BLOCK and values.dim() > nb + 2 \
+        else (1, 1)
+
+
 def _blocksize(sp):
-    nb = sp.compressed.dim() - 1
-    return tuple(sp.values.shape[nb + 1:nb + 3]) if sp.layout in _BLOCK else (1, 1)
+    return _blocksize_of(sp.values, sp.compressed.dim() - 1, sp.layout)
 
 
 def _wrap(ci, pi, values, size, layout):
@@ -242,7 +248,7 @@ def sparse_compressed_tensor(compressed_indices, plain_indices, values, size=Non
 
 def _infer_size(ci, pi, values, layout):
     nb, block = ci.dim() - 1, 2 if layout in _BLOCK else 0
-    bh, bw = tuple(values.shape[nb + 1:nb + 3]) if block and values.dim() > nb + 2 else (1, 1)
+    bh, bw = _blocksize_of(values, nb, layout)
     ncomp = ci.shape[-1] - 1 if ci.dim() else 0
     nplain = int(pi.max()) + 1 if pi.numel() else 0
     rc = (ncomp * bh, nplain * bw) if layout in _ROW else (nplain * bh, ncomp * bw)
@@ -271,7 +277,7 @@ def _check_args(ci, pi, values, size, layout):
     if len(size) != nb + 2 + dd:
         raise RuntimeError(f"tensor dimensionality must be sum of batch, base, and dense "
                            f"dimensionalities (={nb} + 2 + {dd}) but got {len(size)}")
-    bs = tuple(values.shape[nb + 1:nb + 3]) if block else (1, 1)
+    bs = _blocksize_of(values, nb, layout)
     for k in (0, 1):
         if size[nb + k] % bs[k]:
             raise RuntimeError(f"tensor shape[{nb + k}] (={size[nb + k]}) must be divisible with "
@@ -325,10 +331,6 @@ def _check_invariants(ci, pi, values, size, layout):
         raise RuntimeError(f"`{pn}[..., {cn}[..., i - 1]:{cn}[..., i]] for all i = 1, ..., "
                            f"n{cw} are sorted and distinct along the last dimension values` is "
                            f"not satisfied.")
-
-
-def _blocksize_of(values, nb, layout):
-    return tuple(values.shape[nb + 1:nb + 3]) if layout in _BLOCK else (1, 1)
 
 
 def _constructor(layout):
@@ -529,28 +531,6 @@ def to_dense(self, dtype=None, *, masked_grad=None):
 
 # ---- op rules (dispatch.sparse_dispatch runs these for compressed operands) ------------------
 
-def _mm_rule(input, mat2):
-    """mm/matmul with a compressed operand: a dense result, and (as torch) a dense gradient
-    for the sparse operand."""
-    if input.dim() == 2 and mat2.dim() == 1:
-        return _mm_rule(input, mat2.unsqueeze(1)).squeeze(1)
-    with no_grad():
-        out = sparse_rules._mm_rule(*(_expand(a) if _is_compressed(a) else a
-                                      for a in (input, mat2)))
-    return _record_as(linalg.mm, (input, mat2), out)
-
-
-def _addmm_rule(input, mat1, mat2, *, beta=1, alpha=1):
-    if input.layout is not strided:
-        raise NotImplementedError(f"addmm: a {KEY[input.layout]} input matrix is not supported")
-    with no_grad():
-        out = _mm_rule(mat1, mat2)
-        out = out * alpha if alpha != 1 else out
-        if beta != 0:       # NOTE: as dense addmm, beta == 0 ignores input (nan included)
-            out = out + (input * beta if beta != 1 else input)
-    return _record_as(linalg.addmm, (input, mat1, mat2), out, dict(beta=beta, alpha=alpha))
-
-
 def _transpose_rule(input, dim0, dim1):
     sp, n = input._data, input.dim()
     nb = sp.compressed.dim() - 1
@@ -621,8 +601,9 @@ def rule(opdef):
             pointwise.mul: _map(pointwise.mul), pointwise.div: _map(pointwise.div),
             pointwise.add: _relayout(pointwise.add.sparse),
             pointwise.sub: _relayout(pointwise.sub.sparse),
-            linalg.mm: _mm_rule, linalg.matmul: _mm_rule, get("mv"): _mm_rule,
-            linalg.addmm: _addmm_rule, shape.transpose: _transpose_rule, shape.t: _t_rule,
+            linalg.mm: sparse_rules._mm_rule, linalg.matmul: sparse_rules._mm_rule,
+            get("mv"): sparse_rules._mm_rule, linalg.addmm: sparse_rules._addmm_rule,
+            shape.transpose: _transpose_rule, shape.t: _t_rule,
             reduction.sum_: _sum_rule, reduction.norm: lambda input, *a, **k:
             reduction.norm.sparse(_expand(input), *a, **k)})
     return RULES.get(opdef)
@@ -664,10 +645,7 @@ def sampled_addmm(input, mat1, mat2, *, beta=1.0, alpha=1.0, out=None):
                                                           sp.layout, (1, 1)))
     prod = (mat1.index_select(0, rows) * mat2.t().index_select(0, cols)).sum(1)
     res = _like(input, _values(input) * beta + prod * alpha if beta else prod * alpha)
-    if out is not None:
-        out._data = res.detach()._data
-        return out
-    return res
+    return sparse_rules._into(out, res)
 
 
 def spsolve(input, other, *, left=True):

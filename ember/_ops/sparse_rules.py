@@ -151,7 +151,7 @@ def _spmm(s, d, coalesced):
 def _check_mm(name, a, b):
     if a.dim() != 2 or b.dim() != 2:
         raise RuntimeError(f"{name}: expected 2-D matrices, got {a.dim()}-D and {b.dim()}-D")
-    if any(_is_sparse(x) and x.dense_dim() for x in (a, b)):
+    if any(x.layout.name != "strided" and x.dense_dim() for x in (a, b)):
         raise RuntimeError(f"{name}: sparse matrices with dense dimensions are not supported")
     if a.shape[1] != b.shape[0]:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x"
@@ -159,19 +159,23 @@ def _check_mm(name, a, b):
 
 
 def _mm_rule(input, mat2):
-    """torch.mm / matmul with one sparse operand: a dense result, and (as torch) a dense
-    gradient for the sparse operand."""
+    """torch.mm / matmul / mv with one sparse operand (COO or compressed): a dense result, and
+    (as torch) a dense gradient for the sparse operand."""
+    if input.dim() == 2 and mat2.dim() == 1:
+        return _mm_rule(input, mat2.unsqueeze(1)).squeeze(1)
     _check_mm("mm", input, mat2)
-    if _is_sparse(input) and _is_sparse(mat2):
+    if input.layout.name != "strided" and mat2.layout.name != "strided":
         raise NotImplementedError("mm: the product of two sparse tensors is not supported")
-    with no_grad():
-        out = _spmm(input, mat2, False) if _is_sparse(input) else \
-            _spmm(mat2.t(), input.t(), False).t().contiguous()
+    with no_grad():     # (a compressed operand as the COO tensor of its elements)
+        a, b = (x.to_sparse_coo() if x.layout.name not in ("strided", "sparse_coo") else x
+                for x in (input, mat2))
+        out = _spmm(a, b, False) if _is_sparse(a) else \
+            _spmm(b.t(), a.t(), False).t().contiguous()
     return _record_as(linalg.mm, (input, mat2), out)
 
 
 def _addmm_rule(input, mat1, mat2, *, beta=1, alpha=1):
-    if _is_sparse(input):
+    if input.layout.name != "strided":
         raise NotImplementedError("addmm: a sparse input matrix is not supported")
     with no_grad():
         out = _mm_rule(mat1, mat2)
@@ -331,6 +335,14 @@ def _nonzero_rows(mat1, mat2, name):
     return rows, _spmm(mat1, mat2, True).index_select(0, rows)
 
 
+def _into(out, res):
+    """``out=``: ``out`` takes the result's parts."""
+    if out is None:
+        return res
+    out._data = res.detach()._data
+    return out
+
+
 def hspmm(mat1, mat2, *, out=None):
     """``mat1 @ mat2`` for a sparse COO ``mat1``, as a hybrid COO tensor: one sparse dim (the
     rows of ``mat1`` holding entries), each a dense row of the product.
@@ -348,10 +360,7 @@ def hspmm(mat1, mat2, *, out=None):
         _no_kernel(mat1, "hspmm")
     rows, vals = _nonzero_rows(mat1, mat2, "hspmm")
     res = _make(rows.unsqueeze(0), vals, (mat1.shape[0], mat2.shape[1]), False)
-    if out is not None:
-        out._data = res.detach()._data
-        return out
-    return res
+    return _into(out, res)
 
 
 def sspaddmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
@@ -378,10 +387,7 @@ def sspaddmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
     ii, iv = _parts(input, coalesced=False)
     res = _make(joining.cat([ii, idx], 1), joining.cat([iv * beta, vals.reshape(-1) * alpha]),
                 (n, p), False)
-    if out is not None:
-        out._data = res.detach()._data
-        return out
-    return res
+    return _into(out, res)
 
 
 def smm(input, mat):
