@@ -361,7 +361,8 @@ def test_leaf_gradients_follow_torch_layouts():
         fn(lib, s, lib.tensor(m)).sum().backward()
         return s.grad
     cases = [  # torch.mm and addmm: a dense gradient; sparse.mm & compositions: CSR, masked
-        lambda lib, s, m: s @ m, lambda lib, s, m: lib.addmm(lib.zeros(4, 2, dtype=s.dtype), s, m, beta=0.5),
+        lambda lib, s, m: s @ m,
+        lambda lib, s, m: lib.addmm(lib.zeros(4, 2, dtype=s.dtype), s, m, beta=0.5),
         lambda lib, s, m: lib.sparse.mm(s, m), lambda lib, s, m: lib.sparse.addmm(
             lib.ones(4, 2, dtype=s.dtype), s, m, alpha=2.0), lambda lib, s, m: s.to_dense() * 3,
         lambda lib, s, m: (s * 2).to_dense(), lambda lib, s, m: s.neg().to_dense(),

@@ -298,9 +298,9 @@ def _check_args(ci, pi, values, size, layout):
         raise RuntimeError(f"{pn}.shape[-1] must be equal to nnz (={values.shape[nb]}) as "
                            f"defined by values.shape[{nb}], but got {pi.shape[-1]}")
     if tuple(values.shape[nb + 1 + block:]) != tuple(size[nb + 2:]):
-        raise RuntimeError(f"values.shape[{nb + 1 + block}:] (={list(values.shape)[nb + 1 + block:]})"
-                           f" must be equal to the dense dimensions of the tensor shape "
-                           f"(={list(size[nb + 2:])})")
+        k = nb + 1 + block
+        raise RuntimeError(f"values.shape[{k}:] (={list(values.shape)[k:]}) must be equal to "
+                           f"the dense dimensions of the tensor shape (={list(size[nb + 2:])})")
     if ci.device != pi.device or ci.device != values.device:
         raise RuntimeError(f"device of {cn} ({ci.device}) must match device of {pn} "
                            f"({pi.device}) and values ({values.device})")
@@ -629,8 +629,9 @@ def sampled_addmm(input, mat1, mat2, *, beta=1.0, alpha=1.0, out=None):
         tensor([4., 4.])
     """
     if input.layout is not sparse_csr:
+        key = {strided: "", sparse_coo: "Sparse"}.get(input.layout, "SparseCsr")
         raise NotImplementedError(f"Could not run 'aten::sparse_sampled_addmm' with arguments "
-                                  f"from the '{'CPU' if input.layout is strided else KEY[input.layout] + 'CPU'}' backend.")
+                                  f"from the '{key}{input.device.type.upper()}' backend.")
     if mat1.layout is not strided or mat2.layout is not strided:
         raise RuntimeError("sampled_addmm: Expected mat1 and mat2 to be strided tensors")
     if input.dim() != 2 or mat1.dim() != 2 or mat2.dim() != 2:
