@@ -214,9 +214,11 @@ def tensor_repr(t, prefix=None):
     suffixes = []
     if t.device.type != "cpu":
         suffixes.append(f"device='{t.device}'")
-    sparse = t.layout.name != "strided"
-    if sparse:
-        body = _sparse_str(t, indent, suffixes, dt is not default)
+    # (a number-like default: the default float, int64, bool, the default's complex)
+    plain_dtype = dt in (default, _dtype.int64, _dtype.bool_, default.to_complex()
+                         if default is _dtype.float64 else _dtype.complex64)
+    if t.layout.name != "strided":
+        body = _sparse_str(t, indent, suffixes, not plain_dtype)
     elif t.device.type == "meta":
         suffixes.append(f"size={tuple(t.shape)}")
         if dt is not default:
@@ -231,8 +233,7 @@ def tensor_repr(t, prefix=None):
     else:
         if not PRINT_OPTS.edgeitems:
             suffixes.append(f"size={tuple(t.shape)}")
-        if dt not in (default, _dtype.int64, _dtype.bool_, default.to_complex()
-                      if default is _dtype.float64 else _dtype.complex64):
+        if not plain_dtype:
             suffixes.append(f"dtype={dt!r}")
         body = _tensor_str(backend(t.device).to_host(t._data), dt, indent)
     if t.grad_fn is not None:

@@ -565,6 +565,11 @@ def test_repr_matches_torch(lay):
     assert repr(e) == repr(t)
     e, t = both(lambda lib: to(lib, lib.tensor(D), lay) * 2)
     assert repr(e).split("grad_fn")[0] == repr(t).split("grad_fn")[0]
+    for dt in ("int64", "bool", "complex64", "complex128", "float16"):   # which dtypes are shown
+        e, t = both(lambda lib: to(lib, lib.tensor(D).to(getattr(lib, dt)), lay))
+        assert repr(e) == repr(t)
+    e, t = both(lambda lib: lib.tensor([[1, 0], [0, 2]]).to_sparse())
+    assert repr(e) == repr(t)
 
 
 @pytest.mark.parametrize("lay", LAYOUTS)
