@@ -187,7 +187,7 @@ INDEX = {
         ),
         'methods': (
             '_indices', '_nnz', '_values', 'ccol_indices', 'coalesce', 'col_indices',
-            'crow_indices', 'dense_dim', 'hspmm', 'indices', 'is_coalesced', 'resize_as_sparse_',
+            'crow_indices', 'dense_dim', 'indices', 'is_coalesced', 'resize_as_sparse_',
             'row_indices', 'smm', 'sparse_dim', 'sparse_mask', 'sparse_resize_',
             'sparse_resize_and_clear_', 'sspaddmm', 'to_dense', 'to_sparse', 'to_sparse_bsc',
             'to_sparse_bsr', 'to_sparse_coo', 'to_sparse_csc', 'to_sparse_csr', 'values',
