@@ -376,6 +376,26 @@ def test_leaf_gradients_follow_torch_layouts():
             assert_compressed(e, t, f"case {i}")
 
 
+@pytest.mark.parametrize("lay", ["coo", "csr", "csc"])
+def test_sparse_times_sparse_matches_torch(lay):
+    b = [[0., 1], [2, 0], [0, -1.5], [1, 1]]
+    # (torch.sparse.mm of two CSC tensors gives a broken CSC tensor: nnz 0, ccol_indices
+    # ending in 4; ember gives the CSR product as @ does)
+    for fn in (lambda lib, x, y: x @ y, lambda lib, x, y: lib.mm(x, y)) + (
+            (lambda lib, x, y: lib.sparse.mm(x, y),) if lay != "csc" else ()):
+        e, t = both(lambda lib: fn(lib, to(lib, D, lay), to(lib, b, lay)))
+        assert repr(e.layout) == repr(t.layout)
+        assert_close(e.to_dense(), t.to_dense())
+        if lay == "coo":     # (torch's CSR product leaves a row's columns unsorted)
+            assert e.is_coalesced() and t.is_coalesced()
+            assert_close(e._indices(), t._indices())
+    # a sum that cancels stays stored, as torch's
+    e, t = both(lambda lib: to(lib, [[1., 1], [0, 0]], lay) @ to(lib, [[1., 0], [-1, 0]], lay))
+    assert e._nnz() == t._nnz() == 1
+    same(lambda lib: to(lib, D, "csr") @ to(lib, b, "coo") if lay == "coo" else
+         to(lib, D, "coo") @ to(lib, b, lay), "computation on CPU is not implemented for")
+
+
 def test_gradient_of_dense_operand_through_transposed_product():
     def run(lib):
         m = lib.tensor(M[:, :2].T.copy(), requires_grad=True)
@@ -392,6 +412,9 @@ def test_gradcheck_of_csr_products():
         lambda v, m: ember.sparse_csr_tensor(ci, pi, v, (3, 3)) @ m, (v, m))
     assert ember.autograd.gradcheck(
         lambda v, m: ember.sparse.mm(ember.sparse_csr_tensor(ci, pi, v, (3, 3)), m), (v, m))
+    assert ember.autograd.gradcheck(                # (torch has no gradient for this one)
+        lambda v: (ember.sparse_csr_tensor(ci, pi, v, (3, 3)) @ ember.sparse_csr_tensor(
+            ci, pi, v * 2, (3, 3))).to_dense(), (v,))
     w = ember.tensor(rng.standard_normal((2, 2, 2)), requires_grad=True)
     assert ember.autograd.gradcheck(lambda w: ember.sparse_bsr_tensor(
         ember.tensor([0, 1, 2]), ember.tensor([1, 0]), w, (4, 4)).to_sparse_bsc((2, 2)).to_dense(),

@@ -469,10 +469,11 @@ def _rebuild_sparse(indices, values, size, coalesced, requires_grad):
 
 def layout_of(r, like):
     """``r`` in the layout of sparse ``like`` (``copy_`` into a sparse tensor)."""
-    if r.layout is like.layout and not _compressed(like):
-        return r
-    return to_sparse(r, like.sparse_dim()) if _is_sparse(like) else \
-        sparse_compressed.layout_of(r, like)
+    if _is_sparse(like):
+        return r if r.is_sparse else to_sparse(r, like.sparse_dim())
+    dense_dim = like.dense_dim() if r.layout.name == "strided" else None
+    return sparse_compressed.convert(r, like.layout, sparse_compressed._blocksize(like._data),
+                                     dense_dim)
 
 
 METHODS = (coalesce, is_coalesced, indices, values, _indices, _values, _nnz, sparse_dim,

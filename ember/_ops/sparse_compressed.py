@@ -313,11 +313,9 @@ def _check_invariants(ci, pi, values, size, layout):
     c, p = _host(ci).astype(np.int64), _host(pi).astype(np.int64)
     nplain = size[nb + (1 if layout in _ROW else 0)] // _blocksize_of(values, nb, layout)[
         1 if layout in _ROW else 0]
-    nnz = p.shape[-1]
-    if c.size and (c[..., 0] != 0).any():
-        raise RuntimeError(f"`{cn}[..., 0] == 0` is not satisfied.")
-    if c.size and (c[..., -1] != nnz).any():
-        raise RuntimeError(f"`{cn}[..., -1] == nnz` is not satisfied.")
+    for at, want, what in ((0, 0, "0"), (-1, p.shape[-1], "nnz")):
+        if c.size and (c[..., at] != want).any():
+            raise RuntimeError(f"`{cn}[..., {at}] == {what}` is not satisfied.")
     d = np.diff(c, axis=-1)
     if ((d < 0) | (d > nplain)).any():
         raise RuntimeError(f"`0 <= {cn}[..., 1:] - {cn}[..., :-1] <= n{pw}` is not satisfied.")
@@ -577,8 +575,7 @@ def _sum_rule(input, dim=None, keepdim=False, *, dtype=None):
     if dim is not None or keepdim:
         raise NotImplementedError(f"sum: a {KEY[input.layout]} tensor is summed over all its "
                                   f"elements only")
-    v = _values(input)
-    return (v if dtype is None else v.to(dtype)).sum()
+    return _values(input).sum(dtype=dtype)
 
 
 def _move(t, dev):
@@ -714,32 +711,24 @@ def as_sparse_gradcheck(gradcheck):
         True
     """
     def rebuild(x):
-        if x.layout is sparse_coo:
-            x = coalesce(x.detach())
-            idx = x._data.indices
-            return x._data.values, lambda v: _make(idx, v, x.shape, True)
-        return x._data.values, lambda v: _like(x.detach(), v)
+        """An input as (what gradcheck varies, the map from it back to the input or None)."""
+        if not (isinstance(x, Tensor) and x.layout is not strided and x.requires_grad):
+            return x, None
+        x = coalesce(x.detach()) if x.is_sparse else x.detach()
+        v = x._data.values.clone().requires_grad_(True)
+        return v, (lambda v: _make(x._data.indices, v, x.shape, True)) if x.is_sparse else \
+            (lambda v: _like(x, v))
+
+    def dense(o):
+        return o.to_dense() if isinstance(o, Tensor) and o.layout is not strided else o
 
     def check(func, inputs, **kwargs):
-        inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
-        makers, flat = [], []
-        for x in inputs:
-            if isinstance(x, Tensor) and x.layout is not strided and x.requires_grad:
-                v, make = rebuild(x)
-                makers.append(make)
-                flat.append(v.detach().clone().requires_grad_(True))
-            else:
-                makers.append(None)
-                flat.append(x)
+        flat, makers = zip(*map(rebuild, (inputs,) if isinstance(inputs, Tensor) else inputs))
 
         def dense_func(*args):
             out = func(*(m(a) if m else a for m, a in zip(makers, args)))
-            outs = out if isinstance(out, (tuple, list)) else (out,)
-            outs = tuple(o.to_dense() if isinstance(o, Tensor) and o.layout is not strided
-                         else o for o in outs)
-            return outs if isinstance(out, (tuple, list)) else outs[0]
-        return gradcheck(dense_func, tuple(flat), **kwargs)
-    check.__doc__ = getattr(gradcheck, "__doc__", None)
+            return type(out)(map(dense, out)) if isinstance(out, (tuple, list)) else dense(out)
+        return gradcheck(dense_func, flat, **kwargs)
     return check
 
 
@@ -787,12 +776,6 @@ class check_sparse_tensor_invariants:
             with type(self)(self.state):
                 return mth(*args, **kwargs)
         return test_mth
-
-
-def layout_of(r, like):
-    """``r`` in the layout (and blocksize) of compressed ``like``."""
-    return convert(r, like.layout, _blocksize(like._data) if like.layout in _BLOCK else None,
-                   like.dense_dim() if r.layout is strided else None)
 
 
 def _reduce(t):

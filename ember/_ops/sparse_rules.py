@@ -165,13 +165,32 @@ def _mm_rule(input, mat2):
         return _mm_rule(input, mat2.unsqueeze(1)).squeeze(1)
     _check_mm("mm", input, mat2)
     if input.layout.name != "strided" and mat2.layout.name != "strided":
-        raise NotImplementedError("mm: the product of two sparse tensors is not supported")
+        return _sparse_product(input, mat2)
     with no_grad():     # (a compressed operand as the COO tensor of its elements)
         a, b = (x.to_sparse_coo() if x.layout.name not in ("strided", "sparse_coo") else x
                 for x in (input, mat2))
         out = _spmm(a, b, False) if _is_sparse(a) else \
             _spmm(b.t(), a.t(), False).t().contiguous()
     return _record_as(linalg.mm, (input, mat2), out)
+
+
+def _sparse_product(a, b):
+    """``a @ b`` for two sparse matrices, as torch: COO for COO operands (coalesced, the
+    structural product: a sum that cancels stays stored), CSR for compressed ones;
+    differentiable in both operands' values."""
+    if (a.layout.name == "sparse_coo") != (b.layout.name == "sparse_coo"):
+        raise RuntimeError(f"mm: computation on CPU is not implemented for {a.layout} @ "
+                           f"{b.layout}")
+    (ia, va), (ib, vb) = _parts(a.to_sparse_coo()), _parts(b.to_sparse_coo())
+    (ar, ac), (br, bc) = ia.cpu().numpy(), ib.cpu().numpy()
+    starts = np.searchsorted(br, np.arange(b.shape[0] + 1))     # (coalesced: rows in order)
+    n = starts[ac + 1] - starts[ac]             # the entries of b meeting each entry of a
+    p = np.repeat(np.arange(ac.size), n)
+    q = np.arange(n.sum()) - np.repeat(n.cumsum() - n, n) + np.repeat(starts[ac], n)
+    pick = (lambda v, k: v.index_select(0, creation.tensor(k, dtype=_int64, device=v.device)))
+    idx = creation.tensor(np.stack([ar[p], bc[q]]), dtype=_int64, device=ia.device)
+    out = coalesce(_make(idx, pick(va, p) * pick(vb, q), (a.shape[0], b.shape[1])))
+    return out if a.is_sparse else out.to_sparse_csr()
 
 
 def _addmm_rule(input, mat1, mat2, *, beta=1, alpha=1):

@@ -22,7 +22,7 @@ def _check_sparse(name, x):
 def mm(mat1, mat2, reduce="sum"):
     """``mat1 @ mat2`` for a sparse (COO or compressed) ``mat1`` and a dense ``mat2``; the
     gradient of ``mat1`` is sparse with ``mat1``'s (coalesced) pattern and layout, unlike
-    ``torch.mm``'s dense one.
+    ``torch.mm``'s dense one. With a sparse ``mat2`` too, the sparse product (as ``@``).
 
     Example:
         >>> import ember
@@ -38,7 +38,7 @@ def mm(mat1, mat2, reduce="sum"):
         return _sc.sparse_mm(mat1, mat2)
     _sp._check_mm("sparse.mm", mat1, mat2)
     if mat2.layout.name != "strided":
-        raise NotImplementedError("sparse.mm: the product of two sparse tensors is not supported")
+        return _sp._sparse_product(mat1, mat2)
     return _sp._spmm(mat1, mat2, True)
 
 
