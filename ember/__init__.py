@@ -55,7 +55,8 @@ try:
         Generator, _sample_dirichlet, _standard_gamma, bernoulli, binomial, default_generator,
         get_rng_state, initial_seed, manual_seed, multinomial, normal, poisson, rand, rand_like,
         randint, randint_like, randn, randn_like, randperm, seed, set_rng_state)
-    from ._sparse import layout, sparse_coo, strided  # noqa: E402,F401
+    from ._sparse import (  # noqa: E402,F401
+        layout, sparse_bsc, sparse_bsr, sparse_coo, sparse_csc, sparse_csr, strided)
     from ._memory_format import (  # noqa: E402,F401
         channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format)
     legacy_contiguous_format = contiguous_format    # (the same object in torch)

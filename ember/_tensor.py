@@ -9,7 +9,7 @@ from ._C import dispatch as _c_dispatch
 from ._backends import backend
 from ._device import CPU, to_device
 from ._size import Size
-from ._sparse import SparseCOO, SparseOperand, sparse_coo, strided
+from ._sparse import SparseCOO, SparseData, SparseOperand, strided
 from ._storage import UntypedStorage, _ptr
 from . import autograd
 from .autograd import grad_mode
@@ -232,11 +232,12 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
             try:
                 self._data[...] = src
             except SparseOperand:
-                if not self.is_sparse:
+                if not isinstance(self._data, SparseData):
                     raise
                 # a sparse tensor's parts are replaced whole (a dense result, as zero_'s,
                 # is stored in sparse form)
-                self._data = (r if r.is_sparse else r.to_sparse(self.sparse_dim()))._data
+                from ._ops.sparse import layout_of
+                self._data = layout_of(r, self)._data
         self._bump_version()
         rebase_history(self, r)
         return self
@@ -247,7 +248,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         except SparseOperand:
             # NOTE: as torch's AccumulateGrad: sparse + sparse concatenates the entries, and a
             # dense gradient meeting a sparse one makes the sum dense.
-            if self.is_sparse:
+            if isinstance(self._data, SparseData):
                 self._data = (self + g)._data
             else:
                 self._data += g.to_dense()._data
@@ -410,7 +411,11 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
 
     @property
     def layout(self):
-        return sparse_coo if type(self._data) is SparseCOO else strided
+        return self._data.layout if isinstance(self._data, SparseData) else strided
+
+    @property
+    def is_sparse_csr(self):
+        return self.layout is not strided and self.layout.name == "sparse_csr"
 
     def is_floating_point(self):
         return self.dtype.category == _dtype._FLOAT
@@ -589,7 +594,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
 
     def _move(self, dev, non_blocking=False):
         from ._ops import dispatch, pointwise
-        if type(self._data) is SparseCOO:
+        if isinstance(self._data, SparseData):
             from ._ops.sparse_rules import _move
             return _move(self, dev)
         if self.device.type == "meta" and dev.type != "meta":

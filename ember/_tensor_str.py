@@ -214,8 +214,11 @@ def tensor_repr(t, prefix=None):
     suffixes = []
     if t.device.type != "cpu":
         suffixes.append(f"device='{t.device}'")
-    if t.is_sparse:
-        body = _sparse_str(t, indent, suffixes, dt is not default)
+    # (a number-like default: the default float, int64, bool, the default's complex)
+    plain_dtype = dt in (default, _dtype.int64, _dtype.bool_, default.to_complex()
+                         if default is _dtype.float64 else _dtype.complex64)
+    if t.layout.name != "strided":
+        body = _sparse_str(t, indent, suffixes, not plain_dtype)
     elif t.device.type == "meta":
         suffixes.append(f"size={tuple(t.shape)}")
         if dt is not default:
@@ -230,8 +233,7 @@ def tensor_repr(t, prefix=None):
     else:
         if not PRINT_OPTS.edgeitems:
             suffixes.append(f"size={tuple(t.shape)}")
-        if dt not in (default, _dtype.int64, _dtype.bool_, default.to_complex()
-                      if default is _dtype.float64 else _dtype.complex64):
+        if not plain_dtype:
             suffixes.append(f"dtype={dt!r}")
         body = _tensor_str(backend(t.device).to_host(t._data), dt, indent)
     if t.grad_fn is not None:
@@ -243,7 +245,7 @@ def tensor_repr(t, prefix=None):
 
 def _sparse_str(t, indent, suffixes, show_dtype):
     """torch's ``indices=tensor(...), values=tensor(...)`` body, and the size/nnz/layout
-    suffixes, of a sparse COO tensor."""
+    suffixes, of a sparse COO tensor; ``crow_indices=...`` & co. for a compressed one."""
     from ._backends import backend
     meta = t.device.type == "meta"
     suffixes.append(f"size={tuple(t.shape)}")
@@ -252,8 +254,10 @@ def _sparse_str(t, indent, suffixes, show_dtype):
     if show_dtype:
         suffixes.append(f"dtype={t.dtype!r}")
     suffixes.append(f"layout={t.layout!r}")
-    parts = []
-    for name, p in (("indices", t._indices()), ("values", t._values())):
+    parts, texts = [("indices", t._indices())] if t.is_sparse else [
+        (n, getattr(t, n)()) for n in (("crow_indices", "col_indices") if t.layout.name in (
+            "sparse_csr", "sparse_bsr") else ("ccol_indices", "row_indices"))], []
+    for name, p in parts + [("values", t._values() if t.is_sparse else t.values().detach())]:
         pre = f"{name}=tensor("
         if meta:
             text = "..."
@@ -263,5 +267,5 @@ def _sparse_str(t, indent, suffixes, show_dtype):
             text = _tensor_str(backend(p.device).to_host(p._data), p.dtype, indent + len(pre))
         if meta or p.numel() == 0:
             text += f", size={tuple(p.shape)}"
-        parts.append(pre + text + ")")
-    return (",\n" + " " * indent).join(parts)
+        texts.append(pre + text + ")")
+    return (",\n" + " " * indent).join(texts)

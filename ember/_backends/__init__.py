@@ -6,7 +6,7 @@ them to and from the host. Op forwards are written once against ``xp``.
 import numpy as np
 
 from .._device import CPU, META, device
-from .._sparse import SparseCOO, SparseOperand
+from .._sparse import SparseData, SparseOperand
 from .malloc import tune as _tune_malloc
 
 _tune_malloc()          # keep a training step's arrays mapped between steps (see malloc.py)
@@ -54,7 +54,7 @@ class MetaBackend:
 
     def run(self, opdef, arrays, kwargs):
         for a in arrays:      # a meta rule reads only shapes: it would take a sparse operand
-            if type(a) is SparseCOO:
+            if isinstance(a, SparseData):
                 raise SparseOperand()
         if opdef.meta is not None:
             return opdef.meta(*arrays, **kwargs)

@@ -180,11 +180,17 @@ INDEX = {
             '_sparse_coo_coalesce', '_sparse_coo_find', '_sparse_coo_mm',
         ),
         'functions': (
-            'sparse_coo_tensor',
+            'ccol_indices_copy', 'col_indices_copy', 'crow_indices_copy', 'dsmm', 'hsmm', 'hspmm',
+            'resize_as_sparse_', 'row_indices_copy', 'saddmm', 'smm', 'sparse_bsc_tensor',
+            'sparse_bsr_tensor', 'sparse_compressed_tensor', 'sparse_coo_tensor',
+            'sparse_csc_tensor', 'sparse_csr_tensor', 'spmm', 'sspaddmm',
         ),
         'methods': (
-            '_indices', '_nnz', '_values', 'coalesce', 'dense_dim', 'indices', 'is_coalesced',
-            'sparse_dim', 'sparse_mask', 'to_dense', 'to_sparse', 'values',
+            '_indices', '_nnz', '_values', 'ccol_indices', 'coalesce', 'col_indices',
+            'crow_indices', 'dense_dim', 'indices', 'is_coalesced', 'resize_as_sparse_',
+            'row_indices', 'smm', 'sparse_dim', 'sparse_mask', 'sparse_resize_',
+            'sparse_resize_and_clear_', 'sspaddmm', 'to_dense', 'to_sparse', 'to_sparse_bsc',
+            'to_sparse_bsr', 'to_sparse_coo', 'to_sparse_csc', 'to_sparse_csr', 'values',
         ),
     },
     'sorting': {

@@ -454,7 +454,7 @@ def _reduce(t):
     """``pickle`` support, as torch's: the storage (pickled once, so tensors sharing it still
     share it after loading), the byte offset, shape and strides; then dtype, device,
     requires_grad, class and the tensor's ``__dict__``. Off the cpu, a copy of the data."""
-    if t.is_sparse:
+    if t.layout.name != "strided":
         from .sparse import _reduce_sparse
         return _reduce_sparse(t)
     state = {k: v for k, v in t.__dict__.items() if not k.startswith("_") and k not in

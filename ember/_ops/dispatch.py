@@ -277,13 +277,19 @@ def sparse_dispatch(opdef, args, kwargs):
     """A sparse tensor is among the operands (its ``_data`` refused to act as an array): run
     the op's sparse rule, or raise torch's error for an op without a sparse kernel."""
     from . import sparse    # noqa: F401  (attaches the rules; loaded with the first sparse tensor)
-    if opdef.sparse is None:
-        dev = next(a.device for a in _flat_tensors(args) if a.is_sparse)
+    dev, key, rule = None, "Sparse", opdef.sparse
+    for a in _flat_tensors(args):
+        if a.is_sparse and dev is None:
+            dev = a.device
+        elif a.layout.name != "strided" and not a.is_sparse:     # (CSR, CSC, BSR, BSC)
+            dev, key, rule = a.device, "SparseCsr", sparse.sparse_compressed.rule(opdef)
+            break
+    if rule is None:
         raise NotImplementedError(
             f"Could not run 'aten::{opdef.name}' with arguments from the "
-            f"'Sparse{dev.type.upper() if dev.type != 'meta' else 'Meta'}' backend. This could "
+            f"'{key}{dev.type.upper() if dev.type != 'meta' else 'Meta'}' backend. This could "
             "be because the operator doesn't exist for this backend.") from None
-    return opdef.sparse(*args, **kwargs)
+    return rule(*args, **kwargs)
 
 
 def _flat_tensors(args):

@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import _dtype
 from .._backends import MetaBackend, add_at
-from .._sparse import SparseCOO
+from .._sparse import SparseCOO, SparseCompressed
 from .._tensor import Tensor
 from ..autograd import grad_mode
 from . import creation, dispatch, joining
@@ -35,6 +35,10 @@ _int64 = _dtype.int64
 
 def _is_sparse(x):
     return isinstance(x, Tensor) and type(x._data) is SparseCOO
+
+
+def _compressed(x):
+    return type(x._data) is SparseCompressed
 
 
 def _wrap(indices, values, size, coalesced):
@@ -241,13 +245,15 @@ def _check_size(indices, values, size):
 
 def _expect_sparse(t, name, what="sparse coordinate tensor"):
     if not _is_sparse(t):
-        raise RuntimeError(f"{name} expected {what} layout but got Strided")
+        raise RuntimeError(f"{name} expected {what} layout but got "
+                           f"{sparse_compressed.KEY[t.layout]}")
 
 
 def _no_kernel(t, name):
     if not _is_sparse(t):
+        key = "SparseCsr" if t.layout.name != "strided" else ""
         raise NotImplementedError(f"Could not run 'aten::{name}' with arguments from the "
-                                  f"'{t.device.type.upper()}' backend.")
+                                  f"'{key}{t.device.type.upper()}' backend.")
 
 
 def coalesce(self):
@@ -276,7 +282,10 @@ def indices(self):
 
 
 def values(self):
-    """The values of a coalesced sparse tensor (``nnz x *dense_shape``), differentiable."""
+    """The values of a coalesced sparse tensor (``nnz x *dense_shape``), differentiable; of a
+    compressed tensor, ``*batch x nnz x *blocksize x *dense_shape``."""
+    if _compressed(self):
+        return sparse_compressed.values(self)
     _expect_sparse(self, "values", "sparse tensor")
     if not self._data.coalesced:
         raise RuntimeError("Cannot get values on an uncoalesced tensor, please call .coalesce() "
@@ -297,17 +306,20 @@ def _values(self):
 
 
 def _nnz(self):
-    """The number of stored entries (repeats counted)."""
+    """The number of stored entries (repeats counted; blocks of a BSR/BSC tensor, per batch)."""
+    if _compressed(self):
+        return self._data.plain.shape[-1]
     _no_kernel(self, "_nnz")
     return self._data.indices.shape[1]
 
 
 def sparse_dim(self):
-    return self._data.indices.shape[0] if _is_sparse(self) else 0
+    return self._data.indices.shape[0] if _is_sparse(self) else 2 if _compressed(self) else 0
 
 
 def dense_dim(self):
-    return self._data.values.dim() - 1 if _is_sparse(self) else self.dim()
+    return self._data.values.dim() - 1 if _is_sparse(self) else \
+        sparse_compressed.dense_dim(self) if _compressed(self) else self.dim()
 
 
 def to_dense(self, dtype=None, *, masked_grad=None):
@@ -318,6 +330,8 @@ def to_dense(self, dtype=None, *, masked_grad=None):
         >>> ember.sparse_coo_tensor([[0, 0]], [1., 2.], (3,)).to_dense()
         tensor([3., 0., 0.])
     """
+    if _compressed(self):
+        return sparse_compressed.to_dense(self, dtype)
     if not _is_sparse(self):
         return self if dtype is None else self.to(dtype)
     idx, val = _parts(self, coalesced=False)
@@ -330,9 +344,16 @@ def to_dense(self, dtype=None, *, masked_grad=None):
 
 def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
     """This tensor in sparse COO layout; the first ``sparse_dim`` dimensions (default all)
-    become sparse, a block of the rest is stored when any of its elements is non-zero."""
-    if layout is not None and repr(layout) != "torch.sparse_coo":
-        raise NotImplementedError(f"to_sparse: layout {layout} is not supported")
+    become sparse, a block of the rest is stored when any of its elements is non-zero. With a
+    compressed ``layout``, as ``to_sparse_csr`` & co. (``blocksize`` for BSR/BSC)."""
+    if layout is not None and layout.name != "sparse_coo":
+        return sparse_compressed.convert(self, layout, blocksize, dense_dim)
+    if _compressed(self):
+        if sparse_dim not in (None, 2):
+            raise RuntimeError(f"sparse_compressed_to_sparse: conversion from "
+                               f"{sparse_compressed.KEY[self.layout]} to Sparse with sparse_dim "
+                               f"argument !=2 is not supported")
+        return sparse_compressed._expand(self)
     if _is_sparse(self):
         if sparse_dim is not None and sparse_dim != self.sparse_dim():
             raise RuntimeError(f"to_sparse: conversion from Sparse to Sparse with sparse_dim "
@@ -358,8 +379,86 @@ def sparse_mask(self, mask):
     return _make(idx, _gather(self, idx, tuple(self.shape)), self.shape, True)
 
 
+_RESIZE_HINT = (
+    "\nYou could try the following options:\n1. If you need an empty sparse tensor of this size, "
+    "call `x = torch.sparse_coo_tensor(size)`.\n2. If you need to resize this tensor, you have "
+    "the following options:\n    1. For both sparse and dense dimensions, keep the number of "
+    "them constant and the size of them non-shrinking, and then try the same call again.\n    "
+    "2. Or, create a new sparse tensor with the correct indices and values from this sparse "
+    "tensor.")
+
+
+def sparse_resize_(self, size, sparse_dim, dense_dim):
+    """Give this sparse COO tensor shape ``size`` in place; with stored entries, only growing
+    the dims is allowed (the entries are kept), an empty one takes any shape.
+
+    Example:
+        >>> import ember
+        >>> ember.sparse_coo_tensor([[0], [1]], [1.], (2, 2)).sparse_resize_((3, 4), 2, 0).shape
+        torch.Size([3, 4])
+    """
+    _no_kernel(self, "sparse_resize_")
+    size = tuple(size)
+    if len(size) != sparse_dim + dense_dim:
+        raise RuntimeError(f"'len(size) == sparse_dim + dense_dim' is not satisfied: len(size) = "
+                           f"{len(size)}, sparse_dim = {sparse_dim}, dense_dim = {dense_dim}")
+    idx, val = _raw(self)
+    old, sd, dd = tuple(self.shape), idx.shape[0], val.dim() - 1
+    if idx.shape[1]:
+        for what, a, b in (("sparse", sd, sparse_dim), ("dense", dd, dense_dim)):
+            if a != b:
+                raise RuntimeError(f"changing the number of {what} dimensions (from {a} to {b}) on"
+                                   f" a non-empty sparse tensor is not supported." + _RESIZE_HINT)
+        for what, a, b in (("sparse", old[:sd], size[:sd]), ("dense", old[sd:], size[sd:])):
+            if any(y < x for x, y in zip(a, b)):
+                raise RuntimeError(f"shrinking the size of {what} dimensions (from {list(a)} to "
+                                   f"{list(b)}) on a non-empty sparse tensor is not supported."
+                                   + _RESIZE_HINT)
+        if size[sd:] != old[sd:]:       # grown dense dims: the new elements are zeros
+            grown = creation.zeros((val.shape[0],) + size[sd:], dtype=val.dtype,
+                                   device=val.device)
+            grown[(slice(None),) + tuple(slice(0, n) for n in old[sd:])] = val
+            val = grown
+    else:
+        idx = creation.zeros((sparse_dim, 0), dtype=_int64, device=idx.device)
+        val = creation.zeros((0,) + size[sparse_dim:], dtype=val.dtype, device=val.device)
+    self._data = SparseCOO(idx, val, size, self._data.coalesced)
+    self._bump_version()
+    return self
+
+
+def sparse_resize_and_clear_(self, size, sparse_dim, dense_dim):
+    """Make this sparse COO tensor an empty one of shape ``size`` in place.
+
+    Example:
+        >>> import ember
+        >>> s = ember.sparse_coo_tensor([[0], [1]], [1.], (2, 2))
+        >>> s.sparse_resize_and_clear_((3, 3), 1, 1)._nnz()
+        0
+    """
+    _no_kernel(self, "sparse_resize_and_clear_")
+    idx, val = _raw(self)
+    self._data = SparseCOO(idx[:, :0], val[:0], self.shape, True)
+    return sparse_resize_(self, size, sparse_dim, dense_dim)
+
+
+def resize_as_sparse_(self, the_template):
+    """``self.sparse_resize_`` to the shape and dims of sparse ``the_template``.
+
+    Example:
+        >>> import ember
+        >>> s = ember.sparse_coo_tensor([[0], [1]], [1.], (2, 2))
+        >>> s.resize_as_sparse_(ember.zeros(4, 4).to_sparse()).shape
+        torch.Size([4, 4])
+    """
+    return sparse_resize_(self, the_template.shape, the_template.sparse_dim(),
+                          the_template.dense_dim())
+
+
 def _reduce_sparse(t):
     """``pickle`` / ``deepcopy`` recipe of a sparse tensor: its parts."""
+    if _compressed(t):
+        return sparse_compressed._reduce(t)
     i, v = _raw(t)
     return _rebuild_sparse, (i, v, tuple(t.shape), t._data.coalesced, t._requires_grad)
 
@@ -368,12 +467,24 @@ def _rebuild_sparse(indices, values, size, coalesced, requires_grad):
     return _wrap(indices, values, size, coalesced).requires_grad_(requires_grad)
 
 
+def layout_of(r, like):
+    """``r`` in the layout of sparse ``like`` (``copy_`` into a sparse tensor)."""
+    if _is_sparse(like):
+        return r if r.is_sparse else to_sparse(r, like.sparse_dim())
+    dense_dim = like.dense_dim() if r.layout.name == "strided" else None
+    return sparse_compressed.convert(r, like.layout, sparse_compressed._blocksize(like._data),
+                                     dense_dim)
+
+
 METHODS = (coalesce, is_coalesced, indices, values, _indices, _values, _nnz, sparse_dim,
-           dense_dim, to_dense, to_sparse, sparse_mask)
+           dense_dim, to_dense, to_sparse, sparse_mask, sparse_resize_, sparse_resize_and_clear_,
+           resize_as_sparse_)
 for _f in METHODS:
     setattr(Tensor, _f.__name__, _f)
 del _f
-FUNCTIONS = {"sparse_coo_tensor": sparse_coo_tensor}   # ember.<name> (see lazy.py)
+# ember.<name> (see lazy.py); sparse_rules and sparse_compressed add theirs
+FUNCTIONS = {"sparse_coo_tensor": sparse_coo_tensor, "resize_as_sparse_": resize_as_sparse_}
 
 # the rules of the ops that take sparse operands attach themselves to their OpDefs
 from . import sparse_rules  # noqa: E402,F401
+from . import sparse_compressed  # noqa: E402

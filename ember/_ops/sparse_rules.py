@@ -15,12 +15,13 @@ import math
 import numpy as np
 
 from .. import _dtype
+from .._tensor import Tensor
 from .._backends import MetaBackend, add_at
 from ..autograd import grad_mode
 from . import creation, joining, linalg, pointwise, reduction, shape
 from .registry import get, op
 from .tangents import PRODUCT
-from .sparse import (_find, _gather, _int64, _is_sparse, _linear, _make, _parts, _raw,
+from .sparse import (FUNCTIONS, _find, _gather, _int64, _is_sparse, _linear, _make, _parts, _raw,
                      _record_as, _wrap, coalesce, to_dense)
 
 _NUMBERS = (int, float, bool, complex)
@@ -150,7 +151,7 @@ def _spmm(s, d, coalesced):
 def _check_mm(name, a, b):
     if a.dim() != 2 or b.dim() != 2:
         raise RuntimeError(f"{name}: expected 2-D matrices, got {a.dim()}-D and {b.dim()}-D")
-    if any(_is_sparse(x) and x.dense_dim() for x in (a, b)):
+    if any(x.layout.name != "strided" and x.dense_dim() for x in (a, b)):
         raise RuntimeError(f"{name}: sparse matrices with dense dimensions are not supported")
     if a.shape[1] != b.shape[0]:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x"
@@ -158,19 +159,42 @@ def _check_mm(name, a, b):
 
 
 def _mm_rule(input, mat2):
-    """torch.mm / matmul with one sparse operand: a dense result, and (as torch) a dense
-    gradient for the sparse operand."""
+    """torch.mm / matmul / mv with one sparse operand (COO or compressed): a dense result, and
+    (as torch) a dense gradient for the sparse operand."""
+    if input.dim() == 2 and mat2.dim() == 1:
+        return _mm_rule(input, mat2.unsqueeze(1)).squeeze(1)
     _check_mm("mm", input, mat2)
-    if _is_sparse(input) and _is_sparse(mat2):
-        raise NotImplementedError("mm: the product of two sparse tensors is not supported")
-    with no_grad():
-        out = _spmm(input, mat2, False) if _is_sparse(input) else \
-            _spmm(mat2.t(), input.t(), False).t().contiguous()
+    if input.layout.name != "strided" and mat2.layout.name != "strided":
+        return _sparse_product(input, mat2)
+    with no_grad():     # (a compressed operand as the COO tensor of its elements)
+        a, b = (x.to_sparse_coo() if x.layout.name not in ("strided", "sparse_coo") else x
+                for x in (input, mat2))
+        out = _spmm(a, b, False) if _is_sparse(a) else \
+            _spmm(b.t(), a.t(), False).t().contiguous()
     return _record_as(linalg.mm, (input, mat2), out)
 
 
+def _sparse_product(a, b):
+    """``a @ b`` for two sparse matrices, as torch: COO for COO operands (coalesced, the
+    structural product: a sum that cancels stays stored), CSR for compressed ones;
+    differentiable in both operands' values."""
+    if (a.layout.name == "sparse_coo") != (b.layout.name == "sparse_coo"):
+        raise RuntimeError(f"mm: computation on CPU is not implemented for {a.layout} @ "
+                           f"{b.layout}")
+    (ia, va), (ib, vb) = _parts(a.to_sparse_coo()), _parts(b.to_sparse_coo())
+    (ar, ac), (br, bc) = ia.cpu().numpy(), ib.cpu().numpy()
+    starts = np.searchsorted(br, np.arange(b.shape[0] + 1))     # (coalesced: rows in order)
+    n = starts[ac + 1] - starts[ac]             # the entries of b meeting each entry of a
+    p = np.repeat(np.arange(ac.size), n)
+    q = np.arange(n.sum()) - np.repeat(n.cumsum() - n, n) + np.repeat(starts[ac], n)
+    pick = (lambda v, k: v.index_select(0, creation.tensor(k, dtype=_int64, device=v.device)))
+    idx = creation.tensor(np.stack([ar[p], bc[q]]), dtype=_int64, device=ia.device)
+    out = coalesce(_make(idx, pick(va, p) * pick(vb, q), (a.shape[0], b.shape[1])))
+    return out if a.is_sparse else out.to_sparse_csr()
+
+
 def _addmm_rule(input, mat1, mat2, *, beta=1, alpha=1):
-    if _is_sparse(input):
+    if input.layout.name != "strided":
         raise NotImplementedError("addmm: a sparse input matrix is not supported")
     with no_grad():
         out = _mm_rule(mat1, mat2)
@@ -260,6 +284,9 @@ def _sum_rule(input, dim=None, keepdim=False, *, dtype=None):
 
 def _move(t, dev):
     """``t.to(dev)`` for a sparse tensor (no device copy of the placeholder)."""
+    if not _is_sparse(t):
+        from .sparse_compressed import _move as move
+        return move(t, dev)
     i, v = _raw(t)
     out = _wrap(i._move(dev), v._move(dev), t.shape, t._data.coalesced)
     return _record_as(pointwise._to_device, (t, str(t.device)), out)
@@ -313,3 +340,106 @@ shape.transpose.sparse = _transpose_rule
 shape.t.sparse = _t_rule
 reduction.sum_.sparse = _sum_rule
 _coo_mm.jvp = PRODUCT      # (forward mode: bilinear in the values and the dense operand)
+
+
+# ---- the legacy products of torch's sparse COO API ----------------------------------------------
+
+def _nonzero_rows(mat1, mat2, name):
+    """The rows of sparse ``mat1`` holding entries, and those rows of ``mat1 @ mat2``."""
+    if not _is_sparse(mat1):
+        raise RuntimeError(f"{name}: expected 'mat1' to have sparse layout, got 'mat1' with "
+                           f"layout {'Strided' if mat1.layout.name == 'strided' else 'SparseCsr'}")
+    _check_mm(name, mat1, mat2)
+    rows = _parts(mat1.detach())[0][0].unique_consecutive()
+    return rows, _spmm(mat1, mat2, True).index_select(0, rows)
+
+
+def _into(out, res):
+    """``out=``: ``out`` takes the result's parts."""
+    if out is None:
+        return res
+    out._data = res.detach()._data
+    return out
+
+
+def hspmm(mat1, mat2, *, out=None):
+    """``mat1 @ mat2`` for a sparse COO ``mat1``, as a hybrid COO tensor: one sparse dim (the
+    rows of ``mat1`` holding entries), each a dense row of the product.
+
+    Example:
+        >>> import ember
+        >>> s = ember.sparse_coo_tensor([[1], [0]], [2.], (3, 2))
+        >>> ember.hspmm(s, ember.ones(2, 2))
+        tensor(indices=tensor([[1]]),
+               values=tensor([[2., 2.]]),
+               size=(3, 2), nnz=1, layout=torch.sparse_coo)
+    """
+    if not _is_sparse(mat1):
+        from .sparse import _no_kernel
+        _no_kernel(mat1, "hspmm")
+    rows, vals = _nonzero_rows(mat1, mat2, "hspmm")
+    res = _make(rows.unsqueeze(0), vals, (mat1.shape[0], mat2.shape[1]), False)
+    return _into(out, res)
+
+
+def sspaddmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * (mat1 @ mat2)`` for sparse COO ``input`` and ``mat1``, a sparse
+    COO result (uncoalesced: ``input``'s entries, then the product's rows holding entries).
+
+    Example:
+        >>> import ember
+        >>> s = ember.sparse_coo_tensor([[0], [1]], [3.], (2, 2))
+        >>> ember.sspaddmm(s, s, ember.ones(2, 2)).to_dense()
+        tensor([[3., 6.],
+                [0., 0.]])
+    """
+    if not _is_sparse(input):
+        raise RuntimeError("tensor.sspaddmm(...) can only be called on sparse tensors")
+    rows, vals = _nonzero_rows(mat1, mat2, "sspaddmm")
+    n, p = mat1.shape[0], mat2.shape[1]
+    for d, want in ((0, n), (1, p)):
+        if input.shape[d] != want:
+            raise RuntimeError(f"sspaddmm: Argument #1: Expected dim {d} size {want}, got "
+                               f"{input.shape[d]}")
+    cols = creation.arange(p, device=rows.device)
+    idx = joining.stack([rows.repeat_interleave(p), cols.repeat(rows.shape[0])])
+    ii, iv = _parts(input, coalesced=False)
+    res = _make(joining.cat([ii, idx], 1), joining.cat([iv * beta, vals.reshape(-1) * alpha]),
+                (n, p), False)
+    return _into(out, res)
+
+
+def smm(input, mat):
+    """``input @ mat`` for a sparse COO ``input``, as a sparse COO tensor (the rows of
+    ``input`` holding entries, each a dense row of the product).
+
+    Example:
+        >>> import ember
+        >>> s = ember.sparse_coo_tensor([[1], [0]], [2.], (2, 2))
+        >>> ember.smm(s, ember.ones(2, 2)).to_dense()
+        tensor([[0., 0.],
+                [2., 2.]])
+    """
+    if not _is_sparse(input):
+        raise RuntimeError("tensor.sspaddmm(...) can only be called on sparse tensors")
+    empty = _wrap(creation.zeros((2, 0), dtype=_int64, device=input.device),
+                  creation.zeros(0, dtype=input.dtype, device=input.device),
+                  (input.shape[0], mat.shape[1]), True)
+    return sspaddmm(empty, input, mat)
+
+
+def spmm(input, mat2):
+    """``torch.spmm``: ``torch.mm`` under its sparse name (dense result).
+
+    Example:
+        >>> import ember
+        >>> ember.spmm(ember.eye(2).to_sparse(), ember.ones(2, 1))
+        tensor([[1.],
+                [1.]])
+    """
+    return linalg.mm(input, mat2)
+
+
+FUNCTIONS.update(hspmm=hspmm, hsmm=hspmm, sspaddmm=sspaddmm, saddmm=sspaddmm, smm=smm,
+                 spmm=spmm, dsmm=spmm)
+Tensor.smm, Tensor.sspaddmm = smm, sspaddmm

@@ -83,6 +83,10 @@ class _Storages:
         if t.is_sparse:
             parts = (t._indices(), t._values(), Size(t.shape), t.is_coalesced())
             return _g("torch._utils", "_rebuild_sparse_tensor"), (t.layout, parts)
+        if t.layout.name != "strided":     # CSR, CSC, BSR, BSC: as torch, without requires_grad
+            sp = t._data
+            parts = (sp.compressed, sp.plain, sp.values, Size(t.shape))
+            return _g("torch._utils", "_rebuild_sparse_tensor"), (t.layout, parts)
         if t.device.type == "meta":
             return (_g("torch._utils", "_rebuild_meta_tensor_no_storage"),
                     (t.dtype, tuple(t.shape), t.stride(), t.requires_grad))

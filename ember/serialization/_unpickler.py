@@ -10,7 +10,8 @@ import pickle
 from .. import _dtype
 from .._device import device as _device
 from .._ops.sparse import sparse_coo_tensor
-from .._sparse import sparse_coo, strided
+from .._ops.sparse_compressed import sparse_compressed_tensor
+from .._sparse import LAYOUTS, sparse_bsc, sparse_bsr, sparse_coo, sparse_csc, sparse_csr
 from .._tensor import Size, Tensor
 from ._save import _STORAGE_NAMES
 
@@ -149,13 +150,17 @@ def _rebuild_from_type_v2(func, new_type, args, state):
 
 
 def _get_layout(name):
-    layouts = {repr(x): x for x in (sparse_coo, strided)}
+    layouts = {repr(x): x for x in LAYOUTS.values()}
     if name not in layouts:
         raise NotImplementedError(f"layout {name} is not supported")
     return layouts[name]
 
 
 def _rebuild_sparse_tensor(layout, data):
+    if layout in (sparse_csr, sparse_csc, sparse_bsr, sparse_bsc):
+        # NOTE: torch defers the checks of a loaded tensor's indices; ember checks them at once
+        # (a file's bad indices would otherwise fail far from the load)
+        return sparse_compressed_tensor(*data, layout=layout, check_invariants=True)
     if layout is not sparse_coo:
         raise NotImplementedError(f"rebuilding sparse tensor for layout {layout}")
     indices, values, size = data[:3]

@@ -1,23 +1,28 @@
-"""``torch.sparse``: products and reductions of sparse COO tensors whose gradients stay sparse.
+"""``torch.sparse``: products and reductions of sparse tensors whose gradients stay sparse.
 
-The sparse tensor itself and the rules of the ops that take it live in ``ember/_ops/sparse.py``.
+The sparse tensors themselves and the rules of the ops that take them live in
+``ember/_ops/sparse.py`` (COO) and ``ember/_ops/sparse_compressed.py`` (CSR, CSC, BSR, BSC).
 See https://pytorch.org/docs/stable/sparse.html.
 """
+from .._ops import sparse_compressed as _sc
 from .._ops import sparse_rules as _sp
+from .._ops.sparse_compressed import (  # noqa: F401
+    as_sparse_gradcheck, check_sparse_tensor_invariants, sampled_addmm, spdiags, spsolve)
 from .._ops.sparse_rules import sparse_sum as sum  # noqa: F401,A001
 
-__all__ = ["mm", "addmm", "sum", "softmax", "log_softmax"]
+__all__ = ["mm", "addmm", "sum", "softmax", "log_softmax", "sampled_addmm", "spdiags", "spsolve",
+           "as_sparse_gradcheck", "check_sparse_tensor_invariants"]
 
 
 def _check_sparse(name, x):
-    if not _sp._is_sparse(x):
-        raise RuntimeError(f"{name}: expected a sparse COO tensor as mat1, got layout "
-                           f"{x.layout}")
+    if x.layout.name == "strided":
+        raise RuntimeError(f"{name}: expected a sparse tensor as mat1, got layout {x.layout}")
 
 
 def mm(mat1, mat2, reduce="sum"):
-    """``mat1 @ mat2`` for a sparse ``mat1`` and a dense ``mat2``; the gradient of ``mat1`` is
-    sparse with ``mat1``'s (coalesced) pattern, unlike ``torch.mm``'s dense one.
+    """``mat1 @ mat2`` for a sparse (COO or compressed) ``mat1`` and a dense ``mat2``; the
+    gradient of ``mat1`` is sparse with ``mat1``'s (coalesced) pattern and layout, unlike
+    ``torch.mm``'s dense one. With a sparse ``mat2`` too, the sparse product (as ``@``).
 
     Example:
         >>> import ember
@@ -29,9 +34,11 @@ def mm(mat1, mat2, reduce="sum"):
     if reduce != "sum":
         raise NotImplementedError(f"sparse.mm: reduce={reduce!r} is not supported")
     _check_sparse("sparse.mm", mat1)
+    if _sc._is_compressed(mat1) and mat2.layout.name == "strided":
+        return _sc.sparse_mm(mat1, mat2)
     _sp._check_mm("sparse.mm", mat1, mat2)
-    if _sp._is_sparse(mat2):
-        raise NotImplementedError("sparse.mm: the product of two sparse tensors is not supported")
+    if mat2.layout.name != "strided":
+        return _sp._sparse_product(mat1, mat2)
     return _sp._spmm(mat1, mat2, True)
 
 
