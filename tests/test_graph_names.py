@@ -157,3 +157,80 @@ def test_recursive_script_class():
     assert r._c.items == [3]
     with pytest.raises(pickle.PickleError, match="ScriptClasses cannot be pickled"):
         pickle.dumps(r)
+
+
+# ---- fx -----------------------------------------------------------------------------------------
+
+def _codegen_classes(base):
+    class ListOut(base):
+        def generate_output(self, output_args):
+            return f"return [{output_args!r}]"
+
+        def process_outputs(self, outputs):
+            return outputs[0]
+
+        def process_inputs(self, *args):
+            return args[::-1]
+    return ListOut
+
+
+def test_codegen():
+    fn = lambda x, y: x - y    # noqa: E731
+    outs = []
+    for mod, fx in ((torch, torch.fx), (ember, ember.fx)):
+        gm = fx.symbolic_trace(fn)
+        gm.graph.set_codegen(_codegen_classes(fx.CodeGen)())
+        gm.recompile()
+        a, b = mod.tensor([5.0, 1.0]), mod.tensor([2.0, 2.0])
+        outs.append((gm(a, b), fx.Interpreter(gm).run(a, b)))
+        assert "return [sub]" in gm.code
+    close(outs[1][0][0], outs[0][0][0])
+    close(outs[1][1], outs[0][1])           # (the Interpreter processed inputs and outputs)
+    g = ember.fx.Graph()
+    assert "def forward(self):" in g.python_code("self").src
+
+
+def test_proxyable_class_meta():
+    results = []
+    for mod, fx in ((torch, torch.fx), (ember, ember.fx)):
+        class TensorPair(metaclass=fx.ProxyableClassMeta):
+            def __init__(self, left, right):
+                self.left, self.right = left, right
+
+            def add(self, other):
+                return TensorPair(self.left + other.left, self.right + other.right)
+
+            def mul(self, other):
+                return TensorPair(self.left * other.left, self.right * other.right)
+
+        def use(x: TensorPair, y):
+            s = x.add(TensorPair(y, y))
+            return s.mul(x)
+        gm = fx.symbolic_trace(use)
+        kinds = [(n.op, getattr(n.target, "__name__", n.target)) for n in gm.graph.nodes]
+        x = TensorPair(mod.tensor([1.0, 2.0]), mod.tensor([3.0, 4.0]))
+        out = gm(x, mod.tensor([1.0, 1.0]))
+        results.append((kinds, out.left, out.right))
+        assert isinstance(TensorPair(1, 2), TensorPair)     # plain values: a plain instance
+    assert results[0][0] == results[1][0]
+    close(results[1][1], results[0][1])
+    close(results[1][2], results[0][2])
+
+
+def test_has_side_effect():
+    kept = []
+    for fx in (torch.fx, ember.fx):
+        def log(x):
+            pass
+        g = fx.Graph()
+        x = g.placeholder("x")
+        g.call_function(log, (x,))
+        g.output(x)
+        before = g.eliminate_dead_code()
+        assert fx.has_side_effect(log) is log
+        g2 = fx.Graph()
+        x = g2.placeholder("x")
+        g2.call_function(log, (x,))
+        g2.output(x)
+        kept.append((before, g2.eliminate_dead_code(), len(g2.nodes)))
+    assert kept[0] == kept[1] == (True, False, 3)
