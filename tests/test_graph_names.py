@@ -234,3 +234,182 @@ def test_has_side_effect():
         g2.output(x)
         kept.append((before, g2.eliminate_dead_code(), len(g2.nodes)))
     assert kept[0] == kept[1] == (True, False, 3)
+
+
+# ---- export -------------------------------------------------------------------------------------
+
+def _pair(build):
+    """The same model in torch and ember (ember's weights copied from torch's)."""
+    tm, em = build(torch), build(ember)
+    em.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    return tm.eval(), em.eval()
+
+
+def _top(mod):
+    nn = mod.nn
+
+    class Sub(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.lin(x).relu()
+
+    class Top(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = Sub(), nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.b(self.a(x) + x)
+    return Top()
+
+
+def test_dims_shapes_collection_additional_inputs():
+    assert repr(ember.export.dims("a", "b", max=8)) == repr(torch.export.dims("a", "b", max=8))
+
+    class Two:
+        def __init__(self, mod):
+            class M(mod.nn.Module):
+                def forward(self, x, y):
+                    return x + y
+            self.m = M()
+    specs = []
+    for mod in (torch, ember):
+        x, y = mod.ones(2, 3), mod.ones(2, 3)
+        sc = mod.export.ShapesCollection()
+        b = mod.export.Dim("b")
+        sc[x] = {0: b}
+        sc[y] = (b, None)
+        specs.append(repr(sc.dynamic_shapes(Two(mod).m, (x, y))))
+        with pytest.raises(ValueError, match="were not found in args"):
+            sc[mod.ones(1)] = {0: b}
+            sc.dynamic_shapes(Two(mod).m, (x, y))
+    assert specs[0] == specs[1]
+    m = Two(ember).m
+    ai = ember.export.AdditionalInputs()
+    ai.add((ember.ones(2, 3), ember.ones(2, 3)))
+    ai.add((ember.ones(4, 3), ember.ones(4, 3)))
+    spec = ai.dynamic_shapes(m, (ember.ones(3, 3), ember.ones(3, 3)))
+    tai = torch.export.AdditionalInputs()
+    tai.add((torch.ones(2, 3), torch.ones(2, 3)))
+    tai.add((torch.ones(4, 3), torch.ones(4, 3)))
+    tspec = tai.dynamic_shapes(Two(torch).m, (torch.ones(3, 3), torch.ones(3, 3)))
+    assert {k: [d is not None for d in v] for k, v in spec.items()} == \
+        {k: [d is not None for d in v] for k, v in tspec.items()}
+    ep = ember.export.export(m, (ember.ones(3, 3), ember.ones(3, 3)), dynamic_shapes=ai)
+    ai.verify(ep)
+    close(ep.module()(ember.ones(5, 3), ember.ones(5, 3)), np.full((5, 3), 2.0))
+    ai.add((ember.ones(4, 2), ember.ones(4, 2)))
+    with pytest.raises(RuntimeError, match="shape"):
+        ai.verify(ep)
+    with pytest.raises(ValueError, match="differing"):
+        bad = ember.export.AdditionalInputs()
+        bad.add((ember.ones(2, 3), 1.5))
+        bad.dynamic_shapes(m, (ember.ones(2, 3), 2.5))
+
+
+def test_register_dataclass():
+    import dataclasses
+    outs = []
+    for mod in (torch, ember):
+        @dataclasses.dataclass
+        class Inp:
+            x: mod.Tensor
+            y: mod.Tensor
+
+        class M(mod.nn.Module):
+            def forward(self, inp):
+                return inp.x * 2 + inp.y
+        with pytest.raises(ValueError, match="register_dataclass"):
+            mod.export.export(M(), (Inp(mod.ones(2), mod.ones(2)),))
+        with pytest.raises(ValueError, match="not a dataclass"):
+            mod.export.register_dataclass(int)
+        mod.export.register_dataclass(Inp)
+        ep = mod.export.export(M(), (Inp(mod.ones(2), mod.ones(2)),))
+        outs.append(ep.module()(Inp(mod.tensor([1.0, 2.0]), mod.tensor([3.0, 5.0]))))
+        assert len([n for n in ep.graph.nodes if n.op == "placeholder"]) == 2
+    close(outs[1], outs[0])
+
+
+def test_unflatten():
+    tm, em = _pair(_top)
+    tu = torch.export.unflatten(torch.export.export(tm, (torch.ones(1, 3),)))
+    eu = ember.export.unflatten(ember.export.export(em, (ember.ones(1, 3),)))
+    assert isinstance(eu, ember.export.UnflattenedModule)
+    assert sorted(eu.state_dict()) == sorted(tu.state_dict())
+    assert [(n.op, str(n.target)) for n in eu.graph.nodes if n.op == "call_module"] == \
+        [(n.op, str(n.target)) for n in tu.graph.nodes if n.op == "call_module"]
+    assert [n.op for n in eu.a.graph.nodes] == [n.op for n in tu.a.graph.nodes]
+    x = np.random.default_rng(0).standard_normal((1, 3)).astype(np.float32)
+    close(eu(ember.tensor(x)), tu(torch.tensor(x)))
+    close(eu.a(ember.tensor(x)), tu.a(torch.tensor(x)))     # a submodule runs on its own
+    with pytest.raises(TypeError, match="no flat args adapter"):
+        eu(ember.ones(1, 3), ember.ones(1, 3))
+
+    class Drop(ember.export.FlatArgsAdapter):
+        def adapt(self, target_spec, input_spec, input_args, metadata=None, obj=None):
+            return input_args[:1]
+    eu2 = ember.export.unflatten(ember.export.export(em, (ember.ones(1, 3),)), Drop())
+    close(eu2(ember.tensor(x), ember.ones(1)), tu(torch.tensor(x)))
+    with pytest.raises(TypeError):
+        ember.export.FlatArgsAdapter()
+    shared = ember.nn.Linear(3, 3)
+    twice = ember.nn.Sequential(shared, ember.nn.ReLU(), shared)
+    u = ember.export.unflatten(ember.export.export(twice, (ember.ones(1, 3),)))
+    close(u(ember.tensor(x)), twice(ember.tensor(x)))
+
+
+def test_module_call_graph_and_signatures():
+    tm, em = _pair(_top)
+    te = torch.export.export(tm, (torch.ones(1, 3),))
+    ee = ember.export.export(em, (ember.ones(1, 3),))
+    assert [e.fqn for e in ee.module_call_graph] == [e.fqn for e in te.module_call_graph]
+    root = ee.module_call_graph[0].signature
+    assert root.forward_arg_names == te.module_call_graph[0].signature.forward_arg_names
+    assert root.inputs == [] and root.outputs == []
+    sig = ember.export.ExportBackwardSignature({"g0": "w"}, {}, "loss")
+    assert sig == ember.export.ExportBackwardSignature({"g0": "w"}, {}, "loss")
+    assert ember.export.ModuleCallEntry("a").signature is None
+
+
+def test_decomp_table():
+    t = ember.export.default_decompositions()
+    assert isinstance(t, ember.export.CustomDecompTable) and len(t) == 0
+    t["aten::gelu"] = lambda x, approximate="none": x * 0.5 * (1 + ember.erf(x / 2 ** 0.5))
+    m = ember.nn.Sequential(ember.nn.Linear(3, 3), ember.nn.GELU())
+    ep = ember.export.export(m, (ember.ones(2, 3),))
+    ep2 = ep.run_decompositions(t)
+    ops = [n.target.name for n in ep2.graph.nodes if n.op == "call_function"]
+    assert "gelu" not in ops and "erf" in ops
+    x = ember.tensor(np.random.default_rng(1).standard_normal((2, 3)).astype(np.float32))
+    close(ep2.module()(x), m(x))
+    assert "gelu" in t and t.pop("aten::gelu") is not None and "gelu" not in t
+    assert [n.target for n in ep.run_decompositions().graph.nodes] == \
+        [n.target for n in ep.graph.nodes]
+
+
+def test_draft_export():
+    class DataDep(ember.nn.Module):
+        def forward(self, x):
+            n = x.sum().item()
+            return ember.zeros(int(n)) + 1
+    ep = ember.export.draft_export(DataDep(), (ember.ones(6),))
+    r = ep._report
+    assert not r.successful() and len(r.failures) == 1 and r.failures[0].failure_type == 2
+    assert "WARNING: 1 issue(s) found during export" in str(r)
+    close(ep.module()(ember.ones(6)), np.ones(6))
+
+    class Fixed(ember.nn.Module):
+        def forward(self, x):
+            return x.view(3, 2) * 2
+    ep = ember.export.draft_export(Fixed(), (ember.ones(6),),
+                                   dynamic_shapes={"x": {0: ember.export.Dim("b")}})
+    assert [f.failure_type for f in ep._report.failures] == [3]       # (torch: GUARD_ADDED)
+    assert ep.range_constraints == {}
+    close(ep.module()(ember.ones(6)), np.full((3, 2), 2.0))
+    ok = ember.export.draft_export(ember.nn.ReLU(), (ember.ones(2),))
+    assert ok._report.successful() and "Congratulations" in str(ok._report)
+    assert "Congratulations" in str(torch.export.draft_export(torch.nn.ReLU(),
+                                                              (torch.ones(2),))._report)

@@ -173,9 +173,15 @@ class Recorder:
         return self.graph.output(_map_out(out, self.value))
 
 
+DATACLASSES = {}        # export.register_dataclass: type -> the fields its instances flatten to
+
+
 def _map_out(out, fn):
     if isinstance(out, Tensor):
         return fn(out)
+    fields = DATACLASSES.get(type(out))
+    if fields is not None:
+        return type(out)(**{f: _map_out(getattr(out, f), fn) for f in fields})
     if isinstance(out, (tuple, list)):
         return type(out)(_map_out(o, fn) for o in out) if not hasattr(out, "_fields") else \
             type(out)(*(_map_out(o, fn) for o in out))
