@@ -413,3 +413,191 @@ def test_draft_export():
     assert ok._report.successful() and "Congratulations" in str(ok._report)
     assert "Congratulations" in str(torch.export.draft_export(torch.nn.ReLU(),
                                                               (torch.ones(2),))._report)
+
+
+# ---- onnx ---------------------------------------------------------------------------------------
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+
+def _export(mod, model, args, **kw):
+    buf = io.BytesIO()
+    if mod is torch:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(model, args, buf, dynamo=False, opset_version=17, **kw)
+    else:
+        ember.onnx.export(model, args, buf, opset_version=17, **kw)
+    return onnx.load_from_string(buf.getvalue())
+
+
+def _run(proto, *xs):
+    s = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    return s.run(None, {i.name: x for i, x in zip(s.get_inputs(), xs)})
+
+
+def _logaddexp(mod):
+    class M(mod.nn.Module):
+        def forward(self, a, b):
+            return mod.logaddexp(a, b) * 2
+    return M()
+
+
+def test_register_custom_op_symbolic():
+    a, b = np.array([0.5, -1.0, 3.0], np.float32), np.array([1.0, 2.0, -2.0], np.float32)
+    with pytest.raises(ember.onnx.errors.UnsupportedOperatorError, match="logaddexp"):
+        _export(ember, _logaddexp(ember), (E(a), E(b)))
+
+    def sym(g, x, y):
+        return g.op("Log", g.op("Add", g.op("Exp", x), g.op("Exp", y)))
+    protos = []
+    for mod in (torch, ember):
+        mod.onnx.register_custom_op_symbolic("aten::logaddexp", sym, 9)
+        try:
+            protos.append(_export(mod, _logaddexp(mod), (mod.tensor(a), mod.tensor(b))))
+        finally:
+            mod.onnx.unregister_custom_op_symbolic("aten::logaddexp", 9)
+    ops = [[n.op_type for n in p.graph.node if n.op_type not in ("Constant", "Identity")]
+           for p in protos]
+    assert ops[1][:4] == ops[0][:4] == ["Exp", "Exp", "Add", "Log"]
+    close(_run(protos[1], a, b)[0], np.logaddexp(a, b) * 2)
+    close(_run(protos[1], a, b)[0], _run(protos[0], a, b)[0])
+    with pytest.raises(ember.onnx.errors.UnsupportedOperatorError):    # unregistered again
+        _export(ember, _logaddexp(ember), (E(a), E(b)))
+    # a newer opset's symbolic is not used below its version; an override of a lowered op
+    ember.onnx.register_custom_op_symbolic("::relu", lambda g, x: g.op("Sigmoid", x), 18)
+    ember.onnx.register_custom_op_symbolic("::relu", lambda g, x: g.op("Softplus", x), 13)
+    try:
+        p = _export(ember, ember.nn.ReLU(), (E(a),))
+        assert [n.op_type for n in p.graph.node][0] == "Softplus"
+    finally:
+        for v in (13, 18):
+            ember.onnx.unregister_custom_op_symbolic("::relu", v)
+
+
+def test_custom_domain_and_name_checks():
+    protos = []
+
+    def sym(g, x, y):
+        return g.op("custom_domain::Hyp", x, y, alpha_f=2.0, n_i=3, mode_s="x")
+    for mod in (torch, ember):
+        class H(mod.nn.Module):
+            def forward(self, a, b):
+                return mod.hypot(a, b)
+        mod.onnx.register_custom_op_symbolic("aten::hypot", sym, 9)
+        try:
+            protos.append(_export(mod, H(), (mod.ones(2), mod.ones(2)),
+                                  custom_opsets={"custom_domain": 2}))
+        finally:
+            mod.onnx.unregister_custom_op_symbolic("aten::hypot", 9)
+
+    def nodes(p):
+        return [(n.op_type, n.domain, sorted((a.name, onnx.helper.get_attribute_value(a))
+                                             for a in n.attribute))
+                for n in p.graph.node if n.op_type != "Identity"]
+    assert nodes(protos[1]) == nodes(protos[0])
+    assert sorted((o.domain, o.version) for o in protos[1].opset_import) == \
+        sorted((o.domain, o.version) for o in protos[0].opset_import)
+    for bad in ("relu", "aten::1relu", "a b::c"):
+        with pytest.raises(ember.onnx.errors.OnnxExporterError, match="Failed to register"):
+            ember.onnx.register_custom_op_symbolic(bad, sym, 9)
+    with pytest.raises(ValueError, match="onnx domain cannot be modified"):
+        ember.onnx.register_custom_op_symbolic("onnx::Relu", sym, 9)
+
+
+def test_onnx_ops_symbolic():
+    class M(ember.nn.Module):
+        def forward(self, x):
+            y = ember.onnx.ops.symbolic("custom::Foo", (x,), {"alpha": 2.0, "k": 3},
+                                        dtype=ember.float32, shape=x.shape, version=2)
+            a, b = ember.onnx.ops.symbolic_multi_out("custom::Two", (y,), dtypes=(
+                ember.float32, ember.int64), shapes=(x.shape, x.shape))
+            return a, b
+    a, b = M()(ember.ones(2, 3))
+    close(a, np.zeros((2, 3)))
+    assert b.dtype == ember.int64
+    t = torch.onnx.ops.symbolic("custom::Foo", (torch.ones(2, 3),), {"alpha": 2.0},
+                                dtype=torch.float32, shape=(2, 3), version=2)
+    assert tuple(t.shape) == tuple(a.shape) and float(t.abs().sum()) == 0
+    p = _export(ember, M(), (ember.ones(2, 3),))
+    ns = [(n.op_type, n.domain, len(n.output)) for n in p.graph.node if n.op_type != "Identity"]
+    assert ns == [("Foo", "custom", 1), ("Two", "custom", 2)]
+    assert ("custom", 2) in [(o.domain, o.version) for o in p.opset_import]
+    foo = p.graph.node[0]
+    assert {a.name: onnx.helper.get_attribute_value(a) for a in foo.attribute} == \
+        {"alpha": 2.0, "k": 3}
+
+
+def test_jit_scalar_type():
+    T, J = torch.onnx.JitScalarType, ember.onnx.JitScalarType
+    assert [t.name for t in J] == [t.name for t in T] and [int(t) for t in J] == [int(t) for t in T]
+    for name in ("float32", "float64", "int64", "int32", "bool", "float16", "bfloat16", "uint8",
+                 "int8", "int16", "complex64"):
+        t, e = T.from_dtype(getattr(torch, name)), J.from_dtype(getattr(ember, name))
+        assert (t.name, t.scalar_name(), t.torch_name(), int(t.onnx_type())) == \
+            (e.name, e.scalar_name(), e.torch_name(), e.onnx_type())
+        assert str(e.dtype()) == str(t.dtype())
+        assert J.from_onnx_type(e.onnx_type()) == T.from_onnx_type(int(t.onnx_type()))
+    assert J.from_value(ember.ones(1, dtype=ember.int64)) is J.INT64
+    assert J.from_value(None, J.FLOAT) is J.FLOAT
+    assert J.COMPLEX32.onnx_compatible() == T.COMPLEX32.onnx_compatible() is False
+    with pytest.raises(ember.onnx.errors.OnnxExporterError, match="Unknown dtype: None"):
+        J.from_dtype(None)
+
+
+def test_select_model_mode_exportable_module_input_observer():
+    for mod in (torch, ember):
+        m = mod.nn.Dropout()
+        with mod.onnx.select_model_mode_for_export(m, mod.onnx.TrainingMode.EVAL):
+            assert not m.training
+        assert m.training
+        m.eval()
+        with mod.onnx.select_model_mode_for_export(m, mod.onnx.TrainingMode.TRAINING):
+            assert m.training
+        assert not m.training
+        with pytest.raises(TypeError, match="should be a torch.onnx.TrainingMode enum"):
+            with mod.onnx.select_model_mode_for_export(m, 1):
+                pass
+
+    class Double(ember.onnx.ExportableModule):
+        def forward(self, x):
+            return x * 2
+
+        def example_arguments(self):
+            return (ember.ones(2, 3),), None
+
+        def input_names(self):
+            return ("inp",)
+
+        def output_names(self):
+            return ("out",)
+
+        def dynamic_shapes(self):
+            return ({0: "batch"},)
+    with pytest.raises(TypeError):
+        ember.onnx.ExportableModule()
+    p = Double().to_onnx().model_proto
+    assert [i.name for i in p.graph.input] == ["inp"] and [o.name for o in p.graph.output] == \
+        ["out"]
+    x = np.ones((5, 3), np.float32)
+    close(_run(p, x)[0], x * 2)
+
+    outs = []
+    for mod in (torch, ember):
+        class M(mod.nn.Module):
+            def forward(self, x, y):
+                return x * 2 + y
+        m, obs = M(), mod.onnx.InputObserver()
+        with obs(m):
+            m(mod.ones(2, 3), mod.ones(3))
+            m(mod.ones(4, 3), mod.ones(3))
+            m(mod.ones(5, 3), mod.ones(3))
+            m(mod.ones(6, 3), mod.ones(3))
+        assert obs.num_obs() == 3
+        outs.append((obs.infer_arguments(), obs.infer_dynamic_shapes()))
+    (targs, tdyn), (eargs, edyn) = outs
+    assert [tuple(a.shape) for a in targs] == [tuple(a.shape) for a in eargs]
+    assert [sorted(d or {}) for d in tdyn] == [sorted(d or {}) for d in edyn]
+    with pytest.raises(RuntimeError, match="No inputs were captured"):
+        ember.onnx.InputObserver().infer_arguments()
