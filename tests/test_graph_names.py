@@ -1,5 +1,6 @@
 """The rest of torch.jit / onnx / fx / export / compiler's public names, against torch 2.13."""
 import io
+import os
 import pickle
 import typing
 import warnings
@@ -601,3 +602,186 @@ def test_select_model_mode_exportable_module_input_observer():
     assert [sorted(d or {}) for d in tdyn] == [sorted(d or {}) for d in edyn]
     with pytest.raises(RuntimeError, match="No inputs were captured"):
         ember.onnx.InputObserver().infer_arguments()
+
+
+# ---- compiler -----------------------------------------------------------------------------------
+
+def _flagged(mod):
+    class Scale(mod.nn.Module):
+        def forward(self, x):
+            return x * 2 if self.training else x * 3
+    return Scale()
+
+
+def test_guard_filter_on_globals_against_torch():
+    import torch._dynamo
+    results = {}
+    for mod in (torch, ember):
+        for filt in (None, "skip_guard_on_globals_unsafe"):
+            glob = _flagged(mod)
+
+            def f(x, glob=None):
+                return glob(x) + 1
+            g = {"glob": glob}
+            exec("def fn(x):\n    return glob(x) + 1\n", g)
+            opts = {"guard_filter_fn": getattr(mod.compiler, filt)} if filt else None
+            kw = {"backend": "eager"} if mod is torch else {}
+            c = mod.compile(g["fn"], options=opts, **kw)
+            a = float(c(mod.ones(2))[0])
+            glob.eval()
+            b = float(c(mod.ones(2))[0])
+            results[mod.__name__, filt] = (a, b)
+        if mod is torch:
+            torch._dynamo.reset()
+    assert results["torch", None] == results["ember", None] == (3.0, 4.0)
+    assert results["torch", "skip_guard_on_globals_unsafe"] == \
+        results["ember", "skip_guard_on_globals_unsafe"] == (3.0, 3.0)
+
+
+def test_guard_filters():
+    seen = []
+
+    def spy(entries):
+        seen.extend(entries)
+        return [True] * len(entries)
+    m = ember.nn.Sequential(ember.nn.Linear(2, 2), _flagged(ember))
+    c = ember.compile(m, options={"guard_filter_fn": spy})
+    c(ember.ones(1, 2))
+    kinds = {(e.name, e.guard_type, e.is_global) for e in seen}
+    assert ("args[0]", "TENSOR_MATCH", False) in kinds and ("", "GLOBAL_STATE", False) in kinds
+    assert ("self.1.training", "CONSTANT_MATCH", False) in kinds
+    by = {e.name: e for e in seen}
+    assert by["self.0._parameters['weight']"].orig_guard.source.\
+        is_unspecialized_builtin_nn_module()
+    assert not by["self.1.training"].orig_guard.source.is_unspecialized_builtin_nn_module()
+    assert ember.compiler.keep_tensor_guards_unsafe(seen) == \
+        [e.guard_type == "TENSOR_MATCH" and not isinstance(e.value, ember.nn.Parameter)
+         for e in seen]
+    for name in ("keep_portable_guards_unsafe", "skip_all_guards_unsafe",
+                 "skip_guard_on_globals_unsafe", "skip_guard_on_all_nn_modules_unsafe",
+                 "skip_guard_on_inbuilt_nn_modules_unsafe"):     # (torch's own on our entries)
+        assert getattr(ember.compiler, name)(seen) == getattr(torch.compiler, name)(seen), name
+
+    # dropped guards relax the lookup: no recompilation, the first program keeps running
+    for filt, want in ((None, 3.0), ("skip_guard_on_all_nn_modules_unsafe", 2.0),
+                       ("skip_guard_on_inbuilt_nn_modules_unsafe", 3.0),
+                       ("keep_tensor_guards_unsafe", 2.0), ("skip_all_guards_unsafe", 2.0)):
+        m = _flagged(ember)
+        opts = {"guard_filter_fn": getattr(ember.compiler, filt)} if filt else None
+        c = ember.compile(m, options=opts)
+        assert float(c(ember.ones(2))[0]) == 2.0
+        m.eval()
+        assert float(c(ember.ones(2))[0]) == want, filt
+    f = ember.compile(lambda x: x + 1, options={"guard_filter_fn":
+                                               ember.compiler.skip_all_guards_unsafe})
+    close(f(ember.ones(2)), [2.0, 2.0])
+    with pytest.raises(AssertionError, match="compiled for"):
+        f(ember.ones(3))            # (the program's loops are sized for 2: refused, not read)
+    with pytest.raises(RuntimeError, match="flags for"):
+        ember.compile(lambda x: x + 1, options={"guard_filter_fn": lambda e: []})(ember.ones(1))
+
+
+def test_default_backend_and_settings():
+    assert ember.compiler.get_default_backend() == torch.compiler.get_default_backend()
+    ember.compiler.set_default_backend("eager")
+    try:
+        f = ember.compile(lambda x: x * 2)
+        close(f(ember.ones(2)), [2.0, 2.0])
+        assert f.eager and not f.programs
+    finally:
+        ember.compiler.set_default_backend(None)
+    assert ember.compiler.get_default_backend() == "inductor"
+    for mod in (torch, ember):
+        with pytest.raises(TypeError, match="backend must be a string or callable"):
+            mod.compiler.set_default_backend(3)
+    for k in ("job_id", "cache_key_tag", "force_disable_caches", "dynamic_sources",
+              "recompile_limit", "accumulated_recompile_limit", "verbose",
+              "capture_scalar_outputs", "assume_static_by_default",
+              "automatic_dynamic_shapes", "fail_on_recompile_limit_hit"):
+        assert getattr(ember.compiler.config, k) == getattr(torch.compiler.config, k), k
+    with ember.compiler.config.patch(cache_key_tag="x"):
+        assert ember.compiler.config.cache_key_tag == "x"
+    assert ember.compiler.config.cache_key_tag == ""
+    assert ember.compiler.set_enable_guard_collectives(True) is False
+    assert ember.compiler.set_enable_guard_collectives(False) is True
+    ember.compiler.cudagraph_mark_step_begin()
+    with pytest.raises(RuntimeError, match="save_cache_artifacts"):
+        ember.compiler.load_compiled_function(io.BytesIO(b""))
+
+
+def test_cache_artifacts(tmp_path, monkeypatch):
+    from ember._graph import cgen
+    if cgen.compiler() is None or ember._C.kernels._off:
+        pytest.skip("no C compiler")
+    a, b = tmp_path / "a", tmp_path / "b"
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(a))
+    monkeypatch.setattr(cgen, "used", {})
+    monkeypatch.setattr(cgen, "_loaded", {})
+    assert ember.compiler.save_cache_artifacts() is None
+    fn = lambda x: (x.sin() * 3.25).exp()      # noqa: E731
+    x = ember.tensor([0.5, 1.0, -2.0])
+    close(ember.compile(fn)(x), fn(x))
+    data, info = ember.compiler.save_cache_artifacts()
+    assert isinstance(info, ember.compiler.CacheInfo) and len(info.inductor_artifacts) == 1
+    assert sorted(os.listdir(a / "codegen")) == [info.inductor_artifacts[0] + ".so"]
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(b))
+    monkeypatch.setattr(cgen, "_loaded", {})
+    got = ember.compiler.load_cache_artifacts(data)
+    assert got.inductor_artifacts == info.inductor_artifacts
+    assert sorted(os.listdir(b / "codegen")) == sorted(os.listdir(a / "codegen"))
+    import subprocess
+
+    def no_cc(*a, **k):
+        raise AssertionError("the C compiler ran: the loaded artifact was not used")
+    monkeypatch.setattr(subprocess, "run", no_cc)
+    close(ember.compile(fn)(x), fn(x))          # (a new compile finds the program on disk)
+    monkeypatch.undo()
+    with pytest.raises(RuntimeError, match="not artifacts"):
+        ember.compiler.load_cache_artifacts(b"junk")
+    c = tmp_path / "c"
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(c))
+    with ember.compiler.config.patch(force_disable_caches=True):
+        close(ember.compile(lambda x: (x.cos() * 1.75).exp())(x), (x.cos() * 1.75).exp())
+    assert not (c / "codegen").exists() or not os.listdir(c / "codegen")
+
+
+def test_wrap_numpy():
+    for mod in (torch, ember):
+        f = mod.compiler.wrap_numpy(lambda a, b: (a * b + 1, a.shape, np.sum(a)))
+        out, shape, s = f(mod.tensor([1.0, 2.0]), mod.tensor([3.0, 4.0]))
+        close(out, [4.0, 9.0])
+        assert shape == (2,) and isinstance(out, mod.Tensor) and float(s) == 3.0
+        with pytest.raises(RuntimeError, match="requires grad"):
+            f(mod.ones(2, requires_grad=True), mod.ones(2))
+
+
+def test_substitute_in_graph():
+    from ember._dynamo.exc import Unsupported
+
+    def normalize(x):
+        return x / x.abs().max().item()
+    g = {"normalize": normalize}
+    exec("def model(x):\n    return normalize(x) * 2\n", g)
+    x = ember.tensor([1.0, -4.0, 2.0])
+    with pytest.raises(Unsupported):
+        ember.compile(g["model"], fullgraph=True)(x)
+
+    @ember.compiler.substitute_in_graph(normalize)
+    def normalize_(x):
+        return x / x.abs().max()
+    assert normalize_.__torch_dynamo_original__ is normalize
+    close(normalize_(x), normalize(x))                  # eager: the original runs
+    c = ember.compile(g["model"], fullgraph=True)
+    close(c(x), normalize(x) * 2)
+    close(c(ember.tensor([2.0, 1.0, -8.0])), [0.5, 0.25, -2.0])   # (not baked in)
+    assert g["normalize"] is normalize                  # restored after the capture
+    for mod in (torch, ember):
+        with pytest.raises(TypeError, match="expects a function"):
+            mod.compiler.substitute_in_graph(3)
+
+        def orig(a, b=1):
+            return a
+        with pytest.raises(TypeError, match="Signature mismatch"):
+            mod.compiler.substitute_in_graph(orig)(lambda a: a)
+    with pytest.raises(ValueError, match="Duplicate polyfill handlers"):
+        ember.compiler.substitute_in_graph(normalize)(lambda x: x)

@@ -320,7 +320,8 @@ def load_compiled_function(file, *, f_globals=None, external_data=None):
 def wrap_numpy(fn):
     """A function of tensors made from ``fn``, a function of NumPy arrays: tensor arguments
     (nested in tuples, lists, dicts too) are passed as arrays and array results come back as
-    tensors. ember runs the NumPy code as NumPy (no gradients through it; inside
+    tensors (a tensor that requires grad is refused, as torch's eager call refuses it).
+    ember runs the NumPy code as NumPy (no gradients through it; inside
     ``ember.compile`` it is a graph break: the function reads tensor values).
 
     Example:
@@ -334,7 +335,7 @@ def wrap_numpy(fn):
 
     def conv(a, to_np):
         if to_np and isinstance(a, Tensor):
-            return a.detach().numpy(force=True)
+            return a.numpy()
         if not to_np and isinstance(a, (np.ndarray, np.generic)):
             import ember
             return ember.from_numpy(np.array(a))
