@@ -785,3 +785,68 @@ def test_substitute_in_graph():
             mod.compiler.substitute_in_graph(orig)(lambda a: a)
     with pytest.raises(ValueError, match="Duplicate polyfill handlers"):
         ember.compiler.substitute_in_graph(normalize)(lambda x: x)
+
+
+@pytest.mark.parametrize("case", ["4d", "3d", "positions", "interleaved", "partial"])
+def test_onnx_ops_rotary_embedding(case):
+    rng = np.random.default_rng(2)
+    b, h, s, d = 2, 3, 4, 8
+    rd = 4 if case == "partial" else d
+    x = rng.standard_normal((b, h, s, d) if case != "3d" else (b, s, h * d)).astype(np.float32)
+    if case == "positions":
+        cos, sin = rng.standard_normal((2, 6, rd // 2)).astype(np.float32)
+        pos = rng.integers(0, 6, (b, s))
+    else:
+        cos, sin = rng.standard_normal((2, b, s, rd // 2)).astype(np.float32)
+        pos = None
+    kw = dict(interleaved=case == "interleaved", num_heads=h if case == "3d" else 0,
+              rotary_embedding_dim=4 if case == "partial" else 0)
+    outs = [mod.onnx.ops.rotary_embedding(mod.tensor(x), mod.tensor(cos), mod.tensor(sin),
+                                          None if pos is None else mod.tensor(pos), **kw)
+            for mod in (torch, ember)]
+    close(outs[1], outs[0])
+
+
+@pytest.mark.parametrize("case", ["plain", "causal", "gqa_3d", "bool_mask", "float_mask",
+                                  "past_softcap", "mode1", "mode3"])
+def test_onnx_ops_attention(case):
+    rng = np.random.default_rng(3)
+    hq, hk = (4, 2) if case == "gqa_3d" else (2, 2)
+    q = rng.standard_normal((2, hq, 3, 4)).astype(np.float32)
+    k, v = rng.standard_normal((2, 2, hk, 5, 4)).astype(np.float32)
+    kw, extra = {}, {}
+    if case == "gqa_3d":
+        q, k, v = (a.transpose(0, 2, 1, 3).reshape(2, a.shape[2], -1) for a in (q, k, v))
+        kw = dict(q_num_heads=hq, kv_num_heads=hk)
+    if case == "causal":
+        kw["is_causal"] = True
+    if case == "bool_mask":
+        extra["attn_mask"] = rng.random((3, 5)) > 0.3
+        extra["attn_mask"][:, 0] = True
+    if case == "float_mask":
+        extra["attn_mask"] = rng.standard_normal((3, 5)).astype(np.float32)
+    if case == "past_softcap":
+        extra["past_key"], extra["past_value"] = rng.standard_normal((2, 2, 2, 2, 4)).astype(
+            np.float32)
+        kw["softcap"], kw["scale"] = 2.0, 0.3
+    if case.startswith("mode"):
+        kw["qk_matmul_output_mode"] = int(case[-1])
+        extra["attn_mask"] = rng.standard_normal((3, 5)).astype(np.float32)
+    outs = [mod.onnx.ops.attention(mod.tensor(q), mod.tensor(k), mod.tensor(v),
+                                   **{n: mod.tensor(a) for n, a in extra.items()}, **kw)
+            for mod in (torch, ember)]
+    for e, t in zip(outs[1], outs[0]):
+        close(e, t)
+
+
+def test_onnx_ops_rotary_and_attention_export():
+    rng = np.random.default_rng(4)
+    cos, sin = (ember.tensor(a) for a in rng.standard_normal((2, 1, 3, 2)).astype(np.float32))
+
+    class M(ember.nn.Module):
+        def forward(self, q, k, v):
+            q = ember.onnx.ops.rotary_embedding(q, cos, sin)
+            return ember.onnx.ops.attention(q, k, v, is_causal=True)[0]
+    q, k, v = rng.standard_normal((3, 1, 2, 3, 4)).astype(np.float32)
+    p = _export(ember, M(), (E(q), E(k), E(v)))
+    close(_run(p, q, k, v)[0], M()(E(q), E(k), E(v)))

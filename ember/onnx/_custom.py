@@ -17,24 +17,17 @@ from .errors import OnnxExporterError
 
 # ---- JitScalarType ------------------------------------------------------------------------------
 
-# name, scalar name, torch (C++) name, ONNX TensorProto type (0: none), ember dtype attribute
-_TYPES = [("UINT8", "Byte", "uint8_t", 2, "uint8"), ("INT8", "Char", "int8_t", 3, "int8"),
-          ("INT16", "Short", "int16_t", 5, "int16"), ("INT", "Int", "int", 6, "int32"),
-          ("INT64", "Long", "int64_t", 7, "int64"), ("HALF", "Half", "half", 10, "float16"),
-          ("FLOAT", "Float", "float", 1, "float32"), ("DOUBLE", "Double", "double", 11,
-                                                         "float64"),
-          ("COMPLEX32", "ComplexHalf", "complex32", 0, "complex32"),
-          ("COMPLEX64", "ComplexFloat", "complex64", 14, "complex64"),
-          ("COMPLEX128", "ComplexDouble", "complex128", 15, "complex128"),
-          ("BOOL", "Bool", "bool", 9, "bool"), ("QINT8", "QInt8", "qint8", 3, "qint8"),
-          ("QUINT8", "QUInt8", "quint8", 2, "quint8"), ("QINT32", "QInt32", "qint32", 6,
-                                                        "qint32"),
-          ("BFLOAT16", "BFloat16", "bfloat16", 16, "bfloat16"),
-          ("FLOAT8E5M2", "Float8E5M2", "float8_e5m2", 19, "float8_e5m2"),
-          ("FLOAT8E4M3FN", "Float8E4M3FN", "float8_e4m3fn", 17, "float8_e4m3fn"),
-          ("FLOAT8E5M2FNUZ", "Float8E5M2FNUZ", "float8_e5m2fnuz", 20, "float8_e5m2fnuz"),
-          ("FLOAT8E4M3FNUZ", "Float8E4M3FNUZ", "float8_e4m3fnuz", 18, "float8_e4m3fnuz"),
-          ("UNDEFINED", "Undefined", None, 0, None)]
+# per type, in JitScalarType's order: scalar name, torch's C++ name, ONNX TensorProto type (0:
+# none), ember's dtype
+_TYPES = [(n, c, int(o), None if d == "-" else d) for n, c, o, d in (t.split(":") for t in """
+    Byte:uint8_t:2:uint8 Char:int8_t:3:int8 Short:int16_t:5:int16 Int:int:6:int32
+    Long:int64_t:7:int64 Half:half:10:float16 Float:float:1:float32 Double:double:11:float64
+    ComplexHalf:complex32:0:complex32 ComplexFloat:complex64:14:complex64
+    ComplexDouble:complex128:15:complex128 Bool:bool:9:bool QInt8:qint8:3:qint8
+    QUInt8:quint8:2:quint8 QInt32:qint32:6:qint32 BFloat16:bfloat16:16:bfloat16
+    Float8E5M2:float8_e5m2:19:float8_e5m2 Float8E4M3FN:float8_e4m3fn:17:float8_e4m3fn
+    Float8E5M2FNUZ:float8_e5m2fnuz:20:float8_e5m2fnuz
+    Float8E4M3FNUZ:float8_e4m3fnuz:18:float8_e4m3fnuz Undefined:-:0:-""".split())]
 
 
 class JitScalarType(enum.IntEnum):
@@ -55,7 +48,7 @@ class JitScalarType(enum.IntEnum):
     @classmethod
     def from_dtype(cls, dtype):
         for t in cls:
-            if dtype is not None and _TYPES[t][4] == getattr(dtype, "name", None):
+            if dtype is not None and _TYPES[t][3] == getattr(dtype, "name", None):
                 return t
         raise OnnxExporterError(f"Unknown dtype: {dtype}")
 
@@ -64,7 +57,7 @@ class JitScalarType(enum.IntEnum):
         # NOTE: as torch's reversed table: the last type of an ONNX type wins (6 is QINT32,
         # 0 COMPLEX32)
         found = [t for t in sorted(cls, key=lambda t: t != cls.UNDEFINED)
-                 if _TYPES[t][3] == int(onnx_type)]
+                 if _TYPES[t][2] == int(onnx_type)]
         if found:
             return found[-1]
         raise OnnxExporterError(f"Unknown onnx_type: {onnx_type}")
@@ -80,14 +73,14 @@ class JitScalarType(enum.IntEnum):
                                 "instance and a default value was not provided.")
 
     def scalar_name(self):
-        return _TYPES[self][1]
+        return _TYPES[self][0]
 
     def torch_name(self):
-        return _TYPES[self][2]
+        return None if _TYPES[self][1] == "-" else _TYPES[self][1]
 
     def dtype(self):
         import ember
-        d = getattr(ember, _TYPES[self][4] or "", None)
+        d = getattr(ember, _TYPES[self][3] or "", None)
         if d is None:
             raise ValueError(f"Scalar type {self.name} has no dtype in ember")
         return d
@@ -95,7 +88,7 @@ class JitScalarType(enum.IntEnum):
     def onnx_type(self):
         if not self.onnx_compatible():
             raise OnnxExporterError(f"Scalar type {self} cannot be converted to ONNX")
-        return _TYPES[self][3]
+        return _TYPES[self][2]
 
     def onnx_compatible(self):
         return self not in (JitScalarType.UNDEFINED, JitScalarType.COMPLEX32)
