@@ -705,7 +705,7 @@ def test_default_backend_and_settings():
     assert ember.compiler.set_enable_guard_collectives(True) is False
     assert ember.compiler.set_enable_guard_collectives(False) is True
     ember.compiler.cudagraph_mark_step_begin()
-    with pytest.raises(RuntimeError, match="save_cache_artifacts"):
+    with pytest.raises(RuntimeError, match="not a function ember's save_compiled_function"):
         ember.compiler.load_compiled_function(io.BytesIO(b""))
 
 
@@ -850,3 +850,51 @@ def test_onnx_ops_rotary_and_attention_export():
     q, k, v = rng.standard_normal((3, 1, 2, 3, 4)).astype(np.float32)
     p = _export(ember, M(), (E(q), E(k), E(v)))
     close(_run(p, q, k, v)[0], M()(E(q), E(k), E(v)))
+
+
+def test_aot_compile_save_load(tmp_path):
+    import subprocess
+    import sys
+    from ember._graph import cgen
+    if cgen.compiler() is None or ember._C.kernels._off:
+        pytest.skip("no C compiler")
+    w = ember.tensor([[0.5, -1.0], [2.0, 0.25]])
+
+    def fn(x):
+        return ((x @ w).tanh() * 3).sum(-1)
+    c = ember.compile(fn, fullgraph=True)
+    x = ember.tensor([[1.0, 2.0], [-1.0, 0.5]], requires_grad=True)
+    aot = c.aot_compile(((x,), {}))
+    out = aot(x)
+    out.sum().backward()
+    want = fn(x.detach().requires_grad_())
+    close(out, want)
+    path = str(tmp_path / "fn.bin")
+    aot.save_compiled_function(path)
+    np.save(tmp_path / "x.npy", x.detach().numpy())
+    np.save(tmp_path / "grad.npy", x.grad.numpy())
+    code = f"""
+import numpy as np, ember
+with open({path!r}, "rb") as f:
+    g = ember.compiler.load_compiled_function(f)
+x = ember.tensor(np.load({str(tmp_path / 'x.npy')!r}), requires_grad=True)
+out = g(x)
+out.sum().backward()
+print(repr(out.detach().numpy().tolist()), np.abs(x.grad.numpy() - np.load({str(tmp_path / 'grad.npy')!r})).max())
+try:
+    g(ember.ones(3, 2, requires_grad=True))
+except RuntimeError as e:
+    print("guard", "GuardManager check failed" in str(e))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=str(__import__("pathlib").Path(ember.__file__).parent.parent))
+    assert r.returncode == 0, r.stderr[-2000:]
+    vals, err = r.stdout.splitlines()[0].rsplit(" ", 1)
+    close(np.array(eval(vals)), want)
+    assert float(err) < 1e-6 and r.stdout.splitlines()[1] == "guard True"
+    for mod in (torch, ember):
+        with pytest.raises(RuntimeError, match="Graph breaks are not supported with aot"):
+            mod.compile(fn if mod is ember else (lambda x: x + 1)).aot_compile(
+                ((mod.ones(2),), {}))
+    with pytest.raises(RuntimeError, match="not a function ember's"):
+        ember.compiler.load_compiled_function(io.BytesIO(b"PK junk"))

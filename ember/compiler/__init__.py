@@ -144,6 +144,12 @@ class _Compiled:
             return self.fn(*args, **kwargs)
         return prog(args, kwargs)
 
+    def aot_compile(self, example_inputs):
+        """Capture and compile now for ``example_inputs`` (``(args, kwargs)``): an
+        ``AOTCompiledFunction`` that can be saved and loaded in another process."""
+        from ._api import aot_compile
+        return aot_compile(self, example_inputs)
+
     def _kept(self, args, kwargs):
         """The guards ((name, value), ...) the new program keeps: all, or those the filter
         keeps."""

@@ -304,15 +304,124 @@ def load_cache_artifacts(serialized_artifacts):
     return info
 
 
+_AOT = "ember.compiler.aot/1"
+
+
+class AOTCompiledFunction:
+    """A function compiled ahead of time (``ember.compile(fn, fullgraph=True)
+    .aot_compile(((args...), {kwargs}))``): callable, checked against the example's guards
+    (tensor shapes, dtypes, requires_grad; grad mode), ``save_compiled_function(path)`` writes
+    it and ``load_compiled_function`` reads it in another process without ``fn``'s source:
+    the file holds the forward and backward graphs (op names and arguments), the tensors the
+    function read (constants, and globals or closures by their value at compile time), and
+    the C programs are found in (or rebuilt into) the disk cache."""
+
+    def __init__(self, prog, guards, name="fn"):
+        self._prog, self._guards, self.__name__ = prog, guards, name
+        self._guard_check_enabled = True
+
+    def guard_check(self, *args, **kwargs):
+        return _aot_guards(args, kwargs) == self._guards
+
+    def disable_guard_check(self):
+        self._guard_check_enabled = False
+
+    def __call__(self, *args, **kwargs):
+        if self._guard_check_enabled and not self.guard_check(*args, **kwargs):
+            raise RuntimeError(f"GuardManager check failed: {self.__name__} was compiled for "
+                               f"{self._guards}, called with {_aot_guards(args, kwargs)}")
+        return self._prog(args, kwargs)
+
+    def serialize(self):
+        import ember
+        from .._graph.record import _map_out
+        from .._graph.serialize import dumps
+        p, buf = self._prog, io.BytesIO()
+        ember.save({"format": _AOT, "name": self.__name__, "guards": repr(self._guards),
+                    "graphs": [dumps(g) for g in p.graphs], "n_in": p.n_in,
+                    "diff": list(p.diff), "leaf_slots": [list(x) for x in p.leaf_slots],
+                    "template": _map_out(p.template, lambda t: ember.zeros(())),
+                    "consts": dict(p.consts), "live": dict(p.live)}, buf)
+        return buf.getvalue()
+
+    @classmethod
+    def deserialize(cls, data, f_globals=None, external_data=None):
+        import ember
+        from .._graph import cgen
+        from .._graph.serialize import loads
+        from ._aot import Compiled
+        try:
+            d = ember.load(io.BytesIO(data), weights_only=True)
+        except Exception:
+            d = None
+        if not isinstance(d, dict) or d.get("format") != _AOT:
+            raise RuntimeError("load_compiled_function: not a function ember's "
+                               "save_compiled_function wrote (torch's AOT-compiled functions "
+                               "hold dynamo bytecode and inductor kernels ember cannot run)")
+        p = Compiled.__new__(Compiled)
+        p.graphs = [loads(g) for g in d["graphs"]]
+        p.programs = [cgen.build(g) for g in p.graphs]
+        p.template, p.n_in, p.diff = d["template"], d["n_in"], d["diff"]
+        p.leaf_slots = [tuple(x) for x in d["leaf_slots"]]
+        p.consts, p.live, p.module = d["consts"], d["live"], None
+        out = cls(p.load(), None, d["name"])
+        out._guards = d["guards"]
+        out.guard_check = lambda *a, **k: repr(_aot_guards(a, k)) == out._guards
+        return out
+
+    def save_compiled_function(self, path, external_data=None):
+        with open(path, "wb") as f:
+            f.write(self.serialize())
+
+
+def _aot_guards(args, kwargs):
+    import ember
+    from .._graph.record import flatten_tensors
+    return (ember.is_grad_enabled(), tuple((tuple(t.shape), str(t.dtype), str(t.device),
+                                            t.requires_grad)
+                                           for t in flatten_tensors((args, kwargs))))
+
+
+def aot_compile(compiled, example_inputs):
+    """``compiled`` (a ``compile`` wrapper of a function, ``fullgraph=True``) captured and
+    compiled now for ``example_inputs`` (``(args, kwargs)``)."""
+    from ._aot import Breaks, capture
+    if config.force_disable_caches:
+        raise RuntimeError("Cannot precompile with force_disable_caches=True; caching is "
+                           "required.")
+    if not compiled.fullgraph:
+        raise RuntimeError("Graph breaks are not supported with aot compile. Please use "
+                           "torch.compile(fullgraph=True).")
+    if compiled.module is not None:
+        raise NotImplementedError("ember: aot_compile of a module is not supported; compile a "
+                                  "function of its inputs (functional_call) instead")
+    args, kwargs = example_inputs
+    try:
+        with substituted(compiled.fn, None):
+            prog = capture(compiled.fn, None, args, kwargs)
+    except Breaks as e:
+        from .._dynamo.exc import Unsupported
+        raise Unsupported(f"data-dependent: {e} (aot_compile needs one graph)") from None
+    return AOTCompiledFunction(prog.load(), _aot_guards(args, kwargs),
+                               getattr(compiled.fn, "__name__", "fn"))
+
+
 def load_compiled_function(file, *, f_globals=None, external_data=None):
-    """Refused: the file is torch's AOT-compiled function (``aot_compile(...)
-    .save_compiled_function``), holding dynamo bytecode and inductor kernels for torch's
-    runtime. ember's compiled programs travel as cache artifacts
-    (``save_cache_artifacts``/``load_cache_artifacts``)."""
-    raise RuntimeError("ember.compiler.load_compiled_function: ember has no AOT-compiled "
-                       "function format (torch's holds dynamo bytecode and inductor kernels); "
-                       "move compiled programs between processes with "
-                       "ember.compiler.save_cache_artifacts / load_cache_artifacts")
+    """The ``AOTCompiledFunction`` ``save_compiled_function`` wrote to ``file`` (an open
+    binary file).
+
+    Example:
+        >>> import ember, io, tempfile, os
+        >>> f = ember.compile(lambda x: x.sin() * 2, fullgraph=True)
+        >>> aot = f.aot_compile(((ember.zeros(3),), {}))
+        >>> path = os.path.join(tempfile.mkdtemp(), "f.bin")
+        >>> aot.save_compiled_function(path)
+        >>> with open(path, "rb") as fh:
+        ...     g = ember.compiler.load_compiled_function(fh)
+        >>> g(ember.zeros(3))
+        tensor([0., 0., 0.])
+    """
+    return AOTCompiledFunction.deserialize(file.read(), f_globals, external_data)
 
 
 # ---- NumPy functions, substitutes ---------------------------------------------------------------
