@@ -401,6 +401,8 @@ def test_draft_export():
     assert not r.successful() and len(r.failures) == 1 and r.failures[0].failure_type == 2
     assert "WARNING: 1 issue(s) found during export" in str(r)
     close(ep.module()(ember.ones(6)), np.ones(6))
+    with pytest.raises(RuntimeError, match="specialized to 6.0"):
+        ep.module()(ember.full((6,), 2.0))      # (the value read differs: asserted, not wrong)
 
     class Fixed(ember.nn.Module):
         def forward(self, x):

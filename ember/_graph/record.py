@@ -44,6 +44,7 @@ class Recorder:
         self.constants, self.data, self.stale, self.scope = {}, {}, set(), [""]
         self.attrs, self.homes = {}, {}      # homes: inputs and attributes, by tensor id
         self.called = {}                     # the modules that ran, by id
+        self.reads = []                      # (node, value, what) read in Python
         if module is not None:
             for prefix, m in module.named_modules(remove_duplicate=False):
                 for k, t in list(m._parameters.items()) + list(m._buffers.items()):
@@ -164,6 +165,8 @@ class Recorder:
 
     def warn(self, t, what):
         if id(t) in self.values and self.values[id(t)].op != "get_attr":
+            # (the value Python read, which the graph bakes in: draft_export asserts it)
+            self.reads.append((self.values[id(t)], np.array(t._data), what))
             warnings.warn(f"Converting a tensor to {what} might cause the trace to be incorrect. "
                           "We can't record the data flow of Python values, so this value will "
                           "be treated as a constant in the future. This means that the trace "

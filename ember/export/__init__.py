@@ -120,7 +120,7 @@ class ExportedProgram:
                                                                              "buffer")}
         self.constants = {k: t for k, t in tensors.items() if kinds[k] == "constant"}
         self.range_constraints = {d.__name__: (d.min, d.max) for d in dims.values()}
-        self._lifted = None
+        self._lifted, self._reads = None, []
 
     def _lift(self):
         """The graph with parameters, buffers and constants as leading placeholders."""
@@ -298,6 +298,8 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=False,
     dims = _dims_of(dynamic_shapes, names, args, flat)
     with grad_mode.no_grad():
         rec, _ = record(mod, args, kwargs, module=module, names=names)
+        # (draft_export asserts the values Python read: their nodes, before dead code goes)
+        before = copy.deepcopy(rec.graph) if rec.reads else None
         dead_code(rec.graph)
         if dims:
             # dims of one Dim (or, for Dim.DYNAMIC/AUTO, of one example size) grow together
@@ -327,8 +329,11 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=False,
                 tensors[k] = fetch_attr(module, k)
                 kinds[k] = "parameter" if k in params else "buffer" if k in buffers else \
                     "constant"
-    return ExportedProgram(rec.graph, tensors, kinds, names, [tuple(t.shape) for t in flat],
-                           dims)
+    ep = ExportedProgram(rec.graph, tensors, kinds, names, [tuple(t.shape) for t in flat], dims)
+    if before is not None:
+        nodes = {n.name: n for n in before._nodes}
+        ep._reads = [(nodes[n.name], v, what) for n, v, what in rec.reads]
+    return ep
 
 
 _ARCHIVE = "ember.export/1"

@@ -11,7 +11,7 @@ import warnings
 
 from .. import nn
 from .._graph.record import DATACLASSES as _DATACLASSES, flatten_tensors
-from .._graph.ir import GETITEM, Graph, Node, map_arg
+from .._graph.ir import GETITEM, Graph, Node, map_arg, side_effectful_functions
 from ..fx.graph_module import GraphModule
 
 
@@ -371,8 +371,9 @@ def draft_export(mod, args, kwargs=None, *, dynamic_shapes=None,
                  prefer_deferred_runtime_asserts_over_guards=False):
     """``export`` that returns a program and a report (``ep._report``) instead of raising:
     Python values read from tensors are specialized to the example's (a data-dependent
-    failure, with the user's line), and dynamic dims the model cannot follow are fixed to the
-    example's sizes (a guard-added failure).
+    failure, with the user's line; the program asserts the value at run time, as torch's),
+    and dynamic dims the model cannot follow are fixed to the example's sizes (a guard-added
+    failure).
 
     Example:
         >>> import ember
@@ -422,8 +423,35 @@ def draft_export(mod, args, kwargs=None, *, dynamic_shapes=None,
                            "inputs.", "filename": w.filename, "lineno": w.lineno}))
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    # the specialized values, checked at run time (recomputed before the output where dead
+    # code elimination dropped the nodes: their values had no reader in the graph)
+    g, env = ep._graph, {}
+    alive = {n.name: n for n in g._nodes}
+
+    def revive(n):
+        if n.name in alive:
+            return alive[n.name]
+        if n.name not in env:
+            env[n.name] = g.node_copy(n, revive)
+        return env[n.name]
+    with g.inserting_before(g.output_node()):
+        for node, value, what in ep._reads:
+            g.call_function(_assert_value, (revive(node), value.tolist(), what))
     ep._report = DraftExportReport(failures)
     return ep
+
+
+def _assert_value(t, expected, what):
+    """The runtime assert ``draft_export`` inserts where the trace read ``t`` as ``what``."""
+    got = t.tolist()
+    if got != expected:
+        raise RuntimeError(f"Runtime assertion failed: the exported program was specialized to "
+                           f"{expected} where the model converted a tensor to {what}, but got "
+                           f"{got}; export again with this input or rewrite the model so the "
+                           "value stays in tensors")
+
+
+side_effectful_functions.add(_assert_value)
 
 
 # ---- unflatten ----------------------------------------------------------------------------------
