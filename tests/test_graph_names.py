@@ -356,10 +356,14 @@ def test_unflatten():
     close(eu2(ember.tensor(x), ember.ones(1)), tu(torch.tensor(x)))
     with pytest.raises(TypeError):
         ember.export.FlatArgsAdapter()
-    shared = ember.nn.Linear(3, 3)
-    twice = ember.nn.Sequential(shared, ember.nn.ReLU(), shared)
-    u = ember.export.unflatten(ember.export.export(twice, (ember.ones(1, 3),)))
-    close(u(ember.tensor(x)), twice(ember.tensor(x)))
+    mods = []
+    for mod in (torch, ember):      # a module reached by two paths: one submodule per call
+        shared = mod.nn.Linear(3, 3)
+        twice = mod.nn.Sequential(shared, mod.nn.ReLU(), shared)
+        u = mod.export.unflatten(mod.export.export(twice, (mod.ones(1, 3),)))
+        close(u(mod.tensor(x)), twice(mod.tensor(x)))
+        mods.append([str(n.target) for n in u.graph.nodes if n.op == "call_module"])
+    assert mods[0] == mods[1] == ["0", "1", "2"]
 
 
 def test_module_call_graph_and_signatures():

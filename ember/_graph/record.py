@@ -45,12 +45,15 @@ class Recorder:
         self.attrs, self.homes = {}, {}      # homes: inputs and attributes, by tensor id
         self.called = {}                     # the modules that ran, by id
         self.reads = []                      # (node, value, what) read in Python
+        self.calls = {}                      # calls of each module so far, by id
         if module is not None:
             for prefix, m in module.named_modules(remove_duplicate=False):
                 for k, t in list(m._parameters.items()) + list(m._buffers.items()):
                     if t is not None:
                         self.attrs.setdefault(id(t), (prefix + "." if prefix else "") + k)
-            self.paths = {id(m): p for p, m in module.named_modules(remove_duplicate=False)}
+            self.paths = {}         # a module reachable by several paths: one per call, in order
+            for p, m in module.named_modules(remove_duplicate=False):
+                self.paths.setdefault(id(m), []).append(p)
         else:
             self.paths = {}
         self.inputs = []
@@ -244,7 +247,9 @@ def recording(rec):
 
     def pre(m, args):
         rec.called.setdefault(id(m), m)
-        rec.scope.append(rec.paths.get(id(m), type(m).__name__))
+        paths = rec.paths.get(id(m))
+        k = rec.calls[id(m)] = rec.calls.get(id(m), -1) + 1
+        rec.scope.append(paths[min(k, len(paths) - 1)] if paths else type(m).__name__)
 
     def post(m, args, result):
         if len(rec.scope) > 1:

@@ -547,6 +547,7 @@ def _interpreter(holder, graph):
 def _holder(tensors, kinds, scope):
     """Modules at every path, holding the program's parameters, buffers and constants."""
     root = nn.Module()
+    order = dict.fromkeys(scope[n] for n in reversed(list(scope)))  # (in call order)
 
     def at(path):
         m = root
@@ -555,6 +556,8 @@ def _holder(tensors, kinds, scope):
                 m._modules[p] = nn.Module()
             m = m._modules[p]
         return m
+    for s in order:
+        at(s.split(".") if s else [])
     for k, t in tensors.items():
         *path, leaf = k.split(".")
         if kinds[k] == "parameter":
@@ -562,8 +565,6 @@ def _holder(tensors, kinds, scope):
                                         nn.Parameter(t, t.requires_grad))
         else:
             at(path).register_buffer(leaf, t, kinds[k] == "buffer")
-    for s in set(scope.values()):
-        at(s.split(".") if s else [])
     return root
 
 
@@ -571,7 +572,8 @@ class UnflattenedModule(GraphModule):
     """An ``ExportedProgram`` as a module tree again: each submodule of the exported model is
     an ``InterpreterModule`` (a GraphModule) of the ops that ran in it, called from its
     parent's graph (``call_module``) and holding its parameters and buffers by their original
-    names. A submodule called twice gets a second module (``name_1``) sharing its weights."""
+    names. A module reachable by several paths is one submodule per path (in call order);
+    one path called twice gets a second module (``name_1``) sharing its weights."""
 
     def __init__(self, export_module, flat_args_adapter=None):
         ep = export_module
