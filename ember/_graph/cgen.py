@@ -613,6 +613,7 @@ def compiler():
 
 
 _loaded = {}
+used = {}           # key -> path of the programs this process compiled or loaded
 
 
 def load(c_source):
@@ -624,10 +625,13 @@ def load(c_source):
         raise RuntimeError("no C compiler")
     kdir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_C",
                         "kernels")
-    key = hashlib.sha256("\0".join((c_source, cc[1]) + FLAGS).encode()).hexdigest()[:32]
-    if key in _loaded:
+    from ..compiler._api import config
+    key = hashlib.sha256("\0".join((c_source, cc[1], config.cache_key_tag) + FLAGS)
+                         .encode()).hexdigest()[:32]
+    fresh = config.force_disable_caches         # (compiled again, not kept on disk)
+    if key in _loaded and not fresh:
         return _loaded[key]
-    folder = os.path.join(cache_dir(), "codegen")
+    folder = os.path.join(cache_dir(), "codegen") if not fresh else tempfile.mkdtemp()
     path = os.path.join(folder, key + ".so")
     if not os.path.exists(path):
         os.makedirs(folder, exist_ok=True)
@@ -647,7 +651,10 @@ def load(c_source):
                 if os.path.exists(f):
                     os.remove(f)
     lib = ctypes.CDLL(path)
-    _loaded[key] = lib
+    if fresh:
+        shutil.rmtree(folder, ignore_errors=True)
+        return lib
+    _loaded[key], used[key] = lib, path
     return lib
 
 

@@ -33,6 +33,46 @@ class PythonCode:
         self.src, self.globals = src, globals_
 
 
+class CodeGen:
+    """How a graph becomes a Python function (torch.fx.CodeGen): subclass and override
+    ``gen_fn_def`` (the ``def`` line), ``generate_output`` (the ``return`` line),
+    ``additional_globals`` and, for inputs or outputs the generated code reshapes,
+    ``process_inputs``/``process_outputs``; install with ``graph.set_codegen``.
+
+    Example:
+        >>> import ember
+        >>> from ember import fx
+        >>> class AsList(fx.CodeGen):
+        ...     def generate_output(self, output_args):
+        ...         return f"return [{output_args!r}]"
+        >>> gm = fx.symbolic_trace(lambda x: x + 1)
+        >>> gm.graph.set_codegen(AsList())
+        >>> _ = gm.recompile()
+        >>> gm(ember.ones(1))
+        [tensor([2.])]
+    """
+
+    def __init__(self):
+        self._body_transformer, self._func_name = None, "forward"
+
+    def gen_fn_def(self, free_vars, maybe_return_annotation, *, expanded_def=False):
+        if not free_vars or free_vars[0] != "self":
+            free_vars.insert(0, "self")
+        return f"def {self._func_name}({', '.join(free_vars)}){maybe_return_annotation}:"
+
+    def generate_output(self, output_args, *, descs=None, repr_fn=None):
+        return f"return {(repr_fn or _fmt)(output_args)}"
+
+    def process_inputs(self, *args):
+        return args
+
+    def process_outputs(self, outputs):
+        return outputs
+
+    def additional_globals(self):
+        return []
+
+
 def _attr_path(root, path):
     out = root
     for part in path.split("."):
@@ -62,6 +102,8 @@ def python_code(graph, root="self"):
                 names[fn] = p
         return names[fn]
 
+    cg = getattr(graph, "_codegen", None) or CodeGen()
+    glb.update(cg.additional_globals())
     last, body, params = {}, [], []
     for n in graph._nodes:
         for a in n.all_input_nodes:
@@ -79,7 +121,7 @@ def python_code(graph, root="self"):
                 body.append(f"{n.name} = {n.target}")
             continue
         if n.op == "output":
-            body.append(f"return {_fmt(n.args[0])}")
+            body.append(cg.generate_output(n.args[0]))
             continue
         if n.op == "get_attr":
             rhs = _attr_path(root, n.target)
@@ -102,7 +144,7 @@ def python_code(graph, root="self"):
         # (a node the traced code ran under no_grad replays under it)
         body.append(("with torch.no_grad(): " if n.meta.get("no_grad") else "") +
                     f"{n.name} = {rhs}{free}")
-    src = f"\n\ndef forward({', '.join([root] + params)}):\n" + \
+    src = "\n\n" + cg.gen_fn_def([root] + params, "") + "\n" + \
         "".join(f"    {line}\n" for line in body or ["pass"])
     return PythonCode(src, glb)
 

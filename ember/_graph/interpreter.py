@@ -41,6 +41,9 @@ class Interpreter:
 
     def run(self, *args, initial_env=None, enable_io_processing=True):
         self.env = dict(initial_env or {})
+        cg = self.graph._codegen
+        if enable_io_processing and cg is not None:
+            args = cg.process_inputs(*args)
         self.args_iter = iter(args)
         for node in self.graph._nodes:
             if node in self.env:
@@ -50,7 +53,8 @@ class Interpreter:
                 for d in self.user_to_last_uses.get(node, ()):
                     self.env.pop(d, None)
             if node.op == "output":
-                return self.env[node]
+                out = self.env[node]
+                return cg.process_outputs(out) if enable_io_processing and cg is not None else out
         return None
 
     def run_node(self, n):

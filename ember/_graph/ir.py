@@ -40,6 +40,30 @@ class TensorMeta:
         return f"{str(self.dtype).replace('torch.', '')}{list(self.shape)}"
 
 
+side_effectful_functions = set()       # (fx.has_side_effect adds to it)
+
+
+def has_side_effect(fn):
+    """Register ``fn`` so dead-code elimination keeps its calls even when no one reads them
+    (torch.fx.has_side_effect); returns ``fn``.
+
+    Example:
+        >>> import ember
+        >>> from ember import fx
+        >>> @fx.has_side_effect
+        ... def log(x):
+        ...     pass
+        >>> g = fx.Graph()
+        >>> x = g.placeholder("x")
+        >>> _ = g.call_function(log, (x,))
+        >>> _ = g.output(x)
+        >>> g.eliminate_dead_code()
+        False
+    """
+    side_effectful_functions.add(fn)
+    return fn
+
+
 def map_arg(a, fn):
     """``a`` with every Node in it (nested tuples, lists, dicts, slices) replaced by ``fn(node)``."""
     t = type(a)
@@ -149,6 +173,8 @@ class Node:
         if self.op in ("placeholder", "output"):
             return True
         t = self.target
+        if self.op == "call_function" and t in side_effectful_functions:
+            return True
         return self.op == "call_function" and getattr(t, "name", "x")[-1:] == "_" or \
             self.op == "call_method" and isinstance(t, str) and t.endswith("_")
 
@@ -260,7 +286,11 @@ class Graph:
     def __init__(self, owning_module=None, tracer_cls=None, tracer_extras=None):
         self._nodes, self._names, self._insert = [], set(), None
         self._root, self.owning_module = _Root(), owning_module
-        self._codegen_globals = {}
+        self._codegen_globals, self._codegen = {}, None
+
+    def set_codegen(self, codegen):
+        """Generate this graph's code with ``codegen`` (an ``fx.CodeGen``)."""
+        self._codegen = codegen
 
     @property
     def nodes(self):
@@ -386,6 +416,7 @@ class Graph:
 
     def __deepcopy__(self, memo=None):
         g = Graph(self.owning_module)
+        g._codegen = self._codegen
         out = g.graph_copy(self, {})
         g.output(out)
         return g

@@ -44,12 +44,16 @@ class Recorder:
         self.constants, self.data, self.stale, self.scope = {}, {}, set(), [""]
         self.attrs, self.homes = {}, {}      # homes: inputs and attributes, by tensor id
         self.called = {}                     # the modules that ran, by id
+        self.reads = []                      # (node, value, what) read in Python
+        self.calls = {}                      # calls of each module so far, by id
         if module is not None:
             for prefix, m in module.named_modules(remove_duplicate=False):
                 for k, t in list(m._parameters.items()) + list(m._buffers.items()):
                     if t is not None:
                         self.attrs.setdefault(id(t), (prefix + "." if prefix else "") + k)
-            self.paths = {id(m): p for p, m in module.named_modules(remove_duplicate=False)}
+            self.paths = {}         # a module reachable by several paths: one per call, in order
+            for p, m in module.named_modules(remove_duplicate=False):
+                self.paths.setdefault(id(m), []).append(p)
         else:
             self.paths = {}
         self.inputs = []
@@ -164,6 +168,8 @@ class Recorder:
 
     def warn(self, t, what):
         if id(t) in self.values and self.values[id(t)].op != "get_attr":
+            # (the value Python read, which the graph bakes in: draft_export asserts it)
+            self.reads.append((self.values[id(t)], np.array(t._data), what))
             warnings.warn(f"Converting a tensor to {what} might cause the trace to be incorrect. "
                           "We can't record the data flow of Python values, so this value will "
                           "be treated as a constant in the future. This means that the trace "
@@ -173,9 +179,15 @@ class Recorder:
         return self.graph.output(_map_out(out, self.value))
 
 
+DATACLASSES = {}        # export.register_dataclass: type -> the fields its instances flatten to
+
+
 def _map_out(out, fn):
     if isinstance(out, Tensor):
         return fn(out)
+    fields = DATACLASSES.get(type(out))
+    if fields is not None:
+        return type(out)(**{f: _map_out(getattr(out, f), fn) for f in fields})
     if isinstance(out, (tuple, list)):
         return type(out)(_map_out(o, fn) for o in out) if not hasattr(out, "_fields") else \
             type(out)(*(_map_out(o, fn) for o in out))
@@ -235,7 +247,9 @@ def recording(rec):
 
     def pre(m, args):
         rec.called.setdefault(id(m), m)
-        rec.scope.append(rec.paths.get(id(m), type(m).__name__))
+        paths = rec.paths.get(id(m))
+        k = rec.calls[id(m)] = rec.calls.get(id(m), -1) + 1
+        rec.scope.append(paths[min(k, len(paths) - 1)] if paths else type(m).__name__)
 
     def post(m, args, result):
         if len(rec.scope) > 1:

@@ -17,7 +17,13 @@ import weakref
 from .. import nn
 
 __all__ = ["compile", "reset", "disable", "is_compiling", "is_dynamo_compiling", "is_exporting",
-           "allow_in_graph", "assume_constant_result", "list_backends", "OptimizedModule"]
+           "allow_in_graph", "assume_constant_result", "list_backends", "OptimizedModule",
+           "CacheInfo", "config", "cudagraph_mark_step_begin", "get_default_backend",
+           "keep_portable_guards_unsafe", "keep_tensor_guards_unsafe", "load_cache_artifacts",
+           "load_compiled_function", "save_cache_artifacts", "set_default_backend",
+           "set_enable_guard_collectives", "skip_all_guards_unsafe",
+           "skip_guard_on_all_nn_modules_unsafe", "skip_guard_on_globals_unsafe",
+           "skip_guard_on_inbuilt_nn_modules_unsafe", "substitute_in_graph", "wrap_numpy"]
 
 _BACKENDS = ("inductor", "eager", "aot_eager", "cudagraphs")
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -52,46 +58,67 @@ def _check(backend, mode, options):
                            "specified at the same time.")
 
 
-def _signature(args, kwargs):
-    from .._graph.record import flatten_tensors
-    import ember
-    return (ember.is_grad_enabled(), tuple((tuple(t.shape), t.dtype, str(t.device),
-                                            t.requires_grad)
-                                           for t in flatten_tensors((args, kwargs))))
+_MISSING = object()
 
 
 class _Compiled:
-    """The call path of a compiled callable: one compiled program per guard signature (input
-    shapes, dtypes, devices and requires_grad, grad mode, the module's training flags); a
-    function that reads Python values from its tensors runs eagerly (``fullgraph=True``:
-    raises), as does everything where no C compiler is found (warned once)."""
+    """The call path of a compiled callable: one compiled program per guard signature (see
+    ``_guards``; a ``guard_filter_fn`` may drop guards); a function that reads Python values
+    from its tensors runs eagerly (``fullgraph=True``: raises), as does everything where no C
+    compiler is found (warned once)."""
 
-    def __init__(self, fn, fullgraph, module=None, backend="inductor", mode=None):
+    def __init__(self, fn, fullgraph, module=None, backend="inductor", mode=None,
+                 guard_filter_fn=None):
         self.fn, self.fullgraph, self.module, self.mode = fn, fullgraph, module, mode
-        self.eager = backend in ("eager", "aot_eager")
+        self.eager, self.guard_filter_fn = backend in ("eager", "aot_eager"), guard_filter_fn
+        # programs by the guards they keep: ((name, value), ...) -> program (False: eager)
         self.programs, self.warned_limit, self.watch = {}, False, ([], [])
         _all.add(self)
 
-    def _key(self, args, kwargs):
+    def _guards(self, args, kwargs):
+        """What a program's validity depends on, as ``(name, guard type, value, key,
+        is_global, from an nn module, from ember.nn's own modules)``: the inputs' tensor
+        metadata, grad mode and autocast, the Python values among the arguments (baked into
+        the graph), the module's training flags and parameters' requires_grad, and those of
+        the modules and tensors a function reached through globals and closures."""
+        import ember
         from .._ops import dispatch
-        from .._graph.record import _map_out
-        m = self.module
-        state = (tuple(m.training for m in m.modules()),
-                 tuple(p.requires_grad for p in m.parameters())) if m is not None else ()
-        # (Python values among the arguments are baked into the graph: part of the key)
-        static = repr(_map_out((args, kwargs), lambda t: None))
-        # modules a function ran and tensors it read from closures, seen at earlier captures:
-        # their training flags and requires_grad are baked in too
+        from .._graph.record import _map_out, flatten_tensors
+        out = [(f"args[{i}]", "TENSOR_MATCH", t, (tuple(t.shape), t.dtype, str(t.device),
+                                                  t.requires_grad), False, False, False)
+               for i, t in enumerate(flatten_tensors((args, kwargs)))]
+        out.append(("", "GLOBAL_STATE", None, (ember.is_grad_enabled(),
+                                                dispatch.hooks.autocast is None), False, False,
+                    False))
+        out.append(("args (Python values)", "CONSTANT_MATCH", None,
+                    repr(_map_out((args, kwargs), lambda t: None)), False, False, False))
+        if self.module is not None:
+            for path, m in self.module.named_modules():
+                builtin = type(m).__module__.startswith("ember.nn.")
+                pre = "self." + path if path else "self"
+                out.append((pre + ".training", "CONSTANT_MATCH", m.training, m.training, False,
+                            True, builtin))
+                out += [(f"{pre}._parameters['{k}']", "TENSOR_MATCH", p, p.requires_grad,
+                         False, True, builtin) for k, p in m._parameters.items()
+                        if p is not None]
         mods, live = self.watch
-        seen = (tuple(m.training for m in mods), tuple(t.requires_grad for t in live))
-        return _signature(args, kwargs) + (state, static, seen,
-                                           dispatch.hooks.autocast is None)
+        out += [(f"G[module {i}].training", "CONSTANT_MATCH", m.training, m.training, True,
+                 True, type(m).__module__.startswith("ember.nn.")) for i, m in enumerate(mods)]
+        out += [(f"G[tensor {i}]", "TENSOR_MATCH", t, t.requires_grad, True, False, False)
+                for i, t in enumerate(live)]
+        return out
+
+    def _find(self, guards):
+        cur = {g[0]: g[3] for g in guards}
+        for kept, prog in self.programs.items():
+            if all(cur.get(k, _MISSING) == v for k, v in kept):
+                return prog, kept
+        return None, None
 
     def __call__(self, *args, **kwargs):
         if _stance[0] == "force_eager" or self.eager:
             return self.fn(*args, **kwargs)
-        key = self._key(args, kwargs)
-        prog = self.programs.get(key)
+        prog, kept = self._find(self._guards(args, kwargs))
         if prog is None:
             from .._dynamo import config
             if sum(p is not False for p in self.programs.values()) >= config.cache_size_limit:
@@ -101,16 +128,41 @@ class _Compiled:
                                   f"reached cache_size_limit ({config.cache_size_limit}) "
                                   "compiled signatures; new ones run eagerly")
                 return self.fn(*args, **kwargs)
-            prog = self._compile(args, kwargs)
+            from ._api import substituted
+            with substituted(self.fn, self.module):
+                prog = self._compile(args, kwargs)
             if prog is not False:
                 mods, live = self.watch
                 known = set(map(id, mods + live))
                 mods += [m for m in prog.watch[0] if id(m) not in known]
                 live += [t for t in prog.watch[1] if id(t) not in known]
-            self.programs[self._key(args, kwargs)] = prog
+            self.programs[self._kept(args, kwargs)] = prog
+        elif prog is not False and sum(k.startswith("args[") for k, _ in kept) < len(
+                prog.in_meta):
+            _check_inputs(prog, args, kwargs)       # (input guards were dropped)
         if prog is False:
             return self.fn(*args, **kwargs)
         return prog(args, kwargs)
+
+    def aot_compile(self, example_inputs):
+        """Capture and compile now for ``example_inputs`` (``(args, kwargs)``): an
+        ``AOTCompiledFunction`` that can be saved and loaded in another process."""
+        from ._api import aot_compile
+        return aot_compile(self, example_inputs)
+
+    def _kept(self, args, kwargs):
+        """The guards ((name, value), ...) the new program keeps: all, or those the filter
+        keeps."""
+        guards = self._guards(args, kwargs)
+        keep = [True] * len(guards)
+        if self.guard_filter_fn is not None:
+            from ._api import entries
+            keep = list(self.guard_filter_fn(entries(guards)))
+            if len(keep) != len(guards):
+                raise RuntimeError(f"guard_filter_fn returned {len(keep)} flags for "
+                                   f"{len(guards)} guards")
+        return tuple((g[0], g[3]) for g, k in zip(guards, keep) if k)
+
 
     def _compile(self, args, kwargs):
         from . import _aot
@@ -137,7 +189,19 @@ class _Compiled:
                 warnings.warn("ember.compile: no C compiler found (set CC); compiled functions "
                               "run eagerly")
             return False
+        prog.in_meta = [(tuple(t.shape), t.dtype) for t in flatten_tensors((args, kwargs))]
         return prog.load(buffers=self.mode == "reduce-overhead")
+
+
+def _check_inputs(prog, args, kwargs):
+    """A program picked with its input guards dropped: the inputs must still have the shapes
+    and dtypes it was compiled for (its kernels' loops are sized to them)."""
+    from .._graph.record import flatten_tensors
+    for i, (t, (shape, dtype)) in enumerate(zip(flatten_tensors((args, kwargs)), prog.in_meta)):
+        if tuple(t.shape) != shape or t.dtype != dtype:
+            raise AssertionError(f"ember.compile: input {i} has shape {tuple(t.shape)} and "
+                                 f"dtype {t.dtype}, but the program chosen with dropped guards "
+                                 f"was compiled for {shape} and {dtype}")
 
 
 _all, _warned = weakref.WeakSet(), []
@@ -163,7 +227,7 @@ class OptimizedModule(nn.Module):
             return getattr(self._modules["_orig_mod"], name)
 
 
-def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None,
+def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=None,
             options=None, disable=False, **kwargs):
     """``torch.compile``: ``model`` wrapped to run as generated C (fused pointwise and row
     reduction loops; GEMMs by ember's kernels) forward and backward; ``mode="reduce-overhead"``
@@ -176,17 +240,24 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
         >>> f(ember.zeros(2))
         tensor([1., 1.])
     """
+    from ._api import get_default_backend
+    backend = get_default_backend() if backend is None else backend
+    options = dict(options or {})
+    guard_filter_fn = options.pop("guard_filter_fn", None)
     _check(backend, mode, options)
     if model is None:
         return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
-                                 mode=mode, options=options, disable=disable)
+                                 mode=mode, options=dict(options, guard_filter_fn=guard_filter_fn)
+                                 if guard_filter_fn else options, disable=disable)
     if disable:
         return model
     if isinstance(model, nn.Module):
-        return OptimizedModule(model, _Compiled(model, fullgraph, model, backend, mode))
+        return OptimizedModule(model, _Compiled(model, fullgraph, model, backend, mode,
+                                                guard_filter_fn))
     if not callable(model):
         raise RuntimeError("torch.compile: the first argument must be callable")
-    return functools.wraps(model)(_Compiled(model, fullgraph, None, backend, mode))
+    return functools.wraps(model)(_Compiled(model, fullgraph, None, backend, mode,
+                                            guard_filter_fn))
 
 
 _stance = ["default"]
@@ -233,3 +304,11 @@ def allow_in_graph(fn):
 def assume_constant_result(fn):
     """Decorator accepted as torch's."""
     return fn
+
+
+from ._api import CacheInfo, config, cudagraph_mark_step_begin, get_default_backend, \
+    keep_portable_guards_unsafe, keep_tensor_guards_unsafe, load_cache_artifacts, \
+    load_compiled_function, save_cache_artifacts, set_default_backend, \
+    set_enable_guard_collectives, skip_all_guards_unsafe, skip_guard_on_all_nn_modules_unsafe, \
+    skip_guard_on_globals_unsafe, skip_guard_on_inbuilt_nn_modules_unsafe, \
+    substitute_in_graph, wrap_numpy  # noqa: E402

@@ -20,7 +20,10 @@ from .._graph.record import flatten_tensors, record
 from ..fx.graph_module import GraphModule
 
 __all__ = ["export", "ExportedProgram", "Dim", "save", "load", "ExportGraphSignature",
-           "InputKind", "InputSpec", "OutputKind", "OutputSpec"]
+           "InputKind", "InputSpec", "OutputKind", "OutputSpec", "AdditionalInputs", "Constraint",
+           "CustomDecompTable", "ExportBackwardSignature", "FlatArgsAdapter", "ModuleCallEntry",
+           "ModuleCallSignature", "ShapesCollection", "UnflattenedModule",
+           "default_decompositions", "dims", "draft_export", "register_dataclass", "unflatten"]
 
 
 class Dim:
@@ -117,7 +120,7 @@ class ExportedProgram:
                                                                              "buffer")}
         self.constants = {k: t for k, t in tensors.items() if kinds[k] == "constant"}
         self.range_constraints = {d.__name__: (d.min, d.max) for d in dims.values()}
-        self._lifted = None
+        self._lifted, self._reads = None, []
 
     def _lift(self):
         """The graph with parameters, buffers and constants as leading placeholders."""
@@ -168,8 +171,22 @@ class ExportedProgram:
         root = {n.target: self._tensors[n.target] for n in self._graph._nodes
                 if n.op == "get_attr"}
         gm = GraphModule(root, copy.deepcopy(self._graph), "GraphModule")
-        gm.register_forward_pre_hook(lambda m, args: self._check(args))
+        gm.register_forward_pre_hook(lambda m, args: self._check(args) or
+                                     tuple(flatten_tensors(args)))
         return gm
+
+    @property
+    def module_call_graph(self):
+        """``ModuleCallEntry`` of the root (with its call signature) and of each submodule
+        whose ops or weights the program holds."""
+        from ._api import ModuleCallEntry, ModuleCallSignature
+        paths = {n.meta.get("scope", "") for n in self._graph._nodes} | \
+            {k.rpartition(".")[0] for k in self._tensors}
+        subs = sorted({".".join(p.split(".")[:i + 1]) for p in paths if p
+                       for i in range(p.count(".") + 1)})
+        return [ModuleCallEntry("", ModuleCallSignature([], [], None, None,
+                                                        list(self._input_names)))] + \
+            [ModuleCallEntry(p) for p in subs]
 
     def _check(self, args):
         flat = flatten_tensors(args)
@@ -190,9 +207,16 @@ class ExportedProgram:
                     raise RuntimeError(f"Expected {where} to be >= {spec.min}, but got {got}")
 
     def run_decompositions(self, decomp_table=None, decompose_custom_triton_ops=False):
-        """An equal program: ember's graphs hold ember's ops, already its core set."""
-        return ExportedProgram(copy.deepcopy(self._graph), self._tensors, self._kinds,
-                               self._input_names, self._shapes, self._dims)
+        """A new program with each op in ``decomp_table`` (a ``CustomDecompTable``: op to a
+        function of its arguments) replaced by the ops its function records. ember's graphs
+        hold ember's ops, already its core set: without a table the program is equal."""
+        from ._api import decompose
+        g = copy.deepcopy(self._graph)
+        if decomp_table:
+            decompose(g, decomp_table)
+            g.lint()
+        return ExportedProgram(g, self._tensors, self._kinds, self._input_names, self._shapes,
+                               self._dims)
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError("Unable to call ExportedProgram directly. You should use "
@@ -262,18 +286,30 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=False,
     """
     from ..autograd import grad_mode
     from ..onnx import _input_names
+    from ._api import _resolve_dynamic_shapes, check_inputs
     if not isinstance(args, tuple):
         raise ValueError(f"Expecting `args` to be a tuple of example positional inputs, got "
                          f"{type(args)}")
+    check_inputs((args, kwargs or {}))
+    dynamic_shapes = _resolve_dynamic_shapes(dynamic_shapes, mod, args, kwargs)
     module = mod if isinstance(mod, nn.Module) else None
     flat = flatten_tensors((args, kwargs or {}))
     names = _input_names(mod, len(flat), None)
     dims = _dims_of(dynamic_shapes, names, args, flat)
     with grad_mode.no_grad():
         rec, _ = record(mod, args, kwargs, module=module, names=names)
+        # (draft_export asserts the values Python read: their nodes, before dead code goes)
+        before = copy.deepcopy(rec.graph) if rec.reads else None
         dead_code(rec.graph)
         if dims:
-            base, others = retrace(mod, args, kwargs, module, names, list(dims))
+            # dims of one Dim (or, for Dim.DYNAMIC/AUTO, of one example size) grow together
+            groups = {}
+            for k, d in dims.items():
+                auto = d is Dim.DYNAMIC or d is Dim.AUTO
+                groups.setdefault((auto, flat[k[0]].shape[k[1]] if auto else d.__name__),
+                                  []).append(k)
+            tied = {g[0]: g for g in groups.values()}
+            base, others = retrace(mod, args, kwargs, module, names, list(tied), tied=tied)
             symbolize(rec, others, base, names)
             if rec.symbolic:
                 k = next(iter(rec.symbolic))
@@ -293,8 +329,11 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=False,
                 tensors[k] = fetch_attr(module, k)
                 kinds[k] = "parameter" if k in params else "buffer" if k in buffers else \
                     "constant"
-    return ExportedProgram(rec.graph, tensors, kinds, names, [tuple(t.shape) for t in flat],
-                           dims)
+    ep = ExportedProgram(rec.graph, tensors, kinds, names, [tuple(t.shape) for t in flat], dims)
+    if before is not None:
+        nodes = {n.name: n for n in before._nodes}
+        ep._reads = [(nodes[n.name], v, what) for n, v, what in rec.reads]
+    return ep
 
 
 _ARCHIVE = "ember.export/1"
@@ -334,3 +373,13 @@ def load(f, *, extra_files=None, expected_opset_version=None):
         extra_files.update({k: v for k, v in d["extra_files"].items() if k in extra_files})
     return ExportedProgram(loads(d["graph"]), d["tensors"], d["kinds"], d["names"],
                            [tuple(s) for s in d["shapes"]], dims)
+
+
+from ._api import AdditionalInputs, CustomDecompTable, ExportBackwardSignature, \
+    FlatArgsAdapter, ModuleCallEntry, ModuleCallSignature, ShapesCollection, \
+    UnflattenedModule, default_decompositions, dims, draft_export, register_dataclass, \
+    unflatten  # noqa: E402
+
+# NOTE: torch's Constraint is a typing Union of its internal constraint classes, made from
+# Dims; ember's constraints are the Dims themselves.
+Constraint = Dim

@@ -5,15 +5,17 @@ method calls and function calls as nodes of the same ``Graph`` class ember's oth
 use (ember/_graph; see docs/graphs.md). An fx graph lowers to the op level, where every node
 calls an OpDef, by tracing its ``GraphModule`` through the dispatch: ``ember.jit.trace(gm, x)``.
 """
-from .._graph.ir import Graph, Node, map_arg
+from .._graph.codegen import CodeGen
+from .._graph.ir import Graph, Node, has_side_effect, map_arg
 from . import passes  # noqa: F401
 from .graph_module import GraphModule
 from .interpreter import Interpreter, Transformer
 from .proxy import Attribute, Proxy, TraceError
-from ._symbolic_trace import Tracer, symbolic_trace, wrap
+from ._symbolic_trace import ProxyableClassMeta, Tracer, symbolic_trace, wrap
 from .subgraph_rewriter import replace_pattern
 from .passes import shape_prop  # noqa: F401
 from . import subgraph_rewriter  # noqa: F401
 
 __all__ = ["Graph", "GraphModule", "Node", "Proxy", "Attribute", "TraceError", "Tracer",
-           "symbolic_trace", "wrap", "Interpreter", "Transformer", "replace_pattern", "map_arg"]
+           "symbolic_trace", "wrap", "Interpreter", "Transformer", "replace_pattern", "map_arg",
+           "CodeGen", "ProxyableClassMeta", "has_side_effect"]

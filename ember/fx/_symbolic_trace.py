@@ -51,6 +51,41 @@ def _has_proxy(a):
     return False
 
 
+class ProxyableClassMeta(type):
+    """Metaclass whose classes, built from a ``Proxy`` during symbolic tracing, are recorded as
+    one ``call_function`` node on the class (torch.fx.ProxyableClassMeta); built from plain
+    values they are plain instances.
+
+    Example:
+        >>> import ember
+        >>> from ember import fx
+        >>> class Pair(metaclass=fx.ProxyableClassMeta):
+        ...     def __init__(self, a, b):
+        ...         self.a, self.b = a, b
+        >>> gm = fx.symbolic_trace(lambda x: Pair(x, x))
+        >>> [n.target.__name__ for n in gm.graph.nodes if n.op == "call_function"]
+        ['Pair']
+    """
+
+    def __call__(cls, *args, **kwargs):
+        found = [a for a in list(args) + list(kwargs.values()) if _has_proxy(a)]
+        if not found:
+            return super().__call__(*args, **kwargs)
+        proxy = next(iter(_proxies(found)))
+        return proxy.tracer.create_proxy("call_function", cls, args, kwargs)
+
+
+def _proxies(a):
+    if isinstance(a, Proxy):
+        yield a
+    elif type(a) in (tuple, list):
+        for x in a:
+            yield from _proxies(x)
+    elif type(a) is dict:
+        for x in a.values():
+            yield from _proxies(x)
+
+
 class Tracer:
     """Records a module's forward as a ``Graph`` (torch.fx.Tracer); override
     ``is_leaf_module`` to choose which submodules stay ``call_module`` nodes.

@@ -11,7 +11,9 @@ def _copy_attr(src, dst, target):
     for item in prefix:
         f = getattr(src, item)
         t = getattr(dst, item, None)
-        if t is None or t is f:
+        if t is f:          # (a parent already installed holds what is needed, as torch's)
+            return
+        if t is None:
             t = nn.Module()
             setattr(dst, item, t)
         src, dst = f, t

@@ -18,12 +18,21 @@ from .._graph.codegen import compile_forward
 from .._graph.interpreter import fetch_attr
 from .._graph.record import TracerWarning, _active, flatten_tensors, record
 from .._tensor import Tensor
+from . import _torchscript as _ts
+from ._torchscript import CompilationUnit, Error, ONNXTracedModule, RecursiveScriptClass, \
+    ScriptWarning, export_opnames, fuser, jit_module_from_flatbuffer, \
+    last_executed_optimized_graph, optimized_execution, run_frozen_optimizations, \
+    save_jit_module_to_flatbuffer, script_if_tracing, set_fusion_strategy, strict_fusion
 
 __all__ = ["trace", "trace_module", "script", "save", "load", "freeze", "optimize_for_inference",
            "ScriptModule", "ScriptFunction", "TracerWarning", "TracingCheckError", "ignore",
            "unused", "export", "is_scripting", "is_tracing", "annotate", "fork", "wait",
            "Future", "interface", "Attribute", "script_method", "Final", "RecursiveScriptModule",
-           "TopLevelTracedModule", "TracedModule"]
+           "TopLevelTracedModule", "TracedModule", "CompilationUnit", "Error",
+           "ONNXTracedModule", "RecursiveScriptClass", "ScriptWarning", "export_opnames", "fuser",
+           "isinstance", "jit_module_from_flatbuffer", "last_executed_optimized_graph",
+           "optimized_execution", "run_frozen_optimizations", "save_jit_module_to_flatbuffer",
+           "script_if_tracing", "set_fusion_strategy", "strict_fusion"]
 
 
 class TracingCheckError(Exception):
@@ -68,6 +77,7 @@ class ScriptModule(nn.Module):
         """Make method ``name`` replay ``graph``."""
         fn, src = compile_forward(graph)
         self._graphs[name], self._fns[name] = graph, (fn, src)
+        self._fns.pop(name + ".opt", None)
         if name != "forward":
             object.__setattr__(self, name, lambda *a: self._run(name, a))
 
@@ -91,7 +101,14 @@ class ScriptModule(nn.Module):
                                                             free else "") +
                     ": sizes read in Python are baked into a trace; trace again with inputs "
                     "of this shape")
-        return self._fns[name][0](self, *flat)
+        if _ts._optimize[0]:        # (the executor's optimizations: see optimized_execution)
+            if name + ".opt" not in self._fns:
+                g = _ts._optimized(self._graphs[name])
+                self._fns[name + ".opt"] = (compile_forward(g)[0], g)
+            fn, _ts._last[0] = self._fns[name + ".opt"]
+        else:
+            fn, _ts._last[0] = self._fns[name][0], self._graphs[name]
+        return fn(self, *flat)
 
     def forward(self, *args):
         if "forward" not in self._graphs:
@@ -625,3 +642,10 @@ def load(f, map_location=None, _extra_files=None, _restore_shapes=False):
     if _extra_files is not None:
         _extra_files.update({k: v for k, v in d["extra_files"].items() if k in _extra_files})
     return root
+
+
+def __getattr__(name):
+    # (jit.isinstance is served here so the builtin stays the one this module's code calls)
+    if name == "isinstance":
+        return _ts.jit_isinstance
+    raise AttributeError(f"module 'ember.jit' has no attribute '{name}'")

@@ -18,9 +18,15 @@ from .._graph.ir import GETITEM, Node
 from .._tensor import Tensor
 from .._graph.dynamic import SymInt, retrace, symbolize
 from .errors import OnnxExporterError, UnsupportedOperatorError
+from ._custom import ExportableModule, InputObserver, JitScalarType, custom_symbolic, \
+    register_custom_op_symbolic, run_symbolic, select_model_mode_for_export, \
+    unregister_custom_op_symbolic
+from . import ops  # noqa: F401
 
 __all__ = ["export", "TrainingMode", "OperatorExportTypes", "is_in_onnx_export",
-           "UnsupportedOperatorError", "OnnxExporterError", "ONNXProgram"]
+           "UnsupportedOperatorError", "OnnxExporterError", "ONNXProgram", "ExportableModule",
+           "InputObserver", "JitScalarType", "ops", "register_custom_op_symbolic",
+           "select_model_mode_for_export", "unregister_custom_op_symbolic"]
 
 _exporting = [False]
 
@@ -58,6 +64,12 @@ class V:
     def __repr__(self):
         return f"V({self.name})"
 
+    def type(self):
+        """Its type as torch's graph values give it (``sizes()``, ``scalarType()``), for
+        registered symbolic functions."""
+        from ._custom import _Type
+        return _Type(self)
+
 
 class _Builder:
     """What a lowering writes with: ``op``, ``const``, ``scalar``, ``ints``, ``cast``,
@@ -66,6 +78,7 @@ class _Builder:
     def __init__(self, onnx, opset):
         self.onnx, self.opset, self.nodes, self.inits = onnx, opset, [], {}
         self.count, self.node, self.out, self.inputs, self.dims = 0, None, None, [], {}
+        self.domains = {}           # custom domains the nodes use -> opset version
 
     def fresh(self, base):
         self.count += 1
@@ -296,7 +309,9 @@ def _lower(g, graph, module, values, do_constant_folding, params_as_inputs, symb
                                   " (its indices or saved state)")
                 values[n] = V(part, n.meta["val"].shape, n.meta["val"].dtype)
                 continue
-            fn = getattr(n.target, "onnx", None) or LOWERINGS.get(getattr(n.target, "name", ""))
+            custom = custom_symbolic(n.target, g.opset)
+            fn = (lambda g, *a, _f=custom, **k: run_symbolic(_f, g, a, k)) if custom else \
+                getattr(n.target, "onnx", None) or LOWERINGS.get(getattr(n.target, "name", ""))
             if fn is None:
                 name = getattr(n.target, "name", getattr(n.target, "__qualname__", n.target))
                 raise UnsupportedOperatorError(_where(
@@ -359,6 +374,11 @@ def export(model, args=(), f=None, *, kwargs=None, export_params=True, verbose=F
     from .._graph.record import flatten_tensors, record
     from ..autograd import grad_mode
     t0 = time.perf_counter()
+    if isinstance(model, ExportableModule) and args == () and kwargs is None:
+        args, kwargs = model.example_arguments()
+        input_names = input_names or model.input_names()
+        output_names = output_names or model.output_names()
+        dynamic_shapes = dynamic_shapes or model.dynamic_shapes()
     opset = opset_version or 17
     if not 13 <= opset <= 21:
         raise ValueError(f"ember.onnx.export writes opset versions 13 to 21, not {opset}")
@@ -428,8 +448,9 @@ def export(model, args=(), f=None, *, kwargs=None, export_params=True, verbose=F
     gp = onnx.helper.make_graph(g.nodes, type(model).__name__ if module is not None else
                                 getattr(model, "__name__", "main_graph"), inputs, outputs,
                                 list(g.inits.values()))
-    proto = onnx.helper.make_model(gp, opset_imports=[onnx.helper.make_opsetid("", opset)],
-                                   producer_name="ember")
+    domains = {**g.domains, **{d: v for d, v in (custom_opsets or {}).items()}}
+    proto = onnx.helper.make_model(gp, opset_imports=[onnx.helper.make_opsetid("", opset)] + [
+        onnx.helper.make_opsetid(d, v) for d, v in domains.items()], producer_name="ember")
     proto.ir_version = min(proto.ir_version, 10)
     onnx.checker.check_model(proto)
     if f is not None:
