@@ -395,14 +395,15 @@ class NestedIOFunction(Function):
         >>> a, b, c = (ember.full((2,), v, requires_grad=True) for v in (1.0, 3.0, 5.0))
         >>> with warnings.catch_warnings():
         ...     warnings.simplefilter("ignore")
-        ...     (out,) = MulAdd()(a, (b, c))
+        ...     out = MulAdd()(a, (b, c))
         >>> out.sum().backward(); a.grad, b.grad
         (tensor([3., 3.]), tensor([1., 1.]))
     """
 
     def _do_forward(self, *input):
         self._nested_input = input
-        return _unflatten(_Nested.apply(self, *_flat(input)), self._nested_output)
+        out = _Nested.apply(self, *_flat(input))
+        return _unflatten(out if isinstance(out, tuple) else (out,), self._nested_output)
 
     __call__ = _do_forward
 
@@ -445,5 +446,6 @@ class _Nested(Function):
     @staticmethod
     def backward(ctx, *grads):
         fn = ctx.fn
-        res = fn.backward_extended(*_unflatten(grads, fn._nested_output))
+        out = fn._nested_output
+        res = fn.backward_extended(*_unflatten(grads, out if isinstance(out, tuple) else (out,)))
         return (None,) + tuple(_flat(res))

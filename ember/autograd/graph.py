@@ -594,6 +594,8 @@ class AccumulateGrad(Node):
 def _laid_out(g, v, copy=False):
     """``g`` (a copy where ``copy``) with the strides torch's gradient layout contract gives
     ``v.grad``: ``v``'s where ``v`` is dense and non-overlapping, else row-major."""
+    if g.is_sparse or v.is_sparse:      # (sparse gradients are taken as they are)
+        return g.clone() if copy else g
     shape, st = g.shape, v.stride() if v.device.type != "meta" else None
     order = sorted((i for i in range(v.dim()) if shape[i] != 1), key=lambda i: st[i])
     n = 1
@@ -602,7 +604,7 @@ def _laid_out(g, v, copy=False):
             st = None
             break
         n *= shape[i]
-    if st is None or v.is_sparse:
+    if st is None:
         return g.clone(memory_format=_contiguous()) if copy else g.contiguous()
     if not copy and all(a == b or s == 1 for a, b, s in zip(g.stride(), st, shape)):
         return g

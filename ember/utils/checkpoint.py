@@ -14,10 +14,12 @@ draws the same masks), and backpropagates through that.
 See https://pytorch.org/docs/stable/checkpoint.html.
 """
 import contextlib
+import enum
 import warnings
 
 import ember
 
+from .._ops import dispatch as _dispatch
 from .._ops.dispatch import hooks
 from .._tensor import Tensor
 from ..amp import autocast_mode as _amp
@@ -25,7 +27,11 @@ from ..autograd import grad_mode
 from ..autograd.function import Function
 
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "CheckpointFunction",
-           "noop_context_fn", "detach_variable", "check_backward_validity"]
+           "check_backward_validity", "detach_variable", "get_device_states",
+           "set_device_states", "noop_context_fn", "set_checkpoint_early_stop",
+           "DefaultDeviceType", "set_checkpoint_debug_enabled", "CheckpointPolicy",
+           "SelectiveCheckpointContext", "create_selective_checkpoint_contexts",
+           "SAC_IGNORED_OPS", "GraphExecGroup"]
 
 
 class CheckpointError(RuntimeError):
@@ -315,3 +321,237 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwar
         input = checkpoint(run(start, end), input, use_reentrant=use_reentrant,
                            preserve_rng_state=preserve)
     return run(end + 1, len(functions) - 1)(input)
+
+
+_debug = [None]
+
+
+@contextlib.contextmanager
+def set_checkpoint_debug_enabled(enabled):
+    """Within the block, ``enabled`` (unless None) overrides each checkpoint's ``debug``."""
+    prev, _debug[0] = _debug[0], enabled
+    try:
+        yield
+    finally:
+        _debug[0] = prev
+
+
+_early_stop = [True]
+
+
+@contextlib.contextmanager
+def set_checkpoint_early_stop(enable):
+    """Whether a non-reentrant checkpoint may stop its recomputation once the tensors backward
+    needs exist. NOTE: ember's recomputation always runs the whole function (it differentiates
+    the recomputed outputs), the setting is kept as torch keeps it."""
+    prev, _early_stop[0] = _early_stop[0], enable
+    try:
+        yield
+    finally:
+        _early_stop[0] = prev
+
+
+class DefaultDeviceType:
+    """The device type whose RNG states checkpoint saves when no argument is off the cpu:
+    the current accelerator's type, or "cpu" without one."""
+
+    _default_device_type = None
+
+    @staticmethod
+    def set_device_type(device="cuda"):
+        DefaultDeviceType._default_device_type = device
+
+    @staticmethod
+    def get_device_type():
+        if not DefaultDeviceType._default_device_type:
+            acc = ember.accelerator.current_accelerator(True)
+            DefaultDeviceType._default_device_type = acc.type if acc else "cpu"
+        return DefaultDeviceType._default_device_type
+
+
+def _device_module(device_type):
+    return getattr(ember, "cuda" if device_type == "cuda" else device_type)
+
+
+def get_device_states(*args):
+    """``(device ids, RNG states)`` of the accelerator devices the tensors in ``args`` (nested
+    too) live on, as checkpoint saves them.
+
+    Example:
+        >>> import ember
+        >>> ember.utils.checkpoint.get_device_states(ember.ones(2))
+        ([], [])
+    """
+    def leaves(a):
+        if isinstance(a, dict):
+            a = list(a.values())
+        return [t for x in a for t in leaves(x)] if isinstance(a, (list, tuple)) else [a]
+    ts = [a for a in leaves(args) if isinstance(a, Tensor)]
+    ids = [t.get_device() for t in ts if t.device.type not in ("cpu", "meta")]
+    types = [t.device.type for t in ts if t.device.type != "cpu"]
+    mod = _device_module("cuda" if "cuda" in types else types[0] if types else
+                         DefaultDeviceType.get_device_type())
+    states = []
+    for i in ids:
+        with mod.device(i):
+            states.append(mod.get_rng_state())
+    return ids, states
+
+
+def set_device_states(devices, states, *, device_type=None):
+    """Restore the RNG ``states`` of ``devices`` (as ``get_device_states`` gave them)."""
+    device_type = device_type or DefaultDeviceType.get_device_type()
+    if device_type == "meta":
+        return
+    mod = _device_module(device_type)
+    for d, st in zip(devices, states):
+        with mod.device(d):
+            mod.set_rng_state(st)
+
+
+class SelectiveCheckpointContext:
+    """What a selective checkpoint policy function gets first: ``op_output``, the op's
+    output in the forward (``is_recompute`` is always False, as torch's)."""
+
+    def __init__(self, *, is_recompute, op_output=None):
+        self.is_recompute, self.op_output = is_recompute, op_output
+
+
+class CheckpointPolicy(enum.Enum):
+    """What selective checkpointing does with an op's output: ``*_SAVE`` keeps it from the
+    forward (the recomputation does not run the op again), ``*_RECOMPUTE`` runs the op again,
+    ``*_CPU_OFFLOAD`` keeps it in cpu memory. ``MUST_*`` and ``PREFER_*`` act alike in eager."""
+
+    MUST_SAVE = 0
+    PREFER_SAVE = 1
+    MUST_RECOMPUTE = 2
+    PREFER_RECOMPUTE = 3
+    MUST_CPU_OFFLOAD = 4
+    PREFER_CPU_OFFLOAD = 5
+
+
+# NOTE: torch's are aten.detach and prim.device, which the checkpoint machinery itself calls
+# a different number of times in forward and recomputation; ember's detach is not an op
+# call, so none needs leaving out.
+SAC_IGNORED_OPS = frozenset()
+_RECOMPUTE, _CONSUMED = object(), object()
+_SAVES = (CheckpointPolicy.MUST_SAVE, CheckpointPolicy.PREFER_SAVE,
+          CheckpointPolicy.MUST_CPU_OFFLOAD, CheckpointPolicy.PREFER_CPU_OFFLOAD)
+_MISMATCH = ("This can happen if the operations in the checkpointed region are "
+             "nondeterministic or depend on global state that changed between forward and "
+             "backward.")
+
+
+class _SACMode:
+    """Dispatch's transform hook over a checkpointed region: in the forward (``caching``)
+    each op's output is kept or marked for recomputation by the policy; in the recomputation
+    an op whose output was kept is recorded in the graph with that output, not run."""
+
+    def __init__(self, policy_fn, storage, caching, allow_mutation=False):
+        self.policy_fn, self.storage, self.caching = policy_fn, storage, caching
+        self.allow_mutation, self.counter = allow_mutation, {}
+
+    def __enter__(self):
+        self.counter.clear()
+        self.prev, hooks.transform = hooks.transform, self
+        return self
+
+    def __exit__(self, *exc):
+        hooks.transform = self.prev
+
+    def __call__(self, opdef, args, kwargs, run):
+        def call():
+            return run(opdef, args, kwargs) if self.prev is None else \
+                self.prev(opdef, args, kwargs, run)
+        if opdef in SAC_IGNORED_OPS or opdef.view:      # (a view costs nothing: not kept)
+            return call()
+        idx = self.counter[opdef] = self.counter.get(opdef, -1) + 1
+        entries = self.storage.setdefault(opdef, {})
+        if self.caching:
+            out = call()
+            policy = self.policy_fn(SelectiveCheckpointContext(is_recompute=False, op_output=out),
+                                    opdef, *args, **kwargs)
+            if isinstance(policy, bool):
+                policy = CheckpointPolicy.MUST_SAVE if policy else \
+                    CheckpointPolicy.PREFER_RECOMPUTE
+            outs = out if isinstance(out, tuple) else (out,)
+            entries[idx] = [(o._data, o._version, o) for o in outs] if policy in _SAVES and \
+                all(isinstance(o, Tensor) for o in outs) else _RECOMPUTE
+            return out
+        entry = entries.get(idx)
+        if entry is None:
+            raise RuntimeError(f"{opdef.name} invocation index {idx} encountered during backward "
+                               f"but not found in storage. {_MISMATCH}")
+        if entry is _CONSUMED:
+            raise RuntimeError("Trying to backward an extra time. You are only allowed to "
+                               "backward once on any region computed under selective "
+                               "activation checkpoint.")
+        if entry is _RECOMPUTE:
+            return call()
+        entries[idx] = _CONSUMED
+        if not self.allow_mutation and any(o._version != v for _, v, o in entry):
+            raise RuntimeError("Tensor cached during selective activation checkpoint has been "
+                               "mutated")
+        arrays = [a for a, _, _ in entry]
+        return _dispatch._dispatch(opdef, args, dict(kwargs),
+                                   given=tuple(arrays) if len(arrays) > 1 else arrays[0])
+
+
+def create_selective_checkpoint_contexts(policy_fn_or_list, allow_cache_entry_mutation=False):
+    """The two contexts (forward, recomputation) of selective activation checkpointing, for
+    ``checkpoint(..., use_reentrant=False, context_fn=functools.partial(
+    create_selective_checkpoint_contexts, policy))``. ``policy`` is a function ``(ctx, op,
+    *args, **kwargs) -> CheckpointPolicy`` (or bool), ``op`` the OpDef called (its ``name``
+    is torch's), or a list of ops (OpDefs or their names) to save, the rest recomputed.
+
+    Example:
+        >>> import functools, ember
+        >>> from ember.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
+        >>> x = ember.ones(2, 2, requires_grad=True)
+        >>> ctx_fn = functools.partial(create_selective_checkpoint_contexts, ["mm"])
+        >>> y = checkpoint(lambda t: (t @ t).sin(), x, use_reentrant=False, context_fn=ctx_fn)
+        >>> y.sum().backward(); x.grad
+        tensor([[-1.6646, -1.6646],
+                [-1.6646, -1.6646]])
+    """
+    from .._ops.registry import OpDef
+    if isinstance(policy_fn_or_list, list):
+        for op in policy_fn_or_list:
+            if not isinstance(op, (OpDef, str)):
+                raise ValueError(f"Expected op in `op_list` to be an OpOverload but got: {op} "
+                                 f"of type {type(op)}. ")
+        names = {op if isinstance(op, str) else op.name for op in policy_fn_or_list}
+
+        def policy_fn(ctx, op, *args, **kwargs):
+            return CheckpointPolicy.MUST_SAVE if op.name in names else \
+                CheckpointPolicy.PREFER_RECOMPUTE
+    elif callable(policy_fn_or_list):
+        policy_fn = policy_fn_or_list
+    else:
+        raise TypeError("policy_fn_or_list must be either a function or a list of ops.")
+    storage = {}
+    return (_SACMode(policy_fn, storage, True),
+            _SACMode(policy_fn, storage, False, allow_cache_entry_mutation))
+
+
+class GraphExecGroup:
+    """Backward calls under one instance form a group (torch: a checkpointed region it
+    reaches recomputes once for the group). NOTE: ember's non-reentrant checkpoint recomputes
+    its region in each backward that reaches it, inside a group too; only the nesting rule
+    is torch's."""
+
+    _current = None
+
+    def __enter__(self):
+        if GraphExecGroup._current is not None:
+            raise RuntimeError(f"GraphExecGroup contexts cannot be nested. Already inside "
+                               f"group {GraphExecGroup._current}")
+        GraphExecGroup._current = self
+        return self
+
+    def __exit__(self, *exc):
+        GraphExecGroup._current = None
+
+    @classmethod
+    def _get_current_group(cls):
+        return cls._current

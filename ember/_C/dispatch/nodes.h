@@ -87,12 +87,12 @@ static int accumulate_leaf(PyObject *node, PyObject *g, PyObject *create)
     if (lay < 0)
         return -1;
     if (lay && TB(v)->data != NULL) {
-        PyObject *a = PyObject_GetAttr(TB(v)->data, s_strides), *c;
-        if (a == NULL)
-            return -1;
-        if ((c = PyObject_GetAttr(d, s_strides)) == NULL) {
-            Py_DECREF(a);
-            return -1;
+        /* (no strides: a sparse operand; the Python path decides) */
+        PyObject *a = PyObject_GetAttr(TB(v)->data, s_strides), *c = NULL;
+        if (a == NULL || (c = PyObject_GetAttr(d, s_strides)) == NULL) {
+            Py_XDECREF(a);
+            PyErr_Clear();
+            return 0;
         }
         same = PyObject_RichCompareBool(a, c, Py_EQ);
         Py_DECREF(a);
