@@ -450,3 +450,42 @@ def _backward_hook_log(L):
 def test_backward_hook():
     assert _backward_hook_log(ember) == _backward_hook_log(torch) == [
         ("pre", [(1, 1)]), ("hook", [(1, 2), None], [(1, 1)])]
+
+
+# ---- torch.profiler -------------------------------------------------------------------------
+
+def _execution_trace(L, tmp_path):
+    import json
+    P = L.profiler
+    path = str(tmp_path / f"{L.__name__}.json.gz")
+    et = P.ExecutionTraceObserver().register_callback(path)
+    assert et.is_registered and not et.is_running() and et.get_output_file_path() == path
+    a, w = L.ones(2, 3), L.full((3, 2), 0.5)
+    et.start()
+    assert et.is_running()
+    y = L.mm(a * a, w).relu()
+    et.stop()
+    L.ones(1) + 1           # not recorded
+    et.unregister_callback()
+    import gzip
+    trace = json.load(gzip.open(path, "rt"))
+    assert trace["schema"] == "1.1.1-chakra.0.0.4"
+    thread = next(n["id"] for n in trace["nodes"] if n["name"].endswith("|thread]"))
+    top = [n for n in trace["nodes"] if n["ctrl_deps"] == thread]
+    # the output of each op is the input of the next: the same tensor id
+    for prev, nxt in zip(top, top[1:]):
+        assert prev["outputs"]["values"][0][0] == nxt["inputs"]["values"][0][0]
+    assert tuple(y.shape) == (2, 2)
+    return [(n["name"], n["inputs"]["shapes"], n["inputs"]["types"], n["outputs"]["shapes"],
+             n["outputs"]["strides"]) for n in top]
+
+
+def test_execution_trace_observer(tmp_path):
+    assert _execution_trace(ember, tmp_path) == _execution_trace(torch, tmp_path)
+
+
+def test_profiler_device_type_and_kineto():
+    for name, member in torch.profiler.DeviceType.__members__.items():
+        assert int(getattr(ember.profiler.DeviceType, name)) == int(member)
+    assert ember.profiler.DeviceType(1) is ember.profiler.DeviceType.CUDA
+    assert ember.profiler.kineto_available() is False       # honest: ember has no Kineto

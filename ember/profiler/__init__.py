@@ -31,9 +31,11 @@ import time
 import warnings
 
 from .._ops.dispatch import hooks
+from ._et import ExecutionTraceObserver  # noqa: F401
 from ._events import EventList, FunctionEvent, FunctionEventAvg, chrome_trace  # noqa: F401
 
 __all__ = ["profile", "record_function", "schedule", "ProfilerActivity", "ProfilerAction",
+           "DeviceType", "ExecutionTraceObserver", "kineto_available",
            "tensorboard_trace_handler", "supported_activities"]
 
 
@@ -44,6 +46,42 @@ class ProfilerActivity(enum.Enum):
     XPU = 2
     MTIA = 3
     PrivateUse1 = 4
+
+
+class DeviceType(enum.Enum):
+    """The device kinds of the profiler's events, numbered as torch's (c10::DeviceType)."""
+    CPU = 0
+    CUDA = 1
+    MKLDNN = 2
+    OPENGL = 3
+    OPENCL = 4
+    IDEEP = 5
+    HIP = 6
+    FPGA = 7
+    MAIA = 8
+    XLA = 9
+    Vulkan = 10
+    Metal = 11
+    XPU = 12
+    MPS = 13
+    Meta = 14
+    HPU = 15
+    VE = 16
+    Lazy = 17
+    IPU = 18
+    MTIA = 19
+    PrivateUse1 = 20
+
+    def __int__(self):
+        return self.value
+
+    __index__ = __int__
+
+
+def kineto_available():
+    """Whether the Kineto tracing library is present: never in ember, whose profiler records
+    ops itself (host time)."""
+    return False
 
 
 class ProfilerAction(enum.Enum):
