@@ -1,6 +1,7 @@
 """The remaining public names of torch.autograd(.graph), torch.serialization and
 torch.utils.checkpoint, compared with torch 2.13."""
 import functools
+import math
 import io
 import warnings
 import zipfile
@@ -489,3 +490,164 @@ def test_profiler_device_type_and_kineto():
         assert int(getattr(ember.profiler.DeviceType, name)) == int(member)
     assert ember.profiler.DeviceType(1) is ember.profiler.DeviceType.CUDA
     assert ember.profiler.kineto_available() is False       # honest: ember has no Kineto
+
+
+# ---- torch.utils.benchmark ------------------------------------------------------------------
+
+def test_benchmark_helpers():
+    import random
+    from torch.utils import benchmark as TB
+
+    from ember.utils import benchmark as EB
+    rng = random.Random(0)
+    for _ in range(3000):       # float32 rounding, halves to even: torch's digits
+        x, n = rng.choice([1, -1]) * 10 ** rng.uniform(-9, 9), rng.randint(1, 6)
+        assert EB.trim_sigfig(x, n) == TB.trim_sigfig(x, n)
+    with pytest.raises(AssertionError, match="must be an integer"):
+        EB.trim_sigfig(1.0, 1.5)
+    for u in ("ns", "us", "ms", "s"):
+        assert EB.unit_to_english(u) == TB.unit_to_english(u)
+    assert EB.ordered_unique("abracadabra") == TB.ordered_unique("abracadabra")
+    before = ember.get_num_threads()
+    with EB.set_torch_threads(1):
+        assert ember.get_num_threads() == 1
+    assert ember.get_num_threads() == before
+
+
+def _dict_param(B, name, dist, **kw):
+    if B.__name__.startswith("ember"):
+        return B.FuzzedParameter(name, distribution=dist, **kw)
+    # NOTE: torch 2.13 refuses a dict distribution that sums to one: made with one that does
+    # not, then given the real one
+    off = dict(dist)
+    off[next(iter(off))] -= 1e-3
+    p = B.FuzzedParameter(name, distribution=off, **kw)
+    p._distribution = dist
+    return p
+
+
+def _fuzz(B, L):
+    params = [B.FuzzedParameter("k0", 1, 64, distribution="loguniform"),
+              B.FuzzedParameter("k1", 2, 9, distribution="uniform"),
+              _dict_param(B, "d", {1: 0.3, 2: 0.3, 3: 0.4}),
+              _dict_param(B, "y", {B.ParameterAlias("k0"): 0.5, 7: 0.5}, strict=True),
+              B.FuzzedParameter("s", 1, 3, distribution="uniform")]
+    tensors = [B.FuzzedTensor("x", size=("k0", "k1", "y"), steps=("s", 1, 2),
+                              dim_parameter="d", probability_contiguous=0.4, max_elements=4096),
+               B.FuzzedTensor("i", size=("k1",), dtype=L.int32)]
+    f = B.Fuzzer(params, tensors, constraints=[lambda p: p["k0"] != 3], seed=123)
+    out = []
+    for ts, props, p in f.take(12):
+        out.append((p, {k: (tuple(t.shape), t.stride(), str(t.dtype)) for k, t in ts.items()},
+                    {k: {a: (b.tolist() if hasattr(b, "tolist") else b) for a, b in v.items()}
+                     for k, v in props.items()}))
+    return out, f.rejection_rate
+
+
+def test_fuzzer_matches_torch():
+    """Same seed: torch's parameters, shapes, strides, layouts and rejection rate."""
+    from torch.utils import benchmark as TB
+
+    from ember.utils import benchmark as EB
+    e, t = _fuzz(EB, ember), _fuzz(TB, torch)
+    assert len(e[0]) == 12
+    for (pe, se, qe), (pt, st, qt) in zip(e[0], t[0]):
+        assert pe == pt
+        assert se == st
+        assert qe == qt
+    assert e[1] == t[1] > 0
+    with pytest.raises(AssertionError, match="Unknown distribution"):
+        EB.FuzzedParameter("a", 1, 2, distribution="normal")
+    with pytest.raises(AssertionError, match="not normalized"):
+        EB.FuzzedParameter("a", distribution={1: 0.3})
+    with pytest.raises(ValueError, match="Duplicate names"):
+        EB.Fuzzer([EB.FuzzedParameter("x", 1, 2, distribution="uniform")],
+                  [EB.FuzzedTensor("x", size=(2,))])
+    alias = EB.Fuzzer([EB.FuzzedParameter("a", 1, 9, distribution="uniform"),
+                       EB.FuzzedParameter("b", distribution={EB.ParameterAlias("a"): 1.0})],
+                      [], seed=0)
+    assert all(p["a"] == p["b"] for _, _, p in alias.take(5))
+    assert repr(EB.ParameterAlias("a")) == repr(TB.ParameterAlias("a"))
+
+
+def test_fuzzed_sparse_tensor():
+    from ember.utils import benchmark as EB
+    f = EB.Fuzzer([EB.FuzzedParameter("n", 4, 16, distribution="uniform"),
+                   EB.FuzzedParameter("density", distribution={0.1: 0.5, 0.3: 0.5}),
+                   EB.FuzzedParameter("coalesced", distribution={True: 0.5, False: 0.5}),
+                   EB.FuzzedParameter("sparse_dim", 1, 2, distribution="uniform")],
+                  [EB.FuzzedSparseTensor("x", size=("n", "n", 3), sparse_dim="sparse_dim",
+                                         density="density", coalesced="coalesced")], seed=1)
+    for ts, props, p in f.take(6):
+        x, pr = ts["x"], props["x"]
+        assert x.is_sparse and tuple(x.shape) == (p["n"], p["n"], 3)
+        assert pr["sparse_dim"] == x.sparse_dim() == min(p["sparse_dim"], 3)
+        assert pr["is_coalesced"] == x.is_coalesced() == p["coalesced"]
+        nnz = math.ceil((2 * p["n"] + 3) * p["density"])
+        assert x._nnz() == (nnz if p["coalesced"] else 2 * nnz) or p["coalesced"]
+        assert pr["is_hybrid"] == (x.sparse_dim() < 3) and pr["sparsity"] == 1 - p["density"]
+
+
+def _counts(B):
+    a = B.FunctionCounts((B.FunctionCount(300, "f.c:f"), B.FunctionCount(20, "g.c:g"),
+                          B.FunctionCount(7, "dictobject.c:lookdict_unicode")), inclusive=False)
+    b = B.FunctionCounts((B.FunctionCount(100, "f.c:f"), B.FunctionCount(20, "g.c:g")),
+                         inclusive=False)
+    res = [list(a + b), list(a - b), list(a * 0.5), a.sum(), len(a), list(a[1:]),
+           list(a.denoise()), list(a.filter(lambda fn: fn.startswith("f"))),
+           list(a.transform(lambda fn: "x")), repr(a).split("\n", 1)[1]]
+    with pytest.raises(AssertionError, match="inclusive and exclusive"):
+        a + B.FunctionCounts((), inclusive=True)
+    return res
+
+
+def test_function_counts_and_callgrind_stats():
+    from torch.utils import benchmark as TB
+
+    from ember.utils import benchmark as EB
+    def plain(res):
+        return [[tuple(x) for x in r] if isinstance(r, list) else r for r in res]
+    assert plain(_counts(EB)) == plain(_counts(TB))
+    a = EB.FunctionCounts((EB.FunctionCount(3, "f"),), inclusive=True)
+    assert a[0] == EB.FunctionCount(3, "f")       # (torch's index gives a broken container)
+    fc = EB.FunctionCounts((EB.FunctionCount(5, "/x/build/aten/src/a.c:f [lib.so]"),),
+                           inclusive=False)
+    spec = EB.Timer("pass")._task_spec
+    st = EB.CallgrindStats(spec, 10, False, fc, fc, fc, fc * 3, None)
+    assert st.counts() == 15 and st.stats(inclusive=True) is fc
+    assert list(st.delta(st)) == []
+    assert [f for _, f in st.as_standardized().stats()] == ["build/aten/src/a.c:f"]
+    assert "Instructions:" in repr(st) and "10 runs per measurement, 1 thread" in repr(st)
+    assert EB.CopyIfCallgrind(2).value == 2 and EB.CopyIfCallgrind("s").setup is None
+    for B in (EB, TB):
+        with pytest.raises(ValueError, match="Unsupported type"):
+            B.CopyIfCallgrind([1])
+
+
+def test_collect_callgrind_refusals(monkeypatch):
+    import shutil
+
+    from ember.utils import benchmark as EB
+    with pytest.raises(ValueError, match="only supports string"):
+        EB.Timer(lambda: None).collect_callgrind()
+    with pytest.raises(ValueError, match="must be >= 1"):
+        EB.Timer("pass").collect_callgrind(repeats=0)
+    monkeypatch.setattr(shutil, "which", lambda cmd: None)
+    with pytest.raises(OSError, match="Missing: valgrind, callgrind_control, callgrind_annotate"):
+        EB.Timer("pass").collect_callgrind(number=2)
+
+
+@pytest.mark.slow
+def test_collect_callgrind():
+    from ember.utils import benchmark as EB
+    from ember.utils.benchmark import _callgrind
+    if _callgrind._missing():
+        pytest.skip("valgrind is not installed")
+    with pytest.raises(ValueError, match="wrapped in `CopyIfCallgrind`"):
+        EB.Timer("pass", globals={"n": 3}).collect_callgrind(number=2)
+    t = EB.Timer("x + x * n", setup="x = torch.ones(4)", globals={"n": EB.CopyIfCallgrind(3)})
+    a, b = t.collect_callgrind(number=20, repeats=2)
+    # the statement's instructions are above the empty loop's, and repeatable
+    assert a.counts() > a.baseline_exclusive_stats.sum() > 0
+    assert abs(a.counts() - b.counts()) < 0.05 * a.counts()
+    assert any("ufunc" in fn for _, fn in a.stats(inclusive=True))
