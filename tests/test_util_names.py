@@ -651,3 +651,124 @@ def test_collect_callgrind():
     assert a.counts() > a.baseline_exclusive_stats.sum() > 0
     assert abs(a.counts() - b.counts()) < 0.05 * a.counts()
     assert any("ufunc" in fn for _, fn in a.stats(inclusive=True))
+
+
+# ---- torch.utils.data DataPipes -------------------------------------------------------------
+
+def _pipes(L):
+    from importlib import import_module
+    D = import_module(L.__name__ + ".utils.data")
+    it = import_module(L.__name__ + ".utils.data.datapipes.iter")
+    mp = import_module(L.__name__ + ".utils.data.datapipes.map")
+    W, out = it.IterableWrapper, []
+    src = W(range(10))
+    nested = W([[[0, 1], [2]], [[3, 4], [5]], [[6]]])
+    out += [list(src.map(str).filter(lambda s: s != "3").batch(3)),
+            list(nested.unbatch()), list(nested.unbatch(unbatch_level=-1)),
+            list(W([(1, 2), (3, 4)]).map(abs, input_col=0)),
+            list(W([(1, 2), (3, 4)]).map(max, input_col=[0, 1], output_col=-1)),
+            len(src.map(str).batch(4)), len(src.batch(4, drop_last=True)),
+            list(src.concat(W([7]))), list(src.zip(W("abc"))), len(src.zip(W("abc"))),
+            repr(src), str(src.map(str)), type(next(iter(src.batch(2)))).__name__,
+            "map" in dir(src), [c.tolist() for c in W([1, 2, 3, 4, 5]).batch(2).collate()]]
+    s = src.sharding_filter()
+    s.apply_sharding(3, 1)
+    out += [list(s), len(s)]
+    sq = mp.SequenceWrapper(range(5))
+    out += [[list(b) for b in sq.map(abs).batch(2)], list(sq.zip(sq)), len(sq.concat(sq)),
+            sq.concat(sq)[7]]
+    with pytest.raises(TypeError, match="has no len"):
+        len(src.filter(bool))
+    with pytest.raises(ValueError, match="Boolean output is required"):
+        list(src.filter(lambda x: x))
+    with pytest.raises(AssertionError, match="Batch size is required"):
+        src.batch(0)
+    with pytest.raises(ValueError, match="`output_col` must be None"):
+        src.map(abs, output_col=1)
+    with pytest.raises(IndexError, match="exceeds the depth"):
+        list(W([1]).unbatch(2))
+    with pytest.raises(AttributeError, match="object has no attribute 'nothing"):
+        src.nothing
+    with pytest.warns(UserWarning, match="Local function is not supported by pickle"):
+        src.map(lambda x: x)
+
+    @D.functional_datapipe("plus_" + L.__name__)
+    class Plus(D.IterDataPipe):
+        def __init__(self, dp, k):
+            self.dp, self.k, self.resets = dp, k, 0
+
+        def reset(self):
+            self.resets += 1
+
+        def __iter__(self):
+            for x in self.dp:
+                yield x + self.k
+    p = getattr(src, "plus_" + L.__name__)(100)
+    out += [list(p)[:3], list(p)[-1], p.resets]
+    with pytest.raises(Exception, match="already taken"):
+        D.functional_datapipe("plus_" + L.__name__)(Plus)
+    del D.IterDataPipe.functions["plus_" + L.__name__]
+
+    @D.non_deterministic
+    class ND(D.IterDataPipe):
+        def __iter__(self):
+            yield 1
+    with D.guaranteed_datapipes_determinism():
+        with pytest.raises(TypeError, match="ND is non-deterministic"):
+            ND()
+    out.append(list(ND()))
+    with pytest.raises(TypeError, match="Only `IterDataPipe` can be decorated"):
+        D.non_deterministic(int)
+    chunk = D.DataChunk([1, 2])
+    out += [chunk, chunk.as_str("  "), list(chunk.raw_iterator()), isinstance(chunk, list),
+            issubclass(D.DFIterDataPipe, D.IterDataPipe)]
+    return out
+
+
+def test_datapipes_match_torch():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        e, t = _pipes(ember), _pipes(torch)
+    assert e == t
+
+
+def test_datapipe_types_are_checked():
+    # NOTE: torch 2.13's IterDataPipe[T] records no T (its runtime_validation fails with an
+    # AttributeError, argument_validation lets everything through); ember's check
+    from typing import Any, List
+
+    from ember.utils import data as D
+
+    class Ints(D.IterDataPipe[int]):
+        def __init__(self, items):
+            self.items = items
+
+        @D.runtime_validation
+        def __iter__(self):
+            yield from self.items
+
+    class Lists(D.IterDataPipe[List[int]]):
+        def __iter__(self):
+            yield [1]
+    assert repr(Ints.type) == "int" and repr(Lists.type) == "typing.List[int]"
+    assert Lists.type.issubtype(List[Any]) and not Lists.type.issubtype(int)
+    assert list(Ints([1, 2])) == [1, 2]
+    with pytest.raises(RuntimeError, match=r"Expected an instance as subtype of int, but found "
+                                           r"x\(<class 'str'>\)"):
+        list(Ints([1, "x"]))
+    with D.runtime_validation_disabled():
+        assert list(Ints([1, "x"])) == [1, "x"]
+    def items(self):
+        yield 1
+    with pytest.raises(TypeError, match="Can not decorate function items with"):
+        D.runtime_validation(items)
+
+    @D.argument_validation
+    def f(dp: D.IterDataPipe[int]):
+        return "ok"
+    assert f(Ints([1])) == "ok"
+    with pytest.raises(TypeError, match="Expected argument 'dp' as a IterDataPipe"):
+        f([1])
+    with pytest.raises(TypeError, match=r"Expected type of argument 'dp' as a subtype of hint "
+                                        r"int, but found typing.List\[int\]"):
+        f(Lists())
