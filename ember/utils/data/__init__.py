@@ -17,7 +17,8 @@ _DATAPIPE_NAMES = ("DFIterDataPipe", "DataChunk", "IterDataPipe", "MapDataPipe",
 def __getattr__(name):
     # DataPipes load on first use (most programs use the DataLoader only)
     if name in _DATAPIPE_NAMES or name == "datapipes":
-        from . import datapipes
+        import importlib     # (not ``from . import``: its hasattr would call this again)
+        datapipes = importlib.import_module(".datapipes", __name__)
         globals().update({n: getattr(datapipes, n) for n in _DATAPIPE_NAMES}, datapipes=datapipes)
         return globals()[name]
     raise AttributeError(f"module 'ember.utils.data' has no attribute '{name}'")
