@@ -772,3 +772,27 @@ def test_datapipe_types_are_checked():
     with pytest.raises(TypeError, match=r"Expected type of argument 'dp' as a subtype of hint "
                                         r"int, but found typing.List\[int\]"):
         f(Lists())
+
+
+def _exec_group(L, group):
+    calls = [0]
+    w = L.tensor([0.5, 2.0, -1.0], requires_grad=True)
+    w2 = w * 2          # captured, with a history of its own
+
+    def fn(x):
+        calls[0] += 1
+        return (x * w2).sin(), (x + w2).cos()
+    x = L.ones(3, requires_grad=True)
+    a, b = L.utils.checkpoint.checkpoint(fn, x, use_reentrant=False)
+    with (L.utils.checkpoint.GraphExecGroup() if group else warnings.catch_warnings()):
+        a.sum().backward(retain_graph=True)
+        b.sum().backward()
+    return calls[0], x.grad, w.grad
+
+
+@pytest.mark.parametrize("group", [False, True])
+def test_graph_exec_group_recomputes_once(group):
+    (ne, xe, we), (nt, xt, wt) = _exec_group(ember, group), _exec_group(torch, group)
+    assert ne == nt == (2 if group else 3)
+    _close(xe, xt)
+    _close(we, wt)

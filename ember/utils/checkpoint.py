@@ -125,31 +125,40 @@ class _Recompute(Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        run = ctx.run
-        with _as_leaves(run.captured):
-            outs, detached = run.recompute()
+        run, group = ctx.run, GraphExecGroup._current
+        # in a GraphExecGroup the region is recomputed once; later backward calls of the
+        # group differentiate that graph again (kept with its leaves' accumulators)
+        done = group._recomputed.get(id(run)) if group is not None else None
+        accs = done[2] if done is not None else {}
+        with _as_leaves(run.captured, accs):
+            outs, detached = done[:2] if done is not None else run.recompute()
             pairs = [(o, g) for o, g in zip(outs, grads) if o.requires_grad and g is not None]
             ins = [t for t in detached + run.captured if t.requires_grad]
             res = ember.autograd.grad([o for o, _ in pairs], ins, [g for _, g in pairs],
-                                      allow_unused=True) if pairs and ins else [None] * len(ins)
+                                      retain_graph=group is not None, allow_unused=True) \
+                if pairs and ins else [None] * len(ins)
+        if group is not None and done is None:
+            group._recomputed[id(run)] = (outs, detached, accs, run)
         res = iter(res)
         return (None,) + tuple(next(res) if t.requires_grad else None
                                for t in detached + run.captured)
 
 
 @contextlib.contextmanager
-def _as_leaves(tensors):
+def _as_leaves(tensors, accs):
     """Let the captured tensors that have a history act as leaves while the recomputed graph
     is built and differentiated: the gradient stops at them and this node hands it on, and
     the engine runs their own history once, from outside (not twice, the second time freed).
+    ``accs`` keeps the accumulators they get meanwhile (for a GraphExecGroup's next backward).
     """
     stash = [(t, t.grad_fn, t._output_nr, t._grad_acc) for t in tensors if t.grad_fn is not None]
     for t, *_ in stash:
-        t.grad_fn, t._grad_acc = None, None
+        t.grad_fn, t._grad_acc = None, accs.get(id(t))
     try:
         yield
     finally:
         for t, fn, nr, acc in stash:
+            accs[id(t)] = t._grad_acc
             t.grad_fn, t._output_nr, t._grad_acc = fn, nr, acc
 
 
@@ -535,10 +544,20 @@ def create_selective_checkpoint_contexts(policy_fn_or_list, allow_cache_entry_mu
 
 
 class GraphExecGroup:
-    """Backward calls under one instance form a group (torch: a checkpointed region it
-    reaches recomputes once for the group). NOTE: ember's non-reentrant checkpoint recomputes
-    its region in each backward that reaches it, inside a group too; only the nesting rule
-    is torch's."""
+    """Backward calls under one instance form a group: a (non-reentrant) checkpointed region
+    they reach is recomputed once for the group, not once per backward. NOTE: torch requires
+    the group's backward calls to use disjoint saved activations and raises otherwise;
+    ember's differentiate the region's one recomputed graph again, so overlapping calls work.
+
+    Example:
+        >>> import ember
+        >>> from ember.utils.checkpoint import checkpoint, GraphExecGroup
+        >>> x = ember.ones(2, requires_grad=True)
+        >>> a, b = checkpoint(lambda t: (t.sin(), t.cos()), x, use_reentrant=False)
+        >>> with GraphExecGroup():       # the region runs again once, for both
+        ...     a.sum().backward(retain_graph=True)
+        ...     b.sum().backward()
+    """
 
     _current = None
 
@@ -546,11 +565,11 @@ class GraphExecGroup:
         if GraphExecGroup._current is not None:
             raise RuntimeError(f"GraphExecGroup contexts cannot be nested. Already inside "
                                f"group {GraphExecGroup._current}")
-        GraphExecGroup._current = self
+        GraphExecGroup._current, self._recomputed = self, {}
         return self
 
     def __exit__(self, *exc):
-        GraphExecGroup._current = None
+        GraphExecGroup._current, self._recomputed = None, {}
 
     @classmethod
     def _get_current_group(cls):
