@@ -207,18 +207,19 @@ class _DataPipeBase:
         return super().__reduce_ex__(*args, **kwargs)
 
     @classmethod
-    def set_getstate_hook(cls, hook_fn):
+    def _set_hook(cls, name, hook_fn):
         base = cls._hook_base()
-        if base.getstate_hook is not None and hook_fn is not None:
-            raise RuntimeError("Attempt to override existing getstate_hook")
-        base.getstate_hook = hook_fn
+        if getattr(base, name) is not None and hook_fn is not None:
+            raise RuntimeError(f"Attempt to override existing {name}")
+        setattr(base, name, hook_fn)
+
+    @classmethod
+    def set_getstate_hook(cls, hook_fn):
+        cls._set_hook("getstate_hook", hook_fn)
 
     @classmethod
     def set_reduce_ex_hook(cls, hook_fn):
-        base = cls._hook_base()
-        if base.reduce_ex_hook is not None and hook_fn is not None:
-            raise RuntimeError("Attempt to override existing reduce_ex_hook")
-        base.reduce_ex_hook = hook_fn
+        cls._set_hook("reduce_ex_hook", hook_fn)
 
     def __repr__(self):
         hook = type(self)._hook_base().repr_hook
@@ -311,20 +312,26 @@ class functional_datapipe:
         return cls
 
 
-_determinism = [False]
+_determinism, _runtime_validation = [False], [True]
 
 
-class guaranteed_datapipes_determinism:
-    """Within the block (or from the call on), making a ``non_deterministic`` DataPipe raises."""
+class _Switch:
+    """Sets a module flag ``_flag[0]`` to ``_on`` from construction (so a call or a ``with``
+    block) until the block exits."""
 
     def __init__(self):
-        self.prev, _determinism[0] = _determinism[0], True
+        self.prev, self._flag[0] = self._flag[0], self._on
 
     def __enter__(self):
         pass
 
     def __exit__(self, *exc):
-        _determinism[0] = self.prev
+        self._flag[0] = self.prev
+
+
+class guaranteed_datapipes_determinism(_Switch):
+    """Within the block (or from the call on), making a ``non_deterministic`` DataPipe raises."""
+    _flag, _on = _determinism, True
 
 
 class non_deterministic:
@@ -397,20 +404,9 @@ def argument_validation(f):
     return wrapper
 
 
-_runtime_validation = [True]
-
-
-class runtime_validation_disabled:
+class runtime_validation_disabled(_Switch):
     """Within the block, ``runtime_validation`` checks nothing."""
-
-    def __init__(self):
-        self.prev, _runtime_validation[0] = _runtime_validation[0], False
-
-    def __enter__(self):
-        pass
-
-    def __exit__(self, *exc):
-        _runtime_validation[0] = self.prev
+    _flag, _on = _runtime_validation, False
 
 
 def runtime_validation(f):

@@ -61,16 +61,20 @@ class BatcherMapDataPipe(MapDataPipe):
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
 
+def _check_maps(datapipes):
+    if len(datapipes) == 0:
+        raise ValueError("Expected at least one DataPipe, but got nothing")
+    if not all(isinstance(dp, MapDataPipe) for dp in datapipes):
+        raise TypeError("Expected all inputs to be `MapDataPipe`")
+    return datapipes
+
+
 @functional_datapipe("concat")
 class ConcaterMapDataPipe(MapDataPipe):
     """The items of each DataPipe, one after the other."""
 
     def __init__(self, *datapipes):
-        if len(datapipes) == 0:
-            raise ValueError("Expected at least one DataPipe, but got nothing")
-        if not all(isinstance(dp, MapDataPipe) for dp in datapipes):
-            raise TypeError("Expected all inputs to be `MapDataPipe`")
-        self.datapipes = datapipes
+        self.datapipes = _check_maps(datapipes)
 
     def __getitem__(self, index):
         offset = 0
@@ -89,11 +93,7 @@ class ZipperMapDataPipe(MapDataPipe):
     """Tuples of the DataPipes' items, up to the shortest."""
 
     def __init__(self, *datapipes):
-        if len(datapipes) == 0:
-            raise ValueError("Expected at least one DataPipe, but got nothing")
-        if not all(isinstance(dp, MapDataPipe) for dp in datapipes):
-            raise TypeError("Expected all inputs to be `MapDataPipe`")
-        self.datapipes = datapipes
+        self.datapipes = _check_maps(datapipes)
 
     def __getitem__(self, index):
         try:
