@@ -796,3 +796,33 @@ def test_graph_exec_group_recomputes_once(group):
     assert ne == nt == (2 if group else 3)
     _close(xe, xt)
     _close(we, wt)
+
+
+@pytest.mark.parametrize("how", ["argument", "context"])
+def test_checkpoint_debug_report(how):
+    """debug=True (or set_checkpoint_debug_enabled) reports the ops of the forward and the
+    recomputation when they differ; torch's layout, ember's op names."""
+    from ember.utils import checkpoint as ck
+    runs = [0]
+
+    def fn(x):
+        runs[0] += 1
+        return x.sin() if runs[0] == 1 else x.sum()
+    x = ember.ones(3, requires_grad=True)
+    if how == "argument":
+        y = ck.checkpoint(fn, x, use_reentrant=False, debug=True)
+    else:
+        with ck.set_checkpoint_debug_enabled(True):
+            y = ck.checkpoint(fn, x, use_reentrant=False)
+    with pytest.raises(ck.CheckpointError) as err:
+        y.sum().backward()
+    msg = str(err.value)
+    assert "Operations executed during the original forward:\n\nsin(float32[3]) -> float32[3]" \
+        in msg and "Operations executed during recomputation:\n\nsum(float32[3]) -> float32[]" \
+        in msg and "test_util_names.py" in msg and "<--- You are here" in msg
+    runs[0] = 0
+    with ck.set_checkpoint_debug_enabled(False):        # overrides debug=True
+        y = ck.checkpoint(fn, x, use_reentrant=False, debug=True)
+    with pytest.raises(ck.CheckpointError, match="different metadata") as err:
+        y.sum().backward()
+    assert "Operations executed" not in str(err.value)

@@ -165,11 +165,14 @@ def _as_leaves(tensors, accs):
 class _Run:
     """One non-reentrant checkpointed call: what it needs to run again."""
 
-    def __init__(self, function, args, kwargs, preserve, recompute_ctx, determinism_check):
+    def __init__(self, function, args, kwargs, preserve, recompute_ctx, determinism_check,
+                 debug):
         self.function, self.args, self.kwargs = function, args, kwargs
         self.state, self.recompute_ctx = _State(preserve), recompute_ctx
         self.check = determinism_check == "default"
         self.explicit = [a for a in args if isinstance(a, Tensor)]
+        # debug: the ops of the forward and of the recomputation, with where each was called
+        self.logs = ([], []) if (debug if _debug[0] is None else _debug[0]) else None
 
     def trace(self, fwd_ctx):
         """Run the forward without a graph, noting the grad-requiring tensors read."""
@@ -182,6 +185,8 @@ class _Run:
                     if isinstance(t, Tensor) and t._requires_grad and id(t) not in seen:
                         seen[id(t)] = t
                         captured.append(t)
+            if self.logs is not None:
+                _log_op(self.logs[0], opdef, args, outs)
             if prev is not None:
                 prev(opdef, args, kwargs, outs)
         hooks.tracer = tracer
@@ -194,18 +199,115 @@ class _Run:
         return out
 
     def recompute(self):
-        with self.state.replay(), self.recompute_ctx:
-            detached = list(detach_variable(tuple(self.explicit)))
-            it = iter(detached)
-            args = [next(it) if isinstance(a, Tensor) else a for a in self.args]
-            outs = _tensors_of(self.function(*args, **self.kwargs))
+        prev = hooks.tracer
+        if self.logs is not None:
+            self.logs[1].clear()
+            hooks.tracer = lambda opdef, args, kwargs, outs: (
+                _log_op(self.logs[1], opdef, args, outs),
+                prev is not None and prev(opdef, args, kwargs, outs))
+        try:
+            with self.state.replay(), self.recompute_ctx:
+                detached = list(detach_variable(tuple(self.explicit)))
+                it = iter(detached)
+                args = [next(it) if isinstance(a, Tensor) else a for a in self.args]
+                outs = _tensors_of(self.function(*args, **self.kwargs))
+        finally:
+            hooks.tracer = prev
         if self.check and [_meta(o) for o in outs] != self.meta:
-            raise CheckpointError(
+            err = CheckpointError(
                 "torch.utils.checkpoint: Recomputed values for the following tensors have "
                 "different metadata than during the forward pass.\n" + "\n".join(
                     f"tensor at position {i}:\nsaved metadata: {a}\nrecomputed metadata: {b}"
                     for i, (a, b) in enumerate(zip(self.meta, map(_meta, outs))) if a != b))
+            if self.logs is None:
+                raise err
+            raise CheckpointError(_debug_report(*self.logs)) from err
         return outs, [t for t in detached]
+
+
+def _log_op(log, opdef, args, outs):
+    """Note one op call for a debug report: ``sin(f32[3]) -> f32[3]`` and where it ran."""
+    import traceback
+
+    def desc(x):
+        if isinstance(x, Tensor):
+            return f"{x.dtype}{list(x.shape)}".replace("torch.", "")
+        if type(x) in (list, tuple):
+            return "[" + ", ".join(map(desc, x)) + "]"
+        return repr(x)
+    outs = outs if isinstance(outs, (tuple, list)) else (outs,)
+    frames = [f for f in traceback.extract_stack()[:-1] if "/ember/" not in f.filename]
+    log.append((f"{opdef.name}({', '.join(map(desc, args))}) -> {', '.join(map(desc, outs))}",
+                [f"{f.filename}:{f.lineno}:{f.name}" for f in frames]))
+
+
+def _debug_report(fwd, rec):
+    """torch's ``debug=True`` report: the ops of the forward and of the recomputation."""
+    def traces(log, label):
+        return "".join(f"{op}   ({i + 1} of {len(log)} in {label})\n\n" + "\n".join(tb) + "\n\n\n"
+                       for i, (op, tb) in enumerate(log))
+    return _DEBUG_TEMPLATE.format(forward_traces=traces(fwd, "original"),
+                                  recompute_traces=traces(rec, "recompute"),
+                                  forward_ops="\n".join(op for op, _ in fwd),
+                                  recompute_ops="\n".join(op for op, _ in rec))
+
+
+_RULE = "+" + "~" * 78 + "+"
+_DEBUG_TEMPLATE = f""" \
+An error happened while unpacking tensors; dumping logs of latest computation
+because you passed `debug=True` to `torch.utils.checkpoint.checkpoint()`.
+Scroll all the way down for guidance on how to navigate these logs.
+
+{_RULE}
+|        1. Stack traces of the operators that ran in the original forward     |
++{"-" * 78}+
+
+{{forward_traces}}
+{_RULE}
+|        2. Stack traces of the operators that ran during recomputation        |
++{"-" * 78}+
+
+{{recompute_traces}}
+{_RULE}
+|       3. Log of operators in the original forward and recomputation          |
++{"-" * 78}+
+(Scroll up to correlate stack traces with each operation listed below. This
+ helps identify their source in the code.)
+
+Operations executed during the original forward:
+
+{{forward_ops}}
+
+Operations executed during recomputation:
+
+{{recompute_ops}}
+
++{"-" * 78}+
+ ERROR: Detected non-determinism while running activation checkpointing
+
+ You are seeing this error because you passed `debug=True` to checkpoint and
+ tensors to be saved during the original forward and differ between those saved
+ during recomputation. This can happen if different operators were ran in the
+ original forward and in the recomputation.
+
+ To identify where the mismatch may be coming from, you can do the following:
+
+ 1) Compare the operators ran during original forward and recomputation to
+    see where they differ. These operators are printed above in the order they
+    were executed.
+
+ 2) Review the stack trace for each operator to locate its invocation source.
+    Each operator's stack trace is printed in their execution order.
+
+ Note that the logs can be quite long. Here's how they are structured:
+ (Tip: you can Ctrl-f for these headers)
+
+ 1. Stack traces of the operators that ran in the original forward
+ 2. Stack traces of the operators that ran during recomputation
+ 3. Log of operators in the original forward and recomputation
+ 4. Error message                                             <--- You are here
+{"-" * 80}
+"""
 
 
 def _meta(t):
@@ -230,13 +332,13 @@ def _with_tensors(out, new):
     return out
 
 
-def _checkpoint_without_reentrant(function, preserve, context_fn, determinism_check, args,
-                                  kwargs):
+def _checkpoint_without_reentrant(function, preserve, context_fn, determinism_check, debug,
+                                  args, kwargs):
     fwd_ctx, recompute_ctx = context_fn()
     if not grad_mode.state.grad_enabled:       # nothing to recompute for
         with fwd_ctx:
             return function(*args, **kwargs)
-    run = _Run(function, args, kwargs, preserve, recompute_ctx, determinism_check)
+    run = _Run(function, args, kwargs, preserve, recompute_ctx, determinism_check, debug)
     out = run.trace(fwd_ctx)
     outs = _tensors_of(out)
     run.outputs, run.meta = tuple(outs), [_meta(o) for o in outs]
@@ -290,7 +392,7 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn,
         raise ValueError(f"determinism_check should be one of ['default', 'none'], but got "
                          f"{determinism_check}")
     return _checkpoint_without_reentrant(function, preserve, context_fn, determinism_check,
-                                         args, kwargs)
+                                         debug, args, kwargs)
 
 
 def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs):
@@ -337,7 +439,9 @@ _debug = [None]
 
 @contextlib.contextmanager
 def set_checkpoint_debug_enabled(enabled):
-    """Within the block, ``enabled`` (unless None) overrides each checkpoint's ``debug``."""
+    """Within the block, ``enabled`` (unless None) overrides the ``debug`` of each checkpoint
+    made: with debug, a recomputation that differs from the forward raises a CheckpointError
+    listing the ops of both, with where each was called."""
     prev, _debug[0] = _debug[0], enabled
     try:
         yield
