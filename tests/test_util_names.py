@@ -826,3 +826,29 @@ def test_checkpoint_debug_report(how):
     with pytest.raises(ck.CheckpointError, match="different metadata") as err:
         y.sum().backward()
     assert "Operations executed" not in str(err.value)
+
+
+def _loader_pipes(L):
+    from importlib import import_module
+    D = import_module(L.__name__ + ".utils.data")
+    it = import_module(L.__name__ + ".utils.data.datapipes.iter")
+    dp = it.IterableWrapper(range(10)).sharding_filter().map(abs)
+    out = [[b.tolist() for b in D.DataLoader(dp, batch_size=2, num_workers=nw)] for nw in (0, 2)]
+    sh = it.IterableWrapper(range(10)).shuffle()
+    out.append([int(x) for x in D.DataLoader(sh, batch_size=None, shuffle=False)])
+    got = [int(x) for x in D.DataLoader(sh, batch_size=None, shuffle=True)]
+    out += [sorted(got), got != list(range(10))]
+    with pytest.raises(RuntimeError, match="Sharding twice on a single pipeline"):
+        list(D.DataLoader(it.IterableWrapper(range(3)).sharding_filter().sharding_filter()))
+    with pytest.warns(UserWarning, match="does not contain a `Shuffler`. Adding one"):
+        got = [int(x) for x in D.DataLoader(it.IterableWrapper(range(5)), batch_size=None,
+                                             shuffle=True)]
+    out.append(sorted(got))
+    return out
+
+
+def test_dataloader_with_datapipes():
+    """Sharding over workers, shuffling switched by the loader's shuffle, as torch's."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        assert _loader_pipes(ember) == _loader_pipes(torch)
