@@ -60,24 +60,24 @@ def _sum_to(g, meta):
 
 
 _dispatch = None     # ember._ops.dispatch, once imported
-# the backward calls running, innermost last: (task id, nodes below the roots, roots, the
-# nodes that run where ``inputs`` restricts them, else None, whether .grad accumulates);
-# graph.register_multi_grad_hook reads them as torch's ``_current_graph_task_id`` and
-# ``_will_engine_execute_node``
-_tasks, _task_ids = [], itertools.count()
+# the innermost backward call running: (task id, nodes below the roots, roots, the nodes that
+# run where ``inputs`` restricts them, else None, whether .grad accumulates), or None; each
+# call keeps the one it replaced (a nested backward restores it). graph.register_multi_grad_hook
+# reads it as torch's ``_current_graph_task_id`` and ``_will_engine_execute_node``.
+_task, _task_ids = None, itertools.count()
 
 
 def current_task_id():
     """The id of the innermost backward call running, -1 outside backward."""
-    return _tasks[-1][0] if _tasks else -1
+    return _task[0] if _task is not None else -1
 
 
 def will_execute(node):
     """Whether the innermost running backward call will run ``node``."""
-    if not _tasks:
+    if _task is None:
         raise RuntimeError("_will_engine_execute_node should only be called during the backward "
                            "pass")
-    _, deps, roots, needed, accumulate = _tasks[-1]
+    _, deps, roots, needed, accumulate = _task
     if needed is None:
         return node in deps or node in roots
     if node in needed and not accumulate and type(node) is AccumulateGrad:
@@ -125,14 +125,15 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
     ready = [n for n in root_nodes if deps.get(n, 0) == 0]
     prev = grad_mode.state.grad_enabled
     grad_mode.state.grad_enabled = create_graph
-    _tasks.append((next(_task_ids), deps, root_nodes, needed, accumulate))
+    global _task
+    outer, _task = _task, (next(_task_ids), deps, root_nodes, needed, accumulate)
     if _C is not None and inputs is None and prof is None and not anomaly.enabled:
         # the plain case: the same loop in C (ember/_C/dispatch/engine.h), this one is the reference
         try:
             _C.backward_loop(ready, buffers, deps, retain_graph, create_graph, accumulate)
         finally:
             grad_mode.state.grad_enabled = prev
-            _tasks.pop()
+            _task = outer
         return None
     import heapq        # (here: the C loop above is the common case, and import ember skips it)
     heap = [(-n.seq, id(n), n) for n in ready]
@@ -190,7 +191,7 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
             grad_inputs = grads = g = buf = None
     finally:
         grad_mode.state.grad_enabled = prev
-        _tasks.pop()
+        _task = outer
     if inputs is None:
         return None
     if accumulate:          # leaves were accumulated by their AccumulateGrad above

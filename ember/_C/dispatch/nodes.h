@@ -88,8 +88,8 @@ static int accumulate_leaf(PyObject *node, PyObject *g, PyObject *create)
         return -1;
     if (lay && TB(v)->data != NULL) {
         /* (no strides: a sparse operand; the Python path decides) */
-        PyObject *a = PyObject_GetAttr(TB(v)->data, s_strides), *c = NULL;
-        if (a == NULL || (c = PyObject_GetAttr(d, s_strides)) == NULL) {
+        PyObject *a = ND(TB(v)->data, ND_STRIDES, s_strides), *c = NULL;
+        if (a == NULL || (c = ND(d, ND_STRIDES, s_strides)) == NULL) {
             Py_XDECREF(a);
             PyErr_Clear();
             return 0;
