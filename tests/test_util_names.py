@@ -64,6 +64,10 @@ def test_register_multi_grad_hook(mode):
     assert _multi_hook_log(ember, mode) == _multi_hook_log(torch, mode)
     with pytest.raises(ValueError, match="mode to be one of"):
         eg.register_multi_grad_hook((), print, mode="some")
+    for L in (ember, torch):
+        with pytest.raises(AssertionError, match="Expected gradient function to be set"):
+            L.autograd.graph.register_multi_grad_hook((L.ones(1, requires_grad=True),
+                                                       L.ones(1)), print)
 
 
 def test_hooks_of_nodes_backward_skips_do_not_run():

@@ -805,7 +805,9 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
                 ran.add(task)
                 fn(grad)
         return _MultiHandle(tuple(t.register_hook(wrapped) for t in tensors if t.requires_grad))
-    nodes = [get_gradient_edge(t).node for t in tensors]
+    nodes = [edge_of(t)[0] for t in tensors]
+    if None in nodes:
+        raise AssertionError("Expected gradient function to be set")
     count, buffers, expected = {}, {}, {}
 
     def inner(i):
