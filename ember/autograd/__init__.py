@@ -21,13 +21,25 @@ _FUNCTION_NAMES = ("Function", "FunctionCtx", "once_differentiable", "NestedIOFu
 def is_view_replay_enabled():
     """Whether autograd rebuilds a view's history by replaying its view op rather than by
     ``as_strided``. NOTE: True, unlike torch's default: ember always replays (each view keeps
-    its view function), it has no ``as_strided`` fallback to switch to."""
+    its view function), it has no ``as_strided`` fallback to switch to.
+
+    Example:
+        >>> import ember
+        >>> ember.autograd.is_view_replay_enabled()
+        True
+    """
     return True
 
 
 def kineto_available():
     """Whether the Kineto profiling library is present: never in ember, whose profiler
-    (``ember.profiler``) records ops itself."""
+    (``ember.profiler``) records ops itself.
+
+    Example:
+        >>> import ember
+        >>> ember.autograd.kineto_available()
+        False
+    """
     return False
 
 

@@ -49,7 +49,13 @@ class ProfilerActivity(enum.Enum):
 
 
 class DeviceType(enum.Enum):
-    """The device kinds of the profiler's events, numbered as torch's (c10::DeviceType)."""
+    """The device kinds of the profiler's events, numbered as torch's (c10::DeviceType).
+
+    Example:
+        >>> from ember.profiler import DeviceType
+        >>> DeviceType.CUDA, int(DeviceType.CUDA)
+        (<DeviceType.CUDA: 1>, 1)
+    """
     CPU = 0
     CUDA = 1
     MKLDNN = 2
@@ -80,7 +86,13 @@ class DeviceType(enum.Enum):
 
 def kineto_available():
     """Whether the Kineto tracing library is present: never in ember, whose profiler records
-    ops itself (host time)."""
+    ops itself (host time).
+
+    Example:
+        >>> import ember
+        >>> ember.profiler.kineto_available()
+        False
+    """
     return False
 
 

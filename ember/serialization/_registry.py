@@ -140,7 +140,12 @@ class skip_data:
 
 
 class StorageType:
-    """A storage type as a legacy checkpoint names it (``StorageType("FloatStorage")``)."""
+    """A storage type as a legacy checkpoint names it.
+
+    Example:
+        >>> print(ember.serialization.StorageType("HalfStorage"))
+        StorageType(dtype=torch.float16)
+    """
 
     def __init__(self, name):
         self._dtype = getattr(ember, name).dtype
@@ -154,7 +159,12 @@ class StorageType:
 
 
 def normalize_storage_type(storage_type):
-    """The ``ember`` storage class of the same name as ``storage_type``."""
+    """The ``ember`` storage class of the same name as ``storage_type``.
+
+    Example:
+        >>> ember.serialization.normalize_storage_type(ember.FloatStorage) is ember.FloatStorage
+        True
+    """
     return getattr(ember, storage_type.__name__)
 
 

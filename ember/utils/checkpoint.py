@@ -466,7 +466,13 @@ def set_checkpoint_early_stop(enable):
 
 class DefaultDeviceType:
     """The device type whose RNG states checkpoint saves when no argument is off the cpu:
-    the current accelerator's type, or "cpu" without one."""
+    the current accelerator's type, or "cpu" without one.
+
+    Example:
+        >>> from ember.utils.checkpoint import DefaultDeviceType
+        >>> DefaultDeviceType.get_device_type() in ("cpu", "cuda")
+        True
+    """
 
     _default_device_type = None
 
@@ -512,7 +518,13 @@ def get_device_states(*args):
 
 
 def set_device_states(devices, states, *, device_type=None):
-    """Restore the RNG ``states`` of ``devices`` (as ``get_device_states`` gave them)."""
+    """Restore the RNG ``states`` of ``devices`` (as ``get_device_states`` gave them).
+
+    Example:
+        >>> import ember
+        >>> from ember.utils.checkpoint import get_device_states, set_device_states
+        >>> set_device_states(*get_device_states(ember.ones(2)))
+    """
     device_type = device_type or DefaultDeviceType.get_device_type()
     if device_type == "meta":
         return
@@ -524,7 +536,13 @@ def set_device_states(devices, states, *, device_type=None):
 
 class SelectiveCheckpointContext:
     """What a selective checkpoint policy function gets first: ``op_output``, the op's
-    output in the forward (``is_recompute`` is always False, as torch's)."""
+    output in the forward (``is_recompute`` is always False, as torch's).
+
+    Example:
+        >>> from ember.utils.checkpoint import SelectiveCheckpointContext
+        >>> SelectiveCheckpointContext(is_recompute=False, op_output=3).op_output
+        3
+    """
 
     def __init__(self, *, is_recompute, op_output=None):
         self.is_recompute, self.op_output = is_recompute, op_output
@@ -533,7 +551,13 @@ class SelectiveCheckpointContext:
 class CheckpointPolicy(enum.Enum):
     """What selective checkpointing does with an op's output: ``*_SAVE`` keeps it from the
     forward (the recomputation does not run the op again), ``*_RECOMPUTE`` runs the op again,
-    ``*_CPU_OFFLOAD`` keeps it in cpu memory. ``MUST_*`` and ``PREFER_*`` act alike in eager."""
+    ``*_CPU_OFFLOAD`` keeps it in cpu memory. ``MUST_*`` and ``PREFER_*`` act alike in eager.
+
+    Example:
+        >>> from ember.utils.checkpoint import CheckpointPolicy
+        >>> CheckpointPolicy.MUST_SAVE.value, CheckpointPolicy.PREFER_RECOMPUTE.value
+        (0, 3)
+    """
 
     MUST_SAVE = 0
     PREFER_SAVE = 1

@@ -296,7 +296,7 @@ class MapDataPipe(_DataPipeBase, Dataset):
 
 class functional_datapipe:
     """Register a DataPipe class as a method of its kind of DataPipe: ``dp.<name>(*args)``
-    is ``cls(dp, *args)``."""
+    is ``cls(dp, *args)`` (see ``IterDataPipe``'s example)."""
 
     def __init__(self, name, enable_df_api_tracing=False):
         self.name, self.enable_df_api_tracing = name, enable_df_api_tracing
@@ -330,7 +330,20 @@ class _Switch:
 
 
 class guaranteed_datapipes_determinism(_Switch):
-    """Within the block (or from the call on), making a ``non_deterministic`` DataPipe raises."""
+    """Within the block (or from the call on), making a ``non_deterministic`` DataPipe raises.
+
+    Example:
+        >>> from ember.utils.data import IterDataPipe, non_deterministic
+        >>> from ember.utils.data import guaranteed_datapipes_determinism
+        >>> @non_deterministic
+        ... class Racy(IterDataPipe):
+        ...     def __iter__(self):
+        ...         yield 1
+        >>> with guaranteed_datapipes_determinism():
+        ...     Racy()
+        Traceback (most recent call last):
+        TypeError: Racy is non-deterministic, but you set 'guaranteed_datapipes_determinism'. You can turn off determinism for this DataPipe if that is acceptable for your application
+    """
     _flag, _on = _determinism, True
 
 
@@ -381,7 +394,17 @@ class non_deterministic:
 
 def argument_validation(f):
     """Check, at each call of ``f``, the arguments annotated as a DataPipe type
-    (``IterDataPipe[int]``): a DataPipe, whose element type is a subtype of the hint's."""
+    (``IterDataPipe[int]``): a DataPipe, whose element type is a subtype of the hint's.
+
+    Example:
+        >>> from ember.utils.data import IterDataPipe, argument_validation
+        >>> @argument_validation
+        ... def total(dp: IterDataPipe[int]):
+        ...     return sum(dp)
+        >>> total([1, 2])
+        Traceback (most recent call last):
+        TypeError: Expected argument 'dp' as a IterDataPipe, but found <class 'list'>
+    """
     import inspect
     signature, hints = inspect.signature(f), typing.get_type_hints(f)
 
@@ -405,13 +428,28 @@ def argument_validation(f):
 
 
 class runtime_validation_disabled(_Switch):
-    """Within the block, ``runtime_validation`` checks nothing."""
+    """Within the block, ``runtime_validation`` checks nothing (see ``runtime_validation``)."""
     _flag, _on = _runtime_validation, False
 
 
 def runtime_validation(f):
     """Decorate an IterDataPipe's ``__iter__``: each element yielded must be of the class's
-    element type (``IterDataPipe[T]``), else RuntimeError."""
+    element type (``IterDataPipe[T]``), else RuntimeError.
+
+    Example:
+        >>> from ember.utils.data import IterDataPipe, runtime_validation
+        >>> from ember.utils.data import runtime_validation_disabled
+        >>> class Ints(IterDataPipe[int]):
+        ...     @runtime_validation
+        ...     def __iter__(self):
+        ...         yield from (1, "two")
+        >>> list(Ints())
+        Traceback (most recent call last):
+        RuntimeError: Expected an instance as subtype of int, but found two(<class 'str'>)
+        >>> with runtime_validation_disabled():
+        ...     list(Ints())
+        [1, 'two']
+    """
     if f.__name__ != "__iter__":
         raise TypeError(f"Can not decorate function {f.__name__} with 'runtime_validation'")
 
