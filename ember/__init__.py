@@ -173,6 +173,9 @@ def __getattr__(name):
     if name == "OutOfMemoryError":  # torch.OutOfMemoryError is torch.cuda's
         from .cuda import OutOfMemoryError
         return OutOfMemoryError
+    if name == "thread_safe_generator":     # torch.thread_safe_generator is torch.random's
+        from .random import thread_safe_generator
+        return thread_safe_generator
     if name == "vmap":              # torch.vmap is torch.func.vmap
         from .func import vmap
         return vmap

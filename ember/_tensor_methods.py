@@ -16,6 +16,7 @@ from ._ops.dispatch import _C
 from ._ops.errors import broadcast_clash
 from ._tensor import Tensor
 from .autograd import grad_mode
+from .autograd.graph import _mutation_ctx
 
 _alloc = object.__new__
 
@@ -246,6 +247,8 @@ def _setitem(self, idx, basic, value):
             self._base is not None and self._base._requires_grad)):
         dispatch_inplace(indexing._index_put, self, (value, idx), {})
         return
+    if _mutation_ctx:           # (allow_mutation_on_saved_tensors: clone a saved value first)
+        _mutation_ctx[-1].before_write(self)
     if self.device.type != "meta":
         if 0 in self._data.strides:
             check_no_overlap("index_put_", self._data[idx] if basic else self._data)

@@ -45,3 +45,22 @@ def fork_rng(devices=None, enabled=True, _caller="fork_rng", _devices_kw="device
         set_rng_state(state)
         for g, s in zip(gens, saved):
             g.set_state(s)
+
+
+def thread_safe_generator():
+    """The generator of the DataLoader thread worker this runs in, for transforms that draw
+    random numbers; None elsewhere (the default generator is then used). NOTE: ember's
+    DataLoader runs its workers as processes (each seeded on its own), so this is None there
+    as well, as torch's is in process workers.
+
+    Example:
+        >>> import ember
+        >>> ember.randint(0, 10, (3,), generator=ember.thread_safe_generator()).shape
+        torch.Size([3])
+    """
+    from .utils.data import get_worker_info
+    info = get_worker_info()
+    if info is not None and getattr(info, "worker_method", None) == "thread" and \
+            getattr(info, "rng", None) is not None:
+        return info.rng.torch_generator
+    return None

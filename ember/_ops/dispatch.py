@@ -215,8 +215,10 @@ def _graph_of_one(opdef, args, kwargs, tensors, positions, out, node_of):
     return out
 
 
-def _dispatch(opdef, args, kwargs):
-    """The general path: keywords, lists of tensors, promotion, devices, views, hooks."""
+def _dispatch(opdef, args, kwargs, given=None):
+    """The general path: keywords, lists of tensors, promotion, devices, views, hooks.
+    ``given``: the result arrays, known already (selective checkpointing's cached outputs):
+    the op is recorded as called, its forward not run."""
     out = kwargs.pop("out", None) if kwargs else None
     if kwargs:
         args, kwargs = _kwargs_to_positional(opdef, args, kwargs)
@@ -241,9 +243,12 @@ def _dispatch(opdef, args, kwargs):
                 arrays[i] = a.item()
     try:
         low = None
-        if opdef.promote is not None:
-            low = _promote(opdef, args, arrays, dev.type == "meta", kwargs)
-        res = backend(dev).run(opdef, arrays, kwargs)
+        if given is not None:
+            res = given
+        else:
+            if opdef.promote is not None:
+                low = _promote(opdef, args, arrays, dev.type == "meta", kwargs)
+            res = backend(dev).run(opdef, arrays, kwargs)
         if low is not None:
             res = _round_opmath(res, low)
     except (ValueError, IndexError, TypeError, AttributeError) as e:

@@ -9,12 +9,51 @@ from .engine import run_backward
 # NOTE: imported eagerly (it is light): the function shadows its module's name, as in torch,
 # which a lazy import would undo once someone imports ember.autograd.gradcheck directly.
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
-from .grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
-                        no_grad, set_grad_enabled)
-from .graph import Node, edge_of  # noqa: F401
+from .grad_mode import (enable_grad, enforce_grad_layout_policy, inference_mode,  # noqa: F401
+                        is_grad_enabled, is_multithreading_enabled, no_grad, set_grad_enabled,
+                        set_multithreading_enabled)
+from .graph import GradientEdge, Node, _edge_meta, edge_of  # noqa: F401
 
 
-_FUNCTION_NAMES = ("Function", "FunctionCtx", "once_differentiable")
+_FUNCTION_NAMES = ("Function", "FunctionCtx", "once_differentiable", "NestedIOFunction")
+
+
+def is_view_replay_enabled():
+    """Whether autograd rebuilds a view's history by replaying its view op rather than by
+    ``as_strided``. NOTE: True, unlike torch's default: ember always replays (each view keeps
+    its view function), it has no ``as_strided`` fallback to switch to.
+
+    Example:
+        >>> import ember
+        >>> ember.autograd.is_view_replay_enabled()
+        True
+    """
+    return True
+
+
+def kineto_available():
+    """Whether the Kineto profiling library is present: never in ember, whose profiler
+    (``ember.profiler``) records ops itself.
+
+    Example:
+        >>> import ember
+        >>> ember.autograd.kineto_available()
+        False
+    """
+    return False
+
+
+def has_torch_function(relevant_args):
+    """Whether any of ``relevant_args`` overrides ``__torch_function__`` (see
+    ``ember.overrides.has_torch_function``).
+
+    Example:
+        >>> import ember
+        >>> ember.autograd.has_torch_function((ember.ones(1),))
+        False
+    """
+    from ..overrides import has_torch_function as has
+    return has(relevant_args)
 
 
 def __getattr__(name):
@@ -60,27 +99,31 @@ def _tensors(x):
         return None
     if type(x) in (list, tuple):
         return list(x)
-    return [x] if isinstance(x, _lazy()[0].Tensor) else list(x)
+    return [x] if isinstance(x, (_lazy()[0].Tensor, GradientEdge)) else list(x)
 
 
 def _seed_grads(outputs, grad_outputs, create_graph):
     tensor_mod, creation = _lazy()
     grads = []
     for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
+        edge = type(out) is GradientEdge
+        if edge:        # its shape and dtype: what the node receives
+            out = _edge_meta(out)
         if g is None:
-            if out._data.size != 1:
+            if (out.numel() if edge else out._data.size) != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             if not out.dtype.is_floating_point:
                 raise RuntimeError(f"grad can be implicitly created only for real scalar "
                                    f"outputs but got {out.dtype}")
             # new and history-less: no detach needed
-            if out.device is CPU and type(out._data) is np.ndarray:
+            if not edge and out.device is CPU and type(out._data) is np.ndarray:
                 # ones_like's cpu array, without its options' handling (once per backward)
                 seed = np.empty(out._data.shape, out._data.dtype)
                 seed.fill(1)
                 grads.append(tensor_mod.Tensor._wrap(seed))
             else:
-                grads.append(creation.ones_like(out))
+                grads.append(creation.ones(out.shape, dtype=out.dtype, device=out.device) if edge
+                             else creation.ones_like(out))
             continue
         elif not hasattr(g, "_data"):
             from .._ops.creation import tensor
@@ -95,6 +138,9 @@ def _seed_grads(outputs, grad_outputs, create_graph):
 def _roots(outputs):
     roots = []
     for i, out in enumerate(outputs):
+        if type(out) is GradientEdge:
+            roots.append(out[:2])
+            continue
         if not out._requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have "
                                "a grad_fn")
@@ -141,7 +187,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if allow_unused is None:
         allow_unused = materialize_grads
     for t in ins:
-        if not t._requires_grad:
+        if type(t) is not GradientEdge and not t._requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     grads = _tensors(grad_outputs) or [None] * len(outs)
     if retain_graph is None:
@@ -152,8 +198,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     res = run_backward(_roots(outs), _seed_grads(outs, grads, create_graph), retain_graph,
                        create_graph, inputs=ins, allow_unused=allow_unused, accumulate=False)
     if materialize_grads:
-        from .._ops.creation import zeros_like
-        res = [g if g is not None else zeros_like(t) for g, t in zip(res, ins)]
+        from .._ops.creation import zeros
+        metas = [_edge_meta(t) if type(t) is GradientEdge else t for t in ins]
+        res = [g if g is not None else zeros(m.shape, dtype=m.dtype, device=m.device)
+               for g, m in zip(res, metas)]
     return tuple(res)
 
 

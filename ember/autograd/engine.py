@@ -1,10 +1,11 @@
 """The backward engine: walk the graph from the roots in dependency order, highest sequence
 number first (as torch does), summing gradients that meet at a node."""
+import itertools
 import warnings
 
 from . import grad_mode
 from .anomaly_mode import anomaly
-from .graph import AccumulateGrad
+from .graph import AccumulateGrad, GradientEdge
 
 
 def _dependencies(roots):
@@ -59,6 +60,30 @@ def _sum_to(g, meta):
 
 
 _dispatch = None     # ember._ops.dispatch, once imported
+# the innermost backward call running: (task id, nodes below the roots, roots, the nodes that
+# run where ``inputs`` restricts them, else None, whether .grad accumulates), or None; each
+# call keeps the one it replaced (a nested backward restores it). graph.register_multi_grad_hook
+# reads it as torch's ``_current_graph_task_id`` and ``_will_engine_execute_node``.
+_task, _task_ids = None, itertools.count()
+
+
+def current_task_id():
+    """The id of the innermost backward call running, -1 outside backward."""
+    return _task[0] if _task is not None else -1
+
+
+def will_execute(node):
+    """Whether the innermost running backward call will run ``node``."""
+    if _task is None:
+        raise RuntimeError("_will_engine_execute_node should only be called during the backward "
+                           "pass")
+    _, deps, roots, needed, accumulate = _task
+    if needed is None:
+        return node in deps or node in roots
+    if node in needed and not accumulate and type(node) is AccumulateGrad:
+        raise RuntimeError("A leaf node was passed to _will_engine_execute_node but we are "
+                           "currently running autograd.grad(). This is currently not supported.")
+    return node in needed
 
 
 def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inputs=None,
@@ -85,7 +110,9 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
     if inputs is not None:
         captures = [None] * len(inputs)
         for i, t in enumerate(inputs):
-            if t.grad_fn is not None:
+            if type(t) is GradientEdge:
+                key = t[:2]
+            elif t.grad_fn is not None:
                 key = (t.grad_fn, t._output_nr)
             else:
                 acc = t._grad_accumulator_ref()
@@ -98,12 +125,15 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
     ready = [n for n in root_nodes if deps.get(n, 0) == 0]
     prev = grad_mode.state.grad_enabled
     grad_mode.state.grad_enabled = create_graph
+    global _task
+    outer, _task = _task, (next(_task_ids), deps, root_nodes, needed, accumulate)
     if _C is not None and inputs is None and prof is None and not anomaly.enabled:
         # the plain case: the same loop in C (ember/_C/dispatch/engine.h), this one is the reference
         try:
             _C.backward_loop(ready, buffers, deps, retain_graph, create_graph, accumulate)
         finally:
             grad_mode.state.grad_enabled = prev
+            _task = outer
         return None
     import heapq        # (here: the C loop above is the common case, and import ember skips it)
     heap = [(-n.seq, id(n), n) for n in ready]
@@ -113,13 +143,13 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
         while heap:
             node = pop(heap)[2]
             grads = buffers.pop(node, None) or [None] * node.n_outputs
+            if needed is not None and node not in needed:
+                continue        # NOTE: as torch, a node that does not run runs no tensor hooks
             if node._tensor_pre_hooks or node._retain_grad_hooks:
                 _run_tensor_hooks(node, grads)
             if capture_at and node in capture_at:
                 for nr, i in capture_at[node]:
                     captures[i] = grads[nr]
-            if needed is not None and node not in needed:
-                continue
             if type(node) is AccumulateGrad:
                 if accumulate and grads[0] is not None:   # with inputs=, only those get here
                     _accumulate(node, grads, create_graph, prof)
@@ -161,11 +191,12 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
             grad_inputs = grads = g = buf = None
     finally:
         grad_mode.state.grad_enabled = prev
+        _task = outer
     if inputs is None:
         return None
     if accumulate:          # leaves were accumulated by their AccumulateGrad above
         for t, g in zip(inputs, captures):
-            if g is not None and t.grad_fn is not None:
+            if g is not None and type(t) is not GradientEdge and t.grad_fn is not None:
                 g = g if create_graph else g.detach()
                 t.grad = g.clone() if t.grad is None else t.grad + g
         return None

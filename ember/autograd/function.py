@@ -356,3 +356,96 @@ def once_differentiable(fn):
             res.append(o)
         return res[0] if single else tuple(res)
     return wrapper
+
+
+def _flat(obj):
+    """The tensors of a nested structure of tuples and lists, in order."""
+    if _is_tensor(obj) or obj is None:
+        return [obj]
+    return [t for o in obj for t in _flat(o)] if isinstance(obj, (list, tuple)) else []
+
+
+def _unflatten(flat, like):
+    """``flat`` poured back into the nesting of ``like``."""
+    it = iter(flat)
+
+    def fill(o):
+        if isinstance(o, (list, tuple)):
+            return type(o)(fill(x) for x in o)
+        return next(it) if _is_tensor(o) or o is None else o
+    return fill(like)
+
+
+class NestedIOFunction(Function):
+    """The legacy custom Function with nested inputs and outputs: an *instance* is called on
+    tensors or nested tuples of them; ``forward_extended`` and ``backward_extended`` (instance
+    methods) see and return the same nesting, and ``self`` is the context. Kept for old code;
+    new code subclasses ``Function``. NOTE: torch 2.13 keeps the class but calling one fails
+    there (its ``_do_forward`` needs a base method torch removed); ember's works.
+
+    Example:
+        >>> import ember, warnings
+        >>> class MulAdd(ember.autograd.NestedIOFunction):
+        ...     def forward_extended(self, a, pair):
+        ...         self.save_for_backward(a, pair)
+        ...         return a * pair[0] + pair[1]
+        ...     def backward_extended(self, g):
+        ...         a, (b, c) = self.saved_tensors
+        ...         return g * b, (g * a, g)
+        >>> a, b, c = (ember.full((2,), v, requires_grad=True) for v in (1.0, 3.0, 5.0))
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     out = MulAdd()(a, (b, c))
+        >>> out.sum().backward(); a.grad, b.grad
+        (tensor([3., 3.]), tensor([1., 1.]))
+    """
+
+    def _do_forward(self, *input):
+        self._nested_input = input
+        out = _Nested.apply(self, *_flat(input))
+        return _unflatten(out if isinstance(out, tuple) else (out,), self._nested_output)
+
+    __call__ = _do_forward
+
+    def forward_extended(self, *input):
+        """User defined forward."""
+        raise NotImplementedError
+
+    def backward_extended(self, *grad_output):
+        """User defined backward."""
+        raise NotImplementedError
+
+    def save_for_backward(self, *args):
+        self.to_save, self._to_save_nested = tuple(_flat(args)), args
+
+    @property
+    def saved_tensors(self):
+        return _unflatten(self._ctx.saved_tensors, self._to_save_nested)
+
+    def mark_dirty(self, *args, **kwargs):
+        self.dirty_tensors = tuple(_flat((args, tuple(kwargs.values()))))
+
+    def mark_non_differentiable(self, *args, **kwargs):
+        self.non_differentiable = tuple(_flat((args, tuple(kwargs.values()))))
+
+
+class _Nested(Function):
+    """The graph node of a ``NestedIOFunction`` call: flat tensors in and out."""
+
+    @staticmethod
+    def forward(ctx, fn, *flat):
+        ctx.fn, fn._ctx = fn, ctx
+        out = fn._nested_output = fn.forward_extended(*_unflatten(flat, fn._nested_input))
+        del fn._nested_input
+        if "to_save" in vars(fn):
+            ctx.save_for_backward(*fn.to_save)
+        ctx.mark_dirty(*getattr(fn, "dirty_tensors", ()))
+        ctx.mark_non_differentiable(*getattr(fn, "non_differentiable", ()))
+        return tuple(_flat(out))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        fn = ctx.fn
+        out = fn._nested_output
+        res = fn.backward_extended(*_unflatten(grads, out if isinstance(out, tuple) else (out,)))
+        return (None,) + tuple(_flat(res))

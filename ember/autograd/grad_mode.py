@@ -115,3 +115,61 @@ class inference_mode(_Mode):
     def __exit__(self, *exc):
         state.inference = self._prev_inf
         super().__exit__(*exc)
+
+
+class _Flag(_Mode):
+    """A switch of ``state`` named ``_attr``, set on construction (as torch's): a function
+    call, a context manager restoring it on exit, or a decorator."""
+
+    def __init__(self, mode=True):
+        self._mode, self._prev = bool(mode), getattr(state, self._attr)
+        setattr(state, self._attr, self._mode)
+
+    def __call__(self, fn):
+        setattr(state, self._attr, self._prev)
+        return super().__call__(fn)
+
+    def clone(self):
+        return self.__class__(self._mode)
+
+    def __enter__(self):
+        pass
+
+    def __exit__(self, *exc):
+        setattr(state, self._attr, self._prev)
+
+
+_State.multithreading = _State.grad_layout = True
+
+
+class set_multithreading_enabled(_Flag):
+    """Whether backward may run on device worker threads. Ember's backward always runs on the
+    calling thread, so the switch changes nothing but what ``is_multithreading_enabled`` says.
+
+    Example:
+        >>> import ember
+        >>> with ember.autograd.set_multithreading_enabled(False):
+        ...     ember.autograd.is_multithreading_enabled()
+        False
+    """
+    _attr = "multithreading"
+
+
+def is_multithreading_enabled():
+    """Whether ``set_multithreading_enabled`` is on (the default)."""
+    return state.multithreading
+
+
+class enforce_grad_layout_policy(_Flag):
+    """Whether a leaf's new ``.grad`` is given the leaf's strides (its layout contract: the
+    leaf's strides where it is dense and non-overlapping, else row-major). Off, a gradient
+    that could be taken as it is keeps its own layout.
+
+    Example:
+        >>> import ember
+        >>> p = ember.empty(2, 3, 4).permute(2, 0, 1).requires_grad_()
+        >>> (p.contiguous() * 2).sum().backward()
+        >>> p.grad.stride()
+        (1, 12, 4)
+    """
+    _attr = "grad_layout"

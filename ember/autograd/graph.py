@@ -580,15 +580,41 @@ class AccumulateGrad(Node):
                 v.grad = g
             elif not create_graph and sys.getrefcount(g) <= 3 and g._data.base is None and \
                     sys.getrefcount(g._data) <= 2 and g._storage is None and g._base is None:
-                v.grad = g
+                v.grad = _laid_out(g, v) if grad_mode.state.grad_layout else g
             else:
-                v.grad = g.clone()
+                v.grad = _laid_out(g, v, True)
         elif create_graph or v.grad.requires_grad:
             v.grad = v.grad + g
         else:
             v.grad._inplace_add(g.detach())
         for h in v._post_acc_hooks or ():
             h(v)
+
+
+def _laid_out(g, v, copy=False):
+    """``g`` (a copy where ``copy``) with the strides torch's gradient layout contract gives
+    ``v.grad``: ``v``'s where ``v`` is dense and non-overlapping, else row-major."""
+    if g.is_sparse or v.is_sparse:      # (sparse gradients are taken as they are)
+        return g.clone() if copy else g
+    shape, st = g.shape, v.stride() if v.device.type != "meta" else None
+    order = sorted((i for i in range(v.dim()) if shape[i] != 1), key=lambda i: st[i])
+    n = 1
+    for i in order:             # dense and non-overlapping: each stride the size below it
+        if st[i] != n:
+            st = None
+            break
+        n *= shape[i]
+    if st is None:
+        return g.clone(memory_format=_contiguous()) if copy else g.contiguous()
+    if not copy and all(a == b or s == 1 for a, b, s in zip(g.stride(), st, shape)):
+        return g
+    from .._ops.creation import empty_strided
+    return empty_strided(shape, st, dtype=g.dtype, device=g.device).copy_(g)
+
+
+def _contiguous():
+    from .._memory_format import contiguous_format
+    return contiguous_format
 
 
 class CopySlices(Node):
@@ -610,3 +636,295 @@ class CopySlices(Node):
         outside = g.clone()
         self.view_fn(outside).zero_()
         return [outside, inside]
+
+
+class GradientEdge(tuple):
+    """Where the gradient of a tensor is computed: ``(node, output_nr)`` of the graph, as
+    ``get_gradient_edge`` gives it. ``autograd.grad`` and ``backward`` take one wherever they
+    take a tensor as ``inputs`` (and ``grad`` as ``outputs``, with ``grad_outputs``).
+
+    Example:
+        >>> import ember
+        >>> from ember.autograd.graph import get_gradient_edge
+        >>> x = ember.tensor([1.0, 2.0], requires_grad=True)
+        >>> y = x * 2
+        >>> ember.autograd.grad((y * y).sum(), get_gradient_edge(y))
+        (tensor([4., 8.]),)
+    """
+
+    __slots__ = ()
+    _fields = ("node", "output_nr", "ownership_token")
+    node = property(operator.itemgetter(0))
+    output_nr = property(operator.itemgetter(1))
+    ownership_token = property(operator.itemgetter(2))
+
+    def __new__(cls, node, output_nr, ownership_token=None):
+        return tuple.__new__(cls, (node, output_nr, ownership_token))
+
+    def __repr__(self):
+        return (f"GradientEdge(node={self[0]!r}, output_nr={self[1]}, "
+                f"ownership_token={self[2]!r})")
+
+
+def get_gradient_edge(tensor):
+    """The ``GradientEdge`` the gradient of ``tensor`` flows into: its ``grad_fn`` and output
+    number, or for a leaf its gradient accumulator. ``autograd.grad(loss, edge)`` equals
+    ``autograd.grad(loss, tensor)``.
+
+    Example:
+        >>> import ember
+        >>> x = ember.ones(2, requires_grad=True)
+        >>> ember.autograd.graph.get_gradient_edge(x * 3).node.name()
+        'MulBackward0'
+    """
+    if not tensor.requires_grad:
+        raise RuntimeError("It is not possible to get the gradient edge for a Tensor that does "
+                           "not require gradients")
+    # (ember's nodes are Python objects the edge keeps alive itself: no ownership token)
+    return GradientEdge(*edge_of(tensor))
+
+
+def _edge_meta(edge):
+    """The TensorMeta of the gradient ``edge`` receives."""
+    node, nr = edge[0], edge[1]
+    if isinstance(node, AccumulateGrad):
+        return TensorMeta(node.variable)
+    return node.out_meta[nr]
+
+
+def increment_version(tensor):
+    """Bump the version counter of ``tensor`` (or of each tensor of an iterable), as an
+    in-place write would: a graph that saved it refuses to backward through the old value.
+    For writes ember cannot see (through ``data_ptr``, NumPy views of the memory).
+
+    Example:
+        >>> import ember
+        >>> t = ember.zeros(2)
+        >>> ember.autograd.graph.increment_version(t); t._version
+        1
+    """
+    for t in (tensor,) if hasattr(tensor, "_data") else tensor:
+        if not grad_mode.state.inference:       # NOTE: as torch, no counter in inference mode
+            t._bump_version()
+
+
+def region_activation_memory_budget(budget):
+    """Set the activation memory budget (a ratio in ``[0, 1]``) for the region of a compiled
+    forward traced under it. As in torch, it has meaning only while ``compile`` traces; ember's
+    compiler has no min-cut partitioner to read it, so outside that it raises torch's error.
+
+    Example:
+        >>> import ember
+        >>> ember.autograd.graph.region_activation_memory_budget(0.5)
+        Traceback (most recent call last):
+        RuntimeError: torch.autograd.graph.region_activation_memory_budget can only be used inside a torch.compile region; it has no effect in eager mode.
+    """
+    name = "torch.autograd.graph.region_activation_memory_budget"
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)):
+        raise TypeError(f"{name}: expects a float, got {type(budget).__name__}")
+    if not 0.0 <= budget <= 1.0:
+        raise ValueError(f"{name}: must be in [0, 1], got {budget}")
+    from ..compiler import is_compiling
+    if not is_compiling():
+        raise RuntimeError(f"{name} can only be used inside a torch.compile region; it has no "
+                           "effect in eager mode.")
+    import contextlib
+    return contextlib.nullcontext()
+
+
+_stream_flags = {"warn_on_accumulate_grad_stream_mismatch": True,
+                 "override_stale_capture_stream": False}
+
+
+def set_warn_on_accumulate_grad_stream_mismatch(enabled):
+    """Whether to warn when a leaf's accumulation stream differs from the stream of the node
+    that made the gradient. Ember's backward runs on one stream per device, so no mismatch
+    arises; the setting is kept as torch keeps it.
+
+    Example:
+        >>> import ember
+        >>> ember.autograd.graph.set_warn_on_accumulate_grad_stream_mismatch(False)
+    """
+    _stream_flags["warn_on_accumulate_grad_stream_mismatch"] = bool(enabled)
+
+
+def set_override_stale_capture_stream(enabled):
+    """Whether backward replaces a stale non-capturing stream by the capturing one during CUDA
+    graph capture. Ember captures no CUDA graphs; the setting is kept as torch keeps it.
+
+    Example:
+        >>> import ember
+        >>> ember.autograd.graph.set_override_stale_capture_stream(True)
+    """
+    _stream_flags["override_stale_capture_stream"] = bool(enabled)
+
+
+class _MultiHandle:
+    """The handle of ``register_multi_grad_hook``: ``remove()`` removes every hook."""
+
+    def __init__(self, handles):
+        self.handles = handles
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+    def __getstate__(self):
+        return self.handles
+
+    def __setstate__(self, state):
+        self.handles = state
+
+
+def register_multi_grad_hook(tensors, fn, *, mode="all"):
+    """Call ``fn`` once per backward when the gradients of ``tensors`` are computed.
+
+    ``mode="all"``: after every tensor's gradient that this backward computes (tensors outside
+    the graph, or not needed for its ``inputs``, are not waited for), with the list of the
+    gradients (``None`` where not computed). ``mode="any"``: at the first gradient, with it.
+
+    Example:
+        >>> import ember
+        >>> a, b = ember.ones(2, requires_grad=True), ember.ones(2, requires_grad=True)
+        >>> c = a * b
+        >>> h = ember.autograd.graph.register_multi_grad_hook(
+        ...     (a, b, c), lambda gs: print([g is not None for g in gs]))
+        >>> c.sum().backward(inputs=(a,))
+        [True, False, True]
+        >>> h.remove()
+    """
+    from . import engine
+    if mode not in ("all", "any"):
+        raise ValueError(f"Expects mode to be one of ('all', 'any') but got {mode}")
+    if mode == "any":
+        ran = set()
+
+        def wrapped(grad):
+            task = engine.current_task_id()
+            if task not in ran:
+                ran.add(task)
+                fn(grad)
+        return _MultiHandle(tuple(t.register_hook(wrapped) for t in tensors if t.requires_grad))
+    nodes = [edge_of(t)[0] for t in tensors]
+    if None in nodes:
+        raise AssertionError("Expected gradient function to be set")
+    count, buffers, expected = {}, {}, {}
+
+    def inner(i):
+        def hook(grad):
+            task = engine.current_task_id()
+            seen = count.get(task, 0)
+            if seen == 0:       # the first call of this backward: how many will come
+                expected[task] = sum(map(engine.will_execute, nodes))
+                buffers[task] = [None] * len(nodes)
+            count[task] = seen + 1
+            buffers[task][i] = grad
+            if seen == expected[task] - 1:
+                gs = buffers.pop(task)
+                del count[task], expected[task]
+                fn(gs)
+        return hook
+    return _MultiHandle(tuple(t.register_hook(inner(i)) for i, t in enumerate(tensors)))
+
+
+class _AllowMutationOnSavedContext:
+    """What ``allow_mutation_on_saved_tensors`` keeps: each saved tensor by a handle the graph
+    holds, its clone once it was written, and the saved tensors of each (storage, version)."""
+
+    def __init__(self):
+        self.cloned, self.original = weakref.WeakKeyDictionary(), weakref.WeakKeyDictionary()
+        self.tid_to_weakhandle = weakref.WeakValueDictionary()
+        self.sid_to_tid = {}
+
+    def clear(self):
+        for d in (self.cloned, self.original, self.tid_to_weakhandle, self.sid_to_tid):
+            d.clear()
+
+    def _ids(self, t):
+        # NOTE: torch keys aliasing by data_ptr; keyed here by the storage, so a write through
+        # any view of a saved tensor's memory clones it first
+        sid = (id(t._get_storage()), t._version)
+        return (id(t),) + sid, sid
+
+    def pack(self, t):
+        tid, sid = self._ids(t)
+        self.sid_to_tid.setdefault(sid, set()).add(tid)
+        handle = self.tid_to_weakhandle.get(tid)
+        if handle is None:      # the same tensor at the same version saved again: one handle
+            handle = self.tid_to_weakhandle[tid] = _SavedHandle()
+            self.original[handle] = t
+        return handle
+
+    def unpack(self, handle):
+        if not _mutation_ctx or handle not in self.cloned and handle not in self.original:
+            raise AssertionError("Trying to backward outside of the 'allow_mutation_on_saved_"
+                                 "tensors' contextin which the graph was originally recorded.")
+        return self.cloned[handle] if handle in self.cloned else self.original[handle]
+
+    def before_write(self, t):
+        for tid in self.sid_to_tid.get(self._ids(t)[1], ()):
+            handle = self.tid_to_weakhandle.get(tid)
+            # (a tensor saved, then freed by a backward, before the write has no handle)
+            if handle is not None and handle not in self.cloned:
+                self.cloned[handle] = self.original.pop(handle).clone()
+
+
+class _SavedHandle:
+    pass
+
+
+_mutation_ctx = []
+
+
+class _CloneBeforeWrite:
+    """Dispatch's transform hook inside ``allow_mutation_on_saved_tensors``: sees every
+    in-place call first, and hands the rest to the transform it replaced (vmap, forward AD)."""
+
+    def __init__(self, ctx, prev):
+        self.ctx, self.prev = ctx, prev
+
+    def __call__(self, opdef, args, kwargs, run):
+        return run(opdef, args, kwargs) if self.prev is None else \
+            self.prev(opdef, args, kwargs, run)
+
+    def inplace(self, opdef, self_, args, kwargs, self_at):
+        self.ctx.before_write(self_)
+        inner = getattr(self.prev, "inplace", None)
+        return NotImplemented if inner is None else inner(opdef, self_, args, kwargs, self_at)
+
+
+class allow_mutation_on_saved_tensors:
+    """Within the block, writing in place into a tensor saved for backward is allowed: the
+    saved value is cloned before the write, and backward reads the clone. Forward and
+    backward both run inside the block; it gives the context's state
+    (``_AllowMutationOnSavedContext``), cleared on exit.
+
+    Example:
+        >>> import ember
+        >>> with ember.autograd.graph.allow_mutation_on_saved_tensors():
+        ...     a = ember.ones(2, requires_grad=True)
+        ...     b = a.clone()
+        ...     out = (b ** 2).sum()
+        ...     _ = b.sin_()
+        ...     out.backward()
+        >>> a.grad
+        tensor([2., 2.])
+    """
+
+    def __enter__(self):
+        from .._ops.dispatch import hooks
+        if _mutation_ctx:
+            raise RuntimeError("allow_mutation_on_saved_tensors contexts cannot be nested")
+        ctx = self.ctx = _AllowMutationOnSavedContext()
+        self._hooks = saved_tensors_hooks(ctx.pack, ctx.unpack)
+        self._hooks.__enter__()
+        self._prev, hooks.transform = hooks.transform, _CloneBeforeWrite(ctx, hooks.transform)
+        _mutation_ctx.append(ctx)
+        return ctx
+
+    def __exit__(self, *exc):
+        from .._ops.dispatch import hooks
+        hooks.transform = self._prev
+        self._hooks.__exit__(*exc)
+        _mutation_ctx.pop()
+        self.ctx.clear()

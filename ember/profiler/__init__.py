@@ -31,11 +31,12 @@ import time
 import warnings
 
 from .._ops.dispatch import hooks
+from ._et import ExecutionTraceObserver  # noqa: F401
 from ._events import EventList, FunctionEvent, FunctionEventAvg, chrome_trace  # noqa: F401
 
 __all__ = ["profile", "record_function", "schedule", "ProfilerActivity", "ProfilerAction",
-           "tensorboard_trace_handler", "supported_activities", "DeviceType",
-           "kineto_available"]
+           "DeviceType", "ExecutionTraceObserver", "kineto_available",
+           "tensorboard_trace_handler", "supported_activities"]
 
 
 class ProfilerActivity(enum.Enum):

@@ -28,6 +28,10 @@ from ._api import (LoadEndianness, SourceChangeWarning,  # noqa: F401
                    mkdtemp, set_default_load_endianness, set_default_mmap_options,
                    validate_cuda_device)
 from ._load import load
+from ._registry import _package_registry  # noqa: F401  (torch.serialization's, read by tests)
+from ._registry import (StorageType, default_restore_location, get_crc32_options,  # noqa: F401
+                        normalize_storage_type, register_package, set_crc32_options, skip_data,
+                        storage_to_tensor_type)
 from ._safetensors import load_safetensors, save_safetensors
 from ._save import save
 from ._unpickler import add_safe_globals, clear_safe_globals, get_safe_globals, safe_globals
@@ -37,4 +41,6 @@ __all__ = ["save", "load", "add_safe_globals", "clear_safe_globals", "get_safe_g
            "mkdtemp", "check_module_version_greater_or_equal", "location_tag",
            "validate_cuda_device", "LoadEndianness", "get_default_load_endianness",
            "set_default_load_endianness", "get_unsafe_globals_in_checkpoint",
-           "get_default_mmap_options", "set_default_mmap_options"]
+           "get_default_mmap_options", "set_default_mmap_options", "register_package",
+           "default_restore_location", "get_crc32_options", "set_crc32_options", "skip_data",
+           "StorageType", "normalize_storage_type", "storage_to_tensor_type"]

@@ -66,20 +66,14 @@ def check_module_version_greater_or_equal(module, req_version_tuple, error_if_ma
 
 def location_tag(storage):
     """Where a storage (or tensor) lives, as torch writes it in a checkpoint: ``'cpu'``,
-    ``'cuda:0'``...
+    ``'cuda:0'``... (the first tagger of ``register_package``'s registry that names it).
 
     Example:
         >>> ember.serialization.location_tag(ember.ones(2).untyped_storage())
         'cpu'
     """
-    device = getattr(storage, "device", None)
-    if device is None:
-        import ember
-        raise RuntimeError("don't know how to determine data location of " +
-                           ember.typename(storage))
-    if device.type == "cuda":
-        return f"cuda:{device.index or 0}"
-    return device.type
+    from . import _registry
+    return _registry.location_tag(storage)
 
 
 def validate_cuda_device(location):

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from . import _registry
 from .. import _dtype
 from .._device import CPU, device as _device, to_device
 from .._storage import UntypedStorage
@@ -43,7 +44,9 @@ class _SavedStorage:
 
     def _materialize(self, dtype):
         if self.root is None:
-            self.root = self.loader.read(self, (self.dtype or dtype).np)
+            np_dtype = (self.dtype or dtype).np
+            self.root = np.empty(self.nbytes // np.dtype(np_dtype).itemsize, np_dtype) if \
+                _registry._config["skip_data"] else self.loader.read(self, np_dtype)
             self.storage = UntypedStorage(self.root, CPU)
         return self.storage
 
@@ -83,7 +86,9 @@ def _move(t, target):
 def _placement(map_location):
     """map_location as a function ``(saved location, get_cpu_storage) -> device or storage``."""
     if map_location is None:
-        return lambda loc, get: loc
+        if _registry._package_registry == _registry._DEFAULTS:
+            return lambda loc, get: loc
+        return lambda loc, get: _registry.default_restore_location(get(), loc)
     if isinstance(map_location, dict):
         return lambda loc, get: map_location.get(loc, loc)
     if isinstance(map_location, (str, bytes, _device)):
@@ -201,15 +206,21 @@ class _ZipLoader(_Loader):
                 self.fd = fh.fileno()
         self.pending = []
 
+    def _read(self, name):
+        """Record ``name``'s bytes. NOTE: as torch's reader, CRCs are not checked: a file
+        saved with ``set_crc32_options(False)`` has 0 for each."""
+        with self.zf.open(name) as fh:
+            fh._expected_crc = None
+            return fh.read()
+
     def _record(self, name):
         try:
-            return self.zf.read(self.prefix + name)
+            return self._read(self.prefix + name)
         except KeyError:
             return None
 
     def load(self):
-        with self.zf.open(self.prefix + "data.pkl") as fh:
-            pkl = fh.read()
+        pkl = self._read(self.prefix + "data.pkl")
         try:
             obj = self.unpickle(io.BytesIO(pkl))
             for f in self.pending:      # every storage read aside is in place before return
@@ -227,7 +238,7 @@ class _ZipLoader(_Loader):
                                f"the pickle said {storage.nbytes}")
         count = info.file_size // np_dtype.itemsize
         if info.compress_type != zipfile.ZIP_STORED:
-            arr = np.frombuffer(self.zf.read(info), np_dtype, count).copy()
+            arr = np.frombuffer(self._read(info), np_dtype, count).copy()
         else:
             self.fh.seek(info.header_offset)
             name_len, extra_len = struct.unpack("<HH", self.fh.read(30)[26:30])

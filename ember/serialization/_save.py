@@ -22,6 +22,7 @@ from .._backends import backend
 from .._device import device as _device
 from .._sparse import layout as _layout
 from .._tensor import Size, Tensor
+from ._registry import _config, location_tag
 
 _ALIGN = 64
 _LEGACY_MAGIC, _LEGACY_PROTOCOL = 0x1950A86A20F9469CFC6C, 1001
@@ -122,7 +123,7 @@ class _Storages:
         stype = _g("torch", name) if name else _g("torch.storage", "UntypedStorage")
         numel = host.nbytes // (t.dtype.itemsize if name else 1)
         self.records[key] = (np.ascontiguousarray(host).reshape(-1).view(np.uint8), numel)
-        pid = ("storage", stype, key, str(t.device), numel)
+        pid = ("storage", stype, key, location_tag(t._get_storage()), numel)
         return _StorageRef(pid + (None,) if self._legacy else pid)
 
 
@@ -170,7 +171,7 @@ class _Pickler(pickle._Pickler):
     dispatch[_Global] = dispatch[_dtype.dtype] = _save_torch_name
 
 
-def _write_record(zf, name, data, crc=None):
+def _write_record(zf, name, data, crc=None, skip=False):
     """Add one uncompressed record whose data starts on a 64-byte boundary of the file.
 
     NOTE: the header is written with the CRC and sizes already known, then the data with one
@@ -184,7 +185,7 @@ def _write_record(zf, name, data, crc=None):
     buf = memoryview(data).cast("B")
     info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
     info.file_size = info.compress_size = n = buf.nbytes
-    info.CRC = zlib.crc32(buf) if crc is None else crc
+    info.CRC = crc if crc is not None else zlib.crc32(buf) if _config["crc32"] else 0
     zip64 = n * 1.05 > zipfile.ZIP64_LIMIT          # zipfile's own rule for a zip64 header
     # NOTE: the local header (30 bytes, the name, our extra field, zip64's 20 bytes) is padded
     # through an extra field, as torch pads with its 'FB' field, so load(mmap=True) can map the
@@ -194,7 +195,10 @@ def _write_record(zf, name, data, crc=None):
     pad = -start % _ALIGN
     info.extra = struct.pack("<HH", 0x4246, pad) + b"Z" * pad
     zf.fp.write(info.FileHeader(zip64))
-    zf.fp.write(buf)
+    if skip and zf.fp.seekable():       # skip_data: the space, left empty
+        zf.fp.seek(n, 1)
+    else:
+        zf.fp.write(bytes(n) if skip else buf)
     zf.filelist.append(info)
     zf.NameToInfo[name] = info
     zf.start_dir = zf.fp.tell()
@@ -203,8 +207,11 @@ def _write_record(zf, name, data, crc=None):
 
 def _crcs(arrays):
     """Futures (or values) of the CRC-32 of each array, computed in order in a helper thread
-    (zlib releases the GIL) when there is enough data to be worth it."""
+    (zlib releases the GIL) when there is enough data to be worth it; 0 without CRCs or data
+    (``set_crc32_options``, ``skip_data``)."""
     views = [memoryview(a).cast("B") for a in arrays]
+    if not _config["crc32"] or _config["skip_data"]:
+        return [_Done(0) for _ in views], None
     if sum(v.nbytes for v in views) < (4 << 20):
         return [_Done(zlib.crc32(v)) for v in views], None
     pool = ThreadPoolExecutor(1, thread_name_prefix="ember-save-crc")
@@ -239,7 +246,7 @@ def _write_archive(fileobj, pkl, records, byteorder=True):
             for (name, payload), crc in zip(data, crcs):
                 wait = not (seekable and not crc.done())
                 info, zip64 = _write_record(zf, "archive/" + name, payload,
-                                            crc.result() if wait else 0)
+                                            crc.result() if wait else 0, _config["skip_data"])
                 if not wait:
                     later.append((info, zip64, crc))
             for info, zip64, crc in later:
@@ -340,6 +347,8 @@ def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_seriali
     """
     if pickle_module not in (None, pickle):
         raise TypeError("ember.save: only the standard pickle module is supported")
+    if _config["skip_data"] and not _use_new_zipfile_serialization:
+        raise RuntimeError("Cannot use skip_data=True with _use_new_zipfile_serialization=False")
     storages, buf = _Storages(legacy=not _use_new_zipfile_serialization), io.BytesIO()
     # Pickling first, in memory, means an unpicklable object fails before a file is touched.
     _Pickler(buf, storages, pickle_protocol).dump(obj)

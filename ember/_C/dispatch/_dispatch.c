@@ -41,8 +41,8 @@ static Py_ssize_t off_category, off_np;
 
 /* an ndarray's attributes (shape, dtype, base: getset descriptors) read by calling the
  * descriptor found at init for an exact numpy.ndarray, without getattr's type lookup */
-enum {ND_SHAPE, ND_DTYPE, ND_BASE, ND_N};
-static const char *nd_names[ND_N] = {"shape", "dtype", "base"};
+enum {ND_SHAPE, ND_DTYPE, ND_BASE, ND_STRIDES, ND_N};
+static const char *nd_names[ND_N] = {"shape", "dtype", "base", "strides"};
 static PyObject *nd_descr[ND_N];
 static PyObject *ND(PyObject *a, int i, PyObject *name)
 {

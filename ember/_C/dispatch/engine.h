@@ -462,6 +462,9 @@ static PyObject *init_engine(PyObject *self, PyObject *cfg)
     }
     if (kw_result == NULL && (kw_result = Py_BuildValue("(s)", "result")) == NULL)
         return NULL;
+    if ((s_grad_layout = PyUnicode_InternFromString("grad_layout")) == NULL ||
+        (s_strides = PyUnicode_InternFromString("strides")) == NULL)
+        return NULL;
     if (s_clone_base == NULL && (s_clone_base = PyUnicode_InternFromString("base")) == NULL)
         return NULL;
     /* AccumulateGrad's _variable slot, by offset */

@@ -7,6 +7,8 @@
 static PyTypeObject *AccType;           /* graph.AccumulateGrad */
 static Py_ssize_t off_variable;         /* its ``_variable`` slot (a weakref to the leaf) */
 static PyObject *s_clone_base;          /* "base" (an ndarray's) */
+static PyObject *s_grad_layout, *s_strides;     /* "grad_layout" (grad_mode.state's), "strides" */
+static FlagCache layout_flag;
 
 /* tp's class-level hook attributes are empty, _trace None and n_outputs 1. Cached on the
  * type's version tag, which Python changes whenever tp or a base class is assigned to. */
@@ -79,6 +81,25 @@ static int accumulate_leaf(PyObject *node, PyObject *g, PyObject *create)
     Py_DECREF(b);
     if (b != Py_None)
         return 0;
+    /* the gradient layout contract (graph._laid_out): a gradient strided unlike its leaf is
+     * the Python path's to lay out */
+    int lay = flag(grad_state, s_grad_layout, &layout_flag), same = 1;
+    if (lay < 0)
+        return -1;
+    if (lay && TB(v)->data != NULL) {
+        /* (no strides: a sparse operand; the Python path decides) */
+        PyObject *a = ND(TB(v)->data, ND_STRIDES, s_strides), *c = NULL;
+        if (a == NULL || (c = ND(d, ND_STRIDES, s_strides)) == NULL) {
+            Py_XDECREF(a);
+            PyErr_Clear();
+            return 0;
+        }
+        same = PyObject_RichCompareBool(a, c, Py_EQ);
+        Py_DECREF(a);
+        Py_DECREF(c);
+        if (same <= 0)
+            return same;
+    }
     Py_XSETREF(TB(v)->grad, Py_NewRef(g));
     return 1;
 }

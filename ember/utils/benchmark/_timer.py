@@ -3,6 +3,7 @@
 A Timer is ``timeit.Timer`` plus a thread count (set for the run, restored after) and labels;
 its results are ``Measurement``s that know their median, IQR and spread.
 """
+import contextlib
 import dataclasses
 import enum
 import math
@@ -10,6 +11,8 @@ import textwrap
 import timeit
 
 import numpy as np
+
+from ._callgrind import CopyIfCallgrind
 
 _MAX_SIGNIFICANT_FIGURES = 4
 _MIN_CONFIDENCE_INTERVAL = 25e-9            # 25 ns
@@ -68,9 +71,47 @@ def select_unit(t):
 
 
 def trim_sigfig(x, n):
-    """``x`` rounded to ``n`` significant figures (3.14159, 2 -> 3.1)."""
-    scale = 10 ** (math.ceil(math.log10(abs(x))) - n)
-    return float(round(x / scale) * scale)
+    """``x`` rounded to ``n`` significant figures. NOTE: in float32 with halves to even, as
+    torch's (which rounds a float32 tensor), so the digits Compare prints are torch's.
+
+    Example:
+        >>> from ember.utils.benchmark import trim_sigfig
+        >>> trim_sigfig(3.14159, 2), trim_sigfig(123456, 3)
+        (3.1000001430511475, 123000.0)
+    """
+    if n != int(n):
+        raise AssertionError("Number of significant figures must be an integer")
+    scale = 10 ** (int(np.ceil(np.log10(np.abs(np.float32(x))))) - n)
+    return float(np.round(np.float32(x / scale)) * np.float32(scale))
+
+
+def unit_to_english(u):
+    """The word for a time unit: ``"us"`` -> ``"microsecond"``."""
+    return {"ns": "nanosecond", "us": "microsecond", "ms": "millisecond", "s": "second"}[u]
+
+
+def ordered_unique(elements):
+    """The distinct elements in the order they first appear.
+
+    Example:
+        >>> from ember.utils.benchmark import ordered_unique
+        >>> ordered_unique([3, 1, 3, 2, 1])
+        [3, 1, 2]
+    """
+    return list(dict.fromkeys(elements))
+
+
+@contextlib.contextmanager
+def set_torch_threads(n):
+    """Run the block with ``n`` intra-op threads (``ember.set_num_threads``), then restore
+    the count."""
+    from ... import _config
+    prior = _config.get_num_threads()
+    try:
+        _config.set_num_threads(n)
+        yield
+    finally:
+        _config.set_num_threads(prior)
 
 
 @dataclasses.dataclass(repr=False)
@@ -213,7 +254,10 @@ class Timer:
         if "torch" not in g:
             import ember
             g["torch"] = ember
-        self._timer = timeit.Timer(stmt=stmt, setup=setup, timer=timer, globals=g)
+        # (CopyIfCallgrind globals: their values here, the wrappers for collect_callgrind)
+        self._timer = timeit.Timer(stmt=stmt, setup=setup, timer=timer,
+                                   globals=CopyIfCallgrind.unwrap_all(g))
+        self._globals, self._stmt = g, stmt
         self._task_spec = TaskSpec(_name(stmt), _name(setup), "", label, sub_label,
                                    description, env, num_threads)
 
@@ -225,6 +269,22 @@ class Timer:
         with _Threads(self._task_spec.num_threads):
             self._timeit(max(number // 100, 2))
             return Measurement(number, [self._timeit(number)], self._task_spec)
+
+    def collect_callgrind(self, number=100, *, repeats=None, collect_baseline=True,
+                          retain_out_file=False):
+        """Count the instructions ``stmt`` runs ``number`` times, under valgrind's callgrind in
+        a new process (globals must be wrapped in ``CopyIfCallgrind``); with a baseline (an
+        empty statement) to tell the loop's own instructions. ``repeats`` measurements give
+        a tuple. Needs ``valgrind``, ``callgrind_control`` and ``callgrind_annotate``."""
+        from ._callgrind import collect
+        if not isinstance(self._stmt, str):
+            raise ValueError("`collect_callgrind` currently only supports string `stmt`")
+        if repeats is not None and repeats < 1:
+            raise ValueError("If specified, `repeats` must be >= 1")
+        self._timeit(1)     # a faulty stmt or setup fails here, not in the valgrind process
+        res = collect(self._task_spec, self._globals, number, repeats or 1, collect_baseline,
+                      retain_out_file)
+        return res[0] if repeats is None else res
 
     def repeat(self, repeat=-1, number=-1):
         raise NotImplementedError("See `Timer.blocked_autorange.`")

@@ -7,6 +7,7 @@ import warnings
 
 from .collate import default_collate, default_convert
 from .dataset import IterableDataset
+from .graph_settings import _is_datapipe
 from .sampler import BatchSampler, RandomSampler, SequentialSampler, _InfiniteConstantSampler
 
 _FROZEN = ("batch_size", "batch_sampler", "sampler", "drop_last", "dataset",
@@ -30,8 +31,9 @@ def _check_args(dataset, shuffle, sampler, batch_sampler, batch_size, drop_last,
     if persistent_workers and num_workers == 0:
         raise ValueError("persistent_workers option needs num_workers > 0")
     if isinstance(dataset, IterableDataset):
-        # NOTE: an IterableDataset decides its own order; torch refuses these options.
-        if shuffle not in (False, None):
+        # NOTE: an IterableDataset decides its own order; torch refuses these options (an
+        # IterDataPipe takes shuffle: it turns its Shufflers on or off)
+        if shuffle not in (False, None) and not _is_datapipe(dataset):
             raise ValueError("DataLoader with IterableDataset: expected unspecified shuffle "
                              f"option, but got shuffle={shuffle}")
         if sampler is not None:
@@ -98,6 +100,9 @@ class DataLoader:
                  in_order=True):
         _check_args(dataset, shuffle, sampler, batch_sampler, batch_size, drop_last,
                     num_workers, timeout, prefetch_factor, persistent_workers)
+        if _is_datapipe(dataset) and shuffle is not None:
+            from .graph_settings import apply_shuffle_settings
+            dataset, shuffle = apply_shuffle_settings(dataset, shuffle=shuffle), None
         if num_workers > 0 and prefetch_factor is None:
             prefetch_factor = 2
         self.dataset, self.num_workers, self.prefetch_factor = dataset, num_workers, \

@@ -17,6 +17,7 @@ from multiprocessing.connection import wait
 from . import _shm
 from .collate import _rebuild_mapping, _rebuild_sequence
 from .fetch import create_fetcher
+from .graph_settings import _is_datapipe
 from .worker import (ExceptionWrapper, _IterableDatasetStopIteration, _ResumeIteration,
                      _worker_loop)
 
@@ -33,6 +34,15 @@ def _shutdown_live_iterators():
     # iterators still alive at exit stop their workers properly and unlink their blocks.
     for it in list(_live_iterators):
         it._shutdown_workers()
+
+
+def _world():
+    """(world size, rank) of the default process group, (1, 0) without one."""
+    import sys
+    dist = sys.modules.get("ember.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_world_size(), dist.get_rank()
+    return 1, 0
 
 
 class _BaseIter:
@@ -53,6 +63,10 @@ class _BaseIter:
         # Drawn every epoch, also without workers, so a loader generator gives the same
         # stream of seeds (and shuffles) whatever num_workers is.
         self._base_seed = int(empty((), dtype=int64).random_(generator=loader.generator))
+        if _is_datapipe(self._dataset):     # its random DataPipes get this epoch's seeds
+            from ..._ops.random import Generator
+            from .graph_settings import apply_random_seed
+            apply_random_seed(self._dataset, Generator().manual_seed(self._base_seed))
         self._num_yielded = 0
         self._len_called = loader._IterableDataset_len_called
 
@@ -115,6 +129,9 @@ class SingleProcessIter(_BaseIter):
         if self._timeout != 0:
             # NOTE: torch raises AssertionError for timeout without workers; so do we.
             raise AssertionError("_SingleProcessDataLoaderIter requires timeout == 0")
+        if _is_datapipe(self._dataset):     # each rank its share
+            from .graph_settings import apply_sharding
+            apply_sharding(self._dataset, *_world())
         self._fetcher = create_fetcher(self._iterable, self._dataset, self._auto_collation,
                                        self._collate_fn, self._drop_last)
 
@@ -169,9 +186,15 @@ class MultiProcessIter(_BaseIter):
         reader, writer = ctx.Pipe(duplex=False)
         self._index_queues.append(q)
         self._conns.append(reader)
+        init_fn = loader.worker_init_fn
+        if _is_datapipe(self._dataset):     # each worker (of each rank) its share
+            import functools
+
+            from .graph_settings import _sharding_worker_init_fn
+            init_fn = functools.partial(_sharding_worker_init_fn, init_fn, *_world())
         w = ctx.Process(target=_worker_loop, daemon=True, args=(
             self._iterable, self._dataset, q, writer, list(self._conns), self._auto_collation,
-            self._collate_fn, self._drop_last, self._base_seed, loader.worker_init_fn, wid,
+            self._collate_fn, self._drop_last, self._base_seed, init_fn, wid,
             self._num_workers, self._shm_prefix, os.getpid()))
         w.start()
         self._workers.append(w)
