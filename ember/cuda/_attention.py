@@ -114,6 +114,19 @@ __device__ __forceinline__ void load_row(A* reg, const T* src) {
     }
 }
 
+// keys k0.. of K and V into shared memory, between barriers
+__device__ __forceinline__ void kv_tile(A* ks, A* vs, const T* k, const T* v, int k0, int S) {
+    __syncthreads();
+    load(ks, k, BC, k0, S, DQ);
+    load(vs, v, BC, k0, S, DV);
+    __syncthreads();
+}
+
+// the keys a block of query rows sees: causal, none past its last row
+__device__ __forceinline__ int key_end(int causal, int S) {
+    return causal ? min(S, (int)(blockIdx.x + 1) * BR) : S;
+}
+
 // the score of query i for key j: scaled, masked (-inf where not seen)
 __device__ __forceinline__ A score(A dot, int i, int j, int S, A scale, int causal,
                                    const M* mr, long long msr, long long msc) {
@@ -145,12 +158,9 @@ extern "C" __global__ void attn_fwd(PARAMS, T* out, A* lse) {
     load_row<NQ, DQ>(qr, q + ((long long)h * L + ic) * DQ);
 #pragma unroll
     for (int c = 0; c < NV; c++) acc[c] = 0;
-    const int kend = causal ? min(S, (int)(blockIdx.x + 1) * BR) : S;
+    const int kend = key_end(causal, S);
     for (int k0 = 0; k0 < kend; k0 += BC) {
-        __syncthreads();
-        load(ks, k + kv * DQ, BC, k0, S, DQ);
-        load(vs, v + kv * DV, BC, k0, S, DV);
-        __syncthreads();
+        kv_tile(ks, vs, k + kv * DQ, v + kv * DV, k0, S);
         A s[BC], mt = NEG_INF;
 #pragma unroll
         for (int j = 0; j < BC; j++) {
@@ -197,12 +207,9 @@ extern "C" __global__ void attn_bwd_dq(PARAMS, const T* go, const A* lse, const 
 #pragma unroll
     for (int c = 0; c < NQ; c++) acc[c] = 0;
     const A li = lse[row], di = dd[row];
-    const int kend = causal ? min(S, (int)(blockIdx.x + 1) * BR) : S;
+    const int kend = key_end(causal, S);
     for (int k0 = 0; k0 < kend; k0 += BC) {
-        __syncthreads();
-        load(ks, k + kv * DQ, BC, k0, S, DQ);
-        load(vs, v + kv * DV, BC, k0, S, DV);
-        __syncthreads();
+        kv_tile(ks, vs, k + kv * DQ, v + kv * DV, k0, S);
 #pragma unroll 4
         for (int j = 0; j < BC; j++) {
             A p = exp(score(gsum(dot<NQ, DQ>(qr, ks + j * DQ)), ic, k0 + j, S, scale, causal,
