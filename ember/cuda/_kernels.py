@@ -247,8 +247,9 @@ def fusable(*items, types=_TYPES):
 
 
 def _wrap(out, like):
+    """``out`` as ``like`` is: a Tensor on its device, or an array."""
     from .._tensor import Tensor
-    return Tensor._wrap(out) if isinstance(like, Tensor) else out
+    return Tensor._wrap(out, like.device) if isinstance(like, Tensor) else out
 
 
 def softmax(a, b, dim, log):

@@ -267,7 +267,7 @@ class _FlashAttention(Function):
         if res is None:
             out, lse = _forward_ops(q, k, v, scale, causal, mask)
         else:
-            out, lse = (Tensor._wrap(a.reshape(shape)) for a, shape in
+            out, lse = (Tensor._wrap(a.reshape(shape), q.device) for a, shape in
                         zip(res, (q.shape[:-1] + v.shape[-1:], q.shape[:-1] + (1,))))
         ctx.save_for_backward(q, k, v, out, lse, mask)
         ctx.scale, ctx.causal = scale, causal
@@ -285,7 +285,7 @@ class _FlashAttention(Function):
             grads = arrays and (_attention_small.backward(*arrays, ctx.scale, ctx.causal) or
                                 _backward_kernel(*arrays, ctx.scale, ctx.causal))
         if grads:
-            return (*(Tensor._wrap(a) for a in grads), None, None, None)
+            return (*(Tensor._wrap(a, q.device) for a in grads), None, None, None)
         if ember.is_grad_enabled() or lse.dtype != q.dtype:
             # NOTE: create_graph: the saved out and lse were made without a graph, so the
             # backward formulas would treat them as constants and second derivatives would
