@@ -6,8 +6,10 @@ Without a GPU: their CUDA C compiles with NVRTC to sm_80 machine code (so ptxas 
 inline PTX, and each kernel's registers and shared memory must allow its launch) where NVRTC
 is installed (the ``nvidia-cuda-nvrtc-cu12`` wheel; skipped otherwise); the test double (which
 has no ``RawKernel``) takes the ``xp`` path, and the attention kernels' reference (the
-blockwise ember-op path, masks included) is checked against torch. On a GPU (``-m cuda``):
-each kernel equals the ``xp`` code it replaces (``EMBER_CUDA_FUSED=0``) and the cpu result,
+blockwise ember-op path, masks included) is checked against torch. The ``kernels`` fixture's
+tests run the RawKernels themselves: emulated on the cpu inside the double on every run
+(``cuda_emulator.py``; float32/float64, small sizes), and on a GPU with ``-m cuda``. Each
+kernel equals the ``xp`` code it replaces (``EMBER_CUDA_FUSED=0``) and the cpu result,
 forward and backward."""
 import re
 import contextlib
