@@ -586,7 +586,7 @@ def _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
     attn = softmax(scores, -1)
     if attn_mask is not None:
         # NOTE: torch's safe softmax: a row every key of which is masked out gives zeros
-        attn = attn.masked_fill(scores.amax(-1, keepdim=True) == float("-inf"), 0.0)
+        attn = attn.masked_fill(scores.detach().amax(-1, keepdim=True) == float("-inf"), 0.0)
     if dropout_p > 0:
         attn = dropout(attn, dropout_p)
     return attn @ value
