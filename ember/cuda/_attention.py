@@ -20,7 +20,8 @@ gives zeros (torch's safe softmax) and an lse of +inf, so backward gives it zero
 
 Storage types: float32 and float64 natively; float16 and bfloat16 as 16-bit words converted
 with PTX ``cvt`` (no CUDA headers are needed, so the sources compile with bare NVRTC), always
-accumulating in float (double for float64). CuPy has no bfloat16 arrays, so that
+accumulating in float (double for float64). A host compiler (the tests' CPU emulator) gets
+software conversions instead. CuPy has no bfloat16 arrays, so that
 instantiation is compiled by tests/test_cuda_kernels.py but not reachable from ember yet.
 """
 import functools
@@ -48,9 +49,13 @@ SOURCE = r"""
 #define NQ ((DQ + G - 1) / G)
 #define NV ((DV + G - 1) / G)
 
+// 16-bit storage: PTX conversions on the GPU; on a host compiler (the tests' emulator),
+// _Float16 and bfloat16's round-to-nearest-even by hand
 __device__ __forceinline__ A ld(T x) {
-#if KIND == 1
+#if KIND == 1 && defined(__CUDA_ARCH__)
     float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x)); return f;
+#elif KIND == 1
+    _Float16 h; __builtin_memcpy(&h, &x, 2); return (float)h;
 #elif KIND == 2
     return __uint_as_float(((unsigned)x) << 16);
 #else
@@ -59,10 +64,15 @@ __device__ __forceinline__ A ld(T x) {
 }
 
 __device__ __forceinline__ T st(A v) {
-#if KIND == 1
+#if KIND == 1 && defined(__CUDA_ARCH__)
     unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v)); return h;
-#elif KIND == 2
+#elif KIND == 1
+    _Float16 f = (_Float16)v; unsigned short h; __builtin_memcpy(&h, &f, 2); return h;
+#elif KIND == 2 && defined(__CUDA_ARCH__)
     unsigned short h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v)); return h;
+#elif KIND == 2
+    unsigned u; __builtin_memcpy(&u, &v, 4);
+    return (unsigned short)(v != v ? 0x7fc0 : (u + 0x7fff + ((u >> 16) & 1)) >> 16);
 #else
     return (T)v;
 #endif
@@ -349,7 +359,7 @@ def forward(q, k, v, mask, scale, causal):
     CuPy arrays ``(heads..., rows, dim)``, or None where the kernels do not apply."""
     if not applies(q, k, v):
         return None
-    xp = fusable(q)[0]
+    xp = fusable(q, types=TYPES)[0]
     (fwd, _, _), args, nh, _ = _setup(xp, q, k, v, mask, scale, causal)
     L = q.shape[-2]
     out = xp.empty(q.shape[:-1] + v.shape[-1:], q.dtype)
