@@ -379,11 +379,14 @@ ATTENTION_CASES = {        # (batch, query heads, kv heads, L, S, dq, dv), causa
 
 @pytest.mark.parametrize("dt", [ember.float16, ember.float32, ember.float64], ids=str)
 @pytest.mark.parametrize("case", list(ATTENTION_CASES))
-def test_attention_kernels_equal_the_cpu(monkeypatch, kernels, case, dt):
+def test_attention_kernels_equal_the_cpu(request, monkeypatch, kernels, case, dt):
     """Forward and backward by the CUDA kernels against torch's cpu attention in float64 on
     the same (rounded) inputs."""
     if kernels == "emulated" and case not in ATTENTION_SMALL:
         pytest.skip("the emulator runs small sizes")
+    if kernels == "emulated" and dt == ember.float64 and not request.config.getoption(
+            "--runslow"):
+        pytest.skip("slow: run with --runslow (float16 and float32 run by default)")
     cases = ATTENTION_SMALL if kernels == "emulated" else ATTENTION_CASES
     (b, h, hkv, L, S, dq, dv), causal, mask_kind = cases[case]
     rng = np.random.default_rng(0)
