@@ -12,8 +12,8 @@ after another; ``__shared__`` arrays are per block (static, reused); ``atomicAdd
 add (one thread runs at a time).
 
 What it proves: the kernels' indexing, tiling, masking, barriers and arithmetic as written
-(in float32/float64: the float16/bfloat16 conversions are inline PTX, left to ptxas and the
-GPU), and the launchers' arguments. What it does not: GPU memory ordering, warp scheduling,
+(float32/float64, and float16 where a kernel gives its 16-bit conversions a host path beside
+the PTX one), and the launchers' arguments. What it does not: GPU memory ordering, warp scheduling,
 speed, or CUDA's own math functions (the host's ``exp``/``log`` stand in).
 """
 import contextlib

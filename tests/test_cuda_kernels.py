@@ -422,8 +422,9 @@ def test_attention_kernels_keep_memory_linear_and_double_backward_takes_the_ops(
     ember.cuda.reset_peak_memory_stats()
     F.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
     ember.cuda.synchronize()
-    scores = 4 * L * L * 2          # one head's-worth of float16 score matrices, all heads
-    assert ember.cuda.max_memory_allocated() - base < scores / 16
+    scores = 4 * L * L * 2          # the float16 score matrices of the 4 heads: 512 MiB
+    # (linear: q, out, lse, the gradients and their float32 temporaries, some 50 MiB)
+    assert ember.cuda.max_memory_allocated() - base < scores / 4
     x = ember.randn(2, 40, 16, device="cuda", dtype=ember.float64, requires_grad=True)
     (gx,) = ember.autograd.grad(F.scaled_dot_product_attention(x, x, x).square().sum(), x,
                                 create_graph=True)
