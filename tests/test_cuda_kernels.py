@@ -47,10 +47,10 @@ def _nvrtc():
     return None
 
 
-def _compile(lib, src):
-    """NVRTC's return code and log for ``src`` compiled to sm_80 SASS (ptxas runs, and with
-    ``-v`` logs each kernel's registers and shared memory)."""
-    prog, opts = ctypes.c_void_p(), [b"--gpu-architecture=sm_80", b"--std=c++17",
+def _compile(lib, src, arch="sm_80"):
+    """NVRTC's return code and log for ``src`` compiled to ``arch``'s SASS (ptxas runs, and
+    with ``-v`` logs each kernel's registers and shared memory)."""
+    prog, opts = ctypes.c_void_p(), [f"--gpu-architecture={arch}".encode(), b"--std=c++17",
                                      b"--ptxas-options=-v"]
     assert lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"k.cu", 0, None, None) == 0
     rc = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
@@ -103,12 +103,13 @@ def test_attention_kernels_compile_to_launchable_code(build):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])      # A100, H100/H200
 @pytest.mark.parametrize("dt", list(KA.TYPES), ids=lambda d: np.dtype(d).name)
-def test_every_attention_build_compiles(dt):
+def test_every_attention_build_compiles(dt, arch):
     lib = _need_nvrtc()
     for mask in (0, 1, 2):
         for dq, dv in ((16, 16), (64, 64), (128, 64), (256, 256)):
-            rc, log = _compile(lib, KA.source(dt, dq, dv, mask))
+            rc, log = _compile(lib, KA.source(dt, dq, dv, mask), arch)
             assert rc == 0 and "warning" not in log, log
             _launchable(log, KA.G * KA.BR)
 
