@@ -12,8 +12,9 @@ then shared memory, accumulating in float for float32 and double for float64 inp
 The kernels are compiled by CuPy (NVRTC) on first use, once per dtype.
 
 ``EMBER_CUDA_FUSED=0`` turns them off. The cuda test double has no ``RawKernel``, so there they
-are off too; tests/test_cuda_kernels.py checks them against the ``xp`` code on a real GPU and
-compiles their sources with NVRTC where it is installed.
+are off too; tests/test_cuda_kernels.py compiles their sources with NVRTC where it is
+installed, runs the RawKernels on a CPU emulator of CUDA threads inside the double, and
+checks them against the ``xp`` code and the cpu on a real GPU.
 """
 import functools
 import os
