@@ -1,7 +1,8 @@
 """TEST EMULATOR of CUDA ``RawKernel``s on the CPU: no GPU runs here.
 
 ``emulated_kernels(cupy)`` gives the cuda test double (``cuda_double.py``) CuPy's
-``RawModule`` and ``RawKernel`` for the length of a ``with`` block, so ember's fused-kernel
+``RawModule``, ``RawKernel`` and ``ElementwiseKernel`` for the length of a ``with`` block (the
+last as a C++ loop over the elements running the kernel's operation), so ember's fused-kernel
 launchers (``ember/cuda/_kernels.py``, ``ember/cuda/_attention.py``) run their own CUDA C
 sources end to end. A source is compiled as C++ by the system compiler with a small shim:
 each CUDA thread of a block is a fiber (``ucontext``), all on one OS thread and run in turn;
@@ -161,11 +162,11 @@ static float __uint_as_float(unsigned i) { float f; std::memcpy(&f, &i, 4); retu
 _KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(')
 
 
-def _library(code):
-    """The shared library of ``code`` with the shim and a launcher per kernel, compiled once
-    per source (cached in the temp directory)."""
+def _library(code, launchers=True):
+    """The shared library of ``code`` with the shim and a launcher per kernel (or ``code``
+    alone), compiled once per source (cached in the temp directory)."""
     names = _KERNEL.findall(code)
-    src = SHIM + code + "".join(
+    src = code if not launchers else SHIM + code + "".join(
         f'\nextern "C" int emu_{n}(unsigned gx, unsigned gy, unsigned gz, unsigned bx, '
         f"void** args) {{ return emu::launch({n}, gx, gy, gz, bx, args); }}" for n in names)
     folder = os.path.join(tempfile.gettempdir(), "ember_cuda_emulator")
@@ -173,8 +174,10 @@ def _library(code):
     path = os.path.join(folder, hashlib.sha256(src.encode()).hexdigest()[:20] + ".so")
     if not os.path.exists(path):
         tmp = f"{path}.{os.getpid()}"
-        subprocess.run([compiler(), "-std=c++17", "-O1", "-shared", "-fPIC", "-w", "-x", "c++", "-",
-                        "-o", tmp], input=src.encode(), check=True, capture_output=True)
+        done = subprocess.run([compiler(), "-std=c++17", "-O1", "-shared", "-fPIC", "-w", "-x",
+                               "c++", "-", "-o", tmp], input=src.encode(), capture_output=True)
+        if done.returncode:
+            raise RuntimeError(f"the emulator's compile failed:\n{done.stderr.decode()}")
         os.replace(tmp, path)
     return ctypes.CDLL(path)
 
@@ -208,6 +211,57 @@ class RawKernel:
                                "reached (deadlock on a GPU)")
 
 
+_CTYPES = {np.dtype(np.float16): "float16", np.dtype(np.float32): "float",
+           np.dtype(np.float64): "double", np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
+
+
+class ElementwiseKernel:
+    """``cupy.ElementwiseKernel``: ``operation`` runs once per element (a C++ loop; ``float16`` is
+    the host's ``_Float16``), inputs as values and outputs as references, as CuPy binds them;
+    the type ``T`` is the first array's that is declared ``T``; outputs not given are made."""
+
+    def __init__(self, in_params, out_params, operation, name="kernel", preamble="", **kwargs):
+        def parse(params):
+            return [p.split() for p in params.split(",")]
+        self.ins, self.outs = parse(in_params), parse(out_params)
+        self.operation, self.name, self.preamble = operation, name, preamble
+        self._fns = {}
+
+    def __call__(self, *args):
+        import cupy     # the double's, as installed by cuda_double()
+        params = self.ins + self.outs
+        arrays = [a._a if hasattr(a, "_a") else None for a in args]
+        t = next(a.dtype for (ty, _), a in zip(params, arrays) if a is not None and ty == "T")
+        types = [t if ty == "T" else np.dtype({"int32": np.int32, "float32": np.float32,
+                                               "float64": np.float64}[ty]) for ty, _ in params]
+        shape = np.broadcast_shapes(*(a.shape for a in arrays if a is not None))
+        host = [np.ascontiguousarray(np.broadcast_to(a if a is not None else np.asarray(
+            v, dt), shape), dt) for a, v, dt in zip(arrays, args, types)]
+        made = [cupy.empty(shape, dt) for dt in types[len(args):]]
+        host += [m._a for m in made]
+        fn = self._fns.get(t) or self._compile(t, types)
+        self._fns[t] = fn
+        ptrs = (ctypes.c_void_p * len(host))(*[h.ctypes.data for h in host])
+        fn(ctypes.c_int64(int(np.prod(shape))), ptrs)
+        for a, h, (ty, _) in zip(args[len(self.ins):], host[len(self.ins):], self.outs):
+            a._a[...] = h                                      # outputs given: written back
+        outs = list(args[len(self.ins):]) + made
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _compile(self, t, types):
+        params = self.ins + self.outs
+        binds = "".join(
+            f"{'const ' if i < len(self.ins) else ''}{_CTYPES[dt]}"
+            f"{'' if i < len(self.ins) else '&'} {name} = (({_CTYPES[dt]}*)emu_p[{i}])[emu_i];\n"
+            for i, ((_, name), dt) in enumerate(zip(params, types)))
+        src = (f"#include <cmath>\nusing namespace std;\ntypedef _Float16 float16;\n"
+               f"typedef {_CTYPES[t]} T;\n{self.preamble}\n"
+               f'extern "C" void run(long long n, void** emu_p) {{\n'
+               f"for (long long emu_i = 0; emu_i < n; emu_i++) {{\n{binds}{self.operation}"
+               "\n}\n}\n")
+        return _library(src, launchers=False).run
+
+
 class RawModule:
     """``cupy.RawModule(code=...)``: ``get_function(name)`` gives its kernels."""
 
@@ -223,14 +277,15 @@ def emulated_kernels(cupy):
     """The double ``cupy`` with ``RawKernel`` and ``RawModule`` inside the block: ember's
     fused-kernel paths (those built on them) then run, emulated."""
     from ember.cuda import _attention, _kernels
-    caches = (_kernels._rows_kernel, _attention._functions)
+    caches = (_kernels._rows_kernel, _kernels._elementwise, _attention._functions)
     for c in caches:
         c.cache_clear()
-    cupy.RawKernel, cupy.RawModule = RawKernel, RawModule
+    cupy.RawKernel, cupy.RawModule, cupy.ElementwiseKernel = \
+        RawKernel, RawModule, ElementwiseKernel
     try:
         yield cupy
     finally:
-        del cupy.RawKernel, cupy.RawModule
+        del cupy.RawKernel, cupy.RawModule, cupy.ElementwiseKernel
         for c in caches:
             c.cache_clear()
 

@@ -297,11 +297,11 @@ def test_rows_kernels_equal_the_xp_code(monkeypatch, kernels, name, shape, dt):
     _close(fused, [t.detach().double().numpy() for t in run("cpu")], dt)
 
 
-@pytest.mark.cuda
 @pytest.mark.parametrize("dt", [ember.float16, ember.float32, ember.float64], ids=str)
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
-def test_gelu_kernel_equals_the_xp_code(monkeypatch, dt, approximate):
+def test_gelu_kernel_equals_the_xp_code(monkeypatch, kernels, dt, approximate):
     x0 = ember.linspace(-6, 6, 10001, dtype=dt, device="cuda")
+    ran = _count_launches(monkeypatch, K, "gelu")
 
     def run():
         x = x0.clone().requires_grad_()
@@ -309,13 +309,15 @@ def test_gelu_kernel_equals_the_xp_code(monkeypatch, dt, approximate):
         (gx,) = ember.autograd.grad(y, x, ember.ones_like(y))
         return y, gx
     fused, ref = _both(run, monkeypatch)
+    assert ran == ["gelu", "gelu"]
     _close(fused, ref, dt)
 
 
-@pytest.mark.cuda
 @pytest.mark.parametrize("amsgrad", [False, True])
 @pytest.mark.parametrize("opt", ["Adam", "AdamW"])
-def test_adam_kernel_equals_the_xp_code(monkeypatch, opt, amsgrad):
+def test_adam_kernel_equals_the_xp_code(monkeypatch, kernels, opt, amsgrad):
+    ran = _count_launches(monkeypatch, K, "adam")
+
     def run():
         ember.manual_seed(0)
         w = ember.nn.Parameter(ember.randn(300, 7, device="cuda"))
@@ -326,6 +328,7 @@ def test_adam_kernel_equals_the_xp_code(monkeypatch, opt, amsgrad):
             o.step()
         return w, o.state[w]["exp_avg"], o.state[w]["exp_avg_sq"]
     fused, ref = _both(run, monkeypatch)
+    assert ran == ["adam"] * 5
     _close(fused, ref, ember.float32)
 
 
