@@ -164,14 +164,17 @@ def _masks(rng, lead, L, S):
         lead + (L, S)))]
 
 
-def _torch_sdpa(q, k, v, mask=None, causal=False, gqa=False):
-    import torch
-    ts = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
-    out = torch.nn.functional.scaled_dot_product_attention(
-        *ts, attn_mask=None if mask is None else torch.tensor(mask), is_causal=causal,
+def _torch_sdpa(q, k, v, mask=None, causal=False, gqa=False, lib=None):
+    """(output gradient, [output, dq, dk, dv]) of attention on the cpu by ``lib`` (torch; or
+    ember's cpu, itself checked against torch, where a GPU machine may lack torch)."""
+    if lib is None:
+        import torch as lib
+    ts = [lib.tensor(a, requires_grad=True) for a in (q, k, v)]
+    out = lib.nn.functional.scaled_dot_product_attention(
+        *ts, attn_mask=None if mask is None else lib.tensor(mask), is_causal=causal,
         enable_gqa=gqa)
     g = np.random.default_rng(9).standard_normal(tuple(out.shape))
-    out.backward(torch.tensor(g))
+    out.backward(lib.tensor(g))
     return g, [out.detach().numpy()] + [t.grad.numpy() for t in ts]
 
 
@@ -385,7 +388,7 @@ ATTENTION_CASES = {        # (batch, query heads, kv heads, L, S, dq, dv), causa
 @pytest.mark.parametrize("case", list(ATTENTION_CASES))
 def test_attention_kernels_equal_the_cpu(request, monkeypatch, kernels, case, dt):
     """Forward and backward by the CUDA kernels against torch's cpu attention in float64 on
-    the same (rounded) inputs."""
+    the same (rounded) inputs (on a GPU, ember's cpu attention: torch may be missing there)."""
     if kernels == "emulated" and case not in ATTENTION_SMALL:
         pytest.skip("the emulator runs small sizes")
     if kernels == "emulated" and dt == ember.float64 and not request.config.getoption(
@@ -401,7 +404,8 @@ def test_attention_kernels_equal_the_cpu(request, monkeypatch, kernels, case, dt
     mask = None if mask_kind is None else dict(_masks(rng, (b, h), L, S))[mask_kind]
     if mask is not None and mask.dtype != np.bool_:
         mask = mask.astype(dt.np).astype(np.float64)
-    g, want = _torch_sdpa(q, k, v, mask, causal, gqa=h != hkv)
+    g, want = _torch_sdpa(q, k, v, mask, causal, h != hkv, None if kernels == "emulated"
+                          else ember)
     ran = _count_launches(monkeypatch, KA, "forward", "backward")
     ts = [ember.tensor(a, dtype=dt, device="cuda", requires_grad=True) for a in (q, k, v)]
     m = None if mask is None else ember.tensor(mask, device="cuda", dtype=ember.bool if
