@@ -10,7 +10,9 @@ each CUDA thread of a block is a fiber (``ucontext``), all on one OS thread and 
 32 lanes of its warp (exchanging values through a buffer), so a barrier or shuffle that not
 all threads reach is a deadlock, reported as an error, as it would hang a GPU. Blocks run one
 after another; ``__shared__`` arrays are per block (static, reused); ``atomicAdd`` is a plain
-add (one thread runs at a time).
+add (one thread runs at a time). Each argument must have its parameter's type and size (a
+device array or ``numpy.uintp`` for a pointer, ``numpy.int64`` for ``long long``...), as CuPy,
+which packs arguments by their own types, needs them to be.
 
 What it proves: the kernels' indexing, tiling, masking, barriers and arithmetic as written
 (float32/float64, and float16 where a kernel gives its 16-bit conversions a host path beside
@@ -194,21 +196,51 @@ class RawKernel:
     def __init__(self, code, name, options=(), **kwargs):
         self.code, self.name = code, name
         self._fn = getattr(_library(code), "emu_" + name)
+        self._params = _parameters(code, name)
 
     def __call__(self, grid, block, args, shared_mem=0):
+        # CuPy packs each argument by its own type: one of another size than the kernel's
+        # parameter shifts the rest on a GPU, so the emulator refuses what CuPy would garble
+        if len(args) != len(self._params):
+            raise TypeError(f"{self.name}: {len(args)} arguments for {len(self._params)} "
+                            "parameters")
         keep = []
-        for a in args:
-            if hasattr(a, "_a"):                              # a DeviceArray
+        for i, (a, (ctype, pointer)) in enumerate(zip(args, self._params)):
+            if hasattr(a, "_a") and pointer:                  # a DeviceArray
                 keep.append(ctypes.c_void_p(a._a.__array_interface__["data"][0]))
-            elif isinstance(a, np.generic) and a.dtype in _SCALARS:
+            elif isinstance(a, np.generic) and a.dtype in _SCALARS and (
+                    a.dtype == np.uintp if pointer else _PARAM_TYPES.get(ctype) == a.dtype):
                 keep.append(_SCALARS[a.dtype](a.item()))
             else:
-                raise TypeError(f"{self.name}: unsupported kernel argument {type(a)}")
+                raise TypeError(f"{self.name}: argument {i} ({type(a).__name__} "
+                                f"{getattr(a, 'dtype', '')}) for parameter {ctype}"
+                                f"{' *' if pointer else ''}")
         ptrs = (ctypes.c_void_p * len(keep))(*[ctypes.addressof(k) for k in keep])
         gx, gy, gz = (tuple(grid) + (1, 1))[:3]
         if self._fn(gx, gy, gz, block[0], ptrs):
             raise RuntimeError(f"{self.name}: a barrier or shuffle that not every thread "
                                "reached (deadlock on a GPU)")
+
+
+_PARAM_TYPES = {"long long": np.dtype(np.int64), "int": np.dtype(np.int32),
+                "double": np.dtype(np.float64), "float": np.dtype(np.float32)}
+
+
+def _parameters(code, name):
+    """(C type, is a pointer) of each parameter of kernel ``name``, read from ``code`` after
+    the preprocessor (the kernels' parameter lists are macros in places)."""
+    done = subprocess.run([compiler(), "-E", "-P", "-x", "c++", "-D__global__=",
+                           "-D__device__=", "-D__forceinline__=", "-"],
+                          input=code.encode(), capture_output=True, check=True)
+    src = re.sub(r"\s+", " ", done.stdout.decode())
+    params = re.search(r'extern "C" void ' + name + r" ?\(([^)]*)\)", src).group(1)
+    typedefs = dict((n, t) for t, n in re.findall(r"typedef ([\w ]+?) (\w+);", src))
+    out = []
+    for p in params.split(","):
+        words = p.replace("*", " * ").replace("const", " ").split()[:-1]
+        base = " ".join(w for w in words if w != "*")
+        out.append((typedefs.get(base, base), "*" in words))
+    return out
 
 
 _CTYPES = {np.dtype(np.float16): "float16", np.dtype(np.float32): "float",
