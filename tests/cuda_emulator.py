@@ -244,7 +244,8 @@ def _parameters(code, name):
 
 
 _CTYPES = {np.dtype(np.float16): "float16", np.dtype(np.float32): "float",
-           np.dtype(np.float64): "double", np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
+           np.dtype(np.float64): "double", np.dtype(np.int32): "int",
+           np.dtype(np.int64): "long long"}
 
 
 class ElementwiseKernel:

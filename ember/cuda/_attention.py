@@ -21,8 +21,8 @@ gives zeros (torch's safe softmax) and an lse of +inf, so backward gives it zero
 Storage types: float32 and float64 natively; float16 and bfloat16 as 16-bit words converted
 with PTX ``cvt`` (no CUDA headers are needed, so the sources compile with bare NVRTC), always
 accumulating in float (double for float64). A host compiler (the tests' CPU emulator) gets
-software conversions instead. CuPy has no bfloat16 arrays, so that
-instantiation is compiled by tests/test_cuda_kernels.py but not reachable from ember yet.
+software conversions instead. CuPy has no bfloat16 arrays, so that instantiation is compiled
+by tests/test_cuda_kernels.py but not reachable from ember yet.
 """
 import functools
 import math
@@ -36,7 +36,8 @@ try:
 except ImportError:       # pragma: no cover (ml_dtypes is a runtime dependency)
     _bf16 = None
 # storage type, accumulation type, conversion kind (0 native, 1 float16, 2 bfloat16)
-TYPES = {np.dtype(np.float32): ("float", "float", 0), np.dtype(np.float64): ("double", "double", 0),
+TYPES = {np.dtype(np.float32): ("float", "float", 0),
+         np.dtype(np.float64): ("double", "double", 0),
          np.dtype(np.float16): ("unsigned short", "float", 1)}
 if _bf16 is not None:
     TYPES[np.dtype(_bf16)] = ("unsigned short", "float", 2)

@@ -4,8 +4,9 @@ and backward), cross_entropy over class indices (forward and backward, with igno
 label smoothing), embedding's backward (an atomicAdd scatter of rows, skipping padding_idx)
 and the Adam/AdamW update (AdamW's decoupled decay ``p *= 1 - lr * wd`` is its ``decay``
 factor). Scaled dot-product attention has its own kernels in ``_attention.py``. Each does in
-one pass over memory what the ``xp`` code does in several; the ``xp`` code stays the reference and the path for what a kernel does
-not take (other dtypes, a softmax dim that is not the last, double backward).
+one pass over memory what the ``xp`` code does in several; the ``xp`` code stays the reference
+and the path for what a kernel does not take (other dtypes, a softmax dim that is not the
+last, double backward).
 
 Rows kernels run one block of 256 threads per row, reducing in registers, then warp shuffles,
 then shared memory, accumulating in float for float32 and double for float64 inputs.
