@@ -389,6 +389,12 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         1.3863
     """
     reduction = _legacy(size_average, reduce, reduction)
+    if label_smoothing > 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
+                           f"{label_smoothing:g}")
+    # NOTE: torch checks only the upper bound, and smooths only when the value is positive: a
+    # negative one is accepted and does nothing
+    label_smoothing = max(label_smoothing, 0.0)
     if not target.dtype.is_floating_point and weight is None:
         return dispatch(_rows.cross_entropy_loss, (input, target, ignore_index, reduction,
                                                    label_smoothing), _E)
