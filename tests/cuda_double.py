@@ -25,8 +25,10 @@ time between two records.
 What it proves: op forwards and backwards, device moves and the training plumbing go through
 the backend on a cuda tensor; ember's memory, stream and event bookkeeping against the pool's
 and driver's answers. What it does not: that CuPy has every function ember calls with the
-same signature, numerics of GPU kernels, real concurrency, nor the compilation of ember's
-CUDA C kernels (those are not run here: the backend's ``fused`` is off on the double).
+same signature, numerics of GPU kernels, real concurrency, nor ember's CUDA C kernels: the
+double has no ``RawKernel``, so the fused kernels are off on it, except inside
+``cuda_emulator.emulated_kernels`` (tests/test_cuda_kernels.py), which runs their CUDA C on the
+cpu.
 """
 import bisect
 import contextlib

@@ -251,3 +251,25 @@ def test_ctc_float32_long_sequences():
         loss.backward()
         res.append((loss, xt.grad))
     assert_close(res[0], res[1], rtol=1e-5, atol=1e-6)
+
+
+def test_cross_entropy_label_smoothing_bounds_and_fused_op():
+    """label_smoothing: torch refuses only values above 1; with class indices and no weight it
+    is the cross_entropy_loss op's argument (one node, AddBackward0 as torch's)."""
+    import torch
+    x = np.random.default_rng(0).standard_normal((5, 7))
+    t = np.array([0, 6, -100, 2, 6])
+    with pytest.raises(RuntimeError, match="label_smoothing must be between 0.0 and 1.0. Got: 1.5"):
+        ember.nn.functional.cross_entropy(ember.tensor(x), ember.tensor(t), label_smoothing=1.5)
+    for ls in (-0.1, 0.0, 0.3, 1.0):
+        for reduction in ("mean", "sum", "none"):
+            xe, xt = ember.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+            le = ember.nn.functional.cross_entropy(xe, ember.tensor(t), reduction=reduction,
+                                                   label_smoothing=ls)
+            lt = torch.nn.functional.cross_entropy(xt, torch.tensor(t), reduction=reduction,
+                                                   label_smoothing=ls)
+            le.sum().backward()
+            lt.sum().backward()
+            np.testing.assert_allclose(le.detach().numpy(), lt.detach().numpy(), rtol=1e-12)
+            np.testing.assert_allclose(xe.grad.numpy(), xt.grad.numpy(), rtol=1e-12, atol=1e-15)
+            assert le.grad_fn.name() == lt.grad_fn.name()

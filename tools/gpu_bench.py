@@ -1,5 +1,6 @@
 """ember against torch on one CUDA GPU: matmul TFLOP/s (fp32/tf32, fp16, bf16), conv2d, the fused
-kernels (softmax, layer_norm, gelu), scaled_dot_product_attention, and training steps of a
+kernels (softmax, layer_norm, gelu, cross_entropy, embedding backward),
+scaled_dot_product_attention (causal, masked, long), and training steps of a
 GPT (AMP float16 with a GradScaler) with their peak memory. ember has no bfloat16 on the GPU
 (CuPy has no such dtype): its bf16 matmul reports that error. Every figure is a median of
 CUDA-event timings
@@ -73,15 +74,38 @@ def fused(L, name):
     return {"ms": ms, "GB/s": 2 * x.numel() * 4 / ms / 1e6}
 
 
-def sdpa(L, dt, train):
-    q, k, v = (L.randn(8, 12, 1024, 64, device="cuda", dtype=dt, requires_grad=train)
-               for _ in range(3))
+def sdpa(L, dt, train, shape=(8, 12, 1024, 64), mask=False):
+    q, k, v = (L.randn(*shape, device="cuda", dtype=dt, requires_grad=train) for _ in range(3))
+    # a padding mask: batch row b sees its first lengths[b] keys (from half to all of them)
+    lengths = L.linspace(shape[2] // 2, shape[2], shape[0], device="cuda").long()
+    m = (L.arange(shape[2], device="cuda") < lengths[:, None])[:, None, None, :] if mask else None
 
     def step():
-        y = L.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = L.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m,
+                                                         is_causal=not mask)
         if train:
             y.sum().backward()
-    return {"ms": timed(L, step)}
+    ms = timed(L, step)
+    flops = 4 * shape[0] * shape[1] * shape[2] ** 2 * shape[3] * (0.5 if not mask else 1)
+    return {"ms": ms, "TFLOP/s": flops * (3.5 if train else 1) / ms / 1e9}
+
+
+def cross_entropy(L, n=8192, classes=50304):
+    """A GPT's loss: (batch x sequence) rows of vocabulary logits, forward and backward."""
+    x = L.randn(n, classes, device="cuda", requires_grad=True)
+    t = L.randint(0, classes, (n,), device="cuda")
+
+    def step():
+        L.nn.functional.cross_entropy(x, t, label_smoothing=0.1).backward()
+    ms = timed(L, step)
+    return {"ms": ms, "GB/s": 3 * x.numel() * 4 / ms / 1e6}     # read x twice, write grad
+
+
+def embedding_backward(L, rows=50304, d=768, n=8192):
+    w = L.randn(rows, d, device="cuda", requires_grad=True)
+    idx = L.randint(0, rows, (n,), device="cuda")
+    g = L.randn(n, d, device="cuda")
+    return {"ms": timed(L, lambda: L.nn.functional.embedding(idx, w).backward(g))}
 
 
 class GPT:
@@ -153,7 +177,14 @@ def cases():
     out += [("conv2d 32x64x56x56 3x3 fwd", lambda L: conv(L, False)),
             ("conv2d 32x64x56x56 3x3 fwd+bwd", lambda L: conv(L, True)),
             ("sdpa 8x12x1024x64 causal fp16 fwd", lambda L: sdpa(L, L.float16, False)),
+            ("sdpa 8x12x1024x64 causal fp16 fwd+bwd", lambda L: sdpa(L, L.float16, True)),
             ("sdpa 8x12x1024x64 causal fp32 fwd+bwd", lambda L: sdpa(L, L.float32, True)),
+            ("sdpa 8x12x1024x64 bool mask fp16 fwd+bwd",
+             lambda L: sdpa(L, L.float16, True, mask=True)),
+            ("sdpa 1x16x8192x64 causal fp16 fwd", lambda L: sdpa(L, L.float16, False,
+                                                                 (1, 16, 8192, 64))),
+            ("cross_entropy 8192x50304 fp32 fwd+bwd", cross_entropy),
+            ("embedding bwd 50304x768 8192 rows", embedding_backward),
             ("GPT 2 layers d768 b8x1024 AMP fp16 step", lambda L: train_step(L, layers=2)),
             ("GPT-2 small 124M b8x1024 AMP fp16 step", lambda L: train_step(L))]
     return out

@@ -2,13 +2,16 @@
 # One GPU session's checks of ember's cuda device, in about 8 minutes on one GPU:
 #   1. CuPy (installed if missing: cupy-cuda12x, or cupy-cuda13x on a CUDA 13 driver; from
 #      ./wheels when the machine has no network), ember's C parts built (else EMBER_NO_C=1);
-#   2. the real-GPU tests (-m cuda): runtime (streams, events, memory, OOM, RNG, AMP), the
-#      fused kernels against the xp code, then every registry op forward/backward against the
-#      cpu (test_cuda_double's gpu cases), each file under its own time limit;
-#   3. tools/gpu_bench.py: ember against torch's CUDA build (matmul, conv, fused kernels, SDPA,
-#      GPT training steps with AMP float16, peak memory).
-# Results go to $OUT (default ./gpu-out), 8 files at most: summary.txt, pip/build logs, the
-# two pytest logs, bench.log, gpu_bench.json and gpu_bench.md.
+#   2. the real-GPU tests (-m cuda): runtime (streams, events, memory, OOM, RNG, AMP); the
+#      fused kernels (softmax, norms, gelu, Adam, cross_entropy, embedding backward, flash
+#      attention fwd/bwd with causal and masks in fp16/fp32/fp64) against the xp code and the
+#      cpu; then every registry op forward/backward against the cpu (test_cuda_double's gpu
+#      cases), each group under its own time limit;
+#   3. tools/gpu_bench.py: ember against torch's CUDA build (matmul, conv, fused kernels, SDPA
+#      causal/masked/long, cross_entropy, embedding backward, GPT training steps with AMP
+#      float16, peak memory).
+# Results go to $OUT (default ./gpu-out), 9 files at most: summary.txt, pip/build logs, the
+# three pytest logs, bench.log, gpu_bench.json and gpu_bench.md.
 # Usage: OUT=/some/dir bash tools/gpu_check.sh        (PYTHON=... to pick the interpreter)
 set -u
 cd "$(dirname "$0")/.."
@@ -52,8 +55,9 @@ run_tests() {     # name, seconds, pytest arguments...
     local rc=$?
     say "$name: rc=$rc $(grep -E '(passed|failed|error)' "$OUT/$name.log" | tail -1)"
 }
-run_tests runtime 180 tests/test_cuda_api.py tests/test_cuda_runtime.py tests/test_cuda_kernels.py \
+run_tests runtime 120 tests/test_cuda_api.py tests/test_cuda_runtime.py \
     tests/test_cuda_names.py
+run_tests kernels 180 tests/test_cuda_kernels.py
 run_tests registry 200 tests/test_cuda_double.py
 
 say "benchmark"

@@ -127,11 +127,12 @@ linear.grad_name_of = _linear_node
 
 
 @op("embedding", method=False, function=False)
-def embedding(xp, weight, indices):
+def embedding(xp, weight, indices, padding_idx=-1):
     """The rows of ``weight`` at the integer array ``indices``: ``F.embedding``'s common call
-    (no padding_idx, max_norm, frequency scaling or sparse gradient; the others build on
-    indexing in nn/_embedding_functional.py). ``take`` copies whole rows, faster than the
-    general ``weight[indices]``."""
+    (a ``padding_idx`` >= 0 row gets no gradient; max_norm, frequency scaling and sparse
+    gradients build on indexing in nn/_embedding_functional.py). ``take`` copies whole rows,
+    faster than the general ``weight[indices]``. On a GPU the backward is ember's fused
+    scatter kernel (``ember/cuda/_kernels.py``)."""
     if weight.ndim != 2:
         raise RuntimeError("'weight' must be 2-D")
     check_embedding_range(indices, weight.shape[0])
@@ -148,17 +149,26 @@ def check_embedding_range(indices, n):
 
 
 @embedding.vjp(save=("indices",))
-def _(g, weight, indices):
+def _(g, weight, indices, padding_idx=-1):
     from .shape import _index_embed
+    if type(g._data) is not np.ndarray:
+        from ..cuda import _kernels as cuda_kernels
+        gw = cuda_kernels.embedding_backward(g, indices, weight.shape[0], padding_idx)
+        if gw is not None:
+            return gw.reshape(weight.shape), None
+    if padding_idx >= 0:
+        g = g.masked_fill((indices == padding_idx).unsqueeze(-1), 0)
     # (the index as an array, as getitem's backward passes it: _index_embed's own backward
     # indexes with it, and would see a tensor argument as metadata only)
     return _index_embed(g, tuple(weight.shape), indices._data, True), None
 
 
-embedding.meta = lambda w, i: empty(i.shape + w.shape[1:], w.dtype)
+embedding.meta = lambda w, i, padding_idx=-1: empty(i.shape + w.shape[1:], w.dtype)
 embedding.samples = lambda dev, dt: [
     Sample(make((5, 3), dt), np.array([[0, 4, 4], [2, 0, 1]])),
     Sample(make((4, 3), dt), np.array(3)),
+    # (padding_idx's zero gradient is a convention, not the derivative: no finite differences)
+    Sample(make((5, 3), dt), np.array([[0, 4, 4], [2, 0, 1]]), 4).at_kink(),
     Sample(make((5, 3), dt), np.zeros((0, 2), np.int64))] if dt.category >= 2 else []
 embedding.errors = [
     ErrorSample(Sample(const(4, 2, 3), np.array([0])), RuntimeError, "'weight' must be 2-D"),

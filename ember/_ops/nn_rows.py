@@ -258,19 +258,37 @@ def _ce_kernel_args(input, target, ignore_index):
     return fn, _C.contiguous(input), _C.contiguous(target)
 
 
-def _ce_reference(xp, input, target, ignore_index, reduction):
+def _ce_reference(xp, input, target, ignore_index, reduction, label_smoothing=0.0):
     dim = 1 if input.ndim > 1 else 0
-    return nll_loss.fwd(xp, log_softmax.fwd(xp, input, dim), target, None, ignore_index,
-                        reduction)
+    logp = log_softmax.fwd(xp, input, dim)
+    nll = nll_loss.fwd(xp, logp, target, None, ignore_index, reduction)
+    if not label_smoothing:
+        return nll
+    valid = target != ignore_index
+    smooth = -logp.sum(axis=dim) * valid
+    if reduction != "none":
+        smooth = smooth.sum() if reduction == "sum" else \
+            smooth.sum() / valid.sum().astype(input.dtype)
+    return (1 - label_smoothing) * nll + label_smoothing / input.shape[dim] * smooth
 
 
 @op("cross_entropy_loss", tags=("autocast_fp32",), method=False, function=False)
-def cross_entropy_loss(xp, input, target, ignore_index=-100, reduction="mean"):
+def cross_entropy_loss(xp, input, target, ignore_index=-100, reduction="mean",
+                       label_smoothing=0.0):
     """Cross entropy of logits ``input`` ((N, C), (N, C, d1, ...) or (C,)) against class
-    indices ``target``: ``nll_loss(log_softmax(input, 1), target)``, fused on the cpu."""
-    fused = _ce_kernel_args(input, target, ignore_index) if xp is np else None
+    indices ``target``: ``nll_loss(log_softmax(input, 1), target)``, with ``label_smoothing``
+    ``eps`` mixing in ``eps / C`` of the mean of ``-log_softmax`` over the classes; fused on the
+    cpu (without smoothing) and on a GPU (``ember/cuda/_kernels.py``)."""
+    if xp is not np:
+        from ..cuda import _kernels as cuda_kernels
+        loss = cuda_kernels.cross_entropy(input, target, ignore_index, reduction,
+                                          label_smoothing)
+        if loss is not None:
+            return loss
+    fused = _ce_kernel_args(input, target, ignore_index) if xp is np and \
+        not label_smoothing else None
     if fused is None:
-        return _ce_reference(xp, input, target, ignore_index, reduction)
+        return _ce_reference(xp, input, target, ignore_index, reduction, label_smoothing)
     fn, x, t = fused
     losses = np.empty(x.shape[0], x.dtype)
     valid = fn(_C.ptr(x), _C.ptr(t), None, _C.ptr(losses), x.shape[0], x.shape[1],
@@ -284,8 +302,14 @@ def cross_entropy_loss(xp, input, target, ignore_index=-100, reduction="mean"):
 
 
 @cross_entropy_loss.vjp(save=("input", "target"))
-def _(g, input, target, ignore_index=-100, reduction="mean"):
-    arrays = kernel_grads(g, input)
+def _(g, input, target, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    if type(input._data) is not np.ndarray:
+        from ..cuda import _kernels as cuda_kernels
+        gx = cuda_kernels.cross_entropy_backward(g, input, target, ignore_index, reduction,
+                                                 label_smoothing)
+        if gx is not None:
+            return gx, None
+    arrays = not label_smoothing and kernel_grads(g, input)
     fused = _ce_kernel_args(arrays[1], target._data, ignore_index) if arrays else None
     if fused is not None:
         fn, x, t = fused
@@ -301,10 +325,16 @@ def _(g, input, target, ignore_index=-100, reduction="mean"):
     dim = 1 if input.dim() > 1 else 0
     logp = log_softmax(input, dim)
     glogp = nll_loss.vjp_fn(g, logp, target, None, ignore_index, reduction)[0]
+    if label_smoothing:
+        # the smoothing term's gradient for log_softmax: -eps / C per class of a counted row
+        valid = target != ignore_index
+        coef = g / valid.sum().clamp(min=1) if reduction == "mean" else g
+        glogp = glogp * (1 - label_smoothing) - (coef * valid).unsqueeze(dim) * (
+            label_smoothing / input.shape[dim])
     return log_softmax.vjp_fn(glogp, input, dim, result=logp), None
 
 
-def _ce_meta(input, target, ignore_index=-100, reduction="mean"):
+def _ce_meta(input, target, ignore_index=-100, reduction="mean", label_smoothing=0.0):
     return empty(target.shape if reduction == "none" else (), input.dtype)
 
 
@@ -316,13 +346,20 @@ cross_entropy_loss.samples = lambda dev, dt: [
     Sample(make((3, 4), dt), np.array([0, 9, 1]), ignore_index=9),
     Sample(make((2, 3, 5), dt), np.random.default_rng(4).integers(0, 3, (2, 5))),
     Sample(make((3,), dt), np.array(1)),
+    Sample(make((5, 7), dt), np.array([0, 6, -100, 2, 6]), label_smoothing=0.2),
+    Sample(make((5, 7), dt), np.array([0, 6, -100, 2, 6]), reduction="none",
+           label_smoothing=0.1),
+    Sample(make((2, 3, 5), dt), np.random.default_rng(4).integers(0, 3, (2, 5)),
+           reduction="sum", label_smoothing=0.3),
 ] if dt.category == 2 else []
 cross_entropy_loss.errors = [ErrorSample(Sample(const(2, 3), np.array([0, 3])),
                                          IndexError, "Target 3 is out of bounds")]
 cross_entropy_loss.torch_fn = "nn.functional.cross_entropy"
-# torch's node is nll_loss's (after log_softmax's: here fused in one node)
+# torch's node is nll_loss's (after log_softmax's: here fused in one node); with label
+# smoothing, the add of its two terms
 cross_entropy_loss.grad_name_of = lambda input, target, ignore_index=-100, \
-    reduction="mean": nll_node(input, reduction)
+    reduction="mean", label_smoothing=0.0: \
+    "AddBackward0" if label_smoothing else nll_node(input, reduction)
 
 
 # ---- forward mode (tangents.py) ----------------------------------------------------------

@@ -1,16 +1,21 @@
 """Fused CUDA kernels of ember's own, beside the OpDefs whose CuPy code they replace on a GPU:
 softmax / log_softmax (forward and backward), layer_norm / rms_norm (forward), gelu (forward
-and backward) and the Adam/AdamW update. Each does in one pass over memory what the ``xp``
-code does in several; the ``xp`` code stays the reference and the path for what a kernel does
-not take (other dtypes, a softmax dim that is not the last, double backward).
+and backward), cross_entropy over class indices (forward and backward, with ignore_index and
+label smoothing), embedding's backward (an atomicAdd scatter of rows, skipping padding_idx)
+and the Adam/AdamW update (AdamW's decoupled decay ``p *= 1 - lr * wd`` is its ``decay``
+factor). Scaled dot-product attention has its own kernels in ``_attention.py``. Each does in
+one pass over memory what the ``xp`` code does in several; the ``xp`` code stays the reference
+and the path for what a kernel does not take (other dtypes, a softmax dim that is not the
+last, double backward).
 
 Rows kernels run one block of 256 threads per row, reducing in registers, then warp shuffles,
 then shared memory, accumulating in float for float32 and double for float64 inputs.
 The kernels are compiled by CuPy (NVRTC) on first use, once per dtype.
 
 ``EMBER_CUDA_FUSED=0`` turns them off. The cuda test double has no ``RawKernel``, so there they
-are off too; tests/test_cuda_kernels.py checks them against the ``xp`` code on a real GPU and
-compiles their sources with NVRTC where it is installed.
+are off too; tests/test_cuda_kernels.py compiles their sources with NVRTC where it is
+installed, runs the RawKernels on a CPU emulator of CUDA threads inside the double, and
+checks them against the ``xp`` code and the cpu on a real GPU.
 """
 import functools
 import os
@@ -101,6 +106,67 @@ extern "C" __global__ void norm_fwd(const T* x, const T* w, const T* b, T* y, lo
         yr[i] = (T)v;
     }
 }
+
+// the row's max and log-sum-exp, and (for label smoothing) its mean, in every thread
+__device__ void row_stats(const T* xr, long long n, int mean, A* shared, A* m, A* lse, A* mu) {
+    A mx = neg_inf(), s = 0, sx = 0;
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) mx = fmax(mx, (A)xr[i]);
+    mx = block_reduce(mx, true, shared);
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) {
+        s += exp((A)xr[i] - mx);
+        sx += (A)xr[i];
+    }
+    *m = mx;
+    *lse = mx + log(block_reduce(s, false, shared));
+    *mu = mean ? block_reduce(sx, false, shared) / (A)n : (A)0;
+}
+
+// cross entropy of each row against class t[row], smoothed by eps:
+// (1 - eps) (lse - x_t) + eps (lse - mean(x)); an ignored row gives 0
+extern "C" __global__ void ce_fwd(const T* x, const long long* t, T* loss, long long n,
+                                  long long ignore, double eps) {
+    __shared__ A shared[32];
+    long long c = t[blockIdx.x];
+    if (c == ignore) {
+        if (threadIdx.x == 0) loss[blockIdx.x] = 0;
+        return;
+    }
+    const T* xr = x + blockIdx.x * n;
+    A m, lse, mu;
+    row_stats(xr, n, eps != 0, shared, &m, &lse, &mu);
+    if (threadIdx.x == 0)
+        loss[blockIdx.x] = (T)(((A)1 - (A)eps) * (lse - (A)xr[c]) + (A)eps * (lse - mu));
+}
+
+// its gradient: coef[row * coef_step] (softmax - (1 - eps) onehot(t) - eps / n)
+extern "C" __global__ void ce_bwd(const T* x, const long long* t, const T* coef,
+                                  long long coef_step, T* gx, long long n, long long ignore,
+                                  double eps) {
+    __shared__ A shared[32];
+    long long c = t[blockIdx.x];
+    T* gr = gx + blockIdx.x * n;
+    if (c == ignore) {
+        for (long long i = threadIdx.x; i < n; i += blockDim.x) gr[i] = 0;
+        return;
+    }
+    const T* xr = x + blockIdx.x * n;
+    A m, lse, mu;
+    row_stats(xr, n, 0, shared, &m, &lse, &mu);
+    A k = (A)coef[blockIdx.x * coef_step], off = (A)eps / (A)n;
+    for (long long i = threadIdx.x; i < n; i += blockDim.x)
+        gr[i] = (T)(k * (exp((A)xr[i] - lse) - (i == c ? (A)1 - (A)eps : (A)0) - off));
+}
+
+// embedding's backward: gradient row r of g added into row idx[r] of gw (zeroed), one
+// element per thread; padding_idx's rows get nothing
+extern "C" __global__ void embedding_bwd(const long long* idx, const T* g, T* gw,
+                                         long long size, long long d, long long pad) {
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < size;
+         e += (long long)gridDim.x * blockDim.x) {
+        long long r = e / d, row = idx[r];
+        if (row != pad) atomicAdd(gw + row * d + (e - r * d), g[e]);
+    }
+}
 """
 
 # gelu and its derivative, in float for float16 (CuPy's float16 converts to and from float)
@@ -183,8 +249,9 @@ def fusable(*items, types=_TYPES):
 
 
 def _wrap(out, like):
+    """``out`` as ``like`` is: a Tensor on its device, or an array."""
     from .._tensor import Tensor
-    return Tensor._wrap(out) if isinstance(like, Tensor) else out
+    return Tensor._wrap(out, like.device) if isinstance(like, Tensor) else out
 
 
 def softmax(a, b, dim, log):
@@ -235,6 +302,67 @@ def gelu(x, g, approximate):
     out = _elementwise(xp, "gelu_fwd")(xa, flag) if g is None else \
         _elementwise(xp, "gelu_bwd")(xa, ga, flag)
     return _wrap(out, x)
+
+
+def cross_entropy(x, t, ignore_index, reduction, label_smoothing):
+    """Cross entropy of (N, C) logits against (N,) int64 classes in one kernel (the per-row
+    losses; the reduction in ``xp``), or None: another layout or dtype, or a target out of
+    range (the ``xp`` path then raises torch's error)."""
+    found = fusable(x)
+    if found is None or type(t) is not type(x) or x.ndim != 2 or t.shape != x.shape[:1] or \
+            t.dtype != np.int64:
+        return None
+    xp = found[0]
+    from .._ops.indexing import out_of_range
+    valid = t != ignore_index
+    if out_of_range(xp.where(valid, t, 0), x.shape[1]):
+        return None
+    losses = xp.empty(x.shape[:1], x.dtype)
+    _rows_kernel(xp, "ce_fwd", x.dtype)(x.shape[:1], (_THREADS,), (
+        xp.ascontiguousarray(x), xp.ascontiguousarray(t), losses, np.int64(x.shape[1]),
+        np.int64(ignore_index), np.float64(label_smoothing)))
+    if reduction == "none":
+        return losses
+    return losses.sum() if reduction == "sum" else losses.sum() / valid.sum().astype(x.dtype)
+
+
+def cross_entropy_backward(g, x, t, ignore_index, reduction, label_smoothing):
+    """The gradient of ``cross_entropy`` for its logits, in one kernel (tensors in, grad mode
+    off), or None."""
+    found = fusable(g, x)
+    if found is None or type(t._data) is not type(found[1][1]):
+        return None
+    xp, (ga, xa) = found
+    ta = t._data
+    if xa.ndim != 2 or ta.shape != xa.shape[:1] or ta.dtype != np.int64:
+        return None
+    valid = ta != ignore_index
+    coef = ga / xp.maximum(valid.sum(), 1).astype(xa.dtype) if reduction == "mean" else ga
+    coef = xp.ascontiguousarray(coef.reshape(-1))
+    gx = xp.empty(xa.shape, xa.dtype)
+    _rows_kernel(xp, "ce_bwd", xa.dtype)(xa.shape[:1], (_THREADS,), (
+        xp.ascontiguousarray(xa), xp.ascontiguousarray(ta), coef, np.int64(coef.size > 1),
+        gx, np.int64(xa.shape[1]), np.int64(ignore_index), np.float64(label_smoothing)))
+    return _wrap(gx, g)
+
+
+def embedding_backward(g, indices, rows, padding_idx):
+    """The gradient of an embedding table of ``rows`` rows: each row of ``g`` added into the
+    row its index names by atomicAdd, padding_idx's left at zero; None where it does not apply
+    (grad mode on, another dtype)."""
+    found = fusable(g)
+    idx = indices._data
+    if found is None or type(idx) is not type(found[1][0]):
+        return None
+    xp, (ga,) = found
+    d = ga.size // max(idx.size, 1)
+    gw = xp.zeros((rows, d), ga.dtype)
+    size = ga.size
+    _rows_kernel(xp, "embedding_bwd", ga.dtype)((min(-(-size // _THREADS), 65535),),
+                                                (_THREADS,), (
+        xp.ascontiguousarray(idx.astype(np.int64, copy=False)), xp.ascontiguousarray(ga), gw,
+        np.int64(size), np.int64(d), np.int64(padding_idx)))
+    return _wrap(gw, g)
 
 
 def adam(p, g, m, v, vmax, beta1, beta2, eps, step_size, decay):

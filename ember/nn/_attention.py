@@ -16,9 +16,12 @@ Implementations of one algorithm:
   per tile (``ember/_C/kernels/attention.h``); causal tiles wholly above the diagonal are skipped and
   only tiles that cross it are masked. Heads whose tiles are small share one call, and a
   grouped-query key/value head serves its query heads without being repeated;
-- otherwise (CuPy, half precision, no compiled kernels, double backward) the same steps in
-  ember ops, one key block against every query that sees it: the reference the kernels are
-  tested against.
+- on CuPy arrays on a GPU, ember's CUDA kernels (``ember/cuda/_attention.py``: one kernel for
+  the forward, two for the backward, the online softmax in registers), which also take
+  boolean and additive masks;
+- otherwise (the CuPy test double, half precision on the cpu, no compiled kernels, a mask on
+  the cpu, double backward) the same steps in ember ops, one key block against every query
+  that sees it: the reference the kernels are tested against.
 """
 import math
 
@@ -54,13 +57,22 @@ def _key_blocks(L, S, causal):
         yield ks, min(ks + BLOCK, S), q0
 
 
-def _scores(q, k, ks, ke, q0, causal):
-    """Scores of queries q0: against keys ks:ke (``q`` already scaled), masked when causal."""
+def _scores(q, k, ks, ke, q0, causal, mask):
+    """Scores of queries q0: against keys ks:ke (``q`` already scaled), masked when causal or
+    by ``mask`` (boolean: True keeps; float: added; broadcast to the scores' shape)."""
     s = q[..., q0:, :] @ k[..., ks:ke, :].transpose(-2, -1)
     if causal:
         rows = ember.arange(q0, q.shape[-2], device=q.device).unsqueeze(1)
         s = s.masked_fill(ember.arange(ks, ke, device=q.device) > rows, float("-inf"))
+    if mask is not None:
+        m = mask[..., q0:, ks:ke]
+        s = s.masked_fill(m.logical_not(), float("-inf")) if m.dtype is ember.bool else s + m
     return s
+
+
+def _mask2d(mask, L, S):
+    """``mask`` with at least the two (L, S) dims (broadcast), for slicing by tile."""
+    return mask if mask is None or mask.dim() >= 2 else mask.expand(L, S)
 
 
 def _rows_replaced(t, q0, rows):
@@ -75,32 +87,41 @@ def _kv_heads(q, *kv):
     return [t.repeat_interleave(rep, -3) if rep > 1 else t for t in kv]
 
 
-def _forward_ops(q, k, v, scale, causal):
+def _forward_ops(q, k, v, scale, causal, mask=None):
     k, v = _kv_heads(q, k, v)
     L = q.shape[-2]
+    mask = _mask2d(mask, L, k.shape[-2])
     lead = tuple(q.shape[:-2])
     q = q * scale
     m = ember.full(lead + (L, 1), float("-inf"), dtype=q.dtype, device=q.device)
     l = ember.zeros(lead + (L, 1), dtype=q.dtype, device=q.device)
     acc = ember.zeros(lead + (L, v.shape[-1]), dtype=q.dtype, device=q.device)
     for ks, ke, q0 in _key_blocks(L, k.shape[-2], causal):
-        s = _scores(q, k, ks, ke, q0, causal)
+        s = _scores(q, k, ks, ke, q0, causal, mask)
         m_new = ember.maximum(m[..., q0:, :], s.amax(-1, keepdim=True))
+        if mask is not None:        # rows that have seen only masked keys: exp(-inf - 0) = 0
+            m_new = m_new.masked_fill(m_new == float("-inf"), 0.0)
         p = (s - m_new).exp()
         corr = (m[..., q0:, :] - m_new).exp()
         l = _rows_replaced(l, q0, l[..., q0:, :] * corr + p.sum(-1, keepdim=True))
         acc = _rows_replaced(acc, q0, acc[..., q0:, :] * corr + p @ v[..., ks:ke, :])
         m = _rows_replaced(m, q0, m_new)
-    return acc / l, m + l.log()
+    if mask is None:
+        return acc / l, m + l.log()
+    # NOTE: a row that sees no key gives zeros, as torch's safe softmax; its lse is +inf, so
+    # its probabilities in backward are exp(-inf) = 0
+    empty = l == 0
+    return acc / l.masked_fill(empty, 1.0), (m + l.log()).masked_fill(empty, float("inf"))
 
 
-def _backward_ops(g, q, k0, v0, out, lse, scale, causal):
+def _backward_ops(g, q, k0, v0, out, lse, scale, causal, mask=None):
     k, v = _kv_heads(q, k0, v0)
+    mask = _mask2d(mask, q.shape[-2], k.shape[-2])
     d = (g * out).sum(-1, keepdim=True)      # rowsum(dO * O) = sum_j P_ij dP_ij
     qs = q * scale
     dq, dks, dvs = ember.zeros_like(q), [], []
     for ks, ke, q0 in _key_blocks(q.shape[-2], k.shape[-2], causal):
-        p = (_scores(qs, k, ks, ke, q0, causal) - lse[..., q0:, :]).exp()
+        p = (_scores(qs, k, ks, ke, q0, causal, mask) - lse[..., q0:, :]).exp()
         gq = g[..., q0:, :]
         dvs.append(p.transpose(-2, -1) @ gq)
         ds = p * (gq @ v[..., ks:ke, :].transpose(-2, -1) - d[..., q0:, :])
@@ -234,48 +255,66 @@ def _backward_kernel(g, q, k, v, out, lse, scale, causal):
 
 class _FlashAttention(Function):
     @staticmethod
-    def forward(ctx, q, k, v, scale, causal):
+    def forward(ctx, q, k, v, scale, causal, mask=None):
         arrays = q._data, k._data, v._data
-        res = _attention_small.forward(*arrays, scale, causal)
-        res = res or _forward_kernel(*arrays, scale, causal)
-        if res is None:
-            out, lse = _forward_ops(q, k, v, scale, causal)
+        if type(arrays[0]) is not np.ndarray:
+            from ..cuda import _attention as cuda_attention
+            res = cuda_attention.forward(*arrays, None if mask is None else mask._data, scale,
+                                         causal)
         else:
-            out, lse = (Tensor._wrap(a.reshape(shape)) for a, shape in
+            res = mask is None and (_attention_small.forward(*arrays, scale, causal) or
+                                    _forward_kernel(*arrays, scale, causal)) or None
+        if res is None:
+            out, lse = _forward_ops(q, k, v, scale, causal, mask)
+        else:
+            out, lse = (Tensor._wrap(a.reshape(shape), q.device) for a, shape in
                         zip(res, (q.shape[:-1] + v.shape[-1:], q.shape[:-1] + (1,))))
-        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.save_for_backward(q, k, v, out, lse, mask)
         ctx.scale, ctx.causal = scale, causal
         return out
 
     @staticmethod
     def backward(ctx, g):
         from .._ops.nn import kernel_grads
-        q, k, v, out, lse = ctx.saved_tensors
-        arrays = kernel_grads(g, q, k, v, out, lse)
-        grads = arrays and (_attention_small.backward(*arrays, ctx.scale, ctx.causal) or
-                            _backward_kernel(*arrays, ctx.scale, ctx.causal))
+        q, k, v, out, lse, mask = ctx.saved_tensors
+        if type(q._data) is not np.ndarray:
+            from ..cuda import _attention as cuda_attention
+            grads = cuda_attention.backward(g, q, k, v, out, lse, mask, ctx.scale, ctx.causal)
+        else:
+            arrays = mask is None and kernel_grads(g, q, k, v, out, lse)
+            grads = arrays and (_attention_small.backward(*arrays, ctx.scale, ctx.causal) or
+                                _backward_kernel(*arrays, ctx.scale, ctx.causal))
         if grads:
-            return (*(Tensor._wrap(a) for a in grads), None, None)
-        if ember.is_grad_enabled():
+            return (*(Tensor._wrap(a, q.device) for a in grads), None, None, None)
+        if ember.is_grad_enabled() or lse.dtype != q.dtype:
             # NOTE: create_graph: the saved out and lse were made without a graph, so the
             # backward formulas would treat them as constants and second derivatives would
             # be wrong; recomputing them here puts their dependence on q, k, v in the graph.
-            out, lse = _forward_ops(q, k, v, ctx.scale, ctx.causal)
-        return (*_backward_ops(g, q, k, v, out, lse, ctx.scale, ctx.causal), None, None)
+            out, lse = _forward_ops(q, k, v, ctx.scale, ctx.causal, mask)
+        return (*_backward_ops(g, q, k, v, out, lse, ctx.scale, ctx.causal, mask), None, None,
+                None)
 
 
 def use_flash(query, key, value, attn_mask, dropout_p, enable_gqa=False):
-    """Whether scaled_dot_product_attention takes the blockwise path."""
+    """Whether scaled_dot_product_attention takes the blockwise path: without a mask, or on
+    a GPU with a boolean or additive one of the query's dtype that needs no gradient and
+    broadcasts to the scores (the CUDA kernels take it)."""
     if _hooks.tracer is not None:       # a trace records the ops, not the kernel
         return False
     lq, lk = tuple(query.shape[:-2]), tuple(key.shape[:-2])
     # grouped-query attention: each key/value head serves heads // kv_heads query heads
     gqa = enable_gqa and len(lq) == len(lk) > 0 and lq[:-1] == lk[:-1] and lq[-1] % lk[-1] == 0
-    if not (attn_mask is None and dropout_p == 0 and query.dim() >= 2 and
-            (lq == lk or gqa) and lk == tuple(value.shape[:-2]) and
-            query.dtype.is_floating_point):
+    if not (dropout_p == 0 and query.dim() >= 2 and (lq == lk or gqa) and
+            lk == tuple(value.shape[:-2]) and query.dtype.is_floating_point and
+            (attn_mask is None or _mask_fits(attn_mask, query, key))):
         return False
     scores = query.shape[-2] * key.shape[-2]
+    if type(query._data) is not np.ndarray:
+        from ..cuda import _attention as cuda_attention
+        if cuda_attention.applies(query._data, key._data, value._data):
+            return True     # the CUDA kernels: any size, and linear memory
+    if attn_mask is not None:   # (on the cpu the naive path's fused softmax is faster)
+        return False
     if _attention_small.applies(query._data, key._data, value._data):
         return True     # short keys: all heads in one kernel call beat the naive path
     return scores >= FLASH_MIN_SCORES or (
@@ -283,8 +322,20 @@ def use_flash(query, key, value, attn_mask, dropout_p, enable_gqa=False):
         and kernels.kernel("attn_fwd_tile", query._data.dtype) is not None)
 
 
-def flash_attention(query, key, value, is_causal=False, scale=None):
-    """``softmax(q k^T * scale) v`` (causal: top-left tril mask) computed blockwise.
+def _mask_fits(mask, query, key):
+    if mask.requires_grad or mask.device != query.device or not (
+            mask.dtype is ember.bool or mask.dtype == query.dtype):
+        return False
+    shape = tuple(query.shape[:-1]) + (key.shape[-2],)
+    try:
+        return ember.broadcast_shapes(tuple(mask.shape), shape) == shape
+    except RuntimeError:
+        return False
+
+
+def flash_attention(query, key, value, is_causal=False, scale=None, attn_mask=None):
+    """``softmax(q k^T * scale + mask) v`` (causal: top-left tril mask; a boolean
+    ``attn_mask`` keeps True) computed blockwise.
 
     Example:
         >>> import ember
@@ -293,4 +344,4 @@ def flash_attention(query, key, value, is_causal=False, scale=None):
         torch.Size([1, 600, 8])
     """
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    return _FlashAttention.apply(query, key, value, scale, is_causal)
+    return _FlashAttention.apply(query, key, value, scale, is_causal, attn_mask)

@@ -104,9 +104,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         tensor([0.6000, 0.8000])
     """
     _check_index(input)
-    if padding_idx is None and max_norm is None and not scale_grad_by_freq and not sparse:
-        return _embedding(weight, input)
     padding_idx = _padding(padding_idx, weight)
+    if max_norm is None and not scale_grad_by_freq and not sparse:
+        return _embedding(weight, input, -1 if padding_idx is None else padding_idx)
     flat = input.detach().cpu().numpy().reshape(-1).astype(np.int64)
     _check_embedding_range(flat, weight.shape[0])
     if max_norm is not None:

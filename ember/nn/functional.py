@@ -389,8 +389,15 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         1.3863
     """
     reduction = _legacy(size_average, reduce, reduction)
-    if not target.dtype.is_floating_point and weight is None and label_smoothing == 0:
-        return dispatch(_rows.cross_entropy_loss, (input, target, ignore_index, reduction), _E)
+    if label_smoothing > 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
+                           f"{label_smoothing:g}")
+    # NOTE: torch checks only the upper bound, and smooths only when the value is positive: a
+    # negative one is accepted and does nothing
+    label_smoothing = max(label_smoothing, 0.0)
+    if not target.dtype.is_floating_point and weight is None:
+        return dispatch(_rows.cross_entropy_loss, (input, target, ignore_index, reduction,
+                                                   label_smoothing), _E)
     logp = log_softmax(input, 1 if input.dim() > 1 else 0)
     if target.dtype.is_floating_point:           # class probabilities
         if tuple(target.shape) != tuple(input.shape):
@@ -570,7 +577,7 @@ def _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     if flash:
         # long sequences: blockwise online softmax, memory linear in the sequence length
-        return _attention.flash_attention(query, key, value, is_causal, scale)
+        return _attention.flash_attention(query, key, value, is_causal, scale, attn_mask)
     if enable_gqa and query.shape[-3] != key.shape[-3]:
         rep = query.shape[-3] // key.shape[-3]
         key, value = key.repeat_interleave(rep, -3), value.repeat_interleave(rep, -3)
@@ -583,6 +590,9 @@ def _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
         else:
             scores = scores + attn_mask
     attn = softmax(scores, -1)
+    if attn_mask is not None:
+        # NOTE: torch's safe softmax: a row every key of which is masked out gives zeros
+        attn = attn.masked_fill(scores.detach().amax(-1, keepdim=True) == float("-inf"), 0.0)
     if dropout_p > 0:
         attn = dropout(attn, dropout_p)
     return attn @ value

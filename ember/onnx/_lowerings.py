@@ -224,19 +224,31 @@ def _layer_norm(g, x, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 
 @lowering("embedding")
-def _embedding(g, weight, indices):
+def _embedding(g, weight, indices, padding_idx=-1):
     return g.op("Gather", weight, indices, axis=0)
 
 
 @lowering("cross_entropy_loss")
-def _cross_entropy(g, logits, target, ignore_index=-100, reduction="mean"):
-    if len(logits.shape) == 1:      # (one unbatched sample: a batch of one)
+def _cross_entropy(g, logits, target, ignore_index=-100, reduction="mean",
+                   label_smoothing=0.0):
+    shape, dt = logits.shape, g.out.dtype
+    if len(shape) == 1:      # (one unbatched sample: a batch of one)
         logits, target = (g.op("Unsqueeze", v, g.ints([0])) for v in (logits, target))
-        y = g.op("SoftmaxCrossEntropyLoss", logits, target, ignore_index=ignore_index,
-                 reduction=reduction)
-        return g.op("Squeeze", y, g.ints([0])) if reduction == "none" else y
-    return g.op("SoftmaxCrossEntropyLoss", logits, target, ignore_index=ignore_index,
-                reduction=reduction)
+    y = g.op("SoftmaxCrossEntropyLoss", logits, target, ignore_index=ignore_index,
+             reduction=reduction)
+    if label_smoothing:      # + eps / C of -sum(log_softmax) over the counted rows
+        ignored = g.op("Equal", target, g.scalar(ignore_index, _dtype.int64))
+        valid = g.op("Cast", g.op("Not", ignored), to=g.onnx_type(dt))
+        smooth = g.op("Mul", g.op("Neg", g.reduce("ReduceSum", g.op("LogSoftmax", logits,
+                                                                    axis=1), [1], False)), valid)
+        if reduction != "none":
+            axes = list(range(max(len(shape) - 1, 1)))
+            smooth = g.reduce("ReduceSum", smooth, axes, False)
+            if reduction == "mean":
+                smooth = g.op("Div", smooth, g.reduce("ReduceSum", valid, axes, False))
+        y = g.op("Add", g.op("Mul", y, g.scalar(1 - label_smoothing, dt)), g.op(
+            "Mul", smooth, g.scalar(label_smoothing / shape[1 if len(shape) > 1 else 0], dt)))
+    return g.op("Squeeze", y, g.ints([0])) if len(shape) == 1 and reduction == "none" else y
 
 
 # ---- reductions ------------------------------------------------------------------------------
