@@ -130,7 +130,8 @@ INDEX = {
     'decompositions': {
         'ops': (
             'geqrf', 'linalg_cholesky_ex', 'linalg_eig', 'linalg_eigh', 'linalg_eigvals',
-            'linalg_eigvalsh', 'linalg_lu_factor_ex', 'linalg_qr', 'linalg_svd', 'linalg_svdvals',
+            'linalg_eigvalsh', 'linalg_ldl_factor_ex', 'linalg_ldl_solve', 'linalg_lu_factor_ex',
+            'linalg_qr', 'linalg_svd', 'linalg_svdvals',
         ),
         'functions': (
             'geqrf',
