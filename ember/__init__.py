@@ -132,7 +132,7 @@ _CONFIG_NAMES = ("set_num_threads", "get_num_threads", "set_num_interop_threads"
                  "is_deterministic_algorithms_warn_only_enabled",
                  "set_deterministic_debug_mode", "get_deterministic_debug_mode",
                  "set_float32_matmul_precision", "get_float32_matmul_precision",
-                 "set_warn_always", "is_warn_always_enabled")
+                 "set_warn_always", "is_warn_always_enabled", "set_flush_denormal")
 
 # torch's legacy tensor types and typed storages (FloatTensor, FloatStorage...), typename and
 # set_default_tensor_type: made on first use
@@ -143,7 +143,8 @@ _LEGACY_NAMES = ("typename", "set_default_tensor_type") + tuple(
 
 
 _EXTRA_NAMES = ("Stream", "Event", "OutOfMemoryError", "AcceleratorError", "FatalError",
-                "JITException", "cond", "while_loop", "init_num_threads")
+                "JITException", "cond", "while_loop", "init_num_threads",
+                "profiler_allow_cudagraph_cupti_lazy_reinit_cuda12")
 
 
 def __getattr__(name):

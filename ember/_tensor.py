@@ -66,6 +66,13 @@ def parse_to_args(args, dtype=None, device=None):
     return dtype, device
 
 
+def _cast_grad(t):
+    """A post-accumulate hook: the gradient to the leaf's ``grad_dtype``."""
+    d = t.__dict__["_grad_dtype"]
+    if d is not None and t.grad is not None and t.grad.dtype != d:
+        t.grad = t.grad.to(d)
+
+
 class Tensor(_cext.TensorBase if _cext is not None else object):
     """A multi-dimensional array with autograd, like ``torch.Tensor``.
 
@@ -280,6 +287,34 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
     @property
     def is_leaf(self):
         return self.grad_fn is None
+
+    # NOTE: torch's Tensor.name is a read-only attribute that is always None (named tensors'
+    # names are ``names``)
+    name = property(lambda self: None)
+
+    @property
+    def grad_dtype(self):
+        """The dtype of the gradient accumulated into this leaf (its own dtype unless set; None
+        leaves it as backward computed it).
+
+        Example:
+            >>> x = ember.ones(2, requires_grad=True)
+            >>> x.grad_dtype = ember.float64
+            >>> (x * 2).sum().backward()
+            >>> x.grad
+            tensor([2., 2.], dtype=torch.float64)
+        """
+        if self.grad_fn is not None:
+            raise RuntimeError("grad_dtype can only be accessed on leaf tensors.")
+        return self.__dict__.get("_grad_dtype", self.dtype)
+
+    @grad_dtype.setter
+    def grad_dtype(self, value):
+        if self.grad_fn is not None:
+            raise RuntimeError("grad_dtype can only be set on leaf tensors.")
+        if "_grad_dtype" not in self.__dict__:      # (cast before the user's hooks see it)
+            self._post_acc_hooks = [_cast_grad] + list(self._post_acc_hooks or ())
+        self.__dict__["_grad_dtype"] = value
 
     def _grad_accumulator(self):
         acc = self._grad_acc

@@ -15,6 +15,8 @@ import math
 import ember
 
 from . import return_types
+from ._dtype import _SCALAR_NAMES
+from .autograd.composite import recorded_as
 from ._ops import _function
 from ._ops.decompositions import (linalg_cholesky_ex, linalg_eig, linalg_eigh,
                                   linalg_eigvals, linalg_eigvalsh, linalg_ldl_factor_ex,
@@ -225,9 +227,28 @@ def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
     return A.diagonal(offset, dim1, dim2)
 
 
+@recorded_as("LinalgHouseholderProductBackward0")
 def householder_product(A, tau):
     """The first n columns of ``H_1 ... H_k``, ``H_i = I - tau_i v_i v_i^H`` with ``v_i`` the
     unit-diagonal lower part of column i of A (LAPACK's orgqr)."""
+    name = "torch.linalg.householder_product"
+    if A.dim() < 2:
+        raise RuntimeError(f"{name}: input must have at least 2 dimensions.")
+    if A.shape[-2] < A.shape[-1]:
+        raise RuntimeError(f"{name}: input.shape[-2] must be greater than or equal to "
+                           "input.shape[-1]")
+    if A.shape[-1] < tau.shape[-1]:
+        raise RuntimeError(f"{name}: input.shape[-1] must be greater than or equal to "
+                           "tau.shape[-1]")
+    if A.dim() - tau.dim() != 1:
+        raise RuntimeError(f"{name}: Expected tau to have one dimension less than input, but got "
+                           f"tau.ndim equal to {tau.dim()} and input.ndim is equal to {A.dim()}")
+    if tuple(tau.shape[:-1]) != tuple(A.shape[:-2]):
+        raise RuntimeError(f"{name}: Expected batch dimensions of tau to be equal to "
+                           f"input.shape[:-2], but got {list(tau.shape[:-1])}")
+    if tau.dtype != A.dtype:
+        raise RuntimeError(f"{name}: tau dtype {_SCALAR_NAMES[tau.dtype.name]} does not match "
+                           f"input dtype {_SCALAR_NAMES[A.dtype.name]}")
     m, n = A.shape[-2], A.shape[-1]
     k = tau.shape[-1]
     eye = ember.eye(m, dtype=A.dtype, device=A.device)

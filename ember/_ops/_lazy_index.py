@@ -223,13 +223,13 @@ INDEX = {
     },
     'counting': {
         'ops': (
-            'bincount', 'histc', 'histogram', 'unique', 'unique_consecutive',
+            'bincount', 'hash_tensor', 'histc', 'histogram', 'unique', 'unique_consecutive',
         ),
         'functions': (
-            'bincount', 'histc', 'histogram', 'unique', 'unique_consecutive',
+            'bincount', 'hash_tensor', 'histc', 'histogram', 'unique', 'unique_consecutive',
         ),
         'methods': (
-            'bincount', 'histc', 'histogram', 'unique', 'unique_consecutive',
+            'bincount', 'hash_tensor', 'histc', 'histogram', 'unique', 'unique_consecutive',
         ),
     },
     'nn': {
@@ -338,11 +338,11 @@ INDEX = {
         'ops': (
         ),
         'functions': (
-            'corrcoef', 'cov', 'cumulative_trapezoid', 'dist', 'gradient', 'histogramdd', 'renorm',
-            'segment_reduce', 'trapezoid', 'trapz',
+            'corrcoef', 'cov', 'cumulative_trapezoid', 'dist', 'gradient', 'histogramdd', 'orgqr',
+            'ormqr', 'renorm', 'segment_reduce', 'trapezoid', 'trapz',
         ),
         'methods': (
-            'corrcoef', 'cov', 'dist', 'renorm', 'renorm_',
+            'corrcoef', 'cov', 'dist', 'orgqr', 'ormqr', 'renorm', 'renorm_',
         ),
     },
     '._aten_nn': {

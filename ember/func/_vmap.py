@@ -753,6 +753,15 @@ def _ldl_solve(opdef, level, args, kwargs):
     return _map_out(opdef(*lifted, hermitian=a.get("hermitian", False)), level)
 
 
+def _slice_inverse(opdef, level, args, kwargs):
+    """slice_inverse: as a function of values (src with the slice replaced by input, which it
+    is where valid: batched examples do not share one storage the strides could reach)."""
+    n, a = _size(level), {**opdef.defaults, **dict(zip(opdef.params, args)), **kwargs}
+    x, src = (lift_one(a[k], level, n) for k in ("input", "src"))
+    dim = a["dim"] % a["src"].dim() + 1
+    return _map_out(ember.slice_scatter(src, x, dim, a["start"], a["end"], a["step"]), level)
+
+
 def _index_expanded(idx, like, d):
     """A batched 1-D index (N, k) shaped and expanded for ``gather``/``scatter`` along physical
     dim ``d`` of ``like`` (N, ...), whose size there becomes k."""
@@ -1097,7 +1106,7 @@ _BROADCAST = {"clone", "contiguous", "real", "imag", "complex", "polar", "isclos
               "special_shifted_chebyshev_polynomial_w"}
 RULES.update({
     "cdist": _all_lifted, "linalg_solve": _all_lifted, "linalg_solve_triangular": _all_lifted,
-    "linalg_ldl_solve": _ldl_solve,
+    "linalg_ldl_solve": _ldl_solve, "slice_inverse": _slice_inverse,
     "linalg_lstsq": _all_lifted, "searchsorted": _searchsorted, "bucketize": _bucketize,
     "isin": _isin, "histc": _histc, "quantile": _quantile, "nanquantile": _quantile,
     "native_batch_norm": _batch_norm, "native_group_norm": _group_norm,

@@ -1,0 +1,177 @@
+"""torch's remaining dense names, each against torch 2.13: linalg.ldl_*, orgqr/ormqr,
+hash_tensor, slice_inverse, grad_dtype, set_flush_denormal, the float8 dtypes, embedding_bag,
+lobpcg, SyncBatchNorm, LinearCrossEntropyLoss, scaled_mm and grouped_mm."""
+import numpy as np
+import pytest
+import torch
+
+import ember
+
+
+def _pair(a):
+    return torch.tensor(a), ember.tensor(a)
+
+
+def _matrix(rng, shape, complex_=False):
+    a = rng.standard_normal(shape)
+    return a + 1j * rng.standard_normal(shape) if complex_ else a
+
+
+# ---- linalg.ldl_factor / ldl_solve --------------------------------------------------------------
+
+@pytest.mark.parametrize("complex_", [False, True])
+@pytest.mark.parametrize("hermitian", [False, True])
+def test_ldl_pivots_and_solutions_equal_torch(complex_, hermitian):
+    rng = np.random.default_rng(int(complex_) * 2 + hermitian)
+    for trial in range(40):
+        n = int(rng.integers(1, 9))
+        a = _matrix(rng, (n, n), complex_)
+        if trial % 3 == 0:      # small diagonal entries: 2x2 pivots and interchanges
+            a[np.diag_indices(n)] *= 0.01
+        if trial % 7 == 0:      # a zero column: info > 0
+            a[:, 0] = a[0, :] = 0
+        t, e = _pair(a)
+        ft = torch.linalg.ldl_factor_ex(t, hermitian=hermitian)
+        fe = ember.linalg.ldl_factor_ex(e, hermitian=hermitian)
+        assert fe.pivots.dtype is ember.int32
+        np.testing.assert_array_equal(fe.pivots.numpy(), ft.pivots.numpy())
+        assert int(fe.info) == int(ft.info)
+        np.testing.assert_allclose(fe.LD.numpy(), ft.LD.numpy(), atol=1e-10)
+        if int(ft.info) == 0:
+            b = _matrix(rng, (n, 3), complex_)
+            xt = torch.linalg.ldl_solve(ft.LD, ft.pivots, torch.tensor(b), hermitian=hermitian)
+            xe = ember.linalg.ldl_solve(fe.LD, fe.pivots, ember.tensor(b), hermitian=hermitian)
+            np.testing.assert_allclose(xe.numpy(), xt.numpy(), rtol=1e-8, atol=1e-8)
+
+
+def test_ldl_batched_broadcast_and_errors():
+    rng = np.random.default_rng(5)
+    a, b = _matrix(rng, (2, 5, 5)), _matrix(rng, (3, 1, 5, 2))
+    (ta, ea), (tb, eb) = _pair(a), _pair(b)
+    LDt, pt = torch.linalg.ldl_factor(ta)
+    LDe, pe = ember.linalg.ldl_factor(ea)
+    np.testing.assert_array_equal(pe.numpy(), pt.numpy())
+    # (torch 2.13 crashes broadcasting these batch shapes itself: it gets them expanded)
+    xt = torch.linalg.ldl_solve(LDt.expand(3, 2, 5, 5), pt.expand(3, 2, 5), tb.expand(3, 2, 5, 2))
+    xe = ember.linalg.ldl_solve(LDe, pe, eb)
+    assert xe.shape == xt.shape == (3, 2, 5, 2)
+    np.testing.assert_allclose(xe.numpy(), xt.numpy(), rtol=1e-9, atol=1e-9)
+    with pytest.raises(RuntimeError, match="Unknown error code: 1"):
+        ember.linalg.ldl_factor(ember.zeros(3, 3))
+    with pytest.raises(NotImplementedError, match="derivative for 'linalg_ldl_factor_ex'"):
+        ember.linalg.ldl_factor(ea.requires_grad_())[0].sum().backward()
+    big = _matrix(rng, (100, 100))      # LAPACK's blocked path: the same pivots
+    np.testing.assert_array_equal(ember.linalg.ldl_factor(ember.tensor(big)).pivots.numpy(),
+                                  torch.linalg.ldl_factor(torch.tensor(big)).pivots.numpy())
+
+
+# ---- orgqr / ormqr ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("complex_", [False, True])
+@pytest.mark.parametrize("left,transpose", [(True, False), (True, True), (False, False),
+                                            (False, True)])
+def test_ormqr_values_gradients_and_nodes(complex_, left, transpose):
+    rng = np.random.default_rng(int(left) * 2 + transpose)
+    for shape, c_shape in [((5, 3), (5, 2) if left else (2, 5)), ((2, 4, 4), (2, 4, 3) if left
+                                                                   else (2, 3, 4))]:
+        a0, c0 = _matrix(rng, shape, complex_), _matrix(rng, c_shape, complex_)
+        got = []
+        for lib in (torch, ember):
+            a, tau = lib.geqrf(lib.tensor(a0))
+            a, tau, c = a.requires_grad_(), tau.requires_grad_(), lib.tensor(c0).requires_grad_()
+            r = lib.ormqr(a, tau, c, left, transpose)
+            r.abs().sum().backward()
+            q = a.orgqr(tau)
+            got.append([r.detach().numpy(), a.grad.numpy(), tau.grad.numpy(), c.grad.numpy(),
+                        q.detach().numpy(), type(r.grad_fn).__name__, type(q.grad_fn).__name__])
+        for x, y in zip(*got):
+            if isinstance(x, str):
+                assert x == y
+            else:
+                np.testing.assert_allclose(y, x, atol=1e-10)
+
+
+@pytest.mark.parametrize("call", [
+    lambda L, a, t: L.ormqr(a, t, L.ones(4, 2, dtype=L.float64)),
+    lambda L, a, t: L.ormqr(a, t, L.ones(2, 4, dtype=L.float64), left=False),
+    lambda L, a, t: L.ormqr(a, t, L.ones(5, 2)),
+    lambda L, a, t: L.ormqr(a, t[:2], L.ones(5, 2, dtype=L.float64)),
+    lambda L, a, t: L.ormqr(a, t, L.ones(5, dtype=L.float64)),
+    lambda L, a, t: L.ormqr(a, t, L.ones(2, 5, 2, dtype=L.float64)),
+    lambda L, a, t: L.orgqr(a.mT, t[:2]),
+    lambda L, a, t: L.orgqr(a, L.ones(4, dtype=L.float64)),
+    lambda L, a, t: L.orgqr(a, t.float()),
+    lambda L, a, t: L.orgqr(a, t[None])])
+def test_ormqr_orgqr_errors_as_torch(call):
+    a0 = np.random.default_rng(0).standard_normal((5, 3))
+    msgs = []
+    for lib in (torch, ember):
+        a, tau = lib.geqrf(lib.tensor(a0))
+        with pytest.raises(RuntimeError) as info:
+            call(lib, a, tau)
+        msgs.append(str(info.value))
+    assert msgs[1] == msgs[0]
+
+
+# ---- hash_tensor, slice_inverse, name, grad_dtype, set_flush_denormal ---------------------------
+
+def test_hash_tensor_bits():
+    x = [float("nan"), -0.0, 1.5, -2.0, float("inf")]
+    assert int(ember.hash_tensor(ember.tensor(x))) == int(torch.hash_tensor(torch.tensor(x)))
+    for d in ("int8", "uint8", "bool", "float16", "bfloat16"):
+        t = torch.tensor([[1, -3, 2], [0, 5, 1]]).to(getattr(torch, d))
+        e = ember.tensor([[1, -3, 2], [0, 5, 1]]).to(getattr(ember, d))
+        assert ember.hash_tensor(e, 1).tolist() == torch.hash_tensor(t, 1).tolist()
+    assert ember.hash_tensor(ember.ones(2, requires_grad=True)).grad_fn is None
+
+
+def test_slice_inverse_views_the_base_and_routes_gradients():
+    for lib in (torch, ember):
+        base = lib.arange(10.).reshape(5, 2)[1:]
+        r = base[1:3].slice_inverse(base, 0, 1, 3)
+        assert r.tolist() == base.tolist() and r.storage_offset() == 2
+        assert r.data_ptr() == base.data_ptr()
+    got = []
+    for lib in (torch, ember):
+        x = lib.ones(4, requires_grad=True)
+        b = x * lib.arange(4.)
+        r = lib.slice_inverse(b[1:3], b, 0, 1, 3)
+        (r * lib.arange(1., 5.)).sum().backward()
+        got.append((x.grad.tolist(), type(r.grad_fn).__name__))
+    assert got[0] == got[1]
+
+
+@pytest.mark.filterwarnings("ignore:The .grad attribute")
+def test_name_and_grad_dtype():
+    x = ember.ones(3)
+    assert x.name is None and ember.arange(3).grad_dtype is ember.int64
+    with pytest.raises(AttributeError):
+        x.name = "w"
+    grads = []
+    for lib in (torch, ember):
+        x = lib.ones(3, requires_grad=True)
+        x.grad_dtype = lib.float64
+        (x * 0.1).sum().backward()
+        (x * 0.7).sum().backward()
+        grads.append((str(x.grad.dtype), x.grad.tolist(), str(x.grad_dtype)))
+        with pytest.raises(RuntimeError, match="grad_dtype can only be accessed on leaf"):
+            (x * 2).grad_dtype
+        with pytest.raises(RuntimeError, match="grad_dtype can only be set on leaf"):
+            (x * 2).grad_dtype = None
+    assert grads[0] == grads[1]
+
+
+def test_set_flush_denormal_and_flags():
+    import platform
+    expected = platform.machine() in ("x86_64", "AMD64")
+    try:
+        assert ember.set_flush_denormal(True) is expected
+        if expected:
+            assert float(ember.tensor([1e-40]) * 1.0) == 0.0
+            assert float(ember.tensor([1e-320], dtype=ember.float64) * 1.0) == 0.0
+    finally:
+        assert ember.set_flush_denormal(False) is expected
+    assert float(ember.tensor([1e-40]) * 1.0) > 0
+    assert ember.profiler_allow_cudagraph_cupti_lazy_reinit_cuda12() is \
+        torch.profiler_allow_cudagraph_cupti_lazy_reinit_cuda12()
+    assert ember.fft.Tensor is ember.Tensor
