@@ -17,7 +17,7 @@ from .autograd.graph import AccumulateGrad
 
 _BY_NP = _dtype._BY_NP
 # dtypes whose NumPy scalars aren't Python numbers: tolist() goes through float32
-_NO_PY_SCALARS = (_dtype.bfloat16, _dtype.float8_e4m3fn, _dtype.float8_e5m2)
+_NO_PY_SCALARS = (_dtype.bfloat16,) + tuple(d for d in _dtype.ALL if d._rank == 0 and d.category == _dtype._FLOAT)
 _PY_SCALARS = (float, int, bool, complex)
 _new = object.__new__
 TF_CLASSES = set()      # Tensor subclasses defining __torch_function__ (ember/overrides)

@@ -175,3 +175,36 @@ def test_set_flush_denormal_and_flags():
     assert ember.profiler_allow_cudagraph_cupti_lazy_reinit_cuda12() is \
         torch.profiler_allow_cudagraph_cupti_lazy_reinit_cuda12()
     assert ember.fft.Tensor is ember.Tensor
+
+
+# ---- float8_e4m3fnuz, float8_e5m2fnuz, float8_e8m0fnu ----------------------------------------
+
+F8 = ["float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu"]
+
+
+@pytest.mark.parametrize("name", F8)
+def test_float8_conversions_bit_for_bit(name):
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.standard_normal(3000) * np.exp(rng.uniform(-100, 100, 3000)),
+                        [0, -0.0, np.inf, -np.inf, np.nan, 1e-45, 3e38, 1.5, 3, 0.75, 2 ** -127,
+                         2 ** -128, 1.5 * 2 ** -126, 1000, 240, 57344, 61440]])
+    td, ed = getattr(torch, name), getattr(ember, name)
+    for src in (np.float64, np.float32, np.float16):
+        with np.errstate(over="ignore"):
+            a = x.astype(src)
+        t, e = torch.tensor(a).to(td), ember.tensor(a).to(ed)
+        np.testing.assert_array_equal(e.view(ember.uint8).numpy(), t.view(torch.uint8).numpy())
+    every = np.arange(256, dtype=np.uint8)
+    back_t = torch.tensor(every).view(td).double().numpy()
+    back_e = ember.tensor(every).view(ed).double().numpy()
+    np.testing.assert_array_equal(back_e, back_t)
+    for make in (lambda L, d: L.zeros(3, dtype=d), lambda L, d: L.full((2,), 3.0, dtype=d),
+                 lambda L, d: L.cat([L.ones(2, dtype=d), L.zeros(1, dtype=d)])):
+        assert make(ember, ed).view(ember.uint8).tolist() == \
+            make(torch, td).view(torch.uint8).tolist()
+    assert (ed.is_signed, ed.itemsize, ed.is_floating_point, repr(ed)) == \
+        (td.is_signed, td.itemsize, td.is_floating_point, repr(td))
+    assert str(ember.finfo(ed)) == str(torch.finfo(td))
+    with pytest.raises(RuntimeError, match="Promotion for Float8 Types is not supported"):
+        ember.promote_types(ed, ember.float32)
+    assert repr(ember.tensor([1.5, 0.25, 8.0]).to(ed)) == repr(torch.tensor([1.5, 0.25, 8.0]).to(td))
