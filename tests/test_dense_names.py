@@ -208,3 +208,33 @@ def test_float8_conversions_bit_for_bit(name):
     with pytest.raises(RuntimeError, match="Promotion for Float8 Types is not supported"):
         ember.promote_types(ed, ember.float32)
     assert repr(ember.tensor([1.5, 0.25, 8.0]).to(ed)) == repr(torch.tensor([1.5, 0.25, 8.0]).to(td))
+
+
+# ---- nn.LinearCrossEntropyLoss -------------------------------------------------------------------
+
+def test_linear_cross_entropy_loss_module():
+    rng = np.random.default_rng(0)
+    w, b = rng.standard_normal((120, 5)), rng.standard_normal(120)
+    x, y = rng.standard_normal((2, 5)), rng.integers(0, 10, (2, 4, 3))
+    out = []
+    for lib in (torch, ember):
+        m = lib.nn.LinearCrossEntropyLoss(5, 10, out_features=(4, 3), bias=True,
+                                          dtype=lib.float64, label_smoothing=0.1,
+                                          options=lib.nn.LinearCrossEntropyOptions())
+        m.linear.weight.data.copy_(lib.tensor(w))
+        m.linear.bias.data.copy_(lib.tensor(b))
+        loss = m(lib.tensor(x), lib.tensor(y))
+        loss.backward()
+        out.append((loss.item(), m.linear.weight.grad.numpy(), repr(m), repr(m.options)))
+    np.testing.assert_allclose(out[1][0], out[0][0], rtol=1e-12)
+    np.testing.assert_allclose(out[1][1], out[0][1], atol=1e-12)
+    assert out[1][2:] == out[0][2:]
+    for lib in (torch, ember):
+        o = lib.nn.LinearCrossEntropyOptions(chunking_method="aspect_ratio:4")
+        assert o._compute_batch_chunk_size(4096, 512, 32000) == 32
+        for bad in (dict(acc_policy="fast"), dict(chunking_method="rows"),
+                    dict(batch_chunk_size=0), dict(acc_dtype=lib.int32)):
+            with pytest.raises(ValueError):
+                lib.nn.LinearCrossEntropyOptions(**bad)
+        with pytest.raises(RuntimeError, match="expected weight shape to be"):
+            lib.nn.LinearCrossEntropyLoss(5, 10, weight=lib.ones(3))
