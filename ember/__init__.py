@@ -207,6 +207,9 @@ def __getattr__(name):
         return importlib.import_module(".library", __name__).ops
     if name in ("DisableTorchFunction", "DisableTorchFunctionSubclass"):
         return getattr(importlib.import_module(".overrides", __name__), name)
+    if name == "lobpcg":
+        fn = globals()[name] = importlib.import_module("._lobpcg", __name__).lobpcg
+        return fn
     if name in ("from_dlpack", "to_dlpack"):
         fn = getattr(importlib.import_module("._dlpack", __name__), name)
         globals()[name] = fn
@@ -240,4 +243,4 @@ def __dir__():
     return sorted(set(globals()) | set(_ops.lazy.FUNCTIONS) | set(_AUTOCAST_NAMES) |
                   set(_CONFIG_NAMES) | set(_LEGACY_NAMES) |
                   {"save", "load", "set_printoptions", "svd_lowrank", "pca_lowrank", "GradScaler",
-                   "from_dlpack", "to_dlpack", "compile"})
+                   "from_dlpack", "to_dlpack", "compile", "lobpcg"})

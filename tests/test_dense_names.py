@@ -238,3 +238,57 @@ def test_linear_cross_entropy_loss_module():
                 lib.nn.LinearCrossEntropyOptions(**bad)
         with pytest.raises(RuntimeError, match="expected weight shape to be"):
             lib.nn.LinearCrossEntropyLoss(5, 10, weight=lib.ones(3))
+
+
+# ---- lobpcg ------------------------------------------------------------------------------------
+
+def _spd(rng, m, batch=()):
+    q = np.linalg.qr(rng.standard_normal(batch + (m, m)))[0]
+    ev = rng.uniform(1, 10, batch + (m,))
+    a = (q * ev[..., None, :]) @ np.swapaxes(q, -1, -2)
+    return (a + np.swapaxes(a, -1, -2)) / 2, ev
+
+
+@pytest.mark.parametrize("method", ["ortho", "basic"])
+@pytest.mark.parametrize("largest", [True, False])
+def test_lobpcg_eigenpairs_equal_torch(method, largest):
+    rng = np.random.default_rng(int(largest) + 2 * (method == "basic"))
+    for trial in range(4):
+        m, k = int(rng.integers(12, 40)), int(rng.integers(1, 4))
+        a, ev = _spd(rng, m)
+        x = rng.standard_normal((m, k + trial % 2))
+        b = None
+        if trial == 3:      # a generalized problem
+            c = rng.standard_normal((m, m))
+            b = c @ c.T / m + np.eye(m)
+        out = []
+        for lib in (torch, ember):
+            out.append(lib.lobpcg(lib.tensor(a), k=k, B=None if b is None else lib.tensor(b),
+                                  X=lib.tensor(x), largest=largest, method=method))
+        (Et, Xt), (Ee, Xe) = out
+        np.testing.assert_allclose(Ee.numpy(), Et.numpy(), rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(np.abs(Xe.numpy()), np.abs(Xt.numpy()), atol=1e-6)
+        if b is None and method == "ortho":     # (basic may settle on a repeated pair, as torch)
+            want = np.sort(ev)[::-1][:k] if largest else np.sort(ev)[:k]
+            np.testing.assert_allclose(Ee.numpy(), want, rtol=1e-10)
+
+
+def test_lobpcg_batched_gradient_and_errors():
+    rng = np.random.default_rng(7)
+    a, ev = _spd(rng, 15, (2,))
+    x = rng.standard_normal((2, 15, 2))
+    E, X = ember.lobpcg(ember.tensor(a), X=ember.tensor(x))
+    assert E.shape == (2, 2) and X.shape == (2, 15, 2)
+    np.testing.assert_allclose(E.numpy(), np.sort(ev, -1)[:, ::-1][:, :2], rtol=1e-10)
+    E, X = ember.lobpcg(ember.tensor(a[0]), k=2)        # a random start
+    np.testing.assert_allclose(E.numpy(), np.sort(ev[0])[::-1][:2], rtol=1e-8)
+    grads = []
+    for lib in (torch, ember):
+        A = lib.tensor(a[0]).requires_grad_()
+        E, _ = lib.lobpcg(A, X=lib.tensor(x[0]))
+        (E * lib.tensor([1.0, 3.0], dtype=lib.float64)).sum().backward()
+        grads.append(A.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], atol=1e-8)
+    for lib in (torch, ember):
+        with pytest.raises(ValueError, match="LOBPCG algorithm is not applicable"):
+            lib.lobpcg(lib.eye(5, dtype=lib.float64), k=2)
