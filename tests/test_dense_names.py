@@ -292,3 +292,73 @@ def test_lobpcg_batched_gradient_and_errors():
     for lib in (torch, ember):
         with pytest.raises(ValueError, match="LOBPCG algorithm is not applicable"):
             lib.lobpcg(lib.eye(5, dtype=lib.float64), k=2)
+
+
+# ---- nn.SyncBatchNorm ----------------------------------------------------------------------------
+
+def _bn_data():
+    rng = np.random.default_rng(3)
+    return rng.standard_normal((6, 3, 4)) * 2 + 1, rng.standard_normal((6, 3, 4))
+
+
+def _sync_bn_rank(rank, n, init_method):
+    import ember.distributed as dist
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=n)
+    x, g = _bn_data()
+    rows = slice(rank * 3, rank * 3 + 3) if n == 2 else slice(None)
+    model = ember.nn.Sequential(ember.nn.BatchNorm1d(3, momentum=0.3, dtype=ember.float64))
+    model = ember.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    bn = model[0]
+    with ember.no_grad():
+        bn.weight.copy_(ember.tensor([1.0, 2.0, -0.5]))
+        bn.bias.copy_(ember.tensor([0.1, 0.0, 0.3]))
+    xi = ember.tensor(x[rows]).requires_grad_()
+    for _ in range(2):
+        y = model(xi)
+    (y * ember.tensor(g[rows])).sum().backward()
+    ref_bn = torch.nn.BatchNorm1d(3, momentum=0.3, dtype=torch.float64)
+    with torch.no_grad():
+        ref_bn.weight.copy_(torch.tensor([1.0, 2.0, -0.5]))
+        ref_bn.bias.copy_(torch.tensor([0.1, 0.0, 0.3]))
+    xt = torch.tensor(x).requires_grad_()
+    for _ in range(2):
+        yt = ref_bn(xt)
+    (yt * torch.tensor(g)).sum().backward()
+    np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy()[rows], atol=1e-12)
+    np.testing.assert_allclose(xi.grad.numpy(), xt.grad.numpy()[rows], atol=1e-12)
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        np.testing.assert_allclose(getattr(bn, name).numpy(), getattr(ref_bn, name).numpy(),
+                                   atol=1e-12)
+    gw = bn.weight.grad.clone()     # (each rank's share: their sum is the whole batch's)
+    dist.all_reduce(gw)
+    np.testing.assert_allclose(gw.numpy(), ref_bn.weight.grad.numpy(), atol=1e-12)
+    assert type(bn).__name__ == "SyncBatchNorm" and bn.num_batches_tracked.item() == 2
+    dist.destroy_process_group()
+
+
+def test_sync_batch_norm_single_process_is_batch_norm():
+    x, _ = _bn_data()
+    out = []
+    for lib in (torch, ember):
+        bn = lib.nn.SyncBatchNorm(3, dtype=lib.float64)
+        y = bn(lib.tensor(x))
+        bn.eval()
+        out.append((y.detach().numpy(), bn(lib.tensor(x)).detach().numpy(),
+                    bn.running_var.numpy(), repr(bn)))
+        with pytest.raises(ValueError, match="expected at least 2D input"):
+            bn(lib.ones(3, dtype=lib.float64))
+        with pytest.raises(ValueError, match="number of input channels should be non-zero"):
+            lib.nn.SyncBatchNorm(0)(lib.ones(2, 0))
+    for a, b in zip(*out):
+        assert a == b if isinstance(a, str) else np.allclose(a, b, atol=1e-12)
+
+
+@pytest.mark.skipif(not pytest.importorskip("mpi4py"), reason="needs mpi4py")
+def test_sync_batch_norm_two_ranks_equal_batch_norm_on_the_whole_batch():
+    import socket
+
+    import ember.multiprocessing as mp
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_sync_bn_rank, args=(2, f"tcp://127.0.0.1:{port}"), nprocs=2)

@@ -3,7 +3,8 @@ from .activation import *  # noqa: F401,F403
 from .activation import PReLU, Softmax2d  # noqa: F401
 from .adaptive import AdaptiveLogSoftmaxWithLoss, CrossMapLRN2d  # noqa: F401
 from .batchnorm import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm,  # noqa: F401
-                        InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm)
+                        InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm,
+                        SyncBatchNorm)
 from .conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,  # noqa: F401
                    ConvTranspose3d)
 from .container import (Container, ModuleDict, ModuleList, ParameterDict,  # noqa: F401
