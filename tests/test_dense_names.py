@@ -467,3 +467,42 @@ def test_grouped_mm_gradients_and_enums():
         assert {k: int(v) for k, v in E.__members__.items()} == \
             {k: int(v) for k, v in T.__members__.items()}
         assert repr(list(E)[1]) == repr(list(T.__members__.values())[1])
+
+
+# ---- torch.embedding_bag (aten's, with its bookkeeping outputs) ----------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("mode", [0, 1, 2])
+def test_embedding_bag_four_outputs(dtype, mode):
+    w0 = np.random.default_rng(0).standard_normal((6, 3))
+    psw = np.random.default_rng(1).standard_normal(6)
+    idx = [0, 2, 1, 4, 5, 5]
+    for kw in (dict(), dict(include_last_offset=True), dict(padding_idx=5),
+               dict(per_sample_weights=True), dict(scale_grad_by_freq=True),
+               dict(padding_idx=0, include_last_offset=True)):
+        if kw.get("per_sample_weights") and mode:
+            continue
+        off = [0, 2, 2, 6] if kw.get("include_last_offset") else [0, 2, 2, 5]
+        got = []
+        for L in (torch, ember):
+            d = getattr(L, dtype)
+            w = L.tensor(w0, dtype=d).requires_grad_()
+            r = L.embedding_bag(w, L.tensor(idx), L.tensor(off), kw.get("scale_grad_by_freq", False),
+                                mode, False, L.tensor(psw, dtype=d) if "per_sample_weights" in kw
+                                else None, kw.get("include_last_offset", False),
+                                kw.get("padding_idx"))
+            (r[0] * L.arange(r[0].numel(), dtype=d).reshape(r[0].shape)).sum().backward()
+            got.append([r[0].detach().numpy(), *(t.numpy() for t in r[1:]), w.grad.numpy(),
+                        type(r[0].grad_fn).__name__, [str(t.dtype) for t in r]])
+        for x, y in zip(*got):
+            if isinstance(x, np.ndarray):
+                assert x.shape == y.shape, kw
+                np.testing.assert_allclose(y, x, rtol=1e-6, atol=1e-6)
+            else:
+                assert x == y, kw
+    for L in (torch, ember):
+        w = L.ones(3, 2)
+        with pytest.raises(RuntimeError, match="`mode` must be sum, mean, or max"):
+            L.embedding_bag(w, L.tensor([0, 1]), L.tensor([0]), False, 3)
+        with pytest.raises(RuntimeError, match="offsets\\[0\\] has to be 0"):
+            L.embedding_bag(w, L.tensor([0, 1]), L.tensor([1]))
