@@ -212,6 +212,7 @@ def test_float8_conversions_bit_for_bit(name):
 
 # ---- nn.LinearCrossEntropyLoss -------------------------------------------------------------------
 
+@pytest.mark.filterwarnings("ignore:linear_cross_entropy")
 def test_linear_cross_entropy_loss_module():
     rng = np.random.default_rng(0)
     w, b = rng.standard_normal((120, 5)), rng.standard_normal(120)
