@@ -213,8 +213,8 @@ def lobpcg(A, k=None, B=None, X=None, n=None, iK=None, niter=None, tol=None, lar
     ``"basic"``); ``X`` (m, n) is the first guess (random when None), ``iK`` a
     preconditioner, ``tracker(worker)`` is called after each iteration.
 
-    Gradients reach a dense A through the eigenvalues (``dE_i = u_i^T dA u_i``, A
-    symmetrized as torch does); the eigenvectors are returned without history.
+    Gradients reach a dense A (symmetrized first, as torch does) through torch's formulas for
+    the eigenvalues and eigenvectors; not through B.
 
     Example:
         >>> A = ember.diag(ember.arange(1., 13.))
@@ -229,13 +229,70 @@ def lobpcg(A, k=None, B=None, X=None, n=None, iK=None, niter=None, tol=None, lar
     if A.is_sparse or not (A.requires_grad or B is not None and B.requires_grad):
         return _lobpcg(A, k, B, X, n, iK, niter, tol, largest, method, tracker, ortho_iparams,
                        ortho_fparams, ortho_bparams)
-    A_sym = (A + A.mT) / 2
-    with ember.no_grad():
-        E, U = _lobpcg(A_sym, k, None if B is None else (B + B.mT) / 2, X, n, iK, niter, tol,
-                       largest, method, tracker, ortho_iparams, ortho_fparams, ortho_bparams)
-    if B is None:       # (first order in A: E_i = u_i^T A u_i for the B-orthonormal u_i)
-        E = (U * (A_sym @ U)).sum(-2)
-    return E, U
+    # NOTE: as torch, A (and B) are symmetrized first so that A.grad is symmetric
+    return _LOBPCGFunction.apply((A + A.mT) / 2, None if B is None else (B + B.mT) / 2, largest,
+                                 (k, X, n, iK, niter, tol, largest, method, tracker,
+                                  ortho_iparams, ortho_fparams, ortho_bparams))
+
+
+def _poly_from_roots(roots):
+    """(a_0, ..., a_n = 1) with ``prod(x - r_i) = sum a_j x^j`` for each row of ``roots``."""
+    n = roots.shape[-1]
+    c = ember.zeros(*roots.shape[:-1], n + 2, dtype=roots.dtype, device=roots.device)
+    c[..., 0] = c[..., -1] = 1
+    for i in range(1, n + 1):
+        new = c.clone()
+        new[..., n - i:n + 1] -= roots[..., i - 1:i] * c[..., n - i + 1:n + 2]
+        c = new
+    return c[..., 1:]
+
+
+def _symeig_backward(gD, gU, A, D, U, largest):
+    """torch's gradient of k eigenpairs (D, U) of symmetric A: the complete-eigenspace formula,
+    minus, for k < m, the part the unknown eigenvectors would carry, solved on a random basis
+    of U's orthogonal complement through D's characteristic polynomial (torch's method)."""
+    gD = ember.zeros_like(D) if gD is None else gD
+    gU = ember.zeros_like(U) if gU is None else gU
+    Fm = D.unsqueeze(-2) - D.unsqueeze(-1)
+    Fm = 1 / (Fm + ember.diag_embed(ember.full_like(D, float("inf"))))
+    Ut = U.mT
+    res = U @ ((ember.diag_embed(gD) + (Ut @ gU) * Fm) @ Ut)
+    m, k = U.shape[-2], U.shape[-1]
+    if k == m:
+        return res
+    proj = ember.eye(m, dtype=A.dtype, device=A.device) - U @ Ut
+    U_o = proj @ ember.randn((*A.shape[:-1], m - k), dtype=A.dtype, device=A.device)
+    poly = _poly_from_roots(D)
+    acc, proj_g = ember.zeros_like(gU), gU
+    for j in range(1, poly.shape[-1]):         # sum_j (A^(j-1) gU) * q_j(D), Horner's parts
+        q = ember.ones_like(D)
+        for c in reversed(range(j, poly.shape[-1] - 1)):
+            q = poly[..., c].unsqueeze(-1) + D * q
+        acc = acc + proj_g * q.unsqueeze(-2)
+        proj_g = A @ proj_g
+    pA = ember.eye(m, dtype=A.dtype, device=A.device)
+    for c in reversed(range(poly.shape[-1] - 1)):   # the characteristic polynomial at A
+        pA = A @ pA + poly[..., c, None, None] * ember.eye(m, dtype=A.dtype, device=A.device)
+    sign = -1 if largest and k % 2 == 1 else 1
+    L = ember.linalg.cholesky(sign * (U_o.mT @ pA @ U_o))
+    return res - (U_o @ (sign * ember.cholesky_solve(U_o.mT @ acc, L))) @ Ut
+
+
+class _LOBPCGFunction(ember.autograd.Function):
+    @staticmethod
+    def forward(ctx, A, B, largest, rest):
+        D, U = _lobpcg(A, rest[0], B, *rest[1:])
+        ctx.save_for_backward(A, D, U)
+        ctx.largest, ctx.has_B = largest, B is not None
+        return D, U
+
+    @staticmethod
+    def backward(ctx, gD, gU):
+        A, D, U = ctx.saved_tensors
+        if ctx.has_B:
+            raise ValueError("lobpcg.backward does not support backward with B != I yet.")
+        largest = True if ctx.largest is None else ctx.largest
+        return _symeig_backward(gD, gU, A, D, U, largest), None, None, None
 
 
 def _lobpcg(A, k, B, X, n, iK, niter, tol, largest, method, tracker, ortho_iparams,

@@ -283,14 +283,19 @@ def test_lobpcg_batched_gradient_and_errors():
     np.testing.assert_allclose(E.numpy(), np.sort(ev, -1)[:, ::-1][:, :2], rtol=1e-10)
     E, X = ember.lobpcg(ember.tensor(a[0]), k=2)        # a random start
     np.testing.assert_allclose(E.numpy(), np.sort(ev[0])[::-1][:2], rtol=1e-8)
-    grads = []
+    grads, w_np = [], np.random.default_rng(8).standard_normal((15, 2))
     for lib in (torch, ember):
         A = lib.tensor(a[0]).requires_grad_()
-        E, _ = lib.lobpcg(A, X=lib.tensor(x[0]))
-        (E * lib.tensor([1.0, 3.0], dtype=lib.float64)).sum().backward()
+        E, U = lib.lobpcg(A, X=lib.tensor(x[0]))
+        w = lib.tensor(w_np)
+        ((E * lib.tensor([1.0, 3.0], dtype=lib.float64)).sum() +
+         (U * U[:1].sign() * w).sum()).backward()      # (eigenvectors' signs made torch's)
         grads.append(A.grad.numpy())
     np.testing.assert_allclose(grads[1], grads[0], atol=1e-8)
     for lib in (torch, ember):
+        A, B = lib.tensor(a[0]).requires_grad_(), lib.eye(15, dtype=lib.float64)
+        with pytest.raises(ValueError, match="does not support backward with B != I"):
+            lib.lobpcg(A, B=B, X=lib.tensor(x[0]))[0].sum().backward()
         with pytest.raises(ValueError, match="LOBPCG algorithm is not applicable"):
             lib.lobpcg(lib.eye(5, dtype=lib.float64), k=2)
 
