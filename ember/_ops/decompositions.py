@@ -666,9 +666,10 @@ def _sytf2(xp, a, herm):
                 a[kk + 1:kp, kk] = cj(a[kp, kk + 1:kp])
                 a[kp, kk + 1:kp] = t
                 a[kp, kk] = cj(a[kp, kk])
-                a[kk, kk], a[kp, kp] = a[kp, kp], a[kk, kk]
+                # (fancy indexing copies: a CuPy scalar index is a view)
+                a[[kk, kp], [kk, kp]] = a[[kp, kk], [kp, kk]]
                 if kstep == 2:
-                    a[k + 1, k], a[kp, k] = a[kp, k], a[k + 1, k]
+                    a[[k + 1, kp], k] = a[[kp, k + 1], k]
             if herm:
                 a[k, k] = a[k, k].real
                 a[kk, kk] = a[kk, kk].real
@@ -692,7 +693,8 @@ def _sytf2(xp, a, herm):
                 a[k + 2:, k + 2:] -= c0[:, None] * cj(wk)[None, :] + c1[:, None] * cj(wkp1)[None, :]
                 a[k + 2:, k], a[k + 2:, k + 1] = wk, wkp1
             if herm:
-                xp.fill_diagonal(a, a.diagonal().real)
+                d = xp.arange(n)
+                a[d, d] = a[d, d].real
         piv[k:k + kstep] = kp + 1 if kstep == 1 else -(kp + 1)
         k += kstep
     return piv, info
