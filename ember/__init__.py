@@ -208,7 +208,7 @@ def __getattr__(name):
     if name in ("DisableTorchFunction", "DisableTorchFunctionSubclass"):
         return getattr(importlib.import_module(".overrides", __name__), name)
     if name == "lobpcg":
-        fn = globals()[name] = importlib.import_module("._lobpcg", __name__).lobpcg
+        fn = globals()[name] = importlib.import_module("._ops.lobpcg", __name__).lobpcg
         return fn
     if name in ("from_dlpack", "to_dlpack"):
         fn = getattr(importlib.import_module("._dlpack", __name__), name)
