@@ -388,6 +388,17 @@ def _ormqr_checks(input, tau, other, left):
         raise RuntimeError("torch.ormqr: Expected other to have the same number of dimensions as "
                            f"input, but got other.ndim equal to {other.dim()} and input.ndim is "
                            f"equal to {input.dim()}")
+    for name, t, batch in (("tau", tau, tau.shape[:-1]), ("other", other, other.shape[:-2])):
+        if tuple(batch) != tuple(input.shape[:-2]):
+            raise RuntimeError(f"torch.ormqr: Expected batch dimensions of {name} to be equal to "
+                               f"input.shape[:-2], but got {list(batch)}")
+    if tau.dtype != input.dtype:
+        raise RuntimeError(f"torch.ormqr: Expected input and tau to have the same dtype, but "
+                           f"input has dtype{_dtype._SCALAR_NAMES[input.dtype.name]} and tau "
+                           f"has dtype {_dtype._SCALAR_NAMES[tau.dtype.name]}")
+    if input.dtype.category < _dtype._FLOAT:
+        raise NotImplementedError(f"\"ormqr_cpu\" not implemented for "
+                                  f"'{_dtype._SCALAR_NAMES[input.dtype.name]}'")
 
 
 def ormqr(input, tau, other, left=True, transpose=False):

@@ -113,6 +113,21 @@ def test_ormqr_orgqr_errors_as_torch(call):
     assert msgs[1] == msgs[0]
 
 
+def test_ormqr_batch_and_dtype_errors_as_torch():
+    a0 = np.random.default_rng(0).standard_normal((2, 5, 3))
+    for call in (lambda L, a, t: L.ormqr(a, t[:1], L.ones(2, 5, 2, dtype=L.float64)),
+                 lambda L, a, t: L.ormqr(a, t, L.ones(3, 5, 2, dtype=L.float64)),
+                 lambda L, a, t: L.ormqr(a, t.float(), L.ones(2, 5, 2, dtype=L.float64)),
+                 lambda L, a, t: L.ormqr(a.int(), t.int(), L.ones(2, 5, 2, dtype=L.int32))):
+        msgs = []
+        for lib in (torch, ember):
+            a, tau = lib.geqrf(lib.tensor(a0))
+            with pytest.raises((RuntimeError, NotImplementedError)) as info:
+                call(lib, a, tau)
+            msgs.append((info.type, str(info.value)))
+        assert msgs[1] == msgs[0]
+
+
 # ---- hash_tensor, slice_inverse, name, grad_dtype, set_flush_denormal ---------------------------
 
 def test_hash_tensor_bits():
