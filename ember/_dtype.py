@@ -118,7 +118,11 @@ def cast(a, np_dtype):
         global _kernels
         if _kernels is None:
             from ._C import kernels as _kernels
-        return _kernels.astype(a, np.dtype(np_dtype))
+        d = np.dtype(np_dtype)
+        if is_ml_dtypes(d):     # (a double past float's range: torch converts it silently)
+            with np.errstate(over="ignore"):
+                return _kernels.astype(a, d)
+        return _kernels.astype(a, d)
     return a.astype(np_dtype)
 
 
