@@ -273,6 +273,10 @@ def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sp
         raise RuntimeError("offsets[0] has to be 0, i.e., the first sequence in the mini-batch "
                            "has to start from position 0. However, got "
                            f"{int(offsets[0])}")
+    indices = indices.reshape(-1)       # (aten reads any indices flat, bagged by offsets)
+    if offsets.numel() and int(offsets[-1]) > indices.numel():
+        raise RuntimeError(f"offsets[-1] can not be greater than input's length "
+                           f"{indices.numel()} but got offsets[-1] of {int(offsets[-1])}")
     if per_sample_weights is not None and mode != 0:
         raise RuntimeError("embedding_bag: per_sample_weights only supported with mode='sum'")
     # (F refuses scale_grad_by_freq with max, which aten ignores there)

@@ -527,3 +527,8 @@ def test_embedding_bag_four_outputs(dtype, mode):
             L.embedding_bag(w, L.tensor([0, 1]), L.tensor([0]), False, 3)
         with pytest.raises(RuntimeError, match="offsets\\[0\\] has to be 0"):
             L.embedding_bag(w, L.tensor([0, 1]), L.tensor([1]))
+        with pytest.raises(RuntimeError, match="offsets\\[-1\\] can not be greater than input"):
+            L.embedding_bag(w, L.tensor([[0, 2], [1, 1]]), L.tensor([0, 5]))
+    flat = [L.embedding_bag(L.arange(12.).reshape(6, 2), L.tensor([[0, 2], [1, 4]]),
+                            L.tensor([0, 1]))[0].tolist() for L in (torch, ember)]
+    assert flat[0] == flat[1]
