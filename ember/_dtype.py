@@ -71,6 +71,10 @@ float8_e4m3fnuz = dtype("float8_e4m3fnuz", None, _FLOAT, 0, itemsize=1)
 float8_e5m2fnuz = dtype("float8_e5m2fnuz", None, _FLOAT, 0, itemsize=1)
 float8_e8m0fnu = dtype("float8_e8m0fnu", None, _FLOAT, 0, itemsize=1)
 float8_e8m0fnu.is_signed = False
+# NOTE: torch's packed pair of float4 values per byte is a storage dtype: tensors of it are
+# made (zeros, empty, a uint8 tensor's view), moved, copied and compared byte for byte, and
+# nothing converts to or from it. A 1-byte void NumPy dtype holds it: moves work, math does not.
+float4_e2m1fn_x2 = dtype("float4_e2m1fn_x2", "V1", _FLOAT, 0)
 float16 = dtype("float16", np.float16, _FLOAT, 1)
 bfloat16 = dtype("bfloat16", None, _FLOAT, 1, itemsize=2)
 float32 = dtype("float32", np.float32, _FLOAT, 2)
@@ -114,6 +118,8 @@ def cast(a, np_dtype):
         a = a.astype(np.float32).clip(-448.0, 448.0)
     if _ml_dtypes and np_dtype == float8_e8m0fnu.np and a.dtype != np_dtype:
         return _to_e8m0(a)
+    if (a.dtype == float4_e2m1fn_x2.np) != (np.dtype(np_dtype) == float4_e2m1fn_x2.np):
+        raise NotImplementedError("\"copy_kernel\" not implemented for 'Float4_e2m1fn_x2'")
     if type(a) is np.ndarray and a.dtype.kind == "f":    # float16 <-> float32 by F16C
         global _kernels
         if _kernels is None:
@@ -154,11 +160,14 @@ _SCALAR_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Shor
                  "uint64": "UInt64", "float8_e4m3fn": "Float8_e4m3fn",
                  "float8_e5m2": "Float8_e5m2", "float8_e4m3fnuz": "Float8_e4m3fnuz",
                  "float8_e5m2fnuz": "Float8_e5m2fnuz", "float8_e8m0fnu": "Float8_e8m0fnu",
+                 "float4_e2m1fn_x2": "Float4_e2m1fn_x2",
                  "float16": "Half", "bfloat16": "BFloat16",
                  "float32": "Float", "float64": "Double", "complex64": "ComplexFloat",
                  "complex128": "ComplexDouble"}
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NP = {d.np: d for d in ALL if d not in _FROM_ML_DTYPES}     # (they join in ml_dtypes())
+# (float4_e2m1fn_x2 is left out of ALL, which lists the dtypes that convert and compute)
+_BY_NAME[float4_e2m1fn_x2.name], _BY_NP[float4_e2m1fn_x2.np] = float4_e2m1fn_x2, float4_e2m1fn_x2
 
 
 def _by_name(name):

@@ -532,3 +532,31 @@ def test_embedding_bag_four_outputs(dtype, mode):
     flat = [L.embedding_bag(L.arange(12.).reshape(6, 2), L.tensor([[0, 2], [1, 4]]),
                             L.tensor([0, 1]))[0].tolist() for L in (torch, ember)]
     assert flat[0] == flat[1]
+
+
+# ---- float4_e2m1fn_x2: torch's storage-only dtype ----------------------------------------------
+
+@pytest.mark.parametrize("expr", [
+    "L.zeros(3, dtype=D)", "u.view(D)", "u.view(D).view(L.uint8)", "L.zeros(2, 2, dtype=D)[0]",
+    "L.zeros(2, 2, dtype=D).t().contiguous()", "L.zeros(2, 2, dtype=D).reshape(4)",
+    "L.cat([u.view(D)] * 2)", "L.stack([u.view(D)] * 2)", "u.view(D).clone()",
+    "L.empty(2, dtype=D).element_size()", "(D.itemsize, D.is_floating_point, D.is_signed)",
+    "u.view(D) == L.tensor([1, 5, 255], dtype=L.uint8).view(D)", "u.view(D) != u.view(D)",
+    "L.zeros(3, dtype=D).copy_(u.view(D))", "u.view(D).new_zeros(3)"])
+def test_float4_e2m1fn_x2_moves_and_compares_bytes(expr):
+    got = []
+    for L in (torch, ember):
+        D, u = L.float4_e2m1fn_x2, L.tensor([1, 2, 255], dtype=L.uint8)
+        got.append(repr(eval(expr)))
+    assert got[1] == got[0]
+
+
+@pytest.mark.parametrize("expr", ["L.ones(2, dtype=D)", "L.full((2,), 0.0, dtype=D)",
+                                  "L.ones(2).to(D)", "L.zeros(2, dtype=D).float()",
+                                  "L.zeros(2, dtype=D) + L.zeros(2, dtype=D)",
+                                  "L.zeros(2, dtype=D).sum()", "L.zeros(2, dtype=D).abs()"])
+def test_float4_e2m1fn_x2_converts_and_computes_nothing(expr):
+    for L in (torch, ember):
+        D = L.float4_e2m1fn_x2
+        with pytest.raises(NotImplementedError, match="not implemented for 'Float4_e2m1fn_x2'"):
+            eval(expr)
