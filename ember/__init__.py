@@ -26,9 +26,9 @@ try:
     from ._device import device, get_default_device, get_device_module, set_default_device  # noqa: F401
     from ._dtype import (bfloat16, complex64, complex128, dtype, finfo, float8_e4m3fn,  # noqa: F401
                          float4_e2m1fn_x2, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz,
-                         float8_e8m0fnu, float16,
-                         float32, float64, get_default_dtype, iinfo, int8, int16, int32, int64, promote_types, set_default_dtype, uint8, uint16,
-                         uint32, uint64)
+                         float8_e8m0fnu, float16, float32, float64, get_default_dtype, iinfo,
+                         int8, int16, int32, int64, promote_types, set_default_dtype, uint8,
+                         uint16, uint32, uint64)
     from ._storage import TypedStorage, UntypedStorage, is_storage  # noqa: F401
     from ._tensor import Size, Tensor  # noqa: F401
 

@@ -17,7 +17,8 @@ from .autograd.graph import AccumulateGrad
 
 _BY_NP = _dtype._BY_NP
 # dtypes whose NumPy scalars aren't Python numbers: tolist() goes through float32
-_NO_PY_SCALARS = (_dtype.bfloat16,) + tuple(d for d in _dtype.ALL if d._rank == 0 and d.category == _dtype._FLOAT)
+_NO_PY_SCALARS = (_dtype.bfloat16,) + tuple(d for d in _dtype.ALL if d._rank == 0 and
+                                             d.category == _dtype._FLOAT)      # (the float8s)
 _PY_SCALARS = (float, int, bool, complex)
 _new = object.__new__
 TF_CLASSES = set()      # Tensor subclasses defining __torch_function__ (ember/overrides)
@@ -313,7 +314,9 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         if self.grad_fn is not None:
             raise RuntimeError("grad_dtype can only be set on leaf tensors.")
         if "_grad_dtype" not in self.__dict__:      # (cast before the user's hooks see it)
-            self._post_acc_hooks = [_cast_grad] + list(self._post_acc_hooks or ())
+            if self._post_acc_hooks is None:
+                self._post_acc_hooks = []
+            self._post_acc_hooks.insert(0, _cast_grad)
         self.__dict__["_grad_dtype"] = value
 
     def _grad_accumulator(self):
