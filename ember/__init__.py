@@ -25,9 +25,10 @@ try:
     from . import _dtype
     from ._device import device, get_default_device, get_device_module, set_default_device  # noqa: F401
     from ._dtype import (bfloat16, complex64, complex128, dtype, finfo, float8_e4m3fn,  # noqa: F401
-                         float8_e5m2, float16, float32, float64, get_default_dtype, iinfo, int8,
-                         int16, int32, int64, promote_types, set_default_dtype, uint8, uint16,
-                         uint32, uint64)
+                         float4_e2m1fn_x2, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz,
+                         float8_e8m0fnu, float16, float32, float64, get_default_dtype, iinfo,
+                         int8, int16, int32, int64, promote_types, set_default_dtype, uint8,
+                         uint16, uint32, uint64)
     from ._storage import TypedStorage, UntypedStorage, is_storage  # noqa: F401
     from ._tensor import Size, Tensor  # noqa: F401
 
@@ -133,7 +134,7 @@ _CONFIG_NAMES = ("set_num_threads", "get_num_threads", "set_num_interop_threads"
                  "is_deterministic_algorithms_warn_only_enabled",
                  "set_deterministic_debug_mode", "get_deterministic_debug_mode",
                  "set_float32_matmul_precision", "get_float32_matmul_precision",
-                 "set_warn_always", "is_warn_always_enabled")
+                 "set_warn_always", "is_warn_always_enabled", "set_flush_denormal")
 
 # torch's legacy tensor types and typed storages (FloatTensor, FloatStorage...), typename and
 # set_default_tensor_type: made on first use
@@ -144,7 +145,8 @@ _LEGACY_NAMES = ("typename", "set_default_tensor_type") + tuple(
 
 
 _EXTRA_NAMES = ("Stream", "Event", "OutOfMemoryError", "AcceleratorError", "FatalError",
-                "JITException", "cond", "while_loop", "init_num_threads")
+                "JITException", "cond", "while_loop", "init_num_threads",
+                "profiler_allow_cudagraph_cupti_lazy_reinit_cuda12")
 
 
 def __getattr__(name):
@@ -210,6 +212,9 @@ def __getattr__(name):
         return importlib.import_module(".library", __name__).ops
     if name in ("DisableTorchFunction", "DisableTorchFunctionSubclass"):
         return getattr(importlib.import_module(".overrides", __name__), name)
+    if name == "lobpcg":
+        fn = globals()[name] = importlib.import_module("._ops.lobpcg", __name__).lobpcg
+        return fn
     if name in ("from_dlpack", "to_dlpack"):
         fn = getattr(importlib.import_module("._dlpack", __name__), name)
         globals()[name] = fn
@@ -243,4 +248,4 @@ def __dir__():
     return sorted(set(globals()) | set(_ops.lazy.FUNCTIONS) | set(_AUTOCAST_NAMES) |
                   set(_CONFIG_NAMES) | set(_LEGACY_NAMES) |
                   {"save", "load", "set_printoptions", "svd_lowrank", "pca_lowrank", "GradScaler",
-                   "from_dlpack", "to_dlpack", "compile"})
+                   "from_dlpack", "to_dlpack", "compile", "lobpcg"})

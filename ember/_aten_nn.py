@@ -250,7 +250,78 @@ FUNCTIONS.update({f.__name__: f for f in (
     triplet_margin_loss, binary_cross_entropy_with_logits, ctc_loss, conv_tbc, grid_sampler,
     affine_grid_generator, lstm_cell,
     gru_cell, rnn_tanh_cell, rnn_relu_cell)})
+def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                  per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """aten's embedding_bag: ``(output, offset2bag, bag_size, max_indices)``, the output as
+    ``F.embedding_bag``'s (mode 0 sum, 1 mean, 2 max) and the bookkeeping tensors torch's CPU
+    kernel returns beside it: each index's bag, each bag's count of non-padding indices and,
+    for max, the row each output element came from.
+
+    Example:
+        >>> w = ember.arange(6.).reshape(3, 2)
+        >>> out, offset2bag, bag_size, max_indices = ember.embedding_bag(
+        ...     w, ember.tensor([0, 2, 1]), ember.tensor([0, 2]), mode=2)
+        >>> out, max_indices
+        (tensor([[4., 5.],
+                [2., 3.]]), tensor([[2, 2],
+                [1, 1]]))
+    """
+    import ember
+    if mode not in (0, 1, 2):
+        raise RuntimeError("`mode` must be sum, mean, or max.")
+    if offsets.numel() and int(offsets[0]) != 0:
+        raise RuntimeError("offsets[0] has to be 0, i.e., the first sequence in the mini-batch "
+                           "has to start from position 0. However, got "
+                           f"{int(offsets[0])}")
+    indices = indices.reshape(-1)       # (aten reads any indices flat, bagged by offsets)
+    if offsets.numel() and int(offsets[-1]) > indices.numel():
+        raise RuntimeError(f"offsets[-1] can not be greater than input's length "
+                           f"{indices.numel()} but got offsets[-1] of {int(offsets[-1])}")
+    if per_sample_weights is not None and mode != 0:
+        raise RuntimeError("embedding_bag: per_sample_weights only supported with mode='sum'")
+    # (F refuses scale_grad_by_freq with max, which aten ignores there)
+    out = _F().embedding_bag(indices, weight, offsets,
+                             scale_grad_by_freq=scale_grad_by_freq and mode != 2,
+                             mode=("sum", "mean", "max")[mode], sparse=sparse,
+                             per_sample_weights=per_sample_weights,
+                             include_last_offset=include_last_offset, padding_idx=padding_idx)
+    n_bags = offsets.numel() - bool(include_last_offset)
+    long = dict(dtype=ember.int64, device=weight.device)
+    with ember.no_grad():
+        starts = offsets[:n_bags].to(ember.int64)
+        bag = (ember.searchsorted(starts, ember.arange(indices.numel(), **long), right=True) - 1
+               ).clamp(0, max(n_bags - 1, 0))
+        real = indices != padding_idx if padding_idx is not None else ember.ones_like(
+            indices, dtype=ember.bool)
+        size = ember.zeros(n_bags, **long).index_add_(0, bag, real.to(ember.int64))
+        # NOTE: torch's CPU sum path skips the bookkeeping: bag_size and max_indices are zeros,
+        # and its fast float32/16 kernel (no padding_idx) leaves offset2bag empty; mean's
+        # max_indices is bag_size
+        fast = mode == 0 and padding_idx is None and weight.dtype in (
+            ember.float32, ember.float16, ember.bfloat16)
+        offset2bag = ember.zeros(0, **long) if fast else bag
+        if mode == 0:
+            size = max_indices = ember.zeros(n_bags, **long)
+        elif mode == 1:
+            max_indices = size.clone()
+        else:
+            rows = weight.detach()[indices].masked_fill(~real[:, None], float("-inf"))
+            best = ember.full((n_bags, weight.shape[1]), float("-inf"), dtype=weight.dtype,
+                              device=weight.device).scatter_reduce(
+                0, bag[:, None].expand_as(rows), rows, "amax")
+            hit = (rows == best[bag]) & real[:, None]
+            pos = ember.where(hit, ember.arange(indices.numel(), **long)[:, None],
+                              indices.numel())
+            first = ember.full((n_bags, weight.shape[1]), indices.numel(), **long).scatter_reduce(
+                0, bag[:, None].expand_as(pos), pos, "amin")
+            max_indices = ember.where(first < indices.numel(),
+                                      indices.to(ember.int64)[first.clamp(max=max(
+                                          indices.numel() - 1, 0))], 0)
+    return out, offset2bag, size, max_indices
+
+
 FUNCTIONS.update({f"max_pool{n}d": _max_pool(n) for n in (1, 2, 3)})
+FUNCTIONS["embedding_bag"] = embedding_bag
 FUNCTIONS.update(grid_sampler_2d=grid_sampler, grid_sampler_3d=grid_sampler)
 FUNCTIONS.update(lstm=_flat_rnn("LSTM"), gru=_flat_rnn("GRU"), rnn_tanh=_flat_rnn("RNN_TANH"),
                  rnn_relu=_flat_rnn("RNN_RELU"))

@@ -232,3 +232,29 @@ def set_float32_matmul_precision(precision):
 def get_float32_matmul_precision():
     """The value set by :func:`set_float32_matmul_precision` (default "highest")."""
     return _state["matmul_precision"]
+
+
+def set_flush_denormal(mode):
+    """Flush denormal floats to zero (``mode=True``) or not, in the calling thread's SSE unit
+    (x86-64 MXCSR bits FTZ and DAZ, as torch sets them); True where that was possible, False on
+    other processors, where nothing changes.
+
+    Example:
+        >>> import ember
+        >>> ember.set_flush_denormal(True)
+        True
+        >>> float(ember.tensor([1e-40]) * 1.0)
+        0.0
+        >>> ember.set_flush_denormal(False)
+        True
+    """
+    import platform
+    if platform.machine().lower() not in ("x86_64", "amd64") or sys.platform != "linux":
+        return False
+    # glibc's x86-64 fenv_t is 32 bytes with MXCSR last; fesetenv loads it into the SSE unit
+    libm = ctypes.CDLL(None)
+    env = (ctypes.c_uint32 * 8)()
+    if libm.fegetenv(env) != 0:
+        return False
+    env[7] = env[7] | 0x8040 if mode else env[7] & ~0x8040
+    return libm.fesetenv(env) == 0

@@ -65,13 +65,24 @@ uint64 = dtype("uint64", np.uint64, _INT, 4)
 _SHELL = (uint16, uint32, uint64)
 float8_e4m3fn = dtype("float8_e4m3fn", None, _FLOAT, 0, itemsize=1)
 float8_e5m2 = dtype("float8_e5m2", None, _FLOAT, 0, itemsize=1)
+# the "fnuz" formats (no negative zero, one nan) and e8m0fnu (powers of two: MX scales); as in
+# torch, conversions and data movement only
+float8_e4m3fnuz = dtype("float8_e4m3fnuz", None, _FLOAT, 0, itemsize=1)
+float8_e5m2fnuz = dtype("float8_e5m2fnuz", None, _FLOAT, 0, itemsize=1)
+float8_e8m0fnu = dtype("float8_e8m0fnu", None, _FLOAT, 0, itemsize=1)
+float8_e8m0fnu.is_signed = False
+# NOTE: torch's packed pair of float4 values per byte is a storage dtype: tensors of it are
+# made (zeros, empty, a uint8 tensor's view), moved, copied and compared byte for byte, and
+# nothing converts to or from it. A 1-byte void NumPy dtype holds it: moves work, math does not.
+float4_e2m1fn_x2 = dtype("float4_e2m1fn_x2", "V1", _FLOAT, 0)
 float16 = dtype("float16", np.float16, _FLOAT, 1)
 bfloat16 = dtype("bfloat16", None, _FLOAT, 1, itemsize=2)
 float32 = dtype("float32", np.float32, _FLOAT, 2)
 float64 = dtype("float64", np.float64, _FLOAT, 3)
 complex64 = dtype("complex64", np.complex64, _COMPLEX, 2)
 complex128 = dtype("complex128", np.complex128, _COMPLEX, 3)
-_FROM_ML_DTYPES = (float8_e4m3fn, float8_e5m2, bfloat16)
+_FROM_ML_DTYPES = (float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, float8_e8m0fnu,
+                   bfloat16)
 
 
 def is_ml_dtypes(np_dtype):
@@ -105,18 +116,40 @@ def cast(a, np_dtype):
     if _ml_dtypes and np_dtype == float8_e4m3fn.np and a.dtype.kind in "fV" and \
             a.dtype != np_dtype:      # (before ml_dtypes loads, no dtype is float8_e4m3fn's)
         a = a.astype(np.float32).clip(-448.0, 448.0)
+    if _ml_dtypes and np_dtype == float8_e8m0fnu.np and a.dtype != np_dtype:
+        return _to_e8m0(a)
+    if (a.dtype == float4_e2m1fn_x2.np) != (np.dtype(np_dtype) == float4_e2m1fn_x2.np):
+        raise NotImplementedError("\"copy_kernel\" not implemented for 'Float4_e2m1fn_x2'")
     if type(a) is np.ndarray and a.dtype.kind == "f":    # float16 <-> float32 by F16C
         global _kernels
         if _kernels is None:
             from ._C import kernels as _kernels
-        return _kernels.astype(a, np.dtype(np_dtype))
+        d = np.dtype(np_dtype)
+        if is_ml_dtypes(d):     # (a double past float's range: torch converts it silently)
+            with np.errstate(over="ignore"):
+                return _kernels.astype(a, d)
+        return _kernels.astype(a, d)
     return a.astype(np_dtype)
+
+
+def _to_e8m0(a):
+    """torch's float -> float8_e8m0fnu: the float32 exponent, rounded to nearest (ties to even
+    on the implied bit) and the sign dropped; nan and inf become nan.
+
+    NOTE: ml_dtypes makes a negative number or 0 nan, and rounds float32 denormals by value
+    (torch gives 2^-126 above 2^-127)."""
+    with np.errstate(over="ignore"):     # (a double past float's range is inf, so nan)
+        bits = a.astype(np.float32).view(np.uint32)
+    e = (bits >> 23) & 0xFF
+    up = ((bits & 0x400000) != 0) & (((bits & 0x3FFFFF) != 0) | (e > 0)) & (e != 0xFF)
+    return (e + up).astype(np.uint8).view(float8_e8m0fnu.np)
 
 
 _kernels = None     # ember._C.kernels once a float array is cast (not at import: it loads ctypes)
 
 
-ALL = (bool_, uint8, int8, int16, int32, int64, uint16, uint32, uint64, float8_e4m3fn, float8_e5m2, float16, bfloat16,
+ALL = (bool_, uint8, int8, int16, int32, int64, uint16, uint32, uint64, float8_e4m3fn,
+       float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, float8_e8m0fnu, float16, bfloat16,
        float32, float64, complex64, complex128)
 ALIASES = {"bool": bool_, "half": float16, "float": float32, "double": float64, "short": int16,
            "int": int32, "long": int64, "cfloat": complex64, "cdouble": complex128,
@@ -125,11 +158,16 @@ ALIASES = {"bool": bool_, "half": float16, "float": float32, "double": float64, 
 _SCALAR_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short",
                  "int32": "Int", "int64": "Long", "uint16": "UInt16", "uint32": "UInt32",
                  "uint64": "UInt64", "float8_e4m3fn": "Float8_e4m3fn",
-                 "float8_e5m2": "Float8_e5m2", "float16": "Half", "bfloat16": "BFloat16",
+                 "float8_e5m2": "Float8_e5m2", "float8_e4m3fnuz": "Float8_e4m3fnuz",
+                 "float8_e5m2fnuz": "Float8_e5m2fnuz", "float8_e8m0fnu": "Float8_e8m0fnu",
+                 "float4_e2m1fn_x2": "Float4_e2m1fn_x2",
+                 "float16": "Half", "bfloat16": "BFloat16",
                  "float32": "Float", "float64": "Double", "complex64": "ComplexFloat",
                  "complex128": "ComplexDouble"}
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NP = {d.np: d for d in ALL if d not in _FROM_ML_DTYPES}     # (they join in ml_dtypes())
+# (float4_e2m1fn_x2 is left out of ALL, which lists the dtypes that convert and compute)
+_BY_NAME[float4_e2m1fn_x2.name], _BY_NP[float4_e2m1fn_x2.np] = float4_e2m1fn_x2, float4_e2m1fn_x2
 
 
 def _by_name(name):
@@ -278,6 +316,8 @@ class finfo:
         f = ml_dtypes().finfo(d.np)
         self.dtype, self.bits = d.name, d.itemsize * 8
         self.eps, self.max, self.min = float(f.eps), float(f.max), float(f.min)
+        if d is float8_e5m2fnuz:    # NOTE: torch's epsilon for it is 2^-3 (ml_dtypes: 2^-2)
+            self.eps = 0.125
         self.tiny = self.smallest_normal = float(f.smallest_normal)
         # NOTE: torch's resolution is 10 ** -digits10 (std::numeric_limits), which is 1 for
         # float8 where ml_dtypes' ``precision`` says 0.1.

@@ -4,7 +4,15 @@ forms of the control-flow operators ``cond`` and ``while_loop``. Loaded on first
 from ._device import device as _device
 
 __all__ = ["Stream", "Event", "OutOfMemoryError", "AcceleratorError", "FatalError",
-           "JITException", "cond", "while_loop", "init_num_threads"]
+           "JITException", "cond", "while_loop", "init_num_threads",
+           "profiler_allow_cudagraph_cupti_lazy_reinit_cuda12"]
+
+
+def profiler_allow_cudagraph_cupti_lazy_reinit_cuda12():
+    """torch's build flag: whether its profiler may re-initialize CUPTI lazily under CUDA
+    graphs with CUDA 12 (True in torch's builds; ember's profiler uses no CUPTI, so the flag
+    changes nothing here)."""
+    return True
 
 
 class OutOfMemoryError(RuntimeError):

@@ -7,7 +7,10 @@ import warnings
 
 import numpy as np
 
+import ember
+
 from . import _dtype
+from .autograd.composite import recorded_as
 
 
 def _floating(x):
@@ -350,7 +353,90 @@ def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, ax
     return stack(rows).reshape(tuple(lead) + tuple(rows[0].shape))
 
 
+def orgqr(input, tau):
+    """The first n columns of Q from ``geqrf``'s Householder form (``linalg.householder_product``).
+
+    Example:
+        >>> a, tau = ember.geqrf(ember.tensor([[3., 1.], [4., 2.]]))
+        >>> ember.orgqr(a, tau)
+        tensor([[-0.6000, -0.8000],
+                [-0.8000,  0.6000]])
+    """
+    from .linalg import householder_product
+    return householder_product(input, tau)
+
+
+def _ormqr_checks(input, tau, other, left):
+    side = -2 if left else -1
+    for name, t in (("input", input), ("other", other)):
+        if t.dim() < 2:
+            raise RuntimeError(f"torch.ormqr: {name} must have at least 2 dimensions.")
+    if other.dtype != input.dtype:
+        raise RuntimeError(f"torch.ormqr: Expected input and other to have the same dtype, but "
+                           f"input has dtype{_dtype._SCALAR_NAMES[input.dtype.name]} and other "
+                           f"has dtype {_dtype._SCALAR_NAMES[other.dtype.name]}")
+    if other.shape[side] != input.shape[-2]:
+        raise RuntimeError(f"torch.ormqr: other.shape[{side}] must be equal to input.shape[-2]")
+    if tau.shape[-1] != min(other.shape[side], input.shape[-1]):
+        raise RuntimeError(f"torch.ormqr: tau.shape[-1] must be equal to min(other.shape"
+                           f"[{side}], input.shape[-1])")
+    if input.dim() - tau.dim() != 1:
+        raise RuntimeError("torch.ormqr: Expected tau to have one dimension less than input, but "
+                           f"got tau.ndim equal to {tau.dim()} and input.ndim is equal to "
+                           f"{input.dim()}")
+    if input.dim() != other.dim():
+        raise RuntimeError("torch.ormqr: Expected other to have the same number of dimensions as "
+                           f"input, but got other.ndim equal to {other.dim()} and input.ndim is "
+                           f"equal to {input.dim()}")
+    for name, t, batch in (("tau", tau, tau.shape[:-1]), ("other", other, other.shape[:-2])):
+        if tuple(batch) != tuple(input.shape[:-2]):
+            raise RuntimeError(f"torch.ormqr: Expected batch dimensions of {name} to be equal to "
+                               f"input.shape[:-2], but got {list(batch)}")
+    if tau.dtype != input.dtype:
+        raise RuntimeError(f"torch.ormqr: Expected input and tau to have the same dtype, but "
+                           f"input has dtype{_dtype._SCALAR_NAMES[input.dtype.name]} and tau "
+                           f"has dtype {_dtype._SCALAR_NAMES[tau.dtype.name]}")
+    if input.dtype.category < _dtype._FLOAT:
+        raise NotImplementedError(f"\"ormqr_cpu\" not implemented for "
+                                  f"'{_dtype._SCALAR_NAMES[input.dtype.name]}'")
+
+
+def ormqr(input, tau, other, left=True, transpose=False):
+    """``op(Q) @ other`` (``other @ op(Q)`` when not ``left``) for Q given by ``geqrf``'s
+    Householder reflectors ``(input, tau)``, without forming Q; ``op`` is the conjugate
+    transpose when ``transpose``.
+
+    Example:
+        >>> a, tau = ember.geqrf(ember.tensor([[3., 1.], [4., 2.]]))
+        >>> ember.ormqr(a, tau, ember.eye(2))
+        tensor([[-0.6000, -0.8000],
+                [-0.8000,  0.6000]])
+    """
+    _ormqr_checks(input, tau, other, left)
+    return _ormqr(input, tau, other, left, transpose)
+
+
+def _householder_apply(input, tau, other, left, transpose):
+    m, k = input.shape[-2], tau.shape[-1]
+    rows = ember.arange(m, device=input.device)
+    # Q = H_1 ... H_k, H_i = I - tau_i v_i v_i^H; Q C applies H_k first, Q^H C H_1^H first
+    order = range(k) if left == transpose else range(k - 1, -1, -1)
+    c = other
+    for i in order:
+        v = input[..., :, i] * (rows > i).to(input.dtype) + (rows == i).to(input.dtype)
+        t = tau[..., i, None, None]
+        t = t.conj() if transpose else t
+        if left:
+            c = c - (t * v.unsqueeze(-1)) * (v.conj().unsqueeze(-2) @ c)
+        else:
+            c = c - ((c @ v.unsqueeze(-1)) * t) * v.conj().unsqueeze(-2)
+    return c
+
+
+_ormqr = recorded_as("OrmqrBackward0")(_householder_apply)
+
+
 FUNCTIONS = {f.__name__: f for f in (cov, corrcoef, dist, renorm, trapezoid, trapz,
                                      cumulative_trapezoid, gradient, histogramdd,
-                                     segment_reduce)}
-METHODS = {f.__name__: f for f in (cov, corrcoef, dist, renorm, renorm_)}
+                                     segment_reduce, orgqr, ormqr)}
+METHODS = {f.__name__: f for f in (cov, corrcoef, dist, renorm, renorm_, orgqr, ormqr)}

@@ -17,7 +17,8 @@ from .autograd.graph import AccumulateGrad
 
 _BY_NP = _dtype._BY_NP
 # dtypes whose NumPy scalars aren't Python numbers: tolist() goes through float32
-_NO_PY_SCALARS = (_dtype.bfloat16, _dtype.float8_e4m3fn, _dtype.float8_e5m2)
+_NO_PY_SCALARS = (_dtype.bfloat16,) + tuple(d for d in _dtype.ALL if d._rank == 0 and
+                                             d.category == _dtype._FLOAT)      # (the float8s)
 _PY_SCALARS = (float, int, bool, complex)
 _new = object.__new__
 TF_CLASSES = set()      # Tensor subclasses defining __torch_function__ (ember/overrides)
@@ -64,6 +65,13 @@ def parse_to_args(args, dtype=None, device=None):
         elif a is not None:
             device = a
     return dtype, device
+
+
+def _cast_grad(t):
+    """A post-accumulate hook: the gradient to the leaf's ``grad_dtype``."""
+    d = t.__dict__["_grad_dtype"]
+    if d is not None and t.grad is not None and t.grad.dtype != d:
+        t.grad = t.grad.to(d)
 
 
 class Tensor(_cext.TensorBase if _cext is not None else object):
@@ -281,6 +289,36 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
     @property
     def is_leaf(self):
         return self.grad_fn is None
+
+    # NOTE: torch's Tensor.name is a read-only attribute that is always None (named tensors'
+    # names are ``names``)
+    name = property(lambda self: None)
+
+    @property
+    def grad_dtype(self):
+        """The dtype of the gradient accumulated into this leaf (its own dtype unless set; None
+        leaves it as backward computed it).
+
+        Example:
+            >>> x = ember.ones(2, requires_grad=True)
+            >>> x.grad_dtype = ember.float64
+            >>> (x * 2).sum().backward()
+            >>> x.grad
+            tensor([2., 2.], dtype=torch.float64)
+        """
+        if self.grad_fn is not None:
+            raise RuntimeError("grad_dtype can only be accessed on leaf tensors.")
+        return self.__dict__.get("_grad_dtype", self.dtype)
+
+    @grad_dtype.setter
+    def grad_dtype(self, value):
+        if self.grad_fn is not None:
+            raise RuntimeError("grad_dtype can only be set on leaf tensors.")
+        if "_grad_dtype" not in self.__dict__:      # (cast before the user's hooks see it)
+            if self._post_acc_hooks is None:
+                self._post_acc_hooks = []
+            self._post_acc_hooks.insert(0, _cast_grad)
+        self.__dict__["_grad_dtype"] = value
 
     def _grad_accumulator(self):
         acc = self._grad_acc

@@ -235,7 +235,10 @@ def tensor_repr(t, prefix=None):
             suffixes.append(f"size={tuple(t.shape)}")
         if not plain_dtype:
             suffixes.append(f"dtype={dt!r}")
-        body = _tensor_str(backend(t.device).to_host(t._data), dt, indent)
+        data = backend(t.device).to_host(t._data)
+        if dt is _dtype.float4_e2m1fn_x2:      # NOTE: torch prints each packed byte's value
+            data, dt = data.view(np.uint8).astype(np.float32), _dtype.float32
+        body = _tensor_str(data, dt, indent)
     if t.grad_fn is not None:
         suffixes.append(f"grad_fn=<{t.grad_fn.name()}>")
     elif t.requires_grad:

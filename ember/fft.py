@@ -7,6 +7,7 @@ helpers, which take no tensor.
 import numpy as np
 
 from . import _dtype
+from ._tensor import Tensor  # noqa: F401  (torch.fft re-exports Tensor)
 from ._ops import _function
 from ._ops.creation import _computed
 from ._ops.fft import TRANSFORMS as _TRANSFORMS

@@ -15,9 +15,12 @@ import math
 import ember
 
 from . import return_types
+from ._dtype import _SCALAR_NAMES
+from .autograd.composite import recorded_as
 from ._ops import _function
 from ._ops.decompositions import (linalg_cholesky_ex, linalg_eig, linalg_eigh,
-                                  linalg_eigvals, linalg_eigvalsh, linalg_lu_factor_ex,
+                                  linalg_eigvals, linalg_eigvalsh, linalg_ldl_factor_ex,
+                                  linalg_ldl_solve, linalg_lu_factor_ex,
                                   linalg_qr, linalg_svd, linalg_svdvals)
 from ._ops.linalg_functions import lu_unpack
 from ._ops.solvers import (LinAlgError, linalg_lstsq, linalg_multi_dot, linalg_pinv,
@@ -28,7 +31,7 @@ __all__ = ["LinAlgError", "inv", "inv_ex", "det", "slogdet", "solve", "solve_ex"
            "eigvals", "eigh", "eigvalsh", "lstsq", "pinv", "matrix_rank", "matrix_power",
            "matrix_exp", "multi_dot", "cond", "cross", "vecdot", "norm", "vector_norm",
            "matrix_norm", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "householder_product",
-           "tensorinv", "tensorsolve", "matmul", "diagonal", "vander"]
+           "ldl_factor", "ldl_factor_ex", "ldl_solve", "tensorinv", "tensorsolve", "matmul", "diagonal", "vander"]
 
 inv = _function(ember.inverse.opdef, "inv")
 det = ember.det
@@ -47,6 +50,29 @@ lstsq = _function(linalg_lstsq, "lstsq")
 pinv = _function(linalg_pinv, "pinv")
 multi_dot = _function(linalg_multi_dot, "multi_dot")
 lu_factor_ex = _function(linalg_lu_factor_ex, "lu_factor_ex")
+ldl_factor_ex = _function(linalg_ldl_factor_ex, "ldl_factor_ex")
+ldl_solve = _function(linalg_ldl_solve, "ldl_solve")
+
+
+def ldl_factor(A, *, hermitian=False):
+    """(LD, pivots): the Bunch-Kaufman factorization ``A = L D L^T`` (``L D L^H`` when
+    ``hermitian``) of A's lower triangle, as LAPACK's sytrf stores it; raises where D is
+    singular (see ``ldl_factor_ex``).
+
+    Example:
+        >>> LD, pivots = ember.linalg.ldl_factor(ember.tensor([[4., 2.], [2., 3.]]))
+        >>> LD, pivots
+        (tensor([[4.0000, 0.0000],
+                [0.5000, 2.0000]]), tensor([1, 2], dtype=torch.int32))
+        >>> ember.linalg.ldl_solve(LD, pivots, ember.tensor([[6.], [5.]]))
+        tensor([[1.],
+                [1.]])
+    """
+    LD, pivots, info = linalg_ldl_factor_ex(A, hermitian=hermitian)
+    if bool(info.any()):
+        # NOTE: torch reports a singular D as an unknown LAPACK code (in an internal assert)
+        raise RuntimeError(f"torch.linalg.ldl_factor: Unknown error code: {int(info.max())}.")
+    return return_types.linalg_ldl_factor(LD, pivots)
 
 
 def slogdet(A):
@@ -201,9 +227,28 @@ def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
     return A.diagonal(offset, dim1, dim2)
 
 
+@recorded_as("LinalgHouseholderProductBackward0")
 def householder_product(A, tau):
     """The first n columns of ``H_1 ... H_k``, ``H_i = I - tau_i v_i v_i^H`` with ``v_i`` the
     unit-diagonal lower part of column i of A (LAPACK's orgqr)."""
+    name = "torch.linalg.householder_product"
+    if A.dim() < 2:
+        raise RuntimeError(f"{name}: input must have at least 2 dimensions.")
+    if A.shape[-2] < A.shape[-1]:
+        raise RuntimeError(f"{name}: input.shape[-2] must be greater than or equal to "
+                           "input.shape[-1]")
+    if A.shape[-1] < tau.shape[-1]:
+        raise RuntimeError(f"{name}: input.shape[-1] must be greater than or equal to "
+                           "tau.shape[-1]")
+    if A.dim() - tau.dim() != 1:
+        raise RuntimeError(f"{name}: Expected tau to have one dimension less than input, but got "
+                           f"tau.ndim equal to {tau.dim()} and input.ndim is equal to {A.dim()}")
+    if tuple(tau.shape[:-1]) != tuple(A.shape[:-2]):
+        raise RuntimeError(f"{name}: Expected batch dimensions of tau to be equal to "
+                           f"input.shape[:-2], but got {list(tau.shape[:-1])}")
+    if tau.dtype != A.dtype:
+        raise RuntimeError(f"{name}: tau dtype {_SCALAR_NAMES[tau.dtype.name]} does not match "
+                           f"input dtype {_SCALAR_NAMES[A.dtype.name]}")
     m, n = A.shape[-2], A.shape[-1]
     k = tau.shape[-1]
     eye = ember.eye(m, dtype=A.dtype, device=A.device)

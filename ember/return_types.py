@@ -21,7 +21,7 @@ FIELDS = {
     "svd": ("U", "S", "V"), "qr": ("Q", "R"), "lu_unpack": ("P", "L", "U"),
     "triangular_solve": ("solution", "cloned_coefficient"),
     "linalg_slogdet": ("sign", "logabsdet"), "linalg_lu": ("P", "L", "U"),
-    "linalg_lu_factor": ("LU", "pivots"), "linalg_inv_ex": ("inverse", "info"),
+    "linalg_lu_factor": ("LU", "pivots"), "linalg_ldl_factor": ("LD", "pivots"), "linalg_inv_ex": ("inverse", "info"),
     "linalg_solve_ex": ("result", "info"), "histogramdd": ("hist", "bin_edges"),
 }
 _TYPES = {}

@@ -130,7 +130,8 @@ INDEX = {
     'decompositions': {
         'ops': (
             'geqrf', 'linalg_cholesky_ex', 'linalg_eig', 'linalg_eigh', 'linalg_eigvals',
-            'linalg_eigvalsh', 'linalg_lu_factor_ex', 'linalg_qr', 'linalg_svd', 'linalg_svdvals',
+            'linalg_eigvalsh', 'linalg_ldl_factor_ex', 'linalg_ldl_solve', 'linalg_lu_factor_ex',
+            'linalg_qr', 'linalg_svd', 'linalg_svdvals',
         ),
         'functions': (
             'geqrf',
@@ -228,13 +229,13 @@ INDEX = {
     },
     'counting': {
         'ops': (
-            'bincount', 'histc', 'histogram', 'unique', 'unique_consecutive',
+            'bincount', 'hash_tensor', 'histc', 'histogram', 'unique', 'unique_consecutive',
         ),
         'functions': (
-            'bincount', 'histc', 'histogram', 'unique', 'unique_consecutive',
+            'bincount', 'hash_tensor', 'histc', 'histogram', 'unique', 'unique_consecutive',
         ),
         'methods': (
-            'bincount', 'histc', 'histogram', 'unique', 'unique_consecutive',
+            'bincount', 'hash_tensor', 'histc', 'histogram', 'unique', 'unique_consecutive',
         ),
     },
     'nn': {
@@ -343,11 +344,11 @@ INDEX = {
         'ops': (
         ),
         'functions': (
-            'corrcoef', 'cov', 'cumulative_trapezoid', 'dist', 'gradient', 'histogramdd', 'renorm',
-            'segment_reduce', 'trapezoid', 'trapz',
+            'corrcoef', 'cov', 'cumulative_trapezoid', 'dist', 'gradient', 'histogramdd', 'orgqr',
+            'ormqr', 'renorm', 'segment_reduce', 'trapezoid', 'trapz',
         ),
         'methods': (
-            'corrcoef', 'cov', 'dist', 'renorm', 'renorm_',
+            'corrcoef', 'cov', 'dist', 'orgqr', 'ormqr', 'renorm', 'renorm_',
         ),
     },
     '._aten_nn': {
@@ -359,15 +360,15 @@ INDEX = {
             'binary_cross_entropy_with_logits', 'celu', 'celu_', 'channel_shuffle', 'conv1d',
             'conv2d', 'conv3d', 'conv_tbc', 'conv_transpose1d', 'conv_transpose2d',
             'conv_transpose3d', 'cosine_embedding_loss', 'cosine_similarity', 'ctc_loss',
-            'dropout', 'dropout_', 'embedding', 'embedding_renorm_', 'feature_alpha_dropout',
-            'feature_alpha_dropout_', 'feature_dropout', 'feature_dropout_', 'grid_sampler',
-            'grid_sampler_2d', 'grid_sampler_3d', 'group_norm', 'gru', 'gru_cell', 'hardshrink',
-            'hinge_embedding_loss', 'instance_norm', 'kl_div', 'layer_norm', 'lstm', 'lstm_cell',
-            'margin_ranking_loss', 'max_pool1d', 'max_pool1d_with_indices', 'max_pool2d',
-            'max_pool3d', 'pairwise_distance', 'pdist', 'pixel_shuffle', 'pixel_unshuffle',
-            'poisson_nll_loss', 'prelu', 'rms_norm', 'rnn_relu', 'rnn_relu_cell', 'rnn_tanh',
-            'rnn_tanh_cell', 'rrelu', 'rrelu_', 'selu', 'selu_', 'threshold', 'threshold_',
-            'triplet_margin_loss',
+            'dropout', 'dropout_', 'embedding', 'embedding_bag', 'embedding_renorm_',
+            'feature_alpha_dropout', 'feature_alpha_dropout_', 'feature_dropout',
+            'feature_dropout_', 'grid_sampler', 'grid_sampler_2d', 'grid_sampler_3d', 'group_norm',
+            'gru', 'gru_cell', 'hardshrink', 'hinge_embedding_loss', 'instance_norm', 'kl_div',
+            'layer_norm', 'lstm', 'lstm_cell', 'margin_ranking_loss', 'max_pool1d',
+            'max_pool1d_with_indices', 'max_pool2d', 'max_pool3d', 'pairwise_distance', 'pdist',
+            'pixel_shuffle', 'pixel_unshuffle', 'poisson_nll_loss', 'prelu', 'rms_norm',
+            'rnn_relu', 'rnn_relu_cell', 'rnn_tanh', 'rnn_tanh_cell', 'rrelu', 'rrelu_', 'selu',
+            'selu_', 'threshold', 'threshold_', 'triplet_margin_loss',
         ),
         'methods': (
             'hardshrink', 'prelu',

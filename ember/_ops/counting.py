@@ -1,7 +1,11 @@
 """Counting values: unique and unique_consecutive, bincount, histc, histogram."""
+import math
+
 import numpy as np
 
-from .meta import empty
+from .. import _dtype
+
+from .meta import empty, reduce_dims, reduce_shape
 from .pointwise import type_name
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
@@ -274,3 +278,51 @@ histogram.errors = [
     ErrorSample(Sample(const(3), 0), RuntimeError, "bins must be > 0"),
     ErrorSample(Sample(const(3), 2, range=(2.0, 1.0)), RuntimeError, "min should not exceed"),
     ErrorSample(Sample(const(3), const(2, dtype=np.float64)), RuntimeError, "same dtype")]
+
+
+@op("hash_tensor", tags=("reduction",), differentiable=False)
+def hash_tensor(xp, input, dim=(), *, keepdim=False, mode=0):
+    """The xor of the elements' 64-bit patterns over ``dim`` (all by default), as uint64: floats
+    are first made float64, integers and bool int64 (``mode=0``, torch's only mode).
+
+    Example:
+        >>> ember.hash_tensor(ember.tensor([1, 2, 7]))
+        tensor(4, dtype=torch.uint64)
+    """
+    if mode != 0:
+        raise RuntimeError(f"Unknown hash_tensor mode: {mode}")
+    ml = _dtype.is_ml_dtypes(input.dtype)
+    if input.dtype.kind not in "biuf" and not ml or input.dtype.itemsize == 1 and ml or \
+            input.dtype in (np.uint16, np.uint32, np.uint64):
+        raise NotImplementedError(f"\"xor_sum_cpu\" not implemented for "
+                                  f"'{type_name(input.dtype)}'")
+    axes = reduce_dims(dim, input.ndim)
+    if input.size == 0 and (dim is None or dim == ()):
+        raise RuntimeError("hash_tensor: Expected reduction dim to be specified for input.numel() "
+                           "== 0. Specify the reduction dim with the 'dim' argument.")
+    for a in axes:
+        if input.shape[a] == 0:
+            raise IndexError(f"hash_tensor: Expected reduction dim {a} to have non-zero size.")
+    wide = input.astype(np.float64 if input.dtype.kind == "f" or ml else np.int64)
+    kept = [a for a in range(input.ndim) if a not in axes]
+    x = wide.view(np.uint64).transpose(kept + list(axes)).reshape(
+        [input.shape[a] for a in kept] + [math.prod(input.shape[a] for a in axes)])
+    while x.shape[-1] > 1:      # (a pairwise fold: CuPy has no bitwise_xor.reduce)
+        half = x.shape[-1] // 2
+        x = xp.concatenate([x[..., :half] ^ x[..., half:2 * half], x[..., 2 * half:]], -1)
+    return x.reshape([1 if a in axes else n for a, n in enumerate(input.shape)] if keepdim
+                     else [input.shape[a] for a in kept])
+
+
+hash_tensor.meta = lambda input, dim=(), *, keepdim=False, mode=0: empty(
+    reduce_shape(input.shape, () if dim is None else dim, keepdim), np.uint64)
+hash_tensor.samples = lambda dev, dt: [] if dt.name.startswith(("float8", "complex")) else [
+    Sample(make((3, 4), dt)), Sample(make((3, 4), dt), 1), Sample(make((2, 3, 4), dt), (0, 2),
+                                                                keepdim=True),
+    Sample(make((), dt)), Sample(make((0, 3), dt), 1)]
+hash_tensor.errors = [
+    ErrorSample(Sample(const(2, 2), mode=1), RuntimeError, "Unknown hash_tensor mode: 1"),
+    ErrorSample(Sample(const(0, 3)), RuntimeError, "Expected reduction dim to be specified"),
+    ErrorSample(Sample(const(0, 3), 0), IndexError, "Expected reduction dim 0 to have non-zero"),
+    ErrorSample(Sample(const(2, dtype=np.complex64)), NotImplementedError,
+                "\"xor_sum_cpu\" not implemented for 'ComplexFloat'")]

@@ -272,7 +272,14 @@ def _filled(shape, np_dtype, fill):
     without its Python."""
     arr = np.empty(shape, np_dtype)
     if fill is not None:
-        arr.fill(fill)
+        if np_dtype == _dtype.float4_e2m1fn_x2.np:
+            if fill != 0:
+                raise NotImplementedError("\"fill_cpu\" not implemented for 'Float4_e2m1fn_x2'")
+            arr.view(np.uint8).fill(0)
+        elif np_dtype == _dtype.float8_e8m0fnu.np:     # (torch's conversion: 0 is 2^-127)
+            arr.view(np.uint8).fill(_dtype._to_e8m0(np.asarray(fill)).view(np.uint8))
+        else:
+            arr.fill(fill)
     return arr
 
 
@@ -321,11 +328,13 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
             v = np.asarray(v)
             _check_fits(v, t.dtype)
             v = v.astype(t.dtype.np)
+        elif t.dtype is _dtype.float4_e2m1fn_x2:
+            raise NotImplementedError("\"fill_cpu\" not implemented for 'Float4_e2m1fn_x2'")
         elif t.dtype is _dtype.float8_e4m3fn and not abs(complex(v)) <= 448:
             if v == v:      # (nan fills nan; a number past the format's range is refused)
                 raise RuntimeError("value cannot be converted to type c10::Float8_e4m3fn "
                                    "without overflow")
-        t._data[...] = v
+        t._data[...] = _dtype._to_e8m0(np.asarray(v)) if t.dtype is _dtype.float8_e8m0fnu else v
     if out is not None:
         return out.resize_(shape).copy_(t)
     if pin_memory:

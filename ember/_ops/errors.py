@@ -16,6 +16,9 @@ def _explain(opdef, tensors, e):
     """Turn an array-library error into torch's RuntimeError naming the op and operands; an
     error an ember op raised on purpose is already torch's and passes unchanged."""
     msg = str(e)
+    if any(t.dtype.name == "float4_e2m1fn_x2" for t in tensors) and not _raised_by_ember(e):
+        # (a storage-only dtype: NumPy has no math for its void bytes)
+        return NotImplementedError(f"\"{opdef.name}\" not implemented for 'Float4_e2m1fn_x2'")
     if isinstance(e, TypeError) and "argument" in msg:
         return TypeError(f"{opdef.name}(): {msg}")
     if _raised_by_ember(e):

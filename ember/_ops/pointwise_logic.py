@@ -33,8 +33,22 @@ def _compare(name, fwd, aliases=()):
     return d
 
 
-eq = _compare("eq", lambda xp, input, other: xp.equal(input, other))
-ne = _compare("ne", lambda xp, input, other: xp.not_equal(input, other), aliases=("not_equal",))
+def _bytewise(f):
+    """``f``, and for two float4_e2m1fn_x2 (void) arrays, ``f`` of their bytes: as torch,
+    packed float4 tensors compare byte for byte and support nothing else."""
+    def fwd(xp, input, other):
+        try:
+            return f(xp, input, other)
+        except TypeError:
+            if getattr(other, "dtype", None) != input.dtype or input.dtype != np.dtype("V1"):
+                raise
+            return f(xp, input.view(np.uint8), other.view(np.uint8))
+    return fwd
+
+
+eq = _compare("eq", _bytewise(lambda xp, input, other: xp.equal(input, other)))
+ne = _compare("ne", _bytewise(lambda xp, input, other: xp.not_equal(input, other)),
+              aliases=("not_equal",))
 lt = _compare("lt", lambda xp, input, other: xp.less(input, other), aliases=("less",))
 le = _compare("le", lambda xp, input, other: xp.less_equal(input, other),
               aliases=("less_equal",))

@@ -15,7 +15,8 @@ meta_empty = MetaBackend.empty
 # multiplies by float16(0.1)); NumPy would keep it in float64 where a forward computes with it
 # outside a ufunc, and ml_dtypes' ufuncs let it upcast bf16/fp8. So it is pinned.
 _PIN_SCALARS = frozenset((_dtype.float16, _dtype.bfloat16, _dtype.float8_e4m3fn,
-                          _dtype.float8_e5m2))
+                          _dtype.float8_e5m2, _dtype.float8_e4m3fnuz, _dtype.float8_e5m2fnuz,
+                          _dtype.float8_e8m0fnu))
 
 
 # NOTE: torch's kernels compute these in float32 ("opmath") and round the result once, so

@@ -10,7 +10,7 @@ from .._backends import add_at
 from .._memory_format import contiguous_format, copy_in
 from .._storage import _root
 from .meta import empty, reduce_dims, wrap_dim
-from .tangents import LINEAR
+from .tangents import LINEAR, decomposed
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
 
@@ -461,14 +461,19 @@ diagonal.samples = lambda dev, dt: [Sample(make((4, 4), dt)), Sample(make((3, 5)
                                     Sample(make((2, 3, 4), dt), -1, 0, 2)]
 
 
+def _offset(xp, a):
+    """``a``'s storage offset in elements (0 on CuPy, whose arrays do not say)."""
+    return (a.__array_interface__["data"][0] - _root(a).__array_interface__["data"][0]) // \
+        a.itemsize if xp is np else 0
+
+
 @op("as_strided", view=True)
 def as_strided(xp, input, size, stride, storage_offset=None):
     """A view of ``input``'s storage with the given size, strides (elements) and offset."""
     root = _root(input).reshape(-1)
     item = input.itemsize
     if storage_offset is None:
-        storage_offset = (input.__array_interface__["data"][0] -
-                          root.__array_interface__["data"][0]) // item if xp is np else 0
+        storage_offset = _offset(xp, input)
     need = storage_offset + sum((s - 1) * st for s, st in zip(size, stride)) + 1
     if min(size, default=1) > 0 and need > root.size:
         raise RuntimeError(f"as_strided: setStorage: sizes {list(size)}, strides {list(stride)},"
@@ -481,6 +486,36 @@ def as_strided(xp, input, size, stride, storage_offset=None):
 @as_strided.vjp()
 def _(g, input, size, stride, storage_offset=None):
     raise NotImplementedError("the derivative for 'as_strided' is not implemented.")
+
+
+@op("slice_inverse", view=True)
+def slice_inverse(xp, input, src, dim=0, start=None, end=None, step=1):
+    """The inverse of ``src.slice(dim, start, end, step)``, for functionalization: ``input``
+    (that slice) viewed with ``src``'s size, strides and offset, so it reads the base it was
+    cut from.
+
+    Example:
+        >>> base = ember.arange(6.)
+        >>> ember.slice_inverse(base[2:4], base, 0, 2, 4)
+        tensor([0., 1., 2., 3., 4., 5.])
+    """
+    return as_strided.fwd(xp, input, src.shape, [s // src.itemsize for s in src.strides],
+                          _offset(xp, src))
+
+
+@slice_inverse.vjp()
+def _(g, input, src, dim=0, start=None, end=None, step=1):
+    part = g[(slice(None),) * wrap_dim(dim, g.dim()) + (slice(start, end, step),)]
+    # NOTE: as torch's formula, src gets the gradient outside the slice (its base's part)
+    return part, ember.slice_scatter(g, ember.zeros_like(part), dim, start, end, step)
+
+
+# (as a function of values: src with the slice replaced by input, which it is where valid)
+slice_inverse.jvp = decomposed(lambda a, t, out: ember.slice_scatter(
+    t["src"], t["input"], a["dim"], a["start"], a["end"], a["step"]))
+slice_inverse.meta = lambda input, src, *a, **k: empty(src.shape, input.dtype)
+slice_inverse.samples = lambda dev, dt: [
+    Sample(make((3, 4), dt), make((3, 4), dt)), Sample(make((3, 4), dt), make((3, 4), dt), 1, 0, 4)]
 
 
 @op("unfold", function=False, view=True)

@@ -742,6 +742,26 @@ def _all_lifted(opdef, level, args, kwargs):
                                  o.shape[0] == 0 else o), level)
 
 
+def _ldl_solve(opdef, level, args, kwargs):
+    """ldl_solve: LD (..., n, n), pivots (..., n) and B (..., n, k) each batched and given the
+    same number of batch dims, so the examples' own batch dims broadcast as unbatched."""
+    n, a = _size(level), dict(zip(opdef.params, args), **kwargs)
+    ts = [(a["LD"], 2), (a["pivots"], 1), (a["B"], 2)]
+    r = max(t.dim() - c for t, c in ts)
+    lifted = [lift_one(t, level, n).reshape(n, *(1,) * (r - t.dim() + c), *t.shape)
+              for t, c in ts]
+    return _map_out(opdef(*lifted, hermitian=a.get("hermitian", False)), level)
+
+
+def _slice_inverse(opdef, level, args, kwargs):
+    """slice_inverse: as a function of values (src with the slice replaced by input, which it
+    is where valid: batched examples do not share one storage the strides could reach)."""
+    n, a = _size(level), {**opdef.defaults, **dict(zip(opdef.params, args)), **kwargs}
+    x, src = (lift_one(a[k], level, n) for k in ("input", "src"))
+    dim = a["dim"] % a["src"].dim() + 1
+    return _map_out(ember.slice_scatter(src, x, dim, a["start"], a["end"], a["step"]), level)
+
+
 def _index_expanded(idx, like, d):
     """A batched 1-D index (N, k) shaped and expanded for ``gather``/``scatter`` along physical
     dim ``d`` of ``like`` (N, ...), whose size there becomes k."""
@@ -1086,6 +1106,7 @@ _BROADCAST = {"clone", "contiguous", "real", "imag", "complex", "polar", "isclos
               "special_shifted_chebyshev_polynomial_w"}
 RULES.update({
     "cdist": _all_lifted, "linalg_solve": _all_lifted, "linalg_solve_triangular": _all_lifted,
+    "linalg_ldl_solve": _ldl_solve, "slice_inverse": _slice_inverse,
     "linalg_lstsq": _all_lifted, "searchsorted": _searchsorted, "bucketize": _bucketize,
     "isin": _isin, "histc": _histc, "quantile": _quantile, "nanquantile": _quantile,
     "native_batch_norm": _batch_norm, "native_group_norm": _group_norm,
@@ -1110,7 +1131,8 @@ RULES.update({n: _trailing(0) for n in (
     "tril", "triu", "det", "inverse", "slogdet", "logdet",
     "matrix_exp", "matrix_power", "linalg_cholesky_ex", "linalg_eig", "linalg_eigh",
     "linalg_eigvals", "linalg_eigvalsh", "linalg_pinv", "linalg_qr", "linalg_svd",
-    "linalg_svdvals", "linalg_lu_factor_ex", "geqrf", "constant_pad_nd", "view_as_real",
+    "linalg_svdvals", "linalg_lu_factor_ex", "linalg_ldl_factor_ex", "geqrf", "constant_pad_nd",
+    "view_as_real",
     "_max_pool_nd", "_adaptive_max_pool_nd", "_avg_pool_nd")})
 
 

@@ -710,6 +710,7 @@ from ._norm_functional import *  # noqa
 from ._loss_functional import *  # noqa
 from ._embedding_functional import *  # noqa
 from ._vision_functional import *  # noqa
+from ._scaled_mm_functional import *  # noqa
 from .._aten_nn import conv_tbc  # noqa: E402,F401  (torch.nn.functional re-exports torch's)
 
 

@@ -16,7 +16,8 @@ from ._unpickler import _rebuild_meta_tensor_no_storage
 _ST_NAMES = {"bool": "BOOL", "uint8": "U8", "int8": "I8", "int16": "I16", "int32": "I32",
              "int64": "I64", "float16": "F16", "bfloat16": "BF16", "float32": "F32",
              "float64": "F64", "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2",
-             "complex64": "C64", "uint16": "U16", "uint32": "U32", "uint64": "U64"}
+             "float8_e4m3fnuz": "F8_E4M3FNUZ", "float8_e5m2fnuz": "F8_E5M2FNUZ",
+             "float8_e8m0fnu": "F8_E8M0", "complex64": "C64", "uint16": "U16", "uint32": "U32", "uint64": "U64"}
 _ST_DTYPES = {v: _dtype._BY_NAME[k] for k, v in _ST_NAMES.items()}
 _ST_MAX_HEADER = 100_000_000      # the safetensors package's own limit
 

@@ -3,7 +3,8 @@ from .activation import *  # noqa: F401,F403
 from .activation import PReLU, Softmax2d  # noqa: F401
 from .adaptive import AdaptiveLogSoftmaxWithLoss, CrossMapLRN2d  # noqa: F401
 from .batchnorm import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm,  # noqa: F401
-                        InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm)
+                        InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm,
+                        SyncBatchNorm)
 from .conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,  # noqa: F401
                    ConvTranspose3d)
 from .container import (Container, ModuleDict, ModuleList, ParameterDict,  # noqa: F401
@@ -18,6 +19,7 @@ from .lazy import (LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyConv1d
                    LazyInstanceNorm3d, LazyLinear, LazyModuleMixin)
 from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss,  # noqa
                    CTCLoss, GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss,
+                   LinearCrossEntropyLoss, LinearCrossEntropyOptions,
                    MarginRankingLoss, MSELoss, MultiLabelMarginLoss, MultiLabelSoftMarginLoss,
                    MultiMarginLoss, NLLLoss, NLLLoss2d, PoissonNLLLoss, SmoothL1Loss,
                    SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss)

@@ -1,7 +1,11 @@
 """Normalization over batch, instance and channel groups: BatchNorm1d/2d/3d,
 InstanceNorm1d/2d/3d, GroupNorm, LocalResponseNorm. Buffer names and shapes are torch's, so
 state_dicts load both ways."""
-from ..._ops.creation import ones, tensor, zeros
+import sys
+
+from ..._ops.creation import full, ones, tensor, zeros, zeros_like
+from ..._ops.joining import cat, stack
+from ...autograd.function import Function
 from ... import _dtype
 from .. import functional as F
 from .module import Module
@@ -217,3 +221,130 @@ class LocalResponseNorm(Module):
 
     def extra_repr(self):
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+def _sync_stats(x, group, world_size):
+    """The (N, C, *) input's per-channel mean, biased variance and element count over every
+    rank of ``group``: each rank's count, mean and sum of squared deviations, gathered and
+    combined as parallel variance (as torch's batch_norm_gather_stats_with_counts)."""
+    import ember.distributed as dist
+    dims = [0] + list(range(2, x.dim()))
+    n = x.numel() // x.shape[1]
+    mean = x.mean(dims)
+    m2 = ((x - mean.reshape(1, -1, *(1,) * (x.dim() - 2))) ** 2).sum(dims)
+    local = cat([full((1,), float(n), dtype=x.dtype, device=x.device), mean, m2])
+    parts = [zeros_like(local) for _ in range(world_size)]
+    dist.all_gather(parts, local, group=group)
+    table = stack(parts)                                    # (world, 1 + 2C)
+    counts, means, m2s = table[:, :1], table[:, 1:1 + x.shape[1]], table[:, 1 + x.shape[1]:]
+    total = counts.sum()
+    g_mean = (counts * means).sum(0) / total
+    g_m2 = (m2s + counts * (means - g_mean) ** 2).sum(0)
+    return g_mean, g_m2 / total, int(total.item())
+
+
+class _SyncBatchNormFunction(Function):
+    """Batch norm with statistics over all ranks; backward all-reduces the two per-channel
+    sums the input gradient needs (the weight and bias gradients stay local, for DDP)."""
+
+    @staticmethod
+    def forward(ctx, input, weight, bias, running_mean, running_var, eps, momentum, group,
+                world_size):
+        mean, var, total = _sync_stats(input, group, world_size)
+        if total <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input "
+                             f"size {list(input.shape)}")
+        if running_mean is not None:
+            running_mean.mul_(1 - momentum).add_(mean * momentum)
+            running_var.mul_(1 - momentum).add_(var * (total / (total - 1)) * momentum)
+        shape = (1, -1) + (1,) * (input.dim() - 2)
+        invstd = (var + eps).rsqrt()
+        xhat = (input - mean.reshape(shape)) * invstd.reshape(shape)
+        ctx.save_for_backward(xhat, invstd, weight)
+        ctx.group, ctx.world_size, ctx.total, ctx.has_bias = group, world_size, total, \
+            bias is not None
+        out = xhat if weight is None else xhat * weight.reshape(shape)
+        return out if bias is None else out + bias.reshape(shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        import ember.distributed as dist
+        xhat, invstd, weight = ctx.saved_tensors
+        dims = [0] + list(range(2, grad.dim()))
+        shape = (1, -1) + (1,) * (grad.dim() - 2)
+        sums = cat([grad.sum(dims), (grad * xhat).sum(dims)])
+        grad_w = sums[grad.shape[1]:].clone() if weight is not None else None
+        grad_b = sums[:grad.shape[1]].clone() if ctx.has_bias else None
+        dist.all_reduce(sums, group=ctx.group)
+        mean_dy, mean_dy_xhat = (sums / ctx.total).reshape(2, -1)
+        scale = invstd if weight is None else invstd * weight
+        grad_in = (grad - mean_dy.reshape(shape) - xhat * mean_dy_xhat.reshape(shape)) * \
+            scale.reshape(shape)
+        return grad_in, grad_w, grad_b, None, None, None, None, None, None
+
+
+class SyncBatchNorm(_BatchNorm):
+    """Batch normalization whose training statistics are those of the whole batch across the
+    ranks of ``process_group`` (the default group when None), through ember.distributed's
+    collectives; outside a process group, in eval mode, or with one rank, it is BatchNorm.
+
+    NOTE: torch syncs only cuda/xpu tensors and raises for cpu ones inside a process group;
+    ember's collectives run on the cpu, so ember syncs them.
+
+    Example:
+        >>> bn = ember.nn.SyncBatchNorm(3)
+        >>> bn(ember.arange(12.).reshape(4, 3)).mean(0).abs().max() < 1e-6
+        tensor(True)
+    """
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
+                 track_running_stats=True, process_group=None, device=None, dtype=None, *,
+                 bias=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device,
+                         dtype, bias=bias)
+        self.process_group = process_group
+
+    def _check_input_dim(self, input):
+        if input.dim() < 2:
+            raise ValueError(f"expected at least 2D input (got {input.dim()}D input)")
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        if input.shape[1] == 0:
+            raise ValueError("SyncBatchNorm number of input channels should be non-zero")
+        dist = sys.modules.get("ember.distributed")     # (never initialized if never loaded)
+        world = 1
+        if self.training and dist is not None and dist.is_initialized():
+            world = dist.get_world_size(self.process_group or dist.group.WORLD)
+        if world == 1:
+            return super().forward(input)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.track_running_stats:
+            self.num_batches_tracked.add_(1)
+            if self.momentum is None:
+                factor = 1.0 / float(self.num_batches_tracked.item())
+        keep = self.track_running_stats
+        return _SyncBatchNormFunction.apply(
+            input, self.weight, self.bias, self.running_mean if keep else None,
+            self.running_var if keep else None, self.eps, factor,
+            self.process_group or dist.group.WORLD, world)
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module, process_group=None):
+        """``module`` with every BatchNorm*D in it replaced by a SyncBatchNorm sharing its
+        parameters and running statistics."""
+        out = module
+        if isinstance(module, _BatchNorm):
+            out = SyncBatchNorm(module.num_features, module.eps, module.momentum,
+                                module.affine, module.track_running_stats, process_group,
+                                bias=module.bias is not None)
+            if module.affine:
+                out.weight, out.bias = module.weight, module.bias
+            out.running_mean, out.running_var = module.running_mean, module.running_var
+            out.num_batches_tracked = module.num_batches_tracked
+            out.training = module.training
+            if hasattr(module, "qconfig"):
+                out.qconfig = module.qconfig
+        for name, child in module.named_children():
+            out.add_module(name, cls.convert_sync_batchnorm(child, process_group))
+        return out

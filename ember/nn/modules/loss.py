@@ -1,8 +1,12 @@
 """Loss modules: wrappers over ``nn.functional`` losses with torch's constructor arguments."""
+import dataclasses
+import math
 import warnings
 
+from ... import _dtype
 from .. import functional as F
 from .distance import PairwiseDistance
+from .linear import Linear
 from .module import Module
 
 
@@ -278,3 +282,96 @@ class TripletMarginWithDistanceLoss(_Loss):
         return F.triplet_margin_with_distance_loss(
             anchor, positive, negative, distance_function=self.distance_function,
             margin=self.margin, swap=self.swap, reduction=self.reduction)
+
+
+@dataclasses.dataclass(slots=True, frozen=True)
+class LinearCrossEntropyOptions:
+    """torch's chunking strategy for :func:`~ember.nn.functional.linear_cross_entropy`
+    (batch rows per chunk, accumulation policy and dtype), validated as torch validates it.
+
+    ember computes the reference path whatever the options say (the loss and its gradients
+    are the same; torch's chunks only lower peak memory on large vocabularies).
+
+    Example:
+        >>> o = ember.nn.LinearCrossEntropyOptions(chunking_method="aspect_ratio:2")
+        >>> o._compute_batch_chunk_size(4096, 512, 32000)
+        64
+    """
+
+    allow_retain_graph: bool = False
+    batch_chunk_size: int | None = None
+    chunking_method: str | None = "auto"
+    acc_policy: str = "auto"
+    acc_dtype: object = None
+
+    def __post_init__(self):
+        if self.acc_policy not in {"auto", "accurate", "balanced", "compact"}:
+            raise ValueError(f"invalid acc_policy: {self.acc_policy!r}")
+        if self.chunking_method is not None and self.chunking_method != "auto":
+            name, sep, factor = self.chunking_method.partition(":")
+            factor = factor if sep else "1"
+            if not (name == "aspect_ratio" and factor.isdigit() and int(factor) > 0):
+                raise ValueError(f"invalid chunking_method: {self.chunking_method!r}")
+        if not (self.batch_chunk_size is None or isinstance(self.batch_chunk_size, int) and
+                self.batch_chunk_size > 0):
+            raise ValueError("batch_chunk_size must be positive int or None, got "
+                             f"{self.batch_chunk_size!r}")
+        if self.acc_dtype is not None and self.acc_dtype not in (
+                _dtype.float16, _dtype.bfloat16, _dtype.float32, _dtype.float64):
+            raise ValueError("acc_dtype must be one of {None, torch.float16, torch.bfloat16, "
+                             f"torch.float32, torch.float64}}, got {self.acc_dtype!r}. Pass "
+                             "acc_dtype=None to let the op pick automatically.")
+
+    def _compute_batch_chunk_size(self, num_batches, in_features, num_classes, method=None):
+        """Rows per chunk so a chunk's logits are as large as the input (``aspect_ratio``),
+        divided by N (``aspect_ratio:N``), as a power of two."""
+        method = str(method if method is not None else self.chunking_method)
+        if method == "auto":
+            method = "aspect_ratio:2"
+        factor = int(method.split(":", 1)[1]) if ":" in method else 1
+        target = -(-num_batches // -(-num_classes // in_features))
+        return min((1 << (target - 1).bit_length()) // factor, num_batches)
+
+
+class LinearCrossEntropyLoss(_WeightedLoss):
+    """Cross entropy of ``input`` through a learnt linear head (``self.linear``, C classes
+    times ``out_features`` outputs) against ``target``; see
+    :func:`~ember.nn.functional.linear_cross_entropy`.
+
+    Example:
+        >>> loss = ember.nn.LinearCrossEntropyLoss(5, 10, out_features=(4, 3))
+        >>> loss(ember.randn(2, 5), ember.randint(0, 10, (2, 4, 3))).shape
+        torch.Size([])
+    """
+
+    def __init__(self, in_features, num_classes, *, out_features=(), bias=False, device=None,
+                 dtype=None, reduction="mean", weight=None, ignore_index=None,
+                 label_smoothing=0.0, options=None):
+        if weight is not None and weight.shape != (num_classes,):
+            raise RuntimeError(f"expected weight shape to be {(num_classes,)}, got "
+                               f"{tuple(weight.shape)}")
+        if label_smoothing < 0 or label_smoothing > 1.0:
+            raise RuntimeError("expected label_smoothing to be in range [0, 1], got "
+                               f"{label_smoothing}")
+        super().__init__(weight=weight, reduction=reduction)
+        self.num_classes, self.out_features = num_classes, out_features
+        self.ignore_index, self.label_smoothing, self.options = ignore_index, label_smoothing, \
+            options
+        # (Linear's weight is 2-d: the K-dimensional head is reshaped in forward, as torch's)
+        self.linear = Linear(in_features, math.prod(out_features, start=num_classes), bias=bias,
+                             device=device, dtype=dtype)
+
+    def forward(self, input, target):
+        w = self.linear.weight.reshape((self.num_classes, *self.out_features,
+                                        self.linear.in_features))
+        b = None if self.linear.bias is None else \
+            self.linear.bias.reshape((self.num_classes, *self.out_features))
+        return F.linear_cross_entropy(input, w, target, linear_bias=b, weight=self.weight,
+                                      reduction=self.reduction, ignore_index=self.ignore_index,
+                                      label_smoothing=self.label_smoothing, options=self.options)
+
+    def extra_repr(self):
+        return (f"in_features={self.linear.in_features}, num_classes={self.num_classes}, "
+                f"out_features={self.out_features}, bias={self.linear.bias is not None}, "
+                f"reduction={self.reduction}, ignore_index={self.ignore_index}, "
+                f"label_smoothing={self.label_smoothing}, options={self.options}")
