@@ -82,7 +82,7 @@ def _seed_grads(outputs, grad_outputs, create_graph):
             else:
                 grads.append(creation.ones_like(out))
             continue
-        elif not hasattr(g, "_data"):
+        elif not isinstance(g, tensor_mod.Tensor):
             from .._ops.creation import tensor
             g = tensor(g, dtype=out.dtype, device=out.device)
         elif tuple(g.shape) != tuple(out.shape):

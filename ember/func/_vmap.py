@@ -7,6 +7,7 @@ written below; an op without one loops over the batch, with
 torch's performance warning. Autograd only ever sees the physical tensors, so ``grad`` inside
 vmap differentiates the batched computation in one backward pass."""
 import functools
+import numbers
 import warnings
 
 import ember
@@ -109,7 +110,7 @@ def _levels(args, kwargs):
 
 # ---- lifting to and from physical tensors (grad, vjp and jvp inside vmap) ------------------
 
-def lift(t):
+def lift(t, stack=None):
     """``t`` as a physical tensor with a leading dim for every active vmap level (outermost
     first), expanded along the levels it is not batched at."""
     have, v = [], t
@@ -117,18 +118,40 @@ def lift(t):
         have.append(v._level)
         v = v._value
     have.reverse()
-    for i, (level, n, _) in enumerate(_STACK):
+    for i, (level, n, _) in enumerate(_STACK if stack is None else stack):
         if level not in have:
             v = v.unsqueeze(i)
             v = v.expand(*v.shape[:i], n, *v.shape[i + 1:])
     return v
 
 
-def lower(p):
+def lower(p, stack=None):
     """The inverse of ``lift``: ``p``'s leading dims as the active vmap levels."""
-    for level, _, _ in _STACK:
+    for level, _, _ in _STACK if stack is None else stack:
         p = _wrap(p, level)
     return p
+
+
+def batched_over(t, k):
+    """``t`` as a tensor of the outermost ``k`` vmap levels' physical dims, still batched
+    (a BatchedTensor) at the levels inside them: a vjp made at ``k`` levels and called
+    inside more (jacrev's vmap of a vjp) runs its backward once, through the batching rules,
+    on cotangents that are batched over the new levels only."""
+    if len(_STACK) == k:
+        return lift(t)
+    p = lift(t)
+    return lower(p.movedim(tuple(range(k, len(_STACK))), tuple(range(len(_STACK) - k))),
+                 _STACK[k:])
+
+
+def unbatched_over(g, k):
+    """The inverse of ``batched_over``: the gradient of the outermost ``k`` levels' physical
+    tensors, batched (or not) at the levels inside them, as seen at every level."""
+    if len(_STACK) == k:
+        return lower(g)
+    n = len(_STACK) - k
+    p = lift(g, _STACK[k:])
+    return lower(p.movedim(tuple(range(n)), tuple(range(k, k + n))))
 
 
 # ---- the dispatch hook -------------------------------------------------------------------
@@ -319,9 +342,9 @@ def _pointwise(opdef, level, args, kwargs):
 
 
 def _shift(d, rank):
-    if isinstance(d, int) and not isinstance(d, bool):
+    if isinstance(d, numbers.Integral) and not isinstance(d, bool):
         return d % max(rank, 1) + 1
-    if type(d) in (list, tuple) and all(isinstance(e, int) for e in d):
+    if type(d) in (list, tuple) and all(isinstance(e, numbers.Integral) for e in d):
         return type(d)(e % max(rank, 1) + 1 for e in d)
     return d
 
@@ -445,10 +468,10 @@ class _PerExampleLinear(ember.autograd.Function):
 
 
 def _convolution(opdef, level, args, kwargs):
-    """Batch into N where only the input is batched; else as a grouped convolution with the
-    batch folded into the channels."""
+    """Batch into N where only the input is batched (transposed too: the input gradient of a
+    vmapped vjp); else as a grouped convolution with the batch folded into the channels."""
     x, w, bias, stride, padding, dilation, transposed, out_pad, groups = args
-    if transposed or _level_of(bias) == level and _level_of(w) != level:
+    if _level_of(w) == level and transposed or _level_of(bias) == level and _level_of(w) != level:
         return _loop(opdef, level, args, kwargs)
     n = _size(level)
     unb = x.dim() == w.dim() - 1
@@ -1035,6 +1058,27 @@ def _diag_embed(opdef, level, args, kwargs):
                  level)
 
 
+def _embedded(opdef, level, args, kwargs):
+    """getitem's and diagonal's backward (``g`` written into zeros of the input's shape): the
+    batch dim prepended to the shape, a full slice to a basic index or to advanced ones next
+    to each other (whose dims stay in place), the diagonal's dims shifted."""
+    g, shape, rest = args[0], tuple(args[1]), list(args[2:])
+    if any(_level_of(a) for a in (*args[1:], *kwargs.values())) or _level_of(g) != level:
+        return _loop(opdef, level, args, kwargs)
+    if opdef.name == "_diag_embed_like":
+        rest[1:] = [d % len(shape) + 1 for d in rest[1:]]
+    else:
+        idx = rest[0] if isinstance(rest[0], tuple) else (rest[0],)
+        adv = [i for i, x in enumerate(idx) if not (x is None or x is Ellipsis or
+                                                     type(x) in (int, slice))]
+        adv = adv and [i for i, x in enumerate(idx) if i in adv or type(x) is int]
+        if adv and adv[-1] - adv[0] != len(adv) - 1 or any(
+                _level_of(x) for x in idx):
+            return _loop(opdef, level, args, kwargs)
+        rest[0] = (slice(None), *idx)
+    return _wrap(opdef(g._value, (_size(level), *shape), *rest, **kwargs), level)
+
+
 def _unfold(opdef, level, args, kwargs):
     x, d, size, step = args
     if x.dim() == 0:
@@ -1092,7 +1136,7 @@ RULES.update({
     "_lstm_cell": _folded, "_lstm_cell_backward": _folded, "_lstm_layer": _lstm_layer,
     "index_put": _index_put, "put": _put, "take": _take, "masked_scatter": _masked_scatter,
     "roll": _roll, "repeat_interleave": _repeat_interleave, "diag_embed": _diag_embed,
-    "unfold": _unfold,
+    "unfold": _unfold, "_index_embed": _embedded, "_diag_embed_like": _embedded,
     "tensordot": _decomposed(_tensordot), "kron": _decomposed(_kron),
     "inner": _decomposed(lambda a, b: a * b if a.dim() == 0 or b.dim() == 0 else
                          _tensordot(a, b, ([-1], [-1]))),
