@@ -15,7 +15,7 @@ import ember
 from .._size import Size
 from .._tensor import Tensor
 from ..autograd import forward_ad as _fwad
-from .._ops import random as _random
+from .._ops import conv as _conv, random as _random
 from .._ops.registry import get
 
 _STACK = []         # active vmap levels, outermost first: [level, batch size, randomness]
@@ -454,11 +454,12 @@ class _PerExampleLinear(ember.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         x, w = ctx.saved_tensors
-        w0 = _expanded(w)
-        gx = g @ (w0 if w0 is not None else w)
-        gw = g[:, 0].unsqueeze(2) * x[:, 0].unsqueeze(1) if x.shape[1] == 1 else \
-            g.transpose(1, 2) @ x
-        return gx, gw, g.sum(1)
+        w0, (nx, nw, nb) = _expanded(w), ctx.needs_input_grad
+        # (the first layer's input is the data: no gradient, a third of its backward)
+        gx = g @ (w0 if w0 is not None else w) if nx else None
+        gw = None if not nw else g[:, 0].unsqueeze(2) * x[:, 0].unsqueeze(1) \
+            if x.shape[1] == 1 else g.transpose(1, 2) @ x
+        return gx, gw, g.sum(1) if nb else None
 
     @staticmethod
     def jvp(ctx, tx, tw, tb):
@@ -469,7 +470,9 @@ class _PerExampleLinear(ember.autograd.Function):
 
 def _convolution(opdef, level, args, kwargs):
     """Batch into N where only the input is batched (transposed too: the input gradient of a
-    vmapped vjp); else as a grouped convolution with the batch folded into the channels."""
+    vmapped vjp); per-example weights that are one expanded kernel (per-sample gradients) by
+    ``_PerExampleConv``; else as a grouped convolution with the batch folded into the
+    channels."""
     x, w, bias, stride, padding, dilation, transposed, out_pad, groups = args
     if _level_of(w) == level and transposed or _level_of(bias) == level and _level_of(w) != level:
         return _loop(opdef, level, args, kwargs)
@@ -481,12 +484,63 @@ def _convolution(opdef, level, args, kwargs):
         return _wrap(out.reshape(n, *(() if unb else x.shape[:1]), *out.shape[1:]), level)
     xv = lift_one(x, level, n)
     xv = xv.unsqueeze(1) if unb else xv                      # (B, N, C, ...)
-    xv = xv.movedim(0, 1).reshape(xv.shape[1], n * xv.shape[2], *xv.shape[3:])
-    wv = w._value.reshape(-1, *w.shape[1:])
-    bv = None if bias is None else lift_one(bias, level, n).reshape(-1)
-    out = opdef(xv, wv, bv, stride, padding, dilation, transposed, out_pad, groups * n)
-    out = out.reshape(out.shape[0], n, -1, *out.shape[2:]).movedim(1, 0)
+    bv = None if bias is None else lift_one(bias, level, n)
+    opts = (stride, padding, dilation, out_pad, groups)
+    if type(w._value) is Tensor and _expanded(w._value) is not None and \
+            type(bv) in (Tensor, type(None)):
+        out = _PerExampleConv.apply(xv, w._value, bv, *opts)
+    else:
+        out = _grouped_conv(xv, w._value, bv, *opts)
     return _wrap(out.squeeze(1) if unb else out, level)
+
+
+def _grouped_conv(x, w, b, stride, padding, dilation, out_pad, groups):
+    """(B, N, C, ...) inputs convolved with per-example weights (B, O, C/groups, ...) as one
+    convolution of B times the groups, the batch folded into the channels: (B, N, O, ...)."""
+    n = x.shape[0]
+    xv = x.movedim(0, 1).reshape(x.shape[1], n * x.shape[2], *x.shape[3:])
+    out = get("convolution")(xv, w.reshape(-1, *w.shape[2:]), None if b is None else
+                             b.reshape(-1), stride, padding, dilation, False, out_pad, groups * n)
+    return out.reshape(out.shape[0], n, -1, *out.shape[2:]).movedim(1, 0)
+
+
+class _PerExampleConv(ember.autograd.Function):
+    """``convolution`` of (B, N, C, ...) inputs with per-example weights that are one
+    expanded kernel (per-sample gradients): the forward one plain convolution of the B * N
+    inputs, without the grouped convolution's copies that fold the batch into the channels;
+    the backward each example's weight gradient by the grouped weight-gradient kernel."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, stride, padding, dilation, out_pad, groups):
+        ctx.save_for_backward(x, w)
+        ctx.opts = (stride, padding, dilation, out_pad, groups)
+        y = get("convolution")(x.flatten(0, 1), w[0], None, stride, padding, dilation, False,
+                               out_pad, groups)
+        y = y.reshape(x.shape[0], -1, *y.shape[1:])
+        return y if b is None else y + b.reshape(*b.shape[:1], 1, -1, *(1,) * (y.dim() - 3))
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        (stride, padding, dilation, _, groups), (nx, nw, nb) = ctx.opts, ctx.needs_input_grad[:3]
+        gx = gw = gb = None
+        if nx:
+            gx = _conv.input_grad(g.flatten(0, 1), x.flatten(0, 1).shape, w[0], stride, padding,
+                                  dilation, groups).reshape(x.shape)
+        if nw:
+            flat = lambda t: t.movedim(0, 1).reshape(t.shape[1], -1, *t.shape[3:])  # noqa: E731
+            gw = _conv._weight_grad(flat(x), flat(g), tuple(w.shape[3:]), stride, padding,
+                                    dilation, groups * x.shape[0]).reshape(w.shape)
+        if nb:
+            gb = g.sum((1, *range(3, g.dim())))
+        return gx, gw, gb, None, None, None, None, None
+
+    @staticmethod
+    def jvp(ctx, tx, tw, tb, *_):
+        x, w = ctx.saved_tensors
+        out = get("convolution")(tx.flatten(0, 1), w[0], None, *ctx.opts[:3], False,
+                                 *ctx.opts[3:])
+        return out.reshape(x.shape[0], -1, *out.shape[1:]) + _grouped_conv(x, tw, tb, *ctx.opts)
 
 
 def lift_one(x, level, n):
