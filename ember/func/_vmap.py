@@ -94,17 +94,22 @@ def _wrap(value, level):
 
 
 def _level_of(x):
-    return x._level if isinstance(x, BatchedTensor) else 0
+    return x._level if type(x) is BatchedTensor else 0
 
 
 def _levels(args, kwargs):
+    """The innermost vmap level among the operands (0: none batched). Every op dispatched
+    while a vmap runs asks, the physical ops of the rules too: kept to plain loops."""
     top = 0
-    for a in (*args, *kwargs.values()):
-        if type(a) in (list, tuple):
+    for a in (*args, *kwargs.values()) if kwargs else args:
+        t = type(a)
+        if t is BatchedTensor:
+            if a._level > top:
+                top = a._level
+        elif t is list or t is tuple:
             for b in a:
-                top = max(top, _level_of(b))
-        else:
-            top = max(top, _level_of(a))
+                if type(b) is BatchedTensor and b._level > top:
+                    top = b._level
     return top
 
 
@@ -331,7 +336,8 @@ def _pad(x, level, rank):
     if _level_of(x) != level:
         return x
     v = x._value
-    return v.reshape(v.shape[0], *(1,) * (rank - x.dim()), *v.shape[1:])
+    return v if rank == x.dim() else v.reshape(v.shape[0], *(1,) * (rank - x.dim()),
+                                               *v.shape[1:])
 
 
 def _pointwise(opdef, level, args, kwargs):
@@ -431,11 +437,16 @@ def _linear(opdef, level, args, kwargs):
     return out if b is None else out + b
 
 
-def _expanded(w):
-    """``w``'s one matrix where its batch dim is an expand (stride 0): the per-sample
-    gradient case, whose weights are the same for every example."""
+def _is_expanded(w):
+    """Whether ``w``'s batch dim is an expand (stride 0): the per-sample gradient case, whose
+    weights are the same for every example."""
     strides = getattr(getattr(w, "_data", None), "strides", None)
-    return w[0] if strides is not None and strides[0] == 0 else None
+    return strides is not None and strides[0] == 0
+
+
+def _expanded(w):
+    """``w``'s one matrix where ``_is_expanded(w)``, else None."""
+    return w[0] if _is_expanded(w) else None
 
 
 class _PerExampleLinear(ember.autograd.Function):
@@ -447,14 +458,16 @@ class _PerExampleLinear(ember.autograd.Function):
     @staticmethod
     def forward(ctx, x, w, b):
         ctx.save_for_backward(x, w)
-        w0 = _expanded(w)
+        ctx.w0 = w0 = _expanded(w)
+        if w0 is not None and (b is None or _is_expanded(b)):     # (linear adds the bias
+            return get("linear")(x, w0, None if b is None else b[0])      # as it writes)
         y = x @ w0.T if w0 is not None else x @ w.transpose(1, 2)
         return y if b is None else y + b.unsqueeze(1)
 
     @staticmethod
     def backward(ctx, g):
         x, w = ctx.saved_tensors
-        w0, (nx, nw, nb) = _expanded(w), ctx.needs_input_grad
+        w0, (nx, nw, nb) = ctx.w0, ctx.needs_input_grad
         # (the first layer's input is the data: no gradient, a third of its backward)
         gx = g @ (w0 if w0 is not None else w) if nx else None
         gw = None if not nw else g[:, 0].unsqueeze(2) * x[:, 0].unsqueeze(1) \
@@ -486,7 +499,7 @@ def _convolution(opdef, level, args, kwargs):
     xv = xv.unsqueeze(1) if unb else xv                      # (B, N, C, ...)
     bv = None if bias is None else lift_one(bias, level, n)
     opts = (stride, padding, dilation, out_pad, groups)
-    if type(w._value) is Tensor and _expanded(w._value) is not None and \
+    if type(w._value) is Tensor and _is_expanded(w._value) and \
             type(bv) in (Tensor, type(None)):
         out = _PerExampleConv.apply(xv, w._value, bv, *opts)
     else:
@@ -513,11 +526,12 @@ class _PerExampleConv(ember.autograd.Function):
     @staticmethod
     def forward(ctx, x, w, b, stride, padding, dilation, out_pad, groups):
         ctx.save_for_backward(x, w)
-        ctx.opts = (stride, padding, dilation, out_pad, groups)
-        y = get("convolution")(x.flatten(0, 1), w[0], None, stride, padding, dilation, False,
-                               out_pad, groups)
+        ctx.opts, ctx.w0 = (stride, padding, dilation, out_pad, groups), w[0]
+        one = b is None or _is_expanded(b)          # one bias for all: the convolution's
+        y = get("convolution")(x.flatten(0, 1), ctx.w0, b[0] if b is not None and one else
+                               None, stride, padding, dilation, False, out_pad, groups)
         y = y.reshape(x.shape[0], -1, *y.shape[1:])
-        return y if b is None else y + b.reshape(*b.shape[:1], 1, -1, *(1,) * (y.dim() - 3))
+        return y if one else y + b.reshape(*b.shape[:1], 1, -1, *(1,) * (y.dim() - 3))
 
     @staticmethod
     def backward(ctx, g):
@@ -525,8 +539,8 @@ class _PerExampleConv(ember.autograd.Function):
         (stride, padding, dilation, _, groups), (nx, nw, nb) = ctx.opts, ctx.needs_input_grad[:3]
         gx = gw = gb = None
         if nx:
-            gx = _conv.input_grad(g.flatten(0, 1), x.flatten(0, 1).shape, w[0], stride, padding,
-                                  dilation, groups).reshape(x.shape)
+            gx = _conv.input_grad(g.flatten(0, 1), x.flatten(0, 1).shape, ctx.w0, stride,
+                                  padding, dilation, groups).reshape(x.shape)
         if nw:
             flat = lambda t: t.movedim(0, 1).reshape(t.shape[1], -1, *t.shape[3:])  # noqa: E731
             gw = _conv._weight_grad(flat(x), flat(g), tuple(w.shape[3:]), stride, padding,
@@ -538,7 +552,7 @@ class _PerExampleConv(ember.autograd.Function):
     @staticmethod
     def jvp(ctx, tx, tw, tb, *_):
         x, w = ctx.saved_tensors
-        out = get("convolution")(tx.flatten(0, 1), w[0], None, *ctx.opts[:3], False,
+        out = get("convolution")(tx.flatten(0, 1), ctx.w0, None, *ctx.opts[:3], False,
                                  *ctx.opts[3:])
         return out.reshape(x.shape[0], -1, *out.shape[1:]) + _grouped_conv(x, tw, tb, *ctx.opts)
 
