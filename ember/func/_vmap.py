@@ -15,7 +15,9 @@ import ember
 from .._size import Size
 from .._tensor import Tensor
 from ..autograd import forward_ad as _fwad
+from .._C import kernels as _kernels
 from .._ops import conv as _conv, random as _random
+from .._ops.nn import kernel_grads
 from .._ops.registry import get
 
 _STACK = []         # active vmap levels, outermost first: [level, batch size, randomness]
@@ -470,8 +472,8 @@ class _PerExampleLinear(ember.autograd.Function):
         w0, (nx, nw, nb) = ctx.w0, ctx.needs_input_grad
         # (the first layer's input is the data: no gradient, a third of its backward)
         gx = g @ (w0 if w0 is not None else w) if nx else None
-        gw = None if not nw else g[:, 0].unsqueeze(2) * x[:, 0].unsqueeze(1) \
-            if x.shape[1] == 1 else g.transpose(1, 2) @ x
+        gw = None if not nw else _outer(g[:, 0], x[:, 0]) if x.shape[1] == 1 else \
+            g.transpose(1, 2) @ x
         return gx, gw, g.sum(1) if nb else None
 
     @staticmethod
@@ -479,6 +481,14 @@ class _PerExampleLinear(ember.autograd.Function):
         x, w = ctx.saved_tensors
         out = tx @ w.transpose(1, 2) + x @ tw.transpose(1, 2)
         return out if tb is None else out + tb.unsqueeze(1)
+
+
+def _outer(g, x):
+    """Each example's outer product ``g[b] x[b]^T``: the rowops kernel (streaming stores, for
+    a result of hundreds of MB) where nothing differentiates it, else by broadcasting."""
+    arrays = kernel_grads(g, x)
+    out = None if arrays is None else _kernels.outer(*arrays)
+    return Tensor._wrap(out) if out is not None else g.unsqueeze(2) * x.unsqueeze(1)
 
 
 def _convolution(opdef, level, args, kwargs):
