@@ -413,7 +413,7 @@ TC static void S(outer_row)(T *o, const T *x, T s, int64_t n) {
 }
 
 EXPORT void S(outer)(const T *g, const T *x, T *out, int64_t B, int64_t O, int64_t I, int nt) {
-    nt = threads_for(B * O * I, nt);
+    nt = rows_threads(B * O * I, nt);
 #pragma omp parallel num_threads(nt)
     {
 #pragma omp for schedule(static)
