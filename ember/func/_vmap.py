@@ -126,9 +126,9 @@ def lift(t, stack=None):
         v = v._value
     have.reverse()
     for i, (level, n, _) in enumerate(_STACK if stack is None else stack):
-        if level not in have:
-            v = v.unsqueeze(i)
-            v = v.expand(*v.shape[:i], n, *v.shape[i + 1:])
+        if level not in have:       # (expand adds a leading dim itself: one op, not two)
+            v = v.expand(n, *v.shape) if i == 0 else v.unsqueeze(i).expand(
+                *v.shape[:i], n, *v.shape[i:])
     return v
 
 
@@ -433,8 +433,10 @@ def _linear(opdef, level, args, kwargs):
         n = _size(level)
         xv = lift_one(x, level, n)
         bv = None if b is None else lift_one(b, level, n)
-        y = _PerExampleLinear.apply(xv.reshape(n, -1, xv.shape[-1]), w._value, bv)
-        return _wrap(y.reshape(*xv.shape[:-1], y.shape[-1]), level)
+        three = xv.dim() == 3               # (B, N, in) already: no reshapes
+        y = _PerExampleLinear.apply(xv if three else xv.reshape(n, -1, xv.shape[-1]),
+                                    w._value, bv)
+        return _wrap(y if three else y.reshape(*xv.shape[:-1], y.shape[-1]), level)
     out = ember.matmul(x, w.transpose(-1, -2))
     return out if b is None else out + b
 
@@ -552,7 +554,8 @@ class _PerExampleConv(ember.autograd.Function):
             gx = _conv.input_grad(g.flatten(0, 1), x.flatten(0, 1).shape, ctx.w0, stride,
                                   padding, dilation, groups).reshape(x.shape)
         if nw:
-            flat = lambda t: t.movedim(0, 1).reshape(t.shape[1], -1, *t.shape[3:])  # noqa: E731
+            flat = lambda t: (t if t.shape[1] == 1 else t.movedim(0, 1)).reshape(  # noqa: E731
+                t.shape[1], -1, *t.shape[3:])
             gw = _conv._weight_grad(flat(x), flat(g), tuple(w.shape[3:]), stride, padding,
                                     dilation, groups * x.shape[0]).reshape(w.shape)
         if nb:
@@ -570,7 +573,7 @@ class _PerExampleConv(ember.autograd.Function):
 def lift_one(x, level, n):
     if _level_of(x) == level:
         return x._value
-    return x.unsqueeze(0).expand(n, *x.shape)
+    return x.expand(n, *x.shape)
 
 
 def _joined(opdef, level, args, kwargs):
@@ -643,14 +646,16 @@ def _loss(opdef, level, args, kwargs):
     n, red = _size(level), call.pop("reduction", "mean")
     xv, tv = lift_one(x, level, n), lift_one(target, level, n)
     out = opdef(xv.reshape(-1, *xv.shape[2:]), tv.reshape(-1, *tv.shape[2:]),
-                reduction="none", **call).reshape(n, *tv.shape[1:])
+                reduction="none", **call)
     if red == "none":
-        return _wrap(out, level)
-    flat = out.reshape(n, -1)
+        return _wrap(out.reshape(n, *tv.shape[1:]), level)
+    one = tuple(out.shape) == (n,)      # one loss per example (the per-sample case): its sum
+    flat = out if one else out.reshape(n, -1)
     if red == "sum":
-        return _wrap(flat.sum(1), level)
-    kept = (tv.reshape(n, -1) != call.get("ignore_index", -100)).to(flat.dtype)
-    return _wrap(flat.sum(1) / kept.sum(1), level)
+        return _wrap(flat if one else flat.sum(1), level)
+    kept = (tv.reshape(-1 if one else (n, -1)) != call.get("ignore_index", -100)).to(
+        flat.dtype)
+    return _wrap(flat / kept if one else flat.sum(1) / kept.sum(1), level)
 
 
 def _trailing(pos):
