@@ -551,8 +551,8 @@ class _PerExampleConv(ember.autograd.Function):
         (stride, padding, dilation, _, groups), (nx, nw, nb) = ctx.opts, ctx.needs_input_grad[:3]
         gx = gw = gb = None
         if nx:
-            gx = _conv.input_grad(g.flatten(0, 1), x.flatten(0, 1).shape, ctx.w0, stride,
-                                  padding, dilation, groups).reshape(x.shape)
+            gx = _conv.input_grad(g.flatten(0, 1), (x.shape[0] * x.shape[1], *x.shape[2:]),
+                                  ctx.w0, stride, padding, dilation, groups).reshape(x.shape)
         if nw:
             flat = lambda t: (t if t.shape[1] == 1 else t.movedim(0, 1)).reshape(  # noqa: E731
                 t.shape[1], -1, *t.shape[3:])
