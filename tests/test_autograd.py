@@ -881,6 +881,10 @@ _FUNCTIONAL_CASES = {
     "jacobian_tuple": lambda F, x, y: F.jacobian(_FN["f2"], (x, y)),
     "jacobian_vectorize": lambda F, x, y: F.jacobian(_FN["f2"], (x, y), vectorize=True),
     "jacobian_unused": lambda F, x, y: F.jacobian(_FN["lin"], (x, y)),
+    "jacobian_unused_vectorize": lambda F, x, y: F.jacobian(_FN["lin"], (x, y), vectorize=True),
+    "jacobian_strict_vectorize": lambda F, x, y: F.jacobian(_FN["lin"], (x, y), strict=True,
+                                                            vectorize=True),
+    "hessian_vectorize": lambda F, x, y: F.hessian(_FN["s2"], (x, y), vectorize=True),
     "jacobian_strict": lambda F, x, y: F.jacobian(_FN["lin"], (x, y), strict=True),
     "hessian": lambda F, x, y: F.hessian(_FN["s1"], x),
     "hessian_tuple": lambda F, x, y: F.hessian(_FN["s2"], (x, y)),
@@ -904,6 +908,7 @@ _FUNCTIONAL_CASES = {
 }
 
 _MSG = {"jacobian_strict": "Output 0 of the user-provided function is independent of input 1",
+        "jacobian_strict_vectorize": "not supported together",
         "hessian_not_scalar": "should contain a single element",
         "vjp_v_none": "The vector v can only be None if the user-provided function returns a "
                       "single Tensor with a single element.",
@@ -925,7 +930,8 @@ def test_functional_matches_torch(case):
     same(f, _MSG.get(case))
 
 
-@pytest.mark.parametrize("name", ["vjp", "jvp", "hessian", "hvp", "vhp", "jacobian"])
+@pytest.mark.parametrize("name", ["vjp", "jvp", "hessian", "hvp", "vhp", "jacobian",
+                                  "jacobian_vectorize"])
 def test_functional_create_graph(name):
     def f(lib):
         F = torch.autograd.functional if lib is torch else ember.autograd.functional
@@ -936,7 +942,9 @@ def test_functional_create_graph(name):
                 "hessian": lambda: F.hessian(_FN["s1"], x, create_graph=True),
                 "hvp": lambda: F.hvp(_FN["s1"], x, v, create_graph=True)[1],
                 "vhp": lambda: F.vhp(_FN["s1"], x, v, create_graph=True)[1],
-                "jacobian": lambda: F.jacobian(_FN["f1"], x, create_graph=True)}[name]
+                "jacobian": lambda: F.jacobian(_FN["f1"], x, create_graph=True),
+                "jacobian_vectorize": lambda: F.jacobian(_FN["f1"], x, create_graph=True,
+                                                         vectorize=True)}[name]
         r = call()
         no_graph = {"vjp": lambda: F.vjp(_FN["f1"], x, v)[1],
                     "hessian": lambda: F.hessian(_FN["s1"], x)}.get(name, call)()
@@ -1033,6 +1041,15 @@ def test_grad_is_grads_batched():
         return lib.autograd.grad(y, [x, z], lib.eye(3, dtype=lib.float64), allow_unused=True,
                                  is_grads_batched=True)
     same(f)
+
+    def mlp(lib):       # one backward batched by vmap's rules, differentiable again
+        x = x3(lib, requires_grad=True)
+        w = lib.tensor(np.random.default_rng(1).standard_normal((4, 3)), requires_grad=True)
+        y = (w @ x).relu().softmax(0) * x.sum()
+        gx, gw = lib.autograd.grad(y, [x, w], lib.eye(4, dtype=lib.float64)[:, [0, 2, 1, 3]],
+                                   create_graph=True, is_grads_batched=True)
+        return gx, gw, lib.autograd.grad((gx.sin().sum() + gw.pow(2).sum()), [x, w])
+    same(mlp)
 
 
 # ---- end to end ------------------------------------------------------------------------------

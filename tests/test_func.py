@@ -59,6 +59,29 @@ def test_jacobians_and_hessian():
     same(lambda t: t.func.jacrev(t.func.jacrev(lambda x: (x ** 3).prod()))(_x(t, 3)))
 
 
+def test_vmap_of_vjp_fn():
+    """A vjp made outside vmap (or at fewer levels) and its vjp_fn vmapped over cotangents:
+    one backward through the batching rules (as jacrev runs)."""
+    def f(t, x):
+        return (x[1:, :2].softmax(-1) * x.diagonal()[:2]).log_softmax(0)
+
+    def outer(t):
+        _, fn = t.func.vjp(lambda x: f(t, x), _x(t, 3, 3))
+        return t.func.vmap(fn)(_x(t, 5, 2, 2, seed=1))
+    same(outer)
+
+    def nested(t):
+        def one(x, cts):
+            _, fn = t.func.vjp(lambda x: f(t, x), x)
+            return t.func.vmap(fn, in_dims=1)(cts)
+        return t.func.vmap(one)(_x(t, 2, 3, 3), _x(t, 2, 2, 4, 2, seed=2))
+    same(nested)
+    conv = [_x(ember, 2, 1, 3, 3, seed=3).tolist(), _x(ember, 1, 5, 5, seed=4)]
+    same(lambda t: t.func.jacrev(lambda x: t.nn.functional.conv2d(
+        x, t.tensor(conv[0], dtype=t.float64)).tanh())(t.tensor(conv[1].tolist(),
+                                                                  dtype=t.float64)))
+
+
 def test_vmap_in_out_dims_chunks_nesting():
     same(lambda t: t.func.vmap(lambda a, b: a @ b, in_dims=(1, None))(_x(t, 3, 5),
                                                                       _x(t, 3, 2)))

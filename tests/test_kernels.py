@@ -215,6 +215,19 @@ def test_bias_kernels_are_numpys_bit_for_bit(shape, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("b,o,i", [(3, 1000, 33), (128, 64, 784), (5, 3, 4099), (2, 2, 8193)])
+def test_outer_kernel_is_numpys_broadcast_multiply_bit_for_bit(b, o, i, dtype):
+    # per-sample weight gradients (vmap's linear rule): rows of any length (streaming stores
+    # from the first 16-byte boundary of each), as NumPy's g[:, :, None] * x[:, None, :]
+    rng = np.random.default_rng(0)
+    g, x = (rng.standard_normal(s).astype(dtype) for s in ((b, o), (b, i)))
+    g[0, 0] = -0.0
+    out, ref = kernels.outer(g, x), g[:, :, None] * x[:, None, :]
+    assert np.array_equal(out, ref) and np.array_equal(np.signbit(out), np.signbit(ref))
+    assert kernels.outer(g[:, ::2], x[:, ::2]) is None and kernels.outer(g[:1, :1], x[:1]) is None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape,dim", [((1024, 1000), -1), ((333, 129), 1), ((16385, 3), -1),
                                        ((7, 5000, 3), None), ((40000,), None), ((3, 4, 4099), 2)],
                          ids=str)

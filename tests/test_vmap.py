@@ -177,6 +177,34 @@ def test_per_sample_grads_match_a_loop_of_backward_passes(make, shape):
                                        atol=1e-10, err_msg=f"{k}, example {i}")
 
 
+def test_per_sample_grads_forward_mode_and_second_order_as_torch():
+    """The per-sample layers (expanded weights: one plain convolution / matrix product, each
+    example's weight gradient apart): a jvp through the per-sample gradients and each
+    example's Hessian block (jacrev of grad inside vmap), against torch.func."""
+    import torch
+
+    def run(t):
+        t.manual_seed(0)
+        nn = t.nn
+        m = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1, stride=2), nn.Tanh(), nn.Flatten(),
+                          nn.Linear(27, 4)).double()
+        g = np.random.default_rng(0)
+        p, tp = ({k: t.tensor(g.standard_normal(tuple(v.shape))) for k, v in
+                  m.named_parameters()} for _ in range(2))
+        x, y = t.tensor(g.standard_normal((5, 2, 6, 6))), t.tensor(g.integers(0, 4, 5))
+
+        def loss(p, xi, yi):
+            return t.nn.functional.cross_entropy(t.func.functional_call(m, p, (
+                xi.unsqueeze(0),)), yi.unsqueeze(0))
+        grads, jv = t.func.jvp(lambda p: t.func.vmap(t.func.grad(loss), (None, 0, 0))(
+            p, x, y), (p,), (tp,))
+        hess = t.func.vmap(t.func.jacrev(t.func.grad(loss)), (None, 0, 0))(p, x, y)
+        return [d[k].detach().numpy() for d in (grads, jv) for k in sorted(d)] + [
+            hess[k][k].detach().numpy() for k in ("0.weight", "3.weight")]
+    for got, want in zip(run(ember), run(torch)):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
 # random functions inside vmap, written once for ember and torch (``m``)
 _RANDOM_FNS = {
     "dropout": lambda m, t: m.nn.functional.dropout(t, 0.5),

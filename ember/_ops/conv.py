@@ -334,6 +334,16 @@ def _weight_grad(x, g, k, stride, padding, dilation, groups):
     return r.transpose(0, 1)
 
 
+def input_grad(g, shape, weight, stride, padding, dilation, groups):
+    """``dL/dinput`` (of ``shape``) of ``y = conv(input, weight)`` given ``g = dL/dy``: the
+    transposed convolution of ``g``."""
+    k = weight.shape[2:]
+    # output_padding recovers the input rows the forward's last window skipped
+    fit = tuple(shape[2 + i] - ((g.shape[2 + i] - 1) * stride[i] - 2 * padding[i] +
+                                dilation[i] * (k[i] - 1) + 1) for i in range(len(k)))
+    return convolution(g, weight, None, stride, padding, dilation, True, fit, groups)
+
+
 @convolution.vjp(save=("input", "weight"))
 def _(g, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     # which gradients to compute is the graph's call (needs_input_grad), not the saved tensors'
@@ -353,11 +363,7 @@ def _(g, input, weight, bias, stride, padding, dilation, transposed, output_padd
             gw = _weight_grad(g, input, k, stride, padding, dilation, groups)
     else:
         if needs_input_grad(0):
-            # output_padding recovers the input rows the forward's last window skipped
-            fit = tuple(input.shape[2 + i] - ((g.shape[2 + i] - 1) * stride[i] - 2 * padding[i]
-                                              + dilation[i] * (k[i] - 1) + 1)
-                        for i in range(nd))
-            gi = convolution(g, weight, None, stride, padding, dilation, True, fit, groups)
+            gi = input_grad(g, input.shape, weight, stride, padding, dilation, groups)
         if needs_input_grad(1):
             gw = _weight_grad(input, g, k, stride, padding, dilation, groups)
     gb = g.sum((0,) + tuple(range(2, 2 + nd))) if bias is not None and needs_input_grad(2) \

@@ -75,7 +75,7 @@ def _(g, input, weight, bias=None):
         gi = (g2 @ weight.conj()).reshape(input.shape) if flat else g @ weight.conj()
     if needs_input_grad(1):
         gw = g2.mT @ (_rows(input) if input.dim() != 2 else input).conj()
-    if bias is not None:
+    if bias is not None and needs_input_grad(2):
         gb = g2.sum(0)
     return gi, gw, gb
 
@@ -191,7 +191,10 @@ def kernel_grads(*tensors):
     are NumPy arrays of one dtype; else None."""
     if _grad_state.grad_enabled:
         return None
-    arrays = [t._data for t in tensors]
+    try:
+        arrays = [t._data for t in tensors]
+    except RuntimeError:        # a BatchedTensor (vmap of a vjp): the ember ops batch it
+        return None
     if any(type(a) is not np.ndarray or a.dtype != arrays[0].dtype for a in arrays):
         return None
     return arrays
@@ -202,7 +205,11 @@ def _softmax_kernel(xp, a, b, dim, log):
     with ``b`` the result, the backward of gradient ``a``. Tensors in, a Tensor out (backward);
     arrays in, an array out (forward); None when no kernel applies. On a GPU, ember's fused
     CUDA kernel (``ember/cuda/_kernels.py``)."""
-    if type(a._data if isinstance(a, Tensor) else a) is not np.ndarray:
+    try:
+        data = a._data if isinstance(a, Tensor) else a
+    except RuntimeError:        # a BatchedTensor (vmap of a vjp): the ember ops batch it
+        return None
+    if type(data) is not np.ndarray:
         from ..cuda import _kernels as cuda_kernels
         return cuda_kernels.softmax(a, b, dim, log)
     wrap = isinstance(a, Tensor)

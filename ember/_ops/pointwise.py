@@ -489,8 +489,8 @@ def fused_grad(name, x, g, *params):
     """``g`` times the derivative at ``x`` (a saved input or result) of pointwise.h's op
     ``name`` by its fused C backward, as a Tensor; None where that does not apply (grad mode on:
     the backward is itself differentiated; or arrays the kernel does not take)."""
-    if _grad_state.grad_enabled or x.shape != g.shape:
-        return None
+    if _grad_state.grad_enabled or x.shape != g.shape or type(g) is not ember.Tensor:
+        return None         # (a BatchedTensor g: vmap of a vjp, batched by the ops instead)
     r = _C.pointwise(name + "_bwd", x._data, *params, other=g._data)
     return None if r is None else ember.Tensor._wrap(r)
 

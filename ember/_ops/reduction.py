@@ -108,7 +108,7 @@ nansum = _sum_like("nansum", "nansum", """Sum over ``dim`` treating nan as zero.
 @sum_.vjp()
 def _(g, input, dim=None, keepdim=False, *, dtype=None):
     # a full sum's 0-dim gradient expands as it is (no unsqueeze view per dim)
-    return quick_view(_expand, g if g._data.ndim == 0 else _keep(g, input, dim, keepdim),
+    return quick_view(_expand, g if g.dim() == 0 else _keep(g, input, dim, keepdim),
                       input._shape)
 
 

@@ -125,7 +125,7 @@ def _seed_grads(outputs, grad_outputs, create_graph):
                 grads.append(creation.ones(out.shape, dtype=out.dtype, device=out.device) if edge
                              else creation.ones_like(out))
             continue
-        elif not hasattr(g, "_data"):
+        elif not isinstance(g, tensor_mod.Tensor):
             from .._ops.creation import tensor
             g = tensor(g, dtype=out.dtype, device=out.device)
         elif tuple(g.shape) != tuple(out.shape):
@@ -206,11 +206,16 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 
 def _batched_grad(outs, ins, grads, retain_graph, create_graph, allow_unused, materialize_grads):
-    """``grad(is_grads_batched=True)``: one vjp per slice along the grad_outputs' first dim,
-    stacked (torch vmaps; a loop gives the same values)."""
-    from .._ops.joining import stack
-    n = grads[0].shape[0]
-    rows = [grad(outs, ins, [g[i] for g in grads], retain_graph=True if i < n - 1 else
-                 retain_graph, create_graph=create_graph, allow_unused=allow_unused,
-                 materialize_grads=materialize_grads) for i in range(n)]
-    return tuple(None if col[0] is None else stack(col) for col in zip(*rows))
+    """``grad(is_grads_batched=True)``: the vjp vmapped over the grad_outputs' first dim, as
+    torch: one backward pass, its ops batched by vmap's rules (not one pass per slice)."""
+    from ..func import vmap
+    from .._ops.creation import zeros_like
+    unused = []
+
+    def one(*gs):
+        res = grad(outs, ins, list(gs), retain_graph=retain_graph, create_graph=create_graph,
+                   allow_unused=allow_unused, materialize_grads=materialize_grads)
+        unused[:] = [r is None for r in res]
+        return tuple(zeros_like(t) if r is None else r for r, t in zip(res, ins))
+    res = vmap(one)(*grads)
+    return tuple(None if u else r for u, r in zip(unused, res))

@@ -39,12 +39,19 @@ def _needed(nodes, targets):
     return needed
 
 
+def _shape(g):
+    try:
+        return g._data.shape
+    except RuntimeError:    # a gradient batched by vmap (vjp_fn called inside vmap)
+        return tuple(g.shape)
+
+
 def _sum_to(g, meta):
     """Reduce gradient ``g`` to the shape and dtype of the input described by ``meta``."""
     shape = meta._shape
-    if g._data.shape == shape and g.dtype is meta.dtype:     # the common case, cheaply
+    if _shape(g) == shape and g.dtype is meta.dtype:     # the common case, cheaply
         return g
-    if g._data.shape != shape:
+    if _shape(g) != shape:
         lead = g.dim() - len(shape)
         dims = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape)
                                           if s == 1 and g.shape[i + lead] != 1)
@@ -176,7 +183,7 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                     continue
                 if g is not None:
                     # (TensorMeta is a tuple (shape, dtype, device): index it, no properties)
-                    if g._data.shape != meta[0] or g.dtype is not meta[1]:
+                    if _shape(g) != meta[0] or g.dtype is not meta[1]:
                         g = _sum_to(g, meta)
                     buf = buffers.get(nxt)
                     if buf is None:

@@ -198,7 +198,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
         tensor([[2., 0.],
                 [0., 4.]])
     """
-    from .._ops.creation import zeros
+    from .._ops.creation import eye, zeros
     from .._ops.joining import stack
     if strategy not in ("reverse-mode", "forward-mode"):
         raise ValueError('Expected strategy to be either "forward-mode" or "reverse-mode". Hint: '
@@ -221,20 +221,33 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
         is_in_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
         inputs = _prepare(inputs, create_graph, True)
         is_out_tuple, outputs = _call(func, inputs, "jacobian")
+        if vectorize and strict:
+            raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and "
+                               "`vectorized=True` are not supported together. Please either "
+                               "set `strict=False` or `vectorize=False`.")
         jac = []
         for i, out in enumerate(outputs):
             rows = [[] for _ in inputs]
             flat = out.reshape(-1)
-            for j in range(flat.numel()):
-                g = _grads([flat[j]], inputs, None, create_graph, False, "output") \
-                    if out.requires_grad else (None,) * len(inputs)
+            many = vectorize and out.requires_grad and flat.numel()
+            if many:    # as torch: one backward, vmapped over the one-hot rows (stacked as one)
+                grads = [_grad([out], inputs, [eye(many, dtype=out.dtype, device=out.device)
+                                               .reshape(many, *out.shape)], retain_graph=True,
+                               create_graph=create_graph, allow_unused=True,
+                               is_grads_batched=True)]
+            else:       # a backward per row
+                grads = [_grads([flat[j]], inputs, None, create_graph, False, "output")
+                         if out.requires_grad else (None,) * len(inputs)
+                         for j in range(flat.numel())]
+            for g in grads:
                 for k, (r, t) in enumerate(zip(g, inputs)):
                     if r is None and strict:
                         raise RuntimeError(f"Output {i} of the user-provided function is "
                                            f"independent of input {k}. This is not allowed in "
                                            "strict mode.")
-                    rows[k].append(r if r is not None else zeros(t.shape, dtype=t.dtype,
-                                                                  device=t.device))
+                    rows[k].append(r if r is not None else zeros(
+                        ((many,) if many else ()) + tuple(t.shape), dtype=t.dtype,
+                        device=t.device))
             jac.append(tuple(
                 (stack(r) if r else zeros((0,) + tuple(t.shape), dtype=t.dtype))
                 .reshape(tuple(out.shape) + tuple(t.shape)) for r, t in zip(rows, inputs)))

@@ -249,18 +249,18 @@ def vjp(func, *primals, has_aux=False):
                 raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of "
                                    f"{tuple(c.shape)} and output[0] has a shape of "
                                    f"{tuple(o.shape)}.")
-        if len(_vmap._STACK) != levels:
-            raise RuntimeError("vjp_fn: calling it under a different number of vmap levels "
-                               "than vjp was called at is not supported; call vjp inside the "
-                               "vmap")
-        pairs = [(p, lift(c)) for p, c in zip(p_outs, cts) if p.requires_grad]
+        if len(_vmap._STACK) < levels:
+            raise RuntimeError("vjp_fn: calling it under fewer vmap levels than vjp was "
+                               "called at is not supported")
+        pairs = [(p, _vmap.batched_over(c, levels)) for p, c in zip(p_outs, cts)
+                 if p.requires_grad]
         if not pairs:
             return _unflatten([lower(ember.zeros_like(p)) for p in phys], spec)
         gs = ember.autograd.grad([p for p, _ in pairs], phys, [c for _, c in pairs],
                                  retain_graph=retain_graph, allow_unused=True,
                                  create_graph=keep if create_graph is None else create_graph,
                                  materialize_grads=True)
-        return _unflatten([lower(g) for g in gs], spec)
+        return _unflatten([_vmap.unbatched_over(g, levels) for g in gs], spec)
     out = _unflatten([_out(p, keep) for p in p_outs], out_spec)
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
 
@@ -290,31 +290,21 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     @functools.wraps(func)
     def wrapper(*args):
         nums = _argnums(argnums, len(args), "jacrev")
-        with ember.no_grad():
-            probe = func(*args)
-        probe = probe[0] if has_aux else probe
-        outs, out_spec = _flatten(probe)
+
+        def g(*s):
+            a = list(args)
+            for i, v in zip(nums, s):
+                a[i] = v
+            return func(*a)
+        # as torch: one forward, then the vjp's backward vmapped over the one-hot cotangents
+        res = vjp(g, *(args[i] for i in nums), has_aux=has_aux)
+        outs, out_spec = _flatten(res[0])
         basis, sizes = _basis(outs)
-
-        def row(*cts):
-            def f(*a):
-                r = func(*a)
-                return r[0] if has_aux else r
-            sub = tuple(args[i] for i in nums)
-
-            def g(*s):
-                a = list(args)
-                for i, v in zip(nums, s):
-                    a[i] = v
-                return f(*a)
-            _, fn = vjp(g, *sub)
-            return fn(_unflatten(list(cts), out_spec))
-        rows = vmap(row, chunk_size=chunk_size)(*basis)     # per arg: (n_out, *arg)
+        rows = vmap(lambda *cts: res[1](_unflatten(list(cts), out_spec)),
+                    chunk_size=chunk_size)(*basis)          # per arg: (n_out, *arg)
         jac = _split_rows(rows, outs, sizes, lambda o, a: (*o.shape, *a.shape))
         jac = _arrange(jac, out_spec, isinstance(argnums, int))
-        if has_aux:
-            return jac, func(*args)[1]
-        return jac
+        return (jac, res[2]) if has_aux else jac
     return wrapper
 
 

@@ -7,6 +7,7 @@ written below; an op without one loops over the batch, with
 torch's performance warning. Autograd only ever sees the physical tensors, so ``grad`` inside
 vmap differentiates the batched computation in one backward pass."""
 import functools
+import numbers
 import warnings
 
 import ember
@@ -14,7 +15,9 @@ import ember
 from .._size import Size
 from .._tensor import Tensor
 from ..autograd import forward_ad as _fwad
-from .._ops import random as _random
+from .._C import kernels as _kernels
+from .._ops import conv as _conv, random as _random
+from .._ops.nn import kernel_grads
 from .._ops.registry import get
 
 _STACK = []         # active vmap levels, outermost first: [level, batch size, randomness]
@@ -93,23 +96,28 @@ def _wrap(value, level):
 
 
 def _level_of(x):
-    return x._level if isinstance(x, BatchedTensor) else 0
+    return x._level if type(x) is BatchedTensor else 0
 
 
 def _levels(args, kwargs):
+    """The innermost vmap level among the operands (0: none batched). Every op dispatched
+    while a vmap runs asks, the physical ops of the rules too: kept to plain loops."""
     top = 0
-    for a in (*args, *kwargs.values()):
-        if type(a) in (list, tuple):
+    for a in (*args, *kwargs.values()) if kwargs else args:
+        t = type(a)
+        if t is BatchedTensor:
+            if a._level > top:
+                top = a._level
+        elif t is list or t is tuple:
             for b in a:
-                top = max(top, _level_of(b))
-        else:
-            top = max(top, _level_of(a))
+                if type(b) is BatchedTensor and b._level > top:
+                    top = b._level
     return top
 
 
 # ---- lifting to and from physical tensors (grad, vjp and jvp inside vmap) ------------------
 
-def lift(t):
+def lift(t, stack=None):
     """``t`` as a physical tensor with a leading dim for every active vmap level (outermost
     first), expanded along the levels it is not batched at."""
     have, v = [], t
@@ -117,18 +125,40 @@ def lift(t):
         have.append(v._level)
         v = v._value
     have.reverse()
-    for i, (level, n, _) in enumerate(_STACK):
-        if level not in have:
-            v = v.unsqueeze(i)
-            v = v.expand(*v.shape[:i], n, *v.shape[i + 1:])
+    for i, (level, n, _) in enumerate(_STACK if stack is None else stack):
+        if level not in have:       # (expand adds a leading dim itself: one op, not two)
+            v = v.expand(n, *v.shape) if i == 0 else v.unsqueeze(i).expand(
+                *v.shape[:i], n, *v.shape[i:])
     return v
 
 
-def lower(p):
+def lower(p, stack=None):
     """The inverse of ``lift``: ``p``'s leading dims as the active vmap levels."""
-    for level, _, _ in _STACK:
+    for level, _, _ in _STACK if stack is None else stack:
         p = _wrap(p, level)
     return p
+
+
+def batched_over(t, k):
+    """``t`` as a tensor of the outermost ``k`` vmap levels' physical dims, still batched
+    (a BatchedTensor) at the levels inside them: a vjp made at ``k`` levels and called
+    inside more (jacrev's vmap of a vjp) runs its backward once, through the batching rules,
+    on cotangents that are batched over the new levels only."""
+    if len(_STACK) == k:
+        return lift(t)
+    p = lift(t)
+    return lower(p.movedim(tuple(range(k, len(_STACK))), tuple(range(len(_STACK) - k))),
+                 _STACK[k:])
+
+
+def unbatched_over(g, k):
+    """The inverse of ``batched_over``: the gradient of the outermost ``k`` levels' physical
+    tensors, batched (or not) at the levels inside them, as seen at every level."""
+    if len(_STACK) == k:
+        return lower(g)
+    n = len(_STACK) - k
+    p = lift(g, _STACK[k:])
+    return lower(p.movedim(tuple(range(n)), tuple(range(k, k + n))))
 
 
 # ---- the dispatch hook -------------------------------------------------------------------
@@ -308,7 +338,8 @@ def _pad(x, level, rank):
     if _level_of(x) != level:
         return x
     v = x._value
-    return v.reshape(v.shape[0], *(1,) * (rank - x.dim()), *v.shape[1:])
+    return v if rank == x.dim() else v.reshape(v.shape[0], *(1,) * (rank - x.dim()),
+                                               *v.shape[1:])
 
 
 def _pointwise(opdef, level, args, kwargs):
@@ -319,9 +350,9 @@ def _pointwise(opdef, level, args, kwargs):
 
 
 def _shift(d, rank):
-    if isinstance(d, int) and not isinstance(d, bool):
+    if isinstance(d, numbers.Integral) and not isinstance(d, bool):
         return d % max(rank, 1) + 1
-    if type(d) in (list, tuple) and all(isinstance(e, int) for e in d):
+    if type(d) in (list, tuple) and all(isinstance(e, numbers.Integral) for e in d):
         return type(d)(e % max(rank, 1) + 1 for e in d)
     return d
 
@@ -402,17 +433,24 @@ def _linear(opdef, level, args, kwargs):
         n = _size(level)
         xv = lift_one(x, level, n)
         bv = None if b is None else lift_one(b, level, n)
-        y = _PerExampleLinear.apply(xv.reshape(n, -1, xv.shape[-1]), w._value, bv)
-        return _wrap(y.reshape(*xv.shape[:-1], y.shape[-1]), level)
+        three = xv.dim() == 3               # (B, N, in) already: no reshapes
+        y = _PerExampleLinear.apply(xv if three else xv.reshape(n, -1, xv.shape[-1]),
+                                    w._value, bv)
+        return _wrap(y if three else y.reshape(*xv.shape[:-1], y.shape[-1]), level)
     out = ember.matmul(x, w.transpose(-1, -2))
     return out if b is None else out + b
 
 
-def _expanded(w):
-    """``w``'s one matrix where its batch dim is an expand (stride 0): the per-sample
-    gradient case, whose weights are the same for every example."""
+def _is_expanded(w):
+    """Whether ``w``'s batch dim is an expand (stride 0): the per-sample gradient case, whose
+    weights are the same for every example."""
     strides = getattr(getattr(w, "_data", None), "strides", None)
-    return w[0] if strides is not None and strides[0] == 0 else None
+    return strides is not None and strides[0] == 0
+
+
+def _expanded(w):
+    """``w``'s one matrix where ``_is_expanded(w)``, else None."""
+    return w[0] if _is_expanded(w) else None
 
 
 class _PerExampleLinear(ember.autograd.Function):
@@ -424,18 +462,21 @@ class _PerExampleLinear(ember.autograd.Function):
     @staticmethod
     def forward(ctx, x, w, b):
         ctx.save_for_backward(x, w)
-        w0 = _expanded(w)
+        ctx.w0 = w0 = _expanded(w)
+        if w0 is not None and (b is None or _is_expanded(b)):     # (linear adds the bias
+            return get("linear")(x, w0, None if b is None else b[0])      # as it writes)
         y = x @ w0.T if w0 is not None else x @ w.transpose(1, 2)
         return y if b is None else y + b.unsqueeze(1)
 
     @staticmethod
     def backward(ctx, g):
         x, w = ctx.saved_tensors
-        w0 = _expanded(w)
-        gx = g @ (w0 if w0 is not None else w)
-        gw = g[:, 0].unsqueeze(2) * x[:, 0].unsqueeze(1) if x.shape[1] == 1 else \
+        w0, (nx, nw, nb) = ctx.w0, ctx.needs_input_grad
+        # (the first layer's input is the data: no gradient, a third of its backward)
+        gx = g @ (w0 if w0 is not None else w) if nx else None
+        gw = None if not nw else _outer(g[:, 0], x[:, 0]) if x.shape[1] == 1 else \
             g.transpose(1, 2) @ x
-        return gx, gw, g.sum(1)
+        return gx, gw, g.sum(1) if nb else None
 
     @staticmethod
     def jvp(ctx, tx, tw, tb):
@@ -444,11 +485,21 @@ class _PerExampleLinear(ember.autograd.Function):
         return out if tb is None else out + tb.unsqueeze(1)
 
 
+def _outer(g, x):
+    """Each example's outer product ``g[b] x[b]^T``: the rowops kernel (streaming stores, for
+    a result of hundreds of MB) where nothing differentiates it, else by broadcasting."""
+    arrays = kernel_grads(g, x)
+    out = None if arrays is None else _kernels.outer(*arrays)
+    return Tensor._wrap(out) if out is not None else g.unsqueeze(2) * x.unsqueeze(1)
+
+
 def _convolution(opdef, level, args, kwargs):
-    """Batch into N where only the input is batched; else as a grouped convolution with the
-    batch folded into the channels."""
+    """Batch into N where only the input is batched (transposed too: the input gradient of a
+    vmapped vjp); per-example weights that are one expanded kernel (per-sample gradients) by
+    ``_PerExampleConv``; else as a grouped convolution with the batch folded into the
+    channels."""
     x, w, bias, stride, padding, dilation, transposed, out_pad, groups = args
-    if transposed or _level_of(bias) == level and _level_of(w) != level:
+    if _level_of(w) == level and transposed or _level_of(bias) == level and _level_of(w) != level:
         return _loop(opdef, level, args, kwargs)
     n = _size(level)
     unb = x.dim() == w.dim() - 1
@@ -458,18 +509,71 @@ def _convolution(opdef, level, args, kwargs):
         return _wrap(out.reshape(n, *(() if unb else x.shape[:1]), *out.shape[1:]), level)
     xv = lift_one(x, level, n)
     xv = xv.unsqueeze(1) if unb else xv                      # (B, N, C, ...)
-    xv = xv.movedim(0, 1).reshape(xv.shape[1], n * xv.shape[2], *xv.shape[3:])
-    wv = w._value.reshape(-1, *w.shape[1:])
-    bv = None if bias is None else lift_one(bias, level, n).reshape(-1)
-    out = opdef(xv, wv, bv, stride, padding, dilation, transposed, out_pad, groups * n)
-    out = out.reshape(out.shape[0], n, -1, *out.shape[2:]).movedim(1, 0)
+    bv = None if bias is None else lift_one(bias, level, n)
+    opts = (stride, padding, dilation, out_pad, groups)
+    if type(w._value) is Tensor and _is_expanded(w._value) and \
+            type(bv) in (Tensor, type(None)):
+        out = _PerExampleConv.apply(xv, w._value, bv, *opts)
+    else:
+        out = _grouped_conv(xv, w._value, bv, *opts)
     return _wrap(out.squeeze(1) if unb else out, level)
+
+
+def _grouped_conv(x, w, b, stride, padding, dilation, out_pad, groups):
+    """(B, N, C, ...) inputs convolved with per-example weights (B, O, C/groups, ...) as one
+    convolution of B times the groups, the batch folded into the channels: (B, N, O, ...)."""
+    n = x.shape[0]
+    xv = x.movedim(0, 1).reshape(x.shape[1], n * x.shape[2], *x.shape[3:])
+    out = get("convolution")(xv, w.reshape(-1, *w.shape[2:]), None if b is None else
+                             b.reshape(-1), stride, padding, dilation, False, out_pad, groups * n)
+    return out.reshape(out.shape[0], n, -1, *out.shape[2:]).movedim(1, 0)
+
+
+class _PerExampleConv(ember.autograd.Function):
+    """``convolution`` of (B, N, C, ...) inputs with per-example weights that are one
+    expanded kernel (per-sample gradients): the forward one plain convolution of the B * N
+    inputs, without the grouped convolution's copies that fold the batch into the channels;
+    the backward each example's weight gradient by the grouped weight-gradient kernel."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, stride, padding, dilation, out_pad, groups):
+        ctx.save_for_backward(x, w)
+        ctx.opts, ctx.w0 = (stride, padding, dilation, out_pad, groups), w[0]
+        one = b is None or _is_expanded(b)          # one bias for all: the convolution's
+        y = get("convolution")(x.flatten(0, 1), ctx.w0, b[0] if b is not None and one else
+                               None, stride, padding, dilation, False, out_pad, groups)
+        y = y.reshape(x.shape[0], -1, *y.shape[1:])
+        return y if one else y + b.reshape(*b.shape[:1], 1, -1, *(1,) * (y.dim() - 3))
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        (stride, padding, dilation, _, groups), (nx, nw, nb) = ctx.opts, ctx.needs_input_grad[:3]
+        gx = gw = gb = None
+        if nx:
+            gx = _conv.input_grad(g.flatten(0, 1), (x.shape[0] * x.shape[1], *x.shape[2:]),
+                                  ctx.w0, stride, padding, dilation, groups).reshape(x.shape)
+        if nw:
+            flat = lambda t: (t if t.shape[1] == 1 else t.movedim(0, 1)).reshape(  # noqa: E731
+                t.shape[1], -1, *t.shape[3:])
+            gw = _conv._weight_grad(flat(x), flat(g), tuple(w.shape[3:]), stride, padding,
+                                    dilation, groups * x.shape[0]).reshape(w.shape)
+        if nb:
+            gb = g.sum((1, *range(3, g.dim())))
+        return gx, gw, gb, None, None, None, None, None
+
+    @staticmethod
+    def jvp(ctx, tx, tw, tb, *_):
+        x, w = ctx.saved_tensors
+        out = get("convolution")(tx.flatten(0, 1), ctx.w0, None, *ctx.opts[:3], False,
+                                 *ctx.opts[3:])
+        return out.reshape(x.shape[0], -1, *out.shape[1:]) + _grouped_conv(x, tw, tb, *ctx.opts)
 
 
 def lift_one(x, level, n):
     if _level_of(x) == level:
         return x._value
-    return x.unsqueeze(0).expand(n, *x.shape)
+    return x.expand(n, *x.shape)
 
 
 def _joined(opdef, level, args, kwargs):
@@ -542,14 +646,16 @@ def _loss(opdef, level, args, kwargs):
     n, red = _size(level), call.pop("reduction", "mean")
     xv, tv = lift_one(x, level, n), lift_one(target, level, n)
     out = opdef(xv.reshape(-1, *xv.shape[2:]), tv.reshape(-1, *tv.shape[2:]),
-                reduction="none", **call).reshape(n, *tv.shape[1:])
+                reduction="none", **call)
     if red == "none":
-        return _wrap(out, level)
-    flat = out.reshape(n, -1)
+        return _wrap(out.reshape(n, *tv.shape[1:]), level)
+    one = tuple(out.shape) == (n,)      # one loss per example (the per-sample case): its sum
+    flat = out if one else out.reshape(n, -1)
     if red == "sum":
-        return _wrap(flat.sum(1), level)
-    kept = (tv.reshape(n, -1) != call.get("ignore_index", -100)).to(flat.dtype)
-    return _wrap(flat.sum(1) / kept.sum(1), level)
+        return _wrap(flat if one else flat.sum(1), level)
+    kept = (tv.reshape(-1 if one else (n, -1)) != call.get("ignore_index", -100)).to(
+        flat.dtype)
+    return _wrap(flat / kept if one else flat.sum(1) / kept.sum(1), level)
 
 
 def _trailing(pos):
@@ -1055,6 +1161,27 @@ def _diag_embed(opdef, level, args, kwargs):
                  level)
 
 
+def _embedded(opdef, level, args, kwargs):
+    """getitem's and diagonal's backward (``g`` written into zeros of the input's shape): the
+    batch dim prepended to the shape, a full slice to a basic index or to advanced ones next
+    to each other (whose dims stay in place), the diagonal's dims shifted."""
+    g, shape, rest = args[0], tuple(args[1]), list(args[2:])
+    if any(_level_of(a) for a in (*args[1:], *kwargs.values())) or _level_of(g) != level:
+        return _loop(opdef, level, args, kwargs)
+    if opdef.name == "_diag_embed_like":
+        rest[1:] = [d % len(shape) + 1 for d in rest[1:]]
+    else:
+        idx = rest[0] if isinstance(rest[0], tuple) else (rest[0],)
+        adv = [i for i, x in enumerate(idx) if not (x is None or x is Ellipsis or
+                                                     type(x) in (int, slice))]
+        adv = adv and [i for i, x in enumerate(idx) if i in adv or type(x) is int]
+        if adv and adv[-1] - adv[0] != len(adv) - 1 or any(
+                _level_of(x) for x in idx):
+            return _loop(opdef, level, args, kwargs)
+        rest[0] = (slice(None), *idx)
+    return _wrap(opdef(g._value, (_size(level), *shape), *rest, **kwargs), level)
+
+
 def _unfold(opdef, level, args, kwargs):
     x, d, size, step = args
     if x.dim() == 0:
@@ -1113,7 +1240,7 @@ RULES.update({
     "_lstm_cell": _folded, "_lstm_cell_backward": _folded, "_lstm_layer": _lstm_layer,
     "index_put": _index_put, "put": _put, "take": _take, "masked_scatter": _masked_scatter,
     "roll": _roll, "repeat_interleave": _repeat_interleave, "diag_embed": _diag_embed,
-    "unfold": _unfold,
+    "unfold": _unfold, "_index_embed": _embedded, "_diag_embed_like": _embedded,
     "tensordot": _decomposed(_tensordot), "kron": _decomposed(_kron),
     "inner": _decomposed(lambda a, b: a * b if a.dim() == 0 or b.dim() == 0 else
                          _tensordot(a, b, ([-1], [-1]))),

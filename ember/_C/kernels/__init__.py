@@ -96,6 +96,7 @@ def _declare(lib):
             "add_rows": [p, p, p, i64, i64, i64],
             "add_bias": [p, p, i64, i64, i],
             "sum_rows": [p, p, i64, i64, i],
+            "outer": [p, p, p, i64, i64, i64, i],
             "prod_rows": [p, p, i64, i64, i],
             # (BLAS's cblas_?gemm address and whether it takes 64-bit ints, then threads)
             "lstm_fwd": [p] * 8 + [i64, i64, i64, i, p, i, i],
@@ -217,6 +218,21 @@ def sum_rows(a):
         return None
     out = np.empty(a.shape[1], a.dtype)
     fn(ptr(a), ptr(out), a.shape[0], a.shape[1], num_threads())
+    return out
+
+
+def outer(g, x):
+    """``g[:, :, None] * x[:, None, :]`` of C-contiguous (B, O) and (B, I) NumPy arrays of one
+    float dtype (per-sample weight gradients) by rowops' outer, whose streaming stores write
+    the large result without first reading it into the cache; None where it does not apply."""
+    fn = kernel("outer", g.dtype) if type(g) is np.ndarray and type(x) is np.ndarray and \
+        g.ndim == x.ndim == 2 and g.shape[0] == x.shape[0] and g.dtype == x.dtype and \
+        g.size * x.shape[1] >= _MIN_ROWS_KERNEL and g.flags.c_contiguous and \
+        x.flags.c_contiguous else None
+    if fn is None:
+        return None
+    out = np.empty(g.shape + x.shape[1:], g.dtype)
+    fn(ptr(g), ptr(x), ptr(out), g.shape[0], g.shape[1], x.shape[1], num_threads())
     return out
 
 

@@ -13,6 +13,9 @@
 #include <string.h>
 
 #include "vecmath.h"
+#ifdef __SSE2__
+#include <emmintrin.h>      /* streaming stores (rowops.h's outer) */
+#endif
 
 #ifdef _OPENMP
 #include <omp.h>

@@ -392,6 +392,38 @@ EXPORT void S(add_bias)(T *out, const T *bias, int64_t rows, int64_t cols, int n
     }
 }
 
+/* Per-sample weight gradients of a linear layer: out[b, o, :] = g[b, o] * x[b, :] (B * O rows
+ * of I, one multiply each, as NumPy's broadcast multiply), rows over threads. The result
+ * (hundreds of MB for an MLP's layer) is written once and not read back soon: streaming stores
+ * bypass the cache, so the write costs no read for ownership, half the memory traffic. */
+TC static void S(outer_row)(T *o, const T *x, T s, int64_t n) {
+    int64_t j = 0;
+#ifdef __SSE2__
+    for (; j < n && ((uintptr_t)(o + j) & 15); j++) o[j] = s * x[j];
+    if (sizeof(T) == 4)
+        for (; j + 4 <= n; j += 4)
+            _mm_stream_ps((float *)(o + j), _mm_mul_ps(_mm_set1_ps((float)s),
+                                                       _mm_loadu_ps((const float *)(x + j))));
+    else
+        for (; j + 2 <= n; j += 2)
+            _mm_stream_pd((double *)(o + j), _mm_mul_pd(_mm_set1_pd((double)s),
+                                                        _mm_loadu_pd((const double *)(x + j))));
+#endif
+    for (; j < n; j++) o[j] = s * x[j];
+}
+
+EXPORT void S(outer)(const T *g, const T *x, T *out, int64_t B, int64_t O, int64_t I, int nt) {
+    nt = rows_threads(B * O * I, nt);
+#pragma omp parallel num_threads(nt)
+    {
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < B * O; r++) S(outer_row)(out + r * I, x + (r / O) * I, g[r], I);
+#ifdef __SSE2__
+        _mm_sfence();   /* (this thread's streaming stores visible before the join) */
+#endif
+    }
+}
+
 /* prod over each contiguous row: 32 partial products (several vector registers, so the
  * multiplies' latency overlaps; NumPy's multiply.reduce takes one element at a time); rows
  * over threads */
