@@ -33,19 +33,19 @@ CAPS = {                            # Python lines per package
     "ember": 4000,                  # the core modules + torch's top-level accelerator, hub...
     "ember/_C": 400,                # the loaders of the kernel library and dispatch extension
     "ember/_backends": 400,
-    "ember/_ops": 13300,            # + a jvp rule per op (#33), ndtri/avg_pool/cdist paths (#35)
+    "ember/_ops": 14600,            # + jvp rules (#33), compressed sparse, lobpcg/ldl (#34), C paths (#35)
     "ember/amp": 500,
     "ember/autograd": 2300,         # + forward-mode AD
     "ember/backends": 200,
-    "ember/cuda": 1500,             # + CUDA streams, events, memory stats
+    "ember/cuda": 1900,             # + streams, events, memory, graphs, pools, flash attention
     "ember/demo": 350,
     "ember/func": 1800,             # vmap, grad, jvp, functional_call
     "ember/nn": 7000,               # + parallel wrappers, lazy modules, prune, nn.attention
     "ember/optim": 2300,
-    "ember/profiler": 550,
-    "ember/serialization": 900,
+    "ember/profiler": 700,          # + execution traces
+    "ember/serialization": 1000,    # + compressed sparse, skip_data, packages
     "ember/sparse": 200,
-    "ember/utils": 2500,            # + tensorboard, hub, checkpoint, cpp_extension-free bits
+    "ember/utils": 3800,            # + tensorboard, checkpoint (selective), DataPipes, fuzzer
     "ember/distributed": 4500,
     "ember/distributions": 3500,
     "ember/multiprocessing": 400,
@@ -53,14 +53,14 @@ CAPS = {                            # Python lines per package
     "ember/fx": 2500,
     "ember/jit": 1000,
     "ember/export": 800,
-    "ember/onnx": 1200,
+    "ember/onnx": 1300,             # + custom symbolics, onnx.ops
     "ember/_dynamo": 1500,
     "ember/compiler": 800,
     "ember/hub": 400,
 }
 OTHER_CAP = 1500                    # any package without its own cap
 C_CAP = 7500                        # every .c/.h file: today's kernels + CUDA's ~2k
-TOTAL_CAP = 54000
+TOTAL_CAP = 60500
 
 _LAYOUT = {token.NEWLINE, token.NL, token.INDENT, token.DEDENT, token.COMMENT,
            token.ENCODING, token.ENDMARKER}
