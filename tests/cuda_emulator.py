@@ -313,12 +313,15 @@ def emulated_kernels(cupy):
     caches = (_kernels._rows_kernel, _kernels._elementwise, _attention._functions)
     for c in caches:
         c.cache_clear()
-    cupy.RawKernel, cupy.RawModule, cupy.ElementwiseKernel = \
-        RawKernel, RawModule, ElementwiseKernel
+    names = {"RawKernel": RawKernel, "RawModule": RawModule, "ElementwiseKernel": ElementwiseKernel}
+    before = {n: cupy.__dict__[n] for n in names if n in cupy.__dict__}
+    cupy.__dict__.update(names)
     try:
         yield cupy
     finally:
-        del cupy.RawKernel, cupy.RawModule, cupy.ElementwiseKernel
+        for n in names:     # the double's own (an ElementwiseKernel that cannot compile) back
+            del cupy.__dict__[n]
+        cupy.__dict__.update(before)
         for c in caches:
             c.cache_clear()
 
