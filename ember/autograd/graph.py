@@ -594,10 +594,11 @@ class AccumulateGrad(Node):
 def _laid_out(g, v, copy=False):
     """``g`` (a copy where ``copy``) with the strides torch's gradient layout contract gives
     ``v.grad``: ``v``'s where ``v`` is dense and non-overlapping, else row-major."""
-    if g.is_sparse or v.is_sparse:      # (sparse gradients are taken as they are)
+    from .._sparse import strided
+    if g.layout is not strided or v.layout is not strided:     # (sparse: taken as they are)
         return g.clone() if copy else g
     shape, st = g.shape, v.stride() if v.device.type != "meta" else None
-    order = sorted((i for i in range(v.dim()) if shape[i] != 1), key=lambda i: st[i])
+    order = sorted((i for i in range(v.dim()) if shape[i] != 1), key=lambda i: st[i]) if st else ()
     n = 1
     for i in order:             # dense and non-overlapping: each stride the size below it
         if st[i] != n:

@@ -743,13 +743,17 @@ def _norm(opdef, level, args, kwargs):
 
 def _embedding(opdef, level, args, kwargs):
     """Batched weights: each example's rows picked by advanced indexing on the batch."""
-    w, idx = args
+    w, idx = args[:2]
     if _level_of(w) != level:
         return _trailing(1)(opdef, level, args, kwargs)
+    pad = args[2] if len(args) > 2 else kwargs.get("padding_idx", -1)
     n = _size(level)
     iv = lift_one(idx, level, n)
     rows = ember.arange(n, device=iv.device).reshape(n, *(1,) * (iv.dim() - 1))
-    return _wrap(w._value[rows, iv], level)
+    y = w._value[rows, iv]
+    if pad is not None and pad >= 0:        # the padding row's picks carry no gradient
+        y = ember.where((iv == pad).unsqueeze(-1), y.detach(), y)
+    return _wrap(y, level)
 
 
 def _repeat(opdef, level, args, kwargs):
