@@ -13,7 +13,9 @@ from .creation import _drawn, _dt, _finish, _size, _T, empty
 
 
 class Generator:
-    """A random number generator, like ``torch.Generator``.
+    """A random number generator, like ``torch.Generator``: torch's CPU engine (mt19937 seeded
+    with ``init_genrand``), drawn with NumPy's ``MT19937`` bit generator, so a seed gives the
+    numbers torch's CPU generator gives, and ``get_state`` is torch's state tensor.
 
     Example:
         >>> import ember
@@ -34,17 +36,28 @@ class Generator:
             seed += 1 << 64
         if not 0 <= seed < 1 << 64:
             raise RuntimeError(f"Overflow when unpacking long long: seed {seed} is out of range")
-        self._seed, self._rng = seed, None
+        # torch's ``next`` word reads 0 until the first draw after seeding; the normal caches
+        # hold the second Box-Muller sample of the scalar samplers (double, float)
+        self._seed, self._mt, self._rng, self._fresh, self._cache = seed, None, None, True, {}
         return self
 
     @property
-    def rng(self):
-        """NumPy's PCG64 generator for the seed, made on first draw: ``numpy.random`` takes
+    def engine(self):
+        """NumPy's ``MT19937`` in torch's state, made on first draw: ``numpy.random`` takes
         long to import, too long for ``import ember``."""
-        r = self._rng
-        if r is None:
-            r = self._rng = np.random.Generator(np.random.PCG64(self._seed))
-        return r
+        if self._mt is None:
+            self._mt = np.random.MT19937()
+            self._mt._legacy_seeding(self._seed & 0xFFFFFFFF)
+        return self._mt
+
+    @property
+    def rng(self):
+        """A NumPy Generator on the same engine, for the distributions torch's numbers are not
+        reproduced for (they advance the same stream)."""
+        self._fresh = False
+        if self._rng is None:
+            self._rng = np.random.Generator(self.engine)
+        return self._rng
 
     def seed(self):
         import secrets        # imported here: it pulls in hashlib and friends at startup
@@ -56,17 +69,48 @@ class Generator:
         return self._seed
 
     def get_state(self):
-        """The state as a uint8 tensor (to restore with ``set_state``)."""
-        import pickle
-        blob = pickle.dumps((self._seed, self.rng.bit_generator.state))
-        return _T()._wrap(np.frombuffer(blob, dtype=np.uint8).copy())
+        """torch's ``CPUGeneratorImplState`` as a uint8 tensor of 5056 bytes: the seed, ``left``,
+        ``seeded``, ``next``, the 624 state words (as uint64), the double normal cache
+        (``normal_y``/``normal_is_valid``) and the float one."""
+        st = self.engine.state["state"]
+        pos = int(st["pos"])
+        b = np.zeros(5056, np.uint8)
+        d, f = self._cache.get("d"), self._cache.get("f")
+        b[:24] = np.frombuffer(np.array([self._seed], "<u8").tobytes() + np.array(
+            [625 - pos, 1], "<i4").tobytes() + np.array([0 if self._fresh else pos], "<u8")
+            .tobytes(), np.uint8)
+        b[24:5016] = np.frombuffer(st["key"].astype("<u8").tobytes(), np.uint8)
+        b[5024:5032] = np.frombuffer(np.array([d or 0.0], "<f8").tobytes(), np.uint8)
+        b[5040], b[5052] = d is not None, f is not None
+        b[5048:5052] = np.frombuffer(np.array([f or 0.0], "<f4").tobytes(), np.uint8)
+        return _T()._wrap(b)
 
     def set_state(self, new_state):
+        """Set the state from ``get_state``'s tensor, or from torch's."""
         if not isinstance(new_state, _T()) or new_state.dtype is not _dtype.uint8:
-            raise TypeError("expected a torch.ByteTensor as the generator state")
-        import pickle
-        self._seed, st = pickle.loads(new_state.numpy().tobytes())
-        self.rng.bit_generator.state = st
+            raise TypeError(f"expected a torch.ByteTensor, but got "
+                            f"{getattr(new_state, 'dtype', type(new_state))}")
+        b = new_state.detach().cpu().numpy().tobytes()
+        if len(b) != 5056:
+            raise RuntimeError(f"Expected a CPUGeneratorImplState of size 5056 but found the "
+                               f"input RNG state size to be {len(b)}")
+        seed, = np.frombuffer(b, "<u8", 1)
+        left, seeded = np.frombuffer(b, "<i4", 2, 8)
+        nxt, = np.frombuffer(b, "<u8", 1, 16)
+        if not (seeded and 0 < left <= 624 and nxt <= 624):
+            raise RuntimeError("Invalid mt19937 state")
+        mt = np.random.MT19937()
+        # NOTE: numpy's position is torch's 625 - left: a state whose ``next`` disagrees (never
+        # made by torch itself) reads on from there
+        mt.state = {"bit_generator": "MT19937", "state": {
+            "key": np.frombuffer(b, "<u8", 624, 24).astype(np.uint32), "pos": 625 - int(left)}}
+        cache = {}
+        if np.frombuffer(b, "<i4", 1, 5040)[0]:
+            cache["d"] = float(np.frombuffer(b, "<f8", 1, 5024)[0])
+        if b[5052]:
+            cache["f"] = float(np.frombuffer(b, "<f4", 1, 5048)[0])
+        self._seed, self._mt, self._rng, self._fresh, self._cache = int(seed), mt, None, \
+            nxt == 0, cache
         return self
 
     def __getstate__(self):
@@ -76,6 +120,129 @@ class Generator:
         self.__init__(d["device"])
         self.set_state(_T()._wrap(d["state"]))
 
+    # ---- torch's transformations of the 32-bit stream (ATen's DistributionsHelper.h) ----
+
+    def _raw(self, n):
+        """``n`` draws of ``random()``: 32 bits each."""
+        self._fresh = False
+        return self.engine.random_raw(n) if n else np.zeros(0, np.uint64)
+
+    def _random64(self, n):
+        """``n`` draws of ``random64()``: two 32-bit draws, the first the high word."""
+        r = self._raw(2 * n)
+        return (r[0::2] << np.uint64(32)) | r[1::2]
+
+    def _uniform(self, n, dt, a=0.0, b=1.0):
+        """``uniform_real_distribution``: the dtype's mantissa bits of ``random()`` (of
+        ``random64()`` for float64) times 2**-digits, scaled to [a, b) in float (double)."""
+        bits, acc = _DIGITS.get(np.dtype(dt).name, (24, np.float32))
+        r = self._random64(n) if bits == 53 else self._raw(n)
+        x = (r & np.uint64((1 << bits) - 1)).astype(acc) * acc(2.0 ** -bits)
+        a, b = np.array(a, dt), np.array(b, dt)     # (b - a rounds to the dtype: half's too)
+        return _fma(x, (b - a).astype(acc), a.astype(acc)).astype(dt)
+
+    def _normal(self, n, dt, mean=0.0, std=1.0, fill=True):
+        """torch's ``normal_``: ``normal_fill`` (uniforms for all, then Box-Muller on blocks of
+        16, the last 16 redrawn when 16 does not divide ``n``) for ``fill`` (16 or more
+        contiguous elements), else the scalar double sampler with its cached second sample."""
+        dt = np.dtype(dt)
+        if fill and n >= 16:
+            acc = np.float64 if dt == np.float64 else np.float32
+            box = _box16 if acc is np.float64 else _box16_avx2
+            out = box(self._uniform(n, acc)[:n - n % 16].reshape(-1, 2, 8), mean, std).ravel()
+            if n % 16:
+                out = np.concatenate([out[:n - 16], box(self._uniform(16, acc).reshape(
+                    1, 2, 8), mean, std).ravel()])
+            return out.astype(dt)
+        c = self._cache.pop("d", None)
+        m = n - (c is not None)
+        u = self._uniform(m + m % 2, np.float64).reshape(-1, 2)
+        r, th = np.sqrt(-2.0 * np.log1p(-u[:, 1])), 2.0 * np.pi * u[:, 0]
+        z = np.stack([r * np.cos(th), r * np.sin(th)], 1).ravel()
+        if m % 2:
+            self._cache["d"] = float(z[-1])
+        z = np.concatenate([[] if c is None else [c], z[:m]])
+        return _fma(z, std, mean).astype(dt)
+
+
+def _two_sum(a, b):
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _odd_sum(a, b):
+    """``a + b`` (float64) rounded to odd: exact when rounded again to fewer bits."""
+    s, e = _two_sum(a, b)
+    return np.where((e != 0) & (s.view(np.int64) & 1 == 0), np.nextafter(s, np.copysign(
+        np.inf, e)), s)
+
+
+def _fma(a, b, c):
+    """``a * b + c`` rounded once, as the fused multiply-adds torch's compiled kernels use:
+    float32 through float64 rounded to odd, float64 by Boldo and Melquiond's emulation."""
+    if a.dtype != np.float64:
+        return _odd_sum(a.astype(np.float64) * np.float64(b), np.float64(c)).astype(a.dtype)
+    b = np.broadcast_to(np.float64(b), a.shape)
+    p, (ah, al), (bh, bl) = a * b, _split(a), _split(b)
+    ul = ((ah * bh - p) + ah * bl + al * bh) + al * bl      # a * b == p + ul exactly
+    th, tl = _two_sum(np.float64(c), p)
+    return th + _odd_sum(tl, ul)
+
+
+def _split(x):
+    t = x * 134217729.0
+    hi = t - (t - x)
+    return hi, x - hi
+
+
+def _box16(d, mean, std):
+    """``normal_fill_16`` in double: Box-Muller of (1 - first 8, next 8) uniforms per block."""
+    r, th = np.sqrt(-2.0 * np.log(1.0 - d[:, 0])), 2.0 * np.pi * d[:, 1]
+    return np.stack([_fma(r * np.cos(th), std, mean), _fma(r * np.sin(th), std, mean)], 1)
+
+
+F32 = np.float32
+
+
+def _ma(a, b, c):
+    """``a * b + c`` as float32 FMA: torch's AVX2 build fuses avx_mathfun's multiply-adds."""
+    return _fma(np.asarray(a, F32), F32(b) if np.isscalar(b) else b, F32(c))
+
+
+def _box16_avx2(d, mean, std):
+    """``normal_fill_16_AVX2`` for float32: avx_mathfun's ``log256_ps`` and ``sincos256_ps``
+    (Cephes polynomials), step for step, fused where GCC fuses them (found by experiment)."""
+    x = np.maximum(F32(1) - d[:, 0], F32(2.0 ** -126))      # log256_ps
+    i = x.view(np.int32)
+    e = ((i >> 23) - 126).astype(F32)
+    x = ((i & ~0x7f800000) | 0x3f000000).view(F32)
+    m = x < F32(0.707106781186547524)
+    x, e = (x - F32(1)) + np.where(m, x, F32(0)), e - m
+    z, y = x * x, np.full_like(x, F32(7.0376836292E-2))
+    for p in (-1.1514610310E-1, 1.1676998740E-1, -1.2420140846E-1, 1.4249322787E-1,
+              -1.6668057665E-1, 2.0000714765E-1, -2.4999993993E-1, 3.3333331174E-1):
+        y = _ma(y, x, p)
+    y = _ma(z, -0.5, _ma(y * x, z, e * F32(-2.12194440e-4)))
+    r = np.sqrt(F32(-2) * _ma(e, 0.693359375, x + y))
+    x = F32(2 * np.pi) * d[:, 1]                                  # sincos256_ps (x >= 0)
+    j = (((x * F32(1.27323954473516)).astype(np.int32) + 1) & ~1)
+    y = j.astype(F32)
+    for p in (-0.78515625, -2.4187564849853515625e-4, -3.77489497744594108e-8):
+        x = _ma(y, p, x)
+    z = x * x
+    c = _ma(_ma(_ma(np.full_like(z, F32(2.443315711809948E-005)), z, -1.388731625493765E-003),
+                z, 4.166664568298827E-002) * z, z, -(z * F32(0.5))) + F32(1)
+    s = _ma(_ma(_ma(np.full_like(z, F32(-1.9515295891E-4)), z, 8.3321608736E-3), z,
+                -1.6666654611E-1) * z, x, x)
+    poly = (j & 2) == 0
+    sin, cos = np.where(poly, s, c), np.where(poly, c, s)
+    sin, cos = np.where(j & 4 != 0, -sin, sin), np.where(~(j - 2) & 4 != 0, -cos, cos)
+    return np.stack([_ma(r * cos, std, mean), _ma(r * sin, std, mean)], 1)
+
+
+_DIGITS = {"float64": (53, np.float64), "float32": (24, np.float32),
+           "float16": (11, np.float32), "bfloat16": (8, np.float32)}
 
 default_generator = Generator()
 cuda_generators = {}        # GPU index -> its default generator, made on first use
@@ -141,18 +308,32 @@ def _vmapped(kind):
     return deco
 
 
-def _rng(generator, device=None):
-    """The NumPy generator to draw with for a tensor on ``device``: ``generator``'s (which
-    must be of that device's type, as torch checks), else the device's default one."""
+def _gen(generator, device=None):
+    """The Generator to draw with for a tensor on ``device``: ``generator`` (which must be of
+    that device's type, as torch checks), else the device's default one."""
     if vmap_random is not None:         # a draw that no randomness rule batched
         vmap_random("draw", None, (), {})
     dev = to_device(device)
     if generator is None:
-        return device_generator(dev).rng
+        return device_generator(dev)
     if generator.device.type != dev.type and dev.type != "meta":
         raise RuntimeError(f"Expected a '{dev.type}' device type for generator but found "
                            f"'{generator.device.type}'")
-    return generator.rng
+    return generator
+
+
+def _rng(generator, device=None):
+    """The NumPy generator on that Generator's engine, for draws torch's numbers are not
+    reproduced for."""
+    return _gen(generator, device).rng
+
+
+def _draw(g, n, dt, draw, fill=True):
+    """``draw(g, n, real dtype, fill, complex)`` for ``n`` elements of NumPy dtype ``dt``: a
+    complex dtype draws its real and imaginary parts interleaved, as torch's ``view_as_real``."""
+    if dt.kind != "c":
+        return draw(g, n, dt, fill, False)
+    return draw(g, 2 * n, np.dtype(dt.char.lower()), fill, True).view(dt)
 
 
 def _float_dtype(dtype, name):
@@ -168,10 +349,8 @@ def _random(name, draw):
         d, shape = _float_dtype(dtype, name), _size(size)
         if to_device(device) is META:
             return _finish(_drawn(device, shape, d.np, None), device, requires_grad, out)
-        arr = draw(_rng(generator, device), shape)
-        if d.category == _dtype._COMPLEX:
-            arr = (arr + 1j * draw(_rng(generator, device), shape)) / np.sqrt(2)
-        t = _finish(np.asarray(arr).astype(d.np), device, requires_grad, out)
+        arr = _draw(_gen(generator, device), int(np.prod(shape)), np.dtype(d.np), draw)
+        t = _finish(arr.reshape(shape), device, requires_grad, out)
         if pin_memory:
             from .._composites import pinned_new
             return pinned_new(t, True)
@@ -180,10 +359,27 @@ def _random(name, draw):
     return _vmapped("sizes")(f)
 
 
-rand = _random("rand", lambda rng, s: rng.random(s))
-rand.__doc__ = "Uniform samples in [0, 1)."
-randn = _random("randn", lambda rng, s: rng.standard_normal(s))
-randn.__doc__ = "Standard normal samples."
+def _std(c, std):
+    """A complex normal's parts have variance 1/2 each (torch divides std by sqrt 2)."""
+    return std / np.sqrt(2) if c else std
+
+
+rand = _random("rand", lambda g, n, dt, fill, c: g._uniform(n, dt))
+rand.__doc__ = """Uniform samples in [0, 1): torch's CPU numbers for the same seed.
+
+    Example:
+        >>> _ = ember.manual_seed(0)
+        >>> ember.rand(3)
+        tensor([0.4963, 0.7682, 0.0885])
+    """
+randn = _random("randn", lambda g, n, dt, fill, c: g._normal(n, dt, 0.0, _std(c, 1.0)))
+randn.__doc__ = """Standard normal samples: torch's CPU numbers for the same seed.
+
+    Example:
+        >>> _ = ember.manual_seed(0)
+        >>> ember.randn(3)
+        tensor([ 1.5410, -0.2934, -2.1788])
+    """
 
 
 @_vmapped("size_arg")
@@ -236,15 +432,19 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
         ref = m if m is not None else s
         shape = np.broadcast_shapes(tuple(getattr(mean, "shape", ())),
                                     tuple(getattr(std, "shape", ())))
-        z = randn(shape, generator=generator, dtype=ref.dtype, device=ref.device)
-        return z * std + mean
+        # NOTE: as torch: normal_(0, std) then + mean for a number std, else normal_(0, 1) * std
+        # + mean (the rounding differs from a fused normal_(mean, std))
+        z = empty(shape, dtype=ref.dtype, device=ref.device)
+        z = normal_(z, 0.0, 1.0 if s is not None else std, generator=generator)
+        return (z * std if s is not None else z) + mean
     if size is None:
         raise TypeError("normal(): with float mean and std, size is required")
     # NOTE: torch's default device does not reach normal(): it is not among its factories
     device = CPU if device is None else device
-    return randn(_size((size,) if isinstance(size, int) else tuple(size)), generator=generator,
-                 out=out, dtype=dtype, device=device, requires_grad=requires_grad) * std + mean \
-        if out is None else out.copy_(randn(tuple(size), generator=generator) * std + mean)
+    size = _size((size,) if isinstance(size, int) else tuple(size))
+    t = empty(size, dtype=dtype, device=device) if out is None else out
+    normal_(t, mean, std, generator=generator)
+    return t.requires_grad_() if requires_grad else t
 
 
 def bernoulli(input, p=None, *, generator=None, out=None):
@@ -278,13 +478,21 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
 # ---- in-place random fills (Tensor methods) ---------------------------------------------------
 
 @_vmapped("fill")
-def _fill_from(self, generator, draw):
-    """Fill ``self`` with the host array ``draw(rng, shape)`` makes; on the meta device, draw
-    nothing."""
+def _fill_from(self, generator, draw, exact=False):
+    """Fill ``self`` with the host array ``draw(rng, shape)`` makes (with ``exact``,
+    ``draw(generator, n, dtype, fill, complex)``'s flat array of torch's numbers, in torch's order: memory
+    order, and ``fill`` when ``self`` is contiguous); on the meta device, draw nothing."""
     from .._backends import backend
     if self.device.type == "meta":
         return self
-    arr = draw(_rng(generator, self.device), tuple(self.shape))
+    g, shape = _gen(generator, self.device), tuple(self.shape)
+    if exact:
+        # torch's TensorIterator walks a strided tensor in memory order: dims by stride
+        order = sorted(range(len(shape)), key=lambda i: -abs(self.stride(i)))
+        arr = _draw(g, self.numel(), np.dtype(self.dtype.np), draw, self.is_contiguous())
+        arr = arr.reshape([shape[i] for i in order]).transpose(np.argsort(order))
+    else:
+        arr = draw(g.rng, shape)
     with _nograd():
         self._assign(_T()._wrap(backend(self.device).from_host(
             np.asarray(arr, dtype=self.dtype.np), self.device), self.device), "random_")
@@ -297,13 +505,31 @@ def _nograd():
 
 
 def uniform_(self, a=0.0, b=1.0, *, generator=None):
-    """Fill with samples uniform in [a, b)."""
-    return _fill_from(self, generator, lambda g, s: g.uniform(a, b, s))
+    """Fill with samples uniform in [a, b): torch's CPU numbers for the same seed.
+
+    Example:
+        >>> _ = ember.manual_seed(0)
+        >>> ember.empty(3).uniform_(-1, 1)
+        tensor([-0.0075,  0.5364, -0.8230])
+    """
+    if a > b:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={a} "
+                           f"> to={b}")
+    return _fill_from(self, generator, lambda g, n, dt, fill, c: g._uniform(n, dt, a, b), True)
 
 
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
-    """Fill with normal samples."""
-    return _fill_from(self, generator, lambda g, s: g.normal(mean, std, s))
+    """Fill with normal samples: torch's CPU numbers for the same seed.
+
+    Example:
+        >>> _ = ember.manual_seed(0)
+        >>> ember.empty(3).normal_(1, 2)
+        tensor([ 4.0820,  0.4131, -3.3576])
+    """
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    return _fill_from(self, generator, lambda g, n, dt, fill, c: g._normal(
+        n, dt, mean, _std(c, std), fill), True)
 
 
 def random_(self, from_=0, to=None, *, generator=None):
