@@ -96,3 +96,23 @@ def test_state_errors():
         torch.set_rng_state(torch.from_numpy(bad))
     with pytest.raises(RuntimeError, match="Invalid mt19937 state"):
         ember.set_rng_state(ember.tensor(bad))
+
+
+INTS = ["int64", "int32", "int16", "uint8", "int8", "float32", "float64", "bool"]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_randint_random_(seed):
+    same(lambda lib: [x for n in SIZES for x in (
+        lib.randint(10, (n,)), lib.randint(-5, 2 ** 40, (n,)), lib.randint(-2 ** 62, 2 ** 62, (n,)),
+        lib.randint(0, 2 ** 32, (n,)), lib.randint(3, 100, (n,), dtype=lib.float32),
+        lib.randint(0, 2 ** 33, (n,), dtype=lib.float64))], seed)
+
+
+@pytest.mark.parametrize("dt", INTS)
+def test_random_fill(dt):
+    same(lambda lib: [x for n in SIZES for x in (
+        lib.empty(n, dtype=getattr(lib, dt)).random_(),
+        lib.empty(n, dtype=getattr(lib, dt)).random_(2),
+        lib.empty(n, dtype=getattr(lib, dt)).random_(0 if dt in ("uint8", "bool") else -3, 2))],
+        3)

@@ -132,6 +132,14 @@ class Generator:
         r = self._raw(2 * n)
         return (r[0::2] << np.uint64(32)) | r[1::2]
 
+    def _ints(self, n, lo, hi, dt):
+        """``uniform_int_from_to_distribution``: ``random()`` modulo ``hi - lo``, plus ``lo``;
+        ``random64()`` for a range of 2**32 or more in int64, float, double or bfloat16."""
+        dt, rng = np.dtype(dt), hi - lo
+        wide = rng >= 1 << 32 and dt.name in ("int64", "float32", "float64", "bfloat16")
+        r = (self._random64(n) if wide else self._raw(n)) % np.uint64(rng)
+        return (r.astype(np.int64) + np.int64(lo)).astype(dt)
+
     def _uniform(self, n, dt, a=0.0, b=1.0):
         """``uniform_real_distribution``: the dtype's mantissa bits of ``random()`` (of
         ``random64()`` for float64) times 2**-digits, scaled to [a, b) in float (double)."""
@@ -385,7 +393,13 @@ randn.__doc__ = """Standard normal samples: torch's CPU numbers for the same see
 @_vmapped("size_arg")
 def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None, layout=None,
             device=None, requires_grad=False):
-    """Integers uniform in [low, high)."""
+    """Integers uniform in [low, high): torch's CPU numbers for the same seed.
+
+    Example:
+        >>> _ = ember.manual_seed(0)
+        >>> ember.randint(10, (5,))
+        tensor([4, 9, 3, 0, 3])
+    """
     if size is None:
         low, high, size = 0, low, high
     if high is None:
@@ -394,8 +408,8 @@ def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= "
                            f"to={high}")
     shape, dt = _size((size,) if isinstance(size, int) else size), _dt(dtype, _dtype.int64)
-    return _finish(_drawn(device, shape, dt, lambda: _rng(generator, device).integers(
-        low, high, shape).astype(dt)), device, requires_grad, out)
+    return _finish(_drawn(device, shape, dt, lambda: _gen(generator, device)._ints(
+        int(np.prod(shape)), low, high, dt).reshape(shape)), device, requires_grad, out)
 
 
 @_vmapped("loop")
@@ -545,7 +559,7 @@ def random_(self, from_=0, to=None, *, generator=None):
     if from_ >= to:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} "
                            f">= to={to}")
-    return _fill_from(self, generator, lambda g, s: g.integers(from_, to, s))
+    return _fill_from(self, generator, lambda g, n, dt, fill, c: g._ints(n, from_, to, dt), True)
 
 
 def bernoulli_(self, p=0.5, *, generator=None):
