@@ -116,3 +116,9 @@ def test_random_fill(dt):
         lib.empty(n, dtype=getattr(lib, dt)).random_(2),
         lib.empty(n, dtype=getattr(lib, dt)).random_(0 if dt in ("uint8", "bool") else -3, 2))],
         3)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_randperm(seed):
+    same(lambda lib: [lib.randperm(n) for n in [0] + SIZES + [5000]] + [
+        lib.randperm(17, dtype=lib.float32), lib.randperm(100, dtype=lib.int32)], seed)

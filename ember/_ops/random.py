@@ -140,6 +140,21 @@ class Generator:
         r = (self._random64(n) if wide else self._raw(n)) % np.uint64(rng)
         return (r.astype(np.int64) + np.int64(lo)).astype(dt)
 
+    def _perm(self, n):
+        """``randperm_cpu``: Fisher-Yates swapping ``i`` with ``i + random() % (n - i)``; from
+        2**32 / 20 on, the inside-out variant with ``random64() % (i + 1)``."""
+        # the draws are vectorised, the swaps (each on the last's result) are a loop on a list
+        p = list(range(n))
+        if n < 0xFFFFFFFF // 20:
+            z = self._raw(max(n - 1, 0)) % np.arange(n, 1, -1, dtype=np.uint64)
+            for i, j in enumerate((z.astype(np.int64) + np.arange(n - 1)).tolist()):
+                p[i], p[j] = p[j], p[i]
+        else:
+            for i, j in enumerate((self._random64(n) % np.arange(1, n + 1, dtype=np.uint64))
+                                  .tolist()):
+                p[i], p[j] = p[j], i
+        return np.array(p, np.int64)
+
     def _uniform(self, n, dt, a=0.0, b=1.0):
         """``uniform_real_distribution``: the dtype's mantissa bits of ``random()`` (of
         ``random64()`` for float64) times 2**-digits, scaled to [a, b) in float (double)."""
@@ -415,10 +430,16 @@ def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None
 @_vmapped("loop")
 def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=None,
              requires_grad=False):
-    """A random permutation of 0..n-1."""
+    """A random permutation of 0..n-1: torch's CPU numbers for the same seed.
+
+    Example:
+        >>> _ = ember.manual_seed(0)
+        >>> ember.randperm(6)
+        tensor([2, 5, 3, 0, 1, 4])
+    """
     dt = _dt(dtype, _dtype.int64)
-    return _finish(_drawn(device, (n,), dt, lambda: _rng(generator, device).permutation(
-        n).astype(dt)), device, requires_grad, out)
+    return _finish(_drawn(device, (n,), dt, lambda: _gen(generator, device)._perm(n).astype(
+        dt)), device, requires_grad, out)
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
