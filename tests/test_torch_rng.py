@@ -122,3 +122,57 @@ def test_random_fill(dt):
 def test_randperm(seed):
     same(lambda lib: [lib.randperm(n) for n in [0] + SIZES + [5000]] + [
         lib.randperm(17, dtype=lib.float32), lib.randperm(100, dtype=lib.int32)], seed)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_bernoulli(seed):
+    same(lambda lib: [x for n in SIZES for x in (
+        lib.empty(n).bernoulli_(0.3), lib.empty(n, dtype=lib.float64).bernoulli_(0.7),
+        lib.bernoulli(lib.linspace(0, 1, n)), lib.bernoulli(lib.linspace(0, 1, n).double()),
+        lib.bernoulli(lib.ones(n), 0.4), lib.empty(n, dtype=lib.int64).bernoulli_(
+            lib.linspace(0, 1, n)), lib.empty(3, n).t().bernoulli_(lib.rand(n, 3)))], seed)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_exponential_dropout(seed):
+    def calls(lib):
+        F = lib.nn.functional
+        x = lib.ones(4, 8, 5, 5)
+        return [lib.empty(n, dtype=d).exponential_(2.5) for n in SIZES
+                for d in (lib.float32, lib.float64)] + [
+            F.dropout(x, 0.3), F.dropout(x.double(), 0.5), F.dropout2d(x, 0.4),
+            F.dropout1d(x[0], 0.2), F.dropout3d(x, 0.6), lib.nn.Dropout(0.1)(x),
+            F.alpha_dropout(x, 0.2, True) != 0, F.feature_alpha_dropout(x, 0.3, True) != 0]
+    same(calls, seed)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_multinomial(seed):
+    def calls(lib):
+        p = lib.rand(4, 30) + 0.01
+        return [lib.multinomial(p, 1), lib.multinomial(p, 7), lib.multinomial(p, 30),
+                lib.multinomial(p, 50, replacement=True), lib.multinomial(p[0], 5, True),
+                lib.multinomial(p.double(), 9, True), lib.multinomial(p.double(), 9),
+                lib.multinomial(lib.tensor([0., 1., 3.]), 2)]
+    same(calls, seed)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_nn_init(seed):
+    def calls(lib):
+        I, w = lib.nn.init, lib.empty
+        return [I.uniform_(w(5, 7), -2, 3), I.normal_(w(30, 7), 1, 2), I.xavier_uniform_(w(20, 30)),
+                I.xavier_normal_(w(20, 30), 2.), I.kaiming_uniform_(w(20, 30), a=5 ** .5),
+                I.kaiming_normal_(w(8, 3, 3, 3)), I.trunc_normal_(w(50, 40), 0.1, 0.5, -0.5, 0.6),
+                I.trunc_normal_(w(30, 10), 0., 3., -0.5, 0.5), I.sparse_(w(10, 6), 0.3),
+                lib.nn.Linear(13, 7).weight.detach(), lib.nn.Linear(13, 7).bias.detach(),
+                lib.nn.Conv2d(3, 4, 3).weight.detach(), lib.nn.Embedding(10, 4).weight.detach(),
+                I.orthogonal_(w(6, 9)).abs() < 2, lib.rand(3)]
+    same(calls, seed)
+
+
+def test_orthogonal_close():
+    """orthogonal_ draws torch's normal sample; its QR is LAPACK's (equal to rounding)."""
+    torch.manual_seed(2), ember.manual_seed(2)
+    a, b = torch.nn.init.orthogonal_(torch.empty(6, 9)), ember.nn.init.orthogonal_(ember.empty(6, 9))
+    np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6)

@@ -467,11 +467,10 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
         ref = m if m is not None else s
         shape = np.broadcast_shapes(tuple(getattr(mean, "shape", ())),
                                     tuple(getattr(std, "shape", ())))
-        # NOTE: as torch: normal_(0, std) then + mean for a number std, else normal_(0, 1) * std
-        # + mean (the rounding differs from a fused normal_(mean, std))
-        z = empty(shape, dtype=ref.dtype, device=ref.device)
-        z = normal_(z, 0.0, 1.0 if s is not None else std, generator=generator)
-        return (z * std if s is not None else z) + mean
+        # NOTE: torch's normal_(0, std) then + mean (normal_(0, 1) * std + mean for a tensor
+        # std): not rounded once as normal_(mean, std)
+        z = randn(shape, generator=generator, dtype=ref.dtype, device=ref.device)
+        return z * std + mean
     if size is None:
         raise TypeError("normal(): with float mean and std, size is required")
     # NOTE: torch's default device does not reach normal(): it is not among its factories
@@ -483,30 +482,61 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
 
 
 def bernoulli(input, p=None, *, generator=None, out=None):
-    """1 with probability ``input`` (or ``p``), else 0, in ``input``'s dtype."""
+    """1 with probability ``input`` (or ``p``), else 0, in ``input``'s dtype: torch's CPU
+    numbers for the same seed (``bernoulli_``'s).
+
+    Example:
+        >>> _ = ember.manual_seed(0)
+        >>> ember.bernoulli(ember.full((6,), 0.5))
+        tensor([1., 0., 1., 1., 1., 0.])
+    """
     probs = input.detach() if p is None else p
-    u = rand(tuple(input.shape), generator=generator, dtype=_dtype.float64, device=input.device)
-    r = (u < probs).to(input.dtype)
-    return r if out is None else out.copy_(r)
+    if not isinstance(probs, _T()) and not 0 <= probs <= 1:
+        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={probs}")
+    # bernoulli_'s uniforms, drawn by a factory (which vmap batches)
+    dt = _dtype.float32 if isinstance(probs, _T()) and probs.dtype is not _dtype.float64 \
+        else _dtype.float64
+    r = (rand(tuple(input.shape), generator=generator, dtype=dt, device=input.device) < probs)
+    return r.to(input.dtype) if out is None else out.copy_(r)
 
 
 @_vmapped("tensor")
 def multinomial(input, num_samples, replacement=False, *, generator=None, out=None):
-    """Draw ``num_samples`` category indices per row with probabilities ``input``."""
+    """Draw ``num_samples`` category indices per row with probabilities ``input``: torch's CPU
+    numbers for the same seed.
+
+    Example:
+        >>> _ = ember.manual_seed(0)
+        >>> ember.multinomial(ember.tensor([0.1, 0.2, 0.7]), 4, replacement=True)
+        tensor([2, 2, 2, 2])
+    """
     if input.device.type == "meta":
         return empty(tuple(input.shape[:-1]) + (num_samples,), dtype=_dtype.int64,
                      device=input.device)
-    probs = np.asarray(input.detach().cpu().double().numpy())
+    probs = input.detach().cpu().numpy()
     rows = probs.reshape(-1, probs.shape[-1])
     if (rows < 0).any() or not np.isfinite(rows).all():
         raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
     if not replacement and num_samples > rows.shape[1]:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
                            "replacement")
-    rng = _rng(generator, input.device)
-    res = np.stack([rng.choice(r.size, num_samples, replace=replacement, p=r / r.sum())
-                    for r in rows]).astype(np.int64)
-    res = res.reshape(probs.shape[:-1] + (num_samples,))
+    if (rows.sum(-1) == 0).any():
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    g = _gen(generator, input.device)
+    if not replacement or num_samples == 1:
+        # NOTE: torch's fast path: the top ``num_samples`` of p / q, q ~ Exp(1) in p's dtype
+        q = _exponential(g, rows.size, rows.dtype, 1.0).reshape(rows.shape)
+        res = np.argsort(-(rows / q), axis=-1, kind="stable")[:, :num_samples]
+    else:
+        # torch's cumulative distribution (float for half), normalised, its last bucket 1, and a
+        # lower-bound search of a double uniform per sample
+        acc = np.float64 if rows.dtype == np.float64 else np.float32
+        cum = np.cumsum(rows.astype(acc), -1, dtype=acc)
+        cum = cum / cum[:, -1:]
+        cum[:, -1] = 1
+        u = g._uniform(rows.size // rows.shape[1] * num_samples, np.float64)
+        res = np.stack([np.searchsorted(c, v) for c, v in zip(cum, u.reshape(len(rows), -1))])
+    res = res.astype(np.int64).reshape(probs.shape[:-1] + (num_samples,))
     return _finish(res, input.device, False, out)
 
 
@@ -522,8 +552,7 @@ def _fill_from(self, generator, draw, exact=False):
         return self
     g, shape = _gen(generator, self.device), tuple(self.shape)
     if exact:
-        # torch's TensorIterator walks a strided tensor in memory order: dims by stride
-        order = sorted(range(len(shape)), key=lambda i: -abs(self.stride(i)))
+        order = _order(self)
         arr = _draw(g, self.numel(), np.dtype(self.dtype.np), draw, self.is_contiguous())
         arr = arr.reshape([shape[i] for i in order]).transpose(np.argsort(order))
     else:
@@ -583,13 +612,43 @@ def random_(self, from_=0, to=None, *, generator=None):
     return _fill_from(self, generator, lambda g, n, dt, fill, c: g._ints(n, from_, to, dt), True)
 
 
+def _order(self):
+    """The dims in the order torch's TensorIterator walks a strided tensor: memory order."""
+    return sorted(range(self.dim()), key=lambda i: -abs(self.stride(i)))
+
+
 def bernoulli_(self, p=0.5, *, generator=None):
-    pp = p.detach().cpu().numpy() if isinstance(p, _T()) and self.device.type != "meta" else p
-    return _fill_from(self, generator, lambda g, s: g.random(s) < pp)
+    """Fill with 1 with probability ``p`` (a number or a tensor), else 0: torch's CPU numbers,
+    a double uniform below ``p`` (a float one for a ``p`` tensor not of float64).
+
+    Example:
+        >>> _ = ember.manual_seed(0)
+        >>> ember.empty(6).bernoulli_(0.5)
+        tensor([0., 0., 1., 0., 0., 0.])
+    """
+    if not isinstance(p, _T()):
+        if not 0 <= p <= 1:
+            raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
+        return _fill_from(self, generator, lambda g, n, dt, fill, c: g._uniform(
+            n, np.float64) < p, True)
+    if self.device.type == "meta":
+        return self
+    pp = np.broadcast_to(p.detach().cpu().numpy(), tuple(self.shape)).transpose(
+        _order(self)).ravel()
+    acc = np.float64 if pp.dtype == np.float64 else np.float32
+    return _fill_from(self, generator, lambda g, n, dt, fill, c: g._uniform(n, acc) < pp.astype(
+        acc), True)
+
+
+def _exponential(g, n, dt, lambd):
+    """``exponential_distribution<double>``: ``-1/lambda * log1p(-u)`` of a double uniform."""
+    return (-1.0 / lambd * np.log1p(-g._uniform(n, np.float64))).astype(dt)
 
 
 def exponential_(self, lambd=1.0, *, generator=None):
-    return _fill_from(self, generator, lambda g, s: g.exponential(1.0 / lambd, s))
+    """Fill with Exp(``lambd``) samples: torch's CPU numbers for the same seed."""
+    return _fill_from(self, generator, lambda g, n, dt, fill, c: _exponential(
+        g, n, dt, lambd), True)
 
 
 def _float_fill(self, name, what="a floating point"):

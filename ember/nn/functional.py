@@ -237,15 +237,21 @@ def dropout(input, p=0.5, training=True, inplace=False):
     if p == 1:
         return _inplace(input, input * 0, inplace)
     # NOTE: as torch, the mask is scaled first: the output is one mul of the input (one node)
-    keep = (ember.rand(tuple(input.shape), device=input.device) >= p).to(input.dtype) / (1 - p)
+    keep = _keep(tuple(input.shape), input, p) / (1 - p)
     return _inplace(input, input * keep, inplace)
+
+
+def _keep(shape, input, p):
+    """Dropout's mask as torch draws it, ``bernoulli_(1 - p)``: a double uniform below 1 - p
+    (torch's numbers for the same seed), drawn by a factory, which vmap batches."""
+    return (ember.rand(shape, dtype=ember.float64, device=input.device) < 1 - p).to(input.dtype)
 
 
 def _feature_dropout(input, p, training, inplace, batched_dims):
     if not training or p == 0:
         return input
     shape = tuple(input.shape[:batched_dims]) + (1,) * (input.dim() - batched_dims)
-    keep = (ember.rand(shape, device=input.device) >= p).to(input.dtype)
+    keep = _keep(shape, input, p)
     return _inplace(input, input * (keep / (1 - p)) if p < 1 else input * 0, inplace)
 
 
@@ -276,7 +282,7 @@ def _alpha_dropout(input, p, training, inplace, mask_shape):
     if not training or p == 0:
         return input
     alpha = -1.7580993408473766
-    keep = (ember.rand(mask_shape, device=input.device) >= p).to(input.dtype)
+    keep = _keep(mask_shape, input, p)
     a = (1 / math.sqrt((alpha ** 2 * p + 1) * (1 - p)))
     b = -a * alpha * p
     return _inplace(input, a * (input * keep + alpha * (1 - keep)) + b, inplace)

@@ -54,19 +54,43 @@ def normal_(tensor, mean=0.0, std=1.0, generator=None):
 
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
-    """Normal samples redrawn until inside [a, b]."""
-    import numpy as np
+    """N(mean, std) truncated to [a, b], drawn as torch 2.13 does (the same numbers for the
+    same seed): normal samples redrawn where outside when [a, b] holds over 30% of the mass,
+    else uniform proposals on [a, b] accepted by ``log(u) <= log pdf`` relative to its peak.
 
-    from .._ops.random import _fill_from
+    Example:
+        >>> w = ember.nn.init.trunc_normal_(ember.empty(100), std=3.0, a=-1.0, b=1.0)
+        >>> bool((w.abs() <= 1).all())
+        True
+    """
+    import ember
+    if tensor.device.type == "meta":
+        return tensor
 
-    def draw(rng, shape):
-        n, out = tensor.numel(), np.empty(0)
-        while out.size < n:
-            x = rng.normal(mean, std, 2 * n + 16)
-            out = np.concatenate([out, x[(x >= a) & (x <= b)]])
-        return out[:n].reshape(shape)
+    def cdf(x):
+        return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+    if mean < a - 2 * std or mean > b + 2 * std:
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The "
+                      "distribution of values may be incorrect.", stacklevel=2)
     with no_grad():
-        return _fill_from(tensor, generator, draw)
+        if cdf((b - mean) / std) - cdf((a - mean) / std) > 0.3:
+            lo, hi = (tensor.new_tensor(v, device="cpu").item() for v in (a, b))
+            result = tensor.normal_(mean, std, generator=generator)
+            while (mask := (result < lo) | (result > hi)).any():
+                result = ember.where(mask, ember.empty_like(result).normal_(
+                    mean, std, generator=generator), result)
+            return tensor if result is tensor else tensor.copy_(result)
+        log_peak = -0.5 * ((max(a, min(mean, b)) - mean) / std) ** 2
+
+        def rejected(c):        # u's log above the proposal's log density: draw it again
+            logp = c.sub(mean).div_(std).pow_(2).mul_(-0.5).sub_(log_peak)
+            return ember.empty_like(tensor).uniform_(generator=generator).log_().gt(logp)
+        pending, result = rejected(tensor.uniform_(a, b, generator=generator)), tensor
+        while pending.any():
+            c = ember.empty_like(tensor).uniform_(a, b, generator=generator)
+            result = ember.where(pending, c, result)
+            pending = ember.where(pending, rejected(c), pending)
+        return tensor if result is tensor else tensor.copy_(result)
 
 
 def constant_(tensor, val):
@@ -132,36 +156,44 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
 
 
 def orthogonal_(tensor, gain=1, generator=None):
-    """A (semi-)orthogonal matrix from the QR decomposition of a normal sample."""
+    """A (semi-)orthogonal matrix from the QR decomposition of a normal sample (drawn as
+    torch's, so the sample is torch's for the same seed; the QR is NumPy's LAPACK)."""
     import numpy as np
-
-    from .._ops.random import _fill_from
     if tensor.dim() < 2:
         raise ValueError("Only tensors with 2 or more dimensions are supported")
-
-    def draw(rng, shape):
-        rows, cols = tensor.shape[0], tensor.numel() // tensor.shape[0]
-        flat = rng.normal(0, 1, (rows, cols))
-        if rows < cols:
-            flat = flat.T
-        q, r = np.linalg.qr(flat)
-        q *= np.sign(np.diag(r))
-        return (gain * (q.T if rows < cols else q)).reshape(shape)
+    if tensor.numel() == 0 or tensor.device.type == "meta":
+        return tensor
+    rows = tensor.shape[0]
+    flat = tensor.new_empty((rows, tensor.numel() // rows)).normal_(0, 1, generator=generator)
+    flat = flat.numpy().astype(np.float64 if flat.dtype.itemsize == 8 else np.float32)
+    flat = flat.T if flat.shape[0] < flat.shape[1] else flat
+    q, r = np.linalg.qr(flat)
+    q *= np.sign(np.diag(r))
+    q = q.T if q.shape[0] != rows else q
     with no_grad():
-        return _fill_from(tensor, generator, draw)
+        return tensor.copy_(tensor.new_tensor(q.reshape(tuple(tensor.shape)))).mul_(gain)
 
 
 def sparse_(tensor, sparsity, std=0.01, generator=None):
-    from .._ops.random import _fill_from
-    rows, cols = tensor.shape
+    """N(0, std) with ``ceil(sparsity * rows)`` zeros per column at random rows.
 
-    def draw(rng, shape):
-        vals = rng.normal(0, std, shape)
-        for c in range(cols):
-            vals[rng.permutation(rows)[:int(math.ceil(sparsity * rows))], c] = 0
-        return vals
+    Example:
+        >>> w = ember.nn.init.sparse_(ember.empty(10, 3), 0.3)
+        >>> (w == 0).sum(0)
+        tensor([3, 3, 3])
+    """
+    import ember
+    if tensor.dim() != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    if tensor.device.type == "meta":
+        return tensor
+    rows, cols = tensor.shape
     with no_grad():
-        return _fill_from(tensor, generator, draw)
+        tensor.normal_(0, std, generator=generator)
+        for c in range(cols):
+            # NOTE: as torch, the rows come from the default generator, not ``generator``
+            tensor[ember.randperm(rows)[:math.ceil(sparsity * rows)], c] = 0
+    return tensor
 
 
 def _deprecated(new):
