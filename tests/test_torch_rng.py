@@ -176,3 +176,12 @@ def test_orthogonal_close():
     torch.manual_seed(2), ember.manual_seed(2)
     a, b = torch.nn.init.orthogonal_(torch.empty(6, 9)), ember.nn.init.orthogonal_(ember.empty(6, 9))
     np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("dt", FLOATS)
+def test_cauchy_log_normal_geometric(dt):
+    same(lambda lib: [x for n in SIZES for x in (
+        lib.empty(n, dtype=getattr(lib, dt)).cauchy_(0.5, 2.0),
+        lib.empty(n, dtype=getattr(lib, dt)).log_normal_(0.3, 0.7),
+        lib.empty(n, dtype=getattr(lib, dt)).geometric_(0.3),
+        lib.empty(n, dtype=lib.int64).geometric_(0.05))], 4)

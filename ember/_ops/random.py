@@ -662,24 +662,30 @@ def _positive(name, what, value):
 
 
 def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
-    """Fill with samples of the Cauchy distribution ``median + sigma * tan(pi * (u - 1/2))``."""
+    """Fill with samples of the Cauchy distribution ``median + sigma * tan(pi * (u - 1/2))``
+    (torch's CPU numbers for the same seed)."""
     _float_fill(self, "cauchy")
     _positive("cauchy", "sigma", sigma)
-    return _fill_from(self, generator, lambda g, s: median + sigma * g.standard_cauchy(s))
+    return _fill_from(self, generator, lambda g, n, dt, fill, c: _fma(np.tan(np.pi * (g._uniform(
+        n, np.float64) - 0.5)), sigma, median).astype(dt), True)
 
 
 def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
-    """Fill with ``exp(N(mean, std))`` samples."""
+    """Fill with ``exp(N(mean, std))`` samples (torch's CPU numbers: its scalar normal
+    sampler's, whatever the size)."""
     _float_fill(self, "log_normal")
     _positive("log_normal", "std", std)
-    return _fill_from(self, generator, lambda g, s: g.lognormal(mean, std, s))
+    return _fill_from(self, generator, lambda g, n, dt, fill, c: np.exp(g._normal(
+        n, np.float64, mean, std, False)).astype(dt), True)
 
 
 def geometric_(self, p, *, generator=None):
-    """Fill with the number of Bernoulli(p) trials up to the first success (1, 2, ...)."""
+    """Fill with the number of Bernoulli(p) trials up to the first success (1, 2, ...):
+    ``ceil(log(u) / log1p(-p))`` (torch's CPU numbers for the same seed)."""
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
-    return _fill_from(self, generator, lambda g, s: g.geometric(p, s))
+    return _fill_from(self, generator, lambda g, n, dt, fill, c: np.ceil(np.log(g._uniform(
+        n, np.float64)) / np.log1p(-p)).astype(dt), True)
 
 
 @_vmapped("tensor")
