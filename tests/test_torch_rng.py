@@ -8,7 +8,7 @@ import ember
 
 SIZES = [1, 5, 15, 16, 17, 100, 1000]
 SEEDS = [0, 7, 2 ** 40 + 3]
-FLOATS = ["float32", "float64"]
+FLOATS = ["float32", "float64", "float16", "bfloat16"]
 
 
 def same(calls, seed=0):
@@ -17,7 +17,8 @@ def same(calls, seed=0):
     out = []
     for lib in (torch, ember):
         lib.manual_seed(seed)
-        out.append([np.ascontiguousarray(x.numpy()) for x in calls(lib)] + [lib.get_rng_state().numpy()])
+        out.append([np.ascontiguousarray((x.float() if x.dtype == lib.bfloat16 else x).numpy())
+                    for x in calls(lib)] + [lib.get_rng_state().numpy()])
     for i, (a, b) in enumerate(zip(*out)):
         assert a.shape == b.shape and a.dtype.name == b.dtype.name, i
         assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), (i, a, b)

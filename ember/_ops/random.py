@@ -158,11 +158,17 @@ class Generator:
     def _uniform(self, n, dt, a=0.0, b=1.0):
         """``uniform_real_distribution``: the dtype's mantissa bits of ``random()`` (of
         ``random64()`` for float64) times 2**-digits, scaled to [a, b) in float (double)."""
-        bits, acc = _DIGITS.get(np.dtype(dt).name, (24, np.float32))
+        dt = np.dtype(dt)
+        bits, acc = (53, np.float64) if dt == np.float64 else (24, np.float32)
         r = self._random64(n) if bits == 53 else self._raw(n)
         x = (r & np.uint64((1 << bits) - 1)).astype(acc) * acc(2.0 ** -bits)
-        a, b = np.array(a, dt), np.array(b, dt)     # (b - a rounds to the dtype: half's too)
-        return _fma(x, (b - a).astype(acc), a.astype(acc)).astype(dt)
+        if dt.itemsize > 2:
+            a, b = np.array(a, dt), np.array(b, dt)
+            return _fma(x, b - a, a).astype(dt)
+        # half and bfloat16 draw a float in [a, b) (in float) and round it: one that rounds to
+        # b is a instead (measured)
+        out = _fma(x, acc(b) - acc(a), acc(a)).astype(dt)
+        return np.where(out == np.array(b, dt), np.array(a, dt), out)
 
     def _normal(self, n, dt, mean=0.0, std=1.0, fill=True):
         """torch's ``normal_``: ``normal_fill`` (uniforms for all, then Box-Muller on blocks of
@@ -172,7 +178,10 @@ class Generator:
         if fill and n >= 16:
             acc = np.float64 if dt == np.float64 else np.float32
             box = _box16 if acc is np.float64 else _box16_avx2
-            out = box(self._uniform(n, acc)[:n - n % 16].reshape(-1, 2, 8), mean, std).ravel()
+            # (half and bfloat16 draw no uniforms for the last n % 16 before the redraw)
+            k = n - n % 16
+            out = box(self._uniform(n if dt.itemsize > 2 else k, acc)[:k].reshape(-1, 2, 8),
+                      mean, std).ravel()
             if n % 16:
                 out = np.concatenate([out[:n - 16], box(self._uniform(16, acc).reshape(
                     1, 2, 8), mean, std).ravel()])
@@ -263,9 +272,6 @@ def _box16_avx2(d, mean, std):
     sin, cos = np.where(j & 4 != 0, -sin, sin), np.where(~(j - 2) & 4 != 0, -cos, cos)
     return np.stack([_ma(r * cos, std, mean), _ma(r * sin, std, mean)], 1)
 
-
-_DIGITS = {"float64": (53, np.float64), "float32": (24, np.float32),
-           "float16": (11, np.float32), "bfloat16": (8, np.float32)}
 
 default_generator = Generator()
 cuda_generators = {}        # GPU index -> its default generator, made on first use
