@@ -1,7 +1,8 @@
 """Random numbers: Generator, the default generator, and random creation functions.
 
-Every generator draws on the host with NumPy's PCG64 and copies to the device, so a seed gives
-the same numbers on every device. Each GPU has a default generator of its own (torch's
+Every generator is torch's CPU generator (mt19937, drawn with NumPy's ``MT19937``) and its
+transformations, vectorised: a seed gives torch's CPU numbers bit for bit, on every device (a
+GPU's tensors are drawn on the host and copied). Each GPU has a default generator of its own (torch's
 ``torch.cuda.default_generators``), which draws for tensors made there without a
 ``generator=``; ``manual_seed`` seeds them all.
 """
