@@ -186,3 +186,18 @@ def test_cauchy_log_normal_geometric(dt):
         lib.empty(n, dtype=getattr(lib, dt)).log_normal_(0.3, 0.7),
         lib.empty(n, dtype=getattr(lib, dt)).geometric_(0.3),
         lib.empty(n, dtype=lib.int64).geometric_(0.05))], 4)
+
+
+def test_data_shuffles():
+    """Samplers, random_split and a shuffling DataLoader draw torch's orders."""
+    out = []
+    for lib in (torch, ember):
+        lib.manual_seed(0)
+        D = lib.utils.data
+        out.append([list(D.RandomSampler(range(10))), list(D.RandomSampler(
+            range(10), replacement=True, num_samples=40)), list(D.WeightedRandomSampler(
+                [0.1, 0.5, 0.4], 5)), D.random_split(range(6), [3, 3])[0].indices,
+            [b.tolist() for b in D.DataLoader(lib.arange(8), batch_size=4, shuffle=True)],
+            list(D.SubsetRandomSampler([5, 6, 7, 8])),
+            list(D.DistributedSampler(range(9), num_replicas=2, rank=1, seed=3))])
+    assert out[0] == out[1]

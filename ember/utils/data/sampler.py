@@ -3,6 +3,8 @@
 order in ember (not the same order torch gives for that seed)."""
 import itertools
 
+from ..._dtype import int64
+from ..._ops.creation import empty
 from ..._ops.random import Generator, default_generator, multinomial, randint, randperm
 
 
@@ -75,7 +77,8 @@ class RandomSampler(Sampler):
     def _generator(self):
         if self.generator is not None:
             return self.generator
-        seed = int(randint(0, 2 ** 63 - 1, (), generator=default_generator))
+        # NOTE: torch's seed draw: random_() of an int64 (random64() % 2**63)
+        seed = int(empty((), dtype=int64).random_(generator=default_generator))
         return Generator().manual_seed(seed)
 
     def __iter__(self):
