@@ -143,18 +143,18 @@ class Generator:
 
     def _perm(self, n):
         """``randperm_cpu``: Fisher-Yates swapping ``i`` with ``i + random() % (n - i)``; from
-        2**32 / 20 on, the inside-out variant with ``random64() % (i + 1)``."""
-        # the draws are vectorised, the swaps (each on the last's result) are a loop on a list
-        p = list(range(n))
-        if n < 0xFFFFFFFF // 20:
-            z = self._raw(max(n - 1, 0)) % np.arange(n, 1, -1, dtype=np.uint64)
-            for i, j in enumerate((z.astype(np.int64) + np.arange(n - 1)).tolist()):
-                p[i], p[j] = p[j], p[i]
-        else:
+        2**32 / 20 on, the inside-out variant with ``random64() % (i + 1)`` (a loop)."""
+        if n >= 0xFFFFFFFF // 20:
+            p = list(range(n))
             for i, j in enumerate((self._random64(n) % np.arange(1, n + 1, dtype=np.uint64))
                                   .tolist()):
                 p[i], p[j] = p[j], i
-        return np.array(p, np.int64)
+            return np.array(p, np.int64)
+        if n < 2:
+            return np.arange(n)
+        m = np.arange(n - 1)
+        j = (self._raw(n - 1) % np.arange(n, 1, -1, dtype=np.uint64)).astype(np.int64) + m
+        return _swapped(j)
 
     def _uniform(self, n, dt, a=0.0, b=1.0):
         """``uniform_real_distribution``: the dtype's mantissa bits of ``random()`` (of
@@ -196,6 +196,27 @@ class Generator:
             self._cache["d"] = float(z[-1])
         z = np.concatenate([[] if c is None else [c], z[:m]])
         return _fma(z, std, mean).astype(dt)
+
+
+def _swapped(j):
+    """``range(n)`` after swapping ``i`` with ``j[i] >= i`` for i = 0, 1, ..., n - 2, without a
+    loop: step i fixes position i to what position j[i] holds then, which is the value at
+    position m before step m, for m the last earlier step to write there (the one that wrote
+    position k last, for that value: pointer chains, resolved by doubling), or j[i] if none."""
+    n, m = len(j) + 1, np.arange(len(j))
+    o = np.argsort(j, kind="stable")            # steps by target, then by time
+    sj, sm = j[o], m[o]
+    same = np.r_[False, sj[1:] == sj[:-1]]
+    prev = np.full(n - 1, -1)
+    prev[sm[same]] = sm[np.nonzero(same)[0] - 1]     # the last earlier step with my target
+    k = np.arange(n)
+    i = np.searchsorted(sj, k, "right") - 1
+    i -= (i >= 0) & (sm[i] == k)                     # (not step k itself, if it targets k)
+    v = np.where((i >= 0) & (sj[i] == k), sm[i], k)  # position k's last writer before step k
+    while (v[v] != v).any():
+        v = v[v]
+    return np.r_[np.where(j == m, v[:-1], np.where(prev >= 0, v[np.maximum(prev, 0)], j)),
+                 v[-1]]
 
 
 def _two_sum(a, b):
