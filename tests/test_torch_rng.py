@@ -175,7 +175,8 @@ def test_nn_init(seed):
 def test_orthogonal_close():
     """orthogonal_ draws torch's normal sample; its QR is LAPACK's (equal to rounding)."""
     torch.manual_seed(2), ember.manual_seed(2)
-    a, b = torch.nn.init.orthogonal_(torch.empty(6, 9)), ember.nn.init.orthogonal_(ember.empty(6, 9))
+    a = torch.nn.init.orthogonal_(torch.empty(6, 9))
+    b = ember.nn.init.orthogonal_(ember.empty(6, 9))
     np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6)
 
 

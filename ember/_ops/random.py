@@ -2,8 +2,8 @@
 
 Every generator is torch's CPU generator (mt19937, drawn with NumPy's ``MT19937``) and its
 transformations, vectorised: a seed gives torch's CPU numbers bit for bit, on every device (a
-GPU's tensors are drawn on the host and copied). Each GPU has a default generator of its own (torch's
-``torch.cuda.default_generators``), which draws for tensors made there without a
+GPU's tensors are drawn on the host and copied). Each GPU has a default generator of its own
+(torch's ``torch.cuda.default_generators``), which draws for tensors made there without a
 ``generator=``; ``manual_seed`` seeds them all.
 """
 import numpy as np
@@ -573,8 +573,9 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
 @_vmapped("fill")
 def _fill_from(self, generator, draw, exact=False):
     """Fill ``self`` with the host array ``draw(rng, shape)`` makes (with ``exact``,
-    ``draw(generator, n, dtype, fill, complex)``'s flat array of torch's numbers, in torch's order: memory
-    order, and ``fill`` when ``self`` is contiguous); on the meta device, draw nothing."""
+    ``draw(generator, n, dtype, fill, complex)``'s flat array of torch's numbers, in torch's
+    order: memory order, and ``fill`` when ``self`` is contiguous); on the meta device, draw
+    nothing."""
     from .._backends import backend
     if self.device.type == "meta":
         return self
