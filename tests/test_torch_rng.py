@@ -202,3 +202,17 @@ def test_data_shuffles():
             list(D.SubsetRandomSampler([5, 6, 7, 8])),
             list(D.DistributedSampler(range(9), num_replicas=2, rank=1, seed=3))])
     assert out[0] == out[1]
+
+
+def test_distribution_samples():
+    """Samplers built on the draws above give torch's samples (those whose transforms are
+    exact: Laplace, Gumbel, LogNormal, ... apply a float32 log/exp that may differ by an ulp)."""
+    def calls(lib):
+        D, t = lib.distributions, lib.tensor
+        ds = [D.Normal(t([0., 1.]), t([1., 2.])), D.Uniform(t([0., 1.]), t([1., 3.])),
+              D.Bernoulli(t([0.3, 0.6])), D.Categorical(t([0.2, 0.3, 0.5])),
+              D.Exponential(t([1., 2.])), D.Cauchy(t([0.]), t([1.])), D.Geometric(t([0.3])),
+              D.MultivariateNormal(lib.zeros(2), lib.eye(2)), D.OneHotCategorical(t([0.2, 0.8])),
+              D.Multinomial(5, t([0.2, 0.8]))]
+        return [d.sample((7,)) for d in ds] + [ds[0].rsample((20,))]
+    same(calls, 0)
