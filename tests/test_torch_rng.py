@@ -216,3 +216,11 @@ def test_distribution_samples():
               D.Multinomial(5, t([0.2, 0.8]))]
         return [d.sample((7,)) for d in ds] + [ds[0].rsample((20,))]
     same(calls, 0)
+
+
+def test_rrelu():
+    def calls(lib):
+        x = (lib.arange(-23., 17.) / 7).reshape(5, 8)
+        return [lib.nn.functional.rrelu(x, training=True), lib.nn.functional.rrelu(
+            x.double(), 0.2, 0.5, training=True), lib.nn.RReLU()(x), lib.rand(2)]
+    same(calls, 0)

@@ -187,8 +187,16 @@ def prelu(input, weight):
 def _rrelu(input, lower, upper, training):
     if not training:
         return dispatch(_nn.leaky_relu, (input, (lower + upper) / 2), _E)
-    a = ember.rand(tuple(input.shape), dtype=input.dtype) * (upper - lower) + lower
-    return ember.where(input >= 0, input, input * a)
+    # NOTE: as torch's CPU kernel, only elements <= 0 draw a slope, in order: a double uniform
+    # scaled unfused (that kernel is built without FMA) to the bounds rounded to the input's
+    # (float's, for half) precision, then rounded to that precision
+    neg, acc = input.detach() <= 0, ember.float64 if input.dtype == ember.float64 else \
+        ember.float32
+    lo, up = (float(ember.tensor(v, dtype=acc)) for v in (lower, upper))
+    noise = ember.ones_like(input.detach())
+    noise[neg] = (ember.rand(int(neg.sum()), dtype=ember.float64, device=input.device) * (
+        up - lo) + lo).to(acc).to(input.dtype)
+    return input * noise
 
 
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
