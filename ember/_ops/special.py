@@ -62,7 +62,8 @@ def _special(name, f, deriv=None, save=("input",), domain=None, method=True, kin
             return inner(xp, input, other)
     else:
         def fwd(xp, input):
-            if kernel and (r := _C.pointwise(kernel, input, min_size=1)) is not None:
+            if kernel and (r := _C.pointwise(kernel, input, min_size=1)) is not None or \
+                    (r := _C.special(name, input)) is not None:     # (special.h's, if any)
                 return r
             return inner(xp, input)
     fwd.__doc__ = f.__doc__

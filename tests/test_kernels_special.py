@@ -1,0 +1,89 @@
+"""special.h (torch.special's functions in C) against the NumPy references it ports
+(ember/_ops/polynomials.py, bessel.py): float32 and float64, edge values (nan, +-inf, +-0,
+negative, huge, denormal), odd sizes, non-contiguous and broadcast inputs, 1 and 2 threads."""
+import numpy as np
+import pytest
+
+import ember
+from ember._C import kernels
+
+pytestmark = [pytest.mark.skipif(kernels.kernel("special", np.dtype(np.float64)) is None,
+                                 reason="C kernels not built, or EMBER_NO_C set"),
+              pytest.mark.usefixtures("threads")]
+
+S = ember.special
+EDGES = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, 2.09, -2.09, 5.0, -5.0, 8.0, 1e-6, 1e-3, 30.0,
+         -40.0, 103.0, 110.0, 700.0, 800.0, 1e10, -1e10, 1e300, 5e-324, np.nan, np.inf, -np.inf]
+# (the polynomials' results, a recurrence of the same roundings, agree bit for bit; the
+# Bessel functions call libm's exp, log, sin and cos where NumPy may use its own)
+TOL = {"float32": dict(rtol=3e-7, atol=1e-37), "float64": dict(rtol=1e-14, atol=1e-300)}
+
+
+def _inputs(dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    r = np.concatenate([rng.standard_normal(4999) * 6, rng.uniform(-1.2, 1.2, 1001), EDGES])
+    with np.errstate(over="ignore"):      # (1e300 is inf in float32)
+        return r.astype(dtype)
+
+
+def _check(fn, *arrays, exact=False):
+    fast = fn(*[ember.tensor(a) if isinstance(a, np.ndarray) else a for a in arrays]).numpy()
+    with kernels.disabled():
+        ref = fn(*[ember.tensor(a) if isinstance(a, np.ndarray) else a for a in arrays]).numpy()
+    assert fast.dtype == ref.dtype and fast.shape == ref.shape
+    if exact:
+        np.testing.assert_array_equal(fast, ref)
+    else:
+        np.testing.assert_allclose(fast, ref, **TOL[fast.dtype.name])
+
+
+POLYS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+         "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
+         "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+         "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+         "laguerre_polynomial_l", "legendre_polynomial_p"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", POLYS)
+def test_polynomials(name, dtype):
+    fn = getattr(S, name)
+    x = _inputs(dtype)
+    degrees = np.array([0, 1, 2, 3, 7, 12, 30, -1, -3, 2.7, np.nan, np.inf, -np.inf, 1e19])
+    n = np.resize(degrees, x.shape).astype(dtype)
+    _check(fn, x, n, exact=True)
+    _check(fn, x[::3], n[1::3], exact=True)                    # non-contiguous
+    _check(fn, x[:35].reshape(5, 7), n[:7], exact=True)         # broadcast degree
+    _check(fn, x[:7], n[:35].reshape(5, 7), exact=True)         # broadcast input
+    for k in (0, 1, 5, 40, -2):                                 # a number, a 0-d tensor
+        _check(fn, x, k, exact=True)
+    _check(fn, x, np.array(6.0, dtype), exact=True)
+    _check(fn, x[:0], n[:0], exact=True)
+
+
+BESSEL = ["i0", "i0e", "i1", "i1e", "modified_bessel_i0", "modified_bessel_i1",
+          "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0",
+          "scaled_modified_bessel_k1", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1",
+          "airy_ai", "spherical_bessel_j0"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", BESSEL)
+def test_bessel(name, dtype):
+    fn = getattr(S, name)
+    x = _inputs(dtype, seed=1)
+    _check(fn, x)
+    _check(fn, x[::2])                                          # non-contiguous
+    _check(fn, x[:1])
+    _check(fn, x[:33].reshape(3, 11).T)
+    _check(fn, np.abs(x) * 4)                                   # the K and Y domains, far out
+
+
+def test_special_kernel_declines():
+    """Where special.h does not apply the caller's NumPy code runs (None)."""
+    x = np.ones(4, np.float32)
+    assert kernels.special("lgamma", x) is None                   # not one of its ops
+    assert kernels.special("i0", x.astype(np.float16)) is None
+    assert kernels.special("chebyshev_polynomial_t", x, np.ones(4)) is None     # other dtype
+    assert kernels.special("chebyshev_polynomial_t", x, 2 ** 40 + 1) is None    # not a float32
+    np.testing.assert_array_equal(kernels.special("chebyshev_polynomial_t", x, 3), np.ones(4))
