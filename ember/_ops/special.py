@@ -48,6 +48,11 @@ def _in_f64(f, bf16=True, low=False):
     return fwd
 
 
+def _in_c(name, f):
+    """``f``, computed by special.h's loop for ``name`` where it applies (float64 here)."""
+    return lambda xp, x: r if (r := _C.special(name, x)) is not None else f(xp, x)
+
+
 def _special(name, f, deriv=None, save=("input",), domain=None, method=True, kinks=(),
              aliases=(), binary=False, complex_ok=False, bf16=True, differentiable=True,
              low=False, kernel=None):
@@ -231,7 +236,7 @@ def polygamma(xp, n, input):
 
 def _polygamma(xp, n, x):
     if n == 0:
-        return _digamma(xp, x)
+        return _in_c("digamma", _digamma)(xp, x)
     if n == 1:
         return _trigamma(xp, x)
     return (1.0 if n % 2 else -1.0) * math.exp(math.lgamma(n + 1.0)) * _zeta(xp, n + 1.0, x)
@@ -271,7 +276,7 @@ def mvlgamma(xp, input, p):
     """
     # NOTE: torch no longer checks input > (p - 1) / 2: lgamma's poles give inf there
     return _in_f64(lambda xp, x: p * (p - 1) / 4 * math.log(math.pi) + sum(
-        _lgamma(xp, x - j / 2) for j in range(p)))(xp, input)
+        _in_c("lgamma", _lgamma)(xp, x - j / 2) for j in range(p)))(xp, input)
 
 
 mvlgamma.vjp(save=("input",))(lambda g, input, p: g * sum(
@@ -377,6 +382,8 @@ def _igamma(xp, a, x, upper):
 
 def _igamma_op(name, upper):
     def fwd(xp, input, other):
+        if (r := _C.special(name, input, other)) is not None:     # (special.h)
+            return r
         return _in_f64(lambda xp, a, x: _igamma(xp, a, x, upper))(xp, input, other)
     fwd.__doc__ = f"""The regularized {"upper" if upper else "lower"} incomplete gamma function
     {"Q" if upper else "P"}(input, other).

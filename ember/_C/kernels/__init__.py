@@ -197,14 +197,15 @@ _SPECIAL = {name: code for code, name in enumerate(
     "shifted_chebyshev_polynomial_v shifted_chebyshev_polynomial_w hermite_polynomial_h "
     "hermite_polynomial_he laguerre_polynomial_l legendre_polynomial_p i0 i0e i1 i1e "
     "modified_bessel_k0 modified_bessel_k1 scaled_modified_bessel_k0 scaled_modified_bessel_k1 "
-    "bessel_j0 bessel_j1 bessel_y0 bessel_y1 airy_ai spherical_bessel_j0".split())}
+    "bessel_j0 bessel_j1 bessel_y0 bessel_y1 airy_ai spherical_bessel_j0 erfcx ndtr log_ndtr ndtri "
+    "lgamma digamma igamma igammac".split())}
 _SPECIAL.update(modified_bessel_i0=_SPECIAL["i0"], modified_bessel_i1=_SPECIAL["i1"])
 
 
 def special(name, x, n=None):
     """torch.special's function ``name`` (special.h: in double, one pass over threads) of a
-    float32 or float64 NumPy array ``x``, with the polynomials' degree ``n`` (an array of
-    ``x``'s dtype, broadcast with it, or a number); None where it does not apply (the caller
+    float32 or float64 NumPy array ``x``, with the polynomials' degree or igamma's ``x`` as
+    ``n`` (an array of ``x``'s dtype, broadcast with it, or a number); None where it does not apply (the caller
     runs its NumPy code). Any size: the reference's dozens of NumPy passes never win."""
     code = _SPECIAL.get(name)
     fn = kernel("special", x.dtype) if code is not None and type(x) is np.ndarray else None
