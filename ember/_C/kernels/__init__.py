@@ -214,10 +214,12 @@ def special(name, x, n=None):
                 float(np.asarray(n, x.dtype)) != n:        # (a degree the dtype cannot hold)
             return None
         n = np.asarray(n, x.dtype)
-    shape = x.shape if n is None else np.broadcast_shapes(x.shape, n.shape)
-    # (a single element is read with stride 0; the copies stay referenced through the call)
-    keep = [None if a is None else contiguous(a if a.size == 1 else np.broadcast_to(a, shape))
-            for a in (x, n)]
+    if n is None or n.shape == x.shape:        # (the common cases, without NumPy's helpers)
+        shape, keep = x.shape, [contiguous(x), n if n is None else contiguous(n)]
+    else:   # (a single element is read with stride 0; the copies stay referenced in ``keep``)
+        shape = np.broadcast_shapes(x.shape, n.shape)
+        keep = [contiguous(a if a.size == 1 or a.shape == shape else np.broadcast_to(a, shape))
+                for a in (x, n)]
     out = np.empty(shape, x.dtype)
     fn(code, ptr(keep[0]), int(x.size != 1), ptr(keep[1]), int(n is not None and n.size != 1),
        ptr(out), out.size, num_threads())

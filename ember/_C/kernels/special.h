@@ -398,6 +398,46 @@ TC static void sp_bessel_i_block(int code, const double *x, double *out, int n) 
         for (int j = 0; j < n; j++) out[j] = exp(a[j]) * out[j];
 }
 
+/* Clenshaw's sum of one table at each y[j] of a block, across the block (vectorised) */
+static inline __attribute__((always_inline)) void sp_chb_block(const double *y, const double *c,
+                                                              int len, double *out, int n) {
+    double b0[SP_BLOCK], b1[SP_BLOCK], b2[SP_BLOCK];
+    for (int j = 0; j < n; j++) { b0[j] = c[0]; b1[j] = b2[j] = 0.0; }
+    for (int i = 1; i < len; i++)
+        for (int j = 0; j < n; j++) {
+            double t = y[j] * b0[j] - b1[j] + c[i];
+            b2[j] = b1[j]; b1[j] = b0[j]; b0[j] = t;
+        }
+    for (int j = 0; j < n; j++) out[j] = 0.5 * (b0[j] - b2[j]);
+}
+/* K0, K1 and their scaled forms (codes 16-19) of a block: all three of their sums (the tail's,
+ * and the series' own and I0's or I1's) for every element, vectorised, then each element's
+ * branch, as sp_k */
+TC static void sp_bessel_k_block(int code, const double *x, double *out, int n) {
+    double ya[SP_BLOCK], yi[SP_BLOCK], yb[SP_BLOCK], sa[SP_BLOCK], si[SP_BLOCK], sb[SP_BLOCK];
+    int order = code & 1, scaled = code >= 18;
+    for (int j = 0; j < n; j++) {
+        ya[j] = x[j] * x[j] - 2; yi[j] = fabs(x[j]) / 2 - 2; yb[j] = 8 / x[j] - 2;
+    }
+    sp_chb_block(ya, order ? SP_K1_A : SP_K0_A, order ? SP_N(SP_K1_A) : SP_N(SP_K0_A), sa, n);
+    sp_chb_block(yi, order ? SP_I1_A : SP_I0_A, order ? SP_N(SP_I1_A) : SP_N(SP_I0_A), si, n);
+    sp_chb_block(yb, order ? SP_K1_B : SP_K0_B, SP_N(SP_K0_B), sb, n);
+    for (int j = 0; j < n; j++) {
+        double v = x[j], r;
+        if (v < 0) r = NAN;
+        else if (v == 0) r = INFINITY;
+        else if (v <= 2) {      /* (|v| <= 8: I's sum is its first table's) */
+            double i = exp(fabs(v)) * (order ? si[j] * fabs(v) : si[j]);
+            r = order ? log(0.5 * v) * i + sa[j] / v : sa[j] - log(0.5 * v) * i;
+            r = scaled ? r * exp(v) : r;
+        } else {
+            double tail = sb[j] / sqrt(v);
+            r = scaled ? tail : exp(-v) * tail;
+        }
+        out[j] = r;
+    }
+}
+
 static double sp_eval(int code, double x, double n) {
     switch (code) {
     case 12: return sp_i0(x);
@@ -431,13 +471,13 @@ static double sp_eval(int code, double x, double n) {
 EXPORT void name(int code, const T *x, int64_t xs, const T *n, int64_t ns, T *out,           \
                  int64_t size, int nt) {                                                      \
     nt = threads_for(size * 64, nt);                                                          \
-    if (code >= 12 && code <= 15) {                                                           \
+    if (code >= 12 && code <= 19) {                                                           \
         _Pragma("omp parallel for num_threads(nt) schedule(static)")                          \
         for (int64_t i = 0; i < size; i += SP_BLOCK) {                                        \
             double xd[SP_BLOCK], od[SP_BLOCK];                                                \
             int m = size - i < SP_BLOCK ? (int)(size - i) : SP_BLOCK;                         \
             for (int j = 0; j < m; j++) xd[j] = (double)x[(i + j) * xs];                      \
-            sp_bessel_i_block(code, xd, od, m);                                               \
+            (code < 16 ? sp_bessel_i_block : sp_bessel_k_block)(code, xd, od, m);             \
             for (int j = 0; j < m; j++) out[i + j] = (T)od[j];                                \
         }                                                                                     \
         return;                                                                               \
