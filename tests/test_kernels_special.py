@@ -132,3 +132,17 @@ def test_igamma(name, dtype):
         np.testing.assert_allclose(fast.numpy(), ref.numpy(), **tol)
     edges = np.array([0.0, -1.0, np.inf, -np.inf, np.nan, 1.0, 1e-300, 3.0], dtype)
     _check(fn, *np.meshgrid(edges, edges))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_zeta_and_polygamma(dtype):
+    rng = np.random.default_rng(6)
+    x = np.concatenate([rng.uniform(0.5, 8, 2000), [1.0, 0.9, 2.0, 3.0, 2.5, 2.0, np.nan, np.inf]])
+    q = np.concatenate([rng.uniform(-3, 12, 2000), [1.0, 1.0, 0.0, -2.0, -1.5, 1e-300, 1.0, 2.0]])
+    _check(S.zeta, x.astype(dtype), q.astype(dtype))
+    _check(S.zeta, x[:-1:2].astype(dtype), q[1::2].astype(dtype))
+    _check(S.zeta, x[:6].reshape(6, 1).astype(dtype), q[:7].astype(dtype))
+    _check(S.zeta, x.astype(dtype), 2.0)
+    v = np.concatenate([rng.uniform(-6, 12, 2000), [0.0, -1.0, -2.5, 1e-8, 30.0, np.nan, np.inf]])
+    for n in (1, 2, 3, 6):
+        _check(lambda t: ember.polygamma(n, t), v.astype(dtype))

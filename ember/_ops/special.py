@@ -238,8 +238,10 @@ def _polygamma(xp, n, x):
     if n == 0:
         return _in_c("digamma", _digamma)(xp, x)
     if n == 1:
-        return _trigamma(xp, x)
-    return (1.0 if n % 2 else -1.0) * math.exp(math.lgamma(n + 1.0)) * _zeta(xp, n + 1.0, x)
+        return _in_c("trigamma", _trigamma)(xp, x)
+    zeta = _C.special("zeta", np.asarray(n + 1.0, x.dtype), x) if type(x) is np.ndarray else None
+    return (1.0 if n % 2 else -1.0) * math.exp(math.lgamma(n + 1.0)) * (
+        _zeta(xp, n + 1.0, x) if zeta is None else zeta)
 
 
 polygamma.vjp(save=("input",))(lambda g, n, input: (None, g * ember.polygamma(n + 1, input)))
@@ -292,6 +294,8 @@ mvlgamma.samples = lambda dev, dt: [Sample(make((3, 4), dt, 2.0, 5.0), 3),
 def zeta(xp, input, other):
     """The Hurwitz zeta function ``sum_k (k + other)^-input`` (Riemann's at other = 1).
     See torch.special.zeta."""
+    if (r := _C.special("zeta", input, other)) is not None:      # (special.h)
+        return r
     return _in_f64(_zeta, bf16=False)(xp, input, other)
 
 

@@ -398,6 +398,56 @@ TC static void sp_bessel_i_block(int code, const double *x, double *out, int n) 
         for (int j = 0; j < n; j++) out[j] = exp(a[j]) * out[j];
 }
 
+/* ---- Hurwitz zeta (Cephes' Euler-Maclaurin summation) and trigamma, as special.py */
+#define SP_MACHEP 1.11022302462515654042e-16
+static const double SP_ZETA_A[12] = {12.0, -720.0, 30240.0, -1209600.0, 47900160.0,
+    -1892437580.3183792, 74724249600.0, -2950130727918.164, 116467828143500.67,
+    -4597978722407473.0, 1.8152105401943546e+17, -7.166165256175667e+18};
+static double sp_zeta(double x, double q) {
+    if (x == 1) return INFINITY;
+    if (x < 1) return NAN;
+    if (q <= 0 && q == floor(q)) return INFINITY;
+    if (q <= 0 && x != floor(x)) return NAN;
+    double s = pow(q, -x), a = q, b = 0.0;
+    int done = 0;
+    for (int i = 0; !done && (i < 9 || a <= 9.0) && i <= 10000; ) {
+        i++;
+        a = a + 1.0;
+        b = pow(a, -x);
+        s = s + b;
+        done = fabs(b / s) < SP_MACHEP;
+    }
+    if (done) return s;
+    double w = a, k = 0.0;
+    s = s + b * w / (x - 1.0) - 0.5 * b;
+    a = 1.0;
+    for (int i = 0; i < 12; i++) {
+        a = a * (x + k);
+        b = b / w;
+        double t = a * b / SP_ZETA_A[i];
+        s = s + t;
+        if (fabs(t / s) < SP_MACHEP) break;
+        k += 1.0;
+        a = a * (x + k);
+        b = b / w;
+        k += 1.0;
+    }
+    return s;
+}
+static double sp_trigamma(double x) {
+    int refl = x < 0.5;
+    double res = 0.0, y = refl ? 1 - x : x;
+    if (refl) {
+        double sp = sin(SP_PI * (x - 2.0 * rint(x / 2.0)));
+        res = -9.869604401089358 / (sp * sp);
+    }
+    for (int i = 0; i < 6; i++) { res = res + 1 / (y * y); y = y + 1; }
+    double ixx = 1 / (y * y);
+    res = res + (1 + 1 / (2 * y) + ixx * (0.16666666666666666 - ixx * (0.03333333333333333 -
+        ixx * 0.023809523809523808))) / y;
+    return refl ? -res : res;
+}
+
 /* Clenshaw's sum of one table at each y[j] of a block, across the block (vectorised) */
 static inline __attribute__((always_inline)) void sp_chb_block(const double *y, const double *c,
                                                               int len, double *out, int n) {
@@ -513,6 +563,8 @@ static double sp_eval(int code, double x, double n) {
     case 31: return sp_digamma(x);
     case 32: return sp_igamma(x, n, 0);
     case 33: return sp_igamma(x, n, 1);
+    case 34: return sp_zeta(x, n);
+    case 35: return sp_trigamma(x);
     default: return sp_polynomial(code, x, n);
     }
 }
