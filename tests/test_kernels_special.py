@@ -146,3 +146,12 @@ def test_zeta_and_polygamma(dtype):
     v = np.concatenate([rng.uniform(-6, 12, 2000), [0.0, -1.0, -2.5, 1e-8, 30.0, np.nan, np.inf]])
     for n in (1, 2, 3, 6):
         _check(lambda t: ember.polygamma(n, t), v.astype(dtype))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_standard_gamma_grad(dtype):
+    rng = np.random.default_rng(7)
+    alpha = np.concatenate([rng.uniform(0.05, 50, 3000), [0.0, -1.0, -0.5, 9.0, 10.0, np.nan]])
+    x = np.concatenate([rng.uniform(0.01, 60, 3000), [0.5, 0.5, 0.3, 9.0, 10.5, 1.0]])
+    _check(ember._standard_gamma_grad, alpha.astype(dtype), x.astype(dtype))
+    _check(ember._standard_gamma_grad, alpha[:-1:2].astype(dtype), x[1::2].astype(dtype))

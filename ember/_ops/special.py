@@ -675,6 +675,8 @@ def _standard_gamma_grad(xp, input, output):
         >>> ember._standard_gamma_grad(ember.tensor([2.]), ember.tensor([1.5]))
         tensor([0.9366])
     """
+    if (r := _C.special("_standard_gamma_grad", input, output)) is not None:     # (special.h)
+        return r
     return _in_f64(_gamma_grad, bf16=False)(xp, input, output)
 
 

@@ -198,7 +198,7 @@ _SPECIAL = {name: code for code, name in enumerate(
     "hermite_polynomial_he laguerre_polynomial_l legendre_polynomial_p i0 i0e i1 i1e "
     "modified_bessel_k0 modified_bessel_k1 scaled_modified_bessel_k0 scaled_modified_bessel_k1 "
     "bessel_j0 bessel_j1 bessel_y0 bessel_y1 airy_ai spherical_bessel_j0 erfcx ndtr log_ndtr ndtri "
-    "lgamma digamma igamma igammac zeta trigamma".split())}
+    "lgamma digamma igamma igammac zeta trigamma _standard_gamma_grad".split())}
 _SPECIAL.update(modified_bessel_i0=_SPECIAL["i0"], modified_bessel_i1=_SPECIAL["i1"])
 
 

@@ -448,6 +448,52 @@ static double sp_trigamma(double x) {
     return refl ? -res : res;
 }
 
+/* ---- d x / d alpha of a standard Gamma(alpha) sample x (torch's standard_gamma_grad_one), as
+ * special.py's _gamma_grad: a Taylor series for small x, Rice's saddle point expansion for
+ * large alpha, a bivariate rational approximation elsewhere */
+static const double SP_GAMMA_GRAD_UV[3][8] = {
+    {0.16009398, -0.094634809, 0.025146376, -0.0030648343, 1.0, 0.32668115, 0.10406089,
+     0.0014179084},
+    {0.53487893, 0.1298071, 0.065735949, -0.0015649758, 0.16639465, 0.020070113,
+     -0.0035938915, -0.00058392623},
+    {0.040121004, -0.0065914022, -0.0026286047, -0.0013441777, 0.017050642, -0.0021309326,
+     0.00085092367, -1.5247877e-07}};
+static double sp_gamma_grad(double alpha, double x) {
+    if (x < 0.8) {
+        double numer = 1.0, denom = alpha, s1 = numer / denom, s2 = numer / (denom * denom);
+        for (int i = 1; i < 6; i++) {
+            numer = numer * -x / i;
+            denom = denom + 1;
+            s1 = s1 + numer / denom;
+            s2 = s2 + numer / (denom * denom);
+        }
+        double pxa = pow(x, alpha);
+        /* NOTE: torch's digamma_one here is +inf at zero and the negative integers */
+        double dg = alpha <= 0 && alpha == floor(alpha) ? INFINITY : sp_digamma(alpha);
+        double cdf = (log(x) - dg) * pxa * s1 - pxa * s2;
+        double small = -cdf / (pow(x, alpha - 1) * exp(-x));
+        return small != small ? 0.0 : small;
+    }
+    if (alpha > 8.0) {
+        if (0.9 * alpha <= x && x <= 1.1 * alpha)
+            return (1 + 24 * alpha * (1 + 12 * alpha)) * (1440 * alpha * alpha +
+                6 * x * (53 - 120 * x) - 65 * x * x / alpha + alpha * (107 + 3600 * x)) /
+                (1244160 * pow(alpha, 4.0));
+        double d = sqrt(8 * alpha), t2 = d / (alpha - x);
+        double t3 = pow(x - alpha - alpha * log(x / alpha), -1.5);
+        double t1 = log(x / alpha) * (x < alpha ? t2 - t3 : t2 + t3) -
+            sqrt(2 / alpha) * (alpha + x) / ((alpha - x) * (alpha - x));
+        double stirling = 1 + 1 / (12 * alpha) * (1 + 1 / (24 * alpha));
+        return -stirling * x * t1 / d;
+    }
+    double u = log(x / alpha), v = log(alpha), c[8];
+    for (int i = 0; i < 8; i++)
+        c[i] = SP_GAMMA_GRAD_UV[0][i] + u * (SP_GAMMA_GRAD_UV[1][i] + u * SP_GAMMA_GRAD_UV[2][i]);
+    double p = c[0] + v * (c[1] + v * (c[2] + v * c[3]));
+    double q = c[4] + v * (c[5] + v * (c[6] + v * c[7]));
+    return exp(p / q);
+}
+
 /* Clenshaw's sum of one table at each y[j] of a block, across the block (vectorised) */
 static inline __attribute__((always_inline)) void sp_chb_block(const double *y, const double *c,
                                                               int len, double *out, int n) {
@@ -565,6 +611,7 @@ static double sp_eval(int code, double x, double n) {
     case 33: return sp_igamma(x, n, 1);
     case 34: return sp_zeta(x, n);
     case 35: return sp_trigamma(x);
+    case 36: return sp_gamma_grad(x, n);
     default: return sp_polynomial(code, x, n);
     }
 }
