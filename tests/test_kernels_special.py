@@ -84,6 +84,8 @@ def test_special_kernel_declines():
     x = np.ones(4, np.float32)
     assert kernels.special("sinc", x) is None                     # not one of its ops
     assert kernels.special("i0", x.astype(np.float16)) is None
+    assert kernels.special("chebyshev_polynomial_t", x) is None               # no degree
+    assert kernels.special("igamma", x) is None and kernels.special("i0", x, x) is None
     assert kernels.special("chebyshev_polynomial_t", x, np.ones(4)) is None     # other dtype
     assert kernels.special("chebyshev_polynomial_t", x, 2 ** 40 + 1) is None    # not a float32
     np.testing.assert_array_equal(kernels.special("chebyshev_polynomial_t", x, 3), np.ones(4))

@@ -199,6 +199,7 @@ _SPECIAL = {name: code for code, name in enumerate(
     "modified_bessel_k0 modified_bessel_k1 scaled_modified_bessel_k0 scaled_modified_bessel_k1 "
     "bessel_j0 bessel_j1 bessel_y0 bessel_y1 airy_ai spherical_bessel_j0 erfcx ndtr log_ndtr ndtri "
     "lgamma digamma igamma igammac zeta trigamma _standard_gamma_grad".split())}
+_SPECIAL_BINARY = {"igamma", "igammac", "zeta", "_standard_gamma_grad"}   # (and polynomials)
 _SPECIAL.update(modified_bessel_i0=_SPECIAL["i0"], modified_bessel_i1=_SPECIAL["i1"])
 
 
@@ -208,7 +209,8 @@ def special(name, x, n=None):
     ``n`` (an array of ``x``'s dtype, broadcast with it, or a number); None where it does not apply (the caller
     runs its NumPy code). Any size: the reference's dozens of NumPy passes never win."""
     code = _SPECIAL.get(name)
-    fn = kernel("special", x.dtype) if code is not None and type(x) is np.ndarray else None
+    fn = kernel("special", x.dtype) if code is not None and type(x) is np.ndarray and \
+        (n is None) != (code < 12 or name in _SPECIAL_BINARY) else None
     if fn is None or n is not None and not (type(n) is np.ndarray and n.dtype == x.dtype):
         if fn is None or type(n) not in (int, float) or \
                 float(np.asarray(n, x.dtype)) != n:        # (a degree the dtype cannot hold)

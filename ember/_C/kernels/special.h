@@ -60,37 +60,48 @@ static double sp_poly(double z, const double *c, int n) {
 #define POLY(z, t) sp_poly(z, t, SP_N(t))
 
 /* ---- orthogonal polynomials: codes 0-3 Chebyshev T U V W, 4-7 shifted, 8 Hermite H,
- * 9 He, 10 Laguerre, 11 Legendre */
-static double sp_polynomial(int code, double x, double n) {
-    /* NOTE: torch casts n to int64: nan, inf and out-of-range degrees are negative: 0 */
-    if (!(fabs(n) < 0x1p63)) return 0.0;
-    n = trunc(n);
-    if (n < 0) return 0.0;
-    int kind = code < 8 ? code % 4 : code;
-    if (code >= 4 && code < 8) x = 2 * x - 1;
-    double prev = 1.0, cur = kind == 0 || kind == 9 || kind == 11 ? x : kind == 1 || kind == 8 ?
-        2 * x : kind == 2 ? 2 * x - 1 : kind == 3 ? 2 * x + 1 : 1 - x;
-    double out = n == 0 ? prev : cur;
-    /* (the reference stops its recurrence at degree 65536: higher degrees keep P_1) */
-    int64_t top = n <= 65536 ? (int64_t)n : 1;
-    for (int64_t k = 1; k < top; k++) {
-        double next;
-        switch (kind) {
-        case 8: next = 2 * x * cur - 2 * (double)k * prev; break;
-        case 9: next = x * cur - (double)k * prev; break;
-        case 10: next = ((2 * (double)k + 1 - x) * cur - (double)k * prev) / ((double)k + 1); break;
-        case 11: next = ((2 * (double)k + 1) * x * cur - (double)k * prev) / ((double)k + 1); break;
-        default: next = 2 * x * cur - prev;
+ * 9 He, 10 Laguerre, 11 Legendre; a block of elements at a time, each step of the recurrence
+ * across the block (vectorised), each element stopping at its own degree (later steps leave it
+ * as it is) */
+#define SP_BLOCK 64
+#define SP_RECUR(next)                                                                        \
+    for (double k = 1; k < most; k++)                                                         \
+        for (int j = 0; j < m; j++) {                                                         \
+            double xj = xs[j], c = cur[j], p = prev[j], nx = (next);                          \
+            prev[j] = k < top[j] ? c : p;                                                     \
+            cur[j] = k < top[j] ? nx : c;                                                     \
         }
-        prev = cur; cur = next;
+TC static void sp_poly_block(int code, const double *x, const double *n, double *out, int m) {
+    double xs[SP_BLOCK], prev[SP_BLOCK], cur[SP_BLOCK], top[SP_BLOCK], deg[SP_BLOCK], most = 0;
+    int kind = code < 8 ? code % 4 : code;
+    for (int j = 0; j < m; j++) {
+        /* NOTE: torch casts n to int64: nan, inf and out-of-range degrees are negative: 0 */
+        deg[j] = fabs(n[j]) < 0x1p63 ? trunc(n[j]) : -1.0;
+        /* (the reference stops its recurrence at degree 65536: higher degrees keep P_1) */
+        top[j] = deg[j] <= 65536 ? deg[j] : 1;
+        most = top[j] > most ? top[j] : most;
+        double v = code >= 4 && code < 8 ? 2 * x[j] - 1 : x[j];
+        xs[j] = v;
+        prev[j] = 1.0;
+        cur[j] = kind == 0 || kind == 9 || kind == 11 ? v : kind == 1 || kind == 8 ? 2 * v :
+            kind == 2 ? 2 * v - 1 : kind == 3 ? 2 * v + 1 : 1 - v;
     }
-    if (top >= 2) out = cur;
-    if (kind < 4 && (x == 1 || x == -1)) {    /* torch's shortcuts at +-1 (plus, -1 even, odd) */
-        static const int tab[4][3] = {{0, 0, 1}, {2, 2, 3}, {0, 4, 5}, {4, 0, 1}};
-        double v[6] = {1.0, -1.0, n + 1, -(n + 1), 2 * n + 1, -(2 * n + 1)};
-        out = v[tab[kind][x == 1 ? 0 : fmod(n, 2) == 0 ? 1 : 2]];
+    switch (kind) {
+    case 8: SP_RECUR(2 * xj * c - 2 * k * p) break;
+    case 9: SP_RECUR(xj * c - k * p) break;
+    case 10: SP_RECUR(((2 * k + 1 - xj) * c - k * p) / (k + 1)) break;
+    case 11: SP_RECUR(((2 * k + 1) * xj * c - k * p) / (k + 1)) break;
+    default: SP_RECUR(2 * xj * c - p)
     }
-    return out;
+    for (int j = 0; j < m; j++) {
+        double d = deg[j], v = xs[j], r = d == 0 ? 1.0 : cur[j];
+        if (kind < 4 && (v == 1 || v == -1)) {    /* torch's values at +-1 (1, -1 even, odd) */
+            static const int tab[4][3] = {{0, 0, 1}, {2, 2, 3}, {0, 4, 5}, {4, 0, 1}};
+            double e[6] = {1.0, -1.0, d + 1, -(d + 1), 2 * d + 1, -(2 * d + 1)};
+            r = e[tab[kind][v == 1 ? 0 : fmod(d, 2) == 0 ? 1 : 2]];
+        }
+        out[j] = d < 0 ? 0.0 : r;
+    }
 }
 
 /* ---- Bessel functions, as bessel.py */
@@ -370,7 +381,6 @@ static double sp_igamma(double a, double x, int upper) {
  * the block so that they vectorise (one sum alone is a chain of dependent operations). Both
  * Chebyshev tables are padded with leading zeros to one length, which leaves every sum as it
  * was (its arguments are finite: 0 * y + c is c), and each element picks its table's term. */
-#define SP_BLOCK 64
 static const double SP_I0_BP[30] = {0, 0, 0, 0, 0, SP_I0_B_LIST};
 static const double SP_I1_BP[29] = {0, 0, 0, 0, SP_I1_B_LIST};
 TC static void sp_bessel_i_block(int code, const double *x, double *out, int n) {
@@ -612,7 +622,7 @@ static double sp_eval(int code, double x, double n) {
     case 34: return sp_zeta(x, n);
     case 35: return sp_trigamma(x);
     case 36: return sp_gamma_grad(x, n);
-    default: return sp_polynomial(code, x, n);
+    default: return NAN;    /* (the polynomials run by blocks) */
     }
 }
 
@@ -621,14 +631,18 @@ static double sp_eval(int code, double x, double n) {
 EXPORT void name(int code, const T *x, int64_t xs, const T *n, int64_t ns, T *out,           \
                  int64_t size, int nt) {                                                      \
     nt = threads_for(size * 64, nt);                                                          \
-    if ((code >= 12 && code <= 19) || (code >= 26 && code <= 28)) {                         \
+    if (code < 20 || (code >= 26 && code <= 28)) {                                            \
         _Pragma("omp parallel for num_threads(nt) schedule(static)")                          \
         for (int64_t i = 0; i < size; i += SP_BLOCK) {                                        \
-            double xd[SP_BLOCK], od[SP_BLOCK];                                                \
+            double xd[SP_BLOCK], nd[SP_BLOCK], od[SP_BLOCK];                                  \
             int m = size - i < SP_BLOCK ? (int)(size - i) : SP_BLOCK;                         \
             for (int j = 0; j < m; j++) xd[j] = (double)x[(i + j) * xs];                      \
-            (code < 16 ? sp_bessel_i_block : code < 20 ? sp_bessel_k_block :                  \
-             sp_normal_block)(code, xd, od, m);                                               \
+            if (code < 12) {                                                                  \
+                for (int j = 0; j < m; j++) nd[j] = (double)n[(i + j) * ns];                  \
+                sp_poly_block(code, xd, nd, od, m);                                           \
+            } else                                                                            \
+                (code < 16 ? sp_bessel_i_block : code < 20 ? sp_bessel_k_block :              \
+                 sp_normal_block)(code, xd, od, m);                                           \
             for (int j = 0; j < m; j++) out[i + j] = (T)od[j];                                \
         }                                                                                     \
         return;                                                                               \
