@@ -544,24 +544,29 @@ TC static void sp_bessel_k_block(int code, const double *x, double *out, int n) 
     }
 }
 
-/* erfc of a block, as sp_erf_erfc: the series (a < 1.5) and the continued fractions (each
- * element with its own band's number of terms: a step past them leaves t as it is) run across
- * the block, vectorised, instead of a chain of up to 120 dependent divisions per element */
+/* erfc of a block, as sp_erf_erfc: the series (a < 1.5) across the block, and each band's
+ * continued fraction across that band's elements, gathered (vectorised, instead of a chain of
+ * up to 120 dependent divisions per element; the other bands' elements do no steps) */
 static inline __attribute__((always_inline)) void sp_erfc_block(const double *x, double *out,
                                                                int n) {
-    double a[SP_BLOCK], s[SP_BLOCK], t[SP_BLOCK];
-    int terms[SP_BLOCK], most = 0;
+    static const double lo[3] = {1.5, 3.0, 6.0}, hi[3] = {3.0, 6.0, 30.0};
+    static const int terms[3] = {120, 30, 15};
+    double a[SP_BLOCK], s[SP_BLOCK], t[SP_BLOCK], ga[SP_BLOCK], gt[SP_BLOCK];
+    int at[SP_BLOCK];
     for (int j = 0; j < n; j++) {
-        a[j] = fabs(x[j]);
-        terms[j] = a[j] < 1.5 ? 0 : a[j] < 3.0 ? 120 : a[j] < 6.0 ? 30 : a[j] < 30.0 ? 15 : 0;
-        most = terms[j] > most ? terms[j] : most;
+        a[j] = t[j] = fabs(x[j]);
         s[j] = SP_ERF_SERIES[0];
-        t[j] = a[j];
     }
     for (int i = 1; i < 26; i++)
         for (int j = 0; j < n; j++) s[j] = s[j] * (a[j] * a[j]) + SP_ERF_SERIES[i];
-    for (int k = most; k > 0; k--)
-        for (int j = 0; j < n; j++) t[j] = k <= terms[j] ? k / 2.0 / t[j] + a[j] : t[j];
+    for (int band = 0; band < 3; band++) {
+        int m = 0;
+        for (int j = 0; j < n; j++)
+            if (a[j] >= lo[band] && a[j] < hi[band]) { at[m] = j; ga[m] = gt[m] = a[j]; m++; }
+        for (int k = terms[band]; k > 0 && m; k--)
+            for (int j = 0; j < m; j++) gt[j] = k / 2.0 / gt[j] + ga[j];
+        for (int j = 0; j < m; j++) t[at[j]] = gt[j];
+    }
     for (int j = 0; j < n; j++) {
         double r, e = sp_exp_neg_square(a[j]);
         if (a[j] != a[j]) { out[j] = NAN; continue; }
