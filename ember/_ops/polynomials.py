@@ -7,6 +7,7 @@ where the recurrence is not used (negative degree gives 0; torch's shortcuts at 
 """
 import numpy as np
 
+from .._C import kernels as _C
 from .meta import broadcast_meta, same_meta
 from .registry import op
 from .samples import Sample, make, unary_samples
@@ -85,6 +86,8 @@ def _register(name, f):
     f.__name__ = name                               # (torch's kernel name, for errors)
 
     def fwd(xp, input, n):
+        if (r := _C.special(name, input, n)) is not None:     # (special.h: per element)
+            return r
         return _in_f64(f, bf16=False)(xp, input, n)
     fwd.__doc__ = f"``{name.replace('_', ' ')}`` of degree ``n`` at ``input``. " \
         f"See torch.special.{name}."
@@ -111,6 +114,8 @@ def spherical_bessel_j0(xp, input):
         r = xp.where(xp.abs(x) < 0.5, series, xp.sin(x) / xp.where(x == 0, 1.0, x))
         return xp.where(xp.isinf(x), 0.0, r)
     f.__name__ = "spherical_bessel_j0"
+    if (r := _C.special("spherical_bessel_j0", input)) is not None:
+        return r
     return _in_f64(f, bf16=False)(xp, input)
 
 

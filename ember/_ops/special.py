@@ -48,6 +48,11 @@ def _in_f64(f, bf16=True, low=False):
     return fwd
 
 
+def _in_c(name, f):
+    """``f``, computed by special.h's loop for ``name`` where it applies (float64 here)."""
+    return lambda xp, x: r if (r := _C.special(name, x)) is not None else f(xp, x)
+
+
 def _special(name, f, deriv=None, save=("input",), domain=None, method=True, kinks=(),
              aliases=(), binary=False, complex_ok=False, bf16=True, differentiable=True,
              low=False, kernel=None):
@@ -62,7 +67,8 @@ def _special(name, f, deriv=None, save=("input",), domain=None, method=True, kin
             return inner(xp, input, other)
     else:
         def fwd(xp, input):
-            if kernel and (r := _C.pointwise(kernel, input, min_size=1)) is not None:
+            if kernel and (r := _C.pointwise(kernel, input, min_size=1)) is not None or \
+                    (r := _C.special(name, input)) is not None:     # (special.h's, if any)
                 return r
             return inner(xp, input)
     fwd.__doc__ = f.__doc__
@@ -230,10 +236,12 @@ def polygamma(xp, n, input):
 
 def _polygamma(xp, n, x):
     if n == 0:
-        return _digamma(xp, x)
+        return _in_c("digamma", _digamma)(xp, x)
     if n == 1:
-        return _trigamma(xp, x)
-    return (1.0 if n % 2 else -1.0) * math.exp(math.lgamma(n + 1.0)) * _zeta(xp, n + 1.0, x)
+        return _in_c("trigamma", _trigamma)(xp, x)
+    zeta = _C.special("zeta", np.asarray(n + 1.0, x.dtype), x) if type(x) is np.ndarray else None
+    return (1.0 if n % 2 else -1.0) * math.exp(math.lgamma(n + 1.0)) * (
+        _zeta(xp, n + 1.0, x) if zeta is None else zeta)
 
 
 polygamma.vjp(save=("input",))(lambda g, n, input: (None, g * ember.polygamma(n + 1, input)))
@@ -270,7 +278,7 @@ def mvlgamma(xp, input, p):
     """
     # NOTE: torch no longer checks input > (p - 1) / 2: lgamma's poles give inf there
     return _in_f64(lambda xp, x: p * (p - 1) / 4 * math.log(math.pi) + sum(
-        _lgamma(xp, x - j / 2) for j in range(p)))(xp, input)
+        _in_c("lgamma", _lgamma)(xp, x - j / 2) for j in range(p)))(xp, input)
 
 
 mvlgamma.vjp(save=("input",))(lambda g, input, p: g * sum(
@@ -286,6 +294,8 @@ mvlgamma.samples = lambda dev, dt: [Sample(make((3, 4), dt, 2.0, 5.0), 3),
 def zeta(xp, input, other):
     """The Hurwitz zeta function ``sum_k (k + other)^-input`` (Riemann's at other = 1).
     See torch.special.zeta."""
+    if (r := _C.special("zeta", input, other)) is not None:      # (special.h)
+        return r
     return _in_f64(_zeta, bf16=False)(xp, input, other)
 
 
@@ -376,6 +386,8 @@ def _igamma(xp, a, x, upper):
 
 def _igamma_op(name, upper):
     def fwd(xp, input, other):
+        if (r := _C.special(name, input, other)) is not None:     # (special.h)
+            return r
         return _in_f64(lambda xp, a, x: _igamma(xp, a, x, upper))(xp, input, other)
     fwd.__doc__ = f"""The regularized {"upper" if upper else "lower"} incomplete gamma function
     {"Q" if upper else "P"}(input, other).
@@ -663,6 +675,8 @@ def _standard_gamma_grad(xp, input, output):
         >>> ember._standard_gamma_grad(ember.tensor([2.]), ember.tensor([1.5]))
         tensor([0.9366])
     """
+    if (r := _C.special("_standard_gamma_grad", input, output)) is not None:     # (special.h)
+        return r
     return _in_f64(_gamma_grad, bf16=False)(xp, input, output)
 
 

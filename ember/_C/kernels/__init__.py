@@ -80,6 +80,7 @@ def _declare(lib):
             "adam": [p, p, p, p, p, i64, d, d, d, d, d, d, i],
             "erf": [p, p, i64, i, i],                  # float32 only: float64 has libm's
             "pointwise": [i, p, p, p, i64, d, d, d, i],  # (pointwise.h: float32 only)
+            "special": [i, p, i64, p, i64, p, i64, i],
             "winograd_fwd": [p, i64, i64, i64, i64, p, i64, i64, p, i64, i64, i64, p, i, i],
             "winograd_wgrad": [p, i64, i64, i64, i64, p, i64, i64, i64, i64, p, i64, p, i, i],
             "conv_cols_fwd": [p, p, p, i64, i64, i64, p, p, i, i],
@@ -186,6 +187,44 @@ def pointwise(name, x, *params, other=None, min_size=64):
     out = np.empty(x.shape, x.dtype)
     fn(_POINTWISE[name], ptr(x), ptr(other), ptr(out), x.size, *map(float, params),
        *(0.0,) * (3 - len(params)), num_threads())
+    return out
+
+
+# special.h's op codes (modified_bessel_i0/i1 are i0/i1)
+_SPECIAL = {name: code for code, name in enumerate(
+    "chebyshev_polynomial_t chebyshev_polynomial_u chebyshev_polynomial_v chebyshev_polynomial_w "
+    "shifted_chebyshev_polynomial_t shifted_chebyshev_polynomial_u "
+    "shifted_chebyshev_polynomial_v shifted_chebyshev_polynomial_w hermite_polynomial_h "
+    "hermite_polynomial_he laguerre_polynomial_l legendre_polynomial_p i0 i0e i1 i1e "
+    "modified_bessel_k0 modified_bessel_k1 scaled_modified_bessel_k0 scaled_modified_bessel_k1 "
+    "bessel_j0 bessel_j1 bessel_y0 bessel_y1 airy_ai spherical_bessel_j0 erfcx ndtr log_ndtr ndtri "
+    "lgamma digamma igamma igammac zeta trigamma _standard_gamma_grad".split())}
+_SPECIAL_BINARY = {"igamma", "igammac", "zeta", "_standard_gamma_grad"}   # (and polynomials)
+_SPECIAL.update(modified_bessel_i0=_SPECIAL["i0"], modified_bessel_i1=_SPECIAL["i1"])
+
+
+def special(name, x, n=None):
+    """torch.special's function ``name`` (special.h: in double, one pass over threads) of a
+    float32 or float64 NumPy array ``x``, with the polynomials' degree or igamma's ``x`` as
+    ``n`` (an array of ``x``'s dtype, broadcast with it, or a number); None where it does not apply (the caller
+    runs its NumPy code). Any size: the reference's dozens of NumPy passes never win."""
+    code = _SPECIAL.get(name)
+    fn = kernel("special", x.dtype) if code is not None and type(x) is np.ndarray and \
+        (n is None) != (code < 12 or name in _SPECIAL_BINARY) else None
+    if fn is None or n is not None and not (type(n) is np.ndarray and n.dtype == x.dtype):
+        if fn is None or type(n) not in (int, float) or \
+                float(np.asarray(n, x.dtype)) != n:        # (a degree the dtype cannot hold)
+            return None
+        n = np.asarray(n, x.dtype)
+    if n is None or n.shape == x.shape:        # (the common cases, without NumPy's helpers)
+        shape, keep = x.shape, [contiguous(x), n if n is None else contiguous(n)]
+    else:   # (a single element is read with stride 0; the copies stay referenced in ``keep``)
+        shape = np.broadcast_shapes(x.shape, n.shape)
+        keep = [contiguous(a if a.size == 1 or a.shape == shape else np.broadcast_to(a, shape))
+                for a in (x, n)]
+    out = np.empty(shape, x.dtype)
+    fn(code, ptr(keep[0]), int(x.size != 1), ptr(keep[1]), int(n is not None and n.size != 1),
+       ptr(out), out.size, num_threads())
     return out
 
 

@@ -76,6 +76,7 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #include "half.h"
 #include "select.h"
 #include "pointwise.h"
+#include "special.h"
 
 #define T float
 #define S(name) name##_f32
