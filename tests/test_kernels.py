@@ -852,3 +852,64 @@ def test_gather_past_the_caches_prefetches_and_still_checks(bad):
     want = x.numpy()[idx]
     assert np.array_equal(x.gather(0, ember.tensor(idx)).numpy(), want)
     assert np.array_equal(x.index_select(0, ember.tensor(idx)).numpy(), want)
+
+
+_REDUCTIONS = {"sum": lambda t, d: t.sum(d), "nansum": lambda t, d: t.nansum(d),
+               "mean": lambda t, d: t.mean(d), "norm": lambda t, d: t.norm(dim=d),
+               "logsumexp": lambda t, d: t.logsumexp(d if d is not None else tuple(range(t.ndim)))}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", list(_REDUCTIONS))
+@pytest.mark.parametrize("shape,dim", [((1024, 1000), -1), ((333, 129), 1), ((7, 5000, 3), None),
+                                       ((200003,), None), ((3, 40, 4099), (1, 2)),
+                                       ((600, 300), 0), ((40, 30, 70), (0, 1))], ids=str)
+def test_reduce_kernel_against_numpy(shape, dim, name, dtype):
+    """reduce_rows (trailing axes, or a whole array as rows of 2^16) and sum_rows (leading
+    axes) behind sum, nansum, mean, norm, logsumexp, amax, amin, aminmax: values and gradients
+    against the NumPy path, with nan, infinities and -0 in some rows."""
+    x = _input(shape, dtype, False)
+    rows = x.reshape(-1, shape[-1])
+    if rows.shape[0] > 4:
+        rows[1, 1], rows[2, 0], rows[3, 2], rows[4, -1] = -0.0, np.nan, np.inf, -np.inf
+    fast = _run(lambda t: _REDUCTIONS[name](t, dim), [x])
+    with kernels.disabled():
+        ref = _run(lambda t: _REDUCTIONS[name](t, dim), [x])
+    axes = tuple(range(x.ndim)) if dim is None else (dim % x.ndim,) if type(dim) is int else dim
+    count = math.prod(shape[a] for a in axes)
+    for a, b in zip(fast, ref):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        # (sums of terms of size ~3 round apart by ~eps sqrt(count) 3 in other orders)
+        tol = dict(TOL[dtype], atol=TOL[dtype]["atol"] * 3 * count ** (-.5 if name == "mean"
+                                                                         else .5))
+        np.testing.assert_allclose(a, b, **tol, equal_nan=True)
+    applies = axes[-1] == x.ndim - 1 and count >= 128 or axes[0] == 0 and len(axes) < x.ndim
+    assert (kernels.reduce("sum", x, axes) is not None) == applies
+    assert kernels.reduce("sum", x[..., ::2], axes) is None and \
+        kernels.reduce("sum", x.reshape(-1)[:1000], (0,)) is None
+
+
+def test_reduce_kernel_sums_pairwise():
+    # float32 sums of 2^22 positive numbers: NumPy's pairwise error bound, not a serial sum's
+    rng = np.random.default_rng(1)
+    for n in (1 << 22, (1 << 22) + 12345):
+        x = rng.uniform(0, 1, n).astype(np.float32)
+        exact = np.add.reduce(x.astype(np.float64))
+        err, np_err = abs(float(kernels.reduce("sum", x, (0,))) - exact), \
+            abs(float(np.add.reduce(x)) - exact)
+        assert err <= max(2 * np_err, 4 * np.finfo(np.float32).eps * exact)
+        sq = float(kernels.reduce("sumsq", x, (0,)))
+        assert abs(sq - np.add.reduce(x.astype(np.float64) ** 2)) <= 1e-5 * sq
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [128, 200, 70001, 1 << 17])
+def test_reduce_kernel_extremes_propagate_nan(n, dtype):
+    # max / min (logsumexp's shift): NumPy's values, and nan wherever a row holds one
+    x = _input((4, n), dtype, False)
+    x[1, n // 2], x[2, -1], x[3, 0] = np.nan, np.inf, -np.inf
+    for name in ("max", "min"):
+        for a, axes in ((x, (1,)), (x[1:2], (0, 1)), (x[2:], (0, 1))):
+            if a.size >= 1 << 15:
+                assert np.array_equal(kernels.reduce(name, a, axes), getattr(np, name)(a, axes),
+                                      equal_nan=True)

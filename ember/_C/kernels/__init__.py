@@ -98,6 +98,7 @@ def _declare(lib):
             "sum_rows": [p, p, i64, i64, i],
             "outer": [p, p, p, i64, i64, i64, i],
             "prod_rows": [p, p, i64, i64, i],
+            "reduce_rows": [i, p, p, i64, i64, i],
             # (BLAS's cblas_?gemm address and whether it takes 64-bit ints, then threads)
             "lstm_fwd": [p] * 8 + [i64, i64, i64, i, p, i, i],
             "lstm_bwd": [p, i64] + [p] * 7 + [i64, i64, i64, i, p, i, i],
@@ -259,6 +260,58 @@ def prod(a, dim, keepdim):
     out = np.empty(a.shape[:-1] + (1,) * keepdim, a.dtype)
     fn(ptr(a), ptr(out), a.size // a.shape[-1], a.shape[-1], num_threads())
     return out
+
+
+_REDUCE = {name: code for code, name in enumerate("sum sumsq nansum max min logsumexp".split())}
+_SPLIT = 1 << 16      # a whole-array reduction runs as rows of this many (threads take rows)
+
+
+def reduce(name, a, axes, keepdim=False):
+    """Reduction ``name`` (sum, sumsq: the sum of squares, nansum, max, min, logsumexp) of a
+    C-contiguous float NumPy array over ``axes`` (sorted, non-negative), by rowops'
+    reduce_rows where they are the trailing axes and their rows are long (sums pairwise, as
+    NumPy's, in 32 vector lanes; NumPy adds 8 scalars), or, for sum, the leading ones
+    (sum_rows: NumPy's order); None where it does not apply (the caller runs NumPy)."""
+    fn = kernel("reduce_rows", a.dtype) if type(a) is np.ndarray and \
+        a.size >= _MIN_ROWS_KERNEL and a.flags.c_contiguous and axes else None
+    if fn is None:
+        return None
+    nd, k = a.ndim, len(axes)
+    shape = tuple(1 if i in axes else n for i, n in enumerate(a.shape)) if keepdim else \
+        tuple(n for i, n in enumerate(a.shape) if i not in axes)
+    if tuple(axes) == tuple(range(k)) and k < nd and name == "sum":
+        cols = math.prod(a.shape[k:])
+        out = sum_rows(a.reshape(-1, cols))
+        return None if out is None else out.reshape(shape)
+    cols = math.prod(a.shape[nd - k:])
+    if tuple(axes) != tuple(range(nd - k, nd)) or cols < 128:
+        return None
+    if cols == a.size and cols >= 2 * _SPLIT:    # (partials combined as NumPy would)
+        m = cols - cols % _SPLIT
+        parts = np.empty(m // _SPLIT + (m < cols), a.dtype)
+        flat = a.reshape(-1)
+        fn(_REDUCE[name], ptr(flat), ptr(parts), m // _SPLIT, _SPLIT, num_threads())
+        if m < cols:
+            fn(_REDUCE[name], ptr(flat[m:]), ptr(parts[-1:]), 1, cols - m, 1)
+        return np.full(shape, _combine(name, parts, True), a.dtype)
+    out = np.empty(shape, a.dtype)
+    fn(_REDUCE[name], ptr(a), ptr(out), a.size // cols, cols, num_threads())
+    return out
+
+
+def _combine(name, a, partial=False):
+    """``a``'s values reduced by ``name`` with NumPy (``partial``: ``a`` already holds partial
+    results: sums of squares, nan-sums and logsumexps combine as sums and logsumexps)."""
+    if name == "max" or name == "min":
+        return getattr(np, name)(a)
+    if name == "logsumexp":
+        m = np.max(a)
+        m = m if np.isfinite(m) else a.dtype.type(0)
+        with np.errstate(divide="ignore", over="ignore"):
+            return np.log(np.add.reduce(np.exp(a - m))) + m
+    if not partial:
+        a = a * a if name == "sumsq" else np.where(np.isnan(a), 0, a) if name == "nansum" else a
+    return np.add.reduce(a)
 
 
 def mask_select(a, mask):

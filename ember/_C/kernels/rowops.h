@@ -466,3 +466,97 @@ EXPORT void S(sum_rows)(const T *a, T *out, int64_t rows, int64_t cols, int nt) 
         }
     }
 }
+
+/* ---- reduce_rows: sum / sum of squares / nan-sum / max / min / logsumexp of each contiguous
+ * row. Sums are pairwise, as NumPy's add.reduce (leaves of RL lanes x 16 serial terms, the
+ * 16 terms NumPy's leaves add serially; leaves merged by a binary counter, so every partial
+ * adds two of equal weight), with RL independent lanes: the adds vectorise and overlap.
+ * Max / min propagate nan as torch, in selects that vectorise. */
+#ifndef RL
+#define RL 32
+enum { RR_SUM, RR_SUMSQ, RR_NANSUM, RR_MAX, RR_MIN, RR_LSE };
+#endif
+
+static inline void S(rr_add)(const T *v, T *acc, int op, T sh) {   /* RL terms, one per lane */
+    if (op == RR_SUM)
+        for (int l = 0; l < RL; l++) acc[l] += v[l];
+    else if (op == RR_SUMSQ)
+        for (int l = 0; l < RL; l++) acc[l] += v[l] * v[l];
+    else if (op == RR_NANSUM)
+        for (int l = 0; l < RL; l++) acc[l] += v[l] == v[l] ? v[l] : 0;
+    else
+        for (int l = 0; l < RL; l++) acc[l] += EXP(v[l] - sh);
+}
+
+static inline void S(rr_leaf)(const T *x, T *acc, int op, T sh) {
+    for (int l = 0; l < RL; l++) acc[l] = 0;
+    for (int k = 0; k < 16; k++) S(rr_add)(x + k * RL, acc, op, sh);
+}
+
+static inline T S(rr_tail)(const T *x, int64_t n, int op, T sh) {
+    T s = 0, acc[RL];   /* (less than a leaf: lanes of up to 16 terms, then serial) */
+    int64_t j = 0;
+    if (n >= RL) {
+        for (int l = 0; l < RL; l++) acc[l] = 0;
+        for (; j + RL <= n; j += RL) S(rr_add)(x + j, acc, op, sh);
+        for (int w = RL / 2; w > 0; w /= 2)
+            for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+        s = acc[0];
+    }
+    for (; j < n; j++)
+        s += op == RR_SUM ? x[j] : op == RR_SUMSQ ? x[j] * x[j] :
+             op == RR_NANSUM ? (x[j] == x[j] ? x[j] : 0) : EXP(x[j] - sh);
+    return s;
+}
+
+TC static T S(rr_sum)(const T *x, int64_t n, int op, T sh) {
+    T stack[48][RL], cur[RL];
+    int64_t leaves = n / (16 * RL), depth = 0;
+    for (int64_t b = 0; b < leaves; b++) {
+        S(rr_leaf)(x + b * 16 * RL, cur, op, sh);
+        /* leaf b+1's trailing zero bits: how many equal-weight partials it completes */
+        for (int64_t c = b + 1; !(c & 1); c >>= 1) {
+            depth--;
+            for (int l = 0; l < RL; l++) cur[l] += stack[depth][l];
+        }
+        memcpy(stack[depth++], cur, sizeof cur);
+    }
+    for (int l = 0; l < RL; l++) cur[l] = 0;
+    while (depth > 0) { depth--; for (int l = 0; l < RL; l++) cur[l] += stack[depth][l]; }
+    for (int w = RL / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) cur[l] += cur[l + w];
+    return cur[0] + S(rr_tail)(x + leaves * 16 * RL, n - leaves * 16 * RL, op, sh);
+}
+
+/* (v > m || v != v: a nan taken once sticks, as no comparison with it is true) */
+#define RR_MAXSEL(v, m) ((v) > (m) || (v) != (v) ? (v) : (m))
+#define RR_MINSEL(v, m) ((v) < (m) || (v) != (v) ? (v) : (m))
+TC static T S(rr_extreme)(const T *x, int64_t n, int mx) {
+    T m[RL], r = x[0];
+    int64_t j = 0;
+    for (int l = 0; l < RL; l++) m[l] = x[0];
+    if (mx)
+        for (; j + RL <= n; j += RL)
+            for (int l = 0; l < RL; l++) m[l] = RR_MAXSEL(x[j + l], m[l]);
+    else
+        for (; j + RL <= n; j += RL)
+            for (int l = 0; l < RL; l++) m[l] = RR_MINSEL(x[j + l], m[l]);
+    for (int l = 0; l < RL; l++) r = mx ? RR_MAXSEL(m[l], r) : RR_MINSEL(m[l], r);
+    for (; j < n; j++) r = mx ? RR_MAXSEL(x[j], r) : RR_MINSEL(x[j], r);
+    return r;
+}
+
+static T S(rr_row)(const T *x, int64_t n, int op) {
+    if (op == RR_MAX || op == RR_MIN) return S(rr_extreme)(x, n, op == RR_MAX);
+    if (op != RR_LSE) return S(rr_sum)(x, n, op, 0);
+    T m = S(rr_extreme)(x, n, 1);   /* (torch: an infinite max shifts by 0) */
+    if (m != m) return m;
+    T sh = isinf(m) ? 0 : m;
+    return LOG(S(rr_sum)(x, n, op, sh)) + sh;
+}
+
+EXPORT void S(reduce_rows)(int op, const T *a, T *out, int64_t rows, int64_t cols, int nt) {
+    nt = threads_for(rows * cols * (op == RR_LSE ? 8 : 1), nt);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t r = 0; r < rows; r++) out[r] = S(rr_row)(a + r * cols, cols, op);
+}
