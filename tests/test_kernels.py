@@ -913,3 +913,24 @@ def test_reduce_kernel_extremes_propagate_nan(n, dtype):
             if a.size >= 1 << 15:
                 assert np.array_equal(kernels.reduce(name, a, axes), getattr(np, name)(a, axes),
                                       equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,dim", [((1024, 1000), -1), ((333, 129), 0), ((7, 501, 300), 1),
+                                       ((5,), 0), ((3, 4, 5), 2)], ids=str)
+@pytest.mark.parametrize("name", ["cummax", "cummin"])
+@pytest.mark.parametrize("noncontig", [False, True])
+def test_cumext_kernel_against_numpy(name, shape, dim, dtype, noncontig):
+    # running extremum and index, with ties (rounded values), nan, infinities: the NumPy path
+    x = np.round(_input(shape, dtype, noncontig))
+    flat = x.reshape(-1) if x.flags.c_contiguous else x.T.reshape(-1)
+    if flat.size > 40:
+        flat[[3, 17, 30]] = np.nan, np.inf, -np.inf
+    fast = _run(lambda t: getattr(t, name)(dim).values * 1, [x])
+    idx = getattr(ember.tensor(x), name)(dim).indices.numpy()
+    with kernels.disabled():
+        ref = _run(lambda t: getattr(t, name)(dim).values * 1, [x])
+        ref_idx = getattr(ember.tensor(x), name)(dim).indices.numpy()
+    assert np.array_equal(idx, ref_idx)
+    for a, b in zip(fast, ref):
+        assert np.array_equal(a, b, equal_nan=True)

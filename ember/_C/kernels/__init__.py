@@ -90,6 +90,7 @@ def _declare(lib):
             "attn_small_fwd": [p, p, p, p, i64, i64, i64, i64, i64, i64, d, i64, p, i, i],
             "attn_small_bwd": [p, p, p, p, i64, i64, i64, i64, i64, i64, d, i64, p, i, i],
             "scan": [p, p, i64, i64, i64, i, i, i],
+            "cumext": [p, p, p, i64, i64, i64, i, i],
             "gather": [p, p, p, i64, i64, i64, i64, i],
             "mask_select": [p, p, p, i64, p, i],     # (select.h: 4- and 8-byte words)
             "scatter": [p, p, p, p, i64, i64, i64, i64, i, i],
