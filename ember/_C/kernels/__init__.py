@@ -91,6 +91,8 @@ def _declare(lib):
             "attn_small_bwd": [p, p, p, p, i64, i64, i64, i64, i64, i64, d, i64, p, i, i],
             "scan": [p, p, i64, i64, i64, i, i, i],
             "cumext": [p, p, p, i64, i64, i64, i, i],
+            "rank_rows": [p, i64, i64, i, i64, p, p, i],
+            "topk_rows": [p, i64, i64, i64, i, p, p, i],
             "gather": [p, p, p, i64, i64, i64, i64, i],
             "mask_select": [p, p, p, i64, p, i],     # (select.h: 4- and 8-byte words)
             "scatter": [p, p, p, p, i64, i64, i64, i64, i, i],
@@ -121,7 +123,7 @@ def _declare(lib):
                 fn.argtypes = args
                 fn.restype = ctypes.c_int if name.startswith(
                     ("winograd", "conv_cols", "lstm", "attn_small")) or \
-                    name in ("gather", "scatter", "add_rows", "gemm", "pointwise") else \
+                    name in ("gather", "scatter", "add_rows", "gemm", "pointwise", "rank_rows", "topk_rows") else \
                     ctypes.c_int64 if name == "cross_entropy" else None
 
 
@@ -313,6 +315,41 @@ def _combine(name, a, partial=False):
     if not partial:
         a = a * a if name == "sumsq" else np.where(np.isnan(a), 0, a) if name == "nansum" else a
     return np.add.reduce(a)
+
+
+_RANK = {"kth": 0, "median": 1, "nanmedian": 2}
+
+
+def rank(x, axis, what, k=0):
+    """``(values, indices)`` of a float NumPy array's element at sorted rank ``k`` along
+    ``axis`` (``what`` "kth"), or of its median / nanmedian there (the removed axis dropped),
+    as a stable sort with nan last picks it, by rank.h's quickselect per row (NumPy's path
+    sorts the rows); None where it does not apply."""
+    fn = kernel("rank_rows", x.dtype) if type(x) is np.ndarray and x.size else None
+    if fn is None:
+        return None
+    x = contiguous(np.moveaxis(x, axis, -1))
+    vals, idx = np.empty(x.shape[:-1], x.dtype), np.empty(x.shape[:-1], np.int64)
+    if fn(ptr(x), x.size // x.shape[-1], x.shape[-1], _RANK[what], k, ptr(vals), ptr(idx),
+          num_threads()):
+        return None
+    return vals, idx
+
+
+def topk(x, k, largest):
+    """``(values, indices)`` of the ``k`` (<= 64) largest (smallest) of each row of a float
+    NumPy array without nan, best first, ties in input order, by rank.h (one pass keeping the
+    best ``k``); None where it does not apply."""
+    fn = kernel("topk_rows", x.dtype) if type(x) is np.ndarray and 0 < k < x.shape[-1] and \
+        k <= 64 else None
+    if fn is None:
+        return None
+    x = contiguous(x)
+    vals, idx = np.empty(x.shape[:-1] + (k,), x.dtype), np.empty(x.shape[:-1] + (k,), np.int64)
+    if fn(ptr(x), x.size // x.shape[-1], x.shape[-1], k, largest, ptr(vals), ptr(idx),
+          num_threads()):
+        return None
+    return vals, idx
 
 
 def mask_select(a, mask):
