@@ -974,3 +974,27 @@ def test_rank_kernels_are_the_stable_sorts_picks(name, shape, dim, dtype, nans):
     for a, b in zip(fast, ref):
         assert a.shape == b.shape and a.dtype == b.dtype
         assert np.array_equal(a, b, equal_nan=True) and np.array_equal(np.signbit(a), np.signbit(b))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1024, 1000), (200003,), (3, 40, 4099)], ids=str)
+@pytest.mark.parametrize("name,kw", [("mse_loss", {}), ("smooth_l1_loss", {"beta": 0.5}),
+                                     ("huber_loss", {"delta": 1.5})])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_fused_loss_kernels_against_numpy(name, kw, reduction, shape, dtype):
+    # one pass of d = x - y, the clipped terms, and their pairwise sum: values and gradients
+    x, y = _input(shape, dtype, False), _input(shape, dtype, False, seed=1)
+    x.reshape(-1)[:3] = np.nan, np.inf, -0.0
+    y.reshape(-1)[2] = 0.0
+    fn = lambda a, b: getattr(F, name)(a, b, reduction=reduction, **kw)  # noqa: E731
+    assert np.isnan(_run(fn, [x, y], (0, 1))[0])
+    x.reshape(-1)[:2] = 1.0
+    fast = _run(fn, [x, y], (0, 1))
+    with kernels.disabled():
+        ref = _run(fn, [x, y], (0, 1))
+    count = x.size if reduction == "sum" else 1 / x.size
+    for a, b in zip(fast, ref):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=TOL[dtype]["rtol"],
+                                   atol=TOL[dtype]["atol"] * 20 * count ** .5)
+    assert kernels.reduce("mse", x, tuple(range(x.ndim)), other=y[..., ::-1]) is None

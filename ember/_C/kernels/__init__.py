@@ -101,7 +101,7 @@ def _declare(lib):
             "sum_rows": [p, p, i64, i64, i],
             "outer": [p, p, p, i64, i64, i64, i],
             "prod_rows": [p, p, i64, i64, i],
-            "reduce_rows": [i, p, p, i64, i64, i],
+            "reduce_rows": [i, p, p, d, p, i64, i64, i],
             # (BLAS's cblas_?gemm address and whether it takes 64-bit ints, then threads)
             "lstm_fwd": [p] * 8 + [i64, i64, i64, i, p, i, i],
             "lstm_bwd": [p, i64] + [p] * 7 + [i64, i64, i64, i, p, i, i],
@@ -265,24 +265,28 @@ def prod(a, dim, keepdim):
     return out
 
 
-_REDUCE = {name: code for code, name in enumerate("sum sumsq nansum max min logsumexp".split())}
+_REDUCE = {name: code for code, name in enumerate(
+    "sum sumsq nansum max min logsumexp mse smooth_l1 huber".split())}
 _SPLIT = 1 << 16      # a whole-array reduction runs as rows of this many (threads take rows)
 
 
-def reduce(name, a, axes, keepdim=False):
-    """Reduction ``name`` (sum, sumsq: the sum of squares, nansum, max, min, logsumexp) of a
-    C-contiguous float NumPy array over ``axes`` (sorted, non-negative), by rowops'
+def reduce(name, a, axes, keepdim=False, other=None, c=0.0):
+    """Reduction ``name`` (sum, sumsq: the sum of squares, nansum, max, min, logsumexp; the
+    sums of the losses of ``d = a - other``: mse, smooth_l1 with beta ``c``, huber with delta
+    ``c``) of a C-contiguous float NumPy array over ``axes`` (sorted, non-negative), by rowops'
     reduce_rows where they are the trailing axes and their rows are long (sums pairwise, as
     NumPy's, in 32 vector lanes; NumPy adds 8 scalars), or, for sum, the leading ones
     (sum_rows: NumPy's order); None where it does not apply (the caller runs NumPy)."""
     fn = kernel("reduce_rows", a.dtype) if type(a) is np.ndarray and \
         a.size >= _MIN_ROWS_KERNEL and a.flags.c_contiguous and axes else None
-    if fn is None:
+    if fn is None or other is not None and not (
+            type(other) is np.ndarray and other.dtype == a.dtype and other.shape == a.shape and
+            other.flags.c_contiguous):
         return None
     nd, k = a.ndim, len(axes)
     shape = tuple(1 if i in axes else n for i, n in enumerate(a.shape)) if keepdim else \
         tuple(n for i, n in enumerate(a.shape) if i not in axes)
-    if tuple(axes) == tuple(range(k)) and k < nd and name == "sum":
+    if tuple(axes) == tuple(range(k)) and k < nd and name == "sum" and other is None:
         cols = math.prod(a.shape[k:])
         out = sum_rows(a.reshape(-1, cols))
         return None if out is None else out.reshape(shape)
@@ -293,12 +297,14 @@ def reduce(name, a, axes, keepdim=False):
         m = cols - cols % _SPLIT
         parts = np.empty(m // _SPLIT + (m < cols), a.dtype)
         flat = a.reshape(-1)
-        fn(_REDUCE[name], ptr(flat), ptr(parts), m // _SPLIT, _SPLIT, num_threads())
+        fo = None if other is None else other.reshape(-1)
+        fn(_REDUCE[name], ptr(flat), ptr(fo), c, ptr(parts), m // _SPLIT, _SPLIT, num_threads())
         if m < cols:
-            fn(_REDUCE[name], ptr(flat[m:]), ptr(parts[-1:]), 1, cols - m, 1)
+            fn(_REDUCE[name], ptr(flat[m:]), None if fo is None else ptr(fo[m:]), c,
+               ptr(parts[-1:]), 1, cols - m, 1)
         return np.full(shape, _combine(name, parts, True), a.dtype)
     out = np.empty(shape, a.dtype)
-    fn(_REDUCE[name], ptr(a), ptr(out), a.size // cols, cols, num_threads())
+    fn(_REDUCE[name], ptr(a), ptr(other), c, ptr(out), a.size // cols, cols, num_threads())
     return out
 
 
@@ -312,7 +318,7 @@ def _combine(name, a, partial=False):
         m = m if np.isfinite(m) else a.dtype.type(0)
         with np.errstate(divide="ignore", over="ignore"):
             return np.log(np.add.reduce(np.exp(a - m))) + m
-    if not partial:
+    if not partial:     # (a loss's tail goes through the kernel: never here)
         a = a * a if name == "sumsq" else np.where(np.isnan(a), 0, a) if name == "nansum" else a
     return np.add.reduce(a)
 

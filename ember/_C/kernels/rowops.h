@@ -474,46 +474,61 @@ EXPORT void S(sum_rows)(const T *a, T *out, int64_t rows, int64_t cols, int nt) 
  * Max / min propagate nan as torch, in selects that vectorise. */
 #ifndef RL
 #define RL 32
-enum { RR_SUM, RR_SUMSQ, RR_NANSUM, RR_MAX, RR_MIN, RR_LSE };
+enum { RR_SUM, RR_SUMSQ, RR_NANSUM, RR_MAX, RR_MIN, RR_LSE, RR_MSE, RR_SMOOTH_L1, RR_HUBER };
 #endif
 
-static inline void S(rr_add)(const T *v, T *acc, int op, T sh) {   /* RL terms, one per lane */
+/* One term: of x for the one-input sums, of d = x - y for the losses (c: logsumexp's shift,
+ * smooth L1's beta, Huber's delta; the operations in the order of the NumPy reference) */
+static inline T S(rr_term)(T v, T w, int op, T c, T hc) {
+    T d = op == RR_MSE ? v - w : (v > w ? v - w : w - v);
+    return op == RR_SUM ? v : op == RR_SUMSQ ? v * v : op == RR_NANSUM ? (v == v ? v : 0) :
+           op == RR_LSE ? EXP(v - c) : op == RR_MSE ? d * d :
+           op == RR_SMOOTH_L1 ? (d < c ? (T)0.5 * d * d / c : d - hc) :
+           (d < c ? (T)0.5 * d * d : c * (d - hc));
+}
+
+static inline void S(rr_add)(const T *v, const T *w, T *acc, int op, T c, T hc) {
+    /* (a loop per op, so each vectorises on its own) */
     if (op == RR_SUM)
         for (int l = 0; l < RL; l++) acc[l] += v[l];
     else if (op == RR_SUMSQ)
         for (int l = 0; l < RL; l++) acc[l] += v[l] * v[l];
     else if (op == RR_NANSUM)
         for (int l = 0; l < RL; l++) acc[l] += v[l] == v[l] ? v[l] : 0;
+    else if (op == RR_LSE)
+        for (int l = 0; l < RL; l++) acc[l] += EXP(v[l] - c);
+    else if (op == RR_MSE)
+        for (int l = 0; l < RL; l++) acc[l] += (v[l] - w[l]) * (v[l] - w[l]);
+    else if (op == RR_SMOOTH_L1)
+        for (int l = 0; l < RL; l++) acc[l] += S(rr_term)(v[l], w[l], RR_SMOOTH_L1, c, hc);
     else
-        for (int l = 0; l < RL; l++) acc[l] += EXP(v[l] - sh);
+        for (int l = 0; l < RL; l++) acc[l] += S(rr_term)(v[l], w[l], RR_HUBER, c, hc);
 }
 
-static inline void S(rr_leaf)(const T *x, T *acc, int op, T sh) {
+static inline void S(rr_leaf)(const T *x, const T *y, T *acc, int op, T c, T hc) {
     for (int l = 0; l < RL; l++) acc[l] = 0;
-    for (int k = 0; k < 16; k++) S(rr_add)(x + k * RL, acc, op, sh);
+    for (int k = 0; k < 16; k++) S(rr_add)(x + k * RL, y ? y + k * RL : y, acc, op, c, hc);
 }
 
-static inline T S(rr_tail)(const T *x, int64_t n, int op, T sh) {
+static inline T S(rr_tail)(const T *x, const T *y, int64_t n, int op, T c, T hc) {
     T s = 0, acc[RL];   /* (less than a leaf: lanes of up to 16 terms, then serial) */
     int64_t j = 0;
     if (n >= RL) {
         for (int l = 0; l < RL; l++) acc[l] = 0;
-        for (; j + RL <= n; j += RL) S(rr_add)(x + j, acc, op, sh);
+        for (; j + RL <= n; j += RL) S(rr_add)(x + j, y ? y + j : y, acc, op, c, hc);
         for (int w = RL / 2; w > 0; w /= 2)
             for (int l = 0; l < w; l++) acc[l] += acc[l + w];
         s = acc[0];
     }
-    for (; j < n; j++)
-        s += op == RR_SUM ? x[j] : op == RR_SUMSQ ? x[j] * x[j] :
-             op == RR_NANSUM ? (x[j] == x[j] ? x[j] : 0) : EXP(x[j] - sh);
+    for (; j < n; j++) s += S(rr_term)(x[j], y ? y[j] : 0, op, c, hc);
     return s;
 }
 
-TC static T S(rr_sum)(const T *x, int64_t n, int op, T sh) {
+TC static T S(rr_sum)(const T *x, const T *y, int64_t n, int op, T c, T hc) {
     T stack[48][RL], cur[RL];
     int64_t leaves = n / (16 * RL), depth = 0;
     for (int64_t b = 0; b < leaves; b++) {
-        S(rr_leaf)(x + b * 16 * RL, cur, op, sh);
+        S(rr_leaf)(x + b * 16 * RL, y ? y + b * 16 * RL : y, cur, op, c, hc);
         /* leaf b+1's trailing zero bits: how many equal-weight partials it completes */
         for (int64_t c = b + 1; !(c & 1); c >>= 1) {
             depth--;
@@ -525,7 +540,8 @@ TC static T S(rr_sum)(const T *x, int64_t n, int op, T sh) {
     while (depth > 0) { depth--; for (int l = 0; l < RL; l++) cur[l] += stack[depth][l]; }
     for (int w = RL / 2; w > 0; w /= 2)
         for (int l = 0; l < w; l++) cur[l] += cur[l + w];
-    return cur[0] + S(rr_tail)(x + leaves * 16 * RL, n - leaves * 16 * RL, op, sh);
+    int64_t done = leaves * 16 * RL;
+    return cur[0] + S(rr_tail)(x + done, y ? y + done : y, n - done, op, c, hc);
 }
 
 /* (v > m || v != v: a nan taken once sticks, as no comparison with it is true) */
@@ -546,17 +562,20 @@ TC static T S(rr_extreme)(const T *x, int64_t n, int mx) {
     return r;
 }
 
-static T S(rr_row)(const T *x, int64_t n, int op) {
+static T S(rr_row)(const T *x, const T *y, int64_t n, int op, double c) {
     if (op == RR_MAX || op == RR_MIN) return S(rr_extreme)(x, n, op == RR_MAX);
-    if (op != RR_LSE) return S(rr_sum)(x, n, op, 0);
+    if (op != RR_LSE) return S(rr_sum)(x, y, n, op, (T)c, (T)(0.5 * c));
     T m = S(rr_extreme)(x, n, 1);   /* (torch: an infinite max shifts by 0) */
     if (m != m) return m;
     T sh = isinf(m) ? 0 : m;
-    return LOG(S(rr_sum)(x, n, op, sh)) + sh;
+    return LOG(S(rr_sum)(x, NULL, n, op, sh, 0)) + sh;
 }
 
-EXPORT void S(reduce_rows)(int op, const T *a, T *out, int64_t rows, int64_t cols, int nt) {
+/* b: the second input of the losses (NULL for the others), c their parameter */
+EXPORT void S(reduce_rows)(int op, const T *a, const T *b, double c, T *out, int64_t rows,
+                           int64_t cols, int nt) {
     nt = threads_for(rows * cols * (op == RR_LSE ? 8 : 1), nt);
 #pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t r = 0; r < rows; r++) out[r] = S(rr_row)(a + r * cols, cols, op);
+    for (int64_t r = 0; r < rows; r++)
+        out[r] = S(rr_row)(a + r * cols, b ? b + r * cols : b, cols, op, c);
 }
