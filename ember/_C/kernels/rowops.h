@@ -510,23 +510,30 @@ static inline void S(rr_leaf)(const T *x, const T *y, T *acc, int op, T c, T hc)
     for (int k = 0; k < 16; k++) S(rr_add)(x + k * RL, y ? y + k * RL : y, acc, op, c, hc);
 }
 
+static inline T S(rr_fold)(T *acc) {   /* the lanes' pairwise sum (constant trip counts) */
+    for (int l = 0; l < RL / 2; l++) acc[l] += acc[l + RL / 2];
+    for (int l = 0; l < RL / 4; l++) acc[l] += acc[l + RL / 4];
+    for (int l = 0; l < RL / 8; l++) acc[l] += acc[l + RL / 8];
+    for (int l = 0; l < RL / 16; l++) acc[l] += acc[l + RL / 16];
+    return acc[0] + acc[1];
+}
+
 static inline T S(rr_tail)(const T *x, const T *y, int64_t n, int op, T c, T hc) {
     T s = 0, acc[RL];   /* (less than a leaf: lanes of up to 16 terms, then serial) */
     int64_t j = 0;
     if (n >= RL) {
         for (int l = 0; l < RL; l++) acc[l] = 0;
         for (; j + RL <= n; j += RL) S(rr_add)(x + j, y ? y + j : y, acc, op, c, hc);
-        for (int w = RL / 2; w > 0; w /= 2)
-            for (int l = 0; l < w; l++) acc[l] += acc[l + w];
-        s = acc[0];
+        s = S(rr_fold)(acc);
     }
     for (; j < n; j++) s += S(rr_term)(x[j], y ? y[j] : 0, op, c, hc);
     return s;
 }
 
-TC static T S(rr_sum)(const T *x, const T *y, int64_t n, int op, T c, T hc) {
+static inline T S(rr_sum)(const T *x, const T *y, int64_t n, int op, T c, T hc) {
     T stack[48][RL], cur[RL];
     int64_t leaves = n / (16 * RL), depth = 0;
+    if (!leaves) return S(rr_tail)(x, y, n, op, c, hc);
     for (int64_t b = 0; b < leaves; b++) {
         S(rr_leaf)(x + b * 16 * RL, y ? y + b * 16 * RL : y, cur, op, c, hc);
         /* leaf b+1's trailing zero bits: how many equal-weight partials it completes */
@@ -538,16 +545,14 @@ TC static T S(rr_sum)(const T *x, const T *y, int64_t n, int op, T c, T hc) {
     }
     for (int l = 0; l < RL; l++) cur[l] = 0;
     while (depth > 0) { depth--; for (int l = 0; l < RL; l++) cur[l] += stack[depth][l]; }
-    for (int w = RL / 2; w > 0; w /= 2)
-        for (int l = 0; l < w; l++) cur[l] += cur[l + w];
     int64_t done = leaves * 16 * RL;
-    return cur[0] + S(rr_tail)(x + done, y ? y + done : y, n - done, op, c, hc);
+    return S(rr_fold)(cur) + S(rr_tail)(x + done, y ? y + done : y, n - done, op, c, hc);
 }
 
 /* (v > m || v != v: a nan taken once sticks, as no comparison with it is true) */
 #define RR_MAXSEL(v, m) ((v) > (m) || (v) != (v) ? (v) : (m))
 #define RR_MINSEL(v, m) ((v) < (m) || (v) != (v) ? (v) : (m))
-TC static T S(rr_extreme)(const T *x, int64_t n, int mx) {
+static inline T S(rr_extreme)(const T *x, int64_t n, int mx) {
     T m[RL], r = x[0];
     int64_t j = 0;
     for (int l = 0; l < RL; l++) m[l] = x[0];
@@ -562,7 +567,7 @@ TC static T S(rr_extreme)(const T *x, int64_t n, int mx) {
     return r;
 }
 
-static T S(rr_row)(const T *x, const T *y, int64_t n, int op, double c) {
+static inline T S(rr_row)(const T *x, const T *y, int64_t n, int op, double c) {
     if (op == RR_MAX || op == RR_MIN) return S(rr_extreme)(x, n, op == RR_MAX);
     if (op != RR_LSE) return S(rr_sum)(x, y, n, op, (T)c, (T)(0.5 * c));
     T m = S(rr_extreme)(x, n, 1);   /* (torch: an infinite max shifts by 0) */
@@ -571,11 +576,19 @@ static T S(rr_row)(const T *x, const T *y, int64_t n, int op, double c) {
     return LOG(S(rr_sum)(x, NULL, n, op, sh, 0)) + sh;
 }
 
+TC static void S(rr_rows)(int op, const T *a, const T *b, double c, T *out, int64_t r0,
+                         int64_t r1, int64_t cols) {   /* (rows r0..r1, all in one clone) */
+    for (int64_t r = r0; r < r1; r++)
+        out[r] = S(rr_row)(a + r * cols, b ? b + r * cols : b, cols, op, c);
+}
+
 /* b: the second input of the losses (NULL for the others), c their parameter */
 EXPORT void S(reduce_rows)(int op, const T *a, const T *b, double c, T *out, int64_t rows,
                            int64_t cols, int nt) {
     nt = threads_for(rows * cols * (op == RR_LSE ? 8 : 1), nt);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t r = 0; r < rows; r++)
-        out[r] = S(rr_row)(a + r * cols, b ? b + r * cols : b, cols, op, c);
+#pragma omp parallel num_threads(nt)
+    {
+        int t = omp_get_thread_num(), w = omp_get_num_threads();
+        S(rr_rows)(op, a, b, c, out, rows * t / w, rows * (t + 1) / w, cols);
+    }
 }
