@@ -998,3 +998,16 @@ def test_fused_loss_kernels_against_numpy(name, kw, reduction, shape, dtype):
         np.testing.assert_allclose(a, b, rtol=TOL[dtype]["rtol"],
                                    atol=TOL[dtype]["atol"] * 20 * count ** .5)
     assert kernels.reduce("mse", x, tuple(range(x.ndim)), other=y[..., ::-1]) is None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,groups", [((4, 6, 33, 17), 3), ((2, 8, 1000), 8), ((5, 4), 2)],
+                         ids=str)
+@pytest.mark.parametrize("affine", [True, False])
+def test_group_norm_rows_kernel_against_numpy(shape, groups, affine, dtype):
+    # native_group_norm's forward: each (sample, group) a layer_norm row, the affine per channel
+    x = _input(shape, dtype, len(shape) > 2)
+    w, b = (_input((shape[1],), dtype, False, seed=s) for s in (1, 2))
+    args = [x] + [w, b] * affine
+    check(lambda t, *wb: F.group_norm(t, groups, *wb, eps=1e-3), args,
+          tuple(range(len(args))), rows=x.size // shape[1])
