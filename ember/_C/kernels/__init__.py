@@ -123,7 +123,8 @@ def _declare(lib):
                 fn.argtypes = args
                 fn.restype = ctypes.c_int if name.startswith(
                     ("winograd", "conv_cols", "lstm", "attn_small")) or \
-                    name in ("gather", "scatter", "add_rows", "gemm", "pointwise", "rank_rows", "topk_rows") else \
+                    name in ("gather", "scatter", "add_rows", "gemm", "pointwise", "rank_rows",
+                             "topk_rows") else \
                     ctypes.c_int64 if name == "cross_entropy" else None
 
 

@@ -27,7 +27,11 @@ static T S(qselect)(T *a, T *b, int64_t n, int64_t r) {
         b = t;
     }
     for (int64_t i = 1; i < n; i++)
-        for (int64_t j = i; j > 0 && a[j] < a[j - 1]; j--) { T t = a[j]; a[j] = a[j - 1]; a[j - 1] = t; }
+        for (int64_t j = i; j > 0 && a[j] < a[j - 1]; j--) {
+            T t = a[j];
+            a[j] = a[j - 1];
+            a[j - 1] = t;
+        }
     return a[r];
 }
 
