@@ -1011,3 +1011,18 @@ def test_group_norm_rows_kernel_against_numpy(shape, groups, affine, dtype):
     args = [x] + [w, b] * affine
     check(lambda t, *wb: F.group_norm(t, groups, *wb, eps=1e-3), args,
           tuple(range(len(args))), rows=x.size // shape[1])
+
+
+@pytest.mark.parametrize("dtype", DTYPES + ["int64"])
+def test_unique_consecutive_by_mask_select(dtype):
+    # the run starts picked by select.h's branch-free copy (from 16384 elements), with nan
+    # (each its own run) and -0 beside 0 (one run): values, inverse and counts as NumPy's
+    x = np.round(_input((300, 70), "float64", False, scale=0.7)).astype(dtype)
+    if dtype != "int64":
+        x[0, :4], x[1, :3] = np.nan, (0.0, -0.0, 0.0)
+    for kw in ({}, {"return_inverse": True, "return_counts": True}):
+        fast = ember.unique_consecutive(ember.tensor(x), **kw)
+        with kernels.disabled():
+            ref = ember.unique_consecutive(ember.tensor(x), **kw)
+        for a, b in zip(*(r if isinstance(r, tuple) else (r,) for r in (fast, ref))):
+            assert np.array_equal(a.numpy(), b.numpy(), equal_nan=True)
