@@ -303,15 +303,16 @@ def reduce(name, a, axes, keepdim=False, other=None, c=0.0):
         if m < cols:
             fn(_REDUCE[name], ptr(flat[m:]), None if fo is None else ptr(fo[m:]), c,
                ptr(parts[-1:]), 1, cols - m, 1)
-        return np.full(shape, _combine(name, parts, True), a.dtype)
+        return np.full(shape, _combine(name, parts), a.dtype)
     out = np.empty(shape, a.dtype)
     fn(_REDUCE[name], ptr(a), ptr(other), c, ptr(out), a.size // cols, cols, num_threads())
     return out
 
 
-def _combine(name, a, partial=False):
-    """``a``'s values reduced by ``name`` with NumPy (``partial``: ``a`` already holds partial
-    results: sums of squares, nan-sums and logsumexps combine as sums and logsumexps)."""
+def _combine(name, parts):
+    """The partial results ``parts`` of reduction ``name`` combined with NumPy: extrema as
+    extrema, logsumexps as a logsumexp, every sum (of squares, nan-sums, losses) as a sum."""
+    a = parts
     if name == "max" or name == "min":
         return getattr(np, name)(a)
     if name == "logsumexp":
@@ -319,8 +320,6 @@ def _combine(name, a, partial=False):
         m = m if np.isfinite(m) else a.dtype.type(0)
         with np.errstate(divide="ignore", over="ignore"):
             return np.log(np.add.reduce(np.exp(a - m))) + m
-    if not partial:     # (a loss's tail goes through the kernel: never here)
-        a = a * a if name == "sumsq" else np.where(np.isnan(a), 0, a) if name == "nansum" else a
     return np.add.reduce(a)
 
 
