@@ -852,3 +852,177 @@ def test_gather_past_the_caches_prefetches_and_still_checks(bad):
     want = x.numpy()[idx]
     assert np.array_equal(x.gather(0, ember.tensor(idx)).numpy(), want)
     assert np.array_equal(x.index_select(0, ember.tensor(idx)).numpy(), want)
+
+
+_REDUCTIONS = {"sum": lambda t, d: t.sum(d), "nansum": lambda t, d: t.nansum(d),
+               "mean": lambda t, d: t.mean(d), "norm": lambda t, d: t.norm(dim=d),
+               "logsumexp": lambda t, d: t.logsumexp(d if d is not None else tuple(range(t.ndim)))}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", list(_REDUCTIONS))
+@pytest.mark.parametrize("shape,dim", [((1024, 1000), -1), ((333, 129), 1), ((7, 5000, 3), None),
+                                       ((200003,), None), ((3, 40, 4099), (1, 2)),
+                                       ((600, 300), 0), ((40, 30, 70), (0, 1))], ids=str)
+def test_reduce_kernel_against_numpy(shape, dim, name, dtype):
+    """reduce_rows (trailing axes, or a whole array as rows of 2^16) and sum_rows (leading
+    axes) behind sum, nansum, mean, norm, logsumexp, amax, amin, aminmax: values and gradients
+    against the NumPy path, with nan, infinities and -0 in some rows."""
+    x = _input(shape, dtype, False)
+    rows = x.reshape(-1, shape[-1])
+    if rows.shape[0] > 4:
+        rows[1, 1], rows[2, 0], rows[3, 2], rows[4, -1] = -0.0, np.nan, np.inf, -np.inf
+    fast = _run(lambda t: _REDUCTIONS[name](t, dim), [x])
+    with kernels.disabled():
+        ref = _run(lambda t: _REDUCTIONS[name](t, dim), [x])
+    axes = tuple(range(x.ndim)) if dim is None else (dim % x.ndim,) if type(dim) is int else dim
+    count = math.prod(shape[a] for a in axes)
+    for a, b in zip(fast, ref):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        # (sums of terms of size ~3 round apart by ~eps sqrt(count) 3 in other orders)
+        tol = dict(TOL[dtype], atol=TOL[dtype]["atol"] * 3 * count ** (-.5 if name == "mean"
+                                                                         else .5))
+        np.testing.assert_allclose(a, b, **tol, equal_nan=True)
+    applies = axes[-1] == x.ndim - 1 and count >= 128 or axes[0] == 0 and len(axes) < x.ndim
+    assert (kernels.reduce("sum", x, axes) is not None) == applies
+    assert kernels.reduce("sum", x[..., ::2], axes) is None and \
+        kernels.reduce("sum", x.reshape(-1)[:1000], (0,)) is None
+
+
+def test_reduce_kernel_sums_pairwise():
+    # float32 sums of 2^22 positive numbers: NumPy's pairwise error bound, not a serial sum's
+    rng = np.random.default_rng(1)
+    for n in (1 << 22, (1 << 22) + 12345):
+        x = rng.uniform(0, 1, n).astype(np.float32)
+        exact = np.add.reduce(x.astype(np.float64))
+        err, np_err = abs(float(kernels.reduce("sum", x, (0,))) - exact), \
+            abs(float(np.add.reduce(x)) - exact)
+        assert err <= max(2 * np_err, 4 * np.finfo(np.float32).eps * exact)
+        sq = float(kernels.reduce("sumsq", x, (0,)))
+        assert abs(sq - np.add.reduce(x.astype(np.float64) ** 2)) <= 1e-5 * sq
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [128, 200, 70001, 1 << 17])
+def test_reduce_kernel_extremes_propagate_nan(n, dtype):
+    # max / min (logsumexp's shift): NumPy's values, and nan wherever a row holds one
+    x = _input((4, n), dtype, False)
+    x[1, n // 2], x[2, -1], x[3, 0] = np.nan, np.inf, -np.inf
+    for name in ("max", "min"):
+        for a, axes in ((x, (1,)), (x[1:2], (0, 1)), (x[2:], (0, 1))):
+            if a.size >= 1 << 15:
+                assert np.array_equal(kernels.reduce(name, a, axes), getattr(np, name)(a, axes),
+                                      equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,dim", [((1024, 1000), -1), ((333, 129), 0), ((7, 501, 300), 1),
+                                       ((5,), 0), ((3, 4, 5), 2)], ids=str)
+@pytest.mark.parametrize("name", ["cummax", "cummin"])
+@pytest.mark.parametrize("noncontig", [False, True])
+def test_cumext_kernel_against_numpy(name, shape, dim, dtype, noncontig):
+    # running extremum and index, with ties (rounded values), nan, infinities: the NumPy path
+    x = np.round(_input(shape, dtype, noncontig))
+    flat = x.reshape(-1) if x.flags.c_contiguous else x.T.reshape(-1)
+    if flat.size > 40:
+        flat[[3, 17, 30]] = np.nan, np.inf, -np.inf
+    fast = _run(lambda t: getattr(t, name)(dim).values * 1, [x])
+    idx = getattr(ember.tensor(x), name)(dim).indices.numpy()
+    with kernels.disabled():
+        ref = _run(lambda t: getattr(t, name)(dim).values * 1, [x])
+        ref_idx = getattr(ember.tensor(x), name)(dim).indices.numpy()
+    assert np.array_equal(idx, ref_idx)
+    for a, b in zip(fast, ref):
+        assert np.array_equal(a, b, equal_nan=True)
+
+
+_RANKED = {"kthvalue": lambda t, d: t.kthvalue(max(1, t.shape[d] // 3), d),
+           "kthvalue_last": lambda t, d: t.kthvalue(t.shape[d], d, keepdim=True),
+           "median": lambda t, d: t.median(d) if d is not None else (t.median(), None),
+           "nanmedian": lambda t, d: t.nanmedian(d) if d is not None else (t.nanmedian(), None),
+           "topk": lambda t, d: t.topk(5, d), "topk_min": lambda t, d: t.topk(7, d, largest=False)}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,dim", [((300, 1001), -1), ((333, 129), 0), ((7, 51, 30), 1),
+                                       ((40001,), None), ((40001,), 0), ((9,), 0)], ids=str)
+@pytest.mark.parametrize("name", list(_RANKED))
+@pytest.mark.parametrize("nans", [0, 1, 2])
+def test_rank_kernels_are_the_stable_sorts_picks(name, shape, dim, dtype, nans):
+    """kthvalue, median, nanmedian, topk by quickselect: the values and indices a stable sort
+    (nan last) gives, with many ties (rounded values), -0 beside 0, nan in some rows (nans 1)
+    or whole rows of nan (nans 2), non-contiguous along dim 0."""
+    if dim is None and not name.endswith("median"):
+        return
+    if nans and name.startswith("topk"):
+        return
+    x = np.round(_input(shape, dtype, False, scale=2.0))
+    rows = np.moveaxis(x, dim or 0, -1).copy()
+    flat = rows.reshape(-1, rows.shape[-1])
+    flat[0, :4] = -0.0
+    if nans:
+        flat[-1, ::3] = np.nan
+        if nans == 2:
+            flat[-1] = np.nan
+    x = np.moveaxis(rows, -1, dim or 0)
+    x = np.asfortranarray(x) if dim == 0 and x.ndim > 1 else x
+    assert kernels.rank(x, dim or 0, "kth", 0) is not None
+    t = ember.tensor(x)
+    fast = [r.numpy() for r in _RANKED[name](t, dim) if r is not None]
+    with kernels.disabled():
+        ref = [r.numpy() for r in _RANKED[name](t, dim) if r is not None]
+    for a, b in zip(fast, ref):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        assert np.array_equal(a, b, equal_nan=True) and np.array_equal(np.signbit(a), np.signbit(b))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1024, 1000), (200003,), (3, 40, 4099)], ids=str)
+@pytest.mark.parametrize("name,kw", [("mse_loss", {}), ("smooth_l1_loss", {"beta": 0.5}),
+                                     ("huber_loss", {"delta": 1.5})])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_fused_loss_kernels_against_numpy(name, kw, reduction, shape, dtype):
+    # one pass of d = x - y, the clipped terms, and their pairwise sum: values and gradients
+    x, y = _input(shape, dtype, False), _input(shape, dtype, False, seed=1)
+    x.reshape(-1)[:3] = np.nan, np.inf, -0.0
+    y.reshape(-1)[2] = 0.0
+    fn = lambda a, b: getattr(F, name)(a, b, reduction=reduction, **kw)  # noqa: E731
+    assert np.isnan(_run(fn, [x, y], (0, 1))[0])
+    x.reshape(-1)[:2] = 1.0
+    fast = _run(fn, [x, y], (0, 1))
+    with kernels.disabled():
+        ref = _run(fn, [x, y], (0, 1))
+    count = x.size if reduction == "sum" else 1 / x.size
+    for a, b in zip(fast, ref):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=TOL[dtype]["rtol"],
+                                   atol=TOL[dtype]["atol"] * 20 * count ** .5)
+    assert kernels.reduce("mse", x, tuple(range(x.ndim)), other=y[..., ::-1]) is None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,groups", [((4, 6, 33, 17), 3), ((2, 8, 1000), 8), ((5, 4), 2)],
+                         ids=str)
+@pytest.mark.parametrize("affine", [True, False])
+def test_group_norm_rows_kernel_against_numpy(shape, groups, affine, dtype):
+    # native_group_norm's forward: each (sample, group) a layer_norm row, the affine per channel
+    x = _input(shape, dtype, len(shape) > 2)
+    w, b = (_input((shape[1],), dtype, False, seed=s) for s in (1, 2))
+    args = [x] + [w, b] * affine
+    check(lambda t, *wb: F.group_norm(t, groups, *wb, eps=1e-3), args,
+          tuple(range(len(args))), rows=x.size // shape[1])
+
+
+@pytest.mark.parametrize("dtype", DTYPES + ["int64"])
+def test_unique_consecutive_by_mask_select(dtype):
+    # the run starts picked by select.h's branch-free copy (from 16384 elements), with nan
+    # (each its own run) and -0 beside 0 (one run): values, inverse and counts as NumPy's
+    x = np.round(_input((300, 70), "float64", False, scale=0.7)).astype(dtype)
+    if dtype != "int64":
+        x[0, :4], x[1, :3] = np.nan, (0.0, -0.0, 0.0)
+    for kw in ({}, {"return_inverse": True, "return_counts": True}):
+        fast = ember.unique_consecutive(ember.tensor(x), **kw)
+        with kernels.disabled():
+            ref = ember.unique_consecutive(ember.tensor(x), **kw)
+        for a, b in zip(*(r if isinstance(r, tuple) else (r,) for r in (fast, ref))):
+            assert np.array_equal(a.numpy(), b.numpy(), equal_nan=True)

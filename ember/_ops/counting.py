@@ -4,6 +4,7 @@ import math
 import numpy as np
 
 from .. import _dtype
+from .._C import kernels as _C
 
 from .meta import empty, reduce_dims, reduce_shape
 from .pointwise import type_name
@@ -27,14 +28,15 @@ def _unique_rows(xp, x, dim):
 def _unique_result(xp, input, rows, keep, inverse, counts, dim, return_inverse, return_counts):
     """Assemble torch's result: the kept rows (reshaped back), then inverse and counts."""
     if dim is None:
-        vals = rows[keep, 0]
-        inverse = inverse.reshape(input.shape)
+        vals = _C.mask_select(rows[:, 0], keep) if xp is np else None
+        vals = rows[keep, 0] if vals is None else vals
+        inverse = inverse.reshape(input.shape) if return_inverse else None
     else:
         axis = axis_of(dim, input.ndim)
         moved = xp.moveaxis(input, axis, 0)
         vals = xp.moveaxis(rows[keep].reshape((-1,) + moved.shape[1:]), 0, axis)
-    out = (vals,) + (inverse.astype(np.int64),) * return_inverse + \
-        (counts.astype(np.int64),) * return_counts
+    out = (vals,) + ((inverse.astype(np.int64),) if return_inverse else ()) + \
+        ((counts.astype(np.int64),) if return_counts else ())
     return out if len(out) > 1 else out[0]
 
 
@@ -81,10 +83,13 @@ def unique_consecutive(xp, input, return_inverse=False, return_counts=False, dim
     rows = _unique_rows(xp, input, dim)
     n = rows.shape[0]
     starts = xp.ones(n, bool)
-    starts[1:] = (rows[1:] != rows[:-1]).any(1)
-    counts = xp.diff(xp.append(xp.flatnonzero(starts), n))
-    return _unique_result(xp, input, rows, starts, xp.cumsum(starts) - 1, counts, dim,
-                          return_inverse, return_counts)
+    # (elements: one comparison of neighbours, without any() over rows of one)
+    starts[1:] = rows[1:, 0] != rows[:-1, 0] if dim is None else (rows[1:] != rows[:-1]).any(1)
+    # (inverse and counts only when asked for: each is a pass or two over the input)
+    counts = xp.diff(xp.append(xp.flatnonzero(starts), n)) if return_counts else None
+    inverse = xp.cumsum(starts) - 1 if return_inverse else None
+    return _unique_result(xp, input, rows, starts, inverse, counts, dim, return_inverse,
+                          return_counts)
 
 
 def _values_meta(*args, **kwargs):

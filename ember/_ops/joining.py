@@ -488,8 +488,12 @@ def cartesian_prod(xp, *tensors):
         raise RuntimeError("meshgrid expects all tensors to have the same dtype")
     if len(tensors) == 1:
         return tensors[0].copy()
-    grids = xp.meshgrid(*tensors, indexing="ij")
-    return xp.stack([x.reshape(-1) for x in grids], 1)
+    # (each column written once from its broadcast vector: meshgrid's grids are copied twice)
+    k = len(tensors)
+    out = xp.empty(tuple(t.shape[0] for t in tensors) + (k,), tensors[0].dtype)
+    for i, t in enumerate(tensors):
+        out[..., i] = t.reshape((1,) * i + (-1,) + (1,) * (k - 1 - i))
+    return out.reshape(-1, k)
 
 
 @cartesian_prod.vjp()

@@ -366,6 +366,17 @@ def _reduced(loss, reduction):
     return loss if reduction == "none" else loss.sum() if reduction == "sum" else loss.mean()
 
 
+def _fused_loss(name, xp, input, target, reduction, c=0.0):
+    """A mean or summed loss of ``d = input - target`` (equal shapes) in one pass by
+    ``_C.reduce`` (its terms summed pairwise as they are made); None where it does not apply."""
+    if xp is not np or reduction == "none" or input.dtype.kind != "f" or \
+            input.dtype.itemsize < 4 or \
+            (r := _C.reduce(name, input, tuple(range(input.ndim)), False, target, c)) is None:
+        return None
+    return r if reduction == "sum" else np.true_divide(
+        r, input.size if input.size < 1 << 24 else np.intp(input.size), out=r, casting="unsafe")
+
+
 def _loss_meta(*args):
     """Meta of a loss ``(*tensors, reduction)``."""
     m = broadcast_meta(*args[:-1])
@@ -380,6 +391,8 @@ def _mean_scale(g, loss_shape, reduction):
 @op("mse_loss", tags=("autocast_fp32",), promote="common", method=False, function=False)
 def mse_loss(xp, input, target, reduction="mean"):
     """Mean squared error ``(input - target)^2``, reduced (``reduction``: mean, sum, none)."""
+    if (r := _fused_loss("mse", xp, input, target, reduction)) is not None:
+        return r
     d = input - target
     return _reduced(d * d, reduction)
 
@@ -394,6 +407,8 @@ def _(g, input, target, reduction="mean"):
 @op("smooth_l1_loss", tags=("autocast_fp32",), promote="common", method=False, function=False)
 def smooth_l1_loss(xp, input, target, reduction="mean", beta=1.0):
     """``0.5 d^2 / beta`` where ``d = |input - target| < beta``, else ``d - 0.5 beta``."""
+    if (r := _fused_loss("smooth_l1", xp, input, target, reduction, beta)) is not None:
+        return r
     d = xp.abs(input - target)
     return _reduced(xp.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta), reduction)
 
@@ -401,6 +416,8 @@ def smooth_l1_loss(xp, input, target, reduction="mean", beta=1.0):
 @op("huber_loss", tags=("autocast_fp32",), promote="common", method=False, function=False)
 def huber_loss(xp, input, target, reduction="mean", delta=1.0):
     """``0.5 d^2`` where ``d = |input - target| < delta``, else ``delta (d - 0.5 delta)``."""
+    if (r := _fused_loss("huber", xp, input, target, reduction, delta)) is not None:
+        return r
     d = xp.abs(input - target)
     return _reduced(xp.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction)
 
@@ -803,8 +820,19 @@ def native_group_norm(xp, input, weight, bias, group, eps):
     """Normalize (N, C, *) ``input`` over each of ``group`` groups of channels (and the spatial
     dims), then scale and shift each channel."""
     x = input.astype(np.float32) if input.dtype.itemsize < 4 else input   # (torch's opmath)
-    g = x.reshape(x.shape[0], group, -1)
     shape = (1, -1) + (1,) * (x.ndim - 2)
+    from .nn_rows import _norm_kernel     # (nn_rows imports this module)
+    # each (sample, group) is a row of layer_norm's kernel; the affine is per channel, not per
+    # element of a row, so it follows in place
+    out = _norm_kernel(xp, x, None, None, x.size // max(x.shape[0] * group, 1), eps, 0) \
+        if xp is np and x.size else None
+    if out is not None:
+        if weight is not None:
+            out *= weight.reshape(shape)
+        if bias is not None:
+            out += bias.reshape(shape)
+        return out.astype(input.dtype, copy=False)
+    g = x.reshape(x.shape[0], group, -1)
     out = ((g - g.mean(-1, keepdims=True)) / xp.sqrt(g.var(-1, keepdims=True) + eps)).reshape(
         x.shape)
     if weight is not None:

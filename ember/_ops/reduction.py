@@ -67,8 +67,19 @@ def _accumulate(f, input, dim, keepdim, dtype):
 # ---- sums and means ------------------------------------------------------------------------
 
 
+def _c_reduce(name, xp, input, dim, keepdim, dtype=None):
+    """``_C.reduce`` (a row kernel over trailing or leading axes) of a float32/float64 NumPy
+    input reduced in its own dtype; None where it does not apply."""
+    if xp is not np or input.dtype.kind != "f" or input.dtype.itemsize < 4 or \
+            dtype is not None and np.dtype(dtype.np) != input.dtype:
+        return None
+    return _C.reduce(name, input, reduce_dims(dim, input.ndim), keepdim)
+
+
 def _sum_like(name, f, doc, complex_ok=True, tags=()):
     def fwd(xp, input, dim=None, keepdim=False, *, dtype=None):
+        if (r := _c_reduce(f, xp, input, dim, keepdim, dtype)) is not None:
+            return r
         if dim is None and dtype is None and f == "sum" and xp is np and \
                 input.dtype.kind == "f" and input.dtype.itemsize > 2:
             return np.add.reduce(input, None, keepdims=keepdim)    # (loss.sum(): the same bits)
@@ -142,6 +153,9 @@ def mean(xp, input, dim=None, keepdim=False, *, dtype=None):
         with np.errstate(invalid="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             return _accumulate(xp.mean, input, dim, keepdim, dtype)
+    if (r := _c_reduce("sum", xp, input, dim, keepdim, dtype)) is not None:
+        return np.true_divide(r, count if count < 1 << 24 else np.intp(count), out=r,
+                              casting="unsafe")
     if xp is np:
         if dtype is None and input.dtype.kind == "f" and input.dtype.itemsize > 2:
             return _mean_of(input, reduce_dims(dim, input.ndim), keepdim, None, count)
@@ -496,6 +510,8 @@ def logsumexp(xp, input, dim, keepdim=False):
         >>> ember.logsumexp(ember.tensor([1000., 1000.]), 0)
         tensor(1000.6932)
     """
+    if (r := _c_reduce("logsumexp", xp, input, dim, keepdim)) is not None:
+        return r
     ax = reduce_dims(dim, input.ndim)
     m = xp.max(input, axis=ax, keepdims=True) if input.size else xp.zeros((), input.dtype)
     # NOTE: shift by the maximum so exp cannot overflow; an infinite maximum shifts by 0 so
@@ -544,6 +560,8 @@ def norm(xp, input, p="fro", dim=None, keepdim=False, dtype=None):
 
 
 def _vector_norm(xp, a, p, ax, keepdim):
+    if p in ("fro", 2, 2.0) and (r := _c_reduce("sumsq", xp, a, ax, keepdim)) is not None:
+        return np.sqrt(r, out=r)
     if p in ("fro", 2, 2.0):     # (add.reduce: np.sum is Python around it)
         return xp.sqrt((np.add.reduce if xp is np else xp.sum)(a * a, axis=ax,
                                                                 keepdims=keepdim))

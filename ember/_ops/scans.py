@@ -108,6 +108,15 @@ def _cumulative_extremum(name, ufunc):
     @reject(name, "c")
     def fwd(xp, input, dim):
         x, axis = _along(input, dim)
+        fn = _C.kernel("cumext", x.dtype) if xp is np and type(x) is np.ndarray and x.size \
+            else None
+        if fn is not None:      # (the C loop: a running select per element, no NumPy passes)
+            x = _C.contiguous(x)
+            vals, idx = np.empty(x.shape, x.dtype), np.empty(x.shape, np.int64)
+            outer = math.prod(x.shape[:axis])
+            fn(_C.ptr(x), _C.ptr(vals), _C.ptr(idx), outer, x.shape[axis],
+               x.size // (outer * x.shape[axis]), name == "cummax", _C.num_threads())
+            return vals.reshape(input.shape), idx.reshape(input.shape)
         k = sort_key(x)
         vals = accumulate(xp, ufunc(xp), k, axis) if x.size else k
         pos = xp.arange(x.shape[axis]).reshape((-1,) + (1,) * (x.ndim - axis - 1))

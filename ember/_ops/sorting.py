@@ -9,6 +9,7 @@ import numpy as np
 
 import ember
 
+from .._C import kernels as _C
 from .meta import empty, reduce_dims, reduce_shape
 from .pointwise import reject, type_name
 from .tangents import REDUCTION, decomposed, gathered
@@ -223,6 +224,9 @@ def _top_order(xp, x, k, axis, largest):
     if not 0 < k < n or key.dtype.kind == "f" and xp.isnan(key).any():
         # nan compares unequal to the threshold below; a full sort places it as torch does
         return xp.take(stable_order(xp, x, axis, largest), xp.arange(k), axis=axis)
+    if xp is np and key.dtype.kind == "f" and \
+            (r := _C.topk(np.moveaxis(key, axis, -1), k, largest)) is not None:
+        return r[1] if axis == x.ndim - 1 else np.moveaxis(r[1], -1, axis)
     if key.dtype.kind == "f" and n <= _SHORT_ROWS:
         # short rows (a batch's class scores): one stable sort of the (negated) keys is
         # cheaper than the selection's dozen NumPy calls; equal keys keep input order either way
@@ -281,7 +285,18 @@ def kthvalue(xp, input, k, dim=-1, keepdim=False):
         raise IndexError(f"kthvalue(): Expected reduction dim {axis} to have non-zero size.")
     if not 1 <= k <= x.shape[axis]:
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {axis}")
-    return pick(xp, x, stable_order(xp, x, axis), axis, k - 1, input.ndim, keepdim)
+    return by_rank(xp, x, axis, "kth", k - 1, input.ndim, keepdim) or \
+        pick(xp, x, stable_order(xp, x, axis), axis, k - 1, input.ndim, keepdim)
+
+
+def by_rank(xp, x, axis, what, k, ndim, keepdim):
+    """``pick``'s ``(values, indices)`` by the C quickselect (``_C.rank``) for a NumPy float
+    ``x``; None where it does not apply."""
+    r = _C.rank(x, axis, what, k) if xp is np and x.dtype.kind == "f" else None
+    if r is None or not ndim:
+        return None if r is None else (r[0].reshape(()), r[1].reshape(()))
+    return (r[0][(slice(None),) * axis + (None,)], r[1][(slice(None),) * axis + (None,)]) \
+        if keepdim else r
 
 
 def pick(xp, x, order, axis, rank, ndim, keepdim):

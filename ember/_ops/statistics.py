@@ -15,7 +15,7 @@ from . import tangents as tangents_
 from .tangents import REDUCTION, named
 from .registry import op, overload_if_given
 from .samples import ErrorSample, Sample, const, dim_errors, make
-from .sorting import (axis_of, distinct, pick, select_backward, select_meta, sort_key,
+from .sorting import (axis_of, by_rank, distinct, pick, select_backward, select_meta, sort_key,
                       stable_order)
 
 
@@ -53,6 +53,8 @@ def _median(name, ignore_nan):
                 return xp.full((), np.nan if input.dtype.kind in "fV" else
                                np.iinfo(input.dtype).min, input.dtype)
             raise IndexError(f"{name}(): Expected reduction dim {axis} to have non-zero size.")
+        if r := by_rank(xp, x, axis, name, 0, input.ndim, keepdim):
+            return r[0].reshape(()) if dim is None else r
         nans = _nan_count(xp, x, axis)
         if ignore_nan:      # the lower median of the others; all nan: the first nan
             rank = xp.maximum(n - nans - 1, 0) // 2

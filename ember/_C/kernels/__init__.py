@@ -91,6 +91,9 @@ def _declare(lib):
             "attn_small_fwd": [p, p, p, p, i64, i64, i64, i64, i64, i64, d, i64, p, i, i],
             "attn_small_bwd": [p, p, p, p, i64, i64, i64, i64, i64, i64, d, i64, p, i, i],
             "scan": [p, p, i64, i64, i64, i, i, i],
+            "cumext": [p, p, p, i64, i64, i64, i, i],
+            "rank_rows": [p, i64, i64, i, i64, p, p, i],
+            "topk_rows": [p, i64, i64, i64, i, p, p, i],
             "gather": [p, p, p, i64, i64, i64, i64, i],
             "mask_select": [p, p, p, i64, p, i],     # (select.h: 4- and 8-byte words)
             "scatter": [p, p, p, p, i64, i64, i64, i64, i, i],
@@ -99,6 +102,7 @@ def _declare(lib):
             "sum_rows": [p, p, i64, i64, i],
             "outer": [p, p, p, i64, i64, i64, i],
             "prod_rows": [p, p, i64, i64, i],
+            "reduce_rows": [i, p, p, d, p, i64, i64, i],
             # (BLAS's cblas_?gemm address and whether it takes 64-bit ints, then threads)
             "lstm_fwd": [p] * 8 + [i64, i64, i64, i, p, i, i],
             "lstm_bwd": [p, i64] + [p] * 7 + [i64, i64, i64, i, p, i, i],
@@ -120,7 +124,8 @@ def _declare(lib):
                 fn.argtypes = args
                 fn.restype = ctypes.c_int if name.startswith(
                     ("winograd", "conv_cols", "lstm", "attn_small")) or \
-                    name in ("gather", "scatter", "add_rows", "gemm", "pointwise") else \
+                    name in ("gather", "scatter", "add_rows", "gemm", "pointwise", "rank_rows",
+                             "topk_rows") else \
                     ctypes.c_int64 if name == "cross_entropy" else None
 
 
@@ -298,6 +303,98 @@ def prod(a, dim, keepdim):
     out = np.empty(a.shape[:-1] + (1,) * keepdim, a.dtype)
     fn(ptr(a), ptr(out), a.size // a.shape[-1], a.shape[-1], num_threads())
     return out
+
+
+_REDUCE = {name: code for code, name in enumerate(
+    "sum sumsq nansum max min logsumexp mse smooth_l1 huber".split())}
+_SPLIT = 1 << 16      # a whole-array reduction runs as rows of this many (threads take rows)
+
+
+def reduce(name, a, axes, keepdim=False, other=None, c=0.0):
+    """Reduction ``name`` (sum, sumsq: the sum of squares, nansum, max, min, logsumexp; the
+    sums of the losses of ``d = a - other``: mse, smooth_l1 with beta ``c``, huber with delta
+    ``c``) of a C-contiguous float NumPy array over ``axes`` (sorted, non-negative), by rowops'
+    reduce_rows where they are the trailing axes and their rows are long (sums pairwise, as
+    NumPy's, in 32 vector lanes; NumPy adds 8 scalars), or, for sum, the leading ones
+    (sum_rows: NumPy's order); None where it does not apply (the caller runs NumPy)."""
+    fn = kernel("reduce_rows", a.dtype) if type(a) is np.ndarray and \
+        a.size >= _MIN_ROWS_KERNEL and a.flags.c_contiguous and axes else None
+    if fn is None or other is not None and not (
+            type(other) is np.ndarray and other.dtype == a.dtype and other.shape == a.shape and
+            other.flags.c_contiguous):
+        return None
+    nd, k = a.ndim, len(axes)
+    shape = tuple(1 if i in axes else n for i, n in enumerate(a.shape)) if keepdim else \
+        tuple(n for i, n in enumerate(a.shape) if i not in axes)
+    if tuple(axes) == tuple(range(k)) and k < nd and name == "sum" and other is None:
+        cols = math.prod(a.shape[k:])
+        out = sum_rows(a.reshape(-1, cols))
+        return None if out is None else out.reshape(shape)
+    cols = math.prod(a.shape[nd - k:])
+    if tuple(axes) != tuple(range(nd - k, nd)) or cols < 128:
+        return None
+    if cols == a.size and cols >= 2 * _SPLIT:    # (partials combined as NumPy would)
+        m = cols - cols % _SPLIT
+        parts = np.empty(m // _SPLIT + (m < cols), a.dtype)
+        flat = a.reshape(-1)
+        fo = None if other is None else other.reshape(-1)
+        fn(_REDUCE[name], ptr(flat), ptr(fo), c, ptr(parts), m // _SPLIT, _SPLIT, num_threads())
+        if m < cols:
+            fn(_REDUCE[name], ptr(flat[m:]), None if fo is None else ptr(fo[m:]), c,
+               ptr(parts[-1:]), 1, cols - m, 1)
+        return np.full(shape, _combine(name, parts), a.dtype)
+    out = np.empty(shape, a.dtype)
+    fn(_REDUCE[name], ptr(a), ptr(other), c, ptr(out), a.size // cols, cols, num_threads())
+    return out
+
+
+def _combine(name, parts):
+    """The partial results ``parts`` of reduction ``name`` combined with NumPy: extrema as
+    extrema, logsumexps as a logsumexp, every sum (of squares, nan-sums, losses) as a sum."""
+    a = parts
+    if name == "max" or name == "min":
+        return getattr(np, name)(a)
+    if name == "logsumexp":
+        m = np.max(a)
+        m = m if np.isfinite(m) else a.dtype.type(0)
+        with np.errstate(divide="ignore", over="ignore"):
+            return np.log(np.add.reduce(np.exp(a - m))) + m
+    return np.add.reduce(a)
+
+
+_RANK = {"kth": 0, "median": 1, "nanmedian": 2}
+
+
+def rank(x, axis, what, k=0):
+    """``(values, indices)`` of a float NumPy array's element at sorted rank ``k`` along
+    ``axis`` (``what`` "kth"), or of its median / nanmedian there (the removed axis dropped),
+    as a stable sort with nan last picks it, by rank.h's quickselect per row (NumPy's path
+    sorts the rows); None where it does not apply."""
+    fn = kernel("rank_rows", x.dtype) if type(x) is np.ndarray and x.size else None
+    if fn is None:
+        return None
+    x = contiguous(np.moveaxis(x, axis, -1))
+    vals, idx = np.empty(x.shape[:-1], x.dtype), np.empty(x.shape[:-1], np.int64)
+    if fn(ptr(x), x.size // x.shape[-1], x.shape[-1], _RANK[what], k, ptr(vals), ptr(idx),
+          num_threads()):
+        return None
+    return vals, idx
+
+
+def topk(x, k, largest):
+    """``(values, indices)`` of the ``k`` (<= 64) largest (smallest) of each row of a float
+    NumPy array without nan, best first, ties in input order, by rank.h (one pass keeping the
+    best ``k``); None where it does not apply."""
+    fn = kernel("topk_rows", x.dtype) if type(x) is np.ndarray and 0 < k < x.shape[-1] and \
+        k <= 64 else None
+    if fn is None:
+        return None
+    x = contiguous(x)
+    vals, idx = np.empty(x.shape[:-1] + (k,), x.dtype), np.empty(x.shape[:-1] + (k,), np.int64)
+    if fn(ptr(x), x.size // x.shape[-1], x.shape[-1], k, largest, ptr(vals), ptr(idx),
+          num_threads()):
+        return None
+    return vals, idx
 
 
 def mask_select(a, mask):

@@ -466,3 +466,129 @@ EXPORT void S(sum_rows)(const T *a, T *out, int64_t rows, int64_t cols, int nt) 
         }
     }
 }
+
+/* ---- reduce_rows: sum / sum of squares / nan-sum / max / min / logsumexp of each contiguous
+ * row. Sums are pairwise, as NumPy's add.reduce (leaves of RL lanes x 16 serial terms, the
+ * 16 terms NumPy's leaves add serially; leaves merged by a binary counter, so every partial
+ * adds two of equal weight), with RL independent lanes: the adds vectorise and overlap.
+ * Max / min propagate nan as torch, in selects that vectorise. */
+#ifndef RL
+#define RL 32
+enum { RR_SUM, RR_SUMSQ, RR_NANSUM, RR_MAX, RR_MIN, RR_LSE, RR_MSE, RR_SMOOTH_L1, RR_HUBER };
+#endif
+
+/* One term: of x for the one-input sums, of d = x - y for the losses (c: logsumexp's shift,
+ * smooth L1's beta, Huber's delta; the operations in the order of the NumPy reference) */
+static inline T S(rr_term)(T v, T w, int op, T c, T hc) {
+    T d = op == RR_MSE ? v - w : (v > w ? v - w : w - v);
+    return op == RR_SUM ? v : op == RR_SUMSQ ? v * v : op == RR_NANSUM ? (v == v ? v : 0) :
+           op == RR_LSE ? EXP(v - c) : op == RR_MSE ? d * d :
+           op == RR_SMOOTH_L1 ? (d < c ? (T)0.5 * d * d / c : d - hc) :
+           (d < c ? (T)0.5 * d * d : c * (d - hc));
+}
+
+static inline void S(rr_add)(const T *v, const T *w, T *acc, int op, T c, T hc) {
+    /* (a loop per op, so each vectorises on its own) */
+    if (op == RR_SUM)
+        for (int l = 0; l < RL; l++) acc[l] += v[l];
+    else if (op == RR_SUMSQ)
+        for (int l = 0; l < RL; l++) acc[l] += v[l] * v[l];
+    else if (op == RR_NANSUM)
+        for (int l = 0; l < RL; l++) acc[l] += v[l] == v[l] ? v[l] : 0;
+    else if (op == RR_LSE)
+        for (int l = 0; l < RL; l++) acc[l] += EXP(v[l] - c);
+    else if (op == RR_MSE)
+        for (int l = 0; l < RL; l++) acc[l] += (v[l] - w[l]) * (v[l] - w[l]);
+    else if (op == RR_SMOOTH_L1)
+        for (int l = 0; l < RL; l++) acc[l] += S(rr_term)(v[l], w[l], RR_SMOOTH_L1, c, hc);
+    else
+        for (int l = 0; l < RL; l++) acc[l] += S(rr_term)(v[l], w[l], RR_HUBER, c, hc);
+}
+
+static inline void S(rr_leaf)(const T *x, const T *y, T *acc, int op, T c, T hc) {
+    for (int l = 0; l < RL; l++) acc[l] = 0;
+    for (int k = 0; k < 16; k++) S(rr_add)(x + k * RL, y ? y + k * RL : y, acc, op, c, hc);
+}
+
+static inline T S(rr_fold)(T *acc) {   /* the lanes' pairwise sum (constant trip counts) */
+    for (int l = 0; l < RL / 2; l++) acc[l] += acc[l + RL / 2];
+    for (int l = 0; l < RL / 4; l++) acc[l] += acc[l + RL / 4];
+    for (int l = 0; l < RL / 8; l++) acc[l] += acc[l + RL / 8];
+    for (int l = 0; l < RL / 16; l++) acc[l] += acc[l + RL / 16];
+    return acc[0] + acc[1];
+}
+
+static inline T S(rr_tail)(const T *x, const T *y, int64_t n, int op, T c, T hc) {
+    T s = 0, acc[RL];   /* (less than a leaf: lanes of up to 16 terms, then serial) */
+    int64_t j = 0;
+    if (n >= RL) {
+        for (int l = 0; l < RL; l++) acc[l] = 0;
+        for (; j + RL <= n; j += RL) S(rr_add)(x + j, y ? y + j : y, acc, op, c, hc);
+        s = S(rr_fold)(acc);
+    }
+    for (; j < n; j++) s += S(rr_term)(x[j], y ? y[j] : 0, op, c, hc);
+    return s;
+}
+
+static inline T S(rr_sum)(const T *x, const T *y, int64_t n, int op, T c, T hc) {
+    T stack[48][RL], cur[RL];
+    int64_t leaves = n / (16 * RL), depth = 0;
+    if (!leaves) return S(rr_tail)(x, y, n, op, c, hc);
+    for (int64_t b = 0; b < leaves; b++) {
+        S(rr_leaf)(x + b * 16 * RL, y ? y + b * 16 * RL : y, cur, op, c, hc);
+        /* leaf b+1's trailing zero bits: how many equal-weight partials it completes */
+        for (int64_t c = b + 1; !(c & 1); c >>= 1) {
+            depth--;
+            for (int l = 0; l < RL; l++) cur[l] += stack[depth][l];
+        }
+        memcpy(stack[depth++], cur, sizeof cur);
+    }
+    for (int l = 0; l < RL; l++) cur[l] = 0;
+    while (depth > 0) { depth--; for (int l = 0; l < RL; l++) cur[l] += stack[depth][l]; }
+    int64_t done = leaves * 16 * RL;
+    return S(rr_fold)(cur) + S(rr_tail)(x + done, y ? y + done : y, n - done, op, c, hc);
+}
+
+/* (v > m || v != v: a nan taken once sticks, as no comparison with it is true) */
+#define RR_MAXSEL(v, m) ((v) > (m) || (v) != (v) ? (v) : (m))
+#define RR_MINSEL(v, m) ((v) < (m) || (v) != (v) ? (v) : (m))
+static inline T S(rr_extreme)(const T *x, int64_t n, int mx) {
+    T m[RL], r = x[0];
+    int64_t j = 0;
+    for (int l = 0; l < RL; l++) m[l] = x[0];
+    if (mx)
+        for (; j + RL <= n; j += RL)
+            for (int l = 0; l < RL; l++) m[l] = RR_MAXSEL(x[j + l], m[l]);
+    else
+        for (; j + RL <= n; j += RL)
+            for (int l = 0; l < RL; l++) m[l] = RR_MINSEL(x[j + l], m[l]);
+    for (int l = 0; l < RL; l++) r = mx ? RR_MAXSEL(m[l], r) : RR_MINSEL(m[l], r);
+    for (; j < n; j++) r = mx ? RR_MAXSEL(x[j], r) : RR_MINSEL(x[j], r);
+    return r;
+}
+
+static inline T S(rr_row)(const T *x, const T *y, int64_t n, int op, double c) {
+    if (op == RR_MAX || op == RR_MIN) return S(rr_extreme)(x, n, op == RR_MAX);
+    if (op != RR_LSE) return S(rr_sum)(x, y, n, op, (T)c, (T)(0.5 * c));
+    T m = S(rr_extreme)(x, n, 1);   /* (torch: an infinite max shifts by 0) */
+    if (m != m) return m;
+    T sh = isinf(m) ? 0 : m;
+    return LOG(S(rr_sum)(x, NULL, n, op, sh, 0)) + sh;
+}
+
+TC static void S(rr_rows)(int op, const T *a, const T *b, double c, T *out, int64_t r0,
+                         int64_t r1, int64_t cols) {   /* (rows r0..r1, all in one clone) */
+    for (int64_t r = r0; r < r1; r++)
+        out[r] = S(rr_row)(a + r * cols, b ? b + r * cols : b, cols, op, c);
+}
+
+/* b: the second input of the losses (NULL for the others), c their parameter */
+EXPORT void S(reduce_rows)(int op, const T *a, const T *b, double c, T *out, int64_t rows,
+                           int64_t cols, int nt) {
+    nt = threads_for(rows * cols * (op == RR_LSE ? 8 : 1), nt);
+#pragma omp parallel num_threads(nt)
+    {
+        int t = omp_get_thread_num(), w = omp_get_num_threads();
+        S(rr_rows)(op, a, b, c, out, rows * t / w, rows * (t + 1) / w, cols);
+    }
+}

@@ -142,3 +142,50 @@ EXPORT void S(scan)(const T *x, T *y, int64_t outer, int64_t n, int64_t inner, i
             S(scan_block)(xb, yb, n, inner, w, prod, reverse);
     }
 }
+
+/* cummax (mx 1) / cummin of the middle axis of (outer, n, inner), with the index where the
+ * running extremum was last reached: as torch, an element equal to it (or any nan) moves the
+ * index there, and a nan once taken stays the extremum (no comparison with it is true).
+ * inner > 1: SCAN_W columns at a time, the loop along the contiguous axis. */
+#define CUMEXT_TAKE(v, m) (mx ? (v) >= (m) || (v) != (v) : (v) <= (m) || (v) != (v))
+TC static void S(cumext_block)(const T *x, T *y, int64_t *yi, int64_t n, int64_t inner,
+                               int64_t w, int mx) {
+    T m[SCAN_W];
+    int64_t mi[SCAN_W];
+    for (int64_t j = 0; j < w; j++) { m[j] = x[j]; mi[j] = 0; }
+    for (int64_t s = 0; s < n; s++) {
+        const T *xs = x + s * inner;
+        for (int64_t j = 0; j < w; j++) {
+            int take = CUMEXT_TAKE(xs[j], m[j]);
+            m[j] = take ? xs[j] : m[j];
+            mi[j] = take ? s : mi[j];
+            y[s * inner + j] = m[j];
+            yi[s * inner + j] = mi[j];
+        }
+    }
+}
+
+TC static void S(cumext_row)(const T *x, T *y, int64_t *yi, int64_t n, int mx) {
+    T m = x[0];
+    int64_t mi = 0;
+    for (int64_t s = 0; s < n; s++) {
+        if (CUMEXT_TAKE(x[s], m)) { m = x[s]; mi = s; }
+        y[s] = m;
+        yi[s] = mi;
+    }
+}
+
+EXPORT void S(cumext)(const T *x, T *y, int64_t *yi, int64_t outer, int64_t n, int64_t inner,
+                      int mx, int nt) {
+    int64_t per = (inner + SCAN_W - 1) / SCAN_W, blocks = outer * per;
+    nt = threads_for(outer * n * inner, nt);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t b = 0; b < blocks; b++) {
+        int64_t o = b / per, j0 = (b % per) * SCAN_W, at = o * n * inner + j0;
+        if (inner == 1)
+            S(cumext_row)(x + at, y + at, yi + at, n, mx);
+        else
+            S(cumext_block)(x + at, y + at, yi + at, n, inner,
+                            inner - j0 < SCAN_W ? inner - j0 : SCAN_W, mx);
+    }
+}
