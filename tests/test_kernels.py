@@ -354,7 +354,20 @@ POINTWISE = [
     ("remainder_tensor", lambda t: ember.remainder(t * 7, t.flip(-1)), True),
     ("angle", ember.angle, True), ("lgamma", ember.lgamma, False),
     ("digamma", ember.digamma, False),
-    ("ndtri", lambda t: ember.special.ndtri(t.abs() / (t.abs() + 1)), False)]
+    ("ndtri", lambda t: ember.special.ndtri(t.abs() / (t.abs() + 1)), False),
+    ("hardshrink", lambda t: F.hardshrink(t, 0.3), True),
+    ("softshrink", lambda t: F.softshrink(t, 0.3), True),
+    ("threshold", lambda t: F.threshold(t, 0.3, -2.0), True), ("relu", F.relu, True),
+    ("fmod", lambda t: ember.fmod(t * 7, 0.7), True),
+    ("fmod_tensor", lambda t: ember.fmod(t * 7, t.flip(-1)), True),
+    ("floor_divide", lambda t: ember.floor_divide(t * 7, 0.7), True),
+    ("floor_divide_tensor", lambda t: ember.floor_divide(t * 7, t.flip(-1)), True),
+    ("reciprocal", ember.reciprocal, True), ("rsqrt", ember.rsqrt, True)] + [
+    (n, getattr(ember, n), False) for n in (
+        "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sinh", "cosh", "tan", "atan",
+        "asin", "acos", "atanh")] + [
+    (n, lambda t, n=n: getattr(ember, n)(t, t.flip(-1) * 0.5), False)
+    for n in ("atan2", "hypot", "logaddexp2")]
 EDGES = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, -3.0, 3.0, 100.0, -100.0, 88.8,
          -88.8, 0.3, -0.3, 30.0]
 

@@ -688,6 +688,8 @@ logsigmoid.vjp(save=("input",))(lambda g, input: g * (-input).sigmoid())
 def hardshrink(xp, input, lambd=0.5):
     """``x`` where ``|x| > lambd``, else 0."""
     x = _floating(xp, "hardshrink", input)
+    if (r := _C.pointwise("hardshrink", x, lambd)) is not None:
+        return r
     return xp.where((x > lambd) | (x < -lambd), x, 0 * x)
 
 
@@ -695,12 +697,20 @@ def hardshrink(xp, input, lambd=0.5):
 def softshrink(xp, input, lambd=0.5):
     """``x`` moved ``lambd`` towards 0, 0 where ``|x| <= lambd``."""
     x = _floating(xp, "softshrink", input)
+    if (r := _C.pointwise("softshrink", x, lambd)) is not None:
+        return r
     return xp.where(x > lambd, x - lambd, xp.where(x < -lambd, x + lambd, 0 * x))
 
 
 # (both pass the gradient where |x| > lambd)
-hardshrink.vjp(save=("input",))(lambda g, input, lambd=0.5: (
-    ember.where((input > lambd) | (input < -lambd), g, 0.0), None))
+@hardshrink.vjp(save=("input",))
+def _(g, input, lambd=0.5):
+    if (r := fused_grad("shrink", input, g, lambd)) is not None:
+        return r, None
+    return ember.where((input > lambd) | (input < -lambd), g, 0.0), None
+
+
+
 softshrink.vjp(save=("input",))(hardshrink.vjp_fn)
 
 
@@ -708,6 +718,8 @@ softshrink.vjp(save=("input",))(hardshrink.vjp_fn)
     function=False)
 def threshold(xp, input, threshold, value):
     """``value`` where ``x <= threshold``, else ``x`` (nan stays; integers too, as torch's)."""
+    if (r := _C.pointwise("threshold", input, threshold, value)) is not None:
+        return r
     return xp.where(input <= threshold, xp.asarray(value, input.dtype), input)
 
 

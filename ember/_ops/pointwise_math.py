@@ -23,7 +23,8 @@ _FP32_CUDA = ("autocast_fp32_cuda",)
 
 reciprocal = _unary("reciprocal", "reciprocal",
                     lambda x, r: -r * r, save="result", domain=(0.3, 2.0), tags=_FP32_CUDA)
-rsqrt = _unary("rsqrt", lambda xp, input: xp.reciprocal(xp.sqrt(input)),
+rsqrt = _unary("rsqrt", lambda xp, input: r if (r := _C.pointwise("rsqrt", input, min_size=4096))
+               is not None else xp.reciprocal(xp.sqrt(input)),
                lambda x, r: -0.5 * r * r * r, save="result", domain=(0.1, 4.0), tags=_FP32_CUDA)
 exp2 = _unary("exp2", "exp2", lambda x, r: r * _LN2, save="result")
 expm1 = _unary("expm1", "expm1", lambda x, r: r + 1, save="result",
@@ -403,6 +404,8 @@ def threshold_backward(xp, grad_output, input, threshold):
     ``aten::threshold_backward``). A multiply by the mask: ``g * result.sign()`` made four
     passes (sign's NaN rule among them), and ``numpy.where`` on a random mask is much slower
     than the multiply (a branch per element)."""
+    if (r := _C.pointwise("threshold_bwd", input, threshold, other=grad_output)) is not None:
+        return r
     return xp.multiply(grad_output, input > threshold)
 
 

@@ -8,25 +8,15 @@
 enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAMP, PW_NAN_TO_NUM,
        PW_SIGN, PW_ELU, PW_SOFTPLUS, PW_SIGMOID_BWD, PW_SILU_BWD, PW_LOGADDEXP, PW_ERFINV, PW_LEAKY_RELU_BWD,
        PW_HARDSIGMOID_BWD, PW_HARDSWISH_BWD, PW_ELU_BWD, PW_SOFTPLUS_BWD, PW_REMAINDER,
-       PW_REMAINDER_SCALAR, PW_ANGLE, PW_LGAMMA, PW_NDTRI, PW_DIGAMMA, PW_COUNT };
+       PW_REMAINDER_SCALAR, PW_ANGLE, PW_LGAMMA, PW_NDTRI, PW_DIGAMMA, PW_EXP, PW_EXP2, PW_EXPM1,
+       PW_LOG, PW_LOG2, PW_LOG10, PW_LOG1P, PW_SINH, PW_COSH, PW_TAN, PW_ATAN, PW_ASIN, PW_ACOS,
+       PW_ATANH, PW_ATAN2, PW_LOGADDEXP2, PW_HYPOT, PW_RSQRT, PW_RECIPROCAL, PW_HARDSHRINK,
+       PW_SOFTSHRINK, PW_SHRINK_BWD, PW_THRESHOLD, PW_THRESHOLD_BWD, PW_FMOD, PW_FMOD_SCALAR,
+       PW_FLOOR_DIVIDE, PW_FLOOR_DIVIDE_SCALAR, PW_COUNT };
 
 /* NumPy's maximum and minimum (v > lo || v is nan ? v : lo), as one comparison gcc vectorises */
 static inline float pw_max(float v, float lo) { return v <= lo ? lo : v; }
 static inline float pw_min(float v, float hi) { return v >= hi ? hi : v; }
-
-/* expm1(x): Taylor to x^8/8! for |x| < 0.5 (relative error < 1e-8), else exp(x) - 1, which
- * there loses at most ~2 ulp to the subtraction (libm's expm1f does not vectorise). */
-static inline float expm1_f32(float x) {
-    float p = 1.0f / 40320.0f;
-    p = p * x + 1.0f / 5040.0f;
-    p = p * x + 1.0f / 720.0f;
-    p = p * x + 1.0f / 120.0f;
-    p = p * x + 1.0f / 24.0f;
-    p = p * x + 1.0f / 6.0f;
-    p = p * x + 0.5f;
-    float small = x + x * x * p;
-    return (x < 0.5f) & (x > -0.5f) ? small : exp_f32(x) - 1.0f;
-}
 
 /* log(x) for finite normal x > 0: Cephes' logf (mantissa in [sqrt(1/2), sqrt 2), degree-8
  * polynomial, ln 2 in two parts), ~1 ulp */
@@ -109,7 +99,7 @@ static inline float pw_erfinv1(float y) {
 /* Python's a % b as NumPy's remainder: fmod's result moved into b's sign (a zero takes b's
  * sign). fmod(a, b) is exact: a - q b with q = trunc(a / b) is exact in double while
  * |q| < 2^24, and the rounded quotient can only be one too large (then r and a differ in
- * sign: one b back). Larger quotients, infinite b and nan are left to libm (pw_rem_fix). */
+ * sign: one b back). Larger quotients, infinite b and nan are left to libm (pw_fix). */
 static inline float pw_rem1(float a, float b) {
     double q = trunc((double)a / (double)b), r = (double)a - q * (double)b;
     double ab = b < 0.0f ? -(double)b : (double)b;
@@ -125,12 +115,21 @@ static float pw_rem_slow(float a, float b) {
     return copysignf(0.0f, b);
 }
 
-/* the elements of a block whose quotient the fast path cannot take (rare: a second look) */
-static void pw_rem_fix(const float *x, const float *y, float *o, int64_t n, float b) {
+/* the elements of a block the fast path cannot take (rare: a second look): remainder's, fmod's
+ * and floor_divide's with a quotient the exact path cannot take, tan's far arguments */
+static float pw_floordiv_slow(float a, float b);
+static void pw_fix(int op, const float *x, const float *y, float *o, int64_t n, float b) {
+    if (op == PW_TAN) {
+        for (int64_t i = 0; i < n; i++)
+            if (!(fabsf(x[i]) < 65536.0f)) o[i] = tanf(x[i]);
+        return;
+    }
     for (int64_t i = 0; i < n; i++) {
         float bi = y ? y[i] : b;
         if (!(fabsf(x[i] / bi) < 16777216.0f) | (fabsf(bi) == INFINITY))   /* (0 inf is nan) */
-            o[i] = pw_rem_slow(x[i], bi);
+            o[i] = op == PW_REMAINDER || op == PW_REMAINDER_SCALAR ? pw_rem_slow(x[i], bi) :
+                   op == PW_FMOD || op == PW_FMOD_SCALAR ? fmodf(x[i], bi) :
+                   pw_floordiv_slow(x[i], bi);
     }
 }
 
@@ -240,6 +239,62 @@ PW_BLOCK(sigmoid_bwd, y[i] * (v * (1.0f - v)))
 /* x is silu's input: g (s (1 + x (1 - s))) with s = sigmoid(x), the reference's grouping */
 PW_BLOCK(silu_bwd, y[i] * (pw_sigmoid1(v) * (1.0f + v * (1.0f - pw_sigmoid1(v)))))
 
+/* the libm functions as vecmath.h's full-range ones; tan's large arguments go to libm */
+PW_BLOCK(exp, exp_full_f32(v))
+PW_BLOCK(exp2, exp2_f32(v))
+PW_BLOCK(expm1, v == 0.0f ? v : expm1_f32(v))
+PW_BLOCK(log, log_full_f32(v))
+PW_BLOCK(log2, log2_full_f32(v))
+PW_BLOCK(log10, log10_full_f32(v))
+PW_BLOCK(log1p, log1p_full_f32(v))
+PW_BLOCK(sinh, sinh_full_f32(v))
+PW_BLOCK(cosh, cosh_full_f32(v))
+PW_BLOCK(tan, tan_full_f32(v))
+PW_BLOCK(atan, atan_full_f32(v))
+PW_BLOCK(asin, asin_full_f32(v))
+PW_BLOCK(acos, acos_full_f32(v))
+PW_BLOCK(atanh, atanh_full_f32(v))
+PW_BLOCK(atan2, atan2_full_f32(v, y[i]))
+/* NumPy's logaddexp2: x + 1 where x == y, else the larger plus log2(1 + 2^-|x - y|) */
+static inline float pw_logaddexp2_1(float x, float y) {
+    float d = x - y, big = d > 0.0f ? x : y;
+    float r = big + log1p_full_f32(exp2_f32(-(d < 0.0f ? -d : d))) * 1.44269504088896341f;
+    return x == y ? x + 1.0f : d != d ? d : r;
+}
+PW_BLOCK(logaddexp2, pw_logaddexp2_1(v, y[i]))
+/* hypot in double (exact squares, one rounding); an infinity wins over nan, as C99's */
+PW_BLOCK(hypot, fabsf(v) == INFINITY || fabsf(y[i]) == INFINITY ? INFINITY :
+                (float)sqrt((double)v * v + (double)y[i] * y[i]))
+PW_BLOCK(rsqrt, 1.0f / sqrtf(v))
+PW_BLOCK(reciprocal, 1.0f / v)
+/* the shrinks and threshold as their references' selects (0 * x keeps -0 and nan) */
+PW_BLOCK(hardshrink, (v > a) | (v < -a) ? v : 0.0f * v)
+PW_BLOCK(softshrink, v > a ? v - a : v < -a ? v + a : 0.0f * v)
+PW_BLOCK(shrink_bwd, (v > a) | (v < -a) ? y[i] : 0.0f)
+PW_BLOCK(threshold, v <= a ? b : v)
+PW_BLOCK(threshold_bwd, y[i] * (v > a ? 1.0f : 0.0f))
+/* C's fmod exactly (see pw_rem1), the zero in a's sign; the rest goes to libm (pw_rem_fix) */
+static inline float pw_fmod1(float a, float b) {
+    double q = trunc((double)a / (double)b), r = (double)a - q * (double)b;
+    double ab = b < 0.0f ? -(double)b : (double)b;
+    r = (a > 0.0f) & (r < 0.0) ? r + ab : (a < 0.0f) & (r > 0.0) ? r - ab : r;
+    return r == 0.0 ? 0.0f * a : (float)r;
+}
+/* NumPy's floor_divide (npy_divmodf): (a - fmod(a, b)) / b, one less where the remainder
+ * and b differ in sign, floored and rounded to the nearer integer */
+static inline float pw_floordiv1(float a, float b, float mod) {
+    float div = (a - mod) / b;
+    div = mod != 0.0f && (b < 0.0f) != (mod < 0.0f) ? div - 1.0f : div;
+    float f = floorf(div);
+    f = div - f > 0.5f ? f + 1.0f : f;
+    return b == 0.0f ? a / b : div == 0.0f ? copysignf(0.0f, a / b) : f;
+}
+PW_BLOCK(fmod, pw_fmod1(v, y[i]))
+PW_BLOCK(fmod_scalar, pw_fmod1(v, a))
+PW_BLOCK(floor_divide, pw_floordiv1(v, y[i], pw_fmod1(v, y[i])))
+PW_BLOCK(floor_divide_scalar, pw_floordiv1(v, a, pw_fmod1(v, a)))
+static float pw_floordiv_slow(float a, float b) { return pw_floordiv1(a, b, fmodf(a, b)); }
+
 typedef void (*pw_fn)(const float *, const float *, float *, int64_t, float, float, float);
 static const pw_fn PW_FNS[PW_COUNT] = {pw_sigmoid, pw_silu, pw_leaky_relu, pw_hardsigmoid,
                                        pw_hardswish, pw_clamp, pw_nan_to_num, pw_sign, pw_elu,
@@ -247,10 +302,18 @@ static const pw_fn PW_FNS[PW_COUNT] = {pw_sigmoid, pw_silu, pw_leaky_relu, pw_ha
                                        pw_logaddexp, pw_erfinv, pw_leaky_relu_bwd,
                                        pw_hardsigmoid_bwd, pw_hardswish_bwd, pw_elu_bwd,
                                        pw_softplus_bwd, pw_remainder, pw_remainder_scalar,
-                                       pw_angle, pw_lgamma, pw_ndtri, pw_digamma};
+                                       pw_angle, pw_lgamma, pw_ndtri, pw_digamma, pw_exp, pw_exp2,
+                                       pw_expm1, pw_log, pw_log2, pw_log10, pw_log1p, pw_sinh,
+                                       pw_cosh, pw_tan, pw_atan, pw_asin, pw_acos, pw_atanh,
+                                       pw_atan2, pw_logaddexp2, pw_hypot, pw_rsqrt,
+                                       pw_reciprocal, pw_hardshrink, pw_softshrink,
+                                       pw_shrink_bwd, pw_threshold, pw_threshold_bwd, pw_fmod,
+                                       pw_fmod_scalar, pw_floor_divide, pw_floor_divide_scalar};
 /* rough cost per element relative to a copy: how early a second thread pays */
 static const int PW_COST[PW_COUNT] = {8, 8, 1, 1, 1, 1, 1, 1, 8, 16, 1, 8, 16, 16,
-                                      1, 1, 1, 8, 8, 4, 4, 1, 32, 16, 16};
+                                      1, 1, 1, 8, 8, 4, 4, 1, 32, 16, 16, 4, 4, 4,
+                                      4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8, 16, 4, 1, 1,
+                                      1, 1, 1, 1, 1, 4, 4, 4, 4};
 
 /* op `op` of n contiguous floats x (and y for the two-input ops) into out; -1 for an unknown op */
 EXPORT int pointwise_f32(int op, const float *x, const float *y, float *out, int64_t n,
@@ -265,8 +328,9 @@ EXPORT int pointwise_f32(int op, const float *x, const float *y, float *out, int
     {
         int64_t m = n - i < B ? n - i : B;
         fn(x + i, y ? y + i : y, out + i, m, fa, fb, fc);
-        if (op == PW_REMAINDER || op == PW_REMAINDER_SCALAR)
-            pw_rem_fix(x + i, y ? y + i : y, out + i, m, fa);
+        if (op == PW_REMAINDER || op == PW_REMAINDER_SCALAR || op == PW_TAN || op == PW_FMOD ||
+            op == PW_FMOD_SCALAR || op == PW_FLOOR_DIVIDE || op == PW_FLOOR_DIVIDE_SCALAR)
+            pw_fix(op, x + i, y ? y + i : y, out + i, m, fa);
     }
     return 0;
 }
