@@ -96,15 +96,23 @@ static inline float pw_erfinv1(float y) {
     return a > 1.0f ? NAN : x;          /* (nan: a > 1 false, and x is nan already) */
 }
 
+/* C's fmod(a, b), exactly, but for its zero's sign: a - q b for q = trunc(a / b) while
+ * |q| < 2^24 (larger quotients, infinite b and nan are left to libm: pw_fix). The rounded
+ * quotient can only be one too large (then r and a differ in sign: one b back). a - q b is
+ * exact in double, and exact in float with one rounding (an FMA): the remainder, or it minus
+ * b, is a multiple of b's last place below |b|. */
+static inline float pw_fmod0(float a, float b) {
+#ifdef __FMA__
+    float q = truncf(a / b), r = fmaf(-q, b, a), ab = fabsf(b);
+#else
+    double q = trunc((double)a / (double)b), r = (double)a - q * (double)b, ab = fabs((double)b);
+#endif
+    return (float)((a > 0.0f) & (r < 0) ? r + ab : (a < 0.0f) & (r > 0) ? r - ab : r);
+}
 /* Python's a % b as NumPy's remainder: fmod's result moved into b's sign (a zero takes b's
- * sign). fmod(a, b) is exact: a - q b with q = trunc(a / b) is exact in double while
- * |q| < 2^24, and the rounded quotient can only be one too large (then r and a differ in
- * sign: one b back). Larger quotients, infinite b and nan are left to libm (pw_fix). */
+ * sign) */
 static inline float pw_rem1(float a, float b) {
-    double q = trunc((double)a / (double)b), r = (double)a - q * (double)b;
-    double ab = b < 0.0f ? -(double)b : (double)b;
-    r = (a > 0.0f) & (r < 0.0) ? r + ab : (a < 0.0f) & (r > 0.0) ? r - ab : r;
-    float m = (float)r;
+    float m = pw_fmod0(a, b);
     m = m != 0.0f && (b < 0.0f) != (m < 0.0f) ? m + b : m;
     return m == 0.0f ? (b < 0.0f ? -0.0f : 0.0f) : m;
 }
@@ -118,18 +126,23 @@ static float pw_rem_slow(float a, float b) {
 /* the elements of a block the fast path cannot take (rare: a second look): remainder's, fmod's
  * and floor_divide's with a quotient the exact path cannot take, tan's far arguments */
 static float pw_floordiv_slow(float a, float b);
-static void pw_fix(int op, const float *x, const float *y, float *o, int64_t n, float b) {
-    if (op == PW_TAN) {
-        for (int64_t i = 0; i < n; i++)
-            if (!(fabsf(x[i]) < 65536.0f)) o[i] = tanf(x[i]);
-        return;
-    }
-    for (int64_t i = 0; i < n; i++) {
+/* x (over y or b) needs libm: a quotient of 2^24 or more (|x| < 2^24 |b| is exact), b infinite
+ * or 0, nan; tan's |x| >= 2^16 (y NULL, b 0) */
+static inline int pw_far(float x, float b, int tan) {
+    return tan ? !(fabsf(x) < 65536.0f) : !(fabsf(x) < 16777216.0f * fabsf(b)) | (fabsf(b) == INFINITY);
+}
+TC static void pw_fix(int op, const float *x, const float *y, float *o, int64_t n, float b) {
+    int any = 0, tan = op == PW_TAN;
+    if (y)
+        for (int64_t i = 0; i < n; i++) any |= pw_far(x[i], y[i], 0);
+    else
+        for (int64_t i = 0; i < n; i++) any |= pw_far(x[i], b, tan);
+    for (int64_t i = 0; any && i < n; i++) {
         float bi = y ? y[i] : b;
-        if (!(fabsf(x[i] / bi) < 16777216.0f) | (fabsf(bi) == INFINITY))   /* (0 inf is nan) */
-            o[i] = op == PW_REMAINDER || op == PW_REMAINDER_SCALAR ? pw_rem_slow(x[i], bi) :
-                   op == PW_FMOD || op == PW_FMOD_SCALAR ? fmodf(x[i], bi) :
-                   pw_floordiv_slow(x[i], bi);
+        if (pw_far(x[i], bi, tan))
+            o[i] = tan ? tanf(x[i]) : op == PW_REMAINDER || op == PW_REMAINDER_SCALAR ?
+                   pw_rem_slow(x[i], bi) : op == PW_FMOD || op == PW_FMOD_SCALAR ?
+                   fmodf(x[i], bi) : pw_floordiv_slow(x[i], bi);
     }
 }
 
@@ -273,13 +286,8 @@ PW_BLOCK(softshrink, v > a ? v - a : v < -a ? v + a : 0.0f * v)
 PW_BLOCK(shrink_bwd, (v > a) | (v < -a) ? y[i] : 0.0f)
 PW_BLOCK(threshold, v <= a ? b : v)
 PW_BLOCK(threshold_bwd, y[i] * (v > a ? 1.0f : 0.0f))
-/* C's fmod exactly (see pw_rem1), the zero in a's sign; the rest goes to libm (pw_rem_fix) */
-static inline float pw_fmod1(float a, float b) {
-    double q = trunc((double)a / (double)b), r = (double)a - q * (double)b;
-    double ab = b < 0.0f ? -(double)b : (double)b;
-    r = (a > 0.0f) & (r < 0.0) ? r + ab : (a < 0.0f) & (r > 0.0) ? r - ab : r;
-    return r == 0.0 ? 0.0f * a : (float)r;
-}
+/* C's fmod: the zero in a's sign */
+static inline float pw_fmod1(float a, float b) { float r = pw_fmod0(a, b); return r == 0.0f ? 0.0f * a : r; }
 /* NumPy's floor_divide (npy_divmodf): (a - fmod(a, b)) / b, one less where the remainder
  * and b differ in sign, floored and rounded to the nearer integer */
 static inline float pw_floordiv1(float a, float b, float mod) {

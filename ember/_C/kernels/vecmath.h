@@ -301,7 +301,7 @@ static inline float tan_full_f32(float x) {
     p = p * z + 1.33387994085E-1f;
     p = p * z + 3.33331568548E-1f;
     float t = p * z * r + r;
-    return ((int64_t)k & 1) ? -1.0f / t : t;
+    return ((int32_t)k & 1) ? -1.0f / t : t;
 }
 
 static inline double phi_cdf_f64(double x, double *e) {
