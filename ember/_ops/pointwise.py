@@ -472,11 +472,12 @@ def fused(ufunc):
 
 
 def _unary(name, fwd, deriv, save="input", kinks=(), domain=None, aliases=(), kinds="",
-           doc=None, tags=()):
+           doc=None, tags=(), grad=None):
     """Register a floating unary op ``fwd`` with derivative ``deriv(x, result)`` (None: the
     caller registers its own vjp); inputs of the NumPy kinds in ``kinds`` are rejected as torch
     rejects them. ``fwd`` may name a ufunc of the array module (``"exp"``), which is then also
-    the op's ``ufunc``."""
+    the op's ``ufunc``. ``grad``: pointwise.h's fused backward for it, ``(name, *params)``
+    (``fused_grad``)."""
     ufunc = None
     if isinstance(fwd, str):
         ufunc = getattr(np, fwd) if "c" not in kinds else None    # (kinds must reject first)
@@ -491,6 +492,9 @@ def _unary(name, fwd, deriv, save="input", kinks=(), domain=None, aliases=(), ki
     if deriv is not None:
         @d.vjp(save=saves)
         def _(g, input, result=None):
+            if grad and (r := fused_grad(grad[0], result if save == "result" else input, g,
+                                         *grad[1:])) is not None:
+                return r
             return g * _conj(deriv(input, result))
 
     d.meta, d.kinks = same_meta, kinks
@@ -500,7 +504,7 @@ def _unary(name, fwd, deriv, save="input", kinks=(), domain=None, aliases=(), ki
 
 exp = _unary("exp", "exp", lambda x, r: r, save="result",
             tags=("autocast_fp32_cuda",))
-log = _unary("log", "log", lambda x, r: 1 / x, domain=(0.1, 4),
+log = _unary("log", "log", lambda x, r: 1 / x, domain=(0.1, 4), grad=("log", 1.0),
             tags=("autocast_fp32_cuda",))
 sqrt = _unary("sqrt", "sqrt", lambda x, r: 0.5 / r, save="result",
               domain=(0.1, 4))

@@ -12,7 +12,9 @@ enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAM
        PW_LOG, PW_LOG2, PW_LOG10, PW_LOG1P, PW_SINH, PW_COSH, PW_TAN, PW_ATAN, PW_ASIN, PW_ACOS,
        PW_ATANH, PW_ATAN2, PW_LOGADDEXP2, PW_HYPOT, PW_RSQRT, PW_RECIPROCAL, PW_HARDSHRINK,
        PW_SOFTSHRINK, PW_SHRINK_BWD, PW_THRESHOLD, PW_THRESHOLD_BWD, PW_FMOD, PW_FMOD_SCALAR,
-       PW_FLOOR_DIVIDE, PW_FLOOR_DIVIDE_SCALAR, PW_COUNT };
+       PW_FLOOR_DIVIDE, PW_FLOOR_DIVIDE_SCALAR, PW_SCALE_BWD, PW_EXPM1_BWD, PW_LOG_BWD,
+       PW_LOG1P_BWD, PW_SINH_BWD, PW_COSH_BWD, PW_TAN_BWD, PW_ATAN_BWD, PW_ASIN_BWD, PW_ATANH_BWD,
+       PW_RECIPROCAL_BWD, PW_RSQRT_BWD, PW_COUNT };
 
 /* NumPy's maximum and minimum (v > lo || v is nan ? v : lo), as one comparison gcc vectorises */
 static inline float pw_max(float v, float lo) { return v <= lo ? lo : v; }
@@ -147,8 +149,9 @@ TC static void pw_fix(int op, const float *x, const float *y, float *o, int64_t 
 }
 
 /* one block of an op: y is the second input (the gradient of the backward ops), else unused */
-#define PW_BLOCK(NAME, EXPR)                                                                   \
-    TC static void pw_##NAME(const float *x, const float *y, float *o, int64_t n,  \
+#define PW_BLOCK(NAME, EXPR) PW_BLOCK_AS(, NAME, EXPR)
+#define PW_BLOCK_AS(ATTR, NAME, EXPR)                                                          \
+    TC ATTR static void pw_##NAME(const float *x, const float *y, float *o, int64_t n,  \
                                         float a, float b, float c) {                          \
         (void)y; (void)a; (void)b; (void)c;                                                   \
         for (int64_t i = 0; i < n; i++) { float v = x[i]; o[i] = (EXPR); }                    \
@@ -300,7 +303,23 @@ static inline float pw_floordiv1(float a, float b, float mod) {
 PW_BLOCK(fmod, pw_fmod1(v, y[i]))
 PW_BLOCK(fmod_scalar, pw_fmod1(v, a))
 PW_BLOCK(floor_divide, pw_floordiv1(v, y[i], pw_fmod1(v, y[i])))
-PW_BLOCK(floor_divide_scalar, pw_floordiv1(v, a, pw_fmod1(v, a)))
+PW_BLOCK(floor_divide_scalar, pw_floordiv1(v, a, pw_fmod1(v, a)))/* the math functions' backwards: x is the saved input or result (_unary's save), y the
+ * gradient, grouped as the reference's deriv(x, r) then g times it (x^2 rounded before 1 -
+ * x^2: no FMA, whose cancellation near |x| = 1 would part from it); a: a constant (ln 2 for
+ * exp2 and log2, ln 10 for log10, -1 for acos) */
+PW_BLOCK(scale_bwd, y[i] * (v * a))
+PW_BLOCK(expm1_bwd, y[i] * (v + 1.0f))
+PW_BLOCK(log_bwd, y[i] * (1.0f / (v * a)))
+PW_BLOCK(log1p_bwd, y[i] * (1.0f / (v + 1.0f)))
+PW_BLOCK(sinh_bwd, y[i] * cosh_full_f32(v))
+PW_BLOCK(cosh_bwd, y[i] * sinh_full_f32(v))
+PW_BLOCK_AS(NOCONTRACT, tan_bwd, y[i] * (1.0f + v * v))
+PW_BLOCK_AS(NOCONTRACT, atan_bwd, y[i] * (1.0f / (1.0f + v * v)))
+PW_BLOCK_AS(NOCONTRACT, asin_bwd, y[i] * (a * (1.0f / sqrtf(1.0f - v * v))))
+PW_BLOCK_AS(NOCONTRACT, atanh_bwd, y[i] * (1.0f / (1.0f - v * v)))
+PW_BLOCK_AS(NOCONTRACT, reciprocal_bwd, y[i] * (-v * v))
+PW_BLOCK_AS(NOCONTRACT, rsqrt_bwd, y[i] * (-0.5f * v * v * v))
+
 static float pw_floordiv_slow(float a, float b) { return pw_floordiv1(a, b, fmodf(a, b)); }
 
 typedef void (*pw_fn)(const float *, const float *, float *, int64_t, float, float, float);
@@ -316,12 +335,17 @@ static const pw_fn PW_FNS[PW_COUNT] = {pw_sigmoid, pw_silu, pw_leaky_relu, pw_ha
                                        pw_atan2, pw_logaddexp2, pw_hypot, pw_rsqrt,
                                        pw_reciprocal, pw_hardshrink, pw_softshrink,
                                        pw_shrink_bwd, pw_threshold, pw_threshold_bwd, pw_fmod,
-                                       pw_fmod_scalar, pw_floor_divide, pw_floor_divide_scalar};
+                                       pw_fmod_scalar, pw_floor_divide, pw_floor_divide_scalar,
+                                       pw_scale_bwd, pw_expm1_bwd, pw_log_bwd, pw_log1p_bwd,
+                                       pw_sinh_bwd, pw_cosh_bwd, pw_tan_bwd, pw_atan_bwd,
+                                       pw_asin_bwd, pw_atanh_bwd, pw_reciprocal_bwd,
+                                       pw_rsqrt_bwd};
 /* rough cost per element relative to a copy: how early a second thread pays */
 static const int PW_COST[PW_COUNT] = {8, 8, 1, 1, 1, 1, 1, 1, 8, 16, 1, 8, 16, 16,
                                       1, 1, 1, 8, 8, 4, 4, 1, 32, 16, 16, 4, 4, 4,
                                       4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8, 16, 4, 1, 1,
-                                      1, 1, 1, 1, 1, 4, 4, 4, 4};
+                                      1, 1, 1, 1, 1, 4, 4, 4, 4, 1, 1, 1, 1, 8,
+                                      8, 1, 1, 1, 1, 1, 1};
 
 /* op `op` of n contiguous floats x (and y for the two-input ops) into out; -1 for an unknown op */
 EXPORT int pointwise_f32(int op, const float *x, const float *y, float *out, int64_t n,
