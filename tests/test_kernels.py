@@ -362,7 +362,14 @@ POINTWISE = [
     ("fmod_tensor", lambda t: ember.fmod(t * 7, t.flip(-1)), True),
     ("floor_divide", lambda t: ember.floor_divide(t * 7, 0.7), True),
     ("floor_divide_tensor", lambda t: ember.floor_divide(t * 7, t.flip(-1)), True),
-    ("reciprocal", ember.reciprocal, True), ("rsqrt", ember.rsqrt, True)] + [
+    ("reciprocal", ember.reciprocal, True), ("rsqrt", ember.rsqrt, True),
+    ("mish", F.mish, False), ("logsigmoid", F.logsigmoid, False),
+    ("hardtanh", lambda t: F.hardtanh(t, -0.5, 2.0), True), ("frac", ember.frac, True),
+    ("logit", lambda t: ember.logit((t * 0.1).clamp(-0.49, 0.49) + 0.5), False),
+    ("logit_eps", lambda t: ember.logit((t * 0.1).clamp(-0.49, 0.49) + 0.5, 0.1), False),
+    ("bce_logits", lambda t: F.binary_cross_entropy_with_logits(t, t.flip(-1).sigmoid()), False),
+    ("bce_logits_sum", lambda t: F.binary_cross_entropy_with_logits(
+        t, t.flip(-1).sigmoid().detach(), reduction="sum"), False)] + [
     (n, getattr(ember, n), False) for n in (
         "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sinh", "cosh", "tan", "atan",
         "asin", "acos", "atanh")] + [

@@ -342,7 +342,8 @@ def frac(xp, input):
         >>> ember.frac(ember.tensor([1.5, -2.25]))
         tensor([ 0.5000, -0.2500])
     """
-    return input - xp.trunc(input)
+    r = _C.pointwise("frac", input)
+    return input - xp.trunc(input) if r is None else r
 
 
 frac.vjp()(lambda g, input: g)

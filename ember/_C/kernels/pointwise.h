@@ -14,7 +14,9 @@ enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAM
        PW_SOFTSHRINK, PW_SHRINK_BWD, PW_THRESHOLD, PW_THRESHOLD_BWD, PW_FMOD, PW_FMOD_SCALAR,
        PW_FLOOR_DIVIDE, PW_FLOOR_DIVIDE_SCALAR, PW_SCALE_BWD, PW_EXPM1_BWD, PW_LOG_BWD,
        PW_LOG1P_BWD, PW_SINH_BWD, PW_COSH_BWD, PW_TAN_BWD, PW_ATAN_BWD, PW_ASIN_BWD, PW_ATANH_BWD,
-       PW_RECIPROCAL_BWD, PW_RSQRT_BWD, PW_COUNT };
+       PW_RECIPROCAL_BWD, PW_RSQRT_BWD, PW_MISH, PW_MISH_BWD, PW_LOGSIGMOID, PW_LOGSIGMOID_BWD,
+       PW_HARDTANH_BWD, PW_FRAC, PW_LOGIT, PW_LOGIT_BWD, PW_BCE_LOGITS, PW_BCE_LOGITS_BWD,
+       PW_COUNT };
 
 /* NumPy's maximum and minimum (v > lo || v is nan ? v : lo), as one comparison gcc vectorises */
 static inline float pw_max(float v, float lo) { return v <= lo ? lo : v; }
@@ -319,6 +321,33 @@ PW_BLOCK_AS(NOCONTRACT, asin_bwd, y[i] * (a * (1.0f / sqrtf(1.0f - v * v))))
 PW_BLOCK_AS(NOCONTRACT, atanh_bwd, y[i] * (1.0f / (1.0f - v * v)))
 PW_BLOCK_AS(NOCONTRACT, reciprocal_bwd, y[i] * (-v * v))
 PW_BLOCK_AS(NOCONTRACT, rsqrt_bwd, y[i] * (-0.5f * v * v * v))
+/* mish: x tanh(softplus(x)) = x n / (n + 2) with n = e (e + 2), e = exp(x) (x capped at 20,
+ * where the ratio is 1 in float32), ~3 ulp; its backward g (t + x sigmoid(x) (1 - t^2)) */
+static inline float pw_mish_t(float v, float *sig) {
+    float e = exp_full_f32(v < 20.0f ? v : 20.0f), n = e * (e + 2.0f);
+    *sig = e / (1.0f + e);
+    return n / (n + 2.0f);
+}
+static inline float pw_mish1(float v) { float s, t = pw_mish_t(v, &s); return v * t; }
+static inline float pw_mish_bwd1(float v, float g) {
+    float s, t = pw_mish_t(v, &s);
+    return g * (t + v * s * (1.0f - t * t));
+}
+PW_BLOCK(mish, pw_mish1(v))
+PW_BLOCK(mish_bwd, pw_mish_bwd1(v, y[i]))
+/* logsigmoid as its reference min(x, 0) - log1p(exp(-|x|)), its backward g sigmoid(-x) */
+PW_BLOCK(logsigmoid, pw_min(v, 0.0f) - log1p_nonneg_f32(exp_f32(v < 0.0f ? v : -v)))
+PW_BLOCK(logsigmoid_bwd, y[i] * pw_sigmoid1(-v))
+/* hardtanh's backward: g inside (a, b), else 0 */
+PW_BLOCK(hardtanh_bwd, (v > a) & (v < b) ? y[i] : 0.0f)
+PW_BLOCK(frac, v - truncf(v))
+/* logit of x clamped to [a, b] (-inf, inf: no eps), and its backward, 0 outside [a, b] */
+PW_BLOCK(logit, log_full_f32(pw_min(pw_max(v, a), b) / (1.0f - pw_min(pw_max(v, a), b))))
+PW_BLOCK(logit_bwd, (v < a) | (v > b) ? 0.0f : y[i] / (v * (1.0f - v)))
+/* binary_cross_entropy_with_logits without weights, y the target: (1 - y) x + softplus(-x);
+ * its input's gradient (1 - y) - (1 - sigmoid(x)) times a, the loss's (scalar) gradient */
+PW_BLOCK(bce_logits, (1.0f - y[i]) * v + (pw_max(-v, 0.0f) + log1p_nonneg_f32(exp_f32(v < 0.0f ? v : -v))))
+PW_BLOCK(bce_logits_bwd, ((1.0f - y[i]) - (1.0f - pw_sigmoid1(v))) * a)
 
 static float pw_floordiv_slow(float a, float b) { return pw_floordiv1(a, b, fmodf(a, b)); }
 
@@ -339,13 +368,16 @@ static const pw_fn PW_FNS[PW_COUNT] = {pw_sigmoid, pw_silu, pw_leaky_relu, pw_ha
                                        pw_scale_bwd, pw_expm1_bwd, pw_log_bwd, pw_log1p_bwd,
                                        pw_sinh_bwd, pw_cosh_bwd, pw_tan_bwd, pw_atan_bwd,
                                        pw_asin_bwd, pw_atanh_bwd, pw_reciprocal_bwd,
-                                       pw_rsqrt_bwd};
+                                       pw_rsqrt_bwd, pw_mish, pw_mish_bwd, pw_logsigmoid,
+                                       pw_logsigmoid_bwd, pw_hardtanh_bwd, pw_frac, pw_logit,
+                                       pw_logit_bwd, pw_bce_logits, pw_bce_logits_bwd};
 /* rough cost per element relative to a copy: how early a second thread pays */
 static const int PW_COST[PW_COUNT] = {8, 8, 1, 1, 1, 1, 1, 1, 8, 16, 1, 8, 16, 16,
                                       1, 1, 1, 8, 8, 4, 4, 1, 32, 16, 16, 4, 4, 4,
                                       4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8, 16, 4, 1, 1,
                                       1, 1, 1, 1, 1, 4, 4, 4, 4, 1, 1, 1, 1, 8,
-                                      8, 1, 1, 1, 1, 1, 1};
+                                      8, 1, 1, 1, 1, 1, 1, 8, 8, 16, 8, 1, 1, 4,
+                                      1, 16, 8};
 
 /* op `op` of n contiguous floats x (and y for the two-input ops) into out; -1 for an unknown op */
 EXPORT int pointwise_f32(int op, const float *x, const float *y, float *out, int64_t n,
