@@ -398,6 +398,15 @@ def test_pointwise_float32(name, fn, exact, shape, noncontig):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+def test_every_pointwise_code_has_a_loop(threads):
+    """Each op code of ``_POINTWISE`` names a loop in pointwise.h's table (a missing entry would
+    be a NULL call)."""
+    x = np.linspace(0.05, 0.95, 5000, dtype=np.float32)
+    for name in kernels._POINTWISE:
+        r = kernels.pointwise(name, x, 0.5, 0.25, other=x[::-1])
+        assert r.shape == x.shape and not np.isnan(r[:100]).all(), name
+
+
 def test_pointwise_kernel_runs_and_keeps_the_layout():
     """The fused loop takes a contiguous float32 array (a transposed one, and float64, keep
     NumPy; a strided second operand is copied), and a sigmoid far down the tail is its

@@ -22,10 +22,12 @@ _FP32_CUDA = ("autocast_fp32_cuda",)
 # ---- exponentials, logs, powers -----------------------------------------------------------
 
 reciprocal = _unary("reciprocal", "reciprocal",
-                    lambda x, r: -r * r, save="result", grad=("reciprocal",), domain=(0.3, 2.0), tags=_FP32_CUDA)
+                    lambda x, r: -r * r, save="result", grad=("reciprocal",), domain=(0.3, 2.0),
+                    tags=_FP32_CUDA)
 rsqrt = _unary("rsqrt", lambda xp, input: r if (r := _C.pointwise("rsqrt", input, min_size=4096))
                is not None else xp.reciprocal(xp.sqrt(input)),
-               lambda x, r: -0.5 * r * r * r, save="result", grad=("rsqrt",), domain=(0.1, 4.0), tags=_FP32_CUDA)
+               lambda x, r: -0.5 * r * r * r, save="result", grad=("rsqrt",), domain=(0.1, 4.0),
+               tags=_FP32_CUDA)
 exp2 = _unary("exp2", "exp2", lambda x, r: r * _LN2, save="result", grad=("scale", _LN2))
 expm1 = _unary("expm1", "expm1", lambda x, r: r + 1, save="result", grad=("expm1",),
                tags=_FP32_CUDA)

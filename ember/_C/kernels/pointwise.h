@@ -1,13 +1,15 @@
 /* Fused float32 pointwise ops: one pass over memory where the NumPy reference takes two to
  * five (each a full read and write of the array), for the activations, clamp, sign and
- * nan_to_num. Included once (float32 only; float64 keeps NumPy). The selects round exactly as
- * the reference's ufuncs (NumPy's maximum is a > b ? a : b with nan kept: signed zeros
- * included), so those are bit-identical; the exp and log ones use the vector functions below
- * and vecmath.h's (~1-2 ulp). a, b, c are the op's float parameters (unused ones 0), rounded to float32 as
- * NumPy rounds a Python float meeting a float32 array. */
+ * nan_to_num, and a vectorised one where NumPy runs libm element by element (expm1, log1p,
+ * tan, atan2...: vecmath.h's full-range functions, accuracy stated there). Included once
+ * (float32 only; float64 keeps NumPy). The selects round exactly as the reference's ufuncs
+ * (NumPy's maximum is a > b ? a : b with nan kept: signed zeros included), so those are
+ * bit-identical, as are fmod, remainder and floor_divide; the exp and log ones use the vector
+ * functions below and vecmath.h's (~1-3 ulp). a, b, c are the op's float parameters (unused
+ * ones 0), rounded to float32 as NumPy rounds a Python float meeting a float32 array. */
 enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAMP, PW_NAN_TO_NUM,
-       PW_SIGN, PW_ELU, PW_SOFTPLUS, PW_SIGMOID_BWD, PW_SILU_BWD, PW_LOGADDEXP, PW_ERFINV, PW_LEAKY_RELU_BWD,
-       PW_HARDSIGMOID_BWD, PW_HARDSWISH_BWD, PW_ELU_BWD, PW_SOFTPLUS_BWD, PW_REMAINDER,
+       PW_SIGN, PW_ELU, PW_SOFTPLUS, PW_SIGMOID_BWD, PW_SILU_BWD, PW_LOGADDEXP, PW_ERFINV,
+       PW_LEAKY_RELU_BWD, PW_HARDSIGMOID_BWD, PW_HARDSWISH_BWD, PW_ELU_BWD, PW_SOFTPLUS_BWD, PW_REMAINDER,
        PW_REMAINDER_SCALAR, PW_ANGLE, PW_LGAMMA, PW_NDTRI, PW_DIGAMMA, PW_EXP, PW_EXP2, PW_EXPM1,
        PW_LOG, PW_LOG2, PW_LOG10, PW_LOG1P, PW_SINH, PW_COSH, PW_TAN, PW_ATAN, PW_ASIN, PW_ACOS,
        PW_ATANH, PW_ATAN2, PW_LOGADDEXP2, PW_HYPOT, PW_RSQRT, PW_RECIPROCAL, PW_HARDSHRINK,
@@ -133,7 +135,8 @@ static float pw_floordiv_slow(float a, float b);
 /* x (over y or b) needs libm: a quotient of 2^24 or more (|x| < 2^24 |b| is exact), b infinite
  * or 0, nan; tan's |x| >= 2^16 (y NULL, b 0) */
 static inline int pw_far(float x, float b, int tan) {
-    return tan ? !(fabsf(x) < 65536.0f) : !(fabsf(x) < 16777216.0f * fabsf(b)) | (fabsf(b) == INFINITY);
+    return tan ? !(fabsf(x) < 65536.0f)
+               : !(fabsf(x) < 16777216.0f * fabsf(b)) | (fabsf(b) == INFINITY);
 }
 TC static void pw_fix(int op, const float *x, const float *y, float *o, int64_t n, float b) {
     int any = 0, tan = op == PW_TAN;
@@ -292,7 +295,10 @@ PW_BLOCK(shrink_bwd, (v > a) | (v < -a) ? y[i] : 0.0f)
 PW_BLOCK(threshold, v <= a ? b : v)
 PW_BLOCK(threshold_bwd, y[i] * (v > a ? 1.0f : 0.0f))
 /* C's fmod: the zero in a's sign */
-static inline float pw_fmod1(float a, float b) { float r = pw_fmod0(a, b); return r == 0.0f ? 0.0f * a : r; }
+static inline float pw_fmod1(float a, float b) {
+    float r = pw_fmod0(a, b);
+    return r == 0.0f ? 0.0f * a : r;
+}
 /* NumPy's floor_divide (npy_divmodf): (a - fmod(a, b)) / b, one less where the remainder
  * and b differ in sign, floored and rounded to the nearer integer */
 static inline float pw_floordiv1(float a, float b, float mod) {
@@ -305,7 +311,8 @@ static inline float pw_floordiv1(float a, float b, float mod) {
 PW_BLOCK(fmod, pw_fmod1(v, y[i]))
 PW_BLOCK(fmod_scalar, pw_fmod1(v, a))
 PW_BLOCK(floor_divide, pw_floordiv1(v, y[i], pw_fmod1(v, y[i])))
-PW_BLOCK(floor_divide_scalar, pw_floordiv1(v, a, pw_fmod1(v, a)))/* the math functions' backwards: x is the saved input or result (_unary's save), y the
+PW_BLOCK(floor_divide_scalar, pw_floordiv1(v, a, pw_fmod1(v, a)))
+/* the math functions' backwards: x is the saved input or result (_unary's save), y the
  * gradient, grouped as the reference's deriv(x, r) then g times it (x^2 rounded before 1 -
  * x^2: no FMA, whose cancellation near |x| = 1 would part from it); a: a constant (ln 2 for
  * exp2 and log2, ln 10 for log10, -1 for acos) */
@@ -346,7 +353,8 @@ PW_BLOCK(logit, log_full_f32(pw_min(pw_max(v, a), b) / (1.0f - pw_min(pw_max(v, 
 PW_BLOCK(logit_bwd, (v < a) | (v > b) ? 0.0f : y[i] / (v * (1.0f - v)))
 /* binary_cross_entropy_with_logits without weights, y the target: (1 - y) x + softplus(-x);
  * its input's gradient (1 - y) - (1 - sigmoid(x)) times a, the loss's (scalar) gradient */
-PW_BLOCK(bce_logits, (1.0f - y[i]) * v + (pw_max(-v, 0.0f) + log1p_nonneg_f32(exp_f32(v < 0.0f ? v : -v))))
+PW_BLOCK(bce_logits, (1.0f - y[i]) * v +
+                     (pw_max(-v, 0.0f) + log1p_nonneg_f32(exp_f32(v < 0.0f ? v : -v))))
 PW_BLOCK(bce_logits_bwd, ((1.0f - y[i]) - (1.0f - pw_sigmoid1(v))) * a)
 
 static float pw_floordiv_slow(float a, float b) { return pw_floordiv1(a, b, fmodf(a, b)); }
