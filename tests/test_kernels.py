@@ -369,7 +369,11 @@ POINTWISE = [
     ("logit_eps", lambda t: ember.logit((t * 0.1).clamp(-0.49, 0.49) + 0.5, 0.1), False),
     ("bce_logits", lambda t: F.binary_cross_entropy_with_logits(t, t.flip(-1).sigmoid()), False),
     ("bce_logits_sum", lambda t: F.binary_cross_entropy_with_logits(
-        t, t.flip(-1).sigmoid().detach(), reduction="sum"), False)] + [
+        t, t.flip(-1).sigmoid().detach(), reduction="sum"), False),
+    ("lerp", lambda t: ember.lerp(t, t.flip(-1), 0.3), True),
+    ("lerp_far", lambda t: ember.lerp(t, t.flip(-1), 0.8), True),
+    ("addcmul", lambda t: ember.addcmul(t, t.flip(-1), t * 0.5, value=0.7), True),
+    ("addcdiv", lambda t: ember.addcdiv(t, t.flip(-1), t * 0.5 + 3, value=-2), True)] + [
     (n, getattr(ember, n), False) for n in (
         "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sinh", "cosh", "tan", "atan",
         "asin", "acos", "atanh")] + [
@@ -403,7 +407,7 @@ def test_every_pointwise_code_has_a_loop(threads):
     be a NULL call)."""
     x = np.linspace(0.05, 0.95, 5000, dtype=np.float32)
     for name in kernels._POINTWISE:
-        r = kernels.pointwise(name, x, 0.5, 0.25, other=x[::-1])
+        r = kernels.pointwise(name, x, 0.5, 0.25, other=x[::-1], third=x + 1)
         assert r.shape == x.shape and not np.isnan(r[:100]).all(), name
 
 

@@ -471,6 +471,9 @@ def lerp(xp, input, end, weight):
         tensor([ 2.5000, 12.5000])
     """
     # NOTE: torch's formula: from ``end`` backwards when |weight| >= 0.5, so lerp(a, b, 1) == b
+    if type(weight) in (int, float) and (r := _C.pointwise(
+            "lerp", input, weight, 1 - weight, abs(weight) < 0.5, other=end)) is not None:
+        return r
     d = xp.subtract(end, input)
     if type(weight) in (int, float):      # (one side of the formula: no where over both)
         r = input + weight * d if abs(weight) < 0.5 else end - d * (1 - weight)
@@ -500,6 +503,10 @@ lerp.grad_name_of = overload_if_tensor("lerp", 2, "weight")
 def _addc(xp, f, input, tensor1, tensor2, value, out=None):
     """``input + value * f(tensor1, tensor2)`` (multiply, true_divide), into ``out`` where given
     (the C in-place path's write: an optimizer's ``v.addcmul_(g, g, value=1 - beta2)``)."""
+    if xp is np and type(value) in (int, float) and (r := _C.pointwise(
+            "addcmul" if f is np.multiply else "addcdiv", input, value, other=tensor1,
+            third=tensor2, out=out)) is not None:
+        return r
     return xp.add(input, xp.multiply(f(tensor1, tensor2), value), out=out)
 
 

@@ -7,18 +7,19 @@
  * bit-identical, as are fmod, remainder and floor_divide; the exp and log ones use the vector
  * functions below and vecmath.h's (~1-3 ulp). a, b, c are the op's float parameters (unused
  * ones 0), rounded to float32 as NumPy rounds a Python float meeting a float32 array. */
-enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAMP, PW_NAN_TO_NUM,
-       PW_SIGN, PW_ELU, PW_SOFTPLUS, PW_SIGMOID_BWD, PW_SILU_BWD, PW_LOGADDEXP, PW_ERFINV,
-       PW_LEAKY_RELU_BWD, PW_HARDSIGMOID_BWD, PW_HARDSWISH_BWD, PW_ELU_BWD, PW_SOFTPLUS_BWD, PW_REMAINDER,
-       PW_REMAINDER_SCALAR, PW_ANGLE, PW_LGAMMA, PW_NDTRI, PW_DIGAMMA, PW_EXP, PW_EXP2, PW_EXPM1,
-       PW_LOG, PW_LOG2, PW_LOG10, PW_LOG1P, PW_SINH, PW_COSH, PW_TAN, PW_ATAN, PW_ASIN, PW_ACOS,
-       PW_ATANH, PW_ATAN2, PW_LOGADDEXP2, PW_HYPOT, PW_RSQRT, PW_RECIPROCAL, PW_HARDSHRINK,
-       PW_SOFTSHRINK, PW_SHRINK_BWD, PW_THRESHOLD, PW_THRESHOLD_BWD, PW_FMOD, PW_FMOD_SCALAR,
-       PW_FLOOR_DIVIDE, PW_FLOOR_DIVIDE_SCALAR, PW_SCALE_BWD, PW_EXPM1_BWD, PW_LOG_BWD,
-       PW_LOG1P_BWD, PW_SINH_BWD, PW_COSH_BWD, PW_TAN_BWD, PW_ATAN_BWD, PW_ASIN_BWD, PW_ATANH_BWD,
-       PW_RECIPROCAL_BWD, PW_RSQRT_BWD, PW_MISH, PW_MISH_BWD, PW_LOGSIGMOID, PW_LOGSIGMOID_BWD,
-       PW_HARDTANH_BWD, PW_FRAC, PW_LOGIT, PW_LOGIT_BWD, PW_BCE_LOGITS, PW_BCE_LOGITS_BWD,
-       PW_COUNT };
+enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAMP,
+       PW_NAN_TO_NUM, PW_SIGN, PW_ELU, PW_SOFTPLUS, PW_SIGMOID_BWD, PW_SILU_BWD, PW_LOGADDEXP,
+       PW_ERFINV, PW_LEAKY_RELU_BWD, PW_HARDSIGMOID_BWD, PW_HARDSWISH_BWD, PW_ELU_BWD,
+       PW_SOFTPLUS_BWD, PW_REMAINDER, PW_REMAINDER_SCALAR, PW_ANGLE, PW_LGAMMA, PW_NDTRI,
+       PW_DIGAMMA, PW_EXP, PW_EXP2, PW_EXPM1, PW_LOG, PW_LOG2, PW_LOG10, PW_LOG1P, PW_SINH,
+       PW_COSH, PW_TAN, PW_ATAN, PW_ASIN, PW_ACOS, PW_ATANH, PW_ATAN2, PW_LOGADDEXP2, PW_HYPOT,
+       PW_RSQRT, PW_RECIPROCAL, PW_HARDSHRINK, PW_SOFTSHRINK, PW_SHRINK_BWD, PW_THRESHOLD,
+       PW_THRESHOLD_BWD, PW_FMOD, PW_FMOD_SCALAR, PW_FLOOR_DIVIDE, PW_FLOOR_DIVIDE_SCALAR,
+       PW_SCALE_BWD, PW_EXPM1_BWD, PW_LOG_BWD, PW_LOG1P_BWD, PW_SINH_BWD, PW_COSH_BWD,
+       PW_TAN_BWD, PW_ATAN_BWD, PW_ASIN_BWD, PW_ATANH_BWD, PW_RECIPROCAL_BWD, PW_RSQRT_BWD,
+       PW_MISH, PW_MISH_BWD, PW_LOGSIGMOID, PW_LOGSIGMOID_BWD, PW_HARDTANH_BWD, PW_FRAC,
+       PW_LOGIT, PW_LOGIT_BWD, PW_BCE_LOGITS, PW_BCE_LOGITS_BWD, PW_LERP, PW_ADDCMUL,
+       PW_ADDCDIV, PW_COUNT };
 
 /* NumPy's maximum and minimum (v > lo || v is nan ? v : lo), as one comparison gcc vectorises */
 static inline float pw_max(float v, float lo) { return v <= lo ? lo : v; }
@@ -156,9 +157,9 @@ TC static void pw_fix(int op, const float *x, const float *y, float *o, int64_t 
 /* one block of an op: y is the second input (the gradient of the backward ops), else unused */
 #define PW_BLOCK(NAME, EXPR) PW_BLOCK_AS(, NAME, EXPR)
 #define PW_BLOCK_AS(ATTR, NAME, EXPR)                                                          \
-    TC ATTR static void pw_##NAME(const float *x, const float *y, float *o, int64_t n,  \
-                                        float a, float b, float c) {                          \
-        (void)y; (void)a; (void)b; (void)c;                                                   \
+    TC ATTR static void pw_##NAME(const float *x, const float *y, const float *z, float *o,    \
+                                  int64_t n, float a, float b, float c) {                     \
+        (void)y; (void)z; (void)a; (void)b; (void)c;                                          \
         for (int64_t i = 0; i < n; i++) { float v = x[i]; o[i] = (EXPR); }                    \
     }
 
@@ -356,10 +357,16 @@ PW_BLOCK(logit_bwd, (v < a) | (v > b) ? 0.0f : y[i] / (v * (1.0f - v)))
 PW_BLOCK(bce_logits, (1.0f - y[i]) * v +
                      (pw_max(-v, 0.0f) + log1p_nonneg_f32(exp_f32(v < 0.0f ? v : -v))))
 PW_BLOCK(bce_logits_bwd, ((1.0f - y[i]) - (1.0f - pw_sigmoid1(v))) * a)
+/* lerp to y by a number weight a (b = 1 - a, c: |a| < 1/2), torch's two sides of the formula;
+ * addcmul and addcdiv: x + (y * z) a and x + (y / z) a; each as its reference, unfused */
+PW_BLOCK_AS(NOCONTRACT, lerp, c != 0.0f ? v + a * (y[i] - v) : y[i] - (y[i] - v) * b)
+PW_BLOCK_AS(NOCONTRACT, addcmul, v + (y[i] * z[i]) * a)
+PW_BLOCK_AS(NOCONTRACT, addcdiv, v + (y[i] / z[i]) * a)
 
 static float pw_floordiv_slow(float a, float b) { return pw_floordiv1(a, b, fmodf(a, b)); }
 
-typedef void (*pw_fn)(const float *, const float *, float *, int64_t, float, float, float);
+typedef void (*pw_fn)(const float *, const float *, const float *, float *, int64_t, float, float,
+                      float);
 static const pw_fn PW_FNS[PW_COUNT] = {pw_sigmoid, pw_silu, pw_leaky_relu, pw_hardsigmoid,
                                        pw_hardswish, pw_clamp, pw_nan_to_num, pw_sign, pw_elu,
                                        pw_softplus, pw_sigmoid_bwd, pw_silu_bwd,
@@ -378,18 +385,20 @@ static const pw_fn PW_FNS[PW_COUNT] = {pw_sigmoid, pw_silu, pw_leaky_relu, pw_ha
                                        pw_asin_bwd, pw_atanh_bwd, pw_reciprocal_bwd,
                                        pw_rsqrt_bwd, pw_mish, pw_mish_bwd, pw_logsigmoid,
                                        pw_logsigmoid_bwd, pw_hardtanh_bwd, pw_frac, pw_logit,
-                                       pw_logit_bwd, pw_bce_logits, pw_bce_logits_bwd};
+                                       pw_logit_bwd, pw_bce_logits, pw_bce_logits_bwd, pw_lerp,
+                                       pw_addcmul, pw_addcdiv};
 /* rough cost per element relative to a copy: how early a second thread pays */
 static const int PW_COST[PW_COUNT] = {8, 8, 1, 1, 1, 1, 1, 1, 8, 16, 1, 8, 16, 16,
                                       1, 1, 1, 8, 8, 4, 4, 1, 32, 16, 16, 4, 4, 4,
                                       4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8, 16, 4, 1, 1,
                                       1, 1, 1, 1, 1, 4, 4, 4, 4, 1, 1, 1, 1, 8,
                                       8, 1, 1, 1, 1, 1, 1, 8, 8, 16, 8, 1, 1, 4,
-                                      1, 16, 8};
+                                      1, 16, 8, 1, 1, 1};
 
-/* op `op` of n contiguous floats x (and y for the two-input ops) into out; -1 for an unknown op */
-EXPORT int pointwise_f32(int op, const float *x, const float *y, float *out, int64_t n,
-                         double a, double b, double c, int nt) {
+/* op `op` of n contiguous floats x (and y, z for the two- and three-input ops) into out; -1 for
+ * an unknown op */
+EXPORT int pointwise_f32(int op, const float *x, const float *y, const float *z, float *out,
+                         int64_t n, double a, double b, double c, int nt) {
     if (op < 0 || op >= PW_COUNT) return -1;
     const int64_t B = 16384;
     pw_fn fn = PW_FNS[op];
@@ -399,7 +408,7 @@ EXPORT int pointwise_f32(int op, const float *x, const float *y, float *out, int
     for (int64_t i = 0; i < n; i += B)
     {
         int64_t m = n - i < B ? n - i : B;
-        fn(x + i, y ? y + i : y, out + i, m, fa, fb, fc);
+        fn(x + i, y ? y + i : y, z ? z + i : z, out + i, m, fa, fb, fc);
         if (op == PW_REMAINDER || op == PW_REMAINDER_SCALAR || op == PW_TAN || op == PW_FMOD ||
             op == PW_FMOD_SCALAR || op == PW_FLOOR_DIVIDE || op == PW_FLOOR_DIVIDE_SCALAR)
             pw_fix(op, x + i, y ? y + i : y, out + i, m, fa);
