@@ -484,7 +484,9 @@ def lerp(xp, input, end, weight):
 
 @lerp.vjp(save=("input", "end", "weight"))
 def _(g, input, end, weight):
-    return g * _conj(1 - weight), g * _conj(weight), g * _conj(end - input)
+    # (a number weight has no gradient: end - input would be two passes thrown away)
+    return g * _conj(1 - weight), g * _conj(weight), \
+        g * _conj(end - input) if isinstance(weight, ember.Tensor) else None
 
 
 lerp.meta = broadcast_meta
