@@ -25,33 +25,6 @@ enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAM
 static inline float pw_max(float v, float lo) { return v <= lo ? lo : v; }
 static inline float pw_min(float v, float hi) { return v >= hi ? hi : v; }
 
-/* log(x) for finite normal x > 0: Cephes' logf (mantissa in [sqrt(1/2), sqrt 2), degree-8
- * polynomial, ln 2 in two parts), ~1 ulp */
-static inline float log_f32(float x) {
-    int32_t bits;
-    memcpy(&bits, &x, 4);
-    int32_t e = ((bits >> 23) & 0xff) - 126;
-    float m = f32_from_bits((bits & 0x007fffff) | 0x3f000000);     /* x = m 2^e, m in [1/2, 1) */
-    int low = m < 0.707106781186547524f;
-    e = low ? e - 1 : e;
-    m = low ? m + m - 1.0f : m - 1.0f;
-    float z = m * m;
-    float y = 7.0376836292E-2f;
-    y = y * m - 1.1514610310E-1f;
-    y = y * m + 1.1676998740E-1f;
-    y = y * m - 1.2420140846E-1f;
-    y = y * m + 1.4249322787E-1f;
-    y = y * m - 1.6668057665E-1f;
-    y = y * m + 2.0000714765E-1f;
-    y = y * m - 2.4999993993E-1f;
-    y = y * m + 3.3333331174E-1f;
-    y = y * m * z;
-    float fe = (float)e;
-    y += -2.12194440e-4f * fe;
-    y += -0.5f * z;
-    return m + y + 0.693359375f * fe;
-}
-
 /* log1p(y) for y >= 0 (or nan, or inf): log(u) for u = 1 + y, corrected by the rounding of
  * u ((u - 1) - y) / u, the classic trick that keeps tiny y exact */
 static inline float log1p_nonneg_f32(float y) {

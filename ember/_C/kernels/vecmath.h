@@ -191,15 +191,17 @@ static inline float log_parts_f32(float x, float *fe) {
     *fe = (float)e;
     return m + (y * m * z - 0.5f * z);
 }
+/* log(x) for finite x > 0 (Cephes' logf: ln 2 in two parts), ~1 ulp */
+static inline float log_f32(float x) {
+    float e, t = log_parts_f32(x, &e);
+    return (t + e * -2.12194440e-4f) + e * 0.693359375f;
+}
 /* libm's answers off the positive finite numbers: nan below 0, -inf at +-0, inf at inf */
 static inline float log_special_f32(float x, float r) {
     return x == 0.0f ? -INFINITY : x < 0.0f ? NAN : x == INFINITY ? x : x != x ? x : r;
 }
 /* log, log2 and log10, ~1 ulp (base 2 exact at powers of 2) */
-static inline float log_full_f32(float x) {
-    float e, t = log_parts_f32(x, &e);
-    return log_special_f32(x, (t + e * -2.12194440e-4f) + e * 0.693359375f);
-}
+static inline float log_full_f32(float x) { return log_special_f32(x, log_f32(x)); }
 static inline float log2_full_f32(float x) {
     float e, t = log_parts_f32(x, &e);
     return log_special_f32(x, t * 1.44269504088896341f + e);
@@ -210,9 +212,7 @@ static inline float log10_full_f32(float x) {
 }
 /* log1p(y), ~2 ulp: log(1 + y) corrected by the rounding of 1 + y */
 static inline float log1p_full_f32(float y) {
-    float u = 1.0f + y, e, t = log_parts_f32(u, &e);
-    float r = (t + e * -2.12194440e-4f) + e * 0.693359375f - ((u - 1.0f) - y) / u;
-    r = log_special_f32(u, r);
+    float u = 1.0f + y, r = log_special_f32(u, log_f32(u) - ((u - 1.0f) - y) / u);
     return y == 0.0f ? y : u == 0.0f ? -INFINITY : r;
 }
 
