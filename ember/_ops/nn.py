@@ -460,6 +460,9 @@ def _(g, input, target, weight=None, reduction="mean"):
 
 def _bce_logits(xp, input, target, weight, pos_weight):
     """The unreduced loss ``(1 - y) x + (1 + (pw - 1) y) softplus(-x)``, times ``weight``."""
+    if weight is None and pos_weight is None and \
+            (r := _C.pointwise("bce_logits", input, other=target)) is not None:
+        return r
     sp = xp.maximum(-input, 0) + xp.log1p(xp.exp(-xp.abs(input)))      # softplus(-x), stably
     lw = 1 if pos_weight is None else 1 + (pos_weight - 1) * target
     loss = (1 - target) * input + lw * sp
@@ -480,11 +483,16 @@ def _(g, input, target, weight=None, pos_weight=None, reduction="mean"):
     g = _mean_scale(g, np.broadcast_shapes(*(tuple(t.shape) for t in (
         input, target, weight, pos_weight) if t is not None)), reduction)
     gw = g if weight is None else g * weight
-    sp = (-input).clamp_min(0) + (-input.abs()).exp().log1p()          # softplus(-x)
+    sp = (lambda: (-input).clamp_min(0) + (-input.abs()).exp().log1p())   # softplus(-x)
     lw = 1 if pos_weight is None else 1 + (pos_weight - 1) * target
     # d/dx = (1 - y) - lw sigmoid(-x): sigmoid(x) - y without pos_weight
-    gx = ((1 - target) - lw * (1 - input.sigmoid())) * gw
-    gt = (-input if pos_weight is None else (pos_weight - 1) * sp - input) * gw
+    r = _C.pointwise("bce_logits_bwd", input._data, float(gw), other=target._data) if (
+        pos_weight is None and type(gw) is type(input) is type(target) is Tensor and
+        gw.ndim == 0 and not _grad_state.grad_enabled) else None         # (a mean's or sum's g)
+    gx = Tensor._wrap(r) if r is not None else ((1 - target) - lw * (1 - input.sigmoid())) * gw
+    gt = (-input if pos_weight is None else (pos_weight - 1) * sp() - input) * gw \
+        if needs_input_grad(1) else None
+    sp = sp() if needs_input_grad(2) or needs_input_grad(3) else None
     return (gx, gt, ((1 - target) * input + lw * sp) * g if needs_input_grad(2) else None,
             target * sp * gw if needs_input_grad(3) else None, None)
 
@@ -585,11 +593,15 @@ def _(g, input):
 def mish(xp, input):
     """``x * tanh(softplus(x))``."""
     x = _floating(xp, "mish", input)
+    if (r := _C.pointwise("mish", x)) is not None:
+        return r
     return x * xp.tanh(xp.logaddexp(x, 0))
 
 
 @mish.vjp(save=("input",))
 def _(g, input):
+    if (gx := fused_grad("mish", input, g)) is not None:
+        return gx
     t = ember.nn.functional.softplus(input).tanh()
     return g * (t + input * input.sigmoid() * (1 - t * t))
 
@@ -640,11 +652,13 @@ celu.vjp(save=("input",))(lambda g, input, alpha=1.0: (
 @_act_op("hardtanh")
 def hardtanh(xp, input, min_val=-1.0, max_val=1.0):
     """``x`` clamped to ``[min_val, max_val]`` (integers too, as torch's)."""
-    return xp.clip(input, min_val, max_val)
+    r = _C.pointwise("clamp", input, min_val, max_val)
+    return xp.clip(input, min_val, max_val) if r is None else r
 
 
-hardtanh.vjp(save=("input",))(lambda g, input, min_val=-1.0, max_val=1.0: (
-    ember.where((input > min_val) & (input < max_val), g, 0.0), None, None))
+hardtanh.vjp(save=("input",))(lambda g, input, min_val=-1.0, max_val=1.0: (_fused_or(
+    fused_grad("hardtanh", input, g, min_val, max_val),
+    lambda: ember.where((input > min_val) & (input < max_val), g, 0.0)), None, None))
 
 
 @_act_op("hardsigmoid")
@@ -695,16 +709,21 @@ softplus.vjp(save=("input",))(lambda g, input, beta=1.0, threshold=20.0: (_fused
 def logsigmoid(xp, input):
     """``log(sigmoid(x))``, computed stably."""
     x = _floating(xp, "log_sigmoid", input)
+    if (r := _C.pointwise("logsigmoid", x)) is not None:
+        return r
     return xp.minimum(x, 0) - xp.log1p(xp.exp(-xp.abs(x)))
 
 
-logsigmoid.vjp(save=("input",))(lambda g, input: g * (-input).sigmoid())
+logsigmoid.vjp(save=("input",))(lambda g, input: _fused_or(
+    fused_grad("logsigmoid", input, g), lambda: g * (-input).sigmoid()))
 
 
 @_act_op("hardshrink")
 def hardshrink(xp, input, lambd=0.5):
     """``x`` where ``|x| > lambd``, else 0."""
     x = _floating(xp, "hardshrink", input)
+    if (r := _C.pointwise("hardshrink", x, lambd)) is not None:
+        return r
     return xp.where((x > lambd) | (x < -lambd), x, 0 * x)
 
 
@@ -712,12 +731,20 @@ def hardshrink(xp, input, lambd=0.5):
 def softshrink(xp, input, lambd=0.5):
     """``x`` moved ``lambd`` towards 0, 0 where ``|x| <= lambd``."""
     x = _floating(xp, "softshrink", input)
+    if (r := _C.pointwise("softshrink", x, lambd)) is not None:
+        return r
     return xp.where(x > lambd, x - lambd, xp.where(x < -lambd, x + lambd, 0 * x))
 
 
 # (both pass the gradient where |x| > lambd)
-hardshrink.vjp(save=("input",))(lambda g, input, lambd=0.5: (
-    ember.where((input > lambd) | (input < -lambd), g, 0.0), None))
+@hardshrink.vjp(save=("input",))
+def _(g, input, lambd=0.5):
+    if (r := fused_grad("shrink", input, g, lambd)) is not None:
+        return r, None
+    return ember.where((input > lambd) | (input < -lambd), g, 0.0), None
+
+
+
 softshrink.vjp(save=("input",))(hardshrink.vjp_fn)
 
 
@@ -725,6 +752,8 @@ softshrink.vjp(save=("input",))(hardshrink.vjp_fn)
     function=False)
 def threshold(xp, input, threshold, value):
     """``value`` where ``x <= threshold``, else ``x`` (nan stays; integers too, as torch's)."""
+    if (r := _C.pointwise("threshold", input, threshold, value)) is not None:
+        return r
     return xp.where(input <= threshold, xp.asarray(value, input.dtype), input)
 
 

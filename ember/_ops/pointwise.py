@@ -420,19 +420,68 @@ def reject(name, kinds, fwd=None):
 
 
 def _calling(ufunc_name):
-    """``fwd(xp, input)``: the array module's ufunc of that name."""
-    return lambda xp, input: getattr(xp, ufunc_name)(input)
+    """``fwd(xp, input)``: the array module's ufunc of that name (NumPy's through ``fused``)."""
+    return lambda xp, input: ufunc_of(xp, ufunc_name)(input)
+
+
+def ufunc_of(xp, name):
+    """The array module's ufunc ``name``; NumPy's through pointwise.h where ``fused`` has it."""
+    return fused(getattr(np, name)) if xp is np and name in _FUSED else getattr(xp, name)
+
+
+# NumPy ufuncs that pointwise.h computes in one threaded float32 pass (its name for them): the
+# scalar libm loops (expm1, tan...) at ~15x the time, and the SIMD ones (exp, log) on threads
+_FUSED = {"exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log", "log2": "log2",
+          "log10": "log10", "log1p": "log1p", "sinh": "sinh", "cosh": "cosh", "tan": "tan",
+          "arctan": "atan", "arcsin": "asin", "arccos": "acos", "arctanh": "atanh",
+          "reciprocal": "reciprocal", "arctan2": "atan2", "logaddexp2": "logaddexp2",
+          "hypot": "hypot", "fmod": "fmod", "floor_divide": "floor_divide"}
+# ones whose NumPy loop is SIMD already: the call pays only from a few threads' worth
+_SIMD = ("exp", "log", "reciprocal")
+_FUSED_FNS = {}
+
+
+def fused(ufunc):
+    """``ufunc`` (a NumPy ufunc named in ``_FUSED``) computed by pointwise.h's float32 loop
+    where that applies (a C-contiguous float32 array, a same-shaped one or a number beside it,
+    ``out`` too): an op's ``ufunc`` and its forward's. The loops' accuracy is docs/kernels.md's.
+
+    Example:
+        >>> import numpy
+        >>> from ember._ops.pointwise import fused
+        >>> float(fused(numpy.expm1)(numpy.zeros(2048, numpy.float32))[0])
+        0.0
+    """
+    name, kernel = ufunc.__name__, _FUSED[ufunc.__name__]
+    if name in _FUSED_FNS:
+        return _FUSED_FNS[name]
+    min_size = 1 << 14 if name in _SIMD else 1024
+
+    def f(*args, out=None):
+        x = args[0]
+        if len(args) == 1:
+            r = _C.pointwise(kernel, x, out=out, min_size=min_size)
+        elif type(args[1]) in (int, float) and kernel in ("fmod", "floor_divide"):
+            r = _C.pointwise(kernel + "_scalar", x, args[1], out=out, min_size=min_size)
+        else:
+            r = _C.pointwise(kernel, x, other=args[1], out=out, min_size=min_size)
+        return ufunc(*args, out=out) if r is None else r
+    f.__name__ = f.__qualname__ = name
+    _FUSED_FNS[name] = f
+    return f
 
 
 def _unary(name, fwd, deriv, save="input", kinks=(), domain=None, aliases=(), kinds="",
-           doc=None, tags=()):
+           doc=None, tags=(), grad=None):
     """Register a floating unary op ``fwd`` with derivative ``deriv(x, result)`` (None: the
     caller registers its own vjp); inputs of the NumPy kinds in ``kinds`` are rejected as torch
     rejects them. ``fwd`` may name a ufunc of the array module (``"exp"``), which is then also
-    the op's ``ufunc``."""
+    the op's ``ufunc``. ``grad``: pointwise.h's fused backward for it, ``(name, *params)``
+    (``fused_grad``)."""
     ufunc = None
     if isinstance(fwd, str):
         ufunc = getattr(np, fwd) if "c" not in kinds else None    # (kinds must reject first)
+        ufunc = fused(ufunc) if ufunc is not None and fwd in _FUSED else ufunc
         fwd = _calling(fwd)
     fwd = reject(name, kinds, fwd) if kinds else fwd
     d = op(name, tags=("pointwise",) + tags, promote="float", inplace=True, aliases=aliases,
@@ -443,6 +492,9 @@ def _unary(name, fwd, deriv, save="input", kinks=(), domain=None, aliases=(), ki
     if deriv is not None:
         @d.vjp(save=saves)
         def _(g, input, result=None):
+            if grad and (r := fused_grad(grad[0], result if save == "result" else input, g,
+                                         *grad[1:])) is not None:
+                return r
             return g * _conj(deriv(input, result))
 
     d.meta, d.kinks = same_meta, kinks
@@ -452,7 +504,7 @@ def _unary(name, fwd, deriv, save="input", kinks=(), domain=None, aliases=(), ki
 
 exp = _unary("exp", "exp", lambda x, r: r, save="result",
             tags=("autocast_fp32_cuda",))
-log = _unary("log", "log", lambda x, r: 1 / x, domain=(0.1, 4),
+log = _unary("log", "log", lambda x, r: 1 / x, domain=(0.1, 4), grad=("log", 1.0),
             tags=("autocast_fp32_cuda",))
 sqrt = _unary("sqrt", "sqrt", lambda x, r: 0.5 / r, save="result",
               domain=(0.1, 4))

@@ -9,7 +9,7 @@ import ember
 from .._C import kernels as _C
 from ..autograd.graph import needs_input_grad
 from .meta import broadcast_meta, empty
-from .pointwise import _conj, reject
+from .pointwise import _conj, reject, ufunc_of
 from .registry import LIBM_ULP, node_name, op, overload_if_tensor
 from .samples import (ErrorSample, Sample, binary_samples, broadcast_errors, const, dtype_error,
                       make)
@@ -38,12 +38,14 @@ def div_rounded(xp, a, b, mode):
         raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or "
                            f"'floor' but found '{mode}'")
     _check_int_divisor(xp, a, b)
-    q = xp.floor_divide(a, b)
-    if mode == "floor":
-        return q
-    if q.dtype.kind in "iu":     # floor and trunc differ where the exact quotient is negative
+    if mode == "floor" or getattr(a, "dtype", _INT64).kind in "biu" and \
+            getattr(b, "dtype", _INT64).kind in "biu":
+        q = ufunc_of(xp, "floor_divide")(a, b)
+        if mode == "floor":
+            return q
+        # floor and trunc differ where the exact quotient is negative
         return q + ((q < 0) & (xp.remainder(a, b) != 0)).astype(q.dtype)
-    return xp.trunc(xp.true_divide(a, b)).astype(q.dtype, copy=False)
+    return xp.trunc(xp.true_divide(a, b))
 
 
 def _nonzero_binary_samples(dev, dt):
@@ -101,7 +103,7 @@ def fmod(xp, input, other):
         tensor([-1.,  1.])
     """
     _check_int_divisor(xp, input, other)
-    return xp.fmod(input, other)
+    return ufunc_of(xp, "fmod")(input, other)
 
 
 @fmod.vjp(save=("input", "other"))
@@ -135,7 +137,7 @@ def atan2(xp, input, other):
         >>> ember.atan2(ember.tensor([1.]), ember.tensor([-1.]))
         tensor([2.3562])
     """
-    return xp.arctan2(input, other)
+    return ufunc_of(xp, "arctan2")(input, other)
 
 
 @atan2.vjp(save=("input", "other"))
@@ -160,7 +162,7 @@ def hypot(xp, input, other):
         >>> ember.hypot(ember.tensor([3.]), ember.tensor([4.]))
         tensor([5.])
     """
-    return xp.hypot(input, other)
+    return ufunc_of(xp, "hypot")(input, other)
 
 
 @hypot.vjp(save=("input", "other", "result"))
@@ -224,7 +226,7 @@ def _(g, input, other, result):
 @reject("logaddexp2", "biuc")
 def logaddexp2(xp, input, other):
     """``log2(2**input + 2**other)`` without overflow."""
-    return xp.logaddexp2(input, other)
+    return ufunc_of(xp, "logaddexp2")(input, other)
 
 
 @logaddexp2.vjp(save=("input", "other", "result"))
@@ -469,6 +471,9 @@ def lerp(xp, input, end, weight):
         tensor([ 2.5000, 12.5000])
     """
     # NOTE: torch's formula: from ``end`` backwards when |weight| >= 0.5, so lerp(a, b, 1) == b
+    if type(weight) in (int, float) and (r := _C.pointwise(
+            "lerp", input, weight, 1 - weight, abs(weight) < 0.5, other=end)) is not None:
+        return r
     d = xp.subtract(end, input)
     if type(weight) in (int, float):      # (one side of the formula: no where over both)
         r = input + weight * d if abs(weight) < 0.5 else end - d * (1 - weight)
@@ -479,7 +484,9 @@ def lerp(xp, input, end, weight):
 
 @lerp.vjp(save=("input", "end", "weight"))
 def _(g, input, end, weight):
-    return g * _conj(1 - weight), g * _conj(weight), g * _conj(end - input)
+    # (a number weight has no gradient: end - input would be two passes thrown away)
+    return g * _conj(1 - weight), g * _conj(weight), \
+        g * _conj(end - input) if isinstance(weight, ember.Tensor) else None
 
 
 lerp.meta = broadcast_meta
@@ -498,6 +505,10 @@ lerp.grad_name_of = overload_if_tensor("lerp", 2, "weight")
 def _addc(xp, f, input, tensor1, tensor2, value, out=None):
     """``input + value * f(tensor1, tensor2)`` (multiply, true_divide), into ``out`` where given
     (the C in-place path's write: an optimizer's ``v.addcmul_(g, g, value=1 - beta2)``)."""
+    if xp is np and type(value) in (int, float) and (r := _C.pointwise(
+            "addcmul" if f is np.multiply else "addcdiv", input, value, other=tensor1,
+            third=tensor2, out=out)) is not None:
+        return r
     return xp.add(input, xp.multiply(f(tensor1, tensor2), value), out=out)
 
 

@@ -22,17 +22,20 @@ _FP32_CUDA = ("autocast_fp32_cuda",)
 # ---- exponentials, logs, powers -----------------------------------------------------------
 
 reciprocal = _unary("reciprocal", "reciprocal",
-                    lambda x, r: -r * r, save="result", domain=(0.3, 2.0), tags=_FP32_CUDA)
-rsqrt = _unary("rsqrt", lambda xp, input: xp.reciprocal(xp.sqrt(input)),
-               lambda x, r: -0.5 * r * r * r, save="result", domain=(0.1, 4.0), tags=_FP32_CUDA)
-exp2 = _unary("exp2", "exp2", lambda x, r: r * _LN2, save="result")
-expm1 = _unary("expm1", "expm1", lambda x, r: r + 1, save="result",
+                    lambda x, r: -r * r, save="result", grad=("reciprocal",), domain=(0.3, 2.0),
+                    tags=_FP32_CUDA)
+rsqrt = _unary("rsqrt", lambda xp, input: r if (r := _C.pointwise("rsqrt", input, min_size=4096))
+               is not None else xp.reciprocal(xp.sqrt(input)),
+               lambda x, r: -0.5 * r * r * r, save="result", grad=("rsqrt",), domain=(0.1, 4.0),
                tags=_FP32_CUDA)
-log1p = _unary("log1p", "log1p", lambda x, r: 1 / (x + 1),
+exp2 = _unary("exp2", "exp2", lambda x, r: r * _LN2, save="result", grad=("scale", _LN2))
+expm1 = _unary("expm1", "expm1", lambda x, r: r + 1, save="result", grad=("expm1",),
+               tags=_FP32_CUDA)
+log1p = _unary("log1p", "log1p", lambda x, r: 1 / (x + 1), grad=("log1p",),
                domain=(-0.5, 2.0), tags=_FP32_CUDA)
-log2 = _unary("log2", "log2", lambda x, r: 1 / (x * _LN2),
+log2 = _unary("log2", "log2", lambda x, r: 1 / (x * _LN2), grad=("log", _LN2),
               domain=(0.1, 4.0), tags=_FP32_CUDA)
-log10 = _unary("log10", "log10", lambda x, r: 1 / (x * _LN10),
+log10 = _unary("log10", "log10", lambda x, r: 1 / (x * _LN10), grad=("log", _LN10),
                domain=(0.1, 4.0), tags=_FP32_CUDA)
 
 
@@ -45,21 +48,21 @@ def _scale(x, c):
 # NOTE: complex samples stay inside (-0.9, 0.9)^2 where the inverse functions have branch cuts
 # outside; the derivative formulas are torch's (acosh uses (x^2 - 1)^-1/2, not a product form).
 
-tan = _unary("tan", "tan", lambda x, r: 1 + r * r, save="result",
+tan = _unary("tan", "tan", lambda x, r: 1 + r * r, save="result", grad=("tan",),
              tags=_FP32_CUDA)
-asin = _unary("asin", "arcsin", lambda x, r: (1 - x * x).rsqrt(),
+asin = _unary("asin", "arcsin", lambda x, r: (1 - x * x).rsqrt(), grad=("asin", 1.0),
               domain=(-0.9, 0.9), aliases=("arcsin",), tags=_FP32_CUDA)
-acos = _unary("acos", "arccos", lambda x, r: -(1 - x * x).rsqrt(),
+acos = _unary("acos", "arccos", lambda x, r: -(1 - x * x).rsqrt(), grad=("asin", -1.0),
               domain=(-0.9, 0.9), aliases=("arccos",), tags=_FP32_CUDA)
-atan = _unary("atan", "arctan", lambda x, r: 1 / (1 + x * x),
+atan = _unary("atan", "arctan", lambda x, r: 1 / (1 + x * x), grad=("atan",),
               domain=(-0.9, 0.9), aliases=("arctan",))
-sinh = _unary("sinh", "sinh", lambda x, r: x.cosh(), tags=_FP32_CUDA)
-cosh = _unary("cosh", "cosh", lambda x, r: x.sinh(), tags=_FP32_CUDA)
+sinh = _unary("sinh", "sinh", lambda x, r: x.cosh(), grad=("sinh",), tags=_FP32_CUDA)
+cosh = _unary("cosh", "cosh", lambda x, r: x.sinh(), grad=("cosh",), tags=_FP32_CUDA)
 asinh = _unary("asinh", "arcsinh", lambda x, r: (x * x + 1).rsqrt(),
                domain=(-0.9, 0.9), aliases=("arcsinh",))
 acosh = _unary("acosh", "arccosh", lambda x, r: (x * x - 1).rsqrt(),
                domain=(1.2, 4.0), aliases=("arccosh",))
-atanh = _unary("atanh", "arctanh", lambda x, r: 1 / (1 - x * x),
+atanh = _unary("atanh", "arctanh", lambda x, r: 1 / (1 - x * x), grad=("atanh",),
                domain=(-0.9, 0.9), aliases=("arctanh",))
 deg2rad = _unary("deg2rad", lambda xp, input: _scale(input, math.pi / 180),
                  lambda x, r: math.pi / 180, save="none", kinds="c")
@@ -341,7 +344,8 @@ def frac(xp, input):
         >>> ember.frac(ember.tensor([1.5, -2.25]))
         tensor([ 0.5000, -0.2500])
     """
-    return input - xp.trunc(input)
+    r = _C.pointwise("frac", input)
+    return input - xp.trunc(input) if r is None else r
 
 
 frac.vjp()(lambda g, input: g)
@@ -403,6 +407,8 @@ def threshold_backward(xp, grad_output, input, threshold):
     ``aten::threshold_backward``). A multiply by the mask: ``g * result.sign()`` made four
     passes (sign's NaN rule among them), and ``numpy.where`` on a random mask is much slower
     than the multiply (a branch per element)."""
+    if (r := _C.pointwise("threshold_bwd", input, threshold, other=grad_output)) is not None:
+        return r
     return xp.multiply(grad_output, input > threshold)
 
 

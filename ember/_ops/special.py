@@ -15,7 +15,7 @@ import ember
 from .._C import kernels as _C
 from .dispatch import dispatch, dispatch_inplace
 from .meta import broadcast_meta, same_meta
-from .pointwise import _conj, reject, type_name
+from .pointwise import _conj, fused_grad, reject, type_name
 from .pointwise_binary import _xlogy_node
 from .pointwise_math import _erf_erfc, _erfinv
 from .registry import LIBM_ULP, op
@@ -494,12 +494,20 @@ def logit(xp, input, eps=None):
         >>> ember.logit(ember.tensor([0.25, 0.5]))
         tensor([-1.0986,  0.0000])
     """
+    if (r := _C.pointwise("logit", input, *_logit_bounds(eps))) is not None:
+        return r
     x = input if eps is None else xp.clip(input, eps, 1 - eps).astype(input.dtype)
     return xp.log(x / (1 - x)).astype(input.dtype, copy=False)
 
 
+def _logit_bounds(eps):
+    return (-math.inf, math.inf) if eps is None else (eps, 1 - eps)
+
+
 @logit.vjp(save=("input",))
 def _(g, input, eps=None):
+    if (r := fused_grad("logit", input, g, *_logit_bounds(eps))) is not None:
+        return r
     d = g / (input * (1 - input))
     if eps is None:
         return d

@@ -79,7 +79,7 @@ def _declare(lib):
             "cross_entropy": [p, p, p, p, i64, i64, i64, i],
             "adam": [p, p, p, p, p, i64, d, d, d, d, d, d, i],
             "erf": [p, p, i64, i, i],                  # float32 only: float64 has libm's
-            "pointwise": [i, p, p, p, i64, d, d, d, i],  # (pointwise.h: float32 only)
+            "pointwise": [i, p, p, p, p, i64, d, d, d, i],  # (pointwise.h: float32 only)
             "special": [i, p, i64, p, i64, p, i64, i],
             "winograd_fwd": [p, i64, i64, i64, i64, p, i64, i64, p, i64, i64, i64, p, i, i],
             "winograd_wgrad": [p, i64, i64, i64, i64, p, i64, i64, i64, i64, p, i64, p, i, i],
@@ -173,24 +173,35 @@ def astype(a, dtype):
 _POINTWISE = {name: code for code, name in enumerate(
     "sigmoid silu leaky_relu hardsigmoid hardswish clamp nan_to_num sign elu softplus "
     "sigmoid_bwd silu_bwd logaddexp erfinv leaky_relu_bwd hardsigmoid_bwd hardswish_bwd elu_bwd "
-    "softplus_bwd remainder remainder_scalar angle lgamma ndtri digamma".split())}
+    "softplus_bwd remainder remainder_scalar angle lgamma ndtri digamma exp exp2 expm1 log log2 "
+    "log10 log1p sinh cosh tan atan asin acos atanh atan2 logaddexp2 hypot rsqrt reciprocal "
+    "hardshrink softshrink shrink_bwd threshold threshold_bwd fmod fmod_scalar floor_divide "
+    "floor_divide_scalar scale_bwd expm1_bwd log_bwd log1p_bwd sinh_bwd cosh_bwd tan_bwd atan_bwd "
+    "asin_bwd atanh_bwd reciprocal_bwd rsqrt_bwd mish mish_bwd logsigmoid logsigmoid_bwd "
+    "hardtanh_bwd frac logit logit_bwd bce_logits bce_logits_bwd lerp addcmul addcdiv".split())}
 
 
-def pointwise(name, x, *params, other=None, min_size=64):
+def pointwise(name, x, *params, other=None, min_size=64, out=None, third=None):
     """Op ``name`` of pointwise.h (one fused float32 pass) over a C-contiguous NumPy float32
     array ``x`` (and ``other``, of its shape and dtype, for the two-input ops: logaddexp and the
-    ``*_bwd`` ones, whose ``other`` is the gradient), with up to three float ``params``; None
+    ``*_bwd`` ones, whose ``other`` is the gradient; ``third`` too for addcmul and addcdiv),
+    with up to three float ``params``; None
     where it does not apply (the caller then runs its NumPy code). Below ``min_size`` elements
-    NumPy's few passes beat the call; a special function's dozens of passes never do (1)."""
+    NumPy's few passes beat the call; a special function's dozens of passes never do (1).
+    ``out`` (a C-contiguous array of ``x``'s shape and dtype, ``x`` itself included) takes the
+    result in place of a new array."""
     fn = kernel("pointwise", x.dtype) if type(x) is np.ndarray and x.size >= min_size and \
         x.flags.c_contiguous else None
-    if fn is None or other is not None and not (
-            type(other) is np.ndarray and other.dtype == x.dtype and other.shape == x.shape):
+    if fn is None or any(a is not None and not (
+            type(a) is np.ndarray and a.dtype == x.dtype and a.shape == x.shape)
+            for a in (other, third)) or \
+            out is not None and not (type(out) is np.ndarray and out.dtype == x.dtype and
+                                     out.shape == x.shape and out.flags.c_contiguous):
         return None
     # (a strided or broadcast other, as sum's gradient, is copied: still one pass less)
-    other = None if other is None else contiguous(other)
-    out = np.empty(x.shape, x.dtype)
-    fn(_POINTWISE[name], ptr(x), ptr(other), ptr(out), x.size, *map(float, params),
+    other, third = (None if a is None else contiguous(a) for a in (other, third))
+    out = np.empty(x.shape, x.dtype) if out is None else out
+    fn(_POINTWISE[name], ptr(x), ptr(other), ptr(third), ptr(out), x.size, *map(float, params),
        *(0.0,) * (3 - len(params)), num_threads())
     return out
 

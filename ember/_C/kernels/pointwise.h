@@ -1,59 +1,29 @@
 /* Fused float32 pointwise ops: one pass over memory where the NumPy reference takes two to
  * five (each a full read and write of the array), for the activations, clamp, sign and
- * nan_to_num. Included once (float32 only; float64 keeps NumPy). The selects round exactly as
- * the reference's ufuncs (NumPy's maximum is a > b ? a : b with nan kept: signed zeros
- * included), so those are bit-identical; the exp and log ones use the vector functions below
- * and vecmath.h's (~1-2 ulp). a, b, c are the op's float parameters (unused ones 0), rounded to float32 as
- * NumPy rounds a Python float meeting a float32 array. */
-enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAMP, PW_NAN_TO_NUM,
-       PW_SIGN, PW_ELU, PW_SOFTPLUS, PW_SIGMOID_BWD, PW_SILU_BWD, PW_LOGADDEXP, PW_ERFINV, PW_LEAKY_RELU_BWD,
-       PW_HARDSIGMOID_BWD, PW_HARDSWISH_BWD, PW_ELU_BWD, PW_SOFTPLUS_BWD, PW_REMAINDER,
-       PW_REMAINDER_SCALAR, PW_ANGLE, PW_LGAMMA, PW_NDTRI, PW_DIGAMMA, PW_COUNT };
+ * nan_to_num, and a vectorised one where NumPy runs libm element by element (expm1, log1p,
+ * tan, atan2...: vecmath.h's full-range functions, accuracy stated there). Included once
+ * (float32 only; float64 keeps NumPy). The selects round exactly as the reference's ufuncs
+ * (NumPy's maximum is a > b ? a : b with nan kept: signed zeros included), so those are
+ * bit-identical, as are fmod, remainder and floor_divide; the exp and log ones use the vector
+ * functions below and vecmath.h's (~1-3 ulp). a, b, c are the op's float parameters (unused
+ * ones 0), rounded to float32 as NumPy rounds a Python float meeting a float32 array. */
+enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAMP,
+       PW_NAN_TO_NUM, PW_SIGN, PW_ELU, PW_SOFTPLUS, PW_SIGMOID_BWD, PW_SILU_BWD, PW_LOGADDEXP,
+       PW_ERFINV, PW_LEAKY_RELU_BWD, PW_HARDSIGMOID_BWD, PW_HARDSWISH_BWD, PW_ELU_BWD,
+       PW_SOFTPLUS_BWD, PW_REMAINDER, PW_REMAINDER_SCALAR, PW_ANGLE, PW_LGAMMA, PW_NDTRI,
+       PW_DIGAMMA, PW_EXP, PW_EXP2, PW_EXPM1, PW_LOG, PW_LOG2, PW_LOG10, PW_LOG1P, PW_SINH,
+       PW_COSH, PW_TAN, PW_ATAN, PW_ASIN, PW_ACOS, PW_ATANH, PW_ATAN2, PW_LOGADDEXP2, PW_HYPOT,
+       PW_RSQRT, PW_RECIPROCAL, PW_HARDSHRINK, PW_SOFTSHRINK, PW_SHRINK_BWD, PW_THRESHOLD,
+       PW_THRESHOLD_BWD, PW_FMOD, PW_FMOD_SCALAR, PW_FLOOR_DIVIDE, PW_FLOOR_DIVIDE_SCALAR,
+       PW_SCALE_BWD, PW_EXPM1_BWD, PW_LOG_BWD, PW_LOG1P_BWD, PW_SINH_BWD, PW_COSH_BWD,
+       PW_TAN_BWD, PW_ATAN_BWD, PW_ASIN_BWD, PW_ATANH_BWD, PW_RECIPROCAL_BWD, PW_RSQRT_BWD,
+       PW_MISH, PW_MISH_BWD, PW_LOGSIGMOID, PW_LOGSIGMOID_BWD, PW_HARDTANH_BWD, PW_FRAC,
+       PW_LOGIT, PW_LOGIT_BWD, PW_BCE_LOGITS, PW_BCE_LOGITS_BWD, PW_LERP, PW_ADDCMUL,
+       PW_ADDCDIV, PW_COUNT };
 
 /* NumPy's maximum and minimum (v > lo || v is nan ? v : lo), as one comparison gcc vectorises */
 static inline float pw_max(float v, float lo) { return v <= lo ? lo : v; }
 static inline float pw_min(float v, float hi) { return v >= hi ? hi : v; }
-
-/* expm1(x): Taylor to x^8/8! for |x| < 0.5 (relative error < 1e-8), else exp(x) - 1, which
- * there loses at most ~2 ulp to the subtraction (libm's expm1f does not vectorise). */
-static inline float expm1_f32(float x) {
-    float p = 1.0f / 40320.0f;
-    p = p * x + 1.0f / 5040.0f;
-    p = p * x + 1.0f / 720.0f;
-    p = p * x + 1.0f / 120.0f;
-    p = p * x + 1.0f / 24.0f;
-    p = p * x + 1.0f / 6.0f;
-    p = p * x + 0.5f;
-    float small = x + x * x * p;
-    return (x < 0.5f) & (x > -0.5f) ? small : exp_f32(x) - 1.0f;
-}
-
-/* log(x) for finite normal x > 0: Cephes' logf (mantissa in [sqrt(1/2), sqrt 2), degree-8
- * polynomial, ln 2 in two parts), ~1 ulp */
-static inline float log_f32(float x) {
-    int32_t bits;
-    memcpy(&bits, &x, 4);
-    int32_t e = ((bits >> 23) & 0xff) - 126;
-    float m = f32_from_bits((bits & 0x007fffff) | 0x3f000000);     /* x = m 2^e, m in [1/2, 1) */
-    int low = m < 0.707106781186547524f;
-    e = low ? e - 1 : e;
-    m = low ? m + m - 1.0f : m - 1.0f;
-    float z = m * m;
-    float y = 7.0376836292E-2f;
-    y = y * m - 1.1514610310E-1f;
-    y = y * m + 1.1676998740E-1f;
-    y = y * m - 1.2420140846E-1f;
-    y = y * m + 1.4249322787E-1f;
-    y = y * m - 1.6668057665E-1f;
-    y = y * m + 2.0000714765E-1f;
-    y = y * m - 2.4999993993E-1f;
-    y = y * m + 3.3333331174E-1f;
-    y = y * m * z;
-    float fe = (float)e;
-    y += -2.12194440e-4f * fe;
-    y += -0.5f * z;
-    return m + y + 0.693359375f * fe;
-}
 
 /* log1p(y) for y >= 0 (or nan, or inf): log(u) for u = 1 + y, corrected by the rounding of
  * u ((u - 1) - y) / u, the classic trick that keeps tiny y exact */
@@ -106,15 +76,23 @@ static inline float pw_erfinv1(float y) {
     return a > 1.0f ? NAN : x;          /* (nan: a > 1 false, and x is nan already) */
 }
 
+/* C's fmod(a, b), exactly, but for its zero's sign: a - q b for q = trunc(a / b) while
+ * |q| < 2^24 (larger quotients, infinite b and nan are left to libm: pw_fix). The rounded
+ * quotient can only be one too large (then r and a differ in sign: one b back). a - q b is
+ * exact in double, and exact in float with one rounding (an FMA): the remainder, or it minus
+ * b, is a multiple of b's last place below |b|. */
+static inline float pw_fmod0(float a, float b) {
+#ifdef __FMA__
+    float q = truncf(a / b), r = fmaf(-q, b, a), ab = fabsf(b);
+#else
+    double q = trunc((double)a / (double)b), r = (double)a - q * (double)b, ab = fabs((double)b);
+#endif
+    return (float)((a > 0.0f) & (r < 0) ? r + ab : (a < 0.0f) & (r > 0) ? r - ab : r);
+}
 /* Python's a % b as NumPy's remainder: fmod's result moved into b's sign (a zero takes b's
- * sign). fmod(a, b) is exact: a - q b with q = trunc(a / b) is exact in double while
- * |q| < 2^24, and the rounded quotient can only be one too large (then r and a differ in
- * sign: one b back). Larger quotients, infinite b and nan are left to libm (pw_rem_fix). */
+ * sign) */
 static inline float pw_rem1(float a, float b) {
-    double q = trunc((double)a / (double)b), r = (double)a - q * (double)b;
-    double ab = b < 0.0f ? -(double)b : (double)b;
-    r = (a > 0.0f) & (r < 0.0) ? r + ab : (a < 0.0f) & (r > 0.0) ? r - ab : r;
-    float m = (float)r;
+    float m = pw_fmod0(a, b);
     m = m != 0.0f && (b < 0.0f) != (m < 0.0f) ? m + b : m;
     return m == 0.0f ? (b < 0.0f ? -0.0f : 0.0f) : m;
 }
@@ -125,20 +103,36 @@ static float pw_rem_slow(float a, float b) {
     return copysignf(0.0f, b);
 }
 
-/* the elements of a block whose quotient the fast path cannot take (rare: a second look) */
-static void pw_rem_fix(const float *x, const float *y, float *o, int64_t n, float b) {
-    for (int64_t i = 0; i < n; i++) {
+/* the elements of a block the fast path cannot take (rare: a second look): remainder's, fmod's
+ * and floor_divide's with a quotient the exact path cannot take, tan's far arguments */
+static float pw_floordiv_slow(float a, float b);
+/* x (over y or b) needs libm: a quotient of 2^24 or more (|x| < 2^24 |b| is exact), b infinite
+ * or 0, nan; tan's |x| >= 2^16 (y NULL, b 0) */
+static inline int pw_far(float x, float b, int tan) {
+    return tan ? !(fabsf(x) < 65536.0f)
+               : !(fabsf(x) < 16777216.0f * fabsf(b)) | (fabsf(b) == INFINITY);
+}
+TC static void pw_fix(int op, const float *x, const float *y, float *o, int64_t n, float b) {
+    int any = 0, tan = op == PW_TAN;
+    if (y)
+        for (int64_t i = 0; i < n; i++) any |= pw_far(x[i], y[i], 0);
+    else
+        for (int64_t i = 0; i < n; i++) any |= pw_far(x[i], b, tan);
+    for (int64_t i = 0; any && i < n; i++) {
         float bi = y ? y[i] : b;
-        if (!(fabsf(x[i] / bi) < 16777216.0f) | (fabsf(bi) == INFINITY))   /* (0 inf is nan) */
-            o[i] = pw_rem_slow(x[i], bi);
+        if (pw_far(x[i], bi, tan))
+            o[i] = tan ? tanf(x[i]) : op == PW_REMAINDER || op == PW_REMAINDER_SCALAR ?
+                   pw_rem_slow(x[i], bi) : op == PW_FMOD || op == PW_FMOD_SCALAR ?
+                   fmodf(x[i], bi) : pw_floordiv_slow(x[i], bi);
     }
 }
 
 /* one block of an op: y is the second input (the gradient of the backward ops), else unused */
-#define PW_BLOCK(NAME, EXPR)                                                                   \
-    TC static void pw_##NAME(const float *x, const float *y, float *o, int64_t n,  \
-                                        float a, float b, float c) {                          \
-        (void)y; (void)a; (void)b; (void)c;                                                   \
+#define PW_BLOCK(NAME, EXPR) PW_BLOCK_AS(, NAME, EXPR)
+#define PW_BLOCK_AS(ATTR, NAME, EXPR)                                                          \
+    TC ATTR static void pw_##NAME(const float *x, const float *y, const float *z, float *o,    \
+                                  int64_t n, float a, float b, float c) {                     \
+        (void)y; (void)z; (void)a; (void)b; (void)c;                                          \
         for (int64_t i = 0; i < n; i++) { float v = x[i]; o[i] = (EXPR); }                    \
     }
 
@@ -240,21 +234,144 @@ PW_BLOCK(sigmoid_bwd, y[i] * (v * (1.0f - v)))
 /* x is silu's input: g (s (1 + x (1 - s))) with s = sigmoid(x), the reference's grouping */
 PW_BLOCK(silu_bwd, y[i] * (pw_sigmoid1(v) * (1.0f + v * (1.0f - pw_sigmoid1(v)))))
 
-typedef void (*pw_fn)(const float *, const float *, float *, int64_t, float, float, float);
+/* the libm functions as vecmath.h's full-range ones; tan's large arguments go to libm */
+PW_BLOCK(exp, exp_full_f32(v))
+PW_BLOCK(exp2, exp2_f32(v))
+PW_BLOCK(expm1, v == 0.0f ? v : expm1_f32(v))
+PW_BLOCK(log, log_full_f32(v))
+PW_BLOCK(log2, log2_full_f32(v))
+PW_BLOCK(log10, log10_full_f32(v))
+PW_BLOCK(log1p, log1p_full_f32(v))
+PW_BLOCK(sinh, sinh_full_f32(v))
+PW_BLOCK(cosh, cosh_full_f32(v))
+PW_BLOCK(tan, tan_full_f32(v))
+PW_BLOCK(atan, atan_full_f32(v))
+PW_BLOCK(asin, asin_full_f32(v))
+PW_BLOCK(acos, acos_full_f32(v))
+PW_BLOCK(atanh, atanh_full_f32(v))
+PW_BLOCK(atan2, atan2_full_f32(v, y[i]))
+/* NumPy's logaddexp2: x + 1 where x == y, else the larger plus log2(1 + 2^-|x - y|) */
+static inline float pw_logaddexp2_1(float x, float y) {
+    float d = x - y, big = d > 0.0f ? x : y;
+    float r = big + log1p_full_f32(exp2_f32(-(d < 0.0f ? -d : d))) * 1.44269504088896341f;
+    return x == y ? x + 1.0f : d != d ? d : r;
+}
+PW_BLOCK(logaddexp2, pw_logaddexp2_1(v, y[i]))
+/* hypot in double (exact squares, one rounding); an infinity wins over nan, as C99's */
+PW_BLOCK(hypot, fabsf(v) == INFINITY || fabsf(y[i]) == INFINITY ? INFINITY :
+                (float)sqrt((double)v * v + (double)y[i] * y[i]))
+PW_BLOCK(rsqrt, 1.0f / sqrtf(v))
+PW_BLOCK(reciprocal, 1.0f / v)
+/* the shrinks and threshold as their references' selects (0 * x keeps -0 and nan) */
+PW_BLOCK(hardshrink, (v > a) | (v < -a) ? v : 0.0f * v)
+PW_BLOCK(softshrink, v > a ? v - a : v < -a ? v + a : 0.0f * v)
+PW_BLOCK(shrink_bwd, (v > a) | (v < -a) ? y[i] : 0.0f)
+PW_BLOCK(threshold, v <= a ? b : v)
+PW_BLOCK(threshold_bwd, y[i] * (v > a ? 1.0f : 0.0f))
+/* C's fmod: the zero in a's sign */
+static inline float pw_fmod1(float a, float b) {
+    float r = pw_fmod0(a, b);
+    return r == 0.0f ? 0.0f * a : r;
+}
+/* NumPy's floor_divide (npy_divmodf): (a - fmod(a, b)) / b, one less where the remainder
+ * and b differ in sign, floored and rounded to the nearer integer */
+static inline float pw_floordiv1(float a, float b, float mod) {
+    float div = (a - mod) / b;
+    div = mod != 0.0f && (b < 0.0f) != (mod < 0.0f) ? div - 1.0f : div;
+    float f = floorf(div);
+    f = div - f > 0.5f ? f + 1.0f : f;
+    return b == 0.0f ? a / b : div == 0.0f ? copysignf(0.0f, a / b) : f;
+}
+PW_BLOCK(fmod, pw_fmod1(v, y[i]))
+PW_BLOCK(fmod_scalar, pw_fmod1(v, a))
+PW_BLOCK(floor_divide, pw_floordiv1(v, y[i], pw_fmod1(v, y[i])))
+PW_BLOCK(floor_divide_scalar, pw_floordiv1(v, a, pw_fmod1(v, a)))
+/* the math functions' backwards: x is the saved input or result (_unary's save), y the
+ * gradient, grouped as the reference's deriv(x, r) then g times it (x^2 rounded before 1 -
+ * x^2: no FMA, whose cancellation near |x| = 1 would part from it); a: a constant (ln 2 for
+ * exp2 and log2, ln 10 for log10, -1 for acos) */
+PW_BLOCK(scale_bwd, y[i] * (v * a))
+PW_BLOCK(expm1_bwd, y[i] * (v + 1.0f))
+PW_BLOCK(log_bwd, y[i] * (1.0f / (v * a)))
+PW_BLOCK(log1p_bwd, y[i] * (1.0f / (v + 1.0f)))
+PW_BLOCK(sinh_bwd, y[i] * cosh_full_f32(v))
+PW_BLOCK(cosh_bwd, y[i] * sinh_full_f32(v))
+PW_BLOCK_AS(NOCONTRACT, tan_bwd, y[i] * (1.0f + v * v))
+PW_BLOCK_AS(NOCONTRACT, atan_bwd, y[i] * (1.0f / (1.0f + v * v)))
+PW_BLOCK_AS(NOCONTRACT, asin_bwd, y[i] * (a * (1.0f / sqrtf(1.0f - v * v))))
+PW_BLOCK_AS(NOCONTRACT, atanh_bwd, y[i] * (1.0f / (1.0f - v * v)))
+PW_BLOCK_AS(NOCONTRACT, reciprocal_bwd, y[i] * (-v * v))
+PW_BLOCK_AS(NOCONTRACT, rsqrt_bwd, y[i] * (-0.5f * v * v * v))
+/* mish: x tanh(softplus(x)) = x n / (n + 2) with n = e (e + 2), e = exp(x) (x capped at 20,
+ * where the ratio is 1 in float32), ~3 ulp; its backward g (t + x sigmoid(x) (1 - t^2)) */
+static inline float pw_mish_t(float v, float *sig) {
+    float e = exp_full_f32(v < 20.0f ? v : 20.0f), n = e * (e + 2.0f);
+    *sig = e / (1.0f + e);
+    return n / (n + 2.0f);
+}
+static inline float pw_mish1(float v) { float s, t = pw_mish_t(v, &s); return v * t; }
+static inline float pw_mish_bwd1(float v, float g) {
+    float s, t = pw_mish_t(v, &s);
+    return g * (t + v * s * (1.0f - t * t));
+}
+PW_BLOCK(mish, pw_mish1(v))
+PW_BLOCK(mish_bwd, pw_mish_bwd1(v, y[i]))
+/* logsigmoid as its reference min(x, 0) - log1p(exp(-|x|)), its backward g sigmoid(-x) */
+PW_BLOCK(logsigmoid, pw_min(v, 0.0f) - log1p_nonneg_f32(exp_f32(v < 0.0f ? v : -v)))
+PW_BLOCK(logsigmoid_bwd, y[i] * pw_sigmoid1(-v))
+/* hardtanh's backward: g inside (a, b), else 0 */
+PW_BLOCK(hardtanh_bwd, (v > a) & (v < b) ? y[i] : 0.0f)
+PW_BLOCK(frac, v - truncf(v))
+/* logit of x clamped to [a, b] (-inf, inf: no eps), and its backward, 0 outside [a, b] */
+PW_BLOCK(logit, log_full_f32(pw_min(pw_max(v, a), b) / (1.0f - pw_min(pw_max(v, a), b))))
+PW_BLOCK(logit_bwd, (v < a) | (v > b) ? 0.0f : y[i] / (v * (1.0f - v)))
+/* binary_cross_entropy_with_logits without weights, y the target: (1 - y) x + softplus(-x);
+ * its input's gradient (1 - y) - (1 - sigmoid(x)) times a, the loss's (scalar) gradient */
+PW_BLOCK(bce_logits, (1.0f - y[i]) * v +
+                     (pw_max(-v, 0.0f) + log1p_nonneg_f32(exp_f32(v < 0.0f ? v : -v))))
+PW_BLOCK(bce_logits_bwd, ((1.0f - y[i]) - (1.0f - pw_sigmoid1(v))) * a)
+/* lerp to y by a number weight a (b = 1 - a, c: |a| < 1/2), torch's two sides of the formula;
+ * addcmul and addcdiv: x + (y * z) a and x + (y / z) a; each as its reference, unfused */
+PW_BLOCK_AS(NOCONTRACT, lerp, c != 0.0f ? v + a * (y[i] - v) : y[i] - (y[i] - v) * b)
+PW_BLOCK_AS(NOCONTRACT, addcmul, v + (y[i] * z[i]) * a)
+PW_BLOCK_AS(NOCONTRACT, addcdiv, v + (y[i] / z[i]) * a)
+
+static float pw_floordiv_slow(float a, float b) { return pw_floordiv1(a, b, fmodf(a, b)); }
+
+typedef void (*pw_fn)(const float *, const float *, const float *, float *, int64_t, float, float,
+                      float);
 static const pw_fn PW_FNS[PW_COUNT] = {pw_sigmoid, pw_silu, pw_leaky_relu, pw_hardsigmoid,
                                        pw_hardswish, pw_clamp, pw_nan_to_num, pw_sign, pw_elu,
                                        pw_softplus, pw_sigmoid_bwd, pw_silu_bwd,
                                        pw_logaddexp, pw_erfinv, pw_leaky_relu_bwd,
                                        pw_hardsigmoid_bwd, pw_hardswish_bwd, pw_elu_bwd,
                                        pw_softplus_bwd, pw_remainder, pw_remainder_scalar,
-                                       pw_angle, pw_lgamma, pw_ndtri, pw_digamma};
+                                       pw_angle, pw_lgamma, pw_ndtri, pw_digamma, pw_exp, pw_exp2,
+                                       pw_expm1, pw_log, pw_log2, pw_log10, pw_log1p, pw_sinh,
+                                       pw_cosh, pw_tan, pw_atan, pw_asin, pw_acos, pw_atanh,
+                                       pw_atan2, pw_logaddexp2, pw_hypot, pw_rsqrt,
+                                       pw_reciprocal, pw_hardshrink, pw_softshrink,
+                                       pw_shrink_bwd, pw_threshold, pw_threshold_bwd, pw_fmod,
+                                       pw_fmod_scalar, pw_floor_divide, pw_floor_divide_scalar,
+                                       pw_scale_bwd, pw_expm1_bwd, pw_log_bwd, pw_log1p_bwd,
+                                       pw_sinh_bwd, pw_cosh_bwd, pw_tan_bwd, pw_atan_bwd,
+                                       pw_asin_bwd, pw_atanh_bwd, pw_reciprocal_bwd,
+                                       pw_rsqrt_bwd, pw_mish, pw_mish_bwd, pw_logsigmoid,
+                                       pw_logsigmoid_bwd, pw_hardtanh_bwd, pw_frac, pw_logit,
+                                       pw_logit_bwd, pw_bce_logits, pw_bce_logits_bwd, pw_lerp,
+                                       pw_addcmul, pw_addcdiv};
 /* rough cost per element relative to a copy: how early a second thread pays */
 static const int PW_COST[PW_COUNT] = {8, 8, 1, 1, 1, 1, 1, 1, 8, 16, 1, 8, 16, 16,
-                                      1, 1, 1, 8, 8, 4, 4, 1, 32, 16, 16};
+                                      1, 1, 1, 8, 8, 4, 4, 1, 32, 16, 16, 4, 4, 4,
+                                      4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8, 16, 4, 1, 1,
+                                      1, 1, 1, 1, 1, 4, 4, 4, 4, 1, 1, 1, 1, 8,
+                                      8, 1, 1, 1, 1, 1, 1, 8, 8, 16, 8, 1, 1, 4,
+                                      1, 16, 8, 1, 1, 1};
 
-/* op `op` of n contiguous floats x (and y for the two-input ops) into out; -1 for an unknown op */
-EXPORT int pointwise_f32(int op, const float *x, const float *y, float *out, int64_t n,
-                         double a, double b, double c, int nt) {
+/* op `op` of n contiguous floats x (and y, z for the two- and three-input ops) into out; -1 for
+ * an unknown op */
+EXPORT int pointwise_f32(int op, const float *x, const float *y, const float *z, float *out,
+                         int64_t n, double a, double b, double c, int nt) {
     if (op < 0 || op >= PW_COUNT) return -1;
     const int64_t B = 16384;
     pw_fn fn = PW_FNS[op];
@@ -264,9 +381,10 @@ EXPORT int pointwise_f32(int op, const float *x, const float *y, float *out, int
     for (int64_t i = 0; i < n; i += B)
     {
         int64_t m = n - i < B ? n - i : B;
-        fn(x + i, y ? y + i : y, out + i, m, fa, fb, fc);
-        if (op == PW_REMAINDER || op == PW_REMAINDER_SCALAR)
-            pw_rem_fix(x + i, y ? y + i : y, out + i, m, fa);
+        fn(x + i, y ? y + i : y, z ? z + i : z, out + i, m, fa, fb, fc);
+        if (op == PW_REMAINDER || op == PW_REMAINDER_SCALAR || op == PW_TAN || op == PW_FMOD ||
+            op == PW_FMOD_SCALAR || op == PW_FLOOR_DIVIDE || op == PW_FLOOR_DIVIDE_SCALAR)
+            pw_fix(op, x + i, y ? y + i : y, out + i, m, fa);
     }
     return 0;
 }

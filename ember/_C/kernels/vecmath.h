@@ -118,6 +118,192 @@ static inline float erf_erfc_f32(float x, int want_erfc) {
     return x != x ? x : r;
 }
 
+/* expm1(x): Taylor to x^8/8! for |x| < 0.5 (relative error < 1e-8), else exp(x) - 1, which
+ * there loses at most ~2 ulp to the subtraction (libm's expm1f does not vectorise). */
+static inline float expm1_f32(float x) {
+    float p = 1.0f / 40320.0f;
+    p = p * x + 1.0f / 5040.0f;
+    p = p * x + 1.0f / 720.0f;
+    p = p * x + 1.0f / 120.0f;
+    p = p * x + 1.0f / 24.0f;
+    p = p * x + 1.0f / 6.0f;
+    p = p * x + 0.5f;
+    float small = x + x * x * p;
+    return (x < 0.5f) & (x > -0.5f) ? small : exp_f32(x) - 1.0f;
+}
+
+/* ---- the pointwise ops' full-range float32 functions (pointwise.h): each handles nan, the
+ * infinities, signed zeros and denormals as libm, to the accuracy stated (measured against
+ * float64 over all float32 in the tested ranges) ---- */
+
+/* y 2^n for integer-valued n in [-252, 254] in two steps, so a denormal result keeps its bits */
+static inline float scale2_f32(float y, float n) {
+    int32_t a = (int32_t)n >> 1, b = (int32_t)n - a;
+    return y * f32_from_bits((int32_t)((uint32_t)(a + 127) << 23)) *
+           f32_from_bits((int32_t)((uint32_t)(b + 127) << 23));
+}
+
+/* exp(x) over the whole range (denormal results down to -103.97), ~1 ulp */
+static inline float exp_full_f32(float x) {
+    float xc = x < -104.0f ? -104.0f : x;
+    xc = xc > 88.7228394f ? 88.7228394f : xc;
+    float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float y = scale2_f32(exp_reduced_f32(xc, n), n);
+    return x > 88.7228394f ? INFINITY : y;
+}
+
+/* 2^x: Cephes' exp2f (degree-6 polynomial in the fraction), ~1 ulp; exact at integers */
+static inline float exp2_f32(float x) {
+    float xc = x < -151.0f ? -151.0f : x;
+    xc = xc > 128.0f ? 128.0f : xc;
+    float n = (xc + 12582912.0f) - 12582912.0f, r = xc - n;
+    float p = 1.535336188319500E-4f;
+    p = p * r + 1.339887440266574E-3f;
+    p = p * r + 9.618437357674640E-3f;
+    p = p * r + 5.550332471162809E-2f;
+    p = p * r + 2.402264791363012E-1f;
+    p = p * r + 6.931472028550421E-1f;
+    float y = scale2_f32(p * r + 1.0f, n);
+    return x >= 128.0f ? INFINITY : y;
+}
+
+/* log(x) = t + e ln 2 for x = m 2^e: t, the log of the mantissa (Cephes' logf as log_f32),
+ * and e; denormals scaled up first; nan, 0, negatives and inf are the callers' */
+static inline float log_parts_f32(float x, float *fe) {
+    int sub = x < 1.17549435e-38f;
+    x = sub ? x * 16777216.0f : x;
+    int32_t bits;
+    memcpy(&bits, &x, 4);
+    int32_t e = ((bits >> 23) & 0xff) - 126 - (sub ? 24 : 0);
+    float m = f32_from_bits((bits & 0x007fffff) | 0x3f000000);
+    int low = m < 0.707106781186547524f;
+    e = low ? e - 1 : e;
+    m = low ? m + m - 1.0f : m - 1.0f;
+    float z = m * m, y = 7.0376836292E-2f;
+    y = y * m - 1.1514610310E-1f;
+    y = y * m + 1.1676998740E-1f;
+    y = y * m - 1.2420140846E-1f;
+    y = y * m + 1.4249322787E-1f;
+    y = y * m - 1.6668057665E-1f;
+    y = y * m + 2.0000714765E-1f;
+    y = y * m - 2.4999993993E-1f;
+    y = y * m + 3.3333331174E-1f;
+    *fe = (float)e;
+    return m + (y * m * z - 0.5f * z);
+}
+/* log(x) for finite x > 0 (Cephes' logf: ln 2 in two parts), ~1 ulp */
+static inline float log_f32(float x) {
+    float e, t = log_parts_f32(x, &e);
+    return (t + e * -2.12194440e-4f) + e * 0.693359375f;
+}
+/* libm's answers off the positive finite numbers: nan below 0, -inf at +-0, inf at inf */
+static inline float log_special_f32(float x, float r) {
+    return x == 0.0f ? -INFINITY : x < 0.0f ? NAN : x == INFINITY ? x : x != x ? x : r;
+}
+/* log, log2 and log10, ~1 ulp (base 2 exact at powers of 2) */
+static inline float log_full_f32(float x) { return log_special_f32(x, log_f32(x)); }
+static inline float log2_full_f32(float x) {
+    float e, t = log_parts_f32(x, &e);
+    return log_special_f32(x, t * 1.44269504088896341f + e);
+}
+static inline float log10_full_f32(float x) {
+    float e, t = log_parts_f32(x, &e);
+    return log_special_f32(x, t * 0.434294481903251828f + e * 0.301029995663981195f);
+}
+/* log1p(y), ~2 ulp: log(1 + y) corrected by the rounding of 1 + y */
+static inline float log1p_full_f32(float y) {
+    float u = 1.0f + y, r = log_special_f32(u, log_f32(u) - ((u - 1.0f) - y) / u);
+    return y == 0.0f ? y : u == 0.0f ? -INFINITY : r;
+}
+
+/* atan(q) for q in [0, 1]: Cephes' atanf (q > tan(pi/8) moved by pi/4), ~1 ulp */
+static inline float atan_unit_f32(float q) {
+    int big = q > 0.414213562373095f;
+    float x = big ? (q - 1.0f) / (q + 1.0f) : q, z = x * x;
+    float p = 8.05374449538e-2f;
+    p = p * z - 1.38776856032E-1f;
+    p = p * z + 1.99777106478E-1f;
+    p = p * z - 3.33329491539E-1f;
+    return (big ? 0.785398163397448310f : 0.0f) + (p * z * x + x);
+}
+#define PIO2_HI 1.57079637050628662f     /* pi / 2 = PIO2_HI + PIO2_LO */
+#define PIO2_LO -4.37113900018624283e-8f
+#define PI_HI 3.14159274101257324f
+#define PI_LO -8.74227800037248566e-8f
+
+/* atan(x), ~2 ulp */
+static inline float atan_full_f32(float x) {
+    float a = x < 0.0f ? -x : x;
+    float t = atan_unit_f32(a > 1.0f ? 1.0f / a : a);
+    return copysignf(a > 1.0f ? (PIO2_HI - t) + PIO2_LO : t, x);
+}
+/* atan2(y, x), ~2 ulp, with C99's signed zeros and infinities (atan2(+-0, -0) = +-pi...) */
+static inline float atan2_full_f32(float y, float x) {
+    float a = y < 0.0f ? -y : y, b = x < 0.0f ? -x : x;
+    float q = a == b ? (a == 0.0f ? 0.0f : 1.0f) : a < b ? a / b : b / a;
+    float t = atan_unit_f32(q);
+    t = a > b ? (PIO2_HI - t) + PIO2_LO : t;
+    t = signbit(x) ? (PI_HI - t) + PI_LO : t;
+    return x != x || y != y ? x + y : copysignf(t, y);
+}
+
+/* asin(x) and acos(x), ~2 ulp: Cephes' asinf polynomial on |x| <= 1/2, and
+ * asin(x) = pi/2 - 2 asin(sqrt((1 - x) / 2)) above */
+static inline float asin_poly_f32(float s, float z) {       /* asin(s), z = s^2, s <= 1/2 */
+    float p = 4.2163199048E-2f;
+    p = p * z + 2.4181311049E-2f;
+    p = p * z + 4.5470025998E-2f;
+    p = p * z + 7.4953002686E-2f;
+    p = p * z + 1.6666752422E-1f;
+    return p * z * s + s;
+}
+static inline float asin_full_f32(float x) {
+    float a = x < 0.0f ? -x : x, z = 0.5f * (1.0f - a);
+    int big = a > 0.5f;
+    float s = big ? sqrtf(z) : a, r = asin_poly_f32(s, big ? z : a * a);
+    r = big ? (PIO2_HI - (r + r)) + PIO2_LO : r;
+    return a > 1.0f ? NAN : copysignf(r, x);
+}
+static inline float acos_full_f32(float x) {
+    float a = x < 0.0f ? -x : x, z = 0.5f * (1.0f - a);
+    int big = a > 0.5f;
+    float s = big ? sqrtf(z) : a, r = asin_poly_f32(s, big ? z : a * a);
+    float hi = x < 0.0f ? (PI_HI - (r + r)) + PI_LO : r + r;     /* |x| > 1/2 */
+    float lo = (PIO2_HI - copysignf(r, x)) + PIO2_LO;
+    return a > 1.0f ? NAN : big ? hi : lo;
+}
+
+/* sinh, cosh, ~2 ulp: from expm1 (sinh near 0), and exp(|x| / 2)^2 / 2 past exp's overflow */
+static inline float sinh_full_f32(float x) {
+    float a = x < 0.0f ? -x : x, m = expm1_f32(a), h = exp_f32(0.5f * a);
+    float r = a > 88.0f ? (0.5f * h) * h : 0.5f * (m + m / (m + 1.0f));
+    return copysignf(r, x);
+}
+static inline float cosh_full_f32(float x) {
+    float a = x < 0.0f ? -x : x, e = exp_f32(a), h = exp_f32(0.5f * a);
+    return a > 88.0f ? (0.5f * h) * h : 0.5f * e + 0.5f / e;
+}
+/* atanh(x) = log1p(2|x| / (1 - |x|)) / 2, ~3 ulp */
+static inline float atanh_full_f32(float x) {
+    float a = x < 0.0f ? -x : x;
+    return copysignf(0.5f * log1p_full_f32((a + a) / (1.0f - a)), x);
+}
+
+/* tan(x), ~2 ulp: x - k pi/2 in double (exact enough for |x| < 2^16; larger |x| goes to
+ * libm, pointwise.h), Cephes' tanf polynomial, -1/tan for odd k */
+static inline float tan_full_f32(float x) {
+    double k = rint((double)x * 0.63661977236758134308);
+    float r = (float)(((double)x - k * 1.5707963267341256e+00) - k * 6.0771005065061922e-11);
+    float z = r * r, p = 9.38540185543E-3f;
+    p = p * z + 3.11992232697E-3f;
+    p = p * z + 2.44301354525E-2f;
+    p = p * z + 5.34112807005E-2f;
+    p = p * z + 1.33387994085E-1f;
+    p = p * z + 3.33331568548E-1f;
+    float t = p * z * r + r;
+    return ((int32_t)k & 1) ? -1.0f / t : t;
+}
+
 static inline double phi_cdf_f64(double x, double *e) {
     *e = exp(-0.5 * x * x);
     return 0.5 * erfc(-x * 0.70710678118654752);
