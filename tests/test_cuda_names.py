@@ -28,7 +28,7 @@ HAS_GPU = ember.cuda.is_available()
 needs_torch = pytest.mark.skipif(torch is None, reason="compares with torch")
 no_gpu = pytest.mark.skipif(HAS_GPU or torch is None or torch.cuda.is_available(),
                             reason="the no-GPU answers, compared with torch's")
-NO_DRIVER = "Found no NVIDIA driver"
+NO_DRIVER = "Found no NVIDIA driver|needs CuPy"      # (CuPy installed, or not)
 EC, TC = ember.cuda, torch and torch.cuda
 
 
