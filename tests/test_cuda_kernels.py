@@ -269,8 +269,9 @@ def _both(fn, monkeypatch):
     return out
 
 
-def _close(a, b, dt):
+def _close(a, b, dt, scale=1.0):
     rtol, atol = TOL[dt]
+    atol *= scale
     for x, y in zip(a, b):
         np.testing.assert_allclose(x, y, rtol=rtol, atol=atol)
 
@@ -296,8 +297,11 @@ def test_rows_kernels_equal_the_xp_code(monkeypatch, kernels, name, shape, dt):
         return y, gx
     fused, ref = _both(run, monkeypatch)
     assert ran == (["softmax", "softmax"] if "softmax" in name else ["norm"])
-    _close(fused, ref, dt)
-    _close(fused, [t.detach().double().numpy() for t in run("cpu")], dt)
+    # a norm over rows of one element has variance 0: its gradient (exactly 0) is the
+    # difference of equal terms times 1/sqrt(eps), so rounding shows ~300x amplified
+    scale = 1e3 if "norm" in name and n == 1 else 1.0
+    _close(fused, ref, dt, scale)
+    _close(fused, [t.detach().double().numpy() for t in run("cpu")], dt, scale)
 
 
 @pytest.mark.parametrize("dt", [ember.float16, ember.float32, ember.float64], ids=str)
