@@ -681,6 +681,10 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     if store is not None:
         store = PrefixStore(f"default_pg/{_world.generation}", store)
         store.set_timeout(timeout)
+    if world_size > 1:
+        # (before the engine's collective start-up: no rank leaves init, and may exit, while
+        # another is still leaving its failure keys with the store's server)
+        _watchdog.start(_world, store, rank)
     if "nccl" in name:
         from . import _nccl
         engine = _nccl.NcclEngine(store, rank, world_size, device_id)
@@ -691,8 +695,6 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     _world.pg.group_name, _world.pg.group_desc, _world.pg.bound_device_id = "0", "default_pg", \
         device_id
     _world.groups, _world.group_count = {_world.pg: "0"}, 1
-    if world_size > 1:
-        _watchdog.start(_world, store, rank)
 
 
 def destroy_process_group(group=None):
