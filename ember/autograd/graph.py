@@ -9,6 +9,7 @@ import types
 import weakref
 
 from .._size import Size
+from .._sparse import strided
 from . import grad_mode
 from .anomaly_mode import anomaly
 # saved tensor hooks (``graph.saved_tensors_hooks`` and friends): their own module
@@ -594,7 +595,6 @@ class AccumulateGrad(Node):
 def _laid_out(g, v, copy=False):
     """``g`` (a copy where ``copy``) with the strides torch's gradient layout contract gives
     ``v.grad``: ``v``'s where ``v`` is dense and non-overlapping, else row-major."""
-    from .._sparse import strided
     if g.layout is not strided or v.layout is not strided:     # (sparse: taken as they are)
         return g.clone() if copy else g
     shape, st = g.shape, v.stride() if v.device.type != "meta" else None
