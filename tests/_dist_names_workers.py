@@ -81,11 +81,22 @@ def _pg_methods(me):
     pg.allreduce_coalesced(ts, dist.AllreduceCoalescedOptions()).wait()
     _eq(ts[0], [3, 3], "allreduce_coalesced")
     _eq(ts[1], [[3]], "allreduce_coalesced")
-    try:
-        pg.allreduce([t, t])
-        raise AssertionError("two tensors per process must be refused")
-    except ValueError as e:
-        assert "one tensor per process" in str(e)
+    # several tensors per process, values from torch 2.13's gloo on 2 ranks: a reduction
+    # over all of them (AVG divides only the first), the root's tensor[rootTensor], the
+    # gathered lists ordered by rank, then by tensor
+    for op, want in ((dist.ReduceOp.SUM, [[33, 44], [33, 44]]),
+                     (dist.ReduceOp.AVG, [[16.5, 22], [33, 44]])):
+        ts = [ember.tensor([1.0 + me, 2.0]), ember.tensor([10.0 * (me + 1), 20.0])]
+        pg.allreduce(ts, op).wait()
+        _eq(ember.stack(ts), want, f"allreduce of 2 tensors, {op}")
+    o = dist.BroadcastOptions()
+    o.rootRank, o.rootTensor = 1, 1
+    ts = [ember.tensor([1.0 + me]), ember.tensor([10.0 * (me + 1)])]
+    pg.broadcast(ts, o).wait()
+    _eq(ember.cat(ts), [20, 20], "broadcast of 2 tensors, rootTensor=1")
+    out = [[ember.zeros(1) for _ in range(4)] for _ in range(2)]
+    pg.allgather(out, [ember.tensor([1.0 + me]), ember.tensor([10.0 * (me + 1)])]).wait()
+    _eq([ember.cat(x).tolist() for x in out], [[1, 10, 2, 20]] * 2, "allgather of 2 tensors")
     pg.monitored_barrier(datetime.timedelta(seconds=60))
 
 

@@ -229,6 +229,51 @@ def test_pg_methods_record_comm_and_ddp_logging(world1, torch_world):
     assert len(em.reducer.get_backward_stats()) == len(tm.reducer.get_backward_stats())
 
 
+def _several_tensors(lib, dist_, pg):
+    """ProcessGroup calls with several tensors per process: results, or the error's type
+    and message."""
+    out = []
+
+    def call(f):
+        try:
+            out.append([[x.tolist() for x in r] if isinstance(r, list) else r.tolist()
+                        for r in f()])
+        except Exception as e:          # noqa: BLE001 (the type and text are compared)
+            out.append((type(e).__name__, str(e).split(" (expected")[0][:60]))
+
+    ts = lambda: [lib.tensor([1.0, 2.0]), lib.tensor([10.0, 30.0])]       # noqa: E731
+    for op in ("SUM", "AVG", "MAX", "PRODUCT"):
+        call(lambda: (lambda t: (pg.allreduce(t, getattr(dist_.ReduceOp, op)).wait(), t)[1])(
+            ts()))
+    o = dist_.BroadcastOptions()
+    o.rootTensor = 1
+    call(lambda: (lambda t: (pg.broadcast(t, o).wait(), t)[1])(ts()))
+    outs = [[lib.zeros(2) for _ in range(2)] for _ in range(2)]
+    call(lambda: (pg.allgather(outs, ts()).wait(), outs)[1])
+    o.rootTensor = 2
+    call(lambda: pg.broadcast(ts(), o))
+    call(lambda: pg.allreduce([lib.ones(1), lib.ones(2)]))
+    call(lambda: pg.allgather([[lib.zeros(2)]], ts()))
+    call(lambda: pg.allgather([[lib.zeros(2)], [lib.zeros(2)]], ts()))
+    for name, args in (("reduce", (dist_.ReduceOptions(),)), ("send", (0, 0)),
+                       ("recv", (0, 0)), ("recv_anysource", (0,))):
+        call(lambda: getattr(pg, name)(ts(), *args))
+    call(lambda: pg.gather([[lib.zeros(2)]], ts(), dist_.GatherOptions()))
+    call(lambda: pg.scatter(ts(), [], dist_.ScatterOptions()))
+    call(lambda: pg.reduce_scatter(ts(), [[lib.zeros(2)]] * 2, dist_.ReduceScatterOptions()))
+    return out
+
+
+@needs_mpi
+def test_pg_several_tensors_per_process_as_torch(world1, torch_world):
+    """On one rank against torch; tests/_dist_names_workers.py checks 2 ranks."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = _several_tensors(torch, tdist, tdist.group.WORLD)
+    assert _several_tensors(ember, dist, dist.group.WORLD) == want
+
+
 def test_sharing_strategies_as_torch():
     assert mp.get_all_sharing_strategies() == tmp.get_all_sharing_strategies()
     assert mp.get_sharing_strategy() == tmp.get_sharing_strategy() == "file_descriptor"

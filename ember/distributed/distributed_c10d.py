@@ -129,8 +129,9 @@ class ProcessGroup:
     def __repr__(self):
         return f"ProcessGroup(backend={self._backend!r}, ranks={self.ranks})"
 
-    # torch's ProcessGroup methods: group ranks, one tensor per process (or a list of one),
-    # an *Options struct or the plain arguments; each returns a Work
+    # torch's ProcessGroup methods: group ranks, a list of tensors (several per process for
+    # allreduce, broadcast and allgather, as ProcessGroupGloo; one for the rest) or the plain
+    # tensor, an *Options struct or the plain arguments; each returns a Work
     def _run(self, fn, opts, *args, **kw):
         w = fn(*args, group=self, async_op=True, **kw)
         if opts.timeout >= datetime.timedelta(0):
@@ -138,16 +139,38 @@ class ProcessGroup:
         return w
 
     def allreduce(self, tensors, opts=None, timeout=None):
+        """The reduction over every tensor of every process, into each tensor."""
         o = _opts(AllreduceOptions, opts, timeout, "reduceOp")
-        return self._run(all_reduce, o, _one(tensors, "allreduce"), op=o.reduceOp)
+        ts, op = _several(tensors, "allreduce"), RedOpType(o.reduceOp)
+        acc = ts[0].clone()
+        for t in ts[1:]:
+            _FOLD[op](acc._data, t._data, out=acc._data)
+
+        def finish():
+            for t in ts[1:]:
+                _write(t, acc._data)
+            if op == RedOpType.AVG:
+                # NOTE: gloo divides only the first tensor by the group size: the others keep
+                # the sum (torch 2.13); we match it
+                _avg(acc._data, self.size(), acc.dtype)
+            _write(ts[0], acc._data)
+        return _then(self._run(all_reduce, o, acc, op=RedOpType.SUM if op == RedOpType.AVG
+                               else op), finish)
 
     def allreduce_coalesced(self, tensors, opts=None):
         o = _opts(AllreduceCoalescedOptions, opts)
         return self._run(_all_reduce_coalesced, o, list(tensors), op=o.reduceOp)
 
     def broadcast(self, tensors, opts=None, timeout=None):
+        """The root process's ``tensors[opts.rootTensor]`` into every tensor."""
         o = _opts(BroadcastOptions, opts, timeout, "rootRank")
-        return self._run(broadcast, o, _one(tensors, "broadcast"), group_src=o.rootRank)
+        ts = _several(tensors, "broadcast")
+        if not 0 <= o.rootTensor < len(ts):
+            raise RuntimeError(f"ProcessGroupGloo::broadcast: invalid root tensor: "
+                               f"{o.rootTensor}")
+        src = ts[o.rootTensor]
+        return _then(self._run(broadcast, o, src, group_src=o.rootRank),
+                     lambda: [_write(t, src._data) for t in ts if t is not src])
 
     def reduce(self, tensors, opts=None, op=ReduceOp.SUM, timeout=None):
         o = _opts(ReduceOptions, opts, timeout, "rootRank")
@@ -157,12 +180,24 @@ class ProcessGroup:
                          group_dst=o.rootRank)
 
     def allgather(self, output_tensors, input_tensors, opts=None):
+        """Each ``output_tensors[i]`` (k lists for k inputs) = every rank's inputs in rank
+        order: ``[rank 0's input 0, ..., rank 0's input k-1, rank 1's input 0, ...]``."""
         o = _opts(AllgatherOptions, opts, opts if isinstance(opts, datetime.timedelta) else None)
-        from .._tensor import Tensor
-        if isinstance(input_tensors, Tensor):
+        if _is_tensor(input_tensors):
             return self._run(all_gather, o, list(output_tensors), input_tensors)
-        return self._run(all_gather, o, list(_one(output_tensors, "allgather")),
-                         _one(input_tensors, "allgather"))
+        ins, outs = _several(input_tensors, "allgather"), [list(x) for x in output_tensors]
+        k = len(ins)
+        if len(outs) != k:
+            raise RuntimeError("ProcessGroupGloo::allgather: requires input/output tensor "
+                               "lists to have the same length")
+        for i, lst in enumerate(outs):
+            if len(lst) != k * self.size():
+                raise RuntimeError(f"ProcessGroupGloo::allgather: invalid output tensor list "
+                                   f"at index {i} (expected length {k * self.size()}, got "
+                                   f"{len(lst)})")
+        by_rank = [outs[0][r * k:(r + 1) * k] for r in range(self.size())]
+        return _then(self._run(_all_gather_coalesced, o, by_rank, ins),
+                     lambda: [_write(t, s._data) for x in outs[1:] for t, s in zip(x, outs[0])])
 
     def allgather_coalesced(self, output_lists, input_list, opts=None):
         return self._run(_all_gather_coalesced, _opts(AllgatherOptions, opts), output_lists,
@@ -232,10 +267,10 @@ class ProcessGroup:
         return isend(_one(tensors, "send"), group=self, tag=tag, group_dst=dstRank)
 
     def recv(self, tensors, srcRank, tag):
-        return irecv(_one(tensors, "recv"), group=self, tag=tag, group_src=srcRank)
+        return irecv(_one(tensors, "send"), group=self, tag=tag, group_src=srcRank)
 
     def recv_anysource(self, tensors, tag):
-        return irecv(_one(tensors, "recv_anysource"), group=self, tag=tag)
+        return irecv(_one(tensors, "send"), group=self, tag=tag)
 
     def set_timeout(self, timeout):
         self.timeout = timeout
@@ -264,16 +299,45 @@ def _is_tensor(x):
     return isinstance(x, Tensor)
 
 
+_SINGLE = {"reduce": "ProcessGroupGloo::reduce: requires a single-element tensor list",
+           "gather": "ProcessGroupGloo::gather: requires a single-element input tensor list",
+           "scatter": "ProcessGroupGloo::scatter: requires a single-element output tensor list",
+           "reduce_scatter": "reduce_scatter only supports 1 output",
+           # NOTE: torch's recv and recv_anysource also say "send"
+           "send": "ProcessGroupGloo::send takes a single tensor"}
+
+
 def _one(tensors, what):
     """The tensor of a ProcessGroup method's argument (a tensor, or a list of one)."""
     if _is_tensor(tensors):
         return tensors
     tensors = list(tensors)
     if len(tensors) != 1:
-        raise ValueError(f"ProcessGroup.{what}: ember takes one tensor per process, got "
-                         f"{len(tensors)} (torch's several-tensors-per-process form is not "
-                         "supported)")
+        raise RuntimeError(_SINGLE[what])
     return tensors[0]
+
+
+def _several(tensors, what):
+    """The tensors of a ProcessGroup method that takes several per process (a tensor, or a
+    list of tensors of one size and dtype, as ProcessGroupGloo checks)."""
+    ts = [tensors] if _is_tensor(tensors) else list(tensors)
+    if not ts:
+        raise NotImplementedError(f"There were no tensor arguments to this function (e.g., you "
+                                  f"passed an empty list of Tensors), c10d::{what}_")
+    shape = lambda t: f"({', '.join(map(str, t.shape))})"      # noqa: E731
+    # NOTE: gloo's index counts from the second tensor; we match the message
+    for i, t in enumerate(ts[1:]):
+        for kind, got, want in (("size", shape(t), shape(ts[0])), ("type", t.dtype,
+                                                                     ts[0].dtype)):
+            if got != want:
+                raise RuntimeError(f"ProcessGroupGloo::{what}: invalid tensor {kind} at index "
+                                   f"{i} (expected {want}, got {got})")
+    return ts
+
+
+_FOLD = {RedOpType.SUM: np.add, RedOpType.AVG: np.add, RedOpType.PRODUCT: np.multiply,
+         RedOpType.MIN: np.minimum, RedOpType.MAX: np.maximum, RedOpType.BAND: np.bitwise_and,
+         RedOpType.BOR: np.bitwise_or, RedOpType.BXOR: np.bitwise_xor}
 
 
 class _Options:
