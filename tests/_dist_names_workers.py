@@ -178,11 +178,10 @@ def _mesh(me):
     got = model(x)
     assert float((got - want).abs().max()) < 1e-12
     got.sum().backward()
-    try:
-        fully_shard(ember.nn.Linear(2, 2), mesh=dist.init_device_mesh("cpu", (1, 2)))
-        raise AssertionError("a 2-D mesh must be refused")
-    except NotImplementedError as e:
-        assert "HSDP" in str(e)
+    hsdp = fully_shard(ember.nn.Linear(2, 2), mesh=dist.init_device_mesh(
+        "cpu", (1, 2), mesh_dim_names=("replicate", "shard")))           # HSDP, one replica
+    assert repr(hsdp.weight.placements) == "(Replicate(), Shard(dim=0))"
+    assert hsdp.weight.to_local().shape == (1, 2) and hsdp.weight.full_tensor().shape == (2, 2)
 
 
 def _ddp(me):

@@ -328,11 +328,164 @@ def features(rank, n, init_method):
     dist.destroy_process_group()
 
 
-def _shard_layers(m):
+def _shard_layers(m, **kw):
     for layer in m:
         if isinstance(layer, ember.nn.Linear):
-            fully_shard(layer)
-    return fully_shard(m)
+            fully_shard(layer, **kw)
+    return fully_shard(m, **kw)
+
+
+def hybrid(rank, n, init_method):
+    """HSDP on a 2 x 2 mesh (replicate, shard): FSDP2 on the 2-D mesh, FSDP1 HYBRID_SHARD and
+    _HYBRID_SHARD_ZERO2 (mesh, group pair, node groups from LOCAL_WORLD_SIZE): losses equal
+    DDP's and one process's, parameters one process's; each rank holds half of DDP's bytes
+    (the shard group's size is 2) and shards equal its replica's."""
+    import os
+    from ember.distributed.device_mesh import init_device_mesh
+    from ember.distributed.tensor import Replicate, Shard
+    os.environ["LOCAL_WORLD_SIZE"] = "2"            # two "nodes" of two ranks
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=n)
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("replicate", "shard"))
+    X, Y = _data(n)
+    mine = slice(4 * rank, 4 * (rank + 1))
+    ref = make()
+    ref_losses = _train(ref, ember.optim.AdamW(ref.parameters(), lr=LR), X, Y)
+    ddp = DDP(make())
+    opt = ember.optim.AdamW(ddp.parameters(), lr=LR)
+    ddp_losses = _train(ddp, opt, X, Y, None, mine)
+    ddp_bytes = held_bytes(list(ddp.parameters()), opt)
+    models = {"fsdp2": lambda: _shard_layers(make(), mesh=mesh)}
+    for name, kw in [("hybrid", {"device_mesh": mesh}),
+                     ("zero2", {"process_group": (mesh.get_group("shard"),
+                                                  mesh.get_group("replicate")),
+                                "sharding_strategy": ShardingStrategy._HYBRID_SHARD_ZERO2}),
+                     ("node_groups", {})]:
+        kw = {"auto_wrap_policy": ModuleWrapPolicy({ember.nn.Linear}),
+              "sharding_strategy": ShardingStrategy.HYBRID_SHARD, **kw}
+        models[name] = lambda kw=kw: FSDP(make(), **kw)
+    for name, build in models.items():
+        m = build()
+        opt = ember.optim.AdamW(m.parameters(), lr=LR)
+        losses = _train(m, opt, X, Y, None, mine)
+        assert np.abs(losses - ddp_losses).max() < 1e-6, name
+        assert np.abs(losses - ref_losses).max() < 1e-6, name
+        ratio = held_bytes(list(m.parameters()), opt) / ddp_bytes
+        assert 0.5 * 0.95 < ratio < 0.5 * 1.1, (name, ratio)
+        for p in m.parameters():                    # the same shard in both replicas
+            p = p.to_local() if name == "fsdp2" else p.detach()
+            both = [ember.zeros_like(p) for _ in range(2)]
+            dist.all_gather(both, p, group=mesh.get_group("replicate"))
+            assert ember.equal(both[0], both[1]), name
+        full = _full_params(m) if name == "fsdp2" else m.state_dict()
+        _close(full, ref.state_dict(), 1e-9, name)
+    node = rank // 2 * 2                            # the last model: FSDP1 on node groups
+    assert dist.get_process_group_ranks(m._unit.group) == [node, node + 1]
+    assert dist.get_process_group_ranks(m._unit.replica_group) == [rank % 2, rank % 2 + 2]
+    p2 = _shard_layers(make(), mesh=mesh)[0].weight
+    assert p2.placements == (Replicate(), Shard(0)) and p2.to_local().shape == (16, 32)
+    dist.destroy_process_group()
+
+
+def _logged(log):
+    """Record every all-gather as it starts and as its wait ends (units told apart by
+    size), and every reduce-scatter, in ``log``."""
+    import ember.distributed.distributed_c10d as c10d
+    gather, scatter = c10d.all_gather_into_tensor, c10d.reduce_scatter_tensor
+    size = {104: 0, 54: 1, 22: 2, 28: 2}        # 2 ranks' padded chunks (FSDP1; FSDP2: 28)
+
+    def all_gather_into_tensor(out, inp, group=None, async_op=False):
+        unit = size[out.numel()]
+        log.append(("ag", unit))
+        w = gather(out, inp, group=group, async_op=True)
+        wait = w.wait
+        w.wait = lambda *a: (wait(*a), log.append(("waited", unit)))[0]
+        return w if async_op else w.wait()
+
+    def reduce_scatter_tensor(out, inp, *a, **k):
+        log.append(("rs", size[inp.numel()]))
+        return scatter(out, inp, *a, **k)
+    c10d.all_gather_into_tensor, c10d.reduce_scatter_tensor = all_gather_into_tensor, \
+        reduce_scatter_tensor
+    return lambda: setattr(c10d, "all_gather_into_tensor", gather) or setattr(
+        c10d, "reduce_scatter_tensor", scatter)
+
+
+def _tapered(seed=0):
+    ember.manual_seed(seed)             # layers of different sizes tell units apart in the log
+    return ember.nn.Sequential(ember.nn.Linear(12, 8), ember.nn.Tanh(), ember.nn.Linear(8, 6),
+                               ember.nn.Tanh(), ember.nn.Linear(6, 3)).double()
+
+
+def prefetch(rank, n, init_method):
+    """Prefetching starts a unit's all-gather (a non-blocking MPI request) before the unit
+    before it runs: FSDP1's forward_prefetch and BackwardPrefetch, FSDP2's explicit lists and
+    unshard(async_op=True); losses equal those without prefetching, step by step."""
+    from ember.distributed.fsdp import BackwardPrefetch
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=n)
+    X, Y = _data(n)
+    mine = slice(4 * rank, 4 * (rank + 1))
+    log, policy = [], ModuleWrapPolicy({ember.nn.Linear})
+
+    def run(model, steps=4):
+        opt, out = ember.optim.AdamW(model.parameters(), lr=LR), []
+        inner = [x for x in model.modules() if type(x) is ember.nn.Linear or
+                 type(x).__name__ == "FSDPLinear"]
+        for i, x in enumerate(inner):
+            x.register_forward_hook(lambda *a, i=i: log.append(("fwd", i)))
+        for _ in range(steps):
+            del log[:]
+            opt.zero_grad()
+            loss = ((model(X[0, mine, :12]) - Y[0, mine, :3]) ** 2).mean()
+            log.append(("backward",))
+            loss.backward()
+            opt.step()
+            out.append(loss.item())
+        return out, list(log)
+
+    restore = _logged(log)
+    try:
+        base, plain = run(FSDP(_tapered(), auto_wrap_policy=policy, backward_prefetch=None))
+        assert plain == [("ag", 0), ("waited", 0), ("fwd", 0), ("ag", 1), ("waited", 1),
+                         ("fwd", 1), ("ag", 2), ("waited", 2), ("fwd", 2), ("backward",),
+                         ("ag", 2), ("waited", 2), ("rs", 2), ("ag", 1), ("waited", 1),
+                         ("rs", 1), ("ag", 0), ("waited", 0), ("rs", 0)], plain
+        fwd = [("ag", 0), ("ag", 1), ("waited", 0), ("fwd", 0), ("ag", 2), ("waited", 1),
+               ("fwd", 1), ("waited", 2), ("fwd", 2), ("backward",)]
+        pre = fwd + [("ag", 2), ("ag", 1), ("waited", 2), ("rs", 2), ("ag", 0),
+                     ("waited", 1), ("rs", 1), ("waited", 0), ("rs", 0)]
+        post = fwd + [("ag", 2), ("waited", 2), ("ag", 1), ("rs", 2), ("waited", 1),
+                      ("ag", 0), ("rs", 1), ("waited", 0), ("rs", 0)]
+        for kind, want in ((BackwardPrefetch.BACKWARD_PRE, pre),
+                           (BackwardPrefetch.BACKWARD_POST, post)):
+            losses, seen = run(FSDP(_tapered(), auto_wrap_policy=policy, forward_prefetch=True,
+                                    backward_prefetch=kind, limit_all_gathers=True))
+            assert losses == base and seen == want, (kind, seen)
+        m = _shard_layers(_tapered())           # FSDP2: explicit forward lists, default back
+        m[0].set_modules_to_forward_prefetch([m[2], m[4]])
+        losses, seen = run(m)
+        assert np.allclose(losses, base, 0, 1e-12) and seen[:8] == [("ag", 0), ("ag", 1), ("ag", 2),
+                                               ("waited", 0), ("fwd", 0), ("waited", 1),
+                                               ("fwd", 1), ("waited", 2)], seen
+        assert seen[-10:] == [("backward",), ("ag", 2), ("ag", 1), ("waited", 2), ("rs", 2),
+                              ("ag", 0), ("waited", 1), ("rs", 1), ("waited", 0), ("rs", 0)]
+        m[4].set_modules_to_backward_prefetch([m[2], m[0]])
+        _, seen = run(m, 1)
+        assert seen[seen.index(("backward",)):] == [
+            ("backward",), ("ag", 2), ("ag", 1), ("ag", 0), ("waited", 2), ("rs", 2),
+            ("waited", 1), ("rs", 1), ("waited", 0), ("rs", 0)], seen
+        del log[:]
+        handle = m[2].unshard(async_op=True)
+        assert log == [("ag", 1)] and type(m[2].weight).__name__ == "_DParam"
+        handle.wait()
+        assert log[-1] == ("waited", 1) and type(m[2].weight) is ember.nn.Parameter
+        m[2].reshard()
+        m[0].unshard(async_op=True)             # the forward waits for it
+        del log[:]
+        m(X[0, mine, :12])
+        assert log[:3] == [("ag", 1), ("ag", 2), ("waited", 0)], log
+    finally:
+        restore()
+    dist.destroy_process_group()
 
 
 def _traced_peak(build):

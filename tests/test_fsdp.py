@@ -56,6 +56,17 @@ def test_fsdp2_reshard_accumulate_mixed_precision():
 
 
 @needs_mpi
+def test_prefetch_starts_the_next_all_gather_first():
+    _spawn(W.prefetch, 2)
+
+
+@needs_mpi
+@pytest.mark.slow
+def test_hybrid_sharding_2x2_matches_ddp():
+    _spawn(W.hybrid, 4)
+
+
+@needs_mpi
 def test_fsdp2_checkpoint_loads_into_one_process(tmp_path):
     """The optimizer state of sharded parameters is sharded as they are (DTensors), so a
     2-rank FSDP2 checkpoint loads into one plain process: parameters and AdamW state equal
@@ -91,6 +102,7 @@ def test_four_ranks_match_ddp_and_one_process():
 @needs_mpi
 def test_one_process_and_errors():
     from ember.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy, fully_shard
+    from ember.distributed.device_mesh import init_device_mesh
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
     try:
         with pytest.raises(ValueError, match="does not support containers"):
@@ -98,9 +110,15 @@ def test_one_process_and_errors():
         m = fully_shard(ember.nn.Linear(2, 2))
         with pytest.raises(ValueError, match="already applied"):
             fully_shard(m)
-        with pytest.raises(NotImplementedError, match="HYBRID_SHARD"):
+        with pytest.raises(ValueError, match="Manual wrapping with ShardingStrategy.HYBRID_SHARD"):
             FullyShardedDataParallel(ember.nn.Linear(2, 2),
                                      sharding_strategy=ShardingStrategy.HYBRID_SHARD)
+        with pytest.raises(ValueError, match="expects a 1D or 2D DeviceMesh"):
+            fully_shard(ember.nn.Linear(2, 2), mesh=init_device_mesh("cpu", (1, 1, 1)))
+        with pytest.raises(AssertionError, match="HSDP with mesh_dim_names"):
+            fully_shard(ember.nn.Linear(2, 2), mesh=init_device_mesh("cpu", (1, 1)))
+        with pytest.raises(ValueError, match="Expects FSDPModule"):
+            m.set_modules_to_forward_prefetch([ember.nn.Linear(2, 2)])
         with pytest.raises(ValueError, match="share a dtype"):
             FullyShardedDataParallel(ember.nn.Sequential(ember.nn.Linear(2, 2),
                                                          ember.nn.Linear(2, 2).double()))
@@ -153,7 +171,12 @@ def test_api_matches_torch():
              (eo.ZeroRedundancyOptimizer.consolidate_state_dict,
               to.ZeroRedundancyOptimizer.consolidate_state_dict),
              (et.distribute_tensor, tt.distribute_tensor),
-             (ef.FSDPModule.set_requires_gradient_sync, tf.FSDPModule.set_requires_gradient_sync)]
+             (ef.FSDPModule.set_requires_gradient_sync, tf.FSDPModule.set_requires_gradient_sync),
+             (ef.FSDPModule.unshard, tf.FSDPModule.unshard),
+             (ef.FSDPModule.set_modules_to_forward_prefetch,
+              tf.FSDPModule.set_modules_to_forward_prefetch),
+             (ef.FSDPModule.set_modules_to_backward_prefetch,
+              tf.FSDPModule.set_modules_to_backward_prefetch)]
     skip = {"dp_mesh_dims", "_module_classes_to_ignore"}    # newer than ember's / class lists
     for mine, theirs in pairs:
         a, b = inspect.signature(mine).parameters, inspect.signature(theirs).parameters

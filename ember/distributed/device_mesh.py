@@ -5,7 +5,8 @@ along it), sliced by dimension name (``mesh["dp"]``).
 Each dimension's groups come from one ``MPI_Comm_split`` over the default group (every rank
 calls ``DeviceMesh(...)``, as in torch); a rank's group along a dimension holds its line of
 the mesh, in mesh order, so its group rank is its coordinate. Slices share their parent's
-groups. ember's DTensor and FSDP run on one-dimensional meshes (a whole mesh, or a slice).
+groups. ember's DTensor takes a mesh of any dimension (Shard(0) along at most one), FSDP a 1-D
+mesh or, for HSDP, a 2-D one.
 """
 import numpy as np
 

@@ -1,13 +1,14 @@
 """FSDP2: ``fully_shard``, as ``torch.distributed.fsdp.fully_shard``. Each parameter becomes a
-``DTensor`` sharded along dim 0 over the mesh; the module's class becomes ``FSDP<Class>``
-(also an ``FSDPModule``), whose forward all-gathers its parameters before running and frees
-them after (see _unit.py for the collectives and the backward)."""
+``DTensor`` sharded along dim 0 over the mesh (HSDP, a 2-D mesh: sharded over dim 1,
+replicated over dim 0); the module's class becomes ``FSDP<Class>`` (also an ``FSDPModule``),
+whose forward all-gathers its parameters before running and frees them after (see _unit.py
+for the collectives and the backward)."""
 from dataclasses import dataclass
 
 from ..._tensor import Tensor
 from ...nn.parameter import Parameter
 from .. import distributed_c10d as c10d
-from ..tensor import DTensor, Shard, init_device_mesh
+from ..tensor import DTensor, Replicate, Shard, init_device_mesh
 from ._unit import DEPTH, Unit, cast_floats, collect, enter_forward
 
 
@@ -52,11 +53,13 @@ class _State(Unit):
 
     def __init__(self, module, mesh, reshard_after_forward, mp_policy, ignored_params):
         params, slots = collect(module, lambda m: isinstance(m, FSDPModule), ignored_params or ())
-        super().__init__(params, slots, mesh.get_group(), flat=False,
+        super().__init__(params, slots, mesh.get_group(mesh.ndim - 1), flat=False,
                          reshard_after_forward=reshard_after_forward,
-                         param_dtype=mp_policy.param_dtype, reduce_dtype=mp_policy.reduce_dtype)
+                         param_dtype=mp_policy.param_dtype, reduce_dtype=mp_policy.reduce_dtype,
+                         replica_group=mesh.get_group(0) if mesh.ndim == 2 else None)
         self.module, self.mesh, self.mp = module, mesh, mp_policy
-        self.sharded = [_DParam._make(Tensor._wrap(loc, p.device), mesh, [Shard(0)], p.shape,
+        placements = [Replicate()] * (mesh.ndim - 1) + [Shard(0)]
+        self.sharded = [_DParam._make(Tensor._wrap(loc, p.device), mesh, placements, p.shape,
                                       p.requires_grad)
                         for p, loc in zip(params, self.local_pieces(self._full_arrays))]
         del self._full_arrays
@@ -77,13 +80,8 @@ class _State(Unit):
             else:
                 p.grad._data += a
 
-    def unshard(self):
-        super().unshard()
-        self._show(self.unsharded)
-
-    def reshard(self):
-        super().reshard()
-        self._show(self.sharded)
+    def show(self, full):
+        self._show(self.unsharded if full else self.sharded)
 
 
 def _pre_forward(module, args, kwargs):
@@ -109,11 +107,17 @@ def _post_forward(module, args, out):
 
 
 class UnshardHandle:
-    """What ``FSDPModule.unshard(async_op=True)`` returns; ember's all-gather has completed
-    when it returns, so ``wait()`` has nothing left to wait for."""
+    """What ``FSDPModule.unshard(async_op=True)`` returns: ``wait()`` waits for the
+    all-gather and shows the unsharded parameters (the module's forward waits if it was not
+    called)."""
+
+    def __init__(self, state=None):
+        self._state = state
 
     def wait(self):
-        return None
+        if self._state is not None:
+            self._state.unshard()
+            self._state = None
 
 
 class FSDPModule:
@@ -135,9 +139,10 @@ class FSDPModule:
     """
 
     def unshard(self, async_op=False):
-        """All-gather this module's parameters (the module then shows them unsharded)."""
-        self._fsdp_state.unshard()
-        return UnshardHandle() if async_op else None
+        """All-gather this module's parameters (the module then shows them unsharded); with
+        ``async_op``, start it and return an ``UnshardHandle``."""
+        self._fsdp_state.unshard(async_op)
+        return UnshardHandle(self._fsdp_state) if async_op else None
 
     def reshard(self):
         """Free the unsharded parameters; the module shows its DTensor shards again."""
@@ -158,8 +163,25 @@ class FSDPModule:
         for st in self._fsdp_states(recurse):
             st.reshard_after_forward = reshard_after_forward
 
+    def set_modules_to_forward_prefetch(self, modules):
+        """All-gather ``modules`` (FSDP modules) asynchronously as this one's forward starts,
+        after starting its own."""
+        self._fsdp_state.forward_prefetch = _states(modules)
+
+    def set_modules_to_backward_prefetch(self, modules):
+        """All-gather ``modules`` asynchronously as this one's backward starts (instead of the
+        default: the next in backward, the reverse of the order forwards finished)."""
+        self._fsdp_state.backward_prefetch = _states(modules)
+
     def set_is_last_backward(self, is_last_backward):
         """Accepted for torch compatibility: ember always reshards after backward."""
+
+
+def _states(modules):
+    for m in modules:
+        if not isinstance(m, FSDPModule):
+            raise ValueError(f"Expects FSDPModule but got {type(m)}: {m}")
+    return [m._fsdp_state for m in modules]
 
 
 _CLASSES = {}
@@ -172,7 +194,9 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
     submodule) along dim 0 over ``mesh``; call it on each block, then on the root.
 
     Args:
-        mesh (DeviceMesh): default: all ranks of the default group.
+        mesh (DeviceMesh): default: all ranks of the default group; a 2-D mesh is HSDP:
+            parameters sharded over dim 1 and replicated over dim 0 (gradients
+            reduce-scattered over dim 1, then all-reduced over dim 0).
         reshard_after_forward (bool, optional): free the unsharded parameters after forward
             (all-gather again for backward); default None: True except for the root.
         mp_policy (MixedPrecisionPolicy): the dtypes of compute and gradient reduction.
@@ -204,10 +228,10 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
         raise NotImplementedError("fully_shard: shard_placement_fn (shards other than dim 0) "
                                   "is not implemented in ember")
     mesh = mesh or init_device_mesh("cpu", (c10d.get_world_size(),))
-    if mesh.ndim != 1:
-        raise NotImplementedError(f"fully_shard: a {mesh.ndim}-D mesh (HSDP: replicate over "
-                                  "dim 0, shard over dim 1) is not implemented in ember; pass a "
-                                  "1-D mesh or a slice of one, such as mesh['dp']")
+    if mesh.ndim not in (1, 2):
+        raise ValueError(f"fully_shard expects a 1D or 2D DeviceMesh but got {mesh}")
+    if mesh.ndim == 2 and mesh.mesh_dim_names is None:
+        raise AssertionError("Please init the 2D mesh for HSDP with mesh_dim_names specified")
     if isinstance(offload_policy, CPUOffloadPolicy) and any(
             p.device.type != "cpu" for p in module.parameters()):
         raise NotImplementedError("fully_shard: CPUOffloadPolicy for non-CPU modules is not "

@@ -40,14 +40,16 @@ class Unit:
     ``params``) for every place a parameter is registered (tied parameters have several)."""
 
     def __init__(self, params, slots, group, *, flat, reshard_after_forward, param_dtype=None,
-                 reduce_dtype=None, replicate=False):
+                 reduce_dtype=None, replicate=False, replica_group=None):
         self.slots, self.group, self.flat, self.replicate = slots, group, flat, replicate
+        self.replica_group = replica_group      # hybrid: gradients all-reduced across it too
         if not isinstance(reshard_after_forward, (bool, type(None))):
             raise NotImplementedError("fully_shard: reshard_after_forward as an int (resharding "
                                       "to a smaller mesh) is not implemented in ember")
         self.reshard_after_forward = reshard_after_forward
-        self.group_size = c10d.get_world_size(group)
-        self.world = 1 if replicate else self.group_size
+        self.world = 1 if replicate else c10d.get_world_size(group)
+        self.dp_size = c10d.get_world_size(group) * (
+            1 if replica_group is None else c10d.get_world_size(replica_group))
         self.rank = 0 if replicate else c10d.get_rank(group)
         for p in params:
             if _MANAGED.get(id(p)) is p:
@@ -80,6 +82,12 @@ class Unit:
         self.hooks = [u.register_post_accumulate_grad_hook(self._grad_ready)
                       for u in self.unsharded if u.requires_grad]
         self.is_unsharded, self.sync, self.expected, self.received = False, True, 0, 0
+        self.pending = None             # an all-gather in flight: a function that finishes it
+        # ... started by prefetch(): unused in its forward and backward, it predates a step
+        self.stale = False
+        # prefetching: units to all-gather ahead (None: none; ORDER: as the recorded order)
+        self.forward_prefetch, self.backward_prefetch, self.prefetch_post = None, ORDER, False
+        self.order = {"pre": [], "post": [], "last": []}    # shared by a root's units
         self._full_arrays = [p._data for p in params]     # consumed by the owner's layout
 
     # ---------------------------------------------------------------- layout
@@ -117,32 +125,64 @@ class Unit:
     def local_arrays(self):
         raise NotImplementedError       # the owner (FSDP1 or FSDP2 state) says where shards live
 
-    def gather(self, locals_, dtype):
+    def gather(self, locals_, dtype, async_op=False):
         """The full arrays of the parameters from every rank's ``locals_`` (arrays laid out as
-        ``local_arrays()``: the shards, or optimizer state of their shape), in ``dtype``."""
-        send = self._pack(locals_, dtype)
-        if self.world == 1:
-            return self._fulls(send.reshape(1, -1))
-        recv = Tensor._wrap(np.empty(self.world * self.seg, dtype))
-        c10d.all_gather_into_tensor(recv, Tensor._wrap(send), group=self.group)
-        return self._fulls(recv._data.reshape(self.world, self.seg))
+        ``local_arrays()``: the shards, or optimizer state of their shape), in ``dtype``; with
+        ``async_op``, the all-gather is started and a function that waits returns them."""
+        send = Tensor._wrap(self._pack(locals_, dtype))
+        recv, work = send, None
+        if self.world > 1:
+            recv = Tensor._wrap(np.empty(self.world * self.seg, dtype))
+            work = c10d.all_gather_into_tensor(recv, send, group=self.group, async_op=True)
 
-    def unshard(self):
+        def finish():
+            if work is not None:
+                work.wait()
+            return self._fulls(recv._data.reshape(self.world, self.seg))
+        return finish if async_op else finish()
+
+    def unshard(self, async_op=False):
+        """All-gather the parameters into the leaves; with ``async_op``, only start it (the
+        next ``unshard()`` waits)."""
         if self.is_unsharded or not self.unsharded:
             return
-        for u, f in zip(self.unsharded, self.gather(self.local_arrays(),
-                                                    _npdt(self.param_dtype))):
+        if self.pending is None:
+            self.pending = self.gather(self.local_arrays(), _npdt(self.param_dtype), True)
+        if async_op:
+            return
+        fulls, self.pending, self.stale = self.pending(), None, False
+        for u, f in zip(self.unsharded, fulls):
             u._data, u.dtype = f, Tensor._dtype_of(f)
             u._storage = None
         self.is_unsharded = True
+        self.show(True)
 
     def reshard(self):
+        if self.pending is not None:        # a prefetch nobody used: finish it, drop it
+            self.pending()
+            self.pending, self.stale = None, False
         if not self.is_unsharded:
             return
         for u in self.unsharded:
             # NOTE: a fresh array, not a view: ``a[:0]`` would keep the gathered buffer alive
             u._data, u._storage = np.empty(0, u._data.dtype), None
         self.is_unsharded = False
+        self.show(False)
+
+    def show(self, full):
+        """Called as the unit unshards (True) and reshards: the owner shows the full
+        parameters or the shards on the modules."""
+
+    def prefetch(self, targets, kind):
+        """Start the all-gathers of ``targets`` (units, or ORDER: the unit after this one in
+        the recorded order of ``kind``: "last" forward's pre-forward hooks, or this forward's
+        post-forward hooks reversed, the order of backward)."""
+        if targets is ORDER:
+            seq = self.order[kind] if kind == "last" else self.order[kind][::-1]
+            targets = seq[seq.index(self) + 1:][:1] if self in seq else []
+        for u in targets or ():
+            u.unshard(async_op=True)
+            u.stale = u.pending is not None
 
     def write_back(self):
         """Copy the unsharded values into this rank's shards (after summon_full_params)."""
@@ -152,7 +192,11 @@ class Unit:
 
     # ---------------------------------------------------------------- forward / backward
     def pre_forward(self):
+        self.unshard(async_op=True)
+        self.prefetch(self.forward_prefetch, "last")
         self.unshard()
+        if self.unsharded:
+            self.order["pre"].append(self)
         if grad_mode.is_grad_enabled():
             self.expected = sum(u.requires_grad for u in self.unsharded)
             self.received = 0
@@ -163,11 +207,16 @@ class Unit:
             for t in _tensors(out):
                 if t.requires_grad:
                     t.register_hook(self._pre_backward)
+        if self.unsharded:
+            self.order["post"].append(self)
         raf = self.reshard_after_forward
         if not grad_mode.is_grad_enabled() or (not is_root if raf is None else raf):
             self.reshard()
 
     def _pre_backward(self, grad):
+        self.unshard(async_op=True)
+        if not self.prefetch_post:
+            self.prefetch(self.backward_prefetch, "post")
         self.unshard()
 
     def _grad_ready(self, u):
@@ -177,6 +226,8 @@ class Unit:
 
     def post_backward(self):
         self.received = 0          # (expected stays: a retain_graph backward counts again)
+        if self.prefetch_post:
+            self.prefetch(self.backward_prefetch, "post")
         if self.sync and any(u.grad is not None for u in self.unsharded):
             self.reduce_grads()
         self.reshard()
@@ -199,17 +250,16 @@ class Unit:
                     buf[r, off:off + b - a] = g[a:b]
         for u in self.unsharded:
             u.grad = None
+        t = Tensor._wrap(buf.reshape(-1))
         if self.replicate:
-            t = Tensor._wrap(buf.reshape(-1))
             c10d.all_reduce(t, group=self.group)
-            red = t._data
-        elif self.world == 1:
-            red = buf.reshape(-1)
-        else:
+        elif self.world > 1:
             t = Tensor._wrap(np.empty(self.seg, rdt))
             c10d.reduce_scatter_tensor(t, Tensor._wrap(buf.reshape(-1)), group=self.group)
-            red = t._data
-        red /= np.asarray(self.group_size, rdt)
+        if self.replica_group is not None:
+            c10d.all_reduce(t, group=self.replica_group)
+        red = t._data
+        red /= np.asarray(self.dp_size, rdt)
         locs = []
         for loc, off in zip(self.local_arrays(), self.offs):
             locs.append(red[off:off + loc.size].reshape(loc.shape).astype(loc.dtype))
@@ -253,6 +303,7 @@ def cast_floats(obj, dtype):
 
 
 DEPTH = [0]         # FSDP forwards in progress: the outermost is the root of this forward
+ORDER = "order"     # prefetch the next unit in the recorded order (see Unit.prefetch)
 
 
 def enter_forward(root_module, units):
@@ -262,7 +313,12 @@ def enter_forward(root_module, units):
     is_root = DEPTH[0] == 0
     DEPTH[0] += 1
     if is_root:
-        for u in units(root_module):
+        mine = units(root_module)
+        order = {"pre": [], "post": [], "last": mine[0].order["pre"] if mine else []}
+        for u in mine:
             if u.received:
                 u.post_backward()
+            if u.stale:
+                u.reshard()
+            u.order = order
     return is_root

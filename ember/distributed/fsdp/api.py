@@ -6,7 +6,9 @@ from enum import Enum, auto
 class ShardingStrategy(Enum):
     """FULL_SHARD: parameters, gradients (and so optimizer state) sharded, parameters freed
     after forward; SHARD_GRAD_OP: kept unsharded from forward to the end of backward;
-    NO_SHARD: replicated, gradients all-reduced (DDP). The hybrid ones are not implemented.
+    NO_SHARD: replicated, gradients all-reduced (DDP); HYBRID_SHARD / _HYBRID_SHARD_ZERO2:
+    FULL_SHARD / SHARD_GRAD_OP within a shard group, replicated across groups (gradients
+    reduce-scattered within, then all-reduced across).
 
     Example:
         >>> from ember.distributed.fsdp import ShardingStrategy
@@ -21,7 +23,8 @@ class ShardingStrategy(Enum):
 
 
 class BackwardPrefetch(Enum):
-    """When to all-gather the next unit in backward (ember all-gathers on demand)."""
+    """When a unit's backward starts the all-gather of the next unit to run backward: before
+    computing its own gradients (PRE) or after (POST)."""
     BACKWARD_PRE = auto()
     BACKWARD_POST = auto()
 

@@ -2,6 +2,7 @@
 unit: its module's parameters (except those of wrapped descendants) flattened into one
 ``FlatParameter`` and sharded evenly over the group (see _unit.py for the collectives)."""
 import contextlib
+import os
 from collections import OrderedDict
 
 import numpy as np
@@ -12,7 +13,7 @@ from ...nn.modules.module import Module
 from ...nn.parameter import Parameter
 from .. import distributed_c10d as c10d
 from ..tensor import DTensor, Shard, _rows, init_device_mesh
-from ._unit import DEPTH, Unit, cast_floats, collect, enter_forward
+from ._unit import DEPTH, ORDER, Unit, cast_floats, collect, enter_forward
 from .api import (BackwardPrefetch, FullOptimStateDictConfig, FullStateDictConfig,
                   LocalOptimStateDictConfig, LocalStateDictConfig, ShardedOptimStateDictConfig,
                   ShardedStateDictConfig, ShardingStrategy, StateDictSettings, StateDictType)
@@ -32,12 +33,17 @@ class FlatParameter(Parameter):
 
 
 class _FlatUnit(Unit):
-    def __init__(self, holder, params, slots, group, strategy, mp, use_orig_params):
+    def __init__(self, holder, params, slots, group, strategy, mp, use_orig_params, replica,
+                 forward_prefetch, backward_prefetch):
         super().__init__(params, slots, group, flat=True,
-                         reshard_after_forward=None if strategy is
-                         ShardingStrategy.FULL_SHARD else False,
+                         reshard_after_forward=None if strategy in (
+                             ShardingStrategy.FULL_SHARD, ShardingStrategy.HYBRID_SHARD)
+                         else False,
                          param_dtype=mp and mp.param_dtype, reduce_dtype=mp and mp.reduce_dtype,
-                         replicate=strategy is ShardingStrategy.NO_SHARD)
+                         replicate=strategy is ShardingStrategy.NO_SHARD, replica_group=replica)
+        self.forward_prefetch = ORDER if forward_prefetch else None
+        self.backward_prefetch = backward_prefetch and ORDER
+        self.prefetch_post = backward_prefetch is BackwardPrefetch.BACKWARD_POST
         (self.local,) = self.local_pieces(self._full_arrays) if params else (np.empty(0),)
         del self._full_arrays
         self.holder, self.orig, self.params = holder, use_orig_params, params
@@ -99,15 +105,9 @@ class _FlatUnit(Unit):
             else:
                 p.grad._data += a
 
-    def unshard(self):
-        super().unshard()
+    def show(self, full):
         if self.orig and not _SUMMONED[0]:
-            self._show(True)
-
-    def reshard(self):
-        super().reshard()
-        if self.orig and not _SUMMONED[0]:
-            self._show(False)
+            self._show(full)
 
 
 def _row_shard(v, group):
@@ -119,6 +119,32 @@ def _row_shard(v, group):
     a, b, _ = _rows(v.shape[0] if v.dim() else 1, mesh.size(), mesh.get_local_rank())
     local = np.array(v._data.reshape((-1,) + tuple(v.shape[1:]))[a:b])
     return DTensor._make(Tensor._wrap(local, v.device), mesh, [Shard(0)], v.shape)
+
+
+def _groups(process_group, device_mesh, strategy, auto_wrap_policy):
+    """(shard group, replicate group or None) of a wrapper, as torch's _init_process_group."""
+    if process_group is not None and device_mesh is not None:
+        raise ValueError("Cannot pass both process_group and device_mesh at the same time. "
+                         "Please just pass only one of them.")
+    if strategy not in (ShardingStrategy.HYBRID_SHARD, ShardingStrategy._HYBRID_SHARD_ZERO2):
+        return (device_mesh.get_group(0) if device_mesh is not None else process_group or
+                c10d._default_pg("FullyShardedDataParallel")), None
+    if device_mesh is None and process_group is None:
+        if auto_wrap_policy is None:
+            raise ValueError(f"Manual wrapping with {strategy} requires explicit "
+                             "specification of process group or device_mesh.")
+        world = c10d.get_world_size()
+        per_node = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+        device_mesh = init_device_mesh("cpu", (world // per_node, per_node))
+    if device_mesh is not None:
+        if device_mesh.ndim != 2:
+            raise ValueError(f"Expected device_mesh to have ndim=2 but got {device_mesh.ndim}")
+        return device_mesh.get_group(1), device_mesh.get_group(0)
+    if not (isinstance(process_group, tuple) and len(process_group) == 2):
+        raise ValueError("Expected process_group to be passed in as either None or "
+                         f"Tuple[dist.ProcessGroup, dist.ProcessGroup] but got "
+                         f"{type(process_group)}")
+    return process_group
 
 
 def _units(module):
@@ -133,7 +159,11 @@ class FullyShardedDataParallel(Module):
     Args:
         module (Module): the model (or part) to shard.
         process_group (ProcessGroup): default: the default group.
-        sharding_strategy (ShardingStrategy): FULL_SHARD (default), SHARD_GRAD_OP, NO_SHARD.
+        sharding_strategy (ShardingStrategy): FULL_SHARD (default), SHARD_GRAD_OP, NO_SHARD;
+            HYBRID_SHARD / _HYBRID_SHARD_ZERO2: FULL_SHARD / SHARD_GRAD_OP within the first
+            group of ``process_group=(shard group, replicate group)`` (or dim 1 of a 2-D
+            ``device_mesh``; default: the ranks of a node, ``LOCAL_WORLD_SIZE`` of them),
+            gradients then all-reduced across the second (dim 0).
         auto_wrap_policy: ``ModuleWrapPolicy`` or a policy function (``wrap.py``).
         mixed_precision (MixedPrecision): compute and reduction dtypes.
         ignored_modules (iterable of Module): left unsharded.
@@ -141,6 +171,13 @@ class FullyShardedDataParallel(Module):
         sync_module_states (bool): broadcast parameters and buffers from the first rank.
         use_orig_params (bool): ``parameters()`` yields the original parameters (each a 1-D
             slice of this rank's shard, possibly empty) instead of one FlatParameter.
+        forward_prefetch (bool): a unit's forward first starts the all-gather of the unit
+            that ran next in the previous forward.
+        backward_prefetch (BackwardPrefetch or None): when a unit's backward starts the
+            all-gather of the next unit to run backward: before its gradients are computed
+            (BACKWARD_PRE, default) or after (BACKWARD_POST); None: never.
+        limit_all_gathers (bool): accepted: a unit prefetches at most one unit ahead, so at
+            most two units' all-gathers are in flight, the bound torch's limiter enforces.
 
     Example:
         >>> import ember, ember.distributed as dist
@@ -165,17 +202,8 @@ class FullyShardedDataParallel(Module):
                  sync_module_states=False, forward_prefetch=False, limit_all_gathers=True,
                  use_orig_params=False, ignored_states=None, device_mesh=None):
         super().__init__()
-        if isinstance(process_group, tuple):
-            raise NotImplementedError("FullyShardedDataParallel: a (intra-node, inter-node) "
-                                      "process group pair (hybrid sharding) is not "
-                                      "implemented in ember")
         strategy = sharding_strategy or ShardingStrategy.FULL_SHARD
-        if strategy in (ShardingStrategy.HYBRID_SHARD, ShardingStrategy._HYBRID_SHARD_ZERO2):
-            raise NotImplementedError(f"FullyShardedDataParallel: {strategy} is not "
-                                      "implemented in ember")
-        if device_mesh is not None:
-            process_group = device_mesh.get_group()
-        group = process_group or c10d._default_pg("FullyShardedDataParallel")
+        group, replica = _groups(process_group, device_mesh, strategy, auto_wrap_policy)
         ignored_modules = set(ignored_modules or ())
         ignored = [p for m in ignored_modules for p in m.parameters()]
         for s in ignored_states or ():
@@ -189,17 +217,21 @@ class FullyShardedDataParallel(Module):
         if mixed_precision is not None and mixed_precision.keep_low_precision_grads:
             raise NotImplementedError("FullyShardedDataParallel: keep_low_precision_grads=True "
                                       "is not implemented in ember")
-        kwargs = dict(process_group=group, sharding_strategy=strategy, cpu_offload=cpu_offload,
+        prefetch = dict(forward_prefetch=forward_prefetch, backward_prefetch=backward_prefetch)
+        kwargs = dict(process_group=(group, replica) if replica else group,
+                      sharding_strategy=strategy, cpu_offload=cpu_offload,
                       mixed_precision=mixed_precision, ignored_modules=ignored_modules,
-                      sync_module_states=sync_module_states, use_orig_params=use_orig_params)
+                      sync_module_states=sync_module_states, use_orig_params=use_orig_params,
+                      limit_all_gathers=limit_all_gathers, **prefetch)
         if auto_wrap_policy is not None:
             _recursive_wrap(module, auto_wrap_policy, lambda m: FullyShardedDataParallel(
                 m, **kwargs), ignored_modules, {id(p) for p in ignored}, True)
         if sync_module_states:
             from ...nn.parallel.distributed import _broadcast_coalesced
             tensors = [*module.parameters(), *module.buffers()]
-            if tensors:
-                _broadcast_coalesced(tensors, group)
+            for g in (replica, group) if tensors else ():    # across nodes, then within
+                if g is not None:
+                    _broadcast_coalesced(tensors, g)
         if mixed_precision is not None and mixed_precision.buffer_dtype is not None:
             for m in module.modules():
                 for k, b in m._buffers.items():
@@ -214,7 +246,7 @@ class FullyShardedDataParallel(Module):
         params, slots = collect(module, lambda m: isinstance(m, FullyShardedDataParallel)
                                 or m in ignored_modules, ignored)
         self._unit = _FlatUnit(module, params, slots, group, strategy, mixed_precision,
-                               use_orig_params)
+                               use_orig_params, replica, **prefetch)
         self._state_dict_type = StateDictType.FULL_STATE_DICT
         self._state_dict_config, self._optim_state_dict_config = FullStateDictConfig(), \
             FullOptimStateDictConfig()

@@ -1,7 +1,8 @@
 """``ember.distributed.tensor``: a small ``DTensor``, as ``torch.distributed.tensor``, enough
-for sharded training: a tensor spread over a one-dimensional ``DeviceMesh`` as ``Shard(0)``
-(rank r holds rows ``[r*c, (r+1)*c)`` of the global tensor, ``c = ceil(rows / world)``, as
-``torch.chunk``) or ``Replicate()``.
+for sharded training: a tensor spread over a ``DeviceMesh`` with one placement per mesh
+dimension, ``Replicate()`` or ``Shard(0)`` (along at most one dimension: its rank r holds rows
+``[r*c, (r+1)*c)`` of the global tensor, ``c = ceil(rows / size)``, as ``torch.chunk``). A
+2-D ``(Replicate(), Shard(0))`` is what HSDP gives its parameters.
 
 NOTE: a DTensor's storage is its local piece. ``shape``, ``size()``, ``numel()`` and ``dim()``
 describe the global tensor, as torch's; other operations (arithmetic, optimizers) act on the
@@ -93,12 +94,19 @@ def _gather_rows(arr, n, group):
     return out._data[:n]
 
 
-def _check_placements(placements):
+def _check_placements(placements, mesh):
     placements = tuple(placements)
-    if len(placements) != 1 or not (placements[0].is_replicate() or placements[0] == Shard(0)):
-        raise NotImplementedError(f"ember's DTensor supports one mesh dimension with Shard(0) "
-                                  f"or Replicate(), got placements {placements}")
+    if len(placements) != mesh.ndim or placements.count(Shard(0)) > 1 or not all(
+            p.is_replicate() or p == Shard(0) for p in placements):
+        raise NotImplementedError(f"ember's DTensor supports one placement per mesh dimension "
+                                  f"(a {mesh.ndim}-D mesh), each Replicate() or Shard(0), "
+                                  f"Shard(0) at most once, got placements {placements}")
     return placements
+
+
+def _shard_dim(placements):
+    """The mesh dimension the tensor's rows are split along (None: replicated)."""
+    return next((d for d, p in enumerate(placements) if p.is_shard()), None)
 
 
 class DTensor(Tensor):
@@ -129,7 +137,7 @@ class DTensor(Tensor):
         t._data, t.dtype = local._data, local.dtype
         if local.device.type != "cpu":
             t.device = local.device
-        t._spec = (mesh, _check_placements(placements), Size(shape))
+        t._spec = (mesh, _check_placements(placements, mesh), Size(shape))
         t.requires_grad = requires_grad
         return t
 
@@ -138,11 +146,12 @@ class DTensor(Tensor):
                    shape=None, stride=None):
         """A DTensor whose piece on this rank is ``local_tensor`` (shared, not copied)."""
         mesh = device_mesh or init_device_mesh(local_tensor.device.type, (c10d.get_world_size(),))
-        placements = _check_placements(placements or [Replicate()])
+        placements = _check_placements(placements or [Replicate()] * mesh.ndim, mesh)
+        d = _shard_dim(placements)
         if shape is None:
             shape = tuple(local_tensor.shape)
-            if placements[0].is_shard():
-                shape = (shape[0] * mesh.size(),) + shape[1:]
+            if d is not None:
+                shape = (shape[0] * mesh.size(d),) + shape[1:]
         return DTensor._make(local_tensor.detach(), mesh, placements, shape)
 
     @property
@@ -165,17 +174,18 @@ class DTensor(Tensor):
 
     def full_tensor(self, *, grad_placements=None):
         """The global tensor (an all-gather over the mesh for ``Shard(0)``)."""
-        if self.placements[0].is_replicate():
+        d = _shard_dim(self.placements)
+        if d is None:
             return self.to_local().clone()
-        group = self.device_mesh.get_group()
+        group = self.device_mesh.get_group(d)
         return Tensor._wrap(_gather_rows(self._data, self._spec[2][0], group), self.device)
 
     def redistribute(self, device_mesh=None, placements=None, *, async_op=False):
         """The same global tensor with other ``placements`` on the same mesh."""
-        placements = _check_placements(placements or self.placements)
+        placements = _check_placements(placements or self.placements, self.device_mesh)
         if placements == self.placements:
             return self
-        full = self.full_tensor() if self.placements[0].is_shard() else self.to_local()
+        full = self.full_tensor()
         return distribute_tensor(full, self.device_mesh, placements, src_data_rank=None)
 
     @property
@@ -207,7 +217,8 @@ class DTensor(Tensor):
         local = self.to_local()
         if dim is not None:
             raise NotImplementedError("DTensor.norm over a dim is not implemented in ember")
-        if self.placements[0].is_replicate():
+        d = _shard_dim(self.placements)
+        if d is None:
             return local.norm(p, dtype=dtype)
         order = 2.0 if p == "fro" else float(p)
         x = local.to(dtype) if dtype is not None else local
@@ -215,7 +226,7 @@ class DTensor(Tensor):
             x.abs().pow(order).sum() if x.numel() else x.new_zeros(())
         part = part.clone()
         c10d.all_reduce(part, op=c10d.ReduceOp.MAX if order == float("inf") else
-                        c10d.ReduceOp.SUM, group=self.device_mesh.get_group())
+                        c10d.ReduceOp.SUM, group=self.device_mesh.get_group(d))
         return part if order == float("inf") else part.pow(1.0 / order)
 
     def detach(self):
@@ -261,14 +272,19 @@ def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_ran
         >>> dist.destroy_process_group()
     """
     mesh = device_mesh or init_device_mesh(tensor.device.type, (c10d.get_world_size(),))
-    placements = _check_placements(placements or [Replicate()])
+    placements = _check_placements(placements or [Replicate()] * mesh.ndim, mesh)
     full = tensor.detach()
     if src_data_rank is not None:
         full = full.clone()
-        c10d.broadcast(full, src=mesh.mesh[src_data_rank].item(), group=mesh.get_group())
+        # along each dimension in turn from the source's coordinate: every line of the mesh
+        # through ranks that already hold the source's values
+        coord = np.unravel_index(src_data_rank, mesh.shape)
+        for dim, c in enumerate(coord):
+            c10d.broadcast(full, group=mesh.get_group(dim), group_src=int(c))
     local = full
-    if placements[0].is_shard():
-        a, b, _ = _rows(full.shape[0], mesh.size(), mesh.get_local_rank())
+    d = _shard_dim(placements)
+    if d is not None:
+        a, b, _ = _rows(full.shape[0], mesh.size(d), mesh.get_local_rank(d))
         local = Tensor._wrap(np.ascontiguousarray(full._data[a:b]), full.device)
     else:
         local = full.clone() if local is tensor or src_data_rank is None else local
