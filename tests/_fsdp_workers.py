@@ -383,6 +383,14 @@ def hybrid(rank, n, init_method):
     assert dist.get_process_group_ranks(m._unit.replica_group) == [rank % 2, rank % 2 + 2]
     p2 = _shard_layers(make(), mesh=mesh)[0].weight
     assert p2.placements == (Replicate(), Shard(0)) and p2.to_local().shape == (16, 32)
+    ref_c = make()          # clipping: the norm sums the shards of one replica
+    clip_ref = _train(ref_c, ember.optim.AdamW(ref_c.parameters(), lr=LR), X, Y,
+                      lambda m: ember.nn.utils.clip_grad_norm_(m.parameters(), CLIP))
+    for name, clip in (("hybrid", lambda m: m.clip_grad_norm_(CLIP)), ("fsdp2", lambda m: (
+            ember.nn.utils.clip_grad_norm_(m.parameters(), CLIP)))):
+        m = models[name]()
+        losses = _train(m, ember.optim.AdamW(m.parameters(), lr=LR), X, Y, clip, mine)
+        assert np.abs(losses - clip_ref).max() < 1e-6, (name, "clip")
     dist.destroy_process_group()
 
 
