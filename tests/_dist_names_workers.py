@@ -182,6 +182,9 @@ def _mesh(me):
         "cpu", (1, 2), mesh_dim_names=("replicate", "shard")))           # HSDP, one replica
     assert repr(hsdp.weight.placements) == "(Replicate(), Shard(dim=0))"
     assert hsdp.weight.to_local().shape == (1, 2) and hsdp.weight.full_tensor().shape == (2, 2)
+    hsdp(ember.ones(3, 2)).sum().backward()         # reduce-scattered, all-reduced over 1 rank
+    assert hsdp.weight.grad.placements == hsdp.weight.placements
+    _eq(hsdp.weight.grad.full_tensor(), [[3.0, 3.0]] * 2, "HSDP gradient")
 
 
 def _ddp(me):

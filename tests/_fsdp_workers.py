@@ -383,6 +383,12 @@ def hybrid(rank, n, init_method):
     assert dist.get_process_group_ranks(m._unit.replica_group) == [rank % 2, rank % 2 + 2]
     p2 = _shard_layers(make(), mesh=mesh)[0].weight
     assert p2.placements == (Replicate(), Shard(0)) and p2.to_local().shape == (16, 32)
+    from ember.distributed.tensor import distribute_tensor      # 2-D DTensors: rank 0's values
+    d = distribute_tensor(ember.arange(6.0).reshape(3, 2) + rank, mesh, [Replicate(), Shard(0)])
+    assert d.to_local().shape == ((2, 2) if mesh.get_local_rank("shard") == 0 else (1, 2))
+    want = ember.arange(6.0).reshape(3, 2)
+    assert ember.equal(d.full_tensor(), want) and ember.equal(
+        d.redistribute(mesh, [Replicate(), Replicate()]).to_local(), want)
     ref_c = make()          # clipping: the norm sums the shards of one replica
     clip_ref = _train(ref_c, ember.optim.AdamW(ref_c.parameters(), lr=LR), X, Y,
                       lambda m: ember.nn.utils.clip_grad_norm_(m.parameters(), CLIP))

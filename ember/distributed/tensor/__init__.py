@@ -259,8 +259,9 @@ def _rebuild(local, placements, shape, ranks, device_type):
 
 
 def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_rank=0):
-    """Spread ``tensor`` over ``device_mesh``: with ``src_data_rank`` (default 0), that rank's
-    values are used everywhere (a broadcast); with ``None``, each rank's own.
+    """Spread ``tensor`` over ``device_mesh``: with ``src_data_rank`` (default 0), the values of
+    that group rank along every mesh dimension are used everywhere (a broadcast per dimension);
+    with ``None``, each rank's own.
 
     Example:
         >>> import ember, ember.distributed as dist
@@ -276,11 +277,8 @@ def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_ran
     full = tensor.detach()
     if src_data_rank is not None:
         full = full.clone()
-        # along each dimension in turn from the source's coordinate: every line of the mesh
-        # through ranks that already hold the source's values
-        coord = np.unravel_index(src_data_rank, mesh.shape)
-        for dim, c in enumerate(coord):
-            c10d.broadcast(full, group=mesh.get_group(dim), group_src=int(c))
+        for dim in range(mesh.ndim):    # from group rank src_data_rank of each, as torch
+            c10d.broadcast(full, group=mesh.get_group(dim), group_src=src_data_rank)
     local = full
     d = _shard_dim(placements)
     if d is not None:
