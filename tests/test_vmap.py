@@ -153,9 +153,16 @@ def _cnn():
                          nn.Linear(3 * 2 * 2, 3))
 
 
+def _deconv():
+    nn = ember.nn
+    return nn.Sequential(nn.ConvTranspose2d(2, 4, 3, stride=2, groups=2), nn.Tanh(),
+                         nn.Flatten(), nn.Linear(4 * 7 * 7, 3))
+
+
 @pytest.mark.parametrize("make,shape", [(_mlp, (5, 6)), (_cnn, (4, 2, 6, 6)),
-                                        (_LSTM, (3, 5, 3)), (_Text, (3, 5))],
-                         ids=["mlp", "cnn", "lstm", "embedding-layernorm"])
+                                        (_deconv, (3, 2, 3, 3)), (_LSTM, (3, 5, 3)),
+                                        (_Text, (3, 5))],
+                         ids=["mlp", "cnn", "conv-transpose", "lstm", "embedding-layernorm"])
 def test_per_sample_grads_match_a_loop_of_backward_passes(make, shape):
     ember.manual_seed(0)
     model = make().double()
@@ -166,15 +173,33 @@ def test_per_sample_grads_match_a_loop_of_backward_passes(make, shape):
     def loss(p, xi, yi):
         out = func.functional_call(model, p, (xi.unsqueeze(0),))
         return ember.nn.functional.cross_entropy(out, yi.unsqueeze(0))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        grads = func.vmap(func.grad(loss), in_dims=(None, 0, 0))(params, x, y)
+    _vmap.LOOPED.clear()
+    grads = func.vmap(func.grad(loss), in_dims=(None, 0, 0))(params, x, y)
+    assert not _vmap.LOOPED, f"looped over the batch: {_vmap.LOOPED}"
     for i in range(shape[0]):
         model.zero_grad()
         ember.nn.functional.cross_entropy(model(x[i:i + 1]), y[i:i + 1]).backward()
         for k, p in model.named_parameters():
             np.testing.assert_allclose(grads[k][i].numpy(), p.grad.numpy(), rtol=1e-10,
                                        atol=1e-10, err_msg=f"{k}, example {i}")
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_conv_transpose_over_per_example_weights_batches(nd):
+    """conv_transpose1d/2d/3d vmapped over weights and bias (one grouped transposed
+    convolution, the batch folded into the groups) equal each example's."""
+    F, g = ember.nn.functional, np.random.default_rng(nd)
+    x = ember.tensor(g.standard_normal((3, 4) + (3,) * nd))
+    w = ember.tensor(g.standard_normal((5, 4, 3) + (2,) * nd))
+    b = ember.tensor(g.standard_normal((5, 6)))
+    conv = getattr(F, f"conv_transpose{nd}d")
+    _vmap.LOOPED.clear()
+    got = func.vmap(lambda wi, bi: conv(x, wi, bi, stride=2, padding=1, output_padding=1,
+                                        groups=2), in_dims=(0, 0))(w, b)
+    assert not _vmap.LOOPED
+    want = ember.stack([conv(x, w[i], b[i], stride=2, padding=1, output_padding=1, groups=2)
+                        for i in range(5)])
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
 
 
 def test_per_sample_grads_forward_mode_and_second_order_as_torch():

@@ -496,36 +496,35 @@ def _outer(g, x):
 def _convolution(opdef, level, args, kwargs):
     """Batch into N where only the input is batched (transposed too: the input gradient of a
     vmapped vjp); per-example weights that are one expanded kernel (per-sample gradients) by
-    ``_PerExampleConv``; else as a grouped convolution with the batch folded into the
-    channels."""
+    ``_PerExampleConv``; else (transposed too) as a grouped convolution with the batch folded
+    into the channels."""
     x, w, bias, stride, padding, dilation, transposed, out_pad, groups = args
-    if _level_of(w) == level and transposed or _level_of(bias) == level and _level_of(w) != level:
-        return _loop(opdef, level, args, kwargs)
     n = _size(level)
     unb = x.dim() == w.dim() - 1
-    if _level_of(w) != level:
+    if _level_of(w) != level and _level_of(bias) != level:
         v = x._value.reshape(-1, *x.shape[-(w.dim() - 1):])
         out = opdef(v, w, bias, stride, padding, dilation, transposed, out_pad, groups)
         return _wrap(out.reshape(n, *(() if unb else x.shape[:1]), *out.shape[1:]), level)
-    xv = lift_one(x, level, n)
+    xv, wv, bv = _lifted(level, x, w, bias)
     xv = xv.unsqueeze(1) if unb else xv                      # (B, N, C, ...)
-    bv = None if bias is None else lift_one(bias, level, n)
     opts = (stride, padding, dilation, out_pad, groups)
-    if type(w._value) is Tensor and _is_expanded(w._value) and \
+    if not transposed and type(wv) is Tensor and _is_expanded(wv) and \
             type(bv) in (Tensor, type(None)):
-        out = _PerExampleConv.apply(xv, w._value, bv, *opts)
+        out = _PerExampleConv.apply(xv, wv, bv, *opts)
     else:
-        out = _grouped_conv(xv, w._value, bv, *opts)
+        out = _grouped_conv(xv, wv, bv, *opts, transposed)
     return _wrap(out.squeeze(1) if unb else out, level)
 
 
-def _grouped_conv(x, w, b, stride, padding, dilation, out_pad, groups):
-    """(B, N, C, ...) inputs convolved with per-example weights (B, O, C/groups, ...) as one
-    convolution of B times the groups, the batch folded into the channels: (B, N, O, ...)."""
+def _grouped_conv(x, w, b, stride, padding, dilation, out_pad, groups, transposed=False):
+    """(B, N, C, ...) inputs convolved with per-example weights (B, O, C/groups, ...), or
+    transposed with (B, C, O/groups, ...), as one convolution of B times the groups, the batch
+    folded into the channels: (B, N, O, ...)."""
     n = x.shape[0]
     xv = x.movedim(0, 1).reshape(x.shape[1], n * x.shape[2], *x.shape[3:])
     out = get("convolution")(xv, w.reshape(-1, *w.shape[2:]), None if b is None else
-                             b.reshape(-1), stride, padding, dilation, False, out_pad, groups * n)
+                             b.reshape(-1), stride, padding, dilation, transposed, out_pad,
+                             groups * n)
     return out.reshape(out.shape[0], n, -1, *out.shape[2:]).movedim(1, 0)
 
 
