@@ -24,8 +24,6 @@ LOOPING = {
                  "kept to the loop (histc, the common case, batches)",
     "quantile": "a batched q (each example its own quantiles); a shared q batches",
     "nanquantile": "a batched q (each example its own quantiles); a shared q batches",
-    "_lstm_layer": "per-example hidden weights (the samples batch them): a recurrence per "
-                   "weight set; with shared weights the batch folds into the layer's batch",
 }
 
 

@@ -144,28 +144,60 @@ def _steps(T, reverse):
 def lstm_layer(xp, xproj, h0, c0, w_hh, b_hh, reverse=False):
     """One direction of an LSTM layer: ``xproj`` (T, B, 4H) holds every step's input
     projection; returns (outputs (T, B, H), h_n, c_n, activated gates (T, B, 4H), cell states
-    in processing order (T + 1, B, H))."""
+    in processing order (T + 1, B, H)). Grouped weights (g, 4H, H) and biases (g, 4H) give
+    each of g runs of B / g rows its own (vmap's per-example weights)."""
     T, B, G = xproj.shape
-    if h0.shape != c0.shape or h0.shape != (B, G // 4) or w_hh.shape != (G, G // 4) or G % 4:
+    g = w_hh.shape[0] if w_hh.ndim == 3 else int(w_hh.ndim == 2)
+    if h0.shape != c0.shape or h0.shape != (B, G // 4) or w_hh.shape[-2:] != (G, G // 4) or \
+            G % 4 or not g or B % g:
         raise RuntimeError(f"_lstm_layer: expected input projections (T, B, 4H), states (B, H)"
-                           f" and a hidden weight (4H, H), got {tuple(xproj.shape)}, "
-                           f"{tuple(h0.shape)}, {tuple(c0.shape)} and {tuple(w_hh.shape)}")
+                           f" and a hidden weight (4H, H) or (g, 4H, H) with g dividing B, got "
+                           f"{tuple(xproj.shape)}, {tuple(h0.shape)}, {tuple(c0.shape)} and "
+                           f"{tuple(w_hh.shape)}")
     dt = xproj.dtype
     cd = xp.float32 if dt.itemsize < 4 else dt      # (no BLAS below float32)
     out, act = xp.empty((T, B, G // 4), cd), xp.empty((T, B, G), cd)
     cs = xp.empty((T + 1, B, G // 4), cd)
-    fn = _layer_kernel("lstm_fwd", xp, cd)
+    w1, b1 = _shared(w_hh, b_hh)
+    fn = _layer_kernel("lstm_fwd", xp, cd) if w1 is not None else None
     if fn is not None:
         x, h0c, c0c = (_C.contiguous(a, cd) for a in (xproj, h0, c0))
-        b = xp.zeros(G, cd) if b_hh is None else _C.contiguous(b_hh, cd)
-        wt = xp.ascontiguousarray(w_hh.T, dtype=cd)
+        b = xp.zeros(G, cd) if b1 is None else _C.contiguous(b1, cd)
+        wt = xp.ascontiguousarray(w1.T, dtype=cd)
         _check_status("_lstm_layer", fn(
             *(a.ctypes.data for a in (x, b, h0c, c0c, wt, act, out, cs)), T, B, G // 4,
             int(reverse), *blas.pointer(cd), _C.num_threads()))
     else:
-        _lstm_layer_numpy(xp, xproj, h0, c0, w_hh, b_hh, reverse, out, act, cs)
+        _lstm_layer_numpy(xp, *_grouped(g, xproj, h0, c0), w_hh.reshape(g, G, -1),
+                          None if b_hh is None else b_hh.reshape(g, 1, G), reverse,
+                          *_grouped(g, out, act, cs))
     last = out[_steps(T, reverse)[-1]] if T else h0
     return tuple(r.astype(dt, copy=False) for r in (out, last.copy(), cs[T].copy(), act, cs))
+
+
+def _grouped(g, *arrays):
+    """Each (..., B, n) array as (..., g, B / g, n): views of g runs of rows."""
+    return [a.reshape(*a.shape[:-2], g, a.shape[-2] // g, a.shape[-1]) for a in arrays]
+
+
+def _shared(w_hh, b_hh):
+    """The one weight (and bias) every row uses: a 2-d weight, or grouped ones that are one
+    expanded (stride 0: per-sample gradients' weights) run as it, by the C kernels; else
+    (None, None)."""
+    if w_hh.ndim == 2:
+        return w_hh, b_hh
+    if all(a is None or a.shape[0] == 1 or a.strides[0] == 0 for a in (w_hh, b_hh)):
+        return w_hh[0], None if b_hh is None else b_hh[0]
+    return None, None
+
+
+def _hidden(h, w_hh, b_hh):
+    """``h @ w_hh.T + b_hh``, each run of rows by its own weight where they are grouped. In
+    tensor methods, for ember's tensors and torch's (the test reference)."""
+    if w_hh.dim() == 2:
+        return h @ w_hh.T if b_hh is None else h @ w_hh.T + b_hh
+    y = h.reshape(w_hh.shape[0], -1, h.shape[-1]) @ w_hh.transpose(1, 2)
+    return (y if b_hh is None else y + b_hh.unsqueeze(1)).reshape(h.shape[0], -1)
 
 
 def _layer_kernel(name, xp, dtype):
@@ -184,9 +216,11 @@ def _check_status(name, status):
 
 def _lstm_layer_numpy(xp, xproj, h0, c0, w_hh, b_hh, reverse, out, act, cs):
     """``_lstm_layer``'s time loop in NumPy (the reference of ``lstm_fwd``), filling ``out``,
-    ``act`` and ``cs``."""
+    ``act`` and ``cs``: every array grouped (``_grouped``), a weight (g, 4H, H) per group,
+    so that a step is one batched product."""
     T, cd = xproj.shape[0], act.dtype
-    w_t = xp.ascontiguousarray(w_hh.T, dtype=cd)     # (BLAS runs faster on it than a view)
+    # (BLAS runs faster on it than a view)
+    w_t = xp.ascontiguousarray(xp.swapaxes(w_hh, -1, -2), dtype=cd)
     cs[0], h = c0, h0.astype(cd, copy=False)
     for k, t in enumerate(_steps(T, reverse)):
         a = act[t]
@@ -210,7 +244,9 @@ def _(grads, xproj, h0, c0, w_hh, b_hh, reverse=False, result=None):
         return _lstm_layer_graph_vjp(gout, ghn, gcn, xproj, h0, c0, w_hh, b_hh, reverse)
     out, _, _, act, cs = result
     dx, dh0, dc0, dw = lstm_layer_backward(gout, ghn, gcn, h0, w_hh, out, act, cs, reverse)
-    return dx, dh0, dc0, dw, (dx.sum((0, 1)) if b_hh is not None else None)
+    g = w_hh.shape[0] if w_hh.dim() == 3 else 1
+    return dx, dh0, dc0, dw, None if b_hh is None else dx.reshape(
+        dx.shape[0], g, dx.shape[1] // g, -1).sum((0, 2)).reshape(b_hh.shape)
 
 
 def _lstm_layer_graph_vjp(gout, ghn, gcn, xproj, h0, c0, w_hh, b_hh, reverse):
@@ -219,8 +255,7 @@ def _lstm_layer_graph_vjp(gout, ghn, gcn, xproj, h0, c0, w_hh, b_hh, reverse):
     ins = [t for t in (xproj, h0, c0, w_hh, b_hh) if t is not None and t.requires_grad]
     h, c, outs = h0, c0, [None] * xproj.shape[0]
     for t in _steps(xproj.shape[0], reverse):
-        hg = h @ w_hh.T + (b_hh if b_hh is not None else 0)
-        h, c = lstm_cell(xproj[t], hg, c)
+        h, c = lstm_cell(xproj[t], _hidden(h, w_hh, b_hh), c)
         outs[t] = h
     pairs = [(o, g) for o, g in ((ember.stack(outs) if outs else None, gout), (h, ghn),
                                  (c, gcn)) if g is not None and o is not None]
@@ -241,46 +276,59 @@ def lstm_layer_backward(xp, grad_out, grad_hn, grad_cn, h0, w_hh, out, act, cs, 
     dh = xp.zeros((B, H), dt) if grad_hn is None else grad_hn.astype(dt, copy=True)
     dc = xp.zeros((B, H), dt) if grad_cn is None else grad_cn.astype(dt, copy=True)
     dgates = xp.empty_like(act)
-    fn = _layer_kernel("lstm_bwd", xp, dt)
+    w1, ng = _shared(w_hh, None)[0], w_hh.shape[0] if w_hh.ndim == 3 else 1
+    fn = _layer_kernel("lstm_bwd", xp, dt) if w1 is not None else None
     if fn is not None:
         dh, dc = _C.contiguous(dh), _C.contiguous(dc)
         # no output gradient: a zero row block read at every step (step stride 0)
         g = xp.zeros((B, H), dt) if grad_out is None else _C.contiguous(grad_out, dt)
-        act, cs, w = _C.contiguous(act), _C.contiguous(cs), _C.contiguous(w_hh, dt)
+        act, cs, w = _C.contiguous(act), _C.contiguous(cs), _C.contiguous(w1, dt)
         scratch = xp.empty((B, H), dt)           # (named: it must outlive the call)
         _check_status("_lstm_layer_backward", fn(
             g.ctypes.data, 0 if grad_out is None else B * H,
             *(a.ctypes.data for a in (act, cs, w, dh, dc, dgates, scratch)),
             T, B, H, int(reverse), *blas.pointer(dt), _C.num_threads()))
     else:
-        dh, dc = _lstm_layer_bptt(xp, grad_out, dh, dc, w_hh.astype(dt, copy=False), act, cs,
-                                  dgates, reverse)
-    # dW_hh = sum over steps of dgates_t^T @ h_prev_t, where h_prev is the previous step's
-    # output and h0 for the step processed first: two GEMMs, no stacked copy of the h's
+        dh, dc = (d.reshape(B, H) for d in _lstm_layer_bptt(
+            xp, None if grad_out is None else _grouped(ng, grad_out)[0], *_grouped(ng, dh, dc),
+            w_hh.reshape(ng, G, H).astype(dt, copy=False), *_grouped(ng, act, cs, dgates),
+            reverse))
+    # dW_hh = sum over steps of dgates_t^T @ h_prev_t (per group of rows), where h_prev is the
+    # previous step's output and h0 for the step processed first: two batched GEMMs, no
+    # stacked copy of the h's
     first, rest = (T - 1, slice(0, T - 1)) if reverse else (0, slice(1, T))
     prev = slice(1, T) if reverse else slice(0, T - 1)
-    dw = xp.zeros((G, H), dt) if T == 0 else dgates[first].T @ h0.astype(dt, copy=False)
+    dw = xp.zeros((ng, G, H), dt) if T == 0 else _summed_outer(
+        xp, *_grouped(ng, dgates[first], h0.astype(dt, copy=False)))
     if T > 1:
-        dw += dgates[rest].reshape(-1, G).T @ out[prev].reshape(-1, H)
+        dw += _summed_outer(xp, *_grouped(ng, dgates[rest], out[prev]))
     back = h0.dtype
     return (dgates.astype(back, copy=False), dh.astype(back, copy=False),
-            dc.astype(back, copy=False), dw.astype(back, copy=False))
+            dc.astype(back, copy=False), dw.reshape(w_hh.shape).astype(back, copy=False))
+
+
+def _summed_outer(xp, d, h):
+    """Per group, the sum over steps and rows of ``d_row^T h_row``: grouped (..., g, b, 4H)
+    and (..., g, b, H) in, (g, 4H, H) out."""
+    d, h = (xp.moveaxis(a, -3, 0).reshape(a.shape[-3], -1, a.shape[-1]) for a in (d, h))
+    return xp.matmul(xp.swapaxes(d, 1, 2), h)
 
 
 def _lstm_layer_bptt(xp, grad_out, dh, dc, w, act, cs, dgates, reverse):
-    """``_lstm_layer_backward``'s time loop in NumPy (the reference of ``lstm_bwd``): fills
-    ``dgates`` and returns the gradients of h0 and c0."""
-    H = w.shape[1]
+    """``_lstm_layer_backward``'s time loop in NumPy (the reference of ``lstm_bwd``) on
+    grouped arrays (``_grouped``), a weight per group: fills ``dgates`` and returns the
+    gradients of h0 and c0."""
+    H = w.shape[-1]
     order = list(_steps(act.shape[0], reverse))
     for k in range(len(order) - 1, -1, -1):
         t = order[k]
         if grad_out is not None:
             dh += grad_out[t]
         a, d = act[t], dgates[t]
-        parts, dc = _gate_grads(dh, dc, a[:, :H], a[:, H:2 * H], a[:, 2 * H:3 * H], a[:, 3 * H:],
-                                cs[k], xp.tanh(cs[k + 1]))
+        parts, dc = _gate_grads(dh, dc, a[..., :H], a[..., H:2 * H], a[..., 2 * H:3 * H],
+                                a[..., 3 * H:], cs[k], xp.tanh(cs[k + 1]))
         for j, part in enumerate(parts):
-            d[:, j * H:(j + 1) * H] = part
+            d[..., j * H:(j + 1) * H] = part
         dh = d @ w
     return dh, dc
 
@@ -288,7 +336,7 @@ def _lstm_layer_bptt(xp, grad_out, dh, dc, w, act, cs, dgates, reverse):
 def _torch_layer(torch, xproj, h0, c0, w_hh, b_hh, reverse=False):
     h, c, outs, acts, cs = h0, c0, [None] * xproj.shape[0], [None] * xproj.shape[0], [c0]
     for t in _steps(xproj.shape[0], reverse):
-        gates = xproj[t] + h @ w_hh.T + (b_hh if b_hh is not None else 0)
+        gates = xproj[t] + _hidden(h, w_hh, b_hh)
         i, f, g, o = gates.chunk(4, -1)
         i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
         c = f * c + i * g
@@ -298,10 +346,10 @@ def _torch_layer(torch, xproj, h0, c0, w_hh, b_hh, reverse=False):
     return (torch.stack(outs), h, c, torch.stack(acts).detach(), torch.stack(cs).detach())
 
 
-def _layer_sample(dt, T, B, H, bias, reverse):
+def _layer_sample(dt, T, B, H, bias, reverse, groups=()):
     return Sample(make((T, B, 4 * H), dt), make((B, H), dt, seed=1), make((B, H), dt, seed=2),
-                  make((4 * H, H), dt, seed=3, low=-1, high=1),
-                  make((4 * H,), dt, seed=4) if bias else None, reverse)
+                  make(groups + (4 * H, H), dt, seed=3, low=-1, high=1),
+                  make(groups + (4 * H,), dt, seed=4) if bias else None, reverse)
 
 
 lstm_layer.meta = lambda x, h0, c0, w, b, reverse=False: (
@@ -310,7 +358,8 @@ lstm_layer.meta = lambda x, h0, c0, w, b, reverse=False: (
     empty((x.shape[0] + 1,) + h0.shape, x.dtype))
 lstm_layer.torch_ref = _torch_layer
 lstm_layer.samples = lambda dev, dt: [] if dt.category != 2 else [
-    _layer_sample(dt, 3, 2, 2, True, False), _layer_sample(dt, 4, 1, 3, False, True)]
+    _layer_sample(dt, 3, 2, 2, True, False), _layer_sample(dt, 4, 1, 3, False, True),
+    _layer_sample(dt, 3, 4, 2, True, True, groups=(2,))]
 # NOTE: torch's cpu LSTM layer in float32 or a half type is oneDNN's, one node as this op's
 # (its other types run a composed layer: see tests/test_grad_names.py's UNREACHED)
 lstm_layer.grad_name_of = lambda xproj, *args: "MkldnnRnnLayerBackward0" if \
@@ -344,9 +393,8 @@ def _lstm_layer_jvp(a, t, out):
     steps = _steps(a["xproj"].shape[0], a["reverse"])
     douts = [None] * len(steps)
     for k, s in enumerate(steps):
-        dpre = t["xproj"][s] + dh @ w.T + h @ t["w_hh"].T
-        if a["b_hh"] is not None:
-            dpre = dpre + t["b_hh"]
+        dpre = t["xproj"][s] + _hidden(dh, w, None) + _hidden(
+            h, t["w_hh"], None if a["b_hh"] is None else t["b_hh"])
         dh, dc = _cell_tangent(act[s], dpre, cs[k], dc, cs[k + 1])
         douts[s], h = dh, outs[s]
     return (ember.stack(douts) if douts else ember.zeros_like(outs)), dh, dc, None, None

@@ -1063,12 +1063,15 @@ def _folded(opdef, level, args, kwargs):
 
 def _lstm_layer(opdef, level, args, kwargs):
     """The batch folded into the layer's batch dim (1 of the inputs, 0 of the states); per-
-    example weights loop."""
+    example weights as the layer's grouped weights, a group per example (per example's group
+    where they are grouped already): one batched product per step, forward and backward,
+    or the shared weight's C kernels where they are one expanded (per-sample gradients)."""
     xproj, h0, c0, w_hh, b_hh = args[:5]
-    if _level_of(w_hh) == level or _level_of(b_hh) == level:
-        return _loop(opdef, level, args, kwargs)
     n = _size(level)
     xv, hv, cv = _lifted(level, xproj, h0, c0)
+    if _level_of(w_hh) == level or _level_of(b_hh) == level or w_hh.dim() == 3:
+        w_hh, b_hh = (None if t is None else lift_one(t, level, n).flatten(0, 1) if t.dim() > k
+                      else lift_one(t, level, n) for t, k in ((w_hh, 2), (b_hh, 1)))
     outs = opdef(xv.movedim(0, 1).flatten(1, 2), hv.flatten(0, 1), cv.flatten(0, 1), w_hh, b_hh,
                  *args[5:], **kwargs)
     seq = lambda o: _wrap(o.reshape(o.shape[0], n, -1, o.shape[-1]).movedim(1, 0), level)  # noqa
