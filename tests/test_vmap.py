@@ -182,6 +182,31 @@ def test_per_sample_grads_match_a_loop_of_backward_passes(make, shape):
                                        atol=1e-10, err_msg=f"{k}, example {i}")
 
 
+@pytest.mark.parametrize("make,shape", [(_deconv, (3, 2, 3, 3)), (_LSTM, (3, 5, 3))],
+                         ids=["conv-transpose", "lstm"])
+def test_per_example_models_gradients_batch(make, shape):
+    """An ensemble, every example its own parameters (grouped weights: a batched product
+    per LSTM step, a grouped transposed convolution): vmap(grad) equals grad per example."""
+    ember.manual_seed(0)
+    model = make().double()
+    x = ember.randn(*shape, dtype=ember.float64)
+    y = ember.randint(0, 2, (shape[0],))
+    params = {k: ember.stack([v.detach() * (1 + 0.2 * i) for i in range(shape[0])])
+              for k, v in model.named_parameters()}
+
+    def loss(p, xi, yi):
+        out = func.functional_call(model, p, (xi.unsqueeze(0),))
+        return ember.nn.functional.cross_entropy(out, yi.unsqueeze(0))
+    _vmap.LOOPED.clear()
+    grads = func.vmap(func.grad(loss))(params, x, y)
+    assert not _vmap.LOOPED, f"looped over the batch: {_vmap.LOOPED}"
+    for i in range(shape[0]):
+        want = func.grad(loss)({k: v[i] for k, v in params.items()}, x[i], y[i])
+        for k, w in want.items():
+            np.testing.assert_allclose(grads[k][i].numpy(), w.numpy(), rtol=1e-10,
+                                       atol=1e-12, err_msg=f"{k}, example {i}")
+
+
 @pytest.mark.parametrize("nd", [1, 2, 3])
 def test_conv_transpose_over_per_example_weights_batches(nd):
     """conv_transpose1d/2d/3d vmapped over weights and bias (one grouped transposed
