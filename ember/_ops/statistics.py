@@ -171,28 +171,34 @@ def _quantile_plan(xp, input, q, dim=None, interpolation="linear", ignore_nan=Fa
     reduced axis, the weight of the one above, and d(weight)/dq. Shapes: ``(len(q),)`` +
     the input's (flattened when ``dim`` is None) with the axis reduced to 1."""
     x, axis = _along(input, dim)
-    n, nans = x.shape[axis], _nan_count(xp, x, axis)
+    nans = _nan_count(xp, x, axis).astype(input.dtype)
     qa = xp.asarray(q, dtype=input.dtype).reshape((-1,) + (1,) * x.ndim)
-    shape = qa.shape[:1] + nans.shape
+    below, above, weight, scale = ranks(xp, qa, x.shape[axis], nans, interpolation, ignore_nan)
+    order = stable_order(xp, x, axis)[None]
+    lo, hi = (xp.take_along_axis(order, r.astype(np.int64), axis + 1) for r in (below, above))
+    return lo, hi, weight, xp.broadcast_to(scale, weight.shape) * (interpolation == "linear")
+
+
+def ranks(xp, q, n, nans, interpolation, ignore_nan):
+    """Where q falls in sorted slices of ``n`` holding ``nans`` nans (a float array, q one
+    that broadcasts with it; or tensors, with ``xp`` ember: vmap's rule for a batched q,
+    differentiable in q): the ranks below and above, the weight of the one above, and
+    d(rank)/dq."""
+    full = nans * 0 + (n - 1)
     # NOTE: the ranks follow torch's quantile_compute: nanquantile counts the other
     # elements (an all-nan slice ranks 0, a nan); quantile ranks a slice with a nan last.
     if ignore_nan:
-        scale = xp.broadcast_to((n - 1 - nans).astype(input.dtype), shape)
-        ranks = qa * scale
-        scale = xp.where(ranks < 0, 0, scale)
-        ranks = xp.maximum(ranks, 0)
+        scale = xp.where(nans < n, full - nans, 0)
+        r = q * scale
     else:
-        has_nan = xp.broadcast_to(nans > 0, shape)
-        ranks = xp.where(has_nan, n - 1, qa * (n - 1)).astype(input.dtype)
-        scale = xp.where(has_nan, 0, n - 1).astype(input.dtype)
-    ranks = {"lower": xp.floor, "higher": xp.ceil, "nearest": xp.round}.get(
-        interpolation, lambda r: r)(ranks)
-    below, above = xp.floor(ranks), xp.ceil(ranks)
-    weight = ranks - below if interpolation == "linear" else xp.full(shape, 0.5 * (
-        interpolation == "midpoint"), input.dtype)
-    order = stable_order(xp, x, axis)[None]
-    lo, hi = (xp.take_along_axis(order, r.astype(np.int64), axis + 1) for r in (below, above))
-    return lo, hi, weight, scale * (interpolation == "linear")
+        scale = xp.where(nans > 0, 0, full)
+        r = q * scale + (full - scale)
+    r = {"lower": xp.floor, "higher": xp.ceil, "nearest": xp.round}.get(
+        interpolation, lambda r: r)(r)
+    below, above = xp.floor(r), xp.ceil(r)
+    weight = r - below if interpolation == "linear" else r * 0 + 0.5 * (
+        interpolation == "midpoint")
+    return below, above, weight, scale
 
 
 def _lerp(xp, a, b, w):

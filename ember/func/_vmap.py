@@ -1014,7 +1014,11 @@ def _histc(opdef, level, args, kwargs):
 def _quantile(opdef, level, args, kwargs):
     a = dict(opdef.defaults, **dict(zip(opdef.params, args)), **kwargs)
     x, q, d = a.pop("input"), a.pop("q"), a.pop("dim")
-    if _level_of(q) == level or x.dim() == 0:
+    if x.dim() == 0 and d in (0, -1):
+        d = None
+    if _level_of(q) == level:
+        return _quantile_of_batched_q(opdef, level, x, q, d, **a)
+    if x.dim() == 0 and d is not None:
         return _loop(opdef, level, args, kwargs)
     v, keep = x._value, a["keepdim"]
     if d is None:
@@ -1026,6 +1030,37 @@ def _quantile(opdef, level, args, kwargs):
         return _wrap(out, level)
     out = opdef(v, q, d % x.dim() + 1, **a)
     return _wrap(out.movedim(0, 1) if isinstance(q, Tensor) and q.dim() == 1 else out, level)
+
+
+def _quantile_of_batched_q(opdef, level, x, q, d, keepdim, interpolation):
+    """Each example its own q: its slices sorted once, the ranks of its q in them, the values
+    there gathered and interpolated, in ember ops (differentiable in the input and in q, as
+    the op is)."""
+    from .._ops import statistics as _statistics        # (an op family loaded on first use)
+    from .._ops.sorting import axis_of as _axis_of
+    _statistics._quantile_checks(lift(x)._data, lift(q)._data.reshape(-1) if q.dim() < 2 else
+                                 lift(q)._data, interpolation)
+    n = _size(level)
+    xv, qv = _lifted(level, x, q)
+    v = xv.reshape(n, -1) if d is None else xv.movedim(_axis_of(d, x.dim()) + 1, -1)
+    s = v.sort(-1)[0].unsqueeze(1)                                  # (n, 1, ..., m)
+    nans = s.isnan().sum(-1, keepdim=True).to(s.dtype)
+    qv = qv.reshape(n, -1, *(1,) * (v.dim() - 1))                   # (n, k, 1, ..., 1)
+    below, above, w, scale = _statistics.ranks(ember, qv, v.shape[-1], nans, interpolation,
+                                               opdef.name == "nanquantile")
+    # a slice ranked without q (one with nan) gives q no gradient, not nan (as the vjp)
+    w = ember.where(scale == 0, w.detach(), w)
+    s = s.expand(*below.shape[:-1], s.shape[-1])
+    lo, hi = (s.gather(-1, r.detach().long()) for r in (below, above))
+    out = _statistics._lerp(ember, lo, hi, w) if interpolation in ("linear", "midpoint") \
+        else lo
+    if not keepdim:
+        out = out.squeeze(-1)
+    elif d is None:
+        out = out.reshape(*out.shape[:2], *(1,) * x.dim())
+    else:
+        out = out.movedim(-1, _axis_of(d, x.dim()) + 2)
+    return _wrap(out if q.dim() else out.squeeze(1), level)
 
 
 def _batch_norm(opdef, level, args, kwargs):
