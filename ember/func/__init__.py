@@ -62,7 +62,7 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
 # ---- pytrees (tuples, lists, dicts of tensors) ---------------------------------------------
 
 def _flatten(tree):
-    if isinstance(tree, (list, tuple)) and not hasattr(tree, "_fields"):
+    if isinstance(tree, (list, tuple)):         # (named tuples too: torch's pytree nodes)
         leaves, specs = [], []
         for t in tree:
             lv, sp = _flatten(t)
@@ -86,7 +86,7 @@ def _unflatten(leaves, spec):
     for n, sp in specs:
         out.append(_unflatten(leaves[i:i + n], sp))
         i += n
-    return kind(out)
+    return kind(*out) if hasattr(kind, "_fields") else kind(out)
 
 
 def _is_tensor(x):
