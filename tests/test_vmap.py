@@ -20,8 +20,6 @@ LOOPING = {
     "unique": "each example's result has its own length (data-dependent shape)",
     "unique_consecutive": "each example's result has its own length (data-dependent shape)",
     "bincount": "the result's length is each example's largest value (data-dependent shape)",
-    "histogram": "bin edges per example from its own range, with weights and density: "
-                 "kept to the loop (histc, the common case, batches)",
 }
 
 
@@ -342,4 +340,33 @@ def test_quantile_of_a_batched_q_batches(name):
     for i in range(4):
         for got, want in zip((gx[i], gq[i]), grad(x[i], q[i])):
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+    assert not _vmap.LOOPED
+
+
+def test_histogram_batches_with_per_example_ranges_edges_weights_and_density():
+    """Each example's own range (a constant one's widened), edges, weights and density, and
+    nested vmap: one ``_histogram_rows`` call, equal to each example's histogram."""
+    g = np.random.default_rng(0)
+    x = ember.tensor(g.standard_normal((3, 4, 5)))
+    x[1] = 0.25
+    edges = ember.tensor(np.sort(g.standard_normal((3, 6)), 1))
+    w = ember.tensor(g.uniform(size=(3, 4, 5)))
+    calls = [(lambda xi, ei, wi: ember.histogram(xi, 4), (0, None, None)),
+             (lambda xi, ei, wi: ember.histogram(xi, 3, range=(-1.0, 1.0), weight=wi,
+                                                 density=True), (0, None, 0)),
+             (lambda xi, ei, wi: ember.histogram(xi, ei, weight=wi), (0, 0, 0)),
+             (lambda xi, ei, wi: ember.histogram(xi, ei), (None, 0, None)),
+             (lambda xi, ei, wi: ember.histogram(xi, ei[0], density=True), (0, None, None))]
+    _vmap.LOOPED.clear()
+    for f, dims in calls:
+        got = func.vmap(f, in_dims=dims)(x, edges, w)
+        for i in range(3):
+            want = f(*[t if d is None else t[i] for t, d in zip((x, edges, w), dims)])
+            for a, b in zip(got, want):
+                np.testing.assert_allclose(a[i].numpy(), b.numpy(), rtol=1e-12)
+    nested = func.vmap(func.vmap(lambda r: ember.histogram(r, 3)))(x)
+    for i in range(3):
+        for j in range(4):
+            for a, b in zip(nested, ember.histogram(x[i, j], 3)):
+                np.testing.assert_allclose(a[i, j].numpy(), b.numpy(), rtol=1e-12)
     assert not _vmap.LOOPED

@@ -229,7 +229,8 @@ INDEX = {
     },
     'counting': {
         'ops': (
-            'bincount', 'hash_tensor', 'histc', 'histogram', 'unique', 'unique_consecutive',
+            '_histogram_rows', 'bincount', 'hash_tensor', 'histc', 'histogram', 'unique',
+            'unique_consecutive',
         ),
         'functions': (
             'bincount', 'hash_tensor', 'histc', 'histogram', 'unique', 'unique_consecutive',

@@ -176,14 +176,25 @@ def _linspace(xp, lo, hi, steps, dtype):
     return xp.where(i < steps // 2, lo + i * step, hi - (steps - 1 - i) * step).astype(dtype)
 
 
-def _count_in(xp, x, edges, weight=None):
-    """Sum of ``weight`` (or 1) per bin between ``edges``; the last bin is closed."""
-    nbins = edges.shape[0] - 1
-    x, edges = sort_key(x).reshape(-1), sort_key(edges)
-    inside = (x >= edges[0]) & (x <= edges[-1])
-    pos = xp.minimum(xp.searchsorted(edges, x[inside], side="right") - 1, nbins - 1)
-    w = None if weight is None else sort_key(weight).reshape(-1)[inside].astype(np.float64)
-    return xp.bincount(pos, w, minlength=nbins)
+def _count_in(xp, x, edges, weight=None, equal=False):
+    """Per row of ``x`` (n, m), the sum of its ``weight`` (or 1) in each bin between its
+    ``edges`` (n or 1, E), ``equal`` ones or not; the last bin is closed."""
+    (n, m), nbins = x.shape, edges.shape[-1] - 1
+    x, edges = sort_key(x), xp.broadcast_to(sort_key(edges), (n, nbins + 1))
+    lo, hi = edges[:, :1], edges[:, -1:]
+    inside = (x >= lo) & (x <= hi)
+    if equal:
+        # NOTE: torch's search for equal bins: the bin by arithmetic, then a step down or up
+        # where the edges' rounding puts the value in a neighbour
+        pos = ((xp.where(inside, x, lo) - lo) * nbins / (hi - lo)).astype(np.int64)
+        pos = xp.clip(pos, 0, nbins - 1)
+        pos -= x < xp.take_along_axis(edges, pos, 1)
+        pos += x >= xp.take_along_axis(edges, pos + 1, 1)
+    else:       # (a search per row, as searchsorted's N-d rows: NumPy's has no batch)
+        pos = xp.stack([xp.searchsorted(e, r, side="right") for e, r in zip(edges, x)]) - 1
+    pos = xp.minimum(pos, nbins - 1) + xp.arange(n)[:, None] * nbins
+    w = None if weight is None else sort_key(weight).reshape(n, m)[inside].astype(np.float64)
+    return xp.bincount(pos[inside], w, minlength=n * nbins).reshape(n, nbins)
 
 
 @op("histc", differentiable=False)
@@ -238,6 +249,17 @@ def histogram(xp, input, bins, range=None, weight=None, density=False):
         >>> tuple(ember.histogram(ember.tensor([1., 2., 1.]), bins=2))
         (tensor([2., 1.]), tensor([1.0000, 1.5000, 2.0000]))
     """
+    hist, edges = histogram_rows.fwd(xp, input.reshape(1, -1), bins, range, None if weight is
+                                     None else weight.reshape(1, -1), density)
+    return hist[0], edges[0]
+
+
+@op("_histogram_rows", method=False, function=False, differentiable=False)
+def histogram_rows(xp, input, bins, range=None, weight=None, density=False):
+    """``histogram`` of each row of ``input`` (n, m), each in its own range unless ``range``
+    is given; ``bins`` a count, or edges (E,) or one row of them per row (n, E); ``weight``
+    (n, m). vmap's rule for ``histogram`` (every example a row). Returns (n, bins) counts
+    and (n, bins + 1) edges."""
     _float_only("histogramdd", input)
     if hasattr(bins, "shape"):
         if bins.dtype != input.dtype:
@@ -245,34 +267,36 @@ def histogram(xp, input, bins, range=None, weight=None, density=False):
                                f"same dtype, but got input with dtype "
                                f"{type_name(input.dtype).lower()} and bins for dimension 0 with "
                                f"dtype {type_name(bins.dtype).lower()}")
-        edges = bins
+        edges = bins.reshape(-1, bins.shape[-1])
     else:
         if input.dtype.kind == "V" and range is None:
             # NOTE: torch has no kernel for the range of bfloat16 data, but bins it in a range
             raise NotImplementedError(f"\"histogramdd\" not implemented for "
                                       f"'{type_name(input.dtype)}'")
         _check_bins(bins)
-        lo, hi = range if range is not None else (
-            (float(input.min()), float(input.max())) if input.size else (0.0, 0.0))
-        if lo > hi:
-            raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min {lo} "
-                               f"max {hi} for dimension 0")
-        if lo == hi:
-            lo, hi = lo - 0.5, hi + 0.5
-        kt = sort_key(input).dtype.type       # bfloat16 edges are computed in float32
-        edges = _linspace(xp, kt(lo), kt(hi), bins + 1, input.dtype)
-    hist = _count_in(xp, input, edges, weight).astype(input.dtype)
+        if range is not None and range[0] > range[1]:
+            raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min "
+                               f"{range[0]} max {range[1]} for dimension 0")
+        kt = sort_key(input).dtype       # bfloat16 edges are computed in float32
+        lo, hi = (xp.full((input.shape[0], 1), v, kt) for v in range) if range is not None \
+            else (sort_key(input).min(1, keepdims=True), sort_key(input).max(1, keepdims=True)) \
+            if input.size else (xp.zeros((input.shape[0], 1), kt),) * 2
+        lo, hi = xp.where(lo == hi, lo - 0.5, lo), xp.where(lo == hi, hi + 0.5, hi)
+        edges = _linspace(xp, lo, hi, bins + 1, input.dtype)
+    hist = _count_in(xp, input, edges, weight, not hasattr(bins, "shape")).astype(input.dtype)
     if density:
-        hist = hist / (hist.sum() * xp.diff(edges))
-    return hist, edges.copy()
+        hist = hist / (hist.sum(1, keepdims=True) * xp.diff(edges, axis=1))
+    return hist, xp.broadcast_to(edges, (hist.shape[0], edges.shape[-1])).copy()
 
 
 def _histogram_meta(input, bins, range=None, weight=None, density=False):
-    n = bins.shape[0] - 1 if hasattr(bins, "shape") else bins
+    n = bins.shape[-1] - 1 if hasattr(bins, "shape") else bins
     return empty((n,), input.dtype), empty((n + 1,), input.dtype)
 
 
 histogram.meta = _histogram_meta
+histogram_rows.meta = lambda input, bins, *args, **kwargs: tuple(
+    empty((input.shape[0],) + e.shape, e.dtype) for e in _histogram_meta(input, bins))
 histogram.samples = lambda dev, dt: [
     Sample(make((20,), dt), 4), Sample(make((3, 4), dt), 5, range=(-1.0, 1.0)),
     Sample(make((3, 4), dt), np.array([-2, -0.5, 0, 1.5], dt.np)),

@@ -1011,6 +1011,19 @@ def _histc(opdef, level, args, kwargs):
     return _wrap(out.scatter_add(1, b, inside.to(xv.dtype)), level)
 
 
+def _histogram(opdef, level, args, kwargs):
+    """Every example's histogram at once (its own range, edges and weights): the examples of
+    every vmap level as the rows of ``_histogram_rows``."""
+    a = dict(opdef.defaults, **dict(zip(opdef.params, args)), **kwargs)
+    x, bins, w = a["input"], a["bins"], a["weight"]
+    lead = lift(x).shape[:len(_STACK)]
+    if isinstance(bins, Tensor):
+        bins = lift(bins).reshape(-1, bins.shape[-1])
+    x, w = (None if t is None else lift(t).reshape(-1, x.numel()) for t in (x, w))
+    h, e = get("_histogram_rows")(x, bins, a["range"], w, a["density"])
+    return lower(h.reshape(*lead, -1)), lower(e.reshape(*lead, -1))
+
+
 def _quantile(opdef, level, args, kwargs):
     a = dict(opdef.defaults, **dict(zip(opdef.params, args)), **kwargs)
     x, q, d = a.pop("input"), a.pop("q"), a.pop("dim")
@@ -1276,7 +1289,8 @@ RULES.update({
     "cdist": _all_lifted, "linalg_solve": _all_lifted, "linalg_solve_triangular": _all_lifted,
     "linalg_ldl_solve": _ldl_solve, "slice_inverse": _slice_inverse,
     "linalg_lstsq": _all_lifted, "searchsorted": _searchsorted, "bucketize": _bucketize,
-    "isin": _isin, "histc": _histc, "quantile": _quantile, "nanquantile": _quantile,
+    "isin": _isin, "histc": _histc, "histogram": _histogram, "quantile": _quantile,
+    "nanquantile": _quantile,
     "native_batch_norm": _batch_norm, "native_group_norm": _group_norm,
     "_lstm_cell": _folded, "_lstm_cell_backward": _folded, "_lstm_layer": _lstm_layer,
     "index_put": _index_put, "put": _put, "take": _take, "masked_scatter": _masked_scatter,
