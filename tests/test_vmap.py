@@ -16,10 +16,12 @@ OPS = [d for d in all_ops() if d.samples is not None]
 LOOPING = {
     "argwhere": "each example's result has its own length (data-dependent shape)",
     "nonzero": "each example's result has its own length (data-dependent shape)",
-    "masked_select": "each example's result has its own length (data-dependent shape)",
+    "masked_select": "a batched mask: each example's result has its own length "
+                     "(data-dependent shape); a shared mask batches",
     "unique": "each example's result has its own length (data-dependent shape)",
     "unique_consecutive": "each example's result has its own length (data-dependent shape)",
-    "bincount": "the result's length is each example's largest value (data-dependent shape)",
+    "bincount": "the result's length is each example's largest value + 1, or minlength "
+                "where larger (data-dependent shape)",
 }
 
 

@@ -961,6 +961,16 @@ def _masked_scatter(opdef, level, args, kwargs):
     return _wrap(ember.where(mv, picked, xv), level)
 
 
+def _masked_select(opdef, level, args, kwargs):
+    """A shared mask picks as many elements from every example: the batch kept, the mask's
+    broadcast picking from the rest. A batched mask loops (each example's own length)."""
+    x, mask = args
+    if _level_of(mask) == level or mask.dtype != ember.bool:
+        return _loop(opdef, level, args, kwargs)
+    shape = ember.broadcast_shapes(x.shape, mask.shape)
+    return _wrap(_pad(x, level, len(shape)).expand(-1, *shape)[:, mask.expand(shape)], level)
+
+
 def _isin(opdef, level, args, kwargs):
     a = dict(zip(opdef.params, args), **kwargs)
     e, t = a["elements"], a["test_elements"]
@@ -1294,6 +1304,7 @@ RULES.update({
     "native_batch_norm": _batch_norm, "native_group_norm": _group_norm,
     "_lstm_cell": _folded, "_lstm_cell_backward": _folded, "_lstm_layer": _lstm_layer,
     "index_put": _index_put, "put": _put, "take": _take, "masked_scatter": _masked_scatter,
+    "masked_select": _masked_select,
     "roll": _roll, "repeat_interleave": _repeat_interleave, "diag_embed": _diag_embed,
     "unfold": _unfold, "_index_embed": _embedded, "_diag_embed_like": _embedded,
     "tensordot": _decomposed(_tensordot), "kron": _decomposed(_kron),
