@@ -297,6 +297,21 @@ def _histogram_meta(input, bins, range=None, weight=None, density=False):
 histogram.meta = _histogram_meta
 histogram_rows.meta = lambda input, bins, *args, **kwargs: tuple(
     empty((input.shape[0],) + e.shape, e.dtype) for e in _histogram_meta(input, bins))
+
+
+def _torch_rows(torch, input, bins, range=None, weight=None, density=False):
+    rows = [torch.histogram(r, bins if not hasattr(bins, "dim") or bins.dim() == 1 else bins[i],
+                            **({} if range is None else {"range": range}), density=density,
+                            weight=None if weight is None else weight[i])
+            for i, r in enumerate(input)]
+    return tuple(torch.stack(t) for t in zip(*rows))
+
+
+histogram_rows.torch_ref = _torch_rows
+histogram_rows.samples = lambda dev, dt: [
+    Sample(make((3, 8), dt), 4), Sample(make((2, 6), dt), np.sort(make((2, 5), dt), 1)),
+    Sample(make((3, 5), dt), 3, (-1.0, 1.0), np.abs(make((3, 5), dt, seed=1)), True)] \
+    if dt.category == 2 else []
 histogram.samples = lambda dev, dt: [
     Sample(make((20,), dt), 4), Sample(make((3, 4), dt), 5, range=(-1.0, 1.0)),
     Sample(make((3, 4), dt), np.array([-2, -0.5, 0, 1.5], dt.np)),

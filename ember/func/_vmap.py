@@ -1023,15 +1023,21 @@ def _histc(opdef, level, args, kwargs):
 
 def _histogram(opdef, level, args, kwargs):
     """Every example's histogram at once (its own range, edges and weights): the examples of
-    every vmap level as the rows of ``_histogram_rows``."""
+    every vmap level (each example's rows, for ``_histogram_rows`` itself) as the rows of
+    ``_histogram_rows``."""
     a = dict(opdef.defaults, **dict(zip(opdef.params, args)), **kwargs)
     x, bins, w = a["input"], a["bins"], a["weight"]
     lead = lift(x).shape[:len(_STACK)]
+    rows = tuple(x.shape[:1]) if opdef.name == "_histogram_rows" else ()
     if isinstance(bins, Tensor):
-        bins = lift(bins).reshape(-1, bins.shape[-1])
-    x, w = (None if t is None else lift(t).reshape(-1, x.numel()) for t in (x, w))
+        b = lift(bins)
+        bins = b.unsqueeze(-2).expand(*b.shape[:-1], *rows, -1) if rows and bins.dim() == 1 \
+            else b
+        bins = bins.reshape(-1, bins.shape[-1])
+    x, w = (None if t is None else lift(t).reshape(-1, x.shape[-1] if rows else x.numel())
+            for t in (x, w))
     h, e = get("_histogram_rows")(x, bins, a["range"], w, a["density"])
-    return lower(h.reshape(*lead, -1)), lower(e.reshape(*lead, -1))
+    return lower(h.reshape(*lead, *rows, -1)), lower(e.reshape(*lead, *rows, -1))
 
 
 def _quantile(opdef, level, args, kwargs):
@@ -1299,7 +1305,7 @@ RULES.update({
     "cdist": _all_lifted, "linalg_solve": _all_lifted, "linalg_solve_triangular": _all_lifted,
     "linalg_ldl_solve": _ldl_solve, "slice_inverse": _slice_inverse,
     "linalg_lstsq": _all_lifted, "searchsorted": _searchsorted, "bucketize": _bucketize,
-    "isin": _isin, "histc": _histc, "histogram": _histogram, "quantile": _quantile,
+    "isin": _isin, "histc": _histc, "histogram": _histogram, "_histogram_rows": _histogram, "quantile": _quantile,
     "nanquantile": _quantile,
     "native_batch_norm": _batch_norm, "native_group_norm": _group_norm,
     "_lstm_cell": _folded, "_lstm_cell_backward": _folded, "_lstm_layer": _lstm_layer,
