@@ -361,10 +361,10 @@ def expand_as(self, other):
 
 
 def _new(fn):
-    def f(self, *size, dtype=None, device=None, requires_grad=False, **kw):
-        size = (kw.pop("size"),) if "size" in kw else size     # new_ones(size=(2, 3))
-        return fn(*size, dtype=dtype or self.dtype, device=device or self.device,
-                  requires_grad=requires_grad, **kw)
+    def f(self, *sizes, size=None, dtype=None, device=None, requires_grad=False, **kw):
+        return fn(_size(sizes, size, f.__name__), dtype=dtype or self.dtype,
+                  device=device or self.device, requires_grad=requires_grad, **kw)
+    f.__name__ = "new_" + fn.__name__
     return f
 
 
