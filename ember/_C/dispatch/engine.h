@@ -3,8 +3,8 @@
  * profiler, no anomaly mode when it starts).
  *
  * The same steps in the same order as the Python loop: nodes popped highest sequence number
- * first (ties as torch's ready queue breaks them), gradients summed per node in ``buffers``, tensor hooks, AccumulateGrad,
- * node hooks and missing gradients handed to the engine's own Python helpers (_run_tensor_hooks,
+ * first (ties as torch's ready queue breaks them), gradients summed per node in ``buffers``,
+ * tensor hooks, AccumulateGrad, node hooks and missing gradients handed to the engine's own Python helpers (_run_tensor_hooks,
  * _accumulate, _apply, _sum_to). What it saves is the interpreter's work on the common path:
  * the heap, the buffers and the per-edge shape/dtype test. */
 
