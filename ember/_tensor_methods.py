@@ -11,7 +11,7 @@ from ._ops import pointwise_logic as logic
 from ._ops import random as _random
 from ._ops.creation import _size, empty, full, ones, zeros
 from ._ops.dispatch import (OPERANDS, check_no_overlap, dispatch, dispatch_inplace, hooks,
-                            view_links)
+                            not_operand, view_links)
 from ._ops.dispatch import _C
 from ._ops.errors import broadcast_clash
 from ._tensor import Tensor
@@ -34,12 +34,12 @@ def _binary(opdef, reflected=False):
     if reflected:
         def f(self, other):
             if not isinstance(other, _OPERANDS):
-                return NotImplemented
+                return not_operand(self, other, opdef)
             return dispatch(opdef, (other, self), _E)
     else:
         def f(self, other):
             if not isinstance(other, _OPERANDS):
-                return NotImplemented
+                return not_operand(self, other, opdef)
             return dispatch(opdef, (self, other), _E)
     return f
 
@@ -47,14 +47,14 @@ def _binary(opdef, reflected=False):
 def _inplace(opdef):
     def f(self, other):
         if not isinstance(other, _OPERANDS):
-            return NotImplemented
+            return not_operand(self, other, opdef)
         return dispatch_inplace(opdef, self, (other,), {})
     return f
 
 
 def _rsub(self, other):
     if not isinstance(other, _OPERANDS):
-        return NotImplemented
+        return not_operand(self, other, pointwise.rsub)
     return dispatch(pointwise.rsub, (self, other), _E)
 
 
@@ -62,7 +62,7 @@ def _by_name(name, reflected=False, inplace=False):
     """An operator for the op ``name``, looked up when called (the op may be added later)."""
     def f(self, other):
         if not isinstance(other, _OPERANDS):
-            return NotImplemented
+            return not_operand(self, other, name)
         try:
             opdef = registry.get(name)
         except KeyError:
@@ -76,7 +76,7 @@ def _by_name(name, reflected=False, inplace=False):
 def _matmul(reflected):
     def f(self, other):
         if not isinstance(other, Tensor):
-            return NotImplemented       # Python raises TypeError, as torch does
+            return not_operand(self, other, "matmul")   # (Python raises TypeError, as torch)
         return dispatch(linalg.matmul, (other, self) if reflected else (self, other), _E)
     return f
 
@@ -361,10 +361,10 @@ def expand_as(self, other):
 
 
 def _new(fn):
-    def f(self, *size, dtype=None, device=None, requires_grad=False, **kw):
-        size = (kw.pop("size"),) if "size" in kw else size     # new_ones(size=(2, 3))
-        return fn(*size, dtype=dtype or self.dtype, device=device or self.device,
-                  requires_grad=requires_grad, **kw)
+    def f(self, *sizes, size=None, dtype=None, device=None, requires_grad=False, **kw):
+        return fn(_size(sizes, size, f.__name__), dtype=dtype or self.dtype,
+                  device=device or self.device, requires_grad=requires_grad, **kw)
+    f.__name__ = "new_" + fn.__name__
     return f
 
 

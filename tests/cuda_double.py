@@ -32,6 +32,7 @@ cpu.
 """
 import bisect
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -257,7 +258,8 @@ class DeviceArray:
             raise AttributeError(f"'cupy.ndarray' object has no attribute '{name}'")
         if name in ("item", "tolist"):
             _not_capturing()        # (reads the GPU's memory: waits for it)
-        v = getattr(self._a, name)
+        v = getattr(self._a, name) if name != "take" else functools.partial(self._a.take,
+                                                                              mode="wrap")
         return _call(v, f"ndarray.{name}") if callable(v) else wrap(v)
 
     def __getitem__(self, key):
@@ -265,7 +267,8 @@ class DeviceArray:
         if any(getattr(k, "dtype", None) == bool for k in (key if type(key) is tuple else
                                                            (key,))):
             _not_capturing()        # (a boolean mask's result size is read from the GPU)
-        return wrap(_captured(lambda: a[key], (a,), []))
+        # (wrapped when it runs: a captured kernel reads the index's contents at replay)
+        return wrap(_captured(lambda: a[_wrapped(a.shape, key)], (a,), []))
 
     def __setitem__(self, key, value):
         if type(value) is np.ndarray:
@@ -273,7 +276,7 @@ class DeviceArray:
         key, value = unwrap(key, "__setitem__", True), unwrap(value, "__setitem__", True)
 
         def run():
-            self._a[key] = value
+            self._a[_wrapped(self._a.shape, key)] = value
         _captured(run, (value,), [self._a])
 
     def __len__(self):
@@ -755,6 +758,12 @@ cupy = Namespace(np, "cupy", {
     else np.asarray(a),
     "get_array_module": lambda *args: cupy, "get_default_memory_pool": lambda: _pool,
     "full": _full, "ElementwiseKernel": ElementwiseKernel,
+    # CuPy wraps an out-of-range index around, where NumPy raises (docs: "Out-of-bounds
+    # indices"): ember's bounds checks of a GPU index raise later, as torch's device asserts
+    "take": _call(lambda a, indices, axis=None, out=None: np.take(a, indices, axis, out,
+                                                                  mode="wrap"), "take"),
+    "take_along_axis": _call(lambda a, indices, axis: np.take_along_axis(
+        a, indices % max(a.shape[axis], 1), axis), "take_along_axis"),
     "cuda": types.SimpleNamespace(
         Device=Device, runtime=_runtime, is_available=lambda: True,
         PinnedMemoryPointer=PinnedMemoryPointer, MemoryPool=MemoryPool,
@@ -770,10 +779,23 @@ cupy = Namespace(np, "cupy", {
         memory=types.SimpleNamespace(OutOfMemoryError=OutOfMemoryError))})
 
 
+def _wrapped(shape, key):
+    """``key`` with its integer arrays' indices wrapped around their axes' sizes, as CuPy's
+    integer array indexing does where NumPy raises (CuPy's docs: "Out-of-bounds indices")."""
+    keys = key if type(key) is tuple else (key,)
+    if any(k is None or k is Ellipsis or getattr(k, "dtype", None) == bool for k in keys) or \
+            len(keys) > len(shape):
+        return key
+    keys = tuple(k % n if type(k) is np.ndarray and k.dtype.kind in "iu" and n else k
+                 for k, n in zip(keys, shape))
+    return keys if type(key) is tuple else keys[0]
+
+
 def _scatter(ufunc):
     def scatter(a, slices, value):
         target, slices, value = a._a, unwrap(slices, "scatter", True), unwrap(value, "scatter")
-        _captured(lambda: ufunc.at(target, slices, value), (value,), [target])
+        _captured(lambda: ufunc.at(target, _wrapped(target.shape, slices), value), (value,),
+                  [target])
     return scatter
 
 

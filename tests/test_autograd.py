@@ -311,6 +311,52 @@ def test_post_accumulate_grad_hook():
         lambda t: None), "post accumulate grad hooks cannot be registered on non-leaf tensors")
 
 
+def _hook_order_program(lib):
+    """Every hook kind on one graph, each logging its tag and what it got, in call order."""
+    log = []
+
+    def rec(tag, scale=None):
+        def h(*args):
+            a = args[0]
+            got = a.tolist() if isinstance(a, lib.Tensor) and tag.endswith("pre") else \
+                a.grad.tolist() if isinstance(a, lib.Tensor) else \
+                [[] if g is None else g.tolist() for g in a]
+            log.append(f"{tag} {got}")
+            return None if scale is None else a * scale
+        return h
+    a, b = x3(lib, requires_grad=True), x3(lib, requires_grad=True)
+    a.register_hook(rec("a1.pre", 2.0)), a.register_post_accumulate_grad_hook(rec("a1.post"))
+    a.register_hook(rec("a2.pre")), a.register_post_accumulate_grad_hook(rec("a2.post"))
+    b.register_post_accumulate_grad_hook(rec("b.post")), b.register_hook(rec("b.pre"))
+    b.retain_grad()
+    b.grad = lib.ones(3, dtype=lib.float64)
+    c = a * b
+    c.register_hook(rec("c1.pre", 10.0)), c.retain_grad(), c.register_hook(rec("c2.pre"))
+    c.grad_fn.register_prehook(rec("c.node.pre")), c.grad_fn.register_hook(rec("c.node.post"))
+    acc = c.grad_fn.next_functions[0][0]
+    acc.register_prehook(rec("acc.node.pre")), acc.register_hook(rec("acc.node.post"))
+    (c * a + b).sum().backward(retain_graph=True)       # a used twice
+    log.append(f"grads {a.grad.tolist()} {b.grad.tolist()} {c.grad.tolist()}")
+    leaves = [lib.full((2,), float(i), dtype=lib.float64, requires_grad=True) for i in range(9)]
+    for i, t in enumerate(leaves):      # nine AccumulateGrads ready at once
+        t.register_hook(rec(f"l{i}.pre")), t.register_post_accumulate_grad_hook(rec(f"l{i}.post"))
+    y = (lib.stack(leaves) * 2).sum() + (leaves[4] * leaves[7]).sum()
+    y.backward(retain_graph=True)
+    lib.autograd.grad(y, leaves[3:6], retain_graph=True)
+    y.backward(inputs=leaves[::2])
+    return log
+
+
+@pytest.mark.parametrize("engine", ["c", "python"])
+def test_hook_order_matches_torch(engine):
+    """Tensor hooks on leaves and non-leaves, post-accumulate hooks, retain_grad and node
+    hooks (AccumulateGrad's too) run in torch's order with torch's values, on either loop."""
+    from ember._ops.dispatch import python_reference
+    import contextlib
+    with python_reference() if engine == "python" else contextlib.nullcontext():
+        assert _hook_order_program(ember) == _hook_order_program(torch)
+
+
 def test_hook_handle_context_manager():
     def f(lib):
         x = x3(lib, requires_grad=True)

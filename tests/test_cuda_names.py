@@ -8,6 +8,7 @@ DOUBLE (tests/cuda_double.py: CuPy modelled on NumPy, including stream capture a
 replay) on every run, and on CuPy itself with ``-m cuda`` (the ``cuda`` fixture's ``gpu``
 case, and the tests marked ``cuda``)."""
 import ctypes
+import re
 import shutil
 import subprocess
 import sys
@@ -195,6 +196,51 @@ def test_sync_debug_mode_flags_copies_to_the_host(cuda):
     finally:
         EC.set_sync_debug_mode("default")
     assert y.cpu().tolist() == [2.0] * 3
+
+
+def test_index_checks_run_on_the_device(cuda, monkeypatch):
+    """gather, index_select, embedding, scatter, index_add, index_copy, take_along_dim on cuda
+    check their indices without waiting for the GPU; an index out of range raises torch's
+    CPU message as a device-side assert at the next copy to the host or synchronize."""
+    import cuda_double
+    reads = []
+    if cuda == "double":            # (each call of the double that waits for the GPU)
+        monkeypatch.setattr(cuda_double, "_not_capturing", lambda: reads.append(1))
+
+    def on(*v):
+        return [ember.tensor(a, device="cuda") for a in v]
+    x, w = ember.arange(12.0).reshape(3, 4).cuda(), ember.ones(5, 2).cuda()
+    i1, i2, i3, i4, i5, i6 = on([[0, 3]] * 3, [2, 0], [1], [[2, 0, 1, 0]], [[3], [0], [1]], [[2]])
+    one = ember.ones(1, 1).cuda()
+    reads.clear()
+    outs = [ember.gather(x, 1, i1), ember.index_select(x, 0, i2), ember.index_select(x, 1, i3),
+            ember.nn.functional.embedding(i2, w), x.scatter(0, i4, 1.0),
+            x.scatter_add(1, i5, one.expand(3, 1)), x[0].index_add(0, i3, one[0]),
+            x.index_copy(0, i3, one.expand(1, 4)), ember.take_along_dim(x, i6, 0)]
+    assert reads == []
+    EC.synchronize()
+    cpu = [ember.gather(x.cpu(), 1, i1.cpu()), ember.index_select(x.cpu(), 0, i2.cpu())]
+    assert [o.cpu().tolist() for o in outs[:2]] == [c.tolist() for c in cpu]
+    bad = (lambda L, d: L.gather(x.to(d), 1, L.tensor([[0, 4]] * 3, device=d)),
+           lambda L, d: L.index_select(x.to(d), 0, L.tensor([3], device=d)),
+           lambda L, d: L.index_select(x.to(d), 1, L.tensor([-1], device=d)),
+           lambda L, d: L.nn.functional.embedding(L.tensor([0, 7, -1], device=d), w.to(d)),
+           lambda L, d: x.to(d).scatter(0, L.tensor([[3, 0, 1, 0]], device=d), 1.0),
+           lambda L, d: x.to(d).scatter_add(1, L.tensor([[0], [-1], [0]], device=d), x.to(d)),
+           lambda L, d: x[0].to(d).index_add(0, L.tensor([4], device=d), x[0, :1].to(d)),
+           lambda L, d: x.to(d).index_copy(0, L.tensor([3], device=d), x[:1].to(d)),
+           lambda L, d: L.take_along_dim(x.to(d), L.tensor([[-4]], device=d), 0))
+    for call in bad:
+        with pytest.raises(Exception) as on_cpu:
+            call(ember, "cpu")
+        out = call(ember, "cuda")               # (CuPy wraps the index around meanwhile)
+        with pytest.raises(RuntimeError, match="CUDA error: device-side assert triggered: " +
+                           re.escape(str(on_cpu.value))):
+            out.cpu()
+        assert out.cpu().shape == out.shape     # reported once
+    call(ember, "cuda")
+    with pytest.raises(RuntimeError, match="device-side assert triggered: index -4 is out"):
+        EC.synchronize()
 
 
 # ---- NVML -----------------------------------------------------------------------------------

@@ -1059,3 +1059,43 @@ def test_unique_consecutive_by_mask_select(dtype):
             ref = ember.unique_consecutive(ember.tensor(x), **kw)
         for a, b in zip(*(r if isinstance(r, tuple) else (r,) for r in (fast, ref))):
             assert np.array_equal(a.numpy(), b.numpy(), equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["csr", "coo", "coo_unsorted"])
+def test_sparse_mm_kernel_against_numpy_and_torch(layout, dtype):
+    """``sparse @ dense`` through add_rows' scaled form (each entry's dense row, scaled, added
+    to its output row): csr @ dense, torch.sparse.mm, addmm and the dense operand's gradient
+    (the transposed product) against the NumPy path and torch."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    a = (rng.random((37, 50)) < 0.1) * rng.standard_normal((37, 50))
+    a[5] = 0                                                    # an empty row
+    d, bias = rng.standard_normal((50, 19)), rng.standard_normal((37, 19))
+    a, d, bias = (x.astype(dtype) for x in (a, d, bias))
+
+    def sparse(L):
+        if layout == "csr":
+            return L.tensor(a).to_sparse_csr()
+        r, c = np.nonzero(a)
+        order = rng.permutation(r.size) if layout == "coo_unsorted" else np.arange(r.size)
+        idx = np.stack([r[order], c[order]])
+        return L.sparse_coo_tensor(L.tensor(idx), L.tensor(a[r, c][order]), a.shape)
+    calls = (lambda L, s, m: s @ m, lambda L, s, m: L.sparse.mm(s, m),
+             lambda L, s, m: L.addmm(L.tensor(bias), s, m, beta=0.5, alpha=2.0))
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == "float32" else dict(rtol=1e-12, atol=1e-12)
+    for call in calls:
+        got = []
+        for L, ctx in ((ember, contextlib.nullcontext()), (ember, kernels.disabled()),
+                       (torch, contextlib.nullcontext())):
+            with ctx:
+                m = L.tensor(d, requires_grad=True)
+                out = call(L, sparse(L), m)
+                out.backward(L.ones_like(out))
+                got.append((out.detach().numpy(), m.grad.numpy()))
+        for mine in got[:2]:
+            for x, y in zip(mine, got[2]):
+                np.testing.assert_allclose(x, y, **tol)
+    from ember._backends import _add_rows_kernel      # a bad column is refused, nothing written
+    out, rows, cols = np.zeros((3, 4), dtype), np.array([0, 2]), np.array([1, 5])
+    assert _add_rows_kernel(out, rows, d[:5], cols, np.ones(2, dtype)) is False and not out.any()

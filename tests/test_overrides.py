@@ -168,3 +168,39 @@ def test_plain_tensors_and_parameters_are_untouched():
     y = (p * p).sum()
     y.backward()
     assert p.grad.tolist() == [2.0, 2.0]
+
+
+class _ArrayLike:
+    def __array__(self, dtype=None, copy=None):
+        return __import__("numpy").ones(2, dtype)
+
+
+def test_foreign_tensors_raise_type_error_both_ways():
+    """A torch tensor meeting an ember tensor: torch raises TypeError for a foreign array-like
+    operand, and so does ember, naming both types; torch's side (``torch_t + ember_t``) ends
+    in a TypeError too, never in the two ``__torch_function__`` calling each other."""
+    with pytest.raises(TypeError):
+        torch.add(torch.ones(2), _ArrayLike())        # the oracle: no conversion
+    e, t = ember.ones(2), torch.ones(2)
+    Logged = _logged(ember)
+    ops = (lambda a, b: a == b, lambda a, b: a + b, lambda a, b: a < b, lambda a, b: a @ b,
+           lambda a, b: a ** b, lambda a, b: a - b, lambda a, b: a & b)
+    for x in (e, ember.ones(2).as_subclass(Logged)):
+        for f in ops:
+            for a, b in ((x, t), (t, x)):
+                with pytest.raises(TypeError, match=r"ember.Tensor and torch.Tensor"):
+                    f(a, b)
+        with pytest.raises(TypeError, match=r"argument 2 must be ember.Tensor, not torch\."):
+            ember.add(x, torch.nn.Parameter(t))
+        with pytest.raises(TypeError, match=r"must hold ember.Tensors, not torch.Tensor"):
+            ember.cat([x, t])
+        for f in (lambda: torch.add(t, x), lambda: torch.sum(x), lambda: t.mul(x)):
+            with pytest.raises(TypeError, match="ember|Logged"):
+                f()
+    with pytest.raises(TypeError, match=r"must be ember.Tensor, not torch.Tensor"):
+        e.add_(t)
+    for L in (ember, torch):        # other objects: Python's protocol, as torch
+        with pytest.raises(TypeError, match="unsupported operand"):
+            L.ones(2) + _ArrayLike()
+        assert (L.ones(2) == None) is False     # noqa: E711
+    assert ember.equal(e + ember.from_dlpack(t), ember.full((2,), 2.0))

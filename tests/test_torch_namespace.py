@@ -434,3 +434,30 @@ def test_legacy_cuda_types(name):
         y = E(2, 3)
         assert y.is_cuda and isinstance(y, E) and y.type() == "torch.cuda." + name
         assert x.type("torch.cuda." + name).is_cuda
+
+
+def test_factories_take_size_keyword():
+    """torch's parser takes a factory's size as ``size=``: same shape, dtype and (seeded)
+    values as the positional call."""
+    calls = (lambda L: L.zeros(size=(2, 3)), lambda L: L.ones(size=[2, 3], dtype=L.int32),
+             lambda L: L.empty(size=L.Size([2, 0])), lambda L: L.zeros(size=()),
+             lambda L: L.full(size=(2,), fill_value=1.5), lambda L: L.rand(size=(2, 3)),
+             lambda L: L.randn(size=(3,), dtype=L.float64), lambda L: L.randint(0, 5, size=(3,)),
+             lambda L: L.randint(5, size=(2, 2)), lambda L: L.randint(high=5, size=(2,)),
+             lambda L: L.normal(0.0, 1.0, size=(2,)), lambda L: L.rand(size=(2,), generator=None),
+             lambda L: L.zeros(size=(2,), out=L.empty(0)),
+             lambda L: L.empty_strided(size=(2, 3), stride=(3, 1)).zero_(),
+             lambda L: L.ones(1).new_zeros(size=(2,)), lambda L: L.ones(1).new_empty(size=(0,)),
+             lambda L: L.ones(1).new_full(size=(2,), fill_value=3))
+    for call in calls:
+        torch.manual_seed(0), ember.manual_seed(0)
+        mine, theirs = call(ember), call(torch)
+        assert (mine.dtype.name, mine.shape, mine.tolist()) == \
+            (str(theirs.dtype)[6:], theirs.shape, theirs.tolist())
+    for bad in (lambda L: L.zeros(size=2), lambda L: L.rand(size=(-1,)),
+                lambda L: L.ones(1).new_zeros(2, size=(2,))):
+        _same_error(bad)
+    with pytest.raises(TypeError, match="invalid combination"):
+        torch.rand(2, size=(2,))
+    with pytest.raises(TypeError, match="multiple values for argument 'size'"):
+        ember.rand(2, size=(2,))

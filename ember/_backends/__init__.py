@@ -184,19 +184,25 @@ def _add_rows(out, index, values):
     return True
 
 
-def _add_rows_kernel(out, flat, values):
+def _add_rows_kernel(out, flat, values, sidx=None, scale=None):
     """``_add_rows`` by the C kernel (gather.h's ``add_rows``: each row added in index order,
-    the sums NumPy's bit for bit, without sorting); False where it does not apply or an index is negative or out of
-    range (nothing written: add.at then wraps or raises)."""
+    the sums NumPy's bit for bit, without sorting); False where it does not apply or an index
+    is negative or out of range (nothing written: add.at then wraps or raises). With ``sidx``
+    and ``scale`` the row added for ``flat[i]`` is ``scale[i] * values[sidx[i]]`` (sparse @
+    dense)."""
     from .._C import kernels
     fn = kernels.kernel("add_rows", out.dtype)
-    if fn is None or not out.flags.c_contiguous:
+    if fn is None or not out.flags.c_contiguous or values.dtype != out.dtype or \
+            scale is not None and scale.dtype != out.dtype:
         return False
-    flat = flat.astype(np.int64, copy=False)
-    src = np.ascontiguousarray(values)
+    flat, src = np.ascontiguousarray(flat, np.int64), np.ascontiguousarray(values)
+    if sidx is not None:
+        sidx, scale = np.ascontiguousarray(sidx, np.int64), np.ascontiguousarray(scale)
     inner = out.size // out.shape[0] if out.shape[0] else 0
-    return fn(out.ctypes.data, np.ascontiguousarray(flat).ctypes.data, src.ctypes.data,
-              flat.size, out.shape[0], inner) == 0
+    return fn(out.ctypes.data, flat.ctypes.data, src.ctypes.data,
+              None if sidx is None else sidx.ctypes.data,
+              None if scale is None else scale.ctypes.data, flat.size, out.shape[0],
+              src.shape[0] if sidx is not None else flat.size, inner) == 0
 
 
 def accumulate(xp, ufunc, x, axis):

@@ -15,7 +15,16 @@ def _T():
     return Tensor
 
 
-def _size(size):
+def _size(size, kw=None, name=None):
+    """The shape a factory's ``*size`` gives: ints, or one tuple or list of them; ``kw`` is
+    its ``size=`` keyword (torch's parser takes ``zeros(size=(2, 3))``), ``name`` the factory."""
+    if kw is not None:
+        if size:
+            raise TypeError(f"{name}() got multiple values for argument 'size'")
+        if not isinstance(kw, (tuple, list)):
+            raise TypeError(f"{name}(): argument 'size' must be tuple of ints, not "
+                            f"{type(kw).__name__}")
+        size = (kw,)
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     for s in size:              # the common call (rand(1), zeros(n, m)): plain ints, as given
@@ -284,9 +293,9 @@ def _filled(shape, np_dtype, fill):
 
 
 def _const(fn_name, fill):
-    def f(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
-          pin_memory=False, memory_format=None):
-        shape = _size(size)
+    def f(*sizes, size=None, out=None, dtype=None, layout=None, device=None,
+          requires_grad=False, pin_memory=False, memory_format=None):
+        shape = _size(sizes, size, fn_name)
         dev = to_device(device)
         if dev.type == "meta":
             from .meta import empty as meta_empty

@@ -41,6 +41,11 @@ def _flatten(opdef, args, kwargs):
             # (a list with other objects fails in the forward: a __torch_function__ may take it)
             tensors.extend(t for t in a if isinstance(t, Tensor))
             arrays[i] = [t._data if isinstance(t, Tensor) else t for t in a]
+            for t in a:
+                if not isinstance(t, Tensor) and foreign_tensor(t):
+                    _refuse(f"{opdef.name}(): argument {i + 1} must hold ember.Tensors, not", t)
+        elif type(a) not in _SCALARS and foreign_tensor(a):
+            _refuse(f"{opdef.name}(): argument {i + 1} must be ember.Tensor, not", a)
     return tensors, arrays
 
 
@@ -95,6 +100,30 @@ _new = object.__new__
 # NOTE: like torch, an operand that is no tensor, number or array makes a Python operator return
 # NotImplemented, so Python raises its TypeError and `t == None` is False (_tensor_methods).
 OPERANDS = (Tensor, int, float, complex, np.generic, np.ndarray)
+
+
+def foreign_tensor(a):
+    """Whether ``a`` is a tensor of another library speaking torch's ``__torch_function__``
+    protocol (a ``torch.Tensor``). ember refuses one by name: NumPy would convert it through
+    ``__array__`` where torch raises, and a Python operator's NotImplemented would hand the
+    call to its ``__torch_function__``, which calls back into ember's."""
+    t = type(a)
+    return hasattr(t, "__torch_function__") and hasattr(t, "__dlpack__") and \
+        not issubclass(t, Tensor)
+
+
+def _refuse(what, a):
+    raise TypeError(f"{what} {type(a).__module__}.{type(a).__qualname__}, a tensor of another "
+                    f"library (convert it with ember.from_dlpack(x))")
+
+
+def not_operand(self, other, op):
+    """A Python operator's answer to an operand that is no tensor, number or array:
+    NotImplemented (Python tries ``other``'s reflected operator, as torch does), except for
+    a foreign tensor. ``op``: the OpDef or its name."""
+    if foreign_tensor(other):
+        _refuse(f"{getattr(op, 'name', op)}(): unsupported operands ember.Tensor and", other)
+    return NotImplemented
 
 
 def dispatch(opdef, args, kwargs):
@@ -688,6 +717,7 @@ def _c_dispatch():
             "record": _record, "simple_node": simple_node, "explain": _explain,
             "SparseOperand": SparseOperand, "sparse_dispatch": sparse_dispatch, "AT0": AT0,
             "AT1": AT1, "AT01": AT01, "dtype_of": Tensor._dtype_of, "operands": OPERANDS,
+            "not_operand": not_operand,
             "FLOAT": _dtype._FLOAT, "dtype": _dtype.dtype, "SimpleNode": graph.SimpleNode,
             "saved_hooks": graph._saved_hooks, "anomaly": graph.anomaly, "seq": graph._seq,
             "TensorMeta": graph.TensorMeta, "no_kwargs": graph._NO_KWARGS,

@@ -294,9 +294,7 @@ def scatter_positions(xp, shape, dim, index):
                                f"{list(index.shape)} to be no larger than self {list(shape)} "
                                f"apart from dimension {d}")
     index = index.astype(np.int64, copy=False)
-    if out_of_range(index, n):
-        bad = index[(index < 0) | (index >= n)].ravel()[0]
-        raise RuntimeError(f"index {int(bad)} is out of bounds for dimension {d} with size {n}")
+    _check_bounds(index, n, d, RuntimeError, negative=False)
     stride = math.prod(shape[d + 1:])
     offset = 0
     for k, m in enumerate(index.shape):
@@ -310,23 +308,36 @@ def scatter_positions(xp, shape, dim, index):
 def _capturing(index):
     """Whether ``index`` is a GPU array and a CUDA graph capture is underway.
 
-    NOTE: the bounds checks read the GPU, which a capture forbids; they are skipped then (an
-    index out of range in a captured graph is not caught: torch's kernels check on the
-    device, ember's cannot)."""
+    NOTE: a capture runs nothing, so the bounds checks are skipped then (an index out of
+    range in a captured graph is not caught, where torch's kernels assert on the device)."""
     if isinstance(index, np.ndarray):
         return False
     from ..cuda.graphs import is_current_stream_capturing
     return is_current_stream_capturing()
 
 
+def check_range(index, n, error, negative=False):
+    """Raise ``error(bad)``, the exception for ``bad``, the first index outside ``[0, n)``
+    (``[-n, n)`` with ``negative``). A GPU index is checked on the device, as torch's
+    kernels do: the error comes at the next copy to the host (``cuda._runtime``)."""
+    if index.size == 0 or _capturing(index):
+        return
+    if not isinstance(index, np.ndarray):
+        from .._backends import array_module
+        from ..cuda._runtime import device_check
+        device_check(array_module(index), (index >= n) | (index < (-n if negative else 0)),
+                     index, error)
+    elif negative or out_of_range(index, n):
+        bad = index[(index >= n) | (index < (-n if negative else 0))]
+        if bad.size:
+            raise error(int(bad.ravel()[0]))
+
+
 def _check_bounds(index, size, dim, exc=IndexError, prefix="", negative=True):
     """torch's error for an index outside ``[-size, size)`` (``[0, size)`` for gather/scatter,
     which take no negative indices)."""
-    if index.size and not _capturing(index):
-        bad = index[(index >= size) | (index < (-size if negative else 0))]
-        if bad.size:
-            raise exc(f"{prefix}index {int(bad.ravel()[0])} is out of bounds for dimension "
-                      f"{dim} with size {size}")
+    check_range(index, size, lambda bad: exc(f"{prefix}index {bad} is out of bounds for "
+                                             f"dimension {dim} with size {size}"), negative)
 
 
 @op("index_select")
@@ -347,19 +358,18 @@ def index_select(xp, input, dim, index):
             if not kernel(input, out):
                 return out
     n = input.shape[dim]
-    if out_of_range(index, n):                      # (take would wrap negatives)
-        # NOTE: torch words it by the dim: along dim 0 as an embedding lookup
-        if dim % input.ndim == 0:
-            raise IndexError("index out of range in self")
-        bad = (index < 0) | (index >= n)
-        raise RuntimeError(f"INDICES element is out of DATA bounds, id={int(index[bad][0])} "
-                           f"axis_dim={n}")
+    # (take would wrap negatives) NOTE: torch words it by the dim: along dim 0 as an
+    # embedding lookup
+    check_range(index, n, (lambda bad: IndexError("index out of range in self")) if
+                dim % input.ndim == 0 else lambda bad: RuntimeError(
+                    f"INDICES element is out of DATA bounds, id={bad} axis_dim={n}"))
     return input.take(index.reshape(-1) if index.ndim == 0 else index, axis=dim)  # 0-d: 1 row
 
 
 def out_of_range(index, n):
     """Whether an integer array holds an index outside ``[0, n)``, in one reduction: seen as
-    unsigned, a negative index is past any ``n``."""
+    unsigned, a negative index is past any ``n``. (A GPU index's answer waits for the GPU:
+    ``check_range`` does not.)"""
     return index.size > 0 and not _capturing(index) and \
         int(index.view(index.dtype.str.replace("i", "u")).max()) >= n
 

@@ -8,7 +8,7 @@ import ember
 
 from .._C import kernels as _C
 from . import gemm
-from .indexing import _capturing, out_of_range
+from .indexing import _capturing, check_range
 from .._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
 from ..autograd.graph import needs_input_grad
@@ -143,9 +143,8 @@ def check_embedding_range(indices, n):
     """IndexError for an index of an embedding table of ``n`` rows outside ``[0, n)``.
 
     NOTE: torch rejects negative indices here, where ``t[idx]`` would wrap them around."""
-    if out_of_range(indices, n):
-        bad = indices.min() if indices.min() < 0 else indices.max()
-        raise IndexError(f"embedding: expected indices in [0, {n}), got {bad}")
+    check_range(indices, n, lambda bad: IndexError(f"embedding: expected indices in [0, {n}), "
+                                                   f"got {bad}"))
 
 
 @embedding.vjp(save=("indices",))

@@ -395,9 +395,9 @@ def _float_dtype(dtype, name):
 
 
 def _random(name, draw):
-    def f(*size, generator=None, out=None, dtype=None, layout=None, device=None,
+    def f(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, device=None,
           requires_grad=False, pin_memory=False):
-        d, shape = _float_dtype(dtype, name), _size(size)
+        d, shape = _float_dtype(dtype, name), _size(sizes, size, name)
         if to_device(device) is META:
             return _finish(_drawn(device, shape, d.np, None), device, requires_grad, out)
         arr = _draw(_gen(generator, device), int(np.prod(shape)), np.dtype(d.np), draw)

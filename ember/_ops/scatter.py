@@ -11,7 +11,7 @@ import ember
 
 from .._C import kernels as _C
 from .._backends import add_at, add_flat, max_at, min_at, multiply_at
-from .indexing import (_check_bounds, _index_put, index_error, out_of_range, scatter_positions,
+from .indexing import (_check_bounds, _index_put, check_range, index_error, scatter_positions,
                        write_at)
 from .meta import same_meta, wrap_dim
 from .pointwise import type_name
@@ -222,9 +222,8 @@ def _add_along(xp, out, index, values, dim, ndim):
     n = out.shape[0]
     if ndim > 1:
         _check_bounds(index, n, dim, RuntimeError, negative=False)
-    elif out_of_range(index, n):
-        # NOTE: torch's 1-D index_add words it as an embedding lookup
-        raise IndexError("index out of range in self")
+    else:       # NOTE: torch's 1-D index_add words it as an embedding lookup
+        check_range(index, n, lambda bad: IndexError("index out of range in self"))
     add_at(xp, out, index, values)
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import _dtype
 from .._tensor import Tensor
-from .._backends import MetaBackend, add_at
+from .._backends import MetaBackend, _add_rows_kernel, add_at
 from ..autograd import grad_mode
 from . import creation, joining, linalg, pointwise, reduction, shape
 from .registry import get, op
@@ -115,10 +115,10 @@ def _add_rule(opdef, sign):
 def _coo_mm(xp, rows, cols, values, dense, nrows):
     """``S @ dense`` for the 2-d sparse ``S`` with entries ``values`` at (``rows``, ``cols``)
     and ``nrows`` rows."""
+    out = xp.zeros((nrows, dense.shape[1]), np.result_type(values.dtype, dense.dtype))
+    if rows.size == 0 or xp is np and _add_rows_kernel(out, rows, dense, cols, values):
+        return out      # (the kernel: each entry's scaled dense row added to its output row)
     prod = values[:, None] * dense[cols]
-    out = xp.zeros((nrows, dense.shape[1]), prod.dtype)
-    if rows.size == 0:
-        return out
     if xp is not np:
         add_at(xp, out, rows, prod)
         return out

@@ -143,12 +143,12 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
             _task = outer
         return None
     import heapq        # (here: the C loop above is the common case, and import ember skips it)
-    heap = [(-n.seq, id(n), n) for n in ready]
-    heapq.heapify(heap)
-    pop, push = heapq.heappop, heapq.heappush
+    heap, pop, push = [], heapq.heappop, heapq.heappush
+    for n in ready:
+        push(heap, _Ready(n))
     try:
         while heap:
-            node = pop(heap)[2]
+            node = pop(heap).node
             grads = buffers.pop(node, None) or [None] * node.n_outputs
             if needed is not None and node not in needed:
                 continue        # NOTE: as torch, a node that does not run runs no tensor hooks
@@ -191,8 +191,8 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                     buf[nr] = g if buf[nr] is None else buf[nr] + g
                 left = deps[nxt] - 1
                 deps[nxt] = left
-                if left == 0:
-                    push(heap, (-nxt.seq, id(nxt), nxt))
+                if left == 0 and (needed is None or nxt in needed):     # (as torch's queue)
+                    push(heap, _Ready(nxt))
             # drop this frame's references: a leaf's AccumulateGrad takes a gradient nothing
             # else holds without cloning it (see AccumulateGrad.accumulate)
             grad_inputs = grads = g = buf = None
@@ -215,8 +215,23 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
     return captures
 
 
+class _Ready:
+    """A node in the engine's heap, ordered by sequence number alone. heapq's steps are
+    libstdc++ priority_queue's, which torch's ready queue is: nodes of one number (leaves'
+    AccumulateGrads, pushed together by one backward) leave it in torch's order."""
+    __slots__ = ("key", "node")
+
+    def __init__(self, node):
+        self.key, self.node = -node.seq, node
+
+    def __lt__(self, other):
+        return self.key < other.key
+
+
 def _accumulate(node, grads, create_graph, prof=None):
-    """A leaf's step: its AccumulateGrad's pre-hooks, then the accumulation into ``.grad``."""
+    """A leaf's step: its AccumulateGrad's pre-hooks, the accumulation into ``.grad`` (and the
+    tensor's post-accumulate hooks), then the node's post hooks, which get no gradient
+    inputs as torch's AccumulateGrad has no edges."""
     for h in node._pre_hooks:
         r = h(tuple(grads))
         grads = list(r) if r is not None else grads
@@ -225,6 +240,8 @@ def _accumulate(node, grads, create_graph, prof=None):
     else:
         with prof.backward(node):
             node.accumulate(grads[0], create_graph)
+    for h in node._hooks:
+        h((), tuple(grads))
 
 
 def _run_tensor_hooks(node, grads):

@@ -156,10 +156,13 @@ def is_bf16_supported(including_emulation=True):
 
 
 def synchronize(device=None):
-    """Wait for every kernel queued on the GPU to finish."""
+    """Wait for every kernel queued on the GPU to finish (and raise a failed index check's
+    error, as torch's device-side asserts surface here)."""
     cupy = _lazy_init()
     with cupy.cuda.Device(_index(device)):
         cupy.cuda.runtime.deviceSynchronize()
+    from ._runtime import raise_device_errors
+    raise_device_errors()
 
 
 def __getattr__(name):

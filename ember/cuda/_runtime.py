@@ -8,6 +8,8 @@ import enum
 import os
 import warnings
 
+import numpy as np
+
 from . import _index, _lazy_init, _state, device, device_count
 
 has_half = True     # CuPy has float16 on every GPU it supports
@@ -209,13 +211,50 @@ def get_sync_debug_mode():
     return _state["sync_debug_mode"]
 
 
+# index bounds checks queued on the GPU and not read yet: (a device array holding whether an
+# index was out of range and the first such index, the exception for that index)
+_CHECKS = []
+
+
+def device_check(xp, bad, index, error):
+    """Check cuda ``index`` on the device, as torch's kernels assert there: ``bad`` is its mask
+    of indices out of range; nothing is read now (reading the result waited for the GPU at
+    every gather, scatter, index_select or embedding call); the next copy to the host, or
+    ``synchronize``, raises ``error(first bad index)``'s message as a RuntimeError."""
+    flat = bad.reshape(-1)
+    pos = flat.argmax()
+    _CHECKS.append((xp.stack([xp.take(flat, pos).astype(np.int64),
+                              xp.take(index.reshape(-1), pos).astype(np.int64)]), error))
+    if len(_CHECKS) >= 256:     # (a program that never reads the GPU: memory stays bounded)
+        raise_device_errors()
+
+
+def raise_device_errors():
+    """Read the queued checks (one copy per GPU) and raise the first failed one, as torch
+    reports a device-side assert at the next synchronization."""
+    if not _CHECKS:
+        return
+    checks, found = _CHECKS[:], {}
+    _CHECKS.clear()
+    xp = _lazy_init()
+    for dev in {c.device.id for c, _ in checks}:
+        rows = [i for i, (c, _) in enumerate(checks) if c.device.id == dev]
+        with xp.cuda.Device(dev):
+            found.update(zip(rows, xp.stack([checks[i][0] for i in rows]).get().tolist()))
+    for i, (_, error) in enumerate(checks):
+        if found[i][0]:
+            raise RuntimeError(f"CUDA error: device-side assert triggered: {error(found[i][1])}")
+
+
 def synchronizing():
-    """Called by the cuda backend before it waits for the GPU (a copy to the host)."""
+    """Called by the cuda backend before it waits for the GPU (a copy to the host): the sync
+    debug mode's warning or error, then the errors of the checks queued on the device."""
     mode = _state["sync_debug_mode"]
     if mode == 1:
         warnings.warn("called a synchronizing CUDA operation", UserWarning, stacklevel=4)
     elif mode == 2:
         raise RuntimeError("called a synchronizing CUDA operation")
+    raise_device_errors()
 
 
 def ipc_collect():

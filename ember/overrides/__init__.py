@@ -29,6 +29,8 @@ import functools
 import warnings
 import weakref
 
+from .._ops.dispatch import foreign_tensor
+
 __all__ = ["get_ignored_functions", "get_overridable_functions", "get_testing_overrides",
            "handle_torch_function", "has_torch_function", "resolve_name", "is_tensor_like",
            "is_tensor_method_or_property", "wrap_torch_function", "enable_reentrant_dispatch",
@@ -58,7 +60,8 @@ def _overloaded(relevant_args):
             continue
         tf = getattr(t, "__torch_function__", None)
         if tf is None or tf is _disabled_torch_function_impl or (
-                getattr(tf, "__func__", None) is Tensor.__torch_function__.__func__):
+                getattr(tf, "__func__", None) is Tensor.__torch_function__.__func__) or \
+                foreign_tensor(a):      # (refused by dispatch: its default would call back)
             continue
         at = next((i for i, o in enumerate(types) if issubclass(t, o)), len(types))
         types.insert(at, t)
@@ -205,7 +208,11 @@ def _convert(ret, cls):
 
 
 def _default_torch_function(cls, func, types, args=(), kwargs=None):
-    if not all(issubclass(cls, t) for t in types):
+    # NOTE: ember calls no argument's __torch_function__ while this block below runs, so a
+    # call arriving then comes from another library's dispatch (torch's, for
+    # `torch.add(torch_tensor, ember_tensor)`) that running `func` again would loop through:
+    # NotImplemented lets that library raise its TypeError.
+    if _OFF["subclass"] or _OFF["all"] or not all(issubclass(cls, t) for t in types):
         return NotImplemented
     with DisableTorchFunctionSubclass():
         ret = func(*args, **(kwargs or {}))

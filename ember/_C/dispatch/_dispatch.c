@@ -18,7 +18,8 @@
 static PyTypeObject *Tensor;
 static PyObject *CPU, *np, *ndarray, *np_generic, *np_asarray, *scalar_keeps, *grad_state,
     *hooks, *py_dispatch, *finish, *record, *simple_node, *explain, *sparse_operand,
-    *sparse_dispatch, *AT0, *AT1, *AT01, *dtype_of, *operands, *empty_dict, *empty_tuple, *common;
+    *sparse_dispatch, *AT0, *AT1, *AT01, *dtype_of, *operands, *not_operand, *empty_dict,
+    *empty_tuple, *common;
 static long FLOAT;
 static int ready;
 /* 0 inside dispatch.python_reference(): every call goes to the Python dispatch, so one process
@@ -730,7 +731,7 @@ static PyObject *init(PyObject *self, PyObject *cfg)
         {"finish", &finish}, {"record", &record}, {"simple_node", &simple_node},
         {"explain", &explain}, {"SparseOperand", &sparse_operand},
         {"sparse_dispatch", &sparse_dispatch}, {"AT0", &AT0}, {"AT1", &AT1}, {"AT01", &AT01},
-        {"dtype_of", &dtype_of}, {"operands", &operands},
+        {"dtype_of", &dtype_of}, {"operands", &operands}, {"not_operand", &not_operand},
         {"SimpleNode", (PyObject **)&SimpleNode}, {"saved_hooks", &saved_hooks},
         {"anomaly", &anomaly}, {"seq", &seq_iter}, {"TensorMeta", &meta_type},
         {"no_kwargs", &no_kwargs}, {"no_edge", &no_edge}, {"edge_of", &edge_of},

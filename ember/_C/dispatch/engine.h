@@ -3,8 +3,8 @@
  * profiler, no anomaly mode when it starts).
  *
  * The same steps in the same order as the Python loop: nodes popped highest sequence number
- * first (ties by id), gradients summed per node in ``buffers``, tensor hooks, AccumulateGrad,
- * node hooks and missing gradients handed to the engine's own Python helpers (_run_tensor_hooks,
+ * first (ties as torch's ready queue breaks them), gradients summed per node in ``buffers``,
+ * tensor hooks, AccumulateGrad, node hooks and missing gradients handed to the engine's own Python helpers (_run_tensor_hooks,
  * _accumulate, _apply, _sum_to). What it saves is the interpreter's work on the common path:
  * the heap, the buffers and the per-edge shape/dtype test. */
 
@@ -15,15 +15,17 @@ static PyObject *s_n_outputs, *s_tensor_pre_hooks, *s_retain_grad_hooks, *s_pre_
 
 #include "nodes.h"      /* node_bare, accumulate_leaf, simple_apply, simple_release */
 
-typedef struct { double key; uintptr_t id; PyObject *node; } HeapItem;
+typedef struct { double key; PyObject *node; } HeapItem;
 typedef struct { HeapItem *a; Py_ssize_t n, cap; } Heap;
 
+/* keyed -node.seq alone: leaves' AccumulateGrads tie, and the heap's steps (heapq's, which are
+ * libstdc++ priority_queue's) then give torch's ready-queue order among them */
 static int heap_less(const HeapItem *x, const HeapItem *y)
 {
-    return x->key < y->key || (x->key == y->key && x->id < y->id);
+    return x->key < y->key;
 }
 
-/* push node (a new reference is taken) keyed (-node.seq, id(node)), as heapq's tuples */
+/* push node (a new reference is taken), as heapq.heappush */
 static int heap_push(Heap *h, PyObject *node)
 {
     PyObject *seq = IS_SIMPLE(node) && SLOT(node, N_SEQ) != NULL ?
@@ -44,7 +46,7 @@ static int heap_push(Heap *h, PyObject *node)
         h->a = a;
         h->cap = cap;
     }
-    HeapItem it = {-s, (uintptr_t)node, Py_NewRef(node)};
+    HeapItem it = {-s, Py_NewRef(node)};
     Py_ssize_t i = h->n++;
     while (i > 0 && heap_less(&it, &h->a[(i - 1) / 2])) {
         h->a[i] = h->a[(i - 1) / 2];
@@ -54,24 +56,26 @@ static int heap_push(Heap *h, PyObject *node)
     return 0;
 }
 
-static PyObject *heap_pop(Heap *h)      /* the owned node */
+/* the owned top node, as heapq.heappop: the hole goes down to a leaf along the smaller child
+ * (the right one on a tie), then the last item rises into it */
+static PyObject *heap_pop(Heap *h)
 {
     PyObject *top = h->a[0].node;
     HeapItem last = h->a[--h->n];
-    Py_ssize_t i = 0;
-    for (;;) {
-        Py_ssize_t c = 2 * i + 1;
-        if (c >= h->n)
-            break;
-        if (c + 1 < h->n && heap_less(&h->a[c + 1], &h->a[c]))
+    Py_ssize_t i = 0, c;
+    if (h->n == 0)
+        return top;
+    while ((c = 2 * i + 1) < h->n) {
+        if (c + 1 < h->n && !heap_less(&h->a[c], &h->a[c + 1]))
             c++;
-        if (!heap_less(&h->a[c], &last))
-            break;
         h->a[i] = h->a[c];
         i = c;
     }
-    if (h->n)
-        h->a[i] = last;
+    while (i > 0 && heap_less(&last, &h->a[(i - 1) / 2])) {
+        h->a[i] = h->a[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->a[i] = last;
     return top;
 }
 
@@ -219,7 +223,8 @@ static int backward_step(PyObject *node, PyObject *buffers, PyObject *deps, Heap
             if (g0 == NULL)
                 goto done;
             Py_DECREF(g0);
-            if (g0 != Py_None && !bare && (r = truth_attr(node, s_pre_hooks)) != 0) {
+            if (g0 != Py_None && !bare && ((r = truth_attr(node, s_pre_hooks)) != 0 ||
+                                           (r = truth_attr(node, s_hooks)) != 0)) {
                 if (r < 0)
                     goto done;
                 PyObject *v = PyObject_CallFunctionObjArgs(accumulate_fn, node, grads, create,

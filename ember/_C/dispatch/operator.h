@@ -21,8 +21,10 @@ static PyObject *operator_call(PyObject *self, PyObject *const *av, size_t nargs
     PyObject *o = av[1];
     int r = PyObject_TypeCheck(o, Tensor) || PyFloat_CheckExact(o) || PyLong_CheckExact(o) ?
         1 : PyObject_IsInstance(o, operands);
-    if (r <= 0)
-        return r < 0 ? NULL : Py_NewRef(Py_NotImplemented);
+    if (r < 0)
+        return NULL;
+    if (r == 0)     /* NotImplemented, or TypeError for a foreign tensor */
+        return PyObject_CallFunctionObjArgs(not_operand, av[0], o, op->opdef, NULL);
     PyObject *args = op->reflected ? PyTuple_Pack(2, av[1], av[0]) : PyTuple_Pack(2, av[0], av[1]);
     if (args == NULL)
         return NULL;
@@ -61,7 +63,7 @@ static PyTypeObject OperatorType = {
     .tp_repr = operator_repr,
     .tp_descr_get = operator_get,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
-    .tp_doc = "A Python operator of Tensor: NotImplemented for a foreign operand, else the "
+    .tp_doc = "A Python operator of Tensor: not_operand's answer for a foreign operand, else the "
               "op's dispatch (``_tensor_methods._binary``).",
 };
 

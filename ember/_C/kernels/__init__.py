@@ -97,7 +97,7 @@ def _declare(lib):
             "gather": [p, p, p, i64, i64, i64, i64, i],
             "mask_select": [p, p, p, i64, p, i],     # (select.h: 4- and 8-byte words)
             "scatter": [p, p, p, p, i64, i64, i64, i64, i, i],
-            "add_rows": [p, p, p, i64, i64, i64],
+            "add_rows": [p, p, p, p, p, i64, i64, i64, i64],
             "add_bias": [p, p, i64, i64, i],
             "sum_rows": [p, p, i64, i64, i],
             "outer": [p, p, p, i64, i64, i64, i],

@@ -171,16 +171,29 @@ EXPORT int S(scatter)(T *out, const int64_t *idx, const T *src, const T *init, i
 /* out[idx[i], :] += src[i, :] for i < k, in i order: rows of `inner` contiguous elements, an
  * embedding's (or index_add's) gradient. Each element's sum runs in i order, as np.add.at's
  * does, so the results are NumPy's bit for bit. One thread: the adds are bound by memory,
- * and two threads splitting the columns only contend for it. Returns 1, nothing written, for
- * an index outside [0, n). */
-EXPORT int S(add_rows)(T *out, const int64_t *idx, const T *src, int64_t k, int64_t n,
-                       int64_t inner) {
-    if (k > 0 && S(index_max)(idx, k) >= (uint64_t)n)
-        return 1;
+ * and two threads splitting the columns only contend for it. With `sidx` and `scale` the row
+ * added is scale[i] * src[sidx[i], :]: a sparse (COO or CSR) matrix times a dense one, its
+ * entries' rows, columns and values. Returns 1, nothing written, for an index outside
+ * [0, n) (or sidx's outside [0, nsrc)). */
+TC static void S(add_rows_run)(T *out, const int64_t *idx, const T *src, const int64_t *sidx,
+                               const T *scale, int64_t k, int64_t inner) {
     for (int64_t i = 0; i < k; i++) {
-        T *o = out + idx[i] * inner;
-        const T *s = src + i * inner;
-        for (int64_t j = 0; j < inner; j++) o[j] += s[j];
+        T *restrict o = out + idx[i] * inner;
+        const T *restrict s = src + (sidx != NULL ? sidx[i] : i) * inner;
+        if (scale == NULL) {
+            for (int64_t j = 0; j < inner; j++) o[j] += s[j];
+        } else {
+            const T v = scale[i];
+            for (int64_t j = 0; j < inner; j++) o[j] += v * s[j];
+        }
     }
+}
+
+EXPORT int S(add_rows)(T *out, const int64_t *idx, const T *src, const int64_t *sidx,
+                       const T *scale, int64_t k, int64_t n, int64_t nsrc, int64_t inner) {
+    if (k > 0 && (S(index_max)(idx, k) >= (uint64_t)n ||
+                  (sidx != NULL && S(index_max)(sidx, k) >= (uint64_t)nsrc)))
+        return 1;
+    S(add_rows_run)(out, idx, src, sidx, scale, k, inner);
     return 0;
 }
