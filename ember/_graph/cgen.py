@@ -659,23 +659,22 @@ def _build_so(cc, c_source, out, kdir):
     head = [b for b in blocks if b.startswith("#include")]
     body = [b for b in blocks if not b.startswith("#include")]
     parts = [[] for _ in range(max(1, min(os.cpu_count() or 1, len(body) // 4)))]
-    for b in sorted(body, key=len, reverse=True):   # (the longest first, each into the
-        min(parts, key=lambda q: sum(map(len, q))).append(b)    # shortest part so far)
-    one, work = len(parts) == 1, os.path.dirname(out)
-    objs = [os.path.join(work, f"part{i}.o") for i in range(len(parts))]
+    for b in body:                  # (each kernel into the shortest part so far)
+        min(parts, key=lambda q: sum(map(len, q))).append(b)
+    srcs = [os.path.join(os.path.dirname(out), f"part{i}.c") for i in range(len(parts))]
 
     def run(*args):
         return subprocess.Popen([cc, *FLAGS, "-I", kdir, *args, "-lm"], stderr=subprocess.PIPE,
                                 text=True)
     jobs = []
-    for part, obj in zip(parts, objs):
-        with open(obj[:-2] + ".c", "w") as f:
-            f.write(c_source if one else "\n\n".join(head + part))
-        jobs.append(run(obj[:-2] + ".c", "-o", out) if one else
-                    run(obj[:-2] + ".c", "-c", "-o", obj))
+    for part, src in zip(parts, srcs):
+        with open(src, "w") as f:
+            f.write("\n\n".join(head + part))
+        jobs.append(run(src, "-o", out) if len(parts) == 1 else
+                    run(src, "-c", "-o", src[:-1] + "o"))
     errs = [j.communicate()[1] for j in jobs]
-    if not one and not any(j.returncode for j in jobs):
-        jobs.append(run(*objs, "-o", out))
+    if len(parts) > 1 and not any(j.returncode for j in jobs):
+        jobs.append(run(*[src[:-1] + "o" for src in srcs], "-o", out))
         errs.append(jobs[-1].communicate()[1])
     for j, err in zip(jobs, errs):
         if j.returncode:
