@@ -160,12 +160,15 @@ def test_a_backward_recorded_before_is_read_from_disk(fn, kept, monkeypatch):
     real, grads = ember.autograd.grad, []
     monkeypatch.setattr(ember.autograd, "grad", lambda *a, **k: grads.append(1) or real(*a, **k))
     x = ember.randn(4, 8, requires_grad=True)
-    got = []
+    got, code = [], []
     for _ in range(2):
         x.grad = None
-        ember.compile(fn)(x).backward(ember.ones(4, 8))
+        f = ember.compile(fn)
+        f(x).backward(ember.ones(4, 8))
         got.append(x.grad.numpy())
+        code.append([p[:2] for p in next(iter(f.programs.values())).programs])
     np.testing.assert_array_equal(got[0], got[1])
+    assert code[0] == code[1]                   # (the same Python and C)
     assert len(grads) == (1 if kept else 2)
     monkeypatch.setattr(_aot, "_ember_files", lambda: "another ember")
     ember.compile(fn)(x)

@@ -22,7 +22,8 @@ from .._graph import cgen
 from .._graph.interpreter import fetch_attr
 from .._graph.ir import Graph, TensorMeta, map_arg
 from .._graph.passes import dead_code
-from .._graph.serialize import dumps, loads
+from .._graph.serialize import _dec, _enc, dumps, loads
+from .._ops.registry import OpDef, get
 from .._graph.record import Recorder, TracerWarning, _map_out, flatten_tensors, recording
 from .._tensor import Tensor
 from ..autograd.function import Function
@@ -130,9 +131,10 @@ def capture(fn, module, args, kwargs):
     if breaks:
         raise Breaks(f"{breaks[0].message} (at {breaks[0].filename}:{breaks[0].lineno})")
     if hit is not None:
-        prog = Compiled([loads(g) for g in hit["graphs"]], hit["leaf_slots"], out, len(flat),
-                        diff, {**rec.live, **hit["live"]}, {**rec.constants, **hit["consts"]},
-                        module)
+        prog = Compiled(hit["graphs"], hit["leaf_slots"], out, len(flat), diff,
+                        {**rec.live, **hit["live"]}, {**rec.constants, **hit["consts"]}, module,
+                        [p[:2] + ([get(t["$op"]) if type(t) is dict and "$op" in t else
+                                   _dec(t, {}) for t in p[2]],) + p[3:] for p in hit["programs"]])
     else:
         prog = Compiled.joint(rec, module, out, out_nodes, split, diff, leaf_nodes, grad_nodes,
                               len(flat))
@@ -212,7 +214,10 @@ def _joint_write(key, prog, known):
     renamed into place)."""
     try:
         entry = pickle.dumps({"format": _JOINT, "graphs": [dumps(g) for g in prog.graphs],
-                              "leaf_slots": prog.leaf_slots,
+                              "leaf_slots": prog.leaf_slots, "programs": [  # (ops by name)
+                                  p[:2] + ([{"$op": t.name} if isinstance(t, OpDef) else
+                                            _enc(t, "") for t in p[2]],) + p[3:]
+                                  for p in prog.programs],
                               "live": dict(list(prog.live.items())[known[0]:]),
                               "consts": dict(list(prog.consts.items())[known[1]:])})
     except TypeError:           # (the backward calls what is not an op: not kept)
@@ -227,11 +232,18 @@ def _joint_write(key, prog, known):
 class Compiled:
     """A captured function's forward (and backward) graphs, compiled to C and Python."""
 
-    def __init__(self, graphs, leaf_slots, template, n_in, diff, live, consts, module):
-        self.graphs, self.leaf_slots, self.template, self.n_in, self.diff = \
+    def __init__(self, graphs, leaf_slots, template, n_in, diff, live, consts, module,
+                 programs=None):
+        self._graphs, self.leaf_slots, self.template, self.n_in, self.diff = \
             graphs, leaf_slots, template, n_in, diff
         self.live, self.consts, self.module = live, consts, module
-        self.programs = [cgen.build(g) for g in graphs]
+        self.programs = programs or [cgen.build(g) for g in self.graphs]
+
+    @property
+    def graphs(self):
+        """The forward and backward graphs (read from JSON on first use, after the disk)."""
+        self._graphs = [loads(g) if type(g) is str else g for g in self._graphs]
+        return self._graphs
 
     @classmethod
     def joint(cls, rec, module, template, out_nodes, split, diff, leaf_nodes, grad_nodes, n_in):
@@ -281,7 +293,7 @@ class Compiled:
     def __call__(self, args, kwargs):
         flat = flatten_tensors((args, kwargs))
         attrs = [self.attr(t) for t in self.attrs[0]]
-        if len(self.graphs) == 1:
+        if len(self.programs) == 1:
             with no_grad():
                 outs, _ = self.runs[0](*flat, *attrs)
             outs = self._own(outs)
