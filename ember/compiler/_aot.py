@@ -22,9 +22,9 @@ from .._graph import cgen
 from .._graph.interpreter import fetch_attr
 from .._graph.ir import Graph, TensorMeta, map_arg
 from .._graph.passes import dead_code
+from .._graph.record import Recorder, TracerWarning, _map_out, flatten_tensors, recording
 from .._graph.serialize import _dec, _enc, dumps, loads
 from .._ops.registry import OpDef, get
-from .._graph.record import Recorder, TracerWarning, _map_out, flatten_tensors, recording
 from .._tensor import Tensor
 from ..autograd.function import Function
 from ..autograd.grad_mode import no_grad, state as _grad
