@@ -104,12 +104,13 @@ def test_fusion_groups_are_one_kernel_each():
 
 _CACHE_SCRIPT = textwrap.dedent("""
     import subprocess, sys, ember
-    real, built = subprocess.run, []
-    def spy(cmd, *a, **k):
-        if "-shared" in cmd:
-            built.append(cmd)
-        return real(cmd, *a, **k)
-    subprocess.run = spy
+    built = []
+    class Spy(subprocess.Popen):
+        def __init__(self, cmd, *a, **k):
+            if "-shared" in cmd:
+                built.append(cmd)
+            super().__init__(cmd, *a, **k)
+    subprocess.Popen = Spy
     f = ember.compile(lambda x: (x * float(sys.argv[1])).exp().sum(-1))
     print(f(ember.ones(3, 4)).tolist(), len(built))
 """)
@@ -128,6 +129,50 @@ def test_disk_cache_survives_a_new_process_and_a_changed_graph_misses_it(tmp_pat
     assert run("2") == "0"                      # a new process finds it on disk
     assert run("3") == "1"                      # another constant: another graph, compiled
     assert len(os.listdir(tmp_path / "codegen")) == 2
+
+
+class _Sq(ember.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2 * ctx.saved_tensors[0]
+
+
+def _hooked(x):
+    y = x.exp()
+    y.register_hook(lambda g: g * 3)
+    return y.softmax(-1)
+
+
+@pytest.mark.parametrize("fn,kept", [(lambda x: (x.exp() * 2).softmax(-1), True),
+                                     (_hooked, False), (lambda x: _Sq.apply(x).tanh(), False)],
+                         ids=["ops", "hook", "function"])
+def test_a_backward_recorded_before_is_read_from_disk(fn, kept, monkeypatch):
+    """A new capture of a forward graph seen before reads the backward from the disk cache
+    instead of recording autograd.grad again, and computes the same gradients bit for bit;
+    where the backward runs user code the forward graph does not show (a hook, a Function's
+    backward) or ember's code changed, it is recorded again."""
+    from ember.compiler import _aot
+    real, grads = ember.autograd.grad, []
+    monkeypatch.setattr(ember.autograd, "grad", lambda *a, **k: grads.append(1) or real(*a, **k))
+    x = ember.randn(4, 8, requires_grad=True)
+    got, code = [], []
+    for _ in range(2):
+        x.grad = None
+        f = ember.compile(fn)
+        f(x).backward(ember.ones(4, 8))
+        got.append(x.grad.numpy())
+        code.append([p[:2] for p in next(iter(f.programs.values())).programs])
+    np.testing.assert_array_equal(got[0], got[1])
+    assert code[0] == code[1]                   # (the same Python and C)
+    assert len(grads) == (1 if kept else 2)
+    monkeypatch.setattr(_aot, "_ember_files", lambda: "another ember")
+    ember.compile(fn)(x)
+    assert len(grads) == (2 if kept else 3)
 
 
 def test_no_compiler_runs_eagerly_with_one_warning(monkeypatch):

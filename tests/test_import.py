@@ -27,7 +27,8 @@ def test_import_loads_no_optional_package():
 def test_import_leaves_ml_dtypes_for_first_use():
     # (a tenth of the import time) bfloat16 and float8 load it the first time they are used
     assert "ml_dtypes" not in _loaded_after_import()
-    out = _run("import sys, ember; d = ember.bfloat16; print('ml_dtypes' in sys.modules); "
+    out = _run("import sys, ember; d = ember.bfloat16; ember.zeros(2); ember.full((2,), 3.0); "
+               "print('ml_dtypes' in sys.modules); "
                "x = ember.ones(2, dtype=d) * 1.5; print(x.dtype, x.tolist(), "
                "'ml_dtypes' in sys.modules, ember.finfo(ember.float8_e4m3fn).max)")
     assert out.splitlines() == ["False", "torch.bfloat16 [1.5, 1.5] True 448.0"]

@@ -5,6 +5,7 @@ import operator
 
 from .. import _dtype, _memory_format
 from .._device import device as _device
+from .._size import Size
 from .ir import Graph, Node, TensorMeta, _target_name
 
 FORMAT = "ember.graph/1"
@@ -25,6 +26,8 @@ def _enc(a, where):
         return items if t is list else {"$tuple": items}
     if t is dict:
         return {"$dict": [[k, _enc(v, where)] for k, v in a.items()]}
+    if t is Size:               # (a vjp's reshape to a saved tensor's shape)
+        return {"$size": list(a)}
     if t is slice:
         return {"$slice": [_enc(a.start, where), _enc(a.stop, where), _enc(a.step, where)]}
     if a is Ellipsis:
@@ -56,7 +59,7 @@ def _dec(a, env):
     if k == "$slice":
         return slice(*(_dec(x, env) for x in v))
     return {"$float": float, "$ellipsis": lambda _: Ellipsis, "$complex": lambda v: complex(*v),
-            "$dtype": _dtype._by_name, "$device": _device,
+            "$dtype": _dtype._by_name, "$device": _device, "$size": Size,
             "$memory_format": _memory_format._by_name}[k](v)
 
 

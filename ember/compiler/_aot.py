@@ -5,8 +5,15 @@ running through ``autograd.grad(outputs, leaves, tangents, create_graph=True)``:
 formula is written in ember ops, so the backward is recorded too, as one joint graph. The nodes
 recorded before the grad call are the forward graph, those after it the backward graph (their
 reads of forward values are the saved tensors). Each graph is compiled by ``_graph.cgen``; a
-``Function`` runs the forward and hands the backward to the autograd engine.
+``Function`` runs the forward and hands the backward to the autograd engine. The backward is a
+function of the forward graph where only ember's vjps run in it, so a process that records a
+forward seen before reads both graphs from the disk cache instead (``_joint_key``).
 """
+import functools
+import hashlib
+import os
+import pickle
+import tempfile
 import warnings
 
 import numpy as np
@@ -16,6 +23,8 @@ from .._graph.interpreter import fetch_attr
 from .._graph.ir import Graph, TensorMeta, map_arg
 from .._graph.passes import dead_code
 from .._graph.record import Recorder, TracerWarning, _map_out, flatten_tensors, recording
+from .._graph.serialize import _dec, _enc, dumps, loads
+from .._ops.registry import OpDef, get
 from .._tensor import Tensor
 from ..autograd.function import Function
 from ..autograd.grad_mode import no_grad, state as _grad
@@ -29,13 +38,15 @@ class _Capture(Recorder):
 
     def __init__(self, inputs, names, module):
         super().__init__(inputs, names, module)
-        self.live = {}
+        self.live, self.aliased = {}, False
 
     def value(self, t):
-        if id(t) not in self.values and id(t._data) not in self.data and \
-                id(t) not in self.attrs and id(t) not in self.stale and t.grad_fn is None:
-            name = f"_captured{len(self.live)}"
-            self.attrs[id(t)], self.live[name] = name, t
+        if id(t) not in self.values and id(t) not in self.attrs and id(t) not in self.stale:
+            if id(t._data) in self.data:        # (an alias made off the dispatch: the graph
+                self.aliased = True             # does not show how gradients flow through it)
+            elif t.grad_fn is None:
+                name = f"_captured{len(self.live)}"
+                self.attrs[id(t)], self.live[name] = name, t
         return super().value(t)
 
 
@@ -63,7 +74,8 @@ class Breaks(Exception):
 
 def capture(fn, module, args, kwargs):
     """Record ``fn(*args, **kwargs)`` (and its backward where outputs need gradients); return
-    the ``Compiled`` program. Raises ``Breaks`` for data-dependent Python."""
+    the ``Compiled`` program. Raises ``Breaks`` for data-dependent Python. A backward another
+    process recorded after the same forward is read from the disk cache (``_joint_key``)."""
     from .. import random as _random
     flat = flatten_tensors((args, kwargs))
     names = [f"x{i}" for i in range(len(flat))]
@@ -86,21 +98,24 @@ def capture(fn, module, args, kwargs):
                           homes[i].requires_grad] if _grad.grad_enabled else []
                 diff = [j for j, o in enumerate(outs) if o.requires_grad and _float(o)] \
                     if leaves else []
-                split = len(rec.graph._nodes)
-                tangents, grads = [], ()
-                if diff:
-                    from ..autograd import grad
-                    for i, j in enumerate(diff):
-                        g = Tensor._wrap(np.zeros(outs[j].shape, outs[j]._data.dtype))
-                        node = rec.graph.placeholder(f"tangent{i}")
-                        node.meta["val"] = TensorMeta.of(g)
-                        rec._bind(g, node)
-                        tangents.append(g)
-                    grads = grad([outs[j] for j in diff], leaves, tangents, create_graph=True,
-                                 allow_unused=True)
-                leaf_nodes = [rec.homes[id(t)] for t in leaves]
-                out_nodes = [rec.value(o) for o in outs]
-                grad_nodes = [None if g is None else rec.value(g) for g in grads]
+                split, known = len(rec.graph._nodes), (len(rec.live), len(rec.constants))
+                key = _joint_key(rec, outs, diff, leaves) if diff else None
+                hit = _joint_read(key) if key is not None else None
+                if hit is None:
+                    tangents, grads = [], ()
+                    if diff:
+                        from ..autograd import grad
+                        for i, j in enumerate(diff):
+                            g = Tensor._wrap(np.zeros(outs[j].shape, outs[j]._data.dtype))
+                            node = rec.graph.placeholder(f"tangent{i}")
+                            node.meta["val"] = TensorMeta.of(g)
+                            rec._bind(g, node)
+                            tangents.append(g)
+                        grads = grad([outs[j] for j in diff], leaves, tangents,
+                                     create_graph=True, allow_unused=True)
+                    leaf_nodes = [rec.homes[id(t)] for t in leaves]
+                    out_nodes = [rec.value(o) for o in outs]
+                    grad_nodes = [None if g is None else rec.value(g) for g in grads]
     finally:
         drawn = _random.get_rng_state()
         compiling[0] = False
@@ -115,16 +130,125 @@ def capture(fn, module, args, kwargs):
     breaks = [w for w in seen if issubclass(w.category, TracerWarning)]
     if breaks:
         raise Breaks(f"{breaks[0].message} (at {breaks[0].filename}:{breaks[0].lineno})")
-    prog = Compiled(rec, module, out, out_nodes, split, diff, leaf_nodes, grad_nodes, len(flat))
-    prog.watch = list(rec.called.values()), list(rec.live.values())
+    if hit is not None:
+        prog = Compiled(hit["graphs"], hit["leaf_slots"], out, len(flat), diff,
+                        {**rec.live, **hit["live"]}, {**rec.constants, **hit["consts"]}, module,
+                        [p[:2] + ([get(t["$op"]) if type(t) is dict and "$op" in t else
+                                   _dec(t, {}) for t in p[2]],) + p[3:] for p in hit["programs"]])
+    else:
+        prog = Compiled.joint(rec, module, out, out_nodes, split, diff, leaf_nodes, grad_nodes,
+                              len(flat))
+        if key is not None:
+            _joint_write(key, prog, known)
+    prog.watch = list(rec.called.values()), list(prog.live.values())
     return prog
+
+
+# ---- the joint program on disk, keyed by the forward graph -----------------------------------
+
+def _joint_key(rec, outs, diff, leaves):
+    """The disk key of the backward that ``autograd.grad`` would record after this forward
+    recording, or None where it may run code the forward graph does not show (an
+    ``autograd.Function``'s backward, a hook, saved-tensor hooks) or the forward made aliases
+    off the dispatch (``as_subclass``). Otherwise the backward is a function of the forward
+    graph (ops, arguments, shapes, dtypes), the leaves and outputs differentiated, the default
+    dtype and deterministic mode, and ember's own code."""
+    from .. import get_default_dtype, are_deterministic_algorithms_enabled
+    from ..autograd import graph as ag
+    from ._api import config
+    if config.force_disable_caches or ag._saved_hooks or rec.aliased:
+        return None
+    todo, seen = [outs[j].grad_fn for j in diff], set()
+    while todo:                 # (every node of the autograd graph: ember's own, no hooks)
+        n = todo.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        if not isinstance(n, (ag.OpNode, ag.AccumulateGrad)) or n._pre_hooks or n._hooks or \
+                n._tensor_pre_hooks or n._retain_grad_hooks:
+            return None
+        todo += [e[0] for e in n.next_functions if e is not None]
+    out_names = [getattr(rec.values.get(id(o)), "name", None) for o in outs]
+    if None in out_names:
+        return None
+    try:
+        fwd = dumps(rec.graph)
+    except TypeError:           # (a node calling what is not an op)
+        return None
+    parts = [_JOINT, _ember_files(), config.cache_key_tag, str(get_default_dtype()),
+             str(are_deterministic_algorithms_enabled()), fwd, repr(out_names), repr(diff),
+             repr([rec.homes[id(t)].name for t in leaves])]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+
+
+_JOINT = "ember.compile.joint/1"
+
+
+@functools.cache
+def _ember_files():
+    """A hash of the size and modification time of each of ember's Python files."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = [os.path.join(d, f) for d, _, fs in sorted(os.walk(root)) for f in sorted(fs)
+             if f.endswith(".py")]
+    return hashlib.sha256(repr([(p, os.stat(p).st_size, os.stat(p).st_mtime_ns)
+                                for p in paths]).encode()).hexdigest()
+
+
+def _joint_path(key):
+    return os.path.join(cgen.cache_dir(), "codegen", key + ".joint")
+
+
+def _joint_read(key):
+    """The stored joint program of ``key`` (graphs, leaf slots, tensors the backward made), or
+    None."""
+    try:
+        with open(_joint_path(key), "rb") as f:
+            d = pickle.load(f)      # (ember's own cache, beside the libraries it loads)
+    except Exception:
+        return None                 # (none, or unreadable: recorded again and written anew)
+    return d if isinstance(d, dict) and d.get("format") == _JOINT else None
+
+
+def _joint_write(key, prog, known):
+    """Store ``prog``'s graphs and the tensors its backward's recording made (written aside,
+    renamed into place)."""
+    try:
+        entry = pickle.dumps({"format": _JOINT, "graphs": [dumps(g) for g in prog.graphs],
+                              "leaf_slots": prog.leaf_slots, "programs": [  # (ops by name)
+                                  p[:2] + ([{"$op": t.name} if isinstance(t, OpDef) else
+                                            _enc(t, "") for t in p[2]],) + p[3:]
+                                  for p in prog.programs],
+                              "live": dict(list(prog.live.items())[known[0]:]),
+                              "consts": dict(list(prog.consts.items())[known[1]:])})
+    except TypeError:           # (the backward calls what is not an op: not kept)
+        return
+    os.makedirs(os.path.dirname(_joint_path(key)), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".tmp", dir=os.path.dirname(_joint_path(key)))
+    with os.fdopen(fd, "wb") as f:
+        f.write(entry)
+    os.replace(tmp, _joint_path(key))
 
 
 class Compiled:
     """A captured function's forward (and backward) graphs, compiled to C and Python."""
 
-    def __init__(self, rec, module, template, out_nodes, split, diff, leaf_nodes, grad_nodes,
-                 n_in):
+    def __init__(self, graphs, leaf_slots, template, n_in, diff, live, consts, module,
+                 programs=None):
+        self._graphs, self.leaf_slots, self.template, self.n_in, self.diff = \
+            graphs, leaf_slots, template, n_in, diff
+        self.live, self.consts, self.module = live, consts, module
+        self.programs = programs or [cgen.build(g) for g in self.graphs]
+
+    @property
+    def graphs(self):
+        """The forward and backward graphs (read from JSON on first use, after the disk)."""
+        self._graphs = [loads(g) if type(g) is str else g for g in self._graphs]
+        return self._graphs
+
+    @classmethod
+    def joint(cls, rec, module, template, out_nodes, split, diff, leaf_nodes, grad_nodes, n_in):
+        """The program of a joint recording: the nodes before ``split`` are the forward, those
+        after it the backward, whose reads of forward values the forward returns (saved)."""
         nodes = [n for n in rec.graph._nodes if n.op != "output"]
         fwd, bwd = nodes[:split], nodes[split:]
         tangents = [n for n in bwd if n.op == "placeholder"]
@@ -135,17 +259,14 @@ class Compiled:
                 if a not in bset and a not in saved:
                     saved.append(a)
         saved += [g for g in grad_nodes if g is not None and g not in bset and g not in saved]
-        self.template, self.n_in, self.diff = template, n_in, diff
-        self.live, self.consts, self.module = rec.live, rec.constants, module
-        self.graphs = [_subgraph(fwd, [], (tuple(out_nodes), tuple(saved)))]
+        graphs = [_subgraph(fwd, [], (tuple(out_nodes), tuple(saved)))]
         if diff:
-            self.graphs.append(_subgraph([n for n in bwd if n not in tangents], saved + tangents,
-                                         tuple(grad_nodes)))
-        self.leaf_slots = []
-        for n in leaf_nodes:
-            self.leaf_slots.append(("in", [p for p in fwd if p.op == "placeholder"].index(n))
-                                   if n.op == "placeholder" else ("attr", n.target))
-        self.programs = [cgen.build(g) for g in self.graphs]
+            graphs.append(_subgraph([n for n in bwd if n not in tangents], saved + tangents,
+                                    tuple(grad_nodes)))
+        places = [p for p in fwd if p.op == "placeholder"]
+        slots = [("in", places.index(n)) if n.op == "placeholder" else ("attr", n.target)
+                 for n in leaf_nodes]
+        return cls(graphs, slots, template, n_in, diff, rec.live, rec.constants, module)
 
     def load(self, buffers=False):
         """Compile (or find in the disk cache) the C source and bind the runners."""
@@ -172,7 +293,7 @@ class Compiled:
     def __call__(self, args, kwargs):
         flat = flatten_tensors((args, kwargs))
         attrs = [self.attr(t) for t in self.attrs[0]]
-        if len(self.graphs) == 1:
+        if len(self.programs) == 1:
             with no_grad():
                 outs, _ = self.runs[0](*flat, *attrs)
             outs = self._own(outs)

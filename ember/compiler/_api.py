@@ -347,7 +347,6 @@ class AOTCompiledFunction:
     @classmethod
     def deserialize(cls, data, f_globals=None, external_data=None):
         import ember
-        from .._graph import cgen
         from .._graph.serialize import loads
         from ._aot import Compiled
         try:
@@ -358,12 +357,8 @@ class AOTCompiledFunction:
             raise RuntimeError("load_compiled_function: not a function ember's "
                                "save_compiled_function wrote (torch's AOT-compiled functions "
                                "hold dynamo bytecode and inductor kernels ember cannot run)")
-        p = Compiled.__new__(Compiled)
-        p.graphs = [loads(g) for g in d["graphs"]]
-        p.programs = [cgen.build(g) for g in p.graphs]
-        p.template, p.n_in, p.diff = d["template"], d["n_in"], d["diff"]
-        p.leaf_slots = [tuple(x) for x in d["leaf_slots"]]
-        p.consts, p.live, p.module = d["consts"], d["live"], None
+        p = Compiled([loads(g) for g in d["graphs"]], [tuple(x) for x in d["leaf_slots"]],
+                     d["template"], d["n_in"], d["diff"], d["live"], d["consts"], None)
         out = cls(p.load(), None, d["name"])
         out._guards = d["guards"]
         out.guard_check = lambda *a, **k: repr(_aot_guards(a, k)) == out._guards
