@@ -6,6 +6,8 @@ GPU's tensors are drawn on the host and copied). Each GPU has a default generato
 (torch's ``torch.cuda.default_generators``), which draws for tensors made there without a
 ``generator=``; ``manual_seed`` seeds them all.
 """
+import math
+
 import numpy as np
 
 from .. import _dtype
@@ -190,7 +192,7 @@ class Generator:
         c = self._cache.pop("d", None)
         m = n - (c is not None)
         u = self._uniform(m + m % 2, np.float64).reshape(-1, 2)
-        r, th = np.sqrt(-2.0 * np.log1p(-u[:, 1])), 2.0 * np.pi * u[:, 0]
+        r, th = np.sqrt(-2.0 * _libm("log1p", -u[:, 1])), 2.0 * np.pi * u[:, 0]
         z = np.stack([r * np.cos(th), r * np.sin(th)], 1).ravel()
         if m % 2:
             self._cache["d"] = float(z[-1])
@@ -232,6 +234,33 @@ def _odd_sum(a, b):
         np.inf, e)), s)
 
 
+_LIBM = {"log": 0, "log1p": 1, "exp": 2, "tan": 3}
+
+
+def _libm(name, x):
+    """glibc's float64 ``name`` (log, log1p, exp, tan) of ``x``: torch's CPU transforms call it
+    per value; NumPy's AVX-512 loops for these differ from it in the last bit."""
+    from .._C.kernels import kernel
+    x = np.ascontiguousarray(x, np.float64)
+    f, y = kernel("libm", x.dtype), np.empty_like(x)
+    if f is not None:
+        f(_LIBM[name], x.ctypes.data, y.ctypes.data, x.size)
+        return y
+    if not _numpy_simd_math():
+        return getattr(np, name)(x)
+    return np.fromiter(map(getattr(math, name), x.ravel().tolist()), np.float64,
+                       x.size).reshape(x.shape)
+
+
+def _numpy_simd_math():
+    """Whether NumPy runs float64 log/exp/tan through its AVX-512 (SVML) loops here."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__
+        return bool(__cpu_features__.get("AVX512_SKX"))
+    except ImportError:
+        return True
+
+
 def _fma(a, b, c):
     """``a * b + c`` rounded once, as the fused multiply-adds torch's compiled kernels use:
     float32 through float64 rounded to odd, float64 by Boldo and Melquiond's emulation."""
@@ -252,7 +281,7 @@ def _split(x):
 
 def _box16(d, mean, std):
     """``normal_fill_16`` in double: Box-Muller of (1 - first 8, next 8) uniforms per block."""
-    r, th = np.sqrt(-2.0 * np.log(1.0 - d[:, 0])), 2.0 * np.pi * d[:, 1]
+    r, th = np.sqrt(-2.0 * _libm("log", 1.0 - d[:, 0])), 2.0 * np.pi * d[:, 1]
     return np.stack([_fma(r * np.cos(th), std, mean), _fma(r * np.sin(th), std, mean)], 1)
 
 
@@ -671,7 +700,7 @@ def bernoulli_(self, p=0.5, *, generator=None):
 
 def _exponential(g, n, dt, lambd):
     """``exponential_distribution<double>``: ``-1/lambda * log1p(-u)`` of a double uniform."""
-    return (-1.0 / lambd * np.log1p(-g._uniform(n, np.float64))).astype(dt)
+    return (-1.0 / lambd * _libm("log1p", -g._uniform(n, np.float64))).astype(dt)
 
 
 def exponential_(self, lambd=1.0, *, generator=None):
@@ -695,8 +724,8 @@ def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
     (torch's CPU numbers for the same seed)."""
     _float_fill(self, "cauchy")
     _positive("cauchy", "sigma", sigma)
-    return _fill_from(self, generator, lambda g, n, dt, fill, c: _fma(np.tan(np.pi * (g._uniform(
-        n, np.float64) - 0.5)), sigma, median).astype(dt), True)
+    return _fill_from(self, generator, lambda g, n, dt, fill, c: _fma(_libm("tan", np.pi * (
+        g._uniform(n, np.float64) - 0.5)), sigma, median).astype(dt), True)
 
 
 def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
@@ -704,7 +733,7 @@ def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
     sampler's, whatever the size)."""
     _float_fill(self, "log_normal")
     _positive("log_normal", "std", std)
-    return _fill_from(self, generator, lambda g, n, dt, fill, c: np.exp(g._normal(
+    return _fill_from(self, generator, lambda g, n, dt, fill, c: _libm("exp", g._normal(
         n, np.float64, mean, std, False)).astype(dt), True)
 
 
@@ -713,8 +742,8 @@ def geometric_(self, p, *, generator=None):
     ``ceil(log(u) / log1p(-p))`` (torch's CPU numbers for the same seed)."""
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
-    return _fill_from(self, generator, lambda g, n, dt, fill, c: np.ceil(np.log(g._uniform(
-        n, np.float64)) / np.log1p(-p)).astype(dt), True)
+    return _fill_from(self, generator, lambda g, n, dt, fill, c: np.ceil(_libm("log", g._uniform(
+        n, np.float64)) / math.log1p(-p)).astype(dt), True)
 
 
 @_vmapped("tensor")

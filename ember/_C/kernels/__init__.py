@@ -103,6 +103,7 @@ def _declare(lib):
             "outer": [p, p, p, i64, i64, i64, i],
             "prod_rows": [p, p, i64, i64, i],
             "reduce_rows": [i, p, p, d, p, i64, i64, i],
+            "libm": [i, p, p, i64],                   # (kernels.c: glibc's, float64 only)
             # (BLAS's cblas_?gemm address and whether it takes 64-bit ints, then threads)
             "lstm_fwd": [p] * 8 + [i64, i64, i64, i, p, i, i],
             "lstm_bwd": [p, i64] + [p] * 7 + [i64, i64, i64, i, p, i, i],
@@ -222,8 +223,8 @@ _SPECIAL.update(modified_bessel_i0=_SPECIAL["i0"], modified_bessel_i1=_SPECIAL["
 def special(name, x, n=None):
     """torch.special's function ``name`` (special.h: in double, one pass over threads) of a
     float32 or float64 NumPy array ``x``, with the polynomials' degree or igamma's ``x`` as
-    ``n`` (an array of ``x``'s dtype, broadcast with it, or a number); None where it does not apply (the caller
-    runs its NumPy code). Any size: the reference's dozens of NumPy passes never win."""
+    ``n`` (an array of ``x``'s dtype, broadcast with it, or a number); None where it does not
+    apply (the caller runs its NumPy code). Any size: the reference's dozens of NumPy passes never win."""
     code = _SPECIAL.get(name)
     fn = kernel("special", x.dtype) if code is not None and type(x) is np.ndarray and \
         (n is None) != (code < 12 or name in _SPECIAL_BINARY) else None

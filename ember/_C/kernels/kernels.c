@@ -124,3 +124,11 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #include "gather.h"
 #include "lstm.h"
 #include "gemm.h"
+
+/* glibc's double log, log1p, exp and tan, element by element: torch's CPU random transforms
+ * call them one value at a time, and NumPy's AVX-512 loops for them differ in the last bit
+ * (ember/_ops/random.py). The call through a pointer keeps the compiler from vectorising. */
+EXPORT void libm_f64(int fn, const double *x, double *y, int64_t n) {
+    double (*f)(double) = fn == 0 ? log : fn == 1 ? log1p : fn == 2 ? exp : tan;
+    for (int64_t i = 0; i < n; i++) y[i] = f(x[i]);
+}
