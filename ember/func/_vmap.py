@@ -362,10 +362,16 @@ def _dims(opdef, level, args, kwargs):
     defaults too, past the batch dim; ``dim=None`` (all dims) reduces the flattened example or
     names every dim."""
     x = args[0]
+    if opdef.name in ("max", "min") and len(args) > 1 and isinstance(args[1], Tensor):
+        return _pointwise(opdef, level, args, kwargs)           # max(input, other)
+    if "unbiased" in opdef.params and len(args) == 2 and isinstance(args[1], bool):
+        args, kwargs = args[:1], dict(kwargs, unbiased=args[1])     # var(input, unbiased)
     if _level_of(x) != level or any(isinstance(a, Tensor) or type(a) in (list, tuple) and
                                     any(isinstance(b, Tensor) for b in a)
                                     for a in (*args[1:], *kwargs.values())):
         return _loop(opdef, level, args, kwargs)
+    if x.numel() == 0:
+        return _empty(opdef, level, args, kwargs)
     rank, v, args, kwargs = x.dim(), x._value, list(args), dict(kwargs)
 
     def get_(name):
@@ -380,6 +386,13 @@ def _dims(opdef, level, args, kwargs):
             kwargs[name] = value
     names = [n for n in (*_DIMS, *(("dims",) if opdef.name in _DIMS_OPS else ()))
              if n in opdef.params]
+    if rank == 0 and any(get_(n) not in (None, ()) for n in names):
+        # a 0-d example as a 1-element 1-d one (dims 0 and -1 are its dim), each result
+        # then shaped as the op's on a 0-d example (the meta device checks the dims too)
+        shaped = opdef(ember.empty((), dtype=x.dtype, device="meta"), *args[1:], **kwargs)
+        out = _dims(opdef, level, (_wrap(v.unsqueeze(1), level), *args[1:]), kwargs)
+        return _zip_tensors(out, shaped, lambda o, m: _wrap(o._value.reshape(
+            v.shape[0], *m.shape), level))
     for name in names:
         d = get_(name)
         if d is None or d == ():
@@ -399,18 +412,29 @@ def _dims(opdef, level, args, kwargs):
                 return _loop(opdef, level, args, kwargs)
             n = ("s" in opdef.params and len(get_("s") or ())) or rank
             set_("dim", tuple(range(rank - n + 1, rank + 1)))
-        elif rank == 0:
-            return _loop(opdef, level, args, kwargs)
         else:
             set_(name, _shift(d, rank))
     return _map_out(opdef(v, *args[1:], **kwargs), level)
 
 
 def _map_tensors(res, f):
+    return _zip_tensors(res, res, lambda r, _: f(r))
+
+
+def _zip_tensors(res, like, f):
+    """``f(r, l)`` on the tensors of ``res`` and the ones of the same structure ``like``."""
     if isinstance(res, Tensor):
-        return f(res)
-    out = [_map_tensors(r, f) for r in res]
+        return f(res, like)
+    out = [_zip_tensors(r, m, f) for r, m in zip(res, like)]
     return type(res)(*out) if hasattr(res, "_fields") else type(res)(out)
+
+
+def _empty(opdef, level, args, kwargs):
+    """A batched empty input (the first operand, no other batched): every example's result
+    is the first one's, which the data cannot change."""
+    out = opdef(args[0]._value[0], *args[1:], **kwargs)
+    return _map_out(_map_tensors(out, lambda o: o.expand(_size(level), *o.shape).contiguous()),
+                    level)
 
 
 def _matmul(opdef, level, args, kwargs):
@@ -636,25 +660,30 @@ def _getitem(opdef, level, args, kwargs):
 
 
 def _loss(opdef, level, args, kwargs):
-    """nll_loss/cross_entropy_loss without class weights: the batch folded into N, the
-    per-element losses reduced per example."""
+    """nll_loss/cross_entropy_loss of class indices: the batch folded into N, the unweighted
+    per-element losses times each element's class weight (0 where ignored) reduced per
+    example: the mean divides by the weights' sum, as torch's."""
     call = dict(zip(opdef.params, args), **kwargs)
-    x, target = call.pop("input"), call.pop("target")
-    if call.get("weight") is not None or x.dim() < 2 or target.dim() != x.dim() - 1:
+    x, target, w = call.pop("input"), call.pop("target"), call.pop("weight", None)
+    if x.dim() == 1 and target.dim() == 0:          # one example without its N dim
+        out = _loss(opdef, level, (x.unsqueeze(0), target.unsqueeze(0)),
+                    dict(call, weight=w) if w is not None else call)
+        return out.squeeze(0) if call.get("reduction") == "none" else out
+    if x.dim() < 2 or target.dim() != x.dim() - 1:
         return _loop(opdef, level, args, kwargs)
-    n, red = _size(level), call.pop("reduction", "mean")
+    n, red, ignore = _size(level), call.pop("reduction", "mean"), call.get("ignore_index", -100)
     xv, tv = lift_one(x, level, n), lift_one(target, level, n)
     out = opdef(xv.reshape(-1, *xv.shape[2:]), tv.reshape(-1, *tv.shape[2:]),
-                reduction="none", **call)
+                reduction="none", **call).reshape(n, -1)
+    tv = tv.reshape(n, -1)
+    kept = (tv != ignore).to(out.dtype)
+    if w is not None:
+        kept = kept * lift_one(w, level, n).to(out.dtype).gather(1, ember.where(
+            tv == ignore, 0, tv))
+        out = out * kept
     if red == "none":
-        return _wrap(out.reshape(n, *tv.shape[1:]), level)
-    one = tuple(out.shape) == (n,)      # one loss per example (the per-sample case): its sum
-    flat = out if one else out.reshape(n, -1)
-    if red == "sum":
-        return _wrap(flat if one else flat.sum(1), level)
-    kept = (tv.reshape(-1 if one else (n, -1)) != call.get("ignore_index", -100)).to(
-        flat.dtype)
-    return _wrap(flat / kept if one else flat.sum(1) / kept.sum(1), level)
+        return _wrap(out.reshape(n, *target.shape), level)
+    return _wrap(out.sum(1) if red == "sum" else out.sum(1) / kept.sum(1), level)
 
 
 def _trailing(pos):
@@ -666,8 +695,15 @@ def _trailing(pos):
             return _loop(opdef, level, args, kwargs)
         args = list(args)
         args[pos] = args[pos]._value
-        return _map_out(opdef(*args, **kwargs), level)
+        return _map_out(_empty_batched(opdef(*args, **kwargs), _size(level)), level)
     return rule
+
+
+def _empty_batched(out, n):
+    """An empty 1-D result (lstsq's residuals, qr's Q of mode 'r') that has no batch dim,
+    given it."""
+    return _map_tensors(out, lambda o: o.reshape(n, 0) if o.dim() == 1 and o.shape[0] == 0
+                        else o)
 
 
 def _along(*positions):
@@ -678,6 +714,8 @@ def _along(*positions):
         x, n, args = args[0], _size(level), list(args)
         i = opdef.params.index("dim")
         d = args[i] if i < len(args) else kwargs.get("dim", opdef.defaults.get("dim"))
+        if d is None and opdef.name == "take_along_dim":
+            return opdef(x.reshape(-1), args[1].reshape(-1), 0)
         if d is None or x.dim() == 0 or isinstance(d, Tensor):
             return _loop(opdef, level, args, kwargs)
         for p in positions:
@@ -692,15 +730,15 @@ def _along(*positions):
 
 
 def _einsum(opdef, level, args, kwargs):
-    """A new letter for the batch dim, on the batched operands and first in the output."""
+    """A new letter for the batch dim, on the batched operands and first in the output (before
+    an ellipsis, whose dims follow it as the example's do)."""
     eq, ops = args[0].replace(" ", ""), list(args[1])
-    if "..." in eq:
-        return _loop(opdef, level, args, kwargs)
     ins, _, out = eq.partition("->")
     ins = ins.split(",")
     if "->" not in eq:
-        seen = "".join(ins)
-        out = "".join(sorted(c for c in set(seen) if seen.count(c) == 1))
+        seen = "".join(ins).replace(".", "")
+        out = "..." * ("..." in eq) + "".join(sorted(c for c in set(seen)
+                                                     if seen.count(c) == 1))
     z = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA"
              if c not in eq)
     ins = [z + sub if _level_of(o) == level else sub for sub, o in zip(ins, ops)]
@@ -835,11 +873,13 @@ def _all_lifted(opdef, level, args, kwargs):
     (lstsq's residuals) gains the batch dim."""
     n = _size(level)
     ts = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
+    if opdef.name == "linalg_solve" and (ts[1].dim() == 1 or ts[1].dim() == ts[0].dim() - 1
+                                         and ts[1].shape == ts[0].shape[:-1]):
+        # an example's vector B (torch's rule, which the batch dim would change) as a column,
+        # a row where left=False
+        d = -1 if kwargs.get("left", True) else -2
+        return _all_lifted(opdef, level, (ts[0], ts[1].unsqueeze(d)), kwargs).squeeze(d)
     rank = max(t.dim() for t in ts)
-    if opdef.name == "linalg_solve" and ts[1].dim() == 1:
-        if ts[0].dim() > 2:
-            return _loop(opdef, level, args, kwargs)
-        rank = None                     # (the vector case stays one)
 
     def lift_(a):
         if not isinstance(a, Tensor):
@@ -847,8 +887,7 @@ def _all_lifted(opdef, level, args, kwargs):
         v = lift_one(a, level, n)
         return v if rank is None else v.reshape(n, *(1,) * (rank - a.dim()), *v.shape[1:])
     out = opdef(*map(lift_, args), **{k: lift_(v) for k, v in kwargs.items()})
-    return _map_out(_map_tensors(out, lambda o: o.reshape(n, 0) if o.dim() == 1 and
-                                 o.shape[0] == 0 else o), level)
+    return _map_out(_empty_batched(out, n), level)
 
 
 def _ldl_solve(opdef, level, args, kwargs):
@@ -912,9 +951,20 @@ def _index_op(opdef, level, args, kwargs):
 
 
 def _index_put(opdef, level, args, kwargs):
-    """Advanced-index writes: an arange over the batch as the first index."""
+    """Advanced-index writes: an arange over the batch as the first index. A mask that is
+    not batched as the indices of its set elements; a batched one that writes one value as
+    ``where``."""
     a = dict(zip(opdef.params, args), **kwargs)
     x, idx, vals = a["input"], list(a["indices"]), a["values"]
+    if len(idx) == 1 and isinstance(idx[0], Tensor) and idx[0].dtype == ember.bool:
+        m = idx[0]
+        if _level_of(m) != level:
+            return _index_put(opdef, level, (x, list(m.nonzero().unbind(1)), vals), {
+                "accumulate": a.get("accumulate", False)})
+        if vals.numel() == 1:
+            m = m.reshape(*m.shape, *(1,) * (x.dim() - m.dim()))
+            v = vals.reshape(()).to(x.dtype)
+            return x + ember.where(m, v, 0) if a.get("accumulate") else ember.where(m, v, x)
     if any(i is None or i.dtype == ember.bool for i in idx):
         return _loop(opdef, level, args, kwargs)
     n = _size(level)
@@ -977,8 +1027,11 @@ def _isin(opdef, level, args, kwargs):
     if not isinstance(t, Tensor) or _level_of(t) != level:
         return _map_out(opdef(_lifted(level, e)[0], t, invert=a.get("invert", False)), level)
     ev, tv = _lifted(level, e, t)
-    n = ev.shape[0]
-    hit = (ev.reshape(n, -1, 1) == tv.reshape(n, 1, -1)).any(-1).reshape(ev.shape)
+    n = tv.shape[0]
+    if not isinstance(e, Tensor):                   # a scalar: one element per example
+        hit = (tv.reshape(n, -1) == e).any(-1)
+    else:
+        hit = (ev.reshape(n, -1, 1) == tv.reshape(n, 1, -1)).any(-1).reshape(ev.shape)
     return _wrap(hit.logical_not() if a.get("invert") else hit, level)
 
 
@@ -987,8 +1040,8 @@ def _searchsorted(opdef, level, args, kwargs):
     flattened."""
     a = dict(zip(opdef.params, args), **kwargs)
     seq, vals = a.pop("sorted_sequence"), a.pop("input")
-    if not isinstance(vals, Tensor):
-        return _loop(opdef, level, args, kwargs)
+    if not isinstance(vals, Tensor):        # a scalar: the 0-d result of a 1-D sequence
+        return _searchsorted(opdef, level, (seq, ember.tensor(vals, device=seq.device)), a)
     sv, vv, so = _lifted(level, seq, vals, a.pop("sorter", None))
     if seq.dim() == 1:
         out = opdef(sv, vv.reshape(vv.shape[0], -1), sorter=so, **a).reshape(vv.shape)
@@ -1009,6 +1062,8 @@ def _histc(opdef, level, args, kwargs):
     """Each example's counts by a scatter-add of its bin numbers (its own range where
     ``min == max``)."""
     a = dict(opdef.defaults, **dict(zip(opdef.params, args)), **kwargs)
+    if a["input"].numel() == 0:
+        return _empty(opdef, level, args, kwargs)
     xv = a["input"]._value.reshape(_size(level), -1)
     bins, lo, hi = a["bins"], a["min"], a["max"]
     if lo == hi:
@@ -1252,6 +1307,26 @@ def _embedded(opdef, level, args, kwargs):
     return _wrap(opdef(g._value, (_size(level), *shape), *rest, **kwargs), level)
 
 
+def _diff(opdef, level, args, kwargs):
+    """prepend and append (as many dims as the input) batched too, the dim shifted."""
+    a = dict(opdef.defaults, **dict(zip(opdef.params, args)), **kwargs)
+    x = a.pop("input")
+    if x.dim() == 0:
+        return _loop(opdef, level, args, kwargs)
+    xv, pv, av = _lifted(level, x, a.pop("prepend"), a.pop("append"))
+    return _wrap(opdef(xv, a["n"], a["dim"] % x.dim() + 1, pv, av), level)
+
+
+def _tensor_split(opdef, level, args, kwargs):
+    """A tensor of sections or indices that is not batched read as its numbers; a batched one
+    loops (each example's pieces their own sizes)."""
+    a = dict(opdef.defaults, **dict(zip(opdef.params, args)), **kwargs)
+    s = a["indices_or_sections"]
+    if isinstance(s, Tensor) and _level_of(s) != level:
+        s = s.tolist()
+    return _dims(opdef, level, (a["input"], s, a["dim"]), {})
+
+
 def _unfold(opdef, level, args, kwargs):
     x, d, size, step = args
     if x.dim() == 0:
@@ -1312,6 +1387,9 @@ RULES.update({
     "index_put": _index_put, "put": _put, "take": _take, "masked_scatter": _masked_scatter,
     "masked_select": _masked_select,
     "roll": _roll, "repeat_interleave": _repeat_interleave, "diag_embed": _diag_embed,
+    "diff": _diff, "tensor_split": _tensor_split,
+    "where": lambda opdef, level, args, kwargs: (_loop if len(args) == 1 else _pointwise)(
+        opdef, level, args, kwargs),
     "unfold": _unfold, "_index_embed": _embedded, "_diag_embed_like": _embedded,
     "tensordot": _decomposed(_tensordot), "kron": _decomposed(_kron),
     "inner": _decomposed(lambda a, b: a * b if a.dim() == 0 or b.dim() == 0 else
