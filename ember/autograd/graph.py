@@ -607,8 +607,11 @@ def _laid_out(g, v, copy=False):
         n *= shape[i]
     if st is None:
         return g.clone(memory_format=_contiguous()) if copy else g.contiguous()
-    if not copy and all(a == b or s == 1 for a, b, s in zip(g.stride(), st, shape)):
-        return g
+    if all(a == b or s == 1 for a, b, s in zip(g.stride(), st, shape)):
+        return g.clone() if copy else g     # (clone keeps a dense tensor's strides)
+    if order == sorted(order, reverse=True):    # row-major, the common leaf: no empty_strided
+        c = g.contiguous()
+        return c.clone() if copy and c is g else c
     from .._ops.creation import empty_strided
     return empty_strided(shape, st, dtype=g.dtype, device=g.device).copy_(g)
 
