@@ -8,6 +8,8 @@ import sys
 import types
 import weakref
 
+import numpy as np
+
 from .._size import Size
 from .._sparse import strided
 from . import grad_mode
@@ -595,6 +597,9 @@ class AccumulateGrad(Node):
 def _laid_out(g, v, copy=False):
     """``g`` (a copy where ``copy``) with the strides torch's gradient layout contract gives
     ``v.grad``: ``v``'s where ``v`` is dense and non-overlapping, else row-major."""
+    if type(v._data) is np.ndarray and type(g._data) is np.ndarray and \
+            v._data.flags.c_contiguous:        # the common leaf, row-major: no stride lists
+        return g.contiguous() if not g._data.flags.c_contiguous else g.clone() if copy else g
     if g.layout is not strided or v.layout is not strided:     # (sparse: taken as they are)
         return g.clone() if copy else g
     shape, st = g.shape, v.stride() if v.device.type != "meta" else None
