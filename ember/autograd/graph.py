@@ -336,8 +336,10 @@ class OpNode(Node):
     @property
     def out_meta(self):
         # made when the engine needs it (a missing output gradient to fill with zeros): the
-        # node keeps plain tuples, cheaper to record
-        return [_TUPLE(TensorMeta, m) for m in self._outs]
+        # node keeps plain tuples, cheaper to record. A nondifferentiable output (max's
+        # indices) stays None: no vjp reads its gradient, and its zeros cost a call each
+        nd = self.opdef.nondiff_outputs
+        return [None if i in nd else _TUPLE(TensorMeta, m) for i, m in enumerate(self._outs)]
 
     def name(self):
         n = type(self).__name__
