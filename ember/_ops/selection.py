@@ -35,6 +35,11 @@ def _broadcast_shape(name, *arrays):
         raise RuntimeError(f"{name}: {_broadcast_error('', arrays)}") from None
 
 
+def _broadcast(xp, a, shape):
+    """``a`` broadcast to ``shape``; itself where it has it (broadcast_to costs ~5 us)."""
+    return a if a.shape == shape else xp.broadcast_to(a, shape)
+
+
 def _check_mask(name, mask, message):
     if mask.dtype != np.bool_:
         raise RuntimeError(message.format(name=name, dtype=type_name(mask.dtype)))
@@ -55,7 +60,7 @@ def masked_select(xp, input, mask):
         out = _C.mask_select(input, mask)
         if out is not None:
             return out
-    return xp.broadcast_to(input, shape)[xp.broadcast_to(mask, shape)]
+    return _broadcast(xp, input, shape)[_broadcast(xp, mask, shape)]
 
 
 @masked_select.vjp(save=("mask",))
@@ -87,7 +92,7 @@ def masked_scatter(xp, input, mask, source):
         raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but "
                            f"got{type_name(input.dtype)} and {type_name(source.dtype)}")
     shape = _broadcast_shape("masked_scatter", input, mask)
-    out, m = xp.broadcast_to(input, shape).copy(), xp.broadcast_to(mask, shape)
+    out, m = _broadcast(xp, input, shape).copy(), _broadcast(xp, mask, shape)
     n = int(m.sum())
     if n > source.size:
         raise RuntimeError("Number of elements of source < number of ones in mask")
@@ -235,8 +240,7 @@ def take_along_dim(xp, input, indices, dim=None):
     flattened input when ``dim`` is None)."""
     a, b, d = _along_dim(input, indices, dim)
     if dim is not None:         # (broadcast_to costs more than the gather at small sizes)
-        a = input if a == input.shape else xp.broadcast_to(input, a)
-        b = indices if b == indices.shape else xp.broadcast_to(indices, b)
+        a, b = _broadcast(xp, input, a), _broadcast(xp, indices, b)
     _check_bounds(b, a.shape[d], d, RuntimeError, negative=False)
     return xp.take_along_axis(a, b, axis=d)
 
