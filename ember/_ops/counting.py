@@ -6,7 +6,7 @@ import numpy as np
 from .. import _dtype
 from .._C import kernels as _C
 
-from .meta import empty, reduce_dims, reduce_shape
+from .meta import empty, moveaxis, reduce_dims, reduce_shape
 from .pointwise import type_name
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
@@ -18,7 +18,7 @@ def _unique_rows(xp, x, dim):
     """``(x, moved)``: ``x`` as a 2-d array of rows along ``dim`` (elements when None)."""
     if dim is None:
         return x.reshape(-1, 1)
-    moved = xp.moveaxis(x.reshape(x.shape or (1,)), axis_of(dim, x.ndim), 0)
+    moved = moveaxis(xp, x.reshape(x.shape or (1,)), axis_of(dim, x.ndim), 0)
     if moved.size == 0 and moved.shape[0]:
         raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique "
                            "cannot be applied")
@@ -33,8 +33,8 @@ def _unique_result(xp, input, rows, keep, inverse, counts, dim, return_inverse, 
         inverse = inverse.reshape(input.shape) if return_inverse else None
     else:
         axis = axis_of(dim, input.ndim)
-        moved = xp.moveaxis(input, axis, 0)
-        vals = xp.moveaxis(rows[keep].reshape((-1,) + moved.shape[1:]), 0, axis)
+        moved = moveaxis(xp, input, axis, 0)
+        vals = moveaxis(xp, rows[keep].reshape((-1,) + moved.shape[1:]), 0, axis)
     out = (vals,) + ((inverse.astype(np.int64),) if return_inverse else ()) + \
         ((counts.astype(np.int64),) if return_counts else ())
     return out if len(out) > 1 else out[0]

@@ -1,6 +1,8 @@
 """einsum: parsed to label lists, then contracted pairwise in a greedy order, each pair as one
 batched GEMM (transpose + reshape + matmul) so BLAS does the work."""
 
+import math
+
 import numpy as np
 
 import ember
@@ -107,7 +109,7 @@ def _contract(xp, a, la, b, lb, keep):
     fa = [l for l in la if l not in lb]
     fb = [l for l in lb if l not in la]
     size = dict(zip(la, a.shape)) | dict(zip(lb, b.shape))
-    n = [int(np.prod([size[l] for l in g], dtype=np.int64)) for g in (batch, fa, summed, fb)]
+    n = [math.prod(size[l] for l in g) for g in (batch, fa, summed, fb)]
     a2 = xp.transpose(a, [la.index(l) for l in batch + fa + summed]).reshape(n[0], n[1], n[2])
     b2 = xp.transpose(b, [lb.index(l) for l in batch + summed + fb]).reshape(n[0], n[2], n[3])
     out = matmul.fwd(xp, a2, b2).reshape([size[l] for l in batch + fa + fb])
@@ -117,7 +119,7 @@ def _contract(xp, a, la, b, lb, keep):
 def _cost(la, lb, sizes):
     # greedy rule (opt_einsum's): the pair whose result is smallest next to its inputs
     def numel(ls):
-        return float(np.prod([sizes[l] for l in ls]))
+        return float(math.prod(sizes[l] for l in ls))     # (np.prod: 10x the call cost)
     return numel(set(la) | set(lb)) - numel(la) - numel(lb)
 
 

@@ -50,6 +50,30 @@ def wrap_dim(dim, nd):
     return dim % n
 
 
+def moveaxis(xp, a, source, destination):
+    """``xp.moveaxis(a, source, destination)`` (ints, or sequences of them) by one transpose:
+    NumPy's argument normalization costs several times the view on small arrays. Bad axes go
+    to ``xp.moveaxis`` for its errors."""
+    n = a.ndim
+    if type(source) is int and type(destination) is int and -n <= source < n and \
+            -n <= destination < n:          # (the common call)
+        order = list(range(n))
+        del order[source]
+        order.insert(destination % n, source % n)
+        return a.transpose(order)
+    one = isinstance(source, (int, np.integer))
+    src, dst = ((source,), (destination,)) if one else (tuple(source), tuple(destination))
+    if len(src) != len(dst) or not all(-n <= i < n for i in src + dst):
+        return xp.moveaxis(a, source, destination)
+    src, dst = [int(i) % n for i in src], [int(i) % n for i in dst]
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        return xp.moveaxis(a, source, destination)
+    order = [i for i in range(n) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return a.transpose(order)
+
+
 def reduce_shape(shape, dim, keepdim):
     dims = reduce_dims(dim, len(shape))
     if keepdim:

@@ -1,5 +1,6 @@
 """Moments: var, std, var_mean and std_mean, with torch's ``correction`` (and ``unbiased``)."""
 import builtins
+import math
 import warnings
 
 import numpy as np
@@ -37,6 +38,17 @@ _MOMENT_RESULTS = {
     "std_mean": "((tensor(1.2910), tensor(2.5000)), (tensor(1.1180), tensor(2.5000)))"}
 
 
+def _var_mean(xp, x, ax, c, keepdim):
+    """``(var, mean)`` over the axes ``ax``: np.var's two passes, with their mean kept (np.var
+    then np.mean cost three, and their argument handling outweighs small inputs)."""
+    m = xp.mean(x, axis=ax, keepdims=True)
+    d = x - m
+    sq = (d * d.conj()).real if d.dtype.kind == "c" else d * d
+    v = sq.sum(axis=ax, keepdims=keepdim) / builtins.max(
+        math.prod(x.shape[i] for i in ax) - c, 0)
+    return v, m if keepdim else m.reshape(v.shape)
+
+
 def _moments(name, std, with_mean):
     def fwd(xp, input, dim=None, unbiased=None, keepdim=False, *, correction=None):
         if input.dtype.kind in "biu":
@@ -51,11 +63,11 @@ def _moments(name, std, with_mean):
                           "divided by output numel).", UserWarning, stacklevel=_user_level())
             with np.errstate(all="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
-                v = xp.var(x, axis=ax, ddof=c, keepdims=keepdim)
+                v, m = _var_mean(xp, x, ax, c, keepdim)
         else:
-            v = xp.var(x, axis=ax, ddof=c, keepdims=keepdim)
+            v, m = _var_mean(xp, x, ax, c, keepdim)
         v = (xp.sqrt(v) if std else v).astype(input.real.dtype, copy=False)
-        return (v, xp.mean(x, axis=ax, keepdims=keepdim).astype(input.dtype)) if with_mean else v
+        return (v, m.astype(input.dtype)) if with_mean else v
     fwd.__doc__ = (f"{'Standard deviation' if std else 'Variance'} over ``dim`` with "
                    f"``correction`` (1 by default: Bessel's){', and the mean' * with_mean}."
                    + _MOMENT_EXAMPLE.format(name=name) + f"        {_MOMENT_RESULTS[name]}\n    ")

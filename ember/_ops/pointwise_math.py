@@ -229,7 +229,7 @@ def _halley(xp, x, a):
 def _erfinv(xp, y):
     """Giles' estimate and one Halley step (1e-7 becomes 1e-21); beyond float32's range
     (1 - |y| < 1e-7), where the estimate is poor, Newton steps on the logarithm."""
-    if (r := _C.pointwise("erfinv", y)) is not None:
+    if (r := _C.pointwise("erfinv", y, min_size=1)) is not None:     # (dozens of passes)
         return r
     y64 = y.astype(np.float64)
     a = xp.abs(y64)
@@ -471,7 +471,9 @@ def nan_to_num(xp, input, nan=0.0, posinf=None, neginf=None):
     if input.dtype.kind == "c":
         re, im = (nan_to_num.fwd(xp, p, nan, posinf, neginf) for p in (input.real, input.imag))
         return (re + 1j * im).astype(input.dtype, copy=False)
-    fi = ember._dtype.ml_dtypes().finfo(input.dtype)
+    # (NumPy's finfo is cached; ml_dtypes' builds one per call: only for its own dtypes)
+    fi = (np.finfo if input.dtype.type in (np.float16, np.float32, np.float64) else
+          ember._dtype.ml_dtypes().finfo)(input.dtype)
     hi, lo = fi.max if posinf is None else posinf, fi.min if neginf is None else neginf
     if (r := _C.pointwise("nan_to_num", input, nan, hi, lo)) is not None:
         return r

@@ -112,6 +112,10 @@ def _flat_index(coords, size):
     return idx.astype(np.int64)
 
 
+# window elements below which a copy of the windows is cheaper than a pass per tap
+_SMALL_POOL = 1 << 14
+
+
 @op("_max_pool_nd", method=False, function=False, nondiff_outputs=(1,))
 def max_pool_nd(xp, input, kernel_size, stride, padding, dilation, ceil_mode):
     """Max pooling over the trailing ``len(kernel_size)`` dims: (values, flat indices into the
@@ -125,6 +129,18 @@ def max_pool_nd(xp, input, kernel_size, stride, padding, dilation, ceil_mode):
         osize, stride, dilation, kernel_size, size, padding))
     x = _pad(xp, input, padding, hi, _lowest(input))
     win = _windows(xp, x, kernel_size, stride, dilation, osize)       # (*lead, *osize, *k)
+    strides = _flat_strides(size)
+    offsets = xp.asarray([sum(t * d * st for t, d, st in zip(tap, dilation, strides))
+                          for tap in _taps(kernel_size)])
+    base = sum(xp.arange(o).reshape((o,) + (1,) * (nd - 1 - i)) * (s * st) - p * st
+               for i, (o, s, p, st) in enumerate(zip(osize, stride, padding, strides)))
+    if win.size <= _SMALL_POOL:     # one argmax over a copy of the windows: few calls
+        flat = win.reshape(win.shape[:win.ndim - nd] + (-1,))
+        best, arg = _argmax_windows(xp, flat, osize, lambda arg: arg)
+        if best.dtype.kind not in "iub" and xp.isnan(best).any():      # (the last NaN)
+            arg = xp.where(best != best, flat.shape[-1] - 1 - xp.isnan(flat[..., ::-1]).argmax(
+                -1), arg)
+        return best, base + xp.take(offsets, arg)
     lead = (slice(None),) * (win.ndim - nd)
     # NOTE: branch-free passes over the output (a masked copy per tap is several times slower):
     # the max first, then the tap index by torch's rule, a later value wins if greater or NaN,
@@ -139,11 +155,6 @@ def max_pool_nd(xp, input, kernel_size, stride, padding, dilation, ceil_mode):
     if best.dtype.kind not in "iub" and xp.isnan(best).any():
         for j, v in enumerate(views):
             arg += (v != v) * (j - arg)
-    strides = _flat_strides(size)
-    offsets = xp.asarray([sum(t * d * st for t, d, st in zip(tap, dilation, strides))
-                          for tap in _taps(kernel_size)])
-    base = sum(xp.arange(o).reshape((o,) + (1,) * (nd - 1 - i)) * (s * st) - p * st
-               for i, (o, s, p, st) in enumerate(zip(osize, stride, padding, strides)))
     return best, base + xp.take(offsets, arg)
 
 

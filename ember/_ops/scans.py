@@ -8,7 +8,7 @@ import ember
 
 from .._backends import accumulate
 from .._C import kernels as _C
-from .meta import empty
+from .meta import empty, moveaxis
 from .pointwise import reject
 from .pointwise_binary import logaddexp
 from .tangents import LINEAR, decomposed, gathered
@@ -168,11 +168,11 @@ def logcumsumexp(xp, input, dim):
     else:
         # NOTE: torch adds complex terms one at a time, keeping the imaginary part of the
         # larger one; a log of the whole sum would wrap it into (-pi, pi].
-        terms = xp.moveaxis(x, axis, 0)
+        terms = moveaxis(xp, x, axis, 0)
         out = list(terms[:1])
         for t in terms[1:]:
             out.append(logaddexp.fwd(xp, out[-1], t))
-        out = xp.moveaxis(xp.stack(out) if out else terms, 0, axis)
+        out = moveaxis(xp, xp.stack(out) if out else terms, 0, axis)
     return out.astype(input.dtype).reshape(input.shape)
 
 

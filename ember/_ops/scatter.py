@@ -13,7 +13,7 @@ from .._C import kernels as _C
 from .._backends import add_at, add_flat, max_at, min_at, multiply_at
 from .indexing import (_check_bounds, _index_put, check_range, index_error, scatter_positions,
                        write_at)
-from .meta import same_meta, wrap_dim
+from .meta import moveaxis, same_meta, wrap_dim
 from .pointwise import type_name
 from .tangents import LINEAR, fallback_unless, linear_with, named
 from .registry import op, overload_if_tensor
@@ -208,8 +208,8 @@ def index_add(xp, input, dim, index, source, *, alpha=1):
                                f"{list(source.shape)}")
         _add_along(xp, out.reshape(1), index.reshape(-1), source * alpha, 0, 1)
         return out
-    moved = xp.moveaxis(out, dim, 0)
-    _add_along(xp, moved, index, xp.moveaxis(source * alpha if alpha != 1 else source, dim, 0),
+    moved = moveaxis(xp, out, dim, 0)
+    _add_along(xp, moved, index, moveaxis(xp, source * alpha if alpha != 1 else source, dim, 0),
                dim % out.ndim, out.ndim)
     return out
 
@@ -456,7 +456,7 @@ def index_copy(xp, input, dim, index, source):
     out = input.copy()
     if out.ndim:
         # (a 0-d index is one slice, as torch's: source keeps that dim of size 1)
-        xp.moveaxis(out, d, 0)[index.reshape(-1)] = xp.moveaxis(source, d, 0) if \
+        moveaxis(xp, out, d, 0)[index.reshape(-1)] = moveaxis(xp, source, d, 0) if \
             source.ndim else source
     elif index.size:
         out[...] = source
@@ -498,7 +498,7 @@ def index_fill(xp, input, dim, index, value):
     out = input.copy()
     v = value.astype(out.dtype) if hasattr(value, "astype") else value
     if out.ndim:
-        xp.moveaxis(out, d, 0)[index] = v
+        moveaxis(xp, out, d, 0)[index] = v
     elif index.size:
         out[...] = v
     return out

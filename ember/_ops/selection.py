@@ -35,6 +35,11 @@ def _broadcast_shape(name, *arrays):
         raise RuntimeError(f"{name}: {_broadcast_error('', arrays)}") from None
 
 
+def _broadcast(xp, a, shape):
+    """``a`` broadcast to ``shape``; itself where it has it (broadcast_to costs ~5 us)."""
+    return a if a.shape == shape else xp.broadcast_to(a, shape)
+
+
 def _check_mask(name, mask, message):
     if mask.dtype != np.bool_:
         raise RuntimeError(message.format(name=name, dtype=type_name(mask.dtype)))
@@ -55,7 +60,7 @@ def masked_select(xp, input, mask):
         out = _C.mask_select(input, mask)
         if out is not None:
             return out
-    return xp.broadcast_to(input, shape)[xp.broadcast_to(mask, shape)]
+    return _broadcast(xp, input, shape)[_broadcast(xp, mask, shape)]
 
 
 @masked_select.vjp(save=("mask",))
@@ -87,7 +92,7 @@ def masked_scatter(xp, input, mask, source):
         raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but "
                            f"got{type_name(input.dtype)} and {type_name(source.dtype)}")
     shape = _broadcast_shape("masked_scatter", input, mask)
-    out, m = xp.broadcast_to(input, shape).copy(), xp.broadcast_to(mask, shape)
+    out, m = _broadcast(xp, input, shape).copy(), _broadcast(xp, mask, shape)
     n = int(m.sum())
     if n > source.size:
         raise RuntimeError("Number of elements of source < number of ones in mask")
@@ -209,16 +214,24 @@ def _along_dim(input, indices, dim):
                            f"{type_name(indices.dtype)}")
     if dim is None:
         return input.reshape(-1), indices.reshape(-1), 0
-    if input.ndim != indices.ndim:
+    return _along_shapes(tuple(input.shape), tuple(indices.shape), dim)
+
+
+def _along_shapes(input, indices, dim):
+    """The shapes ``input`` and ``indices`` (shapes) broadcast to except along ``dim``."""
+    if len(input) != len(indices):
         raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same "
-                           f"number of dimensions, but got {input.ndim} dimensions for input, "
-                           f"and {indices.ndim} dimensions for indices")
-    d = dim % max(input.ndim, 1)
-    a, b = list(input.shape), list(indices.shape)
+                           f"number of dimensions, but got {len(input)} dimensions for input, "
+                           f"and {len(indices)} dimensions for indices")
+    d = dim % max(len(input), 1)
+    a, b = list(input), list(indices)
     a[d] = b[d] = 1
-    shape = list(_broadcast_shape("take_along_dim", empty(a, np.bool_), empty(b, np.bool_)))
-    return (tuple(shape[:d] + [input.shape[d]] + shape[d + 1:]),
-            tuple(shape[:d] + [indices.shape[d]] + shape[d + 1:]), d)
+    try:
+        shape = list(np.broadcast_shapes(tuple(a), tuple(b)))
+    except ValueError:      # (torch's message, from arrays of those shapes)
+        _broadcast_shape("take_along_dim", empty(a, np.bool_), empty(b, np.bool_))
+    return (tuple(shape[:d] + [input[d]] + shape[d + 1:]),
+            tuple(shape[:d] + [indices[d]] + shape[d + 1:]), d)
 
 
 @op("take_along_dim")
@@ -226,8 +239,8 @@ def take_along_dim(xp, input, indices, dim=None):
     """``input``'s values at ``indices`` along ``dim`` (gather, with broadcasting; the
     flattened input when ``dim`` is None)."""
     a, b, d = _along_dim(input, indices, dim)
-    if dim is not None:
-        a, b = xp.broadcast_to(input, a), xp.broadcast_to(indices, b)
+    if dim is not None:         # (broadcast_to costs more than the gather at small sizes)
+        a, b = _broadcast(xp, input, a), _broadcast(xp, indices, b)
     _check_bounds(b, a.shape[d], d, RuntimeError, negative=False)
     return xp.take_along_axis(a, b, axis=d)
 
@@ -237,8 +250,7 @@ def _(g, input, indices, dim=None):
     if dim is None:
         z = ember.zeros(input.numel(), dtype=g.dtype, device=g.device)
         return z.scatter_add(0, indices.reshape(-1), g).reshape(input.shape), None
-    a, b, d = _along_dim(empty(tuple(input.shape), np.bool_), empty(tuple(indices.shape),
-                                                                    np.int64), dim)
+    a, b, d = _along_shapes(tuple(input.shape), tuple(indices.shape), dim)
     z = ember.zeros(a, dtype=g.dtype, device=g.device)
     return z.scatter_add(d, indices.expand(b), g), None      # summed back to input's shape
 

@@ -9,7 +9,7 @@ import ember
 from .._backends import add_at
 from .._memory_format import contiguous_format, copy_in
 from .._storage import _root
-from .meta import empty, reduce_dims, wrap_dim
+from .meta import empty, moveaxis, reduce_dims, wrap_dim
 from .tangents import LINEAR, decomposed
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
@@ -407,7 +407,7 @@ def movedim(xp, input, source, destination):
         for d in (source, destination):
             reduce_dims(d, 0)
         return input.view()
-    return xp.moveaxis(input, source, destination)
+    return moveaxis(xp, input, source, destination)
 
 
 @movedim.vjp()
@@ -446,7 +446,7 @@ def _(g, input, offset=0, dim1=0, dim2=1):
 @op("_diag_embed_like", method=False, function=False)
 def _diag_embed_like(xp, g, shape, offset, dim1, dim2):
     out = xp.zeros(shape, dtype=g.dtype)
-    moved = xp.moveaxis(out, (dim1 % len(shape), dim2 % len(shape)), (-2, -1))
+    moved = moveaxis(xp, out, (dim1 % len(shape), dim2 % len(shape)), (-2, -1))
     i = xp.arange(g.shape[-1])
     moved[..., i + max(-offset, 0), i + max(offset, 0)] = g
     return out

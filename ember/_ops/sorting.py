@@ -10,7 +10,7 @@ import numpy as np
 import ember
 
 from .._C import kernels as _C
-from .meta import empty, reduce_dims, reduce_shape
+from .meta import empty, moveaxis, reduce_dims, reduce_shape
 from .pointwise import reject, type_name
 from .tangents import REDUCTION, decomposed, gathered
 from .registry import op, overload_if_given
@@ -62,8 +62,8 @@ def _fast_stable_order(k, axis, descending):
     order = np.argsort(k, axis=axis)
     if descending:          # ascending puts nan last: reversed, it comes first, as in torch
         order = np.flip(order, axis)
-    order = np.ascontiguousarray(np.moveaxis(order, axis, -1))
-    s = np.take_along_axis(np.moveaxis(k, axis, -1), order, -1)
+    order = np.ascontiguousarray(moveaxis(np, order, axis, -1))
+    s = np.take_along_axis(moveaxis(np, k, axis, -1), order, -1)
     tied = s[..., 1:] == s[..., :-1]                  # position p + 1 ties with p
     if np.isnan(s[..., 0]).any() or np.isnan(s[..., -1]).any():
         tied |= np.isnan(s[..., 1:]) & np.isnan(s[..., :-1])
@@ -79,7 +79,7 @@ def _fast_stable_order(k, axis, descending):
         run = np.cumsum(~after.reshape(-1)[pos])
         key = run * n + flat[pos]                     # by run, then by input position
         flat[pos] = flat[pos][np.argsort(key)]
-    return np.moveaxis(order, -1, axis)
+    return moveaxis(np, order, -1, axis)
 
 
 def _no_complex(name, x):
@@ -225,8 +225,8 @@ def _top_order(xp, x, k, axis, largest):
         # nan compares unequal to the threshold below; a full sort places it as torch does
         return xp.take(stable_order(xp, x, axis, largest), xp.arange(k), axis=axis)
     if xp is np and key.dtype.kind == "f" and \
-            (r := _C.topk(np.moveaxis(key, axis, -1), k, largest)) is not None:
-        return r[1] if axis == x.ndim - 1 else np.moveaxis(r[1], -1, axis)
+            (r := _C.topk(moveaxis(np, key, axis, -1), k, largest)) is not None:
+        return r[1] if axis == x.ndim - 1 else moveaxis(np, r[1], -1, axis)
     if key.dtype.kind == "f" and n <= _SHORT_ROWS:
         # short rows (a batch's class scores): one stable sort of the (negated) keys is
         # cheaper than the selection's dozen NumPy calls; equal keys keep input order either way
@@ -234,7 +234,7 @@ def _top_order(xp, x, k, axis, largest):
         if axis == order.ndim - 1:      # (a copy: torch's indices are contiguous)
             return order[..., :k].copy()
         return xp.take(order, xp.arange(k), axis=axis)
-    key = xp.moveaxis(key, axis, -1)
+    key = moveaxis(xp, key, axis, -1)
     kth = n - k if largest else k - 1
     t = xp.partition(key, kth, axis=-1)[..., kth:kth + 1]
     chosen, tied = (key > t, key == t) if largest else (key < t, key == t)
@@ -245,7 +245,7 @@ def _top_order(xp, x, k, axis, largest):
         chosen |= tied & (xp.cumsum(tied, -1) <= short)
     idx = xp.nonzero(chosen)[-1].reshape(key.shape[:-1] + (k,))   # row-major: input order
     best = stable_order(xp, xp.take_along_axis(key, idx, -1), -1, largest)
-    return xp.moveaxis(xp.take_along_axis(idx, best, -1), -1, axis)
+    return moveaxis(xp, xp.take_along_axis(idx, best, -1), -1, axis)
 
 
 @topk.vjp(save=("result",))

@@ -9,7 +9,7 @@ import numpy as np
 import ember
 
 from .._backends import accumulate
-from .meta import empty, reduce_shape
+from .meta import empty, moveaxis, reduce_shape
 from .pointwise import reject
 from . import tangents as tangents_
 from .tangents import REDUCTION, named
@@ -119,14 +119,14 @@ def mode(xp, input, dim=-1, keepdim=False):
     if n == 0:
         raise IndexError(f"mode(): Expected reduction dim {axis} to have non-zero size.")
     order = stable_order(xp, x, axis)
-    s = xp.moveaxis(xp.take_along_axis(sort_key(x), order, axis), axis, -1)
+    s = moveaxis(xp, xp.take_along_axis(sort_key(x), order, axis), axis, -1)
     # run length so far at each sorted position: the position minus the start of its run
     pos = xp.arange(n)
     starts = xp.concatenate([xp.ones(s.shape[:-1] + (1,), bool), s[..., 1:] != s[..., :-1]], -1)
     run = pos - accumulate(xp, xp.maximum, xp.where(starts, pos, 0), -1)
     # NOTE: the first longest run is the smallest mode; its end is the last occurrence, which
     # is the index torch returns.
-    rank = xp.moveaxis(xp.argmax(run, axis=-1)[..., None], -1, axis)
+    rank = moveaxis(xp, xp.argmax(run, axis=-1)[..., None], -1, axis)
     return pick(xp, x, order, axis, rank, input.ndim, keepdim)
 
 

@@ -8,6 +8,8 @@ import sys
 import types
 import weakref
 
+import numpy as np
+
 from .._size import Size
 from .._sparse import strided
 from . import grad_mode
@@ -334,8 +336,10 @@ class OpNode(Node):
     @property
     def out_meta(self):
         # made when the engine needs it (a missing output gradient to fill with zeros): the
-        # node keeps plain tuples, cheaper to record
-        return [_TUPLE(TensorMeta, m) for m in self._outs]
+        # node keeps plain tuples, cheaper to record. A nondifferentiable output (max's
+        # indices) stays None: no vjp reads its gradient, and its zeros cost a call each
+        nd = self.opdef.nondiff_outputs
+        return [None if i in nd else _TUPLE(TensorMeta, m) for i, m in enumerate(self._outs)]
 
     def name(self):
         n = type(self).__name__
@@ -595,6 +599,9 @@ class AccumulateGrad(Node):
 def _laid_out(g, v, copy=False):
     """``g`` (a copy where ``copy``) with the strides torch's gradient layout contract gives
     ``v.grad``: ``v``'s where ``v`` is dense and non-overlapping, else row-major."""
+    if type(v._data) is np.ndarray and type(g._data) is np.ndarray and \
+            v._data.flags.c_contiguous:        # the common leaf, row-major: no stride lists
+        return g.contiguous() if not g._data.flags.c_contiguous else g.clone() if copy else g
     if g.layout is not strided or v.layout is not strided:     # (sparse: taken as they are)
         return g.clone() if copy else g
     shape, st = g.shape, v.stride() if v.device.type != "meta" else None
@@ -607,8 +614,11 @@ def _laid_out(g, v, copy=False):
         n *= shape[i]
     if st is None:
         return g.clone(memory_format=_contiguous()) if copy else g.contiguous()
-    if not copy and all(a == b or s == 1 for a, b, s in zip(g.stride(), st, shape)):
-        return g
+    if all(a == b or s == 1 for a, b, s in zip(g.stride(), st, shape)):
+        return g.clone() if copy else g     # (clone keeps a dense tensor's strides)
+    if order == sorted(order, reverse=True):    # row-major, the common leaf: no empty_strided
+        c = g.contiguous()
+        return c.clone() if copy and c is g else c
     from .._ops.creation import empty_strided
     return empty_strided(shape, st, dtype=g.dtype, device=g.device).copy_(g)
 

@@ -32,6 +32,8 @@ __all__ = [
 
 
 def _ntuple(v, n):
+    if type(v) is tuple and len(v) == n and all(type(a) is int for a in v):
+        return v        # (the common call: no ABC check, no new tuple)
     if isinstance(v, numbers.Integral):
         return (int(v),) * n
     v = tuple(int(a) for a in v)
