@@ -301,25 +301,64 @@ def nll_loss(xp, input, target, weight=None, ignore_index=-100, reduction="mean"
         raise RuntimeError(f"Expected target size {list(x.shape[:1] + x.shape[2:])}, got "
                            f"{list(t.shape)}")
     c = x.shape[1]
-    valid = t != ignore_index
-    safe = xp.where(valid, t, 0)
-    if not _capturing(t) and valid.any() and (safe.min() < 0 or safe.max() >= c):
-        raise IndexError(f"Target {int(safe.max() if safe.max() >= c else safe.min())} is out "
-                         f"of bounds.")
-    picked = xp.take_along_axis(x, xp.expand_dims(safe, 1), axis=1).squeeze(1)
-    w = (weight[safe] if weight is not None else xp.ones_like(picked)) * valid
-    w = w.astype(x.dtype, copy=False)
+    valid, safe, w = _nll_weights(xp, t, weight, ignore_index, x.dtype)
+    # (one comparison: a negative target is a huge unsigned one)
+    if not _capturing(t) and (safe.astype(xp.uint64) >= c).any() and valid.any():
+        lo, hi = safe.min(), safe.max()
+        raise IndexError(f"Target {int(hi if hi >= c else lo)} is out of bounds.")
+    # (2-D: a fancy index; take_along_axis costs ~15 us of Python per call)
+    picked = x[xp.arange(x.shape[0]), safe] if x.ndim == 2 else \
+        xp.take_along_axis(x, safe[:, None], axis=1)[:, 0]
     losses = -picked * w
     if reduction == "none":
         return losses if input.ndim > 1 else losses[0]
     if reduction == "sum":
         return losses.sum()
-    return losses.sum() / w.sum()
+    return losses.sum() / w.sum(dtype=x.dtype)
+
+
+def _nll_weights(xp, t, weight, ignore_index, dtype):
+    """nll_loss's (valid targets, targets with the ignored ones 0, each target's weight: 0
+    where ignored, bool without ``weight``) as ``xp`` arrays."""
+    valid = t != ignore_index
+    safe = xp.where(valid, t, 0)
+    return valid, safe, valid if weight is None else (weight[safe] * valid).astype(dtype)
+
+
+def _nll_grad_arrays(g, target, weight, in_shape, x_shape, ignore_index, reduction):
+    """nll_loss's input gradient in NumPy where a kernel may run (no ``create_graph``: see
+    kernel_grads), else None: the ember ops below cost ~10 small dispatches."""
+    arrays = kernel_grads(g, *(() if weight is None else (weight,)))
+    try:
+        t = arrays and target._data.reshape(x_shape[:1] + x_shape[2:])
+    except RuntimeError:        # a BatchedTensor (vmap of a vjp)
+        return None
+    if not arrays or type(t) is not np.ndarray:
+        return None
+    g, dt = arrays[0], arrays[0].dtype
+    valid, safe, w = _nll_weights(np, t, None if weight is None else arrays[1], ignore_index, dt)
+    w = w.astype(dt, copy=False)
+    if reduction == "none":
+        coef = -w * g.reshape(t.shape)
+    elif reduction == "sum":
+        coef = -w * g
+    else:       # (all ignored: 0 / 0, masked)
+        coef = np.where(valid, -w * g / w.sum(), 0)
+    gx = np.zeros(in_shape, dt)     # (owning its memory, .grad takes it without a copy)
+    if len(x_shape) == 2:
+        gx.reshape(x_shape)[np.arange(x_shape[0]), safe] = coef
+    else:
+        np.put_along_axis(gx.reshape(x_shape), safe[:, None], coef[:, None], 1)
+    return Tensor._wrap(gx)
 
 
 @nll_loss.vjp(save=("target", "weight"))
 def _(g, input, target, weight=None, ignore_index=-100, reduction="mean"):
     x_shape = tuple(input.shape) if len(input.shape) > 1 else (1,) + tuple(input.shape)
+    gx = _nll_grad_arrays(g, target, weight, tuple(input.shape), x_shape, ignore_index,
+                          reduction)
+    if gx is not None:
+        return gx, None
     t = target if target.dim() == len(x_shape) - 1 else target.reshape(1)
     valid = t != ignore_index
     safe = ember.where(valid, t, 0)
