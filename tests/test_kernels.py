@@ -150,6 +150,22 @@ def test_rms_norm(shape, dtype, noncontig):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape, groups", [((2, 4, 5), 2), ((3, 6, 7, 9), 3), ((40, 8, 33), 4),
+                                           ((5, 6), 3), ((1, 32, 129, 40), 8)], ids=str)
+@pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])
+def test_group_norm(shape, groups, dtype, noncontig):
+    # layer_norm's kernels over (sample, group) rows, the affine per channel taken in turn
+    c = shape[1]
+    x = _input(shape, dtype, noncontig)
+    w, b = _input((c,), dtype, False, 1), _input((c,), dtype, False, 2)
+    check(lambda t, tw, tb: F.group_norm(t, groups, tw, tb), [x, w, b], (0, 1, 2),
+          math.prod(shape) // c)
+    check(lambda t, tw: F.group_norm(t, groups, tw, eps=1e-2), [x, w], (0, 1),
+          math.prod(shape) // c)
+    check(lambda t: F.group_norm(t, groups), [x])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(1, 1), (7, 3), (5, 1023), (64, 10), (200, 1000)], ids=str)
 @pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])

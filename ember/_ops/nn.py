@@ -890,15 +890,13 @@ def native_group_norm(xp, input, weight, bias, group, eps):
     x = input.astype(np.float32) if input.dtype.itemsize < 4 else input   # (torch's opmath)
     shape = (1, -1) + (1,) * (x.ndim - 2)
     from .nn_rows import _norm_kernel     # (nn_rows imports this module)
-    # each (sample, group) is a row of layer_norm's kernel; the affine is per channel, not per
-    # element of a row, so it follows in place
-    out = _norm_kernel(xp, x, None, None, x.size // max(x.shape[0] * group, 1), eps, 0) \
+    # each (sample, group) is a row of layer_norm's kernel, whose rows take the group's
+    # weights (per channel, repeated over the positions) in turn
+    s = x.size // max(x.shape[0] * x.shape[1], 1)
+    out = _norm_kernel(xp, x, _per_position(weight, s), _per_position(bias, s),
+                       x.size // max(x.shape[0] * group, 1), eps, 0, group) \
         if xp is np and x.size else None
     if out is not None:
-        if weight is not None:
-            out *= weight.reshape(shape)
-        if bias is not None:
-            out += bias.reshape(shape)
         return out.astype(input.dtype, copy=False)
     g = x.reshape(x.shape[0], group, -1)
     out = ((g - g.mean(-1, keepdims=True)) / xp.sqrt(g.var(-1, keepdims=True) + eps)).reshape(
@@ -910,8 +908,33 @@ def native_group_norm(xp, input, weight, bias, group, eps):
     return out.astype(input.dtype, copy=False)
 
 
+def _per_position(w, s):
+    return None if w is None else w.repeat(s)
+
+
+def _group_norm_kernel_grads(g, input, weight, group, eps):
+    """native_group_norm's gradients by layer_norm's backward kernel (rows as the forward's),
+    or None where it does not apply (see kernel_grads)."""
+    arrays = kernel_grads(g, input, *(() if weight is None else (weight,)))
+    if not arrays or not arrays[1].size:
+        return None
+    from .nn_rows import _norm_bwd_arrays
+    x = arrays[1]
+    c, s = x.shape[1], x.size // (x.shape[0] * x.shape[1])
+    r = _norm_bwd_arrays(arrays[0], x, _per_position(arrays[2] if len(arrays) > 2 else None, s),
+                         x.size // (x.shape[0] * group), eps, 0,
+                         (weight is not None and needs_input_grad(1), needs_input_grad(2)), group)
+
+    def total(part):        # (per position: summed over each channel's)
+        return None if part is None else Tensor._wrap(part.reshape(c, s).sum(1).astype(x.dtype))
+    return r and (Tensor._wrap(r[0]), total(r[1]), total(r[2]), None, None)
+
+
 @native_group_norm.vjp(save=("input", "weight"))
 def _(g, input, weight, bias, group, eps):
+    grads = _group_norm_kernel_grads(g, input, weight, group, eps)
+    if grads:
+        return grads
     shape, dims = (1, -1) + (1,) * (input.dim() - 2), (0,) + tuple(range(2, input.dim()))
     x = input.reshape(input.shape[0], group, -1)
     rstd = (x.var(-1, keepdim=True, correction=0) + eps).rsqrt()

@@ -74,8 +74,8 @@ def _declare(lib):
     p, i64, i, d = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_double
     sigs = {"softmax": [p, p, p, i64, i64, i64, i, i, i],
             "gelu": [p, p, p, i64, i, i],
-            "layer_norm": [p, p, p, p, p, p, i64, i64, d, i, i],
-            "layer_norm_bwd": [p, p, p, p, p, p, i64, i64, d, i, i],
+            "layer_norm": [p, p, p, p, p, p, i64, i64, d, i, i64, i],
+            "layer_norm_bwd": [p, p, p, p, p, p, i64, i64, d, i, i64, i],
             "cross_entropy": [p, p, p, p, i64, i64, i64, i],
             "adam": [p, p, p, p, p, i64, d, d, d, d, d, d, i],
             "erf": [p, p, i64, i, i],                  # float32 only: float64 has libm's
