@@ -389,7 +389,8 @@ POINTWISE = [
     ("lerp", lambda t: ember.lerp(t, t.flip(-1), 0.3), True),
     ("lerp_far", lambda t: ember.lerp(t, t.flip(-1), 0.8), True),
     ("addcmul", lambda t: ember.addcmul(t, t.flip(-1), t * 0.5, value=0.7), True),
-    ("addcdiv", lambda t: ember.addcdiv(t, t.flip(-1), t * 0.5 + 3, value=-2), True)] + [
+    ("addcdiv", lambda t: ember.addcdiv(t, t.flip(-1), t * 0.5 + 3, value=-2), True),
+    ("copysign", lambda t: ember.copysign(t, t.flip(-1)), True)] + [
     (n, getattr(ember, n), False) for n in (
         "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sinh", "cosh", "tan", "atan",
         "asin", "acos", "atanh")] + [

@@ -435,7 +435,8 @@ _FUSED = {"exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log", "log2": 
           "log10": "log10", "log1p": "log1p", "sinh": "sinh", "cosh": "cosh", "tan": "tan",
           "arctan": "atan", "arcsin": "asin", "arccos": "acos", "arctanh": "atanh",
           "reciprocal": "reciprocal", "arctan2": "atan2", "logaddexp2": "logaddexp2",
-          "hypot": "hypot", "fmod": "fmod", "floor_divide": "floor_divide"}
+          "hypot": "hypot", "fmod": "fmod", "floor_divide": "floor_divide",
+          "copysign": "copysign"}
 # ones whose NumPy loop is SIMD already: the call pays only from a few threads' worth
 _SIMD = ("exp", "log", "reciprocal")
 _FUSED_FNS = {}
