@@ -13,6 +13,8 @@
  * cannot repay: below ROWS_SPLIT_MIN units the rows stay on the calling thread. */
 #ifndef ROWS_SPLIT_MIN
 #define ROWS_SPLIT_MIN (1 << 18)
+/* a helper of a TC worker that gcc would not inline: called, it runs its baseline (SSE2) copy */
+#define CLONE_INLINE static inline __attribute__((always_inline))
 static int rows_threads(int64_t work, int nt) {
     return work < ROWS_SPLIT_MIN ? 1 : threads_for(work, nt);
 }
@@ -175,7 +177,7 @@ static inline double S(sum_lanes)(double *p) {
 }
 
 /* mean and 1/sqrt(var + eps) of one row (rms: mean 0 and the mean square for var) */
-static inline void S(row_stats)(const T *xr, int64_t n, T eps, int rms, T *mean, T *rstd) {
+CLONE_INLINE void S(row_stats)(const T *xr, int64_t n, T eps, int rms, T *mean, T *rstd) {
     if (sizeof(T) == 4) {
         /* float32: one pass (the row's first read, from memory) summing x - x[0] and its
          * squares in double: the shift keeps the variance from cancelling, the doubles keep
@@ -304,7 +306,7 @@ EXPORT void S(layer_norm_bwd)(const T *g, const T *x, const T *w, T *gx, double 
 /* ---- cross-entropy over class indices: fused log_softmax + nll ------------------------- */
 
 /* m and log(sum(exp(x - m))) of one row */
-static inline void S(row_lse)(const T *xr, int64_t c, T *m_out, T *ls_out) {
+CLONE_INLINE void S(row_lse)(const T *xr, int64_t c, T *m_out, T *ls_out) {
     T m = -INFINITY, s = 0;
 #pragma omp simd reduction(max : m)
     for (int64_t j = 0; j < c; j++) m = xr[j] > m ? xr[j] : m;
@@ -524,7 +526,7 @@ static inline T S(rr_fold)(T *acc) {   /* the lanes' pairwise sum (constant trip
     return acc[0] + acc[1];
 }
 
-static inline T S(rr_tail)(const T *x, const T *y, int64_t n, int op, T c, T hc) {
+CLONE_INLINE T S(rr_tail)(const T *x, const T *y, int64_t n, int op, T c, T hc) {
     T s = 0, acc[RL];   /* (less than a leaf: lanes of up to 16 terms, then serial) */
     int64_t j = 0;
     if (n >= RL) {
@@ -536,7 +538,7 @@ static inline T S(rr_tail)(const T *x, const T *y, int64_t n, int op, T c, T hc)
     return s;
 }
 
-static inline T S(rr_sum)(const T *x, const T *y, int64_t n, int op, T c, T hc) {
+CLONE_INLINE T S(rr_sum)(const T *x, const T *y, int64_t n, int op, T c, T hc) {
     T stack[48][RL], cur[RL];
     int64_t leaves = n / (16 * RL), depth = 0;
     if (!leaves) return S(rr_tail)(x, y, n, op, c, hc);
@@ -573,7 +575,7 @@ static inline T S(rr_extreme)(const T *x, int64_t n, int mx) {
     return r;
 }
 
-static inline T S(rr_row)(const T *x, const T *y, int64_t n, int op, double c) {
+CLONE_INLINE T S(rr_row)(const T *x, const T *y, int64_t n, int op, double c) {
     if (op == RR_MAX || op == RR_MIN) return S(rr_extreme)(x, n, op == RR_MAX);
     if (op != RR_LSE) return S(rr_sum)(x, y, n, op, (T)c, (T)(0.5 * c));
     T m = S(rr_extreme)(x, n, 1);   /* (torch: an infinite max shifts by 0) */
