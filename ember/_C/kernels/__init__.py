@@ -326,7 +326,7 @@ def reduce(name, a, axes, keepdim=False, other=None, c=0.0):
     """Reduction ``name`` (sum, sumsq: the sum of squares, nansum, max, min, logsumexp; the
     sums of the losses of ``d = a - other``: mse, smooth_l1 with beta ``c``, huber with delta
     ``c``) of a C-contiguous float NumPy array over ``axes`` (sorted, non-negative), by rowops'
-    reduce_rows where they are the trailing axes and their rows are long (sums pairwise, as
+    reduce_rows where they are the trailing axes, rows of any length (sums pairwise, as
     NumPy's, in 32 vector lanes; NumPy adds 8 scalars), or, for sum, the leading ones
     (sum_rows: NumPy's order); None where it does not apply (the caller runs NumPy)."""
     fn = kernel("reduce_rows", a.dtype) if type(a) is np.ndarray and \
@@ -343,7 +343,7 @@ def reduce(name, a, axes, keepdim=False, other=None, c=0.0):
         out = sum_rows(a.reshape(-1, cols))
         return None if out is None else out.reshape(shape)
     cols = math.prod(a.shape[nd - k:])
-    if tuple(axes) != tuple(range(nd - k, nd)) or cols < 128:
+    if tuple(axes) != tuple(range(nd - k, nd)):
         return None
     if cols == a.size and cols >= 2 * _SPLIT:    # (partials combined as NumPy would)
         m = cols - cols % _SPLIT
