@@ -150,6 +150,22 @@ def test_rms_norm(shape, dtype, noncontig):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape, groups", [((2, 4, 5), 2), ((3, 6, 7, 9), 3), ((40, 8, 33), 4),
+                                           ((5, 6), 3), ((1, 32, 129, 40), 8)], ids=str)
+@pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])
+def test_group_norm(shape, groups, dtype, noncontig):
+    # layer_norm's kernels over (sample, group) rows, the affine per channel taken in turn
+    c = shape[1]
+    x = _input(shape, dtype, noncontig)
+    w, b = _input((c,), dtype, False, 1), _input((c,), dtype, False, 2)
+    check(lambda t, tw, tb: F.group_norm(t, groups, tw, tb), [x, w, b], (0, 1, 2),
+          math.prod(shape) // c)
+    check(lambda t, tw: F.group_norm(t, groups, tw, eps=1e-2), [x, w], (0, 1),
+          math.prod(shape) // c)
+    check(lambda t: F.group_norm(t, groups), [x])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(1, 1), (7, 3), (5, 1023), (64, 10), (200, 1000)], ids=str)
 @pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
@@ -373,7 +389,8 @@ POINTWISE = [
     ("lerp", lambda t: ember.lerp(t, t.flip(-1), 0.3), True),
     ("lerp_far", lambda t: ember.lerp(t, t.flip(-1), 0.8), True),
     ("addcmul", lambda t: ember.addcmul(t, t.flip(-1), t * 0.5, value=0.7), True),
-    ("addcdiv", lambda t: ember.addcdiv(t, t.flip(-1), t * 0.5 + 3, value=-2), True)] + [
+    ("addcdiv", lambda t: ember.addcdiv(t, t.flip(-1), t * 0.5 + 3, value=-2), True),
+    ("copysign", lambda t: ember.copysign(t, t.flip(-1)), True)] + [
     (n, getattr(ember, n), False) for n in (
         "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sinh", "cosh", "tan", "atan",
         "asin", "acos", "atanh")] + [
@@ -896,7 +913,9 @@ _REDUCTIONS = {"sum": lambda t, d: t.sum(d), "nansum": lambda t, d: t.nansum(d),
 @pytest.mark.parametrize("name", list(_REDUCTIONS))
 @pytest.mark.parametrize("shape,dim", [((1024, 1000), -1), ((333, 129), 1), ((7, 5000, 3), None),
                                        ((200003,), None), ((3, 40, 4099), (1, 2)),
-                                       ((600, 300), 0), ((40, 30, 70), (0, 1))], ids=str)
+                                       ((600, 300), 0), ((40, 30, 70), (0, 1)),
+                                       ((40000, 3), -1), ((5000, 31), 1), ((3000, 100), -1),
+                                       ((100, 7, 64), (1, 2))], ids=str)
 def test_reduce_kernel_against_numpy(shape, dim, name, dtype):
     """reduce_rows (trailing axes, or a whole array as rows of 2^16) and sum_rows (leading
     axes) behind sum, nansum, mean, norm, logsumexp, amax, amin, aminmax: values and gradients
@@ -916,7 +935,7 @@ def test_reduce_kernel_against_numpy(shape, dim, name, dtype):
         tol = dict(TOL[dtype], atol=TOL[dtype]["atol"] * 3 * count ** (-.5 if name == "mean"
                                                                          else .5))
         np.testing.assert_allclose(a, b, **tol, equal_nan=True)
-    applies = axes[-1] == x.ndim - 1 and count >= 128 or axes[0] == 0 and len(axes) < x.ndim
+    applies = axes[-1] == x.ndim - 1 or axes[0] == 0 and len(axes) < x.ndim
     assert (kernels.reduce("sum", x, axes) is not None) == applies
     assert kernels.reduce("sum", x[..., ::2], axes) is None and \
         kernels.reduce("sum", x.reshape(-1)[:1000], (0,)) is None

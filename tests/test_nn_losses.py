@@ -273,3 +273,28 @@ def test_cross_entropy_label_smoothing_bounds_and_fused_op():
             np.testing.assert_allclose(le.detach().numpy(), lt.detach().numpy(), rtol=1e-12)
             np.testing.assert_allclose(xe.grad.numpy(), xt.grad.numpy(), rtol=1e-12, atol=1e-15)
             assert le.grad_fn.name() == lt.grad_fn.name()
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nll_loss_numpy_backward_is_the_ember_ops_one(reduction, dtype):
+    """Without create_graph nll_loss's input gradient is made in NumPy; it is the ember-op
+    backward's bit for bit, and torch's: ignored targets, weights, 1-D and 4-D inputs, every
+    target ignored."""
+    import torch
+    cases = [(X, CLS, None), (X, np.where(CLS == 1, -100, CLS), W4), (K, KT, None),
+             (K, np.where(KT == 2, -100, KT), W4), (X[0], CLS[0], None),
+             (X, np.full(5, -100), None)]
+    for x, t, w in cases:
+        x, w = x.astype(dtype), None if w is None else w.astype(dtype)
+        g = rng.standard_normal(x.shape[:1] + x.shape[2:] if reduction == "none" and x.ndim > 1
+                                else ()).astype(dtype)
+        grads = []
+        for lib, graph in ((ember, False), (ember, True), (torch, False)):
+            xt = lib.tensor(x, requires_grad=True)
+            loss = lib.nn.functional.nll_loss(xt, lib.tensor(t), None if w is None else
+                                              lib.tensor(w), reduction=reduction)
+            (gx,) = lib.autograd.grad(loss, xt, lib.tensor(g), create_graph=graph)
+            grads.append(gx.detach().numpy())
+        np.testing.assert_array_equal(grads[0], grads[1])
+        np.testing.assert_allclose(grads[0], grads[2], rtol=1e-6, atol=1e-7)

@@ -653,7 +653,7 @@ def trace(xp, input):
     if input.dtype == np.bool_:
         raise NotImplementedError("\"trace\" not implemented for 'Bool'")
     dtype = np.int64 if input.dtype.kind in "biu" else input.dtype
-    return xp.asarray(xp.diagonal(input).sum(dtype=dtype))
+    return xp.asarray(input.diagonal().sum(dtype=dtype))  # (np.diagonal: +0.6 us)
 
 
 @trace.vjp()

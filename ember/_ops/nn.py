@@ -300,25 +300,64 @@ def nll_loss(xp, input, target, weight=None, ignore_index=-100, reduction="mean"
         raise RuntimeError(f"Expected target size {list(x.shape[:1] + x.shape[2:])}, got "
                            f"{list(t.shape)}")
     c = x.shape[1]
-    valid = t != ignore_index
-    safe = xp.where(valid, t, 0)
-    if not _capturing(t) and valid.any() and (safe.min() < 0 or safe.max() >= c):
-        raise IndexError(f"Target {int(safe.max() if safe.max() >= c else safe.min())} is out "
-                         f"of bounds.")
-    picked = xp.take_along_axis(x, xp.expand_dims(safe, 1), axis=1).squeeze(1)
-    w = (weight[safe] if weight is not None else xp.ones_like(picked)) * valid
-    w = w.astype(x.dtype, copy=False)
+    valid, safe, w = _nll_weights(xp, t, weight, ignore_index, x.dtype)
+    # (one comparison: a negative target is a huge unsigned one)
+    if not _capturing(t) and (safe.astype(xp.uint64) >= c).any() and valid.any():
+        lo, hi = safe.min(), safe.max()
+        raise IndexError(f"Target {int(hi if hi >= c else lo)} is out of bounds.")
+    # (2-D: a fancy index; take_along_axis costs ~15 us of Python per call)
+    picked = x[xp.arange(x.shape[0]), safe] if x.ndim == 2 else \
+        xp.take_along_axis(x, safe[:, None], axis=1)[:, 0]
     losses = -picked * w
     if reduction == "none":
         return losses if input.ndim > 1 else losses[0]
     if reduction == "sum":
         return losses.sum()
-    return losses.sum() / w.sum()
+    return losses.sum() / w.sum(dtype=x.dtype)
+
+
+def _nll_weights(xp, t, weight, ignore_index, dtype):
+    """nll_loss's (valid targets, targets with the ignored ones 0, each target's weight: 0
+    where ignored, bool without ``weight``) as ``xp`` arrays."""
+    valid = t != ignore_index
+    safe = xp.where(valid, t, 0)
+    return valid, safe, valid if weight is None else (weight[safe] * valid).astype(dtype)
+
+
+def _nll_grad_arrays(g, target, weight, in_shape, x_shape, ignore_index, reduction):
+    """nll_loss's input gradient in NumPy where a kernel may run (no ``create_graph``: see
+    kernel_grads), else None: the ember ops below cost ~10 small dispatches."""
+    arrays = kernel_grads(g, *(() if weight is None else (weight,)))
+    try:
+        t = arrays and target._data.reshape(x_shape[:1] + x_shape[2:])
+    except RuntimeError:        # a BatchedTensor (vmap of a vjp)
+        return None
+    if not arrays or type(t) is not np.ndarray:
+        return None
+    g, dt = arrays[0], arrays[0].dtype
+    valid, safe, w = _nll_weights(np, t, None if weight is None else arrays[1], ignore_index, dt)
+    w = w.astype(dt, copy=False)
+    if reduction == "none":
+        coef = -w * g.reshape(t.shape)
+    elif reduction == "sum":
+        coef = -w * g
+    else:       # (all ignored: 0 / 0, masked)
+        coef = np.where(valid, -w * g / w.sum(), 0)
+    gx = np.zeros(in_shape, dt)     # (owning its memory, .grad takes it without a copy)
+    if len(x_shape) == 2:
+        gx.reshape(x_shape)[np.arange(x_shape[0]), safe] = coef
+    else:
+        np.put_along_axis(gx.reshape(x_shape), safe[:, None], coef[:, None], 1)
+    return Tensor._wrap(gx)
 
 
 @nll_loss.vjp(save=("target", "weight"))
 def _(g, input, target, weight=None, ignore_index=-100, reduction="mean"):
     x_shape = tuple(input.shape) if len(input.shape) > 1 else (1,) + tuple(input.shape)
+    gx = _nll_grad_arrays(g, target, weight, tuple(input.shape), x_shape, ignore_index,
+                          reduction)
+    if gx is not None:
+        return gx, None
     t = target if target.dim() == len(x_shape) - 1 else target.reshape(1)
     valid = t != ignore_index
     safe = ember.where(valid, t, 0)
@@ -850,15 +889,13 @@ def native_group_norm(xp, input, weight, bias, group, eps):
     x = input.astype(np.float32) if input.dtype.itemsize < 4 else input   # (torch's opmath)
     shape = (1, -1) + (1,) * (x.ndim - 2)
     from .nn_rows import _norm_kernel     # (nn_rows imports this module)
-    # each (sample, group) is a row of layer_norm's kernel; the affine is per channel, not per
-    # element of a row, so it follows in place
-    out = _norm_kernel(xp, x, None, None, x.size // max(x.shape[0] * group, 1), eps, 0) \
+    # each (sample, group) is a row of layer_norm's kernel, whose rows take the group's
+    # weights (per channel, repeated over the positions) in turn
+    s = x.size // max(x.shape[0] * x.shape[1], 1)
+    out = _norm_kernel(xp, x, _per_position(weight, s), _per_position(bias, s),
+                       x.size // max(x.shape[0] * group, 1), eps, 0, group) \
         if xp is np and x.size else None
     if out is not None:
-        if weight is not None:
-            out *= weight.reshape(shape)
-        if bias is not None:
-            out += bias.reshape(shape)
         return out.astype(input.dtype, copy=False)
     g = x.reshape(x.shape[0], group, -1)
     out = ((g - g.mean(-1, keepdims=True)) / xp.sqrt(g.var(-1, keepdims=True) + eps)).reshape(
@@ -870,8 +907,33 @@ def native_group_norm(xp, input, weight, bias, group, eps):
     return out.astype(input.dtype, copy=False)
 
 
+def _per_position(w, s):
+    return None if w is None else w.repeat(s)
+
+
+def _group_norm_kernel_grads(g, input, weight, group, eps):
+    """native_group_norm's gradients by layer_norm's backward kernel (rows as the forward's),
+    or None where it does not apply (see kernel_grads)."""
+    arrays = kernel_grads(g, input, *(() if weight is None else (weight,)))
+    if not arrays or not arrays[1].size:
+        return None
+    from .nn_rows import _norm_bwd_arrays
+    x = arrays[1]
+    c, s = x.shape[1], x.size // (x.shape[0] * x.shape[1])
+    r = _norm_bwd_arrays(arrays[0], x, _per_position(arrays[2] if len(arrays) > 2 else None, s),
+                         x.size // (x.shape[0] * group), eps, 0,
+                         (weight is not None and needs_input_grad(1), needs_input_grad(2)), group)
+
+    def total(part):        # (per position: summed over each channel's)
+        return None if part is None else Tensor._wrap(part.reshape(c, s).sum(1).astype(x.dtype))
+    return r and (Tensor._wrap(r[0]), total(r[1]), total(r[2]), None, None)
+
+
 @native_group_norm.vjp(save=("input", "weight"))
 def _(g, input, weight, bias, group, eps):
+    grads = _group_norm_kernel_grads(g, input, weight, group, eps)
+    if grads:
+        return grads
     shape, dims = (1, -1) + (1,) * (input.dim() - 2), (0,) + tuple(range(2, input.dim()))
     x = input.reshape(input.shape[0], group, -1)
     rstd = (x.var(-1, keepdim=True, correction=0) + eps).rsqrt()

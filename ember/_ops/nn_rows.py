@@ -106,7 +106,9 @@ def _norm_rows(name, input, normalized_shape):
     return len(shape), math.prod(shape)
 
 
-def _norm_kernel(xp, x, weight, bias, n, eps, rms):
+def _norm_kernel(xp, x, weight, bias, n, eps, rms, wg=1):
+    """layer_norm (rms=0) or rms_norm (1) of rows of ``n`` by the C kernel, or None; ``weight``
+    and ``bias``: ``wg`` rows of ``n`` that the rows take in turn (group_norm's channels)."""
     if xp is not np:
         from ..cuda import _kernels as cuda_kernels
         return cuda_kernels.norm(x, weight, bias, n, eps, rms)
@@ -114,35 +116,43 @@ def _norm_kernel(xp, x, weight, bias, n, eps, rms):
     if fn is None:
         return None
     x = _C.contiguous(x)
-    w = np.ones(n, x.dtype) if weight is None else _C.contiguous(weight, x.dtype)
-    b = np.zeros(n, x.dtype) if bias is None else _C.contiguous(bias, x.dtype)
+    w = np.ones(wg * n, x.dtype) if weight is None else _C.contiguous(weight, x.dtype)
+    b = np.zeros(wg * n, x.dtype) if bias is None else _C.contiguous(bias, x.dtype)
     out = np.empty(x.shape, x.dtype)
     fn(_C.ptr(x), _C.ptr(w), _C.ptr(b), _C.ptr(out), None, None, x.size // n, n,
-       eps, rms, _C.num_threads())
+       eps, rms, wg, _C.num_threads())
     return out
+
+
+def _norm_bwd_arrays(g, x, w, n, eps, rms, sums, wg=1):
+    """(gx, sum of g xhat, sum of g) over rows of ``n`` (the sums None unless ``sums``; float64,
+    of ``wg`` rows of ``n`` as ``w``, which may be None) by the C kernel, or None."""
+    fn = _C.kernel("layer_norm_bwd", x.dtype)
+    if fn is None or not x.size:
+        return None
+    g, x = _C.contiguous(g), _C.contiguous(x)
+    w = np.ones(wg * n, x.dtype) if w is None else _C.contiguous(w)
+    nt = _C.num_threads()
+    gx = np.empty(x.shape, x.dtype)
+    gw, gb = (np.zeros((nt, wg * n)) if s else None for s in sums)
+    fn(_C.ptr(g), _C.ptr(x), _C.ptr(w), _C.ptr(gx), _C.ptr(gw), _C.ptr(gb),
+       x.size // n, n, eps, rms, wg, nt)
+    return gx, gw if gw is None else gw.sum(0), gb if gb is None else gb.sum(0)
 
 
 def _norm_backward_kernel(g, input, weight, k, eps, rms, want_bias):
     """(gx, gw, gb) of layer_norm (rms=0) or rms_norm (1) by the C kernel, or None."""
     arrays = kernel_grads(g, input, *(() if weight is None else (weight,)))
-    fn = _C.kernel("layer_norm_bwd", arrays[0].dtype) if arrays else None
-    if fn is None or not arrays[1].size:
+    shape = arrays and arrays[1].shape[arrays[1].ndim - k:]
+    r = arrays and _norm_bwd_arrays(arrays[0], arrays[1], arrays[2] if len(arrays) > 2 else None,
+                                    math.prod(shape), eps, rms, (weight is not None, want_bias))
+    if not r:
         return None
-    g, x = _C.contiguous(arrays[0]), _C.contiguous(arrays[1])
-    shape = x.shape[x.ndim - k:]
-    n = math.prod(shape)
-    w = np.ones(n, x.dtype) if weight is None else _C.contiguous(arrays[2])
-    nt = _C.num_threads()
-    gx = np.empty(x.shape, x.dtype)
-    gw = np.zeros((nt, n)) if weight is not None else None
-    gb = np.zeros((nt, n)) if want_bias else None
-    fn(_C.ptr(g), _C.ptr(x), _C.ptr(w), _C.ptr(gx), _C.ptr(gw), _C.ptr(gb),
-       x.size // n, n, eps, rms, nt)
 
     def total(part):
         return None if part is None else Tensor._wrap(
-            part.sum(0).reshape(shape).astype(x.dtype))  # (an owning array .grad can take)
-    return Tensor._wrap(gx), total(gw), total(gb)
+            part.reshape(shape).astype(arrays[1].dtype))  # (an owning array .grad can take)
+    return Tensor._wrap(r[0]), total(r[1]), total(r[2])
 
 
 def _norm_backward(g, input, weight, k, eps, rms, want_bias):

@@ -435,7 +435,8 @@ _FUSED = {"exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log", "log2": 
           "log10": "log10", "log1p": "log1p", "sinh": "sinh", "cosh": "cosh", "tan": "tan",
           "arctan": "atan", "arcsin": "asin", "arccos": "acos", "arctanh": "atanh",
           "reciprocal": "reciprocal", "arctan2": "atan2", "logaddexp2": "logaddexp2",
-          "hypot": "hypot", "fmod": "fmod", "floor_divide": "floor_divide"}
+          "hypot": "hypot", "fmod": "fmod", "floor_divide": "floor_divide",
+          "copysign": "copysign"}
 # ones whose NumPy loop is SIMD already: the call pays only from a few threads' worth
 _SIMD = ("exp", "log", "reciprocal")
 _FUSED_FNS = {}
@@ -648,9 +649,27 @@ sgn.kinks = (0.0,)
 @op("tril", inplace=True)
 def tril(xp, input, diagonal=0):
     """The lower triangle (elements on and below the ``diagonal``-th diagonal)."""
+    return _triangle(xp, "tril", input, diagonal)
+
+
+def _triangle(xp, name, input, diagonal):
+    """A copy of ``input`` with the other triangle zeroed by a mask (NumPy's tril and triu run
+    where(), ~3x slower on this)."""
     if input.ndim < 2:       # (NumPy would make a 1-D input a matrix)
-        raise RuntimeError("tril: input tensor must have at least 2 dimensions")
-    return xp.tril(input, diagonal)
+        raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
+    n, m = input.shape[-2:]
+    mask = (_zeroed if n * m <= 4096 else _zeroed.__wrapped__)(xp, n, m, diagonal, name)
+    out = input.copy()
+    xp.copyto(out, out.dtype.type(0), where=mask)      # (broadcast over the batch)
+    return out
+
+
+@functools.lru_cache(maxsize=64)        # (a small matrix's mask costs more than the copy)
+def _zeroed(xp, n, m, diagonal, name):
+    """Where tril (triu) of an n x m matrix is zero."""
+    if name == "triu":
+        return xp.tri(n, m, diagonal - 1, dtype=bool)
+    return ~xp.tri(n, m, diagonal, dtype=bool)
 
 
 tril.vjp()(lambda g, input, diagonal=0: g.tril(diagonal))
@@ -660,9 +679,7 @@ tril.samples = lambda dev, dt: [Sample(make((4, 4), dt)), Sample(make((2, 3, 4),
 @op("triu", inplace=True)
 def triu(xp, input, diagonal=0):
     """The upper triangle (elements on and above the ``diagonal``-th diagonal)."""
-    if input.ndim < 2:       # (NumPy would make a 1-D input a matrix)
-        raise RuntimeError("triu: input tensor must have at least 2 dimensions")
-    return xp.triu(input, diagonal)
+    return _triangle(xp, "triu", input, diagonal)
 
 
 triu.vjp()(lambda g, input, diagonal=0: g.triu(diagonal))

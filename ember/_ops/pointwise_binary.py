@@ -185,7 +185,7 @@ def copysign(xp, input, other):
         >>> ember.copysign(ember.tensor([1., 2.]), -1)
         tensor([-1., -2.])
     """
-    return xp.copysign(input, other)
+    return ufunc_of(xp, "copysign")(input, other)
 
 
 @copysign.vjp(save=("input", "result"))

@@ -107,15 +107,35 @@ def _logical(name, f):
     d = op(name, tags=("pointwise",), differentiable=False, inplace=True)(f)
     d.__doc__ = f"Elementwise ``{name}``, treating non-zero as True; a bool tensor."
     d.meta = bool_meta
-    d.samples = lambda dev, dt: compare_samples(dev, dt)[:2]
+    d.samples = lambda dev, dt: compare_samples(dev, dt)[:2] + _edges(dt, 2)
     return d
 
 
-logical_and = _logical("logical_and", lambda xp, input, other: xp.logical_and(input, other))
-logical_or = _logical("logical_or", lambda xp, input, other: xp.logical_or(input, other))
-logical_xor = _logical("logical_xor", lambda xp, input, other: xp.logical_xor(input, other))
-logical_not = _logical("logical_not", lambda xp, input: xp.logical_not(input))
-logical_not.samples = unary_samples
+def _edges(dt, n):
+    """Floats that are all true or false on their own terms: signed zeros, nan, infinities, a
+    denormal (``n`` operands: the values and them reversed)."""
+    if dt.category != 2:
+        return []
+    e = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 1e-40, 2.0], dt.np)
+    return [Sample(e, e[::-1].copy())] if n == 2 else [Sample(e)]
+
+
+def _is_bool(x):
+    return getattr(x, "dtype", None) == bool
+
+
+def _truth(x):
+    # (NumPy's logical ufuncs on floats run a scalar loop ~5x slower than comparing with 0, a
+    # SIMD one; nan is true either way)
+    return x if _is_bool(x) else x != 0
+
+
+logical_and = _logical("logical_and", lambda xp, input, other: _truth(input) & _truth(other))
+logical_or = _logical("logical_or", lambda xp, input, other: _truth(input) | _truth(other))
+logical_xor = _logical("logical_xor", lambda xp, input, other: _truth(input) != _truth(other))
+logical_not = _logical("logical_not", lambda xp, input: xp.logical_not(input) if _is_bool(input)
+                       else input == 0)
+logical_not.samples = lambda dev, dt: unary_samples(dev, dt) + _edges(dt, 1)
 
 
 def _bitwise(name, f):

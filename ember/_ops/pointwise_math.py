@@ -175,6 +175,9 @@ def _erf_erfc(xp, x, want):
         fn = _C.kernel("erf", x.dtype) if xp is np and x.size else None
         if fn is None:
             return _erf_erfc_single(xp, x, want)
+        if x.size <= 8:     # (libm's double erf per element: the kernel's call costs ~3 us)
+            f = math.erf if want == "erf" else math.erfc
+            return np.array([f(v) for v in x.ravel().tolist()], x.dtype).reshape(x.shape)
         x = _C.contiguous(np.asarray(x))     # the same method in one float32 pass (ember/_C)
         out = np.empty(x.shape, x.dtype)
         fn(x.ctypes.data, out.ctypes.data, x.size, want == "erfc", _C.num_threads())

@@ -221,6 +221,13 @@ def diff(xp, input, n=1, dim=-1, prepend=None, append=None):
     axis = axis_of(dim, input.ndim)
     parts = [p for p in (prepend, input, append) if p is not None]
     x = xp.concatenate(parts, axis) if len(parts) > 1 else input
+    if n == 1 and axis == x.ndim - 1 and xp is np and x.flags.c_contiguous and \
+            x.dtype != bool and x.size >= 1 << 14 and x.shape[-1] > 1:
+        # NumPy subtracts 2-D row views ~3x slower than flat arrays: the flat difference
+        # (the last of each row spans two rows), then each row's first columns
+        flat, buf = x.reshape(-1), np.empty(x.shape, x.dtype)
+        np.subtract(flat[1:], flat[:-1], out=buf.reshape(-1)[:-1])
+        return buf[..., :-1].copy()
     return xp.diff(x, n, axis) if n else x.copy()
 
 
@@ -250,7 +257,8 @@ diff.samples = lambda dev, dt: [
     Sample(make((3, 5), dt)), Sample(make((3, 5), dt), 2, 0), Sample(make((4,), dt), 0),
     Sample(make((3, 4), dt), 1, 1, make((3, 2), dt, seed=1), make((3, 1), dt, seed=2)),
     Sample(make((3, 4), dt), 2, 0, None, make((1, 4), dt, seed=3)),
-    Sample(make((2,), dt), 3), Sample(make((3, 2), dt), 1, 0, make((1, 2), dt, seed=4))]
+    Sample(make((2,), dt), 3), Sample(make((3, 2), dt), 1, 0, make((1, 2), dt, seed=4)),
+    Sample(make((4, 4099), dt)).forward_only()]        # (the flat path from 16384 elements)
 diff.errors = [
     ErrorSample(Sample(const()), RuntimeError, "at least one-dimensional"),
     ErrorSample(Sample(const(3), -1), RuntimeError, "order must be non-negative"),

@@ -74,8 +74,8 @@ def _declare(lib):
     p, i64, i, d = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_double
     sigs = {"softmax": [p, p, p, i64, i64, i64, i, i, i],
             "gelu": [p, p, p, i64, i, i],
-            "layer_norm": [p, p, p, p, p, p, i64, i64, d, i, i],
-            "layer_norm_bwd": [p, p, p, p, p, p, i64, i64, d, i, i],
+            "layer_norm": [p, p, p, p, p, p, i64, i64, d, i, i64, i],
+            "layer_norm_bwd": [p, p, p, p, p, p, i64, i64, d, i, i64, i],
             "cross_entropy": [p, p, p, p, i64, i64, i64, i],
             "adam": [p, p, p, p, p, i64, d, d, d, d, d, d, i],
             "erf": [p, p, i64, i, i],                  # float32 only: float64 has libm's
@@ -179,7 +179,8 @@ _POINTWISE = {name: code for code, name in enumerate(
     "hardshrink softshrink shrink_bwd threshold threshold_bwd fmod fmod_scalar floor_divide "
     "floor_divide_scalar scale_bwd expm1_bwd log_bwd log1p_bwd sinh_bwd cosh_bwd tan_bwd atan_bwd "
     "asin_bwd atanh_bwd reciprocal_bwd rsqrt_bwd mish mish_bwd logsigmoid logsigmoid_bwd "
-    "hardtanh_bwd frac logit logit_bwd bce_logits bce_logits_bwd lerp addcmul addcdiv".split())}
+    "hardtanh_bwd frac logit logit_bwd bce_logits bce_logits_bwd lerp addcmul addcdiv "
+    "copysign".split())}
 
 
 def pointwise(name, x, *params, other=None, min_size=64, out=None, third=None):
@@ -326,7 +327,7 @@ def reduce(name, a, axes, keepdim=False, other=None, c=0.0):
     """Reduction ``name`` (sum, sumsq: the sum of squares, nansum, max, min, logsumexp; the
     sums of the losses of ``d = a - other``: mse, smooth_l1 with beta ``c``, huber with delta
     ``c``) of a C-contiguous float NumPy array over ``axes`` (sorted, non-negative), by rowops'
-    reduce_rows where they are the trailing axes and their rows are long (sums pairwise, as
+    reduce_rows where they are the trailing axes, rows of any length (sums pairwise, as
     NumPy's, in 32 vector lanes; NumPy adds 8 scalars), or, for sum, the leading ones
     (sum_rows: NumPy's order); None where it does not apply (the caller runs NumPy)."""
     fn = kernel("reduce_rows", a.dtype) if type(a) is np.ndarray and \
@@ -343,7 +344,7 @@ def reduce(name, a, axes, keepdim=False, other=None, c=0.0):
         out = sum_rows(a.reshape(-1, cols))
         return None if out is None else out.reshape(shape)
     cols = math.prod(a.shape[nd - k:])
-    if tuple(axes) != tuple(range(nd - k, nd)) or cols < 128:
+    if tuple(axes) != tuple(range(nd - k, nd)):
         return None
     if cols == a.size and cols >= 2 * _SPLIT:    # (partials combined as NumPy would)
         m = cols - cols % _SPLIT

@@ -19,7 +19,7 @@ enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAM
        PW_TAN_BWD, PW_ATAN_BWD, PW_ASIN_BWD, PW_ATANH_BWD, PW_RECIPROCAL_BWD, PW_RSQRT_BWD,
        PW_MISH, PW_MISH_BWD, PW_LOGSIGMOID, PW_LOGSIGMOID_BWD, PW_HARDTANH_BWD, PW_FRAC,
        PW_LOGIT, PW_LOGIT_BWD, PW_BCE_LOGITS, PW_BCE_LOGITS_BWD, PW_LERP, PW_ADDCMUL,
-       PW_ADDCDIV, PW_COUNT };
+       PW_ADDCDIV, PW_COPYSIGN, PW_COUNT };
 
 /* NumPy's maximum and minimum (v > lo || v is nan ? v : lo), as one comparison gcc vectorises */
 static inline float pw_max(float v, float lo) { return v <= lo ? lo : v; }
@@ -335,6 +335,7 @@ PW_BLOCK(bce_logits_bwd, ((1.0f - y[i]) - (1.0f - pw_sigmoid1(v))) * a)
 PW_BLOCK_AS(NOCONTRACT, lerp, c != 0.0f ? v + a * (y[i] - v) : y[i] - (y[i] - v) * b)
 PW_BLOCK_AS(NOCONTRACT, addcmul, v + (y[i] * z[i]) * a)
 PW_BLOCK_AS(NOCONTRACT, addcdiv, v + (y[i] / z[i]) * a)
+PW_BLOCK(copysign, copysignf(v, y[i]))     /* (bit selects: NumPy's loop is scalar) */
 
 static float pw_floordiv_slow(float a, float b) { return pw_floordiv1(a, b, fmodf(a, b)); }
 
@@ -359,14 +360,14 @@ static const pw_fn PW_FNS[PW_COUNT] = {pw_sigmoid, pw_silu, pw_leaky_relu, pw_ha
                                        pw_rsqrt_bwd, pw_mish, pw_mish_bwd, pw_logsigmoid,
                                        pw_logsigmoid_bwd, pw_hardtanh_bwd, pw_frac, pw_logit,
                                        pw_logit_bwd, pw_bce_logits, pw_bce_logits_bwd, pw_lerp,
-                                       pw_addcmul, pw_addcdiv};
+                                       pw_addcmul, pw_addcdiv, pw_copysign};
 /* rough cost per element relative to a copy: how early a second thread pays */
 static const int PW_COST[PW_COUNT] = {8, 8, 1, 1, 1, 1, 1, 1, 8, 16, 1, 8, 16, 16,
                                       1, 1, 1, 8, 8, 4, 4, 1, 32, 16, 16, 4, 4, 4,
                                       4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8, 16, 4, 1, 1,
                                       1, 1, 1, 1, 1, 4, 4, 4, 4, 1, 1, 1, 1, 8,
                                       8, 1, 1, 1, 1, 1, 1, 8, 8, 16, 8, 1, 1, 4,
-                                      1, 16, 8, 1, 1, 1};
+                                      1, 16, 8, 1, 1, 1, 1};
 
 /* op `op` of n contiguous floats x (and y, z for the two- and three-input ops) into out; -1 for
  * an unknown op */

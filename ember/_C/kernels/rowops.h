@@ -13,6 +13,8 @@
  * cannot repay: below ROWS_SPLIT_MIN units the rows stay on the calling thread. */
 #ifndef ROWS_SPLIT_MIN
 #define ROWS_SPLIT_MIN (1 << 18)
+/* a helper of a TC worker that gcc would not inline: called, it runs its baseline (SSE2) copy */
+#define CLONE_INLINE static inline __attribute__((always_inline))
 static int rows_threads(int64_t work, int nt) {
     return work < ROWS_SPLIT_MIN ? 1 : threads_for(work, nt);
 }
@@ -175,7 +177,7 @@ static inline double S(sum_lanes)(double *p) {
 }
 
 /* mean and 1/sqrt(var + eps) of one row (rms: mean 0 and the mean square for var) */
-static inline void S(row_stats)(const T *xr, int64_t n, T eps, int rms, T *mean, T *rstd) {
+CLONE_INLINE void S(row_stats)(const T *xr, int64_t n, T eps, int rms, T *mean, T *rstd) {
     if (sizeof(T) == 4) {
         /* float32: one pass (the row's first read, from memory) summing x - x[0] and its
          * squares in double: the shift keeps the variance from cancelling, the doubles keep
@@ -215,24 +217,26 @@ static inline void S(row_stats)(const T *xr, int64_t n, T eps, int rms, T *mean,
 }
 
 TC static void S(norm_rows)(const T *x, const T *w, const T *b, T *y, T *mean, T *rstd,
-                            int64_t r0, int64_t r1, int64_t n, T eps, int rms) {
+                            int64_t r0, int64_t r1, int64_t n, T eps, int rms, int64_t wg) {
     for (int64_t r = r0; r < r1; r++) {
-        const T *xr = x + r * n;
+        const T *xr = x + r * n, *wr = w + r % wg * n, *br = b + r % wg * n;
         T *yr = y + r * n;
         T mu, rs;
         S(row_stats)(xr, n, eps, rms, &mu, &rs);
         if (mean) { mean[r] = mu; rstd[r] = rs; }
-        for (int64_t j = 0; j < n; j++) yr[j] = (xr[j] - mu) * rs * w[j] + b[j];
+        for (int64_t j = 0; j < n; j++) yr[j] = (xr[j] - mu) * rs * wr[j] + br[j];
     }
 }
 
-/* w, b: never NULL (the caller passes ones / zeros); mean, rstd: NULL or one per row */
+/* w, b: never NULL (the caller passes ones / zeros), wg rows of n that rows take in turn (row r
+ * w + (r % wg) n: group_norm's per-channel affine over its (sample, group) rows); mean, rstd:
+ * NULL or one per row */
 EXPORT void S(layer_norm)(const T *x, const T *w, const T *b, T *y, T *mean, T *rstd,
-                          int64_t m, int64_t n, double eps, int rms, int nt) {
+                          int64_t m, int64_t n, double eps, int rms, int64_t wg, int nt) {
     nt = rows_threads(m * n, nt);
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t r = 0; r < m; r += 8)
-        S(norm_rows)(x, w, b, y, mean, rstd, r, r + 8 < m ? r + 8 : m, n, (T)eps, rms);
+        S(norm_rows)(x, w, b, y, mean, rstd, r, r + 8 < m ? r + 8 : m, n, (T)eps, rms, wg);
 }
 
 /* gx = rstd (g w - mean(g w) - xhat mean(g w xhat)) with the mean term dropped for rms; the
@@ -242,11 +246,14 @@ EXPORT void S(layer_norm)(const T *x, const T *w, const T *b, T *y, T *mean, T *
  * conversion per element), flushed into gw/gb every NORM_FLUSH rows so float32 sums stay
  * short; accumulating straight into the doubles took longer than the rest of the kernel. */
 #define NORM_FLUSH 16
-TC static void S(norm_bwd_rows)(const T *g, const T *x, const T *w, T *gx, double *gw,
-                                double *gb, int64_t r0, int64_t r1, int64_t n, T eps, int rms) {
-    T *aw = (gw || gb) ? (T *)calloc(2 * (size_t)n, sizeof(T)) : NULL, *ab = aw ? aw + n : NULL;
+TC static void S(norm_bwd_rows)(const T *g, const T *x, const T *w0, T *gx, double *gw,
+                                double *gb, int64_t r0, int64_t r1, int64_t n, T eps, int rms,
+                                int64_t wg) {
+    size_t nw = (size_t)(wg * n);
+    T *aw0 = (gw || gb) ? (T *)calloc(2 * nw, sizeof(T)) : NULL;
     for (int64_t r = r0; r < r1; r++) {
-        const T *xr = x + r * n, *gr = g + r * n;
+        const T *xr = x + r * n, *gr = g + r * n, *w = w0 + r % wg * n;
+        T *aw = aw0 ? aw0 + r % wg * n : NULL, *ab = aw ? aw + nw : NULL;
         T *o = gx + r * n;
         T mu, rs, a = 0, c = 0;
         S(row_stats)(xr, n, eps, rms, &mu, &rs);
@@ -272,33 +279,34 @@ TC static void S(norm_bwd_rows)(const T *g, const T *x, const T *w, T *gx, doubl
 #pragma omp simd
         for (int64_t j = 0; j < n; j++)
             o[j] = rs * (gr[j] * w[j] - a - (xr[j] - mu) * rs * c);
-        if (aw && ((r - r0) % NORM_FLUSH == NORM_FLUSH - 1 || r == r1 - 1)) {
+        if (aw && ((r - r0) % (NORM_FLUSH * wg) == NORM_FLUSH * wg - 1 || r == r1 - 1)) {
             if (gw)
-                for (int64_t j = 0; j < n; j++) gw[j] += (double)aw[j];
+                for (size_t j = 0; j < nw; j++) gw[j] += (double)aw0[j];
             if (gb)
-                for (int64_t j = 0; j < n; j++) gb[j] += (double)ab[j];
-            memset(aw, 0, 2 * (size_t)n * sizeof(T));
+                for (size_t j = 0; j < nw; j++) gb[j] += (double)aw0[nw + j];
+            memset(aw0, 0, 2 * nw * sizeof(T));
         }
     }
-    free(aw);
+    free(aw0);
 }
 
+/* w: wg rows of n as the forward's; gw, gb: nt x wg x n */
 EXPORT void S(layer_norm_bwd)(const T *g, const T *x, const T *w, T *gx, double *gw, double *gb,
-                              int64_t m, int64_t n, double eps, int rms, int nt) {
+                              int64_t m, int64_t n, double eps, int rms, int64_t wg, int nt) {
     nt = rows_threads(m * n * 2, nt);
 #pragma omp parallel num_threads(nt)
     {
         int t = omp_get_thread_num(), k = omp_get_num_threads();
         int64_t r0 = m * t / k, r1 = m * (t + 1) / k;
-        S(norm_bwd_rows)(g, x, w, gx, gw ? gw + t * n : NULL, gb ? gb + t * n : NULL, r0, r1, n,
-                         (T)eps, rms);
+        S(norm_bwd_rows)(g, x, w, gx, gw ? gw + t * wg * n : NULL, gb ? gb + t * wg * n : NULL,
+                         r0, r1, n, (T)eps, rms, wg);
     }
 }
 
 /* ---- cross-entropy over class indices: fused log_softmax + nll ------------------------- */
 
 /* m and log(sum(exp(x - m))) of one row */
-static inline void S(row_lse)(const T *xr, int64_t c, T *m_out, T *ls_out) {
+CLONE_INLINE void S(row_lse)(const T *xr, int64_t c, T *m_out, T *ls_out) {
     T m = -INFINITY, s = 0;
 #pragma omp simd reduction(max : m)
     for (int64_t j = 0; j < c; j++) m = xr[j] > m ? xr[j] : m;
@@ -518,7 +526,7 @@ static inline T S(rr_fold)(T *acc) {   /* the lanes' pairwise sum (constant trip
     return acc[0] + acc[1];
 }
 
-static inline T S(rr_tail)(const T *x, const T *y, int64_t n, int op, T c, T hc) {
+CLONE_INLINE T S(rr_tail)(const T *x, const T *y, int64_t n, int op, T c, T hc) {
     T s = 0, acc[RL];   /* (less than a leaf: lanes of up to 16 terms, then serial) */
     int64_t j = 0;
     if (n >= RL) {
@@ -530,7 +538,7 @@ static inline T S(rr_tail)(const T *x, const T *y, int64_t n, int op, T c, T hc)
     return s;
 }
 
-static inline T S(rr_sum)(const T *x, const T *y, int64_t n, int op, T c, T hc) {
+CLONE_INLINE T S(rr_sum)(const T *x, const T *y, int64_t n, int op, T c, T hc) {
     T stack[48][RL], cur[RL];
     int64_t leaves = n / (16 * RL), depth = 0;
     if (!leaves) return S(rr_tail)(x, y, n, op, c, hc);
@@ -567,7 +575,7 @@ static inline T S(rr_extreme)(const T *x, int64_t n, int mx) {
     return r;
 }
 
-static inline T S(rr_row)(const T *x, const T *y, int64_t n, int op, double c) {
+CLONE_INLINE T S(rr_row)(const T *x, const T *y, int64_t n, int op, double c) {
     if (op == RR_MAX || op == RR_MIN) return S(rr_extreme)(x, n, op == RR_MAX);
     if (op != RR_LSE) return S(rr_sum)(x, y, n, op, (T)c, (T)(0.5 * c));
     T m = S(rr_extreme)(x, n, 1);   /* (torch: an infinite max shifts by 0) */
