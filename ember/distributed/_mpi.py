@@ -16,6 +16,9 @@
   intercommunicator is merged into one intracommunicator of k+1 ranks (over the network
   module: TCP).
 
+Large all-reduces among the ranks of one node go through an MPI shared-memory window
+(``NodeShm``) rather than MPICH's all-reduce.
+
 NOTE: MPICH 5.0.x refuses connect/accept between singletons ("Local and remote groups ...
 must not contain the same processes", pmodels/mpich#7805); 4.3.x works, so the extra pins
 ``mpich<5``.
@@ -210,8 +213,17 @@ class NodeShm:
               "BAND": np.bitwise_and, "BOR": np.bitwise_or, "BXOR": np.bitwise_xor}
 
     def __init__(self, node):
-        self.comm, self.win, self.segs, self.queue = node, None, [], []
+        MPI = mpi()
+        self.comm, self.queue = node, []
         self.n, self.rank = node.Get_size(), node.Get_rank()
+        # NOTE: the largest window at once (tmpfs commits only the pages touched): growing it
+        # later would take more blocking collectives, which do not notice a dead peer
+        self.cap = self.CAP
+        self.win = MPI.Win.Allocate_shared(self.cap + self.cap // self.n + 64, 1, comm=node)
+        self.win.Set_errhandler(MPI.ERRORS_RETURN)
+        self.win.Lock_all(MPI.MODE_NOCHECK)     # a passive epoch: Sync orders the copies
+        self.segs = [np.frombuffer(self.win.Shared_query(j)[0], np.uint8)
+                     for j in range(self.n)]
 
     @classmethod
     def of(cls, comm):
@@ -237,38 +249,16 @@ class NodeShm:
         while self.queue and self.queue[0].advance():
             self.queue.pop(0)
 
-    def _window(self, nbytes):
-        """Segments (uint8, one per rank) with an input area of at least ``nbytes`` at 0 and
-        a result area of a chunk at ``self.cap``, reallocated (a collective, at the same op on
-        every rank) when too small. The result area stays put whatever the op's size: the next
-        op's input must not land where a slower rank still reads results."""
-        if self.win is None or self.cap < nbytes:
-            MPI = mpi()
-            self.free()
-            self.cap = max(1 << 20, 1 << (nbytes - 1).bit_length())
-            self.win = MPI.Win.Allocate_shared(self.cap + self.cap // self.n + 64, 1,
-                                               comm=self.comm)
-            self.win.Set_errhandler(MPI.ERRORS_RETURN)
-            self.win.Lock_all(MPI.MODE_NOCHECK)     # passive epoch: Sync orders the copies
-            self.segs = [np.frombuffer(self.win.Shared_query(j)[0], np.uint8)
-                         for j in range(self.n)]
-        return self.segs
-
-    def free(self):
-        if self.win is not None:
-            self.win.Unlock_all()
-            self.win.Free()
-            self.win, self.segs = None, []
-
     def close(self):
-        self.free()
-        self.comm.Free()
+        """Forget the window. NOTE: not ``MPI_Win_free``, a collective that would hang the
+        ``destroy_process_group`` of a rank whose peer died; the memory goes at exit."""
+        self.queue, self.segs, self.win = [], [], None
 
 
 class ShmJob:
     def __init__(self, shm, flat, ufunc):
         self.shm, self.flat, self.ufunc, self.done = shm, flat, ufunc, False
-        self.step = max(1, min(flat.size, shm.CAP // flat.itemsize))    # elements per round
+        self.step = max(1, min(flat.size, shm.cap // flat.itemsize))    # elements per round
         self.pos, self.stage, self.req = 0, 0, None
 
     def test(self):
@@ -287,8 +277,6 @@ class ShmJob:
             lo, hi = self.pos, min(self.pos + self.step, flat.size)
             n, r = shm.n, shm.rank
             cut = [lo + (hi - lo) * j // n for j in range(n + 1)]
-            if self.stage == 0:
-                shm._window(self.step * flat.itemsize)
             # chunk j of this round: flat[cut[j]:cut[j+1]], seg[c[j]] in every input area,
             # its result in res[j]
             w = (hi - lo) * flat.itemsize
