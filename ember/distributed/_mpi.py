@@ -256,14 +256,12 @@ class NodeShm:
 
 
 class ShmJob:
+    """One all-reduce on a ``NodeShm``: what the engine hands ``Work`` in place of a request."""
+
     def __init__(self, shm, flat, ufunc):
         self.shm, self.flat, self.ufunc, self.done = shm, flat, ufunc, False
         self.step = max(1, min(flat.size, shm.cap // flat.itemsize))    # elements per round
         self.pos, self.stage, self.req = 0, 0, None
-
-    def test(self):
-        self.shm.poll()
-        return self.done
 
     def advance(self):
         """Run the stages whose barrier has passed; True once the array is reduced."""
