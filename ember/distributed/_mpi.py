@@ -228,8 +228,8 @@ class NodeShm:
     @classmethod
     def of(cls, comm):
         """The node-local reducer of ``comm`` (collective over it), or None when its ranks are
-        not all on one node (joined singletons count as apart: MPICH gives them no shared
-        memory)."""
+        not all on one node (as ``MPI_Comm_split_type`` sees it: joined singletons on one
+        host are on one node too, and get a shared window)."""
         MPI = mpi()
         node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
         if node.Get_size() == comm.Get_size() > 1:
