@@ -162,18 +162,20 @@ def train(ckpt, steps, kill_at, how):
 
 
 def die_at_step(rank, n, init_method, victim, how):
-    """Rank ``victim`` raises or SIGKILLs itself at step 3 of a loop of all-reduces; every
-    other rank must then fail naming it, well inside the 30 s timeout."""
+    """Rank ``victim`` raises or SIGKILLs itself at step 3 of a loop of all-reduces (a small
+    one, through MPI's all-reduce, then one of 128 KiB, through the shared-memory window);
+    every other rank must then fail naming it, well inside the 30 s timeout."""
     import datetime
     dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=n,
                             timeout=datetime.timedelta(seconds=30))
-    rank, t = dist.get_rank(), ember.ones(2)
+    rank, t, big = dist.get_rank(), ember.ones(2), ember.ones(1 << 15)
     for step in range(1000):
-        if rank == victim and step == 3:
+        dist.all_reduce(t)
+        if rank == victim and step == 3:    # the others then wait in the window's barrier
             if how == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)
             raise RuntimeError(f"rank {rank} fails at step {step}")
-        dist.all_reduce(t)
+        dist.all_reduce(big)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,9 @@
   intercommunicator is merged into one intracommunicator of k+1 ranks (over the network
   module: TCP).
 
+Large all-reduces among the ranks of one node go through an MPI shared-memory window
+(``NodeShm``) rather than MPICH's all-reduce.
+
 NOTE: MPICH 5.0.x refuses connect/accept between singletons ("Local and remote groups ...
 must not contain the same processes", pmodels/mpich#7805); 4.3.x works, so the extra pins
 ``mpich<5``.
@@ -24,6 +27,8 @@ import os
 import socket
 import sys
 import time
+
+import numpy as np
 
 _MPI = None
 _SHM_CELLS = {"MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_CELL_SIZE": str(256 << 10),
@@ -157,10 +162,11 @@ def _join_singletons(MPI, store, rank, world_size, timeout):
     return out
 
 
-def wait_all(reqs, timeout, what, statuses=None, check=None):
-    """Poll ``reqs`` to completion: a few polls back to back, then a poll per shortest sleep
-    for the first second, then one per millisecond. ``check()`` runs about once a second
-    while waiting (it raises when a peer reported a failure).
+def wait_all(reqs, timeout, what, statuses=None, check=None, test=None):
+    """Poll ``reqs`` to completion (or until ``test()``, when given, is true): a few polls
+    back to back, then a poll per shortest sleep for the first second, then one per
+    millisecond. ``check()`` runs about once a second while waiting (it raises when a peer
+    reported a failure).
 
     NOTE: not MPI's own blocking wait, which spins: with more ranks than cores, or other
     work on the machine, spinning ranks starve the ones they wait for (figures in
@@ -169,12 +175,13 @@ def wait_all(reqs, timeout, what, statuses=None, check=None):
     shared memory in chunks, each needing both ranks to poll.
     """
     MPI = mpi()
+    test = test or (lambda: MPI.Request.Testall(reqs, statuses))
     for _ in range(16):
-        if MPI.Request.Testall(reqs, statuses):
+        if test():
             return
     start = time.monotonic()
     next_check = start + 1.0
-    while not MPI.Request.Testall(reqs, statuses):
+    while not test():
         now = time.monotonic()
         if now > start + timeout:
             raise TimeoutError(f"{what} timed out after {timeout:.0f}s")
@@ -182,3 +189,113 @@ def wait_all(reqs, timeout, what, statuses=None, check=None):
             check()
             next_check = now + 1.0
         time.sleep(1e-6 if now < start + 1.0 else 1e-3)
+
+
+class NodeShm:
+    """All-reduce of large arrays among ranks that share one node, in an MPI-3 shared-memory
+    window (``MPI_Win_allocate_shared`` on the group's node communicator): each rank copies
+    the parts of its array that others reduce into the input area of its segment, and after a
+    barrier reduces its part (chunk ``rank`` of n) reading the others' segments in place and
+    writing the result into the result area of its segment; after a second barrier every rank
+    copies the n results out. Arrays larger than the window go in rounds. Ops run strictly in
+    launch order (every rank launches them in the same order), one at a time, advanced by
+    ``poll()``. The two areas are apart so that a rank may copy in the next op's data while a
+    slower one still copies out the last results: the barriers alone then order every access.
+
+    NOTE: MPICH's own all-reduce moves a large message through its shared-memory queue in
+    cells, each a hand-off that needs both ranks polling (64 MiB at 256 KiB cells: hundreds),
+    and copies every byte twice more; here a round costs two barriers. Figures in
+    docs/distributed.md.
+    """
+    MIN = 64 << 10          # bytes: smaller arrays take MPI's all-reduce (fewer barriers)
+    CAP = 32 << 20          # window bytes per rank: a larger array goes in rounds
+    UFUNCS = {"SUM": np.add, "PROD": np.multiply, "MIN": np.minimum, "MAX": np.maximum,
+              "BAND": np.bitwise_and, "BOR": np.bitwise_or, "BXOR": np.bitwise_xor}
+
+    def __init__(self, node):
+        MPI = mpi()
+        self.comm, self.queue = node, []
+        self.n, self.rank = node.Get_size(), node.Get_rank()
+        # NOTE: the largest window at once (tmpfs commits only the pages touched): growing it
+        # later would take more blocking collectives, which do not notice a dead peer
+        self.cap = self.CAP
+        self.win = MPI.Win.Allocate_shared(self.cap + self.cap // self.n + 64, 1, comm=node)
+        self.win.Set_errhandler(MPI.ERRORS_RETURN)
+        self.win.Lock_all(MPI.MODE_NOCHECK)     # a passive epoch: Sync orders the copies
+        self.segs = [np.frombuffer(self.win.Shared_query(j)[0], np.uint8)
+                     for j in range(self.n)]
+
+    @classmethod
+    def of(cls, comm):
+        """The node-local reducer of ``comm`` (collective over it), or None when its ranks are
+        not all on one node (as ``MPI_Comm_split_type`` sees it: joined singletons on one
+        host are on one node too, and get a shared window)."""
+        MPI = mpi()
+        node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+        if node.Get_size() == comm.Get_size() > 1:
+            node.Set_errhandler(MPI.ERRORS_RETURN)
+            return cls(node)
+        node.Free()
+        return None
+
+    def start(self, buf, op):
+        """Queue the in-place all-reduce of contiguous ``buf`` with MPI op name ``op``."""
+        job = ShmJob(self, buf.reshape(-1), self.UFUNCS[op])
+        self.queue.append(job)
+        self.poll()
+        return job
+
+    def poll(self):
+        while self.queue and self.queue[0].advance():
+            self.queue.pop(0)
+
+    def close(self):
+        """Forget the window. NOTE: not ``MPI_Win_free``, a collective that would hang the
+        ``destroy_process_group`` of a rank whose peer died; the memory goes at exit."""
+        self.queue, self.segs, self.win = [], [], None
+
+
+class ShmJob:
+    """One all-reduce on a ``NodeShm``: what the engine hands ``Work`` in place of a request."""
+
+    def __init__(self, shm, flat, ufunc):
+        self.shm, self.flat, self.ufunc, self.done = shm, flat, ufunc, False
+        self.step = max(1, min(flat.size, shm.cap // flat.itemsize))    # elements per round
+        self.pos, self.stage, self.req = 0, 0, None
+
+    def advance(self):
+        """Run the stages whose barrier has passed; True once the array is reduced."""
+        shm, flat = self.shm, self.flat
+        while not self.done:
+            if self.req is not None:
+                if not self.req.Test():
+                    return False
+                self.req = None
+                shm.win.Sync()
+            lo, hi = self.pos, min(self.pos + self.step, flat.size)
+            n, r = shm.n, shm.rank
+            cut = [lo + (hi - lo) * j // n for j in range(n + 1)]
+            # chunk j of this round: flat[cut[j]:cut[j+1]], seg[c[j]] in every input area,
+            # its result in res[j]
+            w = (hi - lo) * flat.itemsize
+            seg = [s[:w].view(flat.dtype) for s in shm.segs]
+            c = [slice(cut[j] - lo, cut[j + 1] - lo) for j in range(n)]
+            res = [s[shm.cap:shm.cap + (b - a) * flat.itemsize].view(flat.dtype)
+                   for s, a, b in zip(shm.segs, cut, cut[1:])]
+            if self.stage == 0:             # my data of the others' chunks -> my segment
+                for j in range(n):
+                    if j != r:
+                        seg[r][c[j]] = flat[cut[j]:cut[j + 1]]
+            elif self.stage == 1:           # my chunk, reduced from every rank's data
+                src = [flat[cut[r]:cut[r + 1]] if j == r else seg[j][c[r]] for j in range(n)]
+                self.ufunc(src[0], src[1], out=res[r])
+                for x in src[2:]:
+                    self.ufunc(res[r], x, out=res[r])
+            else:                           # every chunk's result -> my array
+                for j in range(n):
+                    flat[cut[j]:cut[j + 1]] = res[j]
+                self.pos, self.stage, self.done = hi, 0, hi == flat.size
+                continue
+            shm.win.Sync()
+            self.req, self.stage = shm.comm.Ibarrier(), self.stage + 1
+        return True

@@ -543,6 +543,7 @@ class _MpiEngine:
     def __init__(self, comm):
         self.comm, self.MPI = comm, _mpi.mpi()
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self._shm = None        # _mpi.NodeShm; False: the ranks span nodes; None: not asked
         for c in (self.MPI.COMM_WORLD, self.MPI.COMM_SELF):
             c.Set_errhandler(self.MPI.ERRORS_RETURN)    # a dead peer raises, not aborts
 
@@ -552,15 +553,23 @@ class _MpiEngine:
     def empty(self, shape, dtype):
         return np.empty(shape, dtype)
 
+    def _test(self, reqs, statuses=None):
+        if self._shm:       # shared-memory all-reduces move only in this rank's calls
+            self._shm.poll()
+        if reqs and isinstance(reqs[0], _mpi.ShmJob):
+            return reqs[0].done
+        return self.MPI.Request.Testall(reqs, statuses)
+
     def test(self, reqs, statuses=None):
         try:
-            return self.MPI.Request.Testall(reqs, statuses)
+            return self._test(reqs, statuses)
         except self.MPI.Exception as e:
             _peer_lost("a collective", e)
 
     def wait(self, reqs, timeout, what, statuses=None):
         try:
-            _mpi.wait_all(reqs, timeout, what, statuses, lambda: _check_failed(what))
+            _mpi.wait_all(reqs, timeout, what, statuses, lambda: _check_failed(what),
+                          lambda: self._test(reqs, statuses))
         except self.MPI.Exception as e:
             _peer_lost(what, e)
 
@@ -571,6 +580,11 @@ class _MpiEngine:
         return getattr(self.MPI, _MPI_OPS[op])
 
     def allreduce(self, buf, op):
+        if buf.nbytes >= _mpi.NodeShm.MIN and self.size > 1:
+            if self._shm is None:           # every rank asks at the same collective
+                self._shm = _mpi.NodeShm.of(self.comm) or False
+            if self._shm:
+                return [self._shm.start(buf, _MPI_OPS[op])]
         return [self.comm.Iallreduce(self.MPI.IN_PLACE, buf, self._op(op))]
 
     def reduce(self, buf, op, root):
@@ -612,6 +626,8 @@ class _MpiEngine:
 
     def progress(self):
         self.comm.Iprobe(self.MPI.ANY_SOURCE, self.MPI.ANY_TAG)
+        if self._shm:
+            self._shm.poll()
 
     def subgroup(self, ranks, collective=True):
         """The members ``ranks`` (of this communicator) as an engine; every rank calls it
@@ -630,6 +646,8 @@ class _MpiEngine:
         return status.Get_source()
 
     def close(self):
+        if self._shm:
+            self._shm.close()
         if self.comm not in (self.MPI.COMM_NULL, self.MPI.COMM_WORLD):
             self.comm.Free()
 
