@@ -631,10 +631,32 @@ static double sp_eval(int code, double x, double n) {
     }
 }
 
+#pragma GCC pop_options
+
+/* float32's own loops where torch's float kernels are short float32 code (ndtr, log_ndtr:
+ * vecmath.h, a few ulp of the float64 values; contraction allowed here) */
+#define SP_F32(code) ((code) == 27 || (code) == 28)
+TC static void sp_f32(int code, const float *x, float *out, int64_t size, int nt) {
+    nt = threads_for(size * 8, nt);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t i = 0; i < size; i += 1024) {
+        int64_t m = size - i < 1024 ? size - i : 1024;
+        const float *v = x + i;
+        if (code == 27) for (int64_t j = 0; j < m; j++) out[i + j] = ndtr_f32(v[j]);
+        else for (int64_t j = 0; j < m; j++) out[i + j] = log_ndtr_f32(v[j]);
+    }
+}
+
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
 /* out[i] = f(x[i * xs], n[i * ns]) (strides 0 or 1: a scalar or an array of out's size) */
 #define SP_LOOP(T, name)                                                                      \
 EXPORT void name(int code, const T *x, int64_t xs, const T *n, int64_t ns, T *out,           \
                  int64_t size, int nt) {                                                      \
+    if (sizeof(T) == 4 && SP_F32(code)) {                                                     \
+        sp_f32(code, (const float *)x, (float *)out, size, nt);   /* (unary: x is out's size) */\
+        return;                                                                               \
+    }                                                                                         \
     nt = threads_for(size * 64, nt);                                                          \
     if (code < 20 || (code >= 26 && code <= 28)) {                                            \
         _Pragma("omp parallel for num_threads(nt) schedule(static)")                          \
