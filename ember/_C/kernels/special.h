@@ -134,44 +134,68 @@ static double sp_k(double x, int order, int scaled) {
 #define SP_3PI_4 2.356194490192344928846982537459627163
 #define SP_2_OVER_PI 0.636619772367581343075535053490057448
 
-static double sp_hankel(double x, double w, int order, int second) {
-    const double *pp = order ? SP_J1_PP : SP_J0_PP, *pq = order ? SP_J1_PQ : SP_J0_PQ;
-    const double *qp = order ? SP_J1_QP : SP_J0_QP, *qq = order ? SP_J1_QQ : SP_J0_QQ;
-    double p = sp_poly(w, pp, 7) / sp_poly(w, pq, 7);
-    double q = 5.0 / x * (sp_poly(w, qp, 8) / sp_poly(w, qq, 7));
-    double ph = x - (order ? SP_3PI_4 : SP_PI_4), s = sin(ph), c = cos(ph);
-    return (second ? p * s + q * c : p * c - q * s) * SP_SQRT_2_OVER_PI / sqrt(x);
-}
-static double sp_j0(double x) {
-    x = fabs(x);
-    double z = x * x;
-    if (x > 5 || x != x) return sp_hankel(x, 25.0 / z, 0, 0);
-    if (x < 1e-5) return 1.0 - z / 4.0;
-    return (z - SP_J0_ROOTS2[0]) * (z - SP_J0_ROOTS2[1]) * POLY(z, SP_J0_RP) / POLY(z, SP_J0_RQ);
-}
-static double sp_j1(double x) {
-    double a = fabs(x), z = x * x;
-    if (a <= 5)     /* (odd in x as written: -0 gives -0) */
-        return POLY(z, SP_J1_RP) / POLY(z, SP_J1_RQ) * x * (z - SP_J1_ROOTS2[0]) *
-            (z - SP_J1_ROOTS2[1]);
-    double big = sp_hankel(a, 5.0 / a * (5.0 / a), 1, 0);
-    return x < 0 ? -big : big;
-}
-static double sp_y0(double x) {
-    if (x < 0) return NAN;
-    if (x == 0) return -INFINITY;
-    double z = x * x;
-    if (x <= 5) return POLY(z, SP_Y0_YP) / POLY(z, SP_Y0_YQ) + SP_2_OVER_PI * log(x) * sp_j0(x);
-    return sp_hankel(x, 25.0 / z, 0, 1);
-}
-static double sp_y1(double x) {
-    if (x < 0) return NAN;
-    if (x == 0) return -INFINITY;
-    double z = x * x;
-    if (x <= 5)
-        return x * (POLY(z, SP_Y1_YP) / POLY(z, SP_Y1_YQ)) +
-            SP_2_OVER_PI * (sp_j1(x) * log(x) - 1.0 / x);
-    return sp_hankel(x, 5.0 / x * (5.0 / x), 1, 1);
+/* J0, J1, Y0, Y1 and spherical j0 (codes 20-23, 25) of a block, as bessel.py: the rational
+ * function near 0 across the block, Hankel's form on the elements beyond 5 (gathered), each
+ * vectorised. sin, cos and log come from libm for float64, bit for bit the scalar formulas;
+ * float32 (fast) takes vecmath.h's double versions (~1e-15; libm's beyond 1.6e6) */
+TC static void sp_jy_block(int code, const double *x, double *out, int n, int fast) {
+    double near[SP_BLOCK], lg[SP_BLOCK], fa[SP_BLOCK], p[SP_BLOCK], q[SP_BLOCK], ph[SP_BLOCK],
+        s[SP_BLOCK], c[SP_BLOCK];
+    int at[SP_BLOCK], m = 0, order = code & 1, second = code == 22 || code == 23;
+    if (code == 25) {
+        for (int j = 0; j < n; j++) ph[j] = x[j];
+        m = n;
+    } else {
+        for (int j = 0; j < n; j++) {   /* (order 1's J near 0 is odd in x as written: -0 -> -0) */
+            double v = x[j], a = fabs(v), z = v * v;
+            near[j] = order ? POLY(z, SP_J1_RP) / POLY(z, SP_J1_RQ) * v * (z - SP_J1_ROOTS2[0]) *
+                (z - SP_J1_ROOTS2[1]) : a < 1e-5 ? 1.0 - z / 4.0 : (z - SP_J0_ROOTS2[0]) *
+                (z - SP_J0_ROOTS2[1]) * POLY(z, SP_J0_RP) / POLY(z, SP_J0_RQ);
+        }
+        if (second) {
+            if (fast) for (int j = 0; j < n; j++) lg[j] = log_f64v(x[j]);
+            else for (int j = 0; j < n; j++) lg[j] = x[j] <= 5 ? log(x[j]) : 0.0;
+            for (int j = 0; j < n; j++) {
+                double v = x[j], z = v * v;
+                near[j] = order ? v * (POLY(z, SP_Y1_YP) / POLY(z, SP_Y1_YQ)) + SP_2_OVER_PI *
+                    (near[j] * lg[j] - 1.0 / v) :
+                    POLY(z, SP_Y0_YP) / POLY(z, SP_Y0_YQ) + SP_2_OVER_PI * lg[j] * near[j];
+            }
+        }
+        for (int j = 0; j < n; j++)
+            if (!(fabs(x[j]) <= 5)) { at[m] = j; fa[m] = fabs(x[j]); m++; }
+        const double *pp = order ? SP_J1_PP : SP_J0_PP, *pq = order ? SP_J1_PQ : SP_J0_PQ;
+        const double *qp = order ? SP_J1_QP : SP_J0_QP, *qq = order ? SP_J1_QQ : SP_J0_QQ;
+        for (int k = 0; k < m; k++) {
+            double a = fa[k], w = order ? 5.0 / a * (5.0 / a) : 25.0 / (a * a);
+            p[k] = sp_poly(w, pp, 7) / sp_poly(w, pq, 7);
+            q[k] = 5.0 / a * (sp_poly(w, qp, 8) / sp_poly(w, qq, 7));
+            ph[k] = a - (order ? SP_3PI_4 : SP_PI_4);
+        }
+    }
+    if (fast) {
+        for (int k = 0; k < m; k++) sincos_f64v(ph[k], &s[k], &c[k]);
+        for (int k = 0; k < m; k++)
+            if (!(fabs(ph[k]) < 1.6e6)) { s[k] = sin(ph[k]); c[k] = cos(ph[k]); }
+    } else
+        for (int k = 0; k < m; k++) { s[k] = sin(ph[k]); c[k] = cos(ph[k]); }
+    if (code == 25) {
+        for (int j = 0; j < n; j++) {
+            double v = x[j], x2 = v * v;    /* a series near 0, where sin(x) / x cancels */
+            out[j] = isinf(v) ? 0.0 : fabs(v) < 0.5 ?
+                1 - x2 / 6 * (1 - x2 / 20 * (1 - x2 / 42 * (1 - x2 / 72 * (1 - x2 / 110)))) :
+                s[j] / (v == 0 ? 1.0 : v);
+        }
+        return;
+    }
+    for (int j = 0; j < n; j++) out[j] = near[j];
+    for (int k = 0; k < m; k++) {
+        double r = (second ? p[k] * s[k] + q[k] * c[k] : p[k] * c[k] - q[k] * s[k]) *
+            SP_SQRT_2_OVER_PI / sqrt(fa[k]);
+        out[at[k]] = !second && order && x[at[k]] < 0 ? -r : r;
+    }
+    if (second)
+        for (int j = 0; j < n; j++) out[j] = x[j] < 0 ? NAN : x[j] == 0 ? -INFINITY : out[j];
 }
 
 #define SP_1_OVER_SQRT_PI 5.64189583547756286948e-01
@@ -199,13 +223,6 @@ static double sp_airy_ai(double x) {
         if (!(fabs(m / f) > 2.220446049250313e-16)) break;
     }
     return 0.355028053887817239260 * f - 0.258819403792806798405 * g;
-}
-static double sp_spherical_j0(double x) {
-    if (isinf(x)) return 0.0;
-    double x2 = x * x;
-    if (fabs(x) < 0.5)  /* a series near 0, where sin(x) / x loses digits to cancellation */
-        return 1 - x2 / 6 * (1 - x2 / 20 * (1 - x2 / 42 * (1 - x2 / 72 * (1 - x2 / 110))));
-    return sin(x) / (x == 0 ? 1.0 : x);
 }
 
 /* ---- the error function in float64, as pointwise_math.py's _erf_erfc: a series below
@@ -610,12 +627,7 @@ static double sp_eval(int code, double x, double n) {
     case 17: return sp_k(x, 1, 0);
     case 18: return sp_k(x, 0, 1);
     case 19: return sp_k(x, 1, 1);
-    case 20: return sp_j0(x);
-    case 21: return sp_j1(x);
-    case 22: return sp_y0(x);
-    case 23: return sp_y1(x);
     case 24: return sp_airy_ai(x);
-    case 25: return sp_spherical_j0(x);
     case 26: return sp_erfcx(x);
     case 27: return sp_ndtr(x);
     case 28: return sp_log_ndtr(x);
@@ -658,7 +670,7 @@ EXPORT void name(int code, const T *x, int64_t xs, const T *n, int64_t ns, T *ou
         return;                                                                               \
     }                                                                                         \
     nt = threads_for(size * 64, nt);                                                          \
-    if (code < 20 || (code >= 26 && code <= 28)) {                                            \
+    if (code < 24 || (code >= 25 && code <= 28)) {                                            \
         _Pragma("omp parallel for num_threads(nt) schedule(static)")                          \
         for (int64_t i = 0; i < size; i += SP_BLOCK) {                                        \
             double xd[SP_BLOCK], nd[SP_BLOCK], od[SP_BLOCK];                                  \
@@ -667,9 +679,12 @@ EXPORT void name(int code, const T *x, int64_t xs, const T *n, int64_t ns, T *ou
             if (code < 12) {                                                                  \
                 for (int j = 0; j < m; j++) nd[j] = (double)n[(i + j) * ns];                  \
                 sp_poly_block(code, xd, nd, od, m);                                           \
-            } else                                                                            \
-                (code < 16 ? sp_bessel_i_block : code < 20 ? sp_bessel_k_block :              \
-                 sp_normal_block)(code, xd, od, m);                                           \
+            } else if (code < 20)                                                             \
+                (code < 16 ? sp_bessel_i_block : sp_bessel_k_block)(code, xd, od, m);          \
+            else if (code < 26)     /* (J, Y, spherical j0; float32 with vecmath's functions) */\
+                sp_jy_block(code, xd, od, m, sizeof(T) == 4);                                 \
+            else                                                                              \
+                sp_normal_block(code, xd, od, m);                                             \
             for (int j = 0; j < m; j++) out[i + j] = (T)od[j];                                \
         }                                                                                     \
         return;                                                                               \
