@@ -619,6 +619,7 @@ TC static void sp_normal_block(int code, const double *x, double *out, int n) {
     }
 }
 
+double lgamma_r(double, int *);
 static double sp_eval(int code, double x, double n) {
     switch (code) {
     case 12: return sp_i0(x);
@@ -641,30 +642,68 @@ static double sp_eval(int code, double x, double n) {
     case 34: return sp_zeta(x, n);
     case 35: return sp_trigamma(x);
     case 36: return sp_gamma_grad(x, n);
+    case 37: {  /* polygamma of order n >= 2 (float32 only: the factor is libm's, not Python's) */
+        int sign;
+        return (fmod(n, 2) ? 1.0 : -1.0) * exp(lgamma_r(n + 1.0, &sign)) * sp_zeta(n + 1.0, x);
+    }
+    case 38: {   /* mvlgamma of dimension n, as special.py's sum (from 0, j = 0 first) */
+        double s = 0.0;
+        for (int j = 0; j < n; j++) s = s + sp_lgamma(x - j / 2.0);
+        return n * (n - 1) / 4 * 1.1447298858494002 + s;
+    }
     default: return NAN;    /* (the polynomials run by blocks) */
     }
 }
 
 #pragma GCC pop_options
 
+/* for (i = 0; i < size; i += step) body, over nt threads: one runs it without an OpenMP
+ * region (a region of one thread still costs microseconds, most of a small call's time) */
+#define SP_FOR(nt, size, step, body)                                                          \
+    if (nt == 1)                                                                              \
+        for (int64_t i = 0; i < size; i += step) { body; }                                    \
+    else {                                                                                    \
+        _Pragma("omp parallel for num_threads(nt) schedule(static)")                          \
+        for (int64_t i = 0; i < size; i += step) { body; }                                    \
+    }
 /* float32's own loops where torch's float kernels are short float32 code (ndtr, log_ndtr:
  * vecmath.h, a few ulp of the float64 values; contraction allowed here) */
 #define SP_F32(code) ((code) == 27 || (code) == 28)
-TC static void sp_f32(int code, const float *x, float *out, int64_t size, int nt) {
+TC static void sp_f32_block(int code, const float *x, float *out, int64_t m) {
+    if (code == 27) for (int64_t j = 0; j < m; j++) out[j] = ndtr_f32(x[j]);
+    else for (int64_t j = 0; j < m; j++) out[j] = log_ndtr_f32(x[j]);
+}
+static void sp_f32(int code, const float *x, float *out, int64_t size, int nt) {
     nt = threads_for(size * 8, nt);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t i = 0; i < size; i += 1024) {
-        int64_t m = size - i < 1024 ? size - i : 1024;
-        const float *v = x + i;
-        if (code == 27) for (int64_t j = 0; j < m; j++) out[i + j] = ndtr_f32(v[j]);
-        else for (int64_t j = 0; j < m; j++) out[i + j] = log_ndtr_f32(v[j]);
-    }
+    SP_FOR(nt, size, 1024, sp_f32_block(code, x + i, out + i, size - i < 1024 ? size - i : 1024))
 }
 
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
 /* out[i] = f(x[i * xs], n[i * ns]) (strides 0 or 1: a scalar or an array of out's size) */
+/* out[i] = f(x[i * xs], n[i * ns]) (strides 0 or 1: a scalar or an array of out's size) */
+/* out[i] = f(x[i * xs], n[i * ns]) (strides 0 or 1: a scalar or an array of out's size), by
+ * blocks of SP_BLOCK elements (the block functions', or sp_eval's one by one) */
 #define SP_LOOP(T, name)                                                                      \
+static void name##_block(int code, const T *x, int64_t xs, const T *n, int64_t ns, T *out,   \
+                         int64_t i, int m) {                                                  \
+    double xd[SP_BLOCK], nd[SP_BLOCK], od[SP_BLOCK];                                          \
+    for (int j = 0; j < m; j++) xd[j] = (double)x[(i + j) * xs];                              \
+    for (int j = 0; j < m && n; j++) nd[j] = (double)n[(i + j) * ns];                         \
+    if (code < 12)                                                                            \
+        sp_poly_block(code, xd, nd, od, m);                                                   \
+    else if (code < 16)     /* (float32: fewer terms, vecmath's exp) */                       \
+        sp_bessel_i_block(code, xd, od, m, sizeof(T) == 4);                                   \
+    else if (code < 20)                                                                       \
+        sp_bessel_k_block(code, xd, od, m);                                                   \
+    else if (code < 26 && code != 24)   /* (J, Y, spherical j0; float32: vecmath's sin...) */ \
+        sp_jy_block(code, xd, od, m, sizeof(T) == 4);                                         \
+    else if (code >= 26 && code <= 28)                                                        \
+        sp_normal_block(code, xd, od, m);                                                     \
+    else                                                                                      \
+        for (int j = 0; j < m; j++) od[j] = sp_eval(code, xd[j], n ? nd[j] : 0.0);           \
+    for (int j = 0; j < m; j++) out[i + j] = (T)od[j];                                        \
+}                                                                                             \
 EXPORT void name(int code, const T *x, int64_t xs, const T *n, int64_t ns, T *out,           \
                  int64_t size, int nt) {                                                      \
     if (sizeof(T) == 4 && SP_F32(code)) {                                                     \
@@ -672,30 +711,8 @@ EXPORT void name(int code, const T *x, int64_t xs, const T *n, int64_t ns, T *ou
         return;                                                                               \
     }                                                                                         \
     nt = threads_for(size * 64, nt);                                                          \
-    if (code < 24 || (code >= 25 && code <= 28)) {                                            \
-        _Pragma("omp parallel for num_threads(nt) schedule(static)")                          \
-        for (int64_t i = 0; i < size; i += SP_BLOCK) {                                        \
-            double xd[SP_BLOCK], nd[SP_BLOCK], od[SP_BLOCK];                                  \
-            int m = size - i < SP_BLOCK ? (int)(size - i) : SP_BLOCK;                         \
-            for (int j = 0; j < m; j++) xd[j] = (double)x[(i + j) * xs];                      \
-            if (code < 12) {                                                                  \
-                for (int j = 0; j < m; j++) nd[j] = (double)n[(i + j) * ns];                  \
-                sp_poly_block(code, xd, nd, od, m);                                           \
-            } else if (code < 16)   /* (float32: fewer terms, vecmath's exp) */           \
-                sp_bessel_i_block(code, xd, od, m, sizeof(T) == 4);                           \
-            else if (code < 20)                                                               \
-                sp_bessel_k_block(code, xd, od, m);                                           \
-            else if (code < 26)     /* (J, Y, spherical j0; float32 with vecmath's functions) */\
-                sp_jy_block(code, xd, od, m, sizeof(T) == 4);                                 \
-            else                                                                              \
-                sp_normal_block(code, xd, od, m);                                             \
-            for (int j = 0; j < m; j++) out[i + j] = (T)od[j];                                \
-        }                                                                                     \
-        return;                                                                               \
-    }                                                                                         \
-    _Pragma("omp parallel for num_threads(nt) schedule(static)")                              \
-    for (int64_t i = 0; i < size; i++)                                                        \
-        out[i] = (T)sp_eval(code, (double)x[i * xs], n ? (double)n[i * ns] : 0.0);            \
+    SP_FOR(nt, size, SP_BLOCK, name##_block(code, x, xs, n, ns, out, i,                       \
+                                            size - i < SP_BLOCK ? (int)(size - i) : SP_BLOCK)) \
 }
 SP_LOOP(float, special_f32)
 SP_LOOP(double, special_f64)
