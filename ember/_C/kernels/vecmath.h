@@ -230,22 +230,17 @@ static inline int64_t f64_bits(double f) { int64_t i; memcpy(&i, &f, 8); return 
 /* NOTE: integers pass between double and int64 through the bits of 1.5 2^52 + n, not casts:
  * AVX-512F and AVX2 have no vector conversion of int64 */
 #define F64_ROUND 6755399441055744.0
+static const double F64_INV_FACT[15] = {1.0, 1.0, 0.5, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720,
+    1.0 / 5040, 1.0 / 40320, 1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600,
+    1.0 / 6227020800, 1.0 / 87178291200};
 /* exp(x) for x in [-708, 709] (clamped: 0 / inf are the callers'): n ln 2 off in two parts,
  * Taylor to r^11 on |r| <= ln2 / 2 */
 static inline double exp_f64v(double x) {
     x = x < -708.0 ? -708.0 : x > 709.0 ? 709.0 : x;
     double nb = x * 1.4426950408889634 + F64_ROUND, n = nb - F64_ROUND;
     double r = (x - n * 0.6931471803691238) - n * 1.9082149292705877e-10;
-    double p = 2.505210838544172e-08;
-    p = p * r + 2.755731922398589e-07;
-    p = p * r + 2.7557319223985893e-06;
-    p = p * r + 2.48015873015873e-05;
-    p = p * r + 0.0001984126984126984;
-    p = p * r + 0.001388888888888889;
-    p = p * r + 0.008333333333333333;
-    p = p * r + 0.041666666666666664;
-    p = p * r + 0.16666666666666666;
-    p = p * r + 0.5;
+    double p = 1.0 / 39916800;      /* (1 / 11!, then 1 / 10! ... 1 / 2!) */
+    for (int k = 10; k >= 2; k--) p = p * r + F64_INV_FACT[k];
     return (p * r * r + r + 1.0) * f64_from_bits((f64_bits(nb) + 1023) << 52);
 }
 /* log(x) for finite normal x > 0: 2 atanh(f / (2 + f)) of the mantissa 1 + f in [0.707, 1.414) */
@@ -256,13 +251,7 @@ static inline double log_f64v(double x) {
     int big = m > 1.4142135623730951;
     m = big ? 0.5 * m : m;
     double f = m - 1.0, s = f / (2.0 + f), z = s * s, p = 1.0 / 17;
-    p = p * z + 1.0 / 15;
-    p = p * z + 1.0 / 13;
-    p = p * z + 1.0 / 11;
-    p = p * z + 1.0 / 9;
-    p = p * z + 1.0 / 7;
-    p = p * z + 1.0 / 5;
-    p = p * z + 1.0 / 3;
+    for (int k = 15; k >= 3; k -= 2) p = p * z + 1.0 / k;
     return (e + big) * 0.6931471805599453 + 2.0 * s * (p * z + 1.0);
 }
 /* sin(x) and cos(x) for |x| < 2^20 pi/2: x - k pi/2 with pi/2 in three parts (each product
@@ -271,20 +260,11 @@ static inline void sincos_f64v(double x, double *sn, double *cs) {
     double kb = x * 0.6366197723675814 + F64_ROUND, k = kb - F64_ROUND;
     double r = ((x - k * 1.5707963267341256) - k * 6.077100506303966e-11) -
                k * 2.0222662487959506e-21, z = r * r;
-    double ps = -7.647163731819816e-13;
-    ps = ps * z + 1.6059043836821613e-10;
-    ps = ps * z - 2.505210838544172e-08;
-    ps = ps * z + 2.7557319223985893e-06;
-    ps = ps * z - 0.0001984126984126984;
-    ps = ps * z + 0.008333333333333333;
-    ps = ps * z - 0.16666666666666666;
-    double pc = 4.779477332387385e-14;
-    pc = pc * z - 1.1470745597729725e-11;
-    pc = pc * z + 2.08767569878681e-09;
-    pc = pc * z - 2.755731922398589e-07;
-    pc = pc * z + 2.48015873015873e-05;
-    pc = pc * z - 0.001388888888888889;
-    pc = pc * z + 0.041666666666666664;
+    double ps = -1.0 / 1307674368000, pc = 1.0 / 20922789888000;    /* (-1 / 15!, 1 / 16!) */
+    for (int k = 13; k >= 3; k -= 2) {
+        ps = ps * z + (k & 2 ? -F64_INV_FACT[k] : F64_INV_FACT[k]);
+        pc = pc * z + (k & 2 ? F64_INV_FACT[k + 1] : -F64_INV_FACT[k + 1]);
+    }
     double s = ps * z * r + r, c = (pc * z - 0.5) * z + 1.0;
     int64_t q = f64_bits(kb);
     double s2 = q & 1 ? c : s, c2 = q & 1 ? s : c;
