@@ -323,18 +323,20 @@ static const double SP_LANCZOS[9] = {0.9999999999998099, 676.5203681218851, -125
     771.3234287776531, -176.6150291621406, 12.507343278686905, -0.13857109526572012,
     9.984369578019572e-06, 1.5056327351493116e-07};
 #define SP_PI 3.141592653589793
-static double sp_lgamma(double x) {
-    if (isinf(x) || (x <= 0 && x == floor(x))) return INFINITY;
-    double z = (x < 0.5 ? 1.0 - x : x) - 1.0, a = SP_LANCZOS[0];
+/* (fast: vecmath.h's double log and sin, branch-free, for float32's blocks) */
+static inline __attribute__((always_inline)) double sp_lgamma_f(double x, int fast) {
+    double z = (x < 0.5 ? 1.0 - x : x) - 1.0, a = SP_LANCZOS[0], s, c;
     for (int i = 1; i < 9; i++) a = a + SP_LANCZOS[i] / (z + i);
     double t = z + 7.5;
-    double r = 0.9189385332046727 + (z + 0.5) * log(t) - t + log(a);
-    if (x < 0.5) {  /* reflection, sin(pi x) with x reduced to [-1, 1] first */
-        double red = x - 2.0 * rint(x / 2.0);
-        r = 1.1447298858494002 - log(fabs(sin(SP_PI * red))) - r;
-    }
-    return r;
+    double r = 0.9189385332046727 + (z + 0.5) * (fast ? log_f64v(t) : log(t)) - t +
+        (fast ? log_f64v(a) : log(a));
+    double red = x - 2.0 * rint(x / 2.0);   /* (reflection: sin(pi x), x reduced to [-1, 1]) */
+    if (fast) sincos_f64v(SP_PI * red, &s, &c);
+    double refl = 1.1447298858494002 - (fast ? log_f64v(fabs(s)) : x < 0.5 ?
+        log(fabs(sin(SP_PI * red))) : 0.0) - r;
+    return isinf(x) || (x <= 0 && x == floor(x)) ? INFINITY : x < 0.5 ? refl : r;
 }
+static double sp_lgamma(double x) { return sp_lgamma_f(x, 0); }
 static const double SP_DIGAMMA_A[7] = {0.08333333333333333, -0.021092796092796094,
     0.007575757575757576, -0.004166666666666667, 0.003968253968253968, -0.008333333333333333,
     0.08333333333333333};
@@ -456,6 +458,18 @@ TC static void sp_bessel_i_block(int code, const double *x, double *out, int n, 
             out[j] = (a[j] > 709.782712893384 ? INFINITY : exp_f64v(a[j])) * out[j];
         else for (int j = 0; j < n; j++) out[j] = exp(a[j]) * out[j];
     }
+}
+
+/* float32's mvlgamma (code 38) of a block: each lgamma across the block (vectorised) */
+TC static void sp_mvlgamma_block(const double *x, const double *p, double *out, int n) {
+    double s[SP_BLOCK], most = 0.0;
+    for (int j = 0; j < n; j++) { s[j] = 0.0; most = p[j] > most ? p[j] : most; }
+    for (int k = 0; k < most; k++)
+        for (int j = 0; j < n; j++) {
+            double l = sp_lgamma_f(x[j] - k / 2.0, 1);
+            s[j] = k < p[j] ? s[j] + l : s[j];
+        }
+    for (int j = 0; j < n; j++) out[j] = p[j] * (p[j] - 1) / 4 * 1.1447298858494002 + s[j];
 }
 
 /* ---- Hurwitz zeta (Cephes' Euler-Maclaurin summation) and trigamma, as special.py */
@@ -729,6 +743,8 @@ static void name##_block(int code, const T *x, int64_t xs, const T *n, int64_t n
         sp_jy_block(code, xd, od, m, sizeof(T) == 4);                                         \
     else if (code >= 26 && code <= 28)                                                        \
         sp_normal_block(code, xd, od, m);                                                     \
+    else if (code == 38 && sizeof(T) == 4)                                                    \
+        sp_mvlgamma_block(xd, nd, od, m);                                                     \
     else if (code == 32 || code == 33)                                                        \
         sp_igamma_block(code == 33, xd, nd, od, m, sizeof(T) == 4);                           \
     else                                                                                      \
