@@ -231,6 +231,11 @@ def polygamma(xp, n, input):
     """
     if n < 0:
         raise RuntimeError("polygamma(n, x) does not support negative n.")
+    # (special.h computes in double and rounds, as _in_f64; order >= 2's factor is libm's there)
+    name = "digamma" if n == 0 else "trigamma" if n == 1 else \
+        "polygamma" if input.dtype == np.float32 else None
+    if name and (r := _C.special(name, input, n if n > 1 else None)) is not None:
+        return r
     return _in_f64(lambda xp, x: _polygamma(xp, n, x))(xp, input)
 
 
@@ -277,6 +282,8 @@ def mvlgamma(xp, input, p):
         tensor([0.8570])
     """
     # NOTE: torch no longer checks input > (p - 1) / 2: lgamma's poles give inf there
+    if (r := _C.special("mvlgamma", input, p)) is not None:        # (special.h, as below)
+        return r
     return _in_f64(lambda xp, x: p * (p - 1) / 4 * math.log(math.pi) + sum(
         _in_c("lgamma", _lgamma)(xp, x - j / 2) for j in range(p)))(xp, input)
 

@@ -216,8 +216,8 @@ _SPECIAL = {name: code for code, name in enumerate(
     "hermite_polynomial_he laguerre_polynomial_l legendre_polynomial_p i0 i0e i1 i1e "
     "modified_bessel_k0 modified_bessel_k1 scaled_modified_bessel_k0 scaled_modified_bessel_k1 "
     "bessel_j0 bessel_j1 bessel_y0 bessel_y1 airy_ai spherical_bessel_j0 erfcx ndtr log_ndtr ndtri "
-    "lgamma digamma igamma igammac zeta trigamma _standard_gamma_grad".split())}
-_SPECIAL_BINARY = {"igamma", "igammac", "zeta", "_standard_gamma_grad"}   # (and polynomials)
+    "lgamma digamma igamma igammac zeta trigamma _standard_gamma_grad polygamma mvlgamma".split())}
+_SPECIAL_BINARY = {"igamma", "igammac", "zeta", "_standard_gamma_grad", "polygamma", "mvlgamma"}
 _SPECIAL.update(modified_bessel_i0=_SPECIAL["i0"], modified_bessel_i1=_SPECIAL["i1"])
 
 
@@ -234,7 +234,7 @@ def special(name, x, n=None):
                 float(np.asarray(n, x.dtype)) != n:        # (a degree the dtype cannot hold)
             return None
         n = np.asarray(n, x.dtype)
-    if n is None or n.shape == x.shape:        # (the common cases, without NumPy's helpers)
+    if n is None or n.shape == x.shape or n.ndim == 0:    # (the common cases, no NumPy helper)
         shape, keep = x.shape, [contiguous(x), n if n is None else contiguous(n)]
     else:   # (a single element is read with stride 0; the copies stay referenced in ``keep``)
         shape = np.broadcast_shapes(x.shape, n.shape)

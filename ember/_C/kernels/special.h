@@ -4,7 +4,10 @@
  * for step as ember/_ops/polynomials.py and bessel.py (the references these are tested
  * against, tests/test_kernels_special.py). Op codes: _SPECIAL in __init__.py.
  * No fma contraction here: the references round every product, and a recurrence of high
- * degree amplifies a one-ulp difference. */
+ * degree amplifies a one-ulp difference. float64 is the references' bit for bit; float32 takes
+ * shortcuts where torch's float kernels are short float code: ndtr and log_ndtr by vecmath.h's
+ * erfc fit, I0/I1 with fewer terms, J, Y and spherical j0 with vecmath.h's double sin, cos and
+ * log, igamma's sums stopped sooner (each within a few ulp of the float64 values, tested). */
 #include <math.h>
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
@@ -17,10 +20,8 @@ static const double SP_AI_AGN[11] = {0.01973399320916857, 0.39110302961568827, 1
 static const double SP_AI_AN[8] = {0.346538101525629, 12.007595273964581, 76.27960536152345, 168.08922493463058, 159.75639135016442, 70.53609068404442, 14.026469116338967, 1.0};
 static const double SP_I0_A[30] = {-4.4153416464793395e-18, 3.3307945188222384e-17, -2.431279846547955e-16, 1.715391285555133e-15, -1.1685332877993451e-14, 7.676185498604936e-14, -4.856446783111929e-13, 2.95505266312964e-12, -1.726826291441556e-11, 9.675809035373237e-11, -5.189795601635263e-10, 2.6598237246823866e-09, -1.300025009986248e-08, 6.046995022541919e-08, -2.670793853940612e-07, 1.1173875391201037e-06, -4.4167383584587505e-06, 1.6448448070728896e-05, -5.754195010082104e-05, 0.00018850288509584165, -0.0005763755745385824, 0.0016394756169413357, -0.004324309995050576, 0.010546460394594998, -0.02373741480589947, 0.04930528423967071, -0.09490109704804764, 0.17162090152220877, -0.3046826723431984, 0.6767952744094761};
 static const double SP_I0_B[25] = {-7.233180487874754e-18, -4.830504485944182e-18, 4.46562142029676e-17, 3.461222867697461e-17, -2.8276239805165836e-16, -3.425485619677219e-16, 1.7725601330565263e-15, 3.8116806693526224e-15, -9.554846698828307e-15, -4.150569347287222e-14, 1.54008621752141e-14, 3.8527783827421426e-13, 7.180124451383666e-13, -1.7941785315068062e-12, -1.3215811840447713e-11, -3.1499165279632416e-11, 1.1889147107846439e-11, 4.94060238822497e-10, 3.3962320257083865e-09, 2.266668990498178e-08, 2.0489185894690638e-07, 2.8913705208347567e-06, 6.889758346916825e-05, 0.0033691164782556943, 0.8044904110141088};
-#define SP_I0_B_LIST -7.233180487874754e-18, -4.830504485944182e-18, 4.46562142029676e-17, 3.461222867697461e-17, -2.8276239805165836e-16, -3.425485619677219e-16, 1.7725601330565263e-15, 3.8116806693526224e-15, -9.554846698828307e-15, -4.150569347287222e-14, 1.54008621752141e-14, 3.8527783827421426e-13, 7.180124451383666e-13, -1.7941785315068062e-12, -1.3215811840447713e-11, -3.1499165279632416e-11, 1.1889147107846439e-11, 4.94060238822497e-10, 3.3962320257083865e-09, 2.266668990498178e-08, 2.0489185894690638e-07, 2.8913705208347567e-06, 6.889758346916825e-05, 0.0033691164782556943, 0.8044904110141088
 static const double SP_I1_A[29] = {2.7779141127610464e-18, -2.111421214358166e-17, 1.5536319577362005e-16, -1.1055969477353862e-15, 7.600684294735408e-15, -5.042185504727912e-14, 3.223793365945575e-13, -1.9839743977649436e-12, 1.1736186298890901e-11, -6.663489723502027e-11, 3.625590281552117e-10, -1.8872497517228294e-09, 9.381537386495773e-09, -4.445059128796328e-08, 2.0032947535521353e-07, -8.568720264695455e-07, 3.4702513081376785e-06, -1.3273163656039436e-05, 4.781565107550054e-05, -0.00016176081582589674, 0.0005122859561685758, -0.0015135724506312532, 0.004156422944312888, -0.010564084894626197, 0.024726449030626516, -0.05294598120809499, 0.1026436586898471, -0.17641651835783406, 0.25258718644363365};
 static const double SP_I1_B[25] = {7.517296310842105e-18, 4.414348323071708e-18, -4.6503053684893586e-17, -3.209525921993424e-17, 2.96262899764595e-16, 3.3082023109209285e-16, -1.8803547755107825e-15, -3.8144030724370075e-15, 1.0420276984128802e-14, 4.272440016711951e-14, -2.1015418427726643e-14, -4.0835511110921974e-13, -7.198551776245908e-13, 2.0356285441470896e-12, 1.4125807436613782e-11, 3.2526035830154884e-11, -1.8974958123505413e-11, -5.589743462196584e-10, -3.835380385964237e-09, -2.6314688468895196e-08, -2.512236237870209e-07, -3.882564808877691e-06, -0.00011058893876262371, -0.009761097491361469, 0.7785762350182801};
-#define SP_I1_B_LIST 7.517296310842105e-18, 4.414348323071708e-18, -4.6503053684893586e-17, -3.209525921993424e-17, 2.96262899764595e-16, 3.3082023109209285e-16, -1.8803547755107825e-15, -3.8144030724370075e-15, 1.0420276984128802e-14, 4.272440016711951e-14, -2.1015418427726643e-14, -4.0835511110921974e-13, -7.198551776245908e-13, 2.0356285441470896e-12, 1.4125807436613782e-11, 3.2526035830154884e-11, -1.8974958123505413e-11, -5.589743462196584e-10, -3.835380385964237e-09, -2.6314688468895196e-08, -2.512236237870209e-07, -3.882564808877691e-06, -0.00011058893876262371, -0.009761097491361469, 0.7785762350182801
 static const double SP_J0_PP[7] = {0.0007969367292973471, 0.08283523921074408, 1.239533716464143, 5.447250030587687, 8.74716500199817, 5.303240382353949, 1.0};
 static const double SP_J0_PQ[7] = {0.0009244088105588637, 0.08562884743544745, 1.2535274390105895, 5.470977403304171, 8.761908832370695, 5.306052882353947, 1.0};
 static const double SP_J0_QP[8] = {-0.011366383889846916, -1.2825271867050931, -19.553954425773597, -93.20601521237683, -177.68116798048806, -147.07750515495118, -51.41053267665993, -6.050143506007285};
@@ -134,44 +135,68 @@ static double sp_k(double x, int order, int scaled) {
 #define SP_3PI_4 2.356194490192344928846982537459627163
 #define SP_2_OVER_PI 0.636619772367581343075535053490057448
 
-static double sp_hankel(double x, double w, int order, int second) {
-    const double *pp = order ? SP_J1_PP : SP_J0_PP, *pq = order ? SP_J1_PQ : SP_J0_PQ;
-    const double *qp = order ? SP_J1_QP : SP_J0_QP, *qq = order ? SP_J1_QQ : SP_J0_QQ;
-    double p = sp_poly(w, pp, 7) / sp_poly(w, pq, 7);
-    double q = 5.0 / x * (sp_poly(w, qp, 8) / sp_poly(w, qq, 7));
-    double ph = x - (order ? SP_3PI_4 : SP_PI_4), s = sin(ph), c = cos(ph);
-    return (second ? p * s + q * c : p * c - q * s) * SP_SQRT_2_OVER_PI / sqrt(x);
-}
-static double sp_j0(double x) {
-    x = fabs(x);
-    double z = x * x;
-    if (x > 5 || x != x) return sp_hankel(x, 25.0 / z, 0, 0);
-    if (x < 1e-5) return 1.0 - z / 4.0;
-    return (z - SP_J0_ROOTS2[0]) * (z - SP_J0_ROOTS2[1]) * POLY(z, SP_J0_RP) / POLY(z, SP_J0_RQ);
-}
-static double sp_j1(double x) {
-    double a = fabs(x), z = x * x;
-    if (a <= 5)     /* (odd in x as written: -0 gives -0) */
-        return POLY(z, SP_J1_RP) / POLY(z, SP_J1_RQ) * x * (z - SP_J1_ROOTS2[0]) *
-            (z - SP_J1_ROOTS2[1]);
-    double big = sp_hankel(a, 5.0 / a * (5.0 / a), 1, 0);
-    return x < 0 ? -big : big;
-}
-static double sp_y0(double x) {
-    if (x < 0) return NAN;
-    if (x == 0) return -INFINITY;
-    double z = x * x;
-    if (x <= 5) return POLY(z, SP_Y0_YP) / POLY(z, SP_Y0_YQ) + SP_2_OVER_PI * log(x) * sp_j0(x);
-    return sp_hankel(x, 25.0 / z, 0, 1);
-}
-static double sp_y1(double x) {
-    if (x < 0) return NAN;
-    if (x == 0) return -INFINITY;
-    double z = x * x;
-    if (x <= 5)
-        return x * (POLY(z, SP_Y1_YP) / POLY(z, SP_Y1_YQ)) +
-            SP_2_OVER_PI * (sp_j1(x) * log(x) - 1.0 / x);
-    return sp_hankel(x, 5.0 / x * (5.0 / x), 1, 1);
+/* J0, J1, Y0, Y1 and spherical j0 (codes 20-23, 25) of a block, as bessel.py: the rational
+ * function near 0 across the block, Hankel's form on the elements beyond 5 (gathered), each
+ * vectorised. sin, cos and log come from libm for float64, bit for bit the scalar formulas;
+ * float32 (fast) takes vecmath.h's double versions (~1e-15; libm's beyond 1.6e6) */
+TC static void sp_jy_block(int code, const double *x, double *out, int n, int fast) {
+    double near[SP_BLOCK], lg[SP_BLOCK], fa[SP_BLOCK], p[SP_BLOCK], q[SP_BLOCK], ph[SP_BLOCK],
+        s[SP_BLOCK], c[SP_BLOCK];
+    int at[SP_BLOCK], m = 0, order = code & 1, second = code == 22 || code == 23;
+    if (code == 25) {
+        for (int j = 0; j < n; j++) ph[j] = x[j];
+        m = n;
+    } else {
+        for (int j = 0; j < n; j++) {   /* (order 1's J near 0 is odd in x as written: -0 -> -0) */
+            double v = x[j], a = fabs(v), z = v * v;
+            near[j] = order ? POLY(z, SP_J1_RP) / POLY(z, SP_J1_RQ) * v * (z - SP_J1_ROOTS2[0]) *
+                (z - SP_J1_ROOTS2[1]) : a < 1e-5 ? 1.0 - z / 4.0 : (z - SP_J0_ROOTS2[0]) *
+                (z - SP_J0_ROOTS2[1]) * POLY(z, SP_J0_RP) / POLY(z, SP_J0_RQ);
+        }
+        if (second) {
+            if (fast) for (int j = 0; j < n; j++) lg[j] = log_f64v(x[j]);
+            else for (int j = 0; j < n; j++) lg[j] = x[j] <= 5 ? log(x[j]) : 0.0;
+            for (int j = 0; j < n; j++) {
+                double v = x[j], z = v * v;
+                near[j] = order ? v * (POLY(z, SP_Y1_YP) / POLY(z, SP_Y1_YQ)) + SP_2_OVER_PI *
+                    (near[j] * lg[j] - 1.0 / v) :
+                    POLY(z, SP_Y0_YP) / POLY(z, SP_Y0_YQ) + SP_2_OVER_PI * lg[j] * near[j];
+            }
+        }
+        for (int j = 0; j < n; j++)
+            if (!(fabs(x[j]) <= 5)) { at[m] = j; fa[m] = fabs(x[j]); m++; }
+        const double *pp = order ? SP_J1_PP : SP_J0_PP, *pq = order ? SP_J1_PQ : SP_J0_PQ;
+        const double *qp = order ? SP_J1_QP : SP_J0_QP, *qq = order ? SP_J1_QQ : SP_J0_QQ;
+        for (int k = 0; k < m; k++) {
+            double a = fa[k], w = order ? 5.0 / a * (5.0 / a) : 25.0 / (a * a);
+            p[k] = sp_poly(w, pp, 7) / sp_poly(w, pq, 7);
+            q[k] = 5.0 / a * (sp_poly(w, qp, 8) / sp_poly(w, qq, 7));
+            ph[k] = a - (order ? SP_3PI_4 : SP_PI_4);
+        }
+    }
+    if (fast) {
+        for (int k = 0; k < m; k++) sincos_f64v(ph[k], &s[k], &c[k]);
+        for (int k = 0; k < m; k++)
+            if (!(fabs(ph[k]) < 1.6e6)) { s[k] = sin(ph[k]); c[k] = cos(ph[k]); }
+    } else
+        for (int k = 0; k < m; k++) { s[k] = sin(ph[k]); c[k] = cos(ph[k]); }
+    if (code == 25) {
+        for (int j = 0; j < n; j++) {
+            double v = x[j], x2 = v * v;    /* a series near 0, where sin(x) / x cancels */
+            out[j] = isinf(v) ? 0.0 : fabs(v) < 0.5 ?
+                1 - x2 / 6 * (1 - x2 / 20 * (1 - x2 / 42 * (1 - x2 / 72 * (1 - x2 / 110)))) :
+                s[j] / (v == 0 ? 1.0 : v);
+        }
+        return;
+    }
+    for (int j = 0; j < n; j++) out[j] = near[j];
+    for (int k = 0; k < m; k++) {
+        double r = (second ? p[k] * s[k] + q[k] * c[k] : p[k] * c[k] - q[k] * s[k]) *
+            SP_SQRT_2_OVER_PI / sqrt(fa[k]);
+        out[at[k]] = !second && order && x[at[k]] < 0 ? -r : r;
+    }
+    if (second)
+        for (int j = 0; j < n; j++) out[j] = x[j] < 0 ? NAN : x[j] == 0 ? -INFINITY : out[j];
 }
 
 #define SP_1_OVER_SQRT_PI 5.64189583547756286948e-01
@@ -199,13 +224,6 @@ static double sp_airy_ai(double x) {
         if (!(fabs(m / f) > 2.220446049250313e-16)) break;
     }
     return 0.355028053887817239260 * f - 0.258819403792806798405 * g;
-}
-static double sp_spherical_j0(double x) {
-    if (isinf(x)) return 0.0;
-    double x2 = x * x;
-    if (fabs(x) < 0.5)  /* a series near 0, where sin(x) / x loses digits to cancellation */
-        return 1 - x2 / 6 * (1 - x2 / 20 * (1 - x2 / 42 * (1 - x2 / 72 * (1 - x2 / 110))));
-    return sin(x) / (x == 0 ? 1.0 : x);
 }
 
 /* ---- the error function in float64, as pointwise_math.py's _erf_erfc: a series below
@@ -305,18 +323,20 @@ static const double SP_LANCZOS[9] = {0.9999999999998099, 676.5203681218851, -125
     771.3234287776531, -176.6150291621406, 12.507343278686905, -0.13857109526572012,
     9.984369578019572e-06, 1.5056327351493116e-07};
 #define SP_PI 3.141592653589793
-static double sp_lgamma(double x) {
-    if (isinf(x) || (x <= 0 && x == floor(x))) return INFINITY;
-    double z = (x < 0.5 ? 1.0 - x : x) - 1.0, a = SP_LANCZOS[0];
+/* (fast: vecmath.h's double log and sin, branch-free, for float32's blocks) */
+static inline __attribute__((always_inline)) double sp_lgamma_f(double x, int fast) {
+    double z = (x < 0.5 ? 1.0 - x : x) - 1.0, a = SP_LANCZOS[0], s, c;
     for (int i = 1; i < 9; i++) a = a + SP_LANCZOS[i] / (z + i);
     double t = z + 7.5;
-    double r = 0.9189385332046727 + (z + 0.5) * log(t) - t + log(a);
-    if (x < 0.5) {  /* reflection, sin(pi x) with x reduced to [-1, 1] first */
-        double red = x - 2.0 * rint(x / 2.0);
-        r = 1.1447298858494002 - log(fabs(sin(SP_PI * red))) - r;
-    }
-    return r;
+    double r = 0.9189385332046727 + (z + 0.5) * (fast ? log_f64v(t) : log(t)) - t +
+        (fast ? log_f64v(a) : log(a));
+    double red = x - 2.0 * rint(x / 2.0);   /* (reflection: sin(pi x), x reduced to [-1, 1]) */
+    if (fast) sincos_f64v(SP_PI * red, &s, &c);
+    double refl = 1.1447298858494002 - (fast ? log_f64v(fabs(s)) : x < 0.5 ?
+        log(fabs(sin(SP_PI * red))) : 0.0) - r;
+    return isinf(x) || (x <= 0 && x == floor(x)) ? INFINITY : x < 0.5 ? refl : r;
 }
+static double sp_lgamma(double x) { return sp_lgamma_f(x, 0); }
 static const double SP_DIGAMMA_A[7] = {0.08333333333333333, -0.021092796092796094,
     0.007575757575757576, -0.004166666666666667, 0.003968253968253968, -0.008333333333333333,
     0.08333333333333333};
@@ -333,67 +353,96 @@ static double sp_digamma(double x) {
 }
 
 /* ---- the regularized incomplete gamma P(a, x) (upper: Q), as special.py's _igamma: the
- * series where x < a + 1, Lentz's continued fraction for Q elsewhere, Temme for huge a */
-static double sp_igamma(double a, double x, int upper) {
+ * series where x < a + 1, Lentz's continued fraction for Q elsewhere, Temme for huge a.
+ * sp_igamma_edge: the edge values and Temme's expansion, 1 where they apply (*r set) */
+static int sp_igamma_edge(double a, double x, int upper, double *r) {
     double lo = upper ? 1.0 : 0.0, hi = upper ? 0.0 : 1.0;
-    if (a < 0 || x < 0) return NAN;
-    if (a == 0) return x > 0 ? hi : NAN;
-    if (x == 0) return lo;
-    if (isinf(a)) return isinf(x) ? NAN : lo;
-    if (isinf(x)) return hi;
-    if (a != a || x != x) return NAN;
-    double pref, r;
-    if (a > 1e6) {
-        double lam = x / a, eta = (lam > 1 ? 1.0 : lam < 1 ? -1.0 : 0.0) *
-            sqrt(2 * fabs(lam - 1 - log(lam)));
-        double c0 = fabs(lam - 1) < 1e-6 ? -1.0 / 3 : 1 / (lam - 1) - 1 / eta;
-        double q = 0.5 * sp_erf_erfc(eta * sqrt(a / 2), 1) +
-            exp(-a * eta * eta / 2) / sqrt(2 * SP_PI * a) * c0;
-        return upper ? q : 1 - q;
+    *r = a < 0 || x < 0 ? NAN : a == 0 ? (x > 0 ? hi : NAN) : x == 0 ? lo :
+        isinf(a) ? (isinf(x) ? NAN : lo) : isinf(x) ? hi : NAN;
+    if (!(a > 0 && x > 0 && a < INFINITY && x < INFINITY)) return 1;
+    if (a <= 1e6) return 0;
+    double lam = x / a, eta = (lam > 1 ? 1.0 : lam < 1 ? -1.0 : 0.0) *
+        sqrt(2 * fabs(lam - 1 - log(lam)));
+    double c0 = fabs(lam - 1) < 1e-6 ? -1.0 / 3 : 1 / (lam - 1) - 1 / eta;
+    double q = 0.5 * sp_erf_erfc(eta * sqrt(a / 2), 1) +
+        exp(-a * eta * eta / 2) / sqrt(2 * SP_PI * a) * c0;
+    *r = upper ? q : 1 - q;
+    return 1;
+}
+/* igamma / igammac (codes 32, 33) of a block: the series' elements gathered at the front, the
+ * fraction's at the back, each sum stepped across its elements (vectorised), an element's
+ * state kept once it converged (so its value is the one its own loop stops at). float32
+ * (f32) stops at 1e-10, under a 500th of its ulp. */
+TC static void sp_igamma_block(int upper, const double *a, const double *x, double *out, int n,
+                               int f32) {
+    double pref[SP_BLOCK], ga[SP_BLOCK], gx[SP_BLOCK], s0[SP_BLOCK], s1[SP_BLOCK], s2[SP_BLOCK],
+        s3[SP_BLOCK], tiny = 1e-300;
+    int at[SP_BLOCK], done[SP_BLOCK], ms = 0, back = SP_BLOCK;
+    for (int j = 0; j < n; j++) {
+        if (sp_igamma_edge(a[j], x[j], upper, &out[j])) continue;
+        int k = x[j] < a[j] + 1 ? ms++ : --back;
+        at[k] = j; ga[k] = a[j]; gx[k] = x[j]; done[k] = 0;
+        pref[k] = exp(a[j] * log(x[j]) - x[j] - sp_lgamma(a[j]));
+        double b = x[j] + 1 - a[j];     /* (the series' total and term; the fraction's b d c h) */
+        s0[k] = k < ms ? 1.0 / a[j] : b;
+        s1[k] = k < ms ? 1.0 / a[j] : 1 / (b == 0 ? tiny : b);
+        s2[k] = 1 / tiny;
+        s3[k] = s1[k];
     }
-    pref = exp(a * log(x) - x - sp_lgamma(a));
-    if (x < a + 1) {
-        double total = 1.0 / a, term = 1.0 / a;
-        for (int i = 1; i <= 500; i++) {
-            term = term * x / (a + i);
-            total = total + term;
-            if (fabs(term) <= fabs(total) * 1e-17) break;
+    for (int i = 1, left = ms; i <= 500 && left; i++) {
+        left = 0;
+        for (int k = 0; k < ms; k++) {
+            double t = s1[k] * gx[k] / (ga[k] + i), tot = s0[k] + t;
+            int d = done[k];
+            s1[k] = d ? s1[k] : t;
+            s0[k] = d ? s0[k] : tot;
+            done[k] = d | (fabs(t) <= fabs(tot) * (f32 ? 1e-10 : 1e-17));
+            left += !done[k];
         }
-        r = total * pref;
-        return upper ? 1 - r : r;
     }
-    const double tiny = 1e-300;
-    double b = x + 1 - a, d = 1 / (b == 0 ? tiny : b), c = 1 / tiny, h = d;
-    for (int i = 1; i <= 499; i++) {
-        double an = -i * (i - a);
-        b = b + 2;
-        d = 1 / (fabs(an * d + b) < tiny ? tiny : an * d + b);
-        c = b + an / c;
-        c = fabs(c) < tiny ? tiny : c;
-        h = h * d * c;
-        if (fabs(d * c - 1) < 1e-16) break;
+    for (int i = 1, left = SP_BLOCK - back; i <= 499 && left; i++) {
+        double ii = i;
+        left = 0;
+        for (int k = back; k < SP_BLOCK; k++) {
+            double an = -ii * (ii - ga[k]), b = s0[k] + 2, den = an * s1[k] + b;
+            double d = 1 / (fabs(den) < tiny ? tiny : den), c = b + an / s2[k];
+            c = fabs(c) < tiny ? tiny : c;
+            double h = s3[k] * d * c;
+            int dn = done[k];
+            s0[k] = dn ? s0[k] : b; s1[k] = dn ? s1[k] : d;
+            s2[k] = dn ? s2[k] : c; s3[k] = dn ? s3[k] : h;
+            done[k] = dn | (fabs(d * c - 1) < (f32 ? 1e-10 : 1e-16));
+            left += !done[k];
+        }
     }
-    r = h * pref;
-    return upper ? r : 1 - r;
+    for (int k = 0; k < ms; k++) {
+        double r = s0[k] * pref[k];
+        out[at[k]] = upper ? 1 - r : r;
+    }
+    for (int k = back; k < SP_BLOCK; k++) {
+        double r = s3[k] * pref[k];
+        out[at[k]] = upper ? r : 1 - r;
+    }
 }
 
 /* I0, I0e, I1, I1e (codes 12-15) of a block of elements at once, the Clenshaw sums run across
- * the block so that they vectorise (one sum alone is a chain of dependent operations). Both
- * Chebyshev tables are padded with leading zeros to one length, which leaves every sum as it
- * was (its arguments are finite: 0 * y + c is c), and each element picks its table's term. */
-static const double SP_I0_BP[30] = {0, 0, 0, 0, 0, SP_I0_B_LIST};
-static const double SP_I1_BP[29] = {0, 0, 0, 0, SP_I1_B_LIST};
-TC static void sp_bessel_i_block(int code, const double *x, double *out, int n) {
+ * the block so that they vectorise (one sum alone is a chain of dependent operations). The
+ * second table is aligned with the first's end (leading zeros: its arguments are finite, so
+ * 0 * y + c is c and its sums are as they were), each element picks its table's term. float32
+ * (f32) skips the leading terms below its precision: the first table's 8 sum to < 3e-12 (its
+ * results are > 0.016), the second's 17 to < 1e-10 (results > 0.35); exp is vecmath.h's. */
+TC static void sp_bessel_i_block(int code, const double *x, double *out, int n, int f32) {
     double a[SP_BLOCK], y[SP_BLOCK], b0[SP_BLOCK], b1[SP_BLOCK], b2[SP_BLOCK];
-    int first = code < 14, len = first ? 30 : 29;
-    const double *A = first ? SP_I0_A : SP_I1_A, *B = first ? SP_I0_BP : SP_I1_BP;
+    int first = code < 14, skip_a = f32 ? 8 : 0, skip_b = f32 ? 17 : 0;
+    int len = (first ? 30 : 29) - skip_a, zeros = len - (25 - skip_b);
+    const double *A = (first ? SP_I0_A : SP_I1_A) + skip_a, *B = (first ? SP_I0_B : SP_I1_B) + skip_b;
     for (int j = 0; j < n; j++) {
         a[j] = fabs(x[j]);
         y[j] = a[j] <= 8 ? a[j] / 2 - 2 : 32 / a[j] - 2;
         b0[j] = b1[j] = b2[j] = 0.0;
     }
     for (int i = 0; i < len; i++) {
-        double ca = A[i], cb = B[i];
+        double ca = A[i], cb = i < zeros ? 0.0 : B[i - zeros];
         for (int j = 0; j < n; j++) {
             double t = y[j] * b0[j] - b1[j] + (a[j] <= 8 ? ca : cb);
             b2[j] = b1[j]; b1[j] = b0[j]; b0[j] = t;
@@ -404,8 +453,23 @@ TC static void sp_bessel_i_block(int code, const double *x, double *out, int n) 
         double r = a[j] <= 8 ? (first ? c : c * a[j]) : c / sqrt(a[j]);
         out[j] = !first && x[j] < 0 ? -r : r;
     }
-    if (code == 12 || code == 14)
-        for (int j = 0; j < n; j++) out[j] = exp(a[j]) * out[j];
+    if (code == 12 || code == 14) {     /* (libm's exp overflows above 709.78) */
+        if (f32) for (int j = 0; j < n; j++)
+            out[j] = (a[j] > 709.782712893384 ? INFINITY : exp_f64v(a[j])) * out[j];
+        else for (int j = 0; j < n; j++) out[j] = exp(a[j]) * out[j];
+    }
+}
+
+/* float32's mvlgamma (code 38) of a block: each lgamma across the block (vectorised) */
+TC static void sp_mvlgamma_block(const double *x, const double *p, double *out, int n) {
+    double s[SP_BLOCK], most = 0.0;
+    for (int j = 0; j < n; j++) { s[j] = 0.0; most = p[j] > most ? p[j] : most; }
+    for (int k = 0; k < most; k++)
+        for (int j = 0; j < n; j++) {
+            double l = sp_lgamma_f(x[j] - k / 2.0, 1);
+            s[j] = k < p[j] ? s[j] + l : s[j];
+        }
+    for (int j = 0; j < n; j++) out[j] = p[j] * (p[j] - 1) / 4 * 1.1447298858494002 + s[j];
 }
 
 /* ---- Hurwitz zeta (Cephes' Euler-Maclaurin summation) and trigamma, as special.py */
@@ -600,6 +664,7 @@ TC static void sp_normal_block(int code, const double *x, double *out, int n) {
     }
 }
 
+double lgamma_r(double, int *);
 static double sp_eval(int code, double x, double n) {
     switch (code) {
     case 12: return sp_i0(x);
@@ -610,51 +675,91 @@ static double sp_eval(int code, double x, double n) {
     case 17: return sp_k(x, 1, 0);
     case 18: return sp_k(x, 0, 1);
     case 19: return sp_k(x, 1, 1);
-    case 20: return sp_j0(x);
-    case 21: return sp_j1(x);
-    case 22: return sp_y0(x);
-    case 23: return sp_y1(x);
     case 24: return sp_airy_ai(x);
-    case 25: return sp_spherical_j0(x);
     case 26: return sp_erfcx(x);
     case 27: return sp_ndtr(x);
     case 28: return sp_log_ndtr(x);
     case 29: return sp_ndtri(x);
     case 30: return sp_lgamma(x);
     case 31: return sp_digamma(x);
-    case 32: return sp_igamma(x, n, 0);
-    case 33: return sp_igamma(x, n, 1);
     case 34: return sp_zeta(x, n);
     case 35: return sp_trigamma(x);
     case 36: return sp_gamma_grad(x, n);
+    case 37: {  /* polygamma of order n >= 2 (float32 only: the factor is libm's, not Python's) */
+        int sign;
+        return (fmod(n, 2) ? 1.0 : -1.0) * exp(lgamma_r(n + 1.0, &sign)) * sp_zeta(n + 1.0, x);
+    }
+    case 38: {   /* mvlgamma of dimension n, as special.py's sum (from 0, j = 0 first) */
+        double s = 0.0;
+        for (int j = 0; j < n; j++) s = s + sp_lgamma(x - j / 2.0);
+        return n * (n - 1) / 4 * 1.1447298858494002 + s;
+    }
     default: return NAN;    /* (the polynomials run by blocks) */
     }
 }
 
+#pragma GCC pop_options
+
+/* for (i = 0; i < size; i += step) body, over nt threads: one runs it without an OpenMP
+ * region (a region of one thread still costs microseconds, most of a small call's time) */
+#define SP_FOR(nt, size, step, body)                                                          \
+    if (nt == 1)                                                                              \
+        for (int64_t i = 0; i < size; i += step) { body; }                                    \
+    else {                                                                                    \
+        _Pragma("omp parallel for num_threads(nt) schedule(static)")                          \
+        for (int64_t i = 0; i < size; i += step) { body; }                                    \
+    }
+/* float32's own loops where torch's float kernels are short float32 code (ndtr, log_ndtr:
+ * vecmath.h, a few ulp of the float64 values; contraction allowed here) */
+#define SP_F32(code) ((code) == 27 || (code) == 28)
+TC static void sp_f32_block(int code, const float *x, float *out, int64_t m) {
+    if (code == 27) for (int64_t j = 0; j < m; j++) out[j] = ndtr_f32(x[j]);
+    else for (int64_t j = 0; j < m; j++) out[j] = log_ndtr_f32(x[j]);
+}
+static void sp_f32(int code, const float *x, float *out, int64_t size, int nt) {
+    nt = threads_for(size * 8, nt);
+    SP_FOR(nt, size, 1024, sp_f32_block(code, x + i, out + i, size - i < 1024 ? size - i : 1024))
+}
+
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
 /* out[i] = f(x[i * xs], n[i * ns]) (strides 0 or 1: a scalar or an array of out's size) */
+/* out[i] = f(x[i * xs], n[i * ns]) (strides 0 or 1: a scalar or an array of out's size) */
+/* out[i] = f(x[i * xs], n[i * ns]) (strides 0 or 1: a scalar or an array of out's size), by
+ * blocks of SP_BLOCK elements (the block functions', or sp_eval's one by one) */
 #define SP_LOOP(T, name)                                                                      \
+static void name##_block(int code, const T *x, int64_t xs, const T *n, int64_t ns, T *out,   \
+                         int64_t i, int m) {                                                  \
+    double xd[SP_BLOCK], nd[SP_BLOCK], od[SP_BLOCK];                                          \
+    for (int j = 0; j < m; j++) xd[j] = (double)x[(i + j) * xs];                              \
+    for (int j = 0; j < m && n; j++) nd[j] = (double)n[(i + j) * ns];                         \
+    if (code < 12)                                                                            \
+        sp_poly_block(code, xd, nd, od, m);                                                   \
+    else if (code < 16)     /* (float32: fewer terms, vecmath's exp) */                       \
+        sp_bessel_i_block(code, xd, od, m, sizeof(T) == 4);                                   \
+    else if (code < 20)                                                                       \
+        sp_bessel_k_block(code, xd, od, m);                                                   \
+    else if (code < 26 && code != 24)   /* (J, Y, spherical j0; float32: vecmath's sin...) */ \
+        sp_jy_block(code, xd, od, m, sizeof(T) == 4);                                         \
+    else if (code >= 26 && code <= 28)                                                        \
+        sp_normal_block(code, xd, od, m);                                                     \
+    else if (code == 38 && sizeof(T) == 4)                                                    \
+        sp_mvlgamma_block(xd, nd, od, m);                                                     \
+    else if (code == 32 || code == 33)                                                        \
+        sp_igamma_block(code == 33, xd, nd, od, m, sizeof(T) == 4);                           \
+    else                                                                                      \
+        for (int j = 0; j < m; j++) od[j] = sp_eval(code, xd[j], n ? nd[j] : 0.0);           \
+    for (int j = 0; j < m; j++) out[i + j] = (T)od[j];                                        \
+}                                                                                             \
 EXPORT void name(int code, const T *x, int64_t xs, const T *n, int64_t ns, T *out,           \
                  int64_t size, int nt) {                                                      \
-    nt = threads_for(size * 64, nt);                                                          \
-    if (code < 20 || (code >= 26 && code <= 28)) {                                            \
-        _Pragma("omp parallel for num_threads(nt) schedule(static)")                          \
-        for (int64_t i = 0; i < size; i += SP_BLOCK) {                                        \
-            double xd[SP_BLOCK], nd[SP_BLOCK], od[SP_BLOCK];                                  \
-            int m = size - i < SP_BLOCK ? (int)(size - i) : SP_BLOCK;                         \
-            for (int j = 0; j < m; j++) xd[j] = (double)x[(i + j) * xs];                      \
-            if (code < 12) {                                                                  \
-                for (int j = 0; j < m; j++) nd[j] = (double)n[(i + j) * ns];                  \
-                sp_poly_block(code, xd, nd, od, m);                                           \
-            } else                                                                            \
-                (code < 16 ? sp_bessel_i_block : code < 20 ? sp_bessel_k_block :              \
-                 sp_normal_block)(code, xd, od, m);                                           \
-            for (int j = 0; j < m; j++) out[i + j] = (T)od[j];                                \
-        }                                                                                     \
+    if (sizeof(T) == 4 && SP_F32(code)) {                                                     \
+        sp_f32(code, (const float *)x, (float *)out, size, nt);   /* (unary: x is out's size) */\
         return;                                                                               \
     }                                                                                         \
-    _Pragma("omp parallel for num_threads(nt) schedule(static)")                              \
-    for (int64_t i = 0; i < size; i++)                                                        \
-        out[i] = (T)sp_eval(code, (double)x[i * xs], n ? (double)n[i * ns] : 0.0);            \
+    nt = threads_for(size * 64, nt);                                                          \
+    SP_FOR(nt, size, SP_BLOCK, name##_block(code, x, xs, n, ns, out, i,                       \
+                                            size - i < SP_BLOCK ? (int)(size - i) : SP_BLOCK)) \
 }
 SP_LOOP(float, special_f32)
 SP_LOOP(double, special_f64)

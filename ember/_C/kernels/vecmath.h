@@ -80,9 +80,7 @@ static inline float phi_cdf_f32(float x, float *e) {
  * as ember's NumPy path) t exp(-a^2 + P(t)). NOTE: exp(-a^2) is taken as exp(-h^2) exp(-l(a+h))
  * with h = a rounded to 12 bits (h^2 is exact), else rounding a^2 would cost ~30 ulp in the
  * far tail of erfc. */
-static inline float erf_erfc_f32(float x, int want_erfc) {
-    float a = x < 0.0f ? -x : x;
-    a = a > 10.0f ? 10.0f : a;          /* erfc(10) is 0 in float32; keeps inf out of a - h */
+static inline float erfc_fit_f32(float a, float *t_out) {  /* the fit's t and P(t) */
     float t = 1.0f / (1.0f + 0.5f * a);
     float p = 0.17087277f;
     p = p * t - 0.82215223f;
@@ -94,9 +92,18 @@ static inline float erf_erfc_f32(float x, int want_erfc) {
     p = p * t + 0.37409196f;
     p = p * t + 1.00002368f;
     p = p * t - 1.26551223f;
+    *t_out = t;
+    return p;
+}
+static inline float high12_f32(float a) {      /* a's top 12 bits: its square is exact */
     int32_t bits;
     memcpy(&bits, &a, 4);
-    float h = f32_from_bits(bits & (int32_t)0xfffff000);
+    return f32_from_bits(bits & (int32_t)0xfffff000);
+}
+static inline float erf_erfc_f32(float x, int want_erfc) {
+    float a = x < 0.0f ? -x : x, t;
+    a = a > 10.0f ? 10.0f : a;          /* erfc(10) is 0 in float32; keeps inf out of a - h */
+    float p = erfc_fit_f32(a, &t), h = high12_f32(a);
     float ec = t * exp_f32(-h * h) * exp_f32(p - (a - h) * (a + h));   /* erfc(|x|) */
     float z = x * x;
     float s = 1.0f / 9360.0f;
@@ -214,6 +221,79 @@ static inline float log10_full_f32(float x) {
 static inline float log1p_full_f32(float y) {
     float u = 1.0f + y, r = log_special_f32(u, log_f32(u) - ((u - 1.0f) - y) / u);
     return y == 0.0f ? y : u == 0.0f ? -INFINITY : r;
+}
+
+/* ---- double versions that vectorise (no calls, only selects), for float32 results computed
+ * in double (special.h): good to ~1e-15, not libm's last bit ---- */
+static inline double f64_from_bits(int64_t i) { double f; memcpy(&f, &i, 8); return f; }
+static inline int64_t f64_bits(double f) { int64_t i; memcpy(&i, &f, 8); return i; }
+/* NOTE: integers pass between double and int64 through the bits of 1.5 2^52 + n, not casts:
+ * AVX-512F and AVX2 have no vector conversion of int64 */
+#define F64_ROUND 6755399441055744.0
+static const double F64_INV_FACT[15] = {1.0, 1.0, 0.5, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720,
+    1.0 / 5040, 1.0 / 40320, 1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600,
+    1.0 / 6227020800, 1.0 / 87178291200};
+/* exp(x) for x in [-708, 709] (clamped: 0 / inf are the callers'): n ln 2 off in two parts,
+ * Taylor to r^11 on |r| <= ln2 / 2 */
+static inline double exp_f64v(double x) {
+    x = x < -708.0 ? -708.0 : x > 709.0 ? 709.0 : x;
+    double nb = x * 1.4426950408889634 + F64_ROUND, n = nb - F64_ROUND;
+    double r = (x - n * 0.6931471803691238) - n * 1.9082149292705877e-10;
+    double p = 1.0 / 39916800;      /* (1 / 11!, then 1 / 10! ... 1 / 2!) */
+    for (int k = 10; k >= 2; k--) p = p * r + F64_INV_FACT[k];
+    return (p * r * r + r + 1.0) * f64_from_bits((f64_bits(nb) + 1023) << 52);
+}
+/* log(x) for finite normal x > 0: 2 atanh(f / (2 + f)) of the mantissa 1 + f in [0.707, 1.414) */
+static inline double log_f64v(double x) {
+    int64_t bits = f64_bits(x);
+    double e = f64_from_bits(0x4330000000000000LL | ((bits >> 52) & 0x7ff)) - 4503599627371519.0;
+    double m = f64_from_bits((bits & 0x000fffffffffffffLL) | 0x3ff0000000000000LL);
+    int big = m > 1.4142135623730951;
+    m = big ? 0.5 * m : m;
+    double f = m - 1.0, s = f / (2.0 + f), z = s * s, p = 1.0 / 17;
+    for (int k = 15; k >= 3; k -= 2) p = p * z + 1.0 / k;
+    return (e + big) * 0.6931471805599453 + 2.0 * s * (p * z + 1.0);
+}
+/* sin(x) and cos(x) for |x| < 2^20 pi/2: x - k pi/2 with pi/2 in three parts (each product
+ * exact), Taylor to r^15 and r^16 on |r| <= pi/4 */
+static inline void sincos_f64v(double x, double *sn, double *cs) {
+    double kb = x * 0.6366197723675814 + F64_ROUND, k = kb - F64_ROUND;
+    double r = ((x - k * 1.5707963267341256) - k * 6.077100506303966e-11) -
+               k * 2.0222662487959506e-21, z = r * r;
+    double ps = -1.0 / 1307674368000, pc = 1.0 / 20922789888000;    /* (-1 / 15!, 1 / 16!) */
+    for (int k = 13; k >= 3; k -= 2) {
+        ps = ps * z + (k & 2 ? -F64_INV_FACT[k] : F64_INV_FACT[k]);
+        pc = pc * z + (k & 2 ? F64_INV_FACT[k + 1] : -F64_INV_FACT[k + 1]);
+    }
+    double s = ps * z * r + r, c = (pc * z - 0.5) * z + 1.0;
+    int64_t q = f64_bits(kb);
+    double s2 = q & 1 ? c : s, c2 = q & 1 ? s : c;
+    *sn = q & 2 ? -s2 : s2;
+    *cs = (q + 1) & 2 ? -c2 : c2;
+}
+
+/* Phi(-|x|), the normal distribution's tail erfc(|x| / sqrt 2) / 2, and its log (*lg), for
+ * float32 results (a rounding of the fit's 1e-7 from the true value): erf_erfc_f32's fit in
+ * double, x^2 / 2 from x itself (from |x| / sqrt 2 rounded it would lose ~x^2 / 2 ulp far out) */
+static inline double ndtr_tail_f64v(float x, double *lg) {
+    double ax = x < 0.0f ? -x : x;      /* (ax^2 is exact, and finite) */
+    double t = 1.0 / (1.0 + 0.35355339059327379 * ax), p = 0.17087277;
+    static const double c[9] = {-0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806,
+                                0.09678418, 0.37409196, 1.00002368, -1.26551223};
+    for (int i = 0; i < 9; i++) p = p * t + c[i];
+    double q = p - 0.5 * ax * ax;
+    *lg = log_f64v(0.5 * t) + q;
+    return q < -745.0 ? 0.0 : 0.5 * t * exp_f64v(q);
+}
+/* Phi(x) (the normal CDF) and log Phi(x), ~2 ulp */
+static inline float ndtr_f32(float x) {
+    double lg, q = ndtr_tail_f64v(x, &lg);
+    return x != x ? x : (float)(x < 0.0f ? q : 1.0 - q);
+}
+static inline float log_ndtr_f32(float x) {
+    double lg, q = ndtr_tail_f64v(x, &lg);
+    double up = q < 1e-4 ? -q - q * q * (0.5 + q / 3) : log_f64v(1.0 - q);     /* log1p(-q) */
+    return x != x ? x : x == -INFINITY ? x : (float)(x < 0.0f ? lg : up);
 }
 
 /* atan(q) for q in [0, 1]: Cephes' atanf (q > tan(pi/8) moved by pi/4), ~1 ulp */
