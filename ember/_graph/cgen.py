@@ -75,16 +75,21 @@ class Kernel:
 
     def fn(self, name, *args):
         """A math function: float32 exp and erf by vecmath.h (branch-free: vectorised), else
-        libm's."""
+        libm's; ``exp_nonpos`` is exp of an argument known to be <= 0 or NaN (shorter in
+        float32)."""
         if self.t == "float":
             if name == "erf":
                 return self.op("erf_erfc_f32({0}, 0)", *args)
-            name = "exp_f32" if name == "exp" else name + "f"
+            name = name + "_f32" if name in ("exp", "exp_nonpos") else name + "f"
+        elif name == "exp_nonpos":
+            name = "exp"
         return self.op(name + "(" + ", ".join(f"{{{i}}}" for i in range(len(args))) + ")",
                        *args)
 
     def reduce(self, kind, x):
-        """``x`` summed (``"sum"``) or maxed (``"max"``, NaN-propagating) over the last dim."""
+        """``x`` summed (``"sum"``) or maxed over the last dim: ``"max"`` propagates NaN,
+        ``"maxnum"`` skips it (for a caller whose NaN reaches the result anyway: softmax's sum of
+        exp(x - max))."""
         if x.row:
             x = self.op("{0}", x, row=False)
         return self._new(kind, True, [x], x.phase + 1, kind)
@@ -145,7 +150,7 @@ class Kernel:
             lines.append(f"  #pragma omp parallel for {par} schedule(static)")
         lines.append(f"  for (int64_t i = 0; i < {self.m}; i++) {{")
         phases = max((v.phase for v in self.vals), default=0)
-        done = set()
+        done, kept = set(), set()
 
         def need(vs, row):
             """The values of kind ``row`` that ``vs`` read (through values of either kind, not
@@ -156,7 +161,7 @@ class Kernel:
                 if v.name in seen or v.red:
                     return
                 seen.add(v.name)
-                for d in v.deps:
+                for d in v.deps if v.name not in kept else ():   # (kept: read back, not redone)
                     walk(d)
                 if v.row == row and v.name not in done:
                     out.append(v)
@@ -176,29 +181,27 @@ class Kernel:
         # row buffer on the stack (softmax's exp), where the row fits
         uses = {}
         for p in range(1, phases + 1):
-            for v in need([r.deps[0] for r in self.vals if r.red in ("sum", "max") and
+            for v in need([r.deps[0] for r in self.vals if r.red not in (None, "col") and
                            r.phase == p], False):
                 uses.setdefault(v.name, [v, 0])[1] += 1
         for v in need([v.deps[0] if v.red else v for v in outs if not v.row], False):
             uses.setdefault(v.name, [v, 0])[1] += 1
         scratch = {name for name, (v, c) in uses.items() if c > 1 and v.expr[:1].isalpha()
                    and self.n <= 4096}
-        kept = set()
         lines += [f"    {t} s{name}[{self.n}];" for name in sorted(scratch)]
         for p in range(phases + 1):
             rows = [v for v in self.vals if v.row and not v.red and v.phase == p]
-            reds = [v for v in self.vals if v.red in ("sum", "max") and v.phase == p]
+            reds = [v for v in self.vals if v.red not in (None, "col") and v.phase == p]
             for v in need([r.deps[0] for r in reds], True):
                 emit(v, "    ")
                 done.add(v.name)
             for v in reds:           # (the reductions that end this phase)
-                if v.red == "sum":
-                    lines.append(f"    {t} {v.name} = 0;")
-                else:
-                    lines.append(f"    {t} {v.name} = -INFINITY; int {v.name}n = 0;")
+                lines.append(f"    {t} {v.name} = {'0' if v.red == 'sum' else '-INFINITY'};" +
+                             (f" int {v.name}n = 0;" if v.red == "max" else ""))
             if reds:
                 clause = " ".join(f"reduction(+:{v.name})" if v.red == "sum" else
-                                  f"reduction(max:{v.name}) reduction(|:{v.name}n)"
+                                  f"reduction(max:{v.name})" + (f" reduction(|:{v.name}n)"
+                                                                if v.red == "max" else "")
                                   for v in reds)
                 lines += [f"    #pragma omp simd {clause}",
                           f"    for (int64_t j = 0; j < {self.n}; j++) {{"]
@@ -207,8 +210,8 @@ class Kernel:
                 for v in reds:
                     x = v.deps[0].name
                     lines.append(f"      {v.name} += {x};" if v.red == "sum" else
-                                 f"      {v.name} = {x} > {v.name} ? {x} : {v.name}; "
-                                 f"{v.name}n |= {x} != {x};")
+                                 f"      {v.name} = {x} > {v.name} ? {x} : {v.name};" +
+                                 (f" {v.name}n |= {x} != {x};" if v.red == "max" else ""))
                 lines.append("    }")
                 for v in reds:
                     if v.red == "max":
@@ -284,10 +287,10 @@ def _softmax(k, input, dim, dtype=None, log=False):
     _last(k, input, dim)
     if dtype is not None:
         raise Skip("dtype")
-    s = k.op("({0} - {1})", input, k.reduce("max", input))
-    e = k.reduce("sum", k.fn("exp", s))
+    s = k.op("({0} - {1})", input, k.reduce("maxnum", input))
+    e = k.reduce("sum", k.fn("exp_nonpos", s))
     return k.op("({0} - {1})", s, k.fn("log", e)) if log else \
-        k.op("({0} / {1})", k.fn("exp", s), e)
+        k.op("({0} * {1})", k.fn("exp_nonpos", s), k.op("(1 / {0})", e))
 
 
 def _layer_norm(k, input, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -326,6 +329,9 @@ def _sub(k, input, other, alpha=1):
 def _div(k, input, other, rounding_mode=None):
     if rounding_mode is not None:
         raise Skip("rounding_mode")
+    if isinstance(other, V) and other.row and not (isinstance(input, V) and input.row):
+        # (by a row's value: its reciprocal once per row, a multiply per element)
+        return k.op("({0} * {1})", input, k.op("(1 / {0})", other))
     return k.op("({0} / {1})", input, other)
 
 
