@@ -137,6 +137,23 @@ def test_a_saved_output_makes_no_reference_cycle():
         gc.enable()
 
 
+def test_causal_attentions_masked_softmax_is_one_kernel():
+    """The math path of causal attention: the mask's fill, softmax, the row max of the
+    detached scores compared with -inf and the fill of fully masked rows (torch's safe
+    softmax) run as one kernel; the comparison is stored as a bool for the backward."""
+    q, k, v = (ember.randn(2, 3, 8, 4, requires_grad=True) for _ in range(3))
+    f = ember.compile(lambda q, k, v: ember.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=True))
+    g = ember.randn(2, 3, 8, 4)
+    got = ember.autograd.grad(f(q, k, v), (q, k, v), g)
+    fwd = next(iter(f.programs.values())).programs[0][0]
+    assert fwd.count("_lib.") == 1 and "_bool)" in fwd
+    want = ember.autograd.grad(ember.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=True), (q, k, v), g)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), **TOL[ember.float32])
+
+
 _CACHE_SCRIPT = textwrap.dedent("""
     import subprocess, sys, ember
     real, built = subprocess.run, []

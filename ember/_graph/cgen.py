@@ -28,7 +28,7 @@ FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-ffp-
 _CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
           np.dtype(np.bool_): "unsigned char", np.dtype(np.int64): "int64_t",
           np.dtype(np.int32): "int32_t", np.dtype(np.uint8): "unsigned char"}
-_FLOAT = (np.dtype(np.float32), np.dtype(np.float64))
+_FLOAT, _BOOL = (np.dtype(np.float32), np.dtype(np.float64)), np.dtype(np.bool_)
 
 
 class Skip(Exception):
@@ -132,12 +132,15 @@ class Kernel:
         v = self.loaded[(key, shape)] = self._new(f"({self.t})in{k}[{idx}]", not js, [], 0, None)
         return v
 
-    def source(self, name, outs):
-        """C function ``name(in..., out..., nt)``; ``outs``: the values stored, in order."""
+    def source(self, name, outs, bools=()):
+        """C function ``name(in..., out..., nt)``; ``outs``: the values stored, in order; those
+        at the indices ``bools`` are comparisons, stored as bools."""
         t, lines = self.t, []
         params = [f"const {_CTYPE[dt]} *restrict in{k}" for k, _, dt in
                   sorted(self.loads.values(), key=lambda x: x[0])]
-        params += [f"{t} *restrict out{k}" for k in range(len(outs))] + ["int nt"]
+        params += [f"{'unsigned char' if k in bools else t} *restrict out{k}"
+                   for k in range(len(outs))] + ["int nt"]
+        put = [f"{v.name} != 0" if k in bools else v.name for k, v in enumerate(outs)]
         lines.append(f"void {name}({', '.join(params)}) {{")
         cols = [(k, v) for k, v in enumerate(outs) if v.red == "col"]
         par = f"num_threads(nt) if(nt > 1 && {self.m * self.n} >= 32768)"
@@ -227,10 +230,10 @@ class Kernel:
             lines += ["    #pragma omp simd", f"    for (int64_t j = 0; j < {self.n}; j++) {{"]
             for v in need([v for _, v in full] + [v.deps[0] for _, v in cols], False):
                 emit(v, "      ")
-            lines += [f"      out{k}[i * {self.n} + j] = {v.name};" for k, v in full]
+            lines += [f"      out{k}[i * {self.n} + j] = {put[k]};" for k, v in full]
             lines += [f"      c{v.name}[j] += {v.deps[0].name};" for _, v in cols]
             lines.append("    }")
-        lines += [f"    out{k}[i] = {v.name};" for k, v in enumerate(outs) if v.row]
+        lines += [f"    out{k}[i] = {put[k]};" for k, v in enumerate(outs) if v.row]
         lines.append("  }")
         if cols:
             lines += ["  #pragma omp critical", "  {"]
@@ -372,6 +375,10 @@ def _un(fmt):
     return lambda k, input: k.op(fmt, input)
 
 
+def _cmp(c):
+    return lambda k, input, other: k.op(f"({{0}} {c} {{1}})", input, other)
+
+
 def _math(name):
     return lambda k, input: k.fn(name, input)
 
@@ -391,16 +398,21 @@ LOWER = {
     "relu": _un("({0} < 0 ? 0 : {0})"), "gelu": _gelu, "clamp": _clamp,
     "maximum": lambda k, input, other: k.op(_PICK.replace("{2}", ">"), input, other),
     "minimum": lambda k, input, other: k.op(_PICK.replace("{2}", "<"), input, other),
-    "masked_fill": _masked_fill, "where": _where,
+    "masked_fill": _masked_fill, "where": _where, "detach": lambda k, input: input,
+    "eq": _cmp("=="), "ne": _cmp("!="), "lt": _cmp("<"), "le": _cmp("<="), "gt": _cmp(">"),
+    "ge": _cmp(">="), "logical_not": _un("({0} == 0)"),
     "sum": _sum, "mean": _mean, "amax": _amax, "var": _var, "softmax": _softmax,
     "log_softmax": lambda k, input, dim, dtype=None: _softmax(k, input, dim, dtype, log=True),
     "layer_norm": _layer_norm,
 }
 
 
-def lowering(opdef):
-    """The C lowering of an OpDef (its own ``cgen`` attribute, else the table's), or None."""
-    return getattr(opdef, "cgen", None) or LOWER.get(getattr(opdef, "name", None))
+def lowering(target):
+    """The C lowering of an OpDef (its own ``cgen`` attribute, else the table's), or None; of a
+    method call, ``detach``'s only (an identity in a kernel)."""
+    if isinstance(target, str):
+        return LOWER["detach"] if target == "detach" else None
+    return getattr(target, "cgen", None) or LOWER.get(getattr(target, "name", None))
 
 
 # ---- scheduling a graph into kernels and OpDef calls ------------------------------------
@@ -424,7 +436,8 @@ class _Plan:
     def __init__(self, graph):
         self.steps, self.k, self.vals, self.owner = [], None, {}, {}
         for n in graph.nodes:
-            if n.op == "call_function" and self._try(n):
+            if (n.op == "call_function" or n.op == "call_method" and n.target == "detach") \
+                    and self._try(n):
                 continue
             if self.k is not None and (n.is_impure() or any(self.owner.get(a) is self.k
                                                             for a in n.all_input_nodes)):
@@ -435,8 +448,8 @@ class _Plan:
 
     def _try(self, n):
         low, out = lowering(n.target), _meta(n)
-        if low is None or out is None or _np(out.dtype) not in _FLOAT or \
-                str(out.device) != "cpu":
+        if low is None or out is None or str(out.device) != "cpu" or \
+                _np(out.dtype) not in _FLOAT + (_BOOL,):
             return False
         shapes = []
         for a in n.all_input_nodes:
@@ -450,8 +463,13 @@ class _Plan:
             return False
         if full is None:
             return False
-        dt = _np(out.dtype)
-        k = self.k
+        dt, k = _np(out.dtype), self.k
+        if dt == _BOOL:     # (a comparison: 0/1 in its float operands' type, or the kernel's)
+            fl = {_np(_meta(a).dtype) for a in n.all_input_nodes} - {_BOOL}
+            if len(fl) > 1 or not fl <= set(_FLOAT) or not fl and (
+                    k is None or full not in (k.shape, k.shape[:-1] + (1,))):
+                return False        # (integers: not exact in a float loop)
+            dt = fl.pop() if fl else k.dtype
         if k is not None and (k.dtype != dt or full not in (k.shape, k.shape[:-1] + (1,))):
             self.flush()
             k = None
@@ -564,7 +582,9 @@ def build(graph):
             py.append("    " + line)
         else:
             _, k, outs = step
-            body = k.source("KERNEL", [plan.vals[o] for o in outs])
+            dts = [_np(_meta(o).dtype) for o in outs]
+            body = k.source("KERNEL", [plan.vals[o] for o in outs],
+                            [j for j, dt in enumerate(dts) if dt == _BOOL])
             fname = "k" + hashlib.sha1(body.encode()).hexdigest()[:16]   # (layers share one)
             if fname not in sigs:
                 c.append(body.replace("KERNEL", fname, 1))
@@ -574,7 +594,7 @@ def build(graph):
             for j, (a, _) in enumerate(ins):
                 py.append(f"    _i{j} = _c({a.name}._data)")
             for j, o in enumerate(outs):
-                shape, dt = tuple(_meta(o).shape), k.dtype
+                shape, dt = tuple(_meta(o).shape), dts[j]
                 py.append(f"    _o{j} = _buf({ki}, {j}, {shape!r}, _{dt.name})")
             py.append(f"    _lib.{fname}(" + ", ".join(
                 [f"_p(_i{j})" for j in range(len(ins))] + [f"_p(_o{j})" for j in range(len(outs))]
@@ -682,7 +702,7 @@ def make(py_source, table, sigs, lib, buffers=None):
         getattr(lib, fname).restype = None
     env = {"_k": table, "_lib": lib, "_c": contiguous, "_p": ptr, "_nt": num_threads,
            "_w": Tensor._wrap, "_buf": buf,
-           "_float32": np.float32, "_float64": np.float64}
+           "_float32": np.float32, "_float64": np.float64, "_bool": np.bool_}
     exec(compile(py_source, "<ember.compile>", "exec"), env)
     return env["run"]
 
