@@ -102,6 +102,58 @@ def test_fusion_groups_are_one_kernel_each():
     assert bwd.count("_lib.") >= 1
 
 
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
+def test_softmax_rows_with_nan_and_inf_equal_eager(fn):
+    """The kernel's row max skips NaN (the sum of exp(x - max) carries it) and divides by the
+    sum through its reciprocal: rows holding NaN, +-inf or only -inf still give eager's."""
+    x = ember.randn(6, 33, dtype=ember.float64).float()
+    x[1, 5], x[2, 0], x[3, 7], x[4] = float("nan"), float("inf"), float("-inf"), float("-inf")
+    x.requires_grad_(True)
+    g = ember.randn(6, 33)
+    f = ember.compile(lambda x: getattr(x, fn)(-1))
+    y = f(x)
+    (gx,) = ember.autograd.grad(y, x, g)
+    want = getattr(x, fn)(-1)
+    (gwant,) = ember.autograd.grad(want, x, g)
+    np.testing.assert_allclose(y.detach().numpy(), want.detach().numpy(), **TOL[ember.float32])
+    np.testing.assert_allclose(gx.numpy(), gwant.numpy(), **TOL[ember.float32])
+
+
+def test_a_saved_output_makes_no_reference_cycle():
+    """The forward's output, also saved for the backward, is freed with its last reference,
+    not by the cyclic garbage collector (a cycle kept each step's activations alive)."""
+    import gc
+    import weakref
+    f = ember.compile(lambda x: x.softmax(-1))
+    x = ember.randn(4, 8, requires_grad=True)
+    gc.disable()
+    try:
+        y = f(x)
+        y.backward(ember.ones_like(y))
+        node = weakref.ref(y.grad_fn)
+        del y
+        assert node() is None
+    finally:
+        gc.enable()
+
+
+def test_causal_attentions_masked_softmax_is_one_kernel():
+    """The math path of causal attention: the mask's fill, softmax, the row max of the
+    detached scores compared with -inf and the fill of fully masked rows (torch's safe
+    softmax) run as one kernel; the comparison is stored as a bool for the backward."""
+    q, k, v = (ember.randn(2, 3, 8, 4, requires_grad=True) for _ in range(3))
+    f = ember.compile(lambda q, k, v: ember.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=True))
+    g = ember.randn(2, 3, 8, 4)
+    got = ember.autograd.grad(f(q, k, v), (q, k, v), g)
+    fwd = next(iter(f.programs.values())).programs[0][0]
+    assert fwd.count("_lib.") == 1 and "_bool)" in fwd
+    want = ember.autograd.grad(ember.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=True), (q, k, v), g)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), **TOL[ember.float32])
+
+
 _CACHE_SCRIPT = textwrap.dedent("""
     import subprocess, sys, ember
     built = []

@@ -28,7 +28,7 @@ FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-ffp-
 _CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
           np.dtype(np.bool_): "unsigned char", np.dtype(np.int64): "int64_t",
           np.dtype(np.int32): "int32_t", np.dtype(np.uint8): "unsigned char"}
-_FLOAT = (np.dtype(np.float32), np.dtype(np.float64))
+_FLOAT, _BOOL = (np.dtype(np.float32), np.dtype(np.float64)), np.dtype(np.bool_)
 
 
 class Skip(Exception):
@@ -75,16 +75,21 @@ class Kernel:
 
     def fn(self, name, *args):
         """A math function: float32 exp and erf by vecmath.h (branch-free: vectorised), else
-        libm's."""
+        libm's; ``exp_nonpos`` is exp of an argument known to be <= 0 or NaN (shorter in
+        float32)."""
         if self.t == "float":
             if name == "erf":
                 return self.op("erf_erfc_f32({0}, 0)", *args)
-            name = "exp_f32" if name == "exp" else name + "f"
+            name = name + "_f32" if name in ("exp", "exp_nonpos") else name + "f"
+        elif name == "exp_nonpos":
+            name = "exp"
         return self.op(name + "(" + ", ".join(f"{{{i}}}" for i in range(len(args))) + ")",
                        *args)
 
     def reduce(self, kind, x):
-        """``x`` summed (``"sum"``) or maxed (``"max"``, NaN-propagating) over the last dim."""
+        """``x`` summed (``"sum"``) or maxed over the last dim: ``"max"`` propagates NaN,
+        ``"maxnum"`` skips it (for a caller whose NaN reaches the result anyway: softmax's sum of
+        exp(x - max))."""
         if x.row:
             x = self.op("{0}", x, row=False)
         return self._new(kind, True, [x], x.phase + 1, kind)
@@ -127,12 +132,15 @@ class Kernel:
         v = self.loaded[(key, shape)] = self._new(f"({self.t})in{k}[{idx}]", not js, [], 0, None)
         return v
 
-    def source(self, name, outs):
-        """C function ``name(in..., out..., nt)``; ``outs``: the values stored, in order."""
+    def source(self, name, outs, bools=()):
+        """C function ``name(in..., out..., nt)``; ``outs``: the values stored, in order; those
+        at the indices ``bools`` are comparisons, stored as bools."""
         t, lines = self.t, []
         params = [f"const {_CTYPE[dt]} *restrict in{k}" for k, _, dt in
                   sorted(self.loads.values(), key=lambda x: x[0])]
-        params += [f"{t} *restrict out{k}" for k in range(len(outs))] + ["int nt"]
+        params += [f"{'unsigned char' if k in bools else t} *restrict out{k}"
+                   for k in range(len(outs))] + ["int nt"]
+        put = [f"{v.name} != 0" if k in bools else v.name for k, v in enumerate(outs)]
         lines.append(f"void {name}({', '.join(params)}) {{")
         cols = [(k, v) for k, v in enumerate(outs) if v.red == "col"]
         par = f"num_threads(nt) if(nt > 1 && {self.m * self.n} >= 32768)"
@@ -145,7 +153,7 @@ class Kernel:
             lines.append(f"  #pragma omp parallel for {par} schedule(static)")
         lines.append(f"  for (int64_t i = 0; i < {self.m}; i++) {{")
         phases = max((v.phase for v in self.vals), default=0)
-        done = set()
+        done, kept = set(), set()
 
         def need(vs, row):
             """The values of kind ``row`` that ``vs`` read (through values of either kind, not
@@ -156,7 +164,7 @@ class Kernel:
                 if v.name in seen or v.red:
                     return
                 seen.add(v.name)
-                for d in v.deps:
+                for d in v.deps if v.name not in kept else ():   # (kept: read back, not redone)
                     walk(d)
                 if v.row == row and v.name not in done:
                     out.append(v)
@@ -176,29 +184,27 @@ class Kernel:
         # row buffer on the stack (softmax's exp), where the row fits
         uses = {}
         for p in range(1, phases + 1):
-            for v in need([r.deps[0] for r in self.vals if r.red in ("sum", "max") and
+            for v in need([r.deps[0] for r in self.vals if r.red not in (None, "col") and
                            r.phase == p], False):
                 uses.setdefault(v.name, [v, 0])[1] += 1
         for v in need([v.deps[0] if v.red else v for v in outs if not v.row], False):
             uses.setdefault(v.name, [v, 0])[1] += 1
         scratch = {name for name, (v, c) in uses.items() if c > 1 and v.expr[:1].isalpha()
                    and self.n <= 4096}
-        kept = set()
         lines += [f"    {t} s{name}[{self.n}];" for name in sorted(scratch)]
         for p in range(phases + 1):
             rows = [v for v in self.vals if v.row and not v.red and v.phase == p]
-            reds = [v for v in self.vals if v.red in ("sum", "max") and v.phase == p]
+            reds = [v for v in self.vals if v.red not in (None, "col") and v.phase == p]
             for v in need([r.deps[0] for r in reds], True):
                 emit(v, "    ")
                 done.add(v.name)
             for v in reds:           # (the reductions that end this phase)
-                if v.red == "sum":
-                    lines.append(f"    {t} {v.name} = 0;")
-                else:
-                    lines.append(f"    {t} {v.name} = -INFINITY; int {v.name}n = 0;")
+                lines.append(f"    {t} {v.name} = {'0' if v.red == 'sum' else '-INFINITY'};" +
+                             (f" int {v.name}n = 0;" if v.red == "max" else ""))
             if reds:
                 clause = " ".join(f"reduction(+:{v.name})" if v.red == "sum" else
-                                  f"reduction(max:{v.name}) reduction(|:{v.name}n)"
+                                  f"reduction(max:{v.name})" + (f" reduction(|:{v.name}n)"
+                                                                if v.red == "max" else "")
                                   for v in reds)
                 lines += [f"    #pragma omp simd {clause}",
                           f"    for (int64_t j = 0; j < {self.n}; j++) {{"]
@@ -207,8 +213,8 @@ class Kernel:
                 for v in reds:
                     x = v.deps[0].name
                     lines.append(f"      {v.name} += {x};" if v.red == "sum" else
-                                 f"      {v.name} = {x} > {v.name} ? {x} : {v.name}; "
-                                 f"{v.name}n |= {x} != {x};")
+                                 f"      {v.name} = {x} > {v.name} ? {x} : {v.name};" +
+                                 (f" {v.name}n |= {x} != {x};" if v.red == "max" else ""))
                 lines.append("    }")
                 for v in reds:
                     if v.red == "max":
@@ -224,10 +230,10 @@ class Kernel:
             lines += ["    #pragma omp simd", f"    for (int64_t j = 0; j < {self.n}; j++) {{"]
             for v in need([v for _, v in full] + [v.deps[0] for _, v in cols], False):
                 emit(v, "      ")
-            lines += [f"      out{k}[i * {self.n} + j] = {v.name};" for k, v in full]
+            lines += [f"      out{k}[i * {self.n} + j] = {put[k]};" for k, v in full]
             lines += [f"      c{v.name}[j] += {v.deps[0].name};" for _, v in cols]
             lines.append("    }")
-        lines += [f"    out{k}[i] = {v.name};" for k, v in enumerate(outs) if v.row]
+        lines += [f"    out{k}[i] = {put[k]};" for k, v in enumerate(outs) if v.row]
         lines.append("  }")
         if cols:
             lines += ["  #pragma omp critical", "  {"]
@@ -284,10 +290,10 @@ def _softmax(k, input, dim, dtype=None, log=False):
     _last(k, input, dim)
     if dtype is not None:
         raise Skip("dtype")
-    s = k.op("({0} - {1})", input, k.reduce("max", input))
-    e = k.reduce("sum", k.fn("exp", s))
+    s = k.op("({0} - {1})", input, k.reduce("maxnum", input))
+    e = k.reduce("sum", k.fn("exp_nonpos", s))
     return k.op("({0} - {1})", s, k.fn("log", e)) if log else \
-        k.op("({0} / {1})", k.fn("exp", s), e)
+        k.op("({0} * {1})", k.fn("exp_nonpos", s), k.op("(1 / {0})", e))
 
 
 def _layer_norm(k, input, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -307,8 +313,8 @@ def _gelu(k, input, approximate="none"):
         return k.op("({2} * {0} * (1 + {1}))", input, k.fn("tanh", k.op(
             "({1} * ({0} + {2} * {0} * {0} * {0}))", input, math.sqrt(2 / math.pi), 0.044715)),
             0.5)
-    return k.op("({0} * {2} * (1 + {1}))", input, k.fn("erf", k.op("({0} * {1})", input,
-                                                                    math.sqrt(0.5))), 0.5)
+    # (x Phi(x) by vecmath.h's phi_cdf, as the eager kernel: erfc's fit, no erf series)
+    return k.op(f"gelu_{'f32' if k.t == 'float' else 'f64'}({{0}})", input)
 
 
 def _add(k, input, other, alpha=1):
@@ -326,6 +332,9 @@ def _sub(k, input, other, alpha=1):
 def _div(k, input, other, rounding_mode=None):
     if rounding_mode is not None:
         raise Skip("rounding_mode")
+    if isinstance(other, V) and other.row and not (isinstance(input, V) and input.row):
+        # (by a row's value: its reciprocal once per row, a multiply per element)
+        return k.op("({0} * {1})", input, k.op("(1 / {0})", other))
     return k.op("({0} / {1})", input, other)
 
 
@@ -366,6 +375,10 @@ def _un(fmt):
     return lambda k, input: k.op(fmt, input)
 
 
+def _cmp(c):
+    return lambda k, input, other: k.op(f"({{0}} {c} {{1}})", input, other)
+
+
 def _math(name):
     return lambda k, input: k.fn(name, input)
 
@@ -385,16 +398,21 @@ LOWER = {
     "relu": _un("({0} < 0 ? 0 : {0})"), "gelu": _gelu, "clamp": _clamp,
     "maximum": lambda k, input, other: k.op(_PICK.replace("{2}", ">"), input, other),
     "minimum": lambda k, input, other: k.op(_PICK.replace("{2}", "<"), input, other),
-    "masked_fill": _masked_fill, "where": _where,
+    "masked_fill": _masked_fill, "where": _where, "detach": lambda k, input: input,
+    "eq": _cmp("=="), "ne": _cmp("!="), "lt": _cmp("<"), "le": _cmp("<="), "gt": _cmp(">"),
+    "ge": _cmp(">="), "logical_not": _un("({0} == 0)"),
     "sum": _sum, "mean": _mean, "amax": _amax, "var": _var, "softmax": _softmax,
     "log_softmax": lambda k, input, dim, dtype=None: _softmax(k, input, dim, dtype, log=True),
     "layer_norm": _layer_norm,
 }
 
 
-def lowering(opdef):
-    """The C lowering of an OpDef (its own ``cgen`` attribute, else the table's), or None."""
-    return getattr(opdef, "cgen", None) or LOWER.get(getattr(opdef, "name", None))
+def lowering(target):
+    """The C lowering of an OpDef (its own ``cgen`` attribute, else the table's), or None; of a
+    method call, ``detach``'s only (an identity in a kernel)."""
+    if isinstance(target, str):
+        return LOWER["detach"] if target == "detach" else None
+    return getattr(target, "cgen", None) or LOWER.get(getattr(target, "name", None))
 
 
 # ---- scheduling a graph into kernels and OpDef calls ------------------------------------
@@ -418,7 +436,8 @@ class _Plan:
     def __init__(self, graph):
         self.steps, self.k, self.vals, self.owner = [], None, {}, {}
         for n in graph.nodes:
-            if n.op == "call_function" and self._try(n):
+            if (n.op == "call_function" or n.op == "call_method" and n.target == "detach") \
+                    and self._try(n):
                 continue
             if self.k is not None and (n.is_impure() or any(self.owner.get(a) is self.k
                                                             for a in n.all_input_nodes)):
@@ -429,8 +448,8 @@ class _Plan:
 
     def _try(self, n):
         low, out = lowering(n.target), _meta(n)
-        if low is None or out is None or _np(out.dtype) not in _FLOAT or \
-                str(out.device) != "cpu":
+        if low is None or out is None or str(out.device) != "cpu" or \
+                _np(out.dtype) not in _FLOAT + (_BOOL,):
             return False
         shapes = []
         for a in n.all_input_nodes:
@@ -444,8 +463,13 @@ class _Plan:
             return False
         if full is None:
             return False
-        dt = _np(out.dtype)
-        k = self.k
+        dt, k = _np(out.dtype), self.k
+        if dt == _BOOL:     # (a comparison: 0/1 in its float operands' type, or the kernel's)
+            fl = {_np(_meta(a).dtype) for a in n.all_input_nodes} - {_BOOL}
+            if len(fl) > 1 or not fl <= set(_FLOAT) or not fl and (
+                    k is None or full not in (k.shape, k.shape[:-1] + (1,))):
+                return False        # (integers: not exact in a float loop)
+            dt = fl.pop() if fl else k.dtype
         if k is not None and (k.dtype != dt or full not in (k.shape, k.shape[:-1] + (1,))):
             self.flush()
             k = None
@@ -558,7 +582,9 @@ def build(graph):
             py.append("    " + line)
         else:
             _, k, outs = step
-            body = k.source("KERNEL", [plan.vals[o] for o in outs])
+            dts = [_np(_meta(o).dtype) for o in outs]
+            body = k.source("KERNEL", [plan.vals[o] for o in outs],
+                            [j for j, dt in enumerate(dts) if dt == _BOOL])
             fname = "k" + hashlib.sha1(body.encode()).hexdigest()[:16]   # (layers share one)
             if fname not in sigs:
                 c.append(body.replace("KERNEL", fname, 1))
@@ -568,7 +594,7 @@ def build(graph):
             for j, (a, _) in enumerate(ins):
                 py.append(f"    _i{j} = _c({a.name}._data)")
             for j, o in enumerate(outs):
-                shape, dt = tuple(_meta(o).shape), k.dtype
+                shape, dt = tuple(_meta(o).shape), dts[j]
                 py.append(f"    _o{j} = _buf({ki}, {j}, {shape!r}, _{dt.name})")
             py.append(f"    _lib.{fname}(" + ", ".join(
                 [f"_p(_i{j})" for j in range(len(ins))] + [f"_p(_o{j})" for j in range(len(outs))]
@@ -699,7 +725,7 @@ def make(py_source, table, sigs, lib, buffers=None):
         getattr(lib, fname).restype = None
     env = {"_k": table, "_lib": lib, "_c": contiguous, "_p": ptr, "_nt": num_threads,
            "_w": Tensor._wrap, "_buf": buf,
-           "_float32": np.float32, "_float64": np.float64}
+           "_float32": np.float32, "_float64": np.float64, "_bool": np.bool_}
     exec(compile(py_source, "<ember.compile>", "exec"), env)
     return env["run"]
 

@@ -312,6 +312,11 @@ class _Run(Function):
         with no_grad():
             outs, saved = prog.runs[0](*flat, *attrs)
         prog.generation += 1
+        # an output also saved is kept as a history-less alias: the output itself (whose
+        # grad_fn is ctx) would make a ctx <-> tensor cycle that only the cyclic GC frees, so
+        # each step's activations would outlive it and the heap grow until glibc trims it
+        ids = {id(o) for o in outs}
+        saved = [s._alias() if id(s) in ids else s for s in saved]
         ctx.prog, ctx.saved, ctx.gen = prog, saved, prog.generation
         ctx.shapes = [(outs[j].shape, outs[j]._data.dtype) for j in prog.diff]
         outs = prog._own(outs)
