@@ -314,7 +314,7 @@ def _gelu(k, input, approximate="none"):
             "({1} * ({0} + {2} * {0} * {0} * {0}))", input, math.sqrt(2 / math.pi), 0.044715)),
             0.5)
     # (x Phi(x) by vecmath.h's phi_cdf, as the eager kernel: erfc's fit, no erf series)
-    return k.op(f"gelu_{'f32' if k.t == 'float' else 'f64'}({{0}})", input)
+    return k.op(f"gelu_exact_{'f32' if k.t == 'float' else 'f64'}({{0}})", input)
 
 
 def _add(k, input, other, alpha=1):

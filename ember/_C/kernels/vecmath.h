@@ -77,7 +77,7 @@ static inline float phi_cdf_f32(float x, float *e) {
 
 /* x Phi(x), exact GELU as rowops.h's kernel computes it, for ember.compile's generated loops
  * (phi_cdf's exp(-x^2 / 2) unused) */
-static inline float gelu_f32(float x) { float e; return x * phi_cdf_f32(x, &e); }
+static inline float gelu_exact_f32(float x) { float e; return x * phi_cdf_f32(x, &e); }
 
 /* erf(x) (want_erfc 0) or erfc(x) (1) in float32, to a few ulp, for ember.erf / ember.erfc:
  * a Taylor series for |x| < 0.5, else Numerical Recipes' erfc fit (relative error < 1.2e-7,
@@ -393,7 +393,7 @@ static inline double phi_cdf_f64(double x, double *e) {
     return 0.5 * erfc(-x * 0.70710678118654752);
 }
 
-/* as gelu_f32 */
-static inline double gelu_f64(double x) { double e; return x * phi_cdf_f64(x, &e); }
+/* as gelu_exact_f32 */
+static inline double gelu_exact_f64(double x) { double e; return x * phi_cdf_f64(x, &e); }
 
 #endif
