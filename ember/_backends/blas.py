@@ -98,3 +98,42 @@ def pointer(dtype):
     if not available() or np.dtype(dtype) not in _fns:
         return None
     return ctypes.cast(_fns[np.dtype(dtype)], ctypes.c_void_p).value, _ilp64
+
+
+
+_LAPACK = {}
+_CH = {np.dtype(np.float32): "s", np.dtype(np.float64): "d", np.dtype(np.complex64): "c",
+       np.dtype(np.complex128): "z"}
+
+
+def lapack(name, dtype, *argtypes):
+    """The ``LAPACKE_?name`` (or ``cblas_?name``: ``name`` starting with ``cblas_``) of the
+    library ``gemm`` found, for ``dtype``; in ``argtypes`` ``int`` becomes the library's int
+    and ``float`` the dtype's real scalar. None where there is none, or with the C kernels
+    off (``EMBER_NO_C=1``: the NumPy reference path runs)."""
+    fn = _LAPACK.get((name, dtype), False)
+    if fn is False:
+        fn = _LAPACK[name, dtype] = _lapack(name, np.dtype(dtype), argtypes)
+    return fn if fn is not None and not _kernels._off else None
+
+
+def _lapack(name, dtype, argtypes):
+    global _kernels
+    from .._C import kernels as _kernels
+    ch = _CH.get(dtype)
+    if ch is None or not available():
+        return None
+    pre, base = ("cblas_", name[6:]) if name.startswith("cblas_") else ("LAPACKE_", name)
+    lib = ctypes.CDLL(library)
+    for pattern in ("scipy_{}{}{}64_", "{}{}{}64_", "{}{}{}"):
+        fn = getattr(lib, pattern.format(pre, ch, base), None)
+        if fn is not None:
+            real = ctypes.c_float if ch in "sc" else ctypes.c_double
+            fn.argtypes = [(ctypes.c_int64 if _ilp64 else ctypes.c_int) if t is int else
+                           real if t is float else t for t in argtypes]
+            fn.restype = ctypes.c_int64 if _ilp64 and pre == "LAPACKE_" else ctypes.c_int
+            return fn
+    return None
+
+
+_kernels = None

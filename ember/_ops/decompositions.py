@@ -1,16 +1,20 @@
 """Factorizations: linalg.cholesky_ex, linalg.qr, geqrf, linalg.svd, linalg.svdvals,
 linalg.eigh, linalg.eigvalsh, linalg.eig, linalg.eigvals, linalg.lu_factor_ex. Backwards are
 torch's (gauge-invariant for singular and eigen vectors), written in ember ops."""
+import ctypes
+
 import numpy as np
 
 import ember
+
+from .._backends import blas
 
 from .meta import empty
 from .pointwise import type_name
 from .tangents import decomposed, fallback_unless
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
-from .solvers import LinAlgError, check_matrix, linalg_samples
+from .solvers import C_INT, P, LinAlgError, check_matrix, linalg_samples
 
 _CHOL = ("{}The factorization could not be completed because the input is not "
          "positive-definite (the leading minor of order {} is not positive-definite).")
@@ -47,19 +51,28 @@ def linalg_cholesky_ex(xp, A, *, upper=False, check_errors=False):
     """(L, info): ``A = L L^H`` from A's lower triangle; info is 0, or the order of the first
     leading minor that is not positive-definite (L is then unspecified)."""
     check_matrix("linalg.cholesky", A)
-    batch = A.shape[:-2]
+    batch, n = A.shape[:-2], A.shape[-1]
     flat = A.reshape((-1,) + A.shape[-2:])
     info = np.zeros(flat.shape[0], np.int32)
-    try:
-        L = xp.linalg.cholesky(flat)
-    except xp.linalg.LinAlgError:
-        L = xp.full_like(flat, np.nan)
-        for b in range(flat.shape[0]):
-            try:
-                L[b] = xp.linalg.cholesky(flat[b])
-            except xp.linalg.LinAlgError:
-                info[b] = next(k for k in range(1, A.shape[-1] + 1) if not _is_pd(
-                    xp, flat[b, :k, :k]))
+    potrf = xp is np and blas.lapack("potrf_work", A.dtype, C_INT, ctypes.c_char, int, P, int)
+    if potrf:
+        # LAPACK's potrf on the row-major buffer read column-major (A^T = conj(A)) with 'U'
+        # leaves L there: no transposes, and info is LAPACK's, as torch's
+        L = np.array(flat, order="C")
+        info[:] = [potrf(102, b"U", n, L[b].ctypes.data, max(n, 1)) for b in range(len(L))]
+        L = np.tril(L)
+    if not potrf or (info < 0).any():
+        info[:] = 0
+        try:
+            L = xp.linalg.cholesky(flat)
+        except xp.linalg.LinAlgError:
+            L = xp.full_like(flat, np.nan)
+            for b in range(flat.shape[0]):
+                try:
+                    L[b] = xp.linalg.cholesky(flat[b])
+                except xp.linalg.LinAlgError:
+                    info[b] = next(k for k in range(1, n + 1) if not _is_pd(
+                        xp, flat[b, :k, :k]))
     if check_errors and info.any():
         b = int(np.nonzero(info)[0][0])
         where = f"(Batch element {b}): " if batch else ""
@@ -444,10 +457,18 @@ def linalg_lu_factor_ex(xp, A, *, pivot=True, check_errors=False):
     m, n = A.shape[-2:]
     k = min(m, n)
     a = A.reshape((-1, m, n)).copy()
-    rows = xp.arange(a.shape[0])
     piv = xp.zeros((a.shape[0], k), np.int32)
     info = xp.zeros(a.shape[0], np.int32)
-    for j in range(k):
+    getrf = xp is np and blas.lapack("getrf_work", A.dtype, C_INT, int, int, P, int, P)
+    if getrf:       # LAPACK's getrf, as torch: its pivots, blocked with GEMM updates
+        a = np.ascontiguousarray(a.swapaxes(-1, -2))            # column-major matrices
+        ipiv = np.zeros(k, np.int64 if blas._ilp64 else np.int32)
+        for b in range(len(a)):
+            info[b] = getrf(102, m, n, a[b].ctypes.data, max(1, m), ipiv.ctypes.data)
+            piv[b] = ipiv
+        a = np.ascontiguousarray(a.swapaxes(-1, -2))
+    rows = xp.arange(a.shape[0])
+    for j in range(0 if not getrf else k, k):
         col = a[:, j:, j]
         # NOTE: LAPACK's i?amax ranks complex entries by |re| + |im|, not the modulus
         mag = xp.abs(col.real) + xp.abs(col.imag) if a.dtype.kind == "c" else xp.abs(col)

@@ -1,11 +1,14 @@
 """Inverses and solvers: inverse, det, slogdet, logdet, linalg.solve, linalg.solve_triangular,
 linalg.pinv, linalg.lstsq, matrix_exp, matrix_power, linalg.multi_dot. Forwards call
 ``xp.linalg`` (NumPy or CuPy); backwards are the usual formulas written in ember ops."""
+import ctypes
+import itertools
 import math
 
 import numpy as np
 
 import ember
+from .._backends import blas
 
 from .linalg import matmul
 from .meta import empty
@@ -21,6 +24,7 @@ class _LinAlgError(RuntimeError):
 
 
 LinAlgError = _LinAlgError
+C_INT, P = ctypes.c_int, ctypes.c_void_p      # (argument types of blas.lapack's functions)
 
 
 def check_matrix(name, a, square=True):
@@ -247,6 +251,18 @@ def linalg_solve_triangular(xp, A, B, *, upper, left=True, unitriangular=False):
     if B.ndim < 2:
         raise RuntimeError(f"{name}: The input tensor B must have at least 2 dimensions.")
     _check_solve(name, A, B, left)
+    trsm = xp is np and A.dtype == B.dtype and A.dtype.kind == "f" and blas.lapack(
+        "cblas_trsm", A.dtype, *[C_INT] * 5, int, int, float, P, int, P, int)
+    if trsm:        # BLAS's trsm, as torch (row-major, so no copies but of B into X)
+        batch = np.broadcast_shapes(A.shape[:-2], B.shape[:-2]) if A.ndim + B.ndim > 4 else ()
+        X = np.array(np.broadcast_to(B, batch + B.shape[-2:]) if batch else B, order="C")
+        A = np.broadcast_to(A, batch + A.shape[-2:]) if batch else A
+        for i in itertools.product(*map(range, batch)):
+            a = np.ascontiguousarray(A[i])
+            trsm(101, 141 if left else 142, 121 if upper else 122, 111,
+                 132 if unitriangular else 131, *X.shape[-2:], 1.0, a.ctypes.data,
+                 max(1, a.shape[0]), X[i].ctypes.data, max(1, X.shape[-1]))
+        return X
     # NOTE: NumPy has no triangular solver: solve with the triangle (zeros elsewhere), which
     # is what the triangular solver computes, at LU's cost.
     return _solve(xp, _triangle(A, upper, unitriangular, xp), B, left, False, name)
