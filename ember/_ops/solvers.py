@@ -365,8 +365,27 @@ def linalg_lstsq(xp, A, B, rcond=None, *, driver=None):
         raise RuntimeError("torch.linalg.lstsq: input.size(-2) should match other.size(-2)")
     driver = driver or "gelsy"
     m, n = A.shape[-2:]
+    rtol = np.finfo(A.dtype).eps * max(m, n) if rcond is None or rcond < 0 else rcond
+    gelsy = driver == "gelsy" and xp is np and A.dtype == B.dtype and blas.lapack(
+        "gelsy", A.dtype, C_INT, int, int, int, P, int, P, int, P, float, P)
+    if gelsy:       # LAPACK's gelsy (QR with column pivoting), torch's default driver on cpu
+        Bm = B[..., None] if vec else B
+        batch, k = np.broadcast_shapes(A.shape[:-2], Bm.shape[:-2]), Bm.shape[-1]
+        Ab, Bb = np.broadcast_to(A, batch + (m, n)), np.broadcast_to(Bm, batch + (m, k))
+        X, rank = np.empty(batch + (n, k), A.dtype), np.zeros(batch, np.int64)
+        jpvt = np.zeros(n + 1, np.int64 if blas._ilp64 else np.int32)
+        for i in itertools.product(*map(range, batch)):
+            a = np.array(Ab[i].T, order="C")        # (the column-major buffers LAPACK reads)
+            b = np.zeros((k, max(m, n)), A.dtype)
+            b[:, :m], jpvt[:] = Bb[i].T, 0
+            if gelsy(102, m, n, k, a.ctypes.data, max(1, m), b.ctypes.data, max(1, m, n),
+                     jpvt.ctypes.data, rtol, jpvt[n:].ctypes.data) < 0:
+                break       # (a NaN in A or B: LAPACKE refuses it, the NumPy path runs)
+            X[i], rank[i] = b[:, :n].T, jpvt[n]
+        else:
+            real = np.zeros((0,), A.real.dtype)
+            return X[..., 0] if vec else X, real, rank, real
     s = xp.linalg.svd(A, compute_uv=False)
-    rtol = np.finfo(s.dtype).eps * max(m, n) if rcond is None or rcond < 0 else rcond
     X = _pinv(xp, A, None, rtol, False) @ (B[..., None] if vec else B)
     smax = s[..., :1] if s.shape[-1] else s
     rank = (s > rtol * smax).sum(-1).astype(np.int64)
