@@ -642,9 +642,10 @@ linalg_eigvals.jvp = decomposed(_eigvals_jvp)
 
 
 # ---- linalg.ldl_factor_ex, linalg.ldl_solve (LAPACK's ?sytrf / ?hetrf and ?sytrs / ?hetrs) ---
-# NumPy has no sytrf, so here is LAPACK's unblocked Bunch-Kaufman (?sytf2 / ?hetf2, lower),
-# step for step, so the pivots (1-based; a 2x2 block stores -p twice) are LAPACK's. For n > 64
-# LAPACK runs the blocked ?lasyf, the same factorization with its rounding in another order.
+# The factor calls LAPACK's sytrf / hetrf where blas.lapack finds it. The reference (NumPy has
+# no sytrf) is LAPACK's unblocked Bunch-Kaufman (?sytf2 / ?hetf2, lower), step for step, so the
+# pivots (1-based; a 2x2 block stores -p twice) are LAPACK's. For n > 64 LAPACK runs the
+# blocked ?lasyf, the same factorization with its rounding in another order.
 _BK_ALPHA = (1 + 17 ** 0.5) / 8
 
 
@@ -730,8 +731,16 @@ def linalg_ldl_factor_ex(xp, A, *, hermitian=False, check_errors=False):
     n, batch = A.shape[-1], A.shape[:-2]
     a = A.reshape((-1, n, n)).copy()
     piv, info = np.zeros((a.shape[0], n), np.int32), np.zeros(a.shape[0], np.int32)
+    sytrf = xp is np and blas.lapack("hetrf" if hermitian and A.dtype.kind == "c" else "sytrf",
+                                     A.dtype, C_INT, ctypes.c_char, int, P, int, P)
+    f = np.ascontiguousarray(a.swapaxes(-1, -2)) if sytrf else a   # (column-major matrices)
+    ipiv = np.zeros(n, np.int64 if blas._ilp64 else np.int32)
     for b in range(a.shape[0]):
-        piv[b], info[b] = _sytf2(xp, a[b], hermitian)
+        i = sytrf(102, b"L", n, f[b].ctypes.data, max(1, n), ipiv.ctypes.data) if sytrf else -1
+        if i >= 0:      # (-1: no LAPACK, or a NaN that LAPACKE refuses: _sytf2 runs)
+            a[b], piv[b], info[b] = f[b].T, ipiv, i
+        else:
+            piv[b], info[b] = _sytf2(xp, a[b], hermitian)
     if check_errors and info.any():
         raise RuntimeError(f"torch.linalg.ldl_factor_ex: Unknown error code: {info.max()}.")
     return (xp.tril(a).reshape(A.shape), xp.asarray(piv.reshape(batch + (n,))),
