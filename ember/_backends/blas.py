@@ -101,39 +101,31 @@ def pointer(dtype):
 
 
 
+
 _LAPACK = {}
-_CH = {np.dtype(np.float32): "s", np.dtype(np.float64): "d", np.dtype(np.complex64): "c",
-       np.dtype(np.complex128): "z"}
 
 
 def lapack(name, dtype, *argtypes):
-    """The ``LAPACKE_?name`` (or ``cblas_?name``: ``name`` starting with ``cblas_``) of the
-    library ``gemm`` found, for ``dtype``; in ``argtypes`` ``int`` becomes the library's int
-    and ``float`` the dtype's real scalar. None where there is none, or with the C kernels
-    off (``EMBER_NO_C=1``: the NumPy reference path runs)."""
-    fn = _LAPACK.get((name, dtype), False)
-    if fn is False:
-        fn = _LAPACK[name, dtype] = _lapack(name, np.dtype(dtype), argtypes)
-    return fn if fn is not None and not _kernels._off else None
-
-
-def _lapack(name, dtype, argtypes):
+    """``LAPACKE_?name`` (``cblas_?name`` for a ``cblas_`` name) in the library ``gemm`` found,
+    for ``dtype``, its ``argtypes`` with ``int`` the library's and ``float`` the dtype's real;
+    None where there is none, or with ``EMBER_NO_C=1`` (the NumPy reference path runs)."""
     global _kernels
-    from .._C import kernels as _kernels
-    ch = _CH.get(dtype)
-    if ch is None or not available():
-        return None
-    pre, base = ("cblas_", name[6:]) if name.startswith("cblas_") else ("LAPACKE_", name)
-    lib = ctypes.CDLL(library)
-    for pattern in ("scipy_{}{}{}64_", "{}{}{}64_", "{}{}{}"):
-        fn = getattr(lib, pattern.format(pre, ch, base), None)
-        if fn is not None:
-            real = ctypes.c_float if ch in "sc" else ctypes.c_double
-            fn.argtypes = [(ctypes.c_int64 if _ilp64 else ctypes.c_int) if t is int else
-                           real if t is float else t for t in argtypes]
-            fn.restype = ctypes.c_int64 if _ilp64 and pre == "LAPACKE_" else ctypes.c_int
-            return fn
-    return None
+    key = (name, dtype)
+    if key not in _LAPACK:
+        from .._C import kernels as _kernels
+        ch, _LAPACK[key] = {"f4": "s", "f8": "d", "c8": "c", "c16": "z"}.get(
+            f"{np.dtype(dtype).kind}{np.dtype(dtype).itemsize}"), None
+        pre = "cblas_" if name.startswith("cblas_") else "LAPACKE_"
+        lib = ch and available() and ctypes.CDLL(library)
+        for fn in (getattr(lib, f.format(pre, ch, name.replace("cblas_", "")), None)
+                   for f in ("scipy_{}{}{}64_", "{}{}{}64_", "{}{}{}") if lib):
+            if fn is not None:
+                fn.argtypes = [(ctypes.c_int64 if _ilp64 else ctypes.c_int) if t is int else
+                               (ctypes.c_float if ch in "sc" else ctypes.c_double)
+                               if t is float else t for t in argtypes]
+                fn.restype, _LAPACK[key] = ctypes.c_int64 if _ilp64 else ctypes.c_int, fn
+                break
+    return None if _kernels._off else _LAPACK[key]
 
 
 _kernels = None

@@ -14,7 +14,7 @@ from .pointwise import type_name
 from .tangents import decomposed, fallback_unless
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
-from .solvers import C_INT, P, LinAlgError, check_matrix, linalg_samples
+from .solvers import C_INT, P, LinAlgError, check_matrix, lapack_each, linalg_samples
 
 _CHOL = ("{}The factorization could not be completed because the input is not "
          "positive-definite (the leading minor of order {} is not positive-definite).")
@@ -61,8 +61,7 @@ def linalg_cholesky_ex(xp, A, *, upper=False, check_errors=False):
         L = np.array(flat, order="C")
         info[:] = [potrf(102, b"U", n, L[b].ctypes.data, max(n, 1)) for b in range(len(L))]
         L = np.tril(L)
-    if not potrf or (info < 0).any():
-        info[:] = 0
+    else:
         try:
             L = xp.linalg.cholesky(flat)
         except xp.linalg.LinAlgError:
@@ -461,12 +460,7 @@ def linalg_lu_factor_ex(xp, A, *, pivot=True, check_errors=False):
     info = xp.zeros(a.shape[0], np.int32)
     getrf = xp is np and blas.lapack("getrf_work", A.dtype, C_INT, int, int, P, int, P)
     if getrf:       # LAPACK's getrf, as torch: its pivots, blocked with GEMM updates
-        a = np.ascontiguousarray(a.swapaxes(-1, -2))            # column-major matrices
-        ipiv = np.zeros(k, np.int64 if blas._ilp64 else np.int32)
-        for b in range(len(a)):
-            info[b] = getrf(102, m, n, a[b].ctypes.data, max(1, m), ipiv.ctypes.data)
-            piv[b] = ipiv
-        a = np.ascontiguousarray(a.swapaxes(-1, -2))
+        a, piv, info = lapack_each(getrf, a, m, n)
     rows = xp.arange(a.shape[0])
     for j in range(0 if not getrf else k, k):
         col = a[:, j:, j]
@@ -733,14 +727,10 @@ def linalg_ldl_factor_ex(xp, A, *, hermitian=False, check_errors=False):
     piv, info = np.zeros((a.shape[0], n), np.int32), np.zeros(a.shape[0], np.int32)
     sytrf = xp is np and blas.lapack("hetrf" if hermitian and A.dtype.kind == "c" else "sytrf",
                                      A.dtype, C_INT, ctypes.c_char, int, P, int, P)
-    f = np.ascontiguousarray(a.swapaxes(-1, -2)) if sytrf else a   # (column-major matrices)
-    ipiv = np.zeros(n, np.int64 if blas._ilp64 else np.int32)
-    for b in range(a.shape[0]):
-        i = sytrf(102, b"L", n, f[b].ctypes.data, max(1, n), ipiv.ctypes.data) if sytrf else -1
-        if i >= 0:      # (-1: no LAPACK, or a NaN that LAPACKE refuses: _sytf2 runs)
-            a[b], piv[b], info[b] = f[b].T, ipiv, i
-        else:
-            piv[b], info[b] = _sytf2(xp, a[b], hermitian)
+    if sytrf:
+        a, piv, info = lapack_each(sytrf, a, b"L", n)
+    for b in np.nonzero(info < 0)[0] if sytrf else range(a.shape[0]):   # (LAPACKE refuses NaN)
+        piv[b], info[b] = _sytf2(xp, a[b], hermitian)
     if check_errors and info.any():
         raise RuntimeError(f"torch.linalg.ldl_factor_ex: Unknown error code: {info.max()}.")
     return (xp.tril(a).reshape(A.shape), xp.asarray(piv.reshape(batch + (n,))),

@@ -27,6 +27,16 @@ LinAlgError = _LinAlgError
 C_INT, P = ctypes.c_int, ctypes.c_void_p      # (argument types of blas.lapack's functions)
 
 
+def lapack_each(fn, a, *args):
+    """``fn(column-major, *args, matrix, lda, ipiv)`` (getrf, sytrf) on column-major copies of
+    the (b, m, n) ``a``'s matrices: (the factored matrices, int32 pivots (b, k), infos (b,))."""
+    f = np.ascontiguousarray(a.swapaxes(-1, -2))
+    ipiv = np.zeros((len(f), min(a.shape[1:])), np.int64 if blas._ilp64 else np.int32)
+    info = [fn(102, *args, f[b].ctypes.data, max(1, a.shape[1]), ipiv[b].ctypes.data)
+            for b in range(len(f))]
+    return f.swapaxes(-1, -2), ipiv.astype(np.int32), np.array(info, np.int32)
+
+
 def check_matrix(name, a, square=True):
     """torch's checks on a (batch of) matrices: float or complex, 2 or more dims, square."""
     low = ember._dtype.is_ml_dtypes(a.dtype) or a.dtype == np.float16
