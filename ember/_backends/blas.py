@@ -98,3 +98,34 @@ def pointer(dtype):
     if not available() or np.dtype(dtype) not in _fns:
         return None
     return ctypes.cast(_fns[np.dtype(dtype)], ctypes.c_void_p).value, _ilp64
+
+
+
+
+_LAPACK = {}
+
+
+def lapack(name, dtype, *argtypes):
+    """``LAPACKE_?name`` (``cblas_?name`` for a ``cblas_`` name) in the library ``gemm`` found,
+    for ``dtype``, its ``argtypes`` with ``int`` the library's and ``float`` the dtype's real;
+    None where there is none, or with ``EMBER_NO_C=1`` (the NumPy reference path runs)."""
+    global _kernels
+    key = (name, dtype)
+    if key not in _LAPACK:
+        from .._C import kernels as _kernels
+        ch, _LAPACK[key] = {"f4": "s", "f8": "d", "c8": "c", "c16": "z"}.get(
+            f"{np.dtype(dtype).kind}{np.dtype(dtype).itemsize}"), None
+        pre = "cblas_" if name.startswith("cblas_") else "LAPACKE_"
+        lib = ch and available() and ctypes.CDLL(library)
+        for fn in (getattr(lib, f.format(pre, ch, name.replace("cblas_", "")), None)
+                   for f in ("scipy_{}{}{}64_", "{}{}{}64_", "{}{}{}") if lib):
+            if fn is not None:
+                fn.argtypes = [(ctypes.c_int64 if _ilp64 else ctypes.c_int) if t is int else
+                               (ctypes.c_float if ch in "sc" else ctypes.c_double)
+                               if t is float else t for t in argtypes]
+                fn.restype, _LAPACK[key] = ctypes.c_int64 if _ilp64 else ctypes.c_int, fn
+                break
+    return None if _kernels._off else _LAPACK[key]
+
+
+_kernels = None

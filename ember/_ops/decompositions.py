@@ -1,16 +1,20 @@
 """Factorizations: linalg.cholesky_ex, linalg.qr, geqrf, linalg.svd, linalg.svdvals,
 linalg.eigh, linalg.eigvalsh, linalg.eig, linalg.eigvals, linalg.lu_factor_ex. Backwards are
 torch's (gauge-invariant for singular and eigen vectors), written in ember ops."""
+import ctypes
+
 import numpy as np
 
 import ember
+
+from .._backends import blas
 
 from .meta import empty
 from .pointwise import type_name
 from .tangents import decomposed, fallback_unless
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
-from .solvers import LinAlgError, check_matrix, linalg_samples
+from .solvers import C_INT, P, LinAlgError, check_matrix, lapack_each, linalg_samples
 
 _CHOL = ("{}The factorization could not be completed because the input is not "
          "positive-definite (the leading minor of order {} is not positive-definite).")
@@ -47,19 +51,27 @@ def linalg_cholesky_ex(xp, A, *, upper=False, check_errors=False):
     """(L, info): ``A = L L^H`` from A's lower triangle; info is 0, or the order of the first
     leading minor that is not positive-definite (L is then unspecified)."""
     check_matrix("linalg.cholesky", A)
-    batch = A.shape[:-2]
+    batch, n = A.shape[:-2], A.shape[-1]
     flat = A.reshape((-1,) + A.shape[-2:])
     info = np.zeros(flat.shape[0], np.int32)
-    try:
-        L = xp.linalg.cholesky(flat)
-    except xp.linalg.LinAlgError:
-        L = xp.full_like(flat, np.nan)
-        for b in range(flat.shape[0]):
-            try:
-                L[b] = xp.linalg.cholesky(flat[b])
-            except xp.linalg.LinAlgError:
-                info[b] = next(k for k in range(1, A.shape[-1] + 1) if not _is_pd(
-                    xp, flat[b, :k, :k]))
+    potrf = xp is np and blas.lapack("potrf_work", A.dtype, C_INT, ctypes.c_char, int, P, int)
+    if potrf:
+        # LAPACK's potrf on the row-major buffer read column-major (A^T = conj(A)) with 'U'
+        # leaves L there: no transposes, and info is LAPACK's, as torch's
+        L = np.array(flat, order="C")
+        info[:] = [potrf(102, b"U", n, L[b].ctypes.data, max(n, 1)) for b in range(len(L))]
+        L = np.tril(L)
+    else:
+        try:
+            L = xp.linalg.cholesky(flat)
+        except xp.linalg.LinAlgError:
+            L = xp.full_like(flat, np.nan)
+            for b in range(flat.shape[0]):
+                try:
+                    L[b] = xp.linalg.cholesky(flat[b])
+                except xp.linalg.LinAlgError:
+                    info[b] = next(k for k in range(1, n + 1) if not _is_pd(
+                        xp, flat[b, :k, :k]))
     if check_errors and info.any():
         b = int(np.nonzero(info)[0][0])
         where = f"(Batch element {b}): " if batch else ""
@@ -444,10 +456,13 @@ def linalg_lu_factor_ex(xp, A, *, pivot=True, check_errors=False):
     m, n = A.shape[-2:]
     k = min(m, n)
     a = A.reshape((-1, m, n)).copy()
-    rows = xp.arange(a.shape[0])
     piv = xp.zeros((a.shape[0], k), np.int32)
     info = xp.zeros(a.shape[0], np.int32)
-    for j in range(k):
+    getrf = xp is np and blas.lapack("getrf_work", A.dtype, C_INT, int, int, P, int, P)
+    if getrf:       # LAPACK's getrf, as torch: its pivots, blocked with GEMM updates
+        a, piv, info = lapack_each(getrf, a, m, n)
+    rows = xp.arange(a.shape[0])
+    for j in range(0 if not getrf else k, k):
         col = a[:, j:, j]
         # NOTE: LAPACK's i?amax ranks complex entries by |re| + |im|, not the modulus
         mag = xp.abs(col.real) + xp.abs(col.imag) if a.dtype.kind == "c" else xp.abs(col)
@@ -621,9 +636,10 @@ linalg_eigvals.jvp = decomposed(_eigvals_jvp)
 
 
 # ---- linalg.ldl_factor_ex, linalg.ldl_solve (LAPACK's ?sytrf / ?hetrf and ?sytrs / ?hetrs) ---
-# NumPy has no sytrf, so here is LAPACK's unblocked Bunch-Kaufman (?sytf2 / ?hetf2, lower),
-# step for step, so the pivots (1-based; a 2x2 block stores -p twice) are LAPACK's. For n > 64
-# LAPACK runs the blocked ?lasyf, the same factorization with its rounding in another order.
+# The factor calls LAPACK's sytrf / hetrf where blas.lapack finds it. The reference (NumPy has
+# no sytrf) is LAPACK's unblocked Bunch-Kaufman (?sytf2 / ?hetf2, lower), step for step, so the
+# pivots (1-based; a 2x2 block stores -p twice) are LAPACK's. For n > 64 LAPACK runs the
+# blocked ?lasyf, the same factorization with its rounding in another order.
 _BK_ALPHA = (1 + 17 ** 0.5) / 8
 
 
@@ -709,7 +725,11 @@ def linalg_ldl_factor_ex(xp, A, *, hermitian=False, check_errors=False):
     n, batch = A.shape[-1], A.shape[:-2]
     a = A.reshape((-1, n, n)).copy()
     piv, info = np.zeros((a.shape[0], n), np.int32), np.zeros(a.shape[0], np.int32)
-    for b in range(a.shape[0]):
+    sytrf = xp is np and blas.lapack("hetrf" if hermitian and A.dtype.kind == "c" else "sytrf",
+                                     A.dtype, C_INT, ctypes.c_char, int, P, int, P)
+    if sytrf:
+        a, piv, info = lapack_each(sytrf, a, b"L", n)
+    for b in np.nonzero(info < 0)[0] if sytrf else range(a.shape[0]):   # (LAPACKE refuses NaN)
         piv[b], info[b] = _sytf2(xp, a[b], hermitian)
     if check_errors and info.any():
         raise RuntimeError(f"torch.linalg.ldl_factor_ex: Unknown error code: {info.max()}.")

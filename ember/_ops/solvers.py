@@ -1,11 +1,14 @@
 """Inverses and solvers: inverse, det, slogdet, logdet, linalg.solve, linalg.solve_triangular,
 linalg.pinv, linalg.lstsq, matrix_exp, matrix_power, linalg.multi_dot. Forwards call
 ``xp.linalg`` (NumPy or CuPy); backwards are the usual formulas written in ember ops."""
+import ctypes
+import itertools
 import math
 
 import numpy as np
 
 import ember
+from .._backends import blas
 
 from .linalg import matmul
 from .meta import empty
@@ -21,6 +24,17 @@ class _LinAlgError(RuntimeError):
 
 
 LinAlgError = _LinAlgError
+C_INT, P = ctypes.c_int, ctypes.c_void_p      # (argument types of blas.lapack's functions)
+
+
+def lapack_each(fn, a, *args):
+    """``fn(column-major, *args, matrix, lda, ipiv)`` (getrf, sytrf) on column-major copies of
+    the (b, m, n) ``a``'s matrices: (the factored matrices, int32 pivots (b, k), infos (b,))."""
+    f = np.ascontiguousarray(a.swapaxes(-1, -2))
+    ipiv = np.zeros((len(f), min(a.shape[1:])), np.int64 if blas._ilp64 else np.int32)
+    info = [fn(102, *args, f[b].ctypes.data, max(1, a.shape[1]), ipiv[b].ctypes.data)
+            for b in range(len(f))]
+    return f.swapaxes(-1, -2), ipiv.astype(np.int32), np.array(info, np.int32)
 
 
 def check_matrix(name, a, square=True):
@@ -247,6 +261,18 @@ def linalg_solve_triangular(xp, A, B, *, upper, left=True, unitriangular=False):
     if B.ndim < 2:
         raise RuntimeError(f"{name}: The input tensor B must have at least 2 dimensions.")
     _check_solve(name, A, B, left)
+    trsm = xp is np and A.dtype == B.dtype and A.dtype.kind == "f" and blas.lapack(
+        "cblas_trsm", A.dtype, *[C_INT] * 5, int, int, float, P, int, P, int)
+    if trsm:        # BLAS's trsm, as torch (row-major, so no copies but of B into X)
+        batch = np.broadcast_shapes(A.shape[:-2], B.shape[:-2]) if A.ndim + B.ndim > 4 else ()
+        X = np.array(np.broadcast_to(B, batch + B.shape[-2:]) if batch else B, order="C")
+        A = np.broadcast_to(A, batch + A.shape[-2:]) if batch else A
+        for i in itertools.product(*map(range, batch)):
+            a = np.ascontiguousarray(A[i])
+            trsm(101, 141 if left else 142, 121 if upper else 122, 111,
+                 132 if unitriangular else 131, *X.shape[-2:], 1.0, a.ctypes.data,
+                 max(1, a.shape[0]), X[i].ctypes.data, max(1, X.shape[-1]))
+        return X
     # NOTE: NumPy has no triangular solver: solve with the triangle (zeros elsewhere), which
     # is what the triangular solver computes, at LU's cost.
     return _solve(xp, _triangle(A, upper, unitriangular, xp), B, left, False, name)
@@ -349,8 +375,27 @@ def linalg_lstsq(xp, A, B, rcond=None, *, driver=None):
         raise RuntimeError("torch.linalg.lstsq: input.size(-2) should match other.size(-2)")
     driver = driver or "gelsy"
     m, n = A.shape[-2:]
+    rtol = np.finfo(A.dtype).eps * max(m, n) if rcond is None or rcond < 0 else rcond
+    gelsy = driver == "gelsy" and xp is np and A.dtype == B.dtype and blas.lapack(
+        "gelsy", A.dtype, C_INT, int, int, int, P, int, P, int, P, float, P)
+    if gelsy:       # LAPACK's gelsy (QR with column pivoting), torch's default driver on cpu
+        Bm = B[..., None] if vec else B
+        batch, k = np.broadcast_shapes(A.shape[:-2], Bm.shape[:-2]), Bm.shape[-1]
+        Ab, Bb = np.broadcast_to(A, batch + (m, n)), np.broadcast_to(Bm, batch + (m, k))
+        X, rank = np.empty(batch + (n, k), A.dtype), np.zeros(batch, np.int64)
+        jpvt = np.zeros(n + 1, np.int64 if blas._ilp64 else np.int32)
+        for i in itertools.product(*map(range, batch)):
+            a = np.array(Ab[i].T, order="C")        # (the column-major buffers LAPACK reads)
+            b = np.zeros((k, max(m, n)), A.dtype)
+            b[:, :m], jpvt[:] = Bb[i].T, 0
+            if gelsy(102, m, n, k, a.ctypes.data, max(1, m), b.ctypes.data, max(1, m, n),
+                     jpvt.ctypes.data, rtol, jpvt[n:].ctypes.data) < 0:
+                break       # (a NaN in A or B: LAPACKE refuses it, the NumPy path runs)
+            X[i], rank[i] = b[:, :n].T, jpvt[n]
+        else:
+            real = np.zeros((0,), A.real.dtype)
+            return X[..., 0] if vec else X, real, rank, real
     s = xp.linalg.svd(A, compute_uv=False)
-    rtol = np.finfo(s.dtype).eps * max(m, n) if rcond is None or rcond < 0 else rcond
     X = _pinv(xp, A, None, rtol, False) @ (B[..., None] if vec else B)
     smax = s[..., :1] if s.shape[-1] else s
     rank = (s > rtol * smax).sum(-1).astype(np.int64)
