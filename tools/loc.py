@@ -60,7 +60,7 @@ CAPS = {                            # Python lines per package
 }
 OTHER_CAP = 1500                    # any package without its own cap
 C_CAP = 7500                        # every .c/.h file: today's kernels + CUDA's ~2k
-TOTAL_CAP = 60500
+TOTAL_CAP = 61500
 
 _LAYOUT = {token.NEWLINE, token.NL, token.INDENT, token.DEDENT, token.COMMENT,
            token.ENCODING, token.ENDMARKER}
