@@ -66,11 +66,8 @@ FLIP_ROWS(flip_rows_f64, uint64_t)
             memcpy(&bits, &x, sizeof k);                                                       \
             k = (bits < 0 ? M - bits : bits) + (I)(y > x) - (I)(y < x);                        \
             k = k < 0 ? M - k : k ? k : bits & M;                                              \
-            memcpy(&r, &k, sizeof r);                                                          \
-            out[i] = x == y || y != y ? y : r;                                                 \
+            memcpy(&r, &k, sizeof r), out[i] = x == y || y != y ? y : r;                       \
         }                                                                                      \
     }
 NEXTAFTER(nextafter_f32, float, int32_t, INT32_MIN)
 NEXTAFTER(nextafter_f64, double, int64_t, INT64_MIN)
-#undef FLIP_ROWS
-#undef NEXTAFTER
