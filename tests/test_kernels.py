@@ -592,6 +592,47 @@ def test_mask_select_matches_numpy(shape, density, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_nextafter_matches_numpy(threads, dtype):
+    """nextafter by select.h's bit step: NumPy's (C's) results bit for bit over every pair of
+    edge values (signed zeros, infinities, nan, the largest finite, denormals), and for
+    non-contiguous and broadcast operands."""
+    fi = np.finfo(dtype)
+    edge = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, fi.max, -fi.max, fi.tiny,
+                     -fi.tiny, fi.smallest_subnormal, -fi.smallest_subnormal, fi.tiny / 3, -7.5],
+                    dtype)
+    rng = np.random.default_rng(3)
+    pairs = [(np.tile(np.repeat(edge, 15), 80), np.tile(edge, 15 * 80)),
+             (rng.standard_normal((300, 200)).astype(dtype)[:, ::3],
+              rng.standard_normal((200, 300)).astype(dtype).T[:, ::3]),
+             (rng.standard_normal((130, 257)).astype(dtype), np.float64(0.5).astype(dtype))]
+    for a, b in pairs:
+        got = ember.nextafter(ember.tensor(a), ember.tensor(b)).numpy()
+        with np.errstate(over="ignore"):
+            ref = np.nextafter(a, b)
+        assert got.dtype == ref.dtype and got.tobytes() == ref.tobytes()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+@pytest.mark.parametrize("shape", [(1 << 14,), (129, 257), (3, 7, 1001)], ids=str)
+def test_flip_last_dim_matches_numpy(threads, shape, dtype):
+    """flip/fliplr over the last dim and rot90 by select.h's reversed-row copy: NumPy's
+    reversed slice, contiguous or not, with rot90's strides as torch's (a transposed view)."""
+    a = (np.random.default_rng(5).standard_normal(shape) * 100).astype(dtype)
+    for x in (a, a.swapaxes(0, -1), a[..., ::2]):
+        got = ember.flip(ember.tensor(x), -1)._data
+        assert got.flags.c_contiguous and got.tobytes() == x[..., ::-1].tobytes()
+    if a.ndim > 1:
+        np.testing.assert_array_equal(ember.fliplr(ember.tensor(a)).numpy(), a[:, ::-1])
+        # (torch's layout: the flipped copy's strides with the two dims swapped)
+        strides = list(np.zeros(a.shape, np.int8).strides)
+        strides[0], strides[-1] = strides[-1], strides[0]
+        for k in (1, 3):
+            got = ember.rot90(ember.tensor(a), k, (0, -1))
+            np.testing.assert_array_equal(got.numpy(), np.rot90(a, k, (0, -1)))
+            assert got.stride() == tuple(strides)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_long_1d_scatter(threads, dtype):
     """A long 1-D scatter (one thread whatever the count: a split by destination was slower):
     scatter_add bit-equal to np.add.at, scatter's last write wins as on the NumPy path, in

@@ -47,9 +47,12 @@ def _pad(xp, x, lo, hi, value=0):
     nd = len(lo)
     size = x.shape[x.ndim - nd:]
     new = tuple(s + a + b for s, a, b in zip(size, lo, hi))
-    out = xp.full(x.shape[:x.ndim - nd] + new, value, x.dtype)
+    out = xp.empty(x.shape[:x.ndim - nd] + new, x.dtype)
     src = tuple(slice(max(-a, 0), s - max(-b, 0)) for s, a, b in zip(size, lo, hi))
     dst = tuple(slice(max(a, 0), m - max(b, 0)) for m, a, b in zip(new, lo, hi))
+    for i, d in enumerate(dst):     # only the border is filled: the interior is written once
+        for edge in (slice(0, d.start), slice(d.stop, new[i])):
+            out[(Ellipsis, edge) + (slice(None),) * (nd - 1 - i)] = value
     out[(Ellipsis,) + dst] = x[(Ellipsis,) + src]
     return out
 

@@ -6,6 +6,7 @@ import numpy as np
 
 import ember
 
+from .._C import kernels as _C
 from .meta import broadcast_meta, empty
 from .pointwise import _pow_node, reject
 from .pointwise_logic import _NOT_INT
@@ -152,7 +153,8 @@ def nextafter(xp, input, other):
     if input.dtype.kind == "V":
         # NOTE: NumPy has no nextafter for bfloat16; step the bit pattern as C's nextafter does
         return _nextafter_bits(xp, input, other)
-    return xp.nextafter(input, other)
+    out = _C.words("nextafter", input, other)     # (NumPy's loop: libm's, element by element)
+    return xp.nextafter(input, other) if out is None else out
 
 
 def _nextafter_bits(xp, a, b):

@@ -1,6 +1,7 @@
 """Reorderings that copy: flip, fliplr/flipud, roll, rot90, tile, narrow_copy."""
 import numpy as np
 
+from .._C import kernels as _C
 from .indexing import repeat
 from .meta import same_meta, wrap_dim
 from .tangents import LINEAR
@@ -22,6 +23,9 @@ def flip(xp, input, dims):
             wrap_dim(d, 0)
         return input.copy()
     if len(dims) == 1 and -input.ndim <= dims[0] < input.ndim:
+        out = _C.words("flip_rows", input) if dims[0] % input.ndim == input.ndim - 1 else None
+        if out is not None:
+            return out
         # one dim (an image's horizontal flip): a reversed slice, copied; np.flip's argument
         # checks cost more than the copy of a small array
         return input[(slice(None),) * (dims[0] % input.ndim) + (slice(None, None, -1),)].copy()
@@ -109,7 +113,10 @@ def rot90(xp, input, k=1, dims=(0, 1)):
     if dims[0] % input.ndim == dims[1] % input.ndim:
         raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {dims[0]} "
                            f"and dim1 = {dims[1]}")
-    return xp.ascontiguousarray(xp.rot90(input, k, axes=dims))
+    # NOTE: as torch, one flip copied, and a transposed view of it for an odd k
+    d0, d1, k = dims[0] % input.ndim, dims[1] % input.ndim, k % 4
+    out = flip.fwd(xp, input, ((), (d1,), dims, (d0,))[k])
+    return out.swapaxes(d0, d1) if k % 2 else out
 
 
 rot90.vjp()(lambda g, input, k=1, dims=(0, 1): g.rot90(-k, dims))

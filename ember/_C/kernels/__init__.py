@@ -96,6 +96,7 @@ def _declare(lib):
             "topk_rows": [p, i64, i64, i64, i, p, p, i],
             "gather": [p, p, p, i64, i64, i64, i64, i],
             "mask_select": [p, p, p, i64, p, i],     # (select.h: 4- and 8-byte words)
+            "flip_rows": [p, p, i64, i64, i], "nextafter": [p, p, p, i64, i],   # (select.h)
             "scatter": [p, p, p, p, i64, i64, i64, i64, i, i],
             "add_rows": [p, p, p, p, p, i64, i64, i64, i64],
             "add_bias": [p, p, i64, i64, i],
@@ -431,6 +432,21 @@ def mask_select(a, mask):
                                                  out.ctypes.data, a.size, offsets.ctypes.data,
                                                  nt)
     return out
+
+
+def words(name, *arrays):
+    """select.h's ``flip_rows`` (``a[..., ::-1]`` copied, 4- or 8-byte elements) or
+    ``nextafter`` (C's, exact: float32 or float64) of NumPy arrays of one shape and dtype, or
+    None where it does not apply."""
+    a = arrays[0]
+    fn = kernel(name, _WORDS.get(a.itemsize) if name == "flip_rows" else a.dtype) if all(
+        type(x) is np.ndarray and x.shape == a.shape and x.dtype == a.dtype for x in arrays) \
+        and a.size >= _MIN_SELECT and a.dtype.kind in "fiub" else None
+    if fn is not None:
+        arrays, out = [contiguous(x) for x in arrays], np.empty(a.shape, a.dtype)
+        fn(*map(ptr, arrays), ptr(out), a.size, *a.shape[-1:] * (name == "flip_rows"),
+           num_threads())
+        return out
 
 
 def along_dim(name, data, dim, index):

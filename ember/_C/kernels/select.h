@@ -1,4 +1,5 @@
-/* x[mask] for a mask of x's shape, both contiguous: the selected elements in order. NumPy's
+/* Copies and bit steps by machine word, where NumPy goes element by element.
+ * x[mask] for a mask of x's shape, both contiguous: the selected elements in order. NumPy's
  * boolean indexing branches on every element (a random mask mispredicts half of them); here each element is stored unconditionally and the output position advances by the
  * mask byte (0 or 1), and the elements are split over threads: mask_count gives each chunk's
  * first output position, then the copy fills the chunks independently. Elements are moved as
@@ -41,3 +42,32 @@ EXPORT int64_t mask_count(const uint8_t *m, int64_t n, int64_t *offsets, int nt)
 MASK_SELECT(mask_select_f32, uint32_t)
 MASK_SELECT(mask_select_f64, uint64_t)
 #undef MASK_SELECT
+
+/* x[..., ::-1] of rows of len words (n in all): NumPy copies a negative stride one element at
+ * a time */
+#define FLIP_ROWS(NAME, W)                                                                     \
+    EXPORT void NAME(const W *x, W *out, int64_t n, int64_t len, int nt) {                     \
+        _Pragma("omp parallel for num_threads(threads_for(n, nt)) schedule(static)")          \
+        for (int64_t r = 0; r < n; r += len)                                                   \
+            for (int64_t j = 0; j < len; j++) out[r + j] = x[r + len - 1 - j];                 \
+    }
+FLIP_ROWS(flip_rows_f32, uint32_t)
+FLIP_ROWS(flip_rows_f64, uint64_t)
+
+/* C's nextafter, exactly, without its branches: the bit pattern as a signed-magnitude key
+ * (m - bits for a negative: an involution, -0.0 and 0.0 both 0) steps by one towards b (a zero
+ * reached keeps a's sign); nan where either is (a's own bits where a is), b where a == b. */
+#define NEXTAFTER(NAME, T, I, M)                                                               \
+    EXPORT void NAME(const T *a, const T *b, T *out, int64_t n, int nt) {                      \
+        _Pragma("omp parallel for simd num_threads(threads_for(n * 4, nt)) schedule(static)") \
+        for (int64_t i = 0; i < n; i++) {                                                      \
+            T x = a[i], y = b[i], r;                                                           \
+            I bits, k;                                                                         \
+            memcpy(&bits, &x, sizeof k);                                                       \
+            k = (bits < 0 ? M - bits : bits) + (I)(y > x) - (I)(y < x);                        \
+            k = k < 0 ? M - k : k ? k : bits & M;                                              \
+            memcpy(&r, &k, sizeof r), out[i] = x == y || y != y ? y : r;                       \
+        }                                                                                      \
+    }
+NEXTAFTER(nextafter_f32, float, int32_t, INT32_MIN)
+NEXTAFTER(nextafter_f64, double, int64_t, INT64_MIN)
