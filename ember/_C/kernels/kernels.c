@@ -47,6 +47,16 @@ static int threads_for(int64_t work, int nt) {
     return nt < 1 ? 1 : (most < nt ? (int)most : nt);
 }
 
+/* for (i = 0; i < size; i += step) body, over nt threads: one runs it without an OpenMP
+ * region (a region of one thread still costs microseconds, most of a small call's time) */
+#define THREADED_FOR(nt, size, step, body)                                                    \
+    if (nt == 1)                                                                              \
+        for (int64_t i = 0; i < size; i += step) { body; }                                    \
+    else {                                                                                    \
+        _Pragma("omp parallel for num_threads(nt) schedule(static)")                          \
+        for (int64_t i = 0; i < size; i += step) { body; }                                    \
+    }
+
 EXPORT int ember_kernels_version(void) { return 1; }
 
 EXPORT int ember_kernels_openmp(void) {
@@ -68,9 +78,7 @@ TC static void erf_block_f32(const float *x, float *out, int64_t n, int want_erf
 EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt) {
     const int64_t B = 16384;
     nt = threads_for(n * 8, nt);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t i = 0; i < n; i += B)
-        erf_block_f32(x + i, out + i, n - i < B ? n - i : B, want_erfc);
+    THREADED_FOR(nt, n, B, erf_block_f32(x + i, out + i, n - i < B ? n - i : B, want_erfc));
 }
 
 #include "half.h"

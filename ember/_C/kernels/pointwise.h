@@ -369,6 +369,14 @@ static const int PW_COST[PW_COUNT] = {8, 8, 1, 1, 1, 1, 1, 1, 8, 16, 1, 8, 16, 1
                                       8, 1, 1, 1, 1, 1, 1, 8, 8, 16, 8, 1, 1, 4,
                                       1, 16, 8, 1, 1, 1, 1};
 
+static void pw_block(int op, pw_fn fn, const float *x, const float *y, const float *z,
+                     float *out, int64_t i, int64_t m, float fa, float fb, float fc) {
+    fn(x + i, y ? y + i : y, z ? z + i : z, out + i, m, fa, fb, fc);
+    if (op == PW_REMAINDER || op == PW_REMAINDER_SCALAR || op == PW_TAN || op == PW_FMOD ||
+        op == PW_FMOD_SCALAR || op == PW_FLOOR_DIVIDE || op == PW_FLOOR_DIVIDE_SCALAR)
+        pw_fix(op, x + i, y ? y + i : y, out + i, m, fa);
+}
+
 /* op `op` of n contiguous floats x (and y, z for the two- and three-input ops) into out; -1 for
  * an unknown op */
 EXPORT int pointwise_f32(int op, const float *x, const float *y, const float *z, float *out,
@@ -378,14 +386,6 @@ EXPORT int pointwise_f32(int op, const float *x, const float *y, const float *z,
     pw_fn fn = PW_FNS[op];
     float fa = (float)a, fb = (float)b, fc = (float)c;
     nt = threads_for(n * PW_COST[op], nt);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t i = 0; i < n; i += B)
-    {
-        int64_t m = n - i < B ? n - i : B;
-        fn(x + i, y ? y + i : y, z ? z + i : z, out + i, m, fa, fb, fc);
-        if (op == PW_REMAINDER || op == PW_REMAINDER_SCALAR || op == PW_TAN || op == PW_FMOD ||
-            op == PW_FMOD_SCALAR || op == PW_FLOOR_DIVIDE || op == PW_FLOOR_DIVIDE_SCALAR)
-            pw_fix(op, x + i, y ? y + i : y, out + i, m, fa);
-    }
+    THREADED_FOR(nt, n, B, pw_block(op, fn, x, y, z, out, i, n - i < B ? n - i : B, fa, fb, fc));
     return 0;
 }

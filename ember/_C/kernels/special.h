@@ -700,15 +700,6 @@ static double sp_eval(int code, double x, double n) {
 
 #pragma GCC pop_options
 
-/* for (i = 0; i < size; i += step) body, over nt threads: one runs it without an OpenMP
- * region (a region of one thread still costs microseconds, most of a small call's time) */
-#define SP_FOR(nt, size, step, body)                                                          \
-    if (nt == 1)                                                                              \
-        for (int64_t i = 0; i < size; i += step) { body; }                                    \
-    else {                                                                                    \
-        _Pragma("omp parallel for num_threads(nt) schedule(static)")                          \
-        for (int64_t i = 0; i < size; i += step) { body; }                                    \
-    }
 /* float32's own loops where torch's float kernels are short float32 code (ndtr, log_ndtr:
  * vecmath.h, a few ulp of the float64 values; contraction allowed here) */
 #define SP_F32(code) ((code) == 27 || (code) == 28)
@@ -718,7 +709,8 @@ TC static void sp_f32_block(int code, const float *x, float *out, int64_t m) {
 }
 static void sp_f32(int code, const float *x, float *out, int64_t size, int nt) {
     nt = threads_for(size * 8, nt);
-    SP_FOR(nt, size, 1024, sp_f32_block(code, x + i, out + i, size - i < 1024 ? size - i : 1024))
+    THREADED_FOR(nt, size, 1024,
+                 sp_f32_block(code, x + i, out + i, size - i < 1024 ? size - i : 1024))
 }
 
 #pragma GCC push_options
@@ -758,8 +750,8 @@ EXPORT void name(int code, const T *x, int64_t xs, const T *n, int64_t ns, T *ou
         return;                                                                               \
     }                                                                                         \
     nt = threads_for(size * 64, nt);                                                          \
-    SP_FOR(nt, size, SP_BLOCK, name##_block(code, x, xs, n, ns, out, i,                       \
-                                            size - i < SP_BLOCK ? (int)(size - i) : SP_BLOCK)) \
+    THREADED_FOR(nt, size, SP_BLOCK, name##_block(code, x, xs, n, ns, out, i,                 \
+                                             size - i < SP_BLOCK ? (int)(size - i) : SP_BLOCK)) \
 }
 SP_LOOP(float, special_f32)
 SP_LOOP(double, special_f64)
