@@ -43,8 +43,8 @@ def _load():
                     ctypes.c_void_p, int_t]
                 fns[np.dtype(ch.replace("s", "f4").replace("d", "f8"))] = fn
             if len(fns) == 2:
-                global library, _ilp64
-                library, _ilp64 = path, int_t is ctypes.c_int64
+                global library, _ilp64, _symbol
+                library, _ilp64, _symbol = path, int_t is ctypes.c_int64, pattern
                 return fns
     return None
 
@@ -52,6 +52,7 @@ def _load():
 _fns = False
 _ilp64 = False
 library = None      # the path of the library ``gemm`` calls into, once found
+_symbol = None      # the name pattern its cblas_?gemm was found under (``_SYMBOLS``)
 
 
 def _row_major(a):
@@ -100,32 +101,31 @@ def pointer(dtype):
     return ctypes.cast(_fns[np.dtype(dtype)], ctypes.c_void_p).value, _ilp64
 
 
-
-
 _LAPACK = {}
 
 
 def lapack(name, dtype, *argtypes):
     """``LAPACKE_?name`` (``cblas_?name`` for a ``cblas_`` name) in the library ``gemm`` found,
-    for ``dtype``, its ``argtypes`` with ``int`` the library's and ``float`` the dtype's real;
-    None where there is none, or with ``EMBER_NO_C=1`` (the NumPy reference path runs)."""
-    global _kernels
-    key = (name, dtype)
+    named as its ``cblas_?gemm`` is, for ``dtype``, its ``argtypes`` with ``int`` the library's
+    and ``float`` the dtype's real; None where there is none, or with ``EMBER_NO_C=1`` (the
+    NumPy reference path runs)."""
+    key = (name, np.dtype(dtype))
     if key not in _LAPACK:
-        from .._C import kernels as _kernels
-        ch, _LAPACK[key] = {"f4": "s", "f8": "d", "c8": "c", "c16": "z"}.get(
-            f"{np.dtype(dtype).kind}{np.dtype(dtype).itemsize}"), None
-        pre = "cblas_" if name.startswith("cblas_") else "LAPACKE_"
-        lib = ch and available() and ctypes.CDLL(library)
-        for fn in (getattr(lib, f.format(pre, ch, name.replace("cblas_", "")), None)
-                   for f in ("scipy_{}{}{}64_", "{}{}{}64_", "{}{}{}") if lib):
-            if fn is not None:
-                fn.argtypes = [(ctypes.c_int64 if _ilp64 else ctypes.c_int) if t is int else
-                               (ctypes.c_float if ch in "sc" else ctypes.c_double)
-                               if t is float else t for t in argtypes]
-                fn.restype, _LAPACK[key] = ctypes.c_int64 if _ilp64 else ctypes.c_int, fn
-                break
-    return None if _kernels._off else _LAPACK[key]
+        _LAPACK[key] = _find_lapack(name, key[1], argtypes)
+    from .._C import kernels
+    return None if kernels._off else _LAPACK[key]
 
 
-_kernels = None
+def _find_lapack(name, dtype, argtypes):
+    ch = {"f4": "s", "f8": "d", "c8": "c", "c16": "z"}.get(dtype.str[1:])
+    if ch is None or not available():
+        return None
+    symbol = _symbol.format(ch).replace("gemm", name.replace("cblas_", ""))
+    fn = getattr(ctypes.CDLL(library), symbol if name.startswith("cblas_") else
+                 symbol.replace("cblas_", "LAPACKE_"), None)
+    if fn is not None:
+        int_t = ctypes.c_int64 if _ilp64 else ctypes.c_int
+        fn.argtypes = [int_t if t is int else (ctypes.c_float if ch in "sc" else ctypes.c_double)
+                       if t is float else t for t in argtypes]
+        fn.restype = int_t
+    return fn
