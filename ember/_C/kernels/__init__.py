@@ -226,7 +226,8 @@ def special(name, x, n=None):
     """torch.special's function ``name`` (special.h: in double, one pass over threads) of a
     float32 or float64 NumPy array ``x``, with the polynomials' degree or igamma's ``x`` as
     ``n`` (an array of ``x``'s dtype, broadcast with it, or a number); None where it does not
-    apply (the caller runs its NumPy code). Any size: the reference's dozens of NumPy passes never win."""
+    apply (the caller runs its NumPy code). Any size: the reference's dozens of NumPy passes
+    never win."""
     code = _SPECIAL.get(name)
     fn = kernel("special", x.dtype) if code is not None and type(x) is np.ndarray and \
         (n is None) != (code < 12 or name in _SPECIAL_BINARY) else None
