@@ -144,7 +144,7 @@ class ProcessGroup:
         ts, op = _several(tensors, "allreduce"), RedOpType(o.reduceOp)
         acc = ts[0].clone()
         for t in ts[1:]:
-            _FOLD[op](acc._data, t._data, out=acc._data)
+            _mpi.NodeShm.UFUNCS[_MPI_OPS[op]](acc._data, t._data, out=acc._data)
 
         def finish():
             for t in ts[1:]:
@@ -333,11 +333,6 @@ def _several(tensors, what):
                 raise RuntimeError(f"ProcessGroupGloo::{what}: invalid tensor {kind} at index "
                                    f"{i} (expected {want}, got {got})")
     return ts
-
-
-_FOLD = {RedOpType.SUM: np.add, RedOpType.AVG: np.add, RedOpType.PRODUCT: np.multiply,
-         RedOpType.MIN: np.minimum, RedOpType.MAX: np.maximum, RedOpType.BAND: np.bitwise_and,
-         RedOpType.BOR: np.bitwise_or, RedOpType.BXOR: np.bitwise_xor}
 
 
 class _Options:
