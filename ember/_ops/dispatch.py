@@ -39,11 +39,12 @@ def _flatten(opdef, args, kwargs):
             arrays[i] = a._data
         elif type(a) in (list, tuple) and a and isinstance(a[0], Tensor):
             # (a list with other objects fails in the forward: a __torch_function__ may take it)
-            tensors.extend(t for t in a if isinstance(t, Tensor))
-            arrays[i] = [t._data if isinstance(t, Tensor) else t for t in a]
             for t in a:
-                if not isinstance(t, Tensor) and foreign_tensor(t):
+                if isinstance(t, Tensor):
+                    tensors.append(t)
+                elif foreign_tensor(t):
                     _refuse(f"{opdef.name}(): argument {i + 1} must hold ember.Tensors, not", t)
+            arrays[i] = [t._data if isinstance(t, Tensor) else t for t in a]
         elif type(a) not in _SCALARS and foreign_tensor(a):
             _refuse(f"{opdef.name}(): argument {i + 1} must be ember.Tensor, not", a)
     return tensors, arrays
