@@ -22,8 +22,8 @@ which is where OpenBLAS lost to torch's MKL on a training step's products. Where
   first, as most scripts begin), and starve the OpenMP threads of the row kernels between the
   GEMMs. On ember's threads no other pool competes, and with A packed ember's GEMM is level
   with OpenBLAS's two threads on large products too;
-- on one thread, with AVX-512, from 2^19 multiply-adds, except a 2-D ``A^T @ B`` (where
-  OpenBLAS's packing of A is ahead). With AVX2 only, 2-D products of 1024 rows or more and k
+- on one thread, with AVX-512, from 2^19 multiply-adds (a 2-D ``A^T @ B`` too: reading A in
+  place, it runs weight gradients in 0.55-0.6 of OpenBLAS's time). With AVX2 only, 2-D products of 1024 rows or more and k
   below 1024 whose A is not transposed (a step's activations @ weights, gradients @ weights);
   OpenBLAS's one thread keeps the rest, where it is ahead or level.
 The measurements behind these bounds are in docs/performance-log.md.
@@ -91,9 +91,7 @@ def _own_rule(la, lb, work, nt):
         return False
     if nt > 1:
         return _MIN_OWN_THREADED < work
-    if _simd == 256:
-        return work >= _MIN_OWN and la[0] == _NO_T
-    return work >= _MIN_OWN and not (la[0] == _T and lb[0] == _NO_T)
+    return work >= _MIN_OWN and (_simd != 256 or la[0] == _NO_T)
 
 
 def _layout(a):
