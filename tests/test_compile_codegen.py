@@ -3,6 +3,7 @@ compile, forward and backward (generated from the registry); the disk cache surv
 process and a changed graph misses it; training loops follow eager's losses; reduce-overhead
 replays on kept buffers; no compiler runs eagerly with one warning."""
 import os
+import functools
 import subprocess
 import sys
 import textwrap
@@ -10,6 +11,7 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
 
 import ember
 from ember._graph import cgen
@@ -118,6 +120,52 @@ def test_softmax_rows_with_nan_and_inf_equal_eager(fn):
     np.testing.assert_allclose(y.detach().numpy(), want.detach().numpy(), **TOL[ember.float32])
     np.testing.assert_allclose(gx.numpy(), gwant.numpy(), **TOL[ember.float32])
 
+
+
+def _group_norm(T, x, w, b):
+    r = x.view(x.shape[0] * 4, -1)
+    r = (r - r.mean(-1, keepdim=True)) * (r.var(-1, keepdim=True, unbiased=False) + 1e-5).rsqrt()
+    return r.view(x.shape) * w + b
+
+
+NORMS = {"layer_norm": lambda T, x, w, b: T.nn.functional.layer_norm(x, (64,), w, b),
+         "rms_norm": lambda T, x, w, b: T.nn.functional.rms_norm(x, (64,), w),
+         "group_norm": _group_norm}
+
+
+@pytest.mark.parametrize("name", NORMS)
+def test_norms_take_their_row_sums_in_one_pass_and_equal_eager(name):
+    """A row sum over a value that depends on earlier row results (var's (x - mean)^2, the
+    backward's g * w * xhat) is expanded into sums taken in the first pass (in double): a
+    normalization forward and backward are two passes over a row each, its weight and bias
+    gradients summed in them. Rows holding NaN or +-inf give torch's NaN; on a row whose mean is
+    400 standard deviations (where the expanded sums cancel) float64's result is missed by no
+    more than eager float32 misses it."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 64)).astype(np.float32)
+    x[1, 5], x[2, 0], x[3, 7], x[3, 9], x[5] = np.nan, np.inf, -np.inf, np.inf, x[5] + 400
+    w, b = (ember.tensor(rng.standard_normal(64).astype(np.float32), requires_grad=True)
+            for _ in range(2))
+    # (g in float64: the compiled backward casts it as eager does)
+    xt, g = ember.tensor(x, requires_grad=True), ember.tensor(rng.standard_normal((8, 64)))
+    fn, ins = functools.partial(NORMS[name], ember), (xt, w) + ((b,) if name != "rms_norm" else ())
+    f = ember.compile(fn)
+    got = [f(xt, w, b)] + list(ember.autograd.grad(f(xt, w, b), ins, g))
+    rows = [c for p in next(iter(f.programs.values())).programs for c in p[1].split("\n\n")
+            if "reduction(+" in c]      # (the kernels with row sums: forward, backward)
+    assert [c.count("j++) {") for c in rows] == [2, 2]
+    want, exact = ([fn(*ts)] + list(ember.autograd.grad(fn(*ts), ts[:len(ins)], g.to(dt)))
+                   for dt in (ember.float32, ember.float64)
+                   for ts in [tuple(t.to(dt) for t in (xt, w, b))])
+    ts = [torch.tensor(t.detach().numpy(), requires_grad=True) for t in (xt, w, b)]
+    y = NORMS[name](torch, *ts)
+    nans = [y] + list(torch.autograd.grad(y, ts[:len(ins)], torch.tensor(g.numpy())))
+    for a, w32, w64, tn in zip(*([t.detach().numpy() for t in ts] for ts in (got, want, exact,
+                                                                          nans))):
+        np.testing.assert_array_equal(np.isnan(a), np.isnan(tn))
+        if a.ndim == 2:
+            np.testing.assert_allclose(a[[0, 4, 6, 7]], w32[[0, 4, 6, 7]], **TOL[ember.float32])
+            assert np.abs(a[5] - w64[5]).max() <= 1.5 * np.abs(w32[5] - w64[5]).max() + 1e-6
 
 def test_a_saved_output_makes_no_reference_cycle():
     """The forward's output, also saved for the backward, is freed with its last reference,

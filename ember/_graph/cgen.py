@@ -37,12 +37,12 @@ class Skip(Exception):
 
 class V:
     """A value inside a kernel: a C expression, per row (``row``) or per element."""
-    __slots__ = ("name", "expr", "row", "deps", "phase", "red", "shape")
+    __slots__ = ("name", "expr", "row", "deps", "phase", "red", "shape", "fmt", "args")
 
     def __init__(self, name, expr, row, deps, phase, red):
         self.name, self.expr, self.row, self.deps, self.phase, self.red = \
             name, expr, row, deps, phase, red
-        self.shape = None
+        self.shape = self.fmt = self.args = None
 
 
 class Kernel:
@@ -71,7 +71,9 @@ class Kernel:
             raise Skip("no tensor operand, or a column sum (stored only)")
         expr = fmt.format(*[a.name if isinstance(a, V) else self.lit(a) for a in args])
         row = all(d.row for d in deps) if row is None else row
-        return self._new(expr, row, deps, max(d.phase for d in deps), None)
+        v = self._new(expr, row, deps, max(d.phase for d in deps), None)
+        v.fmt, v.args = fmt, args          # (what _expand reads)
+        return v
 
     def fn(self, name, *args):
         """A math function: float32 exp and erf by vecmath.h (branch-free: vectorised), else
@@ -92,7 +94,77 @@ class Kernel:
         exp(x - max))."""
         if x.row:
             x = self.op("{0}", x, row=False)
-        return self._new(kind, True, [x], x.phase + 1, kind)
+        if kind == "sum" and x.phase and self.t == "float":
+            try:
+                return self._linear_sum(x)
+            except Skip:
+                pass
+        return self._sum([x], "sum") if kind == "sum" else self._new(kind, True, [x], x.phase + 1,
+                                                                   kind)
+
+    def _sum(self, xs, red):
+        """The row sum of the product of ``xs``, one accumulator per product: in double
+        (``"dsum"``, the product too) once any caller asked for it."""
+        for v in self.vals:
+            if v.red in ("sum", "dsum") and v.deps == list(xs):
+                if red == "dsum":
+                    v.red = "dsum"
+                return v
+        return self._new(red, True, list(xs), max(x.phase for x in xs) + 1, red)
+
+    # NOTE: a sum over a value that depends on earlier row results (layer_norm's sum of
+    # (x - mean)^2, its backward's sum of g * (x - mean) * rstd) would need a loop after theirs.
+    # Where the value is a polynomial in those row results with per-element coefficients, the
+    # sum is that polynomial over the coefficients' sums, all taken in the earlier loop: two
+    # passes over a row instead of three or four. The expanded form cancels (sum x^2 - n mean^2
+    # where the mean is large), so its sums and the polynomial are in double, from float32
+    # values (float64 kernels keep the passes: nothing wider to sum in).
+    def _expand(self, v):
+        """``v`` as ``{key: [coefficient, row values, element values]}``: a sum of products
+        of row values and of values per element computed before any reduction."""
+        if not isinstance(v, V):
+            return {((), ()): [float(v), (), ()]}
+        if v.row:
+            return {((v.name,), ()): [1.0, (v,), ()]}
+        if not v.phase:
+            return {((), (v.name,)): [1.0, (), (v,)]}
+        f, a = v.fmt, v.args or ()
+        if f in ("({0} + {1})", "({0} - {1})"):
+            out = self._expand(a[0])
+            for key, (c, rows, e) in self._expand(a[1]).items():
+                c = c if f[4] == "+" else -c
+                out[key] = [out[key][0] + c, rows, e] if key in out else [c, rows, e]
+            return out
+        if f == "(-{0})" or f == "{0}" or f == "({0} / {1})" and not isinstance(a[1], V):
+            s = -1.0 if f == "(-{0})" else 1 / a[1] if f == "({0} / {1})" else 1.0
+            return {key: [c * s, rows, e] for key, (c, rows, e) in self._expand(a[0]).items()}
+        if f not in ("({0} * {1})", "({0} * {0})"):
+            raise Skip("not a polynomial in the row values")
+        out = {}
+        for c0, r0, e0 in self._expand(a[0]).values():
+            for c1, r1, e1 in self._expand(a[-1]).values():
+                rows, e = (tuple(sorted(r0 + r1, key=lambda r: r.name)),
+                           tuple(sorted(e0 + e1, key=lambda r: r.name)))
+                key = (tuple(r.name for r in rows), tuple(r.name for r in e))
+                out[key] = [out[key][0] + c0 * c1, rows, e] if key in out else [c0 * c1, rows, e]
+        if len(out) > 8:
+            raise Skip("too many terms")
+        return out
+
+    def _linear_sum(self, x):
+        """The row sum of ``x`` through ``_expand``: coefficients summed in double."""
+        terms, parts, deps = self._expand(x).values(), [], []
+        for c, rows, e in terms:
+            if c == 0:
+                continue
+            s = self._sum(e, "dsum") if e else None
+            deps += list(rows) + ([s] if s else [])
+            parts.append(" * ".join([f"(double){c * (1 if s else self.n)!r}"] +
+                                    [r.name for r in rows] + ([s.name] if s else [])))
+        if not deps:
+            raise Skip("constant")
+        return self._new("(" + " + ".join(parts) + ")", True, deps,
+                         max(d.phase for d in deps), None)
 
     def _new(self, expr, row, deps, phase, red):
         key = (expr, row, red, tuple(d.name for d in deps))
@@ -153,7 +225,14 @@ class Kernel:
             lines.append(f"  #pragma omp parallel for {par} schedule(static)")
         lines.append(f"  for (int64_t i = 0; i < {self.m}; i++) {{")
         phases = max((v.phase for v in self.vals), default=0)
-        done, kept = set(), set()
+        done, kept, cols_at = set(), set(), {}
+        # a column sum is added up in the first loop that computes its value: the loop ending
+        # the next phase's row reductions where there is one (layer_norm's bias gradient in
+        # its backward's first pass), else the last loop
+        ends = {v.phase for v in self.vals if v.red not in (None, "col")}
+        for _, v in cols:
+            cols_at.setdefault(v.phase + 1 if v.phase + 1 in ends else None, []).append(v)
+        late = cols_at.get(None, [])
 
         def need(vs, row):
             """The values of kind ``row`` that ``vs`` read (through values of either kind, not
@@ -184,10 +263,11 @@ class Kernel:
         # row buffer on the stack (softmax's exp), where the row fits
         uses = {}
         for p in range(1, phases + 1):
-            for v in need([r.deps[0] for r in self.vals if r.red not in (None, "col") and
-                           r.phase == p], False):
+            for v in need([d for r in self.vals if r.red not in (None, "col") and r.phase == p
+                           for d in r.deps] + [c.deps[0] for c in cols_at.get(p, [])], False):
                 uses.setdefault(v.name, [v, 0])[1] += 1
-        for v in need([v.deps[0] if v.red else v for v in outs if not v.row], False):
+        for v in need([v for v in outs if not v.row and not v.red] +
+                      [c.deps[0] for c in late], False):
             uses.setdefault(v.name, [v, 0])[1] += 1
         scratch = {name for name, (v, c) in uses.items() if c > 1 and v.expr[:1].isalpha()
                    and self.n <= 4096}
@@ -195,24 +275,26 @@ class Kernel:
         for p in range(phases + 1):
             rows = [v for v in self.vals if v.row and not v.red and v.phase == p]
             reds = [v for v in self.vals if v.red not in (None, "col") and v.phase == p]
-            for v in need([r.deps[0] for r in reds], True):
+            for v in need([d for r in reds for d in r.deps], True):
                 emit(v, "    ")
                 done.add(v.name)
             for v in reds:           # (the reductions that end this phase)
-                lines.append(f"    {t} {v.name} = {'0' if v.red == 'sum' else '-INFINITY'};" +
+                lines.append(f"    {'double' if v.red == 'dsum' else t} {v.name} = " +
+                             ("0;" if "sum" in v.red else "-INFINITY;") +
                              (f" int {v.name}n = 0;" if v.red == "max" else ""))
             if reds:
-                clause = " ".join(f"reduction(+:{v.name})" if v.red == "sum" else
+                clause = " ".join(f"reduction(+:{v.name})" if "sum" in v.red else
                                   f"reduction(max:{v.name})" + (f" reduction(|:{v.name}n)"
                                                                 if v.red == "max" else "")
                                   for v in reds)
                 lines += [f"    #pragma omp simd {clause}",
                           f"    for (int64_t j = 0; j < {self.n}; j++) {{"]
-                for v in need([r.deps[0] for r in reds], False):
+                for v in need([d for r in reds + cols_at.get(p, []) for d in r.deps], False):
                     emit(v, "      ")
+                lines += [f"      c{v.name}[j] += {v.deps[0].name};" for v in cols_at.get(p, [])]
                 for v in reds:
-                    x = v.deps[0].name
-                    lines.append(f"      {v.name} += {x};" if v.red == "sum" else
+                    x = ("(double)" if v.red == "dsum" else "") + " * ".join(d.name for d in v.deps)
+                    lines.append(f"      {v.name} += {x};" if "sum" in v.red else
                                  f"      {v.name} = {x} > {v.name} ? {x} : {v.name};" +
                                  (f" {v.name}n |= {x} != {x};" if v.red == "max" else ""))
                 lines.append("    }")
@@ -226,12 +308,12 @@ class Kernel:
         full = [(k, v) for k, v in enumerate(outs) if not v.row and not v.red]
         for v in need([v for _, v in enumerate(outs) if v.row], True):
             emit(v, "    ")
-        if full or cols:
+        if full or late:
             lines += ["    #pragma omp simd", f"    for (int64_t j = 0; j < {self.n}; j++) {{"]
-            for v in need([v for _, v in full] + [v.deps[0] for _, v in cols], False):
+            for v in need([v for _, v in full] + [v.deps[0] for v in late], False):
                 emit(v, "      ")
             lines += [f"      out{k}[i * {self.n} + j] = {put[k]};" for k, v in full]
-            lines += [f"      c{v.name}[j] += {v.deps[0].name};" for _, v in cols]
+            lines += [f"      c{v.name}[j] += {v.deps[0].name};" for v in late]
             lines.append("    }")
         lines += [f"    out{k}[i] = {put[k]};" for k, v in enumerate(outs) if v.row]
         lines.append("  }")
@@ -296,16 +378,21 @@ def _softmax(k, input, dim, dtype=None, log=False):
         k.op("({0} * {1})", k.fn("exp_nonpos", s), k.op("(1 / {0})", e))
 
 
-def _layer_norm(k, input, normalized_shape, weight=None, bias=None, eps=1e-5):
+def _layer_norm(k, input, normalized_shape, weight=None, bias=None, eps=1e-5, rms=False):
     if len(tuple(normalized_shape)) != 1:
         raise Skip("normalized over several dims")
     _last(k, input, -1)
-    d = k.op("({0} - {1})", input, _mean(k, input, -1))
+    d = input if rms else k.op("({0} - {1})", input, _mean(k, input, -1))
     var = k.op("({0} / {1})", k.reduce("sum", k.op("({0} * {0})", d)), k.n)
     y = k.op("({0} * ({2}1 / sqrt{3}({1} + {4})))".replace("{2}", f"({k.t})").replace(
         "{3}", "f" if k.t == "float" else "").replace("{4}", k.lit(eps)), d, var)
     y = k.op("({0} * {1})", y, weight) if weight is not None else y
     return k.op("({0} + {1})", y, bias) if bias is not None else y
+
+
+def _rms_norm(k, input, normalized_shape, weight=None, eps=None):
+    eps = float(np.finfo(k.dtype).eps) if eps is None else eps     # (torch's default)
+    return _layer_norm(k, input, normalized_shape, weight, None, eps, rms=True)
 
 
 def _gelu(k, input, approximate="none"):
@@ -403,7 +490,7 @@ LOWER = {
     "ge": _cmp(">="), "logical_not": _un("({0} == 0)"),
     "sum": _sum, "mean": _mean, "amax": _amax, "var": _var, "softmax": _softmax,
     "log_softmax": lambda k, input, dim, dtype=None: _softmax(k, input, dim, dtype, log=True),
-    "layer_norm": _layer_norm,
+    "layer_norm": _layer_norm, "rms_norm": _rms_norm,
 }
 
 

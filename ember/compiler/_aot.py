@@ -333,8 +333,9 @@ class _Run(Function):
         if _grad.grad_enabled:
             raise RuntimeError("ember.compile: a compiled graph's backward is not "
                                "differentiable (create_graph=True)")
-        tangents = [gs[j] if gs[j] is not None else Tensor._wrap(np.zeros(s, d))
-                    for j, (s, d) in zip(prog.diff, ctx.shapes)]
+        # (a gradient of another dtype, which eager casts, would be read as the kernel's)
+        tangents = [Tensor._wrap(np.zeros(s, d) if gs[j] is None else gs[j]._data.astype(
+            d, copy=False)) for j, (s, d) in zip(prog.diff, ctx.shapes)]
         battrs = [prog.attr(t) for t in prog.attrs[1]]
         with no_grad():
             grads = prog.runs[1](*ctx.saved, *tangents, *battrs)
