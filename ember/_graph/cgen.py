@@ -483,6 +483,8 @@ LOWER = {
     "silu": lambda k, input: k.op("({0} / (1 + {1}))", input,
                                   k.fn("exp", k.op("(-{0})", input))),
     "relu": _un("({0} < 0 ? 0 : {0})"), "gelu": _gelu, "clamp": _clamp,
+    "threshold_backward": lambda k, grad_output, input, threshold: k.op(
+        "({0} * ({1} > {2}))", grad_output, input, threshold),       # (eager's multiply)
     "maximum": lambda k, input, other: k.op(_PICK.replace("{2}", ">"), input, other),
     "minimum": lambda k, input, other: k.op(_PICK.replace("{2}", "<"), input, other),
     "masked_fill": _masked_fill, "where": _where, "detach": lambda k, input: input,
