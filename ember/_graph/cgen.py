@@ -99,13 +99,12 @@ class Kernel:
                 return self._linear_sum(x)
             except Skip:
                 pass
-        return self._sum([x], "sum") if kind == "sum" else self._new(kind, True, [x], x.phase + 1,
-                                                                   kind)
+        return self._red([x], kind)
 
-    def _sum(self, xs, red):
-        """The row sum of the product of ``xs``, one accumulator per product: in double
-        (``"dsum"``, the product too) once any caller asked for it."""
-        for v in self.vals:
+    def _red(self, xs, red):
+        """The row reduction ``red`` of the product of ``xs``; a sum is one accumulator per
+        product, in double (``"dsum"``, the product too) once any caller asked for it."""
+        for v in self.vals if "sum" in red else ():
             if v.red in ("sum", "dsum") and v.deps == list(xs):
                 if red == "dsum":
                     v.red = "dsum"
@@ -120,44 +119,39 @@ class Kernel:
     # where the mean is large), so its sums and the polynomial are in double, from float32
     # values (float64 kernels keep the passes: nothing wider to sum in).
     def _expand(self, v):
-        """``v`` as ``{key: [coefficient, row values, element values]}``: a sum of products
-        of row values and of values per element computed before any reduction."""
+        """``v`` as ``[(coefficient, row values, element values)]``: a sum of products of row
+        values and of values per element computed before any reduction."""
         if not isinstance(v, V):
-            return {((), ()): [float(v), (), ()]}
-        if v.row:
-            return {((v.name,), ()): [1.0, (v,), ()]}
-        if not v.phase:
-            return {((), (v.name,)): [1.0, (), (v,)]}
+            return [(float(v), (), ())]
+        if v.row or not v.phase:
+            return [(1.0, (v,), ()) if v.row else (1.0, (), (v,))]
         f, a = v.fmt, v.args or ()
         if f in ("({0} + {1})", "({0} - {1})"):
-            out = self._expand(a[0])
-            for key, (c, rows, e) in self._expand(a[1]).items():
-                c = c if f[4] == "+" else -c
-                out[key] = [out[key][0] + c, rows, e] if key in out else [c, rows, e]
-            return out
-        if f == "(-{0})" or f == "{0}" or f == "({0} / {1})" and not isinstance(a[1], V):
+            s = 1.0 if f[4] == "+" else -1.0
+            return self._expand(a[0]) + [(c * s, r, e) for c, r, e in self._expand(a[1])]
+        if f in ("(-{0})", "{0}") or f == "({0} / {1})" and not isinstance(a[1], V):
             s = -1.0 if f == "(-{0})" else 1 / a[1] if f == "({0} / {1})" else 1.0
-            return {key: [c * s, rows, e] for key, (c, rows, e) in self._expand(a[0]).items()}
+            return [(c * s, r, e) for c, r, e in self._expand(a[0])]
         if f not in ("({0} * {1})", "({0} * {0})"):
             raise Skip("not a polynomial in the row values")
-        out = {}
-        for c0, r0, e0 in self._expand(a[0]).values():
-            for c1, r1, e1 in self._expand(a[-1]).values():
-                rows, e = (tuple(sorted(r0 + r1, key=lambda r: r.name)),
-                           tuple(sorted(e0 + e1, key=lambda r: r.name)))
-                key = (tuple(r.name for r in rows), tuple(r.name for r in e))
-                out[key] = [out[key][0] + c0 * c1, rows, e] if key in out else [c0 * c1, rows, e]
-        if len(out) > 8:
+        out = [(c0 * c1, r0 + r1, e0 + e1) for c0, r0, e0 in self._expand(a[0])
+               for c1, r1, e1 in self._expand(a[-1])]
+        if len(out) > 16:
             raise Skip("too many terms")
         return out
 
     def _linear_sum(self, x):
-        """The row sum of ``x`` through ``_expand``: coefficients summed in double."""
-        terms, parts, deps = self._expand(x).values(), [], []
-        for c, rows, e in terms:
+        """The row sum of ``x`` through ``_expand``: like terms gathered, the sums of their
+        element products taken (in double) in the earlier loop."""
+        terms, parts, deps = {}, [], []
+        for c, rows, e in self._expand(x):
+            rows, e = (tuple(sorted(t, key=lambda r: r.name)) for t in (rows, e))
+            key = tuple(r.name for r in rows) + ("*",) + tuple(r.name for r in e)
+            terms[key] = (terms[key][0] + c if key in terms else c, rows, e)
+        for c, rows, e in terms.values():
             if c == 0:
                 continue
-            s = self._sum(e, "dsum") if e else None
+            s = self._red(e, "dsum") if e else None
             deps += list(rows) + ([s] if s else [])
             parts.append(" * ".join([f"(double){c * (1 if s else self.n)!r}"] +
                                     [r.name for r in rows] + ([s.name] if s else [])))
