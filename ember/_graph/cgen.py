@@ -7,7 +7,8 @@ indexing...) call their OpDef. A kernel iterates over rows ``i`` (the leading di
 OpenMP threads) and the last dim ``j`` (SIMD loops): pointwise values are expressions inlined
 into the loops that read them, reductions over the last dim (``sum``, ``amax``, and through
 them softmax, layer_norm, var) are one loop each, so softmax is three passes over a row kept in
-cache and GELU(x + b) one pass. Shapes are baked in (the caller guards on them). The C source
+cache and GELU(x + b) one pass; a sum over a polynomial in earlier row results is taken in their
+loop (``Kernel._expand``), so layer_norm is two passes each way. Shapes are baked in (the caller guards on them). The C source
 of a graph is compiled once by the system compiler and cached on disk (``cache_dir()``, keyed
 by the source's hash, the compiler and its flags), then loaded with ctypes.
 """
