@@ -168,6 +168,39 @@ def test_norms_take_their_row_sums_in_one_pass_and_equal_eager(name):
             np.testing.assert_allclose(a[[0, 4, 6, 7]], w32[[0, 4, 6, 7]], **TOL[ember.float32])
             assert np.abs(a[5] - w64[5]).max() <= 1.5 * np.abs(w32[5] - w64[5]).max() + 1e-6
 
+
+@pytest.mark.parametrize("mode", [None, "reduce-overhead"])
+def test_a_backward_adds_into_grad_as_accumulate_grad_would(mode, monkeypatch):
+    """In backward() the kernel writing a leaf's gradient adds it into the leaf's ``.grad``
+    (no result to add in a second pass): the same sums as eager over repeated backwards, the
+    same ``.grad`` array with its version bumped; autograd.grad leaves ``.grad`` alone and a
+    hook on the leaf still gets the gradient."""
+    x, w, b = ember.randn(16, 32, requires_grad=True), ember.randn(32), ember.randn(32)
+    w.requires_grad_(True)
+    fn = lambda x: ember.nn.functional.layer_norm(x, (32,), w, b)      # noqa: E731
+    f, g = ember.compile(fn, mode=mode), ember.randn(16, 32)
+    f(x).backward(g)
+    data, version, added = x.grad._data, x.grad._version, []
+    add = ember.Tensor._inplace_add
+    monkeypatch.setattr(ember.Tensor, "_inplace_add", lambda t, o: (added.append(id(t)), add(t, o)))
+    f(x).backward(g)
+    monkeypatch.undo()
+    assert x.grad._data is data and x.grad._version > version
+    assert id(w.grad) in added and id(x.grad) not in added     # (w: a column sum, added after)
+    got = [x.grad.clone(), w.grad.clone()]
+    x.grad = w.grad = None
+    for _ in range(2):
+        fn(x).backward(g)
+    for a, t in zip(got, (x, w)):
+        np.testing.assert_allclose(a.numpy(), t.grad.numpy(), **TOL[ember.float32])
+    kept, seen = x.grad.clone(), []
+    (gx,) = ember.autograd.grad(f(x), x, g)
+    assert (x.grad == kept).all()
+    x.register_hook(seen.append)
+    f(x).backward(g)
+    np.testing.assert_allclose(seen[0].numpy(), gx.numpy())
+    np.testing.assert_allclose(x.grad.numpy(), (kept + gx).numpy(), **TOL[ember.float32])
+
 def test_a_saved_output_makes_no_reference_cycle():
     """The forward's output, also saved for the backward, is freed with its last reference,
     not by the cyclic garbage collector (a cycle kept each step's activations alive)."""

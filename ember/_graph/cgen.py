@@ -199,14 +199,15 @@ class Kernel:
         v = self.loaded[(key, shape)] = self._new(f"({self.t})in{k}[{idx}]", not js, [], 0, None)
         return v
 
-    def source(self, name, outs, bools=()):
-        """C function ``name(in..., out..., nt)``; ``outs``: the values stored, in order; those
-        at the indices ``bools`` are comparisons, stored as bools."""
+    def source(self, name, outs, bools=(), acc=()):
+        """C function ``name(in..., out..., acc, nt)``; ``outs``: the values stored, in order;
+        those at the indices ``bools`` are comparisons, stored as bools; those at ``acc`` are
+        added to what their array holds where bit k of ``acc`` is set (a ``.grad``)."""
         t, lines = self.t, []
         params = [f"const {_CTYPE[dt]} *restrict in{k}" for k, _, dt in
                   sorted(self.loads.values(), key=lambda x: x[0])]
         params += [f"{'unsigned char' if k in bools else t} *restrict out{k}"
-                   for k in range(len(outs))] + ["int nt"]
+                   for k in range(len(outs))] + ["int acc", "int nt"]
         put = [f"{v.name} != 0" if k in bools else v.name for k, v in enumerate(outs)]
         lines.append(f"void {name}({', '.join(params)}) {{")
         cols = [(k, v) for k, v in enumerate(outs) if v.red == "col"]
@@ -307,7 +308,9 @@ class Kernel:
             lines += ["    #pragma omp simd", f"    for (int64_t j = 0; j < {self.n}; j++) {{"]
             for v in need([v for _, v in full] + [v.deps[0] for v in late], False):
                 emit(v, "      ")
-            lines += [f"      out{k}[i * {self.n} + j] = {put[k]};" for k, v in full]
+            lines += [f"      out{k}[i * {self.n} + j] = " + (f"(acc >> {k} & 1) ? out{k}[i * "
+                      f"{self.n} + j] + {put[k]} : " if k in acc else "") + f"{put[k]};"
+                      for k, v in full]
             lines += [f"      c{v.name}[j] += {v.deps[0].name};" for v in late]
             lines.append("    }")
         lines += [f"    out{k}[i] = {put[k]};" for k, v in enumerate(outs) if v.row]
@@ -399,16 +402,12 @@ def _gelu(k, input, approximate="none"):
     return k.op(f"gelu_exact_{'f32' if k.t == 'float' else 'f64'}({{0}})", input)
 
 
-def _add(k, input, other, alpha=1):
-    if alpha != 1:
-        other = k.op("({0} * {1})", other, alpha) if isinstance(other, V) else other * alpha
-    return k.op("({0} + {1})", input, other)
-
-
-def _sub(k, input, other, alpha=1):
-    if alpha != 1:
-        other = k.op("({0} * {1})", other, alpha) if isinstance(other, V) else other * alpha
-    return k.op("({0} - {1})", input, other)
+def _add(c):
+    def add(k, input, other, alpha=1):
+        if alpha != 1:
+            other = k.op("({0} * {1})", other, alpha) if isinstance(other, V) else other * alpha
+        return k.op(f"({{0}} {c} {{1}})", input, other)
+    return add
 
 
 def _div(k, input, other, rounding_mode=None):
@@ -467,7 +466,7 @@ def _math(name):
 
 _PICK = "({0} != {0} ? {0} : {1} != {1} ? {1} : {0} {2} {1} ? {0} : {1})"
 LOWER = {
-    "add": _add, "sub": _sub, "mul": lambda k, input, other: k.op("({0} * {1})", input, other),
+    "add": _add("+"), "sub": _add("-"), "mul": lambda k, input, other: k.op("({0} * {1})", input, other),
     "div": _div, "pow": _pow, "neg": _un("(-{0})"), "abs": _math("fabs"),
     "exp": _math("exp"), "log": _math("log"), "log1p": _math("log1p"),
     "expm1": _math("expm1"), "sqrt": _math("sqrt"), "sin": _math("sin"), "cos": _math("cos"),
@@ -623,6 +622,11 @@ def build(graph):
     out = [n for n in nodes if n.op == "output"][0]
     for a in out.all_input_nodes:
         last[a] = len(plan.steps)
+    # a result returned once and read by nothing else (a gradient) may be added into an array
+    # the caller hands in (``run(..., _acc={position: array})``: the leaf's ``.grad``)
+    res = out.args[0] if type(out.args[0]) is tuple else ()
+    into = {a: p for p, a in enumerate(res) if _is_node(a) and res.count(a) == 1 and
+            len(a.users) == 1}
     dying = {}
     for a, i in last.items():
         dying.setdefault(i, []).append(a)
@@ -642,7 +646,7 @@ def build(graph):
         table.append(a)
         return f"_k[{len(table) - 1}]"
     args = [n.name for n in places] + [f"_a{i}" for i in range(len(attrs))]
-    py.append(f"def run({', '.join(args)}):")
+    py.append(f"def run({', '.join(args + ['_acc=_none'])}):")
     for n in nodes:
         if n.op == "get_attr":
             py.append(f"    {n.name} = _a{attrs.index(n.target)}")
@@ -667,8 +671,10 @@ def build(graph):
         else:
             _, k, outs = step
             dts = [_np(_meta(o).dtype) for o in outs]
+            acc = [j for j, o in enumerate(outs) if o in into and dts[j] != _BOOL and
+                   not plan.vals[o].row and plan.vals[o].red is None]
             body = k.source("KERNEL", [plan.vals[o] for o in outs],
-                            [j for j, dt in enumerate(dts) if dt == _BOOL])
+                            [j for j, dt in enumerate(dts) if dt == _BOOL], acc)
             fname = "k" + hashlib.sha1(body.encode()).hexdigest()[:16]   # (layers share one)
             if fname not in sigs:
                 c.append(body.replace("KERNEL", fname, 1))
@@ -679,10 +685,14 @@ def build(graph):
                 py.append(f"    _i{j} = _c({a.name}._data)")
             for j, o in enumerate(outs):
                 shape, dt = tuple(_meta(o).shape), dts[j]
-                py.append(f"    _o{j} = _buf({ki}, {j}, {shape!r}, _{dt.name})")
+                py.append(f"    _o{j} = _buf({ki}, {j}, {shape!r}, _{dt.name})" if j not in acc
+                          else f"    _o{j} = _into(_acc, {into[o]}, {shape!r}, _{dt.name})\n"
+                          f"    _o{j} = _buf({ki}, {j}, {shape!r}, _{dt.name}) if _o{j} is None "
+                          f"else _o{j}")
             py.append(f"    _lib.{fname}(" + ", ".join(
                 [f"_p(_i{j})" for j in range(len(ins))] + [f"_p(_o{j})" for j in range(len(outs))]
-                + ["_nt()"]) + ")")
+                + [" | ".join(f"(_o{j} is _acc.get({into[outs[j]]})) << {j}" for j in acc) or
+                   "0", "_nt()"]) + ")")
             py += [f"    {o.name} = _w(_o{j})" for j, o in enumerate(outs)]
             tmp = [f"_i{j}" for j in range(len(ins))] + [f"_o{j}" for j in range(len(outs))]
             py.append("    del " + ", ".join(tmp) if tmp else "    pass")
@@ -791,6 +801,14 @@ def _build_so(cc, c_source, out, kdir):
             raise RuntimeError(f"ember.compile: the C compiler failed:\n{err[-2000:]}")
 
 
+def _into(acc, p, shape, dt):
+    """``acc[p]`` where it is a C-contiguous array of ``shape`` and ``dt`` (a kernel may add
+    into it)."""
+    a = acc.get(p)
+    return a if a is not None and a.shape == shape and a.dtype == dt and \
+        a.flags.c_contiguous else None
+
+
 def make(py_source, table, sigs, lib, buffers=None):
     """The function ``py_source`` defines, bound to ``lib`` (whose kernels take ``sigs[name]``
     pointers and a thread count) and the helpers it calls."""
@@ -805,10 +823,10 @@ def make(py_source, table, sigs, lib, buffers=None):
             b = buffers[(site, j)] = np.empty(shape, dt)
         return b
     for fname, n in sigs.items():
-        getattr(lib, fname).argtypes = [ctypes.c_void_p] * n + [ctypes.c_int]
+        getattr(lib, fname).argtypes = [ctypes.c_void_p] * n + [ctypes.c_int, ctypes.c_int]
         getattr(lib, fname).restype = None
     env = {"_k": table, "_lib": lib, "_c": contiguous, "_p": ptr, "_nt": num_threads,
-           "_w": Tensor._wrap, "_buf": buf,
+           "_w": Tensor._wrap, "_buf": buf, "_none": {}, "_into": _into,
            "_float32": np.float32, "_float64": np.float64, "_bool": np.bool_}
     exec(compile(py_source, "<ember.compile>", "exec"), env)
     return env["run"]

@@ -317,7 +317,7 @@ class _Run(Function):
         # each step's activations would outlive it and the heap grow until glibc trims it
         ids = {id(o) for o in outs}
         saved = [s._alias() if id(s) in ids else s for s in saved]
-        ctx.prog, ctx.saved, ctx.gen = prog, saved, prog.generation
+        ctx.prog, ctx.saved, ctx.gen, ctx.leaves = prog, saved, prog.generation, leaves
         ctx.shapes = [(outs[j].shape, outs[j]._data.dtype) for j in prog.diff]
         outs = prog._own(outs)
         ctx.mark_non_differentiable(*[o for j, o in enumerate(outs) if j not in prog.diff])
@@ -337,6 +337,30 @@ class _Run(Function):
         tangents = [Tensor._wrap(np.zeros(s, d) if gs[j] is None else gs[j]._data.astype(
             d, copy=False)) for j, (s, d) in zip(prog.diff, ctx.shapes)]
         battrs = [prog.attr(t) for t in prog.attrs[1]]
+        acc = _into_grads(ctx)
         with no_grad():
-            grads = prog.runs[1](*ctx.saved, *tangents, *battrs)
+            grads = list(prog.runs[1](*ctx.saved, *tangents, *battrs, _acc=acc))
+        for p, a in acc.items():        # (added into .grad by the kernel: nothing to return)
+            if grads[p] is not None and grads[p]._data is a:
+                ctx.leaves[p].grad._bump_version()
+                grads[p] = None
         return (None, None, None) + tuple(grads)
+
+
+def _into_grads(ctx):
+    """The ``.grad`` arrays the compiled backward adds its results into, by leaf, as
+    AccumulateGrad's in-place add would (a pass over the result saved): in ``backward()`` (not
+    ``autograd.grad``), for leaves whose gradient goes straight to their accumulator, without
+    hooks, and whose ``.grad`` is a dense array of their dtype."""
+    from ..autograd import engine
+    from ..autograd.graph import AccumulateGrad
+    task = engine._task
+    if task is None or task[3] is not None or not task[4]:
+        return {}
+
+    def plain(node, t, g):
+        return type(node) is AccumulateGrad and node._variable() is t and g is not None and \
+            not g.requires_grad and type(g._data) is np.ndarray and g.dtype == t.dtype and \
+            not (node._pre_hooks or node._hooks or node._tensor_pre_hooks or t._post_acc_hooks)
+    return {p: t.grad._data for p, (e, t) in enumerate(zip(ctx.next_functions, ctx.leaves))
+            if e is not None and plain(e[0], t, t.grad)}
