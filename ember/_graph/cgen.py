@@ -1,16 +1,17 @@
 """C code generation from op-level graphs: ``ember.compile``'s CPU backend.
 
-``build(graph)`` turns a graph whose nodes carry shapes (``meta["val"]``) into a
-Python function running it: runs of ops with a C lowering (``LOWER``, or an OpDef's own
-``cgen`` attribute) become one generated C kernel each, others (GEMMs, convolutions, views,
-indexing...) call their OpDef. A kernel iterates over rows ``i`` (the leading dims, split over
-OpenMP threads) and the last dim ``j`` (SIMD loops): pointwise values are expressions inlined
-into the loops that read them, reductions over the last dim (``sum``, ``amax``, and through
-them softmax, layer_norm, var) are one loop each, so softmax is three passes over a row kept in
-cache and GELU(x + b) one pass; a sum over a polynomial in earlier row results is taken in their
-loop (``Kernel._expand``), so layer_norm is two passes each way. Shapes are baked in (the caller guards on them). The C source
-of a graph is compiled once by the system compiler and cached on disk (``cache_dir()``, keyed
-by the source's hash, the compiler and its flags), then loaded with ctypes.
+``build(graph)`` turns a graph whose nodes carry shapes (``meta["val"]``) into a Python function
+running it: runs of ops with a C lowering (``LOWER``, or an OpDef's own ``cgen`` attribute)
+become one generated C kernel each, others (GEMMs, convolutions, views, indexing...) call their
+OpDef. A kernel iterates over rows ``i`` (the leading dims, split over OpenMP threads) and the
+last dim ``j`` (SIMD loops): pointwise values are expressions inlined into the loops that read
+them, reductions over the last dim (``sum``, ``amax``, and through them softmax, layer_norm,
+var) are one loop each, so softmax is three passes over a row kept in cache and GELU(x + b) one
+pass; a sum over a polynomial in earlier row results is taken in their loop
+(``Kernel._expand``), so layer_norm is two passes each way. Shapes are baked in (the caller
+guards on them). The C source of a graph is compiled once by the system compiler and cached on
+disk (``cache_dir()``, keyed by the source's hash, the compiler and its flags), then loaded with
+ctypes.
 """
 import ctypes
 import hashlib
@@ -354,9 +355,7 @@ def _mean(k, input, dim=None, keepdim=False, dtype=None):
 
 
 def _amax(k, input, dim=(), keepdim=False):
-    if dim == ():
-        dim = None
-    _last(k, input, dim)
+    _last(k, input, None if dim == () else dim)
     return k.reduce("max", input)
 
 
@@ -442,10 +441,6 @@ def _clamp(k, input, min=None, max=None):
     return y
 
 
-def _masked_fill(k, input, mask, value):
-    return k.op("({1} ? {2} : {0})", input, mask, value)
-
-
 def _where(k, condition, input=None, other=None):
     if input is None or other is None:
         raise Skip("where(condition) alone")
@@ -456,7 +451,7 @@ def _un(fmt):
     return lambda k, input: k.op(fmt, input)
 
 
-def _cmp(c):
+def _bin(c):
     return lambda k, input, other: k.op(f"({{0}} {c} {{1}})", input, other)
 
 
@@ -466,7 +461,7 @@ def _math(name):
 
 _PICK = "({0} != {0} ? {0} : {1} != {1} ? {1} : {0} {2} {1} ? {0} : {1})"
 LOWER = {
-    "add": _add("+"), "sub": _add("-"), "mul": lambda k, input, other: k.op("({0} * {1})", input, other),
+    "add": _add("+"), "sub": _add("-"), "mul": _bin("*"),
     "div": _div, "pow": _pow, "neg": _un("(-{0})"), "abs": _math("fabs"),
     "exp": _math("exp"), "log": _math("log"), "log1p": _math("log1p"),
     "expm1": _math("expm1"), "sqrt": _math("sqrt"), "sin": _math("sin"), "cos": _math("cos"),
@@ -481,9 +476,10 @@ LOWER = {
         "({0} * ({1} > {2}))", grad_output, input, threshold),       # (eager's multiply)
     "maximum": lambda k, input, other: k.op(_PICK.replace("{2}", ">"), input, other),
     "minimum": lambda k, input, other: k.op(_PICK.replace("{2}", "<"), input, other),
-    "masked_fill": _masked_fill, "where": _where, "detach": lambda k, input: input,
-    "eq": _cmp("=="), "ne": _cmp("!="), "lt": _cmp("<"), "le": _cmp("<="), "gt": _cmp(">"),
-    "ge": _cmp(">="), "logical_not": _un("({0} == 0)"),
+    "masked_fill": lambda k, input, mask, value: k.op("({1} ? {2} : {0})", input, mask, value),
+    "where": _where, "detach": lambda k, input: input,
+    "eq": _bin("=="), "ne": _bin("!="), "lt": _bin("<"), "le": _bin("<="), "gt": _bin(">"),
+    "ge": _bin(">="), "logical_not": _un("({0} == 0)"),
     "sum": _sum, "mean": _mean, "amax": _amax, "var": _var, "softmax": _softmax,
     "log_softmax": lambda k, input, dim, dtype=None: _softmax(k, input, dim, dtype, log=True),
     "layer_norm": _layer_norm, "rms_norm": _rms_norm,

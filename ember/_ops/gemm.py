@@ -23,8 +23,9 @@ which is where OpenBLAS lost to torch's MKL on a training step's products. Where
   GEMMs. On ember's threads no other pool competes, and with A packed ember's GEMM is level
   with OpenBLAS's two threads on large products too;
 - on one thread, with AVX-512, from 2^19 multiply-adds (a 2-D ``A^T @ B`` too: reading A in
-  place, it runs weight gradients in 0.55-0.6 of OpenBLAS's time). With AVX2 only, 2-D products of 1024 rows or more and k
-  below 1024 whose A is not transposed (a step's activations @ weights, gradients @ weights);
+  place, it runs weight gradients in 0.55-0.6 of OpenBLAS's time). With AVX2 only, 2-D
+  products of 1024 rows or more and k below 1024 whose A is not transposed (a step's
+  activations @ weights, gradients @ weights);
   OpenBLAS's one thread keeps the rest, where it is ahead or level.
 The measurements behind these bounds are in docs/performance-log.md.
 
