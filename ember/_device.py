@@ -166,8 +166,7 @@ def get_device_module(device=None):
     elif device is None:
         name = "cuda" if this.cuda.is_available() else "cpu"
     else:
-        raise RuntimeError(f"Invalid value of device '{device}', expect torch.device, str, or "
-                           "None")
+        raise RuntimeError(f"Invalid value of device '{device}', expect torch.device, str, or None")
     try:
         return getattr(this, name)
     except AttributeError:

@@ -155,15 +155,13 @@ ALIASES = {"bool": bool_, "half": float16, "float": float32, "double": float64, 
            "int": int32, "long": int64, "cfloat": complex64, "cdouble": complex128,
            "float16": float16, "bfloat16": bfloat16, "float32": float32, "float64": float64}
 # torch's C++ ScalarType names, which its error messages use ("Float", "Char", ...)
-_SCALAR_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short",
-                 "int32": "Int", "int64": "Long", "uint16": "UInt16", "uint32": "UInt32",
-                 "uint64": "UInt64", "float8_e4m3fn": "Float8_e4m3fn",
-                 "float8_e5m2": "Float8_e5m2", "float8_e4m3fnuz": "Float8_e4m3fnuz",
-                 "float8_e5m2fnuz": "Float8_e5m2fnuz", "float8_e8m0fnu": "Float8_e8m0fnu",
-                 "float4_e2m1fn_x2": "Float4_e2m1fn_x2",
-                 "float16": "Half", "bfloat16": "BFloat16",
-                 "float32": "Float", "float64": "Double", "complex64": "ComplexFloat",
-                 "complex128": "ComplexDouble"}
+_SCALAR_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
+                 "int64": "Long", "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64",
+                 "float8_e4m3fn": "Float8_e4m3fn", "float8_e5m2": "Float8_e5m2",
+                 "float8_e4m3fnuz": "Float8_e4m3fnuz", "float8_e5m2fnuz": "Float8_e5m2fnuz",
+                 "float8_e8m0fnu": "Float8_e8m0fnu", "float4_e2m1fn_x2": "Float4_e2m1fn_x2",
+                 "float16": "Half", "bfloat16": "BFloat16", "float32": "Float", "float64": "Double",
+                 "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NP = {d.np: d for d in ALL if d not in _FROM_ML_DTYPES}     # (they join in ml_dtypes())
 # (float4_e2m1fn_x2 is left out of ALL, which lists the dtypes that convert and compute)

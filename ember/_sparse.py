@@ -37,8 +37,7 @@ class layout:
 strided, sparse_coo = layout("strided"), layout("sparse_coo")
 sparse_csr, sparse_csc, sparse_bsr, sparse_bsc = (layout(f"sparse_{n}") for n in
                                                   ("csr", "csc", "bsr", "bsc"))
-LAYOUTS = {x.name: x for x in (strided, sparse_coo, sparse_csr, sparse_csc, sparse_bsr,
-                               sparse_bsc)}
+LAYOUTS = {x.name: x for x in (strided, sparse_coo, sparse_csr, sparse_csc, sparse_bsr, sparse_bsc)}
 
 
 def _layout_by_name(name):

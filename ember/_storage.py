@@ -84,8 +84,7 @@ class UntypedStorage:
     def _bytes(self):
         """The owning host memory as flat bytes, or None where it is not one block."""
         owner = _root(self._array)
-        if self.device.type != "cpu" or not (owner.flags.c_contiguous or
-                                             owner.flags.f_contiguous):
+        if self.device.type != "cpu" or not (owner.flags.c_contiguous or owner.flags.f_contiguous):
             return None
         return owner, owner.ravel(order="K").view(np.uint8)
 

@@ -360,8 +360,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         """``hook(grad)`` runs when this tensor's gradient is computed; it may return a
         replacement."""
         if not self._requires_grad:
-            raise RuntimeError("cannot register a hook on a tensor that doesn't require "
-                               "gradient")
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self.grad_fn is not None:
             return self.grad_fn._register_tensor_hook(self._output_nr, hook)
         return self._grad_accumulator()._register_tensor_hook(0, hook)
@@ -523,8 +522,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         """The value of a one-element tensor as a Python number."""
         a = self._data
         if a.size != 1:
-            raise RuntimeError(f"a Tensor with {a.size} elements cannot be converted "
-                               "to Scalar")
+            raise RuntimeError(f"a Tensor with {a.size} elements cannot be converted to Scalar")
         if self.device is CPU and type(a) is np.ndarray:    # no op call: rand(1).item() in a loop
             v = a.item()
             return v if type(v) in _PY_SCALARS else float(v)     # (bfloat16, float8: a float)
@@ -559,8 +557,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
 
     def __index__(self):
         if self.dtype.category > _dtype._INT or self._data.size != 1:
-            raise TypeError("only integer tensors of a single element can be converted to an "
-                            "index")
+            raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
 
     def __len__(self):

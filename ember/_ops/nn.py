@@ -354,8 +354,7 @@ def _nll_grad_arrays(g, target, weight, in_shape, x_shape, ignore_index, reducti
 @nll_loss.vjp(save=("target", "weight"))
 def _(g, input, target, weight=None, ignore_index=-100, reduction="mean"):
     x_shape = tuple(input.shape) if len(input.shape) > 1 else (1,) + tuple(input.shape)
-    gx = _nll_grad_arrays(g, target, weight, tuple(input.shape), x_shape, ignore_index,
-                          reduction)
+    gx = _nll_grad_arrays(g, target, weight, tuple(input.shape), x_shape, ignore_index, reduction)
     if gx is not None:
         return gx, None
     t = target if target.dim() == len(x_shape) - 1 else target.reshape(1)
@@ -475,8 +474,7 @@ smooth_l1_loss.vjp(save=("input", "target"))(_clipped_vjp(True))
 huber_loss.vjp(save=("input", "target"))(_clipped_vjp(False))
 
 
-@op("binary_cross_entropy", tags=("autocast_fp32",), promote="common", method=False,
-    function=False)
+@op("binary_cross_entropy", tags=("autocast_fp32",), promote="common", method=False, function=False)
 def binary_cross_entropy(xp, input, target, weight=None, reduction="mean"):
     """Binary cross entropy of probabilities ``input`` against ``target``; as torch, each log
     is clamped at -100."""

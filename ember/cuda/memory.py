@@ -85,8 +85,7 @@ def _usage(cupy):
     ``MemPool``'s, and what uncached allocators hold."""
     pools = [cupy.get_default_memory_pool()] + [p._pool for p in list(_mempools.values())]
     extra = _direct[cupy.cuda.runtime.getDevice()]
-    return (sum(p.used_bytes() for p in pools) + extra,
-            sum(p.total_bytes() for p in pools) + extra)
+    return (sum(p.used_bytes() for p in pools) + extra, sum(p.total_bytes() for p in pools) + extra)
 
 
 def _on_oom(size):
@@ -207,8 +206,7 @@ def reset_accumulated_memory_stats(device=None):
     """Zero the cumulative counts (bytes and allocations made, out-of-memory errors)."""
     if is_available():
         s = _stats[_index(device)]
-        s.update({"allocated_bytes.all.allocated": 0, "allocation.all.allocated": 0,
-                  "num_ooms": 0})
+        s.update({"allocated_bytes.all.allocated": 0, "allocation.all.allocated": 0, "num_ooms": 0})
 
 
 def reset_max_memory_allocated(device=None):

@@ -154,8 +154,7 @@ class Event:
         ...     end.synchronize(); ms = start.elapsed_time(end)
     """
 
-    def __init__(self, enable_timing=False, blocking=False, interprocess=False,
-                 external=False):
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False, external=False):
         cupy = _lazy_init()
         self._e = cupy.cuda.Event(block=blocking, disable_timing=not enable_timing,
                                   interprocess=interprocess)

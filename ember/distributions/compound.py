@@ -25,8 +25,7 @@ class Independent(Distribution):
         if reinterpreted_batch_ndims > len(base_distribution.batch_shape):
             raise ValueError(f"Expected reinterpreted_batch_ndims <= "
                              f"len(base_distribution.batch_shape), actual "
-                             f"{reinterpreted_batch_ndims} vs "
-                             f"{len(base_distribution.batch_shape)}")
+                             f"{reinterpreted_batch_ndims} vs {len(base_distribution.batch_shape)}")
         shape = base_distribution.batch_shape + base_distribution.event_shape
         cut = len(shape) - reinterpreted_batch_ndims - len(base_distribution.event_shape)
         self.base_dist, self.reinterpreted_batch_ndims = (base_distribution,
@@ -126,8 +125,7 @@ class TransformedDistribution(Distribution):
         shape = batch_shape + self.event_shape
         for t in reversed(self.transforms):
             shape = t.inverse_shape(shape)
-        new.base_dist = self.base_dist.expand(shape[:len(shape) -
-                                                    len(self.base_dist.event_shape)])
+        new.base_dist = self.base_dist.expand(shape[:len(shape) - len(self.base_dist.event_shape)])
         new.transforms = self.transforms
         for k, v in self.__dict__.items():      # a subclass's own parameters
             if k not in new.__dict__ and isinstance(v, ember.Tensor) and \

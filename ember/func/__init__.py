@@ -53,8 +53,7 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
     else:
         raise ValueError("Expected parameter_and_buffer_dicts to be a dict, or a list/tuple "
                          f"of dicts, but got {type(parameter_and_buffer_dicts)}")
-    return _functional_call(module, values, args, kwargs, tie_weights=tie_weights,
-                            strict=strict)
+    return _functional_call(module, values, args, kwargs, tie_weights=tie_weights, strict=strict)
 
 
 
@@ -252,8 +251,7 @@ def vjp(func, *primals, has_aux=False):
         if len(_vmap._STACK) < levels:
             raise RuntimeError("vjp_fn: calling it under fewer vmap levels than vjp was "
                                "called at is not supported")
-        pairs = [(p, _vmap.batched_over(c, levels)) for p, c in zip(p_outs, cts)
-                 if p.requires_grad]
+        pairs = [(p, _vmap.batched_over(c, levels)) for p, c in zip(p_outs, cts) if p.requires_grad]
         if not pairs:
             return _unflatten([lower(ember.zeros_like(p)) for p in phys], spec)
         gs = ember.autograd.grad([p for p, _ in pairs], phys, [c for _, c in pairs],
@@ -501,8 +499,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or "
                            f"'same'. Got {randomness}")
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
-        raise ValueError(f"vmap: chunk_size should be None or greater than 0. (got "
-                         f"{chunk_size})")
+        raise ValueError(f"vmap: chunk_size should be None or greater than 0. (got {chunk_size})")
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
@@ -661,8 +658,7 @@ def rearrange(tensor, pattern, **axes_lengths):
         raise ValueError(f"rearrange: the two sides of {pattern!r} name different axes")
     n_ell = tensor.dim() - (len(lg) - (["..."] in lg))
     if n_ell < 0 or (["..."] not in lg and n_ell):
-        raise ValueError(f"rearrange: {pattern!r} does not match a tensor of {tensor.dim()} "
-                         "dims")
+        raise ValueError(f"rearrange: {pattern!r} does not match a tensor of {tensor.dim()} dims")
     sizes, dims = dict(axes_lengths), iter(tensor.shape)
     for g in lg:
         if g == ["..."]:

@@ -147,8 +147,7 @@ def batched_over(t, k):
     if len(_STACK) == k:
         return lift(t)
     p = lift(t)
-    return lower(p.movedim(tuple(range(k, len(_STACK))), tuple(range(len(_STACK) - k))),
-                 _STACK[k:])
+    return lower(p.movedim(tuple(range(k, len(_STACK))), tuple(range(len(_STACK) - k))), _STACK[k:])
 
 
 def unbatched_over(g, k):
@@ -220,8 +219,7 @@ def random_call(kind, f, args, kwargs):
         return None
     _random.vmap_random = None          # the draws themselves are plain
     try:
-        return _RANDOM[kind](f, args, kwargs, [(lv, n) for lv, n, m in _STACK
-                                               if m == "different"])
+        return _RANDOM[kind](f, args, kwargs, [(lv, n) for lv, n, m in _STACK if m == "different"])
     finally:
         _random.vmap_random = random_call
 
@@ -338,8 +336,7 @@ def _pad(x, level, rank):
     if _level_of(x) != level:
         return x
     v = x._value
-    return v if rank == x.dim() else v.reshape(v.shape[0], *(1,) * (rank - x.dim()),
-                                               *v.shape[1:])
+    return v if rank == x.dim() else v.reshape(v.shape[0], *(1,) * (rank - x.dim()), *v.shape[1:])
 
 
 def _pointwise(opdef, level, args, kwargs):
@@ -402,8 +399,7 @@ def _dims(opdef, level, args, kwargs):
                 set_("dim", 1)
                 v = v.reshape(v.shape[0], -1)
                 out = opdef(v, *args[1:], **kwargs)
-                if isinstance(out, tuple) and opdef.name in ("max", "min", "median",
-                                                             "nanmedian"):
+                if isinstance(out, tuple) and opdef.name in ("max", "min", "median", "nanmedian"):
                     out = out[0]
                 if get_("keepdim") if "keepdim" in opdef.params else False:
                     out = _map_tensors(out, lambda o: o.reshape(o.shape[0], *(1,) * rank))
@@ -458,8 +454,7 @@ def _linear(opdef, level, args, kwargs):
         xv = lift_one(x, level, n)
         bv = None if b is None else lift_one(b, level, n)
         three = xv.dim() == 3               # (B, N, in) already: no reshapes
-        y = _PerExampleLinear.apply(xv if three else xv.reshape(n, -1, xv.shape[-1]),
-                                    w._value, bv)
+        y = _PerExampleLinear.apply(xv if three else xv.reshape(n, -1, xv.shape[-1]), w._value, bv)
         return _wrap(y if three else y.reshape(*xv.shape[:-1], y.shape[-1]), level)
     out = ember.matmul(x, w.transpose(-1, -2))
     return out if b is None else out + b
@@ -702,8 +697,7 @@ def _trailing(pos):
 def _empty_batched(out, n):
     """An empty 1-D result (lstsq's residuals, qr's Q of mode 'r') that has no batch dim,
     given it."""
-    return _map_tensors(out, lambda o: o.reshape(n, 0) if o.dim() == 1 and o.shape[0] == 0
-                        else o)
+    return _map_tensors(out, lambda o: o.reshape(n, 0) if o.dim() == 1 and o.shape[0] == 0 else o)
 
 
 def _along(*positions):
@@ -737,10 +731,8 @@ def _einsum(opdef, level, args, kwargs):
     ins = ins.split(",")
     if "->" not in eq:
         seen = "".join(ins).replace(".", "")
-        out = "..." * ("..." in eq) + "".join(sorted(c for c in set(seen)
-                                                     if seen.count(c) == 1))
-    z = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA"
-             if c not in eq)
+        out = "..." * ("..." in eq) + "".join(sorted(c for c in set(seen) if seen.count(c) == 1))
+    z = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA" if c not in eq)
     ins = [z + sub if _level_of(o) == level else sub for sub, o in zip(ins, ops)]
     ops = [o._value if _level_of(o) == level else o for o in ops]
     return _wrap(opdef(",".join(ins) + "->" + z + out, ops), level)
@@ -896,8 +888,7 @@ def _ldl_solve(opdef, level, args, kwargs):
     n, a = _size(level), dict(zip(opdef.params, args), **kwargs)
     ts = [(a["LD"], 2), (a["pivots"], 1), (a["B"], 2)]
     r = max(t.dim() - c for t, c in ts)
-    lifted = [lift_one(t, level, n).reshape(n, *(1,) * (r - t.dim() + c), *t.shape)
-              for t, c in ts]
+    lifted = [lift_one(t, level, n).reshape(n, *(1,) * (r - t.dim() + c), *t.shape) for t, c in ts]
     return _map_out(opdef(*lifted, hermitian=a.get("hermitian", False)), level)
 
 
@@ -1006,8 +997,7 @@ def _masked_scatter(opdef, level, args, kwargs):
     mv = mv.reshape(n, *(1,) * (len(shape) - mask.dim()), *mv.shape[1:]).expand(n, *shape)
     xv = xv.reshape(n, *(1,) * (len(shape) - x.dim()), *xv.shape[1:]).expand(n, *shape)
     pos = (mv.reshape(n, -1).long().cumsum(1) - 1).clamp(min=0)
-    picked = sv.reshape(n, -1).gather(1, pos.clamp(max=max(src.numel() - 1, 0))).reshape(
-        n, *shape)
+    picked = sv.reshape(n, -1).gather(1, pos.clamp(max=max(src.numel() - 1, 0))).reshape(n, *shape)
     return _wrap(ember.where(mv, picked, xv), level)
 
 
@@ -1086,8 +1076,7 @@ def _histogram(opdef, level, args, kwargs):
     rows = tuple(x.shape[:1]) if opdef.name == "_histogram_rows" else ()
     if isinstance(bins, Tensor):
         b = lift(bins)
-        bins = b.unsqueeze(-2).expand(*b.shape[:-1], *rows, -1) if rows and bins.dim() == 1 \
-            else b
+        bins = b.unsqueeze(-2).expand(*b.shape[:-1], *rows, -1) if rows and bins.dim() == 1 else b
         bins = bins.reshape(-1, bins.shape[-1])
     x, w = (None if t is None else lift(t).reshape(-1, x.shape[-1] if rows else x.numel())
             for t in (x, w))
@@ -1136,8 +1125,7 @@ def _quantile_of_batched_q(opdef, level, x, q, d, keepdim, interpolation):
     w = ember.where(scale == 0, w.detach(), w)
     s = s.expand(*below.shape[:-1], s.shape[-1])
     lo, hi = (s.gather(-1, r.detach().long()) for r in (below, above))
-    out = _statistics._lerp(ember, lo, hi, w) if interpolation in ("linear", "midpoint") \
-        else lo
+    out = _statistics._lerp(ember, lo, hi, w) if interpolation in ("linear", "midpoint") else lo
     if not keepdim:
         out = out.squeeze(-1)
     elif d is None:
@@ -1239,8 +1227,7 @@ def _cartesian_prod(*ts):
         return ts[0]
     k = len(ts)
     sizes = [t.shape[0] for t in ts]
-    grid = [t.reshape(*(1,) * i, -1, *(1,) * (k - i - 1)).expand(*sizes) for i, t in
-            enumerate(ts)]
+    grid = [t.reshape(*(1,) * i, -1, *(1,) * (k - i - 1)).expand(*sizes) for i, t in enumerate(ts)]
     return ember.stack(grid, -1).reshape(-1, k)
 
 
@@ -1282,8 +1269,7 @@ def _repeat_interleave(opdef, level, args, kwargs):
 def _diag_embed(opdef, level, args, kwargs):
     a = dict(opdef.defaults, **dict(zip(opdef.params, args)), **kwargs)
     r = a["input"].dim() + 1
-    return _wrap(opdef(a["input"]._value, a["offset"], a["dim1"] % r + 1, a["dim2"] % r + 1),
-                 level)
+    return _wrap(opdef(a["input"]._value, a["offset"], a["dim1"] % r + 1, a["dim2"] % r + 1), level)
 
 
 def _embedded(opdef, level, args, kwargs):
@@ -1300,8 +1286,7 @@ def _embedded(opdef, level, args, kwargs):
         adv = [i for i, x in enumerate(idx) if not (x is None or x is Ellipsis or
                                                      type(x) in (int, slice))]
         adv = adv and [i for i, x in enumerate(idx) if i in adv or type(x) is int]
-        if adv and adv[-1] - adv[0] != len(adv) - 1 or any(
-                _level_of(x) for x in idx):
+        if adv and adv[-1] - adv[0] != len(adv) - 1 or any(_level_of(x) for x in idx):
             return _loop(opdef, level, args, kwargs)
         rest[0] = (slice(None), *idx)
     return _wrap(opdef(g._value, (_size(level), *shape), *rest, **kwargs), level)
@@ -1432,8 +1417,7 @@ _TAGGED = {}
 def _rule(opdef):
     r = RULES.get(opdef.name) or _TAGGED.get(opdef.name)
     if r is None:
-        if "pointwise" in opdef.tags or "comparison" in opdef.tags or \
-                opdef.name in _BROADCAST:
+        if "pointwise" in opdef.tags or "comparison" in opdef.tags or opdef.name in _BROADCAST:
             r = _pointwise
         elif (any(n in opdef.params for n in _DIMS) or opdef.name in _DIMS_OPS) and \
                 opdef.name not in _NOT_DIMS:

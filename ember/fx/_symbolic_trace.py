@@ -145,8 +145,7 @@ class Tracer:
         if t is dict:
             return {k: self.create_arg(v) for k, v in a.items()}
         if t is slice:
-            return slice(self.create_arg(a.start), self.create_arg(a.stop),
-                         self.create_arg(a.step))
+            return slice(self.create_arg(a.start), self.create_arg(a.stop), self.create_arg(a.step))
         if isinstance(a, Tensor):
             for name, p in list(self.root.named_parameters()) + list(self.root.named_buffers()):
                 if p is a:

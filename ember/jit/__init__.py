@@ -245,9 +245,8 @@ def _install_constants(root, rec):
 
 
 def trace_module(mod, inputs, optimize=None, check_trace=True, check_inputs=None,
-                 check_tolerance=1e-5, strict=True, _force_outplace=False,
-                 _module_class=None, _compilation_unit=None, example_inputs_is_kwarg=False,
-                 _store_inputs=True):
+                 check_tolerance=1e-5, strict=True, _force_outplace=False, _module_class=None,
+                 _compilation_unit=None, example_inputs_is_kwarg=False, _store_inputs=True):
     """Trace methods of ``mod``: ``inputs`` maps a method name to its example inputs.
 
     Example:
@@ -532,8 +531,7 @@ def freeze(mod, preserved_attrs=None, optimize_numerics=True):
             if n.op == "get_attr" and n.target not in keep:
                 new = "_frozen_" + n.target.replace(".", "_")
                 if not hasattr(out, new):
-                    out.register_buffer(new, fetch_attr(mod, n.target).detach(),
-                                        persistent=False)
+                    out.register_buffer(new, fetch_attr(mod, n.target).detach(), persistent=False)
                 n.target = new
         _passes.PassManager([_passes.cse, _passes.dead_code,
                              lambda g: _passes.fold_constants(g, out)])(g)
@@ -599,8 +597,7 @@ def save(m, f, _extra_files=None):
     _save({"format": _ARCHIVE, "graphs": {k: dumps(g) for k, g in m._graphs.items()},
            "modules": modules, "kinds": kinds, "tensors": tensors,
            "dynamic": {k: sorted(v) for k, v in m._dynamic.items()},
-           "extra_files": dict(_extra_files or {}),
-           "function": isinstance(m, ScriptFunction)}, f)
+           "extra_files": dict(_extra_files or {}), "function": isinstance(m, ScriptFunction)}, f)
 
 
 def load(f, map_location=None, _extra_files=None, _restore_shapes=False):

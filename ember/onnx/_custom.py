@@ -220,8 +220,7 @@ def select_model_mode_for_export(model, mode):
     """
     from . import TrainingMode
     if not isinstance(mode, TrainingMode):
-        raise TypeError(f"'mode' should be a torch.onnx.TrainingMode enum, but got "
-                        f"'{type(mode)}'.")
+        raise TypeError(f"'mode' should be a torch.onnx.TrainingMode enum, but got '{type(mode)}'.")
     was = getattr(model, "training", False)
     if hasattr(model, "training") and mode != TrainingMode.PRESERVE:
         model.train(mode == TrainingMode.TRAINING)

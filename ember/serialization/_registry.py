@@ -3,9 +3,8 @@ naming where a storage lives at save, a deserializer placing it at load), the CR
 ``skip_data`` switches of ``save``, and the storage type helpers."""
 import ember
 
-__all__ = ["register_package", "default_restore_location", "get_crc32_options",
-           "set_crc32_options", "skip_data", "StorageType", "normalize_storage_type",
-           "storage_to_tensor_type"]
+__all__ = ["register_package", "default_restore_location", "get_crc32_options", "set_crc32_options",
+           "skip_data", "StorageType", "normalize_storage_type", "storage_to_tensor_type"]
 
 
 def _on(storage):

@@ -51,8 +51,7 @@ class LazyModuleMixin:
                         unexpected_keys, error_msgs):
         for name, p in itertools.chain(self._parameters.items(), self._buffers.items()):
             key = prefix + name
-            if key in state_dict and p is not None and is_lazy(p) and \
-                    not is_lazy(state_dict[key]):
+            if key in state_dict and p is not None and is_lazy(p) and not is_lazy(state_dict[key]):
                 with no_grad():
                     p.materialize(state_dict[key].shape)
 

@@ -174,9 +174,8 @@ class TransformerDecoderLayer(Module):
                                             is_causal=is_causal, need_weights=False)[0])
 
     def _mha(self, x, mem, mask, kpm, is_causal):
-        return self.dropout2(self.multihead_attn(x, mem, mem, attn_mask=mask,
-                                                 key_padding_mask=kpm, is_causal=is_causal,
-                                                 need_weights=False)[0])
+        return self.dropout2(self.multihead_attn(x, mem, mem, attn_mask=mask, key_padding_mask=kpm,
+                                                 is_causal=is_causal, need_weights=False)[0])
 
     def _ff(self, x):
         return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
@@ -256,9 +255,8 @@ class Transformer(Module):
                 init.xavier_uniform_(p)
 
     def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
-                src_key_padding_mask=None, tgt_key_padding_mask=None,
-                memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
-                memory_is_causal=False):
+                src_key_padding_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None,
+                src_is_causal=None, tgt_is_causal=None, memory_is_causal=False):
         memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask,
                               is_causal=src_is_causal)
         return self.decoder(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,

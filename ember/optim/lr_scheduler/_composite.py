@@ -12,8 +12,7 @@ class _Composite:
     def _check_schedulers(self, optimizer, schedulers, what):
         name = type(self).__name__
         if len(schedulers) < 1:
-            raise ValueError(f"{name} expects at least one scheduler{what}, but got no "
-                             "scheduler.")
+            raise ValueError(f"{name} expects at least one scheduler{what}, but got no scheduler.")
         for i, s in enumerate(schedulers):
             if not hasattr(s, "optimizer"):
                 raise TypeError(f"{name} at index {i} should have `optimizer` as its attribute.")

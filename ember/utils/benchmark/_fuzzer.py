@@ -162,9 +162,8 @@ class FuzzedSparseTensor(FuzzedTensor):
     def __init__(self, name, size, min_elements=None, max_elements=None, dim_parameter=None,
                  sparse_dim=None, nnz=None, density=None, coalesced=None, dtype=ember.float32,
                  cuda=False):
-        super().__init__(name=name, size=size, min_elements=min_elements,
-                         max_elements=max_elements, dim_parameter=dim_parameter, dtype=dtype,
-                         cuda=cuda)
+        super().__init__(name=name, size=size, min_elements=min_elements, max_elements=max_elements,
+                         dim_parameter=dim_parameter, dtype=dtype, cuda=cuda)
         self._density, self._coalesced, self._sparse_dim = density, coalesced, sparse_dim
 
     @staticmethod
@@ -239,8 +238,7 @@ class Fuzzer:
         for _ in range(n):
             params = self._generate(state)
             made = {t.name: t._make_tensor(params, state) for t in self._tensors}
-            yield ({k: v[0] for k, v in made.items()}, {k: v[1] for k, v in made.items()},
-                   params)
+            yield ({k: v[0] for k, v in made.items()}, {k: v[1] for k, v in made.items()}, params)
 
     @property
     def rejection_rate(self):

@@ -270,8 +270,7 @@ class _Message:
                     reader.mapping(name, worker_id, roots)
         except OSError as e:
             self.release()
-            raise RuntimeError(f"DataLoader: lost a shared-memory block of a batch: {e}") \
-                from None
+            raise RuntimeError(f"DataLoader: lost a shared-memory block of a batch: {e}") from None
         pack = self.names[-1] if self.offsets else None
         return _Unpickler(self.payload, roots, pack, self.offsets).load()
 

@@ -173,8 +173,7 @@ class _DataPipeBase:
         kind = IterDataPipe if isinstance(self, IterDataPipe) else MapDataPipe
         f = kind.functions.get(name)
         if f is None:
-            raise AttributeError(f"'{self.__class__.__name__}' object has no attribute "
-                                 f"'{name}")
+            raise AttributeError(f"'{self.__class__.__name__}' object has no attribute '{name}")
         return functools.update_wrapper(functools.partial(f, self), f, assigned=("__doc__",))
 
     @classmethod
@@ -418,8 +417,7 @@ def argument_validation(f):
             if not isinstance(value, IterDataPipe):
                 raise TypeError(f"Expected argument '{name}' as a IterDataPipe, but found "
                                 f"{type(value)}")
-            want = _DataPipeType(typing.get_args(hint)[0]) if typing.get_args(hint) else \
-                origin.type
+            want = _DataPipeType(typing.get_args(hint)[0]) if typing.get_args(hint) else origin.type
             if not value.type.issubtype(want):
                 raise TypeError(f"Expected type of argument '{name}' as a subtype of hint "
                                 f"{want}, but found {value.type}")
