@@ -270,9 +270,7 @@ def _scalar_dtype(x):
         return int64
     if isinstance(x, float):
         return _default[0]
-    if isinstance(x, complex):
-        return _default[0].to_complex()
-    return None
+    return _default[0].to_complex() if isinstance(x, complex) else None
 
 
 def _combine(higher, lower):
@@ -286,9 +284,7 @@ def _combine(higher, lower):
         return higher.to_complex() if higher.category == _FLOAT else lower
     if higher.category == _FLOAT:
         return higher
-    if higher is bool_ or lower.category == _FLOAT:
-        return promote_types(higher, lower)
-    return higher
+    return promote_types(higher, lower) if higher is bool_ or lower.category == _FLOAT else higher
 
 
 def result_type_of(dims, zeros, scalars):

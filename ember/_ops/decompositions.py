@@ -345,9 +345,7 @@ def eig_backward(gL, gV, L, V, hermitian):
         off = 1 - ember.eye(n, dtype=ret.real.dtype if ret.is_complex() else ret.dtype,
                         device=ret.device)
         ret = ret * off + (ember.diag_embed(gL.to(ret.dtype)) if gL is not None else 0)
-    if hermitian:
-        return V @ (ret @ V.mH)
-    return ember.linalg.solve(V.mH, ret @ V.mH)
+    return V @ (ret @ V.mH) if hermitian else ember.linalg.solve(V.mH, ret @ V.mH)
 
 
 @linalg_eigh.vjp(save=("result",))

@@ -248,9 +248,7 @@ def _(g, input, dim, dtype=None, result=None):
     if result.dim() == 0:
         return g * 0
     gx = _softmax_kernel(np, g, result, dim, 0)
-    if gx is not None:
-        return gx
-    return result * (g - (g * result).sum(dim, keepdim=True))
+    return gx if gx is not None else result * (g - (g * result).sum(dim, keepdim=True))
 
 
 softmax.meta = lambda x, dim, dtype=None: empty(x.shape, _softmax_dtype(x, dtype))
@@ -276,9 +274,7 @@ def _(g, input, dim, dtype=None, result=None):
     if result.dim() == 0:
         return g * 0
     gx = _softmax_kernel(np, g, result, dim, 1)
-    if gx is not None:
-        return gx
-    return g - result.exp() * g.sum(dim, keepdim=True)
+    return gx if gx is not None else g - result.exp() * g.sum(dim, keepdim=True)
 
 
 log_softmax.meta = softmax.meta
@@ -311,9 +307,7 @@ def nll_loss(xp, input, target, weight=None, ignore_index=-100, reduction="mean"
     losses = -picked * w
     if reduction == "none":
         return losses if input.ndim > 1 else losses[0]
-    if reduction == "sum":
-        return losses.sum()
-    return losses.sum() / w.sum(dtype=x.dtype)
+    return losses.sum() if reduction == "sum" else losses.sum() / w.sum(dtype=x.dtype)
 
 
 def _nll_weights(xp, t, weight, ignore_index, dtype):

@@ -62,9 +62,7 @@ def _reversed_cumsum(g, dim):
     from .nn import kernel_grads
     arrays = kernel_grads(g)
     out = _scan_kernel(arrays[0], dim % g.dim(), 0, True) if arrays else None
-    if out is not None:
-        return Tensor._wrap(out)
-    return g.flip(dim).cumsum(dim).flip(dim)
+    return Tensor._wrap(out) if out is not None else g.flip(dim).cumsum(dim).flip(dim)
 
 
 @op("cumsum", tags=("autocast_fp32_cuda",), inplace=True)

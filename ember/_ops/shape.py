@@ -16,9 +16,7 @@ from .samples import ErrorSample, Sample, const, make
 
 
 def _dims(dims):
-    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
-        return tuple(dims[0])
-    return tuple(dims)
+    return tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else tuple(dims)
 
 
 def _infer(shape, numel, opname):
@@ -63,9 +61,7 @@ def view(xp, input, *shape):
 
 @view.vjp()
 def _(g, input, *shape):
-    if len(shape) == 1 and isinstance(shape[0], ember.dtype):
-        return None
-    return g.reshape(input.shape)
+    return None if len(shape) == 1 and isinstance(shape[0], ember.dtype) else g.reshape(input.shape)
 
 
 view.samples = lambda dev, dt: [Sample(make((3, 4), dt), 12), Sample(make((3, 4), dt), 2, -1),

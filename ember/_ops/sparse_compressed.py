@@ -404,9 +404,7 @@ def convert(self, layout, blocksize=None, dense_dim=None):
         raise RuntimeError(f"{'to' if src is layout else 'sparse_compressed_to'}_{lay}: conversion "
                            f"from {KEY[src]} to {KEY[layout]} with blocksize changed from "
                            f"{list(_blocksize(self._data))} to {list(blocksize)} is not supported")
-    if src is layout:
-        return self
-    return _compress(_expand(self), layout, blocksize)
+    return self if src is layout else _compress(_expand(self), layout, blocksize)
 
 
 def to_sparse_csr(self, dense_dim=None):

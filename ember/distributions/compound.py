@@ -177,9 +177,7 @@ class TransformedDistribution(Distribution):
         sign = 1
         for transform in self.transforms:
             sign = sign * transform.sign
-        if isinstance(sign, int) and sign == 1:
-            return value
-        return sign * (value - 0.5) + 0.5
+        return value if isinstance(sign, int) and sign == 1 else sign * (value - 0.5) + 0.5
 
     def cdf(self, value):
         for transform in self.transforms[::-1]:

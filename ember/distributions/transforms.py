@@ -525,9 +525,7 @@ class AbsTransform(_Stateless):
 
 
 def _same(a, b):
-    if isinstance(a, Number) and isinstance(b, Number):
-        return a == b
-    return bool((a == b).all())
+    return a == b if isinstance(a, Number) and isinstance(b, Number) else bool((a == b).all())
 
 
 class AffineTransform(Transform):

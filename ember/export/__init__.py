@@ -231,9 +231,7 @@ def _map(a, env):
         return env[a]
     if type(a) in (tuple, list):
         return type(a)(_map(x, env) for x in a)
-    if type(a) is dict:
-        return {k: _map(v, env) for k, v in a.items()}
-    return a
+    return {k: _map(v, env) for k, v in a.items()} if type(a) is dict else a
 
 
 def _dims_of(dynamic_shapes, names, args, flat):

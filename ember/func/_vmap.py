@@ -589,9 +589,7 @@ class _PerExampleConv(ember.autograd.Function):
 
 
 def lift_one(x, level, n):
-    if _level_of(x) == level:
-        return x._value
-    return x.expand(n, *x.shape)
+    return x._value if _level_of(x) == level else x.expand(n, *x.shape)
 
 
 def _joined(opdef, level, args, kwargs):
@@ -832,9 +830,7 @@ def _loop(opdef, level, args, kwargs):
     def pick(a, i):
         if _level_of(a) == level:
             return a._value[i]
-        if type(a) in (list, tuple):
-            return type(a)(pick(b, i) for b in a)
-        return a
+        return type(a)(pick(b, i) for b in a) if type(a) in (list, tuple) else a
     rows = [opdef(*[pick(a, i) for a in args], **{k: pick(v, i) for k, v in kwargs.items()})
             for i in range(_size(level))]
     return _map_out(_stack_rows(rows), level)

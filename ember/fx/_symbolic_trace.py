@@ -46,9 +46,7 @@ def _has_proxy(a):
         return True
     if type(a) in (tuple, list):
         return any(_has_proxy(x) for x in a)
-    if type(a) is dict:
-        return any(_has_proxy(x) for x in a.values())
-    return False
+    return any(_has_proxy(x) for x in a.values()) if type(a) is dict else False
 
 
 class ProxyableClassMeta(type):

@@ -297,9 +297,7 @@ def _tensor(a, dev):
 def _arrays(out):
     if isinstance(out, Tensor):
         return out._data
-    if isinstance(out, (tuple, list)):
-        return tuple(_arrays(o) for o in out)
-    return out
+    return tuple(_arrays(o) for o in out) if isinstance(out, (tuple, list)) else out
 
 
 class _FakeCtx:

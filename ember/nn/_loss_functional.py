@@ -40,10 +40,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
         tensor(1.)
     """
     reduction = _reduction(size_average, reduce, reduction)
-    if log_input:
-        loss = input.exp() - target * input
-    else:
-        loss = input - target * (input + eps).log()
+    loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
     if full:
         stirling = target * target.log() - target + 0.5 * (2 * math.pi * target).log()
         loss = loss + stirling.masked_fill(target <= 1, 0)
@@ -300,9 +297,7 @@ def _as_batch(input, target, name, target_shape):
 
 
 def _per_sample(loss, reduction, unbatched, shape=()):
-    if reduction == "none" and unbatched:
-        return loss.reshape(shape)
-    return _F._reduce(loss, reduction)
+    return loss.reshape(shape) if reduction == "none" and unbatched else _F._reduce(loss, reduction)
 
 
 @autocast_policy("autocast_fp32")

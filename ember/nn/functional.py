@@ -515,9 +515,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
                       "support size.'batchmean' divides only by the batch size, and aligns with "
                       "the KL div math definition.'mean' will be changed to behave the same as "
                       "'batchmean' in the next major release.", UserWarning, stacklevel=3)
-    if reduction == "batchmean":
-        return loss.sum() / input.shape[0]
-    return _reduce(loss, reduction)
+    return loss.sum() / input.shape[0] if reduction == "batchmean" else _reduce(loss, reduction)
 
 
 # ---- attention --------------------------------------------------------------------------------

@@ -336,9 +336,7 @@ def _map(a, fn):
         return fn(a)
     if t in (tuple, list):
         return t(_map(x, fn) for x in a)
-    if t is dict:
-        return {k: _map(v, fn) for k, v in a.items()}
-    return a
+    return {k: _map(v, fn) for k, v in a.items()} if t is dict else a
 
 
 def export(model, args=(), f=None, *, kwargs=None, export_params=True, verbose=False,

@@ -192,9 +192,7 @@ def _names(out):
     from . import V
     if isinstance(out, V):
         return out.name
-    if isinstance(out, (tuple, list)):
-        return [_names(o) for o in out]
-    return out
+    return [_names(o) for o in out] if isinstance(out, (tuple, list)) else out
 
 
 def run_symbolic(fn, g, args, kwargs):

@@ -239,9 +239,7 @@ class SWALR(LRScheduler):
 
     @staticmethod
     def _get_initial_lr(lr, swa_lr, alpha):
-        if alpha == 1:
-            return swa_lr
-        return (lr - alpha * swa_lr) / (1 - alpha)
+        return swa_lr if alpha == 1 else (lr - alpha * swa_lr) / (1 - alpha)
 
     def get_lr(self):
         if not self._get_lr_called_within_step:

@@ -283,9 +283,7 @@ _hook = _Hook()
 def _public(opdef, inplace=None):
     from .. import _ops
     from .._tensor import Tensor
-    if inplace:
-        return getattr(Tensor, opdef.name + "_")
-    return _ops._function(opdef, opdef.name)
+    return getattr(Tensor, opdef.name + "_") if inplace else _ops._function(opdef, opdef.name)
 
 
 def _install():

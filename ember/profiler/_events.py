@@ -10,9 +10,7 @@ import os
 def _format_time(us):
     if us >= 1e6:
         return f"{us / 1e6:.3f}s"
-    if us >= 1e3:
-        return f"{us / 1e3:.3f}ms"
-    return f"{us:.3f}us"
+    return f"{us / 1e3:.3f}ms" if us >= 1e3 else f"{us:.3f}us"
 
 
 def _format_share(us, total_us):

@@ -230,9 +230,7 @@ def _log_op(log, opdef, args, outs):
     def desc(x):
         if isinstance(x, Tensor):
             return f"{x.dtype}{list(x.shape)}".replace("torch.", "")
-        if type(x) in (list, tuple):
-            return "[" + ", ".join(map(desc, x)) + "]"
-        return repr(x)
+        return "[" + ", ".join(map(desc, x)) + "]" if type(x) in (list, tuple) else repr(x)
     outs = outs if isinstance(outs, (tuple, list)) else (outs,)
     frames = [f for f in traceback.extract_stack()[:-1] if "/ember/" not in f.filename]
     log.append((f"{opdef.name}({', '.join(map(desc, args))}) -> {', '.join(map(desc, outs))}",
@@ -315,9 +313,7 @@ def _meta(t):
 def _tensors_of(out):
     if isinstance(out, Tensor):
         return [out]
-    if isinstance(out, (tuple, list)):
-        return [o for o in out if isinstance(o, Tensor)]
-    return []
+    return [o for o in out if isinstance(o, Tensor)] if isinstance(out, (tuple, list)) else []
 
 
 def _with_tensors(out, new):

@@ -23,9 +23,7 @@ def _color(text, value, best):
         return GOOD + BOLD + text + TERMINATE * 2
     if value >= best * 5:
         return VERY_BAD + BOLD + text + TERMINATE * 2
-    if value >= best * 2:
-        return BAD + text + TERMINATE * 2
-    return text
+    return BAD + text + TERMINATE * 2 if value >= best * 2 else text
 
 
 class Compare:

@@ -101,9 +101,7 @@ def _array_of(value):
         arr = value._data if value.device.type == "cpu" else None
     else:
         arr = value if type(value) is np.ndarray else None
-    if type(arr) is not np.ndarray or arr.dtype.hasobject or arr.nbytes == 0:
-        return None
-    return arr
+    return None if type(arr) is not np.ndarray or arr.dtype.hasobject or arr.nbytes == 0 else arr
 
 
 def _ptr(arr):
