@@ -28,13 +28,9 @@ class dtype:
             return self.np
         raise AttributeError(f"'torch.dtype' object has no attribute '{attr}'")
 
-    @property
-    def is_floating_point(self):
-        return self.category == _FLOAT
+    is_floating_point = property(lambda self: self.category == _FLOAT)
 
-    @property
-    def is_complex(self):
-        return self.category == _COMPLEX
+    is_complex = property(lambda self: self.category == _COMPLEX)
 
     def to_real(self):
         return {complex64: float32, complex128: float64}.get(self, self)

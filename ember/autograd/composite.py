@@ -68,9 +68,7 @@ class CompositeNode(Node):
 
     name = OpNode.name
 
-    @property
-    def out_meta(self):
-        return [TensorMeta(o) for o in self.outs]
+    out_meta = property(lambda self: [TensorMeta(o) for o in self.outs])
 
     def release(self):
         self.fn = self.args = self.tensors = self.leaves = self.outs = None

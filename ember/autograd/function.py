@@ -413,9 +413,7 @@ class NestedIOFunction(Function):
     def save_for_backward(self, *args):
         self.to_save, self._to_save_nested = tuple(_flat(args)), args
 
-    @property
-    def saved_tensors(self):
-        return _unflatten(self._ctx.saved_tensors, self._to_save_nested)
+    saved_tensors = property(lambda self: _unflatten(self._ctx.saved_tensors, self._to_save_nested))
 
     def mark_dirty(self, *args, **kwargs):
         self.dirty_tensors = tuple(_flat((args, tuple(kwargs.values()))))

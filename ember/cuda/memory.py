@@ -440,9 +440,7 @@ class MemPool(_CUDAAllocator):
         """This pool's id, a tuple of two ints (``memory_snapshot(mempool_id=...)``)."""
         return self._id
 
-    @property
-    def allocator(self):
-        return self._allocator
+    allocator = property(lambda self: self._allocator)
 
     def use_count(self):
         """How many hold the pool: the pool itself, each ``use_mem_pool`` block using it and

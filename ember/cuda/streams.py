@@ -160,9 +160,7 @@ class Event:
                                   interprocess=interprocess)
         self.enable_timing, self._recorded = enable_timing, False
 
-    @property
-    def cuda_event(self):
-        return self._e.ptr
+    cuda_event = property(lambda self: self._e.ptr)
 
     def record(self, stream=None):
         """Record the event on ``stream`` (the current stream by default)."""

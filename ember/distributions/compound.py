@@ -255,9 +255,7 @@ class MixtureSameFamily(Distribution):
         probs = self._pad_mixture_dimensions(self.mixture_distribution.probs)
         return ember.sum(probs * x, dim=-1 - self._event_ndims)
 
-    @property
-    def mean(self):
-        return self._weighted(self.component_distribution.mean)
+    mean = property(lambda self: self._weighted(self.component_distribution.mean))
 
     @property
     def variance(self):

@@ -129,9 +129,7 @@ class Distribution:
     def variance(self):
         raise NotImplementedError
 
-    @property
-    def stddev(self):
-        return self.variance.sqrt()
+    stddev = property(lambda self: self.variance.sqrt())
 
     def sample(self, sample_shape=ember.Size()):
         """Draw ``sample_shape`` samples (shape ``sample_shape + batch_shape + event_shape``),

@@ -154,9 +154,7 @@ class ExportedProgram:
             self._lifted = self._lift()
         return self._lifted[0]
 
-    @property
-    def graph(self):
-        return self.graph_module.graph
+    graph = property(lambda self: self.graph_module.graph)
 
     @property
     def graph_signature(self):

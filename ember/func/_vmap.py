@@ -35,9 +35,7 @@ class BatchedTensor(Tensor):
     def __repr__(self):
         return f"BatchedTensor(lvl={self._level}, bdim=0, value=\n{self._value!r}\n)"
 
-    @property
-    def shape(self):
-        return Size(self._value.shape[1:])
+    shape = property(lambda self: Size(self._value.shape[1:]))
 
     def size(self, dim=None):
         return self.shape if dim is None else self.shape[dim]
@@ -60,17 +58,11 @@ class BatchedTensor(Tensor):
         raise RuntimeError("vmap: this operation reads a tensor's data directly and has no "
                            "batching rule; move it out of the vmapped function")
 
-    @property
-    def requires_grad(self):
-        return self._value.requires_grad
+    requires_grad = property(lambda self: self._value.requires_grad)
 
-    @property
-    def grad_fn(self):
-        return self._value.grad_fn
+    grad_fn = property(lambda self: self._value.grad_fn)
 
-    @property
-    def is_leaf(self):
-        return self._value.is_leaf
+    is_leaf = property(lambda self: self._value.is_leaf)
 
     def detach(self):
         return _wrap(self._value.detach(), self._level)

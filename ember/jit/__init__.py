@@ -116,15 +116,11 @@ class ScriptModule(nn.Module):
                                "traced module: call the top-level module)")
         return self._run("forward", args)
 
-    @property
-    def graph(self):
-        return self._graphs["forward"]
+    graph = property(lambda self: self._graphs["forward"])
 
     inlined_graph = graph
 
-    @property
-    def code(self):
-        return self._fns["forward"][1]
+    code = property(lambda self: self._fns["forward"][1])
 
     def save(self, f, _extra_files=None):
         """Write this module to ``f`` (see ``ember.jit.save``)."""

@@ -120,9 +120,7 @@ class _Ctx(FunctionCtx):
     """``register_autograd``'s ctx: ``setup_context`` saves, ``backward`` reads."""
     to_save = ()
 
-    @property
-    def saved_tensors(self):
-        return tuple(self.to_save)
+    saved_tensors = property(lambda self: tuple(self.to_save))
 
 
 class CustomOpDef:

@@ -214,9 +214,7 @@ class ExecutionTraceObserver:
         with opener(self.output_file_path, "wt") as f:
             json.dump(trace, f)
 
-    @property
-    def is_registered(self):
-        return self._registered
+    is_registered = property(lambda self: self._registered)
 
     def is_running(self):
         return self._execution_trace_running

@@ -149,9 +149,7 @@ class StorageType:
     def __init__(self, name):
         self._dtype = getattr(ember, name).dtype
 
-    @property
-    def dtype(self):
-        return self._dtype
+    dtype = property(lambda self: self._dtype)
 
     def __str__(self):
         return f"StorageType(dtype={self.dtype})"

@@ -89,9 +89,7 @@ class PackedSequence(_PackedSequenceBase):
     def int(self):
         return self.to(dtype=ember.int32)
 
-    @property
-    def is_cuda(self):
-        return self.data.is_cuda
+    is_cuda = property(lambda self: self.data.is_cuda)
 
     def is_pinned(self):
         return False

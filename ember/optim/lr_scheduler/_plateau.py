@@ -77,9 +77,7 @@ class ReduceLROnPlateau(LRScheduler):
             if old_lr - new_lr > self.eps:
                 _set_lr(group, new_lr)
 
-    @property
-    def in_cooldown(self):
-        return self.cooldown_counter > 0
+    in_cooldown = property(lambda self: self.cooldown_counter > 0)
 
     def _is_better(self, a, best):
         if self.mode == "min":

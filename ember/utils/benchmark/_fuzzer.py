@@ -31,9 +31,7 @@ class FuzzedParameter:
         self._name, self._minval, self._maxval = name, minval, maxval
         self._distribution, self.strict = self._check_distribution(distribution), strict
 
-    @property
-    def name(self):
-        return self._name
+    name = property(lambda self: self._name)
 
     def sample(self, state):
         if self._distribution == "loguniform":
@@ -106,9 +104,7 @@ class FuzzedTensor:
         self._max_allocation_bytes, self._dim_parameter = max_allocation_bytes, dim_parameter
         self._dtype, self._cuda, self._tensor_constructor = dtype, cuda, tensor_constructor
 
-    @property
-    def name(self):
-        return self._name
+    name = property(lambda self: self._name)
 
     @staticmethod
     def default_tensor_constructor(size, dtype, **kwargs):

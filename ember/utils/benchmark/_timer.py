@@ -136,9 +136,7 @@ class Measurement:
             return getattr(self.task_spec, name)
         raise AttributeError(f"'Measurement' object has no attribute '{name}'")
 
-    @property
-    def times(self):
-        return [t / self.number_per_run for t in self.raw_times]
+    times = property(lambda self: [t / self.number_per_run for t in self.raw_times])
 
     def _q(self, q):
         return float(np.quantile(np.asarray(self.times, dtype=np.float64), q))

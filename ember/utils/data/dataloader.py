@@ -128,9 +128,7 @@ class DataLoader:
         self.__initialized = True
         self.check_worker_number_rationality()
 
-    @property
-    def multiprocessing_context(self):
-        return self.__multiprocessing_context
+    multiprocessing_context = property(lambda self: self.__multiprocessing_context)
 
     @multiprocessing_context.setter
     def multiprocessing_context(self, ctx):
@@ -157,9 +155,7 @@ class DataLoader:
                              f"{self.__class__.__name__} is initialized")
         super().__setattr__(attr, val)
 
-    @property
-    def _auto_collation(self):
-        return self.batch_sampler is not None
+    _auto_collation = property(lambda self: self.batch_sampler is not None)
 
     @property
     def _index_sampler(self):
