@@ -264,9 +264,8 @@ def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sp
     if mode not in (0, 1, 2):
         raise RuntimeError("`mode` must be sum, mean, or max.")
     if offsets.numel() and int(offsets[0]) != 0:
-        raise RuntimeError("offsets[0] has to be 0, i.e., the first sequence in the mini-batch "
-                           "has to start from position 0. However, got "
-                           f"{int(offsets[0])}")
+        raise RuntimeError(f"offsets[0] has to be 0, i.e., the first sequence in the mini-batch "
+                           f"has to start from position 0. However, got {int(offsets[0])}")
     indices = indices.reshape(-1)       # (aten reads any indices flat, bagged by offsets)
     if offsets.numel() and int(offsets[-1]) > indices.numel():
         raise RuntimeError(f"offsets[-1] can not be greater than input's length "

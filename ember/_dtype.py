@@ -179,9 +179,8 @@ def from_numpy_dtype(np_dtype):
         if d in _BY_NP:
             return _BY_NP[d]
         raise TypeError(f"can't convert np.ndarray of type numpy.{d.type.__name__}. The only "
-                        "supported types are: "
-                        "float64, float32, float16, complex64, complex128, int64, int32, int16, "
-                        "int8, uint8, and bool.") from None
+                        f"supported types are: float64, float32, float16, complex64, complex128, "
+                        f"int64, int32, int16, int8, uint8, and bool.") from None
 
 
 def to_dtype(d):

@@ -477,9 +477,8 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
                                "tensor.detach().numpy() instead.")
         if self.device.type != "cpu":
             if not force:
-                raise TypeError(f"can't convert {self.device} device type tensor to "
-                                "numpy. Use Tensor.cpu() to copy the tensor to host memory "
-                                "first.")
+                raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use "
+                                f"Tensor.cpu() to copy the tensor to host memory first.")
             return backend(self.device).to_host(self._data)
         return self._data
 

@@ -268,9 +268,8 @@ def _check_conv(x, w, bias, stride, padding, dilation, transposed, output_paddin
                                 dilation[i], True, output_padding[i]) for i in range(nd)]
         if min(out) <= 0:
             raise RuntimeError(f"Given input size per channel: "
-                               f"({' x '.join(map(str, x.shape[2:]))}). Calculated output "
-                               f"size per channel: ({' x '.join(map(str, out))}). Output size "
-                               "is too small")
+                               f"({' x '.join(map(str, x.shape[2:]))}). Calculated output size per "
+                               f"channel: ({' x '.join(map(str, out))}). Output size is too small")
     else:
         padded = [x.shape[2 + i] + 2 * padding[i] for i in range(nd)]
         ext = [dilation[i] * (w.shape[2 + i] - 1) + 1 for i in range(nd)]

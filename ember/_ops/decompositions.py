@@ -469,9 +469,8 @@ def linalg_lu_factor_ex(xp, A, *, pivot=True, check_errors=False):
         a[:, j + 1:, j + 1:] -= a[:, j + 1:, j, None] * a[:, j, None, j + 1:]
     batch = A.shape[:-2]
     if check_errors and bool(info.any()):
-        raise LinAlgError(f"torch.linalg.lu_factor_ex: U[{int(info.max())},"
-                          f"{int(info.max())}] is zero and using it on lu_solve would result "
-                          "in a division by zero.")
+        raise LinAlgError(f"torch.linalg.lu_factor_ex: U[{int(info.max())},{int(info.max())}] is "
+                          f"zero and using it on lu_solve would result in a division by zero.")
     return a.reshape(A.shape), piv.reshape(batch + (k,)), info.reshape(batch)
 
 

@@ -187,9 +187,8 @@ def _check_solve(name, A, B, left):
 
 def _solve(xp, A, B, left, vec, name):
     if A.dtype != B.dtype:
-        raise RuntimeError(f"{name}: Expected A and B to have the same dtype, but found A of "
-                           f"type {type_name(A.dtype)} and B of type {type_name(B.dtype)} "
-                           "instead")
+        raise RuntimeError(f"{name}: Expected A and B to have the same dtype, but found A of type "
+                           f"{type_name(A.dtype)} and B of type {type_name(B.dtype)} instead")
     if vec:
         B = B[..., None]
     if not left:     # X A = B  <=>  A^T X^T = B^T

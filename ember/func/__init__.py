@@ -171,10 +171,9 @@ def grad_and_value(func, argnums=0, has_aux=False):
                     raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return "
                                        f"a Tensor, got {type(out)}")
                 if out.dim() != 0:
-                    raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return "
-                                       "a scalar Tensor, got tensor with "
-                                       f"{out.dim()} dims. Maybe you wanted to use the "
-                                       "vjp or jacrev APIs instead?")
+                    raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a "
+                                       f"scalar Tensor, got tensor with {out.dim()} dims. Maybe "
+                                       f"you wanted to use the vjp or jacrev APIs instead?")
                 keep = _graph_needed(args)
                 p_out = lift(out)
                 gs = ember.autograd.grad(p_out, phys, ember.ones_like(p_out), create_graph=keep,
@@ -353,9 +352,8 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     p_leaves, t_leaves = _flatten(primals)[0], _flatten(tangents)[0]
     for p, t in zip(p_leaves, t_leaves):
         if tuple(p.shape) != tuple(t.shape):
-            raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to "
-                               f"have the same shape, got {tuple(p.shape)} and "
-                               f"{tuple(t.shape)}")
+            raise RuntimeError(f"jvp(f, primals, tangents): Expected primals and tangents to have "
+                               f"the same shape, got {tuple(p.shape)} and {tuple(t.shape)}")
     if fwAD._LEVEL[0] >= 0:
         return _jvp_double_vjp(func, primals, t_leaves, has_aux)
     keep = _graph_needed((primals, tangents))
@@ -507,9 +505,8 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         dims = _in_dims(in_dims, args, func)
         sizes = {x.shape[d] for x, d in zip(leaves, dims) if d is not None}
         if not sizes:
-            raise ValueError(f"vmap({_name(func)}, in_dims={in_dims}, ...)(<inputs>): at "
-                             "least one input must be a Tensor mapped over a dim (in_dims not "
-                             "all None)")
+            raise ValueError(f"vmap({_name(func)}, in_dims={in_dims}, ...)(<inputs>): at least one "
+                             f"input must be a Tensor mapped over a dim (in_dims not all None)")
         if len(sizes) > 1:
             raise ValueError(f"vmap({_name(func)}, in_dims={in_dims}, ...)(<inputs>): "
                              "Expected all tensors to have the same size in the mapped "
@@ -537,10 +534,9 @@ def _in_dims(in_dims, args, func):
         dims = [in_dims] * len(_flatten(args)[0])
     else:
         if not isinstance(in_dims, tuple) or len(in_dims) != len(args):
-            raise ValueError(f"vmap({_name(func)}, in_dims={in_dims}, ...)(<inputs>): "
-                             "in_dims is not compatible with the structure of `inputs`. "
-                             f"in_dims has structure {in_dims} but inputs has structure "
-                             f"of {len(args)} args")
+            raise ValueError(f"vmap({_name(func)}, in_dims={in_dims}, ...)(<inputs>): in_dims is "
+                             f"not compatible with the structure of `inputs`. in_dims has "
+                             f"structure {in_dims} but inputs has structure of {len(args)} args")
         dims = []
         for a, d in zip(args, in_dims):
             n = len(_flatten(a)[0])

@@ -191,11 +191,10 @@ def _compare(rec, rec2, name):
         c2 = rec2.constants.get(k)
         if c2 is None or not _same_values(c, c2):
             raise TracingCheckError(
-                "ERROR: Graphs differed across invocations!\n"
-                f"\tConstant {k} (a tensor made during the trace, not from its inputs) has "
-                "different values in two traces of the same inputs: the trace baked a "
-                "nondeterministic value in (random ops such as dropout in training mode: did you "
-                "forget to call .eval() on your model?)")
+                f"ERROR: Graphs differed across invocations!\n\tConstant {k} (a tensor made during "
+                f"the trace, not from its inputs) has different values in two traces of the same "
+                f"inputs: the trace baked a nondeterministic value in (random ops such as dropout "
+                f"in training mode: did you forget to call .eval() on your model?)")
 
 
 def _same_values(a, b, tol=0.0):
@@ -456,12 +455,11 @@ def script(obj, optimize=None, _frames_up=0, _rcb=None, example_inputs=None):
                 warnings.showwarning(x.message, x.category, x.filename, x.lineno)
         if data_dependent:
             x = data_dependent[0]
-            raise RuntimeError(f"ember.jit.script: {getattr(obj, '__name__', type(obj).__name__)}"
-                               f" reads a Python value from a tensor at {x.filename}:{x.lineno} "
-                               "(its control flow may depend on data), and ember's script "
-                               "traces rather than compiles Python. Use ember.jit.trace if the "
-                               "branch never changes, or compute both sides and pick with "
-                               "torch.where.")
+            raise RuntimeError(f"ember.jit.script: {getattr(obj, '__name__', type(obj).__name__)} "
+                               f"reads a Python value from a tensor at {x.filename}:{x.lineno} "
+                               f"(its control flow may depend on data), and ember's script traces "
+                               f"rather than compiles Python. Use ember.jit.trace if the branch "
+                               f"never changes, or compute both sides and pick with torch.where.")
         if first is None:
             first = m
         elif _signature(m.graph) != _signature(first.graph):

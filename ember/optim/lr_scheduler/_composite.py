@@ -18,9 +18,8 @@ class _Composite:
                 raise TypeError(f"{name} at index {i} should have `optimizer` as its attribute.")
             if isinstance(s, ReduceLROnPlateau):
                 raise ValueError(f"{name} does not support `ReduceLROnPlateau` scheduler as it "
-                                 "requires additional kwargs to be specified when calling "
-                                 f"`step`, but got one at index {i} in the given schedulers "
-                                 "sequence.")
+                                 f"requires additional kwargs to be specified when calling `step`, "
+                                 f"but got one at index {i} in the given schedulers sequence.")
             if optimizer != s.optimizer:
                 raise ValueError(f"{name} expects all schedulers to belong to the same "
                                  f"optimizer, but got scheduler {type(s).__name__} at index {i} "

@@ -368,9 +368,8 @@ class non_deterministic:
         if self.cls is not None:
             if _determinism[0]:
                 raise TypeError(f"{self.cls.__name__} is non-deterministic, but you set "
-                                "'guaranteed_datapipes_determinism'. You can turn off "
-                                "determinism for this DataPipe if that is acceptable for your "
-                                "application")
+                                f"'guaranteed_datapipes_determinism'. You can turn off determinism "
+                                f"for this DataPipe if that is acceptable for your application")
             return self.cls(*args, **kwargs)
         if not (isinstance(args[0], type) and issubclass(args[0], IterDataPipe)):
             raise TypeError(f"Only `IterDataPipe` can be decorated, but {args[0].__name__} is "
@@ -385,9 +384,8 @@ class non_deterministic:
                             f"return a boolean value, but {type(res)} is found")
         if _determinism[0] and res:
             raise TypeError(f"{self.cls.__name__} is non-deterministic with the inputs, but you "
-                            "set 'guaranteed_datapipes_determinism'. You can turn off "
-                            "determinism for this DataPipe if that is acceptable for your "
-                            "application")
+                            f"set 'guaranteed_datapipes_determinism'. You can turn off determinism "
+                            f"for this DataPipe if that is acceptable for your application")
         return self.cls(*args, **kwargs)
 
 
