@@ -144,6 +144,14 @@ def _out(t, keep):
     return lower(t if keep else t.detach())
 
 
+def _split_aux(out, has_aux, where):
+    """``(output, aux)`` of a function called with ``has_aux`` (aux None without it)."""
+    if has_aux and not (isinstance(out, tuple) and len(out) == 2):
+        raise RuntimeError(f"{where}: output of function f should be a tuple: (output, aux) if "
+                           f"has_aux is True")
+    return out if has_aux else (out, None)
+
+
 def grad_and_value(func, argnums=0, has_aux=False):
     """``func``'s gradient w.r.t. the arguments at ``argnums`` and its value: ``(grad,
     value)``, or ``((grad, (value, aux)))`` with ``has_aux``. See
@@ -161,12 +169,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
             with ember.enable_grad():
                 out, phys, spec, single = _traced(lambda *a: func(*a, **kwargs), args, argnums,
                                                   "grad_and_value")
-                aux = None
-                if has_aux:
-                    if not (isinstance(out, tuple) and len(out) == 2):
-                        raise RuntimeError("grad_and_value(f)(*args): output of function f "
-                                           "should be a tuple: (output, aux) if has_aux is True")
-                    out, aux = out
+                out, aux = _split_aux(out, has_aux, "grad_and_value(f)(*args)")
                 if not _is_tensor(out):
                     raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return "
                                        f"a Tensor, got {type(out)}")
@@ -223,12 +226,7 @@ def vjp(func, *primals, has_aux=False):
             out, phys, spec, _ = _traced(func, primals, tuple(range(len(primals))), "vjp")
     finally:
         _DEPTH[0] -= 1
-    aux = None
-    if has_aux:
-        if not (isinstance(out, tuple) and len(out) == 2):
-            raise RuntimeError("vjp(f, *primals): output of function f should be a tuple: "
-                               "(output, aux) if has_aux is True")
-        out, aux = out
+    out, aux = _split_aux(out, has_aux, "vjp(f, *primals)")
     outs, out_spec = _flatten(out)
     if not all(_is_tensor(o) for o in outs):
         raise RuntimeError("vjp(f, *primals): Expected f to be a function that has only "
