@@ -19,8 +19,7 @@ class memory_format:
 
 contiguous_format, preserve_format = memory_format("contiguous_format"), \
     memory_format("preserve_format")
-channels_last, channels_last_3d = memory_format("channels_last"), \
-    memory_format("channels_last_3d")
+channels_last, channels_last_3d = memory_format("channels_last"), memory_format("channels_last_3d")
 _FORMATS = {f.name: f for f in (contiguous_format, preserve_format, channels_last,
                                 channels_last_3d)}
 # the dims in memory order, outermost first, of a channels-last 4-D / 5-D tensor (N, H, W, C)

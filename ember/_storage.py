@@ -53,9 +53,7 @@ class UntypedStorage:
         host = np.ascontiguousarray(backend(self.device).to_host(self._array))
         return list(host.view(np.uint8).reshape(-1).tolist())
 
-    @property
-    def is_cuda(self):
-        return self.device.type == "cuda"
+    is_cuda = property(lambda self: self.device.type == "cuda")
 
     def cuda(self, device=None, non_blocking=False):
         """This storage's bytes on a GPU (itself when already there), as torch's
@@ -84,8 +82,7 @@ class UntypedStorage:
     def _bytes(self):
         """The owning host memory as flat bytes, or None where it is not one block."""
         owner = _root(self._array)
-        if self.device.type != "cpu" or not (owner.flags.c_contiguous or
-                                             owner.flags.f_contiguous):
+        if self.device.type != "cpu" or not (owner.flags.c_contiguous or owner.flags.f_contiguous):
             return None
         return owner, owner.ravel(order="K").view(np.uint8)
 
@@ -156,13 +153,9 @@ class TypedStorage:
              ember.tensor(args[0], dtype=self.dtype, device=device))
         self._untyped_storage = t.untyped_storage()
 
-    @property
-    def device(self):
-        return self._untyped_storage.device
+    device = property(lambda self: self._untyped_storage.device)
 
-    @property
-    def is_cuda(self):
-        return self.device.type == "cuda"
+    is_cuda = property(lambda self: self.device.type == "cuda")
 
     def _array(self):
         s = self._untyped_storage

@@ -319,8 +319,7 @@ def _split_ties(a, b):
 
 
 maximum = _extremum("maximum", lambda xp, a, b: xp.maximum(a, b), _split_ties)
-minimum = _extremum("minimum", lambda xp, a, b: xp.minimum(a, b),
-                    lambda a, b: _split_ties(b, a))
+minimum = _extremum("minimum", lambda xp, a, b: xp.minimum(a, b), lambda a, b: _split_ties(b, a))
 
 
 def _chosen(first):

@@ -21,9 +21,8 @@ _FP32_CUDA = ("autocast_fp32_cuda",)
 
 # ---- exponentials, logs, powers -----------------------------------------------------------
 
-reciprocal = _unary("reciprocal", "reciprocal",
-                    lambda x, r: -r * r, save="result", grad=("reciprocal",), domain=(0.3, 2.0),
-                    tags=_FP32_CUDA)
+reciprocal = _unary("reciprocal", "reciprocal", lambda x, r: -r * r, save="result",
+                    grad=("reciprocal",), domain=(0.3, 2.0), tags=_FP32_CUDA)
 rsqrt = _unary("rsqrt", lambda xp, input: r if (r := _C.pointwise("rsqrt", input, min_size=4096))
                is not None else xp.reciprocal(xp.sqrt(input)),
                lambda x, r: -0.5 * r * r * r, save="result", grad=("rsqrt",), domain=(0.1, 4.0),
@@ -48,8 +47,7 @@ def _scale(x, c):
 # NOTE: complex samples stay inside (-0.9, 0.9)^2 where the inverse functions have branch cuts
 # outside; the derivative formulas are torch's (acosh uses (x^2 - 1)^-1/2, not a product form).
 
-tan = _unary("tan", "tan", lambda x, r: 1 + r * r, save="result", grad=("tan",),
-             tags=_FP32_CUDA)
+tan = _unary("tan", "tan", lambda x, r: 1 + r * r, save="result", grad=("tan",), tags=_FP32_CUDA)
 asin = _unary("asin", "arcsin", lambda x, r: (1 - x * x).rsqrt(), grad=("asin", 1.0),
               domain=(-0.9, 0.9), aliases=("arcsin",), tags=_FP32_CUDA)
 acos = _unary("acos", "arccos", lambda x, r: -(1 - x * x).rsqrt(), grad=("asin", -1.0),
@@ -164,8 +162,7 @@ def _erf_erfc_single(xp, x, want):
     erf = xp.where(a < 0.5, series, xp.where(x64 < 0, erfc_a - 1.0, 1.0 - erfc_a))
     if want == "erf":
         return erf.astype(x.dtype)
-    return xp.where(a < 0.5, 1.0 - series, xp.where(x64 < 0, 2.0 - erfc_a, erfc_a)).astype(
-        x.dtype)
+    return xp.where(a < 0.5, 1.0 - series, xp.where(x64 < 0, 2.0 - erfc_a, erfc_a)).astype(x.dtype)
 
 
 def _erf_erfc(xp, x, want):
@@ -239,8 +236,7 @@ def _erfinv(xp, y):
     inside = a < 1
     a = xp.where(inside, a, 0.5)
     w = -xp.log((1 - a) * (1 + a))
-    x = a * xp.where(w < 5, _horner(_GILES_CENTRAL, w - 2.5),
-                     _horner(_GILES_TAIL, xp.sqrt(w) - 3))
+    x = a * xp.where(w < 5, _horner(_GILES_CENTRAL, w - 2.5), _horner(_GILES_TAIL, xp.sqrt(w) - 3))
     x = _halley(xp, x, a)
     far = w > 16
     if bool(far.any()):

@@ -217,8 +217,7 @@ def _swapped(j):
     v = np.where((i >= 0) & (sj[i] == k), sm[i], k)  # position k's last writer before step k
     while (v[v] != v).any():
         v = v[v]
-    return np.r_[np.where(j == m, v[:-1], np.where(prev >= 0, v[np.maximum(prev, 0)], j)),
-                 v[-1]]
+    return np.r_[np.where(j == m, v[:-1], np.where(prev >= 0, v[np.maximum(prev, 0)], j)), v[-1]]
 
 
 def _two_sum(a, b):

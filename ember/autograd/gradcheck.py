@@ -168,8 +168,7 @@ def _check_zero_grad_output(outputs, inputs, diff_idx, raise_exception):
 def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
                   gen_non_contig_grad_outputs=False, raise_exception=True, nondet_tol=0.0,
                   check_undefined_grad=True, check_grad_dtypes=False, check_batched_grad=False,
-                  check_fwd_over_rev=False, check_rev_over_rev=True, fast_mode=False,
-                  masked=False):
+                  check_fwd_over_rev=False, check_rev_over_rev=True, fast_mode=False, masked=False):
     """Check second derivatives: ``gradcheck`` of the map ``(inputs, grad_outputs) ->`` the
     gradients of ``func``. Without ``grad_outputs``, fixed random ones are used.
 

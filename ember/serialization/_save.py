@@ -110,8 +110,7 @@ class _Storages:
             return self._add(host, t), 0, _contiguous_strides(t.shape)
         seen = self._seen.get(id(st))
         if seen is None:            # keeping ``st`` alive keeps its id unique until we finish
-            seen = self._seen[id(st)] = (self._add(backend(t.device).to_host(root), t),
-                                         t.dtype, st)
+            seen = self._seen[id(st)] = (self._add(backend(t.device).to_host(root), t), t.dtype, st)
         elif seen[1] is not t.dtype:
             raise RuntimeError("Cannot save multiple tensors or storages that view the same "
                                "data as different types")
