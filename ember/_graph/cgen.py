@@ -639,7 +639,7 @@ def compiler():
 
 
 _loaded = {}
-used = {}           # key -> path of the programs this process compiled or loaded
+used = {}   # file name -> path of the cache entries (.so, .joint) this process wrote or read
 
 
 def load(c_source):
@@ -671,7 +671,7 @@ def load(c_source):
     if fresh:
         shutil.rmtree(folder, ignore_errors=True)
         return lib
-    _loaded[key], used[key] = lib, path
+    _loaded[key], used[key + ".so"] = lib, path
     return lib
 
 

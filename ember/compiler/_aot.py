@@ -206,7 +206,10 @@ def _joint_read(key):
             d = pickle.load(f)      # (ember's own cache, beside the libraries it loads)
     except Exception:
         return None                 # (none, or unreadable: recorded again and written anew)
-    return d if isinstance(d, dict) and d.get("format") == _JOINT else None
+    if not isinstance(d, dict) or d.get("format") != _JOINT:
+        return None
+    cgen.used[key + ".joint"] = _joint_path(key)
+    return d
 
 
 def _joint_write(key, prog, known):
@@ -227,6 +230,7 @@ def _joint_write(key, prog, known):
     with os.fdopen(fd, "wb") as f:
         f.write(entry)
     os.replace(tmp, _joint_path(key))
+    cgen.used[key + ".joint"] = _joint_path(key)
 
 
 class Compiled:
