@@ -38,7 +38,11 @@ class _Capture(Recorder):
 
     def __init__(self, inputs, names, module):
         super().__init__(inputs, names, module)
-        self.live, self.aliased = {}, False
+        self.live, self.aliased, self.wrote = {}, False, False
+
+    def assigned(self, t, r):
+        self.wrote = True           # (an in-place write: the capture's values are not kept)
+        super().assigned(t, r)
 
     def value(self, t):
         if id(t) not in self.values and id(t) not in self.attrs and id(t) not in self.stale:
@@ -99,6 +103,7 @@ def capture(fn, module, args, kwargs):
                 diff = [j for j, o in enumerate(outs) if o.requires_grad and _float(o)] \
                     if leaves else []
                 split, known = len(rec.graph._nodes), (len(rec.live), len(rec.constants))
+                clean = not (rec.wrote or rec.aliased or rec.stale)     # (the forward's)
                 key = _joint_key(rec, outs, diff, leaves) if diff else None
                 hit = _joint_read(key) if key is not None else None
                 if hit is None:
@@ -135,13 +140,34 @@ def capture(fn, module, args, kwargs):
                         {**rec.live, **hit["live"]}, {**rec.constants, **hit["consts"]}, module,
                         [p[:2] + ([get(t["$op"]) if type(t) is dict and "$op" in t else
                                    _dec(t, {}) for t in p[2]],) + p[3:] for p in hit["programs"]])
+        prog.saved = hit.get("saved")
     else:
         prog = Compiled.joint(rec, module, out, out_nodes, split, diff, leaf_nodes, grad_nodes,
                               len(flat))
         if key is not None:
             _joint_write(key, prog, known)
     prog.watch = list(rec.called.values()), list(prog.live.values())
+    if clean:
+        _keep_values(prog, rec, outs)
     return prog
+
+
+def _keep_values(prog, rec, outs):
+    """Keep the outputs and saved values the capture computed for the call that follows it
+    (``Compiled.eager``), which then runs no forward of its own; not where the function wrote
+    in place (a value's tensor then holds a later one: BatchNorm's running statistics, restored
+    after the capture, must be updated by the compiled forward) or aliased off the dispatch."""
+    if prog.saved is None:
+        return
+    by_name = {}
+    for t in rec.keep:
+        n = rec.values.get(id(t))
+        if n is not None:
+            by_name.setdefault(n.name, t)
+    saved = [by_name.get(name) for name in prog.saved]
+    if None not in saved:       # (history-less, so the capture's autograd graph is freed)
+        own = lambda t: t._alias() if t.grad_fn is not None else t      # noqa: E731
+        prog.eager = [own(o) for o in outs], [own(t) for t in saved]
 
 
 # ---- the joint program on disk, keyed by the forward graph -----------------------------------
@@ -217,6 +243,7 @@ def _joint_write(key, prog, known):
     renamed into place)."""
     try:
         entry = pickle.dumps({"format": _JOINT, "graphs": [dumps(g) for g in prog.graphs],
+                              "saved": prog.saved,
                               "leaf_slots": prog.leaf_slots, "programs": [  # (ops by name)
                                   p[:2] + ([{"$op": t.name} if isinstance(t, OpDef) else
                                             _enc(t, "") for t in p[2]],) + p[3:]
@@ -242,6 +269,7 @@ class Compiled:
             graphs, leaf_slots, template, n_in, diff
         self.live, self.consts, self.module = live, consts, module
         self.programs = programs or [cgen.build(g) for g in self.graphs]
+        self.saved, self.eager = None, None     # (names of the saved nodes; see _keep_values)
 
     @property
     def graphs(self):
@@ -270,7 +298,9 @@ class Compiled:
         places = [p for p in fwd if p.op == "placeholder"]
         slots = [("in", places.index(n)) if n.op == "placeholder" else ("attr", n.target)
                  for n in leaf_nodes]
-        return cls(graphs, slots, template, n_in, diff, rec.live, rec.constants, module)
+        prog = cls(graphs, slots, template, n_in, diff, rec.live, rec.constants, module)
+        prog.saved = [n.name for n in saved]
+        return prog
 
     def load(self, buffers=False):
         """Compile (or find in the disk cache) the C source and bind the runners."""
@@ -294,12 +324,19 @@ class Compiled:
         return [Tensor._wrap(o._data.copy()) if self.buffers and isinstance(o, Tensor) else o
                 for o in outs]
 
+    def _forward(self, flat, attrs):
+        """The forward's outputs and saved values (the capture's on the call right after it)."""
+        eager, self.eager = self.eager, None
+        if eager is not None:
+            return eager
+        with no_grad():
+            return self.runs[0](*flat, *attrs)
+
     def __call__(self, args, kwargs):
         flat = flatten_tensors((args, kwargs))
         attrs = [self.attr(t) for t in self.attrs[0]]
         if len(self.programs) == 1:
-            with no_grad():
-                outs, _ = self.runs[0](*flat, *attrs)
+            outs, _ = self._forward(flat, attrs)
             outs = self._own(outs)
         else:
             leaves = [flat[i] if kind == "in" else self.attr(i) for kind, i in self.leaf_slots]
@@ -313,8 +350,7 @@ class _Run(Function):
 
     @staticmethod
     def forward(ctx, prog, flat, attrs, *leaves):
-        with no_grad():
-            outs, saved = prog.runs[0](*flat, *attrs)
+        outs, saved = prog._forward(flat, attrs)
         prog.generation += 1
         # an output also saved is kept as a history-less alias: the output itself (whose
         # grad_fn is ctx) would make a ctx <-> tensor cycle that only the cyclic GC frees, so

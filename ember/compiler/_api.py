@@ -403,6 +403,7 @@ def aot_compile(compiled, example_inputs):
     try:
         with substituted(compiled.fn, None):
             prog = capture(compiled.fn, None, args, kwargs)
+        prog.eager = None           # (the first call is not the example's)
     except Breaks as e:
         from .._dynamo.exc import Unsupported
         raise Unsupported(f"data-dependent: {e} (aot_compile needs one graph)") from None
