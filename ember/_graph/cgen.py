@@ -708,7 +708,8 @@ def _build_so(cc, c_source, out, kdir):
 
 
 def make(py_source, table, sigs, lib, buffers=None):
-    """The function ``py_source`` defines, bound to ``lib`` (whose kernels take ``sigs[name]``
+    """The function ``py_source`` (or its code object, from ``compile(py_source,
+    "<ember.compile>", "exec")``) defines, bound to ``lib`` (whose kernels take ``sigs[name]``
     pointers and a thread count) and the helpers it calls."""
     from .._tensor import Tensor
     from .._C.kernels import contiguous, num_threads, ptr
@@ -726,6 +727,7 @@ def make(py_source, table, sigs, lib, buffers=None):
     env = {"_k": table, "_lib": lib, "_c": contiguous, "_p": ptr, "_nt": num_threads,
            "_w": Tensor._wrap, "_buf": buf,
            "_float32": np.float32, "_float64": np.float64, "_bool": np.bool_}
-    exec(compile(py_source, "<ember.compile>", "exec"), env)
+    exec(compile(py_source, "<ember.compile>", "exec") if type(py_source) is str else py_source,
+         env)
     return env["run"]
 

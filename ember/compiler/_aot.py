@@ -11,8 +11,10 @@ forward seen before reads both graphs from the disk cache instead (``_joint_key`
 """
 import functools
 import hashlib
+import marshal
 import os
 import pickle
+import sys
 import tempfile
 import warnings
 
@@ -140,7 +142,7 @@ def capture(fn, module, args, kwargs):
                         {**rec.live, **hit["live"]}, {**rec.constants, **hit["consts"]}, module,
                         [p[:2] + ([get(t["$op"]) if type(t) is dict and "$op" in t else
                                    _dec(t, {}) for t in p[2]],) + p[3:] for p in hit["programs"]])
-        prog.saved = hit.get("saved")
+        prog.saved, prog.code = hit["saved"], hit["code"]
     else:
         prog = Compiled.joint(rec, module, out, out_nodes, split, diff, leaf_nodes, grad_nodes,
                               len(flat))
@@ -201,7 +203,7 @@ def _joint_key(rec, outs, diff, leaves):
         fwd = dumps(rec.graph)
     except TypeError:           # (a node calling what is not an op)
         return None
-    parts = [_JOINT, _ember_files(), config.cache_key_tag, str(get_default_dtype()),
+    parts = [_JOINT, sys.version, _ember_files(), config.cache_key_tag, str(get_default_dtype()),
              str(are_deterministic_algorithms_enabled()), fwd, repr(out_names), repr(diff),
              repr([rec.homes[id(t)].name for t in leaves])]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
@@ -230,20 +232,22 @@ def _joint_read(key):
     try:
         with open(_joint_path(key), "rb") as f:
             d = pickle.load(f)      # (ember's own cache, beside the libraries it loads)
+        if d.get("format") != _JOINT:
+            return None
+        d["code"] = [marshal.loads(c) for c in d["code"]]   # (Python's version is in the key)
     except Exception:
         return None                 # (none, or unreadable: recorded again and written anew)
-    if not isinstance(d, dict) or d.get("format") != _JOINT:
-        return None
     cgen.used[key + ".joint"] = _joint_path(key)
     return d
 
 
 def _joint_write(key, prog, known):
-    """Store ``prog``'s graphs and the tensors its backward's recording made (written aside,
-    renamed into place)."""
+    """Store ``prog``'s graphs, its runners' code and the tensors its backward's recording
+    made (written aside, renamed into place)."""
+    prog.code = [compile(p[0], "<ember.compile>", "exec") for p in prog.programs]
     try:
         entry = pickle.dumps({"format": _JOINT, "graphs": [dumps(g) for g in prog.graphs],
-                              "saved": prog.saved,
+                              "saved": prog.saved, "code": list(map(marshal.dumps, prog.code)),
                               "leaf_slots": prog.leaf_slots, "programs": [  # (ops by name)
                                   p[:2] + ([{"$op": t.name} if isinstance(t, OpDef) else
                                             _enc(t, "") for t in p[2]],) + p[3:]
@@ -269,7 +273,8 @@ class Compiled:
             graphs, leaf_slots, template, n_in, diff
         self.live, self.consts, self.module = live, consts, module
         self.programs = programs or [cgen.build(g) for g in self.graphs]
-        self.saved, self.eager = None, None     # (names of the saved nodes; see _keep_values)
+        # (names of the saved nodes: see _keep_values; the runners' code objects, from disk)
+        self.saved = self.eager = self.code = None
 
     @property
     def graphs(self):
@@ -306,8 +311,9 @@ class Compiled:
         """Compile (or find in the disk cache) the C source and bind the runners."""
         blocks = [b for p in self.programs for b in p[1].split("\n\n")]
         lib = cgen.load("\n\n".join(dict.fromkeys(blocks)))     # (kernels both graphs use)
-        self.runs = [cgen.make(py, table, sigs, lib, {} if buffers else None)
-                     for py, _, table, _, sigs in self.programs]
+        code = self.code or [p[0] for p in self.programs]
+        self.runs = [cgen.make(c, p[2], p[4], lib, {} if buffers else None)
+                     for c, p in zip(code, self.programs)]
         self.attrs = [p[3] for p in self.programs]
         self.buffers, self.generation = buffers, 0
         return self
