@@ -159,17 +159,11 @@ def _keep_values(prog, rec, outs):
     (``Compiled.eager``), which then runs no forward of its own; not where the function wrote
     in place (a value's tensor then holds a later one: BatchNorm's running statistics, restored
     after the capture, must be updated by the compiled forward) or aliased off the dispatch."""
-    if prog.saved is None:
-        return
-    by_name = {}
-    for t in rec.keep:
-        n = rec.values.get(id(t))
-        if n is not None:
-            by_name.setdefault(n.name, t)
+    by_name = {rec.values[id(t)].name: t for t in reversed(rec.keep) if id(t) in rec.values}
     saved = [by_name.get(name) for name in prog.saved]
     if None not in saved:       # (history-less, so the capture's autograd graph is freed)
-        own = lambda t: t._alias() if t.grad_fn is not None else t      # noqa: E731
-        prog.eager = [own(o) for o in outs], [own(t) for t in saved]
+        prog.eager = [[t._alias() if t.grad_fn is not None else t for t in ts]
+                      for ts in (outs, saved)]
 
 
 # ---- the joint program on disk, keyed by the forward graph -----------------------------------
@@ -209,7 +203,7 @@ def _joint_key(rec, outs, diff, leaves):
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
 
-_JOINT = "ember.compile.joint/1"
+_JOINT = "ember.compile.joint/2"
 
 
 @functools.cache
@@ -232,8 +226,6 @@ def _joint_read(key):
     try:
         with open(_joint_path(key), "rb") as f:
             d = pickle.load(f)      # (ember's own cache, beside the libraries it loads)
-        if d.get("format") != _JOINT:
-            return None
         d["code"] = [marshal.loads(c) for c in d["code"]]   # (Python's version is in the key)
     except Exception:
         return None                 # (none, or unreadable: recorded again and written anew)
@@ -246,7 +238,7 @@ def _joint_write(key, prog, known):
     made (written aside, renamed into place)."""
     prog.code = [compile(p[0], "<ember.compile>", "exec") for p in prog.programs]
     try:
-        entry = pickle.dumps({"format": _JOINT, "graphs": [dumps(g) for g in prog.graphs],
+        entry = pickle.dumps({"graphs": [dumps(g) for g in prog.graphs],
                               "saved": prog.saved, "code": list(map(marshal.dumps, prog.code)),
                               "leaf_slots": prog.leaf_slots, "programs": [  # (ops by name)
                                   p[:2] + ([{"$op": t.name} if isinstance(t, OpDef) else
@@ -268,13 +260,13 @@ class Compiled:
     """A captured function's forward (and backward) graphs, compiled to C and Python."""
 
     def __init__(self, graphs, leaf_slots, template, n_in, diff, live, consts, module,
-                 programs=None):
+                 programs=None, saved=None):
         self._graphs, self.leaf_slots, self.template, self.n_in, self.diff = \
             graphs, leaf_slots, template, n_in, diff
         self.live, self.consts, self.module = live, consts, module
         self.programs = programs or [cgen.build(g) for g in self.graphs]
         # (names of the saved nodes: see _keep_values; the runners' code objects, from disk)
-        self.saved = self.eager = self.code = None
+        self.saved, self.eager, self.code = saved, None, None
 
     @property
     def graphs(self):
@@ -303,9 +295,8 @@ class Compiled:
         places = [p for p in fwd if p.op == "placeholder"]
         slots = [("in", places.index(n)) if n.op == "placeholder" else ("attr", n.target)
                  for n in leaf_nodes]
-        prog = cls(graphs, slots, template, n_in, diff, rec.live, rec.constants, module)
-        prog.saved = [n.name for n in saved]
-        return prog
+        return cls(graphs, slots, template, n_in, diff, rec.live, rec.constants, module,
+                   saved=[n.name for n in saved])
 
     def load(self, buffers=False):
         """Compile (or find in the disk cache) the C source and bind the runners."""

@@ -224,11 +224,9 @@ class CacheInfo:
     def __init__(self, artifacts=None):
         self.artifacts = defaultdict(list, artifacts or {})
 
-    inductor_artifacts = property(lambda self: self.artifacts["inductor"])
-    autotune_artifacts = property(lambda self: self.artifacts["autotune"])
-    aot_autograd_artifacts = property(lambda self: self.artifacts["aot_autograd"])
-    pgo_artifacts = property(lambda self: self.artifacts["pgo"])
-    precompile_artifacts = property(lambda self: self.artifacts["precompile"])
+    inductor_artifacts, autotune_artifacts, aot_autograd_artifacts, pgo_artifacts, \
+        precompile_artifacts = (property(lambda self, k=k: self.artifacts[k]) for k in (
+            "inductor", "autotune", "aot_autograd", "pgo", "precompile"))
 
     def add(self, artifact):
         self.artifacts[artifact.type()].append(artifact.key)
@@ -246,9 +244,7 @@ class CacheInfo:
         """Count cache file ``name`` (``<key>.so`` or ``<key>.joint``); False for another."""
         key, ext = os.path.splitext(name)
         kind = {".so": "inductor", ".joint": "aot_autograd"}.get(ext)
-        if kind is not None:
-            self.artifacts[kind].append(key)
-        return kind is not None
+        return kind is not None and self.artifacts[kind].append(key) is None
 
 
 _MAGIC = "ember.compiler.cache/1"
