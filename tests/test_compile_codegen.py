@@ -251,6 +251,21 @@ def test_the_capturing_call_keeps_the_captures_forward_values(fn, kept, monkeypa
         assert runs == [i + (not kept), i + 1]      # (forward runner, backward runner)
 
 
+def test_the_compilers_version_is_asked_once_per_cache(tmp_path, monkeypatch):
+    """The compiler's version line (part of every library's key) is kept in the cache folder, so
+    a new process starts no compiler to find it."""
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cgen, "_cc", {})
+    found = cgen.compiler()
+    assert [f.name.startswith("cc-") for f in tmp_path.iterdir()] == [True]
+
+    def fail(*a, **k):
+        raise AssertionError("the compiler was started")
+    monkeypatch.setattr(cgen, "_cc", {})
+    monkeypatch.setattr(subprocess, "run", fail)
+    assert cgen.compiler() == found
+
+
 def test_no_compiler_runs_eagerly_with_one_warning(monkeypatch):
     monkeypatch.setattr(cgen, "_cc", {"cc": None})
     from ember import compiler

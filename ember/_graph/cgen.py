@@ -628,14 +628,36 @@ def compiler():
             path = shutil.which(name)
             if path:
                 try:
-                    ver = subprocess.run([path, "--version"], capture_output=True, text=True,
-                                         timeout=30).stdout.splitlines()[0]
+                    ver = _version(path)
                 except (OSError, subprocess.SubprocessError, IndexError):
                     continue
                 found = (path, ver)
                 break
         _cc["cc"] = found
     return _cc["cc"]
+
+
+def _version(path):
+    """``path --version``'s first line, kept in the cache folder under the path, the compiler
+    file's real path, size and modification time, so a process starts no compiler to make its
+    keys."""
+    st = os.stat(path)
+    memo = os.path.join(cache_dir(), "cc-" + hashlib.sha256(repr(
+        (path, os.path.realpath(path), st.st_size, st.st_mtime_ns)).encode()).hexdigest()[:16])
+    if os.path.exists(memo):
+        with open(memo) as f:
+            return f.read()
+    ver = subprocess.run([path, "--version"], capture_output=True, text=True,
+                         timeout=30).stdout.splitlines()[0]
+    try:
+        os.makedirs(cache_dir(), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=cache_dir())     # (written aside, renamed into place)
+        with os.fdopen(fd, "w") as f:
+            f.write(ver)
+        os.replace(tmp, memo)
+    except OSError:             # (a read-only cache: asked again by the next process)
+        pass
+    return ver
 
 
 _loaded = {}
