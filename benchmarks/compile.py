@@ -178,7 +178,8 @@ def main(argv=None):
     if a.worker:
         return _worker(a.worker, a.quick)
     if a.only:
-        print("| gpt step first call | threads | wall (s) | cpu (s) | runs |\n|---|---|---|---|---|")
+        print("| gpt step first call | threads | wall (s) | cpu (s) | runs |")
+        print("|---|---|---|---|---|")
         for n in map(int, a.threads.split(",")):
             runs = [_first_call(n) for _ in range(a.repeat)]
             for i, what in enumerate(("cold cache", "warm cache")):

@@ -244,7 +244,9 @@ class CacheInfo:
         """Count cache file ``name`` (``<key>.so`` or ``<key>.joint``); False for another."""
         key, ext = os.path.splitext(name)
         kind = {".so": "inductor", ".joint": "aot_autograd"}.get(ext)
-        return kind is not None and self.artifacts[kind].append(key) is None
+        if kind:
+            self.artifacts[kind].append(key)
+        return bool(kind)
 
 
 _MAGIC = "ember.compiler.cache/1"
