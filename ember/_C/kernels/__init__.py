@@ -132,45 +132,35 @@ def _declare(lib):
                     ctypes.c_int64 if name == "cross_entropy" else None
 
 
-_SUFFIX = {np.dtype(np.float32): "_f32", np.dtype(np.float64): "_f64"}
+_SUFFIX = {"f": "_f32", "d": "_f64"}      # (by dtype.char: hashing a NumPy dtype is slow)
+_fast = {}
 
 
 def fast(fn):
-    """The ctypes function ``fn`` (its argtypes and restype declared) as a callable taking the
-    same arguments through the dispatch extension's ``kcall``, which skips ctypes' argument
-    conversion (~15k instructions a call); ``fn`` itself where kcall does not serve (no
-    extension, another platform, a float or struct argument)."""
+    """The ctypes function ``fn`` (argtypes and restype declared) called through the dispatch
+    extension's ``kcall``, skipping ctypes' argument conversion (~15k instructions a call);
+    ``fn`` itself where kcall cannot (no extension, another platform, a float argument)."""
     import ctypes
-    kcall = getattr(_dispatch.ext, "kcall", None)
-    kinds = {ctypes.c_void_p: "p", ctypes.c_int64: "l", ctypes.c_int: "i", ctypes.c_double: "d"}
-    sig = [{None: "v"}.get(fn.restype, kinds.get(fn.restype))] + \
-        [kinds.get(t) for t in fn.argtypes or ()]
-    if kcall is None or None in sig or sig[0] == "p" or sig.count("d") > 8 or \
+    kcall, kinds = getattr(_dispatch.ext, "kcall", None), {
+        ctypes.c_void_p: "p", ctypes.c_int64: "l", ctypes.c_int: "i", ctypes.c_double: "d"}
+    sig = [kinds.get(t, "v" if t is None else None) for t in [fn.restype, *(fn.argtypes or ())]]
+    if kcall is None or None in sig or sig[0] not in "vil" or sig.count("d") > 8 or \
             len(sig) - 1 - sig.count("d") > 20:
         return fn
     return functools.partial(kcall, ctypes.cast(fn, ctypes.c_void_p).value, "".join(sig).encode())
 
 
-_fast = {}
-
-
 def kernel(name, dtype):
-    """The C function ``name`` for arrays of ``dtype`` (a ctypes function, called through
-    :func:`fast`), or None (not built, turned off, or a dtype without a kernel: the caller then
-    runs its NumPy code)."""
+    """The C function ``name`` for arrays of ``dtype`` (through :func:`fast`), or None (not
+    built, turned off, or a dtype without a kernel: the caller then runs its NumPy code)."""
     global _lib
-    if _off:
+    if _off or (fn := _fast.get((name, dtype.char), False)) is None:
         return None
-    suffix = _SUFFIX.get(dtype)
-    if suffix is None:
-        return None
-    fn = _fast.get(name + suffix)
-    if fn is None:
+    if fn is False:
         if _lib is None:
             _lib = _load()
-        fn = getattr(_lib, name + suffix, None) if _lib else None
-        if fn is not None:
-            fn = _fast[name + suffix] = fast(fn)
+        fn = _lib and dtype.char in _SUFFIX and getattr(_lib, name + _SUFFIX[dtype.char], None)
+        fn = _fast[name, dtype.char] = fast(fn) if fn else None
     return fn
 
 
@@ -221,18 +211,20 @@ def pointwise(name, x, *params, other=None, min_size=64, out=None, third=None):
     result in place of a new array."""
     fn = kernel("pointwise", x.dtype) if type(x) is np.ndarray and x.size >= min_size and \
         x.flags.c_contiguous else None
-    if fn is None or any(a is not None and not (
-            type(a) is np.ndarray and a.dtype == x.dtype and a.shape == x.shape)
-            for a in (other, third)) or \
-            out is not None and not (type(out) is np.ndarray and out.dtype == x.dtype and
-                                     out.shape == x.shape and out.flags.c_contiguous):
+    if fn is None or not (other is third is out is None or all(
+            a is None or type(a) is np.ndarray and a.dtype == x.dtype and a.shape == x.shape
+            for a in (other, third, out)) and (out is None or out.flags.c_contiguous)):
         return None
     # (a strided or broadcast other, as sum's gradient, is copied: still one pass less)
-    other, third = (None if a is None else contiguous(a) for a in (other, third))
+    other, third = other if other is None else contiguous(other), \
+        third if third is None else contiguous(third)
     out = np.empty(x.shape, x.dtype) if out is None else out
-    fn(_POINTWISE[name], ptr(x), ptr(other), ptr(third), ptr(out), x.size, *map(float, params),
-       *(0.0,) * (3 - len(params)), num_threads())
+    fn(_POINTWISE[name], ptr(x), ptr(other), ptr(third), ptr(out), x.size, *params,
+       *_ZEROS[len(params):], num_threads())
     return out
+
+
+_ZEROS = (0.0, 0.0, 0.0)
 
 
 # special.h's op codes (modified_bessel_i0/i1 are i0/i1)
@@ -455,7 +447,7 @@ def mask_select(a, mask):
     offsets = np.empty(nt + 1, np.int64)
     total = _lib.mask_count(mask.ctypes.data, a.size, offsets.ctypes.data, nt)
     out = np.empty(total, a.dtype)
-    getattr(_lib, "mask_select" + _SUFFIX[word])(a.ctypes.data, mask.ctypes.data,
+    getattr(_lib, "mask_select" + _SUFFIX[word.char])(a.ctypes.data, mask.ctypes.data,
                                                  out.ctypes.data, a.size, offsets.ctypes.data,
                                                  nt)
     return out
