@@ -3,9 +3,10 @@
 
 The Reducer lays each bucket's gradients out in one flat buffer (``bucket_indices``: the
 parameter indices of each bucket, in buffer order). A post-accumulate-grad hook on each
-parameter counts it ready; when a bucket is full its gradients are copied into the buffer
-and the comm hook (by default an async all-reduce of buffer / world size) starts, so
-communication overlaps the rest of backward. Buckets start strictly in index order on every
+parameter copies its gradient into the buffer (divided by the world size on the way when no
+comm hook is registered, as torch's) and counts it ready; when a bucket is full the comm hook
+(by default an async all-reduce, a sum) starts, so communication overlaps the rest of
+backward. Buckets start strictly in index order on every
 rank, as MPI and NCCL match collectives by order. When the last bucket has started, the
 hook waits for all of them and writes the averages into ``.grad``.
 """
@@ -16,6 +17,7 @@ import time
 
 import numpy as np
 
+from .. import _backends
 from . import distributed_c10d as c10d
 
 _log = logging.getLogger("torch.distributed")
@@ -69,11 +71,6 @@ class GradBucket:
     def gradients(self):
         return [self._buffer[o:o + p.numel()].view(p.shape)
                 for p, o in zip(self._params, self._offsets)]
-
-
-def _allreduce_avg(process_group, bucket):
-    from .algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-    return allreduce_hook(process_group, bucket)
 
 
 class _Bucket:
@@ -132,7 +129,7 @@ class Reducer:
                     if p.grad is not None:
                         v.copy_(p.grad)
                     p.grad = v
-        self._comm_hook, self._comm_state = _allreduce_avg, None
+        self._comm_hook, self._comm_state = None, None
         self._syncing = self._started = self.static_graph = False
         self._next, self._unused, self._logger, self.num_iterations = 0, set(), None, 0
         self._times = dict.fromkeys(("fwd", "bwd", "bwd_end", "comm", "comm_end"), 0)
@@ -180,7 +177,7 @@ class Reducer:
 
     # ---------------------------------------------------------------- ember's internals
     def _register_comm_hook(self, state, hook):
-        if self._comm_hook is not _allreduce_avg:
+        if self._comm_hook is not None:
             raise RuntimeError("register_comm_hook or register_builtin_comm_hook can only be "
                                "called once.")
         self._comm_hook, self._comm_state = hook, state
@@ -217,9 +214,12 @@ class Reducer:
                            b.index == len(self._buckets) - 1) for b in self._buckets]
 
     def _run_comm_hook(self, bucket):
-        state = self._comm_state if self._comm_hook is not _allreduce_avg else \
-            self.process_group
-        return self._comm_hook(state, bucket)
+        if self._comm_hook is not None:
+            return self._comm_hook(self._comm_state, bucket)
+        # NOTE: no hook registered: the copy-in has divided by the world size, the all-reduce
+        # sums, as torch's built-in path (``_AllReduceBySumCommHook``)
+        from .algorithms.ddp_comm_hooks.default_hooks import _allreduce_fut
+        return _allreduce_fut(self.process_group, bucket.buffer(), divide=False)
 
     def _check_reducer_finalized(self):
         if self._syncing:
@@ -246,36 +246,47 @@ class Reducer:
         for p in self._params:
             if id(p) not in used:
                 self._unused.add(id(p))
-                self._bucket_of[id(p)][0].pending -= 1
+                b, j = self._bucket_of[id(p)]
+                self._copy_in(b, j)
+                b.pending -= 1
 
     def _autograd_hook(self, p):
         if not self._syncing:
             return
         self._started = True
         self._ready_ns[self._index[id(p)]] = time.perf_counter_ns()
-        b, _ = self._bucket_of[id(p)]
+        b, j = self._bucket_of[id(p)]
+        self._copy_in(b, j)
         b.pending -= 1
         if self._next:              # MPI moves started buckets only while some call polls it
             c10d._resolve(self.process_group).engine.progress()
         self._launch_ready()
 
+    def _copy_in(self, b, j):
+        """Parameter ``j`` of bucket ``b`` is ready: its gradient into the bucket. Without a
+        registered comm hook the copy also divides by the world size, as torch's (one pass
+        over the gradient; the all-reduce then sums)."""
+        p, v = b.params[j], b.views[j]
+        n = None if self._comm_hook is not None else c10d.get_world_size(self.process_group)
+        if p.grad is v:                             # gradient_as_bucket_view: in place
+            if n is not None:
+                v._data /= n
+        elif p.grad is None or id(p) in self._unused:
+            v._data[...] = 0
+        elif n is not None:
+            _backends.array_module(v._data).multiply(p.grad._data, 1.0 / n, out=v._data)
+        else:
+            v._data[...] = p.grad._data
+
     def _launch_ready(self):
         from ..autograd import grad_mode
         while self._next < len(self._buckets) and self._buckets[self._next].pending == 0:
             b = self._buckets[self._next]
+            if not self._next:
+                self._times["comm"] = time.perf_counter_ns()
             with grad_mode.no_grad():
-                for p, v in zip(b.params, b.views):
-                    if p.grad is v:
-                        continue                # gradient_as_bucket_view: already in place
-                    if p.grad is None or id(p) in self._unused:
-                        v.zero_()
-                    else:
-                        v.copy_(p.grad)
-                if not self._next:
-                    self._times["comm"] = time.perf_counter_ns()
-                b.future = self._run_comm_hook(GradBucket(b.index, b.buffer, b.params,
-                                                          b.offsets,
-                                                          b.index == len(self._buckets) - 1))
+                b.future = self._run_comm_hook(GradBucket(
+                    b.index, b.buffer, b.params, b.offsets, b.index == len(self._buckets) - 1))
             self._next += 1
         if self._next == len(self._buckets):
             self._finalize()
