@@ -262,6 +262,16 @@ class ShmJob:
         self.shm, self.flat, self.ufunc, self.done = shm, flat, ufunc, False
         self.step = max(1, min(flat.size, shm.cap // flat.itemsize))    # elements per round
         self.pos, self.stage, self.req = 0, 0, None
+        self.out = [(0, flat)]      # (offset, flat array): where the results go
+
+    def redirect(self, out):
+        """Write the results into the arrays ``out`` (``(offset, flat array)`` pairs covering
+        the array) instead of the array itself, if none is written yet; True if so. DDP
+        writes the reduced bucket straight into the gradients this way (one copy less)."""
+        if self.pos or self.stage == 2 or self.done:
+            return False
+        self.out = out
+        return True
 
     def advance(self):
         """Run the stages whose barrier has passed; True once the array is reduced."""
@@ -291,9 +301,12 @@ class ShmJob:
                 self.ufunc(src[0], src[1], out=res[r])
                 for x in src[2:]:
                     self.ufunc(res[r], x, out=res[r])
-            else:                           # every chunk's result -> my array
-                for j in range(n):
-                    flat[cut[j]:cut[j + 1]] = res[j]
+            else:                           # every chunk's result -> my array (or self.out)
+                for at, piece in self.out:
+                    for j in range(n):
+                        a, b = max(cut[j], at), min(cut[j + 1], at + piece.size)
+                        if a < b:
+                            piece[a - at:b - at] = res[j][a - cut[j]:b - cut[j]]
                 self.pos, self.stage, self.done = hi, 0, hi == flat.size
                 continue
             shm.win.Sync()

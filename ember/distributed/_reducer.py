@@ -218,8 +218,7 @@ class Reducer:
             return self._comm_hook(self._comm_state, bucket)
         # NOTE: no hook registered: the copy-in has divided by the world size, the all-reduce
         # sums, as torch's built-in path (``_AllReduceBySumCommHook``)
-        from .algorithms.ddp_comm_hooks.default_hooks import _allreduce_fut
-        return _allreduce_fut(self.process_group, bucket.buffer(), divide=False)
+        return c10d.all_reduce(bucket.buffer(), group=self.process_group, async_op=True)
 
     def _check_reducer_finalized(self):
         if self._syncing:
@@ -305,21 +304,39 @@ class Reducer:
             used_anywhere = self._used_anywhere([id(p) not in self._unused
                                                  for p in self._params])
         with grad_mode.no_grad():
+            # every bucket's output before any wait: a wait advances all of them
+            direct = {b.index for b in self._buckets if self._into_grads(b, used_anywhere)}
             for b in self._buckets:
                 result = b.future.wait()
-                if result is not b.buffer:
+                if not isinstance(b.future, c10d.Work) and result is not b.buffer:
                     b.buffer.copy_(result.reshape(-1))
             self._times["comm_end"] = time.perf_counter_ns()
             for i, p in enumerate(self._params):
                 if used_anywhere is not None and not used_anywhere[i]:
                     continue                    # unused on every rank: .grad stays as it was
                 b, j = self._bucket_of[id(p)]
+                if b.index in direct:
+                    p.grad._bump_version()
+                    continue
                 if self.gradient_as_bucket_view:
                     p.grad = b.views[j]
                 elif p.grad is None:
                     p.grad = b.views[j].clone()
                 else:
                     p.grad.copy_(b.views[j])
+
+    def _into_grads(self, b, used_anywhere):
+        """Have the built-in all-reduce of bucket ``b``, if its results are not written yet,
+        write them straight into the parameters' ``.grad`` (in place, as the copy would)."""
+        reqs = getattr(b.future, "_reqs", None)
+        grads = [p.grad for p in b.params]
+        if not reqs or self.gradient_as_bucket_view or used_anywhere is not None or any(
+                g is None or not g._data.flags.c_contiguous or g._data.dtype != b.buffer._data
+                .dtype or id(p) in self._unused for p, g in zip(b.params, grads)):
+            return False
+        redirect = getattr(reqs[0], "redirect", None)
+        return redirect is not None and redirect(
+            [(o, g._data.reshape(-1)) for o, g in zip(b.offsets, grads)])
 
 
 class Logger:

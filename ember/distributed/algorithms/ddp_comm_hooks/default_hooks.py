@@ -12,11 +12,10 @@ def _group(process_group):
     return process_group if process_group is not None else c10d.group.WORLD
 
 
-def _allreduce_fut(process_group, tensor, divide=True):
-    """All-reduce ``tensor`` (/ world size) asynchronously; a Future of the result."""
+def _allreduce_fut(process_group, tensor):
+    """All-reduce ``tensor`` / world size asynchronously; a Future of the result."""
     pg = _group(process_group)
-    if divide:
-        tensor.div_(pg.size())
+    tensor.div_(pg.size())
     return c10d.all_reduce(tensor, group=pg, async_op=True).get_future().then(
         lambda fut: fut.value()[0])
 
