@@ -78,11 +78,11 @@ class _Bucket:
         from .. import zeros
         self.index, self.params = index, params
         self.offsets = [int(o) for o in np.cumsum([0] + [p.numel() for p in params[:-1]])]
-        self.numel = sum(p.numel() for p in params)
-        self.buffer = zeros(self.numel, dtype=params[0].dtype, device=params[0].device)
+        self.buffer = zeros(sum(p.numel() for p in params), dtype=params[0].dtype,
+                            device=params[0].device)
         self.views = [self.buffer[o:o + p.numel()].view(p.shape)
                       for p, o in zip(params, self.offsets)]
-        self.pending, self.future = 0, None
+        self.pending, self.future, self.direct = 0, None, False
 
 
 class Reducer:
@@ -111,10 +111,9 @@ class Reducer:
                  skip_all_reduce_unused_params=False, use_python_reducer=False,
                  bucket_bytes_cap_list=(), batched_grad_copy=False):
         self._params, self.process_group = list(params), process_group
-        self.find_unused_parameters, self.gradient_as_bucket_view = \
-            find_unused_parameters, gradient_as_bucket_view
-        self.bucket_bytes_cap, self.per_bucket_size_limits = bucket_bytes_cap, \
-            list(per_bucket_size_limits)
+        self.find_unused_parameters, self.gradient_as_bucket_view, self.bucket_bytes_cap = \
+            find_unused_parameters, gradient_as_bucket_view, bucket_bytes_cap
+        self.per_bucket_size_limits = list(per_bucket_size_limits)
         self.param_names = dict(param_to_name_mapping or {})
         self._buckets = [_Bucket(i, [self._params[j] for j in idx])
                          for i, idx in enumerate(bucket_indices)]
@@ -161,8 +160,13 @@ class Reducer:
         self._syncing, self._started, self._next, self._unused = True, False, 0, set()
         self._ready_ns = [0] * len(self._params)
         self._times["bwd"] = time.perf_counter_ns()
+        # the shared-memory all-reduce reads the gradients themselves (scaled on the way):
+        # the built-in reduction of a large enough bucket skips the copy-in
+        shm = self._comm_hook is None and not self.gradient_as_bucket_view and getattr(
+            c10d._resolve(self.process_group).engine, "_shm", None)
         for b in self._buckets:
             b.pending, b.future = len(b.params), None
+            b.direct = bool(shm) and b.buffer._data.nbytes >= shm.MIN
         outputs = list(outputs) if not c10d._is_tensor(outputs) else [outputs]
         if outputs and (self.find_unused_parameters or self.static_graph):
             self._mark_unused(outputs)
@@ -227,20 +231,14 @@ class Reducer:
 
     def _mark_unused(self, outputs):
         from ..nn.parallel.distributed import _tensors
-        seen, stack, used = set(), [], set()
-        for t in _tensors(outputs):
-            if t.grad_fn is not None:
-                stack.append(t.grad_fn)
-            elif t.requires_grad:
-                used.add(id(t))
+        ts = list(_tensors(outputs))            # an output may be a parameter itself
+        seen, stack, used = set(), [t.grad_fn for t in ts], {id(t) for t in ts}
         while stack:
             node = stack.pop()
-            if id(node) in seen or node is None:
+            if node is None or id(node) in seen:
                 continue
             seen.add(id(node))
-            var = getattr(node, "variable", None)
-            if var is not None:
-                used.add(id(var))
+            used.add(id(getattr(node, "variable", None)))
             stack.extend(n for n, _ in node.next_functions)
         for p in self._params:
             if id(p) not in used:
@@ -255,7 +253,8 @@ class Reducer:
         self._started = True
         self._ready_ns[self._index[id(p)]] = time.perf_counter_ns()
         b, j = self._bucket_of[id(p)]
-        self._copy_in(b, j)
+        if not b.direct:
+            self._copy_in(b, j)
         b.pending -= 1
         if self._next:              # MPI moves started buckets only while some call polls it
             c10d._resolve(self.process_group).engine.progress()
@@ -266,16 +265,12 @@ class Reducer:
         registered comm hook the copy also divides by the world size, as torch's (one pass
         over the gradient; the all-reduce then sums)."""
         p, v = b.params[j], b.views[j]
-        n = None if self._comm_hook is not None else c10d.get_world_size(self.process_group)
+        n = 1 if self._comm_hook is not None else c10d.get_world_size(self.process_group)
         if p.grad is v:                             # gradient_as_bucket_view: in place
-            if n is not None:
-                v._data /= n
-        elif p.grad is None or id(p) in self._unused:
-            v._data[...] = 0
-        elif n is not None:
-            _backends.array_module(v._data).multiply(p.grad._data, 1.0 / n, out=v._data)
+            v._data /= n
         else:
-            v._data[...] = p.grad._data
+            g = 0 if p.grad is None or id(p) in self._unused else p.grad._data
+            _backends.array_module(v._data).multiply(g, 1.0 / n, out=v._data)
 
     def _launch_ready(self):
         from ..autograd import grad_mode
@@ -283,9 +278,17 @@ class Reducer:
             b = self._buckets[self._next]
             if not self._next:
                 self._times["comm"] = time.perf_counter_ns()
-            with grad_mode.no_grad():
-                b.future = self._run_comm_hook(GradBucket(
-                    b.index, b.buffer, b.params, b.offsets, b.index == len(self._buckets) - 1))
+            src = self._grad_pieces(b) if b.direct else None
+            if src is not None:
+                pg = c10d._resolve(self.process_group)
+                b.future = c10d.Work(pg, [pg.engine._shm.start(
+                    b.buffer._data, "SUM", src, 1.0 / pg.size())], None, [b.buffer], "all_reduce")
+            else:
+                for j in range(len(b.params)) if b.direct else ():
+                    self._copy_in(b, j)
+                with grad_mode.no_grad():
+                    b.future = self._run_comm_hook(GradBucket(
+                        b.index, b.buffer, b.params, b.offsets, b is self._buckets[-1]))
             self._next += 1
         if self._next == len(self._buckets):
             self._finalize()
@@ -317,26 +320,28 @@ class Reducer:
                 b, j = self._bucket_of[id(p)]
                 if b.index in direct:
                     p.grad._bump_version()
-                    continue
-                if self.gradient_as_bucket_view:
+                elif self.gradient_as_bucket_view:
                     p.grad = b.views[j]
                 elif p.grad is None:
                     p.grad = b.views[j].clone()
                 else:
                     p.grad.copy_(b.views[j])
 
+    def _grad_pieces(self, b):
+        """``(offset, flat array)`` of each gradient of bucket ``b``, or None if one is
+        missing, unused, not contiguous or of another dtype."""
+        gs = [p.grad for p in b.params]
+        ok = all(g is not None and id(p) not in self._unused and g._data.flags.c_contiguous
+                 and g._data.dtype == b.buffer._data.dtype for p, g in zip(b.params, gs))
+        return [(o, g._data.reshape(-1)) for o, g in zip(b.offsets, gs)] if ok else None
+
     def _into_grads(self, b, used_anywhere):
         """Have the built-in all-reduce of bucket ``b``, if its results are not written yet,
         write them straight into the parameters' ``.grad`` (in place, as the copy would)."""
-        reqs = getattr(b.future, "_reqs", None)
-        grads = [p.grad for p in b.params]
-        if not reqs or self.gradient_as_bucket_view or used_anywhere is not None or any(
-                g is None or not g._data.flags.c_contiguous or g._data.dtype != b.buffer._data
-                .dtype or id(p) in self._unused for p, g in zip(b.params, grads)):
-            return False
-        redirect = getattr(reqs[0], "redirect", None)
-        return redirect is not None and redirect(
-            [(o, g._data.reshape(-1)) for o, g in zip(b.offsets, grads)])
+        redirect = getattr((getattr(b.future, "_reqs", None) or [None])[0], "redirect", None)
+        out = None if redirect is None or self.gradient_as_bucket_view or \
+            used_anywhere is not None else self._grad_pieces(b)
+        return out is not None and redirect(out)
 
 
 class Logger:
@@ -381,7 +386,7 @@ class Logger:
             num_parameter_tensors=len(params), is_multi_device_module=0,
             total_parameter_size_bytes=sum(p.numel() * p.element_size() for p in params),
             dtypes=", ".join(sorted({str(p.dtype).split(".")[-1] for p in params})),
-            bucket_sizes=", ".join(str(b.numel * b.buffer.element_size()) for b in r._buckets),
+            bucket_sizes=", ".join(str(b.buffer._data.nbytes) for b in r._buckets),
             master_addr=os.environ.get("MASTER_ADDR", "N/A"),
             master_port=os.environ.get("MASTER_PORT", "N/A"),
             torch_distributed_debug=os.environ.get("TORCH_DISTRIBUTED_DEBUG", "N/A"))
