@@ -343,7 +343,7 @@ def frac(xp, input):
         >>> ember.frac(ember.tensor([1.5, -2.25]))
         tensor([ 0.5000, -0.2500])
     """
-    r = _C.pointwise("frac", input)
+    r = _C.pointwise("frac", input, min_size=64)
     return input - xp.trunc(input) if r is None else r
 
 
@@ -392,7 +392,7 @@ def relu(xp, input):
     if input.dtype.kind == "c":
         raise NotImplementedError("clamp is not supported for complex types")
     # (NumPy's maximum against a scalar takes a branchy loop: ~4x the C clamp on random signs)
-    if (r := _C.pointwise("clamp", input, 0.0, math.inf)) is not None:
+    if (r := _C.pointwise("clamp", input, 0.0, math.inf, min_size=64)) is not None:
         return r
     return xp.maximum(input, xp.zeros((), input.dtype))
 
@@ -406,7 +406,8 @@ def threshold_backward(xp, grad_output, input, threshold):
     ``aten::threshold_backward``). A multiply by the mask: ``g * result.sign()`` made four
     passes (sign's NaN rule among them), and ``numpy.where`` on a random mask is much slower
     than the multiply (a branch per element)."""
-    if (r := _C.pointwise("threshold_bwd", input, threshold, other=grad_output)) is not None:
+    if (r := _C.pointwise("threshold_bwd", input, threshold, other=grad_output,
+                          min_size=64)) is not None:
         return r
     return xp.multiply(grad_output, input > threshold)
 

@@ -200,13 +200,13 @@ _POINTWISE = {name: code for code, name in enumerate(
     "copysign".split())}
 
 
-def pointwise(name, x, *params, other=None, min_size=64, out=None, third=None):
+def pointwise(name, x, *params, other=None, min_size=1, out=None, third=None):
     """Op ``name`` of pointwise.h (one fused float32 pass) over a C-contiguous NumPy float32
     array ``x`` (and ``other``, of its shape and dtype, for the two-input ops: logaddexp and the
     ``*_bwd`` ones, whose ``other`` is the gradient; ``third`` too for addcmul and addcdiv),
     with up to three float ``params``; None
     where it does not apply (the caller then runs its NumPy code). Below ``min_size`` elements
-    NumPy's few passes beat the call; a special function's dozens of passes never do (1).
+    NumPy's one or two passes beat the call (the caller says so); several never do (1).
     ``out`` (a C-contiguous array of ``x``'s shape and dtype, ``x`` itself included) takes the
     result in place of a new array."""
     fn = kernel("pointwise", x.dtype) if type(x) is np.ndarray and x.size >= min_size and \
