@@ -2,12 +2,15 @@
 
 Three kinds of transform, each over a set of dims with torch's ``n``/``s``, ``dim`` and
 ``norm`` arguments: complex-to-complex (fft, ifft, fftn...), real-to-complex one-sided (rfft,
-ihfft) and complex-to-real (irfft, hfft). The forward is NumPy's pocketfft; every backward is
-the adjoint transform written in ember ops, so gradients of gradients work:
+ihfft) and complex-to-real (irfft, hfft). The forward is fft.h's mixed-radix FFT for float32 /
+complex64 (lengths whose prime factors are <= 13; see ``_kernel``), else NumPy's pocketfft, the
+reference. Every backward is one adjoint transform with the dual norm ("backward" <->
+"forward"), in ember ops when it must be differentiable (create_graph), else on arrays through
+the forward's own code:
 
-- c2c: the opposite-direction transform with the dual norm ("backward" <-> "forward"), then the
-  zero padding or trimming of ``n``/``s`` undone;
-- r2c: the one-sided gradient zero-padded to the full length, then as c2c, real part;
+- c2c: the opposite-direction transform, then the zero padding or trimming of ``n``/``s``
+  undone;
+- r2c: the c2r of the one-sided gradient with the bins c2r counts twice halved;
 - c2r: the r2c of the gradient with the bins that stand for two (Hermitian pairs) doubled.
 
 hfft and ihfft are c2r and r2c of the conjugate with the dual norm, as in torch.
@@ -166,7 +169,7 @@ def _kernel(kind, inverse, x, dims, sizes, norm):
         x = _pass(fn, x, last, n, False, norm)[(slice(None),) * last + (slice(0, n // 2 + 1),)]
     for d, k in zip(dims[::-1], sizes[::-1]):
         x = _pass(fn, x, d, k, inverse, norm)
-    return x
+    return np.ascontiguousarray(x)      # (an rfft's half, as torch's: a new contiguous array)
 
 
 def _pass(fn, x, axis, n, inverse, norm):
