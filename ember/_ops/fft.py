@@ -158,11 +158,8 @@ def _kernel(kind, inverse, x, dims, sizes, norm):
         h = _fit(x, (dims.pop(),), (n // 2 + 1,))
         for d, k in zip(dims, sizes):
             h = _pass(fn, h, d, k, True, norm)
-        x = np.empty(h.shape[:last] + (n,) + h.shape[last + 1:], _C64)
-        at = (slice(None),) * last
-        x[at + (slice(0, n // 2 + 1),)] = h
-        np.conjugate(h[at + (slice(n - n // 2 - 1, 0, -1),)], out=x[at + (slice(n // 2 + 1, n),)])
-        return _pass(fn, x, last, n, True, norm).real.copy()
+        tail = np.conj(h[(slice(None),) * last + (slice(n - n // 2 - 1, 0, -1),)])
+        return _pass(fn, np.concatenate([h, tail], last), last, n, True, norm).real.copy()
     if kind == "r2c":
         n = sizes.pop()
         dims.pop()
