@@ -133,8 +133,7 @@ def _declare(lib):
                     ctypes.c_int64 if name == "cross_entropy" else None
 
 
-_SUFFIX = {"f": "_f32", "d": "_f64"}      # (by dtype.char: hashing a NumPy dtype is slow)
-_fast = {}
+_SUFFIX, _fast = {"f": "_f32", "d": "_f64"}, {}    # (by dtype.char: hashing a dtype is slow)
 
 
 def fast(fn):
