@@ -6,7 +6,8 @@ import numpy as np
 from .. import _dtype
 from .._backends import MetaBackend, backend, quietly
 from .._device import CPU, META, default_device, to_device
-from .._memory_format import copy_in, preserve_format
+from .._memory_format import laid_out, strides_for
+from .._sparse import strided
 from .._storage import TypedStorage, UntypedStorage, _ptr
 from .._tensor import Tensor
 
@@ -360,17 +361,20 @@ _NO_FILL = object()         # (full_like: its fill value is an argument)
 def _like(fn, fill=_NO_FILL):
     def f(input, *args, dtype=None, layout=None, device=None, requires_grad=False,
           memory_format=None, **kw):
+        a, dev = input._data, input.device if device is None else to_device(device)
         if fill is not _NO_FILL and dtype is device is memory_format is None and not (
-                args or kw or requires_grad) and input.device.type == "cpu":
+                args or kw or requires_grad) and dev is CPU and type(a) is np.ndarray and \
+                a.flags.c_contiguous and 1 not in a.shape:
             # (the common call, zeros_like(x): one array of x's shape and dtype, without
             # zeros()'s size and device parsing)
-            return Tensor._wrap(_filled(input._data.shape, input.dtype.np, fill))
-        out = fn(input._data.shape, *args, dtype=dtype or input.dtype,
-                 device=device or input.device, requires_grad=requires_grad, **kw)
-        if memory_format not in (None, preserve_format) and out.device.type != "meta":
-            # NOTE: only a format asked for by name: torch's default (preserve_format) would lay
-            # the result out as a dense input is, ember's is contiguous (kernels rely on it)
-            out._data = copy_in(backend(out.device).xp, out._data, memory_format)
+            return Tensor._wrap(_filled(a.shape, input.dtype.np, fill))
+        # laid out as torch's memory_format asks (by default preserve_format: as ``input``)
+        st = None if "meta" in (dev.type, input.device.type) or input.layout is not strided \
+            else strides_for(a, memory_format)
+        out = fn(a.shape if st is None else (a.size,), *args, dtype=dtype or input.dtype,
+                 device=dev, requires_grad=requires_grad, **kw)
+        if st is not None:
+            out._data = laid_out(backend(dev).xp, out._data, a.shape, st)
         return out
     f.__name__ = fn.__name__ + "_like"
     f.__doc__ = f"Like ``{fn.__name__}`` with the size (and by default dtype, device) of input."

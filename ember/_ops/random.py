@@ -12,7 +12,9 @@ import numpy as np
 
 from .. import _dtype
 from .._device import CPU, META, to_device
-from .creation import _drawn, _dt, _finish, _size, _T, empty
+from .._memory_format import strides_for
+from .._sparse import strided
+from .creation import _drawn, _dt, _finish, _size, _T, empty, empty_like
 
 
 class Generator:
@@ -498,19 +500,28 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
         dt)), device, requires_grad, out)
 
 
-def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
-    return rand(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device,
-                requires_grad=requires_grad)
+def _like(factory, fill):
+    def f(input, *args, generator=None, dtype=None, layout=None, device=None,
+          requires_grad=False, memory_format=None):
+        dtype, device = dtype or input.dtype, device or input.device
+        # (inside vmap, the factory's batching rule; a batched tensor has no array)
+        if vmap_random is not None or input.device.type == "meta" or \
+                input.layout is not strided or strides_for(input._data, memory_format) is None:
+            return factory(*args, size=tuple(input.shape), generator=generator, dtype=dtype,
+                           device=device, requires_grad=requires_grad)
+        # NOTE: torch draws into empty_like(input), whose layout is the input's, in memory
+        # order: an in-place fill's numbers, not the factory's laid out
+        t = empty_like(input, dtype=dtype, device=device, memory_format=memory_format)
+        return fill(t, *args, generator=generator).requires_grad_(requires_grad)
+    f.__name__ = factory.__name__ + "_like"
+    f.__doc__ = f"``{factory.__name__}`` of input's size, laid out as input (dtype, device too)."
+    return f
 
 
-def randn_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
-    return randn(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device,
-                 requires_grad=requires_grad)
-
-
-def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_grad=False):
-    return randint(low, high, tuple(input.shape), dtype=dtype or input.dtype,
-                   device=device or input.device)
+rand_like = _like(rand, lambda t, generator: uniform_(t, generator=generator))
+randn_like = _like(randn, lambda t, generator: normal_(t, generator=generator))
+randint_like = _like(randint, lambda t, low, high=None, generator=None: random_(
+    t, *((0, low) if high is None else (low, high)), generator=generator))
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None, device=None,
