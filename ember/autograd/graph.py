@@ -541,7 +541,10 @@ def _gone(ref):
 class AccumulateGrad(Node):
     """Sink of a leaf: adds the incoming gradient into ``variable.grad``."""
 
-    __slots__ = ("_variable",)          # (read by offset in _C/dispatch/nodes.h)
+    # (_variable read by offset in _C/dispatch/nodes.h; _lent: the id of a .grad that shares
+    # another tensor's memory, a weak reference a user could see (a reused id costs one
+    # out-of-place sum))
+    __slots__ = ("_variable", "_lent")
     seq = float("inf")                   # NOTE: like torch, accumulate as soon as ready
     next_functions, input_meta, n_outputs = (), (), 1
     # (the hook dicts stay read-only and shared until a hook is registered: a leaf never
@@ -554,7 +557,7 @@ class AccumulateGrad(Node):
         # not one per graph (recording an op on leaves costs no allocation). What differs:
         # once the leaf itself is gone, backward has nothing to accumulate into, and
         # ``variable`` is None. Hooks registered on a leaf live on the tensor.
-        self._variable = _weak(variable)
+        self._variable, self._lent = _weak(variable), None
         hooks = variable.__dict__.get("_leaf_hooks")
         if hooks is not None:
             self._tensor_pre_hooks = hooks
@@ -580,15 +583,28 @@ class AccumulateGrad(Node):
             # g twice), so .grad gets its own buffer: accumulating in place must not alias.
             # Like torch, a gradient nothing else can reach is taken as it is: references
             # from the engine's list and this frame only (3 with getrefcount's own), and an
-            # array that owns its memory held by ``g`` alone (a view or alias would add one).
+            # array that owns its memory held by ``g`` alone, or a view (below).
+            lay = grad_mode.state.grad_layout
             if create_graph and g.grad_fn is not None:
                 v.grad = g
-            elif not create_graph and sys.getrefcount(g) <= 3 and g._data.base is None and \
-                    sys.getrefcount(g._data) <= 2 and g._storage is None and g._base is None:
-                v.grad = _laid_out(g, v) if grad_mode.state.grad_layout else g
+            elif create_graph or sys.getrefcount(g) > 3:
+                v.grad = _laid_out(g, v, True)
+            elif g._base is not None:
+                # NOTE: torch takes a view backward made (a reshape's, a transpose's of the
+                # gradient given to backward) where it is laid out as the leaf, though its
+                # memory is another tensor's: so does ember (else a copy per reshaped
+                # parameter), but its next accumulation is out of place (torch's in-place
+                # one writes into that tensor, or into another leaf's .grad sharing it)
+                g2 = _laid_out(g, v) if lay else g
+                v.grad = g2 if g2 is not g else g.detach()
+                self._lent = id(v.grad) if g2 is g else None
+            elif g._data.base is None and (g._storage is None and sys.getrefcount(
+                    g._data) <= 2 or sys.getrefcount(g._storage) <= 2 and
+                    sys.getrefcount(g._data) <= 3):     # (a storage no other tensor holds)
+                v.grad = _laid_out(g, v) if lay else g
             else:
                 v.grad = _laid_out(g, v, True)
-        elif create_graph or v.grad.requires_grad:
+        elif create_graph or v.grad.requires_grad or id(v.grad) == self._lent:
             v.grad = v.grad + g
         else:
             v.grad._inplace_add(g.detach())
