@@ -126,7 +126,7 @@ def test_shared_leaf_grad_not_aliased():
 @pytest.mark.parametrize("view", [
     "x.view(-1)", "x.reshape(6, 4)", "x.unsqueeze(1)", "x.unsqueeze(0).squeeze(0)", "x.flatten(1)",
     "x.unflatten(2, (2, 2))", "x.permute(2, 0, 1)", "x.transpose(0, 2)", "x.movedim(0, -1)",
-    "x.flatten(1).t()", "x.transpose(0, 1)[:, :1]"])
+    "x.flatten(1).t()", "x.transpose(0, 1)[:, :1]", "x.rot90(1, (0, 2))", "x.flip(1)"])
 def test_leaf_grad_of_a_view_layout_and_memory_as_torch(view, seed):
     """A view's gradient becomes ``.grad`` uncopied where torch takes it (laid out as the
     leaf): the same strides, sharing memory with the gradient given to backward or not."""

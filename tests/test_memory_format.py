@@ -29,6 +29,9 @@ CALLS = [
     "T.ones_like(x.transpose(1, 3), memory_format=T.contiguous_format)",
     "T.zeros_like(x.unsqueeze(4).transpose(0, 4))", "x[:, :, :1].expand(2, 3, 4, 5).clone()",
     "T.empty_like(x.transpose(1, 3), memory_format=T.preserve_format)",
+    # flip (and rot90, a flip and a transpose) keeps the input's layout
+    "x.transpose(1, 3).flip(1)", "x.permute(2, 0, 3, 1).flip((0, 3))", "x.transpose(2, 3).flip(2)",
+    "x.transpose(0, 1).rot90(1, (2, 3))", "x.transpose(2, 3).rot90(-1, (2, 3))",
 ]
 
 

@@ -598,9 +598,7 @@ class AccumulateGrad(Node):
                 g2 = _laid_out(g, v) if lay else g
                 v.grad = g2 if g2 is not g else g.detach()
                 self._lent = id(v.grad) if g2 is g else None
-            elif g._data.base is None and (g._storage is None and sys.getrefcount(
-                    g._data) <= 2 or sys.getrefcount(g._storage) <= 2 and
-                    sys.getrefcount(g._data) <= 3):     # (a storage no other tensor holds)
+            elif _alone(g):
                 v.grad = _laid_out(g, v) if lay else g
             else:
                 v.grad = _laid_out(g, v, True)
@@ -610,6 +608,21 @@ class AccumulateGrad(Node):
             v.grad._inplace_add(g.detach())
         for h in v._post_acc_hooks or ():
             h(v)
+
+
+def _alone(g):
+    """Whether only ``g`` reaches its memory: an array held by ``g`` alone, or a view held so
+    of one array nothing else holds (rot90's transposed flip), and no storage another tensor
+    shares. (The counts include getrefcount's argument and this frame's names.)"""
+    a, s = g._data, g._storage
+    b = a.base
+    if s is not None and sys.getrefcount(s) > 3:
+        return False
+    held = s is not None                # (a storage holds the array owning the memory)
+    if b is None:
+        return sys.getrefcount(a) <= 3 + held
+    return type(b) is np.ndarray and b.base is None and sys.getrefcount(a) <= 3 and \
+        sys.getrefcount(b) <= 3 + held
 
 
 def _laid_out(g, v, copy=False):
