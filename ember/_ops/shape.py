@@ -8,7 +8,7 @@ import ember
 
 from .._backends import add_at
 from .._memory_format import contiguous_format, copy_in
-from .._storage import _root
+from .._storage import _ptr, _root
 from .meta import empty, moveaxis, reduce_dims, wrap_dim
 from .tangents import LINEAR, decomposed
 from .registry import op
@@ -453,8 +453,7 @@ def _offset(xp, a):
     """``a``'s storage offset in elements (0 on CuPy, whose arrays do not say)."""
     if xp is not np or a.base is None:
         return 0
-    return (a.__array_interface__["data"][0] - _root(a).__array_interface__["data"][0]) // \
-        a.itemsize
+    return (_ptr(a) - _ptr(_root(a))) // a.itemsize
 
 
 @op("as_strided", view=True)
