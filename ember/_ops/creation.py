@@ -358,6 +358,14 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
 _NO_FILL = object()         # (full_like: its fill value is an argument)
 
 
+def like_strides(input, dev, memory_format):
+    """The strides of a tensor made like ``input`` on ``dev`` as torch's ``memory_format``
+    asks (by default preserve_format: as ``input``), or None where row-major."""
+    if "meta" in (dev.type, input.device.type) or input.layout is not strided:
+        return None
+    return strides_for(input._data, memory_format)
+
+
 def _like(fn, fill=_NO_FILL):
     def f(input, *args, dtype=None, layout=None, device=None, requires_grad=False,
           memory_format=None, **kw):
@@ -368,9 +376,7 @@ def _like(fn, fill=_NO_FILL):
             # (the common call, zeros_like(x): one array of x's shape and dtype, without
             # zeros()'s size and device parsing)
             return Tensor._wrap(_filled(a.shape, input.dtype.np, fill))
-        # laid out as torch's memory_format asks (by default preserve_format: as ``input``)
-        st = None if "meta" in (dev.type, input.device.type) or input.layout is not strided \
-            else strides_for(a, memory_format)
+        st = like_strides(input, dev, memory_format)
         out = fn(a.shape if st is None else (a.size,), *args, dtype=dtype or input.dtype,
                  device=dev, requires_grad=requires_grad, **kw)
         if st is not None:

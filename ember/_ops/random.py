@@ -12,9 +12,7 @@ import numpy as np
 
 from .. import _dtype
 from .._device import CPU, META, to_device
-from .._memory_format import strides_for
-from .._sparse import strided
-from .creation import _drawn, _dt, _finish, _size, _T, empty, empty_like
+from .creation import _drawn, _dt, _finish, _size, _T, empty, empty_like, like_strides
 
 
 class Generator:
@@ -503,16 +501,14 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
 def _like(factory, fill):
     def f(input, *args, generator=None, dtype=None, layout=None, device=None,
           requires_grad=False, memory_format=None):
-        dtype, device = dtype or input.dtype, device or input.device
-        # (inside vmap, the factory's batching rule; a batched tensor has no array)
-        if vmap_random is not None or input.device.type == "meta" or \
-                input.layout is not strided or strides_for(input._data, memory_format) is None:
-            return factory(*args, size=tuple(input.shape), generator=generator, dtype=dtype,
-                           device=device, requires_grad=requires_grad)
-        # NOTE: torch draws into empty_like(input), whose layout is the input's, in memory
-        # order: an in-place fill's numbers, not the factory's laid out
-        t = empty_like(input, dtype=dtype, device=device, memory_format=memory_format)
-        return fill(t, *args, generator=generator).requires_grad_(requires_grad)
+        kw = {"dtype": dtype or input.dtype, "device": to_device(device or input.device)}
+        # NOTE: torch draws into empty_like(input) in memory order: where that is not
+        # row-major, an in-place fill's numbers (inside vmap, the factory's batching rule)
+        if vmap_random is None and like_strides(input, kw["device"], memory_format):
+            return fill(empty_like(input, memory_format=memory_format, **kw), *args,
+                        generator=generator).requires_grad_(requires_grad)
+        return factory(*args, size=tuple(input.shape), generator=generator,
+                       requires_grad=requires_grad, **kw)
     f.__name__ = factory.__name__ + "_like"
     f.__doc__ = f"``{factory.__name__}`` of input's size, laid out as input (dtype, device too)."
     return f

@@ -10,6 +10,7 @@ import weakref
 
 import numpy as np
 
+from .._memory_format import contiguous_format, dense
 from .._size import Size
 from .._sparse import strided
 from . import grad_mode
@@ -633,28 +634,13 @@ def _laid_out(g, v, copy=False):
         return g.contiguous() if not g._data.flags.c_contiguous else g.clone() if copy else g
     if g.layout is not strided or v.layout is not strided:     # (sparse: taken as they are)
         return g.clone() if copy else g
-    shape, st = g.shape, v.stride() if v.device.type != "meta" else None
-    order = sorted((i for i in range(v.dim()) if shape[i] != 1), key=lambda i: st[i]) if st else ()
-    n = 1
-    for i in order:             # dense and non-overlapping: each stride the size below it
-        if st[i] != n:
-            st = None
-            break
-        n *= shape[i]
-    if st is None:
-        return g.clone(memory_format=_contiguous()) if copy else g.contiguous()
-    if all(a == b or s == 1 for a, b, s in zip(g.stride(), st, shape)):
+    st = v.stride() if v.device.type != "meta" else None
+    if st is None or not dense(g.shape, st):
+        return g.clone(memory_format=contiguous_format) if copy else g.contiguous()
+    if all(a == b or s == 1 for a, b, s in zip(g.stride(), st, g.shape)):
         return g.clone() if copy else g     # (clone keeps a dense tensor's strides)
-    if order == sorted(order, reverse=True):    # row-major, the common leaf: no empty_strided
-        c = g.contiguous()
-        return c.clone() if copy and c is g else c
     from .._ops.creation import empty_strided
-    return empty_strided(shape, st, dtype=g.dtype, device=g.device).copy_(g)
-
-
-def _contiguous():
-    from .._memory_format import contiguous_format
-    return contiguous_format
+    return empty_strided(g.shape, st, dtype=g.dtype, device=g.device).copy_(g)
 
 
 class CopySlices(Node):
