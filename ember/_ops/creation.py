@@ -309,12 +309,7 @@ def _const(fn_name, fill):
             arr = _filled(shape, _dt(dtype), fill) if dev.type == "cpu" else \
                 xp.empty(shape, _dt(dtype)) if fill is None else xp.full(shape, fill, _dt(dtype))
             t = _T()._wrap(arr, dev)
-        if out is not None:
-            return out.resize_(shape).copy_(t)
-        if pin_memory:
-            from .._composites import pinned_new
-            t = pinned_new(t, True)
-        return t.requires_grad_(True) if requires_grad else t
+        return _done(t, out, pin_memory, requires_grad)
     f.__name__ = fn_name
     f.__doc__ = f"A tensor of the given size filled with {fill if fill is not None else 'garbage'}."
     return f
@@ -347,12 +342,7 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
                 raise RuntimeError("value cannot be converted to type c10::Float8_e4m3fn "
                                    "without overflow")
         t._data[...] = _dtype._to_e8m0(np.asarray(v)) if t.dtype is _dtype.float8_e8m0fnu else v
-    if out is not None:
-        return out.resize_(shape).copy_(t)
-    if pin_memory:
-        from .._composites import pinned_new
-        t = pinned_new(t, True)
-    return t.requires_grad_(True) if requires_grad else t
+    return _done(t, out, pin_memory, requires_grad)
 
 
 _NO_FILL = object()         # (full_like: its fill value is an argument)
@@ -444,11 +434,19 @@ def _computed(shape, values, dtype, device, requires_grad=False):
     return tensor(values(), dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def _finish(arr, device, requires_grad, out):
-    t = _make(arr, device, requires_grad)
+def _finish(arr, device, requires_grad, out, pin_memory=False):
+    return _done(_make(arr, device), out, pin_memory, requires_grad)
+
+
+def _done(t, out=None, pin_memory=False, requires_grad=False):
+    """A new tensor's last steps: written into ``out``, or pinned and made a leaf requiring
+    grad as asked."""
     if out is not None:
         return out.resize_(t.shape).copy_(t)
-    return t
+    if pin_memory:
+        from .._composites import pinned_new
+        t = pinned_new(t, True)
+    return t.requires_grad_(True) if requires_grad else t
 
 
 def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=None,

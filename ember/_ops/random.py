@@ -429,11 +429,7 @@ def _random(name, draw):
         if to_device(device) is META:
             return _finish(_drawn(device, shape, d.np, None), device, requires_grad, out)
         arr = _draw(_gen(generator, device), int(np.prod(shape)), np.dtype(d.np), draw)
-        t = _finish(arr.reshape(shape), device, requires_grad, out)
-        if pin_memory:
-            from .._composites import pinned_new
-            return pinned_new(t, True)
-        return t
+        return _finish(arr.reshape(shape), device, requires_grad, out, pin_memory)
     f.__name__ = name
     return _vmapped("sizes")(f)
 
