@@ -1,6 +1,8 @@
 """Storages: the memory behind tensors. Views share one storage and its version counter."""
 import numpy as np
 
+from ._C.dispatch import ext as _ext
+
 
 def _root(arr):
     """The array that owns the memory ``arr`` views (NumPy or CuPy)."""
@@ -15,8 +17,8 @@ def _root(arr):
 
 
 def _ptr(arr):
-    if isinstance(arr, np.ndarray):
-        return arr.__array_interface__["data"][0]
+    if isinstance(arr, np.ndarray):     # (the C extension's reads the field: no dict made)
+        return arr.__array_interface__["data"][0] if _ext is None else _ext.data_ptr(arr)
     return arr.data.ptr          # cupy
 
 

@@ -8,6 +8,7 @@ from . import _dtype
 from ._C import dispatch as _c_dispatch
 from ._backends import backend
 from ._device import CPU, to_device
+from ._memory_format import _packed
 from ._size import Size
 from ._sparse import SparseCOO, SparseData, SparseOperand, strided
 from ._storage import UntypedStorage, _ptr
@@ -181,11 +182,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
     def stride(self, dim=None):
         """Step in elements between neighbours along each dimension."""
         if self.device.type == "meta":
-            st, acc = [], 1
-            for s in reversed(self._data.shape):
-                st.append(acc)
-                acc *= max(s, 1)
-            st = tuple(reversed(st))
+            st = _packed(self._data.shape, range(self._data.ndim - 1, -1, -1))
         else:
             st = tuple(s // self._data.itemsize for s in self._data.strides)
         return st if dim is None else st[dim]

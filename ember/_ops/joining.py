@@ -467,7 +467,7 @@ def _check_vectors(tensors):
             raise RuntimeError(f"Expect a 1D vector, but got shape {list(t.shape)}")
 
 
-@op("cartesian_prod", method=False)
+@op("cartesian_prod", method=False, view="maybe")
 def cartesian_prod(xp, *tensors):
     """Every tuple of one element from each 1-D tensor, as the rows of a matrix (one tensor:
     itself).
@@ -482,8 +482,8 @@ def cartesian_prod(xp, *tensors):
     _check_vectors(tensors)
     if len({t.dtype for t in tensors}) > 1:
         raise RuntimeError("meshgrid expects all tensors to have the same dtype")
-    if len(tensors) == 1:
-        return tensors[0].copy()
+    if len(tensors) == 1:       # (torch returns the tensor itself: here a view of it)
+        return tensors[0].view()
     # (each column written once from its broadcast vector: meshgrid's grids are copied twice)
     k = len(tensors)
     out = xp.empty(tuple(t.shape[0] for t in tensors) + (k,), tensors[0].dtype)

@@ -654,7 +654,8 @@ def _triangle(xp, name, input, diagonal):
     if input.ndim < 2:       # (NumPy would make a 1-D input a matrix)
         raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
     n, m = input.shape[-2:]
-    mask = (_zeroed if n * m <= 4096 else _zeroed.__wrapped__)(xp, n, m, diagonal, name)
+    mask = (_zeroed if n * m <= 4096 else _zeroed_big if n * m <= 1 << 22 else
+            _zeroed.__wrapped__)(xp, n, m, diagonal, name)
     out = input.copy()
     xp.copyto(out, out.dtype.type(0), where=mask)      # (broadcast over the batch)
     return out
@@ -666,6 +667,10 @@ def _zeroed(xp, n, m, diagonal, name):
     if name == "triu":
         return xp.tri(n, m, diagonal - 1, dtype=bool)
     return ~xp.tri(n, m, diagonal, dtype=bool)
+
+
+# a few masks up to 4 MB kept too (a causal mask's size repeats): making one costs half the op
+_zeroed_big = functools.lru_cache(maxsize=4)(_zeroed.__wrapped__)
 
 
 tril.vjp()(lambda g, input, diagonal=0: g.tril(diagonal))

@@ -8,7 +8,7 @@ import ember
 
 from .._backends import add_at
 from .._memory_format import contiguous_format, copy_in
-from .._storage import _root
+from .._storage import _ptr, _root
 from .meta import empty, moveaxis, reduce_dims, wrap_dim
 from .tangents import LINEAR, decomposed
 from .registry import op
@@ -419,15 +419,11 @@ def diagonal(xp, input, offset=0, dim1=0, dim2=1):
     d1, d2 = wrap_dim(dim1, nd), wrap_dim(dim2, nd)
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
-    n = max(0, min(input.shape[d1] - max(-offset, 0), input.shape[d2] - max(offset, 0)))
-    start = [0] * nd
-    if n:
-        start[d1], start[d2] = max(-offset, 0), max(offset, 0)
-    rest = [i for i in range(nd) if i not in (d1, d2)]
-    base = input[tuple(slice(s, None) for s in start)] if n else input
-    shape = tuple(input.shape[i] for i in rest) + (n,)
-    strides = tuple(input.strides[i] for i in rest) + (input.strides[d1] + input.strides[d2],)
-    return xp.lib.stride_tricks.as_strided(base, shape, strides)
+    # NumPy's view has torch's shape and strides, but is read-only: torch's is writable
+    d = input.diagonal(offset, d1, d2)
+    if getattr(input.flags, "writeable", False):
+        d.flags.writeable = True
+    return d
 
 
 @diagonal.vjp()
@@ -455,8 +451,9 @@ diagonal.samples = lambda dev, dt: [Sample(make((4, 4), dt)), Sample(make((3, 5)
 
 def _offset(xp, a):
     """``a``'s storage offset in elements (0 on CuPy, whose arrays do not say)."""
-    return (a.__array_interface__["data"][0] - _root(a).__array_interface__["data"][0]) // \
-        a.itemsize if xp is np else 0
+    if xp is not np or a.base is None:
+        return 0
+    return (_ptr(a) - _ptr(_root(a))) // a.itemsize
 
 
 @op("as_strided", view=True)
@@ -471,8 +468,12 @@ def as_strided(xp, input, size, stride, storage_offset=None):
         raise RuntimeError(f"as_strided: setStorage: sizes {list(size)}, strides {list(stride)},"
                            f" storage offset {storage_offset} require {need * item} bytes but "
                            f"the storage has {root.size * item}")
-    base = root[storage_offset:]
-    return xp.lib.stride_tricks.as_strided(base, tuple(size), tuple(s * item for s in stride))
+    size, stride = tuple(size), tuple(s * item for s in stride)
+    if type(root) is np.ndarray and root.flags.writeable:
+        # the view as_strided makes, made in C (as_strided's Python was most of the call)
+        return np.ndarray(size, root.dtype, buffer=root, offset=storage_offset * item,
+                          strides=stride)
+    return xp.lib.stride_tricks.as_strided(root[storage_offset:], size, stride)
 
 
 @as_strided.vjp()

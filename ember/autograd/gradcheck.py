@@ -78,6 +78,7 @@ def _analytical(outputs, inputs, diff_idx):
     L reaching z = a + ib is dL/da + i dL/db, and grad_output u gives L = Re(conj(u) * y):
     u = 1 yields the column of Re(y), u = 1j the column of Im(y)."""
     from .. import autograd
+    from .._memory_format import contiguous_format
     from .._ops.creation import zeros_like
     diff_in = [inputs[i] for i in diff_idx]
     width = [2 if t.dtype.is_complex else 1 for t in diff_in]
@@ -87,7 +88,7 @@ def _analytical(outputs, inputs, diff_idx):
         units = (1, 1j) if o.dtype.is_complex else (1,)
         for j in range(o.numel()):
             for u, unit in enumerate(units):
-                g = zeros_like(o)
+                g = zeros_like(o, memory_format=contiguous_format)     # (row-major: j is flat)
                 g._data.reshape(-1)[j] = unit
                 grads = autograd.grad(o, diff_in, g, retain_graph=True, allow_unused=True)
                 for n, gi in enumerate(grads):
