@@ -1,6 +1,7 @@
 """The compile targets of issue #32, ember and torch in one run, at 1 and 2 threads.
 
     python -m benchmarks.compile [--threads 1,2] [--quick] [--json PATH]
+    python -m benchmarks.compile --only first-call [--repeat 5] [--threads 1]
 
 Per thread count, one worker process imports both frameworks (thread counts set in its
 environment first) and times, in alternating turns (a noisy spell on a shared machine hits both
@@ -14,7 +15,9 @@ alike), median seconds per call:
 
 First-call latency of the compiled GPT step (capture + codegen + C compile) is timed in fresh
 processes: cold (an empty cache directory) and warm (a new process on that cache). The table
-gives each figure, the ratio and the issue's target.
+gives each figure, the ratio and the issue's target. ``--only first-call`` times just those,
+``--repeat`` pairs of fresh processes per thread count, and prints the medians and ranges of
+wall and cpu seconds (no torch needed).
 """
 import argparse
 import json
@@ -169,9 +172,22 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true")
     p.add_argument("--json")
     p.add_argument("--worker", type=int)
+    p.add_argument("--only", choices=["first-call"])
+    p.add_argument("--repeat", type=int, default=5)
     a = p.parse_args(argv)
     if a.worker:
         return _worker(a.worker, a.quick)
+    if a.only:
+        print("| gpt step first call | threads | wall (s) | cpu (s) | runs |")
+        print("|---|---|---|---|---|")
+        for n in map(int, a.threads.split(",")):
+            runs = [_first_call(n) for _ in range(a.repeat)]
+            for i, what in enumerate(("cold cache", "warm cache")):
+                wall, cpu = ([r[i][k] for r in runs] for k in (0, 1))
+                print(f"| ember.compile, {what} | {n} | {statistics.median(wall):.2f} "
+                      f"({min(wall):.2f}-{max(wall):.2f}) | {statistics.median(cpu):.2f} "
+                      f"({min(cpu):.2f}-{max(cpu):.2f}) | {a.repeat} |")
+        return
     results = {}
     for n in map(int, a.threads.split(",")):
         env = dict(os.environ, OMP_NUM_THREADS=str(n), OPENBLAS_NUM_THREADS=str(n),

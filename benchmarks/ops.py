@@ -1,6 +1,6 @@
 """Every op in the registry, timed on ember and torch side by side: generated, not hand-picked.
 
-    python -m benchmarks.ops [--threads 1,2] [--quick] [--only NAME] [--json PATH]
+    python -m benchmarks.ops [--threads 1,2] [--quick] [--only NAME] [--cpu-time] [--json PATH]
 
 Each OpDef's float32 samples (``opdef.samples``, the inputs the tests run) are the calls:
 - small: the first sample as it is (at most a few hundred elements: dispatch-bound);
@@ -13,8 +13,9 @@ Each OpDef's float32 samples (``opdef.samples``, the inputs the tests run) are t
 Each is timed forward, and forward + backward where the op is differentiable (the outputs'
 gradient is ones; the inputs' ``.grad`` is reset each call in both frameworks).
 
-One process per thread count runs both frameworks, interleaved call by call, after setting
-the thread variables before either is imported. The table lists every case worst first; the
+One process per thread count runs both frameworks, their repeats taking turns, after setting
+the thread variables before either is imported (``--cpu-time``: timed by CPU time, steadier
+than the wall clock on a loaded machine at one thread). The table lists every case worst first; the
 summary gives the number of ops, the median ratio per size and thread count, and the worst
 five. ``--quick`` (``make bench``) times the reductions and every fifth other op, large size,
 forward only. Ratios are ember time / torch time: below 1 ember is faster.
@@ -228,23 +229,28 @@ def _real_numel(opdef, args, kwargs):
                if isinstance(t, ember.Tensor))
 
 
-def _time(fn, quick):
-    """Median seconds per call: calibrated to a few milliseconds a repeat."""
+def _time(fns, quick, clock=time.perf_counter):
+    """Median seconds per call of each of ``fns``, each calibrated to a few milliseconds a
+    repeat; the repeats take turns (ember, torch, ember, ...) so a swing in the machine's
+    load falls on both sides of a ratio."""
     target, repeats = (0.002, 3) if quick else (0.005, 7)
-    t0 = time.perf_counter()
-    fn()
-    once = time.perf_counter() - t0
-    number = max(1, min(1 << 16, int(target / max(once, 1e-7))))
-    samples = []
-    for _ in range(repeats if once < 0.1 else 3):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        samples.append((time.perf_counter() - t0) / number)
-    return statistics.median(samples)
+    numbers = []
+    for fn in fns:
+        t0 = clock()
+        fn()
+        once = clock() - t0
+        numbers.append((max(1, min(1 << 16, int(target / max(once, 1e-7)))), once))
+    samples = [[] for _ in fns]
+    for _ in range(repeats if max(o for _, o in numbers) < 0.1 else 3):
+        for fn, (number, _), out in zip(fns, numbers, samples):
+            t0 = clock()
+            for _ in range(number):
+                fn()
+            out.append((clock() - t0) / number)
+    return [statistics.median(s) for s in samples]
 
 
-def _worker(threads, quick, only):
+def _worker(threads, quick, only, clock):
     import resource
     # a case whose memory outgrows the machine fails alone (MemoryError, reported in the
     # table), instead of the kernel ending the whole run
@@ -255,26 +261,33 @@ def _worker(threads, quick, only):
     ember.set_num_threads(threads)
     out = {}
     for case in cases(quick, only):
-        times = {}
+        times, fns = {}, {}
         for name, lib in (("ember", ember), ("torch", torch)):
             try:
                 fn = case.build(lib)
                 if fn is None:
                     break
-                times[name] = _time(fn, quick)
+                fn()                      # a case that raises is reported before timing
+                fns[name] = fn
             except Exception as e:  # noqa: BLE001  reported, not fatal: one op of hundreds
                 times[name + "_error"] = f"{type(e).__name__}: {e}"[:200]
+        else:
+            try:
+                times.update(zip(fns, _time(list(fns.values()), quick, clock)))
+            except Exception as e:  # noqa: BLE001
+                times["timing_error"] = f"{type(e).__name__}: {e}"[:200]
         if times:
             out[case.name] = times
     print(json.dumps(out))
 
 
-def _spawn(threads, quick, only):
+def _spawn(threads, quick, only, cpu):
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.update({v: str(threads) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                           "MKL_NUM_THREADS")})
     cmd = [sys.executable, "-m", "benchmarks.ops", "--worker", "--threads", str(threads)]
     cmd += (["--quick"] if quick else []) + (["--only", only] if only else [])
+    cmd += ["--cpu-time"] if cpu else []
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"benchmarks.ops worker (threads={threads}) failed:\n{r.stderr}")
@@ -326,17 +339,22 @@ def main(argv=None):
                    help="reductions and every fifth op, large size, forward only")
     p.add_argument("--only", help="only the ops whose name contains this")
     p.add_argument("--json", default=str(ROOT / "benchmarks" / "ops_results.json"))
+    p.add_argument("--cpu-time", action="store_true",
+                   help="time by the process's CPU time, not the wall clock (steadier on a "
+                        "loaded machine; with 1 thread only: at 2 it adds the threads' times)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        _worker(int(args.threads), args.quick, args.only)
+        _worker(int(args.threads), args.quick, args.only,
+                time.process_time if args.cpu_time else time.perf_counter)
         return 0
     start = time.perf_counter()
-    results = {n: _spawn(int(n), args.quick, args.only) for n in args.threads.split(",")}
+    results = {n: _spawn(int(n), args.quick, args.only, args.cpu_time)
+               for n in args.threads.split(",")}
     print(table(results))
     data = {"results": results, "summary": summary(results),
             "meta": {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                     "quick": args.quick, "seconds": round(time.perf_counter() - start, 1)}}
+                     "quick": args.quick, "cpu_time": args.cpu_time, "seconds": round(time.perf_counter() - start, 1)}}
     Path(args.json).write_text(json.dumps(data, indent=1) + "\n")
     print(f"wrote {args.json} ({data['meta']['seconds']} s)")
     return 0

@@ -204,8 +204,7 @@ def __getattr__(name):
     if name in ("has_lapack", "has_spectral"):      # NumPy's linalg and fft are always there
         return True
     if name in ("has_mkl", "has_openmp"):
-        return getattr(importlib.import_module(".backends", __name__),
-                       name[4:]).is_available()
+        return getattr(importlib.import_module(".backends", __name__), name[4:]).is_available()
     if name in ("Storage", "StorageBase"):          # (torch.Storage is FloatStorage)
         return __getattr__("FloatStorage") if name == "Storage" else UntypedStorage
     if name == "ops":                   # torch.ops: the ops registered with ember.library

@@ -84,8 +84,7 @@ def feature_alpha_dropout(input, p, train):
 
 def batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,
                cudnn_enabled):
-    return _F().batch_norm(input, running_mean, running_var, weight, bias, training, momentum,
-                           eps)
+    return _F().batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
 
 
 def instance_norm(input, weight, bias, running_mean, running_var, use_input_stats, momentum,
@@ -103,8 +102,7 @@ def rrelu(input, lower=0.125, upper=1.0 / 3, training=False, generator=None):
     return _F().rrelu(input, lower, upper, training)
 
 
-def max_pool1d_with_indices(input, kernel_size, stride=(), padding=0, dilation=1,
-                            ceil_mode=False):
+def max_pool1d_with_indices(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     return _F().max_pool1d(input, kernel_size, stride or None, padding, dilation, ceil_mode,
                            return_indices=True)
 
@@ -138,8 +136,7 @@ def hinge_embedding_loss(input, target, margin=1.0, reduction=0):
 
 
 def margin_ranking_loss(input1, input2, target, margin=0.0, reduction=0):
-    return _F().margin_ranking_loss(input1, input2, target, margin,
-                                    reduction=_reduction(reduction))
+    return _F().margin_ranking_loss(input1, input2, target, margin, reduction=_reduction(reduction))
 
 
 def poisson_nll_loss(input, target, log_input, full, eps, reduction):
@@ -153,8 +150,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-06, 
                                     reduction=_reduction(reduction))
 
 
-def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None,
-                                     reduction=0):
+def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None, reduction=0):
     return _F().binary_cross_entropy_with_logits(input, target, weight,
                                                  reduction=_reduction(reduction),
                                                  pos_weight=pos_weight)
@@ -212,8 +208,7 @@ def rnn_relu_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
 def _flat_rnn(mode):
     """torch's ``lstm``/``gru``/``rnn_tanh``/``rnn_relu`` over a flat list of weights, in the
     layer-major, direction-minor order ``_flat_weights`` of the modules has."""
-    def f(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
-          batch_first):
+    def f(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
         base = _rnn().RNNBase
         per = 4 if has_biases else 2
         proj = mode == "LSTM" and len(params) == per * num_layers * (1 + bidirectional) + \
@@ -232,8 +227,7 @@ def _flat_rnn(mode):
         def weights(k, d):
             w = list(params[(k * (1 + bidirectional) + d) * per:][:per])
             w_hr = w.pop() if proj else None
-            return (w[0], w[1], w[2], w[3], w_hr) if has_biases else (w[0], w[1], None, None,
-                                                                        w_hr)
+            return (w[0], w[1], w[2], w[3], w_hr) if has_biases else (w[0], w[1], None, None, w_hr)
         layer._weights = weights
         out, (hn, cn) = layer._run(input, hx)
         return (out, hn, cn) if mode == "LSTM" else (out, hn)
@@ -270,9 +264,8 @@ def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sp
     if mode not in (0, 1, 2):
         raise RuntimeError("`mode` must be sum, mean, or max.")
     if offsets.numel() and int(offsets[0]) != 0:
-        raise RuntimeError("offsets[0] has to be 0, i.e., the first sequence in the mini-batch "
-                           "has to start from position 0. However, got "
-                           f"{int(offsets[0])}")
+        raise RuntimeError(f"offsets[0] has to be 0, i.e., the first sequence in the mini-batch "
+                           f"has to start from position 0. However, got {int(offsets[0])}")
     indices = indices.reshape(-1)       # (aten reads any indices flat, bagged by offsets)
     if offsets.numel() and int(offsets[-1]) > indices.numel():
         raise RuntimeError(f"offsets[-1] can not be greater than input's length "
@@ -310,8 +303,7 @@ def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sp
                               device=weight.device).scatter_reduce(
                 0, bag[:, None].expand_as(rows), rows, "amax")
             hit = (rows == best[bag]) & real[:, None]
-            pos = ember.where(hit, ember.arange(indices.numel(), **long)[:, None],
-                              indices.numel())
+            pos = ember.where(hit, ember.arange(indices.numel(), **long)[:, None], indices.numel())
             first = ember.full((n_bags, weight.shape[1]), indices.numel(), **long).scatter_reduce(
                 0, bag[:, None].expand_as(pos), pos, "amin")
             max_indices = ember.where(first < indices.numel(),

@@ -95,13 +95,12 @@ def _slice(input, dim=0, start=None, end=None, step=1):
     return input[(slice(None),) * (dim % max(input.dim(), 1)) + (slice(start, end, step),)]
 
 
-_VIEWS = {"alias": lambda x: x.view_as(x), "as_strided": Tensor.as_strided,
-          "detach": Tensor.detach, "diagonal": Tensor.diagonal, "expand": Tensor.expand,
-          "permute": Tensor.permute, "select": Tensor.select, "slice": _slice,
-          "split": Tensor.split, "split_with_sizes": split_with_sizes,
-          "squeeze": Tensor.squeeze, "t": Tensor.t, "transpose": Tensor.transpose,
-          "unbind": Tensor.unbind, "unfold": Tensor.unfold, "unsqueeze": Tensor.unsqueeze,
-          "view": Tensor.view, "indices": lambda x: x.indices(),
+_VIEWS = {"alias": lambda x: x.view_as(x), "as_strided": Tensor.as_strided, "detach": Tensor.detach,
+          "diagonal": Tensor.diagonal, "expand": Tensor.expand, "permute": Tensor.permute,
+          "select": Tensor.select, "slice": _slice, "split": Tensor.split,
+          "split_with_sizes": split_with_sizes, "squeeze": Tensor.squeeze, "t": Tensor.t,
+          "transpose": Tensor.transpose, "unbind": Tensor.unbind, "unfold": Tensor.unfold,
+          "unsqueeze": Tensor.unsqueeze, "view": Tensor.view, "indices": lambda x: x.indices(),
           "values": lambda x: x.values(), "view_as_real": lambda x: _ember().view_as_real(x),
           "view_as_complex": lambda x: _ember().view_as_complex(x)}
 
@@ -418,9 +417,8 @@ def as_strided_scatter(input, src, size, stride, storage_offset=None):
     # a scatter at the flat positions the strided view covers: differentiable in both
     pos = arange(input.numel(), device=input.device).as_strided(size, stride, storage_offset)
     if tuple(pos.shape) != tuple(src.shape):
-        raise RuntimeError(f"as_strided_scatter: expected src to have a size equal to the slice "
-                           f"of self. src size = {list(src.shape)}, slice size = "
-                           f"{list(pos.shape)}")
+        raise RuntimeError(f"as_strided_scatter: expected src to have a size equal to the slice of "
+                           f"self. src size = {list(src.shape)}, slice size = {list(pos.shape)}")
     return input.reshape(-1).scatter(0, pos.reshape(-1), src.reshape(-1)).view(input.shape)
 
 
@@ -468,10 +466,8 @@ def _shared(name):
 
 
 METHODS.update(is_pinned=is_pinned, is_shared=_shared("is_shared"), pin_memory=pin_memory,
-               share_memory_=_shared("share_memory_"),
-               record_stream=_record_stream,
-               const_data_ptr=lambda self: self.data_ptr(),
-               storage=_typed_storage)
+               share_memory_=_shared("share_memory_"), record_stream=_record_stream,
+               const_data_ptr=lambda self: self.data_ptr(), storage=_typed_storage)
 
 
 def install(namespace, *more):

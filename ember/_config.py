@@ -51,8 +51,7 @@ def _loaded_libraries():
     if sys.platform == "darwin":
         dyld = ctypes.CDLL(None)
         dyld._dyld_get_image_name.restype = ctypes.c_char_p
-        return {dyld._dyld_get_image_name(i).decode()
-                for i in range(dyld._dyld_image_count())}
+        return {dyld._dyld_get_image_name(i).decode() for i in range(dyld._dyld_image_count())}
     # Windows and others: the libraries NumPy's wheel ships beside it
     import numpy
     root = os.path.dirname(os.path.dirname(numpy.__file__))

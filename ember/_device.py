@@ -146,9 +146,7 @@ def to_device(d):
     d = device(d)
     if d.type == "cuda" and d.index is None:
         return device("cuda", 0)
-    if d.type == "cpu" and d.index is not None:
-        return CPU
-    return d
+    return CPU if d.type == "cpu" and d.index is not None else d
 
 
 def get_device_module(device=None):
@@ -166,8 +164,7 @@ def get_device_module(device=None):
     elif device is None:
         name = "cuda" if this.cuda.is_available() else "cpu"
     else:
-        raise RuntimeError(f"Invalid value of device '{device}', expect torch.device, str, or "
-                           "None")
+        raise RuntimeError(f"Invalid value of device '{device}', expect torch.device, str, or None")
     try:
         return getattr(this, name)
     except AttributeError:

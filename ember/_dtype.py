@@ -28,13 +28,9 @@ class dtype:
             return self.np
         raise AttributeError(f"'torch.dtype' object has no attribute '{attr}'")
 
-    @property
-    def is_floating_point(self):
-        return self.category == _FLOAT
+    is_floating_point = property(lambda self: self.category == _FLOAT)
 
-    @property
-    def is_complex(self):
-        return self.category == _COMPLEX
+    is_complex = property(lambda self: self.category == _COMPLEX)
 
     def to_real(self):
         return {complex64: float32, complex128: float64}.get(self, self)
@@ -155,15 +151,13 @@ ALIASES = {"bool": bool_, "half": float16, "float": float32, "double": float64, 
            "int": int32, "long": int64, "cfloat": complex64, "cdouble": complex128,
            "float16": float16, "bfloat16": bfloat16, "float32": float32, "float64": float64}
 # torch's C++ ScalarType names, which its error messages use ("Float", "Char", ...)
-_SCALAR_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short",
-                 "int32": "Int", "int64": "Long", "uint16": "UInt16", "uint32": "UInt32",
-                 "uint64": "UInt64", "float8_e4m3fn": "Float8_e4m3fn",
-                 "float8_e5m2": "Float8_e5m2", "float8_e4m3fnuz": "Float8_e4m3fnuz",
-                 "float8_e5m2fnuz": "Float8_e5m2fnuz", "float8_e8m0fnu": "Float8_e8m0fnu",
-                 "float4_e2m1fn_x2": "Float4_e2m1fn_x2",
-                 "float16": "Half", "bfloat16": "BFloat16",
-                 "float32": "Float", "float64": "Double", "complex64": "ComplexFloat",
-                 "complex128": "ComplexDouble"}
+_SCALAR_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
+                 "int64": "Long", "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64",
+                 "float8_e4m3fn": "Float8_e4m3fn", "float8_e5m2": "Float8_e5m2",
+                 "float8_e4m3fnuz": "Float8_e4m3fnuz", "float8_e5m2fnuz": "Float8_e5m2fnuz",
+                 "float8_e8m0fnu": "Float8_e8m0fnu", "float4_e2m1fn_x2": "Float4_e2m1fn_x2",
+                 "float16": "Half", "bfloat16": "BFloat16", "float32": "Float", "float64": "Double",
+                 "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NP = {d.np: d for d in ALL if d not in _FROM_ML_DTYPES}     # (they join in ml_dtypes())
 # (float4_e2m1fn_x2 is left out of ALL, which lists the dtypes that convert and compute)
@@ -185,9 +179,8 @@ def from_numpy_dtype(np_dtype):
         if d in _BY_NP:
             return _BY_NP[d]
         raise TypeError(f"can't convert np.ndarray of type numpy.{d.type.__name__}. The only "
-                        "supported types are: "
-                        "float64, float32, float16, complex64, complex128, int64, int32, int16, "
-                        "int8, uint8, and bool.") from None
+                        f"supported types are: float64, float32, float16, complex64, complex128, "
+                        f"int64, int32, int16, int8, uint8, and bool.") from None
 
 
 def to_dtype(d):
@@ -272,9 +265,7 @@ def _scalar_dtype(x):
         return int64
     if isinstance(x, float):
         return _default[0]
-    if isinstance(x, complex):
-        return _default[0].to_complex()
-    return None
+    return _default[0].to_complex() if isinstance(x, complex) else None
 
 
 def _combine(higher, lower):
@@ -288,9 +279,7 @@ def _combine(higher, lower):
         return higher.to_complex() if higher.category == _FLOAT else lower
     if higher.category == _FLOAT:
         return higher
-    if higher is bool_ or lower.category == _FLOAT:
-        return promote_types(higher, lower)
-    return higher
+    return promote_types(higher, lower) if higher is bool_ or lower.category == _FLOAT else higher
 
 
 def result_type_of(dims, zeros, scalars):

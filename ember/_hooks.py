@@ -64,8 +64,7 @@ def warn_if_has_hooks(tensor):
     """Warns for each backward hook on ``tensor`` (hooks are not saved with it) unless marked
     ``unserializable_hook``."""
     node = tensor.grad_fn
-    table = node._tensor_pre_hooks if node is not None else \
-        tensor.__dict__.get("_leaf_hooks", {})
+    table = node._tensor_pre_hooks if node is not None else tensor.__dict__.get("_leaf_hooks", {})
     nr = tensor._output_nr if node is not None else 0
     for hook in table.get(nr, []) if isinstance(table, dict) else []:
         if not hasattr(hook, "__torch_unserializable__"):

@@ -208,8 +208,7 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
     """
     if edge_order not in (1, 2):
         raise RuntimeError(f"torch.gradient only supports edge_order=1 and edge_order=2.")
-    dims = list(range(input.dim())) if dim is None else \
-        [dim] if isinstance(dim, int) else list(dim)
+    dims = list(range(input.dim())) if dim is None else [dim] if isinstance(dim, int) else list(dim)
     dims = [d % input.dim() for d in dims]
     steps = list(spacing) if isinstance(spacing, (list, tuple)) else [spacing] * len(dims)
     if len(steps) != len(dims):

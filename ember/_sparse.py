@@ -37,8 +37,7 @@ class layout:
 strided, sparse_coo = layout("strided"), layout("sparse_coo")
 sparse_csr, sparse_csc, sparse_bsr, sparse_bsc = (layout(f"sparse_{n}") for n in
                                                   ("csr", "csc", "bsr", "bsc"))
-LAYOUTS = {x.name: x for x in (strided, sparse_coo, sparse_csr, sparse_csc, sparse_bsr,
-                               sparse_bsc)}
+LAYOUTS = {x.name: x for x in (strided, sparse_coo, sparse_csr, sparse_csc, sparse_bsr, sparse_bsc)}
 
 
 def _layout_by_name(name):
@@ -64,17 +63,11 @@ class SparseData:
     base = None                     # storages look for the array owning the memory
     __array_priority__ = 2000       # NumPy defers its operators to ours, which refuse
 
-    @property
-    def ndim(self):
-        return len(self.shape)
+    ndim = property(lambda self: len(self.shape))
 
-    @property
-    def size(self):
-        return math.prod(self.shape)
+    size = property(lambda self: math.prod(self.shape))
 
-    @property
-    def itemsize(self):
-        return self.dtype.itemsize
+    itemsize = property(lambda self: self.dtype.itemsize)
 
     @property
     def strides(self):

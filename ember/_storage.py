@@ -1,6 +1,8 @@
 """Storages: the memory behind tensors. Views share one storage and its version counter."""
 import numpy as np
 
+from ._C.dispatch import ext as _ext
+
 
 def _root(arr):
     """The array that owns the memory ``arr`` views (NumPy or CuPy)."""
@@ -15,8 +17,8 @@ def _root(arr):
 
 
 def _ptr(arr):
-    if isinstance(arr, np.ndarray):
-        return arr.__array_interface__["data"][0]
+    if isinstance(arr, np.ndarray):     # (the C extension's reads the field: no dict made)
+        return arr.__array_interface__["data"][0] if _ext is None else _ext.data_ptr(arr)
     return arr.data.ptr          # cupy
 
 
@@ -53,9 +55,7 @@ class UntypedStorage:
         host = np.ascontiguousarray(backend(self.device).to_host(self._array))
         return list(host.view(np.uint8).reshape(-1).tolist())
 
-    @property
-    def is_cuda(self):
-        return self.device.type == "cuda"
+    is_cuda = property(lambda self: self.device.type == "cuda")
 
     def cuda(self, device=None, non_blocking=False):
         """This storage's bytes on a GPU (itself when already there), as torch's
@@ -84,8 +84,7 @@ class UntypedStorage:
     def _bytes(self):
         """The owning host memory as flat bytes, or None where it is not one block."""
         owner = _root(self._array)
-        if self.device.type != "cpu" or not (owner.flags.c_contiguous or
-                                             owner.flags.f_contiguous):
+        if self.device.type != "cpu" or not (owner.flags.c_contiguous or owner.flags.f_contiguous):
             return None
         return owner, owner.ravel(order="K").view(np.uint8)
 
@@ -156,13 +155,9 @@ class TypedStorage:
              ember.tensor(args[0], dtype=self.dtype, device=device))
         self._untyped_storage = t.untyped_storage()
 
-    @property
-    def device(self):
-        return self._untyped_storage.device
+    device = property(lambda self: self._untyped_storage.device)
 
-    @property
-    def is_cuda(self):
-        return self.device.type == "cuda"
+    is_cuda = property(lambda self: self.device.type == "cuda")
 
     def _array(self):
         s = self._untyped_storage

@@ -8,6 +8,7 @@ from . import _dtype
 from ._C import dispatch as _c_dispatch
 from ._backends import backend
 from ._device import CPU, to_device
+from ._memory_format import _packed
 from ._size import Size
 from ._sparse import SparseCOO, SparseData, SparseOperand, strided
 from ._storage import UntypedStorage, _ptr
@@ -181,11 +182,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
     def stride(self, dim=None):
         """Step in elements between neighbours along each dimension."""
         if self.device.type == "meta":
-            st, acc = [], 1
-            for s in reversed(self._data.shape):
-                st.append(acc)
-                acc *= max(s, 1)
-            st = tuple(reversed(st))
+            st = _packed(self._data.shape, range(self._data.ndim - 1, -1, -1))
         else:
             st = tuple(s // self._data.itemsize for s in self._data.strides)
         return st if dim is None else st[dim]
@@ -267,9 +264,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
             self._data).any())
 
     # ---- autograd state -----------------------------------------------------------------
-    @property
-    def requires_grad(self):
-        return self._requires_grad
+    requires_grad = property(lambda self: self._requires_grad)
 
     @requires_grad.setter
     def requires_grad(self, value):
@@ -286,9 +281,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         self.requires_grad = requires_grad
         return self
 
-    @property
-    def is_leaf(self):
-        return self.grad_fn is None
+    is_leaf = property(lambda self: self.grad_fn is None)
 
     # NOTE: torch's Tensor.name is a read-only attribute that is always None (named tensors'
     # names are ``names``)
@@ -341,9 +334,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         self.grad_fn, self._requires_grad, self._output_nr = None, False, 0
         return self
 
-    @property
-    def data(self):
-        return self.detach()
+    data = property(lambda self: self.detach())
 
     @data.setter
     def data(self, other):
@@ -360,8 +351,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         """``hook(grad)`` runs when this tensor's gradient is computed; it may return a
         replacement."""
         if not self._requires_grad:
-            raise RuntimeError("cannot register a hook on a tensor that doesn't require "
-                               "gradient")
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self.grad_fn is not None:
             return self.grad_fn._register_tensor_hook(self._output_nr, hook)
         return self._grad_accumulator()._register_tensor_hook(0, hook)
@@ -393,9 +383,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         self.grad_fn._retain_hooks()[self._output_nr] = keep
         self._retains_grad = True
 
-    @property
-    def retains_grad(self):
-        return self._retains_grad
+    retains_grad = property(lambda self: self._retains_grad)
 
     # ---- metadata ---------------------------------------------------------------------
     if _cext is None:       # (else TensorBase's, in C: ``x.shape[0]`` is common in a forward)
@@ -411,9 +399,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
 
     ndimension = dim
 
-    @property
-    def ndim(self):
-        return self._data.ndim
+    ndim = property(lambda self: self._data.ndim)
 
     def numel(self):
         return int(self._data.size)
@@ -423,29 +409,17 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
     def element_size(self):
         return self.dtype.itemsize
 
-    @property
-    def itemsize(self):
-        return self.dtype.itemsize
+    itemsize = property(lambda self: self.dtype.itemsize)
 
-    @property
-    def nbytes(self):
-        return self.numel() * self.dtype.itemsize
+    nbytes = property(lambda self: self.numel() * self.dtype.itemsize)
 
-    @property
-    def is_cuda(self):
-        return self.device.type == "cuda"
+    is_cuda = property(lambda self: self.device.type == "cuda")
 
-    @property
-    def is_meta(self):
-        return self.device.type == "meta"
+    is_meta = property(lambda self: self.device.type == "meta")
 
-    @property
-    def is_cpu(self):
-        return self.device.type == "cpu"
+    is_cpu = property(lambda self: self.device.type == "cpu")
 
-    @property
-    def is_sparse(self):
-        return type(self._data) is SparseCOO
+    is_sparse = property(lambda self: type(self._data) is SparseCOO)
 
     @property
     def layout(self):
@@ -500,9 +474,8 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
                                "tensor.detach().numpy() instead.")
         if self.device.type != "cpu":
             if not force:
-                raise TypeError(f"can't convert {self.device} device type tensor to "
-                                "numpy. Use Tensor.cpu() to copy the tensor to host memory "
-                                "first.")
+                raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use "
+                                f"Tensor.cpu() to copy the tensor to host memory first.")
             return backend(self.device).to_host(self._data)
         return self._data
 
@@ -523,8 +496,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
         """The value of a one-element tensor as a Python number."""
         a = self._data
         if a.size != 1:
-            raise RuntimeError(f"a Tensor with {a.size} elements cannot be converted "
-                               "to Scalar")
+            raise RuntimeError(f"a Tensor with {a.size} elements cannot be converted to Scalar")
         if self.device is CPU and type(a) is np.ndarray:    # no op call: rand(1).item() in a loop
             v = a.item()
             return v if type(v) in _PY_SCALARS else float(v)     # (bfloat16, float8: a float)
@@ -559,8 +531,7 @@ class Tensor(_cext.TensorBase if _cext is not None else object):
 
     def __index__(self):
         if self.dtype.category > _dtype._INT or self._data.size != 1:
-            raise TypeError("only integer tensors of a single element can be converted to an "
-                            "index")
+            raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
 
     def __len__(self):

@@ -18,8 +18,7 @@ class _Opts:
 
 
 PRINT_OPTS = _Opts()
-_PROFILES = {"default": (4, 1000, 3, 80), "short": (2, 1000, 2, 80),
-             "full": (4, math.inf, 3, 80)}
+_PROFILES = {"default": (4, 1000, 3, 80), "short": (2, 1000, 2, 80), "full": (4, math.inf, 3, 80)}
 
 
 def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None,

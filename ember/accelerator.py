@@ -26,9 +26,7 @@ def current_accelerator(check_available=False):
     is usable), else None."""
     from ._device import device
     installed = "cupy" in sys.modules or importlib.util.find_spec("cupy") is not None
-    if not installed or check_available and not is_available():
-        return None
-    return device("cuda")
+    return None if not installed or check_available and not is_available() else device("cuda")
 
 
 def current_device_index():

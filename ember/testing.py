@@ -10,9 +10,8 @@ from . import _dtype
 
 # (rtol, atol) by dtype when neither is given: torch's defaults
 _TOLERANCES = {"float16": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5), "float32": (1.3e-6, 1e-5),
-               "float64": (1e-7, 1e-7), "complex64": (1.3e-6, 1e-5),
-               "complex128": (1e-7, 1e-7), "float8_e4m3fn": (1.25e-1, 1e-3),
-               "float8_e5m2": (2.5e-1, 1e-3)}
+               "float64": (1e-7, 1e-7), "complex64": (1.3e-6, 1e-5), "complex128": (1e-7, 1e-7),
+               "float8_e4m3fn": (1.25e-1, 1e-3), "float8_e5m2": (2.5e-1, 1e-3)}
 
 
 def assert_close(actual, expected, *, allow_subclasses=True, rtol=None, atol=None,
@@ -57,14 +56,12 @@ def _compare(actual, expected, path, opts):
                               f"{type(actual)} and {type(expected)}.", TypeError)
     a, e = _as_tensor(actual), _as_tensor(expected)
     if tuple(a.shape) != tuple(e.shape):
-        _fail(opts, path, f"The values for attribute 'shape' do not match: {a.shape} != "
-                          f"{e.shape}.")
+        _fail(opts, path, f"The values for attribute 'shape' do not match: {a.shape} != {e.shape}.")
     if opts["check_device"] and a.device != e.device:
         _fail(opts, path, f"The values for attribute 'device' do not match: {a.device} != "
                           f"{e.device}.")
     if opts["check_dtype"] and a.dtype != e.dtype:
-        _fail(opts, path, f"The values for attribute 'dtype' do not match: {a.dtype} != "
-                          f"{e.dtype}.")
+        _fail(opts, path, f"The values for attribute 'dtype' do not match: {a.dtype} != {e.dtype}.")
     if opts["check_stride"] and a.stride() != e.stride():
         _fail(opts, path, f"The values for attribute 'stride()' do not match: {a.stride()} != "
                           f"{e.stride()}.")

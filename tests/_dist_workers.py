@@ -205,23 +205,27 @@ def ddp(rank, n, init_method):
     from ember.distributed.algorithms.ddp_comm_hooks import default_hooks
     dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=n)
 
-    def make(extra=False):
+    def make(extra=False, hidden=8):
         ember.manual_seed(0)
-        m = ember.nn.Sequential(ember.nn.Linear(5, 8), ember.nn.Tanh(), ember.nn.Linear(8, 3))
+        m = ember.nn.Sequential(ember.nn.Linear(5, hidden), ember.nn.Tanh(),
+                                ember.nn.Linear(hidden, 3))
         return (_WithUnused(m) if extra else m).double()
     g = ember.Generator().manual_seed(1)
     X = ember.randn(20, 4 * n, 5, generator=g, dtype=ember.float64)
     Y = ember.randn(20, 4 * n, 3, generator=g, dtype=ember.float64)
     mine = slice(4 * rank, 4 * (rank + 1))
-    cases = [("SGD", {}, False), ("AdamW", {}, False),
-             ("SGD", {"gradient_as_bucket_view": True, "bucket_cap_mb": 1e-4}, False),
-             ("AdamW", {"find_unused_parameters": True, "bucket_cap_mb": 1e-4}, True)]
-    for opt_name, flags, extra in cases:
+    # hidden=2048: the second bucket (the first layer, 96 KiB) takes the shared-memory
+    # all-reduce, which writes the averages straight into .grad
+    cases = [("SGD", {}, False, 8), ("AdamW", {}, False, 8), ("SGD", {}, False, 2048),
+             ("SGD", {"gradient_as_bucket_view": True, "bucket_cap_mb": 1e-4}, False, 8),
+             ("AdamW", {"find_unused_parameters": True, "bucket_cap_mb": 1e-4}, True, 8)]
+    for opt_name, flags, extra, hidden in cases:
         if rank != 0:
             ember.manual_seed(rank)             # DDP must broadcast rank 0's parameters
-        ref, model = make(extra), DDP(make(extra), **flags)
+        ref, model = make(extra, hidden), DDP(make(extra, hidden), **flags)
         O = getattr(ember.optim, opt_name)
-        o1, o2 = O(ref.parameters(), lr=0.05), O(model.parameters(), lr=0.05)
+        lr = 0.05 * 8 / hidden                  # the wide model diverges at 0.05
+        o1, o2 = O(ref.parameters(), lr=lr), O(model.parameters(), lr=lr)
         for s in range(20):
             for m, o, x, y in ((ref, o1, X[s], Y[s]), (model, o2, X[s, mine], Y[s, mine])):
                 o.zero_grad()

@@ -539,3 +539,38 @@ def checkpoint(rank, n, init_method, path):
     msd, osd = get_state_dict(m, opt)
     dcp.save({"model": msd, "optim": osd}, checkpoint_id=path)
     dist.destroy_process_group()
+
+
+def hybrid_checkpoint(rank, n, init_method, path):
+    """FSDP1 HYBRID_SHARD on a 2 x 2 mesh, SHARDED_STATE_DICT: DTensors (Replicate(),
+    Shard(0)) whose shard is the same in both replicas, saved with distributed.checkpoint
+    (each shard written once), then loaded into FULL_SHARD models of 2 ranks (one per pair of
+    ranks, a subgroup) at another seed: their parameters equal the saved ones."""
+    import ember.distributed.checkpoint as dcp
+    from ember.distributed.device_mesh import init_device_mesh
+    from ember.distributed.tensor import Replicate, Shard
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=n)
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("replicate", "shard"))
+    X, Y = _data(n)
+    wrap = {"auto_wrap_policy": ModuleWrapPolicy({ember.nn.Linear})}
+    m = FSDP(make(), device_mesh=mesh, sharding_strategy=ShardingStrategy.HYBRID_SHARD, **wrap)
+    _train(m, ember.optim.AdamW(m.parameters(), lr=LR), X, Y, None, slice(4 * rank, 4 * rank + 4))
+    full = m.state_dict()
+    with FSDP.state_dict_type(m, StateDictType.SHARDED_STATE_DICT):
+        sd = m.state_dict()
+    v = sd["0.weight"]
+    assert v.placements == (Replicate(), Shard(0)) and v.to_local().shape == (16, 32), v
+    both = [ember.zeros_like(v.to_local()) for _ in range(2)]
+    dist.all_gather(both, v.to_local(), group=mesh.get_group("replicate"))
+    assert ember.equal(both[0], both[1])
+    meta = dcp.save({"model": sd}, checkpoint_id=path)
+    assert len(meta.state_dict_metadata["model.0.weight"].chunks) == 2     # once per shard
+    pair = [dist.new_group(r) for r in ([0, 1], [2, 3])][rank // 2]
+    fresh = FSDP(make(seed=5), process_group=pair, **wrap)
+    with FSDP.state_dict_type(fresh, StateDictType.SHARDED_STATE_DICT):
+        sd = fresh.state_dict()
+        assert sd["0.weight"].placements == (Shard(0),)
+        dcp.load({"model": sd}, checkpoint_id=path)
+        fresh.load_state_dict(sd)
+    _close(fresh.state_dict(), full, 0, "hybrid checkpoint -> 2 ranks")
+    dist.destroy_process_group()

@@ -122,6 +122,36 @@ def test_shared_leaf_grad_not_aliased():
     same(f)
 
 
+@pytest.mark.parametrize("seed", ["ones_like", "ones"])
+@pytest.mark.parametrize("view", [
+    "x.view(-1)", "x.reshape(6, 4)", "x.unsqueeze(1)", "x.unsqueeze(0).squeeze(0)", "x.flatten(1)",
+    "x.unflatten(2, (2, 2))", "x.permute(2, 0, 1)", "x.transpose(0, 2)", "x.movedim(0, -1)",
+    "x.flatten(1).t()", "x.transpose(0, 1)[:, :1]", "x.rot90(1, (0, 2))", "x.flip(1)"])
+def test_leaf_grad_of_a_view_layout_and_memory_as_torch(view, seed):
+    """A view's gradient becomes ``.grad`` uncopied where torch takes it (laid out as the
+    leaf): the same strides, sharing memory with the gradient given to backward or not."""
+    def f(lib):
+        x = lib.arange(24.0).reshape(2, 3, 4).requires_grad_()
+        y = eval(view)                                              # noqa: S307 (a table)
+        g = lib.ones_like(y) if seed == "ones_like" else lib.ones(y.shape)
+        y.backward(g)
+        return [list(g.stride()), list(x.grad.stride()), int(x.grad.data_ptr() == g.data_ptr()),
+                x.grad]
+    same(f)
+
+
+def test_grad_sharing_memory_accumulates_out_of_place():
+    # NOTE: torch's second backward adds in place into the memory a.grad shares with b.grad
+    # and with the seed (3s, and the seed changed); ember's first .grad is not written into
+    a, b = (ember.zeros(3, 4, requires_grad=True) for _ in range(2))
+    seed = ember.ones(12)
+    for _ in range(2):
+        (a.view(12) + b.view(12)).backward(seed)
+    assert a.grad.tolist() == b.grad.tolist() == [[2.0] * 4] * 3 and seed.tolist() == [1.0] * 12
+    a.grad.mul_(2)                                  # now a.grad's own: b.grad is left alone
+    assert b.grad.tolist() == [[2.0] * 4] * 3
+
+
 # ---- leaf rules and requires_grad -------------------------------------------------------------
 
 

@@ -309,6 +309,45 @@ def test_a_backward_recorded_before_is_read_from_disk(fn, kept, monkeypatch):
     assert len(grads) == (2 if kept else 3)
 
 
+@pytest.mark.parametrize("fn,kept", [(lambda x: (x.exp() * 2).softmax(-1), True),
+                                     (lambda x: (x * 2).add_(1).softmax(-1), False)],
+                         ids=["ops", "in-place"])
+def test_the_capturing_call_keeps_the_captures_forward_values(fn, kept, monkeypatch):
+    """The call that captures runs no compiled forward: it returns and saves the values the
+    capture computed, except after an in-place write (a written tensor holds a later value
+    than the node it was recorded for); gradients equal eager's on every call."""
+    make, runs = cgen.make, []
+
+    def counted(*a, **k):
+        f, i = make(*a, **k), len(runs)
+        runs.append(0)
+        return lambda *xs: runs.__setitem__(i, runs[i] + 1) or f(*xs)
+    monkeypatch.setattr(cgen, "make", counted)
+    x = ember.randn(4, 8, requires_grad=True)
+    want = ember.autograd.grad(fn(x), x, ember.ones(4, 8))[0].numpy()
+    f = ember.compile(fn)
+    for i in range(2):
+        x.grad = None
+        f(x).backward(ember.ones(4, 8))
+        np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-5, atol=1e-6)
+        assert runs == [i + (not kept), i + 1]      # (forward runner, backward runner)
+
+
+def test_the_compilers_version_is_asked_once_per_cache(tmp_path, monkeypatch):
+    """The compiler's version line (part of every library's key) is kept in the cache folder, so
+    a new process starts no compiler to find it."""
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cgen, "_cc", {})
+    found = cgen.compiler()
+    assert [f.name.startswith("cc-") for f in tmp_path.iterdir()] == [True]
+
+    def fail(*a, **k):
+        raise AssertionError("the compiler was started")
+    monkeypatch.setattr(cgen, "_cc", {})
+    monkeypatch.setattr(subprocess, "run", fail)
+    assert cgen.compiler() == found
+
+
 def test_no_compiler_runs_eagerly_with_one_warning(monkeypatch):
     monkeypatch.setattr(cgen, "_cc", {"cc": None})
     from ember import compiler

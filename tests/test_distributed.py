@@ -190,6 +190,21 @@ def test_emberrun_collectives():
 
 
 @needs_mpi
+def test_emberrun_two_nodes():
+    """Two launchers, as on two machines (here both on localhost): --nnodes 2 with each its
+    --node-rank and the same --master-addr/--master-port make one world of 2 ranks."""
+    port = str(_port())
+    procs = [subprocess.Popen([sys.executable, "-m", "ember.distributed.run", "--nproc-per-node",
+                               "1", "--nnodes", "2", "--node-rank", str(n), "--master-addr",
+                               "127.0.0.1", "--master-port", port, "tests/_dist_workers.py",
+                               "float32,int64"], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for n in (0, 1)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
+    assert [o[0].split("\n")[0] for o in outs] == ["ok 0 None", "ok 1 None"]
+
+
+@needs_mpi
 def test_mpiexec_collectives():
     mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or \
         shutil.which("mpiexec")

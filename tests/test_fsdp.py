@@ -95,6 +95,26 @@ def test_fsdp2_checkpoint_loads_into_one_process(tmp_path):
 
 @needs_mpi
 @pytest.mark.slow
+def test_hybrid_sharded_state_dict_checkpoint_loads_at_other_world_sizes(tmp_path):
+    """A 4-rank HYBRID_SHARD SHARDED_STATE_DICT checkpoint loads into 2-rank FULL_SHARD models
+    (in the worker) and into one plain process: parameters equal one process's training."""
+    import warnings
+    import ember.distributed.checkpoint as dcp
+    _spawn(W.hybrid_checkpoint, 4, str(tmp_path))
+    X, Y = W._data(4)
+    ref = W.make()
+    W._train(ref, ember.optim.AdamW(ref.parameters(), lr=W.LR), X, Y)
+    plain = W.make(seed=3)
+    sd = {"model": plain.state_dict()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")         # no process group here: a one-process load
+        dcp.load(sd, checkpoint_id=str(tmp_path))
+    for k, v in ref.state_dict().items():
+        assert (v - sd["model"][k]).abs().max().item() < 1e-9, k
+
+
+@needs_mpi
+@pytest.mark.slow
 def test_four_ranks_match_ddp_and_one_process():
     _check_memory(_figures(4), 4)
 

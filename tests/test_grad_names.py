@@ -28,7 +28,7 @@ UNREACHED = {
                     "ember's fused layer is one node for all", _all),
     "real": ("torch returns a real input itself (no node); ember's op makes a new view", _all),
     "positive": ("torch returns the input itself (no node); ember's op makes a new view", _all),
-    "cartesian_prod": ("torch returns a single input itself (no node)",
+    "cartesian_prod": ("torch returns a single input itself (no node); ember's op makes a view",
                        lambda s: len(s.args) == 1),
     "combinations": ("torch returns an empty result without history for r = 0",
                      lambda s: len(s.args) > 1 and s.args[1] == 0),

@@ -724,23 +724,31 @@ def test_cache_artifacts(tmp_path, monkeypatch):
     monkeypatch.setattr(cgen, "used", {})
     monkeypatch.setattr(cgen, "_loaded", {})
     assert ember.compiler.save_cache_artifacts() is None
-    fn = lambda x: (x.sin() * 3.25).exp()      # noqa: E731
-    x = ember.tensor([0.5, 1.0, -2.0])
-    close(ember.compile(fn)(x), fn(x))
+    fn = lambda x: (x.sin() * 3.25).exp().sum()      # noqa: E731
+    x = ember.tensor([0.5, 1.0, -2.0], requires_grad=True)
+    want = ember.autograd.grad(fn(x), x)[0]
+    ember.compile(fn)(x).backward()
+    close(x.grad, want)
     data, info = ember.compiler.save_cache_artifacts()
-    assert isinstance(info, ember.compiler.CacheInfo) and len(info.inductor_artifacts) == 1
-    assert sorted(os.listdir(a / "codegen")) == [info.inductor_artifacts[0] + ".so"]
-    monkeypatch.setenv("EMBER_CACHE_DIR", str(b))
+    assert isinstance(info, ember.compiler.CacheInfo)
+    assert len(info.inductor_artifacts) == 1 and len(info.aot_autograd_artifacts) == 1
+    keys = info.aot_autograd_artifacts + info.inductor_artifacts
+    assert sorted(os.listdir(a / "codegen")) == sorted([keys[0] + ".joint", keys[1] + ".so"])
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(b))   # (an empty cache, as in a new machine)
     monkeypatch.setattr(cgen, "_loaded", {})
     got = ember.compiler.load_cache_artifacts(data)
     assert got.inductor_artifacts == info.inductor_artifacts
+    assert got.aot_autograd_artifacts == info.aot_autograd_artifacts
     assert sorted(os.listdir(b / "codegen")) == sorted(os.listdir(a / "codegen"))
-    import subprocess
 
-    def no_cc(*a, **k):
-        raise AssertionError("the C compiler ran: the loaded artifact was not used")
-    monkeypatch.setattr(subprocess, "run", no_cc)
-    close(ember.compile(fn)(x), fn(x))          # (a new compile finds the program on disk)
+    def fail(*a, **k):
+        raise AssertionError("the C compiler or the backward's recording ran: the loaded "
+                             "artifacts were not used")
+    monkeypatch.setattr(cgen, "_build_so", fail)
+    monkeypatch.setattr(ember.autograd, "grad", fail)
+    x.grad = None
+    ember.compile(fn)(x).backward()             # (a new compile finds both on disk)
+    close(x.grad, want)
     monkeypatch.undo()
     with pytest.raises(RuntimeError, match="not artifacts"):
         ember.compiler.load_cache_artifacts(b"junk")

@@ -1159,3 +1159,46 @@ def test_sparse_mm_kernel_against_numpy_and_torch(layout, dtype):
     from ember._backends import _add_rows_kernel      # a bad column is refused, nothing written
     out, rows, cols = np.zeros((3, 4), dtype), np.array([0, 2]), np.array([1, 5])
     assert _add_rows_kernel(out, rows, d[:5], cols, np.ones(2, dtype)) is False and not out.any()
+
+
+def test_fast_calls_equal_ctypes_calls():
+    """kernel() calls through the dispatch extension's kcall (no ctypes conversion): the same
+    results as the ctypes function itself, for a kernel with doubles and an int result
+    (pointwise), one with 18 integer arguments, 6 past the registers (gemm), one with six
+    doubles (adam) and one with an int64 result (cross_entropy)."""
+    from ember._C import dispatch
+    if getattr(dispatch.ext, "kcall", None) is None:
+        pytest.skip("no kcall on this platform: kernel() returns the ctypes functions")
+    f32, rng = np.dtype(np.float32), np.random.default_rng(0)
+    raw = lambda name: getattr(kernels._lib, name + "_f32")     # noqa: E731
+    assert kernels.kernel("pointwise", f32) is not raw("pointwise")
+    x = rng.standard_normal(1000).astype(np.float32)
+    outs = [np.empty_like(x) for _ in range(2)]
+    code = kernels._POINTWISE["leaky_relu"]
+    for fn, out in zip((raw("pointwise"), kernels.kernel("pointwise", f32)), outs):
+        assert fn(code, x.ctypes.data, None, None, out.ctypes.data, x.size, 0.3, 0.0, 0.0, 1) \
+            == raw("pointwise")(code, x.ctypes.data, None, None, out.ctypes.data, 0, 0.3, 0, 0, 1)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], np.where(x > 0, x, np.float32(0.3) * x))
+    if kernels._lib.gemm_simd_f32():
+        a, b = rng.standard_normal((2, 37, 29), np.float32), rng.standard_normal((2, 29, 41),
+                                                                                  np.float32)
+        cs = [np.zeros((2, 37, 41), np.float32) for _ in range(2)]
+        for fn, c in zip((raw("gemm"), kernels.kernel("gemm", f32)), cs):
+            assert fn(2, 37, 41, 29, a.ctypes.data, 29, 1, 37 * 29, b.ctypes.data, 41, 1, 29 * 41,
+                      0, None, c.ctypes.data, 41, 37 * 41, 1) == 0
+        np.testing.assert_allclose(cs[1], a @ b, rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(cs[0], cs[1])
+    states = [[np.abs(rng.standard_normal(257)).astype(np.float32) for _ in range(4)]]
+    states.append([s.copy() for s in states[0]])
+    for fn, (p, g, m, v) in zip((raw("adam"), kernels.kernel("adam", f32)), states):
+        fn(p.ctypes.data, g.ctypes.data, m.ctypes.data, v.ctypes.data, None, p.size,
+           0.9, 0.999, 1e-8, 0.01, 0.1, 0.0, 1)
+    for s0, s1 in zip(*states):
+        np.testing.assert_array_equal(s0, s1)
+    logits, target = rng.standard_normal((5, 7)).astype(np.float32), np.array([1, 6, 2, 3, 4])
+    outs = [np.zeros(5, np.float32) for _ in range(2)]
+    assert [fn(logits.ctypes.data, target.ctypes.data, None, out.ctypes.data, 5, 7, 3, 1)
+            for fn, out in zip((raw("cross_entropy"), kernels.kernel("cross_entropy", f32)),
+                               outs)] == [4, 4]
+    np.testing.assert_array_equal(outs[0], outs[1])

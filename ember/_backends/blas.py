@@ -60,9 +60,7 @@ def _row_major(a):
     s0, s1 = (s // a.itemsize for s in a.strides)
     if s1 == 1 and s0 >= max(1, a.shape[1]):
         return _NO_TRANS, s0
-    if s0 == 1 and s1 >= max(1, a.shape[0]):
-        return _TRANS, s1
-    return None
+    return (_TRANS, s1) if s0 == 1 and s1 >= max(1, a.shape[0]) else None
 
 
 def gemm(a, b, out, beta=0.0):

@@ -112,9 +112,7 @@ def explain(f, *extra_args, **extra_kwargs):
             finally:
                 warnings.showwarning = orig
         return ExplainOutput(_pieces(rec.graph, cuts), reasons)
-    if extra_args or extra_kwargs:
-        return inner(*extra_args, **extra_kwargs)
-    return inner
+    return inner(*extra_args, **extra_kwargs) if extra_args or extra_kwargs else inner
 
 
 def mark_dynamic(t, index, min=None, max=None):

@@ -718,8 +718,7 @@ def compiler():
             path = shutil.which(name)
             if path:
                 try:
-                    ver = subprocess.run([path, "--version"], capture_output=True, text=True,
-                                         timeout=30).stdout.splitlines()[0]
+                    ver = _version(path)
                 except (OSError, subprocess.SubprocessError, IndexError):
                     continue
                 found = (path, ver)
@@ -728,8 +727,31 @@ def compiler():
     return _cc["cc"]
 
 
+def _version(path):
+    """``path --version``'s first line, kept in the cache folder under the path, the compiler
+    file's real path, size and modification time, so a process starts no compiler to make its
+    keys."""
+    st = os.stat(path)
+    memo = os.path.join(cache_dir(), "cc-" + hashlib.sha256(repr(
+        (path, os.path.realpath(path), st.st_size, st.st_mtime_ns)).encode()).hexdigest()[:16])
+    if os.path.exists(memo):
+        with open(memo) as f:
+            return f.read()
+    ver = subprocess.run([path, "--version"], capture_output=True, text=True,
+                         timeout=30).stdout.splitlines()[0]
+    try:
+        os.makedirs(cache_dir(), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=cache_dir())     # (written aside, renamed into place)
+        with os.fdopen(fd, "w") as f:
+            f.write(ver)
+        os.replace(tmp, memo)
+    except OSError:             # (a read-only cache: asked again by the next process)
+        pass
+    return ver
+
+
 _loaded = {}
-used = {}           # key -> path of the programs this process compiled or loaded
+used = {}   # file name -> path of the cache entries (.so, .joint) this process wrote or read
 
 
 def load(c_source):
@@ -761,7 +783,7 @@ def load(c_source):
     if fresh:
         shutil.rmtree(folder, ignore_errors=True)
         return lib
-    _loaded[key], used[key] = lib, path
+    _loaded[key], used[key + ".so"] = lib, path
     return lib
 
 
@@ -806,7 +828,8 @@ def _into(acc, p, shape, dt):
 
 
 def make(py_source, table, sigs, lib, buffers=None):
-    """The function ``py_source`` defines, bound to ``lib`` (whose kernels take ``sigs[name]``
+    """The function ``py_source`` (or its code object, from ``compile(py_source,
+    "<ember.compile>", "exec")``) defines, bound to ``lib`` (whose kernels take ``sigs[name]``
     pointers and a thread count) and the helpers it calls."""
     from .._tensor import Tensor
     from .._C.kernels import contiguous, num_threads, ptr
@@ -824,6 +847,7 @@ def make(py_source, table, sigs, lib, buffers=None):
     env = {"_k": table, "_lib": lib, "_c": contiguous, "_p": ptr, "_nt": num_threads,
            "_w": Tensor._wrap, "_buf": buf, "_none": {}, "_into": _into,
            "_float32": np.float32, "_float64": np.float64, "_bool": np.bool_}
-    exec(compile(py_source, "<ember.compile>", "exec"), env)
+    exec(compile(py_source, "<ember.compile>", "exec") if type(py_source) is str else py_source,
+         env)
     return env["run"]
 

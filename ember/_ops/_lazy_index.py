@@ -3,376 +3,206 @@
 
 INDEX = {
     'scatter': {
-        'ops': (
-            'index_add', 'index_copy', 'index_fill', 'index_put', 'index_reduce', 'scatter',
-            'scatter_add', 'scatter_reduce',
-        ),
-        'functions': (
-            'index_add', 'index_copy', 'index_fill', 'index_put', 'index_reduce', 'scatter',
-            'scatter_add', 'scatter_reduce',
-        ),
-        'methods': (
-            'index_add', 'index_add_', 'index_copy', 'index_copy_', 'index_fill', 'index_fill_',
-            'index_put', 'index_put_', 'index_reduce', 'index_reduce_', 'scatter', 'scatter_',
-            'scatter_add', 'scatter_add_', 'scatter_reduce', 'scatter_reduce_',
-        ),
+        'ops': 'index_add index_copy index_fill index_put index_reduce scatter scatter_add '
+            'scatter_reduce',
+        'functions': 'index_add index_copy index_fill index_put index_reduce scatter scatter_add '
+            'scatter_reduce',
+        'methods': 'index_add index_add_ index_copy index_copy_ index_fill index_fill_ index_put '
+            'index_put_ index_reduce index_reduce_ scatter scatter_ scatter_add scatter_add_ '
+            'scatter_reduce scatter_reduce_',
     },
     'selection': {
-        'ops': (
-            'argwhere', 'masked_scatter', 'masked_select', 'nonzero', 'put', 'take',
+        'ops': 'argwhere masked_scatter masked_select nonzero put take take_along_dim',
+        'functions': 'argwhere masked_scatter masked_select nonzero put take take_along_dim',
+        'methods': 'argwhere masked_scatter masked_scatter_ masked_select nonzero put put_ take '
             'take_along_dim',
-        ),
-        'functions': (
-            'argwhere', 'masked_scatter', 'masked_select', 'nonzero', 'put', 'take',
-            'take_along_dim',
-        ),
-        'methods': (
-            'argwhere', 'masked_scatter', 'masked_scatter_', 'masked_select', 'nonzero', 'put',
-            'put_', 'take', 'take_along_dim',
-        ),
     },
     'reorder': {
-        'ops': (
-            'flip', 'fliplr', 'flipud', 'narrow_copy', 'roll', 'rot90', 'tile',
-        ),
-        'functions': (
-            'flip', 'fliplr', 'flipud', 'narrow_copy', 'roll', 'rot90', 'tile',
-        ),
-        'methods': (
-            'flip', 'fliplr', 'flipud', 'narrow_copy', 'roll', 'rot90', 'tile',
-        ),
+        'ops': 'flip fliplr flipud narrow_copy roll rot90 tile',
+        'functions': 'flip fliplr flipud narrow_copy roll rot90 tile',
+        'methods': 'flip fliplr flipud narrow_copy roll rot90 tile',
     },
     'pointwise_math': {
-        'ops': (
-            'acos', 'acosh', 'asin', 'asinh', 'atan', 'atanh', 'ceil', 'cosh', 'deg2rad', 'erf',
-            'erfc', 'erfinv', 'exp2', 'expm1', 'floor', 'frac', 'isfinite', 'isinf', 'isnan',
-            'isneginf', 'isposinf', 'log10', 'log1p', 'log2', 'nan_to_num', 'positive', 'rad2deg',
-            'reciprocal', 'relu', 'round', 'rsqrt', 'signbit', 'sinh', 'square', 'tan',
-            'threshold_backward', 'trunc',
-        ),
-        'functions': (
-            'acos', 'acosh', 'arccos', 'arccosh', 'arcsin', 'arcsinh', 'arctan', 'arctanh', 'asin',
-            'asinh', 'atan', 'atanh', 'ceil', 'cosh', 'deg2rad', 'erf', 'erfc', 'erfinv', 'exp2',
-            'expm1', 'fix', 'floor', 'frac', 'isfinite', 'isinf', 'isnan', 'isneginf', 'isposinf',
-            'log10', 'log1p', 'log2', 'nan_to_num', 'positive', 'rad2deg', 'reciprocal', 'relu',
-            'round', 'rsqrt', 'signbit', 'sinh', 'square', 'tan', 'trunc',
-        ),
-        'methods': (
-            'acos', 'acos_', 'acosh', 'acosh_', 'arccos', 'arccos_', 'arccosh', 'arccosh_',
-            'arcsin', 'arcsin_', 'arcsinh', 'arcsinh_', 'arctan', 'arctan_', 'arctanh', 'arctanh_',
-            'asin', 'asin_', 'asinh', 'asinh_', 'atan', 'atan_', 'atanh', 'atanh_', 'ceil',
-            'ceil_', 'cosh', 'cosh_', 'deg2rad', 'deg2rad_', 'erf', 'erf_', 'erfc', 'erfc_',
-            'erfinv', 'erfinv_', 'exp2', 'exp2_', 'expm1', 'expm1_', 'fix', 'fix_', 'floor',
-            'floor_', 'frac', 'frac_', 'isfinite', 'isinf', 'isnan', 'isneginf', 'isposinf',
-            'log10', 'log10_', 'log1p', 'log1p_', 'log2', 'log2_', 'nan_to_num', 'nan_to_num_',
-            'positive', 'rad2deg', 'rad2deg_', 'reciprocal', 'reciprocal_', 'relu', 'relu_',
-            'round', 'round_', 'rsqrt', 'rsqrt_', 'signbit', 'sinh', 'sinh_', 'square', 'square_',
-            'tan', 'tan_', 'trunc', 'trunc_',
-        ),
+        'ops': 'acos acosh asin asinh atan atanh ceil cosh deg2rad erf erfc erfinv exp2 expm1 '
+            'floor frac isfinite isinf isnan isneginf isposinf log10 log1p log2 nan_to_num '
+            'positive rad2deg reciprocal relu round rsqrt signbit sinh square tan '
+            'threshold_backward trunc',
+        'functions': 'acos acosh arccos arccosh arcsin arcsinh arctan arctanh asin asinh atan '
+            'atanh ceil cosh deg2rad erf erfc erfinv exp2 expm1 fix floor frac isfinite isinf '
+            'isnan isneginf isposinf log10 log1p log2 nan_to_num positive rad2deg reciprocal relu '
+            'round rsqrt signbit sinh square tan trunc',
+        'methods': 'acos acos_ acosh acosh_ arccos arccos_ arccosh arccosh_ arcsin arcsin_ arcsinh '
+            'arcsinh_ arctan arctan_ arctanh arctanh_ asin asin_ asinh asinh_ atan atan_ atanh '
+            'atanh_ ceil ceil_ cosh cosh_ deg2rad deg2rad_ erf erf_ erfc erfc_ erfinv erfinv_ exp2 '
+            'exp2_ expm1 expm1_ fix fix_ floor floor_ frac frac_ isfinite isinf isnan isneginf '
+            'isposinf log10 log10_ log1p log1p_ log2 log2_ nan_to_num nan_to_num_ positive rad2deg '
+            'rad2deg_ reciprocal reciprocal_ relu relu_ round round_ rsqrt rsqrt_ signbit sinh '
+            'sinh_ square square_ tan tan_ trunc trunc_',
     },
     'special': {
-        'ops': (
-            '_standard_gamma_grad', 'digamma', 'igamma', 'igammac', 'lgamma', 'logit', 'mvlgamma',
-            'polygamma', 'sinc', 'special_entr', 'special_erfcx', 'special_log_ndtr',
-            'special_ndtr', 'special_ndtri', 'special_xlog1py', 'special_zeta',
-        ),
-        'functions': (
-            '_standard_gamma_grad', 'digamma', 'igamma', 'igammac', 'lgamma', 'logit', 'mvlgamma',
-            'polygamma', 'sinc',
-        ),
-        'methods': (
-            'digamma', 'digamma_', 'igamma', 'igamma_', 'igammac', 'igammac_', 'lgamma', 'lgamma_',
-            'logit', 'logit_', 'mvlgamma', 'mvlgamma_', 'polygamma', 'polygamma_', 'sinc', 'sinc_',
-        ),
+        'ops': '_standard_gamma_grad digamma igamma igammac lgamma logit mvlgamma polygamma sinc '
+            'special_entr special_erfcx special_log_ndtr special_ndtr special_ndtri '
+            'special_xlog1py special_zeta',
+        'functions': '_standard_gamma_grad digamma igamma igammac lgamma logit mvlgamma polygamma '
+            'sinc',
+        'methods': 'digamma digamma_ igamma igamma_ igammac igammac_ lgamma lgamma_ logit logit_ '
+            'mvlgamma mvlgamma_ polygamma polygamma_ sinc sinc_',
     },
     'bessel': {
-        'ops': (
-            'i0', 'special_airy_ai', 'special_bessel_j0', 'special_bessel_j1', 'special_bessel_y0',
-            'special_bessel_y1', 'special_i0e', 'special_i1', 'special_i1e',
-            'special_modified_bessel_i0', 'special_modified_bessel_i1',
-            'special_modified_bessel_k0', 'special_modified_bessel_k1',
-            'special_scaled_modified_bessel_k0', 'special_scaled_modified_bessel_k1',
-        ),
-        'functions': (
-            'i0',
-        ),
-        'methods': (
-            'i0', 'i0_',
-        ),
+        'ops': 'i0 special_airy_ai special_bessel_j0 special_bessel_j1 special_bessel_y0 '
+            'special_bessel_y1 special_i0e special_i1 special_i1e special_modified_bessel_i0 '
+            'special_modified_bessel_i1 special_modified_bessel_k0 special_modified_bessel_k1 '
+            'special_scaled_modified_bessel_k0 special_scaled_modified_bessel_k1',
+        'functions': 'i0',
+        'methods': 'i0 i0_',
     },
     'polynomials': {
-        'ops': (
-            'special_chebyshev_polynomial_t', 'special_chebyshev_polynomial_u',
-            'special_chebyshev_polynomial_v', 'special_chebyshev_polynomial_w',
-            'special_hermite_polynomial_h', 'special_hermite_polynomial_he',
-            'special_laguerre_polynomial_l', 'special_legendre_polynomial_p',
-            'special_shifted_chebyshev_polynomial_t', 'special_shifted_chebyshev_polynomial_u',
-            'special_shifted_chebyshev_polynomial_v', 'special_shifted_chebyshev_polynomial_w',
+        'ops': 'special_chebyshev_polynomial_t special_chebyshev_polynomial_u '
+            'special_chebyshev_polynomial_v special_chebyshev_polynomial_w '
+            'special_hermite_polynomial_h special_hermite_polynomial_he '
+            'special_laguerre_polynomial_l special_legendre_polynomial_p '
+            'special_shifted_chebyshev_polynomial_t special_shifted_chebyshev_polynomial_u '
+            'special_shifted_chebyshev_polynomial_v special_shifted_chebyshev_polynomial_w '
             'special_spherical_bessel_j0',
-        ),
-        'functions': (
-        ),
-        'methods': (
-        ),
+        'functions': '',
+        'methods': '',
     },
     'solvers': {
-        'ops': (
-            'det', 'inverse', 'linalg_lstsq', 'linalg_multi_dot', 'linalg_pinv', 'linalg_solve',
-            'linalg_solve_triangular', 'logdet', 'matrix_exp', 'matrix_power', 'slogdet',
-        ),
-        'functions': (
-            'det', 'inverse', 'logdet', 'matrix_exp', 'matrix_power', 'slogdet',
-        ),
-        'methods': (
-            'det', 'inverse', 'logdet', 'matrix_exp', 'matrix_power', 'slogdet',
-        ),
+        'ops': 'det inverse linalg_lstsq linalg_multi_dot linalg_pinv linalg_solve '
+            'linalg_solve_triangular logdet matrix_exp matrix_power slogdet',
+        'functions': 'det inverse logdet matrix_exp matrix_power slogdet',
+        'methods': 'det inverse logdet matrix_exp matrix_power slogdet',
     },
     'decompositions': {
-        'ops': (
-            'geqrf', 'linalg_cholesky_ex', 'linalg_eig', 'linalg_eigh', 'linalg_eigvals',
-            'linalg_eigvalsh', 'linalg_ldl_factor_ex', 'linalg_ldl_solve', 'linalg_lu_factor_ex',
-            'linalg_qr', 'linalg_svd', 'linalg_svdvals',
-        ),
-        'functions': (
-            'geqrf',
-        ),
-        'methods': (
-            'geqrf',
-        ),
+        'ops': 'geqrf linalg_cholesky_ex linalg_eig linalg_eigh linalg_eigvals linalg_eigvalsh '
+            'linalg_ldl_factor_ex linalg_ldl_solve linalg_lu_factor_ex linalg_qr linalg_svd '
+            'linalg_svdvals',
+        'functions': 'geqrf',
+        'methods': 'geqrf',
     },
     'linalg_functions': {
-        'ops': (
-        ),
-        'functions': (
-            'adjoint', 'chain_matmul', 'cholesky', 'cholesky_inverse', 'cholesky_solve',
-            'frobenius_norm', 'lu', 'lu_solve', 'lu_unpack', 'norm_except_dim', 'nuclear_norm',
-            'pinverse', 'qr', 'svd', 'triangular_solve',
-        ),
-        'methods': (
-            'adjoint', 'cholesky', 'cholesky_inverse', 'cholesky_solve', 'lu', 'lu_solve',
-            'pinverse', 'qr', 'svd', 'triangular_solve',
-        ),
+        'ops': '',
+        'functions': 'adjoint chain_matmul cholesky cholesky_inverse cholesky_solve frobenius_norm '
+            'lu lu_solve lu_unpack norm_except_dim nuclear_norm pinverse qr svd triangular_solve',
+        'methods': 'adjoint cholesky cholesky_inverse cholesky_solve lu lu_solve pinverse qr svd '
+            'triangular_solve',
     },
     'fft': {
-        'ops': (
-            'fft_fft', 'fft_fft2', 'fft_fftn', 'fft_fftshift', 'fft_hfft', 'fft_hfft2',
-            'fft_hfftn', 'fft_ifft', 'fft_ifft2', 'fft_ifftn', 'fft_ifftshift', 'fft_ihfft',
-            'fft_ihfft2', 'fft_ihfftn', 'fft_irfft', 'fft_irfft2', 'fft_irfftn', 'fft_rfft',
-            'fft_rfft2', 'fft_rfftn',
-        ),
-        'functions': (
-        ),
-        'methods': (
-        ),
+        'ops': 'fft_fft fft_fft2 fft_fftn fft_fftshift fft_hfft fft_hfft2 fft_hfftn fft_ifft '
+            'fft_ifft2 fft_ifftn fft_ifftshift fft_ihfft fft_ihfft2 fft_ihfftn fft_irfft '
+            'fft_irfft2 fft_irfftn fft_rfft fft_rfft2 fft_rfftn',
+        'functions': '',
+        'methods': '',
     },
     'spectral': {
-        'ops': (
-        ),
-        'functions': (
-            'bartlett_window', 'blackman_window', 'hamming_window', 'hann_window', 'istft',
-            'kaiser_window', 'stft',
-        ),
-        'methods': (
-            'istft', 'stft',
-        ),
+        'ops': '',
+        'functions': 'bartlett_window blackman_window hamming_window hann_window istft '
+            'kaiser_window stft',
+        'methods': 'istft stft',
     },
     'sparse': {
-        'ops': (
-            '_sparse_coo_coalesce', '_sparse_coo_find', '_sparse_coo_mm',
-        ),
-        'functions': (
-            'ccol_indices_copy', 'col_indices_copy', 'crow_indices_copy', 'dsmm', 'hsmm', 'hspmm',
-            'resize_as_sparse_', 'row_indices_copy', 'saddmm', 'smm', 'sparse_bsc_tensor',
-            'sparse_bsr_tensor', 'sparse_compressed_tensor', 'sparse_coo_tensor',
-            'sparse_csc_tensor', 'sparse_csr_tensor', 'spmm', 'sspaddmm',
-        ),
-        'methods': (
-            '_indices', '_nnz', '_values', 'ccol_indices', 'coalesce', 'col_indices',
-            'crow_indices', 'dense_dim', 'indices', 'is_coalesced', 'resize_as_sparse_',
-            'row_indices', 'smm', 'sparse_dim', 'sparse_mask', 'sparse_resize_',
-            'sparse_resize_and_clear_', 'sspaddmm', 'to_dense', 'to_sparse', 'to_sparse_bsc',
-            'to_sparse_bsr', 'to_sparse_coo', 'to_sparse_csc', 'to_sparse_csr', 'values',
-        ),
+        'ops': '_sparse_coo_coalesce _sparse_coo_find _sparse_coo_mm',
+        'functions': 'ccol_indices_copy col_indices_copy crow_indices_copy dsmm hsmm hspmm '
+            'resize_as_sparse_ row_indices_copy saddmm smm sparse_bsc_tensor sparse_bsr_tensor '
+            'sparse_compressed_tensor sparse_coo_tensor sparse_csc_tensor sparse_csr_tensor spmm '
+            'sspaddmm',
+        'methods': '_indices _nnz _values ccol_indices coalesce col_indices crow_indices dense_dim '
+            'indices is_coalesced resize_as_sparse_ row_indices smm sparse_dim sparse_mask '
+            'sparse_resize_ sparse_resize_and_clear_ sspaddmm to_dense to_sparse to_sparse_bsc '
+            'to_sparse_bsr to_sparse_coo to_sparse_csc to_sparse_csr values',
     },
     'sorting': {
-        'ops': (
-            'argsort', 'bucketize', 'kthvalue', 'msort', 'searchsorted', 'sort', 'topk',
-        ),
-        'functions': (
-            'argsort', 'bucketize', 'kthvalue', 'msort', 'searchsorted', 'sort', 'topk',
-        ),
-        'methods': (
-            'argsort', 'kthvalue', 'msort', 'sort', 'topk',
-        ),
+        'ops': 'argsort bucketize kthvalue msort searchsorted sort topk',
+        'functions': 'argsort bucketize kthvalue msort searchsorted sort topk',
+        'methods': 'argsort kthvalue msort sort topk',
     },
     'statistics': {
-        'ops': (
-            '_quantile_plan', 'median', 'mode', 'nanmedian', 'nanquantile', 'quantile',
-        ),
-        'functions': (
-            'median', 'mode', 'nanmedian', 'nanquantile', 'quantile',
-        ),
-        'methods': (
-            'median', 'mode', 'nanmedian', 'nanquantile', 'quantile',
-        ),
+        'ops': '_quantile_plan median mode nanmedian nanquantile quantile',
+        'functions': 'median mode nanmedian nanquantile quantile',
+        'methods': 'median mode nanmedian nanquantile quantile',
     },
     'scans': {
-        'ops': (
-            'cummax', 'cummin', 'cumprod', 'cumsum', 'diff', 'logcumsumexp',
-        ),
-        'functions': (
-            'cummax', 'cummin', 'cumprod', 'cumsum', 'diff', 'logcumsumexp',
-        ),
-        'methods': (
-            'cummax', 'cummin', 'cumprod', 'cumprod_', 'cumsum', 'cumsum_', 'diff', 'logcumsumexp',
-        ),
+        'ops': 'cummax cummin cumprod cumsum diff logcumsumexp',
+        'functions': 'cummax cummin cumprod cumsum diff logcumsumexp',
+        'methods': 'cummax cummin cumprod cumprod_ cumsum cumsum_ diff logcumsumexp',
     },
     'counting': {
-        'ops': (
-            '_histogram_rows', 'bincount', 'hash_tensor', 'histc', 'histogram', 'unique',
-            'unique_consecutive',
-        ),
-        'functions': (
-            'bincount', 'hash_tensor', 'histc', 'histogram', 'unique', 'unique_consecutive',
-        ),
-        'methods': (
-            'bincount', 'hash_tensor', 'histc', 'histogram', 'unique', 'unique_consecutive',
-        ),
+        'ops': '_histogram_rows bincount hash_tensor histc histogram unique unique_consecutive',
+        'functions': 'bincount hash_tensor histc histogram unique unique_consecutive',
+        'methods': 'bincount hash_tensor histc histogram unique unique_consecutive',
     },
     'nn': {
-        'ops': (
-            'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'celu', 'elu', 'embedding',
-            'hardshrink', 'hardsigmoid', 'hardswish', 'hardtanh', 'huber_loss', 'leaky_relu',
-            'linear', 'log_softmax', 'logsigmoid', 'mish', 'mse_loss', 'native_batch_norm',
-            'native_group_norm', 'nll_loss', 'silu', 'smooth_l1_loss', 'softmax', 'softplus',
-            'softshrink', 'threshold',
-        ),
-        'functions': (
-            'log_softmax', 'softmax',
-        ),
-        'methods': (
-            'log_softmax', 'softmax',
-        ),
+        'ops': 'binary_cross_entropy binary_cross_entropy_with_logits celu elu embedding '
+            'hardshrink hardsigmoid hardswish hardtanh huber_loss leaky_relu linear log_softmax '
+            'logsigmoid mish mse_loss native_batch_norm native_group_norm nll_loss silu '
+            'smooth_l1_loss softmax softplus softshrink threshold',
+        'functions': 'log_softmax softmax',
+        'methods': 'log_softmax softmax',
     },
     'nn_rows': {
-        'ops': (
-            'cross_entropy_loss', 'gelu', 'layer_norm', 'rms_norm',
-        ),
-        'functions': (
-        ),
-        'methods': (
-        ),
+        'ops': 'cross_entropy_loss gelu layer_norm rms_norm',
+        'functions': '',
+        'methods': '',
     },
     'conv': {
-        'ops': (
-            'convolution',
-        ),
-        'functions': (
-            'convolution',
-        ),
-        'methods': (
-        ),
+        'ops': 'convolution',
+        'functions': 'convolution',
+        'methods': '',
     },
     'pooling': {
-        'ops': (
-            '_adaptive_max_pool_nd', '_avg_pool_nd', '_avg_pool_nd_backward', '_max_pool_nd',
+        'ops': '_adaptive_max_pool_nd _avg_pool_nd _avg_pool_nd_backward _max_pool_nd '
             'constant_pad_nd',
-        ),
-        'functions': (
-            'constant_pad_nd',
-        ),
-        'methods': (
-        ),
+        'functions': 'constant_pad_nd',
+        'methods': '',
     },
     'recurrent': {
-        'ops': (
-            '_lstm_cell', '_lstm_cell_backward', '_lstm_layer', '_lstm_layer_backward',
-        ),
-        'functions': (
-        ),
-        'methods': (
-        ),
+        'ops': '_lstm_cell _lstm_cell_backward _lstm_layer _lstm_layer_backward',
+        'functions': '',
+        'methods': '',
     },
     'einsum': {
-        'ops': (
-            'einsum',
-        ),
-        'functions': (
-            'einsum',
-        ),
-        'methods': (
-        ),
+        'ops': 'einsum',
+        'functions': 'einsum',
+        'methods': '',
     },
     'pointwise_numeric': {
-        'ops': (
-            'bitwise_left_shift', 'bitwise_right_shift', 'float_power', 'frexp', 'gcd',
-            'heaviside', 'lcm', 'ldexp', 'nextafter',
-        ),
-        'functions': (
-            'bitwise_left_shift', 'bitwise_right_shift', 'float_power', 'frexp', 'gcd',
-            'heaviside', 'lcm', 'ldexp', 'nextafter',
-        ),
-        'methods': (
-            'bitwise_left_shift', 'bitwise_left_shift_', 'bitwise_right_shift',
-            'bitwise_right_shift_', 'float_power', 'float_power_', 'frexp', 'gcd', 'gcd_',
-            'heaviside', 'heaviside_', 'lcm', 'lcm_', 'ldexp', 'ldexp_', 'nextafter', 'nextafter_',
-        ),
+        'ops': 'bitwise_left_shift bitwise_right_shift float_power frexp gcd heaviside lcm ldexp '
+            'nextafter',
+        'functions': 'bitwise_left_shift bitwise_right_shift float_power frexp gcd heaviside lcm '
+            'ldexp nextafter',
+        'methods': 'bitwise_left_shift bitwise_left_shift_ bitwise_right_shift '
+            'bitwise_right_shift_ float_power float_power_ frexp gcd gcd_ heaviside heaviside_ lcm '
+            'lcm_ ldexp ldexp_ nextafter nextafter_',
     },
     'closeness': {
-        'ops': (
-            'isclose', 'isin',
-        ),
-        'functions': (
-            'allclose', 'equal', 'is_nonzero', 'is_same_size', 'isclose', 'isin',
-        ),
-        'methods': (
-            'allclose', 'equal', 'is_nonzero', 'is_same_size', 'isclose',
-        ),
+        'ops': 'isclose isin',
+        'functions': 'allclose equal is_nonzero is_same_size isclose isin',
+        'methods': 'allclose equal is_nonzero is_same_size isclose',
     },
     'complex': {
-        'ops': (
-            'angle', 'complex', 'isreal', 'polar',
-        ),
-        'functions': (
-            'angle', 'complex', 'is_conj', 'is_neg', 'isreal', 'polar', 'resolve_conj',
-            'resolve_neg',
-        ),
-        'methods': (
-            'angle', 'is_conj', 'is_neg', 'isreal', 'resolve_conj', 'resolve_neg',
-        ),
+        'ops': 'angle complex isreal polar',
+        'functions': 'angle complex is_conj is_neg isreal polar resolve_conj resolve_neg',
+        'methods': 'angle is_conj is_neg isreal resolve_conj resolve_neg',
     },
     '._numerics': {
-        'ops': (
-        ),
-        'functions': (
-            'corrcoef', 'cov', 'cumulative_trapezoid', 'dist', 'gradient', 'histogramdd', 'orgqr',
-            'ormqr', 'renorm', 'segment_reduce', 'trapezoid', 'trapz',
-        ),
-        'methods': (
-            'corrcoef', 'cov', 'dist', 'orgqr', 'ormqr', 'renorm', 'renorm_',
-        ),
+        'ops': '',
+        'functions': 'corrcoef cov cumulative_trapezoid dist gradient histogramdd orgqr ormqr '
+            'renorm segment_reduce trapezoid trapz',
+        'methods': 'corrcoef cov dist orgqr ormqr renorm renorm_',
     },
     '._aten_nn': {
-        'ops': (
-        ),
-        'functions': (
-            'adaptive_avg_pool1d', 'adaptive_max_pool1d', 'affine_grid_generator', 'alpha_dropout',
-            'alpha_dropout_', 'avg_pool1d', 'batch_norm', 'bilinear',
-            'binary_cross_entropy_with_logits', 'celu', 'celu_', 'channel_shuffle', 'conv1d',
-            'conv2d', 'conv3d', 'conv_tbc', 'conv_transpose1d', 'conv_transpose2d',
-            'conv_transpose3d', 'cosine_embedding_loss', 'cosine_similarity', 'ctc_loss',
-            'dropout', 'dropout_', 'embedding', 'embedding_bag', 'embedding_renorm_',
-            'feature_alpha_dropout', 'feature_alpha_dropout_', 'feature_dropout',
-            'feature_dropout_', 'grid_sampler', 'grid_sampler_2d', 'grid_sampler_3d', 'group_norm',
-            'gru', 'gru_cell', 'hardshrink', 'hinge_embedding_loss', 'instance_norm', 'kl_div',
-            'layer_norm', 'lstm', 'lstm_cell', 'margin_ranking_loss', 'max_pool1d',
-            'max_pool1d_with_indices', 'max_pool2d', 'max_pool3d', 'pairwise_distance', 'pdist',
-            'pixel_shuffle', 'pixel_unshuffle', 'poisson_nll_loss', 'prelu', 'rms_norm',
-            'rnn_relu', 'rnn_relu_cell', 'rnn_tanh', 'rnn_tanh_cell', 'rrelu', 'rrelu_', 'selu',
-            'selu_', 'threshold', 'threshold_', 'triplet_margin_loss',
-        ),
-        'methods': (
-            'hardshrink', 'prelu',
-        ),
+        'ops': '',
+        'functions': 'adaptive_avg_pool1d adaptive_max_pool1d affine_grid_generator alpha_dropout '
+            'alpha_dropout_ avg_pool1d batch_norm bilinear binary_cross_entropy_with_logits celu '
+            'celu_ channel_shuffle conv1d conv2d conv3d conv_tbc conv_transpose1d conv_transpose2d '
+            'conv_transpose3d cosine_embedding_loss cosine_similarity ctc_loss dropout dropout_ '
+            'embedding embedding_bag embedding_renorm_ feature_alpha_dropout '
+            'feature_alpha_dropout_ feature_dropout feature_dropout_ grid_sampler grid_sampler_2d '
+            'grid_sampler_3d group_norm gru gru_cell hardshrink hinge_embedding_loss instance_norm '
+            'kl_div layer_norm lstm lstm_cell margin_ranking_loss max_pool1d '
+            'max_pool1d_with_indices max_pool2d max_pool3d pairwise_distance pdist pixel_shuffle '
+            'pixel_unshuffle poisson_nll_loss prelu rms_norm rnn_relu rnn_relu_cell rnn_tanh '
+            'rnn_tanh_cell rrelu rrelu_ selu selu_ threshold threshold_ triplet_margin_loss',
+        'methods': 'hardshrink prelu',
     },
 }

@@ -147,9 +147,7 @@ def isreal(xp, input):
         >>> ember.isreal(ember.tensor([1 + 0j, 1j]))
         tensor([ True, False])
     """
-    if input.dtype.kind != "c":
-        return xp.ones(input.shape, np.bool_)
-    return input.imag == 0
+    return xp.ones(input.shape, np.bool_) if input.dtype.kind != "c" else input.imag == 0
 
 
 isreal.meta = bool_meta

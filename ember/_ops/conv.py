@@ -171,8 +171,7 @@ def _conv_forward(xp, x, w, stride, padding, dilation, groups):
     cols = win.transpose((1, 2) + tuple(range(3 + nd, 3 + 2 * nd)) + (0,) + sp).reshape(
         groups, cg * K, n * L)                                        # the im2col copy
     out = xp.matmul(w.reshape(groups, og, -1), cols)                  # (groups, og, n * L)
-    return xp.ascontiguousarray(out.reshape(o, n, L).transpose(1, 0, 2)).reshape(
-        (n, o) + osize)
+    return xp.ascontiguousarray(out.reshape(o, n, L).transpose(1, 0, 2)).reshape((n, o) + osize)
 
 
 def _conv_transpose_forward(xp, x, w, stride, padding, dilation, output_padding, groups):
@@ -220,8 +219,7 @@ def _conv_transpose_forward(xp, x, w, stride, padding, dilation, output_padding,
             span = _span(size, S)
             xw = xp.zeros((c, n, span), x.dtype)
             _strided(xp, xw, (n, c) + size, (span, n * span) + S)[...] = x
-            cols = xp.matmul(wt, xw.reshape(groups, cg, n * span)).reshape(
-                groups, og, K, n, span)
+            cols = xp.matmul(wt, xw.reshape(groups, cg, n * span)).reshape(groups, og, K, n, span)
             out = xp.zeros((n, o, math.prod(full)), x.dtype)
             for j, tap in enumerate(_taps(k)):
                 off = sum(t * d * s for t, d, s in zip(tap, dilation, S))
@@ -270,9 +268,8 @@ def _check_conv(x, w, bias, stride, padding, dilation, transposed, output_paddin
                                 dilation[i], True, output_padding[i]) for i in range(nd)]
         if min(out) <= 0:
             raise RuntimeError(f"Given input size per channel: "
-                               f"({' x '.join(map(str, x.shape[2:]))}). Calculated output "
-                               f"size per channel: ({' x '.join(map(str, out))}). Output size "
-                               "is too small")
+                               f"({' x '.join(map(str, x.shape[2:]))}). Calculated output size per "
+                               f"channel: ({' x '.join(map(str, out))}). Output size is too small")
     else:
         padded = [x.shape[2 + i] + 2 * padding[i] for i in range(nd)]
         ext = [dilation[i] * (w.shape[2 + i] - 1) + 1 for i in range(nd)]
@@ -296,14 +293,12 @@ def convolution(xp, input, weight, bias, stride, padding, dilation, transposed, 
         ...                   False, (0,), 1)
         tensor([[[3., 3.]]])
     """
-    _check_conv(input, weight, bias, stride, padding, dilation, transposed, output_padding,
-                groups)
+    _check_conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
     dt = input.dtype
     cd = _compute_dtype(input)
     x, w = input.astype(cd, copy=False), weight.astype(cd, copy=False)
     if transposed:
-        out = _conv_transpose_forward(xp, x, w, stride, padding, dilation, output_padding,
-                                      groups)
+        out = _conv_transpose_forward(xp, x, w, stride, padding, dilation, output_padding, groups)
     else:
         out = _conv_forward(xp, x, w, stride, padding, dilation, groups)
     if bias is not None:
@@ -355,13 +350,11 @@ def _(g, input, weight, bias, stride, padding, dilation, transposed, output_padd
     gi = gw = None
     if transposed:       # y = conv^T(x): dx = conv(g), dweight from (g, x) with roles swapped
         if needs_input_grad(0):
-            gi = convolution(g, weight, None, stride, padding, dilation, False, (0,) * nd,
-                             groups)
+            gi = convolution(g, weight, None, stride, padding, dilation, False, (0,) * nd, groups)
             # an output_padding of at least the stride (allowed below the dilation) adds
             # windows past the input's last cell
             if tuple(gi.shape) != tuple(input.shape):
-                gi = gi[(slice(None), slice(None)) + tuple(slice(0, s) for s in
-                                                           input.shape[2:])]
+                gi = gi[(slice(None), slice(None)) + tuple(slice(0, s) for s in input.shape[2:])]
         if needs_input_grad(1):
             gw = _weight_grad(g, input, k, stride, padding, dilation, groups)
     else:
@@ -369,8 +362,7 @@ def _(g, input, weight, bias, stride, padding, dilation, transposed, output_padd
             gi = input_grad(g, input.shape, weight, stride, padding, dilation, groups)
         if needs_input_grad(1):
             gw = _weight_grad(input, g, k, stride, padding, dilation, groups)
-    gb = g.sum((0,) + tuple(range(2, 2 + nd))) if bias is not None and needs_input_grad(2) \
-        else None
+    gb = g.sum((0,) + tuple(range(2, 2 + nd))) if bias is not None and needs_input_grad(2) else None
     return gi, gw, gb
 
 
@@ -398,8 +390,7 @@ def _conv_samples(dev, dt):
         return []
 
     def s(x, w, b, *opts):
-        return Sample(make(x, dt), make(w, dt, seed=1), make(b, dt, seed=2) if b else None,
-                      *opts)
+        return Sample(make(x, dt), make(w, dt, seed=1), make(b, dt, seed=2) if b else None, *opts)
     # (a plain and a transposed one first: tests/test_vmap.py runs the first two)
     return [
         s((1, 4, 6, 5), (6, 2, 3, 2), (6,), (1, 2), (1, 0), (2, 1), False, (0, 0), 2),

@@ -101,8 +101,7 @@ def weight_grad(x, g, k, stride, padding, dilation, groups):
     """``dL/dweight`` (o, c / groups, *k) of ``y = conv(x, weight, ...)`` (1-D or 2-D) given
     ``g = dL/dy`` (NumPy arrays), or None where these kernels do not apply."""
     (n, c), o = x.shape[:2], g.shape[1]
-    fn = _kernel("conv_cols_wgrad", x, c // groups, c // groups, o // groups, k, stride,
-                 dilation)
+    fn = _kernel("conv_cols_wgrad", x, c // groups, c // groups, o // groups, k, stride, dilation)
     if fn is None or type(g) is not np.ndarray or g.dtype != x.dtype:
         return None
     nd = x.ndim - 2

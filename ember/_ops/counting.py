@@ -338,8 +338,7 @@ def hash_tensor(xp, input, dim=(), *, keepdim=False, mode=0):
     ml = _dtype.is_ml_dtypes(input.dtype)
     if input.dtype.kind not in "biuf" and not ml or input.dtype.itemsize == 1 and ml or \
             input.dtype in (np.uint16, np.uint32, np.uint64):
-        raise NotImplementedError(f"\"xor_sum_cpu\" not implemented for "
-                                  f"'{type_name(input.dtype)}'")
+        raise NotImplementedError(f"\"xor_sum_cpu\" not implemented for '{type_name(input.dtype)}'")
     axes = reduce_dims(dim, input.ndim)
     if input.size == 0 and (dim is None or dim == ()):
         raise RuntimeError("hash_tensor: Expected reduction dim to be specified for input.numel() "

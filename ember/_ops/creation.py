@@ -6,7 +6,8 @@ import numpy as np
 from .. import _dtype
 from .._backends import MetaBackend, backend, quietly
 from .._device import CPU, META, default_device, to_device
-from .._memory_format import copy_in, preserve_format
+from .._memory_format import laid_out, strides_for
+from .._sparse import strided
 from .._storage import TypedStorage, UntypedStorage, _ptr
 from .._tensor import Tensor
 
@@ -308,12 +309,7 @@ def _const(fn_name, fill):
             arr = _filled(shape, _dt(dtype), fill) if dev.type == "cpu" else \
                 xp.empty(shape, _dt(dtype)) if fill is None else xp.full(shape, fill, _dt(dtype))
             t = _T()._wrap(arr, dev)
-        if out is not None:
-            return out.resize_(shape).copy_(t)
-        if pin_memory:
-            from .._composites import pinned_new
-            t = pinned_new(t, True)
-        return t.requires_grad_(True) if requires_grad else t
+        return _done(t, out, pin_memory, requires_grad)
     f.__name__ = fn_name
     f.__doc__ = f"A tensor of the given size filled with {fill if fill is not None else 'garbage'}."
     return f
@@ -346,31 +342,35 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
                 raise RuntimeError("value cannot be converted to type c10::Float8_e4m3fn "
                                    "without overflow")
         t._data[...] = _dtype._to_e8m0(np.asarray(v)) if t.dtype is _dtype.float8_e8m0fnu else v
-    if out is not None:
-        return out.resize_(shape).copy_(t)
-    if pin_memory:
-        from .._composites import pinned_new
-        t = pinned_new(t, True)
-    return t.requires_grad_(True) if requires_grad else t
+    return _done(t, out, pin_memory, requires_grad)
 
 
 _NO_FILL = object()         # (full_like: its fill value is an argument)
 
 
+def like_strides(input, dev, memory_format):
+    """The strides of a tensor made like ``input`` on ``dev`` as torch's ``memory_format``
+    asks (by default preserve_format: as ``input``), or None where row-major."""
+    if "meta" in (dev.type, input.device.type) or input.layout is not strided:
+        return None
+    return strides_for(input._data, memory_format)
+
+
 def _like(fn, fill=_NO_FILL):
     def f(input, *args, dtype=None, layout=None, device=None, requires_grad=False,
           memory_format=None, **kw):
+        a, dev = input._data, input.device if device is None else to_device(device)
         if fill is not _NO_FILL and dtype is device is memory_format is None and not (
-                args or kw or requires_grad) and input.device.type == "cpu":
+                args or kw or requires_grad) and dev is CPU and type(a) is np.ndarray and \
+                a.flags.c_contiguous and 1 not in a.shape:
             # (the common call, zeros_like(x): one array of x's shape and dtype, without
             # zeros()'s size and device parsing)
-            return Tensor._wrap(_filled(input._data.shape, input.dtype.np, fill))
-        out = fn(input._data.shape, *args, dtype=dtype or input.dtype,
-                 device=device or input.device, requires_grad=requires_grad, **kw)
-        if memory_format not in (None, preserve_format) and out.device.type != "meta":
-            # NOTE: only a format asked for by name: torch's default (preserve_format) would lay
-            # the result out as a dense input is, ember's is contiguous (kernels rely on it)
-            out._data = copy_in(backend(out.device).xp, out._data, memory_format)
+            return Tensor._wrap(_filled(a.shape, input.dtype.np, fill))
+        st = like_strides(input, dev, memory_format)
+        out = fn(a.shape if st is None else (a.size,), *args, dtype=dtype or input.dtype,
+                 device=dev, requires_grad=requires_grad, **kw)
+        if st is not None:
+            out._data = laid_out(backend(dev).xp, out._data, a.shape, st)
         return out
     f.__name__ = fn.__name__ + "_like"
     f.__doc__ = f"Like ``{fn.__name__}`` with the size (and by default dtype, device) of input."
@@ -434,11 +434,19 @@ def _computed(shape, values, dtype, device, requires_grad=False):
     return tensor(values(), dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def _finish(arr, device, requires_grad, out):
-    t = _make(arr, device, requires_grad)
+def _finish(arr, device, requires_grad, out, pin_memory=False):
+    return _done(_make(arr, device), out, pin_memory, requires_grad)
+
+
+def _done(t, out=None, pin_memory=False, requires_grad=False):
+    """A new tensor's last steps: written into ``out``, or pinned and made a leaf requiring
+    grad as asked."""
     if out is not None:
         return out.resize_(t.shape).copy_(t)
-    return t
+    if pin_memory:
+        from .._composites import pinned_new
+        t = pinned_new(t, True)
+    return t.requires_grad_(True) if requires_grad else t
 
 
 def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=None,

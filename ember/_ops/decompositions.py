@@ -45,8 +45,7 @@ def _phase_columns(x, *others):
 
 # ---- cholesky ---------------------------------------------------------------------------------
 
-@op("linalg_cholesky_ex", function=False, method=False, nondiff_outputs=(1,),
-    returns=("L", "info"))
+@op("linalg_cholesky_ex", function=False, method=False, nondiff_outputs=(1,), returns=("L", "info"))
 def linalg_cholesky_ex(xp, A, *, upper=False, check_errors=False):
     """(L, info): ``A = L L^H`` from A's lower triangle; info is 0, or the order of the first
     leading minor that is not positive-definite (L is then unspecified)."""
@@ -70,8 +69,7 @@ def linalg_cholesky_ex(xp, A, *, upper=False, check_errors=False):
                 try:
                     L[b] = xp.linalg.cholesky(flat[b])
                 except xp.linalg.LinAlgError:
-                    info[b] = next(k for k in range(1, n + 1) if not _is_pd(
-                        xp, flat[b, :k, :k]))
+                    info[b] = next(k for k in range(1, n + 1) if not _is_pd(xp, flat[b, :k, :k]))
     if check_errors and info.any():
         b = int(np.nonzero(info)[0][0])
         where = f"(Batch element {b}): " if batch else ""
@@ -103,15 +101,13 @@ def _(grads, A, *, upper=False, check_errors=False, result=None):
 
 linalg_cholesky_ex.torch_fn = "linalg.cholesky_ex"
 linalg_cholesky_ex.hermitian_input = True
-linalg_cholesky_ex.meta = lambda A, **kw: (empty(A.shape, A.dtype),
-                                           empty(A.shape[:-2], np.int32))
+linalg_cholesky_ex.meta = lambda A, **kw: (empty(A.shape, A.dtype), empty(A.shape[:-2], np.int32))
 linalg_cholesky_ex.samples = lambda dev, dt: _spd_samples(dev, dt) + [
     Sample(s.args[0], upper=True) for s in _spd_samples(dev, dt)[:1]]
 linalg_cholesky_ex.errors = [
     ErrorSample(Sample(-np.eye(2), check_errors=True), RuntimeError,
-                r"linalg.cholesky: The factorization could not be completed because the input "
-                r"is not positive-definite \(the leading minor of order 1 is not "
-                r"positive-definite\)"),
+                r"linalg.cholesky: The factorization could not be completed because the input is "
+                r"not positive-definite \(the leading minor of order 1 is not positive-definite\)"),
     ErrorSample(Sample(const(2, 3)), RuntimeError,
                 "linalg.cholesky: A must be batches of square matrices")]
 
@@ -214,8 +210,7 @@ def geqrf(xp, input):
                 [ 0.5000,  0.4000]])
     """
     if input.dtype.kind not in "fc" or input.dtype.itemsize < 4:
-        raise NotImplementedError(f"\"geqrf_cpu\" not implemented for "
-                                  f"'{type_name(input.dtype)}'")
+        raise NotImplementedError(f"\"geqrf_cpu\" not implemented for '{type_name(input.dtype)}'")
     if input.ndim < 2:
         raise RuntimeError("torch.geqrf: input must have at least 2 dimensions.")
     h, tau = xp.linalg.qr(input, mode="raw")        # (h is a^T: LAPACK's column-major a)
@@ -350,9 +345,7 @@ def eig_backward(gL, gV, L, V, hermitian):
         off = 1 - ember.eye(n, dtype=ret.real.dtype if ret.is_complex() else ret.dtype,
                         device=ret.device)
         ret = ret * off + (ember.diag_embed(gL.to(ret.dtype)) if gL is not None else 0)
-    if hermitian:
-        return V @ (ret @ V.mH)
-    return ember.linalg.solve(V.mH, ret @ V.mH)
+    return V @ (ret @ V.mH) if hermitian else ember.linalg.solve(V.mH, ret @ V.mH)
 
 
 @linalg_eigh.vjp(save=("result",))
@@ -451,8 +444,7 @@ def linalg_lu_factor_ex(xp, A, *, pivot=True, check_errors=False):
                            f"size: {list(A.shape)} instead")
     check_matrix("linalg.lu_factor", A, square=False)
     if not pivot:
-        raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the "
-                           "CPU")
+        raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the CPU")
     m, n = A.shape[-2:]
     k = min(m, n)
     a = A.reshape((-1, m, n)).copy()
@@ -477,9 +469,8 @@ def linalg_lu_factor_ex(xp, A, *, pivot=True, check_errors=False):
         a[:, j + 1:, j + 1:] -= a[:, j + 1:, j, None] * a[:, j, None, j + 1:]
     batch = A.shape[:-2]
     if check_errors and bool(info.any()):
-        raise LinAlgError(f"torch.linalg.lu_factor_ex: U[{int(info.max())},"
-                          f"{int(info.max())}] is zero and using it on lu_solve would result "
-                          "in a division by zero.")
+        raise LinAlgError(f"torch.linalg.lu_factor_ex: U[{int(info.max())},{int(info.max())}] is "
+                          f"zero and using it on lu_solve would result in a division by zero.")
     return a.reshape(A.shape), piv.reshape(batch + (k,)), info.reshape(batch)
 
 
@@ -808,8 +799,7 @@ def linalg_ldl_solve(xp, LD, pivots, B, *, hermitian=False):
     """LAPACK's sytrs (hetrs): the X with ``A X = B`` from ``ldl_factor``'s (LD, pivots)."""
     check_matrix("torch.linalg.ldl_solve", LD)
     if B.ndim < 2:
-        raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but got "
-                         "-2)")
+        raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but got -2)")
     if B.dtype != LD.dtype:
         raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type "
                            f"{type_name(B.dtype)} and A of type {type_name(LD.dtype)} instead.")

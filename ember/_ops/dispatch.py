@@ -581,8 +581,7 @@ def _nth_view(view_fn, i):
 
 def _record(opdef, args, kwargs, tensors, outs, multi=False):
     if len(outs) == 1:
-        diff = () if outs[0].dtype.category < _dtype._FLOAT or 0 in opdef.nondiff_outputs \
-            else (0,)
+        diff = () if outs[0].dtype.category < _dtype._FLOAT or 0 in opdef.nondiff_outputs else (0,)
     else:
         diff = [i for i, o in enumerate(outs) if o.dtype.category >= _dtype._FLOAT and
                 i not in opdef.nondiff_outputs]
@@ -639,8 +638,7 @@ def dispatch_inplace(opdef, self, args, kwargs, self_at=0):
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                            "operation.")
     base = self._base
-    if base is not None and base._requires_grad and base.grad_fn is None and \
-            _state.grad_enabled:
+    if base is not None and base._requires_grad and base.grad_fn is None and _state.grad_enabled:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
                            "in-place operation.")
     if base is not None and self._requires_grad and _state.grad_enabled and \

@@ -185,8 +185,7 @@ def _(g, equation, operands):
         avail = set(out).union(*(ops[j] for j in others))
         uniq = list(dict.fromkeys(labels))
         keep = [l for l in uniq if l in avail]
-        terms = ["".join(name[l] for l in out)] + ["".join(name[l] for l in ops[j])
-                                                    for j in others]
+        terms = ["".join(name[l] for l in out)] + ["".join(name[l] for l in ops[j]) for j in others]
         eq = ",".join(terms) + "->" + "".join(name[l] for l in keep)
         gi = einsum(eq, g, *[operands[j].conj() for j in others])
         own = {l: s for l, s in zip(labels, a.shape)}

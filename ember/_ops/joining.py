@@ -95,8 +95,7 @@ def _side_by_side(g, dim):
     return Tensor._wrap(joined)
 
 
-split.samples = lambda dev, dt: [Sample(make((5, 4), dt), 2), Sample(make((5, 4), dt), [1, 3],
-                                 1)]
+split.samples = lambda dev, dt: [Sample(make((5, 4), dt), 2), Sample(make((5, 4), dt), [1, 3], 1)]
 split.grad_name_of = lambda input, split_size_or_sections, dim=0: \
     "SplitBackward0" if isinstance(split_size_or_sections, int) else "SplitWithSizesBackward0"
 
@@ -167,8 +166,7 @@ def cat(xp, tensors, dim=0):
     # NOTE: like torch, 1-D empty tensors are skipped whatever their dimension count.
     for i, a in enumerate(tensors):
         if a.ndim == 0:
-            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be "
-                               f"concatenated")
+            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
     arrays = [a for a in tensors if a.shape != (0,)]
     if not arrays:          # (only 1-D empty ones, or none: torch checks no dim either)
         return xp.concatenate(list(tensors))
@@ -291,8 +289,7 @@ def _stack_op(name, shape_of, axis, aliases=()):
 
 
 hstack = _stack_op("hstack", lambda s: _atleast_shape(s, 1), lambda nd: 0 if nd == 1 else 1)
-vstack = _stack_op("vstack", lambda s: _atleast_shape(s, 2), lambda nd: 0,
-                   aliases=("row_stack",))
+vstack = _stack_op("vstack", lambda s: _atleast_shape(s, 2), lambda nd: 0, aliases=("row_stack",))
 dstack = _stack_op("dstack", lambda s: _atleast_shape(s, 3), lambda nd: 2)
 column_stack = _stack_op("column_stack", _column_shape, lambda nd: 1)
 hstack.fwd.__doc__ = hstack.__doc__ = """Join tensors column-wise: along dim 1, or dim 0 for 1-D.
@@ -345,8 +342,7 @@ def tensor_split(xp, input, indices_or_sections, dim=0):
     d = wrap_dim(dim, input.ndim)
     bounds = _split_bounds(input, indices_or_sections, d)
     starts, stops = [0] + bounds, bounds + [input.shape[d]]
-    return tuple(input[(slice(None),) * d + (slice(a, max(a, b)),)] for a, b in zip(starts,
-                                                                                       stops))
+    return tuple(input[(slice(None),) * d + (slice(a, max(a, b)),)] for a, b in zip(starts, stops))
 
 
 def _split_meta(input, indices_or_sections, dim=0):
@@ -471,7 +467,7 @@ def _check_vectors(tensors):
             raise RuntimeError(f"Expect a 1D vector, but got shape {list(t.shape)}")
 
 
-@op("cartesian_prod", method=False)
+@op("cartesian_prod", method=False, view="maybe")
 def cartesian_prod(xp, *tensors):
     """Every tuple of one element from each 1-D tensor, as the rows of a matrix (one tensor:
     itself).
@@ -486,8 +482,8 @@ def cartesian_prod(xp, *tensors):
     _check_vectors(tensors)
     if len({t.dtype for t in tensors}) > 1:
         raise RuntimeError("meshgrid expects all tensors to have the same dtype")
-    if len(tensors) == 1:
-        return tensors[0].copy()
+    if len(tensors) == 1:       # (torch returns the tensor itself: here a view of it)
+        return tensors[0].view()
     # (each column written once from its broadcast vector: meshgrid's grids are copied twice)
     k = len(tensors)
     out = xp.empty(tuple(t.shape[0] for t in tensors) + (k,), tensors[0].dtype)
@@ -518,8 +514,7 @@ cartesian_prod.grad_name = "StackBackward0"
 
 
 def _combination_index(n, r, with_replacement):
-    pick = itertools.combinations_with_replacement if with_replacement else \
-        itertools.combinations
+    pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
     return np.array(list(pick(range(n), r)), dtype=np.int64).reshape(-1, r)
 
 

@@ -15,9 +15,10 @@ while it is out of date).
 import _thread
 import importlib
 import sys
+import textwrap
 
 from . import install_methods, public_functions
-from ._lazy_index import INDEX
+from ._lazy_index import INDEX as _INDEX
 from .registry import get
 
 # in dependency order (a family imports those it builds on: bessel and polynomials use special,
@@ -38,6 +39,11 @@ def module_name(family):
     if family.startswith("."):
         return __package__.rpartition(".")[0] + family
     return f"{__package__}.{family}"
+
+
+# the index file keeps each list as one string of names, so it reads as a table
+INDEX = {fam: {kind: names.split() for kind, names in entry.items()}
+         for fam, entry in _INDEX.items()}
 
 
 def _where(kind):
@@ -147,17 +153,12 @@ def index_source(index):
     for family, entry in index.items():
         lines.append(f"    {family!r}: {{")
         for kind, names in entry.items():
-            lines.append(f"        {kind!r}: (")
-            line = " " * 12
-            for n in names:
-                item = f"{n!r}, "
-                if len(line) + len(item) > 100:
-                    lines.append(line.rstrip())
-                    line = " " * 12
-                line += item
-            if names:
-                lines.append(line.rstrip())
-            lines.append("        ),")
+            head = f"        {kind!r}: "
+            chunks = textwrap.wrap(" ".join(names), 85, initial_indent=" " * (len(head) - 12),
+                                   break_long_words=False, break_on_hyphens=False) or [""]
+            pieces = [repr(c.lstrip() + " ") for c in chunks[:-1]] + [repr(chunks[-1].lstrip())]
+            lines += [head + pieces[0]] + [" " * 12 + p for p in pieces[1:]]
+            lines[-1] += ","
         lines.append("    },")
     lines.append("}")
     return "\n".join(lines) + "\n"

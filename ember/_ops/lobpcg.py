@@ -205,8 +205,7 @@ class LOBPCG:
 
 
 def lobpcg(A, k=None, B=None, X=None, n=None, iK=None, niter=None, tol=None, largest=None,
-           method=None, tracker=None, ortho_iparams=None, ortho_fparams=None,
-           ortho_bparams=None):
+           method=None, tracker=None, ortho_iparams=None, ortho_fparams=None, ortho_bparams=None):
     """The ``k`` largest (``largest=False``: smallest) eigenvalues E and eigenvectors X of the
     symmetric positive definite problem ``A X = B X diag(E)`` (B the identity when None), for
     dense, sparse or batched A, by torch's LOBPCG (``method="ortho"``, default, or
@@ -297,10 +296,8 @@ class _LOBPCGFunction(ember.autograd.Function):
 
 def _lobpcg(A, k, B, X, n, iK, niter, tol, largest, method, tracker, ortho_iparams,
             ortho_fparams, ortho_bparams):
-    dtype = A.dtype if A.dtype in (ember.float16, ember.float32, ember.float64) else \
-        ember.float32
-    tol = {ember.float32: 1.2e-07, ember.float64: 2.23e-16}[dtype] ** 0.5 if tol is None \
-        else tol
+    dtype = A.dtype if A.dtype in (ember.float16, ember.float32, ember.float64) else ember.float32
+    tol = {ember.float32: 1.2e-07, ember.float64: 2.23e-16}[dtype] ** 0.5 if tol is None else tol
     m = A.shape[-1]
     k = (1 if X is None else X.shape[-1]) if k is None else k
     n = (k if n is None else n) if X is None else X.shape[-1]

@@ -44,8 +44,7 @@ def _var_mean(xp, x, ax, c, keepdim):
     m = xp.mean(x, axis=ax, keepdims=True)
     d = x - m
     sq = (d * d.conj()).real if d.dtype.kind == "c" else d * d
-    v = sq.sum(axis=ax, keepdims=keepdim) / builtins.max(
-        math.prod(x.shape[i] for i in ax) - c, 0)
+    v = sq.sum(axis=ax, keepdims=keepdim) / builtins.max(math.prod(x.shape[i] for i in ax) - c, 0)
     return v, m if keepdim else m.reshape(v.shape)
 
 

@@ -248,9 +248,7 @@ def _(g, input, dim, dtype=None, result=None):
     if result.dim() == 0:
         return g * 0
     gx = _softmax_kernel(np, g, result, dim, 0)
-    if gx is not None:
-        return gx
-    return result * (g - (g * result).sum(dim, keepdim=True))
+    return gx if gx is not None else result * (g - (g * result).sum(dim, keepdim=True))
 
 
 softmax.meta = lambda x, dim, dtype=None: empty(x.shape, _softmax_dtype(x, dtype))
@@ -276,9 +274,7 @@ def _(g, input, dim, dtype=None, result=None):
     if result.dim() == 0:
         return g * 0
     gx = _softmax_kernel(np, g, result, dim, 1)
-    if gx is not None:
-        return gx
-    return g - result.exp() * g.sum(dim, keepdim=True)
+    return gx if gx is not None else g - result.exp() * g.sum(dim, keepdim=True)
 
 
 log_softmax.meta = softmax.meta
@@ -311,9 +307,7 @@ def nll_loss(xp, input, target, weight=None, ignore_index=-100, reduction="mean"
     losses = -picked * w
     if reduction == "none":
         return losses if input.ndim > 1 else losses[0]
-    if reduction == "sum":
-        return losses.sum()
-    return losses.sum() / w.sum(dtype=x.dtype)
+    return losses.sum() if reduction == "sum" else losses.sum() / w.sum(dtype=x.dtype)
 
 
 def _nll_weights(xp, t, weight, ignore_index, dtype):
@@ -354,8 +348,7 @@ def _nll_grad_arrays(g, target, weight, in_shape, x_shape, ignore_index, reducti
 @nll_loss.vjp(save=("target", "weight"))
 def _(g, input, target, weight=None, ignore_index=-100, reduction="mean"):
     x_shape = tuple(input.shape) if len(input.shape) > 1 else (1,) + tuple(input.shape)
-    gx = _nll_grad_arrays(g, target, weight, tuple(input.shape), x_shape, ignore_index,
-                          reduction)
+    gx = _nll_grad_arrays(g, target, weight, tuple(input.shape), x_shape, ignore_index, reduction)
     if gx is not None:
         return gx, None
     t = target if target.dim() == len(x_shape) - 1 else target.reshape(1)
@@ -475,8 +468,7 @@ smooth_l1_loss.vjp(save=("input", "target"))(_clipped_vjp(True))
 huber_loss.vjp(save=("input", "target"))(_clipped_vjp(False))
 
 
-@op("binary_cross_entropy", tags=("autocast_fp32",), promote="common", method=False,
-    function=False)
+@op("binary_cross_entropy", tags=("autocast_fp32",), promote="common", method=False, function=False)
 def binary_cross_entropy(xp, input, target, weight=None, reduction="mean"):
     """Binary cross entropy of probabilities ``input`` against ``target``; as torch, each log
     is clamped at -100."""

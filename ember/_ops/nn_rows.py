@@ -46,8 +46,7 @@ def _gelu_kernel(xp, x, g, approximate):
         return None
     x, g = _C.contiguous(x), None if g is None else _C.contiguous(g)
     out = np.empty(x.shape, x.dtype)
-    fn(_C.ptr(x), _C.ptr(g), _C.ptr(out), x.size, approximate == "tanh",
-       _C.num_threads())
+    fn(_C.ptr(x), _C.ptr(g), _C.ptr(out), x.size, approximate == "tanh", _C.num_threads())
     return Tensor._wrap(out) if wrap else out
 
 
@@ -56,8 +55,7 @@ def gelu(xp, input, approximate="none"):
     """Gaussian error linear unit ``x * Phi(x)``, exact (erf) or the ``"tanh"`` approximation
     ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
     if approximate not in ("none", "tanh"):
-        raise RuntimeError(f"approximate argument must be either none or tanh, got "
-                           f"{approximate}")
+        raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate}")
     dt = Tensor._dtype_of(input)
     if dt.category < 2:
         raise NotImplementedError(f"\"GeluKernelImpl\" not implemented for '{dt.name}'")
@@ -172,8 +170,7 @@ def _norm_backward(g, input, weight, k, eps, rms, want_bias):
 
     def total(t):
         return t.sum(lead) if lead else t
-    return (gx, total(g * xhat) if weight is not None else None,
-            total(g) if want_bias else None)
+    return (gx, total(g * xhat) if weight is not None else None, total(g) if want_bias else None)
 
 
 @op("layer_norm", tags=("autocast_fp32_cuda",), method=False, function=False)
@@ -283,16 +280,14 @@ def _ce_reference(xp, input, target, ignore_index, reduction, label_smoothing=0.
 
 
 @op("cross_entropy_loss", tags=("autocast_fp32",), method=False, function=False)
-def cross_entropy_loss(xp, input, target, ignore_index=-100, reduction="mean",
-                       label_smoothing=0.0):
+def cross_entropy_loss(xp, input, target, ignore_index=-100, reduction="mean", label_smoothing=0.0):
     """Cross entropy of logits ``input`` ((N, C), (N, C, d1, ...) or (C,)) against class
     indices ``target``: ``nll_loss(log_softmax(input, 1), target)``, with ``label_smoothing``
     ``eps`` mixing in ``eps / C`` of the mean of ``-log_softmax`` over the classes; fused on the
     cpu (without smoothing) and on a GPU (``ember/cuda/_kernels.py``)."""
     if xp is not np:
         from ..cuda import _kernels as cuda_kernels
-        loss = cuda_kernels.cross_entropy(input, target, ignore_index, reduction,
-                                          label_smoothing)
+        loss = cuda_kernels.cross_entropy(input, target, ignore_index, reduction, label_smoothing)
         if loss is not None:
             return loss
     fused = _ce_kernel_args(input, target, ignore_index) if xp is np and \

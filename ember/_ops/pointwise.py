@@ -413,8 +413,7 @@ def reject(name, kinds, fwd=None):
         for a in args:
             dt = getattr(a, "dtype", None)
             if dt is not None and dt.kind in kinds:
-                raise NotImplementedError(f"\"{name}_cpu\" not implemented for "
-                                          f"'{type_name(dt)}'")
+                raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{type_name(dt)}'")
         return fwd(xp, *args, **kwargs)
     return f
 
@@ -435,8 +434,7 @@ _FUSED = {"exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log", "log2": 
           "log10": "log10", "log1p": "log1p", "sinh": "sinh", "cosh": "cosh", "tan": "tan",
           "arctan": "atan", "arcsin": "asin", "arccos": "acos", "arctanh": "atanh",
           "reciprocal": "reciprocal", "arctan2": "atan2", "logaddexp2": "logaddexp2",
-          "hypot": "hypot", "fmod": "fmod", "floor_divide": "floor_divide",
-          "copysign": "copysign"}
+          "hypot": "hypot", "fmod": "fmod", "floor_divide": "floor_divide", "copysign": "copysign"}
 # ones whose NumPy loop is SIMD already: the call pays only from a few threads' worth
 _SIMD = ("exp", "log", "reciprocal")
 _FUSED_FNS = {}
@@ -503,12 +501,10 @@ def _unary(name, fwd, deriv, save="input", kinks=(), domain=None, aliases=(), ki
     return d
 
 
-exp = _unary("exp", "exp", lambda x, r: r, save="result",
-            tags=("autocast_fp32_cuda",))
+exp = _unary("exp", "exp", lambda x, r: r, save="result", tags=("autocast_fp32_cuda",))
 log = _unary("log", "log", lambda x, r: 1 / x, domain=(0.1, 4), grad=("log", 1.0),
             tags=("autocast_fp32_cuda",))
-sqrt = _unary("sqrt", "sqrt", lambda x, r: 0.5 / r, save="result",
-              domain=(0.1, 4))
+sqrt = _unary("sqrt", "sqrt", lambda x, r: 0.5 / r, save="result", domain=(0.1, 4))
 sin = _unary("sin", "sin", lambda x, r: x.cos())
 cos = _unary("cos", "cos", lambda x, r: -x.sin())
 tanh = _unary("tanh", "tanh", None)
@@ -658,7 +654,8 @@ def _triangle(xp, name, input, diagonal):
     if input.ndim < 2:       # (NumPy would make a 1-D input a matrix)
         raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
     n, m = input.shape[-2:]
-    mask = (_zeroed if n * m <= 4096 else _zeroed.__wrapped__)(xp, n, m, diagonal, name)
+    mask = (_zeroed if n * m <= 4096 else _zeroed_big if n * m <= 1 << 22 else
+            _zeroed.__wrapped__)(xp, n, m, diagonal, name)
     out = input.copy()
     xp.copyto(out, out.dtype.type(0), where=mask)      # (broadcast over the batch)
     return out
@@ -670,6 +667,10 @@ def _zeroed(xp, n, m, diagonal, name):
     if name == "triu":
         return xp.tri(n, m, diagonal - 1, dtype=bool)
     return ~xp.tri(n, m, diagonal, dtype=bool)
+
+
+# a few masks up to 4 MB kept too (a causal mask's size repeats): making one costs half the op
+_zeroed_big = functools.lru_cache(maxsize=4)(_zeroed.__wrapped__)
 
 
 tril.vjp()(lambda g, input, diagonal=0: g.tril(diagonal))

@@ -81,8 +81,8 @@ def remainder(xp, input, other):
         tensor([1., 1.])
     """
     _check_int_divisor(xp, input, other)
-    r = _C.pointwise("remainder", input, other=other) if type(other) not in (int, float) else \
-        _C.pointwise("remainder_scalar", input, other)
+    r = _C.pointwise("remainder", input, other=other, min_size=64) if type(other) not in (
+        int, float) else _C.pointwise("remainder_scalar", input, other, min_size=64)
     return xp.remainder(input, other) if r is None else r
 
 
@@ -210,7 +210,7 @@ def logaddexp(xp, input, other):
         tensor([1000.6932])
     """
     if input.dtype.kind != "c":
-        r = _C.pointwise("logaddexp", input, other=other)
+        r = _C.pointwise("logaddexp", input, other=other, min_size=64)
         return xp.logaddexp(input, other) if r is None else r
     # NumPy's logaddexp is real only: factor out the operand of larger real part
     m = xp.where(input.real >= other.real, input, other)
@@ -319,8 +319,7 @@ def _split_ties(a, b):
 
 
 maximum = _extremum("maximum", lambda xp, a, b: xp.maximum(a, b), _split_ties)
-minimum = _extremum("minimum", lambda xp, a, b: xp.minimum(a, b),
-                    lambda a, b: _split_ties(b, a))
+minimum = _extremum("minimum", lambda xp, a, b: xp.minimum(a, b), lambda a, b: _split_ties(b, a))
 
 
 def _chosen(first):
@@ -472,7 +471,8 @@ def lerp(xp, input, end, weight):
     """
     # NOTE: torch's formula: from ``end`` backwards when |weight| >= 0.5, so lerp(a, b, 1) == b
     if type(weight) in (int, float) and (r := _C.pointwise(
-            "lerp", input, weight, 1 - weight, abs(weight) < 0.5, other=end)) is not None:
+            "lerp", input, weight, 1 - weight, abs(weight) < 0.5, other=end, min_size=64)) \
+            is not None:
         return r
     d = xp.subtract(end, input)
     if type(weight) in (int, float):      # (one side of the formula: no where over both)

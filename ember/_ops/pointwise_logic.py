@@ -50,8 +50,7 @@ eq = _compare("eq", _bytewise(lambda xp, input, other: xp.equal(input, other)))
 ne = _compare("ne", _bytewise(lambda xp, input, other: xp.not_equal(input, other)),
               aliases=("not_equal",))
 lt = _compare("lt", lambda xp, input, other: xp.less(input, other), aliases=("less",))
-le = _compare("le", lambda xp, input, other: xp.less_equal(input, other),
-              aliases=("less_equal",))
+le = _compare("le", lambda xp, input, other: xp.less_equal(input, other), aliases=("less_equal",))
 gt = _compare("gt", lambda xp, input, other: xp.greater(input, other), aliases=("greater",))
 ge = _compare("ge", lambda xp, input, other: xp.greater_equal(input, other),
               aliases=("greater_equal",))

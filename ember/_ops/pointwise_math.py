@@ -21,9 +21,8 @@ _FP32_CUDA = ("autocast_fp32_cuda",)
 
 # ---- exponentials, logs, powers -----------------------------------------------------------
 
-reciprocal = _unary("reciprocal", "reciprocal",
-                    lambda x, r: -r * r, save="result", grad=("reciprocal",), domain=(0.3, 2.0),
-                    tags=_FP32_CUDA)
+reciprocal = _unary("reciprocal", "reciprocal", lambda x, r: -r * r, save="result",
+                    grad=("reciprocal",), domain=(0.3, 2.0), tags=_FP32_CUDA)
 rsqrt = _unary("rsqrt", lambda xp, input: r if (r := _C.pointwise("rsqrt", input, min_size=4096))
                is not None else xp.reciprocal(xp.sqrt(input)),
                lambda x, r: -0.5 * r * r * r, save="result", grad=("rsqrt",), domain=(0.1, 4.0),
@@ -48,8 +47,7 @@ def _scale(x, c):
 # NOTE: complex samples stay inside (-0.9, 0.9)^2 where the inverse functions have branch cuts
 # outside; the derivative formulas are torch's (acosh uses (x^2 - 1)^-1/2, not a product form).
 
-tan = _unary("tan", "tan", lambda x, r: 1 + r * r, save="result", grad=("tan",),
-             tags=_FP32_CUDA)
+tan = _unary("tan", "tan", lambda x, r: 1 + r * r, save="result", grad=("tan",), tags=_FP32_CUDA)
 asin = _unary("asin", "arcsin", lambda x, r: (1 - x * x).rsqrt(), grad=("asin", 1.0),
               domain=(-0.9, 0.9), aliases=("arcsin",), tags=_FP32_CUDA)
 acos = _unary("acos", "arccos", lambda x, r: -(1 - x * x).rsqrt(), grad=("asin", -1.0),
@@ -164,8 +162,7 @@ def _erf_erfc_single(xp, x, want):
     erf = xp.where(a < 0.5, series, xp.where(x64 < 0, erfc_a - 1.0, 1.0 - erfc_a))
     if want == "erf":
         return erf.astype(x.dtype)
-    return xp.where(a < 0.5, 1.0 - series, xp.where(x64 < 0, 2.0 - erfc_a, erfc_a)).astype(
-        x.dtype)
+    return xp.where(a < 0.5, 1.0 - series, xp.where(x64 < 0, 2.0 - erfc_a, erfc_a)).astype(x.dtype)
 
 
 def _erf_erfc(xp, x, want):
@@ -239,8 +236,7 @@ def _erfinv(xp, y):
     inside = a < 1
     a = xp.where(inside, a, 0.5)
     w = -xp.log((1 - a) * (1 + a))
-    x = a * xp.where(w < 5, _horner(_GILES_CENTRAL, w - 2.5),
-                     _horner(_GILES_TAIL, xp.sqrt(w) - 3))
+    x = a * xp.where(w < 5, _horner(_GILES_CENTRAL, w - 2.5), _horner(_GILES_TAIL, xp.sqrt(w) - 3))
     x = _halley(xp, x, a)
     far = w > 16
     if bool(far.any()):
@@ -347,7 +343,7 @@ def frac(xp, input):
         >>> ember.frac(ember.tensor([1.5, -2.25]))
         tensor([ 0.5000, -0.2500])
     """
-    r = _C.pointwise("frac", input)
+    r = _C.pointwise("frac", input, min_size=64)
     return input - xp.trunc(input) if r is None else r
 
 
@@ -396,7 +392,7 @@ def relu(xp, input):
     if input.dtype.kind == "c":
         raise NotImplementedError("clamp is not supported for complex types")
     # (NumPy's maximum against a scalar takes a branchy loop: ~4x the C clamp on random signs)
-    if (r := _C.pointwise("clamp", input, 0.0, math.inf)) is not None:
+    if (r := _C.pointwise("clamp", input, 0.0, math.inf, min_size=64)) is not None:
         return r
     return xp.maximum(input, xp.zeros((), input.dtype))
 
@@ -410,7 +406,8 @@ def threshold_backward(xp, grad_output, input, threshold):
     ``aten::threshold_backward``). A multiply by the mask: ``g * result.sign()`` made four
     passes (sign's NaN rule among them), and ``numpy.where`` on a random mask is much slower
     than the multiply (a branch per element)."""
-    if (r := _C.pointwise("threshold_bwd", input, threshold, other=grad_output)) is not None:
+    if (r := _C.pointwise("threshold_bwd", input, threshold, other=grad_output,
+                          min_size=64)) is not None:
         return r
     return xp.multiply(grad_output, input > threshold)
 

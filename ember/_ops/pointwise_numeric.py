@@ -59,8 +59,7 @@ def _shift(xp, a, b, left):
     return xp.where(out_of_range, xp.right_shift(a, bits - 1), xp.right_shift(a, safe))
 
 
-@op("bitwise_left_shift", tags=("pointwise",), promote="common", differentiable=False,
-     inplace=True)
+@op("bitwise_left_shift", tags=("pointwise",), promote="common", differentiable=False, inplace=True)
 @reject("lshift", "bfc")
 def bitwise_left_shift(xp, input, other):
     """``input << other`` for integers (as ``<<``); shifts past the width give 0.

@@ -14,9 +14,8 @@ meta_empty = MetaBackend.empty
 # NOTE: torch casts a Python scalar to a low-precision tensor's dtype before the op (x_f16 * 0.1
 # multiplies by float16(0.1)); NumPy would keep it in float64 where a forward computes with it
 # outside a ufunc, and ml_dtypes' ufuncs let it upcast bf16/fp8. So it is pinned.
-_PIN_SCALARS = frozenset((_dtype.float16, _dtype.bfloat16, _dtype.float8_e4m3fn,
-                          _dtype.float8_e5m2, _dtype.float8_e4m3fnuz, _dtype.float8_e5m2fnuz,
-                          _dtype.float8_e8m0fnu))
+_PIN_SCALARS = frozenset((_dtype.float16, _dtype.bfloat16, _dtype.float8_e4m3fn, _dtype.float8_e5m2,
+                          _dtype.float8_e4m3fnuz, _dtype.float8_e5m2fnuz, _dtype.float8_e8m0fnu))
 
 
 # NOTE: torch's kernels compute these in float32 ("opmath") and round the result once, so
@@ -84,8 +83,7 @@ def _to_opmath(opdef, arrays, idx, npdt):
         a = arrays[i] if i < len(arrays) else None
         if hasattr(a, "astype"):
             if a.dtype != _OPMATH_NP:
-                arrays[i] = _C_kernels.astype(a if a.dtype == npdt else a.astype(npdt),
-                                              _OPMATH_NP)
+                arrays[i] = _C_kernels.astype(a if a.dtype == npdt else a.astype(npdt), _OPMATH_NP)
         elif type(a) in (int, float) and (i == 0 or opdef.opmath != "scalar"):
             arrays[i] = float(npdt.type(a))     # a weak Python float: it stays float32
 

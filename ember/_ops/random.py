@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _dtype
 from .._device import CPU, META, to_device
-from .creation import _drawn, _dt, _finish, _size, _T, empty
+from .creation import _drawn, _dt, _finish, _size, _T, empty, empty_like, like_strides
 
 
 class Generator:
@@ -217,8 +217,7 @@ def _swapped(j):
     v = np.where((i >= 0) & (sj[i] == k), sm[i], k)  # position k's last writer before step k
     while (v[v] != v).any():
         v = v[v]
-    return np.r_[np.where(j == m, v[:-1], np.where(prev >= 0, v[np.maximum(prev, 0)], j)),
-                 v[-1]]
+    return np.r_[np.where(j == m, v[:-1], np.where(prev >= 0, v[np.maximum(prev, 0)], j)), v[-1]]
 
 
 def _two_sum(a, b):
@@ -430,11 +429,7 @@ def _random(name, draw):
         if to_device(device) is META:
             return _finish(_drawn(device, shape, d.np, None), device, requires_grad, out)
         arr = _draw(_gen(generator, device), int(np.prod(shape)), np.dtype(d.np), draw)
-        t = _finish(arr.reshape(shape), device, requires_grad, out)
-        if pin_memory:
-            from .._composites import pinned_new
-            return pinned_new(t, True)
-        return t
+        return _finish(arr.reshape(shape), device, requires_grad, out, pin_memory)
     f.__name__ = name
     return _vmapped("sizes")(f)
 
@@ -499,19 +494,26 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
         dt)), device, requires_grad, out)
 
 
-def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
-    return rand(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device,
-                requires_grad=requires_grad)
+def _like(factory, fill):
+    def f(input, *args, generator=None, dtype=None, layout=None, device=None,
+          requires_grad=False, memory_format=None):
+        kw = {"dtype": dtype or input.dtype, "device": to_device(device or input.device)}
+        # NOTE: torch draws into empty_like(input) in memory order: where that is not
+        # row-major, an in-place fill's numbers (inside vmap, the factory's batching rule)
+        if vmap_random is None and like_strides(input, kw["device"], memory_format):
+            return fill(empty_like(input, memory_format=memory_format, **kw), *args,
+                        generator=generator).requires_grad_(requires_grad)
+        return factory(*args, size=tuple(input.shape), generator=generator,
+                       requires_grad=requires_grad, **kw)
+    f.__name__ = factory.__name__ + "_like"
+    f.__doc__ = f"``{factory.__name__}`` of input's size, laid out as input (dtype, device too)."
+    return f
 
 
-def randn_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
-    return randn(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device,
-                 requires_grad=requires_grad)
-
-
-def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_grad=False):
-    return randint(low, high, tuple(input.shape), dtype=dtype or input.dtype,
-                   device=device or input.device)
+rand_like = _like(rand, lambda t, generator: uniform_(t, generator=generator))
+randn_like = _like(randn, lambda t, generator: normal_(t, generator=generator))
+randint_like = _like(randint, lambda t, low, high=None, generator=None: random_(
+    t, *((0, low) if high is None else (low, high)), generator=generator))
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None, device=None,

@@ -21,10 +21,9 @@ from .samples import Sample, make
 def _check(name, igates, hgates, cx):
     if igates.shape != hgates.shape or igates.shape[-1] != 4 * cx.shape[-1] or \
             igates.shape[:-1] != cx.shape[:-1]:
-        raise RuntimeError(f"{name}: expected input gates and hidden gates of shape "
-                           f"(*, 4 * hidden) and a cell state of shape (*, hidden), got "
-                           f"{tuple(igates.shape)}, {tuple(hgates.shape)} and "
-                           f"{tuple(cx.shape)}")
+        raise RuntimeError(f"{name}: expected input gates and hidden gates of shape (*, 4 * "
+                           f"hidden) and a cell state of shape (*, hidden), got "
+                           f"{tuple(igates.shape)}, {tuple(hgates.shape)} and {tuple(cx.shape)}")
 
 
 def _activate(xp, act):

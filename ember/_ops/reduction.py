@@ -119,8 +119,7 @@ nansum = _sum_like("nansum", "nansum", """Sum over ``dim`` treating nan as zero.
 @sum_.vjp()
 def _(g, input, dim=None, keepdim=False, *, dtype=None):
     # a full sum's 0-dim gradient expands as it is (no unsqueeze view per dim)
-    return quick_view(_expand, g if g.dim() == 0 else _keep(g, input, dim, keepdim),
-                      input._shape)
+    return quick_view(_expand, g if g.dim() == 0 else _keep(g, input, dim, keepdim), input._shape)
 
 
 sum_.errors = dim_errors() + [ErrorSample(Sample(const(3, 4), (0, -2)), RuntimeError,
@@ -271,8 +270,7 @@ def count_nonzero(xp, input, dim=None):
     return xp.asarray(xp.count_nonzero(input, axis=reduce_dims(dim, input.ndim)), dtype=np.int64)
 
 
-count_nonzero.meta = lambda input, dim=None: empty(reduce_shape(input.shape, dim, False),
-                                                   np.int64)
+count_nonzero.meta = lambda input, dim=None: empty(reduce_shape(input.shape, dim, False), np.int64)
 count_nonzero.samples = lambda dev, dt: [Sample(make((3, 4), dt).round()),
                                          Sample(make((3, 4, 2), dt).round(), (0, 2)),
                                          Sample(make((3, 4), dt).round(), -1)]
@@ -489,8 +487,7 @@ def _truth(name, f):
     def fwd(xp, input, dim=None, keepdim=False):
         # NOTE: over dim=() any/all reduce nothing (an elementwise test) in torch, where sum
         # and the others reduce everything
-        r = f(input, axis=() if _no_dims(dim) else reduce_dims(dim, input.ndim),
-              keepdims=keepdim)
+        r = f(input, axis=() if _no_dims(dim) else reduce_dims(dim, input.ndim), keepdims=keepdim)
         # NOTE: torch keeps uint8 for uint8 inputs (a pre-bool convention), bool otherwise
         return r.astype(np.uint8) if input.dtype == np.uint8 else r
     fwd.__doc__ = f"True where {name} element (along ``dim``) is non-zero."
@@ -572,8 +569,7 @@ def _vector_norm(xp, a, p, ax, keepdim):
     if p in ("fro", 2, 2.0) and (r := _c_reduce("sumsq", xp, a, ax, keepdim)) is not None:
         return np.sqrt(r, out=r)
     if p in ("fro", 2, 2.0):     # (add.reduce: np.sum is Python around it)
-        return xp.sqrt((np.add.reduce if xp is np else xp.sum)(a * a, axis=ax,
-                                                                keepdims=keepdim))
+        return xp.sqrt((np.add.reduce if xp is np else xp.sum)(a * a, axis=ax, keepdims=keepdim))
     if not isinstance(p, (int, float)):
         raise NotImplementedError(f"norm: p={p!r} is not supported (matrix norms: use "
                                   "torch.linalg.matrix_norm)")

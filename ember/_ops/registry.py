@@ -28,8 +28,7 @@ def _parameters(fwd):
     pos_defaults = fwd.__defaults__ or ()
     defaults = dict(zip(pos[n_pos - len(pos_defaults):], pos_defaults))
     defaults.update(fwd.__kwdefaults__ or {})
-    return (pos[1:] + var + kwonly + varkw, defaults,
-            tuple(range(n_pos - 1 - len(pos_defaults))))
+    return (pos[1:] + var + kwonly + varkw, defaults, tuple(range(n_pos - 1 - len(pos_defaults))))
 
 
 def node_name(name, overload=0):

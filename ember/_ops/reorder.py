@@ -22,14 +22,25 @@ def flip(xp, input, dims):
         for d in dims:
             wrap_dim(d, 0)
         return input.copy()
+    # NOTE: laid out as the input, as torch's: a dense one is flipped in its memory order (a
+    # transposed gradient's flip is a plain copy, and rot90's backward hands the leaf its
+    # layout, uncopied); others copied in NumPy's order K
+    nd = input.ndim
+    if not input.flags.c_contiguous and all(-nd <= d < nd for d in dims):
+        order = sorted(range(nd), key=lambda i: -input.strides[i])
+        c = input.transpose(order)
+        if c.flags.c_contiguous:
+            return flip.fwd(xp, c, tuple(order.index(d % nd) for d in dims)).transpose(
+                tuple(order.index(i) for i in range(nd)))
     if len(dims) == 1 and -input.ndim <= dims[0] < input.ndim:
         out = _C.words("flip_rows", input) if dims[0] % input.ndim == input.ndim - 1 else None
         if out is not None:
             return out
         # one dim (an image's horizontal flip): a reversed slice, copied; np.flip's argument
         # checks cost more than the copy of a small array
-        return input[(slice(None),) * (dims[0] % input.ndim) + (slice(None, None, -1),)].copy()
-    return xp.ascontiguousarray(xp.flip(input, dims)) if dims else input.copy()
+        return input[(slice(None),) * (dims[0] % input.ndim) + (slice(None, None, -1),)].copy(
+            order="K")
+    return (xp.flip(input, dims) if dims else input).copy(order="K")
 
 
 flip.vjp()(lambda g, input, dims: g.flip(dims))

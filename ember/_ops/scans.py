@@ -62,9 +62,7 @@ def _reversed_cumsum(g, dim):
     from .nn import kernel_grads
     arrays = kernel_grads(g)
     out = _scan_kernel(arrays[0], dim % g.dim(), 0, True) if arrays else None
-    if out is not None:
-        return Tensor._wrap(out)
-    return g.flip(dim).cumsum(dim).flip(dim)
+    return Tensor._wrap(out) if out is not None else g.flip(dim).cumsum(dim).flip(dim)
 
 
 @op("cumsum", tags=("autocast_fp32_cuda",), inplace=True)
@@ -99,8 +97,7 @@ def _(g, input, dim, *, dtype=None, result=None):
     return (m.conj() * gm[..., None, :]).sum(-1).movedim(-1, dim)
 
 
-cumprod.samples = lambda dev, dt: [Sample(make((3, 4), dt, 0.5, 1.5), 1),
-                                   Sample(make((5,), dt), 0)]
+cumprod.samples = lambda dev, dt: [Sample(make((3, 4), dt, 0.5, 1.5), 1), Sample(make((5,), dt), 0)]
 
 
 def _cumulative_extremum(name, ufunc):
@@ -108,8 +105,7 @@ def _cumulative_extremum(name, ufunc):
     @reject(name, "c")
     def fwd(xp, input, dim):
         x, axis = _along(input, dim)
-        fn = _C.kernel("cumext", x.dtype) if xp is np and type(x) is np.ndarray and x.size \
-            else None
+        fn = _C.kernel("cumext", x.dtype) if xp is np and type(x) is np.ndarray and x.size else None
         if fn is not None:      # (the C loop: a running select per element, no NumPy passes)
             x = _C.contiguous(x)
             vals, idx = np.empty(x.shape, x.dtype), np.empty(x.shape, np.int64)
@@ -247,8 +243,7 @@ def _(g, input, n=1, dim=-1, prepend=None, append=None):
 def _diff_meta(input, n=1, dim=-1, prepend=None, append=None):
     axis = axis_of(dim, input.ndim)
     shape = list(input.shape)
-    shape[axis] = max(sum(p.shape[axis] for p in (prepend, input, append) if p is not None) - n,
-                      0)
+    shape[axis] = max(sum(p.shape[axis] for p in (prepend, input, append) if p is not None) - n, 0)
     return empty(shape, input.dtype)
 
 

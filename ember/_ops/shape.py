@@ -8,7 +8,7 @@ import ember
 
 from .._backends import add_at
 from .._memory_format import contiguous_format, copy_in
-from .._storage import _root
+from .._storage import _ptr, _root
 from .meta import empty, moveaxis, reduce_dims, wrap_dim
 from .tangents import LINEAR, decomposed
 from .registry import op
@@ -16,9 +16,7 @@ from .samples import ErrorSample, Sample, const, make
 
 
 def _dims(dims):
-    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
-        return tuple(dims[0])
-    return tuple(dims)
+    return tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else tuple(dims)
 
 
 def _infer(shape, numel, opname):
@@ -63,9 +61,7 @@ def view(xp, input, *shape):
 
 @view.vjp()
 def _(g, input, *shape):
-    if len(shape) == 1 and isinstance(shape[0], ember.dtype):
-        return None
-    return g.reshape(input.shape)
+    return None if len(shape) == 1 and isinstance(shape[0], ember.dtype) else g.reshape(input.shape)
 
 
 view.samples = lambda dev, dt: [Sample(make((3, 4), dt), 12), Sample(make((3, 4), dt), 2, -1),
@@ -148,8 +144,7 @@ permute.samples = lambda dev, dt: [Sample(make((2, 3, 4), dt), (2, 0, 1)),
 def t(xp, input):
     """Transpose a tensor of at most 2 dimensions."""
     if input.ndim > 2:
-        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is "
-                           f"{input.ndim}D")
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
     return input.T
 
 
@@ -173,9 +168,8 @@ def expand(xp, input, *sizes):
         return np.ndarray(sizes, input.dtype, buffer=input, strides=(0,) * len(sizes))
     lead = len(sizes) - input.ndim
     if lead < 0:
-        raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be "
-                           f"greater or equal to the number of dimensions in the tensor "
-                           f"({input.ndim})")
+        raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be greater "
+                           f"or equal to the number of dimensions in the tensor ({input.ndim})")
     # NOTE: torch's strides, not broadcast_to's: a size-1 dimension kept at size 1 keeps its
     # stride, and a new leading one gets size * stride of the next. The view is writable, as
     # torch's is; in-place ops refuse it where elements overlap (see dispatch_inplace).
@@ -198,10 +192,9 @@ def expand(xp, input, *sizes):
         else:
             raise RuntimeError(f"expand: the expanded size of the tensor ({sizes[i]}) isn't "
                                f"allowed in a leading, non-existing dimension {i}")
-        raise RuntimeError(f"expand: the expanded size of the tensor ({sizes[i]}) must "
-                           f"match the existing size ({have[j]}) at "
-                           f"non-singleton dimension {i}.  Target sizes: {list(sizes)}.  "
-                           f"Tensor sizes: {list(have)}")
+        raise RuntimeError(f"expand: the expanded size of the tensor ({sizes[i]}) must match the "
+                           f"existing size ({have[j]}) at non-singleton dimension {i}.  Target "
+                           f"sizes: {list(sizes)}.  Tensor sizes: {list(have)}")
     if type(input) is np.ndarray and input.flags.c_contiguous and input.flags.writeable:
         # the same view as as_strided's, made in C, spared as_strided's Python (every full
         # sum's backward expands)
@@ -303,8 +296,7 @@ def _(g, input, dim, index):
     return _embed(g, input, _slicer(len(input.shape), dim, index % input.shape[dim]))
 
 
-select.samples = lambda dev, dt: [Sample(make((3, 4), dt), 0, 1), Sample(make((3, 4), dt), 1,
-                                  -1)]
+select.samples = lambda dev, dt: [Sample(make((3, 4), dt), 0, 1), Sample(make((3, 4), dt), 1, -1)]
 
 
 @op("unsqueeze", view=True)
@@ -427,15 +419,11 @@ def diagonal(xp, input, offset=0, dim1=0, dim2=1):
     d1, d2 = wrap_dim(dim1, nd), wrap_dim(dim2, nd)
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
-    n = max(0, min(input.shape[d1] - max(-offset, 0), input.shape[d2] - max(offset, 0)))
-    start = [0] * nd
-    if n:
-        start[d1], start[d2] = max(-offset, 0), max(offset, 0)
-    rest = [i for i in range(nd) if i not in (d1, d2)]
-    base = input[tuple(slice(s, None) for s in start)] if n else input
-    shape = tuple(input.shape[i] for i in rest) + (n,)
-    strides = tuple(input.strides[i] for i in rest) + (input.strides[d1] + input.strides[d2],)
-    return xp.lib.stride_tricks.as_strided(base, shape, strides)
+    # NumPy's view has torch's shape and strides, but is read-only: torch's is writable
+    d = input.diagonal(offset, d1, d2)
+    if getattr(input.flags, "writeable", False):
+        d.flags.writeable = True
+    return d
 
 
 @diagonal.vjp()
@@ -463,8 +451,9 @@ diagonal.samples = lambda dev, dt: [Sample(make((4, 4), dt)), Sample(make((3, 5)
 
 def _offset(xp, a):
     """``a``'s storage offset in elements (0 on CuPy, whose arrays do not say)."""
-    return (a.__array_interface__["data"][0] - _root(a).__array_interface__["data"][0]) // \
-        a.itemsize if xp is np else 0
+    if xp is not np or a.base is None:
+        return 0
+    return (_ptr(a) - _ptr(_root(a))) // a.itemsize
 
 
 @op("as_strided", view=True)
@@ -479,8 +468,12 @@ def as_strided(xp, input, size, stride, storage_offset=None):
         raise RuntimeError(f"as_strided: setStorage: sizes {list(size)}, strides {list(stride)},"
                            f" storage offset {storage_offset} require {need * item} bytes but "
                            f"the storage has {root.size * item}")
-    base = root[storage_offset:]
-    return xp.lib.stride_tricks.as_strided(base, tuple(size), tuple(s * item for s in stride))
+    size, stride = tuple(size), tuple(s * item for s in stride)
+    if type(root) is np.ndarray and root.flags.writeable:
+        # the view as_strided makes, made in C (as_strided's Python was most of the call)
+        return np.ndarray(size, root.dtype, buffer=root, offset=storage_offset * item,
+                          strides=stride)
+    return xp.lib.stride_tricks.as_strided(root[storage_offset:], size, stride)
 
 
 @as_strided.vjp()
@@ -540,8 +533,7 @@ def unfold(xp, input, dimension, size, step):
 def _(g, input, dimension, size, step):
     d = dimension % len(input.shape)
     n = g.shape[d]
-    idx = ember.arange(n, device=g.device)[:, None] * step + ember.arange(size,
-                                                                          device=g.device)
+    idx = ember.arange(n, device=g.device)[:, None] * step + ember.arange(size, device=g.device)
     gm = g.movedim((d, -1), (0, 1)).reshape((n * size,) + tuple(g.shape[:d]) +
                                            tuple(g.shape[d + 1:-1]))
     out = ember.zeros((input.shape[d],) + tuple(gm.shape[1:]), dtype=g.dtype, device=g.device)

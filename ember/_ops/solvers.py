@@ -187,9 +187,8 @@ def _check_solve(name, A, B, left):
 
 def _solve(xp, A, B, left, vec, name):
     if A.dtype != B.dtype:
-        raise RuntimeError(f"{name}: Expected A and B to have the same dtype, but found A of "
-                           f"type {type_name(A.dtype)} and B of type {type_name(B.dtype)} "
-                           "instead")
+        raise RuntimeError(f"{name}: Expected A and B to have the same dtype, but found A of type "
+                           f"{type_name(A.dtype)} and B of type {type_name(B.dtype)} instead")
     if vec:
         B = B[..., None]
     if not left:     # X A = B  <=>  A^T X^T = B^T
@@ -280,8 +279,7 @@ def linalg_solve_triangular(xp, A, B, *, upper, left=True, unitriangular=False):
 
 @linalg_solve_triangular.vjp(save=("A", "result"))
 def _(g, A, B, *, upper, left=True, unitriangular=False, result=None):
-    gB = linalg_solve_triangular(A.mH, g, upper=not upper, left=left,
-                                 unitriangular=unitriangular)
+    gB = linalg_solve_triangular(A.mH, g, upper=not upper, left=left, unitriangular=unitriangular)
     gA = -(gB @ result.mH) if left else -(result.mH @ gB)
     gA = gA.triu(int(unitriangular)) if upper else gA.tril(-int(unitriangular))
     return gA, gB
@@ -319,8 +317,7 @@ def _pinv(xp, A, atol, rtol, hermitian):
         a = s
     smax = a.max(axis=-1, keepdims=True) if a.shape[-1] else a[..., :1]
     if rtol is None:
-        rtol = 0.0 if atol is not None and atol > 0 else \
-            np.finfo(a.dtype).eps * max(A.shape[-2:])
+        rtol = 0.0 if atol is not None and atol > 0 else np.finfo(a.dtype).eps * max(A.shape[-2:])
     tol = xp.maximum(atol or 0.0, rtol * smax)
     sinv = xp.where(a > tol, 1 / xp.where(a > tol, s, 1), 0).astype(A.dtype)
     return (vh.conj().swapaxes(-1, -2) * sinv[..., None, :]) @ u.conj().swapaxes(-1, -2)
@@ -344,8 +341,7 @@ def pinv_backward(g, pinvA, A):
     if m <= n:
         K = gh @ pinvA
         KpinvAh = K @ pinvAh
-        return -(pinvA @ K).mH + KpinvAh - (A @ pinvA) @ KpinvAh + \
-            (pinvAh @ pinvA) @ (gh - K @ A)
+        return -(pinvA @ K).mH + KpinvAh - (A @ pinvA) @ KpinvAh + (pinvAh @ pinvA) @ (gh - K @ A)
     K = pinvA @ gh
     pinvAhK = pinvAh @ K
     return -(K @ pinvA).mH + (gh - A @ K) @ pinvA @ pinvAh + pinvAhK - pinvAhK @ pinvA @ A
@@ -355,8 +351,7 @@ linalg_pinv.vjp(save=("input", "result"))(
     lambda g, input, atol=None, rtol=None, hermitian=False, result=None:
     pinv_backward(g, result, input))
 linalg_pinv.torch_fn = "linalg.pinv"
-linalg_pinv.meta = lambda input, **kw: empty(input.shape[:-2] + input.shape[-1:-3:-1],
-                                             input.dtype)
+linalg_pinv.meta = lambda input, **kw: empty(input.shape[:-2] + input.shape[-1:-3:-1], input.dtype)
 linalg_pinv.samples = lambda dev, dt: linalg_samples((3, 3), (2, 4, 3), (3, 5))(dev, dt) + (
     [Sample(make((3, 4), dt) @ np.diag([1, 1, 1, 0]).astype(dt.np), rtol=1e-5).at_kink()]
     if dt.category >= 2 and dt.name != "bfloat16" else [])
@@ -581,8 +576,7 @@ def linalg_multi_dot(xp, tensors):
     for i, t in enumerate(tensors):
         edge = i in (0, len(tensors) - 1)
         if t.ndim != 2 and not (edge and t.ndim == 1):
-            which = "the first tensor" if i == 0 else "the last tensor" if edge else \
-                f"tensor {i}"
+            which = "the first tensor" if i == 0 else "the last tensor" if edge else f"tensor {i}"
             raise RuntimeError(f"multi_dot(): {which} must be "
                                f"{'1D or 2D' if edge else '2D'} but got {t.ndim}D")
         ms.append(t[None] if t.ndim == 1 and i == 0 else t[:, None] if t.ndim == 1 else t)
@@ -594,8 +588,7 @@ def linalg_multi_dot(xp, tensors):
     split = _chain_order([m.shape for m in ms])
 
     def prod(i, j):
-        return ms[i] if i == j else matmul.fwd(xp, prod(i, split[i][j]),
-                                               prod(split[i][j] + 1, j))
+        return ms[i] if i == j else matmul.fwd(xp, prod(i, split[i][j]), prod(split[i][j] + 1, j))
     out = prod(0, len(ms) - 1)
     drop = (0,) * (tensors[0].ndim == 1) + (1,) * (tensors[-1].ndim == 1)
     return out.reshape([n for k, n in enumerate(out.shape) if k not in drop])

@@ -346,8 +346,7 @@ kthvalue.errors = [ErrorSample(Sample(const(3, 4), 5), RuntimeError, "k out of r
 
 
 @op("searchsorted", differentiable=False, method=False)
-def searchsorted(xp, sorted_sequence, input, out_int32=False, right=False, side=None,
-                 sorter=None):
+def searchsorted(xp, sorted_sequence, input, out_int32=False, right=False, side=None, sorter=None):
     """For each value of ``input``, the index where it would go in ``sorted_sequence`` (the
     last dim of an N-d sequence, matched row by row with ``input``'s leading dims).
 
@@ -424,8 +423,7 @@ def bucketize(xp, input, boundaries, *, out_int32=False, right=False):
         tensor([0, 2, 4])
     """
     if boundaries.ndim != 1:
-        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim("
-                           f"{boundaries.ndim})")
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries.ndim})")
     return searchsorted.fwd(xp, boundaries, input, out_int32=out_int32, right=right)
 
 

@@ -229,8 +229,7 @@ def _check_size(indices, values, size):
                            f"{len(size)}, sparse_dim = {sd}, dense_dim = {dd}")
     if tuple(values.shape[1:]) != tuple(size[sd:]):
         want = [values.shape[0]] + list(size[sd:])
-        raise RuntimeError(f"values has incorrect size, expected {want}, got "
-                           f"{list(values.shape)}")
+        raise RuntimeError(f"values has incorrect size, expected {want}, got {list(values.shape)}")
     if indices.shape[1] and indices.device.type != "meta":
         lo, hi = indices.amin(1).tolist(), indices.amax(1).tolist()
         for d in range(sd):
@@ -336,8 +335,7 @@ def to_dense(self, dtype=None, *, masked_grad=None):
         return self if dtype is None else self.to(dtype)
     idx, val = _parts(self, coalesced=False)
     size, sd = tuple(self.shape), idx.shape[0]
-    flat = creation.zeros((math.prod(size[:sd]),) + size[sd:], dtype=val.dtype,
-                          device=val.device)
+    flat = creation.zeros((math.prod(size[:sd]),) + size[sd:], dtype=val.dtype, device=val.device)
     out = flat.index_add(0, _linear(idx, size), val).reshape(size)
     return out if dtype is None else out.to(dtype)
 
@@ -381,11 +379,10 @@ def sparse_mask(self, mask):
 
 _RESIZE_HINT = (
     "\nYou could try the following options:\n1. If you need an empty sparse tensor of this size, "
-    "call `x = torch.sparse_coo_tensor(size)`.\n2. If you need to resize this tensor, you have "
-    "the following options:\n    1. For both sparse and dense dimensions, keep the number of "
-    "them constant and the size of them non-shrinking, and then try the same call again.\n    "
-    "2. Or, create a new sparse tensor with the correct indices and values from this sparse "
-    "tensor.")
+    "call `x = torch.sparse_coo_tensor(size)`.\n2. If you need to resize this tensor, you have the "
+    "following options:\n    1. For both sparse and dense dimensions, keep the number of them "
+    "constant and the size of them non-shrinking, and then try the same call again.\n    2. Or, "
+    "create a new sparse tensor with the correct indices and values from this sparse tensor.")
 
 
 def sparse_resize_(self, size, sparse_dim, dense_dim):
@@ -415,8 +412,7 @@ def sparse_resize_(self, size, sparse_dim, dense_dim):
                                    f"{list(b)}) on a non-empty sparse tensor is not supported."
                                    + _RESIZE_HINT)
         if size[sd:] != old[sd:]:       # grown dense dims: the new elements are zeros
-            grown = creation.zeros((val.shape[0],) + size[sd:], dtype=val.dtype,
-                                   device=val.device)
+            grown = creation.zeros((val.shape[0],) + size[sd:], dtype=val.dtype, device=val.device)
             grown[(slice(None),) + tuple(slice(0, n) for n in old[sd:])] = val
             val = grown
     else:

@@ -25,8 +25,7 @@ from .._tensor import Tensor
 from ..autograd import grad_mode
 from . import creation, dispatch, linalg, pointwise, reduction, shape, sparse_rules
 from .registry import OpDef, get
-from .sparse import (FUNCTIONS, _gather, _is_sparse, _make, _parts, _record_as, coalesce,
-                     to_sparse)
+from .sparse import (FUNCTIONS, _gather, _is_sparse, _make, _parts, _record_as, coalesce, to_sparse)
 
 _int64, no_grad = _dtype.int64, grad_mode.no_grad
 _BLOCK = (sparse_bsr, sparse_bsc)
@@ -88,8 +87,7 @@ def _(g, ci, pi, values, size, layout):
         g = _expand(g)
     nb = ci.dim() - 1
     idx = _elements(ci, pi, size, layout, _blocksize_of(values, nb, layout))
-    return None, None, _gather(g, _on(idx, g.device), tuple(size)).reshape(values.shape), \
-        None, None
+    return None, None, _gather(g, _on(idx, g.device), tuple(size)).reshape(values.shape), None, None
 
 
 def _values_fwd(xp, input, compressed, plain, layout):
@@ -403,13 +401,10 @@ def convert(self, layout, blocksize=None, dense_dim=None):
         raise RuntimeError(f"sparse_compressed_to_{lay}: expected SparseCsr or SparseCsc layout "
                            f"but got {KEY[src]}")
     if layout in _BLOCK and src in _BLOCK and blocksize != _blocksize(self._data):
-        raise RuntimeError(f"{'to' if src is layout else 'sparse_compressed_to'}_{lay}: "
-                           f"conversion from {KEY[src]} to {KEY[layout]} with blocksize changed "
-                           f"from {list(_blocksize(self._data))} to {list(blocksize)} is not "
-                           f"supported")
-    if src is layout:
-        return self
-    return _compress(_expand(self), layout, blocksize)
+        raise RuntimeError(f"{'to' if src is layout else 'sparse_compressed_to'}_{lay}: conversion "
+                           f"from {KEY[src]} to {KEY[layout]} with blocksize changed from "
+                           f"{list(_blocksize(self._data))} to {list(blocksize)} is not supported")
+    return self if src is layout else _compress(_expand(self), layout, blocksize)
 
 
 def to_sparse_csr(self, dense_dim=None):
@@ -547,8 +542,7 @@ def _transpose_rule(input, dim0, dim1):
 
 def _t_rule(input):
     if input.dim() != 2:
-        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is "
-                           f"{input.dim()}D")
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.dim()}D")
     return _record_as(shape.t, (input,), _transpose_rule(input.detach(), 0, 1))
 
 
@@ -635,9 +629,8 @@ def sampled_addmm(input, mat1, mat2, *, beta=1.0, alpha=1.0, out=None):
         raise RuntimeError("sampled_addmm: expected 2-D input, mat1 and mat2 (batches are not "
                            "supported)")
     if mat1.shape[1] != mat2.shape[0] or (mat1.shape[0], mat2.shape[1]) != tuple(input.shape):
-        raise RuntimeError(f"sampled_addmm: input of shape {list(input.shape)} cannot be added "
-                           f"to the product of mat1 {list(mat1.shape)} and mat2 "
-                           f"{list(mat2.shape)}")
+        raise RuntimeError(f"sampled_addmm: input of shape {list(input.shape)} cannot be added to "
+                           f"the product of mat1 {list(mat1.shape)} and mat2 {list(mat2.shape)}")
     sp = input._data
     rows, cols = (_on(x, mat1.device) for x in _elements(sp.compressed, sp.plain, sp.shape,
                                                           sp.layout, (1, 1)))

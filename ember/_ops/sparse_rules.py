@@ -31,8 +31,7 @@ def _map_values(opdef, fn, keeps_coalesced=True):
     """A pattern rule: ``fn`` applied to the values (indices kept), recorded as ``opdef``."""
     def rule(input, *args, **kwargs):
         if not _is_sparse(input) or any(_is_sparse(a) for a in args):
-            raise NotImplementedError(f"{opdef.name}: unsupported mix of sparse and dense "
-                                      "operands")
+            raise NotImplementedError(f"{opdef.name}: unsupported mix of sparse and dense operands")
         i, v = _raw(input)
         with no_grad():
             out = _wrap(i, fn(v, *args, **kwargs), input.shape,
@@ -169,8 +168,7 @@ def _mm_rule(input, mat2):
     with no_grad():     # (a compressed operand as the COO tensor of its elements)
         a, b = (x.to_sparse_coo() if x.layout.name not in ("strided", "sparse_coo") else x
                 for x in (input, mat2))
-        out = _spmm(a, b, False) if _is_sparse(a) else \
-            _spmm(b.t(), a.t(), False).t().contiguous()
+        out = _spmm(a, b, False) if _is_sparse(a) else _spmm(b.t(), a.t(), False).t().contiguous()
     return _record_as(linalg.mm, (input, mat2), out)
 
 
@@ -179,8 +177,7 @@ def _sparse_product(a, b):
     structural product: a sum that cancels stays stored), CSR for compressed ones;
     differentiable in both operands' values."""
     if (a.layout.name == "sparse_coo") != (b.layout.name == "sparse_coo"):
-        raise RuntimeError(f"mm: computation on CPU is not implemented for {a.layout} @ "
-                           f"{b.layout}")
+        raise RuntimeError(f"mm: computation on CPU is not implemented for {a.layout} @ {b.layout}")
     (ia, va), (ib, vb) = _parts(a.to_sparse_coo()), _parts(b.to_sparse_coo())
     (ar, ac), (br, bc) = ia.cpu().numpy(), ib.cpu().numpy()
     starts = np.searchsorted(br, np.arange(b.shape[0] + 1))     # (coalesced: rows in order)
@@ -318,10 +315,9 @@ def _norm_rule(input, p="fro", dim=None, keepdim=False, dtype=None):
 
 
 # f(0) == 0 for each: the result stays sparse with the input's (coalesced) pattern
-ZERO_PRESERVING = ("abs", "sqrt", "sin", "tan", "tanh", "asin", "atan", "sinh", "asinh",
-                   "atanh", "expm1", "log1p", "ceil", "floor", "trunc", "round", "frac", "erf",
-                   "erfinv", "deg2rad", "rad2deg", "sign", "sgn", "relu", "square",
-                   "nan_to_num")
+ZERO_PRESERVING = ("abs", "sqrt", "sin", "tan", "tanh", "asin", "atan", "sinh", "asinh", "atanh",
+                   "expm1", "log1p", "ceil", "floor", "trunc", "round", "frac", "erf", "erfinv",
+                   "deg2rad", "rad2deg", "sign", "sgn", "relu", "square", "nan_to_num")
 for _name in ZERO_PRESERVING:
     get(_name).sparse = _values_fn(get(_name))
 pointwise.pow.sparse = _pow_rule

@@ -516,9 +516,7 @@ def _(g, input, eps=None):
     if (r := fused_grad("logit", input, g, *_logit_bounds(eps))) is not None:
         return r
     d = g / (input * (1 - input))
-    if eps is None:
-        return d
-    return ember.where((input < eps) | (input > 1 - eps), 0.0, d)
+    return d if eps is None else ember.where((input < eps) | (input > 1 - eps), 0.0, d)
 
 
 logit.meta = same_meta

@@ -196,8 +196,7 @@ def ranks(xp, q, n, nans, interpolation, ignore_nan):
     r = {"lower": xp.floor, "higher": xp.ceil, "nearest": xp.round}.get(
         interpolation, lambda r: r)(r)
     below, above = xp.floor(r), xp.ceil(r)
-    weight = r - below if interpolation == "linear" else r * 0 + 0.5 * (
-        interpolation == "midpoint")
+    weight = r - below if interpolation == "linear" else r * 0 + 0.5 * (interpolation == "midpoint")
     return below, above, weight, scale
 
 

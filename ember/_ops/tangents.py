@@ -165,9 +165,7 @@ def gathered(dim_of=_dim_of):
             nd = len(named(opdef, args, kwargs).get("kernel_size") or
                      named(opdef, args, kwargs)["output_size"])
             return t.flatten(-nd).gather(-1, idx.flatten(-nd)).reshape(vals.shape), None
-        if t.dim() == 0:
-            return t.clone(), None
-        return t.gather(d, idx), None
+        return (t.clone(), None) if t.dim() == 0 else (t.gather(d, idx), None)
     return rule
 
 

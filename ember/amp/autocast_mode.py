@@ -124,8 +124,7 @@ globals().update(LEGACY)
 
 def _device_type(device_type):
     if device_type not in _DEVICES:
-        raise RuntimeError(f"User specified an unsupported autocast device_type "
-                           f"'{device_type}'")
+        raise RuntimeError(f"User specified an unsupported autocast device_type '{device_type}'")
     return device_type
 
 

@@ -152,8 +152,7 @@ class GradScaler:
         if not self._enabled:
             return optimizer.step(*args, **kwargs)
         if "closure" in kwargs:
-            raise RuntimeError("Closure use is not currently supported if GradScaler is "
-                               "enabled.")
+            raise RuntimeError("Closure use is not currently supported if GradScaler is enabled.")
         self._check_scale_growth_tracker("step")
         state = self._per_optimizer_states[id(optimizer)]
         if state["stage"] is OptState.STEPPED:
@@ -237,8 +236,7 @@ class GradScaler:
     def _get_growth_tracker(self):
         if not self._enabled:
             return 0
-        return self._init_growth_tracker if self._growth_tracker is None else \
-            self._growth_tracker
+        return self._init_growth_tracker if self._growth_tracker is None else self._growth_tracker
 
     def is_enabled(self):
         return self._enabled
@@ -248,8 +246,7 @@ class GradScaler:
         if not self._enabled:
             return {}
         return {"scale": self.get_scale(), "growth_factor": self._growth_factor,
-                "backoff_factor": self._backoff_factor,
-                "growth_interval": self._growth_interval,
+                "backoff_factor": self._backoff_factor, "growth_interval": self._growth_interval,
                 "_growth_tracker": self._get_growth_tracker()}
 
     def load_state_dict(self, state_dict):

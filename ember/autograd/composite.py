@@ -45,8 +45,7 @@ def one_node(name, fn, *args):
     inner = fn(*(next(it) if hasattr(a, "_data") else a for a in args))
     outs = inner if isinstance(inner, tuple) else (inner,)
     node = CompositeNode(name, fn, args, tensors, leaves, outs)
-    wrapped = tuple(o._as_output_of(node, i) if o._requires_grad else o for i, o in
-                    enumerate(outs))
+    wrapped = tuple(o._as_output_of(node, i) if o._requires_grad else o for i, o in enumerate(outs))
     for o in wrapped:
         o._base = o._view_fn = None     # torch's op makes a new tensor, never a view
     return wrapped if isinstance(inner, tuple) else wrapped[0]
@@ -69,9 +68,7 @@ class CompositeNode(Node):
 
     name = OpNode.name
 
-    @property
-    def out_meta(self):
-        return [TensorMeta(o) for o in self.outs]
+    out_meta = property(lambda self: [TensorMeta(o) for o in self.outs])
 
     def release(self):
         self.fn = self.args = self.tensors = self.leaves = self.outs = None

@@ -9,8 +9,7 @@ import sys
 
 from . import grad_mode
 from .._dtype import _FLOAT
-from .graph import (_FREED_MSG, Node, TensorMeta, _active_hooks, _Packed,
-                    check_saved_version)
+from .graph import (_FREED_MSG, Node, TensorMeta, _active_hooks, _Packed, check_saved_version)
 
 
 _hooks = None
@@ -80,8 +79,7 @@ class BackwardCFunction(FunctionCtx, Node):
         # by forward itself on dirty inputs are not a later modification.
         hooks = _active_hooks()
         if self.to_save is not None:
-            self._saved = [None if t is None else self._saved_entry(t, hooks)
-                           for t in self.to_save]
+            self._saved = [None if t is None else self._saved_entry(t, hooks) for t in self.to_save]
             self._has_saved = True
         self.to_save = None
 
@@ -142,11 +140,9 @@ class BackwardCFunction(FunctionCtx, Node):
     def _check_shape(self, i, g):
         want, got = tuple(self.input_meta[i].shape), tuple(g.shape)
         # a gradient the input broadcasts to is summed down by the engine, as in torch
-        if len(want) > len(got) or any(w != s and w != 1 for w, s in zip(want[::-1],
-                                                                          got[::-1])):
+        if len(want) > len(got) or any(w != s and w != 1 for w, s in zip(want[::-1], got[::-1])):
             raise RuntimeError(f"Function {self.name()} returned an invalid gradient at index {i} "
-                               f"- got {list(got)} but expected shape compatible with "
-                               f"{list(want)}")
+                               f"- got {list(got)} but expected shape compatible with {list(want)}")
 
 
 class _FunctionMeta(type):
@@ -203,9 +199,8 @@ class Function(FunctionCtx, metaclass=_FunctionMeta):
 
     @staticmethod
     def backward(ctx, *grad_outputs):
-        raise NotImplementedError("You must implement either the backward or vjp method for "
-                                  "your custom autograd.Function to use it with backward mode "
-                                  "AD.")
+        raise NotImplementedError("You must implement either the backward or vjp method for your "
+                                  "custom autograd.Function to use it with backward mode AD.")
 
     vjp = backward      # aliases: a subclass defines one of the two
 
@@ -418,9 +413,7 @@ class NestedIOFunction(Function):
     def save_for_backward(self, *args):
         self.to_save, self._to_save_nested = tuple(_flat(args)), args
 
-    @property
-    def saved_tensors(self):
-        return _unflatten(self._ctx.saved_tensors, self._to_save_nested)
+    saved_tensors = property(lambda self: _unflatten(self._ctx.saved_tensors, self._to_save_nested))
 
     def mark_dirty(self, *args, **kwargs):
         self.dirty_tensors = tuple(_flat((args, tuple(kwargs.values()))))

@@ -286,8 +286,7 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
         jac = jacobian(scalar, inp, create_graph=True)
         _check_requires_grad(jac, "jacobian", strict)
         return jac
-    res = jacobian(jac_func, inputs, create_graph=create_graph, strict=strict,
-                   vectorize=vectorize)
+    res = jacobian(jac_func, inputs, create_graph=create_graph, strict=strict, vectorize=vectorize)
     return _unpack(res, (is_in_tuple, is_in_tuple))
 
 

@@ -78,6 +78,7 @@ def _analytical(outputs, inputs, diff_idx):
     L reaching z = a + ib is dL/da + i dL/db, and grad_output u gives L = Re(conj(u) * y):
     u = 1 yields the column of Re(y), u = 1j the column of Im(y)."""
     from .. import autograd
+    from .._memory_format import contiguous_format
     from .._ops.creation import zeros_like
     diff_in = [inputs[i] for i in diff_idx]
     width = [2 if t.dtype.is_complex else 1 for t in diff_in]
@@ -87,7 +88,7 @@ def _analytical(outputs, inputs, diff_idx):
         units = (1, 1j) if o.dtype.is_complex else (1,)
         for j in range(o.numel()):
             for u, unit in enumerate(units):
-                g = zeros_like(o)
+                g = zeros_like(o, memory_format=contiguous_format)     # (row-major: j is flat)
                 g._data.reshape(-1)[j] = unit
                 grads = autograd.grad(o, diff_in, g, retain_graph=True, allow_unused=True)
                 for n, gi in enumerate(grads):
@@ -168,8 +169,7 @@ def _check_zero_grad_output(outputs, inputs, diff_idx, raise_exception):
 def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
                   gen_non_contig_grad_outputs=False, raise_exception=True, nondet_tol=0.0,
                   check_undefined_grad=True, check_grad_dtypes=False, check_batched_grad=False,
-                  check_fwd_over_rev=False, check_rev_over_rev=True, fast_mode=False,
-                  masked=False):
+                  check_fwd_over_rev=False, check_rev_over_rev=True, fast_mode=False, masked=False):
     """Check second derivatives: ``gradcheck`` of the map ``(inputs, grad_outputs) ->`` the
     gradients of ``func``. Without ``grad_outputs``, fixed random ones are used.
 

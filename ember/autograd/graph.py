@@ -10,6 +10,7 @@ import weakref
 
 import numpy as np
 
+from .._memory_format import contiguous_format, dense
 from .._size import Size
 from .._sparse import strided
 from . import grad_mode
@@ -541,7 +542,10 @@ def _gone(ref):
 class AccumulateGrad(Node):
     """Sink of a leaf: adds the incoming gradient into ``variable.grad``."""
 
-    __slots__ = ("_variable",)          # (read by offset in _C/dispatch/nodes.h)
+    # (_variable read by offset in _C/dispatch/nodes.h; _lent: the id of a .grad that shares
+    # another tensor's memory, a weak reference a user could see (a reused id costs one
+    # out-of-place sum))
+    __slots__ = ("_variable", "_lent")
     seq = float("inf")                   # NOTE: like torch, accumulate as soon as ready
     next_functions, input_meta, n_outputs = (), (), 1
     # (the hook dicts stay read-only and shared until a hook is registered: a leaf never
@@ -554,7 +558,7 @@ class AccumulateGrad(Node):
         # not one per graph (recording an op on leaves costs no allocation). What differs:
         # once the leaf itself is gone, backward has nothing to accumulate into, and
         # ``variable`` is None. Hooks registered on a leaf live on the tensor.
-        self._variable = _weak(variable)
+        self._variable, self._lent = _weak(variable), None
         hooks = variable.__dict__.get("_leaf_hooks")
         if hooks is not None:
             self._tensor_pre_hooks = hooks
@@ -580,20 +584,46 @@ class AccumulateGrad(Node):
             # g twice), so .grad gets its own buffer: accumulating in place must not alias.
             # Like torch, a gradient nothing else can reach is taken as it is: references
             # from the engine's list and this frame only (3 with getrefcount's own), and an
-            # array that owns its memory held by ``g`` alone (a view or alias would add one).
+            # array that owns its memory held by ``g`` alone, or a view (below).
+            lay = grad_mode.state.grad_layout
             if create_graph and g.grad_fn is not None:
                 v.grad = g
-            elif not create_graph and sys.getrefcount(g) <= 3 and g._data.base is None and \
-                    sys.getrefcount(g._data) <= 2 and g._storage is None and g._base is None:
-                v.grad = _laid_out(g, v) if grad_mode.state.grad_layout else g
+            elif create_graph or sys.getrefcount(g) > 3:
+                v.grad = _laid_out(g, v, True)
+            elif g._base is not None:
+                # NOTE: torch takes a view backward made (a reshape's, a transpose's of the
+                # gradient given to backward) where it is laid out as the leaf, though its
+                # memory is another tensor's: so does ember (else a copy per reshaped
+                # parameter), but its next accumulation is out of place (torch's in-place
+                # one writes into that tensor, or into another leaf's .grad sharing it)
+                g2 = _laid_out(g, v) if lay else g
+                v.grad = g2 if g2 is not g else g.detach()
+                self._lent = id(v.grad) if g2 is g else None
+            elif _alone(g):
+                v.grad = _laid_out(g, v) if lay else g
             else:
                 v.grad = _laid_out(g, v, True)
-        elif create_graph or v.grad.requires_grad:
+        elif create_graph or v.grad.requires_grad or id(v.grad) == self._lent:
             v.grad = v.grad + g
         else:
             v.grad._inplace_add(g.detach())
         for h in v._post_acc_hooks or ():
             h(v)
+
+
+def _alone(g):
+    """Whether only ``g`` reaches its memory: an array held by ``g`` alone, or a view held so
+    of one array nothing else holds (rot90's transposed flip), and no storage another tensor
+    shares. (The counts include getrefcount's argument and this frame's names.)"""
+    a, s = g._data, g._storage
+    b = a.base
+    if s is not None and sys.getrefcount(s) > 3:
+        return False
+    held = s is not None                # (a storage holds the array owning the memory)
+    if b is None:
+        return sys.getrefcount(a) <= 3 + held
+    return type(b) is np.ndarray and b.base is None and sys.getrefcount(a) <= 3 and \
+        sys.getrefcount(b) <= 3 + held
 
 
 def _laid_out(g, v, copy=False):
@@ -604,28 +634,13 @@ def _laid_out(g, v, copy=False):
         return g.contiguous() if not g._data.flags.c_contiguous else g.clone() if copy else g
     if g.layout is not strided or v.layout is not strided:     # (sparse: taken as they are)
         return g.clone() if copy else g
-    shape, st = g.shape, v.stride() if v.device.type != "meta" else None
-    order = sorted((i for i in range(v.dim()) if shape[i] != 1), key=lambda i: st[i]) if st else ()
-    n = 1
-    for i in order:             # dense and non-overlapping: each stride the size below it
-        if st[i] != n:
-            st = None
-            break
-        n *= shape[i]
-    if st is None:
-        return g.clone(memory_format=_contiguous()) if copy else g.contiguous()
-    if all(a == b or s == 1 for a, b, s in zip(g.stride(), st, shape)):
+    st = v.stride() if v.device.type != "meta" else None
+    if st is None or not dense(g.shape, st):
+        return g.clone(memory_format=contiguous_format) if copy else g.contiguous()
+    if all(a == b or s == 1 for a, b, s in zip(g.stride(), st, g.shape)):
         return g.clone() if copy else g     # (clone keeps a dense tensor's strides)
-    if order == sorted(order, reverse=True):    # row-major, the common leaf: no empty_strided
-        c = g.contiguous()
-        return c.clone() if copy and c is g else c
     from .._ops.creation import empty_strided
-    return empty_strided(shape, st, dtype=g.dtype, device=g.device).copy_(g)
-
-
-def _contiguous():
-    from .._memory_format import contiguous_format
-    return contiguous_format
+    return empty_strided(g.shape, st, dtype=g.dtype, device=g.device).copy_(g)
 
 
 class CopySlices(Node):

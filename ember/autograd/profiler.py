@@ -34,9 +34,7 @@ class profile(_profiler.profile):
             self.stop()
         return False
 
-    @property
-    def function_events(self):
-        return self.events()
+    function_events = property(lambda self: self.events())
 
     def table(self, sort_by=None, row_limit=100, **kwargs):
         """The events (not averaged) as torch's table."""

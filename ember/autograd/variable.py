@@ -37,5 +37,4 @@ class Variable(metaclass=_VariableMeta):
 
 def variable(*args, **kwargs):
     """Removed in torch: raises, pointing to ``tensor``."""
-    raise RuntimeError("torch.autograd.variable(...) is deprecated, use torch.tensor(...) "
-                       "instead")
+    raise RuntimeError("torch.autograd.variable(...) is deprecated, use torch.tensor(...) instead")

@@ -83,8 +83,7 @@ cudnn = _submodule(
     enabled=True, benchmark=False, benchmark_limit=10, deterministic=False, allow_tf32=True,
     is_available=lambda: False, version=lambda: None)
 cudnn.flags = _flags_of(cudnn, ("enabled", "benchmark", "deterministic", "allow_tf32"))
-cuda = _submodule("cuda", "CUDA flags (ember runs CUDA through CuPy).",
-                  matmul=_MatmulFlags(),
+cuda = _submodule("cuda", "CUDA flags (ember runs CUDA through CuPy).", matmul=_MatmulFlags(),
                   is_built=lambda: importlib.util.find_spec("cupy") is not None,
                   preferred_linalg_library=lambda backend=None: "default", **_sdp_switches())
 mkldnn = _submodule("mkldnn", "oneDNN flags: ember does not use oneDNN, so they are stored only.",

@@ -11,8 +11,10 @@ forward seen before reads both graphs from the disk cache instead (``_joint_key`
 """
 import functools
 import hashlib
+import marshal
 import os
 import pickle
+import sys
 import tempfile
 import warnings
 
@@ -38,7 +40,11 @@ class _Capture(Recorder):
 
     def __init__(self, inputs, names, module):
         super().__init__(inputs, names, module)
-        self.live, self.aliased = {}, False
+        self.live, self.aliased, self.wrote = {}, False, False
+
+    def assigned(self, t, r):
+        self.wrote = True           # (an in-place write: the capture's values are not kept)
+        super().assigned(t, r)
 
     def value(self, t):
         if id(t) not in self.values and id(t) not in self.attrs and id(t) not in self.stale:
@@ -99,6 +105,7 @@ def capture(fn, module, args, kwargs):
                 diff = [j for j, o in enumerate(outs) if o.requires_grad and _float(o)] \
                     if leaves else []
                 split, known = len(rec.graph._nodes), (len(rec.live), len(rec.constants))
+                clean = not (rec.wrote or rec.aliased or rec.stale)     # (the forward's)
                 key = _joint_key(rec, outs, diff, leaves) if diff else None
                 hit = _joint_read(key) if key is not None else None
                 if hit is None:
@@ -135,13 +142,28 @@ def capture(fn, module, args, kwargs):
                         {**rec.live, **hit["live"]}, {**rec.constants, **hit["consts"]}, module,
                         [p[:2] + ([get(t["$op"]) if type(t) is dict and "$op" in t else
                                    _dec(t, {}) for t in p[2]],) + p[3:] for p in hit["programs"]])
+        prog.saved, prog.code = hit["saved"], hit["code"]
     else:
         prog = Compiled.joint(rec, module, out, out_nodes, split, diff, leaf_nodes, grad_nodes,
                               len(flat))
         if key is not None:
             _joint_write(key, prog, known)
     prog.watch = list(rec.called.values()), list(prog.live.values())
+    if clean:
+        _keep_values(prog, rec, outs)
     return prog
+
+
+def _keep_values(prog, rec, outs):
+    """Keep the outputs and saved values the capture computed for the call that follows it
+    (``Compiled.eager``), which then runs no forward of its own; not where the function wrote
+    in place (a value's tensor then holds a later one: BatchNorm's running statistics, restored
+    after the capture, must be updated by the compiled forward) or aliased off the dispatch."""
+    by_name = {rec.values[id(t)].name: t for t in reversed(rec.keep) if id(t) in rec.values}
+    saved = [by_name.get(name) for name in prog.saved]
+    if None not in saved:       # (history-less, so the capture's autograd graph is freed)
+        prog.eager = [[t._alias() if t.grad_fn is not None else t for t in ts]
+                      for ts in (outs, saved)]
 
 
 # ---- the joint program on disk, keyed by the forward graph -----------------------------------
@@ -175,13 +197,13 @@ def _joint_key(rec, outs, diff, leaves):
         fwd = dumps(rec.graph)
     except TypeError:           # (a node calling what is not an op)
         return None
-    parts = [_JOINT, _ember_files(), config.cache_key_tag, str(get_default_dtype()),
+    parts = [_JOINT, sys.version, _ember_files(), config.cache_key_tag, str(get_default_dtype()),
              str(are_deterministic_algorithms_enabled()), fwd, repr(out_names), repr(diff),
              repr([rec.homes[id(t)].name for t in leaves])]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
 
-_JOINT = "ember.compile.joint/1"
+_JOINT = "ember.compile.joint/2"
 
 
 @functools.cache
@@ -204,16 +226,20 @@ def _joint_read(key):
     try:
         with open(_joint_path(key), "rb") as f:
             d = pickle.load(f)      # (ember's own cache, beside the libraries it loads)
+        d["code"] = [marshal.loads(c) for c in d["code"]]   # (Python's version is in the key)
     except Exception:
         return None                 # (none, or unreadable: recorded again and written anew)
-    return d if isinstance(d, dict) and d.get("format") == _JOINT else None
+    cgen.used[key + ".joint"] = _joint_path(key)
+    return d
 
 
 def _joint_write(key, prog, known):
-    """Store ``prog``'s graphs and the tensors its backward's recording made (written aside,
-    renamed into place)."""
+    """Store ``prog``'s graphs, its runners' code and the tensors its backward's recording
+    made (written aside, renamed into place)."""
+    prog.code = [compile(p[0], "<ember.compile>", "exec") for p in prog.programs]
     try:
-        entry = pickle.dumps({"format": _JOINT, "graphs": [dumps(g) for g in prog.graphs],
+        entry = pickle.dumps({"graphs": [dumps(g) for g in prog.graphs],
+                              "saved": prog.saved, "code": list(map(marshal.dumps, prog.code)),
                               "leaf_slots": prog.leaf_slots, "programs": [  # (ops by name)
                                   p[:2] + ([{"$op": t.name} if isinstance(t, OpDef) else
                                             _enc(t, "") for t in p[2]],) + p[3:]
@@ -227,17 +253,20 @@ def _joint_write(key, prog, known):
     with os.fdopen(fd, "wb") as f:
         f.write(entry)
     os.replace(tmp, _joint_path(key))
+    cgen.used[key + ".joint"] = _joint_path(key)
 
 
 class Compiled:
     """A captured function's forward (and backward) graphs, compiled to C and Python."""
 
     def __init__(self, graphs, leaf_slots, template, n_in, diff, live, consts, module,
-                 programs=None):
+                 programs=None, saved=None):
         self._graphs, self.leaf_slots, self.template, self.n_in, self.diff = \
             graphs, leaf_slots, template, n_in, diff
         self.live, self.consts, self.module = live, consts, module
         self.programs = programs or [cgen.build(g) for g in self.graphs]
+        # (names of the saved nodes: see _keep_values; the runners' code objects, from disk)
+        self.saved, self.eager, self.code = saved, None, None
 
     @property
     def graphs(self):
@@ -266,14 +295,16 @@ class Compiled:
         places = [p for p in fwd if p.op == "placeholder"]
         slots = [("in", places.index(n)) if n.op == "placeholder" else ("attr", n.target)
                  for n in leaf_nodes]
-        return cls(graphs, slots, template, n_in, diff, rec.live, rec.constants, module)
+        return cls(graphs, slots, template, n_in, diff, rec.live, rec.constants, module,
+                   saved=[n.name for n in saved])
 
     def load(self, buffers=False):
         """Compile (or find in the disk cache) the C source and bind the runners."""
         blocks = [b for p in self.programs for b in p[1].split("\n\n")]
         lib = cgen.load("\n\n".join(dict.fromkeys(blocks)))     # (kernels both graphs use)
-        self.runs = [cgen.make(py, table, sigs, lib, {} if buffers else None)
-                     for py, _, table, _, sigs in self.programs]
+        code = self.code or [p[0] for p in self.programs]
+        self.runs = [cgen.make(c, p[2], p[4], lib, {} if buffers else None)
+                     for c, p in zip(code, self.programs)]
         self.attrs = [p[3] for p in self.programs]
         self.buffers, self.generation = buffers, 0
         return self
@@ -290,12 +321,19 @@ class Compiled:
         return [Tensor._wrap(o._data.copy()) if self.buffers and isinstance(o, Tensor) else o
                 for o in outs]
 
+    def _forward(self, flat, attrs):
+        """The forward's outputs and saved values (the capture's on the call right after it)."""
+        eager, self.eager = self.eager, None
+        if eager is not None:
+            return eager
+        with no_grad():
+            return self.runs[0](*flat, *attrs)
+
     def __call__(self, args, kwargs):
         flat = flatten_tensors((args, kwargs))
         attrs = [self.attr(t) for t in self.attrs[0]]
         if len(self.programs) == 1:
-            with no_grad():
-                outs, _ = self.runs[0](*flat, *attrs)
+            outs, _ = self._forward(flat, attrs)
             outs = self._own(outs)
         else:
             leaves = [flat[i] if kind == "in" else self.attr(i) for kind, i in self.leaf_slots]
@@ -309,8 +347,7 @@ class _Run(Function):
 
     @staticmethod
     def forward(ctx, prog, flat, attrs, *leaves):
-        with no_grad():
-            outs, saved = prog.runs[0](*flat, *attrs)
+        outs, saved = prog._forward(flat, attrs)
         prog.generation += 1
         # an output also saved is kept as a history-less alias: the output itself (whose
         # grad_fn is ctx) would make a ctx <-> tensor cycle that only the cyclic GC frees, so

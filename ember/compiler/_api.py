@@ -217,16 +217,16 @@ config = _Config(job_id=None, pgo_extra_read_key=None, pgo_extra_write_key=None,
 
 class CacheInfo:
     """What ``save_cache_artifacts``/``load_cache_artifacts`` moved: ``artifacts`` maps a kind
-    to the keys; ember's compiled C programs are ``inductor_artifacts``."""
+    to the keys; ember's compiled C programs are ``inductor_artifacts``, the joint
+    forward/backward programs (what spares a new process the backward's recording)
+    ``aot_autograd_artifacts``."""
 
     def __init__(self, artifacts=None):
         self.artifacts = defaultdict(list, artifacts or {})
 
-    inductor_artifacts = property(lambda self: self.artifacts["inductor"])
-    autotune_artifacts = property(lambda self: self.artifacts["autotune"])
-    aot_autograd_artifacts = property(lambda self: self.artifacts["aot_autograd"])
-    pgo_artifacts = property(lambda self: self.artifacts["pgo"])
-    precompile_artifacts = property(lambda self: self.artifacts["precompile"])
+    inductor_artifacts, autotune_artifacts, aot_autograd_artifacts, pgo_artifacts, \
+        precompile_artifacts = (property(lambda self, k=k: self.artifacts[k]) for k in (
+            "inductor", "autotune", "aot_autograd", "pgo", "precompile"))
 
     def add(self, artifact):
         self.artifacts[artifact.type()].append(artifact.key)
@@ -240,15 +240,24 @@ class CacheInfo:
     def __repr__(self):
         return f"CacheInfo(artifacts={dict(self.artifacts)})"
 
+    def _add(self, name):
+        """Count cache file ``name`` (``<key>.so`` or ``<key>.joint``); False for another."""
+        key, ext = os.path.splitext(name)
+        kind = {".so": "inductor", ".joint": "aot_autograd"}.get(ext)
+        if kind:
+            self.artifacts[kind].append(key)
+        return bool(kind)
+
 
 _MAGIC = "ember.compiler.cache/1"
 
 
 def save_cache_artifacts():
-    """The compiled programs this process compiled or loaded (ember's disk cache entries,
-    ``~/.cache/ember/codegen``) as bytes, with a ``CacheInfo``; None if there are none.
-    ``load_cache_artifacts`` in another process (same compiler and flags: they are part of
-    the key) fills its cache, so its first calls skip the C compiler.
+    """The disk cache entries this process compiled or loaded (``~/.cache/ember/codegen``: C
+    programs and joint forward/backward programs) as bytes, with a ``CacheInfo``; None if
+    there are none. ``load_cache_artifacts`` in another process (same compiler and flags, and
+    the same ember: they are part of the keys) fills its cache, so its first calls skip the C
+    compiler and the backward's recording.
 
     Example:
         >>> import ember
@@ -262,15 +271,14 @@ def save_cache_artifacts():
     buf, info = io.BytesIO(), CacheInfo()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("format", _MAGIC)
-        for key, path in cgen.used.items():
-            if os.path.exists(path):
-                z.write(path, f"codegen/{key}.so")
-                info.artifacts["inductor"].append(key)
+        for name, path in cgen.used.items():
+            if os.path.exists(path) and info._add(name):
+                z.write(path, f"codegen/{name}")
     return buf.getvalue(), info
 
 
 def load_cache_artifacts(serialized_artifacts):
-    """Put the programs ``save_cache_artifacts`` serialized into this process's disk cache
+    """Put the entries ``save_cache_artifacts`` serialized into this process's disk cache
     (those already there are kept); returns their ``CacheInfo``, None for no artifacts.
 
     Example:
@@ -291,16 +299,15 @@ def load_cache_artifacts(serialized_artifacts):
     folder = os.path.join(cgen.cache_dir(), "codegen")
     os.makedirs(folder, exist_ok=True)
     for name in z.namelist():
-        if not name.startswith("codegen/"):
+        base = os.path.basename(name)
+        if not name.startswith("codegen/") or not info._add(base):
             continue
-        key = os.path.basename(name)[:-3]
-        path = os.path.join(folder, key + ".so")
+        path = os.path.join(folder, base)
         if not os.path.exists(path):        # (written aside, renamed into place: atomic)
-            fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
+            fd, tmp = tempfile.mkstemp(suffix=".tmp", dir=folder)
             with os.fdopen(fd, "wb") as f:
                 f.write(z.read(name))
             os.replace(tmp, path)
-        info.artifacts["inductor"].append(key)
     return info
 
 
@@ -394,6 +401,7 @@ def aot_compile(compiled, example_inputs):
     try:
         with substituted(compiled.fn, None):
             prog = capture(compiled.fn, None, args, kwargs)
+        prog.eager = None           # (the first call is not the example's)
     except Breaks as e:
         from .._dynamo.exc import Unsupported
         raise Unsupported(f"data-dependent: {e} (aot_compile needs one graph)") from None

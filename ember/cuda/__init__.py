@@ -117,9 +117,8 @@ def get_device_properties(device=None):
     import types
     p = _lazy_init().cuda.runtime.getDeviceProperties(_index(device))
     name = p["name"].decode() if isinstance(p["name"], bytes) else p["name"]
-    return types.SimpleNamespace(name=name, total_memory=p["totalGlobalMem"],
-                                 major=p["major"], minor=p["minor"],
-                                 multi_processor_count=p["multiProcessorCount"])
+    return types.SimpleNamespace(name=name, total_memory=p["totalGlobalMem"], major=p["major"],
+                                 minor=p["minor"], multi_processor_count=p["multiProcessorCount"])
 
 
 def get_device_name(device=None):

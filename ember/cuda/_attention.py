@@ -36,8 +36,7 @@ try:
 except ImportError:       # pragma: no cover (ml_dtypes is a runtime dependency)
     _bf16 = None
 # storage type, accumulation type, conversion kind (0 native, 1 float16, 2 bfloat16)
-TYPES = {np.dtype(np.float32): ("float", "float", 0),
-         np.dtype(np.float64): ("double", "double", 0),
+TYPES = {np.dtype(np.float32): ("float", "float", 0), np.dtype(np.float64): ("double", "double", 0),
          np.dtype(np.float16): ("unsigned short", "float", 1)}
 if _bf16 is not None:
     TYPES[np.dtype(_bf16)] = ("unsigned short", "float", 2)

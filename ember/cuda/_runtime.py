@@ -150,9 +150,7 @@ def get_arch_list():
     """
     from . import _cupy     # (the package's, which the test double replaces)
     cupy = _cupy()[0]
-    if cupy is None:
-        return []
-    return [f"sm_{a}" for a in cupy.cuda.nvrtc.getSupportedArchs()]
+    return [] if cupy is None else [f"sm_{a}" for a in cupy.cuda.nvrtc.getSupportedArchs()]
 
 
 def get_gencode_flags():

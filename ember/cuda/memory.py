@@ -85,8 +85,7 @@ def _usage(cupy):
     ``MemPool``'s, and what uncached allocators hold."""
     pools = [cupy.get_default_memory_pool()] + [p._pool for p in list(_mempools.values())]
     extra = _direct[cupy.cuda.runtime.getDevice()]
-    return (sum(p.used_bytes() for p in pools) + extra,
-            sum(p.total_bytes() for p in pools) + extra)
+    return (sum(p.used_bytes() for p in pools) + extra, sum(p.total_bytes() for p in pools) + extra)
 
 
 def _on_oom(size):
@@ -207,8 +206,7 @@ def reset_accumulated_memory_stats(device=None):
     """Zero the cumulative counts (bytes and allocations made, out-of-memory errors)."""
     if is_available():
         s = _stats[_index(device)]
-        s.update({"allocated_bytes.all.allocated": 0, "allocation.all.allocated": 0,
-                  "num_ooms": 0})
+        s.update({"allocated_bytes.all.allocated": 0, "allocation.all.allocated": 0, "num_ooms": 0})
 
 
 def reset_max_memory_allocated(device=None):
@@ -442,9 +440,7 @@ class MemPool(_CUDAAllocator):
         """This pool's id, a tuple of two ints (``memory_snapshot(mempool_id=...)``)."""
         return self._id
 
-    @property
-    def allocator(self):
-        return self._allocator
+    allocator = property(lambda self: self._allocator)
 
     def use_count(self):
         """How many hold the pool: the pool itself, each ``use_mem_pool`` block using it and

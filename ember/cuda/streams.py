@@ -154,16 +154,13 @@ class Event:
         ...     end.synchronize(); ms = start.elapsed_time(end)
     """
 
-    def __init__(self, enable_timing=False, blocking=False, interprocess=False,
-                 external=False):
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False, external=False):
         cupy = _lazy_init()
         self._e = cupy.cuda.Event(block=blocking, disable_timing=not enable_timing,
                                   interprocess=interprocess)
         self.enable_timing, self._recorded = enable_timing, False
 
-    @property
-    def cuda_event(self):
-        return self._e.ptr
+    cuda_event = property(lambda self: self._e.ptr)
 
     def record(self, stream=None):
         """Record the event on ``stream`` (the current stream by default)."""

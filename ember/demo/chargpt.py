@@ -115,8 +115,7 @@ def run(epochs=6, device="cpu", out="ember-demo-out", seed=0, steps_per_epoch=50
     model = CharGPT(**config, dropout=dropout).to(device)
     opt = ember.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.99))
     total = epochs * steps_per_epoch
-    sched = ember.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=total,
-                                                pct_start=0.1)
+    sched = ember.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=total, pct_start=0.1)
     rng = np.random.default_rng(seed)
     print(f"ember demo: char-GPT on Alice in Wonderland, {len(train):,} train / {n_val:,} "
           f"held-out characters, vocabulary {len(chars)}, "

@@ -57,8 +57,7 @@ def run(epochs=12, device="cpu", out="ember-demo-out", seed=0, batch_size=32, lr
     test, train = perm[:n_test], perm[n_test:]
     xtr, ytr = ember.tensor(images[train], device=device), ember.tensor(labels[train],
                                                                          device=device)
-    xte, yte = ember.tensor(images[test], device=device), ember.tensor(labels[test],
-                                                                        device=device)
+    xte, yte = ember.tensor(images[test], device=device), ember.tensor(labels[test], device=device)
     model = DigitsCNN().to(device)
     opt = ember.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     sched = ember.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
@@ -83,8 +82,7 @@ def run(epochs=12, device="cpu", out="ember-demo-out", seed=0, batch_size=32, lr
         bar.close(f"  test accuracy {test_acc[-1]:.3f}")
     os.makedirs(out, exist_ok=True)
     ckpt = os.path.join(out, "digits_cnn.pt")
-    ember.save({"model": model.state_dict(), "epochs": epochs, "test_accuracy": test_acc[-1]},
-               ckpt)
+    ember.save({"model": model.state_dict(), "epochs": epochs, "test_accuracy": test_acc[-1]}, ckpt)
     per_step = history["train loss"]
     means = [float(np.mean(per_step[i:i + steps])) for i in range(0, len(per_step), steps)]
     history["epoch mean"] = [m for m in means for _ in range(steps)][:len(per_step)]

@@ -238,9 +238,11 @@ class NodeShm:
         node.Free()
         return None
 
-    def start(self, buf, op):
-        """Queue the in-place all-reduce of contiguous ``buf`` with MPI op name ``op``."""
-        job = ShmJob(self, buf.reshape(-1), self.UFUNCS[op])
+    def start(self, buf, op, src=None, scale=None):
+        """Queue the in-place all-reduce of contiguous ``buf`` with MPI op name ``op``; with
+        ``src`` (``(offset, flat array)`` pairs covering ``buf``) the input is read from
+        those arrays instead, multiplied by ``scale`` when given (DDP reads the gradients)."""
+        job = ShmJob(self, buf.reshape(-1), self.UFUNCS[op], src, scale)
         self.queue.append(job)
         self.poll()
         return job
@@ -255,13 +257,35 @@ class NodeShm:
         self.queue, self.segs, self.win = [], [], None
 
 
+def _parts(pieces, lo, hi):
+    """``(view, index of its first element)`` of each part of ``pieces`` (``(offset, flat
+    array)`` pairs) that lies in the elements ``[lo, hi)``."""
+    for at, a in pieces:
+        i, j = max(lo, at), min(hi, at + a.size)
+        if i < j:
+            yield a[i - at:j - at], i
+
+
 class ShmJob:
     """One all-reduce on a ``NodeShm``: what the engine hands ``Work`` in place of a request."""
 
-    def __init__(self, shm, flat, ufunc):
+    def __init__(self, shm, flat, ufunc, src=None, scale=None):
         self.shm, self.flat, self.ufunc, self.done = shm, flat, ufunc, False
         self.step = max(1, min(flat.size, shm.cap // flat.itemsize))    # elements per round
         self.pos, self.stage, self.req = 0, 0, None
+        # (offset, flat array) pairs: where the input comes from and the results go
+        self.src, self.scale, self.out = src or [(0, flat)], scale, [(0, flat)]
+
+    def redirect(self, out):
+        """Write the results into the arrays ``out`` (``(offset, flat array)`` pairs covering
+        the array) instead of the array itself, if none is written yet; True if so. DDP
+        writes the reduced bucket straight into the gradients this way (one copy less)."""
+        free = not (self.pos or self.stage == 2 or self.done)
+        self.out = out if free else self.out
+        return free
+
+    def _load(self, x, dst):        # x (times scale) -> dst
+        return np.copyto(dst, x) if self.scale is None else np.multiply(x, self.scale, out=dst)
 
     def advance(self):
         """Run the stages whose barrier has passed; True once the array is reduced."""
@@ -275,25 +299,25 @@ class ShmJob:
             lo, hi = self.pos, min(self.pos + self.step, flat.size)
             n, r = shm.n, shm.rank
             cut = [lo + (hi - lo) * j // n for j in range(n + 1)]
-            # chunk j of this round: flat[cut[j]:cut[j+1]], seg[c[j]] in every input area,
-            # its result in res[j]
-            w = (hi - lo) * flat.itemsize
-            seg = [s[:w].view(flat.dtype) for s in shm.segs]
-            c = [slice(cut[j] - lo, cut[j + 1] - lo) for j in range(n)]
+            # chunk j of this round: elements [cut[j], cut[j+1]), at [cut[j] - lo, ...) in
+            # every input area seg, its result in res[j]
+            seg = [s[:(hi - lo) * flat.itemsize].view(flat.dtype) for s in shm.segs]
             res = [s[shm.cap:shm.cap + (b - a) * flat.itemsize].view(flat.dtype)
                    for s, a, b in zip(shm.segs, cut, cut[1:])]
             if self.stage == 0:             # my data of the others' chunks -> my segment
                 for j in range(n):
-                    if j != r:
-                        seg[r][c[j]] = flat[cut[j]:cut[j + 1]]
+                    for x, i in _parts(self.src, cut[j], cut[j + 1]) if j != r else ():
+                        self._load(x, seg[r][i - lo:i - lo + x.size])
             elif self.stage == 1:           # my chunk, reduced from every rank's data
-                src = [flat[cut[r]:cut[r + 1]] if j == r else seg[j][c[r]] for j in range(n)]
-                self.ufunc(src[0], src[1], out=res[r])
-                for x in src[2:]:
-                    self.ufunc(res[r], x, out=res[r])
-            else:                           # every chunk's result -> my array
+                for x, i in _parts(self.src, cut[r], cut[r + 1]):
+                    mine = res[r][i - cut[r]:i - cut[r] + x.size]
+                    x = x if self.scale is None else self._load(x, mine)
+                    for k, j in enumerate(j for j in range(n) if j != r):
+                        self.ufunc(mine if k else x, seg[j][i - lo:i - lo + x.size], out=mine)
+            else:                           # every chunk's result -> self.out
                 for j in range(n):
-                    flat[cut[j]:cut[j + 1]] = res[j]
+                    for x, i in _parts(self.out, cut[j], cut[j + 1]):
+                        x[...] = res[j][i - cut[j]:i - cut[j] + x.size]
                 self.pos, self.stage, self.done = hi, 0, hi == flat.size
                 continue
             shm.win.Sync()

@@ -3,9 +3,10 @@
 
 The Reducer lays each bucket's gradients out in one flat buffer (``bucket_indices``: the
 parameter indices of each bucket, in buffer order). A post-accumulate-grad hook on each
-parameter counts it ready; when a bucket is full its gradients are copied into the buffer
-and the comm hook (by default an async all-reduce of buffer / world size) starts, so
-communication overlaps the rest of backward. Buckets start strictly in index order on every
+parameter copies its gradient into the buffer (divided by the world size on the way when no
+comm hook is registered, as torch's) and counts it ready; when a bucket is full the comm hook
+(by default an async all-reduce, a sum) starts, so communication overlaps the rest of
+backward. Buckets start strictly in index order on every
 rank, as MPI and NCCL match collectives by order. When the last bucket has started, the
 hook waits for all of them and writes the averages into ``.grad``.
 """
@@ -16,6 +17,7 @@ import time
 
 import numpy as np
 
+from .. import _backends
 from . import distributed_c10d as c10d
 
 _log = logging.getLogger("torch.distributed")
@@ -71,21 +73,16 @@ class GradBucket:
                 for p, o in zip(self._params, self._offsets)]
 
 
-def _allreduce_avg(process_group, bucket):
-    from .algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-    return allreduce_hook(process_group, bucket)
-
-
 class _Bucket:
     def __init__(self, index, params):
         from .. import zeros
         self.index, self.params = index, params
         self.offsets = [int(o) for o in np.cumsum([0] + [p.numel() for p in params[:-1]])]
-        self.numel = sum(p.numel() for p in params)
-        self.buffer = zeros(self.numel, dtype=params[0].dtype, device=params[0].device)
+        self.buffer = zeros(sum(p.numel() for p in params), dtype=params[0].dtype,
+                            device=params[0].device)
         self.views = [self.buffer[o:o + p.numel()].view(p.shape)
                       for p, o in zip(params, self.offsets)]
-        self.pending, self.future = 0, None
+        self.pending, self.future, self.direct = 0, None, False
 
 
 class Reducer:
@@ -114,10 +111,9 @@ class Reducer:
                  skip_all_reduce_unused_params=False, use_python_reducer=False,
                  bucket_bytes_cap_list=(), batched_grad_copy=False):
         self._params, self.process_group = list(params), process_group
-        self.find_unused_parameters, self.gradient_as_bucket_view = \
-            find_unused_parameters, gradient_as_bucket_view
-        self.bucket_bytes_cap, self.per_bucket_size_limits = bucket_bytes_cap, \
-            list(per_bucket_size_limits)
+        self.find_unused_parameters, self.gradient_as_bucket_view, self.bucket_bytes_cap = \
+            find_unused_parameters, gradient_as_bucket_view, bucket_bytes_cap
+        self.per_bucket_size_limits = list(per_bucket_size_limits)
         self.param_names = dict(param_to_name_mapping or {})
         self._buckets = [_Bucket(i, [self._params[j] for j in idx])
                          for i, idx in enumerate(bucket_indices)]
@@ -132,7 +128,7 @@ class Reducer:
                     if p.grad is not None:
                         v.copy_(p.grad)
                     p.grad = v
-        self._comm_hook, self._comm_state = _allreduce_avg, None
+        self._comm_hook, self._comm_state = None, None
         self._syncing = self._started = self.static_graph = False
         self._next, self._unused, self._logger, self.num_iterations = 0, set(), None, 0
         self._times = dict.fromkeys(("fwd", "bwd", "bwd_end", "comm", "comm_end"), 0)
@@ -164,8 +160,13 @@ class Reducer:
         self._syncing, self._started, self._next, self._unused = True, False, 0, set()
         self._ready_ns = [0] * len(self._params)
         self._times["bwd"] = time.perf_counter_ns()
+        # the shared-memory all-reduce reads the gradients themselves (scaled on the way):
+        # the built-in reduction of a large enough bucket skips the copy-in
+        shm = self._comm_hook is None and not self.gradient_as_bucket_view and getattr(
+            c10d._resolve(self.process_group).engine, "_shm", None)
         for b in self._buckets:
             b.pending, b.future = len(b.params), None
+            b.direct = bool(shm) and b.buffer._data.nbytes >= shm.MIN
         outputs = list(outputs) if not c10d._is_tensor(outputs) else [outputs]
         if outputs and (self.find_unused_parameters or self.static_graph):
             self._mark_unused(outputs)
@@ -180,7 +181,7 @@ class Reducer:
 
     # ---------------------------------------------------------------- ember's internals
     def _register_comm_hook(self, state, hook):
-        if self._comm_hook is not _allreduce_avg:
+        if self._comm_hook is not None:
             raise RuntimeError("register_comm_hook or register_builtin_comm_hook can only be "
                                "called once.")
         self._comm_hook, self._comm_state = hook, state
@@ -217,9 +218,11 @@ class Reducer:
                            b.index == len(self._buckets) - 1) for b in self._buckets]
 
     def _run_comm_hook(self, bucket):
-        state = self._comm_state if self._comm_hook is not _allreduce_avg else \
-            self.process_group
-        return self._comm_hook(state, bucket)
+        if self._comm_hook is not None:
+            return self._comm_hook(self._comm_state, bucket)
+        # NOTE: no hook registered: the copy-in has divided by the world size, the all-reduce
+        # sums, as torch's built-in path (``_AllReduceBySumCommHook``)
+        return c10d.all_reduce(bucket.buffer(), group=self.process_group, async_op=True)
 
     def _check_reducer_finalized(self):
         if self._syncing:
@@ -228,54 +231,64 @@ class Reducer:
 
     def _mark_unused(self, outputs):
         from ..nn.parallel.distributed import _tensors
-        seen, stack, used = set(), [], set()
-        for t in _tensors(outputs):
-            if t.grad_fn is not None:
-                stack.append(t.grad_fn)
-            elif t.requires_grad:
-                used.add(id(t))
+        ts = list(_tensors(outputs))            # an output may be a parameter itself
+        seen, stack, used = set(), [t.grad_fn for t in ts], {id(t) for t in ts}
         while stack:
             node = stack.pop()
-            if id(node) in seen or node is None:
+            if node is None or id(node) in seen:
                 continue
             seen.add(id(node))
-            var = getattr(node, "variable", None)
-            if var is not None:
-                used.add(id(var))
+            used.add(id(getattr(node, "variable", None)))
             stack.extend(n for n, _ in node.next_functions)
         for p in self._params:
             if id(p) not in used:
                 self._unused.add(id(p))
-                self._bucket_of[id(p)][0].pending -= 1
+                b, j = self._bucket_of[id(p)]
+                self._copy_in(b, j)
+                b.pending -= 1
 
     def _autograd_hook(self, p):
         if not self._syncing:
             return
         self._started = True
         self._ready_ns[self._index[id(p)]] = time.perf_counter_ns()
-        b, _ = self._bucket_of[id(p)]
+        b, j = self._bucket_of[id(p)]
+        if not b.direct:
+            self._copy_in(b, j)
         b.pending -= 1
         if self._next:              # MPI moves started buckets only while some call polls it
             c10d._resolve(self.process_group).engine.progress()
         self._launch_ready()
 
+    def _copy_in(self, b, j):
+        """Parameter ``j`` of bucket ``b`` is ready: its gradient into the bucket. Without a
+        registered comm hook the copy also divides by the world size, as torch's (one pass
+        over the gradient; the all-reduce then sums)."""
+        p, v = b.params[j], b.views[j]
+        n = 1 if self._comm_hook is not None else c10d.get_world_size(self.process_group)
+        if p.grad is v:                             # gradient_as_bucket_view: in place
+            v._data /= n
+        else:
+            g = 0 if p.grad is None or id(p) in self._unused else p.grad._data
+            _backends.array_module(v._data).multiply(g, 1.0 / n, out=v._data)
+
     def _launch_ready(self):
         from ..autograd import grad_mode
         while self._next < len(self._buckets) and self._buckets[self._next].pending == 0:
             b = self._buckets[self._next]
-            with grad_mode.no_grad():
-                for p, v in zip(b.params, b.views):
-                    if p.grad is v:
-                        continue                # gradient_as_bucket_view: already in place
-                    if p.grad is None or id(p) in self._unused:
-                        v.zero_()
-                    else:
-                        v.copy_(p.grad)
-                if not self._next:
-                    self._times["comm"] = time.perf_counter_ns()
-                b.future = self._run_comm_hook(GradBucket(b.index, b.buffer, b.params,
-                                                          b.offsets,
-                                                          b.index == len(self._buckets) - 1))
+            if not self._next:
+                self._times["comm"] = time.perf_counter_ns()
+            src = self._grad_pieces(b) if b.direct else None
+            if src is not None:
+                pg = c10d._resolve(self.process_group)
+                b.future = c10d.Work(pg, [pg.engine._shm.start(
+                    b.buffer._data, "SUM", src, 1.0 / pg.size())], None, [b.buffer], "all_reduce")
+            else:
+                for j in range(len(b.params)) if b.direct else ():
+                    self._copy_in(b, j)
+                with grad_mode.no_grad():
+                    b.future = self._run_comm_hook(GradBucket(
+                        b.index, b.buffer, b.params, b.offsets, b is self._buckets[-1]))
             self._next += 1
         if self._next == len(self._buckets):
             self._finalize()
@@ -294,21 +307,41 @@ class Reducer:
             used_anywhere = self._used_anywhere([id(p) not in self._unused
                                                  for p in self._params])
         with grad_mode.no_grad():
+            # every bucket's output before any wait: a wait advances all of them
+            direct = {b.index for b in self._buckets if self._into_grads(b, used_anywhere)}
             for b in self._buckets:
                 result = b.future.wait()
-                if result is not b.buffer:
+                if not isinstance(b.future, c10d.Work) and result is not b.buffer:
                     b.buffer.copy_(result.reshape(-1))
             self._times["comm_end"] = time.perf_counter_ns()
             for i, p in enumerate(self._params):
                 if used_anywhere is not None and not used_anywhere[i]:
                     continue                    # unused on every rank: .grad stays as it was
                 b, j = self._bucket_of[id(p)]
-                if self.gradient_as_bucket_view:
+                if b.index in direct:
+                    p.grad._bump_version()
+                elif self.gradient_as_bucket_view:
                     p.grad = b.views[j]
                 elif p.grad is None:
                     p.grad = b.views[j].clone()
                 else:
                     p.grad.copy_(b.views[j])
+
+    def _grad_pieces(self, b):
+        """``(offset, flat array)`` of each gradient of bucket ``b``, or None if one is
+        missing, unused, not contiguous or of another dtype."""
+        gs = [p.grad for p in b.params]
+        ok = all(g is not None and id(p) not in self._unused and g._data.flags.c_contiguous
+                 and g._data.dtype == b.buffer._data.dtype for p, g in zip(b.params, gs))
+        return [(o, g._data.reshape(-1)) for o, g in zip(b.offsets, gs)] if ok else None
+
+    def _into_grads(self, b, used_anywhere):
+        """Have the built-in all-reduce of bucket ``b``, if its results are not written yet,
+        write them straight into the parameters' ``.grad`` (in place, as the copy would)."""
+        redirect = getattr((getattr(b.future, "_reqs", None) or [None])[0], "redirect", None)
+        out = None if redirect is None or self.gradient_as_bucket_view or \
+            used_anywhere is not None else self._grad_pieces(b)
+        return out is not None and redirect(out)
 
 
 class Logger:
@@ -353,7 +386,7 @@ class Logger:
             num_parameter_tensors=len(params), is_multi_device_module=0,
             total_parameter_size_bytes=sum(p.numel() * p.element_size() for p in params),
             dtypes=", ".join(sorted({str(p.dtype).split(".")[-1] for p in params})),
-            bucket_sizes=", ".join(str(b.numel * b.buffer.element_size()) for b in r._buckets),
+            bucket_sizes=", ".join(str(b.buffer._data.nbytes) for b in r._buckets),
             master_addr=os.environ.get("MASTER_ADDR", "N/A"),
             master_port=os.environ.get("MASTER_PORT", "N/A"),
             torch_distributed_debug=os.environ.get("TORCH_DISTRIBUTED_DEBUG", "N/A"))

@@ -26,9 +26,8 @@ from .continuous import (Beta, Cauchy, Chi2, ContinuousBernoulli, Exponential, F
                          Gamma, GeneralizedPareto, Gumbel, HalfCauchy, HalfNormal, InverseGamma,
                          Kumaraswamy, Laplace, LogNormal, Normal, Pareto, StudentT, Uniform,
                          VonMises, Weibull)
-from .discrete import (Bernoulli, Binomial, Categorical, Geometric, Multinomial,
-                       NegativeBinomial, OneHotCategorical, OneHotCategoricalStraightThrough,
-                       Poisson)
+from .discrete import (Bernoulli, Binomial, Categorical, Geometric, Multinomial, NegativeBinomial,
+                       OneHotCategorical, OneHotCategoricalStraightThrough, Poisson)
 from .distribution import Distribution, ExponentialFamily
 from .kl import kl_divergence, register_kl
 from .multivariate import (Dirichlet, LKJCholesky, LogisticNormal, LowRankMultivariateNormal,

@@ -25,8 +25,7 @@ class Independent(Distribution):
         if reinterpreted_batch_ndims > len(base_distribution.batch_shape):
             raise ValueError(f"Expected reinterpreted_batch_ndims <= "
                              f"len(base_distribution.batch_shape), actual "
-                             f"{reinterpreted_batch_ndims} vs "
-                             f"{len(base_distribution.batch_shape)}")
+                             f"{reinterpreted_batch_ndims} vs {len(base_distribution.batch_shape)}")
         shape = base_distribution.batch_shape + base_distribution.event_shape
         cut = len(shape) - reinterpreted_batch_ndims - len(base_distribution.event_shape)
         self.base_dist, self.reinterpreted_batch_ndims = (base_distribution,
@@ -126,8 +125,7 @@ class TransformedDistribution(Distribution):
         shape = batch_shape + self.event_shape
         for t in reversed(self.transforms):
             shape = t.inverse_shape(shape)
-        new.base_dist = self.base_dist.expand(shape[:len(shape) -
-                                                    len(self.base_dist.event_shape)])
+        new.base_dist = self.base_dist.expand(shape[:len(shape) - len(self.base_dist.event_shape)])
         new.transforms = self.transforms
         for k, v in self.__dict__.items():      # a subclass's own parameters
             if k not in new.__dict__ and isinstance(v, ember.Tensor) and \
@@ -179,9 +177,7 @@ class TransformedDistribution(Distribution):
         sign = 1
         for transform in self.transforms:
             sign = sign * transform.sign
-        if isinstance(sign, int) and sign == 1:
-            return value
-        return sign * (value - 0.5) + 0.5
+        return value if isinstance(sign, int) and sign == 1 else sign * (value - 0.5) + 0.5
 
     def cdf(self, value):
         for transform in self.transforms[::-1]:
@@ -259,9 +255,7 @@ class MixtureSameFamily(Distribution):
         probs = self._pad_mixture_dimensions(self.mixture_distribution.probs)
         return ember.sum(probs * x, dim=-1 - self._event_ndims)
 
-    @property
-    def mean(self):
-        return self._weighted(self.component_distribution.mean)
+    mean = property(lambda self: self._weighted(self.component_distribution.mean))
 
     @property
     def variance(self):

@@ -15,11 +15,10 @@ import ember
 
 __all__ = ["Constraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property",
            "greater_than", "greater_than_eq", "independent", "integer_interval", "interval",
-           "half_open_interval", "is_dependent", "less_than", "lower_cholesky",
-           "lower_triangular", "MixtureSameFamilyConstraint", "multinomial", "nonnegative",
-           "nonnegative_integer", "one_hot", "positive", "positive_semidefinite",
-           "positive_definite", "positive_integer", "real", "real_vector", "simplex", "square",
-           "stack", "symmetric", "unit_interval"]
+           "half_open_interval", "is_dependent", "less_than", "lower_cholesky", "lower_triangular",
+           "MixtureSameFamilyConstraint", "multinomial", "nonnegative", "nonnegative_integer",
+           "one_hot", "positive", "positive_semidefinite", "positive_definite", "positive_integer",
+           "real", "real_vector", "simplex", "square", "stack", "symmetric", "unit_interval"]
 
 
 class Constraint:
@@ -262,8 +261,7 @@ class _LowerCholesky(Constraint):
     event_dim = 2
 
     def check(self, value):
-        return _LowerTriangular.check(self, value) & (
-            value.diagonal(dim1=-2, dim2=-1) > 0).all(-1)
+        return _LowerTriangular.check(self, value) & (value.diagonal(dim1=-2, dim2=-1) > 0).all(-1)
 
 
 class _CorrCholesky(Constraint):

@@ -71,8 +71,7 @@ class Normal(ExponentialFamily):
 
     def log_prob(self, value):
         _check(self, value)
-        return -((value - self.loc) ** 2) / (2 * self.scale ** 2) - self.scale.log() - \
-            _LOG_SQRT_2PI
+        return -((value - self.loc) ** 2) / (2 * self.scale ** 2) - self.scale.log() - _LOG_SQRT_2PI
 
     def cdf(self, value):
         _check(self, value)
@@ -336,16 +335,14 @@ class InverseGamma(TransformedDistribution):
 
     def __init__(self, concentration, rate, validate_args=None):
         base = Gamma(concentration, rate, validate_args=validate_args)
-        super().__init__(base, PowerTransform(-base.rate.new_ones(())),
-                         validate_args=validate_args)
+        super().__init__(base, PowerTransform(-base.rate.new_ones(())), validate_args=validate_args)
 
     concentration = property(lambda self: self.base_dist.concentration)
     rate = property(lambda self: self.base_dist.rate)
 
     @property
     def mean(self):
-        return ember.where(self.concentration > 1, self.rate / (self.concentration - 1),
-                           math.inf)
+        return ember.where(self.concentration > 1, self.rate / (self.concentration - 1), math.inf)
 
     mode = property(lambda self: self.rate / (self.concentration + 1))
 
@@ -761,8 +758,7 @@ class GeneralizedPareto(Distribution):
         return ember.where(c < 0.5, self.scale ** 2 / ((1 - s) ** 2 * (1 - 2 * s)), math.nan)
 
     def entropy(self):
-        return ember.broadcast_to(ember.log(self.scale) + self.concentration + 1,
-                                  self._batch_shape)
+        return ember.broadcast_to(ember.log(self.scale) + self.concentration + 1, self._batch_shape)
 
     mode = property(lambda self: self.loc)
 
@@ -784,8 +780,7 @@ def _rejection_sample(loc, concentration, proposal_r, x):
     """Best and Fisher's (1979) wrapped Cauchy rejection sampler."""
     done = ember.zeros(x.shape, dtype=ember.bool, device=loc.device)
     while not done.all():
-        u1, u2, u3 = ember.rand((3,) + tuple(x.shape), dtype=loc.dtype,
-                                device=loc.device).unbind()
+        u1, u2, u3 = ember.rand((3,) + tuple(x.shape), dtype=loc.dtype, device=loc.device).unbind()
         z = ember.cos(math.pi * u1)
         f = (1 + proposal_r * z) / (proposal_r + z)
         c = concentration * (proposal_r - f)
@@ -863,8 +858,7 @@ class Beta(ExponentialFamily):
         self._dirichlet = Dirichlet(c, validate_args=validate_args)
         Distribution.__init__(self, self._dirichlet._batch_shape, validate_args=validate_args)
 
-    mean = property(lambda self: self.concentration1 / (self.concentration1 +
-                                                        self.concentration0))
+    mean = property(lambda self: self.concentration1 / (self.concentration1 + self.concentration0))
     mode = property(lambda self: self._dirichlet.mode[..., 0])
 
     @property

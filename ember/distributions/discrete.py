@@ -9,14 +9,12 @@ from .continuous import Gamma, _check
 from .distribution import Distribution, ExponentialFamily
 from .utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
 
-__all__ = ["Bernoulli", "Binomial", "Categorical", "Geometric", "Multinomial",
-           "NegativeBinomial", "OneHotCategorical", "OneHotCategoricalStraightThrough",
-           "Poisson"]
+__all__ = ["Bernoulli", "Binomial", "Categorical", "Geometric", "Multinomial", "NegativeBinomial",
+           "OneHotCategorical", "OneHotCategoricalStraightThrough", "Poisson"]
 
 
 def _bce(logits, target):
-    return ember.nn.functional.binary_cross_entropy_with_logits(logits, target,
-                                                                reduction="none")
+    return ember.nn.functional.binary_cross_entropy_with_logits(logits, target, reduction="none")
 
 
 class _ProbsOrLogits:
@@ -267,8 +265,7 @@ class OneHotCategorical(Distribution):
 
     def sample(self, sample_shape=ember.Size()):
         indices = self._categorical.sample(ember.Size(sample_shape))
-        return ember.nn.functional.one_hot(indices, self._categorical._num_events).to(
-            self.probs)
+        return ember.nn.functional.one_hot(indices, self._categorical._num_events).to(self.probs)
 
     def log_prob(self, value):
         _check(self, value)
@@ -387,8 +384,7 @@ class NegativeBinomial(_ProbsOrLogits, Distribution):
         logsigmoid = ember.nn.functional.logsigmoid
         n = self.total_count
         log_unnormalized = n * logsigmoid(-self.logits) + value * logsigmoid(self.logits)
-        log_normalization = -ember.lgamma(n + value) + ember.lgamma(1.0 + value) + \
-            ember.lgamma(n)
+        log_normalization = -ember.lgamma(n + value) + ember.lgamma(1.0 + value) + ember.lgamma(n)
         # NOTE: as torch, total_count + value == 0 has probability one
         log_normalization = log_normalization.masked_fill(n + value == 0.0, 0.0)
         return log_unnormalized - log_normalization

@@ -71,8 +71,7 @@ class Distribution:
         for param, constraint in arg_constraints.items():
             if constraints.is_dependent(constraint):
                 continue        # cannot be checked
-            if param not in self.__dict__ and isinstance(getattr(type(self), param),
-                                                         lazy_property):
+            if param not in self.__dict__ and isinstance(getattr(type(self), param), lazy_property):
                 continue        # not made yet: making it now would cost what laziness saves
             value = getattr(self, param)
             if not _all_true(constraint.check(_compact(value))):
@@ -130,9 +129,7 @@ class Distribution:
     def variance(self):
         raise NotImplementedError
 
-    @property
-    def stddev(self):
-        return self.variance.sqrt()
+    stddev = property(lambda self: self.variance.sqrt())
 
     def sample(self, sample_shape=ember.Size()):
         """Draw ``sample_shape`` samples (shape ``sample_shape + batch_shape + event_shape``),

@@ -162,8 +162,7 @@ def _kl_binomial_binomial(p, q):
     if (p.total_count < q.total_count).any():
         raise NotImplementedError("KL between Binomials where q.total_count > p.total_count "
                                   "is not implemented")
-    kl = p.total_count * (p.probs * (p.logits - q.logits) + (-p.probs).log1p() -
-                          (-q.probs).log1p())
+    kl = p.total_count * (p.probs * (p.logits - q.logits) + (-p.probs).log1p() - (-q.probs).log1p())
     return _inf_where(kl, p.total_count > q.total_count)
 
 
@@ -275,8 +274,7 @@ def _kl_lowrankmultivariatenormal_lowrankmultivariatenormal(p, q):
     term1 = logdet_q - _batch_lowrank_logdet(p._unbroadcasted_cov_factor,
                                              p._unbroadcasted_cov_diag, p._capacitance_tril)
     # trace(q_cov^-1 p_cov), expanded by Woodbury
-    pW, pD, qD = p._unbroadcasted_cov_factor, p._unbroadcasted_cov_diag, \
-        q._unbroadcasted_cov_diag
+    pW, pD, qD = p._unbroadcasted_cov_factor, p._unbroadcasted_cov_diag, q._unbroadcasted_cov_diag
     term2 = (pD / qD).sum(-1) + _batch_trace_XXT(pW * qD.rsqrt().unsqueeze(-1)) - \
         _batch_trace_XXT(A * pD.sqrt().unsqueeze(-2)) - _batch_trace_XXT(A.matmul(pW))
     return 0.5 * (term1 + term2 + term3 - p.event_shape[0])
@@ -408,16 +406,14 @@ def _kl_beta_normal(p, q):
     E_beta = p.concentration1 / (p.concentration1 + p.concentration0)
     var_normal = q.scale.pow(2)
     t2 = 0.5 * (var_normal * 2 * math.pi).log()
-    t3 = (E_beta * (1 - E_beta) / (p.concentration1 + p.concentration0 + 1) +
-          E_beta.pow(2)) * 0.5
+    t3 = (E_beta * (1 - E_beta) / (p.concentration1 + p.concentration0 + 1) + E_beta.pow(2)) * 0.5
     return -p.entropy() + t2 + (t3 - q.loc * E_beta + q.loc.pow(2) * 0.5) / var_normal
 
 
 @register_kl(Beta, Uniform)
 def _kl_beta_uniform(p, q):
     result = -p.entropy() + (q.high - q.low).log()
-    return _inf_where(result, (q.low > p.support.lower_bound) |
-                      (q.high < p.support.upper_bound))
+    return _inf_where(result, (q.low > p.support.lower_bound) | (q.high < p.support.upper_bound))
 
 
 @register_kl(ContinuousBernoulli, Exponential)
@@ -428,8 +424,7 @@ def _kl_continuous_bernoulli_exponential(p, q):
 @register_kl(ContinuousBernoulli, Normal)
 def _kl_continuous_bernoulli_normal(p, q):
     t2 = 0.5 * (math.log(2.0 * math.pi) + ember.square(q.loc / q.scale)) + ember.log(q.scale)
-    t3 = (p.variance + ember.square(p.mean) - 2.0 * q.loc * p.mean) / (
-        2.0 * ember.square(q.scale))
+    t3 = (p.variance + ember.square(p.mean) - 2.0 * q.loc * p.mean) / (2.0 * ember.square(q.scale))
     return -p.entropy() + t2 + t3
 
 
@@ -475,8 +470,7 @@ def _kl_gamma_gumbel(p, q):
     loc_scale_ratio = q.loc / q.scale
     t1 = (c - 1) * c.digamma() - c.lgamma() - c
     t2 = beta_scale_prod.log() + c / beta_scale_prod
-    t3 = ember.exp(loc_scale_ratio) * (1 + beta_scale_prod.reciprocal()).pow(-c) - \
-        loc_scale_ratio
+    t3 = ember.exp(loc_scale_ratio) * (1 + beta_scale_prod.reciprocal()).pow(-c) - loc_scale_ratio
     return t1 + t2 + t3
 
 
@@ -561,8 +555,7 @@ def _kl_pareto_normal(p, q):
 def _kl_uniform_beta(p, q):
     common_term = p.high - p.low
     t1 = ember.log(common_term)
-    t2 = (q.concentration1 - 1) * (_x_log_x(p.high) - _x_log_x(p.low) - common_term) / \
-        common_term
+    t2 = (q.concentration1 - 1) * (_x_log_x(p.high) - _x_log_x(p.low) - common_term) / common_term
     t3 = (q.concentration0 - 1) * (_x_log_x(1 - p.high) - _x_log_x(1 - p.low) +
                                    common_term) / common_term
     t4 = q.concentration1.lgamma() + q.concentration0.lgamma() - (
@@ -588,8 +581,7 @@ def _kl_uniform_exponetial(p, q):
 def _kl_uniform_gamma(p, q):
     common_term = p.high - p.low
     t2 = q.concentration.lgamma() - q.concentration * q.rate.log()
-    t3 = (1 - q.concentration) * (_x_log_x(p.high) - _x_log_x(p.low) - common_term) / \
-        common_term
+    t3 = (1 - q.concentration) * (_x_log_x(p.high) - _x_log_x(p.low) - common_term) / common_term
     t4 = q.rate * (p.high + p.low) / 2
     return _inf_where(-common_term.log() + t2 + t3 + t4, p.low < q.support.lower_bound)
 

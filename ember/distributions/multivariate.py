@@ -78,8 +78,7 @@ def _one_matrix(dist, kinds, given, vector_shape):
 def _scale_tril_of(name, m):
     if name == "scale_tril":
         return m
-    return ember.linalg.cholesky(m) if name == "covariance_matrix" else \
-        _precision_to_scale_tril(m)
+    return ember.linalg.cholesky(m) if name == "covariance_matrix" else _precision_to_scale_tril(m)
 
 
 _MATRICES = ("covariance_matrix", "precision_matrix", "scale_tril")
@@ -104,8 +103,7 @@ class _ScaleTril:
 
     @lazy_property
     def precision_matrix(self):
-        return ember.cholesky_inverse(self._unbroadcasted_scale_tril).expand(
-            self._matrix_shape())
+        return ember.cholesky_inverse(self._unbroadcasted_scale_tril).expand(self._matrix_shape())
 
     def _half_log_det(self):
         return self._unbroadcasted_scale_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1)
@@ -151,8 +149,7 @@ class MultivariateNormal(_ScaleTril, Distribution):
     def log_prob(self, value):
         _check(self, value)
         M = _batch_mahalanobis(self._unbroadcasted_scale_tril, value - self.loc)
-        return -0.5 * (self._event_shape[0] * math.log(2 * math.pi) + M) - \
-            self._half_log_det()
+        return -0.5 * (self._event_shape[0] * math.log(2 * math.pi) + M) - self._half_log_det()
 
     def entropy(self):
         H = 0.5 * self._event_shape[0] * (1.0 + math.log(2 * math.pi)) + self._half_log_det()
@@ -267,9 +264,8 @@ class LowRankMultivariateNormal(Distribution):
 
     def log_prob(self, value):
         _check(self, value)
-        M = _batch_lowrank_mahalanobis(self._unbroadcasted_cov_factor,
-                                       self._unbroadcasted_cov_diag, value - self.loc,
-                                       self._capacitance_tril)
+        M = _batch_lowrank_mahalanobis(self._unbroadcasted_cov_factor, self._unbroadcasted_cov_diag,
+                                       value - self.loc, self._capacitance_tril)
         return -0.5 * (self._event_shape[0] * math.log(2 * math.pi) + self._log_det() + M)
 
     def entropy(self):
@@ -437,8 +433,7 @@ class Wishart(_ScaleTril, ExponentialFamily):
     def _matrix_shape(self):
         return self._batch_shape + self._event_shape
 
-    mean = property(lambda self: self.df.view(self._batch_shape + (1, 1)) *
-                    self.covariance_matrix)
+    mean = property(lambda self: self.df.view(self._batch_shape + (1, 1)) * self.covariance_matrix)
 
     @property
     def mode(self):
@@ -556,8 +551,7 @@ class LKJCholesky(Distribution):
             u_hypersphere = u_normal / u_normal.norm(dim=-1, keepdim=True)
             u_hypersphere[..., 0, :].fill_(0.0)         # (the first row is all zero: 0/0)
             w = ember.sqrt(y) * u_hypersphere
-            diag = ember.clamp(1 - ember.sum(w ** 2, dim=-1),
-                               min=ember.finfo(w.dtype).tiny).sqrt()
+            diag = ember.clamp(1 - ember.sum(w ** 2, dim=-1), min=ember.finfo(w.dtype).tiny).sqrt()
             return w + ember.diag_embed(diag)
 
     def log_prob(self, value):

@@ -223,8 +223,7 @@ class ComposeTransform(Transform):
             return constraints.real
         c = getattr(parts[0], first)
         event_dim = self._event_dim(parts, first, last)
-        return constraints.independent(c, event_dim - c.event_dim) if event_dim > c.event_dim \
-            else c
+        return constraints.independent(c, event_dim - c.event_dim) if event_dim > c.event_dim else c
 
     domain = constraints.dependent_property(
         lambda self: self._end(self.parts, "domain", "codomain"), is_discrete=False)
@@ -495,8 +494,7 @@ class TanhTransform(_Stateless):
         >>> TanhTransform().inv(ember.tensor([0.5]))
         tensor([0.5493])
     """
-    domain, codomain, bijective, sign = constraints.real, constraints.interval(-1.0, 1.0), \
-        True, +1
+    domain, codomain, bijective, sign = constraints.real, constraints.interval(-1.0, 1.0), True, +1
 
     def _call(self, x):
         return x.tanh()
@@ -527,9 +525,7 @@ class AbsTransform(_Stateless):
 
 
 def _same(a, b):
-    if isinstance(a, Number) and isinstance(b, Number):
-        return a == b
-    return bool((a == b).all())
+    return a == b if isinstance(a, Number) and isinstance(b, Number) else bool((a == b).all())
 
 
 class AffineTransform(Transform):

@@ -92,8 +92,7 @@ class ExportGraphSignature:
     user_outputs = property(lambda self: [s.arg for s in self.output_specs])
     inputs_to_parameters = property(lambda self: {s.arg: s.target for s in
                                                   self._of(InputKind.PARAMETER)})
-    inputs_to_buffers = property(lambda self: {s.arg: s.target for s in
-                                               self._of(InputKind.BUFFER)})
+    inputs_to_buffers = property(lambda self: {s.arg: s.target for s in self._of(InputKind.BUFFER)})
 
     def __repr__(self):
         return "ExportGraphSignature(input_specs=" + repr(self.input_specs) + \
@@ -116,8 +115,7 @@ class ExportedProgram:
     def __init__(self, graph, tensors, kinds, input_names, shapes, dims):
         self._graph, self._tensors, self._kinds = graph, tensors, kinds
         self._input_names, self._shapes, self._dims = input_names, shapes, dims
-        self.state_dict = {k: t for k, t in tensors.items() if kinds[k] in ("parameter",
-                                                                             "buffer")}
+        self.state_dict = {k: t for k, t in tensors.items() if kinds[k] in ("parameter", "buffer")}
         self.constants = {k: t for k, t in tensors.items() if kinds[k] == "constant"}
         self.range_constraints = {d.__name__: (d.min, d.max) for d in dims.values()}
         self._lifted, self._reads = None, []
@@ -156,9 +154,7 @@ class ExportedProgram:
             self._lifted = self._lift()
         return self._lifted[0]
 
-    @property
-    def graph(self):
-        return self.graph_module.graph
+    graph = property(lambda self: self.graph_module.graph)
 
     @property
     def graph_signature(self):
@@ -168,8 +164,7 @@ class ExportedProgram:
     def module(self):
         """A ``GraphModule`` running the program on the user inputs, checking their shapes
         against the export's constraints first; it shares this program's tensors."""
-        root = {n.target: self._tensors[n.target] for n in self._graph._nodes
-                if n.op == "get_attr"}
+        root = {n.target: self._tensors[n.target] for n in self._graph._nodes if n.op == "get_attr"}
         gm = GraphModule(root, copy.deepcopy(self._graph), "GraphModule")
         gm.register_forward_pre_hook(lambda m, args: self._check(args) or
                                      tuple(flatten_tensors(args)))
@@ -234,9 +229,7 @@ def _map(a, env):
         return env[a]
     if type(a) in (tuple, list):
         return type(a)(_map(x, env) for x in a)
-    if type(a) is dict:
-        return {k: _map(v, env) for k, v in a.items()}
-    return a
+    return {k: _map(v, env) for k, v in a.items()} if type(a) is dict else a
 
 
 def _dims_of(dynamic_shapes, names, args, flat):
@@ -264,9 +257,8 @@ def _dims_of(dynamic_shapes, names, args, flat):
                 continue
             size = flat[i].shape[ax]
             if not d.min <= size <= d.max:
-                raise RuntimeError(f"Constraints violated ({d.__name__})! The example input "
-                                   f"has {names[i]}.shape[{ax}] = {size}, outside "
-                                   f"[{d.min}, {d.max}]")
+                raise RuntimeError(f"Constraints violated ({d.__name__})! The example input has "
+                                   f"{names[i]}.shape[{ax}] = {size}, outside [{d.min}, {d.max}]")
             out[i, ax] = d
     return out
 
@@ -327,8 +319,7 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=False,
                 tensors[k], kinds[k] = rec.constants[k], "constant"
             else:
                 tensors[k] = fetch_attr(module, k)
-                kinds[k] = "parameter" if k in params else "buffer" if k in buffers else \
-                    "constant"
+                kinds[k] = "parameter" if k in params else "buffer" if k in buffers else "constant"
     ep = ExportedProgram(rec.graph, tensors, kinds, names, [tuple(t.shape) for t in flat], dims)
     if before is not None:
         nodes = {n.name: n for n in before._nodes}

@@ -196,8 +196,7 @@ def register_dataclass(cls, *, serialized_type_name=None):
 def check_inputs(args):
     """Refuse an unregistered dataclass among export inputs (its tensors would be baked in)."""
     def visit(a):
-        if dataclasses.is_dataclass(a) and not isinstance(a, type) and \
-                type(a) not in _DATACLASSES:
+        if dataclasses.is_dataclass(a) and not isinstance(a, type) and type(a) not in _DATACLASSES:
             raise ValueError(f"Unsupported input type {type(a)}. Export only supports pytree "
                              "containers of basic types (Tensor, int, float, ...) as input. To "
                              "register a custom dataclass, use torch.export.register_dataclass.")

@@ -53,8 +53,7 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
     else:
         raise ValueError("Expected parameter_and_buffer_dicts to be a dict, or a list/tuple "
                          f"of dicts, but got {type(parameter_and_buffer_dicts)}")
-    return _functional_call(module, values, args, kwargs, tie_weights=tie_weights,
-                            strict=strict)
+    return _functional_call(module, values, args, kwargs, tie_weights=tie_weights, strict=strict)
 
 
 
@@ -145,6 +144,14 @@ def _out(t, keep):
     return lower(t if keep else t.detach())
 
 
+def _split_aux(out, has_aux, where):
+    """``(output, aux)`` of a function called with ``has_aux`` (aux None without it)."""
+    if has_aux and not (isinstance(out, tuple) and len(out) == 2):
+        raise RuntimeError(f"{where}: output of function f should be a tuple: (output, aux) if "
+                           f"has_aux is True")
+    return out if has_aux else (out, None)
+
+
 def grad_and_value(func, argnums=0, has_aux=False):
     """``func``'s gradient w.r.t. the arguments at ``argnums`` and its value: ``(grad,
     value)``, or ``((grad, (value, aux)))`` with ``has_aux``. See
@@ -162,20 +169,14 @@ def grad_and_value(func, argnums=0, has_aux=False):
             with ember.enable_grad():
                 out, phys, spec, single = _traced(lambda *a: func(*a, **kwargs), args, argnums,
                                                   "grad_and_value")
-                aux = None
-                if has_aux:
-                    if not (isinstance(out, tuple) and len(out) == 2):
-                        raise RuntimeError("grad_and_value(f)(*args): output of function f "
-                                           "should be a tuple: (output, aux) if has_aux is True")
-                    out, aux = out
+                out, aux = _split_aux(out, has_aux, "grad_and_value(f)(*args)")
                 if not _is_tensor(out):
                     raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return "
                                        f"a Tensor, got {type(out)}")
                 if out.dim() != 0:
-                    raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return "
-                                       "a scalar Tensor, got tensor with "
-                                       f"{out.dim()} dims. Maybe you wanted to use the "
-                                       "vjp or jacrev APIs instead?")
+                    raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a "
+                                       f"scalar Tensor, got tensor with {out.dim()} dims. Maybe "
+                                       f"you wanted to use the vjp or jacrev APIs instead?")
                 keep = _graph_needed(args)
                 p_out = lift(out)
                 gs = ember.autograd.grad(p_out, phys, ember.ones_like(p_out), create_graph=keep,
@@ -225,12 +226,7 @@ def vjp(func, *primals, has_aux=False):
             out, phys, spec, _ = _traced(func, primals, tuple(range(len(primals))), "vjp")
     finally:
         _DEPTH[0] -= 1
-    aux = None
-    if has_aux:
-        if not (isinstance(out, tuple) and len(out) == 2):
-            raise RuntimeError("vjp(f, *primals): output of function f should be a tuple: "
-                               "(output, aux) if has_aux is True")
-        out, aux = out
+    out, aux = _split_aux(out, has_aux, "vjp(f, *primals)")
     outs, out_spec = _flatten(out)
     if not all(_is_tensor(o) for o in outs):
         raise RuntimeError("vjp(f, *primals): Expected f to be a function that has only "
@@ -252,8 +248,7 @@ def vjp(func, *primals, has_aux=False):
         if len(_vmap._STACK) < levels:
             raise RuntimeError("vjp_fn: calling it under fewer vmap levels than vjp was "
                                "called at is not supported")
-        pairs = [(p, _vmap.batched_over(c, levels)) for p, c in zip(p_outs, cts)
-                 if p.requires_grad]
+        pairs = [(p, _vmap.batched_over(c, levels)) for p, c in zip(p_outs, cts) if p.requires_grad]
         if not pairs:
             return _unflatten([lower(ember.zeros_like(p)) for p in phys], spec)
         gs = ember.autograd.grad([p for p, _ in pairs], phys, [c for _, c in pairs],
@@ -355,9 +350,8 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     p_leaves, t_leaves = _flatten(primals)[0], _flatten(tangents)[0]
     for p, t in zip(p_leaves, t_leaves):
         if tuple(p.shape) != tuple(t.shape):
-            raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to "
-                               f"have the same shape, got {tuple(p.shape)} and "
-                               f"{tuple(t.shape)}")
+            raise RuntimeError(f"jvp(f, primals, tangents): Expected primals and tangents to have "
+                               f"the same shape, got {tuple(p.shape)} and {tuple(t.shape)}")
     if fwAD._LEVEL[0] >= 0:
         return _jvp_double_vjp(func, primals, t_leaves, has_aux)
     keep = _graph_needed((primals, tangents))
@@ -501,8 +495,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or "
                            f"'same'. Got {randomness}")
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
-        raise ValueError(f"vmap: chunk_size should be None or greater than 0. (got "
-                         f"{chunk_size})")
+        raise ValueError(f"vmap: chunk_size should be None or greater than 0. (got {chunk_size})")
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
@@ -510,9 +503,8 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         dims = _in_dims(in_dims, args, func)
         sizes = {x.shape[d] for x, d in zip(leaves, dims) if d is not None}
         if not sizes:
-            raise ValueError(f"vmap({_name(func)}, in_dims={in_dims}, ...)(<inputs>): at "
-                             "least one input must be a Tensor mapped over a dim (in_dims not "
-                             "all None)")
+            raise ValueError(f"vmap({_name(func)}, in_dims={in_dims}, ...)(<inputs>): at least one "
+                             f"input must be a Tensor mapped over a dim (in_dims not all None)")
         if len(sizes) > 1:
             raise ValueError(f"vmap({_name(func)}, in_dims={in_dims}, ...)(<inputs>): "
                              "Expected all tensors to have the same size in the mapped "
@@ -540,10 +532,9 @@ def _in_dims(in_dims, args, func):
         dims = [in_dims] * len(_flatten(args)[0])
     else:
         if not isinstance(in_dims, tuple) or len(in_dims) != len(args):
-            raise ValueError(f"vmap({_name(func)}, in_dims={in_dims}, ...)(<inputs>): "
-                             "in_dims is not compatible with the structure of `inputs`. "
-                             f"in_dims has structure {in_dims} but inputs has structure "
-                             f"of {len(args)} args")
+            raise ValueError(f"vmap({_name(func)}, in_dims={in_dims}, ...)(<inputs>): in_dims is "
+                             f"not compatible with the structure of `inputs`. in_dims has "
+                             f"structure {in_dims} but inputs has structure of {len(args)} args")
         dims = []
         for a, d in zip(args, in_dims):
             n = len(_flatten(a)[0])
@@ -661,8 +652,7 @@ def rearrange(tensor, pattern, **axes_lengths):
         raise ValueError(f"rearrange: the two sides of {pattern!r} name different axes")
     n_ell = tensor.dim() - (len(lg) - (["..."] in lg))
     if n_ell < 0 or (["..."] not in lg and n_ell):
-        raise ValueError(f"rearrange: {pattern!r} does not match a tensor of {tensor.dim()} "
-                         "dims")
+        raise ValueError(f"rearrange: {pattern!r} does not match a tensor of {tensor.dim()} dims")
     sizes, dims = dict(axes_lengths), iter(tensor.shape)
     for g in lg:
         if g == ["..."]:

@@ -35,9 +35,7 @@ class BatchedTensor(Tensor):
     def __repr__(self):
         return f"BatchedTensor(lvl={self._level}, bdim=0, value=\n{self._value!r}\n)"
 
-    @property
-    def shape(self):
-        return Size(self._value.shape[1:])
+    shape = property(lambda self: Size(self._value.shape[1:]))
 
     def size(self, dim=None):
         return self.shape if dim is None else self.shape[dim]
@@ -60,17 +58,11 @@ class BatchedTensor(Tensor):
         raise RuntimeError("vmap: this operation reads a tensor's data directly and has no "
                            "batching rule; move it out of the vmapped function")
 
-    @property
-    def requires_grad(self):
-        return self._value.requires_grad
+    requires_grad = property(lambda self: self._value.requires_grad)
 
-    @property
-    def grad_fn(self):
-        return self._value.grad_fn
+    grad_fn = property(lambda self: self._value.grad_fn)
 
-    @property
-    def is_leaf(self):
-        return self._value.is_leaf
+    is_leaf = property(lambda self: self._value.is_leaf)
 
     def detach(self):
         return _wrap(self._value.detach(), self._level)
@@ -147,8 +139,7 @@ def batched_over(t, k):
     if len(_STACK) == k:
         return lift(t)
     p = lift(t)
-    return lower(p.movedim(tuple(range(k, len(_STACK))), tuple(range(len(_STACK) - k))),
-                 _STACK[k:])
+    return lower(p.movedim(tuple(range(k, len(_STACK))), tuple(range(len(_STACK) - k))), _STACK[k:])
 
 
 def unbatched_over(g, k):
@@ -220,8 +211,7 @@ def random_call(kind, f, args, kwargs):
         return None
     _random.vmap_random = None          # the draws themselves are plain
     try:
-        return _RANDOM[kind](f, args, kwargs, [(lv, n) for lv, n, m in _STACK
-                                               if m == "different"])
+        return _RANDOM[kind](f, args, kwargs, [(lv, n) for lv, n, m in _STACK if m == "different"])
     finally:
         _random.vmap_random = random_call
 
@@ -338,8 +328,7 @@ def _pad(x, level, rank):
     if _level_of(x) != level:
         return x
     v = x._value
-    return v if rank == x.dim() else v.reshape(v.shape[0], *(1,) * (rank - x.dim()),
-                                               *v.shape[1:])
+    return v if rank == x.dim() else v.reshape(v.shape[0], *(1,) * (rank - x.dim()), *v.shape[1:])
 
 
 def _pointwise(opdef, level, args, kwargs):
@@ -402,8 +391,7 @@ def _dims(opdef, level, args, kwargs):
                 set_("dim", 1)
                 v = v.reshape(v.shape[0], -1)
                 out = opdef(v, *args[1:], **kwargs)
-                if isinstance(out, tuple) and opdef.name in ("max", "min", "median",
-                                                             "nanmedian"):
+                if isinstance(out, tuple) and opdef.name in ("max", "min", "median", "nanmedian"):
                     out = out[0]
                 if get_("keepdim") if "keepdim" in opdef.params else False:
                     out = _map_tensors(out, lambda o: o.reshape(o.shape[0], *(1,) * rank))
@@ -458,8 +446,7 @@ def _linear(opdef, level, args, kwargs):
         xv = lift_one(x, level, n)
         bv = None if b is None else lift_one(b, level, n)
         three = xv.dim() == 3               # (B, N, in) already: no reshapes
-        y = _PerExampleLinear.apply(xv if three else xv.reshape(n, -1, xv.shape[-1]),
-                                    w._value, bv)
+        y = _PerExampleLinear.apply(xv if three else xv.reshape(n, -1, xv.shape[-1]), w._value, bv)
         return _wrap(y if three else y.reshape(*xv.shape[:-1], y.shape[-1]), level)
     out = ember.matmul(x, w.transpose(-1, -2))
     return out if b is None else out + b
@@ -594,9 +581,7 @@ class _PerExampleConv(ember.autograd.Function):
 
 
 def lift_one(x, level, n):
-    if _level_of(x) == level:
-        return x._value
-    return x.expand(n, *x.shape)
+    return x._value if _level_of(x) == level else x.expand(n, *x.shape)
 
 
 def _joined(opdef, level, args, kwargs):
@@ -702,8 +687,7 @@ def _trailing(pos):
 def _empty_batched(out, n):
     """An empty 1-D result (lstsq's residuals, qr's Q of mode 'r') that has no batch dim,
     given it."""
-    return _map_tensors(out, lambda o: o.reshape(n, 0) if o.dim() == 1 and o.shape[0] == 0
-                        else o)
+    return _map_tensors(out, lambda o: o.reshape(n, 0) if o.dim() == 1 and o.shape[0] == 0 else o)
 
 
 def _along(*positions):
@@ -737,10 +721,8 @@ def _einsum(opdef, level, args, kwargs):
     ins = ins.split(",")
     if "->" not in eq:
         seen = "".join(ins).replace(".", "")
-        out = "..." * ("..." in eq) + "".join(sorted(c for c in set(seen)
-                                                     if seen.count(c) == 1))
-    z = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA"
-             if c not in eq)
+        out = "..." * ("..." in eq) + "".join(sorted(c for c in set(seen) if seen.count(c) == 1))
+    z = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA" if c not in eq)
     ins = [z + sub if _level_of(o) == level else sub for sub, o in zip(ins, ops)]
     ops = [o._value if _level_of(o) == level else o for o in ops]
     return _wrap(opdef(",".join(ins) + "->" + z + out, ops), level)
@@ -840,9 +822,7 @@ def _loop(opdef, level, args, kwargs):
     def pick(a, i):
         if _level_of(a) == level:
             return a._value[i]
-        if type(a) in (list, tuple):
-            return type(a)(pick(b, i) for b in a)
-        return a
+        return type(a)(pick(b, i) for b in a) if type(a) in (list, tuple) else a
     rows = [opdef(*[pick(a, i) for a in args], **{k: pick(v, i) for k, v in kwargs.items()})
             for i in range(_size(level))]
     return _map_out(_stack_rows(rows), level)
@@ -896,8 +876,7 @@ def _ldl_solve(opdef, level, args, kwargs):
     n, a = _size(level), dict(zip(opdef.params, args), **kwargs)
     ts = [(a["LD"], 2), (a["pivots"], 1), (a["B"], 2)]
     r = max(t.dim() - c for t, c in ts)
-    lifted = [lift_one(t, level, n).reshape(n, *(1,) * (r - t.dim() + c), *t.shape)
-              for t, c in ts]
+    lifted = [lift_one(t, level, n).reshape(n, *(1,) * (r - t.dim() + c), *t.shape) for t, c in ts]
     return _map_out(opdef(*lifted, hermitian=a.get("hermitian", False)), level)
 
 
@@ -1006,8 +985,7 @@ def _masked_scatter(opdef, level, args, kwargs):
     mv = mv.reshape(n, *(1,) * (len(shape) - mask.dim()), *mv.shape[1:]).expand(n, *shape)
     xv = xv.reshape(n, *(1,) * (len(shape) - x.dim()), *xv.shape[1:]).expand(n, *shape)
     pos = (mv.reshape(n, -1).long().cumsum(1) - 1).clamp(min=0)
-    picked = sv.reshape(n, -1).gather(1, pos.clamp(max=max(src.numel() - 1, 0))).reshape(
-        n, *shape)
+    picked = sv.reshape(n, -1).gather(1, pos.clamp(max=max(src.numel() - 1, 0))).reshape(n, *shape)
     return _wrap(ember.where(mv, picked, xv), level)
 
 
@@ -1086,8 +1064,7 @@ def _histogram(opdef, level, args, kwargs):
     rows = tuple(x.shape[:1]) if opdef.name == "_histogram_rows" else ()
     if isinstance(bins, Tensor):
         b = lift(bins)
-        bins = b.unsqueeze(-2).expand(*b.shape[:-1], *rows, -1) if rows and bins.dim() == 1 \
-            else b
+        bins = b.unsqueeze(-2).expand(*b.shape[:-1], *rows, -1) if rows and bins.dim() == 1 else b
         bins = bins.reshape(-1, bins.shape[-1])
     x, w = (None if t is None else lift(t).reshape(-1, x.shape[-1] if rows else x.numel())
             for t in (x, w))
@@ -1136,8 +1113,7 @@ def _quantile_of_batched_q(opdef, level, x, q, d, keepdim, interpolation):
     w = ember.where(scale == 0, w.detach(), w)
     s = s.expand(*below.shape[:-1], s.shape[-1])
     lo, hi = (s.gather(-1, r.detach().long()) for r in (below, above))
-    out = _statistics._lerp(ember, lo, hi, w) if interpolation in ("linear", "midpoint") \
-        else lo
+    out = _statistics._lerp(ember, lo, hi, w) if interpolation in ("linear", "midpoint") else lo
     if not keepdim:
         out = out.squeeze(-1)
     elif d is None:
@@ -1239,8 +1215,7 @@ def _cartesian_prod(*ts):
         return ts[0]
     k = len(ts)
     sizes = [t.shape[0] for t in ts]
-    grid = [t.reshape(*(1,) * i, -1, *(1,) * (k - i - 1)).expand(*sizes) for i, t in
-            enumerate(ts)]
+    grid = [t.reshape(*(1,) * i, -1, *(1,) * (k - i - 1)).expand(*sizes) for i, t in enumerate(ts)]
     return ember.stack(grid, -1).reshape(-1, k)
 
 
@@ -1282,8 +1257,7 @@ def _repeat_interleave(opdef, level, args, kwargs):
 def _diag_embed(opdef, level, args, kwargs):
     a = dict(opdef.defaults, **dict(zip(opdef.params, args)), **kwargs)
     r = a["input"].dim() + 1
-    return _wrap(opdef(a["input"]._value, a["offset"], a["dim1"] % r + 1, a["dim2"] % r + 1),
-                 level)
+    return _wrap(opdef(a["input"]._value, a["offset"], a["dim1"] % r + 1, a["dim2"] % r + 1), level)
 
 
 def _embedded(opdef, level, args, kwargs):
@@ -1300,8 +1274,7 @@ def _embedded(opdef, level, args, kwargs):
         adv = [i for i, x in enumerate(idx) if not (x is None or x is Ellipsis or
                                                      type(x) in (int, slice))]
         adv = adv and [i for i, x in enumerate(idx) if i in adv or type(x) is int]
-        if adv and adv[-1] - adv[0] != len(adv) - 1 or any(
-                _level_of(x) for x in idx):
+        if adv and adv[-1] - adv[0] != len(adv) - 1 or any(_level_of(x) for x in idx):
             return _loop(opdef, level, args, kwargs)
         rest[0] = (slice(None), *idx)
     return _wrap(opdef(g._value, (_size(level), *shape), *rest, **kwargs), level)
@@ -1432,8 +1405,7 @@ _TAGGED = {}
 def _rule(opdef):
     r = RULES.get(opdef.name) or _TAGGED.get(opdef.name)
     if r is None:
-        if "pointwise" in opdef.tags or "comparison" in opdef.tags or \
-                opdef.name in _BROADCAST:
+        if "pointwise" in opdef.tags or "comparison" in opdef.tags or opdef.name in _BROADCAST:
             r = _pointwise
         elif (any(n in opdef.params for n in _DIMS) or opdef.name in _DIMS_OPS) and \
                 opdef.name not in _NOT_DIMS:

@@ -46,9 +46,7 @@ def _has_proxy(a):
         return True
     if type(a) in (tuple, list):
         return any(_has_proxy(x) for x in a)
-    if type(a) is dict:
-        return any(_has_proxy(x) for x in a.values())
-    return False
+    return any(_has_proxy(x) for x in a.values()) if type(a) is dict else False
 
 
 class ProxyableClassMeta(type):
@@ -145,8 +143,7 @@ class Tracer:
         if t is dict:
             return {k: self.create_arg(v) for k, v in a.items()}
         if t is slice:
-            return slice(self.create_arg(a.start), self.create_arg(a.stop),
-                         self.create_arg(a.step))
+            return slice(self.create_arg(a.start), self.create_arg(a.stop), self.create_arg(a.step))
         if isinstance(a, Tensor):
             for name, p in list(self.root.named_parameters()) + list(self.root.named_buffers()):
                 if p is a:

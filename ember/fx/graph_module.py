@@ -70,9 +70,7 @@ class GraphModule(nn.Module):
             raise RuntimeError("Unsupported type " + str(root) + " passed for root!")
         self.graph = graph
 
-    @property
-    def graph(self):
-        return self._graph
+    graph = property(lambda self: self._graph)
 
     @graph.setter
     def graph(self, g):
@@ -80,9 +78,7 @@ class GraphModule(nn.Module):
         g.owning_module = self
         self.recompile()
 
-    @property
-    def code(self):
-        return self._code
+    code = property(lambda self: self._code)
 
     def recompile(self):
         """Regenerate ``forward`` from the graph (after editing it)."""

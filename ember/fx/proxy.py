@@ -50,8 +50,7 @@ class Proxy:
                          "docstring for help troubleshooting Proxy iteration errors")
 
     def __bool__(self):
-        raise TraceError("symbolically traced variables cannot be used as inputs to control "
-                         "flow")
+        raise TraceError("symbolically traced variables cannot be used as inputs to control flow")
 
     def __len__(self):
         raise RuntimeError("'len' is not supported in symbolic tracing by default. If you want "

@@ -116,15 +116,11 @@ class ScriptModule(nn.Module):
                                "traced module: call the top-level module)")
         return self._run("forward", args)
 
-    @property
-    def graph(self):
-        return self._graphs["forward"]
+    graph = property(lambda self: self._graphs["forward"])
 
     inlined_graph = graph
 
-    @property
-    def code(self):
-        return self._fns["forward"][1]
+    code = property(lambda self: self._fns["forward"][1])
 
     def save(self, f, _extra_files=None):
         """Write this module to ``f`` (see ``ember.jit.save``)."""
@@ -195,11 +191,10 @@ def _compare(rec, rec2, name):
         c2 = rec2.constants.get(k)
         if c2 is None or not _same_values(c, c2):
             raise TracingCheckError(
-                "ERROR: Graphs differed across invocations!\n"
-                f"\tConstant {k} (a tensor made during the trace, not from its inputs) has "
-                "different values in two traces of the same inputs: the trace baked a "
-                "nondeterministic value in (random ops such as dropout in training mode: did you "
-                "forget to call .eval() on your model?)")
+                f"ERROR: Graphs differed across invocations!\n\tConstant {k} (a tensor made during "
+                f"the trace, not from its inputs) has different values in two traces of the same "
+                f"inputs: the trace baked a nondeterministic value in (random ops such as dropout "
+                f"in training mode: did you forget to call .eval() on your model?)")
 
 
 def _same_values(a, b, tol=0.0):
@@ -245,9 +240,8 @@ def _install_constants(root, rec):
 
 
 def trace_module(mod, inputs, optimize=None, check_trace=True, check_inputs=None,
-                 check_tolerance=1e-5, strict=True, _force_outplace=False,
-                 _module_class=None, _compilation_unit=None, example_inputs_is_kwarg=False,
-                 _store_inputs=True):
+                 check_tolerance=1e-5, strict=True, _force_outplace=False, _module_class=None,
+                 _compilation_unit=None, example_inputs_is_kwarg=False, _store_inputs=True):
     """Trace methods of ``mod``: ``inputs`` maps a method name to its example inputs.
 
     Example:
@@ -461,12 +455,11 @@ def script(obj, optimize=None, _frames_up=0, _rcb=None, example_inputs=None):
                 warnings.showwarning(x.message, x.category, x.filename, x.lineno)
         if data_dependent:
             x = data_dependent[0]
-            raise RuntimeError(f"ember.jit.script: {getattr(obj, '__name__', type(obj).__name__)}"
-                               f" reads a Python value from a tensor at {x.filename}:{x.lineno} "
-                               "(its control flow may depend on data), and ember's script "
-                               "traces rather than compiles Python. Use ember.jit.trace if the "
-                               "branch never changes, or compute both sides and pick with "
-                               "torch.where.")
+            raise RuntimeError(f"ember.jit.script: {getattr(obj, '__name__', type(obj).__name__)} "
+                               f"reads a Python value from a tensor at {x.filename}:{x.lineno} "
+                               f"(its control flow may depend on data), and ember's script traces "
+                               f"rather than compiles Python. Use ember.jit.trace if the branch "
+                               f"never changes, or compute both sides and pick with torch.where.")
         if first is None:
             first = m
         elif _signature(m.graph) != _signature(first.graph):
@@ -532,8 +525,7 @@ def freeze(mod, preserved_attrs=None, optimize_numerics=True):
             if n.op == "get_attr" and n.target not in keep:
                 new = "_frozen_" + n.target.replace(".", "_")
                 if not hasattr(out, new):
-                    out.register_buffer(new, fetch_attr(mod, n.target).detach(),
-                                        persistent=False)
+                    out.register_buffer(new, fetch_attr(mod, n.target).detach(), persistent=False)
                 n.target = new
         _passes.PassManager([_passes.cse, _passes.dead_code,
                              lambda g: _passes.fold_constants(g, out)])(g)
@@ -599,8 +591,7 @@ def save(m, f, _extra_files=None):
     _save({"format": _ARCHIVE, "graphs": {k: dumps(g) for k, g in m._graphs.items()},
            "modules": modules, "kinds": kinds, "tensors": tensors,
            "dynamic": {k: sorted(v) for k, v in m._dynamic.items()},
-           "extra_files": dict(_extra_files or {}),
-           "function": isinstance(m, ScriptFunction)}, f)
+           "extra_files": dict(_extra_files or {}), "function": isinstance(m, ScriptFunction)}, f)
 
 
 def load(f, map_location=None, _extra_files=None, _restore_shapes=False):

@@ -339,9 +339,7 @@ class ONNXTracedModule:
         _passes.dead_code(rec.graph)
         if self._return_inputs:
             return rec.graph, out, inputs
-        if self._return_inputs_states:
-            return rec.graph, out, args
-        return rec.graph, out
+        return (rec.graph, out, args) if self._return_inputs_states else (rec.graph, out)
 
     forward = __call__
 

@@ -120,9 +120,7 @@ class _Ctx(FunctionCtx):
     """``register_autograd``'s ctx: ``setup_context`` saves, ``backward`` reads."""
     to_save = ()
 
-    @property
-    def saved_tensors(self):
-        return tuple(self.to_save)
+    saved_tensors = property(lambda self: tuple(self.to_save))
 
 
 class CustomOpDef:
@@ -213,8 +211,7 @@ class CustomOpDef:
         for t, rule in self._dispatch_rules.items():
             if any(type(a) is t for a in args):
                 return rule(self, (t,), args, kwargs)
-        cast = next((c for d, c in self._autocast.items() if ember.is_autocast_enabled(d)),
-                    None)
+        cast = next((c for d, c in self._autocast.items() if ember.is_autocast_enabled(d)), None)
         if cast is not None:
             with ember.autocast(device_type=cast[0], enabled=False):
                 return self(*(a.to(cast[1]) if isinstance(a, Tensor) and a.is_floating_point()
@@ -298,9 +295,7 @@ def _tensor(a, dev):
 def _arrays(out):
     if isinstance(out, Tensor):
         return out._data
-    if isinstance(out, (tuple, list)):
-        return tuple(_arrays(o) for o in out)
-    return out
+    return tuple(_arrays(o) for o in out) if isinstance(out, (tuple, list)) else out
 
 
 class _FakeCtx:
@@ -521,8 +516,7 @@ def impl(qualname, types, func=None, *, lib=None):
     def deco(f):
         o = _op(qualname)
         for t in (types,) if isinstance(types, str) else types:
-            _impl(o, f, {"cpu": "CPU", "cuda": "CUDA", "meta": "Meta",
-                         "default": ""}.get(t, t))
+            _impl(o, f, {"cpu": "CPU", "cuda": "CUDA", "meta": "Meta", "default": ""}.get(t, t))
         return f
     if func is None:
         return deco
@@ -554,8 +548,7 @@ def opcheck(op, args, kwargs=None, *, test_utils=("test_schema", "test_autograd_
         try:
             if test == "test_faketensor":
                 real = o(*args, **kwargs)
-                fake = o(*(a.to("meta") if isinstance(a, Tensor) else a for a in args),
-                         **kwargs)
+                fake = o(*(a.to("meta") if isinstance(a, Tensor) else a for a in args), **kwargs)
                 for r, f in zip(*((x,) if isinstance(x, Tensor) else x for x in (real, fake))):
                     if r.shape != f.shape or r.dtype != f.dtype:
                         raise RuntimeError(f"opcheck: the fake impl gives {f.shape} "
@@ -598,8 +591,7 @@ class _Namespace:
     def __getattr__(self, name):
         op = _OPS.get(f"{self._ns}::{name}")
         if op is None:
-            raise AttributeError(f"'_OpNamespace' '{self._ns}' object has no attribute "
-                                 f"'{name}'")
+            raise AttributeError(f"'_OpNamespace' '{self._ns}' object has no attribute '{name}'")
         return _Packet(op)
 
 

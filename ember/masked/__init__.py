@@ -182,8 +182,7 @@ def norm(input, ord=2.0, dim=None, *, keepdim=False, dtype=None, mask=None):
     x = _masked("norm", input, mask)
     if mask is not None and ord == -math.inf:
         x = ember.where(_input_mask(input, mask), input, math.inf)
-    return ember.linalg.vector_norm(x, ord, _dims(dim, input.dim()), bool(keepdim),
-                                    dtype=dtype)
+    return ember.linalg.vector_norm(x, ord, _dims(dim, input.dim()), bool(keepdim), dtype=dtype)
 
 
 def _std_var(input, dim, unbiased, correction, keepdim, dtype, mask, sqrt):
@@ -208,15 +207,13 @@ def _std_var(input, dim, unbiased, correction, keepdim, dtype, mask, sqrt):
 
 
 @_reduction("var")
-def var(input, dim=None, unbiased=None, *, correction=None, keepdim=False, dtype=None,
-        mask=None):
+def var(input, dim=None, unbiased=None, *, correction=None, keepdim=False, dtype=None, mask=None):
     """Variance of the kept elements over ``dim`` (``correction`` as torch.var's)."""
     return _std_var(input, dim, unbiased, correction, keepdim, dtype, mask, False)
 
 
 @_reduction("std")
-def std(input, dim=None, unbiased=None, *, correction=None, keepdim=False, dtype=None,
-        mask=None):
+def std(input, dim=None, unbiased=None, *, correction=None, keepdim=False, dtype=None, mask=None):
     """Standard deviation of the kept elements over ``dim``.
 
     Example:

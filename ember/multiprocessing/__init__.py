@@ -66,8 +66,7 @@ class ProcessExitedException(ProcessException):
         self.exit_code, self.signal_name = exit_code, signal_name
 
     def __reduce__(self):
-        return type(self), (self.msg, self.error_index, self.pid, self.exit_code,
-                            self.signal_name)
+        return type(self), (self.msg, self.error_index, self.pid, self.exit_code, self.signal_name)
 
 
 def _wrap(fn, i, args, error_queue):

@@ -108,8 +108,7 @@ def share_memory_(t):
 
 def _rebuild_shared(name, nbytes):
     from .._device import CPU
-    st = UntypedStorage(np.frombuffer(_shm._attach(name, True), np.uint8)[:nbytes], CPU,
-                        root=False)
+    st = UntypedStorage(np.frombuffer(_shm._attach(name, True), np.uint8)[:nbytes], CPU, root=False)
     _SHARED[st] = name
     return st
 

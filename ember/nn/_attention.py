@@ -210,8 +210,7 @@ def _forward_kernel(q, k, v, scale, causal):
             s = buf[:heads * rows * cols].reshape(og.shape[:2] + (rows, cols))
             _mm(qg[:, :, qs:qe], ktg[..., ks:ke], s)
             fn(s.ctypes.data, cols, rows * cols, m.ctypes.data, l.ctypes.data, rows,
-               acc.ctypes.data, dv, L * dv, heads, rows, cols, dv,
-               qs - ks if causal else cols, nt)
+               acc.ctypes.data, dv, L * dv, heads, rows, cols, dv, qs - ks if causal else cols, nt)
             _mm(s, vg[:, :, ks:ke], acc, float(ks > 0))
             if ke == (min(S, qe) if causal else S):      # the query block's last tile
                 acc /= l[..., None]
@@ -244,8 +243,7 @@ def _backward_kernel(g, q, k, v, out, lse, scale, causal):
             _mm(qg[:, :, qs:qe], ktg[..., ks:ke], s)
             _mm(gg[:, :, qs:qe], vtg[..., ks:ke], ds)
             fn(s.ctypes.data, ds.ctypes.data, cols, rows * cols, lse[g0, 0, qs:].ctypes.data,
-               dd[g0, 0, qs:].ctypes.data, L, heads, rows, cols,
-               qs - ks if causal else cols, nt)
+               dd[g0, 0, qs:].ctypes.data, L, heads, rows, cols, qs - ks if causal else cols, nt)
             _mm_sum(s.swapaxes(-1, -2), gg[:, :, qs:qe], dvg[:, :, ks:ke])
             _mm(ds, kg[:, :, ks:ke], dqg[:, :, qs:qe], 1.0)
             _mm_sum(ds.swapaxes(-1, -2), qg[:, :, qs:qe], dkg[:, :, ks:ke])
@@ -291,8 +289,7 @@ class _FlashAttention(Function):
             # backward formulas would treat them as constants and second derivatives would
             # be wrong; recomputing them here puts their dependence on q, k, v in the graph.
             out, lse = _forward_ops(q, k, v, ctx.scale, ctx.causal, mask)
-        return (*_backward_ops(g, q, k, v, out, lse, ctx.scale, ctx.causal, mask), None, None,
-                None)
+        return (*_backward_ops(g, q, k, v, out, lse, ctx.scale, ctx.causal, mask), None, None, None)
 
 
 def use_flash(query, key, value, attn_mask, dropout_p, enable_gqa=False):

@@ -192,8 +192,7 @@ def pad(input, pad, mode="constant", value=None):
         tensor([[[-1.,  0.,  1.,  2., -1.]]])
     """
     if mode == "constant":
-        return dispatch(_P.constant_pad_nd, (input, tuple(pad), 0 if value is None else value),
-                        _E)
+        return dispatch(_P.constant_pad_nd, (input, tuple(pad), 0 if value is None else value), _E)
     if mode not in ("reflect", "replicate", "circular"):
         raise NotImplementedError(f"Unrecognised padding mode {mode}")
     lo, hi = _P._pad_pairs(input.dim(), pad)
@@ -238,8 +237,7 @@ def _pool_args(input, kernel_size, stride, padding, dilation, nd, name):
 def _max_pool(nd):
     def with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                      return_indices=False):
-        k, s, p, d = _pool_args(input, kernel_size, stride, padding, dilation, nd,
-                                f"max_pool{nd}d")
+        k, s, p, d = _pool_args(input, kernel_size, stride, padding, dilation, nd, f"max_pool{nd}d")
         return dispatch(_P.max_pool_nd, (input, k, s, p, d, bool(ceil_mode)), _E)
 
     def max_pool(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
@@ -302,8 +300,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                         divisor_override, 2, "avg_pool2d")
 
 
-def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
-               count_include_pad=True):
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
     """1-d average pooling; see :func:`avg_pool2d`.
 
     Example:
@@ -535,8 +532,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     osize, k = _ntuple(output_size, nd), _ntuple(kernel_size, nd)
     d, p, s = _ntuple(dilation, nd), _ntuple(padding, nd), _ntuple(stride, nd)
     kk = math.prod(k)
-    blocks = tuple(_C.conv_output_size(o, a, b, c, e) for o, a, b, c, e in zip(
-        osize, k, s, p, d))
+    blocks = tuple(_C.conv_output_size(o, a, b, c, e) for o, a, b, c, e in zip(osize, k, s, p, d))
     if x.shape[1] % kk or x.shape[2] != math.prod(blocks):
         raise RuntimeError(f"fold: expected input of shape (N, C * {kk}, {math.prod(blocks)}) "
                            f"for output_size={list(osize)}, kernel_size={list(k)}, got "

@@ -167,8 +167,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     """
     if per_sample_weights is not None and tuple(input.shape) != tuple(per_sample_weights.shape):
         raise ValueError(f"embedding_bag: If per_sample_weights ({per_sample_weights.shape}) is "
-                         f"not None, then it must have the same shape as the input "
-                         f"({input.shape})")
+                         f"not None, then it must have the same shape as the input ({input.shape})")
     if weight.dim() != 2:
         raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension "
                          f"{weight.dim()}")
@@ -196,8 +195,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
             return _bag_max(weight, flat, bag, n)
         rows = _rows(weight, flat, None, scale_grad_by_freq, sparse)
         if psw is not None:
-            rows = rows * psw[ember.tensor(np.nonzero(keep)[0], device=weight.device)
-                              ].unsqueeze(1)
+            rows = rows * psw[ember.tensor(np.nonzero(keep)[0], device=weight.device)].unsqueeze(1)
         out = ember.zeros(n, weight.shape[1], dtype=rows.dtype, device=weight.device).index_add(
             0, ember.tensor(bag, device=weight.device), rows)
         if mode == "mean":

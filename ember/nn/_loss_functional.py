@@ -40,10 +40,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
         tensor(1.)
     """
     reduction = _reduction(size_average, reduce, reduction)
-    if log_input:
-        loss = input.exp() - target * input
-    else:
-        loss = input - target * (input + eps).log()
+    loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
     if full:
         stirling = target * target.log() - target + 0.5 * (2 * math.pi * target).log()
         loss = loss + stirling.masked_fill(target <= 1, 0)
@@ -300,9 +297,7 @@ def _as_batch(input, target, name, target_shape):
 
 
 def _per_sample(loss, reduction, unbatched, shape=()):
-    if reduction == "none" and unbatched:
-        return loss.reshape(shape)
-    return _F._reduce(loss, reduction)
+    return loss.reshape(shape) if reduction == "none" and unbatched else _F._reduce(loss, reduction)
 
 
 @autocast_policy("autocast_fp32")
@@ -325,13 +320,11 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     x, t = _as_batch(input, target, "multi_margin_loss", (-1,))
     n, c = x.shape
     if tuple(t.shape) != (n,):
-        raise RuntimeError(f"multi_margin_loss: target tensor should be 1-D with size equal to "
-                           f"the number of input samples (batch size). Expected target size "
-                           f"[{n}], but got {list(target.shape)}. Input has shape "
-                           f"{list(input.shape)}.")
+        raise RuntimeError(f"multi_margin_loss: target tensor should be 1-D with size equal to the "
+                           f"number of input samples (batch size). Expected target size [{n}], but "
+                           f"got {list(target.shape)}. Input has shape {list(input.shape)}.")
     if weight is not None and weight.numel() != c:
-        raise RuntimeError(f"inconsistent weight size, expected {c} but got "
-                           f"{list(weight.shape)}")
+        raise RuntimeError(f"inconsistent weight size, expected {c} but got {list(weight.shape)}")
     if n and (int(t.min()) < 0 or int(t.max()) >= c):
         raise RuntimeError("target out of range")
     others = t.unsqueeze(1) != ember.arange(c, device=x.device)
@@ -411,9 +404,8 @@ def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, r
     if d > 1:
         raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
     if input1.dim() != d + 1 or input2.dim() != d + 1:
-        raise RuntimeError(f"{d}D target tensor expects {d + 1}D input tensors, but found "
-                           f"inputs with sizes {list(input1.shape)} and "
-                           f"{list(input2.shape)}.")
+        raise RuntimeError(f"{d}D target tensor expects {d + 1}D input tensors, but found inputs "
+                           f"with sizes {list(input1.shape)} and {list(input2.shape)}.")
     eps = 1e-12                        # NOTE: torch's EPSILON, added to each squared norm
     cos = (input1 * input2).sum(d) / (((input1 * input1).sum(d) + eps) *
                                       ((input2 * input2).sum(d) + eps)).sqrt()

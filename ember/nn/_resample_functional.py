@@ -12,8 +12,7 @@ import ember
 
 from ..amp.autocast_mode import autocast_policy
 from ..autograd.composite import one_node
-from ._conv_functional import _ntuple, adaptive_avg_pool1d, adaptive_avg_pool2d, \
-    adaptive_avg_pool3d
+from ._conv_functional import _ntuple, adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
 
 __all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "pixel_shuffle",
            "pixel_unshuffle"]
@@ -93,10 +92,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs "
                                   f"{want + 2}D input")
     if mode not in ("nearest", "nearest-exact", "area") and want is None:
-        raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported "
-                                  f"(got {input.dim()}D) for the modes: nearest | linear | "
-                                  f"bilinear | bicubic | trilinear | area | nearest-exact "
-                                  f"(got {mode})")
+        raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got "
+                                  f"{input.dim()}D) for the modes: nearest | linear | bilinear | "
+                                  f"bicubic | trilinear | area | nearest-exact (got {mode})")
     if align_corners is not None and want is None:
         raise ValueError("align_corners option can only be set with the interpolating modes: "
                          "linear | bilinear | bicubic | trilinear")

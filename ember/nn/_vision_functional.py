@@ -30,8 +30,7 @@ def channel_shuffle(input, groups):
         raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels "
                            f"and {groups} groups.")
     n, rest = input.shape[0], tuple(input.shape[2:])
-    return input.reshape((n, groups, c // groups) + rest).transpose(1, 2).reshape(
-        (n, c) + rest)
+    return input.reshape((n, groups, c // groups) + rest).transpose(1, 2).reshape((n, c) + rest)
 
 
 native_channel_shuffle = channel_shuffle    # (torch's aten spelling; the same function)
@@ -190,8 +189,7 @@ def _fractional_max_pool(input, n, kernel_size, output_size, output_ratio, retur
             raise RuntimeError(f"{name}(): pool size {k} too large relative to input size {s} "
                                f"for output size {o}")
     nb, ch = x.shape[0], x.shape[1]
-    u = _random_samples if _random_samples is not None else ember.rand(nb, ch, n,
-                                                                       dtype=x.dtype)
+    u = _random_samples if _random_samples is not None else ember.rand(nb, ch, n, dtype=x.dtype)
     dt = np.float64 if x.dtype is ember.float64 else np.float32
     u = u.detach().cpu().numpy().astype(dt)
     # NOTE: torch's 2-d kernel draws the width's windows from sample 0 and the height's from 1

@@ -35,8 +35,7 @@ def linear(input, weight, bias=None):
 def bilinear(input1, input2, weight, bias=None):
     """``x1^T A x2 + b`` for each output feature (weight is (out, in1, in2))."""
     # (..., 1, 1, i) @ (o, i, j) -> (..., o, 1, j); then contract j with input2
-    out = ((input1.unsqueeze(-2).unsqueeze(-2) @ weight).squeeze(-2) *
-           input2.unsqueeze(-2)).sum(-1)
+    out = ((input1.unsqueeze(-2).unsqueeze(-2) @ weight).squeeze(-2) * input2.unsqueeze(-2)).sum(-1)
     return out + bias if bias is not None else out
 
 
@@ -190,8 +189,7 @@ def _rrelu(input, lower, upper, training):
     # NOTE: as torch's CPU kernel, only elements <= 0 draw a slope, in order: a double uniform
     # scaled unfused (that kernel is built without FMA) to the bounds rounded to the input's
     # (float's, for half) precision, then rounded to that precision
-    neg, acc = input.detach() <= 0, ember.float64 if input.dtype == ember.float64 else \
-        ember.float32
+    neg, acc = input.detach() <= 0, ember.float64 if input.dtype == ember.float64 else ember.float32
     lo, up = (float(ember.tensor(v, dtype=acc)) for v in (lower, upper))
     noise = ember.ones_like(input.detach())
     noise[neg] = (ember.rand(int(neg.sum()), dtype=ember.float64, device=input.device) * (
@@ -404,8 +402,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     """
     reduction = _legacy(size_average, reduce, reduction)
     if label_smoothing > 1.0:
-        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
-                           f"{label_smoothing:g}")
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing:g}")
     # NOTE: torch checks only the upper bound, and smooths only when the value is positive: a
     # negative one is accepted and does nothing
     label_smoothing = max(label_smoothing, 0.0)
@@ -482,8 +479,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
         return dispatch(_nn.huber_loss, (input, target, _checked(reduction), delta), _E)
     if tuple(weight.shape) != tuple(input.shape):
         raise ValueError("Weights and input must have the same size.")
-    return _reduce(dispatch(_nn.huber_loss, (input, target, "none", delta), _E) * weight,
-                   reduction)
+    return _reduce(dispatch(_nn.huber_loss, (input, target, "none", delta), _E) * weight, reduction)
 
 
 @autocast_policy("autocast_fp32_cpu", "autocast_banned_cuda")
@@ -519,9 +515,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
                       "support size.'batchmean' divides only by the batch size, and aligns with "
                       "the KL div math definition.'mean' will be changed to behave the same as "
                       "'batchmean' in the next major release.", UserWarning, stacklevel=3)
-    if reduction == "batchmean":
-        return loss.sum() / input.shape[0]
-    return _reduce(loss, reduction)
+    return loss.sum() / input.shape[0] if reduction == "batchmean" else _reduce(loss, reduction)
 
 
 # ---- attention --------------------------------------------------------------------------------
@@ -547,8 +541,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if node is not None and sdp is not None and not (sdp._sdp["flash"] and sdp._sdp["math"]):
         node, flash = _sdpa_backend(sdp._sdp, node, query, value, flash)
     if node is None or not flash and node == _MATMUL_NODE[query.dim() >= 3]:
-        return _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
-                     flash)
+        return _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, flash)
     return one_node(node, _sdpa, query, key, value, attn_mask, dropout_p, is_causal, scale,
                     enable_gqa, flash)
 
@@ -560,9 +553,8 @@ def _sdpa_backend(sdp, node, query, value, flash):
     """torch's choice of cpu kernel under nn.attention.sdpa_kernel: its flash kernel where
     enabled and applicable, else the math path (ember's naive one) where enabled."""
     if not (sdp["flash"] or sdp["math"]):
-        raise RuntimeError("No viable backend for scaled_dot_product_attention was found. This "
-                           "is likely due to turning off both the math kernel and the fused "
-                           "kernels.")
+        raise RuntimeError("No viable backend for scaled_dot_product_attention was found. This is "
+                           "likely due to turning off both the math kernel and the fused kernels.")
     if node.startswith("ScaledDot") and sdp["flash"]:
         return node, flash
     if not sdp["math"]:

@@ -96,8 +96,7 @@ class _Builder:
     def op(self, op_type, *inputs, outs=1, **attrs):
         names = [self.fresh(op_type) for _ in range(outs)]
         ins = [i.name if isinstance(i, V) else "" if i is None else i for i in inputs]
-        self.nodes.append(self.onnx.helper.make_node(op_type, ins, names, name=names[0],
-                                                     **attrs))
+        self.nodes.append(self.onnx.helper.make_node(op_type, ins, names, name=names[0], **attrs))
         return names[0] if outs == 1 else names
 
     def const(self, array, name=None):
@@ -337,18 +336,15 @@ def _map(a, fn):
         return fn(a)
     if t in (tuple, list):
         return t(_map(x, fn) for x in a)
-    if t is dict:
-        return {k: _map(v, fn) for k, v in a.items()}
-    return a
+    return {k: _map(v, fn) for k, v in a.items()} if t is dict else a
 
 
 def export(model, args=(), f=None, *, kwargs=None, export_params=True, verbose=False,
            input_names=None, output_names=None, opset_version=None, dynamic_axes=None,
-           keep_initializers_as_inputs=False, dynamo=True, external_data=True,
-           dynamic_shapes=None, training=TrainingMode.EVAL, do_constant_folding=True,
-           operator_export_type=None, custom_opsets=None, report=False, optimize=False,
-           verify=False, profile=False, dump_exported_program=False, artifacts_dir=".",
-           fallback=False, **_ignored):
+           keep_initializers_as_inputs=False, dynamo=True, external_data=True, dynamic_shapes=None,
+           training=TrainingMode.EVAL, do_constant_folding=True, operator_export_type=None,
+           custom_opsets=None, report=False, optimize=False, verify=False, profile=False,
+           dump_exported_program=False, artifacts_dir=".", fallback=False, **_ignored):
     """Export ``model`` (a module or function) called on ``args`` to ONNX, written to ``f`` (a
     path or file) when given; returns an ``ONNXProgram``.
 

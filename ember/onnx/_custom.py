@@ -192,9 +192,7 @@ def _names(out):
     from . import V
     if isinstance(out, V):
         return out.name
-    if isinstance(out, (tuple, list)):
-        return [_names(o) for o in out]
-    return out
+    return [_names(o) for o in out] if isinstance(out, (tuple, list)) else out
 
 
 def run_symbolic(fn, g, args, kwargs):
@@ -220,8 +218,7 @@ def select_model_mode_for_export(model, mode):
     """
     from . import TrainingMode
     if not isinstance(mode, TrainingMode):
-        raise TypeError(f"'mode' should be a torch.onnx.TrainingMode enum, but got "
-                        f"'{type(mode)}'.")
+        raise TypeError(f"'mode' should be a torch.onnx.TrainingMode enum, but got '{type(mode)}'.")
     was = getattr(model, "training", False)
     if hasattr(model, "training") and mode != TrainingMode.PRESERVE:
         model.train(mode == TrainingMode.TRAINING)

@@ -35,9 +35,8 @@ _UNARY = {"relu": "Relu", "tanh": "Tanh", "sigmoid": "Sigmoid", "exp": "Exp", "l
           "floor": "Floor", "ceil": "Ceil", "sign": "Sign", "reciprocal": "Reciprocal",
           "tan": "Tan", "asin": "Asin", "acos": "Acos", "atan": "Atan", "sinh": "Sinh",
           "cosh": "Cosh", "asinh": "Asinh", "acosh": "Acosh", "atanh": "Atanh",
-          "bitwise_not": "Not",
-          "contiguous": "Identity", "clone": "Identity",
-          "alias": "Identity", "detach": "Identity", "_to_copy": "Identity"}
+          "bitwise_not": "Not", "contiguous": "Identity", "clone": "Identity", "alias": "Identity",
+          "detach": "Identity", "_to_copy": "Identity"}
 for _name, _op in _UNARY.items():
     LOWERINGS[_name] = (lambda op: lambda g, x, *rest, **kw: g.op(op, x))(_op)
 
@@ -181,8 +180,7 @@ def _max_pool(g, x, kernel_size, stride, padding, dilation, ceil_mode):
 
 
 @lowering("_avg_pool_nd")
-def _avg_pool(g, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
-              divisor_override):
+def _avg_pool(g, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
     # AveragePool over the padding that fits every window (counted: a plain window mean),
     # then rescaled to torch's divisors, which cover ceil_mode, count_include_pad=False and
     # divisor_override alike
@@ -229,8 +227,7 @@ def _embedding(g, weight, indices, padding_idx=-1):
 
 
 @lowering("cross_entropy_loss")
-def _cross_entropy(g, logits, target, ignore_index=-100, reduction="mean",
-                   label_smoothing=0.0):
+def _cross_entropy(g, logits, target, ignore_index=-100, reduction="mean", label_smoothing=0.0):
     shape, dt = logits.shape, g.out.dtype
     if len(shape) == 1:      # (one unbatched sample: a batch of one)
         logits, target = (g.op("Unsqueeze", v, g.ints([0])) for v in (logits, target))
@@ -271,8 +268,7 @@ def _reduce(g, x, dim=None, keepdim=False, dtype=None):
 
 @lowering("max", "min")
 def _max(g, x, dim=None, keepdim=False):
-    red, arg = ("ReduceMax", "ArgMax") if g.node.target.name == "max" else ("ReduceMin",
-                                                                             "ArgMin")
+    red, arg = ("ReduceMax", "ArgMax") if g.node.target.name == "max" else ("ReduceMin", "ArgMin")
     if hasattr(dim, "name"):
         return g.op("Max" if red == "ReduceMax" else "Min", *g.promote(x, dim))
     axes = _axes(dim, len(x.shape))
@@ -358,8 +354,7 @@ def _cat(g, tensors, dim=0):
 @lowering("stack")
 def _stack(g, tensors, dim=0):
     d = dim % len(g.out.shape)
-    return g.op("Concat", *(g.op("Unsqueeze", t, g.ints([d])) for t in g.promote(*tensors)),
-                axis=d)
+    return g.op("Concat", *(g.op("Unsqueeze", t, g.ints([d])) for t in g.promote(*tensors)), axis=d)
 
 
 @lowering("split")
@@ -720,10 +715,8 @@ def _batch_norm(g, x, weight, bias, running_mean, running_var, training, eps):
 
 @lowering("native_group_norm")
 def _group_norm(g, x, weight, bias, group, eps):
-    y, _, _ = _normalized(g, g.op("Reshape", x, g.ints([0, group, -1])), [2], eps,
-                          x.dtype)
-    return _per_channel(g, g.op("Reshape", y, g.op("Shape", x)), weight, bias,
-                        len(x.shape))
+    y, _, _ = _normalized(g, g.op("Reshape", x, g.ints([0, group, -1])), [2], eps, x.dtype)
+    return _per_channel(g, g.op("Reshape", y, g.op("Shape", x)), weight, bias, len(x.shape))
 
 
 @lowering("round")

@@ -54,8 +54,7 @@ def _check(domain_op):
         raise ValueError(f"domain_op must be in the format 'domain::op', got {domain_op!r}")
 
 
-def symbolic(domain_op, /, inputs, attrs=None, *, dtype, shape, version=None,
-             metadata_props=None):
+def symbolic(domain_op, /, inputs, attrs=None, *, dtype, shape, version=None, metadata_props=None):
     """One ONNX node ``domain::Op`` on ``inputs`` with ``attrs`` in the exported graph; in
     eager mode, zeros of ``shape`` and ``dtype``.
 
@@ -67,8 +66,7 @@ def symbolic(domain_op, /, inputs, attrs=None, *, dtype, shape, version=None,
     """
     _check(domain_op)
     return _symbolic(domain_op, list(inputs), dict(attrs or {}), dtype=dtype,
-                     shape=[int(s) for s in shape], version=version,
-                     metadata_props=metadata_props)
+                     shape=[int(s) for s in shape], version=version, metadata_props=metadata_props)
 
 
 def symbolic_multi_out(domain_op, /, inputs, attrs=None, *, dtypes, shapes, version=None,

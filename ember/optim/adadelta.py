@@ -1,6 +1,6 @@
 """Adadelta (``torch.optim.Adadelta``)."""
 from .._backends import array_module
-from .optimizer import Optimizer, _check, _check_lr, _scalar, _zeros_like
+from .optimizer import Optimizer, _check, _check_lr, _ema_sq_, _scalar, _zeros_like
 
 __all__ = ["Adadelta"]
 
@@ -52,10 +52,7 @@ class Adadelta(Optimizer):
     def _math(p, g, v, u, tmp, *, step, group):
         xp = array_module(p)
         rho, eps = group["rho"], group["eps"]
-        v *= rho
-        xp.multiply(g, g, out=tmp)
-        tmp *= 1 - rho
-        v += tmp
+        _ema_sq_(xp, v, g, rho, tmp)
         xp.add(v, eps, out=tmp)
         xp.sqrt(tmp, out=tmp)
         xp.divide(g, tmp, out=tmp)

@@ -189,8 +189,7 @@ class Muon(Optimizer):
                 buf = self.state[p].setdefault("momentum_buffer", g.new_zeros(g.shape))
                 buf.lerp_(g, 1 - mom)
                 update = _newton_schulz(g.lerp(buf, mom) if group["nesterov"] else buf,
-                                        group["ns_coefficients"], group["ns_steps"],
-                                        group["eps"])
+                                        group["ns_coefficients"], group["ns_steps"], group["eps"])
                 A, B = p.shape
                 ratio = {None: math.sqrt(max(1, A / B)), "original": math.sqrt(max(1, A / B)),
                          "match_rms_adamw": 0.2 * math.sqrt(max(A, B))}[group["adjust_lr_fn"]]

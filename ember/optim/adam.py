@@ -3,7 +3,8 @@ import numpy as np
 
 from .._backends import array_module
 from .._C import kernels
-from .optimizer import Optimizer, _check_common, _check_lr, _scalar, _tick, _zeros_like
+from .optimizer import (Optimizer, _check_common, _check_lr, _ema_, _ema_sq_, _scalar, _tick,
+                        _zeros_like)
 
 __all__ = ["Adam"]
 
@@ -118,13 +119,8 @@ class Adam(Optimizer):
         if decay is not None:                   # skipped by _decay for the kernel
             p *= decay
         tmp = rest[-1] if rest[-1] is not None else xp.empty_like(p)
-        m -= g                                              # m.lerp_(g, 1 - beta1)
-        m *= beta1
-        m += g
-        v *= beta2
-        xp.multiply(g, g, out=tmp)
-        tmp *= 1 - beta2
-        v += tmp
+        _ema_(m, g, beta1)
+        _ema_sq_(xp, v, g, beta2, tmp)
         if len(rest) == 2:
             xp.maximum(rest[0], v, out=rest[0])
             v = rest[0]

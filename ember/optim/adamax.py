@@ -1,6 +1,6 @@
 """Adamax: Adam with the infinity norm (``torch.optim.Adamax``)."""
 from .._backends import array_module
-from .optimizer import Optimizer, _check_common, _scalar, _zeros_like
+from .optimizer import Optimizer, _check_common, _ema_, _scalar, _zeros_like
 
 __all__ = ["Adamax"]
 
@@ -48,9 +48,7 @@ class Adamax(Optimizer):
     def _math(p, g, m, u, tmp, *, step, group):
         xp = array_module(p)
         beta1, beta2 = group["betas"]
-        m -= g                                          # m.lerp_(g, 1 - beta1)
-        m *= beta1
-        m += g
+        _ema_(m, g, beta1)
         u *= beta2
         xp.abs(g, out=tmp)
         tmp += group["eps"]

@@ -28,8 +28,7 @@ def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None):
     return min(max(min_pos, lo), hi)
 
 
-def _strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9,
-                  max_ls=25):
+def _strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9, max_ls=25):
     """Line search along ``d`` for a step ``t`` meeting the strong Wolfe conditions."""
     d_norm = abs(d).max()
     g = g.copy()

@@ -153,6 +153,21 @@ def _blocks(*arrays):
         yield block + (scratch[:block[0].size],)
 
 
+def _ema_(m, g, beta):
+    """``m.lerp_(g, 1 - beta)`` in place, as ``(m - g) * beta + g`` (torch's rounding)."""
+    m -= g
+    m *= beta
+    m += g
+
+
+def _ema_sq_(xp, v, g, beta, tmp):
+    """``v.mul_(beta).addcmul_(g, g, value=1 - beta)`` in place, through the scratch ``tmp``."""
+    v *= beta
+    xp.multiply(g, g, out=tmp)
+    tmp *= 1 - beta
+    v += tmp
+
+
 def _hook_step(step):
     """Wrap a subclass's ``step`` so the step pre/post hooks run around it (once per class)."""
     @functools.wraps(step)

@@ -1,6 +1,6 @@
 """RAdam: rectified Adam (``torch.optim.RAdam``)."""
 from .._backends import array_module
-from .optimizer import Optimizer, _check_common, _scalar, _zeros_like
+from .optimizer import Optimizer, _check_common, _ema_, _ema_sq_, _scalar, _zeros_like
 
 __all__ = ["RAdam"]
 
@@ -53,13 +53,8 @@ class RAdam(Optimizer):
     def _math(p, g, m, v, tmp, *, step, group):
         xp = array_module(p)
         beta1, beta2 = group["betas"]
-        m -= g                                          # m.lerp_(g, 1 - beta1)
-        m *= beta1
-        m += g
-        v *= beta2
-        xp.multiply(g, g, out=tmp)
-        tmp *= 1 - beta2
-        v += tmp
+        _ema_(m, g, beta1)
+        _ema_sq_(xp, v, g, beta2, tmp)
         bc1, bc2 = 1 - beta1 ** step, 1 - beta2 ** step
         rho_inf = 2 / (1 - beta2) - 1
         rho_t = rho_inf - 2 * step * beta2 ** step / bc2

@@ -1,6 +1,6 @@
 """RMSprop, centered or not, with momentum (``torch.optim.RMSprop``)."""
 from .._backends import array_module
-from .optimizer import Optimizer, _check, _check_lr, _scalar, _zeros_like
+from .optimizer import Optimizer, _check, _check_lr, _ema_, _ema_sq_, _scalar, _zeros_like
 
 __all__ = ["RMSprop"]
 
@@ -62,15 +62,10 @@ class RMSprop(Optimizer):
         """``rest`` is ``([momentum_buffer], [grad_avg], scratch)`` as the options ask."""
         xp = array_module(p)
         alpha, tmp = group["alpha"], rest[-1]
-        v *= alpha
-        xp.multiply(g, g, out=tmp)
-        tmp *= 1 - alpha
-        v += tmp
+        _ema_sq_(xp, v, g, alpha, tmp)
         if group["centered"]:
             ga = rest[-2]
-            ga -= g                                     # ga.lerp_(g, 1 - alpha)
-            ga *= alpha
-            ga += g
+            _ema_(ga, g, alpha)
             xp.multiply(ga, ga, out=tmp)
             xp.subtract(v, tmp, out=tmp)
             xp.sqrt(tmp, out=tmp)

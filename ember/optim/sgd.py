@@ -72,8 +72,7 @@ class SGD(Optimizer):
             # NOTE: torch keeps no buffer until the first step, and then it is the gradient
             # itself (undampened), so a state dict from step 0 has no momentum_buffer key.
             state["momentum_buffer"] = Tensor._wrap(g.copy(), device_of_array(g))
-            p -= group["lr"] * (1 + group["momentum"]) * g if group["nesterov"] else \
-                group["lr"] * g
+            p -= group["lr"] * (1 + group["momentum"]) * g if group["nesterov"] else group["lr"] * g
             return
         super()._update(p, g, state, group)
 

@@ -217,18 +217,15 @@ class SWALR(LRScheduler):
         [0.55, 0.1, 0.1]
     """
 
-    def __init__(self, optimizer, swa_lr, anneal_epochs=10, anneal_strategy="cos",
-                 last_epoch=-1):
-        for lr, group in zip(_format_param("swa_lr", optimizer, swa_lr),
-                             optimizer.param_groups):
+    def __init__(self, optimizer, swa_lr, anneal_epochs=10, anneal_strategy="cos", last_epoch=-1):
+        for lr, group in zip(_format_param("swa_lr", optimizer, swa_lr), optimizer.param_groups):
             group["swa_lr"] = lr
         if anneal_strategy not in ("cos", "linear"):
             raise ValueError(f"anneal_strategy must be one of 'cos' or 'linear', instead got "
                              f"{anneal_strategy}")
         self._set_anneal_func(anneal_strategy)
         if not isinstance(anneal_epochs, int) or anneal_epochs < 0:
-            raise ValueError(f"anneal_epochs must be equal or greater than 0, got "
-                             f"{anneal_epochs}")
+            raise ValueError(f"anneal_epochs must be equal or greater than 0, got {anneal_epochs}")
         self.anneal_epochs = anneal_epochs
         super().__init__(optimizer, last_epoch)
 
@@ -242,9 +239,7 @@ class SWALR(LRScheduler):
 
     @staticmethod
     def _get_initial_lr(lr, swa_lr, alpha):
-        if alpha == 1:
-            return swa_lr
-        return (lr - alpha * swa_lr) / (1 - alpha)
+        return swa_lr if alpha == 1 else (lr - alpha * swa_lr) / (1 - alpha)
 
     def get_lr(self):
         if not self._get_lr_called_within_step:
@@ -264,8 +259,7 @@ class SWALR(LRScheduler):
 
     def _set_anneal_func(self, anneal_strategy):
         self._anneal_strategy = anneal_strategy
-        self.anneal_func = self._cosine_anneal if anneal_strategy == "cos" else \
-            self._linear_anneal
+        self.anneal_func = self._cosine_anneal if anneal_strategy == "cos" else self._linear_anneal
 
     def state_dict(self):
         return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "anneal_func")}

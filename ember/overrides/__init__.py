@@ -159,8 +159,7 @@ def handle_torch_function(public_api, relevant_args, *args, **kwargs):
             return ret
     for a in overloaded:
         tf = type(a).__torch_function__
-        if getattr(tf, "__self__", None) is not type(a) and \
-                tf is not _disabled_torch_function_impl:
+        if getattr(tf, "__self__", None) is not type(a) and tf is not _disabled_torch_function_impl:
             warnings.warn("Defining your `__torch_function__ as a plain method is deprecated "
                           "and will be an error in future, please define it as a classmethod.",
                           DeprecationWarning, stacklevel=2)
@@ -284,9 +283,7 @@ _hook = _Hook()
 def _public(opdef, inplace=None):
     from .. import _ops
     from .._tensor import Tensor
-    if inplace:
-        return getattr(Tensor, opdef.name + "_")
-    return _ops._function(opdef, opdef.name)
+    return getattr(Tensor, opdef.name + "_") if inplace else _ops._function(opdef, opdef.name)
 
 
 def _install():
@@ -449,17 +446,16 @@ def get_ignored_functions():
         True
     """
     import ember
-    names = ("typename", "is_tensor", "is_storage", "set_default_tensor_type",
-             "set_default_dtype", "get_default_dtype", "set_default_device",
-             "get_default_device", "set_rng_state", "get_rng_state", "manual_seed", "seed",
-             "initial_seed", "set_printoptions", "compiled_with_cxx11_abi", "tensor",
-             "as_tensor", "from_numpy", "frombuffer", "empty", "zeros", "ones", "full", "rand",
-             "randn", "randint", "randperm", "arange", "range", "linspace", "logspace", "eye",
-             "empty_strided", "scalar_tensor", "tril_indices", "triu_indices", "hann_window",
-             "hamming_window", "bartlett_window", "blackman_window", "kaiser_window",
-             "promote_types", "result_type", "can_cast", "finfo", "iinfo", "is_grad_enabled",
-             "set_grad_enabled", "no_grad", "enable_grad", "inference_mode", "load", "save",
-             "use_deterministic_algorithms", "set_num_threads", "get_num_threads")
+    names = ("typename", "is_tensor", "is_storage", "set_default_tensor_type", "set_default_dtype",
+             "get_default_dtype", "set_default_device", "get_default_device", "set_rng_state",
+             "get_rng_state", "manual_seed", "seed", "initial_seed", "set_printoptions",
+             "compiled_with_cxx11_abi", "tensor", "as_tensor", "from_numpy", "frombuffer", "empty",
+             "zeros", "ones", "full", "rand", "randn", "randint", "randperm", "arange", "range",
+             "linspace", "logspace", "eye", "empty_strided", "scalar_tensor", "tril_indices",
+             "triu_indices", "hann_window", "hamming_window", "bartlett_window", "blackman_window",
+             "kaiser_window", "promote_types", "result_type", "can_cast", "finfo", "iinfo",
+             "is_grad_enabled", "set_grad_enabled", "no_grad", "enable_grad", "inference_mode",
+             "load", "save", "use_deterministic_algorithms", "set_num_threads", "get_num_threads")
     return {getattr(ember, n) for n in names if hasattr(ember, n)}
 
 

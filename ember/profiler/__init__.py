@@ -307,8 +307,7 @@ class profile:
 
     def _start_recording(self):
         if hooks.profiler is not None:
-            raise RuntimeError("profile: the profiler is already enabled (profiles do not "
-                               "nest)")
+            raise RuntimeError("profile: the profiler is already enabled (profiles do not nest)")
         self._rec = _Recorder(self.record_shapes, self.profile_memory, self.with_stack)
         self._base_us = self._rec.wall_us
         hooks.profiler = self._rec

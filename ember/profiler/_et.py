@@ -57,8 +57,7 @@ class _Recorder:
         if type(v).__name__ == "dtype":
             return str(v), [], "ScalarType", []
         kind = _TYPES.get(type(v))
-        return ("<None>" if v is None else v if kind else str(v)), [], kind or \
-            type(v).__name__, []
+        return ("<None>" if v is None else v if kind else str(v)), [], kind or type(v).__name__, []
 
     def _io(self, values):
         parts = [self._value(v) for v in values]
@@ -105,8 +104,7 @@ class _Recorder:
         seq = getattr(node, "seq", -1)
         ev.sequence_nr = seq if seq != float("inf") else -1
         try:
-            with (self.prev.backward(node) if self.prev is not None else
-                  contextlib.nullcontext()):
+            with (self.prev.backward(node) if self.prev is not None else contextlib.nullcontext()):
                 yield
         finally:
             self.end(ev)
@@ -216,9 +214,7 @@ class ExecutionTraceObserver:
         with opener(self.output_file_path, "wt") as f:
             json.dump(trace, f)
 
-    @property
-    def is_registered(self):
-        return self._registered
+    is_registered = property(lambda self: self._registered)
 
     def is_running(self):
         return self._execution_trace_running

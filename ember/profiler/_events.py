@@ -10,9 +10,7 @@ import os
 def _format_time(us):
     if us >= 1e6:
         return f"{us / 1e6:.3f}s"
-    if us >= 1e3:
-        return f"{us / 1e3:.3f}ms"
-    return f"{us:.3f}us"
+    return f"{us / 1e3:.3f}ms" if us >= 1e3 else f"{us:.3f}us"
 
 
 def _format_share(us, total_us):
@@ -147,9 +145,8 @@ class EventList(list):
             total.add(e)
         return total
 
-    def table(self, sort_by=None, row_limit=100, max_src_column_width=75,
-              max_name_column_width=55, max_shapes_column_width=80, header=None,
-              top_level_events_only=False, time_unit=None):
+    def table(self, sort_by=None, row_limit=100, max_src_column_width=75, max_name_column_width=55,
+              max_shapes_column_width=80, header=None, top_level_events_only=False, time_unit=None):
         """The events as torch's fixed-width table, optionally sorted (descending) by an
         attribute such as ``"cpu_time_total"`` or ``"self_cpu_memory_usage"``."""
         return _build_table(self, sort_by, row_limit, max_src_column_width,
@@ -168,8 +165,7 @@ class EventList(list):
 def chrome_trace(events, base_us=0.0):
     """The Chrome trace-event document for ``events`` (every event, nested ones included)."""
     pid = os.getpid()
-    out = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
-            "args": {"name": "python"}}]
+    out = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": "python"}}]
     for t in sorted({e.thread for e in events}):
         out.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": t,
                     "args": {"name": f"thread {t} (python)"}})
@@ -210,8 +206,7 @@ def _build_table(events, sort_by, row_limit, max_src_width, max_name_width, max_
         align.append(">")
     if stacks:
         headers.append("Source Location")
-        widths.append(min(max(len(s) for st in stacks for s in st) + 4,
-                          max_src_width or 1 << 30))
+        widths.append(min(max(len(s) for st in stacks for s in st) + 4, max_src_width or 1 << 30))
         align.append("<")
     row = "".join(f"{{:{a}{w}}}  " for a, w in zip(align, widths))
     sep = "".join("-" * w + "  " for w in widths)

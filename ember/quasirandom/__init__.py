@@ -110,9 +110,7 @@ class SobolEngine:
         self._quasi = self._shift.copy()
         self.num_generated = 0
 
-    @property
-    def quasi(self):
-        return ember.tensor(self._quasi)
+    quasi = property(lambda self: ember.tensor(self._quasi))
 
     def _run(self, n, start):
         out = np.empty((n, self.dimension), np.int64)

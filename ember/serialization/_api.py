@@ -12,10 +12,9 @@ import warnings
 import zipfile
 
 __all__ = ["SourceChangeWarning", "mkdtemp", "check_module_version_greater_or_equal",
-           "location_tag", "validate_cuda_device", "LoadEndianness",
-           "get_default_load_endianness", "set_default_load_endianness",
-           "get_unsafe_globals_in_checkpoint", "get_default_mmap_options",
-           "set_default_mmap_options"]
+           "location_tag", "validate_cuda_device", "LoadEndianness", "get_default_load_endianness",
+           "set_default_load_endianness", "get_unsafe_globals_in_checkpoint",
+           "get_default_mmap_options", "set_default_mmap_options"]
 
 
 class SourceChangeWarning(Warning):
@@ -54,13 +53,11 @@ def check_module_version_greater_or_equal(module, req_version_tuple, error_if_ma
         have = tuple(type(req)(fields[i]) for i, req in enumerate(req_version_tuple))
         return have >= req_version_tuple
     except Exception as e:
-        message = (f"'{module.__name__}' module version string is malformed "
-                   f"'{module.__version__}' and cannot be compared with tuple "
-                   f"{req_version_tuple}")
+        message = (f"'{module.__name__}' module version string is malformed '{module.__version__}' "
+                   f"and cannot be compared with tuple {req_version_tuple}")
         if error_if_malformed:
             raise RuntimeError(message) from e
-        warnings.warn(message + ", but continuing assuming that requirement is met",
-                      stacklevel=2)
+        warnings.warn(message + ", but continuing assuming that requirement is met", stacklevel=2)
         return True
 
 

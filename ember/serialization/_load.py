@@ -92,8 +92,7 @@ def _placement(map_location):
     if isinstance(map_location, dict):
         return lambda loc, get: map_location.get(loc, loc)
     if isinstance(map_location, (str, bytes, _device)):
-        dev = to_device(map_location.decode() if isinstance(map_location, bytes) else
-                        map_location)
+        dev = to_device(map_location.decode() if isinstance(map_location, bytes) else map_location)
         return lambda loc, get: dev
     if callable(map_location):
         def place(loc, get):
@@ -383,8 +382,7 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=Fa
     """
     weights_only = _weights_only(weights_only, pickle_module)
     if pickle_module is not None and weights_only:
-        raise RuntimeError("Can not safely load weights when explicit pickle_module is "
-                           "specified")
+        raise RuntimeError("Can not safely load weights when explicit pickle_module is specified")
     try:
         return _load(f, map_location, weights_only, mmap, pickle_load_args)
     except _DAMAGED as e:
@@ -404,6 +402,5 @@ def _load(f, map_location, weights_only, mmap, pickle_load_args):
         if mmap:
             raise RuntimeError("mmap can only be used with files saved with "
                                "`torch.save(_use_new_zipfile_serialization=True)`, please "
-                               "torch.save your checkpoint with this option in order to use "
-                               "mmap.")
+                               "torch.save your checkpoint with this option in order to use mmap.")
         return _LegacyLoader(fh, map_location, weights_only, pickle_load_args).load()

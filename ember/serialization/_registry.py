@@ -3,9 +3,8 @@ naming where a storage lives at save, a deserializer placing it at load), the CR
 ``skip_data`` switches of ``save``, and the storage type helpers."""
 import ember
 
-__all__ = ["register_package", "default_restore_location", "get_crc32_options",
-           "set_crc32_options", "skip_data", "StorageType", "normalize_storage_type",
-           "storage_to_tensor_type"]
+__all__ = ["register_package", "default_restore_location", "get_crc32_options", "set_crc32_options",
+           "skip_data", "StorageType", "normalize_storage_type", "storage_to_tensor_type"]
 
 
 def _on(storage):
@@ -150,9 +149,7 @@ class StorageType:
     def __init__(self, name):
         self._dtype = getattr(ember, name).dtype
 
-    @property
-    def dtype(self):
-        return self._dtype
+    dtype = property(lambda self: self._dtype)
 
     def __str__(self):
         return f"StorageType(dtype={self.dtype})"

@@ -20,6 +20,7 @@ import numpy as np
 from .. import _dtype
 from .._backends import backend
 from .._device import device as _device
+from .._memory_format import _packed
 from .._sparse import layout as _layout
 from .._tensor import Size, Tensor
 from ._registry import _config, location_tag
@@ -107,11 +108,10 @@ class _Storages:
             # (a numpy root that is itself strided, negative strides) is written as a
             # contiguous copy of this tensor alone.
             host = np.ascontiguousarray(backend(t.device).to_host(t._data))
-            return self._add(host, t), 0, _contiguous_strides(t.shape)
+            return self._add(host, t), 0, _packed(t.shape, range(len(t.shape) - 1, -1, -1))
         seen = self._seen.get(id(st))
         if seen is None:            # keeping ``st`` alive keeps its id unique until we finish
-            seen = self._seen[id(st)] = (self._add(backend(t.device).to_host(root), t),
-                                         t.dtype, st)
+            seen = self._seen[id(st)] = (self._add(backend(t.device).to_host(root), t), t.dtype, st)
         elif seen[1] is not t.dtype:
             raise RuntimeError("Cannot save multiple tensors or storages that view the same "
                                "data as different types")
@@ -125,14 +125,6 @@ class _Storages:
         self.records[key] = (np.ascontiguousarray(host).reshape(-1).view(np.uint8), numel)
         pid = ("storage", stype, key, location_tag(t._get_storage()), numel)
         return _StorageRef(pid + (None,) if self._legacy else pid)
-
-
-def _contiguous_strides(shape):
-    out, acc = [], 1
-    for s in reversed(shape):
-        out.append(acc)
-        acc *= max(s, 1)
-    return tuple(reversed(out))
 
 
 class _Pickler(pickle._Pickler):

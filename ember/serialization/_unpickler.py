@@ -164,8 +164,7 @@ def _rebuild_sparse_tensor(layout, data):
     if layout is not sparse_coo:
         raise NotImplementedError(f"rebuilding sparse tensor for layout {layout}")
     indices, values, size = data[:3]
-    return sparse_coo_tensor(indices, values, size,
-                             is_coalesced=data[3] if len(data) > 3 else None)
+    return sparse_coo_tensor(indices, values, size, is_coalesced=data[3] if len(data) > 3 else None)
 
 
 def _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad):
@@ -246,8 +245,7 @@ class _Unpickler(pickle._Unpickler):
     def _load_build(self):
         inst = self.stack[-1]
         allowed = tuple(g for g in _user_globals.values() if isinstance(g, type))
-        if self.weights_only and (isinstance(inst, type) or
-                                  not isinstance(inst, (dict, *allowed))):
+        if self.weights_only and (isinstance(inst, type) or not isinstance(inst, (dict, *allowed))):
             raise _refused("Can only build dict, OrderedDict or types allowlisted via "
                            f"`add_safe_globals`, but got {type(inst)}")
         pickle._Unpickler.load_build(self)

@@ -31,8 +31,7 @@ def _window(name, M, dtype, layout, device, requires_grad, one=True):
 
 
 def _lin(start, end, M, dtype, device, requires_grad):
-    return ember.linspace(start, end, M, dtype=dtype, device=device,
-                          requires_grad=requires_grad)
+    return ember.linspace(start, end, M, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def exponential(M, *, center=None, tau=1.0, sym=True, dtype=None, layout=ember.strided,
@@ -196,8 +195,7 @@ def bartlett(M, *, sym=True, dtype=None, layout=ember.strided, device=None, requ
     dtype, w = _window("bartlett", M, dtype, layout, device, requires_grad)
     if w is not None:
         return w
-    k = _lin(-1, -1 + (M - 1) * (2 / (M if not sym else M - 1)), M, dtype, device,
-             requires_grad)
+    k = _lin(-1, -1 + (M - 1) * (2 / (M if not sym else M - 1)), M, dtype, device, requires_grad)
     return 1 - ember.abs(k)
 
 

@@ -27,11 +27,10 @@ from ..autograd import grad_mode
 from ..autograd.function import Function
 
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "CheckpointFunction",
-           "check_backward_validity", "detach_variable", "get_device_states",
-           "set_device_states", "noop_context_fn", "set_checkpoint_early_stop",
-           "DefaultDeviceType", "set_checkpoint_debug_enabled", "CheckpointPolicy",
-           "SelectiveCheckpointContext", "create_selective_checkpoint_contexts",
-           "SAC_IGNORED_OPS", "GraphExecGroup"]
+           "check_backward_validity", "detach_variable", "get_device_states", "set_device_states",
+           "noop_context_fn", "set_checkpoint_early_stop", "DefaultDeviceType",
+           "set_checkpoint_debug_enabled", "CheckpointPolicy", "SelectiveCheckpointContext",
+           "create_selective_checkpoint_contexts", "SAC_IGNORED_OPS", "GraphExecGroup"]
 
 
 class CheckpointError(RuntimeError):
@@ -165,8 +164,7 @@ def _as_leaves(tensors, accs):
 class _Run:
     """One non-reentrant checkpointed call: what it needs to run again."""
 
-    def __init__(self, function, args, kwargs, preserve, recompute_ctx, determinism_check,
-                 debug):
+    def __init__(self, function, args, kwargs, preserve, recompute_ctx, determinism_check, debug):
         self.function, self.args, self.kwargs = function, args, kwargs
         self.state, self.recompute_ctx = _State(preserve), recompute_ctx
         self.check = determinism_check == "default"
@@ -232,9 +230,7 @@ def _log_op(log, opdef, args, outs):
     def desc(x):
         if isinstance(x, Tensor):
             return f"{x.dtype}{list(x.shape)}".replace("torch.", "")
-        if type(x) in (list, tuple):
-            return "[" + ", ".join(map(desc, x)) + "]"
-        return repr(x)
+        return "[" + ", ".join(map(desc, x)) + "]" if type(x) in (list, tuple) else repr(x)
     outs = outs if isinstance(outs, (tuple, list)) else (outs,)
     frames = [f for f in traceback.extract_stack()[:-1] if "/ember/" not in f.filename]
     log.append((f"{opdef.name}({', '.join(map(desc, args))}) -> {', '.join(map(desc, outs))}",
@@ -317,9 +313,7 @@ def _meta(t):
 def _tensors_of(out):
     if isinstance(out, Tensor):
         return [out]
-    if isinstance(out, (tuple, list)):
-        return [o for o in out if isinstance(o, Tensor)]
-    return []
+    return [o for o in out if isinstance(o, Tensor)] if isinstance(out, (tuple, list)) else []
 
 
 def _with_tensors(out, new):
@@ -574,9 +568,8 @@ SAC_IGNORED_OPS = frozenset()
 _RECOMPUTE, _CONSUMED = object(), object()
 _SAVES = (CheckpointPolicy.MUST_SAVE, CheckpointPolicy.PREFER_SAVE,
           CheckpointPolicy.MUST_CPU_OFFLOAD, CheckpointPolicy.PREFER_CPU_OFFLOAD)
-_MISMATCH = ("This can happen if the operations in the checkpointed region are "
-             "nondeterministic or depend on global state that changed between forward and "
-             "backward.")
+_MISMATCH = ("This can happen if the operations in the checkpointed region are nondeterministic or "
+             "depend on global state that changed between forward and backward.")
 
 
 class _SACMode:
@@ -609,8 +602,7 @@ class _SACMode:
             policy = self.policy_fn(SelectiveCheckpointContext(is_recompute=False, op_output=out),
                                     opdef, *args, **kwargs)
             if isinstance(policy, bool):
-                policy = CheckpointPolicy.MUST_SAVE if policy else \
-                    CheckpointPolicy.PREFER_RECOMPUTE
+                policy = CheckpointPolicy.MUST_SAVE if policy else CheckpointPolicy.PREFER_RECOMPUTE
             outs = out if isinstance(out, tuple) else (out,)
             entries[idx] = [(o._data, o._version, o) for o in outs] if policy in _SAVES and \
                 all(isinstance(o, Tensor) for o in outs) else _RECOMPUTE
@@ -620,9 +612,8 @@ class _SACMode:
             raise RuntimeError(f"{opdef.name} invocation index {idx} encountered during backward "
                                f"but not found in storage. {_MISMATCH}")
         if entry is _CONSUMED:
-            raise RuntimeError("Trying to backward an extra time. You are only allowed to "
-                               "backward once on any region computed under selective "
-                               "activation checkpoint.")
+            raise RuntimeError("Trying to backward an extra time. You are only allowed to backward "
+                               "once on any region computed under selective activation checkpoint.")
         if entry is _RECOMPUTE:
             return call()
         entries[idx] = _CONSUMED

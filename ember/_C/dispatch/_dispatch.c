@@ -839,6 +839,58 @@ static PyObject *data_ptr(PyObject *self, PyObject *a)
     return r;
 }
 
+/* kcall(address, sig, *args): the kernel library's function at ``address`` called with
+ * ``args`` as ``sig`` (bytes: the result's kind, 'v' none, 'i' int or 'l' int64, then one
+ * letter per argument: 'p' a pointer from an int, None or ndarray, 'i'/'l' an integer, 'd' a
+ * double). ctypes spends ~15k instructions on a ten-argument call; this a few hundred. Under
+ * the System V x86-64 and Linux AArch64 conventions integer-class and floating-point arguments
+ * fill two separate register sequences and only integers spill to the stack (in order, one
+ * 8-byte slot each) while there are at most 8 doubles, so a function called as f(i0..i19,
+ * d0..d7) receives what its own prototype reads; elsewhere KCALL is off and ctypes is used. */
+#if (defined(__x86_64__) || defined(__aarch64__)) && !defined(_WIN32) && !defined(__APPLE__)
+#define KCALL 1
+typedef int64_t (*kfn_t)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                         int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                         int64_t, int64_t, int64_t, int64_t, double, double, double, double,
+                         double, double, double, double);
+static PyObject *kcall(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+    int64_t iv[20] = {0};
+    double dv[8] = {0};
+    int ni = 0, nd = 0;
+    if (n < 2 || !PyBytes_Check(args[1]) || PyBytes_GET_SIZE(args[1]) != n - 1)
+        return PyErr_Format(PyExc_TypeError, "kcall: a signature of one letter per argument");
+    const char *sig = PyBytes_AS_STRING(args[1]);
+    kfn_t fn = (kfn_t)PyLong_AsVoidPtr(args[0]);
+    for (Py_ssize_t k = 2; k < n; k++) {
+        PyObject *a = args[k];
+        char c = sig[k - 1];
+        if (c == 'd') {
+            if (nd == 8)
+                return PyErr_Format(PyExc_TypeError, "kcall: more than 8 doubles");
+            dv[nd++] = PyFloat_AsDouble(a);
+        } else {
+            if (ni == 20)
+                return PyErr_Format(PyExc_TypeError, "kcall: more than 20 integer arguments");
+            if (c == 'p' && a == Py_None)
+                iv[ni++] = 0;
+            else if (c == 'p' && ndarray != NULL && PyObject_TypeCheck(a, (PyTypeObject *)ndarray))
+                iv[ni++] = (int64_t)((struct { PyObject_HEAD char *data; } *)a)->data;
+            else
+                iv[ni++] = c == 'p' ? (int64_t)PyLong_AsVoidPtr(a) : PyLong_AsLongLong(a);
+        }
+    }
+    if (fn == NULL || PyErr_Occurred())
+        return NULL;
+    int64_t r = fn(iv[0], iv[1], iv[2], iv[3], iv[4], iv[5], iv[6], iv[7], iv[8], iv[9], iv[10],
+                   iv[11], iv[12], iv[13], iv[14], iv[15], iv[16], iv[17], iv[18], iv[19],
+                   dv[0], dv[1], dv[2], dv[3], dv[4], dv[5], dv[6], dv[7]);
+    if (sig[0] == 'v')
+        Py_RETURN_NONE;
+    return PyLong_FromLongLong(sig[0] == 'i' ? (int64_t)(int)r : r);
+}
+#endif
+
 static PyObject *fast_path(PyObject *self, PyObject *on)
 {
     int was = fast_on, r = PyObject_IsTrue(on);
@@ -862,6 +914,10 @@ static PyMethodDef methods[] = {
      "operators call the Python dispatch); returns the previous setting."},
     {"init", init, METH_O, "init(objects): the Python objects the fast path works with."},
     {"data_ptr", data_ptr, METH_O, "data_ptr(a): a NumPy array's data address (None for None)."},
+#ifdef KCALL
+    {"kcall", (PyCFunction)(void (*)(void))kcall, METH_FASTCALL,
+     "kcall(address, sig, *args): a kernel library function called without ctypes."},
+#endif
     {"backward_loop", (PyCFunction)(void (*)(void))backward_loop, METH_FASTCALL,
      "backward_loop(ready, buffers, deps, retain_graph, create_graph, accumulate): "
      "engine.run_backward's loop (its plain case), in C."},

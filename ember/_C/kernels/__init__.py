@@ -6,6 +6,7 @@ back to that code when it gets None: the library was not built, ``EMBER_NO_C=1``
 against (tests/test_kernels.py); docs/kernels.md says how the library is built and why.
 """
 import contextlib
+import functools
 import math
 import os
 
@@ -108,6 +109,7 @@ def _declare(lib):
             # (BLAS's cblas_?gemm address and whether it takes 64-bit ints, then threads)
             "lstm_fwd": [p] * 8 + [i64, i64, i64, i, p, i, i],
             "lstm_bwd": [p, i64] + [p] * 7 + [i64, i64, i64, i, p, i, i],
+            "fft_c2c": [p, p, i64, i64, i64, i64, p, i, d, i],
             "bmm": [p, i, i64, i, i, i64, i64, i64, p, i64, i64, p, i64, i64, i, p, i64, i64, i],
             # (sgemm.h, float32 only: batch, m, n, k, then a, b as pointer, strides, then
             # acc, bias (NULL or n floats), c as pointer, strides)
@@ -127,25 +129,39 @@ def _declare(lib):
                 fn.restype = ctypes.c_int if name.startswith(
                     ("winograd", "conv_cols", "lstm", "attn_small")) or \
                     name in ("gather", "scatter", "add_rows", "gemm", "pointwise", "rank_rows",
-                             "topk_rows") else \
+                             "topk_rows", "fft_c2c") else \
                     ctypes.c_int64 if name == "cross_entropy" else None
 
 
-_SUFFIX = {np.dtype(np.float32): "_f32", np.dtype(np.float64): "_f64"}
+_SUFFIX, _fast = {"f": "_f32", "d": "_f64"}, {}    # (by dtype.char: hashing a dtype is slow)
+
+
+def fast(fn):
+    """The ctypes function ``fn`` (argtypes and restype declared) called through the dispatch
+    extension's ``kcall``, skipping ctypes' argument conversion (~15k instructions a call);
+    ``fn`` itself where kcall cannot (no extension, another platform, a float argument)."""
+    import ctypes
+    kcall, kinds = getattr(_dispatch.ext, "kcall", None), {
+        ctypes.c_void_p: "p", ctypes.c_int64: "l", ctypes.c_int: "i", ctypes.c_double: "d"}
+    sig = [kinds.get(t, "v" if t is None else None) for t in [fn.restype, *(fn.argtypes or ())]]
+    if kcall is None or None in sig or sig[0] not in "vil" or sig.count("d") > 8 or \
+            len(sig) - 1 - sig.count("d") > 20:
+        return fn
+    return functools.partial(kcall, ctypes.cast(fn, ctypes.c_void_p).value, "".join(sig).encode())
 
 
 def kernel(name, dtype):
-    """The C function ``name`` for arrays of ``dtype``, or None (not built, turned off, or a
-    dtype without a kernel: the caller then runs its NumPy code)."""
+    """The C function ``name`` for arrays of ``dtype`` (through :func:`fast`), or None (not
+    built, turned off, or a dtype without a kernel: the caller then runs its NumPy code)."""
     global _lib
-    if _off:
+    if _off or (fn := _fast.get((name, dtype.char), False)) is None:
         return None
-    suffix = _SUFFIX.get(dtype)
-    if suffix is None:
-        return None
-    if _lib is None:
-        _lib = _load()
-    return getattr(_lib, name + suffix, None) if _lib else None
+    if fn is False:
+        if _lib is None:
+            _lib = _load()
+        fn = _lib and dtype.char in _SUFFIX and getattr(_lib, name + _SUFFIX[dtype.char], None)
+        fn = _fast[name, dtype.char] = fast(fn) if fn else None
+    return fn
 
 
 _F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
@@ -184,29 +200,31 @@ _POINTWISE = {name: code for code, name in enumerate(
     "copysign".split())}
 
 
-def pointwise(name, x, *params, other=None, min_size=64, out=None, third=None):
+def pointwise(name, x, *params, other=None, min_size=1, out=None, third=None):
     """Op ``name`` of pointwise.h (one fused float32 pass) over a C-contiguous NumPy float32
     array ``x`` (and ``other``, of its shape and dtype, for the two-input ops: logaddexp and the
     ``*_bwd`` ones, whose ``other`` is the gradient; ``third`` too for addcmul and addcdiv),
     with up to three float ``params``; None
     where it does not apply (the caller then runs its NumPy code). Below ``min_size`` elements
-    NumPy's few passes beat the call; a special function's dozens of passes never do (1).
+    NumPy's one or two passes beat the call (the caller says so); several never do (1).
     ``out`` (a C-contiguous array of ``x``'s shape and dtype, ``x`` itself included) takes the
     result in place of a new array."""
     fn = kernel("pointwise", x.dtype) if type(x) is np.ndarray and x.size >= min_size and \
         x.flags.c_contiguous else None
-    if fn is None or any(a is not None and not (
-            type(a) is np.ndarray and a.dtype == x.dtype and a.shape == x.shape)
-            for a in (other, third)) or \
-            out is not None and not (type(out) is np.ndarray and out.dtype == x.dtype and
-                                     out.shape == x.shape and out.flags.c_contiguous):
+    if fn is None or not (other is third is out is None or all(
+            a is None or type(a) is np.ndarray and a.dtype == x.dtype and a.shape == x.shape
+            for a in (other, third, out)) and (out is None or out.flags.c_contiguous)):
         return None
     # (a strided or broadcast other, as sum's gradient, is copied: still one pass less)
-    other, third = (None if a is None else contiguous(a) for a in (other, third))
+    other, third = other if other is None else contiguous(other), \
+        third if third is None else contiguous(third)
     out = np.empty(x.shape, x.dtype) if out is None else out
-    fn(_POINTWISE[name], ptr(x), ptr(other), ptr(third), ptr(out), x.size, *map(float, params),
-       *(0.0,) * (3 - len(params)), num_threads())
+    fn(_POINTWISE[name], ptr(x), ptr(other), ptr(third), ptr(out), x.size, *params,
+       *_ZEROS[len(params):], num_threads())
     return out
+
+
+_ZEROS = (0.0, 0.0, 0.0)
 
 
 # special.h's op codes (modified_bessel_i0/i1 are i0/i1)
@@ -429,7 +447,7 @@ def mask_select(a, mask):
     offsets = np.empty(nt + 1, np.int64)
     total = _lib.mask_count(mask.ctypes.data, a.size, offsets.ctypes.data, nt)
     out = np.empty(total, a.dtype)
-    getattr(_lib, "mask_select" + _SUFFIX[word])(a.ctypes.data, mask.ctypes.data,
+    getattr(_lib, "mask_select" + _SUFFIX[word.char])(a.ctypes.data, mask.ctypes.data,
                                                  out.ctypes.data, a.size, offsets.ctypes.data,
                                                  nt)
     return out

@@ -113,6 +113,7 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #undef SIGMOID
 
 #include "sgemm.h"     /* (float32 only: float64 stays on BLAS) */
+#include "fft.h"       /* (complex64 only: complex128 stays on NumPy's pocketfft) */
 
 #define T double
 #define S(name) name##_f64

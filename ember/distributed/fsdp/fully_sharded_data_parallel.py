@@ -12,7 +12,8 @@ from ...autograd import grad_mode
 from ...nn.modules.module import Module
 from ...nn.parameter import Parameter
 from .. import distributed_c10d as c10d
-from ..tensor import DTensor, Shard, _rows, init_device_mesh
+from ..device_mesh import DeviceMesh
+from ..tensor import DTensor, Replicate, Shard, _rows, init_device_mesh
 from ._unit import DEPTH, ORDER, Unit, cast_floats, collect, enter_forward
 from .api import (BackwardPrefetch, FullOptimStateDictConfig, FullStateDictConfig,
                   LocalOptimStateDictConfig, LocalStateDictConfig, ShardedOptimStateDictConfig,
@@ -110,15 +111,24 @@ class _FlatUnit(Unit):
             self._show(full)
 
 
-def _row_shard(v, group):
-    """``v`` (the same full tensor on every rank) as a DTensor of its rows, Shard(0)."""
-    if group is not c10d._default_pg("state_dict"):
-        raise NotImplementedError("SHARDED_STATE_DICT over a subgroup is not implemented in "
-                                  "ember")
-    mesh = init_device_mesh(v.device.type, (c10d.get_world_size(group),))
-    a, b, _ = _rows(v.shape[0] if v.dim() else 1, mesh.size(), mesh.get_local_rank())
+def _row_shard(v, unit):
+    """``v`` (the same full tensor on every rank) as a DTensor of its rows, as torch's:
+    Shard(0) over ``unit``'s shard group, after Replicate() over its replicate group under
+    HYBRID_SHARD (a (replicate, shard) mesh: every replica holds the same shard)."""
+    mesh = getattr(unit, "state_dict_mesh", None)
+    if mesh is None:
+        group, replica = unit.group, unit.replica_group
+        ranks = c10d.get_process_group_ranks(group)
+        if replica is not None:                 # every replica's shard group, in its order
+            ranks, shard = [None] * c10d.get_world_size(replica), ranks
+            c10d.all_gather_object(ranks, shard, group=replica)
+        mesh = unit.state_dict_mesh = DeviceMesh.from_group(
+            [group] if replica is None else [replica, group], v.device.type, mesh=ranks)
+    k = mesh.ndim - 1
+    a, b, _ = _rows(v.shape[0] if v.dim() else 1, mesh.size(k), mesh.get_local_rank(k))
     local = np.array(v._data.reshape((-1,) + tuple(v.shape[1:]))[a:b])
-    return DTensor._make(Tensor._wrap(local, v.device), mesh, [Shard(0)], v.shape)
+    return DTensor._make(Tensor._wrap(local, v.device), mesh, [Replicate()] * k + [Shard(0)],
+                         v.shape)
 
 
 def _groups(process_group, device_mesh, strategy, auto_wrap_policy):
@@ -426,7 +436,7 @@ class FullyShardedDataParallel(Module):
         out = OrderedDict()
         for k, v in raw.items():
             if kind is StateDictType.SHARDED_STATE_DICT and k in params:
-                v = _row_shard(v, self.process_group)
+                v = _row_shard(v, self._unit)
             out[k.replace(_PREFIX, "")] = v
         if kind is StateDictType.FULL_STATE_DICT and self._state_dict_config.rank0_only and \
                 c10d.get_rank(self.process_group) != 0:
@@ -490,7 +500,7 @@ class FullyShardedDataParallel(Module):
                         local[lo:hi] = v._data.reshape(-1)
                 for f, full in zip(fqns, u.gather([local], local.dtype)):
                     t = Tensor._wrap(full, u.unsharded[0].device)
-                    state.setdefault(f, {})[k] = _row_shard(t, u.group) if sharded else t
+                    state.setdefault(f, {})[k] = _row_shard(t, u) if sharded else t
             for o, f in zip(objs, [[f] for f in fqns] if u.orig else [fqns]):
                 names_of[index.get(id(o))] = f
         groups = [dict(g, params=[f for i in g["params"] for f in names_of.get(i, [i])])

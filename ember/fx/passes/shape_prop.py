@@ -32,9 +32,7 @@ def _map(v, fn):
     if isinstance(v, (tuple, list)):
         return type(v)(_map(x, fn) for x in v) if not hasattr(v, "_fields") else \
             tuple(_map(x, fn) for x in v)
-    if isinstance(v, dict):
-        return {k: _map(x, fn) for k, x in v.items()}
-    return None
+    return {k: _map(x, fn) for k, x in v.items()} if isinstance(v, dict) else None
 
 
 class ShapeProp(Interpreter):

@@ -9,10 +9,9 @@ import contextlib
 import enum
 import logging
 
-__all__ = ["SDPBackend", "sdpa_kernel", "WARN_FOR_UNFUSED_KERNELS",
-           "register_flash_attention_impl", "activate_flash_attention_impl",
-           "list_flash_attention_impls", "current_flash_attention_impl",
-           "restore_flash_attention_impl"]
+__all__ = ["SDPBackend", "sdpa_kernel", "WARN_FOR_UNFUSED_KERNELS", "register_flash_attention_impl",
+           "activate_flash_attention_impl", "list_flash_attention_impls",
+           "current_flash_attention_impl", "restore_flash_attention_impl"]
 
 WARN_FOR_UNFUSED_KERNELS = False
 _FLAGS = {"FLASH_ATTENTION": "flash", "EFFICIENT_ATTENTION": "mem_efficient",

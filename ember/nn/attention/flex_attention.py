@@ -266,8 +266,7 @@ class BlockMask:
         full = ember.zeros_like(dense) if self.full_kv_num_blocks is None else \
             _ordered_to_dense(self.full_kv_num_blocks, self.full_kv_indices,
                               self.full_kv_indices.shape[-1])
-        lines = [f"{self.__class__.__name__}(shape={self.shape}, sparsity={self.sparsity():.2f}%"
-                 ","]
+        lines = [f"{self.__class__.__name__}(shape={self.shape}, sparsity={self.sparsity():.2f}%,"]
         for bh in list(ember.cartesian_prod(*[ember.arange(n) for n in dense.shape[:-2]])
                        .view(-1, len(dense.shape[:-2])).tolist())[:limit] if \
                 dense.dim() > 2 else [[]]:
@@ -300,24 +299,22 @@ class BlockMask:
     def __repr__(self):
         def shape(x):
             return None if x is None else x.shape
-        return (f"BlockMask(\n    kv_num_blocks={self.kv_num_blocks.shape},\n"
-                f"    kv_indices={self.kv_indices.shape},\n"
-                f"    full_kv_num_blocks={shape(self.full_kv_num_blocks)},\n"
-                f"    full_kv_indices={shape(self.full_kv_indices)},\n"
-                f"    q_num_blocks={shape(self.q_num_blocks)},\n"
-                f"    q_indices={shape(self.q_indices)},\n"
-                f"    full_q_num_blocks={shape(self.full_q_num_blocks)},\n"
-                f"    full_q_indices={shape(self.full_q_indices)},\n"
-                f"    BLOCK_SIZE={self.BLOCK_SIZE},\n"
-                f"    shape={self.shape},\n"
-                f"    sparsity={self.sparsity():.2f}%,\n"
-                f"    mask_mod={getattr(self.mask_mod, '__name__', self.mask_mod)}\n)")
+        return (f"BlockMask(\n    kv_num_blocks={self.kv_num_blocks.shape},\n    "
+                f"kv_indices={self.kv_indices.shape},\n    "
+                f"full_kv_num_blocks={shape(self.full_kv_num_blocks)},\n    "
+                f"full_kv_indices={shape(self.full_kv_indices)},\n    "
+                f"q_num_blocks={shape(self.q_num_blocks)},\n    "
+                f"q_indices={shape(self.q_indices)},\n    "
+                f"full_q_num_blocks={shape(self.full_q_num_blocks)},\n    "
+                f"full_q_indices={shape(self.full_q_indices)},\n    "
+                f"BLOCK_SIZE={self.BLOCK_SIZE},\n    shape={self.shape},\n    "
+                f"sparsity={self.sparsity():.2f}%,\n    "
+                f"mask_mod={getattr(self.mask_mod, '__name__', self.mask_mod)}\n)")
 
 
 def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None,
                       BLOCK_SIZE=_DEFAULT_SPARSE_BLOCK_SIZE, _compile=False,
-                      separate_full_blocks=True, compute_dq_write_order=False,
-                      dq_kv_order=True):
+                      separate_full_blocks=True, compute_dq_write_order=False, dq_kv_order=True):
     """The BlockMask of ``mask_mod`` over (B, H, Q_LEN, KV_LEN) in tiles of ``BLOCK_SIZE``
     (one int, or (query, key)); ``B``/``H`` None broadcast over batches and heads.
 

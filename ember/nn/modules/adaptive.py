@@ -32,9 +32,8 @@ class AdaptiveLogSoftmaxWithLoss(Module):
             raise ValueError("cutoffs should be a sequence of length larger than 0")
         if cutoffs != sorted(cutoffs) or min(cutoffs) <= 0 or max(cutoffs) > n_classes - 1 or \
                 len(set(cutoffs)) != len(cutoffs) or any(int(c) != c for c in cutoffs):
-            raise ValueError("cutoffs should be a sequence of unique, positive integers sorted "
-                             "in an increasing order, where each value is between 1 and "
-                             "n_classes-1")
+            raise ValueError("cutoffs should be a sequence of unique, positive integers sorted in "
+                             "an increasing order, where each value is between 1 and n_classes-1")
         fk = dict(device=device, dtype=dtype)
         self.in_features, self.n_classes, self.cutoffs = in_features, n_classes, \
             cutoffs + [n_classes]
@@ -142,8 +141,7 @@ class CrossMapLRN2d(Module):
 
     def forward(self, input):
         if input.dim() != 4:
-            raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.dim()}D "
-                             "instead.")
+            raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.dim()}D instead.")
         pre = int((self.size - 1) / 2 + 1)
         sq = input * input
         c = input.size(1)

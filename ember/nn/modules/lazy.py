@@ -51,8 +51,7 @@ class LazyModuleMixin:
                         unexpected_keys, error_msgs):
         for name, p in itertools.chain(self._parameters.items(), self._buffers.items()):
             key = prefix + name
-            if key in state_dict and p is not None and is_lazy(p) and \
-                    not is_lazy(state_dict[key]):
+            if key in state_dict and p is not None and is_lazy(p) and not is_lazy(state_dict[key]):
                 with no_grad():
                     p.materialize(state_dict[key].shape)
 
@@ -169,12 +168,10 @@ def _lazy_conv(base, transposed):
     cls = type("Lazy" + base.__name__, (_LazyConvXdMixin, base), {**extra,
         "cls_to_become": base, "__module__": __name__,
         "__doc__": f":class:`{base.__name__}` with ``in_channels`` read off the first input "
-                   f"(arguments: {params}).\n\n"
-                   "    Example:\n        >>> import ember\n"
-                   f"        >>> m = ember.nn.Lazy{base.__name__}(4, 3)\n"
-                   f"        >>> _ = m(ember.ones((1, 2) + (5,) * {base.nd}))\n"
-                   "        >>> m.in_channels, type(m).__name__\n"
-                   f"        (2, '{base.__name__}')\n"})
+                   f"(arguments: {params}).\n\n    Example:\n        >>> import ember\n        >>> "
+                   f"m = ember.nn.Lazy{base.__name__}(4, 3)\n        >>> _ = m(ember.ones((1, 2) + "
+                   f"(5,) * {base.nd}))\n        >>> m.in_channels, type(m).__name__\n        (2, "
+                   f"'{base.__name__}')\n"})
     return cls
 
 
@@ -219,13 +216,12 @@ def _lazy_norm(base):
     default = "affine=True, track_running_stats=True"
     cls = type("Lazy" + base.__name__, (_LazyNormBase, base), {
         "cls_to_become": base, "__module__": __name__,
-        "__doc__": f":class:`{base.__name__}` with ``num_features`` read off the first "
-                   f"input's dim 1 (arguments: eps=1e-05, momentum=0.1, {default}, device, "
-                   "dtype).\n\n    Example:\n        >>> import ember\n"
-                   f"        >>> m = ember.nn.Lazy{base.__name__}()\n"
-                   f"        >>> _ = m(ember.randn((2, 3) + (4,) * {max(base.nd, 1)}))\n"
-                   "        >>> m.num_features, type(m).__name__\n"
-                   f"        (3, '{base.__name__}')\n"})
+        "__doc__": f":class:`{base.__name__}` with ``num_features`` read off the first input's dim "
+                   f"1 (arguments: eps=1e-05, momentum=0.1, {default}, device, dtype).\n\n    "
+                   f"Example:\n        >>> import ember\n        >>> m = "
+                   f"ember.nn.Lazy{base.__name__}()\n        >>> _ = m(ember.randn((2, 3) + (4,) * "
+                   f"{max(base.nd, 1)}))\n        >>> m.num_features, type(m).__name__\n        "
+                   f"(3, '{base.__name__}')\n"})
     return cls
 
 

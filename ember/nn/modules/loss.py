@@ -221,8 +221,7 @@ class MultiLabelSoftMarginLoss(_WeightedLoss):
     """Per-class logistic loss averaged over classes."""
 
     def forward(self, input, target):
-        return F.multilabel_soft_margin_loss(input, target, self.weight,
-                                             reduction=self.reduction)
+        return F.multilabel_soft_margin_loss(input, target, self.weight, reduction=self.reduction)
 
 
 class MultiMarginLoss(_WeightedLoss):

@@ -74,10 +74,9 @@ class Module(StateDictMixin):
         d["_parameters"], d["_buffers"], d["_modules"] = {}, {}, {}
         d["_non_persistent_buffers_set"] = set()
         for name in ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
-                     "_forward_pre_hooks", "_forward_pre_hooks_with_kwargs",
-                     "_backward_hooks", "_backward_pre_hooks", "_state_dict_hooks",
-                     "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
-                     "_load_state_dict_post_hooks"):
+                     "_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_backward_hooks",
+                     "_backward_pre_hooks", "_state_dict_hooks", "_state_dict_pre_hooks",
+                     "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks"):
             d[name] = OrderedDict()
         d["_is_full_backward_hook"] = None
 
@@ -223,8 +222,7 @@ class Module(StateDictMixin):
             yield p
 
     def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
-        return self._named_members(lambda m: m._buffers.items(), prefix, recurse,
-                                   remove_duplicate)
+        return self._named_members(lambda m: m._buffers.items(), prefix, recurse, remove_duplicate)
 
     def buffers(self, recurse=True):
         for _, b in self.named_buffers(recurse=recurse):
@@ -414,8 +412,7 @@ class Module(StateDictMixin):
             self._forward_pre_hooks.move_to_end(h.id, last=False)
         return h
 
-    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False,
-                              always_call=False):
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
         """``hook(module, args, output)`` (or with kwargs) runs after forward and may return a
         replacement output; ``always_call`` runs it even if forward raised."""
         h = _HookHandle(self._forward_hooks, (self._forward_hooks_with_kwargs,

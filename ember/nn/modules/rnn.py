@@ -40,9 +40,8 @@ class RNNBase(Module):
     """Shared machinery of RNN, LSTM and GRU: parameters per layer and direction, the time
     loop, batch_first, bidirectional, inter-layer dropout, unbatched input."""
 
-    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True,
-                 batch_first=False, dropout=0.0, bidirectional=False, proj_size=0,
-                 device=None, dtype=None):
+    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None):
         super().__init__()
         if not 0 <= dropout <= 1 or isinstance(dropout, bool):
             raise ValueError("dropout should be a number in range [0, 1] representing the "
@@ -55,8 +54,7 @@ class RNNBase(Module):
             raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
         self.mode, self.input_size, self.hidden_size = mode, input_size, hidden_size
         self.num_layers, self.bias, self.batch_first = num_layers, bias, batch_first
-        self.dropout, self.bidirectional, self.proj_size = float(dropout), bidirectional, \
-            proj_size
+        self.dropout, self.bidirectional, self.proj_size = float(dropout), bidirectional, proj_size
         g, dirs = _GATES[mode] * hidden_size, 2 if bidirectional else 1
         real_h = proj_size or hidden_size
         self._flat_weights_names = []
@@ -99,8 +97,7 @@ class RNNBase(Module):
     def _weights(self, layer, d):
         sfx = f"_l{layer}" + ("_reverse" if d else "")
         get = lambda n: getattr(self, n + sfx, None)  # noqa: E731
-        return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh"), \
-            get("weight_hr")
+        return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh"), get("weight_hr")
 
     def _check_input(self, input):
         if input.dim() not in (2, 3):

@@ -67,8 +67,7 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
         g.mul_(coef.to(g.device))
 
 
-def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False,
-                    foreach=None):
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """Clip the gradients of ``parameters`` in place so their total norm is at most
     ``max_norm``; returns the total norm before clipping. See
     https://pytorch.org/docs/stable/generated/torch.nn.utils.clip_grad_norm_.html

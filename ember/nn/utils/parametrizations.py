@@ -190,8 +190,7 @@ class _Orthogonal(Module):
     def __init__(self, weight, orthogonal_map, *, use_trivialization=True):
         super().__init__()
         if weight.is_complex() and orthogonal_map == _OrthMaps.householder:
-            raise ValueError("The householder parametrization does not support complex "
-                             "tensors.")
+            raise ValueError("The householder parametrization does not support complex tensors.")
         self.shape = weight.shape
         self.orthogonal_map = orthogonal_map
         if use_trivialization:

@@ -110,8 +110,7 @@ class ParametrizationList(ModuleList):
         if not self.unsafe:
             z = self()
             if not isinstance(z, Tensor):
-                raise ValueError(f"A parametrization must return a tensor. Got "
-                                 f"{type(z).__name__}.")
+                raise ValueError(f"A parametrization must return a tensor. Got {type(z).__name__}.")
             if z.dtype != dtype or z.shape != shape:
                 attr = "dtype" if z.dtype != dtype else "shape"
                 raise ValueError(f"Registering a parametrization may not change the {attr} of "
@@ -219,8 +218,7 @@ def register_parametrization(module, tensor_name, parametrization, *, unsafe=Fal
             y = getattr(module, tensor_name)
             x = parametrization(y)
             if not isinstance(x, Tensor):
-                raise ValueError(f"A parametrization must return a tensor. Got "
-                                 f"{type(x).__name__}.")
+                raise ValueError(f"A parametrization must return a tensor. Got {type(x).__name__}.")
             _check_same("Registering a parametrization may not change the {} of the tensor, "
                         "unless the `unsafe` flag is enabled.", y, x, f"module.{tensor_name}",
                         f"parametrization(module.{tensor_name})")

@@ -112,8 +112,7 @@ class BasePruningMethod(ABC):
         """Make the pruning permanent: ``<name>`` becomes a parameter again holding the pruned
         values; ``_orig``, ``_mask`` go (the hook is the caller's to drop: see :func:`remove`)."""
         if self._tensor_name is None:
-            raise AssertionError(f"Module {module} has to be pruned before pruning can be "
-                                 "removed")
+            raise AssertionError(f"Module {module} has to be pruned before pruning can be removed")
         weight = self.apply_mask(module)
         if hasattr(module, self._tensor_name):
             delattr(module, self._tensor_name)

@@ -89,9 +89,7 @@ class PackedSequence(_PackedSequenceBase):
     def int(self):
         return self.to(dtype=ember.int32)
 
-    @property
-    def is_cuda(self):
-        return self.data.is_cuda
+    is_cuda = property(lambda self: self.data.is_cuda)
 
     def is_pinned(self):
         return False
@@ -143,8 +141,7 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
                            f"{lens[0]}, got {x.shape[0]} (pack_padded_sequence)")
     batch_sizes = [sum(n > t for n in lens) for t in range(lens[0] if lens else 0)]
     data = ember.cat([x[t, :bs] for t, bs in enumerate(batch_sizes)])
-    return PackedSequence(data, ember.tensor(batch_sizes, dtype=ember.int64), sorted_indices,
-                          None)
+    return PackedSequence(data, ember.tensor(batch_sizes, dtype=ember.int64), sorted_indices, None)
 
 
 def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_length=None):
@@ -239,8 +236,7 @@ def unpad_sequence(padded_sequences, lengths, batch_first=False):
 def pack_sequence(sequences, enforce_sorted=True):
     """Pack a list of sequences of shape ``(L_i, *)``; see :func:`pack_padded_sequence`."""
     lengths = [s.shape[0] for s in sequences]
-    return pack_padded_sequence(pad_sequence(sequences), lengths,
-                                enforce_sorted=enforce_sorted)
+    return pack_padded_sequence(pad_sequence(sequences), lengths, enforce_sorted=enforce_sorted)
 
 
 def unpack_sequence(packed_sequences):

@@ -17,8 +17,7 @@ class SpectralNorm:
         if n_power_iterations <= 0:
             raise ValueError("Expected n_power_iterations to be positive, but got "
                              f"n_power_iterations={n_power_iterations}")
-        self.name, self.dim, self.n_power_iterations, self.eps = \
-            name, dim, n_power_iterations, eps
+        self.name, self.dim, self.n_power_iterations, self.eps = name, dim, n_power_iterations, eps
 
     def compute_weight(self, module, do_power_iteration):
         weight = getattr(module, self.name + "_orig")

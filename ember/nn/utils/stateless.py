@@ -46,9 +46,8 @@ def _untie(module, values):
             continue
         given = [values[n] for n in tied[name] if n in values]
         if len({id(v) for v in given}) > 1:
-            raise ValueError(f"functional_call got multiple values for keys "
-                             f"{sorted(tied[name])}, which are tied. Consider using "
-                             "tie_weights=False")
+            raise ValueError(f"functional_call got multiple values for keys {sorted(tied[name])}, "
+                             f"which are tied. Consider using tie_weights=False")
         out.update({n: values[name] for n in tied[name]})
     return out
 

@@ -12,16 +12,14 @@ class _Composite:
     def _check_schedulers(self, optimizer, schedulers, what):
         name = type(self).__name__
         if len(schedulers) < 1:
-            raise ValueError(f"{name} expects at least one scheduler{what}, but got no "
-                             "scheduler.")
+            raise ValueError(f"{name} expects at least one scheduler{what}, but got no scheduler.")
         for i, s in enumerate(schedulers):
             if not hasattr(s, "optimizer"):
                 raise TypeError(f"{name} at index {i} should have `optimizer` as its attribute.")
             if isinstance(s, ReduceLROnPlateau):
                 raise ValueError(f"{name} does not support `ReduceLROnPlateau` scheduler as it "
-                                 "requires additional kwargs to be specified when calling "
-                                 f"`step`, but got one at index {i} in the given schedulers "
-                                 "sequence.")
+                                 f"requires additional kwargs to be specified when calling `step`, "
+                                 f"but got one at index {i} in the given schedulers sequence.")
             if optimizer != s.optimizer:
                 raise ValueError(f"{name} expects all schedulers to belong to the same "
                                  f"optimizer, but got scheduler {type(s).__name__} at index {i} "

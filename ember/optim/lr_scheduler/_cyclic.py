@@ -80,8 +80,7 @@ class CyclicLR(LRScheduler):
         self._warn_direct_get_lr()
         cycle = math.floor(1 + self.last_epoch / self.total_size)
         x = 1.0 + self.last_epoch / self.total_size - cycle
-        scale = x / self.step_ratio if x <= self.step_ratio else \
-            (x - 1) / (self.step_ratio - 1)
+        scale = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
         s = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
         lrs = [b + (m - b) * scale * s for b, m in zip(self.base_lrs, self.max_lrs)]
         if self.cycle_momentum:
@@ -223,8 +222,7 @@ class OneCycleLR(LRScheduler):
                        (self.total_steps - 1, "initial_lr", "min_lr", "max_momentum",
                         "max_momentum")]
         else:
-            phases += [(self.total_steps - 1, "max_lr", "min_lr", "base_momentum",
-                        "max_momentum")]
+            phases += [(self.total_steps - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
         keys = ("end_step", "start_lr", "end_lr", "start_momentum", "end_momentum")
         self._schedule_phases = [dict(zip(keys, ph)) for ph in phases]
         if pct_start < 0 or pct_start > 1 or not isinstance(pct_start, float):

@@ -143,8 +143,7 @@ class MultiStepLR(LRScheduler):
 
     def _get_closed_form_lr(self):
         milestones = sorted(self.milestones.elements())
-        return [b * self.gamma ** bisect_right(milestones, self.last_epoch)
-                for b in self.base_lrs]
+        return [b * self.gamma ** bisect_right(milestones, self.last_epoch) for b in self.base_lrs]
 
 
 class ConstantLR(LRScheduler):

@@ -64,12 +64,11 @@ class ReduceLROnPlateau(LRScheduler):
         groups = self.optimizer.param_groups
         if len(groups) != len(self.min_lrs):
             if self.default_min_lr is None:
-                raise RuntimeError(f"The number of param groups in the `optimizer` "
-                                   f"({len(groups)}) differs from when `ReduceLROnPlateau` was "
-                                   f"initialized ({len(self.min_lrs)}), usually due to a new "
-                                   "param group being added to the optimizer. Please modify the "
-                                   "`min_lrs` field to match the length of the `optimizer` "
-                                   "param groups.")
+                raise RuntimeError(f"The number of param groups in the `optimizer` ({len(groups)}) "
+                                   f"differs from when `ReduceLROnPlateau` was initialized "
+                                   f"({len(self.min_lrs)}), usually due to a new param group being "
+                                   f"added to the optimizer. Please modify the `min_lrs` field to "
+                                   f"match the length of the `optimizer` param groups.")
             self.min_lrs = [self.default_min_lr] * len(groups)
         for i, group in enumerate(groups):
             old_lr = float(group["lr"])
@@ -77,9 +76,7 @@ class ReduceLROnPlateau(LRScheduler):
             if old_lr - new_lr > self.eps:
                 _set_lr(group, new_lr)
 
-    @property
-    def in_cooldown(self):
-        return self.cooldown_counter > 0
+    in_cooldown = property(lambda self: self.cooldown_counter > 0)
 
     def _is_better(self, a, best):
         if self.mode == "min":

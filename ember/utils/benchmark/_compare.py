@@ -23,9 +23,7 @@ def _color(text, value, best):
         return GOOD + BOLD + text + TERMINATE * 2
     if value >= best * 5:
         return VERY_BAD + BOLD + text + TERMINATE * 2
-    if value >= best * 2:
-        return BAD + text + TERMINATE * 2
-    return text
+    return BAD + text + TERMINATE * 2 if value >= best * 2 else text
 
 
 class Compare:
@@ -59,8 +57,7 @@ class Compare:
         """Add more Measurements."""
         for r in results:
             if not isinstance(r, Measurement):
-                raise ValueError(f"Expected an instance of `Measurement`, got {type(r)} "
-                                 "instead.")
+                raise ValueError(f"Expected an instance of `Measurement`, got {type(r)} instead.")
         self._results.extend(results)
 
     def trim_significant_figures(self):
@@ -93,8 +90,7 @@ class Compare:
         envs = {m.env for m in results}
         show_env = len(envs) > 1
         env_w = max(map(len, envs)) if show_env else 0
-        fmts = {c: self._template([m for m in results if m.description == c], scale)
-                for c in cols}
+        fmts = {c: self._template([m for m in results if m.description == c], scale) for c in cols}
 
         def number(m, c):
             template, highlight = fmts[c]
@@ -103,8 +99,7 @@ class Compare:
             v = m.median / scale
             if self._trim:
                 v = trim_sigfig(v, m.significant_figures)
-            spread = f" (! {m.iqr / m.median * 100:.0f}%)" if highlight and m.has_warnings \
-                else ""
+            spread = f" (! {m.iqr / m.median * 100:.0f}%)" if highlight and m.has_warnings else ""
             return template.format(v, spread)
 
         text = [[""] + [c or "" for c in cols]]
@@ -150,8 +145,7 @@ class Compare:
                 if self._colorize is Colorize.ROWWISE:
                     best = min(x.median for x in ms if x is not None)
                 else:
-                    best = min(x.median for (k, d), x in cell.items()
-                               if d == c and k[0] == key[0])
+                    best = min(x.median for (k, d), x in cell.items() if d == c and k[0] == key[0])
                 text = _color(text, m.median, best)
             out.append(text)
         return out

@@ -31,9 +31,7 @@ class FuzzedParameter:
         self._name, self._minval, self._maxval = name, minval, maxval
         self._distribution, self.strict = self._check_distribution(distribution), strict
 
-    @property
-    def name(self):
-        return self._name
+    name = property(lambda self: self._name)
 
     def sample(self, state):
         if self._distribution == "loguniform":
@@ -106,9 +104,7 @@ class FuzzedTensor:
         self._max_allocation_bytes, self._dim_parameter = max_allocation_bytes, dim_parameter
         self._dtype, self._cuda, self._tensor_constructor = dtype, cuda, tensor_constructor
 
-    @property
-    def name(self):
-        return self._name
+    name = property(lambda self: self._name)
 
     @staticmethod
     def default_tensor_constructor(size, dtype, **kwargs):
@@ -162,9 +158,8 @@ class FuzzedSparseTensor(FuzzedTensor):
     def __init__(self, name, size, min_elements=None, max_elements=None, dim_parameter=None,
                  sparse_dim=None, nnz=None, density=None, coalesced=None, dtype=ember.float32,
                  cuda=False):
-        super().__init__(name=name, size=size, min_elements=min_elements,
-                         max_elements=max_elements, dim_parameter=dim_parameter, dtype=dtype,
-                         cuda=cuda)
+        super().__init__(name=name, size=size, min_elements=min_elements, max_elements=max_elements,
+                         dim_parameter=dim_parameter, dtype=dtype, cuda=cuda)
         self._density, self._coalesced, self._sparse_dim = density, coalesced, sparse_dim
 
     @staticmethod
@@ -239,8 +234,7 @@ class Fuzzer:
         for _ in range(n):
             params = self._generate(state)
             made = {t.name: t._make_tensor(params, state) for t in self._tensors}
-            yield ({k: v[0] for k, v in made.items()}, {k: v[1] for k, v in made.items()},
-                   params)
+            yield ({k: v[0] for k, v in made.items()}, {k: v[1] for k, v in made.items()}, params)
 
     @property
     def rejection_rate(self):

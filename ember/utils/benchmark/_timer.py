@@ -136,9 +136,7 @@ class Measurement:
             return getattr(self.task_spec, name)
         raise AttributeError(f"'Measurement' object has no attribute '{name}'")
 
-    @property
-    def times(self):
-        return [t / self.number_per_run for t in self.raw_times]
+    times = property(lambda self: [t / self.number_per_run for t in self.raw_times])
 
     def _q(self, q):
         return float(np.quantile(np.asarray(self.times, dtype=np.float64), q))
@@ -156,8 +154,7 @@ class Measurement:
         t = sorted(self.times)
         mid = t[len(t) // 4:math.ceil(3 * len(t) / 4)]
         ci = max(1.645 * float(np.std(mid)) / math.sqrt(len(mid)), _MIN_CONFIDENCE_INTERVAL)
-        return min(max(int(math.floor(math.log10(self.median / ci))), 1),
-                   _MAX_SIGNIFICANT_FIGURES)
+        return min(max(int(math.floor(math.log10(self.median / ci))), 1), _MAX_SIGNIFICANT_FIGURES)
 
     def meets_confidence(self, threshold=_IQR_WARN_THRESHOLD):
         return self.iqr / self.median < threshold
@@ -311,8 +308,7 @@ class Timer:
             total += t
             if callback:
                 callback(number, t)
-            if (total >= min_run_time and stop(times)) or \
-                    (max_run_time and total > max_run_time):
+            if (total >= min_run_time and stop(times)) or (max_run_time and total > max_run_time):
                 return times
 
     def blocked_autorange(self, callback=None, min_run_time=0.2):

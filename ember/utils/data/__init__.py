@@ -9,9 +9,8 @@ from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler,
 from .worker import WorkerInfo, get_worker_info
 
 _DATAPIPE_NAMES = ("DFIterDataPipe", "DataChunk", "IterDataPipe", "MapDataPipe",
-                   "argument_validation", "functional_datapipe",
-                   "guaranteed_datapipes_determinism", "non_deterministic", "runtime_validation",
-                   "runtime_validation_disabled")
+                   "argument_validation", "functional_datapipe", "guaranteed_datapipes_determinism",
+                   "non_deterministic", "runtime_validation", "runtime_validation_disabled")
 
 
 def __getattr__(name):

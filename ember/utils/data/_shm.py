@@ -101,9 +101,7 @@ def _array_of(value):
         arr = value._data if value.device.type == "cpu" else None
     else:
         arr = value if type(value) is np.ndarray else None
-    if type(arr) is not np.ndarray or arr.dtype.hasobject or arr.nbytes == 0:
-        return None
-    return arr
+    return None if type(arr) is not np.ndarray or arr.dtype.hasobject or arr.nbytes == 0 else arr
 
 
 def _ptr(arr):
@@ -270,8 +268,7 @@ class _Message:
                     reader.mapping(name, worker_id, roots)
         except OSError as e:
             self.release()
-            raise RuntimeError(f"DataLoader: lost a shared-memory block of a batch: {e}") \
-                from None
+            raise RuntimeError(f"DataLoader: lost a shared-memory block of a batch: {e}") from None
         pack = self.names[-1] if self.offsets else None
         return _Unpickler(self.payload, roots, pack, self.offsets).load()
 

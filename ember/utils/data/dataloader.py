@@ -10,8 +10,7 @@ from .dataset import IterableDataset
 from .graph_settings import _is_datapipe
 from .sampler import BatchSampler, RandomSampler, SequentialSampler, _InfiniteConstantSampler
 
-_FROZEN = ("batch_size", "batch_sampler", "sampler", "drop_last", "dataset",
-           "persistent_workers")
+_FROZEN = ("batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers")
 
 
 def _check_args(dataset, shuffle, sampler, batch_sampler, batch_size, drop_last, num_workers,
@@ -105,8 +104,7 @@ class DataLoader:
             dataset, shuffle = apply_shuffle_settings(dataset, shuffle=shuffle), None
         if num_workers > 0 and prefetch_factor is None:
             prefetch_factor = 2
-        self.dataset, self.num_workers, self.prefetch_factor = dataset, num_workers, \
-            prefetch_factor
+        self.dataset, self.num_workers, self.prefetch_factor = dataset, num_workers, prefetch_factor
         self.pin_memory, self.pin_memory_device, self.timeout = pin_memory, \
             pin_memory_device, timeout
         self.worker_init_fn, self.in_order = worker_init_fn, in_order
@@ -130,9 +128,7 @@ class DataLoader:
         self.__initialized = True
         self.check_worker_number_rationality()
 
-    @property
-    def multiprocessing_context(self):
-        return self.__multiprocessing_context
+    multiprocessing_context = property(lambda self: self.__multiprocessing_context)
 
     @multiprocessing_context.setter
     def multiprocessing_context(self, ctx):
@@ -159,9 +155,7 @@ class DataLoader:
                              f"{self.__class__.__name__} is initialized")
         super().__setattr__(attr, val)
 
-    @property
-    def _auto_collation(self):
-        return self.batch_sampler is not None
+    _auto_collation = property(lambda self: self.batch_sampler is not None)
 
     @property
     def _index_sampler(self):
@@ -196,8 +190,7 @@ class DataLoader:
         """Warn when there are more workers than CPUs this process may use."""
         if not self.num_workers:
             return
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
-            os.cpu_count()
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         if cpus is None or self.num_workers > cpus:
             warnings.warn(f"This DataLoader will create {self.num_workers} worker processes in "
                           f"total. Our suggested max number of worker in current system is "

@@ -64,10 +64,7 @@ class DistributedSampler(Sampler):
 
     def __iter__(self):
         n = len(self.dataset)
-        if self.shuffle:
-            indices = _torch_randperm(n, self.seed + self.epoch)
-        else:
-            indices = list(range(n))
+        indices = _torch_randperm(n, self.seed + self.epoch) if self.shuffle else list(range(n))
         if self.drop_last:
             indices = indices[:self.total_size]
         else:                 # repeat from the front until every replica has a full share

@@ -16,8 +16,7 @@ class _MapFetcher:
 
 class _IterableFetcher:
     def __init__(self, dataset, auto_collation, collate_fn, drop_last):
-        self.auto_collation, self.collate_fn, self.drop_last = auto_collation, collate_fn, \
-            drop_last
+        self.auto_collation, self.collate_fn, self.drop_last = auto_collation, collate_fn, drop_last
         self.dataset_iter, self.ended = iter(dataset), False
 
     def fetch(self, index):

@@ -86,8 +86,7 @@ class _BaseIter:
         if self._pin:
             data = pin_memory(data)
         self._num_yielded += 1
-        if self._iterable and self._len_called is not None and \
-                self._num_yielded > self._len_called:
+        if self._iterable and self._len_called is not None and self._num_yielded > self._len_called:
             msg = (f"Length of IterableDataset {self._dataset} was reported to be "
                    f"{self._len_called}(when accessing len(dataloader)), but "
                    f"{self._num_yielded} samples have been fetched. ")

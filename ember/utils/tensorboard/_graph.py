@@ -69,8 +69,7 @@ def graph(model, args, verbose=False, use_strict_trace=True):
                 nodes.append(_node(f"output/output.{i + 1}", "IO Node", [names[src]],
                                    _shape(src), ""))
         else:
-            target = getattr(n.target, "name", None) or getattr(n.target, "__name__",
-                                                                 str(n.target))
+            target = getattr(n.target, "name", None) or getattr(n.target, "__name__", str(n.target))
             names[n] = f"{_scope(model, n.meta.get('scope', ''))}/{n.name}"
             nodes.append(_node(names[n], f"aten::{target}", inputs, shape, "{}"))
     # NOTE: torch too records the device as the CPU whatever the model ran on

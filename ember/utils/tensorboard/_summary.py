@@ -172,8 +172,7 @@ def make_image(tensor, rescale=1, rois=None, labels=None):
             font = ImageFont.load_default()
             left, top, right, bottom = font.getbbox(labels[i])
             m = np.ceil(0.05 * (bottom - top))
-            draw.rectangle([(x0, y1 - (bottom - top) - 2 * m), (x0 + right - left, y1)],
-                           fill="Red")
+            draw.rectangle([(x0, y1 - (bottom - top) - 2 * m), (x0 + right - left, y1)], fill="Red")
             draw.text((x0 + m, y1 - (bottom - top) - m), labels[i], fill="black", font=font)
     img = img.resize((int(w * rescale), int(h * rescale)), Image.Resampling.LANCZOS)
     out = io.BytesIO()
@@ -194,8 +193,7 @@ def figure_to_image(figures, close=True):
         if close:
             plt.close(fig)
         return np.moveaxis(rgb, 2, 0)
-    return np.stack([render(f) for f in figures]) if isinstance(figures, list) else \
-        render(figures)
+    return np.stack([render(f) for f in figures]) if isinstance(figures, list) else render(figures)
 
 
 def video(tag, tensor, fps=4):
@@ -316,8 +314,7 @@ def hparams(hparam_dict=None, metric_dict=None, hparam_domain_discrete=None):
             raise TypeError(f"parameter: {arg} should be a dictionary, nothing logged.")
     domains = hparam_domain_discrete or {}
     if not isinstance(domains, dict):
-        raise TypeError("parameter: hparam_domain_discrete should be a dictionary, nothing "
-                        "logged.")
+        raise TypeError("parameter: hparam_domain_discrete should be a dictionary, nothing logged.")
     for k, v in domains.items():
         if k not in hparam_dict or not isinstance(v, list) or \
                 not all(isinstance(d, type(hparam_dict[k])) for d in v):

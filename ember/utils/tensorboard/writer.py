@@ -124,8 +124,7 @@ class SummaryWriter:
 
         ``new_style`` stores it as a tensor of the scalars plugin (float64 with
         ``double_precision``) rather than as a ``simple_value``."""
-        self._add(S.scalar(tag, scalar_value, new_style, double_precision), global_step,
-                  walltime)
+        self._add(S.scalar(tag, scalar_value, new_style, double_precision), global_step, walltime)
 
     def add_scalars(self, main_tag, tag_scalar_dict, global_step=None, walltime=None):
         """Logs several numbers on one chart: each ``tag`` in its own run directory
@@ -285,8 +284,7 @@ class SummaryWriter:
             info.sprite.image_path = subdir + "/sprite.png"
             info.sprite.single_image_dim.extend([label_img.shape[3], label_img.shape[2]])
         if mat.ndim != 2:
-            raise AssertionError("mat should be 2D, where mat.size(0) is the number of data "
-                                 "points")
+            raise AssertionError("mat should be 2D, where mat.size(0) is the number of data points")
         _write(path, "tensors.tsv", "".join("\t".join(str(v.item()) for v in row) + "\n"
                                             for row in mat))
         # the projector's config lists every embedding so far: rewritten whole each time

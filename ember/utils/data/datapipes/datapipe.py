@@ -173,8 +173,7 @@ class _DataPipeBase:
         kind = IterDataPipe if isinstance(self, IterDataPipe) else MapDataPipe
         f = kind.functions.get(name)
         if f is None:
-            raise AttributeError(f"'{self.__class__.__name__}' object has no attribute "
-                                 f"'{name}")
+            raise AttributeError(f"'{self.__class__.__name__}' object has no attribute '{name}")
         return functools.update_wrapper(functools.partial(f, self), f, assigned=("__doc__",))
 
     @classmethod
@@ -369,9 +368,8 @@ class non_deterministic:
         if self.cls is not None:
             if _determinism[0]:
                 raise TypeError(f"{self.cls.__name__} is non-deterministic, but you set "
-                                "'guaranteed_datapipes_determinism'. You can turn off "
-                                "determinism for this DataPipe if that is acceptable for your "
-                                "application")
+                                f"'guaranteed_datapipes_determinism'. You can turn off determinism "
+                                f"for this DataPipe if that is acceptable for your application")
             return self.cls(*args, **kwargs)
         if not (isinstance(args[0], type) and issubclass(args[0], IterDataPipe)):
             raise TypeError(f"Only `IterDataPipe` can be decorated, but {args[0].__name__} is "
@@ -386,9 +384,8 @@ class non_deterministic:
                             f"return a boolean value, but {type(res)} is found")
         if _determinism[0] and res:
             raise TypeError(f"{self.cls.__name__} is non-deterministic with the inputs, but you "
-                            "set 'guaranteed_datapipes_determinism'. You can turn off "
-                            "determinism for this DataPipe if that is acceptable for your "
-                            "application")
+                            f"set 'guaranteed_datapipes_determinism'. You can turn off determinism "
+                            f"for this DataPipe if that is acceptable for your application")
         return self.cls(*args, **kwargs)
 
 
@@ -418,8 +415,7 @@ def argument_validation(f):
             if not isinstance(value, IterDataPipe):
                 raise TypeError(f"Expected argument '{name}' as a IterDataPipe, but found "
                                 f"{type(value)}")
-            want = _DataPipeType(typing.get_args(hint)[0]) if typing.get_args(hint) else \
-                origin.type
+            want = _DataPipeType(typing.get_args(hint)[0]) if typing.get_args(hint) else origin.type
             if not value.type.issubtype(want):
                 raise TypeError(f"Expected type of argument '{name}' as a subtype of hint "
                                 f"{want}, but found {value.type}")

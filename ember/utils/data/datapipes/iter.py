@@ -187,8 +187,7 @@ class ZipperIterDataPipe(IterDataPipe):
 
     def __init__(self, *datapipes):
         if not all(isinstance(dp, IterDataPipe) for dp in datapipes):
-            raise TypeError("All inputs are required to be `IterDataPipe` for "
-                            "`ZipIterDataPipe`.")
+            raise TypeError("All inputs are required to be `IterDataPipe` for `ZipIterDataPipe`.")
         self.datapipes = datapipes
 
     def __iter__(self):

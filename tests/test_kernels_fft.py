@@ -1,0 +1,102 @@
+"""fft.h (the complex64 mixed-radix FFT behind ember.fft's float32 transforms) against the NumPy
+reference path (pocketfft) and torch: every transform, lengths of every radix it takes and ones
+it leaves to NumPy, zero-padding and cutting, non-contiguous and transposed inputs, each norm,
+edge values, forward and backward (the backward's one-pass adjoint included), 1 and 2 threads."""
+import numpy as np
+import pytest
+
+import ember
+from ember._C import kernels
+
+pytestmark = [pytest.mark.skipif(kernels.kernel("fft_c2c", np.dtype(np.float32)) is None,
+                                 reason="C kernels not built, or EMBER_NO_C set"),
+              pytest.mark.usefixtures("threads")]
+
+FNS = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft"]
+HALF = ("irfft", "hfft")                          # complex (one-sided) input
+
+
+def _input(name, shape, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(np.float32)
+    if name.startswith(HALF) or name.startswith(("fft", "ifft")) and seed % 2:
+        x = (x + 1j * rng.standard_normal(shape)).astype(np.complex64)
+    return x
+
+
+def _check(fn, x, **kw):
+    fast = fn(ember.tensor(x), **kw).numpy()
+    with kernels.disabled():
+        ref = fn(ember.tensor(x), **kw).numpy()
+    assert fast.dtype == ref.dtype and fast.shape == ref.shape
+    scale = max(1.0, float(np.abs(ref).max())) if ref.size else 1.0
+    np.testing.assert_allclose(fast, ref, rtol=2e-5, atol=2e-6 * scale)
+    return fast
+
+
+# every radix (4, 2, 3, 5, 7, 11, 13 and their mixes), a length fft.h leaves to NumPy (17), 1
+LENGTHS = [1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 16, 17, 30, 64, 105, 840, 1024]
+
+
+@pytest.mark.parametrize("name", FNS)
+@pytest.mark.parametrize("n", LENGTHS)
+def test_lengths_1d(name, n):
+    x = _input(name, (3, n), seed=n)
+    if n > 1 or name not in HALF:                   # (irfft of one bin: 0 points, an error)
+        _check(getattr(ember.fft, name), x)
+    _check(getattr(ember.fft, name), x, n=n + 3, norm="ortho")    # zero-padded
+    if n > 2:
+        _check(getattr(ember.fft, name), x, n=n - 1, norm="forward")      # cut
+
+
+@pytest.mark.parametrize("name", FNS)
+@pytest.mark.parametrize("arity", ["2", "n"])
+def test_multi_dim(name, arity):
+    fn = getattr(ember.fft, name + arity)
+    for shape, kw in [((6, 10), {}), ((3, 5, 12), dict(dim=(0, 2), norm="ortho")),
+                      ((4, 6, 9), dict(s=(5, 8), norm="forward")),
+                      ((40, 33), dict(dim=(1, 0))), ((2, 7, 16), dict(s=(3, 14)))]:
+        if arity == "2" and len(kw.get("dim", (0, 1))) != 2:
+            continue
+        x = _input(name, shape, seed=len(shape))
+        _check(fn, x, **kw)
+        _check(fn, np.ascontiguousarray(x.swapaxes(0, -1)).swapaxes(0, -1), **kw)  # strided
+        _check(fn, x[..., ::2], **kw)                                               # a view
+
+
+@pytest.mark.parametrize("name", ["fft", "rfft", "irfft"])
+def test_large_and_batched(name):
+    # long lines (blocks of fewer lines), many short lines (full blocks and a partial one)
+    for shape in [(2, 1 << 16), (37, 360), (1000, 12)]:
+        _check(getattr(ember.fft, name), _input(name, shape, seed=3))
+        _check(getattr(ember.fft, name), _input(name, shape, seed=3), dim=0)
+
+
+def test_edge_values():
+    x = np.array([0.0, -0.0, 1e-40, -1e-40, 3.4e38, 1.0, np.inf, 2.0], np.float32)
+    fast = ember.fft.fft(ember.tensor(x)).numpy()
+    with kernels.disabled():
+        ref = ember.fft.fft(ember.tensor(x)).numpy()
+    np.testing.assert_array_equal(np.isnan(fast), np.isnan(ref))   # inf spreads as NumPy's
+    y = np.array([1e-40, -0.0, 5e-39, 0.0], np.float32)               # denormals stay exact
+    _check(ember.fft.fft, y)
+    _check(ember.fft.rfft, np.full(8, np.nan, np.float32))
+
+
+@pytest.mark.parametrize("name", FNS)
+def test_backward(name):
+    # the one-pass adjoint (no create_graph) against the ember-ops one and torch's gradient
+    torch = pytest.importorskip("torch")
+    x = _input(name, (5, 12), seed=1)
+    for kw in [{}, dict(n=9, norm="ortho"), dict(n=16, dim=0, norm="forward")]:
+        grads = []
+        for create in (False, True):
+            t = ember.tensor(x, requires_grad=True)
+            y = getattr(ember.fft, name)(t, **kw)
+            g = ember.tensor(_input("hfft" if y.is_complex() else "rfft", tuple(y.shape), 2))
+            grads.append(ember.autograd.grad(y, t, g, create_graph=create)[0].detach().resolve_conj().numpy())
+        tt = torch.tensor(x, requires_grad=True)
+        ty = getattr(torch.fft, name)(tt, **kw)
+        tg = torch.autograd.grad(ty, tt, torch.tensor(g.numpy()))[0].resolve_conj().numpy()
+        np.testing.assert_allclose(grads[0], grads[1], rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(grads[0], tg, rtol=1e-4, atol=1e-4)
