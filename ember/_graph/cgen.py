@@ -682,13 +682,13 @@ def build(graph):
             for j, o in enumerate(outs):
                 shape, dt = tuple(_meta(o).shape), dts[j]
                 py.append(f"    _o{j} = _buf({ki}, {j}, {shape!r}, _{dt.name})" if j not in acc
-                          else f"    _o{j} = _into(_acc, {into[o]}, {shape!r}, _{dt.name})\n"
-                          f"    _o{j} = _buf({ki}, {j}, {shape!r}, _{dt.name}) if _o{j} is None "
-                          f"else _o{j}")
+                          else f"    _a{j} = _into(_acc, {into[o]}, {shape!r}, _{dt.name})\n"
+                          f"    _o{j} = _buf({ki}, {j}, {shape!r}, _{dt.name}) if _a{j} is None "
+                          f"else _a{j}")
             py.append(f"    _lib.{fname}(" + ", ".join(
                 [f"_p(_i{j})" for j in range(len(ins))] + [f"_p(_o{j})" for j in range(len(outs))]
-                + [" | ".join(f"(_o{j} is _acc.get({into[outs[j]]})) << {j}" for j in acc) or
-                   "0", "_nt()"]) + ")")
+                + [" | ".join(f"(_a{j} is not None) << {j}" for j in acc) or "0", "_nt()"])
+                + ")")
             py += [f"    {o.name} = _w(_o{j})" for j, o in enumerate(outs)]
             tmp = [f"_i{j}" for j in range(len(ins))] + [f"_o{j}" for j in range(len(outs))]
             py.append("    del " + ", ".join(tmp) if tmp else "    pass")
@@ -820,9 +820,9 @@ def _build_so(cc, c_source, out, kdir):
 
 
 def _into(acc, p, shape, dt):
-    """``acc[p]`` where it is a C-contiguous array of ``shape`` and ``dt`` (a kernel may add
-    into it)."""
-    a = acc.get(p)
+    """The array of tensor ``acc[p]`` where it is C-contiguous, of ``shape`` and ``dt`` (a
+    kernel may add into it)."""
+    a = getattr(acc.get(p), "_data", None)
     return a if a is not None and a.shape == shape and a.dtype == dt and \
         a.flags.c_contiguous else None
 

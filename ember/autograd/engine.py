@@ -3,6 +3,8 @@ number first (as torch does), summing gradients that meet at a node."""
 import itertools
 import warnings
 
+import numpy as np
+
 from . import grad_mode
 from .anomaly_mode import anomaly
 from .graph import AccumulateGrad, GradientEdge
@@ -91,6 +93,24 @@ def will_execute(node):
         raise RuntimeError("A leaf node was passed to _will_engine_execute_node but we are "
                            "currently running autograd.grad(). This is currently not supported.")
     return node in needed
+
+
+def grads_in_place(node):
+    """The ``.grad`` tensors, by input position, that ``node``'s backward may add its
+    gradients into itself, as AccumulateGrad's in-place add would (the compiled backward's
+    kernels do, saving a pass over each): in ``backward()`` (not ``autograd.grad``), of leaves
+    whose gradient goes straight to their accumulator, without hooks, whose ``.grad`` is a
+    NumPy array of their dtype. The caller bumps the version of each it wrote."""
+    if _task is None or _task[3] is not None or not _task[4]:
+        return {}
+
+    def plain(acc, t):
+        g = t.grad if t is not None else None
+        return g is not None and not g.requires_grad and type(g._data) is np.ndarray and \
+            g.dtype == t.dtype and not (acc._pre_hooks or acc._hooks or acc._tensor_pre_hooks
+                                        or t._post_acc_hooks)
+    return {p: e[0]._variable().grad for p, e in enumerate(node.next_functions)
+            if e is not None and type(e[0]) is AccumulateGrad and plain(e[0], e[0]._variable())}
 
 
 def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inputs=None,

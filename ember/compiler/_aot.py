@@ -28,6 +28,7 @@ from .._graph.record import Recorder, TracerWarning, _map_out, flatten_tensors, 
 from .._graph.serialize import _dec, _enc, dumps, loads
 from .._ops.registry import OpDef, get
 from .._tensor import Tensor
+from ..autograd.engine import grads_in_place
 from ..autograd.function import Function
 from ..autograd.grad_mode import no_grad, state as _grad
 
@@ -54,10 +55,6 @@ class _Capture(Recorder):
                 name = f"_captured{len(self.live)}"
                 self.attrs[id(t)], self.live[name] = name, t
         return super().value(t)
-
-
-def _float(t):
-    return t.dtype.is_floating_point or t.dtype.is_complex
 
 
 def _subgraph(nodes, inputs, outputs):
@@ -102,8 +99,8 @@ def capture(fn, module, args, kwargs):
                 homes.update((id(t), t) for t in rec.live.values())
                 leaves = [homes[i] for i in rec.homes if i in homes and
                           homes[i].requires_grad] if _grad.grad_enabled else []
-                diff = [j for j, o in enumerate(outs) if o.requires_grad and _float(o)] \
-                    if leaves else []
+                diff = [j for j, o in enumerate(outs) if o.requires_grad and (
+                    o.dtype.is_floating_point or o.dtype.is_complex)] if leaves else []
                 split, known = len(rec.graph._nodes), (len(rec.live), len(rec.constants))
                 clean = not (rec.wrote or rec.aliased or rec.stale)     # (the forward's)
                 key = _joint_key(rec, outs, diff, leaves) if diff else None
@@ -352,9 +349,8 @@ class _Run(Function):
         # an output also saved is kept as a history-less alias: the output itself (whose
         # grad_fn is ctx) would make a ctx <-> tensor cycle that only the cyclic GC frees, so
         # each step's activations would outlive it and the heap grow until glibc trims it
-        ids = {id(o) for o in outs}
-        saved = [s._alias() if id(s) in ids else s for s in saved]
-        ctx.prog, ctx.saved, ctx.gen, ctx.leaves = prog, saved, prog.generation, leaves
+        saved = [s._alias() if any(s is o for o in outs) else s for s in saved]
+        ctx.prog, ctx.saved, ctx.gen = prog, saved, prog.generation
         ctx.shapes = [(outs[j].shape, outs[j]._data.dtype) for j in prog.diff]
         outs = prog._own(outs)
         ctx.mark_non_differentiable(*[o for j, o in enumerate(outs) if j not in prog.diff])
@@ -373,31 +369,12 @@ class _Run(Function):
         # (a gradient of another dtype, which eager casts, would be read as the kernel's)
         tangents = [Tensor._wrap(np.zeros(s, d) if gs[j] is None else gs[j]._data.astype(
             d, copy=False)) for j, (s, d) in zip(prog.diff, ctx.shapes)]
-        battrs = [prog.attr(t) for t in prog.attrs[1]]
-        acc = _into_grads(ctx)
+        into = grads_in_place(ctx)      # (the kernels add into these .grad: nothing to return)
         with no_grad():
-            grads = list(prog.runs[1](*ctx.saved, *tangents, *battrs, _acc=acc))
-        for p, a in acc.items():        # (added into .grad by the kernel: nothing to return)
-            if grads[p] is not None and grads[p]._data is a:
-                ctx.leaves[p].grad._bump_version()
-                grads[p] = None
+            grads = list(prog.runs[1](*ctx.saved, *tangents,
+                                      *[prog.attr(t) for t in prog.attrs[1]], _acc=into))
+        for p in [p for p, g in into.items() if getattr(grads[p], "_data", 0) is g._data]:
+            into[p]._bump_version()
+            grads[p] = None
         return (None, None, None) + tuple(grads)
 
-
-def _into_grads(ctx):
-    """The ``.grad`` arrays the compiled backward adds its results into, by leaf, as
-    AccumulateGrad's in-place add would (a pass over the result saved): in ``backward()`` (not
-    ``autograd.grad``), for leaves whose gradient goes straight to their accumulator, without
-    hooks, and whose ``.grad`` is a dense array of their dtype."""
-    from ..autograd import engine
-    from ..autograd.graph import AccumulateGrad
-    task = engine._task
-    if task is None or task[3] is not None or not task[4]:
-        return {}
-
-    def plain(node, t, g):
-        return type(node) is AccumulateGrad and node._variable() is t and g is not None and \
-            not g.requires_grad and type(g._data) is np.ndarray and g.dtype == t.dtype and \
-            not (node._pre_hooks or node._hooks or node._tensor_pre_hooks or t._post_acc_hooks)
-    return {p: t.grad._data for p, (e, t) in enumerate(zip(ctx.next_functions, ctx.leaves))
-            if e is not None and plain(e[0], t, t.grad)}
