@@ -287,7 +287,8 @@ def nonzero(xp, input, *, as_tuple=False):
                                                           else input))
     if input.ndim == 0:
         return xp.argwhere(input.reshape(1))[:, :0].astype(_LONG)
-    return xp.argwhere(input).astype(_LONG)
+    out = _C.nonzero(input) if xp is np else None
+    return xp.argwhere(input).astype(_LONG, copy=False) if out is None else out
 
 
 nonzero.meta = _values_dependent("nonzero")

@@ -98,7 +98,7 @@ def _declare(lib):
             "gather": [p, p, p, i64, i64, i64, i64, i],
             "mask_select": [p, p, p, i64, p, i],     # (select.h: 4- and 8-byte words)
             "flip_rows": [p, p, i64, i64, i], "nextafter": [p, p, p, i64, i],   # (select.h)
-            "scatter": [p, p, p, p, i64, i64, i64, i64, i, i],
+            "scatter": [p, p, p, p, i64, i64, i64, i64, i, i, i],
             "add_rows": [p, p, p, p, p, i64, i64, i64, i64],
             "add_bias": [p, p, i64, i64, i],
             "sum_rows": [p, p, i64, i64, i],
@@ -117,6 +117,11 @@ def _declare(lib):
     for name in ("f16_widen", "f16_narrow", "bf16_widen", "bf16_narrow"):   # (half.h)
         getattr(lib, name).argtypes, getattr(lib, name).restype = [p, p, i64], ctypes.c_int
     lib.mask_count.argtypes, lib.mask_count.restype = [p, i64, p, i], i64
+    for w in (8, 16, 32, 64):                                       # (select.h's nonzero)
+        word, fn = getattr(ctypes, f"c_uint{w}"), getattr(lib, f"nonzero_u{w}")
+        fn.argtypes, fn.restype = [p, word, i64, p, i, p, p, i], None
+        fn = getattr(lib, f"nonzero_u{w}_count")
+        fn.argtypes, fn.restype = [p, word, i64, p, i], i64
     for name, args in sigs.items():
         for suffix in ("_f32", "_f64"):
             fn = getattr(lib, name + suffix, None)
@@ -454,6 +459,28 @@ def mask_select(a, mask):
     return out
 
 
+def nonzero(a):
+    """``np.argwhere(a)`` as int64 for a C-contiguous NumPy array of 1 to 64 dims, by select.h's
+    count and write passes over threads; None where it does not apply."""
+    global _lib
+    if _off or type(a) is not np.ndarray or a.size < _MIN_SELECT or not 0 < a.ndim <= 64 or \
+            a.dtype.kind not in "fiub" or not a.flags.c_contiguous or a.itemsize not in (1, 2, 4, 8):
+        return None
+    if _lib is None:
+        _lib = _load()
+    if not _lib:
+        return None
+    bits = 8 * a.itemsize       # (a float's sign bit is not looked at: -0.0 is zero)
+    keep, name = (1 << bits - (a.dtype.kind == "f")) - 1, f"nonzero_u{bits}"
+    nt = min(num_threads(), a.size // 32768 + 1)
+    offsets = np.empty(nt + 1, np.int64)
+    out = np.empty((getattr(_lib, name + "_count")(ptr(a), keep, a.size, ptr(offsets), nt),
+                    a.ndim), np.int64)
+    getattr(_lib, name)(ptr(a), keep, a.size, ptr(np.array(a.shape, np.int64)), a.ndim,
+                        ptr(out), ptr(offsets), nt)
+    return out
+
+
 def words(name, *arrays):
     """select.h's ``flip_rows`` (``a[..., ::-1]`` copied, 4- or 8-byte elements) or
     ``nextafter`` (C's, exact: float32 or float64) of NumPy arrays of one shape and dtype, or
@@ -469,39 +496,41 @@ def words(name, *arrays):
         return out
 
 
-def along_dim(name, data, dim, index):
+def along_dim(name, data, dim, index, rows=False):
     """The C gather or scatter kernel (gather.h) along ``dim`` of ``data`` with ``index``, or
     None where it does not apply: NumPy float32/float64 data, an int64 index of the data's
-    shape but along ``dim``. gather: ``run(data, out) -> bad``; scatter: ``run(out, values,
-    mode, init) -> bad`` (mode 0 write, 1 add, 2 max, 3 min). ``bad`` is true for an index
-    out of range."""
+    shape but along ``dim`` (``rows``, scatter only: a 1-D index, an entry per slice along
+    ``dim``, as index_add's). gather: ``run(data, out) -> bad``; scatter: ``run(out, values,
+    mode, init, fresh=False) -> bad`` (mode 0 write, 1 add, 2 max, 3 min, 4 multiply;
+    ``fresh``: the places written start from the mode's identity, include_self=False).
+    ``bad`` is true for an index out of range."""
     if type(data) is not np.ndarray or type(index) is not np.ndarray or index.dtype != np.int64 \
-            or not 0 < data.ndim == index.ndim or not -data.ndim <= dim < data.ndim:
+            or data.ndim == 0 or index.ndim != (1 if rows else data.ndim) or \
+            not -data.ndim <= dim < data.ndim:
         return None
     d = dim % data.ndim
-    if index.shape[:d] != data.shape[:d] or index.shape[d + 1:] != data.shape[d + 1:]:
+    if not rows and (index.shape[:d] != data.shape[:d] or
+                     index.shape[d + 1:] != data.shape[d + 1:]):
         return None
     fn = kernel(name, data.dtype)
     if fn is None:
         return None
     outer, inner = math.prod(data.shape[:d]), math.prod(data.shape[d + 1:])
-    index = contiguous(index)
+    index, k = contiguous(index), index.shape[-1 if rows else d]
 
     if name == "gather":
         def run(data, out):
-            data = contiguous(data)
-            return fn(data.ctypes.data, index.ctypes.data, out.ctypes.data, outer,
-                      data.shape[d], index.shape[d], inner, num_threads())
+            return fn(ptr(contiguous(data)), ptr(index), ptr(out), outer, data.shape[d], k,
+                      inner, num_threads())
         return run
 
-    def scatter(out, values, mode, init):
+    def scatter(out, values, mode, init, fresh=False):
         """into ``out`` (C-contiguous) filled first from ``init``: ``out`` itself (in place:
         every index is checked before anything is written), another array of its shape, or
         None for zeros"""
         init = init if init is None or init is out else contiguous(init)
-        return fn(out.ctypes.data, index.ctypes.data, contiguous(values).ctypes.data,
-                  None if init is None else init.ctypes.data, outer, out.shape[d],
-                  index.shape[d], inner, mode, num_threads())
+        return fn(ptr(out), ptr(index), ptr(contiguous(values)), ptr(init), outer,
+                  out.shape[d], k, inner, mode, rows + 2 * fresh, num_threads())
     return scatter
 
 
