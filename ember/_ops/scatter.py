@@ -297,15 +297,15 @@ def scatter_reduce(xp, input, dim, index, src, reduce, *, include_self=True):
         # max/min of (src, src...) is max/min of src, so those may start from src itself
         flat[idx] = src if reduce in ("amax", "amin") else int(reduce == "prod")
     _AT[reduce](xp, flat, idx, src)
-    if reduce != "mean":
-        return out
-    hits = xp.zeros(out.shape, out.dtype)
-    add_at(xp, hits.reshape(-1), idx, xp.ones(idx.shape, out.dtype))
-    return _mean(xp, out, hits, include_self)
+    return out if reduce != "mean" else _mean(xp, out, include_self, lambda hits: add_at(
+        xp, hits.reshape(-1), idx, xp.ones(idx.shape, out.dtype)))
 
 
-def _mean(xp, total, hits, include_self):
-    """The mean from the sums ``total`` and the number of values summed into each place."""
+def _mean(xp, total, include_self, count):
+    """The mean from the sums ``total``; ``count(hits)`` adds 1 to ``hits`` (zeros) for each
+    value summed into a place."""
+    hits = xp.zeros(total.shape, total.dtype)
+    count(hits)
     n = xp.maximum(hits + int(include_self), xp.ones((), total.dtype))
     # NOTE: torch's integer mean rounds down (floor division), as // does
     return total // n if total.dtype.kind in "iu" else (total / n).astype(total.dtype)
@@ -321,11 +321,8 @@ def _reduce_kernel(input, dim, index, src, reduce, include_self, rows=False):
         if src.dtype == input.dtype and src.shape == want else None
     if kernel is None or kernel(out, src, _MODE[reduce], input, not include_self):
         return None
-    if reduce != "mean":
-        return out
-    hits = np.empty(input.shape, input.dtype)
-    kernel(hits, np.ones(src.shape, input.dtype), 1, None)
-    return _mean(np, out, hits, include_self)
+    return out if reduce != "mean" else _mean(
+        np, out, include_self, lambda hits: kernel(hits, np.ones(src.shape, out.dtype), 1, hits))
 
 
 @scatter_reduce.vjp(save=("input", "index", "src", "result"))

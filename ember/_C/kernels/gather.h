@@ -99,11 +99,6 @@ static inline T S(combine)(T d, T v, int mode) {
     }
 }
 
-/* A reduction's start where include_self is false (torch's): the identity of the mode */
-static inline T S(identity)(int mode) {
-    return mode == 4 ? 1 : mode == 2 ? -INFINITY : mode == 3 ? INFINITY : 0;
-}
-
 /* Columns c0..c1 of one outer slice. Along the last dim (inner 1) of a fresh output each
  * index is checked as it is followed (a bad one stops the slice: the caller drops the
  * output), and the destination SC_AHEAD indices on is prefetched when the slice outgrows the
@@ -152,27 +147,20 @@ TC static int S(scatter_slice)(T *out, const int64_t *idx, const T *src, int64_t
         for (int64_t e = 0; e < span; e += whole ? span : inner)
             if (S(index_max)(idx + e + (whole ? 0 : c0), whole ? span : c1 - c0) >= (uint64_t)n)
                 return 1;
-    if (flags & SC_FRESH)
+    const T id = mode == 4 ? 1 : mode == 2 ? -INFINITY : mode == 3 ? INFINITY : 0;
+    if (flags & SC_FRESH)       /* (torch's start without the old values: the identity) */
         for (int64_t e = 0; e < span; e += rows ? 1 : inner)
-            for (int64_t j = c0; j < c1; j++) out[idx[rows ? e : e + j] * inner + j] =
-                S(identity)(mode);
-    if (inner == 1) {
-        if (n * (int64_t)sizeof(T) > (256 << 10)) {
-            SC_MODES(SC_LOOP, 1)
-        } else {
-            SC_MODES(SC_LOOP, 0)
-        }
-    } else if (flags & SC_ROWS) {
+            for (int64_t j = c0; j < c1; j++) out[idx[rows ? e : e + j] * inner + j] = id;
+    if (inner == 1 && n * (int64_t)sizeof(T) > (256 << 10))
+        SC_MODES(SC_LOOP, 1)
+    else if (inner == 1)
+        SC_MODES(SC_LOOP, 0)
+    else if (rows)
         SC_MODES(SC_ROW_LOOP, 0)
-    } else {
+    else
         SC_MODES(SC_EACH_LOOP, 0)
-    }
     return 0;
 }
-#undef SC_MODES
-#undef SC_LOOP
-#undef SC_ROW_LOOP
-#undef SC_EACH_LOOP
 
 /* out[o, idx[o, i, j], j] = src[o, i, j] (mode 0), or combined with it by mode (1 add, 2
  * max, 3 min, 4 multiply: S(combine)); with SC_ROWS in flags, out[o, idx[i], j] (index_add,

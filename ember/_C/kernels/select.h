@@ -1,25 +1,11 @@
 /* Copies and bit steps by machine word, where NumPy goes element by element.
  * x[mask] for a mask of x's shape, both contiguous: the selected elements in order. NumPy's
- * boolean indexing branches on every element (a random mask mispredicts half of them); here each element is stored unconditionally and the output position advances by the
- * mask byte (0 or 1), and the elements are split over threads: mask_count gives each chunk's
- * first output position, then the copy fills the chunks independently. Elements are moved as
- * 4- or 8-byte words, so any dtype of that size is copied bit for bit. */
-
-/* offsets[t] = where chunk t of nt (of ceil(n / nt) elements) starts in the output, for t <=
- * nt (offsets[nt]: the total, also returned). Mask bytes are 0 or 1 (NumPy's bool). */
-EXPORT int64_t mask_count(const uint8_t *m, int64_t n, int64_t *offsets, int nt) {
-    int64_t chunk = (n + nt - 1) / nt;
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int t = 0; t < nt; t++) {
-        int64_t i0 = t * chunk, i1 = i0 + chunk < n ? i0 + chunk : n, c = 0;
-#pragma omp simd reduction(+ : c)
-        for (int64_t i = i0; i < i1; i++) c += m[i];
-        offsets[t + 1] = c;
-    }
-    offsets[0] = 0;
-    for (int t = 0; t < nt; t++) offsets[t + 1] += offsets[t];
-    return offsets[nt];
-}
+ * boolean indexing branches on every element (a random mask mispredicts half of them); here
+ * each element is stored unconditionally and the output position advances by the mask byte
+ * (0 or 1), and the elements are split over threads: nonzero_u8_count (below: offsets[t] =
+ * where chunk t of nt, of ceil(n / nt) elements, starts in the output, offsets[nt] the total)
+ * gives each chunk's first output position, then the copy fills the chunks independently.
+ * Elements are moved as 4- or 8-byte words, so any dtype of that size is copied bit for bit. */
 
 /* (every element goes somewhere: to its place, or to a scratch word once its chunk's output
  * is full, so no write crosses into the next chunk's) */
