@@ -79,7 +79,14 @@ def index_put(xp, input, indices, values, accumulate=False):
         >>> x.index_put((ember.tensor([0, 0, 2]),), ember.tensor(1.), accumulate=True)
         tensor([2., 0., 1., 0.])
     """
-    return _index_put.fwd(xp, input, values, _index_tuple(input, indices, values), accumulate)
+    # (NumPy raises for a bad index, and the copy it wrote into is dropped: torch's error is
+    # looked for then only; CuPy does not check)
+    idx = _index_tuple(input, indices, values, check_range=xp is not np)
+    try:
+        return _index_put.fwd(xp, input, values, idx, accumulate)
+    except IndexError:
+        _in_range(input, idx)
+        raise
 
 
 @index_put.vjp(save=("indices",))
@@ -122,8 +129,8 @@ def _scatter_into(xp, input, dim, index, src, reduce):
     """A copy of ``input`` with ``src`` written at ``index`` along ``dim``."""
     if not hasattr(src, "shape"):
         src = xp.full(index.shape, src, dtype=input.dtype)
-    else:
-        src = src[tuple(slice(0, s) for s in index.shape)]
+    elif src.shape != index.shape:
+        src = src[_corner(index.shape)]
     out = xp.empty(input.shape, input.dtype) if xp is np else input.copy()
     mode = _MODE.get(reduce, 0 if reduce is None else None)
     kernel = _C.along_dim("scatter", out, dim, index) \
