@@ -116,11 +116,10 @@ def _declare(lib):
             "gemm": [i64] * 4 + [p, i64, i64, i64] * 2 + [i, p, p, i64, i64, i]}
     for name in ("f16_widen", "f16_narrow", "bf16_widen", "bf16_narrow"):   # (half.h)
         getattr(lib, name).argtypes, getattr(lib, name).restype = [p, p, i64], ctypes.c_int
-    for w in (8, 16, 32, 64):                                       # (select.h's nonzero)
-        word, fn = getattr(ctypes, f"c_uint{w}"), getattr(lib, f"nonzero_u{w}")
-        fn.argtypes, fn.restype = [p, word, i64, p, i, p, p, i], None
-        fn = getattr(lib, f"nonzero_u{w}_count")
-        fn.argtypes, fn.restype = [p, word, i64, p, i], i64
+    for name in (f"nonzero_u{w}{c}" for w in (8, 16, 32, 64) for c in ("_count", "")):
+        fn, count = getattr(lib, name), name.endswith("count")      # (select.h's nonzero)
+        fn.argtypes = [p, i64, i64, p, i] + [p, p, i] * (not count)
+        fn.restype = i64 if count else None
     for name, args in sigs.items():
         for suffix in ("_f32", "_f64"):
             fn = getattr(lib, name + suffix, None)
@@ -465,7 +464,7 @@ def nonzero(a):
     if lib is None:
         return None
     bits = 8 * a.itemsize       # (a float's sign bit is not looked at: -0.0 is zero)
-    keep, name = (1 << bits - (a.dtype.kind == "f")) - 1, f"nonzero_u{bits}"
+    keep, name = (1 << bits - 1) - 1 if a.dtype.kind == "f" else -1, f"nonzero_u{bits}"
     nt = min(num_threads(), a.size // 32768 + 1)
     offsets = np.empty(nt + 1, np.int64)
     out = np.empty((getattr(lib, name + "_count")(ptr(a), keep, a.size, ptr(offsets), nt),

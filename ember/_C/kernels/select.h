@@ -67,25 +67,27 @@ NEXTAFTER(nextafter_f64, double, int64_t, INT64_MIN)
     for (; i < stop; i++, col++) {                                                             \
         int64_t *dst = j < end ? out + j * ndim : scratch;                                     \
         STORE;                                                                                 \
-        j += (x[i] & keep) != 0;                                                               \
+        j += (x[i] & kw) != 0;                                                                 \
     }
 #define NONZERO(NAME, W)                                                                       \
-    EXPORT int64_t NAME##_count(const W *x, W keep, int64_t n, int64_t *offsets, int nt) {     \
+    EXPORT int64_t NAME##_count(const W *x, int64_t keep, int64_t n, int64_t *offsets,        \
+                                int nt) {                                                      \
         int64_t chunk = (n + nt - 1) / nt;                                                     \
         _Pragma("omp parallel for num_threads(nt) schedule(static)")                          \
         for (int t = 0; t < nt; t++) {                                                         \
             int64_t i0 = t * chunk, i1 = i0 + chunk < n ? i0 + chunk : n, c = 0;               \
             _Pragma("omp simd reduction(+ : c)")                                               \
-            for (int64_t i = i0; i < i1; i++) c += (x[i] & keep) != 0;                         \
+            for (int64_t i = i0; i < i1; i++) c += (x[i] & (W)keep) != 0;                      \
             offsets[t + 1] = c;                                                                \
         }                                                                                      \
         offsets[0] = 0;                                                                        \
         for (int t = 0; t < nt; t++) offsets[t + 1] += offsets[t];                             \
         return offsets[nt];                                                                    \
     }                                                                                          \
-    EXPORT void NAME(const W *x, W keep, int64_t n, const int64_t *shape, int ndim,            \
+    EXPORT void NAME(const W *x, int64_t keep, int64_t n, const int64_t *shape, int ndim,      \
                      int64_t *out, const int64_t *offsets, int nt) {                           \
         int64_t chunk = (n + nt - 1) / nt, last = shape[ndim - 1];                             \
+        const W kw = (W)keep;                                                                  \
         _Pragma("omp parallel for num_threads(nt) schedule(static)")                          \
         for (int t = 0; t < nt; t++) {                                                         \
             int64_t i = t * chunk, i1 = i + chunk < n ? i + chunk : n, c[64], scratch[64];     \
