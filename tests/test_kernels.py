@@ -845,6 +845,19 @@ def test_nonzero_kernel(threads, shape, dtype):
             assert got.dtype == np.int64 and np.array_equal(got, want)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_put_accumulate_negative_index(threads, dtype):
+    """put(accumulate=True), take's gradient, with negative flat indices: counted from the end
+    first, so the C scatter takes them, bit-equal to np.add.at (which wraps them itself)."""
+    rng = np.random.default_rng(18)
+    x = rng.standard_normal((70, 90)).astype(dtype)
+    i, v = rng.integers(-6300, 6300, 9000), rng.standard_normal(9000).astype(dtype)
+    want = x.copy().reshape(-1)
+    np.add.at(want, i, v)
+    got = ember.tensor(x).put(ember.tensor(i), ember.tensor(v), accumulate=True).numpy()
+    assert got.reshape(-1).tobytes() == want.tobytes()
+
+
 @pytest.mark.parametrize("bad", [-1, 4])
 def test_gather_scatter_reject_bad_index(bad):
     x = ember.ones(3, 4)
