@@ -58,7 +58,7 @@ def linalg_cholesky_ex(xp, A, *, upper=False, check_errors=False):
         # LAPACK's potrf on the row-major buffer read column-major (A^T = conj(A)) with 'U'
         # leaves L there: no transposes, and info is LAPACK's, as torch's
         L = np.array(flat, order="C")
-        info[:] = [potrf(102, b"U", n, L[b].ctypes.data, max(n, 1)) for b in range(len(L))]
+        info[:] = [potrf(102, b"U", n, blas.ptr(L[b:]), max(n, 1)) for b in range(len(L))]
         L = np.tril(L)
     else:
         try:
