@@ -83,7 +83,8 @@ def _moments(name, std, with_mean):
                 gv = ember.where(r == 0, 0.0, gv / (2 * r))
             n = _count(input.shape, dim)
             centered = input - input.mean(reduce_dims(dim, input.dim()), keepdim=True)
-            out = _keep(gv, input, dim, keepdim) * 2 * centered / builtins.max(n - c, 0)
+            # (one scale, as torch's std_var_backward: 2 / 0 is inf, so 0 * it nan as 0 / 0)
+            out = _keep(gv, input, dim, keepdim) * centered * (2 / (n - c) if n > c else math.inf)
         if gm is not None:
             gm = _keep(gm, input, dim, keepdim) / builtins.max(_count(input.shape, dim), 1)
             out = gm if out is None else out + gm
