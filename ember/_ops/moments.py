@@ -41,10 +41,11 @@ _MOMENT_RESULTS = {
 def _var_mean(xp, x, ax, c, keepdim):
     """``(var, mean)`` over the axes ``ax``: np.var's two passes, with their mean kept (np.var
     then np.mean cost three, and their argument handling outweighs small inputs)."""
-    m = xp.mean(x, axis=ax, keepdims=True)
+    n = math.prod(x.shape[i] for i in ax)
+    m = x.sum(axis=ax, keepdims=True) / n       # (np.mean's steps, without its Python)
     d = x - m
     sq = (d * d.conj()).real if d.dtype.kind == "c" else d * d
-    v = sq.sum(axis=ax, keepdims=keepdim) / builtins.max(math.prod(x.shape[i] for i in ax) - c, 0)
+    v = sq.sum(axis=ax, keepdims=keepdim) / builtins.max(n - c, 0)
     return v, m if keepdim else m.reshape(v.shape)
 
 
