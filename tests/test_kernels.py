@@ -1272,3 +1272,53 @@ def test_fast_calls_equal_ctypes_calls():
             for fn, out in zip((raw("cross_entropy"), kernels.kernel("cross_entropy", f32)),
                                outs)] == [4, 4]
     np.testing.assert_array_equal(outs[0], outs[1])
+
+
+_POOLS = [((2, 3, 7, 6), (3, 2), (2, 1), (1, 0), (1, 1), False),
+          ((3, 5, 5), (2, 2), (2, 2), (1, 1), (1, 1), True),
+          ((2, 9), (3,), (2,), (1,), (1,), True),
+          ((1, 2, 5, 6, 7), (2, 3, 2), (1, 2, 2), (1, 1, 0), (1, 1, 1), False),
+          ((1, 2, 8, 7), (3, 3), (3, 2), (1, 1), (2, 1), True)]      # dilated: max only
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", _POOLS, ids=str)
+@pytest.mark.parametrize("noncontig", [False, True])
+def test_pool_kernel_against_numpy(case, dtype, noncontig):
+    """pool.h's max (values and indices), average and adaptive max pooling against the NumPy
+    windows, with nan, -inf, -0.0 and denormals among the values."""
+    from ember._ops import pooling as P
+    shape, k, s, p, d, ceil = case
+    x = _input(shape, dtype, noncontig)
+    flat = x.reshape(-1) if x.flags.c_contiguous else x.T.reshape(-1)
+    flat[::7], flat[3::11], flat[5::13], flat[6::17] = np.nan, -np.inf, -0.0, 1e-310
+    x = flat.reshape(x.shape) if x.flags.c_contiguous else flat.reshape(x.T.shape).T
+    calls = [lambda: P.max_pool_nd.fwd(np, x, k, s, p, d, ceil),
+             lambda: P.adaptive_max_pool_nd.fwd(np, x, (3,) * len(k))]
+    if d == (1,) * len(k):
+        calls += [lambda: P.avg_pool_nd.fwd(np, x, k, s, p, ceil, cip, div)
+                  for cip, div in ((True, None), (False, None), (True, 3))]
+    assert P._pool_c(x, (2,) * len(k), False, k, s, p) is not None
+    for call in calls:
+        fast = call()
+        with kernels.disabled():
+            ref = call()
+        if isinstance(fast, tuple):
+            # NOTE: the indices of windows whose max is nan or -inf differ: the kernel keeps
+            # torch's (the last nan; the first tap inside the input), the NumPy windows not
+            keep = np.isfinite(ref[0])
+            assert np.array_equal(fast[1][keep], ref[1][keep]) and fast[1].dtype == np.int64
+            fast, ref = fast[0], ref[0]
+        assert fast.shape == ref.shape and fast.dtype == ref.dtype
+        assert np.allclose(fast, ref, rtol=1e-6, atol=0, equal_nan=True)
+
+
+def test_pool_kernel_keeps_torchs_index_rule():
+    """A tap wins if greater or nan: the first of equal maxima, the last nan; a window of
+    -inf and padding gives its first tap inside the input."""
+    from ember._ops import pooling as P
+    inf = np.inf
+    x = np.array([[[-inf, -inf, 3, 3, 1, np.nan, 0, np.nan, 2, 5, 5]]], np.float32)
+    vals, idx = P.max_pool_nd.fwd(np, x, (3,), (3,), (1,), (1,), False)
+    assert np.array_equal(vals, [[[-inf, 3, np.nan, 5]]], equal_nan=True)
+    assert idx.tolist() == [[[0, 2, 7, 9]]]
