@@ -788,6 +788,76 @@ def test_scatter_reduce_max_min_kernel(threads, dtype, reduce):
     assert got.numpy().tobytes() == ref.numpy().tobytes()
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("shape,dim", [((7,), 0), ((1, 9, 1), 1), ((33, 64), 1), ((150, 1000), 0),
+                                       ((150, 1000), -1), ((3, 50, 700), 1)], ids=str)
+def test_index_and_scatter_reduce_kernel(threads, dtype, reduce, shape, dim):
+    """scatter_reduce, index_reduce and index_add through the scatter kernel (a mode per
+    reduction; index_reduce's whole slices; include_self=False from the mode's identity; the
+    columns of a single slice split over threads) equal to the NumPy reference: repeated
+    indices, NaNs, a non-contiguous source, every dim; a bad index raises torch's error."""
+    rng = np.random.default_rng(16)
+    d = dim % len(shape)
+    x = rng.uniform(0.5, 1.5, shape).astype(dtype)
+    k = shape[d] + 3
+    src_shape = shape[:d] + (k,) + shape[d + 1:]
+    base = rng.uniform(0.5, 1.5, src_shape[::-1]).astype(dtype)
+    x.reshape(-1)[::7] = base.reshape(-1)[::11] = np.nan
+    src = base.T                                          # non-contiguous, of src_shape
+    rows = rng.integers(0, shape[d], k)                  # repeats: the order matters
+    elems = rng.integers(0, shape[d], src_shape)
+    calls = [lambda t, s, inc=inc: t.scatter_reduce(dim, ember.tensor(elems), s, reduce,
+                                                    include_self=inc) for inc in (True, False)]
+    if reduce != "sum":
+        calls += [lambda t, s, inc=inc: t.index_reduce(dim, ember.tensor(rows), s, reduce,
+                                                       include_self=inc) for inc in (True, False)]
+    else:
+        calls += [lambda t, s: t.index_add(dim, ember.tensor(rows), s, alpha=2)]
+    for call in calls:
+        got = call(ember.tensor(x), ember.tensor(src)).numpy()
+        with kernels.disabled():
+            want = call(ember.tensor(x), ember.tensor(src)).numpy()
+        # (equal but for index_add's NumPy path: it sums a target's rows first, by reduceat)
+        np.testing.assert_allclose(got, want, **TOL[dtype])
+    bad = rows.copy()
+    bad[-1] = -1
+    with pytest.raises(IndexError, match="index out of range in self"):
+        ember.tensor(x).index_reduce(dim, ember.tensor(bad), ember.tensor(src), "amax")
+
+
+@pytest.mark.parametrize("shape", [(20000,), (150, 1001), (3, 7, 1001), (1, 1, 40000),
+                                   (2, 3, 4, 5, 6, 7, 8)], ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int64", "int32", "int16",
+                                   "uint8", "bool"])
+def test_nonzero_kernel(threads, shape, dtype):
+    """nonzero / argwhere by select.h's count and write passes: np.argwhere's coordinates for
+    every element size, -0.0 as zero and NaN as nonzero, chunks over threads; non-contiguous
+    inputs (NumPy's path) too."""
+    rng = np.random.default_rng(17)
+    x = rng.integers(-2, 3, shape).astype(dtype)
+    if x.dtype.kind == "f":
+        x.reshape(-1)[::5], x.reshape(-1)[::13] = -0.0, np.nan
+    for a in (x, np.swapaxes(x, 0, -1)):
+        want = np.argwhere(a)
+        for fn in (ember.nonzero, ember.argwhere):
+            got = fn(ember.tensor(a)).numpy()
+            assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_put_accumulate_negative_index(threads, dtype):
+    """put(accumulate=True), take's gradient, with negative flat indices: counted from the end
+    first, so the C scatter takes them, bit-equal to np.add.at (which wraps them itself)."""
+    rng = np.random.default_rng(18)
+    x = rng.standard_normal((70, 90)).astype(dtype)
+    i, v = rng.integers(-6300, 6300, 9000), rng.standard_normal(9000).astype(dtype)
+    want = x.copy().reshape(-1)
+    np.add.at(want, i, v)
+    got = ember.tensor(x).put(ember.tensor(i), ember.tensor(v), accumulate=True).numpy()
+    assert got.reshape(-1).tobytes() == want.tobytes()
+
+
 @pytest.mark.parametrize("bad", [-1, 4])
 def test_gather_scatter_reject_bad_index(bad):
     x = ember.ones(3, 4)
@@ -1202,3 +1272,53 @@ def test_fast_calls_equal_ctypes_calls():
             for fn, out in zip((raw("cross_entropy"), kernels.kernel("cross_entropy", f32)),
                                outs)] == [4, 4]
     np.testing.assert_array_equal(outs[0], outs[1])
+
+
+_POOLS = [((2, 3, 7, 6), (3, 2), (2, 1), (1, 0), (1, 1), False),
+          ((3, 5, 5), (2, 2), (2, 2), (1, 1), (1, 1), True),
+          ((2, 9), (3,), (2,), (1,), (1,), True),
+          ((1, 2, 5, 6, 7), (2, 3, 2), (1, 2, 2), (1, 1, 0), (1, 1, 1), False),
+          ((1, 2, 8, 7), (3, 3), (3, 2), (1, 1), (2, 1), True)]      # dilated: max only
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", _POOLS, ids=str)
+@pytest.mark.parametrize("noncontig", [False, True])
+def test_pool_kernel_against_numpy(case, dtype, noncontig):
+    """pool.h's max (values and indices), average and adaptive max pooling against the NumPy
+    windows, with nan, -inf, -0.0 and denormals among the values."""
+    from ember._ops import pooling as P
+    shape, k, s, p, d, ceil = case
+    x = _input(shape, dtype, noncontig)
+    flat = x.reshape(-1) if x.flags.c_contiguous else x.T.reshape(-1)
+    flat[::7], flat[3::11], flat[5::13], flat[6::17] = np.nan, -np.inf, -0.0, 1e-310
+    x = flat.reshape(x.shape) if x.flags.c_contiguous else flat.reshape(x.T.shape).T
+    calls = [lambda: P.max_pool_nd.fwd(np, x, k, s, p, d, ceil),
+             lambda: P.adaptive_max_pool_nd.fwd(np, x, (3,) * len(k))]
+    if d == (1,) * len(k):
+        calls += [lambda: P.avg_pool_nd.fwd(np, x, k, s, p, ceil, cip, div)
+                  for cip, div in ((True, None), (False, None), (True, 3))]
+    assert P._pool_c(x, (2,) * len(k), False, k, s, p) is not None
+    for call in calls:
+        fast = call()
+        with kernels.disabled():
+            ref = call()
+        if isinstance(fast, tuple):
+            # NOTE: the indices of windows whose max is nan or -inf differ: the kernel keeps
+            # torch's (the last nan; the first tap inside the input), the NumPy windows not
+            keep = np.isfinite(ref[0])
+            assert np.array_equal(fast[1][keep], ref[1][keep]) and fast[1].dtype == np.int64
+            fast, ref = fast[0], ref[0]
+        assert fast.shape == ref.shape and fast.dtype == ref.dtype
+        assert np.allclose(fast, ref, rtol=1e-6, atol=0, equal_nan=True)
+
+
+def test_pool_kernel_keeps_torchs_index_rule():
+    """A tap wins if greater or nan: the first of equal maxima, the last nan; a window of
+    -inf and padding gives its first tap inside the input."""
+    from ember._ops import pooling as P
+    inf = np.inf
+    x = np.array([[[-inf, -inf, 3, 3, 1, np.nan, 0, np.nan, 2, 5, 5]]], np.float32)
+    vals, idx = P.max_pool_nd.fwd(np, x, (3,), (3,), (1,), (1,), False)
+    assert np.array_equal(vals, [[[-inf, 3, np.nan, 5]]], equal_nan=True)
+    assert idx.tolist() == [[[0, 2, 7, 9]]]

@@ -12,6 +12,8 @@ import os
 
 import numpy as np
 
+from .._C.kernels import ptr     # (for the callers of lapack()'s functions too)
+
 # symbol names used by NumPy's wheels (scipy-openblas, ILP64), older wheels, and plain builds
 _SYMBOLS = (("scipy_cblas_{}gemm64_", ctypes.c_int64), ("cblas_{}gemm64_", ctypes.c_int64),
             ("cblas_{}gemm", ctypes.c_int))
@@ -77,8 +79,8 @@ def gemm(a, b, out, beta=0.0):
     if la is None or lb is None:
         return False
     (m, k), n = a.shape, b.shape[1]
-    fn(_ROW_MAJOR, la[0], lb[0], m, n, k, 1.0, a.ctypes.data, la[1], b.ctypes.data, lb[1],
-       beta, out.ctypes.data, max(1, n))
+    fn(_ROW_MAJOR, la[0], lb[0], m, n, k, 1.0, ptr(a), la[1], ptr(b), lb[1],
+       beta, ptr(out), max(1, n))
     return True
 
 

@@ -33,10 +33,18 @@ def _windows(xp, x, ksize, stride, dilation, osize):
     stride and dilation folded into the view, so nothing is copied)."""
     nd = len(ksize)
     st = x.strides[-nd:]
-    return xp.lib.stride_tricks.as_strided(
-        x, x.shape[:-nd] + tuple(osize) + tuple(ksize),
-        x.strides[:-nd] + tuple(a * s for a, s in zip(st, stride)) +
-        tuple(a * d for a, d in zip(st, dilation)))
+    shape = x.shape[:-nd] + tuple(osize) + tuple(ksize)
+    strides = x.strides[:-nd] + tuple(a * s for a, s in zip(st, stride)) + tuple(
+        a * d for a, d in zip(st, dilation))
+    return _as_strided(xp, x, shape, strides)
+
+
+def _as_strided(xp, x, shape, strides):
+    """``as_strided`` (byte strides); of a C-contiguous NumPy array made directly (NumPy's
+    builds a helper object in Python each call: ~2 us, most of a small pool's view)."""
+    if type(x) is np.ndarray and x.flags.c_contiguous:
+        return np.ndarray(shape, x.dtype, x, 0, strides)
+    return xp.lib.stride_tricks.as_strided(x, shape, strides)
 
 
 def _pad(xp, x, lo, hi, value=0):
@@ -84,8 +92,7 @@ def _span(size, strides):
 def _strided(xp, a, shape, strides):
     """``as_strided`` on the leading dims of ``a`` kept, with element ``strides`` after them."""
     lead = len(shape) - len(strides)
-    return xp.lib.stride_tricks.as_strided(
-        a, shape, a.strides[:lead] + tuple(s * a.itemsize for s in strides))
+    return _as_strided(xp, a, shape, a.strides[:lead] + tuple(s * a.itemsize for s in strides))
 
 
 def _conv_taps(x, w, dilation, groups, osize):

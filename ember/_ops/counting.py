@@ -350,6 +350,7 @@ def hash_tensor(xp, input, dim=(), *, keepdim=False, mode=0):
     kept = [a for a in range(input.ndim) if a not in axes]
     x = wide.view(np.uint64).transpose(kept + list(axes)).reshape(
         [input.shape[a] for a in kept] + [math.prod(input.shape[a] for a in axes)])
+    x = np.bitwise_xor.reduce(x, axis=-1, keepdims=True) if xp is np else x
     while x.shape[-1] > 1:      # (a pairwise fold: CuPy has no bitwise_xor.reduce)
         half = x.shape[-1] // 2
         x = xp.concatenate([x[..., :half] ^ x[..., half:2 * half], x[..., 2 * half:]], -1)

@@ -10,7 +10,7 @@ import ember
 from .._backends import blas
 
 from .meta import empty
-from .pointwise import type_name
+from .pointwise import tril, type_name
 from .tangents import decomposed, fallback_unless
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
@@ -58,8 +58,8 @@ def linalg_cholesky_ex(xp, A, *, upper=False, check_errors=False):
         # LAPACK's potrf on the row-major buffer read column-major (A^T = conj(A)) with 'U'
         # leaves L there: no transposes, and info is LAPACK's, as torch's
         L = np.array(flat, order="C")
-        info[:] = [potrf(102, b"U", n, L[b].ctypes.data, max(n, 1)) for b in range(len(L))]
-        L = np.tril(L)
+        info[:] = [potrf(102, b"U", n, blas.ptr(L[b:]), max(n, 1)) for b in range(len(L))]
+        L = tril.fwd(np, L)     # (its mask cached: np.tril makes one per call)
     else:
         try:
             L = xp.linalg.cholesky(flat)
@@ -724,7 +724,7 @@ def linalg_ldl_factor_ex(xp, A, *, hermitian=False, check_errors=False):
         piv[b], info[b] = _sytf2(xp, a[b], hermitian)
     if check_errors and info.any():
         raise RuntimeError(f"torch.linalg.ldl_factor_ex: Unknown error code: {info.max()}.")
-    return (xp.tril(a).reshape(A.shape), xp.asarray(piv.reshape(batch + (n,))),
+    return (tril.fwd(xp, a).reshape(A.shape), xp.asarray(piv.reshape(batch + (n,))),
             xp.asarray(info.reshape(batch)))
 
 

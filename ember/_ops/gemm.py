@@ -136,8 +136,8 @@ def _own_matmul(fn, a, b, la, lb, batch, sa, sb, bias=None):
     (m, k), n = a.shape[-2:], b.shape[-1]
     count = math.prod(batch)
     out = np.empty(tuple(batch) + (m, n), _F32)
-    if fn(count, m, n, k, a.ctypes.data, *_strides(a, la), sa, b.ctypes.data, *_strides(b, lb),
-          sb, 0, None if bias is None else bias.ctypes.data, out.ctypes.data, max(1, n), m * n,
+    if fn(count, m, n, k, _C.ptr(a), *_strides(a, la), sa, _C.ptr(b), *_strides(b, lb),
+          sb, 0, None if bias is None else _C.ptr(bias), _C.ptr(out), max(1, n), m * n,
           _C.num_threads()) != 0:
         return None          # (a buffer could not be allocated)
     return out
@@ -209,6 +209,6 @@ def matmul(a, b):
     if not gemm or count < nt or count * m * n * k < _MIN_WORK or sa is None or sb is None:
         return None       # (a batch smaller than the threads: BLAS threads each product)
     out = np.empty(batch + (m, n), a.dtype)
-    _pinned(fn, gemm[0], gemm[1], count, la[0], lb[0], m, n, k, a.ctypes.data, la[1], sa,
-            b.ctypes.data, lb[1], sb, 0, out.ctypes.data, max(1, n), m * n)
+    _pinned(fn, gemm[0], gemm[1], count, la[0], lb[0], m, n, k, _C.ptr(a), la[1], sa,
+            _C.ptr(b), lb[1], sb, 0, _C.ptr(out), max(1, n), m * n)
     return out

@@ -327,7 +327,9 @@ def check_range(index, n, error, negative=False):
         from ..cuda._runtime import device_check
         device_check(array_module(index), (index >= n) | (index < (-n if negative else 0)),
                      index, error)
-    elif negative or out_of_range(index, n):
+    # ([-n, n) as [0, 2n) after adding n: one reduction; a narrower index could overflow)
+    elif (index.dtype != np.int64 or out_of_range(index + n, 2 * n)) if negative else \
+            out_of_range(index, n):
         bad = index[(index >= n) | (index < (-n if negative else 0))]
         if bad.size:
             raise error(int(bad.ravel()[0]))

@@ -41,10 +41,11 @@ _MOMENT_RESULTS = {
 def _var_mean(xp, x, ax, c, keepdim):
     """``(var, mean)`` over the axes ``ax``: np.var's two passes, with their mean kept (np.var
     then np.mean cost three, and their argument handling outweighs small inputs)."""
-    m = xp.mean(x, axis=ax, keepdims=True)
+    n = math.prod(x.shape[i] for i in ax)
+    m = x.sum(axis=ax, keepdims=True) / n       # (np.mean's steps, without its Python)
     d = x - m
     sq = (d * d.conj()).real if d.dtype.kind == "c" else d * d
-    v = sq.sum(axis=ax, keepdims=keepdim) / builtins.max(math.prod(x.shape[i] for i in ax) - c, 0)
+    v = sq.sum(axis=ax, keepdims=keepdim) / builtins.max(n - c, 0)
     return v, m if keepdim else m.reshape(v.shape)
 
 
@@ -83,7 +84,8 @@ def _moments(name, std, with_mean):
                 gv = ember.where(r == 0, 0.0, gv / (2 * r))
             n = _count(input.shape, dim)
             centered = input - input.mean(reduce_dims(dim, input.dim()), keepdim=True)
-            out = _keep(gv, input, dim, keepdim) * 2 * centered / builtins.max(n - c, 0)
+            # (one scale, as torch's std_var_backward: 2 / 0 is inf, so 0 * it nan as 0 / 0)
+            out = _keep(gv, input, dim, keepdim) * centered * (2 / (n - c) if n > c else math.inf)
         if gm is not None:
             gm = _keep(gm, input, dim, keepdim) / builtins.max(_count(input.shape, dim), 1)
             out = gm if out is None else out + gm

@@ -177,7 +177,7 @@ def _erf_erfc(xp, x, want):
             return np.array([f(v) for v in x.ravel().tolist()], x.dtype).reshape(x.shape)
         x = _C.contiguous(np.asarray(x))     # the same method in one float32 pass (ember/_C)
         out = np.empty(x.shape, x.dtype)
-        fn(x.ctypes.data, out.ctypes.data, x.size, want == "erfc", _C.num_threads())
+        fn(_C.ptr(x), _C.ptr(out), x.size, want == "erfc", _C.num_threads())
         return out
     x64 = x.astype(np.float64)
     a = xp.abs(x64)

@@ -28,9 +28,8 @@ def _pad_pairs(ndim, pad):
         raise RuntimeError(f"Padding length should be less than or equal to two times the "
                            f"input dimension but got padding length {len(pad)} and input of "
                            f"dimension {ndim}")
-    lo = tuple(pad[2 * (n - 1 - i)] for i in range(n))
-    hi = tuple(pad[2 * (n - 1 - i) + 1] for i in range(n))
-    return lo, hi
+    return tuple(pad[2 * (n - 1 - i)] for i in range(n)), tuple(pad[2 * (n - i) - 1]
+                                                              for i in range(n))
 
 
 @op("constant_pad_nd", method=False)
@@ -95,36 +94,55 @@ def _lowest(x):
         "iub" else np.iinfo(x.dtype).min
 
 
-def _argmax_windows(xp, flat, osize, positions):
-    """Values and flat input indices of each window's max: ``flat`` is (*lead, *osize, taps);
-    ``positions(arg)`` maps the tap numbers to per-dim input coordinates."""
-    # NOTE: argmax picks the first maximum, as torch does, but the first NaN where torch's
-    # kernels keep the last one (only the index differs)
-    arg = flat.argmax(-1)
-    out = xp.take_along_axis(flat, arg[..., None], -1)[..., 0]
-    return out, positions(arg)
+def _max_osize(shape, kernel_size, stride, padding, dilation, ceil_mode):
+    nd = len(kernel_size)
+    osize = tuple(pool_output_size(*a, ceil_mode) for a in zip(
+        shape[len(shape) - nd:], kernel_size, stride, padding, dilation))
+    check_pool_output(f"max_pool{nd}d", shape, osize)
+    return osize
 
 
-def _flat_index(coords, size):
-    idx = 0
-    for c, s in zip(coords, size):
-        idx = idx * s + c
-    return idx.astype(np.int64)
+@functools.lru_cache(maxsize=256)
+def _pool_plan(size, osize, kernel_size=None, stride=None, padding=None, dilation=None):
+    """pool.h's geometry of a pooling over ``size`` (adaptive without ``kernel_size``), over
+    three dims (leading ones of size 1): the array and its address."""
+    one = (1,) * (3 - len(size))
+    g = one + size + one + osize + one + (dilation or (1,) * len(size)) + (0, 1) * len(one)
+    for i, (n, o) in enumerate(zip(size, osize)):
+        first = [j * stride[i] - padding[i] if stride else (j * n) // o for j in range(o)]
+        g += (*first, *(kernel_size[i] if stride else -((-(j + 1) * n) // o) - f
+                        for j, f in enumerate(first)))
+    g = np.array(g, np.int64)
+    return g, g.ctypes.data
 
 
-# window elements below which a copy of the windows is cheaper than a pass per tap
-_SMALL_POOL = 1 << 14
+# input elements up to which pool.h beats NumPy's passes over the taps (4x at 1k; 2x slower
+# than them at 16k for a 3x2 average)
+_POOL_C = 1 << 13
+
+
+def _pool_c(input, osize, is_max, *geometry):
+    """Max (values, flat indices) or sum pooling by pool.h over the trailing ``len(osize)``
+    dims; None where it does not apply (the caller runs its NumPy code)."""
+    from .._C import kernels
+    if type(input) is np.ndarray and input.size <= _POOL_C and (fn := kernels.kernel(
+            "pool", input.dtype)) is not None:
+        x, lead = np.ascontiguousarray(input), input.shape[:input.ndim - len(osize)]
+        y = np.empty(lead + osize, x.dtype)
+        idx = np.empty(lead + osize, np.int64) if is_max else None
+        fn(kernels.ptr(x), kernels.ptr(y), kernels.ptr(idx), math.prod(lead), _pool_plan(
+            x.shape[len(lead):], osize, *geometry)[1])
+        return (y, idx) if is_max else y
 
 
 @op("_max_pool_nd", method=False, function=False, nondiff_outputs=(1,))
 def max_pool_nd(xp, input, kernel_size, stride, padding, dilation, ceil_mode):
     """Max pooling over the trailing ``len(kernel_size)`` dims: (values, flat indices into the
     pooled dims of the input), as ``nn.functional.max_pool*d(..., return_indices=True)``."""
-    nd = len(kernel_size)
-    size = input.shape[input.ndim - nd:]
-    osize = tuple(pool_output_size(n, k, s, p, d, ceil_mode) for n, k, s, p, d in zip(
-        size, kernel_size, stride, padding, dilation))
-    check_pool_output(f"max_pool{nd}d", input.shape, osize)
+    nd, size = len(kernel_size), input.shape[input.ndim - len(kernel_size):]
+    osize = _max_osize(input.shape, kernel_size, stride, padding, dilation, ceil_mode)
+    if out := _pool_c(input, osize, True, kernel_size, stride, padding, dilation):
+        return out      # (a tuple of arrays)
     hi = tuple(max(p, (o - 1) * s + d * (k - 1) + 1 - n - p) for o, s, d, k, n, p in zip(
         osize, stride, dilation, kernel_size, size, padding))
     x = _pad(xp, input, padding, hi, _lowest(input))
@@ -134,21 +152,12 @@ def max_pool_nd(xp, input, kernel_size, stride, padding, dilation, ceil_mode):
                           for tap in _taps(kernel_size)])
     base = sum(xp.arange(o).reshape((o,) + (1,) * (nd - 1 - i)) * (s * st) - p * st
                for i, (o, s, p, st) in enumerate(zip(osize, stride, padding, strides)))
-    if win.size <= _SMALL_POOL:     # one argmax over a copy of the windows: few calls
-        flat = win.reshape(win.shape[:win.ndim - nd] + (-1,))
-        best, arg = _argmax_windows(xp, flat, osize, lambda arg: arg)
-        if best.dtype.kind not in "iub" and xp.isnan(best).any():      # (the last NaN)
-            arg = xp.where(best != best, flat.shape[-1] - 1 - xp.isnan(flat[..., ::-1]).argmax(
-                -1), arg)
-        return best, base + xp.take(offsets, arg)
     lead = (slice(None),) * (win.ndim - nd)
     # NOTE: branch-free passes over the output (a masked copy per tap is several times slower):
     # the max first, then the tap index by torch's rule, a later value wins if greater or NaN,
     # so the first maximum, or the last NaN
     views = [win[lead + tap] for tap in _taps(kernel_size)]
-    best = views[0].copy()
-    for v in views[1:]:
-        xp.maximum(best, v, out=best)
+    best = functools.reduce(xp.maximum, views)
     arg = xp.zeros(best.shape, np.int64)
     for j in range(len(views) - 1, -1, -1):
         arg += (views[j] == best) * (j - arg)
@@ -171,6 +180,8 @@ def adaptive_max_pool_nd(xp, input, output_size):
     """Adaptive max pooling over the trailing ``len(output_size)`` dims: (values, flat
     indices), as ``nn.functional.adaptive_max_pool*d(..., return_indices=True)``."""
     nd = len(output_size)
+    if out := _pool_c(input, tuple(output_size), True):
+        return out
     size = input.shape[input.ndim - nd:]
     idx = [_adaptive_windows(s, o) for s, o in zip(size, output_size)]
     # input[..., i0[:, :, None, None], i1[None, None]] is (*lead, o0, k0, o1, k1)
@@ -180,12 +191,14 @@ def adaptive_max_pool_nd(xp, input, output_size):
     g = g.transpose(tuple(range(lead)) + tuple(range(lead, lead + 2 * nd, 2)) +
                     tuple(range(lead + 1, lead + 2 * nd, 2)))
     flat = g.reshape(g.shape[:lead + nd] + (-1,))
-
-    def positions(arg):
-        taps = xp.unravel_index(arg, tuple(a.shape[1] for a in idx))
-        return _flat_index([xp.asarray(a)[xp.arange(a.shape[0]).reshape(
-            (-1,) + (1,) * (nd - 1 - i)), t] for i, (a, t) in enumerate(zip(idx, taps))], size)
-    return _argmax_windows(xp, flat, tuple(output_size), positions)
+    # NOTE: argmax picks the first maximum, as torch does, but the first NaN where torch's
+    # kernels (and pool.h) keep the last one (only the index differs)
+    arg = flat.argmax(-1)
+    taps = xp.unravel_index(arg, tuple(a.shape[1] for a in idx))
+    coords = [xp.asarray(a)[xp.arange(a.shape[0]).reshape((-1,) + (1,) * (nd - 1 - i)), t]
+              for i, (a, t) in enumerate(zip(idx, taps))]
+    return xp.take_along_axis(flat, arg[..., None], -1)[..., 0], functools.reduce(
+        lambda i, cs: i * cs[1] + cs[0], zip(coords, size), 0).astype(np.int64)
 
 
 def max_unpool_grad(g, indices, in_shape, nd, accumulate=True):
@@ -213,11 +226,8 @@ def _(g, input, output_size, result=None):
 
 
 def _pool_meta(x, kernel_size, stride, padding, dilation, ceil_mode):
-    nd = len(kernel_size)
-    osize = tuple(pool_output_size(*a, ceil_mode) for a in zip(
-        x.shape[x.ndim - nd:], kernel_size, stride, padding, dilation))
-    check_pool_output(f"max_pool{nd}d", x.shape, osize)
-    shape = x.shape[:x.ndim - nd] + osize
+    shape = x.shape[:x.ndim - len(kernel_size)] + _max_osize(
+        x.shape, kernel_size, stride, padding, dilation, ceil_mode)
     return empty(shape, x.dtype), empty(shape, np.int64)
 
 
@@ -247,6 +257,7 @@ adaptive_max_pool_nd.grad_name_of = lambda input, output_size: "SqueezeBackward1
 
 # ---- average pooling -----------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=256)
 def _avg_geometry(size, kernel_size, stride, padding, ceil_mode):
     """Output size and the high padding that makes every window fit (ceil_mode's last one)."""
     osize = tuple(pool_output_size(n, k, s, p, 1, ceil_mode) for n, k, s, p in zip(
@@ -257,31 +268,19 @@ def _avg_geometry(size, kernel_size, stride, padding, ceil_mode):
 
 
 @functools.lru_cache(maxsize=256)
-def _avg_divisor_np(size, kernel_size, stride, padding, osize, count_include_pad, dtype):
-    div = np.ones(())
-    for n, k, s, p, o in zip(size, kernel_size, stride, padding, osize):
-        start = np.arange(o) * s - p
-        end = np.minimum(start + k, n + p)
-        d = end - start if count_include_pad else np.minimum(end, n) - np.maximum(start, 0)
-        div = np.multiply.outer(div, d)
-    return div.astype(dtype)
-
-
 def _avg_divisor(xp, size, kernel_size, stride, padding, osize, count_include_pad,
                  divisor_override, dtype):
     """torch's divisor of each window (*osize): the window clipped to the padded input, or to
     the input itself when padding does not count; or ``divisor_override``."""
     if divisor_override:
         return dtype.type(divisor_override)
-    return xp.asarray(_avg_divisor_np(tuple(size), kernel_size, stride, padding, osize,
-                                      count_include_pad, dtype))
-
-
-def _tiles(size, kernel_size, stride, padding, osize):
-    """Whether the windows tile the input exactly (stride = kernel, no padding, nothing left
-    over): the gradient is then a broadcast."""
-    return stride == kernel_size and not any(padding) and all(
-        o * k == n for o, k, n in zip(osize, kernel_size, size))
+    div = np.ones(())
+    for n, k, s, p, o in zip(size, kernel_size, stride, padding, osize):
+        start = np.arange(o) * s - p
+        end = np.minimum(start + k, n + p)
+        div = np.multiply.outer(div, end - start if count_include_pad else np.minimum(
+            end, n) - np.maximum(start, 0))
+    return xp.asarray(div.astype(dtype))
 
 
 def _opmath(x):
@@ -300,13 +299,14 @@ def avg_pool_nd(xp, input, kernel_size, stride, padding, ceil_mode, count_includ
                                   f"'{type_name(input.dtype)}'")
     size = input.shape[input.ndim - nd:]
     osize, hi = _avg_geometry(size, kernel_size, stride, padding, ceil_mode)
-    # (a reshape and a multi-axis sum, where windows tile the input, is several times slower)
-    win = _windows(xp, _pad(xp, input, padding, hi, 0), kernel_size, stride, (1,) * nd, osize)
-    taps = _taps(kernel_size)
-    at = (slice(None),) * (win.ndim - nd)
-    acc = win[at + taps[0]].astype(_opmath(input))
-    for tap in taps[1:]:
-        acc += win[at + tap]
+    acc = _pool_c(input, osize, False, kernel_size, stride, padding)
+    if acc is None:
+        # (a reshape and a multi-axis sum, where windows tile the input, is several times
+        # slower)
+        win = _windows(xp, _pad(xp, input, padding, hi, 0), kernel_size, stride, (1,) * nd,
+                       osize)
+        at, taps = (slice(None),) * (win.ndim - nd), _taps(kernel_size)
+        acc = sum((win[at + t] for t in taps[1:]), win[at + taps[0]].astype(_opmath(input)))
     div = _avg_divisor(xp, size, kernel_size, stride, padding, osize, count_include_pad,
                        divisor_override, acc.dtype)
     if acc.dtype.kind == "i":       # NOTE: torch divides integers as C does, toward zero
@@ -325,7 +325,10 @@ def avg_pool_nd_backward(xp, grad, input_size, kernel_size, stride, padding, cei
     osize, hi = _avg_geometry(size, kernel_size, stride, padding, ceil_mode)
     g = grad / _avg_divisor(xp, size, kernel_size, stride, padding, osize, count_include_pad,
                             divisor_override, np.dtype(_opmath(grad)))
-    if _tiles(size, kernel_size, stride, padding, osize):
+    # windows that tile the input exactly (stride = kernel, no padding, nothing left over):
+    # the gradient is a broadcast
+    if stride == kernel_size and not any(padding) and all(
+            o * k == n for o, k, n in zip(osize, kernel_size, size)):
         lead = g.shape[:g.ndim - nd]
         g = g.reshape(lead + sum(((o, 1) for o in osize), ()))
         return xp.broadcast_to(g, lead + sum(zip(osize, kernel_size), ())).reshape(

@@ -239,11 +239,11 @@ _LIBM = {"log": 0, "log1p": 1, "exp": 2, "tan": 3}
 def _libm(name, x):
     """glibc's float64 ``name`` (log, log1p, exp, tan) of ``x``: torch's CPU transforms call it
     per value; NumPy's AVX-512 loops for these differ from it in the last bit."""
-    from .._C.kernels import kernel
+    from .._C.kernels import kernel, ptr
     x, f = np.ascontiguousarray(x, np.float64), kernel("libm", np.dtype(np.float64))
     if f is not None:
         y = np.empty_like(x)
-        f(_LIBM[name], x.ctypes.data, y.ctypes.data, x.size)
+        f(_LIBM[name], ptr(x), ptr(y), x.size)
         return y
     if not _numpy_simd_math():
         return getattr(np, name)(x)

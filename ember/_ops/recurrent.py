@@ -164,7 +164,7 @@ def lstm_layer(xp, xproj, h0, c0, w_hh, b_hh, reverse=False):
         b = xp.zeros(G, cd) if b1 is None else _C.contiguous(b1, cd)
         wt = xp.ascontiguousarray(w1.T, dtype=cd)
         _check_status("_lstm_layer", fn(
-            *(a.ctypes.data for a in (x, b, h0c, c0c, wt, act, out, cs)), T, B, G // 4,
+            *(_C.ptr(a) for a in (x, b, h0c, c0c, wt, act, out, cs)), T, B, G // 4,
             int(reverse), *blas.pointer(cd), _C.num_threads()))
     else:
         _lstm_layer_numpy(xp, *_grouped(g, xproj, h0, c0), w_hh.reshape(g, G, -1),
@@ -284,8 +284,8 @@ def lstm_layer_backward(xp, grad_out, grad_hn, grad_cn, h0, w_hh, out, act, cs, 
         act, cs, w = _C.contiguous(act), _C.contiguous(cs), _C.contiguous(w1, dt)
         scratch = xp.empty((B, H), dt)           # (named: it must outlive the call)
         _check_status("_lstm_layer_backward", fn(
-            g.ctypes.data, 0 if grad_out is None else B * H,
-            *(a.ctypes.data for a in (act, cs, w, dh, dc, dgates, scratch)),
+            _C.ptr(g), 0 if grad_out is None else B * H,
+            *(_C.ptr(a) for a in (act, cs, w, dh, dc, dgates, scratch)),
             T, B, H, int(reverse), *blas.pointer(dt), _C.num_threads()))
     else:
         dh, dc = (d.reshape(B, H) for d in _lstm_layer_bptt(

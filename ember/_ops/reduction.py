@@ -36,9 +36,7 @@ def _keep(g, input, dim, keepdim):
     """Re-insert reduced dimensions into ``g`` so it broadcasts against ``input``."""
     if keepdim or g is None or len(input.shape) == 0:
         return g
-    for a in reduce_dims(dim, len(input.shape)):
-        g = g.unsqueeze(a)
-    return g
+    return g.reshape(reduce_shape(input.shape, dim, True))     # (one view, not one per dim)
 
 
 def _reduce_meta(dtype_fn):

@@ -38,7 +38,7 @@ def _scan_kernel(x, axis, prod, reverse=False):
     out = np.empty(x.shape, x.dtype)
     n = x.shape[axis]
     outer = math.prod(x.shape[:axis])
-    fn(x.ctypes.data, out.ctypes.data, outer, n, x.size // max(outer * n, 1), prod, reverse,
+    fn(_C.ptr(x), _C.ptr(out), outer, n, x.size // max(outer * n, 1), prod, reverse,
        _C.num_threads())
     return out
 

@@ -79,7 +79,14 @@ def index_put(xp, input, indices, values, accumulate=False):
         >>> x.index_put((ember.tensor([0, 0, 2]),), ember.tensor(1.), accumulate=True)
         tensor([2., 0., 1., 0.])
     """
-    return _index_put.fwd(xp, input, values, _index_tuple(input, indices, values), accumulate)
+    # (NumPy raises for a bad index, and the copy it wrote into is dropped: torch's error is
+    # looked for then only; CuPy does not check)
+    idx = _index_tuple(input, indices, values, check_range=xp is not np)
+    try:
+        return _index_put.fwd(xp, input, values, idx, accumulate)
+    except IndexError:
+        _in_range(input, idx)
+        raise
 
 
 @index_put.vjp(save=("indices",))
@@ -122,12 +129,13 @@ def _scatter_into(xp, input, dim, index, src, reduce):
     """A copy of ``input`` with ``src`` written at ``index`` along ``dim``."""
     if not hasattr(src, "shape"):
         src = xp.full(index.shape, src, dtype=input.dtype)
-    else:
-        src = src[tuple(slice(0, s) for s in index.shape)]
+    elif src.shape != index.shape:
+        src = src[_corner(index.shape)]
     out = xp.empty(input.shape, input.dtype) if xp is np else input.copy()
+    mode = _MODE.get(reduce, 0 if reduce is None else None)
     kernel = _C.along_dim("scatter", out, dim, index) \
-        if reduce in (None, "add", "sum") and src.dtype == out.dtype else None
-    if kernel is not None and not kernel(out, src, reduce is not None, input):
+        if mode is not None and src.dtype == out.dtype else None
+    if kernel is not None and not kernel(out, src, mode, input):
         return out          # (the kernel copied input into out, a slice per thread)
     if xp is np:
         out[...] = input
@@ -199,6 +207,11 @@ scatter_add.samples = _scatter_samples
 @op("index_add", inplace=True, promote="common", promote_args=(0, 3))
 def index_add(xp, input, dim, index, source, *, alpha=1):
     """A copy of ``input`` with ``alpha * source`` added at ``index`` along ``dim``."""
+    source = source * alpha if alpha != 1 else source
+    out = _reduce_kernel(input, dim, index.reshape(-1), source, "sum", True, rows=True) \
+        if xp is np and input.ndim else None
+    if out is not None:
+        return out
     out = input.copy()
     if out.ndim == 0:               # (the one element, at index 0 of dim 0 or -1)
         wrap_dim(dim, 0)
@@ -206,19 +219,16 @@ def index_add(xp, input, dim, index, source, *, alpha=1):
             raise RuntimeError(f"source tensor shape must match self tensor shape, excluding "
                                f"the specified dimension. Got self.shape = [] source.shape = "
                                f"{list(source.shape)}")
-        _add_along(xp, out.reshape(1), index.reshape(-1), source * alpha, 0, 1)
+        _add_along(xp, out.reshape(1), index.reshape(-1), source, 0, 1)
         return out
     moved = moveaxis(xp, out, dim, 0)
-    _add_along(xp, moved, index, moveaxis(xp, source * alpha if alpha != 1 else source, dim, 0),
-               dim % out.ndim, out.ndim)
+    _add_along(xp, moved, index, moveaxis(xp, source, dim, 0), dim % out.ndim, out.ndim)
     return out
 
 
 def _add_along(xp, out, index, values, dim, ndim):
     """``out[index] += values`` along ``out``'s first dim (``dim`` of an ``ndim``-dim input)
     with index_add's bounds: no negative indices, torch's error for its input's rank."""
-    if xp is np and add_flat(out, index, values):   # (the kernel checks every index first)
-        return
     n = out.shape[0]
     if ndim > 1:
         _check_bounds(index, n, dim, RuntimeError, negative=False)
@@ -256,18 +266,14 @@ def _check_scatter(input, index, src):
         raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
 
 
-def _check_scatter_bounds(input, dim, index):
-    d = dim % max(input.ndim, 1)
-    _check_bounds(index, input.shape[d] if input.ndim else 1, d, RuntimeError, negative=False)
-
-
 def _corner(shape):
     """The leading block of ``shape``: scatter reads only ``src[:index.shape]``."""
     return tuple(slice(0, n) for n in shape)
 
 
 _AT = {"sum": add_at, "mean": add_at, "prod": multiply_at, "amax": max_at, "amin": min_at}
-_KERNEL_MODE = {"amax": 2, "amin": 3}      # the scatter kernel's max / min (gather.h)
+# gather.h's scatter modes (mean: a sum, then divided)
+_MODE = {"add": 1, "sum": 1, "mean": 1, "amax": 2, "amin": 3, "multiply": 4, "prod": 4}
 
 
 @op("scatter_reduce", inplace=True)
@@ -285,69 +291,93 @@ def scatter_reduce(xp, input, dim, index, src, reduce, *, include_self=True):
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got "
                            f"{reduce}")
     _check_scatter(input, index, src)
-    mode = _KERNEL_MODE.get(reduce) if xp is np and hasattr(src, "shape") and \
-        src.dtype == input.dtype else None
-    if mode and include_self:
-        # the kernel checks the indices itself: no flat positions, no bounds pass; a bad
-        # index falls through to the error below
-        out = np.empty(input.shape, input.dtype)
-        kernel = _C.along_dim("scatter", out, dim, index)
-        if kernel is not None and not kernel(out, src[_corner(index.shape)], mode, input):
-            return out
-    _check_scatter_bounds(input, dim, index)
-    out, src = input.copy(), src[_corner(index.shape)]
+    src = src[_corner(index.shape)]
+    out = _reduce_kernel(input, dim, index, src, reduce, include_self) if xp is np else None
+    if out is not None:
+        return out
+    d = dim % max(input.ndim, 1)
+    _check_bounds(index, input.shape[d] if input.ndim else 1, d, RuntimeError, negative=False)
+    out = input.copy()
     flat, src = out.reshape(-1), src.reshape(-1)    # NOTE: ufunc.at is fast on 1-D arrays only
     idx = scatter_positions(xp, out.shape, dim, index).reshape(-1)
     if not include_self:
         # max/min of (src, src...) is max/min of src, so those may start from src itself
         flat[idx] = src if reduce in ("amax", "amin") else int(reduce == "prod")
-    # the kernel in place on the flat positions (ufunc.at is slower), else ufunc.at
-    kernel = _C.along_dim("scatter", flat, 0, idx) if mode and idx.size >= 4096 else None
-    if kernel is None or kernel(flat, src, mode, flat):
-        _AT[reduce](xp, flat, idx, src)
-    if reduce == "mean":
-        n = xp.full(out.shape, int(include_self), dtype=out.dtype)
-        add_at(xp, n.reshape(-1), idx, xp.ones(idx.shape, out.dtype))
-        n = xp.maximum(n, xp.ones((), out.dtype))
-        # NOTE: torch's integer mean rounds down (floor division), as // does
-        out = out // n if out.dtype.kind in "iu" else (out / n).astype(out.dtype)
-    return out
+    _AT[reduce](xp, flat, idx, src)
+    return out if reduce != "mean" else _mean(xp, out, include_self, lambda hits: add_at(
+        xp, hits.reshape(-1), idx, xp.ones(idx.shape, out.dtype)))
+
+
+def _mean(xp, total, include_self, count):
+    """The mean from the sums ``total``; ``count(hits)`` adds 1 to ``hits`` (zeros) for each
+    value summed into a place."""
+    hits = xp.zeros(total.shape, total.dtype)
+    count(hits)
+    n = xp.maximum(hits + int(include_self), xp.ones((), total.dtype))
+    # NOTE: torch's integer mean rounds down (floor division), as // does
+    return total // n if total.dtype.kind in "iu" else (total / n).astype(total.dtype)
+
+
+def _reduce_kernel(input, dim, index, src, reduce, include_self, rows=False):
+    """scatter_reduce (with ``rows``, index_reduce: a 1-D ``index`` of whole slices along
+    ``dim``) by the C scatter kernel in one pass, which checks the indices; None where it does
+    not apply or an index is out of range (the NumPy path then raises torch's error)."""
+    out, d = np.empty(input.shape, input.dtype), dim % max(input.ndim, 1)
+    want = input.shape[:d] + (index.size,) + input.shape[d + 1:] if rows else index.shape
+    kernel = _C.along_dim("scatter", out, dim, index, rows) \
+        if src.dtype == input.dtype and src.shape == want else None
+    if kernel is None or kernel(out, src, _MODE[reduce], input, not include_self):
+        return None
+    return out if reduce != "mean" else _mean(
+        np, out, include_self, lambda hits: kernel(hits, np.ones(src.shape, out.dtype), 1, hits))
 
 
 @scatter_reduce.vjp(save=("input", "index", "src", "result"))
 def _(g, input, dim, index, src, reduce, *, include_self=True, result=None):
     s = src[_corner(index.shape)] if tuple(src.shape) != tuple(index.shape) else src
-    ones = ember.ones(index.shape, dtype=g.dtype, device=g.device)
-    hit = ember.zeros(input.shape, dtype=g.dtype, device=g.device).scatter_add(dim, index, ones)
-    alone = hit == 0            # no src lands here: the output is the input
+    gi, gs = _reduce_grads(
+        g, input, s, reduce, include_self, result, lambda t: t.gather(dim, index),
+        lambda t, v: t.scatter_add(dim, index, v),
+        lambda x, v: x.scatter_reduce(dim, index, v, "prod", include_self=include_self))
+    return gi, None, None, src_grad(gs, src)
+
+
+def _reduce_grads(g, input, s, reduce, include_self, result, take, add, prod):
+    """The gradients of scatter_reduce or index_reduce (reducing ``s`` into ``input``, giving
+    ``result``), for the input and for ``s``: ``take(t)`` reads ``t`` at the index (gather,
+    index_select), ``add(t, v)`` adds ``v`` there (scatter_add, index_add), ``prod(x, v)``
+    is the forward's product of ``v`` into ``x``."""
+    if reduce == "sum" and include_self:
+        return g, take(g)
+    # how many of ``s`` land at each place of the input; none: the output is the input there
+    hits = add(ember.zeros(input.shape, dtype=g.dtype, device=g.device),
+               ember.ones(s.shape, dtype=g.dtype, device=g.device)) \
+        if reduce == "mean" or not include_self else None
+    alone = None if include_self else hits == 0
     if reduce in ("sum", "mean"):
-        n = (hit + 1 if include_self else hit.clamp(min=1)) if reduce == "mean" else 1
-        gi, gs = (g / n if include_self else g * alone), (g / n).gather(dim, index)
-    elif reduce == "prod":
+        n = 1 if reduce == "sum" else hits + 1 if include_self else hits.clamp(min=1)
+        return (g / n if include_self else g * alone), take(g / n)
+    if reduce == "prod":
         # NOTE: result / x fails where x is 0; as torch does, a zero input's share is the
         # product of the others (zeros set to 1 first), and so is a zero src's where it is
         # the only zero reduced into its place (two zeros make every share 0).
-        kw = {"include_self": include_self}
         ones_in = input.masked_fill(input == 0, 1)
-        gi = g * ones_in.scatter_reduce(dim, index, s, "prod", **kw) / ones_in \
-            if include_self else g * alone
+        gi = g * prod(ones_in, s) / ones_in if include_self else g * alone
         zero = s == 0
-        zeros_at = ember.zeros(input.shape, dtype=g.dtype, device=g.device).scatter_add(
-            dim, index, zero.to(g.dtype)).gather(dim, index)
+        zeros_at = take(add(ember.zeros(input.shape, dtype=g.dtype, device=g.device),
+                            zero.to(g.dtype)))
         single = zero * (zeros_at == 1)
-        others = input.scatter_reduce(dim, index, s.masked_fill(single, 1), "prod", **kw)
-        gs = ember.where(single, (g * others).gather(dim, index),
-                         (g * result).gather(dim, index) / s.masked_fill(zero, 1))
-    else:
-        # ties share the gradient evenly, as in torch. NOTE: torch counts an input equal to
-        # the result among the ties even with include_self=False (then drops its share), so
-        # the shares do not add up to g there; we match it.
-        self_is = input == result
-        src_is = s == result.gather(dim, index)
-        n = self_is.to(g.dtype).scatter_add(dim, index, src_is.to(g.dtype))
-        gi, gs = g * self_is / n, (g / n).gather(dim, index) * src_is
-        gi = gi if include_self else gi * alone
-    return gi, None, None, src_grad(gs, src)
+        gs = ember.where(single, take(g * prod(input, s.masked_fill(single, 1))),
+                         take(g * result) / s.masked_fill(zero, 1))
+        return gi, gs
+    # ties share the gradient evenly, as in torch. NOTE: torch counts an input equal to the
+    # result among the ties even with include_self=False (then drops its share), so the
+    # shares do not add up to g there; we match it.
+    self_is = input == result
+    src_is = s == take(result)
+    n = add(self_is.to(g.dtype), src_is.to(g.dtype))
+    gi, gs = g * self_is / n, take(g / n) * src_is
+    return (gi if include_self else gi * alone), gs
 
 
 def _reduce_samples(dev, dt):
@@ -379,13 +409,15 @@ scatter_reduce.errors = [
                 "Index tensor must have the same number of dimensions as self tensor")]
 
 
-def _check_index(name, input, dim, index, exc=IndexError):
+def _check_index(name, input, dim, index, bounds=True):
     if index.dtype != _LONG:
-        raise exc(f"{name}(): Expected dtype int64 for index.")
+        raise IndexError(f"{name}(): Expected dtype int64 for index.")
     if index.ndim > 1:
-        raise exc(f"{name}(): Index should have dimension 1 or 0 (got {index.ndim})")
+        raise IndexError(f"{name}(): Index should have dimension 1 or 0 (got {index.ndim})")
     d = dim % max(input.ndim, 1)
-    _check_bounds(index, input.shape[d] if input.ndim else 1, d, IndexError, f"{name}(): ")
+    if bounds:      # NOTE: torch's index_fill takes negative indices, index_copy does not
+        _check_bounds(index, input.shape[d] if input.ndim else 1, d, IndexError, f"{name}(): ",
+                      negative=name == "index_fill_")
     return d
 
 
@@ -409,59 +441,27 @@ def index_reduce(xp, input, dim, index, source, reduce, *, include_self=True):
     if reduce not in ("prod", "mean", "amax", "amin"):
         raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or "
                            f"amin but got {reduce}.")
-    d = _check_index("index_reduce_", input, dim, index)
+    d = _check_index("index_reduce_", input, dim, index, bounds=False)
     _check_source("index_reduce_", input, d, index, source, RuntimeError)
-    out = _index_reduce_rows(input, d, index.reshape(-1), source, reduce, include_self) if \
-        xp is np and input.ndim and index.size and source.ndim == input.ndim else None
+    out = _reduce_kernel(input, d, index.reshape(-1), source, reduce, include_self, rows=True) \
+        if xp is np and input.ndim else None
     if out is not None:
         return out
-    idx = xp.broadcast_to(index.reshape(_spread_view(d, source.ndim)), source.shape)
+    check_range(index, input.shape[d] if input.ndim else 1,
+                lambda bad: IndexError("index out of range in self"))
+    spread = (1,) * d + (-1,) + (1,) * (source.ndim - d - 1)    # (the index along d)
+    idx = xp.broadcast_to(index.reshape(spread), source.shape)
     return scatter_reduce.fwd(xp, input, d, idx, source, reduce, include_self=include_self)
-
-
-_UFUNC = {"prod": np.multiply, "mean": np.add, "amax": np.maximum, "amin": np.minimum}
-
-
-def _index_reduce_rows(input, d, index, source, reduce, include_self):
-    """index_reduce as whole slices: the k-th slice of every target at once, for k up to the
-    most any target gets (in index order, as scatter_reduce's ufunc.at, whose element-by-element
-    loop takes 5-8x torch's time); None where a target gets more than 16 (a Python loop each)."""
-    order = np.argsort(index, kind="stable")
-    idx = index[order]
-    starts = np.flatnonzero(np.concatenate(([True], idx[1:] != idx[:-1])))
-    lens = np.diff(np.append(starts, idx.size))
-    if lens.max() > 16:
-        return None
-    out = input.copy()
-    o, src, at, ufunc = np.moveaxis(out, d, 0), np.moveaxis(source, d, 0)[order], idx[starts], \
-        _UFUNC[reduce]
-    # (scatter_reduce's start without include_self: src for the extrema, else the identity)
-    part = o[at] if include_self else src[starts] if reduce in ("amax", "amin") else \
-        np.full((at.size,) + o.shape[1:], int(reduce == "prod"), o.dtype)
-    for k in range(lens.max()):
-        m = lens > k
-        if k == 0:
-            ufunc(part, src[starts], out=part)
-        else:
-            part[m] = ufunc(part[m], src[starts[m] + k])
-    if reduce == "mean":
-        n = (lens + include_self).reshape((-1,) + (1,) * (o.ndim - 1))
-        # NOTE: torch's integer mean rounds down (floor division), as // does
-        part = part // n if out.dtype.kind in "iu" else (part / n).astype(out.dtype)
-    o[at] = part
-    return out
-
-
-def _spread_view(d, nd):
-    return (1,) * d + (-1,) + (1,) * (nd - d - 1)
 
 
 @index_reduce.vjp(save=("input", "index", "source", "result"))
 def _(g, input, dim, index, source, reduce, *, include_self=True, result=None):
-    d = dim % input.dim()
-    idx = index.reshape(_spread_view(d, source.dim())).expand(tuple(source.shape))
-    return scatter_reduce.vjp_fn(g, input, d, idx, source, reduce, include_self=include_self,
-                                 result=result)
+    d, index = dim % max(input.dim(), 1), index.reshape(-1)
+    gi, gs = _reduce_grads(
+        g, input, source, reduce, include_self, result, lambda t: t.index_select(d, index),
+        lambda t, v: t.index_add(d, index, v),
+        lambda x, v: x.index_reduce(d, index, v, "prod", include_self=include_self))
+    return gi, None, None, gs
 
 
 index_reduce.samples = lambda dev, dt: [
@@ -473,7 +473,9 @@ index_reduce.errors = [
                 "Expected reduce to be one of prod, mean, amax or amin but got sum"),
     ErrorSample(Sample(const(3, 4), 0, np.array([0, 1]), const(3, 4), "amax"), RuntimeError,
                 r"Number of indices \(2\) should be equal to source.size\(dim\): \(3\), for "
-                "dim: 0")]
+                "dim: 0"),
+    ErrorSample(Sample(const(3, 4), 0, np.array([0, -1]), const(2, 4), "amax"), IndexError,
+                "index out of range in self")]
 
 
 # ---- index_copy, index_fill -----------------------------------------------------------------
@@ -514,6 +516,8 @@ index_copy.samples = lambda dev, dt: [
 index_copy.errors = [
     ErrorSample(Sample(const(3, 4), 0, np.array([0, 5]), const(2, 4)), IndexError,
                 r"index_copy_\(\): index 5 is out of bounds for dimension 0 with size 3"),
+    ErrorSample(Sample(const(3, 4), 0, np.array([0, -1]), const(2, 4)), IndexError,
+                r"index_copy_\(\): index -1 is out of bounds for dimension 0 with size 3"),
     ErrorSample(Sample(const(3, 4), 0, np.array([[0]]), const(1, 4)), IndexError,
                 r"Index should have dimension 1 or 0 \(got 2\)"),
     ErrorSample(Sample(const(3, 4), 0, np.array([0, 1]), const(3, 4)), IndexError,

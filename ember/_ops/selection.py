@@ -125,15 +125,17 @@ masked_scatter.errors = [
 # ---- take, put, take_along_dim --------------------------------------------------------------
 
 def _check_flat_index(name, input, index):
+    """torch's errors for a flat ``index`` into ``input``; whether it has negative entries."""
     if index.dtype != _LONG:
         raise RuntimeError(f"{name}(): Expected a long tensor for index, but got "
                            f"{type_name(index.dtype)}")
     n = input.size
-    if index.size:
+    lo, hi = (int(index.min()), int(index.max())) if index.size else (0, 0)
+    if lo < -n or hi >= n:
         bad = index[(index >= n) | (index < -n)]
-        if bad.size:
-            raise IndexError(f"out of range: tried to access index {int(bad.ravel()[0])} on a "
-                             f"tensor of {n} elements.")
+        raise IndexError(f"out of range: tried to access index {int(bad.ravel()[0])} on a "
+                         f"tensor of {n} elements.")
+    return lo < 0
 
 
 @op("take")
@@ -170,7 +172,8 @@ take.errors = [
 def put(xp, input, index, source, accumulate=False):
     """A copy of ``input`` with ``source`` written at the flat positions ``index`` (added,
     repeats included, with ``accumulate=True``)."""
-    _check_flat_index("put_", input, index)
+    if _check_flat_index("put_", input, index):     # (counted from the end: the C scatter's)
+        index = index + input.size * (index < 0)
     if source.dtype != input.dtype:
         raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
                            f"self.dtype = {type_name(input.dtype)} and source.dtype = "
@@ -287,7 +290,8 @@ def nonzero(xp, input, *, as_tuple=False):
                                                           else input))
     if input.ndim == 0:
         return xp.argwhere(input.reshape(1))[:, :0].astype(_LONG)
-    return xp.argwhere(input).astype(_LONG)
+    out = _C.nonzero(input) if xp is np else None
+    return xp.argwhere(input).astype(_LONG, copy=False) if out is None else out
 
 
 nonzero.meta = _values_dependent("nonzero")

@@ -32,9 +32,9 @@ def lapack_each(fn, a, *args):
     the (b, m, n) ``a``'s matrices: (the factored matrices, int32 pivots (b, k), infos (b,))."""
     f = np.ascontiguousarray(a.swapaxes(-1, -2))
     ipiv = np.zeros((len(f), min(a.shape[1:])), np.int64 if blas._ilp64 else np.int32)
-    info = [fn(102, *args, f[b].ctypes.data, max(1, a.shape[1]), ipiv[b].ctypes.data)
+    info = [fn(102, *args, blas.ptr(f[b:]), max(1, a.shape[1]), blas.ptr(ipiv[b:]))
             for b in range(len(f))]
-    return f.swapaxes(-1, -2), ipiv.astype(np.int32), np.array(info, np.int32)
+    return f.swapaxes(-1, -2), ipiv.astype(np.int32, copy=False), np.array(info, np.int32)
 
 
 def check_matrix(name, a, square=True):
@@ -269,8 +269,8 @@ def linalg_solve_triangular(xp, A, B, *, upper, left=True, unitriangular=False):
         for i in itertools.product(*map(range, batch)):
             a = np.ascontiguousarray(A[i])
             trsm(101, 141 if left else 142, 121 if upper else 122, 111,
-                 132 if unitriangular else 131, *X.shape[-2:], 1.0, a.ctypes.data,
-                 max(1, a.shape[0]), X[i].ctypes.data, max(1, X.shape[-1]))
+                 132 if unitriangular else 131, *X.shape[-2:], 1.0, blas.ptr(a),
+                 max(1, a.shape[0]), blas.ptr(X[i]), max(1, X.shape[-1]))
         return X
     # NOTE: NumPy has no triangular solver: solve with the triangle (zeros elsewhere), which
     # is what the triangular solver computes, at LU's cost.
@@ -383,8 +383,8 @@ def linalg_lstsq(xp, A, B, rcond=None, *, driver=None):
             a = np.array(Ab[i].T, order="C")        # (the column-major buffers LAPACK reads)
             b = np.zeros((k, max(m, n)), A.dtype)
             b[:, :m], jpvt[:] = Bb[i].T, 0
-            if gelsy(102, m, n, k, a.ctypes.data, max(1, m), b.ctypes.data, max(1, m, n),
-                     jpvt.ctypes.data, rtol, jpvt[n:].ctypes.data) < 0:
+            if gelsy(102, m, n, k, blas.ptr(a), max(1, m), blas.ptr(b), max(1, m, n),
+                     blas.ptr(jpvt), rtol, blas.ptr(jpvt[n:])) < 0:
                 break       # (a NaN in A or B: LAPACKE refuses it, the NumPy path runs)
             X[i], rank[i] = b[:, :n].T, jpvt[n]
         else:

@@ -208,9 +208,10 @@ def topk(xp, input, k, dim=-1, largest=True, sorted=True):
     if not 0 <= k <= x.shape[axis]:
         raise RuntimeError(f"selected index k out of range (k = {k}, size along dim = "
                            f"{x.shape[axis]})")
-    idx = _top_order(xp, x, k, axis, largest)
+    out, idx = _top_order(xp, x, k, axis, largest)
     shape = input.shape if input.ndim else ()
-    out = take_along(xp, x, idx, axis)
+    # (the kernel's values are the keys': bfloat16's in float32)
+    out = take_along(xp, x, idx, axis) if out is None else out.astype(x.dtype, copy=False)
     return (out, idx) if input.ndim else (out.reshape(shape), idx.reshape(shape))
 
 
@@ -218,22 +219,23 @@ _SHORT_ROWS = 1024       # rows up to this long: topk sorts them whole (see _top
 
 
 def _top_order(xp, x, k, axis, largest):
-    """The indices of the ``k`` largest (smallest) of ``x`` along ``axis``, best first, ties in
-    input order: a selection (``partition``) of the ``k``, then a sort of those ``k`` only."""
+    """(None or their values, the indices) of the ``k`` largest (smallest) of ``x`` along
+    ``axis``, best first, ties in input order: a selection (``partition``) of the ``k``, then a
+    sort of those ``k`` only."""
     key, n = sort_key(x), x.shape[axis]
     if not 0 < k < n or key.dtype.kind == "f" and xp.isnan(key).any():
         # nan compares unequal to the threshold below; a full sort places it as torch does
-        return xp.take(stable_order(xp, x, axis, largest), xp.arange(k), axis=axis)
+        return None, xp.take(stable_order(xp, x, axis, largest), xp.arange(k), axis=axis)
     if xp is np and key.dtype.kind == "f" and \
             (r := _C.topk(moveaxis(np, key, axis, -1), k, largest)) is not None:
-        return r[1] if axis == x.ndim - 1 else moveaxis(np, r[1], -1, axis)
+        return r if axis == x.ndim - 1 else tuple(moveaxis(np, a, -1, axis) for a in r)
     if key.dtype.kind == "f" and n <= _SHORT_ROWS:
         # short rows (a batch's class scores): one stable sort of the (negated) keys is
         # cheaper than the selection's dozen NumPy calls; equal keys keep input order either way
         order = xp.argsort(-key if largest else key, axis=axis, kind="stable")
         if axis == order.ndim - 1:      # (a copy: torch's indices are contiguous)
-            return order[..., :k].copy()
-        return xp.take(order, xp.arange(k), axis=axis)
+            return None, order[..., :k].copy()
+        return None, xp.take(order, xp.arange(k), axis=axis)
     key = moveaxis(xp, key, axis, -1)
     kth = n - k if largest else k - 1
     t = xp.partition(key, kth, axis=-1)[..., kth:kth + 1]
@@ -245,7 +247,7 @@ def _top_order(xp, x, k, axis, largest):
         chosen |= tied & (xp.cumsum(tied, -1) <= short)
     idx = xp.nonzero(chosen)[-1].reshape(key.shape[:-1] + (k,))   # row-major: input order
     best = stable_order(xp, xp.take_along_axis(key, idx, -1), -1, largest)
-    return moveaxis(xp, xp.take_along_axis(idx, best, -1), -1, axis)
+    return None, moveaxis(xp, xp.take_along_axis(idx, best, -1), -1, axis)
 
 
 @topk.vjp(save=("result",))

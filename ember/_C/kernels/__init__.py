@@ -95,10 +95,10 @@ def _declare(lib):
             "cumext": [p, p, p, i64, i64, i64, i, i],
             "rank_rows": [p, i64, i64, i, i64, p, p, i],
             "topk_rows": [p, i64, i64, i64, i, p, p, i],
-            "gather": [p, p, p, i64, i64, i64, i64, i],
+            "gather": [p, p, p, i64, i64, i64, i64, i], "pool": [p, p, p, i64, p],  # (pool.h)
             "mask_select": [p, p, p, i64, p, i],     # (select.h: 4- and 8-byte words)
             "flip_rows": [p, p, i64, i64, i], "nextafter": [p, p, p, i64, i],   # (select.h)
-            "scatter": [p, p, p, p, i64, i64, i64, i64, i, i],
+            "scatter": [p, p, p, p, i64, i64, i64, i64, i, i, i],
             "add_rows": [p, p, p, p, p, i64, i64, i64, i64],
             "add_bias": [p, p, i64, i64, i],
             "sum_rows": [p, p, i64, i64, i],
@@ -116,7 +116,10 @@ def _declare(lib):
             "gemm": [i64] * 4 + [p, i64, i64, i64] * 2 + [i, p, p, i64, i64, i]}
     for name in ("f16_widen", "f16_narrow", "bf16_widen", "bf16_narrow"):   # (half.h)
         getattr(lib, name).argtypes, getattr(lib, name).restype = [p, p, i64], ctypes.c_int
-    lib.mask_count.argtypes, lib.mask_count.restype = [p, i64, p, i], i64
+    for name in (f"nonzero_u{w}{c}" for w in (8, 16, 32, 64) for c in ("_count", "")):
+        fn, count = getattr(lib, name), name.endswith("count")      # (select.h's nonzero)
+        fn.argtypes = [p, i64, i64, p, i] + [p, p, i] * (not count)
+        fn.restype = i64 if count else None
     for name, args in sigs.items():
         for suffix in ("_f32", "_f64"):
             fn = getattr(lib, name + suffix, None)
@@ -153,15 +156,21 @@ def fast(fn):
 def kernel(name, dtype):
     """The C function ``name`` for arrays of ``dtype`` (through :func:`fast`), or None (not
     built, turned off, or a dtype without a kernel: the caller then runs its NumPy code)."""
-    global _lib
     if _off or (fn := _fast.get((name, dtype.char), False)) is None:
         return None
     if fn is False:
-        if _lib is None:
-            _lib = _load()
-        fn = _lib and dtype.char in _SUFFIX and getattr(_lib, name + _SUFFIX[dtype.char], None)
+        lib = _library()
+        fn = lib and dtype.char in _SUFFIX and getattr(lib, name + _SUFFIX[dtype.char], None)
         fn = _fast[name, dtype.char] = fast(fn) if fn else None
     return fn
+
+
+def _library():
+    """The loaded CDLL, or None where it cannot be loaded (whatever ``EMBER_NO_C`` says)."""
+    global _lib
+    if _lib is None:
+        _lib = _load()
+    return _lib or None
 
 
 _F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
@@ -172,17 +181,14 @@ def astype(a, dtype):
     """``a.astype(dtype)``; float16 or bfloat16 <-> float32 of a large contiguous array by
     half.h (F16C; integer rounding for bfloat16), which NumPy's and ml_dtypes' element by
     element conversions are many times slower than."""
-    global _lib
     name = _CAST.get((a.dtype, dtype))
     if name is None and "bfloat16" in (a.dtype.name, dtype.name) and _F32 in (a.dtype, dtype):
         name = "bf16_narrow" if a.dtype == _F32 else "bf16_widen"
     if name is None or type(a) is not np.ndarray or a.size < 2048 or _off or \
             not a.flags.c_contiguous:
         return a.astype(dtype)
-    if _lib is None:
-        _lib = _load()
-    out = np.empty(a.shape, dtype)
-    if _lib and getattr(_lib, name)(a.ctypes.data, out.ctypes.data, a.size) == 0:
+    lib, out = _library(), np.empty(a.shape, dtype)
+    if lib and getattr(lib, name)(a.ctypes.data, out.ctypes.data, a.size) == 0:
         return out
     return a.astype(dtype)
 
@@ -434,22 +440,36 @@ def mask_select(a, mask):
     """``a[mask]`` for a boolean ``mask`` of ``a``'s shape, both C-contiguous NumPy arrays, by
     select.h's branch-free copy over threads; None where it does not apply (the caller then
     indexes with NumPy)."""
-    global _lib
     word = _WORDS.get(a.itemsize)
-    if word is None or _off or a.size < _MIN_SELECT or type(a) is not np.ndarray or \
-            a.dtype.kind not in "fiub" or not (a.flags.c_contiguous and mask.flags.c_contiguous):
-        return None
-    if _lib is None:
-        _lib = _load()
-    if not _lib:
+    lib = _library() if word is not None and not _off and a.size >= _MIN_SELECT and type(a) is \
+        np.ndarray and a.dtype.kind in "fiub" and a.flags.c_contiguous and \
+        mask.flags.c_contiguous else None
+    if lib is None:
         return None
     nt = num_threads()
     offsets = np.empty(nt + 1, np.int64)
-    total = _lib.mask_count(mask.ctypes.data, a.size, offsets.ctypes.data, nt)
-    out = np.empty(total, a.dtype)
-    getattr(_lib, "mask_select" + _SUFFIX[word.char])(a.ctypes.data, mask.ctypes.data,
-                                                 out.ctypes.data, a.size, offsets.ctypes.data,
-                                                 nt)
+    out = np.empty(lib.nonzero_u8_count(ptr(mask), 1, a.size, ptr(offsets), nt), a.dtype)
+    getattr(lib, "mask_select" + _SUFFIX[word.char])(ptr(a), ptr(mask), ptr(out), a.size,
+                                                     ptr(offsets), nt)
+    return out
+
+
+def nonzero(a):
+    """``np.argwhere(a)`` as int64 for a C-contiguous NumPy array of 1 to 64 dims, by select.h's
+    count and write passes over threads; None where it does not apply."""
+    lib = None if _off or type(a) is not np.ndarray or a.size < _MIN_SELECT or not \
+        0 < a.ndim <= 64 or a.dtype.kind not in "fiub" or not a.flags.c_contiguous or \
+        a.itemsize not in (1, 2, 4, 8) else _library()
+    if lib is None:
+        return None
+    bits = 8 * a.itemsize       # (a float's sign bit is not looked at: -0.0 is zero)
+    keep, name = (1 << bits - 1) - 1 if a.dtype.kind == "f" else -1, f"nonzero_u{bits}"
+    nt = min(num_threads(), a.size // 32768 + 1)
+    offsets = np.empty(nt + 1, np.int64)
+    out = np.empty((getattr(lib, name + "_count")(ptr(a), keep, a.size, ptr(offsets), nt),
+                    a.ndim), np.int64)
+    getattr(lib, name)(ptr(a), keep, a.size, ptr(np.array(a.shape, np.int64)), a.ndim,
+                        ptr(out), ptr(offsets), nt)
     return out
 
 
@@ -468,48 +488,47 @@ def words(name, *arrays):
         return out
 
 
-def along_dim(name, data, dim, index):
+def along_dim(name, data, dim, index, rows=False):
     """The C gather or scatter kernel (gather.h) along ``dim`` of ``data`` with ``index``, or
     None where it does not apply: NumPy float32/float64 data, an int64 index of the data's
-    shape but along ``dim``. gather: ``run(data, out) -> bad``; scatter: ``run(out, values,
-    mode, init) -> bad`` (mode 0 write, 1 add, 2 max, 3 min). ``bad`` is true for an index
-    out of range."""
+    shape but along ``dim`` (``rows``, scatter only: a 1-D index, an entry per slice along
+    ``dim``, as index_add's). gather: ``run(data, out) -> bad``; scatter: ``run(out, values,
+    mode, init, fresh=False) -> bad`` (mode 0 write, 1 add, 2 max, 3 min, 4 multiply;
+    ``fresh``: the places written start from the mode's identity, include_self=False).
+    ``bad`` is true for an index out of range."""
     if type(data) is not np.ndarray or type(index) is not np.ndarray or index.dtype != np.int64 \
-            or not 0 < data.ndim == index.ndim or not -data.ndim <= dim < data.ndim:
+            or data.ndim == 0 or index.ndim != (1 if rows else data.ndim) or \
+            not -data.ndim <= dim < data.ndim:
         return None
     d = dim % data.ndim
-    if index.shape[:d] != data.shape[:d] or index.shape[d + 1:] != data.shape[d + 1:]:
+    if not rows and (index.shape[:d] != data.shape[:d] or
+                     index.shape[d + 1:] != data.shape[d + 1:]):
         return None
     fn = kernel(name, data.dtype)
     if fn is None:
         return None
     outer, inner = math.prod(data.shape[:d]), math.prod(data.shape[d + 1:])
-    index = contiguous(index)
+    index, k = contiguous(index), index.shape[-1 if rows else d]
 
     if name == "gather":
         def run(data, out):
-            data = contiguous(data)
-            return fn(data.ctypes.data, index.ctypes.data, out.ctypes.data, outer,
-                      data.shape[d], index.shape[d], inner, num_threads())
+            return fn(ptr(contiguous(data)), ptr(index), ptr(out), outer, data.shape[d], k,
+                      inner, num_threads())
         return run
 
-    def scatter(out, values, mode, init):
+    def scatter(out, values, mode, init, fresh=False):
         """into ``out`` (C-contiguous) filled first from ``init``: ``out`` itself (in place:
         every index is checked before anything is written), another array of its shape, or
         None for zeros"""
         init = init if init is None or init is out else contiguous(init)
-        return fn(out.ctypes.data, index.ctypes.data, contiguous(values).ctypes.data,
-                  None if init is None else init.ctypes.data, outer, out.shape[d],
-                  index.shape[d], inner, mode, num_threads())
+        return fn(ptr(out), ptr(index), ptr(contiguous(values)), ptr(init), outer,
+                  out.shape[d], k, inner, mode, rows + 2 * fresh, num_threads())
     return scatter
 
 
 def available():
     """True when the compiled kernels are built and loadable (whatever ``EMBER_NO_C`` says)."""
-    global _lib
-    if _lib is None:
-        _lib = _load()
-    return bool(_lib)
+    return _library() is not None
 
 
 def describe():

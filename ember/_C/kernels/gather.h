@@ -1,7 +1,8 @@
-/* gather / scatter / scatter_add (and amax / amin) along the middle axis, included by
+/* gather / scatter / scatter_add (and prod, amax, amin) along the middle axis, included by
  * kernels.c for float (S(x)=x##_f32) and double (S(x)=x##_f64). Data and index are
  * contiguous: the data (outer, n, inner), the index and the values (outer, k, inner), i.e.
- * the index has the data's shape except along the axis (other shapes take ember's NumPy
+ * the index has the data's shape except along the axis, or (scatter's SC_ROWS: index_add,
+ * index_reduce) one index entry per slice along the axis (other shapes take ember's NumPy
  * path).
  *
  * Along the last dim an index is checked as it is followed (gather reads x[0] in place of
@@ -10,9 +11,9 @@
  * (an out-of-place scatter may have written part of its output, which the caller then
  * drops; in place, the slice holding it is left unwritten) and the caller raises torch's
  * error; negatives are caught by the same unsigned compare. scatter's rows of one outer
- * slice run in index order on one thread, so repeated indices accumulate (or the last write
- * wins) in the order torch's CPU kernel uses: scatter_add's float sums are bit-identical to
- * np.add.at's.
+ * slice run in index order on one thread (a thread's block of columns, where they are split),
+ * so repeated indices accumulate (or the last write wins) in the order torch's CPU kernel
+ * uses: scatter_add's float sums are bit-identical to np.add.at's.
  */
 
 /* The largest of idx[0:count] seen as unsigned (0 for none): one compare of it against n
@@ -86,84 +87,115 @@ EXPORT int S(gather)(const T *x, const int64_t *idx, T *out, int64_t outer, int6
     return bad;
 }
 
-/* d combined with v by mode: 0 v (a write), 1 d + v, 2 max, 3 min; max and min as NumPy's
- * maximum / minimum (a NaN on either side wins; between equal values, d stays) */
+/* d combined with v by mode: 0 v (a write), 1 d + v, 2 max, 3 min, 4 d * v; max and min as
+ * NumPy's maximum / minimum (a NaN on either side wins; between equal values, d stays) */
 static inline T S(combine)(T d, T v, int mode) {
     switch (mode) {
     case 1: return d + v;
     case 2: d = v > d ? v : d; return v != v ? v : d;     /* (two selects, no ||: no branch) */
     case 3: d = v < d ? v : d; return v != v ? v : d;
+    case 4: return d * v;
     default: return v;
     }
 }
 
-/* One outer slice. Along the last dim (inner 1) of a fresh output each index is checked as
- * it is followed (a bad one stops the slice: the caller drops the output), and the
- * destination SC_AHEAD indices on is prefetched when the slice outgrows the L2: its random
- * read-modify-writes defeat the hardware prefetcher. In place (first), or along another
- * dim, the slice's indices are all
- * checked before anything is written (then they are in cache for the writes). */
+/* Columns c0..c1 of one outer slice. Along the last dim (inner 1) of a fresh output each
+ * index is checked as it is followed (a bad one stops the slice: the caller drops the
+ * output), and the destination SC_AHEAD indices on is prefetched when the slice outgrows the
+ * L2: its random read-modify-writes defeat the hardware prefetcher. In place (SC_FIRST),
+ * along another dim, or without the old values (SC_FRESH: their places first set to the
+ * mode's identity), the indices are all checked before anything is written (then they are in
+ * cache for the writes). With SC_ROWS the index has one entry per slice along the dim
+ * (index_reduce, index_add): whole rows of `inner` combine, a loop the compiler vectorises. */
+#define SC_ROWS 1
+#define SC_FRESH 2
+#define SC_FIRST 4
 #define SC_AHEAD 16
-#define SC_LOOP(FAR, WRITE)                                                                    \
+#define SC_LOOP(FAR, OP)                                                                       \
     for (int64_t i = 0; i < k; i++) {                                                          \
         uint64_t v = u[i];                                                                     \
         if (v >= (uint64_t)n) return 1;                                                        \
         if (FAR && i + SC_AHEAD < k) __builtin_prefetch(out + u[i + SC_AHEAD], 1);             \
-        WRITE;                                                                                 \
+        out[v] = S(combine)(out[v], src[i], OP);                                               \
     }
-#define SC_MODES(FAR)                                                                          \
-    switch (mode) {                    /* (a loop per mode: selects, not branches) */          \
-    case 1: SC_LOOP(FAR, out[v] += src[i]) break;                                              \
-    case 2: SC_LOOP(FAR, out[v] = S(combine)(out[v], src[i], 2)) break;                        \
-    case 3: SC_LOOP(FAR, out[v] = S(combine)(out[v], src[i], 3)) break;                        \
-    default: SC_LOOP(FAR, out[v] = src[i]) break;                                              \
+#define SC_ROW_LOOP(FAR, OP)                                                                   \
+    for (int64_t i = 0; i < k; i++) {                                                          \
+        T *restrict d = out + idx[i] * inner;                                                  \
+        const T *restrict s = src + i * inner;                                                 \
+        for (int64_t j = c0; j < c1; j++) d[j] = S(combine)(d[j], s[j], OP);                   \
+    }
+#define SC_EACH_LOOP(FAR, OP)                                                                  \
+    for (int64_t e = 0; e < k * inner; e += inner)                                             \
+        for (int64_t j = c0; j < c1; j++) {                                                    \
+            T *dst = out + idx[e + j] * inner + j;                                             \
+            *dst = S(combine)(*dst, src[e + j], OP);                                           \
+        }
+#define SC_MODES(LOOP, FAR)                                                                    \
+    switch (mode) {      /* (a loop per mode, combine's constant: selects, not branches) */   \
+    case 1: LOOP(FAR, 1) break;                                                                \
+    case 2: LOOP(FAR, 2) break;                                                                \
+    case 3: LOOP(FAR, 3) break;                                                                \
+    case 4: LOOP(FAR, 4) break;                                                                \
+    default: LOOP(FAR, 0) break;                                                               \
     }
 TC static int S(scatter_slice)(T *out, const int64_t *idx, const T *src, int64_t n, int64_t k,
-                               int64_t inner, int mode, int first) {
+                               int64_t inner, int mode, int flags, int64_t c0, int64_t c1) {
     const uint64_t *u = (const uint64_t *)idx;
-    if (first || inner != 1) {
-        if (S(index_max)(idx, k * inner) >= (uint64_t)n)
-            return 1;
-    }
-    if (inner == 1) {
-        if (n * (int64_t)sizeof(T) > (256 << 10)) {
-            SC_MODES(1)
-        } else {
-            SC_MODES(0)
-        }
-        return 0;
-    }
-    for (int64_t e = 0; e < k * inner; e += inner)
-        for (int64_t j = 0; j < inner; j++) {
-            T *dst = out + idx[e + j] * inner + j;
-            *dst = S(combine)(*dst, src[e + j], mode);
-        }
+    int rows = flags & SC_ROWS;
+    int64_t span = rows ? k : k * inner, whole = rows || c1 - c0 == inner;
+    if (flags & (SC_FIRST | SC_FRESH) || inner != 1)    /* (whole: one pass, else by row) */
+        for (int64_t e = 0; e < span; e += whole ? span : inner)
+            if (S(index_max)(idx + e + (whole ? 0 : c0), whole ? span : c1 - c0) >= (uint64_t)n)
+                return 1;
+    const T id = mode == 4 ? 1 : mode == 2 ? -INFINITY : mode == 3 ? INFINITY : 0;
+    if (flags & SC_FRESH)       /* (torch's start without the old values: the identity) */
+        for (int64_t e = 0; e < span; e += rows ? 1 : inner)
+            for (int64_t j = c0; j < c1; j++) out[idx[rows ? e : e + j] * inner + j] = id;
+    if (inner == 1 && n * (int64_t)sizeof(T) > (256 << 10))
+        SC_MODES(SC_LOOP, 1)
+    else if (inner == 1)
+        SC_MODES(SC_LOOP, 0)
+    else if (rows)
+        SC_MODES(SC_ROW_LOOP, 0)
+    else
+        SC_MODES(SC_EACH_LOOP, 0)
     return 0;
 }
-#undef SC_MODES
-#undef SC_LOOP
 
 /* out[o, idx[o, i, j], j] = src[o, i, j] (mode 0), or combined with it by mode (1 add, 2
- * max, 3 min: S(combine)); outer slices (which write apart) are split over threads. out
- * starts as init: out itself (in place), a copy of init (an out-of-place scatter: each
- * thread copies its slices, which are then in its cache for the writes) or, for a NULL
- * init, zeros (a gather's gradient) */
+ * max, 3 min, 4 multiply: S(combine)); with SC_ROWS in flags, out[o, idx[i], j] (index_add,
+ * index_reduce); with SC_FRESH, the places written start from the mode's identity, not from
+ * init's values. out starts as init: out itself (in place), a copy of init (an out-of-place
+ * scatter: each thread copies its part, which is then in its cache for the writes) or, for a
+ * NULL init, zeros (a gather's gradient). Outer slices (which write apart) are split over
+ * threads; fewer slices than threads, out of place, split their columns too (blocks of whole
+ * cache lines), each thread then walking every index of its slice. */
 EXPORT int S(scatter)(T *out, const int64_t *idx, const T *src, const T *init, int64_t outer,
-                      int64_t n, int64_t k, int64_t inner, int mode, int nt) {
+                      int64_t n, int64_t k, int64_t inner, int mode, int flags, int nt) {
     int bad = 0;
     nt = threads_for(outer * (init != out ? n : k) * inner, nt);
-    /* NOTE: one thread per outer slice at most: a long 1-D scatter split over two threads by
-     * destination has each thread walk every index, and loses to one thread */
-    nt = outer < nt ? (int)outer : nt;
+    /* NOTE: a long 1-D scatter split over two threads by destination has each thread walk
+     * every index, and loses to one thread: columns split only where rows are long */
+    int64_t cb = outer < nt && init != out && inner >= 64 * nt ? nt : 1;
+    int64_t w = ((inner + cb - 1) / cb + 15) & ~(int64_t)15, tasks = outer * cb;
+    nt = tasks < nt ? (int)tasks : nt;
+    flags |= init == out ? SC_FIRST : 0;
 #pragma omp parallel for num_threads(nt) schedule(static) reduction(| : bad)
-    for (int64_t o = 0; o < outer; o++) {
+    for (int64_t t = 0; t < tasks; t++) {
+        int64_t o = t / cb, c0 = t % cb * w, c1 = c0 + w < inner ? c0 + w : inner;
         T *slice = out + o * n * inner;
-        if (init == NULL)
-            memset(slice, 0, (size_t)(n * inner) * sizeof(T));
-        else if (init != out)
-            memcpy(slice, init + o * n * inner, (size_t)(n * inner) * sizeof(T));
-        bad |= S(scatter_slice)(slice, idx + o * k * inner, src + o * k * inner, n, k, inner,
-                                mode, init == out);
+        if (c0 >= c1)
+            continue;
+        for (int64_t r = 0; r < (init == out ? 0 : cb == 1 ? 1 : n); r++) {
+            size_t len = (size_t)(cb == 1 ? n * inner : c1 - c0) * sizeof(T);
+            T *dst = slice + r * inner + c0;
+            if (init == NULL)
+                memset(dst, 0, len);
+            else
+                memcpy(dst, init + (dst - out), len);
+        }
+        bad |= S(scatter_slice)(slice, idx + (flags & SC_ROWS ? 0 : o * k * inner),
+                                src + o * k * inner, n, k, inner, mode, flags, c0, c1);
     }
     return bad;
 }

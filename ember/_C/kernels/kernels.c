@@ -102,6 +102,7 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #include "scan.h"
 #include "rank.h"
 #include "gather.h"
+#include "pool.h"
 #include "lstm.h"
 #include "gemm.h"
 #undef T
@@ -131,6 +132,7 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #include "scan.h"
 #include "rank.h"
 #include "gather.h"
+#include "pool.h"
 #include "lstm.h"
 #include "gemm.h"
 

@@ -1,25 +1,11 @@
 /* Copies and bit steps by machine word, where NumPy goes element by element.
  * x[mask] for a mask of x's shape, both contiguous: the selected elements in order. NumPy's
- * boolean indexing branches on every element (a random mask mispredicts half of them); here each element is stored unconditionally and the output position advances by the
- * mask byte (0 or 1), and the elements are split over threads: mask_count gives each chunk's
- * first output position, then the copy fills the chunks independently. Elements are moved as
- * 4- or 8-byte words, so any dtype of that size is copied bit for bit. */
-
-/* offsets[t] = where chunk t of nt (of ceil(n / nt) elements) starts in the output, for t <=
- * nt (offsets[nt]: the total, also returned). Mask bytes are 0 or 1 (NumPy's bool). */
-EXPORT int64_t mask_count(const uint8_t *m, int64_t n, int64_t *offsets, int nt) {
-    int64_t chunk = (n + nt - 1) / nt;
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int t = 0; t < nt; t++) {
-        int64_t i0 = t * chunk, i1 = i0 + chunk < n ? i0 + chunk : n, c = 0;
-#pragma omp simd reduction(+ : c)
-        for (int64_t i = i0; i < i1; i++) c += m[i];
-        offsets[t + 1] = c;
-    }
-    offsets[0] = 0;
-    for (int t = 0; t < nt; t++) offsets[t + 1] += offsets[t];
-    return offsets[nt];
-}
+ * boolean indexing branches on every element (a random mask mispredicts half of them); here
+ * each element is stored unconditionally and the output position advances by the mask byte
+ * (0 or 1), and the elements are split over threads: nonzero_u8_count (below: offsets[t] =
+ * where chunk t of nt, of ceil(n / nt) elements, starts in the output, offsets[nt] the total)
+ * gives each chunk's first output position, then the copy fills the chunks independently.
+ * Elements are moved as 4- or 8-byte words, so any dtype of that size is copied bit for bit. */
 
 /* (every element goes somewhere: to its place, or to a scratch word once its chunk's output
  * is full, so no write crosses into the next chunk's) */
@@ -71,3 +57,57 @@ FLIP_ROWS(flip_rows_f64, uint64_t)
     }
 NEXTAFTER(nextafter_f32, float, int32_t, INT32_MIN)
 NEXTAFTER(nextafter_f64, double, int64_t, INT64_MIN)
+
+/* nonzero / argwhere: the coordinates (ndim int64 each) of the elements whose bits & keep are
+ * not 0 (keep drops a float's sign bit: -0.0 is zero, NaN is not), in C order, as x[mask]:
+ * nonzero_count gives each of nt chunks its first output row, then every element's
+ * coordinates are stored, the output row advancing by whether it is nonzero (the last stores
+ * of a chunk go to a scratch row once its rows are full). shape: ndim sizes, ndim <= 64. */
+#define NZ_RUN(STORE)                                                                          \
+    for (; i < stop; i++, col++) {                                                             \
+        int64_t *dst = j < end ? out + j * ndim : scratch;                                     \
+        STORE;                                                                                 \
+        j += (x[i] & kw) != 0;                                                                 \
+    }
+#define NONZERO(NAME, W)                                                                       \
+    EXPORT int64_t NAME##_count(const W *x, int64_t keep, int64_t n, int64_t *offsets,        \
+                                int nt) {                                                      \
+        int64_t chunk = (n + nt - 1) / nt;                                                     \
+        _Pragma("omp parallel for num_threads(nt) schedule(static)")                          \
+        for (int t = 0; t < nt; t++) {                                                         \
+            int64_t i0 = t * chunk, i1 = i0 + chunk < n ? i0 + chunk : n, c = 0;               \
+            _Pragma("omp simd reduction(+ : c)")                                               \
+            for (int64_t i = i0; i < i1; i++) c += (x[i] & (W)keep) != 0;                      \
+            offsets[t + 1] = c;                                                                \
+        }                                                                                      \
+        offsets[0] = 0;                                                                        \
+        for (int t = 0; t < nt; t++) offsets[t + 1] += offsets[t];                             \
+        return offsets[nt];                                                                    \
+    }                                                                                          \
+    EXPORT void NAME(const W *x, int64_t keep, int64_t n, const int64_t *shape, int ndim,      \
+                     int64_t *out, const int64_t *offsets, int nt) {                           \
+        int64_t chunk = (n + nt - 1) / nt, last = shape[ndim - 1];                             \
+        const W kw = (W)keep;                                                                  \
+        _Pragma("omp parallel for num_threads(nt) schedule(static)")                          \
+        for (int t = 0; t < nt; t++) {                                                         \
+            int64_t i = t * chunk, i1 = i + chunk < n ? i + chunk : n, c[64], scratch[64];     \
+            int64_t j = offsets[t], end = offsets[t + 1];                                      \
+            for (int64_t d = ndim - 1, r = i; d >= 0; d--) c[d] = r % shape[d], r /= shape[d]; \
+            while (i < i1) {            /* a run along the last dim, then a carry */           \
+                int64_t stop = i + last - c[ndim - 1] < i1 ? i + last - c[ndim - 1] : i1;      \
+                int64_t row = ndim > 1 ? c[ndim - 2] : 0, col = c[ndim - 1];                   \
+                if (ndim <= 2)  /* (the common case in registers: ~3x faster) */               \
+                    NZ_RUN(dst[0] = ndim == 1 ? col : row; dst[ndim - 1] = col)                 \
+                else                                                                           \
+                    NZ_RUN(for (int d = 0; d < ndim - 1; d++) dst[d] = c[d]; dst[ndim - 1] = col)\
+                c[ndim - 1] = col;                                                             \
+                for (int d = ndim - 1; d > 0 && c[d] == shape[d]; d--) c[d] = 0, c[d - 1]++;   \
+            }                                                                                  \
+        }                                                                                      \
+    }
+NONZERO(nonzero_u8, uint8_t)
+NONZERO(nonzero_u16, uint16_t)
+NONZERO(nonzero_u32, uint32_t)
+NONZERO(nonzero_u64, uint64_t)
+#undef NONZERO
+#undef NZ_RUN
