@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import types
 
 import numpy as np
 
@@ -832,7 +833,7 @@ def make(py_source, table, sigs, lib, buffers=None):
     "<ember.compile>", "exec")``) defines, bound to ``lib`` (whose kernels take ``sigs[name]``
     pointers and a thread count) and the helpers it calls."""
     from .._tensor import Tensor
-    from .._C.kernels import contiguous, num_threads, ptr
+    from .._C.kernels import contiguous, fast, num_threads, ptr
 
     def buf(site, j, shape, dt):
         if buffers is None:
@@ -844,7 +845,8 @@ def make(py_source, table, sigs, lib, buffers=None):
     for fname, n in sigs.items():
         getattr(lib, fname).argtypes = [ctypes.c_void_p] * n + [ctypes.c_int, ctypes.c_int]
         getattr(lib, fname).restype = None
-    env = {"_k": table, "_lib": lib, "_c": contiguous, "_p": ptr, "_nt": num_threads,
+    fns = types.SimpleNamespace(**{f: fast(getattr(lib, f)) for f in sigs})   # (no ctypes)
+    env = {"_k": table, "_lib": fns, "_c": contiguous, "_p": ptr, "_nt": num_threads,
            "_w": Tensor._wrap, "_buf": buf, "_none": {}, "_into": _into,
            "_float32": np.float32, "_float64": np.float64, "_bool": np.bool_}
     exec(compile(py_source, "<ember.compile>", "exec") if type(py_source) is str else py_source,
