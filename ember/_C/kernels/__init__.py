@@ -468,8 +468,8 @@ def nonzero(a):
     offsets = np.empty(nt + 1, np.int64)
     out = np.empty((getattr(lib, name + "_count")(ptr(a), keep, a.size, ptr(offsets), nt),
                     a.ndim), np.int64)
-    getattr(lib, name)(ptr(a), keep, a.size, ptr(np.array(a.shape, np.int64)), a.ndim,
-                        ptr(out), ptr(offsets), nt)
+    shape = np.array(a.shape, np.int64)     # (held: a temporary's address would dangle)
+    getattr(lib, name)(ptr(a), keep, a.size, ptr(shape), a.ndim, ptr(out), ptr(offsets), nt)
     return out
 
 
@@ -512,8 +512,9 @@ def along_dim(name, data, dim, index, rows=False):
 
     if name == "gather":
         def run(data, out):
-            return fn(ptr(contiguous(data)), ptr(index), ptr(out), outer, data.shape[d], k,
-                      inner, num_threads())
+            data = contiguous(data)     # (held: a temporary copy's address would dangle)
+            return fn(ptr(data), ptr(index), ptr(out), outer, data.shape[d], k, inner,
+                      num_threads())
         return run
 
     def scatter(out, values, mode, init, fresh=False):
@@ -521,7 +522,8 @@ def along_dim(name, data, dim, index, rows=False):
         every index is checked before anything is written), another array of its shape, or
         None for zeros"""
         init = init if init is None or init is out else contiguous(init)
-        return fn(ptr(out), ptr(index), ptr(contiguous(values)), ptr(init), outer,
+        values = contiguous(values)     # (held, as init: a temporary's address would dangle)
+        return fn(ptr(out), ptr(index), ptr(values), ptr(init), outer,
                   out.shape[d], k, inner, mode, rows + 2 * fresh, num_threads())
     return scatter
 
