@@ -156,12 +156,13 @@ def fast(fn):
 def kernel(name, dtype):
     """The C function ``name`` for arrays of ``dtype`` (through :func:`fast`), or None (not
     built, turned off, or a dtype without a kernel: the caller then runs its NumPy code)."""
-    if _off or (fn := _fast.get((name, dtype.char), False)) is None:
+    c = dtype.char if type(dtype) is not type else np.dtype(dtype).char    # (np.float32 too)
+    if _off or (fn := _fast.get((name, c), False)) is None:
         return None
     if fn is False:
         lib = _library()
-        fn = lib and dtype.char in _SUFFIX and getattr(lib, name + _SUFFIX[dtype.char], None)
-        fn = _fast[name, dtype.char] = fast(fn) if fn else None
+        fn = lib and c in _SUFFIX and getattr(lib, name + _SUFFIX[c], None)
+        fn = _fast[name, c] = fast(fn) if fn else None
     return fn
 
 
