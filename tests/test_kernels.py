@@ -369,6 +369,7 @@ POINTWISE = [
     ("remainder", lambda t: ember.remainder(t, 0.7), True),
     ("remainder_tensor", lambda t: ember.remainder(t * 7, t.flip(-1)), True),
     ("angle", ember.angle, True), ("lgamma", ember.lgamma, False),
+    ("entr", ember.special.entr, False),
     ("digamma", ember.digamma, False),
     ("ndtri", lambda t: ember.special.ndtri(t.abs() / (t.abs() + 1)), False),
     ("hardshrink", lambda t: F.hardshrink(t, 0.3), True),

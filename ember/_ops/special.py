@@ -463,7 +463,8 @@ def _entr(xp, x):
 
 
 # NOTE: torch rounds log(x) to float16/bfloat16 before the product in entr and xlog1py
-entr = _special("entr", _entr, lambda g, input: g * -(1 + input.log()), method=False, low=True)
+entr = _special("entr", _entr, lambda g, input: g * -(1 + input.log()), method=False, low=True,
+               kernel="entr")
 entr.__doc__ = """``-x log(x)``, 0 at 0 and -inf below. See torch.special.entr."""
 entr.samples = lambda dev, dt: unary_samples(dev, dt, (0.1, 3.0)) if dt.category < 3 else []
 

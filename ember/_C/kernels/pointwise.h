@@ -19,7 +19,7 @@ enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAM
        PW_TAN_BWD, PW_ATAN_BWD, PW_ASIN_BWD, PW_ATANH_BWD, PW_RECIPROCAL_BWD, PW_RSQRT_BWD,
        PW_MISH, PW_MISH_BWD, PW_LOGSIGMOID, PW_LOGSIGMOID_BWD, PW_HARDTANH_BWD, PW_FRAC,
        PW_LOGIT, PW_LOGIT_BWD, PW_BCE_LOGITS, PW_BCE_LOGITS_BWD, PW_LERP, PW_ADDCMUL,
-       PW_ADDCDIV, PW_COPYSIGN, PW_COUNT };
+       PW_ADDCDIV, PW_COPYSIGN, PW_ENTR, PW_COUNT };
 
 /* NumPy's maximum and minimum (v > lo || v is nan ? v : lo), as one comparison gcc vectorises */
 static inline float pw_max(float v, float lo) { return v <= lo ? lo : v; }
@@ -336,6 +336,8 @@ PW_BLOCK_AS(NOCONTRACT, lerp, c != 0.0f ? v + a * (y[i] - v) : y[i] - (y[i] - v)
 PW_BLOCK_AS(NOCONTRACT, addcmul, v + (y[i] * z[i]) * a)
 PW_BLOCK_AS(NOCONTRACT, addcdiv, v + (y[i] / z[i]) * a)
 PW_BLOCK(copysign, copysignf(v, y[i]))     /* (bit selects: NumPy's loop is scalar) */
+/* torch.special.entr: -x log x, 0 at 0, -inf below, nan kept */
+PW_BLOCK(entr, v < 0.0f ? -INFINITY : v == 0.0f ? 0.0f : -v * log_full_f32(v))
 
 static float pw_floordiv_slow(float a, float b) { return pw_floordiv1(a, b, fmodf(a, b)); }
 
@@ -360,14 +362,14 @@ static const pw_fn PW_FNS[PW_COUNT] = {pw_sigmoid, pw_silu, pw_leaky_relu, pw_ha
                                        pw_rsqrt_bwd, pw_mish, pw_mish_bwd, pw_logsigmoid,
                                        pw_logsigmoid_bwd, pw_hardtanh_bwd, pw_frac, pw_logit,
                                        pw_logit_bwd, pw_bce_logits, pw_bce_logits_bwd, pw_lerp,
-                                       pw_addcmul, pw_addcdiv, pw_copysign};
+                                       pw_addcmul, pw_addcdiv, pw_copysign, pw_entr};
 /* rough cost per element relative to a copy: how early a second thread pays */
 static const int PW_COST[PW_COUNT] = {8, 8, 1, 1, 1, 1, 1, 1, 8, 16, 1, 8, 16, 16,
                                       1, 1, 1, 8, 8, 4, 4, 1, 32, 16, 16, 4, 4, 4,
                                       4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8, 16, 4, 1, 1,
                                       1, 1, 1, 1, 1, 4, 4, 4, 4, 1, 1, 1, 1, 8,
                                       8, 1, 1, 1, 1, 1, 1, 8, 8, 16, 8, 1, 1, 4,
-                                      1, 16, 8, 1, 1, 1, 1};
+                                      1, 16, 8, 1, 1, 1, 1, 4};
 
 static void pw_block(int op, pw_fn fn, const float *x, const float *y, const float *z,
                      float *out, int64_t i, int64_t m, float fa, float fb, float fc) {
