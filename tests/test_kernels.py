@@ -139,6 +139,21 @@ def test_layer_norm_statistics_hard_rows():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("norm", ["layer_norm", "rms_norm"])
+def test_norm_rows_with_nan_or_inf_are_nan(norm, dtype):
+    """A row holding a nan or an inf: every output of the row nan (the variance is nan, which
+    the float32 one-pass kernel's clamp of a negative variance must keep), as NumPy and torch."""
+    x = np.random.default_rng(6).standard_normal((3, 40)).astype(dtype)
+    x[0, 7], x[1, 39] = np.nan, np.inf
+    fn = getattr(F, norm)
+    got = fn(ember.tensor(x), (40,)).numpy()
+    with kernels.disabled():
+        want = fn(ember.tensor(x), (40,)).numpy()
+    assert np.isnan(got[0]).all() and np.isnan(got[1]).sum() >= 1
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(1,), (7,), (3, 1023), (2, 5, 7), (77, 513)], ids=str)
 @pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])
 def test_rms_norm(shape, dtype, noncontig):

@@ -201,7 +201,7 @@ CLONE_INLINE void S(row_stats)(const T *xr, int64_t n, T eps, int rms, T *mean, 
         s2 += S(sum_lanes)(p2);
         double var = rms ? s2 / (double)n : (s2 - s1 * s1 / (double)n) / (double)n;
         *mean = (T)(rms ? 0.0 : k + s1 / (double)n);
-        *rstd = (T)(1.0 / sqrt((var > 0.0 ? var : 0.0) + (double)eps));
+        *rstd = (T)(1.0 / sqrt((var < 0.0 ? 0.0 : var) + (double)eps));   /* (nan kept) */
         return;
     }
     T mu = 0, v = 0;
