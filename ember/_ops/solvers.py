@@ -365,6 +365,9 @@ def linalg_lstsq(xp, A, B, rcond=None, *, driver=None):
     """Least-squares solution of ``A @ X = B`` (via the pseudo-inverse). As torch on cpu, the
     default driver ``"gelsy"`` returns the rank but no residuals or singular values."""
     check_matrix("torch.linalg.lstsq", A, square=False)
+    if not 0 <= A.ndim - B.ndim <= 1:
+        raise RuntimeError("torch.linalg.lstsq: input.dim() must be greater or equal to "
+                           "other.dim() and (input.dim() - other.dim()) <= 1")
     vec = B.ndim == A.ndim - 1
     if (B[..., None] if vec else B).shape[-2] != A.shape[-2]:
         raise RuntimeError("torch.linalg.lstsq: input.size(-2) should match other.size(-2)")
@@ -448,7 +451,9 @@ linalg_lstsq.samples = lambda dev, dt: [
     Sample(make((5, 3), dt), make((5, 2), dt, seed=1), driver="gelsd")] \
     if dt.category >= 2 and dt.name != "bfloat16" else []
 linalg_lstsq.errors = [ErrorSample(Sample(const(3, 2), const(4, 1)), RuntimeError,
-                                   r"input.size\(-2\) should match other.size\(-2\)")]
+                                   r"input.size\(-2\) should match other.size\(-2\)"),
+                       ErrorSample(Sample(const(3, 2), const(5, 3, 4)), RuntimeError,
+                                   r"input.dim\(\) must be greater or equal to other.dim\(\)")]
 
 
 # ---- matrix_exp, matrix_power -----------------------------------------------------------------
