@@ -229,7 +229,7 @@ def _halley(xp, x, a):
 def _erfinv(xp, y):
     """Giles' estimate and one Halley step (1e-7 becomes 1e-21); beyond float32's range
     (1 - |y| < 1e-7), where the estimate is poor, Newton steps on the logarithm."""
-    if (r := _C.pointwise("erfinv", y, min_size=1)) is not None:     # (dozens of passes)
+    if (r := _C.pointwise("erfinv", y)) is not None:
         return r
     y64 = y.astype(np.float64)
     a = xp.abs(y64)

@@ -67,7 +67,7 @@ def _special(name, f, deriv=None, save=("input",), domain=None, method=True, kin
             return inner(xp, input, other)
     else:
         def fwd(xp, input):
-            if kernel and (r := _C.pointwise(kernel, input, min_size=1)) is not None or \
+            if kernel and (r := _C.pointwise(kernel, input)) is not None or \
                     (r := _C.special(name, input)) is not None:     # (special.h's, if any)
                 return r
             return inner(xp, input)
