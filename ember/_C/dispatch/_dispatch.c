@@ -823,14 +823,18 @@ static PyObject *init(PyObject *self, PyObject *cfg)
  * wrappers: a.ctypes.data builds a ctypes helper object each call. numpy's array
  * struct (PyArrayObject_fields, public ABI in numpy 1 and 2) starts with the data pointer
  * right after the object header; anything not an ndarray takes the .ctypes path. */
+static int is_ndarray(PyObject *a)
+{
+    return ndarray != NULL && PyObject_TypeCheck(a, (PyTypeObject *)ndarray);
+}
+#define ND_DATA(a) (((struct { PyObject_HEAD char *data; } *)(a))->data)
+
 static PyObject *data_ptr(PyObject *self, PyObject *a)
 {
     if (a == Py_None)
         Py_RETURN_NONE;
-    if (ndarray != NULL && PyObject_TypeCheck(a, (PyTypeObject *)ndarray)) {
-        struct { PyObject_HEAD char *data; } *fields = (void *)a;
-        return PyLong_FromVoidPtr(fields->data);
-    }
+    if (is_ndarray(a))
+        return PyLong_FromVoidPtr(ND_DATA(a));
     PyObject *c = PyObject_GetAttrString(a, "ctypes");
     if (c == NULL)
         return NULL;
@@ -874,8 +878,8 @@ static PyObject *kcall(PyObject *self, PyObject *const *args, Py_ssize_t n)
                 return PyErr_Format(PyExc_TypeError, "kcall: more than 20 integer arguments");
             if (c == 'p' && a == Py_None)
                 iv[ni++] = 0;
-            else if (c == 'p' && ndarray != NULL && PyObject_TypeCheck(a, (PyTypeObject *)ndarray))
-                iv[ni++] = (int64_t)((struct { PyObject_HEAD char *data; } *)a)->data;
+            else if (c == 'p' && is_ndarray(a))
+                iv[ni++] = (int64_t)ND_DATA(a);
             else
                 iv[ni++] = c == 'p' ? (int64_t)PyLong_AsVoidPtr(a) : PyLong_AsLongLong(a);
         }
