@@ -2,7 +2,7 @@
 ``jacrev``, ``jvp``, ``jacfwd``, ``hessian``, ``linearize``, ``vmap``, ``functional_call``.
 
 The reverse-mode transforms run ember's autograd on the (physical) tensors; inside ``vmap``
-they differentiate the whole batch in one pass (see _vmap.py). ``jvp`` and ``jacfwd`` are the
+they differentiate the whole batch in one pass (see _vmap/__init__.py). ``jvp`` and ``jacfwd`` are the
 double-vjp construction (a vjp of a vjp, linear in its cotangent), so every op with a vjp has
 them.
 """
