@@ -148,6 +148,31 @@ _EXTRA_NAMES = ("Stream", "Event", "OutOfMemoryError", "AcceleratorError", "Fata
                 "JITException", "cond", "while_loop", "init_num_threads",
                 "profiler_allow_cudagraph_cupti_lazy_reinit_cuda12")
 
+_SUBMODULES = ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "fx", "export",
+               "amp", "testing", "special", "fft", "linalg", "func", "backends", "profiler",
+               "compiler", "_dynamo", "serialization", "sparse", "random", "return_types",
+               "functional", "hub", "cpu", "distributions", "multiprocessing", "futures",
+               "accelerator", "signal", "overrides", "library", "masked", "quasirandom")
+
+# Names loaded on first use: the module that has them (under the same name). autocast & co.
+# live in amp/; thread counts and deterministic mode in _config (ctypes loads only when
+# asked); save and load in serialization/, which loads zipfile and json; set_printoptions in
+# _tensor_str, which loads with the first repr. torch.compile is ember.compiler.compile (the
+# API, running eagerly for now), torch.vmap torch.func.vmap, torch.GradScaler
+# torch.amp.GradScaler, torch.OutOfMemoryError torch.cuda's, torch.thread_safe_generator
+# torch.random's, torch.ops the ops registered with ember.library.
+_LAZY = {**dict.fromkeys(_AUTOCAST_NAMES, ".amp.autocast_mode"),
+         **dict.fromkeys(_CONFIG_NAMES, "._config"), **dict.fromkeys(_EXTRA_NAMES, "._extras"),
+         "OutOfMemoryError": ".cuda", "thread_safe_generator": ".random", "vmap": ".func",
+         "ops": ".library", "DisableTorchFunction": ".overrides",
+         "DisableTorchFunctionSubclass": ".overrides", "lobpcg": "._ops.lobpcg",
+         "from_dlpack": "._dlpack", "to_dlpack": "._dlpack", "GradScaler": ".amp",
+         "set_printoptions": "._tensor_str", "compile": ".compiler", "save": ".serialization",
+         "load": ".serialization", "svd_lowrank": ".functional", "pca_lowrank": ".functional"}
+# (these are looked up each time, as torch's are)
+_UNCACHED = ("OutOfMemoryError", "thread_safe_generator", "vmap", "ops", "DisableTorchFunction",
+             "DisableTorchFunctionSubclass")
+
 
 def __getattr__(name):
     # Heavy or optional parts load on first use, so ``import ember`` stays fast.
@@ -157,12 +182,7 @@ def __getattr__(name):
         if name in globals():
             return globals()[name]
     import importlib
-    if name in ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "fx", "export",
-                "amp", "testing", "special", "fft", "linalg", "func", "backends", "profiler",
-                "compiler", "_dynamo", "serialization", "sparse", "random", "return_types",
-                "functional", "hub", "cpu", "distributions",
-                "multiprocessing", "futures", "accelerator", "signal", "overrides", "library",
-                "masked", "quasirandom"):
+    if name in _SUBMODULES:
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:
@@ -172,73 +192,23 @@ def __getattr__(name):
             raise
         globals()[name] = mod
         return mod
-    if name == "OutOfMemoryError":  # torch.OutOfMemoryError is torch.cuda's
-        from .cuda import OutOfMemoryError
-        return OutOfMemoryError
-    if name == "thread_safe_generator":     # torch.thread_safe_generator is torch.random's
-        from .random import thread_safe_generator
-        return thread_safe_generator
-    if name == "vmap":              # torch.vmap is torch.func.vmap
-        from .func import vmap
-        return vmap
-    if name in _AUTOCAST_NAMES:
-        # ember.autocast & co. live in amp/, loaded on first use
-        fn = getattr(importlib.import_module(".amp.autocast_mode", __name__), name)
-        globals()[name] = fn
-        return fn
-    if name in _CONFIG_NAMES:
-        # thread counts and deterministic mode: ctypes loads only when asked
-        fn = getattr(importlib.import_module("._config", __name__), name)
-        globals()[name] = fn
-        return fn
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        if name not in _UNCACHED:
+            globals()[name] = value
+        return value
     if name in _LEGACY_NAMES:
         from . import _tensor_types
         globals().update(_tensor_types.TYPES, **_storage.legacy_storage_types(),
                          typename=_tensor_types.typename,
                          set_default_tensor_type=_tensor_types.set_default_tensor_type)
         return globals()[name]
-    if name in _EXTRA_NAMES:
-        value = getattr(importlib.import_module("._extras", __name__), name)
-        globals()[name] = value
-        return value
     if name in ("has_lapack", "has_spectral"):      # NumPy's linalg and fft are always there
         return True
     if name in ("has_mkl", "has_openmp"):
         return getattr(importlib.import_module(".backends", __name__), name[4:]).is_available()
     if name in ("Storage", "StorageBase"):          # (torch.Storage is FloatStorage)
         return __getattr__("FloatStorage") if name == "Storage" else UntypedStorage
-    if name == "ops":                   # torch.ops: the ops registered with ember.library
-        return importlib.import_module(".library", __name__).ops
-    if name in ("DisableTorchFunction", "DisableTorchFunctionSubclass"):
-        return getattr(importlib.import_module(".overrides", __name__), name)
-    if name == "lobpcg":
-        fn = globals()[name] = importlib.import_module("._ops.lobpcg", __name__).lobpcg
-        return fn
-    if name in ("from_dlpack", "to_dlpack"):
-        fn = getattr(importlib.import_module("._dlpack", __name__), name)
-        globals()[name] = fn
-        return fn
-    if name == "GradScaler":
-        # (torch.GradScaler is torch.amp.GradScaler)
-        fn = importlib.import_module(".amp", __name__).GradScaler
-        globals()[name] = fn
-        return fn
-    if name == "set_printoptions":
-        # _tensor_str loads with the first repr, or here
-        fn = importlib.import_module("._tensor_str", __name__).set_printoptions
-        globals()[name] = fn
-        return fn
-    if name == "compile":
-        # torch.compile: ember.compiler.compile (the API, running eagerly for now)
-        fn = importlib.import_module(".compiler", __name__).compile
-        globals()[name] = fn
-        return fn
-    if name in ("save", "load", "svd_lowrank", "pca_lowrank"):
-        # ember.save / ember.load live in serialization/, which loads zipfile and json.
-        fn = getattr(importlib.import_module(".serialization" if name in ("save", "load") else
-                                             ".functional", __name__), name)
-        globals()[name] = fn
-        return fn
     raise AttributeError(f"module 'ember' has no attribute '{name}'")
 
 

@@ -14,14 +14,43 @@ def _as_parameter(value):
         not isinstance(value, Parameter) else value
 
 
-def _index(i, n, what):
+def _index(i, n):
     i = operator.index(i)
     if not -n <= i < n:
         raise IndexError(f"index {i} is out of range")
     return i % n
 
 
-class Sequential(Module):
+class _Numbered:
+    """What Sequential and ModuleList share: their children, named "0", "1"... in order."""
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def _renumber(self, modules):
+        self._modules.clear()
+        for i, m in enumerate(modules):
+            self.add_module(str(i), m)
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def pop(self, index):
+        m = self[index]
+        del self[index]
+        return m
+
+
+class Sequential(_Numbered, Module):
     """Modules applied in order; also built from an OrderedDict of named modules.
 
     Example:
@@ -43,55 +72,28 @@ class Sequential(Module):
     def __getitem__(self, idx):
         if isinstance(idx, slice):
             return type(self)(OrderedDict(list(self._modules.items())[idx]))
-        return list(self._modules.values())[_index(idx, len(self), "Sequential")]
+        return list(self._modules.values())[_index(idx, len(self))]
 
     def __setitem__(self, idx, module):
-        key = list(self._modules)[_index(idx, len(self), "Sequential")]
-        setattr(self, key, module)
+        setattr(self, list(self._modules)[_index(idx, len(self))], module)
 
     def __delitem__(self, idx):
         keys = list(self._modules)
-        for k in (keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(self), "")]]):
+        for k in (keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(self))]]):
             del self._modules[k]
-        items = list(self._modules.values())     # renumber, as torch does
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
+        self._renumber(list(self._modules.values()))     # as torch does
 
     def __add__(self, other):
         return Sequential(*self, *other)
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
-
-    def extend(self, modules):
-        for m in modules:
-            self.append(m)
-        return self
 
     def insert(self, index, module):
         n = len(self)
         if not -n <= index <= n:
             raise IndexError(f"Index out of range: {index}")
-        index %= n + 1
         items = list(self._modules.values())
-        items.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self.add_module(str(i), m)
+        items.insert(index % (n + 1), module)
+        self._renumber(items)
         return self
-
-    def pop(self, index):
-        m = self[index]
-        del self[index]
-        return m
 
     def forward(self, input):
         for m in self._modules.values():
@@ -99,7 +101,7 @@ class Sequential(Module):
         return input
 
 
-class ModuleList(Module):
+class ModuleList(_Numbered, Module):
     """A list of modules that registers them as children."""
 
     def __init__(self, modules=None):
@@ -110,23 +112,15 @@ class ModuleList(Module):
     def __getitem__(self, idx):
         if isinstance(idx, slice):
             return type(self)(list(self._modules.values())[idx])
-        return self._modules[str(_index(idx, len(self), "ModuleList"))]
+        return self._modules[str(_index(idx, len(self)))]
 
     def __setitem__(self, idx, module):
-        self.add_module(str(_index(idx, len(self), "ModuleList")), module)
+        self.add_module(str(_index(idx, len(self))), module)
 
     def __delitem__(self, idx):
         items = list(self._modules.values())
         del items[idx]
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
+        self._renumber(items)
 
     def __iadd__(self, modules):
         return self.extend(modules)
@@ -149,30 +143,36 @@ class ModuleList(Module):
                  for a, b, r in runs]
         return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
 
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
-
-    def extend(self, modules):
-        for m in modules:
-            self.append(m)
-        return self
-
     def insert(self, index, module):
         items = list(self._modules.values())
         items.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self.add_module(str(i), m)
-
-    def pop(self, index):
-        m = self[index]
-        del self[index]
-        return m
+        self._renumber(items)
 
 
-class ModuleDict(Module):
+class _Keyed:
+    """What ModuleDict and ParameterDict share: the dict methods over ``_keys``, a dict whose
+    keys are theirs in order."""
+
+    def __len__(self):
+        return len(self._keys)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __contains__(self, key):
+        return key in self._keys
+
+    def keys(self):
+        return self._keys.keys()
+
+    def update(self, values):
+        for k, v in values.items() if hasattr(values, "items") else values:
+            self[k] = v
+
+
+class ModuleDict(_Keyed, Module):
     """An ordered dict of modules that registers them as children."""
+    _keys = property(lambda self: self._modules)
 
     def __init__(self, modules=None):
         super().__init__()
@@ -188,18 +188,6 @@ class ModuleDict(Module):
     def __delitem__(self, key):
         del self._modules[key]
 
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules)
-
-    def __contains__(self, key):
-        return key in self._modules
-
-    def keys(self):
-        return self._modules.keys()
-
     def values(self):
         return self._modules.values()
 
@@ -211,11 +199,6 @@ class ModuleDict(Module):
 
     def clear(self):
         self._modules.clear()
-
-    def update(self, modules):
-        items = modules.items() if hasattr(modules, "items") else modules
-        for k, m in items:
-            self[k] = m
 
 
 class ParameterList(Module):
@@ -230,10 +213,10 @@ class ParameterList(Module):
     def __getitem__(self, idx):
         if isinstance(idx, slice):
             return ParameterList([self[i] for i in range(len(self))[idx]])
-        return getattr(self, str(_index(idx, len(self), "ParameterList")))
+        return getattr(self, str(_index(idx, len(self))))
 
     def __setitem__(self, idx, value):
-        setattr(self, str(_index(idx, len(self), "ParameterList")), _as_parameter(value))
+        setattr(self, str(_index(idx, len(self))), _as_parameter(value))
 
     def __len__(self):
         return self._size
@@ -259,7 +242,7 @@ class ParameterList(Module):
                          f"{'x'.join(map(str, p.shape))}]" for i, p in enumerate(self))
 
 
-class ParameterDict(Module):
+class ParameterDict(_Keyed, Module):
     """An ordered dict of parameters that registers them."""
 
     def __init__(self, parameters=None):
@@ -279,18 +262,6 @@ class ParameterDict(Module):
         del self._keys[key]
         delattr(self, key)
 
-    def __len__(self):
-        return len(self._keys)
-
-    def __iter__(self):
-        return iter(self._keys)
-
-    def __contains__(self, key):
-        return key in self._keys
-
-    def keys(self):
-        return self._keys.keys()
-
     def values(self):
         return [self[k] for k in self._keys]
 
@@ -301,11 +272,6 @@ class ParameterDict(Module):
         v = self[key]
         del self[key]
         return v
-
-    def update(self, parameters):
-        items = parameters.items() if hasattr(parameters, "items") else parameters
-        for k, v in items:
-            self[k] = v
 
 
 class Container(Module):
