@@ -1,6 +1,6 @@
 """Adadelta (``torch.optim.Adadelta``)."""
 from .._backends import array_module
-from .optimizer import Optimizer, _check, _check_lr, _ema_sq_, _scalar, _zeros_like
+from .optimizer import Optimizer, _check, _check_lr, _ema_sq_, _zeroed_state
 
 __all__ = ["Adadelta"]
 
@@ -40,10 +40,7 @@ class Adadelta(Optimizer):
                         capturable=capturable, foreach=foreach, differentiable=differentiable)
         super().__init__(params, defaults)
 
-    def _init_state(self, p, state, group):
-        state["step"] = _scalar(0.0)
-        state["square_avg"] = _zeros_like(p)
-        state["acc_delta"] = _zeros_like(p)
+    _init_state = _zeroed_state
 
     def _state_keys(self, group):
         return ("square_avg", "acc_delta")

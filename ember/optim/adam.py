@@ -3,8 +3,8 @@ import numpy as np
 
 from .._backends import array_module
 from .._C import kernels
-from .optimizer import (Optimizer, _check_common, _check_lr, _ema_, _ema_sq_, _scalar, _tick,
-                        _zeros_like)
+from .optimizer import (Optimizer, _check_common, _check_lr, _ema_, _ema_sq_, _tick,
+                        _zeroed_state)
 
 __all__ = ["Adam"]
 
@@ -67,12 +67,7 @@ class Adam(Optimizer):
             if foreach:
                 raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
 
-    def _init_state(self, p, state, group):
-        state["step"] = _scalar(0.0)
-        state["exp_avg"] = _zeros_like(p)
-        state["exp_avg_sq"] = _zeros_like(p)
-        if group["amsgrad"]:
-            state["max_exp_avg_sq"] = _zeros_like(p)
+    _init_state = _zeroed_state
 
     def _state_keys(self, group):
         return ("exp_avg", "exp_avg_sq", "max_exp_avg_sq") if group["amsgrad"] else \

@@ -1,6 +1,6 @@
 """Adamax: Adam with the infinity norm (``torch.optim.Adamax``)."""
 from .._backends import array_module
-from .optimizer import Optimizer, _check_common, _ema_, _scalar, _zeros_like
+from .optimizer import Optimizer, _check_common, _ema_, _zeroed_state
 
 __all__ = ["Adamax"]
 
@@ -36,10 +36,7 @@ class Adamax(Optimizer):
                         maximize=maximize, differentiable=differentiable, capturable=capturable)
         super().__init__(params, defaults)
 
-    def _init_state(self, p, state, group):
-        state["step"] = _scalar(0.0)
-        state["exp_avg"] = _zeros_like(p)
-        state["exp_inf"] = _zeros_like(p)
+    _init_state = _zeroed_state
 
     def _state_keys(self, group):
         return ("exp_avg", "exp_inf")

@@ -104,6 +104,14 @@ def _zeros_like(p, fill=0):
     return _state_tensor(p, array_module(p._data).full_like(p._data, fill))
 
 
+def _zeroed_state(self, p, state, group):
+    """The ``_init_state`` of most optimizers: a step count, and zeros under each of
+    ``_state_keys(group)``."""
+    state["step"] = _scalar(0.0)
+    for k in self._state_keys(group):
+        state[k] = _zeros_like(p)
+
+
 def _state_tensor(p, arr):
     """``arr`` as a state tensor of ``p``.
 

@@ -1,6 +1,6 @@
 """RAdam: rectified Adam (``torch.optim.RAdam``)."""
 from .._backends import array_module
-from .optimizer import Optimizer, _check_common, _ema_, _ema_sq_, _scalar, _zeros_like
+from .optimizer import Optimizer, _check_common, _ema_, _ema_sq_, _zeroed_state
 
 __all__ = ["RAdam"]
 
@@ -41,10 +41,7 @@ class RAdam(Optimizer):
                         differentiable=differentiable)
         super().__init__(params, defaults)
 
-    def _init_state(self, p, state, group):
-        state["step"] = _scalar(0.0)
-        state["exp_avg"] = _zeros_like(p)
-        state["exp_avg_sq"] = _zeros_like(p)
+    _init_state = _zeroed_state
 
     def _state_keys(self, group):
         return ("exp_avg", "exp_avg_sq")

@@ -1,6 +1,6 @@
 """RMSprop, centered or not, with momentum (``torch.optim.RMSprop``)."""
 from .._backends import array_module
-from .optimizer import Optimizer, _check, _check_lr, _ema_, _ema_sq_, _scalar, _zeros_like
+from .optimizer import Optimizer, _check, _check_lr, _ema_, _ema_sq_, _zeroed_state
 
 __all__ = ["RMSprop"]
 
@@ -45,13 +45,7 @@ class RMSprop(Optimizer):
                         maximize=maximize, differentiable=differentiable)
         super().__init__(params, defaults)
 
-    def _init_state(self, p, state, group):
-        state["step"] = _scalar(0.0)
-        state["square_avg"] = _zeros_like(p)
-        if group["momentum"] > 0:
-            state["momentum_buffer"] = _zeros_like(p)
-        if group["centered"]:
-            state["grad_avg"] = _zeros_like(p)
+    _init_state = _zeroed_state
 
     def _state_keys(self, group):
         return ("square_avg",) + ("momentum_buffer",) * (group["momentum"] > 0) + \

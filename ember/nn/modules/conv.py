@@ -10,7 +10,7 @@ from .. import functional as F
 from .._conv_functional import _ntuple
 from .. import init
 from ..parameter import Parameter
-from .module import Module
+from .module import Module, _changed
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -89,21 +89,12 @@ class _ConvNd(Module):
         return self._conv_forward(input, self.weight, self.bias)
 
     def extra_repr(self):
-        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-             f"stride={self.stride}")
-        if self.padding != (0,) * self.nd:
-            s += f", padding={self.padding}"
-        if self.dilation != (1,) * self.nd:
-            s += f", dilation={self.dilation}"
-        if self.output_padding != (0,) * self.nd:
-            s += f", output_padding={self.output_padding}"
-        if self.groups != 1:
-            s += f", groups={self.groups}"
-        if self.bias is None:
-            s += ", bias=False"
-        if self.padding_mode != "zeros":
-            s += f", padding_mode={self.padding_mode}"
-        return s
+        zeros, ones = (0,) * self.nd, (1,) * self.nd
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}" + _changed(self, dict(
+                    padding=zeros, dilation=ones, output_padding=zeros, groups=1)) +
+                (", bias=False" if self.bias is None else "") +
+                _changed(self, dict(padding_mode="zeros")))
 
 
 class Conv1d(_ConvNd):

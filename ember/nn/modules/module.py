@@ -16,6 +16,18 @@ def _addindent(s, n):
         " " * n + line for line in lines[1:])
 
 
+def _changed(module, defaults):
+    """``, name=value`` for each of ``module``'s options that differs from its default in
+    ``defaults`` (torch's extra_repr lists only those)."""
+    out = ""
+    for k, d in defaults.items():
+        v = getattr(module, k)
+        # (as torch's reprs, a bool or None option counts as changed unless it is the default)
+        if (v is not d) if d is None or isinstance(d, bool) else v != d:
+            out += f", {k}={v}"
+    return out
+
+
 def _name_failing_module(e, module):
     """Prefix ``e``'s message with the path of the module whose forward raised it, as seen
     from ``module``: ``model.encoder.layers.3.linear1 (Linear(...)): <message>``.
