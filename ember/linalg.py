@@ -17,14 +17,10 @@ import ember
 from . import return_types
 from ._dtype import _SCALAR_NAMES
 from .autograd.composite import recorded_as
-from ._ops import _function
-from ._ops.decompositions import (linalg_cholesky_ex, linalg_eig, linalg_eigh,
-                                  linalg_eigvals, linalg_eigvalsh, linalg_ldl_factor_ex,
-                                  linalg_ldl_solve, linalg_lu_factor_ex,
-                                  linalg_qr, linalg_svd, linalg_svdvals)
+from ._ops import _function, decompositions, solvers
+from ._ops.decompositions import linalg_cholesky_ex, linalg_ldl_factor_ex, linalg_lu_factor_ex
 from ._ops.linalg_functions import lu_unpack
-from ._ops.solvers import (LinAlgError, linalg_lstsq, linalg_multi_dot, linalg_pinv,
-                           linalg_solve, linalg_solve_triangular)
+from ._ops.solvers import LinAlgError
 
 __all__ = ["LinAlgError", "inv", "inv_ex", "det", "slogdet", "solve", "solve_ex",
            "solve_triangular", "cholesky", "cholesky_ex", "qr", "svd", "svdvals", "eig",
@@ -36,22 +32,13 @@ __all__ = ["LinAlgError", "inv", "inv_ex", "det", "slogdet", "solve", "solve_ex"
 inv = _function(ember.inverse.opdef, "inv")
 det = ember.det
 matrix_power, matrix_exp, matmul = ember.matrix_power, ember.matrix_exp, ember.matmul
-solve = _function(linalg_solve, "solve")
-solve_triangular = _function(linalg_solve_triangular, "solve_triangular")
-cholesky_ex = _function(linalg_cholesky_ex, "cholesky_ex")
-qr = _function(linalg_qr, "qr")
-svd = _function(linalg_svd, "svd")
-svdvals = _function(linalg_svdvals, "svdvals")
-eig = _function(linalg_eig, "eig")
-eigvals = _function(linalg_eigvals, "eigvals")
-eigh = _function(linalg_eigh, "eigh")
-eigvalsh = _function(linalg_eigvalsh, "eigvalsh")
-lstsq = _function(linalg_lstsq, "lstsq")
-pinv = _function(linalg_pinv, "pinv")
-multi_dot = _function(linalg_multi_dot, "multi_dot")
-lu_factor_ex = _function(linalg_lu_factor_ex, "lu_factor_ex")
-ldl_factor_ex = _function(linalg_ldl_factor_ex, "ldl_factor_ex")
-ldl_solve = _function(linalg_ldl_solve, "ldl_solve")
+# the OpDefs named linalg_<name> (in solvers.py or decompositions.py) under torch.linalg's names
+for _name in ("solve", "solve_triangular", "cholesky_ex", "qr", "svd", "svdvals", "eig",
+              "eigvals", "eigh", "eigvalsh", "lstsq", "pinv", "multi_dot", "lu_factor_ex",
+              "ldl_factor_ex", "ldl_solve"):
+    _mod = solvers if hasattr(solvers, "linalg_" + _name) else decompositions
+    globals()[_name] = _function(getattr(_mod, "linalg_" + _name), _name)
+del _name, _mod
 
 
 def ldl_factor(A, *, hermitian=False):

@@ -2,10 +2,11 @@
 ``jacrev``, ``jvp``, ``jacfwd``, ``hessian``, ``linearize``, ``vmap``, ``functional_call``.
 
 The reverse-mode transforms run ember's autograd on the (physical) tensors; inside ``vmap``
-they differentiate the whole batch in one pass (see _vmap/__init__.py). ``jvp`` and ``jacfwd`` are the
+they differentiate the whole batch in one pass (see _vmap/). ``jvp`` and ``jacfwd`` are the
 double-vjp construction (a vjp of a vjp, linear in its cotangent), so every op with a vjp has
 them.
 """
+import contextlib
 import functools
 from collections.abc import Sequence
 
@@ -97,6 +98,17 @@ def _is_tensor(x):
 _DEPTH = [0]        # nested transforms: inner ones keep their graphs for the outer ones
 
 
+@contextlib.contextmanager
+def _transform():
+    """The body of a reverse-mode transform: one level deeper, with grad enabled."""
+    _DEPTH[0] += 1
+    try:
+        with ember.enable_grad():
+            yield
+    finally:
+        _DEPTH[0] -= 1
+
+
 def _argnums(argnums, n, fn):
     nums = (argnums,) if isinstance(argnums, int) else argnums
     if not isinstance(nums, tuple) or not nums or not all(isinstance(i, int) for i in nums):
@@ -129,10 +141,17 @@ def _traced(func, args, argnums, fn):
     leaves, spec = _flatten(tuple(args[i] for i in nums))
     pairs = [_track(x) for x in leaves]
     inner = _unflatten([q for _, q in pairs], spec)
-    args = list(args)
-    for k, i in enumerate(nums):
-        args[i] = inner[k]
-    return func(*args), [p for p, _ in pairs], spec, isinstance(argnums, int)
+    return _at(func, args, nums)(*inner), [p for p, _ in pairs], spec, isinstance(argnums, int)
+
+
+def _at(func, args, nums):
+    """``func`` as a function of its arguments at ``nums``, the others fixed at ``args``."""
+    def g(*values):
+        a = list(args)
+        for i, v in zip(nums, values):
+            a[i] = v
+        return func(*a)
+    return g
 
 
 def _graph_needed(args):
@@ -164,27 +183,23 @@ def grad_and_value(func, argnums=0, has_aux=False):
     """
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        _DEPTH[0] += 1
-        try:
-            with ember.enable_grad():
-                out, phys, spec, single = _traced(lambda *a: func(*a, **kwargs), args, argnums,
-                                                  "grad_and_value")
-                out, aux = _split_aux(out, has_aux, "grad_and_value(f)(*args)")
-                if not _is_tensor(out):
-                    raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return "
-                                       f"a Tensor, got {type(out)}")
-                if out.dim() != 0:
-                    raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a "
-                                       f"scalar Tensor, got tensor with {out.dim()} dims. Maybe "
-                                       f"you wanted to use the vjp or jacrev APIs instead?")
-                keep = _graph_needed(args)
-                p_out = lift(out)
-                gs = ember.autograd.grad(p_out, phys, ember.ones_like(p_out), create_graph=keep,
-                                         allow_unused=True, materialize_grads=True)
-                grads = _unflatten([_out(g, keep) for g in gs], spec)
-                value = _out(p_out, keep)
-        finally:
-            _DEPTH[0] -= 1
+        with _transform():
+            out, phys, spec, single = _traced(lambda *a: func(*a, **kwargs), args, argnums,
+                                              "grad_and_value")
+            out, aux = _split_aux(out, has_aux, "grad_and_value(f)(*args)")
+            if not _is_tensor(out):
+                raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return "
+                                   f"a Tensor, got {type(out)}")
+            if out.dim() != 0:
+                raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a "
+                                   f"scalar Tensor, got tensor with {out.dim()} dims. Maybe "
+                                   f"you wanted to use the vjp or jacrev APIs instead?")
+            keep = _graph_needed(args)
+            p_out = lift(out)
+            gs = ember.autograd.grad(p_out, phys, ember.ones_like(p_out), create_graph=keep,
+                                     allow_unused=True, materialize_grads=True)
+            grads = _unflatten([_out(g, keep) for g in gs], spec)
+            value = _out(p_out, keep)
         grads = grads[0] if single else grads
         return (grads, (value, aux)) if has_aux else (grads, value)
     return wrapper
@@ -220,12 +235,8 @@ def vjp(func, *primals, has_aux=False):
         >>> fn(ember.tensor([1.0, 10.0]))
         (tensor([ 3., 30.]),)
     """
-    _DEPTH[0] += 1
-    try:
-        with ember.enable_grad():
-            out, phys, spec, _ = _traced(func, primals, tuple(range(len(primals))), "vjp")
-    finally:
-        _DEPTH[0] -= 1
+    with _transform():
+        out, phys, spec, _ = _traced(func, primals, tuple(range(len(primals))), "vjp")
     out, aux = _split_aux(out, has_aux, "vjp(f, *primals)")
     outs, out_spec = _flatten(out)
     if not all(_is_tensor(o) for o in outs):
@@ -264,11 +275,12 @@ def _basis(ts):
     """One-hot tangents for the flattened tensors ``ts``: (n, *shape) each, n in all."""
     sizes = [t.numel() for t in ts]
     eye = ember.eye(sum(sizes), dtype=ts[0].dtype, device=ts[0].device)
-    out, i = [], 0
-    for t, n in zip(ts, sizes):
-        out.append(eye[:, i:i + n].reshape(-1, *t.shape))
-        i += n
-    return out, sizes
+    at = _offsets(sizes)
+    return [eye[:, i:i + n].reshape(-1, *t.shape) for t, n, i in zip(ts, sizes, at)], sizes
+
+
+def _offsets(sizes):
+    return [sum(sizes[:i]) for i in range(len(sizes))]
 
 
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
@@ -285,46 +297,21 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     @functools.wraps(func)
     def wrapper(*args):
         nums = _argnums(argnums, len(args), "jacrev")
-
-        def g(*s):
-            a = list(args)
-            for i, v in zip(nums, s):
-                a[i] = v
-            return func(*a)
         # as torch: one forward, then the vjp's backward vmapped over the one-hot cotangents
-        res = vjp(g, *(args[i] for i in nums), has_aux=has_aux)
+        res = vjp(_at(func, args, nums), *(args[i] for i in nums), has_aux=has_aux)
         outs, out_spec = _flatten(res[0])
         basis, sizes = _basis(outs)
         rows = vmap(lambda *cts: res[1](_unflatten(list(cts), out_spec)),
                     chunk_size=chunk_size)(*basis)          # per arg: (n_out, *arg)
-        jac = _split_rows(rows, outs, sizes, lambda o, a: (*o.shape, *a.shape))
-        jac = _arrange(jac, out_spec, isinstance(argnums, int))
+        leaves, arg_spec = _flatten(rows)
+        jac = []        # per output i: J_ij, its n_out_i rows of arg j's, as (*out_i, *arg_j)
+        for o, n, i in zip(outs, sizes, _offsets(sizes)):
+            r = _unflatten([lv[i:i + n].reshape(*o.shape, *lv.shape[1:]) for lv in leaves],
+                           arg_spec)
+            jac.append(r[0] if isinstance(argnums, int) else r)
+        jac = _unflatten(jac, out_spec)
         return (jac, res[2]) if has_aux else jac
     return wrapper
-
-
-def _split_rows(per_arg, outs, sizes, shape_of):
-    """``per_arg[j]``: (n_out_total, *arg_j) → [[J_ij reshaped to shape_of(out_i, arg_j)]]."""
-    leaves, spec = _flatten(per_arg)
-    res = []
-    for o, n, off in zip(outs, sizes, _offsets(sizes)):
-        res.append([lv[off:off + n].reshape(shape_of(o, lv[0])) for lv in leaves])
-    return res, spec
-
-
-def _offsets(sizes):
-    out, i = [], 0
-    for n in sizes:
-        out.append(i)
-        i += n
-    return out
-
-
-def _arrange(jac, out_spec, single_arg):
-    rows, arg_spec = jac
-    per_out = [_unflatten(r, arg_spec) for r in rows]
-    per_out = [p[0] if single_arg else p for p in per_out]
-    return _unflatten(per_out, out_spec)
 
 
 # ---- forward mode --------------------------------------------------------------------------
@@ -371,26 +358,32 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
 def _jvp_double_vjp(func, primals, t_leaves, has_aux):
     """jvp as the vjp of a vjp: the vjp is linear in its cotangent u, so its vjp w.r.t. u
     at the tangents is J @ tangents."""
-    _DEPTH[0] += 1
-    try:
-        with ember.enable_grad():
-            res = vjp(func, *primals, has_aux=has_aux)
-            out, fn = res[:2]
-            outs, out_spec = _flatten(out)
-            us = [lift(o).detach().requires_grad_() for o in outs]
-            gs = _flatten(fn(_unflatten([lower(u) for u in us], out_spec), create_graph=True))[0]
-            pairs = [(lift(g), lift(t)) for g, t in zip(gs, t_leaves) if lift(g).requires_grad]
-            keep = _graph_needed((primals, t_leaves))
-            if pairs:
-                jv = ember.autograd.grad([g for g, _ in pairs], us, [t for _, t in pairs],
-                                         create_graph=keep, allow_unused=True,
-                                         materialize_grads=True)
-            else:
-                jv = [ember.zeros_like(u) for u in us]
-    finally:
-        _DEPTH[0] -= 1
+    with _transform():
+        res, us, gs, out_spec = _vjp_of_vjp(func, primals, has_aux)
+        keep = _graph_needed((primals, t_leaves))
+        jv = _jv([lift(g) for g in gs], us, [lift(t) for t in t_leaves], create_graph=keep)
     jv = _unflatten([_out(j, keep) for j in jv], out_spec)
-    return (out, jv, res[2]) if has_aux else (out, jv)
+    return (res[0], jv, res[2]) if has_aux else (res[0], jv)
+
+
+def _vjp_of_vjp(func, primals, has_aux=False):
+    """``func``'s vjp at ``primals`` and, with a graph, its vjp function's result ``gs`` at
+    cotangents ``us`` that require grad: linear in ``us``, so the vjp of ``gs`` w.r.t. ``us``
+    at the tangents is J @ tangents (``_jv``). Returns (vjp's result, us, gs, out_spec)."""
+    res = vjp(func, *primals, has_aux=has_aux)
+    outs, out_spec = _flatten(res[0])
+    us = [lift(o).detach().requires_grad_() for o in outs]
+    gs = _flatten(res[1](_unflatten([lower(u) for u in us], out_spec), create_graph=True))[0]
+    return res, us, gs, out_spec
+
+
+def _jv(gs, us, ts, **kwargs):
+    """J @ ``ts`` from ``_vjp_of_vjp``'s ``gs`` and ``us`` (physical tensors)."""
+    pairs = [(g, t) for g, t in zip(gs, ts) if g.requires_grad]
+    if not pairs:
+        return [ember.zeros_like(u) for u in us]
+    return ember.autograd.grad([g for g, _ in pairs], us, [t for _, t in pairs],
+                               allow_unused=True, materialize_grads=True, **kwargs)
 
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
@@ -410,13 +403,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
         sub = tuple(args[i] for i in nums)
         leaves, spec = _flatten(sub)
         basis, sizes = _basis(leaves)
-
-        def g(*s):
-            a = list(args)
-            for i, v in zip(nums, s):
-                a[i] = v
-            r = func(*a)
-            return r[0] if has_aux else r
+        g = _at((lambda *a: func(*a)[0]) if has_aux else func, args, nums)
 
         def col(*ts):
             return jvp(g, sub, _unflatten(list(ts), spec))[1]
@@ -424,11 +411,8 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
         out_leaves, out_spec = _flatten(cols)
         res = []
         for c in out_leaves:
-            row, i = [], 0
-            for x, n in zip(leaves, sizes):
-                row.append(c[i:i + n].movedim(0, -1).reshape(*c.shape[1:], *x.shape))
-                i += n
-            r = _unflatten(row, spec)
+            r = _unflatten([c[i:i + n].movedim(0, -1).reshape(*c.shape[1:], *x.shape)
+                            for x, n, i in zip(leaves, sizes, _offsets(sizes))], spec)
             res.append(r[0] if isinstance(argnums, int) else r)
         jac = _unflatten(res, out_spec)
         return (jac, func(*args)[1]) if has_aux else jac
@@ -461,21 +445,13 @@ def linearize(func, *primals):
         tensor([1.0000, 2.7183])
     """
     with ember.enable_grad():
-        out, fn = vjp(func, *primals)
-        outs, out_spec = _flatten(out)
-        us = [lift(o).detach().requires_grad_() for o in outs]
-        gs = _flatten(fn(_unflatten([lower(u) for u in us], out_spec), create_graph=True))[0]
+        res, us, gs, out_spec = _vjp_of_vjp(func, primals)
 
     def jvp_fn(*tangents):
-        ts = _flatten(tangents)[0]
-        pairs = [(g, lift(t)) for g, t in zip(gs, ts) if g.requires_grad]
         with ember.enable_grad():
-            jv = ember.autograd.grad([g for g, _ in pairs], us, [t for _, t in pairs],
-                                     retain_graph=True, allow_unused=True,
-                                     materialize_grads=True) if pairs else \
-                [ember.zeros_like(u) for u in us]
+            jv = _jv(gs, us, [lift(t) for t in _flatten(tangents)[0]], retain_graph=True)
         return _unflatten([lower(j.detach()) for j in jv], out_spec)
-    return _unflatten([o.detach() for o in outs], out_spec), jvp_fn
+    return _unflatten([o.detach() for o in _flatten(res[0])[0]], out_spec), jvp_fn
 
 
 # ---- vmap ----------------------------------------------------------------------------------
