@@ -72,16 +72,16 @@ class Stream:
     """Stands in for a CUDA stream: CPU work runs in order as it is issued."""
 
     def __init__(self, priority=-1):
-        pass
+        """(``priority`` is accepted as CUDA's streams take it; CPU work has none.)"""
 
     def wait_stream(self, stream):
-        pass
+        """Nothing to wait for: the other stream's work is complete."""
 
     def record_event(self):
-        pass
+        """Nothing to record: CPU work is complete when it is issued."""
 
     def wait_event(self, event):
-        pass
+        """Nothing to wait for: an event is always complete."""
 
 
 class Event:
@@ -91,13 +91,13 @@ class Event:
         return True
 
     def record(self, stream=None):
-        pass
+        """Nothing to record: the work before it is complete."""
 
     def synchronize(self):
-        pass
+        """Nothing to wait for: the event is complete."""
 
     def wait(self, stream=None):
-        pass
+        """Nothing to wait for: the event is complete."""
 
 
 _default_stream = Stream()

@@ -56,7 +56,7 @@ class _Faketqdm:
             sys.stderr.flush()
 
     def set_description(self, *args, **kwargs):
-        pass
+        """(tqdm's; this plain progress bar shows no description.)"""
 
     def write(self, s):
         sys.stderr.write(f"{s}\n")

@@ -32,7 +32,7 @@ class TorchAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             raise
 
     def exec_module(self, module):
-        pass
+        """Nothing to run: ``create_module`` returned the ember module, already loaded."""
 
 
 def install():

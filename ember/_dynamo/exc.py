@@ -2,7 +2,7 @@
 
 
 class TorchDynamoException(RuntimeError):
-    pass
+    """The base of the errors ``compile`` raises."""
 
 
 class InvalidBackend(TorchDynamoException):

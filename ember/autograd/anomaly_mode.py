@@ -38,7 +38,7 @@ class set_detect_anomaly(_Mode):
         return self.__class__(*self._args)
 
     def __enter__(self):
-        pass
+        """(The mode was set on construction, as torch's is: entering changes nothing.)"""
 
     def __exit__(self, *exc):
         anomaly.enabled, anomaly.check_nan = self._prev

@@ -93,7 +93,7 @@ class set_grad_enabled(_Mode):
         return self.__class__(self._mode)
 
     def __enter__(self):
-        pass
+        """(The mode was set on construction, as torch's is: entering changes nothing.)"""
 
 
 class inference_mode(_Mode):
@@ -133,7 +133,7 @@ class _Flag(_Mode):
         return self.__class__(self._mode)
 
     def __enter__(self):
-        pass
+        """(The mode was set on construction, as torch's is: entering changes nothing.)"""
 
     def __exit__(self, *exc):
         setattr(state, self._attr, self._prev)

@@ -204,7 +204,7 @@ class Node:
         return self._retain_grad_hooks
 
     def release(self):
-        pass
+        """Nothing to free: a node of this kind saves nothing."""
 
     def __repr__(self):
         return f"<{type(self).__name__} object at {hex(id(self))}>"
@@ -536,7 +536,7 @@ def _weak(variable):
 
 
 def _gone(ref):
-    pass
+    """(``_weak``'s callback: its being there is what counts.)"""
 
 
 class AccumulateGrad(Node):
@@ -896,7 +896,7 @@ class _AllowMutationOnSavedContext:
 
 
 class _SavedHandle:
-    pass
+    """A saved tensor's key in the context: only its identity matters."""
 
 
 _mutation_ctx = []

@@ -153,10 +153,10 @@ class strict_fusion:
         warnings.warn("Only works in script mode", stacklevel=2)
 
     def __enter__(self):
-        pass
+        """Nothing to do outside script mode."""
 
     def __exit__(self, type, value, tb):
-        pass
+        """Nothing to do outside script mode."""
 
 
 # ---- isinstance ---------------------------------------------------------------------------------

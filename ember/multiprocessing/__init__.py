@@ -128,7 +128,7 @@ class ProcessContext:
 
 
 class SpawnContext(ProcessContext):
-    pass
+    """The ``ProcessContext`` of ``spawn(join=False)``, under torch's older name."""
 
 
 def start_processes(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):

@@ -138,7 +138,7 @@ class UninitializedBuffer(UninitializedTensorMixin, Tensor):
         return t
 
     def __init__(self, *args, **kwargs):
-        pass
+        """(``__new__`` made the buffer; Tensor's ``__init__`` would take its arguments.)"""
 
 
 def is_lazy(param):

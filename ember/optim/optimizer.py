@@ -407,7 +407,7 @@ class Optimizer:
         return g
 
     def _init_state(self, p, state, group):
-        pass
+        """Fill a parameter's empty ``state`` (most optimizers: ``_zeroed_state``)."""
 
     # An optimizer written as array math sets `_math(p, g, *buffers, scratch, step, group)`
     # (updating p and the buffers in place) and `_state_keys(group)`, the names of the

@@ -349,7 +349,7 @@ class TorchFunctionMode:
     """
 
     def __init__(self):
-        pass
+        """(No state: a subclass's ``__init__`` may call it, as torch's.)"""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         raise NotImplementedError

@@ -120,7 +120,7 @@ class set_default_mmap_options:
         self.prev, _mmap_flags[0] = _mmap_flags[0], flags
 
     def __enter__(self):
-        pass
+        """(The flags were set on construction, as torch's are.)"""
 
     def __exit__(self, *exc):
         _mmap_flags[0] = self.prev

@@ -159,7 +159,7 @@ class _Loader:
         return t if target == CPU else _move(t, target)
 
     def replaced(self, old, new):
-        pass
+        """(A hook for loaders that track replaced tensors; this one does not.)"""
 
 
 def _ascii(s):
@@ -316,7 +316,7 @@ class _LegacyLoader(_Loader):
 
 
 class _NotACheckpoint(Exception):
-    pass
+    """The file is neither of the formats ``torch.save`` writes."""
 
 
 # what a file cut short or not written by torch.save raises part-way through reading it

@@ -201,7 +201,7 @@ class RNNBase(Module):
         return (ember.stack if x.dim() == 3 else ember.cat)(seq, 0), h, c
 
     def flatten_parameters(self):
-        pass
+        """Nothing to do: ember has no cuDNN weight buffer to pack the weights into."""
 
     @property
     def all_weights(self):

@@ -23,7 +23,7 @@ class Sampler:
     """Base class: subclasses define ``__iter__`` over indices (and ``__len__`` if known)."""
 
     def __init__(self, data_source=None):
-        pass
+        """(``data_source`` is accepted as torch's samplers take it, and unused.)"""
 
     def __iter__(self):
         raise NotImplementedError

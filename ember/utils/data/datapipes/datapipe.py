@@ -322,7 +322,7 @@ class _Switch:
         self.prev, self._flag[0] = self._flag[0], self._on
 
     def __enter__(self):
-        pass
+        """(The flag was set on construction, as torch's is.)"""
 
     def __exit__(self, *exc):
         self._flag[0] = self.prev
