@@ -51,10 +51,7 @@ class _ConvNd(Module):
             (out_channels, in_channels // groups)
         factory = dict(device=device, dtype=dtype)
         self.weight = Parameter(empty(shape + self.kernel_size, **factory))
-        if bias:
-            self.bias = Parameter(empty(out_channels, **factory))
-        else:
-            self.register_parameter("bias", None)
+        self.register_parameter("bias", Parameter(empty(out_channels, **factory)) if bias else None)
         self.reset_parameters()
 
     def reset_parameters(self):

@@ -44,10 +44,8 @@ class Linear(Module):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.weight = Parameter(empty(out_features, in_features, device=device, dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_features, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        self.register_parameter("bias", Parameter(empty(out_features, device=device, dtype=dtype))
+                                if bias else None)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -81,10 +79,8 @@ class Bilinear(Module):
         self.out_features = out_features
         self.weight = Parameter(empty(out_features, in1_features, in2_features, device=device,
                                       dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_features, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        self.register_parameter("bias", Parameter(empty(out_features, device=device, dtype=dtype))
+                                if bias else None)
         self.reset_parameters()
 
     def reset_parameters(self):

@@ -269,12 +269,9 @@ class RNNCellBase(Module):
         kw = dict(device=device, dtype=dtype)
         self.weight_ih = Parameter(empty(num_chunks * hidden_size, input_size, **kw))
         self.weight_hh = Parameter(empty(num_chunks * hidden_size, hidden_size, **kw))
-        if bias:
-            self.bias_ih = Parameter(empty(num_chunks * hidden_size, **kw))
-            self.bias_hh = Parameter(empty(num_chunks * hidden_size, **kw))
-        else:
-            self.register_parameter("bias_ih", None)
-            self.register_parameter("bias_hh", None)
+        for name in ("bias_ih", "bias_hh"):
+            self.register_parameter(name, Parameter(empty(num_chunks * hidden_size, **kw))
+                                    if bias else None)
         self.reset_parameters()
 
     reset_parameters = RNNBase.reset_parameters

@@ -55,10 +55,8 @@ class MultiheadAttention(Module):
             self.k_proj_weight = Parameter(empty(embed_dim, self.kdim, **kw))
             self.v_proj_weight = Parameter(empty(embed_dim, self.vdim, **kw))
             self.register_parameter("in_proj_weight", None)
-        if bias:
-            self.in_proj_bias = Parameter(empty(3 * embed_dim, **kw))
-        else:
-            self.register_parameter("in_proj_bias", None)
+        self.register_parameter("in_proj_bias", Parameter(empty(3 * embed_dim, **kw)) if bias
+                                else None)
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, **kw)
         if add_bias_kv:
             self.bias_k = Parameter(empty(1, 1, embed_dim, **kw))
