@@ -57,6 +57,15 @@ def test_import_leaves_the_lazy_op_families_unloaded():
     assert "numpy.random" not in mods
 
 
+def test_import_leaves_the_subpackages_for_first_use():
+    # ember.nn, ember.func (and vmap's rules), ember.optim... load on first attribute access
+    import ember
+    mods = _loaded_after_import()
+    loaded = [n for n in ember._SUBMODULES if f"ember.{n}" in mods]
+    assert not loaded, f"import ember loaded: {loaded}"
+    assert ember.func.vmap(ember.sin)(ember.zeros(2)).tolist() == [0.0, 0.0]
+
+
 def test_lazy_index_is_current():
     # after adding an op to a lazy family, rewrite it:
     # python -c "from ember._ops import lazy; lazy.write_index()"
