@@ -76,26 +76,6 @@ class enable_grad(_Mode):
     _mode = True
 
 
-class set_grad_enabled(_Mode):
-    """Set grad mode to ``mode``; works as a function call, context manager or decorator."""
-
-    def __init__(self, mode):
-        self._mode = bool(mode)
-        self._prev = state.grad_enabled
-        state.grad_enabled = self._mode
-
-    def __call__(self, fn):
-        # NOTE: as a decorator, construction must not have switched the mode for the caller
-        state.grad_enabled = self._prev
-        return super().__call__(fn)
-
-    def clone(self):
-        return self.__class__(self._mode)
-
-    def __enter__(self):
-        """(The mode was set on construction, as torch's is: entering changes nothing.)"""
-
-
 class inference_mode(_Mode):
     """Like ``no_grad``; tensors made inside are plain tensors (ember has no separate
     inference tensor kind)."""
@@ -126,6 +106,7 @@ class _Flag(_Mode):
         setattr(state, self._attr, self._mode)
 
     def __call__(self, fn):
+        # NOTE: as a decorator, construction must not have switched the mode for the caller
         setattr(state, self._attr, self._prev)
         return super().__call__(fn)
 
@@ -137,6 +118,11 @@ class _Flag(_Mode):
 
     def __exit__(self, *exc):
         setattr(state, self._attr, self._prev)
+
+
+class set_grad_enabled(_Flag):
+    """Set grad mode to ``mode``; works as a function call, context manager or decorator."""
+    _attr = "grad_enabled"
 
 
 _State.multithreading = _State.grad_layout = True

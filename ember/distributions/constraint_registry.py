@@ -11,6 +11,7 @@ Example:
     >>> transform_to(constraints.simplex)(ember.zeros(2))
     tensor([0.5000, 0.5000])
 """
+import functools
 from numbers import Number
 
 from . import constraints, transforms
@@ -59,12 +60,14 @@ biject_to = ConstraintRegistry()
 transform_to = ConstraintRegistry()
 
 
-def _both(*cs):
-    """Register the decorated factory for ``cs`` in both registries."""
+def _both(*cs, by_parts=False):
+    """Register the decorated factory for ``cs`` in both registries; ``by_parts``: it is
+    ``fn(registry, constraint)``, a transform built of the ones that same registry gives the
+    constraint's parts."""
     def deco(fn):
         for c in cs:
-            biject_to.register(c, fn)
-            transform_to.register(c, fn)
+            for registry in (biject_to, transform_to):
+                registry.register(c, functools.partial(fn, registry) if by_parts else fn)
         return fn
     return deco
 
@@ -74,15 +77,9 @@ def _transform_to_real(constraint):
     return transforms.identity_transform
 
 
-@biject_to.register(constraints.independent)
-def _biject_to_independent(constraint):
-    return transforms.IndependentTransform(biject_to(constraint.base_constraint),
-                                           constraint.reinterpreted_batch_ndims)
-
-
-@transform_to.register(constraints.independent)
-def _transform_to_independent(constraint):
-    return transforms.IndependentTransform(transform_to(constraint.base_constraint),
+@_both(constraints.independent, by_parts=True)
+def _independent(registry, constraint):
+    return transforms.IndependentTransform(registry(constraint.base_constraint),
                                            constraint.reinterpreted_batch_ndims)
 
 
@@ -138,23 +135,12 @@ def _transform_to_corr_cholesky(constraint):
     return transforms.CorrCholeskyTransform()
 
 
-@biject_to.register(constraints.cat)
-def _biject_to_cat(constraint):
-    return transforms.CatTransform([biject_to(c) for c in constraint.cseq], constraint.dim,
+@_both(constraints.cat, by_parts=True)
+def _cat(registry, constraint):
+    return transforms.CatTransform([registry(c) for c in constraint.cseq], constraint.dim,
                                    constraint.lengths)
 
 
-@transform_to.register(constraints.cat)
-def _transform_to_cat(constraint):
-    return transforms.CatTransform([transform_to(c) for c in constraint.cseq], constraint.dim,
-                                   constraint.lengths)
-
-
-@biject_to.register(constraints.stack)
-def _biject_to_stack(constraint):
-    return transforms.StackTransform([biject_to(c) for c in constraint.cseq], constraint.dim)
-
-
-@transform_to.register(constraints.stack)
-def _transform_to_stack(constraint):
-    return transforms.StackTransform([transform_to(c) for c in constraint.cseq], constraint.dim)
+@_both(constraints.stack, by_parts=True)
+def _stack(registry, constraint):
+    return transforms.StackTransform([registry(c) for c in constraint.cseq], constraint.dim)
