@@ -2,7 +2,8 @@
 ``map``, ``batch``, ``concat``, ``zip``, as torch's ``torch.utils.data.datapipes.map``."""
 import copy
 
-from .datapipe import DataChunk, _check_unpickable_fn, MapDataPipe, functional_datapipe
+from .datapipe import _check_unpickable_fn, MapDataPipe, functional_datapipe
+from .iter import BatcherIterDataPipe
 
 __all__ = ["SequenceWrapper", "Mapper", "Batcher", "Concater", "Zipper"]
 
@@ -39,11 +40,7 @@ class MapperMapDataPipe(MapDataPipe):
 class BatcherMapDataPipe(MapDataPipe):
     """Item ``i`` is the ``DataChunk`` of items ``i*batch_size`` on."""
 
-    def __init__(self, datapipe, batch_size, drop_last=False, wrapper_class=DataChunk):
-        if batch_size <= 0:
-            raise AssertionError("Batch size is required to be larger than 0!")
-        self.datapipe, self.batch_size, self.drop_last = datapipe, batch_size, drop_last
-        self.wrapper_class = wrapper_class
+    __init__ = BatcherIterDataPipe.__init__
 
     def __getitem__(self, index):
         batch = []
