@@ -27,10 +27,14 @@ TC static void fft_pass(int p, int64_t n, int64_t s, const float *restrict xr,
                         const float *restrict xi, float *restrict yr, float *restrict yi,
                         const float *w, int64_t N, float sg) {
     int64_t m = n / p, step = N / n, np_ = N / p;
+    float dr[FFT_MAXP][FFT_MAXP], di[FFT_MAXP][FFT_MAXP];      /* W_p^{r t} of an odd p */
+    for (int t = 0; t < p && p & 1; t++)
+        for (int r = 0; r < p; r++)
+            dr[t][r] = w[2 * ((r * t) % p) * np_], di[t][r] = sg * w[2 * ((r * t) % p) * np_ + 1];
     for (int64_t j = 0; j < m; j++) {
         float twr[FFT_MAXP + 1] = {0}, twi[FFT_MAXP + 1] = {0};
         for (int t = 0; t < p; t++) {
-            int64_t k = (j * t * step) % N;
+            int64_t k = j * t * step;              /* < m p step = N */
             twr[t] = w[2 * k], twi[t] = sg * w[2 * k + 1];
         }
         const float *restrict ar = xr + s * j, *restrict ai = xi + s * j;
@@ -56,18 +60,32 @@ TC static void fft_pass(int p, int64_t n, int64_t s, const float *restrict xr,
                 float dr = r0 - r1, di = i0 - i1;
                 br[q] = r0 + r1, bi[q] = i0 + i1, br[q + s] = dr, bi[q + s] = di;
             }
-        } else {          /* odd p: the p-point DFT directly, an output's run at a time */
-            for (int t = 0; t < p; t++) {
-                float *restrict orr = br + s * t, *restrict oi = bi + s * t;
-                for (int64_t q = 0; q < s; q++) orr[q] = ar[q], oi[q] = ai[q];
-                for (int r = 1; r < p; r++) {
-                    int64_t k = (int64_t)((r * t) % p) * np_;
-                    float cr = w[2 * k], ci = sg * w[2 * k + 1];
-                    const float *restrict xr_ = ar + sm * r, *restrict xi_ = ai + sm * r;
+        } else {          /* odd p: the p-point DFT directly, 16 samples of the p runs at a time
+                             (no plain copy loop: gcc makes those small rep-movs memcpys) */
+            for (int64_t q0 = 0; q0 < s; q0 += 16) {
+                int64_t L = s - q0 < 16 ? s - q0 : 16;
+                const float *restrict xr = ar + q0, *restrict xi = ai + q0;
+                float sr[16], si[16];
+                for (int t = 0; t < p; t++) {
                     #pragma omp simd
-                    for (int64_t q = 0; q < s; q++) {
-                        orr[q] += xr_[q] * cr - xi_[q] * ci;
-                        oi[q] += xr_[q] * ci + xi_[q] * cr;
+                    for (int64_t q = 0; q < L; q++) {
+                        sr[q] = xr[q] + xr[q + sm] * dr[t][1] - xi[q + sm] * di[t][1];
+                        si[q] = xi[q] + xr[q + sm] * di[t][1] + xi[q + sm] * dr[t][1];
+                    }
+                    for (int r = 2; r < p - 1; r++) {
+                        float cr = dr[t][r], ci = di[t][r];
+                        #pragma omp simd
+                        for (int64_t q = 0; q < L; q++) {
+                            sr[q] += xr[q + sm * r] * cr - xi[q + sm * r] * ci;
+                            si[q] += xr[q + sm * r] * ci + xi[q + sm * r] * cr;
+                        }
+                    }
+                    float cr = dr[t][p - 1], ci = di[t][p - 1];
+                    const float *restrict lr = xr + sm * (p - 1), *restrict li = xi + sm * (p - 1);
+                    #pragma omp simd
+                    for (int64_t q = 0; q < L; q++) {
+                        br[s * t + q0 + q] = sr[q] + lr[q] * cr - li[q] * ci;
+                        bi[s * t + q0 + q] = si[q] + lr[q] * ci + li[q] * cr;
                     }
                 }
             }
@@ -84,6 +102,18 @@ TC static void fft_pass(int p, int64_t n, int64_t s, const float *restrict xr,
     }
 }
 
+/* body for the samples j < n of lines b < nb of a block in the order memory likes: contiguous
+ * lines (step 1) 16 samples a line at a time (16 lines a power of two apart evict each other
+ * from L1 when read sample by sample), strided lines (which sit side by side) sample-major */
+#define FFT_EACH(step, nb, body)                                                              \
+    if (step == 1)                                                                            \
+        for (int64_t j0 = 0; j0 < n; j0 += 16)                                                \
+            for (int64_t b = 0; b < nb; b++)                                                  \
+                for (int64_t j = j0; j < (j0 + 16 < n ? j0 + 16 : n); j++) { body; }          \
+    else                                                                                      \
+        for (int64_t j = 0; j < n; j++)                                                       \
+            for (int64_t b = 0; b < nb; b++) { body; }
+
 /* y[o, :, i] = scale * DFT_n(x[o, :, i] zero-padded or cut from nin to n), complex64 arrays of
  * shapes (outer, nin, inner) and (outer, n, inner), lines [l0, l1) of outer * inner, in blocks
  * of B; inverse: sg = -1 (W conjugated). */
@@ -97,12 +127,9 @@ static void fft_lines(const float *x, float *y, int64_t l0, int64_t l1, int64_t 
         float *xr = buf, *xi = buf + n * B, *yr = buf + 2 * n * B, *yi = buf + 3 * n * B;
         for (int64_t b = 0; b < nb; b++)
             base[b] = ((l0 + b) / inner * nin * inner + (l0 + b) % inner) * 2;
-        for (int64_t j = 0; j < n; j++)
-            for (int64_t b = 0; b < B; b++) {
-                int in = b < nb && j < nc;
-                xr[j * B + b] = in ? x[base[b] + j * inner * 2] : 0.f;
-                xi[j * B + b] = in ? x[base[b] + j * inner * 2 + 1] : 0.f;
-            }
+        FFT_EACH(inner, B, int in = b < nb && j < nc;
+                 xr[j * B + b] = in ? x[base[b] + j * inner * 2] : 0.f;
+                 xi[j * B + b] = in ? x[base[b] + j * inner * 2 + 1] : 0.f);
         int64_t len = n, s = B;
         for (int k = 0; k < nf; len /= f[k], s *= f[k], k++) {
             fft_pass(f[k], len, s, xr, xi, yr, yi, w, n, sg);
@@ -111,11 +138,8 @@ static void fft_lines(const float *x, float *y, int64_t l0, int64_t l1, int64_t 
         }
         for (int64_t b = 0; b < nb; b++)
             base[b] = ((l0 + b) / inner * n * inner + (l0 + b) % inner) * 2;
-        for (int64_t j = 0; j < n; j++)
-            for (int64_t b = 0; b < nb; b++) {
-                y[base[b] + j * inner * 2] = xr[j * B + b] * sc;
-                y[base[b] + j * inner * 2 + 1] = xi[j * B + b] * sc;
-            }
+        FFT_EACH(inner, nb, y[base[b] + j * inner * 2] = xr[j * B + b] * sc;
+                 y[base[b] + j * inner * 2 + 1] = xi[j * B + b] * sc);
     }
     free(buf);
 }
