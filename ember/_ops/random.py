@@ -365,7 +365,7 @@ def set_rng_state(new_state):
     default_generator.set_state(new_state)
 
 
-# ember.func.vmap's randomness rule while a vmap runs (func/_vmap.py's ``random_call``):
+# ember.func.vmap's randomness rule while a vmap runs (func/_vmap/randomness.py's ``random_call``):
 # ``vmap_random(kind, f, args, kwargs)`` runs the random function ``f`` for the batch
 vmap_random = None
 
