@@ -280,34 +280,22 @@ class Kernel:
                 lines.append(f"    {'double' if v.red == 'dsum' else t} {v.name} = " +
                              ("0;" if "sum" in v.red else "-INFINITY;") +
                              (f" int {v.name}n = 0;" if v.red == "max" else ""))
-            # sums kept in 8 partial sums per row (two vectors of doubles), added as a tree
-            # after the loop, where the row splits into blocks of 8: with one accumulator the
-            # loop-carried add bounds the pass (rowops.h's NORM_LANES)
-            lanes = {v.name for v in reds if "sum" in v.red} if self.n % 8 == 0 else set()
             if reds:
-                clause = " ".join("" if v.name in lanes else f"reduction(+:{v.name})" if
-                                  "sum" in v.red else f"reduction(max:{v.name})" +
-                                  (f" reduction(|:{v.name}n)" if v.red == "max" else "")
+                clause = " ".join(f"reduction(+:{v.name})" if "sum" in v.red else
+                                  f"reduction(max:{v.name})" + (f" reduction(|:{v.name}n)"
+                                                                if v.red == "max" else "")
                                   for v in reds)
-                lines += [f"    {'double' if v.red == 'dsum' else t} {v.name}p[8] = {{0}};"
-                          for v in reds if v.name in lanes]
-                lines += [f"    for (int64_t jb = 0; jb < {self.n}; jb += 8)",
-                          f"    #pragma omp simd {clause}",
-                          "    for (int64_t j = jb; j < jb + 8; j++) {"] if lanes else [
-                    f"    #pragma omp simd {clause}",
-                    f"    for (int64_t j = 0; j < {self.n}; j++) {{"]
+                lines += [f"    #pragma omp simd {clause}",
+                          f"    for (int64_t j = 0; j < {self.n}; j++) {{"]
                 for v in need([d for r in reds + cols_at.get(p, []) for d in r.deps], False):
                     emit(v, "      ")
                 lines += [f"      c{v.name}[j] += {v.deps[0].name};" for v in cols_at.get(p, [])]
                 for v in reds:
                     x = ("(double)" if v.red == "dsum" else "") + " * ".join(d.name for d in v.deps)
-                    lines.append(f"      {v.name}{'p[j - jb]' * (v.name in lanes)} += {x};"
-                                 if "sum" in v.red else
+                    lines.append(f"      {v.name} += {x};" if "sum" in v.red else
                                  f"      {v.name} = {x} > {v.name} ? {x} : {v.name};" +
                                  (f" {v.name}n |= {x} != {x};" if v.red == "max" else ""))
                 lines.append("    }")
-                lines += [f"    {n} = (({n}p[0] + {n}p[4]) + ({n}p[2] + {n}p[6])) + (({n}p[1] + "
-                          f"{n}p[5]) + ({n}p[3] + {n}p[7]));" for n in sorted(lanes)]
                 for v in reds:
                     if v.red == "max":
                         lines.append(f"    if ({v.name}n) {v.name} = NAN;")
