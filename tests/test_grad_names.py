@@ -36,6 +36,9 @@ UNREACHED = {
                      "floor's zero gradient", _all),
     "scatter": ("torch has no derivative with reduce= (a NotImplemented node); ember's has",
                 lambda s: "reduce" in s.kwargs),
+    "gelu_backward": ("the reference composes torch ops (aten::gelu_backward's Phi cancels "
+                      "below -5): a MulBackward0, where aten's and ember's node is "
+                      "GeluBackwardBackward0", lambda s: "approximate" not in s.kwargs),
 }
 
 

@@ -393,13 +393,18 @@ def _rms_norm(k, input, normalized_shape, weight=None, eps=None):
     return _layer_norm(k, input, normalized_shape, weight, None, eps, rms=True)
 
 
-def _gelu(k, input, approximate="none"):
+def _gelu(k, input, approximate="none", grad=None):
+    f = "f32" if k.t == "float" else "f64"
+    if grad is not None:        # (gelu_backward: the eager kernel's Phi(x) + x phi(x))
+        if approximate == "tanh":
+            raise Skip("tanh GELU's backward")
+        return k.op(f"({{0}} * gelu_grad_{f}({{1}}))", grad, input)
     if approximate == "tanh":
         return k.op("({2} * {0} * (1 + {1}))", input, k.fn("tanh", k.op(
             "({1} * ({0} + {2} * {0} * {0} * {0}))", input, math.sqrt(2 / math.pi), 0.044715)),
             0.5)
     # (x Phi(x) by vecmath.h's phi_cdf, as the eager kernel: erfc's fit, no erf series)
-    return k.op(f"gelu_exact_{'f32' if k.t == 'float' else 'f64'}({{0}})", input)
+    return k.op(f"gelu_exact_{f}({{0}})", input)
 
 
 def _add(c):
@@ -473,6 +478,8 @@ LOWER = {
     "silu": lambda k, input: k.op("({0} / (1 + {1}))", input,
                                   k.fn("exp", k.op("(-{0})", input))),
     "relu": _un("({0} < 0 ? 0 : {0})"), "gelu": _gelu, "clamp": _clamp,
+    "gelu_backward": lambda k, grad_output, input, approximate="none": _gelu(
+        k, input, approximate, grad_output),
     "threshold_backward": lambda k, grad_output, input, threshold: k.op(
         "({0} * ({1} > {2}))", grad_output, input, threshold),       # (eager's multiply)
     "maximum": lambda k, input, other: k.op(_PICK.replace("{2}", ">"), input, other),

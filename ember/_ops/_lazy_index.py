@@ -140,7 +140,7 @@ INDEX = {
         'methods': 'log_softmax softmax',
     },
     'nn_rows': {
-        'ops': 'cross_entropy_loss gelu layer_norm rms_norm',
+        'ops': 'cross_entropy_loss gelu gelu_backward layer_norm rms_norm',
         'functions': '',
         'methods': '',
     },

@@ -11,14 +11,14 @@ import ember
 
 from .._C import kernels as _C
 from .._tensor import Tensor
-from .meta import empty, same_meta
+from .meta import broadcast_meta, empty, same_meta
 from .nn import kernel_grads, log_softmax, nll_loss, nll_node
 from .pointwise_math import _erf_erfc
 from .tangents import affine, decomposed, normalized, reduction
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
 
-_GELU_K, _GELU_C = math.sqrt(2.0 / math.pi), 0.044715
+_GELU_K, _GELU_C, _SQRT_2PI = math.sqrt(2.0 / math.pi), 0.044715, math.sqrt(2 * math.pi)
 
 
 def _wide(x):
@@ -70,19 +70,50 @@ def gelu(xp, input, approximate="none"):
     return y.astype(input.dtype, copy=False)
 
 
-@gelu.vjp(save=("input",))
-def _(g, input, approximate="none"):
-    gx = _gelu_kernel(np, input, g, approximate)
-    if gx is not None:
-        return gx
-    x = input
+gelu.vjp(save=("input",))(lambda g, input, approximate="none":
+                          gelu_backward(g, input, approximate))
+
+
+@op("gelu_backward", tags=("pointwise",), promote="common", method=False, function=False)
+def gelu_backward(xp, grad_output, input, approximate="none"):
+    """``grad_output * gelu'(input)`` as one op (torch's ``aten::gelu_backward``): the C kernel,
+    and in ``ember.compile``'s graphs one node its kernels inline, not the erf and exp
+    (and their products) of the formula in ember ops."""
+    if grad_output.shape == input.shape and grad_output.dtype == input.dtype:
+        gx = _gelu_kernel(xp, input, grad_output, approximate)
+        if gx is not None:
+            return gx
+    x, g = _wide(input), _wide(grad_output)
     if approximate == "tanh":
+        t = xp.tanh(_GELU_K * (x + _GELU_C * x * x * x))
+        d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _GELU_K * (1 + 3 * _GELU_C * x * x)
+    else:
+        cdf = 0.5 * _erf_erfc(xp, x * -(0.5 ** 0.5), "erfc")     # (no 1 + erf: it cancels)
+        d = cdf + x * xp.exp(-0.5 * x * x) * (1 / _SQRT_2PI)
+    return (g * d).astype(input.dtype, copy=False)
+
+
+@gelu_backward.vjp(save=("grad_output", "input"))
+def _(gg, grad_output, input, approximate="none"):
+    x = input
+    if approximate == "tanh":       # (1 - t^2) (u' - x t u'^2 + x u'' / 2), u = k (x + c x^3)
         t = ember.tanh(_GELU_K * (x + _GELU_C * x * x * x))
-        return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _GELU_K * (1 + 3 * _GELU_C * x * x))
-    cdf = 0.5 * (1 + ember.erf(x * (1 / math.sqrt(2.0))))
-    return g * (cdf + x * ember.exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi)))
+        du = _GELU_K * (1 + 3 * _GELU_C * x * x)
+        d2 = (1 - t * t) * (du - x * t * du * du + 3 * _GELU_K * _GELU_C * x * x)
+    else:                           # phi(x) (2 - x^2)
+        d2 = ember.exp(-0.5 * x * x) * (1 / _SQRT_2PI) * (2 - x * x)
+    return gelu_backward(gg, x, approximate), gg * grad_output * d2
 
 
+gelu_backward.meta = broadcast_meta
+gelu_backward.samples = lambda dev, dt: [
+    Sample(make((3, 4), dt, -4, 4), make((3, 4), dt, -4, 4)),
+    Sample(make((2, 5), dt), make((2, 5), dt, -4, 4), approximate="tanh")] \
+    if dt.category == 2 else []
+# (aten::gelu_backward's Phi(x) as 1 + erf(x / sqrt 2) cancels below x = -5; erfc does not)
+gelu_backward.torch_ref = lambda lib, g, x, approximate="none": \
+    lib.ops.aten.gelu_backward(g, x, approximate="tanh") if approximate == "tanh" else \
+    g * (0.5 * lib.special.erfc(x * -(0.5 ** 0.5)) + x * lib.exp(-0.5 * x * x) / _SQRT_2PI)
 gelu.meta = same_meta
 gelu.half_ulps = (None, "torch's float32 erf cancels in 1 + erf(x) below x = -3, down to -0")
 gelu.samples = lambda dev, dt: [

@@ -396,4 +396,14 @@ static inline double phi_cdf_f64(double x, double *e) {
 /* as gelu_exact_f32 */
 static inline double gelu_exact_f64(double x) { double e; return x * phi_cdf_f64(x, &e); }
 
+/* gelu'(x) = Phi(x) + x phi(x), as rowops.h's backward, for ember.compile's generated loops */
+static inline float gelu_grad_f32(float x) {
+    float e, c = phi_cdf_f32(x, &e);
+    return c + x * e * 0.3989422804014327f;
+}
+static inline double gelu_grad_f64(double x) {
+    double e, c = phi_cdf_f64(x, &e);
+    return c + x * e * 0.3989422804014327;
+}
+
 #endif
