@@ -374,7 +374,7 @@ def _tensors(opdef, args, kwargs=_NO_KWARGS):
     would read (``opdef.promote_args``) share one float dtype, and the others it leaves
     alone. None for any other call."""
     promoted = opdef.promote_args if opdef.promote is not None else ()
-    dt, tensors, arrays, positions = None, [], list(args), []
+    dt, tensors, arrays, positions, one = None, [], list(args), [], not kwargs
     for i, a in enumerate(args):
         if isinstance(a, Tensor):       # (Parameters too: linear's weight and bias)
             if a.device is not CPU or a.dtype in _OPMATH:
@@ -386,11 +386,15 @@ def _tensors(opdef, args, kwargs=_NO_KWARGS):
             tensors.append(a)
             arrays[i] = a._data
             positions.append((i, None))
+        elif type(a) in (list, tuple) and a and not promoted and all(
+                isinstance(t, Tensor) and t.device is CPU for t in a):
+            tensors += a        # (index_put's indices: recorded by _finish, as the general path)
+            arrays[i], one = [t._data for t in a], False
         elif not _option(a) and not (type(a) is np.ndarray and not promoted):
             return None         # (an index array, as x[idx] passes it, where nothing promotes)
     if dt is not None and dt not in _SCALAR_KEEPS:
         return None
-    return _run(opdef, args, arrays, tensors, None if kwargs else tuple(positions), kwargs)
+    return _run(opdef, args, arrays, tensors, tuple(positions) if one else None, kwargs)
 
 
 def _run(opdef, args, arrays, tensors, positions=None, kwargs=_NO_KWARGS):
