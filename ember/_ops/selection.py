@@ -174,8 +174,7 @@ take.errors = [
 def put(xp, input, index, source, accumulate=False):
     """A copy of ``input`` with ``source`` written at the flat positions ``index`` (added,
     repeats included, with ``accumulate=True``)."""
-    if _check_flat_index("put_", input, index):     # (counted from the end: the C scatter's)
-        index = index + input.size * (index < 0)
+    negative = _check_flat_index("put_", input, index)
     if source.dtype != input.dtype:
         raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
                            f"self.dtype = {type_name(input.dtype)} and source.dtype = "
@@ -184,10 +183,10 @@ def put(xp, input, index, source, accumulate=False):
         raise IndexError(f"put_(): Expected source and index to have the same number of "
                          f"elements, but got source.numel() = {source.size}, index.numel() = "
                          f"{index.size}")
-    out = xp.ascontiguousarray(input).copy()
+    out = input.copy()      # (C order)
     flat, idx, src = out.reshape(-1), index.reshape(-1), source.reshape(-1)
-    if accumulate:
-        add_at(xp, flat, idx, src)
+    if accumulate:          # (negatives counted from the end for the C scatter's add)
+        add_at(xp, flat, idx + input.size * (idx < 0) if negative else idx, src)
     else:
         flat[idx] = src
     return out
