@@ -53,23 +53,25 @@ angle.kinks = (0.0,)
 
 
 def _parts_check(name, a, b):
-    """torch's dtype checks for two real parts of a complex number."""
-    ok = (np.float16, np.float32, np.float64)
-    if a.dtype not in ok or b.dtype not in ok:
+    """torch's checks for two real parts of a complex number; the shape they broadcast to."""
+    if a.dtype.char not in "efd" or b.dtype.char not in "efd":     # (float16, 32, 64)
         raise RuntimeError(f"{name}: Expected both inputs to be Half, Float or Double tensors "
                            f"but got {type_name(a.dtype)} and {type_name(b.dtype)}")
     if a.dtype != b.dtype:
         raise RuntimeError(f"{name}: Expected object of scalar type {type_name(a.dtype)} but got "
                            f"scalar type {type_name(b.dtype)} for second argument")
-    if a.dtype == np.float16:
+    if a.dtype.char == "e":
         raise NotImplementedError(f"\"{name}_cpu\" not implemented for 'Half'")
+    if a.shape == b.shape:
+        return a.shape
     clash = broadcast_clash(a.shape, b.shape)
     if clash:
         raise RuntimeError(f"{name}: {clash}")
+    return np.broadcast_shapes(a.shape, b.shape)
 
 
 def _complex_of(a):
-    return np.complex64 if a.dtype == np.float32 else np.complex128
+    return np.complex64 if a.dtype.char == "f" else np.complex128
 
 
 @op("complex", method=False)
@@ -80,8 +82,7 @@ def complex_(xp, real, imag):
         >>> ember.complex(ember.tensor([1., 2.]), ember.tensor([0.5, -1.]))
         tensor([1.+0.5000j, 2.-1.0000j])
     """
-    _parts_check("complex", real, imag)
-    shape = np.broadcast_shapes(real.shape, imag.shape)
+    shape = _parts_check("complex", real, imag)
     out = xp.empty(shape, _complex_of(real))
     out.real, out.imag = real, imag
     return out
@@ -99,8 +100,7 @@ def polar(xp, abs, angle):
         >>> ember.polar(ember.tensor([2.]), ember.tensor([0.]))
         tensor([2.+0.j])
     """
-    _parts_check("polar", abs, angle)
-    shape = np.broadcast_shapes(abs.shape, angle.shape)
+    shape = _parts_check("polar", abs, angle)
     out = xp.empty(shape, _complex_of(abs))
     out.real, out.imag = abs * xp.cos(angle), abs * xp.sin(angle)
     return out

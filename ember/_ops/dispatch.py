@@ -157,6 +157,10 @@ def dispatch(opdef, args, kwargs):
                 # options by name are options in their places: the fast path below (or
                 # its C copy, the module's ``dispatch``) takes the call
                 return dispatch(opdef, full, _NO_KWARGS)
+            elif "out" not in kwargs and all(map(_option, kwargs.values())):
+                out = _tensors(opdef, args, kwargs)     # (keyword-only options)
+                if out is not None:
+                    return out
         return _dispatch(opdef, args, kwargs)
     n = len(args)
     if n and type(args[0]) in (list, tuple):
@@ -363,14 +367,14 @@ def _finish(opdef, args, kwargs, tensors, res, dev, out):
     return tuple(outs) if multi else outs[0]
 
 
-def _tensors(opdef, args):
+def _tensors(opdef, args, kwargs=_NO_KWARGS):
     """Several cpu tensors among plain options (``linear(x, w, b)``, ``masked_fill(x, mask,
     v)``, ``where(c, x, y)``): the forward on their arrays and ``_finish``, without the general
     path's flattening and promotion. Taken where promotion has nothing to do: the tensors it
     would read (``opdef.promote_args``) share one float dtype, and the others it leaves
     alone. None for any other call."""
     promoted = opdef.promote_args if opdef.promote is not None else ()
-    dt, tensors, arrays, positions = None, [], list(args), []
+    dt, tensors, arrays, positions, one = None, [], list(args), [], not kwargs
     for i, a in enumerate(args):
         if isinstance(a, Tensor):       # (Parameters too: linear's weight and bias)
             if a.device is not CPU or a.dtype in _OPMATH:
@@ -382,27 +386,31 @@ def _tensors(opdef, args):
             tensors.append(a)
             arrays[i] = a._data
             positions.append((i, None))
+        elif type(a) in (list, tuple) and a and not promoted and all(
+                isinstance(t, Tensor) and t.device is CPU for t in a):
+            tensors += a        # (index_put's indices: recorded by _finish, as the general path)
+            arrays[i], one = [t._data for t in a], False
         elif not _option(a) and not (type(a) is np.ndarray and not promoted):
             return None         # (an index array, as x[idx] passes it, where nothing promotes)
     if dt is not None and dt not in _SCALAR_KEEPS:
         return None
-    return _run(opdef, args, arrays, tensors, tuple(positions))
+    return _run(opdef, args, arrays, tensors, tuple(positions) if one else None, kwargs)
 
 
-def _run(opdef, args, arrays, tensors, positions=None):
+def _run(opdef, args, arrays, tensors, positions=None, kwargs=_NO_KWARGS):
     """The forward on ``arrays`` (``args`` with the tensors' arrays in their places), its
     errors in torch's words, and ``_finish``: the quick paths' common tail. With the tensors'
     ``positions`` (each an argument of its own), one output gets the fast path's node."""
     try:
-        res = opdef.fwd(np, *arrays)
+        res = opdef.fwd(np, *arrays, **kwargs)
     except (ValueError, IndexError, TypeError) as e:
         raise _explain(opdef, tensors, e) from None
     except SparseOperand:
-        return sparse_dispatch(opdef, args, _NO_KWARGS)
+        return sparse_dispatch(opdef, args, kwargs)
     if positions is not None and type(res) is np.ndarray:
         return _graph_of_one(opdef, args, _NO_KWARGS, tensors, positions, Tensor._wrap(res),
                              _quick_node)
-    return _finish(opdef, args, _NO_KWARGS, tensors, res, CPU, None)
+    return _finish(opdef, args, kwargs, tensors, res, CPU, None)
 
 
 def _tensor_list(opdef, args):
@@ -491,12 +499,14 @@ def _view(opdef, args):
     src = args[0] if args else None
     if not isinstance(src, Tensor) or src.device is not CPU:
         return None
-    rest = args[1:]
-    for a in rest:
+    rest = arrays = args[1:]
+    for a in rest:      # (a cpu tensor no gradient reaches is read as its array: slice_inverse)
         if isinstance(a, Tensor):
-            return None
+            if a.device is not CPU or a._requires_grad or opdef.promote is not None:
+                return None
+            arrays = [b._data if isinstance(b, Tensor) else b for b in rest]
     try:
-        res = opdef.fwd(np, src._data, *rest)
+        res = opdef.fwd(np, src._data, *arrays)
     except (ValueError, IndexError, TypeError, RuntimeError):
         return None
     return _view_outputs(opdef, args, src, rest, res)

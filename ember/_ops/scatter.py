@@ -291,7 +291,7 @@ def scatter_reduce(xp, input, dim, index, src, reduce, *, include_self=True):
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got "
                            f"{reduce}")
     _check_scatter(input, index, src)
-    src = src[_corner(index.shape)]
+    src = src if src.shape == index.shape else src[_corner(index.shape)]
     out = _reduce_kernel(input, dim, index, src, reduce, include_self) if xp is np else None
     if out is not None:
         return out
@@ -410,7 +410,7 @@ scatter_reduce.errors = [
 
 
 def _check_index(name, input, dim, index, bounds=True):
-    if index.dtype != _LONG:
+    if index.dtype.char not in "lq":       # (int64: a comparison with the type costs more)
         raise IndexError(f"{name}(): Expected dtype int64 for index.")
     if index.ndim > 1:
         raise IndexError(f"{name}(): Index should have dimension 1 or 0 (got {index.ndim})")
@@ -494,9 +494,9 @@ def index_copy(xp, input, dim, index, source):
     _check_source("index_copy_", input, d, index, source)
     out = input.copy()
     if out.ndim:
-        # (a 0-d index is one slice, as torch's: source keeps that dim of size 1)
-        moveaxis(xp, out, d, 0)[index.reshape(-1)] = moveaxis(xp, source, d, 0) if \
-            source.ndim else source
+        # (a 0-d index is one slice, as torch's: source keeps that dim of size 1; one array
+        # among slices keeps its place, so source lines up without moving axes)
+        out[(slice(None),) * d + (index.reshape(-1),)] = source
     elif index.size:
         out[...] = source
     return out
@@ -539,7 +539,7 @@ def index_fill(xp, input, dim, index, value):
     out = input.copy()
     v = value.astype(out.dtype) if hasattr(value, "astype") else value
     if out.ndim:
-        moveaxis(xp, out, d, 0)[index] = v
+        out[(slice(None),) * d + (index,)] = v
     elif index.size:
         out[...] = v
     return out

@@ -10,7 +10,7 @@ import ember
 from .._C import kernels as _C
 from .._backends import add_at
 from .errors import _broadcast_error
-from .indexing import _check_bounds
+from .indexing import bounds, gather
 from .meta import empty, same_meta
 from .pointwise import type_name
 from .tangents import LINEAR
@@ -29,6 +29,8 @@ def _values_dependent(name):
 # ---- masked_select, masked_scatter ----------------------------------------------------------
 
 def _broadcast_shape(name, *arrays):
+    if all(a.shape == arrays[0].shape for a in arrays):     # (broadcast_shapes costs ~3 us)
+        return arrays[0].shape
     try:
         return np.broadcast_shapes(*(a.shape for a in arrays))
     except ValueError:
@@ -93,7 +95,7 @@ def masked_scatter(xp, input, mask, source):
                            f"got{type_name(input.dtype)} and {type_name(source.dtype)}")
     shape = _broadcast_shape("masked_scatter", input, mask)
     out, m = _broadcast(xp, input, shape).copy(), _broadcast(xp, mask, shape)
-    n = int(m.sum())
+    n = int(xp.count_nonzero(m))
     if n > source.size:
         raise RuntimeError("Number of elements of source < number of ones in mask")
     out[m] = source.reshape(-1)[:n]
@@ -130,7 +132,7 @@ def _check_flat_index(name, input, index):
         raise RuntimeError(f"{name}(): Expected a long tensor for index, but got "
                            f"{type_name(index.dtype)}")
     n = input.size
-    lo, hi = (int(index.min()), int(index.max())) if index.size else (0, 0)
+    lo, hi = bounds(index)
     if lo < -n or hi >= n:
         bad = index[(index >= n) | (index < -n)]
         raise IndexError(f"out of range: tried to access index {int(bad.ravel()[0])} on a "
@@ -172,8 +174,7 @@ take.errors = [
 def put(xp, input, index, source, accumulate=False):
     """A copy of ``input`` with ``source`` written at the flat positions ``index`` (added,
     repeats included, with ``accumulate=True``)."""
-    if _check_flat_index("put_", input, index):     # (counted from the end: the C scatter's)
-        index = index + input.size * (index < 0)
+    negative = _check_flat_index("put_", input, index)
     if source.dtype != input.dtype:
         raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
                            f"self.dtype = {type_name(input.dtype)} and source.dtype = "
@@ -182,10 +183,10 @@ def put(xp, input, index, source, accumulate=False):
         raise IndexError(f"put_(): Expected source and index to have the same number of "
                          f"elements, but got source.numel() = {source.size}, index.numel() = "
                          f"{index.size}")
-    out = xp.ascontiguousarray(input).copy()
+    out = input.copy()      # (C order)
     flat, idx, src = out.reshape(-1), index.reshape(-1), source.reshape(-1)
-    if accumulate:
-        add_at(xp, flat, idx, src)
+    if accumulate:          # (negatives counted from the end for the C scatter's add)
+        add_at(xp, flat, idx + input.size * (idx < 0) if negative else idx, src)
     else:
         flat[idx] = src
     return out
@@ -230,7 +231,7 @@ def _along_shapes(input, indices, dim):
     a, b = list(input), list(indices)
     a[d] = b[d] = 1
     try:
-        shape = list(np.broadcast_shapes(tuple(a), tuple(b)))
+        shape = a if a == b else list(np.broadcast_shapes(tuple(a), tuple(b)))
     except ValueError:      # (torch's message, from arrays of those shapes)
         _broadcast_shape("take_along_dim", empty(a, np.bool_), empty(b, np.bool_))
     return (tuple(shape[:d] + [input[d]] + shape[d + 1:]),
@@ -244,8 +245,7 @@ def take_along_dim(xp, input, indices, dim=None):
     a, b, d = _along_dim(input, indices, dim)
     if dim is not None:         # (broadcast_to costs more than the gather at small sizes)
         a, b = _broadcast(xp, input, a), _broadcast(xp, indices, b)
-    _check_bounds(b, a.shape[d], d, RuntimeError, negative=False)
-    return xp.take_along_axis(a, b, axis=d)
+    return gather.fwd(xp, a, d, b)     # (its C kernel; its errors are take_along_dim's)
 
 
 @take_along_dim.vjp(save=("indices",))
