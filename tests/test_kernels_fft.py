@@ -34,8 +34,10 @@ def _check(fn, x, **kw):
     return fast
 
 
-# every radix (4, 2, 3, 5, 7, 11, 13 and their mixes), a length fft.h leaves to NumPy (17), 1
-LENGTHS = [1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 16, 17, 30, 64, 105, 840, 1024]
+# every kind of radix (4, 2, 3, 5, 7, the odd primes to 61 and their mixes), lengths fft.h
+# leaves to NumPy (a prime factor above 61, short), 1
+LENGTHS = [1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 16, 17, 30, 61, 64, 67, 105, 840, 1024, 1037,
+           4099]
 
 
 @pytest.mark.parametrize("name", FNS)
@@ -67,7 +69,8 @@ def test_multi_dim(name, arity):
 @pytest.mark.parametrize("name", ["fft", "rfft", "irfft"])
 def test_large_and_batched(name):
     # long lines (blocks of fewer lines), many short lines (full blocks and a partial one)
-    for shape in [(2, 1 << 16), (37, 360), (1000, 12)]:
+    # and a long prime (Bluestein's convolution of two smooth transforms)
+    for shape in [(2, 1 << 16), (37, 360), (1000, 12), (2, 65537)]:
         _check(getattr(ember.fft, name), _input(name, shape, seed=3))
         _check(getattr(ember.fft, name), _input(name, shape, seed=3), dim=0)
 

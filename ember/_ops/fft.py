@@ -3,7 +3,8 @@
 Three kinds of transform, each over a set of dims with torch's ``n``/``s``, ``dim`` and
 ``norm`` arguments: complex-to-complex (fft, ifft, fftn...), real-to-complex one-sided (rfft,
 ihfft) and complex-to-real (irfft, hfft). The forward is fft.h's mixed-radix FFT for float32 /
-complex64 (lengths whose prime factors are <= 13; see ``_kernel``), else NumPy's pocketfft, the
+complex64 (lengths whose prime factors are <= 61, long ones by Bluestein's algorithm; see
+``_kernel``), else NumPy's pocketfft, the
 reference. Every backward is one adjoint transform with the dual norm ("backward" <->
 "forward"), in ember ops when it must be differentiable (create_graph), else on arrays through
 the forward's own code:
@@ -128,28 +129,37 @@ def _transform(xp, kind, inverse, x, dims, sizes, norm):
 @functools.lru_cache(64)
 def _twiddles(n):
     """``exp(-2 pi i k / n)``, k < n, as complex64 (computed in double), or None for a length
-    with a prime factor fft.h has no pass for (above 13)."""
-    m = n
-    for p in (4, 2, 3, 5, 7, 11, 13):
-        while m % p == 0:
-            m //= p
-    return np.exp(np.arange(n) * (-2j * np.pi / n)).astype(np.complex64) if m == 1 else None
+    with a prime factor fft.h has no pass for (above 61)."""
+    return np.exp(np.arange(n) * (-2j * np.pi / n)).astype(np.complex64) if \
+        _largest_prime(n) <= 61 else None
+
+
+def _largest_prime(n):
+    p, big = 2, 1
+    while p * p <= n:
+        while n % p == 0:
+            n, big = n // p, p
+        p += 1
+    return max(big, n)
 
 
 _C64, _F32 = np.dtype(np.complex64), np.dtype(np.float32)
 # r2c and c2r through fft.h are a c2c of twice the work: above this, pocketfft's real transforms
 # win (1M float32 rfft at one thread, CPU time: fft.h 12.3 ms, NumPy 9.1)
 _SMALL = 4096
+_BLUESTEIN = 1 << 16
 
 
 def _kernel(kind, inverse, x, dims, sizes, norm):
     """fft.h's transform of a float32/complex64 NumPy array: a c2c pass per dim; r2c (small)
     as c2c of the real input cut to its one-sided half after the last dim; c2r (small) as the
-    c2c of the Hermitian extension of the last dim (whose real part is irfft's). None where it
-    does not apply: a length with a prime factor above 13 (pocketfft's Bluestein)."""
+    c2c of the Hermitian extension of the last dim (whose real part is irfft's). A length with
+    a prime factor above 61 is Bluestein's convolution when long, else (None) pocketfft's."""
     fn = _C.kernel("fft_c2c", _F32) if x.dtype.char in "fF" and type(x) is np.ndarray and (
         kind == "c2c" or x.size <= _SMALL) else None
-    if fn is None or any(_twiddles(n) is None for n in sizes):
+    # NOTE: a length with a prime factor above 61 is Bluestein's only when long: shorter, the
+    # convolution's two transforms and three passes lose to pocketfft's (in double)
+    if fn is None or any(_largest_prime(n) > 61 and n < _BLUESTEIN for n in sizes):
         return None
     dims, sizes, last = list(dims), list(sizes), dims[-1]
     inverse = inverse if kind == "c2c" else kind == "c2r"     # (hfft, ihfft: conjugates)
@@ -173,12 +183,44 @@ def _pass(fn, x, axis, n, inverse, norm):
     """fft.h's c2c of ``x`` along ``axis``, zero-padded or cut to ``n``."""
     scale = 1 / math.sqrt(n) if norm == "ortho" else \
         1 / n if (norm == "forward") != inverse else 1.0
+    if _twiddles(n) is None:
+        return _bluestein(fn, x, axis, n, inverse, scale)
     x = _C.contiguous(x, _C64)
     shape = x.shape
     out = np.empty(shape[:axis] + (n,) + shape[axis + 1:], _C64)
     fn(_C.ptr(x), _C.ptr(out), math.prod(shape[:axis]), shape[axis], n,
        math.prod(shape[axis + 1:]), _C.ptr(_twiddles(n)), inverse, scale, _C.num_threads())
     return out
+
+
+def _bluestein(fn, x, axis, n, inverse, scale):
+    """The DFT of a length with a prime factor fft.h has no pass for, as a convolution
+    (Bluestein's): with jk = (j^2 + k^2 - (k - j)^2) / 2, X = c * ((x c) conv conj(c)) for the
+    chirp c_j = W_n^{j^2 / 2}, the convolution two smooth FFTs of length m >= 2n - 1."""
+    c, bf, m = _chirp(n, inverse)
+    along = (-1,) + (1,) * (x.ndim - axis - 1)
+    k = min(x.shape[axis], n)
+    a = x[(slice(None),) * axis + (slice(0, k),)] * c[:k].reshape(along)
+    a = _pass(fn, a, axis, m, False, "backward")
+    a *= bf.reshape(along)
+    a = _pass(fn, a, axis, m, True, "forward")        # (unscaled: the 1 / m is in bf)
+    a = a[(slice(None),) * axis + (slice(0, n),)]
+    a *= (c * np.float32(scale)).reshape(along)
+    return a
+
+
+@functools.lru_cache(16)
+def _chirp(n, inverse):
+    """Bluestein's chirp ``exp(-/+ i pi j^2 / n)`` (j^2 taken mod 2n so the angle is exact), the
+    FFT of its conjugate's circular extension to a smooth length m >= 2n - 1 over m, and m."""
+    m = 2 * n - 1
+    while _largest_prime(m) > 7:
+        m += 1
+    j = np.arange(n, dtype=np.int64)
+    c = np.exp((1j if inverse else -1j) * np.pi * ((j * j) % (2 * n)) / n)
+    b = np.zeros(m, np.complex128)
+    b[:n], b[m - n + 1:] = c.conj(), c.conj()[:0:-1]
+    return c.astype(_C64), (np.fft.fft(b) / m).astype(_C64), m
 
 
 def _meta(name, kind, x, s, dim, one_dim):

@@ -1,15 +1,15 @@
 /* fft.h: complex float32 FFTs along one axis of a batch (ember/_ops/fft.py's forwards).
  *
  * Mixed-radix Stockham (self-sorting, no bit reversal): radices 4, 2, then odd primes up to
- * FFT_MAXP (a length with a larger prime factor stays on NumPy's pocketfft). Up to FFT_B lines
- * are gathered into split re/im planes as [sample][line], so every butterfly's innermost loop
+ * FFT_MAXP (a larger prime factor: the caller's Bluestein convolution or pocketfft). Up to
+ * FFT_B lines are gathered into split re/im planes as [sample][line], so every butterfly's innermost loop
  * runs contiguously across the lines (and, after the first pass, across the sub-transforms
  * already done): the loops vectorise whatever the radix, and a non-last axis is gathered
  * straight from its strided rows. Blocks of lines are split over threads. The twiddles
  * W_n^k = exp(-2 pi i k / n) come from the caller (computed once in double, then rounded).
  */
 #define FFT_B 16
-#define FFT_MAXP 13
+#define FFT_MAXP 61
 
 static int fft_factors(int64_t n, int *f) {
     int k = 0;
@@ -27,12 +27,14 @@ TC static void fft_pass(int p, int64_t n, int64_t s, const float *restrict xr,
                         const float *restrict xi, float *restrict yr, float *restrict yi,
                         const float *w, int64_t N, float sg) {
     int64_t m = n / p, step = N / n, np_ = N / p;
-    float dr[FFT_MAXP][FFT_MAXP], di[FFT_MAXP][FFT_MAXP];      /* W_p^{r t} of an odd p */
+    float *dr = malloc(sizeof(float) * 2 * p * p), *di = dr + p * p;     /* W_p^{r t}, odd p */
     for (int t = 0; t < p && p & 1; t++)
-        for (int r = 0; r < p; r++)
-            dr[t][r] = w[2 * ((r * t) % p) * np_], di[t][r] = sg * w[2 * ((r * t) % p) * np_ + 1];
+        for (int r = 0; r < p; r++) {
+            int64_t k = (r * t) % p * np_;
+            dr[t * p + r] = w[2 * k], di[t * p + r] = sg * w[2 * k + 1];
+        }
     for (int64_t j = 0; j < m; j++) {
-        float twr[FFT_MAXP + 1] = {0}, twi[FFT_MAXP + 1] = {0};
+        float twr[FFT_MAXP], twi[FFT_MAXP];
         for (int t = 0; t < p; t++) {
             int64_t k = j * t * step;              /* < m p step = N */
             twr[t] = w[2 * k], twi[t] = sg * w[2 * k + 1];
@@ -69,18 +71,18 @@ TC static void fft_pass(int p, int64_t n, int64_t s, const float *restrict xr,
                 for (int t = 0; t < p; t++) {
                     #pragma omp simd
                     for (int64_t q = 0; q < L; q++) {
-                        sr[q] = xr[q] + xr[q + sm] * dr[t][1] - xi[q + sm] * di[t][1];
-                        si[q] = xi[q] + xr[q + sm] * di[t][1] + xi[q + sm] * dr[t][1];
+                        sr[q] = xr[q] + xr[q + sm] * dr[t * p + 1] - xi[q + sm] * di[t * p + 1];
+                        si[q] = xi[q] + xr[q + sm] * di[t * p + 1] + xi[q + sm] * dr[t * p + 1];
                     }
                     for (int r = 2; r < p - 1; r++) {
-                        float cr = dr[t][r], ci = di[t][r];
+                        float cr = dr[t * p + r], ci = di[t * p + r];
                         #pragma omp simd
                         for (int64_t q = 0; q < L; q++) {
                             sr[q] += xr[q + sm * r] * cr - xi[q + sm * r] * ci;
                             si[q] += xr[q + sm * r] * ci + xi[q + sm * r] * cr;
                         }
                     }
-                    float cr = dr[t][p - 1], ci = di[t][p - 1];
+                    float cr = dr[t * p + p - 1], ci = di[t * p + p - 1];
                     const float *restrict lr = xr + sm * (p - 1), *restrict li = xi + sm * (p - 1);
                     #pragma omp simd
                     for (int64_t q = 0; q < L; q++) {
@@ -100,6 +102,7 @@ TC static void fft_pass(int p, int64_t n, int64_t s, const float *restrict xr,
             }
         }
     }
+    free(dr);
 }
 
 /* body for the samples j < n of lines b < nb of a block in the order memory likes: contiguous
