@@ -80,6 +80,11 @@ def test_dynamic_false_recompiles_and_the_config_turns_automatic_dynamic_off(bui
         assert len(_progs(cg)) == 2 and all(not p.dyn for p in _progs(cg))
     finally:
         ember._dynamo.config.automatic_dynamic_shapes = old
+    with ember.compiler.config.patch(automatic_dynamic_shapes=False):
+        ch = ember.compile(lambda x: (x * 4).sigmoid())
+        for b in (2, 3):
+            ch(ember.randn(b, 3))
+        assert len(_progs(ch)) == 2 and all(not p.dyn for p in _progs(ch))
 
 
 def test_mlp_dynamic_true_specializes_feature_dims_and_sizes_0_1(builds):
@@ -183,3 +188,13 @@ def test_row_kernels_over_a_dynamic_last_dim(builds):
     _check(cf, f, [(ember.randn(3, n, requires_grad=True),) for n in (5, 8, 33)])
     assert [p.dyn for p in _progs(cf)] == [[((0, 0),), ((0, 1),)]] and len(builds) == 1
     assert "* ((float)((_s1)))" in builds[0] or "(double)(" in builds[0]
+
+
+def test_a_returned_python_size_keeps_its_dim_static():
+    """A Python number computed from a size is baked into the program: that dim stays static
+    (rather than returning the first size's number for every size)."""
+    f = lambda x: ((x * 2).sum(), x.shape[0] * 3)     # noqa: E731
+    cf = ember.compile(f, dynamic=True)
+    for b in (2, 3, 5):
+        assert cf(ember.randn(b, 4))[1] == b * 3
+    assert all((0, 0) not in [k for g in p.dyn for k in g] for p in _progs(cf))

@@ -227,9 +227,10 @@ class _Compiled:
         changed since the first call with ``dynamic=None`` (automatic dynamic shapes); not
         those ``mark_static`` pinned or found not to follow, nor sizes 0 and 1, which torch
         specializes on (NOTE: a later call with size 1 compiles again, statically)."""
-        from .._dynamo import config
-        from .._dynamo.exc import ConstraintViolationError
-        auto = self.dynamic is None and config.automatic_dynamic_shapes
+        from .._dynamo import config, exc
+        from ._api import config as compiler_config     # (torch.compiler.config's, too)
+        auto = self.dynamic is None and config.automatic_dynamic_shapes and \
+            compiler_config.automatic_dynamic_shapes
         groups, marked = {}, {}
         for i, t in enumerate(flat):
             old, ranges = self.frame.get(i), getattr(t, "_dynamo_dynamic_range", {})
@@ -239,7 +240,7 @@ class _Compiled:
                 if d in ranges:
                     marked[i, d] = lo, hi = ranges[d]
                     if not lo <= s <= hi:
-                        raise ConstraintViolationError(
+                        raise exc.ConstraintViolationError(
                             f"dim {d} of input {i} is {s}, not in range [{lo}, {hi}] "
                             "(mark_dynamic; sizes 0 and 1 are specialized)")
                 elif not (self.dynamic is True or auto and now[d] is None) or s < 2 or \

@@ -90,6 +90,8 @@ def capture(fn, module, args, kwargs, dyn=()):
                                lambda a, k: _record(fn, module, a, k, False))
         for r in [rec] + [r for _, r in others]:    # (what a vjp made in Python is live)
             r.constants = {**r.live, **r.constants}
+            if repr(_map_out(r.out, lambda t: None)) != repr(_map_out(rec.out, lambda t: None)):
+                raise Static("a Python value the function returns follows the sizes")
         symbolize(rec, others, base, names, Static, shapes={k: v for v, g in enumerate(dyn)
                                                              for k in g})
     if (hit := rec.hit) is not None:
@@ -306,11 +308,7 @@ class Compiled:
         fwd, bwd = nodes[:split], nodes[split:]
         tangents = [n for n in bwd if n.op == "placeholder"]
         bset = set(bwd)
-        saved = []
-        for n in bwd:
-            for a in n.all_input_nodes:
-                if a not in bset and a not in saved:
-                    saved.append(a)
+        saved = list(dict.fromkeys(a for n in bwd for a in n.all_input_nodes if a not in bset))
         saved += [g for g in grad_nodes if g is not None and g not in bset and g not in saved]
         graphs = [_subgraph(fwd, [], (tuple(out_nodes), tuple(saved)))]
         if diff:
