@@ -198,3 +198,24 @@ def test_a_returned_python_size_keeps_its_dim_static():
     for b in (2, 3, 5):
         assert cf(ember.randn(b, 4))[1] == b * 3
     assert all((0, 0) not in [k for g in p.dyn for k in g] for p in _progs(cf))
+
+
+def test_batchnorm_batch_stays_static_after_two_sizes(monkeypatch):
+    """Training BatchNorm's variance correction is a Python float of the batch size: the batch
+    cannot be dynamic; after two sizes found so, new sizes compile statically without the
+    extra recordings."""
+    from ember.compiler import _aot
+    records, record = [], _aot._record
+    monkeypatch.setattr(_aot, "_record", lambda *a, **k: records.append(1) or record(*a, **k))
+    ember.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU())
+    ember.manual_seed(0)
+    m2 = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU())
+    cm = ember.compile(m)
+    for b in (4, 6, 9, 5):
+        x = ember.randn(b, 4)
+        np.testing.assert_allclose(cm(x).detach().numpy(), m2(x).detach().numpy(), rtol=1e-5,
+                                   atol=1e-6)
+    np.testing.assert_allclose(m[1].running_var.numpy(), m2[1].running_var.numpy(), rtol=1e-6)
+    assert all(not p.dyn for p in _progs(cm)) and len(_progs(cm)) == 4
+    assert len(records) == 1 + 3 + 3 + 1       # (4; 6 and 9: two failed tries; 5: static)

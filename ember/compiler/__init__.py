@@ -74,11 +74,12 @@ class _Compiled:
                  guard_filter_fn=None, dynamic=None):
         self.fn, self.fullgraph, self.module, self.mode = fn, fullgraph, module, mode
         # frame: each input's sizes so far, None where one changed (torch's frame state);
-        # static: (input, axis, size) found not to follow as a dynamic dim (it is found by
-        # tracing with the size one larger: a size at the end of a range, as a GPT's length
-        # at its block size, cannot); recompile_reasons: the first failed guard of each
+        # static: (input, axis) -> the sizes at which it did not follow as a dynamic dim (it
+        # is found by tracing with the size one larger: a size at the end of a range, as a
+        # GPT's length at its block size, cannot), static from then on after two such sizes
+        # (BatchNorm's batch: a float of it); recompile_reasons: the first failed guard of each
         # recompile, as torch logs them
-        self.dynamic, self.frame, self.static, self.recompile_reasons = dynamic, {}, set(), []
+        self.dynamic, self.frame, self.static, self.recompile_reasons = dynamic, {}, {}, []
         self.eager, self.guard_filter_fn = backend in ("eager", "aot_eager"), guard_filter_fn
         # programs by the guards they keep: ((name, value), ...) -> program (False: eager)
         self.programs, self.warned_limit, self.watch = {}, False, ([], [])
@@ -93,8 +94,9 @@ class _Compiled:
         import ember
         from .._ops import dispatch
         from .._graph.record import _map_out, flatten_tensors
-        out = [(f"args[{i}]", "TENSOR_MATCH", t, (_shape(i, t, dyn), t.dtype, str(t.device),
-                                                  t.requires_grad), False, False, False)
+        out = [(f"args[{i}]", "TENSOR_MATCH", t, (_shape(i, t, dyn) if dyn else tuple(t.shape),
+                                                  t.dtype, str(t.device), t.requires_grad),
+                False, False, False)
                for i, t in enumerate(flatten_tensors((args, kwargs)))]
         out.append(("", "GLOBAL_STATE", None, (ember.is_grad_enabled(),
                                                 dispatch.hooks.autocast is None), False, False,
@@ -121,7 +123,7 @@ class _Compiled:
         cur = {g[0]: g[3] for g in guards}
         for kept, prog in self.programs.items():
             if all(cur.get(k, _MISSING) == v for k, v in kept) and (
-                    prog is False or prog.fits(args, kwargs)):
+                    prog is False or not prog.ranges or prog.fits(args, kwargs)):
                 return prog, kept
         if self.programs:       # (why the last program did not fit)
             bad = [(k, v, cur.get(k)) for k, v in kept if cur.get(k, _MISSING) != v]
@@ -199,7 +201,8 @@ class _Compiled:
                     if any(k in marked for k in groups[-1]):
                         from .._dynamo.exc import ConstraintViolationError
                         raise ConstraintViolationError(f"Constraints violated: {e}") from None
-                    self.static.update(k + (flat[k[0]].shape[k[1]],) for k in groups.pop())
+                    for k in groups.pop():
+                        self.static.setdefault(k, set()).add(flat[k[0]].shape[k[1]])
         except _aot.Breaks as e:
             if self.fullgraph:
                 from .._dynamo.exc import Unsupported
@@ -237,14 +240,15 @@ class _Compiled:
             self.frame[i] = now = tuple(s if old is None or len(old) != len(t.shape) or
                                         old[d] == s else None for d, s in enumerate(t.shape))
             for d, s in enumerate(t.shape):
+                failed = self.static.get((i, d), ())
                 if d in ranges:
                     marked[i, d] = lo, hi = ranges[d]
                     if not lo <= s <= hi:
                         raise exc.ConstraintViolationError(
                             f"dim {d} of input {i} is {s}, not in range [{lo}, {hi}] "
                             "(mark_dynamic; sizes 0 and 1 are specialized)")
-                elif not (self.dynamic is True or auto and now[d] is None) or s < 2 or \
-                        d in getattr(t, "_dynamo_static_indices", ()) or (i, d, s) in self.static:
+                elif not (self.dynamic is True or auto and now[d] is None) or s < 2 or s in \
+                        failed or len(failed) > 1 or d in getattr(t, "_dynamo_static_indices", ()):
                     continue
                 groups.setdefault(s, []).append((i, d))
         return sorted(map(tuple, groups.values()), key=lambda g: not any(
@@ -261,8 +265,7 @@ def _reason(k, v, c):
 
 def _shape(i, t, dyn):
     """Input ``i``'s shape as guarded: a ``_Dims`` where ``dyn`` holds some of its dims."""
-    return _Dims(None if (i, d) in dyn else s for d, s in enumerate(t.shape)) if dyn else \
-        tuple(t.shape)
+    return _Dims(None if (i, d) in dyn else s for d, s in enumerate(t.shape))
 
 
 class _Dims(tuple):

@@ -359,13 +359,13 @@ class Compiled:
     def fits(self, args, kwargs):
         """Whether the inputs' dynamic sizes are what this program takes: one size per group,
         in its range (2 and up, or ``mark_dynamic``'s)."""
-        flat = flatten_tensors((args, kwargs)) if self.ranges else ()
+        flat = flatten_tensors((args, kwargs))
         return all(len({flat[i].shape[ax] for i, ax in g}) == 1 and
                    lo <= flat[g[0][0]].shape[g[0][1]] <= hi for g, lo, hi in self.ranges)
 
     def __call__(self, args, kwargs):
         flat = flatten_tensors((args, kwargs))
-        sz = [flat[g[0][0]].shape[g[0][1]] for g in self.dyn]
+        sz = [flat[g[0][0]].shape[g[0][1]] for g in self.dyn] if self.dyn else ()
         attrs = [self.attr(t, sz) for t in self.attrs[0]]
         if len(self.programs) == 1:
             outs, _ = self._forward(flat, attrs, sz)
