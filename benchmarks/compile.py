@@ -2,6 +2,7 @@
 
     python -m benchmarks.compile [--threads 1,2] [--quick] [--cpu-time] [--json PATH]
     python -m benchmarks.compile --only first-call [--repeat 5] [--threads 1]
+    python -m benchmarks.compile --only dynamic [--repeat 30] [--threads 1]
 
 Per thread count, one worker process imports both frameworks (thread counts set in its
 environment first) and times, in alternating turns (a noisy spell on a shared machine hits both
@@ -18,7 +19,11 @@ First-call latency of the compiled GPT step (capture + codegen + C compile) is t
 processes: cold (an empty cache directory) and warm (a new process on that cache). The table
 gives each figure, the ratio and the issue's target. ``--only first-call`` times just those,
 ``--repeat`` pairs of fresh processes per thread count, and prints the medians and ranges of
-wall and cpu seconds (no torch needed).
+wall and cpu seconds (no torch needed). ``--only dynamic`` times, in a fresh process on an empty
+cache, the compiled GPT step as its batch and length change (automatic dynamic shapes: which
+calls compile, and what a call at a new size costs once the dynamic program exists), then the
+step at the benchmark's size with the dynamic program (``dynamic=True``) against the static
+one, ``--repeat`` paired turns of cpu time.
 """
 import argparse
 import json
@@ -160,6 +165,50 @@ def _first_call(threads):
             text=True).stdout.split()[-2:])) for _ in ("cold", "warm")]
 
 
+_DYNAMIC = """
+import resource, statistics, sys, time
+sys.path.insert(0, {root!r})
+import ember
+from ember._graph import cgen
+from benchmarks.models import GPT, gpt_model
+built, build = [], cgen._build_so
+cgen._build_so = lambda *a: built.append(1) or build(*a)
+kids = lambda: sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2])
+
+
+def stepper(dynamic):
+    ember.manual_seed(0)
+    model = gpt_model(ember, **GPT)
+    run, opt = ember.compile(model, dynamic=dynamic), ember.optim.AdamW(model.parameters())
+
+    def step(b, t):
+        idx = ember.randint(0, GPT["vocab"], (b, t))
+        opt.zero_grad()
+        run(idx, idx.roll(-1, 1)).backward()
+        opt.step()
+    return step
+
+
+def timed(f, *a):
+    w, c, k, n = time.perf_counter(), time.process_time(), kids(), len(built)
+    f(*a)
+    return time.perf_counter() - w, time.process_time() - c + kids() - k, len(built) - n
+
+
+auto, B, T = stepper(None), GPT["batch"], GPT["block"]
+for b, t in [(B, T), (12, T), (12, 48), (8, 40), (5, 33)]:
+    print("| (%d, %d) | %.2f | %.3f | %d |" % ((b, t) + timed(auto, b, t)))
+static, dyn = stepper(False), stepper(True)
+for f in (static, dyn, static, dyn):
+    f(B, T)
+pairs = [(timed(static, B, T)[1], timed(dyn, B, T)[1]) for _ in range({repeat})]
+print("| step (%d, %d), cpu ms: static %.1f, dynamic %.1f, dynamic / static %.3f (median of "
+      "%d paired turns) |" % (B, T, 1e3 * statistics.median(p[0] for p in pairs),
+                              1e3 * statistics.median(p[1] for p in pairs),
+                              statistics.median(d / s for s, d in pairs), len(pairs)))
+"""
+
+
 TARGETS = [("gpt step", "ember.compile", "torch", 0.7),
            ("gpt step", "ember.compile", "torch.compile", 1.0),
            ("gelu fwd+bwd (4096, 1024)", "ember.compile", "torch", 0.7),
@@ -175,11 +224,21 @@ def main(argv=None):
     p.add_argument("--cpu-time", action="store_true")
     p.add_argument("--json")
     p.add_argument("--worker", type=int)
-    p.add_argument("--only", choices=["first-call"])
+    p.add_argument("--only", choices=["first-call", "dynamic"])
     p.add_argument("--repeat", type=int, default=5)
     a = p.parse_args(argv)
     if a.worker:
         return _worker(a.worker, a.quick, a.cpu_time)
+    if a.only == "dynamic":
+        print("| gpt step, automatic dynamic: (batch, length) | wall (s) | cpu (s) | builds |")
+        print("|---|---|---|---|")
+        for n in map(int, a.threads.split(",")):
+            with tempfile.TemporaryDirectory() as cache:
+                env = dict(os.environ, EMBER_CACHE_DIR=cache, OMP_NUM_THREADS=str(n))
+                print(subprocess.run([sys.executable, "-c", _DYNAMIC.format(
+                    root=str(ROOT), repeat=a.repeat)], env=env, check=True,
+                    capture_output=True, text=True).stdout, end="")
+        return
     if a.only:
         print("| gpt step first call | threads | wall (s) | cpu (s) | runs |")
         print("|---|---|---|---|---|")

@@ -54,8 +54,8 @@ CAPS = {                            # Python lines per package
     "ember/jit": 1000,
     "ember/export": 800,
     "ember/onnx": 1300,             # + custom symbolics, onnx.ops
-    "ember/_dynamo": 1500,
-    "ember/compiler": 800,
+    "ember/_dynamo": 1410,
+    "ember/compiler": 890,          # + dynamic shapes (#32): guards, mark_dynamic
     "ember/hub": 400,
 }
 OTHER_CAP = 1500                    # any package without its own cap

@@ -116,11 +116,27 @@ def explain(f, *extra_args, **extra_kwargs):
 
 
 def mark_dynamic(t, index, min=None, max=None):
-    """Accepted as torch's (ember's eager run has no shape specialization)."""
+    """Compile dim ``index`` (an int or a list) of ``t`` dynamic from its first call, the size
+    in ``[min, max]`` (default ``[2, inf]``): a size outside it, or a graph that cannot follow
+    the dim, raises ``ConstraintViolationError`` at compile.
+
+    Example:
+        >>> import ember
+        >>> x = ember.ones(4, 3)
+        >>> ember._dynamo.mark_dynamic(x, 0, min=2, max=64)
+        >>> ember.compile(lambda x: x * 2)(x).shape
+        torch.Size([4, 3])
+    """
+    for i in [index] if isinstance(index, int) else index:
+        t._dynamo_dynamic_range = {**getattr(t, "_dynamo_dynamic_range", {}), i: (
+            2 if min is None else min, float("inf") if max is None else max)}
 
 
 def mark_static(t, index=None):
-    """Accepted as torch's."""
+    """Compile dim ``index`` (an int, a list, or None: every dim) of ``t`` static, even under
+    ``dynamic=True`` or after its size changed."""
+    idx = range(t.dim()) if index is None else [index] if isinstance(index, int) else index
+    t._dynamo_static_indices = getattr(t, "_dynamo_static_indices", set()) | set(idx)
 
 
 def optimize(backend="inductor", *, nopython=False, **kwargs):

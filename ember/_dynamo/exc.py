@@ -11,3 +11,8 @@ class InvalidBackend(TorchDynamoException):
 
 class Unsupported(TorchDynamoException):
     """``fullgraph=True`` met a graph break."""
+
+
+class ConstraintViolationError(TorchDynamoException):
+    """A dim ``mark_dynamic`` marked got a size outside its range, or the graph cannot follow
+    it (torch.fx.experimental.symbolic_shapes.ConstraintViolationError)."""

@@ -9,7 +9,9 @@ them, reductions over the last dim (``sum``, ``amax``, and through them softmax,
 var) are one loop each, so softmax is three passes over a row kept in cache and GELU(x + b) one
 pass; a sum over a polynomial in earlier row results is taken in their loop
 (``Kernel._expand``), so layer_norm is two passes each way. Shapes are baked in (the caller
-guards on them). The C source of a graph is compiled once by the system compiler and cached on
+guards on them), but for dynamic sizes: dims that are ``dynamic.Sz`` polynomials are printed
+as expressions of the sizes ``_s0``, ``_s1``... the kernels and the runner take at run time.
+The C source of a graph is compiled once by the system compiler and cached on
 disk (``cache_dir()``, keyed by the source's hash, the compiler and its flags), then loaded with
 ctypes.
 """
@@ -17,6 +19,7 @@ import ctypes
 import hashlib
 import math
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -24,6 +27,7 @@ import types
 
 import numpy as np
 
+from .dynamic import Sz
 from .ir import GETITEM
 
 FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=fast",
@@ -56,10 +60,13 @@ class Kernel:
         self.n = shape[-1] if shape else 1
         self.m = math.prod(shape[:-1]) if shape else 1
         self.vals, self.loads, self.nodes, self.loaded, self.memo = [], {}, [], {}, {}
+        self.vars = sorted({v for d in shape if isinstance(d, Sz) for m in d.terms for v in m})
 
     # ---- what lowerings call ---------------------------------------------------------------
     def lit(self, c):
-        """A Python number as a C constant of the kernel's type."""
+        """A Python number (or a dynamic size) as a C constant of the kernel's type."""
+        if isinstance(c, Sz):
+            return f"(({self.t}){c})"
         c = float(c)
         if math.isnan(c):
             return "NAN"
@@ -209,7 +216,8 @@ class Kernel:
         params = [f"const {_CTYPE[dt]} *restrict in{k}" for k, _, dt in
                   sorted(self.loads.values(), key=lambda x: x[0])]
         params += [f"{'unsigned char' if k in bools else t} *restrict out{k}"
-                   for k in range(len(outs))] + ["int acc", "int nt"]
+                   for k in range(len(outs))] + [f"int64_t _s{v}" for v in self.vars] + \
+            ["int acc", "int nt"]
         put = [f"{v.name} != 0" if k in bools else v.name for k, v in enumerate(outs)]
         lines.append(f"void {name}({', '.join(params)}) {{")
         cols = [(k, v) for k, v in enumerate(outs) if v.red == "col"]
@@ -268,7 +276,7 @@ class Kernel:
                       [c.deps[0] for c in late], False):
             uses.setdefault(v.name, [v, 0])[1] += 1
         scratch = {name for name, (v, c) in uses.items() if c > 1 and v.expr[:1].isalpha()
-                   and self.n <= 4096}
+                   and type(self.n) is int and self.n <= 4096}
         lines += [f"    {t} s{name}[{self.n}];" for name in sorted(scratch)]
         for p in range(phases + 1):
             rows = [v for v in self.vals if v.row and not v.red and v.phase == p]
@@ -342,7 +350,8 @@ def _sum(k, input, dim=None, keepdim=False, dtype=None):
         raise Skip("dtype")
     nd = len(k.shape)
     dims = (dim,) if isinstance(dim, int) else tuple(dim) if dim is not None else ()
-    if nd >= 2 and sorted(d % nd for d in dims) == list(range(nd - 1)) and k.n <= 4096 and \
+    if nd >= 2 and sorted(d % nd for d in dims) == list(range(nd - 1)) and type(k.n) is int \
+            and k.n <= 4096 and \
             input.shape == k.shape:         # (a bias gradient: a column sum, stored only)
         x = input if not input.row else k.op("{0}", input, row=False)
         return k._new("col", False, [x], x.phase, "col")
@@ -509,12 +518,17 @@ def _meta(n):
     return v if v is not None and hasattr(v, "shape") and not isinstance(v, list) else None
 
 
-def _np(dtype):
-    return dtype.np
-
-
 def _is_node(a):
     return hasattr(a, "op") and hasattr(a, "users")
+
+
+def _broadcast(shapes):
+    """``np.broadcast_shapes`` of shapes that may hold ``Sz`` dims; None where they do not
+    broadcast (or there are none)."""
+    dims = [{s[d] for s in shapes if len(s) >= -d} - {1}
+            for d in range(-max(map(len, shapes), default=0), 0)]
+    return tuple(x.pop() if x else 1 for x in dims) if shapes and max(map(len, dims),
+                                                                      default=0) < 2 else None
 
 
 class _Plan:
@@ -536,7 +550,7 @@ class _Plan:
     def _try(self, n):
         low, out = lowering(n.target), _meta(n)
         if low is None or out is None or str(out.device) != "cpu" or \
-                _np(out.dtype) not in _FLOAT + (_BOOL,):
+                out.dtype.np not in _FLOAT + (_BOOL,):
             return False
         shapes = []
         for a in n.all_input_nodes:
@@ -544,15 +558,12 @@ class _Plan:
             if m is None or str(m.device) != "cpu":
                 return False
             shapes.append(tuple(m.shape))
-        try:                  # (a reduction's output is smaller: its input sets the loop)
-            full = tuple(np.broadcast_shapes(*shapes)) if shapes else None
-        except ValueError:
-            return False
+        full = _broadcast(shapes)   # (a reduction's output is smaller: its input sets the loop)
         if full is None:
             return False
-        dt, k = _np(out.dtype), self.k
+        dt, k = out.dtype.np, self.k
         if dt == _BOOL:     # (a comparison: 0/1 in its float operands' type, or the kernel's)
-            fl = {_np(_meta(a).dtype) for a in n.all_input_nodes} - {_BOOL}
+            fl = {_meta(a).dtype.np for a in n.all_input_nodes} - {_BOOL}
             if len(fl) > 1 or not fl <= set(_FLOAT) or not fl and (
                     k is None or full not in (k.shape, k.shape[:-1] + (1,))):
                 return False        # (integers: not exact in a float loop)
@@ -569,7 +580,7 @@ class _Plan:
                 if not _is_node(a):
                     if isinstance(a, (tuple, list)):
                         return type(a)(val(x) for x in a)
-                    if isinstance(a, (int, float, bool, str, type(None))) and \
+                    if isinstance(a, (int, float, bool, str, type(None), Sz)) and \
                             not isinstance(a, complex):
                         return a
                     raise Skip("argument kind")
@@ -579,7 +590,7 @@ class _Plan:
                         raise Skip("in-kernel value of another shape")
                     return v
                 m = _meta(a)
-                v = k.load(a, tuple(m.shape), _np(m.dtype))
+                v = k.load(a, tuple(m.shape), m.dtype.np)
                 v.shape = tuple(m.shape)
                 return v
             args = val(tuple(n.args))
@@ -642,6 +653,8 @@ def build(graph):
     def src(a):
         if _is_node(a):
             return a.name
+        if isinstance(a, Sz):
+            return repr(a)
         if type(a) in (tuple, list):
             inner = ", ".join(src(x) for x in a)
             return f"[{inner}]" if type(a) is list else f"({inner},)" if a else "()"
@@ -650,7 +663,7 @@ def build(graph):
         table.append(a)
         return f"_k[{len(table) - 1}]"
     args = [n.name for n in places] + [f"_a{i}" for i in range(len(attrs))]
-    py.append(f"def run({', '.join(args + ['_acc=_none'])}):")
+    py.append(f"def run({', '.join(args + ['_acc=_none', '_s=()'])}):")
     for n in nodes:
         if n.op == "get_attr":
             py.append(f"    {n.name} = _a{attrs.index(n.target)}")
@@ -674,7 +687,7 @@ def build(graph):
             py.append("    " + line)
         else:
             _, k, outs = step
-            dts = [_np(_meta(o).dtype) for o in outs]
+            dts = [_meta(o).dtype.np for o in outs]
             acc = [j for j, o in enumerate(outs) if o in into and dts[j] != _BOOL and
                    not plan.vals[o].row and plan.vals[o].red is None]
             body = k.source("KERNEL", [plan.vals[o] for o in outs],
@@ -684,7 +697,7 @@ def build(graph):
                 c.append(body.replace("KERNEL", fname, 1))
             ki += 1
             ins = sorted(k.loads.items(), key=lambda kv: kv[1][0])
-            sigs[fname] = len(ins) + len(outs)
+            sigs[fname] = (len(ins) + len(outs), len(k.vars))
             for j, (a, _) in enumerate(ins):
                 py.append(f"    _i{j} = _c({a.name}._data)")
             for j, o in enumerate(outs):
@@ -695,6 +708,7 @@ def build(graph):
                           f"else _a{j}")
             py.append(f"    _lib.{fname}(" + ", ".join(
                 [f"_p(_i{j})" for j in range(len(ins))] + [f"_p(_o{j})" for j in range(len(outs))]
+                + [f"_s{v}" for v in k.vars]
                 + [" | ".join(f"(_a{j} is not None) << {j}" for j in acc) or "0", "_nt()"])
                 + ")")
             py += [f"    {o.name} = _w(_o{j})" for j, o in enumerate(outs)]
@@ -703,6 +717,8 @@ def build(graph):
         if dying.get(si):
             py.append("    del " + ", ".join(sorted({a.name for a in dying[si]})))
     py.append(f"    return {src(out.args[0])}")
+    used = sorted({int(v) for v in re.findall(r"\b_s(\d+)\b", "\n".join(py))})
+    py[1:1] = [f"    _s{v} = _s[{v}]" for v in used]     # (the dynamic sizes it reads)
     return "\n".join(py), "\n\n".join(c), table, attrs, sigs
 
 
@@ -846,11 +862,12 @@ def make(py_source, table, sigs, lib, buffers=None):
         if buffers is None:
             return np.empty(shape, dt)
         b = buffers.get((site, j))
-        if b is None:
+        if b is None or b.shape != shape:       # (new dynamic sizes)
             b = buffers[(site, j)] = np.empty(shape, dt)
         return b
-    for fname, n in sigs.items():
-        getattr(lib, fname).argtypes = [ctypes.c_void_p] * n + [ctypes.c_int, ctypes.c_int]
+    for fname, (n, nv) in sigs.items():
+        getattr(lib, fname).argtypes = [ctypes.c_void_p] * n + [ctypes.c_int64] * nv + [
+            ctypes.c_int] * 2
         getattr(lib, fname).restype = None
     fns = types.SimpleNamespace(**{f: fast(getattr(lib, f)) for f in sigs})   # (no ctypes)
     env = {"_k": table, "_lib": fns, "_c": contiguous, "_p": ptr, "_nt": num_threads,

@@ -21,6 +21,7 @@ import warnings
 import numpy as np
 
 from .._graph import cgen
+from .._graph.dynamic import Sz, retrace, symbolize
 from .._graph.interpreter import fetch_attr
 from .._graph.ir import Graph, TensorMeta, map_arg
 from .._graph.passes import dead_code
@@ -41,7 +42,7 @@ class _Capture(Recorder):
 
     def __init__(self, inputs, names, module):
         super().__init__(inputs, names, module)
-        self.live, self.aliased, self.wrote = {}, False, False
+        self.live, self.aliased, self.wrote, self.symbolic = {}, False, False, {}
 
     def assigned(self, t, r):
         self.wrote = True           # (an in-place write: the capture's values are not kept)
@@ -75,10 +76,47 @@ class Breaks(Exception):
     """The function reads Python values from traced tensors: it cannot be one graph."""
 
 
-def capture(fn, module, args, kwargs):
+def capture(fn, module, args, kwargs, dyn=()):
     """Record ``fn(*args, **kwargs)`` (and its backward where outputs need gradients); return
     the ``Compiled`` program. Raises ``Breaks`` for data-dependent Python. A backward another
-    process recorded after the same forward is read from the disk cache (``_joint_key``)."""
+    process recorded after the same forward is read from the disk cache (``_joint_key``).
+    ``dyn``: groups of (input, axis) of one dynamic size each, found by recording again with
+    each one larger (``_graph.dynamic``; ``Static`` where the graph cannot follow one)."""
+    rec = _record(fn, module, args, kwargs, not dyn)
+    if dyn:
+        names = [n.name for n in rec.inputs]
+        base, others = retrace(None, args, kwargs, None, names, [g[0] for g in dyn], Static,
+                               {g[0]: list(g) for g in dyn},
+                               lambda a, k: _record(fn, module, a, k, False))
+        for r in [rec] + [r for _, r in others]:    # (what a vjp made in Python is live)
+            r.constants = {**r.live, **r.constants}
+            if repr(_map_out(r.out, lambda t: None)) != repr(_map_out(rec.out, lambda t: None)):
+                raise Static("a Python value the function returns follows the sizes")
+        symbolize(rec, others, base, names, Static, shapes={k: v for v, g in enumerate(dyn)
+                                                             for k in g})
+    if (hit := rec.hit) is not None:
+        prog = Compiled(hit["graphs"], hit["leaf_slots"], rec.out, len(rec.inputs), rec.diff,
+                        {**rec.live, **hit["live"]}, {**rec.constants, **hit["consts"]}, module,
+                        [p[:2] + ([get(t["$op"]) if type(t) is dict and "$op" in t else
+                                   _dec(t, {}) for t in p[2]],) + p[3:] for p in hit["programs"]])
+        prog.saved, prog.code = hit["saved"], hit["code"]
+    else:
+        prog = Compiled.joint(rec, module, dyn)
+        if rec.key is not None:
+            _joint_write(rec.key, prog, rec.known)
+    prog.watch = list(rec.called.values()), list(prog.live.values())
+    if rec.clean:
+        _keep_values(prog, rec, rec.outs)
+    return prog
+
+
+class Static(Exception):
+    """A dynamic size the graph cannot follow (it changes the graph, or what it computes)."""
+
+
+def _record(fn, module, args, kwargs, cached):
+    """The recorder of ``fn``'s joint forward and backward, with what ``capture`` needs as its
+    attributes; the backward read from the disk cache (``hit``) where ``cached`` allows."""
     from .. import random as _random
     flat = flatten_tensors((args, kwargs))
     names = [f"x{i}" for i in range(len(flat))]
@@ -90,8 +128,8 @@ def capture(fn, module, args, kwargs):
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always", TracerWarning)
             with recording(rec):
-                out = fn(*args, **kwargs)
-                outs = flatten_tensors(out)
+                rec.out = out = fn(*args, **kwargs)
+                rec.outs = outs = flatten_tensors(out)
                 homes = {id(t): t for t in flat}
                 if module is not None:
                     homes.update((id(t), t) for t in list(module.parameters()) +
@@ -99,13 +137,13 @@ def capture(fn, module, args, kwargs):
                 homes.update((id(t), t) for t in rec.live.values())
                 leaves = [homes[i] for i in rec.homes if i in homes and
                           homes[i].requires_grad] if _grad.grad_enabled else []
-                diff = [j for j, o in enumerate(outs) if o.requires_grad and (
+                rec.diff = diff = [j for j, o in enumerate(outs) if o.requires_grad and (
                     o.dtype.is_floating_point or o.dtype.is_complex)] if leaves else []
-                split, known = len(rec.graph._nodes), (len(rec.live), len(rec.constants))
-                clean = not (rec.wrote or rec.aliased or rec.stale)     # (the forward's)
-                key = _joint_key(rec, outs, diff, leaves) if diff else None
-                hit = _joint_read(key) if key is not None else None
-                if hit is None:
+                rec.split, rec.known = len(rec.graph._nodes), (len(rec.live), len(rec.constants))
+                rec.clean = not (rec.wrote or rec.aliased or rec.stale)     # (the forward's)
+                rec.key = _joint_key(rec, outs, diff, leaves) if diff and cached else None
+                rec.hit = _joint_read(rec.key) if rec.key is not None else None
+                if rec.hit is None:
                     tangents, grads = [], ()
                     if diff:
                         from ..autograd import grad
@@ -117,9 +155,9 @@ def capture(fn, module, args, kwargs):
                             tangents.append(g)
                         grads = grad([outs[j] for j in diff], leaves, tangents,
                                      create_graph=True, allow_unused=True)
-                    leaf_nodes = [rec.homes[id(t)] for t in leaves]
-                    out_nodes = [rec.value(o) for o in outs]
-                    grad_nodes = [None if g is None else rec.value(g) for g in grads]
+                    rec.leaf_nodes = [rec.homes[id(t)] for t in leaves]
+                    rec.out_nodes = [rec.value(o) for o in outs]
+                    rec.grad_nodes = [None if g is None else rec.value(g) for g in grads]
     finally:
         drawn = _random.get_rng_state()
         compiling[0] = False
@@ -134,21 +172,7 @@ def capture(fn, module, args, kwargs):
     breaks = [w for w in seen if issubclass(w.category, TracerWarning)]
     if breaks:
         raise Breaks(f"{breaks[0].message} (at {breaks[0].filename}:{breaks[0].lineno})")
-    if hit is not None:
-        prog = Compiled(hit["graphs"], hit["leaf_slots"], out, len(flat), diff,
-                        {**rec.live, **hit["live"]}, {**rec.constants, **hit["consts"]}, module,
-                        [p[:2] + ([get(t["$op"]) if type(t) is dict and "$op" in t else
-                                   _dec(t, {}) for t in p[2]],) + p[3:] for p in hit["programs"]])
-        prog.saved, prog.code = hit["saved"], hit["code"]
-    else:
-        prog = Compiled.joint(rec, module, out, out_nodes, split, diff, leaf_nodes, grad_nodes,
-                              len(flat))
-        if key is not None:
-            _joint_write(key, prog, known)
-    prog.watch = list(rec.called.values()), list(prog.live.values())
-    if clean:
-        _keep_values(prog, rec, outs)
-    return prog
+    return rec
 
 
 def _keep_values(prog, rec, outs):
@@ -257,9 +281,12 @@ class Compiled:
     """A captured function's forward (and backward) graphs, compiled to C and Python."""
 
     def __init__(self, graphs, leaf_slots, template, n_in, diff, live, consts, module,
-                 programs=None, saved=None):
+                 programs=None, saved=None, dyn=(), made=None):
         self._graphs, self.leaf_slots, self.template, self.n_in, self.diff = \
             graphs, leaf_slots, template, n_in, diff
+        # dyn: groups of (input, axis) sharing one dynamic size; made: the tensors made in
+        # Python that follow them (a fill or an arange: made again for each call's sizes)
+        self.dyn, self.made, self.ranges = dyn, made or {}, [(g, 2, float("inf")) for g in dyn]
         self.live, self.consts, self.module = live, consts, module
         self.programs = programs or [cgen.build(g) for g in self.graphs]
         # (names of the saved nodes: see _keep_values; the runners' code objects, from disk)
@@ -272,18 +299,16 @@ class Compiled:
         return self._graphs
 
     @classmethod
-    def joint(cls, rec, module, template, out_nodes, split, diff, leaf_nodes, grad_nodes, n_in):
-        """The program of a joint recording: the nodes before ``split`` are the forward, those
-        after it the backward, whose reads of forward values the forward returns (saved)."""
+    def joint(cls, rec, module, dyn=()):
+        """The program of a joint recording (``_record``): the nodes before ``rec.split`` are
+        the forward, those after it the backward, whose reads of forward values the forward
+        returns (saved)."""
+        split, diff, out_nodes, grad_nodes = rec.split, rec.diff, rec.out_nodes, rec.grad_nodes
         nodes = [n for n in rec.graph._nodes if n.op != "output"]
         fwd, bwd = nodes[:split], nodes[split:]
         tangents = [n for n in bwd if n.op == "placeholder"]
         bset = set(bwd)
-        saved = []
-        for n in bwd:
-            for a in n.all_input_nodes:
-                if a not in bset and a not in saved:
-                    saved.append(a)
+        saved = list(dict.fromkeys(a for n in bwd for a in n.all_input_nodes if a not in bset))
         saved += [g for g in grad_nodes if g is not None and g not in bset and g not in saved]
         graphs = [_subgraph(fwd, [], (tuple(out_nodes), tuple(saved)))]
         if diff:
@@ -291,9 +316,9 @@ class Compiled:
                                     tuple(grad_nodes)))
         places = [p for p in fwd if p.op == "placeholder"]
         slots = [("in", places.index(n)) if n.op == "placeholder" else ("attr", n.target)
-                 for n in leaf_nodes]
-        return cls(graphs, slots, template, n_in, diff, rec.live, rec.constants, module,
-                   saved=[n.name for n in saved])
+                 for n in rec.leaf_nodes]
+        return cls(graphs, slots, rec.out, len(rec.inputs), diff, rec.live, rec.constants,
+                   module, saved=[n.name for n in saved], dyn=dyn, made=rec.symbolic)
 
     def load(self, buffers=False):
         """Compile (or find in the disk cache) the C source and bind the runners."""
@@ -306,7 +331,12 @@ class Compiled:
         self.buffers, self.generation = buffers, 0
         return self
 
-    def attr(self, target):
+    def attr(self, target, sz=()):
+        if target in self.made:     # (a fill or an arange of this call's sizes)
+            (kind, a, *b, shape), t = self.made[target], self.consts[target]
+            shape = [d.value(sz) if isinstance(d, Sz) else d for d in shape]
+            return Tensor._wrap(np.asarray(np.full(shape, a) if kind == "fill" else a + b[0] *
+                                           np.arange(shape[0]), t._data.dtype), t.device)
         if target in self.live:
             return self.live[target]
         if target in self.consts:
@@ -318,23 +348,31 @@ class Compiled:
         return [Tensor._wrap(o._data.copy()) if self.buffers and isinstance(o, Tensor) else o
                 for o in outs]
 
-    def _forward(self, flat, attrs):
+    def _forward(self, flat, attrs, sz):
         """The forward's outputs and saved values (the capture's on the call right after it)."""
         eager, self.eager = self.eager, None
         if eager is not None:
             return eager
         with no_grad():
-            return self.runs[0](*flat, *attrs)
+            return self.runs[0](*flat, *attrs, _s=sz)
+
+    def fits(self, args, kwargs):
+        """Whether the inputs' dynamic sizes are what this program takes: one size per group,
+        in its range (2 and up, or ``mark_dynamic``'s)."""
+        flat = flatten_tensors((args, kwargs))
+        return all(len({flat[i].shape[ax] for i, ax in g}) == 1 and
+                   lo <= flat[g[0][0]].shape[g[0][1]] <= hi for g, lo, hi in self.ranges)
 
     def __call__(self, args, kwargs):
         flat = flatten_tensors((args, kwargs))
-        attrs = [self.attr(t) for t in self.attrs[0]]
+        sz = [flat[g[0][0]].shape[g[0][1]] for g in self.dyn] if self.dyn else ()
+        attrs = [self.attr(t, sz) for t in self.attrs[0]]
         if len(self.programs) == 1:
-            outs, _ = self._forward(flat, attrs)
+            outs, _ = self._forward(flat, attrs, sz)
             outs = self._own(outs)
         else:
             leaves = [flat[i] if kind == "in" else self.attr(i) for kind, i in self.leaf_slots]
-            outs = _Run.apply(self, flat, attrs, *leaves)
+            outs = _Run.apply(self, flat, attrs, sz, *leaves)
         it = iter(outs)
         return _map_out(self.template, lambda t: next(it))
 
@@ -343,14 +381,14 @@ class _Run(Function):
     """The compiled forward as one autograd node whose backward is the compiled backward."""
 
     @staticmethod
-    def forward(ctx, prog, flat, attrs, *leaves):
-        outs, saved = prog._forward(flat, attrs)
+    def forward(ctx, prog, flat, attrs, sz, *leaves):
+        outs, saved = prog._forward(flat, attrs, sz)
         prog.generation += 1
         # an output also saved is kept as a history-less alias: the output itself (whose
         # grad_fn is ctx) would make a ctx <-> tensor cycle that only the cyclic GC frees, so
         # each step's activations would outlive it and the heap grow until glibc trims it
         saved = [s._alias() if any(s is o for o in outs) else s for s in saved]
-        ctx.prog, ctx.saved, ctx.gen = prog, saved, prog.generation
+        ctx.prog, ctx.saved, ctx.gen, ctx.sz = prog, saved, prog.generation, sz
         ctx.shapes = [(outs[j].shape, outs[j]._data.dtype) for j in prog.diff]
         outs = prog._own(outs)
         ctx.mark_non_differentiable(*[o for j, o in enumerate(outs) if j not in prog.diff])
@@ -371,10 +409,11 @@ class _Run(Function):
             d, copy=False)) for j, (s, d) in zip(prog.diff, ctx.shapes)]
         into = grads_in_place(ctx)      # (the kernels add into these .grad: nothing to return)
         with no_grad():
-            grads = list(prog.runs[1](*ctx.saved, *tangents,
-                                      *[prog.attr(t) for t in prog.attrs[1]], _acc=into))
+            grads = list(prog.runs[1](*ctx.saved, *tangents, *[prog.attr(t, ctx.sz) for t in
+                                                                 prog.attrs[1]],
+                                      _acc=into, _s=ctx.sz))
         for p in [p for p, g in into.items() if getattr(grads[p], "_data", 0) is g._data]:
             into[p]._bump_version()
             grads[p] = None
-        return (None, None, None) + tuple(grads)
+        return (None,) * 4 + tuple(grads)
 

@@ -28,13 +28,8 @@ from collections import defaultdict
 
 class _Source:
     def __init__(self, nn_module, builtin):
-        self._nn, self._builtin = nn_module, builtin
-
-    def is_unspecialized_nn_module(self):
-        return self._nn
-
-    def is_unspecialized_builtin_nn_module(self):
-        return self._builtin
+        self.is_unspecialized_nn_module = lambda: nn_module
+        self.is_unspecialized_builtin_nn_module = lambda: builtin
 
 
 class Guard:
