@@ -406,7 +406,10 @@ POINTWISE = [
     ("lerp_far", lambda t: ember.lerp(t, t.flip(-1), 0.8), True),
     ("addcmul", lambda t: ember.addcmul(t, t.flip(-1), t * 0.5, value=0.7), True),
     ("addcdiv", lambda t: ember.addcdiv(t, t.flip(-1), t * 0.5 + 3, value=-2), True),
-    ("copysign", lambda t: ember.copysign(t, t.flip(-1)), True)] + [
+    ("copysign", lambda t: ember.copysign(t, t.flip(-1)), True),
+    ("xlogy", lambda t: ember.xlogy(t, t.flip(-1).abs()), False),
+    ("xlog1py", lambda t: ember.special.xlog1py(t, t.flip(-1).abs() - 0.5), False),
+    ("sinc", ember.sinc, False), ("sinc_far", lambda t: ember.sinc(t * 3e4), False)] + [
     (n, getattr(ember, n), False) for n in (
         "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sinh", "cosh", "tan", "atan",
         "asin", "acos", "atanh")] + [
