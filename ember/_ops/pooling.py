@@ -126,7 +126,8 @@ _POOL_C = 1 << 13
 def _pool_c(input, osize, is_max, *geometry):
     """Max (values, flat indices) or sum pooling by pool.h over the trailing ``len(osize)``
     dims; None where it does not apply (the caller runs its NumPy code)."""
-    if type(input) is np.ndarray and input.size <= _POOL_C and (fn := kernels.kernel(
+    if type(input) is np.ndarray and (input.size <= _POOL_C or input.size >= 16 * math.prod(
+            osize) * math.prod(input.shape[:input.ndim - len(osize)])) and (fn := kernels.kernel(
             "pool", input.dtype)) is not None:
         x, lead = np.ascontiguousarray(input), input.shape[:input.ndim - len(osize)]
         y = np.empty(lead + osize, x.dtype)
