@@ -192,6 +192,27 @@ def test_cross_entropy(reduction, shape, dtype, noncontig):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(5,), (1, 1), (7, 3), (64, 10), (3, 4, 5), (2, 3, 4, 2)],
+                         ids=str)
+@pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["plain", "weighted"])
+def test_nll_loss(reduction, shape, dtype, noncontig, weighted):
+    """rowops.h's nll against the reference: ignored targets, weights, (N, C, d...) inputs;
+    a target out of range still raises torch's error."""
+    x = _input(shape, dtype, noncontig)
+    c = shape[1] if len(shape) > 1 else shape[0]
+    t = np.random.default_rng(3).integers(0, c, shape[:1] + shape[2:] if len(shape) > 1 else ())
+    if t.ndim:
+        t.reshape(-1)[1::3] = -100
+    w = np.random.default_rng(4).uniform(0.5, 2, c).astype(dtype)
+    check(lambda a, b, *w: F.nll_loss(a, b, *w, reduction=reduction),
+          [x, t] + [w] * weighted)
+    with pytest.raises(IndexError, match="Target 99 is out of bounds"):
+        F.nll_loss(ember.tensor(x), ember.tensor(np.full_like(t, 99)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("bad", [5, -1, -101])
 def test_cross_entropy_kernel_checks_targets(bad, dtype):
     # the kernel counts the targets it does not ignore and refuses one out of range (-1,
@@ -406,7 +427,10 @@ POINTWISE = [
     ("lerp_far", lambda t: ember.lerp(t, t.flip(-1), 0.8), True),
     ("addcmul", lambda t: ember.addcmul(t, t.flip(-1), t * 0.5, value=0.7), True),
     ("addcdiv", lambda t: ember.addcdiv(t, t.flip(-1), t * 0.5 + 3, value=-2), True),
-    ("copysign", lambda t: ember.copysign(t, t.flip(-1)), True)] + [
+    ("copysign", lambda t: ember.copysign(t, t.flip(-1)), True),
+    ("xlogy", lambda t: ember.xlogy(t, t.flip(-1).abs()), False),
+    ("xlog1py", lambda t: ember.special.xlog1py(t, t.flip(-1).abs() - 0.5), False),
+    ("sinc", ember.sinc, False), ("sinc_far", lambda t: ember.sinc(t * 3e4), False)] + [
     (n, getattr(ember, n), False) for n in (
         "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sinh", "cosh", "tan", "atan",
         "asin", "acos", "atanh")] + [
@@ -1294,7 +1318,8 @@ _POOLS = [((2, 3, 7, 6), (3, 2), (2, 1), (1, 0), (1, 1), False),
           ((3, 5, 5), (2, 2), (2, 2), (1, 1), (1, 1), True),
           ((2, 9), (3,), (2,), (1,), (1,), True),
           ((1, 2, 5, 6, 7), (2, 3, 2), (1, 2, 2), (1, 1, 0), (1, 1, 1), False),
-          ((1, 2, 8, 7), (3, 3), (3, 2), (1, 1), (2, 1), True)]      # dilated: max only
+          ((1, 2, 8, 7), (3, 3), (3, 2), (1, 1), (2, 1), True),      # dilated: max only
+          ((4, 3, 45, 70), (3, 3), (2, 2), (1, 1), (1, 1), False)]   # large, adaptive: pool.h
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

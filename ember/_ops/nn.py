@@ -296,6 +296,10 @@ def nll_loss(xp, input, target, weight=None, ignore_index=-100, reduction="mean"
         raise RuntimeError(f"Expected target size {list(x.shape[:1] + x.shape[2:])}, got "
                            f"{list(t.shape)}")
     c = x.shape[1]
+    if (r := _nll_kernel(xp, x, t, weight, ignore_index)) is not None:
+        n = t.size
+        return r[:n].reshape(target.shape) if reduction == "none" else r[n] if \
+            reduction == "sum" else r[n] / r[n + 1]
     valid, safe, w = _nll_weights(xp, t, weight, ignore_index, x.dtype)
     # (one comparison: a negative target is a huge unsigned one)
     if not _capturing(t) and (safe.astype(xp.uint64) >= c).any() and valid.any():
@@ -308,6 +312,21 @@ def nll_loss(xp, input, target, weight=None, ignore_index=-100, reduction="mean"
     if reduction == "none":
         return losses if input.ndim > 1 else losses[0]
     return losses.sum() if reduction == "sum" else losses.sum() / w.sum(dtype=x.dtype)
+
+
+def _nll_kernel(xp, x, t, weight, ignore_index):
+    """rowops.h's nll of (N, C, d...) ``x``: the N d losses, then their sum and the weights'
+    (None where it does not apply or a target is out of range: the reference raises)."""
+    fn = _C.kernel("nll", x.dtype) if xp is np and type(x) is np.ndarray and x.size and \
+        t.dtype == np.int64 and (weight is None or weight.dtype == x.dtype) else None
+    if fn is None:
+        return None
+    x, t, w = _C.contiguous(x), _C.contiguous(t), weight if weight is None else \
+        _C.contiguous(weight)
+    out = np.empty(t.size + 2, x.dtype)
+    ok = fn(_C.ptr(x), _C.ptr(t), _C.ptr(w), _C.ptr(out), x.shape[0], x.shape[1],
+            x.size // max(1, x.shape[0] * x.shape[1]), ignore_index) == 0
+    return out if ok else None
 
 
 def _nll_weights(xp, t, weight, ignore_index, dtype):

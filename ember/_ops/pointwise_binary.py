@@ -251,6 +251,8 @@ def xlogy(xp, input, other):
         >>> ember.xlogy(ember.tensor([0., 2.]), ember.tensor([0., 3.]))
         tensor([0.0000, 2.1972])
     """
+    if (r := _C.pointwise("xlogy", input, other=other)) is not None:
+        return r
     with np.errstate(divide="ignore", invalid="ignore"):    # log(0), 0 * inf: as torch, quiet
         r = xp.multiply(input, xp.log(other))
     r = xp.where((xp.asarray(input) == 0) & ~xp.isnan(other), 0, r)

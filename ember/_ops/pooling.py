@@ -9,6 +9,7 @@ import numpy as np
 
 import ember
 
+from .._C import kernels
 from .conv import _flat_strides, _pad, _taps, _windows
 from .meta import empty
 from .pointwise import type_name
@@ -94,6 +95,7 @@ def _lowest(x):
         "iub" else np.iinfo(x.dtype).min
 
 
+@functools.lru_cache(maxsize=256)         # (a small call's geometry: its Python cost)
 def _max_osize(shape, kernel_size, stride, padding, dilation, ceil_mode):
     nd = len(kernel_size)
     osize = tuple(pool_output_size(*a, ceil_mode) for a in zip(
@@ -124,8 +126,8 @@ _POOL_C = 1 << 13
 def _pool_c(input, osize, is_max, *geometry):
     """Max (values, flat indices) or sum pooling by pool.h over the trailing ``len(osize)``
     dims; None where it does not apply (the caller runs its NumPy code)."""
-    from .._C import kernels
-    if type(input) is np.ndarray and input.size <= _POOL_C and (fn := kernels.kernel(
+    if type(input) is np.ndarray and (input.size <= _POOL_C or input.size >= 16 * math.prod(
+            osize) * math.prod(input.shape[:input.ndim - len(osize)])) and (fn := kernels.kernel(
             "pool", input.dtype)) is not None:
         x, lead = np.ascontiguousarray(input), input.shape[:input.ndim - len(osize)]
         y = np.empty(lead + osize, x.dtype)

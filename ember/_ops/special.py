@@ -64,7 +64,8 @@ def _special(name, f, deriv=None, save=("input",), domain=None, method=True, kin
     inner = _in_f64(f, bf16, low) if not complex_ok else f
     if binary:
         def fwd(xp, input, other):
-            return inner(xp, input, other)
+            r = kernel and _C.pointwise(kernel, input, other=other)
+            return r if r is not None else inner(xp, input, other)
     else:
         def fwd(xp, input):
             if kernel and (r := _C.pointwise(kernel, input)) is not None or \
@@ -448,7 +449,7 @@ def _sinc_grad(g, input):
     return g * _conj(ember.where(input == 0, 0.0, d))
 
 
-sinc = _special("sinc", _sinc, _sinc_grad, complex_ok=True, kinks=(0.0,))
+sinc = _special("sinc", _sinc, _sinc_grad, complex_ok=True, kinks=(0.0,), kernel="sinc")
 sinc.__doc__ = """``sin(pi x) / (pi x)``, 1 at 0.
 
     Example:
@@ -482,7 +483,7 @@ def _xlog1py_grad(g, input, other):
 
 
 xlog1py = _special("xlog1py", _xlog1py, _xlog1py_grad, save=("input", "other"), method=False,
-                   binary=True, low=True)
+                   binary=True, low=True, kernel="xlog1py")
 xlog1py.__doc__ = """``input * log1p(other)``, 0 where ``input == 0`` unless ``other`` is nan.
     See torch.special.xlog1py."""
 xlog1py.samples = lambda dev, dt: [

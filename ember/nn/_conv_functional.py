@@ -34,7 +34,7 @@ __all__ = [
 def _ntuple(v, n):
     if type(v) is tuple and len(v) == n and all(type(a) is int for a in v):
         return v        # (the common call: no ABC check, no new tuple)
-    if isinstance(v, numbers.Integral):
+    if type(v) is int or isinstance(v, numbers.Integral):
         return (int(v),) * n
     v = tuple(int(a) for a in v)
     return v * n if len(v) == 1 else v

@@ -77,7 +77,7 @@ def _declare(lib):
             "gelu": [p, p, p, i64, i, i],
             "layer_norm": [p, p, p, p, p, p, i64, i64, d, i, i64, i],
             "layer_norm_bwd": [p, p, p, p, p, p, i64, i64, d, i, i64, i],
-            "cross_entropy": [p, p, p, p, i64, i64, i64, i],
+            "cross_entropy": [p, p, p, p, i64, i64, i64, i], "nll": [p, p, p, p] + [i64] * 4,
             "adam": [p, p, p, p, p, i64, d, d, d, d, d, d, i],
             "erf": [p, p, i64, i, i],                  # float32 only: float64 has libm's
             "pointwise": [i, p, p, p, p, i64, d, d, d, i],  # (pointwise.h: float32 only)
@@ -126,13 +126,13 @@ def _declare(lib):
             if fn is not None:
                 # (Winograd, im2col and attn_small kernels return -1 when they cannot allocate
                 # their buffers, lstm_* when they cannot allocate their weight panels;
-                # gather/scatter/add_rows return 1 for an index out of range, cross_entropy -1
-                # for a target out of range: the caller raises)
+                # gather/scatter/add_rows return 1 for an index out of range, cross_entropy and nll
+                # -1 for a target out of range: the caller raises)
                 fn.argtypes = args
                 fn.restype = ctypes.c_int if name.startswith(
                     ("winograd", "conv_cols", "lstm", "attn_small")) or \
                     name in ("gather", "scatter", "add_rows", "gemm", "pointwise", "rank_rows",
-                             "topk_rows", "fft_c2c") else \
+                             "topk_rows", "fft_c2c", "nll") else \
                     ctypes.c_int64 if name == "cross_entropy" else None
 
 
@@ -204,7 +204,7 @@ _POINTWISE = {name: code for code, name in enumerate(
     "floor_divide_scalar scale_bwd expm1_bwd log_bwd log1p_bwd sinh_bwd cosh_bwd tan_bwd atan_bwd "
     "asin_bwd atanh_bwd reciprocal_bwd rsqrt_bwd mish mish_bwd logsigmoid logsigmoid_bwd "
     "hardtanh_bwd frac logit logit_bwd bce_logits bce_logits_bwd lerp addcmul addcdiv "
-    "copysign entr".split())}
+    "copysign entr xlogy xlog1py sinc".split())}
 
 
 def pointwise(name, x, *params, other=None, min_size=1, out=None, third=None):

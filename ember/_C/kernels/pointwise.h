@@ -19,7 +19,7 @@ enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAM
        PW_TAN_BWD, PW_ATAN_BWD, PW_ASIN_BWD, PW_ATANH_BWD, PW_RECIPROCAL_BWD, PW_RSQRT_BWD,
        PW_MISH, PW_MISH_BWD, PW_LOGSIGMOID, PW_LOGSIGMOID_BWD, PW_HARDTANH_BWD, PW_FRAC,
        PW_LOGIT, PW_LOGIT_BWD, PW_BCE_LOGITS, PW_BCE_LOGITS_BWD, PW_LERP, PW_ADDCMUL,
-       PW_ADDCDIV, PW_COPYSIGN, PW_ENTR, PW_COUNT };
+       PW_ADDCDIV, PW_COPYSIGN, PW_ENTR, PW_XLOGY, PW_XLOG1PY, PW_SINC, PW_COUNT };
 
 /* NumPy's maximum and minimum (v > lo || v is nan ? v : lo), as one comparison gcc vectorises */
 static inline float pw_max(float v, float lo) { return v <= lo ? lo : v; }
@@ -338,6 +338,18 @@ PW_BLOCK_AS(NOCONTRACT, addcdiv, v + (y[i] / z[i]) * a)
 PW_BLOCK(copysign, copysignf(v, y[i]))     /* (bit selects: NumPy's loop is scalar) */
 /* torch.special.entr: -x log x, 0 at 0, -inf below, nan kept */
 PW_BLOCK(entr, v < 0.0f ? -INFINITY : v == 0.0f ? 0.0f : -v * log_full_f32(v))
+/* xlogy, xlog1py: x log(y), x log1p(y); 0 where x == 0 unless y is nan */
+PW_BLOCK(xlogy, v == 0.0f && y[i] == y[i] ? 0.0f : v * log_full_f32(y[i]))
+PW_BLOCK(xlog1py, v == 0.0f && y[i] == y[i] ? 0.0f : v * log1p_full_f32(y[i]))
+/* sinc: sin(p) / p with p = x pi rounded to float, as the reference; the sine in double (libm's
+ * for |p| >= 2^20, pw_block's second look), 1 at 0 */
+static inline float pw_sinc1(float v) {
+    float p = v * 3.14159265358979323846f;
+    double s, c;
+    sincos_f64v(p, &s, &c);
+    return v == 0.0f ? 1.0f : (float)(s / p);
+}
+PW_BLOCK(sinc, pw_sinc1(v))
 
 static float pw_floordiv_slow(float a, float b) { return pw_floordiv1(a, b, fmodf(a, b)); }
 
@@ -362,14 +374,15 @@ static const pw_fn PW_FNS[PW_COUNT] = {pw_sigmoid, pw_silu, pw_leaky_relu, pw_ha
                                        pw_rsqrt_bwd, pw_mish, pw_mish_bwd, pw_logsigmoid,
                                        pw_logsigmoid_bwd, pw_hardtanh_bwd, pw_frac, pw_logit,
                                        pw_logit_bwd, pw_bce_logits, pw_bce_logits_bwd, pw_lerp,
-                                       pw_addcmul, pw_addcdiv, pw_copysign, pw_entr};
+                                       pw_addcmul, pw_addcdiv, pw_copysign, pw_entr,
+                                       pw_xlogy, pw_xlog1py, pw_sinc};
 /* rough cost per element relative to a copy: how early a second thread pays */
 static const int PW_COST[PW_COUNT] = {8, 8, 1, 1, 1, 1, 1, 1, 8, 16, 1, 8, 16, 16,
                                       1, 1, 1, 8, 8, 4, 4, 1, 32, 16, 16, 4, 4, 4,
                                       4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8, 16, 4, 1, 1,
                                       1, 1, 1, 1, 1, 4, 4, 4, 4, 1, 1, 1, 1, 8,
                                       8, 1, 1, 1, 1, 1, 1, 8, 8, 16, 8, 1, 1, 4,
-                                      1, 16, 8, 1, 1, 1, 1, 4};
+                                      1, 16, 8, 1, 1, 1, 1, 4, 4, 4, 4};
 
 static void pw_block(int op, pw_fn fn, const float *x, const float *y, const float *z,
                      float *out, int64_t i, int64_t m, float fa, float fb, float fc) {
@@ -377,6 +390,9 @@ static void pw_block(int op, pw_fn fn, const float *x, const float *y, const flo
     if (op == PW_REMAINDER || op == PW_REMAINDER_SCALAR || op == PW_TAN || op == PW_FMOD ||
         op == PW_FMOD_SCALAR || op == PW_FLOOR_DIVIDE || op == PW_FLOOR_DIVIDE_SCALAR)
         pw_fix(op, x + i, y ? y + i : y, out + i, m, fa);
+    for (int64_t j = i; op == PW_SINC && j < i + m; j++)
+        if (!(fabsf(x[j]) < 300000.0f)) out[j] = sinf(x[j] * 3.14159265358979323846f) /
+                                                 (x[j] * 3.14159265358979323846f);
 }
 
 /* op `op` of n contiguous floats x (and y, z for the two- and three-input ops) into out; -1 for

@@ -5,7 +5,8 @@
  * first tap of each of its o_d outputs, then each one's tap count (negative firsts and taps
  * past n_d are padding and skipped), so plain and adaptive pooling share the loop. Replaces
  * a padded copy, a strided view and a NumPy pass per tap, which cost a small pool ~50 us;
- * one thread, for small inputs only: NumPy's passes over the taps are faster on large ones.
+ * one thread, for small inputs or wide windows: NumPy's passes over a few taps are faster on
+ * large inputs.
  * max (idx not NULL): torch's rule, a tap wins if greater or NaN (the first maximum, the last
  * NaN), with its flat index in the pooled dims. sum: in T, taps in row-major order, as the
  * NumPy reference and torch's kernel add them (the caller divides).

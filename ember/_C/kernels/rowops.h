@@ -356,6 +356,26 @@ EXPORT int64_t S(cross_entropy)(const T *x, const int64_t *t, const T *coef, T *
     return valid;
 }
 
+/* nll_loss over x viewed as (m, c, k) (an (N, C, d...) input, k the positions): out[r] =
+ * -(x[., t[r], .] w[t[r]]) for the m k targets (0 where ignored; w NULL: 1), then the losses'
+ * and the weights' sums (in double) in out[m k] and out[m k + 1]. -1 where a target is outside
+ * [0, c) (the caller's reference path raises), else 0. One small pass: a Python call's work. */
+EXPORT int S(nll)(const T *x, const int64_t *t, const T *w, T *out, int64_t m, int64_t c,
+                  int64_t k, int64_t ignore) {
+    double sl = 0, sw = 0;
+    for (int64_t r = 0; r < m * k; r++) {
+        int64_t j = t[r];
+        T wj = w && j != ignore ? w[j] : 1;
+        if (j != ignore && (j < 0 || j >= c)) return -1;
+        out[r] = j == ignore ? 0 : -(x[(r / k * c + j) * k + r % k] * wj);
+        sl += out[r];
+        sw += j == ignore ? 0 : wj;
+    }
+    out[m * k] = (T)sl;
+    out[m * k + 1] = (T)sw;
+    return 0;
+}
+
 /* ---- Adam / AdamW over a flat buffer --------------------------------------------------- */
 
 /* The same operations in the same order (and roundings) as Adam's NumPy passes, so the

@@ -432,21 +432,28 @@ TC static void sp_igamma_block(int upper, const double *a, const double *x, doub
  * (f32) skips the leading terms below its precision: the first table's 8 sum to < 3e-12 (its
  * results are > 0.016), the second's 17 to < 1e-10 (results > 0.35); exp is vecmath.h's. */
 TC static void sp_bessel_i_block(int code, const double *x, double *out, int n, int f32) {
-    double a[SP_BLOCK], y[SP_BLOCK], b0[SP_BLOCK], b1[SP_BLOCK], b2[SP_BLOCK];
+    double a[SP_BLOCK], y[SP_BLOCK], b0[SP_BLOCK], b2[SP_BLOCK];
     int first = code < 14, skip_a = f32 ? 8 : 0, skip_b = f32 ? 17 : 0;
     int len = (first ? 30 : 29) - skip_a, zeros = len - (25 - skip_b);
     const double *A = (first ? SP_I0_A : SP_I1_A) + skip_a, *B = (first ? SP_I0_B : SP_I1_B) + skip_b;
-    for (int j = 0; j < n; j++) {
-        a[j] = fabs(x[j]);
+    for (int j = 0; j < SP_BLOCK; j++) {       /* (the lanes past n: harmless zeros) */
+        a[j] = j < n ? fabs(x[j]) : 0.0;
         y[j] = a[j] <= 8 ? a[j] / 2 - 2 : 32 / a[j] - 2;
-        b0[j] = b1[j] = b2[j] = 0.0;
     }
-    for (int i = 0; i < len; i++) {
-        double ca = A[i], cb = i < zeros ? 0.0 : B[i - zeros];
-        for (int j = 0; j < n; j++) {
-            double t = y[j] * b0[j] - b1[j] + (a[j] <= 8 ? ca : cb);
-            b2[j] = b1[j]; b1[j] = b0[j]; b0[j] = t;
+    /* 4 elements' sums at a time, kept in registers through the terms (a whole block's
+     * went through L1 at every term) */
+    typedef double v4d __attribute__((vector_size(32)));
+    for (int j0 = 0; j0 < n; j0 += 4) {
+        v4d c0 = {0, 0, 0, 0}, c1 = c0, c2 = c0, yl, lo;
+        memcpy(&yl, y + j0, 32);
+        for (int j = 0; j < 4; j++) lo[j] = a[j0 + j] <= 8 ? 1.0 : 0.0;
+        for (int i = 0; i < len; i++) {
+            double ca = A[i], cb = i < zeros ? 0.0 : B[i - zeros];
+            v4d t = yl * c0 - c1 + (lo * ca + (1.0 - lo) * cb);
+            c2 = c1; c1 = c0; c0 = t;
         }
+        memcpy(b0 + j0, &c0, 32);
+        memcpy(b2 + j0, &c2, 32);
     }
     for (int j = 0; j < n; j++) {
         double c = 0.5 * (b0[j] - b2[j]);
