@@ -612,7 +612,8 @@ def sign(xp, input):
     return xp.where(xp.isnan(r), xp.zeros((), r.dtype), r) if r.dtype.kind != "i" else r
 
 
-sign.vjp()(lambda g, input: g * 0)
+# NOTE: zeros, not g * 0: torch's gradient of sign is zero where g is nan too
+sign.vjp()(lambda g, input: ember.zeros_like(g))
 sign.meta = same_meta
 sign.samples = lambda dev, dt: unary_samples(dev, dt) if dt.category < 3 else []
 
@@ -629,7 +630,7 @@ def sgn(xp, input):
 @sgn.vjp(save=("input", "result"))
 def _(g, input, result):
     if not input.is_complex():
-        return g * 0
+        return ember.zeros_like(g)
     a = input.abs()
     return ember.where(a == 0, 0.0, (g - (g * result.conj()).real * result) / ember.where(
         a == 0, 1.0, a))
