@@ -27,6 +27,27 @@ LinAlgError = _LinAlgError
 C_INT, P = ctypes.c_int, ctypes.c_void_p      # (argument types of blas.lapack's functions)
 
 
+def _failed(err, flag):
+    raise np.linalg.LinAlgError
+
+
+def lapack_gufunc(xp, name, fallback, *args):
+    """NumPy's LAPACK gufunc ``name`` on ``args`` in their own precision, else ``fallback(*args)``
+    (the xp.linalg function). NumPy's functions compute float32 in float64, twice LAPACK's time
+    and a cast (torch stays in float32); a failure (singular, no convergence) reruns the
+    fallback, for NumPy's error; NumPy 1's gufuncs have other names."""
+    fn = getattr(np.linalg._umath_linalg, name, None) if xp is np else None
+    # (eig's LAPACK is undefined on inf and nan: NumPy's eig refuses them)
+    if fn is not None and (name not in ("eig", "eigvals") or np.isfinite(args[0]).all()):
+        try:
+            with np.errstate(call=_failed, invalid="call", over="ignore", divide="ignore",
+                             under="ignore"):
+                return fn(*args)
+        except np.linalg.LinAlgError:
+            pass
+    return fallback(*args)
+
+
 def lapack_each(fn, a, *args):
     """``fn(column-major, *args, matrix, lda, ipiv)`` (getrf, sytrf) on column-major copies of
     the (b, m, n) ``a``'s matrices: (the factored matrices, int32 pivots (b, k), infos (b,))."""
@@ -84,7 +105,7 @@ def inverse(xp, input):
     """The inverse of a (batch of) square matrices; torch.linalg.inv."""
     check_matrix("linalg.inv", input)
     try:
-        return xp.linalg.inv(input)
+        return lapack_gufunc(xp, "inv", xp.linalg.inv, input)
     except xp.linalg.LinAlgError:
         raise _singular("linalg.inv", "The diagonal element is zero, the inversion could "
                         "not be completed because the input matrix is singular.") from None
@@ -110,7 +131,7 @@ def _inv_h(a):
 def det(xp, input):
     """The determinant of a (batch of) square matrices; torch.linalg.det."""
     check_matrix("linalg.det", input)
-    return xp.asarray(xp.linalg.det(input))
+    return xp.asarray(lapack_gufunc(xp, "det", xp.linalg.det, input))
 
 
 det.vjp(save=("input", "result"))(
@@ -126,7 +147,7 @@ det.grad_name = "LinalgDetBackward0"
 def slogdet(xp, input):
     """(sign, log|det|) of a (batch of) square matrices; torch.linalg.slogdet."""
     check_matrix("linalg.slogdet", input)
-    sign, logabs = xp.linalg.slogdet(input)
+    sign, logabs = lapack_gufunc(xp, "slogdet", xp.linalg.slogdet, input)
     return xp.asarray(sign), xp.asarray(logabs)
 
 
@@ -154,7 +175,7 @@ slogdet.grad_name = "LinalgSlogdetBackward0"
 def logdet(xp, input):
     """log(det(A)): nan where the determinant is negative, -inf where it is 0."""
     check_matrix("linalg.logdet", input)
-    sign, logabs = xp.linalg.slogdet(input)
+    sign, logabs = lapack_gufunc(xp, "slogdet", xp.linalg.slogdet, input)
     if input.dtype.kind == "c":
         return xp.log(sign) + logabs
     return xp.where(sign < 0, np.nan, xp.where(sign == 0, -np.inf, logabs)).astype(logabs.dtype)
@@ -194,7 +215,7 @@ def _solve(xp, A, B, left, vec, name):
     if not left:     # X A = B  <=>  A^T X^T = B^T
         A, B = _mT(A), _mT(B)
     try:
-        X = xp.linalg.solve(A, B)
+        X = lapack_gufunc(xp, "solve", xp.linalg.solve, A, B)
     except xp.linalg.LinAlgError:
         raise _singular(name) from None
     X = X if left else _mT(X)
@@ -309,11 +330,11 @@ linalg_solve_triangular.errors = [
 
 def _pinv(xp, A, atol, rtol, hermitian):
     if hermitian:
-        s, u = xp.linalg.eigh(A)
+        s, u = lapack_gufunc(xp, "eigh_lo", xp.linalg.eigh, A)
         vh = u.conj().swapaxes(-1, -2)
         a = xp.abs(s)
     else:
-        u, s, vh = xp.linalg.svd(A, full_matrices=False)
+        u, s, vh = lapack_gufunc(xp, "svd_s", lambda a: xp.linalg.svd(a, False), A)
         a = s
     smax = a.max(axis=-1, keepdims=True) if a.shape[-1] else a[..., :1]
     if rtol is None:
