@@ -2,6 +2,7 @@
 linalg.eigh, linalg.eigvalsh, linalg.eig, linalg.eigvals, linalg.lu_factor_ex. Backwards are
 torch's (gauge-invariant for singular and eigen vectors), written in ember ops."""
 import ctypes
+import math
 
 import numpy as np
 
@@ -10,7 +11,7 @@ import ember
 from .._backends import blas
 
 from .meta import empty
-from .pointwise import tril, type_name
+from .pointwise import tril, triu, type_name
 from .tangents import decomposed, fallback_unless
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
@@ -123,9 +124,33 @@ def linalg_qr(xp, A, mode="reduced"):
     if mode not in ("reduced", "complete", "r"):
         raise RuntimeError("qr received unrecognized mode '" + str(mode) +
                            "' but expected one of 'reduced' (default), 'r', or 'complete'")
+    m, n = A.shape[-2:]
+    k, batch = min(m, n), A.shape[:-2]
+    a, tau = _geqrf(xp, A)
+    if a is None:
+        return (xp.zeros((0,), A.dtype), xp.linalg.qr(A, mode="r")) if mode == "r" else \
+            tuple(xp.linalg.qr(A, mode=mode))
+    # as torch: geqrf, then orgqr (ungqr) builds Q's first columns from the reflectors
+    cols = m if mode == "complete" else k       # (R's rows too)
+    R = triu.fwd(np, a[:, :cols]).reshape(batch + (cols, n))
     if mode == "r":
-        return xp.zeros((0,), A.dtype), xp.linalg.qr(A, mode="r")
-    return tuple(xp.linalg.qr(A, mode=mode))
+        return np.zeros((0,), A.dtype), R
+    q = np.zeros((len(a), cols, m), A.dtype)       # (Q^T: column-major Q)
+    q[:, :k] = a.swapaxes(1, 2)[:, :k]
+    orgqr = blas.lapack("orgqr" if A.dtype.kind == "f" else "ungqr", A.dtype, C_INT, int, int,
+                        int, P, int, P)
+    for i in range(len(q)):
+        orgqr(102, m, cols, k, blas.ptr(q[i:]), max(1, m), blas.ptr(tau[i:]))
+    return q.swapaxes(1, 2).reshape(batch + (m, cols)), R
+
+
+def _geqrf(xp, A):
+    """LAPACK's geqrf on the matrices of A, as NumPy's qr in float64 would not: (the (b, m, n)
+    column-major factored matrices, their scales tau (b, k)); (None, None) without LAPACKE."""
+    fn = xp is np and blas.lapack("geqrf", A.dtype, C_INT, int, int, P, int, P)
+    m, n = A.shape[-2:]
+    a = A.reshape((math.prod(A.shape[:-2]), m, n))
+    return lapack_each(fn, a, m, n, out=A.dtype)[:2] if fn else (None, None)
 
 
 def _qr_backward(gQ, gR, Q, R):
@@ -214,6 +239,9 @@ def geqrf(xp, input):
         raise NotImplementedError(f"\"geqrf_cpu\" not implemented for '{type_name(input.dtype)}'")
     if input.ndim < 2:
         raise RuntimeError("torch.geqrf: input must have at least 2 dimensions.")
+    a, tau = _geqrf(xp, input)
+    if a is not None:   # (column-major, as torch's)
+        return a.reshape(input.shape), tau.reshape(input.shape[:-2] + tau.shape[-1:])
     h, tau = xp.linalg.qr(input, mode="raw")        # (h is a^T: LAPACK's column-major a)
     return (xp.ascontiguousarray(h.swapaxes(-1, -2)).astype(input.dtype, copy=False),
             tau.astype(input.dtype, copy=False))

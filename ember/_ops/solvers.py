@@ -48,14 +48,16 @@ def lapack_gufunc(xp, name, fallback, *args):
     return fallback(*args)
 
 
-def lapack_each(fn, a, *args):
-    """``fn(column-major, *args, matrix, lda, ipiv)`` (getrf, sytrf) on column-major copies of
-    the (b, m, n) ``a``'s matrices: (the factored matrices, int32 pivots (b, k), infos (b,))."""
+def lapack_each(fn, a, *args, out=np.int32):
+    """``fn(column-major, *args, matrix, lda, ipiv)`` (getrf, sytrf; geqrf with ``out`` its
+    dtype) on column-major copies of the (b, m, n) ``a``'s matrices: (the factored matrices,
+    ``out`` pivots or scales (b, k), infos (b,))."""
     f = np.ascontiguousarray(a.swapaxes(-1, -2))
-    ipiv = np.zeros((len(f), min(a.shape[1:])), np.int64 if blas._ilp64 else np.int32)
+    ipiv = np.zeros((len(f), min(a.shape[1:])),
+                    np.int64 if blas._ilp64 and out == np.int32 else out)
     info = [fn(102, *args, blas.ptr(f[b:]), max(1, a.shape[1]), blas.ptr(ipiv[b:]))
             for b in range(len(f))]
-    return f.swapaxes(-1, -2), ipiv.astype(np.int32, copy=False), np.array(info, np.int32)
+    return f.swapaxes(-1, -2), ipiv.astype(out, copy=False), np.array(info, np.int32)
 
 
 def check_matrix(name, a, square=True):
