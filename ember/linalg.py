@@ -43,7 +43,7 @@ qr = _function(linalg_qr, "qr")
 svd = _function(linalg_svd, "svd")
 svdvals = _function(linalg_svdvals, "svdvals")
 eig = _function(linalg_eig, "eig")
-eigvals = _function(linalg_eigvals, "eigvals")
+_eigvals = _function(linalg_eigvals, "eigvals")
 eigh = _function(linalg_eigh, "eigh")
 eigvalsh = _function(linalg_eigvalsh, "eigvalsh")
 lstsq = _function(linalg_lstsq, "lstsq")
@@ -52,6 +52,17 @@ multi_dot = _function(linalg_multi_dot, "multi_dot")
 lu_factor_ex = _function(linalg_lu_factor_ex, "lu_factor_ex")
 ldl_factor_ex = _function(linalg_ldl_factor_ex, "ldl_factor_ex")
 ldl_solve = _function(linalg_ldl_solve, "ldl_solve")
+
+
+def eigvals(A, *, out=None):
+    if out is None and isinstance(A, ember.Tensor) and A.requires_grad and \
+            ember.is_grad_enabled():
+        # NOTE: as torch: eig's values, their backward needs the vectors (LAPACK once, not twice)
+        return eig(A).eigenvalues
+    return _eigvals(A) if out is None else _eigvals(A, out=out)
+
+
+eigvals.__doc__, eigvals.opdef = _eigvals.__doc__, linalg_eigvals
 
 
 def ldl_factor(A, *, hermitian=False):
