@@ -55,9 +55,11 @@ ldl_solve = _function(linalg_ldl_solve, "ldl_solve")
 
 
 def eigvals(A, *, out=None):
-    if out is None and isinstance(A, ember.Tensor) and A.requires_grad and \
-            ember.is_grad_enabled():
-        # NOTE: as torch: eig's values, their backward needs the vectors (LAPACK once, not twice)
+    if out is None and isinstance(A, ember.Tensor) and A.requires_grad and A.shape[-1] > 32 \
+            and ember.is_grad_enabled():
+        # NOTE: as torch: eig's values, their backward needs the vectors (LAPACK once, not
+        # twice). Not for small A: the engine fills the vectors' missing gradient with zeros,
+        # and eig's backward on them costs more than a second small eig
         return eig(A).eigenvalues
     return _eigvals(A) if out is None else _eigvals(A, out=out)
 
