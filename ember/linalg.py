@@ -39,6 +39,20 @@ for _name in ("solve", "solve_triangular", "cholesky_ex", "qr", "svd", "svdvals"
     _mod = solvers if hasattr(solvers, "linalg_" + _name) else decompositions
     globals()[_name] = _function(getattr(_mod, "linalg_" + _name), _name)
 del _name, _mod
+_eigvals = eigvals
+
+
+def eigvals(A, *, out=None):
+    if out is None and isinstance(A, ember.Tensor) and A.requires_grad and A.shape[-1] > 32 \
+            and ember.is_grad_enabled():
+        # NOTE: as torch: eig's values, their backward needs the vectors (LAPACK once, not
+        # twice). Not for small A: the engine fills the vectors' missing gradient with zeros,
+        # and eig's backward on them costs more than a second small eig
+        return eig(A).eigenvalues
+    return _eigvals(A) if out is None else _eigvals(A, out=out)
+
+
+eigvals.__doc__, eigvals.opdef = _eigvals.__doc__, _eigvals.opdef
 
 
 def ldl_factor(A, *, hermitian=False):

@@ -280,6 +280,23 @@ def test_outer_kernel_is_numpys_broadcast_multiply_bit_for_bit(b, o, i, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("sa,sb", [((36,), (36, 54, 36)), ((67, 33), (5, 129)), ((3, 1, 65), (7, 130)),
+                                   ((1000,), (4099,))])
+def test_kron_by_the_outer_kernel_is_numpys_product(sa, sb, dtype):
+    # kron's leading dims as a batch of outer products (the kernel), against np.kron's
+    # multiply: odd shapes, strided inputs, -0, nan and inf
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(s).astype(dtype) for s in (sa, sb))
+    a.flat[:3] = -0.0, np.nan, np.inf
+    b.flat[:2] = -np.inf, -0.0
+    for sl in (slice(None), slice(1, None, 2)):
+        x, y = ember.from_numpy(a)[..., sl], ember.from_numpy(b)[..., sl]
+        out, ref = ember.kron(x, y).numpy(), np.kron(a[..., sl], b[..., sl])
+        assert np.array_equal(out, ref, equal_nan=True)
+        assert np.array_equal(np.signbit(out), np.signbit(ref))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape,dim", [((1024, 1000), -1), ((333, 129), 1), ((16385, 3), -1),
                                        ((7, 5000, 3), None), ((40000,), None), ((3, 4, 4099), 2)],
                          ids=str)

@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 
+from .._C import kernels
 from .._C.kernels import ptr     # (for the callers of lapack()'s functions too)
 
 # symbol names used by NumPy's wheels (scipy-openblas, ILP64), older wheels, and plain builds
@@ -109,11 +110,10 @@ def lapack(name, dtype, *argtypes):
     named as its ``cblas_?gemm`` is, for ``dtype``, its ``argtypes`` with ``int`` the library's
     and ``float`` the dtype's real; None where there is none, or with ``EMBER_NO_C=1`` (the
     NumPy reference path runs)."""
-    key = (name, np.dtype(dtype))
-    if key not in _LAPACK:
-        _LAPACK[key] = _find_lapack(name, key[1], argtypes)
-    from .._C import kernels
-    return None if kernels._off else _LAPACK[key]
+    fn = _LAPACK.get((name, dtype), False)      # (keyed as called: np.dtype(dtype) costs a µs)
+    if fn is False:
+        fn = _LAPACK[name, dtype] = _find_lapack(name, np.dtype(dtype), argtypes)
+    return None if kernels._off else fn
 
 
 def _find_lapack(name, dtype, argtypes):

@@ -7,6 +7,7 @@ import numpy as np
 import ember
 
 from . import gemm
+from .._C import kernels as _C
 from .meta import empty, moveaxis
 from .pointwise import type_name
 from .tangents import PRODUCT, decomposed, multilinear
@@ -456,9 +457,19 @@ inner.grad_name_of = lambda input, other: \
 def kron(xp, input, other):
     """Kronecker product: block ``(i, j, ...)`` is ``input[i, j, ...] * other``."""
     sa, sb = ((1,) * (max(input.ndim, other.ndim) - t.ndim) + t.shape for t in (input, other))
+    a = input.reshape(sum(((s, 1) for s in sa), ()))
+    b = other.reshape(sum(((1, s) for s in sb), ()))
+    shape = tuple(x * y for x, y in zip(sa, sb))
+    if xp is np and sa and input.dtype == other.dtype and input.size * other.size >= 1 << 15:
+        # the interleaved leading dims are a batch of outer products of the last dims' rows:
+        # the outer kernel, not NumPy's loop over the last dim (a call per row of other's)
+        lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        rows = (np.ascontiguousarray(np.broadcast_to(r, lead + r.shape[-1:])).reshape(
+            -1, r.shape[-1]) for r in (a[..., 0], b[..., 0, :]))
+        if (out := _C.outer(*rows)) is not None:
+            return out.reshape(shape)
     # (one broadcast product of interleaved dims: np.kron's Python costs several times more)
-    return (input.reshape(sum(((s, 1) for s in sa), ())) * other.reshape(sum(
-        ((1, s) for s in sb), ()))).reshape(tuple(a * b for a, b in zip(sa, sb)))
+    return (a * b).reshape(shape)
 
 
 @kron.vjp(save=("input", "other"), needed_by="cross")

@@ -27,14 +27,37 @@ LinAlgError = _LinAlgError
 C_INT, P = ctypes.c_int, ctypes.c_void_p      # (argument types of blas.lapack's functions)
 
 
-def lapack_each(fn, a, *args):
-    """``fn(column-major, *args, matrix, lda, ipiv)`` (getrf, sytrf) on column-major copies of
-    the (b, m, n) ``a``'s matrices: (the factored matrices, int32 pivots (b, k), infos (b,))."""
+def _failed(err, flag):
+    raise np.linalg.LinAlgError
+
+
+def lapack_gufunc(xp, name, fallback, *args):
+    """NumPy's LAPACK gufunc ``name`` on ``args`` in their own precision, else ``fallback(*args)``
+    (the xp.linalg function). NumPy's functions compute float32 in float64, twice LAPACK's time
+    and a cast (torch stays in float32); a failure (singular, no convergence) reruns the
+    fallback, for NumPy's error; NumPy 1's gufuncs have other names."""
+    fn = getattr(np.linalg._umath_linalg, name, None) if xp is np else None
+    # (eig's LAPACK is undefined on inf and nan: NumPy's eig refuses them)
+    if fn is not None and (name not in ("eig", "eigvals") or np.isfinite(args[0]).all()):
+        try:
+            with np.errstate(call=_failed, invalid="call", over="ignore", divide="ignore",
+                             under="ignore"):
+                return fn(*args)
+        except np.linalg.LinAlgError:
+            pass
+    return fallback(*args)
+
+
+def lapack_each(fn, a, *args, out=np.int32):
+    """``fn(column-major, *args, matrix, lda, ipiv)`` (getrf, sytrf; geqrf with ``out`` its
+    dtype) on column-major copies of the (b, m, n) ``a``'s matrices: (the factored matrices,
+    ``out`` pivots or scales (b, k), infos (b,))."""
     f = np.ascontiguousarray(a.swapaxes(-1, -2))
-    ipiv = np.zeros((len(f), min(a.shape[1:])), np.int64 if blas._ilp64 else np.int32)
+    ipiv = np.zeros((len(f), min(a.shape[1:])),
+                    np.int64 if blas._ilp64 and out == np.int32 else out)
     info = [fn(102, *args, blas.ptr(f[b:]), max(1, a.shape[1]), blas.ptr(ipiv[b:]))
             for b in range(len(f))]
-    return f.swapaxes(-1, -2), ipiv.astype(np.int32, copy=False), np.array(info, np.int32)
+    return f.swapaxes(-1, -2), ipiv.astype(out, copy=False), np.array(info, np.int32)
 
 
 def check_matrix(name, a, square=True):
@@ -84,7 +107,7 @@ def inverse(xp, input):
     """The inverse of a (batch of) square matrices; torch.linalg.inv."""
     check_matrix("linalg.inv", input)
     try:
-        return xp.linalg.inv(input)
+        return lapack_gufunc(xp, "inv", xp.linalg.inv, input)
     except xp.linalg.LinAlgError:
         raise _singular("linalg.inv", "The diagonal element is zero, the inversion could "
                         "not be completed because the input matrix is singular.") from None
@@ -110,7 +133,7 @@ def _inv_h(a):
 def det(xp, input):
     """The determinant of a (batch of) square matrices; torch.linalg.det."""
     check_matrix("linalg.det", input)
-    return xp.asarray(xp.linalg.det(input))
+    return xp.asarray(lapack_gufunc(xp, "det", xp.linalg.det, input))
 
 
 det.vjp(save=("input", "result"))(
@@ -126,7 +149,7 @@ det.grad_name = "LinalgDetBackward0"
 def slogdet(xp, input):
     """(sign, log|det|) of a (batch of) square matrices; torch.linalg.slogdet."""
     check_matrix("linalg.slogdet", input)
-    sign, logabs = xp.linalg.slogdet(input)
+    sign, logabs = lapack_gufunc(xp, "slogdet", xp.linalg.slogdet, input)
     return xp.asarray(sign), xp.asarray(logabs)
 
 
@@ -154,7 +177,7 @@ slogdet.grad_name = "LinalgSlogdetBackward0"
 def logdet(xp, input):
     """log(det(A)): nan where the determinant is negative, -inf where it is 0."""
     check_matrix("linalg.logdet", input)
-    sign, logabs = xp.linalg.slogdet(input)
+    sign, logabs = lapack_gufunc(xp, "slogdet", xp.linalg.slogdet, input)
     if input.dtype.kind == "c":
         return xp.log(sign) + logabs
     return xp.where(sign < 0, np.nan, xp.where(sign == 0, -np.inf, logabs)).astype(logabs.dtype)
@@ -194,7 +217,7 @@ def _solve(xp, A, B, left, vec, name):
     if not left:     # X A = B  <=>  A^T X^T = B^T
         A, B = _mT(A), _mT(B)
     try:
-        X = xp.linalg.solve(A, B)
+        X = lapack_gufunc(xp, "solve", xp.linalg.solve, A, B)
     except xp.linalg.LinAlgError:
         raise _singular(name) from None
     X = X if left else _mT(X)
@@ -309,11 +332,11 @@ linalg_solve_triangular.errors = [
 
 def _pinv(xp, A, atol, rtol, hermitian):
     if hermitian:
-        s, u = xp.linalg.eigh(A)
+        s, u = lapack_gufunc(xp, "eigh_lo", xp.linalg.eigh, A)
         vh = u.conj().swapaxes(-1, -2)
         a = xp.abs(s)
     else:
-        u, s, vh = xp.linalg.svd(A, full_matrices=False)
+        u, s, vh = lapack_gufunc(xp, "svd_s", lambda a: xp.linalg.svd(a, False), A)
         a = s
     smax = a.max(axis=-1, keepdims=True) if a.shape[-1] else a[..., :1]
     if rtol is None:
@@ -462,15 +485,20 @@ linalg_lstsq.errors = [ErrorSample(Sample(const(3, 2), const(4, 1)), RuntimeErro
 def matrix_exp(xp, input):
     """exp(A) of a (batch of) square matrices, by scaling and squaring a Taylor series."""
     check_matrix("linalg.matrix_exp", input)
-    n = input.shape[-1]
     norm = float(xp.abs(input).sum(-2).max()) if input.size else 0.0
-    # NOTE: scale to ||A|| <= 1/4, where degree 18 is past float64's eps; square back after
-    squarings = max(0, math.ceil(math.log2(norm / 0.25))) if norm > 0.25 else 0
+    # NOTE: scale to ||A|| <= theta, where degree 18's remainder (theta^19 / 19!) is under the
+    # dtype's eps; square back after
+    theta = 1.0 if input.dtype.itemsize in (8, 16) else 2.0
+    squarings = max(0, math.ceil(math.log2(norm / theta))) if norm > theta else 0
     a = input / 2 ** squarings
-    eye = xp.eye(n, dtype=input.dtype)
-    out = eye + xp.zeros_like(a)
-    for k in range(18, 0, -1):
-        out = eye + matmul.fwd(xp, a, out) / k
+    # Paterson-Stockmeyer: sum_j B_j (A^4)^j, B_j in I, A, A^2, A^3: 7 products, not 18
+    P = [xp.broadcast_to(xp.eye(a.shape[-1], dtype=a.dtype), a.shape), a]
+    for _ in range(3):
+        P.append(matmul.fwd(xp, P[-1], a))
+    out = 0
+    for j in range(4, -1, -1):
+        B = sum(P[i] / math.factorial(4 * j + i) for i in range(4) if 4 * j + i <= 18)
+        out = B if j == 4 else matmul.fwd(xp, out, P[4]) + B
     for _ in range(squarings):
         out = matmul.fwd(xp, out, out)
     return out.astype(input.dtype, copy=False)
