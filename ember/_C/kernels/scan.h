@@ -121,14 +121,12 @@ static void S(sum_row_threaded)(const T *x, T *y, int64_t n, int reverse, int nt
 /* block b of the (outer slice, SCAN_W columns) blocks of scan */
 static inline void S(scan_one)(const T *x, T *y, int64_t b, int64_t per, int64_t n,
                                int64_t inner, int prod, int reverse) {
-    int64_t o = b / per, j0 = (b % per) * SCAN_W;
-    int64_t w = inner - j0 < SCAN_W ? inner - j0 : SCAN_W;
-    const T *xb = x + o * n * inner + j0;
-    T *yb = y + o * n * inner + j0;
+    int64_t o = b / per, j0 = (b % per) * SCAN_W, at = o * n * inner + j0;
     if (inner == 1)
-        S(scan_row)(xb, yb, n, prod, reverse);
+        S(scan_row)(x + at, y + at, n, prod, reverse);
     else
-        S(scan_block)(xb, yb, n, inner, w, prod, reverse);
+        S(scan_block)(x + at, y + at, n, inner, inner - j0 < SCAN_W ? inner - j0 : SCAN_W, prod,
+                      reverse);
 }
 
 /* y = cumsum (prod 0) or cumprod (prod 1) of x along the middle axis; blocks of (outer
