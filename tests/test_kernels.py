@@ -1074,7 +1074,9 @@ def test_gather_past_the_caches_prefetches_and_still_checks(bad):
 
 _REDUCTIONS = {"sum": lambda t, d: t.sum(d), "nansum": lambda t, d: t.nansum(d),
                "mean": lambda t, d: t.mean(d), "norm": lambda t, d: t.norm(dim=d),
-               "logsumexp": lambda t, d: t.logsumexp(d if d is not None else tuple(range(t.ndim)))}
+               "logsumexp": lambda t, d: t.logsumexp(d if d is not None else tuple(range(t.ndim))),
+               "nanmean": lambda t, d: t.nanmean(d), "std": lambda t, d: t.std(d),
+               "var_mean": lambda t, d: ember.stack(ember.var_mean(t, d, correction=0))}
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -1083,10 +1085,12 @@ _REDUCTIONS = {"sum": lambda t, d: t.sum(d), "nansum": lambda t, d: t.nansum(d),
                                        ((200003,), None), ((3, 40, 4099), (1, 2)),
                                        ((600, 300), 0), ((40, 30, 70), (0, 1)),
                                        ((40000, 3), -1), ((5000, 31), 1), ((3000, 100), -1),
-                                       ((100, 7, 64), (1, 2))], ids=str)
+                                       ((100, 7, 64), (1, 2)), ((3, 5), -1), ((1, 7), None),
+                                       ((6, 33), 1), ((5, 2, 3), (1, 2))], ids=str)
 def test_reduce_kernel_against_numpy(shape, dim, name, dtype):
     """reduce_rows (trailing axes, or a whole array as rows of 2^16) and sum_rows (leading
-    axes) behind sum, nansum, mean, norm, logsumexp, amax, amin, aminmax: values and gradients
+    axes) behind sum, nansum, nanmean (nansum and nancount at any size), mean, norm,
+    logsumexp, and moments_rows behind std and var_mean (any size): values and gradients
     against the NumPy path, with nan, infinities and -0 in some rows."""
     x = _input(shape, dtype, False)
     rows = x.reshape(-1, shape[-1])
@@ -1100,13 +1104,36 @@ def test_reduce_kernel_against_numpy(shape, dim, name, dtype):
     for a, b in zip(fast, ref):
         assert a.shape == b.shape and a.dtype == b.dtype
         # (sums of terms of size ~3 round apart by ~eps sqrt(count) 3 in other orders)
-        tol = dict(TOL[dtype], atol=TOL[dtype]["atol"] * 3 * count ** (-.5 if name == "mean"
-                                                                         else .5))
+        tol = dict(TOL[dtype], atol=TOL[dtype]["atol"] * 3 * count ** (
+            -.5 if name in ("mean", "nanmean", "std", "var_mean") else .5))
         np.testing.assert_allclose(a, b, **tol, equal_nan=True)
     applies = axes[-1] == x.ndim - 1 or axes[0] == 0 and len(axes) < x.ndim
-    assert (kernels.reduce("sum", x, axes) is not None) == applies
+    assert (kernels.reduce("sum", x, axes) is not None) == (applies and x.size >= 1 << 15)
+    assert (kernels.stats("var", x, axes, False) is not None) == (axes[-1] == x.ndim - 1) and \
+        kernels.stats("var", x[..., ::2], axes, False) is None
     assert kernels.reduce("sum", x[..., ::2], axes) is None and \
         kernels.reduce("sum", x.reshape(-1)[:1000], (0,)) is None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,dim", [((3, 5), 1), ((7,), None), ((5000, 31), 1), ((4, 9001), -1),
+                                       ((200003,), None), ((3, 9000), None), ((6, 4), 0)], ids=str)
+def test_aminmax_kernel_against_numpy(shape, dim, dtype):
+    """aminmax by stats_rows (one call for both, rows in blocks of 4096) as NumPy's two
+    reductions: -0 beside 0, infinities, a nan that sticks wherever it is in a row."""
+    x = _input(shape, dtype, False)
+    rows = x.reshape(-1, shape[-1])
+    rows[0, :2] = -0.0, 0.0
+    rows[-1, -1], rows[0, -1] = np.nan, np.inf
+    if rows.shape[0] > 2:
+        rows[1, rows.shape[1] // 2] = np.nan
+    got = [r.numpy() for r in ember.aminmax(ember.tensor(x), dim=dim)]
+    with kernels.disabled():
+        want = [r.numpy() for r in ember.aminmax(ember.tensor(x), dim=dim)]
+    for a, b in zip(got, want):
+        assert a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
+    assert (kernels.stats("minmax", x, (x.ndim - 1,), False) is not None) and \
+        kernels.stats("minmax", x[..., ::2], (x.ndim - 1,), False) is None
 
 
 def test_reduce_kernel_sums_pairwise():
@@ -1171,10 +1198,8 @@ _RANKED = {"kthvalue": lambda t, d: t.kthvalue(max(1, t.shape[d] // 3), d),
 def test_rank_kernels_are_the_stable_sorts_picks(name, shape, dim, dtype, nans):
     """kthvalue, median, nanmedian, topk by quickselect: the values and indices a stable sort
     (nan last) gives, with many ties (rounded values), -0 beside 0, nan in some rows (nans 1)
-    or whole rows of nan (nans 2), non-contiguous along dim 0."""
+    or whole rows of nan (nans 2; topk's kernel declines them), non-contiguous along dim 0."""
     if dim is None and not name.endswith("median"):
-        return
-    if nans and name.startswith("topk"):
         return
     x = np.round(_input(shape, dtype, False, scale=2.0))
     rows = np.moveaxis(x, dim or 0, -1).copy()
@@ -1187,6 +1212,8 @@ def test_rank_kernels_are_the_stable_sorts_picks(name, shape, dim, dtype, nans):
     x = np.moveaxis(rows, -1, dim or 0)
     x = np.asfortranarray(x) if dim == 0 and x.ndim > 1 else x
     assert kernels.rank(x, dim or 0, "kth", 0) is not None
+    if nans and name.startswith("topk"):    # (the topk kernel declines rows with nan: a sort)
+        assert kernels.topk(np.moveaxis(x, dim, -1), 5, True) is None
     t = ember.tensor(x)
     fast = [r.numpy() for r in _RANKED[name](t, dim) if r is not None]
     with kernels.disabled():

@@ -7,6 +7,7 @@ import numpy as np
 
 import ember
 
+from .._C import kernels as _C
 from .meta import empty, reduce_dims, reduce_shape
 from .reduction import _count, _keep, _user_level
 from .tangents import REDUCTION
@@ -64,6 +65,9 @@ def _moments(name, std, with_mean):
             with np.errstate(all="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 v, m = _var_mean(xp, x, ax, c, keepdim)
+        elif xp is np and x is input and \
+                (r := _C.stats("std" if std else "var", x, ax, keepdim, c)) is not None:
+            return r if with_mean else r[0]
         else:
             v, m = _var_mean(xp, x, ax, c, keepdim)
         v = (xp.sqrt(v) if std else v).astype(input.real.dtype, copy=False)

@@ -222,13 +222,13 @@ def _top_order(xp, x, k, axis, largest):
     """(None or their values, the indices) of the ``k`` largest (smallest) of ``x`` along
     ``axis``, best first, ties in input order: a selection (``partition``) of the ``k``, then a
     sort of those ``k`` only."""
-    key, n = sort_key(x), x.shape[axis]
+    key, n, last = sort_key(x), x.shape[axis], axis == x.ndim - 1
+    if xp is np and key.dtype.kind == "f" and (r := _C.topk(
+            key if last else moveaxis(np, key, axis, -1), k, largest)) is not None:
+        return r if last else tuple(moveaxis(np, a, -1, axis) for a in r)
     if not 0 < k < n or key.dtype.kind == "f" and xp.isnan(key).any():
         # nan compares unequal to the threshold below; a full sort places it as torch does
         return None, xp.take(stable_order(xp, x, axis, largest), xp.arange(k), axis=axis)
-    if xp is np and key.dtype.kind == "f" and \
-            (r := _C.topk(moveaxis(np, key, axis, -1), k, largest)) is not None:
-        return r if axis == x.ndim - 1 else tuple(moveaxis(np, a, -1, axis) for a in r)
     if key.dtype.kind == "f" and n <= _SHORT_ROWS:
         # short rows (a batch's class scores): one stable sort of the (negated) keys is
         # cheaper than the selection's dozen NumPy calls; equal keys keep input order either way

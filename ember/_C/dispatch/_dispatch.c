@@ -394,6 +394,20 @@ static PyObject *forward(PyObject *opdef, int floating, PyObject **cargs, Py_ssi
     return res;
 }
 
+/* whether a call on tensors records a graph: grad mode on, the op differentiable and a tensor
+ * requiring grad (the first that does decides, as in dispatch.py); -1 with an exception */
+static int records(PyObject *opdef, PyObject *tensors)
+{
+    int r = GRAD_ENABLED();
+    if (r > 0 && (r = op_truth(opdef, OP_DIFF)) > 0)
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tensors); i++) {
+            PyObject *v = TF(PyTuple_GET_ITEM(tensors, i), requires_grad, Py_False);
+            if ((r = v == Py_True ? 1 : PyObject_IsTrue(v)) != 0)
+                return r;
+        }
+    return r;   /* (the fast path's tensors are never empty: 0 here once all are read) */
+}
+
 /* the fast path proper; *handled = 0 means "not taken: run the Python dispatch" */
 static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObject *args,
                       PyObject *kwargs, int *handled)
@@ -539,6 +553,25 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
     else
         return *handled = 0, NULL;
 
+    /* several arrays with nothing to record (sort, topk, var_mean...): each wrapped here, as
+     * _finish would, without its Python (~2 us of a small call) */
+    if (PyTuple_CheckExact(res) && (r = records(opdef, tensors)) <= 0) {
+        Py_ssize_t k = PyTuple_GET_SIZE(res);
+        for (Py_ssize_t i = 0; r == 0 && i < k; i++)
+            r = Py_TYPE(PyTuple_GET_ITEM(res, i)) != (PyTypeObject *)ndarray;
+        for (Py_ssize_t i = 0; r == 0 && (out || (out = PyTuple_New(k))) && i < k; i++) {
+            PyObject *o = wrap_like(PyTuple_GET_ITEM(res, i), dt);
+            if (o == NULL)
+                Py_CLEAR(out);
+            else
+                PyTuple_SET_ITEM(out, i, o);
+            r = o == NULL ? -1 : 0;
+        }
+        if (r <= 0) {   /* (1: a NumPy scalar or another object, for _finish below) */
+            ret = Py_XNewRef(out);
+            goto done;
+        }
+    }
     if (Py_TYPE(res) != (PyTypeObject *)ndarray) {
         if ((r = PyObject_IsInstance(res, np_generic)) < 0)
             goto done;
@@ -552,24 +585,11 @@ static PyObject *fast(PyObject *opdef, PyObject *const *av, Py_ssize_t n, PyObje
             goto done;
     }
     /* the output Tensor, as Tensor._wrap: object.__new__(Tensor), then _data and dtype */
-    if ((out = wrap_like(res, dt)) == NULL)
+    if ((out = wrap_like(res, dt)) == NULL || (r = records(opdef, tensors)) < 0)
         goto done;
-    /* autograd: the first input that requires grad decides, as in dispatch.py */
-    if ((r = GRAD_ENABLED()) < 0)
-        goto done;
-    if (r && (r = op_truth(opdef, OP_DIFF)) < 0)
-        goto done;
-    if (r) {
-        Py_ssize_t nt = PyTuple_GET_SIZE(tensors);
-        int any = 0;
-        for (Py_ssize_t i = 0; i < nt && !any; i++) {
-            PyObject *v = TF(PyTuple_GET_ITEM(tensors, i), requires_grad, Py_False);
-            if ((any = v == Py_True ? 1 : PyObject_IsTrue(v)) < 0)
-                goto done;
-        }
-        /* the tensors' arrays, in order */
+    if (r) {    /* the tensors' arrays, in order */
         PyObject *datas[2] = {pos == AT1 ? y : x, y};
-        if (any && record_one(opdef, args, kwargs, tensors, pos, out, dt, datas) < 0)
+        if (record_one(opdef, args, kwargs, tensors, pos, out, dt, datas) < 0)
             goto done;
     }
     ret = Py_NewRef(out);

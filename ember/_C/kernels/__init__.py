@@ -91,8 +91,7 @@ def _declare(lib):
             "attn_bwd_tile": [p, p, i64, i64, p, p, i64, i64, i64, i64, i64, i],
             "attn_small_fwd": [p, p, p, p, i64, i64, i64, i64, i64, i64, d, i64, p, i, i],
             "attn_small_bwd": [p, p, p, p, i64, i64, i64, i64, i64, i64, d, i64, p, i, i],
-            "scan": [p, p, i64, i64, i64, i, i, i],
-            "cumext": [p, p, p, i64, i64, i64, i, i],
+            "scan": [p, p, i64, i64, i64, i, i, i], "cumext": [p, p, p, i64, i64, i64, i, i],
             "rank_rows": [p, i64, i64, i, i64, p, p, i],
             "topk_rows": [p, i64, i64, i64, i, p, p, i],
             "gather": [p, p, p, i64, i64, i64, i64, i], "pool": [p, p, p, i64, p],  # (pool.h)
@@ -100,11 +99,9 @@ def _declare(lib):
             "flip_rows": [p, p, i64, i64, i], "nextafter": [p, p, p, i64, i],   # (select.h)
             "scatter": [p, p, p, p, i64, i64, i64, i64, i, i, i],
             "add_rows": [p, p, p, p, p, i64, i64, i64, i64],
-            "add_bias": [p, p, i64, i64, i],
-            "sum_rows": [p, p, i64, i64, i],
-            "outer": [p, p, p, i64, i64, i64, i],
-            "prod_rows": [p, p, i64, i64, i],
-            "reduce_rows": [i, p, p, d, p, i64, i64, i],
+            "add_bias": [p, p, i64, i64, i], "sum_rows": [p, p, i64, i64, i],    # (rowops.h)
+            "outer": [p, p, p, i64, i64, i64, i], "prod_rows": [p, p, i64, i64, i],
+            "reduce_rows": [i, p, p, d, p, i64, i64, i], "stats_rows": [p, p, p, i64, i64, d, i, i],
             "libm": [i, p, p, i64],                   # (kernels.c: glibc's, float64 only)
             # (BLAS's cblas_?gemm address and whether it takes 64-bit ints, then threads)
             "lstm_fwd": [p] * 8 + [i64, i64, i64, i, p, i, i],
@@ -346,33 +343,33 @@ def prod(a, dim, keepdim):
 
 
 _REDUCE = {name: code for code, name in enumerate(
-    "sum sumsq nansum max min logsumexp mse smooth_l1 huber".split())}
+    "sum sumsq nansum max min logsumexp mse smooth_l1 huber nancount".split())}
 _SPLIT = 1 << 16      # a whole-array reduction runs as rows of this many (threads take rows)
 
 
-def reduce(name, a, axes, keepdim=False, other=None, c=0.0):
-    """Reduction ``name`` (sum, sumsq: the sum of squares, nansum, max, min, logsumexp; the
+def reduce(name, a, axes, keepdim=False, other=None, c=0.0, min_size=_MIN_ROWS_KERNEL):
+    """Reduction ``name`` (sum, sumsq: the sum of squares, nansum, nancount: the elements not
+    nan, max, min, logsumexp; the
     sums of the losses of ``d = a - other``: mse, smooth_l1 with beta ``c``, huber with delta
     ``c``) of a C-contiguous float NumPy array over ``axes`` (sorted, non-negative), by rowops'
     reduce_rows where they are the trailing axes, rows of any length (sums pairwise, as
     NumPy's, in 32 vector lanes; NumPy adds 8 scalars), or, for sum, the leading ones
-    (sum_rows: NumPy's order); None where it does not apply (the caller runs NumPy)."""
+    (sum_rows: NumPy's order); None where it does not apply (the caller runs NumPy), or below
+    ``min_size`` elements, where NumPy's own reduction is as quick (a caller whose NumPy path
+    is several passes takes any size)."""
     fn = kernel("reduce_rows", a.dtype) if type(a) is np.ndarray and \
-        a.size >= _MIN_ROWS_KERNEL and a.flags.c_contiguous and axes else None
+        a.size >= min_size and a.flags.c_contiguous and axes else None
     if fn is None or other is not None and not (
             type(other) is np.ndarray and other.dtype == a.dtype and other.shape == a.shape and
             other.flags.c_contiguous):
         return None
-    nd, k = a.ndim, len(axes)
-    shape = tuple(1 if i in axes else n for i, n in enumerate(a.shape)) if keepdim else \
-        tuple(n for i, n in enumerate(a.shape) if i not in axes)
-    if tuple(axes) == tuple(range(k)) and k < nd and name == "sum" and other is None:
-        cols = math.prod(a.shape[k:])
-        out = sum_rows(a.reshape(-1, cols))
-        return None if out is None else out.reshape(shape)
-    cols = math.prod(a.shape[nd - k:])
-    if tuple(axes) != tuple(range(nd - k, nd)):
+    nd, k = a.ndim, len(axes)       # (axes sorted and distinct: their ends say where they are)
+    if axes[-1] == k - 1 and k < nd and name == "sum" and other is None:
+        out = sum_rows(a.reshape(-1, math.prod(a.shape[k:])))
+        return None if out is None else out.reshape((1,) * k * keepdim + a.shape[k:])
+    if axes[0] != nd - k or axes[-1] != nd - 1:
         return None
+    shape, cols = a.shape[:nd - k] + (1,) * k * keepdim, math.prod(a.shape[nd - k:])
     if cols == a.size and cols >= 2 * _SPLIT:    # (partials combined as NumPy would)
         m = cols - cols % _SPLIT
         parts = np.empty(m // _SPLIT + (m < cols), a.dtype)
@@ -388,10 +385,26 @@ def reduce(name, a, axes, keepdim=False, other=None, c=0.0):
     return out
 
 
-def _combine(name, parts):
-    """The partial results ``parts`` of reduction ``name`` combined with NumPy: extrema as
+def stats(name, a, axes, keepdim, c=0.0):
+    """Two statistics of a C-contiguous float NumPy array over its trailing ``axes`` (sorted,
+    non-negative), by rowops' stats_rows: ``(var, mean)`` (``std``: the standard deviation
+    for var) with correction ``c``, as the NumPy reference's two passes, summed pairwise as
+    :func:`reduce`'s; ``minmax``: ``(min, max)``. None where it does not apply."""
+    k = len(axes)
+    fn = kernel("stats_rows", a.dtype) if type(a) is np.ndarray and a.size and \
+        a.flags.c_contiguous and tuple(axes) == tuple(range(a.ndim - k, a.ndim)) else None
+    if fn is None:
+        return None
+    o1 = np.empty(a.shape[:a.ndim - k] + (1,) * k * keepdim, a.dtype)
+    o2 = np.empty(o1.shape, a.dtype)
+    fn(ptr(a), ptr(o1), ptr(o2), o1.size, a.size // o1.size, float(c),
+       ("var", "std", "minmax").index(name), num_threads())
+    return o1, o2
+
+
+def _combine(name, a):
+    """The partial results ``a`` of reduction ``name`` combined with NumPy: extrema as
     extrema, logsumexps as a logsumexp, every sum (of squares, nan-sums, losses) as a sum."""
-    a = parts
     if name == "max" or name == "min":
         return getattr(np, name)(a)
     if name == "logsumexp":
@@ -413,7 +426,7 @@ def rank(x, axis, what, k=0):
     fn = kernel("rank_rows", x.dtype) if type(x) is np.ndarray and x.size else None
     if fn is None:
         return None
-    x = contiguous(np.moveaxis(x, axis, -1))
+    x = contiguous(x if axis == x.ndim - 1 else np.moveaxis(x, axis, -1))
     vals, idx = np.empty(x.shape[:-1], x.dtype), np.empty(x.shape[:-1], np.int64)
     if fn(ptr(x), x.size // x.shape[-1], x.shape[-1], _RANK[what], k, ptr(vals), ptr(idx),
           num_threads()):
@@ -423,8 +436,8 @@ def rank(x, axis, what, k=0):
 
 def topk(x, k, largest):
     """``(values, indices)`` of the ``k`` (<= 64) largest (smallest) of each row of a float
-    NumPy array without nan, best first, ties in input order, by rank.h (one pass keeping the
-    best ``k``); None where it does not apply."""
+    NumPy array, best first, ties in input order, by rank.h (one pass keeping the best ``k``);
+    None where it does not apply, or where a row holds a nan."""
     fn = kernel("topk_rows", x.dtype) if type(x) is np.ndarray and 0 < k < x.shape[-1] and \
         k <= 64 else None
     if fn is None:

@@ -57,6 +57,17 @@ static int threads_for(int64_t work, int nt) {
         for (int64_t i = 0; i < size; i += step) { body; }                                    \
     }
 
+/* stmt over each of nt threads' row range [r0, r1) of rows split evenly; one thread runs it
+ * over all the rows without an OpenMP region */
+#define ROW_RANGES(nt, rows, stmt)                                                            \
+    if (nt == 1) { int64_t r0 = 0, r1 = rows; stmt; }                                         \
+    else {                                                                                    \
+        _Pragma("omp parallel num_threads(nt)") {                                             \
+            int t_ = omp_get_thread_num(), w_ = omp_get_num_threads();                        \
+            int64_t r0 = rows * t_ / w_, r1 = rows * (t_ + 1) / w_; stmt;                     \
+        }                                                                                     \
+    }
+
 EXPORT int ember_kernels_version(void) { return 1; }
 
 EXPORT int ember_kernels_openmp(void) {

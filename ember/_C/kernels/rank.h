@@ -75,10 +75,10 @@ EXPORT int S(rank_rows)(const T *x, int64_t rows, int64_t n, int mode, int64_t k
     return bad ? -1 : 0;
 }
 
-/* topk of rows without nan, k <= TOPK_MAX: one pass keeping the best k so far, sorted best
- * first, ties in input order (a later equal element is not better); blocks of 16 elements are
- * first compared with the k-th best at once (vectorised), so the rare insertions alone
- * branch. */
+/* topk of rows without nan (1 returned where a row holds one), k <= TOPK_MAX: one pass
+ * keeping the best k so far, sorted best first, ties in input order (a later equal element is
+ * not better); blocks of 16 elements are first compared with the k-th best at once
+ * (vectorised), so the rare insertions alone branch. */
 #ifndef TOPK_MAX
 #define TOPK_MAX 64
 #endif
@@ -92,26 +92,35 @@ static inline void S(topk_insert)(T v, int64_t i, int64_t pos, int largest, T *t
     ti[pos] = i;
 }
 
-TC static void S(topk_row)(const T *x, int64_t n, int64_t k, int largest, T *tv, int64_t *ti) {
+TC static int S(topk_row)(const T *x, int64_t n, int64_t k, int largest, T *tv, int64_t *ti) {
     int64_t j = 0;
-    for (; j < k; j++) S(topk_insert)(x[j], j, j, largest, tv, ti);
+    int nan = 0;
+    for (; j < k; j++) {
+        S(topk_insert)(x[j], j, j, largest, tv, ti);
+        nan |= x[j] != x[j];
+    }
     for (; j < n; j += 16) {
         int64_t end = j + 16 <= n ? j + 16 : n;
         T t = tv[k - 1];
         int any = 0;
-        for (int64_t l = j; l < end; l++) any |= TOPK_BETTER(x[l], t);
+        for (int64_t l = j; l < end; l++) {
+            any |= TOPK_BETTER(x[l], t);
+            nan |= x[l] != x[l];
+        }
         if (any)
             for (int64_t l = j; l < end; l++)
                 if (TOPK_BETTER(x[l], tv[k - 1])) S(topk_insert)(x[l], l, k - 1, largest, tv, ti);
     }
+    return nan;
 }
 
 EXPORT int S(topk_rows)(const T *x, int64_t rows, int64_t n, int64_t k, int largest, T *vals,
                         int64_t *idx, int nt) {
     if (k > TOPK_MAX) return -1;
+    int nan = 0;
     nt = threads_for(rows * n, nt);
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(nt) schedule(static) reduction(| : nan)
     for (int64_t r = 0; r < rows; r++)
-        S(topk_row)(x + r * n, n, k, largest, vals + r * k, idx + r * k);
-    return 0;
+        nan |= S(topk_row)(x + r * n, n, k, largest, vals + r * k, idx + r * k);
+    return nan;
 }

@@ -502,7 +502,9 @@ EXPORT void S(sum_rows)(const T *a, T *out, int64_t rows, int64_t cols, int nt) 
  * Max / min propagate nan as torch, in selects that vectorise. */
 #ifndef RL
 #define RL 32
-enum { RR_SUM, RR_SUMSQ, RR_NANSUM, RR_MAX, RR_MIN, RR_LSE, RR_MSE, RR_SMOOTH_L1, RR_HUBER };
+enum { RR_SUM, RR_SUMSQ, RR_NANSUM, RR_MAX, RR_MIN, RR_LSE, RR_MSE, RR_SMOOTH_L1, RR_HUBER,
+       RR_NANCOUNT, RR_CSQ };
+enum { RS_VAR, RS_STD, RS_MINMAX };     /* (stats_rows) */
 #endif
 
 /* One term: of x for the one-input sums, of d = x - y for the losses (c: logsumexp's shift,
@@ -510,6 +512,7 @@ enum { RR_SUM, RR_SUMSQ, RR_NANSUM, RR_MAX, RR_MIN, RR_LSE, RR_MSE, RR_SMOOTH_L1
 static inline T S(rr_term)(T v, T w, int op, T c, T hc) {
     T d = op == RR_MSE ? v - w : (v > w ? v - w : w - v);
     return op == RR_SUM ? v : op == RR_SUMSQ ? v * v : op == RR_NANSUM ? (v == v ? v : 0) :
+           op == RR_NANCOUNT ? (T)(v == v) : op == RR_CSQ ? (v - c) * (v - c) :
            op == RR_LSE ? EXP(v - c) : op == RR_MSE ? d * d :
            op == RR_SMOOTH_L1 ? (d < c ? (T)0.5 * d * d / c : d - hc) :
            (d < c ? (T)0.5 * d * d : c * (d - hc));
@@ -517,16 +520,13 @@ static inline T S(rr_term)(T v, T w, int op, T c, T hc) {
 
 static inline void S(rr_add)(const T *v, const T *w, T *acc, int op, T c, T hc) {
     /* (a loop per op, so each vectorises on its own) */
-    if (op == RR_SUM)
-        for (int l = 0; l < RL; l++) acc[l] += v[l];
-    else if (op == RR_SUMSQ)
-        for (int l = 0; l < RL; l++) acc[l] += v[l] * v[l];
-    else if (op == RR_NANSUM)
-        for (int l = 0; l < RL; l++) acc[l] += v[l] == v[l] ? v[l] : 0;
-    else if (op == RR_LSE)
-        for (int l = 0; l < RL; l++) acc[l] += EXP(v[l] - c);
-    else if (op == RR_MSE)
-        for (int l = 0; l < RL; l++) acc[l] += (v[l] - w[l]) * (v[l] - w[l]);
+    if (op == RR_SUM) for (int l = 0; l < RL; l++) acc[l] += v[l];
+    else if (op == RR_SUMSQ) for (int l = 0; l < RL; l++) acc[l] += v[l] * v[l];
+    else if (op == RR_NANSUM) for (int l = 0; l < RL; l++) acc[l] += v[l] == v[l] ? v[l] : 0;
+    else if (op == RR_NANCOUNT) for (int l = 0; l < RL; l++) acc[l] += v[l] == v[l];
+    else if (op == RR_CSQ) for (int l = 0; l < RL; l++) acc[l] += (v[l] - c) * (v[l] - c);
+    else if (op == RR_LSE) for (int l = 0; l < RL; l++) acc[l] += EXP(v[l] - c);
+    else if (op == RR_MSE) for (int l = 0; l < RL; l++) acc[l] += (v[l] - w[l]) * (v[l] - w[l]);
     else if (op == RR_SMOOTH_L1)
         for (int l = 0; l < RL; l++) acc[l] += S(rr_term)(v[l], w[l], RR_SMOOTH_L1, c, hc);
     else
@@ -604,8 +604,8 @@ CLONE_INLINE T S(rr_row)(const T *x, const T *y, int64_t n, int op, double c) {
     return LOG(S(rr_sum)(x, NULL, n, op, sh, 0)) + sh;
 }
 
-TC static void S(rr_rows)(int op, const T *a, const T *b, double c, T *out, int64_t r0,
-                         int64_t r1, int64_t cols) {   /* (rows r0..r1, all in one clone) */
+TC static void S(rr_rows)(int op, const T *a, const T *b, double c, T *out, int64_t cols,
+                         int64_t r0, int64_t r1) {   /* (rows r0..r1, all in one clone) */
     for (int64_t r = r0; r < r1; r++)
         out[r] = S(rr_row)(a + r * cols, b ? b + r * cols : b, cols, op, c);
 }
@@ -614,9 +614,40 @@ TC static void S(rr_rows)(int op, const T *a, const T *b, double c, T *out, int6
 EXPORT void S(reduce_rows)(int op, const T *a, const T *b, double c, T *out, int64_t rows,
                            int64_t cols, int nt) {
     nt = threads_for(rows * cols * (op == RR_LSE ? 8 : 1), nt);
-#pragma omp parallel num_threads(nt)
-    {
-        int t = omp_get_thread_num(), w = omp_get_num_threads();
-        S(rr_rows)(op, a, b, c, out, rows * t / w, rows * (t + 1) / w, cols);
+    ROW_RANGES(nt, rows, S(rr_rows)(op, a, b, c, out, cols, r0, r1))
+}
+
+/* Two statistics of each contiguous row: what 0 (RS_VAR), 1 (RS_STD): the variance (or its
+ * square root) with correction c into o1 and the mean into o2, as the NumPy reference's two
+ * passes (the row's sum over cols, then the sum of the squared deviations from that mean over
+ * max(cols - c, 0), both pairwise as reduce_rows' sums); 2 (RS_MINMAX): the min into o1 and
+ * the max into o2 (nan sticks, as reduce_rows' extrema). */
+TC static void S(stat_rows)(const T *a, T *o1, T *o2, int64_t cols, double c, int what,
+                            int64_t r0, int64_t r1) {
+    T dof = (T)(cols - c > 0 ? cols - c : 0);
+    for (int64_t r = r0; r < r1; r++) {
+        const T *x = a + r * cols;
+        if (what == RS_MINMAX) {    /* (by blocks of 4096, read twice from the L1) */
+            T lo = x[0], hi = x[0];
+            for (int64_t j = 0, w; j < cols; j += w) {
+                w = cols - j < 4096 ? cols - j : 4096;
+                T bl = S(rr_extreme)(x + j, w, 0), bh = S(rr_extreme)(x + j, w, 1);
+                lo = RR_MINSEL(bl, lo);
+                hi = RR_MAXSEL(bh, hi);
+            }
+            o1[r] = lo;
+            o2[r] = hi;
+            continue;
+        }
+        T m = S(rr_sum)(x, NULL, cols, RR_SUM, 0, 0) / (T)cols;
+        T v = S(rr_sum)(x, NULL, cols, RR_CSQ, m, 0) / dof;
+        o1[r] = what == RS_STD ? SQRT(v) : v;
+        o2[r] = m;
     }
+}
+
+EXPORT void S(stats_rows)(const T *a, T *o1, T *o2, int64_t rows, int64_t cols, double c,
+                          int what, int nt) {
+    nt = threads_for(rows * cols * 2, nt);
+    ROW_RANGES(nt, rows, S(stat_rows)(a, o1, o2, cols, c, what, r0, r1))
 }

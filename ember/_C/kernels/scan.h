@@ -118,6 +118,17 @@ static void S(sum_row_threaded)(const T *x, T *y, int64_t n, int reverse, int nt
     }
 }
 
+/* block b of the (outer slice, SCAN_W columns) blocks of scan */
+static inline void S(scan_one)(const T *x, T *y, int64_t b, int64_t per, int64_t n,
+                               int64_t inner, int prod, int reverse) {
+    int64_t o = b / per, j0 = (b % per) * SCAN_W, at = o * n * inner + j0;
+    if (inner == 1)
+        S(scan_row)(x + at, y + at, n, prod, reverse);
+    else
+        S(scan_block)(x + at, y + at, n, inner, inner - j0 < SCAN_W ? inner - j0 : SCAN_W, prod,
+                      reverse);
+}
+
 /* y = cumsum (prod 0) or cumprod (prod 1) of x along the middle axis; blocks of (outer
  * slice, SCAN_W columns) are split over threads. */
 EXPORT void S(scan)(const T *x, T *y, int64_t outer, int64_t n, int64_t inner, int prod,
@@ -130,17 +141,7 @@ EXPORT void S(scan)(const T *x, T *y, int64_t outer, int64_t n, int64_t inner, i
         S(sum_row_threaded)(x, y, n, reverse, nt);
         return;
     }
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t b = 0; b < blocks; b++) {
-        int64_t o = b / per, j0 = (b % per) * SCAN_W;
-        int64_t w = inner - j0 < SCAN_W ? inner - j0 : SCAN_W;
-        const T *xb = x + o * n * inner + j0;
-        T *yb = y + o * n * inner + j0;
-        if (inner == 1)
-            S(scan_row)(xb, yb, n, prod, reverse);
-        else
-            S(scan_block)(xb, yb, n, inner, w, prod, reverse);
-    }
+    THREADED_FOR(nt, blocks, 1, S(scan_one)(x, y, i, per, n, inner, prod, reverse))
 }
 
 /* cummax (mx 1) / cummin of the middle axis of (outer, n, inner), with the index where the
@@ -175,17 +176,19 @@ TC static void S(cumext_row)(const T *x, T *y, int64_t *yi, int64_t n, int mx) {
     }
 }
 
+static inline void S(cumext_one)(const T *x, T *y, int64_t *yi, int64_t b, int64_t per,
+                                 int64_t n, int64_t inner, int mx) {
+    int64_t o = b / per, j0 = (b % per) * SCAN_W, at = o * n * inner + j0;
+    if (inner == 1)
+        S(cumext_row)(x + at, y + at, yi + at, n, mx);
+    else
+        S(cumext_block)(x + at, y + at, yi + at, n, inner,
+                        inner - j0 < SCAN_W ? inner - j0 : SCAN_W, mx);
+}
+
 EXPORT void S(cumext)(const T *x, T *y, int64_t *yi, int64_t outer, int64_t n, int64_t inner,
                       int mx, int nt) {
     int64_t per = (inner + SCAN_W - 1) / SCAN_W, blocks = outer * per;
     nt = threads_for(outer * n * inner, nt);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t b = 0; b < blocks; b++) {
-        int64_t o = b / per, j0 = (b % per) * SCAN_W, at = o * n * inner + j0;
-        if (inner == 1)
-            S(cumext_row)(x + at, y + at, yi + at, n, mx);
-        else
-            S(cumext_block)(x + at, y + at, yi + at, n, inner,
-                            inner - j0 < SCAN_W ? inner - j0 : SCAN_W, mx);
-    }
+    THREADED_FOR(nt, blocks, 1, S(cumext_one)(x, y, yi, i, per, n, inner, mx))
 }
