@@ -222,8 +222,7 @@ class NodeShm:
         self.win = MPI.Win.Allocate_shared(self.cap + self.cap // self.n + 64, 1, comm=node)
         self.win.Set_errhandler(MPI.ERRORS_RETURN)
         self.win.Lock_all(MPI.MODE_NOCHECK)     # a passive epoch: Sync orders the copies
-        self.segs = [np.frombuffer(self.win.Shared_query(j)[0], np.uint8)
-                     for j in range(self.n)]
+        self.segs = [np.frombuffer(self.win.Shared_query(j)[0], np.uint8) for j in range(self.n)]
 
     @classmethod
     def of(cls, comm):

@@ -80,8 +80,7 @@ class _Bucket:
         self.offsets = [int(o) for o in np.cumsum([0] + [p.numel() for p in params[:-1]])]
         self.buffer = zeros(sum(p.numel() for p in params), dtype=params[0].dtype,
                             device=params[0].device)
-        self.views = [self.buffer[o:o + p.numel()].view(p.shape)
-                      for p, o in zip(params, self.offsets)]
+        self.views = GradBucket(index, self.buffer, params, self.offsets, False).gradients()
         self.pending, self.future, self.direct = 0, None, False
 
 
@@ -304,8 +303,7 @@ class Reducer:
         self._syncing, used_anywhere = False, None
         self._times["bwd_end"] = time.perf_counter_ns()
         if self.find_unused_parameters:         # on every rank: collectives match by order
-            used_anywhere = self._used_anywhere([id(p) not in self._unused
-                                                 for p in self._params])
+            used_anywhere = self._used_anywhere([id(p) not in self._unused for p in self._params])
         with grad_mode.no_grad():
             # every bucket's output before any wait: a wait advances all of them
             direct = {b.index for b in self._buckets if self._into_grads(b, used_anywhere)}
