@@ -215,9 +215,11 @@ def ddp(rank, n, init_method):
     Y = ember.randn(20, 4 * n, 3, generator=g, dtype=ember.float64)
     mine = slice(4 * rank, 4 * (rank + 1))
     # hidden=2048: the second bucket (the first layer, 96 KiB) takes the shared-memory
-    # all-reduce, which writes the averages straight into .grad
+    # all-reduce, which writes the averages straight into .grad (or, with
+    # gradient_as_bucket_view, reads and writes the bucket the gradients are views of)
     cases = [("SGD", {}, False, 8), ("AdamW", {}, False, 8), ("SGD", {}, False, 2048),
              ("SGD", {"gradient_as_bucket_view": True, "bucket_cap_mb": 1e-4}, False, 8),
+             ("AdamW", {"gradient_as_bucket_view": True}, False, 2048),
              ("AdamW", {"find_unused_parameters": True, "bucket_cap_mb": 1e-4}, True, 8)]
     for opt_name, flags, extra, hidden in cases:
         if rank != 0:

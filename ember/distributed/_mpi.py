@@ -222,8 +222,7 @@ class NodeShm:
         self.win = MPI.Win.Allocate_shared(self.cap + self.cap // self.n + 64, 1, comm=node)
         self.win.Set_errhandler(MPI.ERRORS_RETURN)
         self.win.Lock_all(MPI.MODE_NOCHECK)     # a passive epoch: Sync orders the copies
-        self.segs = [np.frombuffer(self.win.Shared_query(j)[0], np.uint8)
-                     for j in range(self.n)]
+        self.segs = [np.frombuffer(self.win.Shared_query(j)[0], np.uint8) for j in range(self.n)]
 
     @classmethod
     def of(cls, comm):
@@ -241,7 +240,8 @@ class NodeShm:
     def start(self, buf, op, src=None, scale=None):
         """Queue the in-place all-reduce of contiguous ``buf`` with MPI op name ``op``; with
         ``src`` (``(offset, flat array)`` pairs covering ``buf``) the input is read from
-        those arrays instead, multiplied by ``scale`` when given (DDP reads the gradients)."""
+        those arrays instead (DDP reads the gradients); ``scale`` multiplies the results on
+        their way out (DDP's average: one pass fewer than scaling the inputs)."""
         job = ShmJob(self, buf.reshape(-1), self.UFUNCS[op], src, scale)
         self.queue.append(job)
         self.poll()
@@ -307,17 +307,16 @@ class ShmJob:
             if self.stage == 0:             # my data of the others' chunks -> my segment
                 for j in range(n):
                     for x, i in _parts(self.src, cut[j], cut[j + 1]) if j != r else ():
-                        self._load(x, seg[r][i - lo:i - lo + x.size])
+                        np.copyto(seg[r][i - lo:i - lo + x.size], x)
             elif self.stage == 1:           # my chunk, reduced from every rank's data
                 for x, i in _parts(self.src, cut[r], cut[r + 1]):
                     mine = res[r][i - cut[r]:i - cut[r] + x.size]
-                    x = x if self.scale is None else self._load(x, mine)
                     for k, j in enumerate(j for j in range(n) if j != r):
                         self.ufunc(mine if k else x, seg[j][i - lo:i - lo + x.size], out=mine)
             else:                           # every chunk's result -> self.out
                 for j in range(n):
                     for x, i in _parts(self.out, cut[j], cut[j + 1]):
-                        x[...] = res[j][i - cut[j]:i - cut[j] + x.size]
+                        self._load(res[j][i - cut[j]:i - cut[j] + x.size], x)
                 self.pos, self.stage, self.done = hi, 0, hi == flat.size
                 continue
             shm.win.Sync()

@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import _backends
 from . import distributed_c10d as c10d
+from ._collectives import _write
 
 _log = logging.getLogger("torch.distributed")
 
@@ -80,8 +81,7 @@ class _Bucket:
         self.offsets = [int(o) for o in np.cumsum([0] + [p.numel() for p in params[:-1]])]
         self.buffer = zeros(sum(p.numel() for p in params), dtype=params[0].dtype,
                             device=params[0].device)
-        self.views = [self.buffer[o:o + p.numel()].view(p.shape)
-                      for p, o in zip(params, self.offsets)]
+        self.views = GradBucket(index, self.buffer, params, self.offsets, False).gradients()
         self.pending, self.future, self.direct = 0, None, False
 
 
@@ -160,9 +160,9 @@ class Reducer:
         self._syncing, self._started, self._next, self._unused = True, False, 0, set()
         self._ready_ns = [0] * len(self._params)
         self._times["bwd"] = time.perf_counter_ns()
-        # the shared-memory all-reduce reads the gradients themselves (scaled on the way):
-        # the built-in reduction of a large enough bucket skips the copy-in
-        shm = self._comm_hook is None and not self.gradient_as_bucket_view and getattr(
+        # the shared-memory all-reduce reads the gradients themselves (and scales the
+        # results): the built-in reduction of a large enough bucket skips the copy-in
+        shm = self._comm_hook is None and getattr(
             c10d._resolve(self.process_group).engine, "_shm", None)
         for b in self._buckets:
             b.pending, b.future = len(b.params), None
@@ -304,28 +304,27 @@ class Reducer:
         self._syncing, used_anywhere = False, None
         self._times["bwd_end"] = time.perf_counter_ns()
         if self.find_unused_parameters:         # on every rank: collectives match by order
-            used_anywhere = self._used_anywhere([id(p) not in self._unused
-                                                 for p in self._params])
+            used_anywhere = self._used_anywhere([id(p) not in self._unused for p in self._params])
         with grad_mode.no_grad():
             # every bucket's output before any wait: a wait advances all of them
-            direct = {b.index for b in self._buckets if self._into_grads(b, used_anywhere)}
-            for b in self._buckets:
+            direct = [self._into_grads(b, used_anywhere) for b in self._buckets]
+            for b, into_grads in zip(self._buckets, direct):
                 result = b.future.wait()
                 if not isinstance(b.future, c10d.Work) and result is not b.buffer:
                     b.buffer.copy_(result.reshape(-1))
+                # this bucket's .grad while the later buckets' all-reduces run on
+                for p, v in zip(b.params, b.views):
+                    if used_anywhere is not None and not used_anywhere[self._index[id(p)]]:
+                        continue                # unused on every rank: .grad stays as it was
+                    if into_grads:
+                        p.grad._bump_version()
+                    elif self.gradient_as_bucket_view:
+                        p.grad = v
+                    elif p.grad is None:
+                        p.grad = v.clone()
+                    else:
+                        _write(p.grad, v._data)
             self._times["comm_end"] = time.perf_counter_ns()
-            for i, p in enumerate(self._params):
-                if used_anywhere is not None and not used_anywhere[i]:
-                    continue                    # unused on every rank: .grad stays as it was
-                b, j = self._bucket_of[id(p)]
-                if b.index in direct:
-                    p.grad._bump_version()
-                elif self.gradient_as_bucket_view:
-                    p.grad = b.views[j]
-                elif p.grad is None:
-                    p.grad = b.views[j].clone()
-                else:
-                    p.grad.copy_(b.views[j])
 
     def _grad_pieces(self, b):
         """``(offset, flat array)`` of each gradient of bucket ``b``, or None if one is
