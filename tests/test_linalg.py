@@ -155,3 +155,14 @@ def test_lapack_paths_match_the_numpy_reference(dtype):
                 assert (f == e).all()
             elif f.numel():
                 np.testing.assert_allclose(f.numpy(), e.numpy(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("fn", [lambda a: ember.linalg.qr(a), lambda a: ember.geqrf(a),
+                                lambda a: ember.linalg.lu_factor(a),
+                                lambda a: ember.linalg.ldl_factor(a + a.mT)])
+def test_factorizations_leave_a_transposed_input_alone(fn):
+    # a transposed view is column-major: LAPACK's in-place factorization must get a copy
+    z = ember.tensor(np.arange(16.0).reshape(4, 4) + 5 * np.eye(4))
+    before = z.clone()
+    fn(z.mT)
+    assert bool((z == before).all())

@@ -52,7 +52,8 @@ def lapack_each(fn, a, *args, out=np.int32):
     """``fn(column-major, *args, matrix, lda, ipiv)`` (getrf, sytrf; geqrf with ``out`` its
     dtype) on column-major copies of the (b, m, n) ``a``'s matrices: (the factored matrices,
     ``out`` pivots or scales (b, k), infos (b,))."""
-    f = np.ascontiguousarray(a.swapaxes(-1, -2))
+    f = np.array(a.swapaxes(-1, -2), order="C")     # a copy: LAPACK writes into it, and a
+    # column-major ``a`` (a transposed view) would otherwise be that very memory
     ipiv = np.zeros((len(f), min(a.shape[1:])),
                     np.int64 if blas._ilp64 and out == np.int32 else out)
     info = [fn(102, *args, blas.ptr(f[b:]), max(1, a.shape[1]), blas.ptr(ipiv[b:]))
