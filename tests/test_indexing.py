@@ -153,3 +153,10 @@ def test_write_value_shape_mismatch():
         x[_i(L, 0, 1)] = L.ones(3)
     same(f, "shape mismatch: value tensor of shape \\[3\\] cannot be broadcast to indexing "
          "result of shape \\[2, 5, 6\\]")
+
+
+def test_empty_index_into_an_empty_tensor():
+    # bounds of an empty index are no bounds: torch returns the empty result
+    e, idx = ember.empty(0), ember.empty(0, dtype=ember.long)
+    assert ember.take(e, idx).shape == (0,) and e.clone().put_(idx, e).shape == (0,)
+    assert ember.gather(ember.empty(0, 3), 0, ember.empty(0, 3, dtype=ember.long)).shape == (0, 3)

@@ -320,7 +320,7 @@ def check_range(index, n, error, negative=False):
     """Raise ``error(bad)``, the exception for ``bad``, the first index outside ``[0, n)``
     (``[-n, n)`` with ``negative``). A GPU index is checked on the device, as torch's
     kernels do: the error comes at the next copy to the host (``cuda._runtime``)."""
-    if type(index) is np.ndarray and index.size <= 64:
+    if type(index) is np.ndarray and 0 < index.size <= 64:
         lo, hi = bounds(index)
         if hi >= n or lo < (-n if negative else 0):
             raise error(next(i for i in index.reshape(-1).tolist() if i >= n or

@@ -133,7 +133,7 @@ def _check_flat_index(name, input, index):
                            f"{type_name(index.dtype)}")
     n = input.size
     lo, hi = bounds(index)
-    if lo < -n or hi >= n:
+    if index.size and (lo < -n or hi >= n):
         bad = index[(index >= n) | (index < -n)]
         raise IndexError(f"out of range: tried to access index {int(bad.ravel()[0])} on a "
                          f"tensor of {n} elements.")
