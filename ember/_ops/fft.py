@@ -151,12 +151,14 @@ _BLUESTEIN = 1 << 16
 
 
 def _kernel(kind, inverse, x, dims, sizes, norm):
-    """fft.h's transform of a float32/complex64 NumPy array: a c2c pass per dim; r2c (small)
-    as c2c of the real input cut to its one-sided half after the last dim; c2r (small) as the
-    c2c of the Hermitian extension of the last dim (whose real part is irfft's). A length with
-    a prime factor above 61 is Bluestein's convolution when long, else (None) pocketfft's."""
+    """fft.h's transform of a float32/complex64 NumPy array: a c2c pass per dim; r2c (small, or
+    a last dim with a large prime factor: pocketfft's r2c there was 2x torch's time) as c2c of
+    the real input cut to its one-sided half after the last dim; c2r (small) as the c2c of the
+    Hermitian extension of the last dim (whose real part is irfft's). A length with a prime
+    factor above 61 is Bluestein's convolution when long, else (None) pocketfft's."""
     fn = _C.kernel("fft_c2c", _F32) if x.dtype.char in "fF" and type(x) is np.ndarray and (
-        kind == "c2c" or x.size <= _SMALL) else None
+        kind == "c2c" or x.size <= _SMALL or kind == "r2c" and _largest_prime(sizes[-1]) > 61) \
+        else None
     # NOTE: a length with a prime factor above 61 is Bluestein's only when long: shorter, the
     # convolution's two transforms and three passes lose to pocketfft's (in double)
     if fn is None or any(_largest_prime(n) > 61 and n < _BLUESTEIN for n in sizes):
