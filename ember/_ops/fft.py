@@ -134,7 +134,9 @@ def _twiddles(n):
         _largest_prime(n) <= 61 else None
 
 
+@functools.lru_cache(256)
 def _largest_prime(n):
+    # (cached: trial division to sqrt(n) on every transform's sizes, ~1,000 steps at 1M)
     p, big = 2, 1
     while p * p <= n:
         while n % p == 0:
