@@ -33,7 +33,7 @@ CAPS = {                            # Python lines per package
     "ember": 4000,                  # the core modules + torch's top-level accelerator, hub...
     "ember/_C": 420,                # the kernel library and dispatch loaders; + kcall, nonzero
     "ember/_backends": 400,
-    "ember/_ops": 14600,            # + jvp rules (#33), compressed sparse, lobpcg/ldl (#34), C paths (#35)
+    "ember/_ops": 15000,            # + jvp rules (#33), compressed sparse, lobpcg/ldl (#34), C paths (#35)
     "ember/amp": 500,
     "ember/autograd": 2300,         # + forward-mode AD
     "ember/backends": 200,
@@ -54,13 +54,13 @@ CAPS = {                            # Python lines per package
     "ember/jit": 1000,
     "ember/export": 800,
     "ember/onnx": 1300,             # + custom symbolics, onnx.ops
-    "ember/_dynamo": 1410,
-    "ember/compiler": 890,          # + dynamic shapes (#32): guards, mark_dynamic
+    "ember/_dynamo": 1200,
+    "ember/compiler": 1100,         # + dynamic shapes (#32): guards, mark_dynamic; attention nodes
     "ember/hub": 400,
 }
 OTHER_CAP = 1500                    # any package without its own cap
 C_CAP = 7500                        # every .c/.h file: today's kernels + CUDA's ~2k
-TOTAL_CAP = 61500
+TOTAL_CAP = 62300
 
 _LAYOUT = {token.NEWLINE, token.NL, token.INDENT, token.DEDENT, token.COMMENT,
            token.ENCODING, token.ENDMARKER}
