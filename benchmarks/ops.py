@@ -8,8 +8,11 @@ Each OpDef's float32 samples (``opdef.samples``, the inputs the tests run) are t
   input holds >= 1M elements. Every dimension above 1 grows by one factor, so broadcasting and
   index validity are kept (integer arrays' values grow with it: an index into a dimension of
   3 becomes one into 3f; if that fails, their values are kept). A creation op whose sample is
-  a shape gets the shape grown. The meta device checks the result's size before anything
-  is allocated, and a sample that cannot grow (a ``view(3, 4)``) is left at the small size.
+  a shape gets the shape grown. Where that call is invalid (``layer_norm``'s
+  ``normalized_shape`` no longer matching), the Python ints equal to a grown dimension grow
+  too, and then only the leading dimension grows (``view_as_complex``'s trailing 2 kept). The
+  meta device checks the result's size before anything is allocated and one real call checks
+  the rest; a sample that cannot grow (a ``view(3, 4)``) is left at the small size.
 Each is timed forward, and forward + backward where the op is differentiable (the outputs'
 gradient is ones; the inputs' ``.grad`` is reset each call in both frameworks).
 
@@ -56,16 +59,23 @@ def _leaves(x):
     return [x]
 
 
-def _grown(sample, opdef, scale_ints, shrink=1):
+def _grown(sample, opdef, scale_ints, shrink=1, mode="all"):
     """``(args, kwargs)`` of ``sample`` with its arrays grown to about ``N_LARGE / shrink``
-    elements, or None where it has nothing to grow."""
+    elements, or None where it has nothing to grow. ``mode``: "all" grows every dimension
+    above 1, "ints" also the Python ints equal to one of them, "lead" only the largest float
+    array's first dimension above 1 (the same dimension, counted from the end, elsewhere)."""
     import numpy as np
     args, kwargs = sample.args, sample.kwargs
     floats = [a for a in _leaves((args, kwargs)) if isinstance(a, np.ndarray) and
               a.dtype.kind == "f" and a.ndim > 0 and a.size > 0]
     if floats:
         big = max(floats, key=lambda a: a.size)
-        f = math.ceil((N_LARGE / shrink / big.size) ** (1 / sum(d > 1 for d in big.shape)))
+        grows = [d > 1 for d in big.shape]
+        if mode == "lead" and any(grows):
+            lead = grows.index(True) - big.ndim
+            grows = [i - big.ndim == lead for i in range(big.ndim)]
+        f = math.ceil((N_LARGE / shrink / big.size) ** (1 / max(1, sum(grows))))
+        dims = {d for d, g in zip(big.shape, grows) if g} if mode == "ints" else set()
     elif args and all(type(a) is int and a > 0 for a in args) and "device" in opdef.params:
         f = math.ceil((N_LARGE / shrink / math.prod(args)) ** (1 / sum(a > 1 for a in args)))
         return tuple(a * f if a > 1 else a for a in args), kwargs
@@ -73,9 +83,15 @@ def _grown(sample, opdef, scale_ints, shrink=1):
         return None
 
     def grow(a):
+        if type(a) is int and a in dims:
+            return a * f
         if not isinstance(a, np.ndarray) or a.ndim == 0:
             return a
-        shape = tuple(d * f if d > 1 else d for d in a.shape)
+        if mode == "lead":
+            shape = tuple(d * f if d > 1 and i - a.ndim == lead else d
+                          for i, d in enumerate(a.shape))
+        else:
+            shape = tuple(d * f if d > 1 else d for d in a.shape)
         if a.size == 0 or a.dtype.kind not in "fiub":
             return _Array(shape, a.dtype, 0, 0)
         if (a.dtype.kind == "f" and not np.isfinite(a).all() or
@@ -196,28 +212,30 @@ def cases(quick=False, only=None):
 def _large(opdef, samples):
     """``(args, kwargs, differentiable)`` of the first sample that grows and runs, or None.
     A result that would outgrow ``MAX_OUT`` (an outer product) shrinks the inputs instead; a
-    result whose size depends on the values (``nonzero``) is measured by one real call."""
+    result whose size depends on the values (``nonzero``) is measured by one real call, and
+    every other by one real call once its size is known to fit."""
     for s in samples:
-        for scale_ints in (True, False):
+        if _grown(s, opdef, True) is None:
+            continue
+        for mode, scale_ints in (("all", True), ("all", False), ("ints", True), ("lead", True),
+                                 ("lead", False)):
             for shrink in (1, 16, 256, 4096):
                 try:
-                    grown = _grown(s, opdef, scale_ints, shrink)
-                    if grown is None:
-                        break
+                    grown = _grown(s, opdef, scale_ints, shrink, mode)
                     try:
                         n = _meta_numel(opdef, *grown)
                     except NotImplementedError:
+                        if mode != "all":   # (a grown int's result is unbounded: ``r=``)
+                            break
+                        n = None
+                    if n is None or 0 < n <= MAX_OUT:
                         n = _real_numel(opdef, *grown)
-                except Exception:   # noqa: BLE001  this sample does not grow: try the next
+                except Exception:   # noqa: BLE001  does not grow this way: try the next
                     break
                 if 0 < n <= MAX_OUT:
                     return grown[0], grown[1], s.grad
                 if n == 0:
                     break
-            else:
-                continue
-            if grown is None:
-                break
     return None
 
 

@@ -1,5 +1,6 @@
 """The benchmark workloads run on ember and agree with their NumPy twins (so the suite cannot
 rot into timing something broken), and the report renders."""
+import math
 import sys
 from pathlib import Path
 
@@ -85,3 +86,19 @@ def test_ops_benchmark_grows_samples_with_nan_and_infinities():
     x = large.args[0].make()
     assert x.size >= ops.N_LARGE and np.isnan(x).any() and np.isinf(x).any()
     assert np.isfinite(large.build(ember)().numpy()).all()
+
+
+def test_ops_benchmark_grows_shape_arguments_and_leading_dims():
+    """Where growing every dimension makes the call invalid, the benchmark grows the ints that
+    name a grown size (layer_norm's normalized_shape, its weight with it), then only the
+    leading dimension (view_as_complex keeps its trailing 2); a grown call that still fails
+    is never a case."""
+    from benchmarks import ops
+    ln = next(c for c in ops.cases(only="layer_norm") if c.name == "layer_norm large")
+    x, shape = ln.args[0], ln.args[1]
+    assert math.prod(x.shape) >= ops.N_LARGE and shape in (x.shape[-1], [x.shape[-1]],
+                                                          (x.shape[-1],))
+    assert ln.build(ember)().shape == x.shape
+    vc = next(c for c in ops.cases(only="view_as_complex") if c.name == "view_as_complex large")
+    assert vc.args[0].shape[-1] == 2 and vc.build(ember)().numel() >= ops.N_LARGE // 2
+    assert not [c for c in ops.cases(only="_avg_pool_nd_backward") if c.size == "large"]

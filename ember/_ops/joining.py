@@ -3,7 +3,6 @@ tensor_split and hsplit/vsplit/dsplit, block_diag, cartesian_prod, combinations;
 ops diag/diag_embed/diagflat/trace; and the plain functions that only reshape and expand
 (broadcast_tensors, atleast_*d, meshgrid) or build index tensors (tril/triu_indices).
 """
-import itertools
 import math
 import warnings
 
@@ -514,8 +513,25 @@ cartesian_prod.grad_name = "StackBackward0"
 
 
 def _combination_index(n, r, with_replacement):
-    pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
-    return np.array(list(pick(range(n), r)), dtype=np.int64).reshape(-1, r)
+    """Rows of ``r`` indices into ``range(n)`` in ``itertools.combinations`` order, built a
+    column at a time: each row is repeated once per value its next column can take."""
+    rows, last = np.zeros((1, 0), np.int64), np.array([0 if with_replacement else -1])
+    for _ in range(r):
+        start = last if with_replacement else last + 1
+        counts = np.maximum(n - start, 0)
+        offsets = np.repeat(np.cumsum(counts) - counts, counts)
+        last = np.arange(offsets.size, dtype=np.int64) - offsets + np.repeat(start, counts)
+        rows = np.concatenate([np.repeat(rows, counts, axis=0), last[:, None]], axis=1)
+    return rows
+
+
+def _combinations_meta(input, r=2, with_replacement=False):
+    _check_vectors((input,))
+    if r < 0:
+        raise RuntimeError(f"Expect a non-negative number, but got {r}")
+    n = input.shape[0]
+    rows = math.comb(n + r - 1, r) if with_replacement else math.comb(n, r)
+    return empty((rows, r) if r > 0 else (0,), input.dtype)
 
 
 @op("combinations", method=False)
@@ -546,6 +562,7 @@ def _(g, input, r=2, with_replacement=False):
     return z.index_add(0, idx.reshape(-1), g.reshape(-1))
 
 
+combinations.meta = _combinations_meta
 combinations.samples = lambda dev, dt: [
     Sample(make((4,), dt)), Sample(make((4,), dt), 3), Sample(make((3,), dt), 2, True),
     Sample(make((3,), dt), 0), Sample(make((2,), dt), 3)]
@@ -602,6 +619,11 @@ diag.grad_name_of = lambda input, diagonal=0: \
 def diag_embed(xp, input, offset=0, dim1=-2, dim2=-1):
     """A tensor whose diagonals (``offset``, over ``dim1`` and ``dim2``) are the last dimension
     of ``input``; zeros elsewhere."""
+    return _diag_embed_like.fwd(xp, input, *_embedded(input, offset, dim1, dim2))
+
+
+def _embedded(input, offset, dim1, dim2):
+    """diag_embed's result shape and its two diagonal dims."""
     nd = input.ndim + 1
     d1, d2 = _dim(dim1, nd), _dim(dim2, nd)
     if d1 == d2:
@@ -609,9 +631,14 @@ def diag_embed(xp, input, offset=0, dim1=-2, dim2=-1):
     shape = list(input.shape[:-1])
     for d in sorted((d1, d2)):
         shape.insert(d, input.shape[-1] + abs(offset))
-    return _diag_embed_like.fwd(xp, input, tuple(shape), offset, d1, d2)
+    return tuple(shape), offset, d1, d2
 
 
+# (the meta device: the shapes alone, never the zeros a diagonal is written into)
+diag.meta = lambda input, diagonal=0: diag.fwd(np, input, diagonal) if input.ndim != 1 else \
+    empty((input.shape[0] + abs(diagonal),) * 2, input.dtype)
+diag_embed.meta = lambda input, offset=0, dim1=-2, dim2=-1: \
+    empty(_embedded(input, offset, dim1, dim2)[0], input.dtype)
 diag_embed.vjp()(lambda g, input, offset=0, dim1=-2, dim2=-1: g.diagonal(offset, dim1, dim2))
 diag_embed.samples = lambda dev, dt: [
     Sample(make((2, 3), dt)), Sample(make((2, 3), dt), 1), Sample(make((3,), dt), -2),

@@ -472,6 +472,11 @@ def kron(xp, input, other):
     return (a * b).reshape(shape)
 
 
+kron.meta = lambda input, other: empty(tuple(x * y for x, y in zip(*(
+    (1,) * (max(input.ndim, other.ndim) - t.ndim) + t.shape for t in (input, other)))),
+    np.result_type(input, other))
+
+
 @kron.vjp(save=("input", "other"), needed_by="cross")
 def _(g, input, other):
     # view g as interleaved (a0, b0, a1, b1, ...) dims; each factor's grad sums out the other's
