@@ -8,7 +8,7 @@ import ember
 
 from .._C import kernels as _C
 from .meta import bool_meta, broadcast_meta, same_meta
-from .pointwise import _unary, reject
+from .pointwise import _unary, reject, ufunc_of
 from .tangents import LINEAR
 from .registry import LIBM_ULP, op, overload_if_given
 from .samples import ErrorSample, Sample, const, dtype_error, make, unary_samples
@@ -297,9 +297,9 @@ def _rounding_samples(dev, dt):
     return unary_samples(dev, dt, domain=(-4.0, 4.0)) if dt.category in (1, 2) else []
 
 
-floor = _rounding("floor", lambda xp, x: xp.floor(x))
-ceil = _rounding("ceil", lambda xp, x: xp.ceil(x))
-trunc = _rounding("trunc", lambda xp, x: xp.trunc(x), aliases=("fix",))
+floor = _rounding("floor", lambda xp, x: ufunc_of(xp, "floor")(x))
+ceil = _rounding("ceil", lambda xp, x: ufunc_of(xp, "ceil")(x))
+trunc = _rounding("trunc", lambda xp, x: ufunc_of(xp, "trunc")(x), aliases=("fix",))
 
 
 @op("round", tags=("pointwise",), inplace=True)
@@ -316,7 +316,7 @@ def round(xp, input, *, decimals=0):
     if input.dtype.kind in "iu":
         return input.copy()
     if decimals == 0:
-        return xp.rint(input)
+        return ufunc_of(xp, "rint")(input)
     # NOTE: torch scales by 10**|decimals| and divides or multiplies, as NumPy's round does.
     p = 10.0 ** abs(decimals)
     if decimals > 0:
