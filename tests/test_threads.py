@@ -28,7 +28,12 @@ CASES = [
     ("cat", lambda a, b: ember.cat([a, b[:5], a])), ("chunk_backward", None),
     ("count_nonzero", lambda a, b: ember.count_nonzero(a.round())),
     ("amax", lambda a, b: a.amax()), ("amin_keepdim", lambda a, b: a.amin((0, 1), True)),
-    ("aminmax", lambda a, b: ember.stack(list(ember.aminmax(a))))]
+    ("aminmax", lambda a, b: ember.stack(list(ember.aminmax(a)))),
+    ("where", lambda a, b: ember.where(a > b, a, b)), ("where_number", lambda a, b: ember.where(
+        a > 0, a, 0)), ("masked_fill", lambda a, b: a.masked_fill(a > b, 7)),
+    ("masked_fill_row", lambda a, b: a.masked_fill(b[0] > 0, 7)), ("tanh_backward", None),
+    ("to_float", lambda a, b: (a > b).to(ember.float32)), ("and", lambda a, b: (a > 0) & (b > 0)),
+    ("xor_int", lambda a, b: (a > 0).long() ^ (b > 1).long()), ("tensor_split_backward", None)]
 
 
 def _arrays(dtype, layout):
@@ -45,10 +50,13 @@ def _arrays(dtype, layout):
     return a, b
 
 
-def _run(fn, a, b):
-    if fn is None:          # chunk's backward: its pieces' gradients joined (cat along 0)
+def _run(name, fn, a, b):
+    if fn is None and name == "tanh_backward":
+        return P.tanh_backward(ember.tensor(a), ember.tensor(b).tanh()).numpy()
+    if fn is None:          # chunk's, tensor_split's backward: the pieces' gradients joined
         x = ember.tensor(a, requires_grad=True)
-        sum(p.sum() * (i + 1) for i, p in enumerate(x.chunk(3, 0))).backward()
+        parts = x.chunk(3, 0) if name == "chunk_backward" else x.tensor_split([5, 100, 300], 1)
+        sum(p.sum() * (i + 1) for i, p in enumerate(parts)).backward()
         return x.grad.numpy()
     return fn(ember.tensor(a), ember.tensor(b)).numpy()
 
@@ -58,21 +66,22 @@ def _run(fn, a, b):
 @pytest.mark.parametrize("name,fn", CASES, ids=[c[0] for c in CASES])
 def test_split_loops_match_one_call(name, fn, dtype, layout, monkeypatch):
     dtype = np.dtype(dtype)
-    if dtype.kind == "i" and name in ("chunk_backward", "div", "pow", "float_power", "sqrt", "round", "floor",
+    if dtype.kind == "i" and name in ("chunk_backward", "tanh_backward", "tensor_split_backward",
+                                      "div", "pow", "float_power", "sqrt", "round", "floor",
                                       "trunc", "pow_number"):
         pytest.skip("float ops")
     a, b = _arrays(dtype, layout)
     before = ember.get_num_threads()
     try:
         ember.set_num_threads(1)
-        ref = _run(fn, a, b)
+        ref = _run(name, fn, a, b)
         calls = []
         split = P.split_rows
         spy = lambda f, n: calls.append(n) or split(f, n)
         monkeypatch.setattr(P, "split_rows", spy)
         monkeypatch.setattr(joining, "split_rows", spy)
         ember.set_num_threads(2)
-        got = _run(fn, a, b)
+        got = _run(name, fn, a, b)
     finally:
         ember.set_num_threads(before)
     assert got.dtype == ref.dtype and got.shape == ref.shape and got.strides == ref.strides

@@ -11,6 +11,7 @@ import numpy as np
 
 import ember
 
+from .. import _config
 from .._storage import _root
 from .._tensor import Tensor
 from .creation import _computed
@@ -159,7 +160,7 @@ def _par_cat(arrays, dim):
     """``numpy.concatenate(arrays, dim)`` of large arrays of one dtype, its copies split over
     threads (pointwise.split_rows); None where that does not apply."""
     a0 = arrays[0] if len(arrays) else None
-    if type(a0) is not np.ndarray or a0.size * len(arrays) < PAR_MIN // 2 or \
+    if type(a0) is not np.ndarray or _config.get_num_threads() < 2 or \
             not 0 < a0.ndim > dim >= -a0.ndim or not all(
             type(a) is np.ndarray and a.dtype == a0.dtype and a.ndim == a0.ndim for a in arrays) \
             or builtin_sum(a.size for a in arrays) < PAR_MIN:
@@ -387,6 +388,8 @@ def _(g, input, indices_or_sections, dim=0):
     if isinstance(indices_or_sections, ember.Tensor):
         indices_or_sections = indices_or_sections.tolist()
     bounds = _split_bounds(empty(input.shape, np.bool_), indices_or_sections, d)
+    if all(x is not None for x in g) and bounds == sorted(bounds):
+        return _joined(g, d)        # (the pieces tile the input: one copy, not a sum per piece)
     total = None
     for x, a, b in zip(g, [0] + bounds, bounds + [input.shape[d]]):
         if x is not None:

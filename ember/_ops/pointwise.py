@@ -96,7 +96,8 @@ def threaded(ufunc):
         return ufunc
 
     def f(*args, out=None):
-        x = args[0] if type(args[0]) is np.ndarray else args[-1]
+        x, y = args[0], args[-1]        # (the larger of the outer operands)
+        x = x if type(y) is not np.ndarray or type(x) is np.ndarray and x.size >= y.size else y
         if type(x) is not np.ndarray or x.size < PAR_MIN or _config.get_num_threads() < 2:
             return ufunc(*args, out=out)
         arrays = [a for a in args if type(a) is np.ndarray]
@@ -117,11 +118,22 @@ def threaded(ufunc):
     return f
 
 
+def _where(c, a, b, out=None):      # (numpy.where as a ufunc, with ``out``, for ``threaded``)
+    r = np.where(c, a, b)
+    return r if out is None else np.copyto(out, r) or out
+
+
+par_where = threaded(_where)
+
+
 # ---- casts, copies, device moves ----------------------------------------------------------
 
 
 @op("_to_dtype", method=False, function=False)
 def _to_dtype(xp, x, dtype):
+    if type(x) is np.ndarray and x.dtype.kind in "biu" and dtype.np.kind in "biufc" and \
+            x.size >= PAR_MIN and x.flags.c_contiguous:     # (masks made floats: astype's)
+        return par_copy(np.empty(x.shape, dtype.np), x)
     return _dtype.cast(x, dtype.np)
 
 
@@ -635,7 +647,8 @@ def tanh_backward(xp, grad_output, output):
     """tanh's gradient ``grad_output * (1 - output**2)`` for real dtypes, as one op (torch's
     ``aten::tanh_backward``)."""
     # NOTE: the 1 has the array's dtype: ml_dtypes would let a Python 1 upcast bfloat16
-    return grad_output * (output.dtype.type(1) - output * output)
+    mul = ufunc_of(xp, "multiply")
+    return mul(grad_output, ufunc_of(xp, "subtract")(output.dtype.type(1), mul(output, output)))
 
 
 @tanh_backward.vjp(save=("grad_output", "output"))

@@ -6,7 +6,7 @@ import ember
 
 from .. import _dtype
 from .meta import bool_meta, broadcast_meta, empty, same_meta
-from .pointwise import reject, ufunc_of
+from .pointwise import par_where, reject, ufunc_of
 from .tangents import linear_with
 from .registry import op
 from .samples import (ErrorSample, Sample, binary_samples, compare_samples, const, dtype_error,
@@ -70,7 +70,7 @@ def where(xp, condition, input=None, other=None):
     if not hasattr(input, "dtype") and not hasattr(other, "dtype"):
         # two Python scalars: torch's scalar promotion (floats to the default dtype)
         return xp.where(condition, input, other).astype(_scalars_dtype(input, other).np)
-    return xp.where(condition, input, other)
+    return (par_where if xp is np else xp.where)(condition, input, other)
 
 
 def _scalars_dtype(*scalars):
@@ -150,9 +150,8 @@ def _bitwise(name, f):
     return d
 
 
-bitwise_and = _bitwise("bitwise_and", lambda xp, input, other: xp.bitwise_and(input, other))
-bitwise_or = _bitwise("bitwise_or", lambda xp, input, other: xp.bitwise_or(input, other))
-bitwise_xor = _bitwise("bitwise_xor", lambda xp, input, other: xp.bitwise_xor(input, other))
+bitwise_and, bitwise_or, bitwise_xor = (_bitwise(n, lambda xp, input, other, n=n: ufunc_of(
+    xp, n)(input, other)) for n in ("bitwise_and", "bitwise_or", "bitwise_xor"))
 bitwise_and.errors = [dtype_error("bitwise_and", (3,), (3,), dtype=np.float32)]
 
 
