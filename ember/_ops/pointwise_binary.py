@@ -330,8 +330,10 @@ def _chosen(first):
     return first, ~first
 
 
-fmax = _extremum("fmax", lambda xp, a, b: xp.fmax(a, b), lambda a, b: _chosen((a >= b) | b.isnan()))
-fmin = _extremum("fmin", lambda xp, a, b: xp.fmin(a, b), lambda a, b: _chosen((a <= b) | b.isnan()))
+fmax = _extremum("fmax", lambda xp, a, b: ufunc_of(xp, "fmax")(a, b),
+                 lambda a, b: _chosen((a >= b) | b.isnan()))
+fmin = _extremum("fmin", lambda xp, a, b: ufunc_of(xp, "fmin")(a, b),
+                 lambda a, b: _chosen((a <= b) | b.isnan()))
 
 # ---- clamping ------------------------------------------------------------------------------
 

@@ -375,7 +375,7 @@ def square(xp, input):
         >>> ember.square(ember.tensor([True, False]))
         tensor([1, 0])
     """
-    return xp.square(input.astype(np.int64) if input.dtype == np.bool_ else input)
+    return ufunc_of(xp, "square")(input.astype(np.int64) if input.dtype == np.bool_ else input)
 
 
 square.vjp(save=("input",))(lambda g, input: g * 2 * input.conj())
@@ -447,9 +447,9 @@ def _special_samples(dev, dt):
     return [Sample(x), Sample(make((), dt))]
 
 
-isnan = _predicate("isnan", lambda xp, x: xp.isnan(x))
+isnan = _predicate("isnan", lambda xp, x: ufunc_of(xp, "isnan")(x))
 isinf = _predicate("isinf", lambda xp, x: xp.isinf(x))
-isfinite = _predicate("isfinite", lambda xp, x: xp.isfinite(x), on_int=True)
+isfinite = _predicate("isfinite", lambda xp, x: ufunc_of(xp, "isfinite")(x), on_int=True)
 isposinf = _predicate("isposinf", lambda xp, x: x == xp.inf, complex_ok=False)
 isneginf = _predicate("isneginf", lambda xp, x: x == -xp.inf, complex_ok=False)
 signbit = _predicate("signbit", lambda xp, x: xp.signbit(x), complex_ok=False,
