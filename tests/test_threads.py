@@ -106,3 +106,21 @@ def test_split_errors_reach_the_caller_and_the_pool_survives():
         assert P.split_rows(lambda lo, hi: (lo, hi), 1) is None
     finally:
         ember.set_num_threads(before)
+
+
+def test_forked_child_splits_with_a_pool_of_its_own():
+    """A child forked after the pool started has none of its threads: it starts its own (a
+    job queued to the parent's would never come back)."""
+    import os
+    before = ember.get_num_threads()
+    ember.set_num_threads(2)
+    try:
+        a = ember.tensor(_arrays(np.dtype(np.float32), "contiguous")[0])
+        ref = (a * a).numpy()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if (a * a).numpy().tobytes() == ref.tobytes() and
+                     P._POOL["pid"] == os.getpid() else 3)
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    finally:
+        ember.set_num_threads(before)
