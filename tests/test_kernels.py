@@ -450,7 +450,7 @@ POINTWISE = [
     ("sinc", ember.sinc, False), ("sinc_far", lambda t: ember.sinc(t * 3e4), False)] + [
     (n, getattr(ember, n), False) for n in (
         "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sinh", "cosh", "tan", "atan",
-        "asin", "acos", "atanh")] + [
+        "asin", "acos", "atanh", "tanh", "asinh")] + [
     (n, lambda t, n=n: getattr(ember, n)(t, t.flip(-1) * 0.5), False)
     for n in ("atan2", "hypot", "logaddexp2")]
 EDGES = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, -3.0, 3.0, 100.0, -100.0, 88.8,

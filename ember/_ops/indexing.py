@@ -9,6 +9,7 @@ import ember
 from .._C import kernels as _C
 from .._backends import add_at
 from .meta import empty, wrap_dim
+from .pointwise import par_where
 from .tangents import LINEAR, linear_with
 from .registry import op, overload_if_tensor
 from .samples import ErrorSample, Sample, const, make
@@ -414,7 +415,7 @@ def masked_fill(xp, input, mask, value):
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
                            f"{mask.dtype}")
     v = value.astype(input.dtype) if hasattr(value, "astype") else value
-    out = xp.where(mask, v, input)
+    out = (par_where if xp is np else xp.where)(mask, v, input)
     if out.shape != input.shape:
         raise RuntimeError(f"masked_fill: the mask shape {list(mask.shape)} does not broadcast "
                            f"to the input shape {list(input.shape)}")

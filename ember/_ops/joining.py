@@ -10,12 +10,13 @@ import numpy as np
 
 import ember
 
+from .. import _config
 from .._storage import _root
 from .._tensor import Tensor
 from .creation import _computed
 from .errors import _broadcast_error
 from .meta import empty, wrap_dim
-from .pointwise import type_name
+from .pointwise import PAR_MIN, split_rows, type_name
 from .tangents import LINEAR
 from .registry import op
 from .samples import ErrorSample, Sample, const, dtype_error, make
@@ -154,12 +155,40 @@ def _cat_meta(tensors, dim=0):
 builtin_sum = sum
 
 
+def _par_cat(arrays, dim):
+    """``numpy.concatenate(arrays, dim)`` of large arrays of one dtype, its copies split over
+    threads (pointwise.split_rows); None where that does not apply."""
+    a0 = arrays[0] if len(arrays) else None
+    if type(a0) is not np.ndarray or _config.get_num_threads() < 2 or \
+            not 0 < a0.ndim > dim >= -a0.ndim or not all(
+            type(a) is np.ndarray and a.dtype == a0.dtype and a.ndim == a0.ndim for a in arrays) \
+            or builtin_sum(a.size for a in arrays) < PAR_MIN:
+        return None
+    d = dim % a0.ndim
+    if any(a.shape[:d] != a0.shape[:d] or a.shape[d + 1:] != a0.shape[d + 1:] for a in arrays):
+        return None
+    at = list(itertools.accumulate((a.shape[d] for a in arrays), initial=0))
+    out = np.empty(a0.shape[:d] + (at[-1],) + a0.shape[d + 1:], a0.dtype)
+
+    def rows(lo, hi):       # (along 0: the parts of the pieces that fall in [lo, hi))
+        if d:
+            return np.concatenate([a[lo:hi] for a in arrays], d, out[lo:hi])
+        for a, s in zip(arrays, at):
+            i, j = max(lo, s), min(hi, s + len(a))
+            if i < j:
+                np.copyto(out[i:j], a[i - s:j - s])
+    if split_rows(rows, len(out)) is None:
+        np.concatenate(arrays, d, out)
+    return out
+
+
 @op("cat", tags=("autocast_promote",), promote="common", aliases=("concat", "concatenate"),
     method=False)
 def cat(xp, tensors, dim=0):
     """Join tensors along an existing dimension ``dim``."""
     try:        # the common call in one step: torch's checks below run where NumPy refuses
-        return xp.concatenate(tensors, axis=dim)
+        r = _par_cat(tensors, dim) if xp is np else None
+        return xp.concatenate(tensors, axis=dim) if r is None else r
     except (ValueError, TypeError):
         pass
     # NOTE: like torch, 1-D empty tensors are skipped whatever their dimension count.
@@ -358,6 +387,8 @@ def _(g, input, indices_or_sections, dim=0):
     if isinstance(indices_or_sections, ember.Tensor):
         indices_or_sections = indices_or_sections.tolist()
     bounds = _split_bounds(empty(input.shape, np.bool_), indices_or_sections, d)
+    if all(x is not None for x in g) and bounds == sorted(bounds):
+        return _joined(g, d)        # (the pieces tile the input: one copy, not a sum per piece)
     total = None
     for x, a, b in zip(g, [0] + bounds, bounds + [input.shape[d]]):
         if x is not None:

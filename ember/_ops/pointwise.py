@@ -4,6 +4,9 @@ pointwise_math.py, ops of two or more operands in pointwise_binary.py, compariso
 pointwise_logic.py."""
 import functools
 import math
+import os
+import queue
+import threading
 
 import numpy as np
 
@@ -11,7 +14,7 @@ from .._memory_format import copy_in
 
 import ember
 
-from .. import _dtype
+from .. import _config, _dtype
 from .._C import kernels as _C
 from ..autograd.grad_mode import state as _grad_state
 from .meta import broadcast_meta, empty, same_meta
@@ -20,11 +23,117 @@ from .registry import LIBM_ULP, op, overload_if_tensor
 from .samples import (ErrorSample, Sample, binary_samples, broadcast_errors, const, make,
                       unary_samples)
 
+# ---- NumPy's loops over ember's threads ------------------------------------------------------
+# NumPy runs a ufunc, copy or reduction on one thread, with the GIL released inside its loop:
+# a large one's rows split over a few Python threads run that loop on as many cores (torch
+# splits its loops over its threads). Below PAR_MIN elements the threads' wake-up costs more.
+PAR_MIN = 1 << 17
+_POOL = {"pid": None, "workers": [], "lock": threading.Lock()}
+
+
+def _work(jobs, done):
+    np.seterr(all="ignore")     # (this thread's own NumPy error state: quiet, as call_ufunc's)
+    while True:
+        f, lo, hi = jobs.get()
+        try:
+            done.put((f(lo, hi), None))
+        except BaseException as e:      # (re-raised on the calling thread)
+            done.put((None, e))
+
+
+def split_rows(f, n):
+    """``[f(lo, hi)]`` for the ranges ``[lo, hi)`` of ``range(n)`` split evenly over ember's
+    threads (the first on this thread), or None where one thread would run it all (then the
+    caller makes its one call): ``f`` runs NumPy loops on disjoint rows of its arrays."""
+    nt = min(_config.get_num_threads(), n)
+    if nt < 2 or not _POOL["lock"].acquire(blocking=False):    # (another thread's split)
+        return None
+    try:
+        if _POOL["pid"] != os.getpid():         # (a forked child has no threads of the pool)
+            _POOL["pid"], _POOL["workers"] = os.getpid(), []
+        ws = _POOL["workers"]
+        while len(ws) < nt - 1:
+            ws.append((queue.SimpleQueue(), queue.SimpleQueue()))
+            threading.Thread(target=_work, args=ws[-1], daemon=True).start()
+        cut = [n * i // nt for i in range(nt + 1)]
+        for i in range(1, nt):
+            ws[i - 1][0].put((f, cut[i], cut[i + 1]))
+        try:
+            rs = [f(0, cut[1])]
+        finally:
+            done = [ws[i][1].get() for i in range(nt - 1)]     # (all back before any raise)
+        for r, e in done:
+            if e is not None:
+                raise e
+            rs.append(r)
+        return rs
+    finally:
+        _POOL["lock"].release()
+
+
+def par_copy(dst, src):
+    """``dst[...] = src`` (arrays of one shape) with its rows split over threads."""
+    if dst.size < PAR_MIN or dst.ndim == 0 or split_rows(
+            lambda lo, hi: np.copyto(dst[lo:hi], src[lo:hi], "unsafe"), dst.shape[0]) is None:
+        np.copyto(dst, src, "unsafe")
+    return dst
+
+
+def par_reduce(f, x, combine):
+    """``f(x)`` for a reduction ``f`` of all of ``x``'s elements: ``combine`` of ``f`` of a
+    contiguous ``x``'s parts on threads; None where that does not apply."""
+    if x.size < PAR_MIN or type(x) is not np.ndarray or not x.flags.c_contiguous:
+        return None
+    flat = x.reshape(-1)
+    rs = split_rows(lambda lo, hi: f(flat[lo:hi]), flat.size)
+    return None if rs is None else combine(rs)
+
+
+def threaded(ufunc):
+    """``ufunc`` (a NumPy ufunc, or ``fused``'s) as a function whose large calls (operands of
+    one C-contiguous shape, or broadcast along the first dim) run their rows on threads."""
+    if getattr(ufunc, "nout", 1) != 1:
+        return ufunc
+
+    def f(*args, out=None):
+        x, y = args[0], args[-1]        # (the larger of the outer operands)
+        x = x if type(y) is not np.ndarray or type(x) is np.ndarray and x.size >= y.size else y
+        if type(x) is not np.ndarray or x.size < PAR_MIN or _config.get_num_threads() < 2:
+            return ufunc(*args, out=out)
+        arrays = [a for a in args if type(a) is np.ndarray]
+        shape = x.shape if all(a.shape == x.shape for a in arrays) else \
+            np.broadcast_shapes(*(a.shape for a in arrays))
+        cut = [type(a) is np.ndarray and a.shape[:1] == shape[:1] and a.ndim == len(shape)
+               for a in args]
+        if len(shape) == 0 or shape[0] < 2 or out is not None and (
+                type(out) is not np.ndarray or out.shape != shape) or not all(
+                a.flags.c_contiguous for a in arrays if a.shape == shape):
+            return ufunc(*args, out=out)
+        r = out if out is not None else np.empty(
+            shape, ufunc(*(a[:0] if c else a for a, c in zip(args, cut))).dtype)
+        parts = split_rows(lambda lo, hi: ufunc(*(a[lo:hi] if c else a for a, c in zip(
+            args, cut)), out=r[lo:hi]), shape[0])
+        return ufunc(*args, out=out) if parts is None else r
+    f.__name__ = f.__qualname__ = getattr(ufunc, "__name__", "ufunc")
+    return f
+
+
+def _where(c, a, b, out=None):      # (numpy.where as a ufunc, with ``out``, for ``threaded``)
+    r = np.where(c, a, b)
+    return r if out is None else np.copyto(out, r) or out
+
+
+par_where = threaded(_where)
+
+
 # ---- casts, copies, device moves ----------------------------------------------------------
 
 
 @op("_to_dtype", method=False, function=False)
 def _to_dtype(xp, x, dtype):
+    if type(x) is np.ndarray and x.dtype.kind in "biu" and dtype.np.kind in "biufc" and \
+            x.size >= PAR_MIN and x.flags.c_contiguous:     # (masks made floats: astype's)
+        return par_copy(np.empty(x.shape, dtype.np), x)
     return _dtype.cast(x, dtype.np)
 
 
@@ -54,6 +163,9 @@ _to_device.grad_name = "ToCopyBackward0"
 def clone(xp, x, memory_format=None):
     """A copy of ``input`` with its own memory, laid out as ``memory_format`` asks (by default
     as ``input`` is, where that is dense); gradients flow back to ``input``."""
+    if memory_format is None and type(x) is np.ndarray and x.size >= PAR_MIN and \
+            x.flags.c_contiguous:
+        return par_copy(np.empty(x.shape, x.dtype), x)
     return copy_in(xp, x, memory_format)
 
 
@@ -101,11 +213,11 @@ def _scaled(xp, f, input, other, alpha, out=None):
     return f(input, other if alpha == 1 else xp.multiply(other, alpha), out=out)
 
 
-@op("add", tags=("pointwise",), promote="common", inplace=True, ufunc=np.add,
+@op("add", tags=("pointwise",), promote="common", inplace=True, ufunc=threaded(np.add),
     into=lambda out, input, other, alpha=1: _scaled(np, np.add, input, other, alpha, out))
 def add(xp, input, other, alpha=1):
     """``input + alpha * other``, broadcast and type-promoted."""
-    return _scaled(xp, xp.add, input, other, alpha)
+    return _scaled(xp, ufunc_of(xp, "add"), input, other, alpha)
 
 
 @add.vjp()
@@ -119,12 +231,12 @@ add.errors = broadcast_errors()
 
 
 @op("sub", tags=("pointwise",), promote="common", inplace=True, aliases=("subtract",),
-    ufunc=np.subtract,
+    ufunc=threaded(np.subtract),
     into=lambda out, input, other, alpha=1: _scaled(np, np.subtract, input, other, alpha, out))
 def sub(xp, input, other, alpha=1):
     """``input - alpha * other``."""
     try:        # (``input`` may be a Python number: torch.sub(0.5, t))
-        return _scaled(xp, xp.subtract, input, other, alpha)
+        return _scaled(xp, ufunc_of(xp, "subtract"), input, other, alpha)
     except TypeError:       # NumPy refuses bool - bool
         if xp.asarray(input).dtype.kind == "b":
             raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
@@ -164,12 +276,12 @@ _NO_DT = np.dtype(np.float64)      # stands for a Python number's dtype in mul's
 
 
 @op("mul", tags=("pointwise",), promote="common", inplace=True, aliases=("multiply",),
-    opmath="scalar", ufunc=np.multiply)
+    opmath="scalar", ufunc=threaded(np.multiply))
 def mul(xp, input, other):
     """``input * other``, broadcast and type-promoted."""
     if getattr(input, "dtype", _NO_DT).kind == "b" and getattr(other, "dtype", _NO_DT).kind == "b":
         return xp.logical_and(input, other)
-    return xp.multiply(input, other)
+    return ufunc_of(xp, "multiply")(input, other)
 
 
 @mul.vjp(save=("input", "other"), needed_by="cross")
@@ -192,7 +304,7 @@ def _div_promotion(args, kwargs):
 
 
 @op("div", tags=("pointwise",), promote=_div_promotion, inplace=True,
-    aliases=("divide", "true_divide"), opmath="scalar", ufunc=np.true_divide)
+    aliases=("divide", "true_divide"), opmath="scalar", ufunc=threaded(np.true_divide))
 def div(xp, input, other, rounding_mode=None):
     """``input / other``; ``rounding_mode`` ``"trunc"`` or ``"floor"`` rounds the quotient.
 
@@ -210,8 +322,8 @@ def div(xp, input, other, rounding_mode=None):
     # NOTE: promoted as "common", not "float", since rounded integer division stays integer;
     # true division of integers gives the default float.
     dt = _true_div_dtype(input, other)
-    return xp.true_divide(input, other).astype(dt, copy=False) if dt is not None else \
-        xp.true_divide(input, other)
+    return ufunc_of(xp, "true_divide")(input, other).astype(dt, copy=False) if dt is not None \
+        else ufunc_of(xp, "true_divide")(input, other)
 
 
 def _true_div_dtype(input, other):
@@ -249,7 +361,8 @@ def _conj(t):
     return t.conj() if isinstance(t, ember.Tensor) and t.is_complex() else t
 
 
-@op("neg", tags=("pointwise",), inplace=True, aliases=("negative",), ufunc=np.negative)
+@op("neg", tags=("pointwise",), inplace=True, aliases=("negative",),
+    ufunc=threaded(np.negative))
 def neg(xp, input):
     """``-input``."""
     if input.dtype.kind == "b":
@@ -296,7 +409,7 @@ def _pow_number(xp, x, e):
 
 
 @op("pow", tags=("pointwise", "autocast_fp32_cuda"), promote="common", inplace=True,
-    opmath=False, ufunc=_power)
+    opmath=False, ufunc=threaded(_power))
 def pow(xp, input, exponent):
     """``input ** exponent``."""
     # NOTE: torch's bfloat16 pow by the scalar 3 or -2 is x*x*x or 1/(x*x), rounding x*x to
@@ -314,7 +427,7 @@ def pow(xp, input, exponent):
         odd = xp.where(exponent % 2 == 0, 1, -1)
         return xp.where(neg, xp.where(input == 1, 1, xp.where(input == -1, odd, 0)),
                         out).astype(out.dtype)
-    return _power(input, exponent) if xp is np else xp.power(input, exponent)
+    return pow.ufunc(input, exponent) if xp is np else xp.power(input, exponent)
 
 
 @pow.vjp(save=("input", "exponent"))
@@ -376,7 +489,8 @@ def _log_of(v):
     return math.log(v) if v > 0 else -math.inf if v == 0 else math.nan
 
 
-@op("abs", tags=("pointwise",), inplace=True, aliases=("absolute",), ufunc=np.abs)
+@op("abs", tags=("pointwise",), inplace=True, aliases=("absolute",),
+    ufunc=threaded(np.abs))
 def abs(xp, input):
     """``|input|``."""
     if input.dtype.kind == "b":
@@ -424,19 +538,28 @@ def _calling(ufunc_name):
 
 
 def ufunc_of(xp, name):
-    """The array module's ufunc ``name``; NumPy's through pointwise.h where ``fused`` has it."""
-    return fused(getattr(np, name)) if xp is np and name in _FUSED else getattr(xp, name)
+    """The array module's ufunc ``name``; NumPy's through pointwise.h where ``fused`` has it,
+    else ``threaded``."""
+    if xp is not np:
+        return getattr(xp, name)
+    if (f := _THREADED.get(name)) is None:
+        u = getattr(np, name)
+        f = _THREADED[name] = fused(u) if name in _FUSED else threaded(u)
+    return f
+
+
+_THREADED = {}
 
 
 # NumPy ufuncs that pointwise.h computes in one threaded float32 pass (its name for them): the
 # scalar libm loops (expm1, tan...) at ~15x the time, and the SIMD ones (exp, log) on threads
 _FUSED = {"exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log", "log2": "log2",
-          "log10": "log10", "log1p": "log1p", "sinh": "sinh", "cosh": "cosh", "tan": "tan",
+          "tanh": "tanh", "arcsinh": "asinh", "log10": "log10", "log1p": "log1p", "sinh": "sinh", "cosh": "cosh", "tan": "tan",
           "arctan": "atan", "arcsin": "asin", "arccos": "acos", "arctanh": "atanh",
           "reciprocal": "reciprocal", "arctan2": "atan2", "logaddexp2": "logaddexp2",
           "hypot": "hypot", "fmod": "fmod", "floor_divide": "floor_divide", "copysign": "copysign"}
 # ones whose NumPy loop is SIMD already: the call pays only from a few threads' worth
-_SIMD = ("exp", "log", "reciprocal")
+_SIMD = ("exp", "log", "reciprocal", "tanh")
 _FUSED_FNS = {}
 
 
@@ -454,17 +577,19 @@ def fused(ufunc):
     name, kernel = ufunc.__name__, _FUSED[ufunc.__name__]
     if name in _FUSED_FNS:
         return _FUSED_FNS[name]
-    min_size = 1 << 14 if name in _SIMD else 1024
+    min_size, slow = 1 << 14 if name in _SIMD else 1024, threaded(ufunc)
 
     def f(*args, out=None):
         x = args[0]
+        if type(x) is not np.ndarray or x.size < min_size:
+            return ufunc(*args, out=out)
         if len(args) == 1:
             r = _C.pointwise(kernel, x, out=out, min_size=min_size)
         elif type(args[1]) in (int, float) and kernel in ("fmod", "floor_divide"):
             r = _C.pointwise(kernel + "_scalar", x, args[1], out=out, min_size=min_size)
         else:
             r = _C.pointwise(kernel, x, other=args[1], out=out, min_size=min_size)
-        return ufunc(*args, out=out) if r is None else r
+        return slow(*args, out=out) if r is None else r
     f.__name__ = f.__qualname__ = name
     _FUSED_FNS[name] = f
     return f
@@ -480,7 +605,7 @@ def _unary(name, fwd, deriv, save="input", kinks=(), domain=None, aliases=(), ki
     ufunc = None
     if isinstance(fwd, str):
         ufunc = getattr(np, fwd) if "c" not in kinds else None    # (kinds must reject first)
-        ufunc = fused(ufunc) if ufunc is not None and fwd in _FUSED else ufunc
+        ufunc = ufunc if ufunc is None else fused(ufunc) if fwd in _FUSED else threaded(ufunc)
         fwd = _calling(fwd)
     fwd = reject(name, kinds, fwd) if kinds else fwd
     d = op(name, tags=("pointwise",) + tags, promote="float", inplace=True, aliases=aliases,
@@ -522,7 +647,8 @@ def tanh_backward(xp, grad_output, output):
     """tanh's gradient ``grad_output * (1 - output**2)`` for real dtypes, as one op (torch's
     ``aten::tanh_backward``)."""
     # NOTE: the 1 has the array's dtype: ml_dtypes would let a Python 1 upcast bfloat16
-    return grad_output * (output.dtype.type(1) - output * output)
+    mul = ufunc_of(xp, "multiply")
+    return mul(grad_output, ufunc_of(xp, "subtract")(output.dtype.type(1), mul(output, output)))
 
 
 @tanh_backward.vjp(save=("grad_output", "output"))

@@ -320,8 +320,9 @@ def _split_ties(a, b):
     return (a > b) + half, (b > a) + half
 
 
-maximum = _extremum("maximum", lambda xp, a, b: xp.maximum(a, b), _split_ties)
-minimum = _extremum("minimum", lambda xp, a, b: xp.minimum(a, b), lambda a, b: _split_ties(b, a))
+maximum = _extremum("maximum", lambda xp, a, b: ufunc_of(xp, "maximum")(a, b), _split_ties)
+minimum = _extremum("minimum", lambda xp, a, b: ufunc_of(xp, "minimum")(a, b),
+                    lambda a, b: _split_ties(b, a))
 
 
 def _chosen(first):
@@ -329,8 +330,10 @@ def _chosen(first):
     return first, ~first
 
 
-fmax = _extremum("fmax", lambda xp, a, b: xp.fmax(a, b), lambda a, b: _chosen((a >= b) | b.isnan()))
-fmin = _extremum("fmin", lambda xp, a, b: xp.fmin(a, b), lambda a, b: _chosen((a <= b) | b.isnan()))
+fmax = _extremum("fmax", lambda xp, a, b: ufunc_of(xp, "fmax")(a, b),
+                 lambda a, b: _chosen((a >= b) | b.isnan()))
+fmin = _extremum("fmin", lambda xp, a, b: ufunc_of(xp, "fmin")(a, b),
+                 lambda a, b: _chosen((a <= b) | b.isnan()))
 
 # ---- clamping ------------------------------------------------------------------------------
 
@@ -354,9 +357,9 @@ def _need_a_bound(min, max):
 def _limit(xp, r, min, max, out=None):
     """``r`` limited to ``[min, max]`` by two ufuncs (written into ``out`` where given)."""
     if min is not None:
-        r = xp.maximum(r, min, out=out)
+        r = ufunc_of(xp, "maximum")(r, min, out=out)
     if max is not None:
-        r = xp.minimum(r, max, out=out)
+        r = ufunc_of(xp, "minimum")(r, max, out=out)
     return r
 
 

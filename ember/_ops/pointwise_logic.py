@@ -6,7 +6,7 @@ import ember
 
 from .. import _dtype
 from .meta import bool_meta, broadcast_meta, empty, same_meta
-from .pointwise import reject
+from .pointwise import par_where, reject, ufunc_of
 from .tangents import linear_with
 from .registry import op
 from .samples import (ErrorSample, Sample, binary_samples, compare_samples, const, dtype_error,
@@ -46,13 +46,15 @@ def _bytewise(f):
     return fwd
 
 
-eq = _compare("eq", _bytewise(lambda xp, input, other: xp.equal(input, other)))
-ne = _compare("ne", _bytewise(lambda xp, input, other: xp.not_equal(input, other)),
+eq = _compare("eq", _bytewise(lambda xp, input, other: ufunc_of(xp, "equal")(input, other)))
+ne = _compare("ne", _bytewise(lambda xp, input, other: ufunc_of(xp, "not_equal")(input, other)),
               aliases=("not_equal",))
-lt = _compare("lt", lambda xp, input, other: xp.less(input, other), aliases=("less",))
-le = _compare("le", lambda xp, input, other: xp.less_equal(input, other), aliases=("less_equal",))
-gt = _compare("gt", lambda xp, input, other: xp.greater(input, other), aliases=("greater",))
-ge = _compare("ge", lambda xp, input, other: xp.greater_equal(input, other),
+lt = _compare("lt", lambda xp, input, other: ufunc_of(xp, "less")(input, other),
+              aliases=("less",))
+le = _compare("le", lambda xp, input, other: ufunc_of(xp, "less_equal")(input, other),
+              aliases=("less_equal",))
+gt = _compare("gt", lambda xp, input, other: ufunc_of(xp, "greater")(input, other), aliases=("greater",))
+ge = _compare("ge", lambda xp, input, other: ufunc_of(xp, "greater_equal")(input, other),
               aliases=("greater_equal",))
 
 
@@ -68,7 +70,7 @@ def where(xp, condition, input=None, other=None):
     if not hasattr(input, "dtype") and not hasattr(other, "dtype"):
         # two Python scalars: torch's scalar promotion (floats to the default dtype)
         return xp.where(condition, input, other).astype(_scalars_dtype(input, other).np)
-    return xp.where(condition, input, other)
+    return (par_where if xp is np else xp.where)(condition, input, other)
 
 
 def _scalars_dtype(*scalars):
@@ -123,14 +125,16 @@ def _is_bool(x):
     return getattr(x, "dtype", None) == bool
 
 
-def _truth(x):
+def _truth(x, xp=np):
     # (NumPy's logical ufuncs on floats run a scalar loop ~5x slower than comparing with 0, a
     # SIMD one; nan is true either way)
-    return x if _is_bool(x) else x != 0
+    return x if _is_bool(x) else ufunc_of(xp, "not_equal")(x, 0)
 
 
-logical_and = _logical("logical_and", lambda xp, input, other: _truth(input) & _truth(other))
-logical_or = _logical("logical_or", lambda xp, input, other: _truth(input) | _truth(other))
+logical_and = _logical("logical_and", lambda xp, input, other: ufunc_of(xp, "bitwise_and")(
+    _truth(input, xp), _truth(other, xp)))
+logical_or = _logical("logical_or", lambda xp, input, other: ufunc_of(xp, "bitwise_or")(
+    _truth(input, xp), _truth(other, xp)))
 logical_xor = _logical("logical_xor", lambda xp, input, other: _truth(input) != _truth(other))
 logical_not = _logical("logical_not", lambda xp, input: xp.logical_not(input) if _is_bool(input)
                        else input == 0)
@@ -146,9 +150,8 @@ def _bitwise(name, f):
     return d
 
 
-bitwise_and = _bitwise("bitwise_and", lambda xp, input, other: xp.bitwise_and(input, other))
-bitwise_or = _bitwise("bitwise_or", lambda xp, input, other: xp.bitwise_or(input, other))
-bitwise_xor = _bitwise("bitwise_xor", lambda xp, input, other: xp.bitwise_xor(input, other))
+bitwise_and, bitwise_or, bitwise_xor = (_bitwise(n, lambda xp, input, other, n=n: ufunc_of(
+    xp, n)(input, other)) for n in ("bitwise_and", "bitwise_or", "bitwise_xor"))
 bitwise_and.errors = [dtype_error("bitwise_and", (3,), (3,), dtype=np.float32)]
 
 

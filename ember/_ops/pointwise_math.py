@@ -8,7 +8,7 @@ import ember
 
 from .._C import kernels as _C
 from .meta import bool_meta, broadcast_meta, same_meta
-from .pointwise import _unary, reject
+from .pointwise import _unary, reject, ufunc_of
 from .tangents import LINEAR
 from .registry import LIBM_ULP, op, overload_if_given
 from .samples import ErrorSample, Sample, const, dtype_error, make, unary_samples
@@ -297,9 +297,9 @@ def _rounding_samples(dev, dt):
     return unary_samples(dev, dt, domain=(-4.0, 4.0)) if dt.category in (1, 2) else []
 
 
-floor = _rounding("floor", lambda xp, x: xp.floor(x))
-ceil = _rounding("ceil", lambda xp, x: xp.ceil(x))
-trunc = _rounding("trunc", lambda xp, x: xp.trunc(x), aliases=("fix",))
+floor = _rounding("floor", lambda xp, x: ufunc_of(xp, "floor")(x))
+ceil = _rounding("ceil", lambda xp, x: ufunc_of(xp, "ceil")(x))
+trunc = _rounding("trunc", lambda xp, x: ufunc_of(xp, "trunc")(x), aliases=("fix",))
 
 
 @op("round", tags=("pointwise",), inplace=True)
@@ -316,7 +316,7 @@ def round(xp, input, *, decimals=0):
     if input.dtype.kind in "iu":
         return input.copy()
     if decimals == 0:
-        return xp.rint(input)
+        return ufunc_of(xp, "rint")(input)
     # NOTE: torch scales by 10**|decimals| and divides or multiplies, as NumPy's round does.
     p = 10.0 ** abs(decimals)
     if decimals > 0:
@@ -375,7 +375,7 @@ def square(xp, input):
         >>> ember.square(ember.tensor([True, False]))
         tensor([1, 0])
     """
-    return xp.square(input.astype(np.int64) if input.dtype == np.bool_ else input)
+    return ufunc_of(xp, "square")(input.astype(np.int64) if input.dtype == np.bool_ else input)
 
 
 square.vjp(save=("input",))(lambda g, input: g * 2 * input.conj())
@@ -447,9 +447,9 @@ def _special_samples(dev, dt):
     return [Sample(x), Sample(make((), dt))]
 
 
-isnan = _predicate("isnan", lambda xp, x: xp.isnan(x))
+isnan = _predicate("isnan", lambda xp, x: ufunc_of(xp, "isnan")(x))
 isinf = _predicate("isinf", lambda xp, x: xp.isinf(x))
-isfinite = _predicate("isfinite", lambda xp, x: xp.isfinite(x), on_int=True)
+isfinite = _predicate("isfinite", lambda xp, x: ufunc_of(xp, "isfinite")(x), on_int=True)
 isposinf = _predicate("isposinf", lambda xp, x: x == xp.inf, complex_ok=False)
 isneginf = _predicate("isneginf", lambda xp, x: x == -xp.inf, complex_ok=False)
 signbit = _predicate("signbit", lambda xp, x: xp.signbit(x), complex_ok=False,

@@ -8,7 +8,7 @@ import ember
 
 from .._C import kernels as _C
 from .meta import broadcast_meta, empty
-from .pointwise import _pow_node, reject
+from .pointwise import _pow_node, reject, ufunc_of
 from .pointwise_logic import _NOT_INT
 from .pointwise_binary import _tensor_samples
 from .registry import op
@@ -101,7 +101,8 @@ def ldexp(xp, input, other):
         >>> ember.ldexp(ember.tensor([1., 3.]), ember.tensor([2, -1]))
         tensor([4.0000, 1.5000])
     """
-    return xp.multiply(input, xp.power(input.dtype.type(2), other).astype(input.dtype))
+    return ufunc_of(xp, "multiply")(input, ufunc_of(xp, "power")(input.dtype.type(2), other).astype(
+        input.dtype, copy=False))
 
 
 @ldexp.vjp(save=("other", "result"))
@@ -183,7 +184,7 @@ def float_power(xp, input, exponent):
     cplx = any(a.dtype.kind == "c" if hasattr(a, "dtype") else isinstance(a, complex) for a in
                (input, exponent))
     dt = np.complex128 if cplx else np.float64
-    return xp.power(xp.asarray(input).astype(dt), xp.asarray(exponent).astype(dt))
+    return ufunc_of(xp, "power")(xp.asarray(input).astype(dt), xp.asarray(exponent).astype(dt))
 
 
 @float_power.vjp(save=("input", "exponent", "result"))

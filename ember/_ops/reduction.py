@@ -11,7 +11,7 @@ import ember
 from .._C import kernels as _C
 from .dispatch import quick_view
 from .meta import empty, reduce_dims, reduce_shape
-from .pointwise import type_name
+from .pointwise import par_reduce, type_name
 from .tangents import LINEAR, REDUCTION, named, pointwise
 from .registry import node_name, op, overload_if_given
 from .samples import ErrorSample, Sample, const, dim_errors, make, reduce_samples
@@ -272,7 +272,8 @@ def count_nonzero(xp, input, dim=None):
         tensor([1, 2])
     """
     if dim is None:     # (NumPy counts a whole array in C; along axes, in ~4 us of Python)
-        return xp.asarray(xp.count_nonzero(input), dtype=np.int64)
+        n = par_reduce(np.count_nonzero, input, builtins.sum) if xp is np else None
+        return xp.asarray(xp.count_nonzero(input) if n is None else n, dtype=np.int64)
     return xp.sum(input != 0, axis=reduce_dims(dim, input.ndim), dtype=np.int64)
 
 
@@ -395,7 +396,12 @@ def _amax(name, f):
     @op(name, tags=("reduction",))
     def fwd(xp, input, dim=(), keepdim=False):
         _nonempty(name, input, dim if dim != () else None)
-        return f(xp, input, axis=reduce_dims(dim, input.ndim), keepdims=keepdim)
+        axis = reduce_dims(dim, input.ndim)
+        if xp is np and len(axis) == input.ndim and (r := par_reduce(
+                lambda p: f(np, p, axis=0), input, lambda rs: f(np, np.array(rs), axis=0))) \
+                is not None:
+            return np.reshape(r, (1,) * input.ndim) if keepdim else r
+        return f(xp, input, axis=axis, keepdims=keepdim)
     fwd.__doc__ = f"""The {name[1:]}imum over ``dim`` (an int or tuple; all dims by default); the
     gradient is shared evenly between tied elements.
 
@@ -441,6 +447,10 @@ def aminmax(xp, input, *, dim=None, keepdim=False):
                            "operation has no identity.")
     _nonempty("aminmax", input, dim)
     axis = reduce_dims(dim, input.ndim)
+    rows = math.gcd(input.size, 64) if dim is None and not keepdim and input.size >= 1 << 17 \
+        and input.flags.c_contiguous else 1
+    if xp is np and rows > 1 and (r := _C.stats("minmax", input.reshape(rows, -1), (1,), False)):
+        return _min(np, r[0], axis=0), _max(np, r[1], axis=0)       # (rows over threads)
     if xp is np and (r := _C.stats("minmax", input, axis, keepdim)) is not None:
         return r        # (one pass, where NumPy makes two)
     return _min(xp, input, axis=axis, keepdims=keepdim), _max(xp, input, axis=axis,

@@ -4,6 +4,7 @@ import numpy as np
 from .._C import kernels as _C
 from .indexing import repeat
 from .meta import same_meta, wrap_dim
+from .pointwise import PAR_MIN, par_copy
 from .tangents import LINEAR
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
@@ -38,8 +39,9 @@ def flip(xp, input, dims):
             return out
         # one dim (an image's horizontal flip): a reversed slice, copied; np.flip's argument
         # checks cost more than the copy of a small array
-        return input[(slice(None),) * (dims[0] % input.ndim) + (slice(None, None, -1),)].copy(
-            order="K")
+        r = input[(slice(None),) * (dims[0] % input.ndim) + (slice(None, None, -1),)]
+        return r.copy(order="K") if r.size < PAR_MIN or not input.flags.c_contiguous else \
+            par_copy(np.empty(r.shape, r.dtype), r)
     return (xp.flip(input, dims) if dims else input).copy(order="K")
 
 

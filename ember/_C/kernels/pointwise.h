@@ -19,7 +19,8 @@ enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAM
        PW_TAN_BWD, PW_ATAN_BWD, PW_ASIN_BWD, PW_ATANH_BWD, PW_RECIPROCAL_BWD, PW_RSQRT_BWD,
        PW_MISH, PW_MISH_BWD, PW_LOGSIGMOID, PW_LOGSIGMOID_BWD, PW_HARDTANH_BWD, PW_FRAC,
        PW_LOGIT, PW_LOGIT_BWD, PW_BCE_LOGITS, PW_BCE_LOGITS_BWD, PW_LERP, PW_ADDCMUL,
-       PW_ADDCDIV, PW_COPYSIGN, PW_ENTR, PW_XLOGY, PW_XLOG1PY, PW_SINC, PW_COUNT };
+       PW_ADDCDIV, PW_COPYSIGN, PW_ENTR, PW_XLOGY, PW_XLOG1PY, PW_SINC, PW_TANH, PW_ASINH,
+       PW_COUNT };
 
 /* NumPy's maximum and minimum (v > lo || v is nan ? v : lo), as one comparison gcc vectorises */
 static inline float pw_max(float v, float lo) { return v <= lo ? lo : v; }
@@ -350,6 +351,19 @@ static inline float pw_sinc1(float v) {
     return v == 0.0f ? 1.0f : (float)(s / p);
 }
 PW_BLOCK(sinc, pw_sinc1(v))
+/* tanh 1 - 2 / (e^2|x| + 1) and asinh log(|x| + sqrt(x^2 + 1)) in double (no cancellation
+ * left that float32 sees above |x| = 2^-12; below it their series' first terms), sign put back */
+static inline float pw_tanh1(float v) {
+    double a = fabsf(v), e = exp_f64v(a < 10.0 ? a + a : 20.0);
+    float t = (float)(a < 2.44140625e-4 ? a - a * a * a / 3.0 : 1.0 - 2.0 / (e + 1.0));
+    return v != v ? v : copysignf(t, v);
+}
+static inline float pw_asinh1(float v) {
+    double a = fabsf(v), r = log_f64v(a + sqrt(a * a + 1.0));
+    return a < 2.44140625e-4 || !(a < INFINITY) ? v : copysignf((float)r, v);
+}
+PW_BLOCK(tanh, pw_tanh1(v))
+PW_BLOCK(asinh, pw_asinh1(v))
 
 static float pw_floordiv_slow(float a, float b) { return pw_floordiv1(a, b, fmodf(a, b)); }
 
@@ -375,14 +389,14 @@ static const pw_fn PW_FNS[PW_COUNT] = {pw_sigmoid, pw_silu, pw_leaky_relu, pw_ha
                                        pw_logsigmoid_bwd, pw_hardtanh_bwd, pw_frac, pw_logit,
                                        pw_logit_bwd, pw_bce_logits, pw_bce_logits_bwd, pw_lerp,
                                        pw_addcmul, pw_addcdiv, pw_copysign, pw_entr,
-                                       pw_xlogy, pw_xlog1py, pw_sinc};
+                                       pw_xlogy, pw_xlog1py, pw_sinc, pw_tanh, pw_asinh};
 /* rough cost per element relative to a copy: how early a second thread pays */
 static const int PW_COST[PW_COUNT] = {8, 8, 1, 1, 1, 1, 1, 1, 8, 16, 1, 8, 16, 16,
                                       1, 1, 1, 8, 8, 4, 4, 1, 32, 16, 16, 4, 4, 4,
                                       4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8, 16, 4, 1, 1,
                                       1, 1, 1, 1, 1, 4, 4, 4, 4, 1, 1, 1, 1, 8,
                                       8, 1, 1, 1, 1, 1, 1, 8, 8, 16, 8, 1, 1, 4,
-                                      1, 16, 8, 1, 1, 1, 1, 4, 4, 4, 4};
+                                      1, 16, 8, 1, 1, 1, 1, 4, 4, 4, 4, 8, 8};
 
 static void pw_block(int op, pw_fn fn, const float *x, const float *y, const float *z,
                      float *out, int64_t i, int64_t m, float fa, float fb, float fc) {
