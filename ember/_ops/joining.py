@@ -3,6 +3,7 @@ tensor_split and hsplit/vsplit/dsplit, block_diag, cartesian_prod, combinations;
 ops diag/diag_embed/diagflat/trace; and the plain functions that only reshape and expand
 (broadcast_tensors, atleast_*d, meshgrid) or build index tensors (tril/triu_indices).
 """
+import itertools
 import math
 import warnings
 
