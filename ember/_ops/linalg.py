@@ -313,6 +313,15 @@ def addr(xp, input, vec1, vec2, *, beta=1, alpha=1):
     """``beta * input + alpha * outer(vec1, vec2)``."""
     if vec1.ndim != 1 or vec2.ndim != 1:
         raise RuntimeError(f"addr: Expected 1-D argument vec1, but got {vec1.ndim}-D")
+    shape = vec1.shape + vec2.shape
+    fn = _C.kernel("addr", input.dtype) if xp is np and type(alpha) in (int, float) and \
+        type(beta) in (int, float) and vec1.dtype == vec2.dtype == input.dtype and \
+        input.shape in (shape, shape[1:]) and input.flags.c_contiguous else None
+    if fn is not None:      # (one pass: the product, scaled and added; NumPy's are three)
+        out, v1, v2 = np.empty(shape, input.dtype), _C.contiguous(vec1), _C.contiguous(vec2)
+        fn(_C.ptr(input) if beta else 0, shape[1] * (input.ndim == 2), _C.ptr(v1), _C.ptr(v2),
+           _C.ptr(out), shape[0], shape[1], float(beta), float(alpha), _C.num_threads())
+        return out
     return _scale_add(outer.fwd(xp, vec1, vec2), input, beta, alpha)
 
 
