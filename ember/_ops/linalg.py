@@ -187,6 +187,8 @@ def outer(xp, input, vec2):
     for name, v in (("self", input), ("vec2", vec2)):
         if v.ndim != 1:
             raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {v.ndim}-D")
+    if xp is np and (r := _C.outer(input[None], vec2[None])) is not None:
+        return r[0]     # (rowops' outer: NumPy's multiply bit for bit, over threads)
     return xp.multiply.outer(input, vec2) if xp is np else input[:, None] * vec2[None, :]
 
 
@@ -297,7 +299,7 @@ def addmv(xp, input, mat, vec, *, beta=1, alpha=1):
 @addmv.vjp(save=("mat", "vec"), needed_by="cross")
 def _(g, input, mat, vec, *, beta=1, alpha=1):
     ga = _scaled(g, alpha)
-    return _scaled(g, beta), ga.unsqueeze(1) * vec.conj(), mat.mT.conj() @ ga
+    return _scaled(g, beta), ember.outer(ga, vec.conj()), mat.mT.conj() @ ga
 
 
 addmv.samples = lambda dev, dt: [
