@@ -280,6 +280,32 @@ def test_outer_kernel_is_numpys_broadcast_multiply_bit_for_bit(b, o, i, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(2,), (7, 3), (3, 5, 33), (600, 701)])
+def test_diff_and_addr_kernels_are_numpys_bit_for_bit(shape, dtype):
+    # diff along the last dim (rowops' diff_rows), outer and addr (rowops' addr: input of the
+    # product's shape or one row broadcast, beta 0 reading no input, strided vectors) against
+    # the NumPy path, with -0, nan and inf; the last shape splits over 2 threads
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(dtype)
+    x.flat[:3] = -0.0, np.nan, np.inf
+    v1, v2 = (rng.standard_normal(2 * n + k).astype(dtype)
+              for n, k in ((shape[0], -1), (shape[-1], 1)))
+    v1[0] = -0.0
+    calls = [lambda: ember.diff(ember.from_numpy(x)), lambda: ember.outer(
+        *(ember.from_numpy(v.copy()) for v in (v1[::2], v2[1::2])))]    # (rowops' outer)
+    for inp in (x, x[(0,) * (x.ndim - 1)]) if len(shape) == 2 else ():
+        for beta, alpha in ((1, 1), (0, 2), (0.5, -3)):
+            calls.append(lambda inp=inp, b=beta, a=alpha: ember.addr(
+                *map(ember.from_numpy, (inp, v1[::2], v2[1::2])), beta=b, alpha=a))
+    for call in calls:
+        out = call().numpy()
+        with kernels.disabled():
+            ref = call().numpy()
+        assert np.array_equal(out, ref, equal_nan=True)
+        assert np.array_equal(np.signbit(out), np.signbit(ref))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("sa,sb", [((36,), (36, 54, 36)), ((67, 33), (5, 129)), ((3, 1, 65), (7, 130)),
                                    ((1000,), (4099,))])
 def test_kron_by_the_outer_kernel_is_numpys_product(sa, sb, dtype):

@@ -119,6 +119,28 @@ def test_layer_op_reduced_precision_and_views():
                                            atol=1e-2 if dtype != ember.float32 else 2e-6)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(3, 2), (2, 3, 7), (600, 67)])
+def test_cell_matches_numpy(dtype, shape):
+    # _lstm_cell and _lstm_cell_backward (lstm.h's lstm_cell): odd hidden sizes (SIMD
+    # remainders), strided gates, nan and inf, rows enough for 2 threads
+    rng = np.random.default_rng(0)
+    ig, hg = (rng.standard_normal(shape[:-1] + (4 * shape[-1],)).astype(dtype) * 3
+              for _ in range(2))
+    cx, ghy, gcy = (rng.standard_normal(shape).astype(dtype) for _ in range(3))
+    ig.flat[:3] = np.nan, np.inf, -np.inf
+    hg = np.asfortranarray(hg)
+    for op, args in ((recurrent.lstm_cell, (ig, hg, cx)),
+                     (recurrent.lstm_cell_backward, (ghy, gcy, ig, hg, cx))):
+        fast = op.fwd(np, *args)
+        with kernels.disabled():
+            ref = op.fwd(np, *args)
+        for a, b in zip(fast, ref, strict=True):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_allclose(a, b, rtol=TOL[dtype]["rtol"],
+                                       atol=TOL[dtype]["atol"] * np.nanmax(np.abs(b)))
+
+
 def test_against_torch_float32():
     from oracle import torch                    # (skips the test without torch)
     t = torch.nn.LSTM(24, 48, num_layers=2)

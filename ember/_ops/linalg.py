@@ -187,6 +187,8 @@ def outer(xp, input, vec2):
     for name, v in (("self", input), ("vec2", vec2)):
         if v.ndim != 1:
             raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {v.ndim}-D")
+    if xp is np and (r := _C.outer(input[None], vec2[None])) is not None:
+        return r[0]     # (rowops' outer: NumPy's multiply bit for bit, over threads)
     return xp.multiply.outer(input, vec2) if xp is np else input[:, None] * vec2[None, :]
 
 
@@ -297,7 +299,7 @@ def addmv(xp, input, mat, vec, *, beta=1, alpha=1):
 @addmv.vjp(save=("mat", "vec"), needed_by="cross")
 def _(g, input, mat, vec, *, beta=1, alpha=1):
     ga = _scaled(g, alpha)
-    return _scaled(g, beta), ga.unsqueeze(1) * vec.conj(), mat.mT.conj() @ ga
+    return _scaled(g, beta), ember.outer(ga, vec.conj()), mat.mT.conj() @ ga
 
 
 addmv.samples = lambda dev, dt: [
@@ -313,6 +315,15 @@ def addr(xp, input, vec1, vec2, *, beta=1, alpha=1):
     """``beta * input + alpha * outer(vec1, vec2)``."""
     if vec1.ndim != 1 or vec2.ndim != 1:
         raise RuntimeError(f"addr: Expected 1-D argument vec1, but got {vec1.ndim}-D")
+    shape = vec1.shape + vec2.shape
+    fn = _C.kernel("addr", input.dtype) if xp is np and type(alpha) in (int, float) and \
+        type(beta) in (int, float) and vec1.dtype == vec2.dtype == input.dtype and \
+        input.shape in (shape, shape[1:]) and input.flags.c_contiguous else None
+    if fn is not None:      # (one pass: the product, scaled and added; NumPy's are three)
+        out, v1, v2 = np.empty(shape, input.dtype), _C.contiguous(vec1), _C.contiguous(vec2)
+        fn(_C.ptr(input) if beta else 0, shape[1] * (input.ndim == 2), _C.ptr(v1), _C.ptr(v2),
+           _C.ptr(out), shape[0], shape[1], float(beta), float(alpha), _C.num_threads())
+        return out
     return _scale_add(outer.fwd(xp, vec1, vec2), input, beta, alpha)
 
 

@@ -47,9 +47,29 @@ def lstm_cell(xp, igates, hgates, cx):
     and cell state ``cx`` give ``(hy, cy)`` with ``cy = f * cx + i * g``, ``hy = o * tanh(cy)``.
     """
     _check("_lstm_cell", igates, hgates, cx)
+    if (r := _cell_c(igates, hgates, cx)) is not None:
+        return r
     i, f, g, o = _activate(xp, igates + hgates)
     cy = f * cx + i * g
     return o * xp.tanh(cy), cy
+
+
+def _cell_c(igates, hgates, cx, ghy=None, gcy=None):
+    """``_lstm_cell``'s (hy, cy), or with ``ghy``, ``gcy`` its backward's (dgates, dcx), by
+    lstm.h's ``lstm_cell``: one pass where NumPy's are ~14 (~27 backward); None where it does
+    not apply."""
+    arrays = (igates, hgates, cx) + (() if ghy is None else (ghy, gcy))
+    fn = _C.kernel("lstm_cell", cx.dtype) if cx.size and all(
+        type(a) is np.ndarray and a.dtype == cx.dtype for a in arrays) and \
+        (ghy is None or ghy.shape == gcy.shape == cx.shape) else None
+    if fn is None:
+        return None
+    keep = [_C.contiguous(a) for a in arrays]       # (held while the kernel reads them)
+    o1, o2 = np.empty((igates if ghy is not None else cx).shape, cx.dtype), np.empty_like(keep[2])
+    if fn(*[_C.ptr(a) for a in keep], *[0] * (5 - len(keep)), _C.ptr(o1), _C.ptr(o2),
+          cx.size // cx.shape[-1], cx.shape[-1], _C.num_threads()):
+        return None
+    return o1, o2
 
 
 def _gate_grads(dh, dc, i, f, g, o, c_prev, tc):
@@ -90,6 +110,8 @@ def lstm_cell_backward(xp, grad_hy, grad_cy, igates, hgates, cx):
     """``_lstm_cell``'s gradients (d gates, d cx) in one pass, the activations recomputed
     from the inputs (cheaper than keeping them)."""
     _check("_lstm_cell_backward", igates, hgates, cx)
+    if (r := _cell_c(igates, hgates, cx, grad_hy, grad_cy)) is not None:
+        return r
     i, f, g, o = _activate(xp, igates + hgates)
     parts, dcx = _gate_grads(grad_hy, grad_cy, i, f, g, o, cx, xp.tanh(f * cx + i * g))
     return xp.concatenate(parts, -1), dcx

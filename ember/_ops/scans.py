@@ -217,6 +217,12 @@ def diff(xp, input, n=1, dim=-1, prepend=None, append=None):
     axis = axis_of(dim, input.ndim)
     parts = [p for p in (prepend, input, append) if p is not None]
     x = xp.concatenate(parts, axis) if len(parts) > 1 else input
+    fn = _C.kernel("diff_rows", x.dtype) if n == 1 and axis == x.ndim - 1 and xp is np and \
+        x.flags.c_contiguous and x.shape[-1] > 1 else None
+    if fn is not None:      # (one pass, where NumPy's row views run ~3x slower than flat)
+        out = np.empty(x.shape[:-1] + (x.shape[-1] - 1,), x.dtype)
+        fn(_C.ptr(x), _C.ptr(out), x.size // x.shape[-1], x.shape[-1], _C.num_threads())
+        return out
     if n == 1 and axis == x.ndim - 1 and xp is np and x.flags.c_contiguous and \
             x.dtype != bool and x.size >= 1 << 14 and x.shape[-1] > 1:
         # NumPy subtracts 2-D row views ~3x slower than flat arrays: the flat difference

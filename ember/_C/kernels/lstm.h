@@ -188,6 +188,38 @@ TC static void S(lstm_bwd_rows)(const T *a, const T *cp, const T *c, const T *dh
 
 #pragma GCC pop_options
 
+/* `_lstm_cell` (ember/_ops/recurrent.py) on rows of igates, hgates (rows, 4H) and cx (rows,
+ * H), one row at a time through the rows passes above (igates copied into a scratch row, hgates
+ * added as the input projection, a zero bias): ghy NULL, the forward, writes hy, cy into o1,
+ * o2; else the backward writes dgates (rows, 4H) into o1 and dcx into o2 from ghy and gcy,
+ * the activations recomputed. Rows over threads; -1 where the scratch cannot be had. */
+EXPORT int S(lstm_cell)(const T *ig, const T *hg, const T *cx, const T *ghy, const T *gcy,
+                        T *o1, T *o2, int64_t rows, int64_t H, int nt) {
+    int64_t G = 4 * H;
+    int fail = 0;
+    nt = threads_for(rows * G * 4, nt);
+#pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : fail)
+    {
+        T *a = calloc((size_t)(2 * G + 2 * H), sizeof(T)), *zero = a + G, *c = zero + G;
+        fail |= a == NULL;
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            if (a == NULL)
+                continue;
+            memcpy(a, ig + r * G, (size_t)G * sizeof(T));
+            if (ghy == NULL) {
+                S(lstm_fwd_rows)(a, hg + r * G, zero, cx + r * H, o2 + r * H, o1 + r * H, 1, H);
+                continue;
+            }
+            S(lstm_fwd_rows)(a, hg + r * G, zero, cx + r * H, c, c + H, 1, H);
+            memcpy(o2 + r * H, gcy + r * H, (size_t)H * sizeof(T));
+            S(lstm_bwd_rows)(a, cx + r * H, c, ghy + r * H, zero, o2 + r * H, o1 + r * G, 1, H);
+        }
+        free(a);
+    }
+    return fail ? -1 : 0;
+}
+
 /* Forward over `steps` steps of `B` rows: xproj (steps, B, 4H) the input projections, b the
  * hidden bias (4H, zeros when there is none), wt = W_hh^T (H, 4H); writes act (steps, B, 4H)
  * the activated gates, out (steps, B, H) the hidden states, cs (steps + 1, B, H) the cell

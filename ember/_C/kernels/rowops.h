@@ -452,6 +452,39 @@ EXPORT void S(outer)(const T *g, const T *x, T *out, int64_t B, int64_t O, int64
     }
 }
 
+/* addr's beta c + alpha v1 v2^T in one pass, rounded as the NumPy reference's passes (the
+ * product, times alpha, plus c times beta: a factor of 1 is exact, so no branch); c's rows `cs`
+ * apart (0: one row broadcast) or NULL (beta 0: torch reads no input); rows over threads */
+NOCONTRACT TC static void S(addr_part)(const T *c, int64_t cs, const T *v1, const T *v2, T *out,
+                                       int64_t r0, int64_t r1, int64_t n, T beta, T alpha) {
+    for (int64_t r = r0; r < r1; r++) {
+        T s = v1[r], *o = out + r * n;
+        const T *cr = c + r * cs;
+        if (c)
+            for (int64_t j = 0; j < n; j++) o[j] = s * v2[j] * alpha + cr[j] * beta;
+        else
+            for (int64_t j = 0; j < n; j++) o[j] = s * v2[j] * alpha;
+    }
+}
+
+EXPORT void S(addr)(const T *c, int64_t cs, const T *v1, const T *v2, T *out, int64_t m,
+                    int64_t n, double beta, double alpha, int nt) {
+    nt = rows_threads(m * n, nt);
+    ROW_RANGES(nt, m, S(addr_part)(c, cs, v1, v2, out, r0, r1, n, (T)beta, (T)alpha));
+}
+
+/* diff along the last dim of contiguous rows of n: out[r, j] = x[r, j + 1] - x[r, j] (NumPy
+ * subtracts 2-D row views ~3x slower than flat ones); rows over threads */
+TC static void S(diff_part)(const T *x, T *out, int64_t r0, int64_t r1, int64_t n) {
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t j = 0; j + 1 < n; j++) out[r * (n - 1) + j] = x[r * n + j + 1] - x[r * n + j];
+}
+
+EXPORT void S(diff_rows)(const T *x, T *out, int64_t rows, int64_t n, int nt) {
+    nt = rows_threads(rows * n, nt);
+    ROW_RANGES(nt, rows, S(diff_part)(x, out, r0, r1, n));
+}
+
 /* prod over each contiguous row: 32 partial products (several vector registers, so the
  * multiplies' latency overlaps; NumPy's multiply.reduce takes one element at a time); rows
  * over threads */
