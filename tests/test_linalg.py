@@ -192,3 +192,30 @@ def test_ldl_solve_refuses_pivots_lapack_would_read_past():
     want = torch.linalg.ldl_solve(torch.eye(3), torch.tensor(piv, dtype=torch.int32),
                                   torch.ones(3, 1))
     np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("eq,sa,sb", [("ij,jk->ik", (3, 4), (4, 5)), ("bhqd,bhkd->bhqk", (2, 3, 4, 5),
+                                                                       (2, 3, 6, 5)),
+                                      ("ij,kj->ki", (3, 4), (5, 4)), ("i,j->ij", (3,), (4,)),
+                                      ("...ij,...jk->...ik", (2, 3, 4), (2, 4, 5)),
+                                      ("ij,jk->ik", (0, 4), (4, 5))])
+def test_einsum_pair_plan_equals_the_general_path(eq, sa, sb, monkeypatch):
+    # a pair's plan is cached by (equation, shapes): its first and later calls, and the general
+    # loop it stands for, give the same bits, strides and gradients
+    from ember._ops import einsum as E
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)
+
+    def run():
+        x, y = ember.tensor(a, requires_grad=True), ember.tensor(b, requires_grad=True)
+        out = ember.einsum(eq, x, y)
+        out.sum().backward()
+        return out, x.grad, y.grad
+    got = [run(), run()]
+    monkeypatch.setattr(E, "_PAIRS", {})
+    monkeypatch.setattr(E, "_pair_plan", lambda *args: None)
+    want = run()
+    for g in got:
+        for u, v in zip(g, want):
+            assert u.stride() == v.stride()
+            np.testing.assert_array_equal(u.detach().numpy(), v.detach().numpy())
