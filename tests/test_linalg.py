@@ -139,7 +139,8 @@ def test_lapack_paths_match_the_numpy_reference(dtype):
              lambda: ember.linalg.lu_factor_ex(xt[:, :, :40]),
              lambda: ember.linalg.ldl_factor_ex(xt), lambda: ember.linalg.ldl_factor_ex(nan),
              lambda: ember.linalg.ldl_factor_ex(xt, hermitian=True),
-             lambda: ember.linalg.ldl_solve(*ember.linalg.ldl_factor(xt[:, :9, :9]), xt[:, 9:18, :3]),
+             lambda: ember.linalg.ldl_solve(*ember.linalg.ldl_factor(xt[:, :9, :9]),
+                                            xt[:, 9:18, :3]),
              lambda: ember.linalg.ldl_solve(*ember.linalg.ldl_factor(xt[2], hermitian=True),
                                             xt[:, :, :2], hermitian=True),
              lambda: ember.linalg.lstsq(xt[:, :, :40], xt[:1, :, :3]),
@@ -194,11 +195,10 @@ def test_ldl_solve_refuses_pivots_lapack_would_read_past():
     np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
-@pytest.mark.parametrize("eq,sa,sb", [("ij,jk->ik", (3, 4), (4, 5)), ("bhqd,bhkd->bhqk", (2, 3, 4, 5),
-                                                                       (2, 3, 6, 5)),
-                                      ("ij,kj->ki", (3, 4), (5, 4)), ("i,j->ij", (3,), (4,)),
-                                      ("...ij,...jk->...ik", (2, 3, 4), (2, 4, 5)),
-                                      ("ij,jk->ik", (0, 4), (4, 5))])
+@pytest.mark.parametrize("eq,sa,sb", [
+    ("ij,jk->ik", (3, 4), (4, 5)), ("bhqd,bhkd->bhqk", (2, 3, 4, 5), (2, 3, 6, 5)),
+    ("ij,kj->ki", (3, 4), (5, 4)), ("i,j->ij", (3,), (4,)),
+    ("...ij,...jk->...ik", (2, 3, 4), (2, 4, 5)), ("ij,jk->ik", (0, 4), (4, 5))])
 def test_einsum_pair_plan_equals_the_general_path(eq, sa, sb, monkeypatch):
     # a pair's plan is cached by (equation, shapes): its first and later calls, and the general
     # loop it stands for, give the same bits, strides and gradients
