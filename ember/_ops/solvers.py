@@ -634,13 +634,13 @@ def linalg_multi_dot(xp, tensors):
             raise RuntimeError(f"multi_dot(): tensors {i} and {i + 1} with shapes "
                                f"{list(tensors[i].shape)} and {list(tensors[i + 1].shape)} "
                                "cannot be multiplied")
-    split = _chain_order([m.shape for m in ms])
+    split = _chain_order([m.shape for m in ms]) if len(ms) > 2 else [[0, 0]]   # (one order)
 
     def prod(i, j):
         return ms[i] if i == j else matmul.fwd(xp, prod(i, split[i][j]), prod(split[i][j] + 1, j))
     out = prod(0, len(ms) - 1)
     drop = (0,) * (tensors[0].ndim == 1) + (1,) * (tensors[-1].ndim == 1)
-    return out.reshape([n for k, n in enumerate(out.shape) if k not in drop])
+    return out.reshape([n for k, n in enumerate(out.shape) if k not in drop]) if drop else out
 
 
 @linalg_multi_dot.vjp(save=("tensors",))
