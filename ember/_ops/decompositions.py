@@ -137,12 +137,16 @@ def linalg_qr(xp, A, mode="reduced"):
     R = triu.fwd(np, a[:, :cols]).reshape(batch + (cols, n))
     if mode == "r":
         return np.zeros((0,), A.dtype), R
-    q = np.zeros((len(a), cols, m), A.dtype)       # (Q^T: column-major Q)
-    q[:, :k] = a.swapaxes(1, 2)[:, :k]
+    if cols == n:       # (then k == n: Q's columns are all of a's, R is copied out above)
+        q = a.swapaxes(1, 2)        # (LAPACK's column-major a, C-contiguous: orgqr's in place)
+    else:
+        q = np.zeros((len(a), cols, m), A.dtype)       # (Q^T: column-major Q)
+        q[:, :k] = a.swapaxes(1, 2)[:, :k]
     orgqr = blas.lapack("orgqr" if A.dtype.kind == "f" else "ungqr", A.dtype, C_INT, int, int,
                         int, P, int, P)
+    pq, pt = blas.ptr(q), blas.ptr(tau)
     for i in range(len(q)):
-        orgqr(102, m, cols, k, blas.ptr(q[i:]), max(1, m), blas.ptr(tau[i:]))
+        orgqr(102, m, cols, k, pq + i * q.strides[0], max(1, m), pt + i * tau.strides[0])
     return q.swapaxes(1, 2).reshape(batch + (m, cols)), R
 
 
