@@ -178,6 +178,9 @@ def test_lu_factor_ex_of_empty_matrices_and_batches(shape):
         torch.zeros(shape))
     for g, w in zip(got, want):
         assert tuple(g.shape) == tuple(w.shape) and str(g.dtype) == str(w.dtype)
+    # (and lu_unpack's permutation of them)
+    for g, w in zip(ember.lu_unpack(*got[:2]), torch.lu_unpack(*want[:2])):
+        assert tuple(g.shape) == tuple(w.shape)
 
 
 def test_ldl_solve_refuses_pivots_lapack_would_read_past():

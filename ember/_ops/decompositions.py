@@ -519,14 +519,16 @@ def linalg_lu_factor_ex(xp, A, *, pivot=True, check_errors=False):
 
 def permutation(pivots, m, like):
     """P (m x m) from LAPACK pivots, so that A = P L U."""
-    piv = pivots.detach().cpu().numpy().reshape(-1, pivots.shape[-1]) - 1
-    perm = np.tile(np.arange(m), (piv.shape[0], 1))
-    for b in range(piv.shape[0]):
-        for j, p in enumerate(piv[b]):
-            perm[b, [j, p]] = perm[b, [p, j]]
-    P = np.zeros(perm.shape + (m,), np.float64)
-    np.put_along_axis(P, perm[..., None], 1.0, axis=-1)     # row i of P^T is e_perm[i]
-    P = np.swapaxes(P, -1, -2).reshape(tuple(pivots.shape[:-1]) + (m, m))
+    piv = pivots.detach().cpu().numpy().reshape(math.prod(pivots.shape[:-1]), pivots.shape[-1]) - 1
+    perm = np.empty((len(piv), m), np.int64)
+    for b, row in enumerate(piv.tolist()):      # (Python swaps: a NumPy call each costs more)
+        order = list(range(m))
+        for j, p in enumerate(row):
+            order[j], order[p] = order[p], order[j]
+        perm[b] = order
+    # column i of P is e_perm[i]
+    P = (perm[:, None, :] == np.arange(m)[:, None]).astype(np.float64)
+    P = P.reshape(tuple(pivots.shape[:-1]) + (m, m))
     return ember.tensor(P, dtype=like.dtype, device=like.device)
 
 
