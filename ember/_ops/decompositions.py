@@ -883,14 +883,19 @@ def linalg_ldl_solve(xp, LD, pivots, B, *, hermitian=False):
 def _bk_pivots(p, n):
     """Whether each row of the (b, n) pivots ``p`` is one sytrf makes: 1 <= |pivot| <= n, a
     negative one the first of an equal pair (a 2x2 block). LAPACK's sytrs trusts them and would
-    read or write past the matrices; other pivots take _sytrs, which raises or runs in bounds."""
+    read or write past the matrices; other pivots take _sytrs, which raises or runs in bounds.
+    A pivot past n raises torch's error."""
+    ok = True
     for row in p.tolist():
         k = 0
         while k < n:
-            if not 0 < abs(row[k]) <= n or (row[k] < 0 and (k + 1 == n or row[k + 1] != row[k])):
-                return False
-            k += 1 if row[k] > 0 else 2
-    return True
+            if abs(row[k]) > n:
+                raise RuntimeError("Pivots given to ldl_solve must all satisfy |pivot| <= "
+                                   "LD.size(-2). Did you properly pass the result of ldl_factor?")
+            if row[k] == 0 or (row[k] < 0 and (k + 1 == n or row[k + 1] != row[k])):
+                ok = False
+            k += 1 if row[k] >= 0 else 2
+    return ok
 
 
 linalg_ldl_solve.torch_fn = "linalg.ldl_solve"
