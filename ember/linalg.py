@@ -17,7 +17,7 @@ import ember
 from . import return_types
 from ._dtype import _SCALAR_NAMES
 from .autograd.composite import recorded_as
-from ._ops import _function, decompositions, solvers
+from ._ops import _dispatch, _function, decompositions, solvers
 from ._ops.decompositions import linalg_cholesky_ex, linalg_ldl_factor_ex, linalg_lu_factor_ex
 from ._ops.linalg_functions import lu_unpack
 from ._ops.solvers import LinAlgError
@@ -34,12 +34,11 @@ det = ember.det
 matrix_power, matrix_exp, matmul = ember.matrix_power, ember.matrix_exp, ember.matmul
 # the OpDefs named linalg_<name> (in solvers.py or decompositions.py) under torch.linalg's names
 for _name in ("solve", "solve_triangular", "cholesky_ex", "qr", "svd", "svdvals", "eig",
-              "eigvals", "eigh", "eigvalsh", "lstsq", "pinv", "multi_dot", "lu_factor_ex",
+              "eigh", "eigvalsh", "lstsq", "pinv", "multi_dot", "lu_factor_ex",
               "ldl_factor_ex", "ldl_solve"):
     _mod = solvers if hasattr(solvers, "linalg_" + _name) else decompositions
     globals()[_name] = _function(getattr(_mod, "linalg_" + _name), _name)
 del _name, _mod
-_eigvals = eigvals
 
 
 def eigvals(A, *, out=None):
@@ -49,10 +48,11 @@ def eigvals(A, *, out=None):
         # twice). Not for small A: the engine fills the vectors' missing gradient with zeros,
         # and eig's backward on them costs more than a second small eig
         return eig(A).eigenvalues
-    return _eigvals(A) if out is None else _eigvals(A, out=out)
+    return _dispatch(eigvals.opdef, (A,), {} if out is None else {"out": out})
 
 
-eigvals.__doc__, eigvals.opdef = _eigvals.__doc__, _eigvals.opdef
+eigvals.__doc__ = decompositions.linalg_eigvals.__doc__
+eigvals.opdef = decompositions.linalg_eigvals
 
 
 def ldl_factor(A, *, hermitian=False):

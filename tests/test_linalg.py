@@ -139,6 +139,10 @@ def test_lapack_paths_match_the_numpy_reference(dtype):
              lambda: ember.linalg.lu_factor_ex(xt[:, :, :40]),
              lambda: ember.linalg.ldl_factor_ex(xt), lambda: ember.linalg.ldl_factor_ex(nan),
              lambda: ember.linalg.ldl_factor_ex(xt, hermitian=True),
+             lambda: ember.linalg.ldl_solve(*ember.linalg.ldl_factor(xt[:, :9, :9]),
+                                            xt[:, 9:18, :3]),
+             lambda: ember.linalg.ldl_solve(*ember.linalg.ldl_factor(xt[2], hermitian=True),
+                                            xt[:, :, :2], hermitian=True),
              lambda: ember.linalg.lstsq(xt[:, :, :40], xt[:1, :, :3]),
              lambda: ember.linalg.lstsq(xt[:2, :30], xt[:2, :30, 0]),
              lambda: ember.linalg.solve_triangular(xt + 9 * ember.eye(70), xt[0], upper=True),
@@ -166,3 +170,56 @@ def test_factorizations_leave_a_transposed_input_alone(fn):
     before = z.clone()
     fn(z.mT)
     assert bool((z == before).all())
+
+
+@pytest.mark.parametrize("shape", [(0, 0, 3), (0, 3, 0), (2, 0, 3), (3, 0), (0, 2, 2), (2, 3, 0)])
+def test_lu_factor_ex_of_empty_matrices_and_batches(shape):
+    got, want = ember.linalg.lu_factor_ex(ember.zeros(shape)), torch.linalg.lu_factor_ex(
+        torch.zeros(shape))
+    for g, w in zip(got, want):
+        assert tuple(g.shape) == tuple(w.shape) and str(g.dtype) == str(w.dtype)
+    # (and lu_unpack's permutation of them)
+    for g, w in zip(ember.lu_unpack(*got[:2]), torch.lu_unpack(*want[:2])):
+        assert tuple(g.shape) == tuple(w.shape)
+
+
+def test_ldl_solve_refuses_pivots_lapack_would_read_past():
+    # LAPACK's sytrs trusts its pivots: a 2x2 block cut off by the last row, or a pivot out of
+    # range, must not reach it (the reference raises instead; torch reads past LD on the first)
+    LD = ember.eye(3)
+    with pytest.raises(IndexError):
+        ember.linalg.ldl_solve(LD, ember.tensor([1, 2, -3], dtype=ember.int32), ember.ones(3, 1))
+    with pytest.raises(RuntimeError, match=r"must all satisfy \|pivot\| <= LD.size\(-2\)"):
+        ember.linalg.ldl_solve(LD, ember.tensor([1, 4, 3], dtype=ember.int32), ember.ones(3, 1))
+    # (an unpaired -2 in range: the reference's reading, torch's)
+    piv = [-2, -3, 3]
+    got = ember.linalg.ldl_solve(LD, ember.tensor(piv, dtype=ember.int32), ember.ones(3, 1))
+    want = torch.linalg.ldl_solve(torch.eye(3), torch.tensor(piv, dtype=torch.int32),
+                                  torch.ones(3, 1))
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("eq,sa,sb", [
+    ("ij,jk->ik", (3, 4), (4, 5)), ("bhqd,bhkd->bhqk", (2, 3, 4, 5), (2, 3, 6, 5)),
+    ("ij,kj->ki", (3, 4), (5, 4)), ("i,j->ij", (3,), (4,)),
+    ("...ij,...jk->...ik", (2, 3, 4), (2, 4, 5)), ("ij,jk->ik", (0, 4), (4, 5))])
+def test_einsum_pair_plan_equals_the_general_path(eq, sa, sb, monkeypatch):
+    # a pair's plan is cached by (equation, shapes): its first and later calls, and the general
+    # loop it stands for, give the same bits, strides and gradients
+    from ember._ops import einsum as E
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)
+
+    def run():
+        x, y = ember.tensor(a, requires_grad=True), ember.tensor(b, requires_grad=True)
+        out = ember.einsum(eq, x, y)
+        out.sum().backward()
+        return out, x.grad, y.grad
+    got = [run(), run()]
+    monkeypatch.setattr(E, "_PAIRS", {})
+    monkeypatch.setattr(E, "_pair_plan", lambda *args: None)
+    want = run()
+    for g in got:
+        for u, v in zip(g, want):
+            assert u.stride() == v.stride()
+            np.testing.assert_array_equal(u.detach().numpy(), v.detach().numpy())

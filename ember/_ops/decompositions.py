@@ -11,12 +11,12 @@ import ember
 from .._backends import blas
 
 from .meta import empty
-from .pointwise import tril, triu, type_name
+from .pointwise import _zeroed, triu, type_name
 from .tangents import decomposed, fallback_unless
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
 from .solvers import C_INT, P, LinAlgError, check_matrix, lapack_each, lapack_gufunc, \
-    linalg_samples
+    lapack_rows, linalg_samples
 
 _CHOL = ("{}The factorization could not be completed because the input is not "
          "positive-definite (the leading minor of order {} is not positive-definite).")
@@ -53,16 +53,18 @@ def linalg_cholesky_ex(xp, A, *, upper=False, check_errors=False):
     leading minor that is not positive-definite (L is then unspecified)."""
     check_matrix("linalg.cholesky", A)
     batch, n = A.shape[:-2], A.shape[-1]
-    flat = A.reshape((-1,) + A.shape[-2:])
-    info = np.zeros(flat.shape[0], np.int32)
+    flat = A.reshape((math.prod(batch),) + A.shape[-2:])
     potrf = xp is np and blas.lapack("potrf_work", A.dtype, C_INT, ctypes.c_char, int, P, int)
     if potrf:
         # LAPACK's potrf on the row-major buffer read column-major (A^T = conj(A)) with 'U'
         # leaves L there: no transposes, and info is LAPACK's, as torch's
-        L = np.array(flat, order="C")
-        info[:] = [potrf(102, b"U", n, blas.ptr(L[b:]), max(n, 1)) for b in range(len(L))]
-        L = tril.fwd(np, L)     # (its mask cached: np.tril makes one per call)
+        L = flat.copy()
+        p, step = blas.ptr(L), L.strides[0]
+        info = np.array([potrf(102, b"U", n, p + b * step, max(n, 1)) for b in range(len(L))],
+                        np.int32)
+        np.copyto(L, 0, where=_zeroed(np, n, n, 0, "tril"))     # (tril in place, mask cached)
     else:
+        info = np.zeros(flat.shape[0], np.int32)
         try:
             L = xp.linalg.cholesky(flat)
         except xp.linalg.LinAlgError:
@@ -135,12 +137,16 @@ def linalg_qr(xp, A, mode="reduced"):
     R = triu.fwd(np, a[:, :cols]).reshape(batch + (cols, n))
     if mode == "r":
         return np.zeros((0,), A.dtype), R
-    q = np.zeros((len(a), cols, m), A.dtype)       # (Q^T: column-major Q)
-    q[:, :k] = a.swapaxes(1, 2)[:, :k]
+    if cols == n:       # (then k == n: Q's columns are all of a's, R is copied out above)
+        q = a.swapaxes(1, 2)        # (LAPACK's column-major a, C-contiguous: orgqr's in place)
+    else:
+        q = np.zeros((len(a), cols, m), A.dtype)       # (Q^T: column-major Q)
+        q[:, :k] = a.swapaxes(1, 2)[:, :k]
     orgqr = blas.lapack("orgqr" if A.dtype.kind == "f" else "ungqr", A.dtype, C_INT, int, int,
                         int, P, int, P)
+    pq, pt = blas.ptr(q), blas.ptr(tau)
     for i in range(len(q)):
-        orgqr(102, m, cols, k, blas.ptr(q[i:]), max(1, m), blas.ptr(tau[i:]))
+        orgqr(102, m, cols, k, pq + i * q.strides[0], max(1, m), pt + i * tau.strides[0])
     return q.swapaxes(1, 2).reshape(batch + (m, cols)), R
 
 
@@ -482,14 +488,15 @@ def linalg_lu_factor_ex(xp, A, *, pivot=True, check_errors=False):
     check_matrix("linalg.lu_factor", A, square=False)
     if not pivot:
         raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the CPU")
-    m, n = A.shape[-2:]
+    (m, n), batch = A.shape[-2:], A.shape[:-2]
     k = min(m, n)
-    a = A.reshape((-1, m, n)).copy()
-    piv = xp.zeros((a.shape[0], k), np.int32)
-    info = xp.zeros(a.shape[0], np.int32)
+    a = A.reshape((math.prod(batch), m, n)).copy()      # (-1 is ambiguous for an empty A)
     getrf = xp is np and blas.lapack("getrf_work", A.dtype, C_INT, int, int, P, int, P)
     if getrf:       # LAPACK's getrf, as torch: its pivots, blocked with GEMM updates
-        a, piv, info = lapack_each(getrf, a, m, n)
+        piv, info = lapack_rows(getrf, a, m, n)
+        info = np.array(info, np.int32)
+    else:
+        piv, info = xp.zeros((a.shape[0], k), np.int32), xp.zeros(a.shape[0], np.int32)
     rows = xp.arange(a.shape[0])
     for j in range(0 if not getrf else k, k):
         col = a[:, j:, j]
@@ -504,7 +511,6 @@ def linalg_lu_factor_ex(xp, A, *, pivot=True, check_errors=False):
         info = xp.where(zero & (info == 0), j + 1, info)
         a[:, j + 1:, j] /= xp.where(zero, 1, d)[:, None]
         a[:, j + 1:, j + 1:] -= a[:, j + 1:, j, None] * a[:, j, None, j + 1:]
-    batch = A.shape[:-2]
     if check_errors and bool(info.any()):
         raise LinAlgError(f"torch.linalg.lu_factor_ex: U[{int(info.max())},{int(info.max())}] is "
                           f"zero and using it on lu_solve would result in a division by zero.")
@@ -513,14 +519,16 @@ def linalg_lu_factor_ex(xp, A, *, pivot=True, check_errors=False):
 
 def permutation(pivots, m, like):
     """P (m x m) from LAPACK pivots, so that A = P L U."""
-    piv = pivots.detach().cpu().numpy().reshape(-1, pivots.shape[-1]) - 1
-    perm = np.tile(np.arange(m), (piv.shape[0], 1))
-    for b in range(piv.shape[0]):
-        for j, p in enumerate(piv[b]):
-            perm[b, [j, p]] = perm[b, [p, j]]
-    P = np.zeros(perm.shape + (m,), np.float64)
-    np.put_along_axis(P, perm[..., None], 1.0, axis=-1)     # row i of P^T is e_perm[i]
-    P = np.swapaxes(P, -1, -2).reshape(tuple(pivots.shape[:-1]) + (m, m))
+    piv = pivots.detach().cpu().numpy().reshape(math.prod(pivots.shape[:-1]), pivots.shape[-1]) - 1
+    perm = np.empty((len(piv), m), np.int64)
+    for b, row in enumerate(piv.tolist()):      # (Python swaps: a NumPy call each costs more)
+        order = list(range(m))
+        for j, p in enumerate(row):
+            order[j], order[p] = order[p], order[j]
+        perm[b] = order
+    # column i of P is e_perm[i]
+    P = (perm[:, None, :] == np.arange(m)[:, None]).astype(np.float64)
+    P = P.reshape(tuple(pivots.shape[:-1]) + (m, m))
     return ember.tensor(P, dtype=like.dtype, device=like.device)
 
 
@@ -751,18 +759,21 @@ def linalg_ldl_factor_ex(xp, A, *, hermitian=False, check_errors=False):
     1x1 and 2x2 blocks, packed in LD's lower triangle."""
     check_matrix("torch.linalg.ldl_factor_ex", A)
     n, batch = A.shape[-1], A.shape[:-2]
-    a = A.reshape((-1, n, n)).copy()
-    piv, info = np.zeros((a.shape[0], n), np.int32), np.zeros(a.shape[0], np.int32)
+    a = A.reshape((math.prod(batch), n, n)).copy()
     sytrf = xp is np and blas.lapack("hetrf" if hermitian and A.dtype.kind == "c" else "sytrf",
                                      A.dtype, C_INT, ctypes.c_char, int, P, int, P)
     if sytrf:
-        a, piv, info = lapack_each(sytrf, a, b"L", n)
-    for b in np.nonzero(info < 0)[0] if sytrf else range(a.shape[0]):   # (LAPACKE refuses NaN)
-        piv[b], info[b] = _sytf2(xp, a[b], hermitian)
-    if check_errors and info.any():
-        raise RuntimeError(f"torch.linalg.ldl_factor_ex: Unknown error code: {info.max()}.")
-    return (tril.fwd(xp, a).reshape(A.shape), xp.asarray(piv.reshape(batch + (n,))),
-            xp.asarray(info.reshape(batch)))
+        piv, info = lapack_rows(sytrf, a, b"L", n)
+    else:
+        piv, info = np.zeros((a.shape[0], n), np.int32), [-1] * a.shape[0]
+    for b in range(a.shape[0]):
+        if info[b] < 0:         # (LAPACKE refuses NaN)
+            piv[b], info[b] = _sytf2(xp, a[b], hermitian)
+    if check_errors and any(info):
+        raise RuntimeError(f"torch.linalg.ldl_factor_ex: Unknown error code: {max(info)}.")
+    xp.copyto(a, 0, where=_zeroed(xp, n, n, 0, "tril"))    # (tril in place: a is ours)
+    return (a.reshape(A.shape), xp.asarray(piv.reshape(batch + (n,))),
+            xp.asarray(np.array(info, np.int32).reshape(batch)))
 
 
 # NOTE: torch has no derivative for ldl_factor_ex or ldl_solve: backward raises, as in torch
@@ -848,12 +859,43 @@ def linalg_ldl_solve(xp, LD, pivots, B, *, hermitian=False):
         raise RuntimeError("torch.linalg.ldl_solve: Expected pivots to be an integer tensor of "
                            f"shape (*, {n}), got {pivots.dtype} of shape {tuple(pivots.shape)}")
     batch = np.broadcast_shapes(LD.shape[:-2], pivots.shape[:-1], B.shape[:-2])
-    a = xp.broadcast_to(LD, batch + (n, n)).reshape(-1, n, n)
-    p = xp.broadcast_to(pivots, batch + (n,)).reshape(-1, n)
-    x = xp.broadcast_to(B, batch + B.shape[-2:]).reshape((-1,) + B.shape[-2:]).copy()
-    for i in range(x.shape[0]):
-        _sytrs(xp, a[i], p[i], x[i], hermitian)
+    count, k = math.prod(batch), B.shape[-1]
+    a = xp.broadcast_to(LD, batch + (n, n)).reshape(count, n, n)
+    p = xp.broadcast_to(pivots, batch + (n,)).reshape(count, n)
+    x = xp.broadcast_to(B, batch + B.shape[-2:]).reshape(count, n, k).copy()
+    sytrs = xp is np and _bk_pivots(p, n) and blas.lapack(
+        "hetrs_work" if hermitian and LD.dtype.kind == "c" else "sytrs_work", LD.dtype, C_INT,
+        ctypes.c_char, int, int, P, int, P, P, int)
+    if sytrs:       # (row-major: LAPACKE transposes in C)
+        a = np.ascontiguousarray(a)
+        p = np.ascontiguousarray(p, np.int64 if blas._ilp64 else np.int32)   # (not astype: a
+        # broadcast p would come back batch-fastest)
+        pa, pp, px = blas.ptr(a), blas.ptr(p), blas.ptr(x)
+        for i in range(count):
+            sytrs(101, b"L", n, k, pa + i * a.strides[0], max(1, n), pp + i * p.strides[0],
+                  px + i * x.strides[0], max(1, k))
+    else:
+        for i in range(count):
+            _sytrs(xp, a[i], p[i], x[i], hermitian)
     return x.reshape(batch + B.shape[-2:])
+
+
+def _bk_pivots(p, n):
+    """Whether each row of the (b, n) pivots ``p`` is one sytrf makes: 1 <= |pivot| <= n, a
+    negative one the first of an equal pair (a 2x2 block). LAPACK's sytrs trusts them and would
+    read or write past the matrices; other pivots take _sytrs, which raises or runs in bounds.
+    A pivot past n raises torch's error."""
+    ok = True
+    for row in p.tolist():
+        k = 0
+        while k < n:
+            if abs(row[k]) > n:
+                raise RuntimeError("Pivots given to ldl_solve must all satisfy |pivot| <= "
+                                   "LD.size(-2). Did you properly pass the result of ldl_factor?")
+            if row[k] == 0 or (row[k] < 0 and (k + 1 == n or row[k + 1] != row[k])):
+                ok = False
+            k += 1 if row[k] >= 0 else 2
+    return ok
 
 
 linalg_ldl_solve.torch_fn = "linalg.ldl_solve"

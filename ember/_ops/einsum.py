@@ -123,6 +123,41 @@ def _cost(la, lb, sizes):
     return numel(set(la) | set(lb)) - numel(la) - numel(lb)
 
 
+# (equation, shapes) -> _pair_plan's plan: a small call's label work costs more than its GEMM
+_PAIRS = {}
+
+
+def _pair_plan(ops, out, sizes, operands):
+    """For two operands whose labels each appear once, at their full size, and are all kept or
+    contracted (no diagonal, broadcast or lone sum: _prepare has nothing to do), the loop
+    below in shapes only: (a's transpose and 3-d shape, b's, the product's shape and the
+    output transpose); None for any other call."""
+    if len(ops) != 2 or len(set(out)) != len(out):
+        return None
+    (la, lb), (a, b) = ops, operands
+    if len(set(la)) != len(la) or len(set(lb)) != len(lb) or not set(out) <= set(la) | set(lb) \
+            or any(sizes[l] != n for l, n in zip(la + lb, a.shape + b.shape)) or \
+            not set(la) <= set(out) | set(lb) or not set(lb) <= set(out) | set(la):
+        return None
+    keep = set(out)
+    batch = [l for l in la if l in lb and l in keep]
+    summed = [l for l in la if l in lb and l not in keep]
+    fa, fb = [l for l in la if l not in lb], [l for l in lb if l not in la]
+    n = [math.prod(sizes[l] for l in g) for g in (batch, fa, summed, fb)]
+    got = batch + fa + fb
+    perm = [got.index(l) for l in out]
+    return ([la.index(l) for l in batch + fa + summed], (n[0], n[1], n[2]),
+            [lb.index(l) for l in batch + summed + fb], (n[0], n[2], n[3]),
+            [sizes[l] for l in got], None if perm == sorted(perm) else perm)
+
+
+def _pair(xp, a, b, pa, sa, pb, sb, shape, perm):
+    """_contract's GEMM and the final transpose, from a plan of _pair_plan."""
+    out = matmul.fwd(xp, xp.transpose(a, pa).reshape(sa), xp.transpose(b, pb).reshape(sb))
+    out = out.reshape(shape)
+    return out if perm is None else xp.transpose(out, perm)
+
+
 @op("einsum", method=False, function=False)
 def einsum_op(xp, equation, operands):
     """Einstein summation over ``operands`` as ``equation`` spells it; see :func:`einsum`."""
@@ -130,8 +165,18 @@ def einsum_op(xp, equation, operands):
         raise _error("must provide at least one operand")
     for o in operands[1:]:
         _check_dtypes("einsum", operands[0], o)
+    key = (equation,) + tuple(o.shape for o in operands)
+    plan = _PAIRS.get(key)
+    if plan is not None:
+        return _pair(xp, *operands, *plan)
     ops, out = _parse(equation, [o.shape for o in operands])
     sizes = _sizes(ops, [o.shape for o in operands])
+    plan = _pair_plan(ops, out, sizes, operands)
+    if plan is not None:
+        if len(_PAIRS) > 512:
+            _PAIRS.clear()
+        _PAIRS[key] = plan
+        return _pair(xp, *operands, *plan)
     items = []
     for i, (a, labels) in enumerate(zip(operands, ops)):
         needed = set(out).union(*(ops[j] for j in range(len(ops)) if j != i))

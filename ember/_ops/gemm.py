@@ -170,6 +170,10 @@ def matmul(a, b):
             a.size == 0 or b.size == 0:
         return None
     (m, k), n = a.shape[-2:], b.shape[-1]
+    if a.size * b.size < _MIN_OWN * k:
+        # (a.size * b.size / k bounds the multiply-adds from above, broadcast or not: below
+        # the least any path here takes, numpy.matmul it is, without the checks below)
+        return None
     f32 = a.dtype is _F32 and b.dtype is _F32
     # (OpenBLAS's small-matrix path beats ember's GEMM on small products whose B is not
     # transposed: those keep BLAS; on one thread numpy.matmul makes the same BLAS calls as the

@@ -61,8 +61,23 @@ def lapack_each(fn, a, *args, out=np.int32):
     return f.swapaxes(-1, -2), ipiv.astype(out, copy=False), np.array(info, np.int32)
 
 
+def lapack_rows(fn, a, *args):
+    """``fn(row-major, *args, matrix, lda, ipiv)`` (getrf, sytrf) on each matrix of the
+    C-contiguous (b, m, n) ``a``, in place: LAPACKE transposes in C, where lapack_each's NumPy
+    copies cost more than a small factorization. Returns (int32 pivots (b, min(m, n)), infos)."""
+    ipiv = np.empty((len(a), min(a.shape[1:])), np.int64 if blas._ilp64 else np.int32)
+    pa, sa, pi, si = blas.ptr(a), a.strides[0], blas.ptr(ipiv), ipiv.strides[0]
+    info = [fn(101, *args, pa + b * sa, max(1, a.shape[2]), pi + b * si) for b in range(len(a))]
+    return ipiv.astype(np.int32, copy=False), info
+
+
+_LAPACK_DTYPES = tuple(map(np.dtype, (np.float32, np.float64, np.complex64, np.complex128)))
+
+
 def check_matrix(name, a, square=True):
     """torch's checks on a (batch of) matrices: float or complex, 2 or more dims, square."""
+    if a.dtype in _LAPACK_DTYPES and a.ndim >= 2 and (not square or a.shape[-1] == a.shape[-2]):
+        return          # (the common call, in one test: the ones below cost a µs)
     low = ember._dtype.is_ml_dtypes(a.dtype) or a.dtype == np.float16
     if a.dtype.kind not in "fc" or low:
         if a.dtype.kind in "fc" or low:
@@ -619,13 +634,13 @@ def linalg_multi_dot(xp, tensors):
             raise RuntimeError(f"multi_dot(): tensors {i} and {i + 1} with shapes "
                                f"{list(tensors[i].shape)} and {list(tensors[i + 1].shape)} "
                                "cannot be multiplied")
-    split = _chain_order([m.shape for m in ms])
+    split = _chain_order([m.shape for m in ms]) if len(ms) > 2 else [[0, 0]]   # (one order)
 
     def prod(i, j):
         return ms[i] if i == j else matmul.fwd(xp, prod(i, split[i][j]), prod(split[i][j] + 1, j))
     out = prod(0, len(ms) - 1)
     drop = (0,) * (tensors[0].ndim == 1) + (1,) * (tensors[-1].ndim == 1)
-    return out.reshape([n for k, n in enumerate(out.shape) if k not in drop])
+    return out.reshape([n for k, n in enumerate(out.shape) if k not in drop]) if drop else out
 
 
 @linalg_multi_dot.vjp(save=("tensors",))

@@ -4,8 +4,9 @@
  * the same output Tensor as dispatch.py's Python fast path, and records autograd as
  * graph.simple_node does (record.h; _record for the general case). engine.h holds the backward
  * engine's plain loop (engine.run_backward is its reference). Options given by name are moved
- * into their places first, as dispatch does. Any call the fast path does not take (keyword-only
- * options, hooks, lists, promotion, other devices) goes to the Python dispatch unchanged, so
+ * into their places first, as dispatch does; plain keyword-only ones take several_path
+ * (dispatch._tensors). Any call the fast path does not take (other keyword-only options,
+ * hooks, lists, promotion, other devices) goes to the Python dispatch unchanged, so
  * there is one dispatch logic and this file only skips the interpreter on the common call.
  * The binary operator type below does the same for ``Tensor.__add__`` and friends.
  */
@@ -694,7 +695,9 @@ static PyObject *run(PyObject *opdef, PyObject *args, PyObject *kwargs)
             return NULL;
         if (!PyTuple_CheckExact(full)) {
             Py_DECREF(full);
-            return slow(opdef, args, kwargs);
+            /* (keyword-only options: dispatch._tensors with them, as the Python dispatch) */
+            ret = view ? NULL : several_path(opdef, args, kwargs, &handled);
+            return view || !handled ? slow(opdef, args, kwargs) : ret;
         }
         args = full;
     }
@@ -715,7 +718,7 @@ static PyObject *run(PyObject *opdef, PyObject *args, PyObject *kwargs)
             fast(opdef, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), args, empty_dict,
                  &handled);
     if (handled < 0)
-        ret = several_path(opdef, args, &handled);
+        ret = several_path(opdef, args, empty_dict, &handled);
     if (!handled)   /* (a view the quick path declines: the reference, with the call as given) */
         ret = view ? slow(opdef, given, kwargs) : slow(opdef, args, full ? empty_dict : kwargs);
     Py_XDECREF(full);

@@ -156,7 +156,7 @@ static int result_into(PyObject *opdef, PyObject *self, PyObject *x, PyObject *a
     out = fast(opdef, &PyTuple_GET_ITEM(full, 0), PyTuple_GET_SIZE(full), full, empty_dict,
                &handled);
     if (handled < 0)        /* (several tensors: addcmul_, lerp_) */
-        out = several_path(opdef, full, &handled);
+        out = several_path(opdef, full, empty_dict, &handled);
     Py_DECREF(full);
     if (handled != 1)
         return 0;

@@ -21,16 +21,25 @@ static int is_option(PyObject *o)
 
 #define SEVERAL_MAX 12
 
-/* _tensors(opdef, args); *handled = 0: declined */
-static PyObject *several_path(PyObject *opdef, PyObject *args, int *handled)
+static int records(PyObject *opdef, PyObject *tensors);
+
+/* _tensors(opdef, args, kwargs): kwargs empty_dict, or keyword-only plain options (baddbmm's
+ * beta, scatter_reduce's include_self), with which, as there, _finish wraps and records;
+ * *handled = 0: declined */
+static PyObject *several_path(PyObject *opdef, PyObject *args, PyObject *kwargs, int *handled)
 {
-    Py_ssize_t n = PyTuple_GET_SIZE(args), nt = 0;
+    Py_ssize_t n = PyTuple_GET_SIZE(args), nt = 0, pos = 0;
+    PyObject *key, *value;
+    int kw = PyDict_GET_SIZE(kwargs) != 0;
     PyObject *promoted = NULL, *dt = NULL, *arrays[SEVERAL_MAX + 1], *ts[SEVERAL_MAX];
     PyObject *tensors = NULL, *positions = NULL, *res = NULL, *out = NULL, *ret = NULL;
     Py_ssize_t where[SEVERAL_MAX];
     *handled = 0;
     if (n > SEVERAL_MAX)
         return NULL;
+    while (PyDict_Next(kwargs, &pos, &key, &value))     /* (dispatch's test for _tensors) */
+        if (!is_option(value) || PyUnicode_CompareWithASCIIString(key, "out") == 0)
+            return NULL;
     PyObject *p = OP(opdef, OP_PROMOTE);
     if (p == NULL)
         return *handled = 1, NULL;
@@ -78,14 +87,25 @@ static PyObject *several_path(PyObject *opdef, PyObject *args, int *handled)
     PyObject *fwd = OP(opdef, OP_FWD);
     if (fwd == NULL)
         goto done;
-    res = PyObject_Vectorcall(fwd, arrays, n + 1, NULL);
+    if (kw) {
+        PyObject *t = PyTuple_New(n + 1);
+        for (Py_ssize_t i = 0; t != NULL && i <= n; i++)
+            PyTuple_SET_ITEM(t, i, Py_NewRef(arrays[i]));
+        res = t ? PyObject_Call(fwd, t, kwargs) : NULL;
+        Py_XDECREF(t);
+    }
+    else
+        res = PyObject_Vectorcall(fwd, arrays, n + 1, NULL);
     Py_DECREF(fwd);
     if (res == NULL) {
-        ret = fwd_failed(opdef, args, empty_dict, tensors);
+        ret = fwd_failed(opdef, args, kwargs, tensors);
         goto done;
     }
-    if (Py_TYPE(res) != (PyTypeObject *)ndarray) {
-        ret = PyObject_CallFunction(finish, "OOOOOOO", opdef, args, empty_dict, tensors, res, CPU,
+    int rec = kw && Py_TYPE(res) == (PyTypeObject *)ndarray ? records(opdef, tensors) : 0;
+    if (rec < 0)
+        goto done;
+    if (rec || Py_TYPE(res) != (PyTypeObject *)ndarray) {   /* (options: _finish records) */
+        ret = PyObject_CallFunction(finish, "OOOOOOO", opdef, args, kwargs, tensors, res, CPU,
                                     Py_None);
         goto done;
     }
