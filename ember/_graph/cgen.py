@@ -113,11 +113,13 @@ class Kernel:
 
     def _red(self, xs, red):
         """The row reduction ``red`` of the product of ``xs``; a sum is one accumulator per
-        product, in double (``"dsum"``, the product too) once any caller asked for it."""
-        for v in self.vals if "sum" in red else ():
-            if v.red in ("sum", "dsum") and v.deps == list(xs):
-                if red == "dsum":
-                    v.red = "dsum"
+        product, in double (``"dsum"``, the product too) once any caller asked for it, and a
+        max one per value (causal attention's softmax and its fully-masked-row test)."""
+        kinds = ("sum", "dsum") if "sum" in red else ("max", "maxnum")
+        for v in self.vals:
+            if v.red in kinds and v.deps == list(xs):
+                if red in ("dsum", "max"):      # (a maxnum's caller gets NaN in its result
+                    v.red = red                 # anyway: one NaN-propagating max serves both)
                 return v
         return self._new(red, True, list(xs), max(x.phase for x in xs) + 1, red)
 
