@@ -526,3 +526,22 @@ def test_a_closed_over_models_mode_and_frozen_weights_are_guarded():
     model[0].weight.requires_grad_(False)
     f(x).sum().backward()
     assert model[0].weight.grad is None and model[0].bias.grad is not None
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_kernels_large_enough_to_split_over_threads_equal_eager(threads):
+    """Kernels of at least cgen.PAR_MIN elements split their rows over OpenMP threads (the
+    column sums of a bias or LayerNorm weight gradient per thread, then added up)."""
+    before = ember.get_num_threads()
+    ember.set_num_threads(threads)
+    try:
+        x = ember.randn(cgen.PAR_MIN // 512, 512, requires_grad=True)
+        w, b = ember.randn(512, requires_grad=True), ember.randn(512, requires_grad=True)
+        fn = lambda x: ember.nn.functional.layer_norm(x, (512,), w, b).softmax(-1)  # noqa: E731
+        g = ember.randn(x.shape)
+        got = ember.autograd.grad(ember.compile(fn)(x), (x, w, b), g)
+        want = ember.autograd.grad(fn(x), (x, w, b), g)
+        for a, e in zip(got, want):
+            np.testing.assert_allclose(a.numpy(), e.numpy(), rtol=1e-4, atol=1e-5)
+    finally:
+        ember.set_num_threads(before)

@@ -38,6 +38,13 @@ _CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
 _FLOAT, _BOOL = (np.dtype(np.float32), np.dtype(np.float64)), np.dtype(np.bool_)
 
 
+# elements below which a kernel runs on one thread: splitting a loop of fewer (~0.5 ms) saves
+# less than an OpenMP region costs on a busy machine, where the second thread waits to be
+# scheduled (the benchmark GPT's kernels, 2^17-2^19 elements: its step 0.75 of the time at 2
+# threads, CPU and wall alike)
+PAR_MIN = 1 << 20
+
+
 class Skip(Exception):
     """A lowering refuses this call (the op then runs through its OpDef)."""
 
@@ -223,7 +230,7 @@ class Kernel:
         put = [f"{v.name} != 0" if k in bools else v.name for k, v in enumerate(outs)]
         lines.append(f"void {name}({', '.join(params)}) {{")
         cols = [(k, v) for k, v in enumerate(outs) if v.red == "col"]
-        par = f"num_threads(nt) if(nt > 1 && {self.m * self.n} >= 32768)"
+        par = f"num_threads(nt) if(nt > 1 && {self.m * self.n} >= {PAR_MIN})"
         if cols:        # (column sums: per thread over its rows, then added up)
             lines += [f"  for (int64_t j = 0; j < {self.n}; j++) out{k}[j] = 0;" for k, _ in cols]
             lines += [f"  #pragma omp parallel {par}", "  {"]
