@@ -229,11 +229,33 @@ def test_causal_attentions_masked_softmax_is_one_kernel():
         q, k, v, is_causal=True))
     g = ember.randn(2, 3, 8, 4)
     got = ember.autograd.grad(f(q, k, v), (q, k, v), g)
-    fwd = next(iter(f.programs.values())).programs[0][0]
+    fwd, c = next(iter(f.programs.values())).programs[0][:2]
     assert fwd.count("_lib.") == 1 and "_bool)" in fwd
+    assert c.count("reduction(max:") == 1       # (softmax's max and the masked-row test's)
     want = ember.autograd.grad(ember.nn.functional.scaled_dot_product_attention(
         q, k, v, is_causal=True), (q, k, v), g)
     for a, b in zip(got, want):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), **TOL[ember.float32])
+
+
+def test_masked_softmax_rows_with_nan_or_fully_masked_equal_eager():
+    """One NaN-propagating row max serves softmax and the fully-masked-row test: a row with a
+    NaN score gives NaN as eager's, a row every key of which is masked gives zeros."""
+    q, k, v = (ember.randn(2, 8, 4) for _ in range(3))
+    q[0, 2, 1] = float("nan")
+    mask = ember.ones(8, 8, dtype=ember.bool).tril()
+    mask[5] = False
+    for t in (q, k, v):
+        t.requires_grad_(True)
+    sdpa = ember.nn.functional.scaled_dot_product_attention
+    f = ember.compile(lambda q, k, v: sdpa(q, k, v, attn_mask=mask))
+    g = ember.randn(2, 8, 4)
+    y = f(q, k, v)
+    got = ember.autograd.grad(y, (q, k, v), g)
+    want = sdpa(q, k, v, attn_mask=mask)
+    assert (y[:, 5] == 0).all() and y[0, 2].isnan().all() and not y[1].isnan().any()
+    np.testing.assert_allclose(y.detach().numpy(), want.detach().numpy(), **TOL[ember.float32])
+    for a, b in zip(got, ember.autograd.grad(want, (q, k, v), g)):
         np.testing.assert_allclose(a.numpy(), b.numpy(), **TOL[ember.float32])
 
 
@@ -504,3 +526,22 @@ def test_a_closed_over_models_mode_and_frozen_weights_are_guarded():
     model[0].weight.requires_grad_(False)
     f(x).sum().backward()
     assert model[0].weight.grad is None and model[0].bias.grad is not None
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_kernels_large_enough_to_split_over_threads_equal_eager(threads):
+    """Kernels of at least cgen.PAR_MIN elements split their rows over OpenMP threads (the
+    column sums of a bias or LayerNorm weight gradient per thread, then added up)."""
+    before = ember.get_num_threads()
+    ember.set_num_threads(threads)
+    try:
+        x = ember.randn(cgen.PAR_MIN // 512, 512, requires_grad=True)
+        w, b = ember.randn(512, requires_grad=True), ember.randn(512, requires_grad=True)
+        fn = lambda x: ember.nn.functional.layer_norm(x, (512,), w, b).softmax(-1)  # noqa: E731
+        g = ember.randn(x.shape)
+        got = ember.autograd.grad(ember.compile(fn)(x), (x, w, b), g)
+        want = ember.autograd.grad(fn(x), (x, w, b), g)
+        for a, e in zip(got, want):
+            np.testing.assert_allclose(a.numpy(), e.numpy(), rtol=1e-4, atol=1e-5)
+    finally:
+        ember.set_num_threads(before)

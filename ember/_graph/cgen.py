@@ -38,6 +38,13 @@ _CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
 _FLOAT, _BOOL = (np.dtype(np.float32), np.dtype(np.float64)), np.dtype(np.bool_)
 
 
+# elements below which a kernel runs on one thread: splitting a loop of fewer (~0.5 ms) saves
+# less than an OpenMP region costs on a busy machine, where the second thread waits to be
+# scheduled (the benchmark GPT's kernels, 2^17-2^19 elements: its step 0.75 of the time at 2
+# threads, CPU and wall alike)
+PAR_MIN = 1 << 20
+
+
 class Skip(Exception):
     """A lowering refuses this call (the op then runs through its OpDef)."""
 
@@ -113,11 +120,13 @@ class Kernel:
 
     def _red(self, xs, red):
         """The row reduction ``red`` of the product of ``xs``; a sum is one accumulator per
-        product, in double (``"dsum"``, the product too) once any caller asked for it."""
-        for v in self.vals if "sum" in red else ():
-            if v.red in ("sum", "dsum") and v.deps == list(xs):
-                if red == "dsum":
-                    v.red = "dsum"
+        product, in double (``"dsum"``, the product too) once any caller asked for it, and a
+        max one per value (causal attention's softmax and its fully-masked-row test)."""
+        kinds = ("sum", "dsum") if "sum" in red else ("max", "maxnum")
+        for v in self.vals:
+            if v.red in kinds and v.deps == list(xs):
+                if red in ("dsum", "max"):      # (a maxnum's caller gets NaN in its result
+                    v.red = red                 # anyway: one NaN-propagating max serves both)
                 return v
         return self._new(red, True, list(xs), max(x.phase for x in xs) + 1, red)
 
@@ -221,7 +230,7 @@ class Kernel:
         put = [f"{v.name} != 0" if k in bools else v.name for k, v in enumerate(outs)]
         lines.append(f"void {name}({', '.join(params)}) {{")
         cols = [(k, v) for k, v in enumerate(outs) if v.red == "col"]
-        par = f"num_threads(nt) if(nt > 1 && {self.m * self.n} >= 32768)"
+        par = f"num_threads(nt) if(nt > 1 && {self.m * self.n} >= {PAR_MIN})"
         if cols:        # (column sums: per thread over its rows, then added up)
             lines += [f"  for (int64_t j = 0; j < {self.n}; j++) out{k}[j] = 0;" for k, _ in cols]
             lines += [f"  #pragma omp parallel {par}", "  {"]
