@@ -57,6 +57,7 @@ def test_multi_dim(name, arity):
     fn = getattr(ember.fft, name + arity)
     for shape, kw in [((6, 10), {}), ((3, 5, 12), dict(dim=(0, 2), norm="ortho")),
                       ((4, 7, 6), {}), ((3, 5, 8), dict(dim=(1, 2), norm="forward")),
+                      ((2, 45, 64), {}), ((70, 66), dict(s=(64, 70), norm="ortho")),
                       ((4, 6, 9), dict(s=(5, 8), norm="forward")),
                       ((40, 33), dict(dim=(1, 0))), ((2, 7, 16), dict(s=(3, 14)))]:
         if arity == "2" and len(kw.get("dim", (0, 1))) != 2:
@@ -93,6 +94,10 @@ def test_edge_values():
             ref = fn(ember.tensor(z)).numpy()
         for part in (np.real, np.imag):
             np.testing.assert_array_equal(np.isnan(part(fast)), np.isnan(part(ref)))
+    z = np.zeros((3, 1400), np.float32)
+    z[1, 7] = np.inf                       # a real input's fft2 with an inf: the complex one's
+    np.testing.assert_array_equal(ember.fft.fft2(ember.tensor(z)).numpy(),
+                                  ember.fft.fft2(ember.tensor(z.astype(np.complex64))).numpy())
 
 
 @pytest.mark.parametrize("name", FNS)

@@ -181,8 +181,9 @@ def _kernel(kind, inverse, x, dims, sizes, norm):
         tail = np.conj(h[(slice(None),) * last + (slice(n - n // 2 - 1, 0, -1),)])
         return _pass(fn, np.concatenate([h, tail], last), last, n, True, norm).real.copy()
     # a real input's full spectrum from its half: computed forward (ifft's is the conjugate);
-    # not with an inf (h None: the split's result differs from a c2c's, NumPy's)
-    full = kind == "c2c" and x.dtype.char == "f" and even and \
+    # not with an inf (h None: the split's result differs from a c2c's, NumPy's), nor small
+    # (the mirror's NumPy calls cost more than the c2c's other half)
+    full = kind == "c2c" and x.dtype.char == "f" and even and x.size > _SMALL and \
         sorted(dims) == list(range(x.ndim - nd, x.ndim))
     fnorm = _DUAL[norm] if full and inverse else norm
     h = _real(fn, _fit(x, (last,), (n,)), n, False, fnorm) if even and (

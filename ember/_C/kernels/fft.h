@@ -178,7 +178,7 @@ static int fft_lines(const float *x, float *y, int64_t l0, int64_t l1, int64_t B
             base[b] = ((l0 + b) / inner * nout * inner + (l0 + b) % inner) * 2;
         if (real && sg > 0) {
             n = N + 1;
-            FFT_EACH(1, nb, int64_t k = (N - j) % N * B + b, i = j % N * B + b;
+            FFT_EACH(1, nb, int64_t k = (j ? N - j : 0) * B + b, i = (j < N ? j : 0) * B + b;
                      float er = xr[i] + xr[k], ei = xi[i] - xi[k], or_ = xi[i] + xi[k],
                      oi = xr[k] - xr[i], wr = w[2 * j], wi = w[2 * j + 1];
                      float vr = (er + or_ * wr - oi * wi) * sc * 0.5f;
