@@ -56,6 +56,8 @@ def test_lengths_1d(name, n):
 def test_multi_dim(name, arity):
     fn = getattr(ember.fft, name + arity)
     for shape, kw in [((6, 10), {}), ((3, 5, 12), dict(dim=(0, 2), norm="ortho")),
+                      ((4, 7, 6), {}), ((3, 5, 8), dict(dim=(1, 2), norm="forward")),
+                      ((2, 45, 64), {}), ((70, 66), dict(s=(64, 70), norm="ortho")),
                       ((4, 6, 9), dict(s=(5, 8), norm="forward")),
                       ((40, 33), dict(dim=(1, 0))), ((2, 7, 16), dict(s=(3, 14)))]:
         if arity == "2" and len(kw.get("dim", (0, 1))) != 2:
@@ -69,8 +71,9 @@ def test_multi_dim(name, arity):
 @pytest.mark.parametrize("name", ["fft", "rfft", "irfft"])
 def test_large_and_batched(name):
     # long lines (blocks of fewer lines), many short lines (full blocks and a partial one)
-    # and a long prime (Bluestein's convolution of two smooth transforms)
-    for shape in [(2, 1 << 16), (37, 360), (1000, 12), (2, 65537)]:
+    # and a long prime (Bluestein's convolution of two smooth transforms; of the half of a real
+    # transform's 2 * 65537 points)
+    for shape in [(2, 1 << 16), (37, 360), (1000, 12), (2, 65537), (2, 131074)]:
         _check(getattr(ember.fft, name), _input(name, shape, seed=3))
         _check(getattr(ember.fft, name), _input(name, shape, seed=3), dim=0)
 
@@ -84,6 +87,17 @@ def test_edge_values():
     y = np.array([1e-40, -0.0, 5e-39, 0.0], np.float32)               # denormals stay exact
     _check(ember.fft.fft, y)
     _check(ember.fft.rfft, np.full(8, np.nan, np.float32))
+    for fn in (ember.fft.rfft, ember.fft.fft, ember.fft.ihfft):      # real transforms' splits
+        z = np.stack([x, x[::-1]])
+        fast = fn(ember.tensor(z)).numpy()
+        with kernels.disabled():
+            ref = fn(ember.tensor(z)).numpy()
+        for part in (np.real, np.imag):
+            np.testing.assert_array_equal(np.isnan(part(fast)), np.isnan(part(ref)))
+    z = np.zeros((3, 1400), np.float32)
+    z[1, 7] = np.inf                       # a real input's fft2 with an inf: the complex one's
+    np.testing.assert_array_equal(ember.fft.fft2(ember.tensor(z)).numpy(),
+                                  ember.fft.fft2(ember.tensor(z.astype(np.complex64))).numpy())
 
 
 @pytest.mark.parametrize("name", FNS)

@@ -17,6 +17,7 @@ the forward's own code:
 hfft and ihfft are c2r and r2c of the conjugate with the dual norm, as in torch.
 """
 import functools
+import itertools
 import math
 
 import numpy as np
@@ -128,10 +129,8 @@ def _transform(xp, kind, inverse, x, dims, sizes, norm):
 
 @functools.lru_cache(64)
 def _twiddles(n):
-    """``exp(-2 pi i k / n)``, k < n, as complex64 (computed in double), or None for a length
-    with a prime factor fft.h has no pass for (above 61)."""
-    return np.exp(np.arange(n) * (-2j * np.pi / n)).astype(np.complex64) if \
-        _largest_prime(n) <= 61 else None
+    """``exp(-2 pi i k / n)``, k < n, as complex64 (computed in double)."""
+    return np.exp(np.arange(n) * (-2j * np.pi / n)).astype(np.complex64)
 
 
 @functools.lru_cache(256)
@@ -146,54 +145,112 @@ def _largest_prime(n):
 
 
 _C64, _F32 = np.dtype(np.complex64), np.dtype(np.float32)
-# r2c and c2r through fft.h are a c2c of twice the work: above this, pocketfft's real transforms
-# win (1M float32 rfft at one thread, CPU time: fft.h 12.3 ms, NumPy 9.1)
+# an odd length's r2c and c2r through fft.h are a c2c of twice the work: above this, pocketfft's
+# real transforms win (1M float32 rfft at one thread, CPU time: fft.h 12.3 ms, NumPy 9.1)
 _SMALL = 4096
 _BLUESTEIN = 1 << 16
 
 
 def _kernel(kind, inverse, x, dims, sizes, norm):
-    """fft.h's transform of a float32/complex64 NumPy array: a c2c pass per dim; r2c (small, or
-    a last dim with a large prime factor: pocketfft's r2c there was 2x torch's time) as c2c of
-    the real input cut to its one-sided half after the last dim; c2r (small) as the c2c of the
-    Hermitian extension of the last dim (whose real part is irfft's). A length with a prime
-    factor above 61 is Bluestein's convolution when long, else (None) pocketfft's."""
-    fn = _C.kernel("fft_c2c", _F32) if x.dtype.char in "fF" and type(x) is np.ndarray and (
-        kind == "c2c" or x.size <= _SMALL or kind == "r2c" and _largest_prime(sizes[-1]) > 61) \
-        else None
+    """fft.h's transform of a float32/complex64 NumPy array: a c2c pass per dim, r2c and c2r as
+    real transforms along the last dim (``_real``, an even length there) or else (small, or a
+    large prime factor) as the c2c of the real input cut to its one-sided half / of the
+    Hermitian extension. A real input's c2c over trailing dims (fft2 of a real image) is the r2c
+    and the c2c of the other dims on the half, then the mirrored half conjugated
+    (``_hermitian``). A length with a prime factor above 61 is Bluestein's convolution when
+    long, else (None) pocketfft's."""
+    fn = _C.kernel("fft_c2c", _F32) if x.dtype.char in "fF" and type(x) is np.ndarray else None
     # NOTE: a length with a prime factor above 61 is Bluestein's only when long: shorter, the
     # convolution's two transforms and three passes lose to pocketfft's (in double)
     if fn is None or any(_largest_prime(n) > 61 and n < _BLUESTEIN for n in sizes):
         return None
     dims, sizes, last = list(dims), list(sizes), dims[-1]
+    n, nd = sizes.pop(), len(dims)
+    even = n % 2 == 0 and last == x.ndim - 1
+    if kind != "c2c" and not even and x.size > _SMALL and \
+            not (kind == "r2c" and _largest_prime(n) > 61):
+        return None                   # (pocketfft's real transforms do half the work)
     inverse = inverse if kind == "c2c" else kind == "c2r"     # (hfft, ihfft: conjugates)
     if kind == "c2r":
-        n = sizes.pop()
-        h = _fit(x, (dims.pop(),), (n // 2 + 1,))
+        dims.pop()
+        h = _fit(x, (last,), (n // 2 + 1,))
         for d, k in zip(dims, sizes):
             h = _pass(fn, h, d, k, True, norm)
+        if even:
+            return _real(fn, h, n, True, norm)
         tail = np.conj(h[(slice(None),) * last + (slice(n - n // 2 - 1, 0, -1),)])
         return _pass(fn, np.concatenate([h, tail], last), last, n, True, norm).real.copy()
-    if kind == "r2c":
-        n = sizes.pop()
+    # a real input's full spectrum from its half: computed forward (ifft's is the conjugate);
+    # not with an inf (h None: the split's result differs from a c2c's, NumPy's), nor small
+    # (the mirror's NumPy calls cost more than the c2c's other half)
+    full = kind == "c2c" and x.dtype.char == "f" and even and x.size > _SMALL and \
+        sorted(dims) == list(range(x.ndim - nd, x.ndim))
+    fnorm = _DUAL[norm] if full and inverse else norm
+    h = _real(fn, _fit(x, (last,), (n,)), n, False, fnorm) if even and (
+        full or kind == "r2c") else None
+    full = full and h is not None
+    if full:
+        norm, conj, inverse = fnorm, inverse, False
+    if kind == "r2c" or full:
         dims.pop()
-        x = _pass(fn, x, last, n, False, norm)[(slice(None),) * last + (slice(0, n // 2 + 1),)]
+        x = h if h is not None else \
+            _pass(fn, x, last, n, False, norm)[(slice(None),) * last + (slice(0, n // 2 + 1),)]
+    else:
+        sizes.append(n)
     for d, k in zip(dims[::-1], sizes[::-1]):
         x = _pass(fn, x, d, k, inverse, norm)
-    return np.ascontiguousarray(x)      # (an rfft's half, as torch's: a new contiguous array)
+    # (an rfft's half, as torch's: a new contiguous array)
+    return _hermitian(x, nd, n, conj) if full else np.ascontiguousarray(x)
+
+
+def _scale(n, inverse, norm):
+    return 1 / math.sqrt(n) if norm == "ortho" else 1 / n if (norm == "forward") != inverse \
+        else 1.0
 
 
 def _pass(fn, x, axis, n, inverse, norm):
     """fft.h's c2c of ``x`` along ``axis``, zero-padded or cut to ``n``."""
-    scale = 1 / math.sqrt(n) if norm == "ortho" else \
-        1 / n if (norm == "forward") != inverse else 1.0
-    if _twiddles(n) is None:
+    scale = _scale(n, inverse, norm)
+    if _largest_prime(n) > 61:
         return _bluestein(fn, x, axis, n, inverse, scale)
     x = _C.contiguous(x, _C64)
     shape = x.shape
     out = np.empty(shape[:axis] + (n,) + shape[axis + 1:], _C64)
     fn(_C.ptr(x), _C.ptr(out), math.prod(shape[:axis]), shape[axis], n,
        math.prod(shape[axis + 1:]), _C.ptr(_twiddles(n)), inverse, scale, _C.num_threads())
+    return out
+
+
+def _real(fn, x, n, inverse, norm):
+    """fft.h's r2c of the real ``x`` (``n`` points, even) or c2r of the one-sided ``x`` (n // 2
+    + 1 bins) along the last axis, as one n / 2-point c2c (its even and odd samples as the real
+    and imaginary parts); around Bluestein's c2c for a half with a large prime factor."""
+    h, lines, axis = n // 2, x.size // x.shape[-1], x.ndim - 1
+    x = _C.contiguous(x, _C64 if inverse else _F32).view(_C64)
+    out = np.empty(x.shape[:-1] + (h + (not inverse),), _C64)
+    scale, w, big = _scale(n, inverse, norm), _C.ptr(_twiddles(n)), _largest_prime(h) > 61
+    if big and not inverse:
+        x, scale = _C.contiguous(_bluestein(fn, x, axis, h, False, scale)), 1.0
+    if fn(_C.ptr(x), _C.ptr(out), lines, x.shape[-1], h, 1, w, 2 | inverse | 4 * big,
+          1.0 if big and inverse else scale, _C.num_threads()):
+        return None                   # (an inf or a NaN: see fft_c2c_f32)
+    if big and inverse:
+        out = _C.contiguous(_bluestein(fn, out, axis, h, True, scale))
+    return out.view(_F32) if inverse else out
+
+
+def _hermitian(h, nd, n, conj):
+    """The full spectrum (of length ``n`` along the last axis) of a real input's transform
+    over its last ``nd`` axes from its one-sided half ``h``: bin k is the conjugate of bin -k
+    (mod each length), conjugated throughout when ``conj``."""
+    out, m = np.empty(h.shape[:-1] + (n,), h.dtype), h.shape[-1]
+    first, other = (np.conjugate, np.positive) if conj else (np.positive, np.conjugate)
+    first(h, out=out[..., :m])
+    lead = (slice(None),) * (h.ndim - nd)
+    for mirror in itertools.product((False, True), repeat=nd - 1):
+        dst = lead + tuple(slice(1, None) if f else slice(0, 1) for f in mirror)
+        src = lead + tuple(slice(None, 0, -1) if f else slice(0, 1) for f in mirror)
+        other(h[src + (slice(n - m, 0, -1),)], out=out[dst + (slice(m, None),)])
     return out
 
 
@@ -497,7 +554,7 @@ def _shift(name, sign):
         dims = tuple(range(input.ndim)) if dim is None else _dims(name, input.ndim, dim, False)
         if not dims:
             raise RuntimeError(f"{name}: `shifts` required")
-        return xp.roll(input, [sign * (input.shape[d] // 2) for d in dims], dims)
+        return _roll(xp, input, [sign * (input.shape[d] // 2) for d in dims], dims)
     fwd.__doc__ = f"""``input`` rolled by ``{'' if sign > 0 else '-'}n // 2`` along each dim of
     ``dim`` (all by default): {"the zero frequency moves to the centre"
                                if sign > 0 else "undoes fftshift"}. See torch.fft.{name}.
@@ -514,6 +571,23 @@ def _shift(name, sign):
     d.errors = [ErrorSample(Sample(const(3, 4), dim=2), IndexError, "Dimension out of range"),
                 ErrorSample(Sample(const()), RuntimeError, "`shifts` required")]
     return d
+
+
+def _roll(xp, x, shifts, dims):
+    """``xp.roll(x, shifts, dims)`` as one block copy per combination of the dims' two parts
+    (np.roll's own argument handling costs ~8 us a call)."""
+    total = {}
+    for d, k in zip(dims, shifts):
+        total[d] = (total.get(d, 0) + k) % max(x.shape[d], 1)
+    out = xp.empty_like(x)
+    for parts in itertools.product(*[((d, slice(k, None), slice(0, x.shape[d] - k)),
+                                      (d, slice(0, k), slice(x.shape[d] - k, None)))
+                                     for d, k in total.items()]):
+        dst, src = [slice(None)] * x.ndim, [slice(None)] * x.ndim
+        for d, a, b in parts:
+            dst[d], src[d] = a, b
+        out[tuple(dst)] = x[tuple(src)]
+    return out
 
 
 fftshift, ifftshift = _shift("fftshift", 1), _shift("ifftshift", -1)
