@@ -743,33 +743,24 @@ static inline __attribute__((always_inline)) void sp_poly16(const double *y, con
     memcpy(out, h, 128);
 }
 /* float32's I0, I0e, I1, I1e (codes 12-15): sp_bessel_i_block's float32 sums (as
- * polynomials). A block whose
- * elements all take one table (|x| <= 8 or not) runs straight through (vectorised); a mixed
- * one gathers each table's elements (|x| <= 8 from the front, the rest from the back) */
+ * polynomials), each table's over the whole block where any element takes it (a block of one
+ * table sums one; a mixed one both, and each element picks its own: no gather) */
 static void sp_bessel_i_f32(int code, const float *x, float *out, int m) {
-    double ya[80], yb[64], ra[80], rb[64], a[64], r[64];
-    int at[64], na = 0, nb = 64, first = code < 14, la = first ? 22 : 21;
+    double ya[64], yb[64], ra[64], rb[64], a[64], r[64];
+    int na = 0, first = code < 14;
     const double *A = first ? SP_I0_AM : SP_I1_AM, *B = first ? SP_I0_BM : SP_I1_BM;
-    for (int j = 0; j < m; j++) { a[j] = fabsf(x[j]); na += a[j] <= 8; }
-    if (na == m || na == 0) {
-        int lo = na == m;
-        for (int j = 0; j < 80; j++) ya[j] = j >= m ? 0.0 : lo ? a[j] / 2 - 2 : 32 / a[j] - 2;
-        for (int k = 0; k < m; k += 16) sp_poly16(ya + k, lo ? A : B, lo ? la : 8, ra + k);
-        if (lo) for (int j = 0; j < m; j++) r[j] = first ? ra[j] : ra[j] * a[j];
-        else for (int j = 0; j < m; j++) r[j] = ra[j] / sqrt(a[j]);
-    } else {
-        na = 0;
-        for (int j = 0; j < m; j++) {
-            if (a[j] <= 8) { at[na] = j; ya[na++] = a[j] / 2 - 2; }
-            else { at[--nb] = j; yb[nb] = 32 / a[j] - 2; }
-        }
-        for (int k = na; k < ((na + 15) & ~15); k++) ya[k] = 0.0;   /* (unused lanes) */
-        for (int k = nb & ~15; k < nb; k++) yb[k] = 0.0;
-        for (int k = 0; k < na; k += 16) sp_poly16(ya + k, A, la, ra + k);
-        for (int k = nb & ~15; k < 64; k += 16) sp_poly16(yb + k, B, 8, rb + k);
-        for (int k = 0; k < na; k++) r[at[k]] = first ? ra[k] : ra[k] * a[at[k]];
-        for (int k = nb; k < 64; k++) r[at[k]] = rb[k] / sqrt(a[at[k]]);
+    for (int j = 0; j < 64; j++) {
+        a[j] = j < m ? fabsf(x[j]) : 1.0;       /* (the lanes past m: harmless) */
+        na += j < m && a[j] <= 8;
+        ya[j] = a[j] / 2 - 2;
     }
+    if (na < m) for (int j = 0; j < 64; j++) yb[j] = 32 / a[j] - 2;    /* (divisions: only here) */
+    for (int k = 0; k < m; k += 16) {
+        if (na) sp_poly16(ya + k, A, first ? 22 : 21, ra + k); else memset(ra + k, 0, 128);
+        if (na < m) sp_poly16(yb + k, B, 8, rb + k); else memset(rb + k, 0, 128);
+    }
+    if (na == m) for (int j = 0; j < m; j++) r[j] = first ? ra[j] : ra[j] * a[j];
+    else for (int j = 0; j < m; j++) r[j] = a[j] <= 8 ? (first ? ra[j] : ra[j] * a[j]) : rb[j] / sqrt(a[j]);
     if (code == 12 || code == 14)
         for (int j = 0; j < m; j++) r[j] *= a[j] > 709.782712893384 ? INFINITY : exp_f64v(a[j]);
     for (int j = 0; j < m; j++) out[j] = (float)(!first && x[j] < 0 ? -r[j] : r[j]);
