@@ -176,7 +176,9 @@ F32_ULPS = {"ndtr": (-16, 10, 2.3), "log_ndtr": (-1e19, 12, 2.3), "i0": (-90, 90
             "i0e": (-1e4, 1e4, 0.51), "i1": (-90, 90, 0.51), "i1e": (-1e4, 1e4, 0.51),
             "bessel_j0": (-1e8, 1e8, 0.51), "bessel_j1": (-200, 200, 0.51),
             "bessel_y0": (0, 200, 0.51), "bessel_y1": (0, 1e8, 0.51),
-            "spherical_bessel_j0": (-1e7, 1e7, 0.51)}
+            "spherical_bessel_j0": (-1e7, 1e7, 0.51), "gammaln": (-1e7, 3e38, 0.51),
+            "erfcx": (-12, 3e38, 2.3),
+            "digamma": (-1e7, 3e38, 0.51)}
 
 
 @pytest.mark.parametrize("name", sorted(F32_ULPS))
@@ -193,6 +195,8 @@ def test_float32_within_ulps_of_float64(name):
     fn = getattr(S, name)
     fast = fn(ember.tensor(x)).numpy()
     ref = fn(ember.tensor(x.astype(np.float64))).numpy()
+    if name == "gammaln":   # (0 exactly: the float64 Lanczos sum is 1e-15 off there)
+        ref = np.where((x == 1) | (x == 2), 0.0, ref)
     assert _ulps(fast, ref).max() <= most
     assert _ulps(fn(ember.tensor(x[::3])).numpy(), ref[::3]).max() <= most     # non-contiguous
 

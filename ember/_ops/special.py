@@ -235,6 +235,8 @@ def polygamma(xp, n, input):
     # (special.h computes in double and rounds, as _in_f64; order >= 2's factor is libm's there)
     name = "digamma" if n == 0 else "trigamma" if n == 1 else \
         "polygamma" if input.dtype == np.float32 else None
+    if n == 0 and (r := _C.pointwise("digamma", input)) is not None:    # (float32's vectorised)
+        return r
     if name and (r := _C.special(name, input, n if n > 1 else None)) is not None:
         return r
     return _in_f64(lambda xp, x: _polygamma(xp, n, x))(xp, input)

@@ -159,11 +159,8 @@ PW_BLOCK(remainder, pw_rem1(v, y[i]))
 PW_BLOCK(remainder_scalar, pw_rem1(v, a))
 /* a real number's argument: pi below 0 (not at -0), nan kept */
 PW_BLOCK(angle, v < 0.0f ? 3.14159265358979323846f : v != v ? v : 0.0f)
-/* libm's lgammaf, as torch's kernel (reentrant: no write to signgam from several threads;
- * declared here: -std=c99 hides it) */
-float lgammaf_r(float, int *);
-static inline float pw_lgamma1(float v) { int s; return lgammaf_r(v, &s); }
-PW_BLOCK(lgamma, pw_lgamma1(v))
+/* vecmath.h's, in double (torch's is libm's scalar lgammaf) */
+PW_BLOCK(lgamma, lgamma_f32(v))
 
 /* Cephes' ndtri in double, as the reference (special.py's _NDTRI_* tables, highest power first,
  * the denominators' leading 1 written out) */
@@ -208,28 +205,7 @@ static inline float pw_ndtri1(float v) {
 }
 PW_BLOCK(ndtri, pw_ndtri1(v))
 
-/* Cephes' digamma in double, step for step as the reference (special.py's _digamma) */
-static const double DIGAMMA_A[7] = {8.33333333333333333333e-2, -2.10927960927960927961e-2,
-    7.57575757575757575758e-3, -4.16666666666666666667e-3, 3.96825396825396825397e-3,
-    -8.33333333333333333333e-3, 8.33333333333333333333e-2};
-static inline float pw_digamma1(float v) {
-    const double pi = 3.14159265358979323846;
-    double x = v, frac = x - trunc(x), y = x < 0 ? 1 - x : x, r = 0;
-    if (x == 0) return copysignf(INFINITY, -v);
-    if (x < 0 && frac == 0) return NAN;
-    for (int i = 0; i < 10 && y < 10; i++) {
-        r -= 1 / y;
-        y += 1;
-    }
-    if (y == 10) {
-        r += 2.25175258906672110764;
-    } else {
-        double z = 1 / (y * y);
-        r += log(y) - 0.5 / y - (y < 1e17 ? z * pw_polevl(z, DIGAMMA_A, 7) : 0.0);
-    }
-    return (float)(x < 0 ? r - pi / tan(pi * frac) : r);
-}
-PW_BLOCK(digamma, pw_digamma1(v))
+PW_BLOCK(digamma, digamma_f32(v))
 /* x is sigmoid's result r: g r (1 - r), as the reference's r * (1 - r) then g times it */
 PW_BLOCK(sigmoid_bwd, y[i] * (v * (1.0f - v)))
 /* x is silu's input: g (s (1 + x (1 - s))) with s = sigmoid(x), the reference's grouping */

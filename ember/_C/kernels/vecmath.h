@@ -276,15 +276,24 @@ static inline void sincos_f64v(double x, double *sn, double *cs) {
     *cs = (q + 1) & 2 ? -c2 : c2;
 }
 
+/* Numerical Recipes' erfc fit: erfc(a) = t exp(-a^2 + P(t)), t = 1 / (1 + a / 2), 1.2e-7 relative */
+static const double ERFC_FIT[9] = {-0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806,
+                                   0.09678418, 0.37409196, 1.00002368, -1.26551223};
+/* erfcx(x) = exp(x^2) erfc(x) of float32, ~2 ulp: the fit without its exp(-a^2) (no overflow,
+ * no cancellation far out), 2 exp(x^2) - erfcx(-x) below 0 */
+static inline float erfcx_f32(float xf) {
+    double x = xf, a = x < 0 ? -x : x, t = 1.0 / (1.0 + 0.5 * a), p = 0.17087277;
+    for (int i = 0; i < 9; i++) p = p * t + ERFC_FIT[i];
+    double pos = t * exp_f64v(p);
+    return (float)(x < 0 ? 2.0 * exp_f64v(x * x) - pos : pos);   /* (exp_f64v(709): inf) */
+}
 /* Phi(-|x|), the normal distribution's tail erfc(|x| / sqrt 2) / 2, and its log (*lg), for
  * float32 results (a rounding of the fit's 1e-7 from the true value): erf_erfc_f32's fit in
  * double, x^2 / 2 from x itself (from |x| / sqrt 2 rounded it would lose ~x^2 / 2 ulp far out) */
 static inline double ndtr_tail_f64v(float x, double *lg) {
     double ax = x < 0.0f ? -x : x;      /* (ax^2 is exact, and finite) */
     double t = 1.0 / (1.0 + 0.35355339059327379 * ax), p = 0.17087277;
-    static const double c[9] = {-0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806,
-                                0.09678418, 0.37409196, 1.00002368, -1.26551223};
-    for (int i = 0; i < 9; i++) p = p * t + c[i];
+    for (int i = 0; i < 9; i++) p = p * t + ERFC_FIT[i];
     double q = p - 0.5 * ax * ax;
     *lg = log_f64v(0.5 * t) + q;
     return q < -745.0 ? 0.0 : 0.5 * t * exp_f64v(q);
@@ -298,6 +307,55 @@ static inline float log_ndtr_f32(float x) {
     double lg, q = ndtr_tail_f64v(x, &lg);
     double up = q < 1e-4 ? -q - q * q * (0.5 + q / 3) : log_f64v(1.0 - q);     /* log1p(-q) */
     return x != x ? x : x == -INFINITY ? x : (float)(x < 0.0f ? lg : up);
+}
+
+/* lgamma and digamma of float32, in double and branch-free (both vectorise; libm's lgammaf is
+ * scalar): within ~0.5 ulp of the float64 values, tests/test_kernels_special.py. lgamma: Gamma
+ * on [2, 3) as 1 + (t - 2) H(t), H a degree-12 fit (2e-14: the result near the zeros at 1 and 2
+ * keeps its relative precision), |x| < 10 brought there by the recurrence (at most 7 factors),
+ * Stirling's series beyond; x < 0.5 by the reflection -log(|sin(pi x)| Gamma(1 - x) / pi). inf
+ * at the poles (0, the negative integers) and +-inf. */
+static const double LGAMMA_H[13] = {0.658680776358274, 0.5521074905344316, 0.20490217489189874,
+    0.09793814403267012, 0.023470180152761467, 0.009781196530232007, 0.0012224069745686416,
+    0.0007700482614806035, -3.10553945564892e-05, 6.956741443879363e-05, -1.7086492268880626e-05,
+    1.0059674062377378e-05, -3.704292768991016e-06};
+static inline double sin_pi_abs_f64v(double x) {   /* |sin(pi x)| / pi, x reduced exactly first */
+    double s, c, red = x - 2.0 * ((0.5 * x + F64_ROUND) - F64_ROUND);
+    sincos_f64v(3.141592653589793 * red, &s, &c);
+    return (s < 0 ? -s : s) * 0.3183098861837907;
+}
+static inline float lgamma_f32(float xf) {
+    double x = xf, ax = x < 0.5 ? 1.0 - x : x, t = ax, num = 1.0, den = 1.0, h = LGAMMA_H[12];
+    for (int i = 0; i < 2; i++) { int lo = t < 2.0; den = lo ? den * t : den; t = lo ? t + 1.0 : t; }
+    for (int i = 0; i < 7; i++) { int hi = t >= 3.0; t = hi ? t - 1.0 : t; num = hi ? num * t : num; }
+    for (int i = 11; i >= 0; i--) h = h * (t - 2.5) + LGAMMA_H[i];
+    double s = sin_pi_abs_f64v(x), g = (1.0 + (t - 2.0) * h) * num / den;   /* Gamma(ax) */
+    double l = log_f64v(ax < 10.0 ? (x < 0.5 ? g * s : g) : ax), w = 1.0 / ax, z = w * w;
+    double big = (ax - 0.5) * l - ax + 0.9189385332046727 +
+        w * (1.0 / 12 - z * (1.0 / 360 - z * (1.0 / 1260 - z * (1.0 / 1680))));
+    double r = ax < 10.0 ? (x < 0.5 ? -l : l) : x < 0.5 ? -big - log_f64v(s) : big;
+    return xf != xf ? xf : xf == INFINITY || (x <= 0 && x == floor(x)) ? INFINITY : (float)r;
+}
+/* digamma: -sum 1/(y + i) up to y >= 10 as one fraction p / q, the asymptotic series there;
+ * x < 0 by the reflection - pi / tan(pi x). As torch: -+inf at +-0, nan at the negative
+ * integers and -inf. */
+static inline float digamma_f32(float xf) {
+    double x = xf, y = x < 0 ? 1.0 - x : x, p = 0.0, q = 1.0, s, c;
+#pragma GCC unroll 10
+    for (int i = 0; i < 10; i++) {      /* (unrolled: the caller's loop vectorises) */
+        int lo = y < 10.0;
+        p = lo ? p * y + q : p; q = lo ? q * y : q; y = lo ? y + 1.0 : y;
+    }
+    double z = 1.0 / (y * y), tail = 8.33333333333333333333e-2;
+    static const double a[6] = {-2.10927960927960927961e-2, 7.57575757575757575758e-3,
+        -4.16666666666666666667e-3, 3.96825396825396825397e-3, -8.33333333333333333333e-3,
+        8.33333333333333333333e-2};
+    for (int i = 0; i < 6; i++) tail = tail * z + a[i];
+    double r = log_f64v(y) - 0.5 / y - z * tail - p / q;
+    sincos_f64v(3.141592653589793 * (x - 2.0 * ((0.5 * x + F64_ROUND) - F64_ROUND)), &s, &c);
+    r = x < 0 ? r - 3.141592653589793 * c / s : r;
+    r = ((x < 0) & (x == floor(x))) | (xf != xf) ? NAN : xf == INFINITY ? x : r;
+    return xf == 0.0f ? copysignf(INFINITY, -xf) : (float)r;
 }
 
 /* atan(q) for q in [0, 1]: Cephes' atanf (q > tan(pi/8) moved by pi/4), ~1 ulp */
