@@ -3,15 +3,7 @@
  * small call's time) and their passes with one loop, step for step as the NumPy reference
  * (ember/_ops/counting.py, statistics.py), so the results are the same bit for bit. */
 
-#ifndef COUNT_ROWS
-/* bad |= f(r) for each row r, over nt threads (one: without an OpenMP region, which costs
- * microseconds) */
-#define COUNT_ROWS(nt, rows, bad, f)                                                          \
-    if (nt == 1) for (int64_t r = 0; r < rows; r++) bad |= f;                                 \
-    else {                                                                                    \
-        _Pragma("omp parallel for num_threads(nt) schedule(static) reduction(| : bad)")       \
-        for (int64_t r = 0; r < rows; r++) bad |= f;                                          \
-    }
+#ifndef NAN_KEY
 #define NAN_KEY(T) (sizeof(T) == 4 ? (uint64_t)UINT32_MAX : UINT64_MAX)
 #endif
 
@@ -58,7 +50,7 @@ static uint64_t *S(sorted_keys)(const T *x, int64_t n, uint64_t *buf, int64_t **
 /* row r's mode: the first longest run of equal keys in sorted order (nan: runs of one), i.e.
  * the smallest most frequent value, and the index of its last occurrence */
 static int S(mode_row)(const T *x, int64_t n, T *val, int64_t *idx) {
-    uint64_t *buf = malloc((size_t)n * 4 * sizeof(uint64_t)), *k;
+    uint64_t small[128], *buf = n <= 32 ? small : malloc((size_t)n * 4 * sizeof(uint64_t)), *k;
     int64_t *i, best = -1, end = 0, run = 0;
     if (!buf) return 1;
     k = S(sorted_keys)(x, n, buf, &i);
@@ -67,7 +59,7 @@ static int S(mode_row)(const T *x, int64_t n, T *val, int64_t *idx) {
         if (run > best) best = run, end = j;
     }
     *idx = i[end], *val = x[i[end]];
-    free(buf);
+    if (buf != small) free(buf);
     return 0;
 }
 
@@ -75,7 +67,7 @@ static int S(mode_row)(const T *x, int64_t n, T *val, int64_t *idx) {
 EXPORT int S(mode_rows)(const T *x, int64_t rows, int64_t n, T *vals, int64_t *idx, int nt) {
     int bad = 0;
     nt = threads_for(rows * n * 8, nt);
-    COUNT_ROWS(nt, rows, bad, S(mode_row)(x + r * n, n, vals + r, idx + r));
+    EACH_ROW(nt, rows, S(mode_row)(x + r * n, n, vals + r, idx + r));
     return -bad;
 }
 
@@ -165,7 +157,7 @@ EXPORT int S(hist_rows)(const T *x, const T *w, int64_t rows, int64_t m, int64_t
                         T *hist, int nt) {
     int bad = 0;
     nt = threads_for(rows * m * 4, nt);
-    COUNT_ROWS(nt, rows, bad, S(hist_row)(x + r * m, w ? w + r * m : NULL, m, nb, how, lo, hi,
+    EACH_ROW(nt, rows, S(hist_row)(x + r * m, w ? w + r * m : NULL, m, nb, how, lo, hi,
         edges ? edges + (erows > 1 ? r : 0) * (nb + 1) : NULL,
         out_edges ? out_edges + r * (nb + 1) : NULL, hist + r * nb));
     return -bad;
