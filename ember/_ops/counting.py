@@ -52,11 +52,9 @@ def _unique_c(input, sorted, return_inverse, return_counts):
     inv = np.empty(x.shape, np.int64) if return_inverse else None
     counts = np.empty(x.size, np.int64) if return_counts else None
     k = fn(_C.ptr(x), x.size, sorted, _C.ptr(vals), _C.ptr(inv), _C.ptr(counts))
-    if k < 0:
-        return None
     out = (vals[:k],) + ((inv,) if return_inverse else ()) + \
         ((counts[:k],) if return_counts else ())
-    return out if len(out) > 1 else out[0]
+    return None if k < 0 else out if len(out) > 1 else out[0]
 
 
 def _no_complex_unique(x):
