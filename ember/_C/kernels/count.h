@@ -82,6 +82,10 @@ EXPORT int64_t S(unique_runs)(const T *x, int64_t n, int sorted, T *vals, int64_
     T prev = 0;
     if (sorted && n && !buf) return -1;
     if (buf) S(sorted_keys)(x, n, buf, &order);
+    else if (!inverse && !counts) {     /* the runs' values alone: branch-free, as mask_select */
+        for (int64_t j = 0; j < n; j++) vals[g + 1] = x[j], g += !j || !(x[j] == x[j - 1]);
+        return g + 1;
+    }
     for (int64_t j = 0, i; j < n; j++) {
         T v = x[i = order ? order[j] : j];
         if (!j || !(v == prev)) {
