@@ -1433,3 +1433,78 @@ def test_pool_kernel_keeps_torchs_index_rule():
     vals, idx = P.max_pool_nd.fwd(np, x, (3,), (3,), (1,), (1,), False)
     assert np.array_equal(vals, [[[-inf, 3, np.nan, 5]]], equal_nan=True)
     assert idx.tolist() == [[[0, 2, 7, 9]]]
+
+
+def _same_as_reference(call):
+    """``call()`` (arrays, or tuples of them) with the kernels and on the NumPy path: equal bit
+    for bit, nan and -0.0 included."""
+    with np.errstate(all="ignore"):     # (the references' nan from infinite ranges)
+        fast = call()
+        with kernels.disabled():
+            ref = call()
+    fast, ref = (fast, ref) if isinstance(fast, tuple) else ((fast,), (ref,))
+    for a, b in zip(fast, ref, strict=True):
+        a, b = np.asarray(a), np.asarray(b)
+        assert a.shape == b.shape and a.dtype == b.dtype
+        assert np.array_equal(a, b, equal_nan=True) and np.array_equal(np.signbit(a), np.signbit(b))
+
+
+def _counted(shape, dtype, noncontig, specials):
+    """Rounded values (many ties), with -0.0 beside 0 and, with ``specials``, nan and inf."""
+    x = np.round(_input(shape, dtype, noncontig, scale=2.0))
+    flat = x.reshape(-1) if x.flags.c_contiguous else x.T.reshape(-1)
+    flat[:3] = -0.0
+    if specials and flat.size > 20:
+        flat[5::9], flat[7], flat[11] = np.nan, np.inf, -np.inf
+    return flat.reshape(x.shape) if x.flags.c_contiguous else flat.reshape(x.T.shape).T
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,dim", [((300, 1001), -1), ((333, 129), 0), ((7, 51, 30), 1),
+                                       ((9,), 0), ((), 0), ((40001,), 0)], ids=str)
+@pytest.mark.parametrize("specials", [False, True])
+def test_mode_kernel_is_the_reference(shape, dim, dtype, specials):
+    from ember._ops import statistics as St
+    x = _counted(shape, dtype, dim == 0 and len(shape) > 1, specials)
+    assert kernels.rank(x.reshape(x.shape or (1,)), dim % max(x.ndim, 1), "mode") is not None
+    for keepdim in (False, True):
+        _same_as_reference(lambda: St.mode.fwd(np, x, dim, keepdim))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(), (1,), (7,), (40, 77), (100003,)], ids=str)
+@pytest.mark.parametrize("specials", [False, True])
+def test_unique_kernels_are_the_reference(shape, dtype, specials):
+    from ember._ops import counting as C
+    x = _counted(shape, dtype, len(shape) > 1, specials)
+    for op in (C.unique, C.unique_consecutive):
+        for inverse in (False, True):
+            for counts in (False, True):
+                _same_as_reference(lambda: op.fwd(np, x, return_inverse=inverse,
+                                                  return_counts=counts))
+    assert C._unique_c(x, 1, True, True) is not None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(0,), (1,), (7,), (3, 1023), (129, 1400)], ids=str)
+@pytest.mark.parametrize("specials", [False, True])
+def test_histogram_kernels_are_the_reference(shape, dtype, specials):
+    """histc, histogram and its rows (vmap's rule): counts, weights, density, given edges (one
+    row or one per row), ranges, constant rows, values on the edges, nan and infinities."""
+    from ember._ops import counting as C
+    x = _counted(shape, dtype, len(shape) > 1, specials) / 4
+    rows = x.reshape(-1, shape[-1]) if x.size else x.reshape(1, 0)
+    w = np.abs(_input(rows.shape, dtype, False, seed=1))
+    edges = np.array([-2, -0.5, 0, 0.25, 1.5], dtype)
+    per_row = np.sort(_input((rows.shape[0], 6), dtype, False, seed=2), 1)
+    calls = [lambda: C.histc.fwd(np, x, 7), lambda: C.histc.fwd(np, x, 5, -1, 1),
+             lambda: C.histc.fwd(np, x, 3, 0.25, 0.25), lambda: C.histc.fwd(np, np.ones_like(x), 4),
+             lambda: C.histogram.fwd(np, x, 6), lambda: C.histogram.fwd(np, x, 4, (-1.0, 2.0)),
+             lambda: C.histogram.fwd(np, x, edges),
+             lambda: C.histogram.fwd(np, np.zeros_like(x), 3),
+             lambda: C.histogram_rows.fwd(np, rows, 5, None, w, True),
+             lambda: C.histogram_rows.fwd(np, rows, per_row, None, w),
+             lambda: C.histogram_rows.fwd(np, rows, 33, (0.0, 0.5))]
+    assert C._hist_c(rows, 4, 2) is not None
+    for call in calls:
+        _same_as_reference(call)

@@ -64,6 +64,10 @@ def isin(xp, elements, test_elements, *, assume_unique=False, invert=False):
         from .pointwise import type_name
         raise RuntimeError(f"Unsupported input type encountered for isin(): "
                            f"{type_name(elements.dtype)}")
+    if xp is np and test_elements.size <= 64 and elements.size <= 4096:
+        # (NumPy's isin spends ~10 us of Python before this same broadcast comparison)
+        out = np.logical_or.reduce(elements[..., None] == test_elements.reshape(-1), -1)
+        return ~out if invert else out
     return xp.isin(elements, test_elements, invert=invert)
 
 

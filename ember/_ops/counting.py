@@ -40,6 +40,23 @@ def _unique_result(xp, input, rows, keep, inverse, counts, dim, return_inverse, 
     return out if len(out) > 1 else out[0]
 
 
+def _unique_c(input, sorted, return_inverse, return_counts):
+    """unique (``sorted``) or unique_consecutive of all elements of a float NumPy array by
+    count.h's one loop (a stable sort, then the runs), as the reference below; None where it
+    does not apply."""
+    fn = _C.kernel("unique_runs", input.dtype) if type(input) is np.ndarray else None
+    if fn is None:
+        return None
+    x = _C.contiguous(input)
+    vals = np.empty(x.size, x.dtype)
+    inv = np.empty(x.shape, np.int64) if return_inverse else None
+    counts = np.empty(x.size, np.int64) if return_counts else None
+    k = fn(_C.ptr(x), x.size, sorted, _C.ptr(vals), _C.ptr(inv), _C.ptr(counts))
+    out = (vals[:k],) + ((inv,) if return_inverse else ()) + \
+        ((counts[:k],) if return_counts else ())
+    return None if k < 0 else out if len(out) > 1 else out[0]
+
+
 def _no_complex_unique(x):
     if x.dtype.kind == "c":
         raise NotImplementedError(f"\"unique\" not implemented for '{type_name(x.dtype)}'")
@@ -56,6 +73,8 @@ def unique(xp, input, sorted=True, return_inverse=False, return_counts=False, di
         (tensor([1, 2, 3]), tensor([1, 1, 2]))
     """
     _no_complex_unique(input)
+    if dim is None and (r := _unique_c(input, 1, return_inverse, return_counts)) is not None:
+        return r
     rows = _unique_rows(xp, input, dim)
     n = rows.shape[0]
     # rows in lexicographic order (lexsort takes the most significant key last)
@@ -80,6 +99,8 @@ def unique_consecutive(xp, input, return_inverse=False, return_counts=False, dim
         tensor([1, 2, 1])
     """
     _no_complex_unique(input)
+    if dim is None and (r := _unique_c(input, 0, return_inverse, return_counts)) is not None:
+        return r
     rows = _unique_rows(xp, input, dim)
     n = rows.shape[0]
     starts = xp.ones(n, bool)
@@ -132,12 +153,13 @@ def bincount(xp, input, weights=None, minlength=0):
     if input.dtype.kind not in "iu":
         raise NotImplementedError(f"\"bincount_cpu\" not implemented for "
                                   f"'{type_name(input.dtype)}'")
-    if input.ndim != 1 or (input.size and input.min() < 0):
+    if input.ndim != 1 or (input.size and input.dtype.kind == "i" and (  # (ufunc: no wrapper)
+            np.minimum.reduce(input) if xp is np else input.min()) < 0):
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     if minlength < 0:
         raise RuntimeError("minlength should be >= 0")
     if weights is None:
-        return xp.bincount(input, minlength=minlength).astype(np.int64)
+        return xp.bincount(input, minlength=minlength).astype(np.int64, copy=False)
     if weights.shape != input.shape:
         raise RuntimeError("weights should be 1-d and have the same length as input")
     # NOTE: torch keeps float32 weights and sums every other dtype as float64
@@ -176,6 +198,24 @@ def _linspace(xp, lo, hi, steps, dtype):
     return xp.where(i < steps // 2, lo + i * step, hi - (steps - 1 - i) * step).astype(dtype)
 
 
+def _hist_c(input, nbins, how, lo=0.0, hi=0.0, edges=None, weight=None):
+    """``(hist, edges)`` of each row of a float NumPy ``input`` by count.h's ``hist_rows`` (one
+    loop: the range, torch's linspace edges, the bins; ``how`` as there), as the reference's
+    NumPy steps; None where it does not apply."""
+    fn = _C.kernel("hist_rows", input.dtype) if type(input) is np.ndarray and nbins > 0 and all(
+        a is None or a.dtype == input.dtype for a in (edges, weight)) else None
+    if fn is None:
+        return None
+    x, w, e = (None if a is None else _C.contiguous(a) for a in (input, weight, edges))
+    hist = np.empty((x.shape[0], nbins), x.dtype)
+    out_edges = np.empty((x.shape[0], nbins + 1), x.dtype) if how < 3 else None
+    if fn(_C.ptr(x), _C.ptr(w), x.shape[0], x.shape[1], nbins, how, float(lo), float(hi),
+          _C.ptr(e), 0 if e is None else e.shape[0], _C.ptr(out_edges), _C.ptr(hist),
+          _C.num_threads()):
+        return None
+    return hist, out_edges
+
+
 def _count_in(xp, x, edges, weight=None, equal=False):
     """Per row of ``x`` (n, m), the sum of its ``weight`` (or 1) in each bin between its
     ``edges`` (n or 1, E), ``equal`` ones or not; the last bin is closed."""
@@ -211,6 +251,8 @@ def histc(xp, input, bins=100, min=0, max=0):
     lo, hi = float(min), float(max)
     if lo > hi:
         raise RuntimeError("torch.histc: max must be larger than min")
+    if r := _hist_c(input.reshape(1, -1), bins, 3, lo, hi):
+        return r[0][0]
     if lo == hi and input.size:
         k = sort_key(input)
         lo, hi = float(k.min()), float(k.max())
@@ -268,6 +310,7 @@ def histogram_rows(xp, input, bins, range=None, weight=None, density=False):
                                f"{type_name(input.dtype).lower()} and bins for dimension 0 with "
                                f"dtype {type_name(bins.dtype).lower()}")
         edges = bins.reshape(-1, bins.shape[-1])
+        r = _hist_c(input, edges.shape[-1] - 1, 0, edges=edges, weight=weight)
     else:
         if input.dtype.kind == "V" and range is None:
             # NOTE: torch has no kernel for the range of bfloat16 data, but bins it in a range
@@ -277,16 +320,20 @@ def histogram_rows(xp, input, bins, range=None, weight=None, density=False):
         if range is not None and range[0] > range[1]:
             raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min "
                                f"{range[0]} max {range[1]} for dimension 0")
-        kt = sort_key(input).dtype       # bfloat16 edges are computed in float32
-        lo, hi = (xp.full((input.shape[0], 1), v, kt) for v in range) if range is not None \
-            else (sort_key(input).min(1, keepdims=True), sort_key(input).max(1, keepdims=True)) \
-            if input.size else (xp.zeros((input.shape[0], 1), kt),) * 2
-        lo, hi = xp.where(lo == hi, lo - 0.5, lo), xp.where(lo == hi, hi + 0.5, hi)
-        edges = _linspace(xp, lo, hi, bins + 1, input.dtype)
-    hist = _count_in(xp, input, edges, weight, not hasattr(bins, "shape")).astype(input.dtype)
+        r = _hist_c(input, bins, 2 if range is None else 1, *(range or ()), weight=weight)
+        if r is None:
+            kt = sort_key(input).dtype       # bfloat16 edges are computed in float32
+            lo, hi = (xp.full((input.shape[0], 1), v, kt) for v in range) if range is not None \
+                else (sort_key(input).min(1, keepdims=True),
+                      sort_key(input).max(1, keepdims=True)) \
+                if input.size else (xp.zeros((input.shape[0], 1), kt),) * 2
+            lo, hi = xp.where(lo == hi, lo - 0.5, lo), xp.where(lo == hi, hi + 0.5, hi)
+            edges = _linspace(xp, lo, hi, bins + 1, input.dtype)
+    hist, edges = r or (_count_in(xp, input, edges, weight, not hasattr(bins, "shape")).astype(
+        input.dtype), xp.broadcast_to(edges, (input.shape[0], edges.shape[-1])).copy())
     if density:
         hist = hist / (hist.sum(1, keepdims=True) * xp.diff(edges, axis=1))
-    return hist, xp.broadcast_to(edges, (hist.shape[0], edges.shape[-1])).copy()
+    return hist, edges
 
 
 def _histogram_meta(input, bins, range=None, weight=None, density=False):

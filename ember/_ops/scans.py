@@ -112,7 +112,7 @@ def _cumulative_extremum(name, ufunc):
             outer = math.prod(x.shape[:axis])
             fn(_C.ptr(x), _C.ptr(vals), _C.ptr(idx), outer, x.shape[axis],
                x.size // (outer * x.shape[axis]), name == "cummax", _C.num_threads())
-            return vals.reshape(input.shape), idx.reshape(input.shape)
+            return (vals, idx) if input.ndim else (vals.reshape(()), idx.reshape(()))
         k = sort_key(x)
         vals = accumulate(xp, ufunc(xp), k, axis) if x.size else k
         pos = xp.arange(x.shape[axis]).reshape((-1,) + (1,) * (x.ndim - axis - 1))

@@ -118,6 +118,8 @@ def mode(xp, input, dim=-1, keepdim=False):
     n = x.shape[axis]
     if n == 0:
         raise IndexError(f"mode(): Expected reduction dim {axis} to have non-zero size.")
+    if r := by_rank(xp, x, axis, "mode", 0, input.ndim, keepdim):
+        return r
     order = stable_order(xp, x, axis)
     s = moveaxis(xp, xp.take_along_axis(sort_key(x), order, axis), axis, -1)
     # run length so far at each sorted position: the position minus the start of its run

@@ -93,7 +93,9 @@ def _declare(lib):
             "attn_small_bwd": [p, p, p, p, i64, i64, i64, i64, i64, i64, d, i64, p, i, i],
             "scan": [p, p, i64, i64, i64, i, i, i], "cumext": [p, p, p, i64, i64, i64, i, i],
             "rank_rows": [p, i64, i64, i, i64, p, p, i],
-            "topk_rows": [p, i64, i64, i64, i, p, p, i],
+            "topk_rows": [p, i64, i64, i64, i, p, p, i], "mode_rows": [p, i64, i64, p, p, i],
+            "unique_runs": [p, i64, i, p, p, p],       # (count.h)
+            "hist_rows": [p, p, i64, i64, i64, i, d, d, p, i64, p, p, i],
             "gather": [p, p, p, i64, i64, i64, i64, i], "pool": [p, p, p, i64, p],  # (pool.h)
             "mask_select": [p, p, p, i64, p, i],     # (select.h: 4- and 8-byte words)
             "flip_rows": [p, p, i64, i64, i], "nextafter": [p, p, p, i64, i],   # (select.h)
@@ -131,8 +133,8 @@ def _declare(lib):
                 fn.restype = ctypes.c_int if name.startswith(
                     ("winograd", "conv_cols", "lstm", "attn_small")) or \
                     name in ("gather", "scatter", "add_rows", "gemm", "pointwise", "rank_rows",
-                             "topk_rows", "fft_c2c", "nll") else \
-                    ctypes.c_int64 if name == "cross_entropy" else None
+                             "topk_rows", "fft_c2c", "nll", "mode_rows", "hist_rows") else \
+                    ctypes.c_int64 if name in ("cross_entropy", "unique_runs") else None
 
 
 _SUFFIX, _fast = {"f": "_f32", "d": "_f64"}, {}    # (by dtype.char: hashing a dtype is slow)
@@ -422,16 +424,17 @@ _RANK = {"kth": 0, "median": 1, "nanmedian": 2}
 
 def rank(x, axis, what, k=0):
     """``(values, indices)`` of a float NumPy array's element at sorted rank ``k`` along
-    ``axis`` (``what`` "kth"), or of its median / nanmedian there (the removed axis dropped),
-    as a stable sort with nan last picks it, by rank.h's quickselect per row (NumPy's path
-    sorts the rows); None where it does not apply."""
-    fn = kernel("rank_rows", x.dtype) if type(x) is np.ndarray and x.size else None
-    if fn is None:
+    ``axis`` (``what`` "kth"), or of its median / nanmedian / mode there (the removed axis
+    dropped), as a stable sort with nan last picks it, by rank.h's quickselect per row (NumPy's
+    path sorts the rows; mode: count.h); None where it does not apply."""
+    mode = what == "mode"       # (count.h's sort of each row and scan of its runs)
+    fn = type(x) is np.ndarray and x.size and kernel("mode_rows" if mode else "rank_rows", x.dtype)
+    if not fn:
         return None
     x = contiguous(x if axis == x.ndim - 1 else np.moveaxis(x, axis, -1))
     vals, idx = np.empty(x.shape[:-1], x.dtype), np.empty(x.shape[:-1], np.int64)
-    if fn(ptr(x), x.size // x.shape[-1], x.shape[-1], _RANK[what], k, ptr(vals), ptr(idx),
-          num_threads()):
+    if fn(ptr(x), x.size // x.shape[-1], x.shape[-1], *(() if mode else (_RANK[what], k)),
+          ptr(vals), ptr(idx), num_threads()):
         return None
     return vals, idx
 

@@ -44,8 +44,9 @@ static int64_t S(non_nan)(const T *x, int64_t n, T *buf) {
 
 /* mode 0: rank k; 1: median (a nan anywhere: the first nan); 2: nanmedian (the lower median
  * of the others; all nan: the first nan) */
-static void S(rank_row)(const T *x, int64_t n, int mode, int64_t k, T *buf, T *val,
-                        int64_t *idx) {
+static int S(rank_row)(const T *x, int64_t n, int mode, int64_t k, T *val, int64_t *idx) {
+    T small[128], *buf = n <= 64 ? small : malloc((size_t)n * 2 * sizeof(T));
+    if (!buf) return 1;
     int64_t m = S(non_nan)(x, n, buf), nans = n - m, r, c;
     r = mode == 0 ? k : mode == 1 ? (nans ? m : (n - 1) / 2) : (m > 1 ? (m - 1) / 2 : 0);
     T v = NAN;
@@ -56,22 +57,27 @@ static void S(rank_row)(const T *x, int64_t n, int mode, int64_t k, T *buf, T *v
     } else
         c = r - m;
     for (int64_t j = 0; j < n; j++)
-        if ((r < m ? x[j] == v : x[j] != x[j]) && c-- == 0) { *idx = j; *val = x[j]; return; }
+        if ((r < m ? x[j] == v : x[j] != x[j]) && c-- == 0) { *idx = j; *val = x[j]; break; }
+    if (buf != small) free(buf);
+    return 0;
 }
+
+#ifndef EACH_ROW
+/* bad |= f for each row r (bad: the caller's int), over nt threads (one: without an OpenMP
+ * region, which costs microseconds, more than a small call's work) */
+#define EACH_ROW(nt, rows, f)                                                            \
+    if (nt == 1) for (int64_t r = 0; r < rows; r++) bad |= f;                                 \
+    else {                                                                                    \
+        _Pragma("omp parallel for num_threads(nt) schedule(dynamic, 16) reduction(| : bad)")  \
+        for (int64_t r = 0; r < rows; r++) bad |= f;                                          \
+    }
+#endif
 
 EXPORT int S(rank_rows)(const T *x, int64_t rows, int64_t n, int mode, int64_t k, T *vals,
                         int64_t *idx, int nt) {
     int bad = 0;
     nt = threads_for(rows * n * 4, nt);
-#pragma omp parallel num_threads(nt) reduction(| : bad)
-    {
-        T *buf = malloc((size_t)n * 2 * sizeof(T));
-        bad = !buf;
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t r = 0; r < rows; r++)
-            if (buf) S(rank_row)(x + r * n, n, mode, k, buf, vals + r, idx + r);
-        free(buf);
-    }
+    EACH_ROW(nt, rows, S(rank_row)(x + r * n, n, mode, k, vals + r, idx + r));
     return bad ? -1 : 0;
 }
 
@@ -117,10 +123,8 @@ TC static int S(topk_row)(const T *x, int64_t n, int64_t k, int largest, T *tv, 
 EXPORT int S(topk_rows)(const T *x, int64_t rows, int64_t n, int64_t k, int largest, T *vals,
                         int64_t *idx, int nt) {
     if (k > TOPK_MAX) return -1;
-    int nan = 0;
+    int bad = 0;                /* (a row with nan) */
     nt = threads_for(rows * n, nt);
-#pragma omp parallel for num_threads(nt) schedule(static) reduction(| : nan)
-    for (int64_t r = 0; r < rows; r++)
-        nan |= S(topk_row)(x + r * n, n, k, largest, vals + r * k, idx + r * k);
-    return nan;
+    EACH_ROW(nt, rows, S(topk_row)(x + r * n, n, k, largest, vals + r * k, idx + r * k));
+    return bad;
 }
