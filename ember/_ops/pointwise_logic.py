@@ -125,7 +125,7 @@ def _is_bool(x):
     return getattr(x, "dtype", None) == bool
 
 
-def _truth(x, xp=np):
+def _truth(x, xp):
     # (NumPy's logical ufuncs on floats run a scalar loop ~5x slower than comparing with 0, a
     # SIMD one; nan is true either way)
     return x if _is_bool(x) else ufunc_of(xp, "not_equal")(x, 0)
@@ -135,7 +135,7 @@ logical_and = _logical("logical_and", lambda xp, input, other: ufunc_of(xp, "bit
     _truth(input, xp), _truth(other, xp)))
 logical_or = _logical("logical_or", lambda xp, input, other: ufunc_of(xp, "bitwise_or")(
     _truth(input, xp), _truth(other, xp)))
-logical_xor = _logical("logical_xor", lambda xp, input, other: _truth(input) != _truth(other))
+logical_xor = _logical("logical_xor", lambda xp, input, other: _truth(input, xp) != _truth(other, xp))
 logical_not = _logical("logical_not", lambda xp, input: xp.logical_not(input) if _is_bool(input)
                        else input == 0)
 logical_not.samples = lambda dev, dt: unary_samples(dev, dt) + _edges(dt, 1)
