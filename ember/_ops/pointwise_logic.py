@@ -135,7 +135,8 @@ logical_and = _logical("logical_and", lambda xp, input, other: ufunc_of(xp, "bit
     _truth(input, xp), _truth(other, xp)))
 logical_or = _logical("logical_or", lambda xp, input, other: ufunc_of(xp, "bitwise_or")(
     _truth(input, xp), _truth(other, xp)))
-logical_xor = _logical("logical_xor", lambda xp, input, other: _truth(input, xp) != _truth(other, xp))
+logical_xor = _logical("logical_xor", lambda xp, input, other: _truth(input, xp) !=
+                       _truth(other, xp))
 logical_not = _logical("logical_not", lambda xp, input: xp.logical_not(input) if _is_bool(input)
                        else input == 0)
 logical_not.samples = lambda dev, dt: unary_samples(dev, dt) + _edges(dt, 1)
