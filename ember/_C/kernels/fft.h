@@ -144,7 +144,8 @@ TC static void fft_pass(int p, int64_t n, int64_t s, const float *restrict xr,
  * shapes (outer, nin, inner) and (outer, n, inner), lines [l0, l1) of outer * inner, in blocks
  * of B; inverse: sg = -1 (W conjugated). real (inner 1, w W_2n, no padding): a real transform of
  * 2n points as an n-point c2c: r2c, x the real lines viewed as n complex (even and odd samples)
- * and y n + 1 bins, split as X_k = E_k + W_2n^k O_k; c2r, x n + 1 bins merged into
+ * and y n + 1 bins, split as X_k = E_k + W_2n^k O_k (bins 0 and n real, as pocketfft's: the
+ * rounded W_2n^n would leave ~1e-16 i); c2r, x n + 1 bins merged into
  * Z_k = E_k + i O_k (the imaginary parts of bins 0 and n dropped, as pocketfft), y 2n reals. */
 static int fft_lines(const float *x, float *y, int64_t l0, int64_t l1, int64_t B, int64_t nin,
                       int64_t n, int64_t inner, const float *w, const int *f, int nf, float sg,
@@ -182,7 +183,7 @@ static int fft_lines(const float *x, float *y, int64_t l0, int64_t l1, int64_t B
                      float er = xr[i] + xr[k], ei = xi[i] - xi[k], or_ = xi[i] + xi[k],
                      oi = xr[k] - xr[i], wr = w[2 * j], wi = w[2 * j + 1];
                      float vr = (er + or_ * wr - oi * wi) * sc * 0.5f;
-                     float vi = (ei + or_ * wi + oi * wr) * sc * 0.5f;
+                     float vi = j % N ? (ei + or_ * wi + oi * wr) * sc * 0.5f : 0.f;
                      y[base[b] + 2 * j] = vr; y[base[b] + 2 * j + 1] = vi;
                      bad |= vr - vr != 0.f || vi - vi != 0.f);
             n = N;

@@ -172,8 +172,8 @@ def _tensor_split(opdef, level, args, kwargs):
 
 def _unfold(opdef, level, args, kwargs):
     x, d, size, step = args
-    if x.dim() == 0:
-        return _loop(opdef, level, args, kwargs)
+    if x.dim() == 0:        # (each example's one window: (B,) -> (B, 1))
+        return _wrap(opdef(x._value.unsqueeze(-1), 1, size, step).squeeze(1), level)
     return _wrap(opdef(x._value, d % x.dim() + 1, size, step), level)
 
 
