@@ -94,7 +94,7 @@ def _declare(lib):
             "scan": [p, p, i64, i64, i64, i, i, i], "cumext": [p, p, p, i64, i64, i64, i, i],
             "rank_rows": [p, i64, i64, i, i64, p, p, i],
             "topk_rows": [p, i64, i64, i64, i, p, p, i],
-            "gather": [p, p, p, i64, i64, i64, i64, i], "pool": [p, p, p, i64, p],  # (pool.h)
+            "gather": [p, p, p, i64, i64, i64, i64, i], "pool": [p, p, p, i64, p, p, i],  # (pool.h)
             "mask_select": [p, p, p, i64, p, i],     # (select.h: 4- and 8-byte words)
             "flip_rows": [p, p, i64, i64, i], "nextafter": [p, p, p, i64, i],   # (select.h)
             "scatter": [p, p, p, p, i64, i64, i64, i64, i, i, i],
