@@ -223,7 +223,7 @@ def max_unpool_grad(g, indices, in_shape, nd, accumulate=True):
     lead = tuple(in_shape[:len(in_shape) - nd])
     m = math.prod(lead)
     # NumPy's scatter where nothing differentiates it (grad mode off: not ``create_graph``)
-    if not _grad_state.grad_enabled and type(g) is ember.Tensor and type(
+    if not _grad_state.grad_enabled and type(g) is type(indices) is ember.Tensor and type(
             a := g._data) is np.ndarray and type(i := indices._data) is np.ndarray:
         out = np.zeros((m, math.prod(in_shape[len(lead):])), a.dtype)
         if accumulate:
