@@ -222,9 +222,11 @@ def max_unpool_grad(g, indices, in_shape, nd, accumulate=True):
     forward of max unpooling."""
     lead = tuple(in_shape[:len(in_shape) - nd])
     m = math.prod(lead)
-    # NumPy's scatter where nothing differentiates it (grad mode off: not ``create_graph``)
+    # NumPy's scatter where nothing differentiates it (grad mode off: not ``create_graph``),
+    # for small gradients (np.add.at is slower than scatter_add's kernel on large ones)
     if not _grad_state.grad_enabled and type(g) is type(indices) is ember.Tensor and type(
-            a := g._data) is np.ndarray and type(i := indices._data) is np.ndarray:
+            a := g._data) is np.ndarray and type(i := indices._data) is np.ndarray and \
+            a.size <= _POOL_C:
         out = np.zeros((m, math.prod(in_shape[len(lead):])), a.dtype)
         if accumulate:
             np.add.at(out, (np.arange(m)[:, None], i.reshape(m, -1)), a.reshape(m, -1))
