@@ -298,10 +298,8 @@ def nll_loss(xp, input, target, weight=None, ignore_index=-100, reduction="mean"
     c = x.shape[1]
     if (r := _nll_kernel(xp, x, t, weight, ignore_index)) is not None:
         n = t.size
-        if reduction == "none":
-            return r[:n].reshape(target.shape)
-        out = r[n:n + 1].reshape(())    # (0-dim, not a NumPy scalar: see cross_entropy_loss)
-        return out if reduction == "sum" else np.divide(out, r[n + 1], out=out)
+        return r[:n].reshape(target.shape) if reduction == "none" else r[n] if \
+            reduction == "sum" else r[n] / r[n + 1]
     valid, safe, w = _nll_weights(xp, t, weight, ignore_index, x.dtype)
     # (one comparison: a negative target is a huge unsigned one)
     if not _capturing(t) and (safe.astype(xp.uint64) >= c).any() and valid.any():

@@ -333,9 +333,8 @@ def cross_entropy_loss(xp, input, target, ignore_index=-100, reduction="mean", l
         return _ce_reference(xp, input, target, ignore_index, reduction)
     if reduction == "none":
         return losses
-    # (a 0-dim array, not a NumPy scalar: the dispatch wraps it without its Python tail)
-    total = np.add.reduce(losses, out=np.empty((), x.dtype))
-    return total if reduction == "sum" else np.divide(total, x.dtype.type(valid), out=total)
+    total = np.add.reduce(losses)
+    return total if reduction == "sum" else total / x.dtype.type(valid)
 
 
 @cross_entropy_loss.vjp(save=("input", "target"))
