@@ -1409,8 +1409,15 @@ def test_pool_kernel_against_numpy(case, dtype, noncontig):
     if d == (1,) * len(k):
         calls += [lambda: P.avg_pool_nd.fwd(np, x, k, s, p, ceil, cip, div)
                   for cip, div in ((True, None), (False, None), (True, 3))]
-    assert P._pool_c(x, (2,) * len(k), False, k, s, p) is not None
-    for call in calls:
+        # the average's gradient: each window's over its divisor, added to its taps (in window
+        # order, as torch adds them, where NumPy adds tap by tap: a cell of 3 or more windows
+        # may round differently)
+        osize = P._avg_geometry(shape[len(shape) - len(k):], k, s, p, ceil)[0]
+        g = _input(shape[:len(shape) - len(k)] + osize, dtype, noncontig)
+        calls += [lambda: P.avg_pool_nd_backward.fwd(np, g, shape, k, s, p, ceil, cip, div)
+                  for cip, div in ((True, None), (False, None), (True, 3))]
+    assert P._pool_c(x, (2,) * len(k), np.ones((2,) * len(k), x.dtype), k, s, p) is not None
+    for i, call in enumerate(calls):
         fast = call()
         with kernels.disabled():
             ref = call()
@@ -1421,7 +1428,8 @@ def test_pool_kernel_against_numpy(case, dtype, noncontig):
             assert np.array_equal(fast[1][keep], ref[1][keep]) and fast[1].dtype == np.int64
             fast, ref = fast[0], ref[0]
         assert fast.shape == ref.shape and fast.dtype == ref.dtype
-        assert np.allclose(fast, ref, rtol=1e-6, atol=0, equal_nan=True)
+        assert np.allclose(fast, ref, rtol=1e-6 if i < 5 else 1e-5, atol=0 if i < 5 else 1e-5,
+                           equal_nan=True)
 
 
 def test_pool_kernel_keeps_torchs_index_rule():

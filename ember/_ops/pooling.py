@@ -10,6 +10,7 @@ import numpy as np
 import ember
 
 from .._C import kernels
+from ..autograd.grad_mode import state as _grad_state
 from .conv import _flat_strides, _pad, _taps, _windows
 from .meta import empty
 from .pointwise import type_name
@@ -104,37 +105,49 @@ def _max_osize(shape, kernel_size, stride, padding, dilation, ceil_mode):
     return osize
 
 
-@functools.lru_cache(maxsize=256)
-def _pool_plan(size, osize, kernel_size=None, stride=None, padding=None, dilation=None):
-    """pool.h's geometry of a pooling over ``size`` (adaptive without ``kernel_size``), over
-    three dims (leading ones of size 1): the array and its address."""
-    one = (1,) * (3 - len(size))
-    g = one + size + one + osize + one + (dilation or (1,) * len(size)) + (0, 1) * len(one)
-    for i, (n, o) in enumerate(zip(size, osize)):
-        first = [j * stride[i] - padding[i] if stride else (j * n) // o for j in range(o)]
-        g += (*first, *(kernel_size[i] if stride else -((-(j + 1) * n) // o) - f
-                        for j, f in enumerate(first)))
-    g = np.array(g, np.int64)
-    return g, g.ctypes.data
-
-
 # input elements up to which pool.h beats NumPy's passes over the taps (4x at 1k; 2x slower
 # than them at 16k for a 3x2 average)
 _POOL_C = 1 << 13
 
 
-def _pool_c(input, osize, is_max, *geometry):
-    """Max (values, flat indices) or sum pooling by pool.h over the trailing ``len(osize)``
-    dims; None where it does not apply (the caller runs its NumPy code)."""
-    if type(input) is np.ndarray and (input.size <= _POOL_C or input.size >= 16 * math.prod(
-            osize) * math.prod(input.shape[:input.ndim - len(osize)])) and (fn := kernels.kernel(
-            "pool", input.dtype)) is not None:
-        x, lead = np.ascontiguousarray(input), input.shape[:input.ndim - len(osize)]
-        y = np.empty(lead + osize, x.dtype)
-        idx = np.empty(lead + osize, np.int64) if is_max else None
-        fn(kernels.ptr(x), kernels.ptr(y), kernels.ptr(idx), math.prod(lead), _pool_plan(
-            x.shape[len(lead):], osize, *geometry)[1])
-        return (y, idx) if is_max else y
+@functools.lru_cache(maxsize=256)
+def _pool_plan(shape, osize, kernel_size=None, stride=None, padding=None, dilation=None):
+    """pool.h's geometry of a pooling of ``shape`` over its trailing ``len(osize)`` dims
+    (adaptive without ``kernel_size``), as three dims (leading ones of size 1): (the array, its
+    address, rows, the output's shape, whether pool.h is the faster path)."""
+    nd = len(osize)
+    lead, size, one = shape[:len(shape) - nd], shape[len(shape) - nd:], (1,) * (3 - nd)
+    dil = dilation or (1,) * nd
+    g = one + size + one + osize + one + dil + (0, 0, 1) * len(one)
+    for i, (n, o, d) in enumerate(zip(size, osize, dil)):
+        first = [j * stride[i] - padding[i] if stride else (j * n) // o for j in range(o)]
+        count = [kernel_size[i] if stride else -((-(j + 1) * n) // o) - f
+                 for j, f in enumerate(first)]
+        # each window's taps inside the input, [lo, hi) (padding skipped)
+        g += (*first, *((-f + d - 1) // d if f < 0 else 0 for f in first), *(
+            c if f + (c - 1) * d < n else (n - f + d - 1) // d for f, c in zip(first, count)))
+    g, n = np.array(g, np.int64), math.prod(shape)
+    return g, g.ctypes.data, math.prod(lead), lead + osize, n <= _POOL_C or n >= 16 * math.prod(
+        osize) * math.prod(lead)
+
+
+def _pool_c(input, osize, div, *geometry, grad=None):
+    """Max (values, flat indices; ``div`` None) or average (over ``div``, the divisors of the
+    output plane) pooling by pool.h over the trailing ``len(osize)`` dims; with ``grad``, the
+    average's gradient (``input`` then the input's shape); None where it does not apply (the
+    caller runs its NumPy code)."""
+    a = input if grad is None else grad
+    if type(a) is np.ndarray and (fn := kernels.kernel("pool", a.dtype)) is not None:
+        _, plan, rows, oshape, fits = _pool_plan(a.shape if grad is None else input, osize,
+                                                 *geometry)
+        if not fits or grad is not None and a.shape != oshape:
+            return None
+        a = np.ascontiguousarray(a)
+        x, y = (a, np.empty(oshape, a.dtype)) if grad is None else (np.zeros(input, a.dtype), a)
+        idx = np.empty(oshape, np.int64) if div is None else None
+        fn(kernels.ptr(x), kernels.ptr(y), kernels.ptr(idx), rows, plan, kernels.ptr(div),
+           grad is not None)
+        return x if grad is not None else y if idx is None else (y, idx)
 
 
 @op("_max_pool_nd", method=False, function=False, nondiff_outputs=(1,))
@@ -143,7 +156,7 @@ def max_pool_nd(xp, input, kernel_size, stride, padding, dilation, ceil_mode):
     pooled dims of the input), as ``nn.functional.max_pool*d(..., return_indices=True)``."""
     nd, size = len(kernel_size), input.shape[input.ndim - len(kernel_size):]
     osize = _max_osize(input.shape, kernel_size, stride, padding, dilation, ceil_mode)
-    if out := _pool_c(input, osize, True, kernel_size, stride, padding, dilation):
+    if out := _pool_c(input, osize, None, kernel_size, stride, padding, dilation):
         return out      # (a tuple of arrays)
     hi = tuple(max(p, (o - 1) * s + d * (k - 1) + 1 - n - p) for o, s, d, k, n, p in zip(
         osize, stride, dilation, kernel_size, size, padding))
@@ -182,7 +195,7 @@ def adaptive_max_pool_nd(xp, input, output_size):
     """Adaptive max pooling over the trailing ``len(output_size)`` dims: (values, flat
     indices), as ``nn.functional.adaptive_max_pool*d(..., return_indices=True)``."""
     nd = len(output_size)
-    if out := _pool_c(input, tuple(output_size), True):
+    if out := _pool_c(input, tuple(output_size), None):
         return out
     size = input.shape[input.ndim - nd:]
     idx = [_adaptive_windows(s, o) for s, o in zip(size, output_size)]
@@ -209,6 +222,17 @@ def max_unpool_grad(g, indices, in_shape, nd, accumulate=True):
     forward of max unpooling."""
     lead = tuple(in_shape[:len(in_shape) - nd])
     m = math.prod(lead)
+    # NumPy's scatter where nothing differentiates it (grad mode off: not ``create_graph``),
+    # for small gradients (np.add.at is slower than scatter_add's kernel on large ones)
+    if not _grad_state.grad_enabled and type(g) is type(indices) is ember.Tensor and type(
+            a := g._data) is np.ndarray and type(i := indices._data) is np.ndarray and \
+            a.size <= _POOL_C:
+        out = np.zeros((m, math.prod(in_shape[len(lead):])), a.dtype)
+        if accumulate:
+            np.add.at(out, (np.arange(m)[:, None], i.reshape(m, -1)), a.reshape(m, -1))
+        else:
+            np.put_along_axis(out, i.reshape(m, -1), a.reshape(m, -1), 1)
+        return ember.Tensor._wrap(out.reshape(tuple(in_shape)))
     z = ember.zeros((m, math.prod(in_shape[len(lead):])), dtype=g.dtype, device=g.device)
     src, idx = g.reshape(m, -1), indices.reshape(m, -1)
     out = z.scatter_add(1, idx, src) if accumulate else z.scatter(1, idx, src)
@@ -275,7 +299,7 @@ def _avg_divisor(xp, size, kernel_size, stride, padding, osize, count_include_pa
     """torch's divisor of each window (*osize): the window clipped to the padded input, or to
     the input itself when padding does not count; or ``divisor_override``."""
     if divisor_override:
-        return dtype.type(divisor_override)
+        return xp.asarray(np.full(osize, divisor_override, dtype))
     div = np.ones(())
     for n, k, s, p, o in zip(size, kernel_size, stride, padding, osize):
         start = np.arange(o) * s - p
@@ -285,9 +309,11 @@ def _avg_divisor(xp, size, kernel_size, stride, padding, osize, count_include_pa
     return xp.asarray(div.astype(dtype))
 
 
+_I64, _F32 = np.dtype(np.int64), np.dtype(np.float32)
+
+
 def _opmath(x):
-    return np.int64 if x.dtype.kind in "iub" else np.float32 if x.dtype.itemsize == 2 else \
-        x.dtype
+    return _I64 if x.dtype.kind in "iub" else _F32 if x.dtype.itemsize == 2 else x.dtype
 
 
 @op("_avg_pool_nd", method=False, function=False)
@@ -301,16 +327,14 @@ def avg_pool_nd(xp, input, kernel_size, stride, padding, ceil_mode, count_includ
                                   f"'{type_name(input.dtype)}'")
     size = input.shape[input.ndim - nd:]
     osize, hi = _avg_geometry(size, kernel_size, stride, padding, ceil_mode)
-    acc = _pool_c(input, osize, False, kernel_size, stride, padding)
-    if acc is None:
-        # (a reshape and a multi-axis sum, where windows tile the input, is several times
-        # slower)
-        win = _windows(xp, _pad(xp, input, padding, hi, 0), kernel_size, stride, (1,) * nd,
-                       osize)
-        at, taps = (slice(None),) * (win.ndim - nd), _taps(kernel_size)
-        acc = sum((win[at + t] for t in taps[1:]), win[at + taps[0]].astype(_opmath(input)))
     div = _avg_divisor(xp, size, kernel_size, stride, padding, osize, count_include_pad,
-                       divisor_override, acc.dtype)
+                       divisor_override, _opmath(input).char)
+    if (out := _pool_c(input, osize, div, kernel_size, stride, padding)) is not None:
+        return out
+    # (a reshape and a multi-axis sum, where windows tile the input, is several times slower)
+    win = _windows(xp, _pad(xp, input, padding, hi, 0), kernel_size, stride, (1,) * nd, osize)
+    at, taps = (slice(None),) * (win.ndim - nd), _taps(kernel_size)
+    acc = sum((win[at + t] for t in taps[1:]), win[at + taps[0]].astype(_opmath(input)))
     if acc.dtype.kind == "i":       # NOTE: torch divides integers as C does, toward zero
         return (xp.sign(acc) * (xp.abs(acc) // div)).astype(input.dtype)
     acc /= div
@@ -325,8 +349,12 @@ def avg_pool_nd_backward(xp, grad, input_size, kernel_size, stride, padding, cei
     nd = len(kernel_size)
     size = tuple(input_size[len(input_size) - nd:])
     osize, hi = _avg_geometry(size, kernel_size, stride, padding, ceil_mode)
-    g = grad / _avg_divisor(xp, size, kernel_size, stride, padding, osize, count_include_pad,
-                            divisor_override, np.dtype(_opmath(grad)))
+    div = _avg_divisor(xp, size, kernel_size, stride, padding, osize, count_include_pad,
+                       divisor_override, _opmath(grad).char)
+    if (out := _pool_c(tuple(input_size), osize, div, kernel_size, stride, padding,
+                       grad=grad)) is not None:
+        return out
+    g = grad / div
     # windows that tile the input exactly (stride = kernel, no padding, nothing left over):
     # the gradient is a broadcast
     if stride == kernel_size and not any(padding) and all(

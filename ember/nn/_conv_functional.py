@@ -5,6 +5,7 @@ The windowed ops (``convolution``, ``constant_pad_nd``, max pooling) are OpDefs 
 ember/_ops/conv.py and pooling.py; everything here is a composition of ember ops, so autograd
 (double backward included) needs no new rules.
 """
+import functools
 import math
 import numbers
 
@@ -223,6 +224,14 @@ def pad(input, pad, mode="constant", value=None):
 
 def _pool_args(input, kernel_size, stride, padding, dilation, nd, name):
     _check_dims(input, nd, name)
+    try:
+        return _pool_geometry(kernel_size, stride, padding, dilation, nd, name)
+    except TypeError:       # (a list: unhashable)
+        return _pool_geometry.__wrapped__(kernel_size, stride, padding, dilation, nd, name)
+
+
+@functools.lru_cache(maxsize=256, typed=True)       # (a small pool's Python cost)
+def _pool_geometry(kernel_size, stride, padding, dilation, nd, name):
     k = _ntuple(kernel_size, nd)
     s = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else \
         _ntuple(stride, nd)
@@ -275,9 +284,9 @@ max_pool3d_with_indices, max_pool3d = _max_pool(3)
 def _avg_pool_nd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                  divisor_override, nd, name):
     k, s, p, _ = _pool_args(input, kernel_size, stride, padding, 1, nd, name)
-    size = tuple(input.shape[-nd:])
-    _P.check_pool_output(name, tuple(input.shape), tuple(_P.pool_output_size(
-        n, kk, ss, pp, 1, ceil_mode) for n, kk, ss, pp in zip(size, k, s, p)))
+    shape = input.shape
+    _P.check_pool_output(name, shape, _P._avg_geometry(shape[len(shape) - nd:], k, s, p,
+                                                       bool(ceil_mode))[0])
     args = (bool(ceil_mode), bool(count_include_pad), divisor_override)
     if nd == 1:     # NOTE: torch's is avg_pool2d between an unsqueeze and a squeeze: so is its graph
         return dispatch(_P.avg_pool_nd, (input.unsqueeze(-2), (1,) + k, (1,) + s, (0,) + p) +
