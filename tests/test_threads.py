@@ -8,7 +8,15 @@ import pytest
 import ember
 from ember._ops import joining, pointwise as P
 
-SHAPE = (517, 301)          # (above PAR_MIN elements, rows not a multiple of 2)
+SHAPE = (517, 301)          # (above PAR_MIN elements as lowered below, rows not a multiple of 2)
+
+
+@pytest.fixture(autouse=True)
+def _small_split_threshold(monkeypatch):
+    """The split path at SHAPE's size (its threshold keeps 1M-element loops on one thread)."""
+    from ember._ops import reorder
+    for m in (P, joining, reorder):
+        monkeypatch.setattr(m, "PAR_MIN", 1 << 17)
 EDGES = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -3.0, 2.5, -2.5, 0.5]
 
 CASES = [
