@@ -467,10 +467,9 @@ inner.grad_name_of = lambda input, other: \
 @op("kron", promote="common")
 def kron(xp, input, other):
     """Kronecker product: block ``(i, j, ...)`` is ``input[i, j, ...] * other``."""
-    sa, sb = ((1,) * (max(input.ndim, other.ndim) - t.ndim) + t.shape for t in (input, other))
+    sa, sb, shape = _kron_shapes(input, other)
     a = input.reshape(sum(((s, 1) for s in sa), ()))
     b = other.reshape(sum(((1, s) for s in sb), ()))
-    shape = tuple(x * y for x, y in zip(sa, sb))
     if xp is np and sa and input.dtype == other.dtype and input.size * other.size >= 1 << 15:
         # the interleaved leading dims are a batch of outer products of the last dims' rows:
         # the outer kernel, not NumPy's loop over the last dim (a call per row of other's)
@@ -483,9 +482,14 @@ def kron(xp, input, other):
     return (a * b).reshape(shape)
 
 
-kron.meta = lambda input, other: empty(tuple(x * y for x, y in zip(*(
-    (1,) * (max(input.ndim, other.ndim) - t.ndim) + t.shape for t in (input, other)))),
-    np.result_type(input, other))
+def _kron_shapes(input, other):
+    """The two shapes padded to one length, and the product's shape."""
+    sa, sb = ((1,) * (max(input.ndim, other.ndim) - t.ndim) + t.shape for t in (input, other))
+    return sa, sb, tuple(x * y for x, y in zip(sa, sb))
+
+
+kron.meta = lambda input, other: empty(_kron_shapes(input, other)[2],
+                                       np.result_type(input, other))
 
 
 @kron.vjp(save=("input", "other"), needed_by="cross")
