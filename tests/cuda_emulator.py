@@ -310,9 +310,11 @@ def emulated_kernels(cupy):
     """The double ``cupy`` with ``RawKernel`` and ``RawModule`` inside the block: ember's
     fused-kernel paths (those built on them) then run, emulated."""
     from ember.cuda import _attention, _kernels
-    caches = (_kernels._rows_kernel, _kernels._elementwise, _attention._functions)
+    from ember._graph import cgen
+    caches = (_kernels._rows_kernel, _kernels._elementwise, _attention._functions,
+              cgen._modules)        # (compile's modules, by source)
     for c in caches:
-        c.cache_clear()
+        getattr(c, "cache_clear", getattr(c, "clear", None))()
     names = {"RawKernel": RawKernel, "RawModule": RawModule, "ElementwiseKernel": ElementwiseKernel}
     before = {n: cupy.__dict__[n] for n in names if n in cupy.__dict__}
     cupy.__dict__.update(names)
@@ -323,7 +325,7 @@ def emulated_kernels(cupy):
             del cupy.__dict__[n]
         cupy.__dict__.update(before)
         for c in caches:
-            c.cache_clear()
+            getattr(c, "cache_clear", getattr(c, "clear", None))()
 
 
 def compiler():

@@ -501,3 +501,90 @@ def test_embedding_backward_kernel_equals_the_xp_code(monkeypatch, kernels, dt, 
     _close(fused, [run("cpu").double().numpy()], dt)
     if padding_idx is not None:
         assert not fused[0][padding_idx].any()
+
+
+# ---- ember.compile's generated CUDA kernels (ember/_graph/cgen.py) ---------------------------
+
+def _compiled_graphs():
+    """Functions whose captured graphs fuse into kernels of each kind: elementwise chains with
+    broadcast operands and bool results (flat kernels: a thread per element), row reductions
+    (a block per row: softmax, layer_norm, amax with NaN), and the backward's kernels."""
+    F = ember.nn.functional
+    return {
+        "pointwise": lambda x, w, b: ((F.gelu(x * w + b) - F.silu(x)).tanh() * (x > 0)).sum(),
+        "rows": lambda x, w, b: (F.softmax(x * 2, -1) + F.layer_norm(x, (x.shape[-1],), w, b)
+                                 ).sum() + F.log_softmax(x, -1).amax(-1).sum(),
+        "mean-var": lambda x, w, b: (x.var(-1) + x.mean(-1) * F.rms_norm(x, (x.shape[-1],), w)
+                                     .sum(-1)).sum(),
+    }
+
+
+@pytest.mark.parametrize("dt", [ember.float32, ember.float64], ids=str)
+@pytest.mark.filterwarnings("ignore:var\\(\\)")
+@pytest.mark.parametrize("shape", [(3, 1), (2, 3, 37), (2, 300)], ids=str)
+@pytest.mark.parametrize("name", list(_compiled_graphs()))
+def test_compiled_cuda_kernels_equal_the_cpu(monkeypatch, tmp_path, kernels, name, shape, dt):
+    from ember._graph import cgen
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    made = []
+    monkeypatch.setattr(cgen._Libraries, "kernel", lambda self, n, _k=cgen._Libraries.kernel:
+                        made.append(n) or _k(self, n))
+    fn = _compiled_graphs()[name]
+    ember.manual_seed(0)
+    x0 = ember.randn(*shape, dtype=dt)
+    x0[..., 0] = float("nan") if name == "rows" and shape[-1] > 1 else x0[..., 0]
+    w0, b0 = ember.randn(shape[-1], dtype=dt), ember.randn(shape[-1], dtype=dt)
+
+    def run(f, dev):
+        xs = [t.to(dev).requires_grad_() for t in (x0, w0, b0)]
+        y = f(*xs)
+        return [y] + list(ember.autograd.grad(y, xs, allow_unused=True, materialize_grads=True))
+    ref, got = run(fn, "cpu"), run(ember.compile(fn), "cuda")
+    assert made and all(g.device.type == "cuda" for g in got)
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g.detach().cpu().numpy(), r.detach().numpy(),
+                                   **({"rtol": 2e-4, "atol": 2e-5} if dt == ember.float32 else
+                                      {"rtol": 1e-10, "atol": 1e-12}), equal_nan=True)
+
+
+def test_compiled_cuda_kernels_follow_a_dynamic_size(monkeypatch, tmp_path, kernels):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    F = ember.nn.functional
+    f = ember.compile(lambda x: F.softmax(x, -1) * x.sigmoid(), dynamic=True)
+    for rows, n in [(2, 5), (3, 70), (1, 9)]:
+        x = ember.randn(rows, n, dtype=ember.float64)
+        np.testing.assert_allclose(f(x.cuda()).cpu().numpy(),
+                                   (F.softmax(x, -1) * x.sigmoid()).numpy(), rtol=1e-12)
+
+
+def test_compiled_cuda_sources_compile_with_nvrtc(monkeypatch, tmp_path):
+    """Every kernel kind the tests above run, as NVRTC compiles it for sm_80: launchable at
+    256 threads, nothing spilled."""
+    from ember._graph import cgen
+    lib = _need_nvrtc()
+    if not cuda_emulator.compiler():
+        pytest.skip("no C++ compiler for the kernel emulator")
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    sources = []
+    monkeypatch.setattr(cgen._Libraries, "kernel", lambda self, n, _k=cgen._Libraries.kernel:
+                        sources.append(self.cuda_source) or _k(self, n))
+    with cuda_double() as cupy, cuda_emulator.emulated_kernels(cupy):
+        for fn in _compiled_graphs().values():
+            xs = [ember.randn(*s, device="cuda").requires_grad_() for s in ((2, 33), (33,), (33,))]
+            ember.autograd.grad(ember.compile(fn)(*xs), xs, allow_unused=True)
+    assert sources
+    for src in dict.fromkeys(sources):
+        rc, log = _compile(lib, src)
+        assert rc == 0, log
+        assert _launchable(log, 256) == 0, log
+
+
+def test_compile_on_cuda_without_kernels_runs_eagerly(monkeypatch, tmp_path):
+    """Where CuPy cannot compile kernels (the double without the emulator) or they are off,
+    a compiled function on cuda tensors runs its ops eagerly: same results."""
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    with cuda_double():
+        x = ember.randn(4, 8, device="cuda")
+        f = ember.compile(lambda x: ember.nn.functional.softmax(x * 2, -1))
+        np.testing.assert_allclose(f(x).cpu().numpy(),
+                                   ember.nn.functional.softmax(x.cpu() * 2, -1).numpy(), rtol=1e-6)

@@ -13,7 +13,8 @@ guards on them), but for dynamic sizes: dims that are ``dynamic.Sz`` polynomials
 as expressions of the sizes ``_s0``, ``_s1``... the kernels and the runner take at run time.
 The C source of a graph is compiled once by the system compiler and cached on
 disk (``cache_dir()``, keyed by the source's hash, the compiler and its flags), then loaded with
-ctypes.
+ctypes. Kernels of tensors on a GPU are the same loops as CUDA kernels (a block of threads per
+row, block reductions), compiled by CuPy (docs/graphs.md).
 """
 import ctypes
 import hashlib
@@ -60,10 +61,12 @@ class V:
 
 
 class Kernel:
-    """One fused loop nest over ``shape`` (rows x last dim) computing in C type ``t``."""
+    """One fused loop nest over ``shape`` (rows x last dim) computing in C type ``t``; on a
+    cuda ``device``, a CUDA kernel of one thread block per row."""
 
-    def __init__(self, shape, dtype):
+    def __init__(self, shape, dtype, device="cpu"):
         self.shape, self.dtype, self.t = shape, dtype, _CTYPE[dtype]
+        self.device, self.cuda = device, device != "cpu"
         self.n = shape[-1] if shape else 1
         self.m = math.prod(shape[:-1]) if shape else 1
         self.vals, self.loads, self.nodes, self.loaded, self.memo = [], {}, [], {}, {}
@@ -220,15 +223,23 @@ class Kernel:
     def source(self, name, outs, bools=(), acc=()):
         """C function ``name(in..., out..., acc, nt)``; ``outs``: the values stored, in order;
         those at the indices ``bools`` are comparisons, stored as bools; those at ``acc`` are
-        added to what their array holds where bit k of ``acc`` is set (a ``.grad``)."""
-        t, lines = self.t, []
+        added to what their array holds where bit k of ``acc`` is set (a ``.grad``). On cuda,
+        ``extern "C" __global__ name(in..., out..., acc)``: the block of a row loops over its
+        elements by thread, and each row reduction ends in a block reduction."""
+        t, lines, cu = self.t, [], self.cuda
         params = [f"const {_CTYPE[dt]} *restrict in{k}" for k, _, dt in
                   sorted(self.loads.values(), key=lambda x: x[0])]
         params += [f"{'unsigned char' if k in bools else t} *restrict out{k}"
                    for k in range(len(outs))] + [f"int64_t _s{v}" for v in self.vars] + \
-            ["int acc", "int nt"]
+            ["int acc"] + ["int nt"] * (not cu)
         put = [f"{v.name} != 0" if k in bools else v.name for k, v in enumerate(outs)]
-        lines.append(f"void {name}({', '.join(params)}) {{")
+        lines.append(('// cuda\nextern "C" __global__ ' if cu else "") +
+                     f"void {name}({', '.join(params)}) {{")
+        # (without row reductions, a CUDA kernel's threads take elements, not rows: one row
+        # would leave the GPU idle)
+        self.flat = cu and not any(v.red for v in self.vals)
+        jloop = "{{" if self.flat else "for (int64_t j = threadIdx.x; j < {0}; j += blockDim.x) {{" \
+            if cu else "for (int64_t j = 0; j < {0}; j++) {{"
         cols = [(k, v) for k, v in enumerate(outs) if v.red == "col"]
         par = f"num_threads(nt) if(nt > 1 && {self.m * self.n} >= {PAR_MIN})"
         if cols:        # (column sums: per thread over its rows, then added up)
@@ -236,9 +247,13 @@ class Kernel:
             lines += [f"  #pragma omp parallel {par}", "  {"]
             lines += [f"  {t} c{v.name}[{self.n}] = {{0}};" for _, v in cols]
             lines += ["  #pragma omp for schedule(static)"]
-        else:
+        elif not cu:
             lines.append(f"  #pragma omp parallel for {par} schedule(static)")
-        lines.append(f"  for (int64_t i = 0; i < {self.m}; i++) {{")
+        lines.append(f"  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < "
+                     f"{self.m * self.n}; e += (int64_t)gridDim.x * blockDim.x) {{ const int64_t "
+                     f"i = e / {self.n}, j = e % {self.n};" if self.flat else
+                     f"  for (int64_t i = blockIdx.x; i < {self.m}; i += gridDim.x) {{" if cu
+                     else f"  for (int64_t i = 0; i < {self.m}; i++) {{")
         phases = max((v.phase for v in self.vals), default=0)
         done, kept, cols_at = set(), set(), {}
         # a column sum is added up in the first loop that computes its value: the loop ending
@@ -285,7 +300,7 @@ class Kernel:
                       [c.deps[0] for c in late], False):
             uses.setdefault(v.name, [v, 0])[1] += 1
         scratch = {name for name, (v, c) in uses.items() if c > 1 and v.expr[:1].isalpha()
-                   and type(self.n) is int and self.n <= 4096}
+                   and type(self.n) is int and self.n <= 4096 and not cu}
         lines += [f"    {t} s{name}[{self.n}];" for name in sorted(scratch)]
         for p in range(phases + 1):
             rows = [v for v in self.vals if v.row and not v.red and v.phase == p]
@@ -302,8 +317,8 @@ class Kernel:
                                   f"reduction(max:{v.name})" + (f" reduction(|:{v.name}n)"
                                                                 if v.red == "max" else "")
                                   for v in reds)
-                lines += [f"    #pragma omp simd {clause}",
-                          f"    for (int64_t j = 0; j < {self.n}; j++) {{"]
+                lines += [f"    #pragma omp simd {clause}"] * (not cu) + [
+                    "    " + jloop.format(self.n)]
                 for v in need([d for r in reds + cols_at.get(p, []) for d in r.deps], False):
                     emit(v, "      ")
                 lines += [f"      c{v.name}[j] += {v.deps[0].name};" for v in cols_at.get(p, [])]
@@ -313,6 +328,10 @@ class Kernel:
                                  f"      {v.name} = {x} > {v.name} ? {x} : {v.name};" +
                                  (f" {v.name}n |= {x} != {x};" if v.red == "max" else ""))
                 lines.append("    }")
+                for v in reds if cu else ():       # (every thread's part, then the block's)
+                    lines.append(f"    {v.name} = block_reduce({v.name}, "
+                                 f"{int('max' in v.red)});" + (f" {v.name}n = block_reduce("
+                                                               f"{v.name}n, 0);" if v.red == "max" else ""))
                 for v in reds:
                     if v.red == "max":
                         lines.append(f"    if ({v.name}n) {v.name} = NAN;")
@@ -324,7 +343,7 @@ class Kernel:
         for v in need([v for _, v in enumerate(outs) if v.row], True):
             emit(v, "    ")
         if full or late:
-            lines += ["    #pragma omp simd", f"    for (int64_t j = 0; j < {self.n}; j++) {{"]
+            lines += ["    #pragma omp simd"] * (not cu) + ["    " + jloop.format(self.n)]
             for v in need([v for _, v in full] + [v.deps[0] for v in late], False):
                 emit(v, "      ")
             lines += [f"      out{k}[i * {self.n} + j] = " + (f"(acc >> {k} & 1) ? out{k}[i * "
@@ -332,7 +351,9 @@ class Kernel:
                       for k, v in full]
             lines += [f"      c{v.name}[j] += {v.deps[0].name};" for v in late]
             lines.append("    }")
-        lines += [f"    out{k}[i] = {put[k]};" for k, v in enumerate(outs) if v.row]
+        lines += [f"    {'if (j == 0) ' if self.flat else 'if (threadIdx.x == 0) ' * cu}"
+                  f"out{k}[i] = {put[k]};"
+                  for k, v in enumerate(outs) if v.row]
         lines.append("  }")
         if cols:
             lines += ["  #pragma omp critical", "  {"]
@@ -340,7 +361,9 @@ class Kernel:
                       for k, v in cols]
             lines += ["  }", "  }"]
         lines.append("}")
-        return "\n".join(lines)
+        src = "\n".join(lines)
+        return src.replace("int64_t", "long long").replace("restrict", "__restrict__") if cu \
+            else src
 
 
 # ---- lowerings: op name -> fn(kernel, *args, **kwargs) over kernel values and numbers ----
@@ -360,7 +383,7 @@ def _sum(k, input, dim=None, keepdim=False, dtype=None):
     nd = len(k.shape)
     dims = (dim,) if isinstance(dim, int) else tuple(dim) if dim is not None else ()
     if nd >= 2 and sorted(d % nd for d in dims) == list(range(nd - 1)) and type(k.n) is int \
-            and k.n <= 4096 and \
+            and k.n <= 4096 and not k.cuda and \
             input.shape == k.shape:         # (a bias gradient: a column sum, stored only)
         x = input if not input.row else k.op("{0}", input, row=False)
         return k._new("col", False, [x], x.phase, "col")
@@ -527,6 +550,18 @@ def _meta(n):
     return v if v is not None and hasattr(v, "shape") and not isinstance(v, list) else None
 
 
+def _fusable(device):
+    """Whether ops on ``device`` fuse: the cpu's (C), a GPU's where CuPy compiles kernels and
+    ember's fused CUDA kernels are on (``EMBER_CUDA_FUSED``)."""
+    if device.type == "cpu":
+        return True
+    if device.type != "cuda":
+        return False
+    from .._backends import backend
+    from ..cuda._kernels import enabled
+    return enabled(backend(device).xp)
+
+
 def _is_node(a):
     return hasattr(a, "op") and hasattr(a, "users")
 
@@ -558,13 +593,13 @@ class _Plan:
 
     def _try(self, n):
         low, out = lowering(n.target), _meta(n)
-        if low is None or out is None or str(out.device) != "cpu" or \
+        if low is None or out is None or not _fusable(out.device) or \
                 out.dtype.np not in _FLOAT + (_BOOL,):
             return False
-        shapes = []
+        shapes, dev = [], str(out.device)
         for a in n.all_input_nodes:
             m = _meta(a)
-            if m is None or str(m.device) != "cpu":
+            if m is None or str(m.device) != dev:
                 return False
             shapes.append(tuple(m.shape))
         full = _broadcast(shapes)   # (a reduction's output is smaller: its input sets the loop)
@@ -577,12 +612,13 @@ class _Plan:
                     k is None or full not in (k.shape, k.shape[:-1] + (1,))):
                 return False        # (integers: not exact in a float loop)
             dt = fl.pop() if fl else k.dtype
-        if k is not None and (k.dtype != dt or full not in (k.shape, k.shape[:-1] + (1,))):
+        if k is not None and (k.dtype != dt or k.device != dev or
+                              full not in (k.shape, k.shape[:-1] + (1,))):
             self.flush()
             k = None
         fresh = k is None
         if fresh:
-            k = Kernel(full, dt)
+            k = Kernel(full, dt, dev)
         mark, loads, loaded = len(k.vals), dict(k.loads), dict(k.loaded)
         try:
             def val(a):
@@ -706,21 +742,30 @@ def build(graph):
                 c.append(body.replace("KERNEL", fname, 1))
             ki += 1
             ins = sorted(k.loads.items(), key=lambda kv: kv[1][0])
-            sigs[fname] = (len(ins) + len(outs), len(k.vars))
+            sigs[fname] = (len(ins) + len(outs), len(k.vars)) + ("cuda",) * k.cuda
+            xp = ", _xp(_i0)" if k.cuda else ""
             for j, (a, _) in enumerate(ins):
                 py.append(f"    _i{j} = _c({a.name}._data)")
             for j, o in enumerate(outs):
                 shape, dt = tuple(_meta(o).shape), dts[j]
-                py.append(f"    _o{j} = _buf({ki}, {j}, {shape!r}, _{dt.name})" if j not in acc
-                          else f"    _a{j} = _into(_acc, {into[o]}, {shape!r}, _{dt.name})\n"
-                          f"    _o{j} = _buf({ki}, {j}, {shape!r}, _{dt.name}) if _a{j} is None "
-                          f"else _a{j}")
-            py.append(f"    _lib.{fname}(" + ", ".join(
-                [f"_p(_i{j})" for j in range(len(ins))] + [f"_p(_o{j})" for j in range(len(outs))]
-                + [f"_s{v}" for v in k.vars]
-                + [" | ".join(f"(_a{j} is not None) << {j}" for j in acc) or "0", "_nt()"])
-                + ")")
-            py += [f"    {o.name} = _w(_o{j})" for j, o in enumerate(outs)]
+                b = f"_buf({ki}, {j}, {shape!r}, _{dt.name}{xp})"
+                py.append(f"    _o{j} = {b}" if j not in acc else
+                          f"    _a{j} = _into(_acc, {into[o]}, {shape!r}, _{dt.name})\n"
+                          f"    _o{j} = {b} if _a{j} is None else _a{j}")
+            flags = " | ".join(f"(_a{j} is not None) << {j}" for j in acc) or "0"
+            arrays = [f"_i{j}" for j in range(len(ins))] + [f"_o{j}" for j in range(len(outs))]
+            if k.cuda:      # (a block of threads per row, a power of two: block_reduce halves)
+                block = 256 if type(k.n) is not int or k.flat else max(32, min(256, 1 << (
+                    k.n - 1).bit_length()))
+                grid = f"({k.m * k.n} + 255) // 256" if k.flat else k.m
+                py.append(f"    _lib.{fname}((max(min({grid}, 65535), 1),), ({block},), (" + ", ".join(
+                    arrays + [f"_i64(_s{v})" for v in k.vars] + [f"_i32({flags})"]) + "))")
+            else:
+                py.append(f"    _lib.{fname}(" + ", ".join(
+                    [f"_p({a})" for a in arrays] + [f"_s{v}" for v in k.vars]
+                    + [flags, "_nt()"]) + ")")
+            dev = f", {ins[0][0].name}.device" if k.cuda else ""
+            py += [f"    {o.name} = _w(_o{j}{dev})" for j, o in enumerate(outs)]
             tmp = [f"_i{j}" for j in range(len(ins))] + [f"_o{j}" for j in range(len(outs))]
             py.append("    del " + ", ".join(tmp) if tmp else "    pass")
         if dying.get(si):
@@ -787,10 +832,71 @@ _loaded = {}
 used = {}   # file name -> path of the cache entries (.so, .joint) this process wrote or read
 
 
+# what a CUDA kernel calls that C's math.h and vecmath.h give the cpu's (NVRTC has no headers)
+CUDA_PRELUDE = r"""
+#ifdef __CUDACC_RTC__
+#define INFINITY __int_as_float(0x7f800000)
+#define NAN __int_as_float(0x7fffffff)
+#endif
+__device__ __forceinline__ float exp_f32(float x) { return expf(x); }
+__device__ __forceinline__ float exp_nonpos_f32(float x) { return expf(x); }
+__device__ __forceinline__ float erf_erfc_f32(float x, int) { return erff(x); }
+template <class T> __device__ T phi_cdf(T x) { return (1 + erf(x * (T)0.7071067811865476)) / 2; }
+template <class T> __device__ T gelu_grad(T x) {     // Phi(x) + x phi(x)
+    return phi_cdf(x) + x * exp(-x * x / 2) * (T)0.3989422804014327; }
+__device__ float gelu_exact_f32(float x) { return x * phi_cdf(x); }
+__device__ double gelu_exact_f64(double x) { return x * phi_cdf(x); }
+__device__ float gelu_grad_f32(float x) { return gelu_grad(x); }
+__device__ double gelu_grad_f64(double x) { return gelu_grad(x); }
+template <class A> __device__ A block_reduce(A v, int is_max) {
+    __shared__ A part[256];
+    part[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) {
+            A o = part[threadIdx.x + s], u = part[threadIdx.x];
+            part[threadIdx.x] = is_max ? (o > u ? o : u) : u + o;
+        }
+        __syncthreads();
+    }
+    v = part[0];
+    __syncthreads();
+    return v;
+}
+"""
+_modules = {}
+
+
+class _Libraries:
+    """A graph's kernels: the C library's (``lib``, None without C kernels) and, by
+    ``kernel(name)``, the CUDA ones of ``cuda_source`` (one CuPy module, made on first use)."""
+
+    def __init__(self, lib, cuda_source):
+        self.lib, self.cuda_source = lib, CUDA_PRELUDE + cuda_source
+
+    def __getattr__(self, name):
+        return getattr(self.lib, name)
+
+    def kernel(self, name):
+        if self.cuda_source not in _modules:
+            from .._backends import backend
+            from .._device import device
+            _modules[self.cuda_source] = backend(device("cuda")).xp.RawModule(
+                code=self.cuda_source, options=("--std=c++14",))
+        return _modules[self.cuda_source].get_function(name)
+
+
 def load(c_source):
     """The ctypes library of ``c_source``: from the disk cache, else compiled now (written
-    atomically: a temporary file renamed into place). Raises RuntimeError when compiling fails
-    or no compiler is found."""
+    atomically: a temporary file renamed into place); with its CUDA kernels (blocks marked
+    ``// cuda``), a ``_Libraries``. Raises RuntimeError when compiling fails or no compiler is
+    found."""
+    blocks = c_source.split("\n\n")
+    cuda = [b for b in blocks if b.startswith("// cuda")]
+    if cuda:
+        rest = [b for b in blocks if not b.startswith("// cuda")]
+        return _Libraries(load("\n\n".join(rest)) if any(
+            not b.startswith("#include") for b in rest) else None, "\n\n".join(cuda))
     cc = compiler()
     if cc is None:
         raise RuntimeError("no C compiler")
@@ -867,19 +973,26 @@ def make(py_source, table, sigs, lib, buffers=None):
     from .._tensor import Tensor
     from .._C.kernels import contiguous, fast, num_threads, ptr
 
-    def buf(site, j, shape, dt):
+    from .._backends import array_module
+
+    def buf(site, j, shape, dt, xp=np):
         if buffers is None:
-            return np.empty(shape, dt)
+            return xp.empty(shape, dt)
         b = buffers.get((site, j))
         if b is None or b.shape != shape:       # (new dynamic sizes)
-            b = buffers[(site, j)] = np.empty(shape, dt)
+            b = buffers[(site, j)] = xp.empty(shape, dt)
         return b
-    for fname, (n, nv) in sigs.items():
+    fns = types.SimpleNamespace()
+    for fname, (n, nv, *cuda) in sigs.items():
+        if cuda:
+            setattr(fns, fname, lib.kernel(fname))
+            continue
         getattr(lib, fname).argtypes = [ctypes.c_void_p] * n + [ctypes.c_int64] * nv + [
             ctypes.c_int] * 2
         getattr(lib, fname).restype = None
-    fns = types.SimpleNamespace(**{f: fast(getattr(lib, f)) for f in sigs})   # (no ctypes)
+        setattr(fns, fname, fast(getattr(lib, fname)))      # (no ctypes)
     env = {"_k": table, "_lib": fns, "_c": contiguous, "_p": ptr, "_nt": num_threads,
+           "_xp": array_module, "_i64": np.int64, "_i32": np.int32,
            "_w": Tensor._wrap, "_buf": buf, "_none": {}, "_into": _into,
            "_float32": np.float32, "_float64": np.float64, "_bool": np.bool_}
     exec(compile(py_source, "<ember.compile>", "exec") if type(py_source) is str else py_source,

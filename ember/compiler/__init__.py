@@ -188,7 +188,7 @@ class _Compiled:
         from .._ops import dispatch
         from .._C import kernels
         flat = flatten_tensors((args, kwargs))
-        if any(t.device.type != "cpu" for t in flat) or \
+        if any(not cgen._fusable(t.device) for t in flat) or \
                 dispatch.hooks.autocast is not None or dispatch.hooks.tracer is not None:
             return False
         groups, marked = self._dims(flat)

@@ -20,6 +20,7 @@ import warnings
 
 import numpy as np
 
+from .._backends import array_module, backend
 from .._graph import cgen
 from .._graph.dynamic import Sz, retrace, symbolize
 from .._graph.interpreter import fetch_attr
@@ -148,7 +149,8 @@ def _record(fn, module, args, kwargs, cached):
                     if diff:
                         from ..autograd import grad
                         for i, j in enumerate(diff):
-                            g = Tensor._wrap(np.zeros(outs[j].shape, outs[j]._data.dtype))
+                            g = Tensor._wrap(array_module(outs[j]._data).zeros(
+                                outs[j].shape, outs[j]._data.dtype), outs[j].device)
                             node = rec.graph.placeholder(f"tangent{i}")
                             node.meta["val"] = TensorMeta.of(g)
                             rec._bind(g, node)
@@ -335,8 +337,9 @@ class Compiled:
         if target in self.made:     # (a fill or an arange of this call's sizes)
             (kind, a, *b, shape), t = self.made[target], self.consts[target]
             shape = [d.value(sz) if isinstance(d, Sz) else d for d in shape]
-            return Tensor._wrap(np.asarray(np.full(shape, a) if kind == "fill" else a + b[0] *
-                                           np.arange(shape[0]), t._data.dtype), t.device)
+            return Tensor._wrap(backend(t.device).xp.asarray(
+                np.full(shape, a) if kind == "fill" else a + b[0] * np.arange(shape[0]),
+                t._data.dtype), t.device)
         if target in self.live:
             return self.live[target]
         if target in self.consts:
@@ -389,7 +392,7 @@ class _Run(Function):
         # each step's activations would outlive it and the heap grow until glibc trims it
         saved = [s._alias() if any(s is o for o in outs) else s for s in saved]
         ctx.prog, ctx.saved, ctx.gen, ctx.sz = prog, saved, prog.generation, sz
-        ctx.shapes = [(outs[j].shape, outs[j]._data.dtype) for j in prog.diff]
+        ctx.shapes = [(outs[j].shape, outs[j]._data.dtype, outs[j].device) for j in prog.diff]
         outs = prog._own(outs)
         ctx.mark_non_differentiable(*[o for j, o in enumerate(outs) if j not in prog.diff])
         return tuple(outs)
@@ -405,8 +408,9 @@ class _Run(Function):
             raise RuntimeError("ember.compile: a compiled graph's backward is not "
                                "differentiable (create_graph=True)")
         # (a gradient of another dtype, which eager casts, would be read as the kernel's)
-        tangents = [Tensor._wrap(np.zeros(s, d) if gs[j] is None else gs[j]._data.astype(
-            d, copy=False)) for j, (s, d) in zip(prog.diff, ctx.shapes)]
+        tangents = [Tensor._wrap(backend(dev).xp.zeros(s, d) if gs[j] is None
+                                 else gs[j]._data.astype(d, copy=False), dev)
+                    for j, (s, d, dev) in zip(prog.diff, ctx.shapes)]
         into = grads_in_place(ctx)      # (the kernels add into these .grad: nothing to return)
         with no_grad():
             grads = list(prog.runs[1](*ctx.saved, *tangents, *[prog.attr(t, ctx.sz) for t in
