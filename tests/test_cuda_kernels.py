@@ -557,6 +557,28 @@ def test_compiled_cuda_kernels_follow_a_dynamic_size(monkeypatch, tmp_path, kern
                                    (F.softmax(x, -1) * x.sigmoid()).numpy(), rtol=1e-12)
 
 
+@pytest.mark.parametrize("mode", [None, "reduce-overhead"])
+def test_compiled_module_trains_on_cuda_as_on_the_cpu(monkeypatch, tmp_path, kernels, mode):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    nn = ember.nn
+    ember.manual_seed(0)
+    models = [nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 4))
+              .double() for _ in range(2)]
+    models[1].load_state_dict(models[0].state_dict())
+    models[1] = ember.compile(models[1].cuda(), mode=mode)
+    opts = [ember.optim.SGD(m.parameters(), lr=0.1) for m in models]
+    for _ in range(3):
+        x = ember.randn(8, 16, dtype=ember.float64)
+        losses = []
+        for m, opt, dev in zip(models, opts, ("cpu", "cuda")):
+            loss = m(x.to(dev)).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(float(loss))
+        assert losses[1] == pytest.approx(losses[0], rel=1e-12)
+
+
 def test_compiled_cuda_sources_compile_with_nvrtc(monkeypatch, tmp_path):
     """Every kernel kind the tests above run, as NVRTC compiles it for sm_80: launchable at
     256 threads, nothing spilled."""

@@ -348,8 +348,8 @@ class Compiled:
 
     def _own(self, outs):
         """Outputs the caller may keep: copies of kept buffers (reused by the next call)."""
-        return [Tensor._wrap(o._data.copy()) if self.buffers and isinstance(o, Tensor) else o
-                for o in outs]
+        return [Tensor._wrap(o._data.copy(), o.device) if self.buffers and
+                isinstance(o, Tensor) else o for o in outs]
 
     def _forward(self, flat, attrs, sz):
         """The forward's outputs and saved values (the capture's on the call right after it)."""
