@@ -223,3 +223,26 @@ def test_einsum_pair_plan_equals_the_general_path(eq, sa, sb, monkeypatch):
         for u, v in zip(g, want):
             assert u.stride() == v.stride()
             np.testing.assert_array_equal(u.detach().numpy(), v.detach().numpy())
+
+
+def test_matrix_vector_products_at_two_threads_equal_one_thread():
+    """At two threads a large matrix-vector product runs BLAS on one thread (its threads cost
+    more than they gain there): the result is the one-thread result, forward and backward."""
+    rng = np.random.default_rng(0)
+    a, v, u = (ember.tensor(rng.standard_normal(s, dtype=np.float32), requires_grad=True)
+               for s in ((300, 257), (257,), (300,)))
+    outs, prev = [], ember.get_num_threads()
+    for nt in (1, 2):
+        ember.set_num_threads(nt)
+        try:
+            y = ember.mv(a, v) + ember.addmv(u, a, v)
+            z = u @ a
+            grads = ember.autograd.grad(y.sum() + z.sum(), (a, v, u))
+            outs.append([t.detach().numpy() for t in (y, z) + grads])
+        finally:
+            ember.set_num_threads(prev)
+    for x1, x2 in zip(*outs):
+        np.testing.assert_array_equal(x1, x2)
+    an, vn, un = (t.detach().numpy() for t in (a, v, u))
+    np.testing.assert_allclose(outs[0][0], an @ vn * 2 + un, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(outs[0][1], un @ an, rtol=1e-4, atol=1e-4)

@@ -54,6 +54,11 @@ def matmul(xp, input, other):
     if ember._dtype.is_ml_dtypes(input.dtype):
         # NOTE: bf16/fp8 have no BLAS kernel: multiply in float32 and round once, as torch does
         return xp.matmul(input.astype(np.float32), other.astype(np.float32)).astype(input.dtype)
+    if xp is np and input.ndim + other.ndim == 3 and max(input.size, other.size) >= 1 << 16 \
+            and _C.num_threads() > 1:
+        # (a matrix-vector product is memory-bound: OpenBLAS's threads, woken per call, cost
+        # more than the second one gains: 2.5x one thread's time at 2 threads)
+        return _C.with_one_blas_thread(lambda nt: xp.matmul(input, other))
     out = gemm.matmul(input, other) if xp is np else None
     return xp.matmul(input, other) if out is None else out
 
