@@ -550,11 +550,17 @@ def test_compiled_cuda_kernels_equal_the_cpu(monkeypatch, tmp_path, kernels, nam
 def test_compiled_cuda_kernels_follow_a_dynamic_size(monkeypatch, tmp_path, kernels):
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
     F = ember.nn.functional
-    f = ember.compile(lambda x: F.softmax(x, -1) * x.sigmoid(), dynamic=True)
-    for rows, n in [(2, 5), (3, 70), (1, 9)]:
-        x = ember.randn(rows, n, dtype=ember.float64)
-        np.testing.assert_allclose(f(x.cuda()).cpu().numpy(),
-                                   (F.softmax(x, -1) * x.sigmoid()).numpy(), rtol=1e-12)
+    from ember._graph import cgen
+    made = []
+    monkeypatch.setattr(cgen._Libraries, "kernel", lambda self, n, _k=cgen._Libraries.kernel:
+                        made.append(self.cuda_source) or _k(self, n))
+    fns = [lambda x: F.softmax(x, -1) * x.sigmoid(), lambda x: (x * 2).sigmoid() + x.exp()]
+    for fn in fns:      # (rows in blocks; then elements in threads: no row reduction)
+        f = ember.compile(fn, dynamic=True)
+        for rows, n in [(2, 5), (3, 70), (1, 9)]:
+            x = ember.randn(rows, n, dtype=ember.float64)
+            np.testing.assert_allclose(f(x.cuda()).cpu().numpy(), fn(x).numpy(), rtol=1e-12)
+    assert any("_s0" in src and "gridDim" in src for src in made)
 
 
 @pytest.mark.parametrize("mode", [None, "reduce-overhead"])
