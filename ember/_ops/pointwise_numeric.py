@@ -9,7 +9,7 @@ import ember
 from .._C import kernels as _C
 from .meta import broadcast_meta, empty
 from .pointwise import _pow_node, reject, ufunc_of
-from .pointwise_logic import _NOT_INT
+from .pointwise_logic import _FEW, _NOT_INT, _edges
 from .pointwise_binary import _tensor_samples
 from .registry import op
 from .samples import ErrorSample, Sample, binary_samples, const, dtype_error, make, unary_samples
@@ -234,11 +234,14 @@ def heaviside(xp, input, values):
     """
     if input.dtype != values.dtype:
         raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes")
+    if xp is np and input.dtype.kind == "f" and input.size + values.size <= _FEW:
+        # (one call and fmax's: NumPy's heaviside, a scalar loop, gives nan for nan, made -1)
+        return np.heaviside(np.fmax(input, input.dtype.type(-1)), values)
     return xp.where(input == 0, values, (input > 0).astype(input.dtype))
 
 
 heaviside.meta = broadcast_meta
 heaviside.samples = lambda dev, dt: _tensor_samples(dev, dt) + [
-    Sample(np.array([-1, 0, 2, 0], dt.np), make((4,), dt, seed=3))]
+    Sample(np.array([-1, 0, 2, 0], dt.np), make((4,), dt, seed=3))] + _edges(dt, 2)
 heaviside.errors = [ErrorSample(Sample(const(3), const(3, dtype=np.float64)), RuntimeError,
                                 "different dtypes")]

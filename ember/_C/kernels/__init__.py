@@ -219,9 +219,8 @@ def pointwise(name, x, *params, other=None, min_size=1, out=None, third=None):
     result in place of a new array."""
     fn = kernel("pointwise", x.dtype) if type(x) is np.ndarray and x.size >= min_size and \
         x.flags.c_contiguous else None
-    if fn is None or not (other is third is out is None or all(
-            a is None or type(a) is np.ndarray and a.dtype == x.dtype and a.shape == x.shape
-            for a in (other, third, out)) and (out is None or out.flags.c_contiguous)):
+    if fn is None or not (_beside(x, other) and _beside(x, third) and (out is None or _beside(
+            x, out) and out.flags.c_contiguous)):
         return None
     # (a strided or broadcast other, as sum's gradient, is copied: still one pass less)
     other, third = other if other is None else contiguous(other), \
@@ -230,6 +229,11 @@ def pointwise(name, x, *params, other=None, min_size=1, out=None, third=None):
     fn(_POINTWISE[name], ptr(x), ptr(other), ptr(third), ptr(out), x.size, *params,
        *_ZEROS[len(params):], num_threads())
     return out
+
+
+def _beside(x, a):
+    """Whether ``a`` is None or an array pointwise.h may read beside ``x``."""
+    return a is None or type(a) is np.ndarray and a.dtype == x.dtype and a.shape == x.shape
 
 
 _ZEROS = (0.0, 0.0, 0.0)
@@ -257,6 +261,10 @@ def special(name, x, n=None):
     code = _SPECIAL.get(name)
     fn = kernel("special", x.dtype) if code is not None and type(x) is np.ndarray and \
         (n is None) != (code < 12 or name in _SPECIAL_BINARY) else None
+    if n is None and fn is not None:    # (one operand: the common call, none of the below)
+        x, out = contiguous(x), np.empty(x.shape, x.dtype)
+        fn(code, ptr(x), 1, None, 0, ptr(out), x.size, num_threads())
+        return out
     if fn is None or n is not None and not (type(n) is np.ndarray and n.dtype == x.dtype):
         if fn is None or type(n) not in (int, float) or \
                 float(np.asarray(n, x.dtype)) != n:        # (a degree the dtype cannot hold)
