@@ -168,7 +168,7 @@ def clone(xp, x, memory_format=None):
     if memory_format is None and type(x) is np.ndarray and x.flags.c_contiguous:
         if x.size >= PAR_MIN:
             return par_copy(np.empty(x.shape, x.dtype), x)
-        if 1 not in x.shape:        # (the common call: copy_in's row-major case, inlined)
+        if 1 not in x.shape or x.strides == (x.itemsize,):  # (copy_in's row-major case)
             return x.copy()
     return copy_in(xp, x, memory_format)
 

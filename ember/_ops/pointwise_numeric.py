@@ -223,7 +223,6 @@ float_power.grad_name_of = _pow_node
 
 
 @op("heaviside", tags=("pointwise",), differentiable=False, inplace=True)
-@reject("heaviside", "c")
 def heaviside(xp, input, values):
     """The step function: 0 where ``input < 0``, ``values`` where it is 0, 1 above (nan gives 0,
     as torch's kernel does).
@@ -232,11 +231,17 @@ def heaviside(xp, input, values):
         >>> ember.heaviside(ember.tensor([-1., 0., 2.]), ember.tensor([0.5]))
         tensor([0.0000, 0.5000, 1.0000])
     """
-    if input.dtype != values.dtype:
-        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes")
-    if xp is np and input.dtype.kind == "f" and input.size + values.size <= _FEW:
+    if xp is np and input.dtype.kind == "f" and values.dtype == input.dtype and \
+            input.size + values.size <= _FEW:
         # (one call and fmax's: NumPy's heaviside, a scalar loop, gives nan for nan, made -1)
         return np.heaviside(np.fmax(input, input.dtype.type(-1)), values)
+    return _heaviside(xp, input, values)
+
+
+@reject("heaviside", "c")
+def _heaviside(xp, input, values):
+    if input.dtype != values.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes")
     return xp.where(input == 0, values, (input > 0).astype(input.dtype))
 
 
