@@ -473,7 +473,6 @@ def _lerp_into(out, input, end, weight):
 
 @op("lerp", tags=("pointwise",), promote="common", promote_args=(0, 1, 2), inplace=True,
     opmath="scalar", into=_lerp_into)
-@reject("lerp", "biu")
 def lerp(xp, input, end, weight):
     """``input + weight * (end - input)``, exact at ``weight == 1``.
 
@@ -484,7 +483,12 @@ def lerp(xp, input, end, weight):
     # NOTE: torch's formula: from ``end`` backwards when |weight| >= 0.5, so lerp(a, b, 1) == b
     if type(weight) in (int, float) and (r := _C.pointwise(
             "lerp", input, weight, 1 - weight, abs(weight) < 0.5, other=end)) is not None:
-        return r
+        return r        # (float32 alone: refuses nothing)
+    return _lerp(xp, input, end, weight)
+
+
+@reject("lerp", "biu")
+def _lerp(xp, input, end, weight):
     d = xp.subtract(end, input)
     if type(weight) in (int, float):      # (one side of the formula: no where over both)
         r = input + weight * d if abs(weight) < 0.5 else end - d * (1 - weight)
@@ -520,7 +524,9 @@ def _addc(xp, f, input, tensor1, tensor2, value, out=None):
     if xp is np and type(value) in (int, float) and (r := _C.pointwise(
             "addcmul" if f is np.multiply else "addcdiv", input, value, other=tensor1,
             third=tensor2, out=out)) is not None:
-        return r        # (the kernel's operands share one dtype)
+        return r        # (the kernel's operands share one float dtype)
+    if f is not xp.multiply:
+        _int_division(tensor1, tensor2)
     r = xp.add(input, xp.multiply(f(tensor1, tensor2), value), out=out)
     return r if out is not None else r.astype(xp.result_type(input, tensor1, tensor2), copy=False)
 
@@ -557,7 +563,6 @@ def _int_division(tensor1, tensor2):
 
 
 def _addcdiv_into(out, input, tensor1, tensor2, value=1):
-    _int_division(tensor1, tensor2)
     _addc(np, np.true_divide, input, tensor1, tensor2, value, out)
 
 
@@ -570,7 +575,6 @@ def addcdiv(xp, input, tensor1, tensor2, value=1):
         >>> ember.addcdiv(ember.ones(2), ember.tensor([2., 3.]), ember.tensor([4., 5.]), value=2)
         tensor([2.0000, 2.2000])
     """
-    _int_division(tensor1, tensor2)
     return _addc(xp, xp.true_divide, input, tensor1, tensor2, value)
 
 
