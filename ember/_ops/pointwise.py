@@ -165,9 +165,11 @@ _to_device.grad_name = "ToCopyBackward0"
 def clone(xp, x, memory_format=None):
     """A copy of ``input`` with its own memory, laid out as ``memory_format`` asks (by default
     as ``input`` is, where that is dense); gradients flow back to ``input``."""
-    if memory_format is None and type(x) is np.ndarray and x.size >= PAR_MIN and \
-            x.flags.c_contiguous:
-        return par_copy(np.empty(x.shape, x.dtype), x)
+    if memory_format is None and type(x) is np.ndarray and x.flags.c_contiguous:
+        if x.size >= PAR_MIN:
+            return par_copy(np.empty(x.shape, x.dtype), x)
+        if 1 not in x.shape or x.strides == (x.itemsize,):  # (copy_in's row-major case)
+            return x.copy()
     return copy_in(xp, x, memory_format)
 
 

@@ -243,7 +243,6 @@ logaddexp.errors = [dtype_error("logaddexp", (3,), (3,))] + broadcast_errors()
 # NOTE: torch computes xlogy, xlog1py and logit of float16/bfloat16 in that dtype, rounding
 # log(y) before the product (no opmath)
 @op("xlogy", tags=("pointwise",), promote="float", inplace=True, opmath=False)
-@reject("xlogy", "c")
 def xlogy(xp, input, other):
     """``input * log(other)``, and 0 where ``input == 0`` unless ``other`` is nan.
 
@@ -251,8 +250,12 @@ def xlogy(xp, input, other):
         >>> ember.xlogy(ember.tensor([0., 2.]), ember.tensor([0., 3.]))
         tensor([0.0000, 2.1972])
     """
-    if (r := _C.pointwise("xlogy", input, other=other)) is not None:
-        return r
+    r = _C.pointwise("xlogy", input, other=other)     # (float32 alone: refuses nothing)
+    return _xlogy(xp, input, other) if r is None else r
+
+
+@reject("xlogy", "c")
+def _xlogy(xp, input, other):
     with np.errstate(divide="ignore", invalid="ignore"):    # log(0), 0 * inf: as torch, quiet
         r = xp.multiply(input, xp.log(other))
     r = xp.where((xp.asarray(input) == 0) & ~xp.isnan(other), 0, r)
@@ -429,7 +432,11 @@ clamp.grad_name_of = lambda input, min=None, max=None: \
 
 
 def _one_sided(name, side):
+    u = "minimum" if side == "max" else "maximum"
+
     def fwd(xp, input, bound):
+        if type(bound) in (int, float) and input.dtype.kind == "f" and input.size <= 4096:
+            return ufunc_of(xp, u)(input, bound)    # (one call: clamp's checks, its kernel's)
         return clamp.fwd(xp, input, **{side: bound})
     fwd.__doc__ = f"``clamp(input, {side}={side})``."
     d = op(name, tags=("pointwise",), promote="common", inplace=True)(fwd)
@@ -466,7 +473,6 @@ def _lerp_into(out, input, end, weight):
 
 @op("lerp", tags=("pointwise",), promote="common", promote_args=(0, 1, 2), inplace=True,
     opmath="scalar", into=_lerp_into)
-@reject("lerp", "biu")
 def lerp(xp, input, end, weight):
     """``input + weight * (end - input)``, exact at ``weight == 1``.
 
@@ -476,9 +482,13 @@ def lerp(xp, input, end, weight):
     """
     # NOTE: torch's formula: from ``end`` backwards when |weight| >= 0.5, so lerp(a, b, 1) == b
     if type(weight) in (int, float) and (r := _C.pointwise(
-            "lerp", input, weight, 1 - weight, abs(weight) < 0.5, other=end, min_size=64)) \
-            is not None:
-        return r
+            "lerp", input, weight, 1 - weight, abs(weight) < 0.5, other=end)) is not None:
+        return r        # (float32 alone: refuses nothing)
+    return _lerp(xp, input, end, weight)
+
+
+@reject("lerp", "biu")
+def _lerp(xp, input, end, weight):
     d = xp.subtract(end, input)
     if type(weight) in (int, float):      # (one side of the formula: no where over both)
         r = input + weight * d if abs(weight) < 0.5 else end - d * (1 - weight)
@@ -508,13 +518,17 @@ lerp.grad_name_of = overload_if_tensor("lerp", 2, "weight")
 
 
 def _addc(xp, f, input, tensor1, tensor2, value, out=None):
-    """``input + value * f(tensor1, tensor2)`` (multiply, true_divide), into ``out`` where given
-    (the C in-place path's write: an optimizer's ``v.addcmul_(g, g, value=1 - beta2)``)."""
+    """``input + value * f(tensor1, tensor2)`` (multiply, true_divide) in the operands' common
+    dtype, into ``out`` where given (the C in-place path's write: an optimizer's
+    ``v.addcmul_(g, g, value=1 - beta2)``)."""
     if xp is np and type(value) in (int, float) and (r := _C.pointwise(
             "addcmul" if f is np.multiply else "addcdiv", input, value, other=tensor1,
             third=tensor2, out=out)) is not None:
-        return r
-    return xp.add(input, xp.multiply(f(tensor1, tensor2), value), out=out)
+        return r        # (the kernel's operands share one float dtype)
+    if f is not xp.multiply:
+        _int_division(tensor1, tensor2)
+    r = xp.add(input, xp.multiply(f(tensor1, tensor2), value), out=out)
+    return r if out is not None else r.astype(xp.result_type(input, tensor1, tensor2), copy=False)
 
 
 # NOTE: ``value`` may come by position here, as add's ``alpha`` may (torch takes both by name
@@ -528,8 +542,7 @@ def addcmul(xp, input, tensor1, tensor2, value=1):
         >>> ember.addcmul(ember.ones(2), ember.tensor([2., 3.]), ember.tensor([4., 5.]), value=0.5)
         tensor([5.0000, 8.5000])
     """
-    return _addc(xp, xp.multiply, input, tensor1, tensor2, value).astype(
-        xp.result_type(input, tensor1, tensor2), copy=False)
+    return _addc(xp, xp.multiply, input, tensor1, tensor2, value)
 
 
 @addcmul.vjp(save=("tensor1", "tensor2"))
@@ -550,7 +563,6 @@ def _int_division(tensor1, tensor2):
 
 
 def _addcdiv_into(out, input, tensor1, tensor2, value=1):
-    _int_division(tensor1, tensor2)
     _addc(np, np.true_divide, input, tensor1, tensor2, value, out)
 
 
@@ -563,9 +575,7 @@ def addcdiv(xp, input, tensor1, tensor2, value=1):
         >>> ember.addcdiv(ember.ones(2), ember.tensor([2., 3.]), ember.tensor([4., 5.]), value=2)
         tensor([2.0000, 2.2000])
     """
-    _int_division(tensor1, tensor2)
-    return _addc(xp, xp.true_divide, input, tensor1, tensor2, value).astype(
-        xp.result_type(input, tensor1, tensor2), copy=False)
+    return _addc(xp, xp.true_divide, input, tensor1, tensor2, value)
 
 
 @addcdiv.vjp(save=("tensor1", "tensor2"))

@@ -70,7 +70,8 @@ def where(xp, condition, input=None, other=None):
     if not hasattr(input, "dtype") and not hasattr(other, "dtype"):
         # two Python scalars: torch's scalar promotion (floats to the default dtype)
         return xp.where(condition, input, other).astype(_scalars_dtype(input, other).np)
-    return (par_where if xp is np else xp.where)(condition, input, other)
+    return (par_where if xp is np and getattr(condition, "size", 0) + getattr(
+        other, "size", 0) > _FEW else xp.where)(condition, input, other)   # (small: NumPy's)
 
 
 def _scalars_dtype(*scalars):
@@ -118,7 +119,9 @@ def _edges(dt, n):
     if dt.category != 2:
         return []
     e = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 1e-40, 2.0], dt.np)
-    return [Sample(e, e[::-1].copy())] if n == 2 else [Sample(e)]
+    # (tiled: past _FEW, the truth-casts' path)
+    return [Sample(e, e[::-1].copy()), Sample(np.tile(e, 40), np.tile(e[::-1], 40))] \
+        if n == 2 else [Sample(e)]
 
 
 def _is_bool(x):
@@ -131,12 +134,23 @@ def _truth(x, xp):
     return x if _is_bool(x) else ufunc_of(xp, "not_equal")(x, 0)
 
 
-logical_and = _logical("logical_and", lambda xp, input, other: ufunc_of(xp, "bitwise_and")(
+# operands' elements up to which NumPy's logical ufunc (one call, a scalar loop on floats)
+# beats the truth-casts and a bitwise op (three SIMD calls, ~1 us each)
+_FEW = 256
+
+
+def _logic(name, large):
+    u = getattr(np, name)
+    return _logical(name, lambda xp, input, other: u(input, other) if xp is np and getattr(
+        input, "size", 1) + getattr(other, "size", 1) <= _FEW else large(xp, input, other))
+
+
+logical_and = _logic("logical_and", lambda xp, input, other: ufunc_of(xp, "bitwise_and")(
     _truth(input, xp), _truth(other, xp)))
-logical_or = _logical("logical_or", lambda xp, input, other: ufunc_of(xp, "bitwise_or")(
+logical_or = _logic("logical_or", lambda xp, input, other: ufunc_of(xp, "bitwise_or")(
     _truth(input, xp), _truth(other, xp)))
-logical_xor = _logical("logical_xor", lambda xp, input, other: _truth(input, xp) !=
-                       _truth(other, xp))
+logical_xor = _logic("logical_xor", lambda xp, input, other: _truth(input, xp) !=
+                     _truth(other, xp))
 logical_not = _logical("logical_not", lambda xp, input: xp.logical_not(input) if _is_bool(input)
                        else input == 0)
 logical_not.samples = lambda dev, dt: unary_samples(dev, dt) + _edges(dt, 1)

@@ -61,7 +61,9 @@ def _special(name, f, deriv=None, save=("input",), domain=None, method=True, kin
     ``differentiable=False`` for those whose results torch never tracks for autograd;
     ``low=True`` for those torch computes in float16/bfloat16 itself (see _in_f64);
     ``kernel`` names pointwise.h's float32 loop that stands in for ``f``."""
-    inner = _in_f64(f, bf16, low) if not complex_ok else f
+    # (refusals checked on the NumPy path only: the kernels take float32/float64 alone)
+    inner = reject(name, "b" if complex_ok else "c", _in_f64(f, bf16, low) if not complex_ok
+                   else f)
     if binary:
         def fwd(xp, input, other):
             r = kernel and _C.pointwise(kernel, input, other=other)
@@ -73,7 +75,6 @@ def _special(name, f, deriv=None, save=("input",), domain=None, method=True, kin
                 return r
             return inner(xp, input)
     fwd.__doc__ = f.__doc__
-    fwd = reject(name, "b" if complex_ok else "c", fwd)
     d = op(name if method else f"special_{name}", tags=("pointwise",), promote="float",
            method=method, function=method, inplace=method and not binary,
            aliases=aliases, differentiable=differentiable, opmath=bf16 and not low)(fwd)
@@ -398,7 +399,8 @@ def _igamma_op(name, upper):
     def fwd(xp, input, other):
         if (r := _C.special(name, input, other)) is not None:     # (special.h)
             return r
-        return _in_f64(lambda xp, a, x: _igamma(xp, a, x, upper))(xp, input, other)
+        return reject(name, "c", _in_f64(lambda xp, a, x: _igamma(xp, a, x, upper)))(
+            xp, input, other)       # (refusals on the NumPy path only: the kernel's are real)
     fwd.__doc__ = f"""The regularized {"upper" if upper else "lower"} incomplete gamma function
     {"Q" if upper else "P"}(input, other).
 
@@ -406,7 +408,7 @@ def _igamma_op(name, upper):
         >>> ember.{name}(ember.tensor([1.]), ember.tensor([2.]))
         tensor([{"0.1353" if upper else "0.8647"}])
     """
-    d = op(name, tags=("pointwise",), promote="float", inplace=True)(reject(name, "c", fwd))
+    d = op(name, tags=("pointwise",), promote="float", inplace=True)(fwd)
 
     # NOTE: as torch, only ``other`` (x) has a gradient: d/dx P(a, x) = x^(a-1) e^-x / Gamma(a)
     @d.vjp(save=("input", "other"))

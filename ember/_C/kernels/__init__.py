@@ -217,16 +217,22 @@ def pointwise(name, x, *params, other=None, min_size=1, out=None, third=None):
     NumPy's one or two passes beat the call (the caller says so); several never do (1).
     ``out`` (a C-contiguous array of ``x``'s shape and dtype, ``x`` itself included) takes the
     result in place of a new array."""
-    fn = kernel("pointwise", x.dtype) if type(x) is np.ndarray and x.size >= min_size and \
-        x.flags.c_contiguous else None
-    if fn is None or not (other is third is out is None or all(
-            a is None or type(a) is np.ndarray and a.dtype == x.dtype and a.shape == x.shape
-            for a in (other, third, out)) and (out is None or out.flags.c_contiguous)):
+    # (kernel()'s cache read inline, and a loop, not a generator: small calls pay for each)
+    fn = None if _off or type(x) is not np.ndarray or x.size < min_size or not \
+        x.flags.c_contiguous else _fast.get(("pointwise", x.dtype.char)) or kernel(
+            "pointwise", x.dtype)
+    if fn is None:
+        return None
+    shape, dt = x.shape, x.dtype
+    for a in (other, third, out):
+        if a is not None and (type(a) is not np.ndarray or a.dtype != dt or a.shape != shape):
+            return None
+    if out is not None and not out.flags.c_contiguous:
         return None
     # (a strided or broadcast other, as sum's gradient, is copied: still one pass less)
     other, third = other if other is None else contiguous(other), \
         third if third is None else contiguous(third)
-    out = np.empty(x.shape, x.dtype) if out is None else out
+    out = np.empty(shape, dt) if out is None else out
     fn(_POINTWISE[name], ptr(x), ptr(other), ptr(third), ptr(out), x.size, *params,
        *_ZEROS[len(params):], num_threads())
     return out
@@ -255,8 +261,13 @@ def special(name, x, n=None):
     apply (the caller runs its NumPy code). Any size: the reference's dozens of NumPy passes
     never win."""
     code = _SPECIAL.get(name)
-    fn = kernel("special", x.dtype) if code is not None and type(x) is np.ndarray and \
-        (n is None) != (code < 12 or name in _SPECIAL_BINARY) else None
+    fn = None if _off or code is None or type(x) is not np.ndarray or (n is None) == (
+        code < 12 or name in _SPECIAL_BINARY) else _fast.get(("special", x.dtype.char)) or \
+        kernel("special", x.dtype)          # (kernel()'s cache read inline, as pointwise's)
+    if n is None and fn is not None:    # (one operand: the common call, none of the below)
+        x, out = contiguous(x), np.empty(x.shape, x.dtype)
+        fn(code, ptr(x), 1, None, 0, ptr(out), x.size, num_threads())
+        return out
     if fn is None or n is not None and not (type(n) is np.ndarray and n.dtype == x.dtype):
         if fn is None or type(n) not in (int, float) or \
                 float(np.asarray(n, x.dtype)) != n:        # (a degree the dtype cannot hold)
