@@ -209,3 +209,24 @@ def test_where_copy_and_extrema_on_threads():
                     y.dtype != bool else r.tobytes() == f(y).tobytes()
     finally:
         ember.set_num_threads(before)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_isclose_one_pass_matches_numpy_passes(dtype):
+    """isclose by parloop.h's loop (any size from 1024, 1 or 2 threads) against its NumPy
+    passes: close pairs, edges (nan, inf, -0.0), a broadcast row, equal_nan."""
+    a, b = _arrays(np.dtype(dtype), "contiguous")
+    b = np.where(np.arange(b.size).reshape(b.shape) % 3 == 0, a + a * 1e-6, b).astype(dtype)
+    before = ember.get_num_threads()
+    try:
+        for nt in (1, 2):
+            ember.set_num_threads(nt)
+            for x, y, kw in ((a, b, {}), (a, b, dict(equal_nan=True, atol=0.5)),
+                             (a, b[7], dict(rtol=0.1)), (a[:40], b[:40], {})):
+                got = ember.isclose(ember.tensor(x), ember.tensor(y), **kw).numpy()
+                with _C.disabled():
+                    ref = ember.isclose(ember.tensor(x), ember.tensor(y), **kw).numpy()
+                assert got.dtype == ref.dtype and got.shape == ref.shape
+                assert (got == ref).all() and ref.any() and not ref.all()
+    finally:
+        ember.set_num_threads(before)

@@ -5,6 +5,7 @@ pointwise_logic.py."""
 import builtins
 import functools
 import math
+import operator
 
 import numpy as np
 
@@ -28,7 +29,7 @@ from .samples import (ErrorSample, Sample, binary_samples, broadcast_errors, con
 # values are the one NumPy call's, bit for bit. From PAR_MIN elements: below, OpenMP's
 # hand-off and these ~5 us of Python cost more than the split saves. Without the C library
 # (EMBER_NO_C=1) NumPy's one call runs.
-PAR_MIN = 1 << 16
+PAR_MIN = 1 << 17
 _LOOPS = {}
 _SCALARS = (int, float, complex)
 
@@ -58,8 +59,10 @@ def _loop_of(ufunc, key):
 
 def _grid(shape, a):
     """``(step, row step)`` of array ``a`` broadcast to ``shape`` seen as rows of its last
-    dim, or None where its leading dims are not one run of rows."""
+    dim, or None where it does not broadcast so or its leading dims are not one run of rows."""
     k = len(shape) - a.ndim
+    if k < 0 or any(m != 1 and m != n for m, n in zip(a.shape, shape[k:])):
+        return None
     st = (0,) * k + tuple(0 if m == 1 else t for m, t in zip(a.shape, a.strides))
     r = run = None
     for d in range(len(shape) - 2, -1, -1):
@@ -69,7 +72,10 @@ def _grid(shape, a):
             elif st[d] != run:
                 return None
             run = st[d] * shape[d]
-    return st[-1], r or 0
+    return (st[-1] if shape else 0), r or 0
+
+
+_SIZE = operator.attrgetter("size")
 
 
 def par_run(loop, data, args, dts, out=None, column=True, min_size=None):
@@ -79,53 +85,41 @@ def par_run(loop, data, args, dts, out=None, column=True, min_size=None):
     caller makes its one NumPy call). The largest input (or ``out``) gives the shape; a new
     output is C-contiguous, as NumPy's from C-contiguous operands of that shape beside rows,
     columns or numbers broadcast; ``out`` (any rows of its last dim) shares no memory with an
-    input but itself. Not ``column``: no operand broadcast along the rows (NumPy buffers it, where
-    a loop may take a step of 0 for a number: power's square roots)."""
-    pl = _C.parloop()
-    nt, x = _C.num_threads(), max((a for a in args if type(a) is np.ndarray), key=np.size,
-                                  default=out)
-    if pl is None or nt < 2 or x is None or x.size < (min_size or PAR_MIN) or out is None and not \
-            x.flags.c_contiguous:
+    input but itself. Not ``column``: no operand broadcast along the rows (NumPy buffers it,
+    where a loop may take a step of 0 for a number: power's square roots). A caller giving
+    ``min_size`` (a fused loop that beats NumPy's passes) runs it on one thread too."""
+    pl, nt, arrays = _C.parloop(), _C.num_threads(), [a for a in args if type(a) is np.ndarray]
+    x = out if out is not None else max(arrays, key=_SIZE, default=None)
+    if pl is None or nt < 2 and min_size is None or x is None or x.size < (min_size or PAR_MIN) or out is None and \
+            not x.flags.c_contiguous or out is not None and (
+            len(dts) - len(args) != 1 or out.dtype != dts[-1] or
+            any(a is not out and np.may_share_memory(a, out) for a in arrays)):
         return None
-    shape, nin = x.shape if out is None else out.shape, len(args)
-    outs = [np.empty(shape, d) for d in dts[nin:]] if out is None else [out]
-    if len(outs) != len(dts) - nin or out is not None and not (
-            type(out) is np.ndarray and out.dtype == dts[-1] and all(a is out or type(a) is not np.ndarray or not np.may_share_memory(a, out)
-                for a in args)):
+    ops = [a if type(a) is np.ndarray else np.asarray(a, dt) for a, dt in zip(args, dts)]
+    if any(a.dtype != dt for a, dt in zip(ops, dts)):
         return None
-    ops, flat = [], out is None or out.flags.c_contiguous
-    for a, dt in zip(args, dts):
-        if type(a) is not np.ndarray:
-            a = np.asarray(a, dt)
-        elif a.dtype != dt or a.shape != shape and (a.ndim > len(shape) or np.broadcast_shapes(
-                a.shape, shape) != shape) or out is None and a.shape == shape and \
-                not a.flags.c_contiguous:
+    ops += [np.empty(x.shape, d) for d in dts[len(args):]] if out is None else [out]
+    if all(a.ndim == 0 or a.shape == x.shape and a.flags.c_contiguous for a in ops):
+        rows, cols, steps = 1, x.size, [(a.itemsize if a.ndim else 0, 0) for a in ops]
+    elif out is None and any(a.shape == x.shape and not a.flags.c_contiguous for a in arrays):
+        return None
+    else:
+        rows, cols, steps = x.size // x.shape[-1], x.shape[-1], [_grid(x.shape, a) for a in ops]
+        if None in steps or cols < 16 or not column and any(s == 0 != r for s, r in steps):
             return None
-        flat = flat and (a.ndim == 0 or a.shape == shape and a.flags.c_contiguous)
-        ops.append(a)
-    n = outs[0].size
-    cols = n if flat else shape[-1]
-    steps = [(0, 0) if a.ndim == 0 else (a.itemsize, 0) if flat else _grid(shape, a)
-             for a in ops]
-    steps += [(o.itemsize, cols * o.itemsize) if out is None or flat else _grid(shape, o)
-              for o in outs]
-    if None in steps or cols < 16 or not column and any(s == 0 != r for s, r in steps):
-        return None
-    ops += outs + [None] * (4 - len(ops) - len(outs))
-    grid = [v for a, (s, r) in zip(ops, steps + [(0, 0)] * 4) for v in (a, s, r)]
-    pl[0](loop, data, n // cols, cols, len(dts), nt, *grid)
-    return outs[0] if len(outs) == 1 else tuple(outs)
+    grid = [v for a, (s, r) in zip(ops, steps) for v in (a, s, r)] + [None, 0, 0] * (4 - len(ops))
+    pl[0](loop, data, rows, cols, len(ops), nt, *grid)
+    return ops[len(args)] if len(ops) == len(args) + 1 else tuple(ops[len(args):])
 
 
 def par_ufunc(ufunc, args, out=None):
     """``ufunc(*args, out=out)`` over ember's threads (``par_run``), or None."""
-    key = tuple(a.dtype if isinstance(a, (np.ndarray, np.generic)) else np.dtype(bool) if
-                type(a) is bool else type(a) if type(a) in _SCALARS else None for a in args)
-    if any(d is None for d in key) or len(args) != ufunc.nin:     # (a dtype == None: float64)
-        return None
-    k = (ufunc,) + tuple(d if type(d) is type else d.num for d in key)
+    k = (ufunc, *[a.dtype.num if type(a) is np.ndarray else type(a) for a in args])
     if (loop := _LOOPS.get(k, False)) is False:
-        loop = _LOOPS[k] = _loop_of(ufunc, key)
+        key = tuple(a.dtype if isinstance(a, (np.ndarray, np.generic)) else np.dtype(bool) if
+                    type(a) is bool else type(a) if type(a) in _SCALARS else None for a in args)
+        loop = _LOOPS[k] = None if len(args) != ufunc.nin or any(
+            d is None for d in key) else _loop_of(ufunc, key)    # (a dtype == None: float64)
     return None if loop is None else par_run(loop[0], loop[1], args, loop[2], out,
                                              ufunc is not np.power)
 
@@ -170,7 +164,7 @@ def threaded(ufunc):
     def f(*args, out=None):
         x, y = args[0], args[-1]        # (the larger of the outer operands)
         x = x if type(y) is not np.ndarray or type(x) is np.ndarray and x.size >= y.size else y
-        if type(x) is np.ndarray and x.size >= PAR_MIN and \
+        if type(x) is np.ndarray and x.size >= PAR_MIN and _C.num_threads() > 1 and \
                 (r := par_ufunc(ufunc, args, out)) is not None:
             return r
         return ufunc(*args) if out is None else ufunc(*args, out=out)   # (frexp: out=None fails)

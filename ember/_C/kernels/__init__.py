@@ -551,14 +551,15 @@ def along_dim(name, data, dim, index, rows=False):
 
 def parloop():
     """parloop.h's ``(parloop, parloop_reduce, {element size: its select loop's address},
-    copy loop's address)`` (ember/_ops/pointwise.py runs NumPy's loops on threads with them),
-    or None (not built, or turned off)."""
+    copy loop's address, {4: isclose_f32's, 8: isclose_f64's})`` (ember/_ops/pointwise.py runs
+    NumPy's loops on threads with them), or None (not built, or turned off)."""
     global _parloop
     if _parloop is None:
         import ctypes
         lib, addr = _library(), lambda f: ctypes.cast(f, ctypes.c_void_p).value
         _parloop = lib and (fast(lib.parloop), fast(lib.parloop_reduce), {
-            w: addr(getattr(lib, f"select_u{8 * w}")) for w in (1, 2, 4, 8)}, addr(lib.copy_loop))
+            w: addr(getattr(lib, f"select_u{8 * w}")) for w in (1, 2, 4, 8)}, addr(lib.copy_loop),
+            {4: addr(lib.isclose_f32), 8: addr(lib.isclose_f64)})
     return None if _off or not _parloop else _parloop
 
 

@@ -88,3 +88,18 @@ EXPORT void copy_loop(char **a, const int64_t *count, const int64_t *s, void *da
     else
         for (int64_t i = 0; i < n; i++) memcpy(a[1] + i * s[1], a[0] + i * s[0], (size_t)w);
 }
+
+/* isclose of T operands in double, one pass (its NumPy reference makes ~12): args (a, b, bool
+ * out), data -> {atol, rtol, equal_nan}; no fma, as the reference's separate roundings */
+#define ISCLOSE_LOOP(NAME, T)                                                                  \
+    EXPORT NOCONTRACT void NAME(char **a, const int64_t *count, const int64_t *s, void *data) { \
+        const double *p = (const double *)data;                                                \
+        for (int64_t i = 0; i < *count; i++) {                                                 \
+            double x = *(const T *)(a[0] + i * s[0]), y = *(const T *)(a[1] + i * s[1]);       \
+            a[2][i * s[2]] = x == y || (isfinite(x) && isfinite(y) &&                          \
+                                        fabs(x - y) <= p[0] + p[1] * fabs(y)) ||               \
+                             (p[2] != 0 && x != x && y != y);                                  \
+        }                                                                                      \
+    }
+ISCLOSE_LOOP(isclose_f32, float)
+ISCLOSE_LOOP(isclose_f64, double)
