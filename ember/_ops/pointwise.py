@@ -25,10 +25,11 @@ from .samples import (ErrorSample, Sample, binary_samples, broadcast_errors, con
 # ---- NumPy's loops over ember's threads ------------------------------------------------------
 # NumPy runs a ufunc's loop on one thread; torch splits its pointwise loops over its threads.
 # parloop.h runs NumPy's own inner loop (the ufunc's legacy loop for the operand types, read
-# from its C struct once) on each of ember's threads' share of the elements, no GIL held: the
-# values are the one NumPy call's, bit for bit. From PAR_MIN elements: below, OpenMP's
-# hand-off and these ~5 us of Python cost more than the split saves. Without the C library
-# (EMBER_NO_C=1) NumPy's one call runs.
+# from its C struct once) on each of ember's OpenMP threads' share of the elements: the values
+# are the one NumPy call's, bit for bit. (A pool of Python threads did this before, through the
+# GIL: its hand-off cost more than the split saved below 4M elements.) From PAR_MIN elements:
+# below, OpenMP's hand-off and these ~5 us of Python cost more than the split saves on a
+# memory-bound loop. Without the C library (EMBER_NO_C=1) NumPy's one call runs.
 PAR_MIN = 1 << 17
 _LOOPS = {}
 _SCALARS = (int, float, complex)
@@ -90,8 +91,9 @@ def par_run(loop, data, args, dts, out=None, column=True, min_size=None):
     ``min_size`` (a fused loop that beats NumPy's passes) runs it on one thread too."""
     pl, nt, arrays = _C.parloop(), _C.num_threads(), [a for a in args if type(a) is np.ndarray]
     x = out if out is not None else max(arrays, key=_SIZE, default=None)
-    if pl is None or nt < 2 and min_size is None or x is None or x.size < (min_size or PAR_MIN) or out is None and \
-            not x.flags.c_contiguous or out is not None and (
+    if pl is None or nt < 2 and min_size is None or x is None or \
+            x.size < (min_size or PAR_MIN) or out is None and not x.flags.c_contiguous or \
+            out is not None and (
             len(dts) - len(args) != 1 or out.dtype != dts[-1] or
             any(a is not out and np.may_share_memory(a, out) for a in arrays)):
         return None

@@ -67,8 +67,10 @@ EXPORT void parloop_reduce(void *fn, void *data, int64_t n, int nt, char *x, int
         int64_t n = *count, w = sizeof(T);                                                     \
         if (s[0] == 1 && s[1] == w && s[3] == w && (s[2] == w || s[2] == 0)) {                 \
             const T *xs = (const T *)x, *ys = (const T *)y, y0 = *ys;                          \
-            if (s[2]) for (int64_t i = 0; i < n; i++) { T u = xs[i], v = ys[i]; o[i] = c[i] ? u : v; } \
-            else for (int64_t i = 0; i < n; i++) { T u = xs[i]; o[i] = c[i] ? u : y0; }        \
+            if (s[2])                                                                          \
+                for (int64_t i = 0; i < n; i++) { T u = xs[i], v = ys[i]; o[i] = c[i] ? u : v; } \
+            else                                                                               \
+                for (int64_t i = 0; i < n; i++) { T u = xs[i]; o[i] = c[i] ? u : y0; }        \
         } else                                                                                 \
             for (int64_t i = 0; i < n; i++) {                                                  \
                 T u = *(const T *)(x + i * s[1]), v = *(const T *)(y + i * s[2]);              \
