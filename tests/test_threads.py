@@ -1,11 +1,12 @@
-"""NumPy's loops split over ember's threads (pointwise.split_rows: ufuncs, copies, whole-array
-reductions): at 2 threads the same values, bit for bit, dtype and layout as one NumPy call, for
-odd shapes, non-contiguous and broadcast operands, in-place writes, and nan/inf/-0.0; with or
-without the C kernels (this path is Python's)."""
+"""NumPy's loops split over ember's threads (pointwise.par_run: NumPy's own inner loops run by
+parloop.h on OpenMP threads; ufuncs, where, copies, whole-array reductions): at 2 threads the
+same values, bit for bit, dtype and layout as one NumPy call, for odd shapes, non-contiguous and
+broadcast operands, in-place writes, and nan/inf/-0.0; without the C kernels the one call."""
 import numpy as np
 import pytest
 
 import ember
+from ember._C import kernels as _C
 from ember._ops import joining, pointwise as P
 
 SHAPE = (517, 301)          # (above PAR_MIN elements as lowered below, rows not a multiple of 2)
@@ -85,52 +86,147 @@ def test_split_loops_match_one_call(name, fn, dtype, layout, monkeypatch):
     try:
         ember.set_num_threads(1)
         ref = _run(name, fn, a, b)
-        calls = []
-        split = P.split_rows
-        spy = lambda f, n: calls.append(n) or split(f, n)
-        monkeypatch.setattr(P, "split_rows", spy)
-        monkeypatch.setattr(joining, "split_rows", spy)
+        calls = _spy(monkeypatch)
         ember.set_num_threads(2)
         got = _run(name, fn, a, b)
     finally:
         ember.set_num_threads(before)
     assert got.dtype == ref.dtype and got.shape == ref.shape and got.strides == ref.strides
     assert got.tobytes() == ref.tobytes()
-    if layout == "contiguous" and name not in ("aminmax", "clamp", "abs", "sqrt", "neg"):
-        assert calls, "no split at 2 threads"      # (those run C kernels on threads instead)
+    if layout == "contiguous" and name not in ("aminmax", "clamp", "abs", "sqrt", "neg",
+                                               "count_nonzero", "to_float", "flip") and \
+            _C.parloop() is not None:
+        assert calls, "no split at 2 threads"      # (those run other C kernels or NumPy)
 
 
-def test_split_errors_reach_the_caller_and_the_pool_survives():
-    before = ember.get_num_threads()
-    ember.set_num_threads(3)
+def _spy(monkeypatch):
+    """The list the split's calls of parloop.h append their element counts to."""
+    calls, pl = [], _C.parloop()
+    if pl is not None:
+        spied = (lambda *a: calls.append(a[2] * a[3]) or pl[0](*a),
+                 lambda *a: calls.append(a[2]) or pl[1](*a)) + pl[2:]
+        monkeypatch.setattr(_C, "parloop", lambda: spied)
+    return calls
+
+
+# NumPy ufuncs x operand dtypes: each called on numbers with nan/inf/-0.0 where they are floats
+UFUNCS = ("add subtract multiply divide true_divide floor_divide power float_power remainder fmod "
+          "maximum minimum fmax fmin copysign nextafter hypot arctan2 logaddexp ldexp heaviside "
+          "equal not_equal less less_equal greater greater_equal logical_and logical_or "
+          "logical_xor bitwise_and bitwise_or bitwise_xor left_shift right_shift "
+          "negative positive absolute sign sqrt square reciprocal exp exp2 expm1 log log2 log10 "
+          "log1p sin cos tan arcsin arccos arctan sinh cosh tanh arcsinh arccosh arctanh floor "
+          "ceil trunc rint isnan isinf isfinite signbit logical_not invert frexp modf spacing "
+          "cbrt deg2rad").split()
+
+
+def _operands(u, dt, n, rng):
+    """``u``'s inputs of dtype ``dt``, ``n`` elements each (ldexp's exponent int32)."""
+    def one(k):
+        if dt.kind == "b":
+            return rng.random(n) > 0.5
+        x = rng.standard_normal(n) * (4 if dt.kind == "f" else 20)
+        if dt.kind == "f":
+            x[::97] = np.resize(EDGES, x[::97].size)[::1 if k else -1]
+        return x.astype(dt) if dt.kind == "f" else np.abs(x).astype(dt) if u.__name__ in (
+            "left_shift", "right_shift", "power") else x.astype(dt)
+    args = [one(k) for k in range(u.nin)]
+    if u.__name__ == "ldexp":
+        args[1] = (args[1] % 9).astype(np.int32) if dt.kind != "f" else \
+            np.clip(np.nan_to_num(args[1] * 3), -200, 200).astype(np.int32)
+    return args
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "number", "row", "column", "odd", "below",
+                                    "out"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "bool"])
+def test_numpy_loops_on_threads_match_one_call(dtype, layout):
+    """par_ufunc of every ufunc above whose loop takes these dtypes, bit for bit with NumPy's
+    call: both operands arrays, the second a number (a NumPy scalar of it), a row or a column
+    broadcast, an odd size (chunks not at 16-element edges), just below PAR_MIN (no split),
+    into ``out``."""
+    dt, rng = np.dtype(dtype), np.random.default_rng(7)
+    n = {"odd": P.PAR_MIN + 4093, "below": P.PAR_MIN - 1}.get(layout, 3 * P.PAR_MIN + 16 * 7)
+    before, ran = ember.get_num_threads(), 0
+    ember.set_num_threads(2)
     try:
-        def f(lo, hi):
-            if lo:
-                raise ValueError(f"rows {lo}:{hi}")
-            return hi
-        with pytest.raises(ValueError, match="rows"):
-            P.split_rows(f, 9)
-        assert P.split_rows(lambda lo, hi: (lo, hi), 9) == [(0, 3), (3, 6), (6, 9)]
-        assert P.split_rows(lambda lo, hi: (lo, hi), 1) is None
+        for name in UFUNCS:
+            u = getattr(np, name)
+            if layout in ("number", "row", "column") and u.nin == 1:
+                continue
+            args = _operands(u, dt, n, rng)
+            if layout in ("row", "column"):
+                args = [a[:n - n % 301].reshape(-1, 301) for a in args]
+                args[-1] = args[-1][3] if layout == "row" else args[-1][:, :1]
+            if layout == "number":
+                args[-1] = args[-1][5]
+            with np.errstate(all="ignore"):
+                try:
+                    ref = u(*args)
+                except TypeError:       # (no loop for these dtypes)
+                    continue
+                out = np.full_like(ref, 3) if layout == "out" and u.nout == 1 else None
+                got = P.par_ufunc(u, args, out)
+            cast = any(a.dtype != d for a, d in zip(args, u.resolve_dtypes(
+                tuple(a.dtype for a in args) + (None,) * u.nout)))
+            if layout == "below" or cast or layout == "column" and name == "power" or \
+                    _C.parloop() is None:   # (NumPy casts; power's column: see par_run)
+                assert got is None
+                continue
+            assert got is not None, name
+            assert out is None or got is out
+            for r, g in zip(ref if u.nout > 1 else (ref,), got if u.nout > 1 else (got,)):
+                assert g.dtype == r.dtype and g.shape == r.shape and g.strides == r.strides, name
+                assert g.tobytes() == r.tobytes(), name
+            ran += 1
+    finally:
+        ember.set_num_threads(before)
+    assert layout == "below" or _C.parloop() is None or ran >= (10 if dt.kind == "b" else 20)
+
+
+def test_where_copy_and_extrema_on_threads():
+    """par_where of every element size, a number beside an array; par_copy into a strided
+    part; par_reduce's extrema: NumPy's values."""
+    rng, n = np.random.default_rng(3), 2 * P.PAR_MIN + 5
+    before = ember.get_num_threads()
+    ember.set_num_threads(2)
+    try:
+        c = rng.random(n) > 0.5
+        for dt in ("bool", "int8", "float16", "int32", "float32", "float64", "complex64"):
+            a, b = (rng.standard_normal(n) * 9).astype(dt), (rng.standard_normal(n) * 9).astype(dt)
+            for x, y in ((a, b), (a, 0), (a, b[7:8].reshape(()))):
+                assert P.par_where(c, x, y).tobytes() == np.where(c, x, y).tobytes()
+        x = rng.standard_normal((n // 301, 301)).astype(np.float32)
+        x.flat[::101] = np.resize(EDGES, x.flat[::101].size)
+        dst = np.zeros((x.shape[0], 700), np.float32)
+        P.par_copy(dst[:, 13:314], x[::-1])
+        assert dst[:, 13:314].tobytes() == x[::-1].tobytes() and not dst[:, :13].any() and \
+            not dst[:, 314:].any()
+        for u, f in ((np.maximum, np.max), (np.minimum, np.min), (np.logical_or, np.any)):
+            for y in (x, np.abs(np.nan_to_num(x)), x > 2):
+                r = P.par_reduce(u, y)
+                assert r is None if _C.parloop() is None or u is np.logical_or and \
+                    y.dtype != bool else r.tobytes() == f(y).tobytes()
     finally:
         ember.set_num_threads(before)
 
 
-def test_forked_child_splits_with_a_pool_of_its_own():
-    """A child forked after the pool started has none of its threads: it starts its own (a
-    job queued to the parent's would never come back)."""
-    import os
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_isclose_one_pass_matches_numpy_passes(dtype):
+    """isclose by parloop.h's loop (any size from 1024, 1 or 2 threads) against its NumPy
+    passes: close pairs, edges (nan, inf, -0.0), a broadcast row, equal_nan."""
+    a, b = _arrays(np.dtype(dtype), "contiguous")
+    b = np.where(np.arange(b.size).reshape(b.shape) % 3 == 0, a + a * 1e-6, b).astype(dtype)
     before = ember.get_num_threads()
-    ember.set_num_threads(2)
     try:
-        a = ember.tensor(_arrays(np.dtype(np.float32), "contiguous")[0])
-        a * a                   # (the parent's pool starts)
-        assert P._POOL["pid"] == os.getpid()
-        pid = os.fork()
-        if pid == 0:    # (a child of a process that loaded the C kernels starts on one thread)
-            ember.set_num_threads(2)
-            ok = P.split_rows(lambda lo, hi: (lo, hi), 9) == [(0, 4), (4, 9)]
-            os._exit(0 if ok and P._POOL["pid"] == os.getpid() else 3)
-        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        for nt in (1, 2):
+            ember.set_num_threads(nt)
+            for x, y, kw in ((a, b, {}), (a, b, dict(equal_nan=True, atol=0.5)),
+                             (a, b[7], dict(rtol=0.1)), (a[:40], b[:40], {})):
+                got = ember.isclose(ember.tensor(x), ember.tensor(y), **kw).numpy()
+                with _C.disabled():
+                    ref = ember.isclose(ember.tensor(x), ember.tensor(y), **kw).numpy()
+                assert got.dtype == ref.dtype and got.shape == ref.shape
+                assert (got == ref).all() and ref.any() and not ref.all()
     finally:
         ember.set_num_threads(before)

@@ -17,7 +17,7 @@ from .._tensor import Tensor
 from .creation import _computed
 from .errors import _broadcast_error
 from .meta import empty, wrap_dim
-from .pointwise import PAR_MIN, split_rows, type_name
+from .pointwise import PAR_MIN, par_copy, type_name
 from .tangents import LINEAR
 from .registry import op
 from .samples import ErrorSample, Sample, const, dtype_error, make
@@ -157,8 +157,8 @@ builtin_sum = sum
 
 
 def _par_cat(arrays, dim):
-    """``numpy.concatenate(arrays, dim)`` of large arrays of one dtype, its copies split over
-    threads (pointwise.split_rows); None where that does not apply."""
+    """``numpy.concatenate(arrays, dim)`` of large arrays of one dtype, each copied into its
+    part over threads (pointwise.par_copy); None where that does not apply."""
     a0 = arrays[0] if len(arrays) else None
     if type(a0) is not np.ndarray or _config.get_num_threads() < 2 or \
             not 0 < a0.ndim > dim >= -a0.ndim or not all(
@@ -170,16 +170,8 @@ def _par_cat(arrays, dim):
         return None
     at = list(itertools.accumulate((a.shape[d] for a in arrays), initial=0))
     out = np.empty(a0.shape[:d] + (at[-1],) + a0.shape[d + 1:], a0.dtype)
-
-    def rows(lo, hi):       # (along 0: the parts of the pieces that fall in [lo, hi))
-        if d:
-            return np.concatenate([a[lo:hi] for a in arrays], d, out[lo:hi])
-        for a, s in zip(arrays, at):
-            i, j = max(lo, s), min(hi, s + len(a))
-            if i < j:
-                np.copyto(out[i:j], a[i - s:j - s])
-    if split_rows(rows, len(out)) is None:
-        np.concatenate(arrays, d, out)
+    for a, s, e in zip(arrays, at, at[1:]):
+        par_copy(out[(slice(None),) * d + (slice(s, e),)], a, 4096)
     return out
 
 

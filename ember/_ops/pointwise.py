@@ -2,11 +2,10 @@
 cos, tanh, sigmoid), complex parts and signs, triangles. The other math functions live in
 pointwise_math.py, ops of two or more operands in pointwise_binary.py, comparisons and logic in
 pointwise_logic.py."""
+import builtins
 import functools
 import math
-import os
-import queue
-import threading
+import operator
 
 import numpy as np
 
@@ -24,108 +23,169 @@ from .samples import (ErrorSample, Sample, binary_samples, broadcast_errors, con
                       unary_samples)
 
 # ---- NumPy's loops over ember's threads ------------------------------------------------------
-# NumPy runs a ufunc, copy or reduction on one thread, with the GIL released inside its loop:
-# a large one's rows split over a few Python threads run that loop on as many cores (torch
-# splits its loops over its threads). Below PAR_MIN elements the hand-off to the pool's Python
-# threads costs more than the split saves on a memory-bound loop (a multiply or flip of 1M
-# float32 took twice its one-thread time at 2 threads; sin, pow and where gained ~1.6x).
-PAR_MIN = 1 << 22
-_POOL = {"pid": None, "workers": [], "lock": threading.Lock()}
+# NumPy runs a ufunc's loop on one thread; torch splits its pointwise loops over its threads.
+# parloop.h runs NumPy's own inner loop (the ufunc's legacy loop for the operand types, read
+# from its C struct once) on each of ember's OpenMP threads' share of the elements: the values
+# are the one NumPy call's, bit for bit. (A pool of Python threads did this before, through the
+# GIL: its hand-off cost more than the split saved below 4M elements.) From PAR_MIN elements:
+# below, OpenMP's hand-off and these ~5 us of Python cost more than the split saves on a
+# memory-bound loop. Without the C library (EMBER_NO_C=1) NumPy's one call runs.
+PAR_MIN = 1 << 17
+_LOOPS = {}
+_SCALARS = (int, float, complex)
 
 
-def _work(jobs, done):
-    np.seterr(all="ignore")     # (this thread's own NumPy error state: quiet, as call_ufunc's)
-    while True:
-        f, lo, hi = jobs.get()
-        try:
-            done.put((f(lo, hi), None))
-        except BaseException as e:      # (re-raised on the calling thread)
-            done.put((None, e))
-
-
-def split_rows(f, n):
-    """``[f(lo, hi)]`` for the ranges ``[lo, hi)`` of ``range(n)`` split evenly over ember's
-    threads (the first on this thread), or None where one thread would run it all (then the
-    caller makes its one call): ``f`` runs NumPy loops on disjoint rows of its arrays."""
-    nt = min(_config.get_num_threads(), n)
-    if nt < 2 or not _POOL["lock"].acquire(blocking=False):    # (another thread's split)
-        return None
+def _loop_of(ufunc, key):
+    """``(loop address, its data, operand dtypes)``: the first of ``ufunc``'s legacy loops for
+    the dtypes NumPy resolves inputs typed ``key`` to (as its legacy resolution picks), or None
+    (no such loop, an object or non-native dtype, a NumPy whose struct reads otherwise)."""
+    import ctypes
     try:
-        if _POOL["pid"] != os.getpid():         # (a forked child has no threads of the pool)
-            _POOL["pid"], _POOL["workers"] = os.getpid(), []
-        ws = _POOL["workers"]
-        while len(ws) < nt - 1:
-            ws.append((queue.SimpleQueue(), queue.SimpleQueue()))
-            threading.Thread(target=_work, args=ws[-1], daemon=True).start()
-        cut = [n * i // nt for i in range(nt + 1)]
-        for i in range(1, nt):
-            ws[i - 1][0].put((f, cut[i], cut[i + 1]))
-        try:
-            rs = [f(0, cut[1])]
-        finally:
-            done = [ws[i][1].get() for i in range(nt - 1)]     # (all back before any raise)
-        for r, e in done:
-            if e is not None:
-                raise e
-            rs.append(r)
-        return rs
-    finally:
-        _POOL["lock"].release()
+        dts = ufunc.resolve_dtypes(key + (None,) * ufunc.nout)
+    except Exception:       # (no loop: NumPy's own call raises its error)
+        return None
+    word = ctypes.c_void_p.from_address
+    # PyUFuncObject: PyObject_HEAD; int nin, nout, nargs, identity; functions; data; int ntypes,
+    # reserved1; char *name; ... (its prefix, the same from NumPy 1.x to 2.4)
+    if any(d.kind not in "biufc" or not d.isnative for d in dts) or ctypes.c_int.from_address(
+            id(ufunc) + 48).value != ufunc.ntypes or ctypes.c_char_p.from_address(
+            id(ufunc) + 56).value != ufunc.__name__.encode():
+        return None
+    for i, t in enumerate(ufunc.types):
+        if all(np.dtype(c) == d for c, d in zip(t.replace("->", ""), dts)):
+            fns, data = word(id(ufunc) + 32).value, word(id(ufunc) + 40).value
+            return word(fns + 8 * i).value, word(data + 8 * i).value, dts
+    return None
 
 
-def par_copy(dst, src):
-    """``dst[...] = src`` (arrays of one shape) with its rows split over threads."""
-    if dst.size < PAR_MIN or dst.ndim == 0 or split_rows(
-            lambda lo, hi: np.copyto(dst[lo:hi], src[lo:hi], "unsafe"), dst.shape[0]) is None:
+def _grid(shape, a):
+    """``(step, row step)`` of array ``a`` broadcast to ``shape`` seen as rows of its last
+    dim, or None where it does not broadcast so or its leading dims are not one run of rows."""
+    k = len(shape) - a.ndim
+    if k < 0 or any(m != 1 and m != n for m, n in zip(a.shape, shape[k:])):
+        return None
+    st = (0,) * k + tuple(0 if m == 1 else t for m, t in zip(a.shape, a.strides))
+    r = run = None
+    for d in range(len(shape) - 2, -1, -1):
+        if shape[d] > 1:
+            if r is None:
+                r = st[d]
+            elif st[d] != run:
+                return None
+            run = st[d] * shape[d]
+    return (st[-1] if shape else 0), r or 0
+
+
+_SIZE = operator.attrgetter("size")
+
+
+def par_run(loop, data, args, dts, out=None, column=True, min_size=None):
+    """NumPy loop ``loop`` (address; ``data`` its data) over ``args`` (arrays, or numbers of
+    their operand dtypes) into new arrays of the remaining ``dts`` (or ``out``, one of them),
+    the elements split over ember's threads by parloop.h; None where that does not apply (the
+    caller makes its one NumPy call). The largest input (or ``out``) gives the shape; a new
+    output is C-contiguous, as NumPy's from C-contiguous operands of that shape beside rows,
+    columns or numbers broadcast; ``out`` (any rows of its last dim) shares no memory with an
+    input but itself. Not ``column``: no operand broadcast along the rows (NumPy buffers it,
+    where a loop may take a step of 0 for a number: power's square roots). A caller giving
+    ``min_size`` (a fused loop that beats NumPy's passes) runs it on one thread too."""
+    pl, nt, arrays = _C.parloop(), _C.num_threads(), [a for a in args if type(a) is np.ndarray]
+    x = out if out is not None else max(arrays, key=_SIZE, default=None)
+    if pl is None or nt < 2 and min_size is None or x is None or \
+            x.size < (min_size or PAR_MIN) or out is None and not x.flags.c_contiguous or \
+            out is not None and (
+            len(dts) - len(args) != 1 or out.dtype != dts[-1] or
+            any(a is not out and np.may_share_memory(a, out) for a in arrays)):
+        return None
+    ops = [a if type(a) is np.ndarray else np.asarray(a, dt) for a, dt in zip(args, dts)]
+    if any(a.dtype != dt for a, dt in zip(ops, dts)):
+        return None
+    ops += [np.empty(x.shape, d) for d in dts[len(args):]] if out is None else [out]
+    if all(a.ndim == 0 or a.shape == x.shape and a.flags.c_contiguous for a in ops):
+        rows, cols, steps = 1, x.size, [(a.itemsize if a.ndim else 0, 0) for a in ops]
+    elif out is None and any(a.shape == x.shape and not a.flags.c_contiguous for a in arrays):
+        return None
+    else:
+        rows, cols, steps = x.size // x.shape[-1], x.shape[-1], [_grid(x.shape, a) for a in ops]
+        if None in steps or cols < 16 or not column and any(s == 0 != r for s, r in steps):
+            return None
+    grid = [v for a, (s, r) in zip(ops, steps) for v in (a, s, r)] + [None, 0, 0] * (4 - len(ops))
+    pl[0](loop, data, rows, cols, len(ops), nt, *grid)
+    return ops[len(args)] if len(ops) == len(args) + 1 else tuple(ops[len(args):])
+
+
+def par_ufunc(ufunc, args, out=None):
+    """``ufunc(*args, out=out)`` over ember's threads (``par_run``), or None."""
+    k = (ufunc, *[a.dtype.num if type(a) is np.ndarray else type(a) for a in args])
+    if (loop := _LOOPS.get(k, False)) is False:
+        key = tuple(a.dtype if isinstance(a, (np.ndarray, np.generic)) else np.dtype(bool) if
+                    type(a) is bool else type(a) if type(a) in _SCALARS else None for a in args)
+        loop = _LOOPS[k] = None if len(args) != ufunc.nin or any(
+            d is None for d in key) else _loop_of(ufunc, key)    # (a dtype == None: float64)
+    return None if loop is None else par_run(loop[0], loop[1], args, loop[2], out,
+                                             ufunc is not np.power)
+
+
+def par_copy(dst, src, min_size=None):
+    """``dst[...] = src`` (arrays of one shape) split over threads where they are of one dtype
+    (from ``min_size`` elements: a part of a larger copy may ask for fewer than PAR_MIN)."""
+    pl = _C.parloop() if dst.dtype == src.dtype else None
+    if pl is None or par_run(pl[3], dst.itemsize, (src,), (src.dtype, dst.dtype), dst,
+                             min_size=min_size) is None:
         np.copyto(dst, src, "unsafe")
     return dst
 
 
-def par_reduce(f, x, combine):
-    """``f(x)`` for a reduction ``f`` of all of ``x``'s elements: ``combine`` of ``f`` of a
-    contiguous ``x``'s parts on threads; None where that does not apply."""
-    if x.size < PAR_MIN or type(x) is not np.ndarray or not x.flags.c_contiguous:
+def par_reduce(ufunc, x):
+    """``ufunc.reduce`` of all of ``x``'s elements (a NumPy scalar) split over threads, for the
+    reductions whose result no order changes (maximum, minimum, the logical ones; but between
+    -0.0 and 0.0 an extremum may pick either); None where that does not apply."""
+    pl, nt = _C.parloop(), _C.num_threads()
+    if pl is None or nt < 2 or type(x) is not np.ndarray or x.size < PAR_MIN or \
+            not x.flags.c_contiguous or (loop := par_loop(ufunc, x.dtype)) is None:
         return None
-    flat = x.reshape(-1)
-    rs = split_rows(lambda lo, hi: f(flat[lo:hi]), flat.size)
-    return None if rs is None else combine(rs)
+    part = np.empty(nt, x.dtype)
+    pl[1](loop[0], loop[1], x.size, nt, x, x.itemsize, part, x.itemsize)
+    return part[0]
+
+
+def par_loop(ufunc, dt):
+    """``_loop_of`` ``ufunc`` for operands all of dtype ``dt``, cached, or None."""
+    k = (ufunc,) + (dt.num,) * ufunc.nin
+    if (loop := _LOOPS.get(k, False)) is False:
+        loop = _LOOPS[k] = _loop_of(ufunc, (dt,) * ufunc.nin)
+    return None if loop is None or any(d != dt for d in loop[2]) else loop
 
 
 def threaded(ufunc):
-    """``ufunc`` (a NumPy ufunc, or ``fused``'s) as a function whose large calls (operands of
-    one C-contiguous shape, or broadcast along the first dim) run their rows on threads."""
-    if getattr(ufunc, "nout", 1) != 1:
+    """``ufunc`` (a NumPy ufunc, or ``fused``'s) as a function whose large calls run over
+    ember's threads (``par_ufunc``)."""
+    if not isinstance(ufunc, np.ufunc):
         return ufunc
 
     def f(*args, out=None):
         x, y = args[0], args[-1]        # (the larger of the outer operands)
         x = x if type(y) is not np.ndarray or type(x) is np.ndarray and x.size >= y.size else y
-        if type(x) is not np.ndarray or x.size < PAR_MIN or _config.get_num_threads() < 2:
-            return ufunc(*args, out=out)
-        arrays = [a for a in args if type(a) is np.ndarray]
-        shape = x.shape if all(a.shape == x.shape for a in arrays) else \
-            np.broadcast_shapes(*(a.shape for a in arrays))
-        cut = [type(a) is np.ndarray and a.shape[:1] == shape[:1] and a.ndim == len(shape)
-               for a in args]
-        if len(shape) == 0 or shape[0] < 2 or out is not None and (
-                type(out) is not np.ndarray or out.shape != shape) or not all(
-                a.flags.c_contiguous for a in arrays if a.shape == shape):
-            return ufunc(*args, out=out)
-        r = out if out is not None else np.empty(
-            shape, ufunc(*(a[:0] if c else a for a, c in zip(args, cut))).dtype)
-        parts = split_rows(lambda lo, hi: ufunc(*(a[lo:hi] if c else a for a, c in zip(
-            args, cut)), out=r[lo:hi]), shape[0])
-        return ufunc(*args, out=out) if parts is None else r
-    f.__name__ = f.__qualname__ = getattr(ufunc, "__name__", "ufunc")
+        if type(x) is np.ndarray and x.size >= PAR_MIN and _C.num_threads() > 1 and \
+                (r := par_ufunc(ufunc, args, out)) is not None:
+            return r
+        return ufunc(*args) if out is None else ufunc(*args, out=out)   # (frexp: out=None fails)
+    f.__name__ = f.__qualname__ = ufunc.__name__
     return f
 
 
-def _where(c, a, b, out=None):      # (numpy.where as a ufunc, with ``out``, for ``threaded``)
-    r = np.where(c, a, b)
-    return r if out is None else np.copyto(out, r) or out
-
-
-par_where = threaded(_where)
+def par_where(c, a, b):
+    """``numpy.where(c, a, b)`` of a bool ``c``, its elements split over threads (parloop.h's
+    select loop) where ``a`` and ``b`` are arrays of one dtype or numbers of it."""
+    if type(c) is np.ndarray and c.dtype == np.bool_ and builtins.max(
+            np.size(c), np.size(a), np.size(b)) >= PAR_MIN:
+        dt = np.result_type(a, b)
+        pl = _C.parloop() if all(type(v) is not np.ndarray or v.dtype == dt for v in (a, b)) \
+            and dt.kind in "biufc" and dt.itemsize in (1, 2, 4, 8) else None
+        if pl is not None and (r := par_run(pl[2][dt.itemsize], 0, (c, a, b), (
+                c.dtype, dt, dt, dt))) is not None:
+            return r
+    return np.where(c, a, b)
 
 
 # ---- casts, copies, device moves ----------------------------------------------------------
@@ -133,9 +193,6 @@ par_where = threaded(_where)
 
 @op("_to_dtype", method=False, function=False)
 def _to_dtype(xp, x, dtype):
-    if type(x) is np.ndarray and x.dtype.kind in "biu" and dtype.np.kind in "biufc" and \
-            x.size >= PAR_MIN and x.flags.c_contiguous:     # (masks made floats: astype's)
-        return par_copy(np.empty(x.shape, dtype.np), x)
     return _dtype.cast(x, dtype.np)
 
 
@@ -386,6 +443,9 @@ neg.samples = lambda dev, dt: unary_samples(dev, dt) if dt is not ember.bool els
 neg.errors = [ErrorSample(Sample(const(3, dtype=bool)), RuntimeError, "on a bool tensor")]
 
 
+_np_power = threaded(np.power)
+
+
 def _power(input, exponent, out=None):
     """``numpy.power`` but for float32/float64 to a number exponent that _pow_number takes:
     pow's forward and its ``ufunc``, which the C dispatch calls (in place with ``out``)."""
@@ -396,24 +456,25 @@ def _power(input, exponent, out=None):
             return r
         out[...] = r
         return out
-    return np.power(input, exponent, out=out)
+    return _np_power(input, exponent, out=out)
 
 
 def _pow_number(xp, x, e):
     """``x ** e`` for the exponents torch's pow kernel takes by products and roots (x * x * x
     for 3, 1 / sqrt(x) for -0.5...), rounding as it does; None for the others."""
     # NOTE: so pow(-0., 0.5) is -0. and pow(-inf, 0.5) nan (sqrt's), as in torch
+    mul, div = ufunc_of(xp, "multiply"), ufunc_of(xp, "divide")
     if e in (2, 3, -2):
-        r = x * x
-        return r if e == 2 else xp.multiply(r, x, out=r) if e == 3 else xp.divide(1, r, out=r)
+        r = mul(x, x)
+        return r if e == 2 else mul(r, x, out=r) if e == 3 else div(1, r, out=r)
     if e in (0.5, -0.5):
-        r = xp.sqrt(x)
-        return r if e == 0.5 else xp.divide(1, r, out=r)
-    return xp.reciprocal(x) if e == -1 else x.copy() if e == 1 else None
+        r = ufunc_of(xp, "sqrt")(x)
+        return r if e == 0.5 else div(1, r, out=r)
+    return ufunc_of(xp, "reciprocal")(x) if e == -1 else x.copy() if e == 1 else None
 
 
 @op("pow", tags=("pointwise", "autocast_fp32_cuda"), promote="common", inplace=True,
-    opmath=False, ufunc=threaded(_power))
+    opmath=False, ufunc=_power)
 def pow(xp, input, exponent):
     """``input ** exponent``."""
     # NOTE: torch's bfloat16 pow by the scalar 3 or -2 is x*x*x or 1/(x*x), rounding x*x to

@@ -128,8 +128,8 @@ def frexp(xp, input):
     if input.dtype.kind == "V":         # bfloat16: NumPy has no frexp loop for ml_dtypes
         m, e = xp.frexp(input.astype(np.float32))
         return m.astype(input.dtype), e.astype(np.int32)
-    m, e = xp.frexp(input)
-    return m, e.astype(np.int32)
+    m, e = ufunc_of(xp, "frexp")(input)
+    return m, e.astype(np.int32, copy=False)
 
 
 frexp.meta = lambda input: (empty(input.shape, input.dtype), empty(input.shape, np.int32))

@@ -272,8 +272,7 @@ def count_nonzero(xp, input, dim=None):
         tensor([1, 2])
     """
     if dim is None:     # (NumPy counts a whole array in C; along axes, in ~4 us of Python)
-        n = par_reduce(np.count_nonzero, input, builtins.sum) if xp is np else None
-        return xp.asarray(xp.count_nonzero(input) if n is None else n, dtype=np.int64)
+        return xp.asarray(xp.count_nonzero(input), dtype=np.int64)
     return xp.sum(input != 0, axis=reduce_dims(dim, input.ndim), dtype=np.int64)
 
 
@@ -392,14 +391,12 @@ min_ = _minmax("min", lambda a: a.min(), lambda a, axis, keepdims: a.argmin(axis
                _binary_extremum("minimum"))
 
 
-def _amax(name, f):
+def _amax(name, f, ufunc):
     @op(name, tags=("reduction",))
     def fwd(xp, input, dim=(), keepdim=False):
         _nonempty(name, input, dim if dim != () else None)
         axis = reduce_dims(dim, input.ndim)
-        if xp is np and len(axis) == input.ndim and (r := par_reduce(
-                lambda p: f(np, p, axis=0), input, lambda rs: f(np, np.array(rs), axis=0))) \
-                is not None:
+        if xp is np and len(axis) == input.ndim and (r := par_reduce(ufunc, input)) is not None:
             return np.reshape(r, (1,) * input.ndim) if keepdim else r
         return f(xp, input, axis=axis, keepdims=keepdim)
     fwd.__doc__ = f"""The {name[1:]}imum over ``dim`` (an int or tuple; all dims by default); the
@@ -429,7 +426,7 @@ def _min(xp, a, **kw):
     return (np.minimum.reduce if xp is np else xp.min)(a, **kw)
 
 
-amax, amin = _amax("amax", _max), _amax("amin", _min)
+amax, amin = _amax("amax", _max, np.maximum), _amax("amin", _min, np.minimum)
 amax.errors = amin.errors = dim_errors() + [ErrorSample(Sample(const(0, 3), 0), IndexError,
                                                          "Expected reduction dim 0 to have")]
 

@@ -121,6 +121,8 @@ def _declare(lib):
         fn, count = getattr(lib, name), name.endswith("count")      # (select.h's nonzero)
         fn.argtypes = [p, i64, i64, p, i] + [p, p, i] * (not count)
         fn.restype = i64 if count else None
+    lib.parloop.argtypes, lib.parloop.restype = [p, p, i64, i64, i, i] + [p, i64, i64] * 4, None
+    lib.parloop_reduce.argtypes, lib.parloop_reduce.restype = [p, p, i64, i, p, i64, p, i64], None
     for name, args in sigs.items():
         for suffix in ("_f32", "_f64"):
             fn = getattr(lib, name + suffix, None)
@@ -556,6 +558,23 @@ def along_dim(name, data, dim, index, rows=False):
         return fn(ptr(out), ptr(index), ptr(values), ptr(init), outer,
                   out.shape[d], k, inner, mode, rows + 2 * fresh, num_threads())
     return scatter
+
+
+def parloop():
+    """parloop.h's ``(parloop, parloop_reduce, {element size: its select loop's address},
+    copy loop's address, {4: isclose_f32's, 8: isclose_f64's})`` (ember/_ops/pointwise.py runs
+    NumPy's loops on threads with them), or None (not built, or turned off)."""
+    global _parloop
+    if _parloop is None:
+        import ctypes
+        lib, addr = _library(), lambda f: ctypes.cast(f, ctypes.c_void_p).value
+        _parloop = lib and (fast(lib.parloop), fast(lib.parloop_reduce), {
+            w: addr(getattr(lib, f"select_u{8 * w}")) for w in (1, 2, 4, 8)}, addr(lib.copy_loop),
+            {4: addr(lib.isclose_f32), 8: addr(lib.isclose_f64)})
+    return None if _off or not _parloop else _parloop
+
+
+_parloop = None
 
 
 def available():

@@ -94,6 +94,7 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 
 #include "half.h"
 #include "select.h"
+#include "parloop.h"
 #include "pointwise.h"
 #include "special.h"
 
