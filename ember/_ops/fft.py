@@ -3,7 +3,7 @@
 Three kinds of transform, each over a set of dims with torch's ``n``/``s``, ``dim`` and
 ``norm`` arguments: complex-to-complex (fft, ifft, fftn...), real-to-complex one-sided (rfft,
 ihfft) and complex-to-real (irfft, hfft). The forward is fft.h's mixed-radix FFT for float32 /
-complex64 (lengths whose prime factors are <= 61, long ones by Bluestein's algorithm; see
+complex64 (lengths whose prime factors are <= 251, long ones by Bluestein's algorithm; see
 ``_kernel``), else NumPy's pocketfft, the
 reference. Every backward is one adjoint transform with the dual norm ("backward" <->
 "forward"), in ember ops when it must be differentiable (create_graph), else on arrays through
@@ -146,9 +146,11 @@ def _largest_prime(n):
 
 _C64, _F32 = np.dtype(np.complex64), np.dtype(np.float32)
 # an odd length's r2c and c2r through fft.h are a c2c of twice the work: above this, pocketfft's
-# real transforms win (1M float32 rfft at one thread, CPU time: fft.h 12.3 ms, NumPy 9.1)
+# real transforms win unless a factor is a large prime (1M float32 rfft at one thread, CPU time:
+# fft.h 12.3 ms, NumPy 9.1)
 _SMALL = 4096
 _BLUESTEIN = 1 << 16
+_MAXP = 251                     # fft.h's FFT_MAXP: its largest prime radix
 
 
 def _kernel(kind, inverse, x, dims, sizes, norm):
@@ -157,19 +159,19 @@ def _kernel(kind, inverse, x, dims, sizes, norm):
     large prime factor) as the c2c of the real input cut to its one-sided half / of the
     Hermitian extension. A real input's c2c over trailing dims (fft2 of a real image) is the r2c
     and the c2c of the other dims on the half, then the mirrored half conjugated
-    (``_hermitian``). A length with a prime factor above 61 is Bluestein's convolution when
+    (``_hermitian``). A length with a prime factor above 251 is Bluestein's convolution when
     long, else (None) pocketfft's."""
     fn = _C.kernel("fft_c2c", _F32) if x.dtype.char in "fF" and type(x) is np.ndarray else None
-    # NOTE: a length with a prime factor above 61 is Bluestein's only when long: shorter, the
+    # NOTE: a length with a prime factor above 251 is Bluestein's only when long: shorter, the
     # convolution's two transforms and three passes lose to pocketfft's (in double)
-    if fn is None or any(_largest_prime(n) > 61 and n < _BLUESTEIN for n in sizes):
+    if fn is None or any(_largest_prime(n) > _MAXP and n < _BLUESTEIN for n in sizes):
         return None
     dims, sizes, last = list(dims), list(sizes), dims[-1]
     n, nd = sizes.pop(), len(dims)
     even = n % 2 == 0 and last == x.ndim - 1
-    if kind != "c2c" and not even and x.size > _SMALL and \
-            not (kind == "r2c" and _largest_prime(n) > 61):
-        return None                   # (pocketfft's real transforms do half the work)
+    if kind != "c2c" and not even and x.size > _SMALL and _largest_prime(n) <= 61:
+        return None                   # (pocketfft's real transforms do half the work, where
+        # its passes are not generic: at 916 x 1145 = 5 * 229 fft.h's c2c takes half its time)
     inverse = inverse if kind == "c2c" else kind == "c2r"     # (hfft, ihfft: conjugates)
     if kind == "c2r":
         dims.pop()
@@ -211,7 +213,7 @@ def _scale(n, inverse, norm):
 def _pass(fn, x, axis, n, inverse, norm):
     """fft.h's c2c of ``x`` along ``axis``, zero-padded or cut to ``n``."""
     scale = _scale(n, inverse, norm)
-    if _largest_prime(n) > 61:
+    if _largest_prime(n) > _MAXP:
         return _bluestein(fn, x, axis, n, inverse, scale)
     x = _C.contiguous(x, _C64)
     shape = x.shape
@@ -228,7 +230,7 @@ def _real(fn, x, n, inverse, norm):
     h, lines, axis = n // 2, x.size // x.shape[-1], x.ndim - 1
     x = _C.contiguous(x, _C64 if inverse else _F32).view(_C64)
     out = np.empty(x.shape[:-1] + (h + (not inverse),), _C64)
-    scale, w, big = _scale(n, inverse, norm), _C.ptr(_twiddles(n)), _largest_prime(h) > 61
+    scale, w, big = _scale(n, inverse, norm), _C.ptr(_twiddles(n)), _largest_prime(h) > _MAXP
     if big and not inverse:
         x, scale = _C.contiguous(_bluestein(fn, x, axis, h, False, scale)), 1.0
     if fn(_C.ptr(x), _C.ptr(out), lines, x.shape[-1], h, 1, w, 2 | inverse | 4 * big,
