@@ -243,7 +243,7 @@ def _real(fn, x, n, inverse, norm):
     h, lines, axis = n // 2, x.size // x.shape[-1], x.ndim - 1
     x = _C.contiguous(x, _C64 if inverse else _F32).view(_C64)
     out = np.empty(x.shape[:-1] + (h + (not inverse),), _C64)
-    scale, w, big = _real_plan(n, inverse, norm)
+    scale, w, big, _ = _real_plan(n, inverse, norm)
     if big and not inverse:
         x, scale = _C.contiguous(_bluestein(fn, x, axis, h, False, scale)), 1.0
     if fn(_C.ptr(x), _C.ptr(out), lines, x.shape[-1], h, 1, w, 2 | inverse | 4 * big,
@@ -256,7 +256,8 @@ def _real(fn, x, n, inverse, norm):
 
 @functools.lru_cache(64)
 def _real_plan(n, inverse, norm):
-    return _scale(n, inverse, norm), _C.ptr(_twiddles(n)), _largest_prime(n // 2) > _MAXP
+    w = _twiddles(n)                  # (held here: the pointer outlives _twiddles' cache entry)
+    return _scale(n, inverse, norm), _C.ptr(w), _largest_prime(n // 2) > _MAXP, w
 
 
 def _hermitian(h, nd, n, conj):
