@@ -163,6 +163,7 @@ static int fft_lines(const float *x, float *y, int64_t l0, int64_t l1, int64_t B
     int bad = 0;
     for (; l0 < l1; l0 += B) {
         int64_t nb = l1 - l0 < B ? l1 - l0 : B;
+        int run = nb == B && inner > 1 && l0 % inner + B <= inner;      /* side by side */
         float *xr = buf, *xi = buf + n * B, *yr = buf + 2 * n * B, *yi = buf + 3 * n * B;
         for (int64_t b = 0; b < nb; b++)
             base[b] = ((l0 + b) / inner * nin * inner + (l0 + b) % inner) * 2;
@@ -173,6 +174,11 @@ static int fft_lines(const float *x, float *y, int64_t l0, int64_t l1, int64_t B
                      or_ = dr * w[2 * j] + di * w[2 * j + 1],
                      oi = di * w[2 * j] - dr * w[2 * j + 1];
                      xr[j * B + b] = b < nb ? er - oi : 0.f; xi[j * B + b] = b < nb ? ei + or_ : 0.f)
+        else if (run)                  /* B side by side columns: contiguous, vectorised */
+            for (int64_t j = 0; j < n; j++)
+                for (int64_t b = 0; b < B; b++)
+                    xr[j * B + b] = j < nc ? x[base[0] + j * inner * 2 + 2 * b] : 0.f,
+                    xi[j * B + b] = j < nc ? x[base[0] + j * inner * 2 + 2 * b + 1] : 0.f;
         else
             FFT_EACH(inner, B, int in = b < nb && j < nc;
                      xr[j * B + b] = in ? x[base[b] + j * inner * 2] : 0.f;
@@ -195,7 +201,12 @@ static int fft_lines(const float *x, float *y, int64_t l0, int64_t l1, int64_t B
                      y[base[b] + 2 * j] = vr; y[base[b] + 2 * j + 1] = vi;
                      bad |= vr - vr != 0.f || vi - vi != 0.f);
             n = N;
-        } else
+        } else if (run)
+            for (int64_t j = 0; j < n; j++)
+                for (int64_t b = 0; b < B; b++)
+                    y[base[0] + j * inner * 2 + 2 * b] = xr[j * B + b] * sc,
+                    y[base[0] + j * inner * 2 + 2 * b + 1] = xi[j * B + b] * sc;
+        else
             FFT_EACH(inner, nb, y[base[b] + j * inner * 2] = xr[j * B + b] * sc;
                      y[base[b] + j * inner * 2 + 1] = xi[j * B + b] * sc);
     }
