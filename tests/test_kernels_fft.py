@@ -34,10 +34,10 @@ def _check(fn, x, **kw):
     return fast
 
 
-# every kind of radix (4, 2, 3, 5, 7, the odd primes to 61 and their mixes), lengths fft.h
-# leaves to NumPy (a prime factor above 61, short), 1
+# every kind of radix (4, 2, 3, 5, 7, the odd primes to 251 and their mixes), lengths fft.h
+# leaves to NumPy (a prime factor above 251, short), 1
 LENGTHS = [1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 16, 17, 30, 61, 64, 67, 105, 840, 1024, 1037,
-           4099]
+           1145, 251, 257, 4099]
 
 
 @pytest.mark.parametrize("name", FNS)
@@ -59,7 +59,8 @@ def test_multi_dim(name, arity):
                       ((4, 7, 6), {}), ((3, 5, 8), dict(dim=(1, 2), norm="forward")),
                       ((2, 45, 64), {}), ((70, 66), dict(s=(64, 70), norm="ortho")),
                       ((4, 6, 9), dict(s=(5, 8), norm="forward")),
-                      ((40, 33), dict(dim=(1, 0))), ((2, 7, 16), dict(s=(3, 14)))]:
+                      ((40, 33), dict(dim=(1, 0))), ((2, 7, 16), dict(s=(3, 14))),
+                      ((20, 229), {})]:
         if arity == "2" and len(kw.get("dim", (0, 1))) != 2:
             continue
         x = _input(name, shape, seed=len(shape))

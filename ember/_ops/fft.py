@@ -3,7 +3,7 @@
 Three kinds of transform, each over a set of dims with torch's ``n``/``s``, ``dim`` and
 ``norm`` arguments: complex-to-complex (fft, ifft, fftn...), real-to-complex one-sided (rfft,
 ihfft) and complex-to-real (irfft, hfft). The forward is fft.h's mixed-radix FFT for float32 /
-complex64 (lengths whose prime factors are <= 61, long ones by Bluestein's algorithm; see
+complex64 (lengths whose prime factors are <= 251, long ones by Bluestein's algorithm; see
 ``_kernel``), else NumPy's pocketfft, the
 reference. Every backward is one adjoint transform with the dual norm ("backward" <->
 "forward"), in ember ops when it must be differentiable (create_graph), else on arrays through
@@ -61,6 +61,14 @@ def _dims(name, ndim, dim, unique=True):
 def _plan(name, kind, shape, s, dim, one_dim):
     """``(dims, sizes)``: the transformed axes and the signal length along each (for c2r the
     last is the real output's length), as torch's ``_canonicalize_fft_shape_and_dim_args``."""
+    try:                              # (cached: ~1 us of a small call's ~8)
+        return _plan_of(name, kind, shape, s, dim, one_dim)
+    except TypeError:                 # (unhashable: s or dim a list)
+        return _plan_of.__wrapped__(name, kind, shape, s, dim, one_dim)
+
+
+@functools.lru_cache(256)
+def _plan_of(name, kind, shape, s, dim, one_dim):
     ndim = len(shape)
     if one_dim:                       # fft(input, n, dim): one axis
         dims = _dims(name, ndim, dim)
@@ -134,6 +142,11 @@ def _twiddles(n):
 
 
 @functools.lru_cache(256)
+def _unsmooth(sizes):
+    return any(_largest_prime(n) > _MAXP and n < _BLUESTEIN for n in sizes)
+
+
+@functools.lru_cache(256)
 def _largest_prime(n):
     # (cached: trial division to sqrt(n) on every transform's sizes, ~1,000 steps at 1M)
     p, big = 2, 1
@@ -146,9 +159,11 @@ def _largest_prime(n):
 
 _C64, _F32 = np.dtype(np.complex64), np.dtype(np.float32)
 # an odd length's r2c and c2r through fft.h are a c2c of twice the work: above this, pocketfft's
-# real transforms win (1M float32 rfft at one thread, CPU time: fft.h 12.3 ms, NumPy 9.1)
+# real transforms win unless a factor is a large prime (1M float32 rfft at one thread, CPU time:
+# fft.h 12.3 ms, NumPy 9.1)
 _SMALL = 4096
 _BLUESTEIN = 1 << 16
+_MAXP = 251                     # fft.h's FFT_MAXP: its largest prime radix
 
 
 def _kernel(kind, inverse, x, dims, sizes, norm):
@@ -157,19 +172,19 @@ def _kernel(kind, inverse, x, dims, sizes, norm):
     large prime factor) as the c2c of the real input cut to its one-sided half / of the
     Hermitian extension. A real input's c2c over trailing dims (fft2 of a real image) is the r2c
     and the c2c of the other dims on the half, then the mirrored half conjugated
-    (``_hermitian``). A length with a prime factor above 61 is Bluestein's convolution when
+    (``_hermitian``). A length with a prime factor above 251 is Bluestein's convolution when
     long, else (None) pocketfft's."""
     fn = _C.kernel("fft_c2c", _F32) if x.dtype.char in "fF" and type(x) is np.ndarray else None
-    # NOTE: a length with a prime factor above 61 is Bluestein's only when long: shorter, the
+    # NOTE: a length with a prime factor above 251 is Bluestein's only when long: shorter, the
     # convolution's two transforms and three passes lose to pocketfft's (in double)
-    if fn is None or any(_largest_prime(n) > 61 and n < _BLUESTEIN for n in sizes):
+    if fn is None or _unsmooth(sizes):
         return None
     dims, sizes, last = list(dims), list(sizes), dims[-1]
     n, nd = sizes.pop(), len(dims)
     even = n % 2 == 0 and last == x.ndim - 1
-    if kind != "c2c" and not even and x.size > _SMALL and \
-            not (kind == "r2c" and _largest_prime(n) > 61):
-        return None                   # (pocketfft's real transforms do half the work)
+    if kind != "c2c" and not even and x.size > _SMALL and _largest_prime(n) <= 61:
+        return None                   # (pocketfft's real transforms do half the work, where
+        # its passes are not generic: at 916 x 1145 = 5 * 229 fft.h's c2c takes half its time)
     inverse = inverse if kind == "c2c" else kind == "c2r"     # (hfft, ihfft: conjugates)
     if kind == "c2r":
         dims.pop()
@@ -211,7 +226,7 @@ def _scale(n, inverse, norm):
 def _pass(fn, x, axis, n, inverse, norm):
     """fft.h's c2c of ``x`` along ``axis``, zero-padded or cut to ``n``."""
     scale = _scale(n, inverse, norm)
-    if _largest_prime(n) > 61:
+    if _largest_prime(n) > _MAXP:
         return _bluestein(fn, x, axis, n, inverse, scale)
     x = _C.contiguous(x, _C64)
     shape = x.shape
@@ -228,7 +243,7 @@ def _real(fn, x, n, inverse, norm):
     h, lines, axis = n // 2, x.size // x.shape[-1], x.ndim - 1
     x = _C.contiguous(x, _C64 if inverse else _F32).view(_C64)
     out = np.empty(x.shape[:-1] + (h + (not inverse),), _C64)
-    scale, w, big = _scale(n, inverse, norm), _C.ptr(_twiddles(n)), _largest_prime(h) > 61
+    scale, w, big, _ = _real_plan(n, inverse, norm)
     if big and not inverse:
         x, scale = _C.contiguous(_bluestein(fn, x, axis, h, False, scale)), 1.0
     if fn(_C.ptr(x), _C.ptr(out), lines, x.shape[-1], h, 1, w, 2 | inverse | 4 * big,
@@ -237,6 +252,12 @@ def _real(fn, x, n, inverse, norm):
     if big and inverse:
         out = _C.contiguous(_bluestein(fn, out, axis, h, True, scale))
     return out.view(_F32) if inverse else out
+
+
+@functools.lru_cache(64)
+def _real_plan(n, inverse, norm):
+    w = _twiddles(n)                  # (held here: the pointer outlives _twiddles' cache entry)
+    return _scale(n, inverse, norm), _C.ptr(w), _largest_prime(n // 2) > _MAXP, w
 
 
 def _hermitian(h, nd, n, conj):
@@ -301,11 +322,11 @@ def _meta(name, kind, x, s, dim, one_dim):
 
 def _fit(t, dims, sizes):
     """``t`` (a Tensor or an array) zero-padded or trimmed along ``dims`` to ``sizes``."""
+    if all(t.shape[d] == n for d, n in zip(dims, sizes)):
+        return t
     want = list(t.shape)
     for d, n in zip(dims, sizes):
         want[d] = n
-    if list(t.shape) == want:
-        return t
     if not isinstance(t, ember.Tensor):
         out = np.zeros(want, t.dtype)
         common = tuple(slice(0, min(a, b)) for a, b in zip(t.shape, want))
@@ -576,6 +597,10 @@ def _shift(name, sign):
 def _roll(xp, x, shifts, dims):
     """``xp.roll(x, shifts, dims)`` as one block copy per combination of the dims' two parts
     (np.roll's own argument handling costs ~8 us a call)."""
+    if len(dims) == 1:                # one dim: one NumPy call (~1 us; the copies' ~5)
+        d, lead = dims[0], (slice(None),) * dims[0]
+        c = x.shape[d] - shifts[0] % max(x.shape[d], 1)
+        return xp.concatenate((x[lead + (slice(c, None),)], x[lead + (slice(0, c),)]), axis=d)
     total = {}
     for d, k in zip(dims, shifts):
         total[d] = (total.get(d, 0) + k) % max(x.shape[d], 1)

@@ -9,7 +9,7 @@
  * W_n^k = exp(-2 pi i k / n) come from the caller (computed once in double, then rounded).
  */
 #define FFT_B 16
-#define FFT_MAXP 61
+#define FFT_MAXP 251
 
 static int fft_factors(int64_t n, int *f) {
     int k = 0;
@@ -21,11 +21,55 @@ static int fft_factors(int64_t n, int *f) {
     return k;
 }
 
-/* group j of fft_pass's radix-p pass, the runs' samples [c0, c0 + qn) */
+typedef float fft_v __attribute__((vector_size(32)));
+typedef float fft_uv __attribute__((vector_size(32), aligned(4)));
+#define FFT_LD(p) (*(const fft_uv *)(p))
+#define FFT_ST(p, v) (*(fft_uv *)(p) = (v))
+
+/* 8 samples of the p runs (p odd, sm floats apart) of a radix-p group: the p-point DFT
+ * directly, outputs t and p - t together from the runs' sums and differences x_r +- x_{p-r}
+ * (as pocketfft's: a quarter of the multiplies), twiddled by tr + i ti unless group 0; c + i d:
+ * W_p^k, k < p. In vectors of 8, so the accumulators stay in registers whatever p is. */
+TC static void fft_odd8(int p, const float *ar, const float *ai, int64_t sm, float *br,
+                        float *bi, int64_t s, const float *c, const float *d, const float *tr,
+                        const float *ti, int tw) {
+    int h = p / 2;
+    fft_v ur[FFT_MAXP / 2], ui[FFT_MAXP / 2], vr[FFT_MAXP / 2], vi[FFT_MAXP / 2];
+    fft_v x0r = FFT_LD(ar), x0i = FFT_LD(ai), y0r = x0r, y0i = x0i;
+    for (int r = 1; r <= h; r++) {
+        fft_v a = FFT_LD(ar + sm * r), b = FFT_LD(ar + sm * (p - r));
+        fft_v e = FFT_LD(ai + sm * r), f = FFT_LD(ai + sm * (p - r));
+        ur[r - 1] = a + b, vr[r - 1] = a - b, ui[r - 1] = e + f, vi[r - 1] = e - f;
+        y0r += ur[r - 1], y0i += ui[r - 1];
+    }
+    FFT_ST(br, y0r), FFT_ST(bi, y0i);
+#define FFT_ODD_OUT(t, vr_, vi_)                                                              \
+    { fft_v o_r = vr_, o_i = vi_;                                                             \
+      FFT_ST(br + s * (t), tw ? o_r * tr[t] - o_i * ti[t] : o_r);                             \
+      FFT_ST(bi + s * (t), tw ? o_r * ti[t] + o_i * tr[t] : o_i); }
+    /* two outputs (and their partners) at a time: eight independent sums hide the FMA latency */
+    for (int t = 1; t <= h; t += 2) {
+        int u = t < h ? t + 1 : t;
+        fft_v sr = x0r, si = x0i, er = {0}, ei = {0}, Sr = x0r, Si = x0i, Er = {0}, Ei = {0};
+        for (int r = 1, k = t, l = u; r <= h; r++) {
+            sr += ur[r - 1] * c[k], si += ui[r - 1] * c[k];
+            er += vr[r - 1] * d[k], ei += vi[r - 1] * d[k];
+            Sr += ur[r - 1] * c[l], Si += ui[r - 1] * c[l];
+            Er += vr[r - 1] * d[l], Ei += vi[r - 1] * d[l];
+            k = k + t < p ? k + t : k + t - p, l = l + u < p ? l + u : l + u - p;
+        }
+        FFT_ODD_OUT(t, sr - ei, si + er) FFT_ODD_OUT(p - t, sr + ei, si - er)
+        FFT_ODD_OUT(u, Sr - Ei, Si + Er) FFT_ODD_OUT(p - u, Sr + Ei, Si - Er)
+    }
+#undef FFT_ODD_OUT
+}
+
+/* group j of fft_pass's radix-p pass, the runs' samples [c0, c0 + qn); the twiddles as each
+ * output is stored, none for group 0 (as pocketfft: an inf stays inf, not inf * 0) */
 TC static void fft_group(int p, int64_t s, int64_t m, int64_t j, int64_t c0, int64_t qn,
                          const float *restrict xr, const float *restrict xi,
                          float *restrict yr, float *restrict yi, const float *w, int64_t step,
-                         float sg, const float *dr, const float *di) {
+                         float sg, const float *dc, const float *dd) {
     float twr[FFT_MAXP], twi[FFT_MAXP];
     for (int t = 0; t < p; t++) {
         int64_t k = j * t * step;              /* < m p step = N */
@@ -34,6 +78,10 @@ TC static void fft_group(int p, int64_t s, int64_t m, int64_t j, int64_t c0, int
     const float *restrict ar = xr + s * j + c0, *restrict ai = xi + s * j + c0;
     float *restrict br = yr + s * p * j + c0, *restrict bi = yi + s * p * j + c0;
     int64_t sm = s * m;
+#define FFT_OUT(t, vr_, vi_)                                                                  \
+    { float o_r = vr_, o_i = vi_;                                                             \
+      br[q + s * t] = j ? o_r * twr[t] - o_i * twi[t] : o_r;                                  \
+      bi[q + s * t] = j ? o_r * twi[t] + o_i * twr[t] : o_i; }
     if (p == 4) {
         #pragma omp simd
         for (int64_t q = 0; q < qn; q++) {
@@ -42,72 +90,36 @@ TC static void fft_group(int p, int64_t s, int64_t m, int64_t j, int64_t c0, int
             float r3 = ar[q + 3 * sm], i3 = ai[q + 3 * sm];
             float ur = r0 + r2, ui = i0 + i2, vr = r0 - r2, vi = i0 - i2;
             float cr = r1 + r3, ci = i1 + i3, dr = sg * (i1 - i3), di = sg * (r3 - r1);
-            float or1 = vr + dr, oi1 = vi + di, or2 = ur - cr, oi2 = ui - ci;
-            float or3 = vr - dr, oi3 = vi - di;
-            br[q] = ur + cr, bi[q] = ui + ci, br[q + s] = or1, bi[q + s] = oi1;
-            br[q + 2 * s] = or2, bi[q + 2 * s] = oi2, br[q + 3 * s] = or3, bi[q + 3 * s] = oi3;
+            br[q] = ur + cr, bi[q] = ui + ci;
+            FFT_OUT(1, vr + dr, vi + di) FFT_OUT(2, ur - cr, ui - ci) FFT_OUT(3, vr - dr, vi - di)
         }
     } else if (p == 2) {
         #pragma omp simd
         for (int64_t q = 0; q < qn; q++) {
             float r0 = ar[q], i0 = ai[q], r1 = ar[q + sm], i1 = ai[q + sm];
-            float dr = r0 - r1, di = i0 - i1;
-            br[q] = r0 + r1, bi[q] = i0 + i1, br[q + s] = dr, bi[q + s] = di;
+            br[q] = r0 + r1, bi[q] = i0 + i1;
+            FFT_OUT(1, r0 - r1, i0 - i1)
         }
-    } else {          /* odd p: the p-point DFT directly, 16 samples of the p runs at a time,
-                         outputs t and p - t from the runs' sums and differences x_r +- x_{p-r}
-                         (as pocketfft's: a quarter of the multiplies) */
-        int h = p / 2;
-        for (int64_t q0 = 0; q0 < qn; q0 += 16) {
-            int64_t L = qn - q0 < 16 ? qn - q0 : 16;
-            const float *restrict xr = ar + q0, *restrict xi = ai + q0;
-            float ur[FFT_MAXP / 2][16], ui[FFT_MAXP / 2][16], vr[FFT_MAXP / 2][16],
-                vi[FFT_MAXP / 2][16], y0r[16], y0i[16];
-            for (int r = 1; r <= h; r++) {
-                const float *restrict ir = xr + sm * r, *restrict ii = xi + sm * r;
-                const float *restrict jr = xr + sm * (p - r), *restrict ji = xi + sm * (p - r);
-                #pragma omp simd
-                for (int64_t q = 0; q < L; q++) {
-                    ur[r - 1][q] = ir[q] + jr[q], ui[r - 1][q] = ii[q] + ji[q];
-                    vr[r - 1][q] = ir[q] - jr[q], vi[r - 1][q] = ii[q] - ji[q];
-                    y0r[q] = (r == 1 ? xr[q] : y0r[q]) + ur[r - 1][q];
-                    y0i[q] = (r == 1 ? xi[q] : y0i[q]) + ui[r - 1][q];
-                }
-            }
-            for (int t = 1; t <= h; t++) {
-                float sr[16], si[16], er[16], ei[16];
-                for (int r = 1; r <= h; r++) {
-                    float cr = dr[t * p + r], ci = di[t * p + r];
-                    #pragma omp simd
-                    for (int64_t q = 0; q < L; q++) {
-                        sr[q] = (r == 1 ? xr[q] : sr[q]) + ur[r - 1][q] * cr;
-                        si[q] = (r == 1 ? xi[q] : si[q]) + ui[r - 1][q] * cr;
-                        er[q] = (r == 1 ? 0.f : er[q]) + vr[r - 1][q] * ci;
-                        ei[q] = (r == 1 ? 0.f : ei[q]) + vi[r - 1][q] * ci;
-                    }
-                }
-                float *restrict or_ = br + s * t + q0, *restrict oi = bi + s * t + q0;
-                float *restrict pr = br + s * (p - t) + q0, *restrict pi = bi + s * (p - t) + q0;
-                #pragma omp simd
-                for (int64_t q = 0; q < L; q++) {
-                    or_[q] = sr[q] - ei[q], oi[q] = si[q] + er[q];
-                    pr[q] = sr[q] + ei[q], pi[q] = si[q] - er[q];
-                }
-            }
-            #pragma omp simd
-            for (int64_t q = 0; q < L; q++)
-                br[q0 + q] = y0r[q], bi[q0 + q] = y0i[q];
+    } else {
+        int64_t q0 = 0;
+        for (; q0 + 8 <= qn; q0 += 8)
+            fft_odd8(p, ar + q0, ai + q0, sm, br + q0, bi + q0, s, dc, dd, twr, twi, j != 0);
+        if (q0 < qn) {                 /* a partial vector: through zero-padded copies */
+            fft_v a[2][FFT_MAXP], b[2][FFT_MAXP];
+            int r = 0;
+            do {                       /* (do: the compiler sees a written before use) */
+                a[0][r] = a[1][r] = (fft_v){0};
+                for (int64_t q = q0; q < qn; q++)
+                    a[0][r][q - q0] = ar[q + sm * r], a[1][r][q - q0] = ai[q + sm * r];
+            } while (++r < p);
+            fft_odd8(p, (float *)a[0], (float *)a[1], 8, (float *)b[0], (float *)b[1], 8, dc,
+                     dd, twr, twi, j != 0);
+            for (int t = 0; t < p; t++)
+                for (int64_t q = q0; q < qn; q++)
+                    br[q + s * t] = b[0][t][q - q0], bi[q + s * t] = b[1][t][q - q0];
         }
     }
-    /* the twiddles, none for group 0 (as pocketfft: an inf stays inf, not inf * 0) */
-    for (int t = 1; t < p && j; t++) {
-        float *restrict orr = br + s * t, *restrict oi = bi + s * t, c = twr[t], d = twi[t];
-        #pragma omp simd
-        for (int64_t q = 0; q < qn; q++) {
-            float vr = orr[q], vi = oi[q];
-            orr[q] = vr * c - vi * d, oi[q] = vr * d + vi * c;
-        }
-    }
+#undef FFT_OUT
 }
 
 /* One pass of radix p: m = n / p; for each group j and each output t,
@@ -117,15 +129,11 @@ TC static void fft_pass(int p, int64_t n, int64_t s, const float *restrict xr,
                         const float *restrict xi, float *restrict yr, float *restrict yi,
                         const float *w, int64_t N, float sg, int nt) {
     int64_t m = n / p, np_ = N / p, qc = nt > 1 && s > 1024 ? 512 : s, nq = (s + qc - 1) / qc;
-    float *dr = malloc(sizeof(float) * 2 * p * p), *di = dr + p * p;     /* W_p^{r t}, odd p */
-    for (int t = 0; t < p && p & 1; t++)
-        for (int r = 0; r < p; r++) {
-            int64_t k = (r * t) % p * np_;
-            dr[t * p + r] = w[2 * k], di[t * p + r] = sg * w[2 * k + 1];
-        }
+    float dc[FFT_MAXP], dd[FFT_MAXP];                                    /* W_p^k, odd p */
+    for (int k = 0; k < p; k++)
+        dc[k] = w[2 * k * np_], dd[k] = sg * w[2 * k * np_ + 1];
     THREADED_FOR(nt, m * nq, 1, fft_group(p, s, m, i / nq, i % nq * qc, s - i % nq * qc < qc ?
-                 s - i % nq * qc : qc, xr, xi, yr, yi, w, N / n, sg, dr, di));
-    free(dr);
+                 s - i % nq * qc : qc, xr, xi, yr, yi, w, N / n, sg, dc, dd));
 }
 
 /* body for the samples j < n of lines b < nb of a block in the order memory likes: contiguous
@@ -155,6 +163,7 @@ static int fft_lines(const float *x, float *y, int64_t l0, int64_t l1, int64_t B
     int bad = 0;
     for (; l0 < l1; l0 += B) {
         int64_t nb = l1 - l0 < B ? l1 - l0 : B;
+        int run = nb == B && inner > 1 && l0 % inner + B <= inner;      /* side by side */
         float *xr = buf, *xi = buf + n * B, *yr = buf + 2 * n * B, *yi = buf + 3 * n * B;
         for (int64_t b = 0; b < nb; b++)
             base[b] = ((l0 + b) / inner * nin * inner + (l0 + b) % inner) * 2;
@@ -165,6 +174,11 @@ static int fft_lines(const float *x, float *y, int64_t l0, int64_t l1, int64_t B
                      or_ = dr * w[2 * j] + di * w[2 * j + 1],
                      oi = di * w[2 * j] - dr * w[2 * j + 1];
                      xr[j * B + b] = b < nb ? er - oi : 0.f; xi[j * B + b] = b < nb ? ei + or_ : 0.f)
+        else if (run)                  /* B side by side columns: contiguous, vectorised */
+            for (int64_t j = 0; j < n; j++)
+                for (int64_t b = 0; b < B; b++)
+                    xr[j * B + b] = j < nc ? x[base[0] + j * inner * 2 + 2 * b] : 0.f,
+                    xi[j * B + b] = j < nc ? x[base[0] + j * inner * 2 + 2 * b + 1] : 0.f;
         else
             FFT_EACH(inner, B, int in = b < nb && j < nc;
                      xr[j * B + b] = in ? x[base[b] + j * inner * 2] : 0.f;
@@ -187,7 +201,12 @@ static int fft_lines(const float *x, float *y, int64_t l0, int64_t l1, int64_t B
                      y[base[b] + 2 * j] = vr; y[base[b] + 2 * j + 1] = vi;
                      bad |= vr - vr != 0.f || vi - vi != 0.f);
             n = N;
-        } else
+        } else if (run)
+            for (int64_t j = 0; j < n; j++)
+                for (int64_t b = 0; b < B; b++)
+                    y[base[0] + j * inner * 2 + 2 * b] = xr[j * B + b] * sc,
+                    y[base[0] + j * inner * 2 + 2 * b + 1] = xi[j * B + b] * sc;
+        else
             FFT_EACH(inner, nb, y[base[b] + j * inner * 2] = xr[j * B + b] * sc;
                      y[base[b] + j * inner * 2 + 1] = xi[j * B + b] * sc);
     }
