@@ -282,14 +282,23 @@ static PyObject *view_path(PyObject *opdef, PyObject *args, int *handled)
     if (src == NULL || n > 9 || !PyObject_TypeCheck(src, Tensor) || TF(src, device, CPU) != CPU ||
         TB(src)->data == NULL || TB(src)->dtype == NULL)
         return NULL;
-    for (Py_ssize_t i = 1; i < n; i++)
-        if (PyObject_TypeCheck(PyTuple_GET_ITEM(args, i), Tensor))
-            return NULL;
-    PyObject *fwd = OP(opdef, OP_FWD), *cargs[10] = {np, TB(src)->data};
-    if (fwd == NULL)
+    PyObject *fwd, *cargs[10] = {np, TB(src)->data};
+    for (Py_ssize_t i = 1; i < n; i++) {
+        /* (a cpu tensor no gradient reaches is read as its array: slice_inverse's src) */
+        PyObject *a = cargs[i + 1] = PyTuple_GET_ITEM(args, i);
+        if (PyObject_TypeCheck(a, Tensor)) {
+            if (TF(a, device, CPU) != CPU || TF(a, requires_grad, Py_False) != Py_False ||
+                (cargs[i + 1] = TB(a)->data) == NULL)
+                return NULL;
+            if ((fwd = OP(opdef, OP_PROMOTE)) == NULL)
+                return *handled = 1, NULL;
+            Py_DECREF(fwd);
+            if (fwd != Py_None)
+                return NULL;
+        }
+    }
+    if ((fwd = OP(opdef, OP_FWD)) == NULL)
         return *handled = 1, NULL;
-    for (Py_ssize_t i = 1; i < n; i++)
-        cargs[i + 1] = PyTuple_GET_ITEM(args, i);
     res = PyObject_Vectorcall(fwd, cargs, n + 1, NULL);
     Py_DECREF(fwd);
     *handled = 1;
