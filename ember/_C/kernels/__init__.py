@@ -175,7 +175,7 @@ def _library():
     return _lib or None
 
 
-_F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
+_F16, _F32, _I64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.int64)
 _CAST = {(_F16, _F32): "f16_widen", (_F32, _F16): "f16_narrow"}
 
 
@@ -514,26 +514,32 @@ def along_dim(name, data, dim, index, rows=False):
     ``dim``, as index_add's). gather: ``run(data, out) -> bad``; scatter: ``run(out, values,
     mode, init, fresh=False) -> bad`` (mode 0 write, 1 add, 2 max, 3 min, 4 multiply;
     ``fresh``: the places written start from the mode's identity, include_self=False).
-    ``bad`` is true for an index out of range."""
-    if type(data) is not np.ndarray or type(index) is not np.ndarray or index.dtype != np.int64 \
-            or data.ndim == 0 or index.ndim != (1 if rows else data.ndim) or \
-            not -data.ndim <= dim < data.ndim:
+    ``bad`` is true for an index out of range. (Called on every small gather and scatter:
+    plain tuple and dtype identity tests, no helper calls, before the kernel.)"""
+    if type(data) is not np.ndarray or type(index) is not np.ndarray or \
+            index.dtype is not _I64 or _off:
         return None
-    d = dim % data.ndim
-    if not rows and (index.shape[:d] != data.shape[:d] or
-                     index.shape[d + 1:] != data.shape[d + 1:]):
+    shape, nd = data.shape, data.ndim
+    if not nd or index.ndim != (1 if rows else nd) or not -nd <= dim < nd:
         return None
-    fn = kernel(name, data.dtype)
+    d = dim % nd
+    if not rows and (index.shape[:d] != shape[:d] or index.shape[d + 1:] != shape[d + 1:]):
+        return None
+    fn = _fast.get((name, data.dtype.char), False)
+    if fn is False:
+        fn = kernel(name, data.dtype)
     if fn is None:
         return None
-    outer, inner = math.prod(data.shape[:d]), math.prod(data.shape[d + 1:])
-    index, k = contiguous(index), index.shape[-1 if rows else d]
-
+    outer, inner = math.prod(shape[:d]), math.prod(shape[d + 1:])
+    if not index.flags.c_contiguous:
+        index = index.copy()
+    k, nt = index.shape[-1 if rows else d], num_threads()
+    n, p = shape[d], ptr
     if name == "gather":
         def run(data, out):
-            data = contiguous(data)     # (held: a temporary copy's address would dangle)
-            return fn(ptr(data), ptr(index), ptr(out), outer, data.shape[d], k, inner,
-                      num_threads())
+            if not data.flags.c_contiguous:
+                data = data.copy()      # (held: a temporary copy's address would dangle)
+            return fn(p(data), p(index), p(out), outer, n, k, inner, nt)
         return run
 
     def scatter(out, values, mode, init, fresh=False):
@@ -542,8 +548,8 @@ def along_dim(name, data, dim, index, rows=False):
         None for zeros"""
         init = init if init is None or init is out else contiguous(init)
         values = contiguous(values)     # (held, as init: a temporary's address would dangle)
-        return fn(ptr(out), ptr(index), ptr(values), ptr(init), outer,
-                  out.shape[d], k, inner, mode, rows + 2 * fresh, num_threads())
+        return fn(p(out), p(index), p(values), p(init), outer, n, k, inner, mode,
+                  rows + 2 * fresh, nt)
     return scatter
 
 
