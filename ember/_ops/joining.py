@@ -425,6 +425,10 @@ def _split_op(name, least, dim_of):
             raise RuntimeError(f"torch.{name} attempted to split along dimension {d}, but the "
                                f"size of the dimension {input.shape[d]} is not divisible by the "
                                f"split_size {indices_or_sections}!")
+        n = input.shape[d]
+        if type(indices_or_sections) is int and indices_or_sections > 0 and n:   # (equal parts)
+            q, pre = n // indices_or_sections, (slice(None),) * d
+            return tuple(input[pre + (slice(i, i + q),)] for i in range(0, n, q))
         return tensor_split.fwd(xp, input, indices_or_sections, d)
     f.fwd.__doc__ = f.__doc__ = (f"Split along dimension {dim_of(3)} (``tensor_split``), into "
                                  "equal pieces or at the given indices.")

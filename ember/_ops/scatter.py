@@ -258,7 +258,7 @@ index_add.errors = [
 # ---- scatter_reduce, index_reduce -----------------------------------------------------------
 
 def _check_scatter(input, index, src):
-    if index.dtype not in (np.int32, _LONG):
+    if index.dtype.char not in "ilq":      # (int32, int64: a comparison with the types costs more)
         raise RuntimeError("scatter(): Expected dtype int32/int64 for index")
     if hasattr(src, "dtype") and src.dtype != input.dtype:
         raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
@@ -319,15 +319,14 @@ def _mean(xp, total, include_self, count):
 
 
 def _reduce_kernel(input, dim, index, src, reduce, include_self, rows=False):
-    """scatter_reduce (``reduce`` None: a write; with ``rows``, index_reduce: a 1-D ``index`` of whole slices along
+    """scatter_reduce (with ``rows``, index_reduce: a 1-D ``index`` of whole slices along
     ``dim``) by the C scatter kernel in one pass, which checks the indices; None where it does
     not apply or an index is out of range (the NumPy path then raises torch's error)."""
     out, d = np.empty(input.shape, input.dtype), dim % max(input.ndim, 1)
     want = input.shape[:d] + (index.size,) + input.shape[d + 1:] if rows else index.shape
     kernel = _C.along_dim("scatter", out, dim, index, rows) \
         if src.dtype == input.dtype and src.shape == want else None
-    if kernel is None or kernel(out, src, _MODE[reduce] if reduce else 0, input,
-                                not include_self):
+    if kernel is None or kernel(out, src, _MODE[reduce], input, not include_self):
         return None
     return out if reduce != "mean" else _mean(
         np, out, include_self, lambda hits: kernel(hits, np.ones(src.shape, out.dtype), 1, hits))
@@ -491,13 +490,7 @@ def index_copy(xp, input, dim, index, source):
                 [0., 0.],
                 [1., 1.]])
     """
-    d = _check_index("index_copy_", input, dim, index, bounds=False)
-    # (the C kernel's rows copy checks the indices as it goes: a bad one, the checks below)
-    out = _reduce_kernel(input, dim, index.reshape(-1), source, None, True, rows=True) \
-        if xp is np and input.ndim else None
-    if out is not None:
-        return out
-    _check_index("index_copy_", input, dim, index)
+    d = _check_index("index_copy_", input, dim, index)
     _check_source("index_copy_", input, d, index, source)
     out = input.copy()
     if out.ndim:
