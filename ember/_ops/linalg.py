@@ -1,6 +1,7 @@
 """Matrix products: matmul, mm, bmm, mv, dot, outer, addmm, baddbmm, addbmm, addmv, addr, vdot,
 tensordot, inner, kron, cdist, cross."""
 import math
+import operator
 
 import numpy as np
 
@@ -468,8 +469,8 @@ inner.grad_name_of = lambda input, other: \
 def kron(xp, input, other):
     """Kronecker product: block ``(i, j, ...)`` is ``input[i, j, ...] * other``."""
     sa, sb, shape = _kron_shapes(input, other)
-    a = input.reshape(sum(((s, 1) for s in sa), ()))
-    b = other.reshape(sum(((1, s) for s in sb), ()))
+    a = input.reshape([v for s in sa for v in (s, 1)])      # (lists: no tuple sums)
+    b = other.reshape([v for s in sb for v in (1, s)])
     if xp is np and sa and input.dtype == other.dtype and input.size * other.size >= 1 << 15:
         # the interleaved leading dims are a batch of outer products of the last dims' rows:
         # the outer kernel, not NumPy's loop over the last dim (a call per row of other's)
@@ -484,8 +485,9 @@ def kron(xp, input, other):
 
 def _kron_shapes(input, other):
     """The two shapes padded to one length, and the product's shape."""
-    sa, sb = ((1,) * (max(input.ndim, other.ndim) - t.ndim) + t.shape for t in (input, other))
-    return sa, sb, tuple(x * y for x, y in zip(sa, sb))
+    nd = max(input.ndim, other.ndim)
+    sa, sb = (1,) * (nd - input.ndim) + input.shape, (1,) * (nd - other.ndim) + other.shape
+    return sa, sb, tuple(map(operator.mul, sa, sb))
 
 
 kron.meta = lambda input, other: empty(_kron_shapes(input, other)[2],
