@@ -9,7 +9,7 @@ import ember
 from .._backends import accumulate
 from .._C import kernels as _C
 from .meta import empty, moveaxis
-from .pointwise import reject
+from .pointwise import reject, type_name
 from .pointwise_binary import logaddexp
 from .tangents import LINEAR, decomposed, gathered
 from .registry import op
@@ -97,8 +97,10 @@ cumprod.samples = lambda dev, dt: [Sample(make((3, 4), dt, 0.5, 1.5), 1), Sample
 
 def _cumulative_extremum(name, ufunc):
     @op(name, nondiff_outputs=(1,), returns=("values", "indices"))
-    @reject(name, "c")
     def fwd(xp, input, dim):
+        if input.dtype.kind == "c":     # (reject's test, without its wrapper's frame)
+            raise NotImplementedError(f"\"{name}_cpu\" not implemented for "
+                                      f"'{type_name(input.dtype)}'")
         nd = input.ndim       # (a plain dim of an n-dim array: no reshape, no dim helpers)
         x, axis = (input, dim % nd) if type(dim) is int and -nd <= dim < nd else \
             _along(input, dim)

@@ -523,14 +523,15 @@ def along_dim(name, data, dim, index, rows=False):
     if not nd or index.ndim != (1 if rows else nd) or not -nd <= dim < nd:
         return None
     d = dim % nd
-    if not rows and (index.shape[:d] != shape[:d] or index.shape[d + 1:] != shape[d + 1:]):
+    pre, post = shape[:d], shape[d + 1:]
+    if not rows and (index.shape[:d] != pre or index.shape[d + 1:] != post):
         return None
     fn = _fast.get((name, data.dtype.char), False)
     if fn is False:
         fn = kernel(name, data.dtype)
     if fn is None:
         return None
-    outer, inner = math.prod(shape[:d]), math.prod(shape[d + 1:])
+    outer, inner = math.prod(pre) if d else 1, math.prod(post) if post else 1
     if not index.flags.c_contiguous:
         index = index.copy()
     k, nt = index.shape[-1 if rows else d], num_threads()
@@ -546,8 +547,11 @@ def along_dim(name, data, dim, index, rows=False):
         """into ``out`` (C-contiguous) filled first from ``init``: ``out`` itself (in place:
         every index is checked before anything is written), another array of its shape, or
         None for zeros"""
-        init = init if init is None or init is out else contiguous(init)
-        values = contiguous(values)     # (held, as init: a temporary's address would dangle)
+        # (copies held, as init: a temporary's address would dangle)
+        if init is not None and init is not out and not init.flags.c_contiguous:
+            init = init.copy()
+        if not values.flags.c_contiguous:
+            values = values.copy()
         return fn(p(out), p(index), p(values), p(init), outer, n, k, inner, mode,
                   rows + 2 * fresh, nt)
     return scatter
