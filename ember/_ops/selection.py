@@ -95,8 +95,7 @@ def masked_scatter(xp, input, mask, source):
                            f"got{type_name(input.dtype)} and {type_name(source.dtype)}")
     shape = _broadcast_shape("masked_scatter", input, mask)
     out, m = _broadcast(xp, input, shape).copy(), _broadcast(xp, mask, shape)
-    # (NumPy's count by the ufunc: np.count_nonzero's Python wrapper costs more on a small mask)
-    n = int(np.add.reduce(m, None) if xp is np else xp.count_nonzero(m))
+    n = int(xp.count_nonzero(m))
     if n > source.size:
         raise RuntimeError("Number of elements of source < number of ones in mask")
     out[m] = source.reshape(-1)[:n]
