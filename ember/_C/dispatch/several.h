@@ -1,6 +1,7 @@
 /* dispatch.py's _tensors in C (included by _dispatch.c; that function is the reference):
  * several cpu tensors among plain options (``linear(x, w, b)``, ``where(c, x, y)``,
- * ``embedding(w, idx)``), where promotion has nothing to do. The fast path hands it the calls
+ * ``embedding(w, idx)``, ``index_put(x, [i, j], v)``'s list of index tensors), where promotion
+ * has nothing to do. The fast path hands it the calls
  * the Python dispatch hands to _tensors; what it declines goes to the Python dispatch. */
 
 /* an option the quick paths pass as it is (dispatch._option): None, a bool, an exact int or

@@ -1,5 +1,6 @@
 /* View ops in C (included by _dispatch.c): the view function a view keeps, and dispatch.py's
- * _view, the common call of a view op (one plain cpu tensor, options after it, no hooks),
+ * _view, the common call of a view op (one plain cpu tensor, options after it, or a cpu
+ * tensor no gradient reaches, read as its array: slice_inverse's src; no hooks),
  * for one output or a tuple of them (split, chunk, unbind: _view_outputs). _view is the
  * reference; what this does not take (a "maybe" view with several outputs, a forward that
  * refuses the call) goes back to Python. */

@@ -507,6 +507,9 @@ def words(name, *arrays):
         return out
 
 
+_ALONG = {}     # along_dim's (name, dtype, shapes, dim, rows) -> (kernel, outer, n, k, inner)
+
+
 def along_dim(name, data, dim, index, rows=False):
     """The C gather or scatter kernel (gather.h) along ``dim`` of ``data`` with ``index``, or
     None where it does not apply: NumPy float32/float64 data, an int64 index of the data's
@@ -515,27 +518,29 @@ def along_dim(name, data, dim, index, rows=False):
     mode, init, fresh=False) -> bad`` (mode 0 write, 1 add, 2 max, 3 min, 4 multiply;
     ``fresh``: the places written start from the mode's identity, include_self=False).
     ``bad`` is true for an index out of range. (Called on every small gather and scatter:
-    plain tuple and dtype identity tests, no helper calls, before the kernel.)"""
+    the shape tests' answer is kept per call shape.)"""
     if type(data) is not np.ndarray or type(index) is not np.ndarray or \
             index.dtype is not _I64 or _off:
         return None
-    shape, nd = data.shape, data.ndim
-    if not nd or index.ndim != (1 if rows else nd) or not -nd <= dim < nd:
+    key = (name, data.dtype.char, data.shape, index.shape, dim, rows)
+    if (got := _ALONG.get(key, False)) is False:      # (the shape tests once per call shape)
+        shape, nd, got = data.shape, data.ndim, None
+        if nd and index.ndim == (1 if rows else nd) and -nd <= dim < nd:
+            d = dim % nd
+            pre, post = shape[:d], shape[d + 1:]
+            fn = (rows or index.shape[:d] == pre and index.shape[d + 1:] == post) and \
+                kernel(name, data.dtype)
+            got = fn and (fn, math.prod(pre), shape[d], index.shape[-1 if rows else d],
+                          math.prod(post)) or None
+        if len(_ALONG) >= 256:
+            _ALONG.clear()
+        _ALONG[key] = got
+    if not got:
         return None
-    d = dim % nd
-    pre, post = shape[:d], shape[d + 1:]
-    if not rows and (index.shape[:d] != pre or index.shape[d + 1:] != post):
-        return None
-    fn = _fast.get((name, data.dtype.char), False)
-    if fn is False:
-        fn = kernel(name, data.dtype)
-    if fn is None:
-        return None
-    outer, inner = math.prod(pre) if d else 1, math.prod(post) if post else 1
+    fn, outer, n, k, inner = got
     if not index.flags.c_contiguous:
         index = index.copy()
-    k, nt = index.shape[-1 if rows else d], num_threads()
-    n, p = shape[d], ptr
+    nt, p = num_threads(), ptr
     if name == "gather":
         def run(data, out):
             if not data.flags.c_contiguous:
