@@ -346,7 +346,7 @@ def bounds(index):
     """``(min, max)`` of a NumPy integer array, ``(0, 0)`` when empty. (A small one as a list:
     Python's min and max cost a fraction of NumPy's reductions, most of a small op's time.)"""
     if index.size <= 64:
-        v = index.reshape(-1).tolist()
+        v = (index if index.ndim == 1 else index.reshape(-1)).tolist()     # (1-D: no reshape)
         return (min(v), max(v)) if v else (0, 0)
     return int(index.min()), int(index.max())
 
