@@ -163,8 +163,10 @@ def bincount(xp, input, weights=None, minlength=0):
     if weights.shape != input.shape:
         raise RuntimeError("weights should be 1-d and have the same length as input")
     # NOTE: torch keeps float32 weights and sums every other dtype as float64
+    # (bincount reads float32 weights as float64 itself: no converted copy first)
     dt = np.float32 if weights.dtype == np.float32 else np.float64
-    return xp.bincount(input, weights.astype(np.float64), minlength).astype(dt)
+    w = weights if dt is np.float32 and xp is np else weights.astype(np.float64)
+    return xp.bincount(input, w, minlength).astype(dt, copy=False)
 
 
 bincount.meta = _values_meta

@@ -245,7 +245,7 @@ def is_basic(index):
 @op("gather")
 def gather(xp, input, dim, index, *, sparse_grad=False):
     """``out[i][j] = input[i][index[i][j]]`` along ``dim``."""
-    if index.dtype != np.int64:
+    if index.dtype.char not in "lq":       # (int64: a comparison with the type costs more)
         raise RuntimeError("gather(): Expected dtype int64 for index")
     kernel = _C.along_dim("gather", input, dim, index)
     if kernel is not None:
@@ -346,7 +346,7 @@ def bounds(index):
     """``(min, max)`` of a NumPy integer array, ``(0, 0)`` when empty. (A small one as a list:
     Python's min and max cost a fraction of NumPy's reductions, most of a small op's time.)"""
     if index.size <= 64:
-        v = index.reshape(-1).tolist()
+        v = (index if index.ndim == 1 else index.reshape(-1)).tolist()     # (1-D: no reshape)
         return (min(v), max(v)) if v else (0, 0)
     return int(index.min()), int(index.max())
 

@@ -285,14 +285,21 @@ def _column_shape(shape):
 
 # ---- hstack, vstack, dstack, column_stack ---------------------------------------------------
 
-def _stack_op(name, shape_of, axis, aliases=()):
-    """An op that reshapes each tensor by ``shape_of`` and joins them along ``axis(ndim)``."""
+def _stack_op(name, shape_of, axis, keep, aliases=()):
+    """An op that reshapes each tensor by ``shape_of`` and joins them along ``axis(ndim)``
+    (tensors of ``keep`` dims or more as they are)."""
     @op(name, promote="common", method=False, aliases=aliases)
     def f(xp, tensors):
         if not tensors:
             raise RuntimeError(f"{name} expects a non-empty TensorList")
-        arrays = [a.reshape(shape_of(a.shape)) for a in tensors]
-        return cat.fwd(xp, arrays, axis(arrays[0].ndim))
+        arrays = [a if a.ndim >= keep else a.reshape(shape_of(a.shape)) for a in tensors]
+        d = axis(arrays[0].ndim)
+        if builtin_sum([a.size for a in arrays]) < PAR_MIN:
+            try:        # (a small join: NumPy's, without cat's thread split tests)
+                return xp.concatenate(arrays, d)
+            except (ValueError, TypeError):
+                pass    # (cat's checks word torch's error)
+        return cat.fwd(xp, arrays, d)
 
     @f.vjp()
     def _(g, tensors):
@@ -309,10 +316,11 @@ def _stack_op(name, shape_of, axis, aliases=()):
     return f
 
 
-hstack = _stack_op("hstack", lambda s: _atleast_shape(s, 1), lambda nd: 0 if nd == 1 else 1)
-vstack = _stack_op("vstack", lambda s: _atleast_shape(s, 2), lambda nd: 0, aliases=("row_stack",))
-dstack = _stack_op("dstack", lambda s: _atleast_shape(s, 3), lambda nd: 2)
-column_stack = _stack_op("column_stack", _column_shape, lambda nd: 1)
+hstack = _stack_op("hstack", lambda s: _atleast_shape(s, 1), lambda nd: 0 if nd == 1 else 1, 1)
+vstack = _stack_op("vstack", lambda s: _atleast_shape(s, 2), lambda nd: 0, 2,
+                   aliases=("row_stack",))
+dstack = _stack_op("dstack", lambda s: _atleast_shape(s, 3), lambda nd: 2, 3)
+column_stack = _stack_op("column_stack", _column_shape, lambda nd: 1, 2)
 hstack.fwd.__doc__ = hstack.__doc__ = """Join tensors column-wise: along dim 1, or dim 0 for 1-D.
 
     Example:
@@ -417,6 +425,10 @@ def _split_op(name, least, dim_of):
             raise RuntimeError(f"torch.{name} attempted to split along dimension {d}, but the "
                                f"size of the dimension {input.shape[d]} is not divisible by the "
                                f"split_size {indices_or_sections}!")
+        n = input.shape[d]
+        if type(indices_or_sections) is int and indices_or_sections > 0 and n:   # (equal parts)
+            q, pre = n // indices_or_sections, (slice(None),) * d
+            return tuple(input[pre + (slice(i, i + q),)] for i in range(0, n, q))
         return tensor_split.fwd(xp, input, indices_or_sections, d)
     f.fwd.__doc__ = f.__doc__ = (f"Split along dimension {dim_of(3)} (``tensor_split``), into "
                                  "equal pieces or at the given indices.")

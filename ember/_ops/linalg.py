@@ -1,6 +1,8 @@
 """Matrix products: matmul, mm, bmm, mv, dot, outer, addmm, baddbmm, addbmm, addmv, addr, vdot,
 tensordot, inner, kron, cdist, cross."""
+import functools
 import math
+import operator
 
 import numpy as np
 
@@ -472,9 +474,8 @@ inner.grad_name_of = lambda input, other: \
 @op("kron", promote="common")
 def kron(xp, input, other):
     """Kronecker product: block ``(i, j, ...)`` is ``input[i, j, ...] * other``."""
-    sa, sb, shape = _kron_shapes(input, other)
-    a = input.reshape(sum(((s, 1) for s in sa), ()))
-    b = other.reshape(sum(((1, s) for s in sb), ()))
+    sa, sb, shape, ia, ib = _kron_shapes(input.shape, other.shape)
+    a, b = input.reshape(ia), other.reshape(ib)
     if xp is np and sa and input.dtype == other.dtype and input.size * other.size >= 1 << 15:
         # the interleaved leading dims are a batch of outer products of the last dims' rows:
         # the outer kernel, not NumPy's loop over the last dim (a call per row of other's)
@@ -487,13 +488,18 @@ def kron(xp, input, other):
     return (a * b).reshape(shape)
 
 
-def _kron_shapes(input, other):
-    """The two shapes padded to one length, and the product's shape."""
-    sa, sb = ((1,) * (max(input.ndim, other.ndim) - t.ndim) + t.shape for t in (input, other))
-    return sa, sb, tuple(x * y for x, y in zip(sa, sb))
+@functools.lru_cache(maxsize=256)
+def _kron_shapes(ta, tb):
+    """The shapes ``ta``, ``tb`` padded to one length, the product's shape, and the
+    interleaved shapes the factors are viewed as ((a0, 1, a1, 1...), (1, b0, 1, b1...)). Kept
+    per pair of shapes: working them out was half a small call."""
+    nd = max(len(ta), len(tb))
+    sa, sb = (1,) * (nd - len(ta)) + tuple(ta), (1,) * (nd - len(tb)) + tuple(tb)
+    return sa, sb, tuple(map(operator.mul, sa, sb)), tuple(v for s in sa for v in (s, 1)), \
+        tuple(v for s in sb for v in (1, s))
 
 
-kron.meta = lambda input, other: empty(_kron_shapes(input, other)[2],
+kron.meta = lambda input, other: empty(_kron_shapes(tuple(input.shape), tuple(other.shape))[2],
                                        np.result_type(input, other))
 
 

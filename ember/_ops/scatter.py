@@ -258,7 +258,7 @@ index_add.errors = [
 # ---- scatter_reduce, index_reduce -----------------------------------------------------------
 
 def _check_scatter(input, index, src):
-    if index.dtype not in (np.int32, _LONG):
+    if index.dtype.char not in "ilq":      # (int32, int64: a comparison with the types costs more)
         raise RuntimeError("scatter(): Expected dtype int32/int64 for index")
     if hasattr(src, "dtype") and src.dtype != input.dtype:
         raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")

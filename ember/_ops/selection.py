@@ -290,8 +290,11 @@ def nonzero(xp, input, *, as_tuple=False):
                                                           else input))
     if input.ndim == 0:
         return xp.argwhere(input.reshape(1))[:, :0].astype(_LONG)
-    out = _C.nonzero(input) if xp is np else None
-    return xp.argwhere(input).astype(_LONG, copy=False) if out is None else out
+    if xp is not np:
+        return xp.argwhere(input).astype(_LONG, copy=False)
+    out = _C.nonzero(input)
+    # (np.argwhere's result, the transposed stack of the indices, without its Python wrapper)
+    return np.array(input.nonzero()).T if out is None else out
 
 
 nonzero.meta = _values_dependent("nonzero")

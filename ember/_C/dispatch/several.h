@@ -1,6 +1,7 @@
 /* dispatch.py's _tensors in C (included by _dispatch.c; that function is the reference):
  * several cpu tensors among plain options (``linear(x, w, b)``, ``where(c, x, y)``,
- * ``embedding(w, idx)``), where promotion has nothing to do. The fast path hands it the calls
+ * ``embedding(w, idx)``, ``index_put(x, [i, j], v)``'s list of index tensors), where promotion
+ * has nothing to do. The fast path hands it the calls
  * the Python dispatch hands to _tensors; what it declines goes to the Python dispatch. */
 
 /* an option the quick paths pass as it is (dispatch._option): None, a bool, an exact int or
@@ -33,7 +34,8 @@ static PyObject *several_path(PyObject *opdef, PyObject *args, PyObject *kwargs,
     int kw = PyDict_GET_SIZE(kwargs) != 0;
     PyObject *promoted = NULL, *dt = NULL, *arrays[SEVERAL_MAX + 1], *ts[SEVERAL_MAX];
     PyObject *tensors = NULL, *positions = NULL, *res = NULL, *out = NULL, *ret = NULL;
-    Py_ssize_t where[SEVERAL_MAX];
+    PyObject *lists[SEVERAL_MAX];   /* (owned: the arrays of lists of tensors) */
+    Py_ssize_t where[SEVERAL_MAX], nl = 0;
     *handled = 0;
     if (n > SEVERAL_MAX)
         return NULL;
@@ -69,6 +71,26 @@ static PyObject *several_path(PyObject *opdef, PyObject *args, PyObject *kwargs,
             where[nt++] = i;
             arrays[i + 1] = TB(a)->data;
         }
+        else if ((PyList_CheckExact(a) || PyTuple_CheckExact(a)) && !promotes &&
+                 PySequence_Fast_GET_SIZE(a) &&
+                 PyObject_TypeCheck(PySequence_Fast_ITEMS(a)[0], Tensor)) {
+            /* (index_put's indices: a list of their arrays; _finish records, as there) */
+            Py_ssize_t m = PySequence_Fast_GET_SIZE(a);
+            if (nt + m > SEVERAL_MAX)
+                goto done;
+            if ((lists[nl] = PyList_New(m)) == NULL)
+                return *handled = 1, NULL;
+            arrays[i + 1] = lists[nl++];
+            for (Py_ssize_t j = 0; j < m; j++) {
+                PyObject *t = PySequence_Fast_ITEMS(a)[j];
+                if (!PyObject_TypeCheck(t, Tensor) || TF(t, device, CPU) != CPU ||
+                    TB(t)->data == NULL)
+                    goto done;
+                PyList_SET_ITEM(arrays[i + 1], j, Py_NewRef(TB(t)->data));
+                ts[nt] = t;
+                where[nt++] = i;
+            }
+        }
         else if (!is_option(a) && !(Py_TYPE(a) == (PyTypeObject *)ndarray && !promotes))
             goto done;          /* (an index array, as x[idx] passes it, where nothing promotes) */
     }
@@ -101,7 +123,7 @@ static PyObject *several_path(PyObject *opdef, PyObject *args, PyObject *kwargs,
         ret = fwd_failed(opdef, args, kwargs, tensors);
         goto done;
     }
-    int rec = kw && Py_TYPE(res) == (PyTypeObject *)ndarray ? records(opdef, tensors) : 0;
+    int rec = (kw || nl) && Py_TYPE(res) == (PyTypeObject *)ndarray ? records(opdef, tensors) : 0;
     if (rec < 0)
         goto done;
     if (rec || Py_TYPE(res) != (PyTypeObject *)ndarray) {   /* (options: _finish records) */
@@ -128,6 +150,8 @@ static PyObject *several_path(PyObject *opdef, PyObject *args, PyObject *kwargs,
     }
     ret = Py_NewRef(out);
 done:
+    while (nl)
+        Py_DECREF(lists[--nl]);
     Py_XDECREF(promoted);
     Py_XDECREF(tensors);
     Py_XDECREF(positions);

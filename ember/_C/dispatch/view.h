@@ -1,5 +1,6 @@
 /* View ops in C (included by _dispatch.c): the view function a view keeps, and dispatch.py's
- * _view, the common call of a view op (one plain cpu tensor, options after it, no hooks),
+ * _view, the common call of a view op (one plain cpu tensor, options after it, or a cpu
+ * tensor no gradient reaches, read as its array: slice_inverse's src; no hooks),
  * for one output or a tuple of them (split, chunk, unbind: _view_outputs). _view is the
  * reference; what this does not take (a "maybe" view with several outputs, a forward that
  * refuses the call) goes back to Python. */
@@ -282,14 +283,23 @@ static PyObject *view_path(PyObject *opdef, PyObject *args, int *handled)
     if (src == NULL || n > 9 || !PyObject_TypeCheck(src, Tensor) || TF(src, device, CPU) != CPU ||
         TB(src)->data == NULL || TB(src)->dtype == NULL)
         return NULL;
-    for (Py_ssize_t i = 1; i < n; i++)
-        if (PyObject_TypeCheck(PyTuple_GET_ITEM(args, i), Tensor))
-            return NULL;
-    PyObject *fwd = OP(opdef, OP_FWD), *cargs[10] = {np, TB(src)->data};
-    if (fwd == NULL)
+    PyObject *fwd, *cargs[10] = {np, TB(src)->data};
+    for (Py_ssize_t i = 1; i < n; i++) {
+        /* (a cpu tensor no gradient reaches is read as its array: slice_inverse's src) */
+        PyObject *a = cargs[i + 1] = PyTuple_GET_ITEM(args, i);
+        if (PyObject_TypeCheck(a, Tensor)) {
+            if (TF(a, device, CPU) != CPU || TF(a, requires_grad, Py_False) != Py_False ||
+                (cargs[i + 1] = TB(a)->data) == NULL)
+                return NULL;
+            if ((fwd = OP(opdef, OP_PROMOTE)) == NULL)
+                return *handled = 1, NULL;
+            Py_DECREF(fwd);
+            if (fwd != Py_None)
+                return NULL;
+        }
+    }
+    if ((fwd = OP(opdef, OP_FWD)) == NULL)
         return *handled = 1, NULL;
-    for (Py_ssize_t i = 1; i < n; i++)
-        cargs[i + 1] = PyTuple_GET_ITEM(args, i);
     res = PyObject_Vectorcall(fwd, cargs, n + 1, NULL);
     Py_DECREF(fwd);
     *handled = 1;

@@ -177,7 +177,7 @@ def _library():
     return _lib or None
 
 
-_F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
+_F16, _F32, _I64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.int64)
 _CAST = {(_F16, _F32): "f16_widen", (_F32, _F16): "f16_narrow"}
 
 
@@ -520,6 +520,9 @@ def words(name, *arrays):
         return out
 
 
+_ALONG = {}     # along_dim's (name, dtype, shapes, dim, rows) -> (kernel, outer, n, k, inner)
+
+
 def along_dim(name, data, dim, index, rows=False):
     """The C gather or scatter kernel (gather.h) along ``dim`` of ``data`` with ``index``, or
     None where it does not apply: NumPy float32/float64 data, an int64 index of the data's
@@ -527,36 +530,48 @@ def along_dim(name, data, dim, index, rows=False):
     ``dim``, as index_add's). gather: ``run(data, out) -> bad``; scatter: ``run(out, values,
     mode, init, fresh=False) -> bad`` (mode 0 write, 1 add, 2 max, 3 min, 4 multiply;
     ``fresh``: the places written start from the mode's identity, include_self=False).
-    ``bad`` is true for an index out of range."""
-    if type(data) is not np.ndarray or type(index) is not np.ndarray or index.dtype != np.int64 \
-            or data.ndim == 0 or index.ndim != (1 if rows else data.ndim) or \
-            not -data.ndim <= dim < data.ndim:
+    ``bad`` is true for an index out of range. (Called on every small gather and scatter:
+    the shape tests' answer is kept per call shape.)"""
+    if type(data) is not np.ndarray or type(index) is not np.ndarray or \
+            index.dtype is not _I64 or _off:
         return None
-    d = dim % data.ndim
-    if not rows and (index.shape[:d] != data.shape[:d] or
-                     index.shape[d + 1:] != data.shape[d + 1:]):
+    key = (name, data.dtype.char, data.shape, index.shape, dim, rows)
+    if (got := _ALONG.get(key, False)) is False:      # (the shape tests once per call shape)
+        shape, nd, got = data.shape, data.ndim, None
+        if nd and index.ndim == (1 if rows else nd) and -nd <= dim < nd:
+            d = dim % nd
+            pre, post = shape[:d], shape[d + 1:]
+            fn = (rows or index.shape[:d] == pre and index.shape[d + 1:] == post) and \
+                kernel(name, data.dtype)
+            got = fn and (fn, math.prod(pre), shape[d], index.shape[-1 if rows else d],
+                          math.prod(post)) or None
+        if len(_ALONG) >= 256:
+            _ALONG.clear()
+        _ALONG[key] = got
+    if not got:
         return None
-    fn = kernel(name, data.dtype)
-    if fn is None:
-        return None
-    outer, inner = math.prod(data.shape[:d]), math.prod(data.shape[d + 1:])
-    index, k = contiguous(index), index.shape[-1 if rows else d]
-
+    fn, outer, n, k, inner = got
+    if not index.flags.c_contiguous:
+        index = index.copy()
+    nt, p = num_threads(), ptr
     if name == "gather":
         def run(data, out):
-            data = contiguous(data)     # (held: a temporary copy's address would dangle)
-            return fn(ptr(data), ptr(index), ptr(out), outer, data.shape[d], k, inner,
-                      num_threads())
+            if not data.flags.c_contiguous:
+                data = data.copy()      # (held: a temporary copy's address would dangle)
+            return fn(p(data), p(index), p(out), outer, n, k, inner, nt)
         return run
 
     def scatter(out, values, mode, init, fresh=False):
         """into ``out`` (C-contiguous) filled first from ``init``: ``out`` itself (in place:
         every index is checked before anything is written), another array of its shape, or
         None for zeros"""
-        init = init if init is None or init is out else contiguous(init)
-        values = contiguous(values)     # (held, as init: a temporary's address would dangle)
-        return fn(ptr(out), ptr(index), ptr(values), ptr(init), outer,
-                  out.shape[d], k, inner, mode, rows + 2 * fresh, num_threads())
+        # (copies held, as init: a temporary's address would dangle)
+        if init is not None and init is not out and not init.flags.c_contiguous:
+            init = init.copy()
+        if not values.flags.c_contiguous:
+            values = values.copy()
+        return fn(p(out), p(index), p(values), p(init), outer, n, k, inner, mode,
+                  rows + 2 * fresh, nt)
     return scatter
 
 
