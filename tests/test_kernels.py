@@ -474,6 +474,14 @@ POINTWISE = [
     ("xlogy", lambda t: ember.xlogy(t, t.flip(-1).abs()), False),
     ("xlog1py", lambda t: ember.special.xlog1py(t, t.flip(-1).abs() - 0.5), False),
     ("sinc", ember.sinc, False), ("sinc_far", lambda t: ember.sinc(t * 3e4), False)] + [
+    (f"{n}_{r}", lambda t, n=n, r=r, kw=kw: getattr(F, n)(t, t.flip(-1) * 0.5, reduction=r, **kw),
+     r == "none") for n, kw in (("mse_loss", {}), ("smooth_l1_loss", {"beta": 0.5}),
+                                ("huber_loss", {"delta": 1.5})) for r in ("none", "mean")] + [
+    (f"bce_{r}", lambda t, r=r: F.binary_cross_entropy(
+        (t * 0.1).clamp(-0.5, 0.5) + 0.5, (t.flip(-1).detach() if r == "none" else
+                                          t.flip(-1)).clamp(-1, 1) * 0.5 + 0.5, reduction=r),
+     False)
+    for r in ("none", "sum")] + [
     (n, getattr(ember, n), False) for n in (
         "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sinh", "cosh", "tan", "atan",
         "asin", "acos", "atanh", "tanh", "asinh")] + [

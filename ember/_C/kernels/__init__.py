@@ -205,7 +205,8 @@ _POINTWISE = {name: code for code, name in enumerate(
     "floor_divide_scalar scale_bwd expm1_bwd log_bwd log1p_bwd sinh_bwd cosh_bwd tan_bwd atan_bwd "
     "asin_bwd atanh_bwd reciprocal_bwd rsqrt_bwd mish mish_bwd logsigmoid logsigmoid_bwd "
     "hardtanh_bwd frac logit logit_bwd bce_logits bce_logits_bwd lerp addcmul addcdiv "
-    "copysign entr xlogy xlog1py sinc tanh asinh".split())}
+    "copysign entr xlogy xlog1py sinc tanh asinh loss_bwd bce bce_bwd "
+    "bce_target_bwd".split())}
 
 
 def pointwise(name, x, *params, other=None, min_size=1, out=None, third=None):

@@ -20,7 +20,7 @@ enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAM
        PW_MISH, PW_MISH_BWD, PW_LOGSIGMOID, PW_LOGSIGMOID_BWD, PW_HARDTANH_BWD, PW_FRAC,
        PW_LOGIT, PW_LOGIT_BWD, PW_BCE_LOGITS, PW_BCE_LOGITS_BWD, PW_LERP, PW_ADDCMUL,
        PW_ADDCDIV, PW_COPYSIGN, PW_ENTR, PW_XLOGY, PW_XLOG1PY, PW_SINC, PW_TANH, PW_ASINH,
-       PW_COUNT };
+       PW_LOSS_BWD, PW_BCE, PW_BCE_BWD, PW_BCE_TARGET_BWD, PW_COUNT };
 
 /* NumPy's maximum and minimum (v > lo || v is nan ? v : lo), as one comparison gcc vectorises */
 static inline float pw_max(float v, float lo) { return v <= lo ? lo : v; }
@@ -340,6 +340,30 @@ static inline float pw_asinh1(float v) {
 }
 PW_BLOCK(tanh, pw_tanh1(v))
 PW_BLOCK(asinh, pw_asinh1(v))
+/* a loss's backward: g the loss's gradient, the array z (reduction 'none') or b (a mean's or
+ * sum's, over the count for a mean), in two loops: a conditional load would not vectorise */
+#define PW_BLOCK_G(NAME, EXPR)                                                                 \
+    TC static void pw_##NAME(const float *x, const float *y, const float *z, float *o,        \
+                             int64_t n, float a, float b, float c) {                          \
+        (void)a; (void)c;                                                                     \
+        if (z) for (int64_t i = 0; i < n; i++) { float v = x[i], g = z[i]; o[i] = (EXPR); }   \
+        else for (int64_t i = 0; i < n; i++) { float v = x[i], g = b; o[i] = (EXPR); }        \
+    }
+/* the input's gradient of the losses of d = x - y (c: 0 mse_loss, 1 smooth_l1_loss, 2
+ * huber_loss, a their beta or delta): 2 d; d / a (smooth L1) or d (Huber) where |d| < a, else
+ * sign(d) (times a for Huber; 0 at nan, as the reference's sign); times g, each step as the
+ * reference's */
+static inline float pw_loss_bwd1(float x, float y, float a, float c) {
+    float d = x - y, s = (float)((d > 0.0f) - (d < 0.0f));
+    return c == 0.0f ? 2.0f * d : fabsf(d) < a ? (c == 1.0f ? d / a : d) : c == 1.0f ? s : s * a;
+}
+PW_BLOCK_G(loss_bwd, pw_loss_bwd1(v, y[i], a, c) * g)
+/* binary_cross_entropy of probability x and target y, each log clamped at -100; its input's
+ * gradient g (x - y) / max((1 - x) x, 1e-12) and its target's -logit(x) g */
+PW_BLOCK(bce, (y[i] - 1.0f) * pw_max(log1p_full_f32(-v), -100.0f) -
+              y[i] * pw_max(log_full_f32(v), -100.0f))
+PW_BLOCK_G(bce_bwd, g * (v - y[i]) / pw_max((1.0f - v) * v, 1e-12f))
+PW_BLOCK_G(bce_target_bwd, -log_full_f32(v / (1.0f - v)) * g)
 
 static float pw_floordiv_slow(float a, float b) { return pw_floordiv1(a, b, fmodf(a, b)); }
 
@@ -365,14 +389,16 @@ static const pw_fn PW_FNS[PW_COUNT] = {pw_sigmoid, pw_silu, pw_leaky_relu, pw_ha
                                        pw_logsigmoid_bwd, pw_hardtanh_bwd, pw_frac, pw_logit,
                                        pw_logit_bwd, pw_bce_logits, pw_bce_logits_bwd, pw_lerp,
                                        pw_addcmul, pw_addcdiv, pw_copysign, pw_entr,
-                                       pw_xlogy, pw_xlog1py, pw_sinc, pw_tanh, pw_asinh};
+                                       pw_xlogy, pw_xlog1py, pw_sinc, pw_tanh, pw_asinh,
+                                       pw_loss_bwd, pw_bce, pw_bce_bwd,
+                                       pw_bce_target_bwd};
 /* rough cost per element relative to a copy: how early a second thread pays */
 static const int PW_COST[PW_COUNT] = {8, 8, 1, 1, 1, 1, 1, 1, 8, 16, 1, 8, 16, 16,
                                       1, 1, 1, 8, 8, 4, 4, 1, 32, 16, 16, 4, 4, 4,
                                       4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8, 16, 4, 1, 1,
                                       1, 1, 1, 1, 1, 4, 4, 4, 4, 1, 1, 1, 1, 8,
                                       8, 1, 1, 1, 1, 1, 1, 8, 8, 16, 8, 1, 1, 4,
-                                      1, 16, 8, 1, 1, 1, 1, 4, 4, 4, 4, 8, 8};
+                                      1, 16, 8, 1, 1, 1, 1, 4, 4, 4, 4, 8, 8, 1, 8, 1, 4};
 
 static void pw_block(int op, pw_fn fn, const float *x, const float *y, const float *z,
                      float *out, int64_t i, int64_t m, float fa, float fb, float fc) {
