@@ -306,6 +306,25 @@ def test_diff_and_addr_kernels_are_numpys_bit_for_bit(shape, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,dim", [((3,), 0), ((7, 3), 1), ((3, 5, 33), 0), ((4, 3, 9), 1),
+                                       ((40000, 3), -1)])
+def test_cross_kernel_is_numpys_bit_for_bit(shape, dim, dtype):
+    # rowops' cross3 (contiguous operands of one shape; the last splits over 2 threads) against
+    # the NumPy path, gradients included, with -0, nan and inf; a strided or broadcast operand
+    # keeps NumPy
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(shape).astype(dtype) for _ in range(2))
+    a.flat[:3], b.flat[3:5] = (-0.0, np.nan, np.inf), (np.inf, -0.0)
+    for y in (b, b[..., ::-1], b[:1] if dim else b):
+        fast = _run(lambda s, t: ember.cross(s, t, dim), [a, y], (0, 1))
+        with kernels.disabled():
+            ref = _run(lambda s, t: ember.cross(s, t, dim), [a, y], (0, 1))
+        for out, r in zip(fast, ref):
+            assert np.array_equal(out, r, equal_nan=True)
+            assert np.array_equal(np.signbit(out), np.signbit(r))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("sa,sb", [((36,), (36, 54, 36)), ((67, 33), (5, 129)), ((3, 1, 65), (7, 130)),
                                    ((1000,), (4099,))])
 def test_kron_by_the_outer_kernel_is_numpys_product(sa, sb, dtype):
