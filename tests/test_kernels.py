@@ -305,6 +305,26 @@ def test_diff_and_addr_kernels_are_numpys_bit_for_bit(shape, dtype):
         assert np.array_equal(np.signbit(out), np.signbit(ref))
 
 
+@pytest.mark.parametrize("shape,dim", [((5,), 0), ((13, 70), 1), ((9, 600), 0), ((3, 70, 300), 1),
+                                       ((2, 5, 3), -1), ((300, 500), 1)])
+def test_logcumsumexp_kernel_against_numpy(shape, dim):
+    # pointwise.h's logcumsumexp_f32 (8 rows or 256 columns a block; the last shape splits
+    # over 2 threads) against NumPy's logaddexp.accumulate, gradients included (two reversed
+    # scans), with nan, infinities and equal terms; float16 accumulates in float32 through it
+    x = _input(shape, "float32", False) * 10
+    x.flat[:6] = np.nan, np.inf, -np.inf, 3.0, 3.0, -0.0
+    x.flat[-4:] = -np.inf, -np.inf, 88.0, 88.0
+    for a in (x, x.astype(np.float16)):
+        fast = _run(lambda t: ember.logcumsumexp(t, dim), [a])
+        with kernels.disabled():
+            ref = _run(lambda t: ember.logcumsumexp(t, dim), [a])
+        tol = 2e-6 if a.dtype == np.float32 else 1e-3
+        for out, r, scale in zip(fast, ref, (0, 10 * np.nanmax(np.abs(ref[1])))):
+            assert np.array_equal(np.isnan(out), np.isnan(r))
+            # (the gradient, a difference of exps, to its largest terms' rounding)
+            np.testing.assert_allclose(out, r, rtol=tol, atol=tol * scale + 1e-6)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape,dim", [((3,), 0), ((7, 3), 1), ((3, 5, 33), 0), ((4, 3, 9), 1),
                                        ((40000, 3), -1)])

@@ -160,7 +160,14 @@ def logcumsumexp(xp, input, dim):
     if x.dtype.kind != "c":
         # NOTE: half precision accumulates in float32, as torch's kernel does
         k = x.astype(np.float32) if x.dtype.itemsize == 2 else x
-        out = accumulate(xp, xp.logaddexp, k, axis) if x.size else k
+        fn = _C.kernel("logcumsumexp", k.dtype) if xp is np and x.size else None
+        if fn is not None:      # (pointwise.h's loop: NumPy's runs libm's exp and log1p)
+            k, out = _C.contiguous(k), np.empty(k.shape, k.dtype)
+            outer = math.prod(k.shape[:axis])
+            fn(_C.ptr(k), _C.ptr(out), outer, k.shape[axis], k.size // (outer * k.shape[axis]),
+               _C.num_threads())
+        else:
+            out = accumulate(xp, xp.logaddexp, k, axis) if x.size else k
     else:
         # NOTE: torch adds complex terms one at a time, keeping the imaginary part of the
         # larger one; a log of the whole sum would wrap it into (-pi, pi].
@@ -169,7 +176,7 @@ def logcumsumexp(xp, input, dim):
         for t in terms[1:]:
             out.append(logaddexp.fwd(xp, out[-1], t))
         out = moveaxis(xp, xp.stack(out) if out else terms, 0, axis)
-    return out.astype(input.dtype).reshape(input.shape)
+    return out.astype(input.dtype, copy=False).reshape(input.shape)
 
 
 @logcumsumexp.vjp(save=("input", "result"))

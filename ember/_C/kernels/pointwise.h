@@ -423,3 +423,35 @@ EXPORT int pointwise_f32(int op, const float *x, const float *y, const float *z,
     THREADED_FOR(nt, n, B, pw_block(op, fn, x, y, z, out, i, n - i < B ? n - i : B, fa, fb, fc));
     return 0;
 }
+
+/* logcumsumexp along the middle axis of a contiguous (outer, n, inner) float32 array: NumPy's
+ * logaddexp.accumulate (the reference: y[s] = logaddexp(y[s - 1], x[s])) with the vector exp
+ * and log1p for libm's. Each step waits on the one before, so the loop advances several
+ * independent rows (inner 1: 8 of them) or 256 columns at once; those blocks over threads. */
+TC static void lcse_block(const float *x, float *y, int64_t n, int64_t step, int64_t w,
+                          int64_t stride) {    /* (w sequences, stride apart, of n, step apart) */
+    for (int64_t j = 0; j < w; j++) y[j * stride] = x[j * stride];
+    for (int64_t s = 1; s < n; s++)
+        for (int64_t j = 0; j < w; j++) {
+            int64_t at = j * stride + s * step;
+            y[at] = pw_logaddexp1(y[at - step], x[at]);
+        }
+}
+
+static void lcse_part(const float *x, float *y, int64_t outer, int64_t n, int64_t inner,
+                      int64_t cb, int64_t i) {      /* block i: 8 rows, or 256 columns */
+    if (inner == 1) {
+        int64_t r = i * 8, m = outer - r < 8 ? outer - r : 8;
+        lcse_block(x + r * n, y + r * n, n, 1, m, n);
+    } else {
+        int64_t o = i / cb, c = i % cb * 256, m = inner - c < 256 ? inner - c : 256;
+        lcse_block(x + o * n * inner + c, y + o * n * inner + c, n, inner, m, 1);
+    }
+}
+
+EXPORT void logcumsumexp_f32(const float *x, float *y, int64_t outer, int64_t n, int64_t inner,
+                             int nt) {
+    int64_t cb = (inner + 255) / 256, blocks = inner == 1 ? (outer + 7) / 8 : outer * cb;
+    nt = threads_for(outer * n * inner * 16, nt);
+    THREADED_FOR(nt, blocks, 1, lcse_part(x, y, outer, n, inner, cb, i))
+}
