@@ -305,6 +305,26 @@ def test_diff_and_addr_kernels_are_numpys_bit_for_bit(shape, dtype):
         assert np.array_equal(np.signbit(out), np.signbit(ref))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(5,), (13, 70), (300, 701)], ids=str)
+def test_complex_and_polar_kernels_against_numpy(shape, dtype):
+    # rowops' interleave (complex: bit for bit) and pointwise.h's polar (float32: the sine and
+    # cosine in double, ~1 ulp) against the NumPy path, gradients included, with -0, nan, inf
+    # and angles past 2^20 (libm's); strided or broadcast parts keep NumPy
+    a, b = _input(shape, dtype, False), _input(shape, dtype, False, seed=1)
+    a.flat[:4], b.flat[:6] = (-0.0, np.nan, np.inf, 2.0), (np.inf, -0.0, 1.0, np.nan, 3e7, -0.0)
+    for fn, exact in ((ember.complex, True), (ember.polar, dtype == "float64")):
+        for y in (b, b[..., ::-1], b[:1]):
+            fast = _run(fn, [a, y], (0, 1))
+            with kernels.disabled():
+                ref = _run(fn, [a, y], (0, 1))
+            for out, r in zip(fast, ref):
+                assert np.array_equal(np.isnan(out), np.isnan(r))
+                if exact:
+                    assert np.array_equal(out, r, equal_nan=True)
+                np.testing.assert_allclose(out, r, rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize("shape,dim", [((5,), 0), ((13, 70), 1), ((9, 600), 0), ((3, 70, 300), 1),
                                        ((2, 5, 3), -1), ((300, 500), 1)])
 def test_logcumsumexp_kernel_against_numpy(shape, dim):

@@ -105,6 +105,7 @@ def _declare(lib):
             "outer": [p, p, p, i64, i64, i64, i], "prod_rows": [p, p, i64, i64, i],
             "addr": [p, i64, p, p, p, i64, i64, d, d, i], "diff_rows": [p, p, i64, i64, i],
             "cross3": [p, p, p, i64, i64, i], "logcumsumexp": [p, p, i64, i64, i64, i],
+            "interleave": [p, p, p, i64, i], "polar": [p, p, p, i64, i],
             "lstm_cell": [p] * 7 + [i64, i64, i],
             "reduce_rows": [i, p, p, d, p, i64, i64, i], "stats_rows": [p, p, p, i64, i64, d, i, i],
             "libm": [i, p, p, i64],                   # (kernels.c: glibc's, float64 only)

@@ -455,3 +455,28 @@ EXPORT void logcumsumexp_f32(const float *x, float *y, int64_t outer, int64_t n,
     nt = threads_for(outer * n * inner * 16, nt);
     THREADED_FOR(nt, blocks, 1, lcse_part(x, y, outer, n, inner, cb, i))
 }
+
+/* polar's complex64 result of float32 abs and angle: abs cos(angle), abs sin(angle), each a
+ * float32 product as the reference's, the sine and cosine in double (~0.5 ulp once rounded;
+ * libm's from |angle| = 2^20, nan and inf included); blocks over threads */
+TC static void polar_block(const float *r, const float *t, float *o, int64_t n) {
+    int far = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double s, c;
+        sincos_f64v(t[i], &s, &c);
+        o[2 * i] = r[i] * (float)c;
+        o[2 * i + 1] = r[i] * (float)s;
+        far |= !(fabsf(t[i]) < 1048576.0f);
+    }
+    for (int64_t i = 0; far && i < n; i++)
+        if (!(fabsf(t[i]) < 1048576.0f)) {
+            o[2 * i] = r[i] * cosf(t[i]);
+            o[2 * i + 1] = r[i] * sinf(t[i]);
+        }
+}
+
+EXPORT void polar_f32(const float *r, const float *t, float *out, int64_t n, int nt) {
+    nt = threads_for(n * 8, nt);
+    THREADED_FOR(nt, n, 4096, polar_block(r + i, t + i, out + 2 * i, n - i < 4096 ? n - i : 4096))
+}
+

@@ -489,6 +489,20 @@ EXPORT void S(diff_rows)(const T *x, T *out, int64_t rows, int64_t n, int nt) {
     ROW_RANGES(nt, rows, S(diff_part)(x, out, r0, r1, n));
 }
 
+/* out[2i], out[2i + 1] = a[i], b[i]: a complex array from its parts in one pass over threads
+ * (NumPy's .real and .imag writes are two strided passes on one thread) */
+TC static void S(interleave_part)(const T *a, const T *b, T *o, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) {
+        o[2 * i] = a[i];
+        o[2 * i + 1] = b[i];
+    }
+}
+
+EXPORT void S(interleave)(const T *a, const T *b, T *out, int64_t n, int nt) {
+    nt = rows_threads(n * 2, nt);
+    ROW_RANGES(nt, n, S(interleave_part)(a, b, out, r0, r1));
+}
+
 /* the cross product along the middle axis of contiguous (rows, 3, inner) a and b, each
  * component a[c1] b[c2] - a[c2] b[c1] rounded as the reference's passes (no fma); one pass
  * where the reference's takes, products and difference are seven */
