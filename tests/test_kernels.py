@@ -306,6 +306,65 @@ def test_diff_and_addr_kernels_are_numpys_bit_for_bit(shape, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(5,), (13, 70), (300, 701)], ids=str)
+def test_complex_and_polar_kernels_against_numpy(shape, dtype):
+    # rowops' interleave (complex: bit for bit) and pointwise.h's polar (float32: the sine and
+    # cosine in double, ~1 ulp) against the NumPy path, gradients included, with -0, nan, inf
+    # and angles past 2^20 (libm's); strided or broadcast parts keep NumPy
+    a, b = _input(shape, dtype, False), _input(shape, dtype, False, seed=1)
+    a.flat[:4], b.flat[:6] = (-0.0, np.nan, np.inf, 2.0), (np.inf, -0.0, 1.0, np.nan, 3e7, -0.0)
+    for fn, exact in ((ember.complex, True), (ember.polar, dtype == "float64")):
+        for y in (b, b[..., ::-1], b[:1]):
+            fast = _run(fn, [a, y], (0, 1))
+            with kernels.disabled():
+                ref = _run(fn, [a, y], (0, 1))
+            for out, r in zip(fast, ref):
+                assert np.array_equal(np.isnan(out), np.isnan(r))
+                if exact:
+                    assert np.array_equal(out, r, equal_nan=True)
+                np.testing.assert_allclose(out, r, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape,dim", [((5,), 0), ((13, 70), 1), ((9, 600), 0), ((3, 70, 300), 1),
+                                       ((2, 5, 3), -1), ((300, 500), 1)])
+def test_logcumsumexp_kernel_against_numpy(shape, dim):
+    # pointwise.h's logcumsumexp_f32 (8 rows or 256 columns a block; the last shape splits
+    # over 2 threads) against NumPy's logaddexp.accumulate, gradients included (two reversed
+    # scans), with nan, infinities and equal terms; float16 accumulates in float32 through it
+    x = _input(shape, "float32", False) * 10
+    x.flat[:6] = np.nan, np.inf, -np.inf, 3.0, 3.0, -0.0
+    x.flat[-4:] = -np.inf, -np.inf, 88.0, 88.0
+    for a in (x, x.astype(np.float16)):
+        fast = _run(lambda t: ember.logcumsumexp(t, dim), [a])
+        with kernels.disabled():
+            ref = _run(lambda t: ember.logcumsumexp(t, dim), [a])
+        tol = 2e-6 if a.dtype == np.float32 else 1e-3
+        for out, r, scale in zip(fast, ref, (0, 10 * np.nanmax(np.abs(ref[1])))):
+            assert np.array_equal(np.isnan(out), np.isnan(r))
+            # (the gradient, a difference of exps, to its largest terms' rounding)
+            np.testing.assert_allclose(out, r, rtol=tol, atol=tol * scale + 1e-6)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,dim", [((3,), 0), ((7, 3), 1), ((3, 5, 33), 0), ((4, 3, 9), 1),
+                                       ((40000, 3), -1)])
+def test_cross_kernel_is_numpys_bit_for_bit(shape, dim, dtype):
+    # rowops' cross3 (contiguous operands of one shape; the last splits over 2 threads) against
+    # the NumPy path, gradients included, with -0, nan and inf; a strided or broadcast operand
+    # keeps NumPy
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(shape).astype(dtype) for _ in range(2))
+    a.flat[:3], b.flat[3:5] = (-0.0, np.nan, np.inf), (np.inf, -0.0)
+    for y in (b, b[..., ::-1], b[:1] if dim else b):
+        fast = _run(lambda s, t: ember.cross(s, t, dim), [a, y], (0, 1))
+        with kernels.disabled():
+            ref = _run(lambda s, t: ember.cross(s, t, dim), [a, y], (0, 1))
+        for out, r in zip(fast, ref):
+            assert np.array_equal(out, r, equal_nan=True)
+            assert np.array_equal(np.signbit(out), np.signbit(r))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("sa,sb", [((36,), (36, 54, 36)), ((67, 33), (5, 129)), ((3, 1, 65), (7, 130)),
                                    ((1000,), (4099,))])
 def test_kron_by_the_outer_kernel_is_numpys_product(sa, sb, dtype):
@@ -474,6 +533,14 @@ POINTWISE = [
     ("xlogy", lambda t: ember.xlogy(t, t.flip(-1).abs()), False),
     ("xlog1py", lambda t: ember.special.xlog1py(t, t.flip(-1).abs() - 0.5), False),
     ("sinc", ember.sinc, False), ("sinc_far", lambda t: ember.sinc(t * 3e4), False)] + [
+    (f"{n}_{r}", lambda t, n=n, r=r, kw=kw: getattr(F, n)(t, t.flip(-1) * 0.5, reduction=r, **kw),
+     r == "none") for n, kw in (("mse_loss", {}), ("smooth_l1_loss", {"beta": 0.5}),
+                                ("huber_loss", {"delta": 1.5})) for r in ("none", "mean")] + [
+    (f"bce_{r}", lambda t, r=r: F.binary_cross_entropy(
+        (t * 0.1).clamp(-0.5, 0.5) + 0.5, (t.flip(-1).detach() if r == "none" else
+                                          t.flip(-1)).clamp(-1, 1) * 0.5 + 0.5, reduction=r),
+     False)
+    for r in ("none", "sum")] + [
     (n, getattr(ember, n), False) for n in (
         "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sinh", "cosh", "tan", "atan",
         "asin", "acos", "atanh", "tanh", "asinh")] + [

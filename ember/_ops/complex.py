@@ -74,6 +74,23 @@ def _complex_of(a):
     return np.complex64 if a.dtype.char == "f" else np.complex128
 
 
+def _assembled(xp, re, im, shape, name="interleave"):
+    """The complex array of parts ``re`` and ``im`` (broadcast to ``shape``): rowops'
+    interleave for contiguous ones of that shape (one pass over threads, where NumPy's .real
+    and .imag writes are two strided ones on one thread); with ``name`` "polar", of the
+    modulus ``re`` and the argument ``im`` (pointwise.h's polar, float32), else None."""
+    out = xp.empty(shape, _complex_of(re))
+    fn = _C.kernel(name, re.dtype) if xp is np and re.shape == im.shape == shape and \
+        out.size and re.flags.c_contiguous and im.flags.c_contiguous else None
+    if fn is not None:
+        fn(_C.ptr(re), _C.ptr(im), _C.ptr(out), out.size, _C.num_threads())
+    elif name == "polar":
+        return None
+    else:
+        out.real, out.imag = re, im
+    return out
+
+
 @op("complex", method=False)
 def complex_(xp, real, imag):
     """The complex tensor ``real + i * imag`` (broadcast; float32 parts give complex64).
@@ -82,10 +99,7 @@ def complex_(xp, real, imag):
         >>> ember.complex(ember.tensor([1., 2.]), ember.tensor([0.5, -1.]))
         tensor([1.+0.5000j, 2.-1.0000j])
     """
-    shape = _parts_check("complex", real, imag)
-    out = xp.empty(shape, _complex_of(real))
-    out.real, out.imag = real, imag
-    return out
+    return _assembled(xp, real, imag, _parts_check("complex", real, imag))
 
 
 complex_.vjp()(lambda g, real, imag: (g.real, g.imag))
@@ -101,9 +115,9 @@ def polar(xp, abs, angle):
         tensor([2.+0.j])
     """
     shape = _parts_check("polar", abs, angle)
-    out = xp.empty(shape, _complex_of(abs))
-    out.real, out.imag = abs * xp.cos(angle), abs * xp.sin(angle)
-    return out
+    if (r := _assembled(xp, abs, angle, shape, "polar")) is not None:
+        return r
+    return _assembled(xp, abs * xp.cos(angle), abs * xp.sin(angle), shape)
 
 
 @polar.vjp(save=("result",))

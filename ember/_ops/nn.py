@@ -413,15 +413,20 @@ nll_loss.grad_name_of = lambda input, target, weight=None, ignore_index=-100, re
 # ---- losses torch computes in one kernel, so their backward is one node ----------------------
 
 def _reduced(loss, reduction):
-    return loss if reduction == "none" else loss.sum() if reduction == "sum" else loss.mean()
+    if reduction == "none":
+        return loss
+    if type(loss) is np.ndarray and loss.dtype.char in "fd":   # (NumPy's mean less ~3 us of
+        s = np.add.reduce(loss, None, out=np.empty((), loss.dtype))     # Python and scalars)
+        return s if reduction == "sum" else np.true_divide(s, loss.size, out=s)
+    return loss.sum() if reduction == "sum" else loss.mean()
 
 
 def _fused_loss(name, xp, input, target, reduction, c=0.0):
     """A mean or summed loss of ``d = input - target`` (equal shapes) in one pass by
     ``_C.reduce`` (its terms summed pairwise as they are made); None where it does not apply."""
     if xp is not np or reduction == "none" or input.dtype.kind != "f" or \
-            input.dtype.itemsize < 4 or \
-            (r := _C.reduce(name, input, tuple(range(input.ndim)), False, target, c)) is None:
+            input.dtype.itemsize < 4 or (r := _C.reduce(
+                name, input, tuple(range(input.ndim)), False, target, c, 1)) is None:
         return None
     return r if reduction == "sum" else np.true_divide(
         r, input.size if input.size < 1 << 24 else np.intp(input.size), out=r, casting="unsafe")
@@ -447,8 +452,28 @@ def mse_loss(xp, input, target, reduction="mean"):
     return _reduced(d * d, reduction)
 
 
+def _loss_grads(name, g, input, target, reduction, a=0.0, c=0.0, target_name=None):
+    """The input's and target's gradients of a loss of equal-shaped float32 inputs by
+    pointwise.h's op ``name`` (parameters ``a``, ``c``; the loss's gradient as the scale b or
+    the array z), as Tensors, each in one pass where the reference takes 4-8: the target's by
+    the op ``target_name``, or (None) the input's negated; None where no kernel applies."""
+    arr = kernel_grads(g, input, target)
+    if arr is None or arr[1].shape != arr[2].shape or arr[0].shape not in ((), arr[1].shape):
+        return None
+    z = arr[0] if arr[0].ndim else None
+    s = 0.0 if z is not None else float(arr[0] / arr[1].size if reduction == "mean" else arr[0])
+    run = lambda name: _C.pointwise(name, arr[1], a, s, c, other=arr[2], third=z)  # noqa: E731
+    if (gd := run(name)) is None:
+        return None
+    gt = None if not needs_input_grad(1) else np.negative(gd) if target_name is None else \
+        run(target_name)
+    return Tensor._wrap(gd), gt if gt is None else Tensor._wrap(gt)
+
+
 @mse_loss.vjp(save=("input", "target"))
 def _(g, input, target, reduction="mean"):
+    if (r := _loss_grads("loss_bwd", g, input, target, reduction)) is not None:
+        return *r, None
     d = input - target
     gd = 2 * d * _mean_scale(g, d.shape, reduction)
     return gd, -gd, None
@@ -476,6 +501,9 @@ def _clipped_vjp(quadratic):
     """The backward of a loss quadratic in ``d = input - target`` up to ``|d| = c`` and linear
     beyond: ``d / c`` (smooth L1) or ``d`` (Huber) inside, ``sign(d)`` (times c) outside."""
     def vjp(g, input, target, reduction="mean", c=1.0):
+        if (r := _loss_grads("loss_bwd", g, input, target, reduction, float(c),
+                             2.0 - quadratic)) is not None:
+            return *r, None, None
         d = input - target
         gd = ember.where(d.abs() < c, d / c if quadratic else d, d.sign() * (1 if quadratic else c))
         gd = gd * _mean_scale(g, d.shape, reduction)
@@ -491,13 +519,18 @@ huber_loss.vjp(save=("input", "target"))(_clipped_vjp(False))
 def binary_cross_entropy(xp, input, target, weight=None, reduction="mean"):
     """Binary cross entropy of probabilities ``input`` against ``target``; as torch, each log
     is clamped at -100."""
-    loss = (target - 1) * xp.maximum(xp.log1p(-input), -100) - \
-        target * xp.maximum(xp.log(input), -100)
+    loss = _C.pointwise("bce", input, other=target)
+    if loss is None:
+        loss = (target - 1) * xp.maximum(xp.log1p(-input), -100) - \
+            target * xp.maximum(xp.log(input), -100)
     return _reduced(loss if weight is None else loss * weight, reduction)
 
 
 @binary_cross_entropy.vjp(save=("input", "target", "weight"))
 def _(g, input, target, weight=None, reduction="mean"):
+    if weight is None and (r := _loss_grads("bce_bwd", g, input, target, reduction,
+                                            target_name="bce_target_bwd")) is not None:
+        return *r, None, None
     g = _mean_scale(g, input.shape, reduction)
     gw = g if weight is None else g * weight
     # NOTE: torch's formulas: (x - y) / max(x (1 - x), 1e-12) and -logit(x)

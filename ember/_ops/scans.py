@@ -163,8 +163,15 @@ def logcumsumexp(xp, input, dim):
     if kind != "c":
         # NOTE: half precision accumulates in float32, as torch's kernel does
         k = x.astype(np.float32) if x.dtype.itemsize == 2 else x
-        out = (np.logaddexp.accumulate(k, axis) if xp is np else accumulate(
-            xp, xp.logaddexp, k, axis)) if x.size else k
+        fn = _C.kernel("logcumsumexp", k.dtype) if xp is np and x.size else None
+        if fn is not None:      # (pointwise.h's loop: NumPy's runs libm's exp and log1p)
+            k, out = _C.contiguous(k), np.empty(k.shape, k.dtype)
+            outer = math.prod(k.shape[:axis])
+            fn(_C.ptr(k), _C.ptr(out), outer, k.shape[axis], k.size // (outer * k.shape[axis]),
+               _C.num_threads())
+        else:
+            out = (np.logaddexp.accumulate(k, axis) if xp is np else accumulate(
+                xp, xp.logaddexp, k, axis)) if x.size else k
     else:
         # NOTE: torch adds complex terms one at a time, keeping the imaginary part of the
         # larger one; a log of the whole sum would wrap it into (-pi, pi].

@@ -104,6 +104,8 @@ def _declare(lib):
             "add_bias": [p, p, i64, i64, i], "sum_rows": [p, p, i64, i64, i],    # (rowops.h)
             "outer": [p, p, p, i64, i64, i64, i], "prod_rows": [p, p, i64, i64, i],
             "addr": [p, i64, p, p, p, i64, i64, d, d, i], "diff_rows": [p, p, i64, i64, i],
+            "cross3": [p, p, p, i64, i64, i], "logcumsumexp": [p, p, i64, i64, i64, i],
+            "interleave": [p, p, p, i64, i], "polar": [p, p, p, i64, i],
             "lstm_cell": [p] * 7 + [i64, i64, i],
             "reduce_rows": [i, p, p, d, p, i64, i64, i], "stats_rows": [p, p, p, i64, i64, d, i, i],
             "libm": [i, p, p, i64],                   # (kernels.c: glibc's, float64 only)
@@ -207,7 +209,8 @@ _POINTWISE = {name: code for code, name in enumerate(
     "floor_divide_scalar scale_bwd expm1_bwd log_bwd log1p_bwd sinh_bwd cosh_bwd tan_bwd atan_bwd "
     "asin_bwd atanh_bwd reciprocal_bwd rsqrt_bwd mish mish_bwd logsigmoid logsigmoid_bwd "
     "hardtanh_bwd frac logit logit_bwd bce_logits bce_logits_bwd lerp addcmul addcdiv "
-    "copysign entr xlogy xlog1py sinc tanh asinh".split())}
+    "copysign entr xlogy xlog1py sinc tanh asinh loss_bwd bce bce_bwd "
+    "bce_target_bwd".split())}
 
 
 def pointwise(name, x, *params, other=None, min_size=1, out=None, third=None):
@@ -510,7 +513,7 @@ def words(name, *arrays):
     ``nextafter`` (C's, exact: float32 or float64) of NumPy arrays of one shape and dtype, or
     None where it does not apply."""
     a = arrays[0]
-    fn = kernel(name, _WORDS.get(a.itemsize) if name == "flip_rows" else a.dtype) if all(
+    fn = kernel(name, _WORDS.get(a.itemsize, a.dtype) if name == "flip_rows" else a.dtype) if all(
         type(x) is np.ndarray and x.shape == a.shape and x.dtype == a.dtype for x in arrays) \
         and a.size >= _MIN_SELECT and a.dtype.kind in "fiub" else None
     if fn is not None:

@@ -20,7 +20,7 @@ enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAM
        PW_MISH, PW_MISH_BWD, PW_LOGSIGMOID, PW_LOGSIGMOID_BWD, PW_HARDTANH_BWD, PW_FRAC,
        PW_LOGIT, PW_LOGIT_BWD, PW_BCE_LOGITS, PW_BCE_LOGITS_BWD, PW_LERP, PW_ADDCMUL,
        PW_ADDCDIV, PW_COPYSIGN, PW_ENTR, PW_XLOGY, PW_XLOG1PY, PW_SINC, PW_TANH, PW_ASINH,
-       PW_COUNT };
+       PW_LOSS_BWD, PW_BCE, PW_BCE_BWD, PW_BCE_TARGET_BWD, PW_COUNT };
 
 /* NumPy's maximum and minimum (v > lo || v is nan ? v : lo), as one comparison gcc vectorises */
 static inline float pw_max(float v, float lo) { return v <= lo ? lo : v; }
@@ -340,6 +340,30 @@ static inline float pw_asinh1(float v) {
 }
 PW_BLOCK(tanh, pw_tanh1(v))
 PW_BLOCK(asinh, pw_asinh1(v))
+/* a loss's backward: g the loss's gradient, the array z (reduction 'none') or b (a mean's or
+ * sum's, over the count for a mean), in two loops: a conditional load would not vectorise */
+#define PW_BLOCK_G(NAME, EXPR)                                                                 \
+    TC static void pw_##NAME(const float *x, const float *y, const float *z, float *o,        \
+                             int64_t n, float a, float b, float c) {                          \
+        (void)a; (void)c;                                                                     \
+        if (z) for (int64_t i = 0; i < n; i++) { float v = x[i], g = z[i]; o[i] = (EXPR); }   \
+        else for (int64_t i = 0; i < n; i++) { float v = x[i], g = b; o[i] = (EXPR); }        \
+    }
+/* the input's gradient of the losses of d = x - y (c: 0 mse_loss, 1 smooth_l1_loss, 2
+ * huber_loss, a their beta or delta): 2 d; d / a (smooth L1) or d (Huber) where |d| < a, else
+ * sign(d) (times a for Huber; 0 at nan, as the reference's sign); times g, each step as the
+ * reference's */
+static inline float pw_loss_bwd1(float x, float y, float a, float c) {
+    float d = x - y, s = (float)((d > 0.0f) - (d < 0.0f));
+    return c == 0.0f ? 2.0f * d : fabsf(d) < a ? (c == 1.0f ? d / a : d) : c == 1.0f ? s : s * a;
+}
+PW_BLOCK_G(loss_bwd, pw_loss_bwd1(v, y[i], a, c) * g)
+/* binary_cross_entropy of probability x and target y, each log clamped at -100; its input's
+ * gradient g (x - y) / max((1 - x) x, 1e-12) and its target's -logit(x) g */
+PW_BLOCK(bce, (y[i] - 1.0f) * pw_max(log1p_full_f32(-v), -100.0f) -
+              y[i] * pw_max(log_full_f32(v), -100.0f))
+PW_BLOCK_G(bce_bwd, g * (v - y[i]) / pw_max((1.0f - v) * v, 1e-12f))
+PW_BLOCK_G(bce_target_bwd, -log_full_f32(v / (1.0f - v)) * g)
 
 static float pw_floordiv_slow(float a, float b) { return pw_floordiv1(a, b, fmodf(a, b)); }
 
@@ -365,14 +389,16 @@ static const pw_fn PW_FNS[PW_COUNT] = {pw_sigmoid, pw_silu, pw_leaky_relu, pw_ha
                                        pw_logsigmoid_bwd, pw_hardtanh_bwd, pw_frac, pw_logit,
                                        pw_logit_bwd, pw_bce_logits, pw_bce_logits_bwd, pw_lerp,
                                        pw_addcmul, pw_addcdiv, pw_copysign, pw_entr,
-                                       pw_xlogy, pw_xlog1py, pw_sinc, pw_tanh, pw_asinh};
+                                       pw_xlogy, pw_xlog1py, pw_sinc, pw_tanh, pw_asinh,
+                                       pw_loss_bwd, pw_bce, pw_bce_bwd,
+                                       pw_bce_target_bwd};
 /* rough cost per element relative to a copy: how early a second thread pays */
 static const int PW_COST[PW_COUNT] = {8, 8, 1, 1, 1, 1, 1, 1, 8, 16, 1, 8, 16, 16,
                                       1, 1, 1, 8, 8, 4, 4, 1, 32, 16, 16, 4, 4, 4,
                                       4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8, 16, 4, 1, 1,
                                       1, 1, 1, 1, 1, 4, 4, 4, 4, 1, 1, 1, 1, 8,
                                       8, 1, 1, 1, 1, 1, 1, 8, 8, 16, 8, 1, 1, 4,
-                                      1, 16, 8, 1, 1, 1, 1, 4, 4, 4, 4, 8, 8};
+                                      1, 16, 8, 1, 1, 1, 1, 4, 4, 4, 4, 8, 8, 1, 8, 1, 4};
 
 static void pw_block(int op, pw_fn fn, const float *x, const float *y, const float *z,
                      float *out, int64_t i, int64_t m, float fa, float fb, float fc) {
@@ -397,3 +423,60 @@ EXPORT int pointwise_f32(int op, const float *x, const float *y, const float *z,
     THREADED_FOR(nt, n, B, pw_block(op, fn, x, y, z, out, i, n - i < B ? n - i : B, fa, fb, fc));
     return 0;
 }
+
+/* logcumsumexp along the middle axis of a contiguous (outer, n, inner) float32 array: NumPy's
+ * logaddexp.accumulate (the reference: y[s] = logaddexp(y[s - 1], x[s])) with the vector exp
+ * and log1p for libm's. Each step waits on the one before, so the loop advances several
+ * independent rows (inner 1: 8 of them) or 256 columns at once; those blocks over threads. */
+TC static void lcse_block(const float *x, float *y, int64_t n, int64_t step, int64_t w,
+                          int64_t stride) {    /* (w sequences, stride apart, of n, step apart) */
+    for (int64_t j = 0; j < w; j++) y[j * stride] = x[j * stride];
+    for (int64_t s = 1; s < n; s++)
+        for (int64_t j = 0; j < w; j++) {
+            int64_t at = j * stride + s * step;
+            y[at] = pw_logaddexp1(y[at - step], x[at]);
+        }
+}
+
+static void lcse_part(const float *x, float *y, int64_t outer, int64_t n, int64_t inner,
+                      int64_t cb, int64_t i) {      /* block i: 8 rows, or 256 columns */
+    if (inner == 1) {
+        int64_t r = i * 8, m = outer - r < 8 ? outer - r : 8;
+        lcse_block(x + r * n, y + r * n, n, 1, m, n);
+    } else {
+        int64_t o = i / cb, c = i % cb * 256, m = inner - c < 256 ? inner - c : 256;
+        lcse_block(x + o * n * inner + c, y + o * n * inner + c, n, inner, m, 1);
+    }
+}
+
+EXPORT void logcumsumexp_f32(const float *x, float *y, int64_t outer, int64_t n, int64_t inner,
+                             int nt) {
+    int64_t cb = (inner + 255) / 256, blocks = inner == 1 ? (outer + 7) / 8 : outer * cb;
+    nt = threads_for(outer * n * inner * 16, nt);
+    THREADED_FOR(nt, blocks, 1, lcse_part(x, y, outer, n, inner, cb, i))
+}
+
+/* polar's complex64 result of float32 abs and angle: abs cos(angle), abs sin(angle), each a
+ * float32 product as the reference's, the sine and cosine in double (~0.5 ulp once rounded;
+ * libm's from |angle| = 2^20, nan and inf included); blocks over threads */
+TC static void polar_block(const float *r, const float *t, float *o, int64_t n) {
+    int far = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double s, c;
+        sincos_f64v(t[i], &s, &c);
+        o[2 * i] = r[i] * (float)c;
+        o[2 * i + 1] = r[i] * (float)s;
+        far |= !(fabsf(t[i]) < 1048576.0f);
+    }
+    for (int64_t i = 0; far && i < n; i++)
+        if (!(fabsf(t[i]) < 1048576.0f)) {
+            o[2 * i] = r[i] * cosf(t[i]);
+            o[2 * i + 1] = r[i] * sinf(t[i]);
+        }
+}
+
+EXPORT void polar_f32(const float *r, const float *t, float *out, int64_t n, int nt) {
+    nt = threads_for(n * 8, nt);
+    THREADED_FOR(nt, n, 4096, polar_block(r + i, t + i, out + 2 * i, n - i < 4096 ? n - i : 4096))
+}
+

@@ -489,6 +489,48 @@ EXPORT void S(diff_rows)(const T *x, T *out, int64_t rows, int64_t n, int nt) {
     ROW_RANGES(nt, rows, S(diff_part)(x, out, r0, r1, n));
 }
 
+/* out[2i], out[2i + 1] = a[i], b[i]: a complex array from its parts in one pass over threads
+ * (NumPy's .real and .imag writes are two strided passes on one thread) */
+TC static void S(interleave_part)(const T *a, const T *b, T *o, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) {
+        o[2 * i] = a[i];
+        o[2 * i + 1] = b[i];
+    }
+}
+
+EXPORT void S(interleave)(const T *a, const T *b, T *out, int64_t n, int nt) {
+    nt = rows_threads(n * 2, nt);
+    ROW_RANGES(nt, n, S(interleave_part)(a, b, out, r0, r1));
+}
+
+/* the cross product along the middle axis of contiguous (rows, 3, inner) a and b, each
+ * component a[c1] b[c2] - a[c2] b[c1] rounded as the reference's passes (no fma); one pass
+ * where the reference's takes, products and difference are seven */
+TC NOCONTRACT static void S(cross_part)(const T *a, const T *b, T *o, int64_t r0, int64_t r1,
+                                        int64_t in) {
+    if (in == 1)
+        for (int64_t r = r0; r < r1; r++) {
+            const T *x = a + 3 * r, *y = b + 3 * r;
+            T x0 = x[0], x1 = x[1], x2 = x[2], y0 = y[0], y1 = y[1], y2 = y[2];
+            o[3 * r] = x1 * y2 - x2 * y1;
+            o[3 * r + 1] = x2 * y0 - x0 * y2;
+            o[3 * r + 2] = x0 * y1 - x1 * y0;
+        }
+    else
+        for (int64_t r = r0; r < r1; r++)
+            for (int c = 0; c < 3; c++) {
+                const T *x = a + 3 * r * in, *y = b + 3 * r * in;
+                int64_t p = (c + 1) % 3 * in, q = (c + 2) % 3 * in;
+                T *z = o + (3 * r + c) * in;
+                for (int64_t j = 0; j < in; j++) z[j] = x[p + j] * y[q + j] - x[q + j] * y[p + j];
+            }
+}
+
+EXPORT void S(cross3)(const T *a, const T *b, T *out, int64_t rows, int64_t inner, int nt) {
+    nt = rows_threads(rows * inner * 3, nt);
+    ROW_RANGES(nt, rows, S(cross_part)(a, b, out, r0, r1, inner));
+}
+
 /* prod over each contiguous row: 32 partial products (several vector registers, so the
  * multiplies' latency overlaps; NumPy's multiply.reduce takes one element at a time); rows
  * over threads */

@@ -46,18 +46,12 @@ static const double SP_Y1_YP[6] = {1263204747.9017804, -647355876379.1603, 11450
 static const double SP_Y1_YQ[8] = {594.3015923461282, 235564.09294306856, 73481194.44597217, 18760131610.870617, 3882312774962.3857, 620557727146953.8, 6.871410873553005e+16, 3.9727060811656064e+18};
 
 #define SP_N(t) (int)(sizeof(t) / sizeof(t[0]))
-static double sp_chbevl(double y, const double *c, int n) {
-    double b0 = c[0], b1 = 0.0, b2 = 0.0;
-    for (int i = 1; i < n; i++) { b2 = b1; b1 = b0; b0 = y * b1 - b2 + c[i]; }
-    return 0.5 * (b0 - b2);
-}
 /* Horner's rule from 0, as the reference (0 * inf = nan where Cephes' polevl would not) */
 static double sp_poly(double z, const double *c, int n) {
     double r = 0.0;
     for (int i = 0; i < n; i++) r = r * z + c[i];
     return r;
 }
-#define CHB(y, t) sp_chbevl(y, t, SP_N(t))
 #define POLY(z, t) sp_poly(z, t, SP_N(t))
 
 /* ---- orthogonal polynomials: codes 0-3 Chebyshev T U V W, 4-7 shifted, 8 Hermite H,
@@ -72,7 +66,10 @@ static double sp_poly(double z, const double *c, int n) {
             prev[j] = k < top[j] ? c : p;                                                     \
             cur[j] = k < top[j] ? nx : c;                                                     \
         }
-TC static void sp_poly_block(int code, const double *x, const double *n, double *out, int m) {
+/* (store data races allowed: the selects into these local arrays become blends and plain
+ * stores, not masked stores, 2-3x slower) */
+TC __attribute__((optimize("fp-contract=off", "allow-store-data-races")))
+static void sp_poly_block(int code, const double *x, const double *n, double *out, int m) {
     double xs[SP_BLOCK], prev[SP_BLOCK], cur[SP_BLOCK], top[SP_BLOCK], deg[SP_BLOCK], most = 0;
     int kind = code < 8 ? code % 4 : code;
     for (int j = 0; j < m; j++) {
@@ -105,31 +102,7 @@ TC static void sp_poly_block(int code, const double *x, const double *n, double 
     }
 }
 
-/* ---- Bessel functions, as bessel.py */
-static double sp_i0e(double x) {
-    double a = fabs(x);
-    return a <= 8 ? CHB(a / 2 - 2, SP_I0_A) : CHB(32 / a - 2, SP_I0_B) / sqrt(a);
-}
-static double sp_i1e(double x) {
-    double a = fabs(x);
-    double r = a <= 8 ? CHB(a / 2 - 2, SP_I1_A) * a : CHB(32 / a - 2, SP_I1_B) / sqrt(a);
-    return x < 0 ? -r : r;
-}
-static double sp_i0(double x) { return exp(fabs(x)) * sp_i0e(x); }
-static double sp_i1(double x) { return exp(fabs(x)) * sp_i1e(x); }
-
-static double sp_k(double x, int order, int scaled) {
-    if (x < 0) return NAN;
-    if (x == 0) return INFINITY;
-    if (x <= 2) {
-        double s = order ? log(0.5 * x) * sp_i1(x) + CHB(x * x - 2, SP_K1_A) / x :
-            CHB(x * x - 2, SP_K0_A) - log(0.5 * x) * sp_i0(x);
-        return scaled ? s * exp(x) : s;
-    }
-    double tail = (order ? CHB(8 / x - 2, SP_K1_B) : CHB(8 / x - 2, SP_K0_B)) / sqrt(x);
-    return scaled ? tail : exp(-x) * tail;
-}
-
+/* ---- Bessel functions, as bessel.py (I0, I1, K0, K1: by blocks, below) */
 #define SP_SQRT_2_OVER_PI 0.797884560802865355879892119868763737
 #define SP_PI_4 0.785398163397448309615660845819875721
 #define SP_3PI_4 2.356194490192344928846982537459627163
@@ -259,25 +232,7 @@ static double sp_erf_erfc(double x, int want_erfc) {
 }
 
 /* ---- the normal distribution, as special.py */
-static double sp_erfcx(double x) {
-    double a = fabs(x), pos;
-    if (a < 5.0)
-        pos = exp(a * a) * sp_erf_erfc(a, 1);
-    else if (a > 1e8)
-        pos = 1 / (a * SP_SQRT_PI);
-    else {      /* exp(a^2) erfc(a) = 1/sqrt(pi) / (a + (1/2)/(a + ...)) */
-        double t = a;
-        for (int k = 60; k > 0; k--) t = a + k / 2.0 / t;
-        pos = 1 / (SP_SQRT_PI * t);
-    }
-    return x < 0 ? 2 * exp(x * x) - pos : pos;
-}
 #define SP_SQRT2 1.4142135623730951
-static double sp_ndtr(double x) { return 0.5 * sp_erf_erfc(-x / SP_SQRT2, 1); }
-static double sp_log_ndtr(double x) {
-    if (x < -1) return log(sp_erfcx(-x / SP_SQRT2) / 2) - x * x / 2;
-    return log1p(-0.5 * sp_erf_erfc(x / SP_SQRT2, 1));
-}
 static const double SP_NDTRI_P0[5] = {-59.96335010141079, 98.00107541859997,
     -56.67628574690703, 13.931260938727968, -1.2391658386738125};
 static const double SP_NDTRI_Q0[9] = {1.0, 1.9544885833814176, 4.676279128988815,
@@ -646,7 +601,7 @@ static inline __attribute__((always_inline)) void sp_erfc_block(const double *x,
         out[j] = x[j] < 0 ? 2.0 - r : r;
     }
 }
-/* erfcx, ndtr and log_ndtr (codes 26-28) of a block, as sp_erfcx, sp_ndtr and sp_log_ndtr */
+/* erfcx, ndtr and log_ndtr (codes 26-28) of a block, as special.py */
 TC static void sp_normal_block(int code, const double *x, double *out, int n) {
     double arg[SP_BLOCK], e[SP_BLOCK], t[SP_BLOCK];
     for (int j = 0; j < n; j++)     /* (where erfcx is asked, of |arg|) */
@@ -674,18 +629,7 @@ TC static void sp_normal_block(int code, const double *x, double *out, int n) {
 double lgamma_r(double, int *);
 static double sp_eval(int code, double x, double n) {
     switch (code) {
-    case 12: return sp_i0(x);
-    case 13: return sp_i0e(x);
-    case 14: return sp_i1(x);
-    case 15: return sp_i1e(x);
-    case 16: return sp_k(x, 0, 0);
-    case 17: return sp_k(x, 1, 0);
-    case 18: return sp_k(x, 0, 1);
-    case 19: return sp_k(x, 1, 1);
     case 24: return sp_airy_ai(x);
-    case 26: return sp_erfcx(x);
-    case 27: return sp_ndtr(x);
-    case 28: return sp_log_ndtr(x);
     case 29: return sp_ndtri(x);
     case 30: return sp_lgamma(x);
     case 31: return sp_digamma(x);
@@ -732,15 +676,20 @@ static const double SP_I1_BM[8] = {0.38939845905965925, -0.0048747887287783785,
     -5.480928134547465e-05, -1.8794085036901449e-06, -1.1410567073561772e-07,
     -1.1200934022678794e-08, -1.9176901929821185e-09, -2.794871731098292e-10};
 /* a polynomial at 16 points y at once: four independent chains of 4 (one chain alone waits on
- * each multiply-add's latency) */
+ * each multiply-add's latency), in named registers (arrays of them went through the stack
+ * every step: a store and a load on each chain, 3x the time) */
 typedef double sp_v4d __attribute__((vector_size(32)));
 static inline __attribute__((always_inline)) void sp_poly16(const double *y, const double *c,
                                                            int len, double *out) {
-    sp_v4d h[4], yv[4];
-    for (int k = 0; k < 4; k++) { memcpy(&yv[k], y + 4 * k, 32); h[k] = yv[k] * 0.0 + c[len - 1]; }
-    for (int i = len - 2; i >= 0; i--)
-        for (int k = 0; k < 4; k++) h[k] = h[k] * yv[k] + c[i];
-    memcpy(out, h, 128);
+    sp_v4d y0, y1, y2, y3, h0, h1, h2, h3;
+    memcpy(&y0, y, 32); memcpy(&y1, y + 4, 32); memcpy(&y2, y + 8, 32); memcpy(&y3, y + 12, 32);
+    h0 = y0 * 0.0 + c[len - 1], h1 = y1 * 0.0 + c[len - 1];      /* (nan and inf: nan) */
+    h2 = y2 * 0.0 + c[len - 1], h3 = y3 * 0.0 + c[len - 1];
+    for (int i = len - 2; i >= 0; i--) {
+        h0 = h0 * y0 + c[i]; h1 = h1 * y1 + c[i]; h2 = h2 * y2 + c[i]; h3 = h3 * y3 + c[i];
+    }
+    memcpy(out, &h0, 32); memcpy(out + 4, &h1, 32); memcpy(out + 8, &h2, 32);
+    memcpy(out + 12, &h3, 32);
 }
 /* float32's I0, I0e, I1, I1e (codes 12-15): sp_bessel_i_block's float32 sums (as
  * polynomials), each table's over the whole block where any element takes it (a block of one
