@@ -59,7 +59,6 @@ def linalg_cholesky_ex(xp, A, *, upper=False, check_errors=False):
         fn(0, blas.ptr(L), 0, 0, blas.ptr(info), 0, info.size, n, n, 0)
         if not (upper or check_errors):
             return L, info
-        info = info.reshape(-1)
     flat = A.reshape((math.prod(batch),) + A.shape[-2:])
     potrf = not fn and xp is np and blas.lapack("potrf_work", A.dtype, C_INT, ctypes.c_char,
                                                 int, P, int)
@@ -83,9 +82,9 @@ def linalg_cholesky_ex(xp, A, *, upper=False, check_errors=False):
                 except xp.linalg.LinAlgError:
                     info[b] = next(k for k in range(1, n + 1) if not _is_pd(xp, flat[b, :k, :k]))
     if check_errors and info.any():
-        b = int(np.nonzero(info)[0][0])
+        b = int(np.flatnonzero(info)[0])
         where = f"(Batch element {b}): " if batch else ""
-        raise LinAlgError("linalg.cholesky: " + _CHOL.format(where, info[b]))
+        raise LinAlgError("linalg.cholesky: " + _CHOL.format(where, info.flat[b]))
     L = L.reshape(A.shape)
     return (L.conj().swapaxes(-1, -2) if upper else L), xp.asarray(info.reshape(batch))
 

@@ -27,7 +27,8 @@ EXPORT void S(factor)(int op, T *a, T *t, int32_t *piv, int32_t *info, T *q, int
     for (int64_t s = 0; s < b; s++, a += m * n) {
         int32_t bad = 0;
         T *ts = t ? t + s * k : t, *qs = q ? q + s * m * cols : q;
-        for (int64_t j = 0; j < k && op == 0; j++) {
+        for (int64_t j = 0; j < k && op == 0; j++) {     /* (rows past a failure keep theirs) */
+            memset(a + j * n + j + 1, 0, (n - j - 1) * sizeof(T));
             double d = a[j * n + j];
             for (int64_t c = 0; c < j; c++) d -= (double)a[j * n + c] * a[j * n + c];
             if (!(d > 0)) { bad = (int32_t)j + 1; break; }
@@ -38,8 +39,6 @@ EXPORT void S(factor)(int op, T *a, T *t, int32_t *piv, int32_t *info, T *q, int
                 a[i * n + j] = (T)(u / d);
             }
         }
-        for (int64_t i = 0; i < n && op == 0; i++)
-            memset(a + i * n + i + 1, 0, (n - i - 1) * sizeof(T));
         for (int64_t j = 0; j < k && op == 1; j++) {
             int64_t p = j;
             for (int64_t i = j + 1; i < m; i++)
