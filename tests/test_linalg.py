@@ -161,6 +161,51 @@ def test_lapack_paths_match_the_numpy_reference(dtype):
                 np.testing.assert_allclose(f.numpy(), e.numpy(), rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_small_factorizations_match_the_numpy_reference(dtype, threads):
+    """factor.h (real matrices up to 32 x 32: cholesky_ex, lu_factor_ex, qr, geqrf) against
+    the NumPy reference (LAPACK through NumPy): batched, odd, tall and wide shapes, a
+    transposed input, singular and non-positive-definite matrices' info."""
+    from ember._C import kernels
+    r = np.random.default_rng(2)
+    x = r.uniform(-1, 1, (3, 7, 7)).astype(dtype)
+    x[1, :, 2] = 0                                          # singular: LU's info 3
+    spd = x @ x.swapaxes(-1, -2) + 7 * np.eye(7, dtype=dtype)
+    spd[1, 4, 4] = -50                                      # not positive-definite: info 5
+    xt = ember.tensor(x).mT                                 # (non-contiguous)
+    chol = ember.linalg.cholesky_ex
+    calls = [lambda: (chol(ember.tensor(spd)).L[[0, 2]], chol(ember.tensor(spd)).info),
+             lambda: chol(ember.tensor(spd[[0, 2]]), upper=True),
+             lambda: chol(ember.tensor(spd[0, :1, :1] - 9)).info,
+             lambda: ember.linalg.lu_factor_ex(ember.tensor(x)),
+             lambda: ember.linalg.lu_factor_ex(xt[:, :5]),
+             lambda: ember.linalg.lu_factor_ex(xt[0, :, :3]),
+             lambda: ember.linalg.lu_factor_ex(ember.tensor(0 * x[:2, :3, :3])),
+             lambda: ember.linalg.qr(xt), lambda: ember.linalg.qr(xt[:, :, :4]),
+             lambda: ember.linalg.qr(xt[:, :3], "complete"),
+             lambda: ember.linalg.qr(xt[:, :, :4], "complete"),
+             lambda: ember.linalg.qr(xt[1, :3], "r")[1],
+             lambda: ember.linalg.qr(ember.tensor(x[1])),
+             lambda: ember.geqrf(xt[:, :, :4]), lambda: ember.geqrf(xt[0, :3])]
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    before = ember.get_num_threads()
+    ember.set_num_threads(threads)
+    try:
+        for call in calls:
+            fast = call()
+            with kernels.disabled():
+                ref = call()
+            for f, e in zip(*((o,) if isinstance(o, ember.Tensor) else o for o in (fast, ref))):
+                assert f.shape == e.shape and f.dtype == e.dtype
+                if f.dtype in (ember.int32, ember.int64):
+                    assert (f == e).all()
+                elif f.numel():
+                    np.testing.assert_allclose(f.numpy(), e.numpy(), rtol=tol, atol=tol)
+    finally:
+        ember.set_num_threads(before)
+
+
 @pytest.mark.parametrize("fn", [lambda a: ember.linalg.qr(a), lambda a: ember.geqrf(a),
                                 lambda a: ember.linalg.lu_factor(a),
                                 lambda a: ember.linalg.ldl_factor(a + a.mT)])

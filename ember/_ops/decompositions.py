@@ -9,6 +9,7 @@ import numpy as np
 import ember
 
 from .._backends import blas
+from .._C import kernels as _C
 
 from .meta import empty
 from .pointwise import _zeroed, triu, type_name
@@ -53,8 +54,14 @@ def linalg_cholesky_ex(xp, A, *, upper=False, check_errors=False):
     leading minor that is not positive-definite (L is then unspecified)."""
     check_matrix("linalg.cholesky", A)
     batch, n = A.shape[:-2], A.shape[-1]
+    if fn := _small_factor(xp, A):
+        L, info = A.copy(), np.empty(batch, np.int32)
+        fn(0, blas.ptr(L), 0, 0, blas.ptr(info), 0, info.size, n, n, 0)
+        if not (upper or check_errors):
+            return L, info
     flat = A.reshape((math.prod(batch),) + A.shape[-2:])
-    potrf = xp is np and blas.lapack("potrf_work", A.dtype, C_INT, ctypes.c_char, int, P, int)
+    potrf = not fn and xp is np and blas.lapack("potrf_work", A.dtype, C_INT, ctypes.c_char,
+                                                int, P, int)
     if potrf:
         # LAPACK's potrf on the row-major buffer read column-major (A^T = conj(A)) with 'U'
         # leaves L there: no transposes, and info is LAPACK's, as torch's
@@ -63,7 +70,7 @@ def linalg_cholesky_ex(xp, A, *, upper=False, check_errors=False):
         info = np.array([potrf(102, b"U", n, p + b * step, max(n, 1)) for b in range(len(L))],
                         np.int32)
         np.copyto(L, 0, where=_zeroed(np, n, n, 0, "tril"))     # (tril in place, mask cached)
-    else:
+    elif not fn:
         info = np.zeros(flat.shape[0], np.int32)
         try:
             L = xp.linalg.cholesky(flat)
@@ -75,11 +82,17 @@ def linalg_cholesky_ex(xp, A, *, upper=False, check_errors=False):
                 except xp.linalg.LinAlgError:
                     info[b] = next(k for k in range(1, n + 1) if not _is_pd(xp, flat[b, :k, :k]))
     if check_errors and info.any():
-        b = int(np.nonzero(info)[0][0])
+        b = int(np.flatnonzero(info)[0])
         where = f"(Batch element {b}): " if batch else ""
-        raise LinAlgError("linalg.cholesky: " + _CHOL.format(where, info[b]))
+        raise LinAlgError("linalg.cholesky: " + _CHOL.format(where, info.flat[b]))
     L = L.reshape(A.shape)
     return (L.conj().swapaxes(-1, -2) if upper else L), xp.asarray(info.reshape(batch))
+
+
+def _small_factor(xp, A):
+    """factor.h's kernel for real matrices of up to 32 rows and columns, where the C loops
+    beat OpenBLAS's LAPACK calls' setup; None elsewhere (LAPACK, or the NumPy reference)."""
+    return xp is np and max(A.shape[-2:]) <= 32 and _C.kernel("factor", A.dtype)
 
 
 def _is_pd(xp, a):
@@ -128,12 +141,17 @@ def linalg_qr(xp, A, mode="reduced"):
                            "' but expected one of 'reduced' (default), 'r', or 'complete'")
     m, n = A.shape[-2:]
     k, batch = min(m, n), A.shape[:-2]
+    cols = m if mode == "complete" else k       # (R's rows too)
+    if fn := _small_factor(xp, A):      # (R, zeros below it, and Q, in one call)
+        a, q = A.copy(), None if mode == "r" else np.empty(batch + (m, cols), A.dtype)
+        fn(2, blas.ptr(a), blas.ptr(np.empty(batch + (k,), A.dtype)), 0, 0,
+           0 if q is None else blas.ptr(q), math.prod(batch), m, n, cols)
+        return (np.zeros((0,), A.dtype) if q is None else q), a[..., :cols, :]
     a, tau = _geqrf(xp, A)
     if a is None:
         return (xp.zeros((0,), A.dtype), xp.linalg.qr(A, mode="r")) if mode == "r" else \
             tuple(xp.linalg.qr(A, mode=mode))
     # as torch: geqrf, then orgqr (ungqr) builds Q's first columns from the reflectors
-    cols = m if mode == "complete" else k       # (R's rows too)
     R = triu.fwd(np, a[:, :cols]).reshape(batch + (cols, n))
     if mode == "r":
         return np.zeros((0,), A.dtype), R
@@ -156,6 +174,10 @@ def _geqrf(xp, A):
     fn = xp is np and blas.lapack("geqrf", A.dtype, C_INT, int, int, P, int, P)
     m, n = A.shape[-2:]
     a = A.reshape((math.prod(A.shape[:-2]), m, n))
+    if small := _small_factor(xp, A):
+        a, tau = a.copy(), np.empty((len(a), min(m, n)), A.dtype)
+        small(2, blas.ptr(a), blas.ptr(tau), 0, 0, 0, len(a), m, n, 0)
+        return a, tau
     return lapack_each(fn, a, m, n, out=A.dtype)[:2] if fn else (None, None)
 
 
@@ -490,31 +512,36 @@ def linalg_lu_factor_ex(xp, A, *, pivot=True, check_errors=False):
         raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the CPU")
     (m, n), batch = A.shape[-2:], A.shape[:-2]
     k = min(m, n)
-    a = A.reshape((math.prod(batch), m, n)).copy()      # (-1 is ambiguous for an empty A)
-    getrf = xp is np and blas.lapack("getrf_work", A.dtype, C_INT, int, int, P, int, P)
-    if getrf:       # LAPACK's getrf, as torch: its pivots, blocked with GEMM updates
-        piv, info = lapack_rows(getrf, a, m, n)
-        info = np.array(info, np.int32)
+    if small := _small_factor(xp, A):
+        a, piv, info = A.copy(), np.empty(batch + (k,), np.int32), np.empty(batch, np.int32)
+        small(1, blas.ptr(a), 0, blas.ptr(piv), blas.ptr(info), 0, info.size, m, n, 0)
     else:
-        piv, info = xp.zeros((a.shape[0], k), np.int32), xp.zeros(a.shape[0], np.int32)
-    rows = xp.arange(a.shape[0])
-    for j in range(0 if not getrf else k, k):
-        col = a[:, j:, j]
-        # NOTE: LAPACK's i?amax ranks complex entries by |re| + |im|, not the modulus
-        mag = xp.abs(col.real) + xp.abs(col.imag) if a.dtype.kind == "c" else xp.abs(col)
-        p = j + xp.argmax(mag, axis=1)
-        piv[:, j] = p + 1
-        row_j, row_p = a[rows, j].copy(), a[rows, p].copy()
-        a[rows, j], a[rows, p] = row_p, row_j
-        d = a[:, j, j]
-        zero = d == 0
-        info = xp.where(zero & (info == 0), j + 1, info)
-        a[:, j + 1:, j] /= xp.where(zero, 1, d)[:, None]
-        a[:, j + 1:, j + 1:] -= a[:, j + 1:, j, None] * a[:, j, None, j + 1:]
+        a = A.reshape((math.prod(batch), m, n)).copy()  # (-1 is ambiguous for an empty A)
+        getrf = xp is np and blas.lapack("getrf_work", A.dtype, C_INT, int, int, P, int, P)
+        if getrf:       # LAPACK's getrf, as torch: its pivots, blocked with GEMM updates
+            piv, info = lapack_rows(getrf, a, m, n)
+            info = np.array(info, np.int32)
+        else:
+            piv, info = xp.zeros((a.shape[0], k), np.int32), xp.zeros(a.shape[0], np.int32)
+        rows = xp.arange(a.shape[0])
+        for j in range(0 if not getrf else k, k):
+            col = a[:, j:, j]
+            # NOTE: LAPACK's i?amax ranks complex entries by |re| + |im|, not the modulus
+            mag = xp.abs(col.real) + xp.abs(col.imag) if a.dtype.kind == "c" else xp.abs(col)
+            p = j + xp.argmax(mag, axis=1)
+            piv[:, j] = p + 1
+            row_j, row_p = a[rows, j].copy(), a[rows, p].copy()
+            a[rows, j], a[rows, p] = row_p, row_j
+            d = a[:, j, j]
+            zero = d == 0
+            info = xp.where(zero & (info == 0), j + 1, info)
+            a[:, j + 1:, j] /= xp.where(zero, 1, d)[:, None]
+            a[:, j + 1:, j + 1:] -= a[:, j + 1:, j, None] * a[:, j, None, j + 1:]
+        a, piv, info = a.reshape(A.shape), piv.reshape(batch + (k,)), info.reshape(batch)
     if check_errors and bool(info.any()):
         raise LinAlgError(f"torch.linalg.lu_factor_ex: U[{int(info.max())},{int(info.max())}] is "
                           f"zero and using it on lu_solve would result in a division by zero.")
-    return a.reshape(A.shape), piv.reshape(batch + (k,)), info.reshape(batch)
+    return a, piv, info
 
 
 def permutation(pivots, m, like):
@@ -759,15 +786,19 @@ def linalg_ldl_factor_ex(xp, A, *, hermitian=False, check_errors=False):
     1x1 and 2x2 blocks, packed in LD's lower triangle."""
     check_matrix("torch.linalg.ldl_factor_ex", A)
     n, batch = A.shape[-1], A.shape[:-2]
-    a = A.reshape((math.prod(batch), n, n)).copy()
-    sytrf = xp is np and blas.lapack("hetrf" if hermitian and A.dtype.kind == "c" else "sytrf",
-                                     A.dtype, C_INT, ctypes.c_char, int, P, int, P)
-    if sytrf:
-        piv, info = lapack_rows(sytrf, a, b"L", n)
+    a = A.reshape((math.prod(batch), n, n))
+    sytrf = xp is np and blas.lapack("hetrf_work" if hermitian and A.dtype.kind == "c" else
+                                     "sytrf_work", A.dtype, C_INT, ctypes.c_char, int, P, int, P,
+                                     P, int)
+    if sytrf:   # (column-major on a copy of A^T, which is A to LAPACK: LAPACKE's row-major
+        # sytrf queried the workspace, then copied and transposed the matrix in and out)
+        w, a = np.empty(64 * n + 1, A.dtype), a.swapaxes(1, 2).copy()
+        piv, info = lapack_rows(sytrf, a, b"L", n, layout=102, work=(blas.ptr(w), len(w)))
+        a = a.swapaxes(1, 2)
     else:
-        piv, info = np.zeros((a.shape[0], n), np.int32), [-1] * a.shape[0]
+        a, piv, info = a.copy(), np.zeros((a.shape[0], n), np.int32), [-1] * a.shape[0]
     for b in range(a.shape[0]):
-        if info[b] < 0:         # (LAPACKE refuses NaN)
+        if info[b] < 0:         # (the NumPy reference)
             piv[b], info[b] = _sytf2(xp, a[b], hermitian)
     if check_errors and any(info):
         raise RuntimeError(f"torch.linalg.ldl_factor_ex: Unknown error code: {max(info)}.")

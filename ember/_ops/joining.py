@@ -711,7 +711,8 @@ def trace(xp, input):
     if input.dtype == np.bool_:
         raise NotImplementedError("\"trace\" not implemented for 'Bool'")
     dtype = np.int64 if input.dtype.kind in "biu" else input.dtype
-    return xp.asarray(input.diagonal().sum(dtype=dtype))  # (np.diagonal: +0.6 us)
+    # (np.diagonal: +0.6 us; add.reduce: sum's Python wrapper and asarray cost ~1.5 us)
+    return (np.add.reduce if xp is np else xp.sum)(input.diagonal(), dtype=dtype)
 
 
 @trace.vjp()

@@ -144,6 +144,9 @@ def bmm(xp, input, mat2):
                            f"{mat2.ndim}D")
     if input.shape[0] != mat2.shape[0]:
         raise RuntimeError(f"bmm: batch sizes differ: {input.shape[0]} and {mat2.shape[0]}")
+    if input.dtype is mat2.dtype and input.dtype.kind in "fc" and input.shape[2] == mat2.shape[1]:
+        out = gemm.matmul(input, mat2) if xp is np else None    # (matmul.fwd's checks hold)
+        return xp.matmul(input, mat2) if out is None else out
     return matmul.fwd(xp, input, mat2)
 
 
@@ -300,7 +303,9 @@ def addmv(xp, input, mat, vec, *, beta=1, alpha=1):
         raise RuntimeError(f"size mismatch, got input ({', '.join(map(str, input.shape))}), "
                            f"mat ({'x'.join(map(str, mat.shape))}), vec "
                            f"({'x'.join(map(str, vec.shape))})")
-    return _scale_add(matmul.fwd(xp, mat, vec), input, beta, alpha)
+    # (shapes checked and dtypes promoted: matmul.fwd's checks would cost a third of the call)
+    p = xp.matmul(mat, vec) if mat.dtype.kind in "fc" else matmul.fwd(xp, mat, vec)
+    return _scale_add(p, input, beta, alpha)
 
 
 @addmv.vjp(save=("mat", "vec"), needed_by="cross")
@@ -448,7 +453,10 @@ def inner(xp, input, other):
     if input.shape[-1] != other.shape[-1]:
         raise RuntimeError("inner() the last dimension must match on both input tensors but "
                            f"got shapes {list(input.shape)} and {list(other.shape)}")
-    return tensordot.fwd(xp, input, other, ([-1], [-1]))
+    _check_dtypes("tensordot", input, other)   # (one GEMM: tensordot's axis lists cost 2-3x)
+    n, sa, sb = input.shape[-1], input.shape[:-1], other.shape[:-1]
+    return matmul.fwd(xp, input.reshape(math.prod(sa), n), other.reshape(math.prod(sb), n).T) \
+        .reshape(sa + sb)
 
 
 @inner.vjp(save=("input", "other"), needed_by="cross")

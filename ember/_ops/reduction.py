@@ -398,7 +398,8 @@ def _amax(name, f, ufunc):
         axis = reduce_dims(dim, input.ndim)
         if xp is np and len(axis) == input.ndim and (r := par_reduce(ufunc, input)) is not None:
             return np.reshape(r, (1,) * input.ndim) if keepdim else r
-        return f(xp, input, axis=axis, keepdims=keepdim)
+        # (axis None: NumPy's reduce over a tuple of every axis costs ~30% more)
+        return f(xp, input, axis=axis if len(axis) < input.ndim else None, keepdims=keepdim)
     fwd.__doc__ = f"""The {name[1:]}imum over ``dim`` (an int or tuple; all dims by default); the
     gradient is shared evenly between tied elements.
 

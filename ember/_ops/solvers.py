@@ -61,13 +61,15 @@ def lapack_each(fn, a, *args, out=np.int32):
     return f.swapaxes(-1, -2), ipiv.astype(out, copy=False), np.array(info, np.int32)
 
 
-def lapack_rows(fn, a, *args):
-    """``fn(row-major, *args, matrix, lda, ipiv)`` (getrf, sytrf) on each matrix of the
-    C-contiguous (b, m, n) ``a``, in place: LAPACKE transposes in C, where lapack_each's NumPy
-    copies cost more than a small factorization. Returns (int32 pivots (b, min(m, n)), infos)."""
+def lapack_rows(fn, a, *args, layout=101, work=()):
+    """``fn(layout (row-major), *args, matrix, lda, ipiv, *work)`` (getrf, sytrf) on each
+    matrix of the C-contiguous (b, m, n) ``a``, in place: LAPACKE transposes in C, where
+    lapack_each's NumPy copies cost more than a small factorization. Returns (int32 pivots
+    (b, min(m, n)), infos)."""
     ipiv = np.empty((len(a), min(a.shape[1:])), np.int64 if blas._ilp64 else np.int32)
     pa, sa, pi, si = blas.ptr(a), a.strides[0], blas.ptr(ipiv), ipiv.strides[0]
-    info = [fn(101, *args, pa + b * sa, max(1, a.shape[2]), pi + b * si) for b in range(len(a))]
+    info = [fn(layout, *args, pa + b * sa, max(1, a.shape[2]), pi + b * si, *work)
+            for b in range(len(a))]
     return ipiv.astype(np.int32, copy=False), info
 
 

@@ -97,6 +97,7 @@ def _declare(lib):
             "unique_runs": [p, i64, i, p, p, p],       # (count.h)
             "hist_rows": [p, p, i64, i64, i64, i, d, d, p, i64, p, p, i],
             "gather": [p, p, p, i64, i64, i64, i64, i], "pool": [p, p, p, i64, p, p, i],  # (pool.h)
+            "factor": [i, p, p, p, p, p, i64, i64, i64, i64],                 # (factor.h)
             "mask_select": [p, p, p, i64, p, i],     # (select.h: 4- and 8-byte words)
             "flip_rows": [p, p, i64, i64, i], "nextafter": [p, p, p, i64, i],   # (select.h)
             "scatter": [p, p, p, p, i64, i64, i64, i64, i, i, i],

@@ -116,6 +116,7 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #include "count.h"
 #include "gather.h"
 #include "pool.h"
+#include "factor.h"
 #include "lstm.h"
 #include "gemm.h"
 #undef T
@@ -147,6 +148,7 @@ EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt
 #include "count.h"
 #include "gather.h"
 #include "pool.h"
+#include "factor.h"
 #include "lstm.h"
 #include "gemm.h"
 
