@@ -656,10 +656,11 @@ def test_gather_scatter_every_dim(shape, dtype, noncontig):
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
 @pytest.mark.parametrize("density", [0.0, 0.003, 0.5, 1.0])
 @pytest.mark.parametrize("shape", [(1 << 14,), (129, 257), (3, 7, 1001)], ids=str)
-def test_mask_select_matches_numpy(shape, density, dtype):
+def test_mask_select_matches_numpy(threads, shape, density, dtype):
     """x[mask] and masked_select by select.h's branch-free copy (4- and 8-byte words, split
     over threads): NumPy's elements, in order, bit for bit (nan payloads too), with the
-    gradient of x[mask]."""
+    gradient of x[mask]; masked_scatter (mask_scatter, its reverse) with a full and a
+    broadcast mask and a non-contiguous source, against the NumPy path."""
     rng = np.random.default_rng(7)
     a = (rng.standard_normal(shape) * 100).astype(dtype)
     if dtype == "float32":
@@ -668,6 +669,11 @@ def test_mask_select_matches_numpy(shape, density, dtype):
     x, mask = ember.tensor(a), ember.tensor(m)
     for got in (x[mask], x.masked_select(mask)):
         assert got.dtype == x.dtype and got._data.tobytes() == a[m].tobytes()
+    src = ember.tensor((rng.standard_normal((2,) + shape) * 100).astype(dtype)).transpose(0, -1)
+    for mk in (mask, mask[(0,) * (len(shape) - 1)]):
+        with kernels.disabled():
+            ref = x.masked_scatter(mk, src)._data.tobytes()
+        assert x.masked_scatter(mk, src)._data.tobytes() == ref
     if dtype.startswith("float"):
         xg = ember.tensor(a, requires_grad=True)
         xg[mask].sum().backward()
