@@ -307,10 +307,11 @@ def test_diff_and_addr_kernels_are_numpys_bit_for_bit(shape, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("sa,sb", [((36,), (36, 54, 36)), ((67, 33), (5, 129)), ((3, 1, 65), (7, 130)),
-                                   ((1000,), (4099,))])
+                                   ((1000,), (4099,)), ((14, 21), (21, 14)), ((3, 64, 64), (4, 5))])
 def test_kron_by_the_outer_kernel_is_numpys_product(sa, sb, dtype):
-    # kron's leading dims as a batch of outer products (the kernel), against np.kron's
-    # multiply: odd shapes, strided inputs, -0, nan and inf
+    # kron's leading dims as a batch of outer products (the kernel), or its short last dims
+    # merged (the last two cases), against np.kron's multiply: odd shapes, strided inputs, -0,
+    # nan and inf
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal(s).astype(dtype) for s in (sa, sb))
     a.flat[:3] = -0.0, np.nan, np.inf
