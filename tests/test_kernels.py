@@ -366,10 +366,11 @@ def test_cross_kernel_is_numpys_bit_for_bit(shape, dim, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("sa,sb", [((36,), (36, 54, 36)), ((67, 33), (5, 129)), ((3, 1, 65), (7, 130)),
-                                   ((1000,), (4099,))])
+                                   ((1000,), (4099,)), ((14, 21), (21, 14)), ((3, 64, 64), (4, 5))])
 def test_kron_by_the_outer_kernel_is_numpys_product(sa, sb, dtype):
-    # kron's leading dims as a batch of outer products (the kernel), against np.kron's
-    # multiply: odd shapes, strided inputs, -0, nan and inf
+    # kron's leading dims as a batch of outer products (the kernel), or its short last dims
+    # merged (the last two cases), against np.kron's multiply: odd shapes, strided inputs, -0,
+    # nan and inf
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal(s).astype(dtype) for s in (sa, sb))
     a.flat[:3] = -0.0, np.nan, np.inf
@@ -723,10 +724,11 @@ def test_gather_scatter_every_dim(shape, dtype, noncontig):
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
 @pytest.mark.parametrize("density", [0.0, 0.003, 0.5, 1.0])
 @pytest.mark.parametrize("shape", [(1 << 14,), (129, 257), (3, 7, 1001)], ids=str)
-def test_mask_select_matches_numpy(shape, density, dtype):
+def test_mask_select_matches_numpy(threads, shape, density, dtype):
     """x[mask] and masked_select by select.h's branch-free copy (4- and 8-byte words, split
     over threads): NumPy's elements, in order, bit for bit (nan payloads too), with the
-    gradient of x[mask]."""
+    gradient of x[mask]; masked_scatter (mask_scatter, its reverse) with a full and a
+    broadcast mask and a non-contiguous source, against the NumPy path."""
     rng = np.random.default_rng(7)
     a = (rng.standard_normal(shape) * 100).astype(dtype)
     if dtype == "float32":
@@ -735,6 +737,11 @@ def test_mask_select_matches_numpy(shape, density, dtype):
     x, mask = ember.tensor(a), ember.tensor(m)
     for got in (x[mask], x.masked_select(mask)):
         assert got.dtype == x.dtype and got._data.tobytes() == a[m].tobytes()
+    src = ember.tensor((rng.standard_normal((2,) + shape) * 100).astype(dtype)).transpose(0, -1)
+    for mk in (mask, mask[(0,) * (len(shape) - 1)]):
+        with kernels.disabled():
+            ref = x.masked_scatter(mk, src)._data.tobytes()
+        assert x.masked_scatter(mk, src)._data.tobytes() == ref
     if dtype.startswith("float"):
         xg = ember.tensor(a, requires_grad=True)
         xg[mask].sum().backward()
@@ -1583,3 +1590,30 @@ def test_histogram_kernels_are_the_reference(shape, dtype, specials):
     assert C._hist_c(rows, 4, 2) is not None
     for call in calls:
         _same_as_reference(call)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("right", [False, True])
+def test_searchsorted_kernel_is_numpys(threads, dtype, right):
+    """searchsorted / bucketize by count.h's branch-free search (from 4096 values, 8 in
+    lockstep, over threads) against the NumPy path: repeated edges, -0.0 beside 0.0, nan and
+    infinite values and nan edges (sorted last), strided values, a sequence per row, one edge
+    and none."""
+    rng = np.random.default_rng(0)
+    seq = rng.standard_normal(1777).astype(dtype)
+    seq[100:110], seq[-3:], seq[5:7] = seq[100], np.nan, (-0.0, 0.0)
+    seq = np.sort(seq)
+    v = rng.standard_normal((333, 47)).astype(dtype)
+    v.flat[::7] = seq[rng.integers(0, 1777, v.size)][::7]
+    v.flat[::101], v.flat[3:7] = np.nan, (np.inf, -np.inf, 0.0, -0.0)
+    rows = np.sort(rng.standard_normal((333, 20)).astype(dtype), -1)
+    rows[:, -1] = np.nan
+    cases = [(seq, x) for x in (v, v.T, v[:, ::2])] + [(rows, v), (seq[:1], v), (seq[:0], v)]
+    for s, x in cases:
+        got = ember.searchsorted(ember.tensor(s), ember.tensor(x), right=right)
+        with kernels.disabled():
+            ref = ember.searchsorted(ember.tensor(s), ember.tensor(x), right=right)
+        assert np.array_equal(got.numpy(), ref.numpy())
+    got = ember.bucketize(ember.tensor(v), ember.tensor(seq), right=right, out_int32=True)
+    assert got.dtype == ember.int32
+    assert np.array_equal(got.numpy(), np.searchsorted(seq, v, "right" if right else "left"))

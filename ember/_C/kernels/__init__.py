@@ -96,9 +96,10 @@ def _declare(lib):
             "topk_rows": [p, i64, i64, i64, i, p, p, i], "mode_rows": [p, i64, i64, p, p, i],
             "unique_runs": [p, i64, i, p, p, p],       # (count.h)
             "hist_rows": [p, p, i64, i64, i64, i, d, d, p, i64, p, p, i],
+            "search_rows": [p, i64, i64, p, i64, i64, i, p, i],
             "gather": [p, p, p, i64, i64, i64, i64, i], "pool": [p, p, p, i64, p, p, i],  # (pool.h)
             "factor": [i, p, p, p, p, p, i64, i64, i64, i64],                 # (factor.h)
-            "mask_select": [p, p, p, i64, p, i],     # (select.h: 4- and 8-byte words)
+            "mask_select": [p, p, p, i64, p, i], "mask_scatter": [p, p, p, p, i64, p, i],
             "flip_rows": [p, p, i64, i64, i], "nextafter": [p, p, p, i64, i],   # (select.h)
             "scatter": [p, p, p, p, i64, i64, i64, i64, i, i, i],
             "add_rows": [p, p, p, p, p, i64, i64, i64, i64],
@@ -487,6 +488,26 @@ def mask_select(a, mask):
     out = np.empty(lib.nonzero_u8_count(ptr(mask), 1, a.size, ptr(offsets), nt), a.dtype)
     getattr(lib, "mask_select" + _SUFFIX[word.char])(ptr(a), ptr(mask), ptr(out), a.size,
                                                      ptr(offsets), nt)
+    return out
+
+
+def mask_scatter(a, mask, src):
+    """``a`` copied with ``src``'s first elements (in order) where the boolean ``mask`` of its
+    shape is True (masked_scatter), all C-contiguous NumPy arrays, by select.h's branch-free
+    pass over threads; None where it does not apply, or where ``src`` has too few elements."""
+    word = _WORDS.get(a.itemsize)
+    lib = _library() if word is not None and not _off and a.size >= _MIN_SELECT and type(a) is \
+        np.ndarray and a.dtype.kind in "fiub" and a.flags.c_contiguous and \
+        mask.flags.c_contiguous and src.flags.c_contiguous else None
+    if lib is None:
+        return None
+    nt = min(num_threads(), a.size // 32768 + 1)
+    offsets = np.empty(nt + 1, np.int64)
+    if not 0 < lib.nonzero_u8_count(ptr(mask), 1, a.size, ptr(offsets), nt) <= src.size:
+        return None
+    out = np.empty_like(a)
+    getattr(lib, "mask_scatter" + _SUFFIX[word.char])(ptr(a), ptr(mask), ptr(src), ptr(out),
+                                                      a.size, ptr(offsets), nt)
     return out
 
 

@@ -166,3 +166,43 @@ EXPORT int S(hist_rows)(const T *x, const T *w, int64_t rows, int64_t m, int64_t
         out_edges ? out_edges + r * (nb + 1) : NULL, hist + r * nb));
     return -bad;
 }
+
+/* searchsorted: out[i] = where x[i] goes in the sorted row of ne edges e (erows rows: 1
+ * shared, or one per row of m values), before the equal ones (right: after them), nan
+ * sorting last as NumPy's. Branch-free lower bounds (each halving step a select: random
+ * values' comparisons would mispredict half the time, as NumPy's branch does), 8 values in
+ * lockstep (one search is a chain of dependent loads; 8 chains overlap), over threads. */
+#define SEARCH_L(a, v) (((a) < (v)) | (((v) != (v)) & ((a) == (a))))
+#define SEARCH_R(a, v) (!(((v) < (a)) | (((a) != (a)) & ((v) == (v)))))
+#define SEARCH_LOOP(BEFORE)                                                                    \
+    for (int64_t i = i0, row = i0 / m, col = i0 % m; i < i1; i += 8) {                       \
+        const T *b[8], *f[8];                                                                  \
+        T v[8];                                                                                \
+        int c = i1 - i < 8 ? (int)(i1 - i) : 8;                                                \
+        for (int k = 0; k < 8; k++) {   /* (lanes past the end search the last value again) */\
+            v[k] = x[i + (k < c ? k : c - 1)];                                                 \
+            f[k] = b[k] = k < c || !k ? e + (erows > 1 ? row * ne : 0) : f[k - 1];            \
+            if (k < c && ++col == m) col = 0, row++;                                           \
+        }                                                                                      \
+        for (int64_t n = ne, half; n > 1; n -= half) {                                         \
+            half = n / 2;                                                                      \
+            for (int k = 0; k < 8; k++) b[k] += half & -(int64_t)BEFORE(b[k][half], v[k]);     \
+        }                                                                                      \
+        for (int k = 0; k < c; k++) out[i + k] = b[k] - f[k] + (ne > 0 && BEFORE(*b[k], v[k])); \
+    }
+TC static void S(search_part)(const T *x, int64_t i0, int64_t i1, int64_t m, const T *e,
+                              int64_t erows, int64_t ne, int right, int64_t *out) {
+    if (right)
+        SEARCH_LOOP(SEARCH_R)
+    else
+        SEARCH_LOOP(SEARCH_L)
+}
+#undef SEARCH_L
+#undef SEARCH_R
+#undef SEARCH_LOOP
+
+EXPORT void S(search_rows)(const T *x, int64_t size, int64_t m, const T *e, int64_t erows,
+                           int64_t ne, int right, int64_t *out, int nt) {
+    nt = threads_for(size * 8, nt);
+    ROW_RANGES(nt, size, S(search_part)(x, r0, r1, m, e, erows, ne, right, out))
+}

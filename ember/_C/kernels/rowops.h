@@ -424,20 +424,28 @@ EXPORT void S(add_bias)(T *out, const T *bias, int64_t rows, int64_t cols, int n
  * of I, one multiply each, as NumPy's broadcast multiply), rows over threads. The result
  * (hundreds of MB for an MLP's layer) is written once and not read back soon: streaming stores
  * bypass the cache, so the write costs no read for ownership, half the memory traffic. */
-TC static void S(outer_row)(T *o, const T *x, T s, int64_t n, int stream) {
-    int64_t j = 0;
+TC static void S(outer_rows)(const T *g, const T *x, T *out, int64_t r0, int64_t r1, int64_t O,
+                             int64_t I, int stream) {
+    for (int64_t r = r0; r < r1; r++) {     /* (the rows in the clone: kron's are 14 long) */
+        T *o = out + r * I, s = g[r];
+        const T *xr = x + (r / O) * I;
+        int64_t j = 0;
 #ifdef __SSE2__
-    for (; j < n && ((uintptr_t)(o + j) & 15 || !stream); j++) o[j] = s * x[j];
-    if (sizeof(T) == 4)
-        for (; j + 4 <= n; j += 4)
-            _mm_stream_ps((float *)(o + j), _mm_mul_ps(_mm_set1_ps((float)s),
-                                                       _mm_loadu_ps((const float *)(x + j))));
-    else
-        for (; j + 2 <= n; j += 2)
-            _mm_stream_pd((double *)(o + j), _mm_mul_pd(_mm_set1_pd((double)s),
-                                                        _mm_loadu_pd((const double *)(x + j))));
+        for (; stream && j < I && (uintptr_t)(o + j) & 15; j++) o[j] = s * xr[j];
+        if (stream && sizeof(T) == 4)
+            for (; j + 4 <= I; j += 4)
+                _mm_stream_ps((float *)(o + j), _mm_mul_ps(_mm_set1_ps((float)s),
+                              _mm_loadu_ps((const float *)(xr + j))));
+        else if (stream)
+            for (; j + 2 <= I; j += 2)
+                _mm_stream_pd((double *)(o + j), _mm_mul_pd(_mm_set1_pd((double)s),
+                              _mm_loadu_pd((const double *)(xr + j))));
 #endif
-    for (; j < n; j++) o[j] = s * x[j];
+        for (; j < I; j++) o[j] = s * xr[j];    /* (vectorised: no stream, or the tail) */
+    }
+#ifdef __SSE2__
+    if (stream) _mm_sfence();   /* (this thread's streaming stores visible before the join) */
+#endif
 }
 
 EXPORT void S(outer)(const T *g, const T *x, T *out, int64_t B, int64_t O, int64_t I, int nt) {
@@ -445,15 +453,7 @@ EXPORT void S(outer)(const T *g, const T *x, T *out, int64_t B, int64_t O, int64
      * rows flush partly filled write-combining buffers, kron's (294, 21, 14) took 14x torch) */
     int stream = B * O * I >= (1 << 20) && I >= 64;
     nt = rows_threads(B * O * I, nt);
-#pragma omp parallel num_threads(nt)
-    {
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < B * O; r++)
-            S(outer_row)(out + r * I, x + (r / O) * I, g[r], I, stream);
-#ifdef __SSE2__
-        _mm_sfence();   /* (this thread's streaming stores visible before the join) */
-#endif
-    }
+    ROW_RANGES(nt, B * O, S(outer_rows)(g, x, out, r0, r1, O, I, stream))
 }
 
 /* addr's beta c + alpha v1 v2^T in one pass, rounded as the NumPy reference's passes (the

@@ -25,9 +25,28 @@
             }                                                                                  \
         }                                                                                      \
     }
+/* (masked_scatter, the reverse: out[i] = m[i] ? src[j] : x[i], j advancing by the mask byte
+ * from the chunk's offset; src read at j clamped to the last one taken, so never past it) */
+#define MASK_SCATTER(NAME, W)                                                                  \
+    EXPORT void NAME(const W *x, const uint8_t *m, const W *src, W *out, int64_t n,          \
+                     const int64_t *offsets, int nt) {                                         \
+        int64_t chunk = (n + nt - 1) / nt, last = offsets[nt] - 1;                             \
+        _Pragma("omp parallel for num_threads(nt) schedule(static)")                          \
+        for (int t = 0; t < nt; t++) {                                                         \
+            int64_t i0 = t * chunk, i1 = i0 + chunk < n ? i0 + chunk : n, j = offsets[t];      \
+            for (int64_t i = i0; i < i1; i++) {                                                \
+                W s = src[j < last ? j : last];                                                \
+                out[i] = m[i] ? s : x[i];                                                      \
+                j += m[i];                                                                     \
+            }                                                                                  \
+        }                                                                                      \
+    }
 MASK_SELECT(mask_select_f32, uint32_t)
 MASK_SELECT(mask_select_f64, uint64_t)
+MASK_SCATTER(mask_scatter_f32, uint32_t)
+MASK_SCATTER(mask_scatter_f64, uint64_t)
 #undef MASK_SELECT
+#undef MASK_SCATTER
 
 /* x[..., ::-1] of rows of len words (n in all): NumPy copies a negative stride one element at
  * a time */
