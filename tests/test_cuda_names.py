@@ -8,6 +8,7 @@ DOUBLE (tests/cuda_double.py: CuPy modelled on NumPy, including stream capture a
 replay) on every run, and on CuPy itself with ``-m cuda`` (the ``cuda`` fixture's ``gpu``
 case, and the tests marked ``cuda``)."""
 import ctypes
+import gc
 import re
 import shutil
 import subprocess
@@ -321,6 +322,7 @@ def test_external_streams(cuda):
 
 # ---- memory pools and allocators ------------------------------------------------------------
 def test_mem_pool_serves_allocations_in_its_block(cuda):
+    gc.collect()        # (an earlier test's tensors in cycles would be freed mid-test)
     EC.empty_cache()
     base = EC.memory_allocated()
     pool = EC.MemPool()
@@ -367,6 +369,7 @@ def test_mem_pool_use_on_oom_serves_what_the_default_pool_cannot(cuda):
 
 
 def test_caching_allocator_alloc_and_delete(cuda):
+    gc.collect()
     base = EC.memory_allocated()
     p = EC.caching_allocator_alloc(1000)
     q = EC.caching_allocator_alloc(10, device=0, stream=EC.Stream())
@@ -422,6 +425,7 @@ def test_pluggable_allocator_is_called_for_every_block(tmp_path):
         prev = cp.cuda.get_allocator()
         alloc = EC.CUDAPluggableAllocator(str(so), "my_malloc", "my_free")
         assert EC.get_allocator_backend() == "native"
+        gc.collect()
         base = EC.memory_allocated()
         try:
             EC.change_current_allocator(alloc)
