@@ -56,13 +56,19 @@ def matmul(xp, input, other):
     if ember._dtype.is_ml_dtypes(input.dtype):
         # NOTE: bf16/fp8 have no BLAS kernel: multiply in float32 and round once, as torch does
         return xp.matmul(input.astype(np.float32), other.astype(np.float32)).astype(input.dtype)
-    if xp is np and input.ndim + other.ndim == 3 and max(input.size, other.size) >= 1 << 16 \
-            and _C.num_threads() > 1:
-        # (a matrix-vector product is memory-bound: OpenBLAS's threads, woken per call, cost
-        # more than the second one gains: 2.5x one thread's time at 2 threads)
-        return _C.with_one_blas_thread(lambda nt: xp.matmul(input, other))
+    if input.ndim + other.ndim == 3:
+        return _matvec(xp, input, other)
     out = gemm.matmul(input, other) if xp is np else None
     return xp.matmul(input, other) if out is None else out
+
+
+def _matvec(xp, a, b):
+    """``a @ b`` of a matrix and a vector. At several threads a large one runs BLAS on one:
+    the product is memory-bound, and OpenBLAS's threads, woken per call, cost more than the
+    second one gains (2.5x one thread's time at 2 threads)."""
+    if xp is np and max(a.size, b.size) >= 1 << 16 and _C.num_threads() > 1:
+        return _C.with_one_blas_thread(lambda nt: xp.matmul(a, b))
+    return xp.matmul(a, b)
 
 
 @matmul.vjp(save=("input", "other"), needed_by="cross")
@@ -304,7 +310,7 @@ def addmv(xp, input, mat, vec, *, beta=1, alpha=1):
                            f"mat ({'x'.join(map(str, mat.shape))}), vec "
                            f"({'x'.join(map(str, vec.shape))})")
     # (shapes checked and dtypes promoted: matmul.fwd's checks would cost a third of the call)
-    p = xp.matmul(mat, vec) if mat.dtype.kind in "fc" else matmul.fwd(xp, mat, vec)
+    p = _matvec(xp, mat, vec) if mat.dtype.kind in "fc" else matmul.fwd(xp, mat, vec)
     return _scale_add(p, input, beta, alpha)
 
 
