@@ -72,6 +72,12 @@ class Kernel:
         self.vals, self.loads, self.nodes, self.loaded, self.memo = [], {}, [], {}, {}
         self.vars = sorted({v for d in shape if isinstance(d, Sz) for m in d.terms for v in m})
 
+    @property
+    def flat(self):
+        """A CUDA kernel without row reductions: its threads take elements, not rows (one row
+        of 1M elements would keep one block busy and the GPU idle)."""
+        return self.cuda and not any(v.red for v in self.vals)
+
     # ---- what lowerings call ---------------------------------------------------------------
     def lit(self, c):
         """A Python number (or a dynamic size) as a C constant of the kernel's type."""
@@ -235,11 +241,9 @@ class Kernel:
         put = [f"{v.name} != 0" if k in bools else v.name for k, v in enumerate(outs)]
         lines.append(('// cuda\nextern "C" __global__ ' if cu else "") +
                      f"void {name}({', '.join(params)}) {{")
-        # (without row reductions, a CUDA kernel's threads take elements, not rows: one row
-        # would leave the GPU idle)
-        self.flat = cu and not any(v.red for v in self.vals)
-        jloop = "{{" if self.flat else "for (int64_t j = threadIdx.x; j < {0}; j += blockDim.x) {{" \
-            if cu else "for (int64_t j = 0; j < {0}; j++) {{"
+        jloop = "{{" if self.flat else \
+            "for (int64_t j = threadIdx.x; j < {0}; j += blockDim.x) {{" if cu else \
+            "for (int64_t j = 0; j < {0}; j++) {{"
         cols = [(k, v) for k, v in enumerate(outs) if v.red == "col"]
         par = f"num_threads(nt) if(nt > 1 && {self.m * self.n} >= {PAR_MIN})"
         if cols:        # (column sums: per thread over its rows, then added up)
@@ -329,9 +333,9 @@ class Kernel:
                                  (f" {v.name}n |= {x} != {x};" if v.red == "max" else ""))
                 lines.append("    }")
                 for v in reds if cu else ():       # (every thread's part, then the block's)
+                    nan = f" {v.name}n = block_reduce({v.name}n, 0);" if v.red == "max" else ""
                     lines.append(f"    {v.name} = block_reduce({v.name}, "
-                                 f"{int('max' in v.red)});" + (f" {v.name}n = block_reduce("
-                                                               f"{v.name}n, 0);" if v.red == "max" else ""))
+                                 f"{int('max' in v.red)});{nan}")
                 for v in reds:
                     if v.red == "max":
                         lines.append(f"    if ({v.name}n) {v.name} = NAN;")
@@ -758,8 +762,9 @@ def build(graph):
                 block = 256 if type(k.n) is not int or k.flat else max(32, min(256, 1 << (
                     k.n - 1).bit_length()))
                 grid = f"({k.m * k.n} + 255) // 256" if k.flat else k.m
-                py.append(f"    _lib.{fname}((max(min({grid}, 65535), 1),), ({block},), (" + ", ".join(
-                    arrays + [f"_i64(_s{v})" for v in k.vars] + [f"_i32({flags})"]) + "))")
+                py.append(f"    _lib.{fname}((max(min({grid}, 65535), 1),), ({block},), ("
+                          + ", ".join(arrays + [f"_i64(_s{v})" for v in k.vars] +
+                                      [f"_i32({flags})"]) + "))")
             else:
                 py.append(f"    _lib.{fname}(" + ", ".join(
                     [f"_p({a})" for a in arrays] + [f"_s{v}" for v in k.vars]

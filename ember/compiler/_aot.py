@@ -20,7 +20,7 @@ import warnings
 
 import numpy as np
 
-from .._backends import array_module, backend
+from .._backends import backend
 from .._graph import cgen
 from .._graph.dynamic import Sz, retrace, symbolize
 from .._graph.interpreter import fetch_attr
@@ -149,7 +149,7 @@ def _record(fn, module, args, kwargs, cached):
                     if diff:
                         from ..autograd import grad
                         for i, j in enumerate(diff):
-                            g = Tensor._wrap(array_module(outs[j]._data).zeros(
+                            g = Tensor._wrap(backend(outs[j].device).xp.zeros(
                                 outs[j].shape, outs[j]._data.dtype), outs[j].device)
                             node = rec.graph.placeholder(f"tangent{i}")
                             node.meta["val"] = TensorMeta.of(g)
