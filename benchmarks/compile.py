@@ -169,10 +169,10 @@ _DYNAMIC = """
 import resource, statistics, sys, time
 sys.path.insert(0, {root!r})
 import ember
-from ember._graph import cgen
+from ember._graph import toolchain
 from benchmarks.models import GPT, gpt_model
-built, build = [], cgen._build_so
-cgen._build_so = lambda *a: built.append(1) or build(*a)
+built, build = [], toolchain._build_so
+toolchain._build_so = lambda *a: built.append(1) or build(*a)
 kids = lambda: sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2])
 
 

@@ -310,9 +310,9 @@ def emulated_kernels(cupy):
     """The double ``cupy`` with ``RawKernel`` and ``RawModule`` inside the block: ember's
     fused-kernel paths (those built on them) then run, emulated."""
     from ember.cuda import _attention, _kernels
-    from ember._graph import cgen
+    from ember._graph import toolchain
     caches = (_kernels._rows_kernel, _kernels._elementwise, _attention._functions,
-              cgen._modules)        # (compile's modules, by source)
+              toolchain._modules)        # (compile's modules, by source)
     for c in caches:
         getattr(c, "cache_clear", getattr(c, "clear", None))()
     names = {"RawKernel": RawKernel, "RawModule": RawModule, "ElementwiseKernel": ElementwiseKernel}

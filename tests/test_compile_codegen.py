@@ -14,12 +14,12 @@ import pytest
 import torch
 
 import ember
-from ember._graph import cgen
+from ember._graph import cgen, toolchain
 from ember._graph.record import flatten_tensors
 from ember._ops.registry import all_ops
 from helpers import accepted_samples
 
-pytestmark = pytest.mark.skipif(cgen.compiler() is None, reason="no C compiler")
+pytestmark = pytest.mark.skipif(toolchain.compiler() is None, reason="no C compiler")
 
 LOWERED = [d for d in all_ops() if cgen.lowering(d) is not None and d.samples is not None]
 # float32: the kernels' exp/erf are vecmath.h's (~1 ulp) and sums run in SIMD order, not
@@ -339,13 +339,13 @@ def test_the_capturing_call_keeps_the_captures_forward_values(fn, kept, monkeypa
     """The call that captures runs no compiled forward: it returns and saves the values the
     capture computed, except after an in-place write (a written tensor holds a later value
     than the node it was recorded for); gradients equal eager's on every call."""
-    make, runs = cgen.make, []
+    make, runs = toolchain.make, []
 
     def counted(*a, **k):
         f, i = make(*a, **k), len(runs)
         runs.append(0)
         return lambda *xs, **kw: runs.__setitem__(i, runs[i] + 1) or f(*xs, **kw)
-    monkeypatch.setattr(cgen, "make", counted)
+    monkeypatch.setattr(toolchain, "make", counted)
     x = ember.randn(4, 8, requires_grad=True)
     g = ember.randn(4, 8)       # (softmax's gradient for ones is 0: rounding noise of any sign)
     want = ember.autograd.grad(fn(x), x, g)[0].numpy()
@@ -361,19 +361,19 @@ def test_the_compilers_version_is_asked_once_per_cache(tmp_path, monkeypatch):
     """The compiler's version line (part of every library's key) is kept in the cache folder, so
     a new process starts no compiler to find it."""
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(cgen, "_cc", {})
-    found = cgen.compiler()
+    monkeypatch.setattr(toolchain, "_cc", {})
+    found = toolchain.compiler()
     assert [f.name.startswith("cc-") for f in tmp_path.iterdir()] == [True]
 
     def fail(*a, **k):
         raise AssertionError("the compiler was started")
-    monkeypatch.setattr(cgen, "_cc", {})
+    monkeypatch.setattr(toolchain, "_cc", {})
     monkeypatch.setattr(subprocess, "run", fail)
-    assert cgen.compiler() == found
+    assert toolchain.compiler() == found
 
 
 def test_no_compiler_runs_eagerly_with_one_warning(monkeypatch):
-    monkeypatch.setattr(cgen, "_cc", {"cc": None})
+    monkeypatch.setattr(toolchain, "_cc", {"cc": None})
     from ember import compiler
     monkeypatch.setattr(compiler, "_warned", [])
     f = ember.compile(lambda x: x.exp() + 1)

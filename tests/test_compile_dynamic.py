@@ -7,11 +7,11 @@ import pytest
 
 import ember
 from ember._C import kernels
-from ember._graph import cgen
+from ember._graph import toolchain
 from benchmarks.models import gpt_model
 
 # (EMBER_NO_C=1: compiled functions run eagerly, no program to look at)
-pytestmark = pytest.mark.skipif(cgen.compiler() is None or kernels._off,
+pytestmark = pytest.mark.skipif(toolchain.compiler() is None or kernels._off,
                                 reason="no C compiler, or EMBER_NO_C")
 nn, F = ember.nn, ember.nn.functional
 
@@ -20,9 +20,9 @@ nn, F = ember.nn, ember.nn.functional
 def builds(tmp_path, monkeypatch):
     """The C libraries built (a fresh disk cache, so every new source is a build)."""
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(cgen, "_loaded", {})
-    out, build = [], cgen._build_so
-    monkeypatch.setattr(cgen, "_build_so", lambda *a: out.append(a[1]) or build(*a))
+    monkeypatch.setattr(toolchain, "_loaded", {})
+    out, build = [], toolchain._build_so
+    monkeypatch.setattr(toolchain, "_build_so", lambda *a: out.append(a[1]) or build(*a))
     return out
 
 

@@ -503,7 +503,7 @@ def test_embedding_backward_kernel_equals_the_xp_code(monkeypatch, kernels, dt, 
         assert not fused[0][padding_idx].any()
 
 
-# ---- ember.compile's generated CUDA kernels (ember/_graph/cgen.py) ---------------------------
+# ---- ember.compile's generated CUDA kernels (ember/_graph/cgen.py, toolchain.py) ------------
 
 def _compiled_graphs():
     """Functions whose captured graphs fuse into kernels of each kind: elementwise chains with
@@ -524,10 +524,10 @@ def _compiled_graphs():
 @pytest.mark.parametrize("shape", [(3, 1), (2, 3, 37), (2, 300)], ids=str)
 @pytest.mark.parametrize("name", list(_compiled_graphs()))
 def test_compiled_cuda_kernels_equal_the_cpu(monkeypatch, tmp_path, kernels, name, shape, dt):
-    from ember._graph import cgen
+    from ember._graph import toolchain
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
     made = []
-    monkeypatch.setattr(cgen._Libraries, "kernel", lambda self, n, _k=cgen._Libraries.kernel:
+    monkeypatch.setattr(toolchain._Libraries, "kernel", lambda self, n, _k=toolchain._Libraries.kernel:
                         made.append(n) or _k(self, n))
     fn = _compiled_graphs()[name]
     ember.manual_seed(0)
@@ -550,9 +550,9 @@ def test_compiled_cuda_kernels_equal_the_cpu(monkeypatch, tmp_path, kernels, nam
 def test_compiled_cuda_kernels_follow_a_dynamic_size(monkeypatch, tmp_path, kernels):
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
     F = ember.nn.functional
-    from ember._graph import cgen
+    from ember._graph import toolchain
     made = []
-    monkeypatch.setattr(cgen._Libraries, "kernel", lambda self, n, _k=cgen._Libraries.kernel:
+    monkeypatch.setattr(toolchain._Libraries, "kernel", lambda self, n, _k=toolchain._Libraries.kernel:
                         made.append(self.cuda_source) or _k(self, n))
     fns = [lambda x: F.softmax(x, -1) * x.sigmoid(), lambda x: (x * 2).sigmoid() + x.exp()]
     for fn in fns:      # (rows in blocks; then elements in threads: no row reduction)
@@ -588,13 +588,13 @@ def test_compiled_module_trains_on_cuda_as_on_the_cpu(monkeypatch, tmp_path, ker
 def test_compiled_cuda_sources_compile_with_nvrtc(monkeypatch, tmp_path):
     """Every kernel kind the tests above run, as NVRTC compiles it for sm_80: launchable at
     256 threads, nothing spilled."""
-    from ember._graph import cgen
+    from ember._graph import toolchain
     lib = _need_nvrtc()
     if not cuda_emulator.compiler():
         pytest.skip("no C++ compiler for the kernel emulator")
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
     sources = []
-    monkeypatch.setattr(cgen._Libraries, "kernel", lambda self, n, _k=cgen._Libraries.kernel:
+    monkeypatch.setattr(toolchain._Libraries, "kernel", lambda self, n, _k=toolchain._Libraries.kernel:
                         sources.append(self.cuda_source) or _k(self, n))
     with cuda_double() as cupy, cuda_emulator.emulated_kernels(cupy):
         for fn in _compiled_graphs().values():

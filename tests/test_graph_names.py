@@ -716,13 +716,13 @@ def test_default_backend_and_settings():
 
 
 def test_cache_artifacts(tmp_path, monkeypatch):
-    from ember._graph import cgen
-    if cgen.compiler() is None or ember._C.kernels._off:
+    from ember._graph import toolchain
+    if toolchain.compiler() is None or ember._C.kernels._off:
         pytest.skip("no C compiler")
     a, b = tmp_path / "a", tmp_path / "b"
     monkeypatch.setenv("EMBER_CACHE_DIR", str(a))
-    monkeypatch.setattr(cgen, "used", {})
-    monkeypatch.setattr(cgen, "_loaded", {})
+    monkeypatch.setattr(toolchain, "used", {})
+    monkeypatch.setattr(toolchain, "_loaded", {})
     assert ember.compiler.save_cache_artifacts() is None
     fn = lambda x: (x.sin() * 3.25).exp().sum()      # noqa: E731
     x = ember.tensor([0.5, 1.0, -2.0], requires_grad=True)
@@ -735,7 +735,7 @@ def test_cache_artifacts(tmp_path, monkeypatch):
     keys = info.aot_autograd_artifacts + info.inductor_artifacts
     assert sorted(os.listdir(a / "codegen")) == sorted([keys[0] + ".joint", keys[1] + ".so"])
     monkeypatch.setenv("EMBER_CACHE_DIR", str(b))   # (an empty cache, as in a new machine)
-    monkeypatch.setattr(cgen, "_loaded", {})
+    monkeypatch.setattr(toolchain, "_loaded", {})
     got = ember.compiler.load_cache_artifacts(data)
     assert got.inductor_artifacts == info.inductor_artifacts
     assert got.aot_autograd_artifacts == info.aot_autograd_artifacts
@@ -744,7 +744,7 @@ def test_cache_artifacts(tmp_path, monkeypatch):
     def fail(*a, **k):
         raise AssertionError("the C compiler or the backward's recording ran: the loaded "
                              "artifacts were not used")
-    monkeypatch.setattr(cgen, "_build_so", fail)
+    monkeypatch.setattr(toolchain, "_build_so", fail)
     monkeypatch.setattr(ember.autograd, "grad", fail)
     x.grad = None
     ember.compile(fn)(x).backward()             # (a new compile finds both on disk)
@@ -869,8 +869,8 @@ def test_onnx_ops_rotary_and_attention_export():
 def test_aot_compile_save_load(tmp_path):
     import subprocess
     import sys
-    from ember._graph import cgen
-    if cgen.compiler() is None or ember._C.kernels._off:
+    from ember._graph import toolchain
+    if toolchain.compiler() is None or ember._C.kernels._off:
         pytest.skip("no C compiler")
     w = ember.tensor([[0.5, -1.0], [2.0, 0.25]])
 

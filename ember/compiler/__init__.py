@@ -183,7 +183,7 @@ class _Compiled:
 
     def _compile(self, args, kwargs):
         from . import _aot
-        from .._graph import cgen
+        from .._graph import cgen, toolchain
         from .._graph.record import flatten_tensors
         from .._ops import dispatch
         from .._C import kernels
@@ -211,7 +211,7 @@ class _Compiled:
             return False
         if kernels._off:        # (EMBER_NO_C=1: the Python reference path, no C)
             return False
-        if cgen.compiler() is None:
+        if toolchain.compiler() is None:
             if not _warned:
                 _warned.append(True)
                 warnings.warn("ember.compile: no C compiler found (set CC); compiled functions "

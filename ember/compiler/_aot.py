@@ -21,7 +21,7 @@ import warnings
 import numpy as np
 
 from .._backends import backend
-from .._graph import cgen
+from .._graph import cgen, toolchain
 from .._graph.dynamic import Sz, retrace, symbolize
 from .._graph.interpreter import fetch_attr
 from .._graph.ir import Graph, TensorMeta, map_arg
@@ -240,7 +240,7 @@ def _ember_files():
 
 
 def _joint_path(key):
-    return os.path.join(cgen.cache_dir(), "codegen", key + ".joint")
+    return os.path.join(toolchain.cache_dir(), "codegen", key + ".joint")
 
 
 def _joint_read(key):
@@ -252,7 +252,7 @@ def _joint_read(key):
         d["code"] = [marshal.loads(c) for c in d["code"]]   # (Python's version is in the key)
     except Exception:
         return None                 # (none, or unreadable: recorded again and written anew)
-    cgen.used[key + ".joint"] = _joint_path(key)
+    toolchain.used[key + ".joint"] = _joint_path(key)
     return d
 
 
@@ -276,7 +276,7 @@ def _joint_write(key, prog, known):
     with os.fdopen(fd, "wb") as f:
         f.write(entry)
     os.replace(tmp, _joint_path(key))
-    cgen.used[key + ".joint"] = _joint_path(key)
+    toolchain.used[key + ".joint"] = _joint_path(key)
 
 
 class Compiled:
@@ -325,9 +325,9 @@ class Compiled:
     def load(self, buffers=False):
         """Compile (or find in the disk cache) the C source and bind the runners."""
         blocks = [b for p in self.programs for b in p[1].split("\n\n")]
-        lib = cgen.load("\n\n".join(dict.fromkeys(blocks)))     # (kernels both graphs use)
+        lib = toolchain.load("\n\n".join(dict.fromkeys(blocks)))     # (kernels both graphs use)
         code = self.code or [p[0] for p in self.programs]
-        self.runs = [cgen.make(c, p[2], p[4], lib, {} if buffers else None)
+        self.runs = [toolchain.make(c, p[2], p[4], lib, {} if buffers else None)
                      for c, p in zip(code, self.programs)]
         self.attrs = [p[3] for p in self.programs]
         self.buffers, self.generation = buffers, 0

@@ -260,13 +260,13 @@ def save_cache_artifacts():
         >>> out is None or isinstance(out[0], bytes)
         True
     """
-    from .._graph import cgen
-    if not cgen.used:
+    from .._graph import toolchain
+    if not toolchain.used:
         return None
     buf, info = io.BytesIO(), CacheInfo()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("format", _MAGIC)
-        for name, path in cgen.used.items():
+        for name, path in toolchain.used.items():
             if os.path.exists(path) and info._add(name):
                 z.write(path, f"codegen/{name}")
     return buf.getvalue(), info
@@ -280,7 +280,7 @@ def load_cache_artifacts(serialized_artifacts):
         >>> import ember
         >>> ember.compiler.load_cache_artifacts(b"")
     """
-    from .._graph import cgen
+    from .._graph import toolchain
     if not serialized_artifacts:
         return None
     try:
@@ -291,7 +291,7 @@ def load_cache_artifacts(serialized_artifacts):
     if not ok:
         raise RuntimeError("load_cache_artifacts: not artifacts save_cache_artifacts wrote")
     info = CacheInfo()
-    folder = os.path.join(cgen.cache_dir(), "codegen")
+    folder = os.path.join(toolchain.cache_dir(), "codegen")
     os.makedirs(folder, exist_ok=True)
     for name in z.namelist():
         base = os.path.basename(name)
