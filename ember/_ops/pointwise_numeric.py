@@ -198,7 +198,7 @@ def _(g, input, exponent, result):
         grads = (g * (b * a ** (b - 1)).conj() if isinstance(a, ember.Tensor) else None,
                  g * (result * ember.log(a)).conj() if isinstance(b, ember.Tensor) else None)
     else:
-        grads = pow.vjp_fn(g, a, b)
+        grads = pow.vjp_fn(g, a, b, result)
     return tuple(gr.to(x.dtype) if isinstance(x, ember.Tensor) and gr is not None else gr
                  for gr, x in zip(grads, (input, exponent)))
 
