@@ -101,8 +101,11 @@ def ldexp(xp, input, other):
         >>> ember.ldexp(ember.tensor([1., 3.]), ember.tensor([2, -1]))
         tensor([4.0000, 1.5000])
     """
-    return ufunc_of(xp, "multiply")(input, ufunc_of(xp, "power")(input.dtype.type(2), other).astype(
-        input.dtype, copy=False))
+    # (2^other by exp2 where other is of input's float dtype: NumPy's power of a scalar base is
+    # a scalar libm loop, its exp2 pointwise.h's vector one; both exact at integers)
+    p = ufunc_of(xp, "exp2")(other) if other.dtype == input.dtype and input.dtype.kind == "f" \
+        else ufunc_of(xp, "power")(input.dtype.type(2), other)
+    return ufunc_of(xp, "multiply")(input, p.astype(input.dtype, copy=False))
 
 
 @ldexp.vjp(save=("other", "result"))
