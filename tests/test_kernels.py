@@ -491,6 +491,57 @@ def test_erf_float32(name, noncontig):
     np.testing.assert_allclose(fast, ref, rtol=1e-6, atol=1e-36)
 
 
+def _ulps(a, b):
+    """How many float32 steps apart a and b are (nan where either is, or the signs differ)."""
+    ia, ib = a.view(np.int32).astype(np.int64), b.view(np.int32).astype(np.int64)
+    return np.where((np.signbit(a) == np.signbit(b)) & ~np.isnan(a) & ~np.isnan(b),
+                    np.abs(ia - ib), np.nan)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_pow_float32(threads):
+    """pointwise.h's pow of two float32 arrays: C99's special cases as NumPy's powf (signed
+    zeros, infinities, nan, negative bases to integers and not, overflow, denormal results),
+    the rest within 1 ulp of the float64 power rounded."""
+    v = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 2.5, -2.5, np.inf,
+                  -np.inf, np.nan, 1e-40, -1e-40, 1e30, -1e30, 16777216.0, -16777215.0, 300.0,
+                  -301.0, 150.5], np.float32)
+    x, y = (a.ravel().copy() for a in np.meshgrid(v, v))
+    got, want = kernels.pointwise("pow", x, other=y), np.power(x, y)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    num = ~np.isnan(want)
+    assert np.array_equal(np.signbit(got[num]), np.signbit(want[num]))
+    assert np.nanmax(_ulps(got, want)) <= 1
+    rng = np.random.default_rng(0)
+    x = (rng.uniform(0, 3, 50000) ** 3 * rng.choice([-1, 1], 50000)).astype(np.float32)
+    y = np.where(rng.random(50000) < 0.3, rng.integers(-40, 40, 50000),
+                 rng.uniform(-40, 40, 50000)).astype(np.float32)
+    got, want = kernels.pointwise("pow", x, other=y), np.power(x.astype(np.float64), y)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.nanmax(_ulps(got, want.astype(np.float32))) <= 1
+
+
+@pytest.mark.parametrize("n", [5, 5000])
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("c", [False, True], ids=["numpy", "C"])
+def test_clamp_keeps_the_input_at_a_tie(n, dt, c, threads):
+    """A bound equal to the input (-0.0 against 0.0) gives the input, as torch's clamp, with
+    nan kept: clamp, clamp_min and clamp_max, the NumPy path and the kernel."""
+    x = np.resize(np.array([0.0, -0.0, 1.0, -1.0, np.nan], dt), n)
+    for lo, hi in ((-0.0, None), (0.0, None), (None, -0.0), (None, 0.0), (0.0, -0.0), (-0.0, 0.0)):
+        want = x if lo is None else np.where(x < lo, lo, x)
+        want = want if hi is None else np.where(want > hi, hi, want).astype(dt)
+        with contextlib.nullcontext() if c else kernels.disabled():
+            calls = [ember.clamp(ember.tensor(x), lo, hi)] + (
+                [ember.clamp_min(ember.tensor(x), lo)] if hi is None else
+                [ember.clamp_max(ember.tensor(x), hi)] if lo is None else [])
+        for got in calls:
+            got = got.numpy()
+            assert np.array_equal(got, want, equal_nan=True)
+            num = ~np.isnan(want)
+            assert np.array_equal(np.signbit(got[num]), np.signbit(want[num])), (lo, hi)
+
+
 # (name, call, exact): pointwise.h's fused float32 loops; the exact ones (selects) round as
 # the NumPy reference bit for bit, the others (exp, log) to ~2 ulp
 POINTWISE = [
@@ -498,6 +549,8 @@ POINTWISE = [
     ("leaky_relu", lambda t: F.leaky_relu(t, 0.2), True), ("hardsigmoid", F.hardsigmoid, True),
     ("hardswish", F.hardswish, True), ("clamp", lambda t: t.clamp(-0.5, 0.0), True),
     ("clamp_min", lambda t: t.clamp(min=-0.0), True), ("sign", ember.sign, True),
+    ("clamp_max", lambda t: t.clamp(max=0.0), True), ("pow", lambda t: t ** t.flip(-1).detach(), False),
+    ("pow_exponent", lambda t: t.flip(-1).detach() ** t, False),
     ("nan_to_num", lambda t: ember.nan_to_num(t, 1.5, 7.0), True),
     ("nan_to_num_default", ember.nan_to_num, True), ("elu", F.elu, False),
     ("selu", F.selu, False), ("celu", lambda t: F.celu(t, 2.0), False),

@@ -456,6 +456,9 @@ def _power(input, exponent, out=None):
             return r
         out[...] = r
         return out
+    if type(exponent) is np.ndarray and (r := _C.pointwise(      # (NumPy's powf: scalar libm)
+            "pow", input, other=exponent, out=out, min_size=256)) is not None:
+        return r
     return _np_power(input, exponent, out=out)
 
 
@@ -496,7 +499,7 @@ def pow(xp, input, exponent):
 
 
 @pow.vjp(save=("input", "exponent"))
-def _(g, input, exponent):
+def _(g, input, exponent, result=None):
     gi = ge = None
     if isinstance(input, ember.Tensor):
         gi = g * _conj(exponent * input ** (exponent - 1))
@@ -506,7 +509,8 @@ def _(g, input, exponent):
         # NOTE: torch defines d/dexp of 0**e as 0 for e >= 0 instead of 0 * log(0) = nan.
         # (input ** exponent again, not the saved output: torch saves none for a number
         # exponent, so that writing into x ** 2 in place is no error)
-        ge = g * _conj(input ** exponent * _log_of(input))
+        # (float_power passes its saved result: a float64 pow less)
+        ge = g * _conj((input ** exponent if result is None else result) * _log_of(input))
         # (a complex exponent counts as >= 0 when it is real and >= 0, as in torch)
         nonneg = exponent >= 0 if not exponent.is_complex() else \
             (exponent.imag == 0) & (exponent.real >= 0)
@@ -821,7 +825,10 @@ def sgn(xp, input):
 @sgn.vjp(save=("input", "result"))
 def _(g, input, result):
     if not input.is_complex():
-        return ember.zeros_like(g)
+        # (np.zeros: calloc's untouched zero pages, where zeros_like writes 4 bytes an element;
+        # torch's gradient here is a lazy zero tensor)
+        return ember.Tensor._wrap(np.zeros(g.shape, g._data.dtype)) if type(
+            g) is ember.Tensor and type(g._data) is np.ndarray else ember.zeros_like(g)
     a = input.abs()
     return ember.where(a == 0, 0.0, (g - (g * result.conj()).real * result) / ember.where(
         a == 0, 1.0, a))

@@ -9,7 +9,7 @@ import ember
 from .._C import kernels as _C
 from ..autograd.graph import needs_input_grad
 from .meta import broadcast_meta, empty
-from .pointwise import _conj, reject, ufunc_of
+from .pointwise import _conj, fused_grad, reject, ufunc_of
 from .registry import LIBM_ULP, node_name, op, overload_if_tensor
 from .samples import (ErrorSample, Sample, binary_samples, broadcast_errors, const, dtype_error,
                       make)
@@ -359,10 +359,12 @@ def _need_a_bound(min, max):
 
 def _limit(xp, r, min, max, out=None):
     """``r`` limited to ``[min, max]`` by two ufuncs (written into ``out`` where given)."""
+    # NOTE: a bound equal to r (-0.0 against 0.0) gives r, as torch: NumPy's float32/64
+    # maximum and minimum return their second operand at a tie
     if min is not None:
-        r = ufunc_of(xp, "maximum")(r, min, out=out)
+        r = ufunc_of(xp, "maximum")(min, r, out=out)
     if max is not None:
-        r = ufunc_of(xp, "minimum")(r, max, out=out)
+        r = ufunc_of(xp, "minimum")(max, r, out=out)
     return r
 
 
@@ -397,6 +399,10 @@ def clamp(xp, input, min=None, max=None):
 
 @clamp.vjp(save=("input", "min", "max"))
 def _(g, input, min=None, max=None):
+    if all(v is None or type(v) in (int, float) for v in (min, max)) and (r := fused_grad(
+            "clamp", input, g, -math.inf if min is None else min,
+            math.inf if max is None else max)) is not None:
+        return r, None, None
     inside = ember.ones((), dtype=ember.bool, device=g.device)
     gmin = gmax = None
     if min is not None:
@@ -405,7 +411,7 @@ def _(g, input, min=None, max=None):
     if max is not None:
         inside = inside & (input <= max)
         gmax = g * (input > max).to(g.dtype)
-    return g * inside.to(g.dtype), gmin, gmax
+    return ember.where(inside, g, 0.0), gmin, gmax      # (0 outside, as torch: not g * 0)
 
 
 def _clamp_meta(input, min=None, max=None):
@@ -436,7 +442,7 @@ def _one_sided(name, side):
 
     def fwd(xp, input, bound):
         if type(bound) in (int, float) and input.dtype.kind == "f" and input.size <= 4096:
-            return ufunc_of(xp, u)(input, bound)    # (one call: clamp's checks, its kernel's)
+            return ufunc_of(xp, u)(bound, input)    # (one call: clamp's checks, its kernel's)
         return clamp.fwd(xp, input, **{side: bound})
     fwd.__doc__ = f"``clamp(input, {side}={side})``."
     d = op(name, tags=("pointwise",), promote="common", inplace=True)(fwd)

@@ -169,15 +169,15 @@ def _erf_erfc(xp, x, want):
     """``erf(x)`` (want="erf") or ``erfc(x)`` (want="erfc"), computed in float64 and returned
     in the dtype of ``x``."""
     if x.dtype.itemsize <= 4 and x.dtype.kind != "c":
-        fn = _C.kernel("erf", x.dtype) if xp is np and x.size else None
+        fn = _C.kernel("pointwise", x.dtype) if xp is np and x.size else None
         if fn is None:
             return _erf_erfc_single(xp, x, want)
-        if x.size <= 8:     # (libm's double erf per element: the kernel's call costs ~3 us)
-            f = math.erf if want == "erf" else math.erfc
-            return np.array([f(v) for v in x.ravel().tolist()], x.dtype).reshape(x.shape)
-        x = _C.contiguous(np.asarray(x))     # the same method in one float32 pass (ember/_C)
+        # (float32: the same method in one pass, pointwise.h's erf / erfc, called directly:
+        # _C.pointwise's checks of operands erf has not cost ~15% of a small call)
+        x = _C.contiguous(x)
         out = np.empty(x.shape, x.dtype)
-        fn(_C.ptr(x), _C.ptr(out), x.size, want == "erfc", _C.num_threads())
+        fn(_C._POINTWISE[want], _C.ptr(x), 0, 0, _C.ptr(out), x.size, 0.0, 0.0, 0.0,
+           _C.num_threads())
         return out
     x64 = x.astype(np.float64)
     a = xp.abs(x64)
@@ -394,7 +394,7 @@ def relu(xp, input):
     # (NumPy's maximum against a scalar takes a branchy loop: ~4x the C clamp on random signs)
     if (r := _C.pointwise("clamp", input, 0.0, math.inf, min_size=64)) is not None:
         return r
-    return xp.maximum(input, xp.zeros((), input.dtype))
+    return xp.maximum(xp.zeros((), input.dtype), input)     # NOTE: -0.0 stays, as torch's (clamp)
 
 
 relu.vjp(save=("result",))(lambda g, input, result: threshold_backward(g, result, 0))

@@ -101,8 +101,11 @@ def ldexp(xp, input, other):
         >>> ember.ldexp(ember.tensor([1., 3.]), ember.tensor([2, -1]))
         tensor([4.0000, 1.5000])
     """
-    return ufunc_of(xp, "multiply")(input, ufunc_of(xp, "power")(input.dtype.type(2), other).astype(
-        input.dtype, copy=False))
+    # (2^other by exp2 where other is of input's float dtype: NumPy's power of a scalar base is
+    # a scalar libm loop, its exp2 pointwise.h's vector one; both exact at integers)
+    p = ufunc_of(xp, "exp2")(other) if other.dtype == input.dtype and input.dtype.kind == "f" \
+        else ufunc_of(xp, "power")(input.dtype.type(2), other)
+    return ufunc_of(xp, "multiply")(input, p.astype(input.dtype, copy=False))
 
 
 @ldexp.vjp(save=("other", "result"))
@@ -198,7 +201,7 @@ def _(g, input, exponent, result):
         grads = (g * (b * a ** (b - 1)).conj() if isinstance(a, ember.Tensor) else None,
                  g * (result * ember.log(a)).conj() if isinstance(b, ember.Tensor) else None)
     else:
-        grads = pow.vjp_fn(g, a, b)
+        grads = pow.vjp_fn(g, a, b, result)
     return tuple(gr.to(x.dtype) if isinstance(x, ember.Tensor) and gr is not None else gr
                  for gr, x in zip(grads, (input, exponent)))
 

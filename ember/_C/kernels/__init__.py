@@ -79,7 +79,6 @@ def _declare(lib):
             "layer_norm_bwd": [p, p, p, p, p, p, i64, i64, d, i, i64, i],
             "cross_entropy": [p, p, p, p, i64, i64, i64, i], "nll": [p, p, p, p] + [i64] * 4,
             "adam": [p, p, p, p, p, i64, d, d, d, d, d, d, i],
-            "erf": [p, p, i64, i, i],                  # float32 only: float64 has libm's
             "pointwise": [i, p, p, p, p, i64, d, d, d, i],  # (pointwise.h: float32 only)
             "special": [i, p, i64, p, i64, p, i64, i],
             "winograd_fwd": [p, i64, i64, i64, i64, p, i64, i64, p, i64, i64, i64, p, i, i],
@@ -212,7 +211,7 @@ _POINTWISE = {name: code for code, name in enumerate(
     "asin_bwd atanh_bwd reciprocal_bwd rsqrt_bwd mish mish_bwd logsigmoid logsigmoid_bwd "
     "hardtanh_bwd frac logit logit_bwd bce_logits bce_logits_bwd lerp addcmul addcdiv "
     "copysign entr xlogy xlog1py sinc tanh asinh loss_bwd bce bce_bwd "
-    "bce_target_bwd".split())}
+    "bce_target_bwd pow clamp_bwd erf erfc".split())}
 
 
 def pointwise(name, x, *params, other=None, min_size=1, out=None, third=None):

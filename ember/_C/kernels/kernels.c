@@ -78,20 +78,6 @@ EXPORT int ember_kernels_openmp(void) {
 #endif
 }
 
-TC static void erf_block_f32(const float *x, float *out, int64_t n, int want_erfc) {
-    if (want_erfc)
-        for (int64_t i = 0; i < n; i++) out[i] = erf_erfc_f32(x[i], 1);
-    else
-        for (int64_t i = 0; i < n; i++) out[i] = erf_erfc_f32(x[i], 0);
-}
-
-/* erf (want_erfc 0) or erfc (1) of n contiguous floats */
-EXPORT void erf_f32(const float *x, float *out, int64_t n, int want_erfc, int nt) {
-    const int64_t B = 16384;
-    nt = threads_for(n * 8, nt);
-    THREADED_FOR(nt, n, B, erf_block_f32(x + i, out + i, n - i < B ? n - i : B, want_erfc));
-}
-
 #include "half.h"
 #include "select.h"
 #include "parloop.h"

@@ -20,7 +20,7 @@ enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAM
        PW_MISH, PW_MISH_BWD, PW_LOGSIGMOID, PW_LOGSIGMOID_BWD, PW_HARDTANH_BWD, PW_FRAC,
        PW_LOGIT, PW_LOGIT_BWD, PW_BCE_LOGITS, PW_BCE_LOGITS_BWD, PW_LERP, PW_ADDCMUL,
        PW_ADDCDIV, PW_COPYSIGN, PW_ENTR, PW_XLOGY, PW_XLOG1PY, PW_SINC, PW_TANH, PW_ASINH,
-       PW_LOSS_BWD, PW_BCE, PW_BCE_BWD, PW_BCE_TARGET_BWD, PW_COUNT };
+       PW_LOSS_BWD, PW_BCE, PW_BCE_BWD, PW_BCE_TARGET_BWD, PW_POW, PW_CLAMP_BWD, PW_ERF, PW_ERFC, PW_COUNT };
 
 /* NumPy's maximum and minimum (v > lo || v is nan ? v : lo), as one comparison gcc vectorises */
 static inline float pw_max(float v, float lo) { return v <= lo ? lo : v; }
@@ -142,7 +142,10 @@ PW_BLOCK(silu, v / (1.0f + exp_f32(-v)))
 PW_BLOCK(leaky_relu, v > 0.0f ? v : v * a)
 PW_BLOCK(hardsigmoid, pw_min(pw_max(v + 3.0f, 0.0f), 6.0f) / 6.0f)
 PW_BLOCK(hardswish, v * pw_min(pw_max(v + 3.0f, 0.0f), 6.0f) / 6.0f)
-PW_BLOCK(clamp, pw_min(pw_max(v, a), b))
+/* NOTE: a bound equal to v (-0.0 against 0.0) gives v, as torch's max(min(...)), not the bound */
+static inline float pw_clamp1(float v, float a, float b) { float m = v < a ? a : v; return m > b ? b : m; }
+PW_BLOCK(clamp, pw_clamp1(v, a, b))
+PW_BLOCK(clamp_bwd, (v >= a) & (v <= b) ? y[i] : 0.0f)
 PW_BLOCK(nan_to_num, v != v ? a : v == INFINITY ? b : v == -INFINITY ? c : v)
 PW_BLOCK(sign, (float)((v > 0.0f) - (v < 0.0f)))
 PW_BLOCK(elu, v > 0.0f ? v * b : expm1_f32(v * c) * a)
@@ -340,6 +343,23 @@ static inline float pw_asinh1(float v) {
 }
 PW_BLOCK(tanh, pw_tanh1(v))
 PW_BLOCK(asinh, pw_asinh1(v))
+/* x^y as exp(y log|x|) in double (~1e-14 relative: float32's correct rounding but for near-
+ * ties; libm's powf is scalar), C99's special cases as selects: 1 at y = 0 or x = 1, nan for a
+ * negative finite x to a non-integer, the sign of x to an odd integer */
+static inline float pw_pow1(float x, float y) {
+    double a = fabsf(x), l0 = log_f64v(a), l = a == 0.0 ? -INFINITY : a == INFINITY ? a : l0;
+    double t = l == 0.0 ? 0.0 : (double)y * l;
+    float ay = fabsf(y), yr = (y + 12582912.0f) - 12582912.0f;     /* (y rounded: |y| < 2^22) */
+    int yint = (ay >= 8388608.0f) | (yr == y);
+    int odd = (int32_t)(ay < 16777216.0f ? y : 0.0f) & yint;
+    float r = (float)exp_f64v(t < -110.0 ? -110.0 : t > 100.0 ? 100.0 : t);   /* (0 / inf) */
+    r = (copysignf(1.0f, x) < 0.0f) & odd ? -r : r;
+    r = ((x < 0.0f) & (a < INFINITY) & !yint) | (x != x) | (y != y) ? NAN : r;
+    return (y == 0.0f) | (x == 1.0f) ? 1.0f : r;
+}
+PW_BLOCK(pow, pw_pow1(v, y[i]))
+PW_BLOCK(erf, erf_erfc_f32(v, 0))
+PW_BLOCK(erfc, erf_erfc_f32(v, 1))
 /* a loss's backward: g the loss's gradient, the array z (reduction 'none') or b (a mean's or
  * sum's, over the count for a mean), in two loops: a conditional load would not vectorise */
 #define PW_BLOCK_G(NAME, EXPR)                                                                 \
@@ -391,14 +411,14 @@ static const pw_fn PW_FNS[PW_COUNT] = {pw_sigmoid, pw_silu, pw_leaky_relu, pw_ha
                                        pw_addcmul, pw_addcdiv, pw_copysign, pw_entr,
                                        pw_xlogy, pw_xlog1py, pw_sinc, pw_tanh, pw_asinh,
                                        pw_loss_bwd, pw_bce, pw_bce_bwd,
-                                       pw_bce_target_bwd};
+                                       pw_bce_target_bwd, pw_pow, pw_clamp_bwd, pw_erf, pw_erfc};
 /* rough cost per element relative to a copy: how early a second thread pays */
 static const int PW_COST[PW_COUNT] = {8, 8, 1, 1, 1, 1, 1, 1, 8, 16, 1, 8, 16, 16,
                                       1, 1, 1, 8, 8, 4, 4, 1, 32, 16, 16, 4, 4, 4,
                                       4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8, 16, 4, 1, 1,
                                       1, 1, 1, 1, 1, 4, 4, 4, 4, 1, 1, 1, 1, 8,
                                       8, 1, 1, 1, 1, 1, 1, 8, 8, 16, 8, 1, 1, 4,
-                                      1, 16, 8, 1, 1, 1, 1, 4, 4, 4, 4, 8, 8, 1, 8, 1, 4};
+                                      1, 16, 8, 1, 1, 1, 1, 4, 4, 4, 4, 8, 8, 1, 8, 1, 4, 16, 1, 8, 8};
 
 static void pw_block(int op, pw_fn fn, const float *x, const float *y, const float *z,
                      float *out, int64_t i, int64_t m, float fa, float fb, float fc) {

@@ -81,9 +81,9 @@ static inline float gelu_exact_f32(float x) { float e; return x * phi_cdf_f32(x,
 
 /* erf(x) (want_erfc 0) or erfc(x) (1) in float32, to a few ulp, for ember.erf / ember.erfc:
  * a Taylor series for |x| < 0.5, else Numerical Recipes' erfc fit (relative error < 1.2e-7,
- * as ember's NumPy path) t exp(-a^2 + P(t)). NOTE: exp(-a^2) is taken as exp(-h^2) exp(-l(a+h))
- * with h = a rounded to 12 bits (h^2 is exact), else rounding a^2 would cost ~30 ulp in the
- * far tail of erfc. */
+ * as ember's NumPy path) t exp(-a^2 + P(t)). NOTE: erfc's exp(-a^2) is taken as exp(-h^2)
+ * exp(-l(a+h)) with h = a rounded to 12 bits (h^2 is exact), else rounding a^2 would cost ~30
+ * ulp in the far tail of erfc. */
 static inline float erfc_fit_f32(float a, float *t_out) {  /* the fit's t and P(t) */
     float t = 1.0f / (1.0f + 0.5f * a);
     float p = 0.17087277f;
@@ -108,7 +108,9 @@ static inline float erf_erfc_f32(float x, int want_erfc) {
     float a = x < 0.0f ? -x : x, t;
     a = a > 10.0f ? 10.0f : a;          /* erfc(10) is 0 in float32; keeps inf out of a - h */
     float p = erfc_fit_f32(a, &t), h = high12_f32(a);
-    float ec = t * exp_f32(-h * h) * exp_f32(p - (a - h) * (a + h));   /* erfc(|x|) */
+    /* erf = 1 - erfc needs erfc only to erf's absolute ulp: one exp of the rounded -a^2 */
+    float ec = want_erfc ? t * exp_f32(-h * h) * exp_f32(p - (a - h) * (a + h))
+                         : t * exp_f32(p - a * a);                    /* erfc(|x|) */
     float z = x * x;
     float s = 1.0f / 9360.0f;
     s = s * z - 1.0f / 1320.0f;
