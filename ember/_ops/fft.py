@@ -180,6 +180,12 @@ def _kernel(kind, inverse, x, dims, sizes, norm):
     # convolution's two transforms and three passes lose to pocketfft's (in double)
     if fn is None or _unsmooth(sizes):
         return None
+    n = sizes[-1]
+    if len(dims) == 1 and kind != "c2c" and dims[0] == x.ndim - 1 and n % 2 == 0 and \
+            x.shape[-1] == (n // 2 + 1 if kind == "c2r" else n):
+        # (one dim, no padding: the real transform alone, ~1.5 us less Python a small call)
+        if (out := _real(fn, x, n, kind == "c2r", norm)) is not None:
+            return out
     dims, sizes, last = list(dims), list(sizes), dims[-1]
     n, nd = sizes.pop(), len(dims)
     even = n % 2 == 0 and last == x.ndim - 1
