@@ -118,3 +118,17 @@ def test_backward(name):
         tg = torch.autograd.grad(ty, tt, torch.tensor(g.numpy()))[0].resolve_conj().numpy()
         np.testing.assert_allclose(grads[0], grads[1], rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(grads[0], tg, rtol=1e-4, atol=1e-4)
+
+
+def test_large_shifts():
+    # from PAR_MIN elements a shift is block copies over threads (par_copy): every dim, one dim,
+    # a repeated dim, a transposed input, against NumPy's roll
+    x = np.arange(700 * 300, dtype=np.float32).reshape(700, 300)
+    for a in (x, x.T):
+        for dim in (None, 0, (1,), (1, 1), (-1, 0)):
+            for name, sign in (("fftshift", 1), ("ifftshift", -1)):
+                dims = range(a.ndim) if dim is None else [dim] if isinstance(dim, int) else dim
+                ref = np.roll(a, [sign * (a.shape[d] // 2) for d in dims], list(dims))
+                out = getattr(ember.fft, name)(ember.tensor(a), dim=dim)
+                assert out.is_contiguous()
+                np.testing.assert_array_equal(out.numpy(), ref)

@@ -27,6 +27,7 @@ import ember
 from .._C import kernels as _C
 from .._tensor import Tensor
 from .meta import empty
+from .pointwise import PAR_MIN, par_copy
 from .registry import op
 from .tangents import LINEAR
 from .samples import ErrorSample, Sample, const, make
@@ -179,6 +180,12 @@ def _kernel(kind, inverse, x, dims, sizes, norm):
     # convolution's two transforms and three passes lose to pocketfft's (in double)
     if fn is None or _unsmooth(sizes):
         return None
+    n = sizes[-1]
+    if len(dims) == 1 and kind != "c2c" and dims[0] == x.ndim - 1 and n % 2 == 0 and \
+            x.shape[-1] == (n // 2 + 1 if kind == "c2r" else n):
+        # (one dim, no padding: the real transform alone, ~1.5 us less Python a small call)
+        if (out := _real(fn, x, n, kind == "c2r", norm)) is not None:
+            return out
     dims, sizes, last = list(dims), list(sizes), dims[-1]
     n, nd = sizes.pop(), len(dims)
     even = n % 2 == 0 and last == x.ndim - 1
@@ -596,22 +603,26 @@ def _shift(name, sign):
 
 def _roll(xp, x, shifts, dims):
     """``xp.roll(x, shifts, dims)`` as one block copy per combination of the dims' two parts
-    (np.roll's own argument handling costs ~8 us a call)."""
-    if len(dims) == 1:                # one dim: one NumPy call (~1 us; the copies' ~5)
-        d, lead = dims[0], (slice(None),) * dims[0]
-        c = x.shape[d] - shifts[0] % max(x.shape[d], 1)
-        return xp.concatenate((x[lead + (slice(c, None),)], x[lead + (slice(0, c),)]), axis=d)
+    (np.roll's own argument handling costs ~8 us a call), large ones over threads."""
     total = {}
     for d, k in zip(dims, shifts):
         total[d] = (total.get(d, 0) + k) % max(x.shape[d], 1)
-    out = xp.empty_like(x)
+    if len(total) == 1 and (xp is not np or x.size < PAR_MIN):   # one NumPy call (~1 us)
+        (d, k), = total.items()
+        lead = (slice(None),) * d
+        return xp.concatenate((x[lead + (slice(x.shape[d] - k, None),)],
+                               x[lead + (slice(0, x.shape[d] - k),)]), axis=d)
+    out = xp.empty(x.shape, x.dtype)
     for parts in itertools.product(*[((d, slice(k, None), slice(0, x.shape[d] - k)),
                                       (d, slice(0, k), slice(x.shape[d] - k, None)))
                                      for d, k in total.items()]):
         dst, src = [slice(None)] * x.ndim, [slice(None)] * x.ndim
         for d, a, b in parts:
             dst[d], src[d] = a, b
-        out[tuple(dst)] = x[tuple(src)]
+        if xp is np:                  # (torch splits a roll's copy over its threads)
+            par_copy(out[tuple(dst)], x[tuple(src)], 4096)
+        else:
+            out[tuple(dst)] = x[tuple(src)]
     return out
 
 
