@@ -405,9 +405,10 @@ def searchsorted(xp, sorted_sequence, input, out_int32=False, right=False, side=
     elif seq.ndim <= 1:     # (NumPy's method: its function's dispatch costs ~1 us more)
         out = seq.searchsorted(values, how) if xp is np else xp.searchsorted(seq, values, how)
     else:
+        r = math.prod(seq.shape[:-1])       # (not -1: a last dim of 0 leaves it ambiguous)
         rows = [xp.searchsorted(s, v, side=how) for s, v in
-                zip(seq.reshape(-1, seq.shape[-1]), values.reshape(-1, values.shape[-1]))]
-        out = xp.stack(rows).reshape(values.shape) if rows else xp.zeros(values.shape)
+                zip(seq.reshape(r, seq.shape[-1]), values.reshape(r, values.shape[-1]))]
+        out = xp.stack(rows).reshape(values.shape) if rows else xp.zeros(values.shape, np.int64)
     return xp.asarray(out).astype(np.int32 if out_int32 else np.int64, copy=False)
 
 
@@ -422,7 +423,7 @@ def _search_samples(dev, dt):
     rows = np.sort(make((2, 5), dt, seed=1), -1, kind="stable")
     return [Sample(seq, make((3, 4), dt, seed=2)), Sample(seq, make((4,), dt, seed=3), right=True),
             Sample(seq, seq, side="right"), Sample(seq, seq, out_int32=True),
-            Sample(rows, make((2, 3), dt, seed=4)), Sample(seq, 1)]
+            Sample(rows, make((2, 3), dt, seed=4)), Sample(seq, 1), Sample(rows[:, :0], rows)]
 
 
 searchsorted.samples = _search_samples
