@@ -1553,6 +1553,21 @@ def test_mode_kernel_is_the_reference(shape, dim, dtype, specials):
         _same_as_reference(lambda: St.mode.fwd(np, x, dim, keepdim))
 
 
+@pytest.mark.parametrize("shape,dim", [((300, 1001), -1), ((333, 129), 0), ((7, 51, 300), 1),
+                                       ((3, 9000), 0), ((5, 3000), 1)], ids=str)
+@pytest.mark.parametrize("specials", [False, True])
+def test_sort_kernel_is_the_reference(shape, dim, specials):
+    """sort, argsort, msort of float32 by count.h's radix sort (rows of 2-32 by insertion):
+    ties (in input order), -0.0 beside 0.0, nan last (first descending), strided inputs."""
+    from ember._ops import sorting as So
+    x = _counted(shape, np.float32, dim == 0, specials)
+    assert So._radix(np, x, dim, False) is not None
+    for desc in (False, True):
+        _same_as_reference(lambda: So.sort.fwd(np, x, dim, desc))
+        _same_as_reference(lambda: So.argsort.fwd(np, x, dim, desc))
+    _same_as_reference(lambda: So.msort.fwd(np, x))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(), (1,), (7,), (40, 77), (100003,)], ids=str)
 @pytest.mark.parametrize("specials", [False, True])

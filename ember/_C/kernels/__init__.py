@@ -94,6 +94,7 @@ def _declare(lib):
             "scan": [p, p, i64, i64, i64, i, i, i], "cumext": [p, p, p, i64, i64, i64, i, i],
             "rank_rows": [p, i64, i64, i, i64, p, p, i],
             "topk_rows": [p, i64, i64, i64, i, p, p, i], "mode_rows": [p, i64, i64, p, p, i],
+            "sort_rows": [p, i64, i64, i, p, p, i],
             "unique_runs": [p, i64, i, p, p, p],       # (count.h)
             "hist_rows": [p, p, i64, i64, i64, i, d, d, p, i64, p, p, i],
             "search_rows": [p, i64, i64, p, i64, i64, i, p, i],
@@ -139,7 +140,8 @@ def _declare(lib):
                 fn.restype = ctypes.c_int if name.startswith(
                     ("winograd", "conv_cols", "lstm", "attn_small")) or \
                     name in ("gather", "scatter", "add_rows", "gemm", "pointwise", "rank_rows",
-                             "topk_rows", "fft_c2c", "nll", "mode_rows", "hist_rows") else \
+                             "topk_rows", "fft_c2c", "nll", "mode_rows", "hist_rows",
+                             "sort_rows") else \
                     ctypes.c_int64 if name in ("cross_entropy", "unique_runs") else None
 
 
