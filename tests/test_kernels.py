@@ -722,6 +722,33 @@ def test_gather_scatter_every_dim(shape, dtype, noncontig):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+@pytest.mark.parametrize("shape", [(7, 3), (129, 1400), (3, 7, 1001)], ids=str)
+def test_take_rows_and_flat_gathers_match_numpy(threads, shape, dtype):
+    """index_select along every dim (gather.h's take_rows: rows over threads; repeats, an
+    empty and a strided index, a transposed input), take (the 1-D gather; negative indices by
+    NumPy's path), put (its copy over threads) against the NumPy path, bad indices raising."""
+    rng = np.random.default_rng(4)
+    a = (rng.standard_normal(shape) * 100).astype(dtype)
+    for x in (ember.tensor(a), ember.tensor(np.ascontiguousarray(a.T)).T):
+        for d in range(a.ndim):
+            for i in (rng.integers(0, shape[d], 2 * shape[d] + 1), np.zeros(0, np.int64),
+                      rng.integers(0, shape[d], 9)[::2]):
+                with kernels.disabled():
+                    ref = x.index_select(d, ember.tensor(i)).numpy()
+                assert np.array_equal(x.index_select(d, ember.tensor(i)).numpy(), ref)
+        with pytest.raises(IndexError, match="index out of range in self"):
+            x.index_select(0, ember.tensor([0, shape[0]]))
+        n, idx = a.size, ember.tensor(rng.integers(1 - a.size, a.size, (40, 50)))
+        for call in (lambda: x.take(idx.abs()), lambda: x.take(idx),
+                     lambda: x.put(idx.abs(), ember.ones(40, 50, dtype=x.dtype), True)):
+            with kernels.disabled():
+                ref = call().numpy()
+            assert np.array_equal(call().numpy(), ref)
+        with pytest.raises(IndexError, match=f"tried to access index {n}"):
+            x.take(ember.tensor([n]))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
 @pytest.mark.parametrize("density", [0.0, 0.003, 0.5, 1.0])
 @pytest.mark.parametrize("shape", [(1 << 14,), (129, 257), (3, 7, 1001)], ids=str)
 def test_mask_select_matches_numpy(threads, shape, density, dtype):
