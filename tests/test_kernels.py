@@ -775,6 +775,33 @@ def test_gather_scatter_every_dim(shape, dtype, noncontig):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+@pytest.mark.parametrize("shape", [(7, 3), (129, 1400), (3, 7, 1001)], ids=str)
+def test_take_rows_and_flat_gathers_match_numpy(threads, shape, dtype):
+    """index_select along every dim (gather.h's take_rows: rows over threads; repeats, an
+    empty and a strided index, a transposed input), take (the 1-D gather; negative indices by
+    NumPy's path), put (its copy over threads) against the NumPy path, bad indices raising."""
+    rng = np.random.default_rng(4)
+    a = (rng.standard_normal(shape) * 100).astype(dtype)
+    for x in (ember.tensor(a), ember.tensor(np.ascontiguousarray(a.T)).T):
+        for d in range(a.ndim):
+            for i in (rng.integers(0, shape[d], 2 * shape[d] + 1), np.zeros(0, np.int64),
+                      rng.integers(0, shape[d], 9)[::2]):
+                with kernels.disabled():
+                    ref = x.index_select(d, ember.tensor(i)).numpy()
+                assert np.array_equal(x.index_select(d, ember.tensor(i)).numpy(), ref)
+        with pytest.raises(IndexError, match="index out of range in self"):
+            x.index_select(0, ember.tensor([0, shape[0]]))
+        n, idx = a.size, ember.tensor(rng.integers(1 - a.size, a.size, (40, 50)))
+        for call in (lambda: x.take(idx.abs()), lambda: x.take(idx),
+                     lambda: x.put(idx.abs(), ember.ones(40, 50, dtype=x.dtype), True)):
+            with kernels.disabled():
+                ref = call().numpy()
+            assert np.array_equal(call().numpy(), ref)
+        with pytest.raises(IndexError, match=f"tried to access index {n}"):
+            x.take(ember.tensor([n]))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
 @pytest.mark.parametrize("density", [0.0, 0.003, 0.5, 1.0])
 @pytest.mark.parametrize("shape", [(1 << 14,), (129, 257), (3, 7, 1001)], ids=str)
 def test_mask_select_matches_numpy(threads, shape, density, dtype):
@@ -1604,6 +1631,21 @@ def test_mode_kernel_is_the_reference(shape, dim, dtype, specials):
     assert kernels.rank(x.reshape(x.shape or (1,)), dim % max(x.ndim, 1), "mode") is not None
     for keepdim in (False, True):
         _same_as_reference(lambda: St.mode.fwd(np, x, dim, keepdim))
+
+
+@pytest.mark.parametrize("shape,dim", [((300, 1001), -1), ((333, 129), 0), ((7, 51, 300), 1),
+                                       ((3, 9000), 0), ((5, 3000), 1)], ids=str)
+@pytest.mark.parametrize("specials", [False, True])
+def test_sort_kernel_is_the_reference(shape, dim, specials):
+    """sort, argsort, msort of float32 by count.h's radix sort (rows of 2-32 by insertion):
+    ties (in input order), -0.0 beside 0.0, nan last (first descending), strided inputs."""
+    from ember._ops import sorting as So
+    x = _counted(shape, np.float32, dim == 0, specials)
+    assert So._radix(np, x, dim, False) is not None
+    for desc in (False, True):
+        _same_as_reference(lambda: So.sort.fwd(np, x, dim, desc))
+        _same_as_reference(lambda: So.argsort.fwd(np, x, dim, desc))
+    _same_as_reference(lambda: So.msort.fwd(np, x))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -375,6 +375,14 @@ def index_select(xp, input, dim, index):
             out = np.empty(index.shape, input.dtype)
             if not kernel(input, out):
                 return out
+    elif xp is np and index.ndim == 1 and index.dtype == np.int64 and input.dtype.kind in "fiu" \
+            and (fn := _C.kernel("take_rows", _C._WORDS.get(input.itemsize, input.dtype))):
+        d = wrap_dim(dim, input.ndim)     # (rows copied over threads: NumPy's take runs on one)
+        x, i = _C.contiguous(input), _C.contiguous(index)
+        out = np.empty(x.shape[:d] + i.shape + x.shape[d + 1:], x.dtype)
+        if not fn(_C.ptr(x), _C.ptr(i), _C.ptr(out), math.prod(x.shape[:d]), x.shape[d],
+                  index.size, math.prod(x.shape[d + 1:]), 0, _C.num_threads()):
+            return out
     n = input.shape[dim]
     # (take would wrap negatives) NOTE: torch words it by the dim: along dim 0 as an
     # embedding lookup

@@ -242,12 +242,15 @@ def _stack_meta(tensors, dim=0):
 def stack(xp, tensors, dim=0):
     """Join tensors of one shape along a new dimension ``dim``."""
     shape, d = _stacked(tensors, dim)
+    new = shape[:d] + (1,) + shape[d:]
+    if xp is np and len(tensors) * math.prod(shape) >= PAR_MIN and \
+            (r := _par_cat([a.reshape(new) for a in tensors], d)) is not None:
+        return r        # (over threads)
     if d == 0 and xp is np:
         out = np.array(tensors)       # (NumPy's quickest stack along a new first dim)
         if out.dtype == tensors[0].dtype:
             return out
     # (numpy.stack's own way, without its Python: a size-1 dim in each, then one concatenate)
-    new = shape[:d] + (1,) + shape[d:]
     return xp.concatenate([a.reshape(new) for a in tensors], axis=d)
 
 

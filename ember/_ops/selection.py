@@ -12,7 +12,7 @@ from .._backends import add_at
 from .errors import _broadcast_error
 from .indexing import bounds, gather
 from .meta import empty, same_meta
-from .pointwise import type_name
+from .pointwise import par_copy, type_name
 from .tangents import LINEAR
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
@@ -153,8 +153,15 @@ def take(xp, input, index):
         >>> ember.tensor([[1, 2], [3, 4]]).take(ember.tensor([[0, -1]]))
         tensor([[1, 4]])
     """
+    flat = input.reshape(-1)
+    # (gather.h's take_rows over threads, checking first; NumPy's fancy index runs on one)
+    if type(index) is np.ndarray and index.dtype == _LONG and input.dtype.kind in "fiu" and \
+            (fn := _C.kernel("take_rows", _C._WORDS.get(input.itemsize, input.dtype))):
+        x, i, out = _C.contiguous(flat), _C.contiguous(index), np.empty(index.shape, input.dtype)
+        if not fn(_C.ptr(x), _C.ptr(i), _C.ptr(out), 1, x.size, i.size, 1, 1, _C.num_threads()):
+            return out
     _check_flat_index("take", input, index)
-    return input.reshape(-1)[index]
+    return flat[index]
 
 
 @take.vjp(save=("index",))
@@ -187,7 +194,7 @@ def put(xp, input, index, source, accumulate=False):
         raise IndexError(f"put_(): Expected source and index to have the same number of "
                          f"elements, but got source.numel() = {source.size}, index.numel() = "
                          f"{index.size}")
-    out = input.copy()      # (C order)
+    out = par_copy(np.empty(input.shape, input.dtype), input)   # (C order; over threads)
     flat, idx, src = out.reshape(-1), index.reshape(-1), source.reshape(-1)
     if accumulate:          # (negatives counted from the end for the C scatter's add)
         add_at(xp, flat, idx + input.size * (idx < 0) if negative else idx, src)

@@ -93,10 +93,11 @@ def _declare(lib):
             "scan": [p, p, i64, i64, i64, i, i, i], "cumext": [p, p, p, i64, i64, i64, i, i],
             "rank_rows": [p, i64, i64, i, i64, p, p, i],
             "topk_rows": [p, i64, i64, i64, i, p, p, i], "mode_rows": [p, i64, i64, p, p, i],
+            "sort_rows": [p, i64, i64, i, p, p, i],
             "unique_runs": [p, i64, i, p, p, p],       # (count.h)
             "hist_rows": [p, p, i64, i64, i64, i, d, d, p, i64, p, p, i],
             "search_rows": [p, i64, i64, p, i64, i64, i, p, i],
-            "gather": [p, p, p, i64, i64, i64, i64, i], "pool": [p, p, p, i64, p, p, i],  # (pool.h)
+            "gather": [p, p, p, i64, i64, i64, i64, i], "take_rows": [p, p, p, i64, i64, i64, i64, i, i], "pool": [p, p, p, i64, p, p, i],  # (pool.h)
             "factor": [i, p, p, p, p, p, i64, i64, i64, i64],                 # (factor.h)
             "mask_select": [p, p, p, i64, p, i], "mask_scatter": [p, p, p, p, i64, p, i],
             "flip_rows": [p, p, i64, i64, i], "nextafter": [p, p, p, i64, i],   # (select.h)
@@ -137,8 +138,9 @@ def _declare(lib):
                 fn.argtypes = args
                 fn.restype = ctypes.c_int if name.startswith(
                     ("winograd", "conv_cols", "lstm", "attn_small")) or \
-                    name in ("gather", "scatter", "add_rows", "gemm", "pointwise", "rank_rows",
-                             "topk_rows", "fft_c2c", "nll", "mode_rows", "hist_rows") else \
+                    name in ("gather", "take_rows", "scatter", "add_rows", "gemm", "pointwise",
+                             "rank_rows", "topk_rows", "fft_c2c", "nll", "mode_rows",
+                             "hist_rows", "sort_rows") else \
                     ctypes.c_int64 if name in ("cross_entropy", "unique_runs") else None
 
 

@@ -21,10 +21,10 @@ static inline uint64_t S(okey)(T v) {
 /* x's n values' keys and indices sorted stably by key: insertion for short rows, else LSD
  * radix, a byte a pass, skipping a byte every key shares (O(n); a comparison sort's branches
  * mispredict on random data); buf: 4n words. Returns the keys, *idx the indices. */
-static uint64_t *S(sorted_keys)(const T *x, int64_t n, uint64_t *buf, int64_t **idx) {
-    uint64_t *k = buf, *k2 = buf + n, *tk;
+static uint64_t *S(sorted_keys)(const T *x, int64_t n, uint64_t *buf, int64_t **idx, int desc) {
+    uint64_t *k = buf, *k2 = buf + n, *tk, flip = desc ? NAN_KEY(T) : 0;   /* (nan first) */
     int64_t *i = (int64_t *)(buf + 2 * n), *i2 = i + n, *ti, cnt[sizeof(T)][256];
-    for (int64_t j = 0; j < n; j++) k[j] = S(okey)(x[j]), i[j] = j;
+    for (int64_t j = 0; j < n; j++) k[j] = S(okey)(x[j]) ^ flip, i[j] = j;
     for (int64_t j = 1; j < n && n <= 32; j++) {
         uint64_t kv = k[j];
         int64_t l = j, iv = i[j];
@@ -53,7 +53,7 @@ static int S(mode_row)(const T *x, int64_t n, T *val, int64_t *idx) {
     uint64_t small[128], *buf = n <= 32 ? small : malloc((size_t)n * 4 * sizeof(uint64_t)), *k;
     int64_t *i, best = -1, end = 0, run = 0;
     if (!buf) return 1;
-    k = S(sorted_keys)(x, n, buf, &i);
+    k = S(sorted_keys)(x, n, buf, &i, 0);
     for (int64_t j = 0; j < n; j++) {
         run = j && k[j] == k[j - 1] && k[j] != NAN_KEY(T) ? run + 1 : 0;
         if (run > best) best = run, end = j;
@@ -71,6 +71,26 @@ EXPORT int S(mode_rows)(const T *x, int64_t rows, int64_t n, T *vals, int64_t *i
     return -bad;
 }
 
+/* each row's values and indices in stable order (descending: reversed keys, nan first, ties
+ * still in input order), as sort's: O(n) a row where NumPy's stable argsort is a merge sort */
+static int S(sort_row)(const T *x, int64_t n, int desc, T *vals, int64_t *idx) {
+    uint64_t small[128], *buf = n <= 32 ? small : malloc((size_t)n * 4 * sizeof(uint64_t));
+    int64_t *i;
+    if (!buf) return 1;
+    S(sorted_keys)(x, n, buf, &i, desc);
+    for (int64_t j = 0; j < n; j++) vals[j] = x[i[j]], idx[j] = i[j];
+    if (buf != small) free(buf);
+    return 0;
+}
+
+EXPORT int S(sort_rows)(const T *x, int64_t rows, int64_t n, int desc, T *vals, int64_t *idx,
+                        int nt) {
+    int bad = 0;
+    nt = threads_for(rows * n * 8, nt);
+    EACH_ROW(nt, rows, S(sort_row)(x + r * n, n, desc, vals + r * n, idx + r * n));
+    return -bad;
+}
+
 /* unique (sorted 1) or unique_consecutive (0) of x[0..n): the first element of each run of
  * equal values (nan: each its own run) in vals, each element's run in inverse, the runs'
  * lengths in counts (either may be NULL). Returns the number of runs, -1 where the sort's
@@ -81,7 +101,7 @@ EXPORT int64_t S(unique_runs)(const T *x, int64_t n, int sorted, T *vals, int64_
     int64_t *order = NULL, g = -1, start = 0;
     T prev = 0;
     if (sorted && n && !buf) return -1;
-    if (buf) S(sorted_keys)(x, n, buf, &order);
+    if (buf) S(sorted_keys)(x, n, buf, &order, 0);
     else if (!inverse && !counts) {     /* the runs' values alone: branch-free, as mask_select */
         for (int64_t j = 0; j < n; j++) vals[g + 1] = x[j], g += !j || !(x[j] == x[j - 1]);
         return g + 1;

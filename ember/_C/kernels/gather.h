@@ -87,6 +87,35 @@ EXPORT int S(gather)(const T *x, const int64_t *idx, T *out, int64_t outer, int6
     return bad;
 }
 
+/* index_select (and take: one row): out[o, i, :] = x[o, idx[i], :] (4- or 8-byte elements as
+ * T), rows (o, i) over threads (NumPy's take runs on one); 1, nothing written, for an index
+ * outside [0, n) ([-n, n) with wrap: a negative one counts from the end) */
+EXPORT int S(take_rows)(const T *x, const int64_t *idx, T *out, int64_t outer, int64_t n,
+                        int64_t k, int64_t inner, int wrap, int nt) {
+    uint64_t most = 0, lo = wrap ? (uint64_t)n : 0;
+#pragma omp simd reduction(max : most)
+    for (int64_t e = 0; e < k; e++) most = (uint64_t)idx[e] + lo > most ? idx[e] + lo : most;
+    if (k && most >= lo + (uint64_t)n) return 1;
+    const int64_t rows = outer * k, B = 1 + 16384 / (inner ? inner : 1), far = n > 16384;
+    nt = threads_for(rows * inner, nt);
+    THREADED_FOR(nt, rows, B, {
+        int64_t o = i / k;                          /* (no division per row) */
+        int64_t e = i % k;
+        for (int64_t r = i; r < i + B && r < rows; r++) {
+            if (e == k) { o++; e = 0; }
+            /* (a negative made positive without a branch; the one 16 on fetched meanwhile:
+             * random reads no hardware prefetcher follows) */
+            if (far && e + 16 < k)
+                __builtin_prefetch(x + (o * n + idx[e + 16] + (n & (idx[e + 16] >> 63))) * inner);
+            const T *s = x + (o * n + idx[e] + (n & (idx[e] >> 63))) * inner;
+            e++;
+            if (inner == 1) out[r] = *s;
+            else memcpy(out + r * inner, s, (size_t)inner * sizeof(T));
+        }
+    })
+    return 0;
+}
+
 /* d combined with v by mode: 0 v (a write), 1 d + v, 2 max, 3 min, 4 d * v; max and min as
  * NumPy's maximum / minimum (a NaN on either side wins; between equal values, d stays) */
 static inline T S(combine)(T d, T v, int mode) {
