@@ -132,15 +132,29 @@ INDEX = {
         'methods': 'bincount hash_tensor histc histogram unique unique_consecutive',
     },
     'nn': {
-        'ops': 'binary_cross_entropy binary_cross_entropy_with_logits celu elu embedding '
-            'hardshrink hardsigmoid hardswish hardtanh huber_loss leaky_relu linear log_softmax '
-            'logsigmoid mish mse_loss native_batch_norm native_group_norm nll_loss silu '
-            'smooth_l1_loss softmax softplus softshrink threshold',
+        'ops': 'embedding linear log_softmax softmax',
         'functions': 'log_softmax softmax',
         'methods': 'log_softmax softmax',
     },
+    'losses': {
+        'ops': 'binary_cross_entropy binary_cross_entropy_with_logits huber_loss mse_loss nll_loss '
+            'smooth_l1_loss',
+        'functions': '',
+        'methods': '',
+    },
+    'activations': {
+        'ops': 'celu elu hardshrink hardsigmoid hardswish hardtanh leaky_relu logsigmoid mish silu '
+            'softplus softshrink threshold',
+        'functions': '',
+        'methods': '',
+    },
     'nn_rows': {
         'ops': 'cross_entropy_loss gelu gelu_backward layer_norm rms_norm',
+        'functions': '',
+        'methods': '',
+    },
+    'normalization': {
+        'ops': 'native_batch_norm native_group_norm',
         'functions': '',
         'methods': '',
     },

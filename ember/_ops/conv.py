@@ -21,6 +21,7 @@ from .._tensor import Tensor
 from ..autograd.graph import needs_input_grad
 from . import conv_cols, conv_winograd
 from .meta import empty
+from .pointwise import PAR_MIN, par_copy
 from .nn import kernel_grads
 from .tangents import multilinear
 from .registry import op
@@ -67,7 +68,10 @@ def _pad(xp, x, lo, hi, value=0):
         for edge[i] in (slice(0, dst[i].start), slice(dst[i].stop, new[i])):
             if edge[i].start != edge[i].stop:
                 out[tuple(edge)] = value
-    out[tuple(dst)] = x[tuple(src)]
+    if xp is np and out.size >= PAR_MIN:     # (the copy split over threads, as torch's)
+        par_copy(out[tuple(dst)], x[tuple(src)])
+    else:
+        out[tuple(dst)] = x[tuple(src)]
     return out
 
 

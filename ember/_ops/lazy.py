@@ -27,8 +27,9 @@ from .registry import get
 FAMILIES = ("scatter", "selection", "reorder",
             "pointwise_math", "special", "bessel", "polynomials", "solvers", "decompositions",
             "linalg_functions", "fft", "spectral", "sparse", "sorting", "statistics", "scans",
-            "counting", "nn", "nn_rows", "conv", "pooling", "recurrent", "einsum",
-            "pointwise_numeric", "closeness", "complex", "._numerics", "._aten_nn")
+            "counting", "nn", "losses", "activations", "nn_rows", "normalization", "conv",
+            "pooling", "recurrent", "einsum", "pointwise_numeric", "closeness", "complex",
+            "._numerics", "._aten_nn")
 
 _installed = set()
 _lock = _thread.RLock()     # (re-entrant: a family's import may reach another's ops)

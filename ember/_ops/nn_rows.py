@@ -12,7 +12,8 @@ import ember
 from .._C import kernels as _C
 from .._tensor import Tensor
 from .meta import broadcast_meta, empty, same_meta
-from .nn import kernel_grads, log_softmax, nll_loss, nll_node
+from .losses import nll_loss, nll_node
+from .nn import kernel_grads, log_softmax
 from .pointwise_math import _erf_erfc
 from .tangents import affine, decomposed, normalized, reduction
 from .registry import op

@@ -7,7 +7,7 @@ import numpy as np
 
 import ember
 
-from .._ops import nn as _nn
+from .._ops import normalization as _norm
 from .._ops.dispatch import dispatch
 from ..amp.autocast_mode import autocast_policy
 from ..autograd.composite import one_node
@@ -26,7 +26,7 @@ def _update_running(running, value, momentum):
 
 def _native(*args):
     """torch's native_batch_norm: ``(output, mean, biased variance)``, one node."""
-    return dispatch(_nn.native_batch_norm, args, {})
+    return dispatch(_norm.native_batch_norm, args, {})
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
@@ -105,7 +105,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
                            f"num_groups, but got input of shape {list(input.shape)} and "
                            f"num_groups={num_groups}")
     # NOTE: one op, as torch's native_group_norm (its node NativeGroupNormBackward0)
-    return dispatch(_nn.native_group_norm, (input, weight, bias, num_groups, eps), {})
+    return dispatch(_norm.native_group_norm, (input, weight, bias, num_groups, eps), {})
 
 
 def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):

@@ -1,7 +1,8 @@
 """``torch.nn.functional``: activations, linear layers, losses, dropout, normalization.
 
-Fused ops with their own backward (linear, softmax, log_softmax, nll_loss) live in
-ember/_ops/nn.py; the rest are compositions of ember ops, so autograd needs no new rules.
+Fused ops with their own backward live in ember/_ops: linear, softmax, log_softmax in nn.py,
+losses in losses.py, activations in activations.py, norms in normalization.py; the rest are compositions of ember ops, so autograd needs no new
+rules.
 """
 import math
 import sys
@@ -9,8 +10,7 @@ import warnings
 
 import ember
 
-from .._ops import nn as _nn
-from .._ops import nn_rows as _rows
+from .._ops import activations as _acts, losses as _losses, nn as _nn, nn_rows as _rows
 from . import _attention
 from .._ops.dispatch import dispatch, dispatch_inplace
 from ..amp.autocast_mode import autocast_policy
@@ -70,21 +70,21 @@ def _act(opdef, input, inplace, *options):
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    return _act(_nn.leaky_relu, input, inplace, negative_slope)
+    return _act(_acts.leaky_relu, input, inplace, negative_slope)
 
 
 def elu(input, alpha=1.0, inplace=False):
-    return _act(_nn.elu, input, inplace, alpha)
+    return _act(_acts.elu, input, inplace, alpha)
 
 
 def selu(input, inplace=False):
     # NOTE: torch's selu is an elu with a scale (its node is EluBackward0)
-    return _act(_nn.elu, input, inplace, 1.6732632423543772848170429916717,
+    return _act(_acts.elu, input, inplace, 1.6732632423543772848170429916717,
                 1.0507009873554804934193349852946)
 
 
 def celu(input, alpha=1.0, inplace=False):
-    return _act(_nn.celu, input, inplace, alpha)
+    return _act(_acts.celu, input, inplace, alpha)
 
 
 def gelu(input, approximate="none"):
@@ -99,17 +99,17 @@ def gelu(input, approximate="none"):
 
 
 def silu(input, inplace=False):
-    return _act(_nn.silu, input, inplace)
+    return _act(_acts.silu, input, inplace)
 
 
 def mish(input, inplace=False):
-    return _act(_nn.mish, input, inplace)
+    return _act(_acts.mish, input, inplace)
 
 
 @autocast_policy("autocast_fp32_cuda")
 def softplus(input, beta=1.0, threshold=20.0):
     """``log(1 + exp(beta x)) / beta``, the identity where ``beta x > threshold``."""
-    return dispatch(_nn.softplus, (input, beta, threshold), _E)
+    return dispatch(_acts.softplus, (input, beta, threshold), _E)
 
 
 def softsign(input):
@@ -117,11 +117,11 @@ def softsign(input):
 
 
 def softshrink(input, lambd=0.5):
-    return dispatch(_nn.softshrink, (input, lambd), _E)
+    return dispatch(_acts.softshrink, (input, lambd), _E)
 
 
 def hardshrink(input, lambd=0.5):
-    return dispatch(_nn.hardshrink, (input, lambd), _E)
+    return dispatch(_acts.hardshrink, (input, lambd), _E)
 
 
 def tanhshrink(input):
@@ -129,20 +129,20 @@ def tanhshrink(input):
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    return _act(_nn.hardtanh, input, inplace, min_val, max_val)
+    return _act(_acts.hardtanh, input, inplace, min_val, max_val)
 
 
 def hardsigmoid(input, inplace=False):
-    return _act(_nn.hardsigmoid, input, inplace)
+    return _act(_acts.hardsigmoid, input, inplace)
 
 
 def hardswish(input, inplace=False):
-    return _act(_nn.hardswish, input, inplace)
+    return _act(_acts.hardswish, input, inplace)
 
 
 def logsigmoid(input):
     """``log(sigmoid(x))`` computed stably."""
-    return dispatch(_nn.logsigmoid, (input,), _E)
+    return dispatch(_acts.logsigmoid, (input,), _E)
 
 
 def sigmoid(input):
@@ -154,7 +154,7 @@ def tanh(input):
 
 
 def threshold(input, threshold, value, inplace=False):
-    return _act(_nn.threshold, input, inplace, threshold, value)
+    return _act(_acts.threshold, input, inplace, threshold, value)
 
 
 def _glu(input, dim):
@@ -185,7 +185,7 @@ def prelu(input, weight):
 
 def _rrelu(input, lower, upper, training):
     if not training:
-        return dispatch(_nn.leaky_relu, (input, (lower + upper) / 2), _E)
+        return dispatch(_acts.leaky_relu, (input, (lower + upper) / 2), _E)
     # NOTE: as torch's CPU kernel, only elements <= 0 draw a slope, in order: a double uniform
     # scaled unfused (that kernel is built without FMA) to the bounds rounded to the input's
     # (float's, for half) precision, then rounded to that precision
@@ -386,7 +386,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
              reduction="mean"):
     """Negative log-likelihood loss over log-probabilities ``input``."""
     reduction = _legacy(size_average, reduce, reduction)
-    return dispatch(_nn.nll_loss, (input, target, weight, ignore_index, reduction), _E)
+    return dispatch(_losses.nll_loss, (input, target, weight, ignore_index, reduction), _E)
 
 
 @autocast_policy("autocast_fp32")
@@ -450,7 +450,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     reduction = _checked(_legacy(size_average, reduce, reduction))
     if weight is None:
-        return dispatch(_nn.mse_loss, (input, target, reduction), _E)
+        return dispatch(_losses.mse_loss, (input, target, reduction), _E)
     # NOTE: as torch, a weighted loss is composed (its node is the reduction's, not MseLoss's)
     if tuple(weight.shape) != tuple(input.shape):
         raise ValueError("Weights and input must have the same size.")
@@ -470,16 +470,17 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     reduction = _checked(_legacy(size_average, reduce, reduction))
     if beta == 0:       # NOTE: torch's is then l1_loss (its node the mean's)
         return l1_loss(input, target, reduction=reduction)
-    return dispatch(_nn.smooth_l1_loss, (input, target, reduction, beta), _E)
+    return dispatch(_losses.smooth_l1_loss, (input, target, reduction, beta), _E)
 
 
 @autocast_policy("autocast_fp32")
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     if weight is None:
-        return dispatch(_nn.huber_loss, (input, target, _checked(reduction), delta), _E)
+        return dispatch(_losses.huber_loss, (input, target, _checked(reduction), delta), _E)
     if tuple(weight.shape) != tuple(input.shape):
         raise ValueError("Weights and input must have the same size.")
-    return _reduce(dispatch(_nn.huber_loss, (input, target, "none", delta), _E) * weight, reduction)
+    return _reduce(dispatch(_losses.huber_loss, (input, target, "none", delta), _E) * weight,
+                   reduction)
 
 
 @autocast_policy("autocast_fp32_cpu", "autocast_banned_cuda")
@@ -490,7 +491,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         raise ValueError(f"Using a target size ({target.shape}) that is different to the input "
                          f"size ({input.shape}) is deprecated. Please ensure they have the same "
                          "size.")
-    return dispatch(_nn.binary_cross_entropy, (input, target, weight, _checked(
+    return dispatch(_losses.binary_cross_entropy, (input, target, weight, _checked(
         _legacy(size_average, reduce, reduction))), _E)
 
 
@@ -501,7 +502,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Target size ({target.shape}) must be the same as input size "
                          f"({input.shape})")
-    return dispatch(_nn.binary_cross_entropy_with_logits, (input, target, weight, pos_weight,
+    return dispatch(_losses.binary_cross_entropy_with_logits, (input, target, weight, pos_weight,
                     _checked(_legacy(size_average, reduce, reduction))), _E)
 
 

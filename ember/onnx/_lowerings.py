@@ -606,7 +606,7 @@ def _index(g, x, index):
     g.unsupported("advanced indexing beyond one integer index tensor")
 
 
-# ---- activations with their own OpDefs (ember/_ops/nn.py) -------------------------------------
+# ---- activations with their own OpDefs (ember/_ops/activations.py) ------------------------------
 
 @lowering("silu")
 def _silu(g, x):

@@ -97,7 +97,8 @@ def _declare(lib):
             "unique_runs": [p, i64, i, p, p, p],       # (count.h)
             "hist_rows": [p, p, i64, i64, i64, i, d, d, p, i64, p, p, i],
             "search_rows": [p, i64, i64, p, i64, i64, i, p, i],
-            "gather": [p, p, p, i64, i64, i64, i64, i], "take_rows": [p, p, p, i64, i64, i64, i64, i, i], "pool": [p, p, p, i64, p, p, i],  # (pool.h)
+            "gather": [p, p, p, i64, i64, i64, i64, i], "take_rows": [p, p, p, i64, i64, i64, i64, i, i],
+            "pool": [p, p, p, i64, p, p, i, i],                                  # (pool.h)
             "factor": [i, p, p, p, p, p, i64, i64, i64, i64],                 # (factor.h)
             "mask_select": [p, p, p, i64, p, i], "mask_scatter": [p, p, p, p, i64, p, i],
             "flip_rows": [p, p, i64, i64, i], "nextafter": [p, p, p, i64, i],   # (select.h)

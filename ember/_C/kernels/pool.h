@@ -30,10 +30,11 @@ TC static void S(pool_row)(T *x, T *y, int64_t *ir, const T *div, int back, cons
                             for (int64_t tc = l2[c]; tc < h2[c]; tc++) x[f + tc * dl[2]] += v;
                         else if (!ir)
                             for (int64_t tc = l2[c]; tc < h2[c]; tc++) acc += x[f + tc * dl[2]];
-                        else
+                        else      /* (branch-free: random data mispredicts a branch) */
                             for (int64_t tc = l2[c]; tc < h2[c]; tc++) {
                                 T u = x[f + tc * dl[2]];
-                                if (best < 0 || u > acc || u != u) acc = u, best = f + tc * dl[2];
+                                int w = (best < 0) | (u > acc) | (u != u);
+                                acc = w ? u : acc, best = w ? f + tc * dl[2] : best;
                             }
                     }
                 if (back) continue;
@@ -45,8 +46,9 @@ TC static void S(pool_row)(T *x, T *y, int64_t *ir, const T *div, int back, cons
 /* back: x (zeroed) takes the gradient of an average pooling from y, each window's over its
  * divisor added to every tap in window order, as torch's kernel adds them */
 EXPORT void S(pool)(T *x, T *y, int64_t *idx, int64_t rows, const int64_t *g, const T *div,
-                    int back) {
+                    int back, int nt) {
     int64_t plane = g[0] * g[1] * g[2], cells = g[3] * g[4] * g[5];
-    for (int64_t i = 0; i < rows; i++)
-        S(pool_row)(x + i * plane, y + i * cells, idx ? idx + i * cells : NULL, div, back, g);
+    nt = threads_for(rows * (plane + cells) / 4, rows < nt ? (int)rows : nt);
+    THREADED_FOR(nt, rows, 1, S(pool_row)(x + i * plane, y + i * cells, idx ? idx + i * cells :
+                                          NULL, div, back, g));
 }

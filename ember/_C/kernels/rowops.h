@@ -105,24 +105,22 @@ EXPORT void S(softmax)(const T *a, const T *b, T *out, int64_t outer, int64_t d,
                        int lg, int backward, int nt) {
     if (inner == 1) {
         nt = rows_threads(outer * d * 3 / 2, nt);
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (int64_t r = 0; r < outer; r += 16) {
-            int64_t r1 = r + 16 < outer ? r + 16 : outer;
-            if (backward) S(softmax_bwd_rows)(a, b, out, r, r1, d, lg);
-            else S(softmax_rows)(a, out, r, r1, d, lg);
-        }
+        THREADED_FOR(nt, outer, 16, {
+            int64_t r1 = i + 16 < outer ? i + 16 : outer;
+            if (backward) S(softmax_bwd_rows)(a, b, out, i, r1, d, lg);
+            else S(softmax_rows)(a, out, i, r1, d, lg);
+        });
         return;
     }
     int64_t chunks = (inner + CHUNK - 1) / CHUNK;
     nt = rows_threads(outer * d * inner * 3 / 2, nt);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t t = 0; t < outer * chunks; t++) {
-        int64_t o = t / chunks, c0 = (t % chunks) * CHUNK;
+    THREADED_FOR(nt, outer * chunks, 1, {
+        int64_t c0 = (i % chunks) * CHUNK;
         int64_t w = inner - c0 < CHUNK ? inner - c0 : CHUNK;
-        int64_t off = o * d * inner + c0;
+        int64_t off = i / chunks * d * inner + c0;
         if (backward) S(softmax_bwd_cols)(a + off, b + off, out + off, d, inner, w, lg);
         else S(softmax_cols)(a + off, out + off, d, inner, w, lg);
-    }
+    });
 }
 
 /* ---- GELU, exact (x * Phi(x)) and tanh (x * sigmoid(2 * sqrt(2/pi) (x + 0.044715 x^3))) --- */
@@ -350,9 +348,7 @@ EXPORT int64_t S(cross_entropy)(const T *x, const int64_t *t, const T *coef, T *
         valid++;
     }
     nt = rows_threads(m * c * 3 / 2, nt);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t r = 0; r < m; r += 8)
-        S(ce_rows)(x, t, coef, out, r, r + 8 < m ? r + 8 : m, c, ignore);
+    THREADED_FOR(nt, m, 8, S(ce_rows)(x, t, coef, out, i, i + 8 < m ? i + 8 : m, c, ignore));
     return valid;
 }
 
