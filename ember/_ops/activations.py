@@ -9,6 +9,7 @@ from .._C import kernels as _C
 from .._tensor import Tensor
 from .pointwise import fused_grad
 from .meta import same_meta
+from .pointwise_binary import _limit
 from .pointwise_math import threshold_backward
 from .registry import op
 from .samples import Sample, make
@@ -122,7 +123,7 @@ celu.vjp(save=("input",))(lambda g, input, alpha=1.0: (
 def hardtanh(xp, input, min_val=-1.0, max_val=1.0):
     """``x`` clamped to ``[min_val, max_val]`` (integers too, as torch's)."""
     r = _C.pointwise("clamp", input, min_val, max_val)
-    return xp.clip(input, min_val, max_val) if r is None else r
+    return _limit(xp, input, min_val, max_val) if r is None else r
 
 
 hardtanh.vjp(save=("input",))(lambda g, input, min_val=-1.0, max_val=1.0: (_fused_or(
