@@ -454,9 +454,10 @@ def aminmax(xp, input, *, dim=None, keepdim=False):
     if input.size == 0:
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the "
                            "operation has no identity.")
-    _nonempty("aminmax", input, dim)
+    if input.dtype.kind == "c":    # (_nonempty's other check: the size, done above)
+        raise RuntimeError("aminmax(): does not support complex input")
     axis = reduce_dims(dim, input.ndim)
-    rows = math.gcd(input.size, 64) if dim is None and not keepdim and input.size >= 1 << 17 \
+    rows = math.gcd(input.size, 64) if input.size >= 1 << 17 and dim is None and not keepdim \
         and input.flags.c_contiguous else 1
     if xp is np and rows > 1 and (r := _C.stats("minmax", input.reshape(rows, -1), (1,), False)):
         return _min(np, r[0], axis=0), _max(np, r[1], axis=0)       # (rows over threads)
@@ -592,8 +593,9 @@ def norm(xp, input, p="fro", dim=None, keepdim=False, dtype=None):
 
 
 def _vector_norm(xp, a, p, ax, keepdim):
-    if p in ("fro", 2, 2.0) and \
-            (r := _c_reduce("sumsq", xp, a, ax, keepdim, min_size=1)) is not None:
+    # (a is real: the kernel at any size; ax is already wrapped, so no _c_reduce)
+    if p in ("fro", 2, 2.0) and xp is np and \
+            (r := _C.reduce("sumsq", a, ax, keepdim, min_size=1)) is not None:
         return np.sqrt(r, out=r)
     if p in ("fro", 2, 2.0):     # (add.reduce: np.sum is Python around it)
         return xp.sqrt((np.add.reduce if xp is np else xp.sum)(a * a, axis=ax, keepdims=keepdim))

@@ -700,7 +700,8 @@ CLONE_INLINE T S(rr_row)(const T *x, const T *y, int64_t n, int op, double c) {
 TC static void S(rr_rows)(int op, const T *a, const T *b, double c, T *out, int64_t cols,
                          int64_t r0, int64_t r1) {   /* (rows r0..r1, all in one clone) */
     /* (the common ops with op a constant: each inlined copy is its own loop) */
-#define RR_ROWS(o) for (int64_t r = r0; r < r1; r++) out[r] = S(rr_row)(a + r * cols, NULL, cols, o, c)
+#define RR_ROWS(o) \
+    for (int64_t r = r0; r < r1; r++) out[r] = S(rr_row)(a + r * cols, NULL, cols, o, c)
     if (op == RR_SUM) RR_ROWS(RR_SUM);
     else if (op == RR_NANSUM) RR_ROWS(RR_NANSUM);
     else if (op == RR_SUMSQ) RR_ROWS(RR_SUMSQ);
