@@ -54,7 +54,8 @@ def _sum_dtype(x, dtype):
 def _accumulate(f, input, dim, keepdim, dtype):
     """``f(input, axis, keepdims, dtype)`` (a NumPy-style sum, mean, prod) over torch's ``dim``
     in the dtype torch gives the result."""
-    kw = dict(axis=reduce_dims(dim, input.ndim), keepdims=keepdim)
+    # (axis None for all of it: NumPy reduces a tuple of every axis ~30% slower)
+    kw = dict(axis=None if dim is None else reduce_dims(dim, input.ndim), keepdims=keepdim)
     dt = _sum_dtype(input, dtype)
     # NOTE: like torch, half and bfloat16 accumulate in float32 and round once at the end;
     # summing in the 8-bit mantissa loses most digits after a few hundred terms.
