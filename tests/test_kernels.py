@@ -719,6 +719,24 @@ def test_long_float32_cumsum_splits_over_threads(threads):
     assert (out.detach().numpy() != want.astype(np.float32)).mean() < 1e-3
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,dim", [((5,), 0), ((300001,), 0), ((3, 40), 1), ((40, 300), 0)],
+                         ids=str)
+def test_cumsum_keeps_a_leading_negative_zero(threads, shape, dim, dtype):
+    """A running sum starts from -0.0, the identity that keeps -0.0 (0.0 + -0.0 is 0.0): a
+    leading run of -0.0 stays -0.0 as in NumPy's and torch's scans, forward and reversed (the
+    backward), on every path (rows, column blocks, a long row over threads)."""
+    x = np.full(shape, -0.0, dtype)
+    np.moveaxis(x, dim, 0)[3:] = 1.0
+    t = ember.tensor(x, requires_grad=True)
+    out = ember.cumsum(t, dim)
+    g = np.flip(x, dim).copy()          # (its trailing -0.0 lead the reversed scan)
+    out.backward(ember.tensor(g))
+    assert np.array_equal(np.signbit(out.detach().numpy()), np.signbit(np.cumsum(x, dim)))
+    gwant = np.flip(np.cumsum(np.flip(g, dim), dim), dim)
+    assert np.array_equal(np.signbit(t.grad.numpy()), np.signbit(gwant))
+
+
 def test_long_float32_cumprod_blocks():
     """A float32 cumprod runs in blocks of 8 (each block's running products, then the carry):
     it rounds as torch's one float64 loop but for near-ties; a block that underflows the
@@ -1070,7 +1088,7 @@ def test_index_and_scatter_reduce_kernel(threads, dtype, reduce, shape, dim):
 def test_nonzero_kernel(threads, shape, dtype):
     """nonzero / argwhere by select.h's count and write passes: np.argwhere's coordinates for
     every element size, -0.0 as zero and NaN as nonzero, chunks over threads; non-contiguous
-    inputs (NumPy's path) too."""
+    inputs (NumPy's path) too; count_nonzero of all elements by the count pass alone."""
     rng = np.random.default_rng(17)
     x = rng.integers(-2, 3, shape).astype(dtype)
     if x.dtype.kind == "f":
@@ -1080,6 +1098,8 @@ def test_nonzero_kernel(threads, shape, dtype):
         for fn in (ember.nonzero, ember.argwhere):
             got = fn(ember.tensor(a)).numpy()
             assert got.dtype == np.int64 and np.array_equal(got, want)
+        n = ember.count_nonzero(ember.tensor(a))
+        assert n.dtype == ember.int64 and int(n) == len(want)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -1299,8 +1319,8 @@ def test_reduce_kernel_against_numpy(shape, dim, name, dtype):
 @pytest.mark.parametrize("shape,dim", [((3, 5), 1), ((7,), None), ((5000, 31), 1), ((4, 9001), -1),
                                        ((200003,), None), ((3, 9000), None), ((6, 4), 0)], ids=str)
 def test_aminmax_kernel_against_numpy(shape, dim, dtype):
-    """aminmax by stats_rows (one call for both, rows in blocks of 4096) as NumPy's two
-    reductions: -0 beside 0, infinities, a nan that sticks wherever it is in a row."""
+    """aminmax by stats_rows (one pass for both) as NumPy's two reductions: -0 beside 0,
+    infinities, a nan that sticks wherever it is in a row."""
     x = _input(shape, dtype, False)
     rows = x.reshape(-1, shape[-1])
     rows[0, :2] = -0.0, 0.0

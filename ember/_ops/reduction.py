@@ -11,7 +11,7 @@ import ember
 from .._C import kernels as _C
 from .dispatch import quick_view
 from .meta import empty, reduce_dims, reduce_shape
-from .pointwise import par_reduce, type_name
+from .pointwise import PAR_MIN, par_reduce, type_name
 from .tangents import LINEAR, REDUCTION, named, pointwise
 from .registry import node_name, op, overload_if_given
 from .samples import ErrorSample, Sample, const, dim_errors, make, reduce_samples
@@ -54,7 +54,8 @@ def _sum_dtype(x, dtype):
 def _accumulate(f, input, dim, keepdim, dtype):
     """``f(input, axis, keepdims, dtype)`` (a NumPy-style sum, mean, prod) over torch's ``dim``
     in the dtype torch gives the result."""
-    kw = dict(axis=reduce_dims(dim, input.ndim), keepdims=keepdim)
+    # (axis None for all of it: NumPy reduces a tuple of every axis ~30% slower)
+    kw = dict(axis=None if dim is None else reduce_dims(dim, input.ndim), keepdims=keepdim)
     dt = _sum_dtype(input, dtype)
     # NOTE: like torch, half and bfloat16 accumulate in float32 and round once at the end;
     # summing in the 8-bit mantissa loses most digits after a few hundred terms.
@@ -231,9 +232,11 @@ def prod(xp, input, dim=None, keepdim=False, *, dtype=None):
     """Product over one ``dim``, or of all elements."""
     if isinstance(dim, (tuple, list)):
         raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
-    if dtype is None and (r := _C.prod(input, dim, keepdim)) is not None:
+    if dtype is None and input.size >= _C._MIN_ROWS_KERNEL and \
+            (r := _C.prod(input, dim, keepdim)) is not None:
         return r
-    return _accumulate(xp.prod, input, dim, keepdim, dtype)
+    # (np.prod is Python around multiply.reduce: call that directly, as np.prod does)
+    return _accumulate(np.multiply.reduce if xp is np else xp.prod, input, dim, keepdim, dtype)
 
 
 @prod.vjp(save=("input", "result"))
@@ -271,8 +274,10 @@ def count_nonzero(xp, input, dim=None):
         >>> ember.count_nonzero(ember.tensor([[0, 1], [2, 3]]), 0)
         tensor([1, 2])
     """
-    if dim is None:     # (NumPy counts a whole array in C; along axes, in ~4 us of Python)
-        return xp.asarray(xp.count_nonzero(input), dtype=np.int64)
+    if dim is None:     # (a large one by select.h's count over the threads; NumPy's is one)
+        n = _C.count_nonzero(input) if xp is np else None
+        return xp.asarray(xp.count_nonzero(input) if n is None else n, dtype=np.int64)
+    # (NumPy's count_nonzero along axes is ~4 us of Python around this)
     return xp.sum(input != 0, axis=reduce_dims(dim, input.ndim), dtype=np.int64)
 
 
@@ -316,7 +321,9 @@ def _minmax(name, f, argf, binary):
     @op(name, tags=("reduction",), nondiff_outputs=(1,), returns=("values", "indices"))
     def fwd(xp, input, dim=None, keepdim=False):
         if dim is None and xp is np and input.size and input.dtype.kind != "c":
-            return extremum.reduce(input, None)     # (x.max(): ndarray.max's steps, no Python)
+            # (x.max(): ndarray.max's steps, no Python; a large one over the threads)
+            r = par_reduce(extremum, input) if input.size >= PAR_MIN else None
+            return extremum.reduce(input, None) if r is None else r
         if hasattr(dim, "shape"):            # torch.max(a, b) is torch.maximum(a, b)
             return binary.fwd(xp, input, dim)
         _nonempty(name, input, dim)
@@ -394,12 +401,17 @@ min_ = _minmax("min", lambda a: a.min(), lambda a, axis, keepdims: a.argmin(axis
 def _amax(name, f, ufunc):
     @op(name, tags=("reduction",))
     def fwd(xp, input, dim=(), keepdim=False):
-        _nonempty(name, input, dim if dim != () else None)
-        axis = reduce_dims(dim, input.ndim)
-        if xp is np and len(axis) == input.ndim and (r := par_reduce(ufunc, input)) is not None:
-            return np.reshape(r, (1,) * input.ndim) if keepdim else r
-        # (axis None: NumPy's reduce over a tuple of every axis costs ~30% more)
-        return f(xp, input, axis=axis if len(axis) < input.ndim else None, keepdims=keepdim)
+        if dim != () or xp is not np or not input.size or input.dtype.kind == "c":
+            _nonempty(name, input, dim if dim != () else None)
+            axis = reduce_dims(dim, input.ndim)
+            if len(axis) < input.ndim or xp is not np:
+                # (axis None: NumPy's reduce over a tuple of every axis costs ~30% more)
+                return f(xp, input, axis=axis if len(axis) < input.ndim else None,
+                         keepdims=keepdim)
+        # (all of it, the common call: no Python helper; over the threads where large)
+        r = par_reduce(ufunc, input) if input.size >= PAR_MIN else None
+        r = ufunc.reduce(input, None) if r is None else r
+        return np.reshape(r, (1,) * input.ndim) if keepdim else r
     fwd.__doc__ = f"""The {name[1:]}imum over ``dim`` (an int or tuple; all dims by default); the
     gradient is shared evenly between tied elements.
 
@@ -443,9 +455,10 @@ def aminmax(xp, input, *, dim=None, keepdim=False):
     if input.size == 0:
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the "
                            "operation has no identity.")
-    _nonempty("aminmax", input, dim)
+    if input.dtype.kind == "c":    # (_nonempty's other check: the size, done above)
+        raise RuntimeError("aminmax(): does not support complex input")
     axis = reduce_dims(dim, input.ndim)
-    rows = math.gcd(input.size, 64) if dim is None and not keepdim and input.size >= 1 << 17 \
+    rows = math.gcd(input.size, 64) if input.size >= 1 << 17 and dim is None and not keepdim \
         and input.flags.c_contiguous else 1
     if xp is np and rows > 1 and (r := _C.stats("minmax", input.reshape(rows, -1), (1,), False)):
         return _min(np, r[0], axis=0), _max(np, r[1], axis=0)       # (rows over threads)
@@ -532,7 +545,7 @@ def logsumexp(xp, input, dim, keepdim=False):
         >>> ember.logsumexp(ember.tensor([1000., 1000.]), 0)
         tensor(1000.6932)
     """
-    if (r := _c_reduce("logsumexp", xp, input, dim, keepdim)) is not None:
+    if (r := _c_reduce("logsumexp", xp, input, dim, keepdim, min_size=1)) is not None:
         return r
     ax = reduce_dims(dim, input.ndim)
     m = xp.max(input, axis=ax, keepdims=True) if input.size else xp.zeros((), input.dtype)
@@ -581,7 +594,9 @@ def norm(xp, input, p="fro", dim=None, keepdim=False, dtype=None):
 
 
 def _vector_norm(xp, a, p, ax, keepdim):
-    if p in ("fro", 2, 2.0) and (r := _c_reduce("sumsq", xp, a, ax, keepdim)) is not None:
+    # (a is real: the kernel at any size; ax is already wrapped, so no _c_reduce)
+    if p in ("fro", 2, 2.0) and xp is np and \
+            (r := _C.reduce("sumsq", a, ax, keepdim, min_size=1)) is not None:
         return np.sqrt(r, out=r)
     if p in ("fro", 2, 2.0):     # (add.reduce: np.sum is Python around it)
         return xp.sqrt((np.add.reduce if xp is np else xp.sum)(a * a, axis=ax, keepdims=keepdim))

@@ -513,9 +513,10 @@ def mask_scatter(a, mask, src):
     return out
 
 
-def nonzero(a):
-    """``np.argwhere(a)`` as int64 for a C-contiguous NumPy array of 1 to 64 dims, by select.h's
-    count and write passes over threads; None where it does not apply."""
+def _nonzero_count(a):
+    """``(count of a's nonzero elements, the lib, the word's kernel name, its keep mask, thread
+    offsets)`` by select.h's count pass over threads for a C-contiguous NumPy array of 1 to 64
+    dims from _MIN_SELECT elements; None where it does not apply."""
     lib = None if _off or type(a) is not np.ndarray or a.size < _MIN_SELECT or not \
         0 < a.ndim <= 64 or a.dtype.kind not in "fiub" or not a.flags.c_contiguous or \
         a.itemsize not in (1, 2, 4, 8) else _library()
@@ -525,8 +526,24 @@ def nonzero(a):
     keep, name = (1 << bits - 1) - 1 if a.dtype.kind == "f" else -1, f"nonzero_u{bits}"
     nt = min(num_threads(), a.size // 32768 + 1)
     offsets = np.empty(nt + 1, np.int64)
-    out = np.empty((getattr(lib, name + "_count")(ptr(a), keep, a.size, ptr(offsets), nt),
-                    a.ndim), np.int64)
+    return getattr(lib, name + "_count")(ptr(a), keep, a.size, ptr(offsets), nt), lib, name, \
+        keep, offsets
+
+
+def count_nonzero(a):
+    """``np.count_nonzero(a)`` (an int) by select.h's count pass over threads, or None where
+    it does not apply (see ``_nonzero_count``)."""
+    return (r := _nonzero_count(a)) and r[0]
+
+
+def nonzero(a):
+    """``np.argwhere(a)`` as int64 for a C-contiguous NumPy array of 1 to 64 dims, by select.h's
+    count and write passes over threads; None where it does not apply."""
+    if (r := _nonzero_count(a)) is None:
+        return None
+    count, lib, name, keep, offsets = r
+    nt = len(offsets) - 1
+    out = np.empty((count, a.ndim), np.int64)
     shape = np.array(a.shape, np.int64)     # (held: a temporary's address would dangle)
     getattr(lib, name)(ptr(a), keep, a.size, ptr(shape), a.ndim, ptr(out), ptr(offsets), nt)
     return out

@@ -593,7 +593,7 @@ static inline T S(rr_term)(T v, T w, int op, T c, T hc) {
            (d < c ? (T)0.5 * d * d : c * (d - hc));
 }
 
-static inline void S(rr_add)(const T *v, const T *w, T *acc, int op, T c, T hc) {
+CLONE_INLINE void S(rr_add)(const T *v, const T *w, T *acc, int op, T c, T hc) {
     /* (a loop per op, so each vectorises on its own) */
     if (op == RR_SUM) for (int l = 0; l < RL; l++) acc[l] += v[l];
     else if (op == RR_SUMSQ) for (int l = 0; l < RL; l++) acc[l] += v[l] * v[l];
@@ -608,12 +608,12 @@ static inline void S(rr_add)(const T *v, const T *w, T *acc, int op, T c, T hc) 
         for (int l = 0; l < RL; l++) acc[l] += S(rr_term)(v[l], w[l], RR_HUBER, c, hc);
 }
 
-static inline void S(rr_leaf)(const T *x, const T *y, T *acc, int op, T c, T hc) {
+CLONE_INLINE void S(rr_leaf)(const T *x, const T *y, T *acc, int op, T c, T hc) {
     for (int l = 0; l < RL; l++) acc[l] = 0;
     for (int k = 0; k < 16; k++) S(rr_add)(x + k * RL, y ? y + k * RL : y, acc, op, c, hc);
 }
 
-static inline T S(rr_fold)(T *acc) {   /* the lanes' pairwise sum (constant trip counts) */
+CLONE_INLINE T S(rr_fold)(T *acc) {   /* the lanes' pairwise sum (constant trip counts) */
     for (int l = 0; l < RL / 2; l++) acc[l] += acc[l + RL / 2];
     for (int l = 0; l < RL / 4; l++) acc[l] += acc[l + RL / 4];
     for (int l = 0; l < RL / 8; l++) acc[l] += acc[l + RL / 8];
@@ -652,28 +652,42 @@ CLONE_INLINE T S(rr_sum)(const T *x, const T *y, int64_t n, int op, T c, T hc) {
     return S(rr_fold)(cur) + S(rr_tail)(x + done, y ? y + done : y, n - done, op, c, hc);
 }
 
-/* (v > m || v != v: a nan taken once sticks, as no comparison with it is true) */
-#define RR_MAXSEL(v, m) ((v) > (m) || (v) != (v) ? (v) : (m))
-#define RR_MINSEL(v, m) ((v) < (m) || (v) != (v) ? (v) : (m))
-static inline T S(rr_extreme)(const T *x, int64_t n, int mx) {
-    T m[RL], r = x[0];
+/* The max (want 1), the min (2) or both (3) of x[0..n), n >= 1, into *hi, *lo: RL lanes of
+ * selects that compile to maxps / minps (v > m ? v : m drops a nan v) and RL lanes keeping any
+ * nan seen, which is then the result (torch propagates nan); ties keep the first seen. */
+#define RR_MAXSEL(v, m) ((v) > (m) ? (v) : (m))
+#define RR_MINSEL(v, m) ((v) < (m) ? (v) : (m))
+CLONE_INLINE void S(rr_minmax)(const T *x, int64_t n, int want, T *lo, T *hi) {
+    T mn[RL], mx[RL], nn[RL], l0 = x[0], h0 = x[0], u = 0;
     int64_t j = 0;
-    for (int l = 0; l < RL; l++) m[l] = x[0];
-    if (mx)
-        for (; j + RL <= n; j += RL)
-            for (int l = 0; l < RL; l++) m[l] = RR_MAXSEL(x[j + l], m[l]);
-    else
-        for (; j + RL <= n; j += RL)
-            for (int l = 0; l < RL; l++) m[l] = RR_MINSEL(x[j + l], m[l]);
-    for (int l = 0; l < RL; l++) r = mx ? RR_MAXSEL(m[l], r) : RR_MINSEL(m[l], r);
-    for (; j < n; j++) r = mx ? RR_MAXSEL(x[j], r) : RR_MINSEL(x[j], r);
-    return r;
+    for (int l = 0; l < RL; l++) mn[l] = mx[l] = x[0], nn[l] = 0;
+    for (; j + RL <= n; j += RL)
+        for (int l = 0; l < RL; l++) {
+            T v = x[j + l];
+            if (want & 1) mx[l] = RR_MAXSEL(v, mx[l]);
+            if (want & 2) mn[l] = RR_MINSEL(v, mn[l]);
+            nn[l] = v != v ? v : nn[l];
+        }
+    for (int l = 0; l < RL; l++) {
+        h0 = RR_MAXSEL(mx[l], h0), l0 = RR_MINSEL(mn[l], l0);
+        u = nn[l] != nn[l] ? nn[l] : u;
+    }
+    for (; j < n; j++) {
+        h0 = RR_MAXSEL(x[j], h0), l0 = RR_MINSEL(x[j], l0);
+        u = x[j] != x[j] ? x[j] : u;
+    }
+    *lo = u != u ? u : l0;
+    *hi = u != u ? u : h0;
 }
 
 CLONE_INLINE T S(rr_row)(const T *x, const T *y, int64_t n, int op, double c) {
-    if (op == RR_MAX || op == RR_MIN) return S(rr_extreme)(x, n, op == RR_MAX);
+    T m, lo;
+    if (op == RR_MAX || op == RR_MIN) {
+        S(rr_minmax)(x, n, op == RR_MAX ? 1 : 2, &lo, &m);
+        return op == RR_MAX ? m : lo;
+    }
     if (op != RR_LSE) return S(rr_sum)(x, y, n, op, (T)c, (T)(0.5 * c));
-    T m = S(rr_extreme)(x, n, 1);   /* (torch: an infinite max shifts by 0) */
+    S(rr_minmax)(x, n, 1, &lo, &m);   /* (torch: an infinite max shifts by 0) */
     if (m != m) return m;
     T sh = isinf(m) ? 0 : m;
     return LOG(S(rr_sum)(x, NULL, n, op, sh, 0)) + sh;
@@ -681,8 +695,18 @@ CLONE_INLINE T S(rr_row)(const T *x, const T *y, int64_t n, int op, double c) {
 
 TC static void S(rr_rows)(int op, const T *a, const T *b, double c, T *out, int64_t cols,
                          int64_t r0, int64_t r1) {   /* (rows r0..r1, all in one clone) */
-    for (int64_t r = r0; r < r1; r++)
-        out[r] = S(rr_row)(a + r * cols, b ? b + r * cols : b, cols, op, c);
+    /* (the common ops with op a constant: each inlined copy is its own loop) */
+#define RR_ROWS(o) \
+    for (int64_t r = r0; r < r1; r++) out[r] = S(rr_row)(a + r * cols, NULL, cols, o, c)
+    if (op == RR_SUM) RR_ROWS(RR_SUM);
+    else if (op == RR_NANSUM) RR_ROWS(RR_NANSUM);
+    else if (op == RR_SUMSQ) RR_ROWS(RR_SUMSQ);
+    else if (op == RR_MAX) RR_ROWS(RR_MAX);
+    else if (op == RR_MIN) RR_ROWS(RR_MIN);
+    else
+        for (int64_t r = r0; r < r1; r++)
+            out[r] = S(rr_row)(a + r * cols, b ? b + r * cols : b, cols, op, c);
+#undef RR_ROWS
 }
 
 /* b: the second input of the losses (NULL for the others), c their parameter */
@@ -702,16 +726,8 @@ TC static void S(stat_rows)(const T *a, T *o1, T *o2, int64_t cols, double c, in
     T dof = (T)(cols - c > 0 ? cols - c : 0);
     for (int64_t r = r0; r < r1; r++) {
         const T *x = a + r * cols;
-        if (what == RS_MINMAX) {    /* (by blocks of 4096, read twice from the L1) */
-            T lo = x[0], hi = x[0];
-            for (int64_t j = 0, w; j < cols; j += w) {
-                w = cols - j < 4096 ? cols - j : 4096;
-                T bl = S(rr_extreme)(x + j, w, 0), bh = S(rr_extreme)(x + j, w, 1);
-                lo = RR_MINSEL(bl, lo);
-                hi = RR_MAXSEL(bh, hi);
-            }
-            o1[r] = lo;
-            o2[r] = hi;
+        if (what == RS_MINMAX) {
+            S(rr_minmax)(x, cols, 3, o1 + r, o2 + r);
             continue;
         }
         T m = S(rr_sum)(x, NULL, cols, RR_SUM, 0, 0) / (T)cols;

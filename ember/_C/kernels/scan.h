@@ -4,7 +4,8 @@
  * NOTE: the running value is a double for float32 too, as torch's CPU scan accumulates in
  * acc_type (double): NumPy's float32 cumsum drifts from torch's by ~sqrt(n) ulp over 1M
  * elements, and its loop is slower than this one. `reverse` runs from the end (the
- * backward of cumsum is a reversed cumsum), with no flipped copies.
+ * backward of cumsum is a reversed cumsum), with no flipped copies. Sums start from -0.0,
+ * the identity that keeps a leading -0.0 (as NumPy's and torch's scans do; 0.0 + -0.0 is 0.0).
  */
 
 #define SCAN_W 256      /* columns of one block when inner > 1: accumulators stay in L1 */
@@ -12,7 +13,7 @@
 TC static void S(scan_block)(const T *x, T *y, int64_t n, int64_t inner, int64_t w, int prod,
                              int reverse) {
     double acc[SCAN_W];
-    for (int64_t j = 0; j < w; j++) acc[j] = prod ? 1.0 : 0.0;
+    for (int64_t j = 0; j < w; j++) acc[j] = prod ? 1.0 : -0.0;
     for (int64_t s = 0; s < n; s++) {
         int64_t i = (reverse ? n - 1 - s : s) * inner;
         if (prod)
@@ -85,10 +86,10 @@ TC static void S(scan_row)(const T *x, T *y, int64_t n, int prod, int reverse) {
         if (prod)
             S(prod_run)(x, y, n);
         else
-            S(sum_run)(x, y, n, reverse, 0.0);
+            S(sum_run)(x, y, n, reverse, -0.0);
         return;
     }
-    double acc = prod ? 1.0 : 0.0;
+    double acc = prod ? 1.0 : -0.0;
     int64_t step = reverse ? -1 : 1, i = reverse ? n - 1 : 0;
     if (prod)
         for (int64_t s = 0; s < n; s++, i += step) y[i] = (T)(acc *= x[i]);
@@ -111,7 +112,7 @@ static void S(sum_row_threaded)(const T *x, T *y, int64_t n, int reverse, int nt
         for (int64_t i = lo; i < hi; i++) sum += x[i];
         total[c] = sum;
 #pragma omp barrier
-        double acc = 0.0;
+        double acc = -0.0;
         for (int64_t b = 0; b < c; b++) acc += total[b];
         if (lo < hi)
             S(sum_run)(x + lo, y + lo, hi - lo, reverse, acc);
