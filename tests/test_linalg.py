@@ -168,7 +168,8 @@ def _match_the_reference(calls, tol):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_small_factorizations_match_the_numpy_reference(dtype, threads):
-    """factor.h (real matrices up to 32 x 32: cholesky_ex, lu_factor_ex, qr, geqrf) against
+    """factor.h (real matrices up to 32 x 32: cholesky_ex, lu_factor_ex, qr, geqrf,
+    ldl_factor_ex, whose pivots must be LAPACK's exactly) against
     the NumPy reference (LAPACK through NumPy): batched, odd, tall and wide shapes, a
     transposed input, singular and non-positive-definite matrices' info."""
     r = np.random.default_rng(2)
@@ -190,7 +191,11 @@ def test_small_factorizations_match_the_numpy_reference(dtype, threads):
              lambda: ember.linalg.qr(xt[:, :, :4], "complete"),
              lambda: ember.linalg.qr(xt[1, :3], "r")[1],
              lambda: ember.linalg.qr(ember.tensor(x[1])),
-             lambda: ember.geqrf(xt[:, :, :4]), lambda: ember.geqrf(xt[0, :3])]
+             lambda: ember.geqrf(xt[:, :, :4]), lambda: ember.geqrf(xt[0, :3]),
+             # (LDL^T: 2x2 pivots from the small diagonal, interchanges, info of a zero column)
+             lambda: ember.linalg.ldl_factor_ex(xt + xt.mT - 2 * ember.eye(7) * xt),
+             lambda: ember.linalg.ldl_factor_ex(ember.tensor(spd[:2]), hermitian=True),
+             lambda: ember.linalg.ldl_factor_ex(xt[1, :5, :5] * xt[1, :5, :5].mT)]
     before = ember.get_num_threads()
     ember.set_num_threads(threads)
     try:
