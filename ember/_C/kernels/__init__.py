@@ -99,6 +99,8 @@ def _declare(lib):
             "search_rows": [p, i64, i64, p, i64, i64, i, p, i],
             "gather": [p, p, p, i64, i64, i64, i64, i], "pool": [p, p, p, i64, p, p, i],  # (pool.h)
             "factor": [i, p, p, p, p, p, i64, i64, i64, i64],                 # (factor.h)
+            "small_mm": [p, i64, i64, i64] * 2 + [p] + [i64] * 4 + [p] + [i64] * 3 + [d, d],
+            "dot": [p, p, i64, p, i],
             "mask_select": [p, p, p, i64, p, i], "mask_scatter": [p, p, p, p, i64, p, i],
             "flip_rows": [p, p, i64, i64, i], "nextafter": [p, p, p, i64, i],   # (select.h)
             "scatter": [p, p, p, p, i64, i64, i64, i64, i, i, i],

@@ -146,3 +146,36 @@ EXPORT void S(factor)(int op, T *a, T *t, int32_t *piv, int32_t *info, T *q, int
         if (info) info[s] = bad;
     }
 }
+
+/* c (batch, m, n), C-contiguous = alpha a @ b + beta in, elements at the given byte strides
+ * (a row, column, batch; b likewise; in's 0 where it broadcasts), sums in double: the matmul
+ * family's products of a few thousand multiply-adds (_ops/linalg.py, _small_mm), where
+ * numpy.matmul's BLAS call and the scale-and-add's passes cost more than torch's whole call.
+ * in is not read where beta is 0 (its NaNs do not propagate, as torch's). */
+EXPORT void S(small_mm)(const T *a, int64_t am, int64_t ak, int64_t ab, const T *b, int64_t bk,
+                        int64_t bn, int64_t bb, T *c, int64_t batch, int64_t m, int64_t n,
+                        int64_t k, const T *in, int64_t im, int64_t in_, int64_t ib, double alpha,
+                        double beta) {
+    int64_t z = sizeof(T);      /* (NumPy's byte strides: an aligned array's divide) */
+    am /= z, ak /= z, ab /= z, bk /= z, bn /= z, bb /= z, im /= z, in_ /= z, ib /= z;
+    for (int64_t s = 0; s < batch; s++)
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++, c++) {
+                double acc = 0;
+                for (int64_t p = 0; p < k; p++)
+                    acc += (double)a[s * ab + i * am + p * ak] * b[s * bb + p * bk + j * bn];
+                acc *= alpha;
+                *c = (T)(beta != 0 ? acc + beta * in[s * ib + i * im + j * in_] : acc);
+            }
+}
+
+/* *out = x . y of n contiguous elements, sums in double, split over nt threads: NumPy's dot
+ * is OpenBLAS's on one thread, where torch splits a large dot over its threads (_ops/linalg.py's
+ * dot at several threads). */
+EXPORT void S(dot)(const T *x, const T *y, int64_t n, T *out, int nt) {
+    double acc = 0;
+    nt = threads_for(n / 2, nt);
+#pragma omp parallel for simd reduction(+ : acc) num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t i = 0; i < n; i++) acc += (double)x[i] * y[i];
+    *out = (T)acc;
+}
