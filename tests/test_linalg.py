@@ -1,5 +1,6 @@
 """torch.linalg's compositions and torch's older linear-algebra APIs against torch (the OpDefs
 themselves are covered by the registry tests)."""
+import functools
 import math
 
 import numpy as np
@@ -168,7 +169,8 @@ def _match_the_reference(calls, tol):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_small_factorizations_match_the_numpy_reference(dtype, threads):
-    """factor.h (real matrices up to 32 x 32: cholesky_ex, lu_factor_ex, qr, geqrf) against
+    """factor.h (real matrices up to 32 x 32: cholesky_ex, lu_factor_ex, qr, geqrf,
+    ldl_factor_ex, whose pivots must be LAPACK's exactly) against
     the NumPy reference (LAPACK through NumPy): batched, odd, tall and wide shapes, a
     transposed input, singular and non-positive-definite matrices' info."""
     r = np.random.default_rng(2)
@@ -190,11 +192,46 @@ def test_small_factorizations_match_the_numpy_reference(dtype, threads):
              lambda: ember.linalg.qr(xt[:, :, :4], "complete"),
              lambda: ember.linalg.qr(xt[1, :3], "r")[1],
              lambda: ember.linalg.qr(ember.tensor(x[1])),
-             lambda: ember.geqrf(xt[:, :, :4]), lambda: ember.geqrf(xt[0, :3])]
+             lambda: ember.geqrf(xt[:, :, :4]), lambda: ember.geqrf(xt[0, :3]),
+             # (LDL^T: 2x2 pivots from the small diagonal, interchanges, info of a zero column)
+             lambda: ember.linalg.ldl_factor_ex(xt + xt.mT - 2 * ember.eye(7) * xt),
+             lambda: ember.linalg.ldl_factor_ex(ember.tensor(spd[:2]), hermitian=True),
+             lambda: ember.linalg.ldl_factor_ex(xt[1, :5, :5] * xt[1, :5, :5].mT)]
     before = ember.get_num_threads()
     ember.set_num_threads(threads)
     try:
         _match_the_reference(calls, 1e-4 if dtype == np.float32 else 1e-12)
+    finally:
+        ember.set_num_threads(before)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_small_products_match_the_numpy_reference(dtype, threads):
+    """factor.h's small_mm (addmm, baddbmm, addmv of up to 4096 multiply-adds) against
+    numpy.matmul and _scale_add: odd and empty shapes, transposed and strided operands,
+    broadcast inputs, nan / inf / -0.0, and an input whose NaNs beta = 0 must not spread."""
+    r = np.random.default_rng(5)
+    x = ember.tensor(r.uniform(-2, 2, (3, 7, 9)).astype(dtype))
+    x[0, 1, 2], x[1, 2, 3], x[2, 0, 0] = float("nan"), float("inf"), -0.0
+    v, nan_in = x[0, 0, 1:8], ember.full((7, 7), float("nan"), dtype=x.dtype)
+    mm = functools.partial(ember.addmm, beta=0)
+    calls = [lambda: mm(v, x[0], x[1].mT), lambda: mm(v[:4], x[1, :, ::2], x[2, :5, :4]),
+             lambda: mm(v, x[0, :0], x[1].mT), lambda: mm(x[0, 0], x[0, :, :0], x[1, :0]),
+             lambda: mm(v[:1], -0.0 * x[1, :2, 2:4].abs(), x[1, 4:6, 2:3].abs()),
+             lambda: ember.baddbmm(x[:, :6, :7], x[:, 1:, ::3], x[:, :3, 2:], beta=0),
+             lambda: ember.addmm(x[0, 0, :7], x[1], x[2].mT, beta=0.5, alpha=-2),
+             lambda: ember.addmm(x[0, :, :1], x[1], x[2].mT, alpha=3),
+             lambda: ember.addmm(nan_in, x[1], x[2].mT, beta=0),
+             lambda: ember.baddbmm(x[:, :, :7], x, x.mT, beta=2, alpha=0.25),
+             lambda: ember.baddbmm(x[0, :1, :7], x, x.mT[:, :, :7]),
+             lambda: ember.addmv(x[0, :, 0], x[1].mT[:7], x[2, 0, :7], beta=-1, alpha=2),
+             lambda: ember.addmv(x[0, 0, :1], x[1], x[2, 1], beta=0.5),
+             lambda: ember.addmv(x[0, 0, 0], x[1, :, ::2], x[2, 1, :5])]
+    before = ember.get_num_threads()
+    ember.set_num_threads(threads)
+    try:
+        _match_the_reference(calls, 1e-5 if dtype == np.float32 else 1e-12)
     finally:
         ember.set_num_threads(before)
 
@@ -284,3 +321,19 @@ def test_matrix_vector_products_at_two_threads_equal_one_thread():
     an, vn, un = (t.detach().numpy() for t in (a, v, u))
     np.testing.assert_allclose(outs[0][0], an @ vn * 2 + un, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(outs[0][1], un @ an, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dot_over_threads_matches_the_reference(dtype):
+    """factor.h's dot (contiguous, from 2^16 elements, at several threads) against NumPy's,
+    with a nan, an inf, and a strided operand left to NumPy."""
+    x = np.random.default_rng(1).uniform(-1, 1, (2, 1 << 17)).astype(dtype)
+    prev = ember.get_num_threads()
+    ember.set_num_threads(2)
+    try:
+        a, b = ember.tensor(x[0]), ember.tensor(x[1])
+        calls = [lambda: ember.dot(a, b), lambda: ember.vdot(a, b),
+                 lambda: ember.dot(a[::2], b[1::2]), lambda: ember.dot(a * ember.tensor(x[1] > 0.9) * float("inf"), b)]
+        _match_the_reference(calls, 1e-4 if dtype == np.float32 else 1e-12)
+    finally:
+        ember.set_num_threads(prev)

@@ -786,6 +786,12 @@ def linalg_ldl_factor_ex(xp, A, *, hermitian=False, check_errors=False):
     1x1 and 2x2 blocks, packed in LD's lower triangle."""
     check_matrix("torch.linalg.ldl_factor_ex", A)
     n, batch = A.shape[-1], A.shape[:-2]
+    if small := _small_factor(xp, A):     # (sytf2 in C: LAPACK's sytrf too runs it to n = 64)
+        a, piv, info = A.copy(), np.empty(batch + (n,), np.int32), np.empty(batch, np.int32)
+        small(3, blas.ptr(a), 0, blas.ptr(piv), blas.ptr(info), 0, info.size, n, n, 0)
+        if check_errors and info.any():
+            raise RuntimeError(f"torch.linalg.ldl_factor_ex: Unknown error code: {info.max()}.")
+        return a, piv, info
     a = A.reshape((math.prod(batch), n, n))
     sytrf = xp is np and blas.lapack("hetrf_work" if hermitian and A.dtype.kind == "c" else
                                      "sytrf_work", A.dtype, C_INT, ctypes.c_char, int, P, int, P,

@@ -71,6 +71,41 @@ def _matvec(xp, a, b):
     return xp.matmul(a, b)
 
 
+# multiply-adds up to which _small_mm's loop and its one pass beat numpy.matmul's call and
+# _scale_add's passes (a plain product: numpy.matmul's call alone costs fewer instructions)
+_SMALL = 1 << 12
+
+
+def _small_mm(xp, a, b, input=None, beta=0, alpha=1):
+    """``alpha * (a @ b) + beta * input`` in one call of factor.h's small_mm: a float a (2-D,
+    or 3-D with b's batch) and b (2-D, 3-D or a vector) of at most _SMALL multiply-adds,
+    input None or of the product's shape or trailing dims'. numpy.matmul's call and
+    _scale_add's passes cost more than torch's whole call (~1 us each). None elsewhere: the
+    caller's path, which raises the errors."""
+    nd, vec = a.ndim, b.ndim == 1
+    if xp is not np or b.dtype is not a.dtype or nd != (2 if vec else b.ndim) or nd > 3 or \
+            type(alpha) not in (int, float) or type(beta) not in (int, float):
+        return None
+    (*c, m, k), sb = a.shape, b.shape
+    n = 1 if vec else sb[-1]
+    if k != sb[vec - 2] or (c and c[0] != sb[0]) or (c[0] if c else 1) * m * n * k > _SMALL or \
+            not (fn := _C.kernel("small_mm", a.dtype)):
+        return None
+    shape = (m,) if vec else a.shape[:-1] + (n,)
+    si, beta = (0, 0, 0), 0 if input is None else beta
+    if beta:        # (an input broadcast on a size-1 dim takes _scale_add)
+        if input.dtype is not a.dtype or input.shape != shape[len(shape) - input.ndim:]:
+            return None
+        si = (0, input.strides[0], 0) if vec and input.ndim else \
+            ((0, 0, 0) + input.strides)[-3:]
+    sa, sb = ((0,) + a.strides)[-3:], (0, b.strides[0], 0) if vec else ((0,) + b.strides)[-3:]
+    out = np.empty(shape, a.dtype)
+    fn(_C.ptr(a), sa[1], sa[2], sa[0], _C.ptr(b), sb[1], sb[2], sb[0], _C.ptr(out),
+       c[0] if c else 1, m, n, k,
+       _C.ptr(input) if beta else 0, si[1], si[2], si[0], float(alpha), float(beta))
+    return out
+
+
 @matmul.vjp(save=("input", "other"), needed_by="cross")
 def _(g, input, other):
     a, b = input, other
@@ -187,6 +222,11 @@ def dot(xp, input, other):
                            f"src [{other.shape[0]}] to have the same number of elements, but "
                            "got different sizes")
     _check_dtypes("dot", input, other)
+    if xp is np and input.size >= 1 << 16 and (nt := _C.num_threads()) > 1 and \
+            (fn := _C.kernel("dot", input.dtype)) and input.flags.c_contiguous and \
+            other.flags.c_contiguous:       # (factor.h: over threads, as torch's)
+        fn(_C.ptr(input), _C.ptr(other), input.size, _C.ptr(out := np.empty((), input.dtype)), nt)
+        return out
     return xp.asarray(xp.dot(input, other))
 
 
@@ -219,7 +259,8 @@ outer.grad_name = "MulBackward0"
 def addmm(xp, input, mat1, mat2, *, beta=1, alpha=1):
     """``beta * input + alpha * (mat1 @ mat2)``."""
     _check_2d("addmm", mat1, mat2)
-    return _scale_add(matmul.fwd(xp, mat1, mat2), input, beta, alpha)
+    out = _small_mm(xp, mat1, mat2, input, beta, alpha)
+    return _scale_add(matmul.fwd(xp, mat1, mat2), input, beta, alpha) if out is None else out
 
 
 def _scale_add(p, input, beta, alpha):
@@ -254,7 +295,8 @@ addmm.samples = lambda dev, dt: [
 @op("baddbmm", tags=("autocast_lower",), promote="common", inplace=True)
 def baddbmm(xp, input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * (batch1 @ batch2)`` over a batch."""
-    return _scale_add(bmm.fwd(xp, batch1, batch2), input, beta, alpha)
+    out = _small_mm(xp, batch1, batch2, input, beta, alpha) if batch1.ndim == 3 else None
+    return _scale_add(bmm.fwd(xp, batch1, batch2), input, beta, alpha) if out is None else out
 
 
 @baddbmm.vjp(save=("batch1", "batch2"), needed_by="cross")
@@ -310,6 +352,8 @@ def addmv(xp, input, mat, vec, *, beta=1, alpha=1):
                            f"mat ({'x'.join(map(str, mat.shape))}), vec "
                            f"({'x'.join(map(str, vec.shape))})")
     # (shapes checked and dtypes promoted: matmul.fwd's checks would cost a third of the call)
+    if (out := _small_mm(xp, mat, vec, input, beta, alpha)) is not None:
+        return out
     p = _matvec(xp, mat, vec) if mat.dtype.kind in "fc" else matmul.fwd(xp, mat, vec)
     return _scale_add(p, input, beta, alpha)
 

@@ -100,6 +100,8 @@ def _declare(lib):
             "gather": [p, p, p, i64, i64, i64, i64, i], "take_rows": [p, p, p, i64, i64, i64, i64, i, i],
             "pool": [p, p, p, i64, p, p, i, i],                                  # (pool.h)
             "factor": [i, p, p, p, p, p, i64, i64, i64, i64],                 # (factor.h)
+            "small_mm": [p, i64, i64, i64] * 2 + [p] + [i64] * 4 + [p] + [i64] * 3 + [d, d],
+            "dot": [p, p, i64, p, i],
             "mask_select": [p, p, p, i64, p, i], "mask_scatter": [p, p, p, p, i64, p, i],
             "flip_rows": [p, p, i64, i64, i], "nextafter": [p, p, p, i64, i],   # (select.h)
             "scatter": [p, p, p, p, i64, i64, i64, i64, i, i, i],
