@@ -194,7 +194,8 @@ def put(xp, input, index, source, accumulate=False):
         raise IndexError(f"put_(): Expected source and index to have the same number of "
                          f"elements, but got source.numel() = {source.size}, index.numel() = "
                          f"{index.size}")
-    out = par_copy(np.empty(input.shape, input.dtype), input)   # (C order; over threads)
+    out = par_copy(np.empty(input.shape, input.dtype), input) if type(input) is np.ndarray \
+        else input.copy()       # (C order; over threads on cpu)
     flat, idx, src = out.reshape(-1), index.reshape(-1), source.reshape(-1)
     if accumulate:          # (negatives counted from the end for the C scatter's add)
         add_at(xp, flat, idx + input.size * (idx < 0) if negative else idx, src)
