@@ -151,19 +151,25 @@ def test_lapack_paths_match_the_numpy_reference(dtype):
     _match_the_reference(calls, 1e-3 if dtype == np.float32 else 1e-9)
 
 
-def _match_the_reference(calls, tol):
-    """Each call's outputs with the C kernels equal those of the NumPy reference path."""
+def _match_the_reference(calls, tol, threads=None):
+    """Each call's outputs with the C kernels (at ``threads``, default the current number)
+    equal those of the NumPy reference path."""
     from ember._C import kernels
-    for call in calls:
-        fast = call()
-        with kernels.disabled():
-            ref = call()
-        for f, e in zip(*((o,) if isinstance(o, ember.Tensor) else o for o in (fast, ref))):
-            assert f.shape == e.shape and f.dtype == e.dtype
-            if f.dtype in (ember.int32, ember.int64):
-                assert (f == e).all()
-            elif f.numel():
-                np.testing.assert_allclose(f.numpy(), e.numpy(), rtol=tol, atol=tol)
+    before = ember.get_num_threads()
+    ember.set_num_threads(threads or before)
+    try:
+        for call in calls:
+            fast = call()
+            with kernels.disabled():
+                ref = call()
+            for f, e in zip(*((o,) if isinstance(o, ember.Tensor) else o for o in (fast, ref))):
+                assert f.shape == e.shape and f.dtype == e.dtype
+                if f.dtype in (ember.int32, ember.int64):
+                    assert (f == e).all()
+                elif f.numel():
+                    np.testing.assert_allclose(f.numpy(), e.numpy(), rtol=tol, atol=tol)
+    finally:
+        ember.set_num_threads(before)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -197,12 +203,7 @@ def test_small_factorizations_match_the_numpy_reference(dtype, threads):
              lambda: ember.linalg.ldl_factor_ex(xt + xt.mT - 2 * ember.eye(7) * xt),
              lambda: ember.linalg.ldl_factor_ex(ember.tensor(spd[:2]), hermitian=True),
              lambda: ember.linalg.ldl_factor_ex(xt[1, :5, :5] * xt[1, :5, :5].mT)]
-    before = ember.get_num_threads()
-    ember.set_num_threads(threads)
-    try:
-        _match_the_reference(calls, 1e-4 if dtype == np.float32 else 1e-12)
-    finally:
-        ember.set_num_threads(before)
+    _match_the_reference(calls, 1e-4 if dtype == np.float32 else 1e-12, threads)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -228,12 +229,7 @@ def test_small_products_match_the_numpy_reference(dtype, threads):
              lambda: ember.addmv(x[0, :, 0], x[1].mT[:7], x[2, 0, :7], beta=-1, alpha=2),
              lambda: ember.addmv(x[0, 0, :1], x[1], x[2, 1], beta=0.5),
              lambda: ember.addmv(x[0, 0, 0], x[1, :, ::2], x[2, 1, :5])]
-    before = ember.get_num_threads()
-    ember.set_num_threads(threads)
-    try:
-        _match_the_reference(calls, 1e-5 if dtype == np.float32 else 1e-12)
-    finally:
-        ember.set_num_threads(before)
+    _match_the_reference(calls, 1e-5 if dtype == np.float32 else 1e-12, threads)
 
 
 @pytest.mark.parametrize("fn", [lambda a: ember.linalg.qr(a), lambda a: ember.geqrf(a),
@@ -328,12 +324,8 @@ def test_dot_over_threads_matches_the_reference(dtype):
     """factor.h's dot (contiguous, from 2^16 elements, at several threads) against NumPy's,
     with a nan, an inf, and a strided operand left to NumPy."""
     x = np.random.default_rng(1).uniform(-1, 1, (2, 1 << 17)).astype(dtype)
-    prev = ember.get_num_threads()
-    ember.set_num_threads(2)
-    try:
-        a, b = ember.tensor(x[0]), ember.tensor(x[1])
-        calls = [lambda: ember.dot(a, b), lambda: ember.vdot(a, b),
-                 lambda: ember.dot(a[::2], b[1::2]), lambda: ember.dot(a * ember.tensor(x[1] > 0.9) * float("inf"), b)]
-        _match_the_reference(calls, 1e-4 if dtype == np.float32 else 1e-12)
-    finally:
-        ember.set_num_threads(prev)
+    a, b = ember.tensor(x[0]), ember.tensor(x[1])
+    calls = [lambda: ember.dot(a, b), lambda: ember.vdot(a, b),
+             lambda: ember.dot(a[::2], b[1::2]),
+             lambda: ember.dot(a * ember.tensor(x[1] > 0.9) * float("inf"), b)]
+    _match_the_reference(calls, 1e-4 if dtype == np.float32 else 1e-12, threads=2)
