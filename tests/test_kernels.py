@@ -1708,6 +1708,26 @@ def test_histogram_kernels_are_the_reference(shape, dtype, specials):
         _same_as_reference(call)
 
 
+def test_bincount_kernel_sums_as_torch():
+    """bincount's float32 weights by count.h's bincount_w: sums in float32 in element order,
+    torch's bits, within float32 rounding of the NumPy path's double sums; repeated and
+    sparse bins, minlength past the data, strided input and weights, nan and infinities."""
+    import torch
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 40, 5001)
+    w = rng.standard_normal(5001).astype(np.float32)
+    w[7], w[8], w[9] = np.nan, np.inf, -np.inf
+    x[7:10] = 39
+    for xs, ws, n in ((x, w, 0), (x[:5000:2], w[1::2], 100), (x[:1] + 1000, w[:1], 3)):
+        got = ember.bincount(ember.tensor(xs), ember.tensor(ws), minlength=n)
+        with kernels.disabled():
+            ref = ember.bincount(ember.tensor(xs), ember.tensor(ws), minlength=n)
+        want = torch.bincount(torch.tensor(xs), torch.tensor(ws), minlength=n).numpy()
+        assert got.dtype == ref.dtype == ember.float32
+        np.testing.assert_array_equal(got.numpy(), want)
+        np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("right", [False, True])
 def test_searchsorted_kernel_is_numpys(threads, dtype, right):

@@ -96,6 +96,7 @@ def _declare(lib):
             "sort_rows": [p, i64, i64, i, p, p, i],
             "unique_runs": [p, i64, i, p, p, p],       # (count.h)
             "hist_rows": [p, p, i64, i64, i64, i, d, d, p, i64, p, p, i],
+            "bincount_w": [p, p, i64, p],
             "search_rows": [p, i64, i64, p, i64, i64, i, p, i],
             "gather": [p, p, p, i64, i64, i64, i64, i], "take_rows": [p, p, p, i64, i64, i64, i64, i, i],
             "pool": [p, p, p, i64, p, p, i, i],                                  # (pool.h)

@@ -187,6 +187,13 @@ EXPORT int S(hist_rows)(const T *x, const T *w, int64_t rows, int64_t m, int64_t
     return -bad;
 }
 
+/* bincount's weighted sums, out[idx[i]] += w[i] in element order in T, as torch sums float32
+ * weights (NumPy's bincount sums in double: twice the memory its random adds miss in); the
+ * caller checked the indices against out's size. */
+EXPORT void S(bincount_w)(const int64_t *idx, const T *w, int64_t n, T *out) {
+    for (int64_t i = 0; i < n; i++) out[idx[i]] += w[i];
+}
+
 /* searchsorted: out[i] = where x[i] goes in the sorted row of ne edges e (erows rows: 1
  * shared, or one per row of m values), before the equal ones (right: after them), nan
  * sorting last as NumPy's. Branch-free lower bounds (each halving step a select: random
