@@ -318,11 +318,34 @@ def _opmath(x):
     return _I64 if x.dtype.kind in "iub" else _F32 if x.dtype.itemsize == 2 else x.dtype
 
 
+@functools.lru_cache(maxsize=256)
+def _avg_small(shape, char, kernel_size, stride, padding, ceil_mode, count_include_pad,
+               divisor_override):
+    """(pool.h's kernel, plan address, rows, output shape, divisors, the plan: kept alive) of an
+    average pooling of a float ``shape`` small enough for pool.h on one thread, else None."""
+    fn, size = kernels.kernel("pool", np.dtype(char)), shape[len(shape) - len(kernel_size):]
+    if fn is None or math.prod(shape) > _POOL_C:
+        return None
+    osize, _ = _avg_geometry(size, kernel_size, stride, padding, ceil_mode)
+    g, plan, rows, oshape, _ = _pool_plan(shape, osize, kernel_size, stride, padding)
+    return fn, plan, rows, oshape, _avg_divisor(np, size, kernel_size, stride, padding, osize,
+                                                count_include_pad, divisor_override, char), g
+
+
 @op("_avg_pool_nd", method=False, function=False)
 def avg_pool_nd(xp, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                 divisor_override):
     """Average pooling over the trailing ``len(kernel_size)`` dims, as
     ``nn.functional.avg_pool*d``: a sum of the windows' taps (strided views), then divided."""
+    # a small float input: pool.h's call, all but the arrays, cached by the call's geometry
+    if type(input) is np.ndarray and input.dtype.char in "fd" and not kernels._off and (
+            c := _avg_small(
+                input.shape, input.dtype.char, kernel_size, stride, padding, ceil_mode,
+                count_include_pad, divisor_override)):
+        fn, plan, rows, oshape, div, _ = c
+        x, y = np.ascontiguousarray(input), np.empty(oshape, input.dtype)
+        fn(kernels.ptr(x), kernels.ptr(y), None, rows, plan, kernels.ptr(div), False, 1)
+        return y
     nd = len(kernel_size)
     if input.dtype.kind in "iub" and input.dtype != np.int64:
         raise NotImplementedError(f"\"avg_pool{nd}d\" not implemented for "
