@@ -38,8 +38,9 @@ def nll_loss(xp, input, target, weight=None, ignore_index=-100, reduction="mean"
     c = x.shape[1]
     if (r := _nll_kernel(xp, x, t, weight, ignore_index)) is not None:
         n = t.size
-        return r[:n].reshape(target.shape) if reduction == "none" else r[n] if \
-            reduction == "sum" else r[n] / r[n + 1]
+        # (an array, not a NumPy scalar: the C dispatch wraps it without _finish's Python)
+        return r[:n].reshape(target.shape) if reduction == "none" else np.asarray(
+            r[n] if reduction == "sum" else r[n] / r[n + 1])
     valid, safe, w = _nll_weights(xp, t, weight, ignore_index, x.dtype)
     # (one comparison: a negative target is a huge unsigned one)
     if not _capturing(t) and (safe.astype(xp.uint64) >= c).any() and valid.any():
@@ -59,9 +60,9 @@ def _nll_kernel(xp, x, t, weight, ignore_index):
     (None where it does not apply or a target is out of range: the reference raises)."""
     # (kernel()'s cache read inline and no re-copy of contiguous arrays: a small call's cost)
     fn = (_C._fast.get(("nll", x.dtype.char)) or _C.kernel("nll", x.dtype)) if xp is np and \
-        type(x) is np.ndarray and x.size and t.dtype == _I64 and (
+        not _C._off and type(x) is np.ndarray and x.size and t.dtype == _I64 and (
             weight is None or weight.dtype == x.dtype) else None
-    if fn is None:
+    if not fn:
         return None
     out, n, c = np.empty(t.size + 2, x.dtype), x.shape[0], x.shape[1]
     if not (x.flags.c_contiguous and t.flags.c_contiguous):
