@@ -67,9 +67,8 @@ def _nll_kernel(xp, x, t, weight, ignore_index):
     out, n, c = np.empty(t.size + 2, x.dtype), x.shape[0], x.shape[1]
     if not (x.flags.c_contiguous and t.flags.c_contiguous):
         x, t = _C.contiguous(x), _C.contiguous(t)
-    ok = fn(_C.ptr(x), _C.ptr(t), weight if weight is None else _C.ptr(_C.contiguous(weight)),
-            _C.ptr(out), n, c, x.size // (n * c or 1), ignore_index) == 0
-    return out if ok else None
+    return out if fn(_C.ptr(x), _C.ptr(t), weight if weight is None else _C.ptr(_C.contiguous(
+        weight)), _C.ptr(out), n, c, x.size // (n * c or 1), ignore_index) == 0 else None
 
 
 def _nll_weights(xp, t, weight, ignore_index, dtype):
