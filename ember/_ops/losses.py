@@ -18,6 +18,8 @@ from .registry import op
 from .samples import Sample, make
 from .nn import kernel_grads
 
+_I64 = np.dtype(np.int64)
+
 
 @op("nll_loss", tags=("autocast_fp32",), method=False, function=False)
 def nll_loss(xp, input, target, weight=None, ignore_index=-100, reduction="mean"):
@@ -36,8 +38,9 @@ def nll_loss(xp, input, target, weight=None, ignore_index=-100, reduction="mean"
     c = x.shape[1]
     if (r := _nll_kernel(xp, x, t, weight, ignore_index)) is not None:
         n = t.size
-        return r[:n].reshape(target.shape) if reduction == "none" else r[n] if \
-            reduction == "sum" else r[n] / r[n + 1]
+        # (an array, not a NumPy scalar: the C dispatch wraps it without _finish's Python)
+        return r[:n].reshape(target.shape) if reduction == "none" else np.asarray(
+            r[n] if reduction == "sum" else r[n] / r[n + 1])
     valid, safe, w = _nll_weights(xp, t, weight, ignore_index, x.dtype)
     # (one comparison: a negative target is a huge unsigned one)
     if not _capturing(t) and (safe.astype(xp.uint64) >= c).any() and valid.any():
@@ -55,16 +58,17 @@ def nll_loss(xp, input, target, weight=None, ignore_index=-100, reduction="mean"
 def _nll_kernel(xp, x, t, weight, ignore_index):
     """rowops.h's nll of (N, C, d...) ``x``: the N d losses, then their sum and the weights'
     (None where it does not apply or a target is out of range: the reference raises)."""
-    fn = _C.kernel("nll", x.dtype) if xp is np and type(x) is np.ndarray and x.size and \
-        t.dtype == np.int64 and (weight is None or weight.dtype == x.dtype) else None
-    if fn is None:
+    # (kernel()'s cache read inline and no re-copy of contiguous arrays: a small call's cost)
+    fn = (_C._fast.get(("nll", x.dtype.char)) or _C.kernel("nll", x.dtype)) if xp is np and \
+        not _C._off and type(x) is np.ndarray and x.size and t.dtype == _I64 and (
+            weight is None or weight.dtype == x.dtype) else None
+    if not fn:
         return None
-    x, t, w = _C.contiguous(x), _C.contiguous(t), weight if weight is None else \
-        _C.contiguous(weight)
-    out = np.empty(t.size + 2, x.dtype)
-    ok = fn(_C.ptr(x), _C.ptr(t), _C.ptr(w), _C.ptr(out), x.shape[0], x.shape[1],
-            x.size // max(1, x.shape[0] * x.shape[1]), ignore_index) == 0
-    return out if ok else None
+    out, n, c = np.empty(t.size + 2, x.dtype), x.shape[0], x.shape[1]
+    if not (x.flags.c_contiguous and t.flags.c_contiguous):
+        x, t = _C.contiguous(x), _C.contiguous(t)
+    return out if fn(_C.ptr(x), _C.ptr(t), weight if weight is None else _C.ptr(_C.contiguous(
+        weight)), _C.ptr(out), n, c, x.size // (n * c or 1), ignore_index) == 0 else None
 
 
 def _nll_weights(xp, t, weight, ignore_index, dtype):

@@ -12,7 +12,7 @@ import ember
 from .._C import kernels as _C
 from .._tensor import Tensor
 from .meta import broadcast_meta, empty, same_meta
-from .losses import nll_loss, nll_node
+from .losses import _I64, nll_loss, nll_node
 from .nn import kernel_grads, log_softmax
 from .pointwise_math import _erf_erfc
 from .tangents import affine, decomposed, normalized, reduction
@@ -289,12 +289,15 @@ def _ce_kernel_args(input, target, ignore_index):
     """The C kernel and contiguous (logits, targets) when the fused kernel applies: (N, C)
     logits of float32/64 with (N,) int64 targets; else None (the reference path). The kernel
     checks the targets: it returns -1 for one out of range, and the reference path raises."""
-    if input.ndim != 2 or target.shape != input.shape[:1] or target.dtype != np.int64:
+    if input.ndim != 2 or target.shape != input.shape[:1] or target.dtype != _I64:
         return None
-    fn = _C.kernel("cross_entropy", input.dtype)
-    if fn is None or not input.size:
+    # (kernel()'s cache read inline, contiguous arrays as they are: a small call's cost)
+    fn = not _C._off and (_C._fast.get(("cross_entropy", input.dtype.char)) or _C.kernel(
+        "cross_entropy", input.dtype))
+    if not fn or not input.size:
         return None
-    return fn, _C.contiguous(input), _C.contiguous(target)
+    return fn, input if input.flags.c_contiguous else _C.contiguous(input), _C.contiguous(
+        target)
 
 
 def _ce_reference(xp, input, target, ignore_index, reduction, label_smoothing=0.0):
@@ -334,8 +337,8 @@ def cross_entropy_loss(xp, input, target, ignore_index=-100, reduction="mean", l
         return _ce_reference(xp, input, target, ignore_index, reduction)
     if reduction == "none":
         return losses
-    total = np.add.reduce(losses)
-    return total if reduction == "sum" else total / x.dtype.type(valid)
+    total = np.add.reduce(losses)       # (an array, not a scalar: see nll_loss)
+    return np.asarray(total if reduction == "sum" else total / x.dtype.type(valid))
 
 
 @cross_entropy_loss.vjp(save=("input", "target"))

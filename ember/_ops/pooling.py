@@ -131,12 +131,29 @@ def _pool_plan(shape, osize, kernel_size=None, stride=None, padding=None, dilati
         osize) * math.prod(lead)
 
 
+@functools.lru_cache(maxsize=256)
+def _small(shape, char, osize, *geometry):
+    """(pool.h's kernel, plan address, rows, output shape, the plan: kept alive) of a pooling
+    of a float ``shape`` small enough for pool.h on one thread, else None."""
+    if (fn := kernels.kernel("pool", np.dtype(char))) is None or math.prod(shape) > _POOL_C:
+        return None
+    g, plan, rows, oshape, _ = _pool_plan(shape, osize, *geometry)
+    return fn, plan, rows, oshape, g
+
+
 def _pool_c(input, osize, div, *geometry, grad=None):
     """Max (values, flat indices; ``div`` None) or average (over ``div``, the divisors of the
     output plane) pooling by pool.h over the trailing ``len(osize)`` dims; with ``grad``, the
     average's gradient (``input`` then the input's shape); None where it does not apply (the
     caller runs its NumPy code)."""
     a = input if grad is None else grad
+    if grad is None and type(a) is np.ndarray and a.dtype.char in "fd" and not kernels._off \
+            and (c := _small(a.shape, a.dtype.char, osize, *geometry)):
+        fn, plan, rows, oshape, _ = c
+        x, y = np.ascontiguousarray(a), np.empty(oshape, a.dtype)
+        idx = np.empty(oshape, np.int64) if div is None else None
+        fn(kernels.ptr(x), kernels.ptr(y), kernels.ptr(idx), rows, plan, kernels.ptr(div), 0, 1)
+        return y if idx is None else (y, idx)
     if type(a) is np.ndarray and (fn := kernels.kernel("pool", a.dtype)) is not None:
         _, plan, rows, oshape, fits = _pool_plan(a.shape if grad is None else input, osize,
                                                  *geometry)
@@ -318,11 +335,32 @@ def _opmath(x):
     return _I64 if x.dtype.kind in "iub" else _F32 if x.dtype.itemsize == 2 else x.dtype
 
 
+@functools.lru_cache(maxsize=256)
+def _avg_small(shape, char, kernel_size, stride, padding, ceil_mode, count_include_pad,
+               divisor_override):
+    """(pool.h's kernel, plan address, rows, output shape, divisors, the plan: kept alive) of an
+    average pooling of a float ``shape`` small enough for pool.h on one thread, else None."""
+    size = shape[len(shape) - len(kernel_size):]
+    osize, _ = _avg_geometry(size, kernel_size, stride, padding, ceil_mode)
+    c = _small(shape, char, osize, kernel_size, stride, padding)
+    return c and c[:4] + (_avg_divisor(np, size, kernel_size, stride, padding, osize,
+                                       count_include_pad, divisor_override, char), c[4])
+
+
 @op("_avg_pool_nd", method=False, function=False)
 def avg_pool_nd(xp, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                 divisor_override):
     """Average pooling over the trailing ``len(kernel_size)`` dims, as
     ``nn.functional.avg_pool*d``: a sum of the windows' taps (strided views), then divided."""
+    # a small float input: pool.h's call, all but the arrays, cached by the call's geometry
+    if type(input) is np.ndarray and input.dtype.char in "fd" and not kernels._off and (
+            c := _avg_small(
+                input.shape, input.dtype.char, kernel_size, stride, padding, ceil_mode,
+                count_include_pad, divisor_override)):
+        fn, plan, rows, oshape, div, _ = c
+        x, y = np.ascontiguousarray(input), np.empty(oshape, input.dtype)
+        fn(kernels.ptr(x), kernels.ptr(y), None, rows, plan, kernels.ptr(div), False, 1)
+        return y
     nd = len(kernel_size)
     if input.dtype.kind in "iub" and input.dtype != np.int64:
         raise NotImplementedError(f"\"avg_pool{nd}d\" not implemented for "

@@ -42,10 +42,10 @@ def _ntuple(v, n):
 
 
 def _check_dims(input, nd, name):
-    if input.dim() not in (nd + 1, nd + 2):
+    if (n := input.dim()) - nd not in (1, 2):
         raise RuntimeError(f"{name}: Expected {nd + 1}D (unbatched) or {nd + 2}D (batched) "
                            f"input, but got input of size: {list(input.shape)}")
-    return input.dim() == nd + 2
+    return n == nd + 2
 
 
 # ---- convolution -------------------------------------------------------------------------------
@@ -280,13 +280,23 @@ max_pool2d_with_indices, max_pool2d = _max_pool(2)
 max_pool3d_with_indices, max_pool3d = _max_pool(3)
 
 
+@functools.lru_cache(maxsize=256, typed=True)       # (a small pool's Python cost)
+def _avg_args(shape, kernel_size, stride, padding, ceil_mode, nd, name):
+    k, s, p, _ = _pool_geometry.__wrapped__(kernel_size, stride, padding, 1, nd, name)
+    _P.check_pool_output(name, shape, _P._avg_geometry(shape[len(shape) - nd:], k, s, p,
+                                                       ceil_mode)[0])
+    return k, s, p
+
+
 @autocast_policy("autocast_keep")
 def _avg_pool_nd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                  divisor_override, nd, name):
-    k, s, p, _ = _pool_args(input, kernel_size, stride, padding, 1, nd, name)
-    shape = input.shape
-    _P.check_pool_output(name, shape, _P._avg_geometry(shape[len(shape) - nd:], k, s, p,
-                                                       bool(ceil_mode))[0])
+    _check_dims(input, nd, name)
+    args = (input.shape, kernel_size, stride, padding, bool(ceil_mode), nd, name)
+    try:
+        k, s, p = _avg_args(*args)
+    except TypeError:       # (a list: unhashable)
+        k, s, p = _avg_args.__wrapped__(*args)
     args = (bool(ceil_mode), bool(count_include_pad), divisor_override)
     if nd == 1:     # NOTE: torch's is avg_pool2d between an unsqueeze and a squeeze: so is its graph
         return dispatch(_P.avg_pool_nd, (input.unsqueeze(-2), (1,) + k, (1,) + s, (0,) + p) +
