@@ -1753,3 +1753,25 @@ def test_searchsorted_kernel_is_numpys(threads, dtype, right):
     got = ember.bucketize(ember.tensor(v), ember.tensor(seq), right=right, out_int32=True)
     assert got.dtype == ember.int32
     assert np.array_equal(got.numpy(), np.searchsorted(seq, v, "right" if right else "left"))
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (7, 5), (5, 7), (2, 3, 1, 9), (3, 129, 300)], ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int8", "bool", "complex64"])
+def test_tri_rows_is_the_reference(threads, shape, dtype):
+    """tril and triu by select.h's tri_rows (a copy and a zero fill per row, rows over threads)
+    against the NumPy path's masked copy, bit for bit: every diagonal from below the first row
+    to past the last column and huge ones, nan, inf and -0.0 kept where kept, batches,
+    a transposed (non-contiguous) input (the NumPy path for both), and the gradients."""
+    from ember._ops import pointwise as P
+    assert kernels.parloop() is not None
+    x = _input(shape, "float64", False).astype(dtype)
+    if x.dtype.kind in "fc":
+        x.flat[:3], x.flat[5::7], x.flat[4::11] = -0.0, np.nan, -np.inf
+    n, m = shape[-2:]
+    for d in [*range(-n - 1, m + 2), 1 << 40, -(1 << 40)]:
+        for op in (P.tril, P.triu):
+            for a in (x, np.swapaxes(x, -1, -2)):
+                _same_as_reference(lambda: op.fwd(np, a, d).view(  # (complex as float pairs)
+                    np.float32 if dtype == "complex64" else dtype))
+    if dtype == "float32":
+        check(lambda t: t.tril(1) * 2 + t.triu(-1), [x])
