@@ -1775,3 +1775,21 @@ def test_tri_rows_is_the_reference(threads, shape, dtype):
                     np.float32 if dtype == "complex64" else dtype))
     if dtype == "float32":
         check(lambda t: t.tril(1) * 2 + t.triu(-1), [x])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "float16"])
+def test_embedding_take_rows_is_the_reference(threads, dtype):
+    """embedding's forward by gather.h's take_rows (rows over threads) against NumPy's take:
+    bit for bit (nan, -0.0), repeated and strided indices, one column, an empty index, a
+    transposed table (NumPy's path); an index out of range still raises."""
+    from ember._ops import nn as N
+    w = _input((300, 129), "float64", False).astype(dtype)
+    if w.dtype.kind == "f":
+        w[3], w[5, ::3] = -0.0, np.nan
+    idx = np.random.default_rng(1).integers(0, 300, (40, 77))
+    for wt, i in [(w, idx), (w, idx[:, ::3]), (w[:, :1].copy(), idx), (w, idx[:0]), (w.T.T, 5),
+                  (np.asfortranarray(w), idx)]:
+        _same_as_reference(lambda: N.embedding.fwd(np, wt, np.asarray(i)))
+    for bad in (300, -1):
+        with pytest.raises(IndexError, match=f"got {bad}"):
+            N.embedding.fwd(np, w, np.array([0, bad, 2]))
