@@ -1753,3 +1753,43 @@ def test_searchsorted_kernel_is_numpys(threads, dtype, right):
     got = ember.bucketize(ember.tensor(v), ember.tensor(seq), right=right, out_int32=True)
     assert got.dtype == ember.int32
     assert np.array_equal(got.numpy(), np.searchsorted(seq, v, "right" if right else "left"))
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (7, 5), (5, 7), (2, 3, 1, 9), (3, 129, 300)], ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int8", "bool", "complex64"])
+def test_tri_rows_is_the_reference(threads, shape, dtype):
+    """tril and triu by select.h's tri_rows (a copy and a zero fill per row, rows over threads)
+    against the NumPy path's masked copy, bit for bit: every diagonal from below the first row
+    to past the last column and huge ones, nan, inf and -0.0 kept where kept, batches,
+    a transposed (non-contiguous) input (the NumPy path for both), and the gradients."""
+    from ember._ops import pointwise as P
+    assert kernels.parloop() is not None
+    x = _input(shape, "float64", False).astype(dtype)
+    if x.dtype.kind in "fc":
+        x.flat[:3], x.flat[5::7], x.flat[4::11] = -0.0, np.nan, -np.inf
+    n, m = shape[-2:]
+    for d in [*range(-n - 1, m + 2), 1 << 40, -(1 << 40)]:
+        for op in (P.tril, P.triu):
+            for a in (x, np.swapaxes(x, -1, -2)):
+                _same_as_reference(lambda: op.fwd(np, a, d).view(  # (complex as float pairs)
+                    np.float32 if dtype == "complex64" else dtype))
+    if dtype == "float32":
+        check(lambda t: t.tril(1) * 2 + t.triu(-1), [x])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "float16"])
+def test_embedding_take_rows_is_the_reference(threads, dtype):
+    """embedding's forward by gather.h's take_rows (rows over threads) against NumPy's take:
+    bit for bit (nan, -0.0), repeated and strided indices, one column, an empty index, a
+    transposed table (NumPy's path); an index out of range still raises."""
+    from ember._ops import nn as N
+    w = _input((300, 129), "float64", False).astype(dtype)
+    if w.dtype.kind == "f":
+        w[3], w[5, ::3] = -0.0, np.nan
+    idx = np.random.default_rng(1).integers(0, 300, (40, 77))
+    for wt, i in [(w, idx), (w, idx[:, ::3]), (w[:, :1].copy(), idx), (w, idx[:0]), (w.T.T, 5),
+                  (np.asfortranarray(w), idx)]:
+        _same_as_reference(lambda: N.embedding.fwd(np, wt, np.asarray(i)))
+    for bad in (300, -1):
+        with pytest.raises(IndexError, match=f"got {bad}"):
+            N.embedding.fwd(np, w, np.array([0, bad, 2]))

@@ -511,9 +511,12 @@ def slice_inverse(xp, input, src, dim=0, start=None, end=None, step=1):
 
 @slice_inverse.vjp()
 def _(g, input, src, dim=0, start=None, end=None, step=1):
-    part = g[(slice(None),) * wrap_dim(dim, g.dim()) + (slice(start, end, step),)]
-    # NOTE: as torch's formula, src gets the gradient outside the slice (its base's part)
-    return part, ember.slice_scatter(g, ember.zeros_like(part), dim, start, end, step)
+    sl = (slice(None),) * wrap_dim(dim, g.dim()) + (slice(start, end, step),)
+    # NOTE: as torch's formula, src gets the gradient outside the slice (its base's part);
+    # (a clone, over threads, with the slice filled: no copy of a zeros array on one thread)
+    rest = g.clone()
+    rest[sl] = 0
+    return g[sl], rest
 
 
 # (as a function of values: src with the slice replaced by input, which it is where valid)

@@ -131,6 +131,7 @@ def _declare(lib):
         fn.restype = i64 if count else None
     lib.parloop.argtypes, lib.parloop.restype = [p, p, i64, i64, i, i] + [p, i64, i64] * 4, None
     lib.parloop_reduce.argtypes, lib.parloop_reduce.restype = [p, p, i64, i, p, i64, p, i64], None
+    lib.tri_rows.argtypes, lib.tri_rows.restype = [p, p, i64, i64, i64, i64, i, i64, i], None
     for name, args in sigs.items():
         for suffix in ("_f32", "_f64"):
             fn = getattr(lib, name + suffix, None)
@@ -624,15 +625,16 @@ def along_dim(name, data, dim, index, rows=False):
 
 def parloop():
     """parloop.h's ``(parloop, parloop_reduce, {element size: its select loop's address},
-    copy loop's address, {4: isclose_f32's, 8: isclose_f64's})`` (ember/_ops/pointwise.py runs
-    NumPy's loops on threads with them), or None (not built, or turned off)."""
+    copy loop's address, {4: isclose_f32's, 8: isclose_f64's}, select.h's tri_rows)``
+    (ember/_ops/pointwise.py runs NumPy's loops on threads with them, and tril and triu), or
+    None (not built, or turned off)."""
     global _parloop
     if _parloop is None:
         import ctypes
         lib, addr = _library(), lambda f: ctypes.cast(f, ctypes.c_void_p).value
         _parloop = lib and (fast(lib.parloop), fast(lib.parloop_reduce), {
             w: addr(getattr(lib, f"select_u{8 * w}")) for w in (1, 2, 4, 8)}, addr(lib.copy_loop),
-            {4: addr(lib.isclose_f32), 8: addr(lib.isclose_f64)})
+            {4: addr(lib.isclose_f32), 8: addr(lib.isclose_f64)}, fast(lib.tri_rows))
     return None if _off or not _parloop else _parloop
 
 

@@ -59,6 +59,23 @@ MASK_SCATTER(mask_scatter_f64, uint64_t)
 FLIP_ROWS(flip_rows_f32, uint32_t)
 FLIP_ROWS(flip_rows_f64, uint64_t)
 
+/* tril (upper 0) or triu (upper 1) of rows / n matrices of n x m elements of w bytes: each row
+ * a copy of its kept columns and a zero fill of the others, rows over threads (NumPy's tril
+ * and triu run where() on a mask, ember's reference a whole copy then a masked one) */
+EXPORT void tri_rows(const char *x, char *out, int64_t rows, int64_t n, int64_t m,
+                     int64_t diagonal, int upper, int64_t w, int nt) {
+    int t = threads_for(rows * m * w / 4, nt);
+    #pragma omp parallel for num_threads(t) if(t > 1) schedule(static)
+    for (int64_t r = 0; r < rows; r++) {   /* columns [0, k) are tril's part, [k, m) triu's */
+        int64_t k = r % n + diagonal + !upper, len = m * w;
+        char *d = out + r * len;
+        const char *s = x + r * len;
+        k = (k < 0 ? 0 : k > m ? m : k) * w;
+        if (upper) memset(d, 0, (size_t)k), memcpy(d + k, s + k, (size_t)(len - k));
+        else memcpy(d, s, (size_t)k), memset(d + k, 0, (size_t)(len - k));
+    }
+}
+
 /* C's nextafter, exactly, without its branches: the bit pattern as a signed-magnitude key
  * (m - bits for a negative: an involution, -0.0 and 0.0 both 0) steps by one towards b (a zero
  * reached keeps a's sign); nan where either is (a's own bits where a is), b where a == b. */
