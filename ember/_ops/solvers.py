@@ -623,6 +623,9 @@ def linalg_multi_dot(xp, tensors):
     vectors)."""
     if len(tensors) < 2:
         raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {len(tensors)}")
+    a, b = tensors[0], tensors[-1]      # (two matrices, the most common chain: one product)
+    if len(tensors) == 2 and a.ndim == 2 == b.ndim and a.shape[1] == b.shape[0]:
+        return matmul.fwd(xp, a, b)
     ms = []
     for i, t in enumerate(tensors):
         edge = i in (0, len(tensors) - 1)
