@@ -556,8 +556,9 @@ def matrix_power(xp, input, n):
         k >>= 1
         if k:
             base = matmul.fwd(xp, base, base)
-    if out is None:
-        return xp.broadcast_to(xp.eye(input.shape[-1], dtype=input.dtype), input.shape).copy()
+    if out is None:     # (broadcast_to's Python costs more than the eye of a matrix)
+        eye = xp.eye(input.shape[-1], dtype=input.dtype)
+        return eye if input.ndim == 2 else xp.broadcast_to(eye, input.shape).copy()
     return out.copy() if out is input else out
 
 
