@@ -906,9 +906,10 @@ def linalg_ldl_solve(xp, LD, pivots, B, *, hermitian=False):
                            f"shape (*, {n}), got {pivots.dtype} of shape {tuple(pivots.shape)}")
     batch = np.broadcast_shapes(LD.shape[:-2], pivots.shape[:-1], B.shape[:-2])
     count, k = math.prod(batch), B.shape[-1]
-    a = xp.broadcast_to(LD, batch + (n, n)).reshape(count, n, n)
-    p = xp.broadcast_to(pivots, batch + (n,)).reshape(count, n)
-    x = xp.broadcast_to(B, batch + B.shape[-2:]).reshape(count, n, k).copy()
+    def flat(t, shape):     # (broadcast_to's Python costs more than a small solve)
+        t = t if t.shape == shape else xp.broadcast_to(t, shape)
+        return t.reshape((count,) + shape[len(batch):])
+    a, p, x = flat(LD, batch + (n, n)), flat(pivots, batch + (n,)), flat(B, batch + (n, k)).copy()
     sytrs = xp is np and _bk_pivots(p, n) and blas.lapack(
         "hetrs_work" if hermitian and LD.dtype.kind == "c" else "sytrs_work", LD.dtype, C_INT,
         ctypes.c_char, int, int, P, int, P, P, int)
