@@ -186,7 +186,9 @@ def bmm(xp, input, mat2):
     if input.shape[0] != mat2.shape[0]:
         raise RuntimeError(f"bmm: batch sizes differ: {input.shape[0]} and {mat2.shape[0]}")
     if input.dtype is mat2.dtype and input.dtype.kind in "fc" and input.shape[2] == mat2.shape[1]:
-        out = gemm.matmul(input, mat2) if xp is np else None    # (matmul.fwd's checks hold)
+        # (matmul.fwd's checks hold; below gemm.matmul's least size it returns None)
+        big = xp is np and input.size * mat2.size >= gemm._MIN_OWN * input.shape[2]
+        out = gemm.matmul(input, mat2) if big else None
         return xp.matmul(input, mat2) if out is None else out
     return matmul.fwd(xp, input, mat2)
 
