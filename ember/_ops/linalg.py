@@ -648,7 +648,7 @@ def _(g, x1, x2, p=2.0, compute_mode=None, result=None):
     if p == 2:      # matrix products: the (P, R, M) differences are never formed
         w = ember.where(z := result == 0, 0.0, g / ember.where(z, 1.0, result))
         return (w.sum(-1, keepdim=True) * x1 - w @ x2,
-                w.sum(-2).unsqueeze(-1) * x2 - w.mT @ x1)
+                (wt := w.mT).sum(-1, keepdim=True) * x2 - wt @ x1)
     d = x1.unsqueeze(-2) - x2.unsqueeze(-3)
     r = result.unsqueeze(-1)
     if p == 0:
