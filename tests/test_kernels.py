@@ -1793,3 +1793,28 @@ def test_embedding_take_rows_is_the_reference(threads, dtype):
     for bad in (300, -1):
         with pytest.raises(IndexError, match=f"got {bad}"):
             N.embedding.fwd(np, w, np.array([0, bad, 2]))
+
+
+@pytest.mark.parametrize("name", ["quantile", "nanquantile"])
+@pytest.mark.parametrize("mode", ["linear", "lower", "higher", "midpoint", "nearest"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_quantile_one_q_is_the_plans_pick(name, mode, dtype):
+    """One q takes number ranks (no nan: the slices' last sorted value says so); a 1-element
+    q tensor takes the plan (stable order, ranks per slice): the same bits, torch's values;
+    odd and 0-d shapes, non-contiguous, -0.0, inf, a row with nan (the plan's then)."""
+    import torch
+    x = np.round(np.random.RandomState(0).randn(5, 14) * 2).astype(dtype)
+    x[0, :3], x[1, 2], x[2, 5] = -0.0, np.inf, -np.inf
+    nan = x.copy()
+    nan[3, ::4] = np.nan
+    for a, dim in [(x, None), (x, 1), (x[:, ::3], 0), (x[:, 1], 0), (x[0, 0], None), (nan, 1)]:
+        for q, keep in [(0.0, False), (0.3, True), (0.5, False), (2 / 3, False), (1.0, True)]:
+            f = getattr(ember, name)
+            out = f(ember.tensor(a), q, dim, keep, interpolation=mode).numpy()
+            ref = f(ember.tensor(a), ember.tensor([q], dtype=a.dtype), dim, keep,
+                    interpolation=mode).numpy()[0]
+            tt = getattr(torch, name)(torch.tensor(a), q, dim, keep, interpolation=mode).numpy()
+            assert out.shape == ref.shape == tt.shape and out.dtype == ref.dtype
+            assert np.array_equal(out, ref, equal_nan=True) and np.array_equal(
+                np.signbit(out), np.signbit(ref))
+            np.testing.assert_allclose(out, tt, rtol=1e-6, equal_nan=True)

@@ -544,18 +544,22 @@ def linalg_lu_factor_ex(xp, A, *, pivot=True, check_errors=False):
     return a, piv, info
 
 
-def permutation(pivots, m, like):
-    """P (m x m) from LAPACK pivots, so that A = P L U."""
-    piv = pivots.detach().cpu().numpy().reshape(math.prod(pivots.shape[:-1]), pivots.shape[-1]) - 1
-    perm = np.empty((len(piv), m), np.int64)
-    for b, row in enumerate(piv.tolist()):      # (Python swaps: a NumPy call each costs more)
-        order = list(range(m))
-        for j, p in enumerate(row):
+def _order(pivots, m, inverse=False):
+    """perm (batch..., m) from LAPACK pivots: A = P L U with P[perm[i], i] = 1; ``inverse``:
+    its inverse, so that P X = X[..., perm, :] (the swaps applied last to first)."""
+    perm = np.empty((math.prod(pivots.shape[:-1]), m), np.int64)
+    for b, row in enumerate(pivots.reshape(len(perm), pivots.shape[-1]).tolist()):
+        order = list(range(m))      # (Python swaps: a NumPy call each costs more)
+        for j in range(len(row) - 1, -1, -1) if inverse else range(len(row)):
+            p = row[j] - 1
             order[j], order[p] = order[p], order[j]
         perm[b] = order
-    # column i of P is e_perm[i]
-    P = (perm[:, None, :] == np.arange(m)[:, None]).astype(np.float64)
-    P = P.reshape(tuple(pivots.shape[:-1]) + (m, m))
+    return perm.reshape(tuple(pivots.shape[:-1]) + (m,))
+
+
+def permutation(pivots, m, like):
+    """P (m x m) from LAPACK pivots, so that A = P L U."""
+    P = (_order(pivots, m)[..., None, :] == np.arange(m)[:, None]).astype(np.float64)
     return ember.tensor(P, dtype=like.dtype, device=like.device)
 
 
@@ -564,20 +568,25 @@ def _(grads, A, *, pivot=True, check_errors=False, result=None):
     g, (LU, pivots, _) = grads[0], result
     m, n = LU.shape[-2:]
     k = min(m, n)
-    L = LU[..., :, :k].tril(-1) + ember.eye(m, k, dtype=LU.dtype, device=LU.device)
-    U = LU[..., :k, :].triu()
-    gL, gU = g[..., :, :k].tril(-1), g[..., :k, :].triu()
-    return permutation(pivots, m, LU) @ lu_backward(gL, gU, L, U)
+    if m == n:      # L^-H (tril(L^H gL, -1) + triu(gU U^H)) U^-H, as torch's linalg_lu_backward
+        # L^H gL = L0^H gL + gL (L0 = tril(LU, -1)); each solve reads only its triangle of LU
+        gL, st, LUh = g.tril(-1), ember.linalg.solve_triangular, LU.mH
+        phi = (LUh.triu(1) @ gL).tril(-1) + gL + (g.triu() @ LUh.tril()).triu()
+        gA = st(LUh, st(LUh, phi, upper=True, unitriangular=True), upper=False, left=False)
+    else:
+        L = LU[..., :, :k].tril(-1) + ember.eye(m, k, dtype=LU.dtype, device=LU.device)
+        gA = lu_backward(g[..., :, :k].tril(-1), g[..., :k, :].triu(), L, LU[..., :k, :].triu())
+    # P gA: row perm[i] of the result is row i of gA (a gather, not a product with P)
+    inv = _order(pivots, m, inverse=True)
+    if inv.ndim == 1:
+        return gA[inv.tolist()]
+    return gA.take_along_dim(ember.tensor(inv[..., None], device=gA.device), -2)
 
 
 def lu_backward(gL, gU, L, U):
-    """torch's linalg_lu_backward for A = P L U without P: square, wide and tall."""
+    """torch's linalg_lu_backward for A = P L U without P, wide and tall."""
     m, n = L.shape[-2], U.shape[-1]
     st = ember.linalg.solve_triangular
-    if m == n:      # L^-H (tril(L^H gL, -1) + triu(gU U^H)) U^-H
-        phi = (L.mH @ gL).tril(-1) + (gU @ U.mH).triu()
-        phi = st(L.mH, phi, upper=True, unitriangular=True)
-        return st(U.mH, phi, upper=False, left=False)
     if m < n:       # wide: U = [U1 | U2]
         U1 = U[..., :m]
         gA = st(U1.mH, (L.mH @ gL - gU @ U.mH).tril(-1), upper=False, left=False)
@@ -897,9 +906,10 @@ def linalg_ldl_solve(xp, LD, pivots, B, *, hermitian=False):
                            f"shape (*, {n}), got {pivots.dtype} of shape {tuple(pivots.shape)}")
     batch = np.broadcast_shapes(LD.shape[:-2], pivots.shape[:-1], B.shape[:-2])
     count, k = math.prod(batch), B.shape[-1]
-    a = xp.broadcast_to(LD, batch + (n, n)).reshape(count, n, n)
-    p = xp.broadcast_to(pivots, batch + (n,)).reshape(count, n)
-    x = xp.broadcast_to(B, batch + B.shape[-2:]).reshape(count, n, k).copy()
+    def flat(t, shape):     # (broadcast_to's Python costs more than a small solve)
+        t = t if t.shape == shape else xp.broadcast_to(t, shape)
+        return t.reshape((count,) + shape[len(batch):])
+    a, p, x = flat(LD, batch + (n, n)), flat(pivots, batch + (n,)), flat(B, batch + (n, k)).copy()
     sytrs = xp is np and _bk_pivots(p, n) and blas.lapack(
         "hetrs_work" if hermitian and LD.dtype.kind == "c" else "sytrs_work", LD.dtype, C_INT,
         ctypes.c_char, int, int, P, int, P, P, int)

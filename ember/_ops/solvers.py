@@ -556,8 +556,9 @@ def matrix_power(xp, input, n):
         k >>= 1
         if k:
             base = matmul.fwd(xp, base, base)
-    if out is None:
-        return xp.broadcast_to(xp.eye(input.shape[-1], dtype=input.dtype), input.shape).copy()
+    if out is None:     # (broadcast_to's Python costs more than the eye of a matrix)
+        eye = xp.eye(input.shape[-1], dtype=input.dtype)
+        return eye if input.ndim == 2 else xp.broadcast_to(eye, input.shape).copy()
     return out.copy() if out is input else out
 
 
@@ -623,6 +624,9 @@ def linalg_multi_dot(xp, tensors):
     vectors)."""
     if len(tensors) < 2:
         raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {len(tensors)}")
+    a, b = tensors[0], tensors[-1]      # (two matrices, the most common chain: one product)
+    if len(tensors) == 2 and a.ndim == 2 == b.ndim and a.shape[1] == b.shape[0]:
+        return matmul.fwd(xp, a, b)
     ms = []
     for i, t in enumerate(tensors):
         edge = i in (0, len(tensors) - 1)
