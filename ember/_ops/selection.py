@@ -94,9 +94,10 @@ def masked_scatter(xp, input, mask, source):
         raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but "
                            f"got{type_name(input.dtype)} and {type_name(source.dtype)}")
     shape = _broadcast_shape("masked_scatter", input, mask)
-    if xp is np and input.shape == shape and (out := _C.mask_scatter(
-            input, np.ascontiguousarray(_broadcast(xp, mask, shape)), source.reshape(-1))) \
-            is not None:
+    # (the size test first: below it the kernel declines, after a contiguous copy of the mask)
+    if xp is np and input.shape == shape and input.size >= _C._MIN_SELECT and (
+            out := _C.mask_scatter(input, np.ascontiguousarray(_broadcast(xp, mask, shape)),
+                                   source.reshape(-1))) is not None:
         return out
     out, m = _broadcast(xp, input, shape).copy(), _broadcast(xp, mask, shape)
     n = int(xp.count_nonzero(m))
