@@ -102,3 +102,12 @@ def test_indexed_writes_match_numpy(threads, no_c):
          np.bincount(idx % 4, w.astype(np.float64)).astype(np.float32))
     with pytest.raises(RuntimeError, match="out of bounds"):
         ember.tensor(x).gather(0, ember.tensor(g - 1))
+
+
+@pytest.mark.parametrize("a", [ODD, ODD.T, ODD[:, ::2], ODD[0, 0], ODD[:0]],
+                         ids=["plain", "transposed", "strided", "0-d", "empty"])
+def test_isin_small_path_matches_numpy(a):
+    t = ember.tensor(a)
+    for test in (np.array([np.nan, -0.0, 2.0], np.float32), ODD[2:4, 1:4], ODD[:0]):
+        for invert in (False, True):
+            same(ember.isin(t, ember.tensor(test), invert=invert), np.isin(a, test, invert=invert))

@@ -9,7 +9,7 @@ import ember
 from .._C import kernels as _C
 from .._backends import add_at
 from .meta import empty, wrap_dim
-from .pointwise import par_where
+from .pointwise import PAR_MIN, par_where
 from .tangents import LINEAR, linear_with
 from .registry import op, overload_if_tensor
 from .samples import ErrorSample, Sample, const, make
@@ -423,7 +423,9 @@ def masked_fill(xp, input, mask, value):
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
                            f"{mask.dtype}")
     v = value.astype(input.dtype) if hasattr(value, "astype") else value
-    out = (par_where if xp is np else xp.where)(mask, v, input)
+    # (par_where's own checks cost more than NumPy's where of a few hundred elements)
+    out = (par_where if xp is np and max(input.size, mask.size) >= PAR_MIN else xp.where)(
+        mask, v, input)
     if out.shape != input.shape:
         raise RuntimeError(f"masked_fill: the mask shape {list(mask.shape)} does not broadcast "
                            f"to the input shape {list(input.shape)}")

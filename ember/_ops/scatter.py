@@ -496,7 +496,7 @@ def index_copy(xp, input, dim, index, source):
     if out.ndim:
         # (a 0-d index is one slice, as torch's: source keeps that dim of size 1; one array
         # among slices keeps its place, so source lines up without moving axes)
-        out[(slice(None),) * d + (index.reshape(-1),)] = source
+        out[(slice(None),) * d + (index.reshape(-1),) if d else index.reshape(-1)] = source
     elif index.size:
         out[...] = source
     return out

@@ -12,7 +12,7 @@ from .._backends import add_at
 from .errors import _broadcast_error
 from .indexing import bounds, gather
 from .meta import empty, same_meta
-from .pointwise import par_copy, type_name
+from .pointwise import PAR_MIN, par_copy, type_name
 from .tangents import LINEAR
 from .registry import op
 from .samples import ErrorSample, Sample, const, make
@@ -94,9 +94,10 @@ def masked_scatter(xp, input, mask, source):
         raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but "
                            f"got{type_name(input.dtype)} and {type_name(source.dtype)}")
     shape = _broadcast_shape("masked_scatter", input, mask)
-    if xp is np and input.shape == shape and (out := _C.mask_scatter(
-            input, np.ascontiguousarray(_broadcast(xp, mask, shape)), source.reshape(-1))) \
-            is not None:
+    # (the size test first: below it the kernel declines, after a contiguous copy of the mask)
+    if xp is np and input.shape == shape and input.size >= _C._MIN_SELECT and (
+            out := _C.mask_scatter(input, np.ascontiguousarray(_broadcast(xp, mask, shape)),
+                                   source.reshape(-1))) is not None:
         return out
     out, m = _broadcast(xp, input, shape).copy(), _broadcast(xp, mask, shape)
     n = int(xp.count_nonzero(m))
@@ -195,7 +196,7 @@ def put(xp, input, index, source, accumulate=False):
                          f"elements, but got source.numel() = {source.size}, index.numel() = "
                          f"{index.size}")
     out = par_copy(np.empty(input.shape, input.dtype), input) if type(input) is np.ndarray \
-        else input.copy()       # (C order; over threads on cpu)
+        and input.size >= PAR_MIN else input.copy()     # (C order; over threads when large)
     flat, idx, src = out.reshape(-1), index.reshape(-1), source.reshape(-1)
     if accumulate:          # (negatives counted from the end for the C scatter's add)
         add_at(xp, flat, idx + input.size * (idx < 0) if negative else idx, src)
