@@ -60,7 +60,7 @@ CAPS = {                            # Python lines per package
 }
 OTHER_CAP = 1500                    # any package without its own cap
 C_CAP = 7650                        # every .c/.h file: today's kernels + CUDA's ~2k
-TOTAL_CAP = 63050
+TOTAL_CAP = 63100
 
 _LAYOUT = {token.NEWLINE, token.NL, token.INDENT, token.DEDENT, token.COMMENT,
            token.ENCODING, token.ENDMARKER}
