@@ -162,14 +162,15 @@ def bincount(xp, input, weights=None, minlength=0):
         return xp.bincount(input, minlength=minlength).astype(np.int64, copy=False)
     if weights.shape != input.shape:
         raise RuntimeError("weights should be 1-d and have the same length as input")
-    if input.size and input.dtype == np.int64 and weights.dtype == np.float32 and \
+    if input.size >= 4096 and input.dtype == np.int64 and weights.dtype == np.float32 and \
             type(input) is np.ndarray and (fn := _C.kernel("bincount_w", weights.dtype)):
         out = np.zeros(max(minlength, int(np.maximum.reduce(input)) + 1), np.float32)
         x, w = _C.contiguous(input), _C.contiguous(weights)
         fn(_C.ptr(x), _C.ptr(w), x.size, _C.ptr(out))
         return out
     # NOTE: torch keeps float32 weights and sums every other dtype as float64
-    # (bincount reads float32 weights as float64 itself: no converted copy first)
+    # (bincount reads float32 weights as float64 itself: no converted copy first; the kernel
+    # above from 4096 values, where its extra calls cost less than NumPy's double sums)
     dt = np.float32 if weights.dtype == np.float32 else np.float64
     w = weights if dt is np.float32 and xp is np else weights.astype(np.float64)
     return xp.bincount(input, w, minlength).astype(dt, copy=False)
