@@ -358,6 +358,22 @@ def _check_bounds(index, size, dim, exc=IndexError, prefix="", negative=True):
                                              f"dimension {dim} with size {size}"), negative)
 
 
+def take_rows(x, index, dim=0, wrap=False):
+    """``x``'s slices along ``dim`` at the int64 ``index`` (any shape) by gather.h's
+    take_rows, rows copied over threads (NumPy's take runs on one), negative indices counted
+    from the end where ``wrap``; None where it does not apply or an index is out of range (the
+    caller's NumPy path then raises torch's error). index_select, take and embedding."""
+    if type(x) is not np.ndarray or type(index) is not np.ndarray or \
+            index.dtype != np.int64 or x.dtype.kind not in "fiu" or \
+            not (fn := _C.kernel("take_rows", _C._WORDS.get(x.itemsize, x.dtype))):
+        return None
+    x, i = _C.contiguous(x), _C.contiguous(index)
+    out = np.empty(x.shape[:dim] + i.shape + x.shape[dim + 1:], x.dtype)
+    return None if fn(_C.ptr(x), _C.ptr(i), _C.ptr(out), math.prod(x.shape[:dim]),
+                      x.shape[dim], i.size, math.prod(x.shape[dim + 1:]), int(wrap),
+                      _C.num_threads()) else out
+
+
 @op("index_select")
 def index_select(xp, input, dim, index):
     """The slices of ``input`` at ``index`` along ``dim``."""
@@ -375,14 +391,9 @@ def index_select(xp, input, dim, index):
             out = np.empty(index.shape, input.dtype)
             if not kernel(input, out):
                 return out
-    elif xp is np and index.ndim == 1 and index.dtype == np.int64 and input.dtype.kind in "fiu" \
-            and (fn := _C.kernel("take_rows", _C._WORDS.get(input.itemsize, input.dtype))):
-        d = wrap_dim(dim, input.ndim)     # (rows copied over threads: NumPy's take runs on one)
-        x, i = _C.contiguous(input), _C.contiguous(index)
-        out = np.empty(x.shape[:d] + i.shape + x.shape[d + 1:], x.dtype)
-        if not fn(_C.ptr(x), _C.ptr(i), _C.ptr(out), math.prod(x.shape[:d]), x.shape[d],
-                  index.size, math.prod(x.shape[d + 1:]), 0, _C.num_threads()):
-            return out
+    elif index.ndim == 1 and (out := take_rows(input, index, wrap_dim(dim, input.ndim))) \
+            is not None:
+        return out
     n = input.shape[dim]
     # (take would wrap negatives) NOTE: torch words it by the dim: along dim 0 as an
     # embedding lookup

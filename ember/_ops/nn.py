@@ -8,7 +8,7 @@ import numpy as np
 
 from .._C import kernels as _C
 from . import gemm
-from .indexing import check_range
+from .indexing import check_range, take_rows
 from .._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
 from ..autograd.graph import needs_input_grad
@@ -132,14 +132,9 @@ def embedding(xp, weight, indices, padding_idx=-1):
     scatter kernel (``ember/cuda/_kernels.py``)."""
     if weight.ndim != 2:
         raise RuntimeError("'weight' must be 2-D")
-    # (gather.h's take_rows over threads, checking the range first; NumPy's take runs on one)
-    if type(indices) is np.ndarray and indices.dtype == np.int64 and weight.dtype.kind in "fiu" \
-            and weight.flags.c_contiguous and (fn := _C.kernel("take_rows", _C._WORDS.get(
-                weight.itemsize, weight.dtype))):
-        i, out = _C.contiguous(indices), np.empty(indices.shape + weight.shape[1:], weight.dtype)
-        if not fn(_C.ptr(weight), _C.ptr(i), _C.ptr(out), 1, *weight.shape[:1], i.size,
-                  *weight.shape[1:], 0, _C.num_threads()):
-            return out
+    # (a table not C-contiguous stays on NumPy's take: the kernel would copy it whole)
+    if weight.flags.c_contiguous and (out := take_rows(weight, indices)) is not None:
+        return out
     check_embedding_range(indices, weight.shape[0])
     return weight.take(indices, axis=0)
 

@@ -10,7 +10,7 @@ import ember
 from .._C import kernels as _C
 from .._backends import add_at
 from .errors import _broadcast_error
-from .indexing import bounds, gather
+from .indexing import bounds, gather, take_rows
 from .meta import empty, same_meta
 from .pointwise import PAR_MIN, par_copy, type_name
 from .tangents import LINEAR
@@ -155,12 +155,8 @@ def take(xp, input, index):
         tensor([[1, 4]])
     """
     flat = input.reshape(-1)
-    # (gather.h's take_rows over threads, checking first; NumPy's fancy index runs on one)
-    if type(index) is np.ndarray and index.dtype == _LONG and input.dtype.kind in "fiu" and \
-            (fn := _C.kernel("take_rows", _C._WORDS.get(input.itemsize, input.dtype))):
-        x, i, out = _C.contiguous(flat), _C.contiguous(index), np.empty(index.shape, input.dtype)
-        if not fn(_C.ptr(x), _C.ptr(i), _C.ptr(out), 1, x.size, i.size, 1, 1, _C.num_threads()):
-            return out
+    if (out := take_rows(flat, index, wrap=True)) is not None:
+        return out
     _check_flat_index("take", input, index)
     return flat[index]
 
