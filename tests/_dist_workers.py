@@ -307,3 +307,4 @@ if __name__ == "__main__":          # under mpiexec: ranks and world size come f
     collectives(dist.get_rank(), dist.get_world_size(), None, sys.argv[1].split(","))
     sys.stdout.write(f"ok {dist.get_rank()} {os.environ.get('PMI_RANK')}\n")  # one write: ranks share stdout
     dist.destroy_process_group()
+    __import__("time").sleep(float(os.environ.get("EMBER_TEST_EXIT_DELAY", 0)))  # exit after peers

@@ -192,13 +192,17 @@ def test_emberrun_collectives():
 @needs_mpi
 def test_emberrun_two_nodes():
     """Two launchers, as on two machines (here both on localhost): --nnodes 2 with each its
-    --node-rank and the same --master-addr/--master-port make one world of 2 ranks."""
+    --node-rank and the same --master-addr/--master-port make one world of 2 ranks. Node 1's
+    rank exits a second later: node 0's launcher has by then stopped its own workers, and
+    must leave alone the PMI server that node 1's MPI_Finalize still talks to."""
     port = str(_port())
     procs = [subprocess.Popen([sys.executable, "-m", "ember.distributed.run", "--nproc-per-node",
                                "1", "--nnodes", "2", "--node-rank", str(n), "--master-addr",
                                "127.0.0.1", "--master-port", port, "tests/_dist_workers.py",
                                "float32,int64"], cwd=ROOT, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for n in (0, 1)]
+                              stderr=subprocess.PIPE, text=True,
+                              env=dict(os.environ, EMBER_TEST_EXIT_DELAY=str(n)))
+             for n in (0, 1)]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
     assert [o[0].split("\n")[0] for o in outs] == ["ok 0 None", "ok 1 None"]

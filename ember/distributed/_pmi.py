@@ -119,6 +119,9 @@ def start(size, timeout, mapping):
         try:
             if os.fork() == 0:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C stops the ranks
+                # a session of its own: emberrun kills its workers' process groups once
+                # they exit, while another node's ranks may still be in MPI_Finalize
+                os.setsid()
                 fd = lsock.fileno()             # the caller's sockets (its store) are not ours
                 os.closerange(3, fd)
                 os.closerange(fd + 1, 1 << 16)
