@@ -33,7 +33,7 @@ CAPS = {                            # Python lines per package
     "ember": 4000,                  # the core modules + torch's top-level accelerator, hub...
     "ember/_C": 490,                # the kernel library and dispatch loaders; + kcall, nonzero, count.h, parloop
     "ember/_backends": 400,
-    "ember/_ops": 15450,            # + jvp rules (#33), compressed sparse, lobpcg/ldl (#34), C paths (#35)
+    "ember/_ops": 15750,            # + jvp rules (#33), compressed sparse, lobpcg/ldl (#34), C paths (#35, two threads and small sizes)
     "ember/amp": 500,
     "ember/autograd": 2300,         # + forward-mode AD
     "ember/backends": 200,
@@ -59,8 +59,8 @@ CAPS = {                            # Python lines per package
     "ember/hub": 400,
 }
 OTHER_CAP = 1500                    # any package without its own cap
-C_CAP = 7650                        # every .c/.h file: today's kernels + CUDA's ~2k
-TOTAL_CAP = 63100
+C_CAP = 8000                        # every .c/.h file: today's kernels + CUDA's ~2k + #35's threaded loops
+TOTAL_CAP = 63700                   # + #35's remaining cliffs and #32's compile latency
 
 _LAYOUT = {token.NEWLINE, token.NL, token.INDENT, token.DEDENT, token.COMMENT,
            token.ENCODING, token.ENDMARKER}
