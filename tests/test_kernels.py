@@ -1818,3 +1818,32 @@ def test_quantile_one_q_is_the_plans_pick(name, mode, dtype):
             assert np.array_equal(out, ref, equal_nan=True) and np.array_equal(
                 np.signbit(out), np.signbit(ref))
             np.testing.assert_allclose(out, tt, rtol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(4, 6, 33, 17), (3, 5, 9), (2, 70, 1000), (6, 3, 2)], ids=str)
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])
+def test_batch_norm_kernel_against_numpy(shape, training, dtype, noncontig):
+    """native_batch_norm by rowops.h's batch_norm (channels over threads; the statistics as
+    one pass of sums shifted by each channel's first value, in double) against the NumPy path:
+    the output and the gradients of input, weight and bias, a mean far from 0 (the shift), no
+    affine; nan and inf in a channel give the reference's nan and inf (under 8 positions a
+    channel: the NumPy path)."""
+    x = _input(shape, dtype, noncontig) + 50
+    c = shape[1]
+    rm, rv = 50 + _input((c,), dtype, False, seed=3), 1 + np.abs(_input((c,), dtype, False, 4))
+    w, b = (_input((c,), dtype, False, seed=s) for s in (1, 2))
+
+    def bn(t, w=None, b=None):
+        return F.batch_norm(t, ember.tensor(rm), ember.tensor(rv), w, b, training, 0.1, 1e-3)
+    for args in ([x, w, b], [x]):
+        check(bn, args, tuple(range(len(args))), rows=x.size // c)
+    x = x.copy()
+    x[0, 1, 0], x[-1, 2, -1] = np.nan, -np.inf
+    fast = _run(bn, [x, w, b], (0, 1, 2))
+    with kernels.disabled(), np.errstate(all="ignore"):
+        ref = _run(bn, [x, w, b], (0, 1, 2))
+    for a, r in zip(fast, ref):
+        assert np.array_equal(np.isnan(a), np.isnan(r)) and np.array_equal(np.isinf(a), np.isinf(r))
+        np.testing.assert_allclose(a[np.isfinite(r)], r[np.isfinite(r)], rtol=1e-4, atol=1e-4)

@@ -99,7 +99,7 @@ def _declare(lib):
             "bincount_w": [p, p, i64, p],
             "search_rows": [p, i64, i64, p, i64, i64, i, p, i],
             "gather": [p, p, p, i64, i64, i64, i64, i], "take_rows": [p, p, p, i64, i64, i64, i64, i, i],
-            "pool": [p, p, p, i64, p, p, i, i],                                  # (pool.h)
+            "pool": [p, p, p, i64, p, p, i, i], "batch_norm": [p] * 6 + [i64] * 3 + [d, i, i],
             "factor": [i, p, p, p, p, p, i64, i64, i64, i64],                 # (factor.h)
             "small_mm": [p, i64, i64, i64] * 2 + [p] + [i64] * 4 + [p] + [i64] * 3 + [d, d],
             "dot": [p, p, i64, p, i],
