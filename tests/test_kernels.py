@@ -1847,3 +1847,22 @@ def test_batch_norm_kernel_against_numpy(shape, training, dtype, noncontig):
     for a, r in zip(fast, ref):
         assert np.array_equal(np.isnan(a), np.isnan(r)) and np.array_equal(np.isinf(a), np.isinf(r))
         np.testing.assert_allclose(a[np.isfinite(r)], r[np.isfinite(r)], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", _POOLS, ids=str)
+def test_max_pool_grad_kernel_is_the_reference(case, dtype):
+    """Max and adaptive max pooling's gradients by pool.h (the input's zeros filled by the
+    threads, g added at the forward's indices in output order) against max_unpool_grad's
+    scatter, bit for bit: overlapping windows, nan and -0.0 in g."""
+    from ember._ops import pooling as P
+    shape, k, s, p, d, ceil = case
+    x = _input(shape, dtype, False)
+    for _, idx in (P.max_pool_nd.fwd(np, x, k, s, p, d, ceil),
+                   P.adaptive_max_pool_nd.fwd(np, x, (3,) * len(k))):
+        g = _input(idx.shape, dtype, False, seed=1)
+        g.flat[::5], g.flat[1::7] = np.nan, -0.0
+        with ember.no_grad():
+            _same_as_reference(lambda: P._max_grad(ember.tensor(g), ember.tensor(idx), shape,
+                                                   len(k)).numpy())
+        assert P._pool_c(shape, idx.shape[idx.ndim - len(k):], None, grad=g, index=idx) is not None
