@@ -346,3 +346,23 @@ def test_blocked_qr_of_64_columns_and_more_matches_the_numpy_reference(threads):
              lambda: ember.linalg.qr(ember.tensor(x)), lambda: ember.linalg.qr(xt, "complete"),
              lambda: ember.linalg.qr(xt[1].double(), "r")[1], lambda: ember.linalg.qr(z)]
     _match_the_reference(calls, 1e-4, threads)
+
+
+@pytest.mark.parametrize("name", ["svdvals", "eigvalsh", "eigvals"])
+def test_values_of_large_matrices_differentiate_through_the_vectors_as_torch(name):
+    """From 33 columns, values that require grad come from the vectors' decomposition (the
+    vectors' zero gradient skipped): torch's gradients, a batch, a wide matrix for svdvals."""
+    r = np.random.default_rng(6)
+    shapes = [(2, 40, 40)] + ([(35, 50)] if name == "svdvals" else [])
+    for shape in shapes:
+        a = r.standard_normal(shape)
+        grads = []
+        for lib in (ember, torch):
+            t = lib.tensor(a, requires_grad=True)
+            out = getattr(lib.linalg, name)(t)
+            (out.real if out.is_complex() else out).pow(2).sum().backward()
+            grads.append(t.grad.numpy())
+        np.testing.assert_allclose(*grads, rtol=1e-8, atol=1e-8)
+        with ember.no_grad():       # (and the values alone without grad)
+            vals = getattr(ember.linalg, name)(ember.tensor(a, requires_grad=True))
+        assert vals.grad_fn is None and vals.shape[-1] == min(shape[-2:])

@@ -314,10 +314,18 @@ def _(grads, A, full_matrices=True, *, driver=None, result=None):
     return svd_backward(*grads, *result)
 
 
+def _unless_zeros(g):
+    """None for the zeros the engine hands for an output the loss did not read (svdvals,
+    eigvals, eigvalsh through the vectors' decomposition: torch's grad is undefined there),
+    so the backward skips the vectors' O(n^3) terms, as torch's."""
+    return None if g is None or (not g.requires_grad and not bool(g.any())) else g
+
+
 def svd_backward(gU, gS, gVh, U, S, Vh):
     """torch's svd_backward (gauge invariant; defined for distinct nonzero singular values)."""
     m, n, k = U.shape[-2], Vh.shape[-1], S.shape[-1]
     U, Vh = U[..., :k], Vh[..., :k, :]
+    gU, gVh = _unless_zeros(gU), _unless_zeros(gVh)
     gU = gU[..., :k] if gU is not None else None
     gVh = gVh[..., :k, :] if gVh is not None else None
     if gU is None and gVh is None:
@@ -406,7 +414,7 @@ def eig_backward(gL, gV, L, V, hermitian):
     """torch's linalg_eig_backward: gA = V^-H (diag(gL) + (V^H gV)' / conj(E)) V^H, the prime
     projecting out the gauge; E_ij = L_j - L_i."""
     n = L.shape[-1]
-    if gV is None:
+    if (gV := _unless_zeros(gV)) is None:
         ret = ember.diag_embed(gL.to(V.dtype))
     else:
         VhgV = V.mH @ gV
