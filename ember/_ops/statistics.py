@@ -193,7 +193,8 @@ def _stable_at(x, *ranks):
     part, nan = np.partition(x, ranks), np.isnan(x)
     for r in ranks:
         v = part[r]
-        same, before = (nan, np.count_nonzero(~nan)) if v != v else (x == v, np.count_nonzero(x < v))
+        same, before = (nan, x.size - np.count_nonzero(nan)) if v != v else (
+            x == v, np.count_nonzero(x < v))
         yield int(np.flatnonzero(same)[r - before])
 
 
