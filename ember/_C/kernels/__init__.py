@@ -48,15 +48,7 @@ def library_path():
 
 def _load():
     import ctypes          # here, not at import: ``import ember`` stays cheap
-    path = library_path()
-    # libgomp's idle threads spin for a long while after every parallel region, and NumPy's
-    # OpenBLAS has its own thread pool: with as many threads as cores, long spinning starves
-    # BLAS's threads (causal attention at long sequences slows many times over), while no
-    # spinning makes every region pay a futex wake-up (a small GELU at 2 threads loses to one).
-    # A short spin keeps a thread warm between back-to-back kernels. libgomp reads this when
-    # it loads, so it is set here, unless the user chose a wait policy.
-    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-        os.environ["GOMP_SPINCOUNT"] = "3000"
+    path = library_path()       # (_config set GOMP_SPINCOUNT at import: libgomp reads it)
     try:
         lib = ctypes.CDLL(path)
     except OSError:        # not built (or built for another machine): the NumPy path runs
