@@ -1126,6 +1126,44 @@ def test_gather_scatter_reject_bad_index(bad):
             fn()
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,dim", [((7,), 0), ((5, 130), 0), ((3, 70, 9), 1),
+                                       ((1001, 65), 0), ((2, 333, 129), -2)], ids=str)
+def test_index_rows_split(threads, dtype, shape, dim):
+    """index_select's gradient added into fresh zeros by the scatter kernel (SC_ROWS, no zeros
+    filled first), index_add and index_reduce without and with the old values, all with one
+    slice's rows split over threads by destination: equal to the NumPy path for repeated
+    indices crowding the blocks' edges, NaN, inf and -0.0, a non-contiguous gradient and
+    source, in place too; a bad index raises torch's error and leaves the input as it was."""
+    rng = np.random.default_rng(19)
+    d = dim % len(shape)
+    n, k = shape[d], shape[d] + 5
+    idx = np.concatenate([rng.integers(0, n, k - 4), [n // 2 - 1, n // 2, 0, n - 1]])
+    x = rng.uniform(0.5, 1.5, shape).astype(dtype)
+    src_shape = shape[:d] + (k,) + shape[d + 1:]
+    src = rng.uniform(0.5, 1.5, src_shape[::-1]).astype(dtype).T        # non-contiguous
+    src.reshape(-1)[::5], src.reshape(-1)[::7], src.reshape(-1)[::11] = -0.0, np.inf, np.nan
+    calls = [lambda t, s: t.index_add(dim, ember.tensor(idx), s, alpha=2),
+             lambda t, s: t.clone().index_add_(dim, ember.tensor(idx), s)] + [
+        lambda t, s, r=r, inc=inc: t.index_reduce(dim, ember.tensor(idx), s, r, include_self=inc)
+        for r in ("prod", "mean", "amax") for inc in (True, False)]
+
+    def grad(t, s):
+        t.requires_grad_()
+        return ember.autograd.grad(t.index_select(dim, ember.tensor(idx)), t, s)[0]
+    for call in calls + [grad]:
+        got = call(ember.tensor(x), ember.tensor(src)).detach().numpy()
+        with kernels.disabled():
+            want = call(ember.tensor(x), ember.tensor(src)).detach().numpy()
+        np.testing.assert_allclose(got, want, **TOL[dtype])
+        assert np.array_equal(np.signbit(got), np.signbit(want))
+    bad, t = idx.copy(), ember.tensor(x)
+    bad[-1] = n
+    with pytest.raises((IndexError, RuntimeError), match=f"index (out of range|{n} is out)"):
+        t.index_add_(dim, ember.tensor(bad), ember.tensor(src))
+    assert t.numpy().tobytes() == x.tobytes()
+
+
 # (input, weight, stride, padding, dilation, groups): convolutions Winograd does not take, which
 # run im2col + GEMM per sample (ember/_ops/conv_cols.py): an image network's first layer (3
 # input channels), odd sizes, strides, dilations, groups, depthwise, 1x1, 1-D
