@@ -16,8 +16,10 @@ a busy neighbour disturbs less than the wall clock):
 - ONNX export of the small GPT.
 
 First-call latency of the compiled GPT step (capture + codegen + C compile) is timed in fresh
-processes: cold (an empty cache directory) and warm (a new process on that cache). The table
-gives each figure, the ratio and the issue's target. ``--only first-call`` times just those,
+processes: cold (an empty cache directory) and warm (a new process on that cache); a cold first
+call compiles the C in the background (its backward runs the backward graph's ops), so the cold
+first two calls are given too (the second waits for the compiler). The table gives each figure,
+the ratio and the issue's target. ``--only first-call`` times just those,
 ``--repeat`` pairs of fresh processes per thread count, and prints the medians and ranges of
 wall and cpu seconds (no torch needed). ``--only dynamic`` times, in a fresh process on an empty
 cache, the compiled GPT step as its batch and length change (automatic dynamic shapes: which
@@ -150,19 +152,23 @@ kids = lambda: sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2])
 t, c, k = time.perf_counter(), time.process_time(), kids()
 step()
 print(time.perf_counter() - t, time.process_time() - c + kids() - k)
+step()
+print(time.perf_counter() - t, time.process_time() - c + kids() - k)
 """
 
 
 def _first_call(threads):
-    """Seconds of the compiled GPT step's first call, cold cache then warm (a new process):
-    ``[(wall, cpu), (wall, cpu)]``; cpu counts the compiler's process too (on a shared machine
-    the wall time depends on the neighbours, the cpu time much less)."""
+    """Seconds of the compiled GPT step's first call, and of its first two calls, cold cache
+    then warm (a new process): ``[(wall, cpu) x 4]``. A cold first call compiles its C in the
+    background (its backward is interpreted), and the second call waits for it: the first two
+    calls hold the whole compile. cpu counts the compiler's processes too once waited for (on a
+    shared machine the wall time depends on the neighbours, the cpu time much less)."""
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, EMBER_CACHE_DIR=cache, OMP_NUM_THREADS=str(threads))
         code = _FIRST.format(root=str(ROOT))
-        return [tuple(map(float, subprocess.run(
-            [sys.executable, "-c", code], env=env, check=True, capture_output=True,
-            text=True).stdout.split()[-2:])) for _ in ("cold", "warm")]
+        return [tuple(map(float, line.split())) for _ in ("cold", "warm") for line in
+                subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                               capture_output=True, text=True).stdout.splitlines()[-2:]]
 
 
 _DYNAMIC = """
@@ -244,7 +250,8 @@ def main(argv=None):
         print("|---|---|---|---|---|")
         for n in map(int, a.threads.split(",")):
             runs = [_first_call(n) for _ in range(a.repeat)]
-            for i, what in enumerate(("cold cache", "warm cache")):
+            for i, what in enumerate(("cold cache", "cold cache, first two calls",
+                                      "warm cache", "warm cache, first two calls")):
                 wall, cpu = ([r[i][k] for r in runs] for k in (0, 1))
                 print(f"| ember.compile, {what} | {n} | {statistics.median(wall):.2f} "
                       f"({min(wall):.2f}-{max(wall):.2f}) | {statistics.median(cpu):.2f} "
@@ -262,8 +269,9 @@ def main(argv=None):
         if r.returncode:
             raise RuntimeError(r.stderr)
         res = json.loads(r.stdout.strip().splitlines()[-1])
-        cold, warm = _first_call(n)
+        cold, cold2, warm, _ = _first_call(n)
         res["first call"].update({"ember.compile cold cache": cold,
+                                  "ember.compile cold cache, first two calls": cold2,
                                   "ember.compile warm cache": warm})
         results[n] = res
     print("| workload | threads | ember (s) | reference (s) | ratio | target | met |")
@@ -274,7 +282,8 @@ def main(argv=None):
             print(f"| {name}: {ours} / {ref} | {n} | {a_:.4f} | {b_:.4f} | {a_ / b_:.2f} | "
                   f"<= {target} | {'yes' if a_ / b_ <= target else 'no'} |")
         f = res["first call"]
-        for what, target in (("ember.compile cold cache", 3.0), ("ember.compile warm cache", 0.5)):
+        for what, target in (("ember.compile cold cache", 3.0), ("ember.compile warm cache", 0.5),
+                             ("ember.compile cold cache, first two calls", 3.0)):
             wall, cpu = f[what]
             print(f"| gpt step first call, {what} (cpu {cpu:.2f} s; torch.compile: "
                   f"{f['torch.compile first call']:.1f} s) | {n} | {wall:.2f} | | | "

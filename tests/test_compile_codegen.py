@@ -269,6 +269,7 @@ _CACHE_SCRIPT = textwrap.dedent("""
             super().__init__(cmd, *a, **k)
     subprocess.Popen = Spy
     f = ember.compile(lambda x: (x * float(sys.argv[1])).exp().sum(-1))
+    f(ember.ones(3, 4))         # (a first call compiles in the background: the second waits)
     print(f(ember.ones(3, 4)).tolist(), len(built))
 """)
 
@@ -319,9 +320,10 @@ def test_a_backward_recorded_before_is_read_from_disk(fn, kept, monkeypatch):
     x = ember.randn(4, 8, requires_grad=True)
     got, code = [], []
     for _ in range(2):
-        x.grad = None
         f = ember.compile(fn)
-        f(x).backward(ember.ones(4, 8))
+        for _ in range(2):      # (the second call's backward is the compiled one)
+            x.grad = None
+            f(x).backward(ember.ones(4, 8))
         got.append(x.grad.numpy())
         code.append([p[:2] for p in next(iter(f.programs.values())).programs])
     np.testing.assert_array_equal(got[0], got[1])
@@ -338,8 +340,11 @@ def test_a_backward_recorded_before_is_read_from_disk(fn, kept, monkeypatch):
 def test_the_capturing_call_keeps_the_captures_forward_values(fn, kept, monkeypatch):
     """The call that captures runs no compiled forward: it returns and saves the values the
     capture computed, except after an in-place write (a written tensor holds a later value
-    than the node it was recorded for); gradients equal eager's on every call."""
+    than the node it was recorded for); then its library compiles in the background and its
+    backward runs the backward graph's ops, and the next call binds the runners; gradients
+    equal eager's on every call."""
     make, runs = toolchain.make, []
+    monkeypatch.setattr(toolchain, "_loaded", {})       # (not compiled in this process yet)
 
     def counted(*a, **k):
         f, i = make(*a, **k), len(runs)
@@ -354,7 +359,22 @@ def test_the_capturing_call_keeps_the_captures_forward_values(fn, kept, monkeypa
         x.grad = None
         f(x).backward(g)
         np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-5, atol=1e-6)
-        assert runs == [i + (not kept), i + 1]      # (forward runner, backward runner)
+        assert runs == ([[], [1, 1]][i] if kept else [i + 1, i + 1])  # (forward, backward)
+
+
+def test_a_compiler_failure_in_the_background_raises_at_the_next_call(monkeypatch):
+    monkeypatch.setattr(toolchain, "_loaded", {})
+
+    def fail(*a):
+        raise RuntimeError("ember.compile: the C compiler failed: (test)")
+    monkeypatch.setattr(toolchain, "_build_so", fail)
+    x = ember.randn(3, 5, requires_grad=True)
+    f = ember.compile(lambda x: (x * 1.5).tanh().sum())
+    f(x).backward()                 # (the capture's values, the backward graph's ops)
+    np.testing.assert_allclose(x.grad.numpy(), 1.5 * (1 - np.tanh(1.5 * x.detach().numpy()) ** 2),
+                               rtol=1e-5, atol=1e-6)
+    with pytest.raises(RuntimeError, match="C compiler failed"):
+        f(x)
 
 
 def test_the_compilers_version_is_asked_once_per_cache(tmp_path, monkeypatch):

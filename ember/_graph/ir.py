@@ -285,6 +285,7 @@ class Graph:
 
     def __init__(self, owning_module=None, tracer_cls=None, tracer_extras=None):
         self._nodes, self._names, self._insert = [], set(), None
+        self._taken = {}        # base -> k: base, base_1... base_k are all names (see _unique)
         self._root, self.owning_module = _Root(), owning_module
         self._codegen_globals, self._codegen = {}, None
 
@@ -307,9 +308,14 @@ class Graph:
         m = re.match(r"(.*)_(\d+)$", base)
         if m:
             base, i = m.group(1), int(m.group(2))
-        while name in self._names:
-            i += 1
-            name = f"{base}_{i}"
+        if name in self._names:     # (from the run of taken names: a scan from 1 is quadratic)
+            k = self._taken.get(base, 0)
+            i, run = max(i, k), i <= k
+            while name in self._names:
+                i += 1
+                name = f"{base}_{i}"
+            if run:
+                self._taken[base] = i
         self._names.add(name)
         return name
 
@@ -366,6 +372,7 @@ class Graph:
         to_erase._update((), {})
         self._nodes.remove(to_erase)
         self._names.discard(to_erase.name)
+        self._taken.pop(re.sub(r"_\d+$", "", to_erase.name), None)
 
     def _move(self, x, i, after=None):
         if i is None:

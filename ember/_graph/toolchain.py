@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import types
 
 import numpy as np
@@ -129,11 +130,33 @@ class _Libraries:
         return _modules[self.cuda_source].get_function(name)
 
 
-def load(c_source):
+class Later(threading.Thread):
+    """A library compiled in the background: ``result()`` waits for it (and raises what the
+    build raised). Not a daemon: the process waits for it at exit, so the entry is written."""
+
+    def __init__(self, build):
+        super().__init__(name="ember.compile cc")
+        self.build, self.out, self.err = build, None, None
+        self.start()
+
+    def run(self):
+        try:
+            self.out = self.build()
+        except BaseException as e:      # (re-raised in the caller's thread)
+            self.err = e
+
+    def result(self):
+        self.join()
+        if self.err is not None:
+            raise self.err
+        return self.out
+
+
+def load(c_source, later=False):
     """The ctypes library of ``c_source``: from the disk cache, else compiled now (written
-    atomically: a temporary file renamed into place); with its CUDA kernels (blocks marked
-    ``// cuda``), a ``_Libraries``. Raises RuntimeError when compiling fails or no compiler is
-    found."""
+    atomically: a temporary file renamed into place), or with ``later`` in the background (a
+    ``Later``); with its CUDA kernels (blocks marked ``// cuda``), a ``_Libraries``. Raises
+    RuntimeError when compiling fails or no compiler is found."""
     blocks = c_source.split("\n\n")
     cuda = [b for b in blocks if b.startswith("// cuda")]
     if cuda:
@@ -153,20 +176,24 @@ def load(c_source):
         return _loaded[key]
     folder = os.path.join(cache_dir(), "codegen") if not fresh else tempfile.mkdtemp()
     path = os.path.join(folder, key + ".so")
-    if not os.path.exists(path):
-        os.makedirs(folder, exist_ok=True)
-        work = tempfile.mkdtemp(dir=folder)
-        try:
-            _build_so(cc[0], c_source, os.path.join(work, "out.so"), kdir)
-            os.replace(os.path.join(work, "out.so"), path)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    lib = ctypes.CDLL(path)
-    if fresh:
-        shutil.rmtree(folder, ignore_errors=True)
+    built = os.path.exists(path)
+
+    def build():
+        if not built:
+            os.makedirs(folder, exist_ok=True)
+            work = tempfile.mkdtemp(dir=folder)
+            try:
+                _build_so(cc[0], c_source, os.path.join(work, "out.so"), kdir)
+                os.replace(os.path.join(work, "out.so"), path)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+        lib = ctypes.CDLL(path)
+        if fresh:
+            shutil.rmtree(folder, ignore_errors=True)
+            return lib
+        _loaded[key], used[key + ".so"] = lib, path
         return lib
-    _loaded[key], used[key + ".so"] = lib, path
-    return lib
+    return Later(build) if later and not built and not fresh else build()
 
 
 def _build_so(cc, c_source, out, kdir):

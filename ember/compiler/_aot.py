@@ -23,7 +23,7 @@ import numpy as np
 from .._backends import backend
 from .._graph import cgen, toolchain
 from .._graph.dynamic import Sz, retrace, symbolize
-from .._graph.interpreter import fetch_attr
+from .._graph.interpreter import Interpreter, fetch_attr
 from .._graph.ir import Graph, TensorMeta, map_arg
 from .._graph.passes import dead_code
 from .._graph.record import Recorder, TracerWarning, _map_out, flatten_tensors, recording
@@ -323,15 +323,26 @@ class Compiled:
                    module, saved=[n.name for n in saved], dyn=dyn, made=rec.symbolic)
 
     def load(self, buffers=False):
-        """Compile (or find in the disk cache) the C source and bind the runners."""
+        """Compile (or find in the disk cache) the C source and bind the runners. Where the
+        capturing call needs no kernel (it returns the capture's values and its backward is
+        interpreted: ``_Run``), a library not on disk is compiled in the background, and bound
+        when a call first needs it."""
         blocks = [b for p in self.programs for b in p[1].split("\n\n")]
-        lib = toolchain.load("\n\n".join(dict.fromkeys(blocks)))     # (kernels both graphs use)
-        code = self.code or [p[0] for p in self.programs]
-        self.runs = [toolchain.make(c, p[2], p[4], lib, {} if buffers else None)
-                     for c, p in zip(code, self.programs)]
+        self.runs = toolchain.load("\n\n".join(dict.fromkeys(blocks)),    # (kernels both use)
+                                   later=self.eager is not None and not self.dyn)
         self.attrs = [p[3] for p in self.programs]
         self.buffers, self.generation = buffers, 0
+        if not self.compiling():
+            self._bind(self.runs)
         return self
+
+    def compiling(self):
+        return type(self.runs) is toolchain.Later
+
+    def _bind(self, lib):
+        code = self.code or [p[0] for p in self.programs]
+        self.runs = [toolchain.make(c, p[2], p[4], lib, {} if self.buffers else None)
+                     for c, p in zip(code, self.programs)]
 
     def attr(self, target, sz=()):
         if target in self.made:     # (a fill or an arange of this call's sizes)
@@ -356,6 +367,8 @@ class Compiled:
         eager, self.eager = self.eager, None
         if eager is not None:
             return eager
+        if self.compiling():
+            self._bind(self.runs.result())
         with no_grad():
             return self.runs[0](*flat, *attrs, _s=sz)
 
@@ -392,6 +405,7 @@ class _Run(Function):
         # each step's activations would outlive it and the heap grow until glibc trims it
         saved = [s._alias() if any(s is o for o in outs) else s for s in saved]
         ctx.prog, ctx.saved, ctx.gen, ctx.sz = prog, saved, prog.generation, sz
+        ctx.interpret = prog.compiling()    # (the capturing call, its library still compiling)
         ctx.shapes = [(outs[j].shape, outs[j]._data.dtype, outs[j].device) for j in prog.diff]
         outs = prog._own(outs)
         ctx.mark_non_differentiable(*[o for j, o in enumerate(outs) if j not in prog.diff])
@@ -411,11 +425,16 @@ class _Run(Function):
         tangents = [Tensor._wrap(backend(dev).xp.zeros(s, d) if gs[j] is None
                                  else gs[j]._data.astype(d, copy=False), dev)
                     for j, (s, d, dev) in zip(prog.diff, ctx.shapes)]
-        into = grads_in_place(ctx)      # (the kernels add into these .grad: nothing to return)
+        into = {} if ctx.interpret else grads_in_place(ctx)     # (kernels add into these .grad)
         with no_grad():
-            grads = list(prog.runs[1](*ctx.saved, *tangents, *[prog.attr(t, ctx.sz) for t in
-                                                                 prog.attrs[1]],
-                                      _acc=into, _s=ctx.sz))
+            if ctx.interpret:       # (the backward graph's OpDefs, as eager code runs them)
+                run = Interpreter(None, graph=prog.graphs[1])
+                run.fetch_attr = prog.attr
+                grads = list(run.run(*ctx.saved, *tangents))
+            else:
+                grads = list(prog.runs[1](*ctx.saved, *tangents, *[prog.attr(t, ctx.sz) for t in
+                                                                     prog.attrs[1]],
+                                          _acc=into, _s=ctx.sz))
         for p in [p for p, g in into.items() if getattr(grads[p], "_data", 0) is g._data]:
             into[p]._bump_version()
             grads[p] = None

@@ -260,7 +260,11 @@ def save_cache_artifacts():
         >>> out is None or isinstance(out[0], bytes)
         True
     """
+    import threading
     from .._graph import toolchain
+    for t in threading.enumerate():         # (libraries still compiling in the background)
+        if isinstance(t, toolchain.Later):
+            t.join()
     if not toolchain.used:
         return None
     buf, info = io.BytesIO(), CacheInfo()
