@@ -81,9 +81,8 @@ EXPORT int S(gather)(const T *x, const int64_t *idx, T *out, int64_t outer, int6
     int bad = 0;
     const int64_t rows = outer * k, B = 1 + 2048 / (inner ? inner : 1);   /* L1-sized */
     nt = threads_for(rows * inner, nt);
-#pragma omp parallel for num_threads(nt) schedule(static) reduction(| : bad)
-    for (int64_t r = 0; r < rows; r += B)
-        bad |= S(gather_rows)(x, idx, out, r, r + B < rows ? r + B : rows, n, k, inner);
+    THREADED_FOR_BAD(nt, rows, B,
+                     S(gather_rows)(x, idx, out, i, i + B < rows ? i + B : rows, n, k, inner))
     return bad;
 }
 
@@ -191,6 +190,26 @@ TC static int S(scatter_slice)(T *out, const int64_t *idx, const T *src, int64_t
     return 0;
 }
 
+/* scatter's task: columns [c0, c0 + w) (all of them where cb is 1) of outer slice o */
+TC static int S(scatter_task)(T *out, const int64_t *idx, const T *src, const T *init,
+                              int64_t n, int64_t k, int64_t inner, int mode, int flags,
+                              int64_t o, int64_t c0, int64_t w, int64_t cb) {
+    int64_t c1 = c0 + w < inner ? c0 + w : inner;
+    T *slice = out + o * n * inner;
+    if (c0 >= c1)
+        return 0;
+    for (int64_t r = 0; r < (init == out ? 0 : cb == 1 ? 1 : n); r++) {
+        size_t len = (size_t)(cb == 1 ? n * inner : c1 - c0) * sizeof(T);
+        T *dst = slice + r * inner + c0;
+        if (init == NULL)
+            memset(dst, 0, len);
+        else
+            memcpy(dst, init + (dst - out), len);
+    }
+    return S(scatter_slice)(slice, idx + (flags & SC_ROWS ? 0 : o * k * inner),
+                            src + o * k * inner, n, k, inner, mode, flags, c0, c1);
+}
+
 /* out[o, idx[o, i, j], j] = src[o, i, j] (mode 0), or combined with it by mode (1 add, 2
  * max, 3 min, 4 multiply: S(combine)); with SC_ROWS in flags, out[o, idx[i], j] (index_add,
  * index_reduce); with SC_FRESH, the places written start from the mode's identity, not from
@@ -209,23 +228,8 @@ EXPORT int S(scatter)(T *out, const int64_t *idx, const T *src, const T *init, i
     int64_t w = ((inner + cb - 1) / cb + 15) & ~(int64_t)15, tasks = outer * cb;
     nt = tasks < nt ? (int)tasks : nt;
     flags |= init == out ? SC_FIRST : 0;
-#pragma omp parallel for num_threads(nt) schedule(static) reduction(| : bad)
-    for (int64_t t = 0; t < tasks; t++) {
-        int64_t o = t / cb, c0 = t % cb * w, c1 = c0 + w < inner ? c0 + w : inner;
-        T *slice = out + o * n * inner;
-        if (c0 >= c1)
-            continue;
-        for (int64_t r = 0; r < (init == out ? 0 : cb == 1 ? 1 : n); r++) {
-            size_t len = (size_t)(cb == 1 ? n * inner : c1 - c0) * sizeof(T);
-            T *dst = slice + r * inner + c0;
-            if (init == NULL)
-                memset(dst, 0, len);
-            else
-                memcpy(dst, init + (dst - out), len);
-        }
-        bad |= S(scatter_slice)(slice, idx + (flags & SC_ROWS ? 0 : o * k * inner),
-                                src + o * k * inner, n, k, inner, mode, flags, c0, c1);
-    }
+    THREADED_FOR_BAD(nt, tasks, 1, S(scatter_task)(out, idx, src, init, n, k, inner, mode,
+                                                    flags, i / cb, i % cb * w, w, cb))
     return bad;
 }
 
