@@ -292,9 +292,10 @@ def scatter_reduce(xp, input, dim, index, src, reduce, *, include_self=True):
                            f"{reduce}")
     _check_scatter(input, index, src)
     src = src if src.shape == index.shape else src[_corner(index.shape)]
-    out = _reduce_kernel(input, dim, index, src, reduce, include_self) if xp is np else None
-    if out is not None:
-        return out
+    if xp is np and (out := _rows_kernel(input, dim, index, src, _MODE[reduce],
+                                          not include_self, rows=False)) is not None:
+        return out if reduce != "mean" else _mean(np, out, include_self, lambda hits: _rows_kernel(
+            hits, dim, index, np.ones(src.shape, out.dtype), 1, out=hits, rows=False))
     d = dim % max(input.ndim, 1)
     _check_bounds(index, input.shape[d] if input.ndim else 1, d, RuntimeError, negative=False)
     out = input.copy()
@@ -318,40 +319,30 @@ def _mean(xp, total, include_self, count):
     return total // n if total.dtype.kind in "iu" else (total / n).astype(total.dtype)
 
 
-def _reduce_kernel(input, dim, index, src, reduce, include_self):
-    """scatter_reduce by the C scatter kernel in one pass, which checks the indices; None
-    where it does not apply or an index is out of range (the NumPy path then raises torch's
-    error)."""
-    out = np.empty(input.shape, input.dtype)
-    kernel = _C.along_dim("scatter", out, dim, index) \
-        if src.dtype == input.dtype and src.shape == index.shape else None
-    if kernel is None or kernel(out, src, _MODE[reduce], input, not include_self):
-        return None
-    return out if reduce != "mean" else _mean(
-        np, out, include_self, lambda hits: kernel(hits, np.ones(src.shape, out.dtype), 1, hits))
-
-
-def _rows_kernel(input, dim, index, src, mode, fresh=False, out=None):
+def _rows_kernel(input, dim, index, src, mode, fresh=False, out=None, rows=True):
     """``input`` with the slices of ``src`` along ``dim`` combined by gather.h's scatter
     ``mode`` (0 write, 1 add, 2 max, 3 min, 4 multiply; ``fresh``: from the mode's identity
-    where written) into its slices at ``index`` (index_copy, index_add, index_reduce), in
+    where written) into its slices at ``index`` (index_copy, index_add, index_reduce), or
+    (not ``rows``: scatter_reduce) each element of ``src`` at its own index along ``dim``, in
     ``out`` (``input`` itself: in place) or a new array; one kernel call, which checks the
-    indices. None where it does not apply (a NumPy array of a kernel's dtype, C-contiguous,
-    an int64 index of at most 1 dim, ``src`` of ``input``'s dtype and shape but ``index.size``
-    along ``dim``) or an index is out of range: the NumPy path then raises torch's error."""
+    indices. None where it does not apply (a NumPy array of a kernel's dtype, an int64 index
+    of at most 1 dim, ``src`` of ``input``'s dtype and shape but ``index.size`` along ``dim``;
+    not ``rows``: index and ``src`` of ``input``'s shape but along ``dim``) or an index is out
+    of range: the NumPy path then raises torch's error."""
     shape, nd = input.shape, input.ndim
-    if not (0 < nd and -nd <= dim < nd and index.ndim <= 1 and index.dtype is _C._I64 and
-            src.dtype == input.dtype and type(input) is np.ndarray and
-            (fn := _C.kernel("scatter", input.dtype))):
+    if not (0 < nd and -nd <= dim < nd and (index.ndim <= 1 if rows else index.ndim == nd)) or \
+            index.dtype is not _C._I64 or src.dtype != input.dtype or \
+            type(input) is not np.ndarray or not (fn := _C.kernel("scatter", input.dtype)):
         return None
     d = dim % nd
-    if src.shape != shape[:d] + (index.size,) + shape[d + 1:]:
+    k = index.size if rows else index.shape[d]
+    if src.shape != shape[:d] + (k,) + shape[d + 1:] or not rows and index.shape != src.shape:
         return None
     out, inner = np.empty(shape, input.dtype) if out is None else out, math.prod(shape[d + 1:])
     # (copies held: a temporary's address would dangle)
     input, index, src = _C.contiguous(input), _C.contiguous(index), _C.contiguous(src)
     return None if fn(_C.ptr(out), _C.ptr(index), _C.ptr(src), _C.ptr(input),
-                      math.prod(shape[:d]), shape[d], index.size, inner, mode, 1 + 2 * fresh,
+                      math.prod(shape[:d]), shape[d], k, inner, mode, rows + 2 * fresh,
                       _C.num_threads()) else out
 
 
