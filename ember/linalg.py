@@ -33,26 +33,31 @@ inv = _function(ember.inverse.opdef, "inv")
 det = ember.det
 matrix_power, matrix_exp, matmul = ember.matrix_power, ember.matrix_exp, ember.matmul
 # the OpDefs named linalg_<name> (in solvers.py or decompositions.py) under torch.linalg's names
-for _name in ("solve", "solve_triangular", "cholesky_ex", "qr", "svd", "svdvals", "eig",
-              "eigh", "eigvalsh", "lstsq", "pinv", "multi_dot", "lu_factor_ex",
-              "ldl_factor_ex", "ldl_solve"):
+for _name in ("solve", "solve_triangular", "cholesky_ex", "qr", "svd", "eig", "eigh", "lstsq",
+              "pinv", "multi_dot", "lu_factor_ex", "ldl_factor_ex", "ldl_solve"):
     _mod = solvers if hasattr(solvers, "linalg_" + _name) else decompositions
     globals()[_name] = _function(getattr(_mod, "linalg_" + _name), _name)
 del _name, _mod
 
 
-def eigvals(A, *, out=None):
-    if out is None and isinstance(A, ember.Tensor) and A.requires_grad and A.shape[-1] > 32 \
-            and ember.is_grad_enabled():
-        # NOTE: as torch: eig's values, their backward needs the vectors (LAPACK once, not
-        # twice). Not for small A: the engine fills the vectors' missing gradient with zeros,
-        # and eig's backward on them costs more than a second small eig
-        return eig(A).eigenvalues
-    return _dispatch(eigvals.opdef, (A,), {} if out is None else {"out": out})
+def _values(opdef, vectors, pick):
+    """torch.linalg's ``opdef`` (eigvals, eigvalsh, svdvals): where A requires grad, the
+    values of ``vectors``' decomposition instead, as torch: their backward needs the vectors
+    (LAPACK once, not twice; the vectors' zero gradient is skipped). Not for small A, where
+    the second small call costs less than the backward's extra work."""
+    def fn(A, *args, out=None, **kwargs):
+        if out is None and isinstance(A, ember.Tensor) and A.requires_grad and \
+                A.shape[-1] > 32 and ember.is_grad_enabled():
+            return pick(vectors(A, *args, **kwargs))
+        return _dispatch(opdef, (A,) + args, kwargs if out is None else dict(kwargs, out=out))
+    fn.__doc__, fn.opdef, fn.__name__ = opdef.__doc__, opdef, opdef.name[len("linalg_"):]
+    return fn
 
 
-eigvals.__doc__ = decompositions.linalg_eigvals.__doc__
-eigvals.opdef = decompositions.linalg_eigvals
+eigvals = _values(decompositions.linalg_eigvals, eig, lambda r: r.eigenvalues)
+eigvalsh = _values(decompositions.linalg_eigvalsh, eigh, lambda r: r.eigenvalues)
+svdvals = _values(decompositions.linalg_svdvals, lambda A, driver=None: svd(
+    A, False, driver=driver), lambda r: r.S)
 
 
 def ldl_factor(A, *, hermitian=False):

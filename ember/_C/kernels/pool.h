@@ -16,7 +16,11 @@ TC static void S(pool_row)(T *x, T *y, int64_t *ir, const T *div, int back, cons
     const int64_t *n = g, *o = g + 3, *dl = g + 6, *s0 = g + 9, *l0 = s0 + o[0], *h0 = l0 + o[0];
     const int64_t *s1 = h0 + o[0], *l1 = s1 + o[1], *h1 = l1 + o[1];
     const int64_t *s2 = h1 + o[1], *l2 = s2 + o[2], *h2 = l2 + o[2];
-    int64_t cell = 0;
+    int64_t cell = 0, cells = o[0] * o[1] * o[2];
+    if (back)        /* (zeroed here: by the threads, each its rows, where NumPy's is one) */
+        memset(x, 0, (size_t)(n[0] * n[1] * n[2]) * sizeof(T));
+    for (int64_t k = 0; back && ir && k < cells; k++) x[ir[k]] += y[k];
+    if (back && ir) return;
     for (int64_t a = 0; a < o[0]; a++)
         for (int64_t b = 0; b < o[1]; b++)
             for (int64_t c = 0; c < o[2]; c++, y++, cell++) {
@@ -43,8 +47,9 @@ TC static void S(pool_row)(T *x, T *y, int64_t *ir, const T *div, int back, cons
             }
 }
 
-/* back: x (zeroed) takes the gradient of an average pooling from y, each window's over its
- * divisor added to every tap in window order, as torch's kernel adds them */
+/* back: x takes the gradient of an average pooling from y, each window's over its divisor
+ * added to every tap in window order, as torch's kernel adds them; with idx, of a max pooling:
+ * y added at the forward's indices, in output order */
 EXPORT void S(pool)(T *x, T *y, int64_t *idx, int64_t rows, const int64_t *g, const T *div,
                     int back, int nt) {
     int64_t plane = g[0] * g[1] * g[2], cells = g[3] * g[4] * g[5];

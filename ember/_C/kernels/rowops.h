@@ -301,6 +301,67 @@ EXPORT void S(layer_norm_bwd)(const T *g, const T *x, const T *w, T *gx, double 
     }
 }
 
+/* ---- batch_norm over the channels of a contiguous (n, c, s) array ------------------------ */
+
+/* acc += the sums of d = x - k, d^2, g and g d over a row of s (g NULL: its sums stay 0), in
+ * double lanes as row_stats: the shift k keeps the variance from cancelling in one pass */
+CLONE_INLINE void S(bn_sums)(const T *x, const T *g, int64_t s, double k, double *acc) {
+    double p[4][NORM_LANES] = {{0}};
+    int64_t j = 0;
+    for (; j + NORM_LANES <= s; j += NORM_LANES)
+#pragma omp simd
+        for (int l = 0; l < NORM_LANES; l++) {
+            double d = (double)x[j + l] - k, e = g ? (double)g[j + l] : 0.0;
+            p[0][l] += d, p[1][l] += d * d, p[2][l] += e, p[3][l] += e * d;
+        }
+    for (; j < s; j++) {
+        double d = (double)x[j] - k, e = g ? (double)g[j] : 0.0;
+        acc[0] += d, acc[1] += d * d, acc[2] += e, acc[3] += e * d;
+    }
+    for (int q = 0; q < 4; q++) acc[q] += S(sum_lanes)(p[q]);
+}
+
+TC static void S(bn_channels)(const T *x, const T *g, T *y, const T *w, const T *b, T *st,
+                              int64_t n, int64_t c, int64_t s, double eps, int train,
+                              int64_t c0, int64_t c1) {
+    for (int64_t ch = c0; ch < c1; ch++) {
+        double acc[4] = {0}, m = (double)(n * s), k = train ? (double)x[ch * s] : (double)st[ch];
+        if (train || g)
+            for (int64_t r = 0; r < n; r++)
+                S(bn_sums)(x + (r * c + ch) * s, g ? g + (r * c + ch) * s : NULL, s, k, acc);
+        double mu = train ? k + acc[0] / m : k, var = train ? (acc[1] - acc[0] * acc[0] / m) / m
+                                                           : (double)st[c + ch];
+        double rs = 1.0 / sqrt((var < 0.0 ? 0.0 : var) + eps), a = (w ? w[ch] : 1) * rs;
+        double sgd = acc[3] - (mu - k) * acc[2];         /* sum of g (x - mean) */
+        if (g)
+            st[2 * c + ch] = (T)(sgd * rs), st[3 * c + ch] = (T)acc[2];
+        else if (train)
+            st[ch] = (T)mu, st[c + ch] = (T)var;
+        T A = (T)a, M = (T)mu, O = g ? (T)(-a * acc[2] / m) : b ? b[ch] : 0,
+          Q = (T)(-a * rs * rs * sgd / m);
+        for (int64_t r = 0; r < n; r++) {
+            const T *xr = x + (r * c + ch) * s, *gr = g ? g + (r * c + ch) * s : NULL;
+            T *yr = y + (r * c + ch) * s;
+            if (!g)
+                for (int64_t j = 0; j < s; j++) yr[j] = (xr[j] - M) * A + O;
+            else if (train)
+                for (int64_t j = 0; j < s; j++) yr[j] = A * gr[j] + Q * (xr[j] - M) + O;
+            else
+                for (int64_t j = 0; j < s; j++) yr[j] = A * gr[j];
+        }
+    }
+}
+
+/* Forward (g NULL): y = (x - mean) w / sqrt(var + eps) + b per channel, the batch's mean and
+ * biased variance computed into st[0:c], st[c:2c] where train, else read from there (the
+ * running ones). Backward: y = the input's gradient, st[2c:3c] = sum g xhat, st[3c:4c] = sum g.
+ * w, b may be NULL. Channels over threads: NumPy's reductions and passes run on one. */
+EXPORT void S(batch_norm)(const T *x, const T *g, T *y, const T *w, const T *b, T *st,
+                          int64_t n, int64_t c, int64_t s, double eps, int train, int nt) {
+    nt = threads_for(n * c * s, c < nt ? (int)c : nt);
+    ROW_RANGES(nt, c, S(bn_channels)(x, g, y, w, b, st, n, c, s, eps, train, r0, r1));
+}
+
 /* ---- cross-entropy over class indices: fused log_softmax + nll ------------------------- */
 
 /* m and log(sum(exp(x - m))) of one row */
