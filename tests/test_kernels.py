@@ -1858,6 +1858,39 @@ def test_quantile_one_q_is_the_plans_pick(name, mode, dtype):
             np.testing.assert_allclose(out, tt, rtol=1e-6, equal_nan=True)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_index_copy_and_small_calls_are_the_reference(threads, dtype):
+    """index_copy and index_reduce by gather.h's scatter over whole slices (_rows_kernel), and
+    the one-thread calls of scatter, gather and tri_rows (no OpenMP region), bit for bit against
+    NumPy: odd shapes, every dim, a 0-d index, repeated indices (the last write wins),
+    non-contiguous input and source, nan, inf, -0.0; a bad index (negative too) raises."""
+    from ember._ops import indexing as I, pointwise as P, scatter as S
+    rng = np.random.default_rng(35)
+    for shape in [(7,), (1, 9, 1), (5, 3, 129), (150, 33)]:
+        x = rng.standard_normal(shape).astype(dtype)
+        x.reshape(-1)[::5], x.reshape(-1)[1::7], x.reshape(-1)[2::9] = np.nan, -np.inf, -0.0
+        for dim in range(-len(shape), len(shape)):
+            d = dim % len(shape)
+            rows = rng.integers(0, shape[d], shape[d] + 2)
+            src = rng.standard_normal(shape[:d] + (rows.size,) + shape[d + 1:]).astype(dtype)
+            src.reshape(-1)[::3] = -0.0
+            for a, s in [(x, src), (np.asfortranarray(x), np.asfortranarray(src))]:
+                _same_as_reference(lambda: S.index_copy.fwd(np, a, dim, rows, s))
+                _same_as_reference(lambda: S.index_reduce.fwd(np, a, dim, rows, s, "amax",
+                                                              include_self=False))
+                at = np.take(rows, rng.integers(0, rows.size, a.shape))
+                _same_as_reference(lambda: I.gather.fwd(np, a, dim, at))
+            one = np.take(src, [0], d)
+            _same_as_reference(lambda: S.index_copy.fwd(np, x, dim, np.array(rows[0]), one))
+            for bad in (-1, shape[d]):
+                with pytest.raises(IndexError, match=f"index {bad} is out of bounds"):
+                    S.index_copy.fwd(np, x, dim, np.array([0, bad]), np.take(src, [0, 1], d))
+        if len(shape) > 1:
+            for k in (-2, 0, 1, 40):
+                _same_as_reference(lambda: P.tril.fwd(np, x, k))
+                _same_as_reference(lambda: P.triu.fwd(np, x, k))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(4, 6, 33, 17), (3, 5, 9), (2, 70, 1000), (6, 3, 2)], ids=str)
 @pytest.mark.parametrize("training", [True, False])

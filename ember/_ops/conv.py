@@ -13,6 +13,7 @@ in ember/nn/_resample_functional.py.
 """
 import itertools
 import math
+import operator
 
 import numpy as np
 
@@ -53,25 +54,31 @@ def _pad(xp, x, lo, hi, value=0):
     (cropped where negative); ``x`` itself when there is nothing to pad."""
     if not any(lo) and not any(hi):
         return x
-    lead = x.ndim - len(lo)
-    new, src, dst = list(x.shape), [slice(None)] * x.ndim, [slice(None)] * x.ndim
-    for i in range(lead, x.ndim):   # (one loop: this Python was most of a small pad's time)
-        s, a, b = x.shape[i], lo[i - lead], hi[i - lead]
-        m = new[i] = s + a + b
-        src[i], dst[i] = slice(max(-a, 0), s - max(-b, 0)), slice(max(a, 0), m - max(b, 0))
+    shape, lead = x.shape, x.ndim - len(lo)
+    if min(lo) >= 0 <= min(hi):     # (no crop: C-level maps; a loop was most of a small pad)
+        ends = tuple(map(operator.add, lo, shape[lead:]))
+        new = shape[:lead] + tuple(map(operator.add, ends, hi))
+        dst = (slice(None),) * lead + tuple(map(slice, lo, ends))
+    else:
+        new, src, dst = list(shape), [slice(None)] * x.ndim, [slice(None)] * x.ndim
+        for i in range(lead, x.ndim):
+            s, a, b = shape[i], lo[i - lead], hi[i - lead]
+            m = new[i] = s + a + b
+            src[i], dst[i] = slice(max(-a, 0), s - max(-b, 0)), slice(max(a, 0), m - max(b, 0))
+        x, new, dst = x[tuple(src)], tuple(new), tuple(dst)
     # a small output zeroed at once (each write's call costs more than its bytes); a large one
     # gets only its border filled, so the interior is written once
     zeroed = value == 0 and math.prod(new) <= 1 << 16
-    out = (xp.zeros if zeroed else xp.empty)(tuple(new), x.dtype)
+    out = (xp.zeros if zeroed else xp.empty)(new, x.dtype)
     for i in range(lead, x.ndim * (not zeroed)):
-        edge = dst[:i] + [None] + [slice(None)] * (x.ndim - 1 - i)
+        edge = list(dst[:i]) + [None] + [slice(None)] * (x.ndim - 1 - i)
         for edge[i] in (slice(0, dst[i].start), slice(dst[i].stop, new[i])):
             if edge[i].start != edge[i].stop:
                 out[tuple(edge)] = value
     if xp is np and out.size >= PAR_MIN:     # (the copy split over threads, as torch's)
-        par_copy(out[tuple(dst)], x[tuple(src)])
+        par_copy(out[dst], x)
     else:
-        out[tuple(dst)] = x[tuple(src)]
+        out[dst] = x
     return out
 
 

@@ -576,13 +576,27 @@ TRANSFORMS = {d.public_name: d for d in (_make(b, a) for b in _FAMILY for a in (
 # ---- shifts -----------------------------------------------------------------------------------
 
 
+def _shifts(name, sign, shape, dim):
+    """fftshift's (``sign`` 1) or ifftshift's (-1) ``(shifts, dims)`` for ``_roll``."""
+    # NOTE: as torch's (a roll per listed dim), a repeated dim shifts twice
+    dims = tuple(range(len(shape))) if dim is None else _dims(name, len(shape), dim, False)
+    if not dims:
+        raise RuntimeError(f"{name}: `shifts` required")
+    return [sign * (shape[d] // 2) for d in dims], dims
+
+
+@functools.lru_cache(maxsize=64)
+def _shift_index(name, sign, shape, dim):
+    """The flat positions a small shift reads, in its output's shape."""
+    return _roll(np, np.arange(math.prod(shape)).reshape(shape), *_shifts(name, sign, shape, dim))
+
+
 def _shift(name, sign):
     def fwd(xp, input, dim=None):
-        # NOTE: as torch's (a roll per listed dim), a repeated dim shifts twice
-        dims = tuple(range(input.ndim)) if dim is None else _dims(name, input.ndim, dim, False)
-        if not dims:
-            raise RuntimeError(f"{name}: `shifts` required")
-        return _roll(xp, input, [sign * (input.shape[d] // 2) for d in dims], dims)
+        if xp is np and input.size <= 4096:    # (one take of cached positions: one NumPy call)
+            return input.take(_shift_index(name, sign, input.shape, dim if dim is None or
+                                           isinstance(dim, int) else tuple(dim)))
+        return _roll(xp, input, *_shifts(name, sign, input.shape, dim))
     fwd.__doc__ = f"""``input`` rolled by ``{'' if sign > 0 else '-'}n // 2`` along each dim of
     ``dim`` (all by default): {"the zero frequency moves to the centre"
                                if sign > 0 else "undoes fftshift"}. See torch.fft.{name}.

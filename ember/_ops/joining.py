@@ -5,6 +5,7 @@ ops diag/diag_embed/diagflat/trace; and the plain functions that only reshape an
 """
 import itertools
 import math
+import operator
 import warnings
 
 import numpy as np
@@ -153,17 +154,22 @@ def _cat_meta(tensors, dim=0):
     return empty(tuple(shape), np.result_type(*tensors))
 
 
-builtin_sum = sum
+builtin_sum, _SIZE = sum, operator.attrgetter("size")
 
 
 def _par_cat(arrays, dim):
     """``numpy.concatenate(arrays, dim)`` of large arrays of one dtype, each copied into its
     part over threads (pointwise.par_copy); None where that does not apply."""
     a0 = arrays[0] if len(arrays) else None
-    if type(a0) is not np.ndarray or _config.get_num_threads() < 2 or \
-            not 0 < a0.ndim > dim >= -a0.ndim or not all(
-            type(a) is np.ndarray and a.dtype == a0.dtype and a.ndim == a0.ndim for a in arrays) \
-            or builtin_sum(a.size for a in arrays) < PAR_MIN:
+    if type(a0) is not np.ndarray or _config.get_num_threads() < 2:
+        return None
+    try:        # (the size first, by a C-level map: a small cat's checks cost more than it)
+        if builtin_sum(map(_SIZE, arrays)) < PAR_MIN:
+            return None
+    except AttributeError:      # (not arrays: NumPy's concatenate answers)
+        return None
+    if not 0 < a0.ndim > dim >= -a0.ndim or not all(
+            type(a) is np.ndarray and a.dtype == a0.dtype and a.ndim == a0.ndim for a in arrays):
         return None
     d = dim % a0.ndim
     if any(a.shape[:d] != a0.shape[:d] or a.shape[d + 1:] != a0.shape[d + 1:] for a in arrays):

@@ -27,13 +27,11 @@ def _pad_pairs(ndim, pad):
     trailing dims."""
     if len(pad) % 2:
         raise RuntimeError(f"Padding length must be divisible by 2, got {len(pad)}")
-    n = len(pad) // 2
-    if n > ndim:
+    if len(pad) > 2 * ndim:
         raise RuntimeError(f"Padding length should be less than or equal to two times the "
                            f"input dimension but got padding length {len(pad)} and input of "
                            f"dimension {ndim}")
-    return tuple(pad[2 * (n - 1 - i)] for i in range(n)), tuple(pad[2 * (n - i) - 1]
-                                                              for i in range(n))
+    return tuple(pad[-2::-2]), tuple(pad[::-2])
 
 
 @op("constant_pad_nd", method=False)
@@ -46,7 +44,8 @@ def constant_pad_nd(xp, input, pad, value=0):
         tensor([0., 1., 1., 0., 0.])
     """
     lo, hi = _pad_pairs(input.ndim, pad)
-    for s, a, b in zip(input.shape[input.ndim - len(lo):], lo, hi):
+    for s, a, b in zip(input.shape[input.ndim - len(lo):], lo, hi) if min(pad, default=0) < 0 \
+            else ():
         if s + a + b < 0:
             raise RuntimeError(f"The input size {s}, plus negative padding {a} and {b} "
                                f"resulted in a negative output size, which is invalid. Check "

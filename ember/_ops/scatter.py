@@ -5,6 +5,8 @@ Each write has an out-of-place op and the in-place ``<name>_`` method. Checks ra
 exception types and texts before anything is computed; selections by mask or flat index
 live in selection.py, the reorderings in reorder.py.
 """
+import math
+
 import numpy as np
 
 import ember
@@ -208,9 +210,7 @@ scatter_add.samples = _scatter_samples
 def index_add(xp, input, dim, index, source, *, alpha=1):
     """A copy of ``input`` with ``alpha * source`` added at ``index`` along ``dim``."""
     source = source * alpha if alpha != 1 else source
-    out = _reduce_kernel(input, dim, index.reshape(-1), source, "sum", True, rows=True) \
-        if xp is np and input.ndim else None
-    if out is not None:
+    if xp is np and (out := _rows_kernel(input, dim, index, source, 1)) is not None:
         return out
     out = input.copy()
     if out.ndim == 0:               # (the one element, at index 0 of dim 0 or -1)
@@ -292,9 +292,10 @@ def scatter_reduce(xp, input, dim, index, src, reduce, *, include_self=True):
                            f"{reduce}")
     _check_scatter(input, index, src)
     src = src if src.shape == index.shape else src[_corner(index.shape)]
-    out = _reduce_kernel(input, dim, index, src, reduce, include_self) if xp is np else None
-    if out is not None:
-        return out
+    if xp is np and (out := _rows_kernel(input, dim, index, src, _MODE[reduce],
+                                          not include_self, rows=False)) is not None:
+        return out if reduce != "mean" else _mean(np, out, include_self, lambda hits: _rows_kernel(
+            hits, dim, index, np.ones(src.shape, out.dtype), 1, out=hits, rows=False))
     d = dim % max(input.ndim, 1)
     _check_bounds(index, input.shape[d] if input.ndim else 1, d, RuntimeError, negative=False)
     out = input.copy()
@@ -318,18 +319,31 @@ def _mean(xp, total, include_self, count):
     return total // n if total.dtype.kind in "iu" else (total / n).astype(total.dtype)
 
 
-def _reduce_kernel(input, dim, index, src, reduce, include_self, rows=False):
-    """scatter_reduce (with ``rows``, index_reduce: a 1-D ``index`` of whole slices along
-    ``dim``) by the C scatter kernel in one pass, which checks the indices; None where it does
-    not apply or an index is out of range (the NumPy path then raises torch's error)."""
-    out, d = np.empty(input.shape, input.dtype), dim % max(input.ndim, 1)
-    want = input.shape[:d] + (index.size,) + input.shape[d + 1:] if rows else index.shape
-    kernel = _C.along_dim("scatter", out, dim, index, rows) \
-        if src.dtype == input.dtype and src.shape == want else None
-    if kernel is None or kernel(out, src, _MODE[reduce], input, not include_self):
+def _rows_kernel(input, dim, index, src, mode, fresh=False, out=None, rows=True):
+    """``input`` with the slices of ``src`` along ``dim`` combined by gather.h's scatter
+    ``mode`` (0 write, 1 add, 2 max, 3 min, 4 multiply; ``fresh``: from the mode's identity
+    where written) into its slices at ``index`` (index_copy, index_add, index_reduce), or
+    (not ``rows``: scatter_reduce) each element of ``src`` at its own index along ``dim``, in
+    ``out`` (``input`` itself: in place) or a new array; one kernel call, which checks the
+    indices. None where it does not apply (a NumPy array of a kernel's dtype, an int64 index
+    of at most 1 dim, ``src`` of ``input``'s dtype and shape but ``index.size`` along ``dim``;
+    not ``rows``: index and ``src`` of ``input``'s shape but along ``dim``) or an index is out
+    of range: the NumPy path then raises torch's error."""
+    shape, nd = input.shape, input.ndim
+    if not (0 < nd and -nd <= dim < nd and (index.ndim <= 1 if rows else index.ndim == nd)) or \
+            index.dtype is not _C._I64 or src.dtype != input.dtype or \
+            type(input) is not np.ndarray or not (fn := _C.kernel("scatter", input.dtype)):
         return None
-    return out if reduce != "mean" else _mean(
-        np, out, include_self, lambda hits: kernel(hits, np.ones(src.shape, out.dtype), 1, hits))
+    d = dim % nd
+    k = index.size if rows else index.shape[d]
+    if src.shape != shape[:d] + (k,) + shape[d + 1:] or not rows and index.shape != src.shape:
+        return None
+    out, inner = np.empty(shape, input.dtype) if out is None else out, math.prod(shape[d + 1:])
+    # (copies held: a temporary's address would dangle)
+    input, index, src = _C.contiguous(input), _C.contiguous(index), _C.contiguous(src)
+    return None if fn(_C.ptr(out), _C.ptr(index), _C.ptr(src), _C.ptr(input),
+                      math.prod(shape[:d]), shape[d], k, inner, mode, rows + 2 * fresh,
+                      _C.num_threads()) else out
 
 
 @scatter_reduce.vjp(save=("input", "index", "src", "result"))
@@ -441,12 +455,12 @@ def index_reduce(xp, input, dim, index, source, reduce, *, include_self=True):
     if reduce not in ("prod", "mean", "amax", "amin"):
         raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or "
                            f"amin but got {reduce}.")
+    if xp is np and (out := _rows_kernel(input, dim, index, source, _MODE[reduce],
+                                          not include_self)) is not None:
+        return out if reduce != "mean" else _mean(np, out, include_self, lambda hits: _rows_kernel(
+            hits, dim, index, np.ones(source.shape, out.dtype), 1, out=hits))
     d = _check_index("index_reduce_", input, dim, index, bounds=False)
     _check_source("index_reduce_", input, d, index, source, RuntimeError)
-    out = _reduce_kernel(input, d, index.reshape(-1), source, reduce, include_self, rows=True) \
-        if xp is np and input.ndim else None
-    if out is not None:
-        return out
     check_range(index, input.shape[d] if input.ndim else 1,
                 lambda bad: IndexError("index out of range in self"))
     spread = (1,) * d + (-1,) + (1,) * (source.ndim - d - 1)    # (the index along d)
@@ -490,6 +504,8 @@ def index_copy(xp, input, dim, index, source):
                 [0., 0.],
                 [1., 1.]])
     """
+    if xp is np and (out := _rows_kernel(input, dim, index, source, 0)) is not None:
+        return out
     d = _check_index("index_copy_", input, dim, index)
     _check_source("index_copy_", input, d, index, source)
     out = input.copy()
@@ -532,14 +548,18 @@ def index_fill(xp, input, dim, index, value):
     number or a 0-dim tensor)."""
     if index.ndim > 1:
         raise RuntimeError("Index has to be a vector/scalar")
-    d = _check_index("index_fill_", input, dim, index)
+    d = _check_index("index_fill_", input, dim, index, bounds=not input.ndim)
     if hasattr(value, "ndim") and value.ndim:
         raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got "
                            f"tensor with {value.ndim} dimension(s).")
     out = input.copy()
     v = value.astype(out.dtype) if hasattr(value, "astype") else value
     if out.ndim:
-        out[(slice(None),) * d + (index,)] = v
+        try:    # (NumPy checks the bounds, [-n, n) as torch's index_fill: only a failure pays)
+            out[(slice(None),) * d + (index,)] = v
+        except IndexError:
+            _check_index("index_fill_", input, dim, index)      # (torch's error)
+            raise
     elif index.size:
         out[...] = v
     return out

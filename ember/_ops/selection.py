@@ -93,17 +93,21 @@ def masked_scatter(xp, input, mask, source):
         # NOTE: torch's message runs "got" into the dtype, and so does ours
         raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but "
                            f"got{type_name(input.dtype)} and {type_name(source.dtype)}")
-    shape = _broadcast_shape("masked_scatter", input, mask)
+    shape = input.shape if input.shape == mask.shape else _broadcast_shape(
+        "masked_scatter", input, mask)
     # (the size test first: below it the kernel declines, after a contiguous copy of the mask)
     if xp is np and input.shape == shape and input.size >= _C._MIN_SELECT and (
             out := _C.mask_scatter(input, np.ascontiguousarray(_broadcast(xp, mask, shape)),
                                    source.reshape(-1))) is not None:
         return out
     out, m = _broadcast(xp, input, shape).copy(), _broadcast(xp, mask, shape)
-    n = int(xp.count_nonzero(m))
-    if n > source.size:
+    # (a source as large as the mask needs no count)
+    if source.size < m.size and int(xp.count_nonzero(m)) > source.size:
         raise RuntimeError("Number of elements of source < number of ones in mask")
-    out[m] = source.reshape(-1)[:n]
+    if xp is np:    # (place takes source's first elements, in order: one call, no slicing)
+        np.place(out, m, source)
+    else:
+        out[m] = source.reshape(-1)[:int(xp.count_nonzero(m))]
     return out
 
 

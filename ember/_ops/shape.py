@@ -535,16 +535,20 @@ def unfold(xp, input, dimension, size, step):
         if size > 1:
             raise RuntimeError(f"maximum size for tensor at dimension 0 is 1 but size is {size}")
         return input.reshape(size)
-    n = (input.shape[d] - size) // step + 1
-    if input.ndim and (size > input.shape[d] or step <= 0):
-        raise RuntimeError(f"maximum size for tensor at dimension {d} is {input.shape[d]} but "
+    have, steps = input.shape, input.strides      # (each read makes a tuple)
+    if size > have[d]:
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {have[d]} but "
                            f"size is {size}")
-    shape = input.shape[:d] + (n,) + input.shape[d + 1:] + (size,)
-    strides = input.strides[:d] + (input.strides[d] * step,) + input.strides[d + 1:] + \
-        (input.strides[d],)
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    shape = have[:d] + ((have[d] - size) // step + 1,) + have[d + 1:] + (size,)
+    strides = steps[:d] + (steps[d] * step,) + steps[d + 1:] + (steps[d],)
+    # the view made in C: NumPy's as_strided helper (Python) was ~2/3 of the call (a
+    # contiguous input is a buffer of its own: NumPy makes its owner the view's base)
+    if type(input) is np.ndarray and input.flags.c_contiguous and input.size:
+        return np.ndarray(shape, input.dtype, input, 0, strides)
     root = _root(input)
     if type(root) is np.ndarray and root.flags.c_contiguous and input.size:
-        # the view made in C: NumPy's as_strided helper (Python) was ~2/3 of the call
         return np.ndarray(shape, input.dtype, root, _ptr(input) - _ptr(root), strides)
     return xp.lib.stride_tricks.as_strided(input, shape, strides)
 
@@ -569,6 +573,7 @@ def _(g, input, dimension, size, step):
 unfold.samples = lambda dev, dt: [
     Sample(make((7,), dt), 0, 2, 1), Sample(make((3, 8), dt), 1, 3, 2),
     Sample(make((2, 9), dt), 1, 6, 2), Sample(make((), dt), 0, 1, 1)]
+unfold.errors = [ErrorSample(Sample(const(5), 0, 2, 0), RuntimeError, "step is 0 but must be > 0")]
 
 
 @op("view_as_real", view=True, method=False)

@@ -81,9 +81,8 @@ EXPORT int S(gather)(const T *x, const int64_t *idx, T *out, int64_t outer, int6
     int bad = 0;
     const int64_t rows = outer * k, B = 1 + 2048 / (inner ? inner : 1);   /* L1-sized */
     nt = threads_for(rows * inner, nt);
-#pragma omp parallel for num_threads(nt) schedule(static) reduction(| : bad)
-    for (int64_t r = 0; r < rows; r += B)
-        bad |= S(gather_rows)(x, idx, out, r, r + B < rows ? r + B : rows, n, k, inner);
+    THREADED_FOR_BAD(nt, rows, B,
+                     S(gather_rows)(x, idx, out, i, i + B < rows ? i + B : rows, n, k, inner))
     return bad;
 }
 
@@ -195,6 +194,30 @@ TC static int S(scatter_slice)(T *out, const int64_t *idx, const T *src, int64_t
     return 0;
 }
 
+/* scatter's task t: of outer slice t / cb, block t % cb of columns (w of them) or, with
+ * SC_ROWS, of rows */
+TC static int S(scatter_task)(T *out, const int64_t *idx, const T *src, const T *init,
+                              int64_t n, int64_t k, int64_t inner, int mode, int flags,
+                              int64_t t, int64_t cb, int64_t w) {
+    int rows = flags & SC_ROWS;
+    int64_t o = t / cb, p = t % cb, c0 = rows ? 0 : p * w;
+    int64_t c1 = c0 + w < inner ? c0 + w : inner;
+    int64_t d0 = rows ? n * p / cb : 0, d1 = rows ? n * (p + 1) / cb : n;
+    T *slice = out + o * n * inner;
+    if (c0 >= c1)
+        return 0;
+    for (int64_t r = d0; r < (init == out ? d0 : d1); r += c1 - c0 == inner ? d1 - d0 : 1) {
+        size_t len = (size_t)(c1 - c0 == inner ? (d1 - d0) * inner : c1 - c0) * sizeof(T);
+        T *dst = slice + r * inner + c0;
+        if (init == NULL)
+            memset(dst, 0, len);
+        else
+            memcpy(dst, init + (dst - out), len);
+    }
+    return S(scatter_slice)(slice, idx + (rows ? 0 : o * k * inner), src + o * k * inner, n, k,
+                            inner, mode, flags, c0, c1, d0, d1);
+}
+
 /* out[o, idx[o, i, j], j] = src[o, i, j] (mode 0), or combined with it by mode (1 add, 2
  * max, 3 min, 4 multiply: S(combine)); with SC_ROWS in flags, out[o, idx[i], j] (index_add,
  * index_reduce); with SC_FRESH, the places written start from the mode's identity, not from
@@ -216,25 +239,8 @@ EXPORT int S(scatter)(T *out, const int64_t *idx, const T *src, const T *init, i
     int64_t w = rows ? inner : ((inner + cb - 1) / cb + 15) & ~(int64_t)15, tasks = outer * cb;
     nt = tasks < nt ? (int)tasks : nt;
     flags |= init == out ? SC_FIRST : 0;
-#pragma omp parallel for num_threads(nt) schedule(static) reduction(| : bad)
-    for (int64_t t = 0; t < tasks; t++) {
-        int64_t o = t / cb, p = t % cb, c0 = rows ? 0 : p * w;
-        int64_t c1 = c0 + w < inner ? c0 + w : inner;
-        int64_t d0 = rows ? n * p / cb : 0, d1 = rows ? n * (p + 1) / cb : n;
-        T *slice = out + o * n * inner;
-        if (c0 >= c1)
-            continue;
-        for (int64_t r = d0; r < (init == out ? d0 : d1); r += c1 - c0 == inner ? d1 - d0 : 1) {
-            size_t len = (size_t)(c1 - c0 == inner ? (d1 - d0) * inner : c1 - c0) * sizeof(T);
-            T *dst = slice + r * inner + c0;
-            if (init == NULL)
-                memset(dst, 0, len);
-            else
-                memcpy(dst, init + (dst - out), len);
-        }
-        bad |= S(scatter_slice)(slice, idx + (rows ? 0 : o * k * inner), src + o * k * inner, n,
-                                k, inner, mode, flags, c0, c1, d0, d1);
-    }
+    THREADED_FOR_BAD(nt, tasks, 1, S(scatter_task)(out, idx, src, init, n, k, inner, mode,
+                                                    flags, i, cb, w))
     return bad;
 }
 

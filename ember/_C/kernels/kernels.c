@@ -57,6 +57,16 @@ static int threads_for(int64_t work, int nt) {
         for (int64_t i = 0; i < size; i += step) { body; }                                    \
     }
 
+/* THREADED_FOR of an int expression ORed into the caller's `bad` (gather's and scatter's
+ * "an index was out of range") */
+#define THREADED_FOR_BAD(nt, size, step, ...)                                                 \
+    if (nt == 1)                                                                              \
+        for (int64_t i = 0; i < size; i += step) bad |= __VA_ARGS__;                          \
+    else {                                                                                    \
+        _Pragma("omp parallel for num_threads(nt) schedule(static) reduction(| : bad)")       \
+        for (int64_t i = 0; i < size; i += step) bad |= __VA_ARGS__;                          \
+    }
+
 /* stmt over each of nt threads' row range [r0, r1) of rows split evenly; one thread runs it
  * over all the rows without an OpenMP region */
 #define ROW_RANGES(nt, rows, stmt)                                                            \

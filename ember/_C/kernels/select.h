@@ -65,15 +65,15 @@ FLIP_ROWS(flip_rows_f64, uint64_t)
 EXPORT void tri_rows(const char *x, char *out, int64_t rows, int64_t n, int64_t m,
                      int64_t diagonal, int upper, int64_t w, int nt) {
     int t = threads_for(rows * m * w / 4, nt);
-    #pragma omp parallel for num_threads(t) if(t > 1) schedule(static)
-    for (int64_t r = 0; r < rows; r++) {   /* columns [0, k) are tril's part, [k, m) triu's */
-        int64_t k = r % n + diagonal + !upper, len = m * w;
-        char *d = out + r * len;
-        const char *s = x + r * len;
+    const int64_t len = m * w;
+    THREADED_FOR(t, rows, 1, {    /* columns [0, k) are tril's part, [k, m) triu's */
+        int64_t k = i % n + diagonal + !upper;
+        char *d = out + i * len;
+        const char *s = x + i * len;
         k = (k < 0 ? 0 : k > m ? m : k) * w;
-        if (upper) memset(d, 0, (size_t)k), memcpy(d + k, s + k, (size_t)(len - k));
-        else memcpy(d, s, (size_t)k), memset(d + k, 0, (size_t)(len - k));
-    }
+        if (upper) { memset(d, 0, (size_t)k); memcpy(d + k, s + k, (size_t)(len - k)); }
+        else { memcpy(d, s, (size_t)k); memset(d + k, 0, (size_t)(len - k)); }
+    })
 }
 
 /* C's nextafter, exactly, without its branches: the bit pattern as a signed-magnitude key
