@@ -1756,14 +1756,19 @@ def test_bincount_kernel_sums_as_torch():
     w = rng.standard_normal(10001).astype(np.float32)
     w[7], w[8], w[9] = np.nan, np.inf, -np.inf
     x[7:10] = 39
-    for xs, ws, n in ((x, w, 0), (x[:10000:2], w[1::2], 100), (x[:5000] + 1000, w[:5000], 3)):
+    for xs, ws, n in ((x, w, 0), (x[:10000:2], w[1::2], 100), (x[:5000] + 1000, w[:5000], 3),
+                      (x[:7], w[:7], 0), (x[:0], w[:0], 2), (x[:10], w[:10].astype(np.float64), 0)):
         got = ember.bincount(ember.tensor(xs), ember.tensor(ws), minlength=n)
         with kernels.disabled():
             ref = ember.bincount(ember.tensor(xs), ember.tensor(ws), minlength=n)
         want = torch.bincount(torch.tensor(xs), torch.tensor(ws), minlength=n).numpy()
-        assert got.dtype == ref.dtype == ember.float32
+        assert got.dtype == ref.dtype == getattr(ember, str(ws.dtype))
         np.testing.assert_array_equal(got.numpy(), want)
         np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-4)
+    for off in (False, True):       # (the kernel's own check of the indices, and NumPy's)
+        with kernels.disabled() if off else contextlib.nullcontext(), \
+                pytest.raises(RuntimeError, match="non-negative"):
+            ember.bincount(ember.tensor(x[:9] - 40), ember.tensor(w[:9]))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

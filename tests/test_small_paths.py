@@ -111,3 +111,22 @@ def test_isin_small_path_matches_numpy(a):
     for test in (np.array([np.nan, -0.0, 2.0], np.float32), ODD[2:4, 1:4], ODD[:0]):
         for invert in (False, True):
             same(ember.isin(t, ember.tensor(test), invert=invert), np.isin(a, test, invert=invert))
+
+
+@pytest.mark.parametrize("a", [ODD, np.nan_to_num(ODD), ODD.T, ODD[:, ::2], ODD.astype(np.float64),
+                               np.where(ODD == 1, np.inf, ODD)],
+                         ids=["plain", "no-nan", "transposed", "strided", "float64", "inf"])
+def test_reduction_fast_paths_match_numpy(a, threads):
+    """topk, median, nanmedian, aminmax and vdot's first branches (straight to their kernels or
+    NumPy call, before the checks) against the NumPy path."""
+    t = ember.tensor(a)
+    calls = [lambda: ember.topk(t, 2), lambda: ember.topk(t, 3, largest=False),
+             lambda: ember.median(t), lambda: ember.nanmedian(t), lambda: ember.aminmax(t),
+             lambda: ember.aminmax(t, keepdim=True)]
+    for call in calls:
+        got = call()
+        with kernels.disabled():
+            want = call()
+        for g, w in zip(*((r,) if isinstance(r, ember.Tensor) else r for r in (got, want))):
+            same(g, w.numpy())
+    same(ember.vdot(t[0], t[1]), np.asarray(np.dot(a[0], a[1])))

@@ -72,10 +72,12 @@ def isin(xp, elements, test_elements, *, assume_unique=False, invert=False):
         raise RuntimeError(f"Unsupported input type encountered for isin(): "
                            f"{type_name(elements.dtype)}")
     if xp is np and test_elements.size <= 64 and elements.size <= 4096:
-        # (NumPy's isin spends ~10 us of Python before this same broadcast comparison; a 2-d
-        # one, reduced over its leading axis, iterates cheaper than a (..., k) one)
-        out = np.logical_or.reduce(test_elements.reshape(-1, 1) == elements.reshape(-1))
-        return (~out if invert else out).reshape(elements.shape)
+        # (NumPy's isin spends ~10 us of Python before this same broadcast comparison; one
+        # with the tests leading, reduced over them, iterates cheaper than a (..., k) one and
+        # comes in elements' shape)
+        out = np.logical_or.reduce(test_elements.reshape((-1,) + (1,) * elements.ndim) ==
+                                   elements)
+        return ~out if invert else out
     return xp.isin(elements, test_elements, invert=invert)
 
 

@@ -153,29 +153,33 @@ def bincount(xp, input, weights=None, minlength=0):
     if input.dtype.kind not in "iu":
         raise NotImplementedError(f"\"bincount_cpu\" not implemented for "
                                   f"'{type_name(input.dtype)}'")
-    if input.ndim != 1 or (input.size and input.dtype.kind == "i" and (  # (ufunc: no wrapper)
-            np.minimum.reduce(input) if xp is np else input.min()) < 0):
-        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if input.ndim != 1 or xp is not np and input.size and input.dtype.kind == "i" and \
+            input.min() < 0:        # (NumPy's bincount checks for negatives itself, below)
+        raise RuntimeError(_NEGATIVE)
     if minlength < 0:
         raise RuntimeError("minlength should be >= 0")
-    if weights is None:
-        return xp.bincount(input, minlength=minlength).astype(np.int64, copy=False)
-    if weights.shape != input.shape:
+    if weights is not None and weights.shape != input.shape:
         raise RuntimeError("weights should be 1-d and have the same length as input")
-    if input.size >= 4096 and input.dtype == np.int64 and weights.dtype == np.float32 and \
-            type(input) is np.ndarray and (fn := _C.kernel("bincount_w", weights.dtype)):
-        out = np.zeros(max(minlength, int(np.maximum.reduce(input)) + 1), np.float32)
+    if weights is not None and xp is np and input.dtype == np.int64 and \
+            (fn := _C.kernel("bincount_w", weights.dtype)):
+        # (count.h: the check, the size and the sums in two calls, the sums in the weights'
+        # float32 as torch's; NumPy sums in double, then a cast: four NumPy calls in all)
         x, w = _C.contiguous(input), _C.contiguous(weights)
-        fn(_C.ptr(x), _C.ptr(w), x.size, _C.ptr(out))
+        if (bins := fn(_C.ptr(x), None, x.size, None)) < 0:
+            raise RuntimeError(_NEGATIVE)
+        fn(_C.ptr(x), _C.ptr(w), x.size, _C.ptr(out := np.zeros(max(minlength, bins), w.dtype)))
         return out
     # NOTE: torch keeps float32 weights and sums every other dtype as float64
-    # (bincount reads float32 weights as float64 itself: no converted copy first; the kernel
-    # above from 4096 values, where its extra calls cost less than NumPy's double sums)
-    dt = np.float32 if weights.dtype == np.float32 else np.float64
-    w = weights if dt is np.float32 and xp is np else weights.astype(np.float64)
-    return xp.bincount(input, w, minlength).astype(dt, copy=False)
+    dt = np.float32 if weights is not None and weights.dtype == np.float32 else np.int64 \
+        if weights is None else np.float64
+    try:    # (bincount reads float32 weights as float64 itself: no converted copy first)
+        return xp.bincount(input, weights if weights is None or dt is np.float32 and xp is np else
+                           weights.astype(np.float64), minlength).astype(dt, copy=False)
+    except ValueError:      # (NumPy's "must have no negative elements")
+        raise RuntimeError(_NEGATIVE) from None
 
 
+_NEGATIVE = "bincount only supports 1-d non-negative integral inputs."
 bincount.meta = _values_meta
 bincount.samples = lambda dev, dt: [
     Sample(np.array([1, 3, 3, 0, 7]), make((5,), dt)), Sample(np.array([2, 2]), minlength=5),

@@ -137,8 +137,8 @@ def _declare(lib):
                     ("winograd", "conv_cols", "lstm", "attn_small")) or \
                     name in ("gather", "take_rows", "scatter", "add_rows", "gemm", "pointwise",
                              "rank_rows", "topk_rows", "fft_c2c", "nll", "mode_rows",
-                             "hist_rows", "sort_rows") else \
-                    ctypes.c_int64 if name in ("cross_entropy", "unique_runs") else None
+                             "hist_rows", "sort_rows") else ctypes.c_int64 if name in (
+                                 "cross_entropy", "unique_runs", "bincount_w") else None
 
 
 _SUFFIX, _fast = {"f": "_f32", "d": "_f64"}, {}    # (by dtype.char: hashing a dtype is slow)

@@ -188,10 +188,18 @@ EXPORT int S(hist_rows)(const T *x, const T *w, int64_t rows, int64_t m, int64_t
 }
 
 /* bincount's weighted sums, out[idx[i]] += w[i] in element order in T, as torch sums float32
- * weights (NumPy's bincount sums in double: twice the memory its random adds miss in); the
- * caller checked the indices against out's size. */
-EXPORT void S(bincount_w)(const int64_t *idx, const T *w, int64_t n, T *out) {
-    for (int64_t i = 0; i < n; i++) out[idx[i]] += w[i];
+ * weights (NumPy's bincount sums in double: twice the memory its random adds miss in). With
+ * out NULL, the bins the indices need (the largest + 1, 0 for none), or -1 where one is
+ * negative: the check and the size in one pass, where NumPy's two reductions of a small input
+ * cost more than the whole call; the caller sizes out by it. */
+EXPORT int64_t S(bincount_w)(const int64_t *idx, const T *w, int64_t n, T *out) {
+    int64_t lo = 0, hi = -1;
+    if (out)
+        for (int64_t i = 0; i < n; i++) out[idx[i]] += w[i];
+    else
+        for (int64_t i = 0; i < n; i++)
+            lo = idx[i] < lo ? idx[i] : lo, hi = idx[i] > hi ? idx[i] : hi;
+    return lo < 0 ? -1 : hi + 1;
 }
 
 /* searchsorted: out[i] = where x[i] goes in the sorted row of ne edges e (erows rows: 1
