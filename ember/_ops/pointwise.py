@@ -328,7 +328,10 @@ sub.errors = broadcast_errors() + [ErrorSample(Sample(const(3, dtype=bool), cons
 @op("rsub", tags=("pointwise",), promote="common", method=False)
 def rsub(xp, input, other, alpha=1):
     """``other - alpha * input`` (what ``2 - t`` calls)."""
-    return _scaled(xp, ufunc_of(xp, "subtract"), other, input, alpha)    # (over threads)
+    # (large: over threads; small: NumPy's call itself, ~3.5k instructions less than threaded's)
+    sub = ufunc_of(xp, "subtract") if getattr(input, "size", 0) + getattr(other, "size", 0) >= \
+        PAR_MIN else xp.subtract
+    return sub(other, input if alpha == 1 else xp.multiply(input, alpha))
 
 
 @rsub.vjp()
