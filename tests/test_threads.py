@@ -44,7 +44,16 @@ CASES = [
     ("to_float", lambda a, b: (a > b).to(ember.float32)), ("and", lambda a, b: (a > 0) & (b > 0)),
     ("xor_int", lambda a, b: (a > 0).long() ^ (b > 1).long()), ("tensor_split_backward", None),
     ("fmax", ember.fmax), ("fmin", ember.fmin), ("square", lambda a, b: a.square()),
-    ("isnan", lambda a, b: a.isnan()), ("isfinite", lambda a, b: a.isfinite())]
+    ("isnan", lambda a, b: a.isnan()), ("isfinite", lambda a, b: a.isfinite()),
+    ("rsub", ember.rsub), ("rsub_number", lambda a, b: 2 - a),
+    ("sgn_backward", lambda a, b: _grad(ember.sgn, a, b))]
+
+
+def _grad(f, a, g):
+    """``a``'s gradient through ``f`` for the output's gradient ``g``."""
+    a.requires_grad_()
+    f(a).backward(g)
+    return a.grad
 
 
 def _arrays(dtype, layout):
@@ -79,7 +88,8 @@ def test_split_loops_match_one_call(name, fn, dtype, layout, monkeypatch):
     dtype = np.dtype(dtype)
     if dtype.kind == "i" and name in ("chunk_backward", "tanh_backward", "tensor_split_backward",
                                       "div", "pow", "float_power", "sqrt", "round", "floor",
-                                      "trunc", "pow_number", "isnan", "isfinite"):
+                                      "trunc", "pow_number", "isnan", "isfinite",
+                                      "sgn_backward"):
         pytest.skip("float ops")
     a, b = _arrays(dtype, layout)
     before = ember.get_num_threads()
@@ -228,5 +238,26 @@ def test_isclose_one_pass_matches_numpy_passes(dtype):
                     ref = ember.isclose(ember.tensor(x), ember.tensor(y), **kw).numpy()
                 assert got.dtype == ref.dtype and got.shape == ref.shape
                 assert (got == ref).all() and ref.any() and not ref.all()
+    finally:
+        ember.set_num_threads(before)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int8", "int16", "int32", "int64",
+                                   "float16"])
+def test_hash_tensor_one_pass_matches_numpy(dtype):
+    """hash_tensor by parloop.h's xor_wide (widened and xored in one pass, at 1 and 2 threads)
+    against the NumPy reference's cast and xor reduction: odd sizes, nan/inf/-0.0, a strided
+    view, one element."""
+    a = ember.tensor(_arrays(np.dtype(dtype), "contiguous")[0])
+    before = ember.get_num_threads()
+    try:
+        for nt in (1, 2):
+            ember.set_num_threads(nt)
+            for x in (a, a[:, ::2], a.reshape(-1)[:1001], a.reshape(-1)[5:6], a[3, 4]):
+                got = ember.hash_tensor(x)
+                with _C.disabled():
+                    ref = ember.hash_tensor(x)
+                assert got.dtype == ref.dtype == ember.uint64 and got.shape == ref.shape == ()
+                assert got.item() == ref.item()
     finally:
         ember.set_num_threads(before)

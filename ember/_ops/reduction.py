@@ -181,8 +181,9 @@ def _mean_of(a, axis, keepdims, dtype, count):
 
 @mean.vjp()
 def _(g, input, dim=None, keepdim=False, *, dtype=None):
-    n = builtins.max(_count(input.shape, dim), 1)
-    return _keep(g, input, dim, keepdim).expand(input.shape) / n
+    # (divided before sum's expand: one division per result element, not one per input
+    # element over the expanded view, on one thread)
+    return sum_.vjp_fn(g / builtins.max(_count(input.shape, dim), 1), input, dim, keepdim)
 
 
 @op("nanmean", tags=("reduction",))

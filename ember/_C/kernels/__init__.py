@@ -114,18 +114,18 @@ def _declare(lib):
             "bmm": [p, i, i64, i, i, i64, i64, i64, p, i64, i64, p, i64, i64, i, p, i64, i64, i],
             # (sgemm.h, float32 only: batch, m, n, k, then a, b as pointer, strides, then
             # acc, bias (NULL or n floats), c as pointer, strides)
-            "gemm": [i64] * 4 + [p, i64, i64, i64] * 2 + [i, p, p, i64, i64, i]}
+            "gemm": [i64] * 4 + [p, i64, i64, i64] * 2 + [i, p, p, i64, i64, i],
+            # (one function each, no dtype suffix: parloop.h's, select.h's tri_rows)
+            "parloop": [p, p, i64, i64, i, i] + [p, i64, i64] * 4, "xor_wide": [p, i64, i, p, i],
+            "parloop_reduce": [p, p, i64, i, p, i64, p, i64], "tri_rows": [p, p] + [i64] * 4 + [i, i64, i]}
     for name in ("f16_widen", "f16_narrow", "bf16_widen", "bf16_narrow"):   # (half.h)
         getattr(lib, name).argtypes, getattr(lib, name).restype = [p, p, i64], ctypes.c_int
     for name in (f"nonzero_u{w}{c}" for w in (8, 16, 32, 64) for c in ("_count", "")):
         fn, count = getattr(lib, name), name.endswith("count")      # (select.h's nonzero)
         fn.argtypes = [p, i64, i64, p, i] + [p, p, i] * (not count)
         fn.restype = i64 if count else None
-    lib.parloop.argtypes, lib.parloop.restype = [p, p, i64, i64, i, i] + [p, i64, i64] * 4, None
-    lib.parloop_reduce.argtypes, lib.parloop_reduce.restype = [p, p, i64, i, p, i64, p, i64], None
-    lib.tri_rows.argtypes, lib.tri_rows.restype = [p, p, i64, i64, i64, i64, i, i64, i], None
     for name, args in sigs.items():
-        for suffix in ("_f32", "_f64"):
+        for suffix in ("_f32", "_f64", ""):
             fn = getattr(lib, name + suffix, None)
             if fn is not None:
                 # (Winograd, im2col and attn_small kernels return -1 when they cannot allocate
@@ -617,7 +617,8 @@ def along_dim(name, data, dim, index, rows=False):
 
 def parloop():
     """parloop.h's ``(parloop, parloop_reduce, {element size: its select loop's address},
-    copy loop's address, {4: isclose_f32's, 8: isclose_f64's}, select.h's tri_rows)``
+    copy loop's address, {4: isclose_f32's, 8: isclose_f64's}, select.h's tri_rows,
+    xor_wide)``
     (ember/_ops/pointwise.py runs NumPy's loops on threads with them, and tril and triu), or
     None (not built, or turned off)."""
     global _parloop
@@ -626,7 +627,8 @@ def parloop():
         lib, addr = _library(), lambda f: ctypes.cast(f, ctypes.c_void_p).value
         _parloop = lib and (fast(lib.parloop), fast(lib.parloop_reduce), {
             w: addr(getattr(lib, f"select_u{8 * w}")) for w in (1, 2, 4, 8)}, addr(lib.copy_loop),
-            {4: addr(lib.isclose_f32), 8: addr(lib.isclose_f64)}, fast(lib.tri_rows))
+            {4: addr(lib.isclose_f32), 8: addr(lib.isclose_f64)}, fast(lib.tri_rows),
+            fast(lib.xor_wide))
     return None if _off or not _parloop else _parloop
 
 

@@ -82,12 +82,18 @@ SELECT_LOOP(select_u16, uint16_t)
 SELECT_LOOP(select_u32, uint32_t)
 SELECT_LOOP(select_u64, uint64_t)
 
-/* a copy: args (source, destination), data the element size (as an integer) */
+/* a copy: args (source, destination), data the element size (as an integer); a source of
+ * step 0 into a contiguous destination is a fill: the value, then copies of the part filled
+ * so far, up to blocks of 4 KiB (read back from L1) */
 EXPORT void copy_loop(char **a, const int64_t *count, const int64_t *s, void *data) {
     int64_t w = (int64_t)(intptr_t)data, n = *count;
     if (s[0] == w && s[1] == w)
         memcpy(a[1], a[0], (size_t)(n * w));
-    else
+    else if (s[0] == 0 && s[1] == w && n > 0) {
+        memcpy(a[1], a[0], (size_t)w);
+        for (int64_t k = w, b = w, m; k < n * w; k += m, b = b < 4096 ? k : b)
+            memcpy(a[1] + k, a[1], (size_t)(m = b < n * w - k ? b : n * w - k));
+    } else
         for (int64_t i = 0; i < n; i++) memcpy(a[1] + i * s[1], a[0] + i * s[0], (size_t)w);
 }
 
@@ -105,3 +111,27 @@ EXPORT void copy_loop(char **a, const int64_t *count, const int64_t *s, void *da
     }
 ISCLOSE_LOOP(isclose_f32, float)
 ISCLOSE_LOOP(isclose_f64, double)
+
+/* hash_tensor's xor of the n elements' 64-bit patterns, each widened first (floats to double,
+ * integers sign-extended to int64: the reference's astype, then bitwise_xor.reduce), in one
+ * pass over nt threads (NumPy's two passes each run on one); type: the dtype's char */
+#define XOR_WIDE(T, W)                                                                         \
+    _Pragma("omp parallel for num_threads(nt) if(nt > 1) reduction(^:acc) schedule(static)")   \
+    for (int64_t i = 0; i < n; i++) {                                                          \
+        W v = ((const T *)x)[i];                                                               \
+        uint64_t u;                                                                            \
+        memcpy(&u, &v, 8);                                                                     \
+        acc ^= u;                                                                              \
+    }
+EXPORT void xor_wide(const char *x, int64_t n, int type, uint64_t *out, int nt) {
+    uint64_t acc = 0;
+    switch (type) {
+    case 'f': XOR_WIDE(float, double) break;
+    case 'd': XOR_WIDE(double, double) break;
+    case 'b': XOR_WIDE(int8_t, int64_t) break;
+    case 'h': XOR_WIDE(int16_t, int64_t) break;
+    case 'i': XOR_WIDE(int32_t, int64_t) break;
+    default: XOR_WIDE(int64_t, int64_t) break;
+    }
+    *out = acc;
+}
