@@ -1619,32 +1619,6 @@ def test_pool_kernel_keeps_torchs_index_rule():
     assert idx.tolist() == [[[0, 2, 7, 9]]]
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("noncontig", [False, True])
-def test_max_pool_grad_scatter_against_numpy(dtype, noncontig):
-    """max pooling's small backward through gather.h's scatter (added in index order where
-    windows overlap, written where they cannot) against np.add.at and put_along_axis, with
-    nan, -inf and -0.0 among the gradients."""
-    from ember._ops import pooling as P
-    rng = np.random.default_rng(5)
-    for shape, nd, k in (((2, 3, 7, 6), 2, 9), ((3, 9), 1, 5), ((1, 2, 3, 4, 5), 3, 7)):
-        lead, n = shape[:-nd], math.prod(shape[-nd:])
-        g = _input(lead + (k,), dtype, noncontig)
-        g[..., 0], g[..., 1], g[..., 2] = np.nan, -np.inf, -0.0
-        for accumulate in (True, False):
-            # repeated cells where windows overlap; distinct ones in each row where not
-            idx = rng.integers(0, n, lead + (k,)) if accumulate else \
-                np.argsort(rng.random(lead + (n,)), -1)[..., :k]
-            run = lambda: P.max_unpool_grad(ember.from_numpy(g), ember.from_numpy(idx),  # noqa
-                                            shape, nd, accumulate).numpy()
-            with ember.no_grad():
-                fast = run()
-                with kernels.disabled():
-                    ref = run()
-            assert fast.dtype == ref.dtype and fast.shape == shape
-            np.testing.assert_array_equal(fast, ref)
-
-
 def _same_as_reference(call):
     """``call()`` (arrays, or tuples of them) with the kernels and on the NumPy path: equal bit
     for bit, nan and -0.0 included."""
