@@ -209,8 +209,8 @@ def _kernel(kind, inverse, x, dims, sizes, norm):
     full = kind == "c2c" and x.dtype.char == "f" and even and x.size > _SMALL and \
         sorted(dims) == list(range(x.ndim - nd, x.ndim))
     fnorm = _DUAL[norm] if full and inverse else norm
-    h = _real(fn, x if x.shape[last] == n else _fit(x, (last,), (n,)), n, False, fnorm) if even and (
-        full or kind == "r2c") else None
+    h = _real(fn, x if x.shape[last] == n else _fit(x, (last,), (n,)), n, False, fnorm) \
+        if even and (full or kind == "r2c") else None
     full = full and h is not None
     if full:
         norm, conj, inverse = fnorm, inverse, False
