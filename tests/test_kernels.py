@@ -221,11 +221,12 @@ def test_cross_entropy_kernel_checks_targets(bad, dtype):
     if fn is None:
         pytest.skip("C kernels not built")
     x = np.zeros((4, 5), dtype)
-    out = np.full(4, 7.0, dtype)
+    out = np.full(6, 7.0, dtype)         # (the losses, their sum and mean)
     for t, want in ((np.array([0, -100, 4, 2]), 3), (np.array([0, bad, 4, 2]), -1)):
         got = fn(x.ctypes.data, t.ctypes.data, None, out.ctypes.data, 4, 5, -100, 1)
         assert got == want
-    assert (out != 7.0).all() and np.isclose(out[1], 0)   # (the first call wrote all 4)
+    assert (out != 7.0).all() and np.isclose(out[1], 0)   # (the first call wrote all 6)
+    np.testing.assert_allclose(out[4:], [3 * np.log(5), np.log(5)], rtol=1e-6)
     out[:] = 7.0
     fn(x.ctypes.data, np.array([0, bad, 4, 2]).ctypes.data, None, out.ctypes.data, 4, 5, -100, 1)
     assert (out == 7.0).all()
@@ -1589,7 +1590,7 @@ def test_fast_calls_equal_ctypes_calls():
     for s0, s1 in zip(*states):
         np.testing.assert_array_equal(s0, s1)
     logits, target = rng.standard_normal((5, 7)).astype(np.float32), np.array([1, 6, 2, 3, 4])
-    outs = [np.zeros(5, np.float32) for _ in range(2)]
+    outs = [np.zeros(7, np.float32) for _ in range(2)]
     assert [fn(logits.ctypes.data, target.ctypes.data, None, out.ctypes.data, 5, 7, 3, 1)
             for fn, out in zip((raw("cross_entropy"), kernels.kernel("cross_entropy", f32)),
                                outs)] == [4, 4]

@@ -215,37 +215,56 @@ def _letters(ops, out):
 
 @einsum_op.vjp(save=("operands",))
 def _(g, equation, operands):
-    # d/dA_i: the same contraction with g in place of the output and operand i's labels as
-    # the output; labels only operand i has come back by expansion, repeats by a diagonal.
-    shapes = [tuple(o.shape) for o in operands]
-    ops, out = _parse(equation, shapes)
-    sizes = _sizes(ops, shapes)
-    name = _letters(ops, out)
+    key = (equation,) + tuple(tuple(o.shape) for o in operands)
+    if (plans := _GRADS.get(key)) is None:
+        if len(_GRADS) > 512:
+            _GRADS.clear()
+        plans = _GRADS[key] = _grad_plans(equation, [k for k in key[1:]])
     grads = []
-    for i, (a, labels) in enumerate(zip(operands, ops)):
+    for i, (a, (eq, dims, unsq, shape, diag)) in enumerate(zip(operands, plans)):
         if not a.requires_grad:
             grads.append(None)
             continue
+        gi = einsum(eq, g, *[o.conj() if o.is_complex() else o
+                             for j, o in enumerate(operands) if j != i])
+        if dims:
+            gi = gi.sum(dims, keepdim=True)
+        for k in unsq:
+            gi = gi.unsqueeze(k)
+        if shape is not None:
+            gi = gi.expand(shape)
+        grads.append(_on_diagonals(gi, *diag) if diag else gi)
+    return None, grads
+
+
+_GRADS = {}     # (equation, shapes) -> _grad_plans': a small call's label work is most of it
+
+
+def _grad_plans(equation, shapes):
+    """Per operand, its gradient's (equation, dims to sum, dims to unsqueeze, shape to expand
+    to or None, _on_diagonals' arguments or None). d/dA_i: the same contraction with g in
+    place of the output and operand i's labels as the output; labels only operand i has come
+    back by expansion, repeats by a diagonal."""
+    ops, out = _parse(equation, shapes)
+    sizes = _sizes(ops, shapes)
+    name = _letters(ops, out)
+    plans = []
+    for i, (shape, labels) in enumerate(zip(shapes, ops)):
         others = [j for j in range(len(ops)) if j != i]
         avail = set(out).union(*(ops[j] for j in others))
         uniq = list(dict.fromkeys(labels))
         keep = [l for l in uniq if l in avail]
         terms = ["".join(name[l] for l in out)] + ["".join(name[l] for l in ops[j]) for j in others]
         eq = ",".join(terms) + "->" + "".join(name[l] for l in keep)
-        gi = einsum(eq, g, *[operands[j].conj() for j in others])
-        own = {l: s for l, s in zip(labels, a.shape)}
+        own = {l: s for l, s in zip(labels, shape)}
         # sum where operand i broadcast a size-1 dim, expand where the others did
         dims = [k for k, l in enumerate(keep) if own[l] == 1 and sizes[l] > 1]
-        if dims:
-            gi = gi.sum(dims, keepdim=True)
-        for k, l in enumerate(uniq):
-            if l not in avail:
-                gi = gi.unsqueeze(k)
-        gi = gi.expand([own[l] for l in uniq])
-        if len(uniq) < len(labels):
-            gi = _on_diagonals(gi, uniq, labels, name, own)
-        grads.append(gi)
-    return None, grads
+        got = [1 if l not in avail or own[l] == 1 else sizes[l] for l in uniq]
+        want = [own[l] for l in uniq]
+        plans.append((eq, dims, [k for k, l in enumerate(uniq) if l not in avail],
+                      None if got == want else want,
+                      (uniq, labels, name, own) if len(uniq) < len(labels) else None))
+    return plans
 
 
 def _on_diagonals(gi, uniq, labels, name, own):

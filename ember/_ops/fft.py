@@ -175,7 +175,8 @@ def _kernel(kind, inverse, x, dims, sizes, norm):
     and the c2c of the other dims on the half, then the mirrored half conjugated
     (``_hermitian``). A length with a prime factor above 251 is Bluestein's convolution when
     long, else (None) pocketfft's."""
-    fn = _C.kernel("fft_c2c", _F32) if x.dtype.char in "fF" and type(x) is np.ndarray else None
+    fn = (_C._fast.get(("fft_c2c", "f")) or _C.kernel("fft_c2c", _F32)) if x.dtype.char in \
+        "fF" and type(x) is np.ndarray else None
     # NOTE: a length with a prime factor above 251 is Bluestein's only when long: shorter, the
     # convolution's two transforms and three passes lose to pocketfft's (in double)
     if fn is None or _unsmooth(sizes):
@@ -208,8 +209,8 @@ def _kernel(kind, inverse, x, dims, sizes, norm):
     full = kind == "c2c" and x.dtype.char == "f" and even and x.size > _SMALL and \
         sorted(dims) == list(range(x.ndim - nd, x.ndim))
     fnorm = _DUAL[norm] if full and inverse else norm
-    h = _real(fn, _fit(x, (last,), (n,)), n, False, fnorm) if even and (
-        full or kind == "r2c") else None
+    h = _real(fn, x if x.shape[last] == n else _fit(x, (last,), (n,)), n, False, fnorm) \
+        if even and (full or kind == "r2c") else None
     full = full and h is not None
     if full:
         norm, conj, inverse = fnorm, inverse, False
@@ -232,15 +233,24 @@ def _scale(n, inverse, norm):
 
 def _pass(fn, x, axis, n, inverse, norm):
     """fft.h's c2c of ``x`` along ``axis``, zero-padded or cut to ``n``."""
-    scale = _scale(n, inverse, norm)
-    if _largest_prime(n) > _MAXP:
+    scale, w, big, _ = _pass_plan(n, inverse, norm)
+    if big:
         return _bluestein(fn, x, axis, n, inverse, scale)
-    x = _C.contiguous(x, _C64)
+    if x.dtype is not _C64 or not x.flags.c_contiguous:
+        x = _C.contiguous(x, _C64)
     shape = x.shape
     out = np.empty(shape[:axis] + (n,) + shape[axis + 1:], _C64)
     fn(_C.ptr(x), _C.ptr(out), math.prod(shape[:axis]), shape[axis], n,
-       math.prod(shape[axis + 1:]), _C.ptr(_twiddles(n)), inverse, scale, _C.num_threads())
+       math.prod(shape[axis + 1:]), w, inverse, scale, _C.num_threads())
     return out
+
+
+@functools.lru_cache(256)
+def _pass_plan(n, inverse, norm):
+    """(a small call's cost: one cache look-up for the scale, the twiddles' address and
+    whether the length needs Bluestein's)"""
+    w = _twiddles(n)                  # (held here: the pointer outlives _twiddles' cache entry)
+    return _scale(n, inverse, norm), _C.ptr(w), _largest_prime(n) > _MAXP, w
 
 
 def _real(fn, x, n, inverse, norm):
@@ -329,7 +339,7 @@ def _meta(name, kind, x, s, dim, one_dim):
 
 def _fit(t, dims, sizes):
     """``t`` (a Tensor or an array) zero-padded or trimmed along ``dims`` to ``sizes``."""
-    if all(t.shape[d] == n for d, n in zip(dims, sizes)):
+    if [t.shape[d] for d in dims] == list(sizes):
         return t
     want = list(t.shape)
     for d, n in zip(dims, sizes):

@@ -327,8 +327,9 @@ def addbmm(xp, input, batch1, batch2, *, beta=1, alpha=1):
                            f"{batch1.shape[0]} and {batch2.shape[0]}")
     # one GEMM over the concatenated batch: (n, b*k) @ (b*k, p) sums the products for free
     b, n, k = batch1.shape
-    a2 = moveaxis(xp, batch1, 0, 1).reshape(n, b * k)
-    return _scale_add(matmul.fwd(xp, a2, batch2.reshape(b * k, -1)), input, beta, alpha)
+    a2, b2 = moveaxis(xp, batch1, 0, 1).reshape(n, b * k), batch2.reshape(b * k, -1)
+    out = _small_mm(xp, a2, b2, input, beta, alpha)
+    return _scale_add(matmul.fwd(xp, a2, b2), input, beta, alpha) if out is None else out
 
 
 @addbmm.vjp(save=("batch1", "batch2"), needed_by="cross")

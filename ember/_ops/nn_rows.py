@@ -296,8 +296,8 @@ def _ce_kernel_args(input, target, ignore_index):
         "cross_entropy", input.dtype))
     if not fn or not input.size:
         return None
-    return fn, input if input.flags.c_contiguous else _C.contiguous(input), _C.contiguous(
-        target)
+    return fn, input if input.flags.c_contiguous else _C.contiguous(input), \
+        target if target.flags.c_contiguous else _C.contiguous(target)
 
 
 def _ce_reference(xp, input, target, ignore_index, reduction, label_smoothing=0.0):
@@ -330,15 +330,13 @@ def cross_entropy_loss(xp, input, target, ignore_index=-100, reduction="mean", l
     if fused is None:
         return _ce_reference(xp, input, target, ignore_index, reduction, label_smoothing)
     fn, x, t = fused
-    losses = np.empty(x.shape[0], x.dtype)
-    valid = fn(_C.ptr(x), _C.ptr(t), None, _C.ptr(losses), x.shape[0], x.shape[1],
-               ignore_index, _C.num_threads())
-    if valid < 0:
+    m = x.shape[0]
+    out = np.empty(m + 2, x.dtype)      # (the losses, their sum and mean)
+    if fn(_C.ptr(x), _C.ptr(t), None, _C.ptr(out), m, x.shape[1], ignore_index,
+          _C.num_threads()) < 0:
         return _ce_reference(xp, input, target, ignore_index, reduction)
-    if reduction == "none":
-        return losses
-    total = np.add.reduce(losses)       # (an array, not a scalar: see nll_loss)
-    return np.asarray(total if reduction == "sum" else total / x.dtype.type(valid))
+    # (a 0-dim array, not a NumPy scalar: see nll_loss)
+    return out[:m] if reduction == "none" else out[..., m + (reduction == "mean")]
 
 
 @cross_entropy_loss.vjp(save=("input", "target"))

@@ -106,6 +106,20 @@ def fmod(xp, input, other):
     return ufunc_of(xp, "fmod")(input, other)
 
 
+def real_ufunc(opdef, f):
+    """``f(a, b)`` as ``opdef``'s OpDef.ufunc (the C dispatch's call on float operands,
+    skipping the forward's frames: reject's, the forward's, its helpers') for an op that
+    rejects complex operands: a complex one takes the forward, which raises torch's error."""
+    def ufunc(a, b):
+        if a.dtype.kind == "c" or getattr(b, "dtype", a.dtype).kind == "c":
+            return opdef.fwd(np, a, b)
+        return f(a, b)
+    return ufunc
+
+
+fmod.ufunc = real_ufunc(fmod, ufunc_of(np, "fmod"))
+
+
 @fmod.vjp(save=("input", "other"))
 def _(g, input, other):
     return g, -g * ember.div(input, other, rounding_mode="trunc")

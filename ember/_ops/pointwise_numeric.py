@@ -1,5 +1,6 @@
 """Pointwise ops on the representation of numbers: gcd/lcm, bit shifts, ldexp/frexp,
 nextafter, float_power and heaviside."""
+import functools
 import math
 
 import numpy as np
@@ -10,7 +11,7 @@ from .._C import kernels as _C
 from .meta import broadcast_meta, empty
 from .pointwise import _pow_node, reject, ufunc_of
 from .pointwise_logic import _FEW, _NOT_INT, _edges
-from .pointwise_binary import _tensor_samples
+from .pointwise_binary import _tensor_samples, real_ufunc
 from .registry import op
 from .samples import ErrorSample, Sample, binary_samples, const, dtype_error, make, unary_samples
 
@@ -158,6 +159,9 @@ def nextafter(xp, input, other):
         return _nextafter_bits(xp, input, other)
     out = _C.words("nextafter", input, other)     # (NumPy's loop: libm's, element by element)
     return xp.nextafter(input, other) if out is None else out
+
+
+nextafter.ufunc = real_ufunc(nextafter, functools.partial(nextafter.fwd.__wrapped__, np))
 
 
 def _nextafter_bits(xp, a, b):
