@@ -95,6 +95,8 @@ def on_exit(exc):
         # leaves the others waiting (and itself stuck in MPI_Finalize): abort the job, as
         # ``python -m mpi4py`` does; MPI's process manager then stops every rank
         sys.stderr.flush()
+        # mpiexec forwards the ranks' output asynchronously: an Abort at once may drop its tail
+        __import__("time").sleep(0.2)
         _mpi.mpi().COMM_WORLD.Abort(1)
     if getattr(c10d._world, "watch", None) is None:
         return
