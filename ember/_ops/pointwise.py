@@ -818,8 +818,6 @@ def sign(xp, input):
     return xp.where(xp.isnan(r), xp.zeros((), r.dtype), r) if r.dtype.kind != "i" else r
 
 
-
-
 def _zero_grad(g, *args):
     """sign's gradient, and sgn's of a real input: zeros like ``g``."""
     # NOTE: zeros, not g * 0: torch's gradient of sign is zero where g is nan too
