@@ -1943,3 +1943,24 @@ def test_max_pool_grad_kernel_is_the_reference(case, dtype):
             _same_as_reference(lambda: P._max_grad(ember.tensor(g), ember.tensor(idx), shape,
                                                    len(k)).numpy())
         assert P._pool_c(shape, idx.shape[idx.ndim - len(k):], None, grad=g, index=idx) is not None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_kron_roll_and_deg2rad_are_the_reference(threads, dtype):
+    """kron of 2-D factors by rowops' kron_rows (rows over threads), and the large calls of
+    roll (its slice copies) and deg2rad (NumPy's multiply) over parloop's threads, bit for bit
+    against NumPy: odd shapes, non-contiguous operands, nan, inf, -0.0."""
+    from ember._ops import linalg as L, pointwise_math as M, reorder as R
+    rng = np.random.default_rng(36)
+    for sa, sb in [((14, 21), (21, 14)), ((3, 50), (7, 5)), ((40, 30), (20, 50)),
+                   ((99, 9), (17, 3))]:
+        a, b = (rng.standard_normal(s).astype(dtype) for s in (sa, sb))
+        a.flat[::5], b.flat[1::7], a.flat[2::9] = np.nan, -np.inf, -0.0
+        for x, y in [(a, b), (np.asfortranarray(a), b[::-1])]:
+            _same_as_reference(lambda: L.kron.fwd(np, x, y))
+    x = rng.standard_normal((517, 263)).astype(dtype)
+    x.flat[::5], x.flat[1::7], x.flat[2::9] = np.nan, -np.inf, -0.0
+    for y in (x, x[:, ::-1], np.asfortranarray(x)):
+        for shifts, dims in [(1, None), (-70001, None), ((3, 100), (0, 1)), (5, 1), (-2, 0)]:
+            _same_as_reference(lambda: R.roll.fwd(np, y, shifts, dims))
+        _same_as_reference(lambda: M.deg2rad.fwd(np, y))
