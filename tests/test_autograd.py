@@ -1382,8 +1382,10 @@ def test_retain_grad_follows_inplace_writes():
 
 
 def test_sign_gradient_is_zero_where_the_incoming_gradient_is_nan():
-    # torch's sign/sgn backward of a real input is zeros_like(grad), not grad * 0
-    for fn in (ember.sign, ember.sgn):
+    # torch's sign/sgn (and rounding ops') backward of a real input is zeros_like(grad), not
+    # grad * 0
+    for fn in (ember.sign, ember.sgn, ember.floor, ember.ceil, ember.trunc, ember.round,
+               lambda t: ember.round(t, decimals=1)):
         x = ember.tensor([1.0, -2.0, 0.0], requires_grad=True)
         fn(x).backward(ember.tensor([float("nan"), 1.0, float("inf")]))
         assert x.grad.tolist() == [0.0, 0.0, 0.0]

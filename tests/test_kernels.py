@@ -1943,3 +1943,50 @@ def test_max_pool_grad_kernel_is_the_reference(case, dtype):
             _same_as_reference(lambda: P._max_grad(ember.tensor(g), ember.tensor(idx), shape,
                                                    len(k)).numpy())
         assert P._pool_c(shape, idx.shape[idx.ndim - len(k):], None, grad=g, index=idx) is not None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_kron_roll_and_deg2rad_are_the_reference(threads, dtype):
+    """kron of 2-D factors by rowops' kron_rows (rows over threads), and the large calls of
+    roll (its slice copies) and deg2rad (NumPy's multiply) over parloop's threads, bit for bit
+    against NumPy: odd shapes, non-contiguous operands, nan, inf, -0.0."""
+    from ember._ops import linalg as L, pointwise_math as M, reorder as R
+    rng = np.random.default_rng(36)
+    for sa, sb in [((14, 21), (21, 14)), ((3, 50), (7, 5)), ((40, 30), (20, 50)),
+                   ((99, 9), (17, 3))]:
+        a, b = (rng.standard_normal(s).astype(dtype) for s in (sa, sb))
+        a.flat[::5], b.flat[1::7], a.flat[2::9] = np.nan, -np.inf, -0.0
+        for x, y in [(a, b), (np.asfortranarray(a), b[::-1])]:
+            _same_as_reference(lambda: L.kron.fwd(np, x, y))
+    x = rng.standard_normal((517, 263)).astype(dtype)
+    x.flat[::5], x.flat[1::7], x.flat[2::9] = np.nan, -np.inf, -0.0
+    for y in (x, x[:, ::-1], np.asfortranarray(x)):
+        for shifts, dims in [(1, None), (-70001, None), ((3, 100), (0, 1)), (5, 1), (-2, 0)]:
+            _same_as_reference(lambda: R.roll.fwd(np, y, shifts, dims))
+        _same_as_reference(lambda: M.deg2rad.fwd(np, y))
+
+
+def test_pointwise_on_column_slices_over_threads_is_the_reference(threads):
+    """A ufunc of large column slices (rows of a wider array, C order) runs over parloop's
+    threads into a C-contiguous result (NumPy's order K), bit for bit against NumPy's one call;
+    transposed and reversed operands keep NumPy's path. And repeat's gradient, its copies added
+    in turn, against the sum of the reference."""
+    from ember._ops import pointwise as P
+    rng = np.random.default_rng(37)
+    g = rng.standard_normal((419, 2 * 263 + 5)).astype(np.float32)
+    g.flat[::5], g.flat[1::7], g.flat[2::9] = np.nan, -np.inf, -0.0
+    a, b = g[:, :263], g[:, 263 + 5:]
+    for args in [(a, b), (a, 1.5), (a, b[0]), (a.T, b.T), (a[::-1], b)]:
+        _same_as_reference(lambda: P.threaded(np.add)(*args))
+        r = P.threaded(np.add)(*args)
+        assert r.flags.c_contiguous == np.add(*args).flags.c_contiguous
+    x = ember.tensor(g[:, :263], requires_grad=True)
+    for sizes in [(1, 2), (3, 1), (2, 1, 1)]:
+        x.grad = None
+        out = np.tile(g[:, :263], sizes)
+        ember.autograd.backward([x.repeat(sizes)], [ember.tensor(out)])
+        ref = out.reshape([v for r, s in zip(sizes, (1,) * (len(sizes) - 2) + (419, 263))
+                           for v in (r, s)]).sum(tuple(range(0, 2 * len(sizes), 2)))
+        ref = ref.reshape(419, 263)
+        assert np.array_equal(x.grad.numpy(), ref, equal_nan=True)
+        assert np.array_equal(np.signbit(x.grad.numpy()), np.signbit(ref))

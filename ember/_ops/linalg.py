@@ -543,6 +543,12 @@ def kron(xp, input, other):
     n, q = (sa[-1], sb[-1]) if sa else (0, 0)
     big = sa and input.size * other.size >= 1 << 15
     if big and 1 < n <= input.size // 4 and q <= min(63, other.size // 4):
+        if xp is np and input.ndim == other.ndim == 2 and input.dtype == other.dtype and (
+                fn := _C.kernel("kron_rows", input.dtype)) is not None:   # (over threads)
+            a, b = np.ascontiguousarray(input), np.ascontiguousarray(other)
+            fn(_C.ptr(a), _C.ptr(b), _C.ptr(out := np.empty(shape, a.dtype)), *a.shape,
+               *b.shape, _C.num_threads())
+            return out
         # the last pair (n, 1) x (1, q) merged into a run of n * q (input's repeated, other's
         # tiled: copies of a quarter of the product's size at most), so the product's inner
         # loop spans an output row, not other's short last dim (kron's (14, 21) x (21, 14),

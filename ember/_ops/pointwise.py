@@ -92,7 +92,7 @@ def par_run(loop, data, args, dts, out=None, column=True, min_size=None):
     pl, nt, arrays = _C.parloop(), _C.num_threads(), [a for a in args if type(a) is np.ndarray]
     x = out if out is not None else max(arrays, key=_SIZE, default=None)
     if pl is None or nt < 2 and min_size is None or x is None or \
-            x.size < (min_size or PAR_MIN) or out is None and not x.flags.c_contiguous or \
+            x.size < (min_size or PAR_MIN) or out is None and not _c_order(x) or \
             out is not None and (
             len(dts) - len(args) != 1 or out.dtype != dts[-1] or
             any(a is not out and np.may_share_memory(a, out) for a in arrays)):
@@ -103,7 +103,7 @@ def par_run(loop, data, args, dts, out=None, column=True, min_size=None):
     ops += [np.empty(x.shape, d) for d in dts[len(args):]] if out is None else [out]
     if all(a.ndim == 0 or a.shape == x.shape and a.flags.c_contiguous for a in ops):
         rows, cols, steps = 1, x.size, [(a.itemsize if a.ndim else 0, 0) for a in ops]
-    elif out is None and any(a.shape == x.shape and not a.flags.c_contiguous for a in arrays):
+    elif out is None and any(a.shape == x.shape and not _c_order(a) for a in arrays):
         return None
     else:
         rows, cols, steps = x.size // x.shape[-1], x.shape[-1], [_grid(x.shape, a) for a in ops]
@@ -112,6 +112,13 @@ def par_run(loop, data, args, dts, out=None, column=True, min_size=None):
     grid = [v for a, (s, r) in zip(ops, steps) for v in (a, s, r)] + [None, 0, 0] * (4 - len(ops))
     pl[0](loop, data, rows, cols, len(ops), nt, *grid)
     return ops[len(args)] if len(ops) == len(args) + 1 else tuple(ops[len(args):])
+
+
+def _c_order(a):
+    """Whether ``a``'s elements lie in C order, rows of its unit-strided last dim (a slice of
+    columns): NumPy's result (order K) is then C-contiguous, as par_run's."""
+    st = a.strides
+    return a.flags.c_contiguous or st[-1] == a.itemsize and all(s >= t for s, t in zip(st, st[1:]))
 
 
 def par_ufunc(ufunc, args, out=None):

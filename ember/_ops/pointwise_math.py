@@ -8,7 +8,7 @@ import ember
 
 from .._C import kernels as _C
 from .meta import bool_meta, broadcast_meta, same_meta
-from .pointwise import _unary, reject, ufunc_of
+from .pointwise import _unary, _zero_grad, reject, ufunc_of
 from .tangents import LINEAR
 from .registry import LIBM_ULP, op, overload_if_given
 from .samples import ErrorSample, Sample, const, dtype_error, make, unary_samples
@@ -38,9 +38,9 @@ log10 = _unary("log10", "log10", lambda x, r: 1 / (x * _LN10), grad=("log", _LN1
                domain=(0.1, 4.0), tags=_FP32_CUDA)
 
 
-def _scale(x, c):
+def _scale(xp, x, c):
     # ml_dtypes lets a Python float upcast a 0-dim bfloat16 array: cast back
-    return (x * c).astype(x.dtype, copy=False)
+    return ufunc_of(xp, "multiply")(x, c).astype(x.dtype, copy=False)
 
 
 # ---- trigonometric and hyperbolic ---------------------------------------------------------
@@ -62,9 +62,9 @@ acosh = _unary("acosh", "arccosh", lambda x, r: (x * x - 1).rsqrt(),
                domain=(1.2, 4.0), aliases=("arccosh",))
 atanh = _unary("atanh", "arctanh", lambda x, r: 1 / (1 - x * x), grad=("atanh",),
                domain=(-0.9, 0.9), aliases=("arctanh",))
-deg2rad = _unary("deg2rad", lambda xp, input: _scale(input, math.pi / 180),
+deg2rad = _unary("deg2rad", lambda xp, input: _scale(xp, input, math.pi / 180),
                  lambda x, r: math.pi / 180, save="none", kinds="c")
-rad2deg = _unary("rad2deg", lambda xp, input: _scale(input, 180 / math.pi),
+rad2deg = _unary("rad2deg", lambda xp, input: _scale(xp, input, 180 / math.pi),
                  lambda x, r: 180 / math.pi, save="none", kinds="c")
 
 def _document(docs):
@@ -288,7 +288,7 @@ def _rounding(name, f, aliases=()):
         return input.copy() if input.dtype.kind in "iu" else f(xp, input)
     fwd.__doc__ = f"``{name}`` of each element (integers are returned unchanged)."
     d = op(name, tags=("pointwise",), inplace=True, aliases=aliases)(reject(name, "bc", fwd))
-    d.vjp()(lambda g, input: g * 0)
+    d.vjp()(_zero_grad)     # NOTE: zeros where g is nan too, as torch's zeros_like(grad)
     d.meta, d.samples = same_meta, _rounding_samples
     return d
 
@@ -324,7 +324,7 @@ def round(xp, input, *, decimals=0):
     return (xp.rint(input / p) * p).astype(input.dtype, copy=False)
 
 
-round.vjp()(lambda g, input, *, decimals=0: g * 0)
+round.vjp()(lambda g, input, *, decimals=0: _zero_grad(g))     # NOTE: as floor's
 round.meta = same_meta
 round.samples = lambda dev, dt: _rounding_samples(dev, dt) + (
     [Sample(make((3, 4), dt, -40, 40), decimals=1), Sample(make((5,), dt, -400, 400),

@@ -68,18 +68,21 @@ def roll(xp, input, shifts, dims=None):
                              f"{nd - 1}], but got {d})")
     if xp is not np or input.ndim == 0:
         return xp.roll(input, shifts, axis=dims)
+    if dims is None and input.size >= PAR_MIN:      # (the loop's copies run over threads)
+        return roll.fwd(xp, input.reshape(-1), sh[:1], (0,)).reshape(input.shape)
     if dims is None:        # (the flat rotation: one joined copy of its two parts)
         flat, n = input.reshape(-1), input.size
         s = sh[0] % n if n else 0
         return (np.concatenate((flat[n - s:], flat[:n - s])) if s else flat.copy()).reshape(
             input.shape)
     out = input     # (a dim at a time, two slice copies each: np.roll's Python costs ~10 us)
+    copy = np.copyto if input.size < PAR_MIN else lambda dst, src: par_copy(dst, src, 4096)
     for s, d in zip(sh, ds):
         n, pre = out.shape[d], (slice(None),) * (d % nd)
         if n and s % n:
             s, prev, out = s % n, out, np.empty(out.shape, out.dtype)
-            out[pre + (slice(s, None),)] = prev[pre + (slice(0, n - s),)]
-            out[pre + (slice(0, s),)] = prev[pre + (slice(n - s, None),)]
+            copy(out[pre + (slice(s, None),)], prev[pre + (slice(0, n - s),)])
+            copy(out[pre + (slice(0, s),)], prev[pre + (slice(n - s, None),)])
     return input.copy() if out is input else out
 
 

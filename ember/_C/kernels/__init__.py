@@ -115,6 +115,7 @@ def _declare(lib):
             # (sgemm.h, float32 only: batch, m, n, k, then a, b as pointer, strides, then
             # acc, bias (NULL or n floats), c as pointer, strides)
             "gemm": [i64] * 4 + [p, i64, i64, i64] * 2 + [i, p, p, i64, i64, i],
+            "kron_rows": [p, p, p, i64, i64, i64, i64, i],                      # (rowops.h)
             # (one function each, no dtype suffix: parloop.h's, select.h's tri_rows)
             "parloop": [p, p, i64, i64, i, i] + [p, i64, i64] * 4, "xor_wide": [p, i64, i, p, i],
             "parloop_reduce": [p, p, i64, i, p, i64, p, i64], "tri_rows": [p, p] + [i64] * 4 + [i, i64, i]}

@@ -521,6 +521,26 @@ EXPORT void S(outer)(const T *g, const T *x, T *out, int64_t B, int64_t O, int64
     ROW_RANGES(nt, B * O, S(outer_rows)(g, x, out, r0, r1, O, I, stream))
 }
 
+/* kron of 2-D factors a (I, n) and b (K, q) (ember/_ops/linalg.py): out[i * K + k, j * q + l]
+ * = a[i, j] * b[k, l], the one product NumPy's broadcast a * b computes, read from the factors
+ * (NumPy's copies of them merged into rows cost as much as the product); rows over threads from
+ * torch's grain (32k elements), as its 86k-element kron splits */
+TC static void S(kron_part)(const T *a, const T *b, T *out, int64_t r0, int64_t r1, int64_t n,
+                            int64_t K, int64_t q) {
+    for (int64_t r = r0; r < r1; r++) {
+        const T *x = a + r / K * n, *y = b + r % K * q;
+        T *o = out + r * n * q;
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t l = 0; l < q; l++) o[j * q + l] = x[j] * y[l];
+    }
+}
+
+EXPORT void S(kron_rows)(const T *a, const T *b, T *out, int64_t I, int64_t n, int64_t K,
+                         int64_t q, int nt) {
+    nt = threads_for(I * K * n * q, nt);
+    ROW_RANGES(nt, I * K, S(kron_part)(a, b, out, r0, r1, n, K, q));
+}
+
 /* addr's beta c + alpha v1 v2^T in one pass, rounded as the NumPy reference's passes (the
  * product, times alpha, plus c times beta: a factor of 1 is exact, so no branch); c's rows `cs`
  * apart (0: one row broadcast) or NULL (beta 0: torch reads no input); rows over threads */
