@@ -74,11 +74,19 @@ INDEX = {
         'methods': 'det inverse logdet matrix_exp matrix_power slogdet',
     },
     'decompositions': {
-        'ops': 'geqrf linalg_cholesky_ex linalg_eig linalg_eigh linalg_eigvals linalg_eigvalsh '
-            'linalg_ldl_factor_ex linalg_ldl_solve linalg_lu_factor_ex linalg_qr linalg_svd '
-            'linalg_svdvals',
+        'ops': 'geqrf linalg_cholesky_ex linalg_lu_factor_ex linalg_qr',
         'functions': 'geqrf',
         'methods': 'geqrf',
+    },
+    'eigen': {
+        'ops': 'linalg_eig linalg_eigh linalg_eigvals linalg_eigvalsh linalg_svd linalg_svdvals',
+        'functions': '',
+        'methods': '',
+    },
+    'ldl': {
+        'ops': 'linalg_ldl_factor_ex linalg_ldl_solve',
+        'functions': '',
+        'methods': '',
     },
     'linalg_functions': {
         'ops': '',

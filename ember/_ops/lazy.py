@@ -26,7 +26,7 @@ from .registry import get
 # "._numerics" is ember._numerics: compositions of ops, with FUNCTIONS and METHODS tables.
 FAMILIES = ("scatter", "selection", "reorder",
             "pointwise_math", "special", "bessel", "polynomials", "solvers", "decompositions",
-            "linalg_functions", "fft", "spectral", "sparse", "sorting", "statistics", "scans",
+            "eigen", "ldl", "linalg_functions", "fft", "spectral", "sparse", "sorting", "statistics", "scans",
             "counting", "nn", "losses", "activations", "nn_rows", "normalization", "conv",
             "pooling", "recurrent", "einsum", "pointwise_numeric", "closeness", "complex",
             "._numerics", "._aten_nn")
