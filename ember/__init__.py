@@ -14,6 +14,17 @@ import os as _os
 if "OPENBLAS_THREAD_TIMEOUT" not in _os.environ and "GOTO_THREAD_TIMEOUT" not in _os.environ:
     _os.environ["OPENBLAS_THREAD_TIMEOUT"] = "18"
 
+# libgomp's idle threads spin for a long while after every parallel region (~300k rounds, ~8 ms
+# on the Zen 3), and NumPy's OpenBLAS has its own thread pool: with as many threads as cores,
+# long spinning starves BLAS's threads (causal attention at long sequences slows many times
+# over), while no spinning makes every region pay a futex wake-up (a small GELU at 2 threads
+# loses to one). A short spin keeps a thread warm between back-to-back kernels. libgomp reads
+# this when it loads, so it is set at import (here: _config loads on first use), before the
+# kernels or another library (torch, whose libgomp ember's kernels then share) loads one; a
+# user's wait policy wins.
+if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
+    _os.environ["GOMP_SPINCOUNT"] = "3000"
+
 # NOTE: loading the package makes ~100k objects and no garbage, and the cyclic collector would
 # walk them (and numpy's) many times on the way, so it is paused meanwhile. At the end they
 # join the oldest generation (freeze + unfreeze, no walk), as they would after a few

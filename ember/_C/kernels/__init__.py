@@ -48,7 +48,7 @@ def library_path():
 
 def _load():
     import ctypes          # here, not at import: ``import ember`` stays cheap
-    path = library_path()       # (_config set GOMP_SPINCOUNT at import: libgomp reads it)
+    path = library_path()       # (ember/__init__ set GOMP_SPINCOUNT: libgomp reads it)
     try:
         lib = ctypes.CDLL(path)
     except OSError:        # not built (or built for another machine): the NumPy path runs
