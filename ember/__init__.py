@@ -72,10 +72,10 @@ try:
     from ._memory_format import (  # noqa: E402,F401
         channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format)
     legacy_contiguous_format = contiguous_format    # (the same object in torch)
-    from . import _composites  # noqa: E402
-
-    # (with joining's plain functions; _aten_nn's and _numerics' names load on first use)
-    _composites.install(globals(), _ops.joining)
+    # joining's plain functions (_composites', _aten_nn's and _numerics' names load on first use)
+    for _name, _f in _ops.joining.FUNCTIONS.items():
+        globals().setdefault(_name, _f)
+    del _name, _f
     _ops.lazy.install_stubs(Tensor)     # methods of the op families that load on first use
     from .autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402,F401
                                      is_grad_enabled, is_inference_mode_enabled, no_grad,
