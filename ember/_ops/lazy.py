@@ -28,9 +28,9 @@ from .registry import get
 FAMILIES = ("._composites", "scatter", "selection", "reorder",
             "pointwise_math", "special", "bessel", "polynomials", "solvers", "decompositions",
             "eigen", "ldl", "linalg_functions", "fft", "spectral", "sparse", "sorting",
-            "statistics", "scans", "counting", "nn", "losses", "activations", "nn_rows", "normalization", "conv",
-            "pooling", "recurrent", "einsum", "pointwise_numeric", "closeness", "complex",
-            "._numerics", "._aten_nn")
+            "statistics", "scans", "counting", "nn", "losses", "activations", "nn_rows",
+            "normalization", "conv", "pooling", "recurrent", "einsum", "pointwise_numeric",
+            "closeness", "complex", "._numerics", "._aten_nn")
 
 _installed = set()
 _lock = _thread.RLock()     # (re-entrant: a family's import may reach another's ops)
