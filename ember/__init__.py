@@ -14,6 +14,17 @@ import os as _os
 if "OPENBLAS_THREAD_TIMEOUT" not in _os.environ and "GOTO_THREAD_TIMEOUT" not in _os.environ:
     _os.environ["OPENBLAS_THREAD_TIMEOUT"] = "18"
 
+# libgomp's idle threads spin for a long while after every parallel region (~300k rounds, ~8 ms
+# on the Zen 3), and NumPy's OpenBLAS has its own thread pool: with as many threads as cores,
+# long spinning starves BLAS's threads (causal attention at long sequences slows many times
+# over), while no spinning makes every region pay a futex wake-up (a small GELU at 2 threads
+# loses to one). A short spin keeps a thread warm between back-to-back kernels. libgomp reads
+# this when it loads, so it is set at import (here: _config loads on first use), before the
+# kernels or another library (torch, whose libgomp ember's kernels then share) loads one; a
+# user's wait policy wins.
+if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
+    _os.environ["GOMP_SPINCOUNT"] = "3000"
+
 # NOTE: loading the package makes ~100k objects and no garbage, and the cyclic collector would
 # walk them (and numpy's) many times on the way, so it is paused meanwhile. At the end they
 # join the oldest generation (freeze + unfreeze, no walk), as they would after a few
@@ -61,10 +72,10 @@ try:
     from ._memory_format import (  # noqa: E402,F401
         channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format)
     legacy_contiguous_format = contiguous_format    # (the same object in torch)
-    from . import _composites  # noqa: E402
-
-    # (with joining's plain functions; _aten_nn's and _numerics' names load on first use)
-    _composites.install(globals(), _ops.joining)
+    # joining's plain functions (_composites', _aten_nn's and _numerics' names load on first use)
+    for _name, _f in _ops.joining.FUNCTIONS.items():
+        globals().setdefault(_name, _f)
+    del _name, _f
     _ops.lazy.install_stubs(Tensor)     # methods of the op families that load on first use
     from .autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402,F401
                                      is_grad_enabled, is_inference_mode_enabled, no_grad,

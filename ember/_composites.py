@@ -1,6 +1,7 @@
 """Public functions and Tensor methods with no OpDef of their own: compositions of ops (so
 autograd flows through the ops they call) and Python-level plumbing. ``FUNCTIONS`` become
-``ember.<name>``, ``METHODS`` become ``Tensor.<name>``; ``ember/__init__.py`` installs both.
+``ember.<name>``, ``METHODS`` become ``Tensor.<name>``, when first reached (a lazy family: see
+_ops/lazy.py).
 """
 import numpy as np
 
@@ -468,14 +469,3 @@ def _shared(name):
 METHODS.update(is_pinned=is_pinned, is_shared=_shared("is_shared"), pin_memory=pin_memory,
                share_memory_=_shared("share_memory_"), record_stream=_record_stream,
                const_data_ptr=lambda self: self.data_ptr(), storage=_typed_storage)
-
-
-def install(namespace, *more):
-    """Add ``FUNCTIONS`` to ``namespace`` (ember's globals) and ``METHODS`` to Tensor, and those
-    of the modules ``more``, leaving names that are already defined alone."""
-    for mod in (None,) + more:
-        for name, f in (mod.FUNCTIONS if mod else FUNCTIONS).items():
-            namespace.setdefault(name, f)
-        for name, f in (getattr(mod, "METHODS", {}) if mod else METHODS).items():
-            if not hasattr(Tensor, name):
-                setattr(Tensor, name, f)

@@ -10,16 +10,6 @@ import ctypes
 import os
 import sys
 
-# libgomp's idle threads spin for a long while after every parallel region (~300k rounds, ~8 ms
-# on the Zen 3), and NumPy's OpenBLAS has its own thread pool: with as many threads as cores,
-# long spinning starves BLAS's threads (causal attention at long sequences slows many times
-# over), while no spinning makes every region pay a futex wake-up (a small GELU at 2 threads
-# loses to one). A short spin keeps a thread warm between back-to-back kernels. libgomp reads
-# this when it loads, so it is set at import, before the kernels or another library (torch,
-# whose libgomp ember's kernels then share) loads one; a user's wait policy wins.
-if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-    os.environ["GOMP_SPINCOUNT"] = "3000"
-
 _state = {"threads": None, "interop": None, "deterministic": False, "warn_only": False,
           "matmul_precision": "highest", "warn_always": False}
 

@@ -1,8 +1,8 @@
 """torch.linalg: matrix functions, decompositions and solvers (loaded on first use).
 
-The OpDefs live in ``ember/_ops/solvers.py`` and ``ember/_ops/decompositions.py``; this module
-names them as torch.linalg does and adds the compositions (norms, cond, rank, the ``_ex``
-variants, LU helpers). See https://pytorch.org/docs/stable/linalg.html
+The OpDefs live in ``ember/_ops/``'s ``solvers.py``, ``decompositions.py``, ``eigen.py`` and
+``ldl.py``; this module names them as torch.linalg does and adds the compositions (norms,
+cond, rank, the ``_ex`` variants, LU helpers). See https://pytorch.org/docs/stable/linalg.html
 
 Example:
     >>> import ember
@@ -17,8 +17,9 @@ import ember
 from . import return_types
 from ._dtype import _SCALAR_NAMES
 from .autograd.composite import recorded_as
-from ._ops import _dispatch, _function, decompositions, solvers
-from ._ops.decompositions import linalg_cholesky_ex, linalg_ldl_factor_ex, linalg_lu_factor_ex
+from ._ops import _dispatch, _function, decompositions, eigen, ldl, solvers
+from ._ops.decompositions import linalg_cholesky_ex, linalg_lu_factor_ex
+from ._ops.ldl import linalg_ldl_factor_ex
 from ._ops.linalg_functions import lu_unpack
 from ._ops.solvers import LinAlgError
 
@@ -32,10 +33,11 @@ __all__ = ["LinAlgError", "inv", "inv_ex", "det", "slogdet", "solve", "solve_ex"
 inv = _function(ember.inverse.opdef, "inv")
 det = ember.det
 matrix_power, matrix_exp, matmul = ember.matrix_power, ember.matrix_exp, ember.matmul
-# the OpDefs named linalg_<name> (in solvers.py or decompositions.py) under torch.linalg's names
+# the OpDefs named linalg_<name> (in solvers.py, decompositions.py, eigen.py or ldl.py) under
+# torch.linalg's names
 for _name in ("solve", "solve_triangular", "cholesky_ex", "qr", "svd", "eig", "eigh", "lstsq",
               "pinv", "multi_dot", "lu_factor_ex", "ldl_factor_ex", "ldl_solve"):
-    _mod = solvers if hasattr(solvers, "linalg_" + _name) else decompositions
+    _mod = next(m for m in (solvers, decompositions, eigen, ldl) if hasattr(m, "linalg_" + _name))
     globals()[_name] = _function(getattr(_mod, "linalg_" + _name), _name)
 del _name, _mod
 
@@ -54,9 +56,9 @@ def _values(opdef, vectors, pick):
     return fn
 
 
-eigvals = _values(decompositions.linalg_eigvals, eig, lambda r: r.eigenvalues)
-eigvalsh = _values(decompositions.linalg_eigvalsh, eigh, lambda r: r.eigenvalues)
-svdvals = _values(decompositions.linalg_svdvals, lambda A, driver=None: svd(
+eigvals = _values(eigen.linalg_eigvals, eig, lambda r: r.eigenvalues)
+eigvalsh = _values(eigen.linalg_eigvalsh, eigh, lambda r: r.eigenvalues)
+svdvals = _values(eigen.linalg_svdvals, lambda A, driver=None: svd(
     A, False, driver=driver), lambda r: r.S)
 
 

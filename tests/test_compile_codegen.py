@@ -14,12 +14,16 @@ import pytest
 import torch
 
 import ember
+from ember._C import kernels
 from ember._graph import cgen, toolchain
 from ember._graph.record import flatten_tensors
 from ember._ops.registry import all_ops
 from helpers import accepted_samples
 
-pytestmark = pytest.mark.skipif(toolchain.compiler() is None, reason="no C compiler")
+# (EMBER_NO_C=1: compiled functions run eagerly, no program to look at; the last test below
+# checks that path with the switch set in process)
+pytestmark = pytest.mark.skipif(toolchain.compiler() is None or kernels._off,
+                                reason="no C compiler, or EMBER_NO_C")
 
 LOWERED = [d for d in all_ops() if cgen.lowering(d) is not None and d.samples is not None]
 # float32: the kernels' exp/erf are vecmath.h's (~1 ulp) and sums run in SIMD order, not
@@ -405,6 +409,19 @@ def test_no_compiler_runs_eagerly_with_one_warning(monkeypatch):
         warnings.simplefilter("error")
         assert f(ember.zeros(3)).tolist() == [2.0, 2.0, 2.0]
         ember.compile(lambda x: x.sin())(ember.zeros(1))
+
+
+def test_without_c_kernels_compiled_functions_run_eagerly(monkeypatch):
+    """EMBER_NO_C=1 (the NumPy reference path): no program is made, the function and its
+    backward run eagerly, without a warning."""
+    monkeypatch.setattr(kernels, "_off", True)
+    x = ember.randn(5, requires_grad=True)
+    f = ember.compile(lambda x: x.exp() * 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f(x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.exp(x.detach().numpy()), rtol=1e-6)
+    assert list(f.programs.values()) == [False]
 
 
 def _train(build, steps, compiled, mode=None):

@@ -1866,7 +1866,7 @@ def test_quantile_one_q_is_the_plans_pick(name, mode, dtype):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_index_copy_and_small_calls_are_the_reference(threads, dtype):
-    """index_copy and index_reduce by gather.h's scatter over whole slices (_rows_kernel), and
+    """index_copy and index_reduce by gather.h's scatter over whole slices (_C.scatter), and
     the one-thread calls of scatter, gather and tri_rows (no OpenMP region), bit for bit against
     NumPy: odd shapes, every dim, a 0-d index, repeated indices (the last write wins),
     non-contiguous input and source, nan, inf, -0.0; a bad index (negative too) raises."""

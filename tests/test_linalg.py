@@ -366,3 +366,18 @@ def test_values_of_large_matrices_differentiate_through_the_vectors_as_torch(nam
         with ember.no_grad():       # (and the values alone without grad)
             vals = getattr(ember.linalg, name)(ember.tensor(a, requires_grad=True))
         assert vals.grad_fn is None and vals.shape[-1] == min(shape[-2:])
+
+
+@pytest.mark.parametrize("shape", [(40, 20), (20, 40), (70, 66)])
+def test_qr_of_a_nan_matrix_spreads_the_nan_as_torch(shape):
+    """A NaN goes through LAPACK's geqrf (geqrt from 64 columns) as in torch, which calls
+    LAPACK itself: LAPACKE's NaN check, which would skip the call and hand the input back
+    unfactored, is off. The columns from the NaN's on come out NaN, tau's entries too."""
+    a = np.random.default_rng(7).uniform(-1, 1, shape)
+    a[5, 3] = np.nan
+    (qa, tau), (ta, ttau) = ember.geqrf(ember.tensor(a)), torch.geqrf(torch.tensor(a))
+    np.testing.assert_array_equal(np.isnan(qa.numpy()).any(0), ta.isnan().numpy().any(0))
+    np.testing.assert_array_equal(np.isnan(tau.numpy()), ttau.isnan().numpy())
+    R = ember.linalg.qr(ember.tensor(a))[1].numpy()
+    np.testing.assert_array_equal(np.isnan(R).any(0), torch.linalg.qr(torch.tensor(a))[1]
+                                  .isnan().numpy().any(0))

@@ -151,13 +151,10 @@ def add_flat(out, index, values, add=True):
     if type(index) is tuple and len(index) == 1:
         index = index[0]
     if type(index) is not np.ndarray or index.ndim != 1 or index.size < 4096 or \
-            out.ndim != 1 or not out.flags.c_contiguous or type(values) is not np.ndarray or \
-            values.dtype != out.dtype or values.shape != index.shape or \
-            np.may_share_memory(out, values):
+            not out.flags.c_contiguous or np.may_share_memory(out, values):
         return False
     from .._C import kernels
-    scatter = kernels.along_dim("scatter", out, 0, index)
-    return scatter is not None and not scatter(out, values, int(add), out)
+    return kernels.scatter(out, 0, index, values, int(add), out)
 
 
 def _add_rows(out, index, values):

@@ -120,9 +120,15 @@ def _find_lapack(name, dtype, argtypes):
     ch = {"f4": "s", "f8": "d", "c8": "c", "c16": "z"}.get(dtype.str[1:])
     if ch is None or not available():
         return None
-    symbol = _symbol.format(ch).replace("gemm", name.replace("cblas_", ""))
-    fn = getattr(ctypes.CDLL(library), symbol if name.startswith("cblas_") else
-                 symbol.replace("cblas_", "LAPACKE_"), None)
+    lib, symbol = ctypes.CDLL(library), _symbol.format(ch).replace("gemm", name.replace(
+        "cblas_", ""))
+    # NOTE: torch calls LAPACK itself, so a NaN goes through the factorization; LAPACKE's
+    # NaN check would skip the call instead (geqrf's input came back unfactored)
+    nancheck = _symbol.format("").replace("cblas_gemm", "LAPACKE_set_nancheck")
+    if nancheck := getattr(lib, nancheck, None):
+        nancheck(0)
+    fn = getattr(lib, symbol if name.startswith("cblas_") else symbol.replace("cblas_", "LAPACKE_"),
+                 None)
     if fn is not None:
         int_t = ctypes.c_int64 if _ilp64 else ctypes.c_int
         fn.argtypes = [int_t if t is int else (ctypes.c_float if ch in "sc" else ctypes.c_double)

@@ -2,6 +2,28 @@
 ``python -c "from ember._ops import lazy; lazy.write_index()"``: do not edit."""
 
 INDEX = {
+    '._composites': {
+        'ops': '',
+        'functions': 'abs_ acos_ acosh_ addmv_ alias_copy arccos_ arccosh_ arcsin_ arcsinh_ '
+            'arctan_ arctanh_ as_strided_ as_strided_copy as_strided_scatter asin_ asinh_ atan_ '
+            'atanh_ ceil_ clamp_ clamp_max_ clamp_min_ clip_ conj_physical_ cos_ cosh_ deg2rad_ '
+            'detach detach_ detach_copy diagonal_copy diagonal_scatter erf_ erfc_ exp2_ exp_ '
+            'expand_copy expm1_ fill fill_ fix_ floor_ frac_ gcd_ get_device i0_ index_put_ '
+            'indices_copy is_distributed is_inference is_signed lcm_ ldexp_ log10_ log1p_ log2_ '
+            'log_ logit_ nan_to_num_ neg_ negative_ nonzero_static permute_copy rad2deg_ ravel '
+            'reciprocal_ relu_ resize_as_ round_ rsqrt_ select_copy select_scatter sigmoid_ sin_ '
+            'sinc_ sinh_ slice_copy slice_scatter split_copy split_with_sizes '
+            'split_with_sizes_copy sqrt_ square_ squeeze_copy t_copy tan_ tanh_ transpose_copy '
+            'trunc_ unbind_copy unfold_copy unravel_index unsafe_chunk unsafe_split '
+            'unsafe_split_with_sizes unsqueeze_copy values_copy vander view_as_complex_copy '
+            'view_as_real_copy view_copy xlogy_ zero_',
+        'methods': 'apply_ as_strided_scatter as_subclass const_data_ptr diagonal_scatter '
+            'dim_order fill_diagonal_ is_distributed is_inference is_pinned is_shared is_signed '
+            'map2_ map_ module_load new new_empty_strided nonzero_static pin_memory ravel '
+            'record_stream resize resize_as resize_as_ select_scatter share_memory_ slice_scatter '
+            'split_with_sizes storage storage_type sum_to_size unsafe_chunk unsafe_split '
+            'unsafe_split_with_sizes where',
+    },
     'scatter': {
         'ops': 'index_add index_copy index_fill index_put index_reduce scatter scatter_add '
             'scatter_reduce',
@@ -74,11 +96,19 @@ INDEX = {
         'methods': 'det inverse logdet matrix_exp matrix_power slogdet',
     },
     'decompositions': {
-        'ops': 'geqrf linalg_cholesky_ex linalg_eig linalg_eigh linalg_eigvals linalg_eigvalsh '
-            'linalg_ldl_factor_ex linalg_ldl_solve linalg_lu_factor_ex linalg_qr linalg_svd '
-            'linalg_svdvals',
+        'ops': 'geqrf linalg_cholesky_ex linalg_lu_factor_ex linalg_qr',
         'functions': 'geqrf',
         'methods': 'geqrf',
+    },
+    'eigen': {
+        'ops': 'linalg_eig linalg_eigh linalg_eigvals linalg_eigvalsh linalg_svd linalg_svdvals',
+        'functions': '',
+        'methods': '',
+    },
+    'ldl': {
+        'ops': 'linalg_ldl_factor_ex linalg_ldl_solve',
+        'functions': '',
+        'methods': '',
     },
     'linalg_functions': {
         'ops': '',

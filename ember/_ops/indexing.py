@@ -249,11 +249,8 @@ def gather(xp, input, dim, index, *, sparse_grad=False):
     """``out[i][j] = input[i][index[i][j]]`` along ``dim``."""
     if index.dtype.char not in "lq":       # (int64: a comparison with the type costs more)
         raise RuntimeError("gather(): Expected dtype int64 for index")
-    kernel = _C.along_dim("gather", input, dim, index)
-    if kernel is not None:
-        out = np.empty(index.shape, input.dtype)
-        if not kernel(input, out):
-            return out
+    if (out := _C.gather(input, dim, index)) is not None:
+        return out
     pos = scatter_positions(xp, input.shape, dim, index)      # (raises for a bad index)
     return xp.take(xp.ascontiguousarray(input).reshape(-1), pos)
 
@@ -264,11 +261,9 @@ def added_into_zeros(g, shape, dim, index, rows=False):
     where nothing differentiates it (no zeros filled, then copied, first)."""
     from .._tensor import Tensor
     from .nn import kernel_grads
-    if (arrays := kernel_grads(g)) is not None:
-        out = np.empty(shape, g.dtype.np)
-        kernel = _C.along_dim("scatter", out, dim, index._data, rows)
-        if kernel is not None and not kernel(out, arrays[0], 1, None):
-            return Tensor._wrap(out)
+    if (arrays := kernel_grads(g)) is not None and _C.scatter(
+            out := np.empty(shape, g.dtype.np), dim, index._data, arrays[0], 1, None, rows=rows):
+        return Tensor._wrap(out)
     return None
 
 
@@ -396,11 +391,8 @@ def index_select(xp, input, dim, index):
     if input.ndim == 1 and index.ndim == 1:
         # a 1-D index_select is a gather: the C kernel splits it over the threads (np.take
         # runs on one) and checks the indices as it follows them
-        kernel = _C.along_dim("gather", input, dim, index)
-        if kernel is not None:
-            out = np.empty(index.shape, input.dtype)
-            if not kernel(input, out):
-                return out
+        if (out := _C.gather(input, dim, index)) is not None:
+            return out
     elif index.ndim == 1 and (out := take_rows(input, index, wrap_dim(dim, input.ndim))) \
             is not None:
         return out

@@ -12,7 +12,7 @@ import numpy as np
 
 import ember
 
-from .. import _config
+from .._C import kernels as _C
 from .._storage import _root
 from .._tensor import Tensor
 from .creation import _computed
@@ -161,7 +161,7 @@ def _par_cat(arrays, dim):
     """``numpy.concatenate(arrays, dim)`` of large arrays of one dtype, each copied into its
     part over threads (pointwise.par_copy); None where that does not apply."""
     a0 = arrays[0] if len(arrays) else None
-    if type(a0) is not np.ndarray or _config.get_num_threads() < 2:
+    if type(a0) is not np.ndarray or _C.num_threads() < 2:
         return None
     try:        # (the size first, by a C-level map: a small cat's checks cost more than it)
         if builtin_sum(map(_SIZE, arrays)) < PAR_MIN:

@@ -23,13 +23,14 @@ from .registry import get
 
 # in dependency order (a family imports those it builds on: bessel and polynomials use special,
 # decompositions uses solvers...), so each name is indexed under the family defining it.
-# "._numerics" is ember._numerics: compositions of ops, with FUNCTIONS and METHODS tables.
-FAMILIES = ("scatter", "selection", "reorder",
+# "._numerics" is ember._numerics: compositions of ops, with FUNCTIONS and METHODS tables, as
+# are "._composites" (torch's plain functions and methods besides the ops) and "._aten_nn".
+FAMILIES = ("._composites", "scatter", "selection", "reorder",
             "pointwise_math", "special", "bessel", "polynomials", "solvers", "decompositions",
-            "linalg_functions", "fft", "spectral", "sparse", "sorting", "statistics", "scans",
-            "counting", "nn", "losses", "activations", "nn_rows", "normalization", "conv",
-            "pooling", "recurrent", "einsum", "pointwise_numeric", "closeness", "complex",
-            "._numerics", "._aten_nn")
+            "eigen", "ldl", "linalg_functions", "fft", "spectral", "sparse", "sorting",
+            "statistics", "scans", "counting", "nn", "losses", "activations", "nn_rows",
+            "normalization", "conv", "pooling", "recurrent", "einsum", "pointwise_numeric",
+            "closeness", "complex", "._numerics", "._aten_nn")
 
 _installed = set()
 _lock = _thread.RLock()     # (re-entrant: a family's import may reach another's ops)

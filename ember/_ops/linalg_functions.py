@@ -5,8 +5,8 @@ import ember
 
 from .. import return_types
 from .._tensor import Tensor
-from .decompositions import (linalg_cholesky_ex, linalg_lu_factor_ex, linalg_qr, linalg_svd,
-                             linalg_svdvals, permutation)
+from .decompositions import linalg_cholesky_ex, linalg_lu_factor_ex, linalg_qr, permutation
+from .eigen import linalg_svd, linalg_svdvals
 from .solvers import LinAlgError, linalg_multi_dot, linalg_pinv, linalg_solve_triangular
 
 

@@ -230,54 +230,40 @@ def _softmax_kernel(xp, a, b, dim, log):
     return Tensor._wrap(out) if wrap else out
 
 
-@op("softmax", tags=("autocast_fp32_cuda",))
-def softmax(xp, input, dim, dtype=None):
-    """``exp(x) / sum(exp(x))`` along ``dim``, computed stably."""
-    x = input.astype(_softmax_dtype(input, dtype), copy=False)
-    if x.ndim == 0:
-        return xp.ones_like(x)
-    y = _softmax_kernel(xp, x, None, dim, 0)
-    if y is not None:
-        return y
-    e = xp.exp(x - x.max(axis=dim, keepdims=True))
-    return e / e.sum(axis=dim, keepdims=True)
+def _softmax_op(name, log, doc):
+    """softmax (``log`` 0) or log_softmax (1): the op, its backward, its meta."""
+    def fwd(xp, input, dim, dtype=None):
+        x = input.astype(_softmax_dtype(input, dtype), copy=False)
+        if x.ndim == 0:
+            return xp.zeros_like(x) if log else xp.ones_like(x)
+        if (y := _softmax_kernel(xp, x, None, dim, log)) is not None:
+            return y
+        s = x - x.max(axis=dim, keepdims=True)
+        if log:
+            return s - xp.log(xp.exp(s).sum(axis=dim, keepdims=True))
+        e = xp.exp(s)
+        return e / e.sum(axis=dim, keepdims=True)
+    fwd.__name__ = fwd.__qualname__ = name
+    fwd.__doc__ = doc
+    d = op(name, tags=("autocast_fp32_cuda",))(fwd)
+
+    @d.vjp(save=("result",))
+    def _(g, input, dim, dtype=None, result=None):
+        if result.dim() == 0:
+            return g * 0
+        if (gx := _softmax_kernel(np, g, result, dim, log)) is not None:
+            return gx
+        if log:
+            return g - result.exp() * g.sum(dim, keepdim=True)
+        return result * (g - (g * result).sum(dim, keepdim=True))
+    d.meta = lambda x, dim, dtype=None: empty(x.shape, _softmax_dtype(x, dtype))
+    return d
 
 
-@softmax.vjp(save=("result",))
-def _(g, input, dim, dtype=None, result=None):
-    if result.dim() == 0:
-        return g * 0
-    gx = _softmax_kernel(np, g, result, dim, 0)
-    return gx if gx is not None else result * (g - (g * result).sum(dim, keepdim=True))
-
-
-softmax.meta = lambda x, dim, dtype=None: empty(x.shape, _softmax_dtype(x, dtype))
+softmax = _softmax_op("softmax", 0, """``exp(x) / sum(exp(x))`` along ``dim``, computed stably.""")
 softmax.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1), Sample(make((3, 4), dt), 0),
                                    Sample(make((2, 3, 4), dt), -1)] if dt.category == 2 else []
-
-
-@op("log_softmax", tags=("autocast_fp32_cuda",))
-def log_softmax(xp, input, dim, dtype=None):
-    """``log(softmax(x))`` along ``dim``, computed stably."""
-    x = input.astype(_softmax_dtype(input, dtype), copy=False)
-    if x.ndim == 0:
-        return xp.zeros_like(x)
-    y = _softmax_kernel(xp, x, None, dim, 1)
-    if y is not None:
-        return y
-    s = x - x.max(axis=dim, keepdims=True)
-    return s - xp.log(xp.exp(s).sum(axis=dim, keepdims=True))
-
-
-@log_softmax.vjp(save=("result",))
-def _(g, input, dim, dtype=None, result=None):
-    if result.dim() == 0:
-        return g * 0
-    gx = _softmax_kernel(np, g, result, dim, 1)
-    return gx if gx is not None else g - result.exp() * g.sum(dim, keepdim=True)
-
-
-log_softmax.meta = softmax.meta
+log_softmax = _softmax_op("log_softmax", 1, "``log(softmax(x))`` along ``dim``, computed stably.")
 log_softmax.samples = softmax.samples
 
 

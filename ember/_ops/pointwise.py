@@ -13,7 +13,7 @@ from .._memory_format import copy_in
 
 import ember
 
-from .. import _config, _dtype
+from .. import _dtype
 from .._C import kernels as _C
 from ..autograd.grad_mode import state as _grad_state
 from .meta import broadcast_meta, empty, same_meta

@@ -5,8 +5,6 @@ Each write has an out-of-place op and the in-place ``<name>_`` method. Checks ra
 exception types and texts before anything is computed; selections by mask or flat index
 live in selection.py, the reorderings in reorder.py.
 """
-import math
-
 import numpy as np
 
 import ember
@@ -133,14 +131,11 @@ def _scatter_into(xp, input, dim, index, src, reduce):
         src = xp.full(index.shape, src, dtype=input.dtype)
     elif src.shape != index.shape:
         src = src[_corner(index.shape)]
-    out = xp.empty(input.shape, input.dtype) if xp is np else input.copy()
     mode = _MODE.get(reduce, 0 if reduce is None else None)
-    kernel = _C.along_dim("scatter", out, dim, index) \
-        if mode is not None and src.dtype == out.dtype else None
-    if kernel is not None and not kernel(out, src, mode, input):
+    if xp is np and mode is not None and (out := _scattered(input, dim, index, src, mode)) \
+            is not None:
         return out          # (the kernel copied input into out, a slice per thread)
-    if xp is np:
-        out[...] = input
+    out = input.copy()
     pos = scatter_positions(xp, out.shape, dim, index)        # (raises for a bad index)
     flat = out.reshape(-1)
     if reduce is None:
@@ -210,7 +205,7 @@ scatter_add.samples = _scatter_samples
 def index_add(xp, input, dim, index, source, *, alpha=1):
     """A copy of ``input`` with ``alpha * source`` added at ``index`` along ``dim``."""
     source = source * alpha if alpha != 1 else source
-    if xp is np and (out := _rows_kernel(input, dim, index, source, 1)) is not None:
+    if xp is np and (out := _scattered(input, dim, index, source, 1, rows=True)) is not None:
         return out
     out = input.copy()
     if out.ndim == 0:               # (the one element, at index 0 of dim 0 or -1)
@@ -292,10 +287,8 @@ def scatter_reduce(xp, input, dim, index, src, reduce, *, include_self=True):
                            f"{reduce}")
     _check_scatter(input, index, src)
     src = src if src.shape == index.shape else src[_corner(index.shape)]
-    if xp is np and (out := _rows_kernel(input, dim, index, src, _MODE[reduce],
-                                          not include_self, rows=False)) is not None:
-        return out if reduce != "mean" else _mean(np, out, include_self, lambda hits: _rows_kernel(
-            hits, dim, index, np.ones(src.shape, out.dtype), 1, out=hits, rows=False))
+    if xp is np and (out := _reduced(input, dim, index, src, reduce, include_self)) is not None:
+        return out
     d = dim % max(input.ndim, 1)
     _check_bounds(index, input.shape[d] if input.ndim else 1, d, RuntimeError, negative=False)
     out = input.copy()
@@ -319,31 +312,21 @@ def _mean(xp, total, include_self, count):
     return total // n if total.dtype.kind in "iu" else (total / n).astype(total.dtype)
 
 
-def _rows_kernel(input, dim, index, src, mode, fresh=False, out=None, rows=True):
-    """``input`` with the slices of ``src`` along ``dim`` combined by gather.h's scatter
-    ``mode`` (0 write, 1 add, 2 max, 3 min, 4 multiply; ``fresh``: from the mode's identity
-    where written) into its slices at ``index`` (index_copy, index_add, index_reduce), or
-    (not ``rows``: scatter_reduce) each element of ``src`` at its own index along ``dim``, in
-    ``out`` (``input`` itself: in place) or a new array; one kernel call, which checks the
-    indices. None where it does not apply (a NumPy array of a kernel's dtype, an int64 index
-    of at most 1 dim, ``src`` of ``input``'s dtype and shape but ``index.size`` along ``dim``;
-    not ``rows``: index and ``src`` of ``input``'s shape but along ``dim``) or an index is out
-    of range: the NumPy path then raises torch's error."""
-    shape, nd = input.shape, input.ndim
-    if not (0 < nd and -nd <= dim < nd and (index.ndim <= 1 if rows else index.ndim == nd)) or \
-            index.dtype is not _C._I64 or src.dtype != input.dtype or \
-            type(input) is not np.ndarray or not (fn := _C.kernel("scatter", input.dtype)):
-        return None
-    d = dim % nd
-    k = index.size if rows else index.shape[d]
-    if src.shape != shape[:d] + (k,) + shape[d + 1:] or not rows and index.shape != src.shape:
-        return None
-    out, inner = np.empty(shape, input.dtype) if out is None else out, math.prod(shape[d + 1:])
-    # (copies held: a temporary's address would dangle)
-    input, index, src = _C.contiguous(input), _C.contiguous(index), _C.contiguous(src)
-    return None if fn(_C.ptr(out), _C.ptr(index), _C.ptr(src), _C.ptr(input),
-                      math.prod(shape[:d]), shape[d], k, inner, mode, rows + 2 * fresh,
-                      _C.num_threads()) else out
+def _scattered(input, dim, index, src, mode, fresh=False, rows=False):
+    """A copy of ``input`` with ``src`` combined into it at ``index`` along ``dim`` by the C
+    scatter (``_C.scatter``'s ``mode``, ``fresh`` and ``rows``: index_copy, index_add and
+    index_reduce's slices), in one call that checks the indices; None where it does not
+    apply or an index is out of range: the NumPy path then raises torch's error."""
+    out = np.empty(input.shape, input.dtype)
+    return out if _C.scatter(out, dim, index, src, mode, input, fresh, rows) else None
+
+
+def _reduced(input, dim, index, src, reduce, include_self, rows=False):
+    """scatter_reduce (``rows``: index_reduce) by ``_scattered``, a mean as a sum and a
+    count; None where it does not apply."""
+    out = _scattered(input, dim, index, src, _MODE[reduce], not include_self, rows)
+    return out if out is None or reduce != "mean" else _mean(np, out, include_self, lambda hits: (
+        _C.scatter(hits, dim, index, np.ones(src.shape, out.dtype), 1, hits, rows=rows)))
 
 
 @scatter_reduce.vjp(save=("input", "index", "src", "result"))
@@ -455,10 +438,9 @@ def index_reduce(xp, input, dim, index, source, reduce, *, include_self=True):
     if reduce not in ("prod", "mean", "amax", "amin"):
         raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or "
                            f"amin but got {reduce}.")
-    if xp is np and (out := _rows_kernel(input, dim, index, source, _MODE[reduce],
-                                          not include_self)) is not None:
-        return out if reduce != "mean" else _mean(np, out, include_self, lambda hits: _rows_kernel(
-            hits, dim, index, np.ones(source.shape, out.dtype), 1, out=hits))
+    if xp is np and (out := _reduced(input, dim, index, source, reduce, include_self, True)) \
+            is not None:
+        return out
     d = _check_index("index_reduce_", input, dim, index, bounds=False)
     _check_source("index_reduce_", input, d, index, source, RuntimeError)
     check_range(index, input.shape[d] if input.ndim else 1,
@@ -504,7 +486,7 @@ def index_copy(xp, input, dim, index, source):
                 [0., 0.],
                 [1., 1.]])
     """
-    if xp is np and (out := _rows_kernel(input, dim, index, source, 0)) is not None:
+    if xp is np and (out := _scattered(input, dim, index, source, 0, rows=True)) is not None:
         return out
     d = _check_index("index_copy_", input, dim, index)
     _check_source("index_copy_", input, d, index, source)

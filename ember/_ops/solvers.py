@@ -444,7 +444,7 @@ def linalg_lstsq(xp, A, B, rcond=None, *, driver=None):
             b[:, :m], jpvt[:] = Bb[i].T, 0
             if gelsy(102, m, n, k, blas.ptr(a), max(1, m), blas.ptr(b), max(1, m, n),
                      blas.ptr(jpvt), rtol, blas.ptr(jpvt[n:])) < 0:
-                break       # (a NaN in A or B: LAPACKE refuses it, the NumPy path runs)
+                break       # (an argument LAPACK refuses: the NumPy path runs)
             X[i], rank[i] = b[:, :n].T, jpvt[n]
         else:
             real = np.zeros((0,), A.real.dtype)

@@ -48,7 +48,7 @@ def library_path():
 
 def _load():
     import ctypes          # here, not at import: ``import ember`` stays cheap
-    path = library_path()       # (_config set GOMP_SPINCOUNT at import: libgomp reads it)
+    path = library_path()       # (ember/__init__ set GOMP_SPINCOUNT: libgomp reads it)
     try:
         lib = ctypes.CDLL(path)
     except OSError:        # not built (or built for another machine): the NumPy path runs
@@ -561,18 +561,15 @@ def words(name, *arrays):
         return out
 
 
-_ALONG = {}     # along_dim's (name, dtype, shapes, dim, rows) -> (kernel, outer, n, k, inner)
+_ALONG = {}     # _along's (name, dtype, shapes, dim, rows) -> (kernel, outer, n, k, inner, shape)
 
 
-def along_dim(name, data, dim, index, rows=False):
-    """The C gather or scatter kernel (gather.h) along ``dim`` of ``data`` with ``index``, or
-    None where it does not apply: NumPy float32/float64 data, an int64 index of the data's
-    shape but along ``dim`` (``rows``, scatter only: a 1-D index, an entry per slice along
-    ``dim``, as index_add's). gather: ``run(data, out) -> bad``; scatter: ``run(out, values,
-    mode, init, fresh=False) -> bad`` (mode 0 write, 1 add, 2 max, 3 min, 4 multiply;
-    ``fresh``: the places written start from the mode's identity, include_self=False).
-    ``bad`` is true for an index out of range. (Called on every small gather and scatter:
-    the shape tests' answer is kept per call shape.)"""
+def _along(name, data, dim, index, rows):
+    """gather.h's kernel ``name`` along ``dim`` of ``data`` with ``index`` and its sizes
+    ``(fn, outer, n, k, inner, values' shape)``, or None where it does not apply: NumPy
+    float32/float64 data, an int64 index of the data's shape but along ``dim`` (``rows``,
+    scatter only: a 1-D index, an entry per slice along ``dim``, as index_add's). (Called on
+    every small gather and scatter: the shape tests' answer is kept per call shape.)"""
     if type(data) is not np.ndarray or type(index) is not np.ndarray or \
             index.dtype is not _I64 or _off:
         return None
@@ -585,35 +582,44 @@ def along_dim(name, data, dim, index, rows=False):
             fn = (rows or index.shape[:d] == pre and index.shape[d + 1:] == post) and \
                 kernel(name, data.dtype)
             got = fn and (fn, math.prod(pre), shape[d], index.shape[-1 if rows else d],
-                          math.prod(post)) or None
+                          math.prod(post), pre + index.shape + post if rows else index.shape)
         if len(_ALONG) >= 256:
             _ALONG.clear()
-        _ALONG[key] = got
-    if not got:
-        return None
-    fn, outer, n, k, inner = got
-    if not index.flags.c_contiguous:
-        index = index.copy()
-    nt, p = num_threads(), ptr
-    if name == "gather":
-        def run(data, out):
-            if not data.flags.c_contiguous:
-                data = data.copy()      # (held: a temporary copy's address would dangle)
-            return fn(p(data), p(index), p(out), outer, n, k, inner, nt)
-        return run
+        _ALONG[key] = got = got or None
+    return got
 
-    def scatter(out, values, mode, init, fresh=False):
-        """into ``out`` (C-contiguous) filled first from ``init``: ``out`` itself (in place:
-        every index is checked before anything is written), another array of its shape, or
-        None for zeros"""
-        # (copies held, as init: a temporary's address would dangle)
-        if init is not None and init is not out and not init.flags.c_contiguous:
-            init = init.copy()
-        if not values.flags.c_contiguous:
-            values = values.copy()
-        return fn(p(out), p(index), p(values), p(init), outer, n, k, inner, mode,
-                  rows + 2 * fresh, nt)
-    return scatter
+
+def gather(data, dim, index):
+    """gather.h's gather along ``dim`` of ``data`` (``_along``'s cases): a new array of the
+    index's shape, or None where it does not apply or an index is out of range."""
+    if (got := _along("gather", data, dim, index, False)) is None:
+        return None
+    fn, outer, n, k, inner, _ = got
+    # (copies held: a temporary's address would dangle)
+    data, index, out = contiguous(data), contiguous(index), np.empty(index.shape, data.dtype)
+    return None if fn(ptr(data), ptr(index), ptr(out), outer, n, k, inner, num_threads()) \
+        else out
+
+
+def scatter(out, dim, index, values, mode, init, fresh=False, rows=False):
+    """gather.h's scatter into ``out`` (C-contiguous) along ``dim``: ``values`` (the index's
+    shape; ``rows``: ``out``'s but ``index.size`` along ``dim``) combined at ``index`` by
+    ``mode`` (0 write, 1 add, 2 max, 3 min, 4 multiply), ``out`` filled first from ``init``:
+    ``out`` itself (in place: every index is checked before anything is written), another
+    array of its shape, or None for zeros; ``fresh``: the places written start from the
+    mode's identity (include_self=False). True when done; False where ``_along`` or the
+    values do not fit, or an index is out of range: the NumPy path then raises torch's
+    error."""
+    got = _along("scatter", out, dim, index, rows)
+    if got is None or type(values) is not np.ndarray or values.dtype != out.dtype or \
+            values.shape != got[5]:
+        return False
+    fn, outer, n, k, inner, _ = got
+    # (copies held, as init: a temporary's address would dangle)
+    index, values = contiguous(index), contiguous(values)
+    init = init if init is None or init is out else contiguous(init)
+    return not fn(ptr(out), ptr(index), ptr(values), ptr(init), outer, n, k, inner, mode,
+                  rows + 2 * fresh, num_threads())
 
 
 def parloop():
