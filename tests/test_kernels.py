@@ -1943,3 +1943,27 @@ def test_max_pool_grad_kernel_is_the_reference(case, dtype):
             _same_as_reference(lambda: P._max_grad(ember.tensor(g), ember.tensor(idx), shape,
                                                    len(k)).numpy())
         assert P._pool_c(shape, idx.shape[idx.ndim - len(k):], None, grad=g, index=idx) is not None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("invert", [False, True])
+def test_isin_kernel_is_the_reference(threads, dtype, invert):
+    """isin against a test set of up to 64 values by count.h's compare loop (from 32768
+    compares over threads) against the NumPy path: nan (never in), inf, -0.0 beside 0.0,
+    non-contiguous elements and tests, a 2-D test set, one test value, none, a 0-dim input."""
+    rng = np.random.default_rng(0)
+    t = rng.standard_normal(80).astype(dtype)
+    t[:4] = np.nan, np.inf, -0.0, 3.0
+    x = rng.standard_normal((64, 64)).astype(dtype)
+    x.flat[::3] = t[rng.integers(0, 80, x.size)][::3]
+    x.flat[1:6] = np.nan, np.inf, -np.inf, 0.0, -0.0
+    cases = [(x, t[:64]), (x.T, t[:64]), (x[:, ::2], t[:64:2]), (x[:3, :5], t[:5]),
+             (x[:7, 0], t[:1]), (x[:7, 0], t[:0]), (x[1, 1], t[:8]),
+             (x[:5, :5], t[:12].reshape(3, 4))]
+    for e, s in cases:
+        got = ember.isin(ember.tensor(e), ember.tensor(s), invert=invert)
+        with kernels.disabled():
+            ref = ember.isin(ember.tensor(e), ember.tensor(s), invert=invert)
+        assert got.dtype == ember.bool and got.shape == ref.shape
+        assert np.array_equal(got.numpy(), ref.numpy())
+        assert np.array_equal(got.numpy(), np.isin(e, s, invert=invert))
