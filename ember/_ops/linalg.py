@@ -81,29 +81,49 @@ def _small_mm(xp, a, b, input=None, beta=0, alpha=1):
     or 3-D with b's batch) and b (2-D, 3-D or a vector) of at most _SMALL multiply-adds,
     input None or of the product's shape or trailing dims'. numpy.matmul's call and
     _scale_add's passes cost more than torch's whole call (~1 us each). None elsewhere: the
-    caller's path, which raises the errors."""
+    caller's path, which raises the errors. (The shape tests' answer is kept per call
+    signature: they were most of a small call's time.)"""
+    if xp is not np or _C._off or type(alpha) not in (int, float) or \
+            type(beta) not in (int, float):
+        return None
+    beta = 0 if input is None else beta
+    key = (a.dtype.char, a.shape, a.strides, b.dtype.char, b.shape, b.strides) + (
+        (input.dtype.char, input.shape, input.strides) if beta else ())
+    if (plan := _MM_PLANS.get(key, False)) is False:
+        if len(_MM_PLANS) >= 256:
+            _MM_PLANS.clear()
+        plan = _MM_PLANS[key] = _mm_plan(a, b, input if beta else None)
+    if plan is None:
+        return None
+    fn, shape = plan
+    out = np.empty(shape, a.dtype)
+    fn(_C.ptr(a), _C.ptr(b), _C.ptr(out), _C.ptr(input) if beta else 0, float(alpha), float(beta))
+    return out
+
+
+_MM_PLANS = {}      # _small_mm's call signature -> _mm_plan's answer
+
+
+def _mm_plan(a, b, input):
+    """``(kernel with its size and stride arguments bound, out shape)`` of _small_mm's call,
+    or None where it does not apply (``input``: None where beta is 0)."""
     nd, vec = a.ndim, b.ndim == 1
-    if xp is not np or b.dtype is not a.dtype or nd != (2 if vec else b.ndim) or nd > 3 or \
-            type(alpha) not in (int, float) or type(beta) not in (int, float):
+    if b.dtype is not a.dtype or nd != (2 if vec else b.ndim) or nd > 3:
         return None
     (*c, m, k), sb = a.shape, b.shape
     n = 1 if vec else sb[-1]
     if k != sb[vec - 2] or (c and c[0] != sb[0]) or (c[0] if c else 1) * m * n * k > _SMALL or \
             not (fn := _C.kernel("small_mm", a.dtype)):
         return None
-    shape = (m,) if vec else a.shape[:-1] + (n,)
-    si, beta = (0, 0, 0), 0 if input is None else beta
-    if beta:        # (an input broadcast on a size-1 dim takes _scale_add)
+    shape, si = (m,) if vec else a.shape[:-1] + (n,), (0, 0, 0)
+    if input is not None:        # (an input broadcast on a size-1 dim takes _scale_add)
         if input.dtype is not a.dtype or input.shape != shape[len(shape) - input.ndim:]:
             return None
         si = (0, input.strides[0], 0) if vec and input.ndim else \
             ((0, 0, 0) + input.strides)[-3:]
     sa, sb = ((0,) + a.strides)[-3:], (0, b.strides[0], 0) if vec else ((0,) + b.strides)[-3:]
-    out = np.empty(shape, a.dtype)
-    fn(_C.ptr(a), sa[1], sa[2], sa[0], _C.ptr(b), sb[1], sb[2], sb[0], _C.ptr(out),
-       c[0] if c else 1, m, n, k,
-       _C.ptr(input) if beta else 0, si[1], si[2], si[0], float(alpha), float(beta))
-    return out
+    return functools.partial(fn, sa[1], sa[2], sa[0], sb[1], sb[2], sb[0], c[0] if c else 1, m,
+                             n, k, si[1], si[2], si[0]), shape
 
 
 @matmul.vjp(save=("input", "other"), needed_by="cross")
@@ -349,13 +369,16 @@ addbmm.errors = [ErrorSample(Sample(const(2, 2), const(2, 2, 3), const(3, 3, 2))
 @op("addmv", tags=("autocast_lower_cuda",), promote="common", inplace=True)
 def addmv(xp, input, mat, vec, *, beta=1, alpha=1):
     """``beta * input + alpha * (mat @ vec)``."""
-    if mat.ndim != 2 or vec.ndim != 1 or mat.shape[1] != vec.shape[0] or \
-            input.shape not in ((), (1,), mat.shape[:1]):
+    # (dtypes promoted: matmul.fwd's checks would cost a third of the call; a product of
+    # _small_mm's that read input had the shapes below)
+    out = _small_mm(xp, mat, vec, input, beta, alpha)
+    if (out is None or not beta) and (mat.ndim != 2 or vec.ndim != 1 or
+                                      mat.shape[1] != vec.shape[0] or
+                                      input.shape not in ((), (1,), mat.shape[:1])):
         raise RuntimeError(f"size mismatch, got input ({', '.join(map(str, input.shape))}), "
                            f"mat ({'x'.join(map(str, mat.shape))}), vec "
                            f"({'x'.join(map(str, vec.shape))})")
-    # (shapes checked and dtypes promoted: matmul.fwd's checks would cost a third of the call)
-    if (out := _small_mm(xp, mat, vec, input, beta, alpha)) is not None:
+    if out is not None:
         return out
     p = _matvec(xp, mat, vec) if mat.dtype.kind in "fc" else matmul.fwd(xp, mat, vec)
     return _scale_add(p, input, beta, alpha)

@@ -93,7 +93,7 @@ def _declare(lib):
             "gather": [p, p, p, i64, i64, i64, i64, i], "take_rows": [p, p, p, i64, i64, i64, i64, i, i],
             "pool": [p, p, p, i64, p, p, i, i], "batch_norm": [p] * 6 + [i64] * 3 + [d, i, i],
             "factor": [i, p, p, p, p, p, i64, i64, i64, i64],                 # (factor.h)
-            "small_mm": [p, i64, i64, i64] * 2 + [p] + [i64] * 4 + [p] + [i64] * 3 + [d, d],
+            "small_mm": [i64] * 13 + [p] * 4 + [d, d],
             "dot": [p, p, i64, p, i],
             "mask_select": [p, p, p, i64, p, i], "mask_scatter": [p, p, p, p, i64, p, i],
             "flip_rows": [p, p, i64, i64, i], "nextafter": [p, p, p, i64, i],   # (select.h)

@@ -151,10 +151,11 @@ EXPORT void S(factor)(int op, T *a, T *t, int32_t *piv, int32_t *info, T *q, int
  * (a row, column, batch; b likewise; in's 0 where it broadcasts), sums in double: the matmul
  * family's products of a few thousand multiply-adds (_ops/linalg.py, _small_mm), where
  * numpy.matmul's BLAS call and the scale-and-add's passes cost more than torch's whole call.
- * in is not read where beta is 0 (its NaNs do not propagate, as torch's). */
-EXPORT void S(small_mm)(const T *a, int64_t am, int64_t ak, int64_t ab, const T *b, int64_t bk,
-                        int64_t bn, int64_t bb, T *c, int64_t batch, int64_t m, int64_t n,
-                        int64_t k, const T *in, int64_t im, int64_t in_, int64_t ib, double alpha,
+ * in is not read where beta is 0 (its NaNs do not propagate, as torch's). The sizes and
+ * strides lead: the caller binds them once per call signature, then passes the pointers. */
+EXPORT void S(small_mm)(int64_t am, int64_t ak, int64_t ab, int64_t bk, int64_t bn, int64_t bb,
+                        int64_t batch, int64_t m, int64_t n, int64_t k, int64_t im, int64_t in_,
+                        int64_t ib, const T *a, const T *b, T *c, const T *in, double alpha,
                         double beta) {
     int64_t z = sizeof(T);      /* (NumPy's byte strides: an aligned array's divide) */
     am /= z, ak /= z, ab /= z, bk /= z, bn /= z, bb /= z, im /= z, in_ /= z, ib /= z;
