@@ -122,8 +122,7 @@ def _mm_plan(a, b, input):
         si = (0, input.strides[0], 0) if vec and input.ndim else \
             ((0, 0, 0) + input.strides)[-3:]
     sa, sb = ((0,) + a.strides)[-3:], (0, b.strides[0], 0) if vec else ((0,) + b.strides)[-3:]
-    return functools.partial(fn, sa[1], sa[2], sa[0], sb[1], sb[2], sb[0], c[0] if c else 1, m,
-                             n, k, si[1], si[2], si[0]), shape
+    return functools.partial(fn, *sa, *sb, c[0] if c else 1, m, n, k, *si), shape
 
 
 @matmul.vjp(save=("input", "other"), needed_by="cross")
@@ -378,10 +377,8 @@ def addmv(xp, input, mat, vec, *, beta=1, alpha=1):
         raise RuntimeError(f"size mismatch, got input ({', '.join(map(str, input.shape))}), "
                            f"mat ({'x'.join(map(str, mat.shape))}), vec "
                            f"({'x'.join(map(str, vec.shape))})")
-    if out is not None:
-        return out
-    p = _matvec(xp, mat, vec) if mat.dtype.kind in "fc" else matmul.fwd(xp, mat, vec)
-    return _scale_add(p, input, beta, alpha)
+    return out if out is not None else _scale_add(_matvec(xp, mat, vec) if mat.dtype.kind in "fc"
+                                                  else matmul.fwd(xp, mat, vec), input, beta, alpha)
 
 
 @addmv.vjp(save=("mat", "vec"), needed_by="cross")

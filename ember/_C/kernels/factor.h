@@ -148,14 +148,14 @@ EXPORT void S(factor)(int op, T *a, T *t, int32_t *piv, int32_t *info, T *q, int
 }
 
 /* c (batch, m, n), C-contiguous = alpha a @ b + beta in, elements at the given byte strides
- * (a row, column, batch; b likewise; in's 0 where it broadcasts), sums in double: the matmul
+ * (a batch, row, column; b likewise; in's 0 where it broadcasts), sums in double: the matmul
  * family's products of a few thousand multiply-adds (_ops/linalg.py, _small_mm), where
  * numpy.matmul's BLAS call and the scale-and-add's passes cost more than torch's whole call.
  * in is not read where beta is 0 (its NaNs do not propagate, as torch's). The sizes and
  * strides lead: the caller binds them once per call signature, then passes the pointers. */
-EXPORT void S(small_mm)(int64_t am, int64_t ak, int64_t ab, int64_t bk, int64_t bn, int64_t bb,
-                        int64_t batch, int64_t m, int64_t n, int64_t k, int64_t im, int64_t in_,
-                        int64_t ib, const T *a, const T *b, T *c, const T *in, double alpha,
+EXPORT void S(small_mm)(int64_t ab, int64_t am, int64_t ak, int64_t bb, int64_t bk, int64_t bn,
+                        int64_t batch, int64_t m, int64_t n, int64_t k, int64_t ib, int64_t im,
+                        int64_t in_, const T *a, const T *b, T *c, const T *in, double alpha,
                         double beta) {
     int64_t z = sizeof(T);      /* (NumPy's byte strides: an aligned array's divide) */
     am /= z, ak /= z, ab /= z, bk /= z, bn /= z, bb /= z, im /= z, in_ /= z, ib /= z;
