@@ -22,9 +22,8 @@ def isclose(xp, input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         from .pointwise import type_name
         raise RuntimeError(f"{type_name(input.dtype)} did not match {type_name(other.dtype)}")
     if rtol < 0 or atol < 0:
-        which = "rtol" if rtol < 0 else "atol"
-        raise RuntimeError(f"{which} must be greater than or equal to zero, but got "
-                           f"{rtol if rtol < 0 else atol}")
+        raise RuntimeError(f"{'rtol' if rtol < 0 else 'atol'} must be greater than or equal to "
+                           f"zero, but got {rtol if rtol < 0 else atol}")
     if xp is np and input.dtype.kind == "f" and (pl := _C.parloop()) and input.itemsize in pl[4] \
             and (r := par_run(pl[4][input.itemsize], np.array([atol, rtol, equal_nan], float), (
                 input, other), (input.dtype, input.dtype, np.dtype(bool)), min_size=1024)) \
