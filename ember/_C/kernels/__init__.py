@@ -214,11 +214,11 @@ _POINTWISE = {name: code for code, name in enumerate(
     "bce_target_bwd pow clamp_bwd erf erfc".split())}
 
 
-def pointwise(name, x, *params, other=None, min_size=1, out=None, third=None):
+def pointwise(name, x, p0=0.0, p1=0.0, p2=0.0, *, other=None, min_size=1, out=None, third=None):
     """Op ``name`` of pointwise.h (one fused float32 pass) over a C-contiguous NumPy float32
     array ``x`` (and ``other``, of its shape and dtype, for the two-input ops: logaddexp and the
     ``*_bwd`` ones, whose ``other`` is the gradient; ``third`` too for addcmul and addcdiv),
-    with up to three float ``params``; None
+    with up to three float parameters ``p0``, ``p1``, ``p2``; None
     where it does not apply (the caller then runs its NumPy code). Below ``min_size`` elements
     NumPy's one or two passes beat the call (the caller says so); several never do (1).
     ``out`` (a C-contiguous array of ``x``'s shape and dtype, ``x`` itself included) takes the
@@ -230,21 +230,19 @@ def pointwise(name, x, *params, other=None, min_size=1, out=None, third=None):
     if fn is None:
         return None
     shape, dt = x.shape, x.dtype
-    for a in (other, third, out):
-        if a is not None and (type(a) is not np.ndarray or a.dtype != dt or a.shape != shape):
+    if other is not None or third is not None or out is not None:      # (none: a unary op's call)
+        for a in (other, third, out):
+            if a is not None and (type(a) is not np.ndarray or a.dtype != dt or a.shape != shape):
+                return None
+        if out is not None and not out.flags.c_contiguous:
             return None
-    if out is not None and not out.flags.c_contiguous:
-        return None
-    # (a strided or broadcast other, as sum's gradient, is copied: still one pass less)
-    other, third = other if other is None else contiguous(other), \
-        third if third is None else contiguous(third)
+        # (a strided or broadcast other, as sum's gradient, is copied: still one pass less)
+        other, third = other if other is None else contiguous(other), \
+            third if third is None else contiguous(third)
     out = np.empty(shape, dt) if out is None else out
-    fn(_POINTWISE[name], ptr(x), ptr(other), ptr(third), ptr(out), x.size, *params,
-       *_ZEROS[len(params):], num_threads())
+    fn(_POINTWISE[name], ptr(x), ptr(other), ptr(third), ptr(out), x.size, p0, p1, p2,
+       _config and _config._state["threads"] or num_threads())    # (no star-args: a quick call)
     return out
-
-
-_ZEROS = (0.0, 0.0, 0.0)
 
 
 # special.h's op codes (modified_bessel_i0/i1 are i0/i1)
