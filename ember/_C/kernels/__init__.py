@@ -268,24 +268,24 @@ def special(name, x, n=None):
     fn = None if _off or code is None or type(x) is not np.ndarray or (n is None) == (
         code < 12 or name in _SPECIAL_BINARY) else _fast.get(("special", x.dtype.char)) or \
         kernel("special", x.dtype)          # (kernel()'s cache read inline, as pointwise's)
+    nt = _config and _config._state["threads"] or num_threads()     # (read inline: quicker)
     if n is None and fn is not None:    # (one operand: the common call, none of the below)
         x, out = contiguous(x), np.empty(x.shape, x.dtype)
-        fn(code, ptr(x), 1, None, 0, ptr(out), x.size, num_threads())
+        fn(code, ptr(x), 1, None, 0, ptr(out), x.size, nt)
         return out
-    if fn is None or n is not None and not (type(n) is np.ndarray and n.dtype == x.dtype):
+    if fn is None or not (type(n) is np.ndarray and n.dtype is x.dtype):
         if fn is None or type(n) not in (int, float) or \
                 float(np.asarray(n, x.dtype)) != n:        # (a degree the dtype cannot hold)
             return None
         n = np.asarray(n, x.dtype)
-    if n is None or n.shape == x.shape or n.ndim == 0:    # (the common cases, no NumPy helper)
-        shape, keep = x.shape, [contiguous(x), n if n is None else contiguous(n)]
+    if n.shape == x.shape or n.ndim == 0:    # (the common cases, no NumPy helper)
+        shape, keep = x.shape, (contiguous(x), contiguous(n))
     else:   # (a single element is read with stride 0; the copies stay referenced in ``keep``)
         shape = np.broadcast_shapes(x.shape, n.shape)
         keep = [contiguous(a if a.size == 1 or a.shape == shape else np.broadcast_to(a, shape))
                 for a in (x, n)]
-    out = np.empty(shape, x.dtype)
-    fn(code, ptr(keep[0]), int(x.size != 1), ptr(keep[1]), int(n is not None and n.size != 1),
-       ptr(out), out.size, num_threads())
+    out = np.empty(shape, x.dtype)      # (a bool is an int to the kernel's call)
+    fn(code, ptr(keep[0]), x.size != 1, ptr(keep[1]), n.size != 1, ptr(out), out.size, nt)
     return out
 
 
