@@ -110,8 +110,7 @@ def _mm_plan(a, b, input):
     nd, vec = a.ndim, b.ndim == 1
     if b.dtype is not a.dtype or nd != (2 if vec else b.ndim) or nd > 3:
         return None
-    (*c, m, k), sb = a.shape, b.shape
-    n = 1 if vec else sb[-1]
+    (*c, m, k), sb, n = a.shape, b.shape, 1 if vec else b.shape[-1]
     if k != sb[vec - 2] or (c and c[0] != sb[0]) or (c[0] if c else 1) * m * n * k > _SMALL or \
             not (fn := _C.kernel("small_mm", a.dtype)):
         return None
@@ -371,9 +370,8 @@ def addmv(xp, input, mat, vec, *, beta=1, alpha=1):
     # (dtypes promoted: matmul.fwd's checks would cost a third of the call; a product of
     # _small_mm's that read input had the shapes below)
     out = _small_mm(xp, mat, vec, input, beta, alpha)
-    if (out is None or not beta) and (mat.ndim != 2 or vec.ndim != 1 or
-                                      mat.shape[1] != vec.shape[0] or
-                                      input.shape not in ((), (1,), mat.shape[:1])):
+    if (out is None or not beta) and (mat.ndim != 2 or vec.ndim != 1 or mat.shape[1] != vec.shape[0]
+                                      or input.shape not in ((), (1,), mat.shape[:1])):
         raise RuntimeError(f"size mismatch, got input ({', '.join(map(str, input.shape))}), "
                            f"mat ({'x'.join(map(str, mat.shape))}), vec "
                            f"({'x'.join(map(str, vec.shape))})")
