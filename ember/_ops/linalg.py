@@ -618,8 +618,7 @@ kron.grad_name = "UnsafeViewBackward0"
 # ---- cdist, cross -----------------------------------------------------------------------------
 
 def _check_cdist(x1, x2, p):
-    if x1.dtype.kind not in "fcV" or x2.dtype.kind not in "fcV":
-        bad = x1 if x1.dtype.kind not in "fcV" else x2
+    if (bad := x1 if x1.dtype.kind not in "fcV" else x2).dtype.kind not in "fcV":
         raise RuntimeError("cdist only supports floating-point dtypes, X1 got: "
                            f"{type_name(bad.dtype)}")
     if x1.shape[-1] != x2.shape[-1]:
@@ -631,10 +630,8 @@ def _check_cdist(x1, x2, p):
 
 def _cdist_mm(x1, x2, compute_mode):
     """Whether torch computes these Euclidean distances by a matrix product."""
-    if compute_mode == "use_mm_for_euclid_dist":
-        return True
-    return compute_mode in (None, "use_mm_for_euclid_dist_if_necessary") and (
-        x1.shape[-2] > 25 or x2.shape[-2] > 25)
+    return compute_mode == "use_mm_for_euclid_dist" or compute_mode in (
+        None, "use_mm_for_euclid_dist_if_necessary") and (x1.shape[-2] > 25 or x2.shape[-2] > 25)
 
 
 @op("cdist", method=False, promote="common")
@@ -650,10 +647,13 @@ def cdist(xp, x1, x2, p=2.0, compute_mode=None):
         return xp.sqrt(xp.maximum(sq - 2 * xp.matmul(x1, xp.swapaxes(x2, -1, -2)), 0)).astype(dt)
     if x1.dtype.itemsize == 2:
         raise RuntimeError(f"\"cdist\" not implemented for '{type_name(x1.dtype)}'")
-    if p == 2 and xp is np:     # (in place; sum's wrapper costs a third of a small call)
-        d = np.subtract(x1[..., :, None, :], x2[..., None, :, :])
-        d = np.add.reduce(np.multiply(d, d, out=d), -1)
-        return np.sqrt(d, out=d)
+    if p == 2 and xp is np and x1.ndim == x2.ndim >= 2 and x1.shape[:-2] == x2.shape[:-2] and \
+            (fn := _C.kernel("cdist2", x1.dtype)):      # (factor.h: float32, float64)
+        a, b = _C.contiguous(x1), _C.contiguous(x2)
+        out = np.empty(a.shape[:-1] + b.shape[-2:-1], a.dtype)
+        fn(_C.ptr(a), _C.ptr(b), _C.ptr(out), math.prod(a.shape[:-1]), a.shape[-2], b.shape[-2],
+           a.shape[-1], _C.num_threads())
+        return out
     if p == 2:
         d = x1[..., :, None, :] - x2[..., None, :, :]
         return xp.sqrt(xp.sum(d * d, axis=-1))

@@ -118,7 +118,7 @@ def _declare(lib):
             # (one function each, no dtype suffix: parloop.h's, select.h's tri_rows)
             "parloop": [p, p, i64, i64, i, i] + [p, i64, i64] * 4, "xor_wide": [p, i64, i, p, i],
             "parloop_reduce": [p, p, i64, i, p, i64, p, i64], "tri_rows": [p, p] + [i64] * 4 + [i, i64, i],
-            "isin": [p, i64, p, i64, i, p, i]}      # (count.h)
+            "isin": [p, i64, p, i64, i, p, i], "cdist2": [p, p, p] + [i64] * 4 + [i]}
     for name in ("f16_widen", "f16_narrow", "bf16_widen", "bf16_narrow"):   # (half.h)
         getattr(lib, name).argtypes, getattr(lib, name).restype = [p, p, i64], ctypes.c_int
     for name in (f"nonzero_u{w}{c}" for w in (8, 16, 32, 64) for c in ("_count", "")):

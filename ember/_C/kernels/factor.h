@@ -180,3 +180,19 @@ EXPORT void S(dot)(const T *x, const T *y, int64_t n, T *out, int nt) {
     for (int64_t i = 0; i < n; i++) acc += (double)x[i] * y[i];
     *out = (T)acc;
 }
+
+/* cdist's Euclidean distances: out[s, i, j] = |a[s, i] - b[s, j]| for contiguous (batch, p, m)
+ * a and (batch, r, m) b (rows = batch * p), the squares summed in double; rows over threads.
+ * NumPy's broadcast subtract and reduce of the (p, r, m) differences were most of a small call. */
+EXPORT void S(cdist2)(const T *a, const T *b, T *out, int64_t rows, int64_t p, int64_t r,
+                      int64_t m, int nt) {
+    nt = threads_for(rows * r * m, nt);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < r; j++) {
+            const T *x = a + i * m, *y = b + (i / p * r + j) * m;
+            double acc = 0;
+            for (int64_t k = 0; k < m; k++) acc += ((double)x[k] - y[k]) * ((double)x[k] - y[k]);
+            out[i * r + j] = (T)sqrt(acc);
+        }
+}
