@@ -1990,3 +1990,45 @@ def test_pointwise_on_column_slices_over_threads_is_the_reference(threads):
         ref = ref.reshape(419, 263)
         assert np.array_equal(x.grad.numpy(), ref, equal_nan=True)
         assert np.array_equal(np.signbit(x.grad.numpy()), np.signbit(ref))
+@pytest.mark.parametrize("invert", [False, True])
+def test_isin_kernel_is_the_reference(threads, dtype, invert):
+    """isin against a test set of up to 64 values by count.h's compare loop (from 32768
+    compares over threads) against the NumPy path: nan (never in), inf, -0.0 beside 0.0,
+    non-contiguous elements and tests, a 2-D test set, one test value, none, a 0-dim input."""
+    rng = np.random.default_rng(0)
+    t = rng.standard_normal(80).astype(dtype)
+    t[:4] = np.nan, np.inf, -0.0, 3.0
+    x = rng.standard_normal((64, 64)).astype(dtype)
+    x.flat[::3] = t[rng.integers(0, 80, x.size)][::3]
+    x.flat[1:6] = np.nan, np.inf, -np.inf, 0.0, -0.0
+    cases = [(x, t[:64]), (x.T, t[:64]), (x[:, ::2], t[:64:2]), (x[:3, :5], t[:5]),
+             (x[:7, 0], t[:1]), (x[:7, 0], t[:0]), (x[1, 1], t[:8]),
+             (x[:5, :5], t[:12].reshape(3, 4))]
+    for e, s in cases:
+        got = ember.isin(ember.tensor(e), ember.tensor(s), invert=invert)
+        with kernels.disabled():
+            ref = ember.isin(ember.tensor(e), ember.tensor(s), invert=invert)
+        assert got.dtype == ember.bool and got.shape == ref.shape
+        assert np.array_equal(got.numpy(), ref.numpy())
+        assert np.array_equal(got.numpy(), np.isin(e, s, invert=invert))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cdist_kernel_is_the_reference(threads, dtype):
+    """cdist's Euclidean distances by factor.h's cdist2 (squares summed in double, rows over
+    threads from 32k multiply-adds) against the NumPy path: a batch, non-contiguous operands,
+    nan, inf (inf - inf is nan), -0.0, a row of length 1 and 0, and no rows."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 70, 33)).astype(dtype)
+    y = rng.standard_normal((3, 41, 33)).astype(dtype)
+    x[0, 0, :3], x[1, 2, 5], y[0, 1, 0], y[2, 3, 7] = (np.nan, -0.0, 0.0), np.inf, np.inf, -0.0
+    xt = x.transpose(0, 2, 1)
+    cases = [(x, y), (x[0], y[0]), (x[:, ::2], y[:, ::3]), (x[0, :5, :1], y[0, :7, :1]),
+             (x[0, :, 5:5], y[0, :, 5:5]), (x[0, :0], y[0]), (xt[:, :9], xt[:, 4:8])]
+    for a, b in cases:
+        got = ember.cdist(ember.tensor(a), ember.tensor(b))
+        with kernels.disabled():
+            ref = ember.cdist(ember.tensor(a), ember.tensor(b))
+        assert got.shape == ref.shape
+        np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=2e-6 if dtype == "float32"
+                                   else 1e-14, atol=1e-5 if dtype == "float32" else 1e-12)

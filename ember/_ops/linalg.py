@@ -81,29 +81,47 @@ def _small_mm(xp, a, b, input=None, beta=0, alpha=1):
     or 3-D with b's batch) and b (2-D, 3-D or a vector) of at most _SMALL multiply-adds,
     input None or of the product's shape or trailing dims'. numpy.matmul's call and
     _scale_add's passes cost more than torch's whole call (~1 us each). None elsewhere: the
-    caller's path, which raises the errors."""
-    nd, vec = a.ndim, b.ndim == 1
-    if xp is not np or b.dtype is not a.dtype or nd != (2 if vec else b.ndim) or nd > 3 or \
-            type(alpha) not in (int, float) or type(beta) not in (int, float):
+    caller's path, which raises the errors. (The shape tests' answer is kept per call
+    signature: they were most of a small call's time.)"""
+    if xp is not np or _C._off or type(alpha) not in (int, float) or \
+            type(beta) not in (int, float):
         return None
-    (*c, m, k), sb = a.shape, b.shape
-    n = 1 if vec else sb[-1]
+    beta = 0 if input is None else beta
+    key = (a.dtype.char, a.shape, a.strides, b.dtype.char, b.shape, b.strides) + (
+        (input.dtype.char, input.shape, input.strides) if beta else ())
+    if (plan := _MM_PLANS.get(key, False)) is False:
+        if len(_MM_PLANS) >= 256:
+            _MM_PLANS.clear()
+        plan = _MM_PLANS[key] = _mm_plan(a, b, input if beta else None)
+    if plan is None:
+        return None
+    fn, shape = plan
+    out = np.empty(shape, a.dtype)
+    fn(_C.ptr(a), _C.ptr(b), _C.ptr(out), _C.ptr(input) if beta else 0, float(alpha), float(beta))
+    return out
+
+
+_MM_PLANS = {}      # _small_mm's call signature -> _mm_plan's answer
+
+
+def _mm_plan(a, b, input):
+    """``(kernel with its size and stride arguments bound, out shape)`` of _small_mm's call,
+    or None where it does not apply (``input``: None where beta is 0)."""
+    nd, vec = a.ndim, b.ndim == 1
+    if b.dtype is not a.dtype or nd != (2 if vec else b.ndim) or nd > 3:
+        return None
+    (*c, m, k), sb, n = a.shape, b.shape, 1 if vec else b.shape[-1]
     if k != sb[vec - 2] or (c and c[0] != sb[0]) or (c[0] if c else 1) * m * n * k > _SMALL or \
             not (fn := _C.kernel("small_mm", a.dtype)):
         return None
-    shape = (m,) if vec else a.shape[:-1] + (n,)
-    si, beta = (0, 0, 0), 0 if input is None else beta
-    if beta:        # (an input broadcast on a size-1 dim takes _scale_add)
+    shape, si = (m,) if vec else a.shape[:-1] + (n,), (0, 0, 0)
+    if input is not None:        # (an input broadcast on a size-1 dim takes _scale_add)
         if input.dtype is not a.dtype or input.shape != shape[len(shape) - input.ndim:]:
             return None
         si = (0, input.strides[0], 0) if vec and input.ndim else \
             ((0, 0, 0) + input.strides)[-3:]
     sa, sb = ((0,) + a.strides)[-3:], (0, b.strides[0], 0) if vec else ((0,) + b.strides)[-3:]
-    out = np.empty(shape, a.dtype)
-    fn(_C.ptr(a), sa[1], sa[2], sa[0], _C.ptr(b), sb[1], sb[2], sb[0], _C.ptr(out),
-       c[0] if c else 1, m, n, k,
-       _C.ptr(input) if beta else 0, si[1], si[2], si[0], float(alpha), float(beta))
-    return out
+    return functools.partial(fn, *sa, *sb, c[0] if c else 1, m, n, k, *si), shape
 
 
 @matmul.vjp(save=("input", "other"), needed_by="cross")
@@ -349,16 +367,16 @@ addbmm.errors = [ErrorSample(Sample(const(2, 2), const(2, 2, 3), const(3, 3, 2))
 @op("addmv", tags=("autocast_lower_cuda",), promote="common", inplace=True)
 def addmv(xp, input, mat, vec, *, beta=1, alpha=1):
     """``beta * input + alpha * (mat @ vec)``."""
-    if mat.ndim != 2 or vec.ndim != 1 or mat.shape[1] != vec.shape[0] or \
-            input.shape not in ((), (1,), mat.shape[:1]):
+    # (dtypes promoted: matmul.fwd's checks would cost a third of the call; a product of
+    # _small_mm's that read input had the shapes below)
+    out = _small_mm(xp, mat, vec, input, beta, alpha)
+    if (out is None or not beta) and (mat.ndim != 2 or vec.ndim != 1 or mat.shape[1] != vec.shape[0]
+                                      or input.shape not in ((), (1,), mat.shape[:1])):
         raise RuntimeError(f"size mismatch, got input ({', '.join(map(str, input.shape))}), "
                            f"mat ({'x'.join(map(str, mat.shape))}), vec "
                            f"({'x'.join(map(str, vec.shape))})")
-    # (shapes checked and dtypes promoted: matmul.fwd's checks would cost a third of the call)
-    if (out := _small_mm(xp, mat, vec, input, beta, alpha)) is not None:
-        return out
-    p = _matvec(xp, mat, vec) if mat.dtype.kind in "fc" else matmul.fwd(xp, mat, vec)
-    return _scale_add(p, input, beta, alpha)
+    return out if out is not None else _scale_add(_matvec(xp, mat, vec) if mat.dtype.kind in "fc"
+                                                  else matmul.fwd(xp, mat, vec), input, beta, alpha)
 
 
 @addmv.vjp(save=("mat", "vec"), needed_by="cross")
@@ -606,8 +624,7 @@ kron.grad_name = "UnsafeViewBackward0"
 # ---- cdist, cross -----------------------------------------------------------------------------
 
 def _check_cdist(x1, x2, p):
-    if x1.dtype.kind not in "fcV" or x2.dtype.kind not in "fcV":
-        bad = x1 if x1.dtype.kind not in "fcV" else x2
+    if (bad := x1 if x1.dtype.kind not in "fcV" else x2).dtype.kind not in "fcV":
         raise RuntimeError("cdist only supports floating-point dtypes, X1 got: "
                            f"{type_name(bad.dtype)}")
     if x1.shape[-1] != x2.shape[-1]:
@@ -619,10 +636,8 @@ def _check_cdist(x1, x2, p):
 
 def _cdist_mm(x1, x2, compute_mode):
     """Whether torch computes these Euclidean distances by a matrix product."""
-    if compute_mode == "use_mm_for_euclid_dist":
-        return True
-    return compute_mode in (None, "use_mm_for_euclid_dist_if_necessary") and (
-        x1.shape[-2] > 25 or x2.shape[-2] > 25)
+    return compute_mode == "use_mm_for_euclid_dist" or compute_mode in (
+        None, "use_mm_for_euclid_dist_if_necessary") and (x1.shape[-2] > 25 or x2.shape[-2] > 25)
 
 
 @op("cdist", method=False, promote="common")
@@ -638,10 +653,13 @@ def cdist(xp, x1, x2, p=2.0, compute_mode=None):
         return xp.sqrt(xp.maximum(sq - 2 * xp.matmul(x1, xp.swapaxes(x2, -1, -2)), 0)).astype(dt)
     if x1.dtype.itemsize == 2:
         raise RuntimeError(f"\"cdist\" not implemented for '{type_name(x1.dtype)}'")
-    if p == 2 and xp is np:     # (in place; sum's wrapper costs a third of a small call)
-        d = np.subtract(x1[..., :, None, :], x2[..., None, :, :])
-        d = np.add.reduce(np.multiply(d, d, out=d), -1)
-        return np.sqrt(d, out=d)
+    if p == 2 and xp is np and x1.ndim == x2.ndim >= 2 and x1.shape[:-2] == x2.shape[:-2] and \
+            (fn := _C.kernel("cdist2", x1.dtype)):      # (factor.h: float32, float64)
+        a, b = _C.contiguous(x1), _C.contiguous(x2)
+        out = np.empty(a.shape[:-1] + b.shape[-2:-1], a.dtype)
+        fn(_C.ptr(a), _C.ptr(b), _C.ptr(out), math.prod(a.shape[:-1]), a.shape[-2], b.shape[-2],
+           a.shape[-1], _C.num_threads())
+        return out
     if p == 2:
         d = x1[..., :, None, :] - x2[..., None, :, :]
         return xp.sqrt(xp.sum(d * d, axis=-1))

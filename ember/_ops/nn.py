@@ -12,7 +12,7 @@ from .indexing import check_range, take_rows
 from .._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
 from ..autograd.graph import needs_input_grad
-from .linalg import matmul, matmul_node
+from .linalg import _small_mm, matmul, matmul_node
 from .meta import empty
 from .tangents import LINEAR, multilinear, named
 from .registry import op
@@ -29,6 +29,8 @@ def linear(xp, input, weight, bias=None):
         a = input.reshape(-1, input.shape[-1]).shape if input.ndim else (1, 1)
         raise RuntimeError(f"linear: mat1 and mat2 shapes cannot be multiplied ({a[0]}x{a[1]} "
                            f"and {weight.shape[-1]}x{weight.shape[0]})")
+    if type(bias) is np.ndarray and (out := _small_mm(xp, input, weight.T, bias, 1, 1)) is not None:
+        return out      # (a few thousand multiply-adds and the bias in one call: linalg.py's)
     if bias is not None and xp is np and input.ndim >= 2 and weight.ndim == 2 and \
             input.dtype is _F32 and weight.dtype is _F32:
         # the bias added by ember's GEMM as it writes each tile of the output, not by a

@@ -158,11 +158,15 @@ def take(xp, input, index):
         >>> ember.tensor([[1, 2], [3, 4]]).take(ember.tensor([[0, -1]]))
         tensor([[1, 4]])
     """
-    flat = input.reshape(-1)
-    if (out := take_rows(flat, index, wrap=True)) is not None:
+    if index.dtype == _LONG and index.size < 16384:    # (NumPy's take wins until threads do)
+        try:
+            return input.take(index)
+        except IndexError:      # (torch's error below)
+            pass
+    elif (out := take_rows(input.reshape(-1), index, wrap=True)) is not None:
         return out
     _check_flat_index("take", input, index)
-    return flat[index]
+    return input.reshape(-1)[index]
 
 
 @take.vjp(save=("index",))

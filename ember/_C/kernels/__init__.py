@@ -93,7 +93,7 @@ def _declare(lib):
             "gather": [p, p, p, i64, i64, i64, i64, i], "take_rows": [p, p, p, i64, i64, i64, i64, i, i],
             "pool": [p, p, p, i64, p, p, i, i], "batch_norm": [p] * 6 + [i64] * 3 + [d, i, i],
             "factor": [i, p, p, p, p, p, i64, i64, i64, i64],                 # (factor.h)
-            "small_mm": [p, i64, i64, i64] * 2 + [p] + [i64] * 4 + [p] + [i64] * 3 + [d, d],
+            "small_mm": [i64] * 13 + [p] * 4 + [d, d],
             "dot": [p, p, i64, p, i],
             "mask_select": [p, p, p, i64, p, i], "mask_scatter": [p, p, p, p, i64, p, i],
             "flip_rows": [p, p, i64, i64, i], "nextafter": [p, p, p, i64, i],   # (select.h)
@@ -118,7 +118,8 @@ def _declare(lib):
             "kron_rows": [p, p, p, i64, i64, i64, i64, i],                      # (rowops.h)
             # (one function each, no dtype suffix: parloop.h's, select.h's tri_rows)
             "parloop": [p, p, i64, i64, i, i] + [p, i64, i64] * 4, "xor_wide": [p, i64, i, p, i],
-            "parloop_reduce": [p, p, i64, i, p, i64, p, i64], "tri_rows": [p, p] + [i64] * 4 + [i, i64, i]}
+            "parloop_reduce": [p, p, i64, i, p, i64, p, i64], "tri_rows": [p, p] + [i64] * 4 + [i, i64, i],
+            "isin": [p, i64, p, i64, i, p, i], "cdist2": [p, p, p] + [i64] * 4 + [i]}
     for name in ("f16_widen", "f16_narrow", "bf16_widen", "bf16_narrow"):   # (half.h)
         getattr(lib, name).argtypes, getattr(lib, name).restype = [p, p, i64], ctypes.c_int
     for name in (f"nonzero_u{w}{c}" for w in (8, 16, 32, 64) for c in ("_count", "")):
@@ -214,11 +215,11 @@ _POINTWISE = {name: code for code, name in enumerate(
     "bce_target_bwd pow clamp_bwd erf erfc".split())}
 
 
-def pointwise(name, x, *params, other=None, min_size=1, out=None, third=None):
+def pointwise(name, x, p0=0.0, p1=0.0, p2=0.0, *, other=None, min_size=1, out=None, third=None):
     """Op ``name`` of pointwise.h (one fused float32 pass) over a C-contiguous NumPy float32
     array ``x`` (and ``other``, of its shape and dtype, for the two-input ops: logaddexp and the
     ``*_bwd`` ones, whose ``other`` is the gradient; ``third`` too for addcmul and addcdiv),
-    with up to three float ``params``; None
+    with up to three float parameters ``p0``, ``p1``, ``p2``; None
     where it does not apply (the caller then runs its NumPy code). Below ``min_size`` elements
     NumPy's one or two passes beat the call (the caller says so); several never do (1).
     ``out`` (a C-contiguous array of ``x``'s shape and dtype, ``x`` itself included) takes the
@@ -230,21 +231,19 @@ def pointwise(name, x, *params, other=None, min_size=1, out=None, third=None):
     if fn is None:
         return None
     shape, dt = x.shape, x.dtype
-    for a in (other, third, out):
-        if a is not None and (type(a) is not np.ndarray or a.dtype != dt or a.shape != shape):
+    if other is not None or third is not None or out is not None:      # (none: a unary op's call)
+        for a in (other, third, out):
+            if a is not None and (type(a) is not np.ndarray or a.dtype != dt or a.shape != shape):
+                return None
+        if out is not None and not out.flags.c_contiguous:
             return None
-    if out is not None and not out.flags.c_contiguous:
-        return None
-    # (a strided or broadcast other, as sum's gradient, is copied: still one pass less)
-    other, third = other if other is None else contiguous(other), \
-        third if third is None else contiguous(third)
+        # (a strided or broadcast other, as sum's gradient, is copied: still one pass less)
+        other, third = other if other is None else contiguous(other), \
+            third if third is None else contiguous(third)
     out = np.empty(shape, dt) if out is None else out
-    fn(_POINTWISE[name], ptr(x), ptr(other), ptr(third), ptr(out), x.size, *params,
-       *_ZEROS[len(params):], num_threads())
+    fn(_POINTWISE[name], ptr(x), ptr(other), ptr(third), ptr(out), x.size, p0, p1, p2,
+       _config and _config._state["threads"] or num_threads())    # (no star-args: a quick call)
     return out
-
-
-_ZEROS = (0.0, 0.0, 0.0)
 
 
 # special.h's op codes (modified_bessel_i0/i1 are i0/i1)
@@ -270,24 +269,24 @@ def special(name, x, n=None):
     fn = None if _off or code is None or type(x) is not np.ndarray or (n is None) == (
         code < 12 or name in _SPECIAL_BINARY) else _fast.get(("special", x.dtype.char)) or \
         kernel("special", x.dtype)          # (kernel()'s cache read inline, as pointwise's)
+    nt = _config and _config._state["threads"] or num_threads()     # (read inline: quicker)
     if n is None and fn is not None:    # (one operand: the common call, none of the below)
         x, out = contiguous(x), np.empty(x.shape, x.dtype)
-        fn(code, ptr(x), 1, None, 0, ptr(out), x.size, num_threads())
+        fn(code, ptr(x), 1, None, 0, ptr(out), x.size, nt)
         return out
-    if fn is None or n is not None and not (type(n) is np.ndarray and n.dtype == x.dtype):
+    if fn is None or not (type(n) is np.ndarray and n.dtype is x.dtype):
         if fn is None or type(n) not in (int, float) or \
                 float(np.asarray(n, x.dtype)) != n:        # (a degree the dtype cannot hold)
             return None
         n = np.asarray(n, x.dtype)
-    if n is None or n.shape == x.shape or n.ndim == 0:    # (the common cases, no NumPy helper)
-        shape, keep = x.shape, [contiguous(x), n if n is None else contiguous(n)]
+    if n.shape == x.shape or n.ndim == 0:    # (the common cases, no NumPy helper)
+        shape, keep = x.shape, (contiguous(x), contiguous(n))
     else:   # (a single element is read with stride 0; the copies stay referenced in ``keep``)
         shape = np.broadcast_shapes(x.shape, n.shape)
         keep = [contiguous(a if a.size == 1 or a.shape == shape else np.broadcast_to(a, shape))
                 for a in (x, n)]
-    out = np.empty(shape, x.dtype)
-    fn(code, ptr(keep[0]), int(x.size != 1), ptr(keep[1]), int(n is not None and n.size != 1),
-       ptr(out), out.size, num_threads())
+    out = np.empty(shape, x.dtype)      # (a bool is an int to the kernel's call)
+    fn(code, ptr(keep[0]), x.size != 1, ptr(keep[1]), n.size != 1, ptr(out), out.size, nt)
     return out
 
 

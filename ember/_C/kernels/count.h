@@ -241,3 +241,18 @@ EXPORT void S(search_rows)(const T *x, int64_t size, int64_t m, const T *e, int6
     nt = threads_for(size * 8, nt);
     ROW_RANGES(nt, size, S(search_part)(x, r0, r1, m, e, erows, ne, right, out))
 }
+
+/* isin of a small test set (k values): out[i] = whether x[i] == one of t, xor invert (nan
+ * matches nothing, -0.0 matches 0.0, as NumPy's ==), one pass per test value over blocks of
+ * 256 elements that stay in L1: the compare vectorizes, where NumPy's broadcast == and its
+ * or-reduce were two calls and a (k, n) temporary. */
+EXPORT void S(isin)(const T *x, int64_t n, const T *t, int64_t k, int invert, uint8_t *out,
+                    int nt) {
+    THREADED_FOR(threads_for(n * k, nt), n, 256, {
+        int64_t e = i + 256 < n ? i + 256 : n;
+        memset(out + i, 0, e - i);
+        for (int64_t j = 0; j < k; j++)
+            for (int64_t c = i; c < e; c++) out[c] |= x[c] == t[j];
+        for (int64_t c = i; c < e; c++) out[c] ^= invert;
+    })
+}

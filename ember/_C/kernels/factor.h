@@ -148,13 +148,14 @@ EXPORT void S(factor)(int op, T *a, T *t, int32_t *piv, int32_t *info, T *q, int
 }
 
 /* c (batch, m, n), C-contiguous = alpha a @ b + beta in, elements at the given byte strides
- * (a row, column, batch; b likewise; in's 0 where it broadcasts), sums in double: the matmul
+ * (a batch, row, column; b likewise; in's 0 where it broadcasts), sums in double: the matmul
  * family's products of a few thousand multiply-adds (_ops/linalg.py, _small_mm), where
  * numpy.matmul's BLAS call and the scale-and-add's passes cost more than torch's whole call.
- * in is not read where beta is 0 (its NaNs do not propagate, as torch's). */
-EXPORT void S(small_mm)(const T *a, int64_t am, int64_t ak, int64_t ab, const T *b, int64_t bk,
-                        int64_t bn, int64_t bb, T *c, int64_t batch, int64_t m, int64_t n,
-                        int64_t k, const T *in, int64_t im, int64_t in_, int64_t ib, double alpha,
+ * in is not read where beta is 0 (its NaNs do not propagate, as torch's). The sizes and
+ * strides lead: the caller binds them once per call signature, then passes the pointers. */
+EXPORT void S(small_mm)(int64_t ab, int64_t am, int64_t ak, int64_t bb, int64_t bk, int64_t bn,
+                        int64_t batch, int64_t m, int64_t n, int64_t k, int64_t ib, int64_t im,
+                        int64_t in_, const T *a, const T *b, T *c, const T *in, double alpha,
                         double beta) {
     int64_t z = sizeof(T);      /* (NumPy's byte strides: an aligned array's divide) */
     am /= z, ak /= z, ab /= z, bk /= z, bn /= z, bb /= z, im /= z, in_ /= z, ib /= z;
@@ -178,4 +179,20 @@ EXPORT void S(dot)(const T *x, const T *y, int64_t n, T *out, int nt) {
 #pragma omp parallel for simd reduction(+ : acc) num_threads(nt) schedule(static) if (nt > 1)
     for (int64_t i = 0; i < n; i++) acc += (double)x[i] * y[i];
     *out = (T)acc;
+}
+
+/* cdist's Euclidean distances: out[s, i, j] = |a[s, i] - b[s, j]| for contiguous (batch, p, m)
+ * a and (batch, r, m) b (rows = batch * p), the squares summed in double; rows over threads.
+ * NumPy's broadcast subtract and reduce of the (p, r, m) differences were most of a small call. */
+EXPORT void S(cdist2)(const T *a, const T *b, T *out, int64_t rows, int64_t p, int64_t r,
+                      int64_t m, int nt) {
+    nt = threads_for(rows * r * m, nt);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < r; j++) {
+            const T *x = a + i * m, *y = b + (i / p * r + j) * m;
+            double acc = 0;
+            for (int64_t k = 0; k < m; k++) acc += ((double)x[k] - y[k]) * ((double)x[k] - y[k]);
+            out[i * r + j] = (T)sqrt(acc);
+        }
 }
