@@ -1990,6 +1990,9 @@ def test_pointwise_on_column_slices_over_threads_is_the_reference(threads):
         ref = ref.reshape(419, 263)
         assert np.array_equal(x.grad.numpy(), ref, equal_nan=True)
         assert np.array_equal(np.signbit(x.grad.numpy()), np.signbit(ref))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("invert", [False, True])
 def test_isin_kernel_is_the_reference(threads, dtype, invert):
     """isin against a test set of up to 64 values by count.h's compare loop (from 32768
