@@ -1943,3 +1943,35 @@ def test_max_pool_grad_kernel_is_the_reference(case, dtype):
             _same_as_reference(lambda: P._max_grad(ember.tensor(g), ember.tensor(idx), shape,
                                                    len(k)).numpy())
         assert P._pool_c(shape, idx.shape[idx.ndim - len(k):], None, grad=g, index=idx) is not None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1,), (7,), (3, 4, 5), (33, 31), (5, 257, 3)], ids=str)
+def test_small_extrema_are_the_reference(shape, dtype):
+    """max(), min(), aminmax() of small arrays by reduce_rows / stats_rows into 0-dim arrays,
+    and max/min along a dim (NumPy's reduce and arg-reduce): the NumPy path's values and
+    indices, with -0 beside 0, infinities, ties, a nan first, inside or last; non-contiguous
+    inputs (the kernels decline)."""
+    base = np.round(_input(shape, dtype, False))
+    for case in range(4):
+        x = base.copy()
+        flat = x.reshape(-1)
+        if case and flat.size > 2:
+            flat[:2], flat[-2] = (-0.0, 0.0), np.inf
+        if case > 1:
+            flat[(0, flat.size // 2, -1)[case - 1]] = np.nan
+        for a in (x, x.T, x[..., ::2]):
+            t = ember.tensor(a) if a.flags.c_contiguous else ember.from_numpy(a)
+            calls = [lambda: [t.max()], lambda: [t.min()], lambda: ember.aminmax(t)] + [
+                lambda d=d, k=k, f=f: getattr(t, f)(d, keepdim=k)
+                for d in range(-a.ndim, a.ndim) for k in (False, True) for f in ("max", "min")]
+            for call in calls:
+                got = [r.numpy() for r in call()]
+                with kernels.disabled():
+                    want = [r.numpy() for r in call()]
+                for g, w in zip(got, want):
+                    assert g.shape == w.shape and g.dtype == w.dtype and \
+                        np.array_equal(g, w, equal_nan=True)
+    from ember._ops.reduction import _extremum
+    assert _extremum("max", base) is not None and \
+        (_extremum("minmax", np.stack([base] * 2, -1)[..., 0]) is None or base.size == 1)

@@ -316,27 +316,47 @@ def _even_split(g, input, result, dim, keepdim):
 _SMALL = 1 << 16
 
 
-def _minmax(name, f, argf, binary):
-    extremum = getattr(np, name + "imum")
+def _extremum(name, a):
+    """The max, min or ``(min, max)`` (``name``: max, min, minmax) of all of a C-contiguous
+    float array as 0-dim arrays, by rowops' reduce_rows or stats_rows on one thread, for small
+    arrays: NumPy's reduce costs ~1 us of set-up and returns a scalar the dispatch must wrap
+    again. None where it does not apply."""
+    if not a.flags.c_contiguous or (fn := _C.kernel(
+            "stats_rows" if name == "minmax" else "reduce_rows", a.dtype)) is None:
+        return None
+    out = np.empty((), a.dtype)
+    if name != "minmax":
+        fn(_C._REDUCE[name], _C.ptr(a), None, 0.0, _C.ptr(out), 1, a.size, 1)
+        return out
+    fn(_C.ptr(a), _C.ptr(out), _C.ptr(hi := np.empty((), a.dtype)), 1, a.size, 0.0, 2, 1)
+    return out, hi
+
+
+def _minmax(name, binary):
+    extremum, arg = getattr(np, name + "imum"), getattr(np.ndarray, "arg" + name)
 
     @op(name, tags=("reduction",), nondiff_outputs=(1,), returns=("values", "indices"))
     def fwd(xp, input, dim=None, keepdim=False):
-        if dim is None and xp is np and input.size and input.dtype.kind != "c":
-            # (x.max(): ndarray.max's steps, no Python; a large one over the threads)
-            r = par_reduce(extremum, input) if input.size >= PAR_MIN else None
-            return extremum.reduce(input, None) if r is None else r
+        if xp is np and input.size and input.dtype.kind != "c":
+            if dim is None:     # (x.max(): a large one over the threads)
+                r = par_reduce(extremum, input) if input.size >= PAR_MIN else \
+                    _extremum(name, input)
+                return extremum.reduce(input, None) if r is None else r
+            if type(dim) is int and -input.ndim <= dim < input.ndim and input.size <= _SMALL:
+                # (values by a second reduction, not take_along_axis, whose Python costs more
+                # than the pass; both keep the first NaN, as argmax finds it)
+                return extremum.reduce(input, dim, keepdims=keepdim), arg(
+                    input, dim, keepdims=keepdim).astype(np.int64, copy=False)
         if hasattr(dim, "shape"):            # torch.max(a, b) is torch.maximum(a, b)
             return binary.fwd(xp, input, dim)
         _nonempty(name, input, dim)
         if dim is None:
-            return f(input)
+            return getattr(input, name)()
         if isinstance(dim, (tuple, list)):
             raise TypeError(f"{name}(): argument 'dim' must be int, not {type(dim).__name__}")
         dim = reduce_dims(dim, input.ndim)[0] if input.ndim else 0
         a = input.reshape(input.shape or (1,))
-        idx = argf(a, axis=dim, keepdims=True)
-        # (a small input: the values by a second reduction, not take_along_axis, whose Python
-        # costs more than the pass; both keep the first NaN, as argmax finds it)
+        idx = getattr(a, "arg" + name)(dim, keepdims=True)
         vals = getattr(a, name)(axis=dim, keepdims=True) if a.size <= _SMALL else \
             xp.take_along_axis(a, idx, axis=dim)
         if not keepdim or not input.ndim:
@@ -393,10 +413,8 @@ def _binary_extremum(name):
     return getattr(pointwise_binary, name)
 
 
-max_ = _minmax("max", lambda a: a.max(), lambda a, axis, keepdims: a.argmax(axis, keepdims=True),
-               _binary_extremum("maximum"))
-min_ = _minmax("min", lambda a: a.min(), lambda a, axis, keepdims: a.argmin(axis, keepdims=True),
-               _binary_extremum("minimum"))
+max_ = _minmax("max", _binary_extremum("maximum"))
+min_ = _minmax("min", _binary_extremum("minimum"))
 
 
 def _amax(name, f, ufunc):
@@ -453,8 +471,9 @@ def aminmax(xp, input, *, dim=None, keepdim=False):
         >>> ember.aminmax(ember.tensor([[1., 5.], [5., 2.]])).max
         tensor(5.)
     """
-    if dim is None and xp is np and 0 < input.size < 1 << 17 and \
-            (r := _C.stats("minmax", input, range(input.ndim), keepdim)) is not None:
+    if dim is None and xp is np and 0 < input.size < 1 << 17 and (r := _extremum(
+            "minmax", input) if not keepdim else _C.stats("minmax", input, range(input.ndim),
+                                                          True)) is not None:
         return r    # (the common call: one pass of rowops; no kernel for complex, refused below)
     if input.size == 0:
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the "
