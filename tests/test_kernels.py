@@ -1975,3 +1975,24 @@ def test_small_extrema_are_the_reference(shape, dtype):
     from ember._ops.reduction import _extremum
     assert _extremum("max", base) is not None and \
         (_extremum("minmax", np.stack([base] * 2, -1)[..., 0]) is None or base.size == 1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_common_call_is_the_kernels(name, dtype):
+    """softmax / log_softmax of a contiguous array by the kernel straight from the forward
+    (_softmax_fast): the NumPy path's values along every dim, for dims of 1 whatever their
+    stride (a[:, None]), odd and 0-dim shapes, non-contiguous inputs, nan, infinities, -0."""
+    from ember._ops import nn as N
+    for shape in [(7,), (3, 4), (2, 1, 5), (5, 3, 33), (1,), ()]:
+        x = np.asarray(_input(shape, dtype, False))
+        if x.size > 4:
+            x.reshape(-1)[:4] = np.nan, np.inf, -np.inf, -0.0
+        for a in (x, x[:, None], x.T, x[..., ::2]) if x.ndim else (x,):
+            for d in range(-max(a.ndim, 1), max(a.ndim, 1)):
+                got = getattr(ember, name)(ember.from_numpy(a), d).numpy()
+                with kernels.disabled(), np.errstate(all="ignore"):
+                    want = getattr(ember, name)(ember.from_numpy(a), d).numpy()
+                assert got.shape == want.shape and got.dtype == want.dtype
+                np.testing.assert_allclose(got, want, **TOL[dtype], equal_nan=True)
+    assert N._softmax_fast(np, np.ones(3, dtype)[:, None], 1, None, 0) is not None

@@ -230,9 +230,27 @@ def _softmax_kernel(xp, a, b, dim, log):
     return Tensor._wrap(out) if wrap else out
 
 
+def _softmax_fast(xp, x, dim, dtype, log):
+    """The common forward, a contiguous float array along a valid ``dim``, by the kernel
+    without _softmax_kernel's Tensor, device and copy cases (~1 us of a small call); None
+    where it does not apply."""
+    nd = x.ndim
+    if dtype is not None or xp is not np or type(dim) is not int or not -nd <= dim < nd or \
+            not x.size or not x.flags.c_contiguous or (fn := _C.kernel("softmax", x.dtype)) is None:
+        return None
+    # (C-contiguous: a dim longer than 1 has the stride of the elements after it)
+    d = x.shape[dim]
+    inner = x.strides[dim] // x.itemsize if d > 1 else 1
+    fn(_C.ptr(x), None, _C.ptr(out := np.empty(x.shape, x.dtype)), x.size // (d * inner), d,
+       inner, log, 0, _C.num_threads())
+    return out
+
+
 @op("softmax", tags=("autocast_fp32_cuda",))
 def softmax(xp, input, dim, dtype=None):
     """``exp(x) / sum(exp(x))`` along ``dim``, computed stably."""
+    if (y := _softmax_fast(xp, input, dim, dtype, 0)) is not None:
+        return y
     x = input.astype(_softmax_dtype(input, dtype), copy=False)
     if x.ndim == 0:
         return xp.ones_like(x)
@@ -259,6 +277,8 @@ softmax.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1), Sample(make((3, 
 @op("log_softmax", tags=("autocast_fp32_cuda",))
 def log_softmax(xp, input, dim, dtype=None):
     """``log(softmax(x))`` along ``dim``, computed stably."""
+    if (y := _softmax_fast(xp, input, dim, dtype, 1)) is not None:
+        return y
     x = input.astype(_softmax_dtype(input, dtype), copy=False)
     if x.ndim == 0:
         return xp.zeros_like(x)

@@ -359,10 +359,8 @@ def _minmax(name, binary):
         idx = getattr(a, "arg" + name)(dim, keepdims=True)
         vals = getattr(a, name)(axis=dim, keepdims=True) if a.size <= _SMALL else \
             xp.take_along_axis(a, idx, axis=dim)
-        if not keepdim or not input.ndim:
-            vals, idx = vals.reshape(reduce_shape(input.shape, dim, keepdim)), \
-                idx.reshape(reduce_shape(input.shape, dim, keepdim))
-        return vals, idx.astype(np.int64)
+        s = reduce_shape(input.shape, dim, keepdim)
+        return vals.reshape(s), idx.reshape(s).astype(np.int64)
     fwd.__doc__ = f"""The {name}imum of all elements, ``(values, indices)`` along ``dim``, or with a
     tensor as second argument, :func:`{name}imum`.
 
