@@ -1972,9 +1972,9 @@ def test_small_extrema_are_the_reference(shape, dtype):
                 for g, w in zip(got, want):
                     assert g.shape == w.shape and g.dtype == w.dtype and \
                         np.array_equal(g, w, equal_nan=True)
-    from ember._ops.reduction import _extremum
-    assert _extremum("max", base) is not None and \
-        (_extremum("minmax", np.stack([base] * 2, -1)[..., 0]) is None or base.size == 1)
+    from ember._ops.reduction import _whole
+    assert _whole("max", base) is not None and \
+        (_whole("minmax", np.stack([base] * 2, -1)[..., 0]) is None or base.size == 1)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -1996,3 +1996,26 @@ def test_softmax_common_call_is_the_kernels(name, dtype):
                 assert got.shape == want.shape and got.dtype == want.dtype
                 np.testing.assert_allclose(got, want, **TOL[dtype], equal_nan=True)
     assert N._softmax_fast(np, np.ones(3, dtype)[:, None], 1, None, 0) is not None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1,), (7,), (3, 4), (33,), (5, 257, 3), (4000,)], ids=str)
+def test_small_prod_of_everything_is_the_reference(shape, dtype):
+    """prod() of a contiguous array below the row kernel's size by prod_rows into a 0-dim
+    array: NumPy's value (bit for bit below 32 elements, one product at a time), with -0,
+    infinities, a zero, a nan; strided inputs keep NumPy's."""
+    base = np.asarray(1 + _input(shape, dtype, False, scale=0.01))
+    for case in range(4):
+        x = base.copy()
+        flat = x.reshape(-1)
+        if case:
+            flat[[[0, -1], [flat.size // 2], [-1]][case - 1]] = [[-0.0, np.inf], [0.0],
+                                                                [np.nan]][case - 1]
+        for a in (x, x[::2]):
+            got = ember.from_numpy(a).prod().numpy()
+            with kernels.disabled():
+                want = ember.from_numpy(a).prod().numpy()
+            assert got.shape == want.shape == () and got.dtype == want.dtype
+            if a.size < 32:
+                assert np.array_equal(got, want, equal_nan=True)
+            np.testing.assert_allclose(got, want, **TOL[dtype], equal_nan=True)

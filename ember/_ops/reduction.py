@@ -80,7 +80,9 @@ def _sum_like(name, f, doc, complex_ok=True, tags=()):
     min_size = 1 if f == "nansum" else _C._MIN_ROWS_KERNEL
 
     def fwd(xp, input, dim=None, keepdim=False, *, dtype=None):
-        if (r := _c_reduce(f, xp, input, dim, keepdim, dtype, min_size)) is not None:
+        # (_C.reduce refuses below min_size: no call, nor reduce_dims, for a small one)
+        if input.size >= min_size and \
+                (r := _c_reduce(f, xp, input, dim, keepdim, dtype, min_size)) is not None:
             return r
         if dim is None and dtype is None and f == "sum" and xp is np and \
                 input.dtype.kind == "f" and input.dtype.itemsize > 2:
@@ -236,6 +238,9 @@ def prod(xp, input, dim=None, keepdim=False, *, dtype=None):
     if dtype is None and input.size >= _C._MIN_ROWS_KERNEL and \
             (r := _C.prod(input, dim, keepdim)) is not None:
         return r
+    if dim is None and dtype is None and xp is np and not keepdim and input.size and \
+            (r := _whole("prod", input)) is not None:
+        return r        # (the common call: no _accumulate, no NumPy scalar to wrap)
     # (np.prod is Python around multiply.reduce: call that directly, as np.prod does)
     return _accumulate(np.multiply.reduce if xp is np else xp.prod, input, dim, keepdim, dtype)
 
@@ -316,20 +321,26 @@ def _even_split(g, input, result, dim, keepdim):
 _SMALL = 1 << 16
 
 
-def _extremum(name, a):
-    """The max, min or ``(min, max)`` (``name``: max, min, minmax) of all of a C-contiguous
-    float array as 0-dim arrays, by rowops' reduce_rows or stats_rows on one thread, for small
-    arrays: NumPy's reduce costs ~1 us of set-up and returns a scalar the dispatch must wrap
-    again. None where it does not apply."""
+def _whole(name, a):
+    """The max, min, prod or ``(min, max)`` (``name``: max, min, prod, minmax) of all of a
+    C-contiguous float array as 0-dim arrays, by rowops' reduce_rows, prod_rows or stats_rows
+    on one thread, for small arrays: NumPy's reduce costs ~1 us of set-up and returns a scalar
+    the dispatch must wrap again. None where it does not apply."""
     if not a.flags.c_contiguous or (fn := _C.kernel(
-            "stats_rows" if name == "minmax" else "reduce_rows", a.dtype)) is None:
+            _WHOLE.get(name, "reduce_rows"), a.dtype)) is None:
         return None
     out = np.empty((), a.dtype)
-    if name != "minmax":
+    if name == "minmax":
+        fn(_C.ptr(a), _C.ptr(out), _C.ptr(hi := np.empty((), a.dtype)), 1, a.size, 0.0, 2, 1)
+        return out, hi
+    if name == "prod":      # (below 32 elements one product at a time, as NumPy's)
+        fn(_C.ptr(a), _C.ptr(out), 1, a.size, 1)
+    else:
         fn(_C._REDUCE[name], _C.ptr(a), None, 0.0, _C.ptr(out), 1, a.size, 1)
-        return out
-    fn(_C.ptr(a), _C.ptr(out), _C.ptr(hi := np.empty((), a.dtype)), 1, a.size, 0.0, 2, 1)
-    return out, hi
+    return out
+
+
+_WHOLE = {"minmax": "stats_rows", "prod": "prod_rows"}
 
 
 def _minmax(name, binary):
@@ -340,7 +351,7 @@ def _minmax(name, binary):
         if xp is np and input.size and input.dtype.kind != "c":
             if dim is None:     # (x.max(): a large one over the threads)
                 r = par_reduce(extremum, input) if input.size >= PAR_MIN else \
-                    _extremum(name, input)
+                    _whole(name, input)
                 return extremum.reduce(input, None) if r is None else r
             if type(dim) is int and -input.ndim <= dim < input.ndim and input.size <= _SMALL:
                 # (values by a second reduction, not take_along_axis, whose Python costs more
@@ -415,7 +426,7 @@ max_ = _minmax("max", _binary_extremum("maximum"))
 min_ = _minmax("min", _binary_extremum("minimum"))
 
 
-def _amax(name, f, ufunc):
+def _amax(name, ufunc):
     @op(name, tags=("reduction",))
     def fwd(xp, input, dim=(), keepdim=False):
         if dim != () or xp is not np or not input.size or input.dtype.kind == "c":
@@ -423,8 +434,8 @@ def _amax(name, f, ufunc):
             axis = reduce_dims(dim, input.ndim)
             if len(axis) < input.ndim or xp is not np:
                 # (axis None: NumPy's reduce over a tuple of every axis costs ~30% more)
-                return f(xp, input, axis=axis if len(axis) < input.ndim else None,
-                         keepdims=keepdim)
+                return (ufunc.reduce if xp is np else getattr(xp, name))(
+                    input, axis=axis if len(axis) < input.ndim else None, keepdims=keepdim)
         # (all of it, the common call: no Python helper; over the threads where large)
         r = par_reduce(ufunc, input) if input.size >= PAR_MIN else None
         r = ufunc.reduce(input, None) if r is None else r
@@ -448,15 +459,8 @@ def _amax(name, f, ufunc):
     return fwd
 
 
-def _max(xp, a, **kw):       # (NumPy's max is maximum.reduce behind ~3 us of Python)
-    return (np.maximum.reduce if xp is np else xp.max)(a, **kw)
-
-
-def _min(xp, a, **kw):
-    return (np.minimum.reduce if xp is np else xp.min)(a, **kw)
-
-
-amax, amin = _amax("amax", _max, np.maximum), _amax("amin", _min, np.minimum)
+# (NumPy's max is maximum.reduce behind ~3 us of Python)
+amax, amin = _amax("amax", np.maximum), _amax("amin", np.minimum)
 amax.errors = amin.errors = dim_errors() + [ErrorSample(Sample(const(0, 3), 0), IndexError,
                                                          "Expected reduction dim 0 to have")]
 
@@ -469,7 +473,7 @@ def aminmax(xp, input, *, dim=None, keepdim=False):
         >>> ember.aminmax(ember.tensor([[1., 5.], [5., 2.]])).max
         tensor(5.)
     """
-    if dim is None and xp is np and 0 < input.size < 1 << 17 and (r := _extremum(
+    if dim is None and xp is np and 0 < input.size < 1 << 17 and (r := _whole(
             "minmax", input) if not keepdim else _C.stats("minmax", input, range(input.ndim),
                                                           True)) is not None:
         return r    # (the common call: one pass of rowops; no kernel for complex, refused below)
@@ -482,11 +486,10 @@ def aminmax(xp, input, *, dim=None, keepdim=False):
     rows = math.gcd(input.size, 64) if input.size >= 1 << 17 and dim is None and not keepdim \
         and input.flags.c_contiguous else 1
     if xp is np and rows > 1 and (r := _C.stats("minmax", input.reshape(rows, -1), (1,), False)):
-        return _min(np, r[0], axis=0), _max(np, r[1], axis=0)       # (rows over threads)
+        return np.minimum.reduce(r[0]), np.maximum.reduce(r[1])       # (rows over threads)
     if xp is np and (r := _C.stats("minmax", input, axis, keepdim)) is not None:
         return r        # (one pass, where NumPy makes two)
-    return _min(xp, input, axis=axis, keepdims=keepdim), _max(xp, input, axis=axis,
-                                                             keepdims=keepdim)
+    return amin.fwd(xp, input, axis, keepdim), amax.fwd(xp, input, axis, keepdim)
 
 
 @aminmax.vjp(save=("input", "result"))
