@@ -1981,7 +1981,7 @@ def test_small_extrema_are_the_reference(shape, dtype):
 @pytest.mark.parametrize("name", ["softmax", "log_softmax"])
 def test_softmax_common_call_is_the_kernels(name, dtype):
     """softmax / log_softmax of a contiguous array by the kernel straight from the forward
-    (_softmax_fast): the NumPy path's values along every dim, for dims of 1 whatever their
+    (_softmax_fwd): the NumPy path's values along every dim, for dims of 1 whatever their
     stride (a[:, None]), odd and 0-dim shapes, non-contiguous inputs, nan, infinities, -0."""
     from ember._ops import nn as N
     for shape in [(7,), (3, 4), (2, 1, 5), (5, 3, 33), (1,), ()]:
@@ -1995,7 +1995,7 @@ def test_softmax_common_call_is_the_kernels(name, dtype):
                     want = getattr(ember, name)(ember.from_numpy(a), d).numpy()
                 assert got.shape == want.shape and got.dtype == want.dtype
                 np.testing.assert_allclose(got, want, **TOL[dtype], equal_nan=True)
-    assert N._softmax_fast(np, np.ones(3, dtype)[:, None], 1, None, 0) is not None
+    assert N._softmax_fwd(np, np.ones(3, dtype)[:, None], 1, None, 0) is not None
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -2019,3 +2019,28 @@ def test_small_prod_of_everything_is_the_reference(shape, dtype):
             if a.size < 32:
                 assert np.array_equal(got, want, equal_nan=True)
             np.testing.assert_allclose(got, want, **TOL[dtype], equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_trace_kernel_is_the_reference(dtype):
+    """trace by diag_sum: NumPy's add.reduce of the diagonal bit for bit (serial below 8,
+    8 accumulators to 128, halves above) of square, wide, tall, transposed, reversed and
+    strided matrices, with -0 (which sums to 0), infinities and nan."""
+    from ember._ops import joining as J
+    assert kernels.kernel("diag_sum", np.dtype(dtype)) is not None and \
+        ember.tensor([[1.0, 2.0], [3.0, -0.0]]).trace().item() == 1.0
+    for n, m in [(0, 3), (1, 1), (3, 3), (7, 9), (8, 8), (23, 17), (129, 130), (300, 301)]:
+        x = _input((n, m), dtype, False) * 10.0 ** np.arange(-3, 3)[np.arange(m) % 6]
+        for case in range(3):
+            y = x.copy()
+            if case and n:
+                y[0, 0] = y[-1, -1] = -0.0
+                if case == 2:
+                    y[n // 2, n // 2] = (np.inf, np.nan)[n % 2]
+            for a in (y, y.T, y[::-1], y[::2, ::3], y[:, ::-1]):    # (the forward: views
+                got = np.asarray(J.trace.fwd(np, a))                 # with negative strides)
+                with kernels.disabled():
+                    want = np.asarray(J.trace.fwd(np, a))
+                assert got.shape == want.shape == () and got.dtype == want.dtype and \
+                    np.array_equal(got, want, equal_nan=True) and \
+                    np.signbit(got) == np.signbit(want)

@@ -230,14 +230,16 @@ def _softmax_kernel(xp, a, b, dim, log):
     return Tensor._wrap(out) if wrap else out
 
 
-def _softmax_fast(xp, x, dim, dtype, log):
-    """The common forward, a contiguous float array along a valid ``dim``, by the kernel
-    without _softmax_kernel's Tensor, device and copy cases (~1 us of a small call); None
-    where it does not apply."""
+def _softmax_fwd(xp, x, dim, dtype, log):
+    """softmax (log=0) or log_softmax (1) by a kernel, or None (the caller's NumPy code runs):
+    the common call, a contiguous float array along a valid ``dim``, straight (without
+    _softmax_kernel's Tensor, device and copy cases, ~1 us of a small call); else cast to
+    ``dtype``, then _softmax_kernel."""
     nd = x.ndim
     if dtype is not None or xp is not np or type(dim) is not int or not -nd <= dim < nd or \
             not x.size or not x.flags.c_contiguous or (fn := _C.kernel("softmax", x.dtype)) is None:
-        return None
+        x = x.astype(_softmax_dtype(x, dtype), copy=False)
+        return _softmax_kernel(xp, x, None, dim, log) if x.ndim else xp.full_like(x, 1 - log)
     # (C-contiguous: a dim longer than 1 has the stride of the elements after it)
     d = x.shape[dim]
     inner = x.strides[dim] // x.itemsize if d > 1 else 1
@@ -249,14 +251,9 @@ def _softmax_fast(xp, x, dim, dtype, log):
 @op("softmax", tags=("autocast_fp32_cuda",))
 def softmax(xp, input, dim, dtype=None):
     """``exp(x) / sum(exp(x))`` along ``dim``, computed stably."""
-    if (y := _softmax_fast(xp, input, dim, dtype, 0)) is not None:
+    if (y := _softmax_fwd(xp, input, dim, dtype, 0)) is not None:
         return y
     x = input.astype(_softmax_dtype(input, dtype), copy=False)
-    if x.ndim == 0:
-        return xp.ones_like(x)
-    y = _softmax_kernel(xp, x, None, dim, 0)
-    if y is not None:
-        return y
     e = xp.exp(x - x.max(axis=dim, keepdims=True))
     return e / e.sum(axis=dim, keepdims=True)
 
@@ -277,14 +274,9 @@ softmax.samples = lambda dev, dt: [Sample(make((3, 4), dt), 1), Sample(make((3, 
 @op("log_softmax", tags=("autocast_fp32_cuda",))
 def log_softmax(xp, input, dim, dtype=None):
     """``log(softmax(x))`` along ``dim``, computed stably."""
-    if (y := _softmax_fast(xp, input, dim, dtype, 1)) is not None:
+    if (y := _softmax_fwd(xp, input, dim, dtype, 1)) is not None:
         return y
     x = input.astype(_softmax_dtype(input, dtype), copy=False)
-    if x.ndim == 0:
-        return xp.zeros_like(x)
-    y = _softmax_kernel(xp, x, None, dim, 1)
-    if y is not None:
-        return y
     s = x - x.max(axis=dim, keepdims=True)
     return s - xp.log(xp.exp(s).sum(axis=dim, keepdims=True))
 
