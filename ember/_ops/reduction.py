@@ -313,6 +313,9 @@ def _nonempty(name, input, dim):
 
 def _even_split(g, input, result, dim, keepdim):
     # NOTE: torch splits the gradient evenly between tied extrema.
+    if not keepdim and (dim is None or dim == ()):     # (0-dim g and result broadcast)
+        mask = (input == result).to(g.dtype)
+        return g * mask / mask.sum()
     r = _keep(result, input, dim, keepdim)
     mask = (input == r).to(g.dtype)
     return _keep(g, input, dim, keepdim) * mask / mask.sum(reduce_dims(dim, input.dim()), True)
