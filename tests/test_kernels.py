@@ -2044,3 +2044,26 @@ def test_trace_kernel_is_the_reference(dtype):
                 assert got.shape == want.shape == () and got.dtype == want.dtype and \
                     np.array_equal(got, want, equal_nan=True) and \
                     np.signbit(got) == np.signbit(want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(5,), (3, 4), (33, 31), (5, 257, 3)], ids=str)
+def test_small_moments_of_everything_are_the_reference(shape, dtype):
+    """var, std, var_mean, std_mean over every element by stats_rows as one row (_whole):
+    the NumPy path's values with several corrections, a nan, an infinity; one element's
+    zero degrees of freedom still warns and gives nan."""
+    x = _input(shape, dtype, False)
+    for case in range(3):
+        y = x.copy()
+        y.reshape(-1)[-1] = (y.reshape(-1)[-1], np.nan, np.inf)[case]
+        t = ember.from_numpy(y)
+        for call in (lambda: [t.var()], lambda: [t.std(correction=0)],
+                     lambda: ember.var_mean(t, correction=2), lambda: ember.std_mean(t, False)):
+            got = [r.numpy() for r in call()]
+            with kernels.disabled(), np.errstate(all="ignore"):
+                want = [r.numpy() for r in call()]
+            for g, w in zip(got, want):
+                assert g.shape == w.shape == () and g.dtype == w.dtype
+                np.testing.assert_allclose(g, w, **TOL[dtype], equal_nan=True)
+    with pytest.warns(UserWarning, match="degrees of freedom"):
+        assert np.isnan(ember.from_numpy(x.reshape(-1)[:1].copy()).var().item())

@@ -324,26 +324,26 @@ def _even_split(g, input, result, dim, keepdim):
 _SMALL = 1 << 16
 
 
-def _whole(name, a):
-    """The max, min, prod or ``(min, max)`` (``name``: max, min, prod, minmax) of all of a
-    C-contiguous float array as 0-dim arrays, by rowops' reduce_rows, prod_rows or stats_rows
-    on one thread, for small arrays: NumPy's reduce costs ~1 us of set-up and returns a scalar
-    the dispatch must wrap again. None where it does not apply."""
+def _whole(name, a, c=0.0):
+    """The max, min, prod, ``(min, max)``, ``(var, mean)`` or ``(std, mean)`` with correction
+    ``c`` (``name``: max, min, prod, minmax, var, std) of all of a C-contiguous float array as
+    0-dim arrays, by rowops' reduce_rows, prod_rows or stats_rows (one row) on one thread:
+    NumPy's reduce costs ~1 us of set-up and returns a scalar the dispatch must wrap again,
+    and _C.stats' general shapes ~1 us more. None where it does not apply."""
     if not a.flags.c_contiguous or (fn := _C.kernel(
-            _WHOLE.get(name, "reduce_rows"), a.dtype)) is None:
+            _WHOLE.get(name, "stats_rows"), a.dtype)) is None:
         return None
     out = np.empty((), a.dtype)
-    if name == "minmax":
-        fn(_C.ptr(a), _C.ptr(out), _C.ptr(hi := np.empty((), a.dtype)), 1, a.size, 0.0, 2, 1)
+    if name in ("var", "std", "minmax"):
+        fn(_C.ptr(a), _C.ptr(out), _C.ptr(hi := np.empty((), a.dtype)), 1, a.size, c,
+           ("var", "std", "minmax").index(name), 1)
         return out, hi
-    if name == "prod":      # (below 32 elements one product at a time, as NumPy's)
-        fn(_C.ptr(a), _C.ptr(out), 1, a.size, 1)
-    else:
-        fn(_C._REDUCE[name], _C.ptr(a), None, 0.0, _C.ptr(out), 1, a.size, 1)
+    fn(_C.ptr(a), _C.ptr(out), 1, a.size, 1) if name == "prod" else fn(   # (prod: below 32
+        _C._REDUCE[name], _C.ptr(a), None, 0.0, _C.ptr(out), 1, a.size, 1)  # one at a time)
     return out
 
 
-_WHOLE = {"minmax": "stats_rows", "prod": "prod_rows"}
+_WHOLE = {"max": "reduce_rows", "min": "reduce_rows", "prod": "prod_rows"}
 
 
 def _minmax(name, binary):
