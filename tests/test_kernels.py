@@ -1948,7 +1948,8 @@ def test_max_pool_grad_kernel_is_the_reference(case, dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(1,), (7,), (3, 4, 5), (33, 31), (5, 257, 3)], ids=str)
 def test_small_extrema_are_the_reference(shape, dtype):
-    """max(), min(), aminmax() of small arrays by reduce_rows / stats_rows into 0-dim arrays,
+    """max(), min(), aminmax(), median(), nanmedian() of small arrays by reduce_rows /
+    stats_rows / rank_rows as one row into 0-dim arrays,
     and max/min along a dim (NumPy's reduce and arg-reduce): the NumPy path's values and
     indices, with -0 beside 0, infinities, ties, a nan first, inside or last; non-contiguous
     inputs (the kernels decline)."""
@@ -1962,7 +1963,8 @@ def test_small_extrema_are_the_reference(shape, dtype):
             flat[(0, flat.size // 2, -1)[case - 1]] = np.nan
         for a in (x, x.T, x[..., ::2]):
             t = ember.tensor(a) if a.flags.c_contiguous else ember.from_numpy(a)
-            calls = [lambda: [t.max()], lambda: [t.min()], lambda: ember.aminmax(t)] + [
+            calls = [lambda: [t.max()], lambda: [t.min()], lambda: ember.aminmax(t),
+                     lambda: [t.median()], lambda: [t.nanmedian()]] + [
                 lambda d=d, k=k, f=f: getattr(t, f)(d, keepdim=k)
                 for d in range(-a.ndim, a.ndim) for k in (False, True) for f in ("max", "min")]
             for call in calls:

@@ -725,9 +725,9 @@ def trace(xp, input):
         # (the common call: diag_sum is add.reduce of the diagonal, bit for bit, without the
         # diagonal view, NumPy's reduce set-up or a scalar to wrap)
         (r, c), (sr, sc) = input.shape, input.strides
-        step, rem = divmod(sr + sc, input.itemsize)
-        if not rem:
-            fn(_C.ptr(input), r if r < c else c, step, _C.ptr(out := np.empty((), input.dtype)))
+        if not (sr + sc) % input.itemsize:
+            fn(_C.ptr(input), r if r < c else c, (sr + sc) // input.itemsize,
+               _C.ptr(out := np.empty((), input.dtype)))
             return out
     if input.ndim != 2:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim}")

@@ -241,8 +241,7 @@ def _softmax_fwd(xp, x, dim, dtype, log):
         x = x.astype(_softmax_dtype(x, dtype), copy=False)
         return _softmax_kernel(xp, x, None, dim, log) if x.ndim else xp.full_like(x, 1 - log)
     # (C-contiguous: a dim longer than 1 has the stride of the elements after it)
-    d = x.shape[dim]
-    inner = x.strides[dim] // x.itemsize if d > 1 else 1
+    inner = x.strides[dim] // x.itemsize if (d := x.shape[dim]) > 1 else 1
     fn(_C.ptr(x), None, _C.ptr(out := np.empty(x.shape, x.dtype)), x.size // (d * inner), d,
        inner, log, 0, _C.num_threads())
     return out

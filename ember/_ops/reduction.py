@@ -330,8 +330,8 @@ def _whole(name, a, c=0.0):
     0-dim arrays, by rowops' reduce_rows, prod_rows or stats_rows (one row) on one thread:
     NumPy's reduce costs ~1 us of set-up and returns a scalar the dispatch must wrap again,
     and _C.stats' general shapes ~1 us more. None where it does not apply."""
-    if not a.flags.c_contiguous or (fn := _C.kernel(
-            _WHOLE.get(name, "stats_rows"), a.dtype)) is None:
+    if not a.flags.c_contiguous or (fn := _C.kernel("prod_rows" if name == "prod" else
+            "reduce_rows" if name in ("max", "min") else "stats_rows", a.dtype)) is None:
         return None
     out = np.empty((), a.dtype)
     if name in ("var", "std", "minmax"):
@@ -341,9 +341,6 @@ def _whole(name, a, c=0.0):
     fn(_C.ptr(a), _C.ptr(out), 1, a.size, 1) if name == "prod" else fn(   # (prod: below 32
         _C._REDUCE[name], _C.ptr(a), None, 0.0, _C.ptr(out), 1, a.size, 1)  # one at a time)
     return out
-
-
-_WHOLE = {"max": "reduce_rows", "min": "reduce_rows", "prod": "prod_rows"}
 
 
 def _minmax(name, binary):
@@ -476,9 +473,8 @@ def aminmax(xp, input, *, dim=None, keepdim=False):
         >>> ember.aminmax(ember.tensor([[1., 5.], [5., 2.]])).max
         tensor(5.)
     """
-    if dim is None and xp is np and 0 < input.size < 1 << 17 and (r := _whole(
-            "minmax", input) if not keepdim else _C.stats("minmax", input, range(input.ndim),
-                                                          True)) is not None:
+    if dim is None and not keepdim and xp is np and 0 < input.size < 1 << 17 and \
+            (r := _whole("minmax", input)) is not None:
         return r    # (the common call: one pass of rowops; no kernel for complex, refused below)
     if input.size == 0:
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the "
