@@ -2035,3 +2035,129 @@ def test_cdist_kernel_is_the_reference(threads, dtype):
         assert got.shape == ref.shape
         np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=2e-6 if dtype == "float32"
                                    else 1e-14, atol=1e-5 if dtype == "float32" else 1e-12)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1,), (7,), (3, 4, 5), (33, 31), (5, 257, 3)], ids=str)
+def test_small_extrema_are_the_reference(shape, dtype):
+    """max(), min(), aminmax(), median(), nanmedian() of small arrays by reduce_rows /
+    stats_rows / rank_rows as one row into 0-dim arrays,
+    and max/min along a dim (NumPy's reduce and arg-reduce): the NumPy path's values and
+    indices, with -0 beside 0, infinities, ties, a nan first, inside or last; non-contiguous
+    inputs (the kernels decline)."""
+    base = np.round(_input(shape, dtype, False))
+    for case in range(4):
+        x = base.copy()
+        flat = x.reshape(-1)
+        if case and flat.size > 2:
+            flat[:2], flat[-2] = (-0.0, 0.0), np.inf
+        if case > 1:
+            flat[(0, flat.size // 2, -1)[case - 1]] = np.nan
+        for a in (x, x.T, x[..., ::2]):
+            t = ember.tensor(a) if a.flags.c_contiguous else ember.from_numpy(a)
+            calls = [lambda: [t.max()], lambda: [t.min()], lambda: ember.aminmax(t),
+                     lambda: [t.median()], lambda: [t.nanmedian()]] + [
+                lambda d=d, k=k, f=f: getattr(t, f)(d, keepdim=k)
+                for d in range(-a.ndim, a.ndim) for k in (False, True) for f in ("max", "min")]
+            for call in calls:
+                got = [r.numpy() for r in call()]
+                with kernels.disabled():
+                    want = [r.numpy() for r in call()]
+                for g, w in zip(got, want):
+                    assert g.shape == w.shape and g.dtype == w.dtype and \
+                        np.array_equal(g, w, equal_nan=True)
+    from ember._ops.reduction import _whole
+    assert _whole("max", base) is not None and \
+        (_whole("minmax", np.stack([base] * 2, -1)[..., 0]) is None or base.size == 1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_common_call_is_the_kernels(name, dtype):
+    """softmax / log_softmax of a contiguous array by the kernel straight from the forward
+    (_softmax_fwd): the NumPy path's values along every dim, for dims of 1 whatever their
+    stride (a[:, None]), odd and 0-dim shapes, non-contiguous inputs, nan, infinities, -0."""
+    from ember._ops import nn as N
+    for shape in [(7,), (3, 4), (2, 1, 5), (5, 3, 33), (1,), ()]:
+        x = np.asarray(_input(shape, dtype, False))
+        if x.size > 4:
+            x.reshape(-1)[:4] = np.nan, np.inf, -np.inf, -0.0
+        for a in (x, x[:, None], x.T, x[..., ::2]) if x.ndim else (x,):
+            for d in range(-max(a.ndim, 1), max(a.ndim, 1)):
+                got = getattr(ember, name)(ember.from_numpy(a), d).numpy()
+                with kernels.disabled(), np.errstate(all="ignore"):
+                    want = getattr(ember, name)(ember.from_numpy(a), d).numpy()
+                assert got.shape == want.shape and got.dtype == want.dtype
+                np.testing.assert_allclose(got, want, **TOL[dtype], equal_nan=True)
+    assert N._softmax_fwd(np, np.ones(3, dtype)[:, None], 1, None, 0) is not None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1,), (7,), (3, 4), (33,), (5, 257, 3), (4000,)], ids=str)
+def test_small_prod_of_everything_is_the_reference(shape, dtype):
+    """prod() of a contiguous array below the row kernel's size by prod_rows into a 0-dim
+    array: NumPy's value (bit for bit below 32 elements, one product at a time), with -0,
+    infinities, a zero, a nan; strided inputs keep NumPy's."""
+    base = np.asarray(1 + _input(shape, dtype, False, scale=0.01))
+    for case in range(4):
+        x = base.copy()
+        flat = x.reshape(-1)
+        if case:
+            flat[[[0, -1], [flat.size // 2], [-1]][case - 1]] = [[-0.0, np.inf], [0.0],
+                                                                [np.nan]][case - 1]
+        for a in (x, x[::2]):
+            got = ember.from_numpy(a).prod().numpy()
+            with kernels.disabled():
+                want = ember.from_numpy(a).prod().numpy()
+            assert got.shape == want.shape == () and got.dtype == want.dtype
+            if a.size < 32:
+                assert np.array_equal(got, want, equal_nan=True)
+            np.testing.assert_allclose(got, want, **TOL[dtype], equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_trace_kernel_is_the_reference(dtype):
+    """trace by diag_sum: NumPy's add.reduce of the diagonal bit for bit (serial below 8,
+    8 accumulators to 128, halves above) of square, wide, tall, transposed, reversed and
+    strided matrices, with -0 (which sums to 0), infinities and nan."""
+    from ember._ops import joining as J
+    assert kernels.kernel("diag_sum", np.dtype(dtype)) is not None and \
+        ember.tensor([[1.0, 2.0], [3.0, -0.0]]).trace().item() == 1.0
+    for n, m in [(0, 3), (1, 1), (3, 3), (7, 9), (8, 8), (23, 17), (129, 130), (300, 301)]:
+        x = _input((n, m), dtype, False) * 10.0 ** np.arange(-3, 3)[np.arange(m) % 6]
+        for case in range(3):
+            y = x.copy()
+            if case and n:
+                y[0, 0] = y[-1, -1] = -0.0
+                if case == 2:
+                    y[n // 2, n // 2] = (np.inf, np.nan)[n % 2]
+            for a in (y, y.T, y[::-1], y[::2, ::3], y[:, ::-1]):    # (the forward: views
+                got = np.asarray(J.trace.fwd(np, a))                 # with negative strides)
+                with kernels.disabled():
+                    want = np.asarray(J.trace.fwd(np, a))
+                assert got.shape == want.shape == () and got.dtype == want.dtype and \
+                    np.array_equal(got, want, equal_nan=True) and \
+                    np.signbit(got) == np.signbit(want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(5,), (3, 4), (33, 31), (5, 257, 3)], ids=str)
+def test_small_moments_of_everything_are_the_reference(shape, dtype):
+    """var, std, var_mean, std_mean over every element by stats_rows as one row (_whole):
+    the NumPy path's values with several corrections, a nan, an infinity; one element's
+    zero degrees of freedom still warns and gives nan."""
+    x = _input(shape, dtype, False)
+    for case in range(3):
+        y = x.copy()
+        y.reshape(-1)[-1] = (y.reshape(-1)[-1], np.nan, np.inf)[case]
+        t = ember.from_numpy(y)
+        for call in (lambda: [t.var()], lambda: [t.std(correction=0)],
+                     lambda: ember.var_mean(t, correction=2), lambda: ember.std_mean(t, False)):
+            got = [r.numpy() for r in call()]
+            with kernels.disabled(), np.errstate(all="ignore"):
+                want = [r.numpy() for r in call()]
+            for g, w in zip(got, want):
+                assert g.shape == w.shape == () and g.dtype == w.dtype
+                np.testing.assert_allclose(g, w, **TOL[dtype], equal_nan=True)
+    with pytest.warns(UserWarning, match="degrees of freedom"):
+        assert np.isnan(ember.from_numpy(x.reshape(-1)[:1].copy()).var().item())

@@ -24,7 +24,8 @@ def _function(opdef, name):
     if opdef.returns is not None:
         def f(*args, **kwargs):
             r = _dispatch(opdef, args, kwargs)
-            return opdef.return_type(*r) if type(r) is tuple else r
+            # (tuple.__new__: the named tuple's own __new__ is a Python frame around it)
+            return tuple.__new__(opdef.return_type, r) if type(r) is tuple else r
     else:
         def f(*args, **kwargs):
             return _dispatch(opdef, args, kwargs)

@@ -9,7 +9,7 @@ import ember
 
 from .._C import kernels as _C
 from .meta import empty, reduce_dims, reduce_shape
-from .reduction import _count, _keep, _user_level
+from .reduction import _count, _keep, _user_level, _whole
 from .tangents import REDUCTION
 from .registry import op
 from .samples import ErrorSample, Sample, const, dim_errors, make
@@ -58,15 +58,16 @@ def _moments(name, std, with_mean):
         ax = reduce_dims(dim, input.ndim)
         # NOTE: computed in float32 for half precision, as torch's accumulation type
         x = input.astype(np.float32) if input.dtype.itemsize == 2 else input
-        if _count(input.shape, dim) - c <= 0:
+        if (input.size if dim is None else _count(input.shape, dim)) - c <= 0:
             warnings.warn(f"{name.split('_')[0]}(): degrees of freedom is <= 0. Correction "
                           "should be strictly less than the reduction factor (input numel "
                           "divided by output numel).", UserWarning, stacklevel=_user_level())
             with np.errstate(all="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 v, m = _var_mean(xp, x, ax, c, keepdim)
-        elif xp is np and x is input and \
-                (r := _C.stats("std" if std else "var", x, ax, keepdim, c)) is not None:
+        elif xp is np and x is input and (r := _whole("std" if std else "var", x, float(c)) if (
+                dim is None and not keepdim) else _C.stats("std" if std else "var", x, ax,
+                                                           keepdim, c)) is not None:
             return r if with_mean else r[0]
         else:
             v, m = _var_mean(xp, x, ax, c, keepdim)

@@ -232,14 +232,29 @@ def _softmax_kernel(xp, a, b, dim, log):
     return Tensor._wrap(out) if wrap else out
 
 
+def _softmax_fwd(xp, x, dim, dtype, log):
+    """softmax (log=0) or log_softmax (1) by a kernel, or None (the caller's NumPy code runs):
+    the common call, a contiguous float array along a valid ``dim``, straight (without
+    _softmax_kernel's Tensor, device and copy cases, ~1 us of a small call); else cast to
+    ``dtype``, then _softmax_kernel."""
+    nd = x.ndim
+    if dtype is not None or xp is not np or type(dim) is not int or not -nd <= dim < nd or \
+            not x.size or not x.flags.c_contiguous or (fn := _C.kernel("softmax", x.dtype)) is None:
+        x = x.astype(_softmax_dtype(x, dtype), copy=False)
+        return _softmax_kernel(xp, x, None, dim, log) if x.ndim else xp.full_like(x, 1 - log)
+    # (C-contiguous: a dim longer than 1 has the stride of the elements after it)
+    inner = x.strides[dim] // x.itemsize if (d := x.shape[dim]) > 1 else 1
+    fn(_C.ptr(x), None, _C.ptr(out := np.empty(x.shape, x.dtype)), x.size // (d * inner), d,
+       inner, log, 0, _C.num_threads())
+    return out
+
+
 def _softmax_op(name, log, doc):
     """softmax (``log`` 0) or log_softmax (1): the op, its backward, its meta."""
     def fwd(xp, input, dim, dtype=None):
-        x = input.astype(_softmax_dtype(input, dtype), copy=False)
-        if x.ndim == 0:
-            return xp.zeros_like(x) if log else xp.ones_like(x)
-        if (y := _softmax_kernel(xp, x, None, dim, log)) is not None:
+        if (y := _softmax_fwd(xp, input, dim, dtype, log)) is not None:
             return y
+        x = input.astype(_softmax_dtype(input, dtype), copy=False)
         s = x - x.max(axis=dim, keepdims=True)
         if log:
             return s - xp.log(xp.exp(s).sum(axis=dim, keepdims=True))

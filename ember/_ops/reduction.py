@@ -80,7 +80,9 @@ def _sum_like(name, f, doc, complex_ok=True, tags=()):
     min_size = 1 if f == "nansum" else _C._MIN_ROWS_KERNEL
 
     def fwd(xp, input, dim=None, keepdim=False, *, dtype=None):
-        if (r := _c_reduce(f, xp, input, dim, keepdim, dtype, min_size)) is not None:
+        # (_C.reduce refuses below min_size: no call, nor reduce_dims, for a small one)
+        if input.size >= min_size and \
+                (r := _c_reduce(f, xp, input, dim, keepdim, dtype, min_size)) is not None:
             return r
         if dim is None and dtype is None and f == "sum" and xp is np and \
                 input.dtype.kind == "f" and input.dtype.itemsize > 2:
@@ -236,6 +238,9 @@ def prod(xp, input, dim=None, keepdim=False, *, dtype=None):
     if dtype is None and input.size >= _C._MIN_ROWS_KERNEL and \
             (r := _C.prod(input, dim, keepdim)) is not None:
         return r
+    if dim is None and dtype is None and xp is np and not keepdim and input.size and \
+            (r := _whole("prod", input)) is not None:
+        return r        # (the common call: no _accumulate, no NumPy scalar to wrap)
     # (np.prod is Python around multiply.reduce: call that directly, as np.prod does)
     return _accumulate(np.multiply.reduce if xp is np else xp.prod, input, dim, keepdim, dtype)
 
@@ -308,6 +313,9 @@ def _nonempty(name, input, dim):
 
 def _even_split(g, input, result, dim, keepdim):
     # NOTE: torch splits the gradient evenly between tied extrema.
+    if not keepdim and (dim is None or dim == ()):     # (0-dim g and result broadcast)
+        mask = (input == result).to(g.dtype)
+        return g * mask / mask.sum()
     r = _keep(result, input, dim, keepdim)
     mask = (input == r).to(g.dtype)
     return _keep(g, input, dim, keepdim) * mask / mask.sum(reduce_dims(dim, input.dim()), True)
@@ -316,33 +324,54 @@ def _even_split(g, input, result, dim, keepdim):
 _SMALL = 1 << 16
 
 
-def _minmax(name, f, argf, binary):
-    extremum = getattr(np, name + "imum")
+def _whole(name, a, c=0.0):
+    """The max, min, prod, ``(min, max)``, ``(var, mean)`` or ``(std, mean)`` with correction
+    ``c`` (``name``: max, min, prod, minmax, var, std) of all of a C-contiguous float array as
+    0-dim arrays, by rowops' reduce_rows, prod_rows or stats_rows (one row) on one thread:
+    NumPy's reduce costs ~1 us of set-up and returns a scalar the dispatch must wrap again,
+    and _C.stats' general shapes ~1 us more. None where it does not apply."""
+    if not a.flags.c_contiguous or (fn := _C.kernel("prod_rows" if name == "prod" else
+            "reduce_rows" if name in ("max", "min") else "stats_rows", a.dtype)) is None:
+        return None
+    out = np.empty((), a.dtype)
+    if name in ("var", "std", "minmax"):
+        fn(_C.ptr(a), _C.ptr(out), _C.ptr(hi := np.empty((), a.dtype)), 1, a.size, c,
+           ("var", "std", "minmax").index(name), 1)
+        return out, hi
+    fn(_C.ptr(a), _C.ptr(out), 1, a.size, 1) if name == "prod" else fn(   # (prod: below 32
+        _C._REDUCE[name], _C.ptr(a), None, 0.0, _C.ptr(out), 1, a.size, 1)  # one at a time)
+    return out
+
+
+def _minmax(name, binary):
+    extremum, arg = getattr(np, name + "imum"), getattr(np.ndarray, "arg" + name)
 
     @op(name, tags=("reduction",), nondiff_outputs=(1,), returns=("values", "indices"))
     def fwd(xp, input, dim=None, keepdim=False):
-        if dim is None and xp is np and input.size and input.dtype.kind != "c":
-            # (x.max(): ndarray.max's steps, no Python; a large one over the threads)
-            r = par_reduce(extremum, input) if input.size >= PAR_MIN else None
-            return extremum.reduce(input, None) if r is None else r
+        if xp is np and input.size and input.dtype.kind != "c":
+            if dim is None:     # (x.max(): a large one over the threads)
+                r = par_reduce(extremum, input) if input.size >= PAR_MIN else \
+                    _whole(name, input)
+                return extremum.reduce(input, None) if r is None else r
+            if type(dim) is int and -input.ndim <= dim < input.ndim and input.size <= _SMALL:
+                # (values by a second reduction, not take_along_axis, whose Python costs more
+                # than the pass; both keep the first NaN, as argmax finds it)
+                return extremum.reduce(input, dim, keepdims=keepdim), arg(
+                    input, dim, keepdims=keepdim).astype(np.int64, copy=False)
         if hasattr(dim, "shape"):            # torch.max(a, b) is torch.maximum(a, b)
             return binary.fwd(xp, input, dim)
         _nonempty(name, input, dim)
         if dim is None:
-            return f(input)
+            return getattr(input, name)()
         if isinstance(dim, (tuple, list)):
             raise TypeError(f"{name}(): argument 'dim' must be int, not {type(dim).__name__}")
         dim = reduce_dims(dim, input.ndim)[0] if input.ndim else 0
         a = input.reshape(input.shape or (1,))
-        idx = argf(a, axis=dim, keepdims=True)
-        # (a small input: the values by a second reduction, not take_along_axis, whose Python
-        # costs more than the pass; both keep the first NaN, as argmax finds it)
+        idx = getattr(a, "arg" + name)(dim, keepdims=True)
         vals = getattr(a, name)(axis=dim, keepdims=True) if a.size <= _SMALL else \
             xp.take_along_axis(a, idx, axis=dim)
-        if not keepdim or not input.ndim:
-            vals, idx = vals.reshape(reduce_shape(input.shape, dim, keepdim)), \
-                idx.reshape(reduce_shape(input.shape, dim, keepdim))
-        return vals, idx.astype(np.int64)
+        s = reduce_shape(input.shape, dim, keepdim)
+        return vals.reshape(s), idx.reshape(s).astype(np.int64)
     fwd.__doc__ = f"""The {name}imum of all elements, ``(values, indices)`` along ``dim``, or with a
     tensor as second argument, :func:`{name}imum`.
 
@@ -393,13 +422,11 @@ def _binary_extremum(name):
     return getattr(pointwise_binary, name)
 
 
-max_ = _minmax("max", lambda a: a.max(), lambda a, axis, keepdims: a.argmax(axis, keepdims=True),
-               _binary_extremum("maximum"))
-min_ = _minmax("min", lambda a: a.min(), lambda a, axis, keepdims: a.argmin(axis, keepdims=True),
-               _binary_extremum("minimum"))
+max_ = _minmax("max", _binary_extremum("maximum"))
+min_ = _minmax("min", _binary_extremum("minimum"))
 
 
-def _amax(name, f, ufunc):
+def _amax(name, ufunc):
     @op(name, tags=("reduction",))
     def fwd(xp, input, dim=(), keepdim=False):
         if dim != () or xp is not np or not input.size or input.dtype.kind == "c":
@@ -407,8 +434,8 @@ def _amax(name, f, ufunc):
             axis = reduce_dims(dim, input.ndim)
             if len(axis) < input.ndim or xp is not np:
                 # (axis None: NumPy's reduce over a tuple of every axis costs ~30% more)
-                return f(xp, input, axis=axis if len(axis) < input.ndim else None,
-                         keepdims=keepdim)
+                return (ufunc.reduce if xp is np else getattr(xp, name))(
+                    input, axis=axis if len(axis) < input.ndim else None, keepdims=keepdim)
         # (all of it, the common call: no Python helper; over the threads where large)
         r = par_reduce(ufunc, input) if input.size >= PAR_MIN else None
         r = ufunc.reduce(input, None) if r is None else r
@@ -432,15 +459,8 @@ def _amax(name, f, ufunc):
     return fwd
 
 
-def _max(xp, a, **kw):       # (NumPy's max is maximum.reduce behind ~3 us of Python)
-    return (np.maximum.reduce if xp is np else xp.max)(a, **kw)
-
-
-def _min(xp, a, **kw):
-    return (np.minimum.reduce if xp is np else xp.min)(a, **kw)
-
-
-amax, amin = _amax("amax", _max, np.maximum), _amax("amin", _min, np.minimum)
+# (NumPy's max is maximum.reduce behind ~3 us of Python)
+amax, amin = _amax("amax", np.maximum), _amax("amin", np.minimum)
 amax.errors = amin.errors = dim_errors() + [ErrorSample(Sample(const(0, 3), 0), IndexError,
                                                          "Expected reduction dim 0 to have")]
 
@@ -453,8 +473,8 @@ def aminmax(xp, input, *, dim=None, keepdim=False):
         >>> ember.aminmax(ember.tensor([[1., 5.], [5., 2.]])).max
         tensor(5.)
     """
-    if dim is None and xp is np and 0 < input.size < 1 << 17 and \
-            (r := _C.stats("minmax", input, range(input.ndim), keepdim)) is not None:
+    if dim is None and not keepdim and xp is np and 0 < input.size < 1 << 17 and \
+            (r := _whole("minmax", input)) is not None:
         return r    # (the common call: one pass of rowops; no kernel for complex, refused below)
     if input.size == 0:
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the "
@@ -465,11 +485,10 @@ def aminmax(xp, input, *, dim=None, keepdim=False):
     rows = math.gcd(input.size, 64) if input.size >= 1 << 17 and dim is None and not keepdim \
         and input.flags.c_contiguous else 1
     if xp is np and rows > 1 and (r := _C.stats("minmax", input.reshape(rows, -1), (1,), False)):
-        return _min(np, r[0], axis=0), _max(np, r[1], axis=0)       # (rows over threads)
+        return np.minimum.reduce(r[0]), np.maximum.reduce(r[1])       # (rows over threads)
     if xp is np and (r := _C.stats("minmax", input, axis, keepdim)) is not None:
         return r        # (one pass, where NumPy makes two)
-    return _min(xp, input, axis=axis, keepdims=keepdim), _max(xp, input, axis=axis,
-                                                             keepdims=keepdim)
+    return amin.fwd(xp, input, axis, keepdim), amax.fwd(xp, input, axis, keepdim)
 
 
 @aminmax.vjp(save=("input", "result"))

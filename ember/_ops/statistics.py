@@ -47,8 +47,11 @@ def _median(name, ignore_nan):
         if input.dtype.kind in "bc":        # (reject's check, without its layer)
             raise NotImplementedError(f"\"{name}_cpu\" not implemented for "
                                       f"'{type_name(input.dtype)}'")
-        if dim is None and xp is np and (r := _C.rank(input.reshape(-1), 0, name)):
-            return r[0]     # (the common call: by rank.h's quickselect, a 0-dim value)
+        if dim is None and xp is np and input.size and input.flags.c_contiguous and (
+                fn := _C.kernel("rank_rows", input.dtype)) and not fn(
+                _C.ptr(input), 1, input.size, _C._RANK[name], 0, _C.ptr(
+                    v := np.empty((), input.dtype)), _C.ptr(np.empty((), np.int64)), 1):
+            return v    # (the common call: rank.h's quickselect as one row into a 0-dim value)
         x, axis = _along(input, dim)
         n = x.shape[axis]
         if n == 0:

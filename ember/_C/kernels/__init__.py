@@ -101,6 +101,7 @@ def _declare(lib):
             "add_rows": [p, p, p, p, p, i64, i64, i64, i64],
             "add_bias": [p, p, i64, i64, i], "sum_rows": [p, p, i64, i64, i],    # (rowops.h)
             "outer": [p, p, p, i64, i64, i64, i], "prod_rows": [p, p, i64, i64, i],
+            "diag_sum": [p, i64, i64, p],
             "addr": [p, i64, p, p, p, i64, i64, d, d, i], "diff_rows": [p, p, i64, i64, i],
             "cross3": [p, p, p, i64, i64, i], "logcumsumexp": [p, p, i64, i64, i64, i],
             "interleave": [p, p, p, i64, i], "polar": [p, p, p, i64, i],

@@ -631,9 +631,35 @@ TC static void S(prod_row)(const T *x, T *out, int64_t n) {
 }
 
 EXPORT void S(prod_rows)(const T *a, T *out, int64_t rows, int64_t cols, int nt) {
-    nt = rows_threads(rows * cols, nt);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t r = 0; r < rows; r++) S(prod_row)(a + r * cols, out + r, cols);
+    nt = rows_threads(rows * cols, nt);     /* (one thread: no OpenMP region, ~0.5 us) */
+    ROW_RANGES(nt, rows, for (int64_t r = r0; r < r1; r++) S(prod_row)(a + r * cols, out + r, cols));
+}
+
+/* NumPy's pairwise sum (loops_utils.h.src) of n elements `s` apart, step for step: serial
+ * below 8 (from -0.0, so -0.0 alone stays), 8 accumulators up to 128, halves above */
+static T S(np_pairwise)(const T *a, int64_t n, int64_t s) {
+    T r[8], res = (T)-0.0;
+    int64_t i = 0;
+    if (n < 8) {
+        for (; i < n; i++) res += a[i * s];
+        return res;
+    }
+    if (n > 128) {
+        int64_t h = n / 2 - n / 2 % 8;
+        return S(np_pairwise)(a, h, s) + S(np_pairwise)(a + h * s, n - h, s);
+    }
+    for (int l = 0; l < 8; l++) r[l] = a[l * s];
+    for (i = 8; i < n - n % 8; i += 8)
+        for (int l = 0; l < 8; l++) r[l] += a[(i + l) * s];
+    res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; i++) res += a[i * s];
+    return res;
+}
+
+/* trace: n elements `step` apart (a matrix's diagonal) summed as NumPy's add.reduce of them
+ * (its identity 0, plus their pairwise sum: -0.0 sums to 0.0): bit for bit, in one call */
+EXPORT void S(diag_sum)(const T *a, int64_t n, int64_t step, T *out) {
+    *out = (T)0 + S(np_pairwise)(a, n, step);
 }
 
 /* A bias's gradient: out[j] = a[0, j] + a[1, j] + ... in row order, as NumPy's
