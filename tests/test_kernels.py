@@ -1990,3 +1990,18 @@ def test_pointwise_on_column_slices_over_threads_is_the_reference(threads):
         ref = ref.reshape(419, 263)
         assert np.array_equal(x.grad.numpy(), ref, equal_nan=True)
         assert np.array_equal(np.signbit(x.grad.numpy()), np.signbit(ref))
+
+
+def test_float_power_of_float32_over_threads_is_the_reference(threads):
+    """float_power of float32 operands (parloop.h's fpow_ff: libm's pow of the widened values,
+    no casts) against the NumPy reference's float64 pow, bit for bit: odd shapes, strided,
+    transposed and broadcast operands, a number base, nan/inf/-0.0; a single exponent (NumPy's
+    square root for 0.5) keeps the reference's path."""
+    from ember._ops import pointwise_numeric as N
+    rng = np.random.default_rng(38)
+    a, b = (rng.standard_normal((263, 517)).astype(np.float32) * 3 for _ in range(2))
+    a.flat[:9] = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1, -1, 2, 0.5]
+    b.flat[9:18] = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1, -1, 0.5, 2]
+    for x, y in [(a, b), (a[:, ::2], b[:, ::2]), (a.T, b.T), (a, b[0]), (a, b[:, :1] + b[:1]),
+                 (0.5, b), (3, b), (0.1, b), (a, np.float32([[0.5]])), (a, b.astype(np.float64))]:
+        _same_as_reference(lambda: N.float_power.fwd(np, x, y))

@@ -97,6 +97,15 @@ EXPORT void copy_loop(char **a, const int64_t *count, const int64_t *s, void *da
         for (int64_t i = 0; i < n; i++) memcpy(a[1] + i * s[1], a[0] + i * s[0], (size_t)w);
 }
 
+/* float_power of float32 operands: args (x, y, double out), libm's pow of the widened values
+ * (NumPy's float64 loop, so its values), the reference's two casts fused into its one pass */
+EXPORT void fpow_ff(char **a, const int64_t *count, const int64_t *s, void *data) {
+    (void)data;
+    for (int64_t i = 0; i < *count; i++)
+        *(double *)(a[2] + i * s[2]) = pow(*(const float *)(a[0] + i * s[0]),
+                                           *(const float *)(a[1] + i * s[1]));
+}
+
 /* isclose of T operands in double, one pass (its NumPy reference makes ~12): args (a, b, bool
  * out), data -> {atol, rtol, equal_nan}; no fma, as the reference's separate roundings */
 #define ISCLOSE_LOOP(NAME, T)                                                                  \
