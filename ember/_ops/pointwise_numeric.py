@@ -191,13 +191,11 @@ def float_power(xp, input, exponent):
     cplx = any(a.dtype.kind == "c" if hasattr(a, "dtype") else isinstance(a, complex) for a in
                (input, exponent))
     dt = np.complex128 if cplx else np.float64
-    # float32 operands (a base number it holds exactly): parloop.h's pow of the widened values
-    # in one pass over threads, not two casts on one thread and a pow. (Not one exponent: NumPy
-    # takes square roots for 0.5, as torch does: pow(-0., 0.5) is -0.; not a small exponent,
-    # for the small calls' sake)
+    # float32 operands: parloop.h's pow of the widened values in one pass over threads, not two
+    # casts on one thread and a pow. (Not one exponent: NumPy takes square roots for 0.5, as
+    # torch does: pow(-0., 0.5) is -0.; not a small exponent, for the small calls' sake)
     if type(exponent) is np.ndarray and exponent.size >= 4096 and xp is np and \
-            exponent.dtype == np.float32 and (input.dtype == np.float32 if type(input) is np.ndarray else
-            type(input) in (int, float) and float(np.float32(input)) == input) and (
+            exponent.dtype == np.float32 == getattr(input, "dtype", None) and (
             pl := _C.parloop()) and (r := par_run(pl[7], 0, (input, exponent), _F32_F64,
                                                   min_size=4096)) is not None:
         return r

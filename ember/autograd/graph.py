@@ -302,8 +302,7 @@ class OpNode(Node):
             self.args, self.versions, self.tensor_positions = saved, versions, positions
             # NOTE: as in torch, only a node that saved something refuses a second backward (a
             # Python scalar counts: torch saves it as a wrapped tensor)
-            has = sr = opdef.save_result and _saved_is_read(opdef, -1, args)
-            has = has or bool(versions)
+            has = (sr := opdef.save_result and _saved_is_read(opdef, -1, args)) or bool(versions)
             if not has and save:
                 n_args = len(args)
                 for i in save:
@@ -493,8 +492,7 @@ def simple_node(opdef, args, tensors, positions, out):
             else:
                 saved[i] = metas[k]
             k += 1
-        sr = opdef.save_result and _saved_is_read(opdef, -1, args)
-        has = sr or bool(versions)
+        has = (sr := opdef.save_result and _saved_is_read(opdef, -1, args)) or bool(versions)
         if not has:     # a saved Python scalar counts (see OpNode)
             for i in save:
                 if i < len(args) and (not needed_by or _saved_is_read(opdef, i, args)):
@@ -505,8 +503,7 @@ def simple_node(opdef, args, tensors, positions, out):
         saved = list(args)
         for (i, _), m in zip(positions, metas):
             saved[i] = m
-        sr = opdef.save_result
-        node.args, node.versions, node._has_saved = saved, (), sr
+        node.args, node.versions, node._has_saved = saved, (), (sr := opdef.save_result)
     node._outs = ((out._data.shape, out.dtype, out.device),)
     # (slots have no class default: each is set)
     node.results = [(out._alias(), out._version)] if sr else None
