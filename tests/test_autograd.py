@@ -1389,3 +1389,24 @@ def test_sign_gradient_is_zero_where_the_incoming_gradient_is_nan():
         x = ember.tensor([1.0, -2.0, 0.0], requires_grad=True)
         fn(x).backward(ember.tensor([float("nan"), 1.0, float("inf")]))
         assert x.grad.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_pow_saves_its_output_only_for_the_exponents_gradient():
+    """pow's backward reads its saved output (the exponent's gradient, x ** t * log(x)) only
+    when the exponent's gradient is computed: then an in-place change of it is an error, as in
+    torch; with a number exponent (or one needing no grad here) it is not saved at all."""
+    x, t = ember.rand(5, requires_grad=True), ember.rand(5, requires_grad=True)
+    y = x ** t
+    y.sum().backward()
+    with ember.no_grad():
+        assert torch.allclose(torch.tensor(t.grad.numpy()), torch.tensor(
+            (x ** t * ember.log(x)).numpy()))
+    y = x ** t
+    y.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+    for y in (x ** 2, x ** t.detach()):
+        x.grad = None
+        y.add_(1)
+        y.sum().backward()
+        assert x.grad is not None

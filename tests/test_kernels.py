@@ -2161,3 +2161,33 @@ def test_small_moments_of_everything_are_the_reference(shape, dtype):
                 np.testing.assert_allclose(g, w, **TOL[dtype], equal_nan=True)
     with pytest.warns(UserWarning, match="degrees of freedom"):
         assert np.isnan(ember.from_numpy(x.reshape(-1)[:1].copy()).var().item())
+
+
+def test_float_power_of_float32_over_threads_is_the_reference(threads):
+    """float_power of float32 operands (parloop.h's fpow_ff: libm's pow of the widened values,
+    no casts) against the NumPy reference's float64 pow, bit for bit: odd shapes, strided,
+    transposed and broadcast operands, a number base, nan/inf/-0.0; a single exponent (NumPy's
+    square root for 0.5) keeps the reference's path."""
+    from ember._ops import pointwise_numeric as N
+    rng = np.random.default_rng(38)
+    a, b = (rng.standard_normal((263, 517)).astype(np.float32) * 3 for _ in range(2))
+    a.flat[:9] = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1, -1, 2, 0.5]
+    b.flat[9:18] = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1, -1, 0.5, 2]
+    for x, y in [(a, b), (a[:, ::2], b[:, ::2]), (a.T, b.T), (a, b[0]), (a, b[:, :1] + b[:1]),
+                 (0.5, b), (3, b), (0.1, b), (a, np.float32([[0.5]])), (a, b.astype(np.float64))]:
+        _same_as_reference(lambda: N.float_power.fwd(np, x, y))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.int64])
+def test_repeat_by_one_dim_over_threads_is_the_reference(threads, dtype):
+    """repeat (and tile) by more than 1 along one dim: parloop.h's tile_loop writes each source
+    row segment to its copies in one pass over threads, bit for bit numpy.tile: odd shapes, a
+    transposed source, new leading dims, nan/-0.0."""
+    from ember._ops import indexing as I
+    rng = np.random.default_rng(39)
+    x = (rng.standard_normal((263, 517)) * 50).astype(dtype)
+    if x.dtype.kind in "fc":
+        x.flat[::5], x.flat[1::7] = np.nan, -0.0
+    for y in (x, x.T, x[:, 1:]):
+        for sizes in [(1, 2), (3, 1), (2, 1, 1), (1, 1, 5), (1, 1)]:
+            _same_as_reference(lambda: I.repeat.fwd(np, y, sizes))

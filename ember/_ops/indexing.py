@@ -11,7 +11,7 @@ import ember
 from .._C import kernels as _C
 from .._backends import add_at
 from .meta import empty, wrap_dim
-from .pointwise import PAR_MIN, par_where
+from .pointwise import PAR_MIN, par_run, par_where
 from .tangents import LINEAR, linear_with
 from .registry import op, overload_if_tensor
 from .samples import ErrorSample, Sample, const, make
@@ -460,6 +460,12 @@ masked_fill.samples = lambda dev, dt: [
 masked_fill.grad_name_of = overload_if_tensor("masked_fill", 2, "value")
 
 
+def _repeat_dims(sizes, shape):
+    """``shape`` with 1s for ``sizes``' new leading dims, and the dims ``sizes`` repeats."""
+    return (1,) * (len(sizes) - len(shape)) + tuple(shape), [
+        i for i, r in enumerate(sizes) if r > 1]
+
+
 @op("repeat", function=False)
 def repeat(xp, input, *sizes):
     """Tile ``input`` ``sizes[i]`` times along each dimension (leading new dims allowed)."""
@@ -469,6 +475,17 @@ def repeat(xp, input, *sizes):
     if len(sizes) < input.ndim:
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "
                            "of dimensions of tensor")
+    full, d = _repeat_dims(sizes, input.shape)
+    if xp is np and len(d) == 1 and input.size >= PAR_MIN // 2 and _C.num_threads() > 1 and (
+            pl := _C.parloop()):
+        # parloop.h's tile_loop: one pass over threads, each source row segment read once for
+        # all its copies (numpy.tile's repeat copies on one thread: tile's (838, 1257) by 2 at
+        # two threads, wall, 1.65 -> 1.09x torch)
+        pre, r = math.prod(full[:d[0]]), sizes[d[0]]
+        out, dt = np.empty((pre, r, input.size // pre), input.dtype), (input.dtype,) * 2
+        spec = np.array([r, out.strides[1], input.itemsize])
+        if par_run(pl[8], spec.ctypes.data, (input.reshape(pre, -1),), dt, out[:, 0]) is not None:
+            return out.reshape([r * n for r, n in zip(sizes, full)])
     return xp.tile(input, sizes) if input.ndim or sizes else input.copy()
 
 
@@ -476,12 +493,8 @@ def repeat(xp, input, *sizes):
 def _(g, input, *sizes):
     sizes = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
     shape = tuple(input.shape)
-    lead = len(sizes) - len(shape)
-    full = (1,) * lead + shape
-    split = []
-    for r, s in zip(sizes, full):
-        split += [r, s]
-    d = [i for i, r in enumerate(sizes) if r > 1]
+    full, d = _repeat_dims(sizes, shape)
+    split = [v for r, s in zip(sizes, full) for v in (r, s)]
     if len(d) == 1 and sizes[d[0]] <= 8 and type(g._data) is np.ndarray and \
             _C.num_threads() > 1 and _C.parloop():
         # the copies added in turn to 0 (-0.0 + -0.0 is 0, as torch's and NumPy's sums), as

@@ -516,7 +516,7 @@ def pow(xp, input, exponent):
     return pow.ufunc(input, exponent) if xp is np else xp.power(input, exponent)
 
 
-@pow.vjp(save=("input", "exponent"))
+@pow.vjp(save=("input", "exponent", "result"), needed_by={"result": "exponent"})
 def _(g, input, exponent, result=None):
     gi = ge = None
     if isinstance(input, ember.Tensor):
@@ -525,9 +525,8 @@ def _(g, input, exponent, result=None):
             gi = ember.zeros_like(g)
     if isinstance(exponent, ember.Tensor):
         # NOTE: torch defines d/dexp of 0**e as 0 for e >= 0 instead of 0 * log(0) = nan.
-        # (input ** exponent again, not the saved output: torch saves none for a number
-        # exponent, so that writing into x ** 2 in place is no error)
-        # (float_power passes its saved result: a float64 pow less)
+        # (the output is saved only for this gradient: writing into x ** 2 in place is no
+        # error, as in torch; torch also saves it for a tensor exponent that needs no grad)
         ge = g * _conj((input ** exponent if result is None else result) * _log_of(input))
         # (a complex exponent counts as >= 0 when it is real and >= 0, as in torch)
         nonneg = exponent >= 0 if not exponent.is_complex() else \

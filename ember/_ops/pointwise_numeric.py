@@ -9,7 +9,7 @@ import ember
 
 from .._C import kernels as _C
 from .meta import broadcast_meta, empty
-from .pointwise import _pow_node, reject, ufunc_of
+from .pointwise import _pow_node, par_run, reject, ufunc_of
 from .pointwise_logic import _FEW, _NOT_INT, _edges
 from .pointwise_binary import _tensor_samples, real_ufunc
 from .registry import op
@@ -191,7 +191,18 @@ def float_power(xp, input, exponent):
     cplx = any(a.dtype.kind == "c" if hasattr(a, "dtype") else isinstance(a, complex) for a in
                (input, exponent))
     dt = np.complex128 if cplx else np.float64
+    # float32 operands: parloop.h's pow of the widened values in one pass over threads, not two
+    # casts on one thread and a pow. (Not one exponent: NumPy takes square roots for 0.5, as
+    # torch does: pow(-0., 0.5) is -0.; not a small exponent, for the small calls' sake)
+    if type(exponent) is np.ndarray and exponent.size >= 4096 and xp is np and \
+            exponent.dtype == np.float32 == getattr(input, "dtype", None) and (
+            pl := _C.parloop()) and (r := par_run(pl[7], 0, (input, exponent), _F32_F64,
+                                                  min_size=4096)) is not None:
+        return r
     return ufunc_of(xp, "power")(xp.asarray(input).astype(dt), xp.asarray(exponent).astype(dt))
+
+
+_F32_F64 = (np.dtype(np.float32),) * 2 + (np.dtype(np.float64),)
 
 
 @float_power.vjp(save=("input", "exponent", "result"))

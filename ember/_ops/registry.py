@@ -146,7 +146,8 @@ class OpDef:
         (shape, dtype, device) only. ``"result"`` saves the output, passed as ``result=``.
         ``needed_by`` maps a saved argument to the arguments whose gradients read it (e.g.
         ``mul``'s ``input`` only matters for ``other``'s gradient): when none of those requires
-        grad, an in-place change to it is no error, as in torch. ``"cross"`` says each saved
+        grad, an in-place change to it is no error, as in torch; for ``"result"``, the output is
+        then not saved at all (the vjp gets ``result=None``). ``"cross"`` says each saved
         argument is read only by the others' gradients (products: mul, mm, dot...).
         """
         def deco(fn):
@@ -156,8 +157,9 @@ class OpDef:
             if needed_by == "cross":
                 self.needed_by = {i: tuple(j for j in self.save if j != i) for i in self.save}
             else:
-                self.needed_by = {self.params.index(k): tuple(self.params.index(v) for v in (
-                    (vs,) if isinstance(vs, str) else vs)) for k, vs in (needed_by or {}).items()}
+                self.needed_by = {-1 if k == "result" else self.params.index(k): tuple(
+                    self.params.index(v) for v in ((vs,) if isinstance(vs, str) else vs))
+                    for k, vs in (needed_by or {}).items()}
             return fn
         return deco
 

@@ -264,7 +264,7 @@ class OpNode(Node):
     node (``node_class``): ``OpNode(opdef, ...)`` makes one of the class the call's name gives."""
 
     multi = False      # the op returned a tuple: its vjp gets a list of output gradients
-    _packed = False
+    _packed, results = False, None      # (results: the saved outputs, if any)
 
     def __new__(cls, opdef, args, kwargs, inputs, outputs):
         rule = opdef.grad_name_of
@@ -302,7 +302,7 @@ class OpNode(Node):
             self.args, self.versions, self.tensor_positions = saved, versions, positions
             # NOTE: as in torch, only a node that saved something refuses a second backward (a
             # Python scalar counts: torch saves it as a wrapped tensor)
-            has = opdef.save_result or bool(versions)
+            has = (sr := opdef.save_result and _saved_is_read(opdef, -1, args)) or bool(versions)
             if not has and save:
                 n_args = len(args)
                 for i in save:
@@ -311,7 +311,7 @@ class OpNode(Node):
                         break
             self._has_saved = has
         self._outs = [(o._data.shape, o.dtype, o.device) for o in outputs]
-        if opdef.save_result:
+        if opdef.save_result and (hooks is not None or sr):
             self.results = [(_Packed(o, hooks), None) if hooks is not None else
                             (o._alias(), o._version) for o in outputs]
 
@@ -358,7 +358,7 @@ class OpNode(Node):
             if t._version != v:
                 check_saved_version(t, v, self)
         kwargs = self.kwargs
-        if self.opdef.save_result:
+        if self.results is not None:
             res, graph = [], grad_mode.state.grad_enabled
             for i, (r, v) in enumerate(self.results):
                 if v is None:
@@ -492,7 +492,7 @@ def simple_node(opdef, args, tensors, positions, out):
             else:
                 saved[i] = metas[k]
             k += 1
-        has = opdef.save_result or bool(versions)
+        has = (sr := opdef.save_result and _saved_is_read(opdef, -1, args)) or bool(versions)
         if not has:     # a saved Python scalar counts (see OpNode)
             for i in save:
                 if i < len(args) and (not needed_by or _saved_is_read(opdef, i, args)):
@@ -503,10 +503,10 @@ def simple_node(opdef, args, tensors, positions, out):
         saved = list(args)
         for (i, _), m in zip(positions, metas):
             saved[i] = m
-        node.args, node.versions, node._has_saved = saved, (), opdef.save_result
+        node.args, node.versions, node._has_saved = saved, (), (sr := opdef.save_result)
     node._outs = ((out._data.shape, out.dtype, out.device),)
     # (slots have no class default: each is set)
-    node.results = [(out._alias(), out._version)] if opdef.save_result else None
+    node.results = [(out._alias(), out._version)] if sr else None
     node._released = False
     return node
 

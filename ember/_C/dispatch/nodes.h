@@ -147,7 +147,8 @@ static PyObject *simple_apply(PyObject *node, PyObject *grads, int *handled)
         return r < 0 ? (*handled = 1, NULL) : NULL;
     if ((r = op_truth(opdef, OP_SAVE_RESULT)) < 0)
         return *handled = 1, NULL;
-    if (r) {        /* result=: the saved output, checked, with no graph of its own */
+    if (r && SLOT(node, N_RESULTS) != Py_None) {  /* result=: the saved output, checked, with no
+                                                     graph of its own (None: not saved) */
         PyObject *rs = SLOT(node, N_RESULTS), *rv;
         if ((r = GRAD_ENABLED()) != 0)
             return r < 0 ? (*handled = 1, NULL) : NULL;

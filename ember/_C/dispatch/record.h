@@ -248,6 +248,10 @@ static PyObject *record_node(PyObject *opdef, PyObject *args, PyObject *tensors,
         PyErr_SetString(PyExc_TypeError, "OpDef.needed_by must be a dict");
         goto done;
     }
+    /* (needed_by's -1: the output, saved only when a gradient that reads it is computed) */
+    if (save_result && ns && PyDict_GET_SIZE(needed_by) &&
+            (has = save_result = is_read(needed_by, -1, args)) < 0)
+        goto done;
     for (Py_ssize_t k = 0; k < nt; k++) {
         Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(PyTuple_GET_ITEM(pos, k), 0));
         if (ns && seq_has(save, i)) {

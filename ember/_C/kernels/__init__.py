@@ -625,7 +625,7 @@ def scatter(out, dim, index, values, mode, init, fresh=False, rows=False):
 def parloop():
     """parloop.h's ``(parloop, parloop_reduce, {element size: its select loop's address},
     copy loop's address, {4: isclose_f32's, 8: isclose_f64's}, select.h's tri_rows,
-    xor_wide)``
+    xor_wide, fpow_ff's and tile_loop's addresses)``
     (ember/_ops/pointwise.py runs NumPy's loops on threads with them, and tril and triu), or
     None (not built, or turned off)."""
     global _parloop
@@ -635,7 +635,7 @@ def parloop():
         _parloop = lib and (fast(lib.parloop), fast(lib.parloop_reduce), {
             w: addr(getattr(lib, f"select_u{8 * w}")) for w in (1, 2, 4, 8)}, addr(lib.copy_loop),
             {4: addr(lib.isclose_f32), 8: addr(lib.isclose_f64)}, fast(lib.tri_rows),
-            fast(lib.xor_wide))
+            fast(lib.xor_wide), addr(lib.fpow_ff), addr(lib.tile_loop))
     return None if _off or not _parloop else _parloop
 
 

@@ -97,6 +97,25 @@ EXPORT void copy_loop(char **a, const int64_t *count, const int64_t *s, void *da
         for (int64_t i = 0; i < n; i++) memcpy(a[1] + i * s[1], a[0] + i * s[0], (size_t)w);
 }
 
+/* repeat's copies: args (source, the first copy), data -> {copies, bytes between copies,
+ * element size}: each source row segment, read once, written to each copy in turn */
+EXPORT void tile_loop(char **a, const int64_t *count, const int64_t *s, void *data) {
+    const int64_t *d = (const int64_t *)data;
+    for (int64_t j = 0; j < d[0]; j++) {
+        char *a2[2] = {a[0], a[1] + j * d[1]};
+        copy_loop(a2, count, s, (void *)(intptr_t)d[2]);
+    }
+}
+
+/* float_power of float32 operands: args (x, y, double out), libm's pow of the widened values
+ * (NumPy's float64 loop, so its values), the reference's two casts fused into its one pass */
+EXPORT void fpow_ff(char **a, const int64_t *count, const int64_t *s, void *data) {
+    (void)data;
+    for (int64_t i = 0; i < *count; i++)
+        *(double *)(a[2] + i * s[2]) = pow(*(const float *)(a[0] + i * s[0]),
+                                           *(const float *)(a[1] + i * s[1]));
+}
+
 /* isclose of T operands in double, one pass (its NumPy reference makes ~12): args (a, b, bool
  * out), data -> {atol, rtol, equal_nan}; no fma, as the reference's separate roundings */
 #define ISCLOSE_LOOP(NAME, T)                                                                  \
