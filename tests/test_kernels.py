@@ -1402,6 +1402,35 @@ def test_reduce_kernel_extremes_propagate_nan(n, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [1 << 17, (1 << 18) + 12345, 5 * (1 << 16) - 1])
+def test_reduce_kernel_whole_array_combines_chunks(n, dtype):
+    """A whole-array reduction of 2^17 or more elements, as chunks over the threads whose
+    partials reduce_rows combines itself: sums near the float64 sum, extrema exact and nan
+    wherever one is, logsumexp as NumPy's; a mean divides in double, as NumPy by an integer
+    count below and above 2^24, on a whole array, rows and leading axes."""
+    x = _input((n,), dtype, False)
+    exact = np.add.reduce(x.astype(np.float64))
+    eps = np.finfo(dtype).eps
+    assert abs(kernels.reduce("sum", x, (0,)) - exact) <= 8 * eps * np.abs(x).sum()
+    sq = kernels.reduce("sumsq", x, (0,))
+    assert abs(sq - (x.astype(np.float64) ** 2).sum()) <= 8 * eps * sq
+    lse = np.log(np.exp(x.astype(np.float64) - x.max()).sum()) + x.max()
+    np.testing.assert_allclose(kernels.reduce("logsumexp", x, (0,)), lse, rtol=8 * eps)
+    for name in ("max", "min"):
+        assert kernels.reduce(name, x, (0,)) == getattr(np, name)(x)
+    y = x.copy()
+    y[n // 2 + 1000] = np.nan
+    assert np.isnan(kernels.reduce("max", y, (0,))) and np.isnan(kernels.reduce("min", y, (0,)))
+    assert kernels.reduce("nansum", y, (0,)) == kernels.reduce("sum", np.nan_to_num(y), (0,))
+    assert kernels.reduce("nancount", y, (0,)) == n - 1
+    for a, axes in ((x, (0,)), (x[:n // 3 * 3].reshape(3, -1), (1,)),
+                    (x[:n // 3 * 3].reshape(-1, 3), (0,))):
+        for c in (float(math.prod(a.shape[i] for i in axes)), 16777259.0):
+            want = np.true_divide(kernels.reduce("sum", a, axes), np.intp(c)).astype(dtype)
+            assert np.array_equal(kernels.reduce("mean", a, axes, c=c), want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape,dim", [((1024, 1000), -1), ((333, 129), 0), ((7, 501, 300), 1),
                                        ((5,), 0), ((3, 4, 5), 2)], ids=str)
 @pytest.mark.parametrize("name", ["cummax", "cummin"])
