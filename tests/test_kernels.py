@@ -522,6 +522,30 @@ def test_pow_float32(threads):
     assert np.nanmax(_ulps(got, want.astype(np.float32))) <= 1
 
 
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])
+def test_pow_grads_float32(threads, noncontig):
+    """pow's fused gradients (pow_bwd, pow_exp_bwd) of two float32 tensors as the NumPy path's
+    ops: negative bases, zeros (d/dexp 0 where the exponent >= 0), -0, inf, nan; odd shapes."""
+    rng = np.random.default_rng(5)
+    x = (rng.uniform(-3, 3, (37, 29)) ** 3).astype(np.float32)
+    y = np.where(rng.random((37, 29)) < 0.3, rng.integers(-4, 5, (37, 29)),
+                 rng.uniform(-4, 4, (37, 29))).astype(np.float32)
+    x.reshape(-1)[:8] = [0.0, 0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, 0.0]
+    y.reshape(-1)[:8] = [2.0, -1.5, 0.5, -2.0, 3.0, 1.0, np.nan, 0.0]
+
+    def grads():
+        a, b = ember.tensor(x, requires_grad=True), ember.tensor(y, requires_grad=True)
+        out = a.t() ** b.t() if noncontig else a ** b
+        ember.autograd.backward([out], [ember.ones_like(out)])
+        return a.grad.numpy(), b.grad.numpy()
+    fast = grads()
+    with kernels.disabled():
+        ref = grads()
+    for a, b in zip(fast, ref):
+        np.testing.assert_allclose(a, b, rtol=4e-6, atol=1e-30, equal_nan=True)
+
 @pytest.mark.parametrize("n", [5, 5000])
 @pytest.mark.parametrize("dt", ["float32", "float64"])
 @pytest.mark.parametrize("c", [False, True], ids=["numpy", "C"])

@@ -210,7 +210,7 @@ _POINTWISE = {name: code for code, name in enumerate(
     "asin_bwd atanh_bwd reciprocal_bwd rsqrt_bwd mish mish_bwd logsigmoid logsigmoid_bwd "
     "hardtanh_bwd frac logit logit_bwd bce_logits bce_logits_bwd lerp addcmul addcdiv "
     "copysign entr xlogy xlog1py sinc tanh asinh loss_bwd bce bce_bwd "
-    "bce_target_bwd pow clamp_bwd erf erfc".split())}
+    "bce_target_bwd pow clamp_bwd erf erfc pow_bwd pow_exp_bwd".split())}
 
 
 def pointwise(name, x, *params, other=None, min_size=1, out=None, third=None):
