@@ -522,6 +522,30 @@ def test_pow_float32(threads):
     assert np.nanmax(_ulps(got, want.astype(np.float32))) <= 1
 
 
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])
+def test_pow_grads_float32(threads, noncontig):
+    """pow's fused gradients (pow_bwd, pow_exp_bwd) of two float32 tensors as the NumPy path's
+    ops: negative bases, zeros (d/dexp 0 where the exponent >= 0), -0, inf, nan; odd shapes."""
+    rng = np.random.default_rng(5)
+    x = (rng.uniform(-3, 3, (37, 29)) ** 3).astype(np.float32)
+    y = np.where(rng.random((37, 29)) < 0.3, rng.integers(-4, 5, (37, 29)),
+                 rng.uniform(-4, 4, (37, 29))).astype(np.float32)
+    x.reshape(-1)[:8] = [0.0, 0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, 0.0]
+    y.reshape(-1)[:8] = [2.0, -1.5, 0.5, -2.0, 3.0, 1.0, np.nan, 0.0]
+
+    def grads():
+        a, b = ember.tensor(x, requires_grad=True), ember.tensor(y, requires_grad=True)
+        out = a.t() ** b.t() if noncontig else a ** b
+        ember.autograd.backward([out], [ember.ones_like(out)])
+        return a.grad.numpy(), b.grad.numpy()
+    fast = grads()
+    with kernels.disabled():
+        ref = grads()
+    for a, b in zip(fast, ref):
+        np.testing.assert_allclose(a, b, rtol=4e-6, atol=1e-30, equal_nan=True)
+
 @pytest.mark.parametrize("n", [5, 5000])
 @pytest.mark.parametrize("dt", ["float32", "float64"])
 @pytest.mark.parametrize("c", [False, True], ids=["numpy", "C"])
@@ -1172,7 +1196,9 @@ COLS = [((2, 3, 9, 7), (32, 3, 3, 3), 1, 1, 1, 1), ((3, 4, 11, 10), (20, 2, 3, 2
                                                     (1, 0), (2, 1), 2),
         ((1, 3, 13, 12), (8, 3, 5, 5), 2, 2, 1, 1), ((2, 6, 5, 6), (6, 1, 3, 3), 1, 1, 1, 6),
         ((2, 20, 4, 5), (18, 20, 1, 1), 1, 0, 1, 1), ((3, 4, 17), (6, 2, 3), 2, 2, 2, 2),
-        ((1, 5, 1, 1), (7, 5, 3, 3), 1, 1, 1, 1)]
+        ((1, 5, 1, 1), (7, 5, 3, 3), 1, 1, 1, 1),
+        # a row's columns over 512 KiB: the forward's rows in blocks, 4 channels a GEMM (4, 4, 4, 1)
+        ((2, 26, 40, 70), (10, 13, 21, 25), (1, 2), (1, 3), (2, 1), 2)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -1399,6 +1425,35 @@ def test_reduce_kernel_extremes_propagate_nan(n, dtype):
             if a.size >= 1 << 15:
                 assert np.array_equal(kernels.reduce(name, a, axes), getattr(np, name)(a, axes),
                                       equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [1 << 17, (1 << 18) + 12345, 5 * (1 << 16) - 1])
+def test_reduce_kernel_whole_array_combines_chunks(n, dtype):
+    """A whole-array reduction of 2^17 or more elements, as chunks over the threads whose
+    partials reduce_rows combines itself: sums near the float64 sum, extrema exact and nan
+    wherever one is, logsumexp as NumPy's; a mean divides in double, as NumPy by an integer
+    count below and above 2^24, on a whole array, rows and leading axes."""
+    x = _input((n,), dtype, False)
+    exact = np.add.reduce(x.astype(np.float64))
+    eps = np.finfo(dtype).eps
+    assert abs(kernels.reduce("sum", x, (0,)) - exact) <= 8 * eps * np.abs(x).sum()
+    sq = kernels.reduce("sumsq", x, (0,))
+    assert abs(sq - (x.astype(np.float64) ** 2).sum()) <= 8 * eps * sq
+    lse = np.log(np.exp(x.astype(np.float64) - x.max()).sum()) + x.max()
+    np.testing.assert_allclose(kernels.reduce("logsumexp", x, (0,)), lse, rtol=8 * eps)
+    for name in ("max", "min"):
+        assert kernels.reduce(name, x, (0,)) == getattr(np, name)(x)
+    y = x.copy()
+    y[n // 2 + 1000] = np.nan
+    assert np.isnan(kernels.reduce("max", y, (0,))) and np.isnan(kernels.reduce("min", y, (0,)))
+    assert kernels.reduce("nansum", y, (0,)) == kernels.reduce("sum", np.nan_to_num(y), (0,))
+    assert kernels.reduce("nancount", y, (0,)) == n - 1
+    for a, axes in ((x, (0,)), (x[:n // 3 * 3].reshape(3, -1), (1,)),
+                    (x[:n // 3 * 3].reshape(-1, 3), (0,))):
+        for c in (float(math.prod(a.shape[i] for i in axes)), 16777259.0):
+            want = np.true_divide(kernels.reduce("sum", a, axes), np.intp(c)).astype(dtype)
+            assert np.array_equal(kernels.reduce("mean", a, axes, c=c), want)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -518,6 +518,10 @@ def pow(xp, input, exponent):
 
 @pow.vjp(save=("input", "exponent", "result"), needed_by={"result": "exponent"})
 def _(g, input, exponent, result=None):
+    # (float32 tensors of one shape: each gradient one fused pass of the ops below)
+    if result is None and type(exponent) is ember.Tensor and exponent.shape == input.shape and \
+            (gi := fused_grad("pow", input, g, other=exponent)) is not None:
+        return gi, fused_grad("pow_exp", input, g, other=exponent)
     gi = ge = None
     if isinstance(input, ember.Tensor):
         gi = g * _conj(exponent * input ** (exponent - 1))
@@ -746,13 +750,14 @@ tanh_backward.meta = broadcast_meta
 sigmoid = _unary("sigmoid", lambda xp, input: _sigmoid(xp, input), None)
 
 
-def fused_grad(name, x, g, *params):
+def fused_grad(name, x, g, *params, other=None):
     """``g`` times the derivative at ``x`` (a saved input or result) of pointwise.h's op
     ``name`` by its fused C backward, as a Tensor; None where that does not apply (grad mode on:
     the backward is itself differentiated; or arrays the kernel does not take)."""
     if _grad_state.grad_enabled or x.shape != g.shape or type(g) is not ember.Tensor:
         return None         # (a BatchedTensor g: vmap of a vjp, batched by the ops instead)
-    r = _C.pointwise(name + "_bwd", x._data, *params, other=g._data)
+    r = _C.pointwise(name + "_bwd", x._data, *params, other=g._data) if other is None else \
+        _C.pointwise(name + "_bwd", x._data, *params, other=other._data, third=g._data)
     return None if r is None else ember.Tensor._wrap(r)
 
 

@@ -66,13 +66,13 @@ def _accumulate(f, input, dim, keepdim, dtype):
 # ---- sums and means ------------------------------------------------------------------------
 
 
-def _c_reduce(name, xp, input, dim, keepdim, dtype=None, min_size=_C._MIN_ROWS_KERNEL):
+def _c_reduce(name, xp, input, dim, keepdim, dtype=None, min_size=_C._MIN_ROWS_KERNEL, c=0.0):
     """``_C.reduce`` (a row kernel over trailing or leading axes) of a float32/float64 NumPy
     input reduced in its own dtype; None where it does not apply."""
     if xp is not np or input.dtype.kind != "f" or input.dtype.itemsize < 4 or \
             dtype is not None and np.dtype(dtype.np) != input.dtype:
         return None
-    return _C.reduce(name, input, reduce_dims(dim, input.ndim), keepdim, min_size=min_size)
+    return _C.reduce(name, input, reduce_dims(dim, input.ndim), keepdim, None, c, min_size)
 
 
 def _sum_like(name, f, doc, complex_ok=True, tags=()):
@@ -156,9 +156,8 @@ def mean(xp, input, dim=None, keepdim=False, *, dtype=None):
         with np.errstate(invalid="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             return _accumulate(xp.mean, input, dim, keepdim, dtype)
-    if (r := _c_reduce("sum", xp, input, dim, keepdim, dtype)) is not None:
-        return np.true_divide(r, count if count < 1 << 24 else np.intp(count), out=r,
-                              casting="unsafe")
+    if (r := _c_reduce("mean", xp, input, dim, keepdim, dtype, c=count)) is not None:
+        return r
     if xp is np:
         if dtype is None and input.dtype.kind == "f" and input.dtype.itemsize > 2:
             return _mean_of(input, reduce_dims(dim, input.ndim), keepdim, None, count)

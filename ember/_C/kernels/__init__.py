@@ -213,7 +213,7 @@ _POINTWISE = {name: code for code, name in enumerate(
     "asin_bwd atanh_bwd reciprocal_bwd rsqrt_bwd mish mish_bwd logsigmoid logsigmoid_bwd "
     "hardtanh_bwd frac logit logit_bwd bce_logits bce_logits_bwd lerp addcmul addcdiv "
     "copysign entr xlogy xlog1py sinc tanh asinh loss_bwd bce bce_bwd "
-    "bce_target_bwd pow clamp_bwd erf erfc".split())}
+    "bce_target_bwd pow clamp_bwd erf erfc pow_bwd pow_exp_bwd".split())}
 
 
 def pointwise(name, x, p0=0.0, p1=0.0, p2=0.0, *, other=None, min_size=1, out=None, third=None):
@@ -365,16 +365,16 @@ def prod(a, dim, keepdim):
 
 _REDUCE = {name: code for code, name in enumerate(
     "sum sumsq nansum max min logsumexp mse smooth_l1 huber nancount".split())}
-_SPLIT = 1 << 16      # a whole-array reduction runs as rows of this many (threads take rows)
+_REDUCE["mean"] = 0     # (the sum's code; ``c`` the count it is divided by)
 
 
 def reduce(name, a, axes, keepdim=False, other=None, c=0.0, min_size=_MIN_ROWS_KERNEL):
-    """Reduction ``name`` (sum, sumsq: the sum of squares, nansum, nancount: the elements not
-    nan, max, min, logsumexp; the
+    """Reduction ``name`` (sum, mean: the sum divided by ``c`` in double, sumsq: the sum of
+    squares, nansum, nancount: the elements not nan, max, min, logsumexp; the
     sums of the losses of ``d = a - other``: mse, smooth_l1 with beta ``c``, huber with delta
     ``c``) of a C-contiguous float NumPy array over ``axes`` (sorted, non-negative), by rowops'
     reduce_rows where they are the trailing axes, rows of any length (sums pairwise, as
-    NumPy's, in 32 vector lanes; NumPy adds 8 scalars), or, for sum, the leading ones
+    NumPy's, in 32 vector lanes; NumPy adds 8 scalars), or, for sum and mean, the leading ones
     (sum_rows: NumPy's order); None where it does not apply (the caller runs NumPy), or below
     ``min_size`` elements, where NumPy's own reduction is as quick (a caller whose NumPy path
     is several passes takes any size)."""
@@ -385,22 +385,14 @@ def reduce(name, a, axes, keepdim=False, other=None, c=0.0, min_size=_MIN_ROWS_K
             other.flags.c_contiguous):
         return None
     nd, k = a.ndim, len(axes)       # (axes sorted and distinct: their ends say where they are)
-    if axes[-1] == k - 1 and k < nd and name == "sum" and other is None:
+    if axes[-1] == k - 1 and k < nd and name in ("sum", "mean") and other is None:
         out = sum_rows(a.reshape(-1, math.prod(a.shape[k:])))
+        if out is not None and name == "mean":     # (as reduce_rows' mean: in double)
+            out = np.true_divide(out, np.float64(c), out=out, casting="unsafe")
         return None if out is None else out.reshape((1,) * k * keepdim + a.shape[k:])
     if axes[0] != nd - k or axes[-1] != nd - 1:
         return None
     shape, cols = a.shape[:nd - k] + (1,) * k * keepdim, math.prod(a.shape[nd - k:])
-    if cols == a.size and cols >= 2 * _SPLIT:    # (partials combined as NumPy would)
-        m = cols - cols % _SPLIT
-        parts = np.empty(m // _SPLIT + (m < cols), a.dtype)
-        flat = a.reshape(-1)
-        fo = None if other is None else other.reshape(-1)
-        fn(_REDUCE[name], ptr(flat), ptr(fo), c, ptr(parts), m // _SPLIT, _SPLIT, num_threads())
-        if m < cols:
-            fn(_REDUCE[name], ptr(flat[m:]), None if fo is None else ptr(fo[m:]), c,
-               ptr(parts[-1:]), 1, cols - m, 1)
-        return np.full(shape, _combine(name, parts), a.dtype)
     out = np.empty(shape, a.dtype)
     fn(_REDUCE[name], ptr(a), ptr(other), c, ptr(out), a.size // cols, cols, num_threads())
     return out
@@ -421,19 +413,6 @@ def stats(name, a, axes, keepdim, c=0.0):
     fn(ptr(a), ptr(o1), ptr(o2), o1.size, a.size // o1.size, float(c),
        ("var", "std", "minmax").index(name), num_threads())
     return o1, o2
-
-
-def _combine(name, a):
-    """The partial results ``a`` of reduction ``name`` combined with NumPy: extrema as
-    extrema, logsumexps as a logsumexp, every sum (of squares, nan-sums, losses) as a sum."""
-    if name == "max" or name == "min":
-        return getattr(np, name)(a)
-    if name == "logsumexp":
-        m = np.max(a)
-        m = m if np.isfinite(m) else a.dtype.type(0)
-        with np.errstate(divide="ignore", over="ignore"):
-            return np.log(np.add.reduce(np.exp(a - m))) + m
-    return np.add.reduce(a)
 
 
 _RANK = {"kth": 0, "median": 1, "nanmedian": 2}

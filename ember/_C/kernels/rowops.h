@@ -813,8 +813,10 @@ TC static void S(rr_rows)(int op, const T *a, const T *b, double c, T *out, int6
     /* (the common ops with op a constant: each inlined copy is its own loop) */
 #define RR_ROWS(o) \
     for (int64_t r = r0; r < r1; r++) out[r] = S(rr_row)(a + r * cols, NULL, cols, o, c)
-    if (op == RR_SUM) RR_ROWS(RR_SUM);
-    else if (op == RR_NANSUM) RR_ROWS(RR_NANSUM);
+    if (op == RR_SUM) {  /* c: a mean's count (0: a sum); in double, which rounds as T's / */
+        RR_ROWS(RR_SUM);
+        if (c) for (int64_t r = r0; r < r1; r++) out[r] = (T)(out[r] / c);
+    } else if (op == RR_NANSUM) RR_ROWS(RR_NANSUM);
     else if (op == RR_SUMSQ) RR_ROWS(RR_SUMSQ);
     else if (op == RR_MAX) RR_ROWS(RR_MAX);
     else if (op == RR_MIN) RR_ROWS(RR_MIN);
@@ -824,11 +826,29 @@ TC static void S(rr_rows)(int op, const T *a, const T *b, double c, T *out, int6
 #undef RR_ROWS
 }
 
-/* b: the second input of the losses (NULL for the others), c their parameter */
+/* b: the second input of the losses (NULL for the others), c their parameter. One long row
+ * (a whole-array reduction) runs as k chunks of RR_CHUNK or more over the threads, then
+ * combines their partials as one more row (sums as a sum, extrema as extrema, logsumexps as a
+ * logsumexp): in C rather than NumPy, as the Python steps after a pass over a large array find
+ * their code and objects evicted from the cache (~10 us of a 1M-element sum's 80). */
+#ifndef RR_CHUNK
+#define RR_CHUNK (1 << 16)
+#endif
 EXPORT void S(reduce_rows)(int op, const T *a, const T *b, double c, T *out, int64_t rows,
                            int64_t cols, int nt) {
     nt = threads_for(rows * cols * (op == RR_LSE ? 8 : 1), nt);
-    ROW_RANGES(nt, rows, S(rr_rows)(op, a, b, c, out, cols, r0, r1))
+    int64_t k = cols / RR_CHUNK, len = k ? cols / k : 0, rest = cols - k * len;
+    if (rows > 1 || k < 2) {
+        ROW_RANGES(nt, rows, S(rr_rows)(op, a, b, c, out, cols, r0, r1))
+        return;
+    }
+    T *parts = malloc((k + 1) * sizeof(T));
+    double pc = op == RR_SUM ? 0 : c;   /* (a mean divides the total only) */
+    ROW_RANGES(nt, k, S(rr_rows)(op, a, b, pc, parts, len, r0, r1))
+    if (rest) S(rr_rows)(op, a + k * len, b ? b + k * len : b, pc, parts + k, rest, 0, 1);
+    S(rr_rows)(op == RR_MAX || op == RR_MIN || op == RR_LSE ? op : RR_SUM, parts, NULL, c - pc,
+               out, k + (rest > 0), 0, 1);
+    free(parts);
 }
 
 /* Two statistics of each contiguous row: what 0 (RS_VAR), 1 (RS_STD): the variance (or its

@@ -240,15 +240,17 @@ static const double F64_INV_FACT[15] = {1.0, 1.0, 0.5, 1.0 / 6, 1.0 / 24, 1.0 / 
     1.0 / 5040, 1.0 / 40320, 1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600,
     1.0 / 6227020800, 1.0 / 87178291200};
 /* exp(x) for x in [-708, 709] (clamped: 0 / inf are the callers'): n ln 2 off in two parts,
- * Taylor to r^11 on |r| <= ln2 / 2 */
-static inline double exp_f64v(double x) {
+ * Taylor to r^deg on |r| <= ln2 / 2: 11 for ~1e-16; 7 (5.6e-9) where a float32 result has its
+ * own larger error anyway (ndtr's fit: 1e-7; four multiply-adds fewer, ndtr 1M 3.8 -> 3.1 ms) */
+static inline double exp_f64v_deg(double x, int deg) {
     x = x < -708.0 ? -708.0 : x > 709.0 ? 709.0 : x;
     double nb = x * 1.4426950408889634 + F64_ROUND, n = nb - F64_ROUND;
     double r = (x - n * 0.6931471803691238) - n * 1.9082149292705877e-10;
-    double p = 1.0 / 39916800;      /* (1 / 11!, then 1 / 10! ... 1 / 2!) */
-    for (int k = 10; k >= 2; k--) p = p * r + F64_INV_FACT[k];
+    double p = F64_INV_FACT[deg];   /* (1 / deg!, then ... 1 / 2!) */
+    for (int k = deg - 1; k >= 2; k--) p = p * r + F64_INV_FACT[k];
     return (p * r * r + r + 1.0) * f64_from_bits((f64_bits(nb) + 1023) << 52);
 }
+static inline double exp_f64v(double x) { return exp_f64v_deg(x, 11); }
 /* log(x) for finite normal x > 0: 2 atanh(f / (2 + f)) of the mantissa 1 + f in [0.707, 1.414) */
 static inline double log_f64v(double x) {
     int64_t bits = f64_bits(x);
@@ -298,7 +300,7 @@ static inline double ndtr_tail_f64v(float x, double *lg) {
     for (int i = 0; i < 9; i++) p = p * t + ERFC_FIT[i];
     double q = p - 0.5 * ax * ax;
     *lg = log_f64v(0.5 * t) + q;
-    return q < -745.0 ? 0.0 : 0.5 * t * exp_f64v(q);
+    return q < -745.0 ? 0.0 : 0.5 * t * exp_f64v_deg(q, 7);
 }
 /* Phi(x) (the normal CDF) and log Phi(x), ~2 ulp */
 static inline float ndtr_f32(float x) {
