@@ -526,8 +526,8 @@ def test_pow_float32(threads):
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "noncontig"])
 def test_pow_grads_float32(threads, noncontig):
-    """pow's fused gradients (pow_bwd, pow_exp_bwd) of two float32 tensors as the NumPy path's
-    ops: negative bases, zeros (d/dexp 0 where the exponent >= 0), -0, inf, nan; odd shapes."""
+    """pow's gradients of two float32 tensors (the base's by the fused pow_bwd, the exponent's
+    from the saved result) as the NumPy path's ops: negative bases, zeros (d/dexp 0 where the exponent >= 0), -0, inf, nan; odd shapes."""
     rng = np.random.default_rng(5)
     x = (rng.uniform(-3, 3, (37, 29)) ** 3).astype(np.float32)
     y = np.where(rng.random((37, 29)) < 0.3, rng.integers(-4, 5, (37, 29)),
@@ -545,6 +545,7 @@ def test_pow_grads_float32(threads, noncontig):
         ref = grads()
     for a, b in zip(fast, ref):
         np.testing.assert_allclose(a, b, rtol=4e-6, atol=1e-30, equal_nan=True)
+
 
 @pytest.mark.parametrize("n", [5, 5000])
 @pytest.mark.parametrize("dt", ["float32", "float64"])

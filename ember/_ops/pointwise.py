@@ -518,12 +518,14 @@ def pow(xp, input, exponent):
 
 @pow.vjp(save=("input", "exponent", "result"), needed_by={"result": "exponent"})
 def _(g, input, exponent, result=None):
-    # (float32 tensors of one shape: each gradient one fused pass of the ops below)
-    if result is None and type(exponent) is ember.Tensor and exponent.shape == input.shape and \
-            (gi := fused_grad("pow", input, g, other=exponent)) is not None:
-        return gi, fused_grad("pow_exp", input, g, other=exponent)
     gi = ge = None
-    if isinstance(input, ember.Tensor):
+    # (float32 tensors of one shape: the base's gradient one fused pass of the ops below; the
+    # exponent's from the saved result, there only where that gradient is wanted)
+    if type(exponent) is ember.Tensor and exponent.shape == input.shape and \
+            (gi := fused_grad("pow", input, g, other=exponent)) is not None:
+        if result is None:
+            return gi, None
+    elif isinstance(input, ember.Tensor):
         gi = g * _conj(exponent * input ** (exponent - 1))
         if not isinstance(exponent, ember.Tensor) and exponent == 0:
             gi = ember.zeros_like(g)

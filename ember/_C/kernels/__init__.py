@@ -213,7 +213,7 @@ _POINTWISE = {name: code for code, name in enumerate(
     "asin_bwd atanh_bwd reciprocal_bwd rsqrt_bwd mish mish_bwd logsigmoid logsigmoid_bwd "
     "hardtanh_bwd frac logit logit_bwd bce_logits bce_logits_bwd lerp addcmul addcdiv "
     "copysign entr xlogy xlog1py sinc tanh asinh loss_bwd bce bce_bwd "
-    "bce_target_bwd pow clamp_bwd erf erfc pow_bwd pow_exp_bwd".split())}
+    "bce_target_bwd pow clamp_bwd erf erfc pow_bwd".split())}
 
 
 def pointwise(name, x, p0=0.0, p1=0.0, p2=0.0, *, other=None, min_size=1, out=None, third=None):

@@ -21,7 +21,7 @@ enum { PW_SIGMOID, PW_SILU, PW_LEAKY_RELU, PW_HARDSIGMOID, PW_HARDSWISH, PW_CLAM
        PW_LOGIT, PW_LOGIT_BWD, PW_BCE_LOGITS, PW_BCE_LOGITS_BWD, PW_LERP, PW_ADDCMUL,
        PW_ADDCDIV, PW_COPYSIGN, PW_ENTR, PW_XLOGY, PW_XLOG1PY, PW_SINC, PW_TANH, PW_ASINH,
        PW_LOSS_BWD, PW_BCE, PW_BCE_BWD, PW_BCE_TARGET_BWD, PW_POW, PW_CLAMP_BWD, PW_ERF, PW_ERFC, PW_POW_BWD,
-       PW_POW_EXP_BWD, PW_COUNT };
+       PW_COUNT };
 
 /* NumPy's maximum and minimum (v > lo || v is nan ? v : lo), as one comparison gcc vectorises */
 static inline float pw_max(float v, float lo) { return v <= lo ? lo : v; }
@@ -359,11 +359,9 @@ static inline float pw_pow1(float x, float y) {
     return (y == 0.0f) | (x == 1.0f) ? 1.0f : r;
 }
 PW_BLOCK(pow, pw_pow1(v, y[i]))
-/* pow's gradients (z: the incoming one) as its reference's ops, each rounded as there:
- * g (y x^(y-1)) for the base, g (x^y log x) for the exponent (0 where x = 0 and y >= 0: torch's) */
+/* pow's gradient for the base (z: the incoming one) as its reference's ops, each rounded as
+ * there: g (y x^(y-1)) */
 PW_BLOCK(pow_bwd, z[i] * (y[i] * pw_pow1(v, y[i] - 1.0f)))
-PW_BLOCK(pow_exp_bwd, (v == 0.0f) & (y[i] >= 0.0f) ? 0.0f : z[i] * (pw_pow1(v, y[i]) *
-                                                                    log_full_f32(v)))
 PW_BLOCK(erf, erf_erfc_f32(v, 0))
 PW_BLOCK(erfc, erf_erfc_f32(v, 1))
 /* a loss's backward: g the loss's gradient, the array z (reduction 'none') or b (a mean's or
@@ -418,7 +416,7 @@ static const pw_fn PW_FNS[PW_COUNT] = {pw_sigmoid, pw_silu, pw_leaky_relu, pw_ha
                                        pw_xlogy, pw_xlog1py, pw_sinc, pw_tanh, pw_asinh,
                                        pw_loss_bwd, pw_bce, pw_bce_bwd,
                                        pw_bce_target_bwd, pw_pow, pw_clamp_bwd, pw_erf, pw_erfc,
-                                       pw_pow_bwd, pw_pow_exp_bwd};
+                                       pw_pow_bwd};
 /* rough cost per element relative to a copy: how early a second thread pays */
 static const int PW_COST[PW_COUNT] = {8, 8, 1, 1, 1, 1, 1, 1, 8, 16, 1, 8, 16, 16,
                                       1, 1, 1, 8, 8, 4, 4, 1, 32, 16, 16, 4, 4, 4,
