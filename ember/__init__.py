@@ -163,7 +163,7 @@ _SUBMODULES = ("nn", "optim", "utils", "cuda", "distributed", "onnx", "jit", "fx
                "amp", "testing", "special", "fft", "linalg", "func", "backends", "profiler",
                "compiler", "_dynamo", "serialization", "sparse", "random", "return_types",
                "functional", "hub", "cpu", "distributions", "multiprocessing", "futures",
-               "accelerator", "signal", "overrides", "library", "masked", "quasirandom")
+               "accelerator", "signal", "overrides", "library", "masked", "quasirandom", "types")
 
 # Names loaded on first use: the module that has them (under the same name). autocast & co.
 # live in amp/; thread counts and deterministic mode in _config (ctypes loads only when

@@ -3,6 +3,7 @@
 errors and repr, DDP's Reducer/Logger data in this process; every collective-making name on
 2 ranks in one spawn (bodies in _dist_names_workers.py)."""
 import datetime
+import json
 import glob
 import os
 import sys
@@ -304,3 +305,51 @@ def test_sharing_strategies_as_torch():
 @needs_mpi
 def test_names_on_2_ranks(tmp_path):
     mp.spawn(W.names, args=(2, str(tmp_path / "store")), nprocs=2)
+
+
+def test_elastic_record_writes_torchs_error_file(tmp_path, monkeypatch):
+    """``@record`` (torch.distributed.elastic.multiprocessing.errors) writes the exception that
+    ends a worker to TORCHELASTIC_ERROR_FILE in torch's layout and re-raises it; SystemExit(0)
+    returns None; without the variable nothing is written."""
+    from torch.distributed.elastic.multiprocessing import errors as terrors
+
+    from ember.distributed.elastic.multiprocessing import errors
+
+    def main(code):
+        if code is None:
+            raise ValueError("bad batch (3, 4)")
+        raise SystemExit(code)
+    files = {}
+    for name, rec in (("ember", errors.record), ("torch", terrors.record)):
+        files[name] = tmp_path / f"{name}.json"
+        monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(files[name]))
+        with pytest.raises(ValueError, match=r"bad batch \(3, 4\)"):
+            rec(main)(None)
+        assert rec(main)(0) is None
+        with pytest.raises(SystemExit):
+            rec(main)(2)
+    got, want = (json.loads(files[k].read_text())["message"] for k in ("ember", "torch"))
+    assert got["message"] == want["message"] == "ValueError: bad batch (3, 4)"
+    assert set(got["extraInfo"]) == set(want["extraInfo"]) == {"py_callstack", "timestamp"}
+    assert "bad batch" in got["extraInfo"]["py_callstack"]
+    assert abs(int(got["extraInfo"]["timestamp"]) - int(want["extraInfo"]["timestamp"])) < 60
+    monkeypatch.delenv("TORCHELASTIC_ERROR_FILE")
+    files["ember"].unlink()
+    with pytest.raises(ValueError):
+        errors.record(main)(None)
+    assert not files["ember"].exists() and not list(tmp_path.glob("*.tmp"))
+    err = errors.ChildFailedError("train.py", {1: "failure"})
+    assert err.name == "train.py" and err.failures == {1: "failure"}
+
+
+def test_types_aliases_as_torch():
+    """ember.types (torch.types): the aliases resolve to ember's own classes."""
+    import torch.types as ttypes
+
+    import ember.types as etypes
+    for name in ("Number", "Device", "_size", "_int", "_float", "_bool", "_dtype", "_device",
+                 "Storage", "_TensorOrTensors", "FileLike"):
+        assert hasattr(ttypes, name) and hasattr(etypes, name), name
+    assert etypes._dtype is ember.dtype and etypes._device is ember.device
+    assert etypes.Storage is ember.UntypedStorage and ember.types is etypes
+    assert set(etypes.Number.__args__) == set(ttypes.Number.__args__) == {int, float, bool}

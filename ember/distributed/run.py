@@ -203,11 +203,8 @@ def _worker(argv):
         tb = traceback.format_exc()
         path = os.environ.get("EMBER_ERROR_FILE")
         if path:            # torchrun's error file, written before the others are told
-            with open(path + ".tmp", "w") as f:
-                json.dump({"message": {"message": f"{type(e).__name__}: {e}", "extraInfo": {
-                    "py_callstack": tb, "timestamp": str(int(time.time()))}},
-                    "failed_rank": getattr(e, "failed_rank", None)}, f)
-            os.replace(path + ".tmp", path)
+            from .elastic.multiprocessing.errors import write_error_file
+            write_error_file(path, e, tb, failed_rank=getattr(e, "failed_rank", None))
         c10d = sys.modules.get("ember.distributed.distributed_c10d")
         if c10d is not None:
             c10d.report_failure(e)
