@@ -324,15 +324,19 @@ _SMALL = 1 << 16
 
 
 def _whole(name, a, c=0.0):
-    """The max, min, prod, ``(min, max)``, ``(var, mean)`` or ``(std, mean)`` with correction
-    ``c`` (``name``: max, min, prod, minmax, var, std) of all of a C-contiguous float array as
-    0-dim arrays, by rowops' reduce_rows, prod_rows or stats_rows (one row) on one thread:
+    """The max, min, prod, median, nanmedian, ``(min, max)``, ``(var, mean)`` or ``(std,
+    mean)`` with correction ``c`` (``name``: max, min, prod, median, nanmedian, minmax, var,
+    std) of all of a non-empty C-contiguous float array as 0-dim arrays, by rowops'
+    reduce_rows, prod_rows or stats_rows or rank.h's quickselect (one row) on one thread:
     NumPy's reduce costs ~1 us of set-up and returns a scalar the dispatch must wrap again,
-    and _C.stats' general shapes ~1 us more. None where it does not apply."""
-    if not a.flags.c_contiguous or (fn := _C.kernel("prod_rows" if name == "prod" else
-            "reduce_rows" if name in ("max", "min") else "stats_rows", a.dtype)) is None:
+    and _C.stats' or _C.rank's general shapes ~1 us more. None where it does not apply."""
+    if not a.flags.c_contiguous or (fn := _C.kernel(_WHOLE_KERNELS.get(name, "stats_rows"),
+                                                    a.dtype)) is None:
         return None
     out = np.empty((), a.dtype)
+    if name in ("median", "nanmedian"):     # (its index not returned: a scratch 0-dim)
+        return None if fn(_C.ptr(a), 1, a.size, _C._RANK[name], 0, _C.ptr(out),
+                          _C.ptr(np.empty((), np.int64)), 1) else out
     if name in ("var", "std", "minmax"):
         fn(_C.ptr(a), _C.ptr(out), _C.ptr(hi := np.empty((), a.dtype)), 1, a.size, c,
            ("var", "std", "minmax").index(name), 1)
@@ -340,6 +344,10 @@ def _whole(name, a, c=0.0):
     fn(_C.ptr(a), _C.ptr(out), 1, a.size, 1) if name == "prod" else fn(   # (prod: below 32
         _C._REDUCE[name], _C.ptr(a), None, 0.0, _C.ptr(out), 1, a.size, 1)  # one at a time)
     return out
+
+
+_WHOLE_KERNELS = {"prod": "prod_rows", "max": "reduce_rows", "min": "reduce_rows",
+                  "median": "rank_rows", "nanmedian": "rank_rows"}
 
 
 def _minmax(name, binary):

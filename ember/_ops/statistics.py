@@ -12,6 +12,7 @@ from .._backends import accumulate
 from .meta import empty, moveaxis, reduce_shape
 from .._C import kernels as _C
 from .pointwise import reject, type_name
+from .reduction import _whole
 from . import tangents as tangents_
 from .tangents import REDUCTION, named
 from .registry import op, overload_if_given
@@ -47,10 +48,7 @@ def _median(name, ignore_nan):
         if input.dtype.kind in "bc":        # (reject's check, without its layer)
             raise NotImplementedError(f"\"{name}_cpu\" not implemented for "
                                       f"'{type_name(input.dtype)}'")
-        if dim is None and xp is np and input.size and input.flags.c_contiguous and (
-                fn := _C.kernel("rank_rows", input.dtype)) and not fn(
-                _C.ptr(input), 1, input.size, _C._RANK[name], 0, _C.ptr(
-                    v := np.empty((), input.dtype)), _C.ptr(np.empty((), np.int64)), 1):
+        if dim is None and xp is np and input.size and (v := _whole(name, input)) is not None:
             return v    # (the common call: rank.h's quickselect as one row into a 0-dim value)
         x, axis = _along(input, dim)
         n = x.shape[axis]
